@@ -1,0 +1,173 @@
+# opvm — one top-level Makefile.
+#
+#   make                 build build/opvm and the per-folder libraries
+#   make check           -Werror build, unit tests, integration tests
+#   make check SAN=address,undefined
+#   make bench           benchmarks, one "name: value unit" line each
+#   make fuzz            libFuzzer targets, long runs (FUZZ_RUNS=...)
+#   make images          bootable test guests (images/)
+#   make demo            build, make the test image, profile a workload, report
+#   make install PREFIX=/usr/local
+#   V=1                  verbose
+#
+# Sources are picked up by folder: host/*.c, vmm/*.c, symbols/*.c, events/*.c
+# each become a static library; host/opvm.c is the CLI's main(); every
+# tests/unit/test-*.c is one cmocka binary linked against all libraries;
+# every tests/bench/bench-*.c is one benchmark; every tests/fuzz/fuzz-*.c is
+# one libFuzzer target.  Adding a file needs no Makefile edit.
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+CC      ?= cc
+SAN     ?=
+V       ?= 0
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+PKGS := libelf libdw capstone jansson libvirt libvirt-qemu zlib libprotobuf-c libdebuginfod
+TEST_PKGS := cmocka
+
+PKG_OK := $(shell pkg-config --exists $(PKGS) $(TEST_PKGS) 2>/dev/null && echo yes)
+ifneq ($(PKG_OK),yes)
+ifeq ($(filter clean help,$(MAKECMDGOALS)),)
+$(info opvm: missing build dependencies (pkg-config cannot find:$(foreach p,$(PKGS) $(TEST_PKGS),$(if $(shell pkg-config --exists $(p) 2>/dev/null && echo y),, $(p)))))
+$(error install them with: sudo scripts/install-deps.sh)
+endif
+endif
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+TEST_CFLAGS := $(shell pkg-config --cflags $(TEST_PKGS) 2>/dev/null)
+TEST_LIBS   := $(shell pkg-config --libs $(TEST_PKGS) 2>/dev/null)
+
+WARN := -Wall -Wextra -Wshadow -Wnull-dereference -Wimplicit-fallthrough \
+	-Wno-unused-parameter -Werror
+CFLAGS ?= -O2 -g
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -I. $(PKG_CFLAGS) \
+	-MMD -MP -fno-strict-aliasing
+LDLIBS := $(PKG_LIBS) -lpthread -lm
+
+ifneq ($(SAN),)
+ALL_CFLAGS += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=$(SAN)
+# Sanitized objects live apart so a plain build is never mixed with them.
+BUILD := $(BUILD)/san
+endif
+
+LIBDIRS := host vmm symbols events
+define lib_template
+$(1)_SRCS := $$(filter-out host/opvm.c,$$(wildcard $(1)/*.c))
+$(1)_OBJS := $$(patsubst %.c,$$(BUILD)/%.o,$$($(1)_SRCS))
+$$(BUILD)/lib$(1).a: $$($(1)_OBJS)
+	@mkdir -p $$(dir $$@)
+	$$(if $$(Q),@echo "  AR      $$@")
+	$$(Q)rm -f $$@ && ar rcs $$@ $$^
+endef
+$(foreach d,$(LIBDIRS),$(eval $(call lib_template,$(d))))
+
+# host depends on vmm, symbols and events; list host first for static linking.
+LIBS := $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/libsymbols.a \
+	$(BUILD)/libevents.a $(BUILD)/libhost.a
+
+PROTO_SRCS := $(wildcard host/*.proto)
+
+.PHONY: all check check-unit check-integration bench fuzz images demo install \
+	clean kmod help
+all: $(BUILD)/opvm
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/opvm: $(BUILD)/host/opvm.o $(LIBS)
+	$(if $(Q),@echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# ---- unit tests -----------------------------------------------------------
+UNIT_SRCS := $(wildcard tests/unit/test-*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+
+$(BUILD)/tests/test-%: tests/unit/test-%.c $(LIBS)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  TEST    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) \
+		$(LDLIBS) $(TEST_LIBS)
+
+# ---- benchmarks -----------------------------------------------------------
+BENCH_SRCS := $(wildcard tests/bench/bench-*.c)
+BENCH_BINS := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+
+$(BUILD)/bench/bench-%: tests/bench/bench-%.c $(LIBS)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  BENCH   $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+
+# ---- fuzz targets (clang + libFuzzer + ASan, own object tree) --------------
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz-*.c)
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
+FUZZ_CC   ?= clang
+FUZZ_LIB_SRCS := $(foreach d,$(LIBDIRS),$($(d)_SRCS))
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -I. $(PKG_CFLAGS) \
+	-fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer \
+	-DOPVM_FUZZING
+FUZZ_RUNS ?= 10000000
+FUZZ_CHECK_SECONDS ?= 10
+
+$(BUILD)/fuzz/fuzz-%: tests/fuzz/fuzz-%.c $(FUZZ_LIB_SRCS)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  FUZZ    $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_SRCS) $(LDLIBS)
+
+# ---- guest side ------------------------------------------------------------
+# >>> images (guest-kmod/, images/) ------------------------------------------
+images:
+	$(Q)$(MAKE) -C images BUILD=$(abspath $(BUILD))/images
+kmod:
+	$(Q)$(MAKE) -C guest-kmod
+# <<< images ------------------------------------------------------------------
+
+# ---- top-level targets -----------------------------------------------------
+check: $(BUILD)/opvm $(UNIT_BINS) $(FUZZ_BINS)
+	$(Q)BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_CHECK_SECONDS) tests/run-tests.sh
+
+check-unit: $(UNIT_BINS)
+	$(Q)BUILD=$(BUILD) tests/run-tests.sh --unit
+
+check-integration: $(BUILD)/opvm
+	$(Q)BUILD=$(BUILD) tests/run-tests.sh --integration
+
+bench: $(BUILD)/opvm $(BENCH_BINS)
+	$(Q)BUILD=$(BUILD) tests/run-bench.sh
+
+fuzz: $(FUZZ_BINS)
+	$(Q)for f in $(FUZZ_BINS); do \
+		n=$$(basename $$f); mkdir -p $(BUILD)/fuzz/corpus-$$n; \
+		echo "fuzz: $$n, $(FUZZ_RUNS) runs"; \
+		$$f -runs=$(FUZZ_RUNS) -print_final_stats=1 \
+			$(BUILD)/fuzz/corpus-$$n tests/fuzz/corpus/$${n#fuzz-} \
+			|| exit 1; \
+	done
+
+demo: $(BUILD)/opvm images
+	$(Q)tests/demo.sh $(BUILD)
+
+install: $(BUILD)/opvm
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/opvm/events
+	install -m 755 $(BUILD)/opvm $(DESTDIR)$(PREFIX)/bin/opvm
+	cp -r events/data/. $(DESTDIR)$(PREFIX)/share/opvm/events/
+	if [ -d docs/man ]; then install -d $(DESTDIR)$(PREFIX)/share/man/man1 && \
+		install -m 644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/ ; fi
+
+clean:
+	rm -rf build
+	-$(MAKE) -C guest-kmod clean >/dev/null 2>&1
+
+help:
+	@sed -n '2,16p' Makefile
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

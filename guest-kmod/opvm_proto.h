@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * opvm channel protocol: records the guest module sends to the host over the
+ * virtio-serial port "org.opvm.0", and the per-CPU current-task slot the host
+ * reads from guest memory at sample time.
+ *
+ * Shared, byte for byte, by guest-kmod/opvm.ko and the host decoder
+ * (host/decoder.c).  The full specification is docs/protocol.md.
+ *
+ * Wire rules:
+ *  - every field is little-endian, every record starts with struct opvm_rec_hdr;
+ *  - hdr.len is the whole record (header + payload), a multiple of 8, between
+ *    sizeof(struct opvm_rec_hdr) and OPVM_REC_MAX;
+ *  - hdr.seq increases by one per record sent; a gap means records were lost
+ *    in transit, a LOST record means the guest dropped them itself;
+ *  - strings are fixed-size, NUL-padded arrays or length-prefixed byte runs;
+ *    the host never trusts either to be terminated;
+ *  - the first record after the module loads is HELLO; a second HELLO means
+ *    the guest rebooted or the module was reloaded: the host resets its model
+ *    of that guest (samples already filed stay).
+ *
+ * The guest is untrusted: the host checks every length, offset and count.
+ */
+#ifndef OPVM_PROTO_H
+#define OPVM_PROTO_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+typedef __u8 opvm_u8;
+typedef __u16 opvm_u16;
+typedef __u32 opvm_u32;
+typedef __u64 opvm_u64;
+#else
+#include <stdint.h>
+typedef uint8_t opvm_u8;
+typedef uint16_t opvm_u16;
+typedef uint32_t opvm_u32;
+typedef uint64_t opvm_u64;
+#endif
+
+#define OPVM_PORT_NAME		"org.opvm.0"
+#define OPVM_PROTO_MAGIC	0x564f		/* "OV" on the wire */
+#define OPVM_PROTO_VERSION	1
+#define OPVM_REC_ALIGN		8
+#define OPVM_REC_MAX		8192		/* largest legal record */
+#define OPVM_PATH_MAX		4096		/* longest path carried */
+#define OPVM_BUILD_ID_MAX	32		/* bytes (SHA-1 ids are 20) */
+#define OPVM_COMM_LEN		16		/* TASK_COMM_LEN */
+#define OPVM_MODNAME_LEN	56		/* MODULE_NAME_LEN */
+#define OPVM_RELEASE_LEN	65		/* __NEW_UTS_LEN + 1 */
+#define OPVM_SYMNAME_LEN	64
+
+enum opvm_rec_type {
+	OPVM_REC_HELLO		= 1,	/* struct opvm_rec_hello */
+	OPVM_REC_LOST		= 2,	/* struct opvm_rec_lost */
+	OPVM_REC_PROC		= 3,	/* process exists/forked: struct opvm_rec_proc */
+	OPVM_REC_EXEC		= 4,	/* process exec'd: struct opvm_rec_proc */
+	OPVM_REC_PROC_EXIT	= 5,	/* struct opvm_rec_exit (tid == tgid) */
+	OPVM_REC_THREAD		= 6,	/* struct opvm_rec_thread */
+	OPVM_REC_THREAD_EXIT	= 7,	/* struct opvm_rec_exit */
+	OPVM_REC_COOKIE		= 8,	/* struct opvm_rec_cookie + path bytes */
+	OPVM_REC_MMAP		= 9,	/* struct opvm_rec_mmap */
+	OPVM_REC_MUNMAP		= 10,	/* struct opvm_rec_munmap */
+	OPVM_REC_MODULE		= 11,	/* struct opvm_rec_module */
+	OPVM_REC_MODULE_FREE	= 12,	/* struct opvm_rec_module */
+	OPVM_REC_SYNC		= 13,	/* struct opvm_rec_sync: initial walk done */
+	OPVM_REC_TYPE_MAX
+};
+
+struct opvm_rec_hdr {
+	opvm_u16 magic;		/* OPVM_PROTO_MAGIC */
+	opvm_u16 type;		/* enum opvm_rec_type */
+	opvm_u32 len;		/* whole record, header included */
+	opvm_u32 seq;		/* per-channel record counter, starts at 0 */
+	opvm_u32 reserved;	/* 0 */
+};
+
+/*
+ * Per-CPU current-task slot.  The guest keeps one per possible CPU in a
+ * physically contiguous array whose guest-physical address HELLO announces;
+ * slot i belongs to the guest CPU with smp_processor_id() == i, which under
+ * QEMU and the built-in VMM is vCPU index i.
+ *
+ * Writer (sched_switch, on that CPU): seq++ (odd), store pid/tgid/cr3,
+ * smp_wmb(), seq++ (even).  Reader (host, vCPU stopped): accept only an even
+ * seq; an odd one means the vCPU stopped mid-update and the slot is ignored.
+ */
+struct opvm_slot {
+	opvm_u32 seq;
+	opvm_u32 pid;		/* kernel pid == thread id; 0 for idle */
+	opvm_u32 tgid;		/* thread group id; 0 for idle */
+	opvm_u32 flags;		/* OPVM_SLOT_KTHREAD */
+	opvm_u64 cr3;		/* __pa(mm->pgd) of the task's mm; 0 for kthreads */
+};
+#define OPVM_SLOT_KTHREAD	0x1	/* no mm: runs on a borrowed CR3 */
+
+struct opvm_rec_hello {
+	struct opvm_rec_hdr hdr;
+	opvm_u32 version;	/* OPVM_PROTO_VERSION */
+	opvm_u32 nr_cpus;	/* number of slots */
+	opvm_u64 slot_pa;	/* guest-physical address of slot[0] */
+	opvm_u32 slot_size;	/* sizeof(struct opvm_slot) */
+	opvm_u32 page_offset_bits; /* reserved, 0 */
+	opvm_u64 anchor_addr;	/* run-time address of anchor_name */
+	opvm_u64 text_addr;	/* run-time address of _text (0 if unknown) */
+	char anchor_name[OPVM_SYMNAME_LEN];
+	char release[OPVM_RELEASE_LEN];	/* utsname()->release */
+	char pad[7];
+};
+
+struct opvm_rec_lost {
+	struct opvm_rec_hdr hdr;
+	opvm_u64 count;		/* records the guest dropped since the last LOST */
+};
+
+struct opvm_rec_proc {
+	struct opvm_rec_hdr hdr;
+	opvm_u32 tgid;
+	opvm_u32 ppid;
+	opvm_u64 cr3;		/* __pa(mm->pgd); 0 for kernel threads */
+	opvm_u64 exe_cookie;	/* cookie of the executable, 0 if none */
+	char comm[OPVM_COMM_LEN];
+};
+
+struct opvm_rec_exit {
+	struct opvm_rec_hdr hdr;
+	opvm_u32 tid;
+	opvm_u32 tgid;
+};
+
+struct opvm_rec_thread {
+	struct opvm_rec_hdr hdr;
+	opvm_u32 tid;
+	opvm_u32 tgid;
+	char comm[OPVM_COMM_LEN];
+};
+
+/*
+ * A cookie names one distinct file (OProfile's dcookie).  Sent once, before
+ * the first MMAP that uses it.  path_len bytes of path follow the fixed part
+ * (not NUL-terminated), then padding to OPVM_REC_ALIGN.
+ */
+struct opvm_rec_cookie {
+	struct opvm_rec_hdr hdr;
+	opvm_u64 cookie;	/* nonzero */
+	opvm_u8 build_id[OPVM_BUILD_ID_MAX];
+	opvm_u8 build_id_len;	/* 0 when the file has none */
+	opvm_u8 pad;
+	opvm_u16 path_len;	/* <= OPVM_PATH_MAX */
+	opvm_u32 pad2;
+	/* char path[path_len]; */
+};
+
+/* An executable mapping of a file in address space tgid. */
+struct opvm_rec_mmap {
+	struct opvm_rec_hdr hdr;
+	opvm_u32 tgid;
+	opvm_u32 prot;		/* PROT_* bits */
+	opvm_u64 start;		/* [start, end) */
+	opvm_u64 end;
+	opvm_u64 pgoff;		/* file offset of start, in bytes */
+	opvm_u64 cookie;	/* 0: anonymous executable memory */
+};
+
+struct opvm_rec_munmap {
+	struct opvm_rec_hdr hdr;
+	opvm_u32 tgid;
+	opvm_u32 pad;
+	opvm_u64 start;
+	opvm_u64 end;
+};
+
+struct opvm_rec_module {
+	struct opvm_rec_hdr hdr;
+	opvm_u64 base;		/* core text start */
+	opvm_u64 size;		/* core text size */
+	char name[OPVM_MODNAME_LEN];
+};
+
+struct opvm_rec_sync {
+	struct opvm_rec_hdr hdr;
+	opvm_u64 nr_procs;	/* processes described by the initial walk */
+	opvm_u64 nr_modules;
+};
+
+#endif /* OPVM_PROTO_H */

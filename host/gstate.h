@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Guest-state model: what the host knows about one guest's processes,
+ * address spaces, mapped files, kernel modules and kernel placement.
+ *
+ * Fed by the channel decoder (host/decoder.c) with values that came from the
+ * guest and are therefore hostile: every string is bounded and copied, every
+ * range checked, and every table bounded by struct gstate_limits; a mutator
+ * that would exceed a bound refuses with -ENOSPC and counts the refusal in
+ * gstate_stats.  Read by sync (host/sync.c) on the hot path: lookups are
+ * O(log n) or better.
+ *
+ * Not thread-safe: the collector's main loop both decodes and syncs.
+ *
+ * Lifetimes: pointers returned by lookups stay valid until the next mutator
+ * call on the same gstate (exit/exec/munmap may free them).  Strings in
+ * returned structs are NUL-terminated copies owned by the gstate.
+ */
+#ifndef OPVM_GSTATE_H
+#define OPVM_GSTATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gstate;
+
+struct gstate_limits {
+	size_t max_processes;		/* default 65536 */
+	size_t max_threads;		/* default 262144 */
+	size_t max_mappings_per_proc;	/* default 4096 */
+	size_t max_mappings;		/* all processes, default 1 << 20 */
+	size_t max_cookies;		/* default 65536 */
+	size_t max_modules;		/* default 4096 */
+};
+
+struct gstate_cookie {
+	uint64_t id;
+	char *path;			/* sanitised for display; never a host path */
+	uint8_t build_id[32];
+	uint8_t build_id_len;
+};
+
+struct gstate_mapping {
+	uint64_t start, end;		/* [start, end) */
+	uint64_t pgoff;			/* file offset of start */
+	const struct gstate_cookie *cookie; /* NULL: anonymous */
+};
+
+struct gstate_process {
+	uint32_t tgid;
+	uint32_t ppid;
+	uint64_t cr3;			/* normalised */
+	char comm[16 + 1];
+	const struct gstate_cookie *exe; /* NULL if unknown */
+	/* mappings sorted by start, non-overlapping */
+	const struct gstate_mapping *maps;
+	size_t nr_maps;
+};
+
+struct gstate_module {
+	char name[56 + 1];
+	uint64_t base, size;
+};
+
+struct gstate_hello {
+	uint32_t version;
+	uint32_t nr_cpus;
+	uint64_t slot_pa;
+	uint32_t slot_size;
+	uint64_t anchor_addr;
+	uint64_t text_addr;
+	char anchor_name[64 + 1];
+	char release[65 + 1];
+};
+
+struct gstate_stats {
+	uint64_t records;		/* records applied */
+	uint64_t refused;		/* mutations refused (bounds, bad values) */
+	uint64_t guest_lost;		/* LOST counts reported by the guest */
+	uint64_t hellos;		/* HELLOs seen (resets = hellos - 1) */
+};
+
+/* limits may be NULL for the defaults.  Returns NULL and sets errno. */
+struct gstate *gstate_new(const struct gstate_limits *limits);
+void gstate_free(struct gstate *gs);
+
+/* ---- mutators (decoder side); return 0 or -errno --------------------- */
+/* A HELLO resets the model (a rebooted guest starts from nothing). */
+int gstate_hello(struct gstate *gs, const struct gstate_hello *h);
+const struct gstate_hello *gstate_get_hello(const struct gstate *gs); /* NULL before HELLO */
+
+/* Process appears (initial walk or fork), or replaces its image (exec:
+ * mappings dropped, cr3/comm/exe updated). cr3 is normalised here. */
+int gstate_proc(struct gstate *gs, uint32_t tgid, uint32_t ppid, uint64_t cr3,
+		const char *comm, size_t comm_len, uint64_t exe_cookie);
+int gstate_exec(struct gstate *gs, uint32_t tgid, uint64_t cr3,
+		const char *comm, size_t comm_len, uint64_t exe_cookie);
+int gstate_proc_exit(struct gstate *gs, uint32_t tgid);
+int gstate_thread(struct gstate *gs, uint32_t tid, uint32_t tgid,
+		  const char *comm, size_t comm_len);
+int gstate_thread_exit(struct gstate *gs, uint32_t tid);
+
+/* path is path_len raw guest bytes (not terminated); sanitised on copy. */
+int gstate_cookie(struct gstate *gs, uint64_t id, const char *path,
+		  size_t path_len, const uint8_t *build_id, size_t build_id_len);
+/* Overlapping older mappings are trimmed/replaced, as mmap(MAP_FIXED) does. */
+int gstate_mmap(struct gstate *gs, uint32_t tgid, uint64_t start, uint64_t end,
+		uint64_t pgoff, uint64_t cookie);
+int gstate_munmap(struct gstate *gs, uint32_t tgid, uint64_t start, uint64_t end);
+int gstate_module(struct gstate *gs, const char *name, size_t name_len,
+		  uint64_t base, uint64_t size);
+int gstate_module_free(struct gstate *gs, const char *name, size_t name_len);
+void gstate_lost(struct gstate *gs, uint64_t count);
+
+/* ---- lookups (sync side) ------------------------------------------------ */
+const struct gstate_process *gstate_proc_by_cr3(const struct gstate *gs, uint64_t cr3_norm);
+const struct gstate_process *gstate_proc_by_tgid(const struct gstate *gs, uint32_t tgid);
+/* tgid of thread tid, or 0 if unknown */
+uint32_t gstate_thread_tgid(const struct gstate *gs, uint32_t tid);
+const char *gstate_thread_comm(const struct gstate *gs, uint32_t tid); /* NULL if unknown */
+const struct gstate_mapping *gstate_map_find(const struct gstate_process *p, uint64_t addr);
+const struct gstate_module *gstate_module_find(const struct gstate *gs, uint64_t addr);
+const struct gstate_cookie *gstate_cookie_find(const struct gstate *gs, uint64_t id);
+
+/* Generation number, bumped by every mutator: lets per-vCPU caches in sync
+ * know their cached pointers may be stale. */
+uint64_t gstate_generation(const struct gstate *gs);
+
+/* Table sizes, for tests and the status line. */
+size_t gstate_nr_processes(const struct gstate *gs);
+size_t gstate_nr_threads(const struct gstate *gs);
+size_t gstate_nr_cookies(const struct gstate *gs);
+size_t gstate_nr_modules(const struct gstate *gs);
+size_t gstate_nr_mappings(const struct gstate *gs);
+const struct gstate_stats *gstate_get_stats(const struct gstate *gs);
+
+/* Iteration (reports of live state, tests): calls fn for each; stops and
+ * returns fn's value when nonzero. */
+int gstate_for_each_proc(const struct gstate *gs,
+			 int (*fn)(const struct gstate_process *p, void *arg), void *arg);
+int gstate_for_each_module(const struct gstate *gs,
+			   int (*fn)(const struct gstate_module *m, void *arg), void *arg);
+
+#endif /* OPVM_GSTATE_H */

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One sample, as a sampler backend takes it from a stopped or interrupted
+ * vCPU and pushes it into that vCPU's ring (host/ring.h).
+ *
+ * The guest is implied by the ring (one ring per vCPU per guest).  rip, cr3
+ * and the slot fields are raw guest values: sync (host/sync.c) normalises CR3
+ * and decides what they mean.
+ */
+#ifndef OPVM_SAMPLE_H
+#define OPVM_SAMPLE_H
+
+#include <stdint.h>
+
+#define OPVM_MAX_CALLCHAIN	64	/* frames kept per sample, innermost first */
+#define OPVM_MAX_EVENTS		8	/* events counted at once in one session */
+
+enum opvm_sample_flags {
+	OPVM_SAMPLE_SLOT	= 1u << 0, /* slot_* fields are valid */
+	OPVM_SAMPLE_KTHREAD	= 1u << 1, /* slot says: kernel thread */
+};
+
+struct opvm_sample {
+	uint64_t rip;
+	uint64_t cr3;		/* raw CR3 (PCID, PTI bit, bit 63 not cleared) */
+	uint64_t slot_cr3;	/* from the guest's current-task slot */
+	uint32_t slot_tid;
+	uint32_t slot_tgid;
+	uint32_t vcpu;
+	uint8_t cpl;		/* 0 kernel, 3 user */
+	uint8_t event;		/* index into the session's event list */
+	uint8_t flags;		/* enum opvm_sample_flags */
+	uint8_t nr_chain;	/* entries used in chain[] (0: no call chain) */
+	const uint64_t *chain;	/* caller addresses; valid only during push/pop */
+};
+
+/*
+ * Normalise a CR3 value into the address-space identity the guest module
+ * reports (__pa(mm->pgd)): clear PCID (bits 0-11), the PTI user-copy bit 12
+ * and the no-flush bit 63.
+ */
+static inline uint64_t opvm_cr3_normalise(uint64_t cr3)
+{
+	return cr3 & 0x7fffffffffffe000ull;
+}
+
+#endif /* OPVM_SAMPLE_H */

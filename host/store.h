@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sample-file store: per-guest trees of OProfile-style sample files.
+ *
+ *   <session>/guests/<guest>/samples/current/{root}/<app>/{dep}/{root|kern}/<image>/
+ *       EVENT.count.um.tgid.tid.cpu
+ *   <session>/guests/<guest>/samples/current/session.json   (how, and stats)
+ *
+ * with "all" in place of tgid/tid/cpu when those fields are merged
+ * (--separate decides).  <app> and <image> are guest paths mangled into
+ * path components (store_mangle()): names come from the guest and are
+ * hostile, and nothing here may create or touch a file outside the session
+ * directory — every component is created and opened relative to a directory
+ * fd with O_NOFOLLOW, never through a path string built from guest bytes.
+ *
+ * A sample file is a versioned header and an mmap'd open-addressing hash of
+ * offset -> count that grows in place.  A writer killed at any instant leaves
+ * files that read back with every count added before its last store_sync().
+ * Readers never trust a file: truncation or corruption is an error with a
+ * message, never a crash.
+ */
+#ifndef OPVM_STORE_H
+#define OPVM_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define OPVM_SFILE_MAGIC	"OPVMSMP1"
+#define OPVM_SFILE_VERSION	1
+
+/* Which fields are kept apart, as OProfile's --separate. */
+enum opvm_separate {
+	OPVM_SEP_NONE	= 0,
+	OPVM_SEP_LIB	= 1u << 0,	/* images under their app's {dep} */
+	OPVM_SEP_KERNEL	= 1u << 1,	/* kernel images under each app */
+	OPVM_SEP_THREAD	= 1u << 2,	/* tgid and tid kept */
+	OPVM_SEP_CPU	= 1u << 3,	/* vCPU kept */
+	OPVM_SEP_ALL	= 0xf,
+};
+/* Parse "none", "lib,thread", "all"...  Returns 0 or -EINVAL. */
+int store_parse_separate(const char *spec, unsigned *out);
+
+/* Identity of one sample file.  Strings are guest-derived and raw: the store
+ * mangles them.  tgid/tid/cpu < 0 mean "all" (merged). */
+struct store_key {
+	const char *app;	/* application image path; NULL: same as image */
+	const char *image;	/* image path, "vmlinux", or a module name */
+	int kernel;		/* 1: image is the kernel or a module ({kern}) */
+	uint8_t event;		/* index into the store's event table */
+	int64_t tgid, tid, cpu;
+	const uint8_t *build_id; /* may be NULL */
+	size_t build_id_len;
+};
+
+struct store_event {
+	char name[32];
+	uint64_t count;		/* sample period */
+	uint32_t unit_mask;
+};
+
+struct store;
+struct sfile;
+
+enum store_open_flags {
+	STORE_APPEND	= 1u << 0,	/* keep current/, add to it */
+};
+
+/* Opens (creating as needed) <session_dir>/guests/<guest>/samples/current.
+ * Without STORE_APPEND an existing current/ becomes previous/ (the old
+ * previous/ is removed).  guest is mangled.  events[0..nr_events) name the
+ * events; separate is a mask of enum opvm_separate.  Returns NULL and sets
+ * errno. */
+struct store *store_open(const char *session_dir, const char *guest,
+			 const struct store_event *events, size_t nr_events,
+			 unsigned separate, unsigned flags);
+/* Syncs and closes every file; NULL-safe. */
+void store_close(struct store *st);
+unsigned store_separate(const struct store *st);
+
+/* The sample file for key, opened or created on first use and cached by the
+ * store (callers may keep the pointer until store_close()).  The key's
+ * merged fields must already reflect store_separate().  Returns NULL and sets
+ * errno. */
+struct sfile *store_get(struct store *st, const struct store_key *key);
+
+/* Adds count samples at offset.  Returns 0 or -errno (-ENOSPC: file limit). */
+int sfile_add(struct sfile *sf, uint64_t offset, uint64_t count);
+
+/* Makes everything added so far durable against a writer crash
+ * (msync of dirty pages is not needed for SIGKILL; the header's totals are
+ * published here).  Returns 0 or -errno. */
+int store_sync(struct store *st);
+
+/* Path of the current/ directory (owned by the store). */
+const char *store_dir(const struct store *st);
+
+/* Writes session.json atomically (tmp + rename) in current/.  json is the
+ * serialised object; the store adds nothing.  Returns 0 or -errno. */
+int store_write_meta(struct store *st, const char *json);
+
+/* Mangle one guest path into a single safe path component: no '/', no NUL,
+ * no control bytes, not "." or "..", at most 200 bytes (longer names keep a
+ * prefix and a hash), reversible enough to read ('/' -> '^', as OProfile's
+ * mangling).  out must hold OPVM_MANGLE_MAX bytes.  Returns out. */
+#define OPVM_MANGLE_MAX	256
+char *store_mangle(const char *in, size_t in_len, char *out);
+
+/* ---- reading ------------------------------------------------------------ */
+
+struct sfile_info {
+	char event[32];
+	uint64_t count;
+	uint32_t unit_mask;
+	char guest[64];
+	uint8_t build_id[32];
+	uint8_t build_id_len;
+	uint64_t nr_entries;
+	uint64_t total;		/* sum of counts */
+};
+
+struct sfile_reader;
+
+/* Opens a sample file read-only.  On failure returns NULL, sets errno and
+ * writes a one-line reason to err (if non-NULL). */
+struct sfile_reader *sfile_reader_open(const char *path, char *err, size_t errlen);
+void sfile_reader_close(struct sfile_reader *r);
+const struct sfile_info *sfile_reader_info(const struct sfile_reader *r);
+/* Calls fn(offset, count) for each entry (unordered).  Stops and returns fn's
+ * value when nonzero; returns -EBADMSG if the file is found corrupt midway. */
+int sfile_reader_foreach(struct sfile_reader *r,
+			 int (*fn)(uint64_t offset, uint64_t count, void *arg), void *arg);
+
+/* One sample file found under a samples/current (or any samples/<name>)
+ * directory, with its path fields parsed and unmangled. */
+struct store_entry {
+	const char *path;	/* full path of the sample file */
+	const char *guest;	/* unmangled guest name */
+	const char *app;	/* unmangled application path */
+	const char *image;	/* unmangled image path */
+	int kernel;		/* image under {kern} */
+	const char *event;
+	uint64_t count;
+	uint32_t unit_mask;
+	int64_t tgid, tid, cpu;	/* -1 for "all" */
+};
+
+/* Walks <session_dir>/guests/ * /samples/<which>/ ("current" or "previous")
+ * calling fn for each sample file.  Files whose names do not parse are
+ * skipped and counted in *skipped (may be NULL).  Returns 0, fn's nonzero
+ * value, or -errno. */
+int store_walk(const char *session_dir, const char *which,
+	       int (*fn)(const struct store_entry *e, void *arg), void *arg,
+	       size_t *skipped);
+
+#endif /* OPVM_STORE_H */

@@ -1,0 +1,26 @@
+#!/bin/sh
+# Install the Debian 12 packages opvm needs to build, test and run its demo.
+# Usage: sudo scripts/install-deps.sh   (idempotent; safe to re-run)
+set -e
+PKGS="build-essential pkg-config clang libclang-rt-14-dev
+libelf-dev libdw-dev libdebuginfod-dev libcapstone-dev libcmocka-dev
+libjansson-dev libvirt-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
+qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static kmod cpio
+libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients golang-go
+python3"
+missing=""
+for p in $PKGS; do
+	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+	echo "install-deps: everything is installed"
+	exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+	echo "install-deps: run as root: sudo $0" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $missing

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sampler backends: everything that takes samples from a hypervisor sits
+ * behind struct sampler_ops.  A backend is created by its own constructor
+ * (its configuration differs: a gdbstub address, a kernel to boot...), and
+ * from then on driven only through the ops.
+ *
+ * Contract: between start() and stop(), the backend pushes samples into the
+ * rings of the struct cguest it was given (cguest_ring(), one producer
+ * thread per ring), never allocates or locks on that path, and counts what it
+ * throttles.
+ */
+#ifndef OPVM_SAMPLER_H
+#define OPVM_SAMPLER_H
+
+#include <stdint.h>
+
+struct sampler;
+struct cguest;
+
+enum sampler_state {
+	SAMPLER_RUNNING = 0,
+	SAMPLER_TARGET_GONE = 1,	/* guest powered off / QEMU exited */
+};
+
+struct sampler_stats {
+	uint64_t ticks;			/* sampling attempts */
+	uint64_t samples;		/* samples pushed */
+	uint64_t throttled;		/* ticks skipped by the rate cap */
+	uint64_t cost_ns_total;		/* host time spent taking samples */
+	uint64_t exits;			/* VM exits / stops caused */
+};
+
+struct sampler_ops {
+	const char *name;		/* "gdbstub", "kvm" */
+	/* Begin sampling into g's rings.  Returns 0 or -errno. */
+	int (*start)(struct sampler *s, struct cguest *g);
+	/* Stop sampling; after return no thread touches the rings. */
+	void (*stop)(struct sampler *s);
+	/* enum sampler_state, or -errno for a fault (message in last_error). */
+	int (*status)(struct sampler *s);
+	/* Human-readable last fault, or NULL. */
+	const char *(*last_error)(struct sampler *s);
+	void (*get_stats)(struct sampler *s, struct sampler_stats *out);
+	/* NULL-safe destructor; stops first if needed. */
+	void (*free)(struct sampler *s);
+};
+
+struct sampler {
+	const struct sampler_ops *ops;
+	void *priv;
+};
+
+#endif /* OPVM_SAMPLER_H */
