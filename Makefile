@@ -16,6 +16,7 @@
 # every tests/bench/bench-*.c is one benchmark; every tests/fuzz/fuzz-*.c is
 # one libFuzzer target.  Adding a file needs no Makefile edit.
 
+.DEFAULT_GOAL := all
 BUILD   ?= build
 PREFIX  ?= /usr/local
 CC      ?= cc
