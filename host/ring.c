@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Per-vCPU sample ring (see host/ring.h for the contract).
+ *
+ * Layout: a power-of-two array of 64-bit words.  head (producer) and tail
+ * (consumer) are free-running word counters; index = counter & mask.  Each
+ * entry starts with a header word whose low 16 bits give its length in
+ * words.  An entry never wraps: when it does not fit between the write
+ * position and the end of the array, the producer writes a header word of 0
+ * (a skip marker: "continue at index 0") and places the entry at the start.
+ *
+ * Ordering: the producer fills the entry, then publishes head with a release
+ * store; the consumer reads head with an acquire load, copies the entry out,
+ * then publishes tail with a release store, so the producer never overwrites
+ * words still being read.  Each side keeps a private copy of the other side's
+ * counter and reloads it only when that copy says "full" or "empty", which
+ * keeps the shared cache lines quiet on the fast path.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/ring.h"
+
+/* Entry: header, rip, cr3, slot_cr3, tid|tgid<<32, vcpu, chain... */
+#define RING_HDR_WORDS	6
+#define RING_MIN_WORDS	256	/* holds several maximal entries */
+#define RING_MAX_WORDS	((size_t)1 << 32)
+
+#define CACHELINE	64
+
+struct ring {
+	/* producer-owned line */
+	_Alignas(CACHELINE) _Atomic uint64_t head;
+	uint64_t tail_cache;		/* producer's view of tail */
+	_Atomic uint64_t lost;
+	/* consumer-owned line */
+	_Alignas(CACHELINE) _Atomic uint64_t tail;
+	uint64_t head_cache;		/* consumer's view of head */
+	/* read-only after ring_new() */
+	_Alignas(CACHELINE) uint64_t mask;
+	uint64_t *words;
+};
+
+static inline uint64_t hdr_pack(unsigned len, const struct opvm_sample *s)
+{
+	return (uint64_t)len | (uint64_t)s->nr_chain << 16 |
+	       (uint64_t)s->cpl << 24 | (uint64_t)s->event << 32 |
+	       (uint64_t)s->flags << 40;
+}
+
+struct ring *ring_new(size_t words)
+{
+	struct ring *r;
+	size_t n = RING_MIN_WORDS;
+
+	if (words > RING_MAX_WORDS) {
+		errno = EINVAL;
+		return NULL;
+	}
+	while (n < words)
+		n <<= 1;
+	r = aligned_alloc(CACHELINE, sizeof(*r));
+	if (!r)
+		return NULL;
+	memset(r, 0, sizeof(*r));
+	r->words = calloc(n, sizeof(uint64_t));
+	if (!r->words) {
+		free(r);
+		return NULL;
+	}
+	r->mask = n - 1;
+	atomic_init(&r->head, 0);
+	atomic_init(&r->tail, 0);
+	atomic_init(&r->lost, 0);
+	return r;
+}
+
+void ring_free(struct ring *r)
+{
+	if (!r)
+		return;
+	free(r->words);
+	free(r);
+}
+
+int ring_push(struct ring *r, const struct opvm_sample *s)
+{
+	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint64_t size = r->mask + 1;
+	unsigned nr = s->nr_chain;
+	unsigned len, skip;
+	uint64_t need, idx;
+	uint64_t *w;
+
+	if (nr > OPVM_MAX_CALLCHAIN || (nr && !s->chain))
+		nr = 0;		/* never trust a caller's count past the cap */
+	len = RING_HDR_WORDS + nr;
+	idx = head & r->mask;
+	skip = (idx + len > size) ? (unsigned)(size - idx) : 0;
+	need = (uint64_t)skip + len;
+
+	if (head + need - r->tail_cache > size) {
+		r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
+		if (head + need - r->tail_cache > size) {
+			atomic_store_explicit(&r->lost,
+				atomic_load_explicit(&r->lost, memory_order_relaxed) + 1,
+				memory_order_relaxed);
+			return -ENOSPC;
+		}
+	}
+	if (skip) {
+		r->words[idx] = 0;	/* skip marker */
+		head += skip;
+		idx = 0;
+	}
+	w = r->words + idx;
+	{
+		struct opvm_sample t = *s;
+
+		t.nr_chain = (uint8_t)nr;
+		w[0] = hdr_pack(len, &t);
+	}
+	w[1] = s->rip;
+	w[2] = s->cr3;
+	w[3] = s->slot_cr3;
+	w[4] = (uint64_t)s->slot_tid | (uint64_t)s->slot_tgid << 32;
+	w[5] = s->vcpu;
+	if (nr)
+		memcpy(w + RING_HDR_WORDS, s->chain, nr * sizeof(uint64_t));
+	atomic_store_explicit(&r->head, head + len, memory_order_release);
+	return 0;
+}
+
+int ring_pop(struct ring *r, struct opvm_sample *s, uint64_t *chain)
+{
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	const uint64_t *w;
+	uint64_t h;
+	unsigned len, nr;
+
+	if (tail == r->head_cache) {
+		r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
+		if (tail == r->head_cache)
+			return 0;
+	}
+	w = r->words + (tail & r->mask);
+	h = w[0];
+	if (h == 0) {
+		/* skip marker: the producer continued at index 0 */
+		tail += (r->mask + 1) - (tail & r->mask);
+		w = r->words;
+		h = w[0];
+	}
+	len = h & 0xffff;
+	nr = (h >> 16) & 0xff;
+	s->rip = w[1];
+	s->cr3 = w[2];
+	s->slot_cr3 = w[3];
+	s->slot_tid = (uint32_t)w[4];
+	s->slot_tgid = (uint32_t)(w[4] >> 32);
+	s->vcpu = (uint32_t)w[5];
+	s->cpl = (uint8_t)(h >> 24);
+	s->event = (uint8_t)(h >> 32);
+	s->flags = (uint8_t)(h >> 40);
+	s->nr_chain = (uint8_t)nr;
+	if (nr && chain) {
+		memcpy(chain, w + RING_HDR_WORDS, nr * sizeof(uint64_t));
+		s->chain = chain;
+	} else {
+		s->nr_chain = 0;
+		s->chain = NULL;
+	}
+	atomic_store_explicit(&r->tail, tail + len, memory_order_release);
+	return 1;
+}
+
+uint64_t ring_lost(const struct ring *r)
+{
+	return atomic_load_explicit(&((struct ring *)r)->lost, memory_order_relaxed);
+}
+
+size_t ring_used_words(const struct ring *r)
+{
+	struct ring *rw = (struct ring *)r;
+	uint64_t h = atomic_load_explicit(&rw->head, memory_order_acquire);
+	uint64_t t = atomic_load_explicit(&rw->tail, memory_order_acquire);
+
+	return h >= t ? (size_t)(h - t) : 0;
+}

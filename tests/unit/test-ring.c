@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests for the per-vCPU sample ring (host/ring.c). */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "host/ring.h"
+
+static struct opvm_sample mk(uint64_t i, uint8_t nr, uint64_t *chain)
+{
+	struct opvm_sample s = {
+		.rip = 0xffffffff81000000ull + i,
+		.cr3 = 0x1000 * i + 0x5,
+		.slot_cr3 = i * 3,
+		.slot_tid = (uint32_t)i + 1,
+		.slot_tgid = (uint32_t)i + 2,
+		.vcpu = (uint32_t)(i % 7),
+		.cpl = (i & 1) ? 3 : 0,
+		.event = (uint8_t)(i % OPVM_MAX_EVENTS),
+		.flags = OPVM_SAMPLE_SLOT,
+		.nr_chain = nr,
+		.chain = chain,
+	};
+	for (unsigned k = 0; k < nr; k++)
+		chain[k] = i * 1000 + k;
+	return s;
+}
+
+static void check(const struct opvm_sample *s, uint64_t i, uint8_t nr)
+{
+	assert_int_equal(s->rip, 0xffffffff81000000ull + i);
+	assert_int_equal(s->cr3, 0x1000 * i + 0x5);
+	assert_int_equal(s->slot_cr3, i * 3);
+	assert_int_equal(s->slot_tid, (uint32_t)i + 1);
+	assert_int_equal(s->slot_tgid, (uint32_t)i + 2);
+	assert_int_equal(s->vcpu, i % 7);
+	assert_int_equal(s->cpl, (i & 1) ? 3 : 0);
+	assert_int_equal(s->event, i % OPVM_MAX_EVENTS);
+	assert_int_equal(s->flags, OPVM_SAMPLE_SLOT);
+	assert_int_equal(s->nr_chain, nr);
+	for (unsigned k = 0; k < nr; k++)
+		assert_int_equal(s->chain[k], i * 1000 + k);
+}
+
+static void test_empty_and_basic(void **state)
+{
+	struct ring *r = ring_new(100);
+	uint64_t chain[OPVM_MAX_CALLCHAIN], out_chain[OPVM_MAX_CALLCHAIN];
+	struct opvm_sample s, o;
+
+	assert_non_null(r);
+	assert_int_equal(ring_pop(r, &o, out_chain), 0);
+	s = mk(1, 3, chain);
+	assert_int_equal(ring_push(r, &s), 0);
+	assert_true(ring_used_words(r) > 0);
+	assert_int_equal(ring_pop(r, &o, out_chain), 1);
+	check(&o, 1, 3);
+	assert_int_equal(ring_pop(r, &o, out_chain), 0);
+	assert_int_equal(ring_used_words(r), 0);
+	assert_int_equal(ring_lost(r), 0);
+	ring_free(r);
+	ring_free(NULL);
+}
+
+/* Entries of varying size wrap the array many times; order and content
+ * survive every wrap (skip markers included). */
+static void test_wrap(void **state)
+{
+	struct ring *r = ring_new(256);
+	uint64_t chain[OPVM_MAX_CALLCHAIN], out_chain[OPVM_MAX_CALLCHAIN];
+	uint64_t pushed = 0, popped = 0;
+	struct opvm_sample s, o;
+
+	assert_non_null(r);
+	for (int round = 0; round < 5000; round++) {
+		int n = 1 + round % 4;
+
+		for (int k = 0; k < n; k++) {
+			uint8_t nr = (uint8_t)((pushed * 7) % (OPVM_MAX_CALLCHAIN + 1));
+
+			s = mk(pushed, nr, chain);
+			assert_int_equal(ring_push(r, &s), 0);
+			pushed++;
+		}
+		for (int k = 0; k < n; k++) {
+			assert_int_equal(ring_pop(r, &o, out_chain), 1);
+			check(&o, popped, (uint8_t)((popped * 7) % (OPVM_MAX_CALLCHAIN + 1)));
+			popped++;
+		}
+	}
+	assert_int_equal(ring_pop(r, &o, out_chain), 0);
+	assert_int_equal(ring_lost(r), 0);
+	ring_free(r);
+}
+
+/* A full ring drops, counts, and keeps what it had. */
+static void test_full_drops(void **state)
+{
+	struct ring *r = ring_new(256);
+	uint64_t chain[OPVM_MAX_CALLCHAIN], out_chain[OPVM_MAX_CALLCHAIN];
+	struct opvm_sample s, o;
+	uint64_t ok = 0, dropped = 0;
+
+	assert_non_null(r);
+	for (uint64_t i = 0; i < 100; i++) {
+		s = mk(ok, 0, chain);
+		if (ring_push(r, &s) == 0)
+			ok++;
+		else
+			dropped++;
+	}
+	/* 6 words per chain-less entry in 256 words */
+	assert_int_equal(ok, 256 / 6);
+	assert_int_equal(dropped, 100 - ok);
+	assert_int_equal(ring_lost(r), dropped);
+	/* a big entry does not fit either */
+	s = mk(0, OPVM_MAX_CALLCHAIN, chain);
+	assert_int_equal(ring_push(r, &s), -ENOSPC);
+	assert_int_equal(ring_lost(r), dropped + 1);
+	for (uint64_t i = 0; i < ok; i++) {
+		assert_int_equal(ring_pop(r, &o, out_chain), 1);
+		check(&o, i, 0);
+	}
+	assert_int_equal(ring_pop(r, &o, out_chain), 0);
+	/* and it works again after draining */
+	s = mk(9, 5, chain);
+	assert_int_equal(ring_push(r, &s), 0);
+	assert_int_equal(ring_pop(r, &o, out_chain), 1);
+	check(&o, 9, 5);
+	ring_free(r);
+}
+
+/* An oversized chain count is capped, a NULL chain pointer ignored, and a
+ * consumer that passes no chain buffer gets no chain. */
+static void test_chain_bounds(void **state)
+{
+	struct ring *r = ring_new(1024);
+	uint64_t chain[OPVM_MAX_CALLCHAIN], out_chain[OPVM_MAX_CALLCHAIN];
+	struct opvm_sample s, o;
+
+	assert_non_null(r);
+	s = mk(4, 2, chain);
+	s.nr_chain = 200;
+	assert_int_equal(ring_push(r, &s), 0);
+	assert_int_equal(ring_pop(r, &o, out_chain), 1);
+	assert_int_equal(o.nr_chain, 0);
+	s = mk(4, 2, chain);
+	s.chain = NULL;
+	assert_int_equal(ring_push(r, &s), 0);
+	assert_int_equal(ring_pop(r, &o, out_chain), 1);
+	assert_int_equal(o.nr_chain, 0);
+	s = mk(4, 2, chain);
+	assert_int_equal(ring_push(r, &s), 0);
+	assert_int_equal(ring_pop(r, &o, NULL), 1);
+	assert_int_equal(o.nr_chain, 0);
+	assert_null(o.chain);
+	ring_free(r);
+}
+
+static void test_sizes(void **state)
+{
+	struct ring *r = ring_new(0);
+
+	assert_non_null(r);
+	ring_free(r);
+	errno = 0;
+	assert_null(ring_new(((size_t)1 << 40)));
+	assert_int_equal(errno, EINVAL);
+}
+
+#define MT_SAMPLES 300000ull
+
+static void *producer(void *arg)
+{
+	struct ring *r = arg;
+	uint64_t chain[OPVM_MAX_CALLCHAIN];
+	uint64_t i = 0;
+
+	while (i < MT_SAMPLES) {
+		struct opvm_sample s = mk(i, (uint8_t)(i % 5), chain);
+
+		if (ring_push(r, &s) == 0)
+			i++;
+		else
+			sched_yield();	/* full: a real sampler would drop */
+	}
+	return NULL;
+}
+
+/* One producer thread, one consumer: every sample arrives, in order, intact. */
+static void test_two_threads(void **state)
+{
+	struct ring *r = ring_new(4096);
+	uint64_t out_chain[OPVM_MAX_CALLCHAIN];
+	struct opvm_sample o;
+	pthread_t th;
+	uint64_t next = 0;
+
+	assert_non_null(r);
+	assert_int_equal(pthread_create(&th, NULL, producer, r), 0);
+	while (next < MT_SAMPLES) {
+		if (ring_pop(r, &o, out_chain)) {
+			if (o.rip != 0xffffffff81000000ull + next)
+				fail_msg("sample %llu out of order", (unsigned long long)next);
+			check(&o, next, (uint8_t)(next % 5));
+			next++;
+		} else {
+			sched_yield();	/* two cores shared by many jobs */
+		}
+	}
+	pthread_join(th, NULL);
+	assert_int_equal(ring_pop(r, &o, out_chain), 0);
+	/* lost counts the refused pushes the producer retried */
+	ring_free(r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_empty_and_basic),
+		cmocka_unit_test(test_wrap),
+		cmocka_unit_test(test_full_drops),
+		cmocka_unit_test(test_chain_bounds),
+		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_two_threads),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
