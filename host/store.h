@@ -27,6 +27,9 @@
 
 #define OPVM_SFILE_MAGIC	"OPVMSMP1"
 #define OPVM_SFILE_VERSION	1
+/* Largest sample file (logical size) a store writes or a reader accepts;
+ * sfile_add() returns -ENOSPC rather than grow past it. */
+#define OPVM_SFILE_MAX_SIZE	(1ULL << 30)
 
 /* Which fields are kept apart, as OProfile's --separate. */
 enum opvm_separate {
@@ -104,6 +107,15 @@ int store_write_meta(struct store *st, const char *json);
  * mangling).  out must hold OPVM_MANGLE_MAX bytes.  Returns out. */
 #define OPVM_MANGLE_MAX	256
 char *store_mangle(const char *in, size_t in_len, char *out);
+/* Inverse of store_mangle(): writes the guest path (NUL-terminated; it may
+ * hold earlier NUL bytes if the guest's did) to out.  A name that was
+ * truncated comes back as "<prefix>...~<hash>".  Returns the length or
+ * -EINVAL (not a mangled name) / -ENAMETOOLONG. */
+int store_unmangle(const char *in, char *out, size_t outlen);
+
+/* Lowers the per-file size limit below OPVM_SFILE_MAX_SIZE (tests, small
+ * disks).  Files already larger keep what they have but do not grow. */
+void store_set_file_limit(struct store *st, uint64_t bytes);
 
 /* ---- reading ------------------------------------------------------------ */
 

@@ -1,0 +1,613 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Sample-file store: round trips through growth, --separate paths, append
+ * versus rotation, session.json, and corrupt or truncated files.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "host/store.h"
+
+static const struct store_event ev1[] = {
+	{ .name = "CPU_CLK_UNHALTED", .count = 100000, .unit_mask = 0 },
+	{ .name = "task-clock", .count = 1000000, .unit_mask = 3 },
+};
+
+static char *tmpdir_new(void)
+{
+	const char *b = getenv("BUILD");
+	char base[512], *p;
+
+	snprintf(base, sizeof(base), "%s/tmp", b ? b : "build");
+	mkdir(b ? b : "build", 0755);
+	mkdir(base, 0755);
+	if (asprintf(&p, "%s/test-store.XXXXXX", base) < 0)
+		return NULL;
+	if (!mkdtemp(p)) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+static void tmpdir_free(char *p)
+{
+	char cmd[1024];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p);
+	if (system(cmd)) {}
+	free(p);
+}
+
+static uint64_t cnt_of(uint64_t off)
+{
+	return (off % 7) + 1;
+}
+
+static uint64_t off_of(uint64_t i)
+{
+	return 0xffffffff81000000ULL + i * 13;
+}
+
+struct check {
+	uint64_t n, sum, bad;
+};
+
+static int check_cb(uint64_t off, uint64_t count, void *arg)
+{
+	struct check *c = arg;
+	uint64_t i = (off - 0xffffffff81000000ULL) / 13;
+
+	if ((off - 0xffffffff81000000ULL) % 13 || count != 2 * cnt_of(off) ||
+	    i >= 100000)
+		c->bad++;
+	c->n++;
+	c->sum += count;
+	return 0;
+}
+
+static void test_round_trip(void **state)
+{
+	char *d = tmpdir_new(), err[256], path[1024];
+	struct store *st;
+	struct sfile *sf;
+	struct store_key k = { .image = "/usr/bin/foo", .tgid = -1, .tid = -1,
+			       .cpu = -1 };
+	const uint8_t bid[20] = { 1, 2, 3, 4, 5 };
+	struct sfile_reader *r;
+	const struct sfile_info *inf;
+	struct check c = { 0 };
+	uint64_t total = 0;
+	const uint64_t N = 100000;	/* 64 slots -> 2^18: 12 resizes */
+
+	assert_non_null(d);
+	k.build_id = bid;
+	k.build_id_len = sizeof(bid);
+	st = store_open(d, "guest1", ev1, 2, OPVM_SEP_NONE, 0);
+	assert_non_null(st);
+	sf = store_get(st, &k);
+	assert_non_null(sf);
+	assert_ptr_equal(store_get(st, &k), sf);	/* cached */
+	for (int pass = 0; pass < 2; pass++)
+		for (uint64_t i = 0; i < N; i++) {
+			uint64_t o = off_of(i);
+
+			assert_int_equal(sfile_add(sf, o, cnt_of(o)), 0);
+			total += cnt_of(o);
+		}
+	assert_int_equal(sfile_add(sf, 5, 0), 0);	/* no-op */
+	assert_int_equal(store_sync(st), 0);
+	store_close(st);
+
+	snprintf(path, sizeof(path),
+		 "%s/guests/guest1/samples/current/{root}/^usr^bin^foo/{dep}/{root}/^usr^bin^foo/CPU_CLK_UNHALTED.100000.0.all.all.all",
+		 d);
+	r = sfile_reader_open(path, err, sizeof(err));
+	if (!r)
+		fail_msg("%s: %s", path, err);
+	inf = sfile_reader_info(r);
+	assert_string_equal(inf->event, "CPU_CLK_UNHALTED");
+	assert_int_equal(inf->count, 100000);
+	assert_string_equal(inf->guest, "guest1");
+	assert_int_equal(inf->build_id_len, 20);
+	assert_memory_equal(inf->build_id, bid, 20);
+	assert_int_equal(inf->nr_entries, N);
+	assert_int_equal(inf->total, total);
+	assert_int_equal(sfile_reader_foreach(r, check_cb, &c), 0);
+	assert_int_equal(c.n, N);
+	assert_int_equal(c.sum, total);
+	assert_int_equal(c.bad, 0);
+	sfile_reader_close(r);
+	tmpdir_free(d);
+}
+
+/* Offsets that collide in the hash's top bits still round trip. */
+static void test_colliding_offsets(void **state)
+{
+	char *d = tmpdir_new(), err[256];
+	struct store *st = store_open(d, "g", ev1, 1, 0, 0);
+	struct store_key k = { .image = "x", .tgid = -1, .tid = -1, .cpu = -1 };
+	struct sfile *sf;
+	struct sfile_reader *r;
+	char path[1024];
+
+	assert_non_null(st);
+	sf = store_get(st, &k);
+	assert_non_null(sf);
+	for (uint64_t i = 0; i < 5000; i++)
+		assert_int_equal(sfile_add(sf, i << 40, i + 1), 0);
+	assert_int_equal(sfile_add(sf, 0, 1), 0);
+	assert_int_equal(sfile_add(sf, UINT64_MAX, 1), 0);
+	store_close(st);
+	snprintf(path, sizeof(path), "%s/samples/current/{root}/x/{dep}/{root}/x/CPU_CLK_UNHALTED.100000.0.all.all.all",
+		 d);
+	/* through store_dir's layout */
+	snprintf(path, sizeof(path), "%s/guests/g/samples/current/{root}/x/{dep}/{root}/x/CPU_CLK_UNHALTED.100000.0.all.all.all", d);
+	r = sfile_reader_open(path, err, sizeof(err));
+	if (!r)
+		fail_msg("%s", err);
+	assert_int_equal(sfile_reader_info(r)->nr_entries, 5001);
+	assert_int_equal(sfile_reader_info(r)->total, 5000ULL * 5001 / 2 + 2);
+	sfile_reader_close(r);
+	tmpdir_free(d);
+}
+
+struct seen {
+	int n;
+	char rel[8][512];
+	const char *base;
+	int64_t tgid[8], tid[8], cpu[8];
+	int kernel[8];
+	char app[8][128], image[8][128];
+};
+
+static int seen_cb(const struct store_entry *e, void *arg)
+{
+	struct seen *s = arg;
+
+	if (s->n >= 8)
+		return -1;
+	snprintf(s->rel[s->n], sizeof(s->rel[0]), "%s", e->path + strlen(s->base));
+	s->tgid[s->n] = e->tgid;
+	s->tid[s->n] = e->tid;
+	s->cpu[s->n] = e->cpu;
+	s->kernel[s->n] = e->kernel;
+	snprintf(s->app[s->n], 128, "%s", e->app);
+	snprintf(s->image[s->n], 128, "%s", e->image);
+	s->n++;
+	return 0;
+}
+
+struct sep_case {
+	const char *spec;
+	const char *user_rel;	/* libc sample of /bin/sh, tgid 10 tid 11 cpu 2 */
+	const char *kern_rel;	/* vmlinux sample of /bin/sh */
+};
+
+static void test_separate_paths(void **state)
+{
+	static const struct sep_case cases[] = {
+		{ "none",
+		  "/{root}/^lib^libc.so.6/{dep}/{root}/^lib^libc.so.6/CPU_CLK_UNHALTED.100000.0.all.all.all",
+		  "/{root}/vmlinux/{dep}/{kern}/vmlinux/CPU_CLK_UNHALTED.100000.0.all.all.all" },
+		{ "lib",
+		  "/{root}/^bin^sh/{dep}/{root}/^lib^libc.so.6/CPU_CLK_UNHALTED.100000.0.all.all.all",
+		  "/{root}/vmlinux/{dep}/{kern}/vmlinux/CPU_CLK_UNHALTED.100000.0.all.all.all" },
+		{ "kernel",
+		  "/{root}/^bin^sh/{dep}/{root}/^lib^libc.so.6/CPU_CLK_UNHALTED.100000.0.all.all.all",
+		  "/{root}/^bin^sh/{dep}/{kern}/vmlinux/CPU_CLK_UNHALTED.100000.0.all.all.all" },
+		{ "thread",
+		  "/{root}/^lib^libc.so.6/{dep}/{root}/^lib^libc.so.6/CPU_CLK_UNHALTED.100000.0.10.11.all",
+		  "/{root}/vmlinux/{dep}/{kern}/vmlinux/CPU_CLK_UNHALTED.100000.0.10.11.all" },
+		{ "cpu",
+		  "/{root}/^lib^libc.so.6/{dep}/{root}/^lib^libc.so.6/CPU_CLK_UNHALTED.100000.0.all.all.2",
+		  "/{root}/vmlinux/{dep}/{kern}/vmlinux/CPU_CLK_UNHALTED.100000.0.all.all.2" },
+		{ "thread,cpu,lib",
+		  "/{root}/^bin^sh/{dep}/{root}/^lib^libc.so.6/CPU_CLK_UNHALTED.100000.0.10.11.2",
+		  "/{root}/vmlinux/{dep}/{kern}/vmlinux/CPU_CLK_UNHALTED.100000.0.10.11.2" },
+		{ "all",
+		  "/{root}/^bin^sh/{dep}/{root}/^lib^libc.so.6/CPU_CLK_UNHALTED.100000.0.10.11.2",
+		  "/{root}/^bin^sh/{dep}/{kern}/vmlinux/CPU_CLK_UNHALTED.100000.0.10.11.2" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *d = tmpdir_new(), base[1024], full[2048];
+		unsigned sep;
+		struct store *st;
+		struct store_key u = { .app = "/bin/sh", .image = "/lib/libc.so.6",
+				       .tgid = 10, .tid = 11, .cpu = 2 };
+		struct store_key kk = u;
+		struct seen s = { 0 };
+		struct stat sb;
+		size_t skipped = 99;
+		int ui = -1;
+
+		kk.image = "vmlinux";
+		kk.kernel = 1;
+		assert_int_equal(store_parse_separate(cases[i].spec, &sep), 0);
+		st = store_open(d, "vm", ev1, 1, sep, 0);
+		assert_non_null(st);
+		assert_int_equal(store_separate(st), sep);
+		assert_int_equal(sfile_add(store_get(st, &u), 0x1000, 1), 0);
+		assert_int_equal(sfile_add(store_get(st, &kk), 0x2000, 1), 0);
+		assert_int_equal(store_write_meta(st, "{}"), 0);
+		snprintf(base, sizeof(base), "%s", store_dir(st));
+		store_close(st);
+
+		snprintf(full, sizeof(full), "%s%s", base, cases[i].user_rel);
+		if (stat(full, &sb))
+			fail_msg("%s: missing %s", cases[i].spec, full);
+		snprintf(full, sizeof(full), "%s%s", base, cases[i].kern_rel);
+		if (stat(full, &sb))
+			fail_msg("%s: missing %s", cases[i].spec, full);
+
+		s.base = base;
+		assert_int_equal(store_walk(d, "current", seen_cb, &s, &skipped), 0);
+		assert_int_equal(skipped, 0);
+		assert_int_equal(s.n, 2);
+		for (int j = 0; j < 2; j++)
+			if (!strcmp(s.rel[j], cases[i].user_rel))
+				ui = j;
+		assert_true(ui >= 0);
+		assert_string_equal(s.image[ui], "/lib/libc.so.6");
+		assert_string_equal(s.app[ui], (sep & OPVM_SEP_LIB) ? "/bin/sh" : "/lib/libc.so.6");
+		assert_int_equal(s.kernel[ui], 0);
+		assert_int_equal(s.kernel[1 - ui], 1);
+		assert_string_equal(s.image[1 - ui], "vmlinux");
+		assert_int_equal(s.tgid[ui], (sep & OPVM_SEP_THREAD) ? 10 : -1);
+		assert_int_equal(s.tid[ui], (sep & OPVM_SEP_THREAD) ? 11 : -1);
+		assert_int_equal(s.cpu[ui], (sep & OPVM_SEP_CPU) ? 2 : -1);
+		tmpdir_free(d);
+	}
+}
+
+static void test_parse_separate(void **state)
+{
+	unsigned m;
+
+	assert_int_equal(store_parse_separate("none", &m), 0);
+	assert_int_equal(m, 0);
+	assert_int_equal(store_parse_separate("lib", &m), 0);
+	assert_int_equal(m, OPVM_SEP_LIB);
+	assert_int_equal(store_parse_separate("kernel", &m), 0);
+	assert_int_equal(m, OPVM_SEP_KERNEL | OPVM_SEP_LIB);
+	assert_int_equal(store_parse_separate("thread,cpu", &m), 0);
+	assert_int_equal(m, OPVM_SEP_THREAD | OPVM_SEP_CPU);
+	assert_int_equal(store_parse_separate("all", &m), 0);
+	assert_int_equal(m, OPVM_SEP_ALL);
+	assert_int_equal(store_parse_separate("", &m), -EINVAL);
+	assert_int_equal(store_parse_separate("lib,", &m), -EINVAL);
+	assert_int_equal(store_parse_separate(",lib", &m), -EINVAL);
+	assert_int_equal(store_parse_separate("libx", &m), -EINVAL);
+	assert_int_equal(store_parse_separate("thread,bogus", &m), -EINVAL);
+}
+
+struct one {
+	uint64_t off, count;
+};
+
+static int one_cb(uint64_t o, uint64_t c, void *a)
+{
+	struct one *q = a;
+
+	if (o == q->off)
+		q->count = c;
+	return 0;
+}
+
+static uint64_t read_one(const char *path, uint64_t off)
+{
+	char err[256];
+	struct sfile_reader *r = sfile_reader_open(path, err, sizeof(err));
+	struct one q = { off, 0 };
+
+	if (!r)
+		fail_msg("%s: %s", path, err);
+	assert_int_equal(sfile_reader_foreach(r, one_cb, &q), 0);
+	sfile_reader_close(r);
+	return q.count;
+}
+
+static void test_append_and_rotate(void **state)
+{
+	char *d = tmpdir_new(), cur[1024], prev[1024], f[1200];
+	struct store_key k = { .image = "/bin/x", .tgid = -1, .tid = -1, .cpu = -1 };
+	const char *rel = "/{root}/^bin^x/{dep}/{root}/^bin^x/CPU_CLK_UNHALTED.100000.0.all.all.all";
+	struct store *st;
+	struct stat sb;
+
+	/* run 1 */
+	st = store_open(d, "g", ev1, 1, 0, 0);
+	assert_non_null(st);
+	snprintf(cur, sizeof(cur), "%s", store_dir(st));
+	snprintf(prev, sizeof(prev), "%.*s/previous", (int)(strlen(cur) - 8), cur);
+	assert_int_equal(sfile_add(store_get(st, &k), 0x10, 5), 0);
+	store_close(st);
+	/* run 2, append: counts add up, growth continues from the old file */
+	st = store_open(d, "g", ev1, 1, 0, STORE_APPEND);
+	assert_non_null(st);
+	assert_int_equal(sfile_add(store_get(st, &k), 0x10, 2), 0);
+	for (uint64_t i = 0; i < 1000; i++)
+		assert_int_equal(sfile_add(store_get(st, &k), 0x100 + i, 1), 0);
+	store_close(st);
+	snprintf(f, sizeof(f), "%s%s", cur, rel);
+	assert_int_equal(read_one(f, 0x10), 7);
+	assert_int_equal(read_one(f, 0x100 + 999), 1);
+	assert_int_not_equal(stat(prev, &sb), 0);
+	/* run 3, no append: current -> previous, fresh current */
+	st = store_open(d, "g", ev1, 1, 0, 0);
+	assert_non_null(st);
+	assert_int_equal(sfile_add(store_get(st, &k), 0x10, 1), 0);
+	store_close(st);
+	assert_int_equal(read_one(f, 0x10), 1);
+	snprintf(f, sizeof(f), "%s%s", prev, rel);
+	assert_int_equal(read_one(f, 0x10), 7);
+	/* run 4: the old previous is removed, run 3's data moves there */
+	st = store_open(d, "g", ev1, 1, 0, 0);
+	assert_non_null(st);
+	store_close(st);
+	assert_int_equal(read_one(f, 0x10), 1);
+	snprintf(f, sizeof(f), "%s%s", cur, rel);
+	assert_int_not_equal(stat(f, &sb), 0);
+	tmpdir_free(d);
+}
+
+/* Appending to a file whose header disagrees with the event is refused,
+ * not mixed; so is a foreign event index. */
+static void test_append_mismatch(void **state)
+{
+	char *d = tmpdir_new(), p[1200];
+	struct store_key k = { .image = "a", .tgid = -1, .tid = -1, .cpu = -1 };
+	struct store *st;
+	uint64_t bogus = 5;
+	int fd;
+
+	st = store_open(d, "g", ev1, 1, 0, 0);
+	assert_non_null(st);
+	assert_int_equal(sfile_add(store_get(st, &k), 1, 1), 0);
+	snprintf(p, sizeof(p), "%s/{root}/a/{dep}/{root}/a/CPU_CLK_UNHALTED.100000.0.all.all.all",
+		 store_dir(st));
+	store_close(st);
+	fd = open(p, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, &bogus, 8, 48), 8);	/* header count */
+	close(fd);
+	st = store_open(d, "g", ev1, 1, 0, STORE_APPEND);
+	assert_non_null(st);
+	assert_null(store_get(st, &k));
+	assert_int_equal(errno, EBADMSG);
+	k.event = 1;
+	assert_null(store_get(st, &k));
+	assert_int_equal(errno, EINVAL);
+	store_close(st);
+	tmpdir_free(d);
+}
+
+static void test_write_meta(void **state)
+{
+	char *d = tmpdir_new(), p[1200], buf[64] = { 0 };
+	struct store *st = store_open(d, "g", ev1, 1, 0, 0);
+	FILE *f;
+
+	assert_non_null(st);
+	assert_int_equal(store_write_meta(st, "{\"a\":1}"), 0);
+	assert_int_equal(store_write_meta(st, "{\"a\":2}"), 0);
+	snprintf(p, sizeof(p), "%s/session.json", store_dir(st));
+	f = fopen(p, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	assert_string_equal(buf, "{\"a\":2}");
+	store_close(st);
+	tmpdir_free(d);
+}
+
+static void test_enospc(void **state)
+{
+	char *d = tmpdir_new();
+	struct store_key k = { .image = "a", .tgid = -1, .tid = -1, .cpu = -1 };
+	struct store *st = store_open(d, "g", ev1, 1, 0, 0);
+	struct sfile *sf;
+	uint64_t i;
+	int ret = 0;
+
+	assert_non_null(st);
+	store_set_file_limit(st, 64 * 1024);
+	sf = store_get(st, &k);
+	assert_non_null(sf);
+	for (i = 0; i < 100000 && !ret; i++)
+		ret = sfile_add(sf, i, 1);
+	assert_int_equal(ret, -ENOSPC);
+	assert_true(i > 1000);
+	/* existing offsets still count */
+	assert_int_equal(sfile_add(sf, 0, 1), 0);
+	store_close(st);
+	tmpdir_free(d);
+}
+
+static void test_bad_events(void **state)
+{
+	char *d = tmpdir_new();
+	struct store_event bad = { .name = "A.B", .count = 1 };
+	struct store_event bad2 = { .name = "../x", .count = 1 };
+	struct store_event empty = { .name = "", .count = 1 };
+
+	assert_null(store_open(d, "g", &bad, 1, 0, 0));
+	assert_int_equal(errno, EINVAL);
+	assert_null(store_open(d, "g", &bad2, 1, 0, 0));
+	assert_null(store_open(d, "g", &empty, 1, 0, 0));
+	assert_null(store_open(d, "g", ev1, 0, 0, 0));
+	tmpdir_free(d);
+}
+
+/* ---- corrupt files ------------------------------------------------------ */
+
+static char *make_file(const char *d, uint64_t n, size_t *len)
+{
+	struct store_key k = { .image = "img", .tgid = -1, .tid = -1, .cpu = -1 };
+	struct store *st = store_open(d, "g", ev1, 1, 0, 0);
+	char *p;
+
+	assert_non_null(st);
+	for (uint64_t i = 0; i < n; i++)
+		assert_int_equal(sfile_add(store_get(st, &k), i * 4, 1), 0);
+	assert_int_equal(asprintf(&p, "%s/{root}/img/{dep}/{root}/img/CPU_CLK_UNHALTED.100000.0.all.all.all",
+				  store_dir(st)) > 0, 1);
+	store_close(st);
+	struct stat sb;
+
+	assert_int_equal(stat(p, &sb), 0);
+	*len = (size_t)sb.st_size;
+	return p;
+}
+
+static int expect_bad(const char *path, const char *what)
+{
+	char err[256] = "";
+	struct sfile_reader *r = sfile_reader_open(path, err, sizeof(err));
+
+	if (r) {
+		sfile_reader_close(r);
+		fail_msg("%s: accepted", what);
+	}
+	assert_true(strlen(err) > 0);
+	assert_null(strchr(err, '\n'));
+	return errno;
+}
+
+static void copy_trunc(const char *src, const char *dst, size_t len)
+{
+	char buf[65536];
+	int in = open(src, O_RDONLY), out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ssize_t n = read(in, buf, sizeof(buf));
+
+	assert_true(n > 0);
+	assert_true(len <= (size_t)n);
+	assert_int_equal(write(out, buf, len), (ssize_t)len);
+	close(in);
+	close(out);
+}
+
+static void patch(const char *src, const char *dst, size_t off, const void *v, size_t n)
+{
+	struct stat sb;
+
+	assert_int_equal(stat(src, &sb), 0);
+	copy_trunc(src, dst, (size_t)sb.st_size);
+	int fd = open(dst, O_WRONLY);
+
+	assert_int_equal(pwrite(fd, v, n, (off_t)off), (ssize_t)n);
+	close(fd);
+}
+
+static void test_truncated(void **state)
+{
+	char *d = tmpdir_new(), dst[1024];
+	size_t len;
+	char *src = make_file(d, 10, &len);
+	/* every header field boundary, inside the table, one byte short */
+	const size_t cuts[] = { 0, 1, 7, 8, 12, 16, 48, 56, 60, 64, 128, 160,
+				168, 176, 184, 255, 256, 257, 512, len - 16, len - 1 };
+
+	snprintf(dst, sizeof(dst), "%s/t", d);
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+		char what[64];
+
+		copy_trunc(src, dst, cuts[i]);
+		snprintf(what, sizeof(what), "truncated at %zu", cuts[i]);
+		expect_bad(dst, what);
+	}
+	/* intact copy reads */
+	copy_trunc(src, dst, len);
+	struct sfile_reader *r = sfile_reader_open(dst, NULL, 0);
+
+	assert_non_null(r);
+	assert_int_equal(sfile_reader_info(r)->nr_entries, 10);
+	sfile_reader_close(r);
+	free(src);
+	tmpdir_free(d);
+}
+
+static void test_corrupt_fields(void **state)
+{
+	char *d = tmpdir_new(), dst[1024];
+	size_t len;
+	char *src = make_file(d, 10, &len);
+	uint32_t u32;
+	uint64_t u64;
+
+	snprintf(dst, sizeof(dst), "%s/c", d);
+	patch(src, dst, 0, "OPVMSMP0", 8);
+	expect_bad(dst, "bad magic");
+	u32 = 2;
+	patch(src, dst, 8, &u32, 4);
+	expect_bad(dst, "version");
+	u32 = 0xffffffff;
+	patch(src, dst, 12, &u32, 4);
+	expect_bad(dst, "header size");
+	u32 = 1u << 20;
+	patch(src, dst, 12, &u32, 4);
+	expect_bad(dst, "header size big");
+	patch(src, dst, 16, "XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX", 32);
+	expect_bad(dst, "event not terminated");
+	u32 = 33;
+	patch(src, dst, 60, &u32, 4);
+	expect_bad(dst, "build-id len");
+	u64 = 256 | 40;			/* 2^40 slots */
+	patch(src, dst, 160, &u64, 8);
+	expect_bad(dst, "huge table");
+	u64 = 256 | 10;			/* 16 KiB past a small file */
+	patch(src, dst, 160, &u64, 8);
+	expect_bad(dst, "table past end");
+	u64 = 0xfffffffffffff000ULL | 6;	/* offset overflow */
+	patch(src, dst, 160, &u64, 8);
+	expect_bad(dst, "table offset overflow");
+	u64 = 64 | 6;			/* overlaps header */
+	patch(src, dst, 160, &u64, 8);
+	expect_bad(dst, "table in header");
+	u64 = 11;			/* more entries than the table holds */
+	patch(src, dst, 168, &u64, 8);
+	expect_bad(dst, "nr_entries");
+	u64 = 1000;			/* larger total than the table */
+	patch(src, dst, 176, &u64, 8);
+	expect_bad(dst, "total");
+	/* a sparse file claiming a gigantic size */
+	copy_trunc(src, dst, len);
+	assert_int_equal(truncate(dst, (off_t)(OPVM_SFILE_MAX_SIZE + 4096)), 0);
+	expect_bad(dst, "huge file");
+	/* a directory, a missing file */
+	expect_bad(d, "directory");
+	snprintf(dst, sizeof(dst), "%s/none", d);
+	assert_int_equal(expect_bad(dst, "missing"), ENOENT);
+	free(src);
+	tmpdir_free(d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_colliding_offsets),
+		cmocka_unit_test(test_separate_paths),
+		cmocka_unit_test(test_parse_separate),
+		cmocka_unit_test(test_append_and_rotate),
+		cmocka_unit_test(test_append_mismatch),
+		cmocka_unit_test(test_write_meta),
+		cmocka_unit_test(test_enospc),
+		cmocka_unit_test(test_bad_events),
+		cmocka_unit_test(test_truncated),
+		cmocka_unit_test(test_corrupt_fields),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
