@@ -42,6 +42,7 @@ enum opvm_event_flags {
 	OPVM_EV_HARDWARE = 1u << 0,	/* counted by the CPU's PMU: needs one */
 	OPVM_EV_SOFTWARE = 1u << 1,	/* perf software event: no PMU needed */
 	OPVM_EV_TIMER	 = 1u << 2,	/* the TIMER pseudo-event (also SOFTWARE) */
+	OPVM_EV_DEFAULT	 = 1u << 3,	/* its file's default event (flags:default) */
 };
 
 /* What a count of this event measures. */

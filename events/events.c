@@ -1,0 +1,1383 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Events database: parser for events/data/<family>.{events,unit_masks},
+ * the search for those files, and -e spec parsing.  Format: docs/events.md.
+ *
+ * The files are trusted more than guest bytes but still parsed defensively
+ * (a user may point $OPVM_EVENTS_DIR anywhere): bounded line length, file
+ * size and entry count, every number range-checked, every error reported
+ * as "file:line: what is wrong".
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <linux/perf_event.h>
+
+#include "events/builtin.h"
+#include "events/events.h"
+
+#define EV_MAX_FILE	(1u << 20)	/* bytes per data file */
+#define EV_MAX_LINE	4096
+#define EV_MAX_ENTRIES	4096		/* events or unit-mask values per file */
+#define EV_MAX_SPEC	256
+#define EV_DEFAULT_COUNT 100000
+
+/* Unit-mask groups of one file.  Events point into groups[], which is never
+ * reallocated once that file's events are parsed. */
+struct um_table {
+	struct opvm_unit_mask *groups;
+	size_t nr;
+};
+
+struct events_db {
+	char *family;
+	char *source;
+	struct opvm_event *events;
+	size_t nr_events, cap_events;
+	/* one per file pair loaded: the family, generic, software */
+	struct um_table tables[3];
+	char *file_ids[3];
+	size_t nr_files;
+};
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- small parsing helpers ----------------------------------------------- */
+
+/* Whole-string unsigned number, decimal or 0x hex.  No sign, no junk. */
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || *end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int valid_name(const char *s, size_t max)
+{
+	size_t n = 0;
+
+	if (!*s)
+		return 0;
+	for (; *s; s++, n++) {
+		if (n + 1 >= max)
+			return 0;
+		if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-' &&
+		    *s != '.')
+			return 0;
+	}
+	return 1;
+}
+
+/* Iterates over the lines of text; NUL-terminated copy of each in buf.
+ * Returns 1 with a line, 0 at the end, -E2BIG for an over-long line. */
+struct line_iter {
+	const char *p;
+	unsigned lineno;
+	char buf[EV_MAX_LINE];
+};
+
+static int line_next(struct line_iter *it)
+{
+	const char *nl;
+	size_t len;
+
+	if (!*it->p)
+		return 0;
+	nl = strchr(it->p, '\n');
+	len = nl ? (size_t)(nl - it->p) : strlen(it->p);
+	it->lineno++;
+	if (len >= sizeof(it->buf))
+		return -E2BIG;
+	memcpy(it->buf, it->p, len);
+	it->buf[len] = '\0';
+	if (len && it->buf[len - 1] == '\r')
+		it->buf[len - 1] = '\0';
+	it->p = nl ? nl + 1 : it->p + len;
+	return 1;
+}
+
+static int blank_or_comment(const char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	return !*s || *s == '#';
+}
+
+/* Splits off the next whitespace-separated token; NULL at the end. */
+static char *next_token(char **pp)
+{
+	char *p = *pp, *t;
+
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (!*p)
+		return NULL;
+	t = p;
+	while (*p && *p != ' ' && *p != '\t')
+		p++;
+	if (*p)
+		*p++ = '\0';
+	*pp = p;
+	return t;
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	e = s + strlen(s);
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+		*--e = '\0';
+	return s;
+}
+
+/* ---- unit masks ------------------------------------------------------------ */
+
+static void um_table_free(struct um_table *t)
+{
+	for (size_t i = 0; i < t->nr; i++) {
+		struct opvm_unit_mask *g = &t->groups[i];
+
+		for (size_t j = 0; j < g->nr_values; j++) {
+			free((char *)g->values[j].name);
+			free((char *)g->values[j].desc);
+		}
+		free((void *)g->values);
+		free((char *)g->name);
+	}
+	free(t->groups);
+	t->groups = NULL;
+	t->nr = 0;
+}
+
+static const struct opvm_unit_mask *um_find(const struct um_table *t,
+					    const char *name)
+{
+	for (size_t i = 0; i < t->nr; i++)
+		if (!strcmp(t->groups[i].name, name))
+			return &t->groups[i];
+	return NULL;
+}
+
+static uint32_t um_all_bits(const struct opvm_unit_mask *g)
+{
+	uint32_t all = 0;
+
+	for (size_t i = 0; i < g->nr_values; i++)
+		all |= g->values[i].value;
+	return all;
+}
+
+static int um_has_value(const struct opvm_unit_mask *g, uint32_t v)
+{
+	for (size_t i = 0; i < g->nr_values; i++)
+		if (g->values[i].value == v)
+			return 1;
+	return 0;
+}
+
+/* A finished group must be self-consistent: values listed, default allowed. */
+static int um_group_check(const struct opvm_unit_mask *g, const char *fname,
+			  unsigned lineno, char *err, size_t errlen)
+{
+	if (!g->nr_values) {
+		seterr(err, errlen, "%s:%u: unit mask '%s' lists no values",
+		       fname, lineno, g->name);
+		return -EINVAL;
+	}
+	if (g->type == OPVM_UM_BITMASK) {
+		if (g->default_value & ~um_all_bits(g)) {
+			seterr(err, errlen,
+			       "%s:%u: default 0x%x of bitmask '%s' has bits no value lists",
+			       fname, lineno, g->default_value, g->name);
+			return -EINVAL;
+		}
+	} else if (!um_has_value(g, g->default_value)) {
+		seterr(err, errlen,
+		       "%s:%u: default 0x%x of unit mask '%s' is not one of its values",
+		       fname, lineno, g->default_value, g->name);
+		return -EINVAL;
+	}
+	if (g->type == OPVM_UM_MANDATORY && g->nr_values != 1) {
+		seterr(err, errlen,
+		       "%s:%u: mandatory unit mask '%s' must list exactly one value",
+		       fname, lineno, g->name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int um_parse_header(struct um_table *t, char *line, const char *fname,
+			   unsigned lineno, char *err, size_t errlen)
+{
+	struct opvm_unit_mask g = { 0 };
+	char *p = line, *tok, *name = NULL;
+	int have_type = 0, have_default = 0;
+	uint64_t v;
+	void *n;
+
+	while ((tok = next_token(&p))) {
+		char *val = strchr(tok, ':');
+
+		if (!val) {
+			seterr(err, errlen, "%s:%u: '%s' is not key:value",
+			       fname, lineno, tok);
+			return -EINVAL;
+		}
+		*val++ = '\0';
+		if (!strcmp(tok, "name") && !name) {
+			if (!valid_name(val, OPVM_EVENT_NAME_MAX)) {
+				seterr(err, errlen, "%s:%u: bad unit mask name '%s'",
+				       fname, lineno, val);
+				return -EINVAL;
+			}
+			name = val;
+		} else if (!strcmp(tok, "type") && !have_type) {
+			if (!strcmp(val, "mandatory"))
+				g.type = OPVM_UM_MANDATORY;
+			else if (!strcmp(val, "exclusive"))
+				g.type = OPVM_UM_EXCLUSIVE;
+			else if (!strcmp(val, "bitmask"))
+				g.type = OPVM_UM_BITMASK;
+			else {
+				seterr(err, errlen,
+				       "%s:%u: type '%s' is not mandatory, exclusive or bitmask",
+				       fname, lineno, val);
+				return -EINVAL;
+			}
+			have_type = 1;
+		} else if (!strcmp(tok, "default") && !have_default) {
+			if (parse_u64(val, &v) || v > 0xff) {
+				seterr(err, errlen,
+				       "%s:%u: default '%s' is not a unit mask (0..0xff)",
+				       fname, lineno, val);
+				return -EINVAL;
+			}
+			g.default_value = (uint32_t)v;
+			have_default = 1;
+		} else {
+			seterr(err, errlen, "%s:%u: unexpected or repeated key '%s'",
+			       fname, lineno, tok);
+			return -EINVAL;
+		}
+	}
+	if (!name || !have_type || !have_default) {
+		seterr(err, errlen, "%s:%u: a unit mask needs name:, type: and default:",
+		       fname, lineno);
+		return -EINVAL;
+	}
+	if (um_find(t, name)) {
+		seterr(err, errlen, "%s:%u: unit mask '%s' defined twice",
+		       fname, lineno, name);
+		return -EINVAL;
+	}
+	if (t->nr >= EV_MAX_ENTRIES) {
+		seterr(err, errlen, "%s:%u: too many unit masks", fname, lineno);
+		return -E2BIG;
+	}
+	n = realloc(t->groups, (t->nr + 1) * sizeof(*t->groups));
+	if (!n)
+		return -ENOMEM;
+	t->groups = n;
+	g.name = strdup(name);
+	if (!g.name)
+		return -ENOMEM;
+	t->groups[t->nr++] = g;
+	return 0;
+}
+
+static int um_parse_value(struct opvm_unit_mask *g, char *line,
+			  const char *fname, unsigned lineno,
+			  char *err, size_t errlen)
+{
+	struct opvm_um_value uv = { 0 };
+	const char *name_src;
+	char *p = line, *tok, *desc;
+	uint64_t v;
+	void *n;
+
+	tok = next_token(&p);
+	if (!tok || parse_u64(tok, &v) || v > 0xff) {
+		seterr(err, errlen, "%s:%u: '%s' is not a unit mask value (0..0xff)",
+		       fname, lineno, tok ? tok : "");
+		return -EINVAL;
+	}
+	uv.value = (uint32_t)v;
+	desc = trim(p);
+	if (!strncmp(desc, "name:", 5)) {
+		p = desc;
+		tok = next_token(&p);
+		if (!valid_name(tok + 5, OPVM_EVENT_NAME_MAX) ||
+		    isdigit((unsigned char)tok[5])) {
+			seterr(err, errlen, "%s:%u: bad unit mask value name '%s'",
+			       fname, lineno, tok + 5);
+			return -EINVAL;
+		}
+		for (size_t i = 0; i < g->nr_values; i++)
+			if (g->values[i].name && !strcmp(g->values[i].name, tok + 5)) {
+				seterr(err, errlen, "%s:%u: value name '%s' used twice in '%s'",
+				       fname, lineno, tok + 5, g->name);
+				return -EINVAL;
+			}
+		uv.name = tok + 5;
+		desc = trim(p);
+	}
+	if (um_has_value(g, uv.value)) {
+		seterr(err, errlen, "%s:%u: value 0x%x listed twice in '%s'",
+		       fname, lineno, uv.value, g->name);
+		return -EINVAL;
+	}
+	if (g->type == OPVM_UM_BITMASK && !uv.value) {
+		seterr(err, errlen, "%s:%u: a bitmask value cannot be 0", fname,
+		       lineno);
+		return -EINVAL;
+	}
+	if (g->nr_values >= EV_MAX_ENTRIES) {
+		seterr(err, errlen, "%s:%u: too many values", fname, lineno);
+		return -E2BIG;
+	}
+	n = realloc((void *)g->values, (g->nr_values + 1) * sizeof(uv));
+	if (!n)
+		return -ENOMEM;
+	g->values = n;
+	name_src = uv.name;
+	uv.name = name_src ? strdup(name_src) : NULL;
+	uv.desc = strdup(desc);
+	if (!uv.desc || (name_src && !uv.name)) {
+		free((char *)uv.name);
+		free((char *)uv.desc);
+		return -ENOMEM;
+	}
+	((struct opvm_um_value *)g->values)[g->nr_values++] = uv;
+	return 0;
+}
+
+static int um_parse(struct um_table *t, const char *text, const char *fname,
+		    char *err, size_t errlen)
+{
+	struct line_iter *it;
+	unsigned group_line = 0;
+	int r;
+
+	it = calloc(1, sizeof(*it));
+	if (!it)
+		return -ENOMEM;
+	it->p = text;
+	while ((r = line_next(it)) > 0) {
+		if (blank_or_comment(it->buf))
+			continue;
+		if (it->buf[0] == ' ' || it->buf[0] == '\t') {
+			if (!t->nr) {
+				seterr(err, errlen,
+				       "%s:%u: value before any 'name:' line",
+				       fname, it->lineno);
+				r = -EINVAL;
+				goto out;
+			}
+			r = um_parse_value(&t->groups[t->nr - 1], it->buf,
+					   fname, it->lineno, err, errlen);
+		} else {
+			if (t->nr) {
+				r = um_group_check(&t->groups[t->nr - 1], fname,
+						   group_line, err, errlen);
+				if (r)
+					goto out;
+			}
+			group_line = it->lineno;
+			r = um_parse_header(t, it->buf, fname, it->lineno,
+					    err, errlen);
+		}
+		if (r)
+			goto out;
+	}
+	if (r == -E2BIG) {
+		seterr(err, errlen, "%s:%u: line longer than %d bytes", fname,
+		       it->lineno, EV_MAX_LINE - 1);
+		r = -EINVAL;
+		goto out;
+	}
+	if (t->nr)
+		r = um_group_check(&t->groups[t->nr - 1], fname, group_line,
+				   err, errlen);
+out:
+	if (r == -E2BIG)
+		r = -EINVAL;
+	free(it);
+	return r;
+}
+
+/* ---- events ---------------------------------------------------------------- */
+
+struct perf_name {
+	const char *name;
+	uint64_t config;
+};
+
+static const struct perf_name hw_names[] = {
+	{ "cycles", PERF_COUNT_HW_CPU_CYCLES },
+	{ "instructions", PERF_COUNT_HW_INSTRUCTIONS },
+	{ "cache-references", PERF_COUNT_HW_CACHE_REFERENCES },
+	{ "cache-misses", PERF_COUNT_HW_CACHE_MISSES },
+	{ "branches", PERF_COUNT_HW_BRANCH_INSTRUCTIONS },
+	{ "branch-misses", PERF_COUNT_HW_BRANCH_MISSES },
+	{ "bus-cycles", PERF_COUNT_HW_BUS_CYCLES },
+	{ "ref-cycles", PERF_COUNT_HW_REF_CPU_CYCLES },
+	{ NULL, 0 }
+};
+
+static const struct perf_name sw_names[] = {
+	{ "cpu-clock", PERF_COUNT_SW_CPU_CLOCK },
+	{ "task-clock", PERF_COUNT_SW_TASK_CLOCK },
+	{ "page-faults", PERF_COUNT_SW_PAGE_FAULTS },
+	{ "context-switches", PERF_COUNT_SW_CONTEXT_SWITCHES },
+	{ NULL, 0 }
+};
+
+static int perf_config_of(const char *s, const struct perf_name *names,
+			  uint64_t *out)
+{
+	for (; names && names->name; names++)
+		if (!strcmp(s, names->name)) {
+			*out = names->config;
+			return 0;
+		}
+	return parse_u64(s, out);
+}
+
+/* "raw", "hardware:X", "hw-cache:X", "software:X", "timer". */
+static int parse_perf(const char *val, struct opvm_event *ev)
+{
+	const char *arg = strchr(val, ':');
+	size_t klen = arg ? (size_t)(arg - val) : strlen(val);
+	uint64_t cfg = 0;
+
+	if (arg)
+		arg++;
+	if (klen == 3 && !strncmp(val, "raw", 3) && !arg) {
+		ev->perf_type = PERF_TYPE_RAW;
+		ev->flags |= OPVM_EV_HARDWARE;
+		return 0;
+	}
+	if (klen == 5 && !strncmp(val, "timer", 5) && !arg) {
+		/* How the built-in VMM programs it; the gdbstub backend
+		 * uses the period only. */
+		ev->perf_type = PERF_TYPE_SOFTWARE;
+		ev->perf_config = PERF_COUNT_SW_TASK_CLOCK;
+		ev->flags |= OPVM_EV_TIMER | OPVM_EV_SOFTWARE;
+		return 0;
+	}
+	if (!arg || !*arg)
+		return -EINVAL;
+	if (klen == 8 && !strncmp(val, "hardware", 8)) {
+		if (perf_config_of(arg, hw_names, &cfg) ||
+		    cfg >= PERF_COUNT_HW_MAX)
+			return -EINVAL;
+		ev->perf_type = PERF_TYPE_HARDWARE;
+		ev->flags |= OPVM_EV_HARDWARE;
+	} else if (klen == 8 && !strncmp(val, "hw-cache", 8)) {
+		/* id | op << 8 | result << 16, each field range-checked */
+		if (perf_config_of(arg, NULL, &cfg) ||
+		    (cfg & 0xff) >= PERF_COUNT_HW_CACHE_MAX ||
+		    ((cfg >> 8) & 0xff) >= PERF_COUNT_HW_CACHE_OP_MAX ||
+		    ((cfg >> 16) & 0xff) >= PERF_COUNT_HW_CACHE_RESULT_MAX ||
+		    cfg >> 24)
+			return -EINVAL;
+		ev->perf_type = PERF_TYPE_HW_CACHE;
+		ev->flags |= OPVM_EV_HARDWARE;
+	} else if (klen == 8 && !strncmp(val, "software", 8)) {
+		if (perf_config_of(arg, sw_names, &cfg) ||
+		    cfg >= PERF_COUNT_SW_MAX)
+			return -EINVAL;
+		ev->perf_type = PERF_TYPE_SOFTWARE;
+		ev->flags |= OPVM_EV_SOFTWARE;
+	} else {
+		return -EINVAL;
+	}
+	ev->perf_config = cfg;
+	return 0;
+}
+
+static void event_clear(struct opvm_event *ev)
+{
+	free((char *)ev->name);
+	free((char *)ev->desc);
+}
+
+static const struct opvm_event *db_find_exact(const struct events_db *db,
+					      const char *name)
+{
+	for (size_t i = 0; i < db->nr_events; i++)
+		if (!strcasecmp(db->events[i].name, name))
+			return &db->events[i];
+	return NULL;
+}
+
+static int event_parse_line(struct events_db *db, const struct um_table *umt,
+			    const char *family, char *line, const char *fname,
+			    unsigned lineno, char *err, size_t errlen)
+{
+	struct opvm_event ev = { 0 };
+	char *p = line, *tok, *desc = NULL, *name = NULL, *um = NULL;
+	char *perf = NULL;
+	int have_code = 0, have_min = 0, have_def = 0, have_unit = 0;
+	int have_flags = 0;
+	uint64_t v;
+
+	while ((tok = next_token(&p))) {
+		char *val;
+
+		if (!strcmp(tok, ":")) {
+			desc = trim(p);
+			break;
+		}
+		val = strchr(tok, ':');
+		if (!val || !val[1]) {
+			seterr(err, errlen, "%s:%u: '%s' is not key:value",
+			       fname, lineno, tok);
+			return -EINVAL;
+		}
+		*val++ = '\0';
+		if (!strcmp(tok, "event") && !have_code) {
+			if (parse_u64(val, &v) || v > 0xfff) {
+				seterr(err, errlen,
+				       "%s:%u: event code '%s' is not a number 0..0xfff",
+				       fname, lineno, val);
+				return -EINVAL;
+			}
+			ev.code = (uint32_t)v;
+			have_code = 1;
+		} else if (!strcmp(tok, "um") && !um) {
+			um = val;
+		} else if (!strcmp(tok, "minimum") && !have_min) {
+			if (parse_u64(val, &ev.min_count) || !ev.min_count) {
+				seterr(err, errlen,
+				       "%s:%u: minimum '%s' is not a number above 0",
+				       fname, lineno, val);
+				return -EINVAL;
+			}
+			have_min = 1;
+		} else if (!strcmp(tok, "default") && !have_def) {
+			if (parse_u64(val, &ev.default_count) ||
+			    !ev.default_count) {
+				seterr(err, errlen,
+				       "%s:%u: default '%s' is not a number above 0",
+				       fname, lineno, val);
+				return -EINVAL;
+			}
+			have_def = 1;
+		} else if (!strcmp(tok, "perf") && !perf) {
+			perf = val;
+		} else if (!strcmp(tok, "unit") && !have_unit) {
+			if (!strcmp(val, "events"))
+				ev.unit = OPVM_UNIT_EVENTS;
+			else if (!strcmp(val, "us"))
+				ev.unit = OPVM_UNIT_US;
+			else if (!strcmp(val, "ns"))
+				ev.unit = OPVM_UNIT_NS;
+			else {
+				seterr(err, errlen,
+				       "%s:%u: unit '%s' is not events, us or ns",
+				       fname, lineno, val);
+				return -EINVAL;
+			}
+			have_unit = 1;
+		} else if (!strcmp(tok, "flags") && !have_flags) {
+			if (strcmp(val, "default")) {
+				seterr(err, errlen, "%s:%u: unknown flags '%s'",
+				       fname, lineno, val);
+				return -EINVAL;
+			}
+			ev.flags |= OPVM_EV_DEFAULT;
+			have_flags = 1;
+		} else if (!strcmp(tok, "name") && !name) {
+			if (!valid_name(val, OPVM_EVENT_NAME_MAX)) {
+				seterr(err, errlen,
+				       "%s:%u: bad event name '%s' (letters, digits, _ . -; under %d bytes)",
+				       fname, lineno, val, OPVM_EVENT_NAME_MAX);
+				return -EINVAL;
+			}
+			name = val;
+		} else {
+			seterr(err, errlen, "%s:%u: unexpected or repeated key '%s'",
+			       fname, lineno, tok);
+			return -EINVAL;
+		}
+	}
+	if (!desc || !*desc) {
+		seterr(err, errlen, "%s:%u: missing ' : description' at the end",
+		       fname, lineno);
+		return -EINVAL;
+	}
+	if (!have_code || !um || !have_min || !perf || !name) {
+		seterr(err, errlen,
+		       "%s:%u: an event needs event:, um:, minimum:, perf: and name:",
+		       fname, lineno);
+		return -EINVAL;
+	}
+	if (parse_perf(perf, &ev)) {
+		seterr(err, errlen,
+		       "%s:%u: perf:%s is not raw, timer, hardware:X, hw-cache:X or software:X",
+		       fname, lineno, perf);
+		return -EINVAL;
+	}
+	if (ev.perf_type == PERF_TYPE_RAW)
+		ev.perf_config = ev.code;
+	if (!have_unit && (ev.flags & OPVM_EV_TIMER))
+		ev.unit = OPVM_UNIT_US;
+	ev.um = um_find(umt, um);
+	if (!ev.um) {
+		seterr(err, errlen, "%s:%u: unit mask '%s' is not defined in the .unit_masks file",
+		       fname, lineno, um);
+		return -EINVAL;
+	}
+	if (!have_def)
+		ev.default_count = ev.min_count > EV_DEFAULT_COUNT ?
+				   ev.min_count : EV_DEFAULT_COUNT;
+	if (ev.default_count < ev.min_count) {
+		seterr(err, errlen, "%s:%u: default %llu is below the minimum %llu",
+		       fname, lineno, (unsigned long long)ev.default_count,
+		       (unsigned long long)ev.min_count);
+		return -EINVAL;
+	}
+	if (db_find_exact(db, name)) {
+		seterr(err, errlen, "%s:%u: event '%s' defined twice", fname,
+		       lineno, name);
+		return -EINVAL;
+	}
+	if (db->nr_events >= db->cap_events) {
+		size_t cap = db->cap_events ? db->cap_events * 2 : 32;
+		void *n;
+
+		if (cap > 3 * EV_MAX_ENTRIES + 32) {
+			seterr(err, errlen, "%s:%u: too many events", fname,
+			       lineno);
+			return -EINVAL;
+		}
+		n = realloc(db->events, cap * sizeof(*db->events));
+		if (!n)
+			return -ENOMEM;
+		db->events = n;
+		db->cap_events = cap;
+	}
+	ev.family = family;
+	ev.name = strdup(name);
+	ev.desc = strdup(desc);
+	if (!ev.name || !ev.desc) {
+		event_clear(&ev);
+		return -ENOMEM;
+	}
+	db->events[db->nr_events++] = ev;
+	return 0;
+}
+
+static int events_parse_text(struct events_db *db, const struct um_table *umt,
+			     const char *family, const char *text,
+			     const char *fname, char *err, size_t errlen)
+{
+	struct line_iter *it;
+	size_t first = db->nr_events;
+	int r, ndefault = 0;
+
+	it = calloc(1, sizeof(*it));
+	if (!it)
+		return -ENOMEM;
+	it->p = text;
+	while ((r = line_next(it)) > 0) {
+		if (blank_or_comment(it->buf))
+			continue;
+		r = event_parse_line(db, umt, family, it->buf, fname,
+				     it->lineno, err, errlen);
+		if (r)
+			goto out;
+		if (db->events[db->nr_events - 1].flags & OPVM_EV_DEFAULT) {
+			if (++ndefault > 1) {
+				seterr(err, errlen,
+				       "%s:%u: a second flags:default event",
+				       fname, it->lineno);
+				r = -EINVAL;
+				goto out;
+			}
+		}
+	}
+	if (r == -E2BIG) {
+		seterr(err, errlen, "%s:%u: line longer than %d bytes", fname,
+		       it->lineno, EV_MAX_LINE - 1);
+		r = -EINVAL;
+		goto out;
+	}
+	if (db->nr_events == first) {
+		seterr(err, errlen, "%s: no events in file", fname);
+		r = -EINVAL;
+	}
+out:
+	free(it);
+	return r;
+}
+
+/* ---- database ---------------------------------------------------------- */
+
+void events_db_free(struct events_db *db)
+{
+	if (!db)
+		return;
+	for (size_t i = 0; i < db->nr_events; i++)
+		event_clear(&db->events[i]);
+	free(db->events);
+	for (size_t i = 0; i < db->nr_files; i++) {
+		um_table_free(&db->tables[i]);
+		free(db->file_ids[i]);
+	}
+	free(db->family);
+	free(db->source);
+	free(db);
+}
+
+static struct events_db *db_new(const char *family, const char *source)
+{
+	struct events_db *db = calloc(1, sizeof(*db));
+
+	if (!db)
+		return NULL;
+	db->family = strdup(family);
+	db->source = strdup(source);
+	if (!db->family || !db->source) {
+		events_db_free(db);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return db;
+}
+
+/* Adds one file pair; err already says what went wrong on failure. */
+static int db_add(struct events_db *db, const char *id,
+		  const char *ev_text, const char *ev_name,
+		  const char *um_text, const char *um_name,
+		  char *err, size_t errlen)
+{
+	struct um_table *t;
+	char *fid;
+	int r;
+
+	if (db->nr_files >= sizeof(db->tables) / sizeof(db->tables[0]))
+		return -E2BIG;
+	fid = strdup(id);
+	if (!fid)
+		return -ENOMEM;
+	t = &db->tables[db->nr_files];
+	db->file_ids[db->nr_files++] = fid;
+	r = um_parse(t, um_text, um_name, err, errlen);
+	if (r)
+		return r;
+	return events_parse_text(db, t, fid, ev_text, ev_name, err, errlen);
+}
+
+struct events_db *events_db_parse(const char *family,
+				  const char *events_text, const char *events_name,
+				  const char *um_text, const char *um_name,
+				  char *err, size_t errlen)
+{
+	struct events_db *db;
+	int r;
+
+	if (!family || !events_text || !um_text) {
+		errno = EINVAL;
+		return NULL;
+	}
+	db = db_new(family, "memory");
+	if (!db)
+		return NULL;
+	r = db_add(db, family, events_text, events_name ? events_name : "events",
+		   um_text, um_name ? um_name : "unit_masks", err, errlen);
+	if (r) {
+		if (r == -ENOMEM)
+			seterr(err, errlen, "out of memory");
+		events_db_free(db);
+		errno = -r;
+		return NULL;
+	}
+	return db;
+}
+
+/* The files a database for family is made of, in lookup order. */
+static size_t family_files(const char *family, unsigned flags,
+			   const char *ids[3])
+{
+	size_t n = 0;
+
+	ids[n++] = family;
+	if (flags & OPVM_EVDB_FAMILY_ONLY)
+		return n;
+	if (strcmp(family, "generic") && strcmp(family, "software"))
+		ids[n++] = "generic";
+	if (strcmp(family, "software"))
+		ids[n++] = "software";
+	return n;
+}
+
+static int known_family(const char *family)
+{
+	const struct opvm_event_family *fams;
+	size_t n = events_families(&fams);
+
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(fams[i].id, family))
+			return 1;
+	return 0;
+}
+
+static char *read_text_file(const char *path, char *err, size_t errlen,
+			    int *rerr)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t len = 0;
+	ssize_t k;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		*rerr = -errno;
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > EV_MAX_FILE) {
+		*rerr = -EINVAL;
+		seterr(err, errlen, "%s: not a regular file of at most %u bytes",
+		       path, EV_MAX_FILE);
+		goto fail;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		*rerr = -ENOMEM;
+		goto fail;
+	}
+	while (len < (size_t)st.st_size &&
+	       (k = read(fd, buf + len, (size_t)st.st_size - len)) != 0) {
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			*rerr = -errno;
+			seterr(err, errlen, "%s: %s", path, strerror(errno));
+			goto fail;
+		}
+		len += (size_t)k;
+	}
+	buf[len] = '\0';
+	if (strlen(buf) != len) {
+		*rerr = -EINVAL;
+		seterr(err, errlen, "%s: contains a NUL byte", path);
+		goto fail;
+	}
+	close(fd);
+	return buf;
+fail:
+	free(buf);
+	close(fd);
+	return NULL;
+}
+
+struct events_db *events_db_load_dir(const char *dir, const char *family,
+				     unsigned flags, char *err, size_t errlen)
+{
+	struct opvm_cpu_id cpu;
+	struct events_db *db;
+	const char *ids[3];
+	size_t n;
+	int r = 0;
+
+	if (!family) {
+		if (events_host_cpu(&cpu))
+			memset(&cpu, 0, sizeof(cpu));
+		family = events_family_for_cpu(&cpu);
+	}
+	db = db_new(family, dir);
+	if (!db)
+		return NULL;
+	n = family_files(family, flags, ids);
+	for (size_t i = 0; i < n && !r; i++) {
+		char evp[PATH_MAX], ump[PATH_MAX];
+		char *evt, *umt;
+
+		if (snprintf(evp, sizeof(evp), "%s/%s.events", dir, ids[i]) >=
+		    (int)sizeof(evp) ||
+		    snprintf(ump, sizeof(ump), "%s/%s.unit_masks", dir, ids[i]) >=
+		    (int)sizeof(ump)) {
+			seterr(err, errlen, "%s: path too long", dir);
+			r = -ENAMETOOLONG;
+			break;
+		}
+		evt = read_text_file(evp, err, errlen, &r);
+		if (!evt) {
+			if (r == -ENOENT && !known_family(ids[i]))
+				seterr(err, errlen,
+				       "no event family '%s'; 'opvm list-events --all' lists the families",
+				       ids[i]);
+			break;
+		}
+		umt = read_text_file(ump, err, errlen, &r);
+		if (umt)
+			r = db_add(db, ids[i], evt, evp, umt, ump, err, errlen);
+		free(evt);
+		free(umt);
+	}
+	if (r) {
+		if (r == -ENOMEM)
+			seterr(err, errlen, "out of memory");
+		events_db_free(db);
+		errno = -r;
+		return NULL;
+	}
+	return db;
+}
+
+static const char *builtin_text(const char *fname)
+{
+	for (size_t i = 0; i < events_builtin_nr; i++)
+		if (!strcmp(events_builtin_files[i].name, fname))
+			return events_builtin_files[i].text;
+	return NULL;
+}
+
+static struct events_db *db_load_builtin(const char *family, unsigned flags,
+					 char *err, size_t errlen)
+{
+	struct events_db *db;
+	const char *ids[3];
+	size_t n;
+	int r = 0;
+
+	db = db_new(family, "built-in");
+	if (!db)
+		return NULL;
+	n = family_files(family, flags, ids);
+	for (size_t i = 0; i < n && !r; i++) {
+		char evn[128], umn[128];
+		const char *evt, *umt;
+
+		snprintf(evn, sizeof(evn), "%s.events", ids[i]);
+		snprintf(umn, sizeof(umn), "%s.unit_masks", ids[i]);
+		evt = builtin_text(evn);
+		umt = builtin_text(umn);
+		if (!evt || !umt) {
+			seterr(err, errlen,
+			       "no event family '%s'; 'opvm list-events --all' lists the families",
+			       ids[i]);
+			r = -ENOENT;
+			break;
+		}
+		r = db_add(db, ids[i], evt, evn, umt, umn, err, errlen);
+	}
+	if (r) {
+		if (r == -ENOMEM)
+			seterr(err, errlen, "out of memory");
+		events_db_free(db);
+		errno = -r;
+		return NULL;
+	}
+	return db;
+}
+
+static int dir_has(const char *dir, const char *family)
+{
+	char p[PATH_MAX];
+
+	if (snprintf(p, sizeof(p), "%s/%s.events", dir, family) >= (int)sizeof(p))
+		return 0;
+	return access(p, R_OK) == 0;
+}
+
+struct events_db *events_db_load(const char *family, unsigned flags,
+				 char *err, size_t errlen)
+{
+	struct opvm_cpu_id cpu;
+	const char *env;
+	char exe[PATH_MAX], dir[PATH_MAX];
+	static const char *const rel[] = { "share/opvm/events", "events/data" };
+	ssize_t n;
+
+	if (!family) {
+		if (events_host_cpu(&cpu))
+			memset(&cpu, 0, sizeof(cpu));
+		family = events_family_for_cpu(&cpu);
+	}
+	if (flags & OPVM_EVDB_BUILTIN)
+		return db_load_builtin(family, flags, err, errlen);
+
+	/* An explicit directory is obeyed strictly: a user who sets it
+	 * wants those files or an error, not a silent fallback. */
+	env = getenv("OPVM_EVENTS_DIR");
+	if (env && *env)
+		return events_db_load_dir(env, family, flags, err, errlen);
+
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		char *slash;
+
+		exe[n] = '\0';
+		slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';	/* exe is now the binary's directory */
+			for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+				if (snprintf(dir, sizeof(dir), "%s/../%s", exe,
+					     rel[i]) >= (int)sizeof(dir))
+					continue;
+				if (dir_has(dir, family))
+					return events_db_load_dir(dir, family,
+								  flags, err,
+								  errlen);
+			}
+		}
+	}
+	return db_load_builtin(family, flags, err, errlen);
+}
+
+const char *events_db_family(const struct events_db *db)
+{
+	return db->family;
+}
+
+const char *events_db_source(const struct events_db *db)
+{
+	return db->source;
+}
+
+size_t events_db_count(const struct events_db *db)
+{
+	return db ? db->nr_events : 0;
+}
+
+const struct opvm_event *events_db_get(const struct events_db *db, size_t i)
+{
+	return db && i < db->nr_events ? &db->events[i] : NULL;
+}
+
+const struct opvm_event *events_find(const struct events_db *db,
+				     const char *name)
+{
+	if (!db || !name)
+		return NULL;
+	return db_find_exact(db, name);
+}
+
+/* ---- specs ------------------------------------------------------------- */
+
+int events_usable(const struct opvm_event *ev, int has_pmu)
+{
+	if (!ev)
+		return 0;
+	if (ev->flags & OPVM_EV_HARDWARE)
+		return has_pmu != 0;
+	return 1;
+}
+
+/* Lists an event's named unit mask values into buf, for error messages. */
+static void um_names(const struct opvm_unit_mask *g, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < g->nr_values && off < len; i++) {
+		int k;
+
+		if (g->values[i].name)
+			k = snprintf(buf + off, len - off, "%s%s (0x%x)",
+				     i ? ", " : "", g->values[i].name,
+				     g->values[i].value);
+		else
+			k = snprintf(buf + off, len - off, "%s0x%x",
+				     i ? ", " : "", g->values[i].value);
+		if (k < 0)
+			break;
+		off += (size_t)k;
+	}
+}
+
+static int parse_unit_mask(const struct opvm_event *ev, char *s, uint32_t *out,
+			   char *err, size_t errlen)
+{
+	const struct opvm_unit_mask *g = ev->um;
+	static const char *const types[] = { "mandatory", "exclusive", "bitmask" };
+	char names[512];
+	uint64_t v = 0;
+
+	if (isdigit((unsigned char)*s)) {
+		if (parse_u64(s, &v) || v > 0xff) {
+			seterr(err, errlen, "unit mask '%s' for %s is not a number 0..0xff",
+			       s, ev->name);
+			return -EINVAL;
+		}
+	} else {
+		char *save = NULL, *tok;
+
+		for (tok = strtok_r(s, "+", &save); tok;
+		     tok = strtok_r(NULL, "+", &save)) {
+			size_t i;
+
+			for (i = 0; i < g->nr_values; i++)
+				if (g->values[i].name &&
+				    !strcasecmp(g->values[i].name, tok))
+					break;
+			if (i == g->nr_values) {
+				um_names(g, names, sizeof(names));
+				seterr(err, errlen,
+				       "unit mask '%s' is not one of %s's: %s",
+				       tok, ev->name, names);
+				return -EINVAL;
+			}
+			if (v && g->type != OPVM_UM_BITMASK) {
+				seterr(err, errlen,
+				       "%s's unit mask is %s: give one value, not a '+' list",
+				       ev->name, types[g->type]);
+				return -EINVAL;
+			}
+			v |= g->values[i].value;
+		}
+		if (!v && g->type == OPVM_UM_BITMASK) {
+			seterr(err, errlen, "empty unit mask for %s", ev->name);
+			return -EINVAL;
+		}
+	}
+	if ((g->type == OPVM_UM_BITMASK && (!v || (v & ~um_all_bits(g)))) ||
+	    (g->type != OPVM_UM_BITMASK && !um_has_value(g, (uint32_t)v))) {
+		um_names(g, names, sizeof(names));
+		seterr(err, errlen,
+		       "unit mask 0x%llx is not valid for %s (%s%s: %s)",
+		       (unsigned long long)v, ev->name, types[g->type],
+		       g->type == OPVM_UM_BITMASK ? ", OR of" : ", one of",
+		       names);
+		return -EINVAL;
+	}
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+	if (!strcmp(s, "0") || !strcmp(s, "1")) {
+		*out = *s == '1';
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static const char *unit_word(const struct opvm_event *ev)
+{
+	switch (ev->unit) {
+	case OPVM_UNIT_US:
+		return " microseconds";
+	case OPVM_UNIT_NS:
+		return " nanoseconds";
+	case OPVM_UNIT_EVENTS:
+		break;
+	}
+	return "";
+}
+
+int events_parse_spec(const struct events_db *db, const char *spec,
+		      struct opvm_event_spec *out, char *err, size_t errlen)
+{
+	char buf[EV_MAX_SPEC];
+	char *f[5] = { NULL };
+	size_t nf = 0;
+	const struct opvm_event *ev;
+	struct opvm_event_spec s = { 0 };
+	char *p;
+
+	if (!db || !spec || !out)
+		return -EINVAL;
+	if (strlen(spec) >= sizeof(buf)) {
+		seterr(err, errlen, "event spec too long (at most %zu bytes)",
+		       sizeof(buf) - 1);
+		return -EINVAL;
+	}
+	strcpy(buf, spec);
+	for (p = buf;;) {
+		char *c = strchr(p, ':');
+
+		if (nf == 5) {
+			seterr(err, errlen,
+			       "too many fields in '%s': use NAME:count[:unitmask[:kernel[:user]]]",
+			       spec);
+			return -EINVAL;
+		}
+		f[nf++] = p;
+		if (!c)
+			break;
+		*c = '\0';
+		p = c + 1;
+	}
+	if (!*f[0]) {
+		seterr(err, errlen,
+		       "no event name in '%s': use NAME:count[:unitmask[:kernel[:user]]]",
+		       spec);
+		return -EINVAL;
+	}
+	ev = events_find(db, f[0]);
+	if (!ev) {
+		seterr(err, errlen,
+		       "unknown event '%s' for this CPU (%s); 'opvm list-events' lists the events you can use",
+		       f[0], db->family);
+		return -ENOENT;
+	}
+	s.event = ev;
+	s.count = ev->default_count;
+	s.unit_mask = ev->um->default_value;
+	s.kernel = s.user = 1;
+	if (nf > 1 && *f[1]) {
+		if (!isdigit((unsigned char)*f[1]) || parse_u64(f[1], &s.count) ||
+		    !s.count) {
+			seterr(err, errlen, "count '%s' for %s is not a positive number",
+			       f[1], ev->name);
+			return -EINVAL;
+		}
+		if (s.count < ev->min_count) {
+			seterr(err, errlen,
+			       "count %llu for %s is below its minimum %llu; use at least %llu%s",
+			       (unsigned long long)s.count, ev->name,
+			       (unsigned long long)ev->min_count,
+			       (unsigned long long)ev->min_count, unit_word(ev));
+			return -EINVAL;
+		}
+	}
+	if (nf > 2 && *f[2] &&
+	    parse_unit_mask(ev, f[2], &s.unit_mask, err, errlen))
+		return -EINVAL;
+	if (nf > 3 && *f[3] && parse_bool(f[3], &s.kernel)) {
+		seterr(err, errlen, "kernel field '%s' must be 0 or 1", f[3]);
+		return -EINVAL;
+	}
+	if (nf > 4 && *f[4] && parse_bool(f[4], &s.user)) {
+		seterr(err, errlen, "user field '%s' must be 0 or 1", f[4]);
+		return -EINVAL;
+	}
+	if (!s.kernel && !s.user) {
+		seterr(err, errlen,
+		       "%s with kernel=0 and user=0 would never sample; set one to 1",
+		       ev->name);
+		return -EINVAL;
+	}
+	*out = s;
+	return 0;
+}
+
+int events_default(const struct events_db *db, int has_pmu,
+		   struct opvm_event_spec *out)
+{
+	const struct opvm_event *pick = NULL;
+
+	if (!db || !out)
+		return -EINVAL;
+	/* Family file first, so its own cycles event beats perf's generic
+	 * one; without a PMU only the timer is certain to work. */
+	for (size_t i = 0; i < db->nr_events && !pick; i++) {
+		const struct opvm_event *ev = &db->events[i];
+
+		if (has_pmu && (ev->flags & OPVM_EV_DEFAULT) &&
+		    (ev->flags & OPVM_EV_HARDWARE))
+			pick = ev;
+	}
+	for (size_t i = 0; i < db->nr_events && !pick; i++)
+		if (db->events[i].flags & OPVM_EV_TIMER)
+			pick = &db->events[i];
+	if (!pick)
+		return -ENOENT;
+	out->event = pick;
+	out->count = pick->default_count;
+	out->unit_mask = pick->um->default_value;
+	out->kernel = 1;
+	out->user = 1;
+	return 0;
+}
+
+uint64_t events_perf_config(const struct opvm_event_spec *spec)
+{
+	const struct opvm_event *ev = spec->event;
+	uint64_t code;
+
+	if (ev->perf_type != PERF_TYPE_RAW)
+		return ev->perf_config;
+	/* x86 PERFEVTSEL layout: select[7:0], umask[15:8], and AMD's
+	 * extended select[11:8] in bits 35:32. */
+	code = ev->perf_config;
+	return (code & 0xff) | ((uint64_t)(spec->unit_mask & 0xff) << 8) |
+	       (((code >> 8) & 0xf) << 32);
+}
+
+uint64_t events_spec_period_ns(const struct opvm_event_spec *spec)
+{
+	switch (spec->event->unit) {
+	case OPVM_UNIT_US:
+		return spec->count > UINT64_MAX / 1000 ? UINT64_MAX :
+		       spec->count * 1000;
+	case OPVM_UNIT_NS:
+		return spec->count;
+	case OPVM_UNIT_EVENTS:
+		break;
+	}
+	return 0;
+}
+
+unsigned events_spec_rate_hz(const struct opvm_event_spec *spec)
+{
+	uint64_t ns = events_spec_period_ns(spec), hz;
+
+	if (!ns)
+		return 0;
+	hz = (1000000000ull + ns / 2) / ns;
+	return hz ? (unsigned)hz : 1;
+}
+
+int events_spec_perf_attr(const struct opvm_event_spec *spec,
+			  struct perf_event_attr *attr)
+{
+	const struct opvm_event *ev = spec->event;
+
+	attr->size = sizeof(*attr);
+	attr->type = ev->perf_type;
+	attr->config = events_perf_config(spec);
+	/* Time events run on nanosecond clocks whatever the file's unit. */
+	attr->sample_period = ev->unit == OPVM_UNIT_EVENTS ? spec->count :
+			      events_spec_period_ns(spec);
+	attr->exclude_kernel = !spec->kernel;
+	attr->exclude_user = !spec->user;
+	return 0;
+}
+
+char *events_spec_format(const struct opvm_event_spec *spec, char *buf,
+			 size_t len)
+{
+	snprintf(buf, len, "%s:%llu:0x%x:%d:%d", spec->event->name,
+		 (unsigned long long)spec->count, spec->unit_mask,
+		 spec->kernel, spec->user);
+	return buf;
+}
