@@ -150,6 +150,7 @@ static inline uint64_t slot_hash(uint64_t off)
 }
 
 static const char hexd[] = "0123456789abcdef";
+static const char hexu[] = "0123456789ABCDEF";
 
 /* ---- mangling ----------------------------------------------------------- */
 
@@ -183,8 +184,8 @@ char *store_mangle(const char *in, size_t in_len, char *out)
 			out[o++] = '^';
 		} else if (need == 3) {
 			out[o++] = '%';
-			out[o++] = hexd[c >> 4];
-			out[o++] = hexd[c & 15];
+			out[o++] = hexu[c >> 4];
+			out[o++] = hexu[c & 15];
 		} else {
 			out[o++] = (char)c;
 		}
