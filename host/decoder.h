@@ -26,6 +26,15 @@ struct decoder_stats {
 	uint64_t refused;		/* records the guest-state model refused */
 	uint64_t unknown_types;		/* well-framed records of unknown type */
 	uint64_t version_mismatch;	/* HELLOs of a version we do not speak */
+	/* Added after the first draft; append only. */
+	uint64_t ignored;		/* records dropped after a foreign HELLO */
+	uint64_t before_hello;		/* records applied before any HELLO */
+	uint64_t hellos;		/* HELLOs of our version applied */
+	uint64_t lost_records;		/* LOST records received */
+	uint64_t guest_lost;		/* sum of their counts (saturating) */
+	uint64_t seq_backwards;		/* records whose seq went backwards */
+	uint64_t syncs;			/* SYNC records (initial walk done) */
+	uint64_t buffered_peak;		/* most bytes ever held (<= OPVM_REC_MAX) */
 };
 
 /*
@@ -50,5 +59,19 @@ const struct decoder_stats *decoder_get_stats(const struct decoder *d);
 
 /* Name of a record type for printing ("HELLO", ...), or "UNKNOWN". */
 const char *decoder_type_name(unsigned type);
+
+/*
+ * Smallest legal hdr.len for a record of a known type (sizeof its fixed
+ * part; 24 for HELLO, whose version field decides the rest), or 0 for an
+ * unknown type.  A record printer may rely on rec->len >= this value.
+ */
+size_t decoder_type_min_len(unsigned type);
+
+/* Bytes of partial record held right now (never more than OPVM_REC_MAX). */
+size_t decoder_buffered(const struct decoder *d);
+
+/* Length of a fixed-size guest string: up to the first NUL, at most max.
+ * Never reads past max bytes. */
+size_t decoder_strnlen(const char *s, size_t max);
 
 #endif /* OPVM_DECODER_H */
