@@ -1,0 +1,929 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ELF images for reports: symbols, build-id, offsets, bytes, DWARF lines.
+ *
+ * Files come from guests and may be hostile: every count, offset and index
+ * is checked against what libelf says the file holds, and arithmetic on
+ * file values is overflow-checked.  Anything unusable makes the open fail
+ * with ENOEXEC and a reason; nothing here may crash on bad input (fuzzed by
+ * tests/fuzz/fuzz-elf.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <elfutils/libdw.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "symbols/elfimage.h"
+
+#define ELFIMAGE_MAX_NAME	4096	/* longer symbol names are cut */
+#define ELFIMAGE_MAX_ALIGN	(1u << 20)
+
+struct elfseg {
+	uint64_t off, filesz, vaddr;
+};
+
+/* An allocated section with file bytes, at its address (see header). */
+struct elfsect {
+	uint64_t addr, size;
+	size_t ndx;
+	int exec;
+};
+
+struct lrow {
+	uint64_t addr;
+	uint32_t file;
+	uint32_t line;
+	int end;		/* end_sequence: no code at or past addr */
+};
+
+struct elfimage {
+	char *name;
+	int fd;
+	void *mem;		/* copy of the bytes for elfimage_open_mem() */
+	Elf *elf;
+	int type;		/* ET_* */
+	uint8_t build_id[64];
+	size_t build_id_len;
+
+	struct elfseg *segs;
+	size_t nr_segs;
+	struct elfsect *sects;
+	size_t nr_sects;
+
+	struct elfsym *syms;
+	size_t nr_syms;
+	char *names;		/* all symbol names, NUL-separated */
+
+	/* DWARF, loaded on first use from dbg_elf or elf. */
+	int dbg_fd;
+	Elf *dbg_elf;
+	int lines_state;	/* 0 not tried, 1 loaded, -1 none */
+	struct lrow *lines;
+	size_t nr_lines;
+	char **files;
+	size_t nr_files;
+};
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+void elfimage_close(struct elfimage *img)
+{
+	if (!img)
+		return;
+	for (size_t i = 0; i < img->nr_files; i++)
+		free(img->files[i]);
+	free(img->files);
+	free(img->lines);
+	if (img->dbg_elf)
+		elf_end(img->dbg_elf);
+	if (img->dbg_fd >= 0)
+		close(img->dbg_fd);
+	free(img->names);
+	free(img->syms);
+	free(img->sects);
+	free(img->segs);
+	if (img->elf)
+		elf_end(img->elf);
+	if (img->fd >= 0)
+		close(img->fd);
+	free(img->mem);
+	free(img->name);
+	free(img);
+}
+
+/* ---- build-id ------------------------------------------------------------ */
+
+static int scan_notes(struct elfimage *img, Elf_Data *data)
+{
+	size_t off = 0, next, name_off, desc_off;
+	GElf_Nhdr nh;
+
+	if (!data || !data->d_buf)
+		return 0;
+	while (off < data->d_size &&
+	       (next = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
+		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+		    name_off + 4 <= data->d_size &&
+		    !memcmp((char *)data->d_buf + name_off, "GNU", 4) &&
+		    nh.n_descsz > 0 && nh.n_descsz <= sizeof(img->build_id) &&
+		    desc_off <= data->d_size &&
+		    nh.n_descsz <= data->d_size - desc_off) {
+			memcpy(img->build_id, (char *)data->d_buf + desc_off, nh.n_descsz);
+			img->build_id_len = nh.n_descsz;
+			return 1;
+		}
+		if (next <= off)
+			break;
+		off = next;
+	}
+	return 0;
+}
+
+static void load_build_id(struct elfimage *img)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	size_t phnum;
+
+	while ((scn = elf_nextscn(img->elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+			continue;
+		if (scan_notes(img, elf_getdata(scn, NULL)))
+			return;
+	}
+	if (elf_getphdrnum(img->elf, &phnum))
+		return;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(img->elf, i, &ph) || ph.p_type != PT_NOTE)
+			continue;
+		if (scan_notes(img, elf_getdata_rawchunk(img->elf, ph.p_offset,
+							 ph.p_filesz, ELF_T_NHDR)))
+			return;
+	}
+}
+
+/* ---- segments and sections ------------------------------------------------- */
+
+static int load_segments(struct elfimage *img)
+{
+	size_t phnum;
+
+	if (elf_getphdrnum(img->elf, &phnum) || phnum == 0)
+		return 0;
+	img->segs = calloc(phnum, sizeof(*img->segs));
+	if (!img->segs)
+		return -ENOMEM;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+		uint64_t end;
+
+		if (!gelf_getphdr(img->elf, i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (__builtin_add_overflow(ph.p_offset, ph.p_filesz, &end) ||
+		    __builtin_add_overflow(ph.p_vaddr, ph.p_filesz, &end))
+			continue;
+		img->segs[img->nr_segs++] = (struct elfseg){
+			.off = ph.p_offset, .filesz = ph.p_filesz, .vaddr = ph.p_vaddr,
+		};
+	}
+	return 0;
+}
+
+static int is_init_section(const char *name)
+{
+	return name && !strncmp(name, ".init", 5);
+}
+
+/*
+ * Allocated sections with their addresses.  For ET_REL this replays the
+ * kernel's layout of a module's core text (kernel/module/main.c,
+ * layout_sections(): executable, allocated, non-".init" sections in header
+ * order, each aligned to sh_addralign), which gives every section its offset
+ * from the core text base the guest reports.  sect_addr[ndx] receives each
+ * section's address, or UINT64_MAX for sections outside the layout.
+ */
+struct secinfo {
+	uint64_t addr, end;	/* addr UINT64_MAX: not laid out */
+	int exec;
+};
+
+static int load_sections(struct elfimage *img, struct secinfo **sect_addr_out,
+			 size_t *shnum_out, char *err, size_t errlen)
+{
+	size_t shnum, shstrndx;
+	uint64_t layout = 0;
+	struct secinfo *sect_addr;
+	Elf_Scn *scn = NULL;
+
+	if (elf_getshdrnum(img->elf, &shnum)) {
+		seterr(err, errlen, "cannot read section headers: %s", elf_errmsg(-1));
+		return -ENOEXEC;
+	}
+	if (elf_getshdrstrndx(img->elf, &shstrndx))
+		shstrndx = SHN_UNDEF;
+	sect_addr = malloc((shnum ? shnum : 1) * sizeof(*sect_addr));
+	img->sects = calloc(shnum ? shnum : 1, sizeof(*img->sects));
+	if (!sect_addr || !img->sects) {
+		free(sect_addr);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < shnum; i++)
+		sect_addr[i].addr = UINT64_MAX;
+
+	while ((scn = elf_nextscn(img->elf, scn))) {
+		size_t ndx = elf_ndxscn(scn);
+		const char *name;
+		GElf_Shdr sh;
+		uint64_t addr, end;
+		int exec;
+
+		if (ndx >= shnum || !gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_ALLOC))
+			continue;
+		exec = !!(sh.sh_flags & SHF_EXECINSTR);
+		name = shstrndx != SHN_UNDEF ? elf_strptr(img->elf, shstrndx, sh.sh_name) : NULL;
+		if (img->type == ET_REL) {
+			uint64_t align = sh.sh_addralign ? sh.sh_addralign : 1;
+
+			if (!exec || is_init_section(name))
+				continue;
+			if (align > ELFIMAGE_MAX_ALIGN || (align & (align - 1)))
+				align = 1;
+			if (__builtin_add_overflow(layout, align - 1, &addr))
+				continue;
+			addr &= ~(align - 1);
+			if (__builtin_add_overflow(addr, sh.sh_size, &end))
+				continue;
+			layout = end;
+		} else {
+			addr = sh.sh_addr;
+			if (__builtin_add_overflow(addr, sh.sh_size, &end))
+				continue;
+		}
+		sect_addr[ndx] = (struct secinfo){ .addr = addr, .end = end, .exec = exec };
+		if (sh.sh_type == SHT_NOBITS || (sh.sh_flags & SHF_COMPRESSED))
+			continue;
+		img->sects[img->nr_sects++] = (struct elfsect){
+			.addr = addr, .size = sh.sh_size, .ndx = ndx, .exec = exec,
+		};
+	}
+	*sect_addr_out = sect_addr;
+	*shnum_out = shnum;
+	return 0;
+}
+
+/* ---- symbols -------------------------------------------------------------- */
+
+struct rawsym {
+	uint64_t addr, size;
+	size_t name;		/* offset into the names buffer */
+	int score;		/* which alias wins at one address */
+	uint64_t sect_end;	/* end of the containing section */
+};
+
+struct namebuf {
+	char *buf;
+	size_t len, cap;
+};
+
+static long namebuf_add(struct namebuf *nb, const char *s)
+{
+	size_t n = strnlen(s, ELFIMAGE_MAX_NAME);
+	size_t off = nb->len;
+
+	if (nb->len + n + 1 > nb->cap) {
+		size_t cap = nb->cap ? nb->cap * 2 : 4096;
+		char *p;
+
+		while (cap < nb->len + n + 1)
+			cap *= 2;
+		p = realloc(nb->buf, cap);
+		if (!p)
+			return -ENOMEM;
+		nb->buf = p;
+		nb->cap = cap;
+	}
+	memcpy(nb->buf + nb->len, s, n);
+	nb->buf[nb->len + n] = '\0';
+	nb->len += n + 1;
+	return (long)off;
+}
+
+static int rawsym_cmp(const void *a, const void *b)
+{
+	const struct rawsym *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	if (x->score != y->score)
+		return x->score > y->score ? -1 : 1;	/* best first */
+	return 0;
+}
+
+static int sym_wanted(const GElf_Sym *s, const char *name)
+{
+	int type = GELF_ST_TYPE(s->st_info);
+
+	if (!name || !*name || name[0] == '$' || !strncmp(name, ".L", 2))
+		return 0;
+	return type == STT_FUNC || type == STT_GNU_IFUNC || type == STT_NOTYPE;
+}
+
+static int sym_score(const GElf_Sym *s, int is_symtab)
+{
+	int score = 0;
+
+	switch (GELF_ST_TYPE(s->st_info)) {
+	case STT_FUNC:
+	case STT_GNU_IFUNC:
+		score += 8;
+		break;
+	default:
+		break;
+	}
+	switch (GELF_ST_BIND(s->st_info)) {
+	case STB_GLOBAL:
+		score += 4;
+		break;
+	case STB_WEAK:
+		score += 2;
+		break;
+	default:
+		break;
+	}
+	if (s->st_size)
+		score += 16;
+	return score + is_symtab;
+}
+
+static int load_symtab(struct elfimage *img, Elf_Scn *scn, const GElf_Shdr *sh,
+		       const struct secinfo *sect_addr, size_t shnum,
+		       struct rawsym **raw, size_t *nr, size_t *cap, struct namebuf *nb)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	size_t entsz = gelf_fsize(img->elf, ELF_T_SYM, 1, EV_CURRENT);
+	size_t count;
+
+	if (!data || !data->d_buf || !entsz)
+		return 0;
+	count = data->d_size / entsz;
+	for (size_t i = 1; i < count; i++) {
+		GElf_Sym s;
+		const char *name;
+		uint64_t addr, base, end;
+		long off;
+
+		if (!gelf_getsym(data, (int)i, &s) || i > INT32_MAX)
+			break;
+		if (s.st_shndx == SHN_UNDEF || s.st_shndx >= SHN_LORESERVE ||
+		    s.st_shndx >= shnum || sect_addr[s.st_shndx].addr == UINT64_MAX ||
+		    !sect_addr[s.st_shndx].exec)
+			continue;
+		name = elf_strptr(img->elf, sh->sh_link, s.st_name);
+		if (!sym_wanted(&s, name))
+			continue;
+
+		/* The symbol must fall in an executable section. */
+		base = img->type == ET_REL ? sect_addr[s.st_shndx].addr : 0;
+		if (__builtin_add_overflow(base, s.st_value, &addr))
+			continue;
+		end = sect_addr[s.st_shndx].end;
+		if (addr >= end || addr < sect_addr[s.st_shndx].addr)
+			continue;
+
+		if (*nr == *cap) {
+			size_t ncap = *cap ? *cap * 2 : 1024;
+			struct rawsym *p = realloc(*raw, ncap * sizeof(*p));
+
+			if (!p)
+				return -ENOMEM;
+			*raw = p;
+			*cap = ncap;
+		}
+		off = namebuf_add(nb, name);
+		if (off < 0)
+			return (int)off;
+		(*raw)[(*nr)++] = (struct rawsym){
+			.addr = addr, .size = s.st_size, .name = (size_t)off,
+			.score = sym_score(&s, sh->sh_type == SHT_SYMTAB),
+			.sect_end = end,
+		};
+	}
+	return 0;
+}
+
+static int load_symbols(struct elfimage *img, const struct secinfo *sect_addr, size_t shnum)
+{
+	struct rawsym *raw = NULL;
+	size_t nr = 0, cap = 0, out = 0;
+	struct namebuf nb = { 0 };
+	Elf_Scn *scn = NULL;
+	int ret = 0;
+
+	while ((scn = elf_nextscn(img->elf, scn))) {
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh) ||
+		    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+			continue;
+		ret = load_symtab(img, scn, &sh, sect_addr, shnum, &raw, &nr, &cap, &nb);
+		if (ret)
+			goto out;
+	}
+	if (nr == 0)
+		goto out;
+	qsort(raw, nr, sizeof(*raw), rawsym_cmp);
+
+	img->syms = calloc(nr, sizeof(*img->syms));
+	if (!img->syms) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < nr; i++) {
+		uint64_t next_addr, size;
+
+		if (out && img->syms[out - 1].addr == raw[i].addr)
+			continue;	/* an alias of the best-scored symbol */
+		next_addr = raw[i].sect_end;
+		for (size_t j = i + 1; j < nr; j++) {
+			if (raw[j].addr != raw[i].addr) {
+				if (raw[j].addr < next_addr)
+					next_addr = raw[j].addr;
+				break;
+			}
+		}
+		size = raw[i].size;
+		/* Unsized symbols (assembly) reach the next symbol or the end of
+		 * their section. */
+		if (!size)
+			size = next_addr - raw[i].addr;
+		if (!size)
+			size = 1;
+		img->syms[out++] = (struct elfsym){
+			.addr = raw[i].addr, .size = size,
+			.name = (const char *)(uintptr_t)raw[i].name,
+		};
+	}
+	img->nr_syms = out;
+	img->names = nb.buf;
+	nb.buf = NULL;
+	for (size_t i = 0; i < out; i++)
+		img->syms[i].name = img->names + (size_t)(uintptr_t)img->syms[i].name;
+out:
+	free(nb.buf);
+	free(raw);
+	return ret;
+}
+
+/* ---- open ----------------------------------------------------------------- */
+
+static struct elfimage *image_load(struct elfimage *img, char *err, size_t errlen)
+{
+	struct secinfo *sect_addr = NULL;
+	size_t shnum = 0;
+	GElf_Ehdr eh;
+	int ret;
+
+	if (!img->elf) {
+		seterr(err, errlen, "%s: %s", img->name, elf_errmsg(-1));
+		ret = -ENOEXEC;
+		goto fail;
+	}
+	if (elf_kind(img->elf) != ELF_K_ELF || !gelf_getehdr(img->elf, &eh)) {
+		seterr(err, errlen, "%s: not an ELF file", img->name);
+		ret = -ENOEXEC;
+		goto fail;
+	}
+	img->type = eh.e_type;
+	if (img->type != ET_EXEC && img->type != ET_DYN && img->type != ET_REL) {
+		seterr(err, errlen, "%s: ELF type %d has no code to report on",
+		       img->name, img->type);
+		ret = -ENOEXEC;
+		goto fail;
+	}
+	load_build_id(img);
+	ret = load_segments(img);
+	if (ret)
+		goto fail;
+	ret = load_sections(img, &sect_addr, &shnum, err, errlen);
+	if (ret)
+		goto fail;
+	ret = load_symbols(img, sect_addr, shnum);
+	free(sect_addr);
+	if (ret) {
+		seterr(err, errlen, "%s: cannot load symbols: %s", img->name, strerror(-ret));
+		goto fail;
+	}
+	return img;
+fail:
+	elfimage_close(img);
+	errno = -ret;
+	return NULL;
+}
+
+static struct elfimage *image_alloc(const char *name)
+{
+	struct elfimage *img = calloc(1, sizeof(*img));
+
+	if (!img)
+		return NULL;
+	img->fd = -1;
+	img->dbg_fd = -1;
+	img->name = strdup(name ? name : "(memory)");
+	if (!img->name) {
+		free(img);
+		return NULL;
+	}
+	elf_version(EV_CURRENT);
+	return img;
+}
+
+struct elfimage *elfimage_open_fd(int fd, const char *name, char *err, size_t errlen)
+{
+	struct elfimage *img = image_alloc(name);
+
+	if (!img) {
+		close(fd);
+		seterr(err, errlen, "out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	img->fd = fd;
+	img->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	return image_load(img, err, errlen);
+}
+
+struct elfimage *elfimage_open(const char *path, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		int e = errno;
+
+		seterr(err, errlen, "%s: %s", path, strerror(e));
+		errno = e;
+		return NULL;
+	}
+	return elfimage_open_fd(fd, path, err, errlen);
+}
+
+struct elfimage *elfimage_open_mem(const void *buf, size_t len, char *err, size_t errlen)
+{
+	struct elfimage *img = image_alloc(NULL);
+
+	if (!img) {
+		seterr(err, errlen, "out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* libelf may convert data in place: give it a private copy. */
+	img->mem = malloc(len ? len : 1);
+	if (!img->mem) {
+		elfimage_close(img);
+		errno = ENOMEM;
+		return NULL;
+	}
+	memcpy(img->mem, buf, len);
+	img->elf = elf_memory(img->mem, len);
+	return image_load(img, err, errlen);
+}
+
+/* ---- queries -------------------------------------------------------------- */
+
+const char *elfimage_name(const struct elfimage *img)
+{
+	return img->name;
+}
+
+int elfimage_is_module(const struct elfimage *img)
+{
+	return img->type == ET_REL;
+}
+
+const uint8_t *elfimage_build_id(const struct elfimage *img, size_t *len)
+{
+	*len = img->build_id_len;
+	return img->build_id_len ? img->build_id : NULL;
+}
+
+int elfimage_offset_to_addr(const struct elfimage *img, uint64_t off, uint64_t *addr)
+{
+	if (img->type == ET_REL) {
+		*addr = off;
+		return 0;
+	}
+	for (size_t i = 0; i < img->nr_segs; i++) {
+		const struct elfseg *s = &img->segs[i];
+
+		if (off >= s->off && off - s->off < s->filesz) {
+			*addr = s->vaddr + (off - s->off);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+size_t elfimage_nr_syms(const struct elfimage *img)
+{
+	return img->nr_syms;
+}
+
+const struct elfsym *elfimage_sym(const struct elfimage *img, size_t i)
+{
+	return i < img->nr_syms ? &img->syms[i] : NULL;
+}
+
+long elfimage_lookup(const struct elfimage *img, uint64_t addr)
+{
+	size_t lo = 0, hi = img->nr_syms;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (img->syms[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return -1;
+	lo--;
+	if (addr - img->syms[lo].addr >= img->syms[lo].size)
+		return -1;
+	return (long)lo;
+}
+
+long elfimage_find(const struct elfimage *img, const char *name)
+{
+	for (size_t i = 0; i < img->nr_syms; i++)
+		if (!strcmp(img->syms[i].name, name))
+			return (long)i;
+	return -1;
+}
+
+int elfimage_symbol_value(const struct elfimage *img, const char *name, uint64_t *value)
+{
+	Elf_Scn *scn = NULL;
+	size_t entsz = gelf_fsize(img->elf, ELF_T_SYM, 1, EV_CURRENT);
+
+	while (entsz && (scn = elf_nextscn(img->elf, scn))) {
+		Elf_Data *data;
+		GElf_Shdr sh;
+		size_t count;
+
+		if (!gelf_getshdr(scn, &sh) ||
+		    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+			continue;
+		data = elf_getdata(scn, NULL);
+		if (!data || !data->d_buf)
+			continue;
+		count = data->d_size / entsz;
+		for (size_t i = 1; i < count && i <= INT32_MAX; i++) {
+			const char *n;
+			GElf_Sym s;
+
+			if (!gelf_getsym(data, (int)i, &s) || s.st_shndx == SHN_UNDEF)
+				continue;
+			n = elf_strptr(img->elf, sh.sh_link, s.st_name);
+			if (n && !strcmp(n, name)) {
+				*value = s.st_value;
+				return 0;
+			}
+		}
+	}
+	return -ENOENT;
+}
+
+long elfimage_read(const struct elfimage *img, uint64_t addr, void *buf, size_t len)
+{
+	for (size_t i = 0; i < img->nr_sects; i++) {
+		const struct elfsect *se = &img->sects[i];
+		Elf_Scn *scn;
+		Elf_Data *d;
+		uint64_t rel, n;
+
+		if (addr < se->addr || addr - se->addr >= se->size)
+			continue;
+		scn = elf_getscn(img->elf, se->ndx);
+		d = scn ? elf_getdata(scn, NULL) : NULL;
+		if (!d || !d->d_buf)
+			return -ENOENT;
+		rel = addr - se->addr;
+		if (rel >= d->d_size)
+			return -ENOENT;
+		n = d->d_size - rel;
+		if (n > len)
+			n = len;
+		memcpy(buf, (const char *)d->d_buf + rel, n);
+		return (long)n;
+	}
+	return -ENOENT;
+}
+
+/* ---- DWARF lines ------------------------------------------------------------ */
+
+static int lrow_cmp(const void *a, const void *b)
+{
+	const struct lrow *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	/* An end_sequence row sorts before a row starting at the same address:
+	 * the later row is the one that covers it. */
+	return y->end - x->end;
+}
+
+static long file_index(struct elfimage *img, const char *path)
+{
+	char **p;
+
+	/* Rows of one CU repeat the same few files: look back a little. */
+	for (size_t i = img->nr_files; i > 0 && img->nr_files - i < 64; i--)
+		if (!strcmp(img->files[i - 1], path))
+			return (long)(i - 1);
+	if (img->nr_files >= UINT32_MAX)
+		return -ENOSPC;
+	p = realloc(img->files, (img->nr_files + 1) * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	img->files = p;
+	img->files[img->nr_files] = strndup(path, ELFIMAGE_MAX_NAME);
+	if (!img->files[img->nr_files])
+		return -ENOMEM;
+	return (long)img->nr_files++;
+}
+
+static int load_lines(struct elfimage *img)
+{
+	Elf *elf = img->dbg_elf ? img->dbg_elf : img->elf;
+	Dwarf_Off off = 0, next;
+	size_t hsize, cap = 0;
+	Dwarf *dw;
+	int ret = 0;
+
+	if (img->lines_state)
+		return img->lines_state > 0 ? 0 : -ENOENT;
+	img->lines_state = -1;
+	/* Module line addresses need relocations libdw does not apply. */
+	if (img->type == ET_REL)
+		return -ENOENT;
+	dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+	if (!dw)
+		return -ENOENT;
+	while (dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+		Dwarf_Die cudie;
+		Dwarf_Lines *lines;
+		size_t n;
+
+		if (next <= off)
+			break;
+		if (dwarf_offdie(dw, off + hsize, &cudie) &&
+		    dwarf_getsrclines(&cudie, &lines, &n) == 0) {
+			for (size_t i = 0; i < n; i++) {
+				Dwarf_Line *l = dwarf_onesrcline(lines, i);
+				Dwarf_Addr addr;
+				const char *src;
+				bool end = false;
+				int lineno = 0;
+				long fi;
+
+				if (!l || dwarf_lineaddr(l, &addr) ||
+				    dwarf_lineendsequence(l, &end))
+					continue;
+				src = dwarf_linesrc(l, NULL, NULL);
+				dwarf_lineno(l, &lineno);
+				if (!src || lineno < 0)
+					continue;
+				fi = file_index(img, src);
+				if (fi < 0) {
+					ret = (int)fi;
+					goto out;
+				}
+				if (img->nr_lines == cap) {
+					size_t ncap = cap ? cap * 2 : 1024;
+					struct lrow *p = realloc(img->lines, ncap * sizeof(*p));
+
+					if (!p) {
+						ret = -ENOMEM;
+						goto out;
+					}
+					img->lines = p;
+					cap = ncap;
+				}
+				img->lines[img->nr_lines++] = (struct lrow){
+					.addr = addr, .file = (uint32_t)fi,
+					.line = (uint32_t)lineno, .end = end,
+				};
+			}
+		}
+		off = next;
+	}
+	qsort(img->lines, img->nr_lines, sizeof(*img->lines), lrow_cmp);
+	if (img->nr_lines)
+		img->lines_state = 1;
+	else
+		ret = -ENOENT;
+out:
+	dwarf_end(dw);
+	return ret;
+}
+
+int elfimage_has_lines(struct elfimage *img)
+{
+	return load_lines(img) == 0;
+}
+
+int elfimage_attach_debug(struct elfimage *img, const char *path)
+{
+	struct elfimage *dbg;
+	const uint8_t *bid;
+	size_t len;
+	int ret;
+
+	dbg = elfimage_open(path, NULL, 0);
+	if (!dbg)
+		return -errno;
+	bid = elfimage_build_id(dbg, &len);
+	if (img->build_id_len && bid &&
+	    (len != img->build_id_len || memcmp(bid, img->build_id, len))) {
+		ret = -ESTALE;
+		goto out;
+	}
+	if (img->dbg_elf)
+		elf_end(img->dbg_elf);
+	if (img->dbg_fd >= 0)
+		close(img->dbg_fd);
+	/* Steal the debug file's handles; its symbols are not needed. */
+	img->dbg_elf = dbg->elf;
+	img->dbg_fd = dbg->fd;
+	dbg->elf = NULL;
+	dbg->fd = -1;
+	img->lines_state = 0;
+	ret = 0;
+out:
+	elfimage_close(dbg);
+	return ret;
+}
+
+static long line_at(const struct elfimage *img, uint64_t addr)
+{
+	size_t lo = 0, hi = img->nr_lines;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (img->lines[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || img->lines[lo - 1].end)
+		return -1;
+	return (long)(lo - 1);
+}
+
+int elfimage_line(struct elfimage *img, uint64_t addr, struct elfline *out)
+{
+	long i;
+	int ret = load_lines(img);
+
+	if (ret)
+		return ret;
+	i = line_at(img, addr);
+	if (i < 0)
+		return -ENOENT;
+	out->addr = img->lines[i].addr;
+	out->file = img->files[img->lines[i].file];
+	out->line = img->lines[i].line;
+	return 0;
+}
+
+long elfimage_lines(struct elfimage *img, uint64_t lo, uint64_t hi,
+		    int (*fn)(const struct elfline *l, void *arg), void *arg)
+{
+	long count = 0;
+	size_t a = 0, b;
+	int ret = load_lines(img);
+
+	if (ret)
+		return ret;
+	b = img->nr_lines;
+	while (a < b) {
+		size_t mid = a + (b - a) / 2;
+
+		if (img->lines[mid].addr < lo)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	for (; a < img->nr_lines && img->lines[a].addr < hi; a++) {
+		struct elfline l;
+
+		if (img->lines[a].end)
+			continue;
+		l.addr = img->lines[a].addr;
+		l.file = img->files[img->lines[a].file];
+		l.line = img->lines[a].line;
+		count++;
+		if (fn && (ret = fn(&l, arg)))
+			return ret;
+	}
+	return count;
+}

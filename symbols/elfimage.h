@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One ELF binary (executable, shared object, vmlinux or kernel module) as the
+ * report needs it: function symbols sorted by address, the build-id, the
+ * mapping from file offsets to addresses, section bytes for disassembly and,
+ * on demand, the DWARF line table.
+ *
+ * Binaries come from a guest: every header, table and string is checked
+ * before use, and a corrupt file is an error (NULL + errno, a reason in err),
+ * never a crash.  libelf and libdw do the parsing.
+ *
+ * Addresses: for ET_EXEC/ET_DYN (and vmlinux) an address is the link-time
+ * virtual address.  For ET_REL (kernel modules) it is the offset from the
+ * start of the module's core text as the kernel lays it out (executable,
+ * non-init sections in section-header order, each aligned), which is what
+ * the store keeps for module samples.
+ */
+#ifndef OPVM_ELFIMAGE_H
+#define OPVM_ELFIMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct elfimage;
+
+struct elfsym {
+	uint64_t addr;
+	uint64_t size;		/* never 0 after loading (guessed if absent) */
+	const char *name;	/* owned by the image */
+};
+
+/* One row of the DWARF line table. */
+struct elfline {
+	uint64_t addr;
+	const char *file;	/* full path as DWARF says (comp_dir joined) */
+	uint32_t line;
+};
+
+/* Opens path read-only.  On failure returns NULL, sets errno (ENOEXEC for
+ * "not a usable ELF file") and writes a one-line reason to err if non-NULL. */
+struct elfimage *elfimage_open(const char *path, char *err, size_t errlen);
+/* Takes ownership of fd (closed on failure too).  name is for messages. */
+struct elfimage *elfimage_open_fd(int fd, const char *name, char *err, size_t errlen);
+/* Parses len bytes at buf, which must outlive the image (fuzzing, tests). */
+struct elfimage *elfimage_open_mem(const void *buf, size_t len, char *err, size_t errlen);
+void elfimage_close(struct elfimage *img);	/* NULL-safe */
+
+const char *elfimage_name(const struct elfimage *img);
+int elfimage_is_module(const struct elfimage *img);	/* ET_REL */
+
+/* Build-id bytes (NULL and *len 0 when the file has none). */
+const uint8_t *elfimage_build_id(const struct elfimage *img, size_t *len);
+
+/* File offset (as a user sample stores it) -> address, through PT_LOAD
+ * headers.  ET_REL: the identity.  Returns 0 or -ENOENT. */
+int elfimage_offset_to_addr(const struct elfimage *img, uint64_t off, uint64_t *addr);
+
+size_t elfimage_nr_syms(const struct elfimage *img);
+const struct elfsym *elfimage_sym(const struct elfimage *img, size_t i);
+/* Index of the symbol containing addr, or -1. */
+long elfimage_lookup(const struct elfimage *img, uint64_t addr);
+/* Index of the first symbol whose name equals name, or -1. */
+long elfimage_find(const struct elfimage *img, const char *name);
+
+/* Value of the symbol called name in the symbol tables, whatever its type
+ * (e.g. "_text", which shares its address with a function).  Returns 0 or
+ * -ENOENT. */
+int elfimage_symbol_value(const struct elfimage *img, const char *name, uint64_t *value);
+
+/* Copies len bytes of allocated, file-backed section contents at addr into
+ * buf.  Returns the number of bytes copied (may be short at a section end),
+ * or -errno. */
+long elfimage_read(const struct elfimage *img, uint64_t addr, void *buf, size_t len);
+
+/* 1 when the file carries a DWARF line table. */
+int elfimage_has_lines(struct elfimage *img);
+/* Uses path's DWARF (a separate debug file) for line lookups.  The debug
+ * file's build-id must match when both have one.  Returns 0 or -errno. */
+int elfimage_attach_debug(struct elfimage *img, const char *path);
+/* Line-table row covering addr: the last row at or below addr in the same
+ * sequence.  Loads the table on first use.  Returns 0, -ENOENT or -errno. */
+int elfimage_line(struct elfimage *img, uint64_t addr, struct elfline *out);
+/* All rows in [lo, hi), in address order; returns the count or -errno. */
+long elfimage_lines(struct elfimage *img, uint64_t lo, uint64_t hi,
+		    int (*fn)(const struct elfline *l, void *arg), void *arg);
+
+#endif /* OPVM_ELFIMAGE_H */

@@ -1,0 +1,969 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Symbol resolution: finding guest binaries and caching them.
+ *
+ * Names that come from a guest (image paths, module names, the kernel
+ * release) are hostile.  They are only ever resolved inside a guest root
+ * with openat2(RESOLVE_IN_ROOT), or checked against a strict character set
+ * before they become part of a host path.
+ */
+#include <dirent.h>
+#include <elfutils/debuginfod.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "symbols/ksyms.h"
+#include "symbols/symres.h"
+
+#define SYMRES_MAX_DEPTH	8	/* lib/modules/<rel>/kernel/drivers/... */
+#define SYMRES_MAX_MODULES	100000
+
+enum simage_kind { SK_USER, SK_MODULE, SK_KERNEL, SK_ANON };
+
+/* One opened binary, shared by every simage that uses it. */
+struct binfile {
+	dev_t dev;
+	ino_t ino;
+	struct elfimage *elf;
+	char *path;
+};
+
+struct kmapfile {
+	char *path;
+	struct ksyms *ks;
+};
+
+struct simage {
+	char *key;		/* guest \1 image \1 kernel \1 build-id */
+	enum simage_kind kind;
+	enum simage_state state;
+	char reason[256];
+	const char *path;	/* owned by binfile/kmapfile */
+	struct elfimage *elf;	/* owned by binfile */
+	struct ksyms *ks;	/* owned by kmapfile */
+	uint64_t slide;
+	uint8_t build_id[64];
+	size_t build_id_len;
+	int lines_tried;
+};
+
+struct modentry {
+	char *name;		/* normalised: '-' -> '_', no ".ko" */
+	char *relpath;		/* inside the root */
+};
+
+struct modindex {
+	char *root;
+	char *release;
+	struct modentry *mods;
+	size_t nr;
+};
+
+struct symres {
+	char *session_dir;
+	struct symres_root *roots;
+	size_t nr_roots;
+	int *root_fds;
+	char *vmlinux, *system_map, *source_dir;
+	int no_host_kernel, no_debuginfod;
+
+	struct simage **images;	/* open-addressed by key hash */
+	size_t images_cap, nr_images;
+	struct binfile *bins;
+	size_t nr_bins;
+	struct kmapfile *kmaps;
+	size_t nr_kmaps;
+	struct modindex *modidx;
+	size_t nr_modidx;
+	debuginfod_client *dbgd;
+	int dbgd_tried;
+};
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+	static const char d[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = d[b[i] >> 4];
+		out[2 * i + 1] = d[b[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+/* A kernel release from a guest: [A-Za-z0-9._+-], 1..64 bytes, no "..". */
+static int release_ok(const char *rel)
+{
+	size_t n = 0;
+
+	if (!rel || !*rel || strstr(rel, ".."))
+		return 0;
+	for (const char *p = rel; *p; p++, n++) {
+		if (n >= 64)
+			return 0;
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' ||
+		      *p == '+' || *p == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+static int root_matches(const struct symres_root *root, const char *guest)
+{
+	return !root->guest || (guest && !strcmp(root->guest, guest));
+}
+
+/* Opens path inside the root directory fd: absolute symlinks and ".." stay
+ * inside the root.  Regular files only (a FIFO would block). */
+static int open_in_root(int rootfd, const char *path, int dir)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (dir ? O_DIRECTORY : 0),
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	};
+	struct stat st;
+	int fd;
+
+	while (*path == '/')
+		path++;
+	if (!*path)
+		path = ".";
+	fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))) {
+		close(fd);
+		return -EINVAL;
+	}
+	if (!dir) {
+		int fl = fcntl(fd, F_GETFL);
+
+		if (fl >= 0)
+			fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	}
+	return fd;
+}
+
+static int open_host_file(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	fcntl(fd, F_SETFL, O_RDONLY);
+	return fd;
+}
+
+/* ---- life cycle ----------------------------------------------------------- */
+
+struct symres *symres_new(const struct symres_config *cfg)
+{
+	struct symres *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	if (cfg->session_dir && !(r->session_dir = strdup(cfg->session_dir)))
+		goto fail;
+	if (cfg->vmlinux && !(r->vmlinux = strdup(cfg->vmlinux)))
+		goto fail;
+	if (cfg->system_map && !(r->system_map = strdup(cfg->system_map)))
+		goto fail;
+	if (cfg->source_dir && !(r->source_dir = strdup(cfg->source_dir)))
+		goto fail;
+	r->no_host_kernel = cfg->no_host_kernel;
+	r->no_debuginfod = cfg->no_debuginfod;
+	if (cfg->nr_roots) {
+		r->roots = calloc(cfg->nr_roots, sizeof(*r->roots));
+		r->root_fds = calloc(cfg->nr_roots, sizeof(*r->root_fds));
+		if (!r->roots || !r->root_fds)
+			goto fail;
+		for (size_t i = 0; i < cfg->nr_roots; i++) {
+			r->root_fds[i] = -1;
+			r->roots[i].dir = strdup(cfg->roots[i].dir);
+			r->roots[i].guest = cfg->roots[i].guest ? strdup(cfg->roots[i].guest) : NULL;
+			r->nr_roots = i + 1;
+			if (!r->roots[i].dir || (cfg->roots[i].guest && !r->roots[i].guest))
+				goto fail;
+			r->root_fds[i] = open(cfg->roots[i].dir,
+					      O_PATH | O_DIRECTORY | O_CLOEXEC);
+		}
+	}
+	r->images_cap = 256;
+	r->images = calloc(r->images_cap, sizeof(*r->images));
+	if (!r->images)
+		goto fail;
+	return r;
+fail:
+	symres_free(r);
+	errno = ENOMEM;
+	return NULL;
+}
+
+void symres_free(struct symres *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->images_cap; i++) {
+		if (r->images && r->images[i]) {
+			free(r->images[i]->key);
+			free(r->images[i]);
+		}
+	}
+	free(r->images);
+	for (size_t i = 0; i < r->nr_bins; i++) {
+		elfimage_close(r->bins[i].elf);
+		free(r->bins[i].path);
+	}
+	free(r->bins);
+	for (size_t i = 0; i < r->nr_kmaps; i++) {
+		ksyms_free(r->kmaps[i].ks);
+		free(r->kmaps[i].path);
+	}
+	free(r->kmaps);
+	for (size_t i = 0; i < r->nr_modidx; i++) {
+		for (size_t j = 0; j < r->modidx[i].nr; j++) {
+			free(r->modidx[i].mods[j].name);
+			free(r->modidx[i].mods[j].relpath);
+		}
+		free(r->modidx[i].mods);
+		free(r->modidx[i].root);
+		free(r->modidx[i].release);
+	}
+	free(r->modidx);
+	for (size_t i = 0; i < r->nr_roots; i++) {
+		free((char *)r->roots[i].dir);
+		free((char *)r->roots[i].guest);
+		if (r->root_fds && r->root_fds[i] >= 0)
+			close(r->root_fds[i]);
+	}
+	free(r->roots);
+	free(r->root_fds);
+	if (r->dbgd)
+		debuginfod_end(r->dbgd);
+	free(r->session_dir);
+	free(r->vmlinux);
+	free(r->system_map);
+	free(r->source_dir);
+	free(r);
+}
+
+/* ---- binaries ------------------------------------------------------------- */
+
+/* Takes fd.  Returns the shared binfile for it, or NULL with a reason. */
+static struct binfile *bin_get(struct symres *r, int fd, const char *path,
+			       char *reason, size_t rlen)
+{
+	struct binfile *b;
+	struct stat st;
+	char err[256];
+
+	if (fstat(fd, &st)) {
+		snprintf(reason, rlen, "%s: %s", path, strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	for (size_t i = 0; i < r->nr_bins; i++) {
+		if (r->bins[i].dev == st.st_dev && r->bins[i].ino == st.st_ino) {
+			close(fd);
+			return &r->bins[i];
+		}
+	}
+	b = realloc(r->bins, (r->nr_bins + 1) * sizeof(*b));
+	if (!b) {
+		close(fd);
+		snprintf(reason, rlen, "out of memory");
+		return NULL;
+	}
+	r->bins = b;
+	b = &r->bins[r->nr_bins];
+	b->elf = elfimage_open_fd(fd, path, err, sizeof(err));
+	if (!b->elf) {
+		snprintf(reason, rlen, "%s", err);
+		return NULL;
+	}
+	b->path = strdup(path);
+	if (!b->path) {
+		elfimage_close(b->elf);
+		return NULL;
+	}
+	b->dev = st.st_dev;
+	b->ino = st.st_ino;
+	r->nr_bins++;
+	return b;
+}
+
+/* Tries one candidate file (fd, owned).  Returns 1 if si now uses it. */
+static int try_candidate(struct symres *r, struct simage *si, int fd, const char *path)
+{
+	struct binfile *b;
+	const uint8_t *bid;
+	size_t len;
+	char reason[256];
+
+	if (fd < 0)
+		return 0;
+	b = bin_get(r, fd, path, reason, sizeof(reason));
+	if (!b) {
+		if (si->state == SIMAGE_NOT_FOUND) {
+			si->state = SIMAGE_BAD;
+			snprintf(si->reason, sizeof(si->reason), "%s", reason);
+		}
+		return 0;
+	}
+	bid = elfimage_build_id(b->elf, &len);
+	if (si->build_id_len && bid &&
+	    (len != si->build_id_len || memcmp(bid, si->build_id, len))) {
+		char want[129], got[129];
+
+		hex(si->build_id, si->build_id_len, want);
+		hex(bid, len, got);
+		si->state = SIMAGE_MISMATCH;
+		snprintf(si->reason, sizeof(si->reason),
+			 "%s has build-id %.40s, samples are of %.40s", path, got, want);
+		return 0;
+	}
+	if (!elfimage_nr_syms(b->elf)) {
+		if (si->state != SIMAGE_MISMATCH) {
+			si->state = SIMAGE_BAD;
+			snprintf(si->reason, sizeof(si->reason), "%s has no symbols", path);
+		}
+		return 0;
+	}
+	si->elf = b->elf;
+	si->path = b->path;
+	si->state = SIMAGE_OK;
+	si->reason[0] = '\0';
+	return 1;
+}
+
+static debuginfod_client *dbgd(struct symres *r)
+{
+	const char *urls = getenv("DEBUGINFOD_URLS");
+
+	if (r->no_debuginfod || !urls || !*urls)
+		return NULL;
+	if (!r->dbgd_tried) {
+		r->dbgd_tried = 1;
+		r->dbgd = debuginfod_begin();
+	}
+	return r->dbgd;
+}
+
+static void resolve_user(struct symres *r, struct simage *si, const char *guest,
+			 const char *image)
+{
+	char bidhex[129], path[4096];
+	debuginfod_client *c;
+
+	if (si->build_id_len && r->session_dir) {
+		static const char *const fmts[] = { "%s/.build-id/%.2s/%s", "%s/.build-id/%.2s/%s/elf" };
+
+		hex(si->build_id, si->build_id_len, bidhex);
+		for (size_t i = 0; i < 2; i++) {
+			snprintf(path, sizeof(path), fmts[i], r->session_dir, bidhex, bidhex + 2);
+			if (try_candidate(r, si, open_host_file(path), path))
+				return;
+		}
+	}
+	for (size_t i = 0; i < r->nr_roots; i++) {
+		if (!root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
+			continue;
+		snprintf(path, sizeof(path), "%s%s%s", r->roots[i].dir,
+			 image[0] == '/' ? "" : "/", image);
+		if (try_candidate(r, si, open_in_root(r->root_fds[i], image, 0), path))
+			return;
+	}
+	if (si->build_id_len && (c = dbgd(r))) {
+		char *dpath = NULL;
+		int fd = debuginfod_find_executable(c, si->build_id, (int)si->build_id_len, &dpath);
+
+		if (fd >= 0 && try_candidate(r, si, fd, dpath ? dpath : "debuginfod")) {
+			free(dpath);
+			return;
+		}
+		free(dpath);
+	}
+	if (si->state == SIMAGE_NOT_FOUND)
+		snprintf(si->reason, sizeof(si->reason),
+			 "%s not found: give --guest-root DIR (the guest's root file system)%s",
+			 image, si->build_id_len ? " or set DEBUGINFOD_URLS" : "");
+}
+
+/* ---- kernel ------------------------------------------------------------- */
+
+static int ks_lookup(const void *src, const char *name, uint64_t *addr)
+{
+	return ksyms_addr(src, name, addr);
+}
+
+static int elf_lookup(const void *src, const char *name, uint64_t *addr)
+{
+	return elfimage_symbol_value(src, name, addr);
+}
+
+static struct ksyms *kmap_get(struct symres *r, int fd, const char *path, char *reason,
+			      size_t rlen)
+{
+	struct kmapfile *k;
+	char procpath[64];
+	struct ksyms *ks;
+
+	for (size_t i = 0; i < r->nr_kmaps; i++) {
+		if (!strcmp(r->kmaps[i].path, path)) {
+			close(fd);
+			return r->kmaps[i].ks;
+		}
+	}
+	/* Read through the fd we resolved (inside the root) by its /proc name. */
+	snprintf(procpath, sizeof(procpath), "/proc/self/fd/%d", fd);
+	ks = ksyms_open(procpath, reason, rlen);
+	close(fd);
+	if (!ks)
+		return NULL;
+	k = realloc(r->kmaps, (r->nr_kmaps + 1) * sizeof(*k));
+	if (!k) {
+		ksyms_free(ks);
+		return NULL;
+	}
+	r->kmaps = k;
+	r->kmaps[r->nr_kmaps].ks = ks;
+	r->kmaps[r->nr_kmaps].path = strdup(path);
+	if (!r->kmaps[r->nr_kmaps].path) {
+		ksyms_free(ks);
+		return NULL;
+	}
+	return r->kmaps[r->nr_kmaps++].ks;
+}
+
+/* One kernel candidate: vmlinux ELF (is_elf) or a symbol map. */
+static int try_kernel(struct symres *r, struct simage *si, int fd, const char *path,
+		      int is_elf, const struct symres_kernel *k)
+{
+	uint64_t slide = 0;
+	int have_ref = k && (k->text_addr || (k->anchor_name && k->anchor_addr));
+	int ret;
+
+	if (fd < 0)
+		return 0;
+	if (is_elf) {
+		if (!try_candidate(r, si, fd, path))
+			return 0;
+		ret = have_ref ? ksyms_slide(k->text_addr, k->anchor_name, k->anchor_addr,
+					     elf_lookup, si->elf, &slide) : -ENOENT;
+	} else {
+		char reason[256];
+		struct ksyms *ks = kmap_get(r, fd, path, reason, sizeof(reason));
+
+		if (!ks) {
+			si->state = SIMAGE_BAD;
+			snprintf(si->reason, sizeof(si->reason), "%s", reason);
+			return 0;
+		}
+		si->ks = ks;
+		si->path = r->kmaps[r->nr_kmaps - 1].path;
+		for (size_t i = 0; i < r->nr_kmaps; i++)
+			if (r->kmaps[i].ks == ks)
+				si->path = r->kmaps[i].path;
+		si->state = SIMAGE_OK;
+		si->reason[0] = '\0';
+		ret = have_ref ? ksyms_slide(k->text_addr, k->anchor_name, k->anchor_addr,
+					     ks_lookup, ks, &slide) : -ENOENT;
+	}
+	/* Without a reference the map is taken as-is: right for a kallsyms
+	 * copied from the same boot, and for kernels without KASLR. */
+	si->slide = ret ? 0 : slide;
+	if (ret && have_ref)
+		snprintf(si->reason, sizeof(si->reason),
+			 "%s does not name the guest's anchor symbol: KASLR slide unknown", path);
+	return 1;
+}
+
+static void resolve_kernel(struct symres *r, struct simage *si, const char *guest,
+			   const struct symres_kernel *k)
+{
+	const char *rel = k && release_ok(k->release) ? k->release : NULL;
+	static const char *const elf_fmts[] = {
+		"/usr/lib/debug/boot/vmlinux-%s", "/boot/vmlinux-%s",
+	};
+	char path[4096];
+
+	if (r->vmlinux && try_kernel(r, si, open_host_file(r->vmlinux), r->vmlinux, 1, k))
+		return;
+	if (r->system_map &&
+	    try_kernel(r, si, open_host_file(r->system_map), r->system_map, 0, k))
+		return;
+	if (rel) {
+		for (size_t i = 0; i < r->nr_roots; i++) {
+			char rp[128];
+
+			if (!root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
+				continue;
+			for (size_t f = 0; f < 2; f++) {
+				snprintf(rp, sizeof(rp), elf_fmts[f], rel);
+				snprintf(path, sizeof(path), "%s%s", r->roots[i].dir, rp);
+				if (try_kernel(r, si, open_in_root(r->root_fds[i], rp, 0),
+					       path, 1, k))
+					return;
+			}
+			snprintf(rp, sizeof(rp), "/boot/System.map-%s", rel);
+			snprintf(path, sizeof(path), "%s%s", r->roots[i].dir, rp);
+			if (try_kernel(r, si, open_in_root(r->root_fds[i], rp, 0), path, 0, k))
+				return;
+		}
+		if (!r->no_host_kernel) {
+			for (size_t f = 0; f < 2; f++) {
+				snprintf(path, sizeof(path), elf_fmts[f], rel);
+				if (try_kernel(r, si, open_host_file(path), path, 1, k))
+					return;
+			}
+			snprintf(path, sizeof(path), "/boot/System.map-%s", rel);
+			if (try_kernel(r, si, open_host_file(path), path, 0, k))
+				return;
+		}
+	}
+	if (si->state == SIMAGE_NOT_FOUND)
+		snprintf(si->reason, sizeof(si->reason),
+			 "no kernel symbols for %s: give --guest-root DIR (with "
+			 "boot/System.map-%s), --system-map FILE or --vmlinux FILE",
+			 rel ? rel : "this guest's kernel", rel ? rel : "RELEASE");
+}
+
+/* ---- modules ------------------------------------------------------------ */
+
+static void modname_norm(char *s)
+{
+	for (; *s; s++)
+		if (*s == '-')
+			*s = '_';
+}
+
+static int modidx_add(struct modindex *mi, size_t *cap, const char *rel, const char *file)
+{
+	size_t n = strlen(file);
+	struct modentry *e;
+
+	if (n < 4 || strcmp(file + n - 3, ".ko") || mi->nr >= SYMRES_MAX_MODULES)
+		return 0;
+	if (mi->nr == *cap) {
+		size_t nc = *cap ? *cap * 2 : 256;
+		struct modentry *p = realloc(mi->mods, nc * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		mi->mods = p;
+		*cap = nc;
+	}
+	e = &mi->mods[mi->nr];
+	e->name = strndup(file, n - 3);
+	if (!e->name || asprintf(&e->relpath, "%s/%s", rel, file) < 0) {
+		free(e->name);
+		return -ENOMEM;
+	}
+	modname_norm(e->name);
+	mi->nr++;
+	return 0;
+}
+
+/* Walks a directory fd (taken) below the root; names are joined to rel. */
+static int modidx_walk(struct modindex *mi, size_t *cap, int dfd, const char *rel, int depth)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+	int ret = 0;
+
+	if (!d) {
+		close(dfd);
+		return 0;
+	}
+	while (!ret && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (de->d_type == DT_DIR && depth < SYMRES_MAX_DEPTH) {
+			int sub = openat(dirfd(d), de->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			char *subrel;
+
+			if (sub < 0)
+				continue;
+			if (asprintf(&subrel, "%s/%s", rel, de->d_name) < 0) {
+				close(sub);
+				ret = -ENOMEM;
+				break;
+			}
+			ret = modidx_walk(mi, cap, sub, subrel, depth + 1);
+			free(subrel);
+		} else if (de->d_type == DT_REG) {
+			ret = modidx_add(mi, cap, rel, de->d_name);
+		}
+	}
+	closedir(d);
+	return ret;
+}
+
+/* Index of <root>/lib/modules/<rel> (rootfd < 0: the host's). */
+static struct modindex *modidx_get(struct symres *r, int rootfd, const char *root,
+				   const char *rel)
+{
+	struct modindex *mi;
+	char dir[128];
+	size_t cap = 0;
+	int dfd;
+
+	for (size_t i = 0; i < r->nr_modidx; i++)
+		if (!strcmp(r->modidx[i].root, root) && !strcmp(r->modidx[i].release, rel))
+			return &r->modidx[i];
+	mi = realloc(r->modidx, (r->nr_modidx + 1) * sizeof(*mi));
+	if (!mi)
+		return NULL;
+	r->modidx = mi;
+	mi = &r->modidx[r->nr_modidx];
+	memset(mi, 0, sizeof(*mi));
+	mi->root = strdup(root);
+	mi->release = strdup(rel);
+	if (!mi->root || !mi->release) {
+		free(mi->root);
+		free(mi->release);
+		return NULL;
+	}
+	r->nr_modidx++;
+	snprintf(dir, sizeof(dir), "/lib/modules/%s", rel);
+	dfd = rootfd >= 0 ? open_in_root(rootfd, dir, 1)
+			  : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0)
+		modidx_walk(mi, &cap, dfd, dir, 0);
+	return mi;
+}
+
+static void resolve_module(struct symres *r, struct simage *si, const char *guest,
+			   const char *image, const struct symres_kernel *k)
+{
+	const char *rel = k && release_ok(k->release) ? k->release : NULL;
+	const char *base = strrchr(image, '/');
+	char name[128], path[4096];
+	size_t n;
+
+	base = base ? base + 1 : image;
+	snprintf(name, sizeof(name), "%s", base);
+	n = strlen(name);
+	if (n > 3 && !strcmp(name + n - 3, ".ko"))
+		name[n - 3] = '\0';
+	modname_norm(name);
+	if (!rel) {
+		snprintf(si->reason, sizeof(si->reason),
+			 "module %s: the guest's kernel release is unknown", name);
+		return;
+	}
+	for (size_t i = 0; i <= r->nr_roots; i++) {
+		int host = i == r->nr_roots;
+		struct modindex *mi;
+		int rootfd = host ? -1 : r->root_fds[i];
+
+		if (host ? r->no_host_kernel
+			 : (!root_matches(&r->roots[i], guest) || rootfd < 0))
+			continue;
+		mi = modidx_get(r, rootfd, host ? "" : r->roots[i].dir, rel);
+		if (!mi)
+			return;
+		for (size_t j = 0; j < mi->nr; j++) {
+			int fd;
+
+			if (strcmp(mi->mods[j].name, name))
+				continue;
+			snprintf(path, sizeof(path), "%s%s", host ? "" : r->roots[i].dir,
+				 mi->mods[j].relpath);
+			fd = host ? open_host_file(path) : open_in_root(rootfd, mi->mods[j].relpath, 0);
+			if (try_candidate(r, si, fd, path))
+				return;
+		}
+	}
+	if (si->state == SIMAGE_NOT_FOUND)
+		snprintf(si->reason, sizeof(si->reason),
+			 "module %s.ko not found under lib/modules/%s: give --guest-root DIR",
+			 name, rel);
+}
+
+/* ---- images --------------------------------------------------------------- */
+
+static int is_anon(const char *image)
+{
+	return !*image || image[0] == '{' || image[0] == '[' ||
+	       !strcmp(image, "anon") || !strncmp(image, "//anon", 6);
+}
+
+static int images_grow(struct symres *r)
+{
+	size_t cap = r->images_cap * 2;
+	struct simage **t = calloc(cap, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->images_cap; i++) {
+		struct simage *si = r->images[i];
+		size_t h;
+
+		if (!si)
+			continue;
+		for (h = hash_str(si->key) & (cap - 1); t[h]; h = (h + 1) & (cap - 1))
+			;
+		t[h] = si;
+	}
+	free(r->images);
+	r->images = t;
+	r->images_cap = cap;
+	return 0;
+}
+
+struct simage *symres_image(struct symres *r, const char *guest, const char *image,
+			    int kernel, const uint8_t *build_id, size_t build_id_len,
+			    const struct symres_kernel *k)
+{
+	char bidhex[129], *key;
+	struct simage *si;
+	size_t h;
+
+	if (build_id_len > sizeof(si->build_id))
+		build_id_len = 0;
+	hex(build_id, build_id ? build_id_len : 0, bidhex);
+	if (asprintf(&key, "%s\1%s\1%d\1%s", guest ? guest : "", image, kernel, bidhex) < 0)
+		return NULL;
+	for (h = hash_str(key) & (r->images_cap - 1); r->images[h];
+	     h = (h + 1) & (r->images_cap - 1)) {
+		if (!strcmp(r->images[h]->key, key)) {
+			free(key);
+			return r->images[h];
+		}
+	}
+	si = calloc(1, sizeof(*si));
+	if (!si) {
+		free(key);
+		return NULL;
+	}
+	si->key = key;
+	si->state = SIMAGE_NOT_FOUND;
+	if (build_id && build_id_len) {
+		memcpy(si->build_id, build_id, build_id_len);
+		si->build_id_len = build_id_len;
+	}
+	if (kernel && (!strcmp(image, "vmlinux") || !strcmp(image, "[kernel.kallsyms]"))) {
+		si->kind = SK_KERNEL;
+		/* The sample file's build-id, if any, is vmlinux's; System.map
+		 * has none to check. */
+		resolve_kernel(r, si, guest, k);
+	} else if (kernel) {
+		si->kind = SK_MODULE;
+		resolve_module(r, si, guest, image, k);
+	} else if (is_anon(image)) {
+		si->kind = SK_ANON;
+		si->state = SIMAGE_ANON;
+		snprintf(si->reason, sizeof(si->reason), "%s: anonymous memory", image);
+	} else {
+		si->kind = SK_USER;
+		resolve_user(r, si, guest, image);
+	}
+
+	if ((r->nr_images + 1) * 2 > r->images_cap && images_grow(r)) {
+		free(si->key);
+		free(si);
+		return NULL;
+	}
+	for (h = hash_str(si->key) & (r->images_cap - 1); r->images[h];
+	     h = (h + 1) & (r->images_cap - 1))
+		;
+	r->images[h] = si;
+	r->nr_images++;
+	return si;
+}
+
+enum simage_state simage_state(const struct simage *si)
+{
+	return si->state;
+}
+
+const char *simage_path(const struct simage *si)
+{
+	return si->path;
+}
+
+const char *simage_reason(const struct simage *si)
+{
+	return si->reason;
+}
+
+struct elfimage *simage_elf(const struct simage *si)
+{
+	return si->state == SIMAGE_OK ? si->elf : NULL;
+}
+
+int simage_addr(const struct simage *si, uint64_t offset, uint64_t *addr)
+{
+	switch (si->kind) {
+	case SK_USER:
+		if (!si->elf)
+			return -ENOENT;
+		return elfimage_offset_to_addr(si->elf, offset, addr);
+	case SK_KERNEL:
+		*addr = offset - si->slide;
+		return 0;
+	case SK_MODULE:
+	case SK_ANON:
+		*addr = offset;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+long simage_lookup(const struct simage *si, uint64_t offset, uint64_t *addr)
+{
+	uint64_t a;
+
+	if (si->state != SIMAGE_OK || simage_addr(si, offset, &a))
+		return -1;
+	if (addr)
+		*addr = a;
+	if (si->ks)
+		return ksyms_lookup(si->ks, a);
+	return elfimage_lookup(si->elf, a);
+}
+
+size_t simage_nr_syms(const struct simage *si)
+{
+	if (si->state != SIMAGE_OK)
+		return 0;
+	return si->ks ? ksyms_nr(si->ks) : elfimage_nr_syms(si->elf);
+}
+
+const struct elfsym *simage_sym(const struct simage *si, size_t i)
+{
+	if (si->state != SIMAGE_OK)
+		return NULL;
+	return si->ks ? ksyms_sym(si->ks, i) : elfimage_sym(si->elf, i);
+}
+
+long simage_find(const struct simage *si, const char *name)
+{
+	size_t n = simage_nr_syms(si);
+
+	for (size_t i = 0; i < n; i++) {
+		const struct elfsym *s = simage_sym(si, i);
+
+		if (s && !strcmp(s->name, name))
+			return (long)i;
+	}
+	return -1;
+}
+
+/* ---- lines and sources --------------------------------------------------- */
+
+int symres_want_lines(struct symres *r, struct simage *si, const char *guest)
+{
+	char bidhex[129], path[4096], rp[256];
+	debuginfod_client *c;
+
+	if (!si->elf || si->state != SIMAGE_OK)
+		return -ENOENT;
+	if (si->lines_tried || elfimage_has_lines(si->elf))
+		return elfimage_has_lines(si->elf) ? 0 : -ENOENT;
+	si->lines_tried = 1;
+	{
+		size_t len;
+		const uint8_t *bid = elfimage_build_id(si->elf, &len);
+
+		if (!bid)
+			return -ENOENT;
+		hex(bid, len, bidhex);
+		memcpy(si->build_id, bid, len);
+		si->build_id_len = len;
+	}
+	snprintf(rp, sizeof(rp), "/usr/lib/debug/.build-id/%.2s/%s.debug", bidhex, bidhex + 2);
+	for (size_t i = 0; i < r->nr_roots; i++) {
+		int fd;
+
+		if (!root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
+			continue;
+		fd = open_in_root(r->root_fds[i], rp, 0);
+		if (fd < 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		if (!elfimage_attach_debug(si->elf, path) && elfimage_has_lines(si->elf)) {
+			close(fd);
+			return 0;
+		}
+		close(fd);
+	}
+	if (r->session_dir) {
+		snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", r->session_dir,
+			 bidhex, bidhex + 2);
+		if (!elfimage_attach_debug(si->elf, path) && elfimage_has_lines(si->elf))
+			return 0;
+	}
+	if ((c = dbgd(r))) {
+		char *dpath = NULL;
+		int fd = debuginfod_find_debuginfo(c, si->build_id, (int)si->build_id_len, &dpath);
+
+		if (fd >= 0) {
+			snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+			if (!elfimage_attach_debug(si->elf, path) && elfimage_has_lines(si->elf)) {
+				close(fd);
+				free(dpath);
+				return 0;
+			}
+			close(fd);
+		}
+		free(dpath);
+	}
+	return -ENOENT;
+}
+
+FILE *symres_open_source(struct symres *r, const char *guest, const char *path)
+{
+	char buf[4096];
+	int fd;
+
+	for (size_t i = 0; i < r->nr_roots; i++) {
+		if (!root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
+			continue;
+		fd = open_in_root(r->root_fds[i], path, 0);
+		if (fd >= 0)
+			return fdopen(fd, "r");
+	}
+	if (r->source_dir) {
+		int dfd = open(r->source_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+		if (dfd >= 0) {
+			fd = open_in_root(dfd, path, 0);
+			close(dfd);
+			if (fd >= 0)
+				return fdopen(fd, "r");
+		}
+	}
+	snprintf(buf, sizeof(buf), "%s", path);
+	fd = open_host_file(buf);
+	if (fd < 0) {
+		errno = -fd;
+		return NULL;
+	}
+	return fdopen(fd, "r");
+}

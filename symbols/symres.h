@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Symbol resolution for sample files: finds the binary behind each sampled
+ * image and turns sample offsets into symbols.
+ *
+ * Where binaries come from, in order:
+ *   user images  <session>/.build-id/xx/yyyy... (the session's build-id
+ *                cache, by the build-id the sample file carries), each
+ *                --guest-root for that guest (the guest path resolved inside
+ *                the root, symlinks included, with openat2(RESOLVE_IN_ROOT):
+ *                a guest path can never reach outside the root), then
+ *                debuginfod by build-id when DEBUGINFOD_URLS is set;
+ *   vmlinux      --vmlinux, --system-map/--kallsyms, then in each guest root
+ *                and on the host /usr/lib/debug/boot/vmlinux-<release>,
+ *                /boot/vmlinux-<release>, /boot/System.map-<release>;
+ *   modules      <name>.ko under lib/modules/<release>/ of the guest roots
+ *                (and of the host), '-' and '_' alike.
+ * A binary whose build-id differs from the sample file's is never used: the
+ * image is marked SIMAGE_MISMATCH and the next candidate is tried.
+ *
+ * Every binary is opened once per resolver however many guests, processes
+ * or sample files refer to it (cached by device and inode).
+ *
+ * Sample offsets (docs/session-json.md): user images hold file offsets,
+ * modules offsets from the core text base, vmlinux run-time addresses
+ * (minus the KASLR slide = link-time), anonymous images virtual addresses.
+ */
+#ifndef OPVM_SYMRES_H
+#define OPVM_SYMRES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "symbols/elfimage.h"
+
+struct symres;
+struct simage;
+
+struct symres_root {
+	const char *guest;	/* NULL: every guest */
+	const char *dir;
+};
+
+struct symres_config {
+	const char *session_dir;	/* for <session>/.build-id; may be NULL */
+	const struct symres_root *roots;
+	size_t nr_roots;
+	const char *vmlinux;		/* may be NULL */
+	const char *system_map;		/* System.map or kallsyms text; may be NULL */
+	const char *source_dir;		/* extra place for source files; may be NULL */
+	int no_host_kernel;		/* 1: never look in the host's /boot */
+	int no_debuginfod;		/* 1: never ask debuginfod */
+};
+
+/* What the guest said about its kernel (session.json "kernel"). */
+struct symres_kernel {
+	const char *release;		/* may be NULL */
+	uint64_t text_addr;		/* run-time _text, 0 if unknown */
+	const char *anchor_name;	/* may be NULL */
+	uint64_t anchor_addr;
+};
+
+enum simage_state {
+	SIMAGE_OK,		/* symbols available */
+	SIMAGE_NOT_FOUND,	/* no binary found */
+	SIMAGE_MISMATCH,	/* only binaries with another build-id found */
+	SIMAGE_BAD,		/* found but unusable (corrupt, no symbols) */
+	SIMAGE_ANON,		/* anonymous memory: no file to look in */
+};
+
+/* Copies what it needs from cfg.  Returns NULL and sets errno. */
+struct symres *symres_new(const struct symres_config *cfg);
+void symres_free(struct symres *r);	/* NULL-safe; frees every simage */
+
+/*
+ * The resolved image for one sampled image of one guest; cached, so calling
+ * again with the same arguments is cheap and returns the same pointer.
+ * image is the store's (unmangled) image name; kernel says {kern}; the
+ * build-id is the sample file's (may be NULL).  k may be NULL.  Never fails
+ * but for ENOMEM (NULL): a missing binary is a state, not an error.
+ */
+struct simage *symres_image(struct symres *r, const char *guest, const char *image,
+			    int kernel, const uint8_t *build_id, size_t build_id_len,
+			    const struct symres_kernel *k);
+
+enum simage_state simage_state(const struct simage *si);
+/* Host file the symbols come from, or NULL. */
+const char *simage_path(const struct simage *si);
+/* One line saying why the state is not SIMAGE_OK ("" when it is). */
+const char *simage_reason(const struct simage *si);
+/* The ELF behind the image, NULL when symbols come from a System.map. */
+struct elfimage *simage_elf(const struct simage *si);
+
+/* Sample offset -> image address (link-time).  Returns 0 or -ENOENT. */
+int simage_addr(const struct simage *si, uint64_t offset, uint64_t *addr);
+/* Symbol index for a sample offset, or -1 (unresolved); *addr (may be
+ * NULL) receives the image address. */
+long simage_lookup(const struct simage *si, uint64_t offset, uint64_t *addr);
+size_t simage_nr_syms(const struct simage *si);
+const struct elfsym *simage_sym(const struct simage *si, size_t i);
+/* Index of the symbol named name, or -1. */
+long simage_find(const struct simage *si, const char *name);
+
+/* Loads DWARF lines for si, looking for separate debug info (guest root
+ * /usr/lib/debug/.build-id, the session's build-id cache, debuginfod) if
+ * the binary has none.  Returns 0 or -ENOENT. */
+int symres_want_lines(struct symres *r, struct simage *si, const char *guest);
+
+/* Opens a source file named by DWARF: inside the guest's roots first, then
+ * under source_dir, then the path itself on the host (the compile
+ * directory).  Regular files only.  Returns NULL and sets errno. */
+FILE *symres_open_source(struct symres *r, const char *guest, const char *path);
+
+#endif /* OPVM_SYMRES_H */
