@@ -1,0 +1,887 @@
+// SPDX-License-Identifier: MIT
+/*
+ * GDB remote serial protocol client for QEMU's gdbstub.  See gdbstub.h.
+ *
+ * Everything the stub sends is treated as untrusted: packets are bounded,
+ * checksums are checked, hex is validated, and nothing is trusted to be
+ * NUL-terminated.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vmm/gdbstub.h"
+
+#define GS_RX_CAP	(64 * 1024)	/* raw bytes buffered from the stub */
+#define GS_PKT_CAP	(32 * 1024)	/* largest decoded packet we accept */
+#define GS_TX_CAP	(32 * 1024)
+#define GS_MEM_CHUNK	1024		/* bytes per "m" request: fits PacketSize 0x1000 */
+
+struct gdbstub {
+	int fd;
+	int noack;		/* QStartNoAckMode accepted */
+	int ack_pending;	/* we owe the stub a '+' for its last packet */
+	int has_phys;
+	int stops_seen;		/* stop replies skipped while waiting for replies */
+	unsigned nr_threads;
+	unsigned long tids[GDBSTUB_MAX_THREADS];
+	struct gdbstub_layout lay;
+	size_t rx_len;
+	char rx[GS_RX_CAP];
+	char pkt[GS_PKT_CAP + 1];
+	char tx[GS_TX_CAP];
+	size_t tx_len;
+};
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* ---- connection ---------------------------------------------------------- */
+
+static int connect_unix(const char *path)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sun.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sun.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static int connect_tcp(const char *hostport, unsigned timeout_ms)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res = NULL, *ai;
+	char host[256];
+	const char *colon = strrchr(hostport, ':');
+	int fd = -1, err = -ECONNREFUSED, one = 1;
+
+	if (!colon || (size_t)(colon - hostport) >= sizeof(host) || !colon[1])
+		return -EINVAL;
+	memcpy(host, hostport, colon - hostport);
+	host[colon - hostport] = '\0';
+	if (getaddrinfo(host[0] ? host : "127.0.0.1", colon + 1, &hints, &res))
+		return -EHOSTUNREACH;
+	for (ai = res; ai; ai = ai->ai_next) {
+		struct pollfd pfd;
+		socklen_t sl = sizeof(err);
+		int soerr = 0;
+
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0) {
+			err = -errno;
+			continue;
+		}
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
+			err = -errno;
+			goto next;
+		}
+		pfd = (struct pollfd){ .fd = fd, .events = POLLOUT };
+		if (poll(&pfd, 1, (int)timeout_ms) != 1) {
+			err = -ETIMEDOUT;
+			goto next;
+		}
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) {
+			err = soerr ? -soerr : -errno;
+			goto next;
+		}
+		if (fcntl(fd, F_SETFL, 0) < 0) {
+			err = -errno;
+			goto next;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		freeaddrinfo(res);
+		return fd;
+next:
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	return err;
+}
+
+/* ---- framing ------------------------------------------------------------- */
+
+static int gs_write_all(struct gdbstub *gs, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = send(gs->fd, buf, len, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == ECONNRESET ? -EPIPE : -errno;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Starts a new outgoing batch; the ack we owe goes first. */
+static void tx_begin(struct gdbstub *gs)
+{
+	gs->tx_len = 0;
+	if (gs->ack_pending && !gs->noack)
+		gs->tx[gs->tx_len++] = '+';
+	gs->ack_pending = 0;
+}
+
+static int tx_packet(struct gdbstub *gs, const char *payload)
+{
+	size_t len = strlen(payload);
+	unsigned sum = 0;
+
+	/* $ + payload (escaped at most 2x) + #xx */
+	if (gs->tx_len + 2 * len + 4 > sizeof(gs->tx))
+		return -E2BIG;
+	gs->tx[gs->tx_len++] = '$';
+	for (size_t i = 0; i < len; i++) {
+		char c = payload[i];
+
+		if (c == '$' || c == '#' || c == '}' || c == '*') {
+			gs->tx[gs->tx_len++] = '}';
+			sum += '}';
+			c ^= 0x20;
+		}
+		gs->tx[gs->tx_len++] = c;
+		sum += (unsigned char)c;
+	}
+	gs->tx_len += (size_t)snprintf(gs->tx + gs->tx_len, 4, "#%02x", sum & 0xff);
+	return 0;
+}
+
+static int tx_flush(struct gdbstub *gs)
+{
+	int err = gs_write_all(gs, gs->tx, gs->tx_len);
+
+	gs->tx_len = 0;
+	return err;
+}
+
+/*
+ * Tries to take one complete packet out of rx.  Returns its decoded length
+ * (into gs->pkt, NUL-terminated), 0 if more bytes are needed, or -EAGAIN if
+ * a packet was dropped (bad checksum, too long) and parsing should go on.
+ */
+static int rx_take(struct gdbstub *gs)
+{
+	size_t i = 0, start, hash;
+	unsigned sum = 0;
+	int c1, c2, out = 0;
+
+	/* Skip acks and garbage up to the next packet start. */
+	while (i < gs->rx_len && gs->rx[i] != '$' && gs->rx[i] != '%')
+		i++;
+	if (i == gs->rx_len) {
+		gs->rx_len = 0;
+		return 0;
+	}
+	start = i;
+	hash = start + 1;
+	while (hash < gs->rx_len && gs->rx[hash] != '#')
+		hash++;
+	if (hash + 2 >= gs->rx_len) {
+		/* Incomplete: keep it, unless it can never fit. */
+		memmove(gs->rx, gs->rx + start, gs->rx_len - start);
+		gs->rx_len -= start;
+		if (gs->rx_len == sizeof(gs->rx)) {
+			gs->rx_len = 0;
+			return -EAGAIN;
+		}
+		return 0;
+	}
+	c1 = hexval((unsigned char)gs->rx[hash + 1]);
+	c2 = hexval((unsigned char)gs->rx[hash + 2]);
+	for (size_t k = start + 1; k < hash; k++)
+		sum += (unsigned char)gs->rx[k];
+	if (c1 < 0 || c2 < 0 || (unsigned)(c1 * 16 + c2) != (sum & 0xff)) {
+		out = -EAGAIN;
+		if (!gs->noack)
+			gs_write_all(gs, "-", 1);	/* ask for a resend */
+		goto consume;
+	}
+	/* Decode escapes and run-length encoding. */
+	for (size_t k = start + 1; k < hash; k++) {
+		unsigned char c = (unsigned char)gs->rx[k];
+
+		if (c == '}' && k + 1 < hash) {
+			c = (unsigned char)gs->rx[++k] ^ 0x20;
+		} else if (c == '*' && k + 1 < hash && out > 0) {
+			int n = (unsigned char)gs->rx[++k] - 29;
+
+			if (n < 0 || out + n > GS_PKT_CAP) {
+				out = -EAGAIN;
+				goto consume;
+			}
+			memset(gs->pkt + out, gs->pkt[out - 1], (size_t)n);
+			out += n;
+			continue;
+		}
+		if (out >= GS_PKT_CAP) {
+			out = -EAGAIN;
+			goto consume;
+		}
+		gs->pkt[out++] = (char)c;
+	}
+	gs->pkt[out] = '\0';
+	if (gs->rx[start] == '%')	/* notification (non-stop mode): not for us */
+		out = -EAGAIN;
+	else if (!gs->noack)
+		gs->ack_pending = 1;
+	if (out == 0)
+		out = -ENODATA;		/* empty packet: "unsupported" */
+consume:
+	memmove(gs->rx, gs->rx + hash + 3, gs->rx_len - (hash + 3));
+	gs->rx_len -= hash + 3;
+	return out;
+}
+
+/*
+ * Next packet, waiting until deadline (ns, CLOCK_MONOTONIC; 0: do not
+ * wait).  Returns its length (0 for an empty packet) or -errno.
+ */
+static int rx_packet(struct gdbstub *gs, int64_t deadline)
+{
+	for (;;) {
+		int r = rx_take(gs);
+		struct pollfd pfd = { .fd = gs->fd, .events = POLLIN };
+		int64_t left;
+		ssize_t n;
+
+		if (r == -ENODATA)
+			return 0;
+		if (r > 0)
+			return r;
+		if (r == -EAGAIN)
+			continue;
+		left = deadline ? deadline - now_ns() : 0;
+		if (left < 0)
+			left = 0;
+		r = poll(&pfd, 1, (int)((left + 999999) / 1000000));
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -ETIMEDOUT;
+		n = recv(gs->fd, gs->rx + gs->rx_len, sizeof(gs->rx) - gs->rx_len, 0);
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -EPIPE;
+		}
+		if (n == 0)
+			return -EPIPE;
+		gs->rx_len += (size_t)n;
+	}
+}
+
+static int is_stop_reply(const char *p)
+{
+	return p[0] == 'T' || p[0] == 'S';
+}
+
+static int is_exit_reply(const char *p)
+{
+	return p[0] == 'W' || p[0] == 'X';
+}
+
+/* The reply to a request: skips stop replies, fails on exit replies. */
+static int rx_reply(struct gdbstub *gs, int64_t deadline)
+{
+	for (;;) {
+		int n = rx_packet(gs, deadline);
+
+		if (n < 0)
+			return n;
+		if (n > 0 && is_stop_reply(gs->pkt)) {
+			gs->stops_seen++;
+			continue;
+		}
+		if (n > 0 && is_exit_reply(gs->pkt))
+			return -ESHUTDOWN;
+		return n;
+	}
+}
+
+int gdbstub_request(struct gdbstub *gs, const char *cmd, char *reply, size_t cap,
+		    unsigned timeout_ms)
+{
+	int n;
+
+	tx_begin(gs);
+	n = tx_packet(gs, cmd);
+	if (!n)
+		n = tx_flush(gs);
+	if (n)
+		return n;
+	n = rx_reply(gs, now_ns() + (int64_t)timeout_ms * 1000000);
+	if (n < 0)
+		return n;
+	if (reply && cap) {
+		size_t k = (size_t)n < cap - 1 ? (size_t)n : cap - 1;
+
+		memcpy(reply, gs->pkt, k);
+		reply[k] = '\0';
+	}
+	return n;
+}
+
+/* ---- target description ------------------------------------------------- */
+
+void gdbstub_layout_init(struct gdbstub_layout *l)
+{
+	*l = (struct gdbstub_layout){ .rip_off = -1, .cs_off = -1, .cr3_off = -1 };
+}
+
+/* Value of attribute attr inside element [e, end), into out.  0 or -1. */
+static int xml_attr(const char *e, const char *end, const char *attr, char *out, size_t cap)
+{
+	size_t alen = strlen(attr);
+
+	for (const char *p = e; p + alen + 2 < end; p++) {
+		char q;
+		const char *v, *ve;
+
+		if ((p[0] != ' ' && p[0] != '\t' && p[0] != '\n') ||
+		    memcmp(p + 1, attr, alen) || p[1 + alen] != '=')
+			continue;
+		q = p[2 + alen];
+		if (q != '"' && q != '\'')
+			return -1;
+		v = p + 3 + alen;
+		ve = memchr(v, q, (size_t)(end - v));
+		if (!ve || (size_t)(ve - v) >= cap)
+			return -1;
+		memcpy(out, v, (size_t)(ve - v));
+		out[ve - v] = '\0';
+		return 0;
+	}
+	return -1;
+}
+
+int gdbstub_layout_parse(struct gdbstub_layout *l, const char *xml, size_t len)
+{
+	const char *p = xml, *end = xml + len;
+
+	while (p < end) {
+		const char *e = memmem(p, (size_t)(end - p), "<reg", 4);
+		const char *close;
+		char name[32], bits[16], regnum[16];
+		long nbits, rn;
+		char *ep;
+
+		if (!e)
+			break;
+		if (e + 4 >= end || (e[4] != ' ' && e[4] != '\t' && e[4] != '\n')) {
+			p = e + 4;	/* <reg...> of another name */
+			continue;
+		}
+		close = memchr(e, '>', (size_t)(end - e));
+		if (!close)
+			return -EPROTO;
+		if (xml_attr(e, close, "name", name, sizeof(name)) ||
+		    xml_attr(e, close, "bitsize", bits, sizeof(bits)))
+			return -EPROTO;
+		nbits = strtol(bits, &ep, 10);
+		if (*ep || nbits <= 0 || nbits > 1024 || nbits % 8)
+			return -EPROTO;
+		if (!xml_attr(e, close, "regnum", regnum, sizeof(regnum))) {
+			rn = strtol(regnum, &ep, 10);
+			/* The "g" packet is in regnum order; a gap would hide
+			 * registers of unknown size. */
+			if (*ep || rn != l->next_regnum)
+				return -EPROTO;
+		}
+		if (!strcmp(name, "rip") || !strcmp(name, "eip")) {
+			l->rip_off = l->next_off;
+			l->rip_size = (int)nbits / 8;
+		} else if (!strcmp(name, "cs")) {
+			l->cs_off = l->next_off;
+			l->cs_size = (int)nbits / 8;
+		} else if (!strcmp(name, "cr3")) {
+			l->cr3_off = l->next_off;
+			l->cr3_size = (int)nbits / 8;
+		}
+		if (l->next_off > 1 << 20)
+			return -EPROTO;
+		l->next_off += (int)nbits / 8;
+		l->next_regnum++;
+		p = close + 1;
+	}
+	return 0;
+}
+
+/* Reads a whole qXfer object into a malloc'd buffer. */
+static int xfer_read(struct gdbstub *gs, const char *annex, char **out, size_t *out_len,
+		     unsigned timeout_ms)
+{
+	char cmd[160];
+	char *buf = NULL;
+	size_t len = 0;
+
+	for (int rounds = 0; rounds < 64; rounds++) {
+		int n;
+		char *nb;
+
+		snprintf(cmd, sizeof(cmd), "qXfer:features:read:%s:%zx,%x", annex, len, 0xf00);
+		n = gdbstub_request(gs, cmd, NULL, 0, timeout_ms);
+		if (n < 0)
+			goto fail;
+		if (n < 1 || (gs->pkt[0] != 'm' && gs->pkt[0] != 'l')) {
+			n = -EPROTO;
+			goto fail;
+		}
+		nb = realloc(buf, len + (size_t)n);
+		if (!nb) {
+			n = -ENOMEM;
+			goto fail;
+		}
+		buf = nb;
+		memcpy(buf + len, gs->pkt + 1, (size_t)n - 1);
+		len += (size_t)n - 1;
+		if (gs->pkt[0] == 'l') {
+			*out = buf;
+			*out_len = len;
+			return 0;
+		}
+		if (n == 1) {
+			n = -EPROTO;
+			goto fail;
+		}
+		continue;
+fail:
+		free(buf);
+		return n;
+	}
+	free(buf);
+	return -EPROTO;
+}
+
+/* target.xml, following its xi:include elements in order. */
+static int learn_layout(struct gdbstub *gs, unsigned timeout_ms)
+{
+	char *xml = NULL;
+	size_t len = 0;
+	const char *p, *end;
+	int err;
+
+	gdbstub_layout_init(&gs->lay);
+	err = xfer_read(gs, "target.xml", &xml, &len, timeout_ms);
+	if (err)
+		return err;
+	p = xml;
+	end = xml + len;
+	while (p < end) {
+		const char *inc = memmem(p, (size_t)(end - p), "<xi:include", 11);
+		const char *close;
+		char href[128], *sub = NULL;
+		size_t sub_len = 0;
+
+		/* Registers written inline before the include come first. */
+		err = gdbstub_layout_parse(&gs->lay, p, (size_t)((inc ? inc : end) - p));
+		if (err || !inc)
+			break;
+		close = memchr(inc, '>', (size_t)(end - inc));
+		if (!close || xml_attr(inc, close, "href", href, sizeof(href)) ||
+		    strchr(href, ':') || strchr(href, ',')) {
+			err = -EPROTO;
+			break;
+		}
+		err = xfer_read(gs, href, &sub, &sub_len, timeout_ms);
+		if (!err)
+			err = gdbstub_layout_parse(&gs->lay, sub, sub_len);
+		free(sub);
+		if (err)
+			break;
+		p = close + 1;
+	}
+	free(xml);
+	if (err)
+		return err;
+	if (gs->lay.rip_off < 0 || gs->lay.cs_off < 0 || gs->lay.cr3_off < 0 ||
+	    gs->lay.rip_size > 8 || gs->lay.cs_size > 8 || gs->lay.cr3_size > 8)
+		return -EPROTO;
+	return 0;
+}
+
+/* ---- threads ---------------------------------------------------------- */
+
+static int cmp_ulong(const void *a, const void *b)
+{
+	unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int learn_threads(struct gdbstub *gs, unsigned timeout_ms)
+{
+	const char *cmd = "qfThreadInfo";
+
+	gs->nr_threads = 0;
+	for (int rounds = 0; rounds < 4 * GDBSTUB_MAX_THREADS; rounds++) {
+		int n = gdbstub_request(gs, cmd, NULL, 0, timeout_ms);
+		const char *p;
+
+		if (n < 0)
+			return n;
+		if (n >= 1 && gs->pkt[0] == 'l')
+			break;
+		if (n < 2 || gs->pkt[0] != 'm')
+			return -EPROTO;
+		p = gs->pkt + 1;
+		while (*p) {
+			const char *dot;
+			char *ep;
+			unsigned long tid;
+
+			/* "p<pid>.<tid>" in multiprocess form, else "<tid>" */
+			if (*p == 'p') {
+				dot = strchr(p, '.');
+				if (!dot)
+					return -EPROTO;
+				p = dot + 1;
+			}
+			tid = strtoul(p, &ep, 16);
+			if (ep == p || (*ep && *ep != ','))
+				return -EPROTO;
+			if (gs->nr_threads < GDBSTUB_MAX_THREADS && tid > 0)
+				gs->tids[gs->nr_threads++] = tid;
+			p = *ep ? ep + 1 : ep;
+		}
+		cmd = "qsThreadInfo";
+	}
+	if (!gs->nr_threads)
+		return -EPROTO;
+	qsort(gs->tids, gs->nr_threads, sizeof(gs->tids[0]), cmp_ulong);
+	return 0;
+}
+
+/* ---- public ------------------------------------------------------------- */
+
+struct gdbstub *gdbstub_open(const char *addr, unsigned timeout_ms, const char **why)
+{
+	struct gdbstub *gs;
+	const char *step = "connect";
+	int err;
+
+	gs = calloc(1, sizeof(*gs));
+	if (!gs) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	if (!strncmp(addr, "unix:", 5))
+		gs->fd = connect_unix(addr + 5);
+	else
+		gs->fd = connect_tcp(!strncmp(addr, "tcp:", 4) ? addr + 4 : addr, timeout_ms);
+	if (gs->fd < 0) {
+		err = gs->fd;
+		goto fail_free;
+	}
+	step = "qSupported";
+	err = gdbstub_request(gs, "qSupported:xmlRegisters=i386", NULL, 0, timeout_ms);
+	if (err < 0)
+		goto fail_close;
+	if (strstr(gs->pkt, "QStartNoAckMode+")) {
+		step = "QStartNoAckMode";
+		err = gdbstub_request(gs, "QStartNoAckMode", NULL, 0, timeout_ms);
+		if (err < 0)
+			goto fail_close;
+		if (!strcmp(gs->pkt, "OK"))
+			gs->noack = 1;
+	}
+	step = "target description (qXfer:features:read)";
+	err = learn_layout(gs, timeout_ms);
+	if (err)
+		goto fail_close;
+	step = "thread list (qfThreadInfo)";
+	err = learn_threads(gs, timeout_ms);
+	if (err)
+		goto fail_close;
+	step = "physical memory mode";
+	err = gdbstub_request(gs, "Qqemu.PhyMemMode:1", NULL, 0, timeout_ms);
+	if (err < 0)
+		goto fail_close;
+	gs->has_phys = err > 0 && !strcmp(gs->pkt, "OK");
+	return gs;
+
+fail_close:
+	close(gs->fd);
+fail_free:
+	free(gs);
+fail:
+	if (why)
+		*why = step;
+	errno = err == -ENODATA ? EPROTO : -err;
+	return NULL;
+}
+
+void gdbstub_close(struct gdbstub *gs)
+{
+	if (!gs)
+		return;
+	if (gs->fd >= 0)
+		close(gs->fd);
+	free(gs);
+}
+
+unsigned gdbstub_nr_threads(const struct gdbstub *gs)
+{
+	return gs->nr_threads;
+}
+
+int gdbstub_has_phys(const struct gdbstub *gs)
+{
+	return gs->has_phys;
+}
+
+int gdbstub_fd(const struct gdbstub *gs)
+{
+	return gs->fd;
+}
+
+int gdbstub_drain(struct gdbstub *gs)
+{
+	int stops = 0;
+
+	for (;;) {
+		int n = rx_packet(gs, 0);
+
+		if (n == -ETIMEDOUT)
+			return stops;
+		if (n < 0)
+			return n;
+		if (n > 0 && is_stop_reply(gs->pkt))
+			stops++;
+		else if (n > 0 && is_exit_reply(gs->pkt))
+			return -ESHUTDOWN;
+	}
+}
+
+int gdbstub_interrupt(struct gdbstub *gs, unsigned timeout_ms)
+{
+	int64_t deadline;
+	int err = gdbstub_drain(gs);
+
+	if (err < 0)
+		return err;
+	if (err > 0)
+		return -EALREADY;	/* stopped by someone else meanwhile */
+	tx_begin(gs);
+	gs->tx[gs->tx_len++] = 0x03;
+	err = tx_flush(gs);
+	if (err)
+		return err;
+	deadline = now_ns() + (int64_t)timeout_ms * 1000000;
+	for (;;) {
+		int n = rx_packet(gs, deadline);
+
+		if (n < 0)
+			return n;
+		if (n > 0 && is_stop_reply(gs->pkt))
+			return 0;
+		if (n > 0 && is_exit_reply(gs->pkt))
+			return -ESHUTDOWN;
+	}
+}
+
+static int parse_le_hex(const char *hex, size_t hex_len, int off, int size, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (off < 0 || size <= 0 || size > 8 || (size_t)(off + size) * 2 > hex_len)
+		return -EPROTO;
+	for (int i = size - 1; i >= 0; i--) {
+		int hi = hexval((unsigned char)hex[(off + i) * 2]);
+		int lo = hexval((unsigned char)hex[(off + i) * 2 + 1]);
+
+		/* "xx" marks an unavailable register: read as 0. */
+		if (hi < 0 || lo < 0) {
+			if (hex[(off + i) * 2] != 'x')
+				return -EPROTO;
+			hi = lo = 0;
+		}
+		v = v << 8 | (uint64_t)(hi << 4 | lo);
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_regs(const struct gdbstub *gs, size_t n, struct gdbstub_regs *r)
+{
+	uint64_t cs;
+	int err;
+
+	if (n > 0 && gs->pkt[0] == 'E')
+		return -EIO;
+	err = parse_le_hex(gs->pkt, n, gs->lay.rip_off, gs->lay.rip_size, &r->rip);
+	if (!err)
+		err = parse_le_hex(gs->pkt, n, gs->lay.cr3_off, gs->lay.cr3_size, &r->cr3);
+	if (!err)
+		err = parse_le_hex(gs->pkt, n, gs->lay.cs_off, gs->lay.cs_size, &cs);
+	r->cs = (uint32_t)cs;
+	return err;
+}
+
+static int parse_mem(const struct gdbstub *gs, size_t n, uint8_t *buf, size_t len)
+{
+	if (n > 0 && gs->pkt[0] == 'E')
+		return -EIO;
+	if (n != 2 * len)
+		return -EPROTO;
+	for (size_t i = 0; i < len; i++) {
+		int hi = hexval((unsigned char)gs->pkt[2 * i]);
+		int lo = hexval((unsigned char)gs->pkt[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return -EPROTO;
+		buf[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+#define GS_SAMPLE_TIMEOUT_MS	2000
+
+int gdbstub_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
+		   uint64_t pa, void *buf, size_t len, int *mem_err)
+{
+	char cmd[64];
+	unsigned n = nr < gs->nr_threads ? nr : gs->nr_threads;
+	size_t chunks = 0;
+	int64_t deadline;
+	int err = 0, merr = 0;
+
+	if (len && !gs->has_phys)
+		merr = -ENOTSUP;
+	if (len > 64 * 1024 || (len && pa + len < pa))
+		merr = -EINVAL;
+	tx_begin(gs);
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(cmd, sizeof(cmd), "Hg%lx", gs->tids[i]);
+		err = tx_packet(gs, cmd);
+		if (!err)
+			err = tx_packet(gs, "g");
+		if (err)
+			return err;
+	}
+	if (len && !merr) {
+		for (size_t off = 0; off < len; off += GS_MEM_CHUNK, chunks++) {
+			size_t l = len - off < GS_MEM_CHUNK ? len - off : GS_MEM_CHUNK;
+
+			snprintf(cmd, sizeof(cmd), "m%llx,%zx", (unsigned long long)(pa + off), l);
+			err = tx_packet(gs, cmd);
+			if (err)
+				return err;
+		}
+	}
+	err = tx_flush(gs);
+	if (err)
+		return err;
+	/* Replies come back in order; read them all even after a bad one so
+	 * the stream stays in step. */
+	deadline = now_ns() + GS_SAMPLE_TIMEOUT_MS * 1000000ll;
+	for (unsigned i = 0; i < n; i++) {
+		int r = rx_reply(gs, deadline);
+
+		if (r < 0)
+			return r;
+		if (strcmp(gs->pkt, "OK") && !err)
+			err = -EPROTO;
+		r = rx_reply(gs, deadline);
+		if (r < 0)
+			return r;
+		if (!err)
+			err = parse_regs(gs, (size_t)r, &regs[i]);
+	}
+	for (size_t c = 0; c < chunks; c++) {
+		size_t off = c * GS_MEM_CHUNK;
+		size_t l = len - off < GS_MEM_CHUNK ? len - off : GS_MEM_CHUNK;
+		int r = rx_reply(gs, deadline);
+
+		if (r < 0)
+			return r;
+		if (!merr)
+			merr = parse_mem(gs, (size_t)r, (uint8_t *)buf + off, l);
+	}
+	if (mem_err)
+		*mem_err = merr;
+	return err;
+}
+
+int gdbstub_read_regs(struct gdbstub *gs, unsigned vcpu, struct gdbstub_regs *out)
+{
+	char cmd[32];
+	int n;
+
+	if (vcpu >= gs->nr_threads)
+		return -EINVAL;
+	snprintf(cmd, sizeof(cmd), "Hg%lx", gs->tids[vcpu]);
+	n = gdbstub_request(gs, cmd, NULL, 0, GS_SAMPLE_TIMEOUT_MS);
+	if (n < 0)
+		return n;
+	if (strcmp(gs->pkt, "OK"))
+		return -EPROTO;
+	n = gdbstub_request(gs, "g", NULL, 0, GS_SAMPLE_TIMEOUT_MS);
+	if (n < 0)
+		return n;
+	return parse_regs(gs, (size_t)n, out);
+}
+
+int gdbstub_read_phys(struct gdbstub *gs, uint64_t pa, void *buf, size_t len)
+{
+	int merr = 0, err;
+
+	if (!gs->has_phys)
+		return -ENOTSUP;
+	if (!len)
+		return 0;
+	err = gdbstub_sample(gs, NULL, 0, pa, buf, len, &merr);
+	return err ? err : merr;
+}
+
+int gdbstub_continue(struct gdbstub *gs)
+{
+	int err;
+
+	tx_begin(gs);
+	err = tx_packet(gs, "c");
+	return err ? err : tx_flush(gs);
+}

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GDB remote serial protocol client for QEMU's gdbstub (no gdb process).
+ *
+ * What opvm needs from a QEMU guest, and nothing more: stop every vCPU
+ * (all-stop mode, "\x03"), read RIP, CS and CR3 of each vCPU ("Hg" + "g"),
+ * read guest-physical memory ("Qqemu.PhyMemMode:1" + "m"), and continue
+ * ("c").  The register layout of the "g" packet is learnt from the target
+ * description QEMU serves (qXfer:features:read), because it differs between
+ * QEMU builds (Debian's 7.2 puts cr0..efer before the x87 state, upstream
+ * after the SSE state).
+ *
+ * Both acknowledgement modes are spoken: QStartNoAckMode when the stub
+ * offers it, otherwise classic "+"/"-" acks, with our acks piggy-backed on
+ * the next write.  (An unacked reply makes QEMU swallow the next "\x03".)
+ *
+ * vCPU numbering: QEMU's thread id for a vCPU is its cpu_index + 1; the
+ * thread list (qfThreadInfo) is sorted, and position i in it is vCPU i.
+ *
+ * Errors: 0 or -errno.  -ETIMEDOUT: no answer in time; -EPIPE: the stub
+ * went away (QEMU exited); -ESHUTDOWN: the stub reported the target exited
+ * ("W"/"X" packet); -EPROTO: an answer we cannot use; -EIO: the stub
+ * answered with an error ("Exx").  Not thread-safe: one user at a time.
+ */
+#ifndef OPVM_GDBSTUB_H
+#define OPVM_GDBSTUB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GDBSTUB_MAX_THREADS	256	/* vCPUs we track */
+
+struct gdbstub;
+
+struct gdbstub_regs {
+	uint64_t rip;
+	uint64_t cr3;
+	uint32_t cs;		/* selector; CPL = cs & 3 */
+};
+
+/*
+ * Connects to addr and performs the handshake (qSupported, no-ack mode if
+ * offered, target description, thread list, physical memory mode).
+ * addr: "unix:/path", "tcp:HOST:PORT" or "HOST:PORT".  Connecting to QEMU's
+ * gdbstub stops the guest (QEMU does that on every new connection); the
+ * caller resumes it with gdbstub_continue() when it wants it running.
+ * Returns NULL and sets errno; *why (if non-NULL) then names the step that
+ * failed (a static string).
+ */
+struct gdbstub *gdbstub_open(const char *addr, unsigned timeout_ms, const char **why);
+void gdbstub_close(struct gdbstub *gs);		/* NULL-safe; does not resume */
+
+unsigned gdbstub_nr_threads(const struct gdbstub *gs);
+/* 1 if physical memory reads work (QEMU's Qqemu.PhyMemMode). */
+int gdbstub_has_phys(const struct gdbstub *gs);
+int gdbstub_fd(const struct gdbstub *gs);
+
+/*
+ * Sends "\x03" and waits up to timeout_ms for the stop reply.  Returns 0
+ * when the guest is stopped, -ETIMEDOUT when no stop reply came (the guest
+ * was not running: QEMU ignores "\x03" then), -EPIPE, -ESHUTDOWN.
+ */
+int gdbstub_interrupt(struct gdbstub *gs, unsigned timeout_ms);
+
+/*
+ * Reads without blocking whatever the stub sent unprompted.  Returns the
+ * number of stop replies seen (QEMU sends one whenever the VM stops for
+ * another reason: a pause from the monitor, a new gdb connection), or
+ * -EPIPE / -ESHUTDOWN.
+ */
+int gdbstub_drain(struct gdbstub *gs);
+
+/*
+ * With the guest stopped: reads the registers of every vCPU in regs[0..n)
+ * (n = min(nr, gdbstub_nr_threads)), and, if len > 0, len bytes of guest-
+ * physical memory at pa into buf.  All requests go out in one write and the
+ * answers are read back in order, so the cost is one round trip.
+ * Returns 0, or -errno; *mem_err gets the memory read's own result (0 or
+ * -EIO), so registers stay usable when the memory is not.
+ */
+int gdbstub_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
+		   uint64_t pa, void *buf, size_t len, int *mem_err);
+
+int gdbstub_read_regs(struct gdbstub *gs, unsigned vcpu, struct gdbstub_regs *out);
+/* Guest-physical read (len <= 64 KiB).  -ENOTSUP without PhyMemMode. */
+int gdbstub_read_phys(struct gdbstub *gs, uint64_t pa, void *buf, size_t len);
+
+/* Resumes every vCPU ("c"); no reply is expected. */
+int gdbstub_continue(struct gdbstub *gs);
+
+/* Sends one packet and waits for its reply (stop replies that arrive first
+ * are skipped).  reply is NUL-terminated; returns its length or -errno. */
+int gdbstub_request(struct gdbstub *gs, const char *cmd, char *reply, size_t cap,
+		    unsigned timeout_ms);
+
+/*
+ * Register layout helper, exposed for tests: walks a target-description XML
+ * fragment and records the byte offset and size of the registers named
+ * rip, cs and cr3 in the "g" packet.  *next_off is the offset of the next
+ * register (in/out, so fragments chain).  Returns 0 or -EPROTO.
+ */
+struct gdbstub_layout {
+	int rip_off, rip_size;
+	int cs_off, cs_size;
+	int cr3_off, cr3_size;
+	int next_off;		/* bytes covered so far */
+	int next_regnum;
+};
+void gdbstub_layout_init(struct gdbstub_layout *l);
+int gdbstub_layout_parse(struct gdbstub_layout *l, const char *xml, size_t len);
+
+#endif /* OPVM_GDBSTUB_H */
