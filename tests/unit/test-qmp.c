@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+/*
+ * QMP client against a real QEMU (TCG, BIOS only, 2 vCPUs): capabilities,
+ * vCPU threads, status, HMP passthrough, starting a gdbstub at run time and
+ * talking to it, events (stop/resume/reset), QEMU quitting.  Skipped with
+ * the reason when qemu-system-x86_64 is not installed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "vmm/gdbstub.h"
+#include "vmm/qmp.h"
+
+struct qemu {
+	pid_t pid;
+	char dir[128];
+	char qmp[200];
+};
+
+static int qemu_start(struct qemu *q)
+{
+	char chardev[256];
+	struct stat st;
+
+	snprintf(q->dir, sizeof(q->dir), "/tmp/opvm-test-qmp.XXXXXX");
+	if (!mkdtemp(q->dir))
+		return -1;
+	snprintf(q->qmp, sizeof(q->qmp), "%s/qmp.sock", q->dir);
+	snprintf(chardev, sizeof(chardev), "unix:%s,server=on,wait=off", q->qmp);
+	q->pid = fork();
+	if (q->pid == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		dup2(null, 0);
+		dup2(null, 1);
+		execlp("qemu-system-x86_64", "qemu-system-x86_64", "-accel", "tcg",
+		       "-nodefaults", "-nographic", "-m", "32", "-smp", "2", "-S",
+		       "-qmp", chardev, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 500; i++) {
+		if (!stat(q->qmp, &st))
+			return 0;
+		usleep(10000);
+	}
+	return -1;
+}
+
+static void qemu_reap(struct qemu *q)
+{
+	if (q->pid > 0) {
+		kill(q->pid, SIGKILL);
+		waitpid(q->pid, NULL, 0);
+		q->pid = 0;
+	}
+	unlink(q->qmp);
+	rmdir(q->dir);
+}
+
+static void test_qmp(void **state)
+{
+	struct qemu q = { 0 };
+	struct qmp *m;
+	struct gdbstub *gs;
+	struct gdbstub_regs r;
+	char *out = NULL, errbuf[256] = "", gdbaddr[300];
+	int tids[4] = { 0 }, ev = 0;
+
+	(void)state;
+	if (system("command -v qemu-system-x86_64 >/dev/null 2>&1")) {
+		printf("SKIP: qemu-system-x86_64 is not installed\n");
+		skip();
+	}
+	assert_int_equal(qemu_start(&q), 0);
+	m = qmp_open(q.qmp, 5000);
+	assert_non_null(m);
+
+	assert_int_equal(qmp_vcpu_threads(m, tids, 4, 2000), 2);
+	assert_true(tids[0] > 0 && tids[1] > 0 && tids[0] != tids[1]);
+	assert_int_equal(qmp_running(m, 2000), 0);
+
+	assert_int_equal(qmp_hmp(m, "info status", &out, 2000), 0);
+	assert_non_null(strstr(out, "paused"));
+	free(out);
+
+	assert_int_equal(qmp_execute(m, "no-such-command", NULL, NULL, errbuf,
+				     sizeof(errbuf), 2000), -EREMOTEIO);
+	assert_true(errbuf[0] != '\0');
+
+	/* A gdbstub started at run time through the monitor, as attach does. */
+	snprintf(gdbaddr, sizeof(gdbaddr), "gdbserver unix:%s/gdb.sock,server=on,wait=off", q.dir);
+	assert_int_equal(qmp_hmp(m, gdbaddr, NULL, 2000), 0);
+	snprintf(gdbaddr, sizeof(gdbaddr), "unix:%s/gdb.sock", q.dir);
+	gs = gdbstub_open(gdbaddr, 5000, NULL);
+	assert_non_null(gs);
+	assert_int_equal(gdbstub_nr_threads(gs), 2);
+	assert_int_equal(gdbstub_read_regs(gs, 0, &r), 0);
+	assert_int_equal(r.cs, 0xf000);
+
+	/* gdb "continue" runs the VM: QMP sees RESUME and status running. */
+	assert_int_equal(gdbstub_continue(gs), 0);
+	usleep(100000);
+	assert_int_equal(qmp_running(m, 2000), 1);
+	ev = qmp_take_events(m);
+	assert_true(ev & QMP_EV_RESUME);
+
+	/* A stop from the monitor reaches the gdbstub as a stop reply. */
+	assert_int_equal(qmp_execute(m, "stop", NULL, NULL, NULL, 0, 2000), 0);
+	usleep(100000);
+	assert_int_equal(gdbstub_drain(gs), 1);
+	assert_int_equal(gdbstub_interrupt(gs, 200), -ETIMEDOUT);
+	assert_int_equal(qmp_execute(m, "cont", NULL, NULL, NULL, 0, 2000), 0);
+
+	assert_int_equal(qmp_execute(m, "system_reset", NULL, NULL, NULL, 0, 2000), 0);
+	usleep(100000);
+	ev = qmp_take_events(m);
+	assert_true(ev & QMP_EV_RESET);
+
+	/* Still sampling after the reset. */
+	assert_int_equal(gdbstub_interrupt(gs, 2000), 0);
+	assert_int_equal(gdbstub_read_regs(gs, 1, &r), 0);
+	assert_int_equal(gdbstub_continue(gs), 0);
+
+	qmp_execute(m, "quit", NULL, NULL, NULL, 0, 2000);
+	waitpid(q.pid, NULL, 0);
+	q.pid = 0;
+	ev = 0;
+	for (int i = 0; i < 10 && ev >= 0; i++)
+		ev = qmp_take_events(m);
+	assert_int_equal(ev, -EPIPE);
+	assert_int_equal(qmp_running(m, 500), -EPIPE);
+	gdbstub_close(gs);
+	qmp_close(m);
+	unlink(gdbaddr + 5);
+	qemu_reap(&q);
+}
+
+static void test_qmp_no_socket(void **state)
+{
+	(void)state;
+	assert_null(qmp_open("/nonexistent/opvm/qmp.sock", 100));
+	assert_int_equal(errno, ENOENT);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_qmp_no_socket),
+		cmocka_unit_test(test_qmp),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
