@@ -54,11 +54,11 @@ const struct events_builtin_file events_builtin_files[] = {
 	  "event:0xc0 um:zero minimum:6000 default:100000 perf:raw name:RETIRED_INSTRUCTIONS : Instructions retired (ExRetInstr)\n"
 	  "event:0xc1 um:zero minimum:6000 default:100000 perf:raw name:RETIRED_UOPS : Micro-ops retired (ExRetCops)\n"
 	  "event:0xc2 um:zero minimum:500 default:100000 perf:raw name:RETIRED_BRANCH_INSTRUCTIONS : Branch instructions retired, including exceptions and interrupts (ExRetBrn)\n"
-	  "event:0xc3 um:zero minimum:500 default:100000 perf:raw name:RETIRED_BRANCH_INSTRUCTIONS_MISPREDICTED : Mispredicted branch instructions retired (ExRetBrnMisp)\n"
-	  "event:0xc4 um:zero minimum:500 default:100000 perf:raw name:RETIRED_TAKEN_BRANCH_INSTRUCTIONS : Taken branch instructions retired (ExRetBrnTkn)\n"
+	  "event:0xc3 um:zero minimum:500 default:100000 perf:raw name:RETIRED_BRANCHES_MISPREDICTED : Mispredicted branch instructions retired (ExRetBrnMisp)\n"
+	  "event:0xc4 um:zero minimum:500 default:100000 perf:raw name:RETIRED_TAKEN_BRANCHES : Taken branch instructions retired (ExRetBrnTkn)\n"
 	  "event:0x60 um:l2_request minimum:500 default:100000 perf:raw name:L2_CACHE_REQUESTS : Requests to the L2 cache, by kind (L2RequestG1); the kernel's cache-references\n"
 	  "event:0x64 um:l2_miss minimum:500 default:100000 perf:raw name:L2_CACHE_MISS : L2 cache requests that missed, from instruction or data cache misses (L2CacheReqStat); the kernel's cache-misses\n"
-	  "event:0x43 um:fill_source minimum:500 default:100000 perf:raw name:DATA_CACHE_REFILLS_FROM_SYSTEM : Demand data cache fills, by where the line came from (LsRefillsFromSys)\n"
+	  "event:0x43 um:fill_source minimum:500 default:100000 perf:raw name:DATA_CACHE_FILLS_FROM_SYSTEM : Demand data cache fills, by where the line came from (LsRefillsFromSys)\n"
 	},
 	{ "x86-amd-fam19h.events",
 	  "# AMD family 19h (Zen 3, Zen 4) core performance events, from AMD's\n"
@@ -73,11 +73,11 @@ const struct events_builtin_file events_builtin_files[] = {
 	  "event:0xc0 um:zero minimum:6000 default:100000 perf:raw name:RETIRED_INSTRUCTIONS : Instructions retired (ExRetInstr)\n"
 	  "event:0xc1 um:zero minimum:6000 default:100000 perf:raw name:RETIRED_OPS : Macro-ops retired (ExRetOps)\n"
 	  "event:0xc2 um:zero minimum:500 default:100000 perf:raw name:RETIRED_BRANCH_INSTRUCTIONS : Branch instructions retired, including exceptions and interrupts (ExRetBrn)\n"
-	  "event:0xc3 um:zero minimum:500 default:100000 perf:raw name:RETIRED_BRANCH_INSTRUCTIONS_MISPREDICTED : Mispredicted branch instructions retired (ExRetBrnMisp)\n"
-	  "event:0xc4 um:zero minimum:500 default:100000 perf:raw name:RETIRED_TAKEN_BRANCH_INSTRUCTIONS : Taken branch instructions retired (ExRetBrnTkn)\n"
+	  "event:0xc3 um:zero minimum:500 default:100000 perf:raw name:RETIRED_BRANCHES_MISPREDICTED : Mispredicted branch instructions retired (ExRetBrnMisp)\n"
+	  "event:0xc4 um:zero minimum:500 default:100000 perf:raw name:RETIRED_TAKEN_BRANCHES : Taken branch instructions retired (ExRetBrnTkn)\n"
 	  "event:0x60 um:l2_request minimum:500 default:100000 perf:raw name:L2_CACHE_REQUESTS : Requests to the L2 cache, by kind (L2RequestG1); the kernel's cache-references\n"
 	  "event:0x64 um:l2_miss minimum:500 default:100000 perf:raw name:L2_CACHE_MISS : L2 cache requests that missed, from instruction or data cache misses (L2CacheReqStat); the kernel's cache-misses\n"
-	  "event:0x43 um:fill_source minimum:500 default:100000 perf:raw name:DEMAND_DATA_CACHE_FILLS_FROM_SYSTEM : Demand data cache fills, by where the line came from (LsDmndFillsFromSys)\n"
+	  "event:0x43 um:fill_source minimum:500 default:100000 perf:raw name:DATA_CACHE_FILLS_FROM_SYSTEM : Demand data cache fills, by where the line came from (LsDmndFillsFromSys)\n"
 	},
 	{ "x86-intel-arch.events",
 	  "# Intel architectural performance events (CPUID leaf 0xA): present on every\n"

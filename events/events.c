@@ -1021,7 +1021,7 @@ struct events_db *events_db_load(const char *family, unsigned flags,
 {
 	struct opvm_cpu_id cpu;
 	const char *env;
-	char exe[PATH_MAX], dir[PATH_MAX];
+	char exe[PATH_MAX], dir[PATH_MAX], real[PATH_MAX];
 	static const char *const rel[] = { "share/opvm/events", "events/data" };
 	ssize_t n;
 
@@ -1051,10 +1051,16 @@ struct events_db *events_db_load(const char *family, unsigned flags,
 				if (snprintf(dir, sizeof(dir), "%s/../%s", exe,
 					     rel[i]) >= (int)sizeof(dir))
 					continue;
-				if (dir_has(dir, family))
+				if (dir_has(dir, family)) {
+					/* "/usr/bin/../share/..." reads badly
+					 * in messages: resolve it. */
+					if (realpath(dir, real))
+						return events_db_load_dir(real,
+							family, flags, err, errlen);
 					return events_db_load_dir(dir, family,
 								  flags, err,
 								  errlen);
+				}
 			}
 		}
 	}
