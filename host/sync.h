@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sync: drains one guest's per-vCPU rings, attributes every sample with the
+ * guest-state model and adds it to the guest's sample files.
+ *
+ * Attribution rules (OProfile's, adapted to a whole guest):
+ *
+ *  Kernel samples (CPL != 3):
+ *   - image: the module whose core text holds rip (gstate_module_find), file
+ *     offset rip - base; otherwise "vmlinux" at the run-time address (the
+ *     report removes the KASLR slide).  kernel = 1.
+ *   - task: named by the current-task slot (OPVM_SAMPLE_SLOT), never by CR3:
+ *     kernel threads run on whatever CR3 the last user task left (lazy TLB).
+ *     Without a slot, CR3 names the process.
+ *   - app: with OPVM_SEP_KERNEL, the task's executable path (else its comm);
+ *     "{kthread}" for kernel threads, "{idle}" for pid 0, "{unknown}" for a
+ *     task the model does not know, and "{anon-cr3:0x...}" when the guest
+ *     module never spoke.  Without OPVM_SEP_KERNEL the app is the image
+ *     itself, as in OProfile.
+ *  User samples (CPL 3):
+ *   - process: normalised CR3 -> gstate_proc_by_cr3(), else the slot's tgid.
+ *   - mapping: gstate_map_find(); image = the cookie's path, offset
+ *     rip - start + pgoff, build-id from the cookie; an anonymous executable
+ *     mapping (cookie 0, e.g. a JIT) is image "{anon}" at the virtual address.
+ *   - app: the process's executable path, else its comm.  OPVM_SEP_LIB keeps
+ *     libraries under their app's {dep}; otherwise each image is its own app.
+ *  Everywhere: OPVM_SEP_THREAD keeps tgid/tid (else "all"), OPVM_SEP_CPU
+ *  keeps the vCPU (else "all").
+ *
+ * Late guest state: the channel may lag the sampler (a process runs before
+ * its PROC/MMAP records are decoded).  A user sample whose process or mapping
+ * is unknown while the guest module is present (a HELLO was seen) is held in
+ * a bounded per-guest queue and retried at every sync for hold_ms.  On expiry
+ * it is filed anyway, never dropped: under "{anon}" of its known process
+ * (counted in lost_no_mapping) or under app/image "{anon-cr3:0x<cr3>}"
+ * (counted in lost_no_process).  A full queue files its oldest sample the
+ * same way to make room.  sync_flush() files everything still held.
+ *  Without any guest module (no HELLO ever), user samples go straight to
+ * "{anon-cr3:0x<cr3>}" per address space (counted in unresolved), kernel
+ * samples to vmlinux.
+ *
+ * Call chains are carried by the rings but not filed yet (the store keeps
+ * flat profiles).
+ *
+ * Hot path: a per-vCPU last-hit cache (address space, mapping, sample file)
+ * and a small hash from (app, image, tgid, tid, cpu, event) to struct sfile*,
+ * both dropped whenever gstate_generation() moves.
+ *
+ * Threads: everything runs in the caller's thread (the collector's loop);
+ * only the rings are shared, with their producers.
+ */
+#ifndef OPVM_SYNC_H
+#define OPVM_SYNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "host/sample.h"
+#include "host/stats.h"
+
+struct sync;
+struct store;
+struct gstate;
+struct ring;
+
+struct sync_config {
+	unsigned hold_ms;	/* how long to hold unresolved user samples;
+				 * 0: file them at once */
+	size_t hold_max;	/* held samples at most; 0: default 65536 */
+};
+
+/* rings[0..nr_rings) are drained in order; the sync does not own st, gs or
+ * the rings.  cfg may be NULL for the defaults (hold 2000 ms).  Returns NULL
+ * and sets errno. */
+struct sync *sync_new(struct store *st, struct gstate *gs,
+		      struct ring *const *rings, unsigned nr_rings,
+		      const struct sync_config *cfg);
+void sync_free(struct sync *s);		/* NULL-safe; files nothing */
+
+/* Retries held samples (filing those older than hold_ms), then drains every
+ * ring.  now_ms is a monotonic clock in milliseconds.  Returns 0, or the
+ * first -errno from the store (the samples concerned are counted in
+ * sync_store_errors(); draining goes on). */
+int sync_run(struct sync *s, uint64_t now_ms);
+
+/* sync_run(), then files every held sample at once (end of session). */
+int sync_flush(struct sync *s, uint64_t now_ms);
+
+/* Attributes one sample as if popped from a ring (tests, benchmarks). */
+int sync_sample(struct sync *s, const struct opvm_sample *smp, uint64_t now_ms);
+
+/* Totals so far: the sync's counters, lost_overflow summed over the rings and
+ * guest_lost from the guest-state model.  throttled is left 0 (the sampler
+ * knows it). */
+void sync_get_stats(const struct sync *s, struct opvm_stats *out);
+size_t sync_nr_held(const struct sync *s);
+uint64_t sync_store_errors(const struct sync *s);
+
+#endif /* OPVM_SYNC_H */

@@ -1,0 +1,550 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unit tests for sync (host/sync.c): attribution rules, separation, late
+ * guest state held back and resolved, expiry and overflow accounting, and
+ * the seed test (a 1 %/99 % profile survives rings -> sync -> sample files).
+ * Results are read back from the sample files with the store's reader.
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdbool.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "host/gstate.h"
+#include "host/ring.h"
+#include "host/store.h"
+#include "host/sync.h"
+
+#define S(x) x, sizeof(x) - 1
+
+#define CR3_A	0x1234000ull	/* process 100, /bin/app */
+#define CR3_B	0x5678000ull	/* process 200, /usr/bin/other */
+#define EXE_LO	0x400000ull
+#define EXE_HI	0x480000ull
+#define LIBC_LO	0x7f0000000000ull
+#define LIBC_HI	0x7f0000200000ull
+#define MOD_LO	0xffffffffc0010000ull
+#define KTEXT	0xffffffff81000000ull
+
+struct fix {
+	char dir[256];
+	struct store *st;
+	struct gstate *gs;
+	struct sync *sy;
+	struct ring *rings[2];
+};
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return remove(p);
+}
+
+static void fix_open(struct fix *f, unsigned sep, unsigned hold_ms, size_t hold_max,
+		     bool hello)
+{
+	struct store_event ev[2] = { { .name = "TIMER", .count = 1 },
+				     { .name = "CYCLES", .count = 100000 } };
+	struct sync_config cfg = { .hold_ms = hold_ms, .hold_max = hold_max };
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(f->dir, sizeof(f->dir), "%s/opvm-test-sync-XXXXXX", tmp ? tmp : "/tmp");
+	assert_non_null(mkdtemp(f->dir));
+	f->st = store_open(f->dir, "g1", ev, 2, sep, 0);
+	assert_non_null(f->st);
+	f->gs = gstate_new(NULL);
+	assert_non_null(f->gs);
+	f->rings[0] = ring_new(1 << 16);
+	f->rings[1] = ring_new(1 << 16);
+	assert_non_null(f->rings[0]);
+	assert_non_null(f->rings[1]);
+	f->sy = sync_new(f->st, f->gs, f->rings, 2, &cfg);
+	assert_non_null(f->sy);
+	if (hello) {
+		struct gstate_hello h = { .version = 1, .nr_cpus = 2 };
+
+		assert_int_equal(gstate_hello(f->gs, &h), 0);
+		assert_int_equal(gstate_cookie(f->gs, 1, S("/bin/app"), (const uint8_t *)"\xab\xcd", 2), 0);
+		assert_int_equal(gstate_cookie(f->gs, 2, S("/lib/libc.so.6"), NULL, 0), 0);
+		assert_int_equal(gstate_cookie(f->gs, 3, S("/usr/bin/other"), NULL, 0), 0);
+		assert_int_equal(gstate_proc(f->gs, 100, 1, CR3_A | 0x1005, S("app"), 1), 0);
+		assert_int_equal(gstate_thread(f->gs, 101, 100, S("app-worker")), 0);
+		assert_int_equal(gstate_mmap(f->gs, 100, EXE_LO, EXE_HI, 0x1000, 1), 0);
+		assert_int_equal(gstate_mmap(f->gs, 100, LIBC_LO, LIBC_HI, 0x26000, 2), 0);
+		assert_int_equal(gstate_proc(f->gs, 200, 1, CR3_B, S("other"), 3), 0);
+		assert_int_equal(gstate_mmap(f->gs, 200, EXE_LO, EXE_HI, 0, 3), 0);
+		assert_int_equal(gstate_module(f->gs, S("e1000"), MOD_LO, 0x8000), 0);
+	}
+}
+
+static void fix_close(struct fix *f)
+{
+	sync_free(f->sy);
+	store_close(f->st);
+	gstate_free(f->gs);
+	ring_free(f->rings[0]);
+	ring_free(f->rings[1]);
+	nftw(f->dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static struct opvm_sample user(uint64_t cr3, uint64_t rip, uint32_t tid, uint32_t tgid)
+{
+	return (struct opvm_sample){
+		.rip = rip, .cr3 = cr3, .slot_cr3 = cr3, .slot_tid = tid,
+		.slot_tgid = tgid, .cpl = 3, .flags = tid ? OPVM_SAMPLE_SLOT : 0,
+	};
+}
+
+static struct opvm_sample kern(uint64_t cr3, uint64_t rip, uint32_t tid, uint32_t tgid,
+			       uint8_t flags)
+{
+	return (struct opvm_sample){
+		.rip = rip, .cr3 = cr3, .slot_tid = tid, .slot_tgid = tgid,
+		.cpl = 0, .flags = flags,
+	};
+}
+
+/* ---- reading results back ------------------------------------------------ */
+
+struct query {
+	const char *app, *image;	/* app NULL: any */
+	int64_t tgid, tid, cpu;		/* -2: any */
+	const char *event;		/* NULL: any */
+	uint64_t offset;		/* UINT64_MAX: all offsets */
+	uint64_t lo, len;		/* len != 0: offsets in [lo, lo + len) */
+	uint64_t sum;
+	unsigned files;
+	int kernel;
+};
+
+static int sum_cb(uint64_t off, uint64_t count, void *arg)
+{
+	struct query *q = arg;
+
+	if (q->len ? off - q->lo < q->len : (q->offset == UINT64_MAX || q->offset == off))
+		q->sum += count;
+	return 0;
+}
+
+static int walk_cb(const struct store_entry *e, void *arg)
+{
+	struct query *q = arg;
+	struct sfile_reader *r;
+	char err[256];
+
+	if (q->image && strcmp(e->image, q->image))
+		return 0;
+	if (q->app && strcmp(e->app, q->app))
+		return 0;
+	if ((q->tgid != -2 && e->tgid != q->tgid) || (q->tid != -2 && e->tid != q->tid) ||
+	    (q->cpu != -2 && e->cpu != q->cpu))
+		return 0;
+	if (q->event && strcmp(e->event, q->event))
+		return 0;
+	r = sfile_reader_open(e->path, err, sizeof(err));
+	if (!r)
+		fail_msg("cannot read %s: %s", e->path, err);
+	q->files++;
+	q->kernel = e->kernel;
+	assert_int_equal(sfile_reader_foreach(r, sum_cb, q), 0);
+	sfile_reader_close(r);
+	return 0;
+}
+
+static uint64_t count_at(struct fix *f, const char *app, const char *image,
+			 int64_t tgid, int64_t tid, int64_t cpu, uint64_t offset,
+			 unsigned *files)
+{
+	struct query q = { .app = app, .image = image, .tgid = tgid, .tid = tid,
+			   .cpu = cpu, .offset = offset };
+
+	assert_int_equal(store_sync(f->st), 0);
+	assert_int_equal(store_walk(f->dir, "current", walk_cb, &q, NULL), 0);
+	if (files)
+		*files = q.files;
+	return q.sum;
+}
+
+#define ANY -2
+#define ALL UINT64_MAX
+
+static uint64_t count_range(struct fix *f, const char *image, uint64_t lo, uint64_t len)
+{
+	struct query q = { .image = image, .tgid = ANY, .tid = ANY, .cpu = ANY,
+			   .lo = lo, .len = len };
+
+	assert_int_equal(store_sync(f->st), 0);
+	assert_int_equal(store_walk(f->dir, "current", walk_cb, &q, NULL), 0);
+	return q.sum;
+}
+
+static void test_kernel(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+	struct opvm_stats st;
+
+	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
+	s = kern(CR3_A, KTEXT + 0x1234, 100, 100, OPVM_SAMPLE_SLOT);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s.rip = MOD_LO + 0x42;
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s.rip = MOD_LO + 0x8000;	/* just past the module */
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	/* vmlinux keeps the run-time address, modules the offset from base */
+	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", -1, -1, -1, KTEXT + 0x1234, NULL), 2);
+	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", -1, -1, -1, MOD_LO + 0x8000, NULL), 1);
+	assert_int_equal(count_at(&f, "e1000", "e1000", -1, -1, -1, 0x42, NULL), 1);
+	sync_get_stats(f.sy, &st);
+	assert_int_equal(st.received, 4);
+	assert_int_equal(st.kernel, 4);
+	assert_int_equal(st.user, 0);
+	fix_close(&f);
+}
+
+static void test_user_and_lib(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+	struct opvm_stats st;
+	unsigned files;
+
+	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
+	/* raw CR3 with PCID and the PTI bit: normalised before lookup */
+	s = user(CR3_A | 0x1005 | (1ull << 63), EXE_LO + 0x10, 100, 100);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s.rip = LIBC_LO + 0x100;
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = user(CR3_B, EXE_LO + 0x10, 200, 200);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	/* file offsets: addr - start + pgoff */
+	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", -1, -1, -1, 0x1010, NULL), 1);
+	assert_int_equal(count_at(&f, "/lib/libc.so.6", "/lib/libc.so.6", -1, -1, -1, 0x26100, NULL), 1);
+	assert_int_equal(count_at(&f, "/usr/bin/other", "/usr/bin/other", -1, -1, -1, 0x10, &files), 1);
+	assert_int_equal(files, 1);
+	sync_get_stats(f.sy, &st);
+	assert_int_equal(st.user, 3);
+	assert_int_equal(st.lost_no_mapping + st.lost_no_process + st.unresolved, 0);
+	fix_close(&f);
+
+	/* --separate=lib: libc under the app's {dep} */
+	fix_open(&f, OPVM_SEP_LIB, 1000, 0, true);
+	s = user(CR3_A, LIBC_LO + 0x100, 100, 100);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = user(CR3_A, EXE_LO, 100, 100);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(count_at(&f, "/bin/app", "/lib/libc.so.6", -1, -1, -1, 0x26100, NULL), 1);
+	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", -1, -1, -1, 0x1000, NULL), 1);
+	assert_int_equal(count_at(&f, "/lib/libc.so.6", "/lib/libc.so.6", ANY, ANY, ANY, ALL, NULL), 0);
+	fix_close(&f);
+}
+
+static void test_thread_cpu(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+
+	fix_open(&f, OPVM_SEP_THREAD | OPVM_SEP_CPU, 1000, 0, true);
+	s = user(CR3_A, EXE_LO + 8, 100, 100);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = user(CR3_A, EXE_LO + 8, 101, 100);	/* worker thread */
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s.vcpu = 1;
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", 100, 100, 0, 0x1008, NULL), 1);
+	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", 100, 101, 0, 0x1008, NULL), 2);
+	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", 100, 101, 1, 0x1008, NULL), 1);
+	fix_close(&f);
+
+	/* merged: one file with tgid/tid/cpu "all" */
+	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
+	s = user(CR3_A, EXE_LO + 8, 100, 100);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = user(CR3_A, EXE_LO + 8, 101, 100);
+	s.vcpu = 1;
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	{
+		unsigned files;
+
+		assert_int_equal(count_at(&f, "/bin/app", "/bin/app", -1, -1, -1, 0x1008, &files), 2);
+		assert_int_equal(files, 1);
+	}
+	fix_close(&f);
+}
+
+/* Kernel samples are named by the slot, not CR3: a kernel thread running on
+ * the borrowed CR3 of process 100 is not process 100. */
+static void test_kernel_separation(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+
+	fix_open(&f, OPVM_SEP_KERNEL | OPVM_SEP_LIB | OPVM_SEP_THREAD, 1000, 0, true);
+	s = kern(CR3_A, KTEXT + 0x10, 101, 100, OPVM_SAMPLE_SLOT);	/* syscall in app */
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = kern(CR3_A, KTEXT + 0x20, 7, 7, OPVM_SAMPLE_SLOT | OPVM_SAMPLE_KTHREAD);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = kern(CR3_A, MOD_LO + 4, 0, 0, OPVM_SAMPLE_SLOT);	/* idle task */
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = kern(CR3_B, KTEXT + 0x30, 0, 0, 0);			/* no slot: CR3 */
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(count_at(&f, "/bin/app", "vmlinux", 100, 101, -1, KTEXT + 0x10, NULL), 1);
+	assert_int_equal(count_at(&f, "{kthread}", "vmlinux", 7, 7, -1, KTEXT + 0x20, NULL), 1);
+	assert_int_equal(count_at(&f, "/bin/app", "vmlinux", ANY, ANY, ANY, KTEXT + 0x20, NULL), 0);
+	assert_int_equal(count_at(&f, "{idle}", "e1000", 0, 0, -1, 4, NULL), 1);
+	assert_int_equal(count_at(&f, "/usr/bin/other", "vmlinux", 200, 200, -1, KTEXT + 0x30, NULL), 1);
+	fix_close(&f);
+
+	/* without --separate=kernel the kernel is its own app */
+	fix_open(&f, OPVM_SEP_LIB | OPVM_SEP_THREAD, 1000, 0, true);
+	s = kern(CR3_A, KTEXT + 0x10, 101, 100, OPVM_SAMPLE_SLOT);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", 100, 101, -1, KTEXT + 0x10, NULL), 1);
+	fix_close(&f);
+}
+
+/* The mapping arrives after the sample: held, then filed where it belongs. */
+static void test_hold_then_resolve(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+	struct opvm_stats st;
+
+	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
+	/* unknown mapping of a known process */
+	s = user(CR3_A, 0x900000 + 0x44, 100, 100);
+	assert_int_equal(ring_push(f.rings[0], &s), 0);
+	/* unknown process */
+	s = user(0xabc000, 0x500000 + 0x10, 300, 300);
+	assert_int_equal(ring_push(f.rings[1], &s), 0);
+	assert_int_equal(sync_run(f.sy, 100), 0);
+	assert_int_equal(sync_nr_held(f.sy), 2);
+	assert_int_equal(count_at(&f, NULL, NULL, ANY, ANY, ANY, ALL, NULL), 0);
+	/* nothing new: still held */
+	assert_int_equal(sync_run(f.sy, 500), 0);
+	assert_int_equal(sync_nr_held(f.sy), 2);
+	/* the channel catches up */
+	assert_int_equal(gstate_cookie(f.gs, 9, S("/opt/plugin.so"), NULL, 0), 0);
+	assert_int_equal(gstate_mmap(f.gs, 100, 0x900000, 0x901000, 0x2000, 9), 0);
+	assert_int_equal(gstate_proc(f.gs, 300, 1, 0xabc000, S("late"), 3), 0);
+	assert_int_equal(gstate_mmap(f.gs, 300, 0x500000, 0x501000, 0, 3), 0);
+	assert_int_equal(sync_run(f.sy, 900), 0);
+	assert_int_equal(sync_nr_held(f.sy), 0);
+	assert_int_equal(count_at(&f, "/opt/plugin.so", "/opt/plugin.so", -1, -1, -1, 0x2044, NULL), 1);
+	assert_int_equal(count_at(&f, "/usr/bin/other", "/usr/bin/other", -1, -1, -1, 0x10, NULL), 1);
+	sync_get_stats(f.sy, &st);
+	assert_int_equal(st.received, 2);
+	assert_int_equal(st.user, 2);
+	assert_int_equal(st.lost_no_mapping, 0);
+	assert_int_equal(st.lost_no_process, 0);
+	fix_close(&f);
+}
+
+/* Never resolved: filed on expiry under anonymous names, and counted. */
+static void test_hold_expiry(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+	struct opvm_stats st;
+
+	fix_open(&f, OPVM_SEP_LIB, 1000, 0, true);
+	s = user(CR3_A, 0x900000 + 0x44, 100, 100);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = user(0xabc000, 0x500010, 300, 300);
+	assert_int_equal(sync_sample(f.sy, &s, 10), 0);
+	assert_int_equal(sync_nr_held(f.sy), 2);
+	assert_int_equal(sync_run(f.sy, 999), 0);
+	assert_int_equal(sync_nr_held(f.sy), 2);
+	assert_int_equal(sync_run(f.sy, 1000), 0);	/* first one expires */
+	assert_int_equal(sync_nr_held(f.sy), 1);
+	sync_get_stats(f.sy, &st);
+	assert_int_equal(st.lost_no_mapping, 1);
+	assert_int_equal(st.lost_no_process, 0);
+	assert_int_equal(sync_run(f.sy, 1010), 0);
+	assert_int_equal(sync_nr_held(f.sy), 0);
+	sync_get_stats(f.sy, &st);
+	assert_int_equal(st.lost_no_process, 1);
+	assert_int_equal(st.user, 2);
+	assert_int_equal(count_at(&f, "/bin/app", "{anon}", -1, -1, -1, 0x900044, NULL), 1);
+	assert_int_equal(count_at(&f, "{anon-cr3:0xabc000}", "{anon-cr3:0xabc000}",
+				  -1, -1, -1, 0x500010, NULL), 1);
+	fix_close(&f);
+}
+
+/* A full hold queue files its oldest sample (counted), never drops; the
+ * final flush files the rest. */
+static void test_hold_overflow_and_flush(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+	struct opvm_stats st;
+
+	fix_open(&f, OPVM_SEP_NONE, 60000, 4, true);
+	for (int i = 0; i < 10; i++) {
+		s = user(0xdee000, 0x500000 + i, 300, 300);
+		assert_int_equal(ring_push(f.rings[i & 1], &s), 0);
+	}
+	assert_int_equal(sync_run(f.sy, 1), 0);
+	assert_int_equal(sync_nr_held(f.sy), 4);
+	sync_get_stats(f.sy, &st);
+	assert_int_equal(st.lost_no_process, 6);
+	assert_int_equal(sync_flush(f.sy, 2), 0);
+	assert_int_equal(sync_nr_held(f.sy), 0);
+	sync_get_stats(f.sy, &st);
+	assert_int_equal(st.lost_no_process, 10);
+	assert_int_equal(st.received, 10);
+	assert_int_equal(count_at(&f, NULL, "{anon-cr3:0xdee000}", ANY, ANY, ANY, ALL, NULL), 10);
+	fix_close(&f);
+}
+
+/* No guest module: user samples go per address space right away. */
+static void test_no_module(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+	struct opvm_stats st;
+
+	fix_open(&f, OPVM_SEP_NONE, 1000, 0, false);
+	s = user(0x42000 | 0x3, 0x401000, 0, 0);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = kern(0x42000, KTEXT + 5, 0, 0, 0);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(sync_nr_held(f.sy), 0);
+	sync_get_stats(f.sy, &st);
+	assert_int_equal(st.unresolved, 2);
+	assert_int_equal(st.user, 2);
+	assert_int_equal(st.kernel, 1);
+	assert_int_equal(count_at(&f, "{anon-cr3:0x42000}", "{anon-cr3:0x42000}", -1, -1, -1,
+				  0x401000, NULL), 2);
+	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", -1, -1, -1, KTEXT + 5, NULL), 1);
+	fix_close(&f);
+}
+
+/* A cached mapping must not outlive a change of the model. */
+static void test_cache_invalidation(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+
+	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
+	s = user(CR3_A, EXE_LO + 0x10, 100, 100);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(gstate_exec(f.gs, 100, CR3_A, S("other"), 3), 0);
+	assert_int_equal(gstate_mmap(f.gs, 100, EXE_LO, EXE_HI, 0, 3), 0);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", ANY, ANY, ANY, ALL, NULL), 1);
+	assert_int_equal(count_at(&f, "/usr/bin/other", "/usr/bin/other", ANY, ANY, ANY, 0x10, NULL), 1);
+	/* a HELLO (reboot) forgets everything: held again */
+	{
+		struct gstate_hello h = { .version = 1 };
+
+		assert_int_equal(gstate_hello(f.gs, &h), 0);
+	}
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(sync_nr_held(f.sy), 1);
+	assert_int_equal(sync_flush(f.sy, 0), 0);
+	fix_close(&f);
+}
+
+/* Ring overflow shows in the stats. */
+static void test_overflow_stats(void **state)
+{
+	struct fix f;
+	struct opvm_sample s = user(CR3_A, EXE_LO, 100, 100);
+	struct opvm_stats st;
+	unsigned pushed = 0, dropped = 0;
+
+	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
+	for (int i = 0; i < 20000; i++) {
+		if (ring_push(f.rings[0], &s) == 0)
+			pushed++;
+		else
+			dropped++;
+	}
+	assert_true(dropped > 0);
+	assert_int_equal(sync_run(f.sy, 0), 0);
+	sync_get_stats(f.sy, &st);
+	assert_int_equal(st.received, pushed);
+	assert_int_equal(st.lost_overflow, dropped);
+	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", ANY, ANY, ANY, 0x1000, NULL), pushed);
+	fix_close(&f);
+}
+
+/*
+ * The seed test.  A program loops over function A (1 unit of work) then B
+ * (99 units); a timer samples it every 7 units (coprime to the loop, so the
+ * phase sweeps the whole loop).  After 100k samples through the rings, sync
+ * and the sample files, A must read 1 % and B 99 % (within 0.5 points).
+ */
+#define FN_A	0x401000ull	/* A: [0x401000, 0x401040) */
+#define FN_B	0x402000ull	/* B: [0x402000, 0x402400) */
+
+static void test_seed_1_99(void **state)
+{
+	struct fix f;
+	uint64_t t = 0, a, b, total;
+	struct opvm_stats st;
+
+	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
+	for (int i = 0; i < 100000; i++) {
+		uint64_t phase;
+		struct opvm_sample s;
+
+		t += 7;
+		phase = t % 100;
+		if (phase < 1)
+			s = user(CR3_A, FN_A + (t / 100) % 0x40, 100, 100);
+		else
+			s = user(CR3_A, FN_B + ((phase - 1) * 0x400) / 99, 100, 100);
+		s.vcpu = (uint32_t)(i & 1);
+		assert_int_equal(ring_push(f.rings[i & 1], &s), 0);
+		if (i % 4096 == 4095)	/* the collector's periodic sync */
+			assert_int_equal(sync_run(f.sy, 0), 0);
+	}
+	assert_int_equal(sync_flush(f.sy, 0), 0);
+	sync_get_stats(f.sy, &st);
+	assert_int_equal(st.received, 100000);
+	assert_int_equal(st.lost_overflow, 0);
+
+	/* read back and bin by function (file offset = addr - 0x400000 + 0x1000) */
+	total = count_at(&f, "/bin/app", "/bin/app", ANY, ANY, ANY, ALL, NULL);
+	assert_int_equal(total, 100000);
+	a = count_range(&f, "/bin/app", FN_A - EXE_LO + 0x1000, 0x40);
+	b = count_range(&f, "/bin/app", FN_B - EXE_LO + 0x1000, 0x400);
+	print_message("seed: A %.3f %%, B %.3f %% of %llu samples\n", 100.0 * a / total,
+		      100.0 * b / total, (unsigned long long)total);
+	assert_int_equal(a + b, total);
+	assert_true(fabs(100.0 * a / total - 1.0) <= 0.5);
+	assert_true(fabs(100.0 * b / total - 99.0) <= 0.5);
+	fix_close(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_kernel),
+		cmocka_unit_test(test_user_and_lib),
+		cmocka_unit_test(test_thread_cpu),
+		cmocka_unit_test(test_kernel_separation),
+		cmocka_unit_test(test_hold_then_resolve),
+		cmocka_unit_test(test_hold_expiry),
+		cmocka_unit_test(test_hold_overflow_and_flush),
+		cmocka_unit_test(test_no_module),
+		cmocka_unit_test(test_cache_invalidation),
+		cmocka_unit_test(test_overflow_stats),
+		cmocka_unit_test(test_seed_1_99),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
