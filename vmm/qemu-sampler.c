@@ -1,0 +1,649 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The "gdbstub" sampler backend for QEMU guests.  See qemu-sampler.h for
+ * the design (tick thread, channel relay, slot hand-over).
+ */
+#include <endian.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "guest-kmod/opvm_proto.h"
+#include "host/collector.h"
+#include "host/decoder.h"
+#include "host/ring.h"
+#include "host/sample.h"
+#include "vmm/gdbstub.h"
+#include "vmm/qemu-sampler.h"
+
+/* How long a running guest may take to answer "\x03" (a loaded host can be
+ * slow), and how long we wait when we believe someone else paused it. */
+#define STOP_TIMEOUT_MS		1000
+#define PAUSED_PROBE_MS		20
+/* The guest keeps at least 4/5 of its time: after a tick that cost C, the
+ * next one waits at least 4*C. */
+#define DUTY_FACTOR		4
+/* Consecutive unusable answers before the sampler gives up. */
+#define MAX_BAD_TICKS		20
+
+struct qsamp {
+	struct sampler s;
+	struct gdbstub *gs;
+	unsigned nr_vcpus;		/* gdbstub threads */
+	int64_t period_ns;
+	int resume;
+	struct cguest *g;
+	unsigned nr_rings;
+
+	int efd;			/* wakes the tick thread on stop */
+	int refd;			/* wakes the relay thread on free */
+	atomic_int stop, relay_stop;
+	atomic_int state;		/* enum sampler_state or -errno */
+	char errmsg[256];		/* written before state is published */
+
+	pthread_t tick;
+	int tick_started;
+	struct gdbstub_regs *regs;
+	uint8_t *slotbuf;
+
+	/* Slot array, published by one writer with a sequence count. */
+	atomic_uint slot_gen;		/* odd while being written */
+	_Atomic uint64_t slot_pa;
+	atomic_uint slot_size, nr_slots;
+
+	/* Relay. */
+	pthread_t relay;
+	int relay_started;
+	int chan_fd, pair_fd, collector_fd;
+	int (*reconnect)(void *arg);
+	void *reconnect_arg;
+	struct decoder *dec;
+
+	/* Statistics, written by the tick thread (hellos: relay thread). */
+	_Atomic uint64_t ticks, samples, throttled, cost_ns, exits;
+	_Atomic uint64_t hellos, slot_reads, slot_odd, paused_ticks, resets, max_cost;
+};
+
+static const struct sampler_ops qemu_sampler_ops;
+
+static struct qsamp *to_q(struct sampler *s)
+{
+	return s->priv;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void set_fault(struct qsamp *q, int err, const char *fmt, const char *detail)
+{
+	snprintf(q->errmsg, sizeof(q->errmsg), fmt, detail);
+	atomic_store_explicit(&q->state, err, memory_order_release);
+}
+
+/* ---- slot hand-over ------------------------------------------------------- */
+
+void qemu_sampler_set_slots(struct sampler *s, uint64_t slot_pa, uint32_t slot_size,
+			    uint32_t nr_slots)
+{
+	struct qsamp *q = to_q(s);
+	unsigned gen = atomic_load_explicit(&q->slot_gen, memory_order_relaxed);
+
+	atomic_store_explicit(&q->slot_gen, gen + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&q->slot_pa, slot_pa, memory_order_relaxed);
+	atomic_store_explicit(&q->slot_size, slot_size, memory_order_relaxed);
+	atomic_store_explicit(&q->nr_slots, nr_slots, memory_order_relaxed);
+	atomic_store_explicit(&q->slot_gen, gen + 2, memory_order_release);
+}
+
+/* A consistent snapshot, or 0 if none is published or it is being
+ * rewritten right now. */
+static int get_slots(struct qsamp *q, unsigned *gen, uint64_t *pa, uint32_t *size, uint32_t *nr)
+{
+	unsigned g1 = atomic_load_explicit(&q->slot_gen, memory_order_acquire), g2;
+
+	if (g1 == 0 || (g1 & 1))
+		return 0;
+	*pa = atomic_load_explicit(&q->slot_pa, memory_order_relaxed);
+	*size = atomic_load_explicit(&q->slot_size, memory_order_relaxed);
+	*nr = atomic_load_explicit(&q->nr_slots, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	g2 = atomic_load_explicit(&q->slot_gen, memory_order_relaxed);
+	*gen = g1;
+	return g1 == g2;
+}
+
+/* ---- tick thread ---------------------------------------------------------- */
+
+/* Sleeps until deadline (monotonic ns) or until stop is signalled. */
+static void wait_until(struct qsamp *q, int64_t deadline)
+{
+	for (;;) {
+		int64_t left = deadline - now_ns();
+		struct pollfd pfd = { .fd = q->efd, .events = POLLIN };
+		struct timespec ts;
+
+		if (left <= 0 || atomic_load(&q->stop))
+			return;
+		ts.tv_sec = left / 1000000000;
+		ts.tv_nsec = left % 1000000000;
+		if (ppoll(&pfd, 1, &ts, NULL) > 0)
+			return;
+	}
+}
+
+struct tick_state {
+	int outstanding;	/* we sent "\x03" and saw no stop reply yet */
+	int paused;		/* someone else paused the guest */
+	unsigned bad_gen;	/* slot generation invalidated by a reset */
+	unsigned bad_ticks;
+};
+
+static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
+			 int have_slots, unsigned nr_slots)
+{
+	for (unsigned i = 0; i < n && i < q->nr_rings; i++) {
+		struct opvm_sample smp = {
+			.rip = q->regs[i].rip,
+			.cr3 = q->regs[i].cr3,
+			.vcpu = i,
+			.cpl = (uint8_t)(q->regs[i].cs & 3),
+		};
+
+		if (have_slots && i < nr_slots) {
+			struct opvm_slot sl;
+
+			memcpy(&sl, q->slotbuf + (size_t)i * sizeof(sl), sizeof(sl));
+			/* Odd: the vCPU stopped inside the writer's update. */
+			if (le32toh(sl.seq) & 1) {
+				q->slot_odd++;
+			} else {
+				smp.flags |= OPVM_SAMPLE_SLOT;
+				smp.slot_tid = le32toh(sl.pid);
+				smp.slot_tgid = le32toh(sl.tgid);
+				smp.slot_cr3 = le64toh(sl.cr3);
+				if (le32toh(sl.flags) & OPVM_SLOT_KTHREAD)
+					smp.flags |= OPVM_SAMPLE_KTHREAD;
+				q->slot_reads++;
+			}
+		}
+		if (ring_push(cguest_ring(q->g, i), &smp) == 0)
+			q->samples++;
+	}
+	(void)ts;
+}
+
+/*
+ * One tick.  Returns 1 if the guest was stopped and sampled, 0 if it was
+ * not running, or -errno for a fault (errmsg set).
+ */
+static int tick_once(struct qsamp *q, struct tick_state *ts)
+{
+	unsigned gen = 0, n = q->nr_vcpus;
+	uint64_t pa = 0;
+	uint32_t size = 0, nr = 0;
+	int stopped = 0, have_slots, merr = 0, err;
+	size_t len = 0;
+
+	err = gdbstub_drain(q->gs);
+	if (err < 0)
+		return err;
+	if (err > 0) {
+		/* A stop reply we did not wait for: our own late one, or
+		 * someone else paused the guest. */
+		if (ts->outstanding)
+			stopped = 1;
+		else
+			ts->paused = 1;
+		ts->outstanding = 0;
+	}
+	if (!stopped) {
+		err = gdbstub_interrupt(q->gs, ts->paused ? PAUSED_PROBE_MS : STOP_TIMEOUT_MS);
+		if (err == -EALREADY) {
+			stopped = ts->outstanding;
+			ts->paused = !stopped;
+			ts->outstanding = 0;
+		} else if (err == -ETIMEDOUT) {
+			/* Not running: QEMU ignores "\x03" while paused.  If it
+			 * was slow instead, its reply comes later (above). */
+			ts->outstanding = 1;
+			ts->paused = 1;
+		} else if (err < 0) {
+			return err;
+		} else {
+			stopped = 1;
+			ts->paused = 0;
+			ts->outstanding = 0;
+		}
+	}
+	if (!stopped) {
+		q->paused_ticks++;
+		return 0;
+	}
+	q->exits++;
+
+	have_slots = get_slots(q, &gen, &pa, &size, &nr) && gen != ts->bad_gen &&
+		     size == sizeof(struct opvm_slot) && nr > 0;
+	if (have_slots)
+		len = (size_t)(nr < n ? nr : n) * size;
+	err = gdbstub_sample(q->gs, q->regs, n, pa, q->slotbuf, len, &merr);
+	/* Whatever happened, the guest must run again. */
+	if (err != -EPIPE && err != -ESHUTDOWN) {
+		int cerr = gdbstub_continue(q->gs);
+
+		if (!err)
+			err = cerr;
+	}
+	if (err == -EPIPE || err == -ESHUTDOWN)
+		return err;
+	if (err) {
+		if (++ts->bad_ticks >= MAX_BAD_TICKS)
+			return err;
+		return 0;
+	}
+	ts->bad_ticks = 0;
+	if (merr)
+		have_slots = 0;
+	/* CR3 == 0: firmware or early boot after a reset.  The old slot
+	 * address means nothing any more; wait for the next HELLO. */
+	for (unsigned i = 0; i < n; i++) {
+		if (q->regs[i].cr3 == 0) {
+			if (have_slots || (gen && gen != ts->bad_gen)) {
+				q->resets++;
+				ts->bad_gen = gen;
+			}
+			have_slots = 0;
+			break;
+		}
+	}
+	push_samples(q, ts, n, have_slots, have_slots ? nr : 0);
+	return 1;
+}
+
+static void *tick_main(void *arg)
+{
+	struct qsamp *q = arg;
+	struct tick_state ts = { .bad_gen = 0 };
+	int64_t next = now_ns() + q->period_ns;
+
+	while (!atomic_load(&q->stop)) {
+		int64_t t0, t1, cost;
+		int r;
+
+		wait_until(q, next);
+		if (atomic_load(&q->stop))
+			break;
+		t0 = now_ns();
+		if (t0 > next + q->period_ns) {
+			int64_t missed = (t0 - next) / q->period_ns;
+
+			q->throttled += (uint64_t)missed;
+			next += missed * q->period_ns;
+		}
+		next += q->period_ns;
+		q->ticks++;
+		r = tick_once(q, &ts);
+		t1 = now_ns();
+		if (r < 0) {
+			if (r == -EPIPE || r == -ESHUTDOWN) {
+				snprintf(q->errmsg, sizeof(q->errmsg),
+					 "the guest's QEMU closed its gdbstub (guest powered off or QEMU exited)");
+				atomic_store_explicit(&q->state, SAMPLER_TARGET_GONE,
+						      memory_order_release);
+			} else {
+				set_fault(q, r, "gdbstub sampling failed: %s", strerror(-r));
+			}
+			break;
+		}
+		if (r == 0)
+			continue;
+		cost = t1 - t0;
+		q->cost_ns += (uint64_t)cost;
+		if ((uint64_t)cost > q->max_cost)
+			q->max_cost = (uint64_t)cost;
+		while (next < t1 + DUTY_FACTOR * cost) {
+			next += q->period_ns;
+			q->throttled++;
+		}
+	}
+	return NULL;
+}
+
+/* ---- relay thread ---------------------------------------------------------- */
+
+static void relay_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
+{
+	struct qsamp *q = arg;
+	struct opvm_rec_hello h;
+
+	/* The decoder has framed and checked this HELLO (version, slot size,
+	 * slot array range); it reaches us only when valid. */
+	if (le16toh(rec->type) != OPVM_REC_HELLO || len < sizeof(h))
+		return;
+	memcpy(&h, rec, sizeof(h));
+	q->hellos++;
+	qemu_sampler_set_slots(&q->s, le64toh(h.slot_pa), le32toh(h.slot_size),
+			       le32toh(h.nr_cpus));
+}
+
+/* Writes everything to the collector's end unless stopping. */
+static int relay_write(struct qsamp *q, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = send(q->pair_fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n > 0) {
+			buf += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd p[2] = {
+				{ .fd = q->pair_fd, .events = POLLOUT },
+				{ .fd = q->refd, .events = POLLIN },
+			};
+
+			if (poll(p, 2, -1) < 0 && errno != EINTR)
+				return -errno;
+			if (p[1].revents)
+				return -ECANCELED;
+			continue;
+		}
+		return -EPIPE;
+	}
+	return 0;
+}
+
+static void *relay_main(void *arg)
+{
+	struct qsamp *q = arg;
+	char buf[16384];
+
+	while (!atomic_load(&q->relay_stop)) {
+		struct pollfd p[2] = {
+			{ .fd = q->chan_fd, .events = POLLIN },
+			{ .fd = q->refd, .events = POLLIN },
+		};
+		ssize_t n;
+
+		if (q->chan_fd < 0) {
+			/* Reconnect, gently, until it works or we stop. */
+			int fd = q->reconnect ? q->reconnect(q->reconnect_arg) : -1;
+
+			if (fd >= 0) {
+				q->chan_fd = fd;
+				decoder_reset(q->dec);
+				continue;
+			}
+			if (!q->reconnect)
+				break;
+			if (poll(&p[1], 1, 200) > 0 || atomic_load(&q->relay_stop))
+				break;
+			continue;
+		}
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[1].revents)
+			break;
+		n = read(q->chan_fd, buf, sizeof(buf));
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0) {
+			close(q->chan_fd);
+			q->chan_fd = -1;
+			continue;
+		}
+		decoder_feed(q->dec, buf, (size_t)n);
+		if (relay_write(q, buf, (size_t)n) == -ECANCELED)
+			break;
+	}
+	/* The collector sees EOF. */
+	shutdown(q->pair_fd, SHUT_WR);
+	return NULL;
+}
+
+int qemu_sampler_relay_channel(struct sampler *s, int chan_fd,
+			       int (*reconnect)(void *arg), void *arg)
+{
+	struct qsamp *q = to_q(s);
+	int sv[2], err;
+
+	if (q->relay_started) {
+		close(chan_fd);
+		return -EBUSY;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		err = -errno;
+		close(chan_fd);
+		return err;
+	}
+	q->dec = decoder_new(NULL);
+	if (!q->dec) {
+		err = -errno;
+		goto fail;
+	}
+	decoder_set_record_fn(q->dec, relay_record, q);
+	q->chan_fd = chan_fd;
+	q->pair_fd = sv[0];
+	q->reconnect = reconnect;
+	q->reconnect_arg = arg;
+	err = -pthread_create(&q->relay, NULL, relay_main, q);
+	if (err)
+		goto fail_dec;
+	q->relay_started = 1;
+	return sv[1];
+
+fail_dec:
+	decoder_free(q->dec);
+	q->dec = NULL;
+	q->chan_fd = -1;
+	q->pair_fd = -1;
+fail:
+	close(chan_fd);
+	close(sv[0]);
+	close(sv[1]);
+	return err;
+}
+
+/* ---- ops ------------------------------------------------------------------ */
+
+static int qs_start(struct sampler *s, struct cguest *g)
+{
+	struct qsamp *q = to_q(s);
+	int err;
+
+	if (q->tick_started)
+		return -EBUSY;
+	q->g = g;
+	q->nr_rings = cguest_nr_vcpus(g);
+	if (q->resume) {
+		err = gdbstub_continue(q->gs);
+		if (err)
+			return err;
+	}
+	err = -pthread_create(&q->tick, NULL, tick_main, q);
+	if (err)
+		return err;
+	q->tick_started = 1;
+	return 0;
+}
+
+static void qs_stop(struct sampler *s)
+{
+	/* The relay keeps feeding the collector until free(): the collector
+	 * may still be reading the tail of the channel. */
+	struct qsamp *q = s ? to_q(s) : NULL;
+
+	if (!q)
+		return;
+
+	atomic_store(&q->stop, 1);
+	if (q->tick_started) {
+		uint64_t one = 1;
+
+		if (write(q->efd, &one, sizeof(one)) < 0) {
+			/* eventfd cannot fail for a counter this small */
+		}
+		pthread_join(q->tick, NULL);
+		q->tick_started = 0;
+	}
+}
+
+static int qs_status(struct sampler *s)
+{
+	return atomic_load_explicit(&to_q(s)->state, memory_order_acquire);
+}
+
+static const char *qs_last_error(struct sampler *s)
+{
+	struct qsamp *q = to_q(s);
+
+	return atomic_load_explicit(&q->state, memory_order_acquire) != SAMPLER_RUNNING ?
+	       q->errmsg : NULL;
+}
+
+static void qs_get_stats(struct sampler *s, struct sampler_stats *out)
+{
+	struct qsamp *q = to_q(s);
+
+	out->ticks = q->ticks;
+	out->samples = q->samples;
+	out->throttled = q->throttled;
+	out->cost_ns_total = q->cost_ns;
+	out->exits = q->exits;
+}
+
+void qemu_sampler_get_info(struct sampler *s, struct qemu_sampler_info *out)
+{
+	struct qsamp *q = to_q(s);
+
+	out->hellos = q->hellos;
+	out->slot_reads = q->slot_reads;
+	out->slot_odd = q->slot_odd;
+	out->paused_ticks = q->paused_ticks;
+	out->resets = q->resets;
+	out->max_cost_ns = q->max_cost;
+}
+
+unsigned qemu_sampler_nr_vcpus(struct sampler *s)
+{
+	return to_q(s)->nr_vcpus;
+}
+
+static void qs_free(struct sampler *s)
+{
+	struct qsamp *q;
+
+	if (!s)
+		return;
+	q = to_q(s);
+	qs_stop(s);
+	if (q->relay_started) {
+		uint64_t one = 1;
+
+		atomic_store(&q->relay_stop, 1);
+		if (write(q->refd, &one, sizeof(one)) < 0) {
+			/* eventfd cannot fail for a counter this small */
+		}
+		pthread_join(q->relay, NULL);
+		q->relay_started = 0;
+	}
+	decoder_free(q->dec);
+	if (q->chan_fd >= 0)
+		close(q->chan_fd);
+	if (q->pair_fd >= 0)
+		close(q->pair_fd);
+	gdbstub_close(q->gs);
+	if (q->efd >= 0)
+		close(q->efd);
+	if (q->refd >= 0)
+		close(q->refd);
+	free(q->regs);
+	free(q->slotbuf);
+	free(q);
+}
+
+static const struct sampler_ops qemu_sampler_ops = {
+	.name = "gdbstub",
+	.start = qs_start,
+	.stop = qs_stop,
+	.status = qs_status,
+	.last_error = qs_last_error,
+	.get_stats = qs_get_stats,
+	.free = qs_free,
+};
+
+struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
+				 char *errbuf, size_t errlen)
+{
+	struct qsamp *q;
+	const char *why = "connect";
+	unsigned rate = cfg->rate_hz ? cfg->rate_hz : QEMU_SAMPLER_DEFAULT_HZ;
+	int err;
+
+	if (rate > 1000) {
+		if (errbuf)
+			snprintf(errbuf, errlen, "rate %u Hz is above the gdbstub sampler's 1000 Hz cap", rate);
+		errno = EINVAL;
+		return NULL;
+	}
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return NULL;
+	q->s.ops = &qemu_sampler_ops;
+	q->s.priv = q;
+	q->chan_fd = q->pair_fd = q->efd = q->refd = -1;
+	q->period_ns = 1000000000 / rate;
+	q->resume = cfg->resume;
+	q->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	q->refd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (q->efd < 0 || q->refd < 0)
+		goto fail_errno;
+	q->gs = gdbstub_open(cfg->gdb_addr,
+			     cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000, &why);
+	if (!q->gs) {
+		err = errno;
+		if (errbuf)
+			snprintf(errbuf, errlen, "cannot talk to the gdbstub at %s (%s: %s)",
+				 cfg->gdb_addr, why, strerror(err));
+		errno = err;
+		goto fail;
+	}
+	q->nr_vcpus = gdbstub_nr_threads(q->gs);
+	q->regs = calloc(q->nr_vcpus, sizeof(*q->regs));
+	q->slotbuf = calloc(q->nr_vcpus, sizeof(struct opvm_slot));
+	if (!q->regs || !q->slotbuf)
+		goto fail_errno;
+	return &q->s;
+
+fail_errno:
+	err = errno;
+	if (errbuf)
+		snprintf(errbuf, errlen, "%s", strerror(err));
+	qs_free(&q->s);
+	errno = err;
+	return NULL;
+fail:
+	err = errno;
+	qs_free(&q->s);
+	errno = err;
+	return NULL;
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The "gdbstub" sampler backend: samples a QEMU guest (TCG or KVM) through
+ * QEMU's gdbstub.  A tick thread, rate_hz times a second, stops the guest,
+ * reads RIP, CS and CR3 of every vCPU and the guest module's current-task
+ * slots (guest-physical memory) in one pipelined round trip, resumes the
+ * guest, and pushes one struct opvm_sample per vCPU into that vCPU's ring.
+ *
+ * Where the slots are: the guest module announces the slot array's
+ * guest-physical address in its HELLO record on the channel.  The guest
+ * state that the collector builds from the channel belongs to the collector
+ * thread, so the tick thread must not read it.  Instead the channel passes
+ * through a relay thread of this backend (qemu_sampler_relay_channel()):
+ * it copies the bytes, unchanged, to the collector through a socket pair
+ * and decodes them with its own decode-only decoder (host/decoder.h);
+ * each HELLO's slot address is published to the tick thread through a
+ * sequence-counted set of atomics (one writer: the relay thread).  The tick
+ * thread never waits for it: a torn or changing publication just means one
+ * tick without slots.
+ *
+ * A guest reset is seen by the tick thread itself: a vCPU with CR3 == 0 is
+ * in firmware or early boot, which Linux never is once paging is up, so the
+ * old slot address is dropped until the next HELLO.
+ *
+ * Being polite to the guest: a tick that overran its period, or ticks that
+ * would take more than 1/5 of the guest's time, are skipped and counted in
+ * throttled.  A guest paused by someone else (monitor "stop", libvirt
+ * suspend) stays paused: the stub tells us about such a stop, and "\x03" to
+ * a paused guest gets no answer; sampling resumes when the guest does.
+ */
+#ifndef OPVM_QEMU_SAMPLER_H
+#define OPVM_QEMU_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vmm/sampler.h"
+
+#define QEMU_SAMPLER_DEFAULT_HZ	100
+
+struct qemu_sampler_config {
+	const char *gdb_addr;		/* "unix:/path", "tcp:HOST:PORT" */
+	unsigned rate_hz;		/* 0: QEMU_SAMPLER_DEFAULT_HZ; at most 1000 */
+	unsigned connect_timeout_ms;	/* 0: 5000 */
+	int resume;			/* 1: start() resumes the guest (it was
+					 * running before we connected, or was
+					 * started with -S) */
+};
+
+/*
+ * Connects to the gdbstub (which stops the guest until start()).  Returns
+ * NULL and sets errno; err (may be NULL) gets a one-line reason.
+ */
+struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
+				 char *err, size_t errlen);
+
+/* vCPUs the gdbstub reports. */
+unsigned qemu_sampler_nr_vcpus(struct sampler *s);
+
+/*
+ * Channel relay (see above).  Takes ownership of chan_fd; returns the fd the
+ * collector should read instead (give it to cguest_set_channel() with no
+ * reconnect callback), or -errno.  When chan_fd reaches EOF, reconnect (may
+ * be NULL) is called from the relay thread to get a new fd (or -1: give up,
+ * the collector then sees EOF).  Call before start(); the relay runs until
+ * free().
+ */
+int qemu_sampler_relay_channel(struct sampler *s, int chan_fd,
+			       int (*reconnect)(void *arg), void *arg);
+
+/* Publishes the slot array (what a HELLO says).  Thread-safe; one caller
+ * at a time.  The relay calls it; exposed for tests and other feeders. */
+void qemu_sampler_set_slots(struct sampler *s, uint64_t slot_pa,
+			    uint32_t slot_size, uint32_t nr_slots);
+
+/* HELLOs the relay has seen, vCPUs stopped at least once, and ticks that
+ * found the guest paused by someone else (for the summary). */
+struct qemu_sampler_info {
+	uint64_t hellos;
+	uint64_t slot_reads;		/* slots accepted (even seq) */
+	uint64_t slot_odd;		/* slots skipped: writer mid-update */
+	uint64_t paused_ticks;
+	uint64_t resets;		/* guest resets noticed (CR3 == 0) */
+	uint64_t max_cost_ns;
+};
+void qemu_sampler_get_info(struct sampler *s, struct qemu_sampler_info *out);
+
+#endif /* OPVM_QEMU_SAMPLER_H */
