@@ -1387,3 +1387,32 @@ char *events_spec_format(const struct opvm_event_spec *spec, char *buf,
 		 spec->kernel, spec->user);
 	return buf;
 }
+
+int events_timer_spec(const struct events_db *db, unsigned hz,
+		      struct opvm_event_spec *out, char *err, size_t errlen)
+{
+	const struct opvm_event *ev = NULL;
+	uint64_t max_hz;
+
+	for (size_t i = 0; db && i < db->nr_events && !ev; i++)
+		if (db->events[i].flags & OPVM_EV_TIMER)
+			ev = &db->events[i];
+	if (!ev) {
+		seterr(err, errlen, "no TIMER event in the %s events file",
+		       db ? db->family : "?");
+		return -ENOENT;
+	}
+	max_hz = 1000000 / ev->min_count;
+	if (!hz || hz > max_hz || 1000000 / hz < ev->min_count) {
+		seterr(err, errlen,
+		       "a timer rate of %u Hz is not allowed; use 1 to %llu samples/s per vCPU",
+		       hz, (unsigned long long)max_hz);
+		return -EINVAL;
+	}
+	out->event = ev;
+	out->count = 1000000 / hz;
+	out->unit_mask = ev->um->default_value;
+	out->kernel = 1;
+	out->user = 1;
+	return 0;
+}

@@ -196,6 +196,12 @@ int events_spec_perf_attr(const struct opvm_event_spec *spec,
 uint64_t events_spec_period_ns(const struct opvm_event_spec *spec);
 unsigned events_spec_rate_hz(const struct opvm_event_spec *spec);
 
+/* A TIMER spec from a rate (-F HZ): count = 1000000 / hz microseconds.
+ * Refuses a rate above TIMER's minimum period (err names the highest
+ * rate allowed) or hz == 0.  Returns 0, -EINVAL or -ENOENT (no TIMER). */
+int events_timer_spec(const struct events_db *db, unsigned hz,
+		      struct opvm_event_spec *out, char *err, size_t errlen);
+
 /* Writes the canonical form "NAME:count:0xUM:kernel:user" into buf
  * (OPVM_EVENT_SPEC_MAX is enough).  Returns buf. */
 char *events_spec_format(const struct opvm_event_spec *spec, char *buf,

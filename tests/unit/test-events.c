@@ -600,6 +600,20 @@ static void test_defaults(void **state)
 	assert_int_equal(attr.config, PERF_COUNT_SW_TASK_CLOCK);
 	assert_int_equal(attr.sample_period, 4000000);
 
+	/* -F HZ for the gdbstub backend */
+	assert_int_equal(events_timer_spec(db, 250, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.count, 4000);
+	assert_int_equal(events_spec_rate_hz(&s), 250);
+	assert_int_equal(events_timer_spec(db, 1000, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.count, 1000);
+	assert_int_equal(events_timer_spec(db, 1001, &s, err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err,
+		"a timer rate of 1001 Hz is not allowed; use 1 to 1000 samples/s per vCPU");
+	assert_int_equal(events_timer_spec(db, 0, &s, err, sizeof(err)), -EINVAL);
+	assert_int_equal(events_timer_spec(db, 3, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.count, 333333);
+
 	assert_int_equal(events_parse_spec(db, "task-clock:1000000", &s, err,
 					   sizeof(err)), 0);
 	assert_true(events_usable(s.event, 0));
