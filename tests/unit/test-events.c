@@ -16,8 +16,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <sys/wait.h>
 #include <linux/perf_event.h>
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "events/builtin.h"
 #include "events/events.h"
@@ -762,6 +764,154 @@ static void test_events_dir_env(void **state)
 	events_db_free(NULL);
 }
 
+/* ---- the command: opvm list-events, run for real ------------------------------- */
+
+static char opvm_path[4200];
+
+/* build/opvm next to build/tests/test-events (or $OPVM from run-tests.sh). */
+static int find_opvm(void)
+{
+	const char *env = getenv("OPVM");
+	char exe[4096];
+	ssize_t n;
+	char *slash;
+
+	if (env && !access(env, X_OK)) {
+		snprintf(opvm_path, sizeof(opvm_path), "%s", env);
+		return 1;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return 0;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return 0;
+	*slash = '\0';
+	snprintf(opvm_path, sizeof(opvm_path), "%s/../opvm", exe);
+	return !access(opvm_path, X_OK);
+}
+
+/* Runs "opvm list-events ARGS" with env prefix, returns exit code and
+ * stdout+stderr in a malloc'd *out. */
+static int run_list_events(const char *envs, const char *args, char **out)
+{
+	char cmd[8192], *buf = NULL;
+	size_t len = 0, cap = 0;
+	FILE *p;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "env -u OPVM_EVENTS_DIR %s '%s' list-events %s 2>&1",
+		 envs, opvm_path, args);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	for (;;) {
+		size_t k;
+
+		if (cap - len < 4096) {
+			cap = cap * 2 + 8192;
+			buf = realloc(buf, cap);
+			assert_non_null(buf);
+		}
+		k = fread(buf + len, 1, cap - len - 1, p);
+		if (!k)
+			break;
+		len += k;
+	}
+	buf[len] = '\0';
+	st = pclose(p);
+	*out = buf;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_command(void **state)
+{
+	char *out;
+	json_t *root;
+	json_error_t jerr;
+	int pmu = events_host_has_pmu();
+	struct opvm_cpu_id id;
+
+	if (!find_opvm()) {
+		print_message("SKIP: opvm binary not built next to this test\n");
+		skip();
+	}
+	events_host_cpu(&id);
+
+	/* JSON agrees with the library about this host */
+	assert_int_equal(run_list_events("", "--json", &out), 0);
+	root = json_loads(out, 0, &jerr);
+	if (!root)
+		fail_msg("list-events --json: %s: %s", jerr.text, out);
+	assert_string_equal(json_string_value(json_object_get(root, "host_family")),
+			    events_family_for_cpu(&id));
+	assert_int_equal(json_is_true(json_object_get(root, "has_pmu")), pmu);
+	assert_true(json_array_size(json_object_get(root, "events")) >= 10);
+	{
+		struct events_db *db = events_db_load(NULL, 0, NULL, 0);
+		struct opvm_event_spec def;
+		char buf[OPVM_EVENT_SPEC_MAX];
+
+		assert_non_null(db);
+		assert_int_equal(events_default(db, pmu, &def), 0);
+		assert_string_equal(json_string_value(json_object_get(root,
+							"default_event")),
+				    events_spec_format(&def, buf, sizeof(buf)));
+		if (!pmu)
+			assert_string_equal(buf, "TIMER:4000:0x0:1:1");
+		events_db_free(db);
+	}
+	json_decref(root);
+	free(out);
+
+	/* no PMU: said plainly, hardware specs refused, TIMER accepted */
+	assert_int_equal(run_list_events("OPVM_NO_PMU=1", "", &out), 0);
+	assert_non_null(strstr(out, "no hardware PMU on this host: only TIMER and software events can be sampled"));
+	assert_non_null(strstr(out, "CPU (by CPUID): "));
+	free(out);
+	assert_int_equal(run_list_events("OPVM_NO_PMU=1",
+					 "--check TIMER:4000", &out), 0);
+	assert_non_null(strstr(out, "250 samples/s"));
+	free(out);
+	assert_int_equal(run_list_events("OPVM_NO_PMU=1",
+					 "--check cycles:100000", &out), 1);
+	assert_non_null(strstr(out, "needs a hardware PMU"));
+	free(out);
+
+	/* minimum enforced with the message the user sees */
+	assert_int_equal(run_list_events("", "--family x86-intel-arch --check INST_RETIRED:1000",
+					 &out), 1);
+	assert_non_null(strstr(out,
+		"count 1000 for INST_RETIRED is below its minimum 6000; use at least 6000"));
+	free(out);
+	assert_int_equal(run_list_events("", "--family x86-amd-fam17h --check L2_CACHE_MISS:500:ls_rd_blk_c",
+					 &out), 0);
+	assert_non_null(strstr(out, "config 0x864"));
+	free(out);
+	assert_int_equal(run_list_events("", "--check NOT_AN_EVENT", &out), 1);
+	assert_non_null(strstr(out, "opvm list-events"));
+	free(out);
+
+	/* every family listed, nothing wider than 80 columns */
+	assert_int_equal(run_list_events("", "--all", &out), 0);
+	{
+		const char *fams[] = { "x86-intel-arch:", "x86-amd-fam17h:",
+				       "x86-amd-fam19h:", "generic:", "software:" };
+		char *line, *save = NULL;
+
+		for (size_t i = 0; i < sizeof(fams) / sizeof(fams[0]); i++)
+			assert_non_null(strstr(out, fams[i]));
+		for (line = strtok_r(out, "\n", &save); line;
+		     line = strtok_r(NULL, "\n", &save))
+			if (strlen(line) > 80)
+				fail_msg("wider than 80 columns: %s", line);
+	}
+	free(out);
+
+	assert_int_equal(run_list_events("", "--bogus", &out), 2);
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -781,6 +931,7 @@ int main(void)
 		cmocka_unit_test(test_family_selection),
 		cmocka_unit_test(test_host),
 		cmocka_unit_test(test_events_dir_env),
+		cmocka_unit_test(test_command),
 	};
 
 	return cmocka_run_group_tests(tests, setup_dir, NULL);
