@@ -131,6 +131,15 @@ images:
 kmod:
 	$(Q)$(MAKE) -C guest-kmod
 # <<< images ------------------------------------------------------------------
+# >>> kvm synthetic guests (tests/guests/) -----------------------------------
+KVM_GUESTS := $(BUILD)/tests/guests/guest.elf
+$(KVM_GUESTS): $(wildcard tests/guests/*.c tests/guests/*.S tests/guests/*.ld) \
+		tests/guests/Makefile guest-kmod/opvm_proto.h
+	$(Q)$(MAKE) -s -C tests/guests O=$(abspath $(BUILD))/tests/guests
+guests: $(KVM_GUESTS)
+check check-integration bench: $(KVM_GUESTS)
+.PHONY: guests
+# <<< kvm synthetic guests ---------------------------------------------------
 
 # ---- top-level targets -----------------------------------------------------
 check: $(BUILD)/opvm $(UNIT_BINS) $(FUZZ_BINS)

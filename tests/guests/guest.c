@@ -1,0 +1,471 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Synthetic guest kernel for opvm's built-in VMM tests.
+ *
+ * Two "processes", each with its own address space (CR3), run the same
+ * ring-3 program (user.elf, mapped at 0x400000 from file offset 0): A runs
+ * func_a for GUEST_N loop iterations per slice, B runs func_b for 3 *
+ * GUEST_N.  Each slice ends in a trap (ud2, see entry.S); the kernel then runs kfunc for
+ * GUEST_K iterations (kernel time charged to the calling process, as a
+ * system call would be), saves the caller, updates the current-task slot,
+ * loads the other CR3 and returns into the other process.  The user loops
+ * have the same body, so A : B = 1 : 3 in instructions; kernel and user
+ * code do not run at the same speed on a software-assisted KVM (guest
+ * ring 0 is largely emulated there), so the guest also measures the truth
+ * itself with the TSC and prints it on the serial console at the end:
+ *   synthetic guest: truth tsc user_a=N user_b=N kernel=N
+ *
+ * Before running anything the kernel describes itself on the opvm channel
+ * (port KVM_CHAN_PORT): HELLO (slot array), PROC/THREAD for both processes,
+ * COOKIE for /user.elf with its build-id, MMAP of it in both, SYNC.
+ * It ends with a write to the debug-exit port: 0 on success, 0x80|vector
+ * on an unexpected exception.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "guest-kmod/opvm_proto.h"
+
+#ifndef GUEST_N
+#define GUEST_N		20000000ul
+#endif
+#ifndef GUEST_K
+#define GUEST_K		2000ul
+#endif
+#ifndef GUEST_ROUNDS
+#define GUEST_ROUNDS	40ul
+#endif
+
+#define CHAN_PORT	0x07f0
+#define DEBUG_EXIT_PORT	0x0501
+#define COM1		0x03f8
+
+#define PTE_P	0x1ull
+#define PTE_W	0x2ull
+#define PTE_U	0x4ull
+#define PTE_PS	0x80ull
+
+#define USER_BASE	0x400000ull
+#define USER_STACK_TOP	0x5f4000ull
+#define KCODE		0x08
+#define KDATA		0x10
+#define UDATA		0x18
+#define UCODE		0x20
+#define TSS_SEL		0x28
+
+struct frame {
+	uint64_t r15, r14, r13, r12, r11, r10, r9, r8, rbp, rdi, rsi, rdx, rcx, rbx, rax;
+	uint64_t rip, cs, rflags, rsp, ss;
+};
+
+struct tss {
+	uint32_t res0;
+	uint64_t rsp[3];
+	uint64_t res1;
+	uint64_t ist[7];
+	uint64_t res2;
+	uint16_t res3;
+	uint16_t iomap;
+} __attribute__((packed));
+
+struct idt_entry {
+	uint16_t off_lo, sel;
+	uint8_t ist, type;
+	uint16_t off_mid;
+	uint32_t off_hi, zero;
+};
+
+struct proc {
+	struct frame f;
+	uint64_t cr3;
+	uint32_t tgid;
+	const char *comm;
+};
+
+extern const uint8_t user_blob[], user_blob_end[];
+extern char fault_stubs[];
+void isr_syscall(void);
+void enter_frame(struct frame *f) __attribute__((noreturn));
+void kmain(uint64_t mem_size);
+void syscall_handler(struct frame *f);
+void fault_handler(uint64_t vec, uint64_t info);
+
+static uint64_t gdt[7] __attribute__((aligned(16)));
+static struct tss tss __attribute__((aligned(16)));
+static struct idt_entry idt[256] __attribute__((aligned(16)));
+extern uint8_t kstack_top[];
+static uint64_t pml4[2][512] __attribute__((aligned(4096)));
+static uint64_t pdpt[2][512] __attribute__((aligned(4096)));
+static uint64_t pd[2][512] __attribute__((aligned(4096)));
+static uint64_t pt[2][512] __attribute__((aligned(4096)));
+static uint8_t ustack[2][4 * 4096] __attribute__((aligned(4096)));
+static struct opvm_slot slots[1] __attribute__((aligned(64)));
+static struct proc procs[2];
+static int cur;
+static unsigned long switches;
+static uint32_t rec_seq;
+/* Ground truth, measured by the guest itself with the TSC: time spent in
+ * each process's user code, and everything else (kernel). */
+static uint64_t tsc_start, tsc_exit, tsc_user[2];
+
+static inline void outb(uint16_t port, uint8_t v)
+{
+	asm volatile("outb %0, %1" : : "a"(v), "Nd"(port));
+}
+
+static void outsb(uint16_t port, const void *buf, size_t len)
+{
+	asm volatile("rep outsb" : "+S"(buf), "+c"(len) : "d"(port) : "memory");
+}
+
+static inline uint64_t rdtsc(void)
+{
+	uint32_t lo, hi;
+
+	asm volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
+}
+
+static void *memset(void *d, int c, size_t n)
+{
+	uint8_t *p = d;
+
+	while (n--)
+		*p++ = (uint8_t)c;
+	return d;
+}
+
+static void *memcpy(void *d, const void *s, size_t n)
+{
+	uint8_t *p = d;
+	const uint8_t *q = s;
+
+	while (n--)
+		*p++ = *q++;
+	return d;
+}
+
+static size_t strlen(const char *s)
+{
+	size_t n = 0;
+
+	while (s[n])
+		n++;
+	return n;
+}
+
+static void puts_serial(const char *s)
+{
+	while (*s)
+		outb(COM1, (uint8_t)*s++);
+}
+
+static void put_hex(uint64_t v)
+{
+	char buf[19] = "0x";
+
+	for (int i = 0; i < 16; i++)
+		buf[2 + i] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 0xf];
+	buf[18] = 0;
+	puts_serial(buf);
+}
+
+static void put_dec(uint64_t v)
+{
+	char buf[21];
+	int i = 20;
+
+	buf[20] = 0;
+	do {
+		buf[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v && i);
+	puts_serial(buf + i);
+}
+
+static void guest_exit(uint8_t code)
+{
+	outb(DEBUG_EXIT_PORT, code);
+	for (;;)
+		asm volatile("cli; hlt");
+}
+
+void fault_handler(uint64_t vec, uint64_t info)
+{
+	puts_serial("synthetic guest: exception ");
+	put_hex(vec);
+	uint64_t cr2;
+
+	asm volatile("mov %%cr2, %0" : "=r"(cr2));
+	puts_serial(" info ");
+	put_hex(info);
+	puts_serial(" cr2 ");
+	put_hex(cr2);
+	puts_serial("\n");
+	guest_exit((uint8_t)(0x80 | vec));
+}
+
+/* The kernel's own work: the same loop body as func_a/func_b. */
+__attribute__((noinline)) void kfunc(unsigned long n)
+{
+	asm volatile("1: dec %0\n\tjnz 1b" : "+r"(n) : : "cc");
+}
+
+/* ---- channel records ---------------------------------------------------- */
+
+static void rec_send(void *rec, uint16_t type, uint32_t len)
+{
+	struct opvm_rec_hdr *h = rec;
+
+	h->magic = OPVM_PROTO_MAGIC;
+	h->type = type;
+	h->len = len;
+	h->seq = rec_seq++;
+	h->reserved = 0;
+	outsb(CHAN_PORT, rec, len);
+}
+
+static void copy_str(char *dst, size_t n, const char *src)
+{
+	size_t l = strlen(src);
+
+	memset(dst, 0, n);
+	memcpy(dst, src, l < n ? l : n);
+}
+
+/* Build-id of the embedded user.elf, from its PT_NOTE. */
+static size_t user_build_id(uint8_t *out)
+{
+	const uint8_t *e = user_blob;
+	uint64_t phoff = *(const uint64_t *)(e + 0x20);
+	uint16_t phnum = *(const uint16_t *)(e + 0x38);
+
+	for (unsigned i = 0; i < phnum; i++) {
+		const uint8_t *ph = e + phoff + i * 56ul;
+		uint64_t off = *(const uint64_t *)(ph + 8), sz = *(const uint64_t *)(ph + 32);
+		const uint8_t *n = e + off;
+
+		if (*(const uint32_t *)ph != 4)		/* PT_NOTE */
+			continue;
+		while (n + 12 <= e + off + sz) {
+			uint32_t namesz = *(const uint32_t *)n, descsz = *(const uint32_t *)(n + 4);
+			uint32_t type = *(const uint32_t *)(n + 8);
+			const uint8_t *desc = n + 12 + ((namesz + 3) & ~3u);
+
+			if (type == 3 && namesz == 4 && descsz <= OPVM_BUILD_ID_MAX) {
+				memcpy(out, desc, descsz);
+				return descsz;
+			}
+			n = desc + ((descsz + 3) & ~3u);
+		}
+	}
+	return 0;
+}
+
+static void describe(void)
+{
+	static const char path[] = "/user.elf";
+	union {
+		struct opvm_rec_hello hello;
+		struct opvm_rec_proc proc;
+		struct opvm_rec_thread thread;
+		struct opvm_rec_mmap mmap;
+		struct opvm_rec_sync sync;
+		struct {
+			struct opvm_rec_cookie c;
+			char path[64];
+		} cookie;
+	} r;
+	uint64_t user_end = USER_BASE + (((uint64_t)(user_blob_end - user_blob) + 4095) & ~4095ull);
+
+	memset(&r, 0, sizeof(r));
+	r.hello.version = OPVM_PROTO_VERSION;
+	r.hello.nr_cpus = 1;
+	r.hello.slot_pa = (uint64_t)(uintptr_t)slots;
+	r.hello.slot_size = sizeof(struct opvm_slot);
+	r.hello.anchor_addr = (uint64_t)(uintptr_t)kfunc;
+	r.hello.text_addr = 0x100000;
+	copy_str(r.hello.anchor_name, sizeof(r.hello.anchor_name), "kfunc");
+	copy_str(r.hello.release, sizeof(r.hello.release), "opvm-synthetic-1");
+	rec_send(&r, OPVM_REC_HELLO, sizeof(r.hello));
+
+	memset(&r, 0, sizeof(r));
+	r.cookie.c.cookie = 1;
+	r.cookie.c.build_id_len = (uint8_t)user_build_id(r.cookie.c.build_id);
+	r.cookie.c.path_len = sizeof(path) - 1;
+	memcpy(r.cookie.path, path, sizeof(path) - 1);
+	rec_send(&r, OPVM_REC_COOKIE,
+		 (uint32_t)((sizeof(r.cookie.c) + sizeof(path) - 1 + 7) & ~7ul));
+
+	for (int i = 0; i < 2; i++) {
+		memset(&r, 0, sizeof(r));
+		r.proc.tgid = procs[i].tgid;
+		r.proc.ppid = 0;
+		r.proc.cr3 = procs[i].cr3;
+		r.proc.exe_cookie = 1;
+		copy_str(r.proc.comm, sizeof(r.proc.comm), procs[i].comm);
+		rec_send(&r, OPVM_REC_PROC, sizeof(r.proc));
+
+		memset(&r, 0, sizeof(r));
+		r.thread.tid = procs[i].tgid;
+		r.thread.tgid = procs[i].tgid;
+		copy_str(r.thread.comm, sizeof(r.thread.comm), procs[i].comm);
+		rec_send(&r, OPVM_REC_THREAD, sizeof(r.thread));
+
+		memset(&r, 0, sizeof(r));
+		r.mmap.tgid = procs[i].tgid;
+		r.mmap.prot = 5;		/* PROT_READ | PROT_EXEC */
+		r.mmap.start = USER_BASE;
+		r.mmap.end = user_end;
+		r.mmap.pgoff = 0;
+		r.mmap.cookie = 1;
+		rec_send(&r, OPVM_REC_MMAP, sizeof(r.mmap));
+	}
+	memset(&r, 0, sizeof(r));
+	r.sync.nr_procs = 2;
+	r.sync.nr_modules = 0;
+	rec_send(&r, OPVM_REC_SYNC, sizeof(r.sync));
+}
+
+/* ---- CPU tables and address spaces -------------------------------------- */
+
+static void idt_set(unsigned vec, uint64_t handler, uint8_t type)
+{
+	idt[vec] = (struct idt_entry){
+		.off_lo = (uint16_t)handler, .sel = KCODE, .ist = 0, .type = type,
+		.off_mid = (uint16_t)(handler >> 16), .off_hi = (uint32_t)(handler >> 32),
+	};
+}
+
+static void cpu_tables(void)
+{
+	uint64_t base = (uint64_t)(uintptr_t)&tss, limit = sizeof(tss) - 1;
+	struct { uint16_t limit; uint64_t base; } __attribute__((packed)) gdtr, idtr;
+
+	gdt[0] = 0;
+	gdt[KCODE / 8] = 0x00af9a000000ffffull;
+	gdt[KDATA / 8] = 0x00cf92000000ffffull;
+	gdt[UDATA / 8] = 0x00cff2000000ffffull;
+	gdt[UCODE / 8] = 0x00affa000000ffffull;
+	gdt[TSS_SEL / 8] = (limit & 0xffff) | (base & 0xffffff) << 16 | 0x89ull << 40 |
+			   ((limit >> 16) & 0xf) << 48 | ((base >> 24) & 0xff) << 56;
+	gdt[TSS_SEL / 8 + 1] = base >> 32;
+	tss.rsp[0] = (uint64_t)(uintptr_t)kstack_top;
+	tss.iomap = sizeof(tss);
+
+	for (unsigned v = 0; v < 32; v++)
+		idt_set(v, (uint64_t)(uintptr_t)(fault_stubs + 16 * v), 0x8e);
+	idt_set(6, (uint64_t)(uintptr_t)isr_syscall, 0x8e);	/* ud2 = yield */
+
+	gdtr.limit = sizeof(gdt) - 1;
+	gdtr.base = (uint64_t)(uintptr_t)gdt;
+	idtr.limit = sizeof(idt) - 1;
+	idtr.base = (uint64_t)(uintptr_t)idt;
+	asm volatile("lgdt %0" : : "m"(gdtr));
+	asm volatile("pushq %0\n\t"
+		     "leaq 1f(%%rip), %%rax\n\t"
+		     "pushq %%rax\n\t"
+		     "lretq\n"
+		     "1:\n\t"
+		     "movl %1, %%eax\n\t"
+		     "movl %%eax, %%ds\n\tmovl %%eax, %%es\n\tmovl %%eax, %%ss\n\t"
+		     "movl %%eax, %%fs\n\tmovl %%eax, %%gs"
+		     : : "i"(KCODE), "i"(KDATA) : "rax", "memory");
+	asm volatile("lidt %0" : : "m"(idtr));
+	asm volatile("ltr %w0" : : "r"(TSS_SEL));
+}
+
+static void address_space(int k)
+{
+	uint64_t blob = (uint64_t)(uintptr_t)user_blob;
+	uint64_t pages = ((uint64_t)(user_blob_end - user_blob) + 4095) / 4096;
+
+	pml4[k][0] = (uint64_t)(uintptr_t)pdpt[k] | PTE_P | PTE_W | PTE_U;
+	pdpt[k][0] = (uint64_t)(uintptr_t)pd[k] | PTE_P | PTE_W | PTE_U;
+	pd[k][0] = 0x000000 | PTE_P | PTE_W | PTE_PS;		/* kernel only */
+	pd[k][1] = 0x200000 | PTE_P | PTE_W | PTE_PS;
+	pd[k][2] = (uint64_t)(uintptr_t)pt[k] | PTE_P | PTE_W | PTE_U;
+	for (uint64_t i = 0; i < pages && i < 0x1f0; i++)
+		pt[k][i] = (blob + i * 4096) | PTE_P | PTE_U;	/* read-only text */
+	for (uint64_t j = 0; j < 4; j++)
+		pt[k][0x1f0 + j] = (uint64_t)(uintptr_t)(ustack[k] + j * 4096) |
+				   PTE_P | PTE_W | PTE_U;
+}
+
+static void slot_update(const struct proc *p)
+{
+	slots[0].seq++;
+	asm volatile("" ::: "memory");
+	slots[0].pid = p->tgid;
+	slots[0].tgid = p->tgid;
+	slots[0].cr3 = p->cr3;
+	slots[0].flags = 0;
+	asm volatile("" ::: "memory");
+	slots[0].seq++;
+}
+
+static void proc_init(int k, const char *comm)
+{
+	struct proc *p = &procs[k];
+	uint64_t entry = *(const uint64_t *)(user_blob + 0x18);	/* e_entry */
+
+	address_space(k);
+	memset(p, 0, sizeof(*p));
+	p->cr3 = (uint64_t)(uintptr_t)pml4[k];
+	p->tgid = (uint32_t)k + 1;
+	p->comm = comm;
+	p->f.rip = entry;
+	p->f.cs = UCODE | 3;
+	p->f.rflags = 0x2;
+	p->f.rsp = USER_STACK_TOP;
+	p->f.ss = UDATA | 3;
+	p->f.rdi = (uint64_t)k;
+	p->f.rsi = GUEST_N;
+}
+
+void syscall_handler(struct frame *f)
+{
+	if (!(f->cs & 3))
+		fault_handler(6, f->rip);	/* a real #UD in the kernel */
+	uint64_t t = rdtsc();
+
+	tsc_user[cur] += t - tsc_exit;
+	f->rip += 2;				/* past the ud2 */
+	kfunc(GUEST_K);
+	if (++switches >= 2 * GUEST_ROUNDS) {
+		t = rdtsc();
+		puts_serial("synthetic guest: truth tsc user_a=");
+		put_dec(tsc_user[0]);
+		puts_serial(" user_b=");
+		put_dec(tsc_user[1]);
+		puts_serial(" kernel=");
+		put_dec(t - tsc_start - tsc_user[0] - tsc_user[1]);
+		puts_serial("\nsynthetic guest: done\n");
+		guest_exit(0);
+	}
+	procs[cur].f = *f;
+	cur ^= 1;
+	*f = procs[cur].f;
+	slot_update(&procs[cur]);
+	asm volatile("mov %0, %%cr3" : : "r"(procs[cur].cr3) : "memory");
+	tsc_exit = rdtsc();
+}
+
+void kmain(uint64_t mem_size)
+{
+	struct frame *f = (struct frame *)((uintptr_t)kstack_top - sizeof(struct frame));
+
+	(void)mem_size;
+	tsc_start = rdtsc();
+	puts_serial("synthetic guest: start\n");
+	cpu_tables();
+	proc_init(0, "proc_a");
+	proc_init(1, "proc_b");
+	describe();
+	cur = 0;
+	slot_update(&procs[0]);
+	asm volatile("mov %0, %%cr3" : : "r"(procs[0].cr3) : "memory");
+	*f = procs[0].f;
+	tsc_exit = rdtsc();
+	enter_frame(f);
+}
