@@ -30,7 +30,8 @@ static void usage(FILE *f)
 		"  -f, --family ID   describe family ID instead of this CPU (see --all)\n"
 		"  -j, --json        machine-readable output\n"
 		"  -c, --check SPEC  validate an event spec: exit 0 if it can be used\n"
-		"                    here (with --family: if it is valid there), else 1\n"
+		"                    here (with another CPU's --family: if valid there),\n"
+		"                    else 1\n"
 		"Environment: OPVM_EVENTS_DIR (event files), OPVM_NO_PMU=1 (act as if\n"
 		"there were no hardware PMU).  docs/events.md describes the files.\n");
 }
@@ -321,7 +322,8 @@ int cmd_list_events(int argc, char **argv)
 		return 1;
 	}
 	if (check) {
-		ret = check_spec(db, check, has_pmu, family != NULL);
+		ret = check_spec(db, check, has_pmu,
+				 family && strcmp(family, host_family));
 		goto out;
 	}
 
