@@ -1,0 +1,720 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The collector (see host/collector.h): per guest a store, one ring per
+ * vCPU, a guest-state model, a channel decoder and a sync; one poll() loop
+ * that reads channels, syncs every sync_ms, writes session.json and watches
+ * the samplers.
+ *
+ * Data safety: every exit path (stop flag, duration, target gone, sampler
+ * fault, collector_free) stops the samplers, reads what the channels still
+ * hold, drains the rings, files every held sample and syncs the store, so
+ * nothing already taken is lost.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "host/collector.h"
+#include "host/decoder.h"
+#include "host/gstate.h"
+#include "host/ring.h"
+#include "host/stats.h"
+#include "host/store.h"
+#include "host/sync.h"
+#include "vmm/sampler.h"
+
+#define RING_WORDS		(1u << 20)	/* 8 MiB per vCPU, ~170k samples */
+#define READ_CHUNK		65536
+#define READ_MAX_PER_WAKE	(1u << 20)	/* stay responsive under a flood */
+#define STATUS_EVERY_MS		250
+#define POLL_MAX_MS		100		/* stop flag / sampler check period */
+#define MAX_GUESTS		256
+
+struct cguest {
+	struct collector *c;
+	char *name;
+	unsigned nr_vcpus;
+	struct ring **rings;
+	struct gstate *gs;
+	struct decoder *dec;
+	struct store *st;
+	struct sync *sy;
+	int fd;				/* channel, -1 if none */
+	int (*reconnect)(void *arg);
+	void *reconnect_arg;
+	bool want_reconnect;		/* EOF seen, reconnect failed: retry */
+	struct sampler *smp;
+	bool smp_stopped;
+	bool gone;			/* sampler said TARGET_GONE */
+	int last_err;			/* last sync/store error, for the json */
+};
+
+struct collector {
+	struct collector_config cfg;
+	char *session_dir;
+	char *mode;
+	struct cguest *guests[MAX_GUESTS];
+	size_t nr_guests;
+	struct timespec start_wall;
+	uint64_t start_ms;		/* monotonic */
+	uint64_t status_ms, status_received;
+	bool status_shown;
+	bool finished;
+	uint8_t *buf;			/* READ_CHUNK */
+};
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+struct collector *collector_new(const struct collector_config *cfg)
+{
+	struct collector *c;
+
+	if (!cfg || cfg->nr_events > OPVM_MAX_EVENTS || (cfg->separate & ~OPVM_SEP_ALL)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->cfg = *cfg;
+	if (!c->cfg.nr_events) {
+		/* a store needs one event; the timer is what every mode has */
+		memset(&c->cfg.events[0], 0, sizeof(c->cfg.events[0]));
+		strcpy(c->cfg.events[0].name, "TIMER");
+		c->cfg.events[0].count = 1;
+		c->cfg.nr_events = 1;
+	}
+	if (!c->cfg.sync_ms)
+		c->cfg.sync_ms = 1000;
+	if (!c->cfg.hold_ms)
+		c->cfg.hold_ms = 2000;
+	c->session_dir = strdup(cfg->session_dir && *cfg->session_dir ?
+				cfg->session_dir : "./opvm_data");
+	c->mode = strdup(cfg->mode ? cfg->mode : "unknown");
+	c->buf = malloc(READ_CHUNK);
+	if (!c->session_dir || !c->mode || !c->buf) {
+		collector_free(c);
+		errno = ENOMEM;
+		return NULL;
+	}
+	c->cfg.session_dir = c->session_dir;
+	c->cfg.mode = c->mode;
+	clock_gettime(CLOCK_REALTIME, &c->start_wall);
+	c->start_ms = mono_ms();
+	c->status_ms = c->start_ms;
+	return c;
+}
+
+static void guest_free(struct cguest *g)
+{
+	unsigned i;
+
+	if (!g)
+		return;
+	if (g->fd >= 0)
+		close(g->fd);
+	sync_free(g->sy);
+	decoder_free(g->dec);
+	store_close(g->st);
+	gstate_free(g->gs);
+	if (g->rings)
+		for (i = 0; i < g->nr_vcpus; i++)
+			ring_free(g->rings[i]);
+	free(g->rings);
+	free(g->name);
+	free(g);
+}
+
+struct cguest *collector_add_guest(struct collector *c, const char *name,
+				   unsigned nr_vcpus)
+{
+	struct sync_config scfg;
+	struct cguest *g;
+	unsigned i;
+	size_t k;
+	int err = ENOMEM;
+
+	if (!c || !name || !*name || !nr_vcpus || nr_vcpus > 4096) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (c->nr_guests == MAX_GUESTS) {
+		errno = ENOSPC;
+		return NULL;
+	}
+	/* two guests of one name would share (and rotate) one sample tree */
+	for (k = 0; k < c->nr_guests; k++) {
+		if (!strcmp(c->guests[k]->name, name)) {
+			errno = EEXIST;
+			return NULL;
+		}
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->c = c;
+	g->fd = -1;
+	g->nr_vcpus = nr_vcpus;
+	g->name = strdup(name);
+	g->rings = calloc(nr_vcpus, sizeof(*g->rings));
+	if (!g->name || !g->rings)
+		goto fail;
+	for (i = 0; i < nr_vcpus; i++) {
+		g->rings[i] = ring_new(RING_WORDS);
+		if (!g->rings[i])
+			goto fail;
+	}
+	g->gs = gstate_new(NULL);
+	if (!g->gs)
+		goto fail;
+	g->dec = decoder_new(g->gs);
+	if (!g->dec)
+		goto fail;
+	g->st = store_open(c->session_dir, name, c->cfg.events, c->cfg.nr_events,
+			   c->cfg.separate, c->cfg.append ? STORE_APPEND : 0);
+	if (!g->st) {
+		err = errno;
+		goto fail;
+	}
+	scfg = (struct sync_config){ .hold_ms = c->cfg.hold_ms };
+	g->sy = sync_new(g->st, g->gs, g->rings, nr_vcpus, &scfg);
+	if (!g->sy)
+		goto fail;
+	c->guests[c->nr_guests++] = g;
+	return g;
+fail:
+	guest_free(g);
+	errno = err;
+	return NULL;
+}
+
+struct ring *cguest_ring(struct cguest *g, unsigned vcpu)
+{
+	return g && vcpu < g->nr_vcpus ? g->rings[vcpu] : NULL;
+}
+
+unsigned cguest_nr_vcpus(const struct cguest *g)
+{
+	return g ? g->nr_vcpus : 0;
+}
+
+struct gstate *cguest_gstate(struct cguest *g)
+{
+	return g ? g->gs : NULL;
+}
+
+const char *cguest_name(const struct cguest *g)
+{
+	return g ? g->name : NULL;
+}
+
+static int fd_prepare(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+		return -errno;
+	return 0;
+}
+
+int cguest_set_channel(struct cguest *g, int fd, int (*reconnect)(void *arg), void *arg)
+{
+	int err;
+
+	if (!g || fd < 0)
+		return -EINVAL;
+	err = fd_prepare(fd);
+	if (err) {
+		close(fd);	/* the collector owns fd from here on */
+		return err;
+	}
+	if (g->fd >= 0)
+		close(g->fd);
+	g->fd = fd;
+	g->reconnect = reconnect;
+	g->reconnect_arg = arg;
+	g->want_reconnect = false;
+	decoder_reset(g->dec);
+	return 0;
+}
+
+void cguest_set_sampler(struct cguest *g, struct sampler *s)
+{
+	if (!g)
+		return;
+	g->smp = s;
+	g->smp_stopped = false;
+	g->gone = false;
+}
+
+/* ---- channel ---------------------------------------------------------------- */
+
+static void channel_try_reconnect(struct cguest *g)
+{
+	int fd;
+
+	g->want_reconnect = false;
+	if (!g->reconnect)
+		return;
+	fd = g->reconnect(g->reconnect_arg);
+	if (fd < 0) {
+		g->want_reconnect = true;	/* the guest may come back */
+		return;
+	}
+	if (fd_prepare(fd)) {
+		close(fd);
+		g->want_reconnect = true;
+		return;
+	}
+	g->fd = fd;
+	decoder_reset(g->dec);	/* a partial record never spans connections */
+}
+
+/* Reads what the channel holds now (bounded).  Returns 0 or -errno for a
+ * host-side decoder failure. */
+static int channel_read(struct collector *c, struct cguest *g)
+{
+	size_t total = 0;
+
+	while (g->fd >= 0 && total < READ_MAX_PER_WAKE) {
+		ssize_t n = read(g->fd, c->buf, READ_CHUNK);
+
+		if (n > 0) {
+			int err = decoder_feed(g->dec, c->buf, (size_t)n);
+
+			if (err)
+				return err;
+			total += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		/* EOF or a dead socket: the guest went away or rebooted */
+		close(g->fd);
+		g->fd = -1;
+		channel_try_reconnect(g);
+	}
+	return 0;
+}
+
+/* ---- session.json -------------------------------------------------------- */
+
+static json_t *json_u64(uint64_t v)
+{
+	/* jansson integers are signed 64-bit; kernel addresses are not.  Larger
+	 * values go out as reals (exact for 2 MiB-aligned kernel addresses),
+	 * and callers add a "_hex" string that is always exact. */
+	if (v <= (uint64_t)INT64_MAX)
+		return json_integer((json_int_t)v);
+	return json_real((double)v);
+}
+
+static json_t *json_hex(uint64_t v)
+{
+	char b[24];
+
+	snprintf(b, sizeof(b), "0x%llx", (unsigned long long)v);
+	return json_string(b);
+}
+
+static void separate_str(unsigned sep, char *out, size_t len)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} names[] = {
+		{ OPVM_SEP_LIB, "lib" }, { OPVM_SEP_KERNEL, "kernel" },
+		{ OPVM_SEP_THREAD, "thread" }, { OPVM_SEP_CPU, "cpu" },
+	};
+	size_t i, o = 0;
+
+	out[0] = '\0';
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!(sep & names[i].bit))
+			continue;
+		o += (size_t)snprintf(out + o, len - o, "%s%s", o ? "," : "", names[i].name);
+		if (o >= len)
+			break;
+	}
+	if (!out[0])
+		snprintf(out, len, "none");
+}
+
+static int module_json(const struct gstate_module *m, void *arg)
+{
+	json_t *o = json_pack("{s:s}", "name", m->name);
+
+	if (!o)
+		return -ENOMEM;
+	json_object_set_new(o, "base", json_u64(m->base));
+	json_object_set_new(o, "size", json_u64(m->size));
+	json_object_set_new(o, "base_hex", json_hex(m->base));
+	return json_array_append_new(arg, o) ? -ENOMEM : 0;
+}
+
+static void guest_stats(const struct cguest *g, struct opvm_stats *st,
+			struct sampler_stats *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (g->smp && g->smp->ops && g->smp->ops->get_stats)
+		g->smp->ops->get_stats(g->smp, ss);
+	sync_get_stats(g->sy, st);
+	st->throttled = ss->throttled;
+}
+
+static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
+{
+	const struct gstate_hello *h = gstate_get_hello(g->gs);
+	const struct decoder_stats *ds = decoder_get_stats(g->dec);
+	const struct gstate_stats *gst = gstate_get_stats(g->gs);
+	struct sampler_stats ss;
+	struct opvm_stats st;
+	char sep[64], start[32];
+	json_t *root, *ev, *mods, *k = NULL;
+	struct tm tm;
+	size_t i;
+
+	guest_stats(g, &st, &ss);
+	separate_str(c->cfg.separate, sep, sizeof(sep));
+	gmtime_r(&c->start_wall.tv_sec, &tm);
+	strftime(start, sizeof(start), "%Y-%m-%dT%H:%M:%SZ", &tm);
+
+	root = json_object();
+	ev = json_array();
+	mods = json_array();
+	if (!root || !ev || !mods)
+		goto fail;
+	for (i = 0; i < c->cfg.nr_events; i++) {
+		const struct store_event *e = &c->cfg.events[i];
+		char name[sizeof(e->name) + 1];
+
+		memcpy(name, e->name, sizeof(e->name));
+		name[sizeof(e->name)] = '\0';
+		json_array_append_new(ev, json_pack("{s:s,s:o,s:I}", "name", name,
+						    "count", json_u64(e->count),
+						    "unit_mask", (json_int_t)e->unit_mask));
+	}
+	if (h) {
+		k = json_pack("{s:s,s:s}", "release", h->release, "anchor_name", h->anchor_name);
+		if (!k)
+			goto fail;
+		json_object_set_new(k, "anchor_addr", json_u64(h->anchor_addr));
+		json_object_set_new(k, "text_addr", json_u64(h->text_addr));
+		json_object_set_new(k, "anchor_addr_hex", json_hex(h->anchor_addr));
+		json_object_set_new(k, "text_addr_hex", json_hex(h->text_addr));
+		json_object_set_new(k, "nr_cpus", json_integer(h->nr_cpus));
+	}
+	if (gstate_for_each_module(g->gs, module_json, mods))
+		goto fail;
+
+	json_object_set_new(root, "version", json_integer(1));
+	json_object_set_new(root, "guest", json_string(g->name));
+	json_object_set_new(root, "mode", json_string(c->mode));
+	json_object_set_new(root, "rate_hz", json_integer(c->cfg.rate_hz));
+	json_object_set_new(root, "events", ev);
+	ev = NULL;
+	json_object_set_new(root, "vcpus", json_integer(g->nr_vcpus));
+	json_object_set_new(root, "separate", json_string(sep));
+	json_object_set_new(root, "start", json_string(start));
+	json_object_set_new(root, "duration_s", json_real((double)(now - c->start_ms) / 1000.0));
+	json_object_set_new(root, "stats", stats_to_json(&st));
+	json_object_set_new(root, "kernel", k ? k : json_null());
+	k = NULL;
+	json_object_set_new(root, "modules", mods);
+	mods = NULL;
+	json_object_set_new(root, "channel", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+		"bytes", (json_int_t)ds->bytes, "records", (json_int_t)ds->records,
+		"bad_records", (json_int_t)ds->bad_records, "resyncs", (json_int_t)ds->resyncs,
+		"seq_gaps", (json_int_t)ds->seq_gaps, "skipped_bytes", (json_int_t)ds->skipped_bytes,
+		"refused", (json_int_t)ds->refused, "unknown_types", (json_int_t)ds->unknown_types,
+		"version_mismatch", (json_int_t)ds->version_mismatch));
+	json_object_set_new(root, "sampler", json_pack("{s:s,s:I,s:I,s:I,s:I,s:I}",
+		"backend", g->smp && g->smp->ops && g->smp->ops->name ? g->smp->ops->name : "none",
+		"ticks", (json_int_t)ss.ticks, "samples", (json_int_t)ss.samples,
+		"throttled", (json_int_t)ss.throttled,
+		"cost_ns_avg", (json_int_t)(ss.ticks ? ss.cost_ns_total / ss.ticks : 0),
+		"exits", (json_int_t)ss.exits));
+	json_object_set_new(root, "model", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+		"processes", (json_int_t)gstate_nr_processes(g->gs),
+		"threads", (json_int_t)gstate_nr_threads(g->gs),
+		"cookies", (json_int_t)gstate_nr_cookies(g->gs),
+		"mappings", (json_int_t)gstate_nr_mappings(g->gs),
+		"modules", (json_int_t)gstate_nr_modules(g->gs),
+		"refused", (json_int_t)gst->refused,
+		"hellos", (json_int_t)gst->hellos,
+		"held", (json_int_t)sync_nr_held(g->sy)));
+	json_object_set_new(root, "store_errors", json_integer((json_int_t)sync_store_errors(g->sy)));
+	return root;
+fail:
+	json_decref(k);
+	json_decref(ev);
+	json_decref(mods);
+	json_decref(root);
+	return NULL;
+}
+
+static int write_session(struct collector *c, struct cguest *g, uint64_t now)
+{
+	json_t *j = session_json(c, g, now);
+	char *txt;
+	int err;
+
+	if (!j)
+		return -ENOMEM;
+	txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(j);
+	if (!txt)
+		return -ENOMEM;
+	err = store_write_meta(g->st, txt);
+	free(txt);
+	return err;
+}
+
+/* ---- sync ------------------------------------------------------------------- */
+
+static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool final)
+{
+	int err, ret = 0;
+
+	/* state first, so the samples about to be drained find it */
+	err = channel_read(c, g);
+	if (err)
+		ret = err;
+	if (g->fd < 0 && g->want_reconnect && !final) {
+		channel_try_reconnect(g);
+		err = channel_read(c, g);
+		if (err && !ret)
+			ret = err;
+	}
+	err = final ? sync_flush(g->sy, now) : sync_run(g->sy, now);
+	if (err && !ret)
+		ret = err;
+	err = store_sync(g->st);
+	if (err && !ret)
+		ret = err;
+	err = write_session(c, g, now);
+	if (err && !ret)
+		ret = err;
+	g->last_err = ret;
+	return ret;
+}
+
+int collector_sync(struct collector *c)
+{
+	uint64_t now = mono_ms();
+	int ret = 0;
+	size_t i;
+
+	if (!c)
+		return -EINVAL;
+	for (i = 0; i < c->nr_guests; i++) {
+		int err = guest_sync(c, c->guests[i], now, false);
+
+		if (err && !ret)
+			ret = err;
+	}
+	return ret;
+}
+
+static void samplers_stop(struct collector *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->nr_guests; i++) {
+		struct cguest *g = c->guests[i];
+
+		if (g->smp && !g->smp_stopped && g->smp->ops && g->smp->ops->stop)
+			g->smp->ops->stop(g->smp);
+		g->smp_stopped = true;
+	}
+}
+
+/* Stop sampling, then file everything: rings, held samples, store. */
+static int collector_finish(struct collector *c)
+{
+	uint64_t now = mono_ms();
+	int ret = 0;
+	size_t i;
+
+	samplers_stop(c);
+	for (i = 0; i < c->nr_guests; i++) {
+		int err = guest_sync(c, c->guests[i], now, true);
+
+		if (err && !ret)
+			ret = err;
+	}
+	c->finished = true;
+	return ret;
+}
+
+/* ---- status line ------------------------------------------------------------- */
+
+static void status_line(struct collector *c, uint64_t now, bool last)
+{
+	uint64_t received = 0, lost = 0, held = 0;
+	double rate, secs;
+	size_t i;
+
+	if (!c->cfg.status_line)
+		return;
+	if (!last && now - c->status_ms < STATUS_EVERY_MS)
+		return;
+	for (i = 0; i < c->nr_guests; i++) {
+		struct sampler_stats ss;
+		struct opvm_stats st;
+
+		guest_stats(c->guests[i], &st, &ss);
+		received += st.received;
+		lost += st.lost_overflow + st.lost_no_mapping + st.lost_no_process;
+		held += sync_nr_held(c->guests[i]->sy);
+	}
+	secs = (double)(now - c->start_ms) / 1000.0;
+	rate = now > c->status_ms ?
+	       (double)(received - c->status_received) * 1000.0 / (double)(now - c->status_ms) : 0;
+	fprintf(stderr, "\ropvm: %7.1fs  %9.0f samples/s  %llu samples  %llu lost  %llu held  %zu guest%s ",
+		secs, rate, (unsigned long long)received, (unsigned long long)lost,
+		(unsigned long long)held, c->nr_guests, c->nr_guests == 1 ? "" : "s");
+	if (last)
+		fputc('\n', stderr);
+	fflush(stderr);
+	c->status_shown = true;
+	c->status_ms = now;
+	c->status_received = received;
+}
+
+/* ---- main loop ---------------------------------------------------------------- */
+
+/* Returns 1 when every sampled guest is gone, -errno for a sampler fault,
+ * else 0. */
+static int samplers_check(struct collector *c)
+{
+	size_t i, sampled = 0, gone = 0;
+
+	for (i = 0; i < c->nr_guests; i++) {
+		struct cguest *g = c->guests[i];
+		int st;
+
+		if (!g->smp || !g->smp->ops || !g->smp->ops->status)
+			continue;
+		sampled++;
+		if (g->gone) {
+			gone++;
+			continue;
+		}
+		st = g->smp->ops->status(g->smp);
+		if (st < 0)
+			return st;
+		if (st == SAMPLER_TARGET_GONE) {
+			g->gone = true;
+			gone++;
+		}
+	}
+	return sampled && gone == sampled ? 1 : 0;
+}
+
+int collector_run(struct collector *c, volatile sig_atomic_t *stop, uint64_t duration_ms)
+{
+	struct pollfd pfd[MAX_GUESTS];
+	struct cguest *pg[MAX_GUESTS];
+	uint64_t begin = mono_ms(), next_sync = begin + c->cfg.sync_ms;
+	int ret = 0, err;
+
+	if (!c)
+		return -EINVAL;
+	c->finished = false;
+	for (;;) {
+		uint64_t now = mono_ms();
+		int timeout, n = 0, r;
+		size_t i;
+
+		if (stop && *stop)
+			break;
+		if (duration_ms && now - begin >= duration_ms)
+			break;
+		r = samplers_check(c);
+		if (r < 0) {
+			ret = r;
+			break;
+		}
+		if (r == 1)
+			break;
+		if (now >= next_sync) {
+			err = collector_sync(c);
+			if (err && !ret)
+				ret = 0;	/* store trouble is in the json; keep going */
+			next_sync = now + c->cfg.sync_ms;
+		}
+		status_line(c, now, false);
+
+		timeout = (int)(next_sync > now ? next_sync - now : 0);
+		if (timeout > POLL_MAX_MS)
+			timeout = POLL_MAX_MS;
+		if (c->cfg.status_line && timeout > STATUS_EVERY_MS)
+			timeout = STATUS_EVERY_MS;
+		if (duration_ms && begin + duration_ms - now < (uint64_t)timeout)
+			timeout = (int)(begin + duration_ms - now);
+		for (i = 0; i < c->nr_guests; i++) {
+			if (c->guests[i]->fd < 0)
+				continue;
+			pfd[n].fd = c->guests[i]->fd;
+			pfd[n].events = POLLIN;
+			pfd[n].revents = 0;
+			pg[n++] = c->guests[i];
+		}
+		r = poll(pfd, (nfds_t)n, timeout);
+		if (r < 0 && errno != EINTR) {
+			ret = -errno;
+			break;
+		}
+		for (i = 0; r > 0 && i < (size_t)n; i++) {
+			if (!pfd[i].revents)
+				continue;
+			err = channel_read(c, pg[i]);
+			if (err) {
+				ret = err;
+				goto out;
+			}
+		}
+	}
+out:
+	err = collector_finish(c);
+	if (!ret)
+		ret = err;
+	status_line(c, mono_ms(), true);
+	return ret;
+}
+
+void collector_free(struct collector *c)
+{
+	size_t i;
+
+	if (!c)
+		return;
+	if (!c->finished)
+		collector_finish(c);
+	if (c->status_shown && c->cfg.status_line && !c->finished)
+		fputc('\n', stderr);
+	for (i = 0; i < c->nr_guests; i++)
+		guest_free(c->guests[i]);
+	free(c->buf);
+	free(c->session_dir);
+	free(c->mode);
+	free(c);
+}

@@ -1,0 +1,598 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unit tests for the collector (host/collector.c): a guest channel fed
+ * through a socketpair with hand-built protocol records, samples pushed into
+ * the guest's rings, then sample files and session.json checked; the main
+ * loop's exits (target gone, sampler fault, stop flag, duration) and channel
+ * reconnection.
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "guest-kmod/opvm_proto.h"
+#include "host/collector.h"
+#include "host/decoder.h"
+#include "host/gstate.h"
+#include "host/ring.h"
+#include "host/sample.h"
+#include "host/store.h"
+#include "vmm/sampler.h"
+
+#define CR3_APP		0x2468000ull
+#define EXE_LO		0x400000ull
+#define MOD_BASE	0xffffffffc0100000ull
+#define KTEXT		0xffffffff81000000ull
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return remove(p);
+}
+
+static void mktmp(char *dir, size_t len)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(dir, len, "%s/opvm-test-collector-XXXXXX", tmp ? tmp : "/tmp");
+	assert_non_null(mkdtemp(dir));
+}
+
+/* ---- hand-built channel records ------------------------------------------ */
+
+struct chan {
+	int fd;
+	uint32_t seq;
+};
+
+static void send_rec(struct chan *ch, void *rec, size_t len, unsigned type)
+{
+	struct opvm_rec_hdr *h = rec;
+
+	assert_int_equal(len % OPVM_REC_ALIGN, 0);
+	h->magic = OPVM_PROTO_MAGIC;
+	h->type = (uint16_t)type;
+	h->len = (uint32_t)len;
+	h->seq = ch->seq++;
+	h->reserved = 0;
+	assert_int_equal(write(ch->fd, rec, len), (ssize_t)len);
+}
+
+static void send_hello(struct chan *ch)
+{
+	struct opvm_rec_hello r;
+
+	memset(&r, 0, sizeof(r));
+	r.version = OPVM_PROTO_VERSION;
+	r.nr_cpus = 2;
+	r.slot_pa = 0x100000;
+	r.slot_size = sizeof(struct opvm_slot);
+	r.anchor_addr = KTEXT;
+	r.text_addr = KTEXT;
+	strcpy(r.anchor_name, "_text");
+	strcpy(r.release, "6.1.0-test-amd64");
+	send_rec(ch, &r, sizeof(r), OPVM_REC_HELLO);
+}
+
+static void send_cookie(struct chan *ch, uint64_t id, const char *path)
+{
+	uint8_t buf[512];
+	struct opvm_rec_cookie *r = (struct opvm_rec_cookie *)buf;
+	size_t plen = strlen(path), len = (sizeof(*r) + plen + 7) & ~(size_t)7;
+
+	memset(buf, 0, sizeof(buf));
+	r->cookie = id;
+	r->path_len = (uint16_t)plen;
+	r->build_id_len = 4;
+	memcpy(r->build_id, "\xde\xad\xbe\xef", 4);
+	memcpy(buf + sizeof(*r), path, plen);
+	send_rec(ch, buf, len, OPVM_REC_COOKIE);
+}
+
+static void send_proc(struct chan *ch, uint32_t tgid, uint64_t cr3, const char *comm,
+		      uint64_t exe)
+{
+	struct opvm_rec_proc r;
+
+	memset(&r, 0, sizeof(r));
+	r.tgid = tgid;
+	r.ppid = 1;
+	r.cr3 = cr3;
+	r.exe_cookie = exe;
+	strncpy(r.comm, comm, sizeof(r.comm));
+	send_rec(ch, &r, sizeof(r), OPVM_REC_PROC);
+}
+
+static void send_mmap(struct chan *ch, uint32_t tgid, uint64_t start, uint64_t end,
+		      uint64_t pgoff, uint64_t cookie)
+{
+	struct opvm_rec_mmap r;
+
+	memset(&r, 0, sizeof(r));
+	r.tgid = tgid;
+	r.prot = 5;
+	r.start = start;
+	r.end = end;
+	r.pgoff = pgoff;
+	r.cookie = cookie;
+	send_rec(ch, &r, sizeof(r), OPVM_REC_MMAP);
+}
+
+static void send_module(struct chan *ch, const char *name, uint64_t base, uint64_t size)
+{
+	struct opvm_rec_module r;
+
+	memset(&r, 0, sizeof(r));
+	r.base = base;
+	r.size = size;
+	strncpy(r.name, name, sizeof(r.name));
+	send_rec(ch, &r, sizeof(r), OPVM_REC_MODULE);
+}
+
+static void send_guest_state(struct chan *ch)
+{
+	send_hello(ch);
+	send_cookie(ch, 1, "/usr/bin/app");
+	send_proc(ch, 100, CR3_APP, "app", 1);
+	send_mmap(ch, 100, EXE_LO, EXE_LO + 0x10000, 0x1000, 1);
+	send_module(ch, "virtio_net", MOD_BASE, 0x4000);
+}
+
+static void push(struct cguest *g, unsigned vcpu, uint64_t rip, uint64_t cr3, uint8_t cpl)
+{
+	struct opvm_sample s = {
+		.rip = rip, .cr3 = cr3, .slot_tid = 100, .slot_tgid = 100,
+		.vcpu = vcpu, .cpl = cpl, .flags = OPVM_SAMPLE_SLOT,
+	};
+
+	assert_int_equal(ring_push(cguest_ring(g, vcpu), &s), 0);
+}
+
+/* ---- reading results --------------------------------------------------------- */
+
+struct tally {
+	const char *image;
+	uint64_t total;
+	int kernel;
+};
+
+static int total_cb(uint64_t off, uint64_t count, void *arg)
+{
+	*(uint64_t *)arg += count;
+	return 0;
+}
+
+static int walk_cb(const struct store_entry *e, void *arg)
+{
+	struct tally *t = arg;
+	struct sfile_reader *r;
+	char err[256];
+
+	if (strcmp(e->image, t->image))
+		return 0;
+	r = sfile_reader_open(e->path, err, sizeof(err));
+	if (!r)
+		fail_msg("%s: %s", e->path, err);
+	assert_int_equal(sfile_reader_foreach(r, total_cb, &t->total), 0);
+	t->kernel = e->kernel;
+	sfile_reader_close(r);
+	return 0;
+}
+
+static uint64_t image_total(const char *dir, const char *image)
+{
+	struct tally t = { .image = image };
+
+	assert_int_equal(store_walk(dir, "current", walk_cb, &t, NULL), 0);
+	return t.total;
+}
+
+static json_t *load_session(const char *dir, const char *guest)
+{
+	char path[512];
+	json_error_t jerr;
+	json_t *j;
+
+	snprintf(path, sizeof(path), "%s/guests/%s/samples/current/session.json", dir, guest);
+	j = json_load_file(path, 0, &jerr);
+	if (!j)
+		fail_msg("%s: %s", path, jerr.text);
+	return j;
+}
+
+static int64_t jget(json_t *root, const char *obj, const char *key)
+{
+	json_t *o = obj ? json_object_get(root, obj) : root;
+	json_t *v = json_object_get(o, key);
+
+	if (!json_is_integer(v))
+		fail_msg("%s.%s is not an integer", obj ? obj : "", key);
+	return json_integer_value(v);
+}
+
+static struct collector_config base_cfg(const char *dir)
+{
+	struct collector_config cfg = {
+		.session_dir = dir,
+		.separate = OPVM_SEP_LIB,
+		.nr_events = 1,
+		.sync_ms = 50,
+		.hold_ms = 2000,
+		.mode = "gdbstub-timer",
+		.rate_hz = 250,
+	};
+
+	strcpy(cfg.events[0].name, "TIMER");
+	cfg.events[0].count = 1;
+	return cfg;
+}
+
+/* ---- a scripted sampler ----------------------------------------------------- */
+
+struct fake {
+	struct sampler s;
+	int status_after;	/* calls before status reports `final` */
+	int final;
+	int calls;
+	int stopped;
+	struct cguest *g;
+	int push_each_status;	/* push one user sample per status call */
+};
+
+static int fake_status(struct sampler *s)
+{
+	struct fake *f = s->priv;
+
+	if (f->push_each_status && f->calls < f->status_after)
+		push(f->g, 0, EXE_LO + 0x20, CR3_APP, 3);
+	if (++f->calls > f->status_after)
+		return f->final;
+	return SAMPLER_RUNNING;
+}
+
+static void fake_stop(struct sampler *s)
+{
+	((struct fake *)s->priv)->stopped++;
+}
+
+static void fake_stats(struct sampler *s, struct sampler_stats *out)
+{
+	struct fake *f = s->priv;
+
+	memset(out, 0, sizeof(*out));
+	out->ticks = (uint64_t)f->calls + 3;
+	out->samples = (uint64_t)f->calls;
+	out->throttled = 3;
+	out->cost_ns_total = 1000 * out->ticks;
+}
+
+static const char *fake_err(struct sampler *s)
+{
+	return "scripted fault";
+}
+
+static const struct sampler_ops fake_ops = {
+	.name = "fake",
+	.stop = fake_stop,
+	.status = fake_status,
+	.last_error = fake_err,
+	.get_stats = fake_stats,
+};
+
+/* ---- tests ---------------------------------------------------------------------- */
+
+static void test_channel_and_sync(void **state)
+{
+	char dir[256];
+	struct collector_config cfg;
+	struct collector *c;
+	struct cguest *g;
+	struct chan ch;
+	int sv[2];
+	json_t *j, *k, *mods, *ev;
+
+	mktmp(dir, sizeof(dir));
+	cfg = base_cfg(dir);
+	c = collector_new(&cfg);
+	assert_non_null(c);
+	g = collector_add_guest(c, "vm1", 2);
+	assert_non_null(g);
+	assert_int_equal(cguest_nr_vcpus(g), 2);
+	assert_string_equal(cguest_name(g), "vm1");
+	assert_non_null(cguest_ring(g, 1));
+	assert_null(cguest_ring(g, 2));
+	assert_null(collector_add_guest(c, "vm1", 1));	/* same tree twice */
+	assert_int_equal(errno, EEXIST);
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(cguest_set_channel(g, sv[0], NULL, NULL), 0);
+	ch.fd = sv[1];
+	ch.seq = 0;
+	send_guest_state(&ch);
+
+	/* the samples are taken while the records are still in the socket:
+	 * the sync must decode first */
+	for (int i = 0; i < 30; i++)
+		push(g, (unsigned)i & 1, EXE_LO + 0x100 + (uint64_t)(i % 3), CR3_APP | 0x1, 3);
+	for (int i = 0; i < 5; i++)
+		push(g, 0, MOD_BASE + 0x10, CR3_APP, 0);
+	for (int i = 0; i < 7; i++)
+		push(g, 1, KTEXT + 0x500, CR3_APP, 0);
+	assert_int_equal(collector_sync(c), 0);
+
+	assert_non_null(gstate_proc_by_cr3(cguest_gstate(g), CR3_APP));
+	assert_int_equal(image_total(dir, "/usr/bin/app"), 30);
+	assert_int_equal(image_total(dir, "virtio_net"), 5);
+	assert_int_equal(image_total(dir, "vmlinux"), 7);
+
+	j = load_session(dir, "vm1");
+	assert_int_equal(jget(j, NULL, "version"), 1);
+	assert_string_equal(json_string_value(json_object_get(j, "guest")), "vm1");
+	assert_string_equal(json_string_value(json_object_get(j, "mode")), "gdbstub-timer");
+	assert_int_equal(jget(j, NULL, "rate_hz"), 250);
+	assert_int_equal(jget(j, NULL, "vcpus"), 2);
+	assert_string_equal(json_string_value(json_object_get(j, "separate")), "lib");
+	assert_non_null(json_string_value(json_object_get(j, "start")));
+	assert_true(json_is_number(json_object_get(j, "duration_s")));
+	ev = json_array_get(json_object_get(j, "events"), 0);
+	assert_string_equal(json_string_value(json_object_get(ev, "name")), "TIMER");
+	assert_int_equal(jget(ev, NULL, "count"), 1);
+	assert_int_equal(jget(j, "stats", "received"), 42);
+	assert_int_equal(jget(j, "stats", "user"), 30);
+	assert_int_equal(jget(j, "stats", "kernel"), 12);
+	assert_int_equal(jget(j, "stats", "lost_overflow"), 0);
+	assert_int_equal(jget(j, "stats", "lost_no_mapping"), 0);
+	assert_int_equal(jget(j, "stats", "lost_no_process"), 0);
+	assert_int_equal(jget(j, "stats", "unresolved"), 0);
+	assert_int_equal(jget(j, "stats", "guest_lost"), 0);
+	assert_int_equal(jget(j, "stats", "throttled"), 0);
+	k = json_object_get(j, "kernel");
+	assert_true(json_is_object(k));
+	assert_string_equal(json_string_value(json_object_get(k, "release")), "6.1.0-test-amd64");
+	assert_string_equal(json_string_value(json_object_get(k, "anchor_name")), "_text");
+	assert_string_equal(json_string_value(json_object_get(k, "text_addr_hex")),
+			    "0xffffffff81000000");
+	assert_true((uint64_t)json_number_value(json_object_get(k, "text_addr")) == KTEXT);
+	mods = json_object_get(j, "modules");
+	assert_int_equal(json_array_size(mods), 1);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(mods, 0), "name")),
+			    "virtio_net");
+	assert_int_equal(jget(j, "channel", "records"), 5);
+	assert_int_equal(jget(j, "channel", "bad_records"), 0);
+	assert_true(jget(j, "channel", "bytes") > 0);
+	assert_true(json_is_object(json_object_get(j, "sampler")));
+	json_decref(j);
+
+	close(sv[1]);
+	collector_free(c);
+	collector_free(NULL);
+	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A sample taken before its process is announced and never resolved: the
+ * final sync (collector_free) files it anyway, and counts it. */
+static void test_free_flushes(void **state)
+{
+	char dir[256];
+	struct collector_config cfg;
+	struct collector *c;
+	struct cguest *g;
+	struct chan ch;
+	int sv[2];
+	json_t *j;
+
+	mktmp(dir, sizeof(dir));
+	cfg = base_cfg(dir);
+	c = collector_new(&cfg);
+	g = collector_add_guest(c, "vm2", 1);
+	assert_non_null(g);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(cguest_set_channel(g, sv[0], NULL, NULL), 0);
+	ch.fd = sv[1];
+	ch.seq = 0;
+	send_hello(&ch);
+	push(g, 0, 0x500000, 0x8642000, 3);
+	assert_int_equal(collector_sync(c), 0);
+	j = load_session(dir, "vm2");
+	assert_int_equal(jget(j, "stats", "received"), 1);
+	assert_int_equal(jget(j, "stats", "user"), 0);		/* held */
+	assert_int_equal(jget(j, "model", "held"), 1);
+	json_decref(j);
+	push(g, 0, KTEXT, 0x8642000, 0);			/* not synced yet */
+	close(sv[1]);
+	collector_free(c);
+	j = load_session(dir, "vm2");
+	assert_int_equal(jget(j, "stats", "received"), 2);
+	assert_int_equal(jget(j, "stats", "user"), 1);
+	assert_int_equal(jget(j, "stats", "kernel"), 1);
+	assert_int_equal(jget(j, "stats", "lost_no_process"), 1);
+	json_decref(j);
+	assert_int_equal(image_total(dir, "{anon-cr3:0x8642000}"), 1);
+	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* run() ends when the target is gone, having stopped the sampler and filed
+ * what it pushed; sampler stats land in session.json. */
+static void test_run_target_gone(void **state)
+{
+	char dir[256];
+	struct collector_config cfg;
+	struct collector *c;
+	struct cguest *g;
+	struct fake f = { .status_after = 5, .final = SAMPLER_TARGET_GONE,
+			  .push_each_status = 1 };
+	volatile sig_atomic_t stop = 0;
+	struct chan ch;
+	int sv[2];
+	json_t *j;
+
+	mktmp(dir, sizeof(dir));
+	cfg = base_cfg(dir);
+	c = collector_new(&cfg);
+	g = collector_add_guest(c, "vm3", 1);
+	assert_non_null(g);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(cguest_set_channel(g, sv[0], NULL, NULL), 0);
+	ch.fd = sv[1];
+	ch.seq = 0;
+	send_guest_state(&ch);
+	f.s.ops = &fake_ops;
+	f.s.priv = &f;
+	f.g = g;
+	cguest_set_sampler(g, &f.s);
+	assert_int_equal(collector_run(c, &stop, 0), 0);
+	assert_int_equal(f.stopped, 1);
+	assert_int_equal(image_total(dir, "/usr/bin/app"), 5);
+	j = load_session(dir, "vm3");
+	assert_int_equal(jget(j, "stats", "user"), 5);
+	assert_int_equal(jget(j, "stats", "throttled"), 3);
+	assert_int_equal(jget(j, "sampler", "throttled"), 3);
+	assert_int_equal(jget(j, "sampler", "ticks"), 9);
+	assert_int_equal(jget(j, "sampler", "cost_ns_avg"), 1000);
+	json_decref(j);
+	close(sv[1]);
+	collector_free(c);
+	assert_int_equal(f.stopped, 1);	/* not stopped twice */
+	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A sampler fault stops the run with its error, data synced. */
+static void test_run_fault(void **state)
+{
+	char dir[256];
+	struct collector_config cfg;
+	struct collector *c;
+	struct cguest *g;
+	struct fake f = { .status_after = 3, .final = -EIO, .push_each_status = 1 };
+
+	mktmp(dir, sizeof(dir));
+	cfg = base_cfg(dir);
+	c = collector_new(&cfg);
+	g = collector_add_guest(c, "vm4", 1);
+	assert_non_null(g);
+	f.s.ops = &fake_ops;
+	f.s.priv = &f;
+	f.g = g;
+	cguest_set_sampler(g, &f.s);
+	assert_int_equal(collector_run(c, NULL, 0), -EIO);
+	/* no guest module: filed per address space, right away */
+	assert_int_equal(image_total(dir, "{anon-cr3:0x2468000}"), 3);
+	collector_free(c);
+	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Duration and stop flag end the run; with no sampler the run lasts. */
+static void test_run_duration_and_stop(void **state)
+{
+	char dir[256];
+	struct collector_config cfg;
+	struct collector *c;
+	volatile sig_atomic_t stop = 1;
+
+	mktmp(dir, sizeof(dir));
+	cfg = base_cfg(dir);
+	cfg.status_line = 1;
+	c = collector_new(&cfg);
+	assert_non_null(collector_add_guest(c, "vm5", 1));
+	assert_int_equal(collector_run(c, &stop, 0), 0);	/* stops at once */
+	stop = 0;
+	assert_int_equal(collector_run(c, &stop, 120), 0);	/* 120 ms */
+	collector_free(c);
+	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+struct reconn {
+	int calls;
+	int peer;	/* our end of the new connection */
+};
+
+static int reconnect_cb(void *arg)
+{
+	struct reconn *r = arg;
+	int sv[2];
+
+	if (r->calls++)
+		return -1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return -1;
+	r->peer = sv[1];
+	return sv[0];
+}
+
+/* The channel reaches EOF (guest rebooted): reconnect, decoder reset, the
+ * new HELLO resets the model. */
+static void test_reconnect(void **state)
+{
+	char dir[256];
+	struct collector_config cfg;
+	struct collector *c;
+	struct cguest *g;
+	struct reconn rc = { 0 };
+	struct chan ch;
+	int sv[2];
+
+	mktmp(dir, sizeof(dir));
+	cfg = base_cfg(dir);
+	c = collector_new(&cfg);
+	g = collector_add_guest(c, "vm6", 1);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(cguest_set_channel(g, sv[0], reconnect_cb, &rc), 0);
+	ch.fd = sv[1];
+	ch.seq = 0;
+	send_guest_state(&ch);
+	/* half a record, then the guest goes away */
+	assert_int_equal(write(sv[1], "OV\x03\x00", 4), 4);
+	close(sv[1]);
+	assert_int_equal(collector_sync(c), 0);
+	assert_int_equal(rc.calls, 1);
+	assert_int_equal(gstate_nr_processes(cguest_gstate(g)), 1);
+	ch.fd = rc.peer;
+	ch.seq = 0;
+	send_hello(&ch);
+	send_proc(&ch, 7, 0x1110000, "init", 0);
+	assert_int_equal(collector_sync(c), 0);
+	assert_int_equal(gstate_nr_processes(cguest_gstate(g)), 1);
+	assert_non_null(gstate_proc_by_tgid(cguest_gstate(g), 7));
+	assert_null(gstate_proc_by_tgid(cguest_gstate(g), 100));
+	assert_int_equal(gstate_get_stats(cguest_gstate(g))->hellos, 2);
+	close(rc.peer);
+	collector_free(c);
+	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void test_bad_args(void **state)
+{
+	struct collector_config cfg = { .nr_events = 9 };
+
+	assert_null(collector_new(NULL));
+	assert_null(collector_new(&cfg));
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(collector_sync(NULL), -EINVAL);
+	assert_int_equal(cguest_set_channel(NULL, 0, NULL, NULL), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_channel_and_sync),
+		cmocka_unit_test(test_free_flushes),
+		cmocka_unit_test(test_run_target_gone),
+		cmocka_unit_test(test_run_fault),
+		cmocka_unit_test(test_run_duration_and_stop),
+		cmocka_unit_test(test_reconnect),
+		cmocka_unit_test(test_bad_args),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
