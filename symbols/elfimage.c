@@ -620,6 +620,23 @@ int elfimage_offset_to_addr(const struct elfimage *img, uint64_t off, uint64_t *
 	return -ENOENT;
 }
 
+int elfimage_addr_to_offset(const struct elfimage *img, uint64_t addr, uint64_t *off)
+{
+	if (img->type == ET_REL) {
+		*off = addr;
+		return 0;
+	}
+	for (size_t i = 0; i < img->nr_segs; i++) {
+		const struct elfseg *s = &img->segs[i];
+
+		if (addr >= s->vaddr && addr - s->vaddr < s->filesz) {
+			*off = s->off + (addr - s->vaddr);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
 size_t elfimage_nr_syms(const struct elfimage *img)
 {
 	return img->nr_syms;

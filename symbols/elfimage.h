@@ -55,6 +55,9 @@ const uint8_t *elfimage_build_id(const struct elfimage *img, size_t *len);
  * headers.  ET_REL: the identity.  Returns 0 or -ENOENT. */
 int elfimage_offset_to_addr(const struct elfimage *img, uint64_t off, uint64_t *addr);
 
+/* The reverse: address -> file offset (ET_REL: the identity). */
+int elfimage_addr_to_offset(const struct elfimage *img, uint64_t addr, uint64_t *off);
+
 size_t elfimage_nr_syms(const struct elfimage *img);
 const struct elfsym *elfimage_sym(const struct elfimage *img, size_t i);
 /* Index of the symbol containing addr, or -1. */
