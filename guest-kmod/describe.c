@@ -1,0 +1,563 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The worker: turns events into channel records.
+ *
+ * Runs on an ordered workqueue, so records leave in the order the hooks saw
+ * the events, and the cookie table needs no lock (only this worker touches
+ * it).  Everything that may sleep happens here: d_path(), reading build-ids
+ * with kernel_read(), mmap_read_lock() for VMA walks, mmput()/fput().
+ *
+ * The first run sends HELLO, describes every existing process and module,
+ * then SYNC; events queued meanwhile wait behind it.
+ */
+#include <linux/dcache.h>
+#include <linux/elf.h>
+#include <linux/file.h>
+#include <linux/hashtable.h>
+#include <linux/io.h>
+#include <linux/mm.h>
+#include <linux/mman.h>
+#include <linux/module.h>
+#include <linux/path.h>
+#include <linux/rculist.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/sched/task.h>
+#include <linux/slab.h>
+#include <linux/utsname.h>
+#include <linux/vmalloc.h>
+#include <linux/workqueue.h>
+#include "opvm.h"
+
+#ifndef NT_GNU_BUILD_ID
+#define NT_GNU_BUILD_ID		3
+#endif
+
+#define OPVM_MAX_COOKIES	4096
+#define OPVM_VMA_BATCH		64
+
+struct opvm_cookie {
+	struct hlist_node node;
+	struct path path;	/* reference held: keeps the dentry unique */
+	u64 id;
+};
+
+struct opvm_vma {
+	u64 start, end, pgoff;
+	u32 prot;
+	struct file *file;	/* reference or NULL */
+};
+
+static struct workqueue_struct *opvm_wq;
+static struct work_struct opvm_work;
+static bool opvm_synced;
+static DEFINE_HASHTABLE(cookies, 10);
+static unsigned int nr_cookies;
+static u64 next_cookie = 1;
+/* Worker-only scratch space. */
+static u8 *rec_buf;		/* OPVM_REC_MAX bytes */
+static char *path_buf;		/* PATH_MAX bytes */
+static struct opvm_vma *vma_buf;	/* OPVM_VMA_BATCH entries */
+
+void opvm_kick(void)
+{
+	if (opvm_wq)
+		queue_work(opvm_wq, &opvm_work);
+}
+
+void opvm_event_release(struct opvm_event *ev)
+{
+	if (ev->mm)
+		mmput(ev->mm);
+	if (ev->file)
+		fput(ev->file);
+	ev->mm = NULL;
+	ev->file = NULL;
+}
+
+#define REC_INIT(rec, t) do {					\
+	memset(&(rec), 0, sizeof(rec));				\
+	(rec).hdr.type = (t);					\
+	(rec).hdr.len = sizeof(rec);				\
+} while (0)
+
+/* ---- build-id ------------------------------------------------------------- */
+
+/*
+ * Read the GNU build-id note of an ELF file through its page cache.
+ * build_id_parse() is not exported in 6.1, and it only looks at the first
+ * page anyway.  The file is guest data, but a root-owned one: still, every
+ * offset and size is bounded before use.
+ */
+static int read_build_id(struct file *file, u8 *id, u8 *id_len)
+{
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+	loff_t pos = 0;
+	u8 *note;
+	int i, ret = -ENOENT;
+
+	*id_len = 0;
+	if (kernel_read(file, &eh, sizeof(eh), &pos) != sizeof(eh))
+		return -EIO;
+	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 64)
+		return -ENOEXEC;
+	note = kmalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!note)
+		return -ENOMEM;
+	for (i = 0; i < eh.e_phnum && ret; i++) {
+		size_t off = 0, len;
+
+		pos = eh.e_phoff + (u64)i * sizeof(ph);
+		if (kernel_read(file, &ph, sizeof(ph), &pos) != sizeof(ph))
+			break;
+		if (ph.p_type != PT_NOTE)
+			continue;
+		len = min_t(u64, ph.p_filesz, PAGE_SIZE);
+		pos = ph.p_offset;
+		if (kernel_read(file, note, len, &pos) != len)
+			continue;
+		while (off + sizeof(Elf64_Nhdr) <= len) {
+			Elf64_Nhdr *nh = (Elf64_Nhdr *)(note + off);
+			size_t namesz = ALIGN((size_t)nh->n_namesz, 4);
+			size_t descsz = ALIGN((size_t)nh->n_descsz, 4);
+			size_t name_off = off + sizeof(*nh);
+
+			if (nh->n_namesz > len || nh->n_descsz > len ||
+			    name_off + namesz + descsz > len)
+				break;
+			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+			    !memcmp(note + name_off, "GNU", 4) &&
+			    nh->n_descsz > 0 &&
+			    nh->n_descsz <= OPVM_BUILD_ID_MAX) {
+				memcpy(id, note + name_off + namesz,
+				       nh->n_descsz);
+				*id_len = nh->n_descsz;
+				ret = 0;
+				break;
+			}
+			off = name_off + namesz + descsz;
+		}
+	}
+	kfree(note);
+	return ret;
+}
+
+/* ---- cookies ----------------------------------------------------------- */
+
+static void cookies_flush(void)
+{
+	struct opvm_cookie *c;
+	struct hlist_node *tmp;
+	int bkt;
+
+	hash_for_each_safe(cookies, bkt, tmp, c, node) {
+		hash_del(&c->node);
+		path_put(&c->path);
+		kfree(c);
+	}
+	nr_cookies = 0;
+}
+
+/* Cookie of file, sending its COOKIE record first if it is new.  0 on error. */
+static u64 cookie_get(struct file *file)
+{
+	struct opvm_rec_cookie *rec = (struct opvm_rec_cookie *)rec_buf;
+	struct dentry *key = file->f_path.dentry;
+	struct opvm_cookie *c;
+	size_t len;
+	char *p;
+
+	hash_for_each_possible(cookies, c, node, (unsigned long)key)
+		if (c->path.dentry == key && c->path.mnt == file->f_path.mnt)
+			return c->id;
+	/* A full table starts over: ids are never reused, only resent. */
+	if (nr_cookies >= OPVM_MAX_COOKIES)
+		cookies_flush();
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	if (!c)
+		return 0;
+	c->path = file->f_path;
+	path_get(&c->path);
+	c->id = next_cookie++;
+	hash_add(cookies, &c->node, (unsigned long)key);
+	nr_cookies++;
+
+	memset(rec, 0, sizeof(*rec));
+	rec->hdr.type = OPVM_REC_COOKIE;
+	rec->cookie = c->id;
+	read_build_id(file, rec->build_id, &rec->build_id_len);
+	p = d_path(&file->f_path, path_buf, PATH_MAX);
+	if (IS_ERR(p))
+		p = "[unknown]";
+	len = min_t(size_t, strlen(p), OPVM_REC_MAX - sizeof(*rec));
+	len = min_t(size_t, len, OPVM_PATH_MAX);
+	memcpy(rec + 1, p, len);
+	rec->path_len = len;
+	rec->hdr.len = ALIGN(sizeof(*rec) + len, OPVM_REC_ALIGN);
+	memset((u8 *)(rec + 1) + len, 0, rec->hdr.len - sizeof(*rec) - len);
+	opvm_ring_put(rec);
+	return c->id;
+}
+
+/* ---- records ------------------------------------------------------------- */
+
+static void send_mmap(u32 tgid, u64 start, u64 end, u64 pgoff, u32 prot,
+		      struct file *file)
+{
+	struct opvm_rec_mmap rec;
+
+	REC_INIT(rec, OPVM_REC_MMAP);
+	rec.tgid = tgid;
+	rec.prot = prot;
+	rec.start = start;
+	rec.end = end;
+	rec.pgoff = pgoff;
+	rec.cookie = file ? cookie_get(file) : 0;
+	opvm_ring_put(&rec);
+}
+
+static u32 vm_prot(unsigned long vm_flags)
+{
+	return (vm_flags & VM_READ ? PROT_READ : 0) |
+	       (vm_flags & VM_WRITE ? PROT_WRITE : 0) |
+	       (vm_flags & VM_EXEC ? PROT_EXEC : 0);
+}
+
+/*
+ * MMAP every executable mapping of mm, in batches: the VMAs are collected
+ * under mmap_read_lock, then described (reading build-ids) without it.
+ */
+static void describe_mm(u32 tgid, struct mm_struct *mm)
+{
+	unsigned long next = 0;
+	int n, i;
+
+	do {
+		struct vm_area_struct *vma;
+
+		n = 0;
+		if (mmap_read_lock_killable(mm))
+			return;
+		{
+			VMA_ITERATOR(vmi, mm, next);
+
+			for_each_vma(vmi, vma) {
+				next = vma->vm_end;
+				if (!(vma->vm_flags & VM_EXEC))
+					continue;
+				vma_buf[n].start = vma->vm_start;
+				vma_buf[n].end = vma->vm_end;
+				vma_buf[n].pgoff = (u64)vma->vm_pgoff << PAGE_SHIFT;
+				vma_buf[n].prot = vm_prot(vma->vm_flags);
+				vma_buf[n].file = vma->vm_file ?
+						  get_file(vma->vm_file) : NULL;
+				if (!vma_buf[n].file)
+					vma_buf[n].pgoff = 0;
+				if (++n == OPVM_VMA_BATCH)
+					break;
+			}
+		}
+		mmap_read_unlock(mm);
+		for (i = 0; i < n; i++) {
+			send_mmap(tgid, vma_buf[i].start, vma_buf[i].end,
+				  vma_buf[i].pgoff, vma_buf[i].prot,
+				  vma_buf[i].file);
+			if (vma_buf[i].file)
+				fput(vma_buf[i].file);
+		}
+		cond_resched();
+	} while (n == OPVM_VMA_BATCH);
+}
+
+static struct file *mm_exe_file(struct mm_struct *mm)
+{
+	struct file *f;
+
+	rcu_read_lock();
+	f = rcu_dereference(mm->exe_file);
+	if (f && !get_file_rcu(f))
+		f = NULL;
+	rcu_read_unlock();
+	return f;
+}
+
+static void send_proc(u16 type, u32 tgid, u32 ppid, u64 cr3, const char *comm,
+		      struct file *exe)
+{
+	struct opvm_rec_proc rec;
+
+	REC_INIT(rec, type);
+	rec.tgid = tgid;
+	rec.ppid = ppid;
+	rec.cr3 = cr3;
+	rec.exe_cookie = exe ? cookie_get(exe) : 0;
+	strscpy(rec.comm, comm, sizeof(rec.comm));
+	opvm_ring_put(&rec);
+}
+
+static void send_exit(u16 type, u32 tid, u32 tgid)
+{
+	struct opvm_rec_exit rec;
+
+	REC_INIT(rec, type);
+	rec.tid = tid;
+	rec.tgid = tgid;
+	opvm_ring_put(&rec);
+}
+
+static void send_thread(u32 tid, u32 tgid, const char *comm)
+{
+	struct opvm_rec_thread rec;
+
+	REC_INIT(rec, OPVM_REC_THREAD);
+	rec.tid = tid;
+	rec.tgid = tgid;
+	strscpy(rec.comm, comm, sizeof(rec.comm));
+	opvm_ring_put(&rec);
+}
+
+static void send_module(u16 type, const char *name, u64 base, u64 size)
+{
+	struct opvm_rec_module rec;
+
+	REC_INIT(rec, type);
+	rec.base = base;
+	rec.size = size;
+	strscpy(rec.name, name, sizeof(rec.name));
+	opvm_ring_put(&rec);
+}
+
+/* ---- initial walk ------------------------------------------------------------ */
+
+static void send_hello(void)
+{
+	struct opvm_rec_hello rec;
+
+	REC_INIT(rec, OPVM_REC_HELLO);
+	rec.version = OPVM_PROTO_VERSION;
+	rec.nr_cpus = nr_cpu_ids;
+	rec.slot_pa = virt_to_phys(opvm_slots);
+	rec.slot_size = sizeof(struct opvm_slot);
+	rec.anchor_addr = (unsigned long)_printk;
+	strscpy(rec.anchor_name, "_printk", sizeof(rec.anchor_name));
+	rec.text_addr = opvm_lookup_name("_text");
+	strscpy(rec.release, utsname()->release, sizeof(rec.release));
+	opvm_ring_put(&rec);
+}
+
+static void describe_task(struct task_struct *p)
+{
+	struct mm_struct *mm = get_task_mm(p);
+	struct file *exe = mm ? mm_exe_file(mm) : NULL;
+	struct task_struct *t;
+	char comm[TASK_COMM_LEN];
+	u32 ppid;
+
+	get_task_comm(comm, p);
+	rcu_read_lock();
+	ppid = task_tgid_nr(rcu_dereference(p->real_parent));
+	rcu_read_unlock();
+	send_proc(OPVM_REC_PROC, p->tgid, ppid, mm ? opvm_mm_cr3(mm) : 0, comm,
+		  exe);
+	if (exe)
+		fput(exe);
+	/* Threads: records go into the ring, which does not sleep. */
+	rcu_read_lock();
+	for_each_thread(p, t) {
+		if (t == p)
+			continue;
+		send_thread(t->pid, t->tgid, t->comm);
+	}
+	rcu_read_unlock();
+	if (mm) {
+		describe_mm(p->tgid, mm);
+		mmput(mm);
+	}
+}
+
+static u64 walk_processes(void)
+{
+	struct task_struct **tasks, *p;
+	unsigned int cap, n = 0, i;
+
+	cap = 64;
+	rcu_read_lock();
+	for_each_process(p)
+		cap++;
+	rcu_read_unlock();
+	tasks = kvmalloc_array(cap, sizeof(*tasks), GFP_KERNEL);
+	if (!tasks) {
+		opvm_ring_lost(1);
+		return 0;
+	}
+	rcu_read_lock();
+	for_each_process(p) {
+		if (n == cap)
+			break;
+		get_task_struct(p);
+		tasks[n++] = p;
+	}
+	rcu_read_unlock();
+	for (i = 0; i < n; i++) {
+		describe_task(tasks[i]);
+		put_task_struct(tasks[i]);
+		cond_resched();
+	}
+	kvfree(tasks);
+	return n;
+}
+
+/*
+ * The module list head and its mutex are not exported; both are found
+ * through kallsyms.  Without them only modules loaded from now on are seen.
+ */
+static u64 walk_modules(void)
+{
+	struct list_head *head = (void *)opvm_lookup_name("modules");
+	struct mutex *lock = (void *)opvm_lookup_name("module_mutex");
+	struct module *mod;
+	u64 n = 0;
+
+	if (!head || !lock) {
+		pr_warn("opvm: module list not found: modules loaded before opvm are not reported\n");
+		send_module(OPVM_REC_MODULE, THIS_MODULE->name,
+			    (unsigned long)THIS_MODULE->core_layout.base,
+			    THIS_MODULE->core_layout.text_size);
+		return 1;
+	}
+	mutex_lock(lock);
+	list_for_each_entry(mod, head, list) {
+		if (mod->state == MODULE_STATE_UNFORMED)
+			continue;
+		send_module(OPVM_REC_MODULE, mod->name,
+			    (unsigned long)mod->core_layout.base,
+			    mod->core_layout.text_size);
+		n++;
+	}
+	mutex_unlock(lock);
+	return n;
+}
+
+/*
+ * Events queued before the walk starts describe history the walk already
+ * sees in its newer state (a fork and exec replayed after the walk would
+ * briefly rename a process): they are dropped.  Events queued during the
+ * walk are kept; replaying them is at worst redundant.
+ */
+static void initial_walk(void)
+{
+	unsigned int stale = opvm_events_pending();
+	struct opvm_rec_sync rec;
+	struct opvm_event ev;
+
+	send_hello();
+	REC_INIT(rec, OPVM_REC_SYNC);
+	rec.nr_procs = walk_processes();
+	rec.nr_modules = walk_modules();
+	opvm_ring_put(&rec);
+	while (stale-- && opvm_event_pop(&ev))
+		opvm_event_release(&ev);
+}
+
+/* ---- events ----------------------------------------------------------------- */
+
+static void handle_event(struct opvm_event *ev)
+{
+	switch (ev->type) {
+	case OPVM_EV_FORK:
+	case OPVM_EV_EXEC: {
+		struct file *exe = ev->file;
+
+		if (!exe && ev->mm)
+			exe = mm_exe_file(ev->mm);
+		send_proc(ev->type == OPVM_EV_FORK ? OPVM_REC_PROC :
+						     OPVM_REC_EXEC,
+			  ev->tgid, ev->ppid, ev->cr3, ev->name, exe);
+		if (exe && exe != ev->file)
+			fput(exe);
+		if (ev->mm)
+			describe_mm(ev->tgid, ev->mm);
+		break;
+	}
+	case OPVM_EV_THREAD:
+		send_thread(ev->pid, ev->tgid, ev->name);
+		break;
+	case OPVM_EV_EXIT:
+		send_exit(OPVM_REC_PROC_EXIT, ev->tgid, ev->tgid);
+		break;
+	case OPVM_EV_THREAD_EXIT:
+		send_exit(OPVM_REC_THREAD_EXIT, ev->pid, ev->tgid);
+		break;
+	case OPVM_EV_MMAP:
+		send_mmap(ev->tgid, ev->map.start, ev->map.end, ev->map.pgoff,
+			  ev->prot, ev->file);
+		break;
+	case OPVM_EV_MUNMAP: {
+		struct opvm_rec_munmap rec;
+
+		REC_INIT(rec, OPVM_REC_MUNMAP);
+		rec.tgid = ev->tgid;
+		rec.start = ev->map.start;
+		rec.end = ev->map.end;
+		opvm_ring_put(&rec);
+		break;
+	}
+	case OPVM_EV_MODULE:
+	case OPVM_EV_MODULE_FREE:
+		send_module(ev->type == OPVM_EV_MODULE ? OPVM_REC_MODULE :
+							 OPVM_REC_MODULE_FREE,
+			    ev->name, ev->mod.base, ev->mod.size);
+		break;
+	}
+}
+
+static void opvm_work_fn(struct work_struct *work)
+{
+	struct opvm_event ev;
+	unsigned int n = 0;
+
+	if (!opvm_synced) {
+		initial_walk();
+		opvm_synced = true;
+	}
+	while (opvm_event_pop(&ev)) {
+		handle_event(&ev);
+		opvm_event_release(&ev);
+		if (!(++n % 64))
+			cond_resched();
+	}
+}
+
+int opvm_describe_init(void)
+{
+	rec_buf = kmalloc(OPVM_REC_MAX, GFP_KERNEL);
+	path_buf = kmalloc(PATH_MAX, GFP_KERNEL);
+	vma_buf = kcalloc(OPVM_VMA_BATCH, sizeof(*vma_buf), GFP_KERNEL);
+	INIT_WORK(&opvm_work, opvm_work_fn);
+	opvm_wq = alloc_ordered_workqueue("opvm", 0);
+	if (!rec_buf || !path_buf || !vma_buf || !opvm_wq) {
+		opvm_describe_exit();
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Call after the hooks are gone: flushes pending work, drops all references. */
+void opvm_describe_exit(void)
+{
+	if (opvm_wq) {
+		flush_workqueue(opvm_wq);
+		destroy_workqueue(opvm_wq);
+		opvm_wq = NULL;
+	}
+	cookies_flush();
+	kfree(vma_buf);
+	kfree(path_buf);
+	kfree(rec_buf);
+	vma_buf = NULL;
+	path_buf = NULL;
+	rec_buf = NULL;
+}

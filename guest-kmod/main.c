@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * opvm.ko: tells a host-side profiler which guest task runs where.
+ *
+ * Load order: ring and /dev/opvm, slots, worker, hooks, then the first work
+ * item sends HELLO, describes what already exists and sends SYNC.  Unload
+ * runs the same steps backwards; the hooks go first so nothing new is queued
+ * while the rest is torn down.
+ */
+#include <linux/cpumask.h>
+#include <linux/io.h>
+#include <linux/kprobes.h>
+#include <linux/module.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/smp.h>
+#include "opvm.h"
+
+static unsigned int ring_kb = 2048;
+module_param(ring_kb, uint, 0444);
+MODULE_PARM_DESC(ring_kb, "record buffer size in KiB (default 2048)");
+
+static unsigned int events = 8192;
+module_param(events, uint, 0444);
+MODULE_PARM_DESC(events, "pending event slots (default 8192)");
+
+static bool track_mmap = true;
+module_param(track_mmap, bool, 0444);
+MODULE_PARM_DESC(track_mmap, "kprobe do_mmap/munmap for library mappings (default on)");
+
+struct opvm_slot *opvm_slots;
+
+u64 opvm_mm_cr3(struct mm_struct *mm)
+{
+	return __pa(mm->pgd);
+}
+
+/*
+ * kallsyms_lookup_name() is not exported; a kprobe registered by name
+ * resolves its address for us.
+ */
+unsigned long opvm_lookup_name(const char *name)
+{
+	static unsigned long (*lookup)(const char *name);
+
+	if (!lookup) {
+		struct kprobe kp = { .symbol_name = "kallsyms_lookup_name" };
+
+		if (register_kprobe(&kp) < 0)
+			return 0;
+		lookup = (unsigned long (*)(const char *))kp.addr;
+		unregister_kprobe(&kp);
+	}
+	return lookup ? lookup(name) : 0;
+}
+
+/* Seed each CPU's slot with what runs there now, before the first switch. */
+static void opvm_slot_seed(void *unused)
+{
+	struct opvm_slot *s = &opvm_slots[smp_processor_id()];
+	struct mm_struct *mm = current->mm;
+
+	s->pid = current->pid;
+	s->tgid = current->tgid;
+	s->flags = mm ? 0 : OPVM_SLOT_KTHREAD;
+	s->cr3 = mm ? opvm_mm_cr3(mm) : 0;
+	smp_wmb();
+	WRITE_ONCE(s->seq, s->seq + 2);
+}
+
+static int __init opvm_init(void)
+{
+	int ret;
+
+	BUILD_BUG_ON(sizeof(struct opvm_slot) != 24);
+	BUILD_BUG_ON(sizeof(struct opvm_rec_hello) % OPVM_REC_ALIGN);
+	BUILD_BUG_ON(sizeof(struct opvm_rec_cookie) % OPVM_REC_ALIGN);
+
+	/* kmalloc memory is physically contiguous: one guest-physical range. */
+	opvm_slots = kcalloc(nr_cpu_ids, sizeof(*opvm_slots), GFP_KERNEL);
+	if (!opvm_slots)
+		return -ENOMEM;
+	on_each_cpu(opvm_slot_seed, NULL, 1);
+
+	ret = opvm_ring_init((size_t)ring_kb * 1024);
+	if (ret)
+		goto err_slots;
+	ret = opvm_events_init(events);
+	if (ret)
+		goto err_ring;
+	ret = opvm_describe_init();
+	if (ret)
+		goto err_events;
+	ret = opvm_dev_register();
+	if (ret)
+		goto err_describe;
+	ret = opvm_hooks_register();
+	if (ret)
+		goto err_dev;
+	if (track_mmap)
+		opvm_hooks_mmap_register();
+	opvm_kick();	/* HELLO, initial walk, SYNC */
+	pr_info("opvm: loaded, %u slots at phys 0x%llx, /dev/opvm ready\n",
+		nr_cpu_ids, (unsigned long long)virt_to_phys(opvm_slots));
+	return 0;
+
+err_dev:
+	opvm_dev_unregister();
+err_describe:
+	opvm_describe_exit();
+err_events:
+	opvm_events_exit();
+err_ring:
+	opvm_ring_exit();
+err_slots:
+	kfree(opvm_slots);
+	return ret;
+}
+
+static void __exit opvm_exit(void)
+{
+	opvm_hooks_mmap_unregister();
+	opvm_hooks_unregister();
+	opvm_describe_exit();
+	opvm_events_exit();
+	opvm_dev_unregister();
+	opvm_ring_exit();
+	kfree(opvm_slots);
+	pr_info("opvm: unloaded, %llu records lost in total\n",
+		opvm_ring_lost_total());
+}
+
+module_init(opvm_init);
+module_exit(opvm_exit);
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("opvm guest agent: processes, mappings, modules and per-CPU current task for a host-side profiler");

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * opvm.ko internals.
+ *
+ * Three layers, each with one job:
+ *  - hooks.c: tracepoint, kprobe and module-notifier callbacks.  They run in
+ *    atomic context on hot paths, so they only update the per-CPU slot
+ *    (sched_switch) or push a small fixed-size event into a FIFO, taking
+ *    references on the mm/file the worker will need.
+ *  - describe.c: the single worker (an ordered workqueue).  It turns events
+ *    into channel records: paths, build-ids and VMA walks need to sleep, so
+ *    they happen only here.  Cookies are only touched by the worker, which
+ *    therefore needs no lock for them.
+ *  - ring.c: the bounded record ring read through /dev/opvm.  When it is
+ *    full, records are dropped and counted, and a LOST record with the count
+ *    goes out as soon as there is room.
+ */
+#ifndef OPVM_H
+#define OPVM_H
+
+#include <linux/types.h>
+#include <linux/mm_types.h>
+#include <linux/fs.h>
+#include <linux/sched.h>
+#include "opvm_proto.h"
+
+/* ---- ring.c ------------------------------------------------------------- */
+int opvm_ring_init(size_t size);
+void opvm_ring_exit(void);
+/*
+ * Append one record: rec points to a record whose header's type and len are
+ * set; magic and seq are filled in here.  Returns 0 or -ENOSPC (counted as
+ * lost).  Any context.
+ */
+int opvm_ring_put(void *rec);
+/* Count records dropped before they reached the ring. */
+void opvm_ring_lost(u64 n);
+u64 opvm_ring_lost_total(void);
+int opvm_dev_register(void);
+void opvm_dev_unregister(void);
+
+/* ---- events (hooks.c produces, describe.c consumes) ---------------------- */
+enum opvm_ev_type {
+	OPVM_EV_FORK = 1,	/* new process: mm (ref) may be set */
+	OPVM_EV_THREAD,		/* new thread */
+	OPVM_EV_EXEC,		/* mm (ref) and file (ref, the executable) */
+	OPVM_EV_EXIT,		/* whole thread group gone */
+	OPVM_EV_THREAD_EXIT,
+	OPVM_EV_MMAP,		/* file (ref) may be set */
+	OPVM_EV_MUNMAP,
+	OPVM_EV_MODULE,
+	OPVM_EV_MODULE_FREE,
+};
+
+struct opvm_event {
+	u16 type;
+	u32 pid;
+	u32 tgid;
+	u32 ppid;
+	u32 prot;
+	u64 cr3;
+	struct mm_struct *mm;	/* mmget() reference or NULL */
+	struct file *file;	/* get_file() reference or NULL */
+	union {
+		struct {
+			u64 start, end, pgoff;
+		} map;
+		struct {
+			u64 base, size;
+		} mod;
+	};
+	char name[OPVM_MODNAME_LEN];	/* comm (16) or module name */
+};
+
+int opvm_events_init(unsigned int nr);
+void opvm_events_exit(void);
+/*
+ * Reserve, fill and publish an event from any context.  Returns false (and
+ * counts a lost record) when the FIFO is full; the caller must then not take
+ * references.
+ */
+struct opvm_event *opvm_event_reserve(unsigned long *flags);
+void opvm_event_commit(struct opvm_event *ev, unsigned long flags);
+bool opvm_event_pop(struct opvm_event *out);
+unsigned int opvm_events_pending(void);
+
+int opvm_hooks_register(void);
+void opvm_hooks_unregister(void);
+int opvm_hooks_mmap_register(void);	/* kprobes; failure is not fatal */
+void opvm_hooks_mmap_unregister(void);
+
+/* ---- describe.c --------------------------------------------------------- */
+int opvm_describe_init(void);
+void opvm_describe_exit(void);
+void opvm_kick(void);			/* queue the worker */
+void opvm_event_release(struct opvm_event *ev);
+
+/* ---- main.c --------------------------------------------------------------- */
+extern struct opvm_slot *opvm_slots;
+unsigned long opvm_lookup_name(const char *name);
+u64 opvm_mm_cr3(struct mm_struct *mm);
+
+#endif /* OPVM_H */

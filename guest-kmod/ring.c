@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The record ring and /dev/opvm.
+ *
+ * A byte ring of whole records.  Writers (the worker, occasionally other
+ * contexts) append under a spinlock; the one reader (the relay) copies whole
+ * records to user space without the spinlock: [tail, head) is never written
+ * while the reader owns it, and tail only moves after the copy.
+ */
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/poll.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/uaccess.h>
+#include <linux/vmalloc.h>
+#include <linux/wait.h>
+#include "opvm.h"
+
+static struct {
+	spinlock_t lock;	/* head, seq, lost */
+	struct mutex rlock;	/* one reader at a time: owns tail */
+	wait_queue_head_t wait;
+	u8 *buf;
+	size_t size;		/* power of two, multiple of OPVM_REC_ALIGN */
+	u64 head;		/* bytes ever written */
+	u64 tail;		/* bytes ever consumed */
+	u32 seq;
+	u64 lost;		/* dropped, not yet reported */
+	u64 lost_total;
+} ring;
+
+int opvm_ring_init(size_t size)
+{
+	spin_lock_init(&ring.lock);
+	mutex_init(&ring.rlock);
+	init_waitqueue_head(&ring.wait);
+	ring.size = roundup_pow_of_two(max_t(size_t, size, 4 * OPVM_REC_MAX));
+	ring.buf = vzalloc(ring.size);
+	return ring.buf ? 0 : -ENOMEM;
+}
+
+void opvm_ring_exit(void)
+{
+	vfree(ring.buf);
+	ring.buf = NULL;
+}
+
+static void ring_copy_in(u64 pos, const void *src, size_t len)
+{
+	size_t off = pos & (ring.size - 1);
+	size_t first = min(len, ring.size - off);
+
+	memcpy(ring.buf + off, src, first);
+	memcpy(ring.buf, (const u8 *)src + first, len - first);
+}
+
+static void ring_copy_out(void *dst, u64 pos, size_t len)
+{
+	size_t off = pos & (ring.size - 1);
+	size_t first = min(len, ring.size - off);
+
+	memcpy(dst, ring.buf + off, first);
+	memcpy((u8 *)dst + first, ring.buf, len - first);
+}
+
+/* Caller holds ring.lock and has checked there is room. */
+static void ring_append(struct opvm_rec_hdr *hdr)
+{
+	hdr->magic = OPVM_PROTO_MAGIC;
+	hdr->seq = ring.seq++;
+	hdr->reserved = 0;
+	ring_copy_in(ring.head, hdr, hdr->len);
+	ring.head += hdr->len;
+}
+
+static size_t ring_room(void)
+{
+	return ring.size - (size_t)(ring.head - READ_ONCE(ring.tail));
+}
+
+/* Caller holds ring.lock.  Emits the pending LOST record if it fits. */
+static void ring_flush_lost(void)
+{
+	struct opvm_rec_lost rec = {
+		.hdr.type = OPVM_REC_LOST,
+		.hdr.len = sizeof(rec),
+	};
+
+	if (!ring.lost || ring_room() < sizeof(rec))
+		return;
+	rec.count = ring.lost;
+	ring.lost = 0;
+	ring_append(&rec.hdr);
+}
+
+int opvm_ring_put(void *rec)
+{
+	struct opvm_rec_hdr *hdr = rec;
+	unsigned long flags;
+	size_t need = hdr->len;
+	int ret = 0;
+
+	if (WARN_ON_ONCE(hdr->len < sizeof(*hdr) || hdr->len > OPVM_REC_MAX ||
+			 hdr->len % OPVM_REC_ALIGN))
+		return -EINVAL;
+	spin_lock_irqsave(&ring.lock, flags);
+	if (ring.lost)
+		need += sizeof(struct opvm_rec_lost);
+	if (ring_room() < need) {
+		ring.lost++;
+		ring.lost_total++;
+		ret = -ENOSPC;
+	} else {
+		ring_flush_lost();
+		ring_append(hdr);
+	}
+	spin_unlock_irqrestore(&ring.lock, flags);
+	if (!ret)
+		wake_up_interruptible(&ring.wait);
+	return ret;
+}
+
+void opvm_ring_lost(u64 n)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&ring.lock, flags);
+	ring.lost += n;
+	ring.lost_total += n;
+	spin_unlock_irqrestore(&ring.lock, flags);
+}
+
+u64 opvm_ring_lost_total(void)
+{
+	return READ_ONCE(ring.lost_total);
+}
+
+static bool ring_empty(void)
+{
+	return READ_ONCE(ring.head) == READ_ONCE(ring.tail);
+}
+
+/* read(): as many whole records as fit in count; at least one or -EINVAL. */
+static ssize_t opvm_dev_read(struct file *file, char __user *ubuf,
+			     size_t count, loff_t *ppos)
+{
+	unsigned long flags;
+	u64 head, pos;
+	size_t n = 0;
+	ssize_t ret;
+
+	if (mutex_lock_interruptible(&ring.rlock))
+		return -ERESTARTSYS;
+	while (ring_empty()) {
+		mutex_unlock(&ring.rlock);
+		if (file->f_flags & O_NONBLOCK)
+			return -EAGAIN;
+		if (wait_event_interruptible(ring.wait, !ring_empty()))
+			return -ERESTARTSYS;
+		if (mutex_lock_interruptible(&ring.rlock))
+			return -ERESTARTSYS;
+	}
+	spin_lock_irqsave(&ring.lock, flags);
+	head = ring.head;
+	spin_unlock_irqrestore(&ring.lock, flags);
+
+	for (pos = ring.tail; pos < head;) {
+		struct opvm_rec_hdr hdr;
+
+		ring_copy_out(&hdr, pos, sizeof(hdr));
+		if (n + hdr.len > count)
+			break;
+		n += hdr.len;
+		pos += hdr.len;
+	}
+	if (!n) {
+		ret = -EINVAL;	/* buffer smaller than one record */
+		goto out;
+	}
+	{
+		size_t off = ring.tail & (ring.size - 1);
+		size_t first = min(n, ring.size - off);
+
+		if (copy_to_user(ubuf, ring.buf + off, first) ||
+		    copy_to_user(ubuf + first, ring.buf, n - first)) {
+			ret = -EFAULT;
+			goto out;
+		}
+	}
+	spin_lock_irqsave(&ring.lock, flags);
+	WRITE_ONCE(ring.tail, ring.tail + n);
+	ring_flush_lost();	/* room again: report drops right away */
+	spin_unlock_irqrestore(&ring.lock, flags);
+	ret = n;
+out:
+	mutex_unlock(&ring.rlock);
+	return ret;
+}
+
+static __poll_t opvm_dev_poll(struct file *file, poll_table *wait)
+{
+	poll_wait(file, &ring.wait, wait);
+	return ring_empty() ? 0 : EPOLLIN | EPOLLRDNORM;
+}
+
+static const struct file_operations opvm_dev_fops = {
+	.owner = THIS_MODULE,
+	.read = opvm_dev_read,
+	.poll = opvm_dev_poll,
+	.llseek = noop_llseek,
+};
+
+static struct miscdevice opvm_miscdev = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "opvm",
+	.fops = &opvm_dev_fops,
+	.mode = 0400,
+};
+
+int opvm_dev_register(void)
+{
+	return misc_register(&opvm_miscdev);
+}
+
+void opvm_dev_unregister(void)
+{
+	misc_deregister(&opvm_miscdev);
+}

@@ -1,0 +1,250 @@
+#!/bin/bash
+# guest-channel: boot the opvm test guest under QEMU TCG, record everything
+# opvm.ko sends over the virtio-serial port, and check it against what the
+# guest itself says (console lines printed by the image's init):
+#   - HELLO first: version, CPUs, release, and a KASLR anchor consistent with
+#     System.map (anchor - _text equal at run time and in the map);
+#   - every process the guest lists in /proc was announced (PROC or EXEC);
+#   - libcmix's libc.so.6 text mapping, with libc's real build-id and the
+#     file offset of its executable segment;
+#   - the module list equals the guest's /proc/modules (names and bases);
+#   - every forker child announced (PROC, EXEC) and retired (PROC_EXIT).
+# Decodes with `$OPVM channel-dump --json` when it is built, else with
+# images/channel-decode.py.  Env: BUILD (default build), OPVM.
+set -u
+BUILD=${BUILD:-build}
+OPVM=${OPVM:-$BUILD/opvm}
+cd "$(dirname "$0")/../.."
+
+for t in qemu-system-x86_64 python3 readelf; do
+	if ! command -v $t >/dev/null; then
+		echo "SKIP: $t not installed (scripts/install-deps.sh)"
+		exit 77
+	fi
+done
+if ! make -s images BUILD="$BUILD" >"$BUILD/images-build.log" 2>&1; then
+	tail -20 "$BUILD/images-build.log"
+	echo "FAIL: make images failed (log: $BUILD/images-build.log)"
+	exit 1
+fi
+IMG=$BUILD/images
+mkdir -p "$BUILD/tmp"
+T=$(mktemp -d "$BUILD/tmp/guest-channel.XXXXXX")
+QPID=
+RPID=
+cleanup() {
+	[ -n "$QPID" ] && kill "$QPID" 2>/dev/null
+	[ -n "$RPID" ] && kill "$RPID" 2>/dev/null
+	wait 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+NFORK=${GUEST_CHANNEL_FORKS:-200}
+SOCK=$T/ch.sock
+t0=$(date +%s.%N)
+qemu-system-x86_64 -accel tcg -m 512 -smp 2 -nographic -no-reboot \
+	-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio.gz" \
+	-append "console=ttyS0 quiet opvm.workload=libcmix:1+forker:$NFORK opvm.dump=1" \
+	-device virtio-serial-pci \
+	-chardev socket,id=ch0,path="$SOCK",server=on,wait=off \
+	-device virtserialport,chardev=ch0,name=org.opvm.0 \
+	</dev/null >"$T/console.log" 2>&1 &
+QPID=$!
+
+# The host end: connect once QEMU made the socket, keep every byte.
+python3 - "$SOCK" "$T/chan.bin" <<'PY' &
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+for _ in range(600):
+    try:
+        s.connect(sys.argv[1])
+        break
+    except OSError:
+        time.sleep(0.05)
+else:
+    sys.exit("guest-channel: cannot connect to " + sys.argv[1])
+with open(sys.argv[2], 'wb') as f:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        f.write(b)
+PY
+RPID=$!
+
+for _ in $(seq 1500); do
+	kill -0 "$QPID" 2>/dev/null || break
+	sleep 0.1
+done
+if kill -0 "$QPID" 2>/dev/null; then
+	tail -20 "$T/console.log"
+	echo "FAIL: the guest did not power off within 150 s"
+	exit 1
+fi
+wait "$QPID"
+QPID=
+wait "$RPID"
+RPID=
+t1=$(date +%s.%N)
+if ! grep -q '^OPVM-DONE' "$T/console.log"; then
+	tail -30 "$T/console.log"
+	echo "FAIL: the guest's init did not finish (console above)"
+	exit 1
+fi
+
+if [ -x "$OPVM" ] && "$OPVM" channel-dump --json "$T/chan.bin" >"$T/dump.json" 2>"$T/dump.err"; then
+	DEC="opvm channel-dump"
+else
+	DEC="images/channel-decode.py"
+	images/channel-decode.py --json "$T/chan.bin" >"$T/dump.json" || {
+		echo "FAIL: the channel stream does not decode"; exit 1; }
+fi
+
+python3 - "$T/dump.json" "$T/console.log" "$IMG" "$DEC" "$NFORK" <<'PY'
+import json, re, subprocess, sys
+
+dump, console, img, dec, nfork = sys.argv[1:6]
+recs = [json.loads(l) for l in open(dump) if l.startswith('{')]
+con = open(console, errors='replace').read().splitlines()
+fails = []
+
+
+def num(v):
+    return int(v, 0) if isinstance(v, str) else int(v)
+
+
+def check(ok, msg):
+    if not ok:
+        fails.append(msg)
+    return ok
+
+
+print('MEASURED records=%d decoder="%s"' % (len(recs), dec))
+# --- HELLO and the KASLR anchor -------------------------------------------
+h = recs[0] if recs else {}
+if check(h.get('type') == 'HELLO', 'first record is not HELLO'):
+    smap = {}
+    for line in open(img + '/System.map'):
+        a, _, n = line.split()
+        smap.setdefault(n, int(a, 16))
+    rel = subprocess.run(['ls', img + '/root/lib/modules'], capture_output=True,
+                         text=True).stdout.split()
+    check(h.get('version') == 1, 'HELLO version %s' % h.get('version'))
+    check(h.get('cpus') == 2, 'HELLO cpus %s, guest has 2' % h.get('cpus'))
+    check(h.get('slot_size') == 24, 'HELLO slot_size %s' % h.get('slot_size'))
+    check(h.get('release') in rel, 'HELLO release %s not in %s' %
+          (h.get('release'), rel))
+    anchor, text = num(h['anchor_addr']), num(h['text'])
+    name = h.get('anchor')
+    if check(name in smap and text, 'anchor %s / _text not usable' % name):
+        slide = text - smap['_text']
+        check(anchor - slide == smap[name],
+              'anchor %s at %#x does not match System.map (%#x + slide %#x)'
+              % (name, anchor, smap[name], slide))
+        print('MEASURED kaslr_slide=%#x' % slide)
+    check(num(h.get('slot_pa', 0)) != 0, 'HELLO slot_pa is 0')
+seqs = [r['seq'] for r in recs]
+check(seqs == list(range(len(seqs))), 'record seq numbers are not 0,1,2,...')
+lost = sum(num(r.get('count', 0)) for r in recs if r['type'] == 'LOST')
+check(any(r['type'] == 'SYNC' for r in recs), 'no SYNC record')
+
+# --- replay the stream --------------------------------------------------
+announced, retired, execd = {}, {}, {}
+cookies, mods = {}, {}
+for i, r in enumerate(recs):
+    t = r['type']
+    if t in ('PROC', 'EXEC'):
+        announced.setdefault(r['tgid'], []).append((i, t, r.get('comm')))
+        if t == 'EXEC':
+            execd[r['tgid']] = i
+    elif t == 'PROC_EXIT':
+        retired[r['tgid']] = i
+    elif t == 'COOKIE':
+        cookies[num(r['id'])] = r
+    elif t == 'MODULE':
+        mods[r['name']] = num(r['base'])
+    elif t == 'MODULE_FREE':
+        mods.pop(r['name'], None)
+
+# --- every process the guest lists ------------------------------------------
+ps = [l.split(None, 2)[1:] for l in con if l.startswith('OPVM-PS ')]
+missing = [p for p in ps if int(p[0]) not in announced]
+check(ps, 'the guest printed no OPVM-PS lines')
+check(not missing, '%d of %d guest processes never announced: %s' %
+      (len(missing), len(ps), missing[:10]))
+print('RESULT guest-channel processes: %d listed, %d announced' %
+      (len(ps), len(ps) - len(missing)))
+
+# --- libc in libcmix -----------------------------------------------------------
+m = [re.search(r'libcmix pid=(\d+)', l) for l in con]
+m = [x for x in m if x]
+if check(m, 'no OPVM-TRUTH libcmix pid= line'):
+    pid = int(m[0].group(1))
+    libc = img + '/root/lib/x86_64-linux-gnu/libc.so.6'
+    bid = re.search(r'Build ID: ([0-9a-f]+)', subprocess.run(
+        ['readelf', '-n', libc], capture_output=True, text=True).stdout)
+    bid = bid.group(1) if bid else None
+    xoff = [int(l.split()[1], 16) for l in subprocess.run(
+        ['readelf', '-lW', libc], capture_output=True, text=True).stdout
+        .splitlines() if l.split()[:1] == ['LOAD'] and 'E' in l.split()[-2]]
+    maps = [r for i, r in enumerate(recs) if r['type'] == 'MMAP' and
+            r['tgid'] == pid and i > execd.get(pid, -1) and
+            num(r['cookie']) in cookies and
+            cookies[num(r['cookie'])]['path'].endswith('/libc.so.6')]
+    if check(maps, 'no MMAP of libc.so.6 in libcmix (pid %d) after its EXEC'
+             % pid):
+        r = maps[-1]
+        c = cookies[num(r['cookie'])]
+        check(num(r['prot']) & 4, 'libc mapping not executable')
+        check(c.get('build_id') == bid, 'libc build-id %s, file has %s' %
+              (c.get('build_id'), bid))
+        check(num(r['pgoff']) in xoff, 'libc text pgoff %#x, file says %s' %
+              (num(r['pgoff']), [hex(x) for x in xoff]))
+        print('RESULT guest-channel libc: %s %s-%s pgoff=%s build-id ok' %
+              (c['path'], r['start'], r['end'], r['pgoff']))
+
+# --- modules -------------------------------------------------------------------
+gm = {l.split()[1]: int(l.split()[2], 16) for l in con
+      if l.startswith('OPVM-MOD ') and len(l.split()) >= 3}
+check(gm, 'the guest printed no OPVM-MOD lines')
+check(set(gm) == set(mods), 'modules: guest %s, channel %s' %
+      (sorted(gm), sorted(mods)))
+bad = [n for n in gm if n in mods and gm[n] and gm[n] != mods[n]]
+check(not bad, 'module bases differ: %s' % bad)
+print('RESULT guest-channel modules: %d in /proc/modules, %d on the channel'
+      % (len(gm), len(mods)))
+
+# --- forker --------------------------------------------------------------------
+kids = [int(x.group(1)) for x in
+        (re.search(r'forker child=(\d+)', l) for l in con) if x]
+check(len(kids) == int(nfork), 'forker reported %d children, wanted %s' %
+      (len(kids), nfork))
+bad = []
+for k in kids:
+    a = announced.get(k, [])
+    forked = any(t == 'PROC' for _, t, _ in a)
+    ex = [i for i, t, c in a if t == 'EXEC' and c == 'opvm-true']
+    gone = retired.get(k, -1)
+    if not (forked and ex and gone > ex[-1]):
+        bad.append(k)
+check(not bad, '%d forker children not announced+exec+retired: %s' %
+      (len(bad), bad[:10]))
+print('RESULT guest-channel forker: %d children, %d fully tracked' %
+      (len(kids), len(kids) - len(bad)))
+print('RESULT guest-channel lost_records: %d' % lost)
+check(lost == 0, 'the guest dropped %d records' % lost)
+
+for f in fails:
+    print('FAIL: ' + f)
+sys.exit(1 if fails else 0)
+PY
+rc=$?
+printf 'MEASURED guest-channel boot-to-poweroff: %.1f s, %s bytes on the channel\n' \
+	"$(echo "$t1 - $t0" | bc 2>/dev/null || echo 0)" "$(stat -c %s "$T/chan.bin")"
+if [ $rc != 0 ]; then
+	grep -E 'opvm|OPVM-TRUTH exit' "$T/console.log" | grep -v -E 'OPVM-(PS|MOD)' | tail -20
+	exit 1
+fi
+echo "PASS: guest-channel"
+exit 0
