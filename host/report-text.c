@@ -131,12 +131,11 @@ void report_print_footer(FILE *f, const struct report *r)
 		lost_nomap += r->guests[i].stats.lost_no_mapping;
 		lost_noproc += r->guests[i].stats.lost_no_process;
 	}
-	fprintf(f, "\ntotal %" PRIu64 " samples; lost %" PRIu64 ", throttled %" PRIu64,
+	fprintf(f, "\ntotal %" PRIu64 " samples, lost %" PRIu64 ", throttled %" PRIu64 "\n",
 		r->total, r->lost, r->throttled);
 	if (r->symbols)
-		fprintf(f, ", unresolved %" PRIu64 " (%.2f%%), build-id mismatches %zu",
+		fprintf(f, "unresolved %" PRIu64 " samples (%.2f%%), build-id mismatches %zu\n",
 			r->unresolved, pct(r->unresolved, r->total), r->mismatches);
-	fputc('\n', f);
 	if (r->bad_files || r->skipped_files)
 		fprintf(f, "warning: %zu sample file%s could not be read and %zu were skipped\n",
 			r->bad_files, r->bad_files == 1 ? "" : "s", r->skipped_files);
@@ -374,6 +373,12 @@ static json_t *jint_or_null(int64_t v)
 	return v < 0 ? json_null() : json_integer(v);
 }
 
+/* Percentages to 4 decimals, as the text shows them. */
+static double pround(double p)
+{
+	return (double)(long long)(p * 10000.0 + 0.5) / 10000.0;
+}
+
 static json_t *row_json(const struct report_row *row)
 {
 	return json_pack("{s:s, s:o, s:o, s:o, s:s, s:s, s:b, s:o, s:I, s:f}",
@@ -386,7 +391,7 @@ static json_t *row_json(const struct report_row *row)
 			 "kernel", row->kernel,
 			 "symbol", row->symbol ? json_string(row->symbol) : json_null(),
 			 "samples", (json_int_t)row->samples,
-			 "percent", row->percent);
+			 "percent", pround(row->percent));
 }
 
 static json_t *header_json(const struct report *r)
@@ -624,11 +629,11 @@ int report_print_diff_json(FILE *f, const struct report *a, const struct report 
 		if (!row)
 			continue;
 		json_object_set_new(row, "samples", json_integer(d[i].b ? (json_int_t)d[i].b->samples : 0));
-		json_object_set_new(row, "percent", json_real(d[i].b ? d[i].b->percent : 0));
+		json_object_set_new(row, "percent", json_real(d[i].b ? pround(d[i].b->percent) : 0));
 		json_object_set_new(row, "baseline_samples",
 				    json_integer(d[i].a ? (json_int_t)d[i].a->samples : 0));
-		json_object_set_new(row, "baseline_percent", json_real(d[i].a ? d[i].a->percent : 0));
-		json_object_set_new(row, "delta_percent", json_real(d[i].delta));
+		json_object_set_new(row, "baseline_percent", json_real(d[i].a ? pround(d[i].a->percent) : 0));
+		json_object_set_new(row, "delta_percent", json_real(pround(d[i].delta + 100.0) - 100.0));
 		json_array_append_new(syms, row);
 	}
 	free(d);

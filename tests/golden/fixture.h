@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Report fixture shared by tests/unit/test-report.c, test-symbols.c and
- * tests/golden/mkfixture.c: compiles tests/golden/fixtures/*.c with
+ * tests/golden/mkfixture.c: compiles the C files of tests/golden/fixtures with
  * `cc -g -O1` into a guest root, and writes a synthetic session over them
  * with the real store API (host/store.h).
  *
@@ -211,8 +211,8 @@ static int fixture_build(struct fixture *fx, const char *base)
 		 slash ? here : ".");
 	if (mkdir(base, 0755) && errno != EEXIST)
 		return -1;
-	snprintf(fx->dir, sizeof(fx->dir), "%s/fx.XXXXXX", base);
-	if (!mkdtemp(fx->dir))
+	if (snprintf(fx->dir, sizeof(fx->dir), "%s/fx.XXXXXX", base) >= (int)sizeof(fx->dir) ||
+	    !mkdtemp(fx->dir))
 		return -1;
 	snprintf(fx->root, sizeof(fx->root), "%s/root", fx->dir);
 	snprintf(fx->session, sizeof(fx->session), "%s/session", fx->dir);

@@ -1,0 +1,504 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Report model and outputs against the fixture (tests/golden/fixture.h):
+ * real binaries compiled with cc -g -O1, a real sample tree written with
+ * the store API, exact expected text and JSON in tests/golden/.
+ * OPVM_UPDATE_GOLDEN=1 rewrites the golden files.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+
+#include "host/report.h"
+#include "tests/golden/fixture.h"
+
+static struct fixture fx;
+
+static int setup(void **state)
+{
+	const char *build = getenv("BUILD");
+	char base[PATH_MAX];
+
+	snprintf(base, sizeof(base), "%s/tmp", build && *build ? build : "build");
+	fx_sh("mkdir -p '%s'", base);
+	return fixture_build(&fx, base);
+}
+
+static int teardown(void **state)
+{
+	fixture_cleanup(&fx);
+	return 0;
+}
+
+/* Replaces every occurrence of from with to in the malloc'd string s. */
+static char *subst(char *s, const char *from, const char *to)
+{
+	size_t fl = strlen(from), tl = strlen(to), n = 0;
+	char *out, *o;
+	const char *p;
+
+	if (!fl)
+		return s;
+	for (p = s; (p = strstr(p, from)); p += fl)
+		n++;
+	out = malloc(strlen(s) + n * (tl > fl ? tl - fl : 0) + 1);
+	assert_non_null(out);
+	for (p = s, o = out; *p;) {
+		if (!strncmp(p, from, fl)) {
+			memcpy(o, to, tl);
+			o += tl;
+			p += fl;
+		} else {
+			*o++ = *p++;
+		}
+	}
+	*o = '\0';
+	free(s);
+	return out;
+}
+
+static char *normalise(char *s)
+{
+	s = subst(s, fx.root, "$ROOT");
+	return subst(s, fx.bid_hex, "$BUILDID");
+}
+
+static char *read_all(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t len = 0;
+
+	if (!f)
+		return NULL;
+	buf = calloc(1, 1 << 20);
+	assert_non_null(buf);
+	len = fread(buf, 1, (1 << 20) - 1, f);
+	buf[len] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static void golden(const char *name, char *text)
+{
+	char path[PATH_MAX];
+	char *want;
+
+	if (snprintf(path, sizeof(path), "%s/../%s", fx.src, name) >= (int)sizeof(path))
+		fail_msg("path too long");
+	if (getenv("OPVM_UPDATE_GOLDEN")) {
+		FILE *f = fopen(path, "w");
+
+		assert_non_null(f);
+		fputs(text, f);
+		fclose(f);
+		print_message("updated %s\n", path);
+		return;
+	}
+	want = read_all(path);
+	if (!want)
+		fail_msg("%s missing: run with OPVM_UPDATE_GOLDEN=1 to create it", path);
+	if (strcmp(want, text)) {
+		print_message("---- expected (%s)\n%s---- got\n%s----\n", path, want, text);
+		fail_msg("output differs from %s", name);
+	}
+	free(want);
+}
+
+struct ctx {
+	struct symres *res;
+	struct report *r;
+};
+
+static struct report *load(struct symres **resp, int symbols, int details,
+			   unsigned keep, const char *const *specs)
+{
+	struct symres_root root = { .guest = "t1", .dir = fx.root };
+	struct symres_config sc = {
+		.session_dir = fx.session, .roots = &root, .nr_roots = 1,
+		.no_host_kernel = 1, .no_debuginfod = 1,
+	};
+	struct report_opts o = {
+		.session_dir = fx.session, .keep = keep, .symbols = symbols,
+		.details = details,
+	};
+	static char specbuf[8][128];
+	char err[512];
+	struct report *r;
+
+	for (size_t i = 0; specs && specs[i]; i++) {
+		snprintf(specbuf[i], sizeof(specbuf[i]), "%s", specs[i]);
+		assert_int_equal(report_filter_add(&o.filter, specbuf[i]), 0);
+	}
+	*resp = NULL;
+	if (symbols) {
+		*resp = symres_new(&sc);
+		assert_non_null(*resp);
+		o.res = *resp;
+	}
+	r = report_load(&o, err, sizeof(err));
+	if (!r)
+		fail_msg("report_load: %s", err);
+	return r;
+}
+
+static char *render(void (*fn)(FILE *, const struct report *, const struct report_print_opts *),
+		    const struct report *r, const struct report_print_opts *po)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	report_print_header(f, r);
+	fputc('\n', f);
+	fn(f, r, po);
+	report_print_footer(f, r);
+	fclose(f);
+	return normalise(buf);
+}
+
+static void check_width(const char *text, int width)
+{
+	const char *p = text;
+
+	while (*p) {
+		const char *eol = strchr(p, '\n');
+		size_t n = eol ? (size_t)(eol - p) : strlen(p);
+
+		/* Table lines fit; footer reasons carry paths and may not. */
+		if (!strncmp(p, "  ", 2) || !strncmp(p, "warning", 7)) {
+			p += n + (eol != NULL);
+			continue;
+		}
+		if (n > (size_t)width)
+			fail_msg("line longer than %d columns: '%.*s'", width, (int)n, p);
+		p += n + (eol != NULL);
+	}
+}
+
+static void test_summary_golden(void **state)
+{
+	struct symres *res;
+	struct report *r = load(&res, 0, 0, REPORT_KEEP_DEFAULT, NULL);
+	char *text;
+
+	assert_int_equal(r->total, FX_TOTAL);
+	text = render(report_print_summary, r, NULL);
+	check_width(text, 80);
+	golden("report-summary.txt", text);
+	free(text);
+	report_free(r);
+	symres_free(res);
+}
+
+static void test_symbols_golden(void **state)
+{
+	struct report_print_opts po = { .width = 80 };
+	struct symres *res;
+	struct report *r = load(&res, 1, 0, REPORT_KEEP_DEFAULT, NULL);
+	char *text;
+
+	assert_int_equal(r->total, FX_TOTAL);
+	assert_string_equal(r->rows[0].symbol, "func_b");
+	assert_int_equal(r->rows[0].samples, 1100);
+	assert_int_equal(r->mismatches, 1);
+	text = render(report_print_symbols, r, &po);
+	check_width(text, 80);
+	golden("report-l.txt", text);
+	free(text);
+	report_free(r);
+	symres_free(res);
+}
+
+static void test_json_golden(void **state)
+{
+	struct symres *res;
+	struct report *r = load(&res, 1, 0, REPORT_KEEP_DEFAULT, NULL);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	json_error_t jerr;
+	json_t *o, *syms, *first;
+
+	assert_non_null(f);
+	assert_int_equal(report_print_json(f, r, NULL), 0);
+	fclose(f);
+	buf = normalise(buf);
+	golden("report.json", buf);
+
+	/* The stable contract other tests rely on. */
+	o = json_loads(buf, 0, &jerr);
+	assert_non_null(o);
+	assert_string_equal(json_string_value(json_object_get(o, "mode")), "gdbstub-timer");
+	assert_string_equal(json_string_value(json_object_get(o, "event")), "TIMER");
+	assert_int_equal(json_integer_value(json_object_get(o, "total_samples")), FX_TOTAL);
+	assert_int_equal(json_integer_value(json_object_get(o, "lost_samples")), 0);
+	syms = json_object_get(o, "symbols");
+	assert_true(json_is_array(syms));
+	first = json_array_get(syms, 0);
+	assert_string_equal(json_string_value(json_object_get(first, "symbol")), "func_b");
+	assert_string_equal(json_string_value(json_object_get(first, "guest")), "t1");
+	assert_string_equal(json_string_value(json_object_get(first, "app")), "/usr/bin/prog");
+	assert_string_equal(json_string_value(json_object_get(first, "image")), "/usr/bin/prog");
+	assert_true(json_is_null(json_object_get(first, "tgid")));
+	assert_true(json_is_null(json_object_get(first, "tid")));
+	assert_int_equal(json_integer_value(json_object_get(first, "samples")), 1100);
+	assert_true(json_number_value(json_object_get(first, "percent")) > 44.6);
+	for (size_t i = 1; i < json_array_size(syms); i++)
+		assert_true(json_integer_value(json_object_get(json_array_get(syms, i - 1), "samples")) >=
+			    json_integer_value(json_object_get(json_array_get(syms, i), "samples")));
+	json_decref(o);
+	free(buf);
+	report_free(r);
+	symres_free(res);
+}
+
+static const struct report_row *find_row(const struct report *r, const char *guest,
+					 const char *symbol)
+{
+	for (size_t i = 0; i < r->nr_rows; i++)
+		if (!strcmp(r->rows[i].guest, guest) && r->rows[i].symbol &&
+		    !strcmp(r->rows[i].symbol, symbol))
+			return &r->rows[i];
+	return NULL;
+}
+
+static void test_kernel_and_modules(void **state)
+{
+	struct symres *res;
+	struct report *r = load(&res, 1, 0, REPORT_KEEP_DEFAULT, NULL);
+	const struct report_row *row;
+
+	/* Run-time addresses minus the KASLR slide from session.json. */
+	row = find_row(r, "t1", "do_syscall_64");
+	assert_non_null(row);
+	assert_int_equal(row->samples, 150);
+	assert_true(row->kernel);
+	row = find_row(r, "t1", "__x64_sys_getpid");
+	assert_non_null(row);
+	assert_int_equal(row->samples, 60);
+	/* Module offsets from the core text base. */
+	row = find_row(r, "t1", "fakemod_hot_path");
+	assert_non_null(row);
+	assert_int_equal(row->samples, 40);
+	/* Shared library under its application. */
+	row = find_row(r, "t1", "lib_hot");
+	assert_non_null(row);
+	assert_string_equal(row->app, "/usr/bin/prog");
+	assert_string_equal(row->image, "/usr/lib/libfix.so");
+	report_free(r);
+	symres_free(res);
+}
+
+static void test_filters(void **state)
+{
+	static const char *const tgid[] = { "tgid:100", NULL };
+	static const char *const image[] = { "image:libfix.so", NULL };
+	static const char *const guest[] = { "guest:t2", NULL };
+	static const char *const both[] = { "guest:t1", "image:/usr/bin/prog,vmlinux", NULL };
+	struct symres *res;
+	struct report *r;
+
+	r = load(&res, 0, 0, REPORT_KEEP_DEFAULT, tgid);
+	assert_int_equal(r->total, 2365 - 5);
+	report_free(r);
+	r = load(&res, 0, 0, REPORT_KEEP_DEFAULT, image);
+	assert_int_equal(r->total, 300);
+	report_free(r);
+	r = load(&res, 0, 0, REPORT_KEEP_DEFAULT, guest);
+	assert_int_equal(r->total, 100);
+	report_free(r);
+	r = load(&res, 0, 0, REPORT_KEEP_DEFAULT, both);
+	assert_int_equal(r->total, 1800 + 210);
+	report_free(r);
+}
+
+static void test_merge_separate(void **state)
+{
+	struct symres *res;
+	struct report *r;
+	const struct report_row *row;
+
+	/* Threads kept: func_b's samples were all in tid 101. */
+	r = load(&res, 1, 0, REPORT_KEEP_DEFAULT | REPORT_KEEP_THREAD, NULL);
+	row = find_row(r, "t1", "func_b");
+	assert_non_null(row);
+	assert_int_equal(row->tgid, 100);
+	assert_int_equal(row->samples, 1000);
+	report_free(r);
+	symres_free(res);
+
+	/* Guests merged: func_a from both guests in one row.  Guest t2 has no
+	 * root of its own here, so only t1's 450 resolve. */
+	r = load(&res, 1, 0, REPORT_KEEP_DEFAULT & ~REPORT_KEEP_GUEST, NULL);
+	row = find_row(r, "all", "func_a");
+	assert_non_null(row);
+	assert_int_equal(row->samples, 450);
+	report_free(r);
+	symres_free(res);
+
+	/* Libraries merged: libfix.so is its own application. */
+	r = load(&res, 1, 0, REPORT_KEEP_GUEST, NULL);
+	row = find_row(r, "t1", "lib_hot");
+	assert_non_null(row);
+	assert_string_equal(row->app, "/usr/lib/libfix.so");
+	report_free(r);
+	symres_free(res);
+}
+
+static void test_threshold(void **state)
+{
+	struct report_print_opts po = { .width = 80, .threshold = 10 };
+	struct symres *res;
+	struct report *r = load(&res, 1, 0, REPORT_KEEP_DEFAULT, NULL);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	report_print_symbols(f, r, &po);
+	fclose(f);
+	assert_non_null(strstr(buf, "func_b"));
+	assert_non_null(strstr(buf, "lib_hot"));
+	assert_null(strstr(buf, "do_syscall_64"));
+	free(buf);
+	report_free(r);
+	symres_free(res);
+}
+
+static void test_details(void **state)
+{
+	struct symres *res;
+	struct report *r = load(&res, 1, 1, REPORT_KEEP_DEFAULT, NULL);
+	const struct report_row *row = find_row(r, "t1", "func_b");
+	int found = 0;
+
+	assert_non_null(row);
+	assert_int_equal(row->nr_addrs, 2);
+	for (size_t i = 0; i < row->nr_addrs; i++) {
+		if (row->addrs[i].addr == fx.hot_addr[FX_B]) {
+			assert_int_equal(row->addrs[i].count, 1000);
+			found = 1;
+		}
+		assert_true(row->addrs[i].addr >= row->sym_addr &&
+			    row->addrs[i].addr < row->sym_addr + row->sym_size);
+	}
+	assert_true(found);
+	report_free(r);
+	symres_free(res);
+}
+
+static void test_diff_self(void **state)
+{
+	struct symres *res, *res2;
+	struct report *a = load(&res, 1, 0, REPORT_KEEP_DEFAULT, NULL);
+	struct report *b = load(&res2, 1, 0, REPORT_KEEP_DEFAULT, NULL);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	json_error_t jerr;
+	json_t *o;
+
+	assert_int_equal(report_print_diff_json(f, a, b, NULL), 0);
+	fclose(f);
+	o = json_loads(buf, 0, &jerr);
+	assert_non_null(o);
+	for (size_t i = 0; i < json_array_size(json_object_get(o, "symbols")); i++) {
+		json_t *s = json_array_get(json_object_get(o, "symbols"), i);
+
+		assert_true(json_real_value(json_object_get(s, "delta_percent")) == 0.0);
+		assert_int_equal(json_integer_value(json_object_get(s, "samples")),
+				 json_integer_value(json_object_get(s, "baseline_samples")));
+	}
+	json_decref(o);
+	free(buf);
+	report_free(a);
+	report_free(b);
+	symres_free(res);
+	symres_free(res2);
+}
+
+/* The CLI prints what the library renders. */
+static void test_cli(void **state)
+{
+	const char *build = getenv("BUILD");
+	char opvm[PATH_MAX], cmd[PATH_MAX * 4];
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *p, *out;
+	char chunk[4096];
+	size_t n;
+
+	snprintf(opvm, sizeof(opvm), "%s/opvm", build && *build ? build : "build");
+	if (access(opvm, X_OK)) {
+		print_message("SKIP: %s not built\n", opvm);
+		skip();
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "%s report -l --session-dir '%s' --guest-root 't1=%s' --no-host-kernel",
+		 opvm, fx.session, fx.root);
+	setenv("DEBUGINFOD_URLS", "", 1);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	out = open_memstream(&buf, &len);
+	while ((n = fread(chunk, 1, sizeof(chunk), p)) > 0)
+		fwrite(chunk, 1, n, out);
+	assert_int_equal(pclose(p), 0);
+	fclose(out);
+	buf = normalise(buf);
+	golden("report-l.txt", buf);
+	free(buf);
+}
+
+static void test_bad_session(void **state)
+{
+	struct report_opts o = { .session_dir = "/nonexistent/opvm", .keep = REPORT_KEEP_DEFAULT };
+	char err[256] = "";
+
+	assert_null(report_load(&o, err, sizeof(err)));
+	assert_int_equal(errno, ENOENT);
+	assert_non_null(strstr(err, "--session-dir"));
+}
+
+/* A sample file cut short is counted and skipped, never a crash. */
+static void test_corrupt_sample_file(void **state)
+{
+	char copy[PATH_MAX * 2];
+	struct report_opts o = { .session_dir = copy, .keep = REPORT_KEEP_DEFAULT };
+	char err[256];
+	struct report *r;
+
+	snprintf(copy, sizeof(copy), "%s/session-corrupt", fx.dir);
+	assert_int_equal(fx_sh("cp -r '%s' '%s' && for f in $(find '%s' -name 'TIMER.*' | head -3);"
+			       " do truncate -s 300 \"$f\"; done", fx.session, copy, copy), 0);
+	r = report_load(&o, err, sizeof(err));
+	assert_non_null(r);
+	assert_true(r->bad_files + r->files > 0);
+	assert_true(r->total <= FX_TOTAL);
+	report_free(r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_summary_golden),
+		cmocka_unit_test(test_symbols_golden),
+		cmocka_unit_test(test_json_golden),
+		cmocka_unit_test(test_kernel_and_modules),
+		cmocka_unit_test(test_filters),
+		cmocka_unit_test(test_merge_separate),
+		cmocka_unit_test(test_threshold),
+		cmocka_unit_test(test_details),
+		cmocka_unit_test(test_diff_self),
+		cmocka_unit_test(test_cli),
+		cmocka_unit_test(test_bad_session),
+		cmocka_unit_test(test_corrupt_sample_file),
+	};
+
+	setenv("DEBUGINFOD_URLS", "", 1);
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
