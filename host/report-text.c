@@ -443,7 +443,7 @@ static int dump(FILE *f, json_t *o)
 
 	if (!o)
 		return -ENOMEM;
-	ret = json_dumpf(o, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+	ret = json_dumpf(o, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
 	fputc('\n', f);
 	json_decref(o);
 	return ret ? -EIO : 0;
