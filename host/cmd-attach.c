@@ -1,10 +1,728 @@
 // SPDX-License-Identifier: MIT
-/* Placeholder until this command lands. */
+/*
+ * opvm attach: profile running QEMU guests through their gdbstub, found by
+ * libvirt domain name (or all running domains), or by a QMP socket.
+ *
+ * Also the profiling session shared with `opvm run` (host/cmd-qemu.h):
+ * options, collector set-up, summary.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "events/events.h"
+#include "host/cmd-qemu.h"
+#include "host/collector.h"
 #include "host/commands.h"
 #include "host/log.h"
+#include "host/store.h"
+#include "vmm/qemu-sampler.h"
+#include "vmm/qmp.h"
+#include "vmm/sampler.h"
+#include "vmm/virt.h"
+
+/* ---- shared with opvm run ---------------------------------------------- */
+
+static volatile sig_atomic_t *sig_flag;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	if (sig_flag)
+		*sig_flag = 1;
+}
+
+void qprof_signals(volatile sig_atomic_t *flag)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	sig_flag = flag;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* "-s V", "--long V" or "--long=V": 1 and *val set, 0 not this option,
+ * -1 value missing. */
+static int opt_arg(int argc, char **argv, int *i, const char *s, const char *l,
+		   const char **val)
+{
+	const char *a = argv[*i];
+	size_t ll = strlen(l);
+
+	if ((s && !strcmp(a, s)) || !strcmp(a, l)) {
+		if (*i + 1 >= argc)
+			return -1;
+		*val = argv[++*i];
+		return 1;
+	}
+	if (!strncmp(a, l, ll) && a[ll] == '=') {
+		*val = a + ll + 1;
+		return 1;
+	}
+	return 0;
+}
+
+int qprof_parse_opt(struct qprof_opts *o, int argc, char **argv, int *i)
+{
+	const char *a = argv[*i], *val = NULL;
+	char *end;
+	int r;
+
+#define OPT_WITH_ARG(short_, long_) opt_arg(argc, argv, i, short_, long_, &val)
+
+	if ((r = OPT_WITH_ARG("-F", "--rate")) != 0) {
+		if (r < 0)
+			goto missing;
+		o->rate_hz = (unsigned)strtoul(val, &end, 10);
+		if (*end || !o->rate_hz || o->rate_hz > 1000) {
+			pr_err("-F wants a rate between 1 and 1000 samples per second per vCPU, not '%s'", val);
+			return -1;
+		}
+		return 1;
+	}
+	if ((r = OPT_WITH_ARG("-e", "--event")) != 0) {
+		if (r < 0)
+			goto missing;
+		o->event = val;
+		return 1;
+	}
+	if ((r = OPT_WITH_ARG("-d", "--session-dir")) != 0) {
+		if (r < 0)
+			goto missing;
+		o->session_dir = val;
+		return 1;
+	}
+	if ((r = OPT_WITH_ARG(NULL, "--separate")) != 0) {
+		if (r < 0)
+			goto missing;
+		if (store_parse_separate(val, &o->separate)) {
+			pr_err("--separate takes none, lib, kernel, thread, cpu or all (comma-separated), not '%s'", val);
+			return -1;
+		}
+		o->separate_set = 1;
+		return 1;
+	}
+	if ((r = OPT_WITH_ARG(NULL, "--duration")) != 0) {
+		double s;
+
+		if (r < 0)
+			goto missing;
+		s = strtod(val, &end);
+		if (*end || s <= 0 || s > 1e7) {
+			pr_err("--duration wants seconds, e.g. --duration 30, not '%s'", val);
+			return -1;
+		}
+		o->duration_ms = (uint64_t)(s * 1000);
+		return 1;
+	}
+	if (!strcmp(a, "--append")) {
+		o->append = 1;
+		return 1;
+	}
+	return 0;
+#undef OPT_WITH_ARG
+missing:
+	pr_err("option %s needs a value", a);
+	return -1;
+}
+
+int qprof_resolve_rate(struct qprof_opts *o)
+{
+	struct events_db *db;
+	struct opvm_event_spec spec;
+	char err[256] = "";
+
+	if (!o->event) {
+		if (!o->rate_hz)
+			o->rate_hz = QEMU_SAMPLER_DEFAULT_HZ;
+		return 0;
+	}
+	db = events_db_load(NULL, 0, err, sizeof(err));
+	if (!db) {
+		pr_err("cannot load the events database: %s", err[0] ? err : strerror(errno));
+		return -1;
+	}
+	if (events_parse_spec(db, o->event, &spec, err, sizeof(err))) {
+		pr_err("%s", err);
+		events_db_free(db);
+		return -1;
+	}
+	if (!(spec.event->flags & OPVM_EV_TIMER)) {
+		pr_err("the QEMU gdbstub backend samples on a timer only: use -e TIMER[:period_us] "
+		       "or -F HZ (counter events like %s need the built-in VMM: opvm run --vmm=kvm)",
+		       spec.event->name);
+		events_db_free(db);
+		return -1;
+	}
+	if (o->rate_hz)
+		pr_warn("-e %s sets the rate; -F %u ignored", o->event, o->rate_hz);
+	o->rate_hz = events_spec_rate_hz(&spec);
+	events_db_free(db);
+	if (o->rate_hz > 1000) {
+		pr_err("TIMER period below 1000 us: the gdbstub sampler stops the guest at most 1000 times a second");
+		return -1;
+	}
+	return 0;
+}
+
+int qprof_collect(const struct qprof_opts *o, struct qprof_target *t, size_t n,
+		  volatile sig_atomic_t *stop)
+{
+	struct collector_config cfg = {
+		.session_dir = o->session_dir ? o->session_dir : "./opvm_data",
+		.separate = o->separate_set ? o->separate : OPVM_SEP_LIB,
+		.append = o->append,
+		.nr_events = 1,
+		.sync_ms = o->sync_ms ? o->sync_ms : 1000,
+		.hold_ms = 2000,
+		.mode = "gdbstub-timer",
+		.rate_hz = o->rate_hz,
+		.status_line = isatty(STDERR_FILENO),
+	};
+	struct collector *c;
+	struct cguest **gs = calloc(n ? n : 1, sizeof(*gs));
+	int err, ret = -1;
+
+	snprintf(cfg.events[0].name, sizeof(cfg.events[0].name), "TIMER");
+	cfg.events[0].count = 1000000 / (o->rate_hz ? o->rate_hz : QEMU_SAMPLER_DEFAULT_HZ);
+	c = gs ? collector_new(&cfg) : NULL;
+	if (!c) {
+		pr_err("cannot set up the session in %s: %s", cfg.session_dir, strerror(errno));
+		goto out_fds;
+	}
+	for (size_t i = 0; i < n; i++) {
+		gs[i] = collector_add_guest(c, t[i].name, t[i].nr_vcpus);
+		if (!gs[i]) {
+			pr_err("cannot add guest '%s' to the session: %s", t[i].name, strerror(errno));
+			goto out;
+		}
+		if (t[i].chan_fd >= 0) {
+			int fd = qemu_sampler_relay_channel(t[i].sampler, t[i].chan_fd,
+							    t[i].reconnect, t[i].reconnect_arg);
+
+			t[i].chan_fd = -1;
+			err = fd < 0 ? fd : cguest_set_channel(gs[i], fd, NULL, NULL);
+			if (err < 0) {
+				pr_err("cannot read the channel of '%s': %s", t[i].name, strerror(-err));
+				goto out;
+			}
+		}
+		cguest_set_sampler(gs[i], t[i].sampler);
+	}
+	/* Start only once every guest is registered: a sampler pushes into
+	 * rings the collector must already own. */
+	for (size_t i = 0; i < n; i++) {
+		err = t[i].sampler->ops->start(t[i].sampler, gs[i]);
+		if (err) {
+			pr_err("cannot start sampling '%s': %s", t[i].name, strerror(-err));
+			goto out;
+		}
+	}
+	err = collector_run(c, stop, o->duration_ms);
+	ret = 0;
+	if (err) {
+		pr_err("profiling stopped early: %s; the samples taken so far are kept", strerror(-err));
+		ret = -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct sampler *s = t[i].sampler;
+		const char *why = s->ops->last_error(s);
+		int st = s->ops->status(s);
+
+		if (st < 0) {
+			pr_err("guest '%s': %s; the samples taken so far are kept",
+			       t[i].name, why ? why : strerror(-st));
+			ret = -1;
+		}
+	}
+out:
+	/* Stop the samplers before the collector frees their rings. */
+	for (size_t i = 0; i < n; i++)
+		t[i].sampler->ops->stop(t[i].sampler);
+	collector_free(c);
+out_fds:
+	for (size_t i = 0; i < n; i++) {
+		if (t[i].chan_fd >= 0) {
+			close(t[i].chan_fd);
+			t[i].chan_fd = -1;
+		}
+	}
+	free(gs);
+	return ret;
+}
+
+struct app_sum {
+	size_t target;
+	char app[512];
+	uint64_t samples;
+};
+
+struct sum_ctx {
+	struct qprof_target *t;
+	size_t n;
+	struct app_sum *apps;
+	size_t nr, cap;
+	uint64_t *totals;
+	size_t bad;
+};
+
+static int sum_file(const struct store_entry *e, void *arg)
+{
+	struct sum_ctx *sc = arg;
+	struct sfile_reader *r;
+	const struct sfile_info *info;
+	size_t ti, k;
+
+	for (ti = 0; ti < sc->n; ti++)
+		if (e->guest && !strcmp(e->guest, sc->t[ti].name))
+			break;
+	if (ti == sc->n)
+		return 0;
+	r = sfile_reader_open(e->path, NULL, 0);
+	if (!r) {
+		sc->bad++;
+		return 0;
+	}
+	info = sfile_reader_info(r);
+	for (k = 0; k < sc->nr; k++)
+		if (sc->apps[k].target == ti && !strcmp(sc->apps[k].app, e->app ? e->app : "?"))
+			break;
+	if (k == sc->nr) {
+		if (sc->nr == sc->cap) {
+			size_t ncap = sc->cap ? sc->cap * 2 : 64;
+			struct app_sum *na = realloc(sc->apps, ncap * sizeof(*na));
+
+			if (!na) {
+				sfile_reader_close(r);
+				return -ENOMEM;
+			}
+			sc->apps = na;
+			sc->cap = ncap;
+		}
+		sc->apps[k].target = ti;
+		snprintf(sc->apps[k].app, sizeof(sc->apps[k].app), "%s", e->app ? e->app : "?");
+		sc->apps[k].samples = 0;
+		sc->nr++;
+	}
+	sc->apps[k].samples += info->total;
+	sc->totals[ti] += info->total;
+	sfile_reader_close(r);
+	return 0;
+}
+
+static int cmp_app(const void *a, const void *b)
+{
+	const struct app_sum *x = a, *y = b;
+
+	if (x->samples != y->samples)
+		return x->samples < y->samples ? 1 : -1;
+	return strcmp(x->app, y->app);
+}
+
+/* The "stats" object of a guest's session.json, or NULL. */
+static json_t *load_stats(const char *session_dir, const char *guest)
+{
+	char mangled[OPVM_MANGLE_MAX], path[4096];
+	json_t *root, *stats;
+
+	store_mangle(guest, strlen(guest), mangled);
+	snprintf(path, sizeof(path), "%s/guests/%s/samples/current/session.json",
+		 session_dir, mangled);
+	root = json_load_file(path, 0, NULL);
+	stats = json_incref(json_object_get(root, "stats"));
+	json_decref(root);
+	return stats;
+}
+
+static unsigned long long jnum(json_t *o, const char *key)
+{
+	json_int_t v = json_integer_value(json_object_get(o, key));
+
+	return v > 0 ? (unsigned long long)v : 0;
+}
+
+void qprof_summary(const struct qprof_opts *o, struct qprof_target *t, size_t n,
+		   const char *report_hint)
+{
+	const char *dir = o->session_dir ? o->session_dir : "./opvm_data";
+	struct sum_ctx sc = { .t = t, .n = n };
+
+	sc.totals = calloc(n ? n : 1, sizeof(*sc.totals));
+	if (!sc.totals)
+		return;
+	store_walk(dir, "current", sum_file, &sc, NULL);
+	qsort(sc.apps, sc.nr, sizeof(*sc.apps), cmp_app);
+	for (size_t i = 0; i < n; i++) {
+		struct sampler_stats ss = { 0 };
+		struct qemu_sampler_info qi = { 0 };
+		json_t *st = load_stats(dir, t[i].name);
+		int shown = 0;
+
+		t[i].sampler->ops->get_stats(t[i].sampler, &ss);
+		qemu_sampler_get_info(t[i].sampler, &qi);
+		printf("guest %s (%s): %u vCPU%s sampled through QEMU's gdbstub, timer %u Hz "
+		       "(mode gdbstub-timer)\n", t[i].name, t[i].how, t[i].nr_vcpus,
+		       t[i].nr_vcpus == 1 ? "" : "s", o->rate_hz);
+		printf("  samples: %llu in files (kernel %llu, user %llu); lost %llu "
+		       "(ring full %llu); throttled %llu; guest stopped %llu times, "
+		       "%.0f us each on average\n",
+		       (unsigned long long)sc.totals[i], jnum(st, "kernel"), jnum(st, "user"),
+		       jnum(st, "lost_overflow"), jnum(st, "lost_overflow"),
+		       (unsigned long long)ss.throttled, (unsigned long long)ss.exits,
+		       ss.exits ? ss.cost_ns_total / 1e3 / ss.exits : 0.0);
+		if (jnum(st, "lost_no_process") || jnum(st, "lost_no_mapping"))
+			printf("  late guest state: %llu samples without a known process, %llu "
+			       "without a known mapping (filed under {anon...})\n",
+			       jnum(st, "lost_no_process"), jnum(st, "lost_no_mapping"));
+		if (!qi.hellos)
+			printf("  note: the guest module (opvm.ko) never said HELLO on the channel, so "
+			       "samples are grouped by address space ({anon-cr3:...}); give "
+			       "`opvm report` the guest kernel's --system-map or --kallsyms to "
+			       "name kernel code\n");
+		else if (qi.hellos > 1 || qi.resets)
+			printf("  the guest restarted during the session: %llu HELLOs, %llu resets seen\n",
+			       (unsigned long long)qi.hellos, (unsigned long long)qi.resets);
+		if (qi.paused_ticks)
+			printf("  the guest was paused by someone else for %llu ticks (not sampled)\n",
+			       (unsigned long long)qi.paused_ticks);
+		for (size_t k = 0; k < sc.nr && shown < 8; k++) {
+			if (sc.apps[k].target != i || !sc.totals[i])
+				continue;
+			if (!shown++)
+				printf("  top applications:\n");
+			printf("    %6.2f%%  %8llu  %s\n", 100.0 * sc.apps[k].samples / sc.totals[i],
+			       (unsigned long long)sc.apps[k].samples, sc.apps[k].app);
+		}
+		json_decref(st);
+	}
+	if (sc.bad)
+		printf("(%zu sample files could not be read)\n", sc.bad);
+	printf("session: %s\nnext: opvm report --session-dir %s%s%s\n", dir, dir,
+	       report_hint ? " " : "", report_hint ? report_hint : "");
+	free(sc.apps);
+	free(sc.totals);
+}
+
+/* ---- opvm attach ---------------------------------------------------------- */
+
+static void attach_usage(FILE *f)
+{
+	fprintf(f,
+"usage: opvm attach DOMAIN... | --all | --qmp SOCKET [--channel SOCKET] [options]\n"
+"\n"
+"Profiles running QEMU guests through QEMU's gdbstub (started at run time\n"
+"through the monitor), until Ctrl-C, --duration, or the guests go away.\n"
+"\n"
+"  DOMAIN...          libvirt domains by name (their org.opvm.0 channel is\n"
+"                     found in the domain XML)\n"
+"  --all              every running libvirt domain\n"
+"  -c, --connect URI  libvirt URI (default qemu:///system)\n"
+"  --qmp SOCKET       a QEMU started by hand with -qmp unix:SOCKET,server=on\n"
+"  --channel SOCKET   with --qmp: the org.opvm.0 port's unix socket\n"
+"  --name NAME        with --qmp: the guest's name in the session (default qmp)\n"
+"  --duration S       stop after S seconds\n"
+"  -F, --rate HZ      samples per second per vCPU (default %d)\n"
+"  -e, --event SPEC   TIMER[:period_us] (the gdbstub samples on a timer)\n"
+"  -d, --session-dir D  where sample trees go (default ./opvm_data)\n"
+"  --separate SPEC    none, lib, kernel, thread, cpu, all (default lib)\n"
+"  --append           add to the current samples instead of starting afresh\n",
+		QEMU_SAMPLER_DEFAULT_HZ);
+}
+
+static int unix_connect(const char *path)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sun.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sun.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/* Reconnects a guest's channel after EOF (the collector's relay calls it
+ * from its own thread; arg is the socket path, which outlives the relay). */
+static int reconnect_unix(void *arg)
+{
+	int fd = unix_connect(arg);
+
+	return fd < 0 ? -1 : fd;
+}
+
+/* A localhost TCP port nobody uses right now, for QEMU's gdbstub. */
+static int free_tcp_port(void)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+
+	if (fd < 0)
+		return -errno;
+	if (!bind(fd, (struct sockaddr *)&sin, sizeof(sin)) &&
+	    !getsockname(fd, (struct sockaddr *)&sin, &len))
+		port = ntohs(sin.sin_port);
+	close(fd);
+	return port;
+}
+
+struct attach_guest {
+	struct virt_dom *dom;		/* libvirt, or */
+	struct qmp *qmp;		/* QMP */
+	int gdb_on;			/* we started a gdbstub: stop it at the end */
+	char chan_path[4096];
+};
+
+/* Runs an HMP command through libvirt or QMP; prints nothing. */
+static int guest_hmp(struct attach_guest *ag, const char *cmd, char **out, char *err, size_t errlen)
+{
+	if (ag->dom)
+		return virt_dom_monitor(ag->dom, cmd, 1, out, err, errlen);
+	return qmp_hmp(ag->qmp, cmd, out, 5000);
+}
+
+/* Starts a gdbstub on a free localhost port and connects the sampler. */
+static int attach_one(struct attach_guest *ag, struct qprof_target *t, const struct qprof_opts *o,
+		      int running)
+{
+	struct qemu_sampler_config qc = { .rate_hz = o->rate_hz, .resume = running };
+	char cmd[128], addr[64], err[512] = "", *out = NULL;
+	int port = free_tcp_port(), r;
+
+	if (port < 0) {
+		pr_err("no free localhost TCP port for the gdbstub of '%s'", t->name);
+		return -1;
+	}
+	snprintf(cmd, sizeof(cmd), "gdbserver tcp:127.0.0.1:%d", port);
+	r = guest_hmp(ag, cmd, &out, err, sizeof(err));
+	if (r || (out && strstr(out, "Could not"))) {
+		pr_err("cannot start a gdbstub in '%s' through its monitor: %s%s", t->name,
+		       r ? (err[0] ? err : strerror(-r)) : out,
+		       r ? "" : " (is another debugger attached? stop it, or detach it with 'gdbserver none')");
+		free(out);
+		return -1;
+	}
+	free(out);
+	ag->gdb_on = 1;
+	snprintf(addr, sizeof(addr), "tcp:127.0.0.1:%d", port);
+	qc.gdb_addr = addr;
+	t->sampler = qemu_sampler_new(&qc, err, sizeof(err));
+	if (!t->sampler) {
+		pr_err("guest '%s': %s", t->name, err);
+		return -1;
+	}
+	t->nr_vcpus = qemu_sampler_nr_vcpus(t->sampler);
+	t->chan_fd = -1;
+	if (ag->chan_path[0]) {
+		t->chan_fd = unix_connect(ag->chan_path);
+		if (t->chan_fd < 0) {
+			pr_warn("guest '%s': cannot connect to its opvm channel %s (%s); profiling "
+				"without process names (is another opvm attached?)",
+				t->name, ag->chan_path, strerror(-t->chan_fd));
+			t->chan_fd = -1;
+		} else {
+			t->reconnect = reconnect_unix;
+			t->reconnect_arg = ag->chan_path;
+		}
+	}
+	return 0;
+}
+
+static void detach_one(struct attach_guest *ag, struct qprof_target *t)
+{
+	if (t->sampler) {
+		t->sampler->ops->free(t->sampler);
+		t->sampler = NULL;
+	}
+	if (ag->gdb_on) {
+		char *out = NULL;
+
+		/* Our connection is closed and the guest runs: remove the stub so
+		 * the next debugger or opvm finds the monitor as it was. */
+		guest_hmp(ag, "gdbserver none", &out, NULL, 0);
+		free(out);
+		ag->gdb_on = 0;
+	}
+	virt_dom_close(ag->dom);
+	ag->dom = NULL;
+	qmp_close(ag->qmp);
+	ag->qmp = NULL;
+}
 
 int cmd_attach(int argc, char **argv)
 {
-	pr_err("'opvm %s' is not built yet in this version", argv[0]);
-	return 2;
+	struct qprof_opts o = { 0 };
+	const char *uri = NULL, *qmp_path = NULL, *chan = NULL, *name = "qmp";
+	char **names = NULL, **doms = NULL, err[512] = "";
+	size_t nr_doms = 0, n = 0;
+	struct attach_guest *ag = NULL;
+	struct qprof_target *t = NULL;
+	struct virt *v = NULL;
+	static volatile sig_atomic_t stop;
+	int all = 0, ret = 1, r;
+
+	doms = calloc((size_t)argc + 1, sizeof(*doms));
+	if (!doms)
+		return 1;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		r = qprof_parse_opt(&o, argc, argv, &i);
+		if (r < 0) {
+			ret = 2;
+			goto out;
+		}
+		if (r)
+			continue;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			attach_usage(stdout);
+			ret = 0;
+			goto out;
+		} else if (!strcmp(a, "--all")) {
+			all = 1;
+		} else if ((!strcmp(a, "-c") || !strcmp(a, "--connect")) && i + 1 < argc) {
+			uri = argv[++i];
+		} else if (!strcmp(a, "--qmp") && i + 1 < argc) {
+			qmp_path = argv[++i];
+		} else if (!strcmp(a, "--channel") && i + 1 < argc) {
+			chan = argv[++i];
+		} else if (!strcmp(a, "--name") && i + 1 < argc) {
+			name = argv[++i];
+		} else if (a[0] == '-') {
+			pr_err("unknown option '%s'; 'opvm attach --help' lists them", a);
+			ret = 2;
+			goto out;
+		} else {
+			doms[nr_doms++] = argv[i];
+		}
+	}
+	if (!!qmp_path + !!all + !!nr_doms != 1) {
+		pr_err("name the guests: libvirt domain names, --all, or --qmp SOCKET (one kind)");
+		attach_usage(stderr);
+		ret = 2;
+		goto out;
+	}
+	if (chan && !qmp_path) {
+		pr_err("--channel goes with --qmp; libvirt domains name their channel in their XML");
+		ret = 2;
+		goto out;
+	}
+	if (qprof_resolve_rate(&o)) {
+		ret = 2;
+		goto out;
+	}
+	if (!qmp_path) {
+		v = virt_open(uri, err, sizeof(err));
+		if (!v) {
+			pr_err("cannot reach libvirt: %s (is libvirtd running? try -c URI)", err);
+			goto out;
+		}
+		if (all) {
+			r = virt_list_running(v, &names, err, sizeof(err));
+			if (r < 0) {
+				pr_err("%s", err);
+				goto out;
+			}
+			if (r == 0) {
+				pr_err("no running libvirt domains at %s", uri ? uri : "qemu:///system");
+				goto out;
+			}
+			free(doms);
+			doms = names;
+			nr_doms = (size_t)r;
+		}
+	} else {
+		nr_doms = 1;
+	}
+	ag = calloc(nr_doms, sizeof(*ag));
+	t = calloc(nr_doms, sizeof(*t));
+	if (!ag || !t)
+		goto out;
+	qprof_signals(&stop);
+
+	for (n = 0; n < nr_doms; n++) {
+		int running;
+
+		t[n].chan_fd = -1;
+		if (qmp_path) {
+			ag[n].qmp = qmp_open(qmp_path, 5000);
+			if (!ag[n].qmp) {
+				pr_err("cannot talk QMP on %s: %s (is QEMU running with "
+				       "-qmp unix:%s,server=on,wait=off, and no other client on it?)",
+				       qmp_path, strerror(errno), qmp_path);
+				goto out;
+			}
+			snprintf(t[n].name, sizeof(t[n].name), "%s", name);
+			t[n].how = "QMP socket";
+			if (chan)
+				snprintf(ag[n].chan_path, sizeof(ag[n].chan_path), "%s", chan);
+			running = qmp_running(ag[n].qmp, 5000);
+		} else {
+			ag[n].dom = virt_dom_open(v, doms[n], err, sizeof(err));
+			if (!ag[n].dom) {
+				pr_err("no libvirt domain '%s' (%s); 'virsh list' shows the running ones",
+				       doms[n], err);
+				goto out;
+			}
+			snprintf(t[n].name, sizeof(t[n].name), "%s", doms[n]);
+			t[n].how = "libvirt domain";
+			running = virt_dom_running(ag[n].dom);
+			if (running == -ESRCH) {
+				pr_err("domain '%s' is not running; start it first (virsh start %s)",
+				       doms[n], doms[n]);
+				goto out;
+			}
+			r = virt_dom_channel_path(ag[n].dom, "org.opvm.0", ag[n].chan_path,
+						  sizeof(ag[n].chan_path));
+			if (r) {
+				ag[n].chan_path[0] = '\0';
+				pr_warn("domain '%s' has no <channel type='unix'> with target name "
+					"org.opvm.0: profiling without process names (docs/usage.md "
+					"shows the XML to add)", doms[n]);
+			}
+		}
+		if (running < 0) {
+			pr_err("cannot tell whether '%s' runs: %s", t[n].name, strerror(-running));
+			goto out;
+		}
+		if (attach_one(&ag[n], &t[n], &o, running)) {
+			n++;
+			goto out;
+		}
+	}
+	if (isatty(STDERR_FILENO))
+		pr_info("profiling %zu guest%s; Ctrl-C stops%s", n, n == 1 ? "" : "s",
+			o.duration_ms ? " (or --duration)" : "");
+	ret = qprof_collect(&o, t, n, &stop) ? 1 : 0;
+	qprof_summary(&o, t, n, NULL);
+out:
+	for (size_t i = 0; i < n && ag && t; i++)
+		detach_one(&ag[i], &t[i]);
+	free(ag);
+	free(t);
+	if (doms == names)
+		virt_free_names(names);
+	else
+		free(doms);
+	virt_close(v);
+	return ret;
 }
