@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <inttypes.h>
 #include <jansson.h>
 
 #include "host/report.h"
@@ -454,6 +455,96 @@ static void test_cli(void **state)
 	free(buf);
 }
 
+static char *annotate_text(const char *symbol, int assembly, int source)
+{
+	struct symres_root root = { .guest = "t1", .dir = fx.root };
+	struct symres_config sc = {
+		.session_dir = fx.session, .roots = &root, .nr_roots = 1,
+		.no_host_kernel = 1, .no_debuginfod = 1,
+	};
+	struct report_opts o = {
+		.session_dir = fx.session, .keep = REPORT_KEEP_DEFAULT, .symbols = 1,
+		.details = 1, .only_symbol = symbol,
+	};
+	struct annotate_opts ao = { .assembly = assembly, .source = source };
+	struct symres *res = symres_new(&sc);
+	struct report *r;
+	char err[256], *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	assert_non_null(res);
+	o.res = res;
+	r = report_load(&o, err, sizeof(err));
+	assert_non_null(r);
+	f = open_memstream(&buf, &len);
+	assert_true(report_annotate(f, r, res, &ao, NULL, NULL) > 0);
+	fclose(f);
+	report_free(r);
+	symres_free(res);
+	return buf;
+}
+
+/* The line of text holding needle, or fail. */
+static const char *line_with(const char *text, const char *needle, char *out, size_t len)
+{
+	const char *p = strstr(text, needle), *b, *e;
+
+	if (!p)
+		fail_msg("'%s' not in:\n%s", needle, text);
+	for (b = p; b > text && b[-1] != '\n'; b--)
+		;
+	e = strchr(p, '\n');
+	snprintf(out, len, "%.*s", (int)(e ? e - b : (long)strlen(b)), b);
+	return out;
+}
+
+static void test_annotate_assembly(void **state)
+{
+	char *text = annotate_text("func_b", 1, 0);
+	char needle[64], line[512];
+
+	/* The hot instruction carries the 1000 samples placed on it. */
+	snprintf(needle, sizeof(needle), " %8" PRIx64 ":  ", fx.hot_addr[FX_B]);
+	line_with(text, needle, line, sizeof(line));
+	assert_int_equal(strtoul(line, NULL, 10), 1000);
+	assert_non_null(strstr(text, "<func_b>:"));
+	assert_null(strstr(text, "func_a"));
+	free(text);
+}
+
+static void test_annotate_source(void **state)
+{
+	char *text = annotate_text("func_b", 0, 1);
+	char line[512];
+
+	/* The hot source line carries them too. */
+	line_with(text, "HOT_B", line, sizeof(line));
+	assert_int_equal(strtoul(line, NULL, 10), 1000);
+	free(text);
+
+	/* Interleaved: source line, then its instructions. */
+	text = annotate_text("func_b", 1, 1);
+	line_with(text, "HOT_B", line, sizeof(line));
+	assert_int_equal(strtoul(line, NULL, 10), 1000);
+	assert_non_null(strstr(text, "prog.c:"));
+	free(text);
+
+	/* Shared libraries too. */
+	text = annotate_text("lib_hot", 0, 1);
+	line_with(text, "HOT_LIB", line, sizeof(line));
+	assert_int_equal(strtoul(line, NULL, 10), 300);
+	free(text);
+}
+
+static void test_annotate_module(void **state)
+{
+	char *text = annotate_text("fakemod_hot_path", 1, 0);
+
+	assert_non_null(strstr(text, "<fakemod_hot_path>:"));
+	free(text);
+}
+
 static void test_bad_session(void **state)
 {
 	struct report_opts o = { .session_dir = "/nonexistent/opvm", .keep = REPORT_KEEP_DEFAULT };
@@ -495,6 +586,9 @@ int main(void)
 		cmocka_unit_test(test_details),
 		cmocka_unit_test(test_diff_self),
 		cmocka_unit_test(test_cli),
+		cmocka_unit_test(test_annotate_assembly),
+		cmocka_unit_test(test_annotate_source),
+		cmocka_unit_test(test_annotate_module),
 		cmocka_unit_test(test_bad_session),
 		cmocka_unit_test(test_corrupt_sample_file),
 	};
