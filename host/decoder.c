@@ -488,6 +488,8 @@ int decoder_feed(struct decoder *d, const void *data, size_t len)
 	size_t left = len;
 	struct hdr_info h;
 
+	if (!len)
+		return 0;	/* data may be NULL then */
 	d->st.bytes += len;
 	for (;;) {
 		/* While lost with nothing buffered, skip input quickly. */
@@ -500,15 +502,15 @@ int decoder_feed(struct decoder *d, const void *data, size_t len)
 			left -= skip;
 		}
 		if (!buf_fill(d, HDR_LEN, &in, &left)) {
-			/* A lone first byte that cannot start a magic is
-			 * garbage already; do not wait for more. */
-			if (d->have >= 1 && d->buf[0] != MAGIC_B0)
+			/* The input is used up.  Bytes that cannot start a
+			 * magic are garbage already: drop them now rather
+			 * than wait for the rest of a header. */
+			if ((d->have >= 1 && d->buf[0] != MAGIC_B0) ||
+			    (d->have >= 2 && d->buf[1] != MAGIC_B1)) {
 				lose_sync(d);
-			else if (d->have >= 2 && d->buf[1] != MAGIC_B1)
-				lose_sync(d);
-			else if (!left)
-				return 0;
-			continue;
+				continue;
+			}
+			return 0;
 		}
 		if (!hdr_plausible(d, d->buf, &h)) {
 			lose_sync(d);
