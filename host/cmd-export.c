@@ -1,10 +1,200 @@
 // SPDX-License-Identifier: MIT
-/* Placeholder until this command lands. */
+/*
+ * opvm export: the report's symbols for other tools.
+ *   --format pprof  -o FILE   gzip'd profile.proto (go tool pprof)
+ *   --format folded [-o FILE] "guest;process;image;symbol count" lines
+ *   --format html   -o FILE   one self-contained page with a flame graph
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "host/commands.h"
 #include "host/log.h"
+#include "host/report-cli.h"
+
+enum { OPT_TITLE = 0x200 };
+enum fmt { FMT_NONE, FMT_PPROF, FMT_FOLDED, FMT_HTML };
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: opvm export --format pprof|folded|html [-o FILE] [PROFILE SPEC...] [options]\n"
+		"\n"
+		"  --format pprof         gzip'd pprof profile (go tool pprof -top FILE)\n"
+		"  --format folded        guest;process;image;symbol count (flamegraph.pl)\n"
+		"  --format html          self-contained interactive flame graph\n"
+		"  -o, --output FILE      where to write (folded: default stdout)\n"
+		"  --title TEXT           title of the HTML page\n"
+		REPORT_CLI_HELP);
+}
+
+/* Writes to a temporary file next to path and renames it into place, so
+ * that a failed export never leaves half a file under the final name. */
+static FILE *open_out(const char *path, char **tmp)
+{
+	int fd;
+
+	if (asprintf(tmp, "%s.tmpXXXXXX", path) < 0) {
+		*tmp = NULL;
+		return NULL;
+	}
+	fd = mkostemp(*tmp, O_CLOEXEC);
+	if (fd < 0) {
+		free(*tmp);
+		*tmp = NULL;
+		return NULL;
+	}
+	fchmod(fd, 0644);
+	return fdopen(fd, "w");
+}
 
 int cmd_export(int argc, char **argv)
 {
-	pr_err("'opvm %s' is not built yet in this version", argv[0]);
-	return 2;
+	static const struct option longopts[] = {
+		{ "format", required_argument, NULL, 'F' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "title", required_argument, NULL, OPT_TITLE },
+		{ "help", no_argument, NULL, 'h' },
+		REPORT_CLI_LONGOPTS,
+		{ NULL, 0, NULL, 0 },
+	};
+	struct report_cli cli;
+	struct symres *res = NULL;
+	struct report *r = NULL;
+	enum fmt fmt = FMT_NONE;
+	const char *out = NULL, *title = NULL;
+	char err[512], *tmp = NULL;
+	FILE *f = NULL;
+	int opt, ret = 2, n;
+
+	report_cli_init(&cli);
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "+o:ht:", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'F':
+			if (!strcmp(optarg, "pprof")) {
+				fmt = FMT_PPROF;
+			} else if (!strcmp(optarg, "folded")) {
+				fmt = FMT_FOLDED;
+			} else if (!strcmp(optarg, "html")) {
+				fmt = FMT_HTML;
+			} else {
+				pr_err("--format '%s': use pprof, folded or html", optarg);
+				return 2;
+			}
+			break;
+		case 'o':
+			out = optarg;
+			break;
+		case OPT_TITLE:
+			title = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 't':
+			opt = RCLI_THRESHOLD;
+			/* fall through */
+		default:
+			n = report_cli_opt(&cli, opt, optarg, err, sizeof(err));
+			if (n < 0) {
+				pr_err("%s", err);
+				return 2;
+			}
+			if (n == 0) {
+				usage(stderr);
+				return 2;
+			}
+		}
+	}
+	for (; optind < argc; optind++) {
+		if (report_cli_spec(&cli, argv[optind], err, sizeof(err))) {
+			pr_err("%s", err);
+			return 2;
+		}
+	}
+	if (fmt == FMT_NONE) {
+		pr_err("say which format: --format pprof, folded or html");
+		usage(stderr);
+		return 2;
+	}
+	if (!out && fmt != FMT_FOLDED) {
+		pr_err("%s output is binary or a whole page: give -o FILE",
+		       fmt == FMT_PPROF ? "pprof" : "html");
+		return 2;
+	}
+
+	ret = 1;
+	report_cli_finish(&cli);
+	res = symres_new(&cli.sc);
+	if (!res) {
+		pr_err("cannot set up symbol lookup: %s", strerror(errno));
+		goto out;
+	}
+	cli.ro.symbols = 1;
+	cli.ro.res = res;
+	r = report_load(&cli.ro, err, sizeof(err));
+	if (!r) {
+		pr_err("%s", err);
+		goto out;
+	}
+	/* --threshold drops small rows from every format. */
+	if (cli.threshold > 0) {
+		size_t keep = 0;
+
+		for (size_t i = 0; i < r->nr_rows; i++)
+			if (r->rows[i].percent >= cli.threshold)
+				r->rows[keep++] = r->rows[i];
+			else
+				free(r->rows[i].addrs);
+		r->nr_rows = keep;
+	}
+	f = out ? open_out(out, &tmp) : stdout;
+	if (!f) {
+		pr_err("cannot write next to %s: %s", out, strerror(errno));
+		goto out;
+	}
+	switch (fmt) {
+	case FMT_PPROF:
+		n = report_export_pprof(f, r);
+		break;
+	case FMT_FOLDED:
+		n = report_export_folded(f, r);
+		break;
+	case FMT_HTML:
+		n = report_export_html(f, r, title);
+		break;
+	default:
+		n = -EINVAL;
+	}
+	if (f != stdout) {
+		if (fclose(f) && !n)
+			n = -errno;
+		f = NULL;
+		if (!n && rename(tmp, out))
+			n = -errno;
+		if (n)
+			unlink(tmp);
+	} else if (fflush(stdout) && !n) {
+		n = -errno;
+	}
+	if (n) {
+		pr_err("cannot write %s: %s", out ? out : "the export", strerror(-n));
+		goto out;
+	}
+	if (out)
+		pr_info("wrote %s: %zu symbols, %llu samples", out, r->nr_rows,
+			(unsigned long long)r->total);
+	ret = 0;
+out:
+	free(tmp);
+	report_free(r);
+	symres_free(res);
+	return ret;
 }
