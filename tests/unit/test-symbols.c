@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: MIT
+/*
+ * symbols/: ELF images (compiled fixtures), module layout, System.map and
+ * the KASLR slide, capstone, the resolver's guest-root confinement, and
+ * corrupt ELF input.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <gelf.h>
+
+#include "symbols/disasm.h"
+#include "symbols/elfimage.h"
+#include "symbols/ksyms.h"
+#include "symbols/symres.h"
+#include "tests/golden/fixture.h"
+
+static struct fixture fx;
+static char prog[PATH_MAX * 2], mod[PATH_MAX * 2];
+
+static int setup(void **state)
+{
+	const char *build = getenv("BUILD");
+	char base[PATH_MAX];
+
+	snprintf(base, sizeof(base), "%s/tmp", build && *build ? build : "build");
+	fx_sh("mkdir -p '%s'", base);
+	if (fixture_build(&fx, base))
+		return -1;
+	snprintf(prog, sizeof(prog), "%s/usr/bin/prog", fx.root);
+	snprintf(mod, sizeof(mod), "%s/lib/modules/%s/kernel/drivers/fake_mod.ko", fx.root,
+		 FX_RELEASE);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fixture_cleanup(&fx);
+	return 0;
+}
+
+static void test_elf_symbols(void **state)
+{
+	char err[256];
+	struct elfimage *img = elfimage_open(prog, err, sizeof(err));
+	const struct elfsym *s;
+	uint64_t addr, off;
+	size_t len;
+	long i;
+
+	assert_non_null(img);
+	assert_false(elfimage_is_module(img));
+	for (int k = FX_A; k <= FX_C; k++) {
+		i = elfimage_find(img, fx_funcs[k]);
+		assert_true(i >= 0);
+		s = elfimage_sym(img, (size_t)i);
+		assert_true(s->size > 0);
+		/* Every address inside the function resolves to it. */
+		assert_int_equal(elfimage_lookup(img, s->addr), i);
+		assert_int_equal(elfimage_lookup(img, s->addr + s->size - 1), i);
+		assert_int_equal(elfimage_lookup(img, fx.hot_addr[k]), i);
+		/* File offset <-> address. */
+		assert_int_equal(elfimage_addr_to_offset(img, s->addr, &off), 0);
+		assert_int_equal(elfimage_offset_to_addr(img, off, &addr), 0);
+		assert_int_equal(addr, s->addr);
+	}
+	/* Sorted, non-overlapping lookups. */
+	for (size_t k = 1; k < elfimage_nr_syms(img); k++)
+		assert_true(elfimage_sym(img, k - 1)->addr < elfimage_sym(img, k)->addr);
+	assert_int_equal(elfimage_lookup(img, 0), -1);
+	assert_non_null(elfimage_build_id(img, &len));
+	assert_int_equal(len, 20);
+	elfimage_close(img);
+}
+
+static void test_elf_lines(void **state)
+{
+	struct elfimage *img = elfimage_open(prog, NULL, 0);
+	struct elfline l;
+
+	assert_non_null(img);
+	assert_true(elfimage_has_lines(img));
+	assert_int_equal(elfimage_line(img, fx.hot_addr[FX_B], &l), 0);
+	assert_int_equal(l.line, fx.hot_line[FX_B]);
+	assert_non_null(strstr(l.file, "prog.c"));
+	elfimage_close(img);
+}
+
+static void test_elf_read(void **state)
+{
+	struct elfimage *img = elfimage_open(prog, NULL, 0);
+	long i = elfimage_find(img, "func_b");
+	const struct elfsym *s = elfimage_sym(img, (size_t)i);
+	uint8_t buf[16], raw[16];
+	uint64_t off;
+	int fd;
+
+	assert_true(elfimage_read(img, s->addr, buf, sizeof(buf)) > 0);
+	/* Same bytes as the file at the symbol's offset. */
+	assert_int_equal(elfimage_addr_to_offset(img, s->addr, &off), 0);
+	fd = open(prog, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, raw, sizeof(raw), (off_t)off), sizeof(raw));
+	close(fd);
+	assert_memory_equal(buf, raw, sizeof(raw));
+	elfimage_close(img);
+}
+
+/* A .ko: symbols at their offsets in the kernel's core text layout. */
+static void test_module_layout(void **state)
+{
+	struct elfimage *img = elfimage_open(mod, NULL, 0);
+	uint64_t text_size = 0, unlikely_align = 1, expect;
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	Elf *elf;
+	int fd;
+	long i;
+
+	assert_non_null(img);
+	assert_true(elfimage_is_module(img));
+	i = elfimage_find(img, "fakemod_init_thing");
+	assert_true(i >= 0);
+	assert_int_equal(elfimage_sym(img, (size_t)i)->addr, 0);
+	assert_true(elfimage_find(img, "fakemod_hot_path") >= 0);
+
+	/* .text.unlikely follows .text, aligned. */
+	elf_version(EV_CURRENT);
+	fd = open(mod, O_RDONLY | O_CLOEXEC);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	assert_non_null(elf);
+	elf_getshdrstrndx(elf, &shstrndx);
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+
+		gelf_getshdr(scn, &sh);
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!strcmp(name, ".text"))
+			text_size = sh.sh_size;
+		if (!strcmp(name, ".text.unlikely"))
+			unlikely_align = sh.sh_addralign ? sh.sh_addralign : 1;
+	}
+	elf_end(elf);
+	close(fd);
+	expect = (text_size + unlikely_align - 1) & ~(unlikely_align - 1);
+	i = elfimage_find(img, "fakemod_cold");
+	assert_true(i >= 0);
+	assert_int_equal(elfimage_sym(img, (size_t)i)->addr, expect);
+	elfimage_close(img);
+}
+
+static const char sysmap[] =
+	"0000000000000000 A VDSO32_PRELINK\n"
+	"ffffffff81000000 T _text\n"
+	"ffffffff81000000 T startup_64\n"
+	"garbage line\n"
+	"ffffffff81000100 t secondary_startup_64\n"
+	"ffffffff81100000 T do_syscall_64\n"
+	"ffffffff81100400 W weak_text\n"
+	"ffffffff81200000 D some_data\n"
+	"ffffffff81300000 t mod_fn\t[virtio_console]\n"
+	"zzzz T bad\n"
+	"ffffffff81200000 T _etext\n";
+
+static int lookup_map(const void *src, const char *name, uint64_t *addr)
+{
+	return ksyms_addr(src, name, addr);
+}
+
+static void test_ksyms(void **state)
+{
+	struct ksyms *ks = ksyms_parse(sysmap, sizeof(sysmap) - 1, NULL, 0);
+	uint64_t slide, a;
+	long i;
+
+	assert_non_null(ks);
+	assert_int_equal(ksyms_bad_lines(ks), 2);
+	i = ksyms_lookup(ks, 0xffffffff81100010ull);
+	assert_true(i >= 0);
+	assert_string_equal(ksyms_sym(ks, (size_t)i)->name, "do_syscall_64");
+	/* Aliases: the name without a leading underscore wins. */
+	i = ksyms_lookup(ks, 0xffffffff81000000ull);
+	assert_string_equal(ksyms_sym(ks, (size_t)i)->name, "startup_64");
+	/* Module symbols come from the .ko, not from here. */
+	assert_int_equal(ksyms_addr(ks, "mod_fn", &a), -ENOENT);
+	assert_int_equal(ksyms_lookup(ks, 0xffffffff80000000ull), -1);
+
+	assert_int_equal(ksyms_slide(0xffffffff8a000000ull, NULL, 0, lookup_map, ks, &slide), 0);
+	assert_int_equal(slide, 0x9000000);
+	/* Anchor symbol instead of _text. */
+	assert_int_equal(ksyms_slide(0, "do_syscall_64", 0xffffffff8a100000ull, lookup_map, ks,
+				     &slide), 0);
+	assert_int_equal(slide, 0x9000000);
+	assert_int_equal(ksyms_slide(0, "nope", 1, lookup_map, ks, &slide), -ENOENT);
+	ksyms_free(ks);
+
+	/* An unprivileged read of /proc/kallsyms: all zeros. */
+	assert_null(ksyms_parse("0000000000000000 T a\n0000000000000000 T b\n", 42, NULL, 0));
+	assert_int_equal(errno, EPERM);
+	assert_null(ksyms_parse("", 0, NULL, 0));
+}
+
+struct dctx {
+	char text[8][200];
+	int n;
+};
+
+static int dcb(const struct disasm_insn *insn, void *arg)
+{
+	struct dctx *c = arg;
+
+	if (c->n < 8)
+		snprintf(c->text[c->n++], sizeof(c->text[0]), "%s", insn->text);
+	return 0;
+}
+
+static void test_disasm(void **state)
+{
+	static const uint8_t code[] = { 0x55, 0x48, 0x89, 0xe5, 0x06, 0xc3 };
+	struct disasm *d = disasm_new();
+	struct dctx c = { .n = 0 };
+
+	assert_non_null(d);
+	assert_int_equal(disasm_range(d, code, sizeof(code), 0x1000, dcb, &c), 0);
+	assert_int_equal(c.n, 4);
+	assert_string_equal(c.text[0], "push rbp");
+	assert_string_equal(c.text[1], "mov rbp, rsp");
+	assert_non_null(strstr(c.text[2], "(bad)"));
+	assert_string_equal(c.text[3], "ret");
+	disasm_free(d);
+}
+
+/* A guest path never leaves the guest root, whatever its symlinks say. */
+static void test_root_confinement(void **state)
+{
+	struct symres_root root = { .dir = fx.root };
+	struct symres_config sc = { .roots = &root, .nr_roots = 1, .no_host_kernel = 1,
+				    .no_debuginfod = 1 };
+	struct symres *r;
+	struct simage *si;
+
+	assert_int_equal(fx_sh("ln -sf /usr/bin/true '%s/usr/bin/abs-link' && "
+			       "ln -sf ../../../../../../../../usr/bin/true '%s/usr/bin/rel-link'",
+			       fx.root, fx.root), 0);
+	r = symres_new(&sc);
+	assert_non_null(r);
+	si = symres_image(r, "g", "/usr/bin/abs-link", 0, NULL, 0, NULL);
+	assert_int_equal(simage_state(si), SIMAGE_NOT_FOUND);
+	si = symres_image(r, "g", "/usr/bin/rel-link", 0, NULL, 0, NULL);
+	assert_int_equal(simage_state(si), SIMAGE_NOT_FOUND);
+	si = symres_image(r, "g", "/../../../../usr/bin/true", 0, NULL, 0, NULL);
+	assert_int_equal(simage_state(si), SIMAGE_NOT_FOUND);
+	/* Inside the root it works, and is cached. */
+	si = symres_image(r, "g", "/usr/bin/prog", 0, fx.bid, fx.bid_len, NULL);
+	assert_int_equal(simage_state(si), SIMAGE_OK);
+	assert_ptr_equal(si, symres_image(r, "g", "/usr/bin/prog", 0, fx.bid, fx.bid_len, NULL));
+	/* Same file through another name: opened once. */
+	assert_int_equal(fx_sh("ln -f '%s' '%s/usr/bin/prog-hardlink'", prog, fx.root), 0);
+	assert_ptr_equal(simage_elf(si),
+			 simage_elf(symres_image(r, "g", "/usr/bin/prog-hardlink", 0, NULL, 0, NULL)));
+	/* A wrong build-id is a mismatch, never used. */
+	si = symres_image(r, "g", "/usr/bin/prog", 0, (const uint8_t *)"abcd", 4, NULL);
+	assert_int_equal(simage_state(si), SIMAGE_MISMATCH);
+	assert_int_equal(simage_lookup(si, fx.hot_off[FX_A], NULL), -1);
+	/* Kernel from the root's System.map, with the slide. */
+	{
+		struct symres_kernel k = { .release = FX_RELEASE,
+					   .text_addr = FX_LINK_TEXT + FX_SLIDE };
+		long i;
+
+		si = symres_image(r, "g", "vmlinux", 1, NULL, 0, &k);
+		assert_int_equal(simage_state(si), SIMAGE_OK);
+		i = simage_lookup(si, 0xffffffff81100010ull + FX_SLIDE, NULL);
+		assert_true(i >= 0);
+		assert_string_equal(simage_sym(si, (size_t)i)->name, "do_syscall_64");
+		/* A hostile release never becomes a path. */
+		k.release = "../../etc";
+		si = symres_image(r, "g2", "vmlinux", 1, NULL, 0, &k);
+		assert_int_equal(simage_state(si), SIMAGE_NOT_FOUND);
+	}
+	symres_free(r);
+}
+
+/* Truncations and byte flips of a real binary: errors, never crashes. */
+static void test_corrupt_elf(void **state)
+{
+	uint8_t *buf, *work;
+	size_t len;
+	uint64_t seed = 0x12345678;
+	FILE *f = fopen(prog, "rb");
+	struct elfline l;
+
+	assert_non_null(f);
+	buf = malloc(1 << 20);
+	work = malloc(1 << 20);
+	assert_non_null(buf);
+	assert_non_null(work);
+	len = fread(buf, 1, 1 << 20, f);
+	fclose(f);
+	for (size_t cut = 0; cut < len; cut += len / 97 + 1) {
+		struct elfimage *img = elfimage_open_mem(buf, cut, NULL, 0);
+
+		if (img) {
+			elfimage_lookup(img, fx.hot_addr[FX_A]);
+			elfimage_line(img, fx.hot_addr[FX_A], &l);
+			elfimage_close(img);
+		}
+	}
+	for (int round = 0; round < 300; round++) {
+		struct elfimage *img;
+		uint8_t rd[64];
+
+		memcpy(work, buf, len);
+		for (int k = 0; k < 8; k++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			/* Headers and tables live at both ends of the file. */
+			size_t pos = (seed >> 33) % (k & 1 ? len : 4096 < len ? 4096 : len);
+
+			if (k & 2)
+				pos = len - 1 - pos % (len < 8192 ? len : 8192);
+			work[pos] = (uint8_t)(seed >> 17);
+		}
+		img = elfimage_open_mem(work, len, NULL, 0);
+		if (!img)
+			continue;
+		for (size_t i = 0; i < elfimage_nr_syms(img); i++)
+			elfimage_lookup(img, elfimage_sym(img, i)->addr);
+		elfimage_read(img, fx.hot_addr[FX_A], rd, sizeof(rd));
+		elfimage_line(img, fx.hot_addr[FX_A], &l);
+		elfimage_close(img);
+	}
+	free(buf);
+	free(work);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_elf_symbols),
+		cmocka_unit_test(test_elf_lines),
+		cmocka_unit_test(test_elf_read),
+		cmocka_unit_test(test_module_layout),
+		cmocka_unit_test(test_ksyms),
+		cmocka_unit_test(test_disasm),
+		cmocka_unit_test(test_root_confinement),
+		cmocka_unit_test(test_corrupt_elf),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
