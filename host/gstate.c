@@ -985,6 +985,21 @@ const struct gstate_module *gstate_module_find(const struct gstate *gs, uint64_t
 	return NULL;
 }
 
+const struct gstate_module *gstate_module_range(const struct gstate *gs, uint64_t addr,
+						uint64_t *lo, uint64_t *hi)
+{
+	size_t i = mods_lower(gs, addr);
+
+	if (i < gs->nr_mods && gs->mods[i].base <= addr) {
+		*lo = gs->mods[i].base;
+		*hi = gs->mods[i].base + gs->mods[i].size;
+		return &gs->mods[i];
+	}
+	*lo = i ? gs->mods[i - 1].base + gs->mods[i - 1].size : 0;
+	*hi = i < gs->nr_mods ? gs->mods[i].base : UINT64_MAX;
+	return NULL;
+}
+
 void gstate_lost(struct gstate *gs, uint64_t count)
 {
 	if (__builtin_add_overflow(gs->stats.guest_lost, count, &gs->stats.guest_lost))

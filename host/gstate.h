@@ -120,6 +120,11 @@ uint32_t gstate_thread_tgid(const struct gstate *gs, uint32_t tid);
 const char *gstate_thread_comm(const struct gstate *gs, uint32_t tid); /* NULL if unknown */
 const struct gstate_mapping *gstate_map_find(const struct gstate_process *p, uint64_t addr);
 const struct gstate_module *gstate_module_find(const struct gstate *gs, uint64_t addr);
+/* As gstate_module_find(), and sets [*lo, *hi) to the widest range of
+ * addresses around addr with the same answer (the module's text, or the gap
+ * between modules), so that callers can cache it. */
+const struct gstate_module *gstate_module_range(const struct gstate *gs, uint64_t addr,
+						uint64_t *lo, uint64_t *hi);
 const struct gstate_cookie *gstate_cookie_find(const struct gstate *gs, uint64_t id);
 
 /* Generation number, bumped by every mutator: lets per-vCPU caches in sync

@@ -49,23 +49,38 @@ struct skey {
 
 struct sc_ent {
 	struct skey k;
-	struct sfile *sf;	/* NULL: empty */
+	uint32_t fid;		/* 0: empty */
 };
 
-/* Per-vCPU last hit. */
+/*
+ * Per-vCPU cache of recently used mappings (user) and kernel ranges (a
+ * module's text, or the stretch of vmlinux between modules), indexed by the
+ * megabyte of the address (and the address space), each with its
+ * sample file and the offset adjustment: a hit files a sample with a few
+ * compares and one sfile_add().  An entry also records what else went into
+ * choosing its file (event, vCPU, slot contents, address space) and is only
+ * used when those match.
+ */
+#define UBITS	6	/* 64 user entries per vCPU, direct-mapped */
+#define KBITS	4	/* 16 kernel entries */
+
+struct cent {
+	uint32_t fid;		/* 0: unused */
+	uint64_t lo, len;	/* [lo, lo + len) */
+	uint64_t adj;		/* offset = rip + adj */
+	uint64_t cr3n;
+	uint32_t vcpu;
+	uint32_t slot_tid, slot_tgid;
+	uint8_t event, flags;
+};
+
 struct vcache {
 	/* address space -> process */
 	uint64_t cr3n;
 	const struct gstate_process *p;
 	bool p_valid;
-	/* user mapping last filed into */
-	struct sfile *sf;	/* NULL: nothing cached */
-	uint64_t lo, len, adj;	/* [lo, lo + len), offset = rip + adj */
-	uint64_t ucr3n;
-	uint32_t vcpu;
-	uint8_t event;
-	uint8_t slot_flags;
-	uint32_t slot_tid, slot_tgid;
+	struct cent u[1u << UBITS];
+	struct cent k[1u << KBITS];
 };
 
 struct held {
@@ -80,6 +95,9 @@ struct sync {
 	unsigned nr_rings;
 	unsigned sep;
 	unsigned hold_ms;
+	bool u_slot;			/* user cache entries depend on the slot */
+	bool k_slot;			/* kernel ones do */
+	bool k_cr3;			/* kernel ones depend on CR3 without a slot */
 
 	uint64_t gen;			/* generation the caches belong to */
 	struct vcache *vc;
@@ -90,10 +108,33 @@ struct sync {
 	size_t hold_cap, hold_head, hold_nr;
 	uint64_t held_gen;		/* generation of the last full retry */
 
+	/*
+	 * Sample files get dense ids (fid, from 1) so that samples can be
+	 * queued as (fid, offset) and added file by file: a sample file's
+	 * table is then hot in the cache and TLB while its samples go in,
+	 * instead of every sample touching a random page of a random file.
+	 */
+	struct sfile **fsf;		/* fid -> file */
+	uint32_t *fcnt;			/* fid -> queued count / cursor */
+	uint32_t *touched;		/* fids queued in this batch */
+	uint32_t nr_f, cap_f;		/* fids used (incl. 0), allocated */
+	struct fmap_ent {
+		struct sfile *sf;
+		uint32_t fid;
+	} *fmap;			/* file -> fid, open addressing */
+	unsigned fmap_bits;
+
+	uint32_t *pfid;			/* queued samples, PEND_MAX */
+	uint64_t *poff;
+	uint64_t *soff;			/* the same, grouped by file */
+	size_t npend;
+
 	struct opvm_stats stats;
 	uint64_t store_errors;
 	int first_err;
 };
+
+#define PEND_MAX	65536
 
 struct sync *sync_new(struct store *st, struct gstate *gs,
 		      struct ring *const *rings, unsigned nr_rings,
@@ -112,6 +153,9 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 	s->st = st;
 	s->gs = gs;
 	s->sep = store_separate(st);
+	s->u_slot = s->sep & OPVM_SEP_THREAD;
+	s->k_slot = s->sep & (OPVM_SEP_THREAD | OPVM_SEP_KERNEL);
+	s->k_cr3 = s->sep & OPVM_SEP_KERNEL;
 	s->hold_ms = cfg ? cfg->hold_ms : SYNC_HOLD_MS_DEFAULT;
 	s->hold_cap = cfg && cfg->hold_max ? cfg->hold_max : SYNC_HOLD_MAX_DEFAULT;
 	while (nvc < nr_rings)
@@ -122,7 +166,14 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 	s->held = calloc(s->hold_cap, sizeof(*s->held));
 	if (nr_rings)
 		s->rings = calloc(nr_rings, sizeof(*s->rings));
-	if (!s->vc || !s->sc || !s->held || (nr_rings && !s->rings)) {
+	s->pfid = malloc(PEND_MAX * sizeof(*s->pfid));
+	s->poff = malloc(PEND_MAX * sizeof(*s->poff));
+	s->soff = malloc(PEND_MAX * sizeof(*s->soff));
+	s->fmap_bits = 8;
+	s->fmap = calloc((size_t)1 << s->fmap_bits, sizeof(*s->fmap));
+	s->nr_f = 1;		/* fid 0 means "none" */
+	if (!s->vc || !s->sc || !s->held || (nr_rings && !s->rings) ||
+	    !s->pfid || !s->poff || !s->soff || !s->fmap) {
 		sync_free(s);
 		errno = ENOMEM;
 		return NULL;
@@ -143,6 +194,13 @@ void sync_free(struct sync *s)
 	free(s->vc);
 	free(s->sc);
 	free(s->held);
+	free(s->pfid);
+	free(s->poff);
+	free(s->soff);
+	free(s->fmap);
+	free(s->fsf);
+	free(s->fcnt);
+	free(s->touched);
 	free(s);
 }
 
@@ -188,17 +246,141 @@ static int note_err(struct sync *s, int err)
 	return err;
 }
 
+static inline size_t fmap_hash(const struct sfile *sf, unsigned bits)
+{
+	return (size_t)(((uint64_t)(uintptr_t)sf * 0x9e3779b97f4a7c15ull) >> (64 - bits));
+}
+
+static int fmap_grow(struct sync *s)
+{
+	unsigned bits = s->fmap_bits + 1;
+	struct fmap_ent *n = calloc((size_t)1 << bits, sizeof(*n));
+	size_t i, mask = ((size_t)1 << bits) - 1;
+
+	if (!n)
+		return -ENOMEM;
+	for (i = 0; i < ((size_t)1 << s->fmap_bits); i++) {
+		size_t j;
+
+		if (!s->fmap[i].sf)
+			continue;
+		for (j = fmap_hash(s->fmap[i].sf, bits); n[j].sf; j = (j + 1) & mask)
+			;
+		n[j] = s->fmap[i];
+	}
+	free(s->fmap);
+	s->fmap = n;
+	s->fmap_bits = bits;
+	return 0;
+}
+
+/* The fid of sf, assigned on first sight.  0 and errno on ENOMEM. */
+static uint32_t fid_of(struct sync *s, struct sfile *sf)
+{
+	size_t mask = ((size_t)1 << s->fmap_bits) - 1, j;
+
+	for (j = fmap_hash(sf, s->fmap_bits); s->fmap[j].sf; j = (j + 1) & mask)
+		if (s->fmap[j].sf == sf)
+			return s->fmap[j].fid;
+	if (s->nr_f == UINT32_MAX) {
+		errno = ENOSPC;
+		return 0;
+	}
+	if (s->nr_f >= s->cap_f) {
+		uint32_t cap = s->cap_f ? s->cap_f * 2 : 256;
+		struct sfile **nsf = realloc(s->fsf, cap * sizeof(*nsf));
+		uint32_t *ncnt, *nt;
+
+		if (!nsf)
+			return 0;
+		s->fsf = nsf;
+		ncnt = realloc(s->fcnt, cap * sizeof(*ncnt));
+		if (!ncnt)
+			return 0;
+		s->fcnt = ncnt;
+		nt = realloc(s->touched, cap * sizeof(*nt));
+		if (!nt)
+			return 0;
+		s->touched = nt;
+		memset(s->fcnt + s->cap_f, 0, (cap - s->cap_f) * sizeof(*ncnt));
+		s->cap_f = cap;
+	}
+	if ((size_t)s->nr_f * 2 > mask + 1) {
+		if (fmap_grow(s))
+			return 0;
+		mask = ((size_t)1 << s->fmap_bits) - 1;
+	}
+	for (j = fmap_hash(sf, s->fmap_bits); s->fmap[j].sf; j = (j + 1) & mask)
+		;
+	s->fmap[j].sf = sf;
+	s->fmap[j].fid = s->nr_f;
+	s->fsf[s->nr_f] = sf;
+	return s->nr_f++;
+}
+
+/*
+ * Adds the queued samples to their files, file by file (a counting sort on
+ * fid).  Called before sync_run()/sync_sample() return, so nothing stays
+ * queued between calls.
+ */
+static void flush(struct sync *s)
+{
+	size_t i, n = s->npend, pos;
+	uint32_t nt = 0, t;
+
+	if (!n)
+		return;
+	for (i = 0; i < n; i++)
+		if (s->fcnt[s->pfid[i]]++ == 0)
+			s->touched[nt++] = s->pfid[i];
+	for (pos = 0, t = 0; t < nt; t++) {
+		uint32_t c = s->fcnt[s->touched[t]];
+
+		s->fcnt[s->touched[t]] = (uint32_t)pos;
+		pos += c;
+	}
+	for (i = 0; i < n; i++)
+		s->soff[s->fcnt[s->pfid[i]]++] = s->poff[i];
+	for (pos = 0, t = 0; t < nt; t++) {
+		uint32_t fid = s->touched[t];
+		size_t end = s->fcnt[fid];
+		struct sfile *sf = s->fsf[fid];
+
+		for (; pos < end; pos++) {
+			int err = sfile_add(sf, s->soff[pos], 1);
+
+			if (err)
+				note_err(s, err);
+		}
+		s->fcnt[fid] = 0;
+	}
+	s->npend = 0;
+}
+
+static inline int add(struct sync *s, uint32_t fid, uint64_t offset)
+{
+	if (__builtin_expect(!fid, 0))
+		return note_err(s, errno ? -errno : -EIO);
+	if (__builtin_expect(s->npend == PEND_MAX, 0))
+		flush(s);
+	s->pfid[s->npend] = fid;
+	s->poff[s->npend] = offset;
+	s->npend++;
+	return FILED;
+}
+
 /*
  * The sample file for k.  app/image are the strings behind k->app and
  * k->image (image_buf for names built per sample).  Applies the separation
  * mask so the cache holds one entry per file.
  */
-static struct sfile *sfile_for(struct sync *s, struct skey *k, const char *app,
+static uint32_t sfile_for(struct sync *s, struct skey *k, const char *app,
 			       const char *image, const struct gstate_cookie *c)
 {
 	struct store_key key;
 	struct sc_ent *e;
 	struct sfile *sf;
+	uint32_t fid;
 	size_t i;
 
 	if (k->kernel ? !(s->sep & OPVM_SEP_KERNEL) : !(s->sep & OPVM_SEP_LIB)) {
@@ -211,11 +393,11 @@ static struct sfile *sfile_for(struct sync *s, struct skey *k, const char *app,
 		k->cpu = -1;
 	i = skey_hash(k);
 	e = &s->sc[i];
-	if (e->sf && skey_eq(&e->k, k))
-		return e->sf;
+	if (e->fid && skey_eq(&e->k, k))
+		return e->fid;
 	e = &s->sc[i ^ 1];
-	if (e->sf && skey_eq(&e->k, k))
-		return e->sf;
+	if (e->fid && skey_eq(&e->k, k))
+		return e->fid;
 
 	key = (struct store_key){
 		.app = app,
@@ -230,27 +412,18 @@ static struct sfile *sfile_for(struct sync *s, struct skey *k, const char *app,
 	};
 	sf = store_get(s->st, &key);
 	if (!sf)
-		return NULL;
+		return 0;
+	fid = fid_of(s, sf);
+	if (!fid)
+		return 0;
 	/* two-way: the newest entry lives in the home slot, the one it
 	 * displaces moves to the other way */
 	e = &s->sc[i];
-	if (e->sf)
+	if (e->fid)
 		s->sc[i ^ 1] = *e;
 	e->k = *k;
-	e->sf = sf;
-	return sf;
-}
-
-static int add(struct sync *s, struct sfile *sf, uint64_t offset)
-{
-	int err;
-
-	if (!sf)
-		return note_err(s, errno ? -errno : -EIO);
-	err = sfile_add(sf, offset, 1);
-	if (err)
-		return note_err(s, err);
-	return FILED;
+	e->fid = fid;
+	return fid;
 }
 
 static const char *proc_app(const struct gstate_process *p)
@@ -258,16 +431,59 @@ static const char *proc_app(const struct gstate_process *p)
 	return p->exe ? p->exe->path : p->comm;
 }
 
+static inline bool cent_match(const struct cent *e, const struct opvm_sample *x,
+			      bool slot, bool cr3, uint64_t cr3n)
+{
+	return e->fid && x->rip - e->lo < e->len && e->event == x->event &&
+	       e->vcpu == x->vcpu &&
+	       (!slot || (e->flags == x->flags && e->slot_tid == x->slot_tid &&
+			  e->slot_tgid == x->slot_tgid)) &&
+	       (!cr3 || e->cr3n == cr3n);
+}
+
+static void cent_fill(struct cent *e, uint32_t fid, uint64_t lo, uint64_t len,
+		      uint64_t adj, uint64_t cr3n, const struct opvm_sample *x)
+{
+	e->fid = fid;
+	e->lo = lo;
+	e->len = len;
+	e->adj = adj;
+	e->cr3n = cr3n;
+	e->vcpu = x->vcpu;
+	e->slot_tid = x->slot_tid;
+	e->slot_tgid = x->slot_tgid;
+	e->event = x->event;
+	e->flags = x->flags;
+}
+
+static inline unsigned cent_index(uint64_t rip, uint64_t cr3n, unsigned bits)
+{
+	return (unsigned)((((rip >> 20) ^ (cr3n >> 13)) * 0x9e3779b97f4a7c15ull) >> (64 - bits));
+}
+
 static int file_kernel(struct sync *s, const struct opvm_sample *x)
 {
-	const struct gstate_module *m = gstate_module_find(s->gs, x->rip);
+	struct vcache *vc = &s->vc[x->vcpu & s->vc_mask];
+	bool slot = x->flags & OPVM_SAMPLE_SLOT;
+	bool by_cr3 = s->k_cr3 && !slot;
+	uint64_t cr3n = by_cr3 ? opvm_cr3_normalise(x->cr3) : 0;
 	const struct gstate_process *p = NULL;
+	const struct gstate_module *m;
 	const char *app = NULL, *image;
+	uint64_t offset, lo, hi;
+	uint32_t fid;
 	char name[48];
 	struct skey k;
-	uint64_t offset;
-	bool slot = x->flags & OPVM_SAMPLE_SLOT;
+	struct cent *ce;
+	int ret;
 
+	ce = &vc->k[cent_index(x->rip, 0, KBITS)];
+	if (cent_match(ce, x, s->k_slot, by_cr3, cr3n)) {
+		s->stats.kernel++;
+		return add(s, ce->fid, x->rip + ce->adj);
+	}
+
+	m = gstate_module_range(s->gs, x->rip, &lo, &hi);
 	memset(&k, 0, sizeof(k));
 	if (m) {
 		image = m->name;
@@ -309,8 +525,12 @@ static int file_kernel(struct sync *s, const struct opvm_sample *x)
 		if (!k.app)
 			k.app = app;
 	}
+	fid = sfile_for(s, &k, app, image, NULL);
 	s->stats.kernel++;
-	return add(s, sfile_for(s, &k, app, image, NULL), offset);
+	ret = add(s, fid, offset);
+	if (ret == FILED)
+		cent_fill(ce, fid, lo, hi - lo, offset - x->rip, cr3n, x);
+	return ret;
 }
 
 static int file_anon_cr3(struct sync *s, const struct opvm_sample *x, uint64_t cr3n)
@@ -338,19 +558,16 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 	const struct gstate_process *p;
 	const struct gstate_mapping *m;
 	const char *image;
-	struct sfile *sf;
+	uint32_t fid;
 	struct skey k;
 	uint64_t offset;
+	struct cent *ce;
 	int ret;
 
-	/* last hit: same address space, same mapping, same file */
-	if (vc->sf && vc->ucr3n == cr3n && x->rip - vc->lo < vc->len &&
-	    vc->event == x->event && vc->vcpu == x->vcpu &&
-	    (!(s->sep & OPVM_SEP_THREAD) ||
-	     (vc->slot_flags == (x->flags & OPVM_SAMPLE_SLOT) &&
-	      vc->slot_tid == x->slot_tid && vc->slot_tgid == x->slot_tgid))) {
+	ce = &vc->u[cent_index(x->rip, cr3n, UBITS)];
+	if (cent_match(ce, x, s->u_slot, true, cr3n)) {
 		s->stats.user++;
-		return add(s, vc->sf, x->rip + vc->adj);
+		return add(s, ce->fid, x->rip + ce->adj);
 	}
 
 	if (vc->p_valid && vc->cr3n == cr3n) {
@@ -400,28 +617,17 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 		offset = x->rip;
 	}
 	k.image = image;
-	sf = sfile_for(s, &k, proc_app(p), image, m->cookie);
+	fid = sfile_for(s, &k, proc_app(p), image, m->cookie);
 	s->stats.user++;
-	ret = add(s, sf, offset);
-	if (ret == FILED) {
-		vc->sf = sf;
-		vc->ucr3n = cr3n;
-		vc->lo = m->start;
-		vc->len = m->end - m->start;
-		vc->adj = offset - x->rip;
-		vc->event = x->event;
-		vc->vcpu = x->vcpu;
-		vc->slot_flags = x->flags & OPVM_SAMPLE_SLOT;
-		vc->slot_tid = x->slot_tid;
-		vc->slot_tgid = x->slot_tgid;
-	}
+	ret = add(s, fid, offset);
+	if (ret == FILED)
+		cent_fill(ce, fid, m->start, m->end - m->start, offset - x->rip, cr3n, x);
 	return ret;
 }
 
+/* Callers make sure the caches belong to the current generation first. */
 static inline int attribute(struct sync *s, const struct opvm_sample *x, bool force)
 {
-	if (__builtin_expect(s->gen != gstate_generation(s->gs), 0))
-		caches_drop(s);
 	if (x->cpl != 3)
 		return file_kernel(s, x);
 	return file_user(s, x, force);
@@ -492,12 +698,20 @@ static inline void take(struct sync *s, const struct opvm_sample *x, uint64_t no
 		hold(s, x, now);
 }
 
+static inline void caches_check(struct sync *s)
+{
+	if (s->gen != gstate_generation(s->gs))
+		caches_drop(s);
+}
+
 int sync_sample(struct sync *s, const struct opvm_sample *smp, uint64_t now_ms)
 {
 	int err;
 
+	caches_check(s);
 	s->first_err = 0;
 	take(s, smp, now_ms);
+	flush(s);
 	err = s->first_err;
 	s->first_err = 0;
 	return err;
@@ -509,6 +723,8 @@ int sync_run(struct sync *s, uint64_t now_ms)
 	unsigned r;
 	int err;
 
+	/* the model only changes between runs (one thread decodes and syncs) */
+	caches_check(s);
 	s->first_err = 0;
 	held_retry(s, now_ms, false);
 	for (r = 0; r < s->nr_rings; r++) {
@@ -518,6 +734,7 @@ int sync_run(struct sync *s, uint64_t now_ms)
 		while (n++ < DRAIN_MAX && ring_pop(ring, &x, NULL))
 			take(s, &x, now_ms);
 	}
+	flush(s);
 	err = s->first_err;
 	s->first_err = 0;
 	return err;
@@ -527,8 +744,10 @@ int sync_flush(struct sync *s, uint64_t now_ms)
 {
 	int err = sync_run(s, now_ms);
 
+	caches_check(s);
 	s->first_err = 0;
 	held_retry(s, now_ms, true);
+	flush(s);
 	if (!err)
 		err = s->first_err;
 	s->first_err = 0;
