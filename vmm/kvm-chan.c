@@ -6,6 +6,8 @@
  *    the virtio console;
  *  - the debug-exit port (KVM_DEBUG_EXIT_PORT): a synthetic guest ends the
  *    run with a status;
+ *  - the CPU-time port (KVM_CPUTIME_PORT): a synthetic guest reads its vCPU
+ *    thread's CPU time, to measure its own ground truth;
  *  - power off (KVM_PM_PORT, value 0x2000, as QEMU's PIIX4 PM) and reset
  *    (i8042 command 0xfe on port 0x64, port 0x92 bit 0, port 0xcf9 0x06);
  * and the HELLO sniffer that finds the current-task slot array in the
@@ -14,6 +16,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "guest-kmod/opvm_proto.h"
 #include "vmm/kvm-priv.h"
@@ -48,6 +51,21 @@ static void debug_exit_io(struct kvm_dev *dev, uint64_t addr, void *data, uint32
 		return;
 	}
 	kvm_vm_set_state(dev->priv, KVM_VM_POWEROFF, (int)(val_of(data, len) & 0xff), NULL);
+}
+
+/* Runs on the vCPU thread that trapped, so the thread CPU clock is that
+ * vCPU's: the same clock a task-clock sampling event counts. */
+static void cputime_io(struct kvm_dev *dev, uint64_t addr, void *data, uint32_t len,
+		       int is_write)
+{
+	struct timespec ts;
+	uint32_t us;
+
+	if (is_write)
+		return;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	us = (uint32_t)((uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u);
+	memcpy(data, &us, len < 4 ? len : 4);
 }
 
 static void pm_io(struct kvm_dev *dev, uint64_t addr, void *data, uint32_t len,
@@ -85,6 +103,7 @@ int kvm_misc_devices_add(struct kvm_vm *vm)
 		  .priv = vm },
 		{ .base = KVM_DEBUG_EXIT_PORT, .len = 4, .io = debug_exit_io, .priv = vm },
 		{ .base = KVM_PM_PORT, .len = 2, .io = pm_io, .priv = vm },
+		{ .base = KVM_CPUTIME_PORT, .len = 4, .io = cputime_io, .priv = vm },
 		{ .base = 0x60, .len = 5, .io = reset_io, .priv = vm },
 		{ .base = 0x92, .len = 1, .io = reset_io, .priv = vm },
 		{ .base = 0xcf9, .len = 1, .io = reset_io, .priv = vm },

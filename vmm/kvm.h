@@ -32,6 +32,10 @@
 #define KVM_CHAN_PORT		0x07f0	/* outb/rep outsb: channel bytes */
 #define KVM_DEBUG_EXIT_PORT	0x0501	/* outb/outl v: exit with status v */
 #define KVM_PM_PORT		0x0604	/* outw 0x2000: power off (as QEMU's) */
+#define KVM_CPUTIME_PORT	0x0508	/* inl: the reading vCPU thread's CPU
+					 * time in microseconds (mod 2^32): the
+					 * clock timer-mode sampling runs on, so
+					 * a test guest can measure its truth */
 
 /* virtio-mmio console: one 4 KiB window, ISA IRQ (edge). */
 #define KVM_VIRTIO_CON_BASE	0xd0000000ull
