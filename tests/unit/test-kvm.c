@@ -1,0 +1,532 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unit tests for the built-in KVM VMM (vmm/kvm*.c): the HELLO sniffer and
+ * the virtio-mmio console driven by a hand-written driver in host memory
+ * (both with hostile input), the 8250's probe registers, and, where
+ * /dev/kvm works, the synthetic guest under the kvm sampler: every sample
+ * is checked against the guest's layout and its current-task slot.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "guest-kmod/opvm_proto.h"
+#include "host/ring.h"
+#include "vmm/kvm-priv.h"
+#include "vmm/kvm-sampler.h"
+#include "vmm/kvm.h"
+
+/* ---- HELLO sniffer ---------------------------------------------------------- */
+
+static size_t mk_rec(uint8_t *buf, uint16_t type, uint32_t len, uint32_t seq)
+{
+	struct opvm_rec_hdr h = { .magic = OPVM_PROTO_MAGIC, .type = type, .len = len,
+				  .seq = seq };
+
+	memset(buf, 0, len);
+	memcpy(buf, &h, sizeof(h));
+	return len;
+}
+
+static size_t mk_hello(uint8_t *buf, uint64_t pa, uint32_t nr, uint32_t version)
+{
+	struct opvm_rec_hello h;
+
+	mk_rec(buf, OPVM_REC_HELLO, sizeof(h), 0);
+	memcpy(&h, buf, sizeof(h));
+	h.version = version;
+	h.nr_cpus = nr;
+	h.slot_pa = pa;
+	h.slot_size = sizeof(struct opvm_slot);
+	memcpy(buf, &h, sizeof(h));
+	return sizeof(h);
+}
+
+static void test_sniff_split_everywhere(void **state)
+{
+	uint8_t stream[4096];
+	size_t n = 0;
+
+	(void)state;
+	/* garbage, a PROC, a record with a lying length, then the HELLO */
+	memcpy(stream, "\x4f\x56garbage!", 10);
+	n = 10;
+	n += mk_rec(stream + n, OPVM_REC_PROC, sizeof(struct opvm_rec_proc), 1);
+	n += mk_rec(stream + n, OPVM_REC_SYNC, sizeof(struct opvm_rec_sync), 2);
+	n += mk_hello(stream + n, 0x123000, 4, OPVM_PROTO_VERSION);
+	for (size_t chunk = 1; chunk <= n; chunk++) {
+		struct kvm_hello_sniffer hs = { 0 };
+		uint64_t pa = 0;
+		uint32_t nr = 0, sz = 0;
+		int found = 0;
+
+		for (size_t off = 0; off < n; off += chunk)
+			found |= kvm_hello_sniff(&hs, stream + off, off + chunk > n ? n - off : chunk,
+						 &pa, &nr, &sz);
+		assert_true(found);
+		assert_int_equal(pa, 0x123000);
+		assert_int_equal(nr, 4);
+		assert_int_equal(sz, sizeof(struct opvm_slot));
+	}
+}
+
+static void test_sniff_hostile(void **state)
+{
+	struct kvm_hello_sniffer hs = { 0 };
+	uint8_t buf[1024];
+	uint64_t pa = 0;
+	uint32_t nr = 0, sz = 0;
+	struct opvm_rec_hello h;
+
+	(void)state;
+	/* wrong version, zero CPUs, absurd slot size: all ignored */
+	mk_hello(buf, 0x1000, 1, 99);
+	assert_false(kvm_hello_sniff(&hs, buf, sizeof(h), &pa, &nr, &sz));
+	mk_hello(buf, 0x1000, 0, OPVM_PROTO_VERSION);
+	assert_false(kvm_hello_sniff(&hs, buf, sizeof(h), &pa, &nr, &sz));
+	mk_hello(buf, 0x1000, 1, OPVM_PROTO_VERSION);
+	memcpy(&h, buf, sizeof(h));
+	h.slot_size = 1u << 30;
+	memcpy(buf, &h, sizeof(h));
+	assert_false(kvm_hello_sniff(&hs, buf, sizeof(h), &pa, &nr, &sz));
+	/* a header claiming a huge record: skipped by framing, never buffered */
+	mk_rec(buf, OPVM_REC_HELLO, 16, 0);
+	((struct opvm_rec_hdr *)buf)->len = 0xfffffff0u;
+	assert_false(kvm_hello_sniff(&hs, buf, 16, &pa, &nr, &sz));
+	/* random bytes */
+	for (unsigned i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 37 + 11);
+	assert_false(kvm_hello_sniff(&hs, buf, sizeof(buf), &pa, &nr, &sz));
+	/* and it still finds a good one afterwards */
+	memset(&hs, 0, sizeof(hs));
+	mk_hello(buf, 0x2000, 2, OPVM_PROTO_VERSION);
+	assert_true(kvm_hello_sniff(&hs, buf, sizeof(h), &pa, &nr, &sz));
+	assert_int_equal(pa, 0x2000);
+}
+
+/* ---- virtio-mmio console ----------------------------------------------------- */
+
+#define MEM_SIZE	(1u << 20)
+#define QNUM		8
+
+struct vtest {
+	uint8_t *mem;
+	struct kvm_virtio_con *vc;
+	unsigned irqs;
+	char sink[256];
+	size_t sunk;
+	uint16_t avail_idx[4];
+};
+
+static void vt_irq(void *arg)
+{
+	((struct vtest *)arg)->irqs++;
+}
+
+static void vt_sink(const void *buf, size_t len, void *arg)
+{
+	struct vtest *t = arg;
+
+	if (t->sunk + len <= sizeof(t->sink)) {
+		memcpy(t->sink + t->sunk, buf, len);
+		t->sunk += len;
+	}
+}
+
+static void wr(struct vtest *t, uint64_t off, uint32_t v)
+{
+	kvm_virtio_con_mmio(t->vc, off, &v, 4, 1);
+}
+
+static uint32_t rd(struct vtest *t, uint64_t off)
+{
+	uint32_t v = 0;
+
+	kvm_virtio_con_mmio(t->vc, off, &v, 4, 0);
+	return v;
+}
+
+static uint64_t q_desc(unsigned q) { return 0x10000ull * (q + 1); }
+static uint64_t q_avail(unsigned q) { return q_desc(q) + 0x1000; }
+static uint64_t q_used(unsigned q) { return q_desc(q) + 0x2000; }
+static uint64_t q_buf(unsigned q, unsigned i) { return 0x80000ull + 0x1000 * q + 0x100 * i; }
+
+static void set_desc(struct vtest *t, unsigned q, unsigned i, uint64_t addr, uint32_t len,
+		     uint16_t flags, uint16_t next)
+{
+	uint8_t *d = t->mem + q_desc(q) + 16 * i;
+
+	memcpy(d, &addr, 8);
+	memcpy(d + 8, &len, 4);
+	memcpy(d + 12, &flags, 2);
+	memcpy(d + 14, &next, 2);
+}
+
+static void avail_push(struct vtest *t, unsigned q, uint16_t head)
+{
+	uint16_t idx = t->avail_idx[q];
+
+	memcpy(t->mem + q_avail(q) + 4 + 2 * (idx % QNUM), &head, 2);
+	t->avail_idx[q] = ++idx;
+	memcpy(t->mem + q_avail(q) + 2, &idx, 2);
+}
+
+static uint16_t used_idx(struct vtest *t, unsigned q)
+{
+	uint16_t v;
+
+	memcpy(&v, t->mem + q_used(q) + 2, 2);
+	return v;
+}
+
+static void used_elem(struct vtest *t, unsigned q, unsigned i, uint32_t *id, uint32_t *len)
+{
+	memcpy(id, t->mem + q_used(q) + 4 + 8 * (i % QNUM), 4);
+	memcpy(len, t->mem + q_used(q) + 8 + 8 * (i % QNUM), 4);
+}
+
+static struct vtest *vt_setup(void)
+{
+	struct vtest *t = calloc(1, sizeof(*t));
+
+	assert_non_null(t);
+	t->mem = calloc(1, MEM_SIZE);
+	assert_non_null(t->mem);
+	t->vc = kvm_virtio_con_new(t->mem, MEM_SIZE, vt_irq, vt_sink, t);
+	assert_non_null(t->vc);
+	assert_int_equal(rd(t, 0x000), 0x74726976);
+	assert_int_equal(rd(t, 0x004), 2);
+	assert_int_equal(rd(t, 0x008), 3);
+	wr(t, 0x070, 1 | 2);				/* ACKNOWLEDGE | DRIVER */
+	wr(t, 0x014, 0);
+	assert_true(rd(t, 0x010) & (1u << 1));		/* MULTIPORT */
+	wr(t, 0x014, 1);
+	assert_true(rd(t, 0x010) & 1u);			/* VERSION_1 */
+	wr(t, 0x024, 0);
+	wr(t, 0x020, 1u << 1);
+	wr(t, 0x024, 1);
+	wr(t, 0x020, 1);
+	wr(t, 0x070, 1 | 2 | 8);			/* FEATURES_OK */
+	/* max_nr_ports in the config space */
+	assert_int_equal(rd(t, 0x104), 1);
+	for (unsigned q = 0; q < 4; q++) {
+		wr(t, 0x030, q);
+		assert_true(rd(t, 0x034) >= QNUM);
+		wr(t, 0x038, QNUM);
+		wr(t, 0x080, (uint32_t)q_desc(q));
+		wr(t, 0x084, 0);
+		wr(t, 0x090, (uint32_t)q_avail(q));
+		wr(t, 0x094, 0);
+		wr(t, 0x0a0, (uint32_t)q_used(q));
+		wr(t, 0x0a4, 0);
+		wr(t, 0x044, 1);
+		assert_int_equal(rd(t, 0x044), 1);
+	}
+	wr(t, 0x070, 1 | 2 | 8 | 4);			/* DRIVER_OK */
+	/* control receive buffers, as virtio_console's fill_queue() posts */
+	for (unsigned i = 0; i < 4; i++) {
+		set_desc(t, 2, i, q_buf(2, i), 64, 2 /* WRITE */, 0);
+		avail_push(t, 2, (uint16_t)i);
+	}
+	wr(t, 0x050, 2);
+	return t;
+}
+
+static void vt_free(struct vtest *t)
+{
+	kvm_virtio_con_free(t->vc);
+	free(t->mem);
+	free(t);
+}
+
+static void ctrl_send(struct vtest *t, unsigned slot, uint32_t id, uint16_t ev, uint16_t val)
+{
+	uint8_t *b = t->mem + q_buf(3, slot);
+
+	memcpy(b, &id, 4);
+	memcpy(b + 4, &ev, 2);
+	memcpy(b + 6, &val, 2);
+	set_desc(t, 3, slot, q_buf(3, slot), 8, 0, 0);
+	avail_push(t, 3, (uint16_t)slot);
+	wr(t, 0x050, 3);
+}
+
+static void ctrl_recv(struct vtest *t, unsigned i, uint32_t *id, uint16_t *ev, uint16_t *val,
+		      uint32_t *len)
+{
+	uint32_t head;
+	uint8_t *b;
+
+	used_elem(t, 2, i, &head, len);
+	assert_true(head < 4);
+	b = t->mem + q_buf(2, head);
+	memcpy(id, b, 4);
+	memcpy(ev, b + 4, 2);
+	memcpy(val, b + 6, 2);
+}
+
+static void test_virtio_console_port(void **state)
+{
+	struct vtest *t = vt_setup();
+	uint32_t id, len;
+	uint16_t ev, val;
+
+	(void)state;
+	ctrl_send(t, 0, 0, 0 /* DEVICE_READY */, 1);
+	assert_int_equal(used_idx(t, 3), 1);
+	assert_int_equal(used_idx(t, 2), 1);
+	ctrl_recv(t, 0, &id, &ev, &val, &len);
+	assert_int_equal(ev, 1);				/* DEVICE_ADD */
+	assert_int_equal(id, 0);
+
+	ctrl_send(t, 1, 0, 3 /* PORT_READY */, 1);
+	assert_int_equal(used_idx(t, 2), 3);
+	ctrl_recv(t, 1, &id, &ev, &val, &len);
+	assert_int_equal(ev, 7);				/* PORT_NAME */
+	assert_int_equal(len, 8 + strlen(OPVM_PORT_NAME));
+	{
+		uint32_t head;
+
+		used_elem(t, 2, 1, &head, &len);
+		assert_memory_equal(t->mem + q_buf(2, head) + 8, OPVM_PORT_NAME,
+				    strlen(OPVM_PORT_NAME));
+	}
+	ctrl_recv(t, 2, &id, &ev, &val, &len);
+	assert_int_equal(ev, 6);				/* PORT_OPEN (host side) */
+	assert_int_equal(val, 1);
+
+	ctrl_send(t, 2, 0, 6 /* PORT_OPEN */, 1);
+	assert_int_equal(kvm_virtio_con_open_ports(t->vc), 1);
+
+	/* the guest writes to the port: a two-buffer chain */
+	memcpy(t->mem + q_buf(1, 0), "hello ", 6);
+	memcpy(t->mem + q_buf(1, 1), "world", 5);
+	set_desc(t, 1, 0, q_buf(1, 0), 6, 1 /* NEXT */, 1);
+	set_desc(t, 1, 1, q_buf(1, 1), 5, 0, 0);
+	avail_push(t, 1, 0);
+	unsigned irqs = t->irqs;
+
+	wr(t, 0x050, 1);
+	assert_int_equal(t->sunk, 11);
+	assert_memory_equal(t->sink, "hello world", 11);
+	assert_int_equal(used_idx(t, 1), 1);
+	assert_true(t->irqs > irqs);
+	assert_true(rd(t, 0x060) & 1);
+	wr(t, 0x064, 1);
+	assert_false(rd(t, 0x060) & 1);
+	assert_false(rd(t, 0x070) & 0x40);
+
+	/* reset: status 0 forgets everything */
+	wr(t, 0x070, 0);
+	assert_int_equal(rd(t, 0x070), 0);
+	assert_int_equal(kvm_virtio_con_open_ports(t->vc), 0);
+	vt_free(t);
+}
+
+static void test_virtio_hostile(void **state)
+{
+	struct vtest *t;
+
+	(void)state;
+	/* a buffer outside guest RAM */
+	t = vt_setup();
+	set_desc(t, 1, 0, MEM_SIZE - 2, 16, 0, 0);
+	avail_push(t, 1, 0);
+	wr(t, 0x050, 1);
+	assert_true(rd(t, 0x070) & 0x40);			/* NEEDS_RESET */
+	assert_int_equal(t->sunk, 0);
+	vt_free(t);
+
+	/* a descriptor chain that loops */
+	t = vt_setup();
+	set_desc(t, 1, 0, q_buf(1, 0), 4, 1, 1);
+	set_desc(t, 1, 1, q_buf(1, 1), 4, 1, 0);
+	avail_push(t, 1, 0);
+	wr(t, 0x050, 1);
+	assert_true(rd(t, 0x070) & 0x40);
+	vt_free(t);
+
+	/* an avail index far ahead of what the queue can hold */
+	t = vt_setup();
+	{
+		uint16_t idx = 1000;
+
+		memcpy(t->mem + q_avail(1) + 2, &idx, 2);
+	}
+	wr(t, 0x050, 1);
+	assert_true(rd(t, 0x070) & 0x40);
+	vt_free(t);
+
+	/* head index out of range, and a queue size that is no power of two */
+	t = vt_setup();
+	avail_push(t, 1, 200);
+	wr(t, 0x050, 1);
+	assert_true(rd(t, 0x070) & 0x40);
+	wr(t, 0x070, 0);
+	wr(t, 0x030, 1);
+	wr(t, 0x038, 6);
+	wr(t, 0x044, 1);
+	assert_int_equal(rd(t, 0x044), 0);
+	/* a ring placed past the end of RAM */
+	wr(t, 0x038, 8);
+	wr(t, 0x080, MEM_SIZE - 16);
+	wr(t, 0x044, 1);
+	assert_int_equal(rd(t, 0x044), 0);
+	/* odd-sized and out-of-range accesses do nothing */
+	{
+		uint8_t b = 0xaa;
+		uint64_t q = ~0ull;
+
+		kvm_virtio_con_mmio(t->vc, 0x050, &b, 1, 1);
+		kvm_virtio_con_mmio(t->vc, 0x050, &q, 8, 1);
+		wr(t, 0x050, 77);				/* no such queue */
+	}
+	vt_free(t);
+}
+
+/* ---- 8250 --------------------------------------------------------------------- */
+
+static void test_serial_probe(void **state)
+{
+	struct kvm_serial s = { .fd = -1 };
+	struct kvm_dev d = { .base = 0x3f8, .len = 8, .io = kvm_serial_io, .priv = &s };
+	uint8_t v;
+
+	(void)state;
+	v = 0x5a;
+	kvm_serial_io(&d, 0x3ff, &v, 1, 1);		/* scratch */
+	v = 0;
+	kvm_serial_io(&d, 0x3ff, &v, 1, 0);
+	assert_int_equal(v, 0x5a);
+	kvm_serial_io(&d, 0x3fd, &v, 1, 0);		/* LSR: transmitter empty */
+	assert_int_equal(v & 0x60, 0x60);
+	v = 0x10 | 0x0a;				/* loopback, RTS, OUT2 */
+	kvm_serial_io(&d, 0x3fc, &v, 1, 1);
+	kvm_serial_io(&d, 0x3fe, &v, 1, 0);		/* MSR mirrors: CTS, DCD */
+	assert_int_equal(v & 0xf0, 0x90);
+	v = 0x80;					/* DLAB: divisor latch */
+	kvm_serial_io(&d, 0x3fb, &v, 1, 1);
+	v = 12;
+	kvm_serial_io(&d, 0x3f8, &v, 1, 1);
+	v = 0;
+	kvm_serial_io(&d, 0x3f8, &v, 1, 0);
+	assert_int_equal(v, 12);
+}
+
+/* ---- the synthetic guest under the sampler ------------------------------------ */
+
+static void test_guest_samples(void **state)
+{
+	const char *build = getenv("BUILD");
+	char guest[4096], why[256] = "";
+	struct kvm_vm_config vc = { .mem_bytes = 64 << 20, .nr_vcpus = 1,
+				    .console_fd = -1, .channel_fd = -1 };
+	struct kvm_sampler_config sc = { .nr_events = 1 };
+	struct opvm_sample smp;
+	uint64_t chain[OPVM_MAX_CALLCHAIN], cr3_of[3] = { 0 };
+	unsigned long user = 0, kern = 0, slot = 0;
+	struct kvm_vm *vm;
+	struct sampler *s;
+	struct ring *r;
+
+	(void)state;
+	snprintf(guest, sizeof(guest), "%s/tests/guests/guest.elf", build ? build : "build");
+	if (access(guest, R_OK) || kvm_probe(why, sizeof(why))) {
+		printf("SKIP: %s\n", why[0] ? why : "no synthetic guest (make guests)");
+		skip();
+	}
+	vm = kvm_vm_new(&vc, why, sizeof(why));
+	if (!vm) {
+		printf("SKIP: KVM VM: %s\n", why);
+		skip();
+	}
+	assert_int_equal(kvm_vm_load_elf(vm, guest, why, sizeof(why)), 0);
+	/* guest-physical bounds */
+	assert_non_null(kvm_vm_gpa(vm, 0, 64 << 20));
+	assert_null(kvm_vm_gpa(vm, 1, 64 << 20));
+	assert_null(kvm_vm_gpa(vm, ~0ull, 2));
+
+	sc.vm = vm;
+	sc.events[0].attr.type = PERF_TYPE_SOFTWARE;
+	sc.events[0].attr.config = PERF_COUNT_SW_TASK_CLOCK;
+	sc.events[0].attr.sample_period = 1000000;
+	sc.events[0].kernel = sc.events[0].user = 1;
+	s = kvm_sampler_new(&sc);
+	r = ring_new(1 << 20);
+	assert_non_null(s);
+	assert_non_null(r);
+	assert_string_equal(kvm_sampler_mode(s), "kvm-timer");
+	assert_int_equal(kvm_sampler_start_rings(s, &r, 1), 0);
+	assert_int_equal(kvm_vm_wait(vm, 120000), KVM_VM_POWEROFF);
+	kvm_vm_stop(vm);
+	assert_int_equal(kvm_vm_exit_code(vm), 0);
+	while (ring_pop(r, &smp, chain) == 1) {
+		assert_int_equal(smp.vcpu, 0);
+		assert_int_equal(smp.event, 0);
+		if (smp.cpl == 3) {
+			user++;
+			/* user.elf is mapped at 0x400000, one page of code */
+			assert_true(smp.rip >= 0x400000 && smp.rip < 0x401000);
+			/* the slot names the process whose CR3 is loaded */
+			assert_true(smp.flags & OPVM_SAMPLE_SLOT);
+			assert_true(smp.slot_tgid == 1 || smp.slot_tgid == 2);
+			assert_int_equal(smp.slot_cr3, smp.cr3);
+			if (!cr3_of[smp.slot_tgid])
+				cr3_of[smp.slot_tgid] = smp.cr3;
+			assert_int_equal(cr3_of[smp.slot_tgid], smp.cr3);
+		} else {
+			kern++;
+			assert_int_equal(smp.cpl, 0);
+			assert_true(smp.rip >= 0x100000 && smp.rip < 0x200000);
+		}
+		slot += !!(smp.flags & OPVM_SAMPLE_SLOT);
+	}
+	printf("user %lu kernel %lu with slot %lu; cr3 A 0x%llx B 0x%llx\n", user, kern, slot,
+	       (unsigned long long)cr3_of[1], (unsigned long long)cr3_of[2]);
+	assert_true(user > 100 && kern > 10);
+	assert_true(cr3_of[1] && cr3_of[2] && cr3_of[1] != cr3_of[2]);
+	assert_int_equal(opvm_cr3_normalise(cr3_of[1]) == opvm_cr3_normalise(cr3_of[2]), 0);
+	s->ops->free(s);
+	kvm_vm_free(vm);
+	ring_free(r);
+}
+
+static void test_config_errors(void **state)
+{
+	struct kvm_vm_config vc = { .mem_bytes = 1 << 20, .nr_vcpus = 1, .console_fd = -1,
+				    .channel_fd = -1 };
+	struct kvm_sampler_config sc = { 0 };
+	char why[256] = "";
+
+	(void)state;
+	assert_null(kvm_vm_new(&vc, why, sizeof(why)));
+	assert_int_equal(errno, EINVAL);
+	assert_true(strlen(why) > 0);
+	vc.mem_bytes = 64 << 20;
+	vc.nr_vcpus = 0;
+	assert_null(kvm_vm_new(&vc, why, sizeof(why)));
+	assert_null(kvm_sampler_new(&sc));
+	assert_int_equal(errno, EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sniff_split_everywhere),
+		cmocka_unit_test(test_sniff_hostile),
+		cmocka_unit_test(test_virtio_console_port),
+		cmocka_unit_test(test_virtio_hostile),
+		cmocka_unit_test(test_serial_probe),
+		cmocka_unit_test(test_config_errors),
+		cmocka_unit_test(test_guest_samples),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
