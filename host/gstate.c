@@ -873,16 +873,24 @@ int gstate_munmap(struct gstate *gs, uint32_t tgid, uint64_t start, uint64_t end
 	return applied(gs);
 }
 
+/* Hot path of every user sample: a branch-free search (the comparison
+ * becomes a conditional move), then one range check. */
 const struct gstate_mapping *gstate_map_find(const struct gstate_process *p, uint64_t addr)
 {
-	size_t i;
+	const struct gstate_mapping *base;
+	size_t n;
 
-	if (!p)
+	if (!p || !p->nr_maps)
 		return NULL;
-	i = maps_lower(p->maps, p->nr_maps, addr);
-	if (i < p->nr_maps && p->maps[i].start <= addr)
-		return &p->maps[i];
-	return NULL;
+	base = p->maps;
+	n = p->nr_maps;
+	while (n > 1) {
+		size_t half = n / 2;
+
+		base = base[half].start <= addr ? base + half : base;
+		n -= half;
+	}
+	return base->start <= addr && addr < base->end ? base : NULL;
 }
 
 /* ---- modules --------------------------------------------------------------- */
@@ -978,11 +986,19 @@ int gstate_module_free(struct gstate *gs, const char *name, size_t name_len)
 
 const struct gstate_module *gstate_module_find(const struct gstate *gs, uint64_t addr)
 {
-	size_t i = mods_lower(gs, addr);
+	const struct gstate_module *base;
+	size_t n = gs->nr_mods;
 
-	if (i < gs->nr_mods && gs->mods[i].base <= addr)
-		return &gs->mods[i];
-	return NULL;
+	if (!n)
+		return NULL;
+	base = gs->mods;
+	while (n > 1) {
+		size_t half = n / 2;
+
+		base = base[half].base <= addr ? base + half : base;
+		n -= half;
+	}
+	return base->base <= addr && addr - base->base < base->size ? base : NULL;
 }
 
 const struct gstate_module *gstate_module_range(const struct gstate *gs, uint64_t addr,

@@ -72,6 +72,7 @@ struct cent {
 	uint32_t vcpu;
 	uint32_t slot_tid, slot_tgid;
 	uint8_t event, flags;
+	bool need_slot;		/* process was named by the slot, not CR3 */
 };
 
 struct vcache {
@@ -436,7 +437,7 @@ static inline bool cent_match(const struct cent *e, const struct opvm_sample *x,
 {
 	return e->fid && x->rip - e->lo < e->len && e->event == x->event &&
 	       e->vcpu == x->vcpu &&
-	       (!slot || (e->flags == x->flags && e->slot_tid == x->slot_tid &&
+	       (!(slot || e->need_slot) || (e->flags == x->flags && e->slot_tid == x->slot_tid &&
 			  e->slot_tgid == x->slot_tgid)) &&
 	       (!cr3 || e->cr3n == cr3n);
 }
@@ -454,6 +455,7 @@ static void cent_fill(struct cent *e, uint32_t fid, uint64_t lo, uint64_t len,
 	e->slot_tgid = x->slot_tgid;
 	e->event = x->event;
 	e->flags = x->flags;
+	e->need_slot = false;
 }
 
 static inline unsigned cent_index(uint64_t rip, uint64_t cr3n, unsigned bits)
@@ -562,6 +564,7 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 	struct skey k;
 	uint64_t offset;
 	struct cent *ce;
+	bool via_slot = false;
 	int ret;
 
 	ce = &vc->u[cent_index(x->rip, cr3n, UBITS)];
@@ -579,8 +582,10 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 		vc->p_valid = true;
 	}
 	if (!p && (x->flags & OPVM_SAMPLE_SLOT) &&
-	    !(x->flags & OPVM_SAMPLE_KTHREAD) && x->slot_tgid)
+	    !(x->flags & OPVM_SAMPLE_KTHREAD) && x->slot_tgid) {
 		p = gstate_proc_by_tgid(s->gs, x->slot_tgid);
+		via_slot = p != NULL;
+	}
 	if (!p) {
 		if (!gstate_get_hello(s->gs)) {
 			s->stats.unresolved++;
@@ -620,8 +625,10 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 	fid = sfile_for(s, &k, proc_app(p), image, m->cookie);
 	s->stats.user++;
 	ret = add(s, fid, offset);
-	if (ret == FILED)
+	if (ret == FILED) {
 		cent_fill(ce, fid, m->start, m->end - m->start, offset - x->rip, cr3n, x);
+		ce->need_slot = via_slot;
+	}
 	return ret;
 }
 

@@ -457,6 +457,25 @@ static void test_cache_invalidation(void **state)
 	fix_close(&f);
 }
 
+/* An address space the model does not know, named by the slot: the cache
+ * must not carry one task's answer over to another task on that CR3. */
+static void test_slot_fallback(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+
+	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
+	s = user(0x776000, EXE_LO + 0x10, 200, 200);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = user(0x776000, EXE_LO + 0x10, 100, 100);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(count_at(&f, "/usr/bin/other", "/usr/bin/other", ANY, ANY, ANY, 0x10, NULL), 1);
+	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", ANY, ANY, ANY, 0x1010, NULL), 2);
+	assert_int_equal(sync_nr_held(f.sy), 0);
+	fix_close(&f);
+}
+
 /* Ring overflow shows in the stats. */
 static void test_overflow_stats(void **state)
 {
@@ -542,6 +561,7 @@ int main(void)
 		cmocka_unit_test(test_hold_overflow_and_flush),
 		cmocka_unit_test(test_no_module),
 		cmocka_unit_test(test_cache_invalidation),
+		cmocka_unit_test(test_slot_fallback),
 		cmocka_unit_test(test_overflow_stats),
 		cmocka_unit_test(test_seed_1_99),
 	};
