@@ -8,6 +8,11 @@
 
 Every field is packed little-endian by hand from the header's layout, so the
 seeds also check that the C structs and the written spec agree.
+
+tests/fuzz/corpus/decoder/seed-real-guest is not written here: it is the
+first 143 records (8184 bytes) opvm.ko sent from the test image booted with
+opvm.workload=libcmix:1+forker:5, saved by `opvm channel-dump --raw-out`
+and cut at a record boundary, behind the same 2-byte split seed.
 """
 import os
 import struct
