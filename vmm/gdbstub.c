@@ -369,7 +369,8 @@ int gdbstub_request(struct gdbstub *gs, const char *cmd, char *reply, size_t cap
 
 void gdbstub_layout_init(struct gdbstub_layout *l)
 {
-	*l = (struct gdbstub_layout){ .rip_off = -1, .cs_off = -1, .cr3_off = -1 };
+	*l = (struct gdbstub_layout){ .rip_off = -1, .cs_off = -1, .cr3_off = -1,
+				      .cr0_off = -1 };
 }
 
 /* Value of attribute attr inside element [e, end), into out.  0 or -1. */
@@ -404,6 +405,7 @@ int gdbstub_layout_parse(struct gdbstub_layout *l, const char *xml, size_t len)
 
 	while (p < end) {
 		const char *e = memmem(p, (size_t)(end - p), "<reg", 4);
+		const char *cmt = memmem(p, (size_t)(end - p), "<!--", 4);
 		const char *close;
 		char name[32], bits[16], regnum[16];
 		long nbits, rn;
@@ -411,6 +413,16 @@ int gdbstub_layout_parse(struct gdbstub_layout *l, const char *xml, size_t len)
 
 		if (!e)
 			break;
+		/* Registers inside comments do not exist (QEMU's own XML
+		 * comments some out). */
+		if (cmt && cmt < e) {
+			const char *ce = memmem(cmt + 4, (size_t)(end - cmt - 4), "-->", 3);
+
+			if (!ce)
+				break;
+			p = ce + 3;
+			continue;
+		}
 		if (e + 4 >= end || (e[4] != ' ' && e[4] != '\t' && e[4] != '\n')) {
 			p = e + 4;	/* <reg...> of another name */
 			continue;
@@ -437,6 +449,9 @@ int gdbstub_layout_parse(struct gdbstub_layout *l, const char *xml, size_t len)
 		} else if (!strcmp(name, "cs")) {
 			l->cs_off = l->next_off;
 			l->cs_size = (int)nbits / 8;
+		} else if (!strcmp(name, "cr0")) {
+			l->cr0_off = l->next_off;
+			l->cr0_size = (int)nbits / 8;
 		} else if (!strcmp(name, "cr3")) {
 			l->cr3_off = l->next_off;
 			l->cr3_size = (int)nbits / 8;
@@ -538,7 +553,8 @@ static int learn_layout(struct gdbstub *gs, unsigned timeout_ms)
 	if (err)
 		return err;
 	if (gs->lay.rip_off < 0 || gs->lay.cs_off < 0 || gs->lay.cr3_off < 0 ||
-	    gs->lay.rip_size > 8 || gs->lay.cs_size > 8 || gs->lay.cr3_size > 8)
+	    gs->lay.rip_size > 8 || gs->lay.cs_size > 8 || gs->lay.cr3_size > 8 ||
+	    gs->lay.cr0_size > 8)
 		return -EPROTO;
 	return 0;
 }
@@ -723,6 +739,8 @@ int gdbstub_interrupt(struct gdbstub *gs, unsigned timeout_ms)
 	}
 }
 
+#define GS_SAMPLE_TIMEOUT_MS	2000
+
 static int parse_le_hex(const char *hex, size_t hex_len, int off, int size, uint64_t *out)
 {
 	uint64_t v = 0;
@@ -757,6 +775,9 @@ static int parse_regs(const struct gdbstub *gs, size_t n, struct gdbstub_regs *r
 		err = parse_le_hex(gs->pkt, n, gs->lay.cr3_off, gs->lay.cr3_size, &r->cr3);
 	if (!err)
 		err = parse_le_hex(gs->pkt, n, gs->lay.cs_off, gs->lay.cs_size, &cs);
+	r->cr0 = 1;
+	if (!err && gs->lay.cr0_off >= 0)
+		err = parse_le_hex(gs->pkt, n, gs->lay.cr0_off, gs->lay.cr0_size, &r->cr0);
 	r->cs = (uint32_t)cs;
 	return err;
 }
@@ -778,22 +799,13 @@ static int parse_mem(const struct gdbstub *gs, size_t n, uint8_t *buf, size_t le
 	return 0;
 }
 
-#define GS_SAMPLE_TIMEOUT_MS	2000
-
-int gdbstub_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
-		   uint64_t pa, void *buf, size_t len, int *mem_err)
+/* Queues the reads of gdbstub_sample(); returns the number of memory
+ * chunks requested or -errno. */
+static int queue_reads(struct gdbstub *gs, unsigned n, uint64_t pa, size_t len, int merr)
 {
 	char cmd[64];
-	unsigned n = nr < gs->nr_threads ? nr : gs->nr_threads;
-	size_t chunks = 0;
-	int64_t deadline;
-	int err = 0, merr = 0;
+	int chunks = 0, err;
 
-	if (len && !gs->has_phys)
-		merr = -ENOTSUP;
-	if (len > 64 * 1024 || (len && pa + len < pa))
-		merr = -EINVAL;
-	tx_begin(gs);
 	for (unsigned i = 0; i < n; i++) {
 		snprintf(cmd, sizeof(cmd), "Hg%lx", gs->tids[i]);
 		err = tx_packet(gs, cmd);
@@ -812,12 +824,17 @@ int gdbstub_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
 				return err;
 		}
 	}
-	err = tx_flush(gs);
-	if (err)
-		return err;
-	/* Replies come back in order; read them all even after a bad one so
-	 * the stream stays in step. */
-	deadline = now_ns() + GS_SAMPLE_TIMEOUT_MS * 1000000ll;
+	return chunks;
+}
+
+/* Reads the answers to queue_reads() in order; all of them, even after a
+ * bad one, so the stream stays in step. */
+static int read_replies(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned n,
+			void *buf, size_t len, int chunks, int *mem_err)
+{
+	int64_t deadline = now_ns() + GS_SAMPLE_TIMEOUT_MS * 1000000ll;
+	int err = 0;
+
 	for (unsigned i = 0; i < n; i++) {
 		int r = rx_reply(gs, deadline);
 
@@ -831,16 +848,73 @@ int gdbstub_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
 		if (!err)
 			err = parse_regs(gs, (size_t)r, &regs[i]);
 	}
-	for (size_t c = 0; c < chunks; c++) {
-		size_t off = c * GS_MEM_CHUNK;
+	for (int c = 0; c < chunks; c++) {
+		size_t off = (size_t)c * GS_MEM_CHUNK;
 		size_t l = len - off < GS_MEM_CHUNK ? len - off : GS_MEM_CHUNK;
 		int r = rx_reply(gs, deadline);
 
 		if (r < 0)
 			return r;
-		if (!merr)
-			merr = parse_mem(gs, (size_t)r, (uint8_t *)buf + off, l);
+		if (!*mem_err)
+			*mem_err = parse_mem(gs, (size_t)r, (uint8_t *)buf + off, l);
 	}
+	return err;
+}
+
+static int check_mem(const struct gdbstub *gs, uint64_t pa, size_t len)
+{
+	if (len && !gs->has_phys)
+		return -ENOTSUP;
+	if (len > 64 * 1024 || (len && pa + len < pa))
+		return -EINVAL;
+	return 0;
+}
+
+int gdbstub_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
+		   uint64_t pa, void *buf, size_t len, int *mem_err)
+{
+	unsigned n = nr < gs->nr_threads ? nr : gs->nr_threads;
+	int merr = check_mem(gs, pa, len), chunks, err;
+
+	tx_begin(gs);
+	chunks = queue_reads(gs, n, pa, len, merr);
+	if (chunks < 0)
+		return chunks;
+	err = tx_flush(gs);
+	if (err)
+		return err;
+	err = read_replies(gs, regs, n, buf, len, chunks, &merr);
+	if (mem_err)
+		*mem_err = merr;
+	return err;
+}
+
+int gdbstub_stop_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
+			uint64_t pa, void *buf, size_t len, int *mem_err, int *stopped)
+{
+	unsigned n = nr < gs->nr_threads ? nr : gs->nr_threads;
+	int merr = check_mem(gs, pa, len), chunks, err, before;
+
+	*stopped = 0;
+	err = gdbstub_drain(gs);
+	if (err < 0)
+		return err;
+	if (err > 0)
+		return -EALREADY;
+	tx_begin(gs);
+	gs->tx[gs->tx_len++] = 0x03;
+	chunks = queue_reads(gs, n, pa, len, merr);
+	if (chunks < 0)
+		return chunks;
+	err = tx_flush(gs);
+	if (err)
+		return err;
+	/* QEMU stops the VM while handling "\x03", announces it with a stop
+	 * reply, and only then reads on: a stop reply before the answers
+	 * means the guest ran and is stopped now. */
+	before = gs->stops_seen;
+	err = read_replies(gs, regs, n, buf, len, chunks, &merr);
+	*stopped = gs->stops_seen != before;
 	if (mem_err)
 		*mem_err = merr;
 	return err;

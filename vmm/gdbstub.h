@@ -35,8 +35,16 @@ struct gdbstub;
 struct gdbstub_regs {
 	uint64_t rip;
 	uint64_t cr3;
-	uint32_t cs;		/* selector; CPL = cs & 3 */
+	uint64_t cr0;		/* bit 0 (PE) clear: real mode, CPL 0 */
+	uint32_t cs;		/* selector; in protected mode CPL = cs & 3 */
 };
+
+/* CPL of a stopped vCPU: 0 in real mode (CS holds a segment, not a
+ * selector with a privilege level), else the low bits of CS. */
+static inline unsigned gdbstub_regs_cpl(const struct gdbstub_regs *r)
+{
+	return (r->cr0 & 1) ? (r->cs & 3) : 0;
+}
 
 /*
  * Connects to addr and performs the handshake (qSupported, no-ack mode if
@@ -81,6 +89,19 @@ int gdbstub_drain(struct gdbstub *gs);
 int gdbstub_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
 		   uint64_t pa, void *buf, size_t len, int *mem_err);
 
+/*
+ * The sampler's fast path: "\x03" and the reads of gdbstub_sample() go out
+ * in one write.  QEMU stops the guest when it reads "\x03", sends a stop
+ * reply, then answers the reads, so the guest is stopped for one round
+ * trip only.  *stopped = 1 when that stop reply came: the caller must
+ * gdbstub_continue().  *stopped = 0 means the guest was not running (QEMU
+ * ignores "\x03" then): the values are those of the paused guest.
+ * Returns -EALREADY, without sending anything, when the stub had announced
+ * a stop nobody asked for (someone else paused the guest).
+ */
+int gdbstub_stop_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
+			uint64_t pa, void *buf, size_t len, int *mem_err, int *stopped);
+
 int gdbstub_read_regs(struct gdbstub *gs, unsigned vcpu, struct gdbstub_regs *out);
 /* Guest-physical read (len <= 64 KiB).  -ENOTSUP without PhyMemMode. */
 int gdbstub_read_phys(struct gdbstub *gs, uint64_t pa, void *buf, size_t len);
@@ -96,13 +117,14 @@ int gdbstub_request(struct gdbstub *gs, const char *cmd, char *reply, size_t cap
 /*
  * Register layout helper, exposed for tests: walks a target-description XML
  * fragment and records the byte offset and size of the registers named
- * rip, cs and cr3 in the "g" packet.  *next_off is the offset of the next
+ * rip, cs, cr0 and cr3 in the "g" packet.  *next_off is the offset of the next
  * register (in/out, so fragments chain).  Returns 0 or -EPROTO.
  */
 struct gdbstub_layout {
 	int rip_off, rip_size;
 	int cs_off, cs_size;
 	int cr3_off, cr3_size;
+	int cr0_off, cr0_size;	/* -1 if the stub has no cr0: PE assumed */
 	int next_off;		/* bytes covered so far */
 	int next_regnum;
 };

@@ -160,7 +160,7 @@ static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 			.rip = q->regs[i].rip,
 			.cr3 = q->regs[i].cr3,
 			.vcpu = i,
-			.cpl = (uint8_t)(q->regs[i].cs & 3),
+			.cpl = (uint8_t)gdbstub_regs_cpl(&q->regs[i]),
 		};
 
 		if (have_slots && i < nr_slots) {
@@ -187,8 +187,50 @@ static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 }
 
 /*
+ * Finds out whether the guest runs when we have reason to doubt it (someone
+ * paused it, or a stop reply is overdue): "\x03" alone, and wait for the
+ * answer.  Returns 1 when it is stopped by us now, 0 when it is not
+ * running, -errno.
+ */
+static int probe_stop(struct qsamp *q, struct tick_state *ts)
+{
+	int err = gdbstub_drain(q->gs), stopped = 0;
+
+	if (err < 0)
+		return err;
+	if (err > 0) {
+		/* A stop reply we did not wait for: our own late one, or
+		 * someone else paused the guest. */
+		stopped = ts->outstanding;
+		ts->paused = !stopped;
+		ts->outstanding = 0;
+		if (stopped)
+			return 1;
+	}
+	err = gdbstub_interrupt(q->gs, ts->paused ? PAUSED_PROBE_MS : STOP_TIMEOUT_MS);
+	if (err == -EALREADY) {
+		stopped = ts->outstanding;
+		ts->paused = !stopped;
+		ts->outstanding = 0;
+		return stopped;
+	}
+	if (err == -ETIMEDOUT) {
+		/* Not running: QEMU ignores "\x03" while paused.  If it was
+		 * slow instead, its reply comes later (above). */
+		ts->outstanding = 1;
+		ts->paused = 1;
+		return 0;
+	}
+	if (err < 0)
+		return err;
+	ts->paused = 0;
+	ts->outstanding = 0;
+	return 1;
+}
+
+/*
  * One tick.  Returns 1 if the guest was stopped and sampled, 0 if it was
- * not running, or -errno for a fault (errmsg set).
+ * not running, or -errno for a fault.
  */
 static int tick_once(struct qsamp *q, struct tick_state *ts)
 {
@@ -198,48 +240,41 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 	int stopped = 0, have_slots, merr = 0, err;
 	size_t len = 0;
 
-	err = gdbstub_drain(q->gs);
-	if (err < 0)
-		return err;
-	if (err > 0) {
-		/* A stop reply we did not wait for: our own late one, or
-		 * someone else paused the guest. */
-		if (ts->outstanding)
-			stopped = 1;
-		else
-			ts->paused = 1;
-		ts->outstanding = 0;
-	}
-	if (!stopped) {
-		err = gdbstub_interrupt(q->gs, ts->paused ? PAUSED_PROBE_MS : STOP_TIMEOUT_MS);
-		if (err == -EALREADY) {
-			stopped = ts->outstanding;
-			ts->paused = !stopped;
-			ts->outstanding = 0;
-		} else if (err == -ETIMEDOUT) {
-			/* Not running: QEMU ignores "\x03" while paused.  If it
-			 * was slow instead, its reply comes later (above). */
-			ts->outstanding = 1;
-			ts->paused = 1;
-		} else if (err < 0) {
-			return err;
-		} else {
-			stopped = 1;
-			ts->paused = 0;
-			ts->outstanding = 0;
-		}
-	}
-	if (!stopped) {
-		q->paused_ticks++;
-		return 0;
-	}
-	q->exits++;
-
 	have_slots = get_slots(q, &gen, &pa, &size, &nr) && gen != ts->bad_gen &&
 		     size == sizeof(struct opvm_slot) && nr > 0;
 	if (have_slots)
 		len = (size_t)(nr < n ? nr : n) * size;
-	err = gdbstub_sample(q->gs, q->regs, n, pa, q->slotbuf, len, &merr);
+
+	if (!ts->paused && !ts->outstanding) {
+		/* Fast path: stop and read in one round trip. */
+		err = gdbstub_stop_sample(q->gs, q->regs, n, pa, q->slotbuf, len, &merr,
+					  &stopped);
+		if (err == -EALREADY) {
+			ts->paused = 1;
+			q->paused_ticks++;
+			return 0;
+		}
+		if (err == -EPIPE || err == -ESHUTDOWN)
+			return err;
+		if (!stopped) {
+			/* No stop reply: paused by someone else, or (after a
+			 * timeout) a reply still to come. */
+			ts->paused = 1;
+			ts->outstanding = err == -ETIMEDOUT;
+			q->paused_ticks++;
+			return 0;
+		}
+	} else {
+		err = probe_stop(q, ts);
+		if (err < 0)
+			return err;
+		if (!err) {
+			q->paused_ticks++;
+			return 0;
+		}
+		err = gdbstub_sample(q->gs, q->regs, n, pa, q->slotbuf, len, &merr);
+	}
+	q->exits++;
 	/* Whatever happened, the guest must run again. */
 	if (err != -EPIPE && err != -ESHUTDOWN) {
 		int cerr = gdbstub_continue(q->gs);

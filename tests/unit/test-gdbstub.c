@@ -40,6 +40,8 @@ static const char upstream_xml[] =
 	"<reg name=\"cs\" bitsize=\"32\"/><reg name=\"ss\" bitsize=\"32\"/>"
 	"<reg name=\"ds\" bitsize=\"32\"/><reg name=\"es\" bitsize=\"32\"/>"
 	"<reg name=\"fs\" bitsize=\"32\"/><reg name=\"gs\" bitsize=\"32\"/>"
+	"<!-- <reg name=\"ss_base\" bitsize=\"64\"/>\n"
+	"<reg name=\"es_base\" bitsize=\"64\" type=\"int64\"/-->"
 	"<reg name='fs_base' bitsize='64'/><reg name='gs_base' bitsize='64'/>"
 	"<reg name='k_gs_base' bitsize='64'/>"
 	"<reg name='cr0' bitsize='64'/><reg name='cr2' bitsize='64'/>"
@@ -58,6 +60,7 @@ static void test_layout(void **state)
 	assert_int_equal(l.cs_size, 4);
 	assert_int_equal(l.cr3_off, 204);
 	assert_int_equal(l.cr3_size, 8);
+	assert_int_equal(l.cr0_off, 188);
 	assert_int_equal(l.next_off, 212);
 }
 
@@ -172,6 +175,8 @@ static void test_qemu(void **state)
 	assert_int_equal(r[1].cs, 0xf000);
 	assert_int_equal(r[1].rip & 0xffff, 0xfff0);
 	assert_int_equal(r[1].cr3, 0);
+	assert_int_equal(r[1].cr0, 0x60000010);	/* reset value: CD, NW, ET */
+	assert_int_equal(gdbstub_regs_cpl(&r[1]), 0);
 
 	/* The reset vector at physical 0xffff0 is a far jump (opcode ea). */
 	assert_int_equal(gdbstub_read_phys(gs, 0xffff0, mem, sizeof(mem)), 0);
@@ -195,6 +200,21 @@ static void test_qemu(void **state)
 	printf("MEASURED stop/read/continue: %.0f us (2 vCPUs, BIOS)\n",
 	       ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3);
 	assert_false(r[0].rip == 0xfff0 && r[0].cs == 0xf000);
+
+	/* Fast path: stop and read in one write. */
+	{
+		int stopped = -1;
+
+		memset(mem, 0, sizeof(mem));
+		assert_int_equal(gdbstub_stop_sample(gs, r, 2, 0xffff0, mem, sizeof(mem),
+						     &merr, &stopped), 0);
+		assert_int_equal(stopped, 1);
+		assert_int_equal(mem[0], 0xea);
+		/* Already stopped: the reads work, no stop is claimed. */
+		assert_int_equal(gdbstub_stop_sample(gs, r, 2, 0, NULL, 0, &merr, &stopped), 0);
+		assert_int_equal(stopped, 0);
+		assert_int_equal(gdbstub_continue(gs), 0);
+	}
 
 	/* Interrupting an already stopped guest: no stop reply. */
 	assert_int_equal(gdbstub_interrupt(gs, 2000), 0);

@@ -1,0 +1,63 @@
+#!/bin/bash
+# opvm run boots the abratio guest (func_a 1 %, func_b 99 % of its CPU time)
+# under QEMU TCG and profiles it through the gdbstub.  Asserts:
+#  - func_b's share of abratio's user samples is 99 % +- 3 pp;
+#  - >= 99 % of user-mode samples taken while the guest module runs are
+#    filed under a named process and image (not {anon...}).
+. "$(dirname "$0")/qemu-common.bash"
+need_qemu
+mk_tmp qemu-abratio
+S=$T/session
+
+"$OPVM" run --workload abratio -F 200 -d "$S" > "$T/run.out" 2> "$T/run.err"
+rc=$?
+cat "$T/run.out" "$T/run.err"
+[ $rc = 0 ] || fail "opvm run exited with $rc"
+con=$S/guests/guest/console.log
+grep -q "OPVM-TRUTH exit workload=abratio rc=0" "$con" || fail "the workload did not finish (see $con)"
+grep -q "mode gdbstub-timer" "$T/run.out" || fail "the summary does not say how samples were taken"
+
+report_json "$S" > "$T/report.json" 2> "$T/report.err" || {
+	cat "$T/report.err"
+	fail "opvm report -l --format json failed"
+}
+python3 - "$T/report.json" "$S/guests/guest/samples/current/session.json" <<'EOF' || exit 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+st = json.load(open(sys.argv[2]))["stats"]
+rows = d["symbols"]
+ab = [r for r in rows if not r["kernel"] and r["image"].endswith("/abratio")]
+tot = sum(r["samples"] for r in ab)
+fb = sum(r["samples"] for r in ab if r["symbol"] == "func_b")
+fa = sum(r["samples"] for r in ab if r["symbol"] == "func_a")
+if tot < 100:
+    print("FAIL: only %d user samples of abratio" % tot); sys.exit(1)
+share = 100.0 * fb / tot
+print("RESULT abratio func_b share of its user samples: %.2f %% (func_a %.2f %%, %d samples; truth 99 %%)"
+      % (share, 100.0 * fa / tot, tot))
+user = [r for r in rows if not r["kernel"]]
+utot = sum(r["samples"] for r in user)
+named = sum(r["samples"] for r in user
+            if not r["app"].startswith("{") and not r["image"].startswith("{"))
+print("RESULT user samples under a named process and image: %.2f %% (%d of %d, whole boot)"
+      % (100.0 * named / max(utot, 1), named, utot))
+# Before the guest module's HELLO nothing can name a process: those samples
+# are "unresolved" in session.json.  The criterion is about the rest.
+pre = st.get("unresolved", 0)
+after = utot - pre
+print("RESULT user samples under a named process and image once opvm.ko runs: "
+      "%.2f %% (%d of %d; %d taken before its HELLO)"
+      % (100.0 * min(named, after) / max(after, 1), min(named, after), after, pre))
+ok = True
+if abs(share - 99.0) > 3.0:
+    print("FAIL: func_b share %.2f %% is not 99 +- 3" % share); ok = False
+if named < 0.99 * after:
+    anon = {}
+    for r in user:
+        if r["app"].startswith("{") or r["image"].startswith("{"):
+            anon[r["app"] + " " + r["image"]] = anon.get(r["app"] + " " + r["image"], 0) + r["samples"]
+    print("unnamed:", anon)
+    print("FAIL: fewer than 99 % of user samples are named"); ok = False
+sys.exit(0 if ok else 1)
+EOF
+echo "PASS"

@@ -1,0 +1,61 @@
+# Shared by tests/integration/qemu-*.sh, libvirt-*.sh and tests/bench/qemu-bench.sh
+# (sourced, not run: the runner only runs *.sh).
+#
+# Real QEMU (TCG) guests from the test image that `make images` builds.
+set -u
+BUILD=${BUILD:-build}
+OPVM=${OPVM:-$BUILD/opvm}
+IMG=$BUILD/images
+T=""
+CLEAN_PIDS=""
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+need_qemu() {
+	command -v qemu-system-x86_64 >/dev/null 2>&1 || skip "qemu-system-x86_64 is not installed (scripts/install-deps.sh)"
+	command -v python3 >/dev/null 2>&1 || skip "python3 is not installed (scripts/install-deps.sh)"
+	[ -x "$OPVM" ] || fail "$OPVM is not built (make)"
+	[ -f "$IMG/vmlinuz" ] && [ -f "$IMG/initramfs.cpio.gz" ] ||
+		skip "no test image in $IMG: run 'make images'"
+}
+
+# mk_tmp NAME: a private directory under $BUILD/tmp, removed at exit.
+mk_tmp() {
+	mkdir -p "$BUILD/tmp"
+	T=$(mktemp -d "$BUILD/tmp/$1.XXXXXX")
+	trap cleanup EXIT
+}
+
+# Kills what the test started, by pid, then removes its directory.
+cleanup() {
+	for p in $CLEAN_PIDS; do
+		kill "$p" 2>/dev/null
+	done
+	for p in $CLEAN_PIDS; do
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			kill -0 "$p" 2>/dev/null || break
+			sleep 0.2
+		done
+		kill -9 "$p" 2>/dev/null
+	done
+	if [ -n "${CLEANUP_HOOK:-}" ]; then $CLEANUP_HOOK; fi
+	[ -n "$T" ] && [ -z "${KEEP:-}" ] && rm -rf "$T"
+}
+
+# report_json SESSION [report args...]: opreport -l as JSON on stdout.
+report_json() {
+	local s=$1
+	shift
+	"$OPVM" report -l --format json --session-dir "$s" \
+		--guest-root "$IMG/root" --system-map "$IMG/System.map" "$@"
+}
+
+have_report() {
+	"$OPVM" report --help >/dev/null 2>&1
+}
+
+# truth FILE KEY: the OPVM-TRUTH line of console FILE containing KEY.
+truth() {
+	grep -a "^OPVM-TRUTH .*$2" "$1" | tail -n 1
+}

@@ -1,0 +1,107 @@
+#!/bin/bash
+# opvm run on three workloads of the test image, each in its own TCG boot:
+#  - libcmix (--separate=lib): libc's samples are filed under libcmix's
+#    {dep} as the libc image, close to the share the guest measured;
+#  - syscalls (--separate=kernel): >= 90 % of the syscalls process's kernel
+#    samples resolve to kernel symbols (System.map + KASLR slide);
+#  - threads (--separate=thread): each thread's function is found in its
+#    own tid's sample files, as the guest reports tids.
+. "$(dirname "$0")/qemu-common.bash"
+need_qemu
+mk_tmp qemu-workloads
+
+run() {	# run NAME SEPARATE
+	"$OPVM" run --workload "$1" --separate "$2" -F 200 -d "$T/$1" \
+		> "$T/$1.out" 2> "$T/$1.err"
+	local rc=$?
+	cat "$T/$1.out" "$T/$1.err"
+	[ $rc = 0 ] || fail "opvm run --workload $1 exited with $rc"
+	grep -q "OPVM-TRUTH exit workload=$1 rc=0" "$T/$1/guests/guest/console.log" ||
+		fail "workload $1 did not finish (see its console.log)"
+	report_json "$T/$1" --separate "$2" > "$T/$1.json" 2> "$T/$1.rerr" || {
+		cat "$T/$1.rerr"
+		fail "opvm report on $1 failed"
+	}
+}
+
+# ---- libcmix ----------------------------------------------------------------
+run libcmix lib
+truth_line=$(truth "$T/libcmix/guests/guest/console.log" "libcmix measured")
+echo "$truth_line"
+python3 - "$T/libcmix.json" "$truth_line" <<'EOF' || exit 1
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+m = re.search(r"image libc.so.6=([0-9.]+)", sys.argv[2])
+rows = [r for r in d["symbols"] if not r["kernel"] and r["app"].endswith("/libcmix")]
+tot = sum(r["samples"] for r in rows)
+libc = sum(r["samples"] for r in rows if "libc.so" in r["image"].rsplit("/", 1)[-1])
+if tot < 100:
+    print("FAIL: only %d user samples of libcmix" % tot); sys.exit(1)
+share = 100.0 * libc / tot
+want = 100.0 * float(m.group(1)) if m else float("nan")
+print("RESULT libcmix: libc image under its {dep}: %.2f %% of its user samples "
+      "(guest measured %.2f %%, %d samples)" % (share, want, tot))
+if libc == 0:
+    print("FAIL: no libc samples under libcmix"); sys.exit(1)
+if m and abs(share - want) > 15:
+    print("FAIL: libc share far from the guest's own measure"); sys.exit(1)
+EOF
+
+# ---- syscalls ---------------------------------------------------------------
+run syscalls kernel
+echo "$(truth "$T/syscalls/guests/guest/console.log" "syscalls done")"
+python3 - "$T/syscalls.json" <<'EOF' || exit 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = [r for r in d["symbols"] if r["kernel"] and r["app"].endswith("/syscalls")]
+tot = sum(r["samples"] for r in rows)
+named = sum(r["samples"] for r in rows if r["symbol"])
+if tot < 50:
+    print("FAIL: only %d kernel samples of syscalls" % tot); sys.exit(1)
+print("RESULT syscalls: kernel samples resolved to kernel symbols: %.2f %% (%d of %d)"
+      % (100.0 * named / tot, named, tot))
+top = sorted(rows, key=lambda r: -r["samples"])[:5]
+for r in top:
+    print("   %6d %s %s" % (r["samples"], r["image"], r["symbol"]))
+if named < 0.9 * tot:
+    print("FAIL: fewer than 90 %"); sys.exit(1)
+EOF
+
+# ---- threads ----------------------------------------------------------------
+run threads thread
+grep -a "OPVM-TRUTH threads pid=.* tid=" "$T/threads/guests/guest/console.log" > "$T/threads.truth"
+cat "$T/threads.truth"
+python3 - "$T/threads.json" "$T/threads.truth" <<'EOF' || exit 1
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+truth = {}
+for line in open(sys.argv[2]):
+    m = re.search(r"tid=(\d+) fn=(\S+)", line)
+    if m:
+        truth[int(m.group(1))] = m.group(2)
+if len(truth) < 2:
+    print("FAIL: the guest reported %d threads" % len(truth)); sys.exit(1)
+ok = True
+proc = [r for r in d["symbols"] if not r["kernel"] and r["app"].endswith("/threads")]
+ptot = sum(r["samples"] for r in proc)
+# The threads share their inner loop (spin()), so a thread's function is
+# thread_fn_N or the spin() it calls; what must hold is that each thread's
+# samples are in its own tid's files.
+for tid, fn in sorted(truth.items()):
+    rows = [r for r in proc if r["tid"] == tid]
+    tot = sum(r["samples"] for r in rows)
+    mine = sum(r["samples"] for r in rows if r["symbol"] in (fn, "spin"))
+    others = sum(r["samples"] for r in rows
+                 if r["symbol"] and r["symbol"].startswith("thread_fn_") and r["symbol"] != fn)
+    print("RESULT threads: tid %d (%s): %d samples in its own files (%.1f %% of the process), "
+          "other threads' functions %d" % (tid, fn, mine, 100.0 * mine / max(ptot, 1), others))
+    if mine < 0.1 * ptot or others > 0.05 * max(tot, 1):
+        ok = False
+stray = sum(r["samples"] for r in proc if r["tid"] not in truth and r["symbol"] in ("spin",) )
+print("RESULT threads: spin() samples filed under a tid that is not a worker: %d" % stray)
+if stray > 0.05 * max(ptot, 1):
+    ok = False
+if not ok:
+    print("FAIL: per-thread separation does not match the guest's tids"); sys.exit(1)
+EOF
+echo "PASS"
