@@ -118,9 +118,8 @@ static void js_str(json_t *o, const char *k, const char *escaped)
 /* ---- one record --------------------------------------------------------- */
 
 /*
- * Prints one record in text or JSON form.  The decoder guarantees
- * len >= decoder_type_min_len(type) and, for COOKIE, that path and build-id
- * lengths fit; a HELLO is whole only when its version is ours.
+ * Prints one record in text or JSON form, relying on what the decoder
+ * guarantees its callback (host/decoder.h): lengths checked, HELLO whole.
  */
 static void print_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 {
@@ -149,18 +148,9 @@ static void print_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 		const struct opvm_rec_hello *r = (const void *)rec;
 		uint32_t version = le32toh(r->version);
 
+		/* only whole version-1 HELLOs reach us (decoder.h) */
 		if (o) {
 			js_u64(o, "version", version);
-		} else {
-			fprintf(f, " version=%" PRIu32, version);
-		}
-		if (version != OPVM_PROTO_VERSION) {
-			if (!o)
-				fprintf(f, " (not version %d: its records are skipped)",
-					OPVM_PROTO_VERSION);
-			break;
-		}
-		if (o) {
 			js_u64(o, "cpus", le32toh(r->nr_cpus));
 			js_hex(o, "slot_pa", le64toh(r->slot_pa));
 			js_str(o, "release", ESC_FIELD(dp, r->release));
@@ -170,8 +160,8 @@ static void print_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 			js_hex(o, "text", le64toh(r->text_addr));
 			break;
 		}
-		fprintf(f, " cpus=%" PRIu32 " slot_pa=0x%" PRIx64,
-			le32toh(r->nr_cpus), le64toh(r->slot_pa));
+		fprintf(f, " version=%" PRIu32 " cpus=%" PRIu32 " slot_pa=0x%" PRIx64,
+			version, le32toh(r->nr_cpus), le64toh(r->slot_pa));
 		fprintf(f, " release=\"%s\"", ESC_FIELD(dp, r->release));
 		fprintf(f, " anchor=%s@0x%" PRIx64, ESC_FIELD(dp, r->anchor_name),
 			le64toh(r->anchor_addr));

@@ -410,8 +410,7 @@ static void record_process(struct decoder *d, const uint8_t *p,
 			 * HELLO we speak; the model keeps what it had. */
 			d->st.version_mismatch++;
 			d->foreign = true;
-			record_done(d, p, h->len);
-			return;
+			return;	/* not shown: the callback's HELLOs are valid */
 		}
 		if (!hello_parse(p, h->len, &gh)) {
 			d->st.bad_records++;

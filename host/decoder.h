@@ -40,7 +40,12 @@ struct decoder_stats {
 /*
  * Called for each well-formed record before it is applied (channel-dump
  * prints from here).  rec points to len validated bytes, header included,
- * valid only during the call.  May be NULL.
+ * 8-aligned, valid only during the call; fields are still little-endian.
+ * Guarantees: len >= decoder_type_min_len(type) for a known type; a HELLO
+ * is version OPVM_PROTO_VERSION, whole (192 bytes) and passed its checks
+ * (slot size and range); a COOKIE's path_len and build_id_len fit.  Records
+ * of unknown type are passed too (header only is meaningful); records the
+ * decoder skips (bad framing or body, foreign version) are not.
  */
 typedef void (*decoder_record_fn)(const struct opvm_rec_hdr *rec, size_t len,
 				  void *arg);

@@ -72,7 +72,7 @@ check "hostile: bad cookie counted" grep -q ' bad_records=1 ' "$tmp/hostile.out"
 check "hostile: unknown type counted" grep -q ' unknown_types=1 ' "$tmp/hostile.out"
 check "hostile: version mismatch counted" grep -q ' version_mismatch=1 ignored=1 ' "$tmp/hostile.out"
 check "hostile: seq gap counted" grep -q ' seq_gaps=3 ' "$tmp/hostile.out"
-check "hostile: foreign HELLO shown" grep -q '^#0 HELLO version=2 (not version 1' "$tmp/hostile.out"
+check "hostile: foreign HELLO not printed" [ "$(grep -c HELLO "$tmp/hostile.out")" = 2 ]
 check "hostile: record after everything decoded" grep -qx '#4 PROC tgid=7 ppid=1 cr3=0x7000 exe=0x0 comm="gap"' "$tmp/hostile.out"
 
 # -- hostile strings never reach the terminal raw ------------------------------
