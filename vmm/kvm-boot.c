@@ -8,7 +8,8 @@
  * Guest-physical layout below 1 MiB (all reserved in e820 except as noted):
  *   0x00500  GDT                      0x07000  zero page (boot_params)
  *   0x09000  PML4  0x0a000 PDPT       0x0b000-0x0efff  PDs: 4 GiB in 2 MiB pages
- *   0x20000  kernel command line      0xf0000  MP floating pointer + table
+ *   0x20000  kernel command line      0xe0000  ACPI tables (RSDP first)
+ *   0xf0000  MP floating pointer + table
  * The kernel goes at its preferred address (16 MiB for Debian's), the initrd
  * as high as the kernel allows.
  */
@@ -272,6 +273,7 @@ out:
 /* ---- Linux bzImage -------------------------------------------------------- */
 
 /* Offsets in the zero page (struct boot_params) and the setup header. */
+#define BP_ACPI_RSDP_ADDR	0x070
 #define BP_EXT_RAMDISK_IMAGE	0x0c0
 #define BP_EXT_RAMDISK_SIZE	0x0c4
 #define BP_EXT_CMD_LINE_PTR	0x0c8
@@ -419,7 +421,7 @@ int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initr
 {
 	uint8_t *img = NULL, *rd = NULL, *zp, *hdr_end;
 	size_t len, rd_len = 0, setup_len, hdr_len, cl_len;
-	uint64_t load, init_size, kend, rd_addr = 0, rd_max;
+	uint64_t load, init_size, kend, rd_addr = 0, rd_max, rsdp = 0;
 	uint16_t version, xlf;
 	unsigned setup_sects;
 	int err;
@@ -519,12 +521,16 @@ int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initr
 
 	e820_add(zp, 0, 0x9fc00, 1);
 	e820_add(zp, 0x9fc00, 0x400, 2);
-	e820_add(zp, 0xf0000, 0x10000, 2);
+	e820_add(zp, KVM_ACPI_BASE, 0x100000 - KVM_ACPI_BASE, 2);	/* ACPI, MP table */
 	e820_add(zp, 0x100000, vm->mem_size - 0x100000, 1);
 
 	err = mptable_write(vm);
 	if (!err)
+		err = kvm_acpi_write(vm, &rsdp);
+	if (!err) {
+		memcpy(zp + BP_ACPI_RSDP_ADDR, &rsdp, 8);
 		err = boot_long_mode(vm, load + 0x200, BOOT_ZERO_PAGE, 0);
+	}
 	if (err)
 		why_set(why, whylen, "boot state: %s", strerror(-err));
 out:

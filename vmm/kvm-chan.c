@@ -68,14 +68,21 @@ static void cputime_io(struct kvm_dev *dev, uint64_t addr, void *data, uint32_t 
 	memcpy(data, &us, len < 4 ? len : 4);
 }
 
+/*
+ * ACPI PM1a event (status, enable) and control blocks, as the FADT
+ * describes them (vmm/kvm-acpi.c): nothing ever raises an SCI, control
+ * reads say SCI_EN (ACPI mode), and SLP_EN in a control write powers off.
+ */
 static void pm_io(struct kvm_dev *dev, uint64_t addr, void *data, uint32_t len,
 		  int is_write)
 {
 	if (!is_write) {
 		memset(data, 0, len);
+		if (addr == KVM_PM_PORT)
+			*(uint8_t *)data = 1;		/* SCI_EN */
 		return;
 	}
-	if (val_of(data, len) & 0x2000)
+	if (addr == KVM_PM_PORT && (val_of(data, len) & 0x2000))
 		kvm_vm_set_state(dev->priv, KVM_VM_POWEROFF, 0, NULL);
 }
 
@@ -102,7 +109,7 @@ int kvm_misc_devices_add(struct kvm_vm *vm)
 		{ .base = KVM_CHAN_PORT, .len = 1, .io = chan_io, .burst = chan_burst,
 		  .priv = vm },
 		{ .base = KVM_DEBUG_EXIT_PORT, .len = 4, .io = debug_exit_io, .priv = vm },
-		{ .base = KVM_PM_PORT, .len = 2, .io = pm_io, .priv = vm },
+		{ .base = KVM_PM_PORT - 4, .len = 6, .io = pm_io, .priv = vm },
 		{ .base = KVM_CPUTIME_PORT, .len = 4, .io = cputime_io, .priv = vm },
 		{ .base = 0x60, .len = 5, .io = reset_io, .priv = vm },
 		{ .base = 0x92, .len = 1, .io = reset_io, .priv = vm },

@@ -88,6 +88,12 @@ void kvm_serial_io(struct kvm_dev *dev, uint64_t addr, void *data, uint32_t len,
 /* vmm/kvm-chan.c: channel port, debug-exit, power and reset ports. */
 int kvm_misc_devices_add(struct kvm_vm *vm);
 
+/* vmm/kvm-acpi.c: ACPI tables for Linux guests (virtio-mmio console
+ * discovery, power-off, MADT).  Returns 0 and the RSDP's address. */
+#define KVM_ACPI_BASE	0xe0000ull
+#define KVM_ACPI_SIZE	0x10000ull
+int kvm_acpi_write(struct kvm_vm *vm, uint64_t *rsdp);
+
 /* vmm/kvm-boot.c */
 int kvm_boot_setup_cpuid(struct kvm_vm *vm, struct kvm_vcpu *vcpu);
 

@@ -420,6 +420,100 @@ static void test_serial_probe(void **state)
 	assert_int_equal(v, 12);
 }
 
+/* ---- ACPI tables ---------------------------------------------------------------- */
+
+static uint8_t sum8(const uint8_t *p, size_t n)
+{
+	uint8_t s = 0;
+
+	while (n--)
+		s += *p++;
+	return s;
+}
+
+static const uint8_t *table_at(const struct kvm_vm *vm, uint64_t pa, const char *sig)
+{
+	const uint8_t *t = kvm_vm_gpa(vm, pa, 36);
+	uint32_t len;
+
+	assert_non_null(t);
+	assert_memory_equal(t, sig, 4);
+	memcpy(&len, t + 4, 4);
+	assert_non_null(kvm_vm_gpa(vm, pa, len));
+	assert_int_equal(sum8(t, len), 0);
+	return t;
+}
+
+static void test_acpi_tables(void **state)
+{
+	struct kvm_vm *vm = calloc(1, sizeof(*vm));
+	const uint8_t *rsdp, *xsdt, *fadt, *dsdt, *madt;
+	uint64_t pa, x;
+	uint32_t len, d;
+
+	(void)state;
+	assert_non_null(vm);
+	vm->mem_size = 16 << 20;
+	vm->mem = calloc(1, vm->mem_size);
+	vm->nr_vcpus = 3;
+	assert_non_null(vm->mem);
+	assert_int_equal(kvm_acpi_write(vm, &pa), 0);
+	/* the RSDP is where Linux scans for it */
+	assert_true(pa >= 0xe0000 && pa < 0x100000 && pa % 16 == 0);
+	rsdp = kvm_vm_gpa(vm, pa, 36);
+	assert_memory_equal(rsdp, "RSD PTR ", 8);
+	assert_int_equal(sum8(rsdp, 20), 0);
+	assert_int_equal(sum8(rsdp, 36), 0);
+	memcpy(&x, rsdp + 24, 8);
+	xsdt = table_at(vm, x, "XSDT");
+	memcpy(&len, xsdt + 4, 4);
+	assert_int_equal(len, 36 + 16);
+	memcpy(&x, xsdt + 36, 8);
+	fadt = table_at(vm, x, "FACP");
+	memcpy(&x, xsdt + 44, 8);
+	madt = table_at(vm, x, "APIC");
+	memcpy(&d, fadt + 40, 4);
+	dsdt = table_at(vm, d, "DSDT");
+	memcpy(&len, dsdt + 4, 4);
+	/* virtio_mmio's ACPI id and the power-off package are in the DSDT */
+	assert_non_null(memmem(dsdt, len, "LNRO0005", 8));
+	assert_non_null(memmem(dsdt, len, "_S5_", 4));
+	/* PM1a control block is the power-off port */
+	memcpy(&d, fadt + 64, 4);
+	assert_int_equal(d, KVM_PM_PORT);
+	/* one LAPIC entry per vCPU */
+	memcpy(&len, madt + 4, 4);
+	{
+		unsigned lapics = 0;
+
+		for (uint32_t o = 44; o + 2 <= len; o += madt[o + 1]) {
+			assert_true(madt[o + 1] >= 2);
+			lapics += madt[o] == 0;
+		}
+		assert_int_equal(lapics, 3);
+	}
+	/* where acpica-tools is installed, iasl must disassemble the DSDT */
+	if (!system("command -v iasl >/dev/null 2>&1")) {
+		char dir[] = "/tmp/opvm-acpi.XXXXXX", cmd[256], path[128];
+		FILE *f;
+
+		assert_non_null(mkdtemp(dir));
+		snprintf(path, sizeof(path), "%s/dsdt.dat", dir);
+		memcpy(&len, dsdt + 4, 4);
+		f = fopen(path, "wb");
+		assert_non_null(f);
+		assert_int_equal(fwrite(dsdt, 1, len, f), len);
+		fclose(f);
+		snprintf(cmd, sizeof(cmd), "cd %s && iasl -d dsdt.dat >/dev/null 2>&1 && "
+			 "grep -q 'Memory32Fixed' dsdt.dsl && grep -q 'LNRO0005' dsdt.dsl", dir);
+		assert_int_equal(system(cmd), 0);
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+	free(vm->mem);
+	free(vm);
+}
+
 /* ---- the synthetic guest under the sampler ------------------------------------ */
 
 static void test_guest_samples(void **state)
@@ -524,6 +618,7 @@ int main(void)
 		cmocka_unit_test(test_virtio_console_port),
 		cmocka_unit_test(test_virtio_hostile),
 		cmocka_unit_test(test_serial_probe),
+		cmocka_unit_test(test_acpi_tables),
 		cmocka_unit_test(test_config_errors),
 		cmocka_unit_test(test_guest_samples),
 	};
