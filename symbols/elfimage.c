@@ -58,6 +58,12 @@ struct elfimage {
 	struct elfsym *syms;
 	size_t nr_syms;
 	char *names;		/* all symbol names, NUL-separated */
+	/* Lookup index: bucket b covers [lo + (b << shift), ...) and holds
+	 * the last symbol starting at or below the bucket's start. */
+	uint32_t *bucket;
+	size_t nr_buckets;
+	uint64_t bucket_lo, bucket_hi;
+	unsigned bucket_shift;
 
 	/* DWARF, loaded on first use from dbg_elf or elf. */
 	int dbg_fd;
@@ -94,6 +100,7 @@ void elfimage_close(struct elfimage *img)
 		elf_end(img->dbg_elf);
 	if (img->dbg_fd >= 0)
 		close(img->dbg_fd);
+	free(img->bucket);
 	free(img->names);
 	free(img->syms);
 	free(img->sects);
@@ -409,6 +416,50 @@ static int load_symtab(struct elfimage *img, Elf_Scn *scn, const GElf_Shdr *sh,
 	return 0;
 }
 
+/*
+ * Reports look up millions of sample offsets in the same few images: a
+ * bucket array over the symbols' address span turns the binary search into
+ * one index and a step or two.  Sized to about four buckets per symbol; an
+ * image whose span is too sparse for that (or any allocation failure) just
+ * keeps the binary search.
+ */
+static void build_index(struct elfimage *img)
+{
+	uint64_t span, want;
+	unsigned shift = 0;
+	size_t n, k = 0;
+
+	if (img->nr_syms < 16 || img->nr_syms > UINT32_MAX)
+		return;
+	img->bucket_hi = 0;
+	for (size_t i = 0; i < img->nr_syms; i++) {
+		uint64_t end;
+
+		if (__builtin_add_overflow(img->syms[i].addr, img->syms[i].size, &end))
+			return;
+		if (end > img->bucket_hi)
+			img->bucket_hi = end;
+	}
+	img->bucket_lo = img->syms[0].addr;
+	span = img->bucket_hi - img->bucket_lo;
+	want = (uint64_t)img->nr_syms * 4;
+	while (shift < 63 && (span >> shift) > want)
+		shift++;
+	n = (size_t)(span >> shift) + 1;
+	img->bucket = malloc(n * sizeof(*img->bucket));
+	if (!img->bucket)
+		return;
+	for (size_t b = 0; b < n; b++) {
+		uint64_t start = img->bucket_lo + ((uint64_t)b << shift);
+
+		while (k + 1 < img->nr_syms && img->syms[k + 1].addr <= start)
+			k++;
+		img->bucket[b] = (uint32_t)k;
+	}
+	img->nr_buckets = n;
+	img->bucket_shift = shift;
+}
+
 static int load_symbols(struct elfimage *img, const struct secinfo *sect_addr, size_t shnum)
 {
 	struct rawsym *raw = NULL;
@@ -466,6 +517,7 @@ static int load_symbols(struct elfimage *img, const struct secinfo *sect_addr, s
 	nb.buf = NULL;
 	for (size_t i = 0; i < out; i++)
 		img->syms[i].name = img->names + (size_t)(uintptr_t)img->syms[i].name;
+	build_index(img);
 out:
 	free(nb.buf);
 	free(raw);
@@ -650,6 +702,22 @@ const struct elfsym *elfimage_sym(const struct elfimage *img, size_t i)
 long elfimage_lookup(const struct elfimage *img, uint64_t addr)
 {
 	size_t lo = 0, hi = img->nr_syms;
+
+	if (img->bucket) {
+		size_t b, i;
+
+		if (addr < img->bucket_lo || addr >= img->bucket_hi)
+			return -1;
+		b = (size_t)((addr - img->bucket_lo) >> img->bucket_shift);
+		if (b >= img->nr_buckets)
+			return -1;
+		i = img->bucket[b];
+		while (i + 1 < img->nr_syms && img->syms[i + 1].addr <= addr)
+			i++;
+		if (img->syms[i].addr > addr || addr - img->syms[i].addr >= img->syms[i].size)
+			return -1;
+		return (long)i;
+	}
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
