@@ -10,6 +10,7 @@
  * hold, drains the rings, files every held sample and syncs the store, so
  * nothing already taken is lost.
  */
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -138,6 +139,8 @@ static void guest_free(struct cguest *g)
 	free(g);
 }
 
+static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg);
+
 struct cguest *collector_add_guest(struct collector *c, const char *name,
 				   unsigned nr_vcpus)
 {
@@ -193,6 +196,7 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 	g->sy = sync_new(g->st, g->gs, g->rings, nr_vcpus, &scfg);
 	if (!g->sy)
 		goto fail;
+	decoder_set_record_fn(g->dec, on_record, g);
 	c->guests[c->nr_guests++] = g;
 	return g;
 fail:
@@ -263,6 +267,75 @@ void cguest_set_sampler(struct cguest *g, struct sampler *s)
 }
 
 /* ---- channel ---------------------------------------------------------------- */
+
+/*
+ * Called by the decoder for each record before it is applied.  A record
+ * that makes the model forget something must not be applied while samples
+ * that need it still sit in the rings (see "Ordering" in host/sync.h): those
+ * go first.  Processes going away also retry the held samples, which may be
+ * waiting for exactly the process that is about to exit.
+ */
+static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
+{
+	struct cguest *g = arg;
+	uint16_t type = le16toh(rec->type);
+
+	switch (type) {
+	case OPVM_REC_PROC: {
+		struct opvm_rec_proc r;
+
+		if (len < sizeof(r))
+			return;
+		memcpy(&r, rec, sizeof(r));
+		if (!gstate_proc_by_tgid(g->gs, le32toh(r.tgid)))
+			return;		/* a new process forgets nothing */
+		sync_run(g->sy, mono_ms());
+		return;
+	}
+	case OPVM_REC_HELLO:
+		/* a reboot: file what the old model explains.  The first
+		 * HELLO forgets nothing, and samples already waiting are
+		 * better held for the walk that follows it. */
+		if (gstate_get_hello(g->gs))
+			sync_run(g->sy, mono_ms());
+		return;
+	case OPVM_REC_EXEC:
+	case OPVM_REC_PROC_EXIT:
+		sync_run(g->sy, mono_ms());
+		return;
+	case OPVM_REC_MMAP:
+	case OPVM_REC_MUNMAP: {
+		/* same layout up to end */
+		struct opvm_rec_munmap r;
+
+		if (len < sizeof(r))
+			return;
+		memcpy(&r, rec, sizeof(r));
+		if (gstate_map_overlaps(gstate_proc_by_tgid(g->gs, le32toh(r.tgid)),
+					le64toh(r.start), le64toh(r.end)))
+			sync_drain(g->sy, mono_ms());
+		return;
+	}
+	case OPVM_REC_MODULE:
+	case OPVM_REC_MODULE_FREE: {
+		struct opvm_rec_module r;
+		uint64_t base, end;
+
+		if (len < sizeof(r))
+			return;
+		memcpy(&r, rec, sizeof(r));
+		base = le64toh(r.base);
+		if (__builtin_add_overflow(base, le64toh(r.size), &end))
+			end = UINT64_MAX;
+		if (gstate_module_by_name(g->gs, r.name, strnlen(r.name, sizeof(r.name))) ||
+		    (type == OPVM_REC_MODULE && gstate_module_overlaps(g->gs, base, end)))
+			sync_drain(g->sy, mono_ms());
+		return;
+	}
+	default:
+		return;
+	}
+}
 
 static void channel_try_reconnect(struct cguest *g)
 {

@@ -567,19 +567,6 @@ static int maps_reserve(struct proc *p, size_t n)
 	return 0;
 }
 
-/* A forked child starts with a copy of its parent's address space. */
-static void maps_inherit(struct gstate *gs, struct proc *p, const struct proc *parent)
-{
-	size_t n = parent->pub.nr_maps;
-
-	if (!n || n > gs->lim.max_mappings_per_proc ||
-	    gs->nr_maps + n > gs->lim.max_mappings || maps_reserve(p, n))
-		return;
-	memcpy(p->maps, parent->maps, n * sizeof(*p->maps));
-	p->pub.nr_maps = n;
-	gs->nr_maps += n;
-}
-
 static void proc_set_image(struct gstate *gs, struct proc *p, uint64_t cr3,
 			   const char *comm, size_t comm_len, uint64_t exe)
 {
@@ -597,7 +584,7 @@ static void proc_set_image(struct gstate *gs, struct proc *p, uint64_t cr3,
 int gstate_proc(struct gstate *gs, uint32_t tgid, uint32_t ppid, uint64_t cr3,
 		const char *comm, size_t comm_len, uint64_t exe_cookie)
 {
-	struct proc *p, *parent;
+	struct proc *p;
 
 	if (!tgid || (comm_len && !comm))
 		return refuse(gs, -EINVAL);
@@ -613,6 +600,8 @@ int gstate_proc(struct gstate *gs, uint32_t tgid, uint32_t ppid, uint64_t cr3,
 		proc_set_image(gs, p, cr3, comm, comm_len, exe_cookie);
 		return applied(gs);
 	}
+	/* A forked child starts empty: the module describes its whole address
+	 * space right after the PROC record (docs/protocol.md). */
 	if (gs->by_tgid.count >= gs->lim.max_processes)
 		return refuse(gs, -ENOSPC);
 	p = calloc(1, sizeof(*p));
@@ -624,9 +613,6 @@ int gstate_proc(struct gstate *gs, uint32_t tgid, uint32_t ppid, uint64_t cr3,
 		free(p);
 		return -ENOMEM;
 	}
-	parent = ppid != tgid ? ht_get(&gs->by_tgid, ppid) : NULL;
-	if (parent && cr3)
-		maps_inherit(gs, p, parent);
 	proc_set_image(gs, p, cr3, comm, comm_len, exe_cookie);
 	return applied(gs);
 }
@@ -1014,6 +1000,40 @@ const struct gstate_module *gstate_module_range(const struct gstate *gs, uint64_
 	*lo = i ? gs->mods[i - 1].base + gs->mods[i - 1].size : 0;
 	*hi = i < gs->nr_mods ? gs->mods[i].base : UINT64_MAX;
 	return NULL;
+}
+
+const struct gstate_module *gstate_module_by_name(const struct gstate *gs,
+						  const char *name, size_t name_len)
+{
+	char n[OPVM_MODNAME_MAX + 1];
+	ssize_t i;
+
+	if (!name || !name_len)
+		return NULL;
+	str_sanitise(n, sizeof(n), name,
+		     name_len > OPVM_MODNAME_MAX ? OPVM_MODNAME_MAX : name_len);
+	i = mods_by_name(gs, n);
+	return i < 0 ? NULL : &gs->mods[i];
+}
+
+int gstate_map_overlaps(const struct gstate_process *p, uint64_t start, uint64_t end)
+{
+	size_t i;
+
+	if (!p || start >= end)
+		return 0;
+	i = maps_lower(p->maps, p->nr_maps, start);
+	return i < p->nr_maps && p->maps[i].start < end;
+}
+
+int gstate_module_overlaps(const struct gstate *gs, uint64_t start, uint64_t end)
+{
+	size_t i;
+
+	if (start >= end)
+		return 0;
+	i = mods_lower(gs, start);
+	return i < gs->nr_mods && gs->mods[i].base < end;
 }
 
 void gstate_lost(struct gstate *gs, uint64_t count)

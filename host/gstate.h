@@ -126,6 +126,14 @@ const struct gstate_module *gstate_module_find(const struct gstate *gs, uint64_t
 const struct gstate_module *gstate_module_range(const struct gstate *gs, uint64_t addr,
 						uint64_t *lo, uint64_t *hi);
 const struct gstate_cookie *gstate_cookie_find(const struct gstate *gs, uint64_t id);
+/* The module called name (raw guest bytes, sanitised as gstate_module()
+ * does), or NULL. */
+const struct gstate_module *gstate_module_by_name(const struct gstate *gs,
+						  const char *name, size_t name_len);
+/* Whether [start, end) overlaps any mapping of p / any module: a new
+ * mapping or module there replaces something. */
+int gstate_map_overlaps(const struct gstate_process *p, uint64_t start, uint64_t end);
+int gstate_module_overlaps(const struct gstate *gs, uint64_t start, uint64_t end);
 
 /* Generation number, bumped by every mutator: lets per-vCPU caches in sync
  * know their cached pointers may be stale. */

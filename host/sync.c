@@ -463,7 +463,15 @@ static inline unsigned cent_index(uint64_t rip, uint64_t cr3n, unsigned bits)
 	return (unsigned)((((rip >> 20) ^ (cr3n >> 13)) * 0x9e3779b97f4a7c15ull) >> (64 - bits));
 }
 
-static int file_kernel(struct sync *s, const struct opvm_sample *x)
+/*
+ * x86-64 module space (MODULES_VADDR .. MODULES_END): a kernel address there
+ * that no module covers belongs to a module whose MODULE record is late, so
+ * it is held like a user sample, then filed under vmlinux if none comes.
+ */
+#define OPVM_MODULES_START	0xffffffffc0000000ull
+#define OPVM_MODULES_END	0xffffffffff000000ull
+
+static int file_kernel(struct sync *s, const struct opvm_sample *x, bool force)
 {
 	struct vcache *vc = &s->vc[x->vcpu & s->vc_mask];
 	bool slot = x->flags & OPVM_SAMPLE_SLOT;
@@ -491,6 +499,16 @@ static int file_kernel(struct sync *s, const struct opvm_sample *x)
 		image = m->name;
 		offset = x->rip - m->base;
 	} else {
+		bool modspace = x->rip >= OPVM_MODULES_START && x->rip < OPVM_MODULES_END;
+
+		if (modspace && !force && s->hold_ms && gstate_get_hello(s->gs))
+			return HOLD;
+		if (modspace) {
+			s->stats.lost_no_mapping++;
+			lo = hi = 0;	/* not cached: the module may come */
+		} else if (hi > OPVM_MODULES_START) {
+			hi = OPVM_MODULES_START;
+		}
 		image = NAME_VMLINUX;
 		offset = x->rip;
 	}
@@ -530,7 +548,7 @@ static int file_kernel(struct sync *s, const struct opvm_sample *x)
 	fid = sfile_for(s, &k, app, image, NULL);
 	s->stats.kernel++;
 	ret = add(s, fid, offset);
-	if (ret == FILED)
+	if (ret == FILED && hi > lo)
 		cent_fill(ce, fid, lo, hi - lo, offset - x->rip, cr3n, x);
 	return ret;
 }
@@ -636,7 +654,7 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 static inline int attribute(struct sync *s, const struct opvm_sample *x, bool force)
 {
 	if (x->cpl != 3)
-		return file_kernel(s, x);
+		return file_kernel(s, x, force);
 	return file_user(s, x, force);
 }
 
@@ -724,16 +742,11 @@ int sync_sample(struct sync *s, const struct opvm_sample *smp, uint64_t now_ms)
 	return err;
 }
 
-int sync_run(struct sync *s, uint64_t now_ms)
+static void drain(struct sync *s, uint64_t now_ms)
 {
 	struct opvm_sample x;
 	unsigned r;
-	int err;
 
-	/* the model only changes between runs (one thread decodes and syncs) */
-	caches_check(s);
-	s->first_err = 0;
-	held_retry(s, now_ms, false);
 	for (r = 0; r < s->nr_rings; r++) {
 		struct ring *ring = s->rings[r];
 		unsigned n = 0;
@@ -742,6 +755,29 @@ int sync_run(struct sync *s, uint64_t now_ms)
 			take(s, &x, now_ms);
 	}
 	flush(s);
+}
+
+int sync_run(struct sync *s, uint64_t now_ms)
+{
+	int err;
+
+	/* the model only changes between runs (one thread decodes and syncs) */
+	caches_check(s);
+	s->first_err = 0;
+	held_retry(s, now_ms, false);
+	drain(s, now_ms);
+	err = s->first_err;
+	s->first_err = 0;
+	return err;
+}
+
+int sync_drain(struct sync *s, uint64_t now_ms)
+{
+	int err;
+
+	caches_check(s);
+	s->first_err = 0;
+	drain(s, now_ms);
 	err = s->first_err;
 	s->first_err = 0;
 	return err;

@@ -8,7 +8,9 @@
  *  Kernel samples (CPL != 3):
  *   - image: the module whose core text holds rip (gstate_module_find), file
  *     offset rip - base; otherwise "vmlinux" at the run-time address (the
- *     report removes the KASLR slide).  kernel = 1.
+ *     report removes the KASLR slide).  kernel = 1.  An address in the x86-64
+ *     module area that no known module covers is held like a late user
+ *     sample (below), then filed under vmlinux, counted in lost_no_mapping.
  *   - task: named by the current-task slot (OPVM_SAMPLE_SLOT), never by CR3:
  *     kernel threads run on whatever CR3 the last user task left (lazy TLB).
  *     Without a slot, CR3 names the process.
@@ -38,6 +40,13 @@
  *  Without any guest module (no HELLO ever), user samples go straight to
  * "{anon-cr3:0x<cr3>}" per address space (counted in unresolved), kernel
  * samples to vmlinux.
+ *
+ * Ordering: samples reach the rings at once, channel records with a delay,
+ * so when a record that makes the model forget (PROC_EXIT, EXEC, MUNMAP, a
+ * replacing MMAP or MODULE, HELLO) is read, every sample taken before the
+ * guest sent it is already in a ring.  The collector therefore syncs (or at
+ * least drains) right before applying such a record: a process that lives
+ * for less than a sync interval is still attributed.
  *
  * Call chains are carried by the rings but not filed yet (the store keeps
  * flat profiles).
@@ -82,6 +91,11 @@ void sync_free(struct sync *s);		/* NULL-safe; files nothing */
  * first -errno from the store (the samples concerned are counted in
  * sync_store_errors(); draining goes on). */
 int sync_run(struct sync *s, uint64_t now_ms);
+
+/* Drains the rings only (held samples wait for the next sync_run()).  For
+ * the collector to call just before the model forgets something: see
+ * "Ordering" above. */
+int sync_drain(struct sync *s, uint64_t now_ms);
 
 /* sync_run(), then files every held sample at once (end of session). */
 int sync_flush(struct sync *s, uint64_t now_ms);

@@ -570,6 +570,70 @@ static void test_reconnect(void **state)
 	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+static void send_exit(struct chan *ch, uint32_t tgid)
+{
+	struct opvm_rec_exit r;
+
+	memset(&r, 0, sizeof(r));
+	r.tid = tgid;
+	r.tgid = tgid;
+	send_rec(ch, &r, sizeof(r), OPVM_REC_PROC_EXIT);
+}
+
+/*
+ * Short-lived processes: each one is sampled, then its PROC, MMAP and EXIT
+ * all arrive in one read, long before the next periodic sync.  The samples
+ * must still land in the right images (the collector syncs before applying
+ * the exit), and the model must end where it started.
+ */
+static void test_short_lived(void **state)
+{
+	char dir[256];
+	struct collector_config cfg;
+	struct collector *c;
+	struct cguest *g;
+	struct chan ch;
+	int sv[2];
+	json_t *j;
+
+	mktmp(dir, sizeof(dir));
+	cfg = base_cfg(dir);
+	c = collector_new(&cfg);
+	g = collector_add_guest(c, "vm7", 2);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(cguest_set_channel(g, sv[0], NULL, NULL), 0);
+	ch.fd = sv[1];
+	ch.seq = 0;
+	send_hello(&ch);
+	send_cookie(&ch, 5, "/bin/true");
+	assert_int_equal(collector_sync(c), 0);
+	for (uint32_t i = 0; i < 200; i++) {
+		uint64_t cr3 = 0x40000000ull + (uint64_t)(i % 17) * 0x2000;	/* reused */
+
+		for (int k = 0; k < 3; k++)
+			push(g, i & 1, EXE_LO + 0x40 + (uint64_t)k, cr3, 3);
+		send_proc(&ch, 1000 + i, cr3, "true", 5);
+		send_mmap(&ch, 1000 + i, EXE_LO, EXE_LO + 0x1000, 0, 5);
+		send_exit(&ch, 1000 + i);
+		if (i % 50 == 49)
+			assert_int_equal(collector_sync(c), 0);
+	}
+	assert_int_equal(collector_sync(c), 0);
+	assert_int_equal(gstate_nr_processes(cguest_gstate(g)), 0);
+	assert_int_equal(gstate_nr_mappings(cguest_gstate(g)), 0);
+	assert_int_equal(image_total(dir, "/bin/true"), 600);
+	j = load_session(dir, "vm7");
+	assert_int_equal(jget(j, "stats", "received"), 600);
+	assert_int_equal(jget(j, "stats", "user"), 600);
+	assert_int_equal(jget(j, "stats", "lost_no_process"), 0);
+	assert_int_equal(jget(j, "stats", "lost_no_mapping"), 0);
+	assert_int_equal(jget(j, "model", "held"), 0);
+	json_decref(j);
+	close(sv[1]);
+	collector_free(c);
+	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static void test_bad_args(void **state)
 {
 	struct collector_config cfg = { .nr_events = 9 };
@@ -590,6 +654,7 @@ int main(void)
 		cmocka_unit_test(test_run_fault),
 		cmocka_unit_test(test_run_duration_and_stop),
 		cmocka_unit_test(test_reconnect),
+		cmocka_unit_test(test_short_lived),
 		cmocka_unit_test(test_bad_args),
 	};
 

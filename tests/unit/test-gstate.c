@@ -187,6 +187,9 @@ static void test_mappings(void **state)
 	assert_null(m->cookie);
 	assert_string_equal(gstate_map_find(p, 0x7f0000000010ull)->cookie->path, "/lib/libc.so.6");
 
+	assert_true(gstate_map_overlaps(p, 0x4fffff, 0x500001));
+	assert_false(gstate_map_overlaps(p, 0x500000, 0x600000));
+	assert_false(gstate_map_overlaps(NULL, 0, 1));
 	/* MAP_FIXED over the middle of the exe: split into three */
 	assert_int_equal(gstate_mmap(gs, 50, 0x420000, 0x430000, 0x5000, 2), 0);
 	p = gstate_proc_by_tgid(gs, 50);
@@ -261,8 +264,8 @@ static void test_mappings(void **state)
 	gstate_free(gs);
 }
 
-/* A forked child starts with the parent's mappings. */
-static void test_fork_inherits(void **state)
+/* A forked child starts with no mappings: the module sends its own. */
+static void test_fork_empty(void **state)
 {
 	struct gstate *gs = mkgs();
 
@@ -270,8 +273,15 @@ static void test_fork_inherits(void **state)
 	assert_int_equal(gstate_proc(gs, 10, 1, 0x10000, S("sh"), 1), 0);
 	assert_int_equal(gstate_mmap(gs, 10, 0x1000, 0x9000, 0, 1), 0);
 	assert_int_equal(gstate_proc(gs, 11, 10, 0x20000, S("sh"), 1), 0);
-	assert_non_null(gstate_map_find(gstate_proc_by_cr3(gs, 0x20000), 0x2000));
-	assert_int_equal(gstate_nr_mappings(gs), 2);
+	assert_null(gstate_map_find(gstate_proc_by_cr3(gs, 0x20000), 0x2000));
+	assert_int_equal(gstate_nr_mappings(gs), 1);
+	/* the same process announced again on the same cr3 keeps its maps */
+	assert_int_equal(gstate_proc(gs, 10, 1, 0x10000, S("sh"), 1), 0);
+	assert_int_equal(gstate_nr_mappings(gs), 1);
+	/* a reused tgid on another address space starts afresh */
+	assert_int_equal(gstate_proc(gs, 10, 1, 0x30000, S("sh"), 1), 0);
+	assert_int_equal(gstate_nr_mappings(gs), 0);
+	assert_null(gstate_proc_by_cr3(gs, 0x10000));
 	gstate_free(gs);
 }
 
@@ -307,6 +317,23 @@ static void test_modules(void **state)
 	assert_int_equal(gstate_module(gs, S("d_mod"), 0xffffffffc0001000ull, 0x100), 0);
 	assert_null(gstate_module_find(gs, 0xffffffffc0000000ull));
 	assert_int_equal(gstate_nr_modules(gs), 3);
+	assert_non_null(gstate_module_by_name(gs, S("d_mod")));
+	assert_null(gstate_module_by_name(gs, S("a_mod")));
+	assert_true(gstate_module_overlaps(gs, 0xffffffffc00010ffull, 0xffffffffc0001100ull));
+	assert_false(gstate_module_overlaps(gs, 0xffffffffc0001100ull, 0xffffffffc0002000ull));
+	{
+		uint64_t lo, hi;
+
+		assert_null(gstate_module_range(gs, 0xffffffffc0001100ull, &lo, &hi));
+		assert_int_equal(lo, 0xffffffffc0001100ull);
+		assert_int_equal(hi, 0xffffffffc0400000ull);
+		assert_non_null(gstate_module_range(gs, 0xffffffffc0400010ull, &lo, &hi));
+		assert_int_equal(lo, 0xffffffffc0400000ull);
+		assert_int_equal(hi, 0xffffffffc0403000ull);
+		assert_null(gstate_module_range(gs, 0x1000, &lo, &hi));
+		assert_int_equal(lo, 0);
+		assert_int_equal(hi, 0xffffffffc0001000ull);
+	}
 	assert_int_equal(gstate_module_free(gs, S("d_mod")), 0);
 	assert_int_equal(gstate_module_free(gs, S("d_mod")), -ENOENT);
 	assert_int_equal(gstate_nr_modules(gs), 2);
@@ -539,7 +566,7 @@ int main(void)
 		cmocka_unit_test(test_procs_threads),
 		cmocka_unit_test(test_shared_cr3),
 		cmocka_unit_test(test_mappings),
-		cmocka_unit_test(test_fork_inherits),
+		cmocka_unit_test(test_fork_empty),
 		cmocka_unit_test(test_modules),
 		cmocka_unit_test(test_hostile_strings),
 		cmocka_unit_test(test_limits),

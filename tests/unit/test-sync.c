@@ -198,8 +198,12 @@ static void test_kernel(void **state)
 	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
 	s.rip = MOD_LO + 0x42;
 	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	s.rip = MOD_LO + 0x8000;	/* just past the module */
+	s.rip = MOD_LO + 0x8000;	/* just past the module: its record may be late */
 	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(sync_nr_held(f.sy), 1);
+	assert_int_equal(sync_flush(f.sy, 0), 0);
+	sync_get_stats(f.sy, &st);
+	assert_int_equal(st.lost_no_mapping, 1);
 	/* vmlinux keeps the run-time address, modules the offset from base */
 	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", -1, -1, -1, KTEXT + 0x1234, NULL), 2);
 	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", -1, -1, -1, MOD_LO + 0x8000, NULL), 1);
@@ -310,6 +314,31 @@ static void test_kernel_separation(void **state)
 	s = kern(CR3_A, KTEXT + 0x10, 101, 100, OPVM_SAMPLE_SLOT);
 	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
 	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", 100, 101, -1, KTEXT + 0x10, NULL), 1);
+	fix_close(&f);
+}
+
+/* A kernel sample in a module announced late: held, then filed in the
+ * module. */
+static void test_late_module(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+	struct opvm_stats st;
+
+	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
+	s = kern(CR3_A, MOD_LO + 0x100000 + 0x24, 100, 100, OPVM_SAMPLE_SLOT);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = kern(CR3_A, KTEXT + 8, 100, 100, OPVM_SAMPLE_SLOT);	/* fills the cache */
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(sync_nr_held(f.sy), 1);
+	assert_int_equal(gstate_module(f.gs, S("late_mod"), MOD_LO + 0x100000, 0x1000), 0);
+	assert_int_equal(sync_run(f.sy, 10), 0);
+	assert_int_equal(sync_nr_held(f.sy), 0);
+	assert_int_equal(count_at(&f, "late_mod", "late_mod", -1, -1, -1, 0x24, NULL), 1);
+	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", -1, -1, -1, KTEXT + 8, NULL), 1);
+	sync_get_stats(f.sy, &st);
+	assert_int_equal(st.lost_no_mapping, 0);
+	assert_int_equal(st.kernel, 2);
 	fix_close(&f);
 }
 
@@ -556,6 +585,7 @@ int main(void)
 		cmocka_unit_test(test_user_and_lib),
 		cmocka_unit_test(test_thread_cpu),
 		cmocka_unit_test(test_kernel_separation),
+		cmocka_unit_test(test_late_module),
 		cmocka_unit_test(test_hold_then_resolve),
 		cmocka_unit_test(test_hold_expiry),
 		cmocka_unit_test(test_hold_overflow_and_flush),
