@@ -118,6 +118,7 @@ struct store {
 	struct sfile **index;	/* open addressing by khash */
 	size_t index_cap, index_nr;
 	struct sfile *files;
+	struct sfile *last;	/* last store_get() result */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -924,6 +925,14 @@ static uint64_t nkey_hash(const struct nkey *n)
 	return h;
 }
 
+static bool nkey_eq_fields(const struct sfile *sf, const struct nkey *n)
+{
+	return sf->event == n->event &&
+	       sf->kernel == n->kernel && sf->tgid == n->tgid &&
+	       sf->tid == n->tid && sf->cpu == n->cpu &&
+	       !strcmp(sf->image, n->image) && !strcmp(sf->app, n->app);
+}
+
 static bool nkey_eq(const struct sfile *sf, const struct nkey *n, uint64_t h)
 {
 	return sf->khash == h && sf->event == n->event &&
@@ -988,11 +997,14 @@ struct sfile *store_get(struct store *st, const struct store_key *key)
 		return NULL;
 	}
 	key_normalise(st, key, &n);
+	/* Consecutive samples mostly hit the same file: skip the hashing. */
+	if (st->last && nkey_eq_fields(st->last, &n))
+		return st->last;
 	h = nkey_hash(&n);
 	for (size_t j = h & (st->index_cap - 1); (sf = st->index[j]);
 	     j = (j + 1) & (st->index_cap - 1))
 		if (nkey_eq(sf, &n, h))
-			return sf;
+			return st->last = sf;
 
 	ev = &st->events[n.event];
 	sf = calloc(1, sizeof(*sf));
@@ -1042,6 +1054,7 @@ struct sfile *store_get(struct store *st, const struct store_key *key)
 		goto fail;
 	sf->next = st->files;
 	st->files = sf;
+	st->last = sf;
 	return sf;
 fail:
 	sfile_free(sf);
@@ -1127,7 +1140,8 @@ out:
 	return ret;
 }
 
-static int sfile_insert(struct sfile *sf, uint64_t offset, uint64_t count)
+static int __attribute__((noinline, cold))
+sfile_insert(struct sfile *sf, uint64_t offset, uint64_t count)
 {
 	uint64_t j;
 	int ret;
