@@ -458,6 +458,44 @@ static struct ksyms *kmap_get(struct symres *r, int fd, const char *path, char *
 	return r->kmaps[r->nr_kmaps++].ks;
 }
 
+/*
+ * The slide for a kernel symbol source.  With both references (the guest
+ * module sends _text and an exported anchor), both must give the same
+ * slide: a map of another kernel build fails this check instead of
+ * silently naming the wrong functions.  Returns 0, -ENOENT (no reference
+ * known to the source) or -ESTALE (references disagree).
+ */
+static int kernel_slide(const struct symres_kernel *k,
+			int (*lookup)(const void *src, const char *name, uint64_t *addr),
+			const void *src, uint64_t *slide)
+{
+	uint64_t s1, s2, link;
+	int r1 = -ENOENT, r2 = -ENOENT;
+
+	if (!k)
+		return -ENOENT;
+	if (k->text_addr && lookup(src, "_text", &link) == 0) {
+		s1 = k->text_addr - link;
+		r1 = 0;
+	}
+	if (k->anchor_name && *k->anchor_name && k->anchor_addr &&
+	    lookup(src, k->anchor_name, &link) == 0) {
+		s2 = k->anchor_addr - link;
+		r2 = 0;
+	}
+	if (r1 == 0 && r2 == 0 && s1 != s2)
+		return -ESTALE;
+	if (r1 == 0) {
+		*slide = s1;
+		return 0;
+	}
+	if (r2 == 0) {
+		*slide = s2;
+		return 0;
+	}
+	return -ENOENT;
+}
+
 /* One kernel candidate: vmlinux ELF (is_elf) or a symbol map. */
 static int try_kernel(struct symres *r, struct simage *si, int fd, const char *path,
 		      int is_elf, const struct symres_kernel *k)
@@ -471,8 +509,7 @@ static int try_kernel(struct symres *r, struct simage *si, int fd, const char *p
 	if (is_elf) {
 		if (!try_candidate(r, si, fd, path))
 			return 0;
-		ret = have_ref ? ksyms_slide(k->text_addr, k->anchor_name, k->anchor_addr,
-					     elf_lookup, si->elf, &slide) : -ENOENT;
+		ret = kernel_slide(k, elf_lookup, si->elf, &slide);
 	} else {
 		char reason[256];
 		struct ksyms *ks = kmap_get(r, fd, path, reason, sizeof(reason));
@@ -483,14 +520,23 @@ static int try_kernel(struct symres *r, struct simage *si, int fd, const char *p
 			return 0;
 		}
 		si->ks = ks;
-		si->path = r->kmaps[r->nr_kmaps - 1].path;
 		for (size_t i = 0; i < r->nr_kmaps; i++)
 			if (r->kmaps[i].ks == ks)
 				si->path = r->kmaps[i].path;
 		si->state = SIMAGE_OK;
 		si->reason[0] = '\0';
-		ret = have_ref ? ksyms_slide(k->text_addr, k->anchor_name, k->anchor_addr,
-					     ks_lookup, ks, &slide) : -ENOENT;
+		ret = kernel_slide(k, ks_lookup, ks, &slide);
+	}
+	if (ret == -ESTALE) {
+		/* Not this kernel: try the next candidate. */
+		si->state = SIMAGE_MISMATCH;
+		si->elf = NULL;
+		si->ks = NULL;
+		si->path = NULL;
+		snprintf(si->reason, sizeof(si->reason),
+			 "%s is not the guest's kernel (_text and %s give different KASLR "
+			 "slides)", path, k->anchor_name);
+		return 0;
 	}
 	/* Without a reference the map is taken as-is: right for a kallsyms
 	 * copied from the same boot, and for kernels without KASLR. */
@@ -531,6 +577,14 @@ static void resolve_kernel(struct symres *r, struct simage *si, const char *gues
 			snprintf(rp, sizeof(rp), "/boot/System.map-%s", rel);
 			snprintf(path, sizeof(path), "%s%s", r->roots[i].dir, rp);
 			if (try_kernel(r, si, open_in_root(r->root_fds[i], rp, 0), path, 0, k))
+				return;
+			/* A map kept beside the root (an image build's output
+			 * directory): checked against the guest's two anchors. */
+			snprintf(path, sizeof(path), "%s/../System.map-%s", r->roots[i].dir, rel);
+			if (try_kernel(r, si, open_host_file(path), path, 0, k))
+				return;
+			snprintf(path, sizeof(path), "%s/../System.map", r->roots[i].dir);
+			if (try_kernel(r, si, open_host_file(path), path, 0, k))
 				return;
 		}
 		if (!r->no_host_kernel) {

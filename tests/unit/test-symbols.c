@@ -278,6 +278,14 @@ static void test_root_confinement(void **state)
 		i = simage_lookup(si, 0xffffffff81100010ull + FX_SLIDE, NULL);
 		assert_true(i >= 0);
 		assert_string_equal(simage_sym(si, (size_t)i)->name, "do_syscall_64");
+		/* A map of another kernel: _text and the anchor disagree. */
+		k.anchor_name = "do_syscall_64";
+		k.anchor_addr = 0xffffffff81100000ull + FX_SLIDE + 0x200000;
+		si = symres_image(r, "g3", "vmlinux", 1, NULL, 0, &k);
+		assert_int_equal(simage_state(si), SIMAGE_MISMATCH);
+		k.anchor_addr = 0xffffffff81100000ull + FX_SLIDE;
+		si = symres_image(r, "g4", "vmlinux", 1, NULL, 0, &k);
+		assert_int_equal(simage_state(si), SIMAGE_OK);
 		/* A hostile release never becomes a path. */
 		k.release = "../../etc";
 		si = symres_image(r, "g2", "vmlinux", 1, NULL, 0, &k);
