@@ -364,12 +364,15 @@ static int relpath_dir(int base, const char *relpath, bool create,
 }
 
 /* Removes everything under dfd (not dfd itself), never following a link.
- * depth bounds the recursion: the store's trees are 6 levels deep. */
+ * depth bounds the recursion: the store's trees are 6 levels deep.  Entries
+ * are removed while the directory is being read, which may make readdir()
+ * skip some; passes repeat until one finds nothing to remove. */
 static int tree_clear(int dfd, int depth)
 {
 	DIR *d;
 	struct dirent *de;
 	int ret = 0, fd;
+	bool removed;
 
 	if (depth > 16)
 		return -ELOOP;
@@ -381,38 +384,43 @@ static int tree_clear(int dfd, int depth)
 		close(fd);
 		return -errno;
 	}
-	while ((de = readdir(d))) {
-		struct stat sb;
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
-			ret = -errno;
-			break;
-		}
-		if (S_ISDIR(sb.st_mode)) {
-			int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY |
-					 O_NOFOLLOW | O_CLOEXEC);
-
-			if (sub < 0) {
-				ret = -errno;
-				break;
-			}
-			ret = tree_clear(sub, depth + 1);
-			close(sub);
-			if (ret)
-				break;
-			if (unlinkat(dfd, de->d_name, AT_REMOVEDIR) < 0) {
-				ret = -errno;
-				break;
-			}
-		} else if (unlinkat(dfd, de->d_name, 0) < 0) {
-			ret = -errno;
-			break;
-		}
-		/* Entries were removed: restart so readdir stays consistent. */
+	do {
+		removed = false;
 		rewinddir(d);
-	}
+		while ((de = readdir(d))) {
+			struct stat sb;
+
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+				if (errno == ENOENT)
+					continue;
+				ret = -errno;
+				break;
+			}
+			if (S_ISDIR(sb.st_mode)) {
+				int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY |
+						 O_NOFOLLOW | O_CLOEXEC);
+
+				if (sub < 0) {
+					ret = -errno;
+					break;
+				}
+				ret = tree_clear(sub, depth + 1);
+				close(sub);
+				if (ret)
+					break;
+				if (unlinkat(dfd, de->d_name, AT_REMOVEDIR) < 0) {
+					ret = -errno;
+					break;
+				}
+			} else if (unlinkat(dfd, de->d_name, 0) < 0) {
+				ret = -errno;
+				break;
+			}
+			removed = true;
+		}
+	} while (!ret && removed);
 	closedir(d);
 	return ret;
 }
@@ -758,6 +766,21 @@ static int hdr_check(const struct sfile_hdr *h, uint64_t fsize,
 #undef FAIL
 }
 
+/* Extends the file to hold [off, off+len) with real blocks: a store into a
+ * hole of a MAP_SHARED mapping on a full disk is a SIGBUS, an error from
+ * fallocate() is just -ENOSPC. */
+static int file_reserve(int fd, uint64_t off, uint64_t len)
+{
+	if (fallocate(fd, 0, (off_t)off, (off_t)len) == 0)
+		return 0;
+	if (errno != EOPNOTSUPP && errno != ENOSYS)
+		return -errno;
+	/* No fallocate here (some network file systems): sparse it is. */
+	if (ftruncate(fd, (off_t)(off + len)) < 0)
+		return -errno;
+	return 0;
+}
+
 static int sfile_map(struct sfile *sf, int fd, size_t len)
 {
 	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -842,10 +865,9 @@ static int sfile_create(struct sfile *sf, int dfd, const char *leaf,
 		    0644);
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)len) < 0) {
-		ret = -errno;
+	ret = file_reserve(fd, 0, len);
+	if (ret)
 		goto fail;
-	}
 	ret = sfile_map(sf, fd, len);
 	if (ret)
 		goto fail;
@@ -1095,10 +1117,13 @@ static int sfile_grow(struct sfile *sf)
 	ret = file_check(fd, &sb);
 	if (!ret && (sb.st_dev != sf->dev || sb.st_ino != sf->ino))
 		ret = -ESTALE;
-	if (!ret && ftruncate(fd, (off_t)new_len) < 0)
-		ret = -errno;
-	if (ret)
+	if (!ret)
+		ret = file_reserve(fd, sf->map_len, new_len - sf->map_len);
+	if (ret) {
+		/* Drop a partial reservation; the live table is untouched. */
+		if (ftruncate(fd, (off_t)sf->map_len)) {}
 		goto out;
+	}
 	m = mremap(sf->map, sf->map_len, new_len, MREMAP_MAYMOVE);
 	if (m == MAP_FAILED) {
 		ret = -errno;

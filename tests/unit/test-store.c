@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -435,6 +436,50 @@ static void test_enospc(void **state)
 	tmpdir_free(d);
 }
 
+/* A full disk is -ENOSPC from sfile_add(), never a SIGBUS, and the file
+ * keeps everything added before.  Needs a small tmpfs (root). */
+static void test_disk_full(void **state)
+{
+	char *d = tmpdir_new(), err[256], path[1200];
+	struct store_key k = { .image = "a", .tgid = -1, .tid = -1, .cpu = -1 };
+	struct store *st;
+	struct sfile *sf;
+	struct sfile_reader *r;
+	uint64_t i, total = 0;
+	int ret = 0;
+
+	assert_non_null(d);
+	if (mount("tmpfs", d, "tmpfs", 0, "size=256k")) {
+		print_message("SKIP: cannot mount a small tmpfs (%s); disk-full case not run\n",
+			      strerror(errno));
+		tmpdir_free(d);
+		skip();
+	}
+	st = store_open(d, "g", ev1, 1, 0, 0);
+	sf = st ? store_get(st, &k) : NULL;
+	for (i = 0; sf && i < 1000000 && !ret; i++) {
+		ret = sfile_add(sf, i * 8, 2);
+		if (!ret)
+			total += 2;
+	}
+	snprintf(path, sizeof(path), "%s/guests/g/samples/current/{root}/a/{dep}/{root}/a/CPU_CLK_UNHALTED.100000.0.all.all.all", d);
+	if (sf)
+		ret = ret ? ret : -1;
+	store_close(st);
+	r = sfile_reader_open(path, err, sizeof(err));
+	uint64_t got = r ? sfile_reader_info(r)->total : 0;
+
+	sfile_reader_close(r);
+	umount2(d, MNT_DETACH);
+	assert_non_null(sf);
+	assert_int_equal(ret, -ENOSPC);
+	if (!r)
+		fail_msg("%s", err);
+	assert_int_equal(got, total);
+	assert_true(total > 1000);
+	tmpdir_free(d);
+}
+
 static void test_bad_events(void **state)
 {
 	char *d = tmpdir_new();
@@ -604,6 +649,7 @@ int main(void)
 		cmocka_unit_test(test_append_mismatch),
 		cmocka_unit_test(test_write_meta),
 		cmocka_unit_test(test_enospc),
+		cmocka_unit_test(test_disk_full),
 		cmocka_unit_test(test_bad_events),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_corrupt_fields),
