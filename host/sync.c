@@ -49,7 +49,8 @@ struct skey {
 
 struct sc_ent {
 	struct skey k;
-	uint32_t fid;		/* 0: empty */
+	uint32_t fid;
+	uint32_t epoch;		/* valid while == sync.epoch */
 };
 
 /*
@@ -65,7 +66,8 @@ struct sc_ent {
 #define KBITS	4	/* 16 kernel entries */
 
 struct cent {
-	uint32_t fid;		/* 0: unused */
+	uint32_t fid;
+	uint32_t epoch;		/* valid while == sync.epoch */
 	uint64_t lo, len;	/* [lo, lo + len) */
 	uint64_t adj;		/* offset = rip + adj */
 	uint64_t cr3n;
@@ -79,7 +81,7 @@ struct vcache {
 	/* address space -> process */
 	uint64_t cr3n;
 	const struct gstate_process *p;
-	bool p_valid;
+	uint32_t p_epoch;	/* p valid while == sync.epoch */
 	struct cent u[1u << UBITS];
 	struct cent k[1u << KBITS];
 };
@@ -101,6 +103,8 @@ struct sync {
 	bool k_cr3;			/* kernel ones depend on CR3 without a slot */
 
 	uint64_t gen;			/* generation the caches belong to */
+	uint32_t epoch;			/* cache entries of another epoch are
+					 * stale: dropping them all is O(1) */
 	struct vcache *vc;
 	unsigned vc_mask;
 	struct sc_ent *sc;
@@ -184,6 +188,7 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 	s->nr_rings = nr_rings;
 	s->gen = gstate_generation(gs);
 	s->held_gen = s->gen;
+	s->epoch = 1;
 	return s;
 }
 
@@ -205,11 +210,16 @@ void sync_free(struct sync *s)
 	free(s);
 }
 
-/* The model changed: every cached pointer may be stale. */
+/* The model changed: every cached pointer may be stale.  A guest that
+ * forks all the time changes it at every record, so this must be cheap. */
 static void caches_drop(struct sync *s)
 {
-	memset(s->vc, 0, ((size_t)s->vc_mask + 1) * sizeof(*s->vc));
-	memset(s->sc, 0, ((size_t)1 << SC_BITS) * sizeof(*s->sc));
+	if (++s->epoch == 0) {
+		/* wrapped: entries of epoch 1 might still be around */
+		memset(s->vc, 0, ((size_t)s->vc_mask + 1) * sizeof(*s->vc));
+		memset(s->sc, 0, ((size_t)1 << SC_BITS) * sizeof(*s->sc));
+		s->epoch = 1;
+	}
 	s->gen = gstate_generation(s->gs);
 }
 
@@ -371,9 +381,10 @@ static inline int add(struct sync *s, uint32_t fid, uint64_t offset)
 }
 
 /*
- * The sample file for k.  app/image are the strings behind k->app and
- * k->image (image_buf for names built per sample).  Applies the separation
- * mask so the cache holds one entry per file.
+ * The fid of the sample file for k.  app/image are the strings that
+ * k->app/k->image stand for (k may hold a tag instead, for names built per
+ * sample).  Applies the separation mask first so that the cache holds one
+ * entry per file.  0 (errno set) if the store cannot open the file.
  */
 static uint32_t sfile_for(struct sync *s, struct skey *k, const char *app,
 			       const char *image, const struct gstate_cookie *c)
@@ -394,10 +405,10 @@ static uint32_t sfile_for(struct sync *s, struct skey *k, const char *app,
 		k->cpu = -1;
 	i = skey_hash(k);
 	e = &s->sc[i];
-	if (e->fid && skey_eq(&e->k, k))
+	if (e->epoch == s->epoch && skey_eq(&e->k, k))
 		return e->fid;
 	e = &s->sc[i ^ 1];
-	if (e->fid && skey_eq(&e->k, k))
+	if (e->epoch == s->epoch && skey_eq(&e->k, k))
 		return e->fid;
 
 	key = (struct store_key){
@@ -420,10 +431,11 @@ static uint32_t sfile_for(struct sync *s, struct skey *k, const char *app,
 	/* two-way: the newest entry lives in the home slot, the one it
 	 * displaces moves to the other way */
 	e = &s->sc[i];
-	if (e->fid)
+	if (e->epoch == s->epoch)
 		s->sc[i ^ 1] = *e;
 	e->k = *k;
 	e->fid = fid;
+	e->epoch = s->epoch;
 	return fid;
 }
 
@@ -432,20 +444,21 @@ static const char *proc_app(const struct gstate_process *p)
 	return p->exe ? p->exe->path : p->comm;
 }
 
-static inline bool cent_match(const struct cent *e, const struct opvm_sample *x,
-			      bool slot, bool cr3, uint64_t cr3n)
+static inline bool cent_match(const struct sync *s, const struct cent *e,
+			      const struct opvm_sample *x, bool slot, bool cr3, uint64_t cr3n)
 {
-	return e->fid && x->rip - e->lo < e->len && e->event == x->event &&
+	return e->epoch == s->epoch && x->rip - e->lo < e->len && e->event == x->event &&
 	       e->vcpu == x->vcpu &&
 	       (!(slot || e->need_slot) || (e->flags == x->flags && e->slot_tid == x->slot_tid &&
 			  e->slot_tgid == x->slot_tgid)) &&
 	       (!cr3 || e->cr3n == cr3n);
 }
 
-static void cent_fill(struct cent *e, uint32_t fid, uint64_t lo, uint64_t len,
-		      uint64_t adj, uint64_t cr3n, const struct opvm_sample *x)
+static void cent_fill(const struct sync *s, struct cent *e, uint32_t fid, uint64_t lo,
+		      uint64_t len, uint64_t adj, uint64_t cr3n, const struct opvm_sample *x)
 {
 	e->fid = fid;
+	e->epoch = s->epoch;
 	e->lo = lo;
 	e->len = len;
 	e->adj = adj;
@@ -488,7 +501,7 @@ static int file_kernel(struct sync *s, const struct opvm_sample *x, bool force)
 	int ret;
 
 	ce = &vc->k[cent_index(x->rip, 0, KBITS)];
-	if (cent_match(ce, x, s->k_slot, by_cr3, cr3n)) {
+	if (cent_match(s, ce, x, s->k_slot, by_cr3, cr3n)) {
 		s->stats.kernel++;
 		return add(s, ce->fid, x->rip + ce->adj);
 	}
@@ -549,7 +562,7 @@ static int file_kernel(struct sync *s, const struct opvm_sample *x, bool force)
 	s->stats.kernel++;
 	ret = add(s, fid, offset);
 	if (ret == FILED && hi > lo)
-		cent_fill(ce, fid, lo, hi - lo, offset - x->rip, cr3n, x);
+		cent_fill(s, ce, fid, lo, hi - lo, offset - x->rip, cr3n, x);
 	return ret;
 }
 
@@ -586,18 +599,18 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 	int ret;
 
 	ce = &vc->u[cent_index(x->rip, cr3n, UBITS)];
-	if (cent_match(ce, x, s->u_slot, true, cr3n)) {
+	if (cent_match(s, ce, x, s->u_slot, true, cr3n)) {
 		s->stats.user++;
 		return add(s, ce->fid, x->rip + ce->adj);
 	}
 
-	if (vc->p_valid && vc->cr3n == cr3n) {
+	if (vc->p_epoch == s->epoch && vc->cr3n == cr3n) {
 		p = vc->p;
 	} else {
 		p = gstate_proc_by_cr3(s->gs, cr3n);
 		vc->cr3n = cr3n;
 		vc->p = p;
-		vc->p_valid = true;
+		vc->p_epoch = s->epoch;
 	}
 	if (!p && (x->flags & OPVM_SAMPLE_SLOT) &&
 	    !(x->flags & OPVM_SAMPLE_KTHREAD) && x->slot_tgid) {
@@ -644,7 +657,7 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 	s->stats.user++;
 	ret = add(s, fid, offset);
 	if (ret == FILED) {
-		cent_fill(ce, fid, m->start, m->end - m->start, offset - x->rip, cr3n, x);
+		cent_fill(s, ce, fid, m->start, m->end - m->start, offset - x->rip, cr3n, x);
 		ce->need_slot = via_slot;
 	}
 	return ret;
