@@ -1076,7 +1076,8 @@ void report_sort(struct report *r, enum report_sort how)
 	case REPORT_SORT_SAMPLES:
 		break;
 	}
-	qsort(r->rows, r->nr_rows, sizeof(*r->rows), cmp);
+	if (r->nr_rows)
+		qsort(r->rows, r->nr_rows, sizeof(*r->rows), cmp);
 	/* The row hash holds indices: it is stale after sorting, and rows are
 	 * not added after load. */
 	free(r->priv->rowhash);

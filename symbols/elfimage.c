@@ -900,11 +900,12 @@ static int load_lines(struct elfimage *img)
 		}
 		off = next;
 	}
-	qsort(img->lines, img->nr_lines, sizeof(*img->lines), lrow_cmp);
-	if (img->nr_lines)
+	if (img->nr_lines) {
+		qsort(img->lines, img->nr_lines, sizeof(*img->lines), lrow_cmp);
 		img->lines_state = 1;
-	else
+	} else {
 		ret = -ENOENT;
+	}
 out:
 	dwarf_end(dw);
 	return ret;

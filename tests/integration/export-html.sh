@@ -18,8 +18,11 @@ trap cleanup EXIT
 
 libs=""
 for l in libhost libvmm libsymbols libevents libhost; do libs="$libs $BUILD/$l.a"; done
+san=""	# libraries of a SAN= build need the sanitizer runtimes
+nm "$BUILD/libhost.a" 2>/dev/null | grep -q __asan_ && san="-fsanitize=address,undefined"
+nm "$BUILD/libhost.a" 2>/dev/null | grep -q __ubsan_ && [ -z "$san" ] && san="-fsanitize=undefined"
 # shellcheck disable=SC2046,SC2086
-cc -std=c11 -D_GNU_SOURCE -O1 -I. $(pkg-config --cflags libelf libdw jansson) \
+cc -std=c11 -D_GNU_SOURCE -O1 $san -I. $(pkg-config --cflags libelf libdw jansson) \
 	-o "$tmp/mkfixture" tests/golden/mkfixture.c $libs \
 	$(pkg-config --libs libelf libdw capstone jansson libvirt libvirt-qemu zlib \
 	  libprotobuf-c libdebuginfod) -lpthread -lm || { echo "FAIL: cannot build mkfixture"; exit 1; }
