@@ -454,6 +454,9 @@ int cmd_run_kvm(int argc, char **argv)
 		printf(" (exit code %d)", kvm_vm_exit_code(vm));
 	if (kvm_vm_error(vm))
 		printf(": %s", kvm_vm_error(vm));
+	if (kvm_vm_error(vm) && strstr(kvm_vm_error(vm), "sampler setup failed"))
+		printf("\n  (perf_event_open refused: run as root or lower "
+		       "/proc/sys/kernel/perf_event_paranoid)");
 	printf("\n  mode %s: %u vCPU%s, %llu ticks, %llu samples, %llu throttled, "
 	       "%llu filtered by CPL\n", kvm_sampler_mode(s), smp, smp == 1 ? "" : "s",
 	       (unsigned long long)ss.ticks, (unsigned long long)ss.samples,
