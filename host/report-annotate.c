@@ -313,13 +313,16 @@ static int annotate_row(struct actx *c, struct disasm *d, const struct annotate_
 	long got = 0;
 	int ret = 0;
 
-	c->elf = simage_elf(row->img);
+	symres_want_code(c->res, row->img);
+	c->elf = simage_code(row->img);
 	if (!c->elf) {
 		snprintf(why, whylen, "%s: no binary with code for %s (give --vmlinux for the "
 			 "kernel, --guest-root for user images)", row->symbol, row->image);
 		return -ENOENT;
 	}
-	c->have_lines = ao->source && symres_want_lines(c->res, row->img, row->guest) == 0;
+	/* Lines only from a binary that also gave the symbols. */
+	c->have_lines = ao->source && simage_elf(row->img) &&
+			symres_want_lines(c->res, row->img, row->guest) == 0;
 	if (ao->source && !c->have_lines && !ao->assembly) {
 		snprintf(why, whylen, "%s: %s has no DWARF line table (install its debug info "
 			 "or set DEBUGINFOD_URLS)", row->symbol, row->image);

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 
 #define ELFIMAGE_MAX_NAME	4096	/* longer symbol names are cut */
 #define ELFIMAGE_MAX_ALIGN	(1u << 20)
+#define ELFIMAGE_MAX_UNPACKED	(1ull << 30)	/* a decompressed kernel is ~60 MiB */
 
 struct elfseg {
 	uint64_t off, filesz, vaddr;
@@ -587,6 +589,50 @@ static struct elfimage *image_alloc(const char *name)
 	return img;
 }
 
+/*
+ * A compressed ELF: a kernel bzImage (vmlinuz) or a .ko.xz/.gz/.zst.
+ * libdwfl knows how to unpack both; the unpacked bytes are copied into the
+ * image and parsed like any other ELF in memory.  Returns 0 or -errno.
+ */
+static int unpack(struct elfimage *img, int fd)
+{
+	static const Dwfl_Callbacks cb = {
+		.find_elf = dwfl_build_id_find_elf,
+		.find_debuginfo = dwfl_standard_find_debuginfo,
+	};
+	Dwfl *dwfl = dwfl_begin(&cb);
+	Dwfl_Module *m;
+	GElf_Addr bias;
+	size_t size = 0;
+	char *raw;
+	Elf *e;
+	int dfd, ret = -ENOEXEC;
+
+	if (!dwfl)
+		return -ENOMEM;
+	dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);	/* libdwfl closes what it gets */
+	if (dfd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	m = dwfl_report_offline(dwfl, img->name, img->name, dfd);
+	e = m ? dwfl_module_getelf(m, &bias) : NULL;
+	raw = e ? elf_rawfile(e, &size) : NULL;
+	if (!raw || !size || size > ELFIMAGE_MAX_UNPACKED)
+		goto out;
+	img->mem = malloc(size);
+	if (!img->mem) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	memcpy(img->mem, raw, size);
+	img->elf = elf_memory(img->mem, size);
+	ret = img->elf ? 0 : -ENOEXEC;
+out:
+	dwfl_end(dwfl);
+	return ret;
+}
+
 struct elfimage *elfimage_open_fd(int fd, const char *name, char *err, size_t errlen)
 {
 	struct elfimage *img = image_alloc(name);
@@ -599,6 +645,11 @@ struct elfimage *elfimage_open_fd(int fd, const char *name, char *err, size_t er
 	}
 	img->fd = fd;
 	img->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (img->elf && elf_kind(img->elf) != ELF_K_ELF) {
+		elf_end(img->elf);
+		img->elf = NULL;
+		unpack(img, fd);
+	}
 	return image_load(img, err, errlen);
 }
 

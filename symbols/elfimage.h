@@ -37,7 +37,8 @@ struct elfline {
 };
 
 /* Opens path read-only.  On failure returns NULL, sets errno (ENOEXEC for
- * "not a usable ELF file") and writes a one-line reason to err if non-NULL. */
+ * "not a usable ELF file") and writes a one-line reason to err if non-NULL.
+ * A compressed ELF (a kernel bzImage, a .ko.xz) is unpacked first. */
 struct elfimage *elfimage_open(const char *path, char *err, size_t errlen);
 /* Takes ownership of fd (closed on failure too).  name is for messages. */
 struct elfimage *elfimage_open_fd(int fd, const char *name, char *err, size_t errlen);

@@ -52,6 +52,11 @@ struct simage {
 	uint8_t build_id[64];
 	size_t build_id_len;
 	int lines_tried;
+	/* Kernel from a System.map: code bytes from a stripped or compressed
+	 * vmlinux, found on demand (annotate). */
+	struct elfimage *code;	/* owned by binfile */
+	int code_tried;
+	char *guest, *release;
 };
 
 struct modentry {
@@ -229,6 +234,8 @@ void symres_free(struct symres *r)
 	for (size_t i = 0; i < r->images_cap; i++) {
 		if (r->images && r->images[i]) {
 			free(r->images[i]->key);
+			free(r->images[i]->guest);
+			free(r->images[i]->release);
 			free(r->images[i]);
 		}
 	}
@@ -823,6 +830,8 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 	}
 	if (kernel && (!strcmp(image, "vmlinux") || !strcmp(image, "[kernel.kallsyms]"))) {
 		si->kind = SK_KERNEL;
+		si->guest = guest ? strdup(guest) : NULL;
+		si->release = k && release_ok(k->release) ? strdup(k->release) : NULL;
 		/* The sample file's build-id, if any, is vmlinux's; System.map
 		 * has none to check. */
 		resolve_kernel(r, si, guest, k);
@@ -869,6 +878,92 @@ const char *simage_reason(const struct simage *si)
 struct elfimage *simage_elf(const struct simage *si)
 {
 	return si->state == SIMAGE_OK ? si->elf : NULL;
+}
+
+struct elfimage *simage_code(const struct simage *si)
+{
+	if (si->state != SIMAGE_OK)
+		return NULL;
+	return si->elf ? si->elf : si->code;
+}
+
+/*
+ * A code-only vmlinux is the guest's if the map's linux_banner reads
+ * "Linux version <release> " in it (or, without linux_banner, if its text
+ * starts at the map's _text).
+ */
+static int code_matches(const struct simage *si, struct elfimage *code)
+{
+	char want[96], got[96];
+	uint64_t a;
+	long n;
+
+	if (ksyms_addr(si->ks, "linux_banner", &a) == 0) {
+		if (!si->release)
+			return 0;
+		snprintf(want, sizeof(want), "Linux version %s ", si->release);
+		n = elfimage_read(code, a, got, strlen(want));
+		return n == (long)strlen(want) && !memcmp(got, want, (size_t)n);
+	}
+	if (ksyms_addr(si->ks, "_text", &a) == 0)
+		return elfimage_read(code, a, got, 1) == 1;
+	return 0;
+}
+
+static int try_code(struct symres *r, struct simage *si, int fd, const char *path)
+{
+	char reason[256];
+	struct binfile *b;
+
+	if (fd < 0)
+		return 0;
+	b = bin_get(r, fd, path, reason, sizeof(reason));
+	if (!b || !code_matches(si, b->elf))
+		return 0;
+	si->code = b->elf;
+	return 1;
+}
+
+int symres_want_code(struct symres *r, struct simage *si)
+{
+	static const char *const fmts[] = { "/boot/vmlinux-%s", "/boot/vmlinuz-%s" };
+	char rp[128], path[4096];
+
+	if (si->state != SIMAGE_OK)
+		return -ENOENT;
+	if (si->elf || si->code)
+		return 0;
+	if (si->kind != SK_KERNEL || !si->ks || si->code_tried)
+		return -ENOENT;
+	si->code_tried = 1;
+	if (r->vmlinux && try_code(r, si, open_host_file(r->vmlinux), r->vmlinux))
+		return 0;
+	if (!si->release)
+		return -ENOENT;
+	for (size_t i = 0; i < r->nr_roots; i++) {
+		if (!root_matches(&r->roots[i], si->guest) || r->root_fds[i] < 0)
+			continue;
+		for (size_t f = 0; f < 2; f++) {
+			snprintf(rp, sizeof(rp), fmts[f], si->release);
+			snprintf(path, sizeof(path), "%s%s", r->roots[i].dir, rp);
+			if (try_code(r, si, open_in_root(r->root_fds[i], rp, 0), path))
+				return 0;
+		}
+		snprintf(path, sizeof(path), "%s/../vmlinuz-%s", r->roots[i].dir, si->release);
+		if (try_code(r, si, open_host_file(path), path))
+			return 0;
+		snprintf(path, sizeof(path), "%s/../vmlinuz", r->roots[i].dir);
+		if (try_code(r, si, open_host_file(path), path))
+			return 0;
+	}
+	if (!r->no_host_kernel) {
+		for (size_t f = 0; f < 2; f++) {
+			snprintf(path, sizeof(path), fmts[f], si->release);
+			if (try_code(r, si, open_host_file(path), path))
+				return 0;
+		}
+	}
+	return -ENOENT;
 }
 
 int simage_addr(const struct simage *si, uint64_t offset, uint64_t *addr)

@@ -92,6 +92,17 @@ const char *simage_reason(const struct simage *si);
 /* The ELF behind the image, NULL when symbols come from a System.map. */
 struct elfimage *simage_elf(const struct simage *si);
 
+/* The ELF with the image's code: simage_elf(), or for a kernel whose
+ * symbols come from a System.map, a stripped or compressed vmlinux found by
+ * symres_want_code() (NULL until then). */
+struct elfimage *simage_code(const struct simage *si);
+/* Finds code for a System.map kernel: --vmlinux, boot/vmlinux-<release> or
+ * boot/vmlinuz-<release> in the guest roots, a vmlinuz beside a root, the
+ * host's /boot.  A candidate must hold "Linux version <release> " at the
+ * map's linux_banner.  Decompressing a vmlinuz takes a second or two, so
+ * only annotate asks.  Returns 0 or -ENOENT. */
+int symres_want_code(struct symres *r, struct simage *si);
+
 /* Sample offset -> image address (link-time).  Returns 0 or -ENOENT. */
 int simage_addr(const struct simage *si, uint64_t offset, uint64_t *addr);
 /* Symbol index for a sample offset, or -1 (unresolved); *addr (may be
