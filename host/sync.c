@@ -531,10 +531,35 @@ static int file_kernel(struct sync *s, const struct opvm_sample *x, bool force)
 	k.cpu = x->vcpu;
 
 	if (slot) {
+		/*
+		 * The slot is guest memory: a task the model does not know
+		 * (yet) is held when it would name a file, so that neither a
+		 * late PROC/THREAD record nor a hostile slot can make files
+		 * per made-up id; on expiry it is merged ("all").
+		 */
+		bool hold = !force && s->hold_ms && gstate_get_hello(s->gs);
+		const struct gstate_process *tp = NULL;
+
 		k.tgid = x->slot_tgid;
 		k.tid = x->slot_tid;
-		if (!(x->flags & OPVM_SAMPLE_KTHREAD) && x->slot_tgid)
-			p = gstate_proc_by_tgid(s->gs, x->slot_tgid);
+		if (x->slot_tgid) {
+			tp = gstate_proc_by_tgid(s->gs, x->slot_tgid);
+			if (!tp && s->k_slot) {
+				if (hold)
+					return HOLD;
+				k.tgid = k.tid = -1;
+			} else if (tp && (s->sep & OPVM_SEP_THREAD) &&
+				   x->slot_tid != x->slot_tgid &&
+				   gstate_thread_tgid(s->gs, x->slot_tid) != x->slot_tgid) {
+				if (hold)
+					return HOLD;
+				k.tid = k.tgid;
+			}
+		} else {
+			k.tid = 0;	/* idle */
+		}
+		if (!(x->flags & OPVM_SAMPLE_KTHREAD))
+			p = tp;
 	} else {
 		p = gstate_proc_by_cr3(s->gs, opvm_cr3_normalise(x->cr3));
 		k.tgid = k.tid = p ? p->tgid : 0;
@@ -632,8 +657,16 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 	k.event = x->event;
 	k.cpu = x->vcpu;
 	k.tgid = p->tgid;
-	k.tid = (x->flags & OPVM_SAMPLE_SLOT) && x->slot_tgid == p->tgid ?
-		x->slot_tid : p->tgid;
+	k.tid = p->tgid;
+	if ((s->sep & OPVM_SEP_THREAD) && (x->flags & OPVM_SAMPLE_SLOT) &&
+	    x->slot_tgid == p->tgid && x->slot_tid != p->tgid) {
+		/* a thread the model does not know yet (or a made-up id in a
+		 * hostile slot): hold, then merge into the process */
+		if (gstate_thread_tgid(s->gs, x->slot_tid) == p->tgid)
+			k.tid = x->slot_tid;
+		else if (!force && s->hold_ms && gstate_get_hello(s->gs))
+			return HOLD;
+	}
 	k.app = proc_app(p);
 
 	m = gstate_map_find(p, x->rip);

@@ -27,7 +27,10 @@
  *   - app: the process's executable path, else its comm.  OPVM_SEP_LIB keeps
  *     libraries under their app's {dep}; otherwise each image is its own app.
  *  Everywhere: OPVM_SEP_THREAD keeps tgid/tid (else "all"), OPVM_SEP_CPU
- *  keeps the vCPU (else "all").
+ *  keeps the vCPU (else "all").  The tid comes from the slot, which is guest
+ *  memory: a tid the model does not know as a thread of that process is
+ *  held (below) and, on expiry, merged into the process's tgid, so a hostile
+ *  slot cannot create files per made-up id.
  *
  * Late guest state: the channel may lag the sampler (a process runs before
  * its PROC/MMAP records are decoded).  A user sample whose process or mapping

@@ -294,6 +294,7 @@ static void test_kernel_separation(void **state)
 	struct opvm_sample s;
 
 	fix_open(&f, OPVM_SEP_KERNEL | OPVM_SEP_LIB | OPVM_SEP_THREAD, 1000, 0, true);
+	assert_int_equal(gstate_proc(f.gs, 7, 2, 0, S("kworker/0:1"), 0), 0);
 	s = kern(CR3_A, KTEXT + 0x10, 101, 100, OPVM_SAMPLE_SLOT);	/* syscall in app */
 	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
 	s = kern(CR3_A, KTEXT + 0x20, 7, 7, OPVM_SAMPLE_SLOT | OPVM_SAMPLE_KTHREAD);
@@ -307,6 +308,24 @@ static void test_kernel_separation(void **state)
 	assert_int_equal(count_at(&f, "/bin/app", "vmlinux", ANY, ANY, ANY, KTEXT + 0x20, NULL), 0);
 	assert_int_equal(count_at(&f, "{idle}", "e1000", 0, 0, -1, 4, NULL), 1);
 	assert_int_equal(count_at(&f, "/usr/bin/other", "vmlinux", 200, 200, -1, KTEXT + 0x30, NULL), 1);
+	assert_int_equal(sync_nr_held(f.sy), 0);
+
+	/* ids the model does not know (a late record, or a hostile slot) are
+	 * held, then merged: never a file per made-up id */
+	s = kern(CR3_A, KTEXT + 0x40, 999, 999, OPVM_SAMPLE_SLOT | OPVM_SAMPLE_KTHREAD);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = kern(CR3_A, KTEXT + 0x50, 4242, 100, OPVM_SAMPLE_SLOT);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = user(CR3_A, EXE_LO + 0x60, 4243, 100);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = user(CR3_A, EXE_LO + 0x70, 101, 100);			/* known thread */
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(sync_nr_held(f.sy), 3);
+	assert_int_equal(sync_flush(f.sy, 0), 0);
+	assert_int_equal(count_at(&f, "{kthread}", "vmlinux", -1, -1, -1, KTEXT + 0x40, NULL), 1);
+	assert_int_equal(count_at(&f, "/bin/app", "vmlinux", 100, 100, -1, KTEXT + 0x50, NULL), 1);
+	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", 100, 100, -1, 0x1060, NULL), 1);
+	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", 100, 101, -1, 0x1070, NULL), 1);
 	fix_close(&f);
 
 	/* without --separate=kernel the kernel is its own app */
