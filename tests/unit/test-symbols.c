@@ -294,6 +294,83 @@ static void test_root_confinement(void **state)
 	symres_free(r);
 }
 
+/* A compressed ELF opens like the plain one. */
+static void test_compressed_elf(void **state)
+{
+	char gz[PATH_MAX * 2 + 8];
+	struct elfimage *img;
+
+	snprintf(gz, sizeof(gz), "%s/prog.gz", fx.dir);
+	assert_int_equal(fx_sh("gzip -c '%s' > '%s'", prog, gz), 0);
+	img = elfimage_open(gz, NULL, 0);
+	assert_non_null(img);
+	assert_true(elfimage_find(img, "func_b") >= 0);
+	elfimage_close(img);
+}
+
+/*
+ * Kernel symbols from a System.map, code from a stripped, compressed
+ * "vmlinuz" in the guest root -- used only when its linux_banner names the
+ * guest's release.
+ */
+static void test_kernel_code(void **state)
+{
+	char dir[PATH_MAX + 64];
+	struct symres_root root = { .dir = dir };
+	struct symres_config sc = { .roots = &root, .nr_roots = 1, .no_host_kernel = 1,
+				    .no_debuginfod = 1 };
+	struct symres_kernel k = { .release = "6.1.0-code" };
+	struct symres *r;
+	struct simage *si;
+	struct elfimage *code, *plain;
+	uint8_t a[32], b[32];
+	long i;
+
+	snprintf(dir, sizeof(dir), "%s/kroot", fx.dir);
+	assert_int_equal(fx_sh(
+		"mkdir -p '%s/boot' && cd '%s' && "
+		"printf 'const char linux_banner[] = \"Linux version 6.1.0-code (t) #1\\\\n\";\n"
+		"int kfunc_hot(int x) { int s = 0; for (int i = 0; i < x; i++) s += i * x; return s; }\n"
+		"void kmain(void) { kfunc_hot(3); for (;;) ; }\n' > kern.c && "
+		"cc -O1 -fno-pie -no-pie -nostdlib -static -Wl,-e,kmain -o kern.elf kern.c && "
+		"nm kern.elf > boot/System.map-6.1.0-code && strip -o kern.stripped kern.elf && "
+		"gzip -c kern.stripped > boot/vmlinuz-6.1.0-code && "
+		"mkdir -p other/boot && cp boot/System.map-6.1.0-code other/boot/System.map-6.1.0-other && "
+		"cp boot/vmlinuz-6.1.0-code other/boot/vmlinuz-6.1.0-other", dir, dir), 0);
+	r = symres_new(&sc);
+	assert_non_null(r);
+	si = symres_image(r, "g", "vmlinux", 1, NULL, 0, &k);
+	assert_int_equal(simage_state(si), SIMAGE_OK);
+	assert_null(simage_elf(si));
+	assert_null(simage_code(si));
+	i = simage_find(si, "kfunc_hot");
+	assert_true(i >= 0);
+	assert_int_equal(symres_want_code(r, si), 0);
+	code = simage_code(si);
+	assert_non_null(code);
+	/* The same bytes as the unstripped binary at the symbol. */
+	snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/kern.elf");
+	plain = elfimage_open(dir, NULL, 0);
+	assert_non_null(plain);
+	assert_int_equal(elfimage_read(code, simage_sym(si, (size_t)i)->addr, a, sizeof(a)),
+			 sizeof(a));
+	assert_int_equal(elfimage_read(plain, simage_sym(si, (size_t)i)->addr, b, sizeof(b)),
+			 sizeof(b));
+	assert_memory_equal(a, b, sizeof(a));
+	elfimage_close(plain);
+	symres_free(r);
+
+	/* Another release's banner: not this guest's kernel. */
+	snprintf(dir, sizeof(dir), "%s/kroot/other", fx.dir);
+	k.release = "6.1.0-other";
+	r = symres_new(&sc);
+	si = symres_image(r, "g", "vmlinux", 1, NULL, 0, &k);
+	assert_int_equal(simage_state(si), SIMAGE_OK);
+	assert_int_equal(symres_want_code(r, si), -ENOENT);
+	assert_null(simage_code(si));
+	symres_free(r);
+}
+
 /* Truncations and byte flips of a real binary: errors, never crashes. */
 static void test_corrupt_elf(void **state)
 {
@@ -356,6 +433,8 @@ int main(void)
 		cmocka_unit_test(test_ksyms),
 		cmocka_unit_test(test_disasm),
 		cmocka_unit_test(test_root_confinement),
+		cmocka_unit_test(test_compressed_elf),
+		cmocka_unit_test(test_kernel_code),
 		cmocka_unit_test(test_corrupt_elf),
 	};
 
