@@ -1215,6 +1215,24 @@ int sfile_add(struct sfile *sf, uint64_t offset, uint64_t count)
 	return sfile_insert(sf, offset, count);
 }
 
+int sfile_add_many(struct sfile *sf, const uint64_t *offsets, size_t n)
+{
+	enum { AHEAD = 8 };
+	int ret = 0;
+
+	/* Prefetch the home slot a few samples ahead: with large tables the
+	 * probe is a cache miss, and the misses then overlap. */
+	for (size_t i = 0; i < n; i++) {
+		if (i + AHEAD < n)
+			__builtin_prefetch(&sf->tab[slot_hash(offsets[i + AHEAD]) >> sf->shift], 1);
+		int r = sfile_add(sf, offsets[i], 1);
+
+		if (r && !ret)
+			ret = r;
+	}
+	return ret;
+}
+
 /* ---- sample files: reading ---------------------------------------------- */
 
 struct sfile_reader {

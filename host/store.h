@@ -88,6 +88,10 @@ struct sfile *store_get(struct store *st, const struct store_key *key);
 
 /* Adds count samples at offset.  Returns 0 or -errno (-ENOSPC: file limit). */
 int sfile_add(struct sfile *sf, uint64_t offset, uint64_t count);
+/* Adds one sample at each of offsets[0..n), prefetching ahead (faster than
+ * a loop of sfile_add() when the table is larger than the cache).  Returns
+ * 0 or the first error; samples after an error are still tried. */
+int sfile_add_many(struct sfile *sf, const uint64_t *offsets, size_t n);
 
 /* Makes everything added so far durable against a writer crash
  * (msync of dirty pages is not needed for SIGKILL; the header's totals are

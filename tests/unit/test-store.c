@@ -319,6 +319,32 @@ static uint64_t read_one(const char *path, uint64_t off)
 	return q.count;
 }
 
+static void test_add_many(void **state)
+{
+	char *d = tmpdir_new(), err[256], path[1200];
+	struct store *st = store_open(d, "g", ev1, 1, 0, 0);
+	struct store_key k = { .image = "m", .tgid = -1, .tid = -1, .cpu = -1 };
+	uint64_t offs[1000];
+	struct sfile_reader *r;
+
+	assert_non_null(st);
+	for (int i = 0; i < 1000; i++)
+		offs[i] = (uint64_t)(i % 300) * 32;
+	for (int rep = 0; rep < 3; rep++)
+		assert_int_equal(sfile_add_many(store_get(st, &k), offs, 1000), 0);
+	snprintf(path, sizeof(path), "%s/{root}/m/{dep}/{root}/m/CPU_CLK_UNHALTED.100000.0.all.all.all",
+		 store_dir(st));
+	store_close(st);
+	r = sfile_reader_open(path, err, sizeof(err));
+	if (!r)
+		fail_msg("%s", err);
+	assert_int_equal(sfile_reader_info(r)->nr_entries, 300);
+	assert_int_equal(sfile_reader_info(r)->total, 3000);
+	sfile_reader_close(r);
+	assert_int_equal(read_one(path, 0), 12);	/* i = 0, 300, 600, 900; 3 reps */
+	tmpdir_free(d);
+}
+
 static void test_append_and_rotate(void **state)
 {
 	char *d = tmpdir_new(), cur[1024], prev[1024], f[1200];
@@ -643,6 +669,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_colliding_offsets),
+		cmocka_unit_test(test_add_many),
 		cmocka_unit_test(test_separate_paths),
 		cmocka_unit_test(test_parse_separate),
 		cmocka_unit_test(test_append_and_rotate),
