@@ -7,6 +7,8 @@ B=$1
 KVER=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
 MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_console"
+# Small dependency-free modules the tests load and unload after opvm.ko.
+EXTRA_MODULES="crc7 crc8"
 R=$B/root.new
 rm -rf "$R"
 mkdir -p "$R"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp,etc/opvm,lib64} \
@@ -18,9 +20,13 @@ for a in $(/bin/busybox --list-full); do
 done
 install -m 755 "$HERE/init" "$R/init"
 
-# Kernel modules the channel needs, in load order; built-in ones are skipped.
+# Kernel modules the channel needs, in load order (etc/opvm/modules), and
+# the extra ones (etc/opvm/extra-modules); built-in ones are skipped.
 : > "$R/etc/opvm/modules"
-for m in $MODULES; do
+: > "$R/etc/opvm/extra-modules"
+for m in $MODULES $EXTRA_MODULES; do
+	list=modules
+	case " $EXTRA_MODULES " in *" $m "*) list=extra-modules ;; esac
 	p=$(modinfo -k "$KVER" -n "$m" 2>/dev/null || true)
 	case "$p" in
 	""|"(builtin)"|*builtin*) continue ;;
@@ -34,7 +40,7 @@ for m in $MODULES; do
 	*.zst) zstd -qdc "$p" > "$dst" ;;
 	*) cp "$p" "$dst" ;;
 	esac
-	echo "/lib/modules/$KVER/${rel%.xz}" | sed 's/\.zst$//' >> "$R/etc/opvm/modules"
+	echo "/lib/modules/$KVER/${rel%.xz}" | sed 's/\.zst$//' >> "$R/etc/opvm/$list"
 done
 cp "$B/kmod/opvm.ko" "$R/lib/modules/$KVER/extra/opvm.ko"
 cp "$B/kmod/opvm-relay" "$R/sbin/opvm-relay"

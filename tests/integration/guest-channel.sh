@@ -6,9 +6,14 @@
 #     System.map (anchor - _text equal at run time and in the map);
 #   - every process the guest lists in /proc was announced (PROC or EXEC);
 #   - libcmix's libc.so.6 text mapping, with libc's real build-id and the
-#     file offset of its executable segment;
-#   - the module list equals the guest's /proc/modules (names and bases);
-#   - every forker child announced (PROC, EXEC) and retired (PROC_EXIT).
+#     file offset of its executable segment; its mmap()+munmap() of a file
+#     page with PROT_EXEC as MMAP then MUNMAP;
+#   - the threads workload's four threads (THREAD, THREAD_EXIT);
+#   - the module list equals the guest's /proc/modules (names and bases),
+#     with a module loaded (MODULE) and one unloaded (MODULE_FREE) after
+#     opvm.ko;
+#   - every forker child announced (PROC, EXEC) and retired (PROC_EXIT);
+#   - opvm.ko unloads cleanly (no kernel warning).
 # Decodes with `$OPVM channel-dump --json` when it is built, else with
 # images/channel-decode.py.  Env: BUILD (default build), OPVM.
 set -u
@@ -45,7 +50,7 @@ SOCK=$T/ch.sock
 t0=$(date +%s.%N)
 qemu-system-x86_64 -accel tcg -m 512 -smp 2 -nographic -no-reboot \
 	-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio.gz" \
-	-append "console=ttyS0 quiet opvm.workload=libcmix:1+forker:$NFORK opvm.dump=1" \
+	-append "console=ttyS0 quiet opvm.workload=libcmix:1+threads:1+forker:$NFORK opvm.dump=1 opvm.modtest=1 opvm.unload=1" \
 	-device virtio-serial-pci \
 	-chardev socket,id=ch0,path="$SOCK",server=on,wait=off \
 	-device virtserialport,chardev=ch0,name=org.opvm.0 \
@@ -204,6 +209,32 @@ if check(m, 'no OPVM-TRUTH libcmix pid= line'):
         print('RESULT guest-channel libc: %s %s-%s pgoff=%s build-id ok' %
               (c['path'], r['start'], r['end'], r['pgoff']))
 
+# --- mmap()/munmap() of an executable file page ------------------------------
+mp = [re.search(r'libcmix mapped path=(\S+) start=(0x[0-9a-f]+)', l) for l in con]
+mp = [x for x in mp if x]
+if check(mp, 'libcmix printed no "mapped" line'):
+    path, start = mp[0].group(1), int(mp[0].group(2), 16)
+    im = [i for i, r in enumerate(recs) if r['type'] == 'MMAP' and
+          r['tgid'] == pid and num(r['start']) == start and
+          cookies.get(num(r['cookie']), {}).get('path') == path]
+    iu = [i for i, r in enumerate(recs) if r['type'] == 'MUNMAP' and
+          r['tgid'] == pid and num(r['start']) <= start < num(r['end'])]
+    check(im, 'no MMAP of %s at %#x' % (path, start))
+    check(iu and im and iu[-1] > im[0], 'no MUNMAP at %#x after its MMAP' %
+          start)
+    print('RESULT guest-channel mmap+munmap: %s' %
+          ('seen' if im and iu else 'missing'))
+
+# --- threads ---------------------------------------------------------------------
+tl = [re.search(r'threads pid=(\d+) tid=(\d+)', l) for l in con]
+tl = [(int(x.group(1)), int(x.group(2))) for x in tl if x]
+check(len(tl) == 4, 'threads printed %d tids, wanted 4' % len(tl))
+born = {(r['tid'], r['tgid']) for r in recs if r['type'] == 'THREAD'}
+died = {r['tid'] for r in recs if r['type'] == 'THREAD_EXIT'}
+bad = [t for t in tl if (t[1], t[0]) not in born or t[1] not in died]
+check(not bad, 'threads not announced+retired: %s' % bad)
+print('RESULT guest-channel threads: %d, %d tracked' % (len(tl), len(tl) - len(bad)))
+
 # --- modules -------------------------------------------------------------------
 gm = {l.split()[1]: int(l.split()[2], 16) for l in con
       if l.startswith('OPVM-MOD ') and len(l.split()) >= 3}
@@ -214,6 +245,13 @@ bad = [n for n in gm if n in mods and gm[n] and gm[n] != mods[n]]
 check(not bad, 'module bases differ: %s' % bad)
 print('RESULT guest-channel modules: %d in /proc/modules, %d on the channel'
       % (len(gm), len(mods)))
+rm = [re.search(r'modtest removed=(\S+)', l) for l in con]
+rm = [x.group(1) for x in rm if x]
+if check(rm, 'the guest did not unload a module after opvm.ko'):
+    seen = [r['type'] for r in recs if r.get('name') == rm[0]]
+    check(seen[-2:] == ['MODULE', 'MODULE_FREE'],
+          'module %s: records %s, wanted MODULE then MODULE_FREE' %
+          (rm[0], seen))
 
 # --- forker --------------------------------------------------------------------
 kids = [int(x.group(1)) for x in
@@ -233,6 +271,11 @@ check(not bad, '%d forker children not announced+exec+retired: %s' %
 print('RESULT guest-channel forker: %d children, %d fully tracked' %
       (len(kids), len(kids) - len(bad)))
 print('RESULT guest-channel lost_records: %d' % lost)
+ul = [l for l in con if l.startswith('OPVM-UNLOAD ')]
+check(ul == ['OPVM-UNLOAD rc=0'], 'rmmod opvm: %s' % ul)
+warn = [l for l in con if l.startswith('OPVM-DMESG ') and
+        re.search(r'BUG|WARNING|Oops|RIP:|Call Trace', l)]
+check(not warn, 'kernel warnings: %s' % warn[:5])
 check(lost == 0, 'the guest dropped %d records' % lost)
 
 for f in fails:
