@@ -33,6 +33,39 @@ static int acc_cb(uint64_t offset, uint64_t count, void *arg)
 	return 0;
 }
 
+/* The input as a guest path: store_mangle() must give one safe component
+ * that store_unmangle() turns back into the same bytes (unless the name was
+ * long enough to be cut and hashed). */
+static void fuzz_mangle(const uint8_t *data, size_t size)
+{
+	char m[OPVM_MANGLE_MAX], u[16384];
+	size_t n;
+	int r;
+
+	store_mangle((const char *)data, size, m);
+	n = strlen(m);
+	if (n == 0 || n > 200 || strchr(m, '/') || !strcmp(m, ".") ||
+	    !strcmp(m, "..") || m[0] == '.' || m[0] == '{')
+		abort();
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)m[i] < 0x20 || m[i] == 0x7f)
+			abort();
+	r = store_unmangle(m, u, sizeof(u));
+	if (r < 0)
+		abort();
+	if (!strstr(m, "%~") && ((size_t)r != size || memcmp(u, data, size)))
+		abort();
+	/* and unmangling arbitrary text never overruns */
+	if (size < sizeof(u)) {
+		char in[16384];
+
+		memcpy(in, data, size);
+		in[size] = '\0';
+		store_unmangle(in, u, sizeof(u));
+		store_unmangle(in, u, 8);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -41,6 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char path[64], err[256];
 	struct sfile_reader *r;
 
+	fuzz_mangle(data, size);
 	if (fd < 0) {
 		fd = memfd_create("fuzz-sfile", MFD_CLOEXEC);
 		if (fd < 0)
