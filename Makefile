@@ -132,7 +132,7 @@ kmod:
 	$(Q)$(MAKE) -C guest-kmod
 # <<< images ------------------------------------------------------------------
 # >>> kvm synthetic guests (tests/guests/) -----------------------------------
-KVM_GUESTS := $(BUILD)/tests/guests/guest.elf
+KVM_GUESTS := $(BUILD)/tests/guests/guest.elf $(BUILD)/tests/guests/guest-virtio.elf
 $(KVM_GUESTS): $(wildcard tests/guests/*.c tests/guests/*.S tests/guests/*.ld) \
 		tests/guests/Makefile guest-kmod/opvm_proto.h
 	$(Q)$(MAKE) -s -C tests/guests O=$(abspath $(BUILD))/tests/guests

@@ -17,7 +17,8 @@
  *   synthetic guest: truth cpu_us user_a=N user_b=N kernel=N
  *
  * Before running anything the kernel describes itself on the opvm channel
- * (port KVM_CHAN_PORT): HELLO (slot array), PROC/THREAD for both processes,
+ * (port KVM_CHAN_PORT, or with GUEST_VIRTIO the org.opvm.0 port of the
+ * VMM's virtio-mmio console, as Linux's opvm.ko would): HELLO (slot array), PROC/THREAD for both processes,
  * COOKIE for /user.elf with its build-id, MMAP of it in both, SYNC.
  * It ends with a write to the debug-exit port: 0 on success, 0x80|vector
  * on an unexpected exception.
@@ -119,7 +120,7 @@ static inline void outb(uint16_t port, uint8_t v)
 	asm volatile("outb %0, %1" : : "a"(v), "Nd"(port));
 }
 
-static void outsb(uint16_t port, const void *buf, size_t len)
+static __attribute__((unused)) void outsb(uint16_t port, const void *buf, size_t len)
 {
 	asm volatile("rep outsb" : "+S"(buf), "+c"(len) : "d"(port) : "memory");
 }
@@ -217,6 +218,160 @@ __attribute__((noinline)) void kfunc(unsigned long n)
 	asm volatile("1: dec %0\n\tjnz 1b" : "+r"(n) : : "cc");
 }
 
+/* ---- virtio-mmio console (GUEST_VIRTIO builds) ------------------------------ */
+
+#ifdef GUEST_VIRTIO
+/*
+ * A minimal polling driver for the VMM's virtio-mmio console: the same
+ * handshake as Linux's virtio_console with MULTIPORT (DEVICE_READY ->
+ * DEVICE_ADD, PORT_READY -> PORT_NAME + PORT_OPEN, PORT_OPEN), then each
+ * record goes out as one buffer on port 0's transmitq.  The VMM handles a
+ * notify synchronously, so polling the used index needs no interrupts.
+ * Runs on the VMM's boot page tables, which map the MMIO window.
+ */
+#define VIO_BASE	0xd0000000ul
+#define VQ_NUM		8
+
+struct vdesc {
+	uint64_t addr;
+	uint32_t len;
+	uint16_t flags, next;
+};
+
+struct vavail {
+	uint16_t flags, idx, ring[VQ_NUM], event;
+};
+
+struct vused {
+	uint16_t flags, idx;
+	struct { uint32_t id, len; } ring[VQ_NUM];
+	uint16_t event;
+};
+
+static struct vdesc vq_desc[4][VQ_NUM] __attribute__((aligned(16)));
+static struct vavail vq_avail[4] __attribute__((aligned(4)));
+static struct vused vq_used[4] __attribute__((aligned(4)));
+static uint16_t vq_seen[4];
+static uint8_t ctrl_rx[4][64], ctrl_tx[8];
+
+static uint32_t vr(unsigned off)
+{
+	return *(volatile uint32_t *)(VIO_BASE + off);
+}
+
+static void vw(unsigned off, uint32_t v)
+{
+	*(volatile uint32_t *)(VIO_BASE + off) = v;
+}
+
+static void vio_fail(const char *what)
+{
+	puts_serial("synthetic guest: virtio: ");
+	puts_serial(what);
+	puts_serial("\n");
+	guest_exit(0x7e);
+}
+
+/* Queue buffer desc as the next avail entry of q and notify. */
+static void vq_push(unsigned q, unsigned desc)
+{
+	vq_avail[q].ring[vq_avail[q].idx % VQ_NUM] = (uint16_t)desc;
+	asm volatile("" ::: "memory");
+	vq_avail[q].idx++;
+	asm volatile("mfence" ::: "memory");
+	vw(0x050, q);
+}
+
+static void vq_send(unsigned q, const void *buf, uint32_t len)
+{
+	uint16_t before = vq_used[q].idx;
+
+	vq_desc[q][0] = (struct vdesc){ (uint64_t)(uintptr_t)buf, len, 0, 0 };
+	vq_push(q, 0);
+	if (*(volatile uint16_t *)&vq_used[q].idx == before)
+		vio_fail("the device did not consume a buffer");
+}
+
+static void ctrl_send(uint32_t id, uint16_t event, uint16_t value)
+{
+	memcpy(ctrl_tx, &id, 4);
+	memcpy(ctrl_tx + 4, &event, 2);
+	memcpy(ctrl_tx + 6, &value, 2);
+	vq_send(3, ctrl_tx, 8);
+}
+
+/* Next control message from the device; returns its buffer (and reposts
+ * it for later). */
+static const uint8_t *ctrl_recv(uint16_t want_event, uint32_t *len)
+{
+	unsigned head;
+
+	if (*(volatile uint16_t *)&vq_used[2].idx == vq_seen[2])
+		vio_fail("no control message from the device");
+	head = vq_used[2].ring[vq_seen[2] % VQ_NUM].id;
+	*len = vq_used[2].ring[vq_seen[2] % VQ_NUM].len;
+	vq_seen[2]++;
+	if (head >= 4 || *len < 8 || *(const uint16_t *)(ctrl_rx[head] + 4) != want_event)
+		vio_fail("unexpected control message");
+	vq_push(2, head);
+	return ctrl_rx[head];
+}
+
+static void vio_init(void)
+{
+	const uint8_t *m;
+	uint32_t f0, f1, len;
+
+	if (vr(0x000) != 0x74726976 || vr(0x004) != 2 || vr(0x008) != 3)
+		vio_fail("no virtio-mmio console at 0xd0000000");
+	vw(0x070, 0);
+	vw(0x070, 1 | 2);
+	vw(0x014, 0);
+	f0 = vr(0x010);
+	vw(0x014, 1);
+	f1 = vr(0x010);
+	if (!(f0 & 2) || !(f1 & 1))
+		vio_fail("no MULTIPORT or VERSION_1");
+	vw(0x024, 0);
+	vw(0x020, 2);
+	vw(0x024, 1);
+	vw(0x020, 1);
+	vw(0x070, 1 | 2 | 8);
+	if (!(vr(0x070) & 8))
+		vio_fail("features refused");
+	for (unsigned q = 1; q < 4; q++) {
+		vw(0x030, q);
+		if (vr(0x034) < VQ_NUM)
+			vio_fail("queue too small");
+		vw(0x038, VQ_NUM);
+		vw(0x080, (uint32_t)(uintptr_t)vq_desc[q]);
+		vw(0x084, 0);
+		vw(0x090, (uint32_t)(uintptr_t)&vq_avail[q]);
+		vw(0x094, 0);
+		vw(0x0a0, (uint32_t)(uintptr_t)&vq_used[q]);
+		vw(0x0a4, 0);
+		vw(0x044, 1);
+	}
+	vw(0x070, 1 | 2 | 8 | 4);
+	for (unsigned i = 0; i < 4; i++) {
+		vq_desc[2][i] = (struct vdesc){ (uint64_t)(uintptr_t)ctrl_rx[i], 64, 2, 0 };
+		vq_push(2, i);
+	}
+	ctrl_send(0, 0, 1);				/* DEVICE_READY */
+	ctrl_recv(1, &len);				/* DEVICE_ADD */
+	ctrl_send(0, 3, 1);				/* PORT_READY */
+	m = ctrl_recv(7, &len);				/* PORT_NAME */
+	if (len != 8 + sizeof(OPVM_PORT_NAME) - 1)
+		vio_fail("port name length");
+	for (unsigned i = 0; i < sizeof(OPVM_PORT_NAME) - 1; i++)
+		if (m[8 + i] != OPVM_PORT_NAME[i])
+			vio_fail("port is not org.opvm.0");
+	ctrl_recv(6, &len);				/* PORT_OPEN from the host */
+	ctrl_send(0, 6, 1);				/* we opened it too */
+	puts_serial("synthetic guest: virtio console port " OPVM_PORT_NAME " open\n");
+}
+#endif
+
 /* ---- channel records ---------------------------------------------------- */
 
 static void rec_send(void *rec, uint16_t type, uint32_t len)
@@ -228,7 +383,11 @@ static void rec_send(void *rec, uint16_t type, uint32_t len)
 	h->len = len;
 	h->seq = rec_seq++;
 	h->reserved = 0;
+#ifdef GUEST_VIRTIO
+	vq_send(1, rec, len);
+#else
 	outsb(CHAN_PORT, rec, len);
+#endif
 }
 
 static void copy_str(char *dst, size_t n, const char *src)
@@ -467,6 +626,9 @@ void kmain(uint64_t mem_size)
 	cpu_tables();
 	proc_init(0, "proc_a");
 	proc_init(1, "proc_b");
+#ifdef GUEST_VIRTIO
+	vio_init();
+#endif
 	describe();
 	cur = 0;
 	slot_update(&procs[0]);

@@ -3,6 +3,8 @@
 # `opvm run --vmm=kvm` boots it, samples its vCPU with the task clock (timer
 # mode: this host has no PMU), files samples through the collector, and
 # `opvm report --format json` reads the sample files back with symbols.
+# The first run's channel crosses the virtio-mmio console's org.opvm.0 port,
+# the second's the synthetic guests' channel port.
 #
 # The guest runs two processes in two address spaces (different CR3s) on
 # the same ring-3 code at the same virtual address: A loops in func_a, B in
@@ -28,13 +30,15 @@ if [ ! -e /dev/kvm ]; then
 	echo "SKIP: no /dev/kvm on this host"
 	exit 77
 fi
-if [ ! -f "$G/guest.elf" ]; then
+if [ ! -f "$G/guest.elf" ] || [ ! -f "$G/guest-virtio.elf" ]; then
 	make -s guests BUILD="$BUILD" >/dev/null || { echo "FAIL: cannot build the guests"; exit 1; }
 fi
 command -v python3 >/dev/null || { echo "SKIP: python3 is needed to read the JSON report"; exit 77; }
 
-# ---- run 1: timer mode, two events, per-thread files -------------------------
-if ! "$OPVM" run --vmm=kvm --kernel "$G/guest.elf" --mem 64 -d "$T/s1" \
+# ---- run 1: timer mode, two events, per-thread files, channel over the
+# virtio-mmio console (guest-virtio.elf drives it as Linux's virtio_console
+# would) ------------------------------------------------------------------------
+if ! "$OPVM" run --vmm=kvm --kernel "$G/guest-virtio.elf" --mem 64 -d "$T/s1" \
 	--separate thread -e TIMER:1000 -e task-clock:2000000 >"$T/run1.out" 2>&1; then
 	if grep -q "cannot use KVM here" "$T/run1.out"; then
 		echo "SKIP: $(grep -m1 'cannot use KVM' "$T/run1.out")"
@@ -45,9 +49,11 @@ fi
 cat "$T/run1.out"
 CON=$T/s1/guests/guest/console.log
 grep -q "synthetic guest: done" "$CON" || { echo "FAIL: guest did not finish"; cat "$CON"; exit 1; }
+grep -q "virtio console port org.opvm.0 open" "$CON" ||
+	{ echo "FAIL: the guest did not open org.opvm.0 on the virtio console"; cat "$CON"; exit 1; }
 for ev in TIMER task-clock; do
 	"$OPVM" report --session-dir "$T/s1" --separate thread -l --format json \
-		--guest-root "$G" --vmlinux "$G/guest.elf" "event:$ev" >"$T/report-$ev.json" \
+		--guest-root "$G" --vmlinux "$G/guest-virtio.elf" "event:$ev" >"$T/report-$ev.json" \
 		2>"$T/report-$ev.err" || { echo "FAIL: opvm report ($ev)"; cat "$T/report-$ev.err"; exit 1; }
 done
 
@@ -114,7 +120,7 @@ for f in fails:
 sys.exit(1 if fails else 0)
 PY
 
-# ---- run 2: the rate cap -----------------------------------------------------
+# ---- run 2: the rate cap; channel on the synthetic guests' port ----------------
 "$OPVM" run --vmm=kvm --kernel "$G/guest.elf" --mem 64 -d "$T/s2" -F 1000 \
 	--max-rate 100 >"$T/run2.out" 2>&1 || { echo "FAIL: capped run"; cat "$T/run2.out"; exit 1; }
 thr=$(sed -n 's/.* \([0-9]*\) throttled.*/\1/p' "$T/run2.out")
