@@ -67,9 +67,12 @@ struct elfimage {
 	uint64_t bucket_lo, bucket_hi;
 	unsigned bucket_shift;
 
+	int has_symtab;		/* a .symtab, not just .dynsym */
+
 	/* DWARF, loaded on first use from dbg_elf or elf. */
 	int dbg_fd;
 	Elf *dbg_elf;
+	void *dbg_mem;
 	int lines_state;	/* 0 not tried, 1 loaded, -1 none */
 	struct lrow *lines;
 	size_t nr_lines;
@@ -479,6 +482,8 @@ static int load_symbols(struct elfimage *img, const struct secinfo *sect_addr, s
 		ret = load_symtab(img, scn, &sh, sect_addr, shnum, &raw, &nr, &cap, &nb);
 		if (ret)
 			goto out;
+		if (sh.sh_type == SHT_SYMTAB)
+			img->has_symtab = 1;
 	}
 	if (nr == 0)
 		goto out;
@@ -962,12 +967,17 @@ out:
 	return ret;
 }
 
+int elfimage_has_symtab(const struct elfimage *img)
+{
+	return img->has_symtab;
+}
+
 int elfimage_has_lines(struct elfimage *img)
 {
 	return load_lines(img) == 0;
 }
 
-int elfimage_attach_debug(struct elfimage *img, const char *path)
+int elfimage_attach_debug(struct elfimage *img, const char *path, int take_symbols)
 {
 	struct elfimage *dbg;
 	const uint8_t *bid;
@@ -987,12 +997,35 @@ int elfimage_attach_debug(struct elfimage *img, const char *path)
 		elf_end(img->dbg_elf);
 	if (img->dbg_fd >= 0)
 		close(img->dbg_fd);
-	/* Steal the debug file's handles; its symbols are not needed. */
+	free(img->dbg_mem);
+	/* Steal the debug file's handles for its DWARF. */
 	img->dbg_elf = dbg->elf;
 	img->dbg_fd = dbg->fd;
+	img->dbg_mem = dbg->mem;
 	dbg->elf = NULL;
 	dbg->fd = -1;
+	dbg->mem = NULL;
 	img->lines_state = 0;
+	/* A stripped binary (only .dynsym) takes the debug file's full symbol
+	 * table: same build, same addresses. */
+	if (take_symbols && !img->has_symtab && dbg->has_symtab && dbg->nr_syms >= img->nr_syms) {
+		free(img->syms);
+		free(img->names);
+		free(img->bucket);
+		img->syms = dbg->syms;
+		img->nr_syms = dbg->nr_syms;
+		img->names = dbg->names;
+		img->bucket = dbg->bucket;
+		img->nr_buckets = dbg->nr_buckets;
+		img->bucket_lo = dbg->bucket_lo;
+		img->bucket_hi = dbg->bucket_hi;
+		img->bucket_shift = dbg->bucket_shift;
+		img->has_symtab = 1;
+		dbg->syms = NULL;
+		dbg->names = NULL;
+		dbg->bucket = NULL;
+		dbg->nr_syms = 0;
+	}
 	ret = 0;
 out:
 	elfimage_close(dbg);

@@ -76,11 +76,17 @@ int elfimage_symbol_value(const struct elfimage *img, const char *name, uint64_t
  * or -errno. */
 long elfimage_read(const struct elfimage *img, uint64_t addr, void *buf, size_t len);
 
+/* 1 when the file has a full symbol table (.symtab), not only .dynsym. */
+int elfimage_has_symtab(const struct elfimage *img);
+
 /* 1 when the file carries a DWARF line table. */
 int elfimage_has_lines(struct elfimage *img);
-/* Uses path's DWARF (a separate debug file) for line lookups.  The debug
- * file's build-id must match when both have one.  Returns 0 or -errno. */
-int elfimage_attach_debug(struct elfimage *img, const char *path);
+/* Uses path's DWARF (a separate debug file) for line lookups and, with
+ * take_symbols, its symbol table when img has only .dynsym.  The debug
+ * file's build-id must match when both have one (-ESTALE).  With
+ * take_symbols, symbol pointers and indices taken before the call are
+ * invalid after it.  Returns 0 or -errno. */
+int elfimage_attach_debug(struct elfimage *img, const char *path, int take_symbols);
 /* Line-table row covering addr: the last row at or below addr in the same
  * sequence.  Loads the table on first use.  Returns 0, -ENOENT or -errno. */
 int elfimage_line(struct elfimage *img, uint64_t addr, struct elfline *out);

@@ -33,6 +33,7 @@ struct binfile {
 	ino_t ino;
 	struct elfimage *elf;
 	char *path;
+	int debug_tried;	/* separate debug symbols looked for */
 };
 
 struct kmapfile {
@@ -318,6 +319,7 @@ static struct binfile *bin_get(struct symres *r, int fd, const char *path,
 	}
 	b->dev = st.st_dev;
 	b->ino = st.st_ino;
+	b->debug_tried = 0;
 	r->nr_bins++;
 	return b;
 }
@@ -379,8 +381,20 @@ static debuginfod_client *dbgd(struct symres *r)
 	return r->dbgd;
 }
 
+static void resolve_user_files(struct symres *r, struct simage *si, const char *guest,
+			       const char *image);
+static void debug_symbols(struct symres *r, struct simage *si, const char *guest);
+
 static void resolve_user(struct symres *r, struct simage *si, const char *guest,
 			 const char *image)
+{
+	resolve_user_files(r, si, guest, image);
+	if (si->state == SIMAGE_OK)
+		debug_symbols(r, si, guest);
+}
+
+static void resolve_user_files(struct symres *r, struct simage *si, const char *guest,
+			       const char *image)
 {
 	char bidhex[129], path[4096];
 	debuginfod_client *c;
@@ -1026,29 +1040,28 @@ long simage_find(const struct simage *si, const char *name)
 
 /* ---- lines and sources --------------------------------------------------- */
 
-int symres_want_lines(struct symres *r, struct simage *si, const char *guest)
+/*
+ * Separate debug info by build-id: usr/lib/debug/.build-id/xx/yyyy.debug in
+ * the guest's roots, <session>/.build-id/xx/yyyy.debug, the host's
+ * /usr/lib/debug/.build-id (a build-id names one build, wherever the file
+ * sits), then debuginfod.  The build-id is checked again on attach.
+ * Returns 0 when one was attached.
+ */
+static int attach_debug(struct symres *r, struct elfimage *elf, const char *guest,
+			int take_symbols)
 {
 	char bidhex[129], path[4096], rp[256];
+	const uint8_t *bid;
 	debuginfod_client *c;
+	size_t len;
 
-	if (!si->elf || si->state != SIMAGE_OK)
+	bid = elfimage_build_id(elf, &len);
+	if (!bid)
 		return -ENOENT;
-	if (si->lines_tried || elfimage_has_lines(si->elf))
-		return elfimage_has_lines(si->elf) ? 0 : -ENOENT;
-	si->lines_tried = 1;
-	{
-		size_t len;
-		const uint8_t *bid = elfimage_build_id(si->elf, &len);
-
-		if (!bid)
-			return -ENOENT;
-		hex(bid, len, bidhex);
-		memcpy(si->build_id, bid, len);
-		si->build_id_len = len;
-	}
+	hex(bid, len, bidhex);
 	snprintf(rp, sizeof(rp), "/usr/lib/debug/.build-id/%.2s/%s.debug", bidhex, bidhex + 2);
 	for (size_t i = 0; i < r->nr_roots; i++) {
-		int fd;
+		int fd, ok;
 
 		if (!root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
 			continue;
@@ -1056,34 +1069,63 @@ int symres_want_lines(struct symres *r, struct simage *si, const char *guest)
 		if (fd < 0)
 			continue;
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		if (!elfimage_attach_debug(si->elf, path) && elfimage_has_lines(si->elf)) {
-			close(fd);
-			return 0;
-		}
+		ok = !elfimage_attach_debug(elf, path, take_symbols);
 		close(fd);
+		if (ok)
+			return 0;
 	}
 	if (r->session_dir) {
 		snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", r->session_dir,
 			 bidhex, bidhex + 2);
-		if (!elfimage_attach_debug(si->elf, path) && elfimage_has_lines(si->elf))
+		if (!elfimage_attach_debug(elf, path, take_symbols))
 			return 0;
 	}
+	if (!elfimage_attach_debug(elf, rp, take_symbols))
+		return 0;
 	if ((c = dbgd(r))) {
 		char *dpath = NULL;
-		int fd = debuginfod_find_debuginfo(c, si->build_id, (int)si->build_id_len, &dpath);
+		int fd = debuginfod_find_debuginfo(c, bid, (int)len, &dpath), ok = 0;
 
 		if (fd >= 0) {
 			snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-			if (!elfimage_attach_debug(si->elf, path) && elfimage_has_lines(si->elf)) {
-				close(fd);
-				free(dpath);
-				return 0;
-			}
+			ok = !elfimage_attach_debug(elf, path, take_symbols);
 			close(fd);
 		}
 		free(dpath);
+		if (ok)
+			return 0;
 	}
 	return -ENOENT;
+}
+
+/* A stripped binary (only .dynsym) gets its full symbol table from debug
+ * info, once per binary and before any symbol of it is handed out. */
+static void debug_symbols(struct symres *r, struct simage *si, const char *guest)
+{
+	for (size_t i = 0; i < r->nr_bins; i++) {
+		struct binfile *b = &r->bins[i];
+
+		if (b->elf != si->elf)
+			continue;
+		if (!b->debug_tried && !elfimage_has_symtab(b->elf)) {
+			b->debug_tried = 1;
+			attach_debug(r, b->elf, guest, 1);
+		}
+		return;
+	}
+}
+
+int symres_want_lines(struct symres *r, struct simage *si, const char *guest)
+{
+	if (!si->elf || si->state != SIMAGE_OK)
+		return -ENOENT;
+	if (si->lines_tried || elfimage_has_lines(si->elf))
+		return elfimage_has_lines(si->elf) ? 0 : -ENOENT;
+	si->lines_tried = 1;
+	/* Symbols stay as they are: rows of a report point at them. */
+	if (attach_debug(r, si->elf, guest, 0))
+		return -ENOENT;
+	return elfimage_has_lines(si->elf) ? 0 : -ENOENT;
 }
 
 FILE *symres_open_source(struct symres *r, const char *guest, const char *path)

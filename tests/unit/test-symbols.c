@@ -294,6 +294,48 @@ static void test_root_confinement(void **state)
 	symres_free(r);
 }
 
+/* A stripped library takes its symbols (and lines) from the debug file
+ * under usr/lib/debug/.build-id in the guest root. */
+static void test_debug_symbols(void **state)
+{
+	struct symres_root root = { .dir = fx.root };
+	struct symres_config sc = { .roots = &root, .nr_roots = 1, .no_host_kernel = 1,
+				    .no_debuginfod = 1 };
+	char lib[PATH_MAX * 2];
+	struct elfimage *img;
+	const uint8_t *bid;
+	char hexid[129];
+	struct symres *r;
+	struct simage *si;
+	size_t len;
+	long i;
+
+	snprintf(lib, sizeof(lib), "%s/usr/lib/libfix.so", fx.root);
+	img = elfimage_open(lib, NULL, 0);
+	assert_non_null(img);
+	bid = elfimage_build_id(img, &len);
+	assert_non_null(bid);
+	for (size_t k = 0; k < len; k++)
+		sprintf(hexid + 2 * k, "%02x", bid[k]);
+	elfimage_close(img);
+	assert_int_equal(fx_sh(
+		"mkdir -p '%s/usr/lib/debug/.build-id/%.2s' && "
+		"objcopy --only-keep-debug '%s' '%s/usr/lib/debug/.build-id/%.2s/%s.debug' && "
+		"strip --strip-all -o '%s/usr/lib/libfix-stripped.so' '%s'",
+		fx.root, hexid, lib, fx.root, hexid, hexid + 2, fx.root, lib), 0);
+
+	r = symres_new(&sc);
+	assert_non_null(r);
+	si = symres_image(r, "g", "/usr/lib/libfix-stripped.so", 0, NULL, 0, NULL);
+	assert_int_equal(simage_state(si), SIMAGE_OK);
+	assert_true(elfimage_has_symtab(simage_elf(si)));
+	i = simage_lookup(si, fx.hot_off[FX_LIB], NULL);
+	assert_true(i >= 0);
+	assert_string_equal(simage_sym(si, (size_t)i)->name, "lib_hot");
+	assert_int_equal(symres_want_lines(r, si, "g"), 0);
+	symres_free(r);
+}
+
 /* A compressed ELF opens like the plain one. */
 static void test_compressed_elf(void **state)
 {
@@ -433,6 +475,7 @@ int main(void)
 		cmocka_unit_test(test_ksyms),
 		cmocka_unit_test(test_disasm),
 		cmocka_unit_test(test_root_confinement),
+		cmocka_unit_test(test_debug_symbols),
 		cmocka_unit_test(test_compressed_elf),
 		cmocka_unit_test(test_kernel_code),
 		cmocka_unit_test(test_corrupt_elf),
