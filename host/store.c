@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -110,6 +111,7 @@ struct store {
 	char *guest;
 	char *dir;		/* .../samples/current */
 	int curfd;
+	int lockfd;		/* samples/, flock()ed */
 	unsigned separate;
 	unsigned flags;
 	uint64_t file_limit;
@@ -510,11 +512,21 @@ struct store *store_open(const char *session_dir, const char *guest,
 			errno = EINVAL;
 			return NULL;
 		}
+		/* Two events with one file name would share files. */
+		for (size_t j = 0; j < i; j++) {
+			if (!strcmp(events[i].name, events[j].name) &&
+			    events[i].count == events[j].count &&
+			    events[i].unit_mask == events[j].unit_mask) {
+				errno = EINVAL;
+				return NULL;
+			}
+		}
 	}
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return NULL;
 	st->curfd = -1;
+	st->lockfd = -1;
 	st->separate = separate;
 	st->flags = flags;
 	st->file_limit = OPVM_SFILE_MAX_SIZE;
@@ -554,6 +566,12 @@ struct store *store_open(const char *session_dir, const char *guest,
 		ret = smp;
 		goto fail;
 	}
+	/* One writer per guest tree: a second one (this process or another)
+	 * would rotate or grow files under the first one's feet. */
+	if (flock(smp, LOCK_EX | LOCK_NB) < 0) {
+		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		goto fail;
+	}
 	if (fstatat(smp, "current", &sb, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (!S_ISDIR(sb.st_mode)) {
 			ret = S_ISLNK(sb.st_mode) ? -ELOOP : -ENOTDIR;
@@ -583,7 +601,7 @@ struct store *store_open(const char *session_dir, const char *guest,
 		ret = -ENOMEM;
 		goto fail;
 	}
-	close(smp);
+	st->lockfd = smp;	/* held until store_close() */
 	close(gdir);
 	close(gfd);
 	close(sfd);
@@ -666,6 +684,8 @@ void store_close(struct store *st)
 	free(st->index);
 	if (st->curfd >= 0)
 		close(st->curfd);
+	if (st->lockfd >= 0)
+		close(st->lockfd);
 	free(st->events);
 	free(st->session);
 	free(st->guest);

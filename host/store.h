@@ -71,8 +71,11 @@ enum store_open_flags {
 /* Opens (creating as needed) <session_dir>/guests/<guest>/samples/current.
  * Without STORE_APPEND an existing current/ becomes previous/ (the old
  * previous/ is removed).  guest is mangled.  events[0..nr_events) name the
- * events; separate is a mask of enum opvm_separate.  Returns NULL and sets
- * errno. */
+ * events (names [A-Za-z0-9_:-], no two alike); separate is a mask of enum
+ * opvm_separate.  One store per guest tree at a time: samples/ is flock()ed
+ * until store_close() (EBUSY if another store holds it).  A store is used
+ * by one thread at a time.  Returns NULL and sets errno (ELOOP: a symlink
+ * in the tree). */
 struct store *store_open(const char *session_dir, const char *guest,
 			 const struct store_event *events, size_t nr_events,
 			 unsigned separate, unsigned flags);

@@ -518,6 +518,38 @@ static void test_bad_events(void **state)
 	assert_null(store_open(d, "g", &bad2, 1, 0, 0));
 	assert_null(store_open(d, "g", &empty, 1, 0, 0));
 	assert_null(store_open(d, "g", ev1, 0, 0, 0));
+	struct store_event two[2] = { ev1[0], ev1[0] };
+
+	assert_null(store_open(d, "g", two, 2, 0, 0));
+	assert_int_equal(errno, EINVAL);
+	two[1].count = 1000;
+	struct store *st = store_open(d, "g", two, 2, 0, 0);
+
+	assert_non_null(st);
+	store_close(st);
+	tmpdir_free(d);
+}
+
+/* A second writer for the same guest tree is refused; another guest is
+ * fine; the lock goes with store_close(). */
+static void test_one_writer(void **state)
+{
+	char *d = tmpdir_new();
+	struct store *a = store_open(d, "g", ev1, 1, 0, 0);
+	struct store *b;
+
+	assert_non_null(a);
+	assert_null(store_open(d, "g", ev1, 1, 0, STORE_APPEND));
+	assert_int_equal(errno, EBUSY);
+	assert_null(store_open(d, "g", ev1, 1, 0, 0));
+	assert_int_equal(errno, EBUSY);
+	b = store_open(d, "h", ev1, 1, 0, 0);
+	assert_non_null(b);
+	store_close(b);
+	store_close(a);
+	b = store_open(d, "g", ev1, 1, 0, STORE_APPEND);
+	assert_non_null(b);
+	store_close(b);
 	tmpdir_free(d);
 }
 
@@ -678,6 +710,7 @@ int main(void)
 		cmocka_unit_test(test_enospc),
 		cmocka_unit_test(test_disk_full),
 		cmocka_unit_test(test_bad_events),
+		cmocka_unit_test(test_one_writer),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_corrupt_fields),
 	};
