@@ -27,7 +27,7 @@ struct kvm_vcpu {
 	struct kvm_run *run;		/* mmap'd shared run page */
 	size_t run_size;
 	pthread_t thread;
-	int started;
+	atomic_int started;		/* read by other vCPUs when they kick */
 	atomic_int tid;
 	void *priv;
 	/* Boot state set by the loader, applied by kvm_vm_start(). */
