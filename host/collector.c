@@ -293,16 +293,29 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 		return;
 	}
 	case OPVM_REC_HELLO:
-		/* a reboot: file what the old model explains.  The first
+		/* a reboot: file everything with the old model.  The first
 		 * HELLO forgets nothing, and samples already waiting are
 		 * better held for the walk that follows it. */
 		if (gstate_get_hello(g->gs))
-			sync_run(g->sy, mono_ms());
+			sync_flush(g->sy, mono_ms());
 		return;
 	case OPVM_REC_EXEC:
 	case OPVM_REC_PROC_EXIT:
-		sync_run(g->sy, mono_ms());
+	case OPVM_REC_THREAD_EXIT: {
+		/* same layout: tid (exit) or tgid (proc) first */
+		struct opvm_rec_exit r;
+		uint32_t tgid;
+
+		if (len < sizeof(struct opvm_rec_exit))
+			return;
+		memcpy(&r, rec, sizeof(r));
+		tgid = type == OPVM_REC_PROC_EXIT ? le32toh(r.tgid) : le32toh(r.tid);
+		if (type == OPVM_REC_THREAD_EXIT)
+			sync_run(g->sy, mono_ms());	/* held samples of the thread */
+		else
+			sync_forget_process(g->sy, tgid, mono_ms());
 		return;
+	}
 	case OPVM_REC_MMAP:
 	case OPVM_REC_MUNMAP: {
 		/* same layout up to end */

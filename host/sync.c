@@ -112,6 +112,8 @@ struct sync {
 	struct held *held;		/* ring buffer, oldest first */
 	size_t hold_cap, hold_head, hold_nr;
 	uint64_t held_gen;		/* generation of the last full retry */
+	uint32_t force_tgid;		/* nonzero: file this process's samples
+					 * whatever is missing (it is going) */
 
 	/*
 	 * Sample files get dense ids (fid, from 1) so that samples can be
@@ -537,13 +539,16 @@ static int file_kernel(struct sync *s, const struct opvm_sample *x, bool force)
 		 * late PROC/THREAD record nor a hostile slot can make files
 		 * per made-up id; on expiry it is merged ("all").
 		 */
-		bool hold = !force && s->hold_ms && gstate_get_hello(s->gs);
 		const struct gstate_process *tp = NULL;
+		bool hold;
 
 		k.tgid = x->slot_tgid;
 		k.tid = x->slot_tid;
-		if (x->slot_tgid) {
+		if (x->slot_tgid)
 			tp = gstate_proc_by_tgid(s->gs, x->slot_tgid);
+		hold = !force && s->hold_ms && gstate_get_hello(s->gs) &&
+		       !(tp && tp->tgid == s->force_tgid);
+		if (x->slot_tgid) {
 			if (!tp && s->k_slot) {
 				if (hold)
 					return HOLD;
@@ -639,8 +644,15 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 	}
 	if (!p && (x->flags & OPVM_SAMPLE_SLOT) &&
 	    !(x->flags & OPVM_SAMPLE_KTHREAD) && x->slot_tgid) {
-		p = gstate_proc_by_tgid(s->gs, x->slot_tgid);
-		via_slot = p != NULL;
+		/* only a process whose address space the model does not
+		 * know: one with another CR3 may just have exec'd, and its
+		 * old mappings would name the new image's addresses */
+		const struct gstate_process *q = gstate_proc_by_tgid(s->gs, x->slot_tgid);
+
+		if (q && !q->cr3) {
+			p = q;
+			via_slot = true;
+		}
 	}
 	if (!p) {
 		if (!gstate_get_hello(s->gs)) {
@@ -653,6 +665,8 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 		return file_anon_cr3(s, x, cr3n);
 	}
 
+	if (s->force_tgid && p->tgid == s->force_tgid)
+		force = true;
 	memset(&k, 0, sizeof(k));
 	k.event = x->event;
 	k.cpu = x->vcpu;
@@ -738,13 +752,13 @@ static inline bool expired(const struct sync *s, const struct held *h, uint64_t 
  * so then only expired ones (at the head: the queue is in time order) are
  * filed; after a change the whole queue is retried and compacted.
  */
-static void held_retry(struct sync *s, uint64_t now, bool all)
+static void held_retry(struct sync *s, uint64_t now, bool all, bool full)
 {
 	size_t i, kept = 0, n = s->hold_nr;
 
 	if (!n)
 		return;
-	if (!all && s->held_gen == gstate_generation(s->gs)) {
+	if (!all && !full && s->held_gen == gstate_generation(s->gs)) {
 		while (s->hold_nr && expired(s, &s->held[s->hold_head], now))
 			held_evict_one(s);
 		return;
@@ -810,8 +824,27 @@ int sync_run(struct sync *s, uint64_t now_ms)
 	/* the model only changes between runs (one thread decodes and syncs) */
 	caches_check(s);
 	s->first_err = 0;
-	held_retry(s, now_ms, false);
+	held_retry(s, now_ms, false, false);
 	drain(s, now_ms);
+	err = s->first_err;
+	s->first_err = 0;
+	return err;
+}
+
+int sync_forget_process(struct sync *s, uint32_t tgid, uint64_t now_ms)
+{
+	int err;
+
+	caches_check(s);
+	s->first_err = 0;
+	held_retry(s, now_ms, false, false);
+	drain(s, now_ms);
+	if (tgid && s->hold_nr) {
+		s->force_tgid = tgid;
+		held_retry(s, now_ms, false, true);
+		s->force_tgid = 0;
+		flush(s);
+	}
 	err = s->first_err;
 	s->first_err = 0;
 	return err;
@@ -835,7 +868,7 @@ int sync_flush(struct sync *s, uint64_t now_ms)
 
 	caches_check(s);
 	s->first_err = 0;
-	held_retry(s, now_ms, true);
+	held_retry(s, now_ms, true, true);
 	flush(s);
 	if (!err)
 		err = s->first_err;

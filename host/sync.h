@@ -20,7 +20,10 @@
  *     module never spoke.  Without OPVM_SEP_KERNEL the app is the image
  *     itself, as in OProfile.
  *  User samples (CPL 3):
- *   - process: normalised CR3 -> gstate_proc_by_cr3(), else the slot's tgid.
+ *   - process: normalised CR3 -> gstate_proc_by_cr3(); else the slot's tgid
+ *     if the model knows no address space for it (a process with another
+ *     CR3 may just have exec'd: its old mappings must not name the new
+ *     image's addresses).
  *   - mapping: gstate_map_find(); image = the cookie's path, offset
  *     rip - start + pgoff, build-id from the cookie; an anonymous executable
  *     mapping (cookie 0, e.g. a JIT) is image "{anon}" at the virtual address.
@@ -94,6 +97,12 @@ void sync_free(struct sync *s);		/* NULL-safe; files nothing */
  * first -errno from the store (the samples concerned are counted in
  * sync_store_errors(); draining goes on). */
 int sync_run(struct sync *s, uint64_t now_ms);
+
+/* The model is about to forget process tgid (PROC_EXIT, EXEC): sync_run(),
+ * then file that process's held samples whatever they still lack (their
+ * mapping or thread can no longer come), merged as on expiry.  Returns as
+ * sync_run(). */
+int sync_forget_process(struct sync *s, uint32_t tgid, uint64_t now_ms);
 
 /* Drains the rings only (held samples wait for the next sync_run()).  For
  * the collector to call just before the model forgets something: see

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -634,6 +635,97 @@ static void test_short_lived(void **state)
 	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+static void send_thread(struct chan *ch, uint32_t tid, uint32_t tgid, bool exit)
+{
+	if (exit) {
+		struct opvm_rec_exit r;
+
+		memset(&r, 0, sizeof(r));
+		r.tid = tid;
+		r.tgid = tgid;
+		send_rec(ch, &r, sizeof(r), OPVM_REC_THREAD_EXIT);
+	} else {
+		struct opvm_rec_thread r;
+
+		memset(&r, 0, sizeof(r));
+		r.tid = tid;
+		r.tgid = tgid;
+		strcpy(r.comm, "worker");
+		send_rec(ch, &r, sizeof(r), OPVM_REC_THREAD);
+	}
+}
+
+struct tid_tally {
+	int64_t tid;
+	uint64_t total;
+};
+
+static int tid_cb(const struct store_entry *e, void *arg)
+{
+	struct tid_tally *t = arg;
+	struct sfile_reader *r;
+
+	if (e->tid != t->tid || strcmp(e->image, "/usr/bin/app"))
+		return 0;
+	r = sfile_reader_open(e->path, NULL, 0);
+	assert_non_null(r);
+	assert_int_equal(sfile_reader_foreach(r, total_cb, &t->total), 0);
+	sfile_reader_close(r);
+	return 0;
+}
+
+/* --separate=thread: samples of a thread whose THREAD record comes late are
+ * held; the record, the thread's exit and its process's exit then arrive in
+ * one read, and the samples still land in the thread's own file. */
+static void test_late_thread(void **state)
+{
+	char dir[256];
+	struct collector_config cfg;
+	struct collector *c;
+	struct cguest *g;
+	struct tid_tally t = { .tid = 2001 };
+	struct chan ch;
+	int sv[2];
+	json_t *j;
+
+	mktmp(dir, sizeof(dir));
+	cfg = base_cfg(dir);
+	cfg.separate = OPVM_SEP_THREAD;
+	c = collector_new(&cfg);
+	g = collector_add_guest(c, "vm8", 1);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(cguest_set_channel(g, sv[0], NULL, NULL), 0);
+	ch.fd = sv[1];
+	ch.seq = 0;
+	send_guest_state(&ch);
+	assert_int_equal(collector_sync(c), 0);
+	for (int i = 0; i < 4; i++) {
+		struct opvm_sample s = {
+			.rip = EXE_LO + 0x80, .cr3 = CR3_APP, .slot_tid = 2001,
+			.slot_tgid = 100, .cpl = 3, .flags = OPVM_SAMPLE_SLOT,
+		};
+
+		assert_int_equal(ring_push(cguest_ring(g, 0), &s), 0);
+	}
+	assert_int_equal(collector_sync(c), 0);
+	j = load_session(dir, "vm8");
+	assert_int_equal(jget(j, "model", "held"), 4);
+	json_decref(j);
+	send_thread(&ch, 2001, 100, false);
+	send_thread(&ch, 2001, 100, true);
+	send_exit(&ch, 100);
+	assert_int_equal(collector_sync(c), 0);
+	assert_int_equal(store_walk(dir, "current", tid_cb, &t, NULL), 0);
+	assert_int_equal(t.total, 4);
+	j = load_session(dir, "vm8");
+	assert_int_equal(jget(j, "model", "held"), 0);
+	assert_int_equal(jget(j, "stats", "user"), 4);
+	json_decref(j);
+	close(sv[1]);
+	collector_free(c);
+	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static void test_bad_args(void **state)
 {
 	struct collector_config cfg = { .nr_events = 9 };
@@ -655,6 +747,7 @@ int main(void)
 		cmocka_unit_test(test_run_duration_and_stop),
 		cmocka_unit_test(test_reconnect),
 		cmocka_unit_test(test_short_lived),
+		cmocka_unit_test(test_late_thread),
 		cmocka_unit_test(test_bad_args),
 	};
 

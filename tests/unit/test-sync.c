@@ -505,22 +505,54 @@ static void test_cache_invalidation(void **state)
 	fix_close(&f);
 }
 
-/* An address space the model does not know, named by the slot: the cache
- * must not carry one task's answer over to another task on that CR3. */
+/* An address space the model does not know, named by the slot.  Only a
+ * process without a known address space is taken from the slot (one with
+ * another CR3 may have just exec'd), and the cache must not carry one
+ * task's answer over to another task on that CR3. */
 static void test_slot_fallback(void **state)
 {
 	struct fix f;
 	struct opvm_sample s;
 
 	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
-	s = user(0x776000, EXE_LO + 0x10, 200, 200);
+	assert_int_equal(gstate_proc(f.gs, 300, 1, 0, S("nocr3"), 3), 0);
+	assert_int_equal(gstate_mmap(f.gs, 300, EXE_LO, EXE_HI, 0x7000, 3), 0);
+	s = user(0x776000, EXE_LO + 0x10, 300, 300);
 	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	s = user(0x776000, EXE_LO + 0x10, 100, 100);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	assert_int_equal(count_at(&f, "/usr/bin/other", "/usr/bin/other", ANY, ANY, ANY, 0x10, NULL), 1);
-	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", ANY, ANY, ANY, 0x1010, NULL), 2);
 	assert_int_equal(sync_nr_held(f.sy), 0);
+	s = user(0x776000, EXE_LO + 0x10, 100, 100);	/* 100 has another CR3 */
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(sync_nr_held(f.sy), 1);
+	assert_int_equal(count_at(&f, "/usr/bin/other", "/usr/bin/other", ANY, ANY, ANY, 0x7010, NULL), 1);
+	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", ANY, ANY, ANY, ALL, NULL), 0);
+	assert_int_equal(sync_flush(f.sy, 0), 0);
+	assert_int_equal(count_at(&f, NULL, "{anon-cr3:0x776000}", ANY, ANY, ANY, ALL, NULL), 1);
+	fix_close(&f);
+}
+
+/* A process is about to be forgotten: its held samples are filed at once
+ * (their mapping or thread can no longer come), others stay held. */
+static void test_forget_process(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+	struct opvm_stats st;
+
+	fix_open(&f, OPVM_SEP_THREAD, 60000, 0, true);
+	s = user(CR3_A, 0x900000, 100, 100);		/* no mapping */
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = user(CR3_A, EXE_LO, 555, 100);		/* unknown thread */
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = user(CR3_B, 0x900000, 200, 200);		/* another process */
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(sync_nr_held(f.sy), 3);
+	assert_int_equal(sync_forget_process(f.sy, 100, 10), 0);
+	assert_int_equal(sync_nr_held(f.sy), 1);
+	sync_get_stats(f.sy, &st);
+	assert_int_equal(st.lost_no_mapping, 1);
+	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", 100, 100, -1, 0x1000, NULL), 1);
+	assert_int_equal(count_at(&f, "{anon}", "{anon}", 100, 100, -1, 0x900000, NULL), 1);
+	assert_int_equal(sync_flush(f.sy, 20), 0);
 	fix_close(&f);
 }
 
@@ -611,6 +643,7 @@ int main(void)
 		cmocka_unit_test(test_no_module),
 		cmocka_unit_test(test_cache_invalidation),
 		cmocka_unit_test(test_slot_fallback),
+		cmocka_unit_test(test_forget_process),
 		cmocka_unit_test(test_overflow_stats),
 		cmocka_unit_test(test_seed_1_99),
 	};
