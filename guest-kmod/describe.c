@@ -81,7 +81,7 @@ void opvm_event_release(struct opvm_event *ev)
 	(rec).hdr.len = sizeof(rec);				\
 } while (0)
 
-/* ---- build-id ------------------------------------------------------------- */
+/* ---- build-id ------------------------------------------------------------ */
 
 /*
  * Read the GNU build-id note of an ELF file through its page cache.
@@ -145,7 +145,7 @@ static int read_build_id(struct file *file, u8 *id, u8 *id_len)
 	return ret;
 }
 
-/* ---- cookies ----------------------------------------------------------- */
+/* ---- cookies ------------------------------------------------------------- */
 
 static void cookies_flush(void)
 {
@@ -330,7 +330,7 @@ static void send_module(u16 type, const char *name, u64 base, u64 size)
 	opvm_ring_put(&rec);
 }
 
-/* ---- initial walk ------------------------------------------------------------ */
+/* ---- initial walk -------------------------------------------------------- */
 
 static void send_hello(void)
 {
@@ -462,7 +462,7 @@ static void initial_walk(void)
 		opvm_event_release(&ev);
 }
 
-/* ---- events ----------------------------------------------------------------- */
+/* ---- events -------------------------------------------------------------- */
 
 static void handle_event(struct opvm_event *ev)
 {

@@ -26,7 +26,8 @@ MODULE_PARM_DESC(events, "pending event slots (default 8192)");
 
 static bool track_mmap = true;
 module_param(track_mmap, bool, 0444);
-MODULE_PARM_DESC(track_mmap, "kprobe do_mmap/munmap for library mappings (default on)");
+MODULE_PARM_DESC(track_mmap,
+		 "kprobe do_mmap/munmap for library mappings (default on)");
 
 struct opvm_slot *opvm_slots;
 

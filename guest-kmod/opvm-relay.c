@@ -13,7 +13,9 @@
  *   org.opvm.0 (found through /sys/class/virtio-ports/ * /name).
  *
  * SIGTERM/SIGINT: stop after draining what the module has buffered (the
- * buffer counts as drained once a read would block for 300 ms).
+ * buffer counts as drained once a read would block for 300 ms), and in any
+ * case 3 s later: the guest keeps producing records, and the host may have
+ * stopped reading.
  *
  * Built with: gcc -static -O2 -o opvm-relay opvm-relay.c
  */
@@ -35,8 +37,12 @@ static volatile sig_atomic_t stopping;
 
 static void on_signal(int sig)
 {
-	(void)sig;
-	stopping = 1;
+	if (sig == SIGALRM) {
+		stopping = 2;		/* hard stop: interrupts a blocked write */
+	} else if (!stopping) {
+		stopping = 1;
+		alarm(3);
+	}
 }
 
 static int find_port(char *out, size_t outlen)
@@ -81,8 +87,8 @@ static int write_all(int fd, const char *p, size_t len)
 		ssize_t n = write(fd, p, len);
 
 		if (n < 0) {
-			/* Stopping while the host is not reading: give up. */
-			if (errno == EINTR && !stopping)
+			/* Hard stop while the host is not reading: give up. */
+			if (errno == EINTR && stopping < 2)
 				continue;
 			return -errno;
 		}
@@ -106,6 +112,7 @@ int main(int argc, char **argv)
 	sa.sa_handler = on_signal;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGALRM, &sa, NULL);
 
 	if (!port) {
 		ret = find_port(portbuf, sizeof(portbuf));
@@ -132,6 +139,8 @@ int main(int argc, char **argv)
 		struct pollfd pfd = { .fd = in, .events = POLLIN };
 		ssize_t n;
 
+		if (stopping > 1)
+			break;
 		ret = poll(&pfd, 1, stopping ? 300 : -1);
 		if (ret < 0 && errno != EINTR)
 			break;

@@ -24,7 +24,7 @@
 #include <linux/sched.h>
 #include "opvm_proto.h"
 
-/* ---- ring.c ------------------------------------------------------------- */
+/* ---- ring.c -------------------------------------------------------------- */
 int opvm_ring_init(size_t size);
 void opvm_ring_exit(void);
 /*
@@ -89,13 +89,13 @@ void opvm_hooks_unregister(void);
 int opvm_hooks_mmap_register(void);	/* kprobes; failure is not fatal */
 void opvm_hooks_mmap_unregister(void);
 
-/* ---- describe.c --------------------------------------------------------- */
+/* ---- describe.c ---------------------------------------------------------- */
 int opvm_describe_init(void);
 void opvm_describe_exit(void);
 void opvm_kick(void);			/* queue the worker */
 void opvm_event_release(struct opvm_event *ev);
 
-/* ---- main.c --------------------------------------------------------------- */
+/* ---- main.c -------------------------------------------------------------- */
 extern struct opvm_slot *opvm_slots;
 unsigned long opvm_lookup_name(const char *name);
 u64 opvm_mm_cr3(struct mm_struct *mm);
