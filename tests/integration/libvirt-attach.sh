@@ -1,0 +1,141 @@
+#!/bin/bash
+# opvm attach against a real libvirtd: two transient TCG domains of the test
+# image running abratio, with the org.opvm.0 channel (socket path chosen by
+# libvirt, found by opvm in the live XML).
+#  1. `opvm attach A --duration 5` files A's processes by name;
+#  2. `opvm attach --all --duration 5` gives one tree per domain.
+# Starts virtlogd/libvirtd if none runs (and stops them again, by pid),
+# creates the libvirt-qemu user the QEMU driver needs if it is missing.
+. "$(dirname "$0")/qemu-common.bash"
+need_qemu
+[ "$(id -u)" = 0 ] || skip "needs root (libvirtd, qemu:///system)"
+command -v libvirtd >/dev/null 2>&1 && command -v virsh >/dev/null 2>&1 ||
+	skip "libvirt is not installed (scripts/install-deps.sh)"
+mk_tmp libvirt-attach
+URI=qemu:///system
+VIRSH="virsh -q -c $URI"
+A=opvm-test-a-$$
+B=opvm-test-b-$$
+STARTED_DAEMONS=""
+
+stop_all() {
+	$VIRSH destroy "$A" >/dev/null 2>&1
+	$VIRSH destroy "$B" >/dev/null 2>&1
+	for p in $STARTED_DAEMONS; do
+		kill "$p" 2>/dev/null
+	done
+}
+CLEANUP_HOOK=stop_all
+
+if ! $VIRSH version >/dev/null 2>&1; then
+	getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
+	id libvirt-qemu >/dev/null 2>&1 ||
+		useradd -r -g libvirt-qemu -d /var/lib/libvirt -s /usr/sbin/nologin libvirt-qemu
+	mkdir -p /var/log/libvirt /var/lib/libvirt /var/cache/libvirt /run/libvirt
+	if ! [ -S /run/libvirt/virtlogd-sock ]; then
+		virtlogd -d -p "$T/virtlogd.pid" || fail "cannot start virtlogd"
+		sleep 0.5
+		STARTED_DAEMONS="$STARTED_DAEMONS $(cat "$T/virtlogd.pid")"
+	fi
+	libvirtd -d -p "$T/libvirtd.pid" || fail "cannot start libvirtd"
+	for _ in $(seq 50); do
+		$VIRSH version >/dev/null 2>&1 && break
+		sleep 0.2
+	done
+	STARTED_DAEMONS="$(cat "$T/libvirtd.pid") $STARTED_DAEMONS"
+	$VIRSH version >/dev/null 2>&1 || fail "libvirtd does not answer on $URI"
+fi
+echo "libvirt: $($VIRSH version | head -1)"
+
+# QEMU runs as libvirt-qemu and libvirt relabels the files it is given:
+# hand it private copies, in a directory it may enter.
+chmod 755 "$T"
+cp "$IMG/vmlinuz" "$IMG/initramfs.cpio.gz" "$T/"
+mkdom() {	# mkdom NAME VCPUS
+	cat > "$T/$1.xml" <<EOF
+<domain type='qemu'>
+  <name>$1</name>
+  <memory unit='MiB'>384</memory>
+  <vcpu>$2</vcpu>
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+    <kernel>$(realpath "$T")/vmlinuz</kernel>
+    <initrd>$(realpath "$T")/initramfs.cpio.gz</initrd>
+    <cmdline>console=ttyS0 quiet opvm.workload=abratio opvm.args=150</cmdline>
+  </os>
+  <features><acpi/></features>
+  <on_reboot>destroy</on_reboot>
+  <devices>
+    <emulator>$(command -v qemu-system-x86_64)</emulator>
+    <serial type='file'><source path='$(realpath "$T")/$1.console'/></serial>
+    <channel type='unix'>
+      <source mode='bind'/>
+      <target type='virtio' name='org.opvm.0'/>
+    </channel>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+EOF
+	$VIRSH create "$T/$1.xml" || fail "virsh create $1 failed"
+}
+mkdom "$A" 2
+mkdom "$B" 1
+t0=$(date +%s)
+
+# The guest module's HELLO waits in the guest until a host connects to the
+# channel, so attaching once the workload runs still sees it.
+for _ in $(seq 180); do
+	grep -q "OPVM-TRUTH abratio share" "$T/$A.console" 2>/dev/null &&
+		grep -q "OPVM-TRUTH abratio share" "$T/$B.console" 2>/dev/null && break
+	sleep 1
+done
+echo "MEASURED libvirt: both domains booted to their workload in $(( $(date +%s) - t0 )) s"
+grep -q "OPVM-TRUTH abratio share" "$T/$A.console" || fail "domain $A did not start its workload"
+grep -q "OPVM-TRUTH abratio share" "$T/$B.console" || fail "domain $B did not start its workload"
+
+# ---- 1: one domain by name ----------------------------------------------------
+"$OPVM" attach "$A" --duration 5 -d "$T/one" > "$T/one.out" 2>&1 || {
+	cat "$T/one.out"
+	fail "opvm attach $A failed"
+}
+cat "$T/one.out"
+grep -q "mode gdbstub-timer" "$T/one.out" || fail "the summary does not say how samples were taken"
+report_json "$T/one" > "$T/one.json" || fail "opvm report failed"
+python3 - "$T/one.json" "$A" <<'EOF' || exit 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+guests = sorted({r["guest"] for r in d["symbols"]})
+ab = sum(r["samples"] for r in d["symbols"] if r["app"].endswith("/abratio"))
+tot = sum(r["samples"] for r in d["symbols"])
+print("RESULT libvirt attach %s: guests %s, %d samples, %d in /usr/bin/abratio"
+      % (sys.argv[2], guests, tot, ab))
+if guests != [sys.argv[2]] or ab < 20:
+    print("FAIL: expected the domain's abratio process by name"); sys.exit(1)
+EOF
+# Monitor left as found: no gdbstub listening any more.
+$VIRSH qemu-monitor-command "$A" --hmp "info chardev" | grep -q "^gdb: " &&
+	fail "the gdbstub opvm started in $A is still there"
+
+# ---- 2: --all ---------------------------------------------------------------
+"$OPVM" attach --all --duration 5 -d "$T/all" > "$T/all.out" 2>&1 || {
+	cat "$T/all.out"
+	fail "opvm attach --all failed"
+}
+cat "$T/all.out"
+n=$(ls "$T/all/guests" | wc -l)
+echo "RESULT libvirt attach --all: $n trees: $(ls "$T/all/guests" | tr '\n' ' ')"
+[ -d "$T/all/guests/$A/samples/current" ] && [ -d "$T/all/guests/$B/samples/current" ] ||
+	fail "expected one sample tree per domain"
+report_json "$T/all" > "$T/all.json" || fail "opvm report failed"
+python3 - "$T/all.json" "$B" <<'EOF' || exit 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+per = {}
+for r in d["symbols"]:
+    per[r["guest"]] = per.get(r["guest"], 0) + r["samples"]
+b = sum(r["samples"] for r in d["symbols"] if r["guest"] == sys.argv[2] and r["app"].endswith("/abratio"))
+print("RESULT libvirt attach --all: samples per guest %s; %s's abratio %d" % (per, sys.argv[2], b))
+if len(per) < 2 or min(per.values()) < 20 or b < 10:
+    print("FAIL"); sys.exit(1)
+EOF
+echo PASS
