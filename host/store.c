@@ -1330,7 +1330,7 @@ struct sfile_reader *sfile_reader_open(const char *path, char *err, size_t errle
 			RFAIL(-EBADMSG, "table truncated");
 		if (read_full(fd, &h2, sizeof(h2), 0))
 			RFAIL(-EBADMSG, "cannot read header");
-		if (h2.table != h.table && attempt < 3)
+		if (h2.table != h.table && attempt < 8)
 			continue;
 		for (uint64_t i = 0; i < n; i++) {
 			if (!r->tab[i].count)

@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -420,6 +422,66 @@ static void test_append_mismatch(void **state)
 	tmpdir_free(d);
 }
 
+/* A reader opening a file that a live writer keeps growing always gets a
+ * consistent table, and never sees a count go down. */
+static void test_read_while_writing(void **state)
+{
+	char *d = tmpdir_new(), path[1200], err[256];
+	struct store_key k = { .image = "live", .tgid = -1, .tid = -1, .cpu = -1 };
+	struct store *st = store_open(d, "g", ev1, 1, 0, 0);
+	uint64_t last_total = 0, last_n = 0;
+	int fails = 0, opens = 0, status;
+	pid_t pid;
+
+	assert_non_null(st);
+	assert_int_equal(sfile_add(store_get(st, &k), 0, 1), 0);
+	assert_int_equal(store_sync(st), 0);
+	snprintf(path, sizeof(path), "%s/{root}/live/{dep}/{root}/live/CPU_CLK_UNHALTED.100000.0.all.all.all",
+		 store_dir(st));
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct sfile *sf = store_get(st, &k);
+
+		for (uint64_t i = 1; i < 1000000; i++) {
+			if (sfile_add(sf, i * 8, 1))
+				_exit(1);
+			if (i % 1000 == 0)
+				store_sync(st);
+		}
+		store_sync(st);
+		_exit(0);
+	}
+	for (;;) {
+		int done = waitpid(pid, &status, WNOHANG) == pid;
+		struct sfile_reader *r = sfile_reader_open(path, err, sizeof(err));
+
+		opens++;
+		if (!r) {
+			print_message("live read failed: %s\n", err);
+			fails++;
+		} else {
+			const struct sfile_info *inf = sfile_reader_info(r);
+
+			assert_true(inf->total >= last_total);
+			assert_true(inf->nr_entries >= last_n);
+			assert_int_equal(inf->total, inf->nr_entries);
+			last_total = inf->total;
+			last_n = inf->nr_entries;
+			sfile_reader_close(r);
+		}
+		if (done)
+			break;
+	}
+	print_message("%d live opens, last saw %llu entries\n", opens,
+		      (unsigned long long)last_n);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(fails, 0);
+	assert_int_equal(last_n, 1000000);
+	store_close(st);
+	tmpdir_free(d);
+}
+
 static void test_write_meta(void **state)
 {
 	char *d = tmpdir_new(), p[1200], buf[64] = { 0 };
@@ -705,6 +767,7 @@ int main(void)
 		cmocka_unit_test(test_parse_separate),
 		cmocka_unit_test(test_append_and_rotate),
 		cmocka_unit_test(test_append_mismatch),
+		cmocka_unit_test(test_read_while_writing),
 		cmocka_unit_test(test_write_meta),
 		cmocka_unit_test(test_enospc),
 		cmocka_unit_test(test_disk_full),
