@@ -57,7 +57,7 @@ int cmd_annotate(int argc, char **argv)
 
 	report_cli_init(&cli);
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+asht:", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "asht:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'a':
 			ao.assembly = 1;

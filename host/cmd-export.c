@@ -75,7 +75,7 @@ int cmd_export(int argc, char **argv)
 
 	report_cli_init(&cli);
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+o:ht:", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "o:ht:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'F':
 			if (!strcmp(optarg, "pprof")) {

@@ -58,7 +58,7 @@ static int parse(int argc, char **argv, struct report_args *a)
 	int opt, ret;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+ldfht:", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "ldfht:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'l':
 			a->symbols = 1;

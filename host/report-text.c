@@ -153,6 +153,10 @@ void report_print_footer(FILE *f, const struct report *r)
 	if (r->symbols && r->total && r->unresolved * 10000 > r->total) {
 		fprintf(f, "warning: %.2f%% of samples have no symbol\n",
 			pct(r->unresolved, r->total));
+		if (r->outside_kernel)
+			fprintf(f, "  vmlinux: %" PRIu64 " samples (%.2f%%) ran below the kernel's "
+				"addresses (firmware, boot loader, decompressor)\n",
+				r->outside_kernel, pct(r->outside_kernel, r->total));
 		for (size_t i = 0; i < r->nr_problems; i++) {
 			const struct report_problem *p = &r->problems[i];
 
@@ -423,7 +427,7 @@ static json_t *header_json(const struct report *r)
 			 r->problems[i].guest, r->problems[i].reason);
 		json_array_append_new(warn, json_string(msg));
 	}
-	o = json_pack("{s:o, s:s, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o}",
+	o = json_pack("{s:o, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o}",
 		      "mode", mode ? json_string(mode) : json_null(),
 		      "event", r->event,
 		      "event_count", (json_int_t)r->event_count,
@@ -431,6 +435,7 @@ static json_t *header_json(const struct report *r)
 		      "lost_samples", (json_int_t)r->lost,
 		      "throttled_samples", (json_int_t)r->throttled,
 		      "unresolved_samples", (json_int_t)r->unresolved,
+		      "outside_kernel_samples", (json_int_t)r->outside_kernel,
 		      "build_id_mismatches", (int)r->mismatches,
 		      "guests", guests,
 		      "warnings", warn);

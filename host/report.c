@@ -565,6 +565,8 @@ struct file_ctx {
 	struct simage *img;
 	uint64_t *counts;	/* [0] unresolved, [i + 1] symbol i */
 	uint64_t total;
+	uint64_t outside;	/* unresolved kernel samples outside the kernel */
+	int is_kernel;
 	int details;
 	const char *only_symbol;
 	struct report_row *key;	/* merged key without symbol */
@@ -588,6 +590,10 @@ static int file_sym_cb(uint64_t offset, uint64_t count, void *arg)
 
 	c->counts[i + 1] += count;
 	c->total += count;
+	/* x86-64 kernels run in the upper half; a "kernel" sample below it
+	 * was firmware or boot code before the kernel's own mapping. */
+	if (i < 0 && c->is_kernel && offset < 0xffff800000000000ull)
+		c->outside += count;
 	return 0;
 }
 
@@ -674,6 +680,7 @@ static int read_file(struct report *r, const struct report_opts *o, const struct
 			goto out;
 		}
 		nsyms = simage_nr_syms(c.img);
+		c.is_kernel = simage_is_kernel(c.img);
 	}
 
 	if (c.img && nsyms) {
@@ -759,6 +766,7 @@ static int read_file(struct report *r, const struct report_opts *o, const struct
 	}
 	g->total += c.total;
 	r->total += c.total;
+	r->outside_kernel += c.outside;
 	r->files++;
 	ret = ret < 0 ? ret : 0;
 out:

@@ -141,6 +141,9 @@ struct report {
 	uint64_t lost;			/* lost_overflow, all guests */
 	uint64_t throttled;
 	uint64_t unresolved;		/* samples in rows without a symbol */
+	uint64_t outside_kernel;	/* of which: vmlinux samples below the
+					 * kernel's half of the address space
+					 * (firmware, boot loader, decompressor) */
 	uint64_t mismatch_samples;	/* of which: images with another build-id */
 	size_t mismatches;		/* images with a build-id mismatch */
 	size_t files, skipped_files, bad_files;

@@ -879,6 +879,11 @@ enum simage_state simage_state(const struct simage *si)
 	return si->state;
 }
 
+int simage_is_kernel(const struct simage *si)
+{
+	return si->kind == SK_KERNEL;
+}
+
 const char *simage_path(const struct simage *si)
 {
 	return si->path;

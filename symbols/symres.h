@@ -85,6 +85,8 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 			    const struct symres_kernel *k);
 
 enum simage_state simage_state(const struct simage *si);
+/* 1 for the kernel image itself (vmlinux), not modules. */
+int simage_is_kernel(const struct simage *si);
 /* Host file the symbols come from, or NULL. */
 const char *simage_path(const struct simage *si);
 /* One line saying why the state is not SIMAGE_OK ("" when it is). */
