@@ -122,15 +122,18 @@ static double pct(uint64_t part, uint64_t whole)
 
 void report_print_footer(FILE *f, const struct report *r)
 {
-	uint64_t taken = r->total + r->lost + r->throttled;
-	uint64_t lost_nomap = 0, lost_noproc = 0;
+	uint64_t taken, received = 0, lost_nomap = 0, lost_noproc = 0;
 
 	for (size_t i = 0; i < r->nr_guests; i++) {
 		if (!r->guests[i].total)
 			continue;
+		received += r->guests[i].stats.received;
 		lost_nomap += r->guests[i].stats.lost_no_mapping;
 		lost_noproc += r->guests[i].stats.lost_no_process;
 	}
+	/* Losses are session-wide: weigh them against everything the guests'
+	 * samplers took, not against what a filter kept. */
+	taken = (received > r->total ? received : r->total) + r->lost + r->throttled;
 	fprintf(f, "\ntotal %" PRIu64 " samples, lost %" PRIu64 ", throttled %" PRIu64 "\n",
 		r->total, r->lost, r->throttled);
 	if (r->symbols)
@@ -146,10 +149,10 @@ void report_print_footer(FILE *f, const struct report *r)
 	if (taken && r->throttled * 10000 > taken)
 		fprintf(f, "warning: %.2f%% of samples were throttled by the rate cap\n",
 			pct(r->throttled, taken));
-	if (r->total && (lost_nomap + lost_noproc) * 10000 > r->total)
+	if (taken && (lost_nomap + lost_noproc) * 10000 > taken)
 		fprintf(f, "warning: %.2f%% of samples had no process or mapping "
 			"(filed under {anon}); is opvm.ko loaded in the guest?\n",
-			pct(lost_nomap + lost_noproc, r->total));
+			pct(lost_nomap + lost_noproc, taken));
 	if (r->symbols && r->total && r->unresolved * 10000 > r->total) {
 		fprintf(f, "warning: %.2f%% of samples have no symbol\n",
 			pct(r->unresolved, r->total));
