@@ -46,19 +46,22 @@ cleanup() {
 trap cleanup EXIT
 
 NFORK=${GUEST_CHANNEL_FORKS:-200}
-SOCK=$T/ch.sock
-t0=$(date +%s.%N)
-qemu-system-x86_64 -accel tcg -m 512 -smp 2 -nographic -no-reboot \
-	-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio.gz" \
-	-append "console=ttyS0 quiet opvm.workload=libcmix:1+threads:1+forker:$NFORK opvm.dump=1 opvm.modtest=1 opvm.unload=1" \
-	-device virtio-serial-pci \
-	-chardev socket,id=ch0,path="$SOCK",server=on,wait=off \
-	-device virtserialport,chardev=ch0,name=org.opvm.0 \
-	</dev/null >"$T/console.log" 2>&1 &
-QPID=$!
 
-# The host end: connect once QEMU made the socket, keep every byte.
-python3 - "$SOCK" "$T/chan.bin" <<'PY' &
+# boot NAME APPEND: boots the image with the channel on a unix socket whose
+# host end is recorded to $T/NAME.bin; the console goes to $T/NAME.log.
+# Returns 1 (after printing why) if the guest did not finish.
+boot() {
+	local name=$1 append=$2 sock=$T/$1.sock
+	qemu-system-x86_64 -accel tcg -m 512 -smp 2 -nographic -no-reboot \
+		-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio.gz" \
+		-append "console=ttyS0 quiet $append" \
+		-device virtio-serial-pci \
+		-chardev socket,id=ch0,path="$sock",server=on,wait=off \
+		-device virtserialport,chardev=ch0,name=org.opvm.0 \
+		</dev/null >"$T/$name.log" 2>&1 &
+	QPID=$!
+	# The host end: connect once QEMU made the socket, keep every byte.
+	python3 - "$sock" "$T/$name.bin" <<'PY' &
 import socket, sys, time
 s = socket.socket(socket.AF_UNIX)
 for _ in range(600):
@@ -76,37 +79,47 @@ with open(sys.argv[2], 'wb') as f:
             break
         f.write(b)
 PY
-RPID=$!
+	RPID=$!
+	for _ in $(seq 1200); do
+		kill -0 "$QPID" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$QPID" 2>/dev/null; then
+		tail -20 "$T/$name.log"
+		echo "FAIL: the guest ($name) did not power off within 120 s"
+		return 1
+	fi
+	wait "$QPID"
+	QPID=
+	wait "$RPID"
+	RPID=
+	if ! grep -q '^OPVM-DONE' "$T/$name.log"; then
+		tail -30 "$T/$name.log"
+		echo "FAIL: the guest's init ($name) did not finish (console above)"
+		return 1
+	fi
+}
 
-for _ in $(seq 1500); do
-	kill -0 "$QPID" 2>/dev/null || break
-	sleep 0.1
-done
-if kill -0 "$QPID" 2>/dev/null; then
-	tail -20 "$T/console.log"
-	echo "FAIL: the guest did not power off within 150 s"
-	exit 1
-fi
-wait "$QPID"
-QPID=
-wait "$RPID"
-RPID=
+# decode NAME: $T/NAME.bin -> $T/NAME.json, one JSON object per record.
+decode() {
+	if [ -x "$OPVM" ] && "$OPVM" channel-dump --json "$T/$1.bin" \
+		>"$T/$1.json" 2>"$T/$1.err"; then
+		DEC="opvm channel-dump"
+	else
+		DEC="images/channel-decode.py"
+		images/channel-decode.py --json "$T/$1.bin" >"$T/$1.json" || {
+			echo "FAIL: the channel stream ($1) does not decode"
+			return 1
+		}
+	fi
+}
+
+t0=$(date +%s.%N)
+boot main "opvm.workload=libcmix:1+threads:1+forker:$NFORK opvm.dump=1 opvm.modtest=1 opvm.unload=1" || exit 1
 t1=$(date +%s.%N)
-if ! grep -q '^OPVM-DONE' "$T/console.log"; then
-	tail -30 "$T/console.log"
-	echo "FAIL: the guest's init did not finish (console above)"
-	exit 1
-fi
+decode main || exit 1
 
-if [ -x "$OPVM" ] && "$OPVM" channel-dump --json "$T/chan.bin" >"$T/dump.json" 2>"$T/dump.err"; then
-	DEC="opvm channel-dump"
-else
-	DEC="images/channel-decode.py"
-	images/channel-decode.py --json "$T/chan.bin" >"$T/dump.json" || {
-		echo "FAIL: the channel stream does not decode"; exit 1; }
-fi
-
-python3 - "$T/dump.json" "$T/console.log" "$IMG" "$DEC" "$NFORK" <<'PY'
+python3 - "$T/main.json" "$T/main.log" "$IMG" "$DEC" "$NFORK" <<'PY'
 import json, re, subprocess, sys
 
 dump, console, img, dec, nfork = sys.argv[1:6]
@@ -284,10 +297,38 @@ sys.exit(1 if fails else 0)
 PY
 rc=$?
 printf 'MEASURED guest-channel boot-to-poweroff: %.1f s, %s bytes on the channel\n' \
-	"$(echo "$t1 - $t0" | bc 2>/dev/null || echo 0)" "$(stat -c %s "$T/chan.bin")"
+	"$(echo "$t1 - $t0" | bc 2>/dev/null || echo 0)" "$(stat -c %s "$T/main.bin")"
 if [ $rc != 0 ]; then
-	grep -E 'opvm|OPVM-TRUTH exit' "$T/console.log" | grep -v -E 'OPVM-(PS|MOD)' | tail -20
+	grep -E 'opvm|OPVM-TRUTH exit' "$T/main.log" | grep -v -E 'OPVM-(PS|MOD)' | tail -20
 	exit 1
 fi
+
+# A full buffer: a 32 KiB ring (the smallest) and the relay started only
+# after forker's children filled it.  The stream must stay well-formed, say
+# how much was dropped (LOST), and go on after it.
+boot lost "opvm.workload=forker:$NFORK opvm.kmod_args=ring_kb=16 opvm.relay=late" || exit 1
+decode lost || exit 1
+python3 - "$T/lost.json" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]
+fails = []
+seqs = [r['seq'] for r in recs]
+if not recs or recs[0]['type'] != 'HELLO':
+    fails.append('full buffer: the stream does not start with HELLO')
+if seqs != list(range(len(seqs))):
+    fails.append('full buffer: seq numbers are not contiguous')
+lost = [i for i, r in enumerate(recs) if r['type'] == 'LOST']
+n = sum(int(recs[i]['count']) for i in lost)
+if not lost or n <= 0:
+    fails.append('full buffer: no LOST record')
+elif lost[0] == len(recs) - 1:
+    fails.append('full buffer: nothing after the LOST record')
+print('RESULT guest-channel full-buffer: %d records kept, %d dropped and '
+      'reported in %d LOST record(s)' % (len(recs), n, len(lost)))
+for f in fails:
+    print('FAIL: ' + f)
+sys.exit(1 if fails else 0)
+PY
+[ $? = 0 ] || exit 1
 echo "PASS: guest-channel"
 exit 0
