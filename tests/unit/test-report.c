@@ -545,6 +545,105 @@ static void test_annotate_module(void **state)
 	free(text);
 }
 
+/* A second session: only func_b, twice as hot.  Returns its path. */
+static const char *session_b(void)
+{
+	static const struct store_event ev[] = { { .name = "TIMER", .count = 1 },
+						 { .name = "CYCLES", .count = 100000 } };
+	static char dir[PATH_MAX * 2];
+	struct store *st;
+
+	snprintf(dir, sizeof(dir), "%s/session-b", fx.dir);
+	if (!access(dir, F_OK))
+		return dir;
+	st = store_open(dir, "t1", ev, 2, OPVM_SEP_LIB, 0);
+	assert_non_null(st);
+	assert_int_equal(fx_add(st, NULL, "/usr/bin/prog", 0, -1, -1, fx.bid, fx.bid_len,
+				fx.hot_off[FX_B], 2000), 0);
+	{
+		struct store_key k = { .image = "/usr/bin/prog", .event = 1, .tgid = -1,
+				       .tid = -1, .cpu = -1, .build_id = fx.bid,
+				       .build_id_len = fx.bid_len };
+		struct sfile *sf = store_get(st, &k);
+
+		assert_non_null(sf);
+		assert_int_equal(sfile_add(sf, fx.hot_off[FX_A], 77), 0);
+	}
+	assert_int_equal(fx_meta(st, "t1", 1), 0);
+	assert_int_equal(store_sync(st), 0);
+	store_close(st);
+	return dir;
+}
+
+static struct report *load_dir(const char *dir, struct symres *res, const char *spec)
+{
+	struct report_opts o = { .session_dir = dir, .keep = REPORT_KEEP_DEFAULT,
+				 .symbols = 1, .res = res };
+	static char specbuf[64];
+	char err[256];
+	struct report *r;
+
+	if (spec) {
+		snprintf(specbuf, sizeof(specbuf), "%s", spec);
+		assert_int_equal(report_filter_add(&o.filter, specbuf), 0);
+	}
+	r = report_load(&o, err, sizeof(err));
+	if (!r)
+		fail_msg("%s", err);
+	return r;
+}
+
+static void test_diff_text(void **state)
+{
+	struct symres_root root = { .guest = "t1", .dir = fx.root };
+	struct symres_config sc = { .roots = &root, .nr_roots = 1, .no_host_kernel = 1,
+				    .no_debuginfod = 1 };
+	struct symres *res = symres_new(&sc);
+	struct report *a = load_dir(fx.session, res, "guest:t1");
+	struct report *b = load_dir(session_b(), res, NULL);
+	char *buf = NULL, line[512];
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	report_print_diff(f, a, b, NULL);
+	fclose(f);
+	/* func_b: 1100 of 2365 before, all 2000 after. */
+	line_with(buf, " func_b", line, sizeof(line));
+	assert_non_null(strstr(line, "1100"));
+	assert_non_null(strstr(line, "2000"));
+	assert_non_null(strstr(line, "+53.48"));
+	line_with(buf, " func_a", line, sizeof(line));
+	assert_non_null(strstr(line, "-19.02"));
+	free(buf);
+	report_free(a);
+	report_free(b);
+	symres_free(res);
+}
+
+static void test_events(void **state)
+{
+	struct symres_root root = { .guest = "t1", .dir = fx.root };
+	struct symres_config sc = { .roots = &root, .nr_roots = 1, .no_host_kernel = 1,
+				    .no_debuginfod = 1 };
+	struct symres *res = symres_new(&sc);
+	struct report *r;
+
+	/* The first event of session.json; the other one is named. */
+	r = load_dir(session_b(), res, NULL);
+	assert_string_equal(r->event, "TIMER");
+	assert_int_equal(r->total, 2000);
+	assert_int_equal(r->nr_other_events, 1);
+	assert_string_equal(r->other_events[0], "CYCLES");
+	report_free(r);
+	r = load_dir(session_b(), res, "event:CYCLES");
+	assert_string_equal(r->event, "CYCLES");
+	assert_int_equal(r->event_count, 100000);
+	assert_int_equal(r->total, 77);
+	assert_string_equal(r->rows[0].symbol, "func_a");
+	report_free(r);
+	symres_free(res);
+}
+
 static void test_bad_session(void **state)
 {
 	struct report_opts o = { .session_dir = "/nonexistent/opvm", .keep = REPORT_KEEP_DEFAULT };
@@ -589,6 +688,8 @@ int main(void)
 		cmocka_unit_test(test_annotate_assembly),
 		cmocka_unit_test(test_annotate_source),
 		cmocka_unit_test(test_annotate_module),
+		cmocka_unit_test(test_diff_text),
+		cmocka_unit_test(test_events),
 		cmocka_unit_test(test_bad_session),
 		cmocka_unit_test(test_corrupt_sample_file),
 	};
