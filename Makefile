@@ -129,7 +129,7 @@ $(BUILD)/fuzz/fuzz-%: tests/fuzz/fuzz-%.c $(FUZZ_LIB_SRCS)
 images:
 	$(Q)$(MAKE) -C images BUILD=$(abspath $(BUILD))/images
 kmod:
-	$(Q)$(MAKE) -C guest-kmod
+	$(Q)$(MAKE) -C guest-kmod OUT=$(abspath $(BUILD))/kmod
 # <<< images ------------------------------------------------------------------
 # >>> kvm synthetic guests (tests/guests/) -----------------------------------
 KVM_GUESTS := $(BUILD)/tests/guests/guest.elf $(BUILD)/tests/guests/guest-virtio.elf
