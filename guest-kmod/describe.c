@@ -10,6 +10,8 @@
  * The first run sends HELLO, describes every existing process and module,
  * then SYNC; events queued meanwhile wait behind it.
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/dcache.h>
 #include <linux/elf.h>
 #include <linux/file.h>
@@ -422,7 +424,7 @@ static u64 walk_modules(void)
 	u64 n = 0;
 
 	if (!head || !lock) {
-		pr_warn("opvm: module list not found: modules loaded before opvm are not reported\n");
+		pr_warn("module list not found: modules loaded before opvm are not reported\n");
 		send_module(OPVM_REC_MODULE, THIS_MODULE->name,
 			    (unsigned long)THIS_MODULE->core_layout.base,
 			    THIS_MODULE->core_layout.text_size);

@@ -5,6 +5,8 @@
  * Fixed size, allocated at load: a hook never allocates.  A full FIFO drops
  * the event and counts it as a lost record.
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/vmalloc.h>

@@ -13,6 +13,8 @@
  * skipped here (in_execve) because the host drops a process's mappings on
  * EXEC: the worker walks the new address space after the EXEC record instead.
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/kprobes.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
@@ -169,7 +171,7 @@ int opvm_hooks_register(void)
 
 	for_each_kernel_tracepoint(find_tp, NULL);
 	if (!tp_switch || !tp_fork || !tp_exec || !tp_exit) {
-		pr_err("opvm: sched tracepoints not found (kernel built without CONFIG_TRACEPOINTS?)\n");
+		pr_err("sched tracepoints not found (kernel built without CONFIG_TRACEPOINTS?)\n");
 		return -ENOENT;
 	}
 	ret = tracepoint_probe_register(tp_exit, opvm_probe_exit, NULL);
@@ -199,7 +201,7 @@ err_exit:
 	tracepoint_probe_unregister(tp_exit, opvm_probe_exit, NULL);
 err:
 	tracepoint_synchronize_unregister();
-	pr_err("opvm: registering tracepoint probes failed: %d\n", ret);
+	pr_err("registering tracepoint probes failed: %d\n", ret);
 	return ret;
 }
 
@@ -341,13 +343,13 @@ int opvm_hooks_mmap_register(void)
 
 	ret = register_kretprobe(&opvm_mmap_krp);
 	if (ret)
-		pr_warn("opvm: kretprobe on do_mmap failed (%d): libraries mapped after exec are found only by later walks\n",
+		pr_warn("kretprobe on do_mmap failed (%d): libraries mapped after exec are found only by later walks\n",
 			ret);
 	else
 		mmap_krp_on = true;
 	ret = register_kprobe(&opvm_munmap_kp);
 	if (ret)
-		pr_warn("opvm: kprobe on munmap failed (%d): unmaps are not reported\n",
+		pr_warn("kprobe on munmap failed (%d): unmaps are not reported\n",
 			ret);
 	else
 		munmap_kp_on = true;
@@ -361,7 +363,7 @@ void opvm_hooks_mmap_unregister(void)
 	if (mmap_krp_on) {
 		unregister_kretprobe(&opvm_mmap_krp);
 		if (opvm_mmap_krp.nmissed)
-			pr_info("opvm: do_mmap kretprobe missed %d calls\n",
+			pr_info("do_mmap kretprobe missed %d calls\n",
 				opvm_mmap_krp.nmissed);
 	}
 	munmap_kp_on = false;

@@ -7,6 +7,8 @@
  * runs the same steps backwards; the hooks go first so nothing new is queued
  * while the rest is torn down.
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/cpumask.h>
 #include <linux/io.h>
 #include <linux/kprobes.h>
@@ -101,7 +103,7 @@ static int __init opvm_init(void)
 	if (track_mmap)
 		opvm_hooks_mmap_register();
 	opvm_kick();	/* HELLO, initial walk, SYNC */
-	pr_info("opvm: loaded, %u slots at phys 0x%llx, /dev/opvm ready\n",
+	pr_info("loaded, %u slots at phys 0x%llx, /dev/opvm ready\n",
 		nr_cpu_ids, (unsigned long long)virt_to_phys(opvm_slots));
 	return 0;
 
@@ -127,7 +129,7 @@ static void __exit opvm_exit(void)
 	opvm_dev_unregister();
 	opvm_ring_exit();
 	kfree(opvm_slots);
-	pr_info("opvm: unloaded, %llu records lost in total\n",
+	pr_info("unloaded, %llu records lost in total\n",
 		opvm_ring_lost_total());
 }
 

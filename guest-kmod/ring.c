@@ -7,6 +7,8 @@
  * records to user space without the spinlock: [tail, head) is never written
  * while the reader owns it, and tail only moves after the copy.
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
