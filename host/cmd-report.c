@@ -14,13 +14,15 @@
 #include "host/log.h"
 #include "host/report-cli.h"
 
-enum { OPT_SORT = 0x200, OPT_FORMAT, OPT_DIFF, OPT_WIDTH };
+enum { OPT_SORT = 0x200, OPT_FORMAT, OPT_DIFF, OPT_WIDTH, OPT_IMPORT };
 
 struct report_args {
 	struct report_cli cli;
 	int symbols, details, json, long_names, width;
 	enum report_sort sort;
 	const char *diff;
+	const char *imports[16];
+	size_t nr_imports;
 };
 
 static void usage(FILE *f)
@@ -36,6 +38,8 @@ static void usage(FILE *f)
 		"  --format text|json     json: one object (see docs/reports.md)\n"
 		"  --diff DIR|previous    compare against session DIR (or samples/previous)\n"
 		"  --width N              columns (default 80)\n"
+		"  --import FILE          add a binary to the session's build-id cache\n"
+		"                         (SESSION/.build-id), where reports look first\n"
 		REPORT_CLI_HELP);
 }
 
@@ -51,6 +55,7 @@ static int parse(int argc, char **argv, struct report_args *a)
 		{ "format", required_argument, NULL, OPT_FORMAT },
 		{ "diff", required_argument, NULL, OPT_DIFF },
 		{ "width", required_argument, NULL, OPT_WIDTH },
+		{ "import", required_argument, NULL, OPT_IMPORT },
 		REPORT_CLI_LONGOPTS,
 		{ NULL, 0, NULL, 0 },
 	};
@@ -91,6 +96,13 @@ static int parse(int argc, char **argv, struct report_args *a)
 			break;
 		case OPT_DIFF:
 			a->diff = optarg;
+			break;
+		case OPT_IMPORT:
+			if (a->nr_imports == sizeof(a->imports) / sizeof(a->imports[0])) {
+				pr_err("at most 16 --import options");
+				return 2;
+			}
+			a->imports[a->nr_imports++] = optarg;
 			break;
 		case OPT_WIDTH:
 			a->width = atoi(optarg);
@@ -217,6 +229,19 @@ int cmd_report(int argc, char **argv)
 	ret = 1;
 	if (a.json)
 		a.symbols = b.symbols = 1;
+	for (size_t i = 0; i < a.nr_imports; i++) {
+		char where[4096];
+		int r = symres_import(a.cli.ro.session_dir, a.imports[i], where, sizeof(where));
+
+		if (r) {
+			pr_err("--import %s: %s", a.imports[i],
+			       r == -ENOEXEC ? "not an ELF file opvm can read" :
+			       r == -ENODATA ? "no build-id note (link with -Wl,--build-id)" :
+			       strerror(-r));
+			goto out;
+		}
+		pr_info("imported %s as %s", a.imports[i], where);
+	}
 
 	report_cli_finish(&a.cli);
 	if (a.symbols) {

@@ -1163,3 +1163,70 @@ FILE *symres_open_source(struct symres *r, const char *guest, const char *path)
 	}
 	return fdopen(fd, "r");
 }
+
+/* ---- build-id cache --------------------------------------------------------- */
+
+int symres_import(const char *session_dir, const char *path, char *out, size_t outlen)
+{
+	char bidhex[129], dir[4096], dst[4096], tmp[4096 + 16];
+	struct elfimage *img;
+	const uint8_t *bid;
+	char buf[65536];
+	int in = -1, fd = -1, ret;
+	size_t len;
+	ssize_t n;
+
+	img = elfimage_open(path, NULL, 0);
+	if (!img)
+		return -ENOEXEC;
+	bid = elfimage_build_id(img, &len);
+	if (!bid) {
+		elfimage_close(img);
+		return -ENODATA;
+	}
+	hex(bid, len, bidhex);
+	elfimage_close(img);
+	if (snprintf(dir, sizeof(dir), "%s/.build-id", session_dir) >= (int)sizeof(dir))
+		return -ENAMETOOLONG;
+	if (mkdir(dir, 0755) && errno != EEXIST)
+		return -errno;
+	snprintf(dir, sizeof(dir), "%s/.build-id/%.2s", session_dir, bidhex);
+	if (mkdir(dir, 0755) && errno != EEXIST)
+		return -errno;
+	if (snprintf(dst, sizeof(dst), "%s/%s", dir, bidhex + 2) >= (int)sizeof(dst) ||
+	    snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", dst) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	in = open(path, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	while ((n = read(in, buf, sizeof(buf))) > 0) {
+		if (write(fd, buf, (size_t)n) != n) {
+			ret = errno ? -errno : -EIO;
+			goto fail;
+		}
+	}
+	if (n < 0 || fchmod(fd, 0644) || fsync(fd)) {
+		ret = -errno;
+		goto fail;
+	}
+	if (rename(tmp, dst)) {
+		ret = -errno;
+		goto fail;
+	}
+	if (out)
+		snprintf(out, outlen, "%s", dst);
+	ret = 0;
+	goto out;
+fail:
+	unlink(tmp);
+out:
+	if (fd >= 0)
+		close(fd);
+	close(in);
+	return ret;
+}

@@ -125,4 +125,10 @@ int symres_want_lines(struct symres *r, struct simage *si, const char *guest);
  * directory).  Regular files only.  Returns NULL and sets errno. */
 FILE *symres_open_source(struct symres *r, const char *guest, const char *path);
 
+/* Copies the ELF file at path into <session_dir>/.build-id/xx/yyyy (its
+ * build-id), where reports look first.  The file must be a usable ELF with
+ * a build-id (-ENOEXEC, -ENODATA).  out (may be NULL) receives the cache
+ * path.  An existing entry is replaced.  Returns 0 or -errno. */
+int symres_import(const char *session_dir, const char *path, char *out, size_t outlen);
+
 #endif /* OPVM_SYMRES_H */

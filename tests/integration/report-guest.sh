@@ -12,8 +12,10 @@
 set -u
 BUILD=${BUILD:-build}
 OPVM=${OPVM:-$BUILD/opvm}
-IMG=$BUILD/images
 cd "$(dirname "$0")/../.."
+IMG=${IMG:-$BUILD/images}
+# A SAN= build (BUILD=build/san) uses the plain build's test image.
+[ -d "$IMG" ] || [ ! -d build/images ] || IMG=build/images
 
 command -v qemu-system-x86_64 >/dev/null || { echo "SKIP: qemu-system-x86_64 is not installed"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }

@@ -644,6 +644,33 @@ static void test_events(void **state)
 	symres_free(res);
 }
 
+/* --import: a binary put in the session's build-id cache serves every
+ * guest whose samples carry its build-id (t2 has no guest root here). */
+static void test_import(void **state)
+{
+	char copy[PATH_MAX * 2], prog[PATH_MAX * 2], where[4096];
+	struct symres_config sc = { .session_dir = copy, .no_host_kernel = 1,
+				    .no_debuginfod = 1 };
+	struct symres *res;
+	struct report *r;
+	const struct report_row *row;
+
+	snprintf(copy, sizeof(copy), "%s/session-import", fx.dir);
+	snprintf(prog, sizeof(prog), "%s/usr/bin/prog", fx.root);
+	assert_int_equal(fx_sh("rm -rf '%s' && cp -r '%s' '%s'", copy, fx.session, copy), 0);
+	assert_int_equal(symres_import(copy, prog, where, sizeof(where)), 0);
+	assert_non_null(strstr(where, fx.bid_hex + 2));
+	assert_int_equal(symres_import(copy, "/dev/null", NULL, 0), -ENOEXEC);
+	sc.session_dir = copy;
+	res = symres_new(&sc);
+	r = load_dir(copy, res, "guest:t2");
+	row = find_row(r, "t2", "func_a");
+	assert_non_null(row);
+	assert_int_equal(row->samples, 100);
+	report_free(r);
+	symres_free(res);
+}
+
 static void test_bad_session(void **state)
 {
 	struct report_opts o = { .session_dir = "/nonexistent/opvm", .keep = REPORT_KEEP_DEFAULT };
@@ -690,6 +717,7 @@ int main(void)
 		cmocka_unit_test(test_annotate_module),
 		cmocka_unit_test(test_diff_text),
 		cmocka_unit_test(test_events),
+		cmocka_unit_test(test_import),
 		cmocka_unit_test(test_bad_session),
 		cmocka_unit_test(test_corrupt_sample_file),
 	};
