@@ -752,7 +752,7 @@ static int hdr_check(const struct sfile_hdr *h, uint64_t fsize,
 		FAIL("not an opvm sample file (bad magic)");
 	if (h->version != OPVM_SFILE_VERSION)
 		FAIL("unsupported sample file version %u (this opvm reads %u)",
-		     h->version, OPVM_SFILE_VERSION);
+		     h->version, (unsigned)OPVM_SFILE_VERSION);
 	if (h->header_size < SFILE_HDR_SIZE || h->header_size > 4096 ||
 	    h->header_size % 8)
 		FAIL("bad header size %u", h->header_size);
@@ -1301,23 +1301,31 @@ struct sfile_reader *sfile_reader_open(const char *path, char *err, size_t errle
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		RFAIL(-ENOMEM, "out of memory");
-	/* A writer may grow the file while we read: retry when the table
-	 * moved between reading the header and the table. */
+	if (fstat(fd, &sb) < 0)
+		RFAIL(-errno, "cannot stat: %s", strerror(errno));
+	if (!S_ISREG(sb.st_mode))
+		RFAIL(-EBADMSG, "not a regular file");
+	/* A live writer may grow the file while we read.  It extends the file
+	 * before it publishes a table there, so the header is read first and
+	 * the size after; and we retry when the header changed meanwhile. */
 	for (int attempt = 0; ; attempt++) {
 		uint64_t off, n, sum = 0, used = 0;
 
-		if (fstat(fd, &sb) < 0)
-			RFAIL(-errno, "cannot stat: %s", strerror(errno));
-		if (!S_ISREG(sb.st_mode))
-			RFAIL(-EBADMSG, "not a regular file");
-		if ((uint64_t)sb.st_size < SFILE_HDR_SIZE)
+		if (read_full(fd, &h, sizeof(h), 0)) {
+			if (fstat(fd, &sb) < 0)
+				sb.st_size = 0;
 			RFAIL(-EBADMSG, "truncated header (%llu bytes, need %u)",
 			      (unsigned long long)sb.st_size, SFILE_HDR_SIZE);
-		if (read_full(fd, &h, sizeof(h), 0))
-			RFAIL(-EBADMSG, "cannot read header");
+		}
+		if (fstat(fd, &sb) < 0)
+			RFAIL(-errno, "cannot stat: %s", strerror(errno));
 		ret = hdr_check(&h, (uint64_t)sb.st_size, err, errlen);
-		if (ret)
+		if (ret) {
+			if (attempt < 8 && !read_full(fd, &h2, sizeof(h2), 0) &&
+			    memcmp(&h, &h2, sizeof(h)))
+				continue;
 			goto fail;
+		}
 		off = h.table & ~63ULL;
 		n = 1ULL << (h.table & 63);
 		free(r->tab);
@@ -1331,7 +1339,7 @@ struct sfile_reader *sfile_reader_open(const char *path, char *err, size_t errle
 		if (read_full(fd, &h2, sizeof(h2), 0))
 			RFAIL(-EBADMSG, "cannot read header");
 		if (h2.table != h.table && attempt < 8)
-			continue;
+			continue;	/* the table moved while we copied it */
 		for (uint64_t i = 0; i < n; i++) {
 			if (!r->tab[i].count)
 				continue;
