@@ -182,7 +182,7 @@ void report_print_footer(FILE *f, const struct report *r)
 	}
 }
 
-/* ---- summary: guest -> application -> image --------------------------------- */
+/* ---- summary: guest -> application -> image (always full paths) --------------- */
 
 struct snode {
 	const struct report_row *first;	/* a row of the group, for names */
@@ -231,7 +231,6 @@ void report_print_summary(FILE *f, const struct report *r, const struct report_p
 	struct snode *apps = calloc(r->nr_rows + 1, sizeof(*apps));
 	struct snode *images = calloc(r->nr_rows + 1, sizeof(*images));
 	size_t ng = 0, na = 0, ni = 0;
-	int long_names = po ? po->long_names : 0;
 
 	if (!v || !guests || !apps || !images)
 		goto out;
@@ -292,7 +291,6 @@ void report_print_summary(FILE *f, const struct report *r, const struct report_p
 			}
 		}
 	}
-	(void)long_names;
 out:
 	free(v);
 	free(guests);
