@@ -1338,8 +1338,10 @@ struct sfile_reader *sfile_reader_open(const char *path, char *err, size_t errle
 			RFAIL(-EBADMSG, "table truncated");
 		if (read_full(fd, &h2, sizeof(h2), 0))
 			RFAIL(-EBADMSG, "cannot read header");
-		if (h2.table != h.table && attempt < 8)
-			continue;	/* the table moved while we copied it */
+		/* The table moved while we copied it, or the writer synced (a
+		 * header read racing its 8-byte stores could be torn): again. */
+		if (memcmp(&h, &h2, sizeof(h)) && attempt < 8)
+			continue;
 		for (uint64_t i = 0; i < n; i++) {
 			if (!r->tab[i].count)
 				continue;
