@@ -85,11 +85,14 @@ unsigned store_separate(const struct store *st);
 
 /* The sample file for key, opened or created on first use and cached by the
  * store (callers may keep the pointer until store_close()).  The key's
- * merged fields must already reflect store_separate().  Returns NULL and sets
- * errno. */
+ * merged fields should already reflect store_separate() (the store applies
+ * the mask again, so a full key files the same).  In append mode an existing
+ * file is validated first (EBADMSG: corrupt, or another event's).  Returns
+ * NULL and sets errno (ELOOP: a symlink in the way). */
 struct sfile *store_get(struct store *st, const struct store_key *key);
 
-/* Adds count samples at offset.  Returns 0 or -errno (-ENOSPC: file limit). */
+/* Adds count samples at offset.  Returns 0 or -errno (-ENOSPC: file limit
+ * or disk full; the file keeps what it had). */
 int sfile_add(struct sfile *sf, uint64_t offset, uint64_t count);
 /* Adds one sample at each of offsets[0..n), prefetching ahead (faster than
  * a loop of sfile_add() when the table is larger than the cache).  Returns
