@@ -51,6 +51,7 @@ int cmd_annotate(int argc, char **argv)
 	struct symres *res = NULL;
 	struct report *r = NULL;
 	const char *symbol = NULL;
+	FILE *out = NULL;
 	char err[512];
 	int opt, ret = 2, notes = 0;
 	long n;
@@ -146,7 +147,12 @@ int cmd_annotate(int argc, char **argv)
 			goto out;
 		}
 	}
-	n = report_annotate(stdout, r, res, &ao, note, &notes);
+	out = report_cli_safe_stream(stdout);
+	if (!out) {
+		pr_err("cannot set up output: %s", strerror(errno));
+		goto out;
+	}
+	n = report_annotate(out, r, res, &ao, note, &notes);
 	if (n < 0) {
 		pr_err("annotate: %s", strerror((int)-n));
 		goto out;
@@ -158,6 +164,8 @@ int cmd_annotate(int argc, char **argv)
 	}
 	ret = 0;
 out:
+	if (out && fclose(out) && !ret)
+		ret = 1;
 	report_free(r);
 	symres_free(res);
 	if (fflush(stdout) && !ret)

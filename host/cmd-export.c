@@ -155,9 +155,11 @@ int cmd_export(int argc, char **argv)
 				free(r->rows[i].addrs);
 		r->nr_rows = keep;
 	}
-	f = out ? open_out(out, &tmp) : stdout;
+	/* Folded text to a terminal goes through the control-byte filter;
+	 * files are written as they are (names stay exact). */
+	f = out ? open_out(out, &tmp) : report_cli_safe_stream(stdout);
 	if (!f) {
-		pr_err("cannot write next to %s: %s", out, strerror(errno));
+		pr_err("cannot write %s: %s", out ? out : "to stdout", strerror(errno));
 		goto out;
 	}
 	switch (fmt) {
@@ -173,16 +175,14 @@ int cmd_export(int argc, char **argv)
 	default:
 		n = -EINVAL;
 	}
-	if (f != stdout) {
-		if (fclose(f) && !n)
-			n = -errno;
-		f = NULL;
+	if (fclose(f) && !n)
+		n = -errno;
+	f = NULL;
+	if (out) {
 		if (!n && rename(tmp, out))
 			n = -errno;
 		if (n)
 			unlink(tmp);
-	} else if (fflush(stdout) && !n) {
-		n = -errno;
 	}
 	if (n) {
 		pr_err("cannot write %s: %s", out ? out : "the export", strerror(-n));

@@ -195,6 +195,7 @@ int cmd_report(int argc, char **argv)
 	struct report_print_opts po = { 0 };
 	struct report *ra = NULL, *rb = NULL;
 	struct symres *res = NULL;
+	FILE *out = NULL;
 	char **va = NULL, **vb = NULL;
 	int na, nb, diff, ret = 1;
 
@@ -251,6 +252,11 @@ int cmd_report(int argc, char **argv)
 			goto out;
 		}
 	}
+	out = report_cli_safe_stream(stdout);
+	if (!out) {
+		pr_err("cannot set up output: %s", strerror(errno));
+		goto out;
+	}
 	po.threshold = a.cli.threshold;
 	po.width = a.width;
 	po.long_names = a.long_names;
@@ -266,31 +272,35 @@ int cmd_report(int argc, char **argv)
 		if (!rb)
 			goto out;
 		if (a.json) {
-			if (report_print_diff_json(stdout, ra, rb, &po))
+			if (report_print_diff_json(out, ra, rb, &po))
 				goto out;
 		} else {
-			report_print_diff(stdout, ra, rb, &po);
+			report_print_diff(out, ra, rb, &po);
 		}
 		ret = 0;
 		goto out;
 	}
 	if (a.json) {
-		if (report_print_json(stdout, ra, &po)) {
+		if (report_print_json(out, ra, &po)) {
 			pr_err("cannot write JSON: %s", strerror(errno));
 			goto out;
 		}
 		ret = 0;
 		goto out;
 	}
-	report_print_header(stdout, ra);
-	fputc('\n', stdout);
+	report_print_header(out, ra);
+	fputc('\n', out);
 	if (a.symbols)
-		report_print_symbols(stdout, ra, &po);
+		report_print_symbols(out, ra, &po);
 	else
-		report_print_summary(stdout, ra, &po);
-	report_print_footer(stdout, ra);
+		report_print_summary(out, ra, &po);
+	report_print_footer(out, ra);
 	ret = 0;
 out:
+	if (out && fclose(out) && !ret) {
+		pr_err("cannot write the report: %s", strerror(errno));
+		ret = 1;
+	}
 	report_free(ra);
 	report_free(rb);
 	symres_free(res);

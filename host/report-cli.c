@@ -7,6 +7,39 @@
 
 #include "host/report-cli.h"
 
+static ssize_t safe_write(void *cookie, const char *buf, size_t len)
+{
+	FILE *f = cookie;
+	char tmp[4096];
+	size_t done = 0;
+
+	while (done < len) {
+		size_t n = len - done < sizeof(tmp) ? len - done : sizeof(tmp);
+
+		for (size_t i = 0; i < n; i++) {
+			unsigned char c = (unsigned char)buf[done + i];
+
+			tmp[i] = (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? '?' : (char)c;
+		}
+		if (fwrite(tmp, 1, n, f) != n)
+			return done ? (ssize_t)done : -1;
+		done += n;
+	}
+	return (ssize_t)len;
+}
+
+static int safe_close(void *cookie)
+{
+	return fflush(cookie) ? -1 : 0;
+}
+
+FILE *report_cli_safe_stream(FILE *f)
+{
+	static const cookie_io_functions_t io = { .write = safe_write, .close = safe_close };
+
+	return fopencookie(f, "w", io);
+}
+
 void report_cli_init(struct report_cli *c)
 {
 	memset(c, 0, sizeof(*c));

@@ -72,4 +72,9 @@ int report_cli_spec(struct report_cli *c, char *arg, char *err, size_t errlen);
 /* Fills c->sc from the options (call before symres_new()). */
 void report_cli_finish(struct report_cli *c);
 
+/* A stream over f that writes every control byte but '\n' and '\t' as '?':
+ * symbol names, paths and source lines come from guests and must not
+ * drive the user's terminal.  fclose() it (f stays open).  NULL + errno. */
+FILE *report_cli_safe_stream(FILE *f);
+
 #endif /* OPVM_REPORT_CLI_H */

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "host/report.h"
+#include "host/report-cli.h"
 #include "tests/golden/fixture.h"
 
 static struct fixture fx;
@@ -671,6 +672,22 @@ static void test_import(void **state)
 	symres_free(res);
 }
 
+/* Guest-chosen names cannot drive the terminal. */
+static void test_safe_stream(void **state)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&buf, &len);
+	FILE *f = report_cli_safe_stream(mem);
+
+	assert_non_null(f);
+	fputs("sym\x1b]0;pwned\x07\r\tok\n", f);
+	assert_int_equal(fclose(f), 0);
+	fclose(mem);
+	assert_string_equal(buf, "sym?]0;pwned??\tok\n");
+	free(buf);
+}
+
 static void test_bad_session(void **state)
 {
 	struct report_opts o = { .session_dir = "/nonexistent/opvm", .keep = REPORT_KEEP_DEFAULT };
@@ -718,6 +735,7 @@ int main(void)
 		cmocka_unit_test(test_diff_text),
 		cmocka_unit_test(test_events),
 		cmocka_unit_test(test_import),
+		cmocka_unit_test(test_safe_stream),
 		cmocka_unit_test(test_bad_session),
 		cmocka_unit_test(test_corrupt_sample_file),
 	};
