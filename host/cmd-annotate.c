@@ -31,9 +31,15 @@ static void usage(FILE *f)
 static void note(const char *msg, void *arg)
 {
 	int *count = arg;
+	char safe[512];
+	size_t i;
 
+	/* Symbol and image names come from the guest. */
+	for (i = 0; msg[i] && i + 1 < sizeof(safe); i++)
+		safe[i] = (unsigned char)msg[i] < 0x20 || msg[i] == 0x7f ? '?' : msg[i];
+	safe[i] = '\0';
 	(*count)++;
-	pr_warn("%s", msg);
+	pr_warn("%s", safe);
 }
 
 int cmd_annotate(int argc, char **argv)
