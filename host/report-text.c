@@ -120,6 +120,45 @@ static double pct(uint64_t part, uint64_t whole)
 	return whole ? 100.0 * (double)part / (double)whole : 0;
 }
 
+#define FOOTER_MAX_PROBLEMS	10
+
+static int problem_cmp(const void *pa, const void *pb)
+{
+	const struct report_problem *a = *(const struct report_problem *const *)pa;
+	const struct report_problem *b = *(const struct report_problem *const *)pb;
+
+	if (a->samples != b->samples)
+		return a->samples > b->samples ? -1 : 1;
+	return strcmp(a->image, b->image);
+}
+
+/* The images without symbols (or, mismatches set, with another build-id),
+ * most samples first, at most FOOTER_MAX_PROBLEMS of them. */
+static void print_problems(FILE *f, const struct report *r, int mismatches)
+{
+	const struct report_problem **v = malloc((r->nr_problems + 1) * sizeof(*v));
+	size_t n = 0;
+
+	if (!v)
+		return;
+	for (size_t i = 0; i < r->nr_problems; i++)
+		if ((r->problems[i].state == SIMAGE_MISMATCH) == mismatches)
+			v[n++] = &r->problems[i];
+	if (n)
+		qsort(v, n, sizeof(*v), problem_cmp);
+	for (size_t i = 0; i < n && i < FOOTER_MAX_PROBLEMS; i++) {
+		if (mismatches)
+			fprintf(f, "  %s (guest %s): %s\n", v[i]->image, v[i]->guest, v[i]->reason);
+		else
+			fprintf(f, "  %s (guest %s, %" PRIu64 " samples): %s\n", v[i]->image,
+				v[i]->guest, v[i]->samples, v[i]->reason);
+	}
+	if (n > FOOTER_MAX_PROBLEMS)
+		fprintf(f, "  ... and %zu more (--format json lists them all)\n",
+			n - FOOTER_MAX_PROBLEMS);
+	free(v);
+}
+
 void report_print_footer(FILE *f, const struct report *r)
 {
 	uint64_t taken, received = 0, lost_nomap = 0, lost_noproc = 0;
@@ -160,25 +199,13 @@ void report_print_footer(FILE *f, const struct report *r)
 			fprintf(f, "  vmlinux: %" PRIu64 " samples (%.2f%%) ran below the kernel's "
 				"addresses (firmware, boot loader, decompressor)\n",
 				r->outside_kernel, pct(r->outside_kernel, r->total));
-		for (size_t i = 0; i < r->nr_problems; i++) {
-			const struct report_problem *p = &r->problems[i];
-
-			if (p->state == SIMAGE_MISMATCH)
-				continue;
-			fprintf(f, "  %s (guest %s, %" PRIu64 " samples): %s\n",
-				p->image, p->guest, p->samples, p->reason);
-		}
+		print_problems(f, r, 0);
 	}
 	if (r->mismatches) {
 		fprintf(f, "warning: build-id mismatch for %zu image%s (%.2f%% of samples), "
 			"not used:\n", r->mismatches, r->mismatches == 1 ? "" : "s",
 			pct(r->mismatch_samples, r->total));
-		for (size_t i = 0; i < r->nr_problems; i++) {
-			const struct report_problem *p = &r->problems[i];
-
-			if (p->state == SIMAGE_MISMATCH)
-				fprintf(f, "  %s (guest %s): %s\n", p->image, p->guest, p->reason);
-		}
+		print_problems(f, r, 1);
 	}
 }
 
