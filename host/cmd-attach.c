@@ -125,7 +125,7 @@ int qprof_parse_opt(struct qprof_opts *o, int argc, char **argv, int *i)
 		o->duration_ms = (uint64_t)(s * 1000);
 		return 1;
 	}
-	if (!strcmp(a, "--append")) {
+	if (!strcmp(a, "--append-samples")) {
 		o->append = 1;
 		return 1;
 	}
@@ -435,7 +435,8 @@ static void attach_usage(FILE *f)
 "  -e, --event SPEC   TIMER[:period_us] (the gdbstub samples on a timer)\n"
 "  -d, --session-dir D  where sample trees go (default ./opvm_data)\n"
 "  --separate SPEC    none, lib, kernel, thread, cpu, all (default lib)\n"
-"  --append           add to the current samples instead of starting afresh\n",
+"  --append           add to the current samples instead of starting afresh\n"
+"                     (also --append-samples, as for opvm run)\n",
 		QEMU_SAMPLER_DEFAULT_HZ);
 }
 
@@ -597,6 +598,8 @@ int cmd_attach(int argc, char **argv)
 			attach_usage(stdout);
 			ret = 0;
 			goto out;
+		} else if (!strcmp(a, "--append")) {
+			o.append = 1;
 		} else if (!strcmp(a, "--all")) {
 			all = 1;
 		} else if ((!strcmp(a, "-c") || !strcmp(a, "--connect")) && i + 1 < argc) {

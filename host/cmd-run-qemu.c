@@ -337,8 +337,6 @@ int cmd_run_qemu(int argc, char **argv)
 			qemu_bin = argv[++i];
 		} else if (!strcmp(a, "--console")) {
 			r.show_console = 1;
-		} else if (!strcmp(a, "--append-samples")) {
-			o.append = 1;
 		} else {
 			pr_err("unknown option '%s'; 'opvm run --help' lists them", a);
 			return 2;

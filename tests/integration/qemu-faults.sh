@@ -1,0 +1,83 @@
+#!/bin/bash
+# Faults during `opvm run`:
+#  1. QEMU is killed (SIGKILL) while the workload runs: opvm exits non-zero
+#     with a message naming the signal, the samples stay, report reads them.
+#  2. The guest is reset (monitor system_reset) as its workload starts: it
+#     boots again, its module sends a new HELLO, and the workload of the
+#     second boot is filed under its process name.
+. "$(dirname "$0")/qemu-common.bash"
+need_qemu
+mk_tmp qemu-faults
+
+wait_console() {	# wait_console FILE PATTERN SECONDS
+	for _ in $(seq $(( $3 * 5 ))); do
+		grep -aq "$2" "$1" 2>/dev/null && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+# ---- 1: QEMU killed ------------------------------------------------------------
+"$OPVM" run --workload abratio --append "quiet opvm.args=60" -d "$T/kill" \
+	> "$T/kill.out" 2>&1 &
+opid=$!
+CLEAN_PIDS="$opid"
+wait_console "$T/kill/guests/guest/console.log" "OPVM-TRUTH abratio share" 150 ||
+	fail "the guest did not start its workload"
+sleep 3
+qpid=$(pgrep -P "$opid" -f qemu-system-x86_64)
+[ -n "$qpid" ] || fail "cannot find opvm's QEMU"
+kill -KILL "$qpid"
+wait "$opid"
+rc=$?
+CLEAN_PIDS=""
+cat "$T/kill.out"
+[ $rc != 0 ] || fail "opvm run exited 0 after QEMU was killed"
+grep -q "QEMU was killed by signal 9" "$T/kill.out" || fail "no clear message about the killed QEMU"
+report_json "$T/kill" > "$T/kill.json" || fail "opvm report cannot read the session of a killed QEMU"
+python3 - "$T/kill.json" <<'EOF' || exit 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+ab = sum(r["samples"] for r in d["symbols"] if r["app"].endswith("/abratio"))
+print("RESULT QEMU killed mid-session: opvm failed cleanly, %d samples kept, %d of abratio"
+      % (d["total_samples"], ab))
+if ab < 20:
+    print("FAIL: the samples taken before the kill are not there"); sys.exit(1)
+EOF
+
+# ---- 2: guest reset ------------------------------------------------------------
+"$OPVM" run --workload abratio --append "quiet opvm.args=4" -d "$T/reset" \
+	-- -monitor "unix:$T/mon,server=on,wait=off" > "$T/reset.out" 2>&1 &
+opid=$!
+CLEAN_PIDS="$opid"
+con=$T/reset/guests/guest/console.log
+wait_console "$con" "OPVM-READY" 150 || fail "the guest did not boot"
+python3 - "$T/mon" <<'EOF' || fail "cannot reset the guest through its monitor"
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"system_reset\n")
+time.sleep(0.5)
+s.close()
+EOF
+wait "$opid"
+rc=$?
+CLEAN_PIDS=""
+cat "$T/reset.out"
+[ $rc = 0 ] || fail "opvm run exited with $rc across a guest reset"
+n_ready=$(grep -ac "OPVM-READY" "$con")
+[ "$n_ready" -ge 2 ] || fail "the guest did not boot twice (console: $n_ready OPVM-READY)"
+grep -q "2 HELLOs" "$T/reset.out" || fail "the summary does not report the second HELLO"
+report_json "$T/reset" > "$T/reset.json" || fail "opvm report failed"
+python3 - "$T/reset.json" <<'EOF' || exit 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+ab = [r for r in d["symbols"] if not r["kernel"] and r["app"].endswith("/abratio")]
+tot = sum(r["samples"] for r in ab)
+fb = sum(r["samples"] for r in ab if r["symbol"] == "func_b")
+print("RESULT guest reset mid-session: %d abratio user samples after the new HELLO, func_b %.1f %%"
+      % (tot, 100.0 * fb / max(tot, 1)))
+if tot < 100 or fb < 0.9 * tot:
+    print("FAIL: the second boot's workload is not filed by name"); sys.exit(1)
+EOF
+echo PASS
