@@ -14,11 +14,11 @@
 #include "host/log.h"
 #include "host/report-cli.h"
 
-enum { OPT_SORT = 0x200, OPT_FORMAT, OPT_DIFF, OPT_WIDTH, OPT_IMPORT };
+enum { OPT_SORT = 0x200, OPT_FORMAT, OPT_DIFF, OPT_WIDTH, OPT_IMPORT, OPT_BY };
 
 struct report_args {
 	struct report_cli cli;
-	int symbols, details, json, long_names, width;
+	int symbols, details, json, long_names, width, depth;
 	enum report_sort sort;
 	const char *diff;
 	const char *imports[16];
@@ -35,6 +35,8 @@ static void usage(FILE *f)
 		"  -d, --details          per-instruction samples for each symbol\n"
 		"  -f, --long-filenames   full paths instead of basenames\n"
 		"  --sort KEY             samples (default), symbol, image, app\n"
+		"  --by guest|app|image   summary down to guests, applications or images\n"
+		"                         (default image)\n"
 		"  --format text|json     json: one object (see docs/reports.md)\n"
 		"  --diff DIR|previous    compare against session DIR (or samples/previous)\n"
 		"  --width N              columns (default 80)\n"
@@ -56,6 +58,7 @@ static int parse(int argc, char **argv, struct report_args *a)
 		{ "diff", required_argument, NULL, OPT_DIFF },
 		{ "width", required_argument, NULL, OPT_WIDTH },
 		{ "import", required_argument, NULL, OPT_IMPORT },
+		{ "by", required_argument, NULL, OPT_BY },
 		REPORT_CLI_LONGOPTS,
 		{ NULL, 0, NULL, 0 },
 	};
@@ -96,6 +99,14 @@ static int parse(int argc, char **argv, struct report_args *a)
 			break;
 		case OPT_DIFF:
 			a->diff = optarg;
+			break;
+		case OPT_BY:
+			a->depth = !strcmp(optarg, "guest") ? 1 : !strcmp(optarg, "app") ? 2 :
+				   !strcmp(optarg, "image") ? 3 : 0;
+			if (!a->depth) {
+				pr_err("--by '%s': use guest, app or image", optarg);
+				return 2;
+			}
 			break;
 		case OPT_IMPORT:
 			if (a->nr_imports == sizeof(a->imports) / sizeof(a->imports[0])) {
@@ -261,6 +272,7 @@ int cmd_report(int argc, char **argv)
 	po.width = a.width;
 	po.long_names = a.long_names;
 	po.details = a.details;
+	po.depth = a.depth;
 
 	ra = load(&a, res);
 	if (!ra)

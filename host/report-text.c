@@ -258,6 +258,7 @@ void report_print_summary(FILE *f, const struct report *r, const struct report_p
 	struct snode *apps = calloc(r->nr_rows + 1, sizeof(*apps));
 	struct snode *images = calloc(r->nr_rows + 1, sizeof(*images));
 	size_t ng = 0, na = 0, ni = 0;
+	int depth;
 
 	if (!v || !guests || !apps || !images)
 		goto out;
@@ -292,7 +293,10 @@ void report_print_summary(FILE *f, const struct report *r, const struct report_p
 		qsort(apps + guests[i].child, guests[i].nr_child, sizeof(*apps), snode_cmp);
 	qsort(guests, ng, sizeof(*guests), snode_cmp);
 
-	fprintf(f, "%8s %8s  %s\n", "samples", "%", "guest / application / image");
+	depth = po && po->depth > 0 ? po->depth : 3;
+	fprintf(f, "%8s %8s  %s\n", "samples", "%",
+		depth == 1 ? "guest" : depth == 2 ? "guest / application" :
+		"guest / application / image");
 	for (size_t g = 0; g < ng; g++) {
 		double gp = pct(guests[g].samples, r->total);
 
@@ -300,7 +304,8 @@ void report_print_summary(FILE *f, const struct report *r, const struct report_p
 			continue;
 		fprintf(f, "%8" PRIu64 " %8.4f  %s\n", guests[g].samples, gp,
 			guests[g].first->guest);
-		for (size_t a = guests[g].child; a < guests[g].child + guests[g].nr_child; a++) {
+		for (size_t a = guests[g].child;
+		     depth > 1 && a < guests[g].child + guests[g].nr_child; a++) {
 			double ap = pct(apps[a].samples, r->total);
 			char label[512];
 
@@ -308,7 +313,8 @@ void report_print_summary(FILE *f, const struct report *r, const struct report_p
 				continue;
 			app_label(apps[a].first, 1, label, sizeof(label));
 			fprintf(f, "%8" PRIu64 " %8.4f    %s\n", apps[a].samples, ap, label);
-			for (size_t k = apps[a].child; k < apps[a].child + apps[a].nr_child; k++) {
+			for (size_t k = apps[a].child;
+			     depth > 2 && k < apps[a].child + apps[a].nr_child; k++) {
 				double ip = pct(images[k].samples, r->total);
 
 				if (po && ip < po->threshold)

@@ -169,6 +169,8 @@ struct report_print_opts {
 	int width;			/* columns, default 80 */
 	int long_names;			/* full paths instead of basenames */
 	int details;			/* -d */
+	int depth;			/* summary: 1 guests, 2 +applications,
+					 * 3 (default, 0) +images */
 };
 
 /* Header lines: how the samples were taken. */

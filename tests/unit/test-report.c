@@ -198,6 +198,25 @@ static void test_summary_golden(void **state)
 	symres_free(res);
 }
 
+/* --by guest: the noisy-neighbour view. */
+static void test_summary_by_guest(void **state)
+{
+	struct report_print_opts po = { .depth = 1 };
+	struct symres *res;
+	struct report *r = load(&res, 0, 0, REPORT_KEEP_DEFAULT, NULL);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	report_print_summary(f, r, &po);
+	fclose(f);
+	assert_string_equal(buf, " samples        %  guest\n"
+				 "    2365  95.9432  t1\n"
+				 "     100   4.0568  t2\n");
+	free(buf);
+	report_free(r);
+}
+
 static void test_symbols_golden(void **state)
 {
 	struct report_print_opts po = { .width = 80 };
@@ -720,6 +739,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_summary_golden),
+		cmocka_unit_test(test_summary_by_guest),
 		cmocka_unit_test(test_symbols_golden),
 		cmocka_unit_test(test_json_golden),
 		cmocka_unit_test(test_kernel_and_modules),
