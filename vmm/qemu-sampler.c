@@ -28,8 +28,8 @@
  * slow), and how long we wait when we believe someone else paused it. */
 #define STOP_TIMEOUT_MS		1000
 #define PAUSED_PROBE_MS		20
-/* The guest keeps at least 4/5 of its time: after a tick that cost C, the
- * next one waits at least 4*C. */
+/* The guest keeps at least 4/5 of its time: with ticks costing C on
+ * average, the next one waits at least 4*C. */
 #define DUTY_FACTOR		4
 /* Consecutive unusable answers before the sampler gives up. */
 #define MAX_BAD_TICKS		20
@@ -312,7 +312,7 @@ static void *tick_main(void *arg)
 {
 	struct qsamp *q = arg;
 	struct tick_state ts = { .bad_gen = 0 };
-	int64_t next = now_ns() + q->period_ns;
+	int64_t next = now_ns() + q->period_ns, avg = 0;
 
 	while (!atomic_load(&q->stop)) {
 		int64_t t0, t1, cost;
@@ -349,7 +349,10 @@ static void *tick_main(void *arg)
 		q->cost_ns += (uint64_t)cost;
 		if ((uint64_t)cost > q->max_cost)
 			q->max_cost = (uint64_t)cost;
-		while (next < t1 + DUTY_FACTOR * cost) {
+		/* The cap follows the average cost (1/8 weight per tick), so
+		 * one slow tick on a busy host does not skip the next ones. */
+		avg = avg ? avg - avg / 8 + cost / 8 : cost;
+		while (next < t1 + DUTY_FACTOR * avg) {
 			next += q->period_ns;
 			q->throttled++;
 		}
