@@ -52,6 +52,8 @@ struct opvm_vma {
 
 static struct workqueue_struct *opvm_wq;
 static struct work_struct opvm_work;
+static struct delayed_work opvm_rescan_work;
+bool opvm_rescan_on;	/* no do_mmap kretprobe: rescan after exec */
 static bool opvm_synced;
 static DEFINE_HASHTABLE(cookies, 10);
 static unsigned int nr_cookies;
@@ -464,7 +466,115 @@ static void initial_walk(void)
 		opvm_event_release(&ev);
 }
 
+/* ---- rescans (without the do_mmap kretprobe) --------------------------- */
+
+/*
+ * Without the kretprobe, libraries ld.so maps after exec would stay unknown:
+ * each exec'd process is walked again 50 ms, 200 ms, 800 ms and 3.2 s later.
+ * The table is small; when it is full the oldest entry is replaced.
+ * Runs on the same ordered workqueue as everything else.
+ */
+#define OPVM_RESCANS		64
+#define OPVM_RESCAN_STEPS	4
+
+static struct {
+	pid_t tgid;		/* 0: free */
+	unsigned int step;
+	unsigned long due;	/* jiffies */
+} rescans[OPVM_RESCANS];
+
+static void rescan_add(pid_t tgid)
+{
+	unsigned int i, victim = 0;
+
+	for (i = 0; i < OPVM_RESCANS; i++) {
+		if (!rescans[i].tgid || rescans[i].tgid == tgid) {
+			victim = i;
+			break;
+		}
+		if (time_before(rescans[i].due, rescans[victim].due))
+			victim = i;
+	}
+	rescans[victim].tgid = tgid;
+	rescans[victim].step = 0;
+	rescans[victim].due = jiffies + msecs_to_jiffies(50);
+	queue_delayed_work(opvm_wq, &opvm_rescan_work, msecs_to_jiffies(50));
+}
+
+static void opvm_rescan_fn(struct work_struct *work)
+{
+	unsigned long next = 0;
+	bool pending = false;
+	unsigned int i;
+
+	for (i = 0; i < OPVM_RESCANS; i++) {
+		struct task_struct *task;
+		struct mm_struct *mm = NULL;
+		struct pid *pid;
+
+		if (!rescans[i].tgid)
+			continue;
+		if (time_before(jiffies, rescans[i].due)) {
+			if (!pending || time_before(rescans[i].due, next))
+				next = rescans[i].due;
+			pending = true;
+			continue;
+		}
+		pid = find_get_pid(rescans[i].tgid);
+		task = get_pid_task(pid, PIDTYPE_PID);
+		put_pid(pid);
+		if (task) {
+			mm = get_task_mm(task);
+			put_task_struct(task);
+		}
+		if (mm) {
+			describe_mm(rescans[i].tgid, mm);
+			mmput(mm);
+		}
+		if (!mm || ++rescans[i].step == OPVM_RESCAN_STEPS) {
+			rescans[i].tgid = 0;
+			continue;
+		}
+		rescans[i].due = jiffies + msecs_to_jiffies(50 << (2 * rescans[i].step));
+		if (!pending || time_before(rescans[i].due, next))
+			next = rescans[i].due;
+		pending = true;
+	}
+	if (pending)
+		queue_delayed_work(opvm_wq, &opvm_rescan_work,
+				   time_after(next, jiffies) ? next - jiffies : 0);
+}
+
 /* ---- events -------------------------------------------------------------- */
+
+/*
+ * Thread groups whose PROC_EXIT went out recently: the threads of a group
+ * that exit together may each see signal->live at 0.  A tgid leaves the
+ * table when it is announced again (pid reuse) or is pushed out.
+ */
+#define OPVM_EXITED	64
+static pid_t exited[OPVM_EXITED];
+static unsigned int exited_next;
+
+static bool exited_test_and_set(pid_t tgid)
+{
+	unsigned int i;
+
+	for (i = 0; i < OPVM_EXITED; i++)
+		if (exited[i] == tgid)
+			return true;
+	exited[exited_next++ % OPVM_EXITED] = tgid;
+	return false;
+}
+
+static void exited_clear(pid_t tgid)
+{
+	unsigned int i;
+
+	for (i = 0; i < OPVM_EXITED; i++)
+		if (exited[i] == tgid)
+			exited[i] = 0;
+}
 
 static void handle_event(struct opvm_event *ev)
 {
@@ -473,6 +583,7 @@ static void handle_event(struct opvm_event *ev)
 	case OPVM_EV_EXEC: {
 		struct file *exe = ev->file;
 
+		exited_clear(ev->tgid);
 		if (!exe && ev->mm)
 			exe = mm_exe_file(ev->mm);
 		send_proc(ev->type == OPVM_EV_FORK ? OPVM_REC_PROC :
@@ -482,16 +593,18 @@ static void handle_event(struct opvm_event *ev)
 			fput(exe);
 		if (ev->mm)
 			describe_mm(ev->tgid, ev->mm);
+		if (ev->type == OPVM_EV_EXEC && opvm_rescan_on)
+			rescan_add(ev->tgid);
 		break;
 	}
 	case OPVM_EV_THREAD:
 		send_thread(ev->pid, ev->tgid, ev->name);
 		break;
 	case OPVM_EV_EXIT:
-		send_exit(OPVM_REC_PROC_EXIT, ev->tgid, ev->tgid);
-		break;
-	case OPVM_EV_THREAD_EXIT:
-		send_exit(OPVM_REC_THREAD_EXIT, ev->pid, ev->tgid);
+		if (ev->pid != ev->tgid || !ev->group_dead)
+			send_exit(OPVM_REC_THREAD_EXIT, ev->pid, ev->tgid);
+		if (ev->group_dead && !exited_test_and_set(ev->tgid))
+			send_exit(OPVM_REC_PROC_EXIT, ev->tgid, ev->tgid);
 		break;
 	case OPVM_EV_MMAP:
 		send_mmap(ev->tgid, ev->map.start, ev->map.end, ev->map.pgoff,
@@ -539,6 +652,7 @@ int opvm_describe_init(void)
 	path_buf = kmalloc(PATH_MAX, GFP_KERNEL);
 	vma_buf = kcalloc(OPVM_VMA_BATCH, sizeof(*vma_buf), GFP_KERNEL);
 	INIT_WORK(&opvm_work, opvm_work_fn);
+	INIT_DELAYED_WORK(&opvm_rescan_work, opvm_rescan_fn);
 	opvm_wq = alloc_ordered_workqueue("opvm", 0);
 	if (!rec_buf || !path_buf || !vma_buf || !opvm_wq) {
 		opvm_describe_exit();
@@ -551,7 +665,9 @@ int opvm_describe_init(void)
 void opvm_describe_exit(void)
 {
 	if (opvm_wq) {
+		/* Pending events may still ask for rescans: flush, then cancel. */
 		flush_workqueue(opvm_wq);
+		cancel_delayed_work_sync(&opvm_rescan_work);
 		destroy_workqueue(opvm_wq);
 		opvm_wq = NULL;
 	}

@@ -118,11 +118,13 @@ static void opvm_probe_exit(void *data, struct task_struct *p)
 	ev = opvm_event_reserve(&flags);
 	if (!ev)
 		return;
-	/* do_exit() decremented signal->live before this tracepoint. */
-	if (atomic_read(&p->signal->live) == 0)
-		ev->type = OPVM_EV_EXIT;
-	else
-		ev->type = OPVM_EV_THREAD_EXIT;
+	/*
+	 * do_exit() decremented signal->live before this tracepoint, but
+	 * another thread of the group may still be on its way here: several
+	 * may see 0.  The worker sends PROC_EXIT once.
+	 */
+	ev->type = OPVM_EV_EXIT;
+	ev->group_dead = atomic_read(&p->signal->live) == 0;
 	ev->pid = p->pid;
 	ev->tgid = p->tgid;
 	opvm_event_commit(ev, flags);
@@ -343,7 +345,7 @@ int opvm_hooks_mmap_register(void)
 
 	ret = register_kretprobe(&opvm_mmap_krp);
 	if (ret)
-		pr_warn("kretprobe on do_mmap failed (%d): libraries mapped after exec are found only by later walks\n",
+		pr_warn("kretprobe on do_mmap failed (%d): libraries mapped after exec are found by rescans\n",
 			ret);
 	else
 		mmap_krp_on = true;

@@ -100,8 +100,8 @@ static int __init opvm_init(void)
 	ret = opvm_hooks_register();
 	if (ret)
 		goto err_dev;
-	if (track_mmap)
-		opvm_hooks_mmap_register();
+	if (!track_mmap || opvm_hooks_mmap_register())
+		opvm_rescan_on = true;
 	opvm_kick();	/* HELLO, initial walk, SYNC */
 	pr_info("loaded, %u slots at phys 0x%llx, /dev/opvm ready\n",
 		nr_cpu_ids, (unsigned long long)virt_to_phys(opvm_slots));

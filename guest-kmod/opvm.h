@@ -44,8 +44,7 @@ enum opvm_ev_type {
 	OPVM_EV_FORK = 1,	/* new process: mm (ref) may be set */
 	OPVM_EV_THREAD,		/* new thread */
 	OPVM_EV_EXEC,		/* mm (ref) and file (ref, the executable) */
-	OPVM_EV_EXIT,		/* whole thread group gone */
-	OPVM_EV_THREAD_EXIT,
+	OPVM_EV_EXIT,		/* a thread exits; group_dead: it saw the last */
 	OPVM_EV_MMAP,		/* file (ref) may be set */
 	OPVM_EV_MUNMAP,
 	OPVM_EV_MODULE,
@@ -58,6 +57,7 @@ struct opvm_event {
 	u32 tgid;
 	u32 ppid;
 	u32 prot;
+	bool group_dead;
 	u64 cr3;
 	struct mm_struct *mm;	/* mmget() reference or NULL */
 	struct file *file;	/* get_file() reference or NULL */
@@ -93,6 +93,7 @@ void opvm_hooks_mmap_unregister(void);
 int opvm_describe_init(void);
 void opvm_describe_exit(void);
 void opvm_kick(void);			/* queue the worker */
+extern bool opvm_rescan_on;		/* walk exec'd processes again later */
 void opvm_event_release(struct opvm_event *ev);
 
 /* ---- main.c -------------------------------------------------------------- */

@@ -248,6 +248,17 @@ bad = [t for t in tl if (t[1], t[0]) not in born or t[1] not in died]
 check(not bad, 'threads not announced+retired: %s' % bad)
 print('RESULT guest-channel threads: %d, %d tracked' % (len(tl), len(tl) - len(bad)))
 
+# A process is retired once: threads exiting together must not each say so.
+alive, twice = set(), []
+for r in recs:
+    if r['type'] in ('PROC', 'EXEC'):
+        alive.add(r['tgid'])
+    elif r['type'] == 'PROC_EXIT':
+        if r['tgid'] not in alive and r['tgid'] in retired:
+            twice.append(r['tgid'])
+        alive.discard(r['tgid'])
+check(not twice, 'PROC_EXIT sent twice for %s' % twice[:10])
+
 # --- modules -------------------------------------------------------------------
 gm = {l.split()[1]: int(l.split()[2], 16) for l in con
       if l.startswith('OPVM-MOD ') and len(l.split()) >= 3}
