@@ -674,9 +674,19 @@ static int modidx_walk(struct modindex *mi, size_t *cap, int dfd, const char *re
 		return 0;
 	}
 	while (!ret && (de = readdir(d))) {
+		unsigned char type = de->d_type;
+
 		if (de->d_name[0] == '.')
 			continue;
-		if (de->d_type == DT_DIR && depth < SYMRES_MAX_DEPTH) {
+		/* Some file systems do not fill d_type. */
+		if (type == DT_UNKNOWN) {
+			struct stat st;
+
+			if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW))
+				continue;
+			type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_UNKNOWN;
+		}
+		if (type == DT_DIR && depth < SYMRES_MAX_DEPTH) {
 			int sub = openat(dirfd(d), de->d_name,
 					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			char *subrel;
@@ -690,7 +700,7 @@ static int modidx_walk(struct modindex *mi, size_t *cap, int dfd, const char *re
 			}
 			ret = modidx_walk(mi, cap, sub, subrel, depth + 1);
 			free(subrel);
-		} else if (de->d_type == DT_REG) {
+		} else if (type == DT_REG) {
 			ret = modidx_add(mi, cap, rel, de->d_name);
 		}
 	}
