@@ -249,14 +249,14 @@ check(not bad, 'threads not announced+retired: %s' % bad)
 print('RESULT guest-channel threads: %d, %d tracked' % (len(tl), len(tl) - len(bad)))
 
 # A process is retired once: threads exiting together must not each say so.
-alive, twice = set(), []
+gone, twice = set(), []
 for r in recs:
     if r['type'] in ('PROC', 'EXEC'):
-        alive.add(r['tgid'])
+        gone.discard(r['tgid'])
     elif r['type'] == 'PROC_EXIT':
-        if r['tgid'] not in alive and r['tgid'] in retired:
+        if r['tgid'] in gone:
             twice.append(r['tgid'])
-        alive.discard(r['tgid'])
+        gone.add(r['tgid'])
 check(not twice, 'PROC_EXIT sent twice for %s' % twice[:10])
 
 # --- modules -------------------------------------------------------------------
