@@ -637,10 +637,18 @@ static void modname_norm(char *s)
 
 static int modidx_add(struct modindex *mi, size_t *cap, const char *rel, const char *file)
 {
-	size_t n = strlen(file);
+	static const char *const sfx[] = { ".ko", ".ko.xz", ".ko.gz", ".ko.zst" };
+	size_t n = strlen(file), stem = 0;
 	struct modentry *e;
 
-	if (n < 4 || strcmp(file + n - 3, ".ko") || mi->nr >= SYMRES_MAX_MODULES)
+	/* Compressed modules open too (elfimage unpacks them). */
+	for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+		size_t l = strlen(sfx[i]);
+
+		if (n > l && !strcmp(file + n - l, sfx[i]))
+			stem = n - l;
+	}
+	if (!stem || mi->nr >= SYMRES_MAX_MODULES)
 		return 0;
 	if (mi->nr == *cap) {
 		size_t nc = *cap ? *cap * 2 : 256;
@@ -652,7 +660,7 @@ static int modidx_add(struct modindex *mi, size_t *cap, const char *rel, const c
 		*cap = nc;
 	}
 	e = &mi->mods[mi->nr];
-	e->name = strndup(file, n - 3);
+	e->name = strndup(file, stem);
 	if (!e->name || asprintf(&e->relpath, "%s/%s", rel, file) < 0) {
 		free(e->name);
 		return -ENOMEM;

@@ -286,6 +286,13 @@ static void test_root_confinement(void **state)
 		k.anchor_addr = 0xffffffff81100000ull + FX_SLIDE;
 		si = symres_image(r, "g4", "vmlinux", 1, NULL, 0, &k);
 		assert_int_equal(simage_state(si), SIMAGE_OK);
+		/* A compressed module (.ko.gz) is found and unpacked. */
+		assert_int_equal(fx_sh("gzip -c '%s' > '%s/lib/modules/%s/kernel/zmod.ko.gz'",
+				       mod, fx.root, FX_RELEASE), 0);
+		k.anchor_name = NULL;
+		si = symres_image(r, "g", "zmod", 1, NULL, 0, &k);
+		assert_int_equal(simage_state(si), SIMAGE_OK);
+		assert_true(simage_find(si, "fakemod_hot_path") >= 0);
 		/* A hostile release never becomes a path. */
 		k.release = "../../etc";
 		si = symres_image(r, "g2", "vmlinux", 1, NULL, 0, &k);
