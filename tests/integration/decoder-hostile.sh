@@ -6,7 +6,7 @@
 set -u
 BUILD=${BUILD:-build}
 OPVM=${OPVM:-$BUILD/opvm}
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 
 if [ ! -x "$OPVM" ]; then
 	echo "SKIP: $OPVM not built (run make)"
