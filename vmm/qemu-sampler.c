@@ -101,11 +101,12 @@ void qemu_sampler_set_slots(struct sampler *s, uint64_t slot_pa, uint32_t slot_s
 	struct qsamp *q = to_q(s);
 	unsigned gen = atomic_load_explicit(&q->slot_gen, memory_order_relaxed);
 
+	/* Release stores: a reader that sees any new field also sees the odd
+	 * count stored before it, and rejects the snapshot. */
 	atomic_store_explicit(&q->slot_gen, gen + 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
-	atomic_store_explicit(&q->slot_pa, slot_pa, memory_order_relaxed);
-	atomic_store_explicit(&q->slot_size, slot_size, memory_order_relaxed);
-	atomic_store_explicit(&q->nr_slots, nr_slots, memory_order_relaxed);
+	atomic_store_explicit(&q->slot_pa, slot_pa, memory_order_release);
+	atomic_store_explicit(&q->slot_size, slot_size, memory_order_release);
+	atomic_store_explicit(&q->nr_slots, nr_slots, memory_order_release);
 	atomic_store_explicit(&q->slot_gen, gen + 2, memory_order_release);
 }
 
@@ -117,10 +118,10 @@ static int get_slots(struct qsamp *q, unsigned *gen, uint64_t *pa, uint32_t *siz
 
 	if (g1 == 0 || (g1 & 1))
 		return 0;
-	*pa = atomic_load_explicit(&q->slot_pa, memory_order_relaxed);
-	*size = atomic_load_explicit(&q->slot_size, memory_order_relaxed);
-	*nr = atomic_load_explicit(&q->nr_slots, memory_order_relaxed);
-	atomic_thread_fence(memory_order_acquire);
+	/* Acquire loads: the second count cannot be read before them. */
+	*pa = atomic_load_explicit(&q->slot_pa, memory_order_acquire);
+	*size = atomic_load_explicit(&q->slot_size, memory_order_acquire);
+	*nr = atomic_load_explicit(&q->nr_slots, memory_order_acquire);
 	g2 = atomic_load_explicit(&q->slot_gen, memory_order_relaxed);
 	*gen = g1;
 	return g1 == g2;
