@@ -72,7 +72,9 @@ struct report_opts {
 	int symbols;			/* resolve symbols (-l) */
 	int details;			/* keep per-address counts (-d, annotate) */
 	const char *only_symbol;	/* details only for this symbol (may be NULL) */
-	struct symres *res;		/* caller's; needed when symbols is set */
+	struct symres *res;		/* caller's; needed when symbols is set;
+					 * must outlive the report (rows point
+					 * at its symbol names and images) */
 };
 
 /* Samples at one image address (details). */
