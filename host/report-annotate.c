@@ -377,6 +377,8 @@ long report_annotate(FILE *f, struct report *r, struct symres *res,
 		     void (*note)(const char *msg, void *arg), void *arg)
 {
 	struct actx c = { .f = f, .r = r, .res = res, .ao = ao };
+	const struct simage *noted[64];
+	size_t nr_noted = 0;
 	struct disasm *d = NULL;
 	long done = 0;
 	char why[512];
@@ -403,8 +405,16 @@ long report_annotate(FILE *f, struct report *r, struct symres *res,
 			break;
 		}
 		if (ret) {
-			if (note && why[0])
+			int seen = 0;
+
+			/* One note per image: a kernel without code would
+			 * otherwise say so for each of its symbols. */
+			for (size_t k = 0; k < nr_noted; k++)
+				seen |= noted[k] == row->img;
+			if (note && why[0] && !seen)
 				note(why, arg);
+			if (!seen && nr_noted < sizeof(noted) / sizeof(noted[0]))
+				noted[nr_noted++] = row->img;
 			continue;
 		}
 		done++;
