@@ -316,8 +316,9 @@ static int annotate_row(struct actx *c, struct disasm *d, const struct annotate_
 	symres_want_code(c->res, row->img);
 	c->elf = simage_code(row->img);
 	if (!c->elf) {
-		snprintf(why, whylen, "%s: no binary with code for %s (give --vmlinux for the "
-			 "kernel, --guest-root for user images)", row->symbol, row->image);
+		snprintf(why, whylen, "%s: no binary with code for %s (give --vmlinux FILE, a "
+			 "vmlinux or the guest's vmlinuz, for the kernel; --guest-root DIR for "
+			 "user images)", row->symbol, row->image);
 		return -ENOENT;
 	}
 	/* Lines only from a binary that also gave the symbols. */
