@@ -8,7 +8,9 @@
  * with kernel_read(), mmap_read_lock() for VMA walks, mmput()/fput().
  *
  * The first run sends HELLO, describes every existing process and module,
- * then SYNC; events queued meanwhile wait behind it.
+ * then SYNC; events queued meanwhile wait behind it.  A resync request
+ * (the relay saw a host connect) drops the unread records and cookies and
+ * does the same again.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -55,6 +57,7 @@ static struct work_struct opvm_work;
 static struct delayed_work opvm_rescan_work;
 bool opvm_rescan_on;	/* no do_mmap kretprobe: rescan after exec */
 static bool opvm_synced;
+static atomic_t opvm_resync = ATOMIC_INIT(0);
 static DEFINE_HASHTABLE(cookies, 10);
 static unsigned int nr_cookies;
 static u64 next_cookie = 1;
@@ -67,6 +70,12 @@ void opvm_kick(void)
 {
 	if (opvm_wq)
 		queue_work(opvm_wq, &opvm_work);
+}
+
+void opvm_request_resync(void)
+{
+	atomic_set(&opvm_resync, 1);
+	opvm_kick();
 }
 
 void opvm_event_release(struct opvm_event *ev)
@@ -634,6 +643,14 @@ static void opvm_work_fn(struct work_struct *work)
 	struct opvm_event ev;
 	unsigned int n = 0;
 
+	if (atomic_xchg(&opvm_resync, 0)) {
+		/*
+		 * The ring was reset by the writer; a new host session knows
+		 * no cookie: send them again.
+		 */
+		cookies_flush();
+		opvm_synced = false;
+	}
 	if (!opvm_synced) {
 		initial_walk();
 		opvm_synced = true;

@@ -5,8 +5,15 @@
  * In Linux 6.1 a virtio-serial port has no write_iter, so the module cannot
  * kernel_write() to it; this tiny static program, started by the guest's init
  * after opvm.ko is loaded, does the copying.  /dev/opvm's read() returns
- * whole records only, so each write() carries whole records and nothing is
- * split between two reads.
+ * whole records only.
+ *
+ * Host sessions: the port reports POLLHUP while no host end is connected.
+ * Records read meanwhile are dropped (no host would know what they refer
+ * to), and when a host connects the relay writes "sync" to /dev/opvm: the
+ * module starts again with HELLO and a walk of everything that exists, so
+ * every host session, first or later, starts from a complete picture.  A
+ * host already connected when the relay starts gets what the module has
+ * buffered since it was loaded (HELLO first).
  *
  * Usage: opvm-relay [SOURCE [PORT]]
  *   SOURCE defaults to /dev/opvm; PORT defaults to the virtio port named
@@ -38,7 +45,7 @@ static volatile sig_atomic_t stopping;
 static void on_signal(int sig)
 {
 	if (sig == SIGALRM) {
-		stopping = 2;		/* hard stop: interrupts a blocked write */
+		stopping = 2;		/* hard stop */
 	} else if (!stopping) {
 		stopping = 1;
 		alarm(3);
@@ -81,14 +88,40 @@ static int find_port(char *out, size_t outlen)
 	return ret;
 }
 
-static int write_all(int fd, const char *p, size_t len)
+/* Is a host connected to the port?  virtio_console says POLLHUP if not. */
+static int host_connected(int port)
+{
+	struct pollfd pfd = { .fd = port, .events = POLLOUT };
+
+	if (poll(&pfd, 1, 0) < 0)
+		return 1;	/* EINTR: assume nothing changed */
+	return !(pfd.revents & POLLHUP);
+}
+
+/*
+ * Write all of p to the (non-blocking) port.  Returns 0, -EPIPE when the
+ * host went away (the rest is dropped), or another -errno.
+ */
+static int write_all(int port, const char *p, size_t len)
 {
 	while (len) {
-		ssize_t n = write(fd, p, len);
+		struct pollfd pfd = { .fd = port, .events = POLLOUT };
+		ssize_t n;
 
+		if (stopping > 1)
+			return -EINTR;
+		if (poll(&pfd, 1, 500) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (pfd.revents & POLLHUP)
+			return -EPIPE;
+		if (!(pfd.revents & POLLOUT))
+			continue;
+		n = write(port, p, len);
 		if (n < 0) {
-			/* Hard stop while the host is not reading: give up. */
-			if (errno == EINTR && stopping < 2)
+			if (errno == EINTR || errno == EAGAIN)
 				continue;
 			return -errno;
 		}
@@ -104,9 +137,9 @@ int main(int argc, char **argv)
 	char portbuf[300];
 	const char *port = argc > 2 ? argv[2] : NULL;
 	struct sigaction sa;
-	unsigned long long total = 0;
+	unsigned long long total = 0, dropped = 0, sessions = 0;
+	int in, out, ret, connected;
 	char *buf;
-	int in, out, ret;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -124,28 +157,49 @@ int main(int argc, char **argv)
 		port = portbuf;
 	}
 	buf = malloc(BUF_SIZE);
-	in = open(src, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	in = open(src, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 	if (in < 0) {
 		fprintf(stderr, "opvm-relay: %s: %s (is opvm.ko loaded?)\n",
 			src, strerror(errno));
 		return 1;
 	}
-	out = open(port, O_WRONLY | O_CLOEXEC);
+	out = open(port, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
 	if (!buf || out < 0) {
 		fprintf(stderr, "opvm-relay: %s: %s\n", port, strerror(errno));
 		return 1;
 	}
-	for (;;) {
-		struct pollfd pfd = { .fd = in, .events = POLLIN };
+	connected = host_connected(out);
+	sessions = connected;
+	while (stopping < 2) {
+		/* The port is polled for POLLHUP only: a host leaving. */
+		struct pollfd pfd[2] = {
+			{ .fd = in, .events = POLLIN },
+			{ .fd = connected ? out : -1, .events = 0 },
+		};
+		int timeout = !connected ? 200 : stopping ? 300 : -1;
 		ssize_t n;
 
-		if (stopping > 1)
-			break;
-		ret = poll(&pfd, 1, stopping ? 300 : -1);
+		ret = poll(pfd, 2, timeout);
 		if (ret < 0 && errno != EINTR)
 			break;
-		if (ret == 0 && stopping)
-			break;
+		if (connected && (pfd[1].revents & POLLHUP))
+			connected = 0;	/* resync when a host is back */
+		if (!connected) {
+			if (stopping)
+				break;	/* nobody to drain to */
+			if (host_connected(out)) {
+				/* New host session: start it with HELLO. */
+				if (write(in, "sync", 4) != 4)
+					fprintf(stderr, "opvm-relay: cannot ask %s for a resync: %s\n",
+						src, strerror(errno));
+				connected = 1;
+				sessions++;
+			}
+		} else if (ret == 0 && stopping) {
+			break;		/* drained */
+		}
+		if (!(pfd[0].revents & POLLIN))
+			continue;
 		n = read(in, buf, BUF_SIZE);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
@@ -156,15 +210,26 @@ int main(int argc, char **argv)
 		}
 		if (n == 0)
 			break;
+		if (!connected) {
+			dropped += (unsigned long long)n;
+			continue;
+		}
 		ret = write_all(out, buf, (size_t)n);
+		if (ret == -EPIPE) {
+			connected = 0;
+			dropped += (unsigned long long)n;
+			continue;
+		}
 		if (ret) {
-			fprintf(stderr, "opvm-relay: write %s: %s\n", port,
-				strerror(-ret));
+			if (ret != -EINTR)
+				fprintf(stderr, "opvm-relay: write %s: %s\n",
+					port, strerror(-ret));
 			break;
 		}
 		total += (unsigned long long)n;
 	}
-	fprintf(stderr, "opvm-relay: relayed %llu bytes\n", total);
+	fprintf(stderr, "opvm-relay: relayed %llu bytes in %llu host session(s), dropped %llu while no host was connected\n",
+		total, sessions, dropped);
 	free(buf);
 	close(out);
 	close(in);

@@ -36,6 +36,7 @@ int opvm_ring_put(void *rec);
 /* Count records dropped before they reached the ring. */
 void opvm_ring_lost(u64 n);
 u64 opvm_ring_lost_total(void);
+void opvm_ring_reset(void);
 int opvm_dev_register(void);
 void opvm_dev_unregister(void);
 
@@ -93,6 +94,7 @@ void opvm_hooks_mmap_unregister(void);
 int opvm_describe_init(void);
 void opvm_describe_exit(void);
 void opvm_kick(void);			/* queue the worker */
+void opvm_request_resync(void);		/* HELLO and the walk again */
 extern bool opvm_rescan_on;		/* walk exec'd processes again later */
 void opvm_event_release(struct opvm_event *ev);
 

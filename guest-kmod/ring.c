@@ -33,6 +33,7 @@ static struct {
 	u32 seq;
 	u64 lost;		/* dropped, not yet reported */
 	u64 lost_total;
+	bool awaiting_hello;	/* reset: drop all but HELLO, uncounted */
 } ring;
 
 int opvm_ring_init(size_t size)
@@ -110,6 +111,14 @@ int opvm_ring_put(void *rec)
 			 hdr->len % OPVM_REC_ALIGN))
 		return -EINVAL;
 	spin_lock_irqsave(&ring.lock, flags);
+	if (ring.awaiting_hello) {
+		/* Anything before the new HELLO predates its walk. */
+		if (hdr->type != OPVM_REC_HELLO) {
+			spin_unlock_irqrestore(&ring.lock, flags);
+			return 0;
+		}
+		ring.awaiting_hello = false;
+	}
 	if (ring.lost)
 		need += sizeof(struct opvm_rec_lost);
 	if (ring_room() < need) {
@@ -203,6 +212,47 @@ out:
 	return ret;
 }
 
+/*
+ * write(): "sync" asks for a fresh start: the unread records are dropped and
+ * HELLO, the walk and SYNC are sent again.  The relay writes it when a host
+ * connects to the port, so every host session starts with HELLO.
+ */
+static ssize_t opvm_dev_write(struct file *file, const char __user *ubuf,
+			      size_t count, loff_t *ppos)
+{
+	char cmd[8] = "";
+
+	if (copy_from_user(cmd, ubuf, min(count, sizeof(cmd) - 1)))
+		return -EFAULT;
+	if (strncmp(cmd, "sync", 4))
+		return -EINVAL;
+	/*
+	 * Empty the ring now, so the next read returns HELLO; the worker
+	 * sends it with the walk on its next run.
+	 */
+	opvm_ring_reset();
+	opvm_request_resync();
+	return count;
+}
+
+/*
+ * Drop everything unread and restart seq at 0; until the next HELLO, records
+ * are dropped without being counted.
+ */
+void opvm_ring_reset(void)
+{
+	unsigned long flags;
+
+	mutex_lock(&ring.rlock);
+	spin_lock_irqsave(&ring.lock, flags);
+	WRITE_ONCE(ring.tail, ring.head);
+	ring.seq = 0;
+	ring.lost = 0;
+	ring.awaiting_hello = true;
+	spin_unlock_irqrestore(&ring.lock, flags);
+	mutex_unlock(&ring.rlock);
+}
+
 static __poll_t opvm_dev_poll(struct file *file, poll_table *wait)
 {
 	poll_wait(file, &ring.wait, wait);
@@ -212,6 +262,7 @@ static __poll_t opvm_dev_poll(struct file *file, poll_table *wait)
 static const struct file_operations opvm_dev_fops = {
 	.owner = THIS_MODULE,
 	.read = opvm_dev_read,
+	.write = opvm_dev_write,
 	.poll = opvm_dev_poll,
 	.llseek = noop_llseek,
 };
@@ -220,7 +271,7 @@ static struct miscdevice opvm_miscdev = {
 	.minor = MISC_DYNAMIC_MINOR,
 	.name = "opvm",
 	.fops = &opvm_dev_fops,
-	.mode = 0400,
+	.mode = 0600,
 };
 
 int opvm_dev_register(void)

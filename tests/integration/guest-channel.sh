@@ -13,7 +13,10 @@
 #     with a module loaded (MODULE) and one unloaded (MODULE_FREE) after
 #     opvm.ko;
 #   - every forker child announced (PROC, EXEC) and retired (PROC_EXIT);
-#   - opvm.ko unloads cleanly (no kernel warning).
+#   - opvm.ko unloads cleanly (no kernel warning);
+# then two shorter boots: a full buffer must give LOST records and a
+# well-formed stream; a host that disconnects and connects again must get a
+# new HELLO and a complete walk.
 # Decodes with `$OPVM channel-dump --json` when it is built, else with
 # images/channel-decode.py.  Env: BUILD (default build), OPVM.
 set -u
@@ -61,23 +64,43 @@ boot() {
 		</dev/null >"$T/$name.log" 2>&1 &
 	QPID=$!
 	# The host end: connect once QEMU made the socket, keep every byte.
-	python3 - "$sock" "$T/$name.bin" <<'PY' &
+	# With RECONNECT=1 the first session ends 1 s after the first bytes,
+	# and a second one, 1 s later, is recorded to $T/NAME.bin2.
+	python3 - "$sock" "$T/$name.bin" "${RECONNECT:-0}" <<'PY' &
 import socket, sys, time
-s = socket.socket(socket.AF_UNIX)
-for _ in range(600):
-    try:
-        s.connect(sys.argv[1])
-        break
-    except OSError:
-        time.sleep(0.05)
-else:
-    sys.exit("guest-channel: cannot connect to " + sys.argv[1])
-with open(sys.argv[2], 'wb') as f:
-    while True:
-        b = s.recv(65536)
-        if not b:
+
+
+def session(path, out, limit):
+    s = socket.socket(socket.AF_UNIX)
+    for _ in range(600):
+        try:
+            s.connect(path)
             break
-        f.write(b)
+        except OSError:
+            time.sleep(0.05)
+    else:
+        sys.exit("guest-channel: cannot connect to " + path)
+    end = None
+    with open(out, 'wb') as f:
+        while True:
+            if end is not None:
+                s.settimeout(max(0.01, end - time.time()))
+            try:
+                b = s.recv(65536)
+            except socket.timeout:
+                break
+            if not b:
+                break
+            f.write(b)
+            if limit and end is None:
+                end = time.time() + 1.0
+    s.close()
+
+
+session(sys.argv[1], sys.argv[2], sys.argv[3] == '1')
+if sys.argv[3] == '1':
+    time.sleep(1.0)
+    session(sys.argv[1], sys.argv[2] + '2', False)
 PY
 	RPID=$!
 	for _ in $(seq 1200); do
@@ -100,14 +123,16 @@ PY
 	fi
 }
 
-# decode NAME: $T/NAME.bin -> $T/NAME.json, one JSON object per record.
+# decode NAME [SUFFIX]: $T/NAME.binSUFFIX -> $T/NAMESUFFIX.json, one JSON
+# object per record.
 decode() {
-	if [ -x "$OPVM" ] && "$OPVM" channel-dump --json "$T/$1.bin" \
-		>"$T/$1.json" 2>"$T/$1.err"; then
+	local in=$T/$1.bin${2:-} out=$T/$1${2:-}.json
+	if [ -x "$OPVM" ] && "$OPVM" channel-dump --json "$in" \
+		>"$out" 2>"$T/$1.err"; then
 		DEC="opvm channel-dump"
 	else
 		DEC="images/channel-decode.py"
-		images/channel-decode.py --json "$T/$1.bin" >"$T/$1.json" || {
+		images/channel-decode.py --json "$in" >"$out" || {
 			echo "FAIL: the channel stream ($1) does not decode"
 			return 1
 		}
@@ -336,6 +361,48 @@ elif lost[0] == len(recs) - 1:
     fails.append('full buffer: nothing after the LOST record')
 print('RESULT guest-channel full-buffer: %d records kept, %d dropped and '
       'reported in %d LOST record(s)' % (len(recs), n, len(lost)))
+for f in fails:
+    print('FAIL: ' + f)
+sys.exit(1 if fails else 0)
+PY
+[ $? = 0 ] || exit 1
+
+# Host sessions: the host disconnects while the guest runs and connects
+# again.  The second session must start from HELLO (seq 0) with a complete
+# walk: the running workload announced, its cookies sent again.
+RECONNECT=1 boot reconnect "opvm.workload=abratio:8" || exit 1
+[ -s "$T/reconnect.bin2" ] || { echo "FAIL: nothing on the channel after reconnecting"; exit 1; }
+decode reconnect "" || exit 1
+decode reconnect 2 || exit 1
+python3 - "$T/reconnect.json" "$T/reconnect2.json" "$T/reconnect.log" <<'PY'
+import json, re, sys
+s1 = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]
+s2 = [json.loads(l) for l in open(sys.argv[2]) if l.startswith('{')]
+con = open(sys.argv[3], errors='replace').read()
+pid = int(re.search(r'abratio pid=(\d+)', con).group(1))
+fails = []
+if not s1 or s1[0]['type'] != 'HELLO':
+    fails.append('reconnect: first session does not start with HELLO')
+h = [i for i, r in enumerate(s2) if r['type'] == 'HELLO']
+if not h:
+    fails.append('reconnect: no HELLO in the second session')
+else:
+    tail = s2[h[0]:]
+    if [r['seq'] for r in tail] != list(range(len(tail))):
+        fails.append('reconnect: seq after HELLO is not 0,1,2,...')
+    sync = [i for i, r in enumerate(tail) if r['type'] == 'SYNC']
+    walk = tail[:sync[0]] if sync else []
+    if not sync:
+        fails.append('reconnect: no SYNC after the new HELLO')
+    if not any(r['type'] == 'PROC' and r['tgid'] == pid for r in walk):
+        fails.append('reconnect: abratio (pid %d) not in the new walk' % pid)
+    ids = {int(str(r['id']), 0) for r in tail if r['type'] == 'COOKIE'}
+    used = {int(str(r['cookie']), 0) for r in tail if r['type'] == 'MMAP'}
+    if used - ids - {0}:
+        fails.append('reconnect: MMAPs use cookies not sent in this session: %s'
+                     % sorted(used - ids - {0})[:5])
+    print('RESULT guest-channel reconnect: second session %d records, %d '
+          'before its HELLO, walk of %d records' % (len(s2), h[0], len(walk)))
 for f in fails:
     print('FAIL: ' + f)
 sys.exit(1 if fails else 0)
