@@ -118,7 +118,9 @@ struct report_priv {
 	struct entry *entries;
 	size_t nr_entries, cap_entries;
 	const char *session_dir;
-	uint64_t *scratch;	/* per-symbol counters, +1 for unresolved */
+	uint64_t *scratch;	/* per-symbol counters, +1 for unresolved; all
+				 * zero between files */
+	size_t *touched;	/* scratch indices in use for this file */
 	size_t scratch_cap;
 };
 
@@ -564,6 +566,8 @@ struct file_ctx {
 	struct report *r;
 	struct simage *img;
 	uint64_t *counts;	/* [0] unresolved, [i + 1] symbol i */
+	size_t *touched;	/* indices of nonzero counts */
+	size_t nr_touched;
 	uint64_t total;
 	uint64_t outside;	/* unresolved kernel samples outside the kernel */
 	int is_kernel;
@@ -588,6 +592,12 @@ static int file_sym_cb(uint64_t offset, uint64_t count, void *arg)
 	uint64_t addr = 0;
 	long i = simage_lookup(c->img, offset, &addr);
 
+	if (!count)
+		return 0;
+	/* Only the counters a file touches are visited and reset: an image
+	 * with 100 k symbols costs nothing per file it is not sampled in. */
+	if (!c->counts[i + 1])
+		c->touched[c->nr_touched++] = (size_t)(i + 1);
 	c->counts[i + 1] += count;
 	c->total += count;
 	/* x86-64 kernels run in the upper half; a "kernel" sample below it
@@ -663,7 +673,7 @@ static int read_file(struct report *r, const struct report_opts *o, const struct
 	};
 	struct report_row *row;
 	size_t nsyms = 0;
-	int ret;
+	int ret, err_pending = 0;
 
 	sr = sfile_reader_open(e->path, NULL, 0);
 	if (!sr) {
@@ -686,48 +696,57 @@ static int read_file(struct report *r, const struct report_opts *o, const struct
 	if (c.img && nsyms) {
 		if (nsyms + 1 > p->scratch_cap) {
 			uint64_t *t = realloc(p->scratch, (nsyms + 1) * sizeof(*t));
+			size_t *u;
 
 			if (!t) {
 				ret = -ENOMEM;
 				goto out;
 			}
+			memset(t + p->scratch_cap, 0, (nsyms + 1 - p->scratch_cap) * sizeof(*t));
 			p->scratch = t;
+			u = realloc(p->touched, (nsyms + 1) * sizeof(*u));
+			if (!u) {
+				ret = -ENOMEM;
+				goto out;
+			}
+			p->touched = u;
 			p->scratch_cap = nsyms + 1;
 		}
 		c.counts = p->scratch;
-		memset(c.counts, 0, (nsyms + 1) * sizeof(*c.counts));
+		c.touched = p->touched;
 		ret = sfile_reader_foreach(sr, file_sym_cb, &c);
+		for (size_t t = 0; t < c.nr_touched; t++) {
+			size_t i = c.touched[t];
+			const struct elfsym *s;
+			uint64_t n = c.counts[i];
+
+			c.counts[i] = 0;
+			if (ret || err_pending)
+				continue;	/* a corrupt file: reset, count nothing */
+			s = i ? simage_sym(c.img, i - 1) : NULL;
+			key->symbol = s ? pool_intern(&p->pool, s->name, 1) : NULL;
+			row = (s && !key->symbol) ? NULL : row_get(r, key);
+			if (!row) {
+				err_pending = -ENOMEM;
+				continue;
+			}
+			row->samples += n;
+			row->img = c.img;
+			if (s) {
+				row->sym_addr = s->addr;
+				row->sym_size = s->size;
+			} else {
+				r->unresolved += n;
+			}
+		}
+		if (err_pending) {
+			ret = err_pending;
+			goto out;
+		}
 		if (ret) {
 			r->bad_files++;
 			ret = 0;
 			goto out;
-		}
-		for (size_t i = 0; i <= nsyms; i++) {
-			const struct elfsym *s;
-
-			if (!c.counts[i])
-				continue;
-			s = i ? simage_sym(c.img, i - 1) : NULL;
-			key->symbol = s ? pool_intern(&p->pool, s->name, 1) : NULL;
-			if (s && !key->symbol) {
-				ret = -ENOMEM;
-				goto out;
-			}
-			row = row_get(r, key);
-			if (!row) {
-				ret = -ENOMEM;
-				goto out;
-			}
-			row->samples += c.counts[i];
-			row->img = c.img;
-			if (s) {
-				uint64_t a = s->addr;
-
-				row->sym_addr = a;
-				row->sym_size = s->size;
-			} else {
-				r->unresolved += c.counts[i];
-			}
 		}
 	} else {
 		ret = sfile_reader_foreach(sr, file_sum_cb, &c);
@@ -996,6 +1015,7 @@ void report_free(struct report *r)
 		free(r->priv->rowhash);
 		free(r->priv->entries);
 		free(r->priv->scratch);
+		free(r->priv->touched);
 		free(r->priv);
 	}
 	free(r);
