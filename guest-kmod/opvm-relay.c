@@ -156,7 +156,6 @@ int main(int argc, char **argv)
 		}
 		port = portbuf;
 	}
-	buf = malloc(BUF_SIZE);
 	in = open(src, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 	if (in < 0) {
 		fprintf(stderr, "opvm-relay: %s: %s (is opvm.ko loaded?)\n",
@@ -164,8 +163,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	out = open(port, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-	if (!buf || out < 0) {
+	if (out < 0) {
 		fprintf(stderr, "opvm-relay: %s: %s\n", port, strerror(errno));
+		close(in);
+		return 1;
+	}
+	buf = malloc(BUF_SIZE);
+	if (!buf) {
+		fprintf(stderr, "opvm-relay: out of memory\n");
+		close(out);
+		close(in);
 		return 1;
 	}
 	connected = host_connected(out);
