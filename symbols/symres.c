@@ -840,7 +840,13 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 	if (build_id_len > sizeof(si->build_id))
 		build_id_len = 0;
 	hex(build_id, build_id ? build_id_len : 0, bidhex);
-	if (asprintf(&key, "%s\1%s\1%d\1%s", guest ? guest : "", image, kernel, bidhex) < 0)
+	/* A kernel's placement is part of its identity: two boots of one guest
+	 * (a differential report, previous/) have different KASLR slides. */
+	if (asprintf(&key, "%s\1%s\1%d\1%s\1%s\1%llx\1%s\1%llx", guest ? guest : "", image,
+		     kernel, bidhex, kernel && k && k->release ? k->release : "",
+		     kernel && k ? (unsigned long long)k->text_addr : 0ull,
+		     kernel && k && k->anchor_name ? k->anchor_name : "",
+		     kernel && k ? (unsigned long long)k->anchor_addr : 0ull) < 0)
 		return NULL;
 	for (h = hash_str(key) & (r->images_cap - 1); r->images[h];
 	     h = (h + 1) & (r->images_cap - 1)) {

@@ -278,6 +278,18 @@ static void test_root_confinement(void **state)
 		i = simage_lookup(si, 0xffffffff81100010ull + FX_SLIDE, NULL);
 		assert_true(i >= 0);
 		assert_string_equal(simage_sym(si, (size_t)i)->name, "do_syscall_64");
+		/* Another boot of the same guest (a differential report):
+		 * another slide, another image. */
+		{
+			struct symres_kernel k2 = { .release = FX_RELEASE,
+						    .text_addr = FX_LINK_TEXT + 0x20000000 };
+			struct simage *si2 = symres_image(r, "g", "vmlinux", 1, NULL, 0, &k2);
+
+			assert_ptr_not_equal(si2, si);
+			i = simage_lookup(si2, 0xffffffff81100010ull + 0x20000000, NULL);
+			assert_true(i >= 0);
+			assert_string_equal(simage_sym(si2, (size_t)i)->name, "do_syscall_64");
+		}
 		/* A map of another kernel: _text and the anchor disagree. */
 		k.anchor_name = "do_syscall_64";
 		k.anchor_addr = 0xffffffff81100000ull + FX_SLIDE + 0x200000;
