@@ -325,7 +325,10 @@ static struct binfile *bin_get(struct symres *r, int fd, const char *path,
 }
 
 /* Tries one candidate file (fd, owned).  Returns 1 if si now uses it. */
-static int try_candidate(struct symres *r, struct simage *si, int fd, const char *path)
+static void bin_debug_symbols(struct symres *r, struct binfile *b, const char *guest);
+
+static int try_candidate(struct symres *r, struct simage *si, int fd, const char *path,
+			 const char *guest)
 {
 	struct binfile *b;
 	const uint8_t *bid;
@@ -354,6 +357,8 @@ static int try_candidate(struct symres *r, struct simage *si, int fd, const char
 			 "%s has build-id %.40s, samples are of %.40s", path, got, want);
 		return 0;
 	}
+	/* A stripped binary: its debug info may have the symbols. */
+	bin_debug_symbols(r, b, guest);
 	if (!elfimage_nr_syms(b->elf)) {
 		if (si->state != SIMAGE_MISMATCH) {
 			si->state = SIMAGE_BAD;
@@ -381,20 +386,8 @@ static debuginfod_client *dbgd(struct symres *r)
 	return r->dbgd;
 }
 
-static void resolve_user_files(struct symres *r, struct simage *si, const char *guest,
-			       const char *image);
-static void debug_symbols(struct symres *r, struct simage *si, const char *guest);
-
 static void resolve_user(struct symres *r, struct simage *si, const char *guest,
 			 const char *image)
-{
-	resolve_user_files(r, si, guest, image);
-	if (si->state == SIMAGE_OK)
-		debug_symbols(r, si, guest);
-}
-
-static void resolve_user_files(struct symres *r, struct simage *si, const char *guest,
-			       const char *image)
 {
 	char bidhex[129], path[4096];
 	debuginfod_client *c;
@@ -405,7 +398,7 @@ static void resolve_user_files(struct symres *r, struct simage *si, const char *
 		hex(si->build_id, si->build_id_len, bidhex);
 		for (size_t i = 0; i < 2; i++) {
 			snprintf(path, sizeof(path), fmts[i], r->session_dir, bidhex, bidhex + 2);
-			if (try_candidate(r, si, open_host_file(path), path))
+			if (try_candidate(r, si, open_host_file(path), path, guest))
 				return;
 		}
 	}
@@ -414,14 +407,14 @@ static void resolve_user_files(struct symres *r, struct simage *si, const char *
 			continue;
 		snprintf(path, sizeof(path), "%s%s%s", r->roots[i].dir,
 			 image[0] == '/' ? "" : "/", image);
-		if (try_candidate(r, si, open_in_root(r->root_fds[i], image, 0), path))
+		if (try_candidate(r, si, open_in_root(r->root_fds[i], image, 0), path, guest))
 			return;
 	}
 	if (si->build_id_len && (c = dbgd(r))) {
 		char *dpath = NULL;
 		int fd = debuginfod_find_executable(c, si->build_id, (int)si->build_id_len, &dpath);
 
-		if (fd >= 0 && try_candidate(r, si, fd, dpath ? dpath : "debuginfod")) {
+		if (fd >= 0 && try_candidate(r, si, fd, dpath ? dpath : "debuginfod", guest)) {
 			free(dpath);
 			return;
 		}
@@ -528,7 +521,7 @@ static int try_kernel(struct symres *r, struct simage *si, int fd, const char *p
 	if (fd < 0)
 		return 0;
 	if (is_elf) {
-		if (!try_candidate(r, si, fd, path))
+		if (!try_candidate(r, si, fd, path, si->guest))
 			return 0;
 		ret = kernel_slide(k, elf_lookup, si->elf, &slide);
 	} else {
@@ -788,7 +781,7 @@ static void resolve_module(struct symres *r, struct simage *si, const char *gues
 			snprintf(path, sizeof(path), "%s%s", host ? "" : r->roots[i].dir,
 				 mi->mods[j].relpath);
 			fd = host ? open_host_file(path) : open_in_root(rootfd, mi->mods[j].relpath, 0);
-			if (try_candidate(r, si, fd, path))
+			if (try_candidate(r, si, fd, path, guest))
 				return;
 		}
 	}
@@ -1129,19 +1122,12 @@ static int attach_debug(struct symres *r, struct elfimage *elf, const char *gues
 
 /* A stripped binary (only .dynsym) gets its full symbol table from debug
  * info, once per binary and before any symbol of it is handed out. */
-static void debug_symbols(struct symres *r, struct simage *si, const char *guest)
+static void bin_debug_symbols(struct symres *r, struct binfile *b, const char *guest)
 {
-	for (size_t i = 0; i < r->nr_bins; i++) {
-		struct binfile *b = &r->bins[i];
-
-		if (b->elf != si->elf)
-			continue;
-		if (!b->debug_tried && !elfimage_has_symtab(b->elf)) {
-			b->debug_tried = 1;
-			attach_debug(r, b->elf, guest, 1);
-		}
+	if (b->debug_tried || elfimage_has_symtab(b->elf))
 		return;
-	}
+	b->debug_tried = 1;
+	attach_debug(r, b->elf, guest, 1);
 }
 
 int symres_want_lines(struct symres *r, struct simage *si, const char *guest)

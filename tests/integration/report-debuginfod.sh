@@ -1,0 +1,68 @@
+#!/bin/bash
+# Binaries by build-id from debuginfod: a local HTTP server in debuginfod's
+# layout (/buildid/HEX/executable, /buildid/HEX/debuginfo) serves the
+# fixture's program, stripped, and its debug info; the guest root has no
+# copy.  `opvm report -l` must name its functions (symbols from the debug
+# info) and `annotate --source` find the hot line.
+set -u
+BUILD=${BUILD:-build}
+OPVM=${OPVM:-$BUILD/opvm}
+cd "$(dirname "$0")/../.."
+
+command -v python3 >/dev/null || { echo "SKIP: python3 is missing"; exit 77; }
+[ -x "$OPVM" ] || { echo "FAIL: $OPVM not built"; exit 1; }
+
+tmp=$(mkdir -p "$BUILD/tmp" && mktemp -d "$BUILD/tmp/report-debuginfod.XXXXXX")
+tmp=$(cd "$tmp" && pwd)
+srv_pid=""
+cleanup() {
+	[ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null && wait "$srv_pid" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+libs=""
+for l in libhost libvmm libsymbols libevents libhost; do libs="$libs $BUILD/$l.a"; done
+san=""
+nm "$BUILD/libhost.a" 2>/dev/null | grep -q __asan_ && san="-fsanitize=address,undefined"
+# shellcheck disable=SC2046,SC2086
+cc -std=c11 -D_GNU_SOURCE -O1 $san -I. $(pkg-config --cflags libelf libdw jansson) \
+	-o "$tmp/mkfixture" tests/golden/mkfixture.c $libs \
+	$(pkg-config --libs libelf libdw capstone jansson libvirt libvirt-qemu zlib \
+	  libprotobuf-c libdebuginfod) -lpthread -lm || { echo "FAIL: cannot build mkfixture"; exit 1; }
+read -r root session < <("$tmp/mkfixture" "$tmp") || { echo "FAIL: fixture"; exit 1; }
+
+bid=$(readelf -n "$root/usr/bin/prog" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p')
+[ -n "$bid" ] || { echo "FAIL: no build-id in the fixture"; exit 1; }
+mkdir -p "$tmp/srv/buildid/$bid" "$tmp/emptyroot"
+strip -o "$tmp/srv/buildid/$bid/executable" "$root/usr/bin/prog"
+objcopy --only-keep-debug "$root/usr/bin/prog" "$tmp/srv/buildid/$bid/debuginfo"
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 -m http.server "$port" --bind 127.0.0.1 --directory "$tmp/srv" > "$tmp/http.log" 2>&1 &
+srv_pid=$!
+for _ in $(seq 50); do
+	python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/')" 2>/dev/null && break
+	sleep 0.1
+done
+
+unset DEBUGINFOD_PROGRESS
+export DEBUGINFOD_URLS="http://127.0.0.1:$port" DEBUGINFOD_CACHE_PATH="$tmp/cache"
+common=(--session-dir "$session" --guest-root "t1=$tmp/emptyroot" --no-host-kernel guest:t1 image:/usr/bin/prog)
+"$OPVM" report -l --format json "${common[@]}" > "$tmp/r.json" || { echo "FAIL: report"; exit 1; }
+python3 - "$tmp/r.json" <<'PY' || exit 1
+import json, sys
+rows = json.load(open(sys.argv[1]))["symbols"]
+names = {r["symbol"]: r["samples"] for r in rows}
+print("RESULT via debuginfod:", names)
+ok = names.get("func_b") == 1100 and names.get("func_a") == 450
+sys.exit(0 if ok else 1)
+PY
+[ $? = 0 ] || { echo "FAIL: symbols did not come from debuginfod"; cat "$tmp/http.log"; exit 1; }
+"$OPVM" annotate --source func_b "${common[@]}" > "$tmp/a.txt" 2> "$tmp/a.err" ||
+	{ cat "$tmp/a.err"; echo "FAIL: annotate"; exit 1; }
+line=$(grep "HOT_B" "$tmp/a.txt")
+echo "RESULT hot source line: $line"
+[ "$(echo "$line" | awk '{print $1}')" = 1000 ] || { cat "$tmp/a.txt"; echo "FAIL: hot line"; exit 1; }
+grep -c "GET /buildid/$bid/" "$tmp/http.log" | sed 's/^/RESULT debuginfod requests: /'
+echo PASS
