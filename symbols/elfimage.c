@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <stdarg.h>
@@ -917,6 +918,10 @@ static int load_lines(struct elfimage *img)
 			break;
 		if (dwarf_offdie(dw, off + hsize, &cudie) &&
 		    dwarf_getsrclines(&cudie, &lines, &n) == 0) {
+			Dwarf_Attribute at;
+			const char *comp_dir = dwarf_formstring(dwarf_attr(&cudie, DW_AT_comp_dir, &at));
+			char joined[ELFIMAGE_MAX_NAME];
+
 			for (size_t i = 0; i < n; i++) {
 				Dwarf_Line *l = dwarf_onesrcline(lines, i);
 				Dwarf_Addr addr;
@@ -932,6 +937,12 @@ static int load_lines(struct elfimage *img)
 				dwarf_lineno(l, &lineno);
 				if (!src || lineno < 0)
 					continue;
+				/* A relative name (DWARF 5 directory entries may be)
+				 * is relative to the compilation directory. */
+				if (src[0] != '/' && comp_dir && comp_dir[0] == '/') {
+					snprintf(joined, sizeof(joined), "%s/%s", comp_dir, src);
+					src = joined;
+				}
 				fi = file_index(img, src);
 				if (fi < 0) {
 					ret = (int)fi;
