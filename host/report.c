@@ -519,11 +519,12 @@ static struct report_row *row_get(struct report *r, const struct report_row *key
 
 static int row_add_addr(struct report_row *row, uint64_t addr, uint64_t count)
 {
-	/* nr_addrs doubles as the capacity's trigger: grow at powers of two. */
+	/* No capacity field: the array holds the next power of two of
+	 * nr_addrs, so it grows when nr_addrs reaches one (0, 1, 2, 4...). */
 	size_t n = row->nr_addrs;
 
 	if ((n & (n - 1)) == 0) {
-		size_t nc = n ? n * 2 : 8;
+		size_t nc = n ? n * 2 : 1;
 		struct report_addr *t = realloc(row->addrs, nc * sizeof(*t));
 
 		if (!t)
