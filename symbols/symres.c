@@ -324,9 +324,9 @@ static struct binfile *bin_get(struct symres *r, int fd, const char *path,
 	return b;
 }
 
-/* Tries one candidate file (fd, owned).  Returns 1 if si now uses it. */
 static void bin_debug_symbols(struct symres *r, struct binfile *b, const char *guest);
 
+/* Tries one candidate file (fd, owned).  Returns 1 if si now uses it. */
 static int try_candidate(struct symres *r, struct simage *si, int fd, const char *path,
 			 const char *guest)
 {
@@ -362,7 +362,9 @@ static int try_candidate(struct symres *r, struct simage *si, int fd, const char
 	if (!elfimage_nr_syms(b->elf)) {
 		if (si->state != SIMAGE_MISMATCH) {
 			si->state = SIMAGE_BAD;
-			snprintf(si->reason, sizeof(si->reason), "%s has no symbols", path);
+			snprintf(si->reason, sizeof(si->reason), "%s has no symbols (stripped: "
+				 "put its debug file under usr/lib/debug/.build-id or set "
+				 "DEBUGINFOD_URLS)", path);
 		}
 		return 0;
 	}
