@@ -45,12 +45,14 @@ enum report_cli_opt {
 	"  --session-dir DIR      session to read (default ./opvm_data)\n"	\
 	"  --guest-root [GUEST=]DIR  the guest's root file system (binaries,\n" \
 	"                         boot/System.map-*, lib/modules); repeatable\n" \
-	"  --vmlinux FILE         guest kernel ELF with symbols\n"		\
+	"  --vmlinux FILE         guest kernel: a vmlinux with symbols, or a\n"	\
+	"                         stripped vmlinux/vmlinuz for annotate's code\n" \
 	"  --system-map FILE      guest System.map (or --kallsyms FILE)\n"	\
 	"  --separate LIST        keep apart: guest,lib,kernel,thread,cpu\n"	\
 	"  --merge LIST           merge: guest,lib,kernel,thread,cpu,all\n"	\
 	"  --threshold PCT        hide entries below PCT percent\n"		\
 	"  --source-dir DIR       where source files are (annotate --source)\n" \
+	"  --no-host-kernel       never use the host's /boot or /lib/modules\n" \
 	"  --previous             read samples/previous instead of current\n" \
 	"  PROFILE SPEC           guest:NAME image:PATH tgid:N tid:N cpu:N event:NAME\n" \
 	"                         (globs for guest and image; comma lists)\n"
