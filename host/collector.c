@@ -37,6 +37,10 @@
 #define STATUS_EVERY_MS		250
 #define POLL_MAX_MS		100		/* stop flag / sampler check period */
 #define MAX_GUESTS		256
+/* Held samples retried because of channel records, per sync interval: a
+ * guest that sends exits by the thousand must not make the collector
+ * retry its whole hold queue for each one. */
+#define RETRY_BUDGET		(1u << 18)
 
 struct cguest {
 	struct collector *c;
@@ -55,6 +59,8 @@ struct cguest {
 	bool smp_stopped;
 	bool gone;			/* sampler said TARGET_GONE */
 	int last_err;			/* last sync/store error, for the json */
+	size_t retry_budget;		/* held-sample retries left for record
+					 * syncs until the next periodic sync */
 };
 
 struct collector {
@@ -170,6 +176,7 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 		return NULL;
 	g->c = c;
 	g->fd = -1;
+	g->retry_budget = RETRY_BUDGET;
 	g->nr_vcpus = nr_vcpus;
 	g->name = strdup(name);
 	g->rings = calloc(nr_vcpus, sizeof(*g->rings));
@@ -275,10 +282,24 @@ void cguest_set_sampler(struct cguest *g, struct sampler *s)
  * go first.  Processes going away also retry the held samples, which may be
  * waiting for exactly the process that is about to exit.
  */
+/* Retrying held samples costs one attribution each; past the budget, only
+ * drain the rings (what matters most: samples already taken) and let the
+ * periodic sync retry. */
+static bool budget_take(struct cguest *g)
+{
+	size_t held = sync_nr_held(g->sy);
+
+	if (held > g->retry_budget)
+		return false;
+	g->retry_budget -= held;
+	return true;
+}
+
 static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 {
 	struct cguest *g = arg;
 	uint16_t type = le16toh(rec->type);
+	uint64_t now = mono_ms();
 
 	switch (type) {
 	case OPVM_REC_PROC: {
@@ -289,31 +310,43 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 		memcpy(&r, rec, sizeof(r));
 		if (!gstate_proc_by_tgid(g->gs, le32toh(r.tgid)))
 			return;		/* a new process forgets nothing */
-		sync_run(g->sy, mono_ms());
+		if (budget_take(g))
+			sync_forget_process(g->sy, le32toh(r.tgid), now);
+		else
+			sync_drain(g->sy, now);
 		return;
 	}
 	case OPVM_REC_HELLO:
 		/* a reboot: file everything with the old model.  The first
 		 * HELLO forgets nothing, and samples already waiting are
 		 * better held for the walk that follows it. */
-		if (gstate_get_hello(g->gs))
-			sync_flush(g->sy, mono_ms());
+		if (!gstate_get_hello(g->gs))
+			return;
+		if (budget_take(g))
+			sync_flush(g->sy, now);
+		else
+			sync_drain(g->sy, now);
 		return;
 	case OPVM_REC_EXEC:
 	case OPVM_REC_PROC_EXIT:
 	case OPVM_REC_THREAD_EXIT: {
-		/* same layout: tid (exit) or tgid (proc) first */
+		/* same layout: tid (exit) or tgid (exec) first */
 		struct opvm_rec_exit r;
-		uint32_t tgid;
+		uint32_t id;
 
-		if (len < sizeof(struct opvm_rec_exit))
+		if (len < sizeof(r))
 			return;
 		memcpy(&r, rec, sizeof(r));
-		tgid = type == OPVM_REC_PROC_EXIT ? le32toh(r.tgid) : le32toh(r.tid);
-		if (type == OPVM_REC_THREAD_EXIT)
-			sync_run(g->sy, mono_ms());	/* held samples of the thread */
+		id = type == OPVM_REC_PROC_EXIT ? le32toh(r.tgid) : le32toh(r.tid);
+		if (type == OPVM_REC_THREAD_EXIT ? !gstate_thread_tgid(g->gs, id) :
+						   !gstate_proc_by_tgid(g->gs, id))
+			return;		/* nothing to forget */
+		if (!budget_take(g))
+			sync_drain(g->sy, now);
+		else if (type == OPVM_REC_THREAD_EXIT)
+			sync_run(g->sy, now);	/* held samples of the thread */
 		else
-			sync_forget_process(g->sy, tgid, mono_ms());
+			sync_forget_process(g->sy, id, now);
 		return;
 	}
 	case OPVM_REC_MMAP:
@@ -326,7 +359,7 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 		memcpy(&r, rec, sizeof(r));
 		if (gstate_map_overlaps(gstate_proc_by_tgid(g->gs, le32toh(r.tgid)),
 					le64toh(r.start), le64toh(r.end)))
-			sync_drain(g->sy, mono_ms());
+			sync_drain(g->sy, now);
 		return;
 	}
 	case OPVM_REC_MODULE:
@@ -342,7 +375,7 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 			end = UINT64_MAX;
 		if (gstate_module_by_name(g->gs, r.name, strnlen(r.name, sizeof(r.name))) ||
 		    (type == OPVM_REC_MODULE && gstate_module_overlaps(g->gs, base, end)))
-			sync_drain(g->sy, mono_ms());
+			sync_drain(g->sy, now);
 		return;
 	}
 	default:
@@ -590,6 +623,7 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 			ret = err;
 	}
 	err = final ? sync_flush(g->sy, now) : sync_run(g->sy, now);
+	g->retry_budget = RETRY_BUDGET;
 	if (err && !ret)
 		ret = err;
 	err = store_sync(g->st);

@@ -386,7 +386,9 @@ static int applied(struct gstate *gs)
 
 int gstate_hello(struct gstate *gs, const struct gstate_hello *h)
 {
+	struct ht nt[4] = { { 0 } };
 	struct gstate_hello c;
+	int i;
 
 	if (!h)
 		return refuse(gs, -EINVAL);
@@ -395,13 +397,19 @@ int gstate_hello(struct gstate *gs, const struct gstate_hello *h)
 		     strnlen(h->anchor_name, sizeof(h->anchor_name)));
 	str_sanitise(c.release, sizeof(c.release), h->release,
 		     strnlen(h->release, sizeof(h->release)));
-	/* A new HELLO means a new kernel: nothing we knew still holds. */
-	model_clear(gs);
-	if (model_init(gs)) {
-		gs->have_hello = false;
-		gs->gen++;
+	/* A new HELLO means a new kernel: nothing we knew still holds.  The
+	 * new tables come first, so that running out of memory leaves the old
+	 * model whole. */
+	if (ht_init(&nt[0]) || ht_init(&nt[1]) || ht_init(&nt[2]) || ht_init(&nt[3])) {
+		for (i = 0; i < 4; i++)
+			ht_fini(&nt[i]);
 		return -ENOMEM;
 	}
+	model_clear(gs);
+	gs->by_tgid = nt[0];
+	gs->by_cr3 = nt[1];
+	gs->threads = nt[2];
+	gs->cookies = nt[3];
 	gs->hello = c;
 	gs->have_hello = true;
 	gs->stats.hellos++;
