@@ -776,9 +776,10 @@ int collector_run(struct collector *c, volatile sig_atomic_t *stop, uint64_t dur
 		if (r == 1)
 			break;
 		if (now >= next_sync) {
-			err = collector_sync(c);
-			if (err && !ret)
-				ret = 0;	/* store trouble is in the json; keep going */
+			/* a store error (disk full...) is counted in
+			 * session.json's store_errors; collecting goes on, and
+			 * the final sync reports it */
+			collector_sync(c);
 			next_sync = now + c->cfg.sync_ms;
 		}
 		status_line(c, now, false);
