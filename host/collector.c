@@ -753,11 +753,12 @@ int collector_run(struct collector *c, volatile sig_atomic_t *stop, uint64_t dur
 {
 	struct pollfd pfd[MAX_GUESTS];
 	struct cguest *pg[MAX_GUESTS];
-	uint64_t begin = mono_ms(), next_sync = begin + c->cfg.sync_ms;
+	uint64_t begin = mono_ms(), next_sync;
 	int ret = 0, err;
 
 	if (!c)
 		return -EINVAL;
+	next_sync = begin + c->cfg.sync_ms;
 	c->finished = false;
 	for (;;) {
 		uint64_t now = mono_ms();
