@@ -522,6 +522,105 @@ static void test_hash_many(void **state)
 	gstate_free(gs);
 }
 
+/*
+ * Random mmap/munmap/exec/exit sequences against a page-by-page reference
+ * model: every lookup agrees with the reference (file, file offset), and
+ * every process's mappings stay sorted and disjoint.
+ */
+#define RP	64	/* pages in the test address range */
+#define RT	4	/* processes */
+
+struct refpage {
+	int mapped;
+	uint64_t cookie;	/* 0: anonymous */
+	uint64_t off;		/* file offset of the page */
+};
+
+static uint64_t lcg = 12345;
+
+static uint64_t rnd(void)
+{
+	lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+	return lcg >> 33;
+}
+
+static void check_invariants(struct gstate *gs, struct refpage ref[RT][RP], const int *alive)
+{
+	size_t total = 0;
+
+	for (int t = 0; t < RT; t++) {
+		const struct gstate_process *p = gstate_proc_by_tgid(gs, 10 + (uint32_t)t);
+
+		if (!alive[t]) {
+			assert_null(p);
+			continue;
+		}
+		assert_non_null(p);
+		total += p->nr_maps;
+		for (size_t i = 0; i < p->nr_maps; i++) {
+			assert_true(p->maps[i].start < p->maps[i].end);
+			if (i)
+				assert_true(p->maps[i - 1].end <= p->maps[i].start);
+		}
+		for (int pg = 0; pg < RP; pg++) {
+			uint64_t addr = (uint64_t)pg * 0x1000 + 0x10;
+			const struct gstate_mapping *m = gstate_map_find(p, addr);
+
+			if (!ref[t][pg].mapped) {
+				assert_null(m);
+				continue;
+			}
+			assert_non_null(m);
+			assert_int_equal(m->cookie ? m->cookie->id : 0, ref[t][pg].cookie);
+			assert_int_equal(addr - m->start + m->pgoff, ref[t][pg].off + 0x10);
+		}
+	}
+	assert_int_equal(gstate_nr_mappings(gs), total);
+}
+
+static void test_random_against_reference(void **state)
+{
+	struct gstate *gs = mkgs();
+	static struct refpage ref[RT][RP];
+	int alive[RT] = { 0 };
+
+	memset(ref, 0, sizeof(ref));
+	for (uint64_t c = 1; c <= 3; c++)
+		assert_int_equal(gstate_cookie(gs, c, "/lib/x", 6, NULL, 0), 0);
+	for (int op = 0; op < 30000; op++) {
+		int t = (int)(rnd() % RT);
+		uint32_t tgid = 10 + (uint32_t)t;
+		uint64_t a = rnd() % RP, b = rnd() % (RP + 1), r = rnd() % 100;
+
+		if (r < 5) {		/* exit */
+			assert_int_equal(gstate_proc_exit(gs, tgid), alive[t] ? 0 : -ENOENT);
+			alive[t] = 0;
+			memset(ref[t], 0, sizeof(ref[t]));
+		} else if (r < 10) {	/* exec, or a new process */
+			assert_int_equal(gstate_exec(gs, tgid, (uint64_t)(t + 1) << 13, "x", 1, 1), 0);
+			alive[t] = 1;
+			memset(ref[t], 0, sizeof(ref[t]));
+		} else if (!alive[t]) {
+			assert_int_equal(gstate_proc(gs, tgid, 1, (uint64_t)(t + 1) << 13, "x", 1, 1), 0);
+			alive[t] = 1;
+		} else if (a < b && r < 70) {	/* mmap [a, b) */
+			uint64_t cookie = rnd() % 4, pgoff = (rnd() % 16) * 0x1000;
+
+			assert_int_equal(gstate_mmap(gs, tgid, a * 0x1000, b * 0x1000, pgoff, cookie), 0);
+			for (uint64_t pg = a; pg < b; pg++)
+				ref[t][pg] = (struct refpage){ 1, cookie, pgoff + (pg - a) * 0x1000 };
+		} else if (a < b) {		/* munmap [a, b) */
+			assert_int_equal(gstate_munmap(gs, tgid, a * 0x1000, b * 0x1000), 0);
+			for (uint64_t pg = a; pg < b; pg++)
+				ref[t][pg].mapped = 0;
+		}
+		if (op % 16 == 0)
+			check_invariants(gs, ref, alive);
+	}
+	check_invariants(gs, ref, alive);
+	gstate_free(gs);
+}
+
 static void test_stats_json(void **state)
 {
 	struct opvm_stats a = { 1, 2, 3, 4, 5, 6, 7, 8, 9 }, b = { 0 }, c;
@@ -572,6 +671,7 @@ int main(void)
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_forker_churn),
 		cmocka_unit_test(test_hash_many),
+		cmocka_unit_test(test_random_against_reference),
 		cmocka_unit_test(test_stats_json),
 	};
 
