@@ -16,7 +16,8 @@
  *     Without a slot, CR3 names the process.
  *   - app: with OPVM_SEP_KERNEL, the task's executable path (else its comm);
  *     "{kthread}" for kernel threads, "{idle}" for pid 0, "{unknown}" for a
- *     task the model does not know, and "{anon-cr3:0x...}" when the guest
+ *     task the model still does not know after hold_ms (held until then,
+ *     like a late user sample), and "{anon-cr3:0x...}" when the guest
  *     module never spoke.  Without OPVM_SEP_KERNEL the app is the image
  *     itself, as in OProfile.
  *  User samples (CPL 3):
@@ -48,18 +49,24 @@
  * samples to vmlinux.
  *
  * Ordering: samples reach the rings at once, channel records with a delay,
- * so when a record that makes the model forget (PROC_EXIT, EXEC, MUNMAP, a
- * replacing MMAP or MODULE, HELLO) is read, every sample taken before the
- * guest sent it is already in a ring.  The collector therefore syncs (or at
- * least drains) right before applying such a record: a process that lives
- * for less than a sync interval is still attributed.
+ * so when a record that makes the model forget (PROC_EXIT, EXEC,
+ * THREAD_EXIT, MUNMAP, a replacing MMAP or MODULE, HELLO) is read, every
+ * sample taken before the guest sent it is already in a ring.  The
+ * collector therefore syncs (or at least drains) right before applying such
+ * a record: a process that lives for less than a sync interval is still
+ * attributed, and sync_forget_process() files its held samples while the
+ * model still knows it.
  *
  * Call chains are carried by the rings but not filed yet (the store keeps
  * flat profiles).
  *
- * Hot path: a per-vCPU last-hit cache (address space, mapping, sample file)
- * and a small hash from (app, image, tgid, tid, cpu, event) to struct sfile*,
- * both dropped whenever gstate_generation() moves.
+ * Hot path: per vCPU, direct-mapped caches of recent user mappings and
+ * kernel ranges (module text, or vmlinux between modules) with their sample
+ * file and offset adjustment; behind them a two-way hash from (app, image,
+ * tgid, tid, cpu, event) to the sample file.  Both are dropped in O(1)
+ * (an epoch) whenever gstate_generation() moves.  Samples are queued as
+ * (file, offset) and added file by file at the end of each call, which keeps
+ * one file's table hot at a time; nothing stays queued between calls.
  *
  * Threads: everything runs in the caller's thread (the collector's loop);
  * only the rings are shared, with their producers.
