@@ -53,7 +53,7 @@ struct opvm_vma {
 };
 
 static struct workqueue_struct *opvm_wq;
-static struct work_struct opvm_work;
+static struct delayed_work opvm_work;
 static struct delayed_work opvm_rescan_work;
 bool opvm_rescan_on;	/* no do_mmap kretprobe: rescan after exec */
 static bool opvm_synced;
@@ -66,16 +66,27 @@ static u8 *rec_buf;		/* OPVM_REC_MAX bytes */
 static char *path_buf;		/* PATH_MAX bytes */
 static struct opvm_vma *vma_buf;	/* OPVM_VMA_BATCH entries */
 
+/*
+ * Events are handled in batches, one jiffy after the first of them: a fork
+ * storm then wakes the worker once per tick instead of once per event.
+ */
 void opvm_kick(void)
 {
 	if (opvm_wq)
-		queue_work(opvm_wq, &opvm_work);
+		queue_delayed_work(opvm_wq, &opvm_work, 1);
+}
+
+/* Load and resync: no reason to wait. */
+static void opvm_kick_now(void)
+{
+	if (opvm_wq)
+		mod_delayed_work(opvm_wq, &opvm_work, 0);
 }
 
 void opvm_request_resync(void)
 {
 	atomic_set(&opvm_resync, 1);
-	opvm_kick();
+	opvm_kick_now();
 }
 
 void opvm_event_release(struct opvm_event *ev)
@@ -600,7 +611,12 @@ static void handle_event(struct opvm_event *ev)
 			  ev->tgid, ev->ppid, ev->cr3, ev->name, exe);
 		if (exe && exe != ev->file)
 			fput(exe);
-		if (ev->mm)
+		/*
+		 * Only our reference left: the process exec'd (its EXEC
+		 * follows, with the new mappings) or exited.  Describing the
+		 * dead address space would only be undone.
+		 */
+		if (ev->mm && atomic_read(&ev->mm->mm_users) > 1)
 			describe_mm(ev->tgid, ev->mm);
 		if (ev->type == OPVM_EV_EXEC && opvm_rescan_on)
 			rescan_add(ev->tgid);
@@ -668,7 +684,7 @@ int opvm_describe_init(void)
 	rec_buf = kmalloc(OPVM_REC_MAX, GFP_KERNEL);
 	path_buf = kmalloc(PATH_MAX, GFP_KERNEL);
 	vma_buf = kcalloc(OPVM_VMA_BATCH, sizeof(*vma_buf), GFP_KERNEL);
-	INIT_WORK(&opvm_work, opvm_work_fn);
+	INIT_DELAYED_WORK(&opvm_work, opvm_work_fn);
 	INIT_DELAYED_WORK(&opvm_rescan_work, opvm_rescan_fn);
 	opvm_wq = alloc_ordered_workqueue("opvm", 0);
 	if (!rec_buf || !path_buf || !vma_buf || !opvm_wq) {
@@ -683,6 +699,7 @@ void opvm_describe_exit(void)
 {
 	if (opvm_wq) {
 		/* Pending events may still ask for rescans: flush, then cancel. */
+		flush_delayed_work(&opvm_work);
 		flush_workqueue(opvm_wq);
 		cancel_delayed_work_sync(&opvm_rescan_work);
 		destroy_workqueue(opvm_wq);

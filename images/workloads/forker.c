@@ -3,6 +3,7 @@
  * forker [count] [program]: fork+exec+exit `count` short-lived children
  * (default 200, exec'ing /usr/bin/opvm-true).  Known answer: every child's
  * pid, each of which must be announced (PROC/EXEC) and retired (PROC_EXIT).
+ * Also prints "OPVM-BENCH forker ns_per_child=N" (module overhead benchmark).
  */
 #include <sys/wait.h>
 #include "common.h"
@@ -12,6 +13,7 @@ int main(int argc, char **argv)
 	long count = arg_long(argc, argv, 1, 200);
 	const char *prog = argc > 2 ? argv[2] : "/usr/bin/opvm-true";
 	long failed = 0;
+	uint64_t t0 = now_ns();
 
 	TRUTH("forker pid=%d count=%ld prog=%s\n", getpid(), count, prog);
 	for (long i = 0; i < count; i++) {
@@ -31,6 +33,8 @@ int main(int argc, char **argv)
 			failed++;
 		TRUTH("forker child=%d\n", pid);
 	}
+	printf("OPVM-BENCH forker ns_per_child=%.0f\n",
+	       count ? (double)(now_ns() - t0) / (double)count : 0.0);
 	TRUTH("forker done children=%ld failed=%ld\n", count, failed);
 	return failed != 0;
 }

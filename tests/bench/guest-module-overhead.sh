@@ -7,7 +7,10 @@
 #   pingpong  - a pipe ping-pong between two processes: a context-switch
 #               storm, every switch runs the module's sched_switch hook;
 #   cpuloop   - a CPU-bound loop: only timer ticks and the module's own
-#               background work can slow it.
+#               background work can slow it;
+#   forker    - fork+exec+exit of a tiny static program: the module's
+#               worst case, every child costs PROC, EXEC, MMAP and PROC_EXIT
+#               records (including the worker and the relay's time).
 # Each reports the median of its repetitions after a warm-up one.
 #
 # QEMU runs with -icount shift=0: the guest's clock advances one nanosecond
@@ -18,6 +21,7 @@
 # Prints:
 #   kmod-overhead-switch: X %      (target < 5 %)
 #   kmod-overhead-cpu: X %         (target < 1 %)
+#   kmod-overhead-fork: X %
 # and the raw figures (unit icount-ns: guest instructions, or ns with
 # BENCH_ICOUNT=0).  Env: BUILD (default build).
 set -u
@@ -25,6 +29,7 @@ BUILD=${BUILD:-build}
 ROUNDS=${BENCH_PINGPONG_ROUNDS:-2000}
 ITERS=${BENCH_CPULOOP_ITERS:-5000000}
 REPS=${BENCH_REPS:-5}
+FORKS=${BENCH_FORKS:-300}
 ICOUNT=${BENCH_ICOUNT:-1}
 cd "$(dirname "$0")/../.."
 
@@ -61,7 +66,7 @@ boot() {
 	# shellcheck disable=SC2086
 	qemu-system-x86_64 $accel -m 512 -smp 1 -nographic -no-reboot \
 		-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio.gz" \
-		-append "console=ttyS0 quiet opvm.kmod=$k opvm.workload=pingpong:$ROUNDS,$REPS+cpuloop:$ITERS,$REPS" \
+		-append "console=ttyS0 quiet opvm.kmod=$k opvm.workload=pingpong:$ROUNDS,$REPS+cpuloop:$ITERS,$REPS+forker:$FORKS" \
 		-device virtio-serial-pci \
 		-chardev socket,id=ch0,path="$sock",server=on,wait=off \
 		-device virtserialport,chardev=ch0,name=org.opvm.0 \
@@ -108,7 +113,10 @@ pp0=$(value 0 "pingpong ns_per_roundtrip")
 pp1=$(value 1 "pingpong ns_per_roundtrip")
 cl0=$(value 0 "cpuloop ns")
 cl1=$(value 1 "cpuloop ns")
-if [ -z "$pp0" ] || [ -z "$pp1" ] || [ -z "$cl0" ] || [ -z "$cl1" ]; then
+fk0=$(value 0 "forker ns_per_child")
+fk1=$(value 1 "forker ns_per_child")
+if [ -z "$pp0" ] || [ -z "$pp1" ] || [ -z "$cl0" ] || [ -z "$cl1" ] ||
+	[ -z "$fk0" ] || [ -z "$fk1" ]; then
 	tail -5 "$T"/console-*.log >&2
 	echo "guest-module-overhead: a workload did not report (consoles above)" >&2
 	exit 1
@@ -119,5 +127,8 @@ echo "kmod-pingpong-roundtrip-without: $pp0 $unit"
 echo "kmod-pingpong-roundtrip-with: $pp1 $unit"
 echo "kmod-cpuloop-without: $cl0 $unit"
 echo "kmod-cpuloop-with: $cl1 $unit"
+echo "kmod-fork-exec-without: $fk0 $unit"
+echo "kmod-fork-exec-with: $fk1 $unit"
 python3 -c "print('kmod-overhead-switch: %.2f %%' % ((float('$pp1') - float('$pp0')) / float('$pp0') * 100))"
 python3 -c "print('kmod-overhead-cpu: %.3f %%' % ((float('$cl1') - float('$cl0')) / float('$cl0') * 100))"
+python3 -c "print('kmod-overhead-fork: %.1f %%' % ((float('$fk1') - float('$fk0')) / float('$fk0') * 100))"
