@@ -275,6 +275,66 @@ static void test_separate_paths(void **state)
 	}
 }
 
+static int count_cb(const struct store_entry *e, void *arg)
+{
+	(*(int *)arg)++;
+	return 0;
+}
+
+static int stop_cb(const struct store_entry *e, void *arg)
+{
+	return 42;
+}
+
+/* The walk files only well-formed entries; junk is counted, temporary
+ * files and session.json are not, and a nonzero callback stops it. */
+static void test_walk_junk(void **state)
+{
+	char *d = tmpdir_new(), p[1400];
+	struct store_key k = { .image = "/bin/x", .tgid = -1, .tid = -1, .cpu = -1 };
+	struct store *st = store_open(d, "g", ev1, 1, 0, 0);
+	const char *junk_files[] = {
+		"{root}/stray",				/* file where a dir goes */
+		"{root}/^bin^x/{dep}/{root}/^bin^x/NOTASAMPLE",
+		"{root}/^bin^x/{dep}/{root}/^bin^x/EV.1.0.all.all",	/* 5 fields */
+		"{root}/^bin^x/{dep}/{root}/^bin^x/EV.x.0.all.all.all",
+		"{root}/^bin^x/{dep}/{root}/^bin^x/EV.1.0.-3.all.all",
+		"{root}/^bin^x/{dep}/{root}/^bin^x/EV.1.0.all.all.all.all",
+	};
+	const char *junk_dirs[] = { "{root}/%zz", "{root}/^bin^x/{other}", "extra" };
+	const char *quiet[] = { "{root}/^bin^x/{dep}/{root}/^bin^x/.tmp.1.tmp" };
+	size_t skipped = 0;
+	int n = 0;
+
+	assert_non_null(st);
+	assert_int_equal(sfile_add(store_get(st, &k), 1, 1), 0);
+	assert_int_equal(store_write_meta(st, "{}"), 0);
+	for (size_t i = 0; i < 6; i++) {
+		snprintf(p, sizeof(p), "%s/%s", store_dir(st), junk_files[i]);
+		FILE *f = fopen(p, "w");
+
+		assert_non_null(f);
+		fclose(f);
+	}
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/%s", store_dir(st), junk_dirs[i]);
+		assert_int_equal(mkdir(p, 0755), 0);
+	}
+	snprintf(p, sizeof(p), "%s/%s", store_dir(st), quiet[0]);
+	fclose(fopen(p, "w"));
+	store_close(st);
+	assert_int_equal(store_walk(d, "current", count_cb, &n, &skipped), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(skipped, 9);
+	assert_int_equal(store_walk(d, "current", stop_cb, NULL, NULL), 42);
+	assert_int_equal(store_walk(d, "previous", count_cb, &n, NULL), 0);
+	assert_int_equal(store_walk(d, "..", count_cb, &n, NULL), -EINVAL);
+	assert_int_equal(store_walk(d, "a/b", count_cb, &n, NULL), -EINVAL);
+	snprintf(p, sizeof(p), "%s/none", d);
+	assert_int_equal(store_walk(p, "current", count_cb, &n, NULL), -ENOENT);
+	tmpdir_free(d);
+}
+
 static void test_parse_separate(void **state)
 {
 	unsigned m;
@@ -776,6 +836,7 @@ int main(void)
 		cmocka_unit_test(test_colliding_offsets),
 		cmocka_unit_test(test_add_many),
 		cmocka_unit_test(test_separate_paths),
+		cmocka_unit_test(test_walk_junk),
 		cmocka_unit_test(test_parse_separate),
 		cmocka_unit_test(test_append_and_rotate),
 		cmocka_unit_test(test_append_mismatch),
