@@ -93,7 +93,7 @@ static void ring_flush_lost(void)
 		.hdr.len = sizeof(rec),
 	};
 
-	if (!ring.lost || ring_room() < sizeof(rec))
+	if (!ring.lost || ring.awaiting_hello || ring_room() < sizeof(rec))
 		return;
 	rec.count = ring.lost;
 	ring.lost = 0;
@@ -119,6 +119,8 @@ int opvm_ring_put(void *rec)
 		}
 		ring.awaiting_hello = false;
 	}
+	if (hdr->type == OPVM_REC_HELLO)
+		ring.lost = 0;	/* drops before a HELLO concern no one now */
 	if (ring.lost)
 		need += sizeof(struct opvm_rec_lost);
 	if (ring_room() < need) {
