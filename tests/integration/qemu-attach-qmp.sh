@@ -1,0 +1,86 @@
+#!/bin/bash
+# opvm attach --qmp against a QEMU started by hand (the CI case), with a
+# second QMP monitor the test uses to pause the guest mid-session:
+#  - the guest's processes are filed by name (channel given with --channel);
+#  - a guest paused by someone else stays paused (opvm does not resume it),
+#    the pause is counted, and sampling goes on once the guest is resumed;
+#  - after opvm detaches, the guest runs and no gdbstub is left listening.
+. "$(dirname "$0")/qemu-common.bash"
+need_qemu
+mk_tmp qemu-attach-qmp
+
+qemu-system-x86_64 -accel tcg -m 384 -smp 2 -nodefaults -display none \
+	-qmp "unix:$T/qmp,server=on,wait=off" -qmp "unix:$T/ctl,server=on,wait=off" \
+	-serial "file:$T/console.log" \
+	-device virtio-serial-pci,id=ser \
+	-chardev "socket,id=opvm0,path=$T/chan,server=on,wait=off" \
+	-device virtserialport,bus=ser.0,chardev=opvm0,name=org.opvm.0 \
+	-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio.gz" \
+	-append "console=ttyS0 quiet opvm.workload=abratio opvm.args=60" \
+	> "$T/qemu.log" 2>&1 &
+CLEAN_PIDS=$!
+for _ in $(seq 750); do
+	grep -aq "OPVM-TRUTH abratio share" "$T/console.log" 2>/dev/null && break
+	sleep 0.2
+done
+grep -aq "OPVM-TRUTH abratio share" "$T/console.log" || fail "the guest did not start its workload"
+
+ctl() {	# ctl COMMAND [HMP]: one QMP command on the test's own monitor
+	python3 - "$T/ctl" "$@" <<'EOF'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+f = s.makefile("rw")
+f.readline()
+def run(cmd, args=None):
+    m = {"execute": cmd}
+    if args:
+        m["arguments"] = args
+    f.write(json.dumps(m) + "\n"); f.flush()
+    while True:
+        r = json.loads(f.readline())
+        if "event" not in r:
+            return r
+run("qmp_capabilities")
+if len(sys.argv) > 3:
+    r = run("human-monitor-command", {"command-line": sys.argv[3]})
+else:
+    r = run(sys.argv[2])
+print(json.dumps(r.get("return", r)))
+EOF
+}
+
+"$OPVM" attach --qmp "$T/qmp" --channel "$T/chan" --name vm --duration 9 -d "$T/s" \
+	> "$T/attach.out" 2>&1 &
+apid=$!
+CLEAN_PIDS="$apid $CLEAN_PIDS"
+sleep 3
+ctl stop > /dev/null || fail "cannot pause the guest"
+sleep 2
+st=$(ctl query-status)
+echo "status 2 s after a pause, opvm attached: $st"
+echo "$st" | grep -q '"running": false' || fail "opvm resumed a guest someone else paused"
+ctl cont > /dev/null
+wait "$apid"
+rc=$?
+CLEAN_PIDS=${CLEAN_PIDS#"$apid "}
+cat "$T/attach.out"
+[ $rc = 0 ] || fail "opvm attach --qmp exited with $rc"
+grep -q "paused by someone else for" "$T/attach.out" || fail "the pause is not in the summary"
+sleep 0.5
+st=$(ctl query-status)
+echo "$st" | grep -q '"running": true' || fail "the guest does not run after opvm detached: $st"
+ctl x human-monitor-command "info chardev" | grep -q '"gdb: ' && fail "a gdbstub is still listening"
+report_json "$T/s" > "$T/r.json" || fail "opvm report failed"
+python3 - "$T/r.json" <<'EOF' || exit 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+ab = [r for r in d["symbols"] if not r["kernel"] and r["app"].endswith("/abratio")]
+tot = sum(r["samples"] for r in ab)
+fb = sum(r["samples"] for r in ab if r["symbol"] == "func_b")
+print("RESULT attach --qmp: %d abratio user samples around a 2 s pause, func_b %.1f %%"
+      % (tot, 100.0 * fb / max(tot, 1)))
+if tot < 50 or fb < 0.9 * tot:
+    print("FAIL"); sys.exit(1)
+EOF
+echo PASS
