@@ -6,7 +6,7 @@ set -euo pipefail
 B=$1
 KVER=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
-MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_console"
+MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_mmio virtio_console"
 # Small dependency-free modules the tests load and unload after opvm.ko.
 EXTRA_MODULES="crc7 crc8"
 R=$B/root.new
