@@ -61,13 +61,16 @@ boot() {
 		-device virtio-serial-pci \
 		-chardev socket,id=ch0,path="$sock",server=on,wait=off \
 		-device virtserialport,chardev=ch0,name=org.opvm.0 \
+		-monitor unix:"$T/$name.mon",server=on,wait=off \
 		</dev/null >"$T/$name.log" 2>&1 &
 	QPID=$!
 	# The host end: connect once QEMU made the socket, keep every byte.
-	# With RECONNECT=1 the first session ends 1 s after the first bytes,
-	# and a second one, 1 s later, is recorded to $T/NAME.bin2.
-	python3 - "$sock" "$T/$name.bin" "${RECONNECT:-0}" <<'PY' &
-import socket, sys, time
+	# With RECONNECT=1 the first session ends 1 s after the first bytes;
+	# then the slot array HELLO announced is read five times from guest
+	# physical memory through the monitor (xp) into $T/NAME.slots, and a
+	# second session, 1 s later, is recorded to $T/NAME.bin2.
+	python3 - "$sock" "$T/$name.bin" "${RECONNECT:-0}" "$T/$name.mon" <<'PY' &
+import socket, struct, sys, time
 
 
 def session(path, out, limit):
@@ -97,8 +100,33 @@ def session(path, out, limit):
     s.close()
 
 
+def hmp(path, cmds):
+    m = socket.socket(socket.AF_UNIX)
+    m.connect(path)
+    m.settimeout(5)
+    out, buf = [], b''
+    while not buf.endswith(b'(qemu) '):
+        buf += m.recv(4096)
+    for c in cmds:
+        m.sendall(c.encode() + b'\n')
+        buf = b''
+        while not buf.endswith(b'(qemu) '):
+            buf += m.recv(4096)
+        out.append(buf.decode(errors='replace'))
+        time.sleep(0.2)
+    m.close()
+    return out
+
+
 session(sys.argv[1], sys.argv[2], sys.argv[3] == '1')
 if sys.argv[3] == '1':
+    data = open(sys.argv[2], 'rb').read()
+    if len(data) >= 56 and struct.unpack_from('<H', data, 2)[0] == 1:
+        ncpu, slot_pa = struct.unpack_from('<IQ', data, 20)
+        words = min(ncpu, 8) * 6
+        with open(sys.argv[2].replace('.bin', '.slots'), 'w') as f:
+            for r in hmp(sys.argv[4], ['xp /%dwx %#x' % (words, slot_pa)] * 5):
+                f.write(r + '\n')
     time.sleep(1.0)
     session(sys.argv[1], sys.argv[2] + '2', False)
 PY
@@ -369,7 +397,8 @@ PY
 
 # Host sessions: the host disconnects while the guest runs and connects
 # again.  The second session must start from HELLO (seq 0) with a complete
-# walk: the running workload announced, its cookies sent again.
+# walk: the running workload announced, its cookies sent again.  Meanwhile
+# the slots are read from guest memory where HELLO says they are.
 RECONNECT=1 boot reconnect "opvm.workload=abratio:8" || exit 1
 [ -s "$T/reconnect.bin2" ] || { echo "FAIL: nothing on the channel after reconnecting"; exit 1; }
 decode reconnect "" || exit 1
@@ -403,6 +432,39 @@ else:
                      % sorted(used - ids - {0})[:5])
     print('RESULT guest-channel reconnect: second session %d records, %d '
           'before its HELLO, walk of %d records' % (len(s2), h[0], len(walk)))
+# The slots, read from guest memory at slot_pa while abratio ran: the
+# address HELLO gave must hold abratio's pid, tgid and cr3 on some CPU.
+cr3 = {r['tgid']: int(str(r['cr3']), 0) for r in s1 + s2
+       if r['type'] in ('PROC', 'EXEC') and r['tgid'] == pid}
+try:
+    txt = open(sys.argv[1].replace('.json', '.slots')).read()
+except OSError:
+    txt = ''
+samples, hits, odd = 0, 0, 0
+for block in txt.split('(qemu)'):
+    # only the dump lines ("ADDR: 0x... 0x..."), not the echoed command
+    w = [int(x, 16) for line in re.findall(r'^[0-9a-f]{8,16}: (.*)$',
+                                           block.replace('\r', ''), re.M)
+         for x in re.findall(r'0x([0-9a-f]{8})', line)]
+    if len(w) < 6:
+        continue
+    samples += 1
+    for i in range(0, len(w) - 5, 6):
+        seq, spid, stgid, flags, lo, hi = w[i:i + 6]
+        if seq % 2:
+            odd += 1
+            continue
+        if spid == pid and stgid == pid and flags == 0 and \
+                (hi << 32 | lo) == cr3.get(pid):
+            hits += 1
+            break
+if samples == 0:
+    fails.append('slots: could not read guest memory at slot_pa')
+elif hits == 0:
+    fails.append('slots: abratio (pid %d, cr3 %s) never seen in %d reads '
+                 'of slot_pa' % (pid, hex(cr3.get(pid, 0)), samples))
+print('RESULT guest-channel slots: abratio on a vCPU in %d of %d reads of '
+      'slot_pa (%d slots mid-update)' % (hits, samples, odd))
 for f in fails:
     print('FAIL: ' + f)
 sys.exit(1 if fails else 0)
