@@ -629,6 +629,93 @@ static void test_seed_1_99(void **state)
 	fix_close(&f);
 }
 
+/*
+ * Random samples (any CPL, flags, slot contents, vCPU) interleaved with
+ * random model changes, syncs and expiries: every sample ends up filed
+ * exactly once, and the files hold exactly what the stats say.
+ */
+static uint64_t lcg = 99;
+
+static uint64_t rnd(void)
+{
+	lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+	return lcg >> 33;
+}
+
+static void test_random_consistency(void **state)
+{
+	static const unsigned seps[] = { OPVM_SEP_NONE, OPVM_SEP_ALL,
+					 OPVM_SEP_THREAD | OPVM_SEP_KERNEL | OPVM_SEP_LIB };
+
+	for (size_t si = 0; si < sizeof(seps) / sizeof(seps[0]); si++) {
+		struct fix f;
+		struct opvm_stats st;
+		uint64_t now = 0, total;
+
+		fix_open(&f, seps[si], 50, 256, true);
+		for (int i = 0; i < 20000; i++) {
+			uint64_t r = rnd();
+			struct opvm_sample x = {
+				.cr3 = (r & 1) ? CR3_A : (r & 2) ? CR3_B : 0x10000ull * (r % 7),
+				.rip = (r & 4) ? EXE_LO + rnd() % 0x90000 :
+				       (r & 8) ? MOD_LO + rnd() % 0x20000 : KTEXT + rnd() % 0x1000,
+				.cpl = (r & 16) ? 3 : 0,
+				.event = (uint8_t)((r >> 5) & 1),
+				.flags = (uint8_t)((r >> 6) & 3),
+				.slot_tid = (uint32_t)(100 + rnd() % 5),
+				.slot_tgid = (uint32_t)((r & 256) ? 100 : 200 + rnd() % 3),
+				.vcpu = (uint32_t)(rnd() % 4),
+			};
+
+			assert_int_equal(ring_push(f.rings[rnd() % 2], &x), 0);
+			switch (rnd() % 64) {
+			case 0:
+				assert_int_equal(sync_run(f.sy, now), 0);
+				break;
+			case 1:
+				now += 20;
+				break;
+			case 2:
+				gstate_thread(f.gs, (uint32_t)(100 + rnd() % 5), 100, "t", 1);
+				break;
+			case 3:
+				gstate_thread_exit(f.gs, (uint32_t)(100 + rnd() % 5));
+				break;
+			case 4:
+				gstate_mmap(f.gs, 100, EXE_LO + (rnd() % 9) * 0x10000,
+					    EXE_LO + (rnd() % 9 + 1) * 0x10000, 0, 1 + rnd() % 3);
+				break;
+			case 5:
+				gstate_munmap(f.gs, 100, EXE_LO + (rnd() % 9) * 0x10000,
+					      EXE_LO + (rnd() % 9 + 1) * 0x10000);
+				break;
+			case 6:
+				gstate_proc(f.gs, (uint32_t)(200 + rnd() % 3), 1,
+					    0x10000ull * (rnd() % 7), "p", 1, 3);
+				break;
+			case 7:
+				assert_int_equal(sync_forget_process(f.sy, (uint32_t)(200 + rnd() % 3), now), 0);
+				gstate_proc_exit(f.gs, (uint32_t)(200 + rnd() % 3));
+				break;
+			case 8:
+				gstate_module(f.gs, "late", 4, MOD_LO + 0x10000, 0x8000);
+				break;
+			default:
+				break;
+			}
+		}
+		assert_int_equal(sync_flush(f.sy, now), 0);
+		sync_get_stats(f.sy, &st);
+		assert_int_equal(sync_nr_held(f.sy), 0);
+		assert_int_equal(sync_store_errors(f.sy), 0);
+		assert_int_equal(st.received, 20000);
+		assert_int_equal(st.kernel + st.user, 20000);
+		total = count_at(&f, NULL, NULL, ANY, ANY, ANY, ALL, NULL);
+		assert_int_equal(total, 20000);
+		fix_close(&f);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -646,6 +733,7 @@ int main(void)
 		cmocka_unit_test(test_forget_process),
 		cmocka_unit_test(test_overflow_stats),
 		cmocka_unit_test(test_seed_1_99),
+		cmocka_unit_test(test_random_consistency),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
