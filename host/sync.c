@@ -684,6 +684,15 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 	k.app = proc_app(p);
 
 	m = gstate_map_find(p, x->rip);
+	if (!m && !p->nr_maps && p->ppid && p->ppid != p->tgid) {
+		/* A forked child whose address space was never described
+		 * (the module skips a child that exec'd or exited before it
+		 * got to it) is still a copy of its parent's. */
+		const struct gstate_process *pp = gstate_proc_by_tgid(s->gs, p->ppid);
+
+		if (pp)
+			m = gstate_map_find(pp, x->rip);
+	}
 	if (!m) {
 		if (!force && s->hold_ms && gstate_get_hello(s->gs))
 			return HOLD;

@@ -25,7 +25,9 @@
  *     if the model knows no address space for it (a process with another
  *     CR3 may just have exec'd: its old mappings must not name the new
  *     image's addresses).
- *   - mapping: gstate_map_find(); image = the cookie's path, offset
+ *   - mapping: gstate_map_find() (a forked child with no mappings described
+ *     at all is looked up in its parent's: until it execs it is a copy);
+ *     image = the cookie's path, offset
  *     rip - start + pgoff, build-id from the cookie; an anonymous executable
  *     mapping (cookie 0, e.g. a JIT) is image "{anon}" at the virtual address.
  *   - app: the process's executable path, else its comm.  OPVM_SEP_LIB keeps

@@ -530,6 +530,28 @@ static void test_slot_fallback(void **state)
 	fix_close(&f);
 }
 
+/* A forked child whose address space the module never described (it
+ * exec'd before the module got to it) runs its parent's code until exec. */
+static void test_fork_child_uses_parent(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+
+	fix_open(&f, OPVM_SEP_LIB, 1000, 0, true);
+	assert_int_equal(gstate_proc(f.gs, 300, 100, 0x3330000, S("app"), 1), 0);
+	s = user(0x3330000, LIBC_LO + 0x30, 300, 300);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(sync_nr_held(f.sy), 0);
+	assert_int_equal(count_at(&f, "/bin/app", "/lib/libc.so.6", ANY, ANY, ANY, 0x26030, NULL), 1);
+	/* once it has mappings of its own, the parent's are not looked at */
+	assert_int_equal(gstate_exec(f.gs, 300, 0x3330000, S("other"), 3), 0);
+	assert_int_equal(gstate_mmap(f.gs, 300, EXE_LO, EXE_HI, 0, 3), 0);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(sync_nr_held(f.sy), 1);
+	assert_int_equal(sync_flush(f.sy, 0), 0);
+	fix_close(&f);
+}
+
 /* A process is about to be forgotten: its held samples are filed at once
  * (their mapping or thread can no longer come), others stay held. */
 static void test_forget_process(void **state)
@@ -731,6 +753,7 @@ int main(void)
 		cmocka_unit_test(test_cache_invalidation),
 		cmocka_unit_test(test_slot_fallback),
 		cmocka_unit_test(test_forget_process),
+		cmocka_unit_test(test_fork_child_uses_parent),
 		cmocka_unit_test(test_overflow_stats),
 		cmocka_unit_test(test_seed_1_99),
 		cmocka_unit_test(test_random_consistency),
