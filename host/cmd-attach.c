@@ -386,9 +386,9 @@ void qprof_summary(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 			       jnum(st, "lost_no_process"), jnum(st, "lost_no_mapping"));
 		if (!qi.hellos)
 			printf("  note: the guest module (opvm.ko) never said HELLO on the channel, so "
-			       "samples are grouped by address space ({anon-cr3:...}); give "
-			       "`opvm report` the guest kernel's --system-map or --kallsyms to "
-			       "name kernel code\n");
+			       "samples are grouped by address space ({anon-cr3:...}) and the "
+			       "kernel's KASLR offset is unknown: give `opvm report` a copy of the "
+			       "guest's /proc/kallsyms (--kallsyms FILE) to name kernel code\n");
 		else if (qi.hellos > 1 || qi.resets)
 			printf("  the guest restarted during the session: %llu HELLOs, %llu resets seen\n",
 			       (unsigned long long)qi.hellos, (unsigned long long)qi.resets);

@@ -5,6 +5,9 @@
 #  2. The guest is reset (monitor system_reset) as its workload starts: it
 #     boots again, its module sends a new HELLO, and the workload of the
 #     second boot is filed under its process name.
+#  3. The guest runs without opvm.ko: still profiled, per address space,
+#     and the summary says so once (kernel symbols then need the guest's
+#     kallsyms: the KASLR offset comes from the module).
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
 mk_tmp qemu-faults
@@ -51,7 +54,7 @@ EOF
 opid=$!
 CLEAN_PIDS="$opid"
 con=$T/reset/guests/guest/console.log
-wait_console "$con" "OPVM-READY" 150 || fail "the guest did not boot"
+wait_console "$con" "OPVM-READY" 150 || { cat "$T/reset.out"; fail "the guest did not boot"; }
 python3 - "$T/mon" <<'EOF' || fail "cannot reset the guest through its monitor"
 import socket, sys, time
 s = socket.socket(socket.AF_UNIX)
@@ -80,4 +83,27 @@ print("RESULT guest reset mid-session: %d abratio user samples after the new HEL
 if tot < 100 or fb < 0.9 * tot:
     print("FAIL: the second boot's workload is not filed by name"); sys.exit(1)
 EOF
+
+# ---- 3: no guest module ---------------------------------------------------------
+"$OPVM" run --workload abratio --append "quiet opvm.kmod=0 opvm.args=3" -d "$T/nokmod" \
+	> "$T/nokmod.out" 2>&1 || { cat "$T/nokmod.out"; fail "opvm run without opvm.ko failed"; }
+cat "$T/nokmod.out"
+[ "$(grep -c "never said HELLO" "$T/nokmod.out")" = 1 ] ||
+	fail "the summary does not say once that the guest module never spoke"
+report_json "$T/nokmod" > "$T/nokmod.json" || fail "opvm report failed"
+python3 - "$T/nokmod.json" <<'EOF2' || exit 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["symbols"]
+k = [r for r in rows if r["kernel"]]
+kt = sum(r["samples"] for r in k)
+kn = sum(r["samples"] for r in k if r["symbol"])
+u = [r for r in rows if not r["kernel"]]
+ut = sum(r["samples"] for r in u)
+anon = sum(r["samples"] for r in u if r["app"].startswith("{anon-cr3:"))
+print("RESULT no opvm.ko: %d kernel samples (%.1f %% named by System.map), %d user samples, "
+      "%d of them per address space ({anon-cr3:...})" % (kt, 100.0 * kn / max(kt, 1), ut, anon))
+if kt == 0 or ut == 0 or anon < 0.9 * ut:
+    print("FAIL"); sys.exit(1)
+EOF2
 echo PASS
