@@ -14,7 +14,6 @@
 #define OPVM_VERSION "0.1"
 #endif
 
-int opvm_verbose;
 
 struct command {
 	const char *name;

@@ -1,0 +1,8 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The verbosity flag lives in the library, not in main(), so every program
+ * linking libhost (tests, fuzz targets, benchmarks) can use pr_debug().
+ */
+#include "host/log.h"
+
+int opvm_verbose;
