@@ -113,16 +113,26 @@ FUZZ_SRCS := $(wildcard tests/fuzz/fuzz-*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 FUZZ_CC   ?= clang
 FUZZ_LIB_SRCS := $(foreach d,$(LIBDIRS),$($(d)_SRCS))
+# Library objects are instrumented once (fuzzer-no-link) and shared by every
+# target, so adding a target costs one compile, not one per library file.
+FUZZ_LIB_OBJS := $(patsubst %.c,$(BUILD)/fuzzobj/%.o,$(FUZZ_LIB_SRCS))
+FUZZ_SAN := address,undefined
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -I. $(PKG_CFLAGS) \
-	-fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer \
-	-DOPVM_FUZZING
+	-fno-omit-frame-pointer -DOPVM_FUZZING
 FUZZ_RUNS ?= 10000000
 FUZZ_CHECK_SECONDS ?= 10
 
-$(BUILD)/fuzz/fuzz-%: tests/fuzz/fuzz-%.c $(FUZZ_LIB_SRCS)
+$(BUILD)/fuzzobj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  FUZZCC  $<")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,$(FUZZ_SAN) \
+		-MMD -MP -c -o $@ $<
+
+$(BUILD)/fuzz/fuzz-%: tests/fuzz/fuzz-%.c $(FUZZ_LIB_OBJS)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  FUZZ    $@")
-	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_SRCS) $(LDLIBS)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,$(FUZZ_SAN) -o $@ $< \
+		$(FUZZ_LIB_OBJS) $(LDLIBS)
 
 # ---- guest side ------------------------------------------------------------
 # >>> images (guest-kmod/, images/) ------------------------------------------
