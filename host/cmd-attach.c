@@ -374,12 +374,15 @@ void qprof_summary(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 		       "(mode gdbstub-timer)\n", t[i].name, t[i].how, t[i].nr_vcpus,
 		       t[i].nr_vcpus == 1 ? "" : "s", o->rate_hz);
 		printf("  samples: %llu in files (kernel %llu, user %llu); lost %llu "
-		       "(ring full %llu); throttled %llu; guest stopped %llu times, "
+		       "(ring full); throttled %llu; guest stopped %llu times, "
 		       "%.0f us each on average\n",
 		       (unsigned long long)sc.totals[i], jnum(st, "kernel"), jnum(st, "user"),
-		       jnum(st, "lost_overflow"), jnum(st, "lost_overflow"),
+		       jnum(st, "lost_overflow"),
 		       (unsigned long long)ss.throttled, (unsigned long long)ss.exits,
 		       ss.exits ? ss.cost_ns_total / 1e3 / ss.exits : 0.0);
+		if (jnum(st, "guest_lost"))
+			printf("  the guest module dropped %llu channel records (its buffer was full)\n",
+			       jnum(st, "guest_lost"));
 		if (jnum(st, "lost_no_process") || jnum(st, "lost_no_mapping"))
 			printf("  late guest state: %llu samples without a known process, %llu "
 			       "without a known mapping (filed under {anon...})\n",
