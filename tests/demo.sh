@@ -15,9 +15,9 @@ done
 command -v qemu-system-x86_64 >/dev/null ||
 	{ echo "demo: qemu-system-x86_64 is missing: run scripts/install-deps.sh" >&2; exit 1; }
 
-echo "== opvm run --workload abratio -d $S"
+echo "== opvm run --workload abratio -F 200 -d $S   (200 samples/s per vCPU: a 3 s workload)"
 start=$(date +%s)
-"$OPVM" run --workload abratio -d "$S" || exit 1
+"$OPVM" run --workload abratio -F 200 -d "$S" || exit 1
 echo "   ($(( $(date +%s) - start )) s, guest console in $S/guests/guest/console.log)"
 echo
 echo "== the guest's own account:"

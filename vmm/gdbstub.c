@@ -890,7 +890,8 @@ int gdbstub_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
 }
 
 int gdbstub_stop_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
-			uint64_t pa, void *buf, size_t len, int *mem_err, int *stopped)
+			uint64_t pa, void *buf, size_t len, int resume, int *mem_err,
+			int *stopped)
 {
 	unsigned n = nr < gs->nr_threads ? nr : gs->nr_threads;
 	int merr = check_mem(gs, pa, len), chunks, err, before;
@@ -906,12 +907,17 @@ int gdbstub_stop_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned 
 	chunks = queue_reads(gs, n, pa, len, merr);
 	if (chunks < 0)
 		return chunks;
+	if (resume) {
+		err = tx_packet(gs, "c");
+		if (err)
+			return err;
+	}
 	err = tx_flush(gs);
 	if (err)
 		return err;
 	/* QEMU stops the VM while handling "\x03", announces it with a stop
 	 * reply, and only then reads on: a stop reply before the answers
-	 * means the guest ran and is stopped now. */
+	 * means the guest ran and was stopped for them. */
 	before = gs->stops_seen;
 	err = read_replies(gs, regs, n, buf, len, chunks, &merr);
 	*stopped = gs->stops_seen != before;

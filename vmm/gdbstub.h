@@ -90,17 +90,22 @@ int gdbstub_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
 		   uint64_t pa, void *buf, size_t len, int *mem_err);
 
 /*
- * The sampler's fast path: "\x03" and the reads of gdbstub_sample() go out
- * in one write.  QEMU stops the guest when it reads "\x03", sends a stop
- * reply, then answers the reads, so the guest is stopped for one round
- * trip only.  *stopped = 1 when that stop reply came: the caller must
- * gdbstub_continue().  *stopped = 0 means the guest was not running (QEMU
- * ignores "\x03" then): the values are those of the paused guest.
+ * The sampler's fast path: "\x03", the reads of gdbstub_sample() and, if
+ * resume, "c" go out in one write.  QEMU stops the guest when it reads
+ * "\x03", sends a stop reply, answers the reads and (resume) lets the guest
+ * run again, all in one pass of its main loop: the guest is stopped for no
+ * round trip at all, and nothing else (a monitor command) can come in
+ * between.  *stopped = 1 when the stop reply came: without resume, the
+ * caller must gdbstub_continue().  *stopped = 0 means the guest was not
+ * running (QEMU ignores "\x03" then) and the values are those of a paused
+ * guest; with resume, "c" has then restarted it, so use resume only when
+ * the guest is known to run (see qemu-sampler.c).
  * Returns -EALREADY, without sending anything, when the stub had announced
  * a stop nobody asked for (someone else paused the guest).
  */
 int gdbstub_stop_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
-			uint64_t pa, void *buf, size_t len, int *mem_err, int *stopped);
+			uint64_t pa, void *buf, size_t len, int resume, int *mem_err,
+			int *stopped);
 
 int gdbstub_read_regs(struct gdbstub *gs, unsigned vcpu, struct gdbstub_regs *out);
 /* Guest-physical read (len <= 64 KiB).  -ENOTSUP without PhyMemMode. */

@@ -149,6 +149,7 @@ static void wait_until(struct qsamp *q, int64_t deadline)
 struct tick_state {
 	int outstanding;	/* we sent "\x03" and saw no stop reply yet */
 	int paused;		/* someone else paused the guest */
+	int resync;		/* a fast-path batch timed out: drain first */
 	unsigned bad_gen;	/* slot generation invalidated by a reset */
 	unsigned bad_ticks;
 };
@@ -246,9 +247,30 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 	if (have_slots)
 		len = (size_t)(nr < n ? nr : n) * size;
 
+	if (ts->resync) {
+		/* Answers of a batch that timed out are not for this tick;
+		 * a stop reply among them was ours (outstanding). */
+		err = gdbstub_drain(q->gs);
+		ts->resync = 0;
+		if (err < 0)
+			return err;
+		if (err > 0 && ts->outstanding) {
+			ts->outstanding = 0;
+			ts->paused = 0;
+			err = gdbstub_continue(q->gs);
+			return err < 0 ? err : 0;
+		}
+		return 0;
+	}
 	if (!ts->paused && !ts->outstanding) {
-		/* Fast path: stop and read in one round trip. */
-		err = gdbstub_stop_sample(q->gs, q->regs, n, pa, q->slotbuf, len, &merr,
+		/*
+		 * Fast path: stop and read in one write, then "c".  (Sending
+		 * "c" in the same write saves nothing measurable: QEMU's own
+		 * stop and resume dominate; and it would wake a guest that
+		 * suspended itself to RAM, the one stop QEMU announces to
+		 * nobody.)
+		 */
+		err = gdbstub_stop_sample(q->gs, q->regs, n, pa, q->slotbuf, len, 0, &merr,
 					  &stopped);
 		if (err == -EALREADY) {
 			ts->paused = 1;
@@ -257,11 +279,17 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 		}
 		if (err == -EPIPE || err == -ESHUTDOWN)
 			return err;
-		if (!stopped) {
-			/* No stop reply: paused by someone else, or (after a
-			 * timeout) a reply still to come. */
+		if (err == -ETIMEDOUT && !stopped) {
+			/* QEMU is slow: its answers, and perhaps its stop
+			 * reply, come later; the slow path sorts it out. */
+			ts->outstanding = 1;
 			ts->paused = 1;
-			ts->outstanding = err == -ETIMEDOUT;
+			ts->resync = 1;
+			return ++ts->bad_ticks >= MAX_BAD_TICKS ? err : 0;
+		}
+		if (!stopped) {
+			/* No stop reply: the guest was not running. */
+			ts->paused = 1;
 			q->paused_ticks++;
 			return 0;
 		}
@@ -285,6 +313,8 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 	}
 	if (err == -EPIPE || err == -ESHUTDOWN)
 		return err;
+	if (err == -ETIMEDOUT)
+		ts->resync = 1;		/* late answers: drain them next tick */
 	if (err) {
 		if (++ts->bad_ticks >= MAX_BAD_TICKS)
 			return err;
@@ -312,7 +342,9 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 static void *tick_main(void *arg)
 {
 	struct qsamp *q = arg;
-	struct tick_state ts = { .bad_gen = 0 };
+	/* A guest we did not resume is taken for paused until it answers a
+	 * probe: the fast path would resume it. */
+	struct tick_state ts = { .paused = !q->resume };
 	int64_t next = now_ns() + q->period_ns, avg = 0;
 
 	while (!atomic_load(&q->stop)) {

@@ -206,13 +206,23 @@ static void test_qemu(void **state)
 		int stopped = -1;
 
 		memset(mem, 0, sizeof(mem));
-		assert_int_equal(gdbstub_stop_sample(gs, r, 2, 0xffff0, mem, sizeof(mem),
+		assert_int_equal(gdbstub_stop_sample(gs, r, 2, 0xffff0, mem, sizeof(mem), 0,
 						     &merr, &stopped), 0);
 		assert_int_equal(stopped, 1);
 		assert_int_equal(mem[0], 0xea);
 		/* Already stopped: the reads work, no stop is claimed. */
-		assert_int_equal(gdbstub_stop_sample(gs, r, 2, 0, NULL, 0, &merr, &stopped), 0);
+		assert_int_equal(gdbstub_stop_sample(gs, r, 2, 0, NULL, 0, 0, &merr, &stopped), 0);
 		assert_int_equal(stopped, 0);
+		assert_int_equal(gdbstub_continue(gs), 0);
+		/* Stop, read and resume in one write: the guest runs after it
+		 * (a plain "\x03" then gets its stop reply). */
+		usleep(20000);
+		assert_int_equal(gdbstub_stop_sample(gs, r, 2, 0xffff0, mem, sizeof(mem), 1,
+						     &merr, &stopped), 0);
+		assert_int_equal(stopped, 1);
+		assert_int_equal(mem[0], 0xea);
+		usleep(20000);
+		assert_int_equal(gdbstub_interrupt(gs, 2000), 0);
 		assert_int_equal(gdbstub_continue(gs), 0);
 	}
 
