@@ -4,7 +4,8 @@
 #  - the guest's processes are filed by name (channel given with --channel);
 #  - a guest paused by someone else stays paused (opvm does not resume it),
 #    the pause is counted, and sampling goes on once the guest is resumed;
-#  - after opvm detaches, the guest runs and no gdbstub is left listening.
+#  - after opvm detaches, the guest runs and no gdbstub is left listening;
+#  - a second attach to the same guest names its processes again.
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
 mk_tmp qemu-attach-qmp
@@ -71,6 +72,21 @@ sleep 0.5
 st=$(ctl query-status)
 echo "$st" | grep -q '"running": true' || fail "the guest does not run after opvm detached: $st"
 ctl x human-monitor-command "info chardev" | grep -q '"gdb: ' && fail "a gdbstub is still listening"
+# A second session on the same guest: a new gdbstub, and the guest module
+# starts the new channel session with HELLO and a full walk.
+"$OPVM" attach --qmp "$T/qmp" --channel "$T/chan" --name vm --duration 3 -d "$T/s2" \
+	> "$T/attach2.out" 2>&1 || { cat "$T/attach2.out"; fail "a second opvm attach failed"; }
+cat "$T/attach2.out"
+grep -q "never said HELLO" "$T/attach2.out" && fail "the second session got no HELLO"
+report_json "$T/s2" > "$T/r2.json" || fail "opvm report failed"
+python3 - "$T/r2.json" <<'EOF' || exit 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+ab = sum(r["samples"] for r in d["symbols"] if not r["kernel"] and r["app"].endswith("/abratio"))
+print("RESULT attach --qmp, second session on the same guest: %d abratio user samples" % ab)
+if ab < 20:
+    print("FAIL"); sys.exit(1)
+EOF
 report_json "$T/s" > "$T/r.json" || fail "opvm report failed"
 python3 - "$T/r.json" <<'EOF' || exit 1
 import json, sys
