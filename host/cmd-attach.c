@@ -491,7 +491,10 @@ static int free_tcp_port(void)
 
 struct attach_guest {
 	struct virt_dom *dom;		/* libvirt, or */
-	struct qmp *qmp;		/* QMP */
+	struct qmp *qmp;		/* QMP, open only while setting up: QEMU
+					 * sends STOP/RESUME events for every
+					 * sample, which nobody would read */
+	const char *qmp_path;
 	int gdb_on;			/* we started a gdbstub: stop it at the end */
 	char chan_path[4096];
 };
@@ -501,6 +504,10 @@ static int guest_hmp(struct attach_guest *ag, const char *cmd, char **out, char 
 {
 	if (ag->dom)
 		return virt_dom_monitor(ag->dom, cmd, 1, out, err, errlen);
+	if (!ag->qmp)
+		ag->qmp = qmp_open(ag->qmp_path, 5000);
+	if (!ag->qmp)
+		return -errno;
 	return qmp_hmp(ag->qmp, cmd, out, 5000);
 }
 
@@ -535,6 +542,8 @@ static int attach_one(struct attach_guest *ag, struct qprof_target *t, const str
 		return -1;
 	}
 	t->nr_vcpus = qemu_sampler_nr_vcpus(t->sampler);
+	qmp_close(ag->qmp);
+	ag->qmp = NULL;
 	t->chan_fd = -1;
 	if (ag->chan_path[0]) {
 		t->chan_fd = unix_connect(ag->chan_path);
@@ -670,6 +679,7 @@ int cmd_attach(int argc, char **argv)
 
 		t[n].chan_fd = -1;
 		if (qmp_path) {
+			ag[n].qmp_path = qmp_path;
 			ag[n].qmp = qmp_open(qmp_path, 5000);
 			if (!ag[n].qmp) {
 				pr_err("cannot talk QMP on %s: %s (is QEMU running with "

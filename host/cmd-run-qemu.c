@@ -462,6 +462,10 @@ int cmd_run_qemu(int argc, char **argv)
 		pr_err("cannot talk QMP to QEMU: %s", strerror(errno));
 		goto out;
 	}
+	/* Not kept open: QEMU sends a STOP and a RESUME event for every
+	 * sample taken, and an unread monitor would hoard them. */
+	qmp_close(qmp);
+	qmp = NULL;
 	t.chan_fd = connect_unix(r.chan);
 	if (t.chan_fd < 0) {
 		pr_err("cannot connect to the guest's opvm channel: %s", strerror(-t.chan_fd));
@@ -488,7 +492,11 @@ int cmd_run_qemu(int argc, char **argv)
 
 	if (r.qemu && !reap_qemu(&r, &status, 0)) {
 		/* Ctrl-C or --duration: the guest is still up; quit it. */
-		qmp_execute(qmp, "quit", NULL, NULL, NULL, 0, 2000);
+		qmp = qmp_open(r.qmp, 2000);
+		if (qmp)
+			qmp_execute(qmp, "quit", NULL, NULL, NULL, 0, 2000);
+		else
+			kill(r.qemu, SIGTERM);
 		if (!reap_qemu(&r, &status, 5000)) {
 			kill(r.qemu, SIGKILL);
 			reap_qemu(&r, &status, 5000);
