@@ -765,7 +765,7 @@ static int parse_le_hex(const char *hex, size_t hex_len, int off, int size, uint
 
 static int parse_regs(const struct gdbstub *gs, size_t n, struct gdbstub_regs *r)
 {
-	uint64_t cs;
+	uint64_t cs = 0;
 	int err;
 
 	if (n > 0 && gs->pkt[0] == 'E')
