@@ -385,6 +385,14 @@ int cmd_run_qemu(int argc, char **argv)
 		 append ? " " : "", append ? append : "");
 	if (!append)
 		strncat(cmdline, " quiet", sizeof(cmdline) - strlen(cmdline) - 1);
+	/* The test image keeps time with the TSC: under TCG with several
+	 * vCPUs Linux picks the HPET, whose every read is an MMIO exit taken
+	 * under QEMU's big lock, and a gdbstub stop has to wait for that lock:
+	 * code right after a clock read is then hardly ever sampled
+	 * (docs/usage.md, "Limitations"). */
+	if (images[0])
+		strncat(cmdline, " tsc=reliable clocksource=tsc",
+			sizeof(cmdline) - strlen(cmdline) - 1);
 
 	/* Private directory for the sockets: short path (sun_path is 108). */
 	snprintf(r.dir, sizeof(r.dir), "%s/opvm-run.XXXXXX", tmp && strlen(tmp) < 60 ? tmp : "/tmp");

@@ -35,7 +35,8 @@ qemu = subprocess.Popen(
      "-chardev", "socket,id=opvm0,path=%s,server=on,wait=off" % chan,
      "-device", "virtserialport,bus=ser.0,chardev=opvm0,name=org.opvm.0",
      "-kernel", img + "/vmlinuz", "-initrd", img + "/initramfs.cpio.gz",
-     "-append", "console=ttyS0 quiet opvm.workload=cpuloop opvm.args=%s,%d" % (iters, reps)],
+     "-append", "console=ttyS0 quiet tsc=reliable clocksource=tsc "
+               "opvm.workload=cpuloop opvm.args=%s,%d" % (iters, reps)],
     stdout=log, stderr=log)
 attach = None
 
