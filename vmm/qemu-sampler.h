@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The "gdbstub" sampler backend: samples a QEMU guest (TCG or KVM) through
- * QEMU's gdbstub.  A tick thread, rate_hz times a second, stops the guest,
- * reads RIP, CS and CR3 of every vCPU and the guest module's current-task
- * slots (guest-physical memory) in one pipelined round trip, resumes the
- * guest, and pushes one struct opvm_sample per vCPU into that vCPU's ring.
+ * QEMU's gdbstub.  A tick thread, rate_hz times a second, sends in one
+ * write: stop, read RIP, CS, CR0 and CR3 of every vCPU and the guest
+ * module's current-task slots (guest-physical memory), resume; QEMU runs it
+ * in one pass of its main loop.  Then it pushes one struct opvm_sample per
+ * vCPU into that vCPU's ring.
  *
  * Where the slots are: the guest module announces the slot array's
  * guest-physical address in its HELLO record on the channel.  The guest
