@@ -12,6 +12,19 @@
 need_qemu
 mk_tmp qemu-faults
 
+wait_exit() {	# wait_exit PID SECONDS: its exit status, or stop it and fail
+	for _ in $(seq $(( $2 * 5 ))); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.2
+	done
+	if kill -0 "$1" 2>/dev/null; then
+		kill -INT "$1"
+		wait "$1"
+		return 124
+	fi
+	wait "$1"
+}
+
 wait_console() {	# wait_console FILE PATTERN SECONDS
 	for _ in $(seq $(( $3 * 5 ))); do
 		grep -aq "$2" "$1" 2>/dev/null && return 0
@@ -31,7 +44,7 @@ sleep 3
 qpid=$(pgrep -P "$opid" -f qemu-system-x86_64)
 [ -n "$qpid" ] || fail "cannot find opvm's QEMU"
 kill -KILL "$qpid"
-wait "$opid"
+wait_exit "$opid" 60
 rc=$?
 CLEAN_PIDS=""
 cat "$T/kill.out"
@@ -63,10 +76,11 @@ s.sendall(b"system_reset\n")
 time.sleep(0.5)
 s.close()
 EOF
-wait "$opid"
+wait_exit "$opid" 180
 rc=$?
 CLEAN_PIDS=""
 cat "$T/reset.out"
+[ $rc = 124 ] && { tail -n 20 "$con"; fail "the guest did not power off after its reset (console above)"; }
 [ $rc = 0 ] || fail "opvm run exited with $rc across a guest reset"
 n_ready=$(grep -ac "OPVM-READY" "$con")
 [ "$n_ready" -ge 2 ] || fail "the guest did not boot twice (console: $n_ready OPVM-READY)"
@@ -85,8 +99,8 @@ if tot < 100 or fb < 0.9 * tot:
 EOF
 
 # ---- 3: no guest module ---------------------------------------------------------
-"$OPVM" run --workload abratio --append "quiet opvm.kmod=0 opvm.args=3" -d "$T/nokmod" \
-	> "$T/nokmod.out" 2>&1 || { cat "$T/nokmod.out"; fail "opvm run without opvm.ko failed"; }
+timeout -s INT 180 "$OPVM" run --workload abratio --append "quiet opvm.kmod=0 opvm.args=3" \
+	-d "$T/nokmod" > "$T/nokmod.out" 2>&1 || { cat "$T/nokmod.out"; fail "opvm run without opvm.ko failed"; }
 cat "$T/nokmod.out"
 [ "$(grep -c "never said HELLO" "$T/nokmod.out")" = 1 ] ||
 	fail "the summary does not say once that the guest module never spoke"
