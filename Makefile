@@ -122,6 +122,9 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -I. $(PKG_CFLAGS) \
 FUZZ_RUNS ?= 10000000
 FUZZ_CHECK_SECONDS ?= 10
 
+# Kept: make would otherwise delete them as intermediates after each link.
+.SECONDARY: $(FUZZ_LIB_OBJS)
+
 $(BUILD)/fuzzobj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  FUZZCC  $<")
