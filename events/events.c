@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +22,7 @@
 
 #include "events/builtin.h"
 #include "events/events.h"
+#include "host/util.h"
 
 #define EV_MAX_FILE	(1u << 20)	/* bytes per data file */
 #define EV_MAX_LINE	4096
@@ -47,20 +47,6 @@ struct events_db {
 	char *file_ids[3];
 	size_t nr_files;
 };
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- small parsing helpers ----------------------------------------------- */
 
@@ -211,27 +197,27 @@ static int um_group_check(const struct opvm_unit_mask *g, const char *fname,
 			  unsigned lineno, char *err, size_t errlen)
 {
 	if (!g->nr_values) {
-		seterr(err, errlen, "%s:%u: unit mask '%s' lists no values",
-		       fname, lineno, g->name);
+		util_seterr(err, errlen, "%s:%u: unit mask '%s' lists no values",
+			    fname, lineno, g->name);
 		return -EINVAL;
 	}
 	if (g->type == OPVM_UM_BITMASK) {
 		if (g->default_value & ~um_all_bits(g)) {
-			seterr(err, errlen,
-			       "%s:%u: default 0x%x of bitmask '%s' has bits no value lists",
-			       fname, lineno, g->default_value, g->name);
+			util_seterr(err, errlen,
+				    "%s:%u: default 0x%x of bitmask '%s' has bits no value lists",
+				    fname, lineno, g->default_value, g->name);
 			return -EINVAL;
 		}
 	} else if (!um_has_value(g, g->default_value)) {
-		seterr(err, errlen,
-		       "%s:%u: default 0x%x of unit mask '%s' is not one of its values",
-		       fname, lineno, g->default_value, g->name);
+		util_seterr(err, errlen,
+			    "%s:%u: default 0x%x of unit mask '%s' is not one of its values",
+			    fname, lineno, g->default_value, g->name);
 		return -EINVAL;
 	}
 	if (g->type == OPVM_UM_MANDATORY && g->nr_values != 1) {
-		seterr(err, errlen,
-		       "%s:%u: mandatory unit mask '%s' must list exactly one value",
-		       fname, lineno, g->name);
+		util_seterr(err, errlen,
+			    "%s:%u: mandatory unit mask '%s' must list exactly one value",
+			    fname, lineno, g->name);
 		return -EINVAL;
 	}
 	return 0;
@@ -250,15 +236,15 @@ static int um_parse_header(struct um_table *t, char *line, const char *fname,
 		char *val = strchr(tok, ':');
 
 		if (!val) {
-			seterr(err, errlen, "%s:%u: '%s' is not key:value",
-			       fname, lineno, tok);
+			util_seterr(err, errlen, "%s:%u: '%s' is not key:value",
+				    fname, lineno, tok);
 			return -EINVAL;
 		}
 		*val++ = '\0';
 		if (!strcmp(tok, "name") && !name) {
 			if (!valid_name(val, OPVM_EVENT_NAME_MAX)) {
-				seterr(err, errlen, "%s:%u: bad unit mask name '%s'",
-				       fname, lineno, val);
+				util_seterr(err, errlen, "%s:%u: bad unit mask name '%s'",
+					    fname, lineno, val);
 				return -EINVAL;
 			}
 			name = val;
@@ -270,39 +256,39 @@ static int um_parse_header(struct um_table *t, char *line, const char *fname,
 			else if (!strcmp(val, "bitmask"))
 				g.type = OPVM_UM_BITMASK;
 			else {
-				seterr(err, errlen,
-				       "%s:%u: type '%s' is not mandatory, exclusive or bitmask",
-				       fname, lineno, val);
+				util_seterr(err, errlen,
+					    "%s:%u: type '%s' is not mandatory, exclusive or bitmask",
+					    fname, lineno, val);
 				return -EINVAL;
 			}
 			have_type = 1;
 		} else if (!strcmp(tok, "default") && !have_default) {
 			if (parse_u64(val, &v) || v > 0xff) {
-				seterr(err, errlen,
-				       "%s:%u: default '%s' is not a unit mask (0..0xff)",
-				       fname, lineno, val);
+				util_seterr(err, errlen,
+					    "%s:%u: default '%s' is not a unit mask (0..0xff)",
+					    fname, lineno, val);
 				return -EINVAL;
 			}
 			g.default_value = (uint32_t)v;
 			have_default = 1;
 		} else {
-			seterr(err, errlen, "%s:%u: unexpected or repeated key '%s'",
-			       fname, lineno, tok);
+			util_seterr(err, errlen, "%s:%u: unexpected or repeated key '%s'",
+				    fname, lineno, tok);
 			return -EINVAL;
 		}
 	}
 	if (!name || !have_type || !have_default) {
-		seterr(err, errlen, "%s:%u: a unit mask needs name:, type: and default:",
-		       fname, lineno);
+		util_seterr(err, errlen, "%s:%u: a unit mask needs name:, type: and default:",
+			    fname, lineno);
 		return -EINVAL;
 	}
 	if (um_find(t, name)) {
-		seterr(err, errlen, "%s:%u: unit mask '%s' defined twice",
-		       fname, lineno, name);
+		util_seterr(err, errlen, "%s:%u: unit mask '%s' defined twice",
+			    fname, lineno, name);
 		return -EINVAL;
 	}
 	if (t->nr >= EV_MAX_ENTRIES) {
-		seterr(err, errlen, "%s:%u: too many unit masks", fname, lineno);
+		util_seterr(err, errlen, "%s:%u: too many unit masks", fname, lineno);
 		return -E2BIG;
 	}
 	n = realloc(t->groups, (t->nr + 1) * sizeof(*t->groups));
@@ -328,8 +314,8 @@ static int um_parse_value(struct opvm_unit_mask *g, char *line,
 
 	tok = next_token(&p);
 	if (!tok || parse_u64(tok, &v) || v > 0xff) {
-		seterr(err, errlen, "%s:%u: '%s' is not a unit mask value (0..0xff)",
-		       fname, lineno, tok ? tok : "");
+		util_seterr(err, errlen, "%s:%u: '%s' is not a unit mask value (0..0xff)",
+			    fname, lineno, tok ? tok : "");
 		return -EINVAL;
 	}
 	uv.value = (uint32_t)v;
@@ -339,31 +325,31 @@ static int um_parse_value(struct opvm_unit_mask *g, char *line,
 		tok = next_token(&p);
 		if (!valid_name(tok + 5, OPVM_EVENT_NAME_MAX) ||
 		    isdigit((unsigned char)tok[5])) {
-			seterr(err, errlen, "%s:%u: bad unit mask value name '%s'",
-			       fname, lineno, tok + 5);
+			util_seterr(err, errlen, "%s:%u: bad unit mask value name '%s'",
+				    fname, lineno, tok + 5);
 			return -EINVAL;
 		}
 		for (size_t i = 0; i < g->nr_values; i++)
 			if (g->values[i].name && !strcmp(g->values[i].name, tok + 5)) {
-				seterr(err, errlen, "%s:%u: value name '%s' used twice in '%s'",
-				       fname, lineno, tok + 5, g->name);
+				util_seterr(err, errlen, "%s:%u: value name '%s' used twice in '%s'",
+					    fname, lineno, tok + 5, g->name);
 				return -EINVAL;
 			}
 		uv.name = tok + 5;
 		desc = trim(p);
 	}
 	if (um_has_value(g, uv.value)) {
-		seterr(err, errlen, "%s:%u: value 0x%x listed twice in '%s'",
-		       fname, lineno, uv.value, g->name);
+		util_seterr(err, errlen, "%s:%u: value 0x%x listed twice in '%s'",
+			    fname, lineno, uv.value, g->name);
 		return -EINVAL;
 	}
 	if (g->type == OPVM_UM_BITMASK && !uv.value) {
-		seterr(err, errlen, "%s:%u: a bitmask value cannot be 0", fname,
-		       lineno);
+		util_seterr(err, errlen, "%s:%u: a bitmask value cannot be 0", fname,
+			    lineno);
 		return -EINVAL;
 	}
 	if (g->nr_values >= EV_MAX_ENTRIES) {
-		seterr(err, errlen, "%s:%u: too many values", fname, lineno);
+		util_seterr(err, errlen, "%s:%u: too many values", fname, lineno);
 		return -E2BIG;
 	}
 	n = realloc((void *)g->values, (g->nr_values + 1) * sizeof(uv));
@@ -398,9 +384,9 @@ static int um_parse(struct um_table *t, const char *text, const char *fname,
 			continue;
 		if (it->buf[0] == ' ' || it->buf[0] == '\t') {
 			if (!t->nr) {
-				seterr(err, errlen,
-				       "%s:%u: value before any 'name:' line",
-				       fname, it->lineno);
+				util_seterr(err, errlen,
+					    "%s:%u: value before any 'name:' line",
+					    fname, it->lineno);
 				r = -EINVAL;
 				goto out;
 			}
@@ -421,8 +407,8 @@ static int um_parse(struct um_table *t, const char *text, const char *fname,
 			goto out;
 	}
 	if (r == -E2BIG) {
-		seterr(err, errlen, "%s:%u: line longer than %d bytes", fname,
-		       it->lineno, EV_MAX_LINE - 1);
+		util_seterr(err, errlen, "%s:%u: line longer than %d bytes", fname,
+			    it->lineno, EV_MAX_LINE - 1);
 		r = -EINVAL;
 		goto out;
 	}
@@ -562,16 +548,16 @@ static int event_parse_line(struct events_db *db, const struct um_table *umt,
 		}
 		val = strchr(tok, ':');
 		if (!val || !val[1]) {
-			seterr(err, errlen, "%s:%u: '%s' is not key:value",
-			       fname, lineno, tok);
+			util_seterr(err, errlen, "%s:%u: '%s' is not key:value",
+				    fname, lineno, tok);
 			return -EINVAL;
 		}
 		*val++ = '\0';
 		if (!strcmp(tok, "event") && !have_code) {
 			if (parse_u64(val, &v) || v > 0xfff) {
-				seterr(err, errlen,
-				       "%s:%u: event code '%s' is not a number 0..0xfff",
-				       fname, lineno, val);
+				util_seterr(err, errlen,
+					    "%s:%u: event code '%s' is not a number 0..0xfff",
+					    fname, lineno, val);
 				return -EINVAL;
 			}
 			ev.code = (uint32_t)v;
@@ -580,18 +566,18 @@ static int event_parse_line(struct events_db *db, const struct um_table *umt,
 			um = val;
 		} else if (!strcmp(tok, "minimum") && !have_min) {
 			if (parse_u64(val, &ev.min_count) || !ev.min_count) {
-				seterr(err, errlen,
-				       "%s:%u: minimum '%s' is not a number above 0",
-				       fname, lineno, val);
+				util_seterr(err, errlen,
+					    "%s:%u: minimum '%s' is not a number above 0",
+					    fname, lineno, val);
 				return -EINVAL;
 			}
 			have_min = 1;
 		} else if (!strcmp(tok, "default") && !have_def) {
 			if (parse_u64(val, &ev.default_count) ||
 			    !ev.default_count) {
-				seterr(err, errlen,
-				       "%s:%u: default '%s' is not a number above 0",
-				       fname, lineno, val);
+				util_seterr(err, errlen,
+					    "%s:%u: default '%s' is not a number above 0",
+					    fname, lineno, val);
 				return -EINVAL;
 			}
 			have_def = 1;
@@ -605,49 +591,49 @@ static int event_parse_line(struct events_db *db, const struct um_table *umt,
 			else if (!strcmp(val, "ns"))
 				ev.unit = OPVM_UNIT_NS;
 			else {
-				seterr(err, errlen,
-				       "%s:%u: unit '%s' is not events, us or ns",
-				       fname, lineno, val);
+				util_seterr(err, errlen,
+					    "%s:%u: unit '%s' is not events, us or ns",
+					    fname, lineno, val);
 				return -EINVAL;
 			}
 			have_unit = 1;
 		} else if (!strcmp(tok, "flags") && !have_flags) {
 			if (strcmp(val, "default")) {
-				seterr(err, errlen, "%s:%u: unknown flags '%s'",
-				       fname, lineno, val);
+				util_seterr(err, errlen, "%s:%u: unknown flags '%s'",
+					    fname, lineno, val);
 				return -EINVAL;
 			}
 			ev.flags |= OPVM_EV_DEFAULT;
 			have_flags = 1;
 		} else if (!strcmp(tok, "name") && !name) {
 			if (!valid_name(val, OPVM_EVENT_NAME_MAX)) {
-				seterr(err, errlen,
-				       "%s:%u: bad event name '%s' (letters, digits, _ . -; under %d bytes)",
-				       fname, lineno, val, OPVM_EVENT_NAME_MAX);
+				util_seterr(err, errlen,
+					    "%s:%u: bad event name '%s' (letters, digits, _ . -; under %d bytes)",
+					    fname, lineno, val, OPVM_EVENT_NAME_MAX);
 				return -EINVAL;
 			}
 			name = val;
 		} else {
-			seterr(err, errlen, "%s:%u: unexpected or repeated key '%s'",
-			       fname, lineno, tok);
+			util_seterr(err, errlen, "%s:%u: unexpected or repeated key '%s'",
+				    fname, lineno, tok);
 			return -EINVAL;
 		}
 	}
 	if (!desc || !*desc) {
-		seterr(err, errlen, "%s:%u: missing ' : description' at the end",
-		       fname, lineno);
+		util_seterr(err, errlen, "%s:%u: missing ' : description' at the end",
+			    fname, lineno);
 		return -EINVAL;
 	}
 	if (!have_code || !um || !have_min || !perf || !name) {
-		seterr(err, errlen,
-		       "%s:%u: an event needs event:, um:, minimum:, perf: and name:",
-		       fname, lineno);
+		util_seterr(err, errlen,
+			    "%s:%u: an event needs event:, um:, minimum:, perf: and name:",
+			    fname, lineno);
 		return -EINVAL;
 	}
 	if (parse_perf(perf, &ev)) {
-		seterr(err, errlen,
-		       "%s:%u: perf:%s is not raw, timer, hardware:X, hw-cache:X or software:X",
-		       fname, lineno, perf);
+		util_seterr(err, errlen,
+			    "%s:%u: perf:%s is not raw, timer, hardware:X, hw-cache:X or software:X",
+			    fname, lineno, perf);
 		return -EINVAL;
 	}
 	if (ev.perf_type == PERF_TYPE_RAW)
@@ -656,22 +642,22 @@ static int event_parse_line(struct events_db *db, const struct um_table *umt,
 		ev.unit = OPVM_UNIT_US;
 	ev.um = um_find(umt, um);
 	if (!ev.um) {
-		seterr(err, errlen, "%s:%u: unit mask '%s' is not defined in the .unit_masks file",
-		       fname, lineno, um);
+		util_seterr(err, errlen, "%s:%u: unit mask '%s' is not defined in the .unit_masks file",
+			    fname, lineno, um);
 		return -EINVAL;
 	}
 	if (!have_def)
 		ev.default_count = ev.min_count > EV_DEFAULT_COUNT ?
 				   ev.min_count : EV_DEFAULT_COUNT;
 	if (ev.default_count < ev.min_count) {
-		seterr(err, errlen, "%s:%u: default %llu is below the minimum %llu",
-		       fname, lineno, (unsigned long long)ev.default_count,
-		       (unsigned long long)ev.min_count);
+		util_seterr(err, errlen, "%s:%u: default %llu is below the minimum %llu",
+			    fname, lineno, (unsigned long long)ev.default_count,
+			    (unsigned long long)ev.min_count);
 		return -EINVAL;
 	}
 	if (db_find_exact(db, name)) {
-		seterr(err, errlen, "%s:%u: event '%s' defined twice", fname,
-		       lineno, name);
+		util_seterr(err, errlen, "%s:%u: event '%s' defined twice", fname,
+			    lineno, name);
 		return -EINVAL;
 	}
 	if (db->nr_events >= db->cap_events) {
@@ -679,8 +665,8 @@ static int event_parse_line(struct events_db *db, const struct um_table *umt,
 		void *n;
 
 		if (cap > 3 * EV_MAX_ENTRIES + 32) {
-			seterr(err, errlen, "%s:%u: too many events", fname,
-			       lineno);
+			util_seterr(err, errlen, "%s:%u: too many events", fname,
+				    lineno);
 			return -EINVAL;
 		}
 		n = realloc(db->events, cap * sizeof(*db->events));
@@ -721,22 +707,22 @@ static int events_parse_text(struct events_db *db, const struct um_table *umt,
 			goto out;
 		if (db->events[db->nr_events - 1].flags & OPVM_EV_DEFAULT) {
 			if (++ndefault > 1) {
-				seterr(err, errlen,
-				       "%s:%u: a second flags:default event",
-				       fname, it->lineno);
+				util_seterr(err, errlen,
+					    "%s:%u: a second flags:default event",
+					    fname, it->lineno);
 				r = -EINVAL;
 				goto out;
 			}
 		}
 	}
 	if (r == -E2BIG) {
-		seterr(err, errlen, "%s:%u: line longer than %d bytes", fname,
-		       it->lineno, EV_MAX_LINE - 1);
+		util_seterr(err, errlen, "%s:%u: line longer than %d bytes", fname,
+			    it->lineno, EV_MAX_LINE - 1);
 		r = -EINVAL;
 		goto out;
 	}
 	if (db->nr_events == first) {
-		seterr(err, errlen, "%s: no events in file", fname);
+		util_seterr(err, errlen, "%s: no events in file", fname);
 		r = -EINVAL;
 	}
 out:
@@ -820,7 +806,7 @@ struct events_db *events_db_parse(const char *family,
 		   um_text, um_name ? um_name : "unit_masks", err, errlen);
 	if (r) {
 		if (r == -ENOMEM)
-			seterr(err, errlen, "out of memory");
+			util_seterr(err, errlen, "out of memory");
 		events_db_free(db);
 		errno = -r;
 		return NULL;
@@ -867,13 +853,13 @@ static char *read_text_file(const char *path, char *err, size_t errlen,
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		*rerr = -errno;
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		util_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > EV_MAX_FILE) {
 		*rerr = -EINVAL;
-		seterr(err, errlen, "%s: not a regular file of at most %u bytes",
-		       path, EV_MAX_FILE);
+		util_seterr(err, errlen, "%s: not a regular file of at most %u bytes",
+			    path, EV_MAX_FILE);
 		goto fail;
 	}
 	buf = malloc((size_t)st.st_size + 1);
@@ -887,7 +873,7 @@ static char *read_text_file(const char *path, char *err, size_t errlen,
 			if (errno == EINTR)
 				continue;
 			*rerr = -errno;
-			seterr(err, errlen, "%s: %s", path, strerror(errno));
+			util_seterr(err, errlen, "%s: %s", path, strerror(errno));
 			goto fail;
 		}
 		len += (size_t)k;
@@ -895,7 +881,7 @@ static char *read_text_file(const char *path, char *err, size_t errlen,
 	buf[len] = '\0';
 	if (strlen(buf) != len) {
 		*rerr = -EINVAL;
-		seterr(err, errlen, "%s: contains a NUL byte", path);
+		util_seterr(err, errlen, "%s: contains a NUL byte", path);
 		goto fail;
 	}
 	close(fd);
@@ -932,16 +918,16 @@ struct events_db *events_db_load_dir(const char *dir, const char *family,
 		    (int)sizeof(evp) ||
 		    snprintf(ump, sizeof(ump), "%s/%s.unit_masks", dir, ids[i]) >=
 		    (int)sizeof(ump)) {
-			seterr(err, errlen, "%s: path too long", dir);
+			util_seterr(err, errlen, "%s: path too long", dir);
 			r = -ENAMETOOLONG;
 			break;
 		}
 		evt = read_text_file(evp, err, errlen, &r);
 		if (!evt) {
 			if (r == -ENOENT && !known_family(ids[i]))
-				seterr(err, errlen,
-				       "no event family '%s'; 'opvm list-events --all' lists the families",
-				       ids[i]);
+				util_seterr(err, errlen,
+					    "no event family '%s'; 'opvm list-events --all' lists the families",
+					    ids[i]);
 			break;
 		}
 		umt = read_text_file(ump, err, errlen, &r);
@@ -952,7 +938,7 @@ struct events_db *events_db_load_dir(const char *dir, const char *family,
 	}
 	if (r) {
 		if (r == -ENOMEM)
-			seterr(err, errlen, "out of memory");
+			util_seterr(err, errlen, "out of memory");
 		events_db_free(db);
 		errno = -r;
 		return NULL;
@@ -989,9 +975,9 @@ static struct events_db *db_load_builtin(const char *family, unsigned flags,
 		evt = builtin_text(evn);
 		umt = builtin_text(umn);
 		if (!evt || !umt) {
-			seterr(err, errlen,
-			       "no event family '%s'; 'opvm list-events --all' lists the families",
-			       ids[i]);
+			util_seterr(err, errlen,
+				    "no event family '%s'; 'opvm list-events --all' lists the families",
+				    ids[i]);
 			r = -ENOENT;
 			break;
 		}
@@ -999,7 +985,7 @@ static struct events_db *db_load_builtin(const char *family, unsigned flags,
 	}
 	if (r) {
 		if (r == -ENOMEM)
-			seterr(err, errlen, "out of memory");
+			util_seterr(err, errlen, "out of memory");
 		events_db_free(db);
 		errno = -r;
 		return NULL;
@@ -1138,8 +1124,8 @@ static int parse_unit_mask(const struct opvm_event *ev, char *s, uint32_t *out,
 
 	if (isdigit((unsigned char)*s)) {
 		if (parse_u64(s, &v) || v > 0xff) {
-			seterr(err, errlen, "unit mask '%s' for %s is not a number 0..0xff",
-			       s, ev->name);
+			util_seterr(err, errlen, "unit mask '%s' for %s is not a number 0..0xff",
+				    s, ev->name);
 			return -EINVAL;
 		}
 	} else {
@@ -1155,32 +1141,32 @@ static int parse_unit_mask(const struct opvm_event *ev, char *s, uint32_t *out,
 					break;
 			if (i == g->nr_values) {
 				um_names(g, names, sizeof(names));
-				seterr(err, errlen,
-				       "unit mask '%s' is not one of %s's: %s",
-				       tok, ev->name, names);
+				util_seterr(err, errlen,
+					    "unit mask '%s' is not one of %s's: %s",
+					    tok, ev->name, names);
 				return -EINVAL;
 			}
 			if (v && g->type != OPVM_UM_BITMASK) {
-				seterr(err, errlen,
-				       "%s's unit mask is %s: give one value, not a '+' list",
-				       ev->name, types[g->type]);
+				util_seterr(err, errlen,
+					    "%s's unit mask is %s: give one value, not a '+' list",
+					    ev->name, types[g->type]);
 				return -EINVAL;
 			}
 			v |= g->values[i].value;
 		}
 		if (!v && g->type == OPVM_UM_BITMASK) {
-			seterr(err, errlen, "empty unit mask for %s", ev->name);
+			util_seterr(err, errlen, "empty unit mask for %s", ev->name);
 			return -EINVAL;
 		}
 	}
 	if ((g->type == OPVM_UM_BITMASK && (!v || (v & ~um_all_bits(g)))) ||
 	    (g->type != OPVM_UM_BITMASK && !um_has_value(g, (uint32_t)v))) {
 		um_names(g, names, sizeof(names));
-		seterr(err, errlen,
-		       "unit mask 0x%llx is not valid for %s (%s%s: %s)",
-		       (unsigned long long)v, ev->name, types[g->type],
-		       g->type == OPVM_UM_BITMASK ? ", OR of" : ", one of",
-		       names);
+		util_seterr(err, errlen,
+			    "unit mask 0x%llx is not valid for %s (%s%s: %s)",
+			    (unsigned long long)v, ev->name, types[g->type],
+			    g->type == OPVM_UM_BITMASK ? ", OR of" : ", one of",
+			    names);
 		return -EINVAL;
 	}
 	*out = (uint32_t)v;
@@ -1222,8 +1208,8 @@ int events_parse_spec(const struct events_db *db, const char *spec,
 	if (!db || !spec || !out)
 		return -EINVAL;
 	if (strlen(spec) >= sizeof(buf)) {
-		seterr(err, errlen, "event spec too long (at most %zu bytes)",
-		       sizeof(buf) - 1);
+		util_seterr(err, errlen, "event spec too long (at most %zu bytes)",
+			    sizeof(buf) - 1);
 		return -EINVAL;
 	}
 	strcpy(buf, spec);
@@ -1231,9 +1217,9 @@ int events_parse_spec(const struct events_db *db, const char *spec,
 		char *c = strchr(p, ':');
 
 		if (nf == 5) {
-			seterr(err, errlen,
-			       "too many fields in '%s': use NAME:count[:unitmask[:kernel[:user]]]",
-			       spec);
+			util_seterr(err, errlen,
+				    "too many fields in '%s': use NAME:count[:unitmask[:kernel[:user]]]",
+				    spec);
 			return -EINVAL;
 		}
 		f[nf++] = p;
@@ -1243,16 +1229,16 @@ int events_parse_spec(const struct events_db *db, const char *spec,
 		p = c + 1;
 	}
 	if (!*f[0]) {
-		seterr(err, errlen,
-		       "no event name in '%s': use NAME:count[:unitmask[:kernel[:user]]]",
-		       spec);
+		util_seterr(err, errlen,
+			    "no event name in '%s': use NAME:count[:unitmask[:kernel[:user]]]",
+			    spec);
 		return -EINVAL;
 	}
 	ev = events_find(db, f[0]);
 	if (!ev) {
-		seterr(err, errlen,
-		       "unknown event '%s' for this CPU (%s); 'opvm list-events' lists the events you can use",
-		       f[0], db->family);
+		util_seterr(err, errlen,
+			    "unknown event '%s' for this CPU (%s); 'opvm list-events' lists the events you can use",
+			    f[0], db->family);
 		return -ENOENT;
 	}
 	s.event = ev;
@@ -1262,16 +1248,16 @@ int events_parse_spec(const struct events_db *db, const char *spec,
 	if (nf > 1 && *f[1]) {
 		if (!isdigit((unsigned char)*f[1]) || parse_u64(f[1], &s.count) ||
 		    !s.count) {
-			seterr(err, errlen, "count '%s' for %s is not a positive number",
-			       f[1], ev->name);
+			util_seterr(err, errlen, "count '%s' for %s is not a positive number",
+				    f[1], ev->name);
 			return -EINVAL;
 		}
 		if (s.count < ev->min_count) {
-			seterr(err, errlen,
-			       "count %llu for %s is below its minimum %llu; use at least %llu%s",
-			       (unsigned long long)s.count, ev->name,
-			       (unsigned long long)ev->min_count,
-			       (unsigned long long)ev->min_count, unit_word(ev));
+			util_seterr(err, errlen,
+				    "count %llu for %s is below its minimum %llu; use at least %llu%s",
+				    (unsigned long long)s.count, ev->name,
+				    (unsigned long long)ev->min_count,
+				    (unsigned long long)ev->min_count, unit_word(ev));
 			return -EINVAL;
 		}
 	}
@@ -1279,17 +1265,17 @@ int events_parse_spec(const struct events_db *db, const char *spec,
 	    parse_unit_mask(ev, f[2], &s.unit_mask, err, errlen))
 		return -EINVAL;
 	if (nf > 3 && *f[3] && parse_bool(f[3], &s.kernel)) {
-		seterr(err, errlen, "kernel field '%s' must be 0 or 1", f[3]);
+		util_seterr(err, errlen, "kernel field '%s' must be 0 or 1", f[3]);
 		return -EINVAL;
 	}
 	if (nf > 4 && *f[4] && parse_bool(f[4], &s.user)) {
-		seterr(err, errlen, "user field '%s' must be 0 or 1", f[4]);
+		util_seterr(err, errlen, "user field '%s' must be 0 or 1", f[4]);
 		return -EINVAL;
 	}
 	if (!s.kernel && !s.user) {
-		seterr(err, errlen,
-		       "%s with kernel=0 and user=0 would never sample; set one to 1",
-		       ev->name);
+		util_seterr(err, errlen,
+			    "%s with kernel=0 and user=0 would never sample; set one to 1",
+			    ev->name);
 		return -EINVAL;
 	}
 	*out = s;
@@ -1398,15 +1384,15 @@ int events_timer_spec(const struct events_db *db, unsigned hz,
 		if (db->events[i].flags & OPVM_EV_TIMER)
 			ev = &db->events[i];
 	if (!ev) {
-		seterr(err, errlen, "no TIMER event in the %s events file",
-		       db ? db->family : "?");
+		util_seterr(err, errlen, "no TIMER event in the %s events file",
+			    db ? db->family : "?");
 		return -ENOENT;
 	}
 	max_hz = 1000000 / ev->min_count;
 	if (!hz || hz > max_hz || 1000000 / hz < ev->min_count) {
-		seterr(err, errlen,
-		       "a timer rate of %u Hz is not allowed; use 1 to %llu samples/s per vCPU",
-		       hz, (unsigned long long)max_hz);
+		util_seterr(err, errlen,
+			    "a timer rate of %u Hz is not allowed; use 1 to %llu samples/s per vCPU",
+			    hz, (unsigned long long)max_hz);
 		return -EINVAL;
 	}
 	out->event = ev;

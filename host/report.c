@@ -11,13 +11,13 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "host/report.h"
 #include "host/store.h"
+#include "host/util.h"
 
 /* ---- string pool -------------------------------------------------------- */
 
@@ -123,19 +123,6 @@ struct report_priv {
 	size_t *touched;	/* scratch indices in use for this file */
 	size_t scratch_cap;
 };
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- options ---------------------------------------------------------------- */
 
@@ -856,18 +843,18 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 	ret = store_walk(r->priv->session_dir, which, collect_cb, r, &skipped);
 	r->skipped_files = skipped;
 	if (ret == -ENOENT) {
-		seterr(err, errlen, "%s holds no samples (no guests/ directory): "
-		       "profile with 'opvm run' or 'opvm attach', or give --session-dir DIR",
-		       r->priv->session_dir);
+		util_seterr(err, errlen, "%s holds no samples (no guests/ directory): "
+			    "profile with 'opvm run' or 'opvm attach', or give --session-dir DIR",
+			    r->priv->session_dir);
 		goto fail;
 	}
 	if (ret) {
-		seterr(err, errlen, "%s: %s", r->priv->session_dir, strerror(-ret));
+		util_seterr(err, errlen, "%s: %s", r->priv->session_dir, strerror(-ret));
 		goto fail;
 	}
 	if (!r->priv->nr_entries) {
-		seterr(err, errlen, "%s holds no sample files for samples/%s",
-		       r->priv->session_dir, which);
+		util_seterr(err, errlen, "%s holds no sample files for samples/%s",
+			    r->priv->session_dir, which);
 		ret = -ENOENT;
 		goto fail;
 	}
@@ -880,7 +867,7 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 	}
 	r->event = pick_event(r, o);
 	if (!r->event) {
-		seterr(err, errlen, "no samples of the event asked for");
+		util_seterr(err, errlen, "no samples of the event asked for");
 		ret = -ENOENT;
 		goto fail;
 	}
@@ -934,7 +921,7 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 		}
 		ret = read_file(r, o, e, g, &key);
 		if (ret) {
-			seterr(err, errlen, "%s: %s", e->path, strerror(-ret));
+			util_seterr(err, errlen, "%s: %s", e->path, strerror(-ret));
 			goto fail;
 		}
 	}
@@ -978,7 +965,7 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 	return r;
 fail:
 	if (ret == -ENOMEM)
-		seterr(err, errlen, "out of memory");
+		util_seterr(err, errlen, "out of memory");
 	if (r && r->priv) {
 		/* r->event still points into the pool: do not free it. */
 		r->event = NULL;

@@ -14,12 +14,12 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "host/util.h"
 #include "symbols/elfimage.h"
 
 #define ELFIMAGE_MAX_NAME	4096	/* longer symbol names are cut */
@@ -80,19 +80,6 @@ struct elfimage {
 	char **files;
 	size_t nr_files;
 };
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 void elfimage_close(struct elfimage *img)
 {
@@ -227,7 +214,7 @@ static int load_sections(struct elfimage *img, struct secinfo **sect_addr_out,
 	Elf_Scn *scn = NULL;
 
 	if (elf_getshdrnum(img->elf, &shnum)) {
-		seterr(err, errlen, "cannot read section headers: %s", elf_errmsg(-1));
+		util_seterr(err, errlen, "cannot read section headers: %s", elf_errmsg(-1));
 		return -ENOEXEC;
 	}
 	if (elf_getshdrstrndx(img->elf, &shstrndx))
@@ -542,19 +529,19 @@ static struct elfimage *image_load(struct elfimage *img, char *err, size_t errle
 	int ret;
 
 	if (!img->elf) {
-		seterr(err, errlen, "%s: %s", img->name, elf_errmsg(-1));
+		util_seterr(err, errlen, "%s: %s", img->name, elf_errmsg(-1));
 		ret = -ENOEXEC;
 		goto fail;
 	}
 	if (elf_kind(img->elf) != ELF_K_ELF || !gelf_getehdr(img->elf, &eh)) {
-		seterr(err, errlen, "%s: not an ELF file", img->name);
+		util_seterr(err, errlen, "%s: not an ELF file", img->name);
 		ret = -ENOEXEC;
 		goto fail;
 	}
 	img->type = eh.e_type;
 	if (img->type != ET_EXEC && img->type != ET_DYN && img->type != ET_REL) {
-		seterr(err, errlen, "%s: ELF type %d has no code to report on",
-		       img->name, img->type);
+		util_seterr(err, errlen, "%s: ELF type %d has no code to report on",
+			    img->name, img->type);
 		ret = -ENOEXEC;
 		goto fail;
 	}
@@ -568,7 +555,7 @@ static struct elfimage *image_load(struct elfimage *img, char *err, size_t errle
 	ret = load_symbols(img, sect_addr, shnum);
 	free(sect_addr);
 	if (ret) {
-		seterr(err, errlen, "%s: cannot load symbols: %s", img->name, strerror(-ret));
+		util_seterr(err, errlen, "%s: cannot load symbols: %s", img->name, strerror(-ret));
 		goto fail;
 	}
 	return img;
@@ -645,7 +632,7 @@ struct elfimage *elfimage_open_fd(int fd, const char *name, char *err, size_t er
 
 	if (!img) {
 		close(fd);
-		seterr(err, errlen, "out of memory");
+		util_seterr(err, errlen, "out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -666,7 +653,7 @@ struct elfimage *elfimage_open(const char *path, char *err, size_t errlen)
 	if (fd < 0) {
 		int e = errno;
 
-		seterr(err, errlen, "%s: %s", path, strerror(e));
+		util_seterr(err, errlen, "%s: %s", path, strerror(e));
 		errno = e;
 		return NULL;
 	}
@@ -678,7 +665,7 @@ struct elfimage *elfimage_open_mem(const void *buf, size_t len, char *err, size_
 	struct elfimage *img = image_alloc(NULL);
 
 	if (!img) {
-		seterr(err, errlen, "out of memory");
+		util_seterr(err, errlen, "out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}

@@ -6,13 +6,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "host/util.h"
 #include "symbols/ksyms.h"
 
 #define KSYMS_MAX_FILE	(256u << 20)	/* a System.map is ~5 MiB */
@@ -40,19 +40,6 @@ void ksyms_free(struct ksyms *ks)
 	free(ks->all);
 	free(ks->names);
 	free(ks);
-}
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
 }
 
 static int sym_cmp(const void *a, const void *b)
@@ -173,12 +160,12 @@ next:
 		p = eol + 1;
 	}
 	if (nr_text == 0) {
-		seterr(err, errlen, "no kernel text symbols found");
+		util_seterr(err, errlen, "no kernel text symbols found");
 		ret = -EINVAL;
 		goto fail;
 	}
 	if (!nonzero) {
-		seterr(err, errlen, "every address is zero (kallsyms read without root?)");
+		util_seterr(err, errlen, "every address is zero (kallsyms read without root?)");
 		ret = -EPERM;
 		goto fail;
 	}
@@ -218,7 +205,7 @@ fail:
 	free(text_syms);
 	ksyms_free(ks);
 	if (ret == -ENOMEM)
-		seterr(err, errlen, "out of memory");
+		util_seterr(err, errlen, "out of memory");
 	errno = -ret;
 	return NULL;
 }
@@ -233,7 +220,7 @@ struct ksyms *ksyms_open(const char *path, char *err, size_t errlen)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		e = errno;
-		seterr(err, errlen, "%s: %s", path, strerror(e));
+		util_seterr(err, errlen, "%s: %s", path, strerror(e));
 		errno = e;
 		return NULL;
 	}
@@ -246,8 +233,8 @@ struct ksyms *ksyms_open(const char *path, char *err, size_t errlen)
 			char *b;
 
 			if (nc > KSYMS_MAX_FILE) {
-				seterr(err, errlen, "%s: larger than %u MiB", path,
-				       KSYMS_MAX_FILE >> 20);
+				util_seterr(err, errlen, "%s: larger than %u MiB", path,
+					    KSYMS_MAX_FILE >> 20);
 				e = EFBIG;
 				goto out;
 			}
@@ -264,7 +251,7 @@ struct ksyms *ksyms_open(const char *path, char *err, size_t errlen)
 			if (errno == EINTR)
 				continue;
 			e = errno;
-			seterr(err, errlen, "%s: %s", path, strerror(e));
+			util_seterr(err, errlen, "%s: %s", path, strerror(e));
 			goto out;
 		}
 		if (n == 0)

@@ -14,7 +14,6 @@
  * as high as the kernel allows.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +23,7 @@
 #include <unistd.h>
 #include <elf.h>
 
+#include "host/util.h"
 #include "vmm/kvm-priv.h"
 
 #define BOOT_GDT	0x500ull
@@ -47,19 +47,6 @@
 #define X86_CR4_PAE	0x20ull
 #define EFER_LME	0x100ull
 #define EFER_LMA	0x400ull
-
-static void why_set(char *why, size_t whylen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void why_set(char *why, size_t whylen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!why || !whylen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(why, whylen, fmt, ap);
-	va_end(ap);
-}
 
 int kvm_boot_setup_cpuid(struct kvm_vm *vm, struct kvm_vcpu *vcpu)
 {
@@ -222,7 +209,7 @@ int kvm_vm_load_elf(struct kvm_vm *vm, const char *path, char *why, size_t whyle
 	int err = read_file(path, &img, &len);
 
 	if (err) {
-		why_set(why, whylen, "cannot read %s: %s", path, strerror(-err));
+		util_seterr(why, whylen, "cannot read %s: %s", path, strerror(-err));
 		return err;
 	}
 	err = -ENOEXEC;
@@ -249,9 +236,9 @@ int kvm_vm_load_elf(struct kvm_vm *vm, const char *path, char *why, size_t whyle
 			goto bad;
 		dst = kvm_vm_gpa(vm, ph.p_paddr, ph.p_memsz);
 		if (!dst || ph.p_paddr < 0x100000) {
-			why_set(why, whylen, "%s: segment at 0x%llx+0x%llx is outside guest "
-				"RAM above 1 MiB", path, (unsigned long long)ph.p_paddr,
-				(unsigned long long)ph.p_memsz);
+			util_seterr(why, whylen, "%s: segment at 0x%llx+0x%llx is outside guest "
+				    "RAM above 1 MiB", path, (unsigned long long)ph.p_paddr,
+				    (unsigned long long)ph.p_memsz);
 			err = -ERANGE;
 			goto out;
 		}
@@ -261,10 +248,10 @@ int kvm_vm_load_elf(struct kvm_vm *vm, const char *path, char *why, size_t whyle
 	/* rsi: guest RAM size, for the guest's own allocator. */
 	err = boot_long_mode(vm, eh.e_entry, vm->mem_size, 0x80000);
 	if (err)
-		why_set(why, whylen, "boot state: %s", strerror(-err));
+		util_seterr(why, whylen, "boot state: %s", strerror(-err));
 	goto out;
 bad:
-	why_set(why, whylen, "%s is not a loadable x86-64 ELF file", path);
+	util_seterr(why, whylen, "%s is not a loadable x86-64 ELF file", path);
 out:
 	free(img);
 	return err;
@@ -428,22 +415,22 @@ int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initr
 
 	err = read_file(kernel, &img, &len);
 	if (err) {
-		why_set(why, whylen, "cannot read kernel %s: %s", kernel, strerror(-err));
+		util_seterr(why, whylen, "cannot read kernel %s: %s", kernel, strerror(-err));
 		return err;
 	}
 	err = -ENOEXEC;
 	if (len < 0x1000 || img[BP_BOOT_FLAG] != 0x55 || img[BP_BOOT_FLAG + 1] != 0xaa ||
 	    memcmp(img + BP_HEADER, "HdrS", 4)) {
-		why_set(why, whylen, "%s is not a bzImage (no HdrS boot header); "
-			"give a Linux x86 bzImage such as /boot/vmlinuz-*", kernel);
+		util_seterr(why, whylen, "%s is not a bzImage (no HdrS boot header); "
+			    "give a Linux x86 bzImage such as /boot/vmlinuz-*", kernel);
 		goto out;
 	}
 	memcpy(&version, img + BP_VERSION, 2);
 	memcpy(&xlf, img + BP_XLOADFLAGS, 2);
 	if (version < 0x20c || !(xlf & XLF_KERNEL_64)) {
-		why_set(why, whylen, "%s: boot protocol %x.%02x without a 64-bit entry "
-			"point (need 2.12+, XLF_KERNEL_64)", kernel, version >> 8,
-			version & 0xff);
+		util_seterr(why, whylen, "%s: boot protocol %x.%02x without a 64-bit entry "
+			    "point (need 2.12+, XLF_KERNEL_64)", kernel, version >> 8,
+			    version & 0xff);
 		goto out;
 	}
 	setup_sects = img[BP_SETUP_SECTS] ? img[BP_SETUP_SECTS] : 4;
@@ -457,9 +444,9 @@ int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initr
 	if (init_size < len - setup_len)
 		init_size = len - setup_len;
 	if (__builtin_add_overflow(load, init_size, &kend) || kend > vm->mem_size) {
-		why_set(why, whylen, "the kernel needs %llu MiB at 0x%llx: give the guest "
-			"more memory (--mem)", (unsigned long long)(init_size >> 20) + 1,
-			(unsigned long long)load);
+		util_seterr(why, whylen, "the kernel needs %llu MiB at 0x%llx: give the guest "
+			    "more memory (--mem)", (unsigned long long)(init_size >> 20) + 1,
+			    (unsigned long long)load);
 		err = -ENOMEM;
 		goto out;
 	}
@@ -487,8 +474,8 @@ int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initr
 		if (!cl_max || cl_max > BOOT_CMDLINE_MAX - 1)
 			cl_max = BOOT_CMDLINE_MAX - 1;
 		if (cl_len > cl_max) {
-			why_set(why, whylen, "kernel command line is %zu bytes; this kernel "
-				"takes at most %u", cl_len, cl_max);
+			util_seterr(why, whylen, "kernel command line is %zu bytes; this kernel "
+				    "takes at most %u", cl_len, cl_max);
 			err = -E2BIG;
 			goto out;
 		}
@@ -501,7 +488,7 @@ int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initr
 	if (initrd) {
 		err = read_file(initrd, &rd, &rd_len);
 		if (err) {
-			why_set(why, whylen, "cannot read initrd %s: %s", initrd, strerror(-err));
+			util_seterr(why, whylen, "cannot read initrd %s: %s", initrd, strerror(-err));
 			goto out;
 		}
 		rd_max = rd32(img + BP_INITRD_ADDR_MAX);
@@ -509,8 +496,8 @@ int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initr
 			rd_max = vm->mem_size - 1;
 		rd_addr = ((rd_max + 1) - rd_len) & ~0xfffull;
 		if (rd_len > rd_max || rd_addr < kend) {
-			why_set(why, whylen, "the initrd (%zu MiB) does not fit above the "
-				"kernel: give the guest more memory (--mem)", rd_len >> 20);
+			util_seterr(why, whylen, "the initrd (%zu MiB) does not fit above the "
+				    "kernel: give the guest more memory (--mem)", rd_len >> 20);
 			err = -ENOMEM;
 			goto out;
 		}
@@ -532,7 +519,7 @@ int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initr
 		err = boot_long_mode(vm, load + 0x200, BOOT_ZERO_PAGE, 0);
 	}
 	if (err)
-		why_set(why, whylen, "boot state: %s", strerror(-err));
+		util_seterr(why, whylen, "boot state: %s", strerror(-err));
 out:
 	free(rd);
 	free(img);

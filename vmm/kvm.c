@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "host/util.h"
 #include "vmm/kvm-priv.h"
 
 /*
@@ -43,19 +44,6 @@ static void kick_install(void)
 	sigaction(KVM_KICK_SIGNAL, &sa, NULL);
 }
 
-static void set_why(char *why, size_t whylen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_why(char *why, size_t whylen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!why || !whylen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(why, whylen, fmt, ap);
-	va_end(ap);
-}
-
 int kvm_probe(char *why, size_t whylen)
 {
 	int fd, ver, err = 0;
@@ -63,22 +51,22 @@ int kvm_probe(char *why, size_t whylen)
 	fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
 		err = -errno;
-		set_why(why, whylen, "cannot open /dev/kvm: %s%s", strerror(errno),
-			errno == ENOENT ? " (no KVM: load kvm_intel/kvm_amd or enable "
-			"virtualisation)" : errno == EACCES ?
-			" (add yourself to the kvm group)" : "");
+		util_seterr(why, whylen, "cannot open /dev/kvm: %s%s", strerror(errno),
+			    errno == ENOENT ? " (no KVM: load kvm_intel/kvm_amd or enable "
+			    "virtualisation)" : errno == EACCES ?
+			    " (add yourself to the kvm group)" : "");
 		return err;
 	}
 	ver = ioctl(fd, KVM_GET_API_VERSION, 0);
 	if (ver != KVM_API_VERSION) {
-		set_why(why, whylen, "/dev/kvm speaks API version %d, not %d", ver,
-			KVM_API_VERSION);
+		util_seterr(why, whylen, "/dev/kvm speaks API version %d, not %d", ver,
+			    KVM_API_VERSION);
 		err = -ENOTSUP;
 	} else if (ioctl(fd, KVM_CHECK_EXTENSION, KVM_CAP_IRQCHIP) <= 0) {
-		set_why(why, whylen, "KVM has no in-kernel irqchip (KVM_CAP_IRQCHIP)");
+		util_seterr(why, whylen, "KVM has no in-kernel irqchip (KVM_CAP_IRQCHIP)");
 		err = -ENOTSUP;
 	} else if (ioctl(fd, KVM_CHECK_EXTENSION, KVM_CAP_USER_MEMORY) <= 0) {
-		set_why(why, whylen, "KVM lacks KVM_CAP_USER_MEMORY");
+		util_seterr(why, whylen, "KVM lacks KVM_CAP_USER_MEMORY");
 		err = -ENOTSUP;
 	}
 	close(fd);
@@ -358,19 +346,19 @@ static int vcpu_create(struct kvm_vm *vm, unsigned i, char *why, size_t whylen)
 	v->index = i;
 	v->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, i);
 	if (v->fd < 0) {
-		set_why(why, whylen, "KVM_CREATE_VCPU %u: %s", i, strerror(errno));
+		util_seterr(why, whylen, "KVM_CREATE_VCPU %u: %s", i, strerror(errno));
 		return -errno;
 	}
 	sz = ioctl(vm->sys_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
 	if (sz < (int)sizeof(struct kvm_run)) {
-		set_why(why, whylen, "KVM_GET_VCPU_MMAP_SIZE: %s", strerror(errno));
+		util_seterr(why, whylen, "KVM_GET_VCPU_MMAP_SIZE: %s", strerror(errno));
 		return -EINVAL;
 	}
 	v->run_size = (size_t)sz;
 	v->run = mmap(NULL, v->run_size, PROT_READ | PROT_WRITE, MAP_SHARED, v->fd, 0);
 	if (v->run == MAP_FAILED) {
 		v->run = NULL;
-		set_why(why, whylen, "mmap of the vCPU run page: %s", strerror(errno));
+		util_seterr(why, whylen, "mmap of the vCPU run page: %s", strerror(errno));
 		return -errno;
 	}
 	{
@@ -425,8 +413,8 @@ struct kvm_vm *kvm_vm_new(const struct kvm_vm_config *cfg, char *why, size_t why
 
 	if (!cfg->nr_vcpus || cfg->nr_vcpus > KVM_MAX_VCPUS ||
 	    cfg->mem_bytes < (16u << 20) || cfg->mem_bytes > KVM_MAX_MEM) {
-		set_why(why, whylen, "need 1..%d vCPUs and 16 MiB..%llu MiB of memory",
-			KVM_MAX_VCPUS, KVM_MAX_MEM >> 20);
+		util_seterr(why, whylen, "need 1..%d vCPUs and 16 MiB..%llu MiB of memory",
+			    KVM_MAX_VCPUS, KVM_MAX_MEM >> 20);
 		if (cfg->channel_fd >= 0)
 			close(cfg->channel_fd);
 		errno = EINVAL;
@@ -458,13 +446,13 @@ struct kvm_vm *kvm_vm_new(const struct kvm_vm_config *cfg, char *why, size_t why
 	vm->sys_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (vm->sys_fd < 0) {
 		err = -errno;
-		set_why(why, whylen, "open /dev/kvm: %s", strerror(errno));
+		util_seterr(why, whylen, "open /dev/kvm: %s", strerror(errno));
 		goto fail;
 	}
 	vm->vm_fd = ioctl(vm->sys_fd, KVM_CREATE_VM, 0);
 	if (vm->vm_fd < 0) {
 		err = -errno;
-		set_why(why, whylen, "KVM_CREATE_VM: %s", strerror(errno));
+		util_seterr(why, whylen, "KVM_CREATE_VM: %s", strerror(errno));
 		goto fail;
 	}
 	/* Intel needs these three pages below 4 GiB for real-mode emulation;
@@ -477,12 +465,12 @@ struct kvm_vm *kvm_vm_new(const struct kvm_vm_config *cfg, char *why, size_t why
 	}
 	if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0) {
 		err = -errno;
-		set_why(why, whylen, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
+		util_seterr(why, whylen, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
 		goto fail;
 	}
 	if (ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0) {
 		err = -errno;
-		set_why(why, whylen, "KVM_CREATE_PIT2: %s", strerror(errno));
+		util_seterr(why, whylen, "KVM_CREATE_PIT2: %s", strerror(errno));
 		goto fail;
 	}
 
@@ -492,8 +480,8 @@ struct kvm_vm *kvm_vm_new(const struct kvm_vm_config *cfg, char *why, size_t why
 	if (vm->mem == MAP_FAILED) {
 		vm->mem = NULL;
 		err = -errno;
-		set_why(why, whylen, "cannot map %llu MiB of guest memory: %s",
-			(unsigned long long)(vm->mem_size >> 20), strerror(errno));
+		util_seterr(why, whylen, "cannot map %llu MiB of guest memory: %s",
+			    (unsigned long long)(vm->mem_size >> 20), strerror(errno));
 		goto fail;
 	}
 	memset(&region, 0, sizeof(region));
@@ -503,7 +491,7 @@ struct kvm_vm *kvm_vm_new(const struct kvm_vm_config *cfg, char *why, size_t why
 	region.userspace_addr = (uintptr_t)vm->mem;
 	if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0) {
 		err = -errno;
-		set_why(why, whylen, "KVM_SET_USER_MEMORY_REGION: %s", strerror(errno));
+		util_seterr(why, whylen, "KVM_SET_USER_MEMORY_REGION: %s", strerror(errno));
 		goto fail;
 	}
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
@@ -519,7 +507,7 @@ struct kvm_vm *kvm_vm_new(const struct kvm_vm_config *cfg, char *why, size_t why
 	vm->vcon = kvm_virtio_con_new(vm->mem, vm->mem_size, virtio_irq, virtio_sink, vm);
 	if (!vm->vcon) {
 		err = -errno;
-		set_why(why, whylen, "virtio console: %s", strerror(errno));
+		util_seterr(why, whylen, "virtio console: %s", strerror(errno));
 		goto fail;
 	}
 	d = (struct kvm_dev){ .base = KVM_VIRTIO_CON_BASE, .len = KVM_VIRTIO_CON_SIZE,
