@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "events/events.h"
@@ -24,6 +23,7 @@
 #include "host/commands.h"
 #include "host/log.h"
 #include "host/store.h"
+#include "host/util.h"
 #include "vmm/qemu-sampler.h"
 #include "vmm/qmp.h"
 #include "vmm/sampler.h"
@@ -443,31 +443,9 @@ static void attach_usage(FILE *f)
 		QEMU_SAMPLER_DEFAULT_HZ);
 }
 
-static int unix_connect(const char *path)
+int qprof_reconnect_unix(void *arg)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	int fd;
-
-	if (strlen(path) >= sizeof(sun.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sun.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
-/* Reconnects a guest's channel after EOF (the collector's relay calls it
- * from its own thread; arg is the socket path, which outlives the relay). */
-static int reconnect_unix(void *arg)
-{
-	int fd = unix_connect(arg);
+	int fd = util_connect_unix(arg);
 
 	return fd < 0 ? -1 : fd;
 }
@@ -546,14 +524,14 @@ static int attach_one(struct attach_guest *ag, struct qprof_target *t, const str
 	ag->qmp = NULL;
 	t->chan_fd = -1;
 	if (ag->chan_path[0]) {
-		t->chan_fd = unix_connect(ag->chan_path);
+		t->chan_fd = util_connect_unix(ag->chan_path);
 		if (t->chan_fd < 0) {
 			pr_warn("guest '%s': cannot connect to its opvm channel %s (%s); profiling "
 				"without process names (is another opvm attached?)",
 				t->name, ag->chan_path, strerror(-t->chan_fd));
 			t->chan_fd = -1;
 		} else {
-			t->reconnect = reconnect_unix;
+			t->reconnect = qprof_reconnect_unix;
 			t->reconnect_arg = ag->chan_path;
 		}
 	}

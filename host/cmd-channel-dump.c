@@ -22,9 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +30,7 @@
 #include "host/decoder.h"
 #include "host/gstate.h"
 #include "host/log.h"
+#include "host/util.h"
 
 static volatile sig_atomic_t stop;
 
@@ -357,26 +356,6 @@ static void print_stats(FILE *f, const struct decoder_stats *st, bool json)
 
 enum src_kind { SRC_STDIN, SRC_FILE, SRC_SOCKET };
 
-static int sock_connect(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
 static void nap_ms(long ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
@@ -488,7 +467,7 @@ int cmd_channel_dump(int argc, char **argv)
 		goto out_free;
 	} else if (S_ISSOCK(sb.st_mode)) {
 		kind = SRC_SOCKET;
-		fd = sock_connect(src);
+		fd = util_connect_unix(src);
 		if (fd < 0 && !follow) {
 			pr_err("cannot connect to '%s': %s; is the guest running, and "
 			       "no other opvm connected to it?", src, strerror(-fd));
@@ -532,7 +511,7 @@ int cmd_channel_dump(int argc, char **argv)
 		int pr;
 
 		if (fd < 0) {	/* socket, following: (re)connect */
-			fd = sock_connect(src);
+			fd = util_connect_unix(src);
 			if (fd < 0) {
 				nap_ms(500);
 				continue;

@@ -45,6 +45,11 @@ int qprof_parse_opt(struct qprof_opts *o, int argc, char **argv, int *i);
  * gdbstub sampler cannot take. */
 int qprof_resolve_rate(struct qprof_opts *o);
 
+/* A qprof_target reconnect callback: arg is the channel's unix socket path
+ * (it must outlive the collector's relay, which calls this from its own
+ * thread after EOF).  The new fd, or -1. */
+int qprof_reconnect_unix(void *arg);
+
 /* SIGINT/SIGTERM set *flag; SIGPIPE is ignored. */
 void qprof_signals(volatile sig_atomic_t *flag);
 

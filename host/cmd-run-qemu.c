@@ -21,7 +21,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +29,7 @@
 #include "host/commands.h"
 #include "host/log.h"
 #include "host/store.h"
+#include "host/util.h"
 #include "vmm/qemu-sampler.h"
 #include "vmm/qmp.h"
 #include "vmm/sampler.h"
@@ -77,33 +77,6 @@ static void run_usage(FILE *f)
 "  --append-samples   add to the current samples instead of starting afresh\n"
 "  -- ARGS            passed to QEMU as they are\n",
 		QEMU_SAMPLER_DEFAULT_HZ);
-}
-
-static int connect_unix(const char *path)
-{
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	int fd;
-
-	if (strlen(path) >= sizeof(sun.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sun.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
-static int reconnect_chan(void *arg)
-{
-	int fd = connect_unix(arg);
-
-	return fd < 0 ? -1 : fd;
 }
 
 static int file_exists(const char *p)
@@ -459,7 +432,7 @@ int cmd_run_qemu(int argc, char **argv)
 	/* Connect everything before the guest runs its first instruction. */
 	snprintf(chardev, sizeof(chardev), "%s/console.log", r.guest_dir);
 	r.con_out = open(chardev, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	r.con_fd = connect_unix(r.con);
+	r.con_fd = util_connect_unix(r.con);
 	if (r.con_fd < 0 || pthread_create(&r.con_thread, NULL, console_main, &r)) {
 		pr_err("cannot read the guest console from QEMU");
 		goto out;
@@ -474,13 +447,13 @@ int cmd_run_qemu(int argc, char **argv)
 	 * sample taken, and an unread monitor would hoard them. */
 	qmp_close(qmp);
 	qmp = NULL;
-	t.chan_fd = connect_unix(r.chan);
+	t.chan_fd = util_connect_unix(r.chan);
 	if (t.chan_fd < 0) {
 		pr_err("cannot connect to the guest's opvm channel: %s", strerror(-t.chan_fd));
 		t.chan_fd = -1;
 		goto out;
 	}
-	t.reconnect = reconnect_chan;
+	t.reconnect = qprof_reconnect_unix;
 	t.reconnect_arg = r.chan;
 	qc.gdb_addr = r.gdb;
 	qc.rate_hz = o.rate_hz;

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "host/store.h"
+#include "host/util.h"
 
 #define SFILE_HDR_SIZE		256u
 #define SFILE_TABLE_ALIGN	64u
@@ -217,17 +218,6 @@ char *store_mangle(const char *in, size_t in_len, char *out)
 	return out;
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int store_unmangle(const char *in, char *out, size_t outlen)
 {
 	size_t o = 0;
@@ -250,7 +240,7 @@ int store_unmangle(const char *in, char *out, size_t outlen)
 				if (hl != MANGLE_HASH_HEX)
 					return -EINVAL;
 				for (size_t k = 0; k < hl; k++)
-					if (hexval(h[k]) < 0)
+					if (util_hexval(h[k]) < 0)
 						return -EINVAL;
 				if (o + 4 + hl >= outlen)
 					return -ENAMETOOLONG;
@@ -259,7 +249,7 @@ int store_unmangle(const char *in, char *out, size_t outlen)
 				o += 4 + hl;
 				break;
 			}
-			int a = hexval(p[1]), b = a < 0 ? -1 : hexval(p[2]);
+			int a = util_hexval(p[1]), b = a < 0 ? -1 : util_hexval(p[2]);
 
 			if (a < 0 || b < 0)
 				return -EINVAL;

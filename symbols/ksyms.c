@@ -58,17 +58,6 @@ static int kname_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 struct ksyms *ksyms_parse(const char *text, size_t len, char *err, size_t errlen)
 {
 	struct ksyms *ks = calloc(1, sizeof(*ks));
@@ -90,8 +79,8 @@ struct ksyms *ksyms_parse(const char *text, size_t len, char *err, size_t errlen
 
 		if (!eol)
 			eol = end;
-		while (q < eol && hexval((unsigned char)*q) >= 0 && digits <= 16) {
-			addr = addr << 4 | (uint64_t)hexval((unsigned char)*q);
+		while (q < eol && util_hexval((unsigned char)*q) >= 0 && digits <= 16) {
+			addr = addr << 4 | (uint64_t)util_hexval((unsigned char)*q);
 			q++;
 			digits++;
 		}

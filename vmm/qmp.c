@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "host/util.h"
 #include "vmm/qmp.h"
 
 #define QMP_LINE_MAX	(1u << 20)
@@ -200,25 +200,20 @@ int qmp_execute(struct qmp *q, const char *cmd, json_t *args, json_t **ret,
 
 struct qmp *qmp_open(const char *path, unsigned timeout_ms)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	long long deadline = now_ms() + timeout_ms;
 	struct qmp *q;
 	json_t *greeting;
 	int err;
 
-	if (strlen(path) >= sizeof(sun.sun_path)) {
-		errno = ENAMETOOLONG;
-		return NULL;
-	}
-	strcpy(sun.sun_path, path);
 	q = calloc(1, sizeof(*q));
 	if (!q)
 		return NULL;
-	q->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (q->fd < 0)
-		goto fail_errno;
-	if (connect(q->fd, (struct sockaddr *)&sun, sizeof(sun)) < 0)
-		goto fail_errno;
+	q->fd = util_connect_unix(path);
+	if (q->fd < 0) {
+		err = q->fd;
+		q->fd = -1;
+		goto fail;
+	}
 	/* The greeting is the first non-event message. */
 	greeting = qmp_next(q, deadline, &err);
 	if (!greeting)
@@ -232,8 +227,6 @@ struct qmp *qmp_open(const char *path, unsigned timeout_ms)
 		goto fail;
 	return q;
 
-fail_errno:
-	err = -errno;
 fail:
 	qmp_close(q);
 	errno = -err;
