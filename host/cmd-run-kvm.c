@@ -27,6 +27,7 @@
 #include "host/commands.h"
 #include "host/log.h"
 #include "host/store.h"
+#include "host/util.h"
 #include "vmm/kvm-sampler.h"
 #include "vmm/kvm.h"
 
@@ -84,53 +85,9 @@ struct console {
 static void *console_main(void *arg)
 {
 	struct console *c = arg;
-	char buf[4096];
 
-	for (;;) {
-		ssize_t n = read(c->rd, buf, sizeof(buf));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		if (c->log >= 0 && write(c->log, buf, (size_t)n) != n) {
-			/* a full disk loses console text, not samples */
-		}
-		if (c->show && write(STDOUT_FILENO, buf, (size_t)n) != n) {
-			/* stdout closed: keep the log */
-		}
-	}
+	util_copy_stream(c->rd, c->log, c->show ? STDOUT_FILENO : -1);
 	return NULL;
-}
-
-static int mkdir_p(const char *path)
-{
-	char tmp[PATH_MAX];
-
-	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0755) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0755) && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
-static int valid_name(const char *s)
-{
-	if (!*s || strlen(s) > 64 || !strcmp(s, ".") || !strcmp(s, ".."))
-		return 0;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
-			return 0;
-	return 1;
 }
 
 static int is_elf(const char *path)
@@ -321,7 +278,7 @@ int cmd_run_kvm(int argc, char **argv)
 		       KVM_MAX_MEM >> 20);
 		return 2;
 	}
-	if (!valid_name(name)) {
+	if (!util_valid_name(name)) {
 		pr_err("--name takes letters, digits, '-', '_' and '.', not '%s'", name);
 		return 2;
 	}
@@ -340,7 +297,7 @@ int cmd_run_kvm(int argc, char **argv)
 		return 2;
 
 	snprintf(path, sizeof(path), "%s/guests/%s", session, name);
-	if (mkdir_p(path)) {
+	if (util_mkdir_p(path)) {
 		pr_err("cannot create %s: %s", path, strerror(errno));
 		return 1;
 	}

@@ -113,44 +113,11 @@ static int default_images(char *dir, size_t len)
 	return -ENOENT;
 }
 
-static int mkdir_p(const char *path)
-{
-	char tmp[PATH_MAX];
-
-	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0755) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0755) && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 static void *console_main(void *arg)
 {
 	struct run *r = arg;
-	char buf[4096];
 
-	for (;;) {
-		ssize_t n = read(r->con_fd, buf, sizeof(buf));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		if (r->con_out >= 0 && write(r->con_out, buf, (size_t)n) != n) {
-			/* a full disk loses console text, not samples */
-		}
-		if (r->show_console && write(STDOUT_FILENO, buf, (size_t)n) != n) {
-			/* stdout closed: keep logging to the file */
-		}
-	}
+	util_copy_stream(r->con_fd, r->con_out, r->show_console ? STDOUT_FILENO : -1);
 	return NULL;
 }
 
@@ -240,17 +207,6 @@ static void copy_file(const char *from, const char *to)
 	close(in);
 }
 
-static int valid_name(const char *s)
-{
-	if (!*s || strlen(s) > 64 || !strcmp(s, ".") || !strcmp(s, ".."))
-		return 0;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
-			return 0;
-	return 1;
-}
-
 int cmd_run_qemu(int argc, char **argv)
 {
 	struct qprof_opts o = { 0 };
@@ -328,7 +284,7 @@ int cmd_run_qemu(int argc, char **argv)
 		pr_err("--accel kvm: /dev/kvm is not usable here (%s); use --accel tcg", strerror(errno));
 		return 2;
 	}
-	if (!valid_name(name)) {
+	if (!util_valid_name(name)) {
 		pr_err("--name takes letters, digits, '-', '_' and '.', not '%s'", name);
 		return 2;
 	}
@@ -413,7 +369,7 @@ int cmd_run_qemu(int argc, char **argv)
 	snprintf(t.name, sizeof(t.name), "%s", name);
 	snprintf(r.guest_dir, sizeof(r.guest_dir), "%s/guests/%s",
 		 o.session_dir ? o.session_dir : "./opvm_data", name);
-	if (mkdir_p(r.guest_dir)) {
+	if (util_mkdir_p(r.guest_dir)) {
 		pr_err("cannot create %s: %s", r.guest_dir, strerror(errno));
 		goto out;
 	}

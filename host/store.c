@@ -440,31 +440,6 @@ static int tree_remove(int parent, const char *name)
 	return ret;
 }
 
-static int mkdir_p(const char *path)
-{
-	char *tmp = strdup(path);
-	int ret = 0;
-
-	if (!tmp)
-		return -ENOMEM;
-	for (char *p = tmp + 1; ; p++) {
-		if (*p == '/' || *p == '\0') {
-			char c = *p;
-
-			*p = '\0';
-			if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
-				ret = -errno;
-				break;
-			}
-			*p = c;
-			if (!c)
-				break;
-		}
-	}
-	free(tmp);
-	return ret;
-}
-
 /* ---- store -------------------------------------------------------------- */
 
 static bool event_name_ok(const char *n)
@@ -533,7 +508,7 @@ struct store *store_open(const char *session_dir, const char *guest,
 	memcpy(st->events, events, nr_events * sizeof(*events));
 	st->nr_events = nr_events;
 
-	ret = mkdir_p(session_dir);
+	ret = util_mkdir_p(session_dir);
 	if (ret)
 		goto fail;
 	sfd = open(session_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -55,3 +55,55 @@ int util_connect_unix(const char *path)
 	}
 	return fd;
 }
+
+int util_mkdir_p(const char *path)
+{
+	char tmp[PATH_MAX];
+	size_t len = strlen(path);
+
+	if (len >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	memcpy(tmp, path, len + 1);
+	for (char *p = tmp; *p; p++) {
+		if (*p != '/' || p == tmp)	/* no "" directory to make */
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0755) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int util_valid_name(const char *s)
+{
+	if (!*s || strlen(s) > 64 || !strcmp(s, ".") || !strcmp(s, ".."))
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
+			return 0;
+	return 1;
+}
+
+void util_copy_stream(int in, int out, int out2)
+{
+	char buf[4096];
+
+	for (;;) {
+		ssize_t n = read(in, buf, sizeof(buf));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		if (out >= 0 && write(out, buf, (size_t)n) != n) {
+			/* lost text, not a stalled guest */
+		}
+		if (out2 >= 0 && write(out2, buf, (size_t)n) != n) {
+			/* likewise */
+		}
+	}
+}

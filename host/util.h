@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Small helpers every opvm library needs and none owns: filling a caller's
- * error buffer, reading a hex digit, connecting to a unix socket.  Library code: nothing here prints.
+ * error buffer, reading a hex digit, connecting to a unix socket,
+ * creating a directory path, copying a stream.  Library code: nothing here prints.
  */
 #ifndef OPVM_UTIL_H
 #define OPVM_UTIL_H
@@ -20,5 +21,21 @@ int util_hexval(int c);
 /* A connected SOCK_STREAM | SOCK_CLOEXEC socket to the unix socket at
  * path: the fd, or -errno (-ENAMETOOLONG if path does not fit sun_path). */
 int util_connect_unix(const char *path);
+
+/* mkdir -p, mode 0755: creates every missing directory of path; existing
+ * ones are fine.  0 or -errno (-ENAMETOOLONG from PATH_MAX on, before any
+ * directory is made). */
+int util_mkdir_p(const char *path);
+
+/* Whether s can name a guest's directory as it is: 1 to 64 of
+ * [A-Za-z0-9._-], and not "." or "..".  (Names that come from a guest or
+ * libvirt go through store_mangle() instead.) */
+int util_valid_name(const char *s);
+
+/* Copies in to out and (if >= 0) also to out2 until EOF or a read error,
+ * retrying EINTR.  A failed or short write to either output is ignored and
+ * copying goes on: for a console, a full disk or a closed stdout loses
+ * text, and must not stall the guest writing into in. */
+void util_copy_stream(int in, int out, int out2);
 
 #endif /* OPVM_UTIL_H */

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests for the shared helpers (host/util.c). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "host/util.h"
+
+static char *tmpdir_new(void)
+{
+	const char *b = getenv("BUILD");
+	char base[512], *p;
+
+	snprintf(base, sizeof(base), "%s/tmp", b ? b : "build");
+	mkdir(b ? b : "build", 0755);
+	mkdir(base, 0755);
+	if (asprintf(&p, "%s/test-util.XXXXXX", base) < 0)
+		return NULL;
+	if (!mkdtemp(p)) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+static void tmpdir_free(char *p)
+{
+	char cmd[1024];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p);
+	if (system(cmd)) {}
+	free(p);
+}
+
+static int is_dir(const char *p)
+{
+	struct stat st;
+
+	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static void test_seterr(void **state)
+{
+	char buf[8];
+
+	util_seterr(NULL, 0, "ignored %d", 1);
+	memset(buf, 'x', sizeof(buf));
+	util_seterr(buf, 0, "ignored");
+	assert_int_equal(buf[0], 'x');
+	util_seterr(buf, sizeof(buf), "%s:%u", "abc", 42u);
+	assert_string_equal(buf, "abc:42");
+	util_seterr(buf, sizeof(buf), "a longer message");
+	assert_string_equal(buf, "a longe");	/* truncated, terminated */
+}
+
+static void test_hexval(void **state)
+{
+	assert_int_equal(util_hexval('0'), 0);
+	assert_int_equal(util_hexval('9'), 9);
+	assert_int_equal(util_hexval('a'), 10);
+	assert_int_equal(util_hexval('F'), 15);
+	assert_int_equal(util_hexval('g'), -1);
+	assert_int_equal(util_hexval('/'), -1);
+	assert_int_equal(util_hexval(0), -1);
+	assert_int_equal(util_hexval(0xff), -1);
+}
+
+static void test_mkdir_p(void **state)
+{
+	char *d = tmpdir_new(), path[1024], big[PATH_MAX + 8];
+
+	assert_non_null(d);
+	snprintf(path, sizeof(path), "%s/a/b//c/", d);
+	assert_int_equal(util_mkdir_p(path), 0);
+	snprintf(path, sizeof(path), "%s/a/b/c", d);
+	assert_true(is_dir(path));
+	assert_int_equal(util_mkdir_p(path), 0);	/* existing: fine */
+	assert_int_equal(util_mkdir_p(""), -ENOENT);
+
+	/* A file in the way. */
+	snprintf(path, sizeof(path), "%s/f", d);
+	close(open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+	snprintf(path, sizeof(path), "%s/f/g", d);
+	assert_int_equal(util_mkdir_p(path), -ENOTDIR);
+
+	/* Too long: refused before anything is made. */
+	memset(big, 'z', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	snprintf(path, sizeof(path), "%s/long/", d);
+	memcpy(big, path, strlen(path));
+	assert_int_equal(util_mkdir_p(big), -ENAMETOOLONG);
+	snprintf(path, sizeof(path), "%s/long", d);
+	assert_false(is_dir(path));
+	tmpdir_free(d);
+}
+
+static void test_valid_name(void **state)
+{
+	char long_name[66];
+
+	assert_true(util_valid_name("guest"));
+	assert_true(util_valid_name("a.b-c_D9"));
+	assert_false(util_valid_name(""));
+	assert_false(util_valid_name("."));
+	assert_false(util_valid_name(".."));
+	assert_false(util_valid_name("a/b"));
+	assert_false(util_valid_name("a b"));
+	memset(long_name, 'n', 64);
+	long_name[64] = '\0';
+	assert_true(util_valid_name(long_name));
+	long_name[64] = 'n';
+	long_name[65] = '\0';
+	assert_false(util_valid_name(long_name));
+}
+
+static void test_connect_unix(void **state)
+{
+	char *d = tmpdir_new(), path[1024], big[200];
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int srv, fd, acc;
+
+	assert_non_null(d);
+	memset(big, 's', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	assert_int_equal(util_connect_unix(big), -ENAMETOOLONG);
+
+	snprintf(path, sizeof(path), "%s/sock", d);
+	assert_int_equal(util_connect_unix(path), -ENOENT);
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		tmpdir_free(d);
+		skip();
+	}
+	strcpy(sun.sun_path, path);
+	srv = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(srv >= 0);
+	assert_int_equal(bind(srv, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	assert_int_equal(listen(srv, 1), 0);
+	fd = util_connect_unix(path);
+	assert_true(fd >= 0);
+	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	acc = accept(srv, NULL, NULL);
+	assert_true(acc >= 0);
+	assert_int_equal(write(acc, "hi", 2), 2);
+	{
+		char b[2];
+
+		assert_int_equal(read(fd, b, 2), 2);
+		assert_memory_equal(b, "hi", 2);
+	}
+	close(acc);
+	close(fd);
+	close(srv);
+	tmpdir_free(d);
+}
+
+static void test_copy_stream(void **state)
+{
+	int in[2], out[2], out2[2];
+	char buf[64];
+
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(out2, O_CLOEXEC), 0);
+	assert_int_equal(write(in[1], "console", 7), 7);
+	close(in[1]);
+	util_copy_stream(in[0], out[1], out2[1]);
+	assert_int_equal(read(out[0], buf, sizeof(buf)), 7);
+	assert_memory_equal(buf, "console", 7);
+	assert_int_equal(read(out2[0], buf, sizeof(buf)), 7);
+	assert_memory_equal(buf, "console", 7);
+	close(in[0]);
+
+	/* A closed output is ignored: copying goes on to the end. */
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	assert_int_equal(write(in[1], "more", 4), 4);
+	close(in[1]);
+	close(out2[0]);
+	signal(SIGPIPE, SIG_IGN);
+	util_copy_stream(in[0], out2[1], out[1]);
+	assert_int_equal(read(out[0], buf, sizeof(buf)), 4);
+	assert_memory_equal(buf, "more", 4);
+	close(in[0]);
+	close(out[0]);
+	close(out[1]);
+	close(out2[1]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_seterr),
+		cmocka_unit_test(test_hexval),
+		cmocka_unit_test(test_mkdir_p),
+		cmocka_unit_test(test_valid_name),
+		cmocka_unit_test(test_connect_unix),
+		cmocka_unit_test(test_copy_stream),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
