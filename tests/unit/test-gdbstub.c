@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "vmm/gdbstub.h"
+#include "qemu-harness.h"
 
 static const char upstream_xml[] =
 	"<feature name=\"org.gnu.gdb.i386.core\">"
@@ -94,55 +95,9 @@ static void test_layout_bad(void **state)
 
 /* ---- real QEMU ------------------------------------------------------------ */
 
-struct qemu {
-	pid_t pid;
-	char dir[128];
-	char gdb[200];
-};
-
-static int qemu_available(void)
-{
-	return system("command -v qemu-system-x86_64 >/dev/null 2>&1") == 0;
-}
-
 static int qemu_start(struct qemu *q)
 {
-	char chardev[256];
-	struct stat st;
-
-	snprintf(q->dir, sizeof(q->dir), "/tmp/opvm-test-gdbstub.XXXXXX");
-	if (!mkdtemp(q->dir))
-		return -1;
-	snprintf(q->gdb, sizeof(q->gdb), "%s/gdb.sock", q->dir);
-	snprintf(chardev, sizeof(chardev), "unix:%s,server=on,wait=off", q->gdb);
-	q->pid = fork();
-	if (q->pid == 0) {
-		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-		dup2(null, 0);
-		dup2(null, 1);
-		execlp("qemu-system-x86_64", "qemu-system-x86_64", "-accel", "tcg",
-		       "-nodefaults", "-nographic", "-m", "32", "-smp", "2", "-S",
-		       "-gdb", chardev, (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 500; i++) {
-		if (!stat(q->gdb, &st))
-			return 0;
-		usleep(10000);
-	}
-	return -1;
-}
-
-static void qemu_stop(struct qemu *q)
-{
-	if (q->pid > 0) {
-		kill(q->pid, SIGKILL);
-		waitpid(q->pid, NULL, 0);
-		q->pid = 0;
-	}
-	unlink(q->gdb);
-	rmdir(q->dir);
+	return qemu_start_with(q, "gdbstub", "-gdb");
 }
 
 static void test_qemu(void **state)
@@ -162,7 +117,7 @@ static void test_qemu(void **state)
 		skip();
 	}
 	assert_int_equal(qemu_start(&q), 0);
-	snprintf(addr, sizeof(addr), "unix:%s", q.gdb);
+	snprintf(addr, sizeof(addr), "unix:%s", q.sock);
 	gs = gdbstub_open(addr, 5000, &why);
 	if (!gs)
 		fprintf(stderr, "gdbstub_open: %s: %s\n", why, strerror(errno));

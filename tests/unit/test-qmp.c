@@ -22,51 +22,11 @@
 
 #include "vmm/gdbstub.h"
 #include "vmm/qmp.h"
-
-struct qemu {
-	pid_t pid;
-	char dir[128];
-	char qmp[200];
-};
+#include "qemu-harness.h"
 
 static int qemu_start(struct qemu *q)
 {
-	char chardev[256];
-	struct stat st;
-
-	snprintf(q->dir, sizeof(q->dir), "/tmp/opvm-test-qmp.XXXXXX");
-	if (!mkdtemp(q->dir))
-		return -1;
-	snprintf(q->qmp, sizeof(q->qmp), "%s/qmp.sock", q->dir);
-	snprintf(chardev, sizeof(chardev), "unix:%s,server=on,wait=off", q->qmp);
-	q->pid = fork();
-	if (q->pid == 0) {
-		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-		dup2(null, 0);
-		dup2(null, 1);
-		execlp("qemu-system-x86_64", "qemu-system-x86_64", "-accel", "tcg",
-		       "-nodefaults", "-nographic", "-m", "32", "-smp", "2", "-S",
-		       "-qmp", chardev, (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 500; i++) {
-		if (!stat(q->qmp, &st))
-			return 0;
-		usleep(10000);
-	}
-	return -1;
-}
-
-static void qemu_reap(struct qemu *q)
-{
-	if (q->pid > 0) {
-		kill(q->pid, SIGKILL);
-		waitpid(q->pid, NULL, 0);
-		q->pid = 0;
-	}
-	unlink(q->qmp);
-	rmdir(q->dir);
+	return qemu_start_with(q, "qmp", "-qmp");
 }
 
 static void test_qmp(void **state)
@@ -79,12 +39,12 @@ static void test_qmp(void **state)
 	int tids[4] = { 0 }, ev = 0;
 
 	(void)state;
-	if (system("command -v qemu-system-x86_64 >/dev/null 2>&1")) {
+	if (!qemu_available()) {
 		printf("SKIP: qemu-system-x86_64 is not installed\n");
 		skip();
 	}
 	assert_int_equal(qemu_start(&q), 0);
-	m = qmp_open(q.qmp, 5000);
+	m = qmp_open(q.sock, 5000);
 	assert_non_null(m);
 
 	assert_int_equal(qmp_vcpu_threads(m, tids, 4, 2000), 2);
@@ -144,7 +104,7 @@ static void test_qmp(void **state)
 	gdbstub_close(gs);
 	qmp_close(m);
 	unlink(gdbaddr + 5);
-	qemu_reap(&q);
+	qemu_stop(&q);
 }
 
 static void test_qmp_no_socket(void **state)

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "host/store.h"
+#include "tmpdir.h"
 
 #define NFILES		3
 #define KEYSPACE	200000u		/* offsets per file: tables reach 2^19 */
@@ -58,27 +59,6 @@ static void iter_key(uint64_t seed, uint64_t i, unsigned *f, uint32_t *k)
 {
 	*f = (unsigned)(i % NFILES);
 	*k = (uint32_t)(mix(seed * 0x100000000ULL + i) % KEYSPACE);
-}
-
-static char *tmpdir_new(void)
-{
-	const char *b = getenv("BUILD");
-	char base[512], *p;
-
-	snprintf(base, sizeof(base), "%s/tmp", b ? b : "build");
-	mkdir(b ? b : "build", 0755);
-	mkdir(base, 0755);
-	if (asprintf(&p, "%s/test-store-kill.XXXXXX", base) < 0 || !mkdtemp(p))
-		return NULL;
-	return p;
-}
-
-static void rm_rf(const char *p)
-{
-	char cmd[1024];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p);
-	if (system(cmd)) {}
 }
 
 static void file_path(const char *d, unsigned f, char *buf, size_t n)
@@ -295,8 +275,7 @@ static void test_kill_while_adding(void **state)
 	 * repeat the growth phase on fresh files until a few were seen. */
 	for (int attempt = 0; attempt < 8 && mid_growth_kills < 3; attempt++) {
 		if (d) {
-			rm_rf(d);
-			free(d);
+			tmpdir_free(d);
 		}
 		d = tmpdir_new();
 		assert_non_null(d);
@@ -319,8 +298,7 @@ static void test_kill_while_adding(void **state)
 	/* Random instants on full-size files. */
 	for (int i = 0; i < 6; i++)
 		round_run(d, seed++, STORE_APPEND, rand() % 40000, 0, &distinct);
-	rm_rf(d);
-	free(d);
+	tmpdir_free(d);
 }
 
 struct walk_check {
@@ -386,8 +364,7 @@ static void test_kill_while_rotating(void **state)
 		assert_non_null(st);
 		store_close(st);
 	}
-	rm_rf(d);
-	free(d);
+	tmpdir_free(d);
 }
 
 int main(void)

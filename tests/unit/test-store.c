@@ -21,37 +21,12 @@
 #include <cmocka.h>
 
 #include "host/store.h"
+#include "tmpdir.h"
 
 static const struct store_event ev1[] = {
 	{ .name = "CPU_CLK_UNHALTED", .count = 100000, .unit_mask = 0 },
 	{ .name = "task-clock", .count = 1000000, .unit_mask = 3 },
 };
-
-static char *tmpdir_new(void)
-{
-	const char *b = getenv("BUILD");
-	char base[512], *p;
-
-	snprintf(base, sizeof(base), "%s/tmp", b ? b : "build");
-	mkdir(b ? b : "build", 0755);
-	mkdir(base, 0755);
-	if (asprintf(&p, "%s/test-store.XXXXXX", base) < 0)
-		return NULL;
-	if (!mkdtemp(p)) {
-		free(p);
-		return NULL;
-	}
-	return p;
-}
-
-static void tmpdir_free(char *p)
-{
-	char cmd[1024];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p);
-	if (system(cmd)) {}
-	free(p);
-}
 
 static uint64_t cnt_of(uint64_t off)
 {

@@ -18,32 +18,7 @@
 #include <cmocka.h>
 
 #include "host/util.h"
-
-static char *tmpdir_new(void)
-{
-	const char *b = getenv("BUILD");
-	char base[512], *p;
-
-	snprintf(base, sizeof(base), "%s/tmp", b ? b : "build");
-	mkdir(b ? b : "build", 0755);
-	mkdir(base, 0755);
-	if (asprintf(&p, "%s/test-util.XXXXXX", base) < 0)
-		return NULL;
-	if (!mkdtemp(p)) {
-		free(p);
-		return NULL;
-	}
-	return p;
-}
-
-static void tmpdir_free(char *p)
-{
-	char cmd[1024];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p);
-	if (system(cmd)) {}
-	free(p);
-}
+#include "tmpdir.h"
 
 static int is_dir(const char *p)
 {

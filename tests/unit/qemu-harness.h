@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A real QEMU for unit tests: TCG, no disk and no kernel (the BIOS runs),
+ * 32 MiB, two vCPUs, stopped (-S), with one unix-socket chardev (-gdb or
+ * -qmp) in a private directory under /tmp.  Shared by test-gdbstub and
+ * test-qmp; header-only, so each test binary stays one .c file.
+ */
+#ifndef OPVM_TEST_QEMU_HARNESS_H
+#define OPVM_TEST_QEMU_HARNESS_H
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct qemu {
+	pid_t pid;
+	char dir[128];
+	char sock[200];		/* the -gdb or -qmp socket */
+};
+
+static inline int qemu_available(void)
+{
+	return system("command -v qemu-system-x86_64 >/dev/null 2>&1") == 0;
+}
+
+/* Starts QEMU with "opt unix:DIR/gdb.sock,server=on,wait=off" (opt "-gdb";
+ * "-qmp": qmp.sock), DIR /tmp/opvm-test-TEST.XXXXXX, and waits up to 5 s
+ * for the socket.  0 or -1. */
+static inline int qemu_start_with(struct qemu *q, const char *test, const char *opt)
+{
+	char chardev[256];
+	struct stat st;
+
+	snprintf(q->dir, sizeof(q->dir), "/tmp/opvm-test-%s.XXXXXX", test);
+	if (!mkdtemp(q->dir))
+		return -1;
+	snprintf(q->sock, sizeof(q->sock), "%s/%s.sock", q->dir, opt + 1);
+	snprintf(chardev, sizeof(chardev), "unix:%s,server=on,wait=off", q->sock);
+	q->pid = fork();
+	if (q->pid == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		dup2(null, 0);
+		dup2(null, 1);
+		execlp("qemu-system-x86_64", "qemu-system-x86_64", "-accel", "tcg",
+		       "-nodefaults", "-nographic", "-m", "32", "-smp", "2", "-S",
+		       opt, chardev, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 500; i++) {
+		if (!stat(q->sock, &st))
+			return 0;
+		usleep(10000);
+	}
+	return -1;
+}
+
+/* Kills QEMU if it still runs (q->pid 0: already reaped) and removes the
+ * socket and the directory. */
+static inline void qemu_stop(struct qemu *q)
+{
+	if (q->pid > 0) {
+		kill(q->pid, SIGKILL);
+		waitpid(q->pid, NULL, 0);
+		q->pid = 0;
+	}
+	unlink(q->sock);
+	rmdir(q->dir);
+}
+
+#endif /* OPVM_TEST_QEMU_HARNESS_H */
