@@ -59,6 +59,16 @@ struct chan {
 	size_t len;
 };
 
+/* The guest end of a new channel to g (the collector owns the other). */
+static struct chan chan_open(struct cguest *g)
+{
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(cguest_set_channel(g, sv[0], NULL, NULL), 0);
+	return (struct chan){ .fd = sv[1] };
+}
+
 /* One write for many records: a stream socket's buffer counts per-write
  * overhead, and fills after a few hundred small writes nobody reads. */
 static void chan_flush(struct chan *ch)
@@ -322,7 +332,6 @@ static void test_channel_and_sync(void **state)
 	struct collector *c;
 	struct cguest *g;
 	struct chan ch;
-	int sv[2];
 	json_t *j, *k, *mods, *ev;
 
 	mktmp(dir, sizeof(dir));
@@ -338,9 +347,7 @@ static void test_channel_and_sync(void **state)
 	assert_null(collector_add_guest(c, "vm1", 1));	/* same tree twice */
 	assert_int_equal(errno, EEXIST);
 
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	assert_int_equal(cguest_set_channel(g, sv[0], NULL, NULL), 0);
-	ch = (struct chan){ .fd = sv[1] };
+	ch = chan_open(g);
 	send_guest_state(&ch);
 
 	/* the samples are taken while the records are still in the socket:
@@ -396,7 +403,7 @@ static void test_channel_and_sync(void **state)
 	assert_true(json_is_object(json_object_get(j, "sampler")));
 	json_decref(j);
 
-	close(sv[1]);
+	close(ch.fd);
 	collector_free(c);
 	collector_free(NULL);
 	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
@@ -411,7 +418,6 @@ static void test_free_flushes(void **state)
 	struct collector *c;
 	struct cguest *g;
 	struct chan ch;
-	int sv[2];
 	json_t *j;
 
 	mktmp(dir, sizeof(dir));
@@ -419,9 +425,7 @@ static void test_free_flushes(void **state)
 	c = collector_new(&cfg);
 	g = collector_add_guest(c, "vm2", 1);
 	assert_non_null(g);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	assert_int_equal(cguest_set_channel(g, sv[0], NULL, NULL), 0);
-	ch = (struct chan){ .fd = sv[1] };
+	ch = chan_open(g);
 	send_hello(&ch);
 	push(g, 0, 0x500000, 0x8642000, 3);
 	assert_int_equal(collector_sync(c), 0);
@@ -431,7 +435,7 @@ static void test_free_flushes(void **state)
 	assert_int_equal(jget(j, "model", "held"), 1);
 	json_decref(j);
 	push(g, 0, KTEXT, 0x8642000, 0);			/* not synced yet */
-	close(sv[1]);
+	close(ch.fd);
 	collector_free(c);
 	j = load_session(dir, "vm2");
 	assert_int_equal(jget(j, "stats", "received"), 2);
@@ -455,7 +459,6 @@ static void test_run_target_gone(void **state)
 			  .push_each_status = 1 };
 	volatile sig_atomic_t stop = 0;
 	struct chan ch;
-	int sv[2];
 	json_t *j;
 
 	mktmp(dir, sizeof(dir));
@@ -463,9 +466,7 @@ static void test_run_target_gone(void **state)
 	c = collector_new(&cfg);
 	g = collector_add_guest(c, "vm3", 1);
 	assert_non_null(g);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	assert_int_equal(cguest_set_channel(g, sv[0], NULL, NULL), 0);
-	ch = (struct chan){ .fd = sv[1] };
+	ch = chan_open(g);
 	send_guest_state(&ch);
 	f.s.ops = &fake_ops;
 	f.s.priv = &f;
@@ -481,7 +482,7 @@ static void test_run_target_gone(void **state)
 	assert_int_equal(jget(j, "sampler", "ticks"), 9);
 	assert_int_equal(jget(j, "sampler", "cost_ns_avg"), 1000);
 	json_decref(j);
-	close(sv[1]);
+	close(ch.fd);
 	collector_free(c);
 	assert_int_equal(f.stopped, 1);	/* not stopped twice */
 	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
@@ -612,16 +613,13 @@ static void test_short_lived(void **state)
 	struct collector *c;
 	struct cguest *g;
 	struct chan ch;
-	int sv[2];
 	json_t *j;
 
 	mktmp(dir, sizeof(dir));
 	cfg = base_cfg(dir);
 	c = collector_new(&cfg);
 	g = collector_add_guest(c, "vm7", 2);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	assert_int_equal(cguest_set_channel(g, sv[0], NULL, NULL), 0);
-	ch = (struct chan){ .fd = sv[1] };
+	ch = chan_open(g);
 	send_hello(&ch);
 	send_cookie(&ch, 5, "/bin/true");
 	assert_int_equal(collector_sync(c), 0);
@@ -647,7 +645,7 @@ static void test_short_lived(void **state)
 	assert_int_equal(jget(j, "stats", "lost_no_mapping"), 0);
 	assert_int_equal(jget(j, "model", "held"), 0);
 	json_decref(j);
-	close(sv[1]);
+	close(ch.fd);
 	collector_free(c);
 	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
@@ -702,7 +700,6 @@ static void test_late_thread(void **state)
 	struct cguest *g;
 	struct tid_tally t = { .tid = 2001 };
 	struct chan ch;
-	int sv[2];
 	json_t *j;
 
 	mktmp(dir, sizeof(dir));
@@ -710,9 +707,7 @@ static void test_late_thread(void **state)
 	cfg.separate = OPVM_SEP_THREAD;
 	c = collector_new(&cfg);
 	g = collector_add_guest(c, "vm8", 1);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	assert_int_equal(cguest_set_channel(g, sv[0], NULL, NULL), 0);
-	ch = (struct chan){ .fd = sv[1] };
+	ch = chan_open(g);
 	send_guest_state(&ch);
 	assert_int_equal(collector_sync(c), 0);
 	for (int i = 0; i < 4; i++) {
@@ -737,7 +732,7 @@ static void test_late_thread(void **state)
 	assert_int_equal(jget(j, "model", "held"), 0);
 	assert_int_equal(jget(j, "stats", "user"), 4);
 	json_decref(j);
-	close(sv[1]);
+	close(ch.fd);
 	collector_free(c);
 	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
@@ -755,7 +750,6 @@ static void test_exit_flood(void **state)
 	struct cguest *g;
 	struct chan ch;
 	struct timespec t0, t1;
-	int sv[2];
 	json_t *j;
 	double secs;
 
@@ -763,9 +757,7 @@ static void test_exit_flood(void **state)
 	cfg = base_cfg(dir);
 	c = collector_new(&cfg);
 	g = collector_add_guest(c, "vm9", 1);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	assert_int_equal(cguest_set_channel(g, sv[0], NULL, NULL), 0);
-	ch = (struct chan){ .fd = sv[1] };
+	ch = chan_open(g);
 	send_hello(&ch);
 	assert_int_equal(collector_sync(c), 0);
 	for (int i = 0; i < 20000; i++)
@@ -793,7 +785,7 @@ static void test_exit_flood(void **state)
 	assert_int_equal(jget(j, "model", "held") + jget(j, "stats", "lost_no_process"), 20000);
 	assert_int_equal(jget(j, "model", "processes"), 0);
 	json_decref(j);
-	close(sv[1]);
+	close(ch.fd);
 	collector_free(c);
 	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
