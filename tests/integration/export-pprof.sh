@@ -7,6 +7,8 @@ set -u
 BUILD=${BUILD:-build}
 OPVM=${OPVM:-$BUILD/opvm}
 cd "$(dirname "$0")/../.."
+# shellcheck source=tests/integration/fixture-common.bash
+. tests/integration/fixture-common.bash
 
 command -v go >/dev/null || { echo "SKIP: go is missing (apt-get install golang-go)"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: python3 is missing"; exit 77; }
@@ -15,17 +17,7 @@ command -v python3 >/dev/null || { echo "SKIP: python3 is missing"; exit 77; }
 tmp=$(mkdir -p "$BUILD/tmp" && mktemp -d "$BUILD/tmp/export-pprof.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-libs=""
-for l in libhost libvmm libsymbols libevents libhost; do libs="$libs $BUILD/$l.a"; done
-san=""	# libraries of a SAN= build need the sanitizer runtimes
-nm "$BUILD/libhost.a" 2>/dev/null | grep -q __asan_ && san="-fsanitize=address,undefined"
-nm "$BUILD/libhost.a" 2>/dev/null | grep -q __ubsan_ && [ -z "$san" ] && san="-fsanitize=undefined"
-# shellcheck disable=SC2046,SC2086
-cc -std=c11 -D_GNU_SOURCE -O1 $san -I. $(pkg-config --cflags libelf libdw jansson) \
-	-o "$tmp/mkfixture" tests/golden/mkfixture.c $libs \
-	$(pkg-config --libs libelf libdw capstone jansson libvirt libvirt-qemu zlib \
-	  libprotobuf-c libdebuginfod) -lpthread -lm || { echo "FAIL: cannot build mkfixture"; exit 1; }
-read -r root session < <("$tmp/mkfixture" "$tmp") || { echo "FAIL: fixture"; exit 1; }
+make_fixture "$tmp"
 
 common=(--session-dir "$session" --guest-root "t1=$root" --no-host-kernel)
 DEBUGINFOD_URLS= "$OPVM" report -l --format json "${common[@]}" > "$tmp/report.json" || exit 1

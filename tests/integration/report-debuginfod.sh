@@ -8,6 +8,8 @@ set -u
 BUILD=${BUILD:-build}
 OPVM=${OPVM:-$BUILD/opvm}
 cd "$(dirname "$0")/../.."
+# shellcheck source=tests/integration/fixture-common.bash
+. tests/integration/fixture-common.bash
 
 command -v python3 >/dev/null || { echo "SKIP: python3 is missing"; exit 77; }
 [ -x "$OPVM" ] || { echo "FAIL: $OPVM not built"; exit 1; }
@@ -21,16 +23,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-libs=""
-for l in libhost libvmm libsymbols libevents libhost; do libs="$libs $BUILD/$l.a"; done
-san=""
-nm "$BUILD/libhost.a" 2>/dev/null | grep -q __asan_ && san="-fsanitize=address,undefined"
-# shellcheck disable=SC2046,SC2086
-cc -std=c11 -D_GNU_SOURCE -O1 $san -I. $(pkg-config --cflags libelf libdw jansson) \
-	-o "$tmp/mkfixture" tests/golden/mkfixture.c $libs \
-	$(pkg-config --libs libelf libdw capstone jansson libvirt libvirt-qemu zlib \
-	  libprotobuf-c libdebuginfod) -lpthread -lm || { echo "FAIL: cannot build mkfixture"; exit 1; }
-read -r root session < <("$tmp/mkfixture" "$tmp") || { echo "FAIL: fixture"; exit 1; }
+make_fixture "$tmp"
 
 bid=$(readelf -n "$root/usr/bin/prog" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p')
 [ -n "$bid" ] || { echo "FAIL: no build-id in the fixture"; exit 1; }
