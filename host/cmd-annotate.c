@@ -82,9 +82,6 @@ int cmd_annotate(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case 't':
-			opt = RCLI_THRESHOLD;
-			/* fall through */
 		default:
 			n = report_cli_opt(&cli, opt, optarg, err, sizeof(err));
 			if (n < 0) {

@@ -98,9 +98,6 @@ int cmd_export(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		case 't':
-			opt = RCLI_THRESHOLD;
-			/* fall through */
 		default:
 			n = report_cli_opt(&cli, opt, optarg, err, sizeof(err));
 			if (n < 0) {
@@ -113,11 +110,9 @@ int cmd_export(int argc, char **argv)
 			}
 		}
 	}
-	for (; optind < argc; optind++) {
-		if (report_cli_spec(&cli, argv[optind], err, sizeof(err))) {
-			pr_err("%s", err);
-			return 2;
-		}
+	if (report_cli_specs(&cli, argc, argv, optind, err, sizeof(err))) {
+		pr_err("%s", err);
+		return 2;
 	}
 	if (fmt == FMT_NONE) {
 		pr_err("say which format: --format pprof, folded or html");

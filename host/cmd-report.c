@@ -80,9 +80,6 @@ static int parse(int argc, char **argv, struct report_args *a)
 		case 'h':
 			usage(stdout);
 			return -1;
-		case 't':
-			opt = RCLI_THRESHOLD;
-			goto shared;
 		case OPT_SORT:
 			if (report_parse_sort(optarg, &a->sort)) {
 				pr_err("--sort '%s': use samples, symbol, image or app", optarg);
@@ -126,7 +123,6 @@ static int parse(int argc, char **argv, struct report_args *a)
 			usage(stderr);
 			return 2;
 		default:
-shared:
 			ret = report_cli_opt(&a->cli, opt, optarg, err, sizeof(err));
 			if (ret < 0) {
 				pr_err("%s", err);
@@ -138,11 +134,9 @@ shared:
 			}
 		}
 	}
-	for (; optind < argc; optind++) {
-		if (report_cli_spec(&a->cli, argv[optind], err, sizeof(err))) {
-			pr_err("%s", err);
-			return 2;
-		}
+	if (report_cli_specs(&a->cli, argc, argv, optind, err, sizeof(err))) {
+		pr_err("%s", err);
+		return 2;
 	}
 	return 0;
 }

@@ -100,6 +100,7 @@ int report_cli_opt(struct report_cli *c, int opt, char *arg, char *err, size_t e
 		else
 			c->ro.keep &= ~mask;
 		return 1;
+	case 't':		/* -t PCT, in every report command */
 	case RCLI_THRESHOLD:
 		c->threshold = strtod(arg, &end);
 		if (end == arg || *end || c->threshold < 0 || c->threshold > 100) {
@@ -122,6 +123,15 @@ int report_cli_spec(struct report_cli *c, char *arg, char *err, size_t errlen)
 			 "image:PATH, tgid:N, tid:N, cpu:N or event:NAME", copy);
 		return -EINVAL;
 	}
+	return 0;
+}
+
+int report_cli_specs(struct report_cli *c, int argc, char **argv, int first,
+		     char *err, size_t errlen)
+{
+	for (int i = first; i < argc; i++)
+		if (report_cli_spec(c, argv[i], err, errlen))
+			return -EINVAL;
 	return 0;
 }
 

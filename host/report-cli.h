@@ -66,11 +66,16 @@ struct report_cli {
 };
 
 void report_cli_init(struct report_cli *c);
-/* Handles one shared option.  Returns 1 when handled, 0 when the option is
- * not a shared one, -EINVAL with a message in err when its value is bad. */
+/* Handles one shared option (getopt_long's result; 't', for -t, is
+ * RCLI_THRESHOLD).  Returns 1 when handled, 0 when the option is not a
+ * shared one, -EINVAL with a message in err when its value is bad. */
 int report_cli_opt(struct report_cli *c, int opt, char *arg, char *err, size_t errlen);
 /* A positional argument: a profile-spec term.  0 or -EINVAL (+ err). */
 int report_cli_spec(struct report_cli *c, char *arg, char *err, size_t errlen);
+/* report_cli_spec() for each of argv[first..argc): 0, or -EINVAL (+ err)
+ * at the first that is not a profile-spec term. */
+int report_cli_specs(struct report_cli *c, int argc, char **argv, int first,
+		     char *err, size_t errlen);
 /* Fills c->sc from the options (call before symres_new()). */
 void report_cli_finish(struct report_cli *c);
 
