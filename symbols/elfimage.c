@@ -743,10 +743,28 @@ const struct elfsym *elfimage_sym(const struct elfimage *img, size_t i)
 	return i < img->nr_syms ? &img->syms[i] : NULL;
 }
 
+long elfsym_lookup(const struct elfsym *syms, size_t n, uint64_t addr)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (syms[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return -1;
+	lo--;
+	if (addr - syms[lo].addr >= syms[lo].size)
+		return -1;
+	return (long)lo;
+}
+
 long elfimage_lookup(const struct elfimage *img, uint64_t addr)
 {
-	size_t lo = 0, hi = img->nr_syms;
-
 	if (img->bucket) {
 		size_t b, i;
 
@@ -763,20 +781,7 @@ long elfimage_lookup(const struct elfimage *img, uint64_t addr)
 		return (long)i;
 	}
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (img->syms[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0)
-		return -1;
-	lo--;
-	if (addr - img->syms[lo].addr >= img->syms[lo].size)
-		return -1;
-	return (long)lo;
+	return elfsym_lookup(img->syms, img->nr_syms, addr);
 }
 
 long elfimage_find(const struct elfimage *img, const char *name)

@@ -29,6 +29,11 @@ struct elfsym {
 	const char *name;	/* owned by the image */
 };
 
+/* In syms[0..n), sorted by address: the index of the last symbol starting
+ * at or below addr, if addr is inside it, or -1.  (elfimage_lookup() and
+ * ksyms_lookup() share it.) */
+long elfsym_lookup(const struct elfsym *syms, size_t n, uint64_t addr);
+
 /* One row of the DWARF line table. */
 struct elfline {
 	uint64_t addr;

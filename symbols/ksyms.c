@@ -279,22 +279,7 @@ size_t ksyms_bad_lines(const struct ksyms *ks)
 
 long ksyms_lookup(const struct ksyms *ks, uint64_t addr)
 {
-	size_t lo = 0, hi = ks->nr;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (ks->syms[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0)
-		return -1;
-	lo--;
-	if (addr - ks->syms[lo].addr >= ks->syms[lo].size)
-		return -1;
-	return (long)lo;
+	return elfsym_lookup(ks->syms, ks->nr, addr);
 }
 
 int ksyms_addr(const struct ksyms *ks, const char *name, uint64_t *addr)
