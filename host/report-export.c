@@ -19,6 +19,7 @@
 
 #include "host/profile.pb-c.h"
 #include "host/report.h"
+#include "host/util.h"
 
 #define NO_SYMBOLS	"(no symbols)"
 
@@ -29,15 +30,6 @@ struct smap {
 	size_t *vals;
 	size_t cap, nr;
 };
-
-static uint64_t smap_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
 
 static void smap_free(struct smap *m)
 {
@@ -66,7 +58,7 @@ static long smap_get(struct smap *m, const char *key, size_t val, int *added)
 		for (size_t i = 0; i < m->cap; i++) {
 			if (!m->keys[i])
 				continue;
-			for (h = smap_hash(m->keys[i]) & (cap - 1); k[h]; h = (h + 1) & (cap - 1))
+			for (h = util_hash_str(m->keys[i]) & (cap - 1); k[h]; h = (h + 1) & (cap - 1))
 				;
 			k[h] = m->keys[i];
 			v[h] = m->vals[i];
@@ -77,7 +69,7 @@ static long smap_get(struct smap *m, const char *key, size_t val, int *added)
 		m->vals = v;
 		m->cap = cap;
 	}
-	for (h = smap_hash(key) & (m->cap - 1); m->keys[h]; h = (h + 1) & (m->cap - 1))
+	for (h = util_hash_str(key) & (m->cap - 1); m->keys[h]; h = (h + 1) & (m->cap - 1))
 		if (!strcmp(m->keys[h], key))
 			return (long)m->vals[h];
 	m->keys[h] = strdup(key);

@@ -28,15 +28,6 @@ struct strpool {
 	size_t nr_owned, cap_owned;
 };
 
-static uint64_t str_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
 static void pool_free(struct strpool *p)
 {
 	for (size_t i = 0; i < p->nr_owned; i++)
@@ -57,7 +48,7 @@ static int pool_grow(struct strpool *p)
 
 		if (!p->slots[i])
 			continue;
-		for (h = str_hash(p->slots[i]) & (cap - 1); t[h]; h = (h + 1) & (cap - 1))
+		for (h = util_hash_str(p->slots[i]) & (cap - 1); t[h]; h = (h + 1) & (cap - 1))
 			;
 		t[h] = p->slots[i];
 	}
@@ -76,7 +67,7 @@ static const char *pool_intern(struct strpool *p, const char *s, int borrow)
 
 	if ((p->nr + 1) * 2 > p->cap && pool_grow(p))
 		return NULL;
-	for (h = str_hash(s) & (p->cap - 1); p->slots[h]; h = (h + 1) & (p->cap - 1))
+	for (h = util_hash_str(s) & (p->cap - 1); p->slots[h]; h = (h + 1) & (p->cap - 1))
 		if (!strcmp(p->slots[h], s))
 			return p->slots[h];
 	if (borrow) {

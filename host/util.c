@@ -107,3 +107,12 @@ void util_copy_stream(int in, int out, int out2)
 		}
 	}
 }
+
+uint64_t util_hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}

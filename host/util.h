@@ -2,12 +2,13 @@
 /*
  * Small helpers every opvm library needs and none owns: filling a caller's
  * error buffer, reading a hex digit, connecting to a unix socket,
- * creating a directory path, copying a stream.  Library code: nothing here prints.
+ * creating a directory path, copying a stream, hashing a string.  Library code: nothing here prints.
  */
 #ifndef OPVM_UTIL_H
 #define OPVM_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Formats into err[errlen] (truncating); err may be NULL or errlen 0, then
  * nothing is written.  For the "char *err, size_t errlen" (or why/whylen)
@@ -37,5 +38,10 @@ int util_valid_name(const char *s);
  * copying goes on: for a console, a full disk or a closed stdout loses
  * text, and must not stall the guest writing into in. */
 void util_copy_stream(int in, int out, int out2);
+
+/* A 64-bit FNV-1a-style hash of the NUL-terminated s, for in-memory hash
+ * tables (report, export, symres).  Not for anything stored: the store's
+ * names use their own, fixed hash. */
+uint64_t util_hash_str(const char *s);
 
 #endif /* OPVM_UTIL_H */

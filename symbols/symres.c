@@ -19,6 +19,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "host/util.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
 
@@ -93,15 +94,6 @@ struct symres {
 };
 
 /* ---- small helpers ---------------------------------------------------------- */
-
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
 
 static void hex(const uint8_t *b, size_t n, char *out)
 {
@@ -814,7 +806,7 @@ static int images_grow(struct symres *r)
 
 		if (!si)
 			continue;
-		for (h = hash_str(si->key) & (cap - 1); t[h]; h = (h + 1) & (cap - 1))
+		for (h = util_hash_str(si->key) & (cap - 1); t[h]; h = (h + 1) & (cap - 1))
 			;
 		t[h] = si;
 	}
@@ -843,7 +835,7 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 		     kernel && k && k->anchor_name ? k->anchor_name : "",
 		     kernel && k ? (unsigned long long)k->anchor_addr : 0ull) < 0)
 		return NULL;
-	for (h = hash_str(key) & (r->images_cap - 1); r->images[h];
+	for (h = util_hash_str(key) & (r->images_cap - 1); r->images[h];
 	     h = (h + 1) & (r->images_cap - 1)) {
 		if (!strcmp(r->images[h]->key, key)) {
 			free(key);
@@ -885,7 +877,7 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 		free(si);
 		return NULL;
 	}
-	for (h = hash_str(si->key) & (r->images_cap - 1); r->images[h];
+	for (h = util_hash_str(si->key) & (r->images_cap - 1); r->images[h];
 	     h = (h + 1) & (r->images_cap - 1))
 		;
 	r->images[h] = si;

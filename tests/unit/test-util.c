@@ -173,6 +173,14 @@ static void test_copy_stream(void **state)
 	close(out2[1]);
 }
 
+static void test_hash_str(void **state)
+{
+	/* Pinned: the hash report, export and symres each had their own copy of. */
+	assert_true(util_hash_str("") == 1469598103934665603ull);
+	assert_true(util_hash_str("a") == ((1469598103934665603ull ^ 'a') * 1099511628211ull));
+	assert_true(util_hash_str("func_a") != util_hash_str("func_b"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -182,6 +190,7 @@ int main(void)
 		cmocka_unit_test(test_valid_name),
 		cmocka_unit_test(test_connect_unix),
 		cmocka_unit_test(test_copy_stream),
+		cmocka_unit_test(test_hash_str),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
