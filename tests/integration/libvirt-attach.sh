@@ -39,17 +39,19 @@ if ! $VIRSH version >/dev/null 2>&1; then
 		usermod -aG kvm libvirt-qemu
 	fi
 	mkdir -p /var/log/libvirt /var/lib/libvirt /var/cache/libvirt /run/libvirt
+	# The daemons chdir("/") before writing their pidfiles: give absolute paths.
+	PIDDIR=$(realpath "$T")
 	if ! [ -S /run/libvirt/virtlogd-sock ]; then
-		virtlogd -d -p "$T/virtlogd.pid" || fail "cannot start virtlogd"
+		virtlogd -d -p "$PIDDIR/virtlogd.pid" || fail "cannot start virtlogd"
 		sleep 0.5
-		STARTED_DAEMONS="$STARTED_DAEMONS $(cat "$T/virtlogd.pid")"
+		STARTED_DAEMONS="$STARTED_DAEMONS $(cat "$PIDDIR/virtlogd.pid")"
 	fi
-	libvirtd -d -p "$T/libvirtd.pid" || fail "cannot start libvirtd"
+	libvirtd -d -p "$PIDDIR/libvirtd.pid" || fail "cannot start libvirtd"
 	for _ in $(seq 50); do
 		$VIRSH version >/dev/null 2>&1 && break
 		sleep 0.2
 	done
-	STARTED_DAEMONS="$(cat "$T/libvirtd.pid") $STARTED_DAEMONS"
+	STARTED_DAEMONS="$(cat "$PIDDIR/libvirtd.pid") $STARTED_DAEMONS"
 	$VIRSH version >/dev/null 2>&1 || fail "libvirtd does not answer on $URI"
 fi
 echo "libvirt: $($VIRSH version | head -1)"
