@@ -11,7 +11,13 @@
 #                   load slows both clocks alike and cancels.  Medians.
 #   sample-cost:    host time per stop / read (2 vCPUs + slots) / continue,
 #                   as the sampler measured it, in us
-# Prints exactly those two lines on stdout; details go to stderr.
+#   stop-latency:   the part of it that is QEMU stopping its vCPUs: right
+#                   after `opvm attach` exits (in the repetition left out
+#                   of the overhead figure), a Python client on a fresh
+#                   gdbstub times "\x03" + "qC" + "c" in one write up to
+#                   the stop reply, median of 60, in us (an upper bound:
+#                   Python's own socket calls are included)
+# Prints exactly those three lines on stdout; details go to stderr.
 . "$(dirname "$0")/../integration/qemu-common.bash"
 need_qemu
 mk_tmp qemu-bench
@@ -39,6 +45,65 @@ qemu = subprocess.Popen(
                "opvm.workload=cpuloop opvm.args=%s,%d" % (iters, reps)],
     stdout=log, stderr=log)
 attach = None
+stop_lat = []
+
+def gdb_packet(body):
+    return b"$%s#%02x" % (body, sum(body) & 0xff)
+
+def measure_stop(n=60):
+    """Times QEMU's all-stop: "\x03" (QEMU stops every vCPU, then sends a
+    stop reply), "qC" and "c" in one write, as the sampler does, without
+    the register reads.  QEMU 7.2 has no no-ack mode: every reply of its
+    is acked by a "+" at the start of our next write (and with a running
+    guest, whichever of "+" and "\x03" comes first stops it)."""
+    q = connect(qmp)
+    q.settimeout(5)
+    qf = q.makefile("rw")
+    def hmp(line):
+        qf.write(json.dumps({"execute": "human-monitor-command",
+                             "arguments": {"command-line": line}}) + "\n")
+        qf.flush()
+        while True:     # events (STOP, RESUME) come in between
+            r = json.loads(qf.readline())
+            if "return" in r or "error" in r:
+                return r
+    try:
+        qf.readline()
+        qf.write(json.dumps({"execute": "qmp_capabilities"}) + "\n"); qf.flush()
+        while "return" not in json.loads(qf.readline()):
+            pass
+        gdb_path = tmp + "/gdb"
+        r = hmp("gdbserver unix:%s,server=on,wait=off" % gdb_path)
+        if "Waiting" not in str(r.get("return", "")):
+            print("qemu-bench: no gdbstub for the stop latency: %s" % r, file=sys.stderr)
+            return
+        g = connect(gdb_path)  # QEMU stops the guest for a new gdb connection
+        g.settimeout(2)
+        g.sendall(gdb_packet(b"c"))
+        for _ in range(n):
+            time.sleep(0.001)
+            got, t_stop = b"", None
+            t0 = time.monotonic()
+            g.sendall(b"+\x03" + gdb_packet(b"qC") + gdb_packet(b"c"))
+            # Answers: the stop reply, "+" and "$QC..#xx" for qC, "+" for c.
+            while not re.search(rb"\$QC[^#]*#..\+", got):
+                d = g.recv(65536)
+                if not d:
+                    raise OSError("the gdbstub closed")
+                got += d
+                if t_stop is None and b"$T" in got:
+                    t_stop = time.monotonic()
+            if t_stop is not None:
+                stop_lat.append((t_stop - t0) * 1e6)
+        # No "+" for the last answer: with nothing left to ack, QEMU takes
+        # any byte that reaches a running guest for a stop request.
+        g.close()
+        hmp("gdbserver none")
+    except (OSError, ValueError) as e:
+        print("qemu-bench: stop latency not measured: %s" % e, file=sys.stderr)
+    finally:
+        qf.close()
+        q.close()
 
 def bye(code):
     for p in (attach, qemu):
@@ -105,6 +170,7 @@ while time.time() < deadline:
         if r == stop_after and attach:
             attach.send_signal(signal.SIGINT)
             attach.wait()
+            measure_stop()
     if len(times) >= reps:
         break
 qemu.wait(timeout=60) if qemu.poll() is None and len(times) >= reps else None
@@ -135,5 +201,9 @@ print("qemu-bench: rate %s Hz, %d ticks, %d samples, %d throttled" %
 print(open(tmp + "/attach.out").read(), file=sys.stderr)
 print("guest-overhead: %.1f %%" % (100.0 * (mp / mb - 1.0)))
 print("sample-cost: %.0f us" % (smp["cost_ns_avg"] / 1000.0))
+if stop_lat:
+    print("qemu-bench: stop latency over %d stops: min %.0f us, median %.0f us, max %.0f us" %
+          (len(stop_lat), min(stop_lat), statistics.median(stop_lat), max(stop_lat)), file=sys.stderr)
+    print("stop-latency: %.0f us" % statistics.median(stop_lat))
 bye(0)
 EOF
