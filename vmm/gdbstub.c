@@ -232,9 +232,12 @@ static int rx_take(struct gdbstub *gs)
 	for (size_t k = start + 1; k < hash; k++)
 		sum += (unsigned char)gs->rx[k];
 	if (c1 < 0 || c2 < 0 || (unsigned)(c1 * 16 + c2) != (sum & 0xff)) {
+		/* Dropped, not nacked: on a local stream a bad checksum means
+		 * a broken stub, not line noise, and QEMU takes a lone "-"
+		 * that reaches a running guest for a stop request (the guest
+		 * would stay stopped, its stop taken for someone else's).
+		 * The caller's reply count then times out and resyncs. */
 		out = -EAGAIN;
-		if (!gs->noack)
-			gs_write_all(gs, "-", 1);	/* ask for a resend */
 		goto consume;
 	}
 	/* Decode escapes and run-length encoding. */

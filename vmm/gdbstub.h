@@ -11,8 +11,10 @@
  * after the SSE state).
  *
  * Both acknowledgement modes are spoken: QStartNoAckMode when the stub
- * offers it, otherwise classic "+"/"-" acks, with our acks piggy-backed on
- * the next write.  (An unacked reply makes QEMU swallow the next "\x03".)
+ * offers it (QEMU 7.2 does not), otherwise "+" acks piggy-backed on the
+ * next write.  (An unacked reply makes QEMU swallow the next "\x03".)  No
+ * "-" and no lone "+" is ever sent: QEMU takes any byte that reaches a
+ * running guest for a stop request.
  *
  * vCPU numbering: QEMU's thread id for a vCPU is its cpu_index + 1; the
  * thread list (qfThreadInfo) is sorted, and position i in it is vCPU i.

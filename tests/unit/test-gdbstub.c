@@ -16,7 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,6 +94,115 @@ static void test_layout_bad(void **state)
 		(void)gdbstub_layout_parse(&l, copy, n);
 		free(copy);
 	}
+}
+
+/* ---- a scripted stub ------------------------------------------------------ */
+
+/*
+ * QEMU 7.2's gdbstub takes any byte that reaches it while the guest runs
+ * for a stop request.  A reply with a bad checksum must therefore not be
+ * answered with a lone "-": the guest would be left stopped, and the
+ * sampler would take that stop for someone else's pause.
+ */
+struct fake_stub {
+	int lfd;
+	char path[64];
+	int saw_nack;
+	pthread_t thr;
+};
+
+static void fake_send(int fd, const char *payload, int bad_sum)
+{
+	char buf[512];
+	unsigned sum = 0;
+
+	for (const char *c = payload; *c; c++)
+		sum += (unsigned char)*c;
+	/* No cmocka asserts here: this runs on the stub's own thread. */
+	snprintf(buf, sizeof(buf), "+$%s#%02x", payload, bad_sum ? (sum + 1) & 0xff : sum & 0xff);
+	if (write(fd, buf, strlen(buf)) != (ssize_t)strlen(buf))
+		return;
+}
+
+static void *fake_main(void *arg)
+{
+	struct fake_stub *f = arg;
+	char pkt[512];
+	size_t len = 0;
+	int fd = accept(f->lfd, NULL, NULL), in_pkt = 0;
+	char c;
+
+	while (fd >= 0 && read(fd, &c, 1) == 1) {
+		if (!in_pkt) {
+			if (c == '-')
+				f->saw_nack = 1;
+			if (c == '$') {
+				in_pkt = 1;
+				len = 0;
+			}
+			continue;
+		}
+		if (c != '#') {
+			if (len < sizeof(pkt) - 1)
+				pkt[len++] = c;
+			continue;
+		}
+		in_pkt = 0;
+		pkt[len] = '\0';
+		if (read(fd, pkt + len + 1, 2) != 2)	/* checksum */
+			break;
+		if (!strncmp(pkt, "qSupported", 10))
+			fake_send(fd, "PacketSize=1000;qXfer:features:read+", 0);
+		else if (!strncmp(pkt, "qXfer:features:read:target.xml:0,", 33))
+			fake_send(fd, "l<target><reg name=\"rip\" bitsize=\"64\"/>"
+				  "<reg name=\"cs\" bitsize=\"32\"/>"
+				  "<reg name=\"cr3\" bitsize=\"64\"/></target>", 0);
+		else if (!strcmp(pkt, "qfThreadInfo"))
+			fake_send(fd, "m1", 0);
+		else if (!strcmp(pkt, "qsThreadInfo"))
+			fake_send(fd, "l", 0);
+		else if (!strcmp(pkt, "qC")) {
+			fake_send(fd, "QC2", 1);	/* damaged */
+			fake_send(fd, "QC1", 0);
+		} else
+			fake_send(fd, "OK", 0);
+	}
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+static void test_bad_checksum(void **state)
+{
+	struct fake_stub f = { 0 };
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct gdbstub *gs;
+	char reply[64], addr[80];
+	const char *why = NULL;
+
+	(void)state;
+	snprintf(f.path, sizeof(f.path), "/tmp/opvm-fake-gdb.%d", (int)getpid());
+	unlink(f.path);
+	f.lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(f.lfd >= 0);
+	strcpy(sun.sun_path, f.path);
+	assert_int_equal(bind(f.lfd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	assert_int_equal(listen(f.lfd, 1), 0);
+	assert_int_equal(pthread_create(&f.thr, NULL, fake_main, &f), 0);
+
+	snprintf(addr, sizeof(addr), "unix:%s", f.path);
+	gs = gdbstub_open(addr, 2000, &why);
+	if (!gs)
+		fprintf(stderr, "gdbstub_open: %s: %s\n", why, strerror(errno));
+	assert_non_null(gs);
+	/* The damaged reply is dropped, the good one is taken, no "-" sent. */
+	assert_int_equal(gdbstub_request(gs, "qC", reply, sizeof(reply), 2000), 3);
+	assert_string_equal(reply, "QC1");
+	gdbstub_close(gs);
+	pthread_join(f.thr, NULL);
+	assert_false(f.saw_nack);
+	close(f.lfd);
+	unlink(f.path);
 }
 
 /* ---- real QEMU ------------------------------------------------------------ */
@@ -207,6 +319,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_layout),
 		cmocka_unit_test(test_layout_bad),
+		cmocka_unit_test(test_bad_checksum),
 		cmocka_unit_test(test_qemu),
 	};
 
