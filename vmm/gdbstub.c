@@ -833,7 +833,7 @@ static int queue_reads(struct gdbstub *gs, unsigned n, uint64_t pa, size_t len, 
 /* Reads the answers to queue_reads() in order; all of them, even after a
  * bad one, so the stream stays in step. */
 static int read_replies(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned n,
-			void *buf, size_t len, int chunks, int *mem_err)
+			void *buf, size_t len, int chunks, int *mem_err, int *marker)
 {
 	int64_t deadline = now_ns() + GS_SAMPLE_TIMEOUT_MS * 1000000ll;
 	int err = 0;
@@ -843,6 +843,13 @@ static int read_replies(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned 
 
 		if (r < 0)
 			return r;
+		/* The marker's answer ("QC..."), if any, comes first. */
+		if (i == 0 && marker && !strncmp(gs->pkt, "QC", 2)) {
+			*marker = 1;
+			r = rx_reply(gs, deadline);
+			if (r < 0)
+				return r;
+		}
 		if (strcmp(gs->pkt, "OK") && !err)
 			err = -EPROTO;
 		r = rx_reply(gs, deadline);
@@ -886,7 +893,7 @@ int gdbstub_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
 	err = tx_flush(gs);
 	if (err)
 		return err;
-	err = read_replies(gs, regs, n, buf, len, chunks, &merr);
+	err = read_replies(gs, regs, n, buf, len, chunks, &merr, NULL);
 	if (mem_err)
 		*mem_err = merr;
 	return err;
@@ -897,15 +904,27 @@ int gdbstub_stop_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned 
 			int *stopped)
 {
 	unsigned n = nr < gs->nr_threads ? nr : gs->nr_threads;
-	int merr = check_mem(gs, pa, len), chunks, err, before;
+	int merr = check_mem(gs, pa, len), chunks, err, before, marker = 0;
 
 	*stopped = 0;
+	if (!n)
+		return -EINVAL;
 	err = gdbstub_drain(gs);
 	if (err < 0)
 		return err;
 	if (err > 0)
 		return -EALREADY;
+	/*
+	 * The batch opens with a marker packet, "qC".  A running guest is
+	 * stopped by its "$" (QEMU 7.2 takes any byte reaching a running
+	 * guest for a stop request and drops that byte), so the rest of it
+	 * is noise to QEMU and gets no answer; a guest that was not running
+	 * answers it.  The "\x03" after it is then noise either way.
+	 */
 	tx_begin(gs);
+	err = tx_packet(gs, "qC");
+	if (err)
+		return err;
 	gs->tx[gs->tx_len++] = 0x03;
 	chunks = queue_reads(gs, n, pa, len, merr);
 	if (chunks < 0)
@@ -922,8 +941,15 @@ int gdbstub_stop_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned 
 	 * reply, and only then reads on: a stop reply before the answers
 	 * means the guest ran and was stopped for them. */
 	before = gs->stops_seen;
-	err = read_replies(gs, regs, n, buf, len, chunks, &merr);
-	*stopped = gs->stops_seen != before;
+	err = read_replies(gs, regs, n, buf, len, chunks, &merr, &marker);
+	if (!marker)
+		*stopped = gs->stops_seen != before;
+	else if (gs->stops_seen != before)
+		*stopped = 2;	/* paused by someone else meanwhile */
+	/* "c" opens with "$", which clears the reply QEMU keeps for a
+	 * resend: nothing to ack, and a lone "+" would stop the guest. */
+	if (resume && err != -ETIMEDOUT)
+		gs->ack_pending = 0;
 	if (mem_err)
 		*mem_err = merr;
 	return err;
@@ -966,5 +992,5 @@ int gdbstub_continue(struct gdbstub *gs)
 
 	tx_begin(gs);
 	err = tx_packet(gs, "c");
-	return err ? err : tx_flush(gs);
+	return err ? err : tx_flush(gs);	/* acks nothing owed after it (see above) */
 }

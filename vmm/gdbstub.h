@@ -97,11 +97,14 @@ int gdbstub_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
  * "\x03", sends a stop reply, answers the reads and (resume) lets the guest
  * run again, all in one pass of its main loop: the guest is stopped for no
  * round trip at all, and nothing else (a monitor command) can come in
- * between.  *stopped = 1 when the stop reply came: without resume, the
- * caller must gdbstub_continue().  *stopped = 0 means the guest was not
- * running (QEMU ignores "\x03" then) and the values are those of a paused
- * guest; with resume, "c" has then restarted it, so use resume only when
- * the guest is known to run (see qemu-sampler.c).
+ * between.  *stopped = 1 when we stopped it: without resume, the caller
+ * must gdbstub_continue().  *stopped = 0 means the guest was not running
+ * and nobody announced a stop (QEMU ignores "\x03" then), 2 that it had
+ * been paused by someone else (a monitor "stop") while the write was on
+ * its way; the values are then those of a paused guest, and with resume
+ * "c" has restarted it: after 2, the caller stops it again to restore
+ * that pause.  Use resume only when the guest is known to run (see
+ * qemu-sampler.c).  nr must be at least 1.
  * Returns -EALREADY, without sending anything, when the stub had announced
  * a stop nobody asked for (someone else paused the guest).
  */

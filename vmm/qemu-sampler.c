@@ -281,6 +281,18 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 			ts->resync = 1;
 			return ++ts->bad_ticks >= MAX_BAD_TICKS ? err : 0;
 		}
+		if (stopped == 2) {
+			/* A monitor "stop" landed while our write was on its
+			 * way, and our "c" undid it: restore that pause. */
+			ts->paused = 1;
+			q->paused_ticks++;
+			err = gdbstub_interrupt(q->gs, STOP_TIMEOUT_MS);
+			/* -ETIMEDOUT: its stop reply comes later and, with
+			 * nothing outstanding, is taken for a pause. */
+			if (err < 0 && err != -ETIMEDOUT && err != -EALREADY)
+				return err;
+			return 0;
+		}
 		if (!stopped) {
 			/* No stop reply: the guest was not running (S3); our
 			 * "c" woke it. */
