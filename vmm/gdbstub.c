@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "vmm/gdbstub.h"
+#include "host/util.h"
 
 #define GS_RX_CAP	(64 * 1024)	/* raw bytes buffered from the stub */
 #define GS_PKT_CAP	(32 * 1024)	/* largest decoded packet we accept */
@@ -51,38 +51,7 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* ---- connection ---------------------------------------------------------- */
-
-static int connect_unix(const char *path)
-{
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	int fd;
-
-	if (strlen(path) >= sizeof(sun.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sun.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	return fd;
-}
 
 static int connect_tcp(const char *hostport, unsigned timeout_ms)
 {
@@ -227,8 +196,8 @@ static int rx_take(struct gdbstub *gs)
 		}
 		return 0;
 	}
-	c1 = hexval((unsigned char)gs->rx[hash + 1]);
-	c2 = hexval((unsigned char)gs->rx[hash + 2]);
+	c1 = util_hexval((unsigned char)gs->rx[hash + 1]);
+	c2 = util_hexval((unsigned char)gs->rx[hash + 2]);
 	for (size_t k = start + 1; k < hash; k++)
 		sum += (unsigned char)gs->rx[k];
 	if (c1 < 0 || c2 < 0 || (unsigned)(c1 * 16 + c2) != (sum & 0xff)) {
@@ -628,7 +597,7 @@ struct gdbstub *gdbstub_open(const char *addr, unsigned timeout_ms, const char *
 		goto fail;
 	}
 	if (!strncmp(addr, "unix:", 5))
-		gs->fd = connect_unix(addr + 5);
+		gs->fd = util_connect_unix(addr + 5);
 	else
 		gs->fd = connect_tcp(!strncmp(addr, "tcp:", 4) ? addr + 4 : addr, timeout_ms);
 	if (gs->fd < 0) {
@@ -751,8 +720,8 @@ static int parse_le_hex(const char *hex, size_t hex_len, int off, int size, uint
 	if (off < 0 || size <= 0 || size > 8 || (size_t)(off + size) * 2 > hex_len)
 		return -EPROTO;
 	for (int i = size - 1; i >= 0; i--) {
-		int hi = hexval((unsigned char)hex[(off + i) * 2]);
-		int lo = hexval((unsigned char)hex[(off + i) * 2 + 1]);
+		int hi = util_hexval((unsigned char)hex[(off + i) * 2]);
+		int lo = util_hexval((unsigned char)hex[(off + i) * 2 + 1]);
 
 		/* "xx" marks an unavailable register: read as 0. */
 		if (hi < 0 || lo < 0) {
@@ -792,8 +761,8 @@ static int parse_mem(const struct gdbstub *gs, size_t n, uint8_t *buf, size_t le
 	if (n != 2 * len)
 		return -EPROTO;
 	for (size_t i = 0; i < len; i++) {
-		int hi = hexval((unsigned char)gs->pkt[2 * i]);
-		int lo = hexval((unsigned char)gs->pkt[2 * i + 1]);
+		int hi = util_hexval((unsigned char)gs->pkt[2 * i]);
+		int lo = util_hexval((unsigned char)gs->pkt[2 * i + 1]);
 
 		if (hi < 0 || lo < 0)
 			return -EPROTO;
