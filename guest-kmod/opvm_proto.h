@@ -108,6 +108,53 @@ struct opvm_rec_hello {
 	char pad[7];
 };
 
+/*
+ * Optional tail of HELLO: the per-vCPU task-switch rings.  Present when
+ * hdr.len >= sizeof(struct opvm_rec_hello) + sizeof(struct opvm_hello_switch);
+ * it starts at byte sizeof(struct opvm_rec_hello).  A host that predates it
+ * reads the first 192 bytes and ignores the rest (HELLO may be longer).
+ *
+ * Why: a host that samples a running vCPU through host perf gets a guest RIP
+ * and a time, but no CR3 and no task.  The rings give, per vCPU, which task
+ * ran from which guest TSC on; the host joins each sample with them by time.
+ */
+struct opvm_hello_switch {
+	opvm_u64 switch_pa;	/* guest-physical address of ring 0; 0: none */
+	opvm_u32 switch_stride;	/* bytes from ring i to ring i+1, multiple of 8 */
+	opvm_u32 switch_entries;/* entries per ring, a power of two */
+	opvm_u32 tsc_khz;	/* the guest's TSC frequency, 0 if unknown */
+	opvm_u32 flags;		/* 0 */
+};
+
+/*
+ * One ring per possible CPU, ring i at switch_pa + i * switch_stride, in one
+ * physically contiguous block: a header, then switch_entries entries.
+ *
+ * Writer (sched_switch on that CPU, preemption off), for entry n = head:
+ *   e = &entries[n & (switch_entries - 1)];
+ *   e->seq = 2n + 1; smp_wmb(); store tsc/pid/tgid/cr3/flags; smp_wmb();
+ *   e->seq = 2n + 2; smp_wmb(); head = n + 1;
+ * Reader (host, vCPU running): read head; for each n it has not read yet,
+ * with n >= head - switch_entries: read seq, the fields, seq again; accept
+ * only seq == 2n + 2 both times.  Anything else was overwritten or is being
+ * written: count it, never guess.  Entry n means "from tsc on, this task ran
+ * on this CPU" until entry n + 1's tsc.
+ */
+struct opvm_switch_ring_hdr {
+	opvm_u64 head;		/* entries ever written on this CPU */
+	opvm_u64 reserved[3];
+};
+
+struct opvm_switch {
+	opvm_u64 seq;		/* 2n + 1 while entry n is written, 2n + 2 after */
+	opvm_u64 tsc;		/* guest TSC (rdtsc) when the task started running */
+	opvm_u32 pid;		/* next task: pid (thread id); 0 for idle */
+	opvm_u32 tgid;		/* 0 for idle */
+	opvm_u64 cr3;		/* __pa(mm->pgd); 0 for kernel threads */
+	opvm_u32 flags;		/* OPVM_SLOT_KTHREAD */
+	opvm_u32 pad;
+};
+
 struct opvm_rec_lost {
 	struct opvm_rec_hdr hdr;
 	opvm_u64 count;		/* records the guest dropped since the last LOST */

@@ -38,6 +38,9 @@ _Static_assert(sizeof(struct opvm_rec_thread) == 40, "opvm_rec_thread is 40 byte
 _Static_assert(sizeof(struct opvm_rec_cookie) == 64, "opvm_rec_cookie is 64 bytes");
 _Static_assert(sizeof(struct opvm_rec_mmap) == 56, "opvm_rec_mmap is 56 bytes");
 _Static_assert(sizeof(struct opvm_rec_munmap) == 40, "opvm_rec_munmap is 40 bytes");
+_Static_assert(sizeof(struct opvm_hello_switch) == 24, "opvm_hello_switch is 24 bytes");
+_Static_assert(sizeof(struct opvm_switch_ring_hdr) == 32, "opvm_switch_ring_hdr is 32 bytes");
+_Static_assert(sizeof(struct opvm_switch) == 40, "opvm_switch is 40 bytes");
 _Static_assert(sizeof(struct opvm_rec_module) == 88, "opvm_rec_module is 88 bytes");
 _Static_assert(sizeof(struct opvm_rec_sync) == 32, "opvm_rec_sync is 32 bytes");
 _Static_assert(OPVM_REC_MAX % OPVM_REC_ALIGN == 0, "OPVM_REC_MAX aligned");

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Guest memory reader: guest-physical reads of a running guest from the host,
+ * without stopping it.  One mechanism for every backend that needs guest RAM
+ * (the perf backend's switch rings, the gdbstub backend's slots, call graphs).
+ *
+ * A reader holds a table of RAM ranges {gpa, len, hva} of one process that
+ * maps the guest's RAM (QEMU, or opvm's own VMM) and reads them through
+ * /proc/PID/mem (pread) or process_vm_readv.  For QEMU the ranges come from
+ * the monitor (`info mtree -f` for the RAM regions, `gpa2hva` for their host
+ * address); for the built-in VMM from its own memory layout.
+ *
+ * Every read is bounded: a read that is not wholly inside one range fails
+ * with -EFAULT, never reads host memory outside guest RAM.  Reads of a running
+ * guest may be torn: callers use the guest's own seq protocols.
+ */
+#ifndef OPVM_GUESTMEM_H
+#define OPVM_GUESTMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct guestmem;
+struct qmp;
+
+/* Reader of process pid's memory.  Returns NULL and sets errno. */
+struct guestmem *guestmem_open(pid_t pid);
+void guestmem_close(struct guestmem *m);	/* NULL-safe */
+
+/* Adds one RAM range.  Overlapping ranges are refused (-EEXIST).
+ * Returns 0 or -errno. */
+int guestmem_add_range(struct guestmem *m, uint64_t gpa, uint64_t len,
+		       uint64_t hva);
+
+/* Fills the ranges of a QEMU guest from its monitor.  Returns 0 or -errno. */
+int guestmem_add_qemu_ranges(struct guestmem *m, struct qmp *q);
+
+/* Reads len bytes at guest-physical gpa.  Returns 0 or -errno (-EFAULT:
+ * outside guest RAM or the read came back short). */
+int guestmem_read(struct guestmem *m, uint64_t gpa, void *buf, size_t len);
+
+/* Translates a guest-virtual address through the guest page tables rooted at
+ * cr3 (4- and 5-level, 4K/2M/1G pages).  Returns 0 or -errno (-ENOENT: not
+ * mapped). */
+int guestmem_virt_to_phys(struct guestmem *m, uint64_t cr3, uint64_t va,
+			  uint64_t *gpa);
+
+#endif /* OPVM_GUESTMEM_H */
