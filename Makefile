@@ -36,7 +36,7 @@ PKG_OK := $(shell pkg-config --exists $(PKGS) $(TEST_PKGS) 2>/dev/null && echo y
 ifneq ($(PKG_OK),yes)
 ifeq ($(filter clean help,$(MAKECMDGOALS)),)
 $(info opvm: missing build dependencies (pkg-config cannot find:$(foreach p,$(PKGS) $(TEST_PKGS),$(if $(shell pkg-config --exists $(p) 2>/dev/null && echo y),, $(p)))))
-$(error install them with: sudo scripts/install-deps.sh)
+$(error install them with: scripts/install-deps.sh (as root, or through sudo))
 endif
 endif
 

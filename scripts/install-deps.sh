@@ -1,6 +1,8 @@
 #!/bin/sh
 # Install the Debian 12 packages opvm needs to build, test and run its demo.
-# Usage: sudo scripts/install-deps.sh   (idempotent; safe to re-run)
+# Usage: scripts/install-deps.sh   (idempotent; safe to re-run)
+# As root it installs directly; as another user it re-runs itself through
+# sudo (a fresh Debian 12 root shell has no sudo binary, so it is not required).
 set -e
 PKGS="build-essential pkg-config clang libclang-rt-14-dev
 libelf-dev libdw-dev libdebuginfod-dev libcapstone-dev libcmocka-dev
@@ -17,7 +19,10 @@ if [ -z "$missing" ]; then
 	exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
-	echo "install-deps: run as root: sudo $0" >&2
+	if command -v sudo >/dev/null 2>&1; then
+		exec sudo "$0" "$@"
+	fi
+	echo "install-deps: installing needs root and there is no sudo here: run 'su -c $0' or log in as root" >&2
 	exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
