@@ -116,3 +116,23 @@ uint64_t util_hash_str(const char *s)
 		h = (h ^ (unsigned char)*s) * 1099511628211ull;
 	return h;
 }
+
+static volatile sig_atomic_t *stop_flag;
+
+static void on_stop_signal(int sig)
+{
+	(void)sig;
+	if (stop_flag)
+		*stop_flag = 1;
+}
+
+void util_stop_on_signals(volatile sig_atomic_t *flag)
+{
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+
+	stop_flag = flag;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
