@@ -77,7 +77,7 @@ LIBS := $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/libsymbols.a \
 PROTO_SRCS := $(wildcard host/*.proto)
 
 .PHONY: all check check-unit check-integration bench fuzz images demo install \
-	clean kmod help
+	clean kmod guest-deb help
 all: $(BUILD)/opvm
 
 $(BUILD)/%.o: %.c
@@ -143,6 +143,8 @@ images:
 	$(Q)$(MAKE) -C images BUILD=$(abspath $(BUILD))/images
 kmod:
 	$(Q)$(MAKE) -C guest-kmod OUT=$(abspath $(BUILD))/kmod
+guest-deb:
+	$(Q)$(MAKE) -C guest-kmod OUT=$(abspath $(BUILD))/kmod deb
 # <<< images ------------------------------------------------------------------
 # >>> kvm synthetic guests (tests/guests/) -----------------------------------
 KVM_GUESTS := $(BUILD)/tests/guests/guest.elf $(BUILD)/tests/guests/guest-virtio.elf
