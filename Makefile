@@ -80,7 +80,7 @@ LIBS := $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/libsymbols.a \
 PROTO_SRCS := $(wildcard host/*.proto)
 
 .PHONY: all check check-unit check-integration bench fuzz images demo install \
-	clean kmod guest-deb help
+	clean kmod guest-deb man help
 all: $(BUILD)/opvm
 
 $(BUILD)/%.o: %.c
@@ -184,15 +184,18 @@ fuzz: $(FUZZ_BINS)
 demo: $(BUILD)/opvm images
 	$(Q)tests/demo.sh $(BUILD)
 
-install: $(BUILD)/opvm
+man: $(BUILD)/opvm
+	$(Q)scripts/mkman.sh $(BUILD)/opvm $(BUILD)/man
+
+install: $(BUILD)/opvm man
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/opvm/events
 	install -m 755 $(BUILD)/opvm $(DESTDIR)$(PREFIX)/bin/opvm
 	cp -r events/data/. $(DESTDIR)$(PREFIX)/share/opvm/events/
 	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 644 scripts/opvm-completion.bash \
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/opvm
-	if [ -d docs/man ]; then install -d $(DESTDIR)$(PREFIX)/share/man/man1 && \
-		install -m 644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/ ; fi
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 $(BUILD)/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 clean:
 	rm -rf build

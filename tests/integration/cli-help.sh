@@ -38,4 +38,23 @@ complete_words run --ker | grep -q -- '--kernel' || fail "completion of 'run --k
 make -s install PREFIX="$T/prefix" >"$T/install.log" 2>&1 || { cat "$T/install.log"; fail "make install"; }
 [ -x "$T/prefix/bin/opvm" ] || fail "make install: no bin/opvm"
 [ -f "$T/prefix/share/bash-completion/completions/opvm" ] || fail "make install: no completion"
-echo "RESULT cli help: $(wc -l <<<"$cmds") commands, each with help; completion and install checked"
+
+# Man pages: one per command plus opvm(1), each renders without a warning
+# and names every long option its command's --help gives.
+pages=0
+for c in "" $cmds; do
+	case $c in help|version) continue ;; esac
+	name=opvm${c:+-$c}
+	page=$T/prefix/share/man/man1/$name.1
+	[ -f "$page" ] || fail "make install: no man page $name.1"
+	MANWIDTH=80 man --warnings -l "$page" >"$T/man.txt" 2>"$T/man.err" || fail "man -l $name.1"
+	[ ! -s "$T/man.err" ] || fail "man -l $name.1 warns: $(head -3 "$T/man.err")"
+	grep -q "^NAME" "$T/man.txt" && grep -q "^EXAMPLES" "$T/man.txt" || fail "$name.1 lacks NAME or EXAMPLES"
+	if [ -n "$c" ]; then
+		for o in $("$OPVM" "$c" --help 2>&1 | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u); do
+			grep -q -- "$o" "$T/man.txt" || fail "$name.1 does not name $o"
+		done
+	fi
+	pages=$((pages + 1))
+done
+echo "RESULT cli help: $(wc -l <<<"$cmds") commands, each with help; $pages man pages render; completion and install checked"
