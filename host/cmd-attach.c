@@ -456,6 +456,8 @@ struct attach_guest {
 					 * sample, which nobody would read */
 	const char *qmp_path;
 	int gdb_on;			/* we started a gdbstub: stop it at the end */
+	int cont_owed;			/* it stopped a running guest and no
+					 * sampler took over: "cont" at the end */
 	char chan_path[4096];
 };
 
@@ -648,7 +650,10 @@ static int attach_one(struct attach_guest *ag, struct qprof_target *t, const str
 
 	if (gdb_start(ag, t->name, &qc.gdb_fd))
 		return -1;
+	/* The gdbstub stopped the guest as it opened; the sampler resumes it
+	 * (start, or free if never started) once it has the connection. */
 	t->sampler = qemu_sampler_new(&qc, err, sizeof(err));
+	ag->cont_owed = running && !t->sampler;
 	if (!t->sampler) {
 		pr_err("guest '%s': %s", t->name, err);
 		return -1;
@@ -686,6 +691,10 @@ static void detach_one(struct attach_guest *ag, struct qprof_target *t)
 		guest_hmp(ag, "gdbserver none", &out, NULL, 0);
 		free(out);
 		ag->gdb_on = 0;
+	}
+	if (ag->cont_owed) {
+		guest_qmp(ag, "cont", NULL, -1, NULL, NULL, 0);
+		ag->cont_owed = 0;
 	}
 	virt_dom_close(ag->dom);
 	ag->dom = NULL;

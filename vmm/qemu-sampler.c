@@ -51,6 +51,7 @@ struct qsamp {
 
 	pthread_t tick;
 	int tick_started;
+	int ever_started;		/* start() ran: the guest is resumed */
 	struct gdbstub_regs *regs;
 	uint8_t *slotbuf;
 
@@ -557,6 +558,7 @@ static int qs_start(struct sampler *s, struct cguest *g)
 		if (err)
 			return err;
 	}
+	q->ever_started = 1;
 	err = -pthread_create(&q->tick, NULL, tick_main, q);
 	if (err)
 		return err;
@@ -644,6 +646,10 @@ static void qs_free(struct sampler *s)
 		pthread_join(q->relay, NULL);
 		q->relay_started = 0;
 	}
+	/* Never started: our connection stopped a guest that ran before, and
+	 * nobody else will resume it. */
+	if (q->gs && q->resume && !q->ever_started)
+		gdbstub_continue(q->gs);
 	decoder_free(q->dec);
 	if (q->chan_fd >= 0)
 		close(q->chan_fd);
