@@ -78,6 +78,8 @@ struct gstate_stats {
 	uint64_t refused;		/* mutations refused (bounds, bad values) */
 	uint64_t guest_lost;		/* LOST counts reported by the guest */
 	uint64_t hellos;		/* HELLOs seen (resets = hellos - 1) */
+	uint64_t cr3_shared;		/* processes announced on an address
+					 * space another live one had */
 };
 
 /* limits may be NULL for the defaults.  Returns NULL and sets errno. */
@@ -146,6 +148,14 @@ size_t gstate_nr_cookies(const struct gstate *gs);
 size_t gstate_nr_modules(const struct gstate *gs);
 size_t gstate_nr_mappings(const struct gstate *gs);
 const struct gstate_stats *gstate_get_stats(const struct gstate *gs);
+
+/* How many live processes are on address space cr3_norm (0: none).
+ * Shared address spaces are reference counted: one process's exit leaves
+ * the others found by gstate_proc_by_cr3() (the one announced last). */
+size_t gstate_cr3_refs(const struct gstate *gs, uint64_t cr3_norm);
+/* Hash-table slots visited so far by lookups and mutators: lets tests
+ * check that an operation costs O(1) rather than O(table size). */
+uint64_t gstate_work(const struct gstate *gs);
 
 /* Iteration (reports of live state, tests): calls fn for each; stops and
  * returns fn's value when nonzero. */
