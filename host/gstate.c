@@ -435,15 +435,24 @@ const struct gstate_hello *gstate_get_hello(const struct gstate *gs)
 
 /* Replaces c's path; an empty one is named after the id so that every
  * cookie has a printable, nonempty name. */
-static int cookie_set_path(struct gstate_cookie *c, const char *path, size_t path_len)
+/* The name a cookie gets for path: sanitised, or a placeholder named after
+ * the id.  NULL on ENOMEM. */
+static char *cookie_name(uint64_t id, const char *path, size_t path_len)
 {
 	size_t cap = (path_len < 40 ? 40 : path_len) + 1;
 	char *np = malloc(cap);
 
+	if (np && !str_sanitise(np, cap, path, path_len))
+		snprintf(np, cap, "{cookie-%llx}", (unsigned long long)id);
+	return np;
+}
+
+static int cookie_set_path(struct gstate_cookie *c, const char *path, size_t path_len)
+{
+	char *np = cookie_name(c->id, path, path_len);
+
 	if (!np)
 		return -ENOMEM;
-	if (!str_sanitise(np, cap, path, path_len))
-		snprintf(np, cap, "{cookie-%llx}", (unsigned long long)c->id);
 	free(c->path);
 	c->path = np;
 	return 0;
@@ -514,7 +523,31 @@ int gstate_cookie(struct gstate *gs, uint64_t id, const char *path,
 	if (build_id_len)
 		memcpy(c->build_id, build_id, build_id_len);
 	c->build_id_len = (uint8_t)build_id_len;
+	c->described = 1;
 	return applied(gs);
+}
+
+int gstate_cookie_renames(const struct gstate *gs, uint64_t id, const char *path,
+			  size_t path_len, const uint8_t *build_id, size_t build_id_len)
+{
+	const struct gstate_cookie *c = ht_get(&gs->cookies, id);
+	char *np;
+	int ret;
+
+	if (!c || !c->described || (path_len && !path) || build_id_len > sizeof(c->build_id) ||
+	    (build_id_len && !build_id))
+		return 0;	/* a new name, a placeholder filled in, or refused */
+	if (build_id_len != c->build_id_len ||
+	    (build_id_len && memcmp(build_id, c->build_id, build_id_len)))
+		return 1;
+	if (path_len > OPVM_PATH_MAX_HOST)
+		path_len = OPVM_PATH_MAX_HOST;
+	np = cookie_name(id, path, path_len);
+	if (!np)
+		return 1;	/* cannot tell: assume it does */
+	ret = strcmp(np, c->path) != 0;
+	free(np);
+	return ret;
 }
 
 const struct gstate_cookie *gstate_cookie_find(const struct gstate *gs, uint64_t id)

@@ -38,6 +38,7 @@ struct gstate_cookie {
 	char *path;			/* sanitised for display; never a host path */
 	uint8_t build_id[32];
 	uint8_t build_id_len;
+	uint8_t described;		/* 0: a placeholder no COOKIE record named yet */
 };
 
 struct gstate_mapping {
@@ -105,6 +106,12 @@ int gstate_thread_exit(struct gstate *gs, uint32_t tid);
 /* path is path_len raw guest bytes (not terminated); sanitised on copy. */
 int gstate_cookie(struct gstate *gs, uint64_t id, const char *path,
 		  size_t path_len, const uint8_t *build_id, size_t build_id_len);
+/* Whether gstate_cookie() with these arguments would give cookie id, already
+ * described by the guest, another path or build-id: samples taken under the
+ * old name must be filed before it changes.  0 for a new id or a
+ * placeholder being filled in. */
+int gstate_cookie_renames(const struct gstate *gs, uint64_t id, const char *path,
+			  size_t path_len, const uint8_t *build_id, size_t build_id_len);
 /* Overlapping older mappings are trimmed/replaced, as mmap(MAP_FIXED) does. */
 int gstate_mmap(struct gstate *gs, uint32_t tgid, uint64_t start, uint64_t end,
 		uint64_t pgoff, uint64_t cookie);

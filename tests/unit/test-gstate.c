@@ -195,6 +195,27 @@ static void test_exit_after_shared_cr3_is_o1(void **state)
 	gstate_free(gs);
 }
 
+/* Which COOKIE records rename a cookie the guest already described. */
+static void test_cookie_renames(void **state)
+{
+	struct gstate *gs = mkgs();
+
+	/* unknown id, then a placeholder (a mapping before its cookie) */
+	assert_false(gstate_cookie_renames(gs, 9, S("/bin/a"), NULL, 0));
+	assert_int_equal(gstate_proc(gs, 1, 0, 0x2000, S("sh"), 9), 0);
+	assert_false(gstate_cookie_renames(gs, 9, S("/bin/a"), NULL, 0));
+	assert_int_equal(gstate_cookie(gs, 9, S("/bin/a"), (const uint8_t *)"\1\2", 2), 0);
+	assert_false(gstate_cookie_renames(gs, 9, S("/bin/a"), (const uint8_t *)"\1\2", 2));
+	assert_true(gstate_cookie_renames(gs, 9, S("/bin/b"), (const uint8_t *)"\1\2", 2));
+	assert_true(gstate_cookie_renames(gs, 9, S("/bin/a"), (const uint8_t *)"\1\3", 2));
+	assert_true(gstate_cookie_renames(gs, 9, S("/bin/a"), NULL, 0));
+	/* compared as stored: sanitised */
+	assert_int_equal(gstate_cookie(gs, 9, S("/bin/\n"), NULL, 0), 0);
+	assert_false(gstate_cookie_renames(gs, 9, S("/bin/\t"), NULL, 0));
+	assert_false(gstate_cookie_renames(gs, 9, S("/bin/?"), NULL, 0));
+	gstate_free(gs);
+}
+
 static void expect_maps(const struct gstate_process *p, const uint64_t (*want)[3], size_t n)
 {
 	assert_int_equal(p->nr_maps, n);
@@ -714,6 +735,7 @@ int main(void)
 		cmocka_unit_test(test_procs_threads),
 		cmocka_unit_test(test_shared_cr3),
 		cmocka_unit_test(test_exit_after_shared_cr3_is_o1),
+		cmocka_unit_test(test_cookie_renames),
 		cmocka_unit_test(test_mappings),
 		cmocka_unit_test(test_fork_empty),
 		cmocka_unit_test(test_modules),
