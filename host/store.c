@@ -704,6 +704,11 @@ void store_get_stats(const struct store *st, struct store_stats *out)
 	}
 }
 
+void store_get_limits(const struct store *st, struct store_limits *out)
+{
+	*out = st->lim;
+}
+
 uint64_t store_mapped_total(void)
 {
 	return __atomic_load_n(&mapped_all, __ATOMIC_RELAXED);

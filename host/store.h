@@ -127,6 +127,7 @@ void store_close(struct store *st);
  * overflow bucket; mappings above max_mapped are dropped at once. */
 void store_set_limits(struct store *st, const struct store_limits *lim);
 void store_get_stats(const struct store *st, struct store_stats *out);
+void store_get_limits(const struct store *st, struct store_limits *out);
 /* Files mapped by every store of this process together are kept under
  * half of vm.max_map_count (read once); each store still keeps one. */
 uint64_t store_mapped_total(void);
