@@ -26,9 +26,9 @@
 #include "host/cmd-qemu.h"
 #include "host/collector.h"
 #include "host/commands.h"
-#include "host/log.h"
+#include "lib/log.h"
 #include "host/store.h"
-#include "host/util.h"
+#include "lib/util.h"
 #include "vmm/kvm-sampler.h"
 #include "vmm/kvm.h"
 

@@ -25,7 +25,7 @@
 #include "host/collector.h"
 #include "host/decoder.h"
 #include "host/gstate.h"
-#include "host/ring.h"
+#include "lib/ring.h"
 #include "host/stats.h"
 #include "host/store.h"
 #include "host/sync.h"
@@ -367,6 +367,21 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 		memcpy(&r, rec, sizeof(r));
 		if (gstate_map_overlaps(gstate_proc_by_tgid(g->gs, le32toh(r.tgid)),
 					le64toh(r.start), le64toh(r.end)))
+			sync_drain(g->sy, now);
+		return;
+	}
+	case OPVM_REC_COOKIE: {
+		/* a cookie id reused for another file: samples already in the
+		 * rings were taken under the old name (the decoder checked
+		 * the lengths) */
+		struct opvm_rec_cookie r;
+
+		if (len < sizeof(r))
+			return;
+		memcpy(&r, rec, sizeof(r));
+		if (le16toh(r.path_len) <= len - sizeof(r) &&
+		    gstate_cookie_renames(g->gs, le64toh(r.cookie), (const char *)rec + sizeof(r),
+					  le16toh(r.path_len), r.build_id, r.build_id_len))
 			sync_drain(g->sy, now);
 		return;
 	}
