@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "events/events.h"
+#include "host/cmd-qemu.h"
 #include "host/collector.h"
 #include "host/commands.h"
 #include "lib/log.h"
@@ -72,6 +73,7 @@ static void usage(FILE *f)
 "  --console          also copy the guest console to stdout\n"
 "  --append-samples   add to the current samples instead of starting afresh\n",
 		KVM_DEFAULT_MEM_MB, KVM_MAX_MEM >> 20, OPVM_MAX_EVENTS);
+	fputs(qprof_tree_usage, f);
 }
 
 struct console {
@@ -188,6 +190,7 @@ int cmd_run_kvm(int argc, char **argv)
 	int append_samples = 0, hardware = 0, ret = 1, err, sv[2] = { -1, -1 }, pfd[2] = { -1, -1 };
 	struct kvm_sampler_config kc = { 0 };
 	struct collector_config cc = { 0 };
+	struct qprof_opts tree = { 0 };
 	struct console con = { .rd = -1, .log = -1 };
 	struct kvm_vm *vm = NULL;
 	struct sampler *s = NULL;
@@ -201,6 +204,12 @@ int cmd_run_kvm(int argc, char **argv)
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
+		int r = qprof_parse_tree_opt(&tree, argc, argv, &i);
+
+		if (r < 0)
+			return 2;
+		if (r)
+			continue;
 #define ARG(opt) (!strcmp(a, opt) && i + 1 < argc)
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage(stdout);
@@ -288,6 +297,9 @@ int cmd_run_kvm(int argc, char **argv)
 	kc.max_rate = max_rate;
 	if (resolve_events(specs, nr_specs, rate_hz, &kc, &cc, &hardware))
 		return 2;
+	qprof_apply_umask(&tree);
+	cc.store_limits = tree.limits;
+	cc.public_tree = tree.umask_set;
 
 	snprintf(path, sizeof(path), "%s/guests/%s", session, name);
 	if (util_mkdir_p(path)) {

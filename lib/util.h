@@ -42,6 +42,10 @@ int util_valid_name(const char *s);
  * text, and must not stall the guest writing into in. */
 void util_copy_stream(int in, int out, int out2);
 
+/* Parses a count ("4096") or, with units, a size ("64M", "2G", "512k":
+ * powers of 1024).  0 or -EINVAL (not a number, a bad unit, overflow). */
+int util_parse_size(const char *s, uint64_t *out);
+
 /* A 64-bit FNV-1a-style hash of the NUL-terminated s, for in-memory hash
  * tables (report, export, symres).  Not for anything stored: the store's
  * names use their own, fixed hash. */
