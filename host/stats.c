@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "host/stats.h"
+#include "lib/util.h"
 
 static const struct {
 	const char *key;
@@ -37,8 +38,7 @@ void stats_add(struct opvm_stats *dst, const struct opvm_stats *src)
 		uint64_t *d = field(dst, i);
 		uint64_t v = *field((struct opvm_stats *)src, i);
 
-		if (__builtin_add_overflow(*d, v, d))
-			*d = UINT64_MAX;
+		*d = util_sat_add(*d, v);
 	}
 }
 
@@ -51,8 +51,7 @@ json_t *stats_to_json(const struct opvm_stats *s)
 		return NULL;
 	for (i = 0; i < NR_KEYS; i++) {
 		/* json_int_t is signed 64-bit: counts beyond it saturate */
-		uint64_t v = *field((struct opvm_stats *)s, i);
-		json_int_t jv = v > (uint64_t)INT64_MAX ? INT64_MAX : (json_int_t)v;
+		json_int_t jv = util_count_to_json(*field((struct opvm_stats *)s, i));
 
 		if (json_object_set_new(o, stats_keys[i].key, json_integer(jv))) {
 			json_decref(o);
@@ -78,7 +77,7 @@ int stats_from_json(const json_t *obj, struct opvm_stats *out)
 		if (!json_is_integer(v))
 			return -EINVAL;
 		iv = json_integer_value(v);
-		*field(&s, i) = iv < 0 ? 0 : (uint64_t)iv;
+		*field(&s, i) = util_count_from_json(iv);
 	}
 	*out = s;
 	return 0;

@@ -27,7 +27,8 @@ struct opvm_stats {
 	uint64_t guest_lost;		/* records the guest dropped (LOST) */
 };
 
-/* dst += src, field by field (saturating). */
+/* dst += src, field by field (saturating at UTIL_SATURATED, which
+ * session.json holds as INT64_MAX: lib/util.h). */
 void stats_add(struct opvm_stats *dst, const struct opvm_stats *src);
 
 /* New JSON object with exactly the documented keys.  NULL on ENOMEM. */
