@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "host/report.h"
+#include "host/stats.h"
 #include "lib/util.h"
 #include "symbols/disasm.h"
 
@@ -169,10 +170,10 @@ static uint64_t samples_in(const struct report_row *row, uint64_t lo, uint64_t h
 
 static void print_count(FILE *f, uint64_t n, uint64_t total)
 {
-	char cnt[24];
+	char cnt[OPVM_COUNT_BUF];
 
 	if (n)
-		fprintf(f, "%8s %8.4f : ", util_fmt_count(cnt, sizeof(cnt), n), pct(n, total));
+		fprintf(f, "%8s %8.4f : ", stats_fmt_count(n, cnt), pct(n, total));
 	else
 		fprintf(f, "%8s %8s : ", "", "");
 }
@@ -361,11 +362,11 @@ static int annotate_row(struct actx *c, struct disasm *d, const struct annotate_
 		return -ENOENT;
 	}
 	{
-		char b1[ESC_MAX], b2[ESC_MAX], b3[ESC_MAX], b4[ESC_MAX], cnt[24];
+		char b1[ESC_MAX], b2[ESC_MAX], b3[ESC_MAX], b4[ESC_MAX], cnt[OPVM_COUNT_BUF];
 
 		fprintf(c->f, "\n/* %s: %s samples, %.4f%%; image %s, app %s, guest %s */\n",
 			util_text_escape(b1, sizeof(b1), row->symbol),
-			util_fmt_count(cnt, sizeof(cnt), row->samples), row->percent,
+			stats_fmt_count(row->samples, cnt), row->percent,
 			util_text_escape(b2, sizeof(b2), row->image),
 			util_text_escape(b3, sizeof(b3), row->app),
 			util_text_escape(b4, sizeof(b4), row->guest));

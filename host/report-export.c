@@ -19,6 +19,7 @@
 
 #include "host/profile.pb-c.h"
 #include "host/report.h"
+#include "host/stats.h"
 #include "lib/util.h"
 
 #define NO_SYMBOLS	"(no symbols)"
@@ -584,8 +585,8 @@ static const char html_script[] =
 
 int report_export_html(FILE *f, const struct report *r, const char *title)
 {
-	json_t *root = json_pack("{s:s, s:I}", "n", "all", "v", util_count_to_json(r->total));
-	char *js = NULL, cnt[24];
+	json_t *root = json_pack("{s:s, s:o}", "n", "all", "v", stats_json_count(r->total));
+	char *js = NULL, cnt[OPVM_COUNT_BUF];
 	size_t shown = 0;
 	int ret = -ENOMEM;
 
@@ -614,9 +615,8 @@ int report_export_html(FILE *f, const struct report *r, const char *title)
 			node = tree_child(node, names[d]);
 			if (!node)
 				goto out;
-			json_object_set_new(node, "v", json_integer(util_count_to_json(util_sat_add(
-				util_count_from_json(json_integer_value(json_object_get(node, "v"))),
-				row->samples))));
+			json_object_set_new(node, "v", stats_json_count(util_sat_add(
+				stats_json_get(node, "v"), row->samples)));
 		}
 	}
 	if (tree_finish(root))
@@ -633,7 +633,7 @@ int report_export_html(FILE *f, const struct report *r, const char *title)
 	fputs("</h1>\n<div id=\"info\">", f);
 	fputs("event ", f);
 	html_esc(f, r->event);
-	fprintf(f, ", %s samples", util_fmt_count(cnt, sizeof(cnt), r->total));
+	fprintf(f, ", %s samples", stats_fmt_count(r->total, cnt));
 	for (size_t i = 0; i < r->nr_guests; i++) {
 		const struct report_guest *g = &r->guests[i];
 
@@ -668,7 +668,7 @@ int report_export_html(FILE *f, const struct report *r, const char *title)
 		shown++;
 		process_name(row, proc, sizeof(proc));
 		fprintf(f, "<tr><td class=\"n\">%s</td><td class=\"n\">%.2f</td><td>",
-			util_fmt_count(cnt, sizeof(cnt), row->samples), row->percent);
+			stats_fmt_count(row->samples, cnt), row->percent);
 		html_esc(f, row->symbol ? row->symbol : NO_SYMBOLS);
 		fputs("</td><td>", f);
 		html_esc(f, row->image);

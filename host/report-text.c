@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "host/report.h"
+#include "host/stats.h"
 #include "lib/util.h"
 
 #define NO_SYMBOLS	"(no symbols)"
@@ -42,7 +43,7 @@ static json_t *jstr(const char *s)
 /* A count for JSON: saturated counts stay INT64_MAX (lib/util.h). */
 static json_t *jcount(uint64_t v)
 {
-	return json_integer(util_count_to_json(v));
+	return stats_json_count(v);
 }
 
 /* ---- helpers --------------------------------------------------------------- */
@@ -117,10 +118,10 @@ void report_print_header(FILE *f, const struct report *r)
 
 	for (size_t i = 0; i < r->nr_guests; i++)
 		n += r->guests[i].total > 0;
-	char b1[ESC_MAX], b2[ESC_MAX], cnt[24];
+	char b1[ESC_MAX], b2[ESC_MAX], cnt[OPVM_COUNT_BUF];
 
 	fprintf(f, "opvm report: event %s, %s samples, %zu guest%s\n",
-		esc(b1, r->event), util_fmt_count(cnt, sizeof(cnt), r->total), n,
+		esc(b1, r->event), stats_fmt_count(r->total, cnt), n,
 		n == 1 ? "" : "s");
 	for (size_t i = 0; i < r->nr_guests; i++) {
 		const struct report_guest *g = &r->guests[i];
@@ -184,7 +185,7 @@ static void print_problems(FILE *f, const struct report *r, int mismatches)
 	if (n)
 		qsort(v, n, sizeof(*v), problem_cmp);
 	for (size_t i = 0; i < n && i < FOOTER_MAX_PROBLEMS; i++) {
-		char b1[ESC_MAX], b2[ESC_MAX], b3[ESC_MAX], cnt[24];
+		char b1[ESC_MAX], b2[ESC_MAX], b3[ESC_MAX], cnt[OPVM_COUNT_BUF];
 
 		esc(b1, v[i]->image);
 		esc(b2, v[i]->guest);
@@ -193,7 +194,7 @@ static void print_problems(FILE *f, const struct report *r, int mismatches)
 			fprintf(f, "  %s (guest %s): %s\n", b1, b2, b3);
 		else
 			fprintf(f, "  %s (guest %s, %s samples): %s\n", b1, b2,
-				util_fmt_count(cnt, sizeof(cnt), v[i]->samples), b3);
+				stats_fmt_count(v[i]->samples, cnt), b3);
 	}
 	if (n > FOOTER_MAX_PROBLEMS)
 		fprintf(f, "  ... and %zu more (--format json lists them all)\n",
@@ -204,7 +205,7 @@ static void print_problems(FILE *f, const struct report *r, int mismatches)
 void report_print_footer(FILE *f, const struct report *r)
 {
 	uint64_t taken, received = 0, lost_nomap = 0, lost_noproc = 0;
-	char c1[24], c2[24], c3[24], gb[ESC_MAX];
+	char c1[OPVM_COUNT_BUF], c2[OPVM_COUNT_BUF], c3[OPVM_COUNT_BUF], gb[ESC_MAX];
 
 	for (size_t i = 0; i < r->nr_guests; i++) {
 		if (!r->guests[i].total)
@@ -218,8 +219,8 @@ void report_print_footer(FILE *f, const struct report *r)
 	taken = util_sat_add(util_sat_add(received > r->total ? received : r->total, r->lost),
 			     r->throttled);
 	fprintf(f, "\ntotal %s samples, lost %s, throttled %s\n",
-		util_fmt_count(c1, sizeof(c1), r->total), util_fmt_count(c2, sizeof(c2), r->lost),
-		util_fmt_count(c3, sizeof(c3), r->throttled));
+		stats_fmt_count(r->total, c1), stats_fmt_count(r->lost, c2),
+		stats_fmt_count(r->throttled, c3));
 	for (size_t i = 0; i < r->nr_guests; i++)
 		if (r->guests[i].total && r->guests[i].meta_err[0])
 			fprintf(f, "warning: guest %s: %s: its counters are not shown\n",
@@ -227,7 +228,7 @@ void report_print_footer(FILE *f, const struct report *r)
 				r->guests[i].meta_err);
 	if (r->symbols)
 		fprintf(f, "unresolved %s samples (%.2f%%), build-id mismatches %zu\n",
-			util_fmt_count(c1, sizeof(c1), r->unresolved), pct(r->unresolved, r->total),
+			stats_fmt_count(r->unresolved, c1), pct(r->unresolved, r->total),
 			r->mismatches);
 	if (r->bad_files || r->skipped_files)
 		fprintf(f, "warning: %zu sample file%s could not be read and %zu were skipped\n",
@@ -249,7 +250,7 @@ void report_print_footer(FILE *f, const struct report *r)
 		if (r->outside_kernel)
 			fprintf(f, "  vmlinux: %s samples (%.2f%%) ran below the kernel's "
 				"addresses (firmware, boot loader, decompressor)\n",
-				util_fmt_count(c1, sizeof(c1), r->outside_kernel),
+				stats_fmt_count(r->outside_kernel, c1),
 				pct(r->outside_kernel, r->total));
 		print_problems(f, r, 0);
 	}
@@ -351,11 +352,11 @@ void report_print_summary(FILE *f, const struct report *r, const struct report_p
 		"guest / application / image");
 	for (size_t g = 0; g < ng; g++) {
 		double gp = pct(guests[g].samples, r->total);
-		char cnt[24], b1[ESC_MAX];
+		char cnt[OPVM_COUNT_BUF], b1[ESC_MAX];
 
 		if (po && gp < po->threshold)
 			continue;
-		fprintf(f, "%8s %8.4f  %s\n", util_fmt_count(cnt, sizeof(cnt), guests[g].samples),
+		fprintf(f, "%8s %8.4f  %s\n", stats_fmt_count(guests[g].samples, cnt),
 			gp, esc(b1, guests[g].first->guest));
 		for (size_t a = guests[g].child;
 		     depth > 1 && a < guests[g].child + guests[g].nr_child; a++) {
@@ -365,7 +366,7 @@ void report_print_summary(FILE *f, const struct report *r, const struct report_p
 			if (po && ap < po->threshold)
 				continue;
 			app_label(apps[a].first, 1, label, sizeof(label));
-			fprintf(f, "%8s %8.4f    %s\n", util_fmt_count(cnt, sizeof(cnt), apps[a].samples),
+			fprintf(f, "%8s %8.4f    %s\n", stats_fmt_count(apps[a].samples, cnt),
 				ap, label);
 			for (size_t k = apps[a].child;
 			     depth > 2 && k < apps[a].child + apps[a].nr_child; k++) {
@@ -374,7 +375,7 @@ void report_print_summary(FILE *f, const struct report *r, const struct report_p
 				if (po && ip < po->threshold)
 					continue;
 				fprintf(f, "%8s %8.4f      %s\n",
-					util_fmt_count(cnt, sizeof(cnt), images[k].samples), ip,
+					stats_fmt_count(images[k].samples, cnt), ip,
 					esc(b1, disp(images[k].first->image, 1)));
 			}
 		}
@@ -422,10 +423,10 @@ static void layout(const struct report *r, const struct report_print_opts *po, s
 static void print_row(FILE *f, const struct report_row *row, const struct cols *c,
 		      int long_names)
 {
-	char b1[256], b2[256], b3[256], b4[256], label[512], cnt[24], e[ESC_MAX];
+	char b1[256], b2[256], b3[256], b4[256], label[512], cnt[OPVM_COUNT_BUF], e[ESC_MAX];
 
 	app_label(row, long_names, label, sizeof(label));
-	fprintf(f, "%-8s %-8.4f ", util_fmt_count(cnt, sizeof(cnt), row->samples), row->percent);
+	fprintf(f, "%-8s %-8.4f ", stats_fmt_count(row->samples, cnt), row->percent);
 	if (c->guest)
 		fprintf(f, "%-*s ", c->guest, fit(esc(e, row->guest), c->guest, b1, sizeof(b1)));
 	fit(esc(e, disp(row->image, long_names)), c->image, b2, sizeof(b2));
@@ -453,11 +454,11 @@ void report_print_symbols(FILE *f, const struct report *r, const struct report_p
 		if (!po || !po->details)
 			continue;
 		for (size_t j = 0; j < row->nr_addrs; j++) {
-			char cnt[24];
+			char cnt[OPVM_COUNT_BUF];
 
 			fprintf(f, "  %s%016" PRIx64 " %-8s %.4f\n",
 				row->unresolved_offsets ? "+" : " ", row->addrs[j].addr,
-				util_fmt_count(cnt, sizeof(cnt), row->addrs[j].count),
+				stats_fmt_count(row->addrs[j].count, cnt),
 				pct(row->addrs[j].count, row->samples));
 		}
 	}
@@ -688,10 +689,10 @@ void report_print_diff(FILE *f, const struct report *a, const struct report *b,
 	struct dpair *d;
 	size_t n = 0;
 
-	char ca[24], cb[24], be[ESC_MAX], be2[ESC_MAX];
+	char ca[OPVM_COUNT_BUF], cb[OPVM_COUNT_BUF], be[ESC_MAX], be2[ESC_MAX];
 
 	fprintf(f, "differential report: A = %s samples, B = %s samples of %s\n",
-		util_fmt_count(ca, sizeof(ca), a->total), util_fmt_count(cb, sizeof(cb), b->total),
+		stats_fmt_count(a->total, ca), stats_fmt_count(b->total, cb),
 		esc(be, b->event));
 	d = diff_pairs(a, b, &n);
 	if (!d)
@@ -705,9 +706,9 @@ void report_print_diff(FILE *f, const struct report *a, const struct report *b,
 		if (!dpair_shown(&d[i], po))
 			continue;
 		fprintf(f, "%-8s %-8.4f %-8s %-8.4f %+-8.4f %-16s %s\n",
-			util_fmt_count(ca, sizeof(ca), d[i].a ? d[i].a->samples : 0),
+			stats_fmt_count(d[i].a ? d[i].a->samples : 0, ca),
 			d[i].a ? d[i].a->percent : 0.0,
-			util_fmt_count(cb, sizeof(cb), d[i].b ? d[i].b->samples : 0),
+			stats_fmt_count(d[i].b ? d[i].b->samples : 0, cb),
 			d[i].b ? d[i].b->percent : 0.0,
 			d[i].delta, fit(esc(be, disp(k->image, long_names)), 16, b1, sizeof(b1)),
 			fit(esc(be2, k->symbol ? k->symbol : NO_SYMBOLS), 80 - 63, b2, sizeof(b2)));

@@ -2,13 +2,16 @@
 /*
  * Small helpers every opvm library needs and none owns: filling a caller's
  * error buffer, reading a hex digit, connecting to a unix socket,
- * creating a directory path, copying a stream, hashing a string.  Library code: nothing here prints.
+ * creating a directory path, copying a stream, hashing a string, the
+ * monotonic clock, the stop signals.  Library code: nothing here prints.
  */
 #ifndef OPVM_UTIL_H
 #define OPVM_UTIL_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Formats into err[errlen] (truncating); err may be NULL or errlen 0, then
  * nothing is written.  For the "char *err, size_t errlen" (or why/whylen)
@@ -39,6 +42,10 @@ int util_valid_name(const char *s);
  * text, and must not stall the guest writing into in. */
 void util_copy_stream(int in, int out, int out2);
 
+/* Parses a count ("4096") or, with units, a size ("64M", "2G", "512k":
+ * powers of 1024).  0 or -EINVAL (not a number, a bad unit, overflow). */
+int util_parse_size(const char *s, uint64_t *out);
+
 /* A 64-bit FNV-1a-style hash of the NUL-terminated s, for in-memory hash
  * tables (report, export, symres).  Not for anything stored: the store's
  * names use their own, fixed hash. */
@@ -63,33 +70,35 @@ const char *util_text_escape(char *out, size_t outlen, const char *s);
  * 0 for anything else (overlongs, surrogates, truncated). */
 size_t util_utf8_char(const char *s, size_t avail);
 
-/*
- * Counters saturate at UTIL_SATURATED instead of wrapping.  session.json
- * holds signed 64-bit integers, so a saturated counter is written there as
- * INT64_MAX and read back as UTIL_SATURATED (util_count_from_json()).
- */
-#define UTIL_SATURATED		UINT64_MAX
-
+/* a + b, or UINT64_MAX where the sum would wrap: counters saturate (and
+ * print as such: stats_fmt_count() in host/stats.h). */
 static inline uint64_t util_sat_add(uint64_t a, uint64_t b)
 {
 	uint64_t r;
 
-	return __builtin_add_overflow(a, b, &r) ? UTIL_SATURATED : r;
+	return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
 }
 
-/* A counter as session.json stores it (INT64_MAX when saturated), and
- * back. */
-static inline int64_t util_count_to_json(uint64_t v)
+/* CLOCK_MONOTONIC in nanoseconds and in milliseconds.  Signed, so that
+ * "deadline - now" goes negative when a deadline has passed.  Inline: the
+ * samplers read the clock on their per-sample path. */
+static inline int64_t util_now_ns(void)
 {
-	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static inline uint64_t util_count_from_json(int64_t v)
+static inline int64_t util_now_ms(void)
 {
-	return v == INT64_MAX ? UTIL_SATURATED : v < 0 ? 0 : (uint64_t)v;
+	return util_now_ns() / 1000000;
 }
 
-/* "123", or "saturated" for UTIL_SATURATED.  Returns out. */
-const char *util_fmt_count(char *out, size_t outlen, uint64_t v);
+/* What every long-running command does with signals: SIGINT and SIGTERM
+ * set *flag (the handler does nothing else), SIGPIPE is ignored (a closed
+ * pipe or socket is an EPIPE to handle, not a reason to die).  One flag per
+ * process: a second call replaces the first. */
+void util_stop_on_signals(volatile sig_atomic_t *flag);
 
 #endif /* OPVM_UTIL_H */
