@@ -310,7 +310,9 @@ int qprof_collect(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 	/* Start only once every guest is registered: a sampler pushes into
 	 * rings the collector must already own. */
 	for (size_t i = 0; i < n; i++) {
-		err = t[i].sampler->ops->start(t[i].sampler, gs[i]);
+		struct sampler_sink sink = cguest_sink(gs[i]);
+
+		err = t[i].sampler->ops->start(t[i].sampler, &sink);
 		if (err) {
 			pr_err("cannot start sampling '%s': %s", t[i].name, strerror(-err));
 			goto out;

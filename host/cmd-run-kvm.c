@@ -105,14 +105,6 @@ static int is_elf(const char *path)
 	return ok;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Turns the -e specs (or the default) into sampler events and the
  * collector's event table.  Prints and returns -1 on a user error. */
 static int resolve_events(const char **specs, unsigned nr, unsigned rate_hz,
@@ -205,6 +197,7 @@ int cmd_run_kvm(int argc, char **argv)
 	struct collector *c = NULL;
 	struct cguest *g;
 	struct sampler_stats ss;
+	struct sampler_sink sink;
 	struct sigaction sa;
 	char why[512] = "", path[PATH_MAX], cmdline[4096];
 	enum kvm_vm_state st;
@@ -404,8 +397,9 @@ int cmd_run_kvm(int argc, char **argv)
 		pr_info("booting %s under the built-in KVM VMM (%u vCPU%s, %u MiB, %s); "
 			"console in %s/guests/%s/console.log; Ctrl-C stops", kernel, smp,
 			smp == 1 ? "" : "s", mem_mb, kvm_sampler_mode(s), session, name);
-	t0 = mono_ns();
-	err = s->ops->start(s, g);
+	t0 = util_now_ns();
+	sink = cguest_sink(g);
+	err = s->ops->start(s, &sink);
 	if (err) {
 		pr_err("cannot start the guest: %s%s%s", strerror(-err),
 		       kvm_vm_error(vm) ? ": " : "", kvm_vm_error(vm) ? kvm_vm_error(vm) : "");
@@ -413,7 +407,7 @@ int cmd_run_kvm(int argc, char **argv)
 	}
 	err = collector_run(c, &stop_flag, duration_ms);
 	s->ops->stop(s);
-	t1 = mono_ns();
+	t1 = util_now_ns();
 	st = kvm_vm_state(vm);
 	collector_free(c);
 	c = NULL;

@@ -30,6 +30,7 @@
 #include "host/store.h"
 #include "host/sync.h"
 #include "vmm/sampler.h"
+#include "lib/util.h"
 
 #define RING_WORDS		(1u << 20)	/* 8 MiB per vCPU, ~170k samples */
 #define READ_CHUNK		65536
@@ -83,14 +84,6 @@ struct collector {
 	struct gstate_budget model_budget; /* every guest's model together */
 };
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 struct collector *collector_new(const struct collector_config *cfg)
 {
 	struct collector *c;
@@ -132,7 +125,7 @@ struct collector *collector_new(const struct collector_config *cfg)
 	c->cfg.session_dir = c->session_dir;
 	c->cfg.mode = c->mode;
 	clock_gettime(CLOCK_REALTIME, &c->start_wall);
-	c->start_ms = mono_ms();
+	c->start_ms = util_now_ms();
 	c->status_ms = c->start_ms;
 	return c;
 }
@@ -235,6 +228,13 @@ struct ring *cguest_ring(struct cguest *g, unsigned vcpu)
 	return g && vcpu < g->nr_vcpus ? g->rings[vcpu] : NULL;
 }
 
+struct sampler_sink cguest_sink(struct cguest *g)
+{
+	if (!g)
+		return (struct sampler_sink){ NULL, 0 };
+	return (struct sampler_sink){ .rings = g->rings, .nr_rings = g->nr_vcpus };
+}
+
 unsigned cguest_nr_vcpus(const struct cguest *g)
 {
 	return g ? g->nr_vcpus : 0;
@@ -317,7 +317,7 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 {
 	struct cguest *g = arg;
 	uint16_t type = le16toh(rec->type);
-	uint64_t now = mono_ms();
+	uint64_t now = util_now_ms();
 
 	switch (type) {
 	case OPVM_REC_PROC: {
@@ -706,7 +706,7 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 
 int collector_sync(struct collector *c)
 {
-	uint64_t now = mono_ms();
+	uint64_t now = util_now_ms();
 	int ret = 0;
 	size_t i;
 
@@ -737,7 +737,7 @@ static void samplers_stop(struct collector *c)
 /* Stop sampling, then file everything: rings, held samples, store. */
 static int collector_finish(struct collector *c)
 {
-	uint64_t now = mono_ms();
+	uint64_t now = util_now_ms();
 	int ret = 0;
 	size_t i;
 
@@ -821,7 +821,7 @@ int collector_run(struct collector *c, volatile sig_atomic_t *stop, uint64_t dur
 {
 	struct pollfd pfd[MAX_GUESTS];
 	struct cguest *pg[MAX_GUESTS];
-	uint64_t begin = mono_ms(), next_sync;
+	uint64_t begin = util_now_ms(), next_sync;
 	int ret = 0, err;
 
 	if (!c)
@@ -829,7 +829,7 @@ int collector_run(struct collector *c, volatile sig_atomic_t *stop, uint64_t dur
 	next_sync = begin + c->cfg.sync_ms;
 	c->finished = false;
 	for (;;) {
-		uint64_t now = mono_ms();
+		uint64_t now = util_now_ms();
 		int timeout, n = 0, r;
 		size_t i;
 
@@ -887,7 +887,7 @@ out:
 	err = collector_finish(c);
 	if (!ret)
 		ret = err;
-	status_line(c, mono_ms(), true);
+	status_line(c, util_now_ms(), true);
 	return ret;
 }
 

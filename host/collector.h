@@ -15,13 +15,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "host/store.h"
+#include "vmm/sampler.h"
 
 struct collector;
 struct cguest;
 struct ring;
 struct gstate;
-struct sampler;
-
 struct collector_config {
 	const char *session_dir;	/* default "./opvm_data" */
 	unsigned separate;		/* enum opvm_separate */
@@ -53,6 +52,8 @@ void collector_free(struct collector *c);	/* NULL-safe; syncs first */
 struct cguest *collector_add_guest(struct collector *c, const char *name,
 				   unsigned nr_vcpus);
 struct ring *cguest_ring(struct cguest *g, unsigned vcpu);
+/* The guest's rings, for a sampler's start() (valid until collector_free). */
+struct sampler_sink cguest_sink(struct cguest *g);
 unsigned cguest_nr_vcpus(const struct cguest *g);
 struct gstate *cguest_gstate(struct cguest *g);
 const char *cguest_name(const struct cguest *g);
