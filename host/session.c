@@ -24,7 +24,7 @@
 
 enum {
 	OPT_SEPARATE = SESSION_OPT, OPT_DURATION, OPT_APPEND_SAMPLES, OPT_MAX_FILES,
-	OPT_MAX_DIRS, OPT_MAX_DISK, OPT_MAX_MAPPED, OPT_UMASK,
+	OPT_MAX_DIRS, OPT_MAX_DISK, OPT_MAX_MAPPED, OPT_UMASK, OPT_MAX_MODEL_MEM,
 };
 
 const struct option session_options[] = {
@@ -39,6 +39,7 @@ const struct option session_options[] = {
 	{ "max-disk", required_argument, NULL, OPT_MAX_DISK },
 	{ "max-mapped", required_argument, NULL, OPT_MAX_MAPPED },
 	{ "umask", required_argument, NULL, OPT_UMASK },
+	{ "max-model-mem", required_argument, NULL, OPT_MAX_MODEL_MEM },
 	{ 0 }
 };
 
@@ -55,6 +56,8 @@ const char session_usage[] =
 "  --max-disk SIZE    bytes per guest, e.g. 2G (default 1G); to the\n"
 "                     {overflow} bucket, counted in the summary\n"
 "  --max-mapped N     sample files mapped at once per guest (default 256)\n"
+"  --max-model-mem SIZE  memory for one guest's processes, mappings and\n"
+"                     file names (default 64M; all guests together 512M)\n"
 "  --umask MASK       session tree modes from MASK, e.g. 022 (default:\n"
 "                     private, directories 0700 and files 0600)\n";
 
@@ -146,6 +149,13 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 		return parse_cap(o, opt, arg);
 	case OPT_UMASK:
 		return parse_umask(o, arg);
+	case OPT_MAX_MODEL_MEM:
+		if (util_parse_size(arg, &o->model_max_bytes) || o->model_max_bytes < (1u << 20)) {
+			pr_err("--max-model-mem wants a size of at least 1M, e.g. 128M, not '%s'",
+			       arg);
+			return -1;
+		}
+		return 1;
 	default:
 		return 0;
 	}
@@ -194,6 +204,7 @@ static void collector_cfg(const struct session_opts *o, const struct backend_set
 		.status_line = isatty(STDERR_FILENO),
 		.store_limits = o->limits,
 		.public_tree = o->umask_set,
+		.model_max_bytes = (size_t)o->model_max_bytes,
 	};
 	for (unsigned i = 0; i < setup->nr_events; i++) {
 		snprintf(cfg->events[i].name, sizeof(cfg->events[i].name), "%s",

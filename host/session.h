@@ -25,6 +25,7 @@ struct session_opts {
 	int append;			/* --append-samples */
 	unsigned sync_ms;		/* 0: 1000 */
 	struct store_limits limits;	/* --max-files ...; 0: defaults */
+	uint64_t model_max_bytes;	/* --max-model-mem; 0: default */
 	int umask_set;			/* --umask given */
 	unsigned umask;
 };
