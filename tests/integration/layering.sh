@@ -11,6 +11,21 @@ cd "$(dirname "$0")/../.."
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 
+# Exceptions with work under way to remove them (the channel framer takes
+# the relay's decoder out of vmm/; channel-dump and the store are being
+# split by job).  Keep this list short: an entry that no longer matches is
+# reported so that it gets deleted.
+known="vmm/qemu-sampler.c:host/decoder.h
+host/cmd-channel-dump.c:cmd_channel_dump
+host/cmd-channel-dump.c:print_record
+host/store.c:store_open"
+used=""
+exempt() {	# exempt FILE:WHAT: 0 if listed (and remembers it)
+	grep -qxF -- "$1" <<<"$known" || return 1
+	used="$used$1
+"
+}
+
 # allowed include prefixes per folder (quoted includes only; <...> are the
 # system's)
 declare -A allow=(
@@ -29,7 +44,7 @@ for dir in lib events symbols vmm; do
 			for p in ${allow[$dir]}; do
 				case "$inc" in "$p"*) ok=1 ;; esac
 			done
-			[ $ok = 1 ] || bad "$f includes \"$inc\": $dir/ may include only ${allow[$dir]}"
+			[ $ok = 1 ] || exempt "$f:$inc" || bad "$f includes \"$inc\": $dir/ may include only ${allow[$dir]}"
 		done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
 	done
 done
@@ -56,7 +71,12 @@ nfun=$(cat "${TMPDIR:-/tmp}/layering.$$"); rm -f "${TMPDIR:-/tmp}/layering.$$"
 [ "${nfun:-0}" -gt 100 ] || bad "ctags found only ${nfun:-0} functions: the check is not looking"
 while read -r n f name rest; do
 	[ -n "$n" ] || continue
+	exempt "$f:$name" && continue
 	bad "$f: $name() is $n lines (at most $MAX): split it by job"
 done <<<"$long"
+while read -r k; do
+	[ -n "$k" ] && ! grep -qxF -- "$k" <<<"$used" &&
+		echo "NOTE: exception $k is no longer needed: delete it from $0"
+done <<<"$known"
 [ $fail = 0 ] || exit 1
-echo "RESULT layering: $includes includes below host/ checked, $nfun functions in $(wc -w <<<"$srcs") files, none over $MAX lines"
+echo "RESULT layering: $includes includes below host/ checked, $nfun functions in $(wc -w <<<"$srcs") files, none over $MAX lines; $(grep -c . <<<"$used") known exceptions"
