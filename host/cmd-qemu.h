@@ -28,6 +28,11 @@ struct qprof_opts {
 	struct store_limits limits;	/* --max-files ...; 0: defaults */
 	int umask_set;			/* --umask given */
 	unsigned umask;
+	/* The session's event and mode when the sampler is not the gdbstub's
+	 * timer: mode NULL means "gdbstub-timer", TIMER at rate_hz. */
+	const char *mode;
+	char ev_name[32];
+	uint64_t ev_count;
 };
 
 /* One guest being profiled. */

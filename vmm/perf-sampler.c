@@ -24,6 +24,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -39,10 +40,10 @@
 #include <x86intrin.h>
 
 #include "guest-kmod/opvm_proto.h"
-#include "host/collector.h"
 #include "lib/ring.h"
 #include "lib/sample.h"
 #include "vmm/guestmem.h"
+#include "vmm/kvm-desc.h"
 #include "vmm/perf-sampler.h"
 #include "vmm/timeline.h"
 
@@ -52,6 +53,7 @@
 #define PEND_MAX_PASSES	50		/* ~0.5 s waiting for the rings to move */
 #define TSC_REREAD_NS	1000000000ull	/* KVM's tsc-offset re-read period */
 #define DEBUGFS		"/sys/kernel/debug"
+#define CHAN_BUF	65536
 
 struct pend {
 	uint64_t ip, gtsc;
@@ -80,6 +82,7 @@ struct psamp {
 	pid_t pid;
 	struct pvcpu *v;
 	int kernel, user;
+	char event_name[32];
 	struct guestmem *mem;
 	struct timeline *tl;
 	uint32_t tl_nr;
@@ -93,6 +96,12 @@ struct psamp {
 	atomic_uint_fast64_t sw_seq;
 	atomic_uint_fast64_t sw_pa, sw_geom, sw_nr;
 	uint64_t sw_seen;
+	char *desc_path;		/* built-in VMM descriptor, or NULL */
+	int chan_in, chan_out;		/* its channel copy -> the collector, -1 */
+	uint8_t *chan_buf;		/* bytes read from chan_in not yet sent */
+	size_t chan_have, chan_sent;
+	struct timespec desc_mtime;
+	uint64_t desc_checked;
 	pthread_t thread;
 	int started, running;
 	atomic_int stop, state;
@@ -577,8 +586,54 @@ static uint64_t thread_cpu_ns(void)
 	return clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
+/* A built-in VMM publishes its guest's switch rings in its descriptor once
+ * the guest said HELLO (and again after a reboot): look twice a second. */
+static void desc_poll(struct psamp *p)
+{
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	struct kvm_desc d;
+	struct stat st;
+
+	if (!p->desc_path || now - p->desc_checked < 500000000ull)
+		return;
+	p->desc_checked = now;
+	if (stat(p->desc_path, &st) ||
+	    (st.st_mtim.tv_sec == p->desc_mtime.tv_sec &&
+	     st.st_mtim.tv_nsec == p->desc_mtime.tv_nsec))
+		return;
+	p->desc_mtime = st.st_mtim;
+	if (!kvm_desc_read(p->desc_path, &d) && d.pid == p->pid)
+		perf_sampler_set_switch_rings(&p->s, d.switch_pa, d.switch_stride,
+					      d.switch_entries, d.switch_nr);
+}
+
+/* Forwards what the built-in VMM appended to its channel copy, without
+ * blocking: what the socket does not take now goes next pass. */
+static void chan_tail(struct psamp *p)
+{
+	if (p->chan_in < 0)
+		return;
+	for (int i = 0; i < 16; i++) {
+		ssize_t n;
+
+		if (p->chan_sent == p->chan_have) {
+			n = read(p->chan_in, p->chan_buf, CHAN_BUF);
+			if (n <= 0)
+				return;
+			p->chan_have = (size_t)n;
+			p->chan_sent = 0;
+		}
+		n = write(p->chan_out, p->chan_buf + p->chan_sent, p->chan_have - p->chan_sent);
+		if (n <= 0)
+			return;
+		p->chan_sent += (size_t)n;
+	}
+}
+
 static void drain_pass(struct psamp *p, bool final)
 {
+	desc_poll(p);
+	chan_tail(p);
 	if (p->clock_raw)
 		cal_update(p);
 	if (p->tsc_known && clock_ns(CLOCK_MONOTONIC) - p->last_tsc_read > TSC_REREAD_NS) {
@@ -636,17 +691,20 @@ static void *drain_main(void *arg)
 
 /* ---- ops -------------------------------------------------------------------- */
 
-int perf_sampler_start_rings(struct sampler *s, struct ring *const *rings, unsigned nr)
+static int ps_start(struct sampler *s, const struct sampler_sink *sink)
 {
 	struct psamp *p = s->priv;
 	int err;
 
 	if (p->started)
 		return -EALREADY;
-	if (nr != p->nr)
+	if (sink->nr_rings < p->nr)
 		return -EINVAL;
-	for (unsigned i = 0; i < nr; i++)
-		p->v[i].ring = rings[i];
+	for (unsigned i = 0; i < p->nr; i++) {
+		if (!sink->rings[i])
+			return -EINVAL;
+		p->v[i].ring = sink->rings[i];
+	}
 	if (p->clock_raw) {
 		/* a base pair for the TSC rate; refined at every pass */
 		cal_pair(&p->cal_tsc0, &p->cal_ns0);
@@ -654,7 +712,7 @@ int perf_sampler_start_rings(struct sampler *s, struct ring *const *rings, unsig
 		cal_update(p);
 	}
 	p->last_tsc_read = clock_ns(CLOCK_MONOTONIC);
-	for (unsigned i = 0; i < nr; i++)
+	for (unsigned i = 0; i < p->nr; i++)
 		if (ioctl(p->v[i].fd, PERF_EVENT_IOC_ENABLE, 0) < 0)
 			return -errno;
 	err = -pthread_create(&p->thread, NULL, drain_main, p);
@@ -662,24 +720,6 @@ int perf_sampler_start_rings(struct sampler *s, struct ring *const *rings, unsig
 		return err;
 	p->started = p->running = 1;
 	return 0;
-}
-
-static int ps_start(struct sampler *s, struct cguest *g)
-{
-	struct psamp *p = s->priv;
-	struct ring **rings;
-	int err;
-
-	if (cguest_nr_vcpus(g) < p->nr)
-		return -EINVAL;
-	rings = calloc(p->nr, sizeof(*rings));
-	if (!rings)
-		return -ENOMEM;
-	for (unsigned i = 0; i < p->nr; i++)
-		rings[i] = cguest_ring(g, i);
-	err = perf_sampler_start_rings(s, rings, p->nr);
-	free(rings);
-	return err;
 }
 
 static void ps_stop(struct sampler *s)
@@ -722,6 +762,51 @@ static void ps_get_stats(struct sampler *s, struct sampler_stats *out)
 	out->exits = 0;		/* the guest is never stopped */
 }
 
+static void __attribute__((format(printf, 4, 5)))
+bprintf(char *buf, size_t len, size_t *off, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *off, len - *off, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*off += (size_t)n < len - *off ? (size_t)n : len - *off - 1;
+}
+
+static void ps_describe(struct sampler *s, char *buf, size_t len)
+{
+	struct psamp *p = s->priv;
+	struct perf_sampler_info in;
+	size_t off = 0;
+
+#define OUT(...) bprintf(buf, len, &off, __VA_ARGS__)
+	if (!len)
+		return;
+	buf[0] = '\0';
+	perf_sampler_get_info(s, &in);
+	OUT("  sampler perf, event %s: host perf on each vCPU thread; the guest was "
+	    "never stopped\n", p->event_name);
+	OUT("  perf samples: %llu guest user, %llu guest kernel; %llu host-mode not "
+	    "filed;\n  lost %llu, throttled %llu, ring full %llu\n",
+	    (unsigned long long)in.guest_user, (unsigned long long)in.guest_kernel,
+	    (unsigned long long)in.host_mode, (unsigned long long)in.lost,
+	    (unsigned long long)in.throttle, (unsigned long long)in.ring_full);
+	OUT("  tasks by time from the guest's switch rings: %llu named, %llu in no "
+	    "known\n  interval, %llu late, %llu before any rings (%llu switches read)\n",
+	    (unsigned long long)in.attributed, (unsigned long long)in.unattributed,
+	    (unsigned long long)in.late, (unsigned long long)in.no_timeline,
+	    (unsigned long long)in.switches);
+	OUT("  time: perf clock by %s; guest TSC %s\n", in.time_source,
+	    in.tsc_offset_known ? "= host TSC scaled + KVM's tsc-offset (debugfs)" :
+	    "assumed = host TSC (no KVM debugfs entry)");
+	if (!in.attributed && in.no_timeline)
+		OUT("  note: the guest module announced no task-switch rings, so user "
+		    "samples\n  are shared per vCPU, not per process\n");
+#undef OUT
+}
+
 static void ps_free(struct sampler *s)
 {
 	struct psamp *p;
@@ -735,6 +820,12 @@ static void ps_free(struct sampler *s)
 		free(p->v[i].pend);
 	}
 	free(p->v);
+	free(p->desc_path);
+	free(p->chan_buf);
+	if (p->chan_in >= 0)
+		close(p->chan_in);
+	if (p->chan_out >= 0)
+		close(p->chan_out);
 	timeline_free(p->tl);
 	guestmem_close(p->mem);
 	pthread_mutex_destroy(&p->tls_lock);
@@ -748,8 +839,23 @@ static const struct sampler_ops perf_sampler_ops = {
 	.status = ps_status,
 	.last_error = ps_last_error,
 	.get_stats = ps_get_stats,
+	.describe = ps_describe,
 	.free = ps_free,
 };
+
+int perf_sampler_set_chan_copy(struct sampler *s, int file_fd, int sock_fd)
+{
+	struct psamp *p = s->priv;
+
+	if (p->started || p->chan_in >= 0 || !(p->chan_buf = malloc(CHAN_BUF))) {
+		close(file_fd);
+		close(sock_fd);
+		return p->chan_buf ? -EALREADY : -ENOMEM;
+	}
+	p->chan_in = file_fd;
+	p->chan_out = sock_fd;
+	return 0;
+}
 
 int perf_sampler_set_switch_rings(struct sampler *s, uint64_t switch_pa,
 				  uint32_t stride, uint32_t entries, uint32_t nr)
@@ -817,13 +923,18 @@ struct sampler *perf_sampler_new(const struct perf_sampler_config *cfg,
 		return NULL;
 	}
 	pthread_mutex_init(&p->tls_lock, NULL);
+	p->chan_in = p->chan_out = -1;
 	p->s.ops = &perf_sampler_ops;
 	p->s.priv = p;
 	p->nr = cfg->nr_vcpus;
 	p->pid = cfg->pid;
+	snprintf(p->event_name, sizeof(p->event_name), "%s",
+		 cfg->event_name ? cfg->event_name : "?");
 	p->kernel = cfg->kernel;
 	p->user = cfg->user;
 	p->mem = cfg->mem;
+	if (cfg->desc_path && !(p->desc_path = strdup(cfg->desc_path)))
+		goto fail_nomem;
 	p->v = calloc(p->nr, sizeof(*p->v));
 	if (!p->v)
 		goto fail_nomem;

@@ -40,7 +40,7 @@
 #include "vmm/sampler.h"
 
 struct guestmem;
-struct ring;
+struct qmp;
 
 #define PERF_SAMPLER_MAX_VCPUS	1024
 
@@ -56,6 +56,9 @@ struct perf_sampler_config {
 	struct guestmem *mem;		/* guest RAM of pid, for the switch rings;
 					 * may be NULL (no timeline).  The
 					 * sampler takes it, even on failure. */
+	const char *desc_path;		/* a built-in VMM's runtime descriptor
+					 * (vmm/kvm-desc.h), re-read when it
+					 * changes for the switch rings; or NULL */
 	const char *kvm_debugfs;	/* NULL: find kvm/PID-* under debugfs,
 					 * mounting it if needed; "" : assume
 					 * guest TSC = host TSC */
@@ -69,11 +72,6 @@ struct perf_sampler_config {
 struct sampler *perf_sampler_new(const struct perf_sampler_config *cfg,
 				 char *err, size_t errlen);
 
-/* Like ops->start(), with explicit rings (rings[i] for vCPU i), for tests
- * and benchmarks without a collector.  Returns 0 or -errno. */
-int perf_sampler_start_rings(struct sampler *s, struct ring *const *rings,
-			     unsigned nr);
-
 /*
  * Where the guest module's task-switch rings are (HELLO's switch tail;
  * switch_pa 0: none, stop joining).  nr: rings to mirror (at most the
@@ -84,6 +82,12 @@ int perf_sampler_start_rings(struct sampler *s, struct ring *const *rings,
 int perf_sampler_set_switch_rings(struct sampler *s, uint64_t switch_pa,
 				  uint32_t stride, uint32_t entries,
 				  uint32_t nr);
+
+/* A built-in VMM's channel copy (vmm/kvm-desc.h): the drain thread
+ * forwards what is appended to file_fd into sock_fd (non-blocking), the
+ * other end of which the collector reads.  Takes both fds.  Call before
+ * start().  Returns 0 or -errno. */
+int perf_sampler_set_chan_copy(struct sampler *s, int file_fd, int sock_fd);
 
 struct perf_sampler_info {
 	uint64_t guest_user, guest_kernel;	/* samples read, by mode */
@@ -115,5 +119,31 @@ uint64_t perf_sampler_time_to_tsc(uint64_t time_ns, uint64_t time_zero,
 /* 1 if KVM's mediated vPMU is enabled (kvm.enable_mediated_pmu=Y): host
  * hardware events with exclude_guest=0 are refused while such VMs exist. */
 int perf_sampler_mediated_pmu(void);
+
+/* ---- finding the vCPUs (vmm/perf-target.c) ------------------------------ */
+
+/* 1 if QEMU runs its guest under KVM (query-kvm), 0 if not (TCG), -errno. */
+int perf_target_qmp_kvm(struct qmp *q);
+
+/* A sampler for the vCPU threads tids[0..n) (of one process); mem (may be
+ * NULL, taken) maps its guest RAM.  NULL + errno, with err set. */
+struct sampler *perf_target_threads(struct perf_sampler_config *cfg, const pid_t *tids,
+				    unsigned n, struct guestmem *mem, char *err, size_t errlen);
+
+/* A sampler for the QEMU behind q: vCPU threads from query-cpus-fast, the
+ * process from their Tgid, guest RAM from the monitor (gpa2hva).  cfg gives
+ * the event; its pid, vCPU and mem fields are filled here.  NULL + errno,
+ * with err set. */
+struct sampler *perf_target_qmp(struct perf_sampler_config *cfg, struct qmp *q,
+				char *err, size_t errlen);
+
+/* A sampler for the built-in VMM process pid, from its runtime descriptor
+ * (vmm/kvm-desc.h; its path goes to desc_path, and the sampler re-reads it
+ * for the switch rings) and its vCPU threads' names.  *chan_fd gets a
+ * socket that carries the guest's channel (from the VMM's copy), or -1.
+ * NULL + errno, with err set. */
+struct sampler *perf_target_vmm(struct perf_sampler_config *cfg, pid_t pid,
+				char *desc_path, size_t desc_len, int *chan_fd,
+				char *err, size_t errlen);
 
 #endif /* OPVM_PERF_SAMPLER_H */

@@ -20,6 +20,10 @@
  * (port KVM_CHAN_PORT, or with GUEST_VIRTIO the org.opvm.0 port of the
  * VMM's virtio-mmio console, as Linux's opvm.ko would): HELLO (slot array), PROC/THREAD for both processes,
  * COOKIE for /user.elf with its build-id, MMAP of it in both, SYNC.
+ * HELLO carries the switch tail: the guest logs every task switch in a
+ * one-vCPU ring {seq, rdtsc, pid, tgid, cr3} exactly as opvm.ko does, and
+ * also counts its own work (loop iterations per process), printed at the
+ * end as "synthetic guest: truth work a=N b=N".
  * It ends with a write to the debug-exit port: 0 on success, 0x80|vector
  * on an unexpected exception.
  */
@@ -105,6 +109,13 @@ static uint64_t pd[2][512] __attribute__((aligned(4096)));
 static uint64_t pt[2][512] __attribute__((aligned(4096)));
 static uint8_t ustack[2][4 * 4096] __attribute__((aligned(4096)));
 static struct opvm_slot slots[1] __attribute__((aligned(64)));
+/* The per-vCPU task-switch ring, written as opvm.ko writes it (protocol in
+ * opvm_proto.h), for hosts that sample without stopping the guest. */
+#define SW_ENTRIES	64
+static struct {
+	struct opvm_switch_ring_hdr h;
+	struct opvm_switch e[SW_ENTRIES];
+} swring __attribute__((aligned(64)));
 static struct proc procs[2];
 static int cur;
 static unsigned long switches;
@@ -114,6 +125,7 @@ static uint32_t rec_seq;
  * preemption does not skew it) spent in each process's user code, and
  * everything else (kernel). */
 static uint32_t t_start, t_exit, t_user[2];
+static uint64_t work[2];	/* loop iterations each process finished */
 
 static inline void outb(uint16_t port, uint8_t v)
 {
@@ -431,7 +443,10 @@ static void describe(void)
 {
 	static const char path[] = "/user.elf";
 	union {
-		struct opvm_rec_hello hello;
+		struct {
+			struct opvm_rec_hello h;
+			struct opvm_hello_switch sw;
+		} hello;
 		struct opvm_rec_proc proc;
 		struct opvm_rec_thread thread;
 		struct opvm_rec_mmap mmap;
@@ -444,14 +459,17 @@ static void describe(void)
 	uint64_t user_end = USER_BASE + (((uint64_t)(user_blob_end - user_blob) + 4095) & ~4095ull);
 
 	memset(&r, 0, sizeof(r));
-	r.hello.version = OPVM_PROTO_VERSION;
-	r.hello.nr_cpus = 1;
-	r.hello.slot_pa = (uint64_t)(uintptr_t)slots;
-	r.hello.slot_size = sizeof(struct opvm_slot);
-	r.hello.anchor_addr = (uint64_t)(uintptr_t)kfunc;
-	r.hello.text_addr = 0x100000;
-	copy_str(r.hello.anchor_name, sizeof(r.hello.anchor_name), "kfunc");
-	copy_str(r.hello.release, sizeof(r.hello.release), "opvm-synthetic-1");
+	r.hello.h.version = OPVM_PROTO_VERSION;
+	r.hello.h.nr_cpus = 1;
+	r.hello.h.slot_pa = (uint64_t)(uintptr_t)slots;
+	r.hello.h.slot_size = sizeof(struct opvm_slot);
+	r.hello.h.anchor_addr = (uint64_t)(uintptr_t)kfunc;
+	r.hello.h.text_addr = 0x100000;
+	copy_str(r.hello.h.anchor_name, sizeof(r.hello.h.anchor_name), "kfunc");
+	copy_str(r.hello.h.release, sizeof(r.hello.h.release), "opvm-synthetic-1");
+	r.hello.sw.switch_pa = (uint64_t)(uintptr_t)&swring;
+	r.hello.sw.switch_stride = sizeof(swring);
+	r.hello.sw.switch_entries = SW_ENTRIES;
 	rec_send(&r, OPVM_REC_HELLO, sizeof(r.hello));
 
 	memset(&r, 0, sizeof(r));
@@ -557,8 +575,36 @@ static void address_space(int k)
 				   PTE_P | PTE_W | PTE_U;
 }
 
+static inline uint64_t rdtsc(void)
+{
+	uint32_t lo, hi;
+
+	asm volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
+}
+
+/* Entry n = head: seq odd, full barrier, TSC, fields, seq even, head. */
+static void switch_log(const struct proc *p)
+{
+	uint64_t n = swring.h.head;
+	volatile struct opvm_switch *e = &swring.e[n & (SW_ENTRIES - 1)];
+
+	e->seq = 2 * n + 1;
+	asm volatile("mfence" ::: "memory");
+	e->tsc = rdtsc();
+	e->pid = p->tgid;
+	e->tgid = p->tgid;
+	e->cr3 = p->cr3;
+	e->flags = 0;
+	asm volatile("" ::: "memory");	/* x86 stores are not reordered */
+	e->seq = 2 * n + 2;
+	asm volatile("" ::: "memory");
+	*(volatile uint64_t *)&swring.h.head = n + 1;
+}
+
 static void slot_update(const struct proc *p)
 {
+	switch_log(p);
 	slots[0].seq++;
 	asm volatile("" ::: "memory");
 	slots[0].pid = p->tgid;
@@ -595,6 +641,7 @@ void syscall_handler(struct frame *f)
 	uint32_t t = cpu_us();
 
 	t_user[cur] += t - t_exit;
+	work[cur] += cur ? 3 * GUEST_N : GUEST_N;
 	f->rip += 2;				/* past the ud2 */
 	kfunc(GUEST_K);
 	if (++switches >= 2 * GUEST_ROUNDS) {
@@ -605,6 +652,10 @@ void syscall_handler(struct frame *f)
 		put_dec(t_user[1]);
 		puts_serial(" kernel=");
 		put_dec(t - t_start - t_user[0] - t_user[1]);
+		puts_serial("\nsynthetic guest: truth work a=");
+		put_dec(work[0]);
+		puts_serial(" b=");
+		put_dec(work[1]);
 		puts_serial("\nsynthetic guest: done\n");
 		guest_exit(0);
 	}
