@@ -151,7 +151,7 @@ guest-deb:
 # <<< images ------------------------------------------------------------------
 # >>> kvm synthetic guests (tests/guests/) -----------------------------------
 KVM_GUESTS := $(BUILD)/tests/guests/guest.elf $(BUILD)/tests/guests/guest-virtio.elf \
-	$(BUILD)/tests/guests/guest-perf.elf
+	$(BUILD)/tests/guests/guest-perf.elf $(BUILD)/tests/guests/guest-mb.bin
 $(KVM_GUESTS): $(wildcard tests/guests/*.c tests/guests/*.S tests/guests/*.ld) \
 		tests/guests/Makefile guest-kmod/opvm_proto.h
 	$(Q)$(MAKE) -s -C tests/guests O=$(abspath $(BUILD))/tests/guests

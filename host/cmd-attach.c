@@ -542,10 +542,13 @@ apps:
 static void attach_usage(FILE *f)
 {
 	fprintf(f,
-"usage: opvm attach DOMAIN... | --all | --qmp SOCKET [--channel SOCKET] [options]\n"
+"usage: opvm attach DOMAIN... | --all | --qmp SOCKET [--channel SOCKET] |\n"
+"                   --pid PID [options]\n"
 "\n"
-"Profiles running QEMU guests through QEMU's gdbstub (started at run time\n"
-"through the monitor), until Ctrl-C, --duration, or the guests go away.\n"
+"Profiles running guests until Ctrl-C, --duration, or the guests go away.\n"
+"KVM guests are sampled with host perf on their vCPU threads and never\n"
+"stopped (sampler perf); TCG guests through QEMU's gdbstub, started at run\n"
+"time through the monitor (sampler gdbstub).\n"
 "\n"
 "  DOMAIN...          libvirt domains by name (their org.opvm.0 channel is\n"
 "                     found in the domain XML)\n"
@@ -554,9 +557,15 @@ static void attach_usage(FILE *f)
 "  --qmp SOCKET       a QEMU started by hand with -qmp unix:SOCKET,server=on\n"
 "  --channel SOCKET   with --qmp: the org.opvm.0 port's unix socket\n"
 "  --name NAME        with --qmp: the guest's name in the session (default qmp)\n"
+"  --pid PID          an `opvm run --vmm=kvm` guest, sampled from outside\n"
+"                     with host perf (its process id)\n"
+"  --sampler KIND     perf (KVM guests: host perf, never stopped) or gdbstub\n"
+"                     (any QEMU; TCG too); default: perf if KVM, else gdbstub\n"
 "  --duration S       stop after S seconds\n"
-"  -F, --rate HZ      samples per second per vCPU (default %d)\n"
-"  -e, --event SPEC   TIMER[:period_us] (the gdbstub samples on a timer)\n"
+"  -F, --rate HZ      samples per second per vCPU (default %d; perf: 1000)\n"
+"  -e, --event SPEC   gdbstub: TIMER[:period_us]; perf: any event of\n"
+"                     'opvm list-events' (hardware ones need a host PMU;\n"
+"                     default cycles, or cpu-clock without a PMU)\n"
 "  -d, --session-dir D  where sample trees go (default ./opvm_data)\n"
 "  --separate SPEC    none, lib, kernel, thread, cpu, all (default lib)\n"
 "  --append           add to the current samples instead of starting afresh\n"
@@ -765,6 +774,23 @@ fail:
 	return -1;
 }
 
+/* Connects the guest's org.opvm.0 channel socket, if it has one. */
+static void attach_channel(struct attach_guest *ag, struct qprof_target *t)
+{
+	if (!ag->chan_path[0])
+		return;
+	t->chan_fd = util_connect_unix(ag->chan_path);
+	if (t->chan_fd < 0) {
+		pr_warn("guest '%s': cannot connect to its opvm channel %s (%s); profiling "
+			"without process names (is another opvm attached?)",
+			t->name, ag->chan_path, strerror(-t->chan_fd));
+		t->chan_fd = -1;
+	} else {
+		t->reconnect = qprof_reconnect_unix;
+		t->reconnect_arg = ag->chan_path;
+	}
+}
+
 /* ---- the perf backend (KVM guests, never stopped) --------------------------- */
 
 #define PERF_DEFAULT_HZ	1000
@@ -889,18 +915,7 @@ static int attach_perf(struct attach_guest *ag, struct qprof_target *t,
 	t->nr_vcpus = pc.nr_vcpus;
 	qmp_close(ag->qmp);
 	ag->qmp = NULL;
-	if (ag->chan_path[0]) {
-		t->chan_fd = util_connect_unix(ag->chan_path);
-		if (t->chan_fd < 0) {
-			pr_warn("guest '%s': cannot connect to its opvm channel %s (%s); profiling "
-				"without process names (is another opvm attached?)",
-				t->name, ag->chan_path, strerror(-t->chan_fd));
-			t->chan_fd = -1;
-		} else {
-			t->reconnect = qprof_reconnect_unix;
-			t->reconnect_arg = ag->chan_path;
-		}
-	}
+	attach_channel(ag, t);
 	return 0;
 }
 
@@ -959,18 +974,7 @@ static int attach_one(struct attach_guest *ag, struct qprof_target *t, const str
 	qmp_close(ag->qmp);
 	ag->qmp = NULL;
 	t->chan_fd = -1;
-	if (ag->chan_path[0]) {
-		t->chan_fd = util_connect_unix(ag->chan_path);
-		if (t->chan_fd < 0) {
-			pr_warn("guest '%s': cannot connect to its opvm channel %s (%s); profiling "
-				"without process names (is another opvm attached?)",
-				t->name, ag->chan_path, strerror(-t->chan_fd));
-			t->chan_fd = -1;
-		} else {
-			t->reconnect = qprof_reconnect_unix;
-			t->reconnect_arg = ag->chan_path;
-		}
-	}
+	attach_channel(ag, t);
 	return 0;
 }
 

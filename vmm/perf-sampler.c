@@ -786,8 +786,7 @@ static void ps_describe(struct sampler *s, char *buf, size_t len)
 		return;
 	buf[0] = '\0';
 	perf_sampler_get_info(s, &in);
-	OUT("  sampler perf, event %s: host perf on each vCPU thread; the guest was "
-	    "never stopped\n", p->event_name);
+	OUT("  sampler perf, event %s; the guest was never stopped\n", p->event_name);
 	OUT("  perf samples: %llu guest user, %llu guest kernel; %llu host-mode not "
 	    "filed;\n  lost %llu, throttled %llu, ring full %llu\n",
 	    (unsigned long long)in.guest_user, (unsigned long long)in.guest_kernel,
@@ -799,8 +798,8 @@ static void ps_describe(struct sampler *s, char *buf, size_t len)
 	    (unsigned long long)in.late, (unsigned long long)in.no_timeline,
 	    (unsigned long long)in.switches);
 	OUT("  time: perf clock by %s; guest TSC %s\n", in.time_source,
-	    in.tsc_offset_known ? "= host TSC scaled + KVM's tsc-offset (debugfs)" :
-	    "assumed = host TSC (no KVM debugfs entry)");
+	    in.tsc_offset_known ? "from KVM's\n  tsc-offset and scaling (debugfs)" :
+	    "assumed\n  = host TSC (no KVM debugfs entry for its vCPUs)");
 	if (!in.attributed && in.no_timeline)
 		OUT("  note: the guest module announced no task-switch rings, so user "
 		    "samples\n  are shared per vCPU, not per process\n");
