@@ -13,11 +13,13 @@
 extern const struct backend_ops qemu_backend;		/* vmm/qemu-launch.c */
 extern const struct backend_ops kvm_backend;		/* vmm/kvm-launch.c */
 extern const struct backend_ops gdbstub_backend;	/* vmm/qemu-attach.c */
+extern const struct backend_ops perf_backend;		/* vmm/perf-attach.c */
 
 const struct backend_ops *const backends[] = {
 	&qemu_backend,
 	&kvm_backend,
 	&gdbstub_backend,
+	&perf_backend,
 };
 const size_t nr_backends = sizeof(backends) / sizeof(backends[0]);
 

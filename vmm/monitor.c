@@ -20,6 +20,7 @@ struct vm_monitor {
 	struct virt_dom *dom;		/* libvirt, or */
 	struct qmp *qmp;		/* QMP, open on demand */
 	char *qmp_path;
+	pid_t pid;			/* or a built-in VMM process */
 	char name[128];
 	char chan_path[4096];
 };
@@ -80,6 +81,25 @@ struct vm_monitor *vm_monitor_open_qmp(const char *path, const char *name,
 	return m;
 }
 
+struct vm_monitor *vm_monitor_open_pid(pid_t pid, const char *name)
+{
+	struct vm_monitor *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	m->pid = pid;
+	if (name)
+		snprintf(m->name, sizeof(m->name), "%s", name);
+	else
+		snprintf(m->name, sizeof(m->name), "vmm-%d", (int)pid);
+	return m;
+}
+
+pid_t vm_monitor_pid(const struct vm_monitor *m)
+{
+	return m->pid;
+}
+
 void vm_monitor_close(struct vm_monitor *m)
 {
 	if (!m)
@@ -97,6 +117,8 @@ const char *vm_monitor_name(const struct vm_monitor *m)
 
 const char *vm_monitor_how(const struct vm_monitor *m)
 {
+	if (m->pid)
+		return "built-in VMM process";
 	return m->dom ? "libvirt domain" : "QMP socket";
 }
 
@@ -108,13 +130,39 @@ const char *vm_monitor_channel(const struct vm_monitor *m)
 /* The QMP connection, opened again if vm_monitor_idle() dropped it. */
 static struct qmp *monitor_qmp(struct vm_monitor *m)
 {
+	if (!m->qmp_path) {
+		errno = EOPNOTSUPP;	/* libvirt goes through domain_qmp() */
+		return NULL;
+	}
 	if (!m->qmp)
 		m->qmp = qmp_open(m->qmp_path, MONITOR_TIMEOUT_MS);
 	return m->qmp;
 }
 
+struct qmp *vm_monitor_qmp_conn(struct vm_monitor *m)
+{
+	return m->dom ? NULL : monitor_qmp(m);
+}
+
+int vm_monitor_is_kvm(struct vm_monitor *m)
+{
+	json_t *ret = NULL;
+	char err[256];
+	int r;
+
+	if (m->pid)
+		return 1;
+	r = vm_monitor_qmp(m, "query-kvm", NULL, -1, &ret, err, sizeof(err));
+	if (!r)
+		r = json_is_true(json_object_get(ret, "enabled")) ? 1 : 0;
+	json_decref(ret);
+	return r;
+}
+
 int vm_monitor_running(struct vm_monitor *m)
 {
+	if (m->pid)
+		return 1;
 	if (m->dom)
 		return virt_dom_running(m->dom);
 	if (!monitor_qmp(m))
@@ -127,6 +175,8 @@ int vm_monitor_hmp(struct vm_monitor *m, const char *cmd, char **out,
 {
 	if (m->dom)
 		return virt_dom_monitor(m->dom, cmd, 1, out, err, errlen);
+	if (out)
+		*out = NULL;
 	if (!monitor_qmp(m))
 		return -errno;
 	return qmp_hmp(m->qmp, cmd, out, MONITOR_TIMEOUT_MS);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The monitor of a QEMU guest that runs already, however opvm reached it:
- * a libvirt domain (monitor passthrough) or a QMP socket of a QEMU started
- * by hand.  Attach backends (vmm/backend.h) talk to the guest only through
- * this, so each works with both.
+ * The monitor of a guest that runs already, however opvm reached it: a
+ * libvirt domain (monitor passthrough), a QMP socket of a QEMU started by
+ * hand, or an `opvm run --vmm=kvm` process (no monitor at all: only its
+ * process id; the backends that can use it find the rest themselves).
+ * Attach backends (vmm/backend.h) reach the guest only through this.
  *
  * A QMP socket connection is opened on demand and dropped by
  * vm_monitor_idle(): while a guest is sampled QEMU sends events that
@@ -14,7 +15,9 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <sys/types.h>
 
+struct qmp;
 struct virt;
 struct vm_monitor;
 
@@ -27,7 +30,17 @@ struct vm_monitor *vm_monitor_open_domain(struct virt *v, const char *name,
  * org.opvm.0 socket or NULL.  NULL and errno set; err says why. */
 struct vm_monitor *vm_monitor_open_qmp(const char *path, const char *name,
 				       const char *chan_path, char *err, size_t errlen);
+/* A built-in VMM process (`opvm run --vmm=kvm`); name as for QMP. */
+struct vm_monitor *vm_monitor_open_pid(pid_t pid, const char *name);
 void vm_monitor_close(struct vm_monitor *m);		/* NULL-safe */
+
+/* The built-in VMM's process id, or 0 for a QEMU. */
+pid_t vm_monitor_pid(const struct vm_monitor *m);
+/* The QMP connection of a QMP-socket monitor (opened if idle), or NULL
+ * (libvirt, a VMM process, or QMP failed: errno). */
+struct qmp *vm_monitor_qmp_conn(struct vm_monitor *m);
+/* 1 if the guest runs under KVM (query-kvm), 0 under TCG, or -errno. */
+int vm_monitor_is_kvm(struct vm_monitor *m);
 
 const char *vm_monitor_name(const struct vm_monitor *m);
 const char *vm_monitor_how(const struct vm_monitor *m);	/* "libvirt domain", "QMP socket" */
