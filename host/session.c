@@ -750,7 +750,9 @@ void session_usage_print(FILE *f, const struct session_cli *cli, const char *hea
 
 		if (backends[i]->kind != cli->kind)
 			continue;
+		/* attach picks its default by the guest (the header says how) */
 		snprintf(name, sizeof(name), "%s%s", backends[i]->name,
+			 cli->kind == BACKEND_LAUNCH &&
 			 backends[i] == backend_find(cli->kind, NULL) ? " (default)" : "");
 		fprintf(f, "      %-15s%s\n", name, backends[i]->help);
 	}
