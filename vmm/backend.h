@@ -4,7 +4,9 @@
  * one struct backend_ops, listed in the one array in vmm/backend.c.
  *
  *   opvm run    --vmm=NAME       launch backends   ("qemu" default, "kvm")
- *   opvm attach --sampler=NAME   attach backends   ("gdbstub" default)
+ *   opvm attach --sampler=NAME   attach backends   ("gdbstub", "perf"; without
+ *                                --sampler, perf for KVM guests, gdbstub
+ *                                for TCG ones)
  *
  * A backend is {name, its options, launch or attach, sampler}.  Adding one
  * is one new file in vmm/ defining a `const struct backend_ops` and one
@@ -164,7 +166,7 @@ struct backend_ops {
 };
 
 /* The registry, in the order --help lists it; the first of each kind is
- * the default. */
+ * what backend_find(kind, NULL) returns (the run default). */
 extern const struct backend_ops *const backends[];
 extern const size_t nr_backends;
 
