@@ -1,0 +1,105 @@
+#!/bin/bash
+# make soak: profile a real guest for SOAK_MINUTES (default 30) under hostile
+# churn, and check that opvm's memory stays flat.
+#
+# The guest (the test image under QEMU/TCG) runs a process storm (forker:
+# fork + exec + exit, endlessly); its channel reaches opvm through the
+# rewriting relay of tests/integration/hostile-relay.py, which adds a
+# cookie-rename flood (the executable of every process renamed, 400/s) and a
+# mapping storm (new file mappings over live processes, 200/s).  opvm runs
+# `attach --qmp ... --channel RELAY` with SOAK_OPVM_ARGS (default: caps small
+# enough to be reached in the first minute, so that the rest of the run is
+# the steady state the bound is about).
+#
+# Prints opvm's RSS after the warm-up (max(60 s, 20 % of the run)) and at the
+# end, the disk used, and the session's counters; fails if the RSS moved by
+# more than 5 % between the two, or if the caps did not hold.
+# Not part of `make check` (it runs for half an hour).
+set -u
+SOAK_MINUTES=${SOAK_MINUTES:-30}
+SOAK_OPVM_ARGS=${SOAK_OPVM_ARGS:---max-files 2000 --max-dirs 10000 --max-mapped 64 --max-disk 256M -F 200}
+. "$(dirname "$0")/integration/qemu-common.bash"
+cd "$(dirname "$0")/.." || exit 1
+need_qemu
+mk_tmp soak
+
+secs=$(awk -v m="$SOAK_MINUTES" 'BEGIN { printf "%d", m * 60 }')
+[ "$secs" -ge 120 ] || fail "SOAK_MINUTES=$SOAK_MINUTES: give at least 2 minutes"
+warm=$((secs / 5)); [ $warm -lt 60 ] && warm=60
+
+qemu-system-x86_64 -accel tcg -m 512 -smp 2 -nodefaults -display none \
+	-qmp "unix:$T/qmp,server=on,wait=off" \
+	-serial "file:$T/console.log" \
+	-device virtio-serial-pci,id=ser \
+	-chardev "socket,id=opvm0,path=$T/chan,server=on,wait=off" \
+	-device virtserialport,bus=ser.0,chardev=opvm0,name=org.opvm.0 \
+	-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio.gz" \
+	-append "console=ttyS0 quiet opvm.workload=forker opvm.args=100000000" \
+	> "$T/qemu.log" 2>&1 &
+CLEAN_PIDS=$!
+for _ in $(seq 750); do
+	grep -aq "OPVM-READY" "$T/console.log" 2>/dev/null && break
+	sleep 0.2
+done
+grep -aq "OPVM-READY kmod=1" "$T/console.log" || fail "the guest did not load opvm.ko"
+
+python3 tests/integration/hostile-relay.py --upstream "$T/chan" --listen "$T/relay" \
+	--rename-hz 400 --mmap-hz 200 --stats "$T/relay.stats" > "$T/relay.log" 2>&1 &
+rpid=$!
+CLEAN_PIDS="$rpid $CLEAN_PIDS"
+for _ in $(seq 50); do [ -S "$T/relay" ] && break; sleep 0.1; done
+
+echo "soak: $SOAK_MINUTES min, warm-up ${warm} s, opvm attach $SOAK_OPVM_ARGS"
+# shellcheck disable=SC2086
+"$OPVM" attach --qmp "$T/qmp" --channel "$T/relay" --name soak --duration "$secs" \
+	-d "$T/s" $SOAK_OPVM_ARGS > "$T/attach.out" 2>&1 &
+apid=$!
+CLEAN_PIDS="$apid $CLEAN_PIDS"
+rss() { awk '/^VmRSS:/ {print $2}' "/proc/$apid/status" 2>/dev/null; }
+t0=$(date +%s)
+rss_start="" rss_end="" rss_min="" rss_max=0
+while kill -0 "$apid" 2>/dev/null; do
+	now=$(( $(date +%s) - t0 ))
+	r=$(rss)
+	if [ -n "$r" ]; then
+		if [ $now -ge $warm ]; then
+			[ -z "$rss_start" ] && rss_start=$r && echo "soak: ${now} s: RSS $r kB (start)"
+			[ $now -lt $((secs - 5)) ] && rss_end=$r
+			[ -z "$rss_min" ] || [ "$r" -lt "$rss_min" ] && rss_min=$r
+			[ "$r" -gt "$rss_max" ] && rss_max=$r
+		fi
+		[ $((now % 60)) = 0 ] && echo "soak: ${now} s: RSS $r kB, $(cat "$T/relay.stats" 2>/dev/null)"
+	fi
+	sleep 1
+done
+wait "$apid"
+rc=$?
+CLEAN_PIDS=${CLEAN_PIDS#"$apid "}
+kill "$rpid" 2>/dev/null
+wait "$rpid" 2>/dev/null
+cat "$T/attach.out"
+[ $rc = 0 ] || fail "opvm attach exited with $rc"
+[ -n "$rss_start" ] && [ -n "$rss_end" ] || fail "no RSS figures (opvm ended early?)"
+cur=$T/s/guests/soak/samples/current
+du_kb=$(du -sk "$T/s" | cut -f1)
+echo "soak: RSS start ${rss_start} kB, end ${rss_end} kB (after warm-up: min ${rss_min}, max ${rss_max}); disk ${du_kb} KiB; relay: $(cat "$T/relay.stats")"
+python3 - "$cur/session.json" "$rss_start" "$rss_end" <<'EOF' || exit 1
+import json, sys
+j = json.load(open(sys.argv[1]))
+a, b = int(sys.argv[2]), int(sys.argv[3])
+so, st, m, ch = j["store"], j["stats"], j["model"], j["channel"]
+print("counters: stats %s" % json.dumps(st))
+print("counters: store %s" % json.dumps({k: v for k, v in so.items() if k != "limits"}))
+print("counters: model %s" % json.dumps(m))
+print("counters: channel records %d, refused %d, seq_gaps %d; store_errors %d"
+      % (ch["records"], ch["refused"], ch["seq_gaps"], j["store_errors"]))
+drift = 100.0 * (b - a) / a
+print("RESULT soak %.1f min: RSS %d -> %d kB (%+.1f %%), %d samples, %d in the overflow bucket"
+      % (j["duration_s"] / 60, a, b, drift, st["kernel"] + st["user"], so["overflow_samples"]))
+lim = so["limits"]
+ok = (abs(drift) <= 5.0 and so["files"] <= lim["max_files"] + 1 and
+      so["mapped_peak"] <= lim["max_mapped"] and j["store_errors"] == 0 and
+      m["mem_bytes"] <= m["max_bytes"])
+print("PASS" if ok else "FAIL")
+sys.exit(0 if ok else 1)
+EOF
