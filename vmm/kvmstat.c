@@ -22,7 +22,7 @@ static const char *const reason_names[KVMSTAT_NR_REASONS] = {
 	[KVMSTAT_NMI_WINDOW]	 = "nmi_window_exits",
 	[KVMSTAT_REQUEST_IRQ]	 = "request_irq_exits",
 	[KVMSTAT_SIGNAL]	 = "signal_exits",
-	[KVMSTAT_INSN_EMULATION] = "insn_emulation",
+	[KVMSTAT_OTHER]		 = NULL,
 };
 
 static const char *const reason_labels[KVMSTAT_NR_REASONS] = {
@@ -34,12 +34,22 @@ static const char *const reason_labels[KVMSTAT_NR_REASONS] = {
 	[KVMSTAT_NMI_WINDOW]	 = "nmi_window",
 	[KVMSTAT_REQUEST_IRQ]	 = "request_irq",
 	[KVMSTAT_SIGNAL]	 = "signal",
-	[KVMSTAT_INSN_EMULATION] = "insn_emulation",
+	[KVMSTAT_OTHER]		 = "other",
 };
 
 const char *kvmstat_reason_name(enum kvmstat_reason r)
 {
-	return (unsigned)r < KVMSTAT_NR_REASONS ? reason_names[r] : "?";
+	return (unsigned)r < KVMSTAT_NR_REASONS ? reason_names[r] : NULL;
+}
+
+void kvmstat_finish(struct kvmstat *v)
+{
+	uint64_t known = 0;
+
+	for (unsigned r = 0; r < KVMSTAT_NR_REASONS; r++)
+		if (r != KVMSTAT_OTHER)
+			known += v->reason[r];
+	v->reason[KVMSTAT_OTHER] = v->exits > known ? v->exits - known : 0;
 }
 
 const char *kvmstat_reason_label(enum kvmstat_reason r)
@@ -56,7 +66,7 @@ static void kvmstat_set(struct kvmstat *v, const char *name, uint64_t val)
 		return;
 	}
 	for (unsigned r = 0; r < KVMSTAT_NR_REASONS; r++)
-		if (!strcmp(name, reason_names[r]))
+		if (reason_names[r] && !strcmp(name, reason_names[r]))
 			v->reason[r] = val;
 }
 
@@ -103,8 +113,10 @@ int kvmstat_parse(json_t *stats, json_t *cpus, struct kvmstat *v, unsigned max)
 			if (name && json_is_integer(val) && json_integer_value(val) >= 0)
 				kvmstat_set(&v[idx], name, (uint64_t)json_integer_value(val));
 		}
-		if (v[idx].valid)
+		if (v[idx].valid) {
+			kvmstat_finish(&v[idx]);
 			n++;
+		}
 	}
 	return n;
 }
@@ -176,7 +188,9 @@ int kvmstat_debugfs(const char *debugfs, int pid, struct kvmstat *v)
 	if (!read_u64(vmfd, "exits", &v->exits))
 		v->valid = 1;
 	for (unsigned r = 0; r < KVMSTAT_NR_REASONS; r++)
-		read_u64(vmfd, reason_names[r], &v->reason[r]);
+		if (reason_names[r])
+			read_u64(vmfd, reason_names[r], &v->reason[r]);
 	close(vmfd);
+	kvmstat_finish(v);
 	return v->valid ? 0 : -ENOENT;
 }

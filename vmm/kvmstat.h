@@ -5,10 +5,9 @@
  * socket, KVM's debugfs files (/sys/kernel/debug/kvm/PID-FD/, one VM-wide
  * sum).  Both are reads: nothing stops or slows the guest.
  *
- * The reasons are KVM's own "*_exits" counters (and instruction
- * emulation); "exits" counts every exit, so exits minus the listed reasons
- * is the rest (EPT violations, MSR and CR accesses ... KVM keeps no separate
- * counter for those).  Replies are untrusted JSON: missing or odd members
+ * The reasons are KVM's own "*_exits" counters; "exits" counts every exit,
+ * so exits minus those is "other" (EPT violations, MSR and CR accesses, ...:
+ * KVM keeps no separate counter for them), and the reasons add up to exits.  Replies are untrusted JSON: missing or odd members
  * are skipped.
  */
 #ifndef OPVM_KVMSTAT_H
@@ -28,7 +27,7 @@ enum kvmstat_reason {
 	KVMSTAT_NMI_WINDOW,
 	KVMSTAT_REQUEST_IRQ,
 	KVMSTAT_SIGNAL,
-	KVMSTAT_INSN_EMULATION,
+	KVMSTAT_OTHER,		/* exits - the others (kvmstat_finish()) */
 	KVMSTAT_NR_REASONS,
 };
 
@@ -38,8 +37,8 @@ struct kvmstat {
 	uint64_t reason[KVMSTAT_NR_REASONS];
 };
 
-/* KVM's name of a reason ("halt_exits"); the label opvm shows is the same
- * without "_exits" (kvmstat_reason_label()). */
+/* KVM's name of a reason ("halt_exits"; "other" has none: NULL); the label
+ * opvm shows and exports is the same without "_exits". */
 const char *kvmstat_reason_name(enum kvmstat_reason r);
 const char *kvmstat_reason_label(enum kvmstat_reason r);
 
@@ -50,6 +49,10 @@ const char *kvmstat_reason_label(enum kvmstat_reason r);
  * number of vCPUs filled, or -EPROTO when stats is not a list.
  */
 int kvmstat_parse(json_t *stats, json_t *cpus, struct kvmstat *v, unsigned max);
+
+/* Sets KVMSTAT_OTHER from exits and the other reasons (the parsers call it;
+ * callers that sum kvmstats call it again on the sum). */
+void kvmstat_finish(struct kvmstat *v);
 
 /* Both queries over an open QMP connection.  Count or -errno (-ENOENT:
  * this QEMU has no kvm stats provider, e.g. TCG or a QEMU before 7.1). */

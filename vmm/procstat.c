@@ -386,6 +386,30 @@ int procstat_parse_cmdline(const char *buf, size_t len, struct ps_qemu *q)
 	return 0;
 }
 
+/* A relative socket path on a QEMU command line is relative to that QEMU's
+ * working directory: make it absolute (or drop it if it does not fit). */
+static void absolute_paths(int pid, struct ps_qemu *q)
+{
+	char link[64], cwd[PS_PATH_MAX], tmp[2 * PS_PATH_MAX + 2];
+	char *paths[2] = { q->qmp, q->channel };
+	ssize_t n;
+
+	if ((!q->qmp[0] || q->qmp[0] == '/') && (!q->channel[0] || q->channel[0] == '/'))
+		return;
+	snprintf(link, sizeof(link), "/proc/%d/cwd", pid);
+	n = readlink(link, cwd, sizeof(cwd) - 1);
+	cwd[n > 0 ? n : 0] = '\0';
+	for (int i = 0; i < 2; i++) {
+		if (!paths[i][0] || paths[i][0] == '/')
+			continue;
+		snprintf(tmp, sizeof(tmp), "%s/%s", cwd, paths[i]);
+		if (n <= 0 || strlen(tmp) >= PS_PATH_MAX)
+			paths[i][0] = '\0';
+		else
+			memcpy(paths[i], tmp, strlen(tmp) + 1);
+	}
+}
+
 int procstat_probe(int pid, struct ps_qemu *q)
 {
 	char path[64], *buf;
@@ -413,6 +437,7 @@ int procstat_probe(int pid, struct ps_qemu *q)
 		return err == -EINVAL ? 0 : err;
 	q->pid = pid;
 	q->start_ticks = t.start_ticks;
+	absolute_paths(pid, q);
 	if (!q->name[0])
 		snprintf(q->name, sizeof(q->name), "qemu-%d", pid);
 	return 1;

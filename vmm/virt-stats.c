@@ -57,7 +57,7 @@ static void vcpu_kvm_field(struct kvmstat *k, const char *rest, uint64_t val)
 	for (unsigned r = 0; r < KVMSTAT_NR_REASONS; r++) {
 		const char *n = kvmstat_reason_name(r);
 
-		if (strlen(n) == l - 4 && !strncmp(rest, n, l - 4))
+		if (n && strlen(n) == l - 4 && !strncmp(rest, n, l - 4))
 			k->reason[r] += val;
 	}
 }
@@ -137,6 +137,8 @@ int virt_all_stats(struct virt *v, struct virt_dstat **out, char *err, size_t er
 		snprintf(d[i].name, sizeof(d[i].name), "%s", name ? name : "?");
 		for (int j = 0; j < recs[i]->nparams; j++)
 			dstat_field(&d[i], &recs[i]->params[j]);
+		for (unsigned c = 0; c < VIRT_STATS_VCPUS; c++)
+			kvmstat_finish(&d[i].kvm[c]);
 	}
 	virDomainStatsRecordListFree(recs);
 	if (!d)
