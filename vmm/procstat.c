@@ -270,8 +270,10 @@ static int opt_value(const char *opts, const char *key, char *out, size_t cap)
 				break;
 			}
 			if (v && p >= v) {
-				if (o + 1 >= cap)
+				if (o + 1 >= cap) {
+					out[0] = '\0';	/* too long: nothing, not a cut */
 					return -ENAMETOOLONG;
+				}
 				out[o++] = *p;
 			}
 			p++;
@@ -280,8 +282,11 @@ static int opt_value(const char *opts, const char *key, char *out, size_t cap)
 			out[o] = '\0';
 			return 0;
 		}
-		if (!*p)
+		if (!*p) {
+			if (cap)
+				out[0] = '\0';
 			return -ENOENT;
+		}
 		p++;
 	}
 }
