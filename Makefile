@@ -10,8 +10,8 @@
 #   make install PREFIX=/usr/local
 #   V=1                  verbose
 #
-# Sources are picked up by folder: host/*.c, vmm/*.c, symbols/*.c, events/*.c
-# each become a static library; host/opvm.c is the CLI's main(); every
+# Sources are picked up by folder: lib/*.c, host/*.c, vmm/*.c, symbols/*.c,
+# events/*.c each become a static library; host/opvm.c is the CLI's main(); every
 # tests/unit/test-*.c is one cmocka binary linked against all libraries;
 # every tests/bench/bench-*.c is one benchmark; every tests/fuzz/fuzz-*.c is
 # one libFuzzer target.  Adding a file needs no Makefile edit.
@@ -49,7 +49,9 @@ TEST_LIBS   := $(shell pkg-config --libs $(TEST_PKGS) 2>/dev/null)
 WARN := -Wall -Wextra -Wshadow -Wnull-dereference -Wimplicit-fallthrough \
 	-Wno-unused-parameter -Werror
 CFLAGS ?= -O2 -g
+OPVM_VERSION := $(shell cat VERSION)
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -I. $(PKG_CFLAGS) \
+	-DOPVM_VERSION='"$(OPVM_VERSION)"' \
 	-MMD -MP -fno-strict-aliasing
 LDLIBS := $(PKG_LIBS) -lpthread -lm
 
@@ -60,7 +62,7 @@ LDFLAGS += -fsanitize=$(SAN)
 BUILD := $(BUILD)/san
 endif
 
-LIBDIRS := host vmm symbols events
+LIBDIRS := lib host vmm symbols events
 define lib_template
 $(1)_SRCS := $$(filter-out host/opvm.c,$$(wildcard $(1)/*.c))
 $(1)_OBJS := $$(patsubst %.c,$$(BUILD)/%.o,$$($(1)_SRCS))
@@ -71,14 +73,15 @@ $$(BUILD)/lib$(1).a: $$($(1)_OBJS)
 endef
 $(foreach d,$(LIBDIRS),$(eval $(call lib_template,$(d))))
 
-# host depends on vmm, symbols and events; list host first for static linking.
+# host depends on vmm, symbols and events; everything depends on lib (the
+# floor).  List users before what they use for static linking.
 LIBS := $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/libsymbols.a \
-	$(BUILD)/libevents.a $(BUILD)/libhost.a
+	$(BUILD)/libevents.a $(BUILD)/libhost.a $(BUILD)/liblib.a
 
 PROTO_SRCS := $(wildcard host/*.proto)
 
 .PHONY: all check check-unit check-integration bench fuzz images demo install \
-	clean kmod help
+	clean kmod guest-deb man help
 all: $(BUILD)/opvm
 
 $(BUILD)/%.o: %.c
@@ -144,6 +147,8 @@ images:
 	$(Q)$(MAKE) -C images BUILD=$(abspath $(BUILD))/images
 kmod:
 	$(Q)$(MAKE) -C guest-kmod OUT=$(abspath $(BUILD))/kmod
+guest-deb:
+	$(Q)$(MAKE) -C guest-kmod OUT=$(abspath $(BUILD))/kmod deb
 # <<< images ------------------------------------------------------------------
 # >>> kvm synthetic guests (tests/guests/) -----------------------------------
 KVM_GUESTS := $(BUILD)/tests/guests/guest.elf $(BUILD)/tests/guests/guest-virtio.elf
@@ -180,12 +185,18 @@ fuzz: $(FUZZ_BINS)
 demo: $(BUILD)/opvm images
 	$(Q)tests/demo.sh $(BUILD)
 
-install: $(BUILD)/opvm
+man: $(BUILD)/opvm
+	$(Q)scripts/mkman.sh $(BUILD)/opvm $(BUILD)/man
+
+install: $(BUILD)/opvm man
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/opvm/events
 	install -m 755 $(BUILD)/opvm $(DESTDIR)$(PREFIX)/bin/opvm
 	cp -r events/data/. $(DESTDIR)$(PREFIX)/share/opvm/events/
-	if [ -d docs/man ]; then install -d $(DESTDIR)$(PREFIX)/share/man/man1 && \
-		install -m 644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/ ; fi
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 scripts/opvm-completion.bash \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/opvm
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 $(BUILD)/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 clean:
 	rm -rf build
@@ -194,4 +205,4 @@ clean:
 help:
 	@sed -n '2,16p' Makefile
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

@@ -9,21 +9,22 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "events/events.h"
 #include "host/cmd-qemu.h"
 #include "host/collector.h"
 #include "host/commands.h"
-#include "host/log.h"
+#include "host/stats.h"
+#include "lib/log.h"
 #include "host/store.h"
-#include "host/util.h"
+#include "lib/util.h"
 #include "vmm/qemu-sampler.h"
 #include "vmm/qmp.h"
 #include "vmm/sampler.h"
@@ -72,11 +73,83 @@ static int opt_arg(int argc, char **argv, int *i, const char *s, const char *l,
 	return 0;
 }
 
+const char qprof_tree_usage[] =
+"  --max-files N      sample files per guest (default 16384); past a cap\n"
+"  --max-dirs N       directories per guest (default 65536); samples go\n"
+"  --max-disk SIZE    bytes per guest, e.g. 2G (default 1G); to the\n"
+"                     {overflow} bucket, counted in the summary\n"
+"  --max-mapped N     sample files mapped at once per guest (default 256)\n"
+"  --umask MASK       session tree modes from MASK, e.g. 022 (default:\n"
+"                     private, directories 0700 and files 0600)\n";
+
+int qprof_parse_tree_opt(struct qprof_opts *o, int argc, char **argv, int *i)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+		int size;	/* units allowed */
+	} caps[] = {
+		{ "--max-files", offsetof(struct store_limits, max_files), 0 },
+		{ "--max-dirs", offsetof(struct store_limits, max_dirs), 0 },
+		{ "--max-mapped", offsetof(struct store_limits, max_mapped), 0 },
+		{ "--max-disk", offsetof(struct store_limits, max_disk), 1 },
+	};
+	const char *val = NULL;
+	char *end;
+	int r;
+
+	for (size_t k = 0; k < sizeof(caps) / sizeof(caps[0]); k++) {
+		uint64_t v;
+
+		r = opt_arg(argc, argv, i, NULL, caps[k].name, &val);
+		if (!r)
+			continue;
+		if (r < 0) {
+			pr_err("option %s needs a value", caps[k].name);
+			return -1;
+		}
+		/* counts take units too: --max-files 64k */
+		if (util_parse_size(val, &v) || v == 0) {
+			pr_err("%s wants a positive %s, not '%s'", caps[k].name,
+			       caps[k].size ? "size (bytes, or with k, M, G)" : "number", val);
+			return -1;
+		}
+		*(uint64_t *)((char *)&o->limits + caps[k].off) = v;
+		return 1;
+	}
+	r = opt_arg(argc, argv, i, NULL, "--umask", &val);
+	if (r < 0) {
+		pr_err("option --umask needs a value, e.g. --umask 022");
+		return -1;
+	}
+	if (r) {
+		unsigned long m = strtoul(val, &end, 8);
+
+		if (!*val || *end || m > 0777) {
+			pr_err("--umask wants an octal mask such as 022 or 077, not '%s'", val);
+			return -1;
+		}
+		o->umask = (unsigned)m;
+		o->umask_set = 1;
+		return 1;
+	}
+	return 0;
+}
+
+void qprof_apply_umask(const struct qprof_opts *o)
+{
+	umask(o->umask_set ? (mode_t)o->umask : 077);
+}
+
 int qprof_parse_opt(struct qprof_opts *o, int argc, char **argv, int *i)
 {
 	const char *a = argv[*i], *val = NULL;
 	char *end;
 	int r;
+
+	r = qprof_parse_tree_opt(o, argc, argv, i);
+	if (r)
+		return r;
 
 #define OPT_WITH_ARG(short_, long_) opt_arg(argc, argv, i, short_, long_, &val)
 
@@ -188,6 +261,8 @@ int qprof_collect(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 		.mode = "gdbstub-timer",
 		.rate_hz = o->rate_hz,
 		.status_line = isatty(STDERR_FILENO),
+		.store_limits = o->limits,
+		.public_tree = o->umask_set,
 	};
 	struct collector *c;
 	struct cguest **gs = calloc(n ? n : 1, sizeof(*gs));
@@ -222,7 +297,9 @@ int qprof_collect(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 	/* Start only once every guest is registered: a sampler pushes into
 	 * rings the collector must already own. */
 	for (size_t i = 0; i < n; i++) {
-		err = t[i].sampler->ops->start(t[i].sampler, gs[i]);
+		struct sampler_sink sink = cguest_sink(gs[i]);
+
+		err = t[i].sampler->ops->start(t[i].sampler, &sink);
 		if (err) {
 			pr_err("cannot start sampling '%s': %s", t[i].name, strerror(-err));
 			goto out;
@@ -330,25 +407,47 @@ static int cmp_app(const void *a, const void *b)
 }
 
 /* The "stats" object of a guest's session.json, or NULL. */
-static json_t *load_stats(const char *session_dir, const char *guest)
+static json_t *load_session(const char *session_dir, const char *guest)
 {
 	char mangled[OPVM_MANGLE_MAX], path[4096];
-	json_t *root, *stats;
 
 	store_mangle(guest, strlen(guest), mangled);
 	snprintf(path, sizeof(path), "%s/guests/%s/samples/current/session.json",
 		 session_dir, mangled);
-	root = json_load_file(path, 0, NULL);
-	stats = json_incref(json_object_get(root, "stats"));
-	json_decref(root);
-	return stats;
+	return json_load_file(path, 0, NULL);
 }
 
-static unsigned long long jnum(json_t *o, const char *key)
+/* What the store did, when it is worth a line: caps reached, samples that
+ * could not be filed. */
+static void store_summary(json_t *root)
 {
-	json_int_t v = json_integer_value(json_object_get(o, key));
+	json_t *so = json_object_get(root, "store"), *lim = json_object_get(so, "limits");
+	uint64_t ovf = stats_json_get(so, "overflow_samples");
+	uint64_t errs = stats_json_get(root, "store_errors");
+	char a[OPVM_COUNT_BUF], b[OPVM_COUNT_BUF], c[OPVM_COUNT_BUF];
 
-	return v > 0 ? (unsigned long long)v : 0;
+	if (!so)
+		return;
+	printf("  store: %s files, %s directories, %.1f MB on disk, at most %llu mapped at once\n",
+	       stats_fmt_count(stats_json_get(so, "files"), a),
+	       stats_fmt_count(stats_json_get(so, "dirs"), b),
+	       stats_json_get(so, "disk_bytes") / 1e6,
+	       (unsigned long long)stats_json_get(so, "mapped_peak"));
+	if (ovf)
+		printf("  %s samples went to the {overflow} bucket: the guest named more files than "
+		       "the caps allow (files %llu, directories %llu, disk %.0f MB; raise them with "
+		       "--max-files, --max-dirs, --max-disk)\n", stats_fmt_count(ovf, c),
+		       (unsigned long long)stats_json_get(lim, "max_files"),
+		       (unsigned long long)stats_json_get(lim, "max_dirs"),
+		       stats_json_get(lim, "max_disk") / 1e6);
+	if (errs)
+		printf("  %s samples could not be filed (out of memory or disk); they are counted, "
+		       "not in the files\n", stats_fmt_count(errs, c));
+}
+
+static const char *jcount(json_t *o, const char *key, char *buf)
+{
+	return stats_fmt_count(stats_json_get(o, key), buf);
 }
 
 void qprof_summary(const struct qprof_opts *o, struct qprof_target *t, size_t n,
@@ -365,7 +464,9 @@ void qprof_summary(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 	for (size_t i = 0; i < n; i++) {
 		struct sampler_stats ss = { 0 };
 		struct qemu_sampler_info qi = { 0 };
-		json_t *st = load_stats(dir, t[i].name);
+		json_t *root = load_session(dir, t[i].name);
+		json_t *st = json_object_get(root, "stats");
+		char c1[OPVM_COUNT_BUF], c2[OPVM_COUNT_BUF], c3[OPVM_COUNT_BUF];
 		int shown = 0;
 
 		t[i].sampler->ops->get_stats(t[i].sampler, &ss);
@@ -373,20 +474,21 @@ void qprof_summary(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 		printf("guest %s (%s): %u vCPU%s sampled through QEMU's gdbstub, timer %u Hz "
 		       "(mode gdbstub-timer)\n", t[i].name, t[i].how, t[i].nr_vcpus,
 		       t[i].nr_vcpus == 1 ? "" : "s", o->rate_hz);
-		printf("  samples: %llu in files (kernel %llu, user %llu); lost %llu "
+		printf("  samples: %llu in files (kernel %s, user %s); lost %s "
 		       "(ring full); throttled %llu; guest stopped %llu times, "
 		       "%.0f us each on average\n",
-		       (unsigned long long)sc.totals[i], jnum(st, "kernel"), jnum(st, "user"),
-		       jnum(st, "lost_overflow"),
+		       (unsigned long long)sc.totals[i], jcount(st, "kernel", c1),
+		       jcount(st, "user", c2), jcount(st, "lost_overflow", c3),
 		       (unsigned long long)ss.throttled, (unsigned long long)ss.exits,
 		       ss.exits ? ss.cost_ns_total / 1e3 / ss.exits : 0.0);
-		if (jnum(st, "guest_lost"))
-			printf("  the guest module dropped %llu channel records (its buffer was full)\n",
-			       jnum(st, "guest_lost"));
-		if (jnum(st, "lost_no_process") || jnum(st, "lost_no_mapping"))
-			printf("  late guest state: %llu samples without a known process, %llu "
+		if (stats_json_get(st, "guest_lost"))
+			printf("  the guest module dropped %s channel records (its buffer was full)\n",
+			       jcount(st, "guest_lost", c1));
+		if (stats_json_get(st, "lost_no_process") || stats_json_get(st, "lost_no_mapping"))
+			printf("  late guest state: %s samples without a known process, %s "
 			       "without a known mapping (filed under {anon...})\n",
-			       jnum(st, "lost_no_process"), jnum(st, "lost_no_mapping"));
+			       jcount(st, "lost_no_process", c1), jcount(st, "lost_no_mapping", c2));
+		store_summary(root);
 		if (!qi.hellos)
 			printf("  note: the guest module (opvm.ko) never said HELLO on the channel, so "
 			       "samples are grouped by address space ({anon-cr3:...}) and the "
@@ -406,7 +508,7 @@ void qprof_summary(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 			printf("    %6.2f%%  %8llu  %s\n", 100.0 * sc.apps[k].samples / sc.totals[i],
 			       (unsigned long long)sc.apps[k].samples, sc.apps[k].app);
 		}
-		json_decref(st);
+		json_decref(root);
 	}
 	if (sc.bad)
 		printf("(%zu sample files could not be read)\n", sc.bad);
@@ -441,6 +543,7 @@ static void attach_usage(FILE *f)
 "  --append           add to the current samples instead of starting afresh\n"
 "                     (also --append-samples, as for opvm run)\n",
 		QEMU_SAMPLER_DEFAULT_HZ);
+	fputs(qprof_tree_usage, f);
 }
 
 int qprof_reconnect_unix(void *arg)
@@ -450,23 +553,6 @@ int qprof_reconnect_unix(void *arg)
 	return fd < 0 ? -1 : fd;
 }
 
-/* A localhost TCP port nobody uses right now, for QEMU's gdbstub. */
-static int free_tcp_port(void)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sin);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
-
-	if (fd < 0)
-		return -errno;
-	if (!bind(fd, (struct sockaddr *)&sin, sizeof(sin)) &&
-	    !getsockname(fd, (struct sockaddr *)&sin, &len))
-		port = ntohs(sin.sin_port);
-	close(fd);
-	return port;
-}
-
 struct attach_guest {
 	struct virt_dom *dom;		/* libvirt, or */
 	struct qmp *qmp;		/* QMP, open only while setting up: QEMU
@@ -474,6 +560,8 @@ struct attach_guest {
 					 * sample, which nobody would read */
 	const char *qmp_path;
 	int gdb_on;			/* we started a gdbstub: stop it at the end */
+	int cont_owed;			/* it stopped a running guest and no
+					 * sampler took over: "cont" at the end */
 	char chan_path[4096];
 };
 
@@ -489,32 +577,187 @@ static int guest_hmp(struct attach_guest *ag, const char *cmd, char **out, char 
 	return qmp_hmp(ag->qmp, cmd, out, 5000);
 }
 
-/* Starts a gdbstub on a free localhost port and connects the sampler. */
+/* A QMP command through libvirt or QMP; fd (>= 0) goes along with it
+ * (getfd).  *ret (may be NULL) gets a reference to the "return" member. */
+static int guest_qmp(struct attach_guest *ag, const char *cmd, json_t *args, int fd,
+		     json_t **ret, char *err, size_t errlen)
+{
+	json_t *msg, *reply, *e;
+	char *text, *out = NULL;
+	int r;
+
+	if (ret)
+		*ret = NULL;
+	if (!ag->dom) {
+		if (!ag->qmp)
+			ag->qmp = qmp_open(ag->qmp_path, 5000);
+		if (!ag->qmp)
+			return -errno;
+		return qmp_execute_fd(ag->qmp, cmd, args, fd, ret, err, errlen, 5000);
+	}
+	msg = json_pack("{s:s}", "execute", cmd);
+	if (!msg || (args && json_object_set(msg, "arguments", args))) {
+		json_decref(msg);
+		return -ENOMEM;
+	}
+	text = json_dumps(msg, JSON_COMPACT);
+	json_decref(msg);
+	if (!text)
+		return -ENOMEM;
+	r = fd >= 0 ? virt_dom_monitor_fd(ag->dom, text, fd, &out, err, errlen) :
+		      virt_dom_monitor(ag->dom, text, 0, &out, err, errlen);
+	free(text);
+	if (r)
+		return r;
+	reply = json_loads(out, 0, NULL);
+	free(out);
+	e = json_object_get(reply, "error");
+	if (e) {
+		const char *desc = json_string_value(json_object_get(e, "desc"));
+
+		util_seterr(err, errlen, "%s", desc ? desc : "unknown QMP error");
+		r = -EREMOTEIO;
+	} else if (!json_object_get(reply, "return")) {
+		r = -EPROTO;
+	} else if (ret) {
+		*ret = json_incref(json_object_get(reply, "return"));
+	}
+	json_decref(reply);
+	return r;
+}
+
+/*
+ * The chardev opvm gives QEMU's gdbstub: one end of a socket pair, passed
+ * with getfd and opened with chardev-add.  No listening socket, no path:
+ * nobody else can connect.  Its fixed name marks a guest opvm profiles (a
+ * second opvm finds it and stops) and lets a session after a killed opvm
+ * find the one it left behind (disconnected).
+ */
+#define GDB_CHARDEV	"opvm-gdb"
+
+/* What holds the gdbstub now: 0 nothing, 1 a stale opvm-gdb (its opvm is
+ * gone), 2 an idle gdbstub of someone else; -EBUSY (what in err) when a
+ * debugger or another opvm is connected; -errno. */
+static int gdb_holder(struct attach_guest *ag, char *err, size_t errlen)
+{
+	json_t *list = NULL, *c;
+	size_t i;
+	int r, state = 0;
+
+	r = guest_qmp(ag, "query-chardev", NULL, -1, &list, err, errlen);
+	if (r)
+		return r;
+	json_array_foreach(list, i, c) {
+		const char *label = json_string_value(json_object_get(c, "label"));
+		const char *file = json_string_value(json_object_get(c, "filename"));
+		int idle = file && !strncmp(file, "disconnected:", 13);
+
+		if (!label || (strcmp(label, GDB_CHARDEV) && strcmp(label, "gdb")))
+			continue;
+		if (!idle) {
+			util_seterr(err, errlen, !strcmp(label, "gdb") ?
+				    "a debugger is connected to its gdbstub (%s)" :
+				    "another opvm is profiling it (%s)", file ? file : "?");
+			state = -EBUSY;
+			break;
+		}
+		if (!strcmp(label, GDB_CHARDEV))
+			state = 1;
+		else if (!state)
+			state = 2;
+	}
+	json_decref(list);
+	return state;
+}
+
+/* Starts QEMU's gdbstub on a socket pair; *fd gets our end.  Prints. */
+static int gdb_start(struct attach_guest *ag, const char *name, int *fd)
+{
+	char err[512] = "", *out = NULL;
+	json_t *args = NULL;
+	int sv[2] = { -1, -1 }, r;
+
+	r = gdb_holder(ag, err, sizeof(err));
+	if (r < 0) {
+		pr_err("cannot start a gdbstub in '%s': %s%s", name, err[0] ? err : strerror(-r),
+		       r == -EBUSY ? "; detach it first (monitor command 'gdbserver none')" : "");
+		return -1;
+	}
+	if (r == 2)
+		pr_warn("'%s' has an idle gdbstub; opvm replaces it with its own and removes "
+			"that at the end", name);
+	if (r) {
+		/* Ours, left by an opvm that was killed, or someone's idle one:
+		 * "gdbserver none" deletes the chardev the stub holds. */
+		guest_hmp(ag, "gdbserver none", &out, NULL, 0);
+		free(out);
+		out = NULL;
+		if (r == 1) {	/* in case the stub had moved on without it */
+			args = json_pack("{s:s}", "id", GDB_CHARDEV);
+			guest_qmp(ag, "chardev-remove", args, -1, NULL, NULL, 0);
+			json_decref(args);
+		}
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		r = -errno;
+		snprintf(err, sizeof(err), "socketpair: %s", strerror(errno));
+		goto fail;
+	}
+	args = json_pack("{s:s}", "fdname", GDB_CHARDEV);
+	r = args ? guest_qmp(ag, "getfd", args, sv[1], NULL, err, sizeof(err)) : -ENOMEM;
+	json_decref(args);
+	if (r)
+		goto fail;
+	args = json_pack("{s:s,s:{s:s,s:{s:{s:s,s:{s:s}},s:b}}}", "id", GDB_CHARDEV,
+			 "backend", "type", "socket", "data", "addr", "type", "fd",
+			 "data", "str", GDB_CHARDEV, "server", 0);
+	r = args ? guest_qmp(ag, "chardev-add", args, -1, NULL, err, sizeof(err)) : -ENOMEM;
+	json_decref(args);
+	if (r) {
+		args = json_pack("{s:s}", "fdname", GDB_CHARDEV);
+		guest_qmp(ag, "closefd", args, -1, NULL, NULL, 0);
+		json_decref(args);
+		goto fail;
+	}
+	r = guest_hmp(ag, "gdbserver chardev:" GDB_CHARDEV, &out, err, sizeof(err));
+	if (!r && (!out || !strstr(out, "Waiting for gdb"))) {
+		snprintf(err, sizeof(err), "%s", out ? out : "no answer");
+		r = -EPROTO;
+	}
+	free(out);
+	if (r) {
+		args = json_pack("{s:s}", "id", GDB_CHARDEV);
+		guest_qmp(ag, "chardev-remove", args, -1, NULL, NULL, 0);
+		json_decref(args);
+		goto fail;
+	}
+	ag->gdb_on = 1;
+	close(sv[1]);
+	*fd = sv[0];
+	return 0;
+fail:
+	pr_err("cannot start a gdbstub in '%s' through its monitor: %s", name,
+	       err[0] ? err : strerror(-r));
+	if (sv[0] >= 0) {
+		close(sv[0]);
+		close(sv[1]);
+	}
+	return -1;
+}
+
+/* Starts a gdbstub on a socket pair and connects the sampler. */
 static int attach_one(struct attach_guest *ag, struct qprof_target *t, const struct qprof_opts *o,
 		      int running)
 {
 	struct qemu_sampler_config qc = { .rate_hz = o->rate_hz, .resume = running };
-	char cmd[128], addr[64], err[512] = "", *out = NULL;
-	int port = free_tcp_port(), r;
+	char err[512] = "";
 
-	if (port < 0) {
-		pr_err("no free localhost TCP port for the gdbstub of '%s'", t->name);
+	if (gdb_start(ag, t->name, &qc.gdb_fd))
 		return -1;
-	}
-	snprintf(cmd, sizeof(cmd), "gdbserver tcp:127.0.0.1:%d", port);
-	r = guest_hmp(ag, cmd, &out, err, sizeof(err));
-	if (r || (out && strstr(out, "Could not"))) {
-		pr_err("cannot start a gdbstub in '%s' through its monitor: %s%s", t->name,
-		       r ? (err[0] ? err : strerror(-r)) : out,
-		       r ? "" : " (is another debugger attached? stop it, or detach it with 'gdbserver none')");
-		free(out);
-		return -1;
-	}
-	free(out);
-	ag->gdb_on = 1;
-	snprintf(addr, sizeof(addr), "tcp:127.0.0.1:%d", port);
-	qc.gdb_addr = addr;
+	/* The gdbstub stopped the guest as it opened; the sampler resumes it
+	 * (start, or free if never started) once it has the connection. */
 	t->sampler = qemu_sampler_new(&qc, err, sizeof(err));
+	ag->cont_owed = running && !t->sampler;
 	if (!t->sampler) {
 		pr_err("guest '%s': %s", t->name, err);
 		return -1;
@@ -552,6 +795,10 @@ static void detach_one(struct attach_guest *ag, struct qprof_target *t)
 		guest_hmp(ag, "gdbserver none", &out, NULL, 0);
 		free(out);
 		ag->gdb_on = 0;
+	}
+	if (ag->cont_owed) {
+		guest_qmp(ag, "cont", NULL, -1, NULL, NULL, 0);
+		ag->cont_owed = 0;
 	}
 	virt_dom_close(ag->dom);
 	ag->dom = NULL;
@@ -623,6 +870,7 @@ int cmd_attach(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
+	qprof_apply_umask(&o);
 	if (!qmp_path) {
 		v = virt_open(uri, err, sizeof(err));
 		if (!v) {

@@ -25,7 +25,8 @@
 
 #include "host/commands.h"
 #include "host/hoststats.h"
-#include "host/log.h"
+#include "lib/log.h"
+#include "lib/util.h"
 
 #define EXPORTER_DEFAULT_LISTEN	"127.0.0.1:9864"
 
@@ -37,20 +38,6 @@ struct exporter {
 };
 
 static volatile sig_atomic_t exp_stop;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	exp_stop = 1;
-}
-
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void exporter_usage(FILE *f)
 {
@@ -87,7 +74,7 @@ static int send_text(struct MHD_Connection *c, unsigned status, const char *text
  * than min_interval (bounded cost under many scrapers). */
 static const char *exporter_text(struct exporter *e)
 {
-	double t = mono_s();
+	double t = ((double)util_now_ns() / 1e9);
 	char *s;
 
 	if (e->text && t - e->last < e->min_interval)
@@ -254,7 +241,6 @@ int cmd_exporter(int argc, char **argv)
 {
 	const char *listen_on = EXPORTER_DEFAULT_LISTEN;
 	struct exporter e = { .min_interval = 1 };
-	struct sigaction sa = { .sa_handler = on_signal };
 	struct hs_config cfg = { 0 };
 	struct MHD_Daemon *d = NULL;
 	int r, fd, ret = 1;
@@ -269,10 +255,7 @@ int cmd_exporter(int argc, char **argv)
 	fd = exporter_socket(listen_on);
 	if (fd < 0)
 		return fd == -EINVAL ? 2 : 1;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	util_stop_on_signals(&exp_stop);
 	e.h = hoststats_new(&cfg);
 	if (e.h)
 		d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL,

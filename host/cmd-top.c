@@ -15,16 +15,11 @@
 
 #include "host/commands.h"
 #include "host/hoststats.h"
-#include "host/log.h"
+#include "lib/log.h"
+#include "lib/util.h"
 #include "host/top.h"
 
 static volatile sig_atomic_t top_stop;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	top_stop = 1;
-}
 
 static void top_usage(FILE *f)
 {
@@ -145,19 +140,7 @@ static int top_once(struct hoststats *h, const struct top_opts *o, int json)
 	}
 	if (json) {
 		json_t *j = hoststats_json(h, o->sort);
-		json_t *arr = json_object_get(j, "guests");
-		size_t i;
-		json_t *g;
 
-		/* The filter applies to JSON as to the table. */
-		for (i = 0; o->filter && (g = json_array_get(arr, i));) {
-			const char *nm = json_string_value(json_object_get(g, "name"));
-
-			if (nm && !strstr(nm, o->filter))
-				json_array_remove(arr, i);
-			else
-				i++;
-		}
 		if (!j || json_dumpf(j, stdout, JSON_INDENT(2)) || putchar('\n') == EOF) {
 			json_decref(j);
 			pr_err("cannot write the JSON snapshot");
@@ -242,7 +225,6 @@ static int top_parse(int argc, char **argv, struct top_opts *o, int *once, int *
 int cmd_top(int argc, char **argv)
 {
 	struct top_opts o = { .sort = HS_SORT_CPU, .profile_s = 5 };
-	struct sigaction sa = { .sa_handler = on_signal };
 	struct hs_config cfg = { 0 };
 	struct hoststats *h;
 	int once = 0, json = 0, r, ret;
@@ -265,10 +247,8 @@ int cmd_top(int argc, char **argv)
 		o.session_base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	cfg.uri = o.uri;
 	cfg.no_libvirt = o.no_libvirt;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	cfg.filter = &o.filter;
+	util_stop_on_signals(&top_stop);
 	h = hoststats_new(&cfg);
 	if (!h) {
 		pr_err("out of memory");

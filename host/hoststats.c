@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "host/hoststats.h"
+#include "lib/util.h"
 #include "vmm/qmp.h"
 #include "vmm/virt-stats.h"
 #include "vmm/virt.h"
@@ -47,14 +48,6 @@ struct hoststats {
 	size_t nr_guests;
 	double last_t, interval;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void guest_free(struct hs_guest *g)
 {
@@ -187,7 +180,7 @@ static int scan_qemus(struct hoststats *h)
 
 static int read_libvirt(struct hoststats *h, struct virt_dstat **ds)
 {
-	double t = now_s();
+	double t = ((double)util_now_ns() / 1e9);
 	int n;
 
 	*ds = NULL;
@@ -507,6 +500,13 @@ static const struct virt_dstat *dstat_for(const struct virt_dstat *ds, int nd,
 	return NULL;
 }
 
+static int wanted(const struct hoststats *h, const char *name)
+{
+	const char *f = h->cfg.filter ? *h->cfg.filter : NULL;
+
+	return !f || !f[0] || strstr(name, f);
+}
+
 /* Builds the new guest table into gs (capacity cap); returns its size. */
 static size_t build_table(struct hoststats *h, struct hs_guest **gs, size_t cap,
 			  const struct virt_dstat *ds, int nd, char *used)
@@ -516,7 +516,7 @@ static size_t build_table(struct hoststats *h, struct hs_guest **gs, size_t cap,
 	for (size_t i = 0; i < h->nr_qemus && n < cap; i++) {
 		const struct ps_qemu *q = &h->qemus[i];
 		const struct virt_dstat *d = q->libvirt ? dstat_for(ds, nd, q->name, used) : NULL;
-		struct hs_guest *g = guest_read_local(h, q, d);
+		struct hs_guest *g = wanted(h, q->name) ? guest_read_local(h, q, d) : NULL;
 
 		if (g)
 			gs[n++] = g;
@@ -524,7 +524,7 @@ static size_t build_table(struct hoststats *h, struct hs_guest **gs, size_t cap,
 	for (int i = 0; i < nd && n < cap; i++) {
 		struct hs_guest *g;
 
-		if (used[i])
+		if (used[i] || !wanted(h, ds[i].name))
 			continue;
 		g = guest_new(ds[i].name);
 		if (!g)
@@ -569,7 +569,7 @@ int hoststats_refresh(struct hoststats *h)
 	n = build_table(h, gs, h->nr_qemus + (size_t)nd, ds, nd, used);
 	free(used);
 	free(ds);
-	t = now_s();
+	t = ((double)util_now_ns() / 1e9);
 	h->interval = h->last_t ? t - h->last_t : 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct hs_guest *o = find_prev(h, gs[i]);

@@ -16,15 +16,7 @@
 #include <unistd.h>
 
 #include "host/top.h"
-#include "host/util.h"
-
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "lib/util.h"
 
 /* Runs this opvm binary with argv, stdout to out_path, stderr to err_path. */
 static pid_t spawn(char *const argv[], const char *out_path, const char *err_path)
@@ -123,7 +115,7 @@ int top_profile_start(struct top_profile *p, const struct top_opts *o,
 	}
 	p->child = pid;
 	p->stage = 1;
-	p->started = mono_s();
+	p->started = ((double)util_now_ns() / 1e9);
 	p->seconds = o->profile_s;
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "host/top.h"
+#include "lib/util.h"
 
 struct view {
 	struct hoststats *h;
@@ -26,14 +27,6 @@ struct view {
 	struct hs_guest **gs;		/* visible guests, in order */
 	size_t n;
 };
-
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* The visible guests in sort order; keeps the selection valid. */
 static void view_collect(struct view *v)
@@ -126,7 +119,7 @@ static int draw_profile(int y, const struct view *v)
 	attron(A_BOLD);
 	if (p->stage == 1)
 		mvprintw(y++, 0, "profiling %s: %.0f/%u s (opvm attach)", p->guest,
-			 mono_s() - p->started, p->seconds);
+			 ((double)util_now_ns() / 1e9) - p->started, p->seconds);
 	else if (p->stage == 2)
 		mvprintw(y++, 0, "profiling %s: reading symbols (opvm report)", p->guest);
 	else if (p->stage == 3)
@@ -280,11 +273,11 @@ int top_view_run(struct hoststats *h, struct top_opts *o, volatile sig_atomic_t 
 	while (!*stop) {
 		int ch;
 
-		if (mono_s() >= next) {
+		if (((double)util_now_ns() / 1e9) >= next) {
 			err = hoststats_refresh(h);
 			if (err)
 				break;
-			next = mono_s() + o->delay_s;
+			next = ((double)util_now_ns() / 1e9) + o->delay_s;
 		}
 		top_profile_poll(&v.prof, o);
 		view_collect(&v);

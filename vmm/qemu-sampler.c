@@ -17,12 +17,12 @@
 #include <unistd.h>
 
 #include "guest-kmod/opvm_proto.h"
-#include "host/collector.h"
 #include "host/decoder.h"
-#include "host/ring.h"
-#include "host/sample.h"
+#include "lib/ring.h"
+#include "lib/sample.h"
 #include "vmm/gdbstub.h"
 #include "vmm/qemu-sampler.h"
+#include "lib/util.h"
 
 /* How long a running guest may take to answer "\x03" (a loaded host can be
  * slow), and how long we wait when we believe someone else paused it. */
@@ -40,8 +40,7 @@ struct qsamp {
 	unsigned nr_vcpus;		/* gdbstub threads */
 	int64_t period_ns;
 	int resume;
-	struct cguest *g;
-	unsigned nr_rings;
+	struct sampler_sink sink;
 
 	int efd;			/* wakes the tick thread on stop */
 	int refd;			/* wakes the relay thread on free */
@@ -51,6 +50,7 @@ struct qsamp {
 
 	pthread_t tick;
 	int tick_started;
+	int ever_started;		/* start() ran: the guest is resumed */
 	struct gdbstub_regs *regs;
 	uint8_t *slotbuf;
 
@@ -77,14 +77,6 @@ static const struct sampler_ops qemu_sampler_ops;
 static struct qsamp *to_q(struct sampler *s)
 {
 	return s->priv;
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static void set_fault(struct qsamp *q, int err, const char *fmt, const char *detail)
@@ -133,7 +125,7 @@ static int get_slots(struct qsamp *q, unsigned *gen, uint64_t *pa, uint32_t *siz
 static void wait_until(struct qsamp *q, int64_t deadline)
 {
 	for (;;) {
-		int64_t left = deadline - now_ns();
+		int64_t left = deadline - util_now_ns();
 		struct pollfd pfd = { .fd = q->efd, .events = POLLIN };
 		struct timespec ts;
 
@@ -157,7 +149,7 @@ struct tick_state {
 static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 			 int have_slots, unsigned nr_slots)
 {
-	for (unsigned i = 0; i < n && i < q->nr_rings; i++) {
+	for (unsigned i = 0; i < n && i < q->sink.nr_rings; i++) {
 		struct opvm_sample smp = {
 			.rip = q->regs[i].rip,
 			.cr3 = q->regs[i].cr3,
@@ -182,7 +174,7 @@ static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 				q->slot_reads++;
 			}
 		}
-		if (ring_push(cguest_ring(q->g, i), &smp) == 0)
+		if (ring_push(q->sink.rings[i], &smp) == 0)
 			q->samples++;
 	}
 	(void)ts;
@@ -352,7 +344,7 @@ static void *tick_main(void *arg)
 	/* A guest we did not resume is taken for paused until it answers a
 	 * probe: the fast path would resume it. */
 	struct tick_state ts = { .paused = !q->resume };
-	int64_t next = now_ns() + q->period_ns, avg = 0;
+	int64_t next = util_now_ns() + q->period_ns, avg = 0;
 
 	while (!atomic_load(&q->stop)) {
 		int64_t t0, t1, cost;
@@ -361,7 +353,7 @@ static void *tick_main(void *arg)
 		wait_until(q, next);
 		if (atomic_load(&q->stop))
 			break;
-		t0 = now_ns();
+		t0 = util_now_ns();
 		if (t0 > next + q->period_ns) {
 			int64_t missed = (t0 - next) / q->period_ns;
 
@@ -371,7 +363,7 @@ static void *tick_main(void *arg)
 		next += q->period_ns;
 		q->ticks++;
 		r = tick_once(q, &ts);
-		t1 = now_ns();
+		t1 = util_now_ns();
 		if (r < 0) {
 			if (r == -EPIPE || r == -ESHUTDOWN) {
 				snprintf(q->errmsg, sizeof(q->errmsg),
@@ -543,20 +535,23 @@ fail:
 
 /* ---- ops ------------------------------------------------------------------ */
 
-static int qs_start(struct sampler *s, struct cguest *g)
+static int qs_start(struct sampler *s, const struct sampler_sink *sink)
 {
 	struct qsamp *q = to_q(s);
 	int err;
 
 	if (q->tick_started)
 		return -EBUSY;
-	q->g = g;
-	q->nr_rings = cguest_nr_vcpus(g);
+	for (unsigned i = 0; i < sink->nr_rings; i++)
+		if (!sink->rings[i])
+			return -EINVAL;
+	q->sink = *sink;
 	if (q->resume) {
 		err = gdbstub_continue(q->gs);
 		if (err)
 			return err;
 	}
+	q->ever_started = 1;
 	err = -pthread_create(&q->tick, NULL, tick_main, q);
 	if (err)
 		return err;
@@ -644,6 +639,10 @@ static void qs_free(struct sampler *s)
 		pthread_join(q->relay, NULL);
 		q->relay_started = 0;
 	}
+	/* Never started: our connection stopped a guest that ran before, and
+	 * nobody else will resume it. */
+	if (q->gs && q->resume && !q->ever_started)
+		gdbstub_continue(q->gs);
 	decoder_free(q->dec);
 	if (q->chan_fd >= 0)
 		close(q->chan_fd);
@@ -674,18 +673,20 @@ struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
 {
 	struct qsamp *q;
 	const char *why = "connect";
-	unsigned rate = cfg->rate_hz ? cfg->rate_hz : QEMU_SAMPLER_DEFAULT_HZ;
-	int err;
+	unsigned rate = cfg->rate_hz ? cfg->rate_hz : QEMU_SAMPLER_DEFAULT_HZ, tmo;
+	int gdb_fd = cfg->gdb_addr ? -1 : cfg->gdb_fd, err;
 
 	if (rate > 1000) {
 		if (errbuf)
 			snprintf(errbuf, errlen, "rate %u Hz is above the gdbstub sampler's 1000 Hz cap", rate);
-		errno = EINVAL;
-		return NULL;
+		err = EINVAL;
+		goto fail_fd;
 	}
 	q = calloc(1, sizeof(*q));
-	if (!q)
-		return NULL;
+	if (!q) {
+		err = errno;
+		goto fail_fd;
+	}
 	q->s.ops = &qemu_sampler_ops;
 	q->s.priv = q;
 	q->chan_fd = q->pair_fd = q->efd = q->refd = -1;
@@ -695,13 +696,16 @@ struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
 	q->refd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (q->efd < 0 || q->refd < 0)
 		goto fail_errno;
-	q->gs = gdbstub_open(cfg->gdb_addr,
-			     cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000, &why);
+	tmo = cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000;
+	q->gs = cfg->gdb_addr ? gdbstub_open(cfg->gdb_addr, tmo, &why) :
+				gdbstub_open_fd(gdb_fd, tmo, &why);
+	gdb_fd = -1;
 	if (!q->gs) {
 		err = errno;
 		if (errbuf)
-			snprintf(errbuf, errlen, "cannot talk to the gdbstub at %s (%s: %s)",
-				 cfg->gdb_addr, why, strerror(err));
+			snprintf(errbuf, errlen, "cannot talk to the gdbstub%s%s (%s: %s)",
+				 cfg->gdb_addr ? " at " : "", cfg->gdb_addr ? cfg->gdb_addr : "",
+				 why, strerror(err));
 		errno = err;
 		goto fail;
 	}
@@ -716,12 +720,19 @@ fail_errno:
 	err = errno;
 	if (errbuf)
 		snprintf(errbuf, errlen, "%s", strerror(err));
+	if (gdb_fd >= 0)
+		close(gdb_fd);
 	qs_free(&q->s);
 	errno = err;
 	return NULL;
 fail:
 	err = errno;
 	qs_free(&q->s);
+	errno = err;
+	return NULL;
+fail_fd:
+	if (gdb_fd >= 0)
+		close(gdb_fd);
 	errno = err;
 	return NULL;
 }

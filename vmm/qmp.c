@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "host/util.h"
+#include "lib/util.h"
 #include "vmm/qmp.h"
 
 #define QMP_LINE_MAX	(1u << 20)
@@ -23,14 +23,6 @@ struct qmp {
 	size_t len, cap;
 	char *buf;
 };
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Reads more bytes, waiting at most wait_ms (0: do not wait).  Returns 1
  * if bytes came, 0 on timeout, -errno. */
@@ -121,7 +113,7 @@ static json_t *qmp_next(struct qmp *q, long long deadline, int *err)
 			}
 			return msg;
 		}
-		r = qmp_fill(q, deadline ? deadline - now_ms() : 0);
+		r = qmp_fill(q, deadline ? deadline - util_now_ms() : 0);
 		if (r < 0) {
 			*err = r;
 			return NULL;
@@ -133,7 +125,9 @@ static json_t *qmp_next(struct qmp *q, long long deadline, int *err)
 	}
 }
 
-static int qmp_send(struct qmp *q, json_t *msg)
+/* Sends msg; fd >= 0 rides along with its first byte (SCM_RIGHTS), which
+ * is how QEMU's getfd and add-fd receive descriptors. */
+static int qmp_send(struct qmp *q, json_t *msg, int fd)
 {
 	char *s = json_dumps(msg, JSON_COMPACT);
 	size_t len, off = 0;
@@ -143,8 +137,27 @@ static int qmp_send(struct qmp *q, json_t *msg)
 		return -ENOMEM;
 	len = strlen(s);
 	while (off < len) {
-		ssize_t n = send(q->fd, s + off, len - off, MSG_NOSIGNAL);
+		ssize_t n;
 
+		if (fd >= 0 && off == 0) {
+			union {
+				char buf[CMSG_SPACE(sizeof(int))];
+				struct cmsghdr align;
+			} c;
+			struct iovec iov = { .iov_base = s, .iov_len = len };
+			struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+					     .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
+			struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+			memset(&c, 0, sizeof(c));
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+			n = sendmsg(q->fd, &mh, MSG_NOSIGNAL);
+		} else {
+			n = send(q->fd, s + off, len - off, MSG_NOSIGNAL);
+		}
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -161,7 +174,13 @@ static int qmp_send(struct qmp *q, json_t *msg)
 int qmp_execute(struct qmp *q, const char *cmd, json_t *args, json_t **ret,
 		char *errbuf, size_t errlen, unsigned timeout_ms)
 {
-	long long deadline = now_ms() + timeout_ms;
+	return qmp_execute_fd(q, cmd, args, -1, ret, errbuf, errlen, timeout_ms);
+}
+
+int qmp_execute_fd(struct qmp *q, const char *cmd, json_t *args, int fd, json_t **ret,
+		   char *errbuf, size_t errlen, unsigned timeout_ms)
+{
+	long long deadline = util_now_ms() + timeout_ms;
 	json_t *msg, *reply, *r, *e;
 	int err = 0;
 
@@ -174,7 +193,7 @@ int qmp_execute(struct qmp *q, const char *cmd, json_t *args, json_t **ret,
 		json_decref(msg);
 		return -ENOMEM;
 	}
-	err = qmp_send(q, msg);
+	err = qmp_send(q, msg, fd);
 	json_decref(msg);
 	if (err)
 		return err;
@@ -200,7 +219,7 @@ int qmp_execute(struct qmp *q, const char *cmd, json_t *args, json_t **ret,
 
 struct qmp *qmp_open(const char *path, unsigned timeout_ms)
 {
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = util_now_ms() + timeout_ms;
 	struct qmp *q;
 	json_t *greeting;
 	int err;

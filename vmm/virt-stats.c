@@ -10,7 +10,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
-#include "host/util.h"
+#include "lib/util.h"
 #include "vmm/virt-stats.h"
 
 static uint64_t param_u64(const virTypedParameter *p)
