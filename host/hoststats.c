@@ -73,7 +73,7 @@ struct hoststats *hoststats_new(const struct hs_config *cfg)
 	if (cfg)
 		h->cfg = *cfg;
 	if (!h->cfg.qmp_timeout_ms)
-		h->cfg.qmp_timeout_ms = 250;
+		h->cfg.qmp_timeout_ms = 1000;
 	/* Counting events need the core PMU; this host kind may lack it
 	 * (nested or cloud VMs).  Read once: it does not come and go. */
 	if (access("/sys/bus/event_source/devices/cpu", F_OK) &&

@@ -75,7 +75,7 @@ struct hs_config {
 	const char *uri;	/* libvirt URI; NULL: qemu:///system */
 	int no_libvirt;		/* /proc only */
 	const char *debugfs;	/* NULL: /sys/kernel/debug */
-	unsigned qmp_timeout_ms;	/* per query; 0: 250 */
+	unsigned qmp_timeout_ms;	/* per query; 0: 1000 */
 	/* Only guests whose name contains *filter are read (NULL or "": all).
 	 * Read at each refresh: the caller may change the string it points to.
 	 * Others' QMP sockets are then left alone, and cost nothing. */
