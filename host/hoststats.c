@@ -423,6 +423,7 @@ static struct hs_guest *guest_read_local(struct hoststats *h, const struct ps_qe
 	read_threads(g);
 	if (!g->nr_vcpus && g->qmp[0])
 		read_qmp_vcpus(h, g);
+	g->t_proc = g->t_kvm = (double)util_now_ns() / 1e9;
 	if (d)
 		merge_dstat(g, d);
 	if (g->accel != PS_ACCEL_KVM)
@@ -430,6 +431,8 @@ static struct hs_guest *guest_read_local(struct hoststats *h, const struct ps_qe
 			 "TCG: QEMU emulates the CPU, no VM exits");
 	else if (!g->has_exits)
 		read_exits_local(h, g);
+	if (!d)
+		g->t_kvm = (double)util_now_ns() / 1e9;
 	return g;
 }
 
@@ -440,37 +443,39 @@ static double rate(uint64_t now, uint64_t before, double dt)
 	return now > before && dt > 0 ? (double)(now - before) / dt : 0;
 }
 
-static void vcpu_rates(struct hs_vcpu *v, const struct hs_vcpu *o, double dt)
+static void vcpu_rates(struct hs_vcpu *v, const struct hs_vcpu *o, double dt, double dk)
 {
 	v->cpu_pct = rate(v->cpu_ns, o->cpu_ns, dt) / 1e7;
 	v->guest_pct = rate(v->guest_ns, o->guest_ns, dt) / 1e7;
 	v->steal_pct = rate(v->wait_ns, o->wait_ns, dt) / 1e7;
 	if (v->kvm.valid && o->kvm.valid) {
-		v->exits_ps = rate(v->kvm.exits, o->kvm.exits, dt);
+		v->exits_ps = rate(v->kvm.exits, o->kvm.exits, dk);
 		for (unsigned r = 0; r < KVMSTAT_NR_REASONS; r++)
-			v->reason_ps[r] = rate(v->kvm.reason[r], o->kvm.reason[r], dt);
+			v->reason_ps[r] = rate(v->kvm.reason[r], o->kvm.reason[r], dk);
 	}
 }
 
-static void guest_rates(struct hs_guest *g, const struct hs_guest *o, double dt)
+static void guest_rates(struct hs_guest *g, const struct hs_guest *o)
 {
 	unsigned nv = g->nr_vcpus ? g->nr_vcpus : 1;
+	double dt = g->t_proc - o->t_proc, dk = g->t_kvm - o->t_kvm;
 
 	g->fresh = 0;
 	g->cpu_pct = rate(g->cpu_ns, o->cpu_ns, dt) / 1e7;
 	g->guest_pct = rate(g->guest_ns, o->guest_ns, dt) / 1e7;
 	g->steal_pct = rate(g->wait_ns, o->wait_ns, dt) / 1e7 / nv;
 	if (g->has_exits && o->has_exits) {
-		g->exits_ps = rate(g->kvm.exits, o->kvm.exits, dt);
+		g->exits_ps = rate(g->kvm.exits, o->kvm.exits, dk);
 		for (unsigned r = 0; r < KVMSTAT_NR_REASONS; r++)
-			g->reason_ps[r] = rate(g->kvm.reason[r], o->kvm.reason[r], dt);
+			g->reason_ps[r] = rate(g->kvm.reason[r], o->kvm.reason[r], dk);
 	}
+	/* libvirt's counters are read before the /proc ones: same interval. */
 	g->rd_bps = rate(g->rd_bytes, o->rd_bytes, dt);
 	g->wr_bps = rate(g->wr_bytes, o->wr_bytes, dt);
 	g->rx_bps = rate(g->rx_bytes, o->rx_bytes, dt);
 	g->tx_bps = rate(g->tx_bytes, o->tx_bytes, dt);
 	for (unsigned i = 0; i < g->nr_vcpus && i < o->nr_vcpus; i++)
-		vcpu_rates(&g->vcpu[i], &o->vcpu[i], dt);
+		vcpu_rates(&g->vcpu[i], &o->vcpu[i], dt, dk);
 }
 
 /* The same guest in the previous refresh: same process (pid and start
@@ -529,12 +534,28 @@ static size_t build_table(struct hoststats *h, struct hs_guest **gs, size_t cap,
 		g = guest_new(ds[i].name);
 		if (!g)
 			continue;
+		g->t_proc = g->t_kvm = (double)util_now_ns() / 1e9;
 		g->hw_why = "the domain runs on another host";
 		snprintf(g->exits_why, sizeof(g->exits_why), "libvirt gives no kvm stats");
 		merge_dstat(g, &ds[i]);
 		gs[n++] = g;
 	}
 	return n;
+}
+
+/* Two QEMUs may carry the same -name: the later ones become "NAME@PID", so
+ * every row (and every Prometheus series) stays one guest. */
+static void unique_names(struct hs_guest **gs, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(gs[i]->name, gs[j]->name)) {
+				char tmp[PS_NAME_MAX];
+
+				snprintf(tmp, sizeof(tmp), "%.100s@%d", gs[i]->name, gs[i]->pid);
+				memcpy(gs[i]->name, tmp, sizeof(tmp));
+				break;
+			}
 }
 
 int hoststats_refresh(struct hoststats *h)
@@ -567,6 +588,7 @@ int hoststats_refresh(struct hoststats *h)
 		return -ENOMEM;
 	}
 	n = build_table(h, gs, h->nr_qemus + (size_t)nd, ds, nd, used);
+	unique_names(gs, n);
 	free(used);
 	free(ds);
 	t = ((double)util_now_ns() / 1e9);
@@ -575,7 +597,7 @@ int hoststats_refresh(struct hoststats *h)
 		const struct hs_guest *o = find_prev(h, gs[i]);
 
 		if (o)
-			guest_rates(gs[i], o, h->interval);
+			guest_rates(gs[i], o);
 	}
 	guests_free(h->guests, h->nr_guests);
 	h->guests = gs;

@@ -51,6 +51,10 @@ struct hs_guest {
 	unsigned nr_vcpus;		/* entries in vcpu[] */
 	struct hs_vcpu *vcpu;		/* nr_vcpus entries, by index */
 	int fresh;			/* 1 on the first refresh it was seen: no rates yet */
+	/* When its counters were read (monotonic s): a refresh reads guests
+	 * one after the other, and a slow QMP reply must not skew the others'
+	 * rates, so each rate is over its own readings' interval. */
+	double t_proc, t_kvm;
 
 	/* cumulative, whole guest */
 	uint64_t cpu_ns, guest_ns, wait_ns;
