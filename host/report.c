@@ -9,6 +9,7 @@
  * row keys compare by pointer.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -308,7 +309,7 @@ static void guest_load_meta(struct report_guest *g, const char *path)
 {
 	json_error_t jerr;
 	json_t *root = NULL, *ev, *k, *st;
-	int fd = util_open_regular(path);
+	int fd = util_open_regular(path, O_NOFOLLOW);
 
 	/* Only a regular file, never through a symlink, and without blocking
 	 * (a FIFO there once hung the report). */

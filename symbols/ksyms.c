@@ -206,10 +206,11 @@ struct ksyms *ksyms_open(const char *path, char *err, size_t errlen)
 	size_t len = 0, cap = 0;
 	int fd, e;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = util_open_regular(path, 0);	/* a FIFO must not hang us */
 	if (fd < 0) {
-		e = errno;
-		util_seterr(err, errlen, "%s: %s", path, strerror(e));
+		e = -fd;
+		util_seterr(err, errlen, "%s: %s", path,
+			    e == EINVAL ? "not a regular file" : strerror(e));
 		errno = e;
 		return NULL;
 	}
