@@ -30,7 +30,8 @@ else
 Q := @
 endif
 
-PKGS := libelf libdw capstone jansson libvirt libvirt-qemu zlib libprotobuf-c libdebuginfod
+PKGS := libelf libdw capstone jansson libvirt libvirt-qemu zlib libprotobuf-c libdebuginfod \
+	ncursesw libmicrohttpd
 TEST_PKGS := cmocka
 
 PKG_OK := $(shell pkg-config --exists $(PKGS) $(TEST_PKGS) 2>/dev/null && echo yes)
