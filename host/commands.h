@@ -9,8 +9,6 @@
 #define OPVM_COMMANDS_H
 
 int cmd_run(int argc, char **argv);		/* host/cmd-run.c */
-int cmd_run_qemu(int argc, char **argv);	/* host/cmd-run-qemu.c */
-int cmd_run_kvm(int argc, char **argv);		/* host/cmd-run-kvm.c */
 int cmd_attach(int argc, char **argv);		/* host/cmd-attach.c */
 int cmd_report(int argc, char **argv);		/* host/cmd-report.c */
 int cmd_annotate(int argc, char **argv);	/* host/cmd-annotate.c */

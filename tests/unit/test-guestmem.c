@@ -247,7 +247,10 @@ static void test_qemu(void **state)
 		skip();
 	}
 	assert_int_equal(qemu_start_with(&q, "guestmem", "-qmp"), 0);
-	mon = qmp_open(q.sock, 5000);
+	/* Generous: on a loaded machine QEMU's greeting can take seconds. */
+	mon = qmp_open(q.sock, 30000);
+	if (!mon)
+		printf("qmp_open: %s\n", strerror(errno));
 	assert_non_null(mon);
 	m = guestmem_open(q.pid);
 	assert_non_null(m);

@@ -205,6 +205,10 @@ static void test_text_escape(void **state)
 	assert_int_equal(util_utf8_char("\xf0\x9f\x98\x80", 4), 4);
 	assert_int_equal(util_utf8_char("\xf0\x9f\x98\x80", 3), 0);
 	assert_int_equal(util_utf8_char("", 1), 0);
+	assert_true(util_utf8_valid("caf\xc3\xa9\n\t"));
+	assert_false(util_utf8_valid("caf\xc3"));
+	assert_false(util_utf8_valid("\xff"));
+	assert_true(util_utf8_valid(""));
 }
 
 /* Only regular files, never through a symlink, never blocking on a FIFO. */
@@ -216,21 +220,24 @@ static void test_open_regular(void **state)
 	assert_non_null(d);
 	snprintf(path, sizeof(path), "%s/f", d);
 	close(open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
-	fd = util_open_regular(path);
+	fd = util_open_regular(path, O_NOFOLLOW);
 	assert_true(fd >= 0);
 	assert_int_equal(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);	/* blocking again */
 	close(fd);
 	snprintf(link, sizeof(link), "%s/l", d);
-	assert_int_equal(symlink(path, link), 0);
-	assert_int_equal(util_open_regular(link), -ELOOP);
+	assert_int_equal(symlink("f", link), 0);
+	assert_int_equal(util_open_regular(link, O_NOFOLLOW), -ELOOP);
+	fd = util_open_regular(link, 0);	/* followed when asked */
+	assert_true(fd >= 0);
+	close(fd);
 	snprintf(path, sizeof(path), "%s/fifo", d);
 	assert_int_equal(mkfifo(path, 0600), 0);
 	alarm(30);
-	assert_int_equal(util_open_regular(path), -EINVAL);
+	assert_int_equal(util_open_regular(path, 0), -EINVAL);
 	alarm(0);
-	assert_int_equal(util_open_regular(d), -EINVAL);
+	assert_int_equal(util_open_regular(d, 0), -EINVAL);
 	snprintf(path, sizeof(path), "%s/none", d);
-	assert_int_equal(util_open_regular(path), -ENOENT);
+	assert_int_equal(util_open_regular(path, 0), -ENOENT);
 	tmpdir_free(d);
 }
 
