@@ -15,5 +15,7 @@ int cmd_annotate(int argc, char **argv);	/* host/cmd-annotate.c */
 int cmd_export(int argc, char **argv);		/* host/cmd-export.c */
 int cmd_list_events(int argc, char **argv);	/* host/cmd-list-events.c */
 int cmd_channel_dump(int argc, char **argv);	/* host/cmd-channel-dump.c */
+int cmd_top(int argc, char **argv);		/* host/cmd-top.c */
+int cmd_exporter(int argc, char **argv);	/* host/cmd-exporter.c */
 
 #endif /* OPVM_COMMANDS_H */
