@@ -11,9 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/sockios.h>
 
 #include "vmm/gdbstub.h"
 #include "lib/util.h"
@@ -570,7 +573,27 @@ struct gdbstub *gdbstub_open_fd(int fd, unsigned timeout_ms, const char **why)
 	if (!gs)
 		goto fail;
 	gs->fd = fd;
-	err = gs_handshake(gs, timeout_ms, &step);
+	/*
+	 * The guest's owner may resume it while we talk (a monitor "cont"
+	 * between QEMU's stop on our connection and the last answer): a
+	 * request that reaches a running guest only stops it (a stop reply
+	 * says so) and is never answered.  Then let late answers arrive and
+	 * drop them, and start again with the guest stopped, a few times.
+	 */
+	for (int attempt = 0;; attempt++) {
+		int stops = gs->stops_seen;
+		unsigned per = timeout_ms / 4 > 500 ? timeout_ms / 4 : 500;
+
+		err = gs_handshake(gs, per, &step);
+		if (err != -ETIMEDOUT || gs->stops_seen == stops || attempt == 3)
+			break;
+		tx_begin(gs);
+		gs->tx[gs->tx_len++] = 0x03;
+		if (tx_flush(gs))
+			break;
+		while (rx_packet(gs, now_ns() + 300 * 1000000ll) >= 0)
+			;
+	}
 	if (!err)
 		return gs;
 	free(gs);
@@ -914,7 +937,39 @@ int gdbstub_continue(struct gdbstub *gs)
 {
 	int err;
 
+	/*
+	 * "++" first: the guest's owner may have resumed it since we stopped
+	 * it (a monitor "cont"), and the "$" of a bare "c" reaching a running
+	 * guest would only stop it, for good.  The first "+" acks the reply
+	 * QEMU may keep for a resend (it ignores other bytes then, "$" aside),
+	 * the second stops a running guest, the "c" resumes it; a stopped
+	 * guest takes both as noise.  The stop reply a running guest sends
+	 * then reads, next tick, as someone else's pause: the probe finds it
+	 * running.  Acks nothing owed after it (see above).
+	 */
 	tx_begin(gs);
+	gs->tx[gs->tx_len++] = '+';
+	gs->tx[gs->tx_len++] = '+';
 	err = tx_packet(gs, "c");
-	return err ? err : tx_flush(gs);	/* acks nothing owed after it (see above) */
+	return err ? err : tx_flush(gs);
+}
+
+int gdbstub_wait_read(struct gdbstub *gs, unsigned timeout_ms)
+{
+	int64_t deadline = now_ns() + (int64_t)timeout_ms * 1000000;
+	struct timespec pause = { .tv_nsec = 200000 };
+
+	for (;;) {
+		int queued = 0;
+
+		/* A unix stream socket's SIOCOUTQ counts the bytes the peer has
+		 * not read yet. */
+		if (ioctl(gs->fd, SIOCOUTQ, &queued) < 0)
+			return -errno;
+		if (queued == 0)
+			return 0;
+		if (now_ns() >= deadline)
+			return -ETIMEDOUT;
+		nanosleep(&pause, NULL);
+	}
 }

@@ -14,7 +14,7 @@
  * offers it (QEMU 7.2 does not), otherwise "+" acks piggy-backed on the
  * next write.  (An unacked reply makes QEMU swallow the next "\x03".)  No
  * "-" and no lone "+" is ever sent: QEMU takes any byte that reaches a
- * running guest for a stop request.
+ * running guest for a stop request ("c" goes with two "+" for that reason).
  *
  * vCPU numbering: QEMU's thread id for a vCPU is its cpu_index + 1; the
  * thread list (qfThreadInfo) is sorted, and position i in it is vCPU i.
@@ -120,8 +120,17 @@ int gdbstub_read_regs(struct gdbstub *gs, unsigned vcpu, struct gdbstub_regs *ou
 /* Guest-physical read (len <= 64 KiB).  -ENOTSUP without PhyMemMode. */
 int gdbstub_read_phys(struct gdbstub *gs, uint64_t pa, void *buf, size_t len);
 
-/* Resumes every vCPU ("c"); no reply is expected. */
+/* Resumes every vCPU ("c"), whether the guest is stopped or was resumed by
+ * someone else meanwhile (see gdbstub.c); no reply is expected. */
 int gdbstub_continue(struct gdbstub *gs);
+
+/*
+ * Waits until QEMU has read everything we sent (QEMU acts on gdbstub bytes
+ * as it reads them, in the same main-loop pass).  Before closing: a "c"
+ * still queued when the gdbstub is removed would never run.  0, -ETIMEDOUT,
+ * or -errno (unix sockets only: the queue is SIOCOUTQ).
+ */
+int gdbstub_wait_read(struct gdbstub *gs, unsigned timeout_ms);
 
 /* Sends one packet and waits for its reply (stop replies that arrive first
  * are skipped).  reply is NUL-terminated; returns its length or -errno. */

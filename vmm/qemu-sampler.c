@@ -71,6 +71,7 @@ struct qsamp {
 	/* Statistics, written by the tick thread (hellos: relay thread). */
 	_Atomic uint64_t ticks, samples, throttled, cost_ns, exits;
 	_Atomic uint64_t hellos, slot_reads, slot_odd, paused_ticks, resets, max_cost;
+	_Atomic uint64_t late_stops, restores;
 };
 
 static const struct sampler_ops qemu_sampler_ops;
@@ -287,6 +288,7 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 			 * way, and our "c" undid it: restore that pause. */
 			ts->paused = 1;
 			q->paused_ticks++;
+			q->restores++;
 			err = gdbstub_interrupt(q->gs, STOP_TIMEOUT_MS);
 			/* -ETIMEDOUT: its stop reply comes later and, with
 			 * nothing outstanding, is taken for a pause. */
@@ -347,6 +349,39 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 	return 1;
 }
 
+/*
+ * The tick thread's last act when told to stop: nothing of ours may stop
+ * the guest once we are gone.  A "\x03" whose stop reply has not come yet
+ * (outstanding: a probe QEMU answered late, busy, after the guest's owner
+ * had resumed it) stops the guest for good if nobody sends "c" after it;
+ * a batch that timed out (resync) still has its "c" queued, and what QEMU
+ * has not read when the gdbstub is removed is never run.  So: wait until
+ * QEMU has read everything (it sends a stop reply as it handles the byte),
+ * then resume a stop of ours that answers late.
+ */
+static void tick_settle(struct qsamp *q, struct tick_state *ts)
+{
+	int64_t deadline = now_ns() + (int64_t)PAUSED_PROBE_MS * 5 * 1000000;
+	int r = gdbstub_wait_read(q->gs, STOP_TIMEOUT_MS);
+
+	if (r < 0 || !ts->outstanding)
+		return;
+	for (;;) {
+		struct pollfd pfd = { .fd = gdbstub_fd(q->gs), .events = POLLIN };
+		int64_t left = deadline - now_ns();
+
+		r = gdbstub_drain(q->gs);
+		if (r != 0 || left <= 0)
+			break;
+		poll(&pfd, 1, (int)(left / 1000000) + 1);
+	}
+	if (r > 0) {
+		q->late_stops++;
+		if (!gdbstub_continue(q->gs))
+			gdbstub_wait_read(q->gs, STOP_TIMEOUT_MS);
+	}
+}
+
 static void *tick_main(void *arg)
 {
 	struct qsamp *q = arg;
@@ -379,9 +414,9 @@ static void *tick_main(void *arg)
 					 "the guest's QEMU closed its gdbstub (guest powered off or QEMU exited)");
 				atomic_store_explicit(&q->state, SAMPLER_TARGET_GONE,
 						      memory_order_release);
-			} else {
-				set_fault(q, r, "gdbstub sampling failed: %s", strerror(-r));
+				return NULL;
 			}
+			set_fault(q, r, "gdbstub sampling failed: %s", strerror(-r));
 			break;
 		}
 		if (r == 0)
@@ -398,6 +433,7 @@ static void *tick_main(void *arg)
 			q->throttled++;
 		}
 	}
+	tick_settle(q, &ts);
 	return NULL;
 }
 
@@ -621,6 +657,8 @@ void qemu_sampler_get_info(struct sampler *s, struct qemu_sampler_info *out)
 	out->paused_ticks = q->paused_ticks;
 	out->resets = q->resets;
 	out->max_cost_ns = q->max_cost;
+	out->late_stops = q->late_stops;
+	out->restores = q->restores;
 }
 
 unsigned qemu_sampler_nr_vcpus(struct sampler *s)
