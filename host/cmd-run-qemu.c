@@ -10,6 +10,7 @@
  * sampler resumes it once every socket is connected.  QEMU runs in its own
  * process group: Ctrl-C reaches opvm, which then quits QEMU through QMP.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -38,7 +40,8 @@
 
 struct run {
 	char dir[128];			/* private: sockets and QEMU's log */
-	char qmp[PATH_MAX], gdb[PATH_MAX + 8], chan[PATH_MAX], con[PATH_MAX];
+	char qmp[PATH_MAX], chan[PATH_MAX], con[PATH_MAX];
+	int gdb_fd[2];			/* [0] the sampler's, [1] QEMU's */
 	char log[PATH_MAX];
 	char guest_dir[PATH_MAX];	/* <session>/guests/<name> */
 	pid_t qemu;
@@ -123,17 +126,24 @@ static void *console_main(void *arg)
 
 static pid_t start_qemu(struct run *r, char **args)
 {
+	pid_t parent = getpid();
 	pid_t pid = fork();
 
 	if (pid == 0) {
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-		int log = open(r->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		int log = open(r->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 
+		/* QEMU dies with opvm, even by SIGKILL: nobody else would quit
+		 * it.  A parent gone before prctl() is seen by getppid(). */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+			_exit(127);
 		/* Own process group: a Ctrl-C is for opvm, which quits QEMU. */
 		setpgid(0, 0);
 		dup2(null, STDIN_FILENO);
 		dup2(log >= 0 ? log : null, STDOUT_FILENO);
 		dup2(log >= 0 ? log : null, STDERR_FILENO);
+		/* QEMU's end of the gdbstub socket pair crosses exec. */
+		fcntl(r->gdb_fd[1], F_SETFD, 0);
 		execvp(args[0], args);
 		dprintf(STDERR_FILENO, "cannot run %s: %s\n", args[0], strerror(errno));
 		_exit(127);
@@ -149,12 +159,77 @@ static int wait_sockets(struct run *r, int *status)
 			r->qemu = 0;
 			return -1;
 		}
-		if (file_exists(r->qmp) && file_exists(r->gdb + 5) && file_exists(r->chan) &&
-		    file_exists(r->con))
+		if (file_exists(r->qmp) && file_exists(r->chan) && file_exists(r->con))
 			return 0;
 		usleep(10000);
 	}
 	return -1;
+}
+
+/* Removes run directory dir (the sockets and log it holds, nothing deeper). */
+static void run_dir_remove(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (d) {
+		while ((e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				unlinkat(dirfd(d), e->d_name, 0);
+		closedir(d);
+	}
+	rmdir(dir);
+}
+
+/*
+ * The run's private directory, BASE/PID, under BASE = $TMPDIR/opvm-run-UID
+ * (0700, ours).  Directories of runs whose opvm is gone (SIGKILL leaves
+ * them) are removed first: their name is their owner's pid.  0 or -errno
+ * (after printing).
+ */
+static int run_dir_create(char *dir, size_t len)
+{
+	const char *tmp = getenv("TMPDIR");
+	char base[96];
+	struct stat st;
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(base, sizeof(base), "%s/opvm-run-%u", tmp && tmp[0] == '/' &&
+		 strlen(tmp) < 60 ? tmp : "/tmp", (unsigned)geteuid());
+	if (mkdir(base, 0700) && errno != EEXIST) {
+		pr_err("cannot create %s: %s (set TMPDIR to a writable directory)", base,
+		       strerror(errno));
+		return -1;
+	}
+	/* Someone else's directory (or a link) in a shared /tmp is a trap. */
+	if (lstat(base, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 077)) {
+		pr_err("%s is not a private directory of this user (owner %u, mode %o): "
+		       "remove it, or set TMPDIR elsewhere", base, (unsigned)st.st_uid,
+		       (unsigned)(st.st_mode & 07777));
+		return -1;
+	}
+	d = opendir(base);
+	while (d && (e = readdir(d))) {
+		char *end, stale[96 + 256];
+		long pid = strtol(e->d_name, &end, 10);
+
+		if (*end || pid <= 0 || pid == getpid() ||
+		    !(kill((pid_t)pid, 0) && errno == ESRCH))
+			continue;
+		snprintf(stale, sizeof(stale), "%s/%s", base, e->d_name);
+		run_dir_remove(stale);
+	}
+	if (d)
+		closedir(d);
+	snprintf(dir, len, "%s/%ld", base, (long)getpid());
+	run_dir_remove(dir);	/* a stale one with our pid */
+	if (mkdir(dir, 0700)) {
+		pr_err("cannot create %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 static void print_log_tail(const char *path)
@@ -211,7 +286,7 @@ int cmd_run_qemu(int argc, char **argv)
 {
 	struct qprof_opts o = { 0 };
 	struct qprof_target t = { .chan_fd = -1, .how = "booted by opvm run" };
-	struct run r = { .con_fd = -1, .con_out = -1 };
+	struct run r = { .con_fd = -1, .con_out = -1, .gdb_fd = { -1, -1 } };
 	const char *kernel = NULL, *initrd = NULL, *append = NULL, *workload = NULL;
 	const char *accel = "tcg", *qemu_bin = "qemu-system-x86_64", *name = "guest";
 	char images[PATH_MAX] = "", kbuf[PATH_MAX + 16], ibuf[PATH_MAX + 32];
@@ -224,7 +299,6 @@ int cmd_run_qemu(int argc, char **argv)
 	static volatile sig_atomic_t stop;
 	unsigned smp = 2, mem = 512;
 	int nargs = 0, nextra = 0, extra_at = argc, status = 0, ret = 1, rc;
-	const char *tmp = getenv("TMPDIR");
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -324,14 +398,15 @@ int cmd_run_qemu(int argc, char **argv)
 			sizeof(cmdline) - strlen(cmdline) - 1);
 
 	/* Private directory for the sockets: short path (sun_path is 108). */
-	snprintf(r.dir, sizeof(r.dir), "%s/opvm-run.XXXXXX", tmp && strlen(tmp) < 60 ? tmp : "/tmp");
-	if (!mkdtemp(r.dir)) {
-		pr_err("cannot create a private directory in %s: %s", tmp ? tmp : "/tmp",
-		       strerror(errno));
+	if (run_dir_create(r.dir, sizeof(r.dir)))
+		return 1;
+	/* The gdbstub is a socket pair: no socket anyone else could reach. */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, r.gdb_fd)) {
+		pr_err("cannot create a socket pair: %s", strerror(errno));
+		rmdir(r.dir);
 		return 1;
 	}
 	snprintf(r.qmp, sizeof(r.qmp), "%s/qmp", r.dir);
-	snprintf(r.gdb, sizeof(r.gdb), "unix:%s/gdb", r.dir);
 	snprintf(r.chan, sizeof(r.chan), "%s/chan", r.dir);
 	snprintf(r.con, sizeof(r.con), "%s/con", r.dir);
 	snprintf(r.log, sizeof(r.log), "%s/qemu.log", r.dir);
@@ -339,14 +414,14 @@ int cmd_run_qemu(int argc, char **argv)
 	snprintf(smp_s, sizeof(smp_s), "%u", smp);
 	snprintf(mem_s, sizeof(mem_s), "%u", mem);
 	snprintf(qmp_dev, sizeof(qmp_dev), "unix:%s,server=on,wait=off", r.qmp);
-	snprintf(gdb_dev, sizeof(gdb_dev), "%s,server=on,wait=off", r.gdb);
+	snprintf(gdb_dev, sizeof(gdb_dev), "socket,id=opvm-gdb,fd=%d", r.gdb_fd[1]);
 	snprintf(chan_dev, sizeof(chan_dev), "socket,id=opvm0,path=%s,server=on,wait=off", r.chan);
 	snprintf(con_dev, sizeof(con_dev), "socket,id=con0,path=%s,server=on,wait=off", r.con);
 	snprintf(chardev, sizeof(chardev), "%s", kernel);
 #define A(x) (args[nargs++] = (char *)(x))
 	A(qemu_bin); A("-accel"); A(accel); A("-m"); A(mem_s); A("-smp"); A(smp_s);
 	A("-nodefaults"); A("-no-user-config"); A("-display"); A("none"); A("-S");
-	A("-qmp"); A(qmp_dev); A("-gdb"); A(gdb_dev);
+	A("-qmp"); A(qmp_dev); A("-chardev"); A(gdb_dev); A("-gdb"); A("chardev:opvm-gdb");
 	A("-chardev"); A(con_dev); A("-serial"); A("chardev:con0");
 	A("-device"); A("virtio-serial-pci,id=opvmser");
 	A("-chardev"); A(chan_dev);
@@ -375,6 +450,8 @@ int cmd_run_qemu(int argc, char **argv)
 	}
 	qprof_signals(&stop);
 	r.qemu = start_qemu(&r, args);
+	close(r.gdb_fd[1]);	/* QEMU has its copy: its exit gives us EOF */
+	r.gdb_fd[1] = -1;
 	if (r.qemu < 0) {
 		pr_err("cannot start QEMU: %s", strerror(errno));
 		r.qemu = 0;
@@ -411,7 +488,8 @@ int cmd_run_qemu(int argc, char **argv)
 	}
 	t.reconnect = qprof_reconnect_unix;
 	t.reconnect_arg = r.chan;
-	qc.gdb_addr = r.gdb;
+	qc.gdb_fd = r.gdb_fd[0];
+	r.gdb_fd[0] = -1;	/* the sampler's now */
 	qc.rate_hz = o.rate_hz;
 	qc.resume = 1;
 	t.sampler = qemu_sampler_new(&qc, err, sizeof(err));
@@ -473,11 +551,10 @@ out:
 		snprintf(chardev, sizeof(chardev), "%s/qemu.log", r.guest_dir);
 		copy_file(r.log, chardev);
 	}
-	unlink(r.qmp);
-	unlink(r.gdb + 5);
-	unlink(r.chan);
-	unlink(r.con);
-	unlink(r.log);
-	rmdir(r.dir);
+	if (r.gdb_fd[0] >= 0)
+		close(r.gdb_fd[0]);
+	if (r.gdb_fd[1] >= 0)
+		close(r.gdb_fd[1]);
+	run_dir_remove(r.dir);
 	return ret;
 }

@@ -32,6 +32,7 @@ struct gdbstub {
 	int ack_pending;	/* we owe the stub a '+' for its last packet */
 	int has_phys;
 	int stops_seen;		/* stop replies skipped while waiting for replies */
+	int restarts;		/* handshakes restarted: the guest had run */
 	unsigned nr_threads;
 	unsigned long tids[GDBSTUB_MAX_THREADS];
 	struct gdbstub_layout lay;
@@ -587,6 +588,7 @@ struct gdbstub *gdbstub_open_fd(int fd, unsigned timeout_ms, const char **why)
 		err = gs_handshake(gs, per, &step);
 		if (err != -ETIMEDOUT || gs->stops_seen == stops || attempt == 3)
 			break;
+		gs->restarts++;
 		tx_begin(gs);
 		gs->tx[gs->tx_len++] = 0x03;
 		if (tx_flush(gs))
@@ -637,6 +639,11 @@ unsigned gdbstub_nr_threads(const struct gdbstub *gs)
 int gdbstub_has_phys(const struct gdbstub *gs)
 {
 	return gs->has_phys;
+}
+
+int gdbstub_handshake_restarts(const struct gdbstub *gs)
+{
+	return gs->restarts;
 }
 
 int gdbstub_fd(const struct gdbstub *gs)

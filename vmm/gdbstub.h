@@ -68,6 +68,10 @@ unsigned gdbstub_nr_threads(const struct gdbstub *gs);
 /* 1 if physical memory reads work (QEMU's Qqemu.PhyMemMode). */
 int gdbstub_has_phys(const struct gdbstub *gs);
 int gdbstub_fd(const struct gdbstub *gs);
+/* Times gdbstub_open() had to start its handshake again because a request
+ * reached a running guest (its owner resumed it while we connected) and
+ * only stopped it: then the guest is stopped by us, not by its owner. */
+int gdbstub_handshake_restarts(const struct gdbstub *gs);
 
 /*
  * Sends "\x03" and waits up to timeout_ms for the stop reply.  Returns 0

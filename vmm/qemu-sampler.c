@@ -755,6 +755,10 @@ struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
 		goto fail;
 	}
 	q->nr_vcpus = gdbstub_nr_threads(q->gs);
+	/* Resumed by its owner while we connected, then stopped by us: it
+	 * must run again, whatever it did before. */
+	if (gdbstub_handshake_restarts(q->gs))
+		q->resume = 1;
 	q->regs = calloc(q->nr_vcpus, sizeof(*q->regs));
 	q->slotbuf = calloc(q->nr_vcpus, sizeof(struct opvm_slot));
 	if (!q->regs || !q->slotbuf)

@@ -62,11 +62,20 @@ for rnd in range(ROUNDS):
         args += ["--duration", "1.2"]
     out = open("%s/attach%d.out" % (T, rnd), "w")
     p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-    # The storm, until just before opvm is told to stop (or its duration).
-    time.sleep(0.25)
-    end = time.time() + (0.8 if how == "duration" else random.uniform(0.6, 1.0))
-    paused = False
-    while time.time() < end:
+    # The storm, from the moment opvm samples (its session has the guest's
+    # tree) until just before it is told to stop (a random moment), or a
+    # little before its --duration ends.
+    time.sleep(0.1)
+    paused, end, limit = False, None, time.time() + 30
+    tree = "%s/s%d/guests/vm" % (T, rnd)
+    while end is None or time.time() < end:
+        if end is None and os.path.isdir(tree):
+            end = time.time() + (0.9 if how == "duration" else random.uniform(0.3, 0.9))
+        if time.time() > limit or p.poll() is not None:
+            break
+        if end is None:
+            time.sleep(0.01)
+            continue
         ctl.run("cont" if paused else "stop")
         paused = not paused
         stops += paused
