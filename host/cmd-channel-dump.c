@@ -116,6 +116,29 @@ static void js_str(json_t *o, const char *k, const char *escaped)
 
 /* ---- one record --------------------------------------------------------- */
 
+/* HELLO's switch-ring tail, as sent (the decoder checked it separately and
+ * counts a refused one in switch_refused). */
+static void print_hello_switch(struct dump *dp, const struct opvm_rec_hdr *rec,
+			       size_t len, json_t *o)
+{
+	struct opvm_hello_switch sw;
+
+	if (len < sizeof(struct opvm_rec_hello) + sizeof(sw))
+		return;
+	memcpy(&sw, (const char *)rec + sizeof(struct opvm_rec_hello), sizeof(sw));
+	if (o) {
+		js_hex(o, "switch_pa", le64toh(sw.switch_pa));
+		js_u64(o, "switch_stride", le32toh(sw.switch_stride));
+		js_u64(o, "switch_entries", le32toh(sw.switch_entries));
+		js_u64(o, "tsc_khz", le32toh(sw.tsc_khz));
+		return;
+	}
+	fprintf(dp->out, " switch_pa=0x%" PRIx64 " switch_stride=%" PRIu32
+		" switch_entries=%" PRIu32 " tsc_khz=%" PRIu32,
+		le64toh(sw.switch_pa), le32toh(sw.switch_stride),
+		le32toh(sw.switch_entries), le32toh(sw.tsc_khz));
+}
+
 /*
  * Prints one record in text or JSON form, relying on what the decoder
  * guarantees its callback (host/decoder.h): lengths checked, HELLO whole.
@@ -157,6 +180,7 @@ static void print_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 			js_hex(o, "anchor_addr", le64toh(r->anchor_addr));
 			js_u64(o, "slot_size", le32toh(r->slot_size));
 			js_hex(o, "text", le64toh(r->text_addr));
+			print_hello_switch(dp, rec, len, o);
 			break;
 		}
 		fprintf(f, " version=%" PRIu32 " cpus=%" PRIu32 " slot_pa=0x%" PRIx64,
@@ -166,6 +190,7 @@ static void print_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 			le64toh(r->anchor_addr));
 		fprintf(f, " slot_size=%" PRIu32 " text=0x%" PRIx64,
 			le32toh(r->slot_size), le64toh(r->text_addr));
+		print_hello_switch(dp, rec, len, NULL);
 		break;
 	}
 	case OPVM_REC_LOST: {
@@ -324,7 +349,8 @@ static void print_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 	X(bytes) X(records) X(bad_records) X(skipped_bytes) X(resyncs)	\
 	X(seq_gaps) X(seq_backwards) X(refused) X(unknown_types)	\
 	X(version_mismatch) X(ignored) X(before_hello) X(hellos)	\
-	X(lost_records) X(guest_lost) X(syncs) X(buffered_peak)
+	X(lost_records) X(guest_lost) X(syncs) X(buffered_peak)		\
+	X(switch_refused)
 
 static void print_stats(FILE *f, const struct decoder_stats *st, bool json)
 {
