@@ -585,7 +585,7 @@ struct gdbstub *gdbstub_open_fd(int fd, unsigned timeout_ms, const char **why)
 		gs->tx[gs->tx_len++] = 0x03;
 		if (tx_flush(gs))
 			break;
-		while (rx_packet(gs, now_ns() + 300 * 1000000ll) >= 0)
+		while (rx_packet(gs, util_now_ns() + 300 * 1000000ll) >= 0)
 			;
 	}
 	if (!err)
@@ -955,7 +955,7 @@ int gdbstub_continue(struct gdbstub *gs)
 
 int gdbstub_wait_read(struct gdbstub *gs, unsigned timeout_ms)
 {
-	int64_t deadline = now_ns() + (int64_t)timeout_ms * 1000000;
+	int64_t deadline = util_now_ns() + (int64_t)timeout_ms * 1000000;
 	struct timespec pause = { .tv_nsec = 200000 };
 
 	for (;;) {
@@ -967,7 +967,7 @@ int gdbstub_wait_read(struct gdbstub *gs, unsigned timeout_ms)
 			return -errno;
 		if (queued == 0)
 			return 0;
-		if (now_ns() >= deadline)
+		if (util_now_ns() >= deadline)
 			return -ETIMEDOUT;
 		nanosleep(&pause, NULL);
 	}

@@ -352,14 +352,14 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
  */
 static void tick_settle(struct qsamp *q, struct tick_state *ts)
 {
-	int64_t deadline = now_ns() + (int64_t)PAUSED_PROBE_MS * 5 * 1000000;
+	int64_t deadline = util_now_ns() + (int64_t)PAUSED_PROBE_MS * 5 * 1000000;
 	int r = gdbstub_wait_read(q->gs, STOP_TIMEOUT_MS);
 
 	if (r < 0 || !ts->outstanding)
 		return;
 	for (;;) {
 		struct pollfd pfd = { .fd = gdbstub_fd(q->gs), .events = POLLIN };
-		int64_t left = deadline - now_ns();
+		int64_t left = deadline - util_now_ns();
 
 		r = gdbstub_drain(q->gs);
 		if (r != 0 || left <= 0)
