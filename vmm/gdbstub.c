@@ -972,3 +972,30 @@ int gdbstub_wait_read(struct gdbstub *gs, unsigned timeout_ms)
 		nanosleep(&pause, NULL);
 	}
 }
+
+int gdbstub_settle(struct gdbstub *gs, unsigned timeout_ms)
+{
+	int64_t deadline = util_now_ns() + (int64_t)timeout_ms * 1000000;
+	int stops = 0, err;
+
+	tx_begin(gs);
+	err = tx_packet(gs, "qC");
+	if (!err)
+		err = tx_flush(gs);
+	if (err)
+		return err;
+	for (;;) {
+		int n = rx_packet(gs, deadline);
+
+		if (n == -ETIMEDOUT)
+			return stops ? 1 : -ETIMEDOUT;
+		if (n < 0)
+			return n;
+		if (n > 0 && is_stop_reply(gs->pkt))
+			stops++;
+		else if (n > 0 && is_exit_reply(gs->pkt))
+			return -ESHUTDOWN;
+		else if (!strncmp(gs->pkt, "QC", 2))
+			return stops > 0;
+	}
+}

@@ -136,6 +136,15 @@ int gdbstub_continue(struct gdbstub *gs);
  */
 int gdbstub_wait_read(struct gdbstub *gs, unsigned timeout_ms);
 
+/*
+ * Sends "qC" and reads up to its answer: 1 if a stop reply came before it,
+ * or instead of it (the "qC" reached a running guest and only stopped it),
+ * 0 if only the answer came (the guest was stopped and nothing stopped it
+ * meanwhile), -ETIMEDOUT if nothing came, -errno.  The sampler's way out
+ * (qemu-sampler.c) after a "\x03" that was not answered in time.
+ */
+int gdbstub_settle(struct gdbstub *gs, unsigned timeout_ms);
+
 /* Sends one packet and waits for its reply (stop replies that arrive first
  * are skipped).  reply is NUL-terminated; returns its length or -errno. */
 int gdbstub_request(struct gdbstub *gs, const char *cmd, char *reply, size_t cap,

@@ -343,30 +343,24 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 /*
  * The tick thread's last act when told to stop: nothing of ours may stop
  * the guest once we are gone.  A "\x03" whose stop reply has not come yet
- * (outstanding: a probe QEMU answered late, busy, after the guest's owner
- * had resumed it) stops the guest for good if nobody sends "c" after it;
- * a batch that timed out (resync) still has its "c" queued, and what QEMU
- * has not read when the gdbstub is removed is never run.  So: wait until
- * QEMU has read everything (it sends a stop reply as it handles the byte),
- * then resume a stop of ours that answers late.
+ * (outstanding: a probe that a busy QEMU answers late, after the guest's
+ * owner had resumed it) stops the guest for good if no "c" follows; a batch
+ * that timed out (resync) still has its "c" queued, and what QEMU has not
+ * read when the gdbstub is removed is never run.  So: wait until QEMU has
+ * read everything; then, if a "\x03" is unanswered, send "qC" and read up
+ * to its answer.  QEMU handles it after finishing any stop, so a stop reply
+ * before the answer (or instead of it: the "qC" itself stopped a guest
+ * resumed meanwhile) is a stop of ours, to undo; an answer alone means the
+ * guest had been paused by its owner all along.
  */
 static void tick_settle(struct qsamp *q, struct tick_state *ts)
 {
-	int64_t deadline = util_now_ns() + (int64_t)PAUSED_PROBE_MS * 5 * 1000000;
-	int r = gdbstub_wait_read(q->gs, STOP_TIMEOUT_MS);
+	int r = gdbstub_wait_read(q->gs, STOP_TIMEOUT_MS), stopped;
 
 	if (r < 0 || !ts->outstanding)
 		return;
-	for (;;) {
-		struct pollfd pfd = { .fd = gdbstub_fd(q->gs), .events = POLLIN };
-		int64_t left = deadline - util_now_ns();
-
-		r = gdbstub_drain(q->gs);
-		if (r != 0 || left <= 0)
-			break;
-		poll(&pfd, 1, (int)(left / 1000000) + 1);
-	}
-	if (r > 0) {
+	stopped = gdbstub_settle(q->gs, STOP_TIMEOUT_MS);
+	if (stopped > 0) {
 		q->late_stops++;
 		if (!gdbstub_continue(q->gs))
 			gdbstub_wait_read(q->gs, STOP_TIMEOUT_MS);
