@@ -511,12 +511,13 @@ void qprof_summary(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 			printf("  the guest restarted during the session: %llu HELLOs, %llu resets seen\n",
 			       (unsigned long long)qi.hellos, (unsigned long long)qi.resets);
 		if (qi.paused_ticks)
-			printf("  the guest was paused by someone else for %llu ticks (not sampled; "
-			       "%llu pauses landed mid-tick and were kept)\n",
-			       (unsigned long long)qi.paused_ticks, (unsigned long long)qi.restores);
+			printf("  the guest was paused by someone else for %llu ticks (not sampled)\n",
+			       (unsigned long long)qi.paused_ticks);
+		if (qi.restores)
+			printf("  %llu of those pauses landed mid-tick; opvm kept them\n",
+			       (unsigned long long)qi.restores);
 		if (qi.late_stops)
-			printf("  opvm's last stop request was answered after sampling ended: "
-			       "the guest was resumed\n");
+			printf("  a stop of opvm's was answered after sampling: guest resumed\n");
 		for (size_t k = 0; k < sc.nr && shown < 8; k++) {
 			if (sc.apps[k].target != i || !sc.totals[i])
 				continue;
