@@ -25,6 +25,7 @@
 #include "lib/log.h"
 #include "host/store.h"
 #include "lib/util.h"
+#include "vmm/perf-sampler.h"
 #include "vmm/qemu-sampler.h"
 #include "vmm/qmp.h"
 #include "vmm/sampler.h"
@@ -270,7 +271,7 @@ int qprof_collect(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 		.nr_events = 1,
 		.sync_ms = o->sync_ms ? o->sync_ms : 1000,
 		.hold_ms = 2000,
-		.mode = "gdbstub-timer",
+		.mode = o->mode ? o->mode : "gdbstub-timer",
 		.rate_hz = o->rate_hz,
 		.status_line = isatty(STDERR_FILENO),
 		.store_limits = o->limits,
@@ -281,8 +282,10 @@ int qprof_collect(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 	struct cguest **gs = calloc(n ? n : 1, sizeof(*gs));
 	int err, ret = -1;
 
-	snprintf(cfg.events[0].name, sizeof(cfg.events[0].name), "TIMER");
-	cfg.events[0].count = 1000000 / (o->rate_hz ? o->rate_hz : QEMU_SAMPLER_DEFAULT_HZ);
+	snprintf(cfg.events[0].name, sizeof(cfg.events[0].name), "%s",
+		 o->mode ? o->ev_name : "TIMER");
+	cfg.events[0].count = o->mode ? o->ev_count :
+			      1000000 / (o->rate_hz ? o->rate_hz : QEMU_SAMPLER_DEFAULT_HZ);
 	c = gs ? collector_new(&cfg) : NULL;
 	if (!c) {
 		pr_err("cannot set up the session in %s: %s", cfg.session_dir, strerror(errno));
@@ -295,7 +298,9 @@ int qprof_collect(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 			goto out;
 		}
 		if (t[i].chan_fd >= 0) {
-			int fd = qemu_sampler_relay_channel(t[i].sampler, t[i].chan_fd,
+			/* The gdbstub backend relays the channel to find the slots. */
+			int fd = strcmp(t[i].sampler->ops->name, "gdbstub") ? t[i].chan_fd :
+				 qemu_sampler_relay_channel(t[i].sampler, t[i].chan_fd,
 							    t[i].reconnect, t[i].reconnect_arg);
 
 			t[i].chan_fd = -1;
@@ -483,6 +488,19 @@ void qprof_summary(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 		int shown = 0;
 
 		t[i].sampler->ops->get_stats(t[i].sampler, &ss);
+		if (t[i].sampler->ops->describe) {
+			char d[1024];
+
+			t[i].sampler->ops->describe(t[i].sampler, d, sizeof(d));
+			printf("guest %s (%s): %u vCPU%s (mode %s)\n%s", t[i].name, t[i].how,
+			       t[i].nr_vcpus, t[i].nr_vcpus == 1 ? "" : "s",
+			       o->mode ? o->mode : "?", d);
+			printf("  samples: %llu in files (kernel %s, user %s); lost %s (ring full)\n",
+			       (unsigned long long)sc.totals[i], jcount(st, "kernel", c1),
+			       jcount(st, "user", c2), jcount(st, "lost_overflow", c3));
+			store_summary(root);
+			goto apps;
+		}
 		qemu_sampler_get_info(t[i].sampler, &qi);
 		printf("guest %s (%s): %u vCPU%s sampled through QEMU's gdbstub, timer %u Hz "
 		       "(mode gdbstub-timer)\n", t[i].name, t[i].how, t[i].nr_vcpus,
@@ -518,6 +536,7 @@ void qprof_summary(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 			       (unsigned long long)qi.restores);
 		if (qi.late_stops)
 			printf("  a stop of opvm's was answered after sampling: guest resumed\n");
+apps:
 		for (size_t k = 0; k < sc.nr && shown < 8; k++) {
 			if (sc.apps[k].target != i || !sc.totals[i])
 				continue;
@@ -541,10 +560,13 @@ void qprof_summary(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 static void attach_usage(FILE *f)
 {
 	fprintf(f,
-"usage: opvm attach DOMAIN... | --all | --qmp SOCKET [--channel SOCKET] [options]\n"
+"usage: opvm attach DOMAIN... | --all | --qmp SOCKET [--channel SOCKET] |\n"
+"                   --pid PID [options]\n"
 "\n"
-"Profiles running QEMU guests through QEMU's gdbstub (started at run time\n"
-"through the monitor), until Ctrl-C, --duration, or the guests go away.\n"
+"Profiles running guests until Ctrl-C, --duration, or the guests go away.\n"
+"KVM guests are sampled with host perf on their vCPU threads and never\n"
+"stopped (sampler perf); TCG guests through QEMU's gdbstub, started at run\n"
+"time through the monitor (sampler gdbstub).\n"
 "\n"
 "  DOMAIN...          libvirt domains by name (their org.opvm.0 channel is\n"
 "                     found in the domain XML)\n"
@@ -553,9 +575,15 @@ static void attach_usage(FILE *f)
 "  --qmp SOCKET       a QEMU started by hand with -qmp unix:SOCKET,server=on\n"
 "  --channel SOCKET   with --qmp: the org.opvm.0 port's unix socket\n"
 "  --name NAME        with --qmp: the guest's name in the session (default qmp)\n"
+"  --pid PID          an `opvm run --vmm=kvm` guest, sampled from outside\n"
+"                     with host perf (its process id)\n"
+"  --sampler KIND     perf (KVM guests: host perf, never stopped) or gdbstub\n"
+"                     (any QEMU; TCG too); default: perf if KVM, else gdbstub\n"
 "  --duration S       stop after S seconds\n"
-"  -F, --rate HZ      samples per second per vCPU (default %d)\n"
-"  -e, --event SPEC   TIMER[:period_us] (the gdbstub samples on a timer)\n"
+"  -F, --rate HZ      samples per second per vCPU (default %d; perf: 1000)\n"
+"  -e, --event SPEC   gdbstub: TIMER[:period_us]; perf: any event of\n"
+"                     'opvm list-events' (hardware ones need a host PMU;\n"
+"                     default cycles, or cpu-clock without a PMU)\n"
 "  -d, --session-dir D  where sample trees go (default ./opvm_data)\n"
 "  --separate SPEC    none, lib, kernel, thread, cpu, all (default lib)\n"
 "  --append           add to the current samples instead of starting afresh\n"
@@ -581,6 +609,7 @@ struct attach_guest {
 	int cont_owed;			/* it stopped a running guest and no
 					 * sampler took over: "cont" at the end */
 	char chan_path[4096];
+	char desc_path[4096];		/* --pid: the VMM's runtime descriptor */
 };
 
 /* Runs an HMP command through libvirt or QMP; prints nothing. */
@@ -763,6 +792,185 @@ fail:
 	return -1;
 }
 
+/* Connects the guest's org.opvm.0 channel socket, if it has one. */
+static void attach_channel(struct attach_guest *ag, struct qprof_target *t)
+{
+	if (!ag->chan_path[0])
+		return;
+	t->chan_fd = util_connect_unix(ag->chan_path);
+	if (t->chan_fd < 0) {
+		pr_warn("guest '%s': cannot connect to its opvm channel %s (%s); profiling "
+			"without process names (is another opvm attached?)",
+			t->name, ag->chan_path, strerror(-t->chan_fd));
+		t->chan_fd = -1;
+	} else {
+		t->reconnect = qprof_reconnect_unix;
+		t->reconnect_arg = ag->chan_path;
+	}
+}
+
+/* ---- the perf backend (KVM guests, never stopped) --------------------------- */
+
+#define PERF_DEFAULT_HZ	1000
+
+/* The event of a perf-mode session from -e / -F: a hardware event where the
+ * host has a PMU, cpu-clock otherwise (said once).  Prints; returns 0 or -1. */
+static int perf_pick_event(struct qprof_opts *o, struct perf_sampler_config *pc)
+{
+	struct events_db *db;
+	struct opvm_event_spec spec;
+	char err[256] = "", clock[64];
+	int has_pmu = events_host_has_pmu(), r = -1;
+
+	db = events_db_load(NULL, 0, err, sizeof(err));
+	if (!db) {
+		pr_err("cannot load the events database: %s", err[0] ? err : strerror(errno));
+		return -1;
+	}
+	if (o->event) {
+		if (events_parse_spec(db, o->event, &spec, err, sizeof(err))) {
+			pr_err("%s", err);
+			goto out;
+		}
+		if (!events_usable(spec.event, has_pmu)) {
+			pr_err("%s counts on a hardware PMU, and this host has none that perf "
+			       "can use (nested or PMU-less KVM, kvm.enable_pmu=N): use "
+			       "-e cpu-clock", spec.event->name);
+			goto out;
+		}
+	} else if (has_pmu && !events_default(db, 1, &spec)) {
+		/* the family's cycles event with its default count */
+	} else {
+		snprintf(clock, sizeof(clock), "cpu-clock:%u",
+			 1000000000u / (o->rate_hz ? o->rate_hz : PERF_DEFAULT_HZ));
+		if (events_parse_spec(db, clock, &spec, err, sizeof(err))) {
+			pr_err("%s", err);
+			goto out;
+		}
+		pr_info("no PMU on this host: using cpu-clock; pass -e cpu-clock to silence this");
+	}
+	events_spec_perf_attr(&spec, &pc->attr);
+	pc->kernel = spec.kernel;
+	pc->user = spec.user;
+	snprintf(o->ev_name, sizeof(o->ev_name), "%s", spec.event->name);
+	o->ev_count = spec.count;
+	o->mode = (spec.event->flags & OPVM_EV_HARDWARE) ? "perf-pmu" : "perf-timer";
+	pc->event_name = o->ev_name;
+	r = 0;
+out:
+	events_db_free(db);
+	return r;
+}
+
+/* 1 if the guest runs under KVM (query-kvm), 0 under TCG, -errno. */
+static int guest_is_kvm(struct attach_guest *ag)
+{
+	char err[256];
+	json_t *ret = NULL;
+	int r = guest_qmp(ag, "query-kvm", NULL, -1, &ret, err, sizeof(err));
+
+	if (!r)
+		r = json_is_true(json_object_get(ret, "enabled")) ? 1 : 0;
+	json_decref(ret);
+	return r;
+}
+
+/* vCPU host threads through the monitor (query-cpus-fast). */
+static int guest_vcpu_threads(struct attach_guest *ag, pid_t *tids, unsigned max)
+{
+	char err[256];
+	json_t *ret = NULL, *cpu;
+	size_t i;
+	int r = guest_qmp(ag, "query-cpus-fast", NULL, -1, &ret, err, sizeof(err)), n = 0;
+
+	if (r)
+		return r;
+	json_array_foreach(ret, i, cpu) {
+		json_int_t idx = json_integer_value(json_object_get(cpu, "cpu-index"));
+
+		if (idx < 0 || (size_t)idx >= max) {
+			n = -E2BIG;
+			break;
+		}
+		tids[idx] = (pid_t)json_integer_value(json_object_get(cpu, "thread-id"));
+		n++;
+	}
+	json_decref(ret);
+	return n;
+}
+
+/* Samples a KVM guest through host perf: no gdbstub, no stop, no cont.
+ * pid > 0: a built-in VMM process, found by its runtime descriptor. */
+static int attach_perf(struct attach_guest *ag, struct qprof_target *t,
+		       const struct perf_sampler_config *pc0, pid_t pid)
+{
+	struct perf_sampler_config pc = *pc0;
+	pid_t tids[PERF_SAMPLER_MAX_VCPUS];
+	char err[512] = "";
+	int n;
+
+	t->chan_fd = -1;
+	if (pid > 0) {
+		t->sampler = perf_target_vmm(&pc, pid, ag->desc_path, sizeof(ag->desc_path),
+					     &t->chan_fd, err, sizeof(err));
+	} else if (ag->qmp) {
+		t->sampler = perf_target_qmp(&pc, ag->qmp, err, sizeof(err));
+	} else {
+		/* libvirt: threads through its monitor passthrough; guest RAM is
+		 * not reachable that way, so no switch rings (no task names). */
+		n = guest_vcpu_threads(ag, tids, PERF_SAMPLER_MAX_VCPUS);
+		if (n <= 0)
+			snprintf(err, sizeof(err), "query-cpus-fast: %s",
+				 strerror(n < 0 ? -n : EPROTO));
+		else
+			t->sampler = perf_target_threads(&pc, tids, (unsigned)n, NULL,
+							 err, sizeof(err));
+	}
+	if (!t->sampler) {
+		pr_err("guest '%s': %s", t->name, err);
+		return -1;
+	}
+	t->nr_vcpus = pc.nr_vcpus;
+	qmp_close(ag->qmp);
+	ag->qmp = NULL;
+	attach_channel(ag, t);
+	return 0;
+}
+
+/*
+ * perf for KVM guests, gdbstub for TCG, unless --sampler says; one session
+ * takes one sampler (its event and mode are the session's).  Prints;
+ * returns 0 or -1.
+ */
+enum attach_pick { PICK_AUTO, PICK_GDBSTUB, PICK_PERF };
+
+static int pick_sampler(struct attach_guest *ag, const char *name, pid_t pid,
+			enum attach_pick want, enum attach_pick *chosen, size_t nth)
+{
+	enum attach_pick k = want;
+	int kvm = pid ? 1 : guest_is_kvm(ag);
+
+	if (kvm < 0 && want == PICK_AUTO) {
+		pr_err("cannot ask '%s' whether it runs under KVM (query-kvm: %s); choose "
+		       "with --sampler perf|gdbstub", name, strerror(-kvm));
+		return -1;
+	}
+	if (want == PICK_AUTO)
+		k = kvm ? PICK_PERF : PICK_GDBSTUB;
+	else if (want == PICK_PERF && kvm == 0)
+		pr_warn("'%s' runs under TCG: host perf sees QEMU's own code there, not the "
+			"guest's; --sampler gdbstub samples TCG guests", name);
+	if (nth && k != *chosen) {
+		pr_err("'%s' would be sampled by %s and the guests before it by %s: one session "
+		       "takes one sampler; choose with --sampler or attach them separately",
+		       name, k == PICK_PERF ? "perf" : "gdbstub",
+		       *chosen == PICK_PERF ? "perf" : "gdbstub");
+		return -1;
+	}
+	*chosen = k;
+	return 0;
+}
+
 /* Starts a gdbstub on a socket pair and connects the sampler. */
 static int attach_one(struct attach_guest *ag, struct qprof_target *t, const struct qprof_opts *o,
 		      int running)
@@ -784,18 +992,7 @@ static int attach_one(struct attach_guest *ag, struct qprof_target *t, const str
 	qmp_close(ag->qmp);
 	ag->qmp = NULL;
 	t->chan_fd = -1;
-	if (ag->chan_path[0]) {
-		t->chan_fd = util_connect_unix(ag->chan_path);
-		if (t->chan_fd < 0) {
-			pr_warn("guest '%s': cannot connect to its opvm channel %s (%s); profiling "
-				"without process names (is another opvm attached?)",
-				t->name, ag->chan_path, strerror(-t->chan_fd));
-			t->chan_fd = -1;
-		} else {
-			t->reconnect = qprof_reconnect_unix;
-			t->reconnect_arg = ag->chan_path;
-		}
-	}
+	attach_channel(ag, t);
 	return 0;
 }
 
@@ -834,6 +1031,9 @@ int cmd_attach(int argc, char **argv)
 	struct qprof_target *t = NULL;
 	struct virt *v = NULL;
 	static volatile sig_atomic_t stop;
+	struct perf_sampler_config pc = { 0 };
+	enum attach_pick want = PICK_AUTO, chosen = PICK_AUTO;
+	pid_t pid = 0;
 	int all = 0, ret = 1, r;
 
 	doms = calloc((size_t)argc + 1, sizeof(*doms));
@@ -865,6 +1065,29 @@ int cmd_attach(int argc, char **argv)
 			chan = argv[++i];
 		} else if (!strcmp(a, "--name") && i + 1 < argc) {
 			name = argv[++i];
+		} else if (!strcmp(a, "--pid") && i + 1 < argc) {
+			char *end;
+			long p = strtol(argv[++i], &end, 10);
+
+			if (*end || p <= 0 || p > INT32_MAX) {
+				pr_err("--pid wants the process id of `opvm run --vmm=kvm`, not '%s'",
+				       argv[i]);
+				ret = 2;
+				goto out;
+			}
+			pid = (pid_t)p;
+		} else if (!strcmp(a, "--sampler") && i + 1 < argc) {
+			i++;
+			if (!strcmp(argv[i], "perf")) {
+				want = PICK_PERF;
+			} else if (!strcmp(argv[i], "gdbstub")) {
+				want = PICK_GDBSTUB;
+			} else {
+				pr_err("--sampler takes perf (KVM guests: host perf, never "
+				       "stopped) or gdbstub (any QEMU, TCG too), not '%s'", argv[i]);
+				ret = 2;
+				goto out;
+			}
 		} else if (a[0] == '-') {
 			pr_err("unknown option '%s'; 'opvm attach --help' lists them", a);
 			ret = 2;
@@ -873,8 +1096,9 @@ int cmd_attach(int argc, char **argv)
 			doms[nr_doms++] = argv[i];
 		}
 	}
-	if (!!qmp_path + !!all + !!nr_doms != 1) {
-		pr_err("name the guests: libvirt domain names, --all, or --qmp SOCKET (one kind)");
+	if (!!qmp_path + !!all + !!nr_doms + !!pid != 1) {
+		pr_err("name the guests: libvirt domain names, --all, --qmp SOCKET or --pid PID "
+		       "(one kind)");
 		attach_usage(stderr);
 		ret = 2;
 		goto out;
@@ -884,12 +1108,16 @@ int cmd_attach(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
-	if (qprof_resolve_rate(&o)) {
+	if (pid && want == PICK_GDBSTUB) {
+		pr_err("--pid samples a built-in VMM from outside with host perf: it has no "
+		       "gdbstub (drop --sampler gdbstub)");
 		ret = 2;
 		goto out;
 	}
 	qprof_apply_umask(&o);
-	if (!qmp_path) {
+	if (pid) {
+		nr_doms = 1;
+	} else if (!qmp_path) {
 		v = virt_open(uri, err, sizeof(err));
 		if (!v) {
 			pr_err("cannot reach libvirt: %s (is libvirtd running? try -c URI)", err);
@@ -922,7 +1150,14 @@ int cmd_attach(int argc, char **argv)
 		int running;
 
 		t[n].chan_fd = -1;
-		if (qmp_path) {
+		running = 1;
+		if (pid) {
+			if (!strcmp(name, "qmp"))
+				snprintf(t[n].name, sizeof(t[n].name), "vmm-%d", (int)pid);
+			else
+				snprintf(t[n].name, sizeof(t[n].name), "%s", name);
+			t[n].how = "built-in VMM process";
+		} else if (qmp_path) {
 			ag[n].qmp_path = qmp_path;
 			ag[n].qmp = qmp_open(qmp_path, 5000);
 			if (!ag[n].qmp) {
@@ -964,7 +1199,14 @@ int cmd_attach(int argc, char **argv)
 			pr_err("cannot tell whether '%s' runs: %s", t[n].name, strerror(-running));
 			goto out;
 		}
-		if (attach_one(&ag[n], &t[n], &o, running)) {
+		if (pick_sampler(&ag[n], t[n].name, pid, want, &chosen, n) ||
+		    (chosen == PICK_PERF && !n && perf_pick_event(&o, &pc)) ||
+		    (chosen == PICK_GDBSTUB && !n && qprof_resolve_rate(&o))) {
+			ret = 2;
+			goto out;
+		}
+		if (chosen == PICK_PERF ? attach_perf(&ag[n], &t[n], &pc, pid) :
+					  attach_one(&ag[n], &t[n], &o, running)) {
 			n++;
 			goto out;
 		}

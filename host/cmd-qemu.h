@@ -29,6 +29,11 @@ struct qprof_opts {
 	uint64_t model_max_bytes;	/* --max-model-mem; 0: default */
 	int umask_set;			/* --umask given */
 	unsigned umask;
+	/* The session's event and mode when the sampler is not the gdbstub's
+	 * timer: mode NULL means "gdbstub-timer", TIMER at rate_hz. */
+	const char *mode;
+	char ev_name[32];
+	uint64_t ev_count;
 };
 
 /* One guest being profiled. */

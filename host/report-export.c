@@ -93,8 +93,15 @@ struct pp {
 
 static int64_t pp_str(struct pp *p, const char *s)
 {
+	char esc[1024];
 	int added;
-	long i = smap_get(&p->strs, s, p->nr_str, &added);
+	long i;
+
+	/* protobuf strings must be UTF-8 (go tool pprof refuses a profile
+	 * otherwise): names from guests that are not go escaped */
+	if (!util_utf8_valid(s))
+		s = util_text_escape(esc, sizeof(esc), s);
+	i = smap_get(&p->strs, s, p->nr_str, &added);
 
 	if (i < 0)
 		return -1;

@@ -32,12 +32,10 @@ static const char *esc(char *buf, const char *s)
 static json_t *jstr(const char *s)
 {
 	char buf[ESC_MAX];
-	json_t *j;
 
 	if (!s)
 		return json_null();
-	j = json_string(s);
-	return j ? j : json_string(esc(buf, s));
+	return json_string(util_utf8_valid(s) ? s : esc(buf, s));
 }
 
 /* A count for JSON: saturated counts stay INT64_MAX (lib/util.h). */

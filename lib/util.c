@@ -171,6 +171,20 @@ size_t util_utf8_char(const char *str, size_t avail)
 	return n;
 }
 
+int util_utf8_valid(const char *s)
+{
+	size_t len = strlen(s), i = 0;
+
+	while (i < len) {
+		size_t n = util_utf8_char(s + i, len - i);
+
+		if (!n)
+			return 0;
+		i += n;
+	}
+	return 1;
+}
+
 const char *util_text_escape(char *out, size_t outlen, const char *s)
 {
 	size_t o = 0, len = s ? strlen(s) : 0, i = 0;

@@ -69,6 +69,9 @@ const char *util_text_escape(char *out, size_t outlen, const char *s);
  * but NUL, 2-4 for a valid multibyte character that is not a C1 control,
  * 0 for anything else (overlongs, surrogates, truncated). */
 size_t util_utf8_char(const char *s, size_t avail);
+/* 1 if the NUL-terminated s is UTF-8 throughout (util_utf8_char()), else 0:
+ * JSON and protobuf strings must be. */
+int util_utf8_valid(const char *s);
 
 /* a + b, or UINT64_MAX where the sum would wrap: counters saturate (and
  * print as such: stats_fmt_count() in host/stats.h). */

@@ -25,6 +25,7 @@
 #define GS_PKT_CAP	(32 * 1024)	/* largest decoded packet we accept */
 #define GS_TX_CAP	(32 * 1024)
 #define GS_MEM_CHUNK	1024		/* bytes per "m" request: fits PacketSize 0x1000 */
+#define HS_EATEN_MS	1000		/* see rx_reply() */
 
 struct gdbstub {
 	int fd;
@@ -33,6 +34,7 @@ struct gdbstub {
 	int has_phys;
 	int stops_seen;		/* stop replies skipped while waiting for replies */
 	int restarts;		/* handshakes restarted: the guest had run */
+	int opening;		/* in gdbstub_open_fd()'s handshake */
 	unsigned nr_threads;
 	unsigned long tids[GDBSTUB_MAX_THREADS];
 	struct gdbstub_layout lay;
@@ -244,6 +246,15 @@ static int rx_reply(struct gdbstub *gs, int64_t deadline)
 			return n;
 		if (n > 0 && is_stop_reply(gs->pkt)) {
 			gs->stops_seen++;
+			/* Handshake: after a stop reply, an answer that is
+			 * coming comes soon; none means the request only
+			 * stopped a running guest (see gdbstub_open_fd()). */
+			if (gs->opening) {
+				int64_t soon = util_now_ns() + HS_EATEN_MS * 1000000ll;
+
+				if (soon < deadline)
+					deadline = soon;
+			}
 			continue;
 		}
 		if (n > 0 && is_exit_reply(gs->pkt))
@@ -573,11 +584,11 @@ struct gdbstub *gdbstub_open_fd(int fd, unsigned timeout_ms, const char **why)
 	 * says so) and is never answered.  Then let late answers arrive and
 	 * drop them, and start again with the guest stopped, a few times.
 	 */
+	gs->opening = 1;
 	for (int attempt = 0;; attempt++) {
 		int stops = gs->stops_seen;
-		unsigned per = timeout_ms / 4 > 500 ? timeout_ms / 4 : 500;
 
-		err = gs_handshake(gs, per, &step);
+		err = gs_handshake(gs, timeout_ms, &step);
 		if (err != -ETIMEDOUT || gs->stops_seen == stops || attempt == 3)
 			break;
 		gs->restarts++;
@@ -588,6 +599,7 @@ struct gdbstub *gdbstub_open_fd(int fd, unsigned timeout_ms, const char **why)
 		while (rx_packet(gs, util_now_ns() + 300 * 1000000ll) >= 0)
 			;
 	}
+	gs->opening = 0;
 	if (!err)
 		return gs;
 	free(gs);

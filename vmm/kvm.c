@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "guest-kmod/opvm_proto.h"
 #include "lib/util.h"
 #include "vmm/kvm-priv.h"
 
@@ -144,6 +145,21 @@ static struct kvm_dev *bus_find(struct kvm_dev *devs, unsigned n, uint64_t addr,
  * chunk is dropped and counted: a flooding guest must not freeze its vCPUs
  * forever, and the decoder notices the gap through hdr.seq.
  */
+/* The switch tail of the HELLO the sniffer just completed (still in its
+ * buffer), for the runtime descriptor. */
+static void hello_switch(struct kvm_vm *vm, uint32_t nr)
+{
+	struct opvm_rec_hdr h;
+	struct opvm_hello_switch sw;
+
+	memcpy(&h, vm->sniffer.buf, sizeof(h));
+	if (h.len < sizeof(struct opvm_rec_hello) + sizeof(sw))
+		return;
+	memcpy(&sw, vm->sniffer.buf + sizeof(struct opvm_rec_hello), sizeof(sw));
+	kvm_vm_publish_switch(vm, sw.switch_pa, sw.switch_stride, sw.switch_entries,
+			      nr < vm->nr_vcpus ? nr : vm->nr_vcpus);
+}
+
 void kvm_vm_chan_write(struct kvm_vm *vm, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
@@ -151,10 +167,14 @@ void kvm_vm_chan_write(struct kvm_vm *vm, const void *buf, size_t len)
 	uint32_t nr, size;
 
 	atomic_fetch_add(&vm->chan_bytes, len);
+	if (vm->chan_copy_fd >= 0 && vm->chan_copied + len <= KVM_DESC_CHAN_MAX &&
+	    write(vm->chan_copy_fd, buf, len) == (ssize_t)len)
+		vm->chan_copied += len;
 	if (kvm_hello_sniff(&vm->sniffer, buf, len, &pa, &nr, &size)) {
 		atomic_store(&vm->slot_meta, 0);
 		atomic_store(&vm->slot_pa, pa);
 		atomic_store(&vm->slot_meta, (uint64_t)nr | (uint64_t)size << 32);
+		hello_switch(vm, nr);
 	}
 	if (vm->chan_fd < 0)
 		return;
@@ -262,6 +282,13 @@ static void *vcpu_thread(void *arg)
 	int err;
 
 	atomic_store(&vcpu->tid, gettid());
+	{
+		/* The name another opvm finds the vCPU threads by (kvm-desc.h). */
+		char comm[16];
+
+		snprintf(comm, sizeof(comm), KVM_DESC_VCPU_COMM "%u", vcpu->index);
+		pthread_setname_np(pthread_self(), comm);
+	}
 	sigemptyset(&set);
 	sigaddset(&set, KVM_KICK_SIGNAL);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
@@ -429,6 +456,7 @@ struct kvm_vm *kvm_vm_new(const struct kvm_vm_config *cfg, char *why, size_t why
 	}
 	vm->sys_fd = vm->vm_fd = -1;
 	vm->chan_fd = cfg->channel_fd;
+	vm->chan_copy_fd = -1;
 	vm->serial.fd = cfg->console_fd;
 	vm->exit_code = -1;
 	vm->nr_vcpus = cfg->nr_vcpus;
@@ -521,6 +549,45 @@ fail:
 	return NULL;
 }
 
+/* Writes the runtime descriptor for `opvm attach --pid` (kvm-desc.h).
+ * Best effort: a VMM that cannot publish still runs; the attach says so. */
+static void vm_publish(struct kvm_vm *vm)
+{
+	struct kvm_desc *d = &vm->desc;
+	char chan[300];
+
+	if (!vm->desc_path[0] &&
+	    kvm_desc_path(getpid(), 1, vm->desc_path, sizeof(vm->desc_path)))
+		return;
+	d->pid = getpid();
+	d->nr_vcpus = vm->nr_vcpus;
+	d->nr_ram = 1;
+	d->ram[0].gpa = 0;
+	d->ram[0].len = vm->mem_size;
+	d->ram[0].hva = (uint64_t)(uintptr_t)vm->mem;
+	if (kvm_desc_write(vm->desc_path, d)) {
+		vm->desc_path[0] = '\0';
+		return;
+	}
+	vm->published = 1;
+	/* A copy of the channel (bounded) for the attaching process, which
+	 * needs the processes and mappings the guest described. */
+	if (snprintf(chan, sizeof(chan), "%s.chan", vm->desc_path) < (int)sizeof(chan))
+		vm->chan_copy_fd = open(chan, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND |
+					O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
+void kvm_vm_publish_switch(struct kvm_vm *vm, uint64_t switch_pa, uint32_t stride,
+			   uint32_t entries, uint32_t nr)
+{
+	vm->desc.switch_pa = switch_pa;
+	vm->desc.switch_stride = stride;
+	vm->desc.switch_entries = entries;
+	vm->desc.switch_nr = nr;
+	if (vm->published)
+		kvm_desc_write(vm->desc_path, &vm->desc);
+}
+
 int kvm_vm_start(struct kvm_vm *vm, const struct kvm_vcpu_hooks *hooks)
 {
 	sigset_t set, old;
@@ -543,6 +610,7 @@ int kvm_vm_start(struct kvm_vm *vm, const struct kvm_vcpu_hooks *hooks)
 		}
 	}
 	vm->state = KVM_VM_RUNNING;
+	vm_publish(vm);
 	/* vCPU threads inherit a mask with the kick blocked until they are
 	 * ready to handle it (they unblock it themselves). */
 	sigemptyset(&set);
@@ -655,6 +723,15 @@ void kvm_vm_free(struct kvm_vm *vm)
 	if (!vm)
 		return;
 	kvm_vm_stop(vm);
+	if (vm->published) {
+		char chan[300];
+
+		unlink(vm->desc_path);
+		if (snprintf(chan, sizeof(chan), "%s.chan", vm->desc_path) < (int)sizeof(chan))
+			unlink(chan);
+	}
+	if (vm->chan_copy_fd >= 0)
+		close(vm->chan_copy_fd);
 	kvm_virtio_con_free(vm->vcon);
 	for (unsigned i = 0; i < KVM_MAX_VCPUS; i++) {
 		struct kvm_vcpu *v = &vm->vcpus[i];

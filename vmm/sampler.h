@@ -14,6 +14,7 @@
 #ifndef OPVM_SAMPLER_H
 #define OPVM_SAMPLER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct sampler;
@@ -51,6 +52,10 @@ struct sampler_ops {
 	/* Human-readable last fault, or NULL. */
 	const char *(*last_error)(struct sampler *s);
 	void (*get_stats)(struct sampler *s, struct sampler_stats *out);
+	/* What the summary says about how samples were taken, beyond the
+	 * stats: lines of at most 78 columns, each ending in '\n', into buf.
+	 * May be NULL. */
+	void (*describe)(struct sampler *s, char *buf, size_t len);
 	/* NULL-safe destructor; stops first if needed. */
 	void (*free)(struct sampler *s);
 };

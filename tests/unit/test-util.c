@@ -205,6 +205,10 @@ static void test_text_escape(void **state)
 	assert_int_equal(util_utf8_char("\xf0\x9f\x98\x80", 4), 4);
 	assert_int_equal(util_utf8_char("\xf0\x9f\x98\x80", 3), 0);
 	assert_int_equal(util_utf8_char("", 1), 0);
+	assert_true(util_utf8_valid("caf\xc3\xa9\n\t"));
+	assert_false(util_utf8_valid("caf\xc3"));
+	assert_false(util_utf8_valid("\xff"));
+	assert_true(util_utf8_valid(""));
 }
 
 /* Only regular files, never through a symlink, never blocking on a FIFO. */
