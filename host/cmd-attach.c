@@ -702,9 +702,11 @@ static int gdb_holder(struct attach_guest *ag, char *err, size_t errlen)
 		if (!label || (strcmp(label, GDB_CHARDEV) && strcmp(label, "gdb")))
 			continue;
 		if (!idle) {
-			util_seterr(err, errlen, !strcmp(label, "gdb") ?
-				    "a debugger is connected to its gdbstub (%s)" :
-				    "another opvm is profiling it (%s)", file ? file : "?");
+			if (!strcmp(label, "gdb"))
+				util_seterr(err, errlen, "a debugger is connected to its gdbstub (%s)",
+					    file ? file : "?");
+			else
+				util_seterr(err, errlen, "another opvm is profiling it");
 			state = -EBUSY;
 			break;
 		}
@@ -727,7 +729,8 @@ static int gdb_start(struct attach_guest *ag, const char *name, int *fd)
 	r = gdb_holder(ag, err, sizeof(err));
 	if (r < 0) {
 		pr_err("cannot start a gdbstub in '%s': %s%s", name, err[0] ? err : strerror(-r),
-		       r == -EBUSY ? "; detach it first (monitor command 'gdbserver none')" : "");
+		       r != -EBUSY ? "" : strstr(err, "opvm") ? "; stop that opvm first" :
+		       "; detach the debugger first (or monitor command 'gdbserver none')");
 		return -1;
 	}
 	if (r == 2)
