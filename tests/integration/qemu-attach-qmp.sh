@@ -92,7 +92,7 @@ echo "$st" | grep -q '"running": true' || fail "the guest does not run after opv
 ctl x "info chardev" | grep -q 'gdb: ' && fail "a gdbstub is still there"
 # A second session on the same guest: a new gdbstub, and the guest module
 # starts the new channel session with HELLO and a full walk.
-"$OPVM" attach --qmp "$T/qmp" --channel "$T/chan" --name vm --duration 3 -d "$T/s2" \
+"$OPVM" attach --qmp "$T/qmp" --channel "$T/chan" --name vm --duration 5 -d "$T/s2" \
 	> "$T/attach2.out" 2>&1 || { cat "$T/attach2.out"; fail "a second opvm attach failed"; }
 cat "$T/attach2.out"
 grep -q "never said HELLO" "$T/attach2.out" && fail "the second session got no HELLO"
