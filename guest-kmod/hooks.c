@@ -37,11 +37,10 @@ static struct tracepoint *tp_switch, *tp_fork, *tp_exec, *tp_exit;
  * that saw no switch begun after its own time T trust that none is stamped
  * before T.
  */
-void notrace opvm_switch_log(struct task_struct *next)
+void notrace opvm_switch_log(struct task_struct *next, u64 cr3, u32 flags)
 {
 	struct opvm_switch_ring_hdr *h;
 	struct opvm_switch *e;
-	struct mm_struct *mm = next->mm;
 	u64 n;
 
 	if (!opvm_switch_block)
@@ -55,8 +54,8 @@ void notrace opvm_switch_log(struct task_struct *next)
 	e->tsc = rdtsc_ordered();
 	e->pid = next->pid;
 	e->tgid = next->tgid;
-	e->cr3 = mm ? opvm_mm_cr3(mm) : 0;
-	e->flags = mm ? 0 : OPVM_SLOT_KTHREAD;
+	e->cr3 = cr3;
+	e->flags = flags;
 	smp_wmb();
 	WRITE_ONCE(e->seq, 2 * n + 2);
 	smp_wmb();
@@ -85,7 +84,7 @@ static void notrace opvm_probe_switch(void *data, bool preempt,
 	}
 	smp_wmb();
 	WRITE_ONCE(s->seq, seq + 2);
-	opvm_switch_log(next);
+	opvm_switch_log(next, s->cr3, s->flags);
 }
 
 static void copy_comm(char *dst, struct task_struct *p)

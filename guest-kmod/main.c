@@ -2,8 +2,9 @@
 /*
  * opvm.ko: tells a host-side profiler which guest task runs where.
  *
- * Load order: slots and switch rings, ring and /dev/opvm, worker, hooks, then the first work
- * item sends HELLO, describes what already exists and sends SYNC.  Unload
+ * Load order: slots and switch rings, ring and /dev/opvm, worker, hooks,
+ * then the first work item sends HELLO, describes what already exists and
+ * sends SYNC.  Unload
  * runs the same steps backwards; the hooks go first so nothing new is queued
  * while the rest is torn down.
  */
@@ -83,7 +84,7 @@ static void opvm_slot_seed(void *unused)
 	s->cr3 = mm ? opvm_mm_cr3(mm) : 0;
 	smp_wmb();
 	WRITE_ONCE(s->seq, s->seq + 2);
-	opvm_switch_log(current);
+	opvm_switch_log(current, s->cr3, s->flags);
 }
 
 /*

@@ -39,6 +39,54 @@ static void note(const char *msg, void *arg)
 	pr_warn("%s", util_text_escape(safe, sizeof(safe), msg));
 }
 
+/* The arguments after the options: profile specs and at most one symbol.
+ * 0, or -1 after printing. */
+static int annotate_args(struct report_cli *cli, int argc, char **argv, const char **symbol)
+{
+	char err[512];
+
+	for (; optind < argc; optind++) {
+		char *a = argv[optind];
+
+		/* A profile spec has a known "kind:"; anything else is a symbol
+		 * (C++ names contain "::", so look at the prefix only). */
+		if (!strncmp(a, "guest:", 6) || !strncmp(a, "image:", 6) ||
+		    !strncmp(a, "tgid:", 5) || !strncmp(a, "tid:", 4) ||
+		    !strncmp(a, "cpu:", 4) || !strncmp(a, "event:", 6)) {
+			if (report_cli_spec(cli, a, err, sizeof(err))) {
+				pr_err("%s", err);
+				return -1;
+			}
+		} else if (!*symbol) {
+			*symbol = a;
+		} else {
+			pr_err("one symbol at a time ('%s' and '%s'); use image:PATH for a whole image",
+			       *symbol, a);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Only the symbol's rows are annotated.  0, or -1 after printing. */
+static int keep_symbol(struct report *r, const char *symbol)
+{
+	size_t keep = 0;
+
+	for (size_t i = 0; i < r->nr_rows; i++)
+		if (r->rows[i].symbol && !strcmp(r->rows[i].symbol, symbol))
+			r->rows[keep++] = r->rows[i];
+		else
+			free(r->rows[i].addrs);
+	r->nr_rows = keep;
+	if (!keep) {
+		pr_err("no samples in a symbol called '%s': 'opvm report -l' lists the "
+		       "sampled symbols", symbol);
+		return -1;
+	}
+	return 0;
+}
+
 int cmd_annotate(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -91,26 +139,8 @@ int cmd_annotate(int argc, char **argv)
 			}
 		}
 	}
-	for (; optind < argc; optind++) {
-		char *a = argv[optind];
-
-		/* A profile spec has a known "kind:"; anything else is a symbol
-		 * (C++ names contain "::", so look at the prefix only). */
-		if (!strncmp(a, "guest:", 6) || !strncmp(a, "image:", 6) ||
-		    !strncmp(a, "tgid:", 5) || !strncmp(a, "tid:", 4) ||
-		    !strncmp(a, "cpu:", 4) || !strncmp(a, "event:", 6)) {
-			if (report_cli_spec(&cli, a, err, sizeof(err))) {
-				pr_err("%s", err);
-				return 2;
-			}
-		} else if (!symbol) {
-			symbol = a;
-		} else {
-			pr_err("one symbol at a time ('%s' and '%s'); use image:PATH for a whole image",
-			       symbol, a);
-			return 2;
-		}
-	}
+	if (annotate_args(&cli, argc, argv, &symbol))
+		return 2;
 	if (!ao.assembly && !ao.source)
 		ao.assembly = 1;
 	ao.threshold = cli.threshold;
@@ -131,22 +161,8 @@ int cmd_annotate(int argc, char **argv)
 		pr_err("%s", err);
 		goto out;
 	}
-	if (symbol) {
-		size_t keep = 0;
-
-		/* Only the symbol's rows are annotated. */
-		for (size_t i = 0; i < r->nr_rows; i++)
-			if (r->rows[i].symbol && !strcmp(r->rows[i].symbol, symbol))
-				r->rows[keep++] = r->rows[i];
-			else
-				free(r->rows[i].addrs);
-		r->nr_rows = keep;
-		if (!keep) {
-			pr_err("no samples in a symbol called '%s': 'opvm report -l' lists the "
-			       "sampled symbols", symbol);
-			goto out;
-		}
-	}
+	if (symbol && keep_symbol(r, symbol))
+		goto out;
 	out = report_cli_safe_stream(stdout);
 	if (!out) {
 		pr_err("cannot set up output: %s", strerror(errno));

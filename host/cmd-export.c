@@ -54,6 +54,33 @@ static FILE *open_out(const char *path, char **tmp)
 	return fdopen(fd, "w");
 }
 
+/* --format NAME, or FMT_NONE after printing. */
+static enum fmt parse_format(const char *name)
+{
+	if (!strcmp(name, "pprof"))
+		return FMT_PPROF;
+	if (!strcmp(name, "folded"))
+		return FMT_FOLDED;
+	if (!strcmp(name, "html"))
+		return FMT_HTML;
+	pr_err("--format '%s': use pprof, folded or html", name);
+	return FMT_NONE;
+}
+
+static int write_format(FILE *f, enum fmt fmt, const struct report *r, const char *title)
+{
+	switch (fmt) {
+	case FMT_PPROF:
+		return report_export_pprof(f, r);
+	case FMT_FOLDED:
+		return report_export_folded(f, r);
+	case FMT_HTML:
+		return report_export_html(f, r, title);
+	default:
+		return -EINVAL;
+	}
+}
+
 int cmd_export(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -78,16 +105,9 @@ int cmd_export(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "o:ht:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'F':
-			if (!strcmp(optarg, "pprof")) {
-				fmt = FMT_PPROF;
-			} else if (!strcmp(optarg, "folded")) {
-				fmt = FMT_FOLDED;
-			} else if (!strcmp(optarg, "html")) {
-				fmt = FMT_HTML;
-			} else {
-				pr_err("--format '%s': use pprof, folded or html", optarg);
+			fmt = parse_format(optarg);
+			if (fmt == FMT_NONE)
 				return 2;
-			}
 			break;
 		case 'o':
 			out = optarg;
@@ -157,19 +177,7 @@ int cmd_export(int argc, char **argv)
 		pr_err("cannot write %s: %s", out ? out : "to stdout", strerror(errno));
 		goto out;
 	}
-	switch (fmt) {
-	case FMT_PPROF:
-		n = report_export_pprof(f, r);
-		break;
-	case FMT_FOLDED:
-		n = report_export_folded(f, r);
-		break;
-	case FMT_HTML:
-		n = report_export_html(f, r, title);
-		break;
-	default:
-		n = -EINVAL;
-	}
+	n = write_format(f, fmt, r, title);
 	if (fclose(f) && !n)
 		n = -errno;
 	f = NULL;

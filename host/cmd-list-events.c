@@ -261,6 +261,97 @@ static int check_spec(const struct events_db *db, const char *spec,
 	return 0;
 }
 
+/* Every family's events, as JSON (--json --all); NULL after printing. */
+static json_t *families_json(int has_pmu)
+{
+	const struct opvm_event_family *fams;
+	size_t nfam = events_families(&fams);
+	json_t *fa = json_array();
+	char err[512];
+
+	for (size_t i = 0; fa && i < nfam; i++) {
+		struct events_db *fdb;
+
+		fdb = events_db_load(fams[i].id, OPVM_EVDB_FAMILY_ONLY, err, sizeof(err));
+		if (!fdb) {
+			pr_err("%s", err);
+			json_decref(fa);
+			return NULL;
+		}
+		json_array_append_new(fa, json_pack("{s:s, s:s, s:o}",
+			"id", fams[i].id, "description", fams[i].desc,
+			"events", db_events_json(fdb, has_pmu)));
+		events_db_free(fdb);
+	}
+	return fa;
+}
+
+/* --json: the host, the default event, the events of db (and with all,
+ * of every family).  The exit code. */
+static int list_json(struct events_db *db, const struct opvm_cpu_id *cpu,
+		     const char *host_family, int has_pmu, int all)
+{
+	json_t *root, *cj, *fa;
+	struct opvm_event_spec def;
+	char spec[OPVM_EVENT_SPEC_MAX];
+
+	cj = cpu ? json_pack("{s:s, s:i, s:i, s:i, s:i}", "vendor", cpu->vendor,
+			     "family", (int)cpu->family, "model", (int)cpu->model,
+			     "stepping", (int)cpu->stepping,
+			     "arch_perfmon_version", cpu->arch_perfmon_version) :
+		   json_null();
+	root = json_pack("{s:o, s:s, s:s, s:s, s:b}", "cpu", cj,
+			 "host_family", host_family,
+			 "family", events_db_family(db),
+			 "source", events_db_source(db),
+			 "has_pmu", has_pmu);
+	if (root) {
+		if (!events_default(db, has_pmu, &def))
+			json_object_set_new(root, "default_event",
+				json_string(events_spec_format(&def, spec, sizeof(spec))));
+		json_object_set_new(root, "events", db_events_json(db, has_pmu));
+	}
+	if (root && all) {
+		fa = families_json(has_pmu);
+		if (!fa) {
+			json_decref(root);
+			return 1;
+		}
+		json_object_set_new(root, "families", fa);
+	}
+	if (!root || json_dumpf(root, stdout, JSON_INDENT(2)) < 0) {
+		pr_err("cannot write JSON: out of memory?");
+		json_decref(root);
+		return 1;
+	}
+	putchar('\n');
+	json_decref(root);
+	return 0;
+}
+
+/* --all as text: every family, this host's marked usable. */
+static int list_families_text(const char *host_family, int has_pmu)
+{
+	const struct opvm_event_family *fams;
+	size_t nfam = events_families(&fams);
+	char err[512];
+
+	for (size_t i = 0; i < nfam; i++) {
+		struct events_db *fdb;
+
+		fdb = events_db_load(fams[i].id, OPVM_EVDB_FAMILY_ONLY, err, sizeof(err));
+		if (!fdb) {
+			pr_err("%s", err);
+			return 1;
+		}
+		print_db(stdout, fdb, has_pmu, !strcmp(fams[i].id, host_family) ||
+			 !strcmp(fams[i].id, "generic") ||
+			 !strcmp(fams[i].id, "software"));
+		events_db_free(fdb);
+	}
+	return 0;
+}
+
 int cmd_list_events(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -271,13 +362,11 @@ int cmd_list_events(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const struct opvm_event_family *fams;
 	struct opvm_cpu_id cpu;
 	struct events_db *db = NULL;
 	const char *family = NULL, *check = NULL, *host_family;
 	char err[512];
 	int all = 0, json = 0, cpu_ok, has_pmu, c, ret = 1;
-	size_t nfam;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "af:jc:h", opts, NULL)) != -1) {
@@ -311,7 +400,6 @@ int cmd_list_events(int argc, char **argv)
 	cpu_ok = !events_host_cpu(&cpu);
 	host_family = events_family_for_cpu(cpu_ok ? &cpu : NULL);
 	has_pmu = events_host_has_pmu();
-	nfam = events_families(&fams);
 
 	db = events_db_load(family ? family : host_family, 0, err, sizeof(err));
 	if (!db) {
@@ -328,62 +416,7 @@ int cmd_list_events(int argc, char **argv)
 	}
 
 	if (json) {
-		json_t *root, *cj;
-
-		cj = cpu_ok ? json_pack("{s:s, s:i, s:i, s:i, s:i}",
-					"vendor", cpu.vendor,
-					"family", (int)cpu.family,
-					"model", (int)cpu.model,
-					"stepping", (int)cpu.stepping,
-					"arch_perfmon_version",
-					cpu.arch_perfmon_version) :
-			      json_null();
-		root = json_pack("{s:o, s:s, s:s, s:s, s:b}", "cpu", cj,
-				 "host_family", host_family,
-				 "family", events_db_family(db),
-				 "source", events_db_source(db),
-				 "has_pmu", has_pmu);
-		if (root) {
-			struct opvm_event_spec def;
-			char spec[OPVM_EVENT_SPEC_MAX];
-
-			if (!events_default(db, has_pmu, &def))
-				json_object_set_new(root, "default_event",
-					json_string(events_spec_format(&def, spec,
-								       sizeof(spec))));
-			json_object_set_new(root, "events",
-					    db_events_json(db, has_pmu));
-		}
-		if (root && all) {
-			json_t *fa = json_array();
-
-			for (size_t i = 0; i < nfam; i++) {
-				struct events_db *fdb;
-
-				fdb = events_db_load(fams[i].id,
-						     OPVM_EVDB_FAMILY_ONLY,
-						     err, sizeof(err));
-				if (!fdb) {
-					pr_err("%s", err);
-					json_decref(fa);
-					json_decref(root);
-					goto out;
-				}
-				json_array_append_new(fa, json_pack("{s:s, s:s, s:o}",
-					"id", fams[i].id, "description", fams[i].desc,
-					"events", db_events_json(fdb, has_pmu)));
-				events_db_free(fdb);
-			}
-			json_object_set_new(root, "families", fa);
-		}
-		if (!root || json_dumpf(root, stdout, JSON_INDENT(2)) < 0) {
-			pr_err("cannot write JSON: out of memory?");
-			json_decref(root);
-			goto out;
-		}
-		putchar('\n');
-		json_decref(root);
-		ret = 0;
+		ret = list_json(db, cpu_ok ? &cpu : NULL, host_family, has_pmu, all);
 		goto out;
 	}
 
@@ -398,21 +431,7 @@ int cmd_list_events(int argc, char **argv)
 		ret = 0;
 		goto out;
 	}
-	for (size_t i = 0; i < nfam; i++) {
-		struct events_db *fdb;
-
-		fdb = events_db_load(fams[i].id, OPVM_EVDB_FAMILY_ONLY, err,
-				     sizeof(err));
-		if (!fdb) {
-			pr_err("%s", err);
-			goto out;
-		}
-		print_db(stdout, fdb, has_pmu, !strcmp(fams[i].id, host_family) ||
-			 !strcmp(fams[i].id, "generic") ||
-			 !strcmp(fams[i].id, "software"));
-		events_db_free(fdb);
-	}
-	ret = 0;
+	ret = list_families_text(host_family, has_pmu);
 out:
 	events_db_free(db);
 	return ret;

@@ -194,6 +194,26 @@ static int split_groups(int argc, char **argv, char ***va, int *na, char ***vb, 
 	return seen == 2;
 }
 
+/* --import FILE...: copies them into the session's build-id cache.  0, or
+ * -1 after printing. */
+static int import_files(const struct report_args *a)
+{
+	for (size_t i = 0; i < a->nr_imports; i++) {
+		char where[4096];
+		int r = symres_import(a->cli.ro.session_dir, a->imports[i], where, sizeof(where));
+
+		if (r) {
+			pr_err("--import %s: %s", a->imports[i],
+			       r == -ENOEXEC ? "not an ELF file opvm can read" :
+			       r == -ENODATA ? "no build-id note (link with -Wl,--build-id)" :
+			       strerror(-r));
+			return -1;
+		}
+		pr_info("imported %s as %s", a->imports[i], where);
+	}
+	return 0;
+}
+
 int cmd_report(int argc, char **argv)
 {
 	struct report_args a = { .width = 80 }, b;
@@ -235,19 +255,8 @@ int cmd_report(int argc, char **argv)
 	ret = 1;
 	if (a.json)
 		a.symbols = b.symbols = 1;
-	for (size_t i = 0; i < a.nr_imports; i++) {
-		char where[4096];
-		int r = symres_import(a.cli.ro.session_dir, a.imports[i], where, sizeof(where));
-
-		if (r) {
-			pr_err("--import %s: %s", a.imports[i],
-			       r == -ENOEXEC ? "not an ELF file opvm can read" :
-			       r == -ENODATA ? "no build-id note (link with -Wl,--build-id)" :
-			       strerror(-r));
-			goto out;
-		}
-		pr_info("imported %s as %s", a.imports[i], where);
-	}
+	if (import_files(&a))
+		goto out;
 
 	report_cli_finish(&a.cli);
 	if (a.symbols) {

@@ -9,13 +9,13 @@
 #define OPVM_COMMANDS_H
 
 int cmd_run(int argc, char **argv);		/* host/cmd-run.c */
-int cmd_run_qemu(int argc, char **argv);	/* host/cmd-run-qemu.c */
-int cmd_run_kvm(int argc, char **argv);		/* host/cmd-run-kvm.c */
 int cmd_attach(int argc, char **argv);		/* host/cmd-attach.c */
 int cmd_report(int argc, char **argv);		/* host/cmd-report.c */
 int cmd_annotate(int argc, char **argv);	/* host/cmd-annotate.c */
 int cmd_export(int argc, char **argv);		/* host/cmd-export.c */
 int cmd_list_events(int argc, char **argv);	/* host/cmd-list-events.c */
 int cmd_channel_dump(int argc, char **argv);	/* host/cmd-channel-dump.c */
+int cmd_top(int argc, char **argv);		/* host/cmd-top.c */
+int cmd_exporter(int argc, char **argv);	/* host/cmd-exporter.c */
 
 #endif /* OPVM_COMMANDS_H */

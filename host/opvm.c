@@ -27,6 +27,8 @@ static const struct command commands[] = {
 	{ "report",	  cmd_report,	    "summarise a session: guests, apps, images, symbols" },
 	{ "annotate",	  cmd_annotate,	    "disassembly and source with samples per line" },
 	{ "export",	  cmd_export,	    "write pprof, folded stacks or an HTML flame graph" },
+	{ "top",	  cmd_top,	    "every guest on this host, live: CPU, steal, exits, I/O" },
+	{ "exporter",	  cmd_exporter,	    "the same figures as Prometheus metrics over HTTP" },
 	{ "list-events",  cmd_list_events,  "events this host can sample, with their minimums" },
 	{ "channel-dump", cmd_channel_dump, "decode a guest channel (socket or file) as text" },
 };

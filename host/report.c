@@ -9,6 +9,7 @@
  * row keys compare by pointer.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -308,7 +309,7 @@ static void guest_load_meta(struct report_guest *g, const char *path)
 {
 	json_error_t jerr;
 	json_t *root = NULL, *ev, *k, *st;
-	int fd = util_open_regular(path);
+	int fd = util_open_regular(path, O_NOFOLLOW);
 
 	/* Only a regular file, never through a symlink, and without blocking
 	 * (a FIFO there once hung the report). */
@@ -569,6 +570,7 @@ struct file_ctx {
 	const char *only_symbol;
 	struct report_row *key;	/* merged key without symbol */
 	int err;
+	int bad;		/* file_by_symbol(): the file is corrupt */
 };
 
 static int file_sum_cb(uint64_t offset, uint64_t count, void *arg)
@@ -654,10 +656,74 @@ static struct report_problem *problem_get(struct report *r, const char *guest,
 	return pr;
 }
 
+/* Room for one count per symbol of an image (plus "no symbol"), zeroed. */
+static int scratch_reserve(struct report_priv *p, size_t nsyms)
+{
+	uint64_t *t;
+	size_t *u;
+
+	if (nsyms + 1 <= p->scratch_cap)
+		return 0;
+	t = realloc(p->scratch, (nsyms + 1) * sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	memset(t + p->scratch_cap, 0, (nsyms + 1 - p->scratch_cap) * sizeof(*t));
+	p->scratch = t;
+	u = realloc(p->touched, (nsyms + 1) * sizeof(*u));
+	if (!u)
+		return -ENOMEM;
+	p->touched = u;
+	p->scratch_cap = nsyms + 1;
+	return 0;
+}
+
+/* A file of an image with symbols: its samples counted per symbol, one row
+ * each.  -ENOMEM, or 0 (c->bad set for a corrupt file, which adds nothing). */
+static int file_by_symbol(struct report *r, struct file_ctx *c, struct sfile_reader *sr,
+			  size_t nsyms)
+{
+	struct report_priv *p = r->priv;
+	struct report_row *row, *key = c->key;
+	int ret, err_pending = 0;
+
+	if (scratch_reserve(p, nsyms))
+		return -ENOMEM;
+	c->counts = p->scratch;
+	c->touched = p->touched;
+	ret = sfile_reader_foreach(sr, file_sym_cb, c);
+	for (size_t t = 0; t < c->nr_touched; t++) {
+		size_t i = c->touched[t];
+		const struct elfsym *s;
+		uint64_t n = c->counts[i];
+
+		c->counts[i] = 0;
+		if (ret || err_pending)
+			continue;	/* a corrupt file: reset, count nothing */
+		s = i ? simage_sym(c->img, i - 1) : NULL;
+		key->symbol = s ? pool_intern(&p->pool, s->name, 1) : NULL;
+		row = (s && !key->symbol) ? NULL : row_get(r, key);
+		if (!row) {
+			err_pending = -ENOMEM;
+			continue;
+		}
+		row->samples = util_sat_add(row->samples, n);
+		row->img = c->img;
+		if (s) {
+			row->sym_addr = s->addr;
+			row->sym_size = s->size;
+		} else {
+			r->unresolved = util_sat_add(r->unresolved, n);
+		}
+	}
+	if (err_pending)
+		return err_pending;
+	c->bad = ret != 0;
+	return 0;
+}
+
 static int read_file(struct report *r, const struct report_opts *o, const struct entry *e,
 		     struct report_guest *g, struct report_row *key)
 {
-	struct report_priv *p = r->priv;
 	struct file_ctx c = { .r = r, .key = key, .only_symbol = o->only_symbol };
 	struct sfile_reader *sr;
 	const struct sfile_info *info;
@@ -667,7 +733,7 @@ static int read_file(struct report *r, const struct report_opts *o, const struct
 	};
 	struct report_row *row;
 	size_t nsyms = 0;
-	int ret, err_pending = 0;
+	int ret;
 
 	sr = sfile_reader_open(e->path, NULL, 0);
 	if (!sr) {
@@ -688,58 +754,11 @@ static int read_file(struct report *r, const struct report_opts *o, const struct
 	}
 
 	if (c.img && nsyms) {
-		if (nsyms + 1 > p->scratch_cap) {
-			uint64_t *t = realloc(p->scratch, (nsyms + 1) * sizeof(*t));
-			size_t *u;
-
-			if (!t) {
-				ret = -ENOMEM;
-				goto out;
-			}
-			memset(t + p->scratch_cap, 0, (nsyms + 1 - p->scratch_cap) * sizeof(*t));
-			p->scratch = t;
-			u = realloc(p->touched, (nsyms + 1) * sizeof(*u));
-			if (!u) {
-				ret = -ENOMEM;
-				goto out;
-			}
-			p->touched = u;
-			p->scratch_cap = nsyms + 1;
-		}
-		c.counts = p->scratch;
-		c.touched = p->touched;
-		ret = sfile_reader_foreach(sr, file_sym_cb, &c);
-		for (size_t t = 0; t < c.nr_touched; t++) {
-			size_t i = c.touched[t];
-			const struct elfsym *s;
-			uint64_t n = c.counts[i];
-
-			c.counts[i] = 0;
-			if (ret || err_pending)
-				continue;	/* a corrupt file: reset, count nothing */
-			s = i ? simage_sym(c.img, i - 1) : NULL;
-			key->symbol = s ? pool_intern(&p->pool, s->name, 1) : NULL;
-			row = (s && !key->symbol) ? NULL : row_get(r, key);
-			if (!row) {
-				err_pending = -ENOMEM;
-				continue;
-			}
-			row->samples = util_sat_add(row->samples, n);
-			row->img = c.img;
-			if (s) {
-				row->sym_addr = s->addr;
-				row->sym_size = s->size;
-			} else {
-				r->unresolved = util_sat_add(r->unresolved, n);
-			}
-		}
-		if (err_pending) {
-			ret = err_pending;
+		ret = file_by_symbol(r, &c, sr, nsyms);
+		if (ret)
 			goto out;
-		}
-		if (ret) {
+		if (c.bad) {
 			r->bad_files++;
-			ret = 0;
 			goto out;
 		}
 	} else {
@@ -833,6 +852,63 @@ static int note_other_event(struct report *r, const char *ev)
 	return 0;
 }
 
+/* The row key a file's samples go under: its fields, merged as --merge
+ * (keep) says.  key->guest is NULL when out of memory. */
+static void entry_key(struct report *r, unsigned keep, const struct entry *e,
+		      struct report_row *key)
+{
+	int is_lib = !e->kernel && e->app != e->image;
+
+	key->guest = e->guest;
+	key->app = e->app;
+	key->image = e->image;
+	key->kernel = e->kernel;
+	key->tgid = e->tgid;
+	key->tid = e->tid;
+	key->cpu = e->cpu;
+	if (!(keep & REPORT_KEEP_GUEST))
+		key->guest = pool_intern(&r->priv->pool, "all", 0);
+	if ((is_lib && !(keep & REPORT_KEEP_LIB)) ||
+	    (e->kernel && !(keep & REPORT_KEEP_KERNEL)))
+		key->app = e->image;
+	if (!(keep & REPORT_KEEP_THREAD))
+		key->tgid = key->tid = -1;
+	if (!(keep & REPORT_KEEP_CPU))
+		key->cpu = -1;
+}
+
+/* After every file: losses of the guests that contributed, percentages,
+ * folded addresses. */
+static void report_totals(struct report *r)
+{
+	/* Guests that had samples only of other events or filtered out stay in
+	 * the header only if they contributed. */
+	for (size_t i = 0; i < r->nr_guests; i++) {
+		struct report_guest *g = &r->guests[i];
+
+		if (!g->total || !g->have_stats)
+			continue;
+		r->lost = util_sat_add(r->lost, g->stats.lost_overflow);
+		r->throttled = util_sat_add(r->throttled, g->stats.throttled);
+	}
+	for (size_t i = 0; i < r->nr_rows; i++) {
+		struct report_row *row = &r->rows[i];
+
+		row->percent = r->total ? 100.0 * (double)row->samples / (double)r->total : 0;
+		row_fold_addrs(row);
+	}
+	/* Detail-only rows (symbol filter without -l rows) keep their sums. */
+	for (size_t i = 0; i < r->nr_rows; i++) {
+		struct report_row *row = &r->rows[i];
+
+		if (!row->samples && row->nr_addrs) {
+			for (size_t j = 0; j < row->nr_addrs; j++)
+				row->samples = util_sat_add(row->samples, row->addrs[j].count);
+			row->percent = r->total ? 100.0 * (double)row->samples / (double)r->total : 0;
+		}
+	}
+}
+
 struct report *report_load(const struct report_opts *o, char *err, size_t errlen)
 {
 	struct report *r = calloc(1, sizeof(*r));
@@ -883,7 +959,6 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 		const struct report_filter *f = &o->filter;
 		struct report_row key = { 0 };
 		struct report_guest *g;
-		int is_lib;
 
 		if (e->event != r->event) {
 			if (note_other_event(r, e->event)) {
@@ -904,23 +979,7 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 			ret = -ENOMEM;
 			goto fail;
 		}
-		is_lib = !e->kernel && e->app != e->image;
-		key.guest = e->guest;
-		key.app = e->app;
-		key.image = e->image;
-		key.kernel = e->kernel;
-		key.tgid = e->tgid;
-		key.tid = e->tid;
-		key.cpu = e->cpu;
-		if (!(o->keep & REPORT_KEEP_GUEST))
-			key.guest = pool_intern(&r->priv->pool, "all", 0);
-		if ((is_lib && !(o->keep & REPORT_KEEP_LIB)) ||
-		    (e->kernel && !(o->keep & REPORT_KEEP_KERNEL)))
-			key.app = e->image;
-		if (!(o->keep & REPORT_KEEP_THREAD))
-			key.tgid = key.tid = -1;
-		if (!(o->keep & REPORT_KEEP_CPU))
-			key.cpu = -1;
+		entry_key(r, o->keep, e, &key);
 		if (!key.guest) {
 			ret = -ENOMEM;
 			goto fail;
@@ -931,32 +990,7 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 			goto fail;
 		}
 	}
-	/* Guests that had samples only of other events or filtered out stay in
-	 * the header only if they contributed. */
-	for (size_t i = 0; i < r->nr_guests; i++) {
-		struct report_guest *g = &r->guests[i];
-
-		if (!g->total || !g->have_stats)
-			continue;
-		r->lost = util_sat_add(r->lost, g->stats.lost_overflow);
-		r->throttled = util_sat_add(r->throttled, g->stats.throttled);
-	}
-	for (size_t i = 0; i < r->nr_rows; i++) {
-		struct report_row *row = &r->rows[i];
-
-		row->percent = r->total ? 100.0 * (double)row->samples / (double)r->total : 0;
-		row_fold_addrs(row);
-	}
-	/* Detail-only rows (symbol filter without -l rows) keep their sums. */
-	for (size_t i = 0; i < r->nr_rows; i++) {
-		struct report_row *row = &r->rows[i];
-
-		if (!row->samples && row->nr_addrs) {
-			for (size_t j = 0; j < row->nr_addrs; j++)
-				row->samples = util_sat_add(row->samples, row->addrs[j].count);
-			row->percent = r->total ? 100.0 * (double)row->samples / (double)r->total : 0;
-		}
-	}
+	report_totals(r);
 	if (r->event)
 		r->event = strdup(r->event);
 	if (!r->event) {

@@ -121,10 +121,10 @@ uint64_t util_hash_str(const char *s)
 	return h;
 }
 
-int util_open_regular(const char *path)
+int util_open_regular(const char *path, int flags)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | flags);
 	int fl;
 
 	if (fd < 0)

@@ -51,11 +51,12 @@ int util_parse_size(const char *s, uint64_t *out);
  * names use their own, fixed hash. */
 uint64_t util_hash_str(const char *s);
 
-/* Opens path read-only for a report: O_NONBLOCK (a FIFO planted where a
- * file was expected must not hang the reader), O_NOFOLLOW, O_CLOEXEC,
- * O_NOCTTY, and only a regular file (-EINVAL otherwise, -ELOOP for a
- * symlink).  The returned fd is blocking again.  The fd, or -errno. */
-int util_open_regular(const char *path);
+/* Opens path read-only, and only a regular file (-EINVAL otherwise):
+ * O_NONBLOCK (a FIFO planted where a file was expected must not hang the
+ * reader), O_CLOEXEC, O_NOCTTY, plus flags (O_NOFOLLOW for files in a
+ * session tree: -ELOOP for a symlink).  The returned fd is blocking again.
+ * The fd, or -errno. */
+int util_open_regular(const char *path, int flags);
 
 /* Copies the NUL-terminated s into out[outlen] for text output: bytes
  * that would break a line or a column (newline, tab), drive a terminal
