@@ -199,5 +199,6 @@ out:
 	free(tmp);
 	report_free(r);
 	symres_free(res);
+	report_cli_release(&cli);
 	return ret;
 }
