@@ -159,6 +159,8 @@ static void draw(struct view *v)
 	mvprintw(0, 0, "opvm top  %zu guest%s  every %.1f s  sort: %s  filter: %s", v->n,
 		 v->n == 1 ? "" : "s", v->o->delay_s, hs_sort_name(v->o->sort),
 		 v->filter[0] ? v->filter : top_dash());
+	if (!v->n)
+		hw = "no guests";
 	mvprintw(1, 0, "hw counters: %s (%s)%s%s", hw ? top_dash() : "IPC in vCPU rows",
 		 hw ? hw : "guest mode",
 		 hoststats_libvirt_error(v->h)[0] ? "  libvirt: " : "",
@@ -244,8 +246,9 @@ static int view_key(struct view *v, int ch)
 	case 'x': v->o->sort = HS_SORT_EXITS; break;
 	case 'i': v->o->sort = HS_SORT_IO; break;
 	case 'n': v->o->sort = HS_SORT_NAME; break;
-	case '/':
+	case '/':	/* a new filter, as top(1) asks for one */
 		v->editing = 1;
+		v->filter[0] = '\0';
 		break;
 	case '+':
 		v->o->delay_s = v->o->delay_s < 60 ? v->o->delay_s * 2 : 120;
