@@ -4,6 +4,7 @@
 #   make check           -Werror build, unit tests, integration tests
 #   make check SAN=address,undefined
 #   make bench           benchmarks, one "name: value unit" line each
+#   make soak            30 minutes of hostile churn, RSS must stay flat
 #   make fuzz            libFuzzer targets, long runs (FUZZ_RUNS=...)
 #   make images          bootable test guests (images/)
 #   make demo            build, make the test image, profile a workload, report
@@ -83,7 +84,7 @@ LIBS := $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/libsymbols.a \
 
 PROTO_SRCS := $(wildcard host/*.proto)
 
-.PHONY: all check check-unit check-integration bench fuzz images demo install \
+.PHONY: all check check-unit check-integration bench fuzz images demo install soak \
 	clean kmod guest-deb man help
 all: $(BUILD)/opvm
 
@@ -194,6 +195,11 @@ fuzz: $(FUZZ_BINS)
 			$(BUILD)/fuzz/corpus-$$n tests/fuzz/corpus/$${n#fuzz-} \
 			|| exit 1; \
 	done
+
+# make soak: SOAK_MINUTES (default 30) of hostile churn against a real
+# guest; opvm's RSS must stay flat (tests/soak.sh).  Not part of check.
+soak: $(BUILD)/opvm
+	$(Q)BUILD=$(BUILD) tests/soak.sh
 
 demo: $(BUILD)/opvm images
 	$(Q)tests/demo.sh $(BUILD)

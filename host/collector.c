@@ -32,7 +32,14 @@
 #include "vmm/sampler.h"
 #include "lib/util.h"
 
-#define RING_WORDS		(1u << 20)	/* 8 MiB per vCPU, ~170k samples */
+/* Ring size per vCPU: room for RING_HEADROOM_S seconds (or four sync
+ * intervals) of samples with full call chains at the configured rate,
+ * between 512 KiB and 8 MiB.  Rings are committed memory (lib/ring.h), so
+ * this is what they cost, per vCPU, from the first second. */
+#define RING_MIN_WORDS_CFG	(1u << 16)
+#define RING_MAX_WORDS_CFG	(1u << 20)
+#define RING_HEADROOM_S		4u
+#define SAMPLE_MAX_WORDS	(8u + OPVM_MAX_CALLCHAIN)
 #define READ_CHUNK		65536
 #define READ_MAX_PER_WAKE	(1u << 20)	/* stay responsive under a flood */
 #define STATUS_EVERY_MS		250
@@ -152,6 +159,18 @@ static void guest_free(struct cguest *g)
 
 static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg);
 
+/* Counter-overflow modes have no fixed rate (rate_hz 0): the largest ring. */
+static size_t ring_words(const struct collector_config *cfg)
+{
+	uint64_t secs = cfg->sync_ms * 4 / 1000 > RING_HEADROOM_S ?
+			cfg->sync_ms * 4 / 1000 : RING_HEADROOM_S;
+	uint64_t w = (uint64_t)cfg->rate_hz * SAMPLE_MAX_WORDS * secs;
+
+	if (!cfg->rate_hz || w > RING_MAX_WORDS_CFG)
+		return RING_MAX_WORDS_CFG;
+	return w < RING_MIN_WORDS_CFG ? RING_MIN_WORDS_CFG : (size_t)w;
+}
+
 struct cguest *collector_add_guest(struct collector *c, const char *name,
 				   unsigned nr_vcpus)
 {
@@ -189,7 +208,7 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 	if (!g->name || !g->rings)
 		goto fail;
 	for (i = 0; i < nr_vcpus; i++) {
-		g->rings[i] = ring_new(RING_WORDS);
+		g->rings[i] = ring_new(ring_words(&c->cfg));
 		if (!g->rings[i])
 			goto fail;
 	}

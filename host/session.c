@@ -4,6 +4,7 @@
  * cycle, signals, summary.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -394,11 +395,19 @@ static int cmp_app(const void *a, const void *b)
 static json_t *load_session(const char *session_dir, const char *guest)
 {
 	char mangled[OPVM_MANGLE_MAX], path[4096];
+	json_t *j;
+	int fd;
 
 	store_mangle(guest, strlen(guest), mangled);
 	snprintf(path, sizeof(path), "%s/guests/%s/samples/current/session.json",
 		 session_dir, mangled);
-	return json_load_file(path, 0, NULL);
+	/* a regular file only, not through a symlink, without blocking */
+	fd = util_open_regular(path, O_NOFOLLOW);
+	if (fd < 0)
+		return NULL;
+	j = json_loadfd(fd, 0, NULL);
+	close(fd);
+	return j;
 }
 
 /* What the store did, when it is worth a line: caps reached, samples that

@@ -734,7 +734,11 @@ static void held_evict_one(struct sync *s)
 
 	attribute(s, &h->s, true);
 	s->hold_head = (s->hold_head + 1) % s->hold_cap;
-	s->hold_nr--;
+	/* An empty queue starts again at the front, as held_retry() does:
+	 * the pages the queue touches are then those the most samples ever
+	 * held at once needed, not every page of hold_cap over a long session. */
+	if (!--s->hold_nr)
+		s->hold_head = 0;
 }
 
 static void hold(struct sync *s, const struct opvm_sample *x, uint64_t now)
@@ -763,7 +767,7 @@ static inline bool expired(const struct sync *s, const struct held *h, uint64_t 
  */
 static void held_retry(struct sync *s, uint64_t now, bool all, bool full)
 {
-	size_t i, kept = 0, n = s->hold_nr;
+	size_t i, kept = 0, n = s->hold_nr, base;
 
 	if (!n)
 		return;
@@ -772,15 +776,22 @@ static void held_retry(struct sync *s, uint64_t now, bool all, bool full)
 			held_evict_one(s);
 		return;
 	}
+	/* Compact towards the front of the array when the queue does not wrap
+	 * (a write at kept never passes the read at head + i then): see
+	 * held_evict_one() for why. */
+	base = s->hold_head + n <= s->hold_cap ? 0 : s->hold_head;
 	for (i = 0; i < n; i++) {
 		struct held *h = &s->held[(s->hold_head + i) % s->hold_cap];
 
 		if (attribute(s, &h->s, all || expired(s, h, now)) == HOLD) {
-			if (kept != i)
-				s->held[(s->hold_head + kept) % s->hold_cap] = *h;
+			struct held *to = &s->held[(base + kept) % s->hold_cap];
+
+			if (to != h)
+				*to = *h;
 			kept++;
 		}
 	}
+	s->hold_head = kept ? base : 0;
 	s->hold_nr = kept;
 	s->held_gen = gstate_generation(s->gs);
 }
