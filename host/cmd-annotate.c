@@ -108,7 +108,7 @@ int cmd_annotate(int argc, char **argv)
 	long n;
 
 	report_cli_init(&cli);
-	optind = 1;
+	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
 	while ((opt = getopt_long(argc, argv, "asht:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'a':

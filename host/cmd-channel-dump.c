@@ -437,7 +437,7 @@ int cmd_channel_dump(int argc, char **argv)
 	char *end;
 	unsigned long long cnt = 0;
 
-	optind = 1;
+	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
 	while ((c = getopt_long(argc, argv, "+fn:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':

@@ -101,7 +101,7 @@ int cmd_export(int argc, char **argv)
 	int opt, ret = 2, n;
 
 	report_cli_init(&cli);
-	optind = 1;
+	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
 	while ((opt = getopt_long(argc, argv, "o:ht:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'F':

@@ -368,7 +368,7 @@ int cmd_list_events(int argc, char **argv)
 	char err[512];
 	int all = 0, json = 0, cpu_ok, has_pmu, c, ret = 1;
 
-	optind = 1;
+	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
 	while ((c = getopt_long(argc, argv, "af:jc:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'a':

@@ -65,7 +65,7 @@ static int parse(int argc, char **argv, struct report_args *a)
 	char err[256];
 	int opt, ret;
 
-	optind = 1;
+	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
 	while ((opt = getopt_long(argc, argv, "ldfht:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'l':

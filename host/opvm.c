@@ -3,6 +3,7 @@
  * opvm: whole-guest profiler for KVM/QEMU virtual machines.
  * main(): global options, then git-style dispatch to a subcommand.
  */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,23 +76,35 @@ static int cmd_help(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	int i = 1;
+	static const struct option opts[] = {
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 }
+	};
+	int i, opt;
 
-	for (; i < argc && argv[i][0] == '-'; i++) {
-		if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) {
+	/* "+": the first word that is not an option is the command; the
+	 * command parses the rest. */
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "+vh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'v':
 			opvm_verbose++;
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			break;
+		case 'h':
 			usage(stdout);
 			return 0;
-		} else if (!strcmp(argv[i], "--version")) {
+		case 'V':
 			printf("opvm %s\n", OPVM_VERSION);
 			return 0;
-		} else {
-			pr_err("unknown option '%s'", argv[i]);
+		default:
+			pr_err("unknown option '%s'", argv[optind - 1]);
 			usage(stderr);
 			return 2;
 		}
 	}
+	i = optind;
 	if (i >= argc) {
 		usage(stderr);
 		return 2;
