@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "guest-kmod/opvm_proto.h"
-#include "host/decoder.h"
+#include "host/collect/decoder.h"
 #include "lib/ring.h"
 #include "lib/sample.h"
 #include "vmm/gdbstub.h"

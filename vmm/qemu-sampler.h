@@ -13,7 +13,7 @@
  * thread, so the tick thread must not read it.  Instead the channel passes
  * through a relay thread of this backend (qemu_sampler_relay_channel()):
  * it copies the bytes, unchanged, to the collector through a socket pair
- * and decodes them with its own decode-only decoder (host/decoder.h);
+ * and decodes them with its own decode-only decoder (host/collect/decoder.h);
  * each HELLO's slot address is published to the tick thread through a
  * sequence-counted set of atomics (one writer: the relay thread).  The tick
  * thread never waits for it: a torn or changing publication just means one

@@ -47,7 +47,7 @@ struct sampler_stats {
 
 /*
  * What a backend may need from the guest module's HELLO, as the collector
- * decoded and checked it (host/decoder.c: slot size, slot array range).
+ * decoded and checked it (host/collect/decoder.c: slot size, slot array range).
  * Guest-physical addresses: the backend still bounds-checks every read
  * against guest RAM.
  */

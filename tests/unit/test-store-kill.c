@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "host/store.h"
+#include "host/collect/store.h"
 #include "tmpdir.h"
 
 #define NFILES		3
