@@ -75,7 +75,7 @@ size_t util_utf8_char(const char *s, size_t avail);
 int util_utf8_valid(const char *s);
 
 /* a + b, or UINT64_MAX where the sum would wrap: counters saturate (and
- * print as such: stats_fmt_count() in host/stats.h). */
+ * print as such: stats_fmt_count() in host/collect/stats.h). */
 static inline uint64_t util_sat_add(uint64_t a, uint64_t b)
 {
 	uint64_t r;

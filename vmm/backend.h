@@ -13,7 +13,7 @@
  * entry in the array; the commands and the profiling session (host/) need
  * no edit.
  *
- * Life cycle, as the session (host/session.c) drives it:
+ * Life cycle, as the session (host/cli/session.c) drives it:
  *
  *   st = new()                               defaults
  *   parse(st, opt, arg)                      once per option of its table

@@ -352,6 +352,18 @@ static void ks_free(struct sampler *s)
 	free(ks);
 }
 
+/* The guest module's HELLO, from the collector: its switch rings go in the
+ * VMM's runtime descriptor, for an `opvm attach --pid` from outside (the
+ * slots this sampler reads come from the VMM's own look at the channel). */
+static void ks_guest_hello(struct sampler *s, const struct sampler_hello *h)
+{
+	struct kvm_sampler *ks = s->priv;
+	unsigned nr = kvm_vm_nr_vcpus(ks->cfg.vm);
+
+	kvm_vm_publish_switch(ks->cfg.vm, h->switch_pa, h->switch_stride, h->switch_entries,
+			      h->nr_slots < nr ? h->nr_slots : nr);
+}
+
 static const struct sampler_ops kvm_sampler_ops = {
 	.name = "kvm",
 	.start = ks_start,
@@ -359,6 +371,7 @@ static const struct sampler_ops kvm_sampler_ops = {
 	.status = ks_status,
 	.last_error = ks_last_error,
 	.get_stats = ks_get_stats,
+	.guest_hello = ks_guest_hello,
 	.free = ks_free,
 };
 

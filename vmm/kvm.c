@@ -17,7 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "guest-kmod/opvm_proto.h"
 #include "lib/util.h"
 #include "vmm/kvm-priv.h"
 
@@ -145,21 +144,6 @@ static struct kvm_dev *bus_find(struct kvm_dev *devs, unsigned n, uint64_t addr,
  * chunk is dropped and counted: a flooding guest must not freeze its vCPUs
  * forever, and the decoder notices the gap through hdr.seq.
  */
-/* The switch tail of the HELLO the sniffer just completed (still in its
- * buffer), for the runtime descriptor. */
-static void hello_switch(struct kvm_vm *vm, uint32_t nr)
-{
-	struct opvm_rec_hdr h;
-	struct opvm_hello_switch sw;
-
-	memcpy(&h, vm->sniffer.buf, sizeof(h));
-	if (h.len < sizeof(struct opvm_rec_hello) + sizeof(sw))
-		return;
-	memcpy(&sw, vm->sniffer.buf + sizeof(struct opvm_rec_hello), sizeof(sw));
-	kvm_vm_publish_switch(vm, sw.switch_pa, sw.switch_stride, sw.switch_entries,
-			      nr < vm->nr_vcpus ? nr : vm->nr_vcpus);
-}
-
 void kvm_vm_chan_write(struct kvm_vm *vm, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
@@ -174,7 +158,6 @@ void kvm_vm_chan_write(struct kvm_vm *vm, const void *buf, size_t len)
 		atomic_store(&vm->slot_meta, 0);
 		atomic_store(&vm->slot_pa, pa);
 		atomic_store(&vm->slot_meta, (uint64_t)nr | (uint64_t)size << 32);
-		hello_switch(vm, nr);
 	}
 	if (vm->chan_fd < 0)
 		return;

@@ -8,8 +8,10 @@
  * the sample rings (their only producer).  The switch-ring geometry goes
  * from the first to the second through a sequence-counted set of atomics.
  *
- * One pass of the drain thread, every DRAIN_MS (sooner when a perf ring is
- * half full):
+ * One pass of the drain thread when a perf ring holds WAKE_SAMPLES samples,
+ * or after DRAIN_MS (DRAIN_BUSY_MS while the guest's switch rings fill
+ * fast): the cost of a pass (a thread wake-up, the ring reads) is spread
+ * over many samples, and no switch ring is overwritten before it is read:
  *   1. move every new perf record into its vCPU's pending queue (guest-mode
  *      samples, with their time converted to guest TSC);
  *   2. take the guest TSC "now" and refresh the timeline: every sample
@@ -48,9 +50,11 @@
 #include "vmm/timeline.h"
 
 #define RING_PAGES	32		/* data pages per vCPU: 128 KiB, ~3 s at 1 kHz */
-#define DRAIN_MS	10
+#define DRAIN_MS	500
+#define DRAIN_BUSY_MS	50		/* when a pass found a ring 1/8 rewritten */
+#define WAKE_SAMPLES	256		/* perf records of 40 bytes */
 #define PEND_MAX	8192u		/* samples waiting per vCPU (power of two) */
-#define PEND_MAX_PASSES	50		/* ~0.5 s waiting for the rings to move */
+#define PEND_MAX_PASSES	4		/* 0.2-2 s waiting for the rings to move */
 #define TSC_REREAD_NS	1000000000ull	/* KVM's tsc-offset re-read period */
 #define DEBUGFS		"/sys/kernel/debug"
 #define CHAN_BUF	65536
@@ -85,7 +89,8 @@ struct psamp {
 	char event_name[32];
 	struct guestmem *mem;
 	struct timeline *tl;
-	uint32_t tl_nr;
+	uint32_t tl_nr, tl_entries;
+	bool busy;			/* switch rings filling fast: pass often */
 	int clock_raw;			/* events timed on CLOCK_MONOTONIC_RAW */
 	/* calibration for clock_raw: a base pair and the newest pair */
 	uint64_t cal_tsc0, cal_ns0, cal_tsc, cal_ns;
@@ -96,6 +101,7 @@ struct psamp {
 	atomic_uint_fast64_t sw_seq;
 	atomic_uint_fast64_t sw_pa, sw_geom, sw_nr;
 	uint64_t sw_seen;
+	pthread_mutex_t sw_lock;
 	char *desc_path;		/* built-in VMM descriptor, or NULL */
 	int chan_in, chan_out;		/* its channel copy -> the collector, -1 */
 	uint8_t *chan_buf;		/* bytes read from chan_in not yet sent */
@@ -343,7 +349,7 @@ static int vcpu_open(struct psamp *p, const struct perf_sampler_config *cfg,
 	a.exclude_user = 0;
 	a.exclude_kernel = 0;
 	a.watermark = 1;
-	a.wakeup_watermark = (uint32_t)(RING_PAGES * page / 2);
+	a.wakeup_watermark = WAKE_SAMPLES * 40;
 	if (clock_raw) {
 		a.use_clockid = 1;
 		a.clockid = CLOCK_MONOTONIC_RAW;
@@ -423,6 +429,7 @@ static void tl_update(struct psamp *p)
 	if (pa && p->mem) {
 		p->tl = timeline_new((uint32_t)nr, pa, (uint32_t)(geom >> 32), (uint32_t)geom);
 		p->tl_nr = (uint32_t)nr;
+		p->tl_entries = (uint32_t)geom;
 	}
 }
 
@@ -644,10 +651,15 @@ static void drain_pass(struct psamp *p, bool final)
 	for (unsigned i = 0; i < p->nr; i++)
 		drain_vcpu(p, i);
 	if (p->tl) {
+		uint64_t before = p->tls.switches + p->tls.overrun + p->tls.torn;
+
 		timeline_refresh(p->tl, p->mem, guest_now(p));
 		pthread_mutex_lock(&p->tls_lock);
 		timeline_get_stats(p->tl, &p->tls);
 		pthread_mutex_unlock(&p->tls_lock);
+		/* Busy: an eighth of the rings' room used since the last pass. */
+		p->busy = (p->tls.switches + p->tls.overrun + p->tls.torn - before) * 8 >
+			  (uint64_t)p->tl_entries * p->tl_nr;
 	}
 	for (unsigned i = 0; i < p->nr; i++)
 		resolve(p, i, final);
@@ -666,9 +678,9 @@ static void *drain_main(void *arg)
 		for (unsigned i = 0; pf && i < p->nr; i++)
 			pf[i] = (struct pollfd){ .fd = p->v[i].fd, .events = POLLIN };
 		if (pf)
-			poll(pf, p->nr, DRAIN_MS);
+			poll(pf, p->nr, p->busy ? DRAIN_BUSY_MS : DRAIN_MS);
 		else
-			usleep(DRAIN_MS * 1000);
+			usleep(DRAIN_BUSY_MS * 1000);
 		drain_pass(p, false);
 		p->drain_cpu_ns += thread_cpu_ns() - c0;
 		if (access(path, F_OK)) {
@@ -797,6 +809,9 @@ static void ps_describe(struct sampler *s, char *buf, size_t len)
 	    (unsigned long long)in.attributed, (unsigned long long)in.unattributed,
 	    (unsigned long long)in.late, (unsigned long long)in.no_timeline,
 	    (unsigned long long)in.switches);
+	OUT("  opvm's drain thread: %.1f us CPU per sample\n",
+	    in.drain_cpu_ns / 1e3 / (double)(in.guest_user + in.guest_kernel + in.host_mode ?
+					      in.guest_user + in.guest_kernel + in.host_mode : 1));
 	OUT("  time: perf clock by %s; guest TSC %s\n", in.time_source,
 	    in.tsc_offset_known ? "from KVM's\n  tsc-offset and scaling (debugfs)" :
 	    "assumed\n  = host TSC (no KVM debugfs entry for its vCPUs)");
@@ -828,7 +843,15 @@ static void ps_free(struct sampler *s)
 	timeline_free(p->tl);
 	guestmem_close(p->mem);
 	pthread_mutex_destroy(&p->tls_lock);
+	pthread_mutex_destroy(&p->sw_lock);
 	free(p);
+}
+
+/* The guest module's HELLO, from the collector: where its switch rings are. */
+static void ps_guest_hello(struct sampler *s, const struct sampler_hello *h)
+{
+	perf_sampler_set_switch_rings(s, h->switch_pa, h->switch_stride, h->switch_entries,
+				      h->nr_slots);
 }
 
 static const struct sampler_ops perf_sampler_ops = {
@@ -838,6 +861,7 @@ static const struct sampler_ops perf_sampler_ops = {
 	.status = ps_status,
 	.last_error = ps_last_error,
 	.get_stats = ps_get_stats,
+	.guest_hello = ps_guest_hello,
 	.describe = ps_describe,
 	.free = ps_free,
 };
@@ -865,12 +889,16 @@ int perf_sampler_set_switch_rings(struct sampler *s, uint64_t switch_pa,
 		nr = p->nr;
 	if (switch_pa && timeline_check_geometry(nr, switch_pa, stride, entries))
 		return -EINVAL;
-	/* One writer (the collector's thread): odd while changing. */
+	/* Writers (the collector's guest_hello, the drain thread's look at a
+	 * built-in VMM's descriptor) take turns; the drain thread reads
+	 * without a lock: odd while changing. */
+	pthread_mutex_lock(&p->sw_lock);
 	atomic_fetch_add(&p->sw_seq, 1);
 	atomic_store(&p->sw_pa, switch_pa);
 	atomic_store(&p->sw_geom, ((uint64_t)stride << 32) | entries);
 	atomic_store(&p->sw_nr, nr);
 	atomic_fetch_add(&p->sw_seq, 1);
+	pthread_mutex_unlock(&p->sw_lock);
 	return 0;
 }
 
@@ -922,6 +950,7 @@ struct sampler *perf_sampler_new(const struct perf_sampler_config *cfg,
 		return NULL;
 	}
 	pthread_mutex_init(&p->tls_lock, NULL);
+	pthread_mutex_init(&p->sw_lock, NULL);
 	p->chan_in = p->chan_out = -1;
 	p->s.ops = &perf_sampler_ops;
 	p->s.priv = p;

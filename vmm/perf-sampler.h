@@ -9,12 +9,12 @@
  * TIME | CPU, one mmap ring per vCPU.  The kernel reports the guest's RIP
  * for samples taken in guest mode (PERF_RECORD_MISC_GUEST_KERNEL = CPL 0,
  * GUEST_USER = CPL 3); anything else is host code and is counted, never
- * filed.  One drain thread reads the rings every few milliseconds; the vCPUs
+ * filed.  One drain thread reads the rings ten times a second; the vCPUs
  * are never signalled, stopped, paused or resumed.
  *
  * A perf sample has no CR3 and no guest task.  When the guest module
  * announces its per-vCPU task-switch rings (HELLO's switch tail, passed in
- * with perf_sampler_set_switch_rings()), the drain thread mirrors them
+ * by the collector through the guest_hello op), the drain thread mirrors them
  * through a struct timeline (guest memory read through struct guestmem),
  * converts each sample's perf time to guest TSC and files the sample under
  * the task that ran on that vCPU at that moment:

@@ -61,9 +61,11 @@ static int gdb_holder(struct vm_monitor *mon, char *err, size_t errlen)
 		if (!label || (strcmp(label, GDB_CHARDEV) && strcmp(label, "gdb")))
 			continue;
 		if (!idle) {
-			util_seterr(err, errlen, !strcmp(label, "gdb") ?
-				    "a debugger is connected to its gdbstub (%s)" :
-				    "another opvm is profiling it (%s)", file ? file : "?");
+			if (!strcmp(label, "gdb"))
+				util_seterr(err, errlen, "a debugger is connected to its gdbstub (%s)",
+					    file ? file : "?");
+			else
+				util_seterr(err, errlen, "another opvm is profiling it");
 			state = -EBUSY;
 			break;
 		}
@@ -141,8 +143,9 @@ static int gdb_start(struct qattach_guest *g, struct backend_target *t, int *fd,
 	r = gdb_holder(g->mon, why, sizeof(why));
 	if (r < 0) {
 		util_seterr(err, errlen, "cannot start a gdbstub in '%s': %s%s", t->name,
-			    why[0] ? why : strerror(-r), r == -EBUSY ?
-			    "; detach it first (monitor command 'gdbserver none')" : "");
+			    why[0] ? why : strerror(-r), r != -EBUSY ? "" :
+			    strstr(why, "opvm") ? "; stop that opvm first" :
+			    "; detach the debugger first (or monitor command 'gdbserver none')");
 		return r;
 	}
 	if (r == 2)

@@ -114,6 +114,11 @@ static void summary_guest_notes(const struct qemu_sampler_info *qi, FILE *out)
 	if (qi->paused_ticks)
 		fprintf(out, "  the guest was paused by someone else for %llu ticks (not "
 			"sampled)\n", (unsigned long long)qi->paused_ticks);
+	if (qi->restores)
+		fprintf(out, "  %llu of those pauses landed mid-tick; opvm kept them\n",
+			(unsigned long long)qi->restores);
+	if (qi->late_stops)
+		fprintf(out, "  a stop of opvm's was answered after sampling: guest resumed\n");
 }
 
 void qemu_backend_summary(const struct backend_target *t, unsigned rate_hz,

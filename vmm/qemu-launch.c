@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * The "qemu" launch backend (vmm/backend.h), `opvm run --vmm=qemu`, the
- * default: boots a guest under QEMU with the opvm channel, a QMP socket and
- * a gdbstub on unix sockets in a private directory, and samples it through
+ * default: boots a guest under QEMU with the opvm channel and a QMP socket
+ * on unix sockets in a private directory (RUN_BASE/PID: the next run removes
+ * those whose opvm is gone), a gdbstub on a socket pair, and samples it through
  * the gdbstub (vmm/qemu-sampler.h) until it powers off.  Its console goes to
  * SESSION/guests/NAME/console.log (and stdout with --console), QEMU's own
  * messages to qemu.log beside it.
@@ -11,7 +12,9 @@
  * instruction, escapes the console log, the channel or the sampler; the
  * sampler resumes it once every socket is connected.  QEMU runs in its own
  * process group: Ctrl-C reaches opvm, which then quits QEMU through QMP.
+ * QEMU dies with opvm, even after a SIGKILL (PR_SET_PDEATHSIG).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -20,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -54,8 +58,9 @@ struct qlaunch {
 	char hint[2 * PATH_MAX + 64], cmdline[4096];
 	/* the run */
 	char dir[128];			/* private: sockets and QEMU's log */
-	char qmp[PATH_MAX], gdb[PATH_MAX + 8], chan[PATH_MAX], con[PATH_MAX];
+	char qmp[PATH_MAX], chan[PATH_MAX], con[PATH_MAX];
 	char log[PATH_MAX];
+	int gdb_fd[2];			/* [0] the sampler's, [1] QEMU's */
 	char guest_dir[PATH_MAX];	/* <session>/guests/<name> */
 	pid_t qemu;
 	int status;
@@ -91,6 +96,7 @@ static void *qlaunch_new(void)
 	q->smp = 2;
 	q->mem = 512;
 	q->con_fd = q->con_out = -1;
+	q->gdb_fd[0] = q->gdb_fd[1] = -1;
 	return q;
 }
 
@@ -247,13 +253,13 @@ static void qemu_args(struct qlaunch *q, struct qemu_args *a)
 	snprintf(a->smp, sizeof(a->smp), "%u", q->smp);
 	snprintf(a->mem, sizeof(a->mem), "%u", q->mem);
 	snprintf(a->qmp, sizeof(a->qmp), "unix:%s,server=on,wait=off", q->qmp);
-	snprintf(a->gdb, sizeof(a->gdb), "%s,server=on,wait=off", q->gdb);
+	snprintf(a->gdb, sizeof(a->gdb), "socket,id=opvm-gdb,fd=%d", q->gdb_fd[1]);
 	snprintf(a->chan, sizeof(a->chan), "socket,id=opvm0,path=%s,server=on,wait=off", q->chan);
 	snprintf(a->con, sizeof(a->con), "socket,id=con0,path=%s,server=on,wait=off", q->con);
 #define A(x) (a->v[n++] = (char *)(x))
 	A(q->qemu_bin); A("-accel"); A(q->accel); A("-m"); A(a->mem); A("-smp"); A(a->smp);
 	A("-nodefaults"); A("-no-user-config"); A("-display"); A("none"); A("-S");
-	A("-qmp"); A(a->qmp); A("-gdb"); A(a->gdb);
+	A("-qmp"); A(a->qmp); A("-chardev"); A(a->gdb); A("-gdb"); A("chardev:opvm-gdb");
 	A("-chardev"); A(a->con); A("-serial"); A("chardev:con0");
 	A("-device"); A("virtio-serial-pci,id=opvmser");
 	A("-chardev"); A(a->chan);
@@ -271,17 +277,24 @@ static void qemu_args(struct qlaunch *q, struct qemu_args *a)
 
 static pid_t start_qemu(struct qlaunch *q, char **args)
 {
+	pid_t parent = getpid();
 	pid_t pid = fork();
 
 	if (pid == 0) {
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-		int log = open(q->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		int log = open(q->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 
+		/* QEMU dies with opvm, even by SIGKILL: nobody else would quit
+		 * it.  A parent gone before prctl() is seen by getppid(). */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+			_exit(127);
 		/* Own process group: a Ctrl-C is for opvm, which quits QEMU. */
 		setpgid(0, 0);
 		dup2(null, STDIN_FILENO);
 		dup2(log >= 0 ? log : null, STDOUT_FILENO);
 		dup2(log >= 0 ? log : null, STDERR_FILENO);
+		/* QEMU's end of the gdbstub socket pair crosses exec. */
+		fcntl(q->gdb_fd[1], F_SETFD, 0);
 		execvp(args[0], args);
 		dprintf(STDERR_FILENO, "cannot run %s: %s\n", args[0], strerror(errno));
 		_exit(127);
@@ -297,8 +310,7 @@ static int wait_sockets(struct qlaunch *q)
 			q->qemu = 0;
 			return -1;
 		}
-		if (file_exists(q->qmp) && file_exists(q->gdb + 5) && file_exists(q->chan) &&
-		    file_exists(q->con))
+		if (file_exists(q->qmp) && file_exists(q->chan) && file_exists(q->con))
 			return 0;
 		usleep(10000);
 	}
@@ -367,22 +379,88 @@ static void *console_main(void *arg)
 	return NULL;
 }
 
-/* A private directory for the sockets (short: sun_path is 108), and the
- * guest's directory in the session. */
-static int make_dirs(struct qlaunch *q, char *err, size_t errlen)
+/* Removes run directory dir (the sockets and log it holds, nothing deeper). */
+static void run_dir_remove(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (d) {
+		while ((e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				unlinkat(dirfd(d), e->d_name, 0);
+		closedir(d);
+	}
+	rmdir(dir);
+}
+
+/*
+ * The run's private directory, BASE/PID, under BASE = $TMPDIR/opvm-run-UID
+ * (0700, ours; short: sun_path is 108).  Directories of runs whose opvm is
+ * gone (SIGKILL leaves them) are removed first: their name is their
+ * owner's pid.
+ */
+static int run_dir_create(char *dir, size_t len, char *err, size_t errlen)
 {
 	const char *tmp = getenv("TMPDIR");
+	char base[96];
+	struct stat st;
+	struct dirent *e;
+	DIR *d;
 
-	snprintf(q->dir, sizeof(q->dir), "%s/opvm-run.XXXXXX",
-		 tmp && strlen(tmp) < 60 ? tmp : "/tmp");
-	if (!mkdtemp(q->dir)) {
+	snprintf(base, sizeof(base), "%s/opvm-run-%u", tmp && tmp[0] == '/' &&
+		 strlen(tmp) < 60 ? tmp : "/tmp", (unsigned)geteuid());
+	if (mkdir(base, 0700) && errno != EEXIST) {
+		util_seterr(err, errlen, "cannot create %s: %s (set TMPDIR to a writable "
+			    "directory)", base, strerror(errno));
+		return -errno;
+	}
+	/* Someone else's directory (or a link) in a shared /tmp is a trap. */
+	if (lstat(base, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 077)) {
+		util_seterr(err, errlen, "%s is not a private directory of this user "
+			    "(owner %u, mode %o): remove it, or set TMPDIR elsewhere", base,
+			    (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	d = opendir(base);
+	while (d && (e = readdir(d))) {
+		char *end, stale[96 + 256];
+		long pid = strtol(e->d_name, &end, 10);
+
+		if (*end || pid <= 0 || pid == getpid() ||
+		    !(kill((pid_t)pid, 0) && errno == ESRCH))
+			continue;
+		snprintf(stale, sizeof(stale), "%s/%s", base, e->d_name);
+		run_dir_remove(stale);
+	}
+	if (d)
+		closedir(d);
+	snprintf(dir, len, "%s/%ld", base, (long)getpid());
+	run_dir_remove(dir);	/* a stale one with our pid */
+	if (mkdir(dir, 0700)) {
+		util_seterr(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* The run's private directory, the gdbstub's socket pair, and the guest's
+ * directory in the session. */
+static int make_dirs(struct qlaunch *q, char *err, size_t errlen)
+{
+	int r = run_dir_create(q->dir, sizeof(q->dir), err, errlen);
+
+	if (r) {
 		q->dir[0] = '\0';
-		util_seterr(err, errlen, "cannot create a private directory in %s: %s",
-			    tmp ? tmp : "/tmp", strerror(errno));
+		return r;
+	}
+	/* The gdbstub is a socket pair: no socket anyone else could reach. */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, q->gdb_fd)) {
+		util_seterr(err, errlen, "cannot create a socket pair: %s", strerror(errno));
 		return -errno;
 	}
 	snprintf(q->qmp, sizeof(q->qmp), "%s/qmp", q->dir);
-	snprintf(q->gdb, sizeof(q->gdb), "unix:%s/gdb", q->dir);
 	snprintf(q->chan, sizeof(q->chan), "%s/chan", q->dir);
 	snprintf(q->con, sizeof(q->con), "%s/con", q->dir);
 	snprintf(q->log, sizeof(q->log), "%s/qemu.log", q->dir);
@@ -422,7 +500,7 @@ static int connect_console(struct qlaunch *q, char *err, size_t errlen)
 /* Connects everything before the guest runs its first instruction. */
 static int connect_guest(struct qlaunch *q, struct backend_target *t, char *err, size_t errlen)
 {
-	struct qemu_sampler_config qc = { .gdb_addr = q->gdb, .rate_hz = q->setup.rate_hz,
+	struct qemu_sampler_config qc = { .gdb_fd = q->gdb_fd[0], .rate_hz = q->setup.rate_hz,
 					  .resume = 1 };
 	char why[512] = "";
 	int r = connect_console(q, err, errlen), chan;
@@ -435,6 +513,7 @@ static int connect_guest(struct qlaunch *q, struct backend_target *t, char *err,
 			    strerror(-chan));
 		return chan;
 	}
+	q->gdb_fd[0] = -1;	/* the sampler's now */
 	t->sampler = qemu_sampler_new(&qc, why, sizeof(why));
 	if (!t->sampler) {
 		util_seterr(err, errlen, "%s", why);
@@ -465,6 +544,8 @@ static int qlaunch_open(void *st, struct vm_monitor *mon, struct backend_target 
 	qemu_args(q, a);
 	q->qemu = start_qemu(q, a->v);
 	free(a);
+	close(q->gdb_fd[1]);	/* QEMU has its copy: its exit gives us EOF */
+	q->gdb_fd[1] = -1;
 	if (q->qemu < 0) {
 		util_seterr(err, errlen, "cannot start QEMU: %s", strerror(errno));
 		q->qemu = 0;
@@ -549,14 +630,14 @@ static void qlaunch_close(void *st, struct backend_target *t)
 		snprintf(path, sizeof(path), "%s/qemu.log", q->guest_dir);
 		copy_file(q->log, path);
 	}
+	for (int i = 0; i < 2; i++) {
+		if (q->gdb_fd[i] >= 0)
+			close(q->gdb_fd[i]);
+		q->gdb_fd[i] = -1;
+	}
 	if (!q->dir[0])
 		return;
-	unlink(q->qmp);
-	unlink(q->gdb + 5);
-	unlink(q->chan);
-	unlink(q->con);
-	unlink(q->log);
-	rmdir(q->dir);
+	run_dir_remove(q->dir);
 	q->dir[0] = '\0';
 }
 

@@ -13,7 +13,7 @@
  * thread, so the tick thread must not read it.  Instead the channel passes
  * through a relay thread of this backend (qemu_sampler_relay_channel()):
  * it copies the bytes, unchanged, to the collector through a socket pair
- * and decodes them with its own decode-only decoder (host/decoder.h);
+ * and decodes them with its own decode-only decoder (host/collect/decoder.h);
  * each HELLO's slot address is published to the tick thread through a
  * sequence-counted set of atomics (one writer: the relay thread).  The tick
  * thread never waits for it: a torn or changing publication just means one
@@ -86,6 +86,9 @@ struct qemu_sampler_info {
 	uint64_t paused_ticks;
 	uint64_t resets;		/* guest resets noticed (CR3 == 0) */
 	uint64_t max_cost_ns;
+	uint64_t late_stops;		/* our stop answered after the last tick:
+					 * resumed on the way out */
+	uint64_t restores;		/* pauses that landed mid-tick, restored */
 };
 void qemu_sampler_get_info(struct sampler *s, struct qemu_sampler_info *out);
 

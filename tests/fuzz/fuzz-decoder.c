@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target for the channel decoder (host/decoder.c) and the guest
- * state it feeds (host/gstate.c).
+ * libFuzzer target for the channel decoder (host/collect/decoder.c) and the guest
+ * state it feeds (host/collect/gstate.c).
  *
  * Input: 2 bytes of split seed, then the channel stream.  The stream is fed
  * in chunks whose sizes the seed chooses, and again in one piece into a
@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host/decoder.h"
-#include "host/gstate.h"
+#include "host/collect/decoder.h"
+#include "host/collect/gstate.h"
 
 static int touch_proc(const struct gstate_process *p, void *arg)
 {

@@ -76,6 +76,8 @@ for s in rep["symbols"]:
     if s["kernel"]:
         k += n
         continue
+    if s["app"] == "{anon-cr3:0x0}":
+        continue    # not named by the ring: counted below (named >= 99.5 %)
     if s["image"] != "/user.elf":
         outside += n
         fails.append("user sample outside the guest's /user.elf: %s" % s)

@@ -45,8 +45,8 @@
 #include <x86intrin.h>
 
 #include "guest-kmod/opvm_proto.h"
-#include "host/decoder.h"
-#include "host/gstate.h"
+#include "host/collect/decoder.h"
+#include "host/collect/gstate.h"
 #include "lib/util.h"
 #include "vmm/gdbstub.h"
 #include "vmm/guestmem.h"

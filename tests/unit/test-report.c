@@ -14,8 +14,8 @@
 #include <inttypes.h>
 #include <jansson.h>
 
-#include "host/report.h"
-#include "host/report-cli.h"
+#include "host/report/report.h"
+#include "host/report/report-cli.h"
 #include "tests/golden/fixture.h"
 
 static struct fixture fx;

@@ -27,6 +27,28 @@ static int is_dir(const char *p)
 	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+static void test_parse_size(void **state)
+{
+	uint64_t v;
+
+	assert_int_equal(util_parse_size("4096", &v), 0);
+	assert_int_equal(v, 4096);
+	assert_int_equal(util_parse_size("64k", &v), 0);
+	assert_int_equal(v, 65536);
+	assert_int_equal(util_parse_size("2G", &v), 0);
+	assert_int_equal(v, 2ULL << 30);
+	assert_int_equal(util_parse_size("128MiB", &v), 0);
+	assert_int_equal(v, 128ULL << 20);
+	assert_int_equal(util_parse_size("1M", &v), 0);
+	assert_int_equal(v, 1ULL << 20);
+	assert_int_equal(util_parse_size("", &v), -EINVAL);
+	assert_int_equal(util_parse_size("-1", &v), -EINVAL);
+	assert_int_equal(util_parse_size("12x", &v), -EINVAL);
+	assert_int_equal(util_parse_size("1B", &v), -EINVAL);
+	assert_int_equal(util_parse_size("99999999999T", &v), -EINVAL);
+	assert_int_equal(util_parse_size("99999999999999999999", &v), -EINVAL);
+}
+
 static void test_seterr(void **state)
 {
 	char buf[8];
@@ -252,6 +274,7 @@ static void test_sat_add(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_seterr),
 		cmocka_unit_test(test_hexval),
 		cmocka_unit_test(test_mkdir_p),
