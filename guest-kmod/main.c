@@ -3,8 +3,8 @@
  * opvm.ko: tells a host-side profiler which guest task runs where.
  *
  * Load order: slots and switch rings, ring and /dev/opvm, worker, hooks,
- * then the first work item sends HELLO, describes what already exists and
- * sends SYNC.  Unload
+ * the slots' and rings' seed, then the first work item sends HELLO,
+ * describes what already exists and sends SYNC.  Unload
  * runs the same steps backwards; the hooks go first so nothing new is queued
  * while the rest is torn down.
  */
@@ -70,20 +70,24 @@ unsigned long opvm_lookup_name(const char *name)
 }
 
 /*
- * Seed each CPU's slot and switch ring with what runs there now, before the
- * first switch.
+ * Seed each CPU's slot and switch ring with what runs there now (a CPU
+ * that never switches would otherwise have neither).  Same seqlock steps
+ * as the sched_switch hook.
  */
 static void opvm_slot_seed(void *unused)
 {
 	struct opvm_slot *s = &opvm_slots[smp_processor_id()];
 	struct mm_struct *mm = current->mm;
+	u32 seq = s->seq;
 
+	WRITE_ONCE(s->seq, seq + 1);
+	smp_wmb();
 	s->pid = current->pid;
 	s->tgid = current->tgid;
 	s->flags = mm ? 0 : OPVM_SLOT_KTHREAD;
 	s->cr3 = mm ? opvm_mm_cr3(mm) : 0;
 	smp_wmb();
-	WRITE_ONCE(s->seq, s->seq + 2);
+	WRITE_ONCE(s->seq, seq + 2);
 	opvm_switch_log(current, s->cr3, s->flags);
 }
 
@@ -137,7 +141,6 @@ static int __init opvm_init(void)
 	if (!opvm_slots)
 		return -ENOMEM;
 	opvm_switch_alloc();
-	on_each_cpu(opvm_slot_seed, NULL, 1);
 
 	ret = opvm_ring_init((size_t)ring_kb * 1024);
 	if (ret)
@@ -154,6 +157,13 @@ static int __init opvm_init(void)
 	ret = opvm_hooks_register();
 	if (ret)
 		goto err_dev;
+	/*
+	 * Seeded after the sched_switch hook is in: a switch between the two
+	 * is logged either way, so no interval of a ring names a task that
+	 * was not running.  (The IPI and the hook both run with interrupts
+	 * off on that CPU: they do not interleave.)
+	 */
+	on_each_cpu(opvm_slot_seed, NULL, 1);
 	if (!track_mmap || opvm_hooks_mmap_register())
 		opvm_rescan_on = true;
 	opvm_kick();	/* HELLO, initial walk, SYNC */

@@ -269,5 +269,4 @@ void util_stop_on_signals(volatile sig_atomic_t *flag)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
 }

@@ -88,8 +88,10 @@ struct backend_setup {
 	unsigned rate_hz;		/* timer modes: ticks per second */
 	struct backend_event events[OPVM_MAX_EVENTS];
 	unsigned nr_events;		/* 0: one TIMER event */
-	const char *report_hint;	/* extra `opvm report` options for the
-					 * closing "next:" line, or NULL */
+	/* Where the guest's symbols are when the user names none (the test
+	 * image's root, System.map and vmlinuz), or NULL: session.json keeps
+	 * them for report/annotate/export. */
+	const char *guest_root, *system_map, *vmlinux;
 	char notes[512];		/* warnings for the user, one per line */
 };
 

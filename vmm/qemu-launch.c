@@ -55,7 +55,7 @@ struct qlaunch {
 	char *const *extra;
 	unsigned nr_extra;
 	char images[PATH_MAX], kbuf[PATH_MAX + 16], ibuf[PATH_MAX + 32];
-	char hint[2 * PATH_MAX + 64], cmdline[4096];
+	char root[PATH_MAX + 8], map[PATH_MAX + 16], cmdline[4096];
 	/* the run */
 	char dir[128];			/* private: sockets and QEMU's log */
 	char qmp[PATH_MAX], chan[PATH_MAX], con[PATH_MAX];
@@ -168,9 +168,11 @@ static int use_test_image(struct qlaunch *q, char *err, size_t errlen)
 		snprintf(q->ibuf, sizeof(q->ibuf), "%s/initramfs.cpio.gz", q->images);
 		q->initrd = q->ibuf;
 	}
-	snprintf(q->hint, sizeof(q->hint), "--guest-root %s/root --system-map %s/System.map",
-		 q->images, q->images);
-	q->setup.report_hint = q->hint;
+	snprintf(q->root, sizeof(q->root), "%s/root", q->images);
+	snprintf(q->map, sizeof(q->map), "%s/System.map", q->images);
+	q->setup.guest_root = q->root;
+	q->setup.system_map = q->map;
+	q->setup.vmlinux = q->kbuf;
 	return 0;
 }
 

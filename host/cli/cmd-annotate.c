@@ -184,6 +184,7 @@ out:
 		ret = 1;
 	report_free(r);
 	symres_free(res);
+	report_cli_release(&cli);
 	if (fflush(stdout) && !ret)
 		ret = 1;
 	return ret;

@@ -85,6 +85,21 @@ static int write_format(FILE *f, enum fmt fmt, const struct report *r,
 	}
 }
 
+/* --threshold drops small rows from every format. */
+static void drop_below(struct report *r, double threshold)
+{
+	size_t keep = 0;
+
+	if (threshold <= 0)
+		return;
+	for (size_t i = 0; i < r->nr_rows; i++)
+		if (r->rows[i].percent >= threshold)
+			r->rows[keep++] = r->rows[i];
+		else
+			free(r->rows[i].addrs);
+	r->nr_rows = keep;
+}
+
 int cmd_export(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -186,17 +201,7 @@ int cmd_export(int argc, char **argv)
 			goto out;
 		}
 	}
-	/* --threshold drops small rows from every format. */
-	if (cli.threshold > 0) {
-		size_t keep = 0;
-
-		for (size_t i = 0; i < r->nr_rows; i++)
-			if (r->rows[i].percent >= cli.threshold)
-				r->rows[keep++] = r->rows[i];
-			else
-				free(r->rows[i].addrs);
-		r->nr_rows = keep;
-	}
+	drop_below(r, cli.threshold);
 	/* Folded text to a terminal goes through the control-byte filter;
 	 * files are written as they are (names stay exact). */
 	f = out ? open_out(out, &tmp) : report_cli_safe_stream(stdout);
@@ -227,5 +232,6 @@ out:
 	report_free(r);
 	report_free(base);
 	symres_free(res);
+	report_cli_release(&cli);
 	return ret;
 }

@@ -319,6 +319,7 @@ out:
 	report_free(ra);
 	report_free(rb);
 	symres_free(res);
+	report_cli_release(&a.cli);
 	free(va);
 	free(vb);
 	if (fflush(stdout) && !ret) {

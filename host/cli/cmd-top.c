@@ -104,7 +104,8 @@ static void print_text(struct hoststats *h, const struct top_opts *o)
 		if (!top_match(o, g))
 			continue;
 		shown++;
-		hw = g->hw_why;
+		if (!g->has_hw && g->hw_why)
+			hw = g->hw_why;
 		if (g->has_exits)
 			snprintf(exits, sizeof(exits), "%.0f", g->exits_ps);
 		else
@@ -119,6 +120,11 @@ static void print_text(struct hoststats *h, const struct top_opts *o)
 	       hoststats_interval(h));
 	if (hw)
 		printf("hardware counters: %s (%s)\n", top_dash(), hw);
+	for (size_t i = 0; i < n; i++)
+		if (top_match(o, gs[i]) && gs[i]->has_hw && !gs[i]->fresh)
+			printf("%-16.16s guest mode: %.3g cycles/s, IPC %.2f, %.3g LLC misses/s\n",
+			       gs[i]->name, gs[i]->hw_ps[PMC_CYCLES], gs[i]->ipc,
+			       gs[i]->hw_ps[PMC_LLC_MISSES]);
 	if (hoststats_libvirt_error(h)[0])
 		printf("libvirt: %s\n", hoststats_libvirt_error(h));
 }
@@ -249,6 +255,7 @@ int cmd_top(int argc, char **argv)
 	cfg.no_libvirt = o.no_libvirt;
 	cfg.filter = &o.filter;
 	util_stop_on_signals(&top_stop);
+	signal(SIGPIPE, SIG_IGN);
 	h = hoststats_new(&cfg);
 	if (!h) {
 		pr_err("out of memory");

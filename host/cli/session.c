@@ -26,6 +26,7 @@
 enum {
 	OPT_SEPARATE = SESSION_OPT, OPT_DURATION, OPT_APPEND_SAMPLES, OPT_MAX_FILES,
 	OPT_MAX_DIRS, OPT_MAX_DISK, OPT_MAX_MAPPED, OPT_UMASK, OPT_MAX_MODEL_MEM,
+	OPT_GUEST_ROOT, OPT_SYSTEM_MAP, OPT_VMLINUX,
 };
 
 const struct option session_options[] = {
@@ -41,6 +42,9 @@ const struct option session_options[] = {
 	{ "max-mapped", required_argument, NULL, OPT_MAX_MAPPED },
 	{ "umask", required_argument, NULL, OPT_UMASK },
 	{ "max-model-mem", required_argument, NULL, OPT_MAX_MODEL_MEM },
+	{ "guest-root", required_argument, NULL, OPT_GUEST_ROOT },
+	{ "system-map", required_argument, NULL, OPT_SYSTEM_MAP },
+	{ "vmlinux", required_argument, NULL, OPT_VMLINUX },
 	{ 0 }
 };
 
@@ -60,7 +64,11 @@ const char session_usage[] =
 "  --max-model-mem SIZE  memory for one guest's processes, mappings and\n"
 "                     file names (default 64M; all guests together 512M)\n"
 "  --umask MASK       session tree modes from MASK, e.g. 022 (default:\n"
-"                     private, directories 0700 and files 0600)\n";
+"                     private, directories 0700 and files 0600)\n"
+"  --guest-root [GUEST=]DIR  the guest's root file system, --system-map\n"
+"                     FILE, --vmlinux FILE: kept in session.json so report,\n"
+"                     annotate and export find symbols without flags\n"
+"                     (default with the test image: build/images/...)\n";
 
 void session_opts_init(struct session_opts *o)
 {
@@ -85,6 +93,45 @@ static int parse_cap(struct session_opts *o, int opt, const char *arg)
 		return -1;
 	}
 	*caps[k] = v;
+	return 1;
+}
+
+/* --guest-root, --system-map, --vmlinux: kept as absolute paths, so a
+ * report run from another directory finds them.  A path that is not there
+ * is a usage error now rather than [unknown] symbols later. */
+static int parse_symbols(struct session_opts *o, int opt, const char *arg)
+{
+	static const char *const names[] = { "--guest-root", "--system-map", "--vmlinux" };
+	const char *name = names[opt - OPT_GUEST_ROOT], *path = arg, *eq = strchr(arg, '=');
+	char *buf, abs[PATH_MAX];
+	int prefix = 0;
+
+	if (opt == OPT_GUEST_ROOT && eq && eq > arg && !memchr(arg, '/', (size_t)(eq - arg))) {
+		prefix = (int)(eq - arg) + 1;	/* GUEST=DIR */
+		path = eq + 1;
+	}
+	if (opt == OPT_GUEST_ROOT && o->sym.nr_roots >= COLLECTOR_MAX_ROOTS) {
+		pr_err("at most %d --guest-root options", COLLECTOR_MAX_ROOTS);
+		return -1;
+	}
+	if (o->sym_used >= sizeof(o->sym_buf) / sizeof(o->sym_buf[0]) ||
+	    prefix > 128 || !realpath(path, abs)) {
+		pr_err("%s %s: %s; give the guest's %s", name, path,
+		       o->sym_used >= sizeof(o->sym_buf) / sizeof(o->sym_buf[0]) ?
+		       "too many symbol options" : strerror(errno ? errno : EINVAL),
+		       opt == OPT_GUEST_ROOT ? "root file system (a directory)" :
+		       opt == OPT_SYSTEM_MAP ? "System.map (or /proc/kallsyms copy)" :
+		       "kernel image (vmlinux or vmlinuz)");
+		return -1;
+	}
+	buf = o->sym_buf[o->sym_used++];
+	snprintf(buf, sizeof(o->sym_buf[0]), "%.*s%s", prefix, arg, abs);
+	if (opt == OPT_GUEST_ROOT)
+		o->sym.roots[o->sym.nr_roots++] = buf;
+	else if (opt == OPT_SYSTEM_MAP)
+		o->sym.system_map = buf;
+	else
+		o->sym.vmlinux = buf;
 	return 1;
 }
 
@@ -150,6 +197,8 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 		return parse_cap(o, opt, arg);
 	case OPT_UMASK:
 		return parse_umask(o, arg);
+	case OPT_GUEST_ROOT: case OPT_SYSTEM_MAP: case OPT_VMLINUX:
+		return parse_symbols(o, opt, arg);
 	case OPT_MAX_MODEL_MEM:
 		if (util_parse_size(arg, &o->model_max_bytes) || o->model_max_bytes < (1u << 20)) {
 			pr_err("--max-model-mem wants a size of at least 1M, e.g. 128M, not '%s'",
@@ -206,6 +255,7 @@ static void collector_cfg(const struct session_opts *o, const struct backend_set
 		.store_limits = o->limits,
 		.public_tree = o->umask_set,
 		.model_max_bytes = (size_t)o->model_max_bytes,
+		.symbols = o->sym,
 	};
 	for (unsigned i = 0; i < setup->nr_events; i++) {
 		snprintf(cfg->events[i].name, sizeof(cfg->events[i].name), "%s",
@@ -213,6 +263,19 @@ static void collector_cfg(const struct session_opts *o, const struct backend_set
 		cfg->events[i].count = setup->events[i].count;
 		cfg->events[i].unit_mask = setup->events[i].unit_mask;
 	}
+}
+
+/* What the user did not name, the backend's defaults (the test image's
+ * root, System.map and vmlinuz), as absolute paths in def[]. */
+static void default_symbols(const struct backend_setup *setup, struct collector_symbols *s,
+			    char def[3][PATH_MAX])
+{
+	if (!s->nr_roots && setup->guest_root && realpath(setup->guest_root, def[0]))
+		s->roots[s->nr_roots++] = def[0];
+	if (!s->system_map && setup->system_map && realpath(setup->system_map, def[1]))
+		s->system_map = def[1];
+	if (!s->vmlinux && setup->vmlinux && realpath(setup->vmlinux, def[2]))
+		s->vmlinux = def[2];
 }
 
 /* Every guest into the collector (channel, sampler), then every sampler
@@ -282,11 +345,13 @@ static int collect(const struct session_opts *o, const struct backend_setup *set
 		   struct backend_target *t, size_t n, uint64_t *elapsed_ns)
 {
 	struct collector_config cfg;
+	char def[3][PATH_MAX];
 	struct collector *c;
 	int64_t t0 = 0;
 	int err, ret = -1;
 
 	collector_cfg(o, setup, &cfg);
+	default_symbols(setup, &cfg.symbols, def);
 	c = collector_new(&cfg);
 	if (!c) {
 		pr_err("cannot set up the session in %s: %s", cfg.session_dir, strerror(errno));
@@ -481,7 +546,7 @@ static void summary(const struct backend_ops *b, void *bst, const struct session
 		    const struct backend_setup *setup, const struct backend_target *t,
 		    size_t n, uint64_t elapsed_ns)
 {
-	const char *dir = o->common.session_dir, *hint = setup->report_hint;
+	const char *dir = o->common.session_dir;
 	struct sum_ctx sc = { .t = t, .n = n };
 
 	sc.totals = calloc(n ? n : 1, sizeof(*sc.totals));
@@ -501,8 +566,8 @@ static void summary(const struct backend_ops *b, void *bst, const struct session
 	}
 	if (sc.bad)
 		printf("(%zu sample files could not be read)\n", sc.bad);
-	printf("session: %s\nnext: opvm report --session-dir %s%s%s\n", dir, dir,
-	       hint ? " " : "", hint ? hint : "");
+	/* the session's symbol sources are in its session.json: no flags */
+	printf("session: %s\nnext: opvm report --session-dir %s\n", dir, dir);
 	fflush(stdout);
 	free(sc.apps);
 	free(sc.totals);
@@ -598,6 +663,9 @@ int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 	}
 	umask(o->umask_set ? (mode_t)o->umask : 077);
 	util_stop_on_signals(&stop_flag);
+	/* a closed pipe or socket is an EPIPE to handle, never a reason to
+	 * leave a guest stopped or samples unsynced */
+	signal(SIGPIPE, SIG_IGN);
 	t = calloc(n ? n : 1, sizeof(*t));
 	if (!t) {
 		pr_err("out of memory");

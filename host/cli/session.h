@@ -11,8 +11,10 @@
 #define OPVM_SESSION_H
 
 #include <getopt.h>
+#include <limits.h>
 #include <stddef.h>
 
+#include "host/collect/collector.h"
 #include "host/collect/store.h"
 #include "vmm/backend.h"
 
@@ -28,6 +30,9 @@ struct session_opts {
 	uint64_t model_max_bytes;	/* --max-model-mem; 0: default */
 	int umask_set;			/* --umask given */
 	unsigned umask;
+	struct collector_symbols sym;	/* --guest-root, --system-map, --vmlinux */
+	char sym_buf[COLLECTOR_MAX_ROOTS + 2][PATH_MAX + 136];	/* their absolute paths */
+	size_t sym_used;
 };
 
 /* Option values of the session's long options without a short letter

@@ -105,6 +105,9 @@ static int draw_vcpus(int y, int maxy, const struct hs_guest *g)
 		fmt_rate(exits, sizeof(exits), c->kvm.valid && !g->fresh, c->exits_ps);
 		mvprintw(y++, 0, "  vcpu %-3d tid %-7d %11s %6.1f %6.1f %6.1f %8s", c->index, c->tid,
 			 "", c->cpu_pct, c->guest_pct, c->steal_pct, exits);
+		if (c->has_hw && c->hw_ps[PMC_CYCLES] > 0)
+			printw("  IPC %.2f  LLC miss/s %.3g",
+			       c->hw_ps[PMC_INSTRUCTIONS] / c->hw_ps[PMC_CYCLES], c->hw_ps[PMC_LLC_MISSES]);
 		clrtoeol();
 	}
 	return y;
@@ -146,13 +149,20 @@ static void draw(struct view *v)
 						 : v->prof.stage ? 2 : 0;
 	int maxy = LINES - 1 - prof_rows;
 	size_t sel = view_sel_index(v);
-	const char *hw = v->n ? v->gs[0]->hw_why : NULL;
+	const char *hw = NULL;
+
+	for (size_t i = 0; i < v->n; i++)
+		if (!v->gs[i]->has_hw && v->gs[i]->hw_why)
+			hw = v->gs[i]->hw_why;
 
 	erase();
 	mvprintw(0, 0, "opvm top  %zu guest%s  every %.1f s  sort: %s  filter: %s", v->n,
 		 v->n == 1 ? "" : "s", v->o->delay_s, hs_sort_name(v->o->sort),
 		 v->filter[0] ? v->filter : top_dash());
-	mvprintw(1, 0, "hw counters: %s (%s)%s%s", top_dash(), hw ? hw : "no guests",
+	if (!v->n)
+		hw = "no guests";
+	mvprintw(1, 0, "hw counters: %s (%s)%s%s", hw ? top_dash() : "IPC in vCPU rows",
+		 hw ? hw : "guest mode",
 		 hoststats_libvirt_error(v->h)[0] ? "  libvirt: " : "",
 		 hoststats_libvirt_error(v->h));
 	attron(A_UNDERLINE);
@@ -236,8 +246,9 @@ static int view_key(struct view *v, int ch)
 	case 'x': v->o->sort = HS_SORT_EXITS; break;
 	case 'i': v->o->sort = HS_SORT_IO; break;
 	case 'n': v->o->sort = HS_SORT_NAME; break;
-	case '/':
+	case '/':	/* a new filter, as top(1) asks for one */
 		v->editing = 1;
+		v->filter[0] = '\0';
 		break;
 	case '+':
 		v->o->delay_s = v->o->delay_s < 60 ? v->o->delay_s * 2 : 120;

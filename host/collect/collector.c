@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -581,6 +582,38 @@ static void guest_stats(const struct cguest *g, struct opvm_stats *st,
 	st->throttled = ss->throttled;
 }
 
+/* "symbols": where report/annotate/export find this session's binaries
+ * (docs/session-json.md); the build-id cache is <session>/.build-id. */
+static json_t *symbols_json(const struct collector *c)
+{
+	const struct collector_symbols *s = &c->cfg.symbols;
+	json_t *o = json_object(), *roots = json_array();
+	char dir[PATH_MAX], cache[PATH_MAX + 16];
+	int bad = !o || !roots;
+
+	for (size_t i = 0; !bad && i < s->nr_roots && i < COLLECTOR_MAX_ROOTS; i++)
+		bad |= json_array_append_new(roots, json_string(s->roots[i]));
+	if (bad) {
+		json_decref(roots);
+		json_decref(o);
+		return NULL;
+	}
+	bad |= json_object_set_new(o, "guest_roots", roots);
+	bad |= json_object_set_new(o, "system_map", s->system_map ?
+				   json_string(s->system_map) : json_null());
+	bad |= json_object_set_new(o, "vmlinux", s->vmlinux ?
+				   json_string(s->vmlinux) : json_null());
+	if (realpath(c->session_dir, dir)) {
+		snprintf(cache, sizeof(cache), "%s/.build-id", dir);
+		bad |= json_object_set_new(o, "build_id_cache", json_string(cache));
+	}
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 {
 	const struct gstate_hello *h = gstate_get_hello(g->gs);
@@ -644,6 +677,7 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	k = NULL;
 	bad |= json_object_set_new(root, "modules", mods);
 	mods = NULL;
+	bad |= json_object_set_new(root, "symbols", symbols_json(c));
 	/* counters come from the guest's doing: saturated, never negative */
 #define C(v) stats_json_count(v)
 	bad |= json_object_set_new(root, "channel", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",

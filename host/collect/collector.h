@@ -21,6 +21,17 @@ struct collector;
 struct cguest;
 struct ring;
 struct gstate;
+/* Where the session's symbols come from, as absolute paths (run/attach
+ * --guest-root, --system-map, --vmlinux, or the test image's): written to
+ * session.json "symbols" so report/annotate/export need no flags. */
+#define COLLECTOR_MAX_ROOTS	8
+struct collector_symbols {
+	const char *roots[COLLECTOR_MAX_ROOTS];	/* "DIR" or "GUEST=DIR" */
+	size_t nr_roots;
+	const char *system_map;		/* may be NULL */
+	const char *vmlinux;		/* may be NULL */
+};
+
 struct collector_config {
 	const char *session_dir;	/* default "./opvm_data" */
 	unsigned separate;		/* enum opvm_separate */
@@ -40,6 +51,7 @@ struct collector_config {
 					 * 0: OPVM_MODEL_MAX_BYTES */
 	size_t model_total_bytes;	/* all guests together; 0:
 					 * OPVM_MODEL_TOTAL_BYTES */
+	struct collector_symbols symbols;	/* its strings outlive the collector */
 };
 #define OPVM_MODEL_TOTAL_BYTES	((size_t)512 << 20)
 

@@ -64,8 +64,12 @@ static json_t *guest_json(const struct hs_guest *g)
 						     : json_null());
 	json_object_set_new(o, g->has_exits ? "exits_source" : "exits_why",
 			    json_string(g->has_exits ? g->exits_src : g->exits_why));
-	json_object_set_new(o, "hw_counters", json_null());
-	json_object_set_new(o, "hw_why", json_string(g->hw_why ? g->hw_why : ""));
+	json_object_set_new(o, "hw_counters", g->has_hw && !g->fresh ? json_pack(
+		"{s:f, s:f, s:f, s:f}", "cycles_per_s", g->hw_ps[PMC_CYCLES],
+		"instructions_per_s", g->hw_ps[PMC_INSTRUCTIONS], "ipc", g->ipc,
+		"llc_misses_per_s", g->hw_ps[PMC_LLC_MISSES]) : json_null());
+	if (!g->has_hw)
+		json_object_set_new(o, "hw_why", json_string(g->hw_why ? g->hw_why : ""));
 	json_object_set_new(o, "block_read_bps", json_rate(g->has_io, g->rd_bps));
 	json_object_set_new(o, "block_write_bps", json_rate(g->has_io, g->wr_bps));
 	json_object_set_new(o, "net_rx_bps", json_rate(g->has_io, g->rx_bps));
@@ -199,6 +203,25 @@ static void prom_exits(FILE *f, struct hs_guest **gs, size_t n)
 	}
 }
 
+static void prom_hw(FILE *f, struct hs_guest **gs, size_t n)
+{
+	static const char *const names[PMC_NR] = {
+		[PMC_CYCLES] = "opvm_guest_vcpu_cycles_total",
+		[PMC_INSTRUCTIONS] = "opvm_guest_vcpu_instructions_total",
+		[PMC_LLC_MISSES] = "opvm_guest_vcpu_llc_misses_total",
+	};
+
+	for (int k = 0; k < PMC_NR; k++) {
+		put_head(f, names[k], "counter",
+			 "Guest-mode hardware event count of one vCPU thread (hosts with a PMU).");
+		for (size_t i = 0; i < n; i++)
+			for (unsigned v = 0; v < gs[i]->nr_vcpus; v++)
+				if (gs[i]->vcpu[v].has_hw)
+					put_sample(f, names[k], gs[i], (int)v, NULL,
+						   (double)gs[i]->vcpu[v].hw[k]);
+	}
+}
+
 static void prom_io(FILE *f, struct hs_guest **gs, size_t n)
 {
 	static const struct {
@@ -236,6 +259,7 @@ char *hoststats_prometheus(struct hoststats *h)
 	prom_cpu(f, gs, n);
 	prom_exits(f, gs, n);
 	prom_io(f, gs, n);
+	prom_hw(f, gs, n);
 	put_head(f, "opvm_libvirt_up", "gauge", "1 if libvirt answered at this scrape.");
 	fprintf(f, "opvm_libvirt_up %d\n", hoststats_libvirt_error(h)[0] ? 0 : 1);
 	if (fclose(f)) {

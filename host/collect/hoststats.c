@@ -29,8 +29,20 @@ struct tidcache {
 	int tids[HS_MAX_VCPUS];
 };
 
+/* An open counting group per vCPU thread, kept across refreshes. */
+struct pmcache {
+	int tid;
+	int seen;		/* in this refresh */
+	struct pmcount *pc;	/* NULL: opening failed (err) */
+	int err;
+};
+
 struct hoststats {
 	struct hs_config cfg;
+	struct pmcache *pm;
+	size_t nr_pm;
+	int pmu;		/* the host has a PMU: try counting */
+	char hw_err[128];
 	struct tidcache *tc;
 	size_t nr_tc;
 	struct virt *virt;
@@ -80,7 +92,7 @@ struct hoststats *hoststats_new(const struct hs_config *cfg)
 	    access("/sys/bus/event_source/devices/cpu_core", F_OK))
 		h->hw_why = "no hardware PMU on this host";
 	else
-		h->hw_why = "hardware counters are not read by this version";
+		h->pmu = 1;
 	return h;
 }
 
@@ -89,6 +101,9 @@ void hoststats_free(struct hoststats *h)
 	if (!h)
 		return;
 	virt_close(h->virt);
+	for (size_t i = 0; i < h->nr_pm; i++)
+		pmcount_close(h->pm[i].pc);
+	free(h->pm);
 	free(h->tc);
 	free(h->other_pids);
 	free(h->qemus);
@@ -309,6 +324,61 @@ static void read_qmp_vcpus(struct hoststats *h, struct hs_guest *g)
 		g->wait_ns = wait;
 }
 
+static struct pmcache *pm_for(struct hoststats *h, int tid)
+{
+	struct pmcache *c;
+
+	for (size_t i = 0; i < h->nr_pm; i++)
+		if (h->pm[i].tid == tid)
+			return &h->pm[i];
+	c = realloc(h->pm, (h->nr_pm + 1) * sizeof(*c));
+	if (!c)
+		return NULL;
+	h->pm = c;
+	c = &h->pm[h->nr_pm++];
+	c->tid = tid;
+	c->pc = pmcount_open(tid, PMC_HARDWARE);
+	c->err = c->pc ? 0 : errno;
+	return c;
+}
+
+/* Guest-mode counts of a KVM guest's vCPU threads, on a host with a PMU. */
+static void read_hw(struct hoststats *h, struct hs_guest *g)
+{
+	for (unsigned i = 0; i < g->nr_vcpus; i++) {
+		struct hs_vcpu *v = &g->vcpu[i];
+		struct pmcache *c = v->tid ? pm_for(h, v->tid) : NULL;
+
+		if (!c)
+			continue;
+		c->seen = 1;
+		if (!c->pc) {
+			snprintf(h->hw_err, sizeof(h->hw_err), "cannot count on vCPU threads: %s",
+				 strerror(c->err));
+			g->hw_why = h->hw_err;
+			continue;
+		}
+		if (pmcount_read(c->pc, v->hw))
+			continue;
+		v->has_hw = g->has_hw = 1;
+		for (int k = 0; k < PMC_NR; k++)
+			g->hw[k] += v->hw[k];
+	}
+}
+
+/* Closes the groups of threads no refresh saw this time. */
+static void pm_sweep(struct hoststats *h)
+{
+	for (size_t i = 0; i < h->nr_pm;) {
+		if (h->pm[i].seen) {
+			h->pm[i++].seen = 0;
+			continue;
+		}
+		pmcount_close(h->pm[i].pc);
+		h->pm[i] = h->pm[--h->nr_pm];
+	}
+}
+
 static void sum_kvm(struct hs_guest *g, const char *src)
 {
 	memset(&g->kvm, 0, sizeof(g->kvm));
@@ -426,6 +496,10 @@ static struct hs_guest *guest_read_local(struct hoststats *h, const struct ps_qe
 	g->t_proc = g->t_kvm = (double)util_now_ns() / 1e9;
 	if (d)
 		merge_dstat(g, d);
+	if (g->accel == PS_ACCEL_KVM && h->pmu)
+		read_hw(h, g);
+	else if (h->pmu)
+		g->hw_why = "TCG: no guest mode to count";
 	if (g->accel != PS_ACCEL_KVM)
 		snprintf(g->exits_why, sizeof(g->exits_why),
 			 "TCG: QEMU emulates the CPU, no VM exits");
@@ -448,6 +522,8 @@ static void vcpu_rates(struct hs_vcpu *v, const struct hs_vcpu *o, double dt, do
 	v->cpu_pct = rate(v->cpu_ns, o->cpu_ns, dt) / 1e7;
 	v->guest_pct = rate(v->guest_ns, o->guest_ns, dt) / 1e7;
 	v->steal_pct = rate(v->wait_ns, o->wait_ns, dt) / 1e7;
+	for (int k = 0; v->has_hw && o->has_hw && k < PMC_NR; k++)
+		v->hw_ps[k] = rate(v->hw[k], o->hw[k], dt);
 	if (v->kvm.valid && o->kvm.valid) {
 		v->exits_ps = rate(v->kvm.exits, o->kvm.exits, dk);
 		for (unsigned r = 0; r < KVMSTAT_NR_REASONS; r++)
@@ -474,6 +550,11 @@ static void guest_rates(struct hs_guest *g, const struct hs_guest *o)
 	g->wr_bps = rate(g->wr_bytes, o->wr_bytes, dt);
 	g->rx_bps = rate(g->rx_bytes, o->rx_bytes, dt);
 	g->tx_bps = rate(g->tx_bytes, o->tx_bytes, dt);
+	if (g->has_hw && o->has_hw) {
+		for (int k = 0; k < PMC_NR; k++)
+			g->hw_ps[k] = rate(g->hw[k], o->hw[k], dt);
+		g->ipc = g->hw_ps[PMC_CYCLES] > 0 ? g->hw_ps[PMC_INSTRUCTIONS] / g->hw_ps[PMC_CYCLES] : 0;
+	}
 	for (unsigned i = 0; i < g->nr_vcpus && i < o->nr_vcpus; i++)
 		vcpu_rates(&g->vcpu[i], &o->vcpu[i], dt, dk);
 }
@@ -589,6 +670,7 @@ int hoststats_refresh(struct hoststats *h)
 	}
 	n = build_table(h, gs, h->nr_qemus + (size_t)nd, ds, nd, used);
 	unique_names(gs, n);
+	pm_sweep(h);
 	free(used);
 	free(ds);
 	t = ((double)util_now_ns() / 1e9);

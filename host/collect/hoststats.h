@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "vmm/kvmstat.h"
+#include "vmm/pmcount.h"
 #include "vmm/procstat.h"
 
 #define HS_MAX_VCPUS	256
@@ -37,6 +38,9 @@ struct hs_vcpu {
 	/* over the last interval */
 	double cpu_pct, guest_pct, steal_pct, exits_ps;
 	double reason_ps[KVMSTAT_NR_REASONS];
+	int has_hw;		/* hw[] valid (a host PMU, a KVM guest) */
+	uint64_t hw[PMC_NR];	/* guest-mode cycles, instructions, LLC misses */
+	double hw_ps[PMC_NR];
 };
 
 struct hs_guest {
@@ -64,7 +68,10 @@ struct hs_guest {
 	char exits_why[96];		/* why there are none */
 	int has_io;
 	uint64_t rd_bytes, wr_bytes, rx_bytes, tx_bytes;
-	const char *hw_why;		/* why no hardware counters */
+	const char *hw_why;		/* why no hardware counters (has_hw 0) */
+	int has_hw;
+	uint64_t hw[PMC_NR];		/* summed over vCPUs */
+	double hw_ps[PMC_NR], ipc;
 
 	/* over the last interval */
 	double cpu_pct;			/* whole QEMU process; 100 = one host CPU */

@@ -63,6 +63,8 @@ struct report_cli {
 	size_t nr_roots;
 	struct symres_config sc;
 	double threshold;
+	char *owned[REPORT_CLI_MAX_ROOTS + 2];	/* paths from session.json */
+	size_t nr_owned;
 };
 
 void report_cli_init(struct report_cli *c);
@@ -76,8 +78,13 @@ int report_cli_spec(struct report_cli *c, char *arg, char *err, size_t errlen);
  * at the first that is not a profile-spec term. */
 int report_cli_specs(struct report_cli *c, int argc, char **argv, int first,
 		     char *err, size_t errlen);
-/* Fills c->sc from the options (call before symres_new()). */
+/* Fills c->sc from the options (call before symres_new()), and what they
+ * leave out (guest roots, System.map, vmlinux) from the "symbols" run or
+ * attach kept in the session's session.json files: after `opvm run` no
+ * symbol flags are needed, and flags still override. */
 void report_cli_finish(struct report_cli *c);
+/* Frees what report_cli_finish() read (after the last use of c->sc). */
+void report_cli_release(struct report_cli *c);
 
 /* A stream over f that writes every control byte but '\n' and '\t' as '?':
  * symbol names, paths and source lines come from guests and must not
