@@ -614,8 +614,8 @@ static const char html_script[] =
 "function hash(s){var h=0;for(var i=0;i<s.length;i++)h=(h*31+s.charCodeAt(i))>>>0;return h;}\n"
 "var D=data.b!==undefined,B=data.b||1,V=data.v||1,M=0;\n"
 "function delta(n){return n.v/V-(n.b||0)/B;}\n"
-"(function mx(n){M=Math.max(M,Math.abs(delta(n)));(n.c||[]).forEach(mx);})(data);\n"
-"function color(n,d,o){if(D){var k=M?Math.abs(delta(o))/M:0,c=Math.round(255*(1-k));"
+"(function mx(n){if(!n.c)M=Math.max(M,Math.abs(delta(n)));(n.c||[]).forEach(mx);})(data);\n"
+"function color(n,d,o){if(D){var k=M?Math.min(1,Math.abs(delta(o))/M):0,c=Math.round(255*(1-k));"
 "return delta(o)>0?'rgb(255,'+c+','+c+')':delta(o)<0?'rgb('+c+','+c+',255)':'rgb(255,255,255)';}"
 "var h=hash(n);if(d==0)return'#bbb';"
 "return'hsl('+(10+h%45)+','+(65+h%25)+'%,'+(58+h%14)+'%)';}\n"
@@ -696,7 +696,8 @@ int report_export_html(FILE *f, const struct report *r, const struct report *bas
 	if (tree_add(root, r, "v"))
 		goto out;
 	/* Differential: widths stay the new profile's; "b" carries the
-	 * baseline's counts for colour and tooltips (a stack only in the
+	 * baseline's counts for colour (saturated at the largest change of
+	 * a symbol's share) and tooltips (a stack only in the
 	 * baseline has width 0 and is not drawn, as in flamegraph.pl). */
 	if (base && (tree_add(root, base, "b") ||
 		     json_object_set_new(root, "b", stats_json_count(base->total))))

@@ -52,9 +52,11 @@ print("RESULT func_a frame: rgb(%d,%d,%d), width %.2f %% (its share of the new p
       % (ar, ag, ab, aw, share))
 print("RESULT func_b frame: rgb(%d,%d,%d), width %.2f %%" % (br, bg, bb, bw))
 ok = True
-if not (ar == 255 and ab < 200):
+# Hue, not depth: how deep depends on the largest change among all symbols,
+# which boot noise in the kernel can hold.
+if not (ar == 255 and ag == ab and ab < 255):
     print("FAIL: func_a is not coloured as grown (red)"); ok = False
-if not (bb == 255 and br < 255):
+if not (bb == 255 and br == bg and br < 255):
     print("FAIL: func_b is not coloured as shrunk (blue)"); ok = False
 if abs(aw - share) > 0.1:
     print("FAIL: func_a's width is not its share of the new profile"); ok = False
