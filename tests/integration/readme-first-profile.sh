@@ -4,7 +4,9 @@
 # export with no symbol flags (no --guest-root, --system-map, --vmlinux) run
 # from another directory.  The session's session.json remembers where the
 # test image's symbols are.  Asserts resolved symbols: abratio's func_a and
-# func_b, and named kernel functions.
+# func_b, and named kernel functions.  Then every command's default output
+# on this session (and every command's help) must fit 80 columns: a line
+# wider than 80 fails the test.
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
 mk_tmp readme-first-profile
@@ -42,4 +44,32 @@ grep -q ';abratio;abratio;func_b [0-9]*$' "$T/prof.folded" || fail "export: no f
 grep -q ';vmlinux;vmlinux;native_safe_halt [0-9]*$' "$T/prof.folded" ||
 	fail "export: kernel stacks are not named"
 echo "RESULT report/annotate/export without symbol flags: func_a, func_b and $kern kernel functions named"
+
+# ---- 80 columns --------------------------------------------------------------
+"$OPVM" annotate --source --session-dir "$S" func_b > "$T/annotate-src.txt" 2>&1
+"$OPVM" report --session-dir "$S" > "$T/report-summary.txt" 2>&1
+"$OPVM" report --details --session-dir "$S" func_b > "$T/report-details.txt" 2>&1
+"$OPVM" report --by app --session-dir "$S" > "$T/report-by.txt" 2>&1
+"$OPVM" export --session-dir "$S" > "$T/export-noformat.txt" 2>&1
+"$OPVM" list-events > "$T/list-events.txt" 2>&1
+"$OPVM" help > "$T/help.txt" 2>&1
+"$OPVM" version > "$T/version.txt" 2>&1
+cmds=$(awk '/^commands:/ {on = 1; next} on && /^  [a-z]/ {print $1} /^$/ && on {on = 0}' "$T/help.txt")
+[ "$(echo "$cmds" | wc -w)" -ge 10 ] || fail "opvm help lists only: $cmds"
+for c in $cmds; do
+	"$OPVM" help "$c" > "$T/help-$c.txt" 2>&1
+done
+wide=0 files=0
+for f in "$T"/run.out "$T"/run.err "$T"/report*.txt "$T"/annotate*.txt "$T"/export*.txt \
+	 "$T"/export.out "$T"/list-events.txt "$T"/help*.txt "$T"/version.txt; do
+	files=$((files + 1))
+	n=$(awk 'length($0) > 80' "$f" | wc -l)
+	if [ "$n" -gt 0 ]; then
+		echo "over 80 columns in $(basename "$f"):"
+		awk 'length($0) > 80 {print length($0) ": " $0}' "$f" | head -5
+		wide=$((wide + n))
+	fi
+done
+[ $wide = 0 ] || fail "$wide lines wider than 80 columns"
+echo "RESULT 80 columns: $files outputs (run, report, report -l/--details/--by, annotate, export, list-events, help of $(echo $cmds | wc -w) commands), no line wider than 80"
 echo PASS
