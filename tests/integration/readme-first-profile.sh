@@ -28,7 +28,7 @@ cd "$T/elsewhere" || fail "no $T/elsewhere"
 	{ cat "$T/report.txt"; fail "opvm report -l failed"; }
 "$OPVM" annotate --session-dir "$S" func_b > "$T/annotate.txt" 2>&1 ||
 	{ cat "$T/annotate.txt"; fail "opvm annotate func_b failed"; }
-"$OPVM" export --session-dir "$S" --format folded -o "$T/prof.folded" > "$T/export.out" 2>&1 ||
+"$OPVM" export --session-dir "$S" --format folded -o prof.folded > "$T/export.out" 2>&1 ||
 	{ cat "$T/export.out"; fail "opvm export --format folded failed"; }
 head -20 "$T/report.txt"
 head -12 "$T/annotate.txt"
@@ -40,15 +40,15 @@ kern=$(grep -Ec '^[0-9]+ .*vmlinux +vmlinux +[a-z_][a-z0-9_.]+$' "$T/report.txt"
 [ "$kern" -ge 5 ] || fail "report -l: $kern named kernel functions (want >= 5)"
 grep -q '^/\* func_b: [0-9]* samples' "$T/annotate.txt" || fail "annotate: func_b has no samples"
 grep -Eq '^ +[0-9]+ +[0-9.]+ :' "$T/annotate.txt" || fail "annotate: no instruction with samples"
-grep -q ';abratio;abratio;func_b [0-9]*$' "$T/prof.folded" || fail "export: no func_b stack"
-grep -q ';vmlinux;vmlinux;native_safe_halt [0-9]*$' "$T/prof.folded" ||
+grep -q ';abratio;abratio;func_b [0-9]*$' "$T/elsewhere/prof.folded" || fail "export: no func_b stack"
+grep -q ';vmlinux;vmlinux;native_safe_halt [0-9]*$' "$T/elsewhere/prof.folded" ||
 	fail "export: kernel stacks are not named"
 echo "RESULT report/annotate/export without symbol flags: func_a, func_b and $kern kernel functions named"
 
 # ---- 80 columns --------------------------------------------------------------
 "$OPVM" annotate --source --session-dir "$S" func_b > "$T/annotate-src.txt" 2>&1
 "$OPVM" report --session-dir "$S" > "$T/report-summary.txt" 2>&1
-"$OPVM" report --details --session-dir "$S" func_b > "$T/report-details.txt" 2>&1
+"$OPVM" report -l --details --session-dir "$S" > "$T/report-details.txt" 2>&1
 "$OPVM" report --by app --session-dir "$S" > "$T/report-by.txt" 2>&1
 "$OPVM" export --session-dir "$S" > "$T/export-noformat.txt" 2>&1
 "$OPVM" list-events > "$T/list-events.txt" 2>&1
