@@ -573,9 +573,10 @@ static void test_annotate_source(void **state)
 	/* The hot source line carries them too. */
 	line_with(text, "HOT_B", line, sizeof(line));
 	assert_int_equal(strtoul(line, NULL, 10), 1000);
-	/* and the file they came from is named (found in --source-dir) */
-	line_with(text, "(source ", line, sizeof(line));
-	assert_non_null(strstr(line, "golden/fixtures/prog.c)"));
+	/* and the file they came from is named (found in --source-dir; the
+	 * note wraps at 80 columns, so the path may be on the next line) */
+	assert_non_null(strstr(text, "(source "));
+	assert_non_null(strstr(strstr(text, "(source "), "golden/fixtures/prog.c)"));
 	free(text);
 
 	/* Interleaved: source line, then its instructions. */
