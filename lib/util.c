@@ -269,7 +269,6 @@ void util_stop_on_signals(volatile sig_atomic_t *flag)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
 }
 
 /* One line of text (no '\n') out, broken at spaces to fit. */

@@ -101,9 +101,10 @@ static inline int64_t util_now_ms(void)
 }
 
 /* What every long-running command does with signals: SIGINT and SIGTERM
- * set *flag (the handler does nothing else), SIGPIPE is ignored (a closed
- * pipe or socket is an EPIPE to handle, not a reason to die).  One flag per
- * process: a second call replaces the first. */
+ * set *flag (the handler does nothing else) and interrupt a blocking call
+ * (no SA_RESTART), so the command's loop sees the flag.  One flag per
+ * process: a second call replaces the first.  (Whether SIGPIPE is ignored
+ * is each command's choice: a filter may die of it, a session must not.) */
 void util_stop_on_signals(volatile sig_atomic_t *flag);
 
 /* Terminal output fits this many columns (reports, summaries, help). */

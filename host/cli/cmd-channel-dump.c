@@ -34,11 +34,6 @@
 
 static volatile sig_atomic_t stop;
 
-static void on_signal(int sig)
-{
-	stop = 1;
-}
-
 struct dump {
 	FILE *out;
 	bool json;
@@ -422,7 +417,6 @@ int cmd_channel_dump(int argc, char **argv)
 		{ "help",    no_argument,       NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	struct sigaction sa = { .sa_handler = on_signal };
 	bool follow = false, stats_out = false, json = false;
 	const char *raw_path = NULL, *src;
 	enum src_kind kind;
@@ -525,10 +519,8 @@ int cmd_channel_dump(int argc, char **argv)
 	if (follow || kind == SRC_SOCKET)
 		setvbuf(stdout, NULL, _IOLBF, 0);
 
-	/* No SA_RESTART: a Ctrl-C must interrupt a blocking read. */
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	/* A Ctrl-C must interrupt a blocking read (no SA_RESTART). */
+	util_stop_on_signals(&stop);
 
 	ret = 0;
 	while (!stop && !(dp->count && dp->printed >= dp->count)) {

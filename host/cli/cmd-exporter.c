@@ -259,6 +259,7 @@ int cmd_exporter(int argc, char **argv)
 	if (fd < 0)
 		return fd == -EINVAL ? 2 : 1;
 	util_stop_on_signals(&exp_stop);
+	signal(SIGPIPE, SIG_IGN);	/* a client that hangs up is not a reason to stop */
 	e.h = hoststats_new(&cfg);
 	if (e.h)
 		d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL,

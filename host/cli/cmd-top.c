@@ -257,6 +257,7 @@ int cmd_top(int argc, char **argv)
 	cfg.no_libvirt = o.no_libvirt;
 	cfg.filter = &o.filter;
 	util_stop_on_signals(&top_stop);
+	signal(SIGPIPE, SIG_IGN);
 	h = hoststats_new(&cfg);
 	if (!h) {
 		pr_err("out of memory");

@@ -666,6 +666,9 @@ int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 	}
 	umask(o->umask_set ? (mode_t)o->umask : 077);
 	util_stop_on_signals(&stop_flag);
+	/* a closed pipe or socket is an EPIPE to handle, never a reason to
+	 * leave a guest stopped or samples unsynced */
+	signal(SIGPIPE, SIG_IGN);
 	t = calloc(n ? n : 1, sizeof(*t));
 	if (!t) {
 		pr_err("out of memory");
