@@ -25,7 +25,8 @@ enum fmt { FMT_NONE, FMT_PPROF, FMT_FOLDED, FMT_HTML };
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: opvm export --format pprof|folded|html [-o FILE] [PROFILE SPEC...] [options]\n"
+		"usage: opvm export --format pprof|folded|html [-o FILE] [PROFILE SPEC...]\n"
+		"                   [options]\n"
 		"\n"
 		"  --format pprof         gzip'd pprof profile (go tool pprof -top FILE)\n"
 		"  --format folded        guest;process;image;symbol count (flamegraph.pl)\n"
