@@ -45,6 +45,33 @@ grep -q ';vmlinux;vmlinux;native_safe_halt [0-9]*$' "$T/elsewhere/prof.folded" |
 	fail "export: kernel stacks are not named"
 echo "RESULT report/annotate/export without symbol flags: func_a, func_b and $kern kernel functions named"
 
+# ---- JSON: a version, and the text footer's warnings ------------------------
+"$OPVM" report -l --format json --session-dir "$S" > "$T/report.json" 2>&1 ||
+	{ cat "$T/report.json"; fail "opvm report -l --format json failed"; }
+python3 - "$T/report.json" "$T/report.txt" <<'PY' || fail "JSON report and text report disagree"
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+assert d.get("version") == 1, "no \"version\": 1"
+# the text's "warning: ..." sentences, joined back over their wrapped lines
+# (a warning ending in ':' heads a list of images: not a sentence)
+sentences, cont = [], False
+for line in open(sys.argv[2]).read().splitlines():
+    if line.startswith("warning: "):
+        cont = not line.endswith(":")
+        if cont:
+            sentences.append(line[9:])
+    elif cont and line.startswith("  "):
+        sentences[-1] += " " + line.strip()
+    else:
+        cont = False
+missing = [t for t in sentences if t not in d["warnings"]]
+if missing:
+    print("FAIL: text warnings missing from JSON:", missing, "JSON has:", d["warnings"])
+    sys.exit(1)
+print("RESULT JSON report: version 1, %d warnings (the text report's %d sentences)"
+      % (len(d["warnings"]), len(sentences)))
+PY
+
 # ---- 80 columns --------------------------------------------------------------
 "$OPVM" annotate --source --session-dir "$S" func_b > "$T/annotate-src.txt" 2>&1
 "$OPVM" report --session-dir "$S" > "$T/report-summary.txt" 2>&1
