@@ -72,11 +72,11 @@ static enum fmt parse_format(const char *name)
 }
 
 static int write_format(FILE *f, enum fmt fmt, const struct report *r,
-			const struct report *base, const char *title)
+			const struct report *base, struct symres *res, const char *title)
 {
 	switch (fmt) {
 	case FMT_PPROF:
-		return report_export_pprof(f, r);
+		return report_export_pprof(f, r, res);
 	case FMT_FOLDED:
 		return report_export_folded(f, r);
 	case FMT_HTML:
@@ -104,7 +104,7 @@ static void drop_below(struct report *r, double threshold)
 /* The export to out (a temporary file renamed into place) or stdout.
  * 0, or -1 after saying what failed. */
 static int write_out(const char *out, enum fmt fmt, const struct report *r,
-		     const struct report *base, const char *title)
+		     const struct report *base, struct symres *res, const char *title)
 {
 	char *tmp = NULL;
 	FILE *f;
@@ -118,7 +118,7 @@ static int write_out(const char *out, enum fmt fmt, const struct report *r,
 		free(tmp);
 		return -1;
 	}
-	n = write_format(f, fmt, r, base, title);
+	n = write_format(f, fmt, r, base, res, title);
 	if (fclose(f) && !n)
 		n = -errno;
 	if (out) {
@@ -219,6 +219,8 @@ int cmd_export(int argc, char **argv)
 	}
 	cli.ro.symbols = 1;
 	cli.ro.res = res;
+	/* pprof: per-address counts, for lines and `go tool pprof -list` */
+	cli.ro.details = fmt == FMT_PPROF;
 	r = report_load(&cli.ro, err, sizeof(err));
 	if (!r) {
 		pr_err("%s", err);
@@ -239,7 +241,7 @@ int cmd_export(int argc, char **argv)
 		}
 	}
 	drop_below(r, cli.threshold);
-	ret = write_out(out, fmt, r, base, title) ? 1 : 0;
+	ret = write_out(out, fmt, r, base, res, title) ? 1 : 0;
 out:
 	report_free(r);
 	report_free(base);

@@ -89,7 +89,8 @@ static long smap_get(struct smap *m, const char *key, size_t val, int *added)
 
 struct pp {
 	Perftools__Profiles__Profile prof;
-	struct smap strs, funcs, maps;
+	struct symres *res;		/* for DWARF lines and sources; may be NULL */
+	struct smap strs, funcs, locs, maps;
 	char **strtab;
 	size_t nr_str, cap_str;
 };
@@ -160,6 +161,7 @@ static void pp_free(struct pp *p)
 	free(p->strtab);
 	smap_free(&p->strs);
 	smap_free(&p->funcs);
+	smap_free(&p->locs);
 	smap_free(&p->maps);
 }
 
@@ -213,63 +215,123 @@ static long pp_mapping(struct pp *p, const struct report_row *row)
 	m->id = (uint64_t)id;
 	m->filename = pp_str(p, row->image);
 	m->has_functions = 1;
+	m->has_filenames = m->has_line_numbers = row->img && simage_elf(row->img);
+	if (row->img && simage_elf(row->img)) {
+		size_t len;
+		const uint8_t *id_bytes = elfimage_build_id(simage_elf(row->img), &len);
+		char hex[2 * 64 + 1] = "";
+
+		for (size_t i = 0; id_bytes && i < len && i < 64; i++)
+			snprintf(hex + 2 * i, 3, "%02x", id_bytes[i]);
+		m->build_id = pp_str(p, hex);
+	}
 	/* Addresses are link-time: the mapping covers all of them. */
 	m->memory_start = 0;
 	m->memory_limit = UINT64_MAX;
 	pr->mapping[pr->n_mapping++] = m;
-	return m->filename < 0 ? -ENOMEM : id;
+	return m->filename < 0 || m->build_id < 0 ? -ENOMEM : id;
 }
 
-/* Location id for the row's symbol (one location per function). */
-static long pp_location(struct pp *p, const struct report_row *row)
+/* The DWARF line of addr in the row's image, or 0 (no line table). */
+static int pp_line(struct pp *p, const struct report_row *row, uint64_t addr,
+		   struct elfline *l)
+{
+	struct elfimage *elf = row->img ? simage_elf(row->img) : NULL;
+
+	if (!p->res || !elf || !row->symbol || symres_want_lines(p->res, row->img, row->guest))
+		return 0;
+	return elfimage_line(elf, addr, l) == 0 && l->line;
+}
+
+/* Function id for the row's symbol.  Its file is the host copy of its
+ * source found by symres_open_source() (guest roots, --source-dir, never
+ * the guest's path itself), so `go tool pprof -list` reads it; else the
+ * DWARF path without its leading '/' (for -source_path), else the image. */
+static long pp_function(struct pp *p, const struct report_row *row, const char *name)
 {
 	Perftools__Profiles__Profile *pr = &p->prof;
 	Perftools__Profiles__Function *fn;
+	char key[2048], used[4096];
+	const char *file = row->image;
+	struct elfline l;
+	int added;
+	long id;
+
+	snprintf(key, sizeof(key), "%s\1%s\1%s", row->guest, row->image, name);
+	id = smap_get(&p->funcs, key, pr->n_function + 1, &added);
+	if (id < 0 || !added)
+		return id;
+	fn = malloc(sizeof(*fn));
+	if (!fn)
+		return -ENOMEM;
+	perftools__profiles__function__init(fn);
+	fn->id = (uint64_t)id;
+	if (pp_line(p, row, row->sym_addr, &l) && l.file) {
+		FILE *src = symres_open_source(p->res, row->guest, l.file, used, sizeof(used));
+
+		if (src) {
+			fclose(src);
+			file = used;
+		} else {
+			for (file = l.file; *file == '/'; file++)
+				;
+		}
+		fn->start_line = l.line;
+	}
+	fn->name = fn->system_name = pp_str(p, name);
+	fn->filename = pp_str(p, file);
+	pr->function[pr->n_function++] = fn;
+	return fn->name < 0 || fn->filename < 0 ? -ENOMEM : id;
+}
+
+/* Location id for an address of the row's symbol (addr_known: addr is an
+ * image address from the details; else one location for the symbol). */
+static long pp_location(struct pp *p, const struct report_row *row, uint64_t addr,
+			int addr_known)
+{
+	Perftools__Profiles__Profile *pr = &p->prof;
 	Perftools__Profiles__Location *loc;
 	char key[2048], name[1024];
-	long id, map;
+	struct elfline l;
+	long id, map, fn;
 	int added;
 
 	if (row->symbol)
 		snprintf(name, sizeof(name), "%s", row->symbol);
 	else
 		snprintf(name, sizeof(name), NO_SYMBOLS " %s", report_basename(row->image));
-	snprintf(key, sizeof(key), "%s\1%s\1%s", row->guest, row->image, name);
-	id = smap_get(&p->funcs, key, pr->n_function + 1, &added);
+	if (!addr_known)
+		addr = row->symbol ? row->sym_addr : 0;
+	snprintf(key, sizeof(key), "%s\1%s\1%s\1%" PRIx64, row->guest, row->image, name, addr);
+	id = smap_get(&p->locs, key, pr->n_location + 1, &added);
 	if (id < 0 || !added)
 		return id;
 	map = pp_mapping(p, row);
-	if (map < 0)
-		return map;
-	fn = malloc(sizeof(*fn));
+	fn = map < 0 ? map : pp_function(p, row, name);
+	if (fn < 0)
+		return fn;
 	loc = malloc(sizeof(*loc));
-	if (!fn || !loc) {
-		free(fn);
-		free(loc);
+	if (!loc)
 		return -ENOMEM;
-	}
-	perftools__profiles__function__init(fn);
 	perftools__profiles__location__init(loc);
 	loc->line = calloc(1, sizeof(*loc->line));
 	if (!loc->line || !(loc->line[0] = malloc(sizeof(**loc->line)))) {
 		free(loc->line);
 		free(loc);
-		free(fn);
 		return -ENOMEM;
 	}
-	fn->id = (uint64_t)id;
-	fn->name = fn->system_name = pp_str(p, name);
-	fn->filename = pp_str(p, row->image);
-	pr->function[pr->n_function++] = fn;
-
 	perftools__profiles__line__init(loc->line[0]);
-	loc->line[0]->function_id = fn->id;
+	loc->line[0]->function_id = (uint64_t)fn;
+	if (addr_known && pp_line(p, row, addr, &l))
+		loc->line[0]->line = l.line;
+	else
+		loc->line[0]->line = pr->function[fn - 1]->start_line;
 	loc->n_line = 1;
 	loc->id = (uint64_t)id;
 	loc->mapping_id = (uint64_t)map;
-	loc->address = row->symbol ? row->sym_addr : 0;
+	loc->address = addr;
 	pr->location[pr->n_location++] = loc;
-	return fn->name < 0 || fn->filename < 0 ? -ENOMEM : id;
+	return id;
 }
 
 static int gzip_write(FILE *f, const uint8_t *buf, size_t len)
@@ -315,19 +377,65 @@ static const char *count_unit(const char *event)
 	return unit;
 }
 
-int report_export_pprof(FILE *f, const struct report *r)
+enum { PP_GUEST, PP_PROCESS, PP_IMAGE, PP_TGID, PP_TID, PP_CPU, PP_NR_KEYS };
+static const char *const pp_keys[PP_NR_KEYS] = {
+	"guest", "process", "image", "tgid", "tid", "cpu",
+};
+
+/* One sample of count at location loc (or loc's -errno), labelled. */
+static int pp_sample(struct pp *p, const struct report *r, const struct report_row *row,
+		     long loc, uint64_t count, const int64_t *k)
+{
+	Perftools__Profiles__Profile *pr = &p->prof;
+	Perftools__Profiles__Sample *s;
+
+	if (loc < 0)
+		return (int)loc;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	perftools__profiles__sample__init(s);
+	pr->sample[pr->n_sample++] = s;
+	s->location_id = malloc(sizeof(*s->location_id));
+	s->value = malloc(2 * sizeof(*s->value));
+	s->label = calloc(PP_NR_KEYS, sizeof(*s->label));
+	if (!s->location_id || !s->value || !s->label)
+		return -ENOMEM;
+	s->location_id[0] = (uint64_t)loc;
+	s->n_location_id = 1;
+	s->value[0] = (int64_t)count;
+	s->value[1] = (int64_t)(count * (r->event_count ? r->event_count : 1));
+	s->n_value = 2;
+	if (pp_label(s, k[PP_GUEST], pp_str(p, row->guest), 0) ||
+	    pp_label(s, k[PP_PROCESS], pp_str(p, row->app), 0) ||
+	    pp_label(s, k[PP_IMAGE], pp_str(p, row->image), 0))
+		return -ENOMEM;
+	if (row->tgid >= 0 && pp_label(s, k[PP_TGID], 0, row->tgid))
+		return -ENOMEM;
+	if (row->tid >= 0 && pp_label(s, k[PP_TID], 0, row->tid))
+		return -ENOMEM;
+	if (row->cpu >= 0 && pp_label(s, k[PP_CPU], 0, row->cpu))
+		return -ENOMEM;
+	for (size_t j = 0; j < s->n_label; j++)
+		if (s->label[j]->str < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+int report_export_pprof(FILE *f, const struct report *r, struct symres *res)
 {
 	Perftools__Profiles__Profile *pr;
 	struct pp p = { .prof = PERFTOOLS__PROFILES__PROFILE__INIT };
 	const struct report_guest *g0 = NULL;
-	int64_t k_guest, k_process, k_tgid, k_tid, k_cpu, k_image;
+	int64_t k[PP_NR_KEYS];
 	uint8_t *buf = NULL;
-	size_t n = r->nr_rows, len;
+	size_t n = r->nr_rows, n_loc = 0, len;
 	char evname[64];
 	const char *unit;
 	int ret = -ENOMEM;
 
 	pr = &p.prof;
+	p.res = res;
 	if (pp_str(&p, "") != 0)	/* string_table[0] must be "" */
 		goto out;
 	for (size_t i = 0; i < r->nr_guests; i++)
@@ -339,8 +447,10 @@ int report_export_pprof(FILE *f, const struct report *r)
 			*c = (char)(*c - 'A' + 'a');
 
 	pr->sample_type = calloc(2, sizeof(*pr->sample_type));
-	pr->sample = calloc(n + 1, sizeof(*pr->sample));
-	pr->location = calloc(n + 1, sizeof(*pr->location));
+	for (size_t i = 0; i < r->nr_rows; i++)
+		n_loc += r->rows[i].nr_addrs ? r->rows[i].nr_addrs : 1;
+	pr->sample = calloc(n_loc + 1, sizeof(*pr->sample));
+	pr->location = calloc(n_loc + 1, sizeof(*pr->location));
 	pr->function = calloc(n + 1, sizeof(*pr->function));
 	pr->mapping = calloc(n + 1, sizeof(*pr->mapping));
 	if (!pr->sample_type || !pr->sample || !pr->location || !pr->function || !pr->mapping)
@@ -361,52 +471,25 @@ int report_export_pprof(FILE *f, const struct report *r)
 	pr->default_sample_type = pp_str(&p, "samples");
 	if (g0 && g0->duration_s > 0)
 		pr->duration_nanos = (int64_t)(g0->duration_s * 1e9);
-	k_guest = pp_str(&p, "guest");
-	k_process = pp_str(&p, "process");
-	k_tgid = pp_str(&p, "tgid");
-	k_tid = pp_str(&p, "tid");
-	k_cpu = pp_str(&p, "cpu");
-	k_image = pp_str(&p, "image");
-	if (k_guest < 0 || k_process < 0 || k_tgid < 0 || k_tid < 0 || k_cpu < 0 || k_image < 0)
-		goto out;
+	for (size_t i = 0; i < PP_NR_KEYS; i++)
+		if ((k[i] = pp_str(&p, pp_keys[i])) < 0)
+			goto out;
 
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < r->nr_rows; i++) {
 		const struct report_row *row = &r->rows[i];
-		Perftools__Profiles__Sample *s;
-		long loc;
 
 		if (!row->samples)
 			continue;
-		loc = pp_location(&p, row);
-		if (loc < 0)
-			goto out;
-		s = calloc(1, sizeof(*s));
-		if (!s)
-			goto out;
-		perftools__profiles__sample__init(s);
-		pr->sample[pr->n_sample++] = s;
-		s->location_id = malloc(sizeof(*s->location_id));
-		s->value = malloc(2 * sizeof(*s->value));
-		s->label = calloc(6, sizeof(*s->label));
-		if (!s->location_id || !s->value || !s->label)
-			goto out;
-		s->location_id[0] = (uint64_t)loc;
-		s->n_location_id = 1;
-		s->value[0] = (int64_t)row->samples;
-		s->value[1] = (int64_t)(row->samples * (r->event_count ? r->event_count : 1));
-		s->n_value = 2;
-		if (pp_label(s, k_guest, pp_str(&p, row->guest), 0) ||
-		    pp_label(s, k_process, pp_str(&p, row->app), 0) ||
-		    pp_label(s, k_image, pp_str(&p, row->image), 0))
-			goto out;
-		if (row->tgid >= 0 && pp_label(s, k_tgid, 0, row->tgid))
-			goto out;
-		if (row->tid >= 0 && pp_label(s, k_tid, 0, row->tid))
-			goto out;
-		if (row->cpu >= 0 && pp_label(s, k_cpu, 0, row->cpu))
-			goto out;
-		for (size_t j = 0; j < s->n_label; j++)
-			if (s->label[j]->str < 0)
+		/* per address (lines for -list) when the report kept details */
+		if (!row->nr_addrs || row->unresolved_offsets) {
+			if (pp_sample(&p, r, row, pp_location(&p, row, 0, 0), row->samples, k))
+				goto out;
+			continue;
+		}
+		for (size_t j = 0; j < row->nr_addrs; j++)
+			if (row->addrs[j].count &&
+			    pp_sample(&p, r, row, pp_location(&p, row, row->addrs[j].addr, 1),
+				      row->addrs[j].count, k))
 				goto out;
 	}
 	pr->string_table = p.strtab;

@@ -213,8 +213,10 @@ long report_annotate(FILE *f, struct report *r, struct symres *res,
 
 /* ---- export (host/report/report-export.c) --------------------------------------- */
 
-/* Writes a gzip'd pprof profile.proto.  Returns 0 or -errno. */
-int report_export_pprof(FILE *f, const struct report *r);
+/* Writes a gzip'd pprof profile.proto: a location per address when r kept
+ * details, with DWARF lines and source files found through res (may be
+ * NULL: one location per symbol, no lines).  Returns 0 or -errno. */
+int report_export_pprof(FILE *f, const struct report *r, struct symres *res);
 /* "guest;process;image;symbol count" lines. */
 int report_export_folded(FILE *f, const struct report *r);
 /* One self-contained HTML page with an interactive flame graph; with base,

@@ -1,5 +1,7 @@
 #!/bin/bash
-# opvm export --format pprof: `go tool pprof -top` reads the file and shows
+# opvm export --format pprof: `go tool pprof -list func_b` prints the hot
+# source line with its samples (DWARF lines, source via --source-dir);
+# mappings carry build-ids; `go tool pprof -top` reads the file and shows
 # the same top-5 symbols, in the same order, as `opvm report -l --format json`.
 # Runs on the report fixture (tests/golden/fixture.h: binaries compiled with
 # cc -g -O1, a real sample tree written with the store API).
@@ -56,4 +58,18 @@ HOME=$tmp GOCACHE=$tmp/gocache go tool pprof -raw "$tmp/prof.pb.gz" > "$tmp/raw.
 types=$(grep -A1 '^Samples:' "$tmp/raw.txt" | tail -1 | xargs)
 echo "RESULT pprof sample types: $types; $(grep -m1 '^PeriodType' "$tmp/raw.txt")"
 [ "$types" = "samples/count[dflt] timer/microseconds" ] || { echo "FAIL: sample types '$types'"; exit 1; }
+# Build-ids on the mappings, from the images the report resolved.
+grep -Eq "^[0-9]+: [^ ]+ /usr/bin/prog [0-9a-f]{40} " "$tmp/raw.txt" || { echo "FAIL: no build-id on prog's mapping"; sed -n '/^Mappings/,$p' "$tmp/raw.txt"; exit 1; }
+
+# -list: DWARF lines per address, the source found through --source-dir
+# (an absolute host path in the profile, so pprof reads it from any
+# directory).
+src=$(pwd)/tests/golden/fixtures
+DEBUGINFOD_URLS= "$OPVM" export --format pprof -o "$tmp/lines.pb.gz" "${common[@]}" --source-dir "$src" || exit 1
+(cd "$tmp" && HOME=$tmp GOCACHE=$tmp/gocache go tool pprof -list '^func_b$' lines.pb.gz) > "$tmp/list.txt" 2>&1 ||
+	{ echo "FAIL: go tool pprof -list func_b"; cat "$tmp/list.txt"; exit 1; }
+hot=$(grep 'HOT_B' "$tmp/list.txt")
+echo "RESULT pprof -list func_b: $(grep -m1 ROUTINE "$tmp/list.txt" | xargs); hot line: $(echo "$hot" | xargs)"
+grep -q "ROUTINE .* func_b in $src/prog.c" "$tmp/list.txt" || { echo "FAIL: -list does not name $src/prog.c"; cat "$tmp/list.txt"; exit 1; }
+echo "$hot" | awk '{exit !($1 > 0)}' || { echo "FAIL: func_b's hot source line has no samples"; cat "$tmp/list.txt"; exit 1; }
 echo "RESULT pprof top-5 symbols match opvm report -l"
