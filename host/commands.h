@@ -8,6 +8,10 @@
 #ifndef OPVM_COMMANDS_H
 #define OPVM_COMMANDS_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
 int cmd_run(int argc, char **argv);		/* host/cmd-run.c */
 int cmd_run_qemu(int argc, char **argv);	/* host/cmd-run-qemu.c */
 int cmd_run_kvm(int argc, char **argv);		/* host/cmd-run-kvm.c */
@@ -17,5 +21,12 @@ int cmd_annotate(int argc, char **argv);	/* host/cmd-annotate.c */
 int cmd_export(int argc, char **argv);		/* host/cmd-export.c */
 int cmd_list_events(int argc, char **argv);	/* host/cmd-list-events.c */
 int cmd_channel_dump(int argc, char **argv);	/* host/cmd-channel-dump.c */
+
+/* One record as channel-dump prints it (a text or JSON line), for a record
+ * the decoder passed its callback (host/decoder.h); the fuzz target drives
+ * the printer through it. */
+struct opvm_rec_hdr;
+void channel_dump_record(FILE *out, bool json, const struct opvm_rec_hdr *rec,
+			 size_t len);
 
 #endif /* OPVM_COMMANDS_H */
