@@ -10,9 +10,8 @@
 #   make install PREFIX=/usr/local
 #   V=1                  verbose
 #
-# Sources are picked up by folder: host/*.c, vmm/*.c, symbols/*.c, events/*.c,
-# lib/*.c
-# each become a static library; host/opvm.c is the CLI's main(); every
+# Sources are picked up by folder: lib/*.c, host/*.c, vmm/*.c, symbols/*.c,
+# events/*.c each become a static library; host/opvm.c is the CLI's main(); every
 # tests/unit/test-*.c is one cmocka binary linked against all libraries;
 # every tests/bench/bench-*.c is one benchmark; every tests/fuzz/fuzz-*.c is
 # one libFuzzer target.  Adding a file needs no Makefile edit.
@@ -60,7 +59,7 @@ LDFLAGS += -fsanitize=$(SAN)
 BUILD := $(BUILD)/san
 endif
 
-LIBDIRS := host vmm symbols events lib
+LIBDIRS := lib host vmm symbols events
 define lib_template
 $(1)_SRCS := $$(filter-out host/opvm.c,$$(wildcard $(1)/*.c))
 $(1)_OBJS := $$(patsubst %.c,$$(BUILD)/%.o,$$($(1)_SRCS))
@@ -71,8 +70,8 @@ $$(BUILD)/lib$(1).a: $$($(1)_OBJS)
 endef
 $(foreach d,$(LIBDIRS),$(eval $(call lib_template,$(d))))
 
-# host depends on vmm, symbols and events; list host first for static linking.
-# lib/ is the floor every folder may use: last.
+# host depends on vmm, symbols and events; everything depends on lib (the
+# floor).  List users before what they use for static linking.
 LIBS := $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/libsymbols.a \
 	$(BUILD)/libevents.a $(BUILD)/libhost.a $(BUILD)/liblib.a
 

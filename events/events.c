@@ -22,7 +22,7 @@
 
 #include "events/builtin.h"
 #include "events/events.h"
-#include "host/util.h"
+#include "lib/util.h"
 
 #define EV_MAX_FILE	(1u << 20)	/* bytes per data file */
 #define EV_MAX_LINE	4096

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "host/commands.h"
-#include "host/log.h"
+#include "lib/log.h"
 #include "host/report-cli.h"
 
 enum { OPT_MAX_BYTES = 0x200 };

@@ -30,8 +30,8 @@
 #include "host/commands.h"
 #include "host/decoder.h"
 #include "host/gstate.h"
-#include "host/log.h"
-#include "host/util.h"
+#include "lib/log.h"
+#include "lib/util.h"
 #include "lib/channel.h"
 
 static volatile sig_atomic_t stop;

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "host/commands.h"
-#include "host/log.h"
+#include "lib/log.h"
 #include "host/report-cli.h"
 
 enum { OPT_TITLE = 0x200 };

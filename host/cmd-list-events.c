@@ -14,7 +14,7 @@
 
 #include "events/events.h"
 #include "host/commands.h"
-#include "host/log.h"
+#include "lib/log.h"
 
 #define WIDTH 80
 

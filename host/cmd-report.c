@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "host/commands.h"
-#include "host/log.h"
+#include "lib/log.h"
 #include "host/report-cli.h"
 
 enum { OPT_SORT = 0x200, OPT_FORMAT, OPT_DIFF, OPT_WIDTH, OPT_IMPORT, OPT_BY };

@@ -25,9 +25,9 @@
 #include "events/events.h"
 #include "host/collector.h"
 #include "host/commands.h"
-#include "host/log.h"
+#include "lib/log.h"
 #include "host/store.h"
-#include "host/util.h"
+#include "lib/util.h"
 #include "vmm/kvm-sampler.h"
 #include "vmm/kvm.h"
 

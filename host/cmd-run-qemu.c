@@ -27,9 +27,9 @@
 
 #include "host/cmd-qemu.h"
 #include "host/commands.h"
-#include "host/log.h"
+#include "lib/log.h"
 #include "host/store.h"
-#include "host/util.h"
+#include "lib/util.h"
 #include "vmm/qemu-sampler.h"
 #include "vmm/qmp.h"
 #include "vmm/sampler.h"

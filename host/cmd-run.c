@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "host/commands.h"
-#include "host/log.h"
+#include "lib/log.h"
 
 int cmd_run(int argc, char **argv)
 {

@@ -25,7 +25,7 @@
 #include "host/collector.h"
 #include "host/decoder.h"
 #include "host/gstate.h"
-#include "host/ring.h"
+#include "lib/ring.h"
 #include "host/stats.h"
 #include "host/store.h"
 #include "host/sync.h"

@@ -23,7 +23,7 @@
 #include <sys/types.h>
 
 #include "host/gstate.h"
-#include "host/sample.h"
+#include "lib/sample.h"
 
 #define HT_MIN_BITS		6
 #define OPVM_COMM_MAX		16	/* TASK_COMM_LEN */

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "host/commands.h"
-#include "host/log.h"
+#include "lib/log.h"
 
 #ifndef OPVM_VERSION
 #define OPVM_VERSION "0.1"

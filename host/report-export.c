@@ -19,7 +19,7 @@
 
 #include "host/profile.pb-c.h"
 #include "host/report.h"
-#include "host/util.h"
+#include "lib/util.h"
 
 #define NO_SYMBOLS	"(no symbols)"
 

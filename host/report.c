@@ -17,7 +17,7 @@
 
 #include "host/report.h"
 #include "host/store.h"
-#include "host/util.h"
+#include "lib/util.h"
 
 /* ---- string pool -------------------------------------------------------- */
 

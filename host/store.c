@@ -43,7 +43,7 @@
 #include <unistd.h>
 
 #include "host/store.h"
-#include "host/util.h"
+#include "lib/util.h"
 
 #define SFILE_HDR_SIZE		256u
 #define SFILE_TABLE_ALIGN	64u

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "host/gstate.h"
-#include "host/ring.h"
+#include "lib/ring.h"
 #include "host/store.h"
 #include "host/sync.h"
 

@@ -79,7 +79,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "host/sample.h"
+#include "lib/sample.h"
 #include "host/stats.h"
 
 struct sync;

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "host/util.h"
+#include "lib/util.h"
 #include "symbols/elfimage.h"
 
 #define ELFIMAGE_MAX_NAME	4096	/* longer symbol names are cut */

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "host/util.h"
+#include "lib/util.h"
 #include "symbols/ksyms.h"
 
 #define KSYMS_MAX_FILE	(256u << 20)	/* a System.map is ~5 MiB */

@@ -19,7 +19,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "host/util.h"
+#include "lib/util.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
 

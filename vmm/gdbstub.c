@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "vmm/gdbstub.h"
-#include "host/util.h"
+#include "lib/util.h"
 
 #define GS_RX_CAP	(64 * 1024)	/* raw bytes buffered from the stub */
 #define GS_PKT_CAP	(32 * 1024)	/* largest decoded packet we accept */

@@ -13,6 +13,9 @@
  * Every read is bounded: a read that is not wholly inside one range fails
  * with -EFAULT, never reads host memory outside guest RAM.  Reads of a running
  * guest may be torn: callers use the guest's own seq protocols.
+ *
+ * Threads: add ranges first, from one thread; afterwards guestmem_read and
+ * guestmem_virt_to_phys may be called from any number of threads.
  */
 #ifndef OPVM_GUESTMEM_H
 #define OPVM_GUESTMEM_H
@@ -33,17 +36,27 @@ void guestmem_close(struct guestmem *m);	/* NULL-safe */
 int guestmem_add_range(struct guestmem *m, uint64_t gpa, uint64_t len,
 		       uint64_t hva);
 
-/* Fills the ranges of a QEMU guest from its monitor.  Returns 0 or -errno. */
+/* Fills the ranges of a QEMU guest from its monitor: the RAM and ROM regions
+ * of the system address space (`info mtree -f`), each at its `gpa2hva`
+ * address.  Returns 0, -ENXIO (no region found) or -errno. */
 int guestmem_add_qemu_ranges(struct guestmem *m, struct qmp *q);
+
+/* Number of ranges held. */
+unsigned guestmem_nr_ranges(const struct guestmem *m);
 
 /* Reads len bytes at guest-physical gpa.  Returns 0 or -errno (-EFAULT:
  * outside guest RAM or the read came back short). */
 int guestmem_read(struct guestmem *m, uint64_t gpa, void *buf, size_t len);
 
 /* Translates a guest-virtual address through the guest page tables rooted at
- * cr3 (4- and 5-level, 4K/2M/1G pages).  Returns 0 or -errno (-ENOENT: not
- * mapped). */
+ * cr3 (4- and 5-level, 4K/2M/1G pages).  Only cr3's bits 51:12 are used (the
+ * PCID and bit 63 are dropped); a PTI user CR3 (bit 12) is the caller's to
+ * normalise.  Returns 0 or -errno (-ENOENT: not mapped, -EFAULT: a table
+ * outside guest RAM). */
 int guestmem_virt_to_phys(struct guestmem *m, uint64_t cr3, uint64_t va,
 			  uint64_t *gpa);
+
+/* Paging levels for guestmem_virt_to_phys: 4 (default) or 5 (CR4.LA57). */
+void guestmem_set_paging_levels(struct guestmem *m, unsigned levels);
 
 #endif /* OPVM_GUESTMEM_H */

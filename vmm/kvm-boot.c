@@ -23,7 +23,7 @@
 #include <unistd.h>
 #include <elf.h>
 
-#include "host/util.h"
+#include "lib/util.h"
 #include "vmm/kvm-priv.h"
 
 #define BOOT_GDT	0x500ull

@@ -16,7 +16,7 @@
 
 #include "guest-kmod/opvm_proto.h"
 #include "host/collector.h"
-#include "host/ring.h"
+#include "lib/ring.h"
 #include "vmm/kvm-sampler.h"
 #include "vmm/kvm.h"
 

@@ -19,7 +19,7 @@
 #include <linux/perf_event.h>
 #include <stddef.h>
 
-#include "host/sample.h"
+#include "lib/sample.h"
 #include "vmm/sampler.h"
 
 struct kvm_vm;

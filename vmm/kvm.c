@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "host/util.h"
+#include "lib/util.h"
 #include "vmm/kvm-priv.h"
 
 /*

@@ -19,8 +19,8 @@
 #include "guest-kmod/opvm_proto.h"
 #include "host/collector.h"
 #include "host/decoder.h"
-#include "host/ring.h"
-#include "host/sample.h"
+#include "lib/ring.h"
+#include "lib/sample.h"
 #include "vmm/gdbstub.h"
 #include "vmm/qemu-sampler.h"
 

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "host/util.h"
+#include "lib/util.h"
 #include "vmm/qmp.h"
 
 #define QMP_LINE_MAX	(1u << 20)

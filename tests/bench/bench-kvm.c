@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "host/ring.h"
+#include "lib/ring.h"
 #include "vmm/kvm-sampler.h"
 #include "vmm/kvm.h"
 

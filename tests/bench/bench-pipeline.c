@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "host/gstate.h"
-#include "host/ring.h"
+#include "lib/ring.h"
 #include "host/store.h"
 #include "host/sync.h"
 

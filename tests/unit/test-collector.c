@@ -27,8 +27,8 @@
 #include "host/collector.h"
 #include "host/decoder.h"
 #include "host/gstate.h"
-#include "host/ring.h"
-#include "host/sample.h"
+#include "lib/ring.h"
+#include "lib/sample.h"
 #include "host/store.h"
 #include "vmm/sampler.h"
 

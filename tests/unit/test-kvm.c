@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "guest-kmod/opvm_proto.h"
-#include "host/ring.h"
+#include "lib/ring.h"
 #include "vmm/kvm-priv.h"
 #include "vmm/kvm-sampler.h"
 #include "vmm/kvm.h"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests for the per-vCPU sample ring (host/ring.c). */
+/* Unit tests for the per-vCPU sample ring (lib/ring.c). */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "host/ring.h"
+#include "lib/ring.h"
 
 static struct opvm_sample mk(uint64_t i, uint8_t nr, uint64_t *chain)
 {

@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "host/gstate.h"
-#include "host/ring.h"
+#include "lib/ring.h"
 #include "host/store.h"
 #include "host/sync.h"
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests for the shared helpers (host/util.c). */
+/* Unit tests for the shared helpers (lib/util.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "host/util.h"
+#include "lib/util.h"
 #include "tmpdir.h"
 
 static int is_dir(const char *p)

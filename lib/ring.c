@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Per-vCPU sample ring (see host/ring.h for the contract).
+ * Per-vCPU sample ring (see lib/ring.h for the contract).
  *
  * Layout: a power-of-two array of 64-bit words.  head (producer) and tail
  * (consumer) are free-running word counters; index = counter & mask.  Each
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host/ring.h"
+#include "lib/ring.h"
 
 /* Entry: header, rip, cr3, slot_cr3, tid|tgid<<32, vcpu, chain... */
 #define RING_HDR_WORDS	6

@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "host/sample.h"
+#include "lib/sample.h"
 
 struct ring;
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Small helpers shared by every opvm library (host/util.h).
+ * Small helpers shared by every opvm library (lib/util.h).
  */
 #include <errno.h>
 #include <limits.h>
@@ -12,7 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "host/util.h"
+#include "lib/util.h"
 
 void util_seterr(char *err, size_t errlen, const char *fmt, ...)
 {

@@ -3,6 +3,6 @@
  * The verbosity flag lives in the library, not in main(), so every program
  * linking libhost (tests, fuzz targets, benchmarks) can use pr_debug().
  */
-#include "host/log.h"
+#include "lib/log.h"
 
 int opvm_verbose;

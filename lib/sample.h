@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * One sample, as a sampler backend takes it from a stopped or interrupted
- * vCPU and pushes it into that vCPU's ring (host/ring.h).
+ * vCPU and pushes it into that vCPU's ring (lib/ring.h).
  *
  * The guest is implied by the ring (one ring per vCPU per guest).  rip, cr3
  * and the slot fields are raw guest values: sync (host/sync.c) normalises CR3

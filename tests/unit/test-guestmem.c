@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Guest memory reader (vmm/guestmem.c): bounded reads of memory another
+ * process maps (this process, a child standing in for the VMM), the x86-64
+ * page-table walk on tables built in that memory, and the ranges of a real
+ * QEMU (TCG, BIOS only) read back against the monitor's own `xp`.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "vmm/guestmem.h"
+#include "vmm/qmp.h"
+#include "qemu-harness.h"
+
+#define MIB (1024ull * 1024)
+
+static uint64_t hva_of(const void *p)
+{
+	return (uint64_t)(uintptr_t)p;
+}
+
+static void test_ranges(void **state)
+{
+	struct guestmem *m = guestmem_open(getpid());
+	uint8_t *ram = mmap(NULL, 8192, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t buf[64];
+
+	assert_non_null(m);
+	assert_true(ram != MAP_FAILED);
+	for (int i = 0; i < 8192; i++)
+		ram[i] = (uint8_t)(i * 7);
+	/* Two "guest RAM" ranges: gpa 0x1000-0x1fff and 0x100000-0x100fff. */
+	assert_int_equal(guestmem_add_range(m, 0x100000, 4096, hva_of(ram + 4096)), 0);
+	assert_int_equal(guestmem_add_range(m, 0x1000, 4096, hva_of(ram)), 0);
+	assert_int_equal(guestmem_nr_ranges(m), 2);
+	assert_int_equal(guestmem_add_range(m, 0x1800, 4096, hva_of(ram)), -EEXIST);
+	assert_int_equal(guestmem_add_range(m, 0x800, 0x801, hva_of(ram)), -EEXIST);
+	assert_int_equal(guestmem_add_range(m, 0x10000, 0, hva_of(ram)), -EINVAL);
+	assert_int_equal(guestmem_add_range(m, UINT64_MAX - 10, 4096, hva_of(ram)), -EINVAL);
+	assert_int_equal(guestmem_add_range(m, 0x200000, 4096, UINT64_MAX - 100), -EINVAL);
+
+	assert_int_equal(guestmem_read(m, 0x1010, buf, 16), 0);
+	assert_memory_equal(buf, ram + 0x10, 16);
+	assert_int_equal(guestmem_read(m, 0x100ff0, buf, 16), 0);
+	assert_memory_equal(buf, ram + 4096 + 0xff0, 16);
+	/* The last byte of a range reads; one past it does not. */
+	assert_int_equal(guestmem_read(m, 0x1fff, buf, 1), 0);
+	assert_int_equal(buf[0], ram[0xfff]);
+	assert_int_equal(guestmem_read(m, 0x1ff8, buf, 9), -EFAULT);
+	assert_int_equal(guestmem_read(m, 0x2000, buf, 1), -EFAULT);
+	assert_int_equal(guestmem_read(m, 0, buf, 1), -EFAULT);
+	assert_int_equal(guestmem_read(m, 0xfff, buf, 2), -EFAULT);
+	assert_int_equal(guestmem_read(m, UINT64_MAX, buf, 2), -EFAULT);
+	assert_int_equal(guestmem_read(m, 0x1000, buf, 0), 0);
+	/* Writes by the "VMM" show up in the next read. */
+	ram[0x20] = 0xa5;
+	assert_int_equal(guestmem_read(m, 0x1020, buf, 1), 0);
+	assert_int_equal(buf[0], 0xa5);
+
+	/* A range whose host memory is unmapped reads as -EFAULT. */
+	munmap(ram + 4096, 4096);
+	assert_int_equal(guestmem_read(m, 0x100000, buf, 8), -EFAULT);
+	munmap(ram, 4096);
+	guestmem_close(m);
+	guestmem_close(NULL);
+	assert_null(guestmem_open(0));
+	assert_int_equal(errno, EINVAL);
+}
+
+/* A child maps the "guest RAM" and keeps counting in its first word; the
+ * parent reads it through the child's /proc/PID/mem, as from QEMU. */
+static void test_child(void **state)
+{
+	int p[2];
+	uint64_t hva = 0, v1 = 0, v2 = 0, magic = 0;
+	struct guestmem *m;
+	pid_t pid;
+
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		volatile uint64_t *ram = mmap(NULL, 2 * MIB, PROT_READ | PROT_WRITE,
+					      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		uint64_t a = hva_of((const void *)ram);
+
+		if (ram == MAP_FAILED)
+			_exit(1);
+		ram[1] = 0x6f70766d6d656d21ull;
+		if (write(p[1], &a, sizeof(a)) != sizeof(a))
+			_exit(1);
+		for (;;)
+			ram[0]++;
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &hva, sizeof(hva)), sizeof(hva));
+	close(p[0]);
+	m = guestmem_open(pid);
+	assert_non_null(m);
+	assert_int_equal(guestmem_add_range(m, 0x40000000, 2 * MIB, hva), 0);
+	assert_int_equal(guestmem_read(m, 0x40000008, &magic, 8), 0);
+	assert_true(magic == 0x6f70766d6d656d21ull);
+	assert_int_equal(guestmem_read(m, 0x40000000, &v1, 8), 0);
+	usleep(20000);
+	assert_int_equal(guestmem_read(m, 0x40000000, &v2, 8), 0);
+	assert_true(v2 > v1);	/* read while it runs, never stopped */
+	assert_int_equal(guestmem_read(m, 0x40000000 + 2 * MIB - 4, &v1, 8), -EFAULT);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	/* The VMM is gone: reads fail cleanly. */
+	assert_true(guestmem_read(m, 0x40000000, &v1, 8) < 0);
+	guestmem_close(m);
+}
+
+/* Page tables at guest-physical 0..64 KiB of a 4 MiB "guest RAM". */
+struct pt_ram {
+	struct guestmem *m;
+	uint64_t *ram;
+};
+
+static void pt_set(struct pt_ram *p, uint64_t table_gpa, unsigned idx, uint64_t pte)
+{
+	p->ram[table_gpa / 8 + idx] = pte;
+}
+
+static uint64_t walk(struct pt_ram *p, uint64_t cr3, uint64_t va, int *rc)
+{
+	uint64_t gpa = 0;
+
+	*rc = guestmem_virt_to_phys(p->m, cr3, va, &gpa);
+	return gpa;
+}
+
+static void test_page_walk(void **state)
+{
+	struct pt_ram p;
+	int rc;
+	/* va 0x7f12_3456_7abc: PML4 254, PDPT 72, PD 418, PT 359, off 0xabc */
+	const uint64_t va4k = 0x00007f1234567abcull;
+	/* va 0xffff_8880_0012_3456: PML4 273, PDPT 0, PD 0 (a 2M page) */
+	const uint64_t va2m = 0xffff888000123456ull;
+	/* 1G page: PML4 1, PDPT 3 */
+	const uint64_t va1g = (1ull << 39) + (3ull << 30) + 0x2345678;
+
+	p.ram = mmap(NULL, 4 * MIB, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(p.ram != MAP_FAILED);
+	p.m = guestmem_open(getpid());
+	assert_non_null(p.m);
+	assert_int_equal(guestmem_add_range(p.m, 0, 4 * MIB, hva_of(p.ram)), 0);
+
+	/* 4-level, 4K page: PML4 0x1000 -> PDPT 0x2000 -> PD 0x3000 -> PT 0x4000 */
+	pt_set(&p, 0x1000, 254, 0x2000 | 0x7);
+	pt_set(&p, 0x2000, 72, 0x3000 | 0x7);
+	pt_set(&p, 0x3000, 418, 0x4000 | 0x7);
+	pt_set(&p, 0x4000, 359, 0x8000000000123000ull | 0x7);	/* NX set */
+	/* CR3 with PCID bits and bit 63 (no-flush): ignored by the walk. */
+	assert_int_equal(walk(&p, 0x8000000000001005ull, va4k, &rc), 0x123abc);
+	assert_int_equal(rc, 0);
+	/* Not present at the last level. */
+	assert_int_equal(walk(&p, 0x1000, va4k + 0x1000, &rc), 0);
+	assert_int_equal(rc, -ENOENT);
+	/* Not present at the top. */
+	walk(&p, 0x1000, 0x1000, &rc);
+	assert_int_equal(rc, -ENOENT);
+
+	/* 2M page at PD level: PML4 273 -> PDPT 0x5000 -> PD 0x6000[0] PS */
+	pt_set(&p, 0x1000, 273, 0x5000 | 0x3);
+	pt_set(&p, 0x5000, 0, 0x6000 | 0x3);
+	pt_set(&p, 0x6000, 0, 0x200000 | 0x83);
+	assert_int_equal(walk(&p, 0x1000, va2m, &rc), 0x200000 + 0x123456);
+	assert_int_equal(rc, 0);
+
+	/* 1G page at PDPT level: frame 0x40000000. */
+	pt_set(&p, 0x1000, 1, 0x7000 | 0x3);
+	pt_set(&p, 0x7000, 3, 0x40000000 | 0x83);
+	assert_int_equal(walk(&p, 0x1000, va1g, &rc), 0x40000000 + 0x2345678);
+	assert_int_equal(rc, 0);
+
+	/* A table pointer outside guest RAM: -EFAULT, not a host read. */
+	pt_set(&p, 0x3000, 419, 0x7fff000000ull | 0x7);
+	walk(&p, 0x1000, va4k + (1ull << 21), &rc);
+	assert_int_equal(rc, -EFAULT);
+	walk(&p, 0x7ffff000, va4k, &rc);
+	assert_int_equal(rc, -EFAULT);
+
+	/* 5-level: PML5 0x9000[0] -> the 4-level tree's PML4 at 0x1000. */
+	pt_set(&p, 0x9000, 0, 0x1000 | 0x7);
+	guestmem_set_paging_levels(p.m, 5);
+	assert_int_equal(walk(&p, 0x9000, va4k, &rc), 0x123abc);
+	assert_int_equal(rc, 0);
+	/* PML5 index 1 (va bit 48) is not present. */
+	walk(&p, 0x9000, va4k | (1ull << 48), &rc);
+	assert_int_equal(rc, -ENOENT);
+	guestmem_set_paging_levels(p.m, 4);
+	assert_int_equal(walk(&p, 0x1000, va4k, &rc), 0x123abc);
+
+	guestmem_close(p.m);
+	munmap(p.ram, 4 * MIB);
+}
+
+/* The bytes `xp /Nxb ADDR` prints, for comparison with a guestmem read. */
+static int monitor_bytes(struct qmp *q, uint64_t gpa, uint8_t *out, unsigned n)
+{
+	char cmd[64], *txt = NULL, *s;
+	unsigned got = 0;
+
+	snprintf(cmd, sizeof(cmd), "xp /%uxb 0x%" PRIx64, n, gpa);
+	if (qmp_hmp(q, cmd, &txt, 5000) || !txt)
+		return -1;
+	for (s = txt; got < n && (s = strstr(s, "0x")); s += 2) {
+		unsigned v;
+		char *end;
+
+		/* Address columns end in ':', byte values do not. */
+		v = (unsigned)strtoul(s, &end, 16);
+		if (*end == ':')
+			continue;
+		out[got++] = (uint8_t)v;
+	}
+	free(txt);
+	return got == n ? 0 : -1;
+}
+
+static void test_qemu(void **state)
+{
+	struct qemu q = { 0 };
+	struct qmp *mon;
+	struct guestmem *m;
+	uint8_t a[16], b[16], want[16];
+
+	if (!qemu_available()) {
+		printf("SKIP: qemu-system-x86_64 is not installed\n");
+		skip();
+	}
+	assert_int_equal(qemu_start_with(&q, "guestmem", "-qmp"), 0);
+	mon = qmp_open(q.sock, 5000);
+	assert_non_null(mon);
+	m = guestmem_open(q.pid);
+	assert_non_null(m);
+	assert_int_equal(guestmem_add_qemu_ranges(m, mon), 0);
+	/* pc.ram (below and above the ROM hole), pc.rom, the BIOS twice. */
+	assert_true(guestmem_nr_ranges(m) >= 4);
+
+	/* The BIOS reset vector: a far jmp (0xea), the same bytes at the
+	 * top of 4 GiB, and what the monitor itself reads there. */
+	assert_int_equal(guestmem_read(m, 0xffff0, a, sizeof(a)), 0);
+	assert_int_equal(a[0], 0xea);
+	assert_int_equal(guestmem_read(m, 0xfffffff0, b, sizeof(b)), 0);
+	assert_memory_equal(a, b, sizeof(a));
+	assert_int_equal(monitor_bytes(mon, 0xffff0, want, sizeof(want)), 0);
+	assert_memory_equal(a, want, sizeof(a));
+
+	/* Guest RAM at the end of the 32 MiB, and just past it. */
+	assert_int_equal(guestmem_read(m, 32 * MIB - 16, a, sizeof(a)), 0);
+	assert_int_equal(monitor_bytes(mon, 32 * MIB - 16, want, sizeof(want)), 0);
+	assert_memory_equal(a, want, sizeof(a));
+	assert_int_equal(guestmem_read(m, 32 * MIB - 8, a, sizeof(a)), -EFAULT);
+	/* MMIO (the IOAPIC) is not RAM. */
+	assert_int_equal(guestmem_read(m, 0xfec00000, a, 4), -EFAULT);
+
+	/* The BIOS runs and writes RAM; after a stop both readers agree on
+	 * a page it used (the BDA/IVT at 0). */
+	assert_int_equal(qmp_execute(mon, "cont", NULL, NULL, NULL, 0, 2000), 0);
+	usleep(300000);
+	assert_int_equal(qmp_execute(mon, "stop", NULL, NULL, NULL, 0, 2000), 0);
+	assert_int_equal(guestmem_read(m, 0x400, a, sizeof(a)), 0);
+	assert_int_equal(monitor_bytes(mon, 0x400, want, sizeof(want)), 0);
+	assert_memory_equal(a, want, sizeof(a));
+	assert_int_equal(guestmem_read(m, 0x20, a, sizeof(a)), 0);
+	assert_int_equal(monitor_bytes(mon, 0x20, want, sizeof(want)), 0);
+	assert_memory_equal(a, want, sizeof(a));
+	assert_true(a[2] || a[3]);	/* an IVT entry the BIOS set */
+
+	guestmem_close(m);
+	qmp_close(mon);
+	qemu_stop(&q);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ranges),
+		cmocka_unit_test(test_child),
+		cmocka_unit_test(test_page_walk),
+		cmocka_unit_test(test_qemu),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Guest memory reader (vmm/guestmem.h): guest-physical reads of a running
+ * guest through the /proc/PID/mem of the process that maps its RAM.
+ *
+ * Why /proc/PID/mem and pread: one open file, one syscall per read, no
+ * iovec set-up, and a read that crosses into an unmapped host page comes
+ * back short instead of faulting us.  process_vm_readv needs the same ptrace
+ * permission and gives nothing more here.
+ *
+ * The range table is filled once (guestmem_add_range, add_qemu_ranges) and
+ * only read afterwards, so reads from several threads are safe once set-up
+ * is over.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vmm/guestmem.h"
+#include "vmm/qmp.h"
+
+#define GUESTMEM_MAX_RANGES	64	/* QEMU's x86 machines use < 10 */
+#define QMP_TIMEOUT_MS		5000
+
+struct guestmem_range {
+	uint64_t gpa, len, hva;
+};
+
+struct guestmem {
+	int fd;				/* /proc/PID/mem, -1 never */
+	unsigned nr;
+	unsigned levels;		/* paging levels: 4 or 5 */
+	struct guestmem_range r[GUESTMEM_MAX_RANGES];	/* sorted by gpa */
+};
+
+struct guestmem *guestmem_open(pid_t pid)
+{
+	struct guestmem *m;
+	char path[64];
+
+	if (pid <= 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	m->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (m->fd < 0) {
+		int e = errno;
+
+		free(m);
+		errno = e;
+		return NULL;
+	}
+	m->levels = 4;
+	return m;
+}
+
+void guestmem_close(struct guestmem *m)
+{
+	if (!m)
+		return;
+	close(m->fd);
+	free(m);
+}
+
+int guestmem_add_range(struct guestmem *m, uint64_t gpa, uint64_t len,
+		       uint64_t hva)
+{
+	uint64_t end, hend;
+	unsigned i;
+
+	if (!len || __builtin_add_overflow(gpa, len - 1, &end) ||
+	    __builtin_add_overflow(hva, len - 1, &hend) || hend > INT64_MAX)
+		return -EINVAL;	/* pread's offset is signed */
+	if (m->nr == GUESTMEM_MAX_RANGES)
+		return -ENOSPC;
+	for (i = 0; i < m->nr; i++) {
+		if (gpa <= m->r[i].gpa + (m->r[i].len - 1) && m->r[i].gpa <= end)
+			return -EEXIST;
+		if (m->r[i].gpa > gpa)
+			break;
+	}
+	memmove(&m->r[i + 1], &m->r[i], (m->nr - i) * sizeof(m->r[0]));
+	m->r[i] = (struct guestmem_range){ gpa, len, hva };
+	m->nr++;
+	return 0;
+}
+
+unsigned guestmem_nr_ranges(const struct guestmem *m)
+{
+	return m->nr;
+}
+
+/* The range holding [gpa, gpa + len), or NULL.  Binary search: the table
+ * is sorted and its ranges do not overlap. */
+static const struct guestmem_range *range_find(const struct guestmem *m,
+					       uint64_t gpa, size_t len)
+{
+	unsigned lo = 0, hi = m->nr;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		const struct guestmem_range *r = &m->r[mid];
+
+		if (gpa < r->gpa) {
+			hi = mid;
+		} else if (gpa - r->gpa >= r->len) {
+			lo = mid + 1;
+		} else {
+			/* Inside r: the whole read must be, too. */
+			return len <= r->len - (gpa - r->gpa) ? r : NULL;
+		}
+	}
+	return NULL;
+}
+
+int guestmem_read(struct guestmem *m, uint64_t gpa, void *buf, size_t len)
+{
+	const struct guestmem_range *r;
+	size_t done = 0;
+
+	if (!len)
+		return 0;
+	r = range_find(m, gpa, len);
+	if (!r)
+		return -EFAULT;
+	while (done < len) {
+		ssize_t n = pread(m->fd, (char *)buf + done, len - done,
+				  (off_t)(r->hva + (gpa - r->gpa) + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno == EIO ? -EFAULT : -errno;
+		if (n == 0)
+			return -EFAULT;	/* the host mapping went away */
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+void guestmem_set_paging_levels(struct guestmem *m, unsigned levels)
+{
+	m->levels = levels == 5 ? 5 : 4;
+}
+
+/*
+ * x86-64 page-table walk.  Entry bits: 0 present, 7 page size (at the
+ * PDPT and PD levels), 51:12 the next table or page frame.  Each level
+ * indexes 9 bits of va, from bit 48 (5 levels) or 39 (4 levels) down.
+ */
+#define PTE_PRESENT	0x1ull
+#define PTE_PS		0x80ull
+#define PTE_ADDR	0x000ffffffffff000ull
+
+int guestmem_virt_to_phys(struct guestmem *m, uint64_t cr3, uint64_t va,
+			  uint64_t *gpa)
+{
+	uint64_t table = cr3 & PTE_ADDR;
+	int level;
+
+	for (level = (int)m->levels; level >= 1; level--) {
+		unsigned shift = 12 + 9 * (unsigned)(level - 1);
+		uint64_t idx = (va >> shift) & 511, pte;
+		int rc = guestmem_read(m, table + idx * 8, &pte, sizeof(pte));
+
+		if (rc)
+			return rc;
+		if (!(pte & PTE_PRESENT))
+			return -ENOENT;
+		/* A large page: 1 GiB at level 3, 2 MiB at level 2. */
+		if (level == 1 || ((level == 2 || level == 3) && (pte & PTE_PS))) {
+			uint64_t off = va & ((1ull << shift) - 1);
+
+			*gpa = ((pte & PTE_ADDR) & ~((1ull << shift) - 1)) + off;
+			return 0;
+		}
+		table = pte & PTE_ADDR;
+	}
+	return -ENOENT;	/* not reached: level 1 always returns */
+}
+
+/*
+ * One line of `info mtree -f`:
+ *   "  0000000000100000-0000000001ffffff (prio 0, ram): pc.ram @..."
+ * Returns 1 with [start, end] for a RAM or ROM region, 0 for anything else.
+ */
+static int mtree_line(const char *line, uint64_t *start, uint64_t *end)
+{
+	char kind[16];
+	int prio;
+
+	if (sscanf(line, " %" SCNx64 "-%" SCNx64 " (prio %d, %15[a-z])",
+		   start, end, &prio, kind) != 4)
+		return 0;
+	if (strcmp(kind, "ram") && strcmp(kind, "rom") && strcmp(kind, "romd"))
+		return 0;
+	return *end >= *start;
+}
+
+/* The host address of gpa from `gpa2hva`: "Host virtual address for 0x0
+ * (pc.ram) is 0x7f...".  Returns 0 or -errno. */
+static int qemu_gpa2hva(struct qmp *q, uint64_t gpa, uint64_t *hva)
+{
+	char cmd[64], *out = NULL, *is;
+	int rc;
+
+	snprintf(cmd, sizeof(cmd), "gpa2hva 0x%" PRIx64, gpa);
+	rc = qmp_hmp(q, cmd, &out, QMP_TIMEOUT_MS);
+	if (rc)
+		return rc;
+	is = out ? strstr(out, " is 0x") : NULL;
+	rc = is && sscanf(is, " is 0x%" SCNx64, hva) == 1 ? 0 : -ENXIO;
+	free(out);
+	return rc;
+}
+
+/*
+ * The RAM and ROM regions of the system address space ("AS \"memory\"")
+ * in the flat view, each with its host address.  A region whose host
+ * address QEMU will not give (none mapped) is left out.
+ */
+int guestmem_add_qemu_ranges(struct guestmem *m, struct qmp *q)
+{
+	char *out = NULL, *line, *save = NULL;
+	int rc, in_memory = 0, added = 0;
+
+	rc = qmp_hmp(q, "info mtree -f", &out, QMP_TIMEOUT_MS);
+	if (rc)
+		return rc;
+	if (!out)
+		return -ENXIO;
+	for (line = strtok_r(out, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		uint64_t start, end, hva;
+
+		if (!strncmp(line, "FlatView", 8)) {
+			if (in_memory)
+				break;	/* the system view is over */
+			continue;
+		}
+		if (strstr(line, " AS \"memory\""))
+			in_memory = 1;
+		if (!in_memory || !mtree_line(line, &start, &end))
+			continue;
+		if (qemu_gpa2hva(q, start, &hva))
+			continue;
+		rc = guestmem_add_range(m, start, end - start + 1, hva);
+		if (rc && rc != -EEXIST && rc != -EINVAL)
+			break;
+		added += !rc;
+		rc = 0;
+	}
+	free(out);
+	if (rc)
+		return rc;
+	return added ? 0 : -ENXIO;
+}
