@@ -207,11 +207,11 @@ int qprof_collect(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 			goto out;
 		}
 		if (t[i].chan_fd >= 0) {
-			int fd = qemu_sampler_relay_channel(t[i].sampler, t[i].chan_fd,
-							    t[i].reconnect, t[i].reconnect_arg);
-
+			/* the collector reads the channel and tells the
+			 * sampler each HELLO (cguest_set_sampler()) */
+			err = cguest_set_channel(gs[i], t[i].chan_fd, t[i].reconnect,
+						 t[i].reconnect_arg);
 			t[i].chan_fd = -1;
-			err = fd < 0 ? fd : cguest_set_channel(gs[i], fd, NULL, NULL);
 			if (err < 0) {
 				pr_err("cannot read the channel of '%s': %s", t[i].name, strerror(-err));
 				goto out;

@@ -46,16 +46,16 @@ int qprof_parse_opt(struct qprof_opts *o, int argc, char **argv, int *i);
 int qprof_resolve_rate(struct qprof_opts *o);
 
 /* A qprof_target reconnect callback: arg is the channel's unix socket path
- * (it must outlive the collector's relay, which calls this from its own
- * thread after EOF).  The new fd, or -1. */
+ * (it must outlive the collector, which calls this after EOF).  The new fd,
+ * or -1. */
 int qprof_reconnect_unix(void *arg);
 
 /* SIGINT/SIGTERM set *flag; SIGPIPE is ignored. */
 void qprof_signals(volatile sig_atomic_t *flag);
 
 /*
- * Creates the collector, adds every target (channel through the sampler's
- * relay), starts the samplers, runs until *stop, the duration, or every
+ * Creates the collector, adds every target (the collector reads its
+ * channel and passes HELLO to its sampler), starts the samplers, runs until *stop, the duration, or every
  * guest has gone, then syncs and closes the collector.  Returns 0, or -1
  * after printing what failed (samples taken so far are kept).
  */

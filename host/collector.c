@@ -56,6 +56,8 @@ struct cguest {
 	void *reconnect_arg;
 	bool want_reconnect;		/* EOF seen, reconnect failed: retry */
 	struct sampler *smp;
+	uint64_t hellos_told;		/* gstate's HELLO count the sampler
+					 * was last told about */
 	bool smp_stopped;
 	bool gone;			/* sampler said TARGET_GONE */
 	int last_err;			/* last sync/store error, for the json */
@@ -264,6 +266,28 @@ int cguest_set_channel(struct cguest *g, int fd, int (*reconnect)(void *arg), vo
 	return 0;
 }
 
+/*
+ * Tells the sampler what the newest HELLO says (slot array, switch rings).
+ * The collector is the only reader of the channel, so this is how a
+ * backend learns it; only the last of several HELLOs in one read matters.
+ */
+static void hello_tell(struct cguest *g)
+{
+	const struct gstate_hello *h = gstate_get_hello(g->gs);
+	uint64_t n = gstate_get_stats(g->gs)->hellos;
+	struct sampler_hello sh;
+
+	if (!h || n == g->hellos_told || !g->smp || !g->smp->ops->guest_hello)
+		return;
+	g->hellos_told = n;
+	sh = (struct sampler_hello){
+		.slot_pa = h->slot_pa,
+		.slot_size = h->slot_size,
+		.nr_slots = h->nr_cpus,
+	};
+	g->smp->ops->guest_hello(g->smp, &sh);
+}
+
 void cguest_set_sampler(struct cguest *g, struct sampler *s)
 {
 	if (!g)
@@ -271,6 +295,8 @@ void cguest_set_sampler(struct cguest *g, struct sampler *s)
 	g->smp = s;
 	g->smp_stopped = false;
 	g->gone = false;
+	g->hellos_told = 0;
+	hello_tell(g);		/* a HELLO read before the sampler came */
 }
 
 /* ---- channel ---------------------------------------------------------------- */
@@ -418,6 +444,7 @@ static int channel_read(struct collector *c, struct cguest *g)
 
 			if (err)
 				return err;
+			hello_tell(g);
 			total += (size_t)n;
 			continue;
 		}

@@ -57,7 +57,8 @@ int cguest_set_channel(struct cguest *g, int fd,
 		       int (*reconnect)(void *arg), void *arg);
 
 /* The sampler feeding this guest: collector_run() polls its status and stops
- * it at the end.  The collector does not free it. */
+ * it at the end, and every HELLO read from the channel is passed to its
+ * guest_hello op (vmm/sampler.h).  The collector does not free it. */
 void cguest_set_sampler(struct cguest *g, struct sampler *s);
 
 /* Drains every ring, attributes and files the samples, writes session.json.

@@ -372,6 +372,14 @@ static void ks_free(struct sampler *s)
 	free(ks);
 }
 
+/* The collector read a HELLO: the vCPU threads read slots from there on. */
+static void ks_guest_hello(struct sampler *s, const struct sampler_hello *h)
+{
+	struct kvm_sampler *ks = s->priv;
+
+	kvm_vm_set_slots(ks->cfg.vm, h->slot_pa, h->nr_slots, h->slot_size);
+}
+
 static const struct sampler_ops kvm_sampler_ops = {
 	.name = "kvm",
 	.start = ks_start,
@@ -379,6 +387,7 @@ static const struct sampler_ops kvm_sampler_ops = {
 	.status = ks_status,
 	.last_error = ks_last_error,
 	.get_stats = ks_get_stats,
+	.guest_hello = ks_guest_hello,
 	.free = ks_free,
 };
 

@@ -9,6 +9,11 @@
  * rings of the struct cguest it was given (cguest_ring(), one producer
  * thread per ring), never allocates or locks on that path, and counts what it
  * throttles.
+ *
+ * The guest channel is read by the collector alone (one framer, one
+ * decoder): a backend that needs what the guest module announces (where
+ * the current-task slots and the task-switch rings are) is told through
+ * guest_hello, never reads the channel itself.
  */
 #ifndef OPVM_SAMPLER_H
 #define OPVM_SAMPLER_H
@@ -31,6 +36,24 @@ struct sampler_stats {
 	uint64_t exits;			/* VM exits / stops caused */
 };
 
+/*
+ * What a backend may need from the guest module's HELLO, as the collector
+ * decoded and checked it (host/decoder.c: slot size, slot array range).
+ * Guest-physical addresses: the backend still bounds-checks every read
+ * against guest RAM.
+ */
+struct sampler_hello {
+	uint64_t slot_pa;		/* current-task slot[0] */
+	uint32_t slot_size;		/* sizeof(struct opvm_slot) */
+	uint32_t nr_slots;		/* one per guest CPU */
+	/* Per-vCPU task-switch rings (struct opvm_hello_switch); switch_pa
+	 * 0: the module sent none. */
+	uint64_t switch_pa;
+	uint32_t switch_stride;
+	uint32_t switch_entries;
+	uint32_t tsc_khz;
+};
+
 struct sampler_ops {
 	const char *name;		/* "gdbstub", "kvm" */
 	/* Begin sampling into g's rings.  Returns 0 or -errno. */
@@ -42,6 +65,14 @@ struct sampler_ops {
 	/* Human-readable last fault, or NULL. */
 	const char *(*last_error)(struct sampler *s);
 	void (*get_stats)(struct sampler *s, struct sampler_stats *out);
+	/*
+	 * The guest module said HELLO (it loaded, or the guest rebooted): from
+	 * now on its slots and rings are where h says.  May be NULL.  Called
+	 * from the collector's thread at any time between the backend's
+	 * constructor and free(), sampling or not; the backend publishes h to
+	 * its sampling threads itself, without blocking them.
+	 */
+	void (*guest_hello)(struct sampler *s, const struct sampler_hello *h);
 	/* NULL-safe destructor; stops first if needed. */
 	void (*free)(struct sampler *s);
 };
