@@ -48,7 +48,9 @@ TEST_LIBS   := $(shell pkg-config --libs $(TEST_PKGS) 2>/dev/null)
 WARN := -Wall -Wextra -Wshadow -Wnull-dereference -Wimplicit-fallthrough \
 	-Wno-unused-parameter -Werror
 CFLAGS ?= -O2 -g
+OPVM_VERSION := $(shell cat VERSION)
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -I. $(PKG_CFLAGS) \
+	-DOPVM_VERSION='"$(OPVM_VERSION)"' \
 	-MMD -MP -fno-strict-aliasing
 LDLIBS := $(PKG_LIBS) -lpthread -lm
 
@@ -78,7 +80,7 @@ LIBS := $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/libsymbols.a \
 PROTO_SRCS := $(wildcard host/*.proto)
 
 .PHONY: all check check-unit check-integration bench fuzz images demo install \
-	clean kmod help
+	clean kmod guest-deb man help
 all: $(BUILD)/opvm
 
 $(BUILD)/%.o: %.c
@@ -144,6 +146,8 @@ images:
 	$(Q)$(MAKE) -C images BUILD=$(abspath $(BUILD))/images
 kmod:
 	$(Q)$(MAKE) -C guest-kmod OUT=$(abspath $(BUILD))/kmod
+guest-deb:
+	$(Q)$(MAKE) -C guest-kmod OUT=$(abspath $(BUILD))/kmod deb
 # <<< images ------------------------------------------------------------------
 # >>> kvm synthetic guests (tests/guests/) -----------------------------------
 KVM_GUESTS := $(BUILD)/tests/guests/guest.elf $(BUILD)/tests/guests/guest-virtio.elf
@@ -180,12 +184,18 @@ fuzz: $(FUZZ_BINS)
 demo: $(BUILD)/opvm images
 	$(Q)tests/demo.sh $(BUILD)
 
-install: $(BUILD)/opvm
+man: $(BUILD)/opvm
+	$(Q)scripts/mkman.sh $(BUILD)/opvm $(BUILD)/man
+
+install: $(BUILD)/opvm man
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/opvm/events
 	install -m 755 $(BUILD)/opvm $(DESTDIR)$(PREFIX)/bin/opvm
 	cp -r events/data/. $(DESTDIR)$(PREFIX)/share/opvm/events/
-	if [ -d docs/man ]; then install -d $(DESTDIR)$(PREFIX)/share/man/man1 && \
-		install -m 644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/ ; fi
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 scripts/opvm-completion.bash \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/opvm
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 $(BUILD)/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 clean:
 	rm -rf build
@@ -194,4 +204,4 @@ clean:
 help:
 	@sed -n '2,16p' Makefile
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

@@ -132,14 +132,20 @@ struct opvm_hello_switch {
  *
  * Writer (sched_switch on that CPU, preemption off), for entry n = head:
  *   e = &entries[n & (switch_entries - 1)];
- *   e->seq = 2n + 1; smp_wmb(); store tsc/pid/tgid/cr3/flags; smp_wmb();
+ *   e->seq = 2n + 1; smp_mb(); e->tsc = rdtsc_ordered();
+ *   store pid/tgid/cr3/flags; smp_wmb();
  *   e->seq = 2n + 2; smp_wmb(); head = n + 1;
+ * (a full barrier before the TSC read: a host that sees seq < 2n + 1 after
+ * taking its own time T knows switch n is stamped later than T.)
  * Reader (host, vCPU running): read head; for each n it has not read yet,
  * with n >= head - switch_entries: read seq, the fields, seq again; accept
  * only seq == 2n + 2 both times.  Anything else was overwritten or is being
  * written: count it, never guess.  Entry n means "from tsc on, this task ran
  * on this CPU" until entry n + 1's tsc.
  */
+#define OPVM_SWITCH_MAX_CPUS	8192	/* rings a HELLO may announce */
+#define OPVM_SWITCH_MAX_ENTRIES	65536	/* entries per ring, at most */
+
 struct opvm_switch_ring_hdr {
 	opvm_u64 head;		/* entries ever written on this CPU */
 	opvm_u64 reserved[3];

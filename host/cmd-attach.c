@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -450,23 +449,6 @@ int qprof_reconnect_unix(void *arg)
 	return fd < 0 ? -1 : fd;
 }
 
-/* A localhost TCP port nobody uses right now, for QEMU's gdbstub. */
-static int free_tcp_port(void)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sin);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
-
-	if (fd < 0)
-		return -errno;
-	if (!bind(fd, (struct sockaddr *)&sin, sizeof(sin)) &&
-	    !getsockname(fd, (struct sockaddr *)&sin, &len))
-		port = ntohs(sin.sin_port);
-	close(fd);
-	return port;
-}
-
 struct attach_guest {
 	struct virt_dom *dom;		/* libvirt, or */
 	struct qmp *qmp;		/* QMP, open only while setting up: QEMU
@@ -474,6 +456,8 @@ struct attach_guest {
 					 * sample, which nobody would read */
 	const char *qmp_path;
 	int gdb_on;			/* we started a gdbstub: stop it at the end */
+	int cont_owed;			/* it stopped a running guest and no
+					 * sampler took over: "cont" at the end */
 	char chan_path[4096];
 };
 
@@ -489,32 +473,187 @@ static int guest_hmp(struct attach_guest *ag, const char *cmd, char **out, char 
 	return qmp_hmp(ag->qmp, cmd, out, 5000);
 }
 
-/* Starts a gdbstub on a free localhost port and connects the sampler. */
+/* A QMP command through libvirt or QMP; fd (>= 0) goes along with it
+ * (getfd).  *ret (may be NULL) gets a reference to the "return" member. */
+static int guest_qmp(struct attach_guest *ag, const char *cmd, json_t *args, int fd,
+		     json_t **ret, char *err, size_t errlen)
+{
+	json_t *msg, *reply, *e;
+	char *text, *out = NULL;
+	int r;
+
+	if (ret)
+		*ret = NULL;
+	if (!ag->dom) {
+		if (!ag->qmp)
+			ag->qmp = qmp_open(ag->qmp_path, 5000);
+		if (!ag->qmp)
+			return -errno;
+		return qmp_execute_fd(ag->qmp, cmd, args, fd, ret, err, errlen, 5000);
+	}
+	msg = json_pack("{s:s}", "execute", cmd);
+	if (!msg || (args && json_object_set(msg, "arguments", args))) {
+		json_decref(msg);
+		return -ENOMEM;
+	}
+	text = json_dumps(msg, JSON_COMPACT);
+	json_decref(msg);
+	if (!text)
+		return -ENOMEM;
+	r = fd >= 0 ? virt_dom_monitor_fd(ag->dom, text, fd, &out, err, errlen) :
+		      virt_dom_monitor(ag->dom, text, 0, &out, err, errlen);
+	free(text);
+	if (r)
+		return r;
+	reply = json_loads(out, 0, NULL);
+	free(out);
+	e = json_object_get(reply, "error");
+	if (e) {
+		const char *desc = json_string_value(json_object_get(e, "desc"));
+
+		util_seterr(err, errlen, "%s", desc ? desc : "unknown QMP error");
+		r = -EREMOTEIO;
+	} else if (!json_object_get(reply, "return")) {
+		r = -EPROTO;
+	} else if (ret) {
+		*ret = json_incref(json_object_get(reply, "return"));
+	}
+	json_decref(reply);
+	return r;
+}
+
+/*
+ * The chardev opvm gives QEMU's gdbstub: one end of a socket pair, passed
+ * with getfd and opened with chardev-add.  No listening socket, no path:
+ * nobody else can connect.  Its fixed name marks a guest opvm profiles (a
+ * second opvm finds it and stops) and lets a session after a killed opvm
+ * find the one it left behind (disconnected).
+ */
+#define GDB_CHARDEV	"opvm-gdb"
+
+/* What holds the gdbstub now: 0 nothing, 1 a stale opvm-gdb (its opvm is
+ * gone), 2 an idle gdbstub of someone else; -EBUSY (what in err) when a
+ * debugger or another opvm is connected; -errno. */
+static int gdb_holder(struct attach_guest *ag, char *err, size_t errlen)
+{
+	json_t *list = NULL, *c;
+	size_t i;
+	int r, state = 0;
+
+	r = guest_qmp(ag, "query-chardev", NULL, -1, &list, err, errlen);
+	if (r)
+		return r;
+	json_array_foreach(list, i, c) {
+		const char *label = json_string_value(json_object_get(c, "label"));
+		const char *file = json_string_value(json_object_get(c, "filename"));
+		int idle = file && !strncmp(file, "disconnected:", 13);
+
+		if (!label || (strcmp(label, GDB_CHARDEV) && strcmp(label, "gdb")))
+			continue;
+		if (!idle) {
+			util_seterr(err, errlen, !strcmp(label, "gdb") ?
+				    "a debugger is connected to its gdbstub (%s)" :
+				    "another opvm is profiling it (%s)", file ? file : "?");
+			state = -EBUSY;
+			break;
+		}
+		if (!strcmp(label, GDB_CHARDEV))
+			state = 1;
+		else if (!state)
+			state = 2;
+	}
+	json_decref(list);
+	return state;
+}
+
+/* Starts QEMU's gdbstub on a socket pair; *fd gets our end.  Prints. */
+static int gdb_start(struct attach_guest *ag, const char *name, int *fd)
+{
+	char err[512] = "", *out = NULL;
+	json_t *args = NULL;
+	int sv[2] = { -1, -1 }, r;
+
+	r = gdb_holder(ag, err, sizeof(err));
+	if (r < 0) {
+		pr_err("cannot start a gdbstub in '%s': %s%s", name, err[0] ? err : strerror(-r),
+		       r == -EBUSY ? "; detach it first (monitor command 'gdbserver none')" : "");
+		return -1;
+	}
+	if (r == 2)
+		pr_warn("'%s' has an idle gdbstub; opvm replaces it with its own and removes "
+			"that at the end", name);
+	if (r) {
+		/* Ours, left by an opvm that was killed, or someone's idle one:
+		 * "gdbserver none" deletes the chardev the stub holds. */
+		guest_hmp(ag, "gdbserver none", &out, NULL, 0);
+		free(out);
+		out = NULL;
+		if (r == 1) {	/* in case the stub had moved on without it */
+			args = json_pack("{s:s}", "id", GDB_CHARDEV);
+			guest_qmp(ag, "chardev-remove", args, -1, NULL, NULL, 0);
+			json_decref(args);
+		}
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		r = -errno;
+		snprintf(err, sizeof(err), "socketpair: %s", strerror(errno));
+		goto fail;
+	}
+	args = json_pack("{s:s}", "fdname", GDB_CHARDEV);
+	r = args ? guest_qmp(ag, "getfd", args, sv[1], NULL, err, sizeof(err)) : -ENOMEM;
+	json_decref(args);
+	if (r)
+		goto fail;
+	args = json_pack("{s:s,s:{s:s,s:{s:{s:s,s:{s:s}},s:b}}}", "id", GDB_CHARDEV,
+			 "backend", "type", "socket", "data", "addr", "type", "fd",
+			 "data", "str", GDB_CHARDEV, "server", 0);
+	r = args ? guest_qmp(ag, "chardev-add", args, -1, NULL, err, sizeof(err)) : -ENOMEM;
+	json_decref(args);
+	if (r) {
+		args = json_pack("{s:s}", "fdname", GDB_CHARDEV);
+		guest_qmp(ag, "closefd", args, -1, NULL, NULL, 0);
+		json_decref(args);
+		goto fail;
+	}
+	r = guest_hmp(ag, "gdbserver chardev:" GDB_CHARDEV, &out, err, sizeof(err));
+	if (!r && (!out || !strstr(out, "Waiting for gdb"))) {
+		snprintf(err, sizeof(err), "%s", out ? out : "no answer");
+		r = -EPROTO;
+	}
+	free(out);
+	if (r) {
+		args = json_pack("{s:s}", "id", GDB_CHARDEV);
+		guest_qmp(ag, "chardev-remove", args, -1, NULL, NULL, 0);
+		json_decref(args);
+		goto fail;
+	}
+	ag->gdb_on = 1;
+	close(sv[1]);
+	*fd = sv[0];
+	return 0;
+fail:
+	pr_err("cannot start a gdbstub in '%s' through its monitor: %s", name,
+	       err[0] ? err : strerror(-r));
+	if (sv[0] >= 0) {
+		close(sv[0]);
+		close(sv[1]);
+	}
+	return -1;
+}
+
+/* Starts a gdbstub on a socket pair and connects the sampler. */
 static int attach_one(struct attach_guest *ag, struct qprof_target *t, const struct qprof_opts *o,
 		      int running)
 {
 	struct qemu_sampler_config qc = { .rate_hz = o->rate_hz, .resume = running };
-	char cmd[128], addr[64], err[512] = "", *out = NULL;
-	int port = free_tcp_port(), r;
+	char err[512] = "";
 
-	if (port < 0) {
-		pr_err("no free localhost TCP port for the gdbstub of '%s'", t->name);
+	if (gdb_start(ag, t->name, &qc.gdb_fd))
 		return -1;
-	}
-	snprintf(cmd, sizeof(cmd), "gdbserver tcp:127.0.0.1:%d", port);
-	r = guest_hmp(ag, cmd, &out, err, sizeof(err));
-	if (r || (out && strstr(out, "Could not"))) {
-		pr_err("cannot start a gdbstub in '%s' through its monitor: %s%s", t->name,
-		       r ? (err[0] ? err : strerror(-r)) : out,
-		       r ? "" : " (is another debugger attached? stop it, or detach it with 'gdbserver none')");
-		free(out);
-		return -1;
-	}
-	free(out);
-	ag->gdb_on = 1;
-	snprintf(addr, sizeof(addr), "tcp:127.0.0.1:%d", port);
-	qc.gdb_addr = addr;
+	/* The gdbstub stopped the guest as it opened; the sampler resumes it
+	 * (start, or free if never started) once it has the connection. */
 	t->sampler = qemu_sampler_new(&qc, err, sizeof(err));
+	ag->cont_owed = running && !t->sampler;
 	if (!t->sampler) {
 		pr_err("guest '%s': %s", t->name, err);
 		return -1;
@@ -552,6 +691,10 @@ static void detach_one(struct attach_guest *ag, struct qprof_target *t)
 		guest_hmp(ag, "gdbserver none", &out, NULL, 0);
 		free(out);
 		ag->gdb_on = 0;
+	}
+	if (ag->cont_owed) {
+		guest_qmp(ag, "cont", NULL, -1, NULL, NULL, 0);
+		ag->cont_owed = 0;
 	}
 	virt_dom_close(ag->dom);
 	ag->dom = NULL;

@@ -388,6 +388,21 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 			sync_drain(g->sy, now);
 		return;
 	}
+	case OPVM_REC_COOKIE: {
+		/* a cookie id reused for another file: samples already in the
+		 * rings were taken under the old name (the decoder checked
+		 * the lengths) */
+		struct opvm_rec_cookie r;
+
+		if (len < sizeof(r))
+			return;
+		memcpy(&r, rec, sizeof(r));
+		if (le16toh(r.path_len) <= len - sizeof(r) &&
+		    gstate_cookie_renames(g->gs, le64toh(r.cookie), (const char *)rec + sizeof(r),
+					  le16toh(r.path_len), r.build_id, r.build_id_len))
+			sync_drain(g->sy, now);
+		return;
+	}
 	case OPVM_REC_MODULE:
 	case OPVM_REC_MODULE_FREE: {
 		struct opvm_rec_module r;

@@ -39,6 +39,7 @@ struct ht {
 	struct ht_ent *ents;
 	unsigned bits;
 	size_t count;
+	uint64_t *work;		/* the gstate's slot-visit counter */
 };
 
 struct thread;
@@ -48,6 +49,9 @@ struct proc {
 	struct gstate_mapping *maps;	/* == pub.maps */
 	size_t maps_cap;
 	struct thread *threads;		/* non-main threads of this tgid */
+	/* The processes on one address space (see cr3_link()) */
+	struct proc *cr3_prev, *cr3_next;
+	bool cr3_linked;
 };
 
 struct thread {
@@ -67,7 +71,7 @@ struct gstate {
 	struct gstate_module *mods;
 	size_t nr_mods, mods_cap;
 	size_t nr_maps;			/* all processes */
-	bool cr3_shared;		/* two live processes had one cr3 */
+	uint64_t work;			/* hash-table slots visited */
 	bool have_hello;
 	struct gstate_hello hello;
 	uint64_t gen;
@@ -147,10 +151,11 @@ static inline size_t ht_hash(uint64_t key, unsigned bits)
 	return (size_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - bits));
 }
 
-static int ht_init(struct ht *t)
+static int ht_init(struct ht *t, uint64_t *work)
 {
 	t->bits = HT_MIN_BITS;
 	t->count = 0;
+	t->work = work;
 	t->ents = calloc((size_t)1 << t->bits, sizeof(*t->ents));
 	return t->ents ? 0 : -ENOMEM;
 }
@@ -170,6 +175,7 @@ static void *ht_get(const struct ht *t, uint64_t key)
 	if (!key)
 		return NULL;
 	for (i = ht_hash(key, t->bits);; i = (i + 1) & mask) {
+		(*t->work)++;
 		if (t->ents[i].key == key)
 			return t->ents[i].val;
 		if (!t->ents[i].key)
@@ -195,6 +201,7 @@ static int ht_resize(struct ht *t, unsigned bits)
 
 	if (!n)
 		return -ENOMEM;
+	*t->work += old;
 	for (i = 0; i < old; i++)
 		if (t->ents[i].key)
 			ht_place(n, bits, t->ents[i].key, t->ents[i].val);
@@ -211,6 +218,7 @@ static int ht_put(struct ht *t, uint64_t key, void *val)
 	size_t i;
 
 	for (i = ht_hash(key, t->bits); t->ents[i].key; i = (i + 1) & mask) {
+		(*t->work)++;
 		if (t->ents[i].key == key) {
 			t->ents[i].val = val;
 			return 0;
@@ -240,6 +248,7 @@ static void ht_del(struct ht *t, uint64_t key)
 	if (!key)
 		return;
 	for (i = ht_hash(key, t->bits);; i = (i + 1) & mask) {
+		(*t->work)++;
 		if (!t->ents[i].key)
 			return;
 		if (t->ents[i].key == key)
@@ -250,6 +259,7 @@ static void ht_del(struct ht *t, uint64_t key)
 		size_t home;
 
 		j = (j + 1) & mask;
+		(*t->work)++;
 		if (!t->ents[j].key)
 			break;
 		home = ht_hash(t->ents[j].key, t->bits);
@@ -327,13 +337,12 @@ static void model_clear(struct gstate *gs)
 	gs->mods = NULL;
 	gs->nr_mods = gs->mods_cap = 0;
 	gs->nr_maps = 0;
-	gs->cr3_shared = false;
 }
 
 static int model_init(struct gstate *gs)
 {
-	if (ht_init(&gs->by_tgid) || ht_init(&gs->by_cr3) ||
-	    ht_init(&gs->threads) || ht_init(&gs->cookies)) {
+	if (ht_init(&gs->by_tgid, &gs->work) || ht_init(&gs->by_cr3, &gs->work) ||
+	    ht_init(&gs->threads, &gs->work) || ht_init(&gs->cookies, &gs->work)) {
 		ht_fini(&gs->by_tgid);
 		ht_fini(&gs->by_cr3);
 		ht_fini(&gs->threads);
@@ -400,7 +409,8 @@ int gstate_hello(struct gstate *gs, const struct gstate_hello *h)
 	/* A new HELLO means a new kernel: nothing we knew still holds.  The
 	 * new tables come first, so that running out of memory leaves the old
 	 * model whole. */
-	if (ht_init(&nt[0]) || ht_init(&nt[1]) || ht_init(&nt[2]) || ht_init(&nt[3])) {
+	if (ht_init(&nt[0], &gs->work) || ht_init(&nt[1], &gs->work) ||
+	    ht_init(&nt[2], &gs->work) || ht_init(&nt[3], &gs->work)) {
 		for (i = 0; i < 4; i++)
 			ht_fini(&nt[i]);
 		return -ENOMEM;
@@ -425,15 +435,24 @@ const struct gstate_hello *gstate_get_hello(const struct gstate *gs)
 
 /* Replaces c's path; an empty one is named after the id so that every
  * cookie has a printable, nonempty name. */
-static int cookie_set_path(struct gstate_cookie *c, const char *path, size_t path_len)
+/* The name a cookie gets for path: sanitised, or a placeholder named after
+ * the id.  NULL on ENOMEM. */
+static char *cookie_name(uint64_t id, const char *path, size_t path_len)
 {
 	size_t cap = (path_len < 40 ? 40 : path_len) + 1;
 	char *np = malloc(cap);
 
+	if (np && !str_sanitise(np, cap, path, path_len))
+		snprintf(np, cap, "{cookie-%llx}", (unsigned long long)id);
+	return np;
+}
+
+static int cookie_set_path(struct gstate_cookie *c, const char *path, size_t path_len)
+{
+	char *np = cookie_name(c->id, path, path_len);
+
 	if (!np)
 		return -ENOMEM;
-	if (!str_sanitise(np, cap, path, path_len))
-		snprintf(np, cap, "{cookie-%llx}", (unsigned long long)c->id);
 	free(c->path);
 	c->path = np;
 	return 0;
@@ -504,7 +523,31 @@ int gstate_cookie(struct gstate *gs, uint64_t id, const char *path,
 	if (build_id_len)
 		memcpy(c->build_id, build_id, build_id_len);
 	c->build_id_len = (uint8_t)build_id_len;
+	c->described = 1;
 	return applied(gs);
+}
+
+int gstate_cookie_renames(const struct gstate *gs, uint64_t id, const char *path,
+			  size_t path_len, const uint8_t *build_id, size_t build_id_len)
+{
+	const struct gstate_cookie *c = ht_get(&gs->cookies, id);
+	char *np;
+	int ret;
+
+	if (!c || !c->described || (path_len && !path) || build_id_len > sizeof(c->build_id) ||
+	    (build_id_len && !build_id))
+		return 0;	/* a new name, a placeholder filled in, or refused */
+	if (build_id_len != c->build_id_len ||
+	    (build_id_len && memcmp(build_id, c->build_id, build_id_len)))
+		return 1;
+	if (path_len > OPVM_PATH_MAX_HOST)
+		path_len = OPVM_PATH_MAX_HOST;
+	np = cookie_name(id, path, path_len);
+	if (!np)
+		return 1;	/* cannot tell: assume it does */
+	ret = strcmp(np, c->path) != 0;
+	free(np);
+	return ret;
 }
 
 const struct gstate_cookie *gstate_cookie_find(const struct gstate *gs, uint64_t id)
@@ -514,37 +557,63 @@ const struct gstate_cookie *gstate_cookie_find(const struct gstate *gs, uint64_t
 
 /* ---- processes ------------------------------------------------------------- */
 
+/*
+ * Address spaces shared by several live processes (vfork children, or a
+ * guest announcing two tgids on one CR3) are reference counted: the
+ * processes on one cr3 form a list whose head, the one announced last, is
+ * what by_cr3 names; the list's length is the count.  Linking and
+ * unlinking are O(1), so an exit never searches the process table however
+ * many address spaces were ever shared.
+ */
 static void cr3_unlink(struct gstate *gs, struct proc *p)
 {
-	size_t i, n;
-
-	if (!p->pub.cr3 || ht_get(&gs->by_cr3, p->pub.cr3) != p)
+	if (!p->cr3_linked)
 		return;
-	ht_del(&gs->by_cr3, p->pub.cr3);
-	if (!gs->cr3_shared)
-		return;
-	/* Rare (vfork children share the parent's mm): find another owner. */
-	n = (size_t)1 << gs->by_tgid.bits;
-	for (i = 0; i < n; i++) {
-		struct proc *q = gs->by_tgid.ents[i].val;
-
-		if (gs->by_tgid.ents[i].key && q != p && q->pub.cr3 == p->pub.cr3) {
-			ht_put(&gs->by_cr3, q->pub.cr3, q);
-			return;
-		}
-	}
+	if (p->cr3_next)
+		p->cr3_next->cr3_prev = p->cr3_prev;
+	if (p->cr3_prev)
+		p->cr3_prev->cr3_next = p->cr3_next;
+	else if (p->cr3_next)
+		ht_put(&gs->by_cr3, p->pub.cr3, p->cr3_next);	/* replaces: cannot fail */
+	else
+		ht_del(&gs->by_cr3, p->pub.cr3);
+	p->cr3_prev = p->cr3_next = NULL;
+	p->cr3_linked = false;
 }
 
-static int cr3_link(struct gstate *gs, struct proc *p)
+static void cr3_link(struct gstate *gs, struct proc *p)
 {
 	struct proc *old;
 
 	if (!p->pub.cr3)
-		return 0;
+		return;
 	old = ht_get(&gs->by_cr3, p->pub.cr3);
-	if (old && old != p)
-		gs->cr3_shared = true;
-	return ht_put(&gs->by_cr3, p->pub.cr3, p);
+	if (old == p)
+		return;
+	cr3_unlink(gs, p);	/* announced again on its cr3: to the head */
+	if (old) {
+		gs->stats.cr3_shared++;
+		ht_put(&gs->by_cr3, p->pub.cr3, p);		/* replaces: cannot fail */
+		old->cr3_prev = p;
+	} else if (ht_put(&gs->by_cr3, p->pub.cr3, p)) {
+		return;		/* no memory to grow: lookups fall back to the tgid */
+	}
+	p->cr3_next = old;
+	p->cr3_linked = true;
+}
+
+size_t gstate_cr3_refs(const struct gstate *gs, uint64_t cr3_norm)
+{
+	size_t n = 0;
+
+	for (const struct proc *p = ht_get(&gs->by_cr3, cr3_norm); p; p = p->cr3_next)
+		n++;
+	return n;
+}
+
+uint64_t gstate_work(const struct gstate *gs)
+{
+	return gs->work;
 }
 
 static void maps_drop(struct gstate *gs, struct proc *p)
@@ -585,7 +654,6 @@ static void proc_set_image(struct gstate *gs, struct proc *p, uint64_t cr3,
 		cr3_unlink(gs, p);
 		p->pub.cr3 = cr3;
 	}
-	/* ht_put can only fail on a grow; the lookup then falls back to tgid */
 	cr3_link(gs, p);
 }
 

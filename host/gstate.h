@@ -38,6 +38,7 @@ struct gstate_cookie {
 	char *path;			/* sanitised for display; never a host path */
 	uint8_t build_id[32];
 	uint8_t build_id_len;
+	uint8_t described;		/* 0: a placeholder no COOKIE record named yet */
 };
 
 struct gstate_mapping {
@@ -78,6 +79,8 @@ struct gstate_stats {
 	uint64_t refused;		/* mutations refused (bounds, bad values) */
 	uint64_t guest_lost;		/* LOST counts reported by the guest */
 	uint64_t hellos;		/* HELLOs seen (resets = hellos - 1) */
+	uint64_t cr3_shared;		/* processes announced on an address
+					 * space another live one had */
 };
 
 /* limits may be NULL for the defaults.  Returns NULL and sets errno. */
@@ -103,6 +106,12 @@ int gstate_thread_exit(struct gstate *gs, uint32_t tid);
 /* path is path_len raw guest bytes (not terminated); sanitised on copy. */
 int gstate_cookie(struct gstate *gs, uint64_t id, const char *path,
 		  size_t path_len, const uint8_t *build_id, size_t build_id_len);
+/* Whether gstate_cookie() with these arguments would give cookie id, already
+ * described by the guest, another path or build-id: samples taken under the
+ * old name must be filed before it changes.  0 for a new id or a
+ * placeholder being filled in. */
+int gstate_cookie_renames(const struct gstate *gs, uint64_t id, const char *path,
+			  size_t path_len, const uint8_t *build_id, size_t build_id_len);
 /* Overlapping older mappings are trimmed/replaced, as mmap(MAP_FIXED) does. */
 int gstate_mmap(struct gstate *gs, uint32_t tgid, uint64_t start, uint64_t end,
 		uint64_t pgoff, uint64_t cookie);
@@ -146,6 +155,14 @@ size_t gstate_nr_cookies(const struct gstate *gs);
 size_t gstate_nr_modules(const struct gstate *gs);
 size_t gstate_nr_mappings(const struct gstate *gs);
 const struct gstate_stats *gstate_get_stats(const struct gstate *gs);
+
+/* How many live processes are on address space cr3_norm (0: none).
+ * Shared address spaces are reference counted: one process's exit leaves
+ * the others found by gstate_proc_by_cr3() (the one announced last). */
+size_t gstate_cr3_refs(const struct gstate *gs, uint64_t cr3_norm);
+/* Hash-table slots visited so far by lookups and mutators: lets tests
+ * check that an operation costs O(1) rather than O(table size). */
+uint64_t gstate_work(const struct gstate *gs);
 
 /* Iteration (reports of live state, tests): calls fn for each; stops and
  * returns fn's value when nonzero. */

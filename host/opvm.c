@@ -31,12 +31,44 @@ static const struct command commands[] = {
 	{ "channel-dump", cmd_channel_dump, "decode a guest channel (socket or file) as text" },
 };
 
+#define NR_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: opvm [-v] <command> [args]\n\ncommands:\n");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+	for (size_t i = 0; i < NR_COMMANDS; i++)
 		fprintf(f, "  %-13s %s\n", commands[i].name, commands[i].help);
-	fprintf(f, "\n'opvm <command> --help' describes each command.\n");
+	fprintf(f, "  %-13s %s\n", "help", "this list, or 'opvm help CMD': CMD's options");
+	fprintf(f, "  %-13s %s\n", "version", "print opvm's version");
+	fprintf(f, "\n-v, --verbose  more detail on stderr (repeat for debug messages)\n"
+		   "'opvm <command> --help' or 'man opvm-<command>' describes each command.\n");
+}
+
+static const struct command *command_find(const char *name)
+{
+	for (size_t c = 0; c < NR_COMMANDS; c++)
+		if (!strcmp(name, commands[c].name))
+			return &commands[c];
+	return NULL;
+}
+
+/* `opvm help [CMD]`: CMD's own --help, so the text lives in one place. */
+static int cmd_help(int argc, char **argv)
+{
+	const struct command *c;
+	char *args[] = { NULL, "--help", NULL };
+
+	if (argc < 2) {
+		usage(stdout);
+		return 0;
+	}
+	c = command_find(argv[1]);
+	if (!c) {
+		pr_err("'%s' is not an opvm command; 'opvm help' lists them", argv[1]);
+		return 2;
+	}
+	args[0] = (char *)c->name;
+	return c->fn(2, args);
 }
 
 int main(int argc, char **argv)
@@ -62,9 +94,14 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++)
-		if (!strcmp(argv[i], commands[c].name))
-			return commands[c].fn(argc - i, argv + i);
+	if (!strcmp(argv[i], "help"))
+		return cmd_help(argc - i, argv + i);
+	if (!strcmp(argv[i], "version")) {
+		printf("opvm %s\n", OPVM_VERSION);
+		return 0;
+	}
+	if (command_find(argv[i]))
+		return command_find(argv[i])->fn(argc - i, argv + i);
 	pr_err("'%s' is not an opvm command; 'opvm --help' lists them", argv[i]);
 	return 2;
 }

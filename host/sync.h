@@ -52,7 +52,8 @@
  *
  * Ordering: samples reach the rings at once, channel records with a delay,
  * so when a record that makes the model forget (PROC_EXIT, EXEC,
- * THREAD_EXIT, MUNMAP, a replacing MMAP or MODULE, HELLO) is read, every
+ * THREAD_EXIT, MUNMAP, a replacing MMAP or MODULE, a COOKIE giving a known
+ * id another path or build-id, HELLO) is read, every
  * sample taken before the guest sent it is already in a ring.  The
  * collector therefore syncs (or at least drains) right before applying such
  * a record: a process that lives for less than a sync interval is still

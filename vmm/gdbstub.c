@@ -7,10 +7,6 @@
  * NUL-terminated.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,60 +45,6 @@ static int64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* ---- connection ---------------------------------------------------------- */
-
-static int connect_tcp(const char *hostport, unsigned timeout_ms)
-{
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
-	struct addrinfo *res = NULL, *ai;
-	char host[256];
-	const char *colon = strrchr(hostport, ':');
-	int fd = -1, err = -ECONNREFUSED, one = 1;
-
-	if (!colon || (size_t)(colon - hostport) >= sizeof(host) || !colon[1])
-		return -EINVAL;
-	memcpy(host, hostport, colon - hostport);
-	host[colon - hostport] = '\0';
-	if (getaddrinfo(host[0] ? host : "127.0.0.1", colon + 1, &hints, &res))
-		return -EHOSTUNREACH;
-	for (ai = res; ai; ai = ai->ai_next) {
-		struct pollfd pfd;
-		socklen_t sl = sizeof(err);
-		int soerr = 0;
-
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (fd < 0) {
-			err = -errno;
-			continue;
-		}
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
-			err = -errno;
-			goto next;
-		}
-		pfd = (struct pollfd){ .fd = fd, .events = POLLOUT };
-		if (poll(&pfd, 1, (int)timeout_ms) != 1) {
-			err = -ETIMEDOUT;
-			goto next;
-		}
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) {
-			err = soerr ? -soerr : -errno;
-			goto next;
-		}
-		if (fcntl(fd, F_SETFL, 0) < 0) {
-			err = -errno;
-			goto next;
-		}
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		freeaddrinfo(res);
-		return fd;
-next:
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	return err;
 }
 
 /* ---- framing ------------------------------------------------------------- */
@@ -585,61 +527,74 @@ static int learn_threads(struct gdbstub *gs, unsigned timeout_ms)
 
 /* ---- public ------------------------------------------------------------- */
 
-struct gdbstub *gdbstub_open(const char *addr, unsigned timeout_ms, const char **why)
+/* The handshake on a connected gs->fd; 0 or -errno, *step names the
+ * request that failed. */
+static int gs_handshake(struct gdbstub *gs, unsigned timeout_ms, const char **step)
 {
-	struct gdbstub *gs;
-	const char *step = "connect";
 	int err;
 
-	gs = calloc(1, sizeof(*gs));
-	if (!gs) {
-		err = -ENOMEM;
-		goto fail;
-	}
-	if (!strncmp(addr, "unix:", 5))
-		gs->fd = util_connect_unix(addr + 5);
-	else
-		gs->fd = connect_tcp(!strncmp(addr, "tcp:", 4) ? addr + 4 : addr, timeout_ms);
-	if (gs->fd < 0) {
-		err = gs->fd;
-		goto fail_free;
-	}
-	step = "qSupported";
+	*step = "qSupported";
 	err = gdbstub_request(gs, "qSupported:xmlRegisters=i386", NULL, 0, timeout_ms);
 	if (err < 0)
-		goto fail_close;
+		return err;
 	if (strstr(gs->pkt, "QStartNoAckMode+")) {
-		step = "QStartNoAckMode";
+		*step = "QStartNoAckMode";
 		err = gdbstub_request(gs, "QStartNoAckMode", NULL, 0, timeout_ms);
 		if (err < 0)
-			goto fail_close;
+			return err;
 		if (!strcmp(gs->pkt, "OK"))
 			gs->noack = 1;
 	}
-	step = "target description (qXfer:features:read)";
+	*step = "target description (qXfer:features:read)";
 	err = learn_layout(gs, timeout_ms);
 	if (err)
-		goto fail_close;
-	step = "thread list (qfThreadInfo)";
+		return err;
+	*step = "thread list (qfThreadInfo)";
 	err = learn_threads(gs, timeout_ms);
 	if (err)
-		goto fail_close;
-	step = "physical memory mode";
+		return err;
+	*step = "physical memory mode";
 	err = gdbstub_request(gs, "Qqemu.PhyMemMode:1", NULL, 0, timeout_ms);
 	if (err < 0)
-		goto fail_close;
+		return err;
 	gs->has_phys = err > 0 && !strcmp(gs->pkt, "OK");
-	return gs;
+	return 0;
+}
 
-fail_close:
-	close(gs->fd);
-fail_free:
+struct gdbstub *gdbstub_open_fd(int fd, unsigned timeout_ms, const char **why)
+{
+	struct gdbstub *gs = calloc(1, sizeof(*gs));
+	const char *step = "connect";
+	int err = -ENOMEM;
+
+	if (!gs)
+		goto fail;
+	gs->fd = fd;
+	err = gs_handshake(gs, timeout_ms, &step);
+	if (!err)
+		return gs;
 	free(gs);
 fail:
+	close(fd);
 	if (why)
 		*why = step;
 	errno = err == -ENODATA ? EPROTO : -err;
 	return NULL;
+}
+
+struct gdbstub *gdbstub_open(const char *addr, unsigned timeout_ms, const char **why)
+{
+	int fd = -EINVAL;
+
+	if (!strncmp(addr, "unix:", 5))
+		fd = util_connect_unix(addr + 5);
+	if (fd < 0) {
+		if (why)
+			*why = "connect";
+		errno = -fd;
+		return NULL;
+	}
+	return gdbstub_open_fd(fd, timeout_ms, why);
 }
 
 void gdbstub_close(struct gdbstub *gs)

@@ -51,13 +51,17 @@ static inline unsigned gdbstub_regs_cpl(const struct gdbstub_regs *r)
 /*
  * Connects to addr and performs the handshake (qSupported, no-ack mode if
  * offered, target description, thread list, physical memory mode).
- * addr: "unix:/path", "tcp:HOST:PORT" or "HOST:PORT".  Connecting to QEMU's
+ * addr: "unix:/path" (no TCP: a gdbstub on a TCP port lets any local
+ * user read and write guest memory).  Connecting to QEMU's
  * gdbstub stops the guest (QEMU does that on every new connection); the
  * caller resumes it with gdbstub_continue() when it wants it running.
  * Returns NULL and sets errno; *why (if non-NULL) then names the step that
  * failed (a static string).
  */
 struct gdbstub *gdbstub_open(const char *addr, unsigned timeout_ms, const char **why);
+/* Same on a connected socket (e.g. one end of a socket pair whose other end
+ * QEMU's gdbstub holds); takes fd, and closes it on failure. */
+struct gdbstub *gdbstub_open_fd(int fd, unsigned timeout_ms, const char **why);
 void gdbstub_close(struct gdbstub *gs);		/* NULL-safe; does not resume */
 
 unsigned gdbstub_nr_threads(const struct gdbstub *gs);

@@ -48,6 +48,7 @@ struct qsamp {
 
 	pthread_t tick;
 	int tick_started;
+	int ever_started;		/* start() ran: the guest is resumed */
 	struct gdbstub_regs *regs;
 	uint8_t *slotbuf;
 
@@ -405,6 +406,7 @@ static int qs_start(struct sampler *s, struct cguest *g)
 		if (err)
 			return err;
 	}
+	q->ever_started = 1;
 	err = -pthread_create(&q->tick, NULL, tick_main, q);
 	if (err)
 		return err;
@@ -480,6 +482,10 @@ static void qs_free(struct sampler *s)
 		return;
 	q = to_q(s);
 	qs_stop(s);
+	/* Never started: our connection stopped a guest that ran before, and
+	 * nobody else will resume it. */
+	if (q->gs && q->resume && !q->ever_started)
+		gdbstub_continue(q->gs);
 	gdbstub_close(q->gs);
 	if (q->efd >= 0)
 		close(q->efd);
@@ -514,18 +520,20 @@ struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
 {
 	struct qsamp *q;
 	const char *why = "connect";
-	unsigned rate = cfg->rate_hz ? cfg->rate_hz : QEMU_SAMPLER_DEFAULT_HZ;
-	int err;
+	unsigned rate = cfg->rate_hz ? cfg->rate_hz : QEMU_SAMPLER_DEFAULT_HZ, tmo;
+	int gdb_fd = cfg->gdb_addr ? -1 : cfg->gdb_fd, err;
 
 	if (rate > 1000) {
 		if (errbuf)
 			snprintf(errbuf, errlen, "rate %u Hz is above the gdbstub sampler's 1000 Hz cap", rate);
-		errno = EINVAL;
-		return NULL;
+		err = EINVAL;
+		goto fail_fd;
 	}
 	q = calloc(1, sizeof(*q));
-	if (!q)
-		return NULL;
+	if (!q) {
+		err = errno;
+		goto fail_fd;
+	}
 	q->s.ops = &qemu_sampler_ops;
 	q->s.priv = q;
 	q->efd = -1;
@@ -534,13 +542,16 @@ struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
 	q->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (q->efd < 0)
 		goto fail_errno;
-	q->gs = gdbstub_open(cfg->gdb_addr,
-			     cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000, &why);
+	tmo = cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000;
+	q->gs = cfg->gdb_addr ? gdbstub_open(cfg->gdb_addr, tmo, &why) :
+				gdbstub_open_fd(gdb_fd, tmo, &why);
+	gdb_fd = -1;
 	if (!q->gs) {
 		err = errno;
 		if (errbuf)
-			snprintf(errbuf, errlen, "cannot talk to the gdbstub at %s (%s: %s)",
-				 cfg->gdb_addr, why, strerror(err));
+			snprintf(errbuf, errlen, "cannot talk to the gdbstub%s%s (%s: %s)",
+				 cfg->gdb_addr ? " at " : "", cfg->gdb_addr ? cfg->gdb_addr : "",
+				 why, strerror(err));
 		errno = err;
 		goto fail;
 	}
@@ -555,12 +566,19 @@ fail_errno:
 	err = errno;
 	if (errbuf)
 		snprintf(errbuf, errlen, "%s", strerror(err));
+	if (gdb_fd >= 0)
+		close(gdb_fd);
 	qs_free(&q->s);
 	errno = err;
 	return NULL;
 fail:
 	err = errno;
 	qs_free(&q->s);
+	errno = err;
+	return NULL;
+fail_fd:
+	if (gdb_fd >= 0)
+		close(gdb_fd);
 	errno = err;
 	return NULL;
 }

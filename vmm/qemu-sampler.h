@@ -37,7 +37,10 @@
 #define QEMU_SAMPLER_DEFAULT_HZ	50	/* measured: 1-2 % guest overhead; 100 Hz: 2.4-3.7 % */
 
 struct qemu_sampler_config {
-	const char *gdb_addr;		/* "unix:/path", "tcp:HOST:PORT" */
+	const char *gdb_addr;		/* "unix:/path", or NULL: */
+	int gdb_fd;			/* a socket connected to the gdbstub
+					 * (one end of a socket pair); the
+					 * sampler takes it, even on failure */
 	unsigned rate_hz;		/* 0: QEMU_SAMPLER_DEFAULT_HZ; at most 1000 */
 	unsigned connect_timeout_ms;	/* 0: 5000 */
 	int resume;			/* 1: start() resumes the guest (it was

@@ -133,7 +133,9 @@ static json_t *qmp_next(struct qmp *q, long long deadline, int *err)
 	}
 }
 
-static int qmp_send(struct qmp *q, json_t *msg)
+/* Sends msg; fd >= 0 rides along with its first byte (SCM_RIGHTS), which
+ * is how QEMU's getfd and add-fd receive descriptors. */
+static int qmp_send(struct qmp *q, json_t *msg, int fd)
 {
 	char *s = json_dumps(msg, JSON_COMPACT);
 	size_t len, off = 0;
@@ -143,8 +145,27 @@ static int qmp_send(struct qmp *q, json_t *msg)
 		return -ENOMEM;
 	len = strlen(s);
 	while (off < len) {
-		ssize_t n = send(q->fd, s + off, len - off, MSG_NOSIGNAL);
+		ssize_t n;
 
+		if (fd >= 0 && off == 0) {
+			union {
+				char buf[CMSG_SPACE(sizeof(int))];
+				struct cmsghdr align;
+			} c;
+			struct iovec iov = { .iov_base = s, .iov_len = len };
+			struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+					     .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
+			struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+			memset(&c, 0, sizeof(c));
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+			n = sendmsg(q->fd, &mh, MSG_NOSIGNAL);
+		} else {
+			n = send(q->fd, s + off, len - off, MSG_NOSIGNAL);
+		}
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -161,6 +182,12 @@ static int qmp_send(struct qmp *q, json_t *msg)
 int qmp_execute(struct qmp *q, const char *cmd, json_t *args, json_t **ret,
 		char *errbuf, size_t errlen, unsigned timeout_ms)
 {
+	return qmp_execute_fd(q, cmd, args, -1, ret, errbuf, errlen, timeout_ms);
+}
+
+int qmp_execute_fd(struct qmp *q, const char *cmd, json_t *args, int fd, json_t **ret,
+		   char *errbuf, size_t errlen, unsigned timeout_ms)
+{
 	long long deadline = now_ms() + timeout_ms;
 	json_t *msg, *reply, *r, *e;
 	int err = 0;
@@ -174,7 +201,7 @@ int qmp_execute(struct qmp *q, const char *cmd, json_t *args, json_t **ret,
 		json_decref(msg);
 		return -ENOMEM;
 	}
-	err = qmp_send(q, msg);
+	err = qmp_send(q, msg, fd);
 	json_decref(msg);
 	if (err)
 		return err;

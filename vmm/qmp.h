@@ -42,6 +42,11 @@ int qmp_fd(const struct qmp *q);
 int qmp_execute(struct qmp *q, const char *cmd, json_t *args, json_t **ret,
 		char *err, size_t errlen, unsigned timeout_ms);
 
+/* Same, passing fd (>= 0; the caller keeps its copy) with the command, for
+ * getfd: QEMU files it under a name in this monitor connection only. */
+int qmp_execute_fd(struct qmp *q, const char *cmd, json_t *args, int fd, json_t **ret,
+		   char *err, size_t errlen, unsigned timeout_ms);
+
 /* HMP command through human-monitor-command; *out (may be NULL) gets a
  * malloc'd copy of its output. */
 int qmp_hmp(struct qmp *q, const char *cmdline, char **out, unsigned timeout_ms);

@@ -178,6 +178,27 @@ int virt_dom_monitor(struct virt_dom *d, const char *cmd, int hmp, char **out,
 	return 0;
 }
 
+int virt_dom_monitor_fd(struct virt_dom *d, const char *cmd, int fd, char **out,
+			char *err, size_t errlen)
+{
+	char *result = NULL;
+
+	if (out)
+		*out = NULL;
+	/* libvirt sends fd with the command on its monitor connection (QEMU's
+	 * getfd then files it there, where later commands find it). */
+	if (virDomainQemuMonitorCommandWithFiles(d->dom, cmd, 1, &fd, NULL, NULL,
+						 &result, 0) < 0) {
+		set_err(err, errlen, "monitor command with a file");
+		return -EIO;
+	}
+	if (out)
+		*out = result;
+	else
+		free(result);
+	return 0;
+}
+
 /* Attribute attr of the element starting at e (up to its '>'), bounded. */
 static int attr_of(const char *e, const char *end, const char *attr, char *out, size_t cap)
 {

@@ -40,6 +40,11 @@ int virt_dom_nr_vcpus(struct virt_dom *d);
 int virt_dom_monitor(struct virt_dom *d, const char *cmd, int hmp, char **out,
 		     char *err, size_t errlen);
 
+/* Same for a QMP command (JSON) that takes a descriptor, e.g. getfd: fd is
+ * passed along (the caller keeps its copy). */
+int virt_dom_monitor_fd(struct virt_dom *d, const char *cmd, int fd, char **out,
+			char *err, size_t errlen);
+
 /* The unix socket path of the domain's virtio channel named port_name
  * (e.g. "org.opvm.0"), from the live XML.  -ENOENT if there is none. */
 int virt_dom_channel_path(struct virt_dom *d, const char *port_name, char *out, size_t cap);

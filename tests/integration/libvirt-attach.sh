@@ -105,10 +105,21 @@ grep -q "OPVM-TRUTH abratio share" "$T/$A.console" || fail "domain $A did not st
 grep -q "OPVM-TRUTH abratio share" "$T/$B.console" || fail "domain $B did not start its workload"
 
 # ---- 1: one domain by name ----------------------------------------------------
-"$OPVM" attach "$A" --duration 5 -d "$T/one" > "$T/one.out" 2>&1 || {
+"$OPVM" attach "$A" --duration 5 -d "$T/one" > "$T/one.out" 2>&1 &
+apid=$!
+CLEAN_PIDS="$apid"
+sleep 3
+# While sampling: no TCP listener by QEMU (it runs as libvirt-qemu) or opvm,
+# and the gdbstub is on opvm's socket pair.
+qpid=$(cat "/run/libvirt/qemu/$A.pid" 2>/dev/null)
+no_tcp_listener "$qpid" "$apid"
+$VIRSH qemu-monitor-command "$A" --hmp "info chardev" | grep -q "^opvm-gdb: " ||
+	fail "no opvm-gdb chardev in $A while opvm samples"
+wait "$apid" || {
 	cat "$T/one.out"
 	fail "opvm attach $A failed"
 }
+CLEAN_PIDS=""
 cat "$T/one.out"
 grep -q "mode gdbstub-timer" "$T/one.out" || fail "the summary does not say how samples were taken"
 report_json "$T/one" > "$T/one.json" || fail "opvm report failed"
@@ -124,7 +135,7 @@ if guests != [sys.argv[2]] or ab < 20:
     print("FAIL: expected the domain's abratio process by name"); sys.exit(1)
 EOF
 # Monitor left as found: no gdbstub listening any more.
-$VIRSH qemu-monitor-command "$A" --hmp "info chardev" | grep -q "^gdb: " &&
+$VIRSH qemu-monitor-command "$A" --hmp "info chardev" | grep -q "gdb: " &&
 	fail "the gdbstub opvm started in $A is still there"
 
 # ---- 2: --all ---------------------------------------------------------------

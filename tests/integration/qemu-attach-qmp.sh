@@ -5,7 +5,10 @@
 #  - a guest paused by someone else stays paused (opvm does not resume it),
 #    the pause is counted, and sampling goes on once the guest is resumed;
 #  - after opvm detaches, the guest runs and no gdbstub is left listening;
-#  - a second attach to the same guest names its processes again.
+#  - while opvm samples, neither QEMU nor opvm listens on TCP, the gdbstub's
+#    chardev is opvm's socket pair, and a second opvm is refused;
+#  - a second attach to the same guest names its processes again;
+#  - after a SIGKILLed opvm, the next attach takes over the chardev it left.
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
 mk_tmp qemu-attach-qmp
@@ -20,6 +23,7 @@ qemu-system-x86_64 -accel tcg -m 384 -smp 2 -nodefaults -display none \
 	-append "console=ttyS0 quiet opvm.workload=abratio opvm.args=60" \
 	> "$T/qemu.log" 2>&1 &
 CLEAN_PIDS=$!
+qpid=$!
 for _ in $(seq 750); do
 	grep -aq "OPVM-TRUTH abratio share" "$T/console.log" 2>/dev/null && break
 	sleep 0.2
@@ -56,6 +60,13 @@ EOF
 apid=$!
 CLEAN_PIDS="$apid $CLEAN_PIDS"
 sleep 3
+no_tcp_listener "$qpid" "$apid"
+ctl x "info chardev" | grep -q 'opvm-gdb: ' ||
+	fail "no opvm-gdb chardev while opvm samples"
+if "$OPVM" attach --qmp "$T/qmp" --name vm2 --duration 2 -d "$T/s-twice" > "$T/twice.out" 2>&1; then
+	cat "$T/twice.out"; fail "a second opvm attached to a guest opvm already profiles"
+fi
+grep -q "another opvm is profiling it" "$T/twice.out" || { cat "$T/twice.out"; fail "no clear refusal"; }
 ctl stop > /dev/null || fail "cannot pause the guest"
 sleep 2
 st=$(ctl query-status)
@@ -71,7 +82,7 @@ grep -q "paused by someone else for" "$T/attach.out" || fail "the pause is not i
 sleep 0.5
 st=$(ctl query-status)
 echo "$st" | grep -q '"running": true' || fail "the guest does not run after opvm detached: $st"
-ctl x human-monitor-command "info chardev" | grep -q '"gdb: ' && fail "a gdbstub is still listening"
+ctl x "info chardev" | grep -q 'gdb: ' && fail "a gdbstub is still there"
 # A second session on the same guest: a new gdbstub, and the guest module
 # starts the new channel session with HELLO and a full walk.
 "$OPVM" attach --qmp "$T/qmp" --channel "$T/chan" --name vm --duration 3 -d "$T/s2" \
@@ -79,6 +90,19 @@ ctl x human-monitor-command "info chardev" | grep -q '"gdb: ' && fail "a gdbstub
 cat "$T/attach2.out"
 grep -q "never said HELLO" "$T/attach2.out" && fail "the second session got no HELLO"
 report_json "$T/s2" > "$T/r2.json" || fail "opvm report failed"
+# An opvm killed with SIGKILL cannot remove its chardev: the next one does.
+"$OPVM" attach --qmp "$T/qmp" --name vm --duration 30 -d "$T/s3" > "$T/killed.out" 2>&1 &
+kpid=$!
+sleep 2
+kill -9 "$kpid"
+wait "$kpid" 2>/dev/null
+ctl x "info chardev" | grep -q 'opvm-gdb: filename=disconnected' ||
+	fail "expected the killed opvm's chardev, disconnected"
+ctl cont > /dev/null	# the kill may have caught a tick with the guest stopped
+"$OPVM" attach --qmp "$T/qmp" --name vm --duration 2 -d "$T/s4" > "$T/after.out" 2>&1 ||
+	{ cat "$T/after.out"; fail "attach after a killed opvm failed"; }
+grep -q "samples: [1-9]" "$T/after.out" || { cat "$T/after.out"; fail "no samples after a killed opvm"; }
+ctl x "info chardev" | grep -q 'gdb: ' && fail "a gdbstub is still there"
 python3 - "$T/r2.json" <<'EOF' || exit 1
 import json, sys
 d = json.load(open(sys.argv[1]))

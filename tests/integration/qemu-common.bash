@@ -59,3 +59,19 @@ have_report() {
 truth() {
 	grep -a "^OPVM-TRUTH .*$2" "$1" | tail -n 1
 }
+
+# no_tcp_listener PID...: fails if any of these processes has a listening
+# TCP socket (opvm never opens a debug port; `ss -ltnp` shows the owners).
+no_tcp_listener() {
+	local out p
+	out=$(ss -ltnpH 2>&1) || fail "ss -ltnp failed: $out"
+	for p in "$@"; do
+		[ -n "$p" ] || fail "no_tcp_listener: empty pid"
+		kill -0 "$p" 2>/dev/null || fail "no_tcp_listener: process $p is not running"
+		if echo "$out" | grep -q "pid=$p,"; then
+			echo "$out" | grep "pid=$p,"
+			fail "process $p ($(cat /proc/"$p"/comm 2>/dev/null)) listens on TCP"
+		fi
+	done
+	echo "checked: ss -ltnp shows no TCP listener by $*"
+}

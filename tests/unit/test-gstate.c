@@ -133,16 +133,86 @@ static void test_procs_threads(void **state)
 }
 
 /* Two processes sharing one address space (vfork): when one goes, the
- * other is still found by cr3. */
+ * other is still found by cr3; the address space goes with the last. */
 static void test_shared_cr3(void **state)
 {
 	struct gstate *gs = mkgs();
 
 	assert_int_equal(gstate_proc(gs, 10, 1, 0xa000, S("parent"), 0), 0);
 	assert_int_equal(gstate_proc(gs, 11, 10, 0xa000, S("child"), 0), 0);
+	assert_int_equal(gstate_cr3_refs(gs, 0xa000), 2);
+	assert_int_equal(gstate_get_stats(gs)->cr3_shared, 1);
+	/* the one announced last names the address space */
+	assert_int_equal(gstate_proc_by_cr3(gs, 0xa000)->tgid, 11);
 	assert_int_equal(gstate_proc_exit(gs, 11), 0);
+	assert_int_equal(gstate_cr3_refs(gs, 0xa000), 1);
 	assert_non_null(gstate_proc_by_cr3(gs, 0xa000));
 	assert_int_equal(gstate_proc_by_cr3(gs, 0xa000)->tgid, 10);
+	assert_int_equal(gstate_proc_exit(gs, 10), 0);
+	assert_int_equal(gstate_cr3_refs(gs, 0xa000), 0);
+	assert_null(gstate_proc_by_cr3(gs, 0xa000));
+
+	/* three on one cr3; the middle one execs away, then the head exits */
+	assert_int_equal(gstate_proc(gs, 20, 1, 0x20000, S("a"), 0), 0);
+	assert_int_equal(gstate_proc(gs, 21, 20, 0x20000, S("b"), 0), 0);
+	assert_int_equal(gstate_proc(gs, 22, 20, 0x20000, S("c"), 0), 0);
+	assert_int_equal(gstate_cr3_refs(gs, 0x20000), 3);
+	assert_int_equal(gstate_exec(gs, 21, 0x40000, S("b2"), 0), 0);
+	assert_int_equal(gstate_cr3_refs(gs, 0x20000), 2);
+	assert_int_equal(gstate_proc_by_cr3(gs, 0x40000)->tgid, 21);
+	assert_int_equal(gstate_proc_exit(gs, 22), 0);
+	assert_int_equal(gstate_proc_by_cr3(gs, 0x20000)->tgid, 20);
+	/* announced again on its own cr3: counted once */
+	assert_int_equal(gstate_proc(gs, 20, 1, 0x20000, S("a"), 0), 0);
+	assert_int_equal(gstate_cr3_refs(gs, 0x20000), 1);
+	gstate_free(gs);
+}
+
+/* Once two processes have shared a cr3, exits must stay O(1): the model
+ * once set a flag that made every later exit scan the whole process table.
+ * gstate_work() counts hash-table slots visited; a scan of a 20000-process
+ * table per exit would visit tens of thousands per exit. */
+static void test_exit_after_shared_cr3_is_o1(void **state)
+{
+	enum { N = 20000 };
+	struct gstate *gs = mkgs();
+	uint64_t before, per_exit;
+
+	for (uint32_t i = 1; i <= N; i++)
+		assert_int_equal(gstate_proc(gs, i, 1, (uint64_t)i << 13, S("p"), 0), 0);
+	/* two processes on one address space, then one of them exits */
+	assert_int_equal(gstate_proc(gs, N + 1, 1, (uint64_t)1 << 13, S("vfork"), 0), 0);
+	assert_int_equal(gstate_proc_exit(gs, N + 1), 0);
+	before = gstate_work(gs);
+	for (uint32_t i = 2; i <= N; i++)
+		assert_int_equal(gstate_proc_exit(gs, i), 0);
+	per_exit = (gstate_work(gs) - before) / (N - 1);
+	print_message("slots visited per exit after a shared cr3: %llu\n",
+		      (unsigned long long)per_exit);
+	assert_true(per_exit < 32);
+	assert_int_equal(gstate_proc_by_cr3(gs, (uint64_t)1 << 13)->tgid, 1);
+	assert_int_equal(gstate_nr_processes(gs), 1);
+	gstate_free(gs);
+}
+
+/* Which COOKIE records rename a cookie the guest already described. */
+static void test_cookie_renames(void **state)
+{
+	struct gstate *gs = mkgs();
+
+	/* unknown id, then a placeholder (a mapping before its cookie) */
+	assert_false(gstate_cookie_renames(gs, 9, S("/bin/a"), NULL, 0));
+	assert_int_equal(gstate_proc(gs, 1, 0, 0x2000, S("sh"), 9), 0);
+	assert_false(gstate_cookie_renames(gs, 9, S("/bin/a"), NULL, 0));
+	assert_int_equal(gstate_cookie(gs, 9, S("/bin/a"), (const uint8_t *)"\1\2", 2), 0);
+	assert_false(gstate_cookie_renames(gs, 9, S("/bin/a"), (const uint8_t *)"\1\2", 2));
+	assert_true(gstate_cookie_renames(gs, 9, S("/bin/b"), (const uint8_t *)"\1\2", 2));
+	assert_true(gstate_cookie_renames(gs, 9, S("/bin/a"), (const uint8_t *)"\1\3", 2));
+	assert_true(gstate_cookie_renames(gs, 9, S("/bin/a"), NULL, 0));
+	/* compared as stored: sanitised */
+	assert_int_equal(gstate_cookie(gs, 9, S("/bin/\n"), NULL, 0), 0);
+	assert_false(gstate_cookie_renames(gs, 9, S("/bin/\t"), NULL, 0));
+	assert_false(gstate_cookie_renames(gs, 9, S("/bin/?"), NULL, 0));
 	gstate_free(gs);
 }
 
@@ -664,6 +734,8 @@ int main(void)
 		cmocka_unit_test(test_hello_reset),
 		cmocka_unit_test(test_procs_threads),
 		cmocka_unit_test(test_shared_cr3),
+		cmocka_unit_test(test_exit_after_shared_cr3_is_o1),
+		cmocka_unit_test(test_cookie_renames),
 		cmocka_unit_test(test_mappings),
 		cmocka_unit_test(test_fork_empty),
 		cmocka_unit_test(test_modules),

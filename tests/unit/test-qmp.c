@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * QMP client against a real QEMU (TCG, BIOS only, 2 vCPUs): capabilities,
- * vCPU threads, status, HMP passthrough, starting a gdbstub at run time and
- * talking to it, events (stop/resume/reset), QEMU quitting.  Skipped with
+ * vCPU threads, status, HMP passthrough, starting a gdbstub at run time on
+ * a socket pair passed with getfd and talking to it, events (stop/resume/reset), QEMU quitting.  Skipped with
  * the reason when qemu-system-x86_64 is not installed.
  */
 #include <errno.h>
@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,8 +36,9 @@ static void test_qmp(void **state)
 	struct qmp *m;
 	struct gdbstub *gs;
 	struct gdbstub_regs r;
-	char *out = NULL, errbuf[256] = "", gdbaddr[300];
-	int tids[4] = { 0 }, ev = 0;
+	char *out = NULL, errbuf[256] = "";
+	int tids[4] = { 0 }, ev = 0, sv[2];
+	json_t *args;
 
 	(void)state;
 	if (!qemu_available()) {
@@ -59,11 +61,23 @@ static void test_qmp(void **state)
 				     sizeof(errbuf), 2000), -EREMOTEIO);
 	assert_true(errbuf[0] != '\0');
 
-	/* A gdbstub started at run time through the monitor, as attach does. */
-	snprintf(gdbaddr, sizeof(gdbaddr), "gdbserver unix:%s/gdb.sock,server=on,wait=off", q.dir);
-	assert_int_equal(qmp_hmp(m, gdbaddr, NULL, 2000), 0);
-	snprintf(gdbaddr, sizeof(gdbaddr), "unix:%s/gdb.sock", q.dir);
-	gs = gdbstub_open(gdbaddr, 5000, NULL);
+	/* A gdbstub started at run time through the monitor on a socket
+	 * pair, as attach does: getfd passes one end (SCM_RIGHTS), chardev-add
+	 * opens it, gdbserver takes the chardev. */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	args = json_pack("{s:s}", "fdname", "g0");
+	assert_int_equal(qmp_execute_fd(m, "getfd", args, sv[1], NULL, NULL, 0, 2000), 0);
+	json_decref(args);
+	close(sv[1]);
+	args = json_pack("{s:s,s:{s:s,s:{s:{s:s,s:{s:s}},s:b}}}", "id", "g0", "backend",
+			 "type", "socket", "data", "addr", "type", "fd", "data", "str", "g0",
+			 "server", 0);
+	assert_int_equal(qmp_execute(m, "chardev-add", args, NULL, NULL, 0, 2000), 0);
+	json_decref(args);
+	assert_int_equal(qmp_hmp(m, "gdbserver chardev:g0", &out, 2000), 0);
+	assert_non_null(strstr(out, "Waiting for gdb"));
+	free(out);
+	gs = gdbstub_open_fd(sv[0], 5000, NULL);
 	assert_non_null(gs);
 	assert_int_equal(gdbstub_nr_threads(gs), 2);
 	assert_int_equal(gdbstub_read_regs(gs, 0, &r), 0);
@@ -103,7 +117,6 @@ static void test_qmp(void **state)
 	assert_int_equal(qmp_running(m, 500), -EPIPE);
 	gdbstub_close(gs);
 	qmp_close(m);
-	unlink(gdbaddr + 5);
 	qemu_stop(&q);
 }
 
