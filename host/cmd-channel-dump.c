@@ -222,6 +222,8 @@ static void print_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 		fprintf(dp->out, "#%" PRIu32 " %s", seq, chan_type_name(type));
 	}
 	for (unsigned i = 0; t && i < t->nr_fields; i++) {
+		if (!chan_field_present(&t->fields[i], len))
+			continue;
 		if (o)
 			field_json(dp, o, rec, t, &t->fields[i]);
 		else

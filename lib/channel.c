@@ -60,6 +60,14 @@ _Static_assert(OPVM_REC_MAX <= UINT16_MAX, "field offsets fit in 16 bits");
 #define FREF(S, m, key, k, idx)						\
 	{ .name = (key), .off = offsetof(struct S, m),			\
 	  .size = sizeof(((struct S *)0)->m), .kind = (k), .count = (idx) }
+/* A field of HELLO's optional switch-ring tail, which follows the fixed
+ * part when hdr.len covers it (opvm_proto.h). */
+#define FSW(m, key, k)							\
+	{ .name = (key),						\
+	  .off = sizeof(struct opvm_rec_hello) +			\
+		 offsetof(struct opvm_hello_switch, m),			\
+	  .size = sizeof(((struct opvm_hello_switch *)0)->m), .kind = (k), \
+	  .flags = CHAN_F_OPTIONAL }
 #define NFIELDS(a)	(sizeof(a) / sizeof((a)[0]))
 
 static const struct chan_field hello_fields[] = {
@@ -71,6 +79,10 @@ static const struct chan_field hello_fields[] = {
 	FLD(opvm_rec_hello, anchor_addr, "anchor_addr", CHAN_F_X64, CHAN_F_TEXT_AT),
 	FLD(opvm_rec_hello, slot_size, "slot_size", CHAN_F_U32, 0),
 	FLD(opvm_rec_hello, text_addr, "text", CHAN_F_X64, 0),
+	FSW(switch_pa, "switch_pa", CHAN_F_X64),
+	FSW(switch_stride, "switch_stride", CHAN_F_U32),
+	FSW(switch_entries, "switch_entries", CHAN_F_U32),
+	FSW(tsc_khz, "tsc_khz", CHAN_F_U32),
 };
 
 static const struct chan_field lost_fields[] = {
@@ -210,6 +222,11 @@ uint64_t chan_field_num(const void *rec, const struct chan_field *f)
 	}
 }
 
+bool chan_field_present(const struct chan_field *f, size_t len)
+{
+	return !(f->flags & CHAN_F_OPTIONAL) || (size_t)f->off + f->size <= len;
+}
+
 bool chan_rec_check(const void *rec, size_t len)
 {
 	const struct opvm_rec_hdr *h = rec;
@@ -220,6 +237,8 @@ bool chan_rec_check(const void *rec, size_t len)
 	for (unsigned i = 0; i < t->nr_fields; i++) {
 		const struct chan_field *f = &t->fields[i];
 
+		if (!chan_field_present(f, len))
+			continue;
 		if (f->kind == CHAN_F_LEN && chan_field_num(rec, f) > f->max)
 			return false;
 		if ((f->flags & CHAN_F_NONZERO) && !chan_field_num(rec, f))

@@ -54,6 +54,8 @@ enum chan_field_kind {
 					 * before, without a name */
 #define CHAN_F_TEXT_SAME	0x08	/* text: left out when equal to the
 					 * next field */
+#define CHAN_F_OPTIONAL		0x10	/* past the fixed part: present (and
+					 * printed) only when hdr.len covers it */
 
 struct chan_field {
 	const char *name;	/* key in channel-dump's text and JSON */
@@ -85,7 +87,8 @@ size_t chan_type_min_len(unsigned type);
 /*
  * Body checks of a framed record of a known type, from its field table:
  * the whole fixed part present (len >= size), every LEN field within its
- * max, every TAIL inside the record, every NONZERO field nonzero.  rec is
+ * max, every TAIL inside the record, every NONZERO field nonzero (OPTIONAL
+ * fields only when present).  rec is
  * len bytes, 8-aligned.  Returns true when the record may be read through
  * its struct.
  */
@@ -93,6 +96,9 @@ bool chan_rec_check(const void *rec, size_t len);
 
 /* A number field of a checked record, host order. */
 uint64_t chan_field_num(const void *rec, const struct chan_field *f);
+/* Whether field f is inside a record of len bytes (OPTIONAL fields may
+ * not be). */
+bool chan_field_present(const struct chan_field *f, size_t len);
 
 /* Length of a fixed-size guest string: up to the first NUL, at most max.
  * Never reads past max bytes. */

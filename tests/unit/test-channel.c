@@ -3,17 +3,21 @@
  * The channel record table and framer (lib/channel.c): the table covers
  * every record type of opvm_proto.h with fields inside their struct, body
  * checks refuse each lie a COOKIE can tell, and the framer frames the same
- * records however the stream is split.  The decoder's behaviour on top of
- * them is test-decoder's.
+ * records however the stream is split, and channel-dump's printer shows
+ * HELLO's optional tail from the same table.  The decoder's behaviour on
+ * top of them is test-decoder's.
  */
 #include <endian.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
+#include "host/commands.h"
 #include "lib/channel.h"
 
 static void test_table_complete(void **state)
@@ -40,7 +44,11 @@ static void test_table_complete(void **state)
 				continue;
 			}
 			assert_true(f->off >= sizeof(struct opvm_rec_hdr));
-			assert_true(f->off + f->size <= t->size);
+			if (f->flags & CHAN_F_OPTIONAL)
+				assert_true(f->off >= t->size &&
+					    f->off + f->size <= OPVM_REC_MAX);
+			else
+				assert_true(f->off + f->size <= t->size);
 			if (f->kind == CHAN_F_BYTES)
 				assert_int_equal(t->fields[f->count].kind, CHAN_F_LEN);
 			if (f->kind != CHAN_F_STR && f->kind != CHAN_F_BYTES)
@@ -151,12 +159,54 @@ static void test_framer_splits(void **state)
 	assert_int_equal(bytes.n, 8);
 }
 
+/* HELLO's optional switch-ring tail is printed when the record carries it,
+ * and only then (channel-dump's printer, driven by the same table). */
+static void test_print_hello_tail(void **state)
+{
+	_Alignas(8) uint8_t buf[sizeof(struct opvm_rec_hello) +
+				sizeof(struct opvm_hello_switch)] = { 0 };
+	struct opvm_rec_hello h = { 0 };
+	struct opvm_hello_switch sw = { 0 };
+	char *out = NULL;
+	size_t n = 0;
+	FILE *f;
+
+	h.hdr.magic = htole16(OPVM_PROTO_MAGIC);
+	h.hdr.type = htole16(OPVM_REC_HELLO);
+	h.hdr.len = htole32(sizeof(buf));
+	h.version = htole32(OPVM_PROTO_VERSION);
+	h.nr_cpus = htole32(2);
+	h.slot_size = htole32(sizeof(struct opvm_slot));
+	strcpy(h.anchor_name, "printk");
+	sw.switch_pa = htole64(0x5000);
+	sw.switch_stride = htole32(1344);
+	sw.switch_entries = htole32(32);
+	sw.tsc_khz = htole32(2000000);
+	memcpy(buf, &h, sizeof(h));
+	memcpy(buf + sizeof(h), &sw, sizeof(sw));
+	assert_true(chan_rec_check(buf, sizeof(buf)));
+
+	f = open_memstream(&out, &n);
+	assert_non_null(f);
+	channel_dump_record(f, false, (void *)buf, sizeof(buf));
+	channel_dump_record(f, false, (void *)buf, sizeof(h));
+	channel_dump_record(f, true, (void *)buf, sizeof(buf));
+	fclose(f);
+	assert_non_null(strstr(out, " text=0x0 switch_pa=0x5000 switch_stride=1344 "
+			       "switch_entries=32 tsc_khz=2000000\n#0 HELLO "));
+	assert_non_null(strstr(out, " text=0x0\n{"));	/* no tail: none */
+	assert_non_null(strstr(out, "\"switch_pa\":\"0x5000\",\"switch_stride\":1344,"
+			       "\"switch_entries\":32,\"tsc_khz\":2000000}"));
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_table_complete),
 		cmocka_unit_test(test_check_cookie),
 		cmocka_unit_test(test_framer_splits),
+		cmocka_unit_test(test_print_hello_tail),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
