@@ -89,16 +89,6 @@ void opvm_request_resync(void)
 	opvm_kick_now();
 }
 
-void opvm_event_release(struct opvm_event *ev)
-{
-	if (ev->mm)
-		mmput(ev->mm);
-	if (ev->file)
-		fput(ev->file);
-	ev->mm = NULL;
-	ev->file = NULL;
-}
-
 #define REC_INIT(rec, t) do {					\
 	memset(&(rec), 0, sizeof(rec));				\
 	(rec).hdr.type = (t);					\

@@ -88,13 +88,13 @@ static int __init opvm_init(void)
 	ret = opvm_ring_init((size_t)ring_kb * 1024);
 	if (ret)
 		goto err_slots;
-	ret = opvm_events_init(events);
+	ret = opvm_events_init(events, opvm_kick);
 	if (ret)
 		goto err_ring;
 	ret = opvm_describe_init();
 	if (ret)
 		goto err_events;
-	ret = opvm_dev_register();
+	ret = opvm_dev_register(opvm_request_resync);
 	if (ret)
 		goto err_describe;
 	ret = opvm_hooks_register();
@@ -120,13 +120,15 @@ err_slots:
 	return ret;
 }
 
+/* opvm_init() backwards.  /dev/opvm cannot be open here (it holds a module
+ * reference), and the worker still writes into the ring while it drains. */
 static void __exit opvm_exit(void)
 {
 	opvm_hooks_mmap_unregister();
 	opvm_hooks_unregister();
+	opvm_dev_unregister();
 	opvm_describe_exit();
 	opvm_events_exit();
-	opvm_dev_unregister();
 	opvm_ring_exit();
 	kfree(opvm_slots);
 	pr_info("unloaded, %llu records lost in total\n",

@@ -37,7 +37,8 @@ int opvm_ring_put(void *rec);
 void opvm_ring_lost(u64 n);
 u64 opvm_ring_lost_total(void);
 void opvm_ring_reset(void);
-int opvm_dev_register(void);
+/* on_sync: called when a reader writes "sync" (a host connected). */
+int opvm_dev_register(void (*on_sync)(void));
 void opvm_dev_unregister(void);
 
 /* ---- events (hooks.c produces, describe.c consumes) ---------------------- */
@@ -73,8 +74,11 @@ struct opvm_event {
 	char name[OPVM_MODNAME_LEN];	/* comm (16) or module name */
 };
 
-int opvm_events_init(unsigned int nr);
+/* ready: called after each event is published, from the hook's context. */
+int opvm_events_init(unsigned int nr, void (*ready)(void));
 void opvm_events_exit(void);
+/* Drop the mm/file references an event holds; may sleep. */
+void opvm_event_release(struct opvm_event *ev);
 /*
  * Reserve, fill and publish an event from any context.  Returns false (and
  * counts a lost record) when the FIFO is full; the caller must then not take
@@ -96,7 +100,6 @@ void opvm_describe_exit(void);
 void opvm_kick(void);			/* queue the worker */
 void opvm_request_resync(void);		/* HELLO and the walk again */
 extern bool opvm_rescan_on;		/* walk exec'd processes again later */
-void opvm_event_release(struct opvm_event *ev);
 
 /* ---- main.c -------------------------------------------------------------- */
 extern struct opvm_slot *opvm_slots;
