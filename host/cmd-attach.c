@@ -14,12 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "events/events.h"
 #include "host/cmd-qemu.h"
 #include "host/collector.h"
 #include "host/commands.h"
+#include "host/stats.h"
 #include "lib/log.h"
 #include "host/store.h"
 #include "lib/util.h"
@@ -71,11 +73,83 @@ static int opt_arg(int argc, char **argv, int *i, const char *s, const char *l,
 	return 0;
 }
 
+const char qprof_tree_usage[] =
+"  --max-files N      sample files per guest (default 16384); past a cap\n"
+"  --max-dirs N       directories per guest (default 65536); samples go\n"
+"  --max-disk SIZE    bytes per guest, e.g. 2G (default 1G); to the\n"
+"                     {overflow} bucket, counted in the summary\n"
+"  --max-mapped N     sample files mapped at once per guest (default 256)\n"
+"  --umask MASK       session tree modes from MASK, e.g. 022 (default:\n"
+"                     private, directories 0700 and files 0600)\n";
+
+int qprof_parse_tree_opt(struct qprof_opts *o, int argc, char **argv, int *i)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+		int size;	/* units allowed */
+	} caps[] = {
+		{ "--max-files", offsetof(struct store_limits, max_files), 0 },
+		{ "--max-dirs", offsetof(struct store_limits, max_dirs), 0 },
+		{ "--max-mapped", offsetof(struct store_limits, max_mapped), 0 },
+		{ "--max-disk", offsetof(struct store_limits, max_disk), 1 },
+	};
+	const char *val = NULL;
+	char *end;
+	int r;
+
+	for (size_t k = 0; k < sizeof(caps) / sizeof(caps[0]); k++) {
+		uint64_t v;
+
+		r = opt_arg(argc, argv, i, NULL, caps[k].name, &val);
+		if (!r)
+			continue;
+		if (r < 0) {
+			pr_err("option %s needs a value", caps[k].name);
+			return -1;
+		}
+		/* counts take units too: --max-files 64k */
+		if (util_parse_size(val, &v) || v == 0) {
+			pr_err("%s wants a positive %s, not '%s'", caps[k].name,
+			       caps[k].size ? "size (bytes, or with k, M, G)" : "number", val);
+			return -1;
+		}
+		*(uint64_t *)((char *)&o->limits + caps[k].off) = v;
+		return 1;
+	}
+	r = opt_arg(argc, argv, i, NULL, "--umask", &val);
+	if (r < 0) {
+		pr_err("option --umask needs a value, e.g. --umask 022");
+		return -1;
+	}
+	if (r) {
+		unsigned long m = strtoul(val, &end, 8);
+
+		if (!*val || *end || m > 0777) {
+			pr_err("--umask wants an octal mask such as 022 or 077, not '%s'", val);
+			return -1;
+		}
+		o->umask = (unsigned)m;
+		o->umask_set = 1;
+		return 1;
+	}
+	return 0;
+}
+
+void qprof_apply_umask(const struct qprof_opts *o)
+{
+	umask(o->umask_set ? (mode_t)o->umask : 077);
+}
+
 int qprof_parse_opt(struct qprof_opts *o, int argc, char **argv, int *i)
 {
 	const char *a = argv[*i], *val = NULL;
 	char *end;
 	int r;
+
+	r = qprof_parse_tree_opt(o, argc, argv, i);
+	if (r)
+		return r;
 
 #define OPT_WITH_ARG(short_, long_) opt_arg(argc, argv, i, short_, long_, &val)
 
@@ -187,6 +261,8 @@ int qprof_collect(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 		.mode = "gdbstub-timer",
 		.rate_hz = o->rate_hz,
 		.status_line = isatty(STDERR_FILENO),
+		.store_limits = o->limits,
+		.public_tree = o->umask_set,
 	};
 	struct collector *c;
 	struct cguest **gs = calloc(n ? n : 1, sizeof(*gs));
@@ -221,7 +297,9 @@ int qprof_collect(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 	/* Start only once every guest is registered: a sampler pushes into
 	 * rings the collector must already own. */
 	for (size_t i = 0; i < n; i++) {
-		err = t[i].sampler->ops->start(t[i].sampler, gs[i]);
+		struct sampler_sink sink = cguest_sink(gs[i]);
+
+		err = t[i].sampler->ops->start(t[i].sampler, &sink);
 		if (err) {
 			pr_err("cannot start sampling '%s': %s", t[i].name, strerror(-err));
 			goto out;
@@ -329,25 +407,47 @@ static int cmp_app(const void *a, const void *b)
 }
 
 /* The "stats" object of a guest's session.json, or NULL. */
-static json_t *load_stats(const char *session_dir, const char *guest)
+static json_t *load_session(const char *session_dir, const char *guest)
 {
 	char mangled[OPVM_MANGLE_MAX], path[4096];
-	json_t *root, *stats;
 
 	store_mangle(guest, strlen(guest), mangled);
 	snprintf(path, sizeof(path), "%s/guests/%s/samples/current/session.json",
 		 session_dir, mangled);
-	root = json_load_file(path, 0, NULL);
-	stats = json_incref(json_object_get(root, "stats"));
-	json_decref(root);
-	return stats;
+	return json_load_file(path, 0, NULL);
 }
 
-static unsigned long long jnum(json_t *o, const char *key)
+/* What the store did, when it is worth a line: caps reached, samples that
+ * could not be filed. */
+static void store_summary(json_t *root)
 {
-	json_int_t v = json_integer_value(json_object_get(o, key));
+	json_t *so = json_object_get(root, "store"), *lim = json_object_get(so, "limits");
+	uint64_t ovf = stats_json_get(so, "overflow_samples");
+	uint64_t errs = stats_json_get(root, "store_errors");
+	char a[OPVM_COUNT_BUF], b[OPVM_COUNT_BUF], c[OPVM_COUNT_BUF];
 
-	return v > 0 ? (unsigned long long)v : 0;
+	if (!so)
+		return;
+	printf("  store: %s files, %s directories, %.1f MB on disk, at most %llu mapped at once\n",
+	       stats_fmt_count(stats_json_get(so, "files"), a),
+	       stats_fmt_count(stats_json_get(so, "dirs"), b),
+	       stats_json_get(so, "disk_bytes") / 1e6,
+	       (unsigned long long)stats_json_get(so, "mapped_peak"));
+	if (ovf)
+		printf("  %s samples went to the {overflow} bucket: the guest named more files than "
+		       "the caps allow (files %llu, directories %llu, disk %.0f MB; raise them with "
+		       "--max-files, --max-dirs, --max-disk)\n", stats_fmt_count(ovf, c),
+		       (unsigned long long)stats_json_get(lim, "max_files"),
+		       (unsigned long long)stats_json_get(lim, "max_dirs"),
+		       stats_json_get(lim, "max_disk") / 1e6);
+	if (errs)
+		printf("  %s samples could not be filed (out of memory or disk); they are counted, "
+		       "not in the files\n", stats_fmt_count(errs, c));
+}
+
+static const char *jcount(json_t *o, const char *key, char *buf)
+{
+	return stats_fmt_count(stats_json_get(o, key), buf);
 }
 
 void qprof_summary(const struct qprof_opts *o, struct qprof_target *t, size_t n,
@@ -364,7 +464,9 @@ void qprof_summary(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 	for (size_t i = 0; i < n; i++) {
 		struct sampler_stats ss = { 0 };
 		struct qemu_sampler_info qi = { 0 };
-		json_t *st = load_stats(dir, t[i].name);
+		json_t *root = load_session(dir, t[i].name);
+		json_t *st = json_object_get(root, "stats");
+		char c1[OPVM_COUNT_BUF], c2[OPVM_COUNT_BUF], c3[OPVM_COUNT_BUF];
 		int shown = 0;
 
 		t[i].sampler->ops->get_stats(t[i].sampler, &ss);
@@ -372,20 +474,21 @@ void qprof_summary(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 		printf("guest %s (%s): %u vCPU%s sampled through QEMU's gdbstub, timer %u Hz "
 		       "(mode gdbstub-timer)\n", t[i].name, t[i].how, t[i].nr_vcpus,
 		       t[i].nr_vcpus == 1 ? "" : "s", o->rate_hz);
-		printf("  samples: %llu in files (kernel %llu, user %llu); lost %llu "
+		printf("  samples: %llu in files (kernel %s, user %s); lost %s "
 		       "(ring full); throttled %llu; guest stopped %llu times, "
 		       "%.0f us each on average\n",
-		       (unsigned long long)sc.totals[i], jnum(st, "kernel"), jnum(st, "user"),
-		       jnum(st, "lost_overflow"),
+		       (unsigned long long)sc.totals[i], jcount(st, "kernel", c1),
+		       jcount(st, "user", c2), jcount(st, "lost_overflow", c3),
 		       (unsigned long long)ss.throttled, (unsigned long long)ss.exits,
 		       ss.exits ? ss.cost_ns_total / 1e3 / ss.exits : 0.0);
-		if (jnum(st, "guest_lost"))
-			printf("  the guest module dropped %llu channel records (its buffer was full)\n",
-			       jnum(st, "guest_lost"));
-		if (jnum(st, "lost_no_process") || jnum(st, "lost_no_mapping"))
-			printf("  late guest state: %llu samples without a known process, %llu "
+		if (stats_json_get(st, "guest_lost"))
+			printf("  the guest module dropped %s channel records (its buffer was full)\n",
+			       jcount(st, "guest_lost", c1));
+		if (stats_json_get(st, "lost_no_process") || stats_json_get(st, "lost_no_mapping"))
+			printf("  late guest state: %s samples without a known process, %s "
 			       "without a known mapping (filed under {anon...})\n",
-			       jnum(st, "lost_no_process"), jnum(st, "lost_no_mapping"));
+			       jcount(st, "lost_no_process", c1), jcount(st, "lost_no_mapping", c2));
+		store_summary(root);
 		if (!qi.hellos)
 			printf("  note: the guest module (opvm.ko) never said HELLO on the channel, so "
 			       "samples are grouped by address space ({anon-cr3:...}) and the "
@@ -405,7 +508,7 @@ void qprof_summary(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 			printf("    %6.2f%%  %8llu  %s\n", 100.0 * sc.apps[k].samples / sc.totals[i],
 			       (unsigned long long)sc.apps[k].samples, sc.apps[k].app);
 		}
-		json_decref(st);
+		json_decref(root);
 	}
 	if (sc.bad)
 		printf("(%zu sample files could not be read)\n", sc.bad);
@@ -440,6 +543,7 @@ static void attach_usage(FILE *f)
 "  --append           add to the current samples instead of starting afresh\n"
 "                     (also --append-samples, as for opvm run)\n",
 		QEMU_SAMPLER_DEFAULT_HZ);
+	fputs(qprof_tree_usage, f);
 }
 
 int qprof_reconnect_unix(void *arg)
@@ -766,6 +870,7 @@ int cmd_attach(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
+	qprof_apply_umask(&o);
 	if (!qmp_path) {
 		v = virt_open(uri, err, sizeof(err));
 		if (!v) {

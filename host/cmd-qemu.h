@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "host/store.h"
+
 struct sampler;
 struct cguest;
 
@@ -23,6 +25,9 @@ struct qprof_opts {
 	const char *event;		/* -e spec, or NULL */
 	uint64_t duration_ms;		/* 0: until the guests go */
 	unsigned sync_ms;
+	struct store_limits limits;	/* --max-files ...; 0: defaults */
+	int umask_set;			/* --umask given */
+	unsigned umask;
 };
 
 /* One guest being profiled. */
@@ -40,6 +45,16 @@ struct qprof_target {
  * argument, *i advanced) was one of ours, 0 if not, -1 after printing a
  * usage error. */
 int qprof_parse_opt(struct qprof_opts *o, int argc, char **argv, int *i);
+
+/* Only the session-tree options (--max-files, --max-dirs, --max-mapped,
+ * --max-disk, --umask), for commands with parsers of their own.  Returns
+ * as qprof_parse_opt(). */
+int qprof_parse_tree_opt(struct qprof_opts *o, int argc, char **argv, int *i);
+/* The process umask for the session tree: --umask, else 077 (private).
+ * Call before anything of the session is created. */
+void qprof_apply_umask(const struct qprof_opts *o);
+/* The --help lines for the options above. */
+extern const char qprof_tree_usage[];
 
 /* Turns -F / -e into the rate; prints and returns -1 for an event the
  * gdbstub sampler cannot take. */

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "events/events.h"
+#include "host/cmd-qemu.h"
 #include "host/collector.h"
 #include "host/commands.h"
 #include "lib/log.h"
@@ -72,6 +73,7 @@ static void usage(FILE *f)
 "  --console          also copy the guest console to stdout\n"
 "  --append-samples   add to the current samples instead of starting afresh\n",
 		KVM_DEFAULT_MEM_MB, KVM_MAX_MEM >> 20, OPVM_MAX_EVENTS);
+	fputs(qprof_tree_usage, f);
 }
 
 struct console {
@@ -101,14 +103,6 @@ static int is_elf(const char *path)
 	ok = read(fd, m, 4) == 4 && !memcmp(m, "\177ELF", 4);
 	close(fd);
 	return ok;
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Turns the -e specs (or the default) into sampler events and the
@@ -196,18 +190,26 @@ int cmd_run_kvm(int argc, char **argv)
 	int append_samples = 0, hardware = 0, ret = 1, err, sv[2] = { -1, -1 }, pfd[2] = { -1, -1 };
 	struct kvm_sampler_config kc = { 0 };
 	struct collector_config cc = { 0 };
+	struct qprof_opts tree = { 0 };
 	struct console con = { .rd = -1, .log = -1 };
 	struct kvm_vm *vm = NULL;
 	struct sampler *s = NULL;
 	struct collector *c = NULL;
 	struct cguest *g;
 	struct sampler_stats ss;
+	struct sampler_sink sink;
 	struct sigaction sa;
 	char why[512] = "", path[PATH_MAX], cmdline[4096];
 	enum kvm_vm_state st;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
+		int r = qprof_parse_tree_opt(&tree, argc, argv, &i);
+
+		if (r < 0)
+			return 2;
+		if (r)
+			continue;
 #define ARG(opt) (!strcmp(a, opt) && i + 1 < argc)
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage(stdout);
@@ -295,6 +297,9 @@ int cmd_run_kvm(int argc, char **argv)
 	kc.max_rate = max_rate;
 	if (resolve_events(specs, nr_specs, rate_hz, &kc, &cc, &hardware))
 		return 2;
+	qprof_apply_umask(&tree);
+	cc.store_limits = tree.limits;
+	cc.public_tree = tree.umask_set;
 
 	snprintf(path, sizeof(path), "%s/guests/%s", session, name);
 	if (util_mkdir_p(path)) {
@@ -391,8 +396,9 @@ int cmd_run_kvm(int argc, char **argv)
 		pr_info("booting %s under the built-in KVM VMM (%u vCPU%s, %u MiB, %s); "
 			"console in %s/guests/%s/console.log; Ctrl-C stops", kernel, smp,
 			smp == 1 ? "" : "s", mem_mb, kvm_sampler_mode(s), session, name);
-	t0 = mono_ns();
-	err = s->ops->start(s, g);
+	t0 = util_now_ns();
+	sink = cguest_sink(g);
+	err = s->ops->start(s, &sink);
 	if (err) {
 		pr_err("cannot start the guest: %s%s%s", strerror(-err),
 		       kvm_vm_error(vm) ? ": " : "", kvm_vm_error(vm) ? kvm_vm_error(vm) : "");
@@ -400,7 +406,7 @@ int cmd_run_kvm(int argc, char **argv)
 	}
 	err = collector_run(c, &stop_flag, duration_ms);
 	s->ops->stop(s);
-	t1 = mono_ns();
+	t1 = util_now_ns();
 	st = kvm_vm_state(vm);
 	collector_free(c);
 	c = NULL;

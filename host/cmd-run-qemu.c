@@ -77,6 +77,7 @@ static void run_usage(FILE *f)
 "  --append-samples   add to the current samples instead of starting afresh\n"
 "  -- ARGS            passed to QEMU as they are\n",
 		QEMU_SAMPLER_DEFAULT_HZ);
+	fputs(qprof_tree_usage, f);
 }
 
 static int file_exists(const char *p)
@@ -290,6 +291,7 @@ int cmd_run_qemu(int argc, char **argv)
 	}
 	if (qprof_resolve_rate(&o))
 		return 2;
+	qprof_apply_umask(&o);
 	if (!kernel) {
 		if (default_images(images, sizeof(images))) {
 			pr_err("no guest kernel: give --kernel FILE (and --initrd FILE), or build "

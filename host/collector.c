@@ -30,6 +30,7 @@
 #include "host/store.h"
 #include "host/sync.h"
 #include "vmm/sampler.h"
+#include "lib/util.h"
 
 #define RING_WORDS		(1u << 20)	/* 8 MiB per vCPU, ~170k samples */
 #define READ_CHUNK		65536
@@ -41,6 +42,9 @@
  * guest that sends exits by the thousand must not make the collector
  * retry its whole hold queue for each one. */
 #define RETRY_BUDGET		(1u << 18)
+/* Memory set aside at the start and given back when session.json cannot be
+ * written for want of memory: the last write must not lag the files. */
+#define RESERVE_BYTES		(512u * 1024)
 
 struct cguest {
 	struct collector *c;
@@ -61,6 +65,7 @@ struct cguest {
 	bool smp_stopped;
 	bool gone;			/* sampler said TARGET_GONE */
 	int last_err;			/* last sync/store error, for the json */
+	uint64_t meta_failures;		/* session.json writes that failed */
 	size_t retry_budget;		/* held-sample retries left for record
 					 * syncs until the next periodic sync */
 };
@@ -77,15 +82,8 @@ struct collector {
 	bool status_shown;
 	bool finished;
 	uint8_t *buf;			/* READ_CHUNK */
+	void *reserve;			/* RESERVE_BYTES, or NULL once spent */
 };
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 struct collector *collector_new(const struct collector_config *cfg)
 {
@@ -114,7 +112,8 @@ struct collector *collector_new(const struct collector_config *cfg)
 				cfg->session_dir : "./opvm_data");
 	c->mode = strdup(cfg->mode ? cfg->mode : "unknown");
 	c->buf = malloc(READ_CHUNK);
-	if (!c->session_dir || !c->mode || !c->buf) {
+	c->reserve = malloc(RESERVE_BYTES);
+	if (!c->session_dir || !c->mode || !c->buf || !c->reserve) {
 		collector_free(c);
 		errno = ENOMEM;
 		return NULL;
@@ -122,7 +121,7 @@ struct collector *collector_new(const struct collector_config *cfg)
 	c->cfg.session_dir = c->session_dir;
 	c->cfg.mode = c->mode;
 	clock_gettime(CLOCK_REALTIME, &c->start_wall);
-	c->start_ms = mono_ms();
+	c->start_ms = util_now_ms();
 	c->status_ms = c->start_ms;
 	return c;
 }
@@ -196,11 +195,13 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 	if (!g->dec)
 		goto fail;
 	g->st = store_open(c->session_dir, name, c->cfg.events, c->cfg.nr_events,
-			   c->cfg.separate, c->cfg.append ? STORE_APPEND : 0);
+			   c->cfg.separate, (c->cfg.append ? STORE_APPEND : 0) |
+			   (c->cfg.public_tree ? STORE_PUBLIC : 0));
 	if (!g->st) {
 		err = errno;
 		goto fail;
 	}
+	store_set_limits(g->st, &c->cfg.store_limits);
 	scfg = (struct sync_config){ .hold_ms = c->cfg.hold_ms };
 	g->sy = sync_new(g->st, g->gs, g->rings, nr_vcpus, &scfg);
 	if (!g->sy)
@@ -217,6 +218,13 @@ fail:
 struct ring *cguest_ring(struct cguest *g, unsigned vcpu)
 {
 	return g && vcpu < g->nr_vcpus ? g->rings[vcpu] : NULL;
+}
+
+struct sampler_sink cguest_sink(struct cguest *g)
+{
+	if (!g)
+		return (struct sampler_sink){ NULL, 0 };
+	return (struct sampler_sink){ .rings = g->rings, .nr_rings = g->nr_vcpus };
 }
 
 unsigned cguest_nr_vcpus(const struct cguest *g)
@@ -325,7 +333,7 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 {
 	struct cguest *g = arg;
 	uint16_t type = le16toh(rec->type);
-	uint64_t now = mono_ms();
+	uint64_t now = util_now_ms();
 
 	switch (type) {
 	case OPVM_REC_PROC: {
@@ -546,11 +554,14 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	const struct decoder_stats *ds = decoder_get_stats(g->dec);
 	const struct gstate_stats *gst = gstate_get_stats(g->gs);
 	struct sampler_stats ss;
+	struct store_stats sst;
+	struct store_limits lim;
 	struct opvm_stats st;
 	char sep[64], start[32];
 	json_t *root, *ev, *mods, *k = NULL;
 	struct tm tm;
 	size_t i;
+	int bad = 0;
 
 	guest_stats(g, &st, &ss);
 	separate_str(c->cfg.separate, sep, sizeof(sep));
@@ -585,43 +596,51 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	if (gstate_for_each_module(g->gs, module_json, mods))
 		goto fail;
 
-	json_object_set_new(root, "version", json_integer(1));
-	json_object_set_new(root, "guest", json_string(g->name));
-	json_object_set_new(root, "mode", json_string(c->mode));
-	json_object_set_new(root, "rate_hz", json_integer(c->cfg.rate_hz));
-	json_object_set_new(root, "events", ev);
+	bad |= json_object_set_new(root, "version", json_integer(1));
+	bad |= json_object_set_new(root, "guest", json_string(g->name));
+	bad |= json_object_set_new(root, "mode", json_string(c->mode));
+	bad |= json_object_set_new(root, "rate_hz", json_integer(c->cfg.rate_hz));
+	bad |= json_object_set_new(root, "events", ev);
 	ev = NULL;
-	json_object_set_new(root, "vcpus", json_integer(g->nr_vcpus));
-	json_object_set_new(root, "separate", json_string(sep));
-	json_object_set_new(root, "start", json_string(start));
-	json_object_set_new(root, "duration_s", json_real((double)(now - c->start_ms) / 1000.0));
-	json_object_set_new(root, "stats", stats_to_json(&st));
-	json_object_set_new(root, "kernel", k ? k : json_null());
+	bad |= json_object_set_new(root, "vcpus", json_integer(g->nr_vcpus));
+	bad |= json_object_set_new(root, "separate", json_string(sep));
+	bad |= json_object_set_new(root, "start", json_string(start));
+	bad |= json_object_set_new(root, "duration_s", json_real((double)(now - c->start_ms) / 1000.0));
+	bad |= json_object_set_new(root, "stats", stats_to_json(&st));
+	bad |= json_object_set_new(root, "kernel", k ? k : json_null());
 	k = NULL;
-	json_object_set_new(root, "modules", mods);
+	bad |= json_object_set_new(root, "modules", mods);
 	mods = NULL;
-	json_object_set_new(root, "channel", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
-		"bytes", (json_int_t)ds->bytes, "records", (json_int_t)ds->records,
-		"bad_records", (json_int_t)ds->bad_records, "resyncs", (json_int_t)ds->resyncs,
-		"seq_gaps", (json_int_t)ds->seq_gaps, "skipped_bytes", (json_int_t)ds->skipped_bytes,
-		"refused", (json_int_t)ds->refused, "unknown_types", (json_int_t)ds->unknown_types,
-		"version_mismatch", (json_int_t)ds->version_mismatch));
-	json_object_set_new(root, "sampler", json_pack("{s:s,s:I,s:I,s:I,s:I,s:I}",
+	/* counters come from the guest's doing: saturated, never negative */
+#define C(v) stats_json_count(v)
+	bad |= json_object_set_new(root, "channel", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		"bytes", C(ds->bytes), "records", C(ds->records),
+		"bad_records", C(ds->bad_records), "resyncs", C(ds->resyncs),
+		"seq_gaps", C(ds->seq_gaps), "skipped_bytes", C(ds->skipped_bytes),
+		"refused", C(ds->refused), "unknown_types", C(ds->unknown_types),
+		"version_mismatch", C(ds->version_mismatch)));
+	bad |= json_object_set_new(root, "sampler", json_pack("{s:s,s:o,s:o,s:o,s:o,s:o}",
 		"backend", g->smp && g->smp->ops && g->smp->ops->name ? g->smp->ops->name : "none",
-		"ticks", (json_int_t)ss.ticks, "samples", (json_int_t)ss.samples,
-		"throttled", (json_int_t)ss.throttled,
-		"cost_ns_avg", (json_int_t)(ss.ticks ? ss.cost_ns_total / ss.ticks : 0),
-		"exits", (json_int_t)ss.exits));
-	json_object_set_new(root, "model", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
-		"processes", (json_int_t)gstate_nr_processes(g->gs),
-		"threads", (json_int_t)gstate_nr_threads(g->gs),
-		"cookies", (json_int_t)gstate_nr_cookies(g->gs),
-		"mappings", (json_int_t)gstate_nr_mappings(g->gs),
-		"modules", (json_int_t)gstate_nr_modules(g->gs),
-		"refused", (json_int_t)gst->refused,
-		"hellos", (json_int_t)gst->hellos,
-		"held", (json_int_t)sync_nr_held(g->sy)));
-	json_object_set_new(root, "store_errors", json_integer((json_int_t)sync_store_errors(g->sy)));
+		"ticks", C(ss.ticks), "samples", C(ss.samples), "throttled", C(ss.throttled),
+		"cost_ns_avg", C(ss.ticks ? ss.cost_ns_total / ss.ticks : 0),
+		"exits", C(ss.exits)));
+	bad |= json_object_set_new(root, "model", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		"processes", C(gstate_nr_processes(g->gs)),
+		"threads", C(gstate_nr_threads(g->gs)),
+		"cookies", C(gstate_nr_cookies(g->gs)),
+		"mappings", C(gstate_nr_mappings(g->gs)),
+		"modules", C(gstate_nr_modules(g->gs)),
+		"refused", C(gst->refused), "hellos", C(gst->hellos),
+		"held", C(sync_nr_held(g->sy))));
+	store_get_stats(g->st, &sst);
+	store_get_limits(g->st, &lim);
+	bad |= json_object_set_new(root, "store", stats_store_to_json(&sst, &lim));
+	bad |= json_object_set_new(root, "store_errors", C(sync_store_errors(g->sy)));
+	bad |= json_object_set_new(root, "meta_failures", C(g->meta_failures));
+#undef C
+	/* a member that could not be built (ENOMEM) would be missing */
+	if (bad)
+		goto fail;
 	return root;
 fail:
 	json_decref(k);
@@ -631,7 +650,7 @@ fail:
 	return NULL;
 }
 
-static int write_session(struct collector *c, struct cguest *g, uint64_t now)
+static int write_session_once(struct collector *c, struct cguest *g, uint64_t now)
 {
 	json_t *j = session_json(c, g, now);
 	char *txt;
@@ -645,6 +664,27 @@ static int write_session(struct collector *c, struct cguest *g, uint64_t now)
 		return -ENOMEM;
 	err = store_write_meta(g->st, txt);
 	free(txt);
+	return err;
+}
+
+/* session.json must not lag the sample files: short of memory, the
+ * reserve set aside at the start is given back and the write tried again;
+ * the reserve is taken again once memory allows. */
+static int write_session(struct collector *c, struct cguest *g, uint64_t now)
+{
+	int err = write_session_once(c, g, now);
+
+	if (err == -ENOMEM && c->reserve) {
+		free(c->reserve);
+		c->reserve = NULL;
+		err = write_session_once(c, g, now);
+	}
+	if (err) {
+		if (g->meta_failures < UINT64_MAX)
+			g->meta_failures++;
+	} else if (!c->reserve) {
+		c->reserve = malloc(RESERVE_BYTES);
+	}
 	return err;
 }
 
@@ -664,23 +704,24 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 		if (err && !ret)
 			ret = err;
 	}
+	/* samples that could not be filed are counted (store_errors), and
+	 * profiling goes on: not this function's failure */
 	err = final ? sync_flush(g->sy, now) : sync_run(g->sy, now);
 	g->retry_budget = RETRY_BUDGET;
-	if (err && !ret)
-		ret = err;
+	if (err)
+		g->last_err = err;
 	err = store_sync(g->st);
-	if (err && !ret)
-		ret = err;
+	if (err)
+		g->last_err = err;
 	err = write_session(c, g, now);
 	if (err && !ret)
 		ret = err;
-	g->last_err = ret;
 	return ret;
 }
 
 int collector_sync(struct collector *c)
 {
-	uint64_t now = mono_ms();
+	uint64_t now = util_now_ms();
 	int ret = 0;
 	size_t i;
 
@@ -711,7 +752,7 @@ static void samplers_stop(struct collector *c)
 /* Stop sampling, then file everything: rings, held samples, store. */
 static int collector_finish(struct collector *c)
 {
-	uint64_t now = mono_ms();
+	uint64_t now = util_now_ms();
 	int ret = 0;
 	size_t i;
 
@@ -795,7 +836,7 @@ int collector_run(struct collector *c, volatile sig_atomic_t *stop, uint64_t dur
 {
 	struct pollfd pfd[MAX_GUESTS];
 	struct cguest *pg[MAX_GUESTS];
-	uint64_t begin = mono_ms(), next_sync;
+	uint64_t begin = util_now_ms(), next_sync;
 	int ret = 0, err;
 
 	if (!c)
@@ -803,7 +844,7 @@ int collector_run(struct collector *c, volatile sig_atomic_t *stop, uint64_t dur
 	next_sync = begin + c->cfg.sync_ms;
 	c->finished = false;
 	for (;;) {
-		uint64_t now = mono_ms();
+		uint64_t now = util_now_ms();
 		int timeout, n = 0, r;
 		size_t i;
 
@@ -861,7 +902,7 @@ out:
 	err = collector_finish(c);
 	if (!ret)
 		ret = err;
-	status_line(c, mono_ms(), true);
+	status_line(c, util_now_ms(), true);
 	return ret;
 }
 
@@ -878,6 +919,7 @@ void collector_free(struct collector *c)
 	for (i = 0; i < c->nr_guests; i++)
 		guest_free(c->guests[i]);
 	free(c->buf);
+	free(c->reserve);
 	free(c->session_dir);
 	free(c->mode);
 	free(c);

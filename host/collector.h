@@ -15,13 +15,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "host/store.h"
+#include "vmm/sampler.h"
 
 struct collector;
 struct cguest;
 struct ring;
 struct gstate;
-struct sampler;
-
 struct collector_config {
 	const char *session_dir;	/* default "./opvm_data" */
 	unsigned separate;		/* enum opvm_separate */
@@ -34,6 +33,9 @@ struct collector_config {
 	const char *mode;		/* "gdbstub-timer", "kvm-timer", "kvm-pmu", ... */
 	unsigned rate_hz;		/* timer modes: ticks per second */
 	int status_line;		/* 1: live status line on stderr */
+	struct store_limits store_limits; /* per guest; 0 fields: defaults */
+	int public_tree;		/* 1: tree modes from the umask
+					 * (--umask), else 0700/0600 */
 };
 
 /* Returns NULL and sets errno. */
@@ -45,6 +47,8 @@ void collector_free(struct collector *c);	/* NULL-safe; syncs first */
 struct cguest *collector_add_guest(struct collector *c, const char *name,
 				   unsigned nr_vcpus);
 struct ring *cguest_ring(struct cguest *g, unsigned vcpu);
+/* The guest's rings, for a sampler's start() (valid until collector_free). */
+struct sampler_sink cguest_sink(struct cguest *g);
 unsigned cguest_nr_vcpus(const struct cguest *g);
 struct gstate *cguest_gstate(struct cguest *g);
 const char *cguest_name(const struct cguest *g);
@@ -67,7 +71,11 @@ int collector_sync(struct collector *c);
 
 /* Main loop until *stop is set, duration_ms elapses (0: no limit), or every
  * guest's sampler reports that its target has gone.  Returns 0, or -errno
- * for a fault (the data collected so far is synced either way). */
+ * for a fault that stopped profiling (a sampler's, poll()'s) or a
+ * session.json that could not be written at the end.  Samples that could
+ * not be filed (out of memory, disk full) and records the model refused are
+ * counted in session.json, not faults: profiling goes on.  The data
+ * collected so far is synced either way. */
 int collector_run(struct collector *c, volatile sig_atomic_t *stop,
 		  uint64_t duration_ms);
 

@@ -26,6 +26,8 @@ struct srcfile {
 	char *path;		/* as DWARF names it */
 	char **lines;		/* NULL when the file was not found */
 	size_t nr;
+	char *from;		/* host file read, or why none was */
+	int noted;		/* from shown */
 	struct srcfile *next;
 };
 
@@ -57,6 +59,7 @@ static void src_free(struct srcfile *s)
 			free(s->lines[i]);
 		free(s->lines);
 		free(s->path);
+		free(s->from);
 		free(s);
 		s = n;
 	}
@@ -65,7 +68,7 @@ static void src_free(struct srcfile *s)
 static struct srcfile *src_get(struct actx *c, const char *path)
 {
 	struct srcfile *s;
-	char *line = NULL;
+	char *line = NULL, from[4096];
 	size_t cap = 0, lcap = 0;
 	ssize_t n;
 	FILE *in;
@@ -83,7 +86,8 @@ static struct srcfile *src_get(struct actx *c, const char *path)
 	}
 	s->next = c->files;
 	c->files = s;
-	in = symres_open_source(c->res, c->row->guest, path);
+	in = symres_open_source(c->res, c->row->guest, path, from, sizeof(from));
+	s->from = strdup(from);
 	if (!in)
 		return s;
 	while (s->nr < SRC_MAX_LINES && (n = getline(&line, &lcap, in)) >= 0) {
@@ -110,6 +114,22 @@ static struct srcfile *src_get(struct actx *c, const char *path)
 	if (!s->lines)
 		s->lines = calloc(1, sizeof(*s->lines));	/* found but empty */
 	return s;
+}
+
+/* Says once per file where its lines come from, or why they do not. */
+static void src_note(struct actx *c, const char *file)
+{
+	struct srcfile *s = src_get(c, file);
+
+	if (!s || s->noted)
+		return;
+	s->noted = 1;
+	if (s->lines)
+		fprintf(c->f, "%8s %8s : (source %s: %s)\n", "", "", file,
+			s->from ? s->from : "?");
+	else
+		fprintf(c->f, "%8s %8s : (source %s not found: %s; give --guest-root or "
+			"--source-dir)\n", "", "", file, s->from ? s->from : "out of memory");
 }
 
 static const char *src_text(struct actx *c, const char *file, uint32_t line)
@@ -256,9 +276,7 @@ static void print_source(struct actx *c, struct lsums *ls)
 		if (lo > hi)
 			continue;
 		fprintf(c->f, "%8s %8s : %s\n", "", "", file);
-		if (!src_text(c, file, lo))
-			fprintf(c->f, "%8s %8s : (source not found: give --guest-root or "
-				"--source-dir)\n", "", "");
+		src_note(c, file);
 		for (uint32_t line = lo; line <= hi; line++) {
 			const char *t = src_text(c, file, line);
 			uint64_t n = lsum_of(ls, file, line);
@@ -289,7 +307,10 @@ static int insn_cb(const struct disasm_insn *insn, void *arg)
 
 		if (!elfimage_line(c->elf, insn->addr, &l) &&
 		    (l.line != c->cur_line || !c->cur_file || strcmp(l.file, c->cur_file))) {
-			const char *t = src_text(c, l.file, l.line);
+			const char *t;
+
+			src_note(c, l.file);
+			t = src_text(c, l.file, l.line);
 
 			c->cur_file = l.file;
 			c->cur_line = l.line;

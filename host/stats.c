@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "host/stats.h"
 
@@ -42,6 +43,65 @@ void stats_add(struct opvm_stats *dst, const struct opvm_stats *src)
 	}
 }
 
+json_t *stats_json_count(uint64_t v)
+{
+	/* json_int_t is signed 64-bit: counts beyond it saturate */
+	return json_integer(v >= OPVM_COUNT_SATURATED ? INT64_MAX : (json_int_t)v);
+}
+
+const char *stats_fmt_count(uint64_t v, char *buf)
+{
+	if (v >= OPVM_COUNT_SATURATED)
+		snprintf(buf, OPVM_COUNT_BUF, ">= 2^63");
+	else
+		snprintf(buf, OPVM_COUNT_BUF, "%llu", (unsigned long long)v);
+	return buf;
+}
+
+uint64_t stats_json_get(const json_t *obj, const char *key)
+{
+	json_int_t v = json_integer_value(json_object_get(obj, key));
+
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+json_t *stats_store_to_json(const struct store_stats *ss,
+			    const struct store_limits *lim)
+{
+	json_t *o = json_object(), *l = json_object();
+	const struct {
+		const char *key;
+		uint64_t v;
+	} f[] = {
+		{ "files", ss->files }, { "dirs", ss->dirs },
+		{ "mapped", ss->mapped }, { "mapped_peak", ss->mapped_peak },
+		{ "disk_bytes", ss->disk_bytes },
+		{ "overflow_samples", ss->overflow_samples },
+		{ "overflow_keys", ss->overflow_keys },
+		{ "unmaps", ss->unmaps }, { "remaps", ss->remaps },
+	}, lf[] = {
+		{ "max_files", lim->max_files }, { "max_dirs", lim->max_dirs },
+		{ "max_mapped", lim->max_mapped }, { "max_disk", lim->max_disk },
+	};
+	size_t i;
+	int bad = !o || !l;
+
+	for (i = 0; !bad && i < sizeof(f) / sizeof(f[0]); i++)
+		bad = json_object_set_new(o, f[i].key, stats_json_count(f[i].v));
+	for (i = 0; !bad && i < sizeof(lf) / sizeof(lf[0]); i++)
+		bad = json_object_set_new(l, lf[i].key, stats_json_count(lf[i].v));
+	if (bad) {
+		json_decref(l);
+		json_decref(o);
+		return NULL;
+	}
+	if (json_object_set_new(o, "limits", l)) {	/* l is taken either way */
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 json_t *stats_to_json(const struct opvm_stats *s)
 {
 	json_t *o = json_object();
@@ -50,11 +110,9 @@ json_t *stats_to_json(const struct opvm_stats *s)
 	if (!o)
 		return NULL;
 	for (i = 0; i < NR_KEYS; i++) {
-		/* json_int_t is signed 64-bit: counts beyond it saturate */
 		uint64_t v = *field((struct opvm_stats *)s, i);
-		json_int_t jv = v > (uint64_t)INT64_MAX ? INT64_MAX : (json_int_t)v;
 
-		if (json_object_set_new(o, stats_keys[i].key, json_integer(jv))) {
+		if (json_object_set_new(o, stats_keys[i].key, stats_json_count(v))) {
 			json_decref(o);
 			return NULL;
 		}

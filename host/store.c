@@ -25,8 +25,17 @@
  *    and publishes it with one aligned 8-byte store of hdr.table; the old
  *    table is left untouched until then, and is only hole-punched after.
  *  - a new file is built under a temporary name and renamed into place.
- *  - hdr.nr_entries/hdr.total are published by store_sync(); a reader
- *    checks that the table holds at least that much.
+ *  - hdr.nr_entries/hdr.total are published by store_sync() (and before a
+ *    file is unmapped); a reader checks that the table holds at least that
+ *    much.
+ *
+ * Bounds: every file and directory the store creates is counted against
+ * struct store_limits (disk in 4 KiB blocks: a file's live region, a
+ * directory one block).  Mapped files sit on a list, most recently mapped
+ * first; past max_mapped the oldest one not used since the list last went
+ * by it is unmapped (second chance: sfile_add() sets sf->ref).  An unmapped
+ * file keeps its counts in struct sfile and is mapped again, by the same
+ * safe walk, when a sample comes for it.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -56,6 +65,8 @@
 #define ROOT_DIR	"{root}"
 #define DEP_DIR		"{dep}"
 #define KERN_DIR	"{kern}"
+#define OVERFLOW_DIR	"{overflow}"	/* never a mangled name: braces escape */
+#define BLOCK		4096u		/* disk accounting unit */
 
 struct sfile_hdr {
 	char magic[8];
@@ -91,12 +102,21 @@ struct sfile {
 	uint64_t grow_at;	/* grow before nr exceeds this */
 	uint64_t total;
 	int dirty;
+	uint8_t ref;		/* used since the clock last passed it */
+	bool overflow;		/* an event's overflow bucket */
+	bool full;		/* growth failed for room: no retry until
+				 * the next store_sync() (a flood of new
+				 * offsets must not cost a syscall each) */
 
 	struct store *st;
 	uint8_t *map;
 	size_t map_len;
 	dev_t dev;
 	ino_t ino;
+	uint64_t desc;		/* live table descriptor, as hdr.table */
+	uint64_t disk;		/* bytes charged to the disk cap */
+	uint64_t punched;	/* bytes of dead tables given back */
+	struct sfile *mprev, *mnext;	/* mapped files, newest first */
 	/* identity (normalised key) */
 	uint64_t khash;
 	char *app, *image;
@@ -122,7 +142,17 @@ struct store {
 	size_t index_cap, index_nr;
 	struct sfile *files;
 	struct sfile *last;	/* last store_get() result */
+	struct sfile *mru, *lru;	/* mapped files */
+	struct sfile **ovf;	/* per event: overflow bucket, or NULL */
+	uint64_t nr_ovf;	/* overflow files in stats.files */
+	struct store_limits lim;
+	struct store_stats stats;	/* overflow_samples filled on read */
+	mode_t dmode, fmode;
 };
+
+/* Files mapped by all stores of the process, against vm.max_map_count. */
+static uint64_t mapped_all;
+static uint64_t mapped_all_max;
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -309,13 +339,13 @@ int store_parse_separate(const char *spec, unsigned *out)
 
 /* ---- directory helpers -------------------------------------------------- */
 
-/* Opens (creating if asked) directory name under dfd, never following a
- * symlink.  Returns an fd or -errno. */
-static int dir_openat(int dfd, const char *name, bool create)
+/* Opens (creating with mode if create) directory name under dfd, never
+ * following a symlink.  Returns an fd or -errno. */
+static int dir_openat(int dfd, const char *name, bool create, mode_t mode)
 {
 	int fd;
 
-	if (create && mkdirat(dfd, name, 0755) < 0 && errno != EEXIST)
+	if (create && mkdirat(dfd, name, mode) < 0 && errno != EEXIST)
 		return -errno;
 	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
@@ -323,14 +353,53 @@ static int dir_openat(int dfd, const char *name, bool create)
 	return fd;
 }
 
-/* Opens the directory of relpath (all but its last component) under base.
- * Sets *leaf to the last component.  Returns an fd or -errno. */
-static int relpath_dir(int base, const char *relpath, bool create,
-		       const char **leaf)
+/* Charges bytes to the disk cap (exempt: the overflow bucket, which must
+ * always be able to take a sample).  Returns 0 or -EDQUOT. */
+static int disk_take(struct store *st, uint64_t bytes, bool exempt)
+{
+	if (!exempt && (st->stats.disk_bytes > st->lim.max_disk ||
+			bytes > st->lim.max_disk - st->stats.disk_bytes))
+		return -EDQUOT;
+	st->stats.disk_bytes += bytes;
+	return 0;
+}
+
+static void disk_give(struct store *st, uint64_t bytes)
+{
+	st->stats.disk_bytes -= bytes < st->stats.disk_bytes ? bytes : st->stats.disk_bytes;
+}
+
+/* Creates directory name under dfd within the caps and opens it.  Returns
+ * an fd or -errno (-EDQUOT: a cap). */
+static int dir_create(struct store *st, int dfd, const char *name, bool exempt)
+{
+	int ret;
+
+	if (!exempt && st->stats.dirs >= st->lim.max_dirs)
+		return -EDQUOT;
+	ret = disk_take(st, BLOCK, exempt);
+	if (ret)
+		return ret;
+	if (mkdirat(dfd, name, st->dmode) == 0) {
+		st->stats.dirs++;
+	} else {
+		ret = errno;
+		disk_give(st, BLOCK);
+		if (ret != EEXIST)
+			return -ret;
+	}
+	return dir_openat(dfd, name, false, 0);
+}
+
+/* Opens the directory of relpath (all but its last component) under
+ * current/, creating what is missing if create.  Sets *leaf to the last
+ * component.  Returns an fd or -errno (-EDQUOT: a cap). */
+static int relpath_dir(struct store *st, const char *relpath, bool create,
+		       bool exempt, const char **leaf)
 {
 	char comp[OPVM_MANGLE_MAX];
 	const char *p = relpath, *s;
-	int fd = dup(base);
+	int fd = dup(st->curfd);
 
 	if (fd < 0)
 		return -errno;
@@ -344,7 +413,9 @@ static int relpath_dir(int base, const char *relpath, bool create,
 		}
 		memcpy(comp, p, n);
 		comp[n] = '\0';
-		nfd = dir_openat(fd, comp, create);
+		nfd = dir_openat(fd, comp, false, 0);
+		if (nfd == -ENOENT && create)
+			nfd = dir_create(st, fd, comp, exempt);
 		close(fd);
 		if (nfd < 0)
 			return nfd;
@@ -430,7 +501,7 @@ static int tree_remove(int parent, const char *name)
 		return -ELOOP;
 	if (!S_ISDIR(sb.st_mode))
 		return -ENOTDIR;
-	fd = dir_openat(parent, name, false);
+	fd = dir_openat(parent, name, false, 0);
 	if (fd < 0)
 		return fd;
 	ret = tree_clear(fd, 0);
@@ -468,7 +539,7 @@ struct store *store_open(const char *session_dir, const char *guest,
 
 	if (!session_dir || !*session_dir || !guest || !events ||
 	    nr_events == 0 || nr_events > 256 || (separate & ~OPVM_SEP_ALL) ||
-	    (flags & ~STORE_APPEND)) {
+	    (flags & ~(STORE_APPEND | STORE_PUBLIC))) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -495,11 +566,15 @@ struct store *store_open(const char *session_dir, const char *guest,
 	st->separate = separate;
 	st->flags = flags;
 	st->file_limit = OPVM_SFILE_MAX_SIZE;
+	st->dmode = flags & STORE_PUBLIC ? 0777 : 0700;
+	st->fmode = flags & STORE_PUBLIC ? 0666 : 0600;
+	store_set_limits(st, NULL);
 	st->events = calloc(nr_events, sizeof(*events));
+	st->ovf = calloc(nr_events, sizeof(*st->ovf));
 	st->session = strdup(session_dir);
 	st->guest = strdup(guest);
 	store_mangle(guest, strlen(guest), mg);
-	if (!st->events || !st->session || !st->guest ||
+	if (!st->events || !st->ovf || !st->session || !st->guest ||
 	    asprintf(&st->dir, "%s/guests/%s/samples/current", session_dir, mg) < 0) {
 		st->dir = NULL;
 		ret = -ENOMEM;
@@ -516,17 +591,17 @@ struct store *store_open(const char *session_dir, const char *guest,
 		ret = -errno;
 		goto fail;
 	}
-	gfd = dir_openat(sfd, "guests", true);
+	gfd = dir_openat(sfd, "guests", true, st->dmode);
 	if (gfd < 0) {
 		ret = gfd;
 		goto fail;
 	}
-	gdir = dir_openat(gfd, mg, true);
+	gdir = dir_openat(gfd, mg, true, st->dmode);
 	if (gdir < 0) {
 		ret = gdir;
 		goto fail;
 	}
-	smp = dir_openat(gdir, "samples", true);
+	smp = dir_openat(gdir, "samples", true, st->dmode);
 	if (smp < 0) {
 		ret = smp;
 		goto fail;
@@ -555,7 +630,7 @@ struct store *store_open(const char *session_dir, const char *guest,
 		ret = -errno;
 		goto fail;
 	}
-	st->curfd = dir_openat(smp, "current", true);
+	st->curfd = dir_openat(smp, "current", true, st->dmode);
 	if (st->curfd < 0) {
 		ret = st->curfd;
 		goto fail;
@@ -602,12 +677,160 @@ void store_set_file_limit(struct store *st, uint64_t bytes)
 	st->file_limit = bytes;
 }
 
+static void map_trim(struct store *st, const struct sfile *keep);
+
+void store_set_limits(struct store *st, const struct store_limits *lim)
+{
+	struct store_limits l = lim ? *lim : (struct store_limits){ 0 };
+
+	if (!st)
+		return;
+	st->lim.max_files = l.max_files ? l.max_files : OPVM_STORE_MAX_FILES;
+	st->lim.max_dirs = l.max_dirs ? l.max_dirs : OPVM_STORE_MAX_DIRS;
+	st->lim.max_mapped = l.max_mapped ? l.max_mapped : OPVM_STORE_MAX_MAPPED;
+	st->lim.max_disk = l.max_disk ? l.max_disk : OPVM_STORE_MAX_DISK;
+	map_trim(st, NULL);
+}
+
+void store_get_stats(const struct store *st, struct store_stats *out)
+{
+	*out = st->stats;
+	out->overflow_samples = 0;
+	for (size_t i = 0; i < st->nr_events; i++) {
+		uint64_t t = st->ovf[i] ? st->ovf[i]->total : 0;
+
+		if (__builtin_add_overflow(out->overflow_samples, t, &out->overflow_samples))
+			out->overflow_samples = UINT64_MAX;
+	}
+}
+
+void store_get_limits(const struct store *st, struct store_limits *out)
+{
+	*out = st->lim;
+}
+
+uint64_t store_mapped_total(void)
+{
+	return __atomic_load_n(&mapped_all, __ATOMIC_RELAXED);
+}
+
+/* Half of vm.max_map_count: the rest is for the libraries, the rings and
+ * everything else of the process. */
+static uint64_t mapped_all_limit(void)
+{
+	uint64_t v = __atomic_load_n(&mapped_all_max, __ATOMIC_RELAXED);
+	unsigned long long m = 65530;
+	FILE *f;
+
+	if (v)
+		return v;
+	f = fopen("/proc/sys/vm/max_map_count", "re");
+	if (f) {
+		if (fscanf(f, "%llu", &m) != 1 || m < 1024)
+			m = 65530;
+		fclose(f);
+	}
+	v = m / 2;
+	__atomic_store_n(&mapped_all_max, v, __ATOMIC_RELAXED);
+	return v;
+}
+
+static void sfile_publish(struct sfile *sf);
+
+static void map_unlink(struct sfile *sf)
+{
+	struct store *st = sf->st;
+
+	if (sf->mprev)
+		sf->mprev->mnext = sf->mnext;
+	else
+		st->mru = sf->mnext;
+	if (sf->mnext)
+		sf->mnext->mprev = sf->mprev;
+	else
+		st->lru = sf->mprev;
+	sf->mprev = sf->mnext = NULL;
+}
+
+static void map_push(struct sfile *sf)
+{
+	struct store *st = sf->st;
+
+	sf->mprev = NULL;
+	sf->mnext = st->mru;
+	if (st->mru)
+		st->mru->mprev = sf;
+	else
+		st->lru = sf;
+	st->mru = sf;
+}
+
+/* Publishes and unmaps sf; its counts stay in struct sfile. */
+static void sfile_unmap(struct sfile *sf)
+{
+	if (!sf->map)
+		return;
+	if (sf->dirty)
+		sfile_publish(sf);
+	munmap(sf->map, sf->map_len);
+	sf->map = NULL;
+	sf->tab = NULL;
+	map_unlink(sf);
+	sf->st->stats.mapped--;
+	__atomic_sub_fetch(&mapped_all, 1, __ATOMIC_RELAXED);
+}
+
+/* Unmaps cold files until the store is within max_mapped and the process
+ * within mapped_all_limit() (keep, the file being mapped, stays).  Second
+ * chance: a file used since the last pass goes back to the front once. */
+static void map_trim(struct store *st, const struct sfile *keep)
+{
+	uint64_t passes = 2 * st->stats.mapped + 2;
+
+	while (st->lru && passes--) {
+		struct sfile *v = st->lru;
+		bool over = st->stats.mapped > st->lim.max_mapped ||
+			    (store_mapped_total() > mapped_all_limit() &&
+			     st->stats.mapped > 1);
+
+		if (!over || (v == keep && st->mru == v))
+			break;
+		if (v == keep || (v->ref && passes > st->stats.mapped)) {
+			v->ref = 0;
+			map_unlink(v);
+			map_push(v);
+			continue;
+		}
+		sfile_unmap(v);
+		st->stats.unmaps++;
+	}
+}
+
+/* Maps [0, len) of fd for sf and puts it at the front of the list. */
+static int sfile_map(struct sfile *sf, int fd, size_t len)
+{
+	struct store *st = sf->st;
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	if (m == MAP_FAILED)
+		return -errno;
+	sf->map = m;
+	sf->map_len = len;
+	sf->ref = 1;
+	map_push(sf);
+	st->stats.mapped++;
+	__atomic_add_fetch(&mapped_all, 1, __ATOMIC_RELAXED);
+	map_trim(st, sf);
+	if (st->stats.mapped > st->stats.mapped_peak)
+		st->stats.mapped_peak = st->stats.mapped;
+	return 0;
+}
+
 static void sfile_free(struct sfile *sf)
 {
 	if (!sf)
 		return;
-	if (sf->map)
-		munmap(sf->map, sf->map_len);
+	sfile_unmap(sf);
 	free(sf->app);
 	free(sf->image);
 	free(sf->relpath);
@@ -629,9 +852,11 @@ int store_sync(struct store *st)
 {
 	if (!st)
 		return -EINVAL;
-	for (struct sfile *sf = st->files; sf; sf = sf->next)
-		if (sf->dirty)
+	for (struct sfile *sf = st->files; sf; sf = sf->next) {
+		if (sf->dirty && sf->map)
 			sfile_publish(sf);
+		sf->full = false;
+	}
 	return 0;
 }
 
@@ -647,6 +872,7 @@ void store_close(struct store *st)
 		sfile_free(sf);
 	}
 	free(st->index);
+	free(st->ovf);
 	if (st->curfd >= 0)
 		close(st->curfd);
 	if (st->lockfd >= 0)
@@ -670,7 +896,7 @@ int store_write_meta(struct store *st, const char *json)
 	snprintf(tmp, sizeof(tmp), ".session.json.%d.tmp", (int)getpid());
 	unlinkat(st->curfd, tmp, 0);
 	fd = openat(st->curfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-		    O_CLOEXEC, 0644);
+		    O_CLOEXEC, st->fmode);
 	if (fd < 0)
 		return -errno;
 	while (done < len) {
@@ -699,6 +925,7 @@ static void sfile_set_table(struct sfile *sf, uint64_t desc)
 {
 	unsigned lg = (unsigned)(desc & 63);
 
+	sf->desc = desc;
 	sf->tab = (struct slot *)(sf->map + (desc & ~63ULL));
 	sf->mask = (1ULL << lg) - 1;
 	sf->shift = 64 - lg;
@@ -766,17 +993,6 @@ static int file_reserve(int fd, uint64_t off, uint64_t len)
 	return 0;
 }
 
-static int sfile_map(struct sfile *sf, int fd, size_t len)
-{
-	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-
-	if (m == MAP_FAILED)
-		return -errno;
-	sf->map = m;
-	sf->map_len = len;
-	return 0;
-}
-
 /* Scans the table after reopening: nr and total as the table holds them. */
 static void sfile_rescan(struct sfile *sf)
 {
@@ -826,6 +1042,9 @@ static int sfile_open_existing(struct sfile *sf, int fd, const struct store_even
 	ret = sfile_map(sf, fd, end);
 	if (ret)
 		return ret;
+	/* already on disk: counted, never refused */
+	sf->disk = (end + BLOCK - 1) / BLOCK * BLOCK;
+	disk_take(sf->st, sf->disk, true);
 	sf->dev = sb.st_dev;
 	sf->ino = sb.st_ino;
 	sfile_set_table(sf, h.table);
@@ -844,10 +1063,14 @@ static int sfile_create(struct sfile *sf, int dfd, const char *leaf,
 	struct stat sb;
 	int fd, ret;
 
+	ret = disk_take(sf->st, BLOCK, sf->overflow);
+	if (ret)
+		return ret;
+	sf->disk = BLOCK;	/* the header and the first table fit one block */
 	snprintf(tmp, sizeof(tmp), ".%s.%d.tmp", leaf, (int)getpid());
 	unlinkat(dfd, tmp, 0);
 	fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		    0644);
+		    sf->st->fmode);
 	if (fd < 0)
 		return -errno;
 	ret = file_reserve(fd, 0, len);
@@ -889,6 +1112,8 @@ static int sfile_create(struct sfile *sf, int dfd, const char *leaf,
 fail:
 	unlinkat(dfd, tmp, 0);
 	close(fd);
+	disk_give(sf->st, sf->disk);
+	sf->disk = 0;
 	return ret;
 }
 
@@ -1009,58 +1234,45 @@ static void fmt_field(char *b, size_t n, int64_t v)
 		snprintf(b, n, "%lld", (long long)v);
 }
 
-struct sfile *store_get(struct store *st, const struct store_key *key)
+/* Opens or creates the file for n, whose app and image are the path
+ * components mapp and mimg (mangled, or the store's own {overflow}), and
+ * adds it to the store's files (and to the index unless overflow).
+ * Returns NULL and sets errno (EDQUOT: a cap). */
+static struct sfile *sfile_new(struct store *st, const struct nkey *n, uint64_t h,
+			       const char *mapp, const char *mimg,
+			       const struct store_key *key, bool overflow)
 {
-	char mapp[OPVM_MANGLE_MAX], mimg[OPVM_MANGLE_MAX];
+	const struct store_event *ev = &st->events[n->event];
 	char t[24], td[24], c[24];
-	const struct store_event *ev;
 	const char *leaf;
 	struct sfile *sf;
-	struct nkey n;
-	uint64_t h;
 	int dfd, fd, ret;
 
-	if (!st || !key || !key->image || key->event >= st->nr_events) {
-		errno = EINVAL;
-		return NULL;
-	}
-	key_normalise(st, key, &n);
-	/* Consecutive samples mostly hit the same file: skip the hashing. */
-	if (st->last && nkey_eq_fields(st->last, &n))
-		return st->last;
-	h = nkey_hash(&n);
-	for (size_t j = h & (st->index_cap - 1); (sf = st->index[j]);
-	     j = (j + 1) & (st->index_cap - 1))
-		if (nkey_eq(sf, &n, h))
-			return st->last = sf;
-
-	ev = &st->events[n.event];
 	sf = calloc(1, sizeof(*sf));
 	if (!sf)
 		return NULL;
 	sf->st = st;
+	sf->overflow = overflow;
 	sf->khash = h;
-	sf->kernel = n.kernel;
-	sf->event = n.event;
-	sf->tgid = n.tgid;
-	sf->tid = n.tid;
-	sf->cpu = n.cpu;
-	sf->app = strdup(n.app);
-	sf->image = strdup(n.image);
-	store_mangle(n.app, strlen(n.app), mapp);
-	store_mangle(n.image, strlen(n.image), mimg);
-	fmt_field(t, sizeof(t), n.tgid);
-	fmt_field(td, sizeof(td), n.tid);
-	fmt_field(c, sizeof(c), n.cpu);
+	sf->kernel = n->kernel;
+	sf->event = n->event;
+	sf->tgid = n->tgid;
+	sf->tid = n->tid;
+	sf->cpu = n->cpu;
+	sf->app = strdup(n->app);
+	sf->image = strdup(n->image);
+	fmt_field(t, sizeof(t), n->tgid);
+	fmt_field(td, sizeof(td), n->tid);
+	fmt_field(c, sizeof(c), n->cpu);
 	if (!sf->app || !sf->image ||
 	    asprintf(&sf->relpath, ROOT_DIR "/%s/" DEP_DIR "/%s/%s/%s.%llu.%u.%s.%s.%s",
-		     mapp, n.kernel ? KERN_DIR : ROOT_DIR, mimg, ev->name,
+		     mapp, n->kernel ? KERN_DIR : ROOT_DIR, mimg, ev->name,
 		     (unsigned long long)ev->count, ev->unit_mask, t, td, c) < 0) {
 		sf->relpath = NULL;
 		ret = -ENOMEM;
 		goto fail;
 	}
-	dfd = relpath_dir(st->curfd, sf->relpath, true, &leaf);
+	dfd = relpath_dir(st, sf->relpath, true, overflow, &leaf);
 	if (dfd < 0) {
 		ret = dfd;
 		goto fail;
@@ -1077,17 +1289,131 @@ struct sfile *store_get(struct store *st, const struct store_key *key)
 	close(dfd);
 	if (ret)
 		goto fail;
-	ret = index_insert(st, sf);
-	if (ret)
-		goto fail;
+	if (!overflow) {
+		ret = index_insert(st, sf);
+		if (ret)
+			goto fail;
+	}
 	sf->next = st->files;
 	st->files = sf;
-	st->last = sf;
+	st->stats.files++;
 	return sf;
 fail:
 	sfile_free(sf);
 	errno = -ret;
 	return NULL;
+}
+
+/* The overflow bucket of event, created on first use (exempt from the
+ * caps).  NULL and errno if even that fails. */
+static struct sfile *store_overflow(struct store *st, uint8_t event)
+{
+	struct nkey n = {
+		.app = OVERFLOW_DIR, .image = OVERFLOW_DIR, .event = event,
+		.tgid = -1, .tid = -1, .cpu = -1,
+	};
+	struct store_key key = { .image = OVERFLOW_DIR, .event = event };
+
+	if (!st->ovf[event]) {
+		st->ovf[event] = sfile_new(st, &n, 0, OVERFLOW_DIR, OVERFLOW_DIR,
+					   &key, true);
+		if (st->ovf[event])
+			st->nr_ovf++;
+	}
+	return st->ovf[event];
+}
+
+/* Errors after which a sample still has a place: the overflow bucket. */
+static bool overflow_err(int err)
+{
+	return err == EDQUOT || err == ENOSPC || err == ENOMEM ||
+	       err == EMFILE || err == ENFILE || err == EFBIG;
+}
+
+struct sfile *store_get(struct store *st, const struct store_key *key)
+{
+	char mapp[OPVM_MANGLE_MAX], mimg[OPVM_MANGLE_MAX];
+	struct sfile *sf;
+	struct nkey n;
+	uint64_t h;
+
+	if (!st || !key || !key->image || key->event >= st->nr_events) {
+		errno = EINVAL;
+		return NULL;
+	}
+	key_normalise(st, key, &n);
+	/* Consecutive samples mostly hit the same file: skip the hashing. */
+	if (st->last && nkey_eq_fields(st->last, &n))
+		return st->last;
+	h = nkey_hash(&n);
+	for (size_t j = h & (st->index_cap - 1); (sf = st->index[j]);
+	     j = (j + 1) & (st->index_cap - 1))
+		if (nkey_eq(sf, &n, h))
+			return st->last = sf;
+
+	if (st->stats.files - st->nr_ovf < st->lim.max_files) {
+		store_mangle(n.app, strlen(n.app), mapp);
+		store_mangle(n.image, strlen(n.image), mimg);
+		sf = sfile_new(st, &n, h, mapp, mimg, key, false);
+		if (sf)
+			return st->last = sf;
+		if (!overflow_err(errno))
+			return NULL;
+	}
+	st->stats.overflow_keys++;
+	return store_overflow(st, n.event);
+}
+
+/* The fd is not kept (a store can hold many files): sf's file is opened
+ * again by the same safe walk, and must still be the file it was.  Returns
+ * an fd or -errno. */
+static int sfile_reopen(struct sfile *sf, struct stat *sb)
+{
+	const char *leaf;
+	int dfd, fd, ret;
+
+	dfd = relpath_dir(sf->st, sf->relpath, false, false, &leaf);
+	if (dfd < 0)
+		return dfd;
+	fd = openat(dfd, leaf, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	ret = fd < 0 ? -errno : 0;
+	close(dfd);
+	if (ret)
+		return ret;
+	ret = file_check(fd, sb);
+	if (!ret && (sb->st_dev != sf->dev || sb->st_ino != sf->ino))
+		ret = -ESTALE;
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+/* Maps an unmapped file again (sfile_unmap() left its counts in sf). */
+static int __attribute__((noinline, cold)) sfile_remap(struct sfile *sf)
+{
+	struct sfile_hdr *h;
+	struct stat sb;
+	int fd, ret;
+
+	fd = sfile_reopen(sf, &sb);
+	if (fd < 0)
+		return fd;
+	ret = (uint64_t)sb.st_size < sf->map_len ? -EBADMSG : sfile_map(sf, fd, sf->map_len);
+	close(fd);
+	if (ret)
+		return ret;
+	h = (struct sfile_hdr *)sf->map;
+	/* Only this store writes the file; a table that moved means someone
+	 * else did.  Not a crash: an error, and no write through it. */
+	if (__atomic_load_n(&h->table, __ATOMIC_ACQUIRE) != sf->desc) {
+		sfile_unmap(sf);
+		return -EBADMSG;
+	}
+	sfile_set_table(sf, sf->desc);
+	sf->st->stats.remaps++;
+	return 0;
 }
 
 /* Grows the table to twice its size in a fresh region and publishes it. */
@@ -1102,40 +1428,40 @@ static int sfile_grow(struct sfile *sf)
 	uint64_t new_off = (sf->map_len + SFILE_TABLE_ALIGN - 1) & ~(uint64_t)(SFILE_TABLE_ALIGN - 1);
 	uint64_t new_size = (1ULL << lg) * SLOT_SIZE;
 	uint64_t new_len = new_off + new_size;
-	const char *leaf;
+	/* blocks after the growth: the old table is punched out */
+	uint64_t new_disk = (new_len - sf->punched - old_size + BLOCK - 1) / BLOCK * BLOCK;
+	uint64_t more = new_disk > sf->disk ? new_disk - sf->disk : 0;
 	struct stat sb;
 	struct slot *nt;
 	void *m;
-	int dfd, fd, ret;
+	int fd, ret;
 
 	if (lg > SFILE_MAX_LOG2 || new_len > st->file_limit)
 		return -ENOSPC;
-	/* The fd is not kept (a store can hold many files): reopen by the
-	 * same safe walk, and make sure it is still the file mapped. */
-	dfd = relpath_dir(st->curfd, sf->relpath, false, &leaf);
-	if (dfd < 0)
-		return dfd;
-	fd = openat(dfd, leaf, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	ret = fd < 0 ? -errno : 0;
-	close(dfd);
-	if (ret)
+	fd = sfile_reopen(sf, &sb);
+	if (fd < 0)
+		return fd;
+	ret = disk_take(st, more, sf->overflow);
+	if (ret) {
+		close(fd);
 		return ret;
-	ret = file_check(fd, &sb);
-	if (!ret && (sb.st_dev != sf->dev || sb.st_ino != sf->ino))
-		ret = -ESTALE;
-	if (!ret)
-		ret = file_reserve(fd, sf->map_len, new_len - sf->map_len);
+	}
+	ret = file_reserve(fd, sf->map_len, new_len - sf->map_len);
 	if (ret) {
 		/* Drop a partial reservation; the live table is untouched. */
 		if (ftruncate(fd, (off_t)sf->map_len)) {}
+		disk_give(st, more);
 		goto out;
 	}
 	m = mremap(sf->map, sf->map_len, new_len, MREMAP_MAYMOVE);
 	if (m == MAP_FAILED) {
 		ret = -errno;
 		if (ftruncate(fd, (off_t)sf->map_len)) {}
+		disk_give(st, more);
 		goto out;
 	}
+	sf->disk += more;
+	sf->punched += old_size;
 	sf->map = m;
 	sf->map_len = new_len;
 	h = (struct sfile_hdr *)sf->map;
@@ -1171,16 +1497,37 @@ out:
 	return ret;
 }
 
+/* A sample sf cannot take (err) goes to its event's overflow bucket.
+ * Returns 0, or err when the bucket cannot take it either. */
+static int __attribute__((noinline, cold))
+sfile_divert(struct sfile *sf, uint64_t count, int err)
+{
+	struct sfile *o;
+
+	if (sf->overflow || !overflow_err(-err))
+		return err;
+	o = store_overflow(sf->st, sf->event);
+	if (!o || sfile_add(o, 0, count))
+		return err;
+	return 0;
+}
+
 static int __attribute__((noinline, cold))
 sfile_insert(struct sfile *sf, uint64_t offset, uint64_t count)
 {
 	uint64_t j;
 	int ret;
 
+	/* The bucket keeps one count per event: its samples come from
+	 * files of every image, their offsets mean nothing together. */
+	if (sf->overflow && offset)
+		return sfile_add(sf, 0, count);
 	if (sf->nr + 1 > sf->grow_at) {
-		ret = sfile_grow(sf);
-		if (ret)
-			return ret;
+		ret = sf->full ? -ENOSPC : sfile_grow(sf);
+		if (ret) {
+			sf->full = overflow_err(-ret);
+			return sfile_divert(sf, count, ret);
+		}
 	}
 	for (j = slot_hash(offset) >> sf->shift; sf->tab[j].count;
 	     j = (j + 1) & sf->mask)
@@ -1191,6 +1538,7 @@ sfile_insert(struct sfile *sf, uint64_t offset, uint64_t count)
 	sf->nr++;
 	sf->total += count;
 	sf->dirty = 1;
+	sf->ref = 1;
 	return 0;
 }
 
@@ -1201,6 +1549,13 @@ int sfile_add(struct sfile *sf, uint64_t offset, uint64_t count)
 
 	if (__builtin_expect(count == 0, 0))
 		return 0;
+	if (__builtin_expect(!tab, 0)) {
+		int ret = sfile_remap(sf);
+
+		if (ret)
+			return sfile_divert(sf, count, ret);
+		tab = sf->tab;
+	}
 	for (;;) {
 		struct slot *s = &tab[j];
 
@@ -1214,6 +1569,7 @@ int sfile_add(struct sfile *sf, uint64_t offset, uint64_t count)
 			s->count = v;
 			sf->total += count;
 			sf->dirty = 1;
+			sf->ref = 1;
 			return 0;
 		}
 		j = (j + 1) & sf->mask;
@@ -1229,7 +1585,8 @@ int sfile_add_many(struct sfile *sf, const uint64_t *offsets, size_t n)
 	/* Prefetch the home slot a few samples ahead: with large tables the
 	 * probe is a cache miss, and the misses then overlap. */
 	for (size_t i = 0; i < n; i++) {
-		if (i + AHEAD < n)
+		/* sf->tab is NULL while sf is unmapped (sfile_add() maps it) */
+		if (i + AHEAD < n && sf->tab)
 			__builtin_prefetch(&sf->tab[slot_hash(offsets[i + AHEAD]) >> sf->shift], 1);
 		int r = sfile_add(sf, offsets[i], 1);
 

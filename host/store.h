@@ -18,6 +18,20 @@
  * files that read back with every count added before its last store_sync().
  * Readers never trust a file: truncation or corruption is an error with a
  * message, never a crash.
+ *
+ * Bounds (struct store_limits): a guest decides which files exist (every
+ * new path it names can make a new file), so a store caps the files and
+ * directories it creates, the bytes they take and the files it keeps mapped
+ * at once.  A key past a cap, and a sample a file cannot grow for, go to the
+ * guest's overflow bucket: one sample file per event at
+ * {root}/{overflow}/{dep}/{root}/{overflow}/ (no mangled guest name can be
+ * "{overflow}": braces are escaped), all its samples at offset 0.  So the
+ * totals still add up and the store_stats say how many went there.  Files
+ * stay on disk when they are unmapped (least recently used first); the next
+ * sample to one maps it again.
+ *
+ * The tree is private: directories 0700, files 0600, unless STORE_PUBLIC
+ * (then 0777/0666 less the process umask, for `--umask`).
  */
 #ifndef OPVM_STORE_H
 #define OPVM_STORE_H
@@ -66,6 +80,33 @@ struct sfile;
 
 enum store_open_flags {
 	STORE_APPEND	= 1u << 0,	/* keep current/, add to it */
+	STORE_PUBLIC	= 1u << 1,	/* modes from the umask, not 0700/0600 */
+};
+
+/* Per-store caps; 0 in a field means its default.  docs/usage.md states
+ * the defaults. */
+struct store_limits {
+	uint64_t max_files;	/* sample files, default 16384 */
+	uint64_t max_dirs;	/* directories created, default 65536 */
+	uint64_t max_mapped;	/* files mapped at once, default 256 */
+	uint64_t max_disk;	/* bytes of files and directories, default 1 GiB */
+};
+#define OPVM_STORE_MAX_FILES	16384
+#define OPVM_STORE_MAX_DIRS	65536
+#define OPVM_STORE_MAX_MAPPED	256
+#define OPVM_STORE_MAX_DISK	(1ULL << 30)
+
+/* What a store holds and did; every field is a count since store_open(). */
+struct store_stats {
+	uint64_t files;		/* sample files open (created or reopened) */
+	uint64_t dirs;		/* directories created */
+	uint64_t mapped;	/* files mapped now */
+	uint64_t mapped_peak;	/* most files mapped at once */
+	uint64_t disk_bytes;	/* blocks of its files and directories, about */
+	uint64_t overflow_samples; /* samples in the overflow bucket */
+	uint64_t overflow_keys;	/* store_get()s answered with the bucket */
+	uint64_t unmaps;	/* cold files unmapped */
+	uint64_t remaps;	/* unmapped files mapped again */
 };
 
 /* Opens (creating as needed) <session_dir>/guests/<guest>/samples/current.
@@ -81,18 +122,31 @@ struct store *store_open(const char *session_dir, const char *guest,
 			 unsigned separate, unsigned flags);
 /* Syncs and closes every file; NULL-safe. */
 void store_close(struct store *st);
+/* Sets the caps (NULL or 0 fields: defaults).  Lowering a cap below what
+ * the store already holds keeps what it has and sends new keys to the
+ * overflow bucket; mappings above max_mapped are dropped at once. */
+void store_set_limits(struct store *st, const struct store_limits *lim);
+void store_get_stats(const struct store *st, struct store_stats *out);
+void store_get_limits(const struct store *st, struct store_limits *out);
+/* Files mapped by every store of this process together are kept under
+ * half of vm.max_map_count (read once); each store still keeps one. */
+uint64_t store_mapped_total(void);
 unsigned store_separate(const struct store *st);
 
 /* The sample file for key, opened or created on first use and cached by the
- * store (callers may keep the pointer until store_close()).  The key's
+ * store (callers may keep the pointer until store_close(); it may be
+ * unmapped meanwhile, which sfile_add() undoes).  Past a cap (files,
+ * directories, disk) the answer is the overflow bucket of key's event.  The key's
  * merged fields should already reflect store_separate() (the store applies
  * the mask again, so a full key files the same).  In append mode an existing
  * file is validated first (EBADMSG: corrupt, or another event's).  Returns
  * NULL and sets errno (ELOOP: a symlink in the way). */
 struct sfile *store_get(struct store *st, const struct store_key *key);
 
-/* Adds count samples at offset.  Returns 0 or -errno (-ENOSPC: file limit
- * or disk full; the file keeps what it had). */
+/* Adds count samples at offset.  A file that cannot grow for a new offset
+ * (its size limit, the disk cap, a full disk) files the sample in the
+ * overflow bucket instead.  Returns 0 or -errno (-ENOSPC: the bucket could
+ * not take it either; the file keeps what it had). */
 int sfile_add(struct sfile *sf, uint64_t offset, uint64_t count);
 /* Adds one sample at each of offsets[0..n), prefetching ahead (faster than
  * a loop of sfile_add() when the table is larger than the cache).  Returns

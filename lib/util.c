@@ -2,10 +2,12 @@
 /*
  * Small helpers shared by every opvm library (lib/util.h).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -115,4 +117,53 @@ uint64_t util_hash_str(const char *s)
 	for (; *s; s++)
 		h = (h ^ (unsigned char)*s) * 1099511628211ull;
 	return h;
+}
+
+int util_parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: break;
+	}
+	if (*end == 'i' && shift)	/* "64MiB" */
+		end++;
+	if ((*end == 'b' || *end == 'B') && shift)
+		end++;
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static volatile sig_atomic_t *stop_flag;
+
+static void on_stop_signal(int sig)
+{
+	(void)sig;
+	if (stop_flag)
+		*stop_flag = 1;
+}
+
+void util_stop_on_signals(volatile sig_atomic_t *flag)
+{
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+
+	stop_flag = flag;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
 }

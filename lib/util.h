@@ -2,13 +2,16 @@
 /*
  * Small helpers every opvm library needs and none owns: filling a caller's
  * error buffer, reading a hex digit, connecting to a unix socket,
- * creating a directory path, copying a stream, hashing a string.  Library code: nothing here prints.
+ * creating a directory path, copying a stream, hashing a string, the
+ * monotonic clock, the stop signals.  Library code: nothing here prints.
  */
 #ifndef OPVM_UTIL_H
 #define OPVM_UTIL_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Formats into err[errlen] (truncating); err may be NULL or errlen 0, then
  * nothing is written.  For the "char *err, size_t errlen" (or why/whylen)
@@ -39,9 +42,35 @@ int util_valid_name(const char *s);
  * text, and must not stall the guest writing into in. */
 void util_copy_stream(int in, int out, int out2);
 
+/* Parses a count ("4096") or, with units, a size ("64M", "2G", "512k":
+ * powers of 1024).  0 or -EINVAL (not a number, a bad unit, overflow). */
+int util_parse_size(const char *s, uint64_t *out);
+
 /* A 64-bit FNV-1a-style hash of the NUL-terminated s, for in-memory hash
  * tables (report, export, symres).  Not for anything stored: the store's
  * names use their own, fixed hash. */
 uint64_t util_hash_str(const char *s);
+
+/* CLOCK_MONOTONIC in nanoseconds and in milliseconds.  Signed, so that
+ * "deadline - now" goes negative when a deadline has passed.  Inline: the
+ * samplers read the clock on their per-sample path. */
+static inline int64_t util_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline int64_t util_now_ms(void)
+{
+	return util_now_ns() / 1000000;
+}
+
+/* What every long-running command does with signals: SIGINT and SIGTERM
+ * set *flag (the handler does nothing else), SIGPIPE is ignored (a closed
+ * pipe or socket is an EPIPE to handle, not a reason to die).  One flag per
+ * process: a second call replaces the first. */
+void util_stop_on_signals(volatile sig_atomic_t *flag);
 
 #endif /* OPVM_UTIL_H */

@@ -129,24 +129,82 @@ static int root_matches(const struct symres_root *root, const char *guest)
 	return !root->guest || (guest && !strcmp(root->guest, guest));
 }
 
+/* Cleared when the kernel has no openat2() (before Linux 5.6).  Tests set
+ * OPVM_NO_OPENAT2=1 to exercise the fallback. */
+static int have_openat2 = 1;
+
+/*
+ * Without openat2: one component at a time below rootfd, each opened with
+ * O_NOFOLLOW, and ".." refused.  Stricter than RESOLVE_IN_ROOT (a symlink
+ * anywhere on the way fails with ELOOP instead of being resolved inside the
+ * root), never wider.
+ */
+static int open_walk(int rootfd, const char *path, int flags)
+{
+	char comp[256];
+	int dfd = rootfd, fd;
+
+	for (;;) {
+		size_t n = strcspn(path, "/");
+		const char *next = path + n;
+
+		while (*next == '/')
+			next++;
+		if (n >= sizeof(comp) || (n == 2 && !strncmp(path, "..", 2))) {
+			fd = -(n >= sizeof(comp) ? ENAMETOOLONG : EXDEV);
+			break;
+		}
+		memcpy(comp, path, n);
+		comp[n] = '\0';
+		if (!*next) {
+			fd = openat(dfd, comp, flags | O_NOFOLLOW);
+			fd = fd < 0 ? -errno : fd;
+			break;
+		}
+		fd = openat(dfd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) {
+			fd = -errno;
+			break;
+		}
+		if (dfd != rootfd)
+			close(dfd);
+		dfd = fd;
+		path = next;
+	}
+	if (dfd != rootfd)
+		close(dfd);
+	return fd;
+}
+
 /* Opens path inside the root directory fd: absolute symlinks and ".." stay
- * inside the root.  Regular files only (a FIFO would block). */
+ * inside the root (openat2 RESOLVE_IN_ROOT, else open_walk()).  Regular
+ * files only (a FIFO would block).  The fd, or -errno. */
 static int open_in_root(int rootfd, const char *path, int dir)
 {
+	int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (dir ? O_DIRECTORY : 0);
 	struct open_how how = {
-		.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (dir ? O_DIRECTORY : 0),
+		.flags = (uint64_t)flags,
 		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
 	};
+	const char *no2 = getenv("OPVM_NO_OPENAT2");
 	struct stat st;
-	int fd;
+	int fd = -ENOSYS;
 
 	while (*path == '/')
 		path++;
 	if (!*path)
 		path = ".";
-	fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+	if (have_openat2 && !(no2 && *no2 == '1')) {
+		fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+		if (fd < 0)
+			fd = -errno;
+		if (fd == -ENOSYS)
+			have_openat2 = 0;
+	}
+	if (fd == -ENOSYS)
+		fd = open_walk(rootfd, path, flags);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (fstat(fd, &st) || (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))) {
 		close(fd);
 		return -EINVAL;
@@ -1137,35 +1195,88 @@ int symres_want_lines(struct symres *r, struct simage *si, const char *guest)
 	return elfimage_has_lines(si->elf) ? 0 : -ENOENT;
 }
 
-FILE *symres_open_source(struct symres *r, const char *guest, const char *path)
+/* The host file behind fd, for messages; dflt if /proc cannot say. */
+static void fd_name(int fd, const char *dflt, char *out, size_t outlen)
 {
-	char buf[4096];
-	int fd;
+	char link[64];
+	ssize_t n;
 
-	for (size_t i = 0; i < r->nr_roots; i++) {
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, out, outlen ? outlen - 1 : 0);
+	if (n > 0 && (size_t)n < outlen)
+		out[n] = '\0';
+	else
+		util_seterr(out, outlen, "%s", dflt);
+}
+
+/* A source path from DWARF inside the directory dfd: the whole path, then
+ * ever shorter tails of it (/build/pkg-1.0/src/x.c as src/x.c, then x.c),
+ * so that --source-dir can name a copy of the tree from anywhere in it. */
+static int open_source_tail(int dfd, const char *path)
+{
+	int fd = -ENOENT;
+
+	for (int tries = 0; path && *path && tries < 32; tries++) {
+		fd = open_in_root(dfd, path, 0);
+		if (fd >= 0)
+			return fd;
+		path = strchr(path + 1, '/');
+		while (path && *path == '/')
+			path++;
+	}
+	return fd;
+}
+
+FILE *symres_open_source(struct symres *r, const char *guest, const char *path,
+			 char *used, size_t usedlen)
+{
+	int fd = -ENOENT, err = 0, places = 0;
+	const char *where = NULL;
+	FILE *f;
+
+	/* The path comes from the guest's debug info: it is looked up inside
+	 * the guest's roots and --source-dir only, never on the host as it
+	 * is (a crafted binary could name /etc/shadow). */
+	for (size_t i = 0; fd < 0 && i < r->nr_roots; i++) {
 		if (!root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
 			continue;
+		places++;
 		fd = open_in_root(r->root_fds[i], path, 0);
-		if (fd >= 0)
-			return fdopen(fd, "r");
+		if (fd < 0 && fd != -ENOENT)
+			err = fd;
+		where = r->roots[i].dir;
 	}
-	if (r->source_dir) {
+	if (fd < 0 && r->source_dir) {
 		int dfd = open(r->source_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 
+		places++;
 		if (dfd >= 0) {
-			fd = open_in_root(dfd, path, 0);
+			fd = open_source_tail(dfd, path);
+			if (fd < 0 && fd != -ENOENT)
+				err = fd;
 			close(dfd);
-			if (fd >= 0)
-				return fdopen(fd, "r");
 		}
+		where = r->source_dir;
 	}
-	snprintf(buf, sizeof(buf), "%s", path);
-	fd = open_host_file(buf);
 	if (fd < 0) {
-		errno = -fd;
+		if (!places)
+			util_seterr(used, usedlen, "no --guest-root for this guest and no "
+				    "--source-dir (a path from a guest's debug info is never "
+				    "opened on the host)");
+		else if (err == -EINVAL)
+			util_seterr(used, usedlen, "not a regular file where found");
+		else
+			util_seterr(used, usedlen, "not in the guest root%s or --source-dir%s%s",
+				    r->nr_roots > 1 ? "s" : "", err ? ": " : "",
+				    err ? strerror(-err) : "");
+		errno = err ? -err : ENOENT;
 		return NULL;
 	}
-	return fdopen(fd, "r");
+	fd_name(fd, where ? where : path, used, usedlen);
+	f = fdopen(fd, "r");
+	if (!f)
+		close(fd);
+	return f;
 }
 
 /* ---- build-id cache --------------------------------------------------------- */

@@ -120,10 +120,14 @@ long simage_find(const struct simage *si, const char *name);
  * the binary has none.  Returns 0 or -ENOENT. */
 int symres_want_lines(struct symres *r, struct simage *si, const char *guest);
 
-/* Opens a source file named by DWARF: inside the guest's roots first, then
- * under source_dir, then the path itself on the host (the compile
- * directory).  Regular files only.  Returns NULL and sets errno. */
-FILE *symres_open_source(struct symres *r, const char *guest, const char *path);
+/* Opens a source file named by DWARF (guest data: hostile): inside the
+ * guest's roots, then inside source_dir (the whole path, then ever shorter
+ * tails of it), resolved so that neither ".." nor a symlink leaves the
+ * directory; never the path itself on the host.  Regular files only.
+ * used[usedlen] (may be NULL/0) receives the host file used, or on failure
+ * why none was.  Returns NULL and sets errno. */
+FILE *symres_open_source(struct symres *r, const char *guest, const char *path,
+			 char *used, size_t usedlen);
 
 /* Copies the ELF file at path into <session_dir>/.build-id/xx/yyyy (its
  * build-id), where reports look first.  The file must be a usable ELF with

@@ -39,14 +39,6 @@ struct gdbstub {
 	size_t tx_len;
 };
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* ---- framing ------------------------------------------------------------- */
 
 static int gs_write_all(struct gdbstub *gs, const char *buf, size_t len)
@@ -205,7 +197,7 @@ static int rx_packet(struct gdbstub *gs, int64_t deadline)
 			return r;
 		if (r == -EAGAIN)
 			continue;
-		left = deadline ? deadline - now_ns() : 0;
+		left = deadline ? deadline - util_now_ns() : 0;
 		if (left < 0)
 			left = 0;
 		r = poll(&pfd, 1, (int)((left + 999999) / 1000000));
@@ -267,7 +259,7 @@ int gdbstub_request(struct gdbstub *gs, const char *cmd, char *reply, size_t cap
 		n = tx_flush(gs);
 	if (n)
 		return n;
-	n = rx_reply(gs, now_ns() + (int64_t)timeout_ms * 1000000);
+	n = rx_reply(gs, util_now_ns() + (int64_t)timeout_ms * 1000000);
 	if (n < 0)
 		return n;
 	if (reply && cap) {
@@ -653,7 +645,7 @@ int gdbstub_interrupt(struct gdbstub *gs, unsigned timeout_ms)
 	err = tx_flush(gs);
 	if (err)
 		return err;
-	deadline = now_ns() + (int64_t)timeout_ms * 1000000;
+	deadline = util_now_ns() + (int64_t)timeout_ms * 1000000;
 	for (;;) {
 		int n = rx_packet(gs, deadline);
 
@@ -759,7 +751,7 @@ static int queue_reads(struct gdbstub *gs, unsigned n, uint64_t pa, size_t len, 
 static int read_replies(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned n,
 			void *buf, size_t len, int chunks, int *mem_err, int *marker)
 {
-	int64_t deadline = now_ns() + GS_SAMPLE_TIMEOUT_MS * 1000000ll;
+	int64_t deadline = util_now_ns() + GS_SAMPLE_TIMEOUT_MS * 1000000ll;
 	int err = 0;
 
 	for (unsigned i = 0; i < n; i++) {

@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 #include "guest-kmod/opvm_proto.h"
-#include "host/collector.h"
 #include "lib/ring.h"
 #include "vmm/kvm-sampler.h"
 #include "vmm/kvm.h"
+#include "lib/util.h"
 
 #define KVM_SAMPLE_SIGNAL	(SIGRTMIN + 2)
 #define DEFAULT_MAX_RATE	10000u
@@ -73,14 +73,6 @@ static void sig_install(void)
 	sigaction(KVM_SAMPLE_SIGNAL, &sa, NULL);
 }
 
-static inline uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static inline void stat_inc(uint64_t *p, uint64_t v)
 {
 	__atomic_store_n(p, *p + v, __ATOMIC_RELAXED);
@@ -110,7 +102,7 @@ static int ks_thread_init(struct kvm_vcpu *vcpu, void *arg)
 	sigemptyset(&set);
 	sigaddset(&set, KVM_SAMPLE_SIGNAL);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-	v->last_ns = now_ns();
+	v->last_ns = util_now_ns();
 	v->credit_ns = BURST_NS;
 	for (unsigned i = 0; i < ks->cfg.nr_events; i++) {
 		struct perf_event_attr attr = ks->cfg.events[i].attr;
@@ -213,7 +205,7 @@ static void ks_after_run(struct kvm_vcpu *vcpu, int ret, void *arg)
 	if (!pending)
 		return;
 	v = &ks->vcpus[kvm_vcpu_index(vcpu)];
-	t0 = now_ns();
+	t0 = util_now_ns();
 	elapsed = t0 - v->last_ns;
 	v->last_ns = t0;
 	v->credit_ns = v->credit_ns + elapsed > BURST_NS ? BURST_NS : v->credit_ns + elapsed;
@@ -247,10 +239,10 @@ static void ks_after_run(struct kvm_vcpu *vcpu, int ret, void *arg)
 		if (!ring_push(v->ring, &smp))
 			stat_inc(&v->samples, 1);
 	}
-	stat_inc(&v->cost_ns, now_ns() - t0);
+	stat_inc(&v->cost_ns, util_now_ns() - t0);
 }
 
-int kvm_sampler_start_rings(struct sampler *s, struct ring *const *rings, unsigned nr)
+static int ks_start(struct sampler *s, const struct sampler_sink *sink)
 {
 	struct kvm_sampler *ks = s->priv;
 	struct kvm_vcpu_hooks hooks = {
@@ -259,16 +251,17 @@ int kvm_sampler_start_rings(struct sampler *s, struct ring *const *rings, unsign
 		.thread_exit = ks_thread_exit,
 		.arg = ks,
 	};
+	unsigned nr = kvm_vm_nr_vcpus(ks->cfg.vm);
 	int err;
 
 	if (ks->started)
 		return -EALREADY;
-	if (nr != kvm_vm_nr_vcpus(ks->cfg.vm))
+	if (sink->nr_rings < nr)
 		return -EINVAL;
 	for (unsigned i = 0; i < nr; i++) {
-		if (!rings[i])
+		if (!sink->rings[i])
 			return -EINVAL;
-		ks->vcpus[i].ring = rings[i];
+		ks->vcpus[i].ring = sink->rings[i];
 	}
 	pthread_once(&sig_once, sig_install);
 	err = kvm_vm_start(ks->cfg.vm, &hooks);
@@ -276,19 +269,6 @@ int kvm_sampler_start_rings(struct sampler *s, struct ring *const *rings, unsign
 		return err;
 	ks->started = 1;
 	return 0;
-}
-
-static int ks_start(struct sampler *s, struct cguest *g)
-{
-	struct kvm_sampler *ks = s->priv;
-	struct ring *rings[KVM_MAX_VCPUS];
-	unsigned nr = kvm_vm_nr_vcpus(ks->cfg.vm);
-
-	if (cguest_nr_vcpus(g) < nr)
-		return -EINVAL;
-	for (unsigned i = 0; i < nr; i++)
-		rings[i] = cguest_ring(g, i);
-	return kvm_sampler_start_rings(s, rings, nr);
 }
 
 static void ks_stop(struct sampler *s)

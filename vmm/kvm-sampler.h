@@ -23,7 +23,6 @@
 #include "vmm/sampler.h"
 
 struct kvm_vm;
-struct ring;
 
 struct kvm_sampler_event {
 	/* type, config and sample_period (the count, already checked against
@@ -42,11 +41,6 @@ struct kvm_sampler_config {
 
 /* Returns NULL and sets errno (EINVAL: bad configuration). */
 struct sampler *kvm_sampler_new(const struct kvm_sampler_config *cfg);
-
-/* Like ops->start(), but with explicit rings (rings[i] for vCPU i, nr must
- * equal the VM's vCPU count): for tests and benchmarks that run without a
- * collector.  Starts the VM's vCPU threads.  Returns 0 or -errno. */
-int kvm_sampler_start_rings(struct sampler *s, struct ring *const *rings, unsigned nr);
 
 /* "kvm-pmu" when any event is a hardware event, else "kvm-timer". */
 const char *kvm_sampler_mode(const struct sampler *s);

@@ -16,11 +16,11 @@
 #include <unistd.h>
 
 #include "guest-kmod/opvm_proto.h"
-#include "host/collector.h"
 #include "lib/ring.h"
 #include "lib/sample.h"
 #include "vmm/gdbstub.h"
 #include "vmm/qemu-sampler.h"
+#include "lib/util.h"
 
 /* How long a running guest may take to answer "\x03" (a loaded host can be
  * slow), and how long we wait when we believe someone else paused it. */
@@ -38,8 +38,7 @@ struct qsamp {
 	unsigned nr_vcpus;		/* gdbstub threads */
 	int64_t period_ns;
 	int resume;
-	struct cguest *g;
-	unsigned nr_rings;
+	struct sampler_sink sink;
 
 	int efd;			/* wakes the tick thread on stop */
 	atomic_int stop;
@@ -68,14 +67,6 @@ static const struct sampler_ops qemu_sampler_ops;
 static struct qsamp *to_q(struct sampler *s)
 {
 	return s->priv;
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static void set_fault(struct qsamp *q, int err, const char *fmt, const char *detail)
@@ -123,7 +114,7 @@ static int get_slots(struct qsamp *q, unsigned *gen, uint64_t *pa, uint32_t *siz
 static void wait_until(struct qsamp *q, int64_t deadline)
 {
 	for (;;) {
-		int64_t left = deadline - now_ns();
+		int64_t left = deadline - util_now_ns();
 		struct pollfd pfd = { .fd = q->efd, .events = POLLIN };
 		struct timespec ts;
 
@@ -147,7 +138,7 @@ struct tick_state {
 static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 			 int have_slots, unsigned nr_slots)
 {
-	for (unsigned i = 0; i < n && i < q->nr_rings; i++) {
+	for (unsigned i = 0; i < n && i < q->sink.nr_rings; i++) {
 		struct opvm_sample smp = {
 			.rip = q->regs[i].rip,
 			.cr3 = q->regs[i].cr3,
@@ -172,7 +163,7 @@ static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 				q->slot_reads++;
 			}
 		}
-		if (ring_push(cguest_ring(q->g, i), &smp) == 0)
+		if (ring_push(q->sink.rings[i], &smp) == 0)
 			q->samples++;
 	}
 	(void)ts;
@@ -342,7 +333,7 @@ static void *tick_main(void *arg)
 	/* A guest we did not resume is taken for paused until it answers a
 	 * probe: the fast path would resume it. */
 	struct tick_state ts = { .paused = !q->resume };
-	int64_t next = now_ns() + q->period_ns, avg = 0;
+	int64_t next = util_now_ns() + q->period_ns, avg = 0;
 
 	while (!atomic_load(&q->stop)) {
 		int64_t t0, t1, cost;
@@ -351,7 +342,7 @@ static void *tick_main(void *arg)
 		wait_until(q, next);
 		if (atomic_load(&q->stop))
 			break;
-		t0 = now_ns();
+		t0 = util_now_ns();
 		if (t0 > next + q->period_ns) {
 			int64_t missed = (t0 - next) / q->period_ns;
 
@@ -361,7 +352,7 @@ static void *tick_main(void *arg)
 		next += q->period_ns;
 		q->ticks++;
 		r = tick_once(q, &ts);
-		t1 = now_ns();
+		t1 = util_now_ns();
 		if (r < 0) {
 			if (r == -EPIPE || r == -ESHUTDOWN) {
 				snprintf(q->errmsg, sizeof(q->errmsg),
@@ -392,15 +383,17 @@ static void *tick_main(void *arg)
 
 /* ---- ops ------------------------------------------------------------------ */
 
-static int qs_start(struct sampler *s, struct cguest *g)
+static int qs_start(struct sampler *s, const struct sampler_sink *sink)
 {
 	struct qsamp *q = to_q(s);
 	int err;
 
 	if (q->tick_started)
 		return -EBUSY;
-	q->g = g;
-	q->nr_rings = cguest_nr_vcpus(g);
+	for (unsigned i = 0; i < sink->nr_rings; i++)
+		if (!sink->rings[i])
+			return -EINVAL;
+	q->sink = *sink;
 	if (q->resume) {
 		err = gdbstub_continue(q->gs);
 		if (err)

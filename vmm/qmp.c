@@ -24,14 +24,6 @@ struct qmp {
 	char *buf;
 };
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Reads more bytes, waiting at most wait_ms (0: do not wait).  Returns 1
  * if bytes came, 0 on timeout, -errno. */
 static int qmp_fill(struct qmp *q, long long wait_ms)
@@ -121,7 +113,7 @@ static json_t *qmp_next(struct qmp *q, long long deadline, int *err)
 			}
 			return msg;
 		}
-		r = qmp_fill(q, deadline ? deadline - now_ms() : 0);
+		r = qmp_fill(q, deadline ? deadline - util_now_ms() : 0);
 		if (r < 0) {
 			*err = r;
 			return NULL;
@@ -188,7 +180,7 @@ int qmp_execute(struct qmp *q, const char *cmd, json_t *args, json_t **ret,
 int qmp_execute_fd(struct qmp *q, const char *cmd, json_t *args, int fd, json_t **ret,
 		   char *errbuf, size_t errlen, unsigned timeout_ms)
 {
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = util_now_ms() + timeout_ms;
 	json_t *msg, *reply, *r, *e;
 	int err = 0;
 
@@ -227,7 +219,7 @@ int qmp_execute_fd(struct qmp *q, const char *cmd, json_t *args, int fd, json_t 
 
 struct qmp *qmp_open(const char *path, unsigned timeout_ms)
 {
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = util_now_ms() + timeout_ms;
 	struct qmp *q;
 	json_t *greeting;
 	int err;

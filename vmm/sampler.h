@@ -6,9 +6,10 @@
  * from then on driven only through the ops.
  *
  * Contract: between start() and stop(), the backend pushes samples into the
- * rings of the struct cguest it was given (cguest_ring(), one producer
- * thread per ring), never allocates or locks on that path, and counts what it
- * throttles.
+ * rings of the sink it was given (one producer thread per ring), never
+ * allocates or locks on that path, and counts what it throttles.  A backend
+ * knows rings (lib/ring.h), never the collector that drains them: vmm/
+ * includes nothing from host/.
  *
  * The guest channel is read by the collector alone (one framer, one
  * decoder): a backend that needs what the guest module announces (where
@@ -21,7 +22,14 @@
 #include <stdint.h>
 
 struct sampler;
-struct cguest;
+struct ring;
+
+/* Where a backend puts its samples: rings[i] takes vCPU i's samples.  The
+ * caller (the collector) owns the array and the rings; both outlive stop(). */
+struct sampler_sink {
+	struct ring *const *rings;
+	unsigned nr_rings;
+};
 
 enum sampler_state {
 	SAMPLER_RUNNING = 0,
@@ -56,8 +64,9 @@ struct sampler_hello {
 
 struct sampler_ops {
 	const char *name;		/* "gdbstub", "kvm" */
-	/* Begin sampling into g's rings.  Returns 0 or -errno. */
-	int (*start)(struct sampler *s, struct cguest *g);
+	/* Begin sampling into the sink's rings (the struct is copied, the
+	 * array it points to is not).  Returns 0 or -errno. */
+	int (*start)(struct sampler *s, const struct sampler_sink *sink);
 	/* Stop sampling; after return no thread touches the rings. */
 	void (*stop)(struct sampler *s);
 	/* enum sampler_state, or -errno for a fault (message in last_error). */

@@ -52,7 +52,7 @@ ok = names.get("func_b") == 1100 and names.get("func_a") == 450
 sys.exit(0 if ok else 1)
 PY
 [ $? = 0 ] || { echo "FAIL: symbols did not come from debuginfod"; cat "$tmp/http.log"; exit 1; }
-"$OPVM" annotate --source func_b "${common[@]}" > "$tmp/a.txt" 2> "$tmp/a.err" ||
+"$OPVM" annotate --source func_b --source-dir tests/golden/fixtures "${common[@]}" > "$tmp/a.txt" 2> "$tmp/a.err" ||
 	{ cat "$tmp/a.err"; echo "FAIL: annotate"; exit 1; }
 line=$(grep "HOT_B" "$tmp/a.txt")
 echo "RESULT hot source line: $line"

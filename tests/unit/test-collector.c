@@ -27,6 +27,7 @@
 #include "host/collector.h"
 #include "host/decoder.h"
 #include "host/gstate.h"
+#include "host/stats.h"
 #include "lib/ring.h"
 #include "lib/sample.h"
 #include "host/store.h"
@@ -862,6 +863,202 @@ static void test_exit_flood(void **state)
 	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* Lines of /proc/self/maps that map a file under dir. */
+static int maps_under(const char *dir)
+{
+	char line[2048], real[1024];
+	FILE *f = fopen("/proc/self/maps", "r");
+	int n = 0;
+
+	assert_non_null(realpath(dir, real));
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, real))
+			n++;
+	fclose(f);
+	return n;
+}
+
+struct treecount {
+	uint64_t files, dirs, total, overflow;
+	int bad_mode;
+};
+
+static struct treecount *tc_cur;
+
+static int tc_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	if (flag == FTW_D && ftw->level >= 1) {
+		tc_cur->dirs++;
+		if ((sb->st_mode & 0777) != 0700)
+			tc_cur->bad_mode++;
+	} else if (flag == FTW_F) {
+		if ((sb->st_mode & 0777) != 0600)
+			tc_cur->bad_mode++;
+	}
+	return 0;
+}
+
+static int tc_file(const struct store_entry *e, void *arg)
+{
+	struct treecount *t = arg;
+	struct sfile_reader *r = sfile_reader_open(e->path, NULL, 0);
+
+	assert_non_null(r);
+	t->files++;
+	t->total += sfile_reader_info(r)->total;
+	if (!strcmp(e->image, "{overflow}"))
+		t->overflow += sfile_reader_info(r)->total;
+	sfile_reader_close(r);
+	return 0;
+}
+
+/* A guest that renames its executable's cookie before every sample: each
+ * sample names a new image.  The caps hold (files, directories, mapped
+ * files), every sample is in the tree, the overflow bucket says how many
+ * went there, the tree is private, and a LOST count that saturates prints
+ * as such. */
+static void test_cookie_rename_flood(void **state)
+{
+	char dir[256], path[64], buf[OPVM_COUNT_BUF];
+	struct collector_config cfg;
+	struct collector *c;
+	struct cguest *g;
+	struct chan ch;
+	struct treecount t = { 0 };
+	struct opvm_rec_lost lost;
+	int peak = 0;
+	json_t *j;
+	const int N = 600;
+
+	mktmp(dir, sizeof(dir));
+	cfg = base_cfg(dir);
+	cfg.store_limits = (struct store_limits){ .max_files = 40, .max_mapped = 6 };
+	c = collector_new(&cfg);
+	assert_non_null(c);
+	g = collector_add_guest(c, "flood", 1);
+	assert_non_null(g);
+	ch = chan_open(g);
+	send_guest_state(&ch);
+	for (int i = 0; i < N; i++) {
+		snprintf(path, sizeof(path), "/tmp/renamed-%d", i);
+		send_cookie(&ch, 1, path);
+		push(g, 0, EXE_LO + 0x100 + (uint64_t)(i % 5) * 8, CR3_APP, 3);
+		assert_int_equal(collector_sync(c), 0);
+		if (i % 50 == 0) {
+			int m = maps_under(dir);
+
+			if (m > peak)
+				peak = m;
+		}
+	}
+	memset(&lost, 0, sizeof(lost));
+	lost.count = UINT64_MAX;
+	send_rec(&ch, &lost, sizeof(lost), OPVM_REC_LOST);
+	send_rec(&ch, &lost, sizeof(lost), OPVM_REC_LOST);
+	assert_int_equal(collector_sync(c), 0);
+	j = load_session(dir, "flood");
+	print_message("rename flood: %lld files, %lld dirs, %lld mapped at most (%d seen), "
+		      "%lld samples in the overflow bucket\n",
+		      (long long)jget(j, "store", "files"), (long long)jget(j, "store", "dirs"),
+		      (long long)jget(j, "store", "mapped_peak"), peak,
+		      (long long)jget(j, "store", "overflow_samples"));
+	assert_int_equal(jget(j, "stats", "user"), N);
+	assert_int_equal(jget(j, "store", "files"), 40 + 1);
+	assert_int_equal(jget(j, "store", "dirs"), 1 + 40 * 4 + 4);
+	assert_true(jget(j, "store", "mapped_peak") <= 6);
+	assert_true(peak <= 6);
+	assert_int_equal(jget(j, "store", "overflow_samples"), N - 40);
+	assert_true(jget(j, "store", "overflow_keys") >= N - 40);
+	assert_int_equal(jget(j, NULL, "store_errors"), 0);
+	assert_int_equal(jget(json_object_get(j, "store"), "limits", "max_files"), 40);
+	assert_int_equal(jget(json_object_get(j, "store"), "limits", "max_dirs"),
+			 OPVM_STORE_MAX_DIRS);
+	/* a LOST total past 2^63 is written saturated, and says so in print */
+	assert_int_equal(jget(j, "stats", "guest_lost"), INT64_MAX);
+	assert_string_equal(stats_fmt_count((uint64_t)jget(j, "stats", "guest_lost"), buf),
+			    ">= 2^63");
+	assert_string_equal(stats_fmt_count(42, buf), "42");
+	json_decref(j);
+	close(ch.fd);
+	collector_free(c);
+	assert_int_equal(store_walk(dir, "current", tc_file, &t, NULL), 0);
+	assert_int_equal(t.files, 41);
+	assert_int_equal(t.total, N);
+	assert_int_equal(t.overflow, N - 40);
+	tc_cur = &t;
+	assert_int_equal(nftw(dir, tc_cb, 16, FTW_PHYS), 0);
+	/* {root}; per file app, {dep}, {root}, image (the executable is
+	 * renamed, so the app is new each time too); 4 of the bucket;
+	 * guests/, the guest, samples/, current/ */
+	assert_int_equal(t.dirs, 1 + 40 * 4 + 4 + 4);
+	assert_int_equal(t.bad_mode, 0);
+	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void *fail_alloc(size_t n)
+{
+	(void)n;
+	return NULL;
+}
+
+static int fail_once;
+
+static void *fail_once_alloc(size_t n)
+{
+	if (fail_once) {
+		fail_once = 0;
+		return NULL;
+	}
+	return malloc(n);
+}
+
+/* Out of memory while session.json is written: the write is retried with
+ * the collector's reserve given back; when it fails anyway, the sync says
+ * so, the failure is counted, profiling goes on, and the next write
+ * catches up with the files. */
+static void test_meta_nomem(void **state)
+{
+	char dir[256];
+	struct collector_config cfg;
+	struct collector *c;
+	struct cguest *g;
+	json_t *j;
+
+	mktmp(dir, sizeof(dir));
+	cfg = base_cfg(dir);
+	c = collector_new(&cfg);
+	g = collector_add_guest(c, "nomem", 1);
+	assert_non_null(g);
+	for (int i = 0; i < 10; i++)
+		push(g, 0, 0x500000, 0x7770000, 3);
+	fail_once = 1;
+	json_set_alloc_funcs(fail_once_alloc, free);
+	assert_int_equal(collector_sync(c), 0);	/* retried after the reserve */
+	json_set_alloc_funcs(malloc, free);
+	j = load_session(dir, "nomem");
+	assert_int_equal(jget(j, "stats", "received"), 10);
+	assert_int_equal(jget(j, NULL, "meta_failures"), 0);
+	json_decref(j);
+
+	for (int i = 0; i < 5; i++)
+		push(g, 0, 0x500000, 0x7770000, 3);
+	json_set_alloc_funcs(fail_alloc, free);
+	assert_int_equal(collector_sync(c), -ENOMEM);
+	json_set_alloc_funcs(malloc, free);
+	j = load_session(dir, "nomem");
+	assert_int_equal(jget(j, "stats", "received"), 10);	/* lags for now */
+	json_decref(j);
+	for (int i = 0; i < 5; i++)
+		push(g, 0, 0x500000, 0x7770000, 3);
+	collector_free(c);	/* the final write catches up */
+	j = load_session(dir, "nomem");
+	assert_int_equal(jget(j, "stats", "received"), 20);
+	assert_int_equal(jget(j, NULL, "meta_failures"), 1);
+	json_decref(j);
+	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static void test_bad_args(void **state)
 {
 	struct collector_config cfg = { .nr_events = 9 };
@@ -886,6 +1083,8 @@ int main(void)
 		cmocka_unit_test(test_cookie_rename),
 		cmocka_unit_test(test_late_thread),
 		cmocka_unit_test(test_exit_flood),
+		cmocka_unit_test(test_cookie_rename_flood),
+		cmocka_unit_test(test_meta_nomem),
 		cmocka_unit_test(test_bad_args),
 	};
 

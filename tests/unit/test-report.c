@@ -478,9 +478,10 @@ static void test_cli(void **state)
 static char *annotate_text(const char *symbol, int assembly, int source)
 {
 	struct symres_root root = { .guest = "t1", .dir = fx.root };
+	/* the sources are in tests/golden/fixtures, outside the guest root */
 	struct symres_config sc = {
 		.session_dir = fx.session, .roots = &root, .nr_roots = 1,
-		.no_host_kernel = 1, .no_debuginfod = 1,
+		.no_host_kernel = 1, .no_debuginfod = 1, .source_dir = fx.src,
 	};
 	struct report_opts o = {
 		.session_dir = fx.session, .keep = REPORT_KEEP_DEFAULT, .symbols = 1,
@@ -541,6 +542,9 @@ static void test_annotate_source(void **state)
 	/* The hot source line carries them too. */
 	line_with(text, "HOT_B", line, sizeof(line));
 	assert_int_equal(strtoul(line, NULL, 10), 1000);
+	/* and the file they came from is named (found in --source-dir) */
+	line_with(text, "(source ", line, sizeof(line));
+	assert_non_null(strstr(line, "golden/fixtures/prog.c)"));
 	free(text);
 
 	/* Interleaved: source line, then its instructions. */

@@ -537,26 +537,65 @@ static void test_write_meta(void **state)
 	tmpdir_free(d);
 }
 
+/* Total samples and files of every sample file under d's guest g. */
+struct tree_sum {
+	uint64_t files, total, overflow, ovf_entries;
+};
+
+static int sum_cb(const struct store_entry *e, void *arg)
+{
+	struct tree_sum *t = arg;
+	struct sfile_reader *r = sfile_reader_open(e->path, NULL, 0);
+
+	assert_non_null(r);
+	t->files++;
+	t->total += sfile_reader_info(r)->total;
+	if (!strcmp(e->image, "{overflow}") && !strcmp(e->app, "{overflow}")) {
+		t->overflow += sfile_reader_info(r)->total;
+		t->ovf_entries += sfile_reader_info(r)->nr_entries;
+	}
+	sfile_reader_close(r);
+	return 0;
+}
+
+static struct tree_sum tree_sum(const char *d)
+{
+	struct tree_sum t = { 0 };
+
+	assert_int_equal(store_walk(d, "current", sum_cb, &t, NULL), 0);
+	return t;
+}
+
+/* A file at its size limit sends new offsets to the overflow bucket: the
+ * total still adds up, and the bucket keeps one entry. */
 static void test_enospc(void **state)
 {
 	char *d = tmpdir_new();
 	struct store_key k = { .image = "a", .tgid = -1, .tid = -1, .cpu = -1 };
 	struct store *st = store_open(d, "g", ev1, 1, 0, 0);
+	struct store_stats ss;
+	struct tree_sum t;
 	struct sfile *sf;
 	uint64_t i;
-	int ret = 0;
 
 	assert_non_null(st);
 	store_set_file_limit(st, 64 * 1024);
 	sf = store_get(st, &k);
 	assert_non_null(sf);
-	for (i = 0; i < 100000 && !ret; i++)
-		ret = sfile_add(sf, i, 1);
-	assert_int_equal(ret, -ENOSPC);
-	assert_true(i > 1000);
-	/* existing offsets still count */
+	for (i = 0; i < 100000; i++)
+		assert_int_equal(sfile_add(sf, i, 1), 0);
+	/* existing offsets still count in the file itself */
 	assert_int_equal(sfile_add(sf, 0, 1), 0);
+	store_get_stats(st, &ss);
+	assert_true(ss.overflow_samples > 90000);
+	assert_true(ss.overflow_samples < 99000);
+	assert_int_equal(ss.files, 2);
 	store_close(st);
+	t = tree_sum(d);
+	assert_int_equal(t.files, 2);
+	assert_int_equal(t.total, 100001);
+	assert_int_equal(t.overflow, ss.overflow_samples);
+	assert_int_equal(t.ovf_entries, 1);
 	tmpdir_free(d);
 }
 
@@ -581,27 +620,254 @@ static void test_disk_full(void **state)
 	}
 	st = store_open(d, "g", ev1, 1, 0, 0);
 	sf = st ? store_get(st, &k) : NULL;
-	for (i = 0; sf && i < 1000000 && !ret; i++) {
+	/* Past the file's room, samples go to the overflow bucket (if the
+	 * disk still had a block for it) or fail with -ENOSPC. */
+	for (i = 0; sf && i < 200000 && ret != -ENOSPC; i++) {
 		ret = sfile_add(sf, i * 8, 2);
 		if (!ret)
 			total += 2;
 	}
 	snprintf(path, sizeof(path), "%s/guests/g/samples/current/{root}/a/{dep}/{root}/a/CPU_CLK_UNHALTED.100000.0.all.all.all", d);
-	if (sf)
-		ret = ret ? ret : -1;
 	store_close(st);
 	r = sfile_reader_open(path, err, sizeof(err));
 	uint64_t got = r ? sfile_reader_info(r)->total : 0;
+	struct tree_sum t = tree_sum(d);
 
 	sfile_reader_close(r);
 	umount2(d, MNT_DETACH);
 	assert_non_null(sf);
-	assert_int_equal(ret, -ENOSPC);
+	assert_true(ret == -ENOSPC || t.overflow > 0);
 	if (!r)
 		fail_msg("%s", err);
-	assert_int_equal(got, total);
-	assert_true(total > 1000);
+	assert_true(got > 1000);
+	assert_int_equal(t.total, total);
+	assert_int_equal(got + t.overflow, total);
 	tmpdir_free(d);
+}
+
+/* The rename flood the caps are for: every key a new image, as a guest
+ * that renames one cookie per sample makes them.  Past max_files the
+ * keys share the overflow bucket; the totals add up and the tree holds
+ * max_files + 1 files. */
+static void test_cap_files(void **state)
+{
+	char *d = tmpdir_new(), img[64];
+	struct store_limits lim = { .max_files = 10 };
+	struct store *st = store_open(d, "g", ev1, 2, OPVM_SEP_LIB, 0);
+	struct store_stats ss;
+	struct sfile *ovf = NULL;
+	struct tree_sum t;
+
+	assert_non_null(st);
+	store_set_limits(st, &lim);
+	for (int i = 0; i < 500; i++) {
+		struct store_key k = { .app = "/bin/app", .image = img,
+				       .tgid = -1, .tid = -1, .cpu = -1 };
+		struct sfile *sf;
+
+		snprintf(img, sizeof(img), "/renamed/%d", i);
+		sf = store_get(st, &k);
+		assert_non_null(sf);
+		if (i >= 10) {
+			if (!ovf)
+				ovf = sf;
+			assert_ptr_equal(sf, ovf);	/* one bucket */
+		}
+		assert_int_equal(sfile_add(sf, 0x1000 + (uint64_t)i * 64, 3), 0);
+	}
+	/* a second event has a bucket of its own */
+	struct store_key k2 = { .image = "/x", .event = 1, .tgid = -1, .tid = -1, .cpu = -1 };
+	struct sfile *o2 = store_get(st, &k2);
+
+	assert_non_null(o2);
+	assert_ptr_not_equal(o2, ovf);
+	assert_int_equal(sfile_add(o2, 5, 1), 0);
+	store_get_stats(st, &ss);
+	assert_int_equal(ss.files, 12);
+	assert_int_equal(ss.overflow_keys, 491);
+	assert_int_equal(ss.overflow_samples, 490 * 3 + 1);
+	/* {root}/app/{dep}/{root}/image: the first key makes 5, each other
+	 * image 1; the buckets share 4 ({overflow}/{dep}/{root}/{overflow}) */
+	assert_int_equal(ss.dirs, 5 + 9 + 4);
+	store_close(st);
+	t = tree_sum(d);
+	assert_int_equal(t.files, 12);
+	assert_int_equal(t.total, 500 * 3 + 1);
+	assert_int_equal(t.overflow, 490 * 3 + 1);
+	assert_int_equal(t.ovf_entries, 2);	/* offset 0, per event */
+	tmpdir_free(d);
+}
+
+/* Directories and disk are capped too: a key that would need one more
+ * directory, or a file that would grow past the disk cap, overflows. */
+static void test_cap_dirs_disk(void **state)
+{
+	char *d = tmpdir_new(), app[64];
+	struct store_limits lim = { .max_dirs = 9, .max_disk = 64 * 1024 };
+	struct store *st = store_open(d, "g", ev1, 1, OPVM_SEP_LIB, 0);
+	struct store_stats ss;
+	struct tree_sum t;
+	uint64_t added = 0;
+
+	assert_non_null(st);
+	store_set_limits(st, &lim);
+	for (int i = 0; i < 50; i++) {
+		struct store_key k = { .app = app, .image = "/lib/libc.so.6",
+				       .tgid = -1, .tid = -1, .cpu = -1 };
+		struct sfile *sf;
+
+		snprintf(app, sizeof(app), "/bin/app%d", i);
+		sf = store_get(st, &k);
+		assert_non_null(sf);
+		assert_int_equal(sfile_add(sf, 7, 1), 0);
+		added++;
+	}
+	store_get_stats(st, &ss);
+	assert_int_equal(ss.dirs, 5 + 4 + 4);	/* two apps, then the bucket */
+	assert_int_equal(ss.files, 3);
+	/* one file grows until the disk cap stops it */
+	struct store_key k = { .app = "/bin/app0", .image = "/lib/libc.so.6",
+			       .tgid = -1, .tid = -1, .cpu = -1 };
+	struct sfile *sf = store_get(st, &k);
+
+	for (uint64_t i = 0; i < 20000; i++, added++)
+		assert_int_equal(sfile_add(sf, 0x400000 + i * 16, 1), 0);
+	store_get_stats(st, &ss);
+	assert_true(ss.disk_bytes <= 64 * 1024 + 4 * 4096);
+	assert_true(ss.overflow_samples > 10000);
+	store_close(st);
+	t = tree_sum(d);
+	assert_int_equal(t.total, added);
+	assert_int_equal(t.overflow, ss.overflow_samples);
+	assert_int_equal(t.files, 3);
+	{
+		char cmd[1200];
+		FILE *f;
+		unsigned long kb = 0;
+
+		snprintf(cmd, sizeof(cmd), "du -sk '%s/guests/g/samples/current'", d);
+		f = popen(cmd, "r");
+		assert_non_null(f);
+		assert_int_equal(fscanf(f, "%lu", &kb), 1);
+		pclose(f);
+		print_message("du: %lu KiB for a 64 KiB cap (store counted %llu)\n", kb,
+			      (unsigned long long)ss.disk_bytes);
+		assert_true(kb <= 64 + 4 * 4 + 8);
+	}
+	tmpdir_free(d);
+}
+
+/* Lines of /proc/self/maps naming a file under dir. */
+static int maps_under(const char *dir)
+{
+	char line[2048], real[1024];
+	FILE *f = fopen("/proc/self/maps", "r");
+	int n = 0;
+
+	assert_non_null(realpath(dir, real));
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, real))
+			n++;
+	fclose(f);
+	return n;
+}
+
+/* Many files, few mappings: cold files are unmapped, a sample to one maps
+ * it again, nothing is lost. */
+static void test_lru_mapped(void **state)
+{
+	char *d = tmpdir_new(), img[64];
+	struct store_limits lim = { .max_mapped = 8 };
+	struct store *st = store_open(d, "g", ev1, 1, 0, 0);
+	struct sfile *sf[100];
+	struct store_stats ss;
+	struct tree_sum t;
+	int peak = 0;
+
+	assert_non_null(st);
+	store_set_limits(st, &lim);
+	for (int i = 0; i < 100; i++) {
+		struct store_key k = { .image = img, .tgid = -1, .tid = -1, .cpu = -1 };
+
+		snprintf(img, sizeof(img), "/img/%d", i);
+		sf[i] = store_get(st, &k);
+		assert_non_null(sf[i]);
+	}
+	for (int round = 0; round < 5; round++) {
+		for (int i = 0; i < 100; i++) {
+			/* file 0 is hot: it must stay mapped (second chance) */
+			assert_int_equal(sfile_add(sf[0], 1, 1), 0);
+			for (uint64_t o = 0; o < 200; o++)
+				assert_int_equal(sfile_add(sf[i], o * 8, 1), 0);
+			int m = maps_under(d);
+
+			if (m > peak)
+				peak = m;
+		}
+		assert_int_equal(store_sync(st), 0);
+	}
+	store_get_stats(st, &ss);
+	print_message("100 files, max_mapped 8: peak %d mapped, %llu unmaps, %llu remaps\n",
+		      peak, (unsigned long long)ss.unmaps, (unsigned long long)ss.remaps);
+	assert_true(peak <= 8);
+	assert_true(ss.mapped <= 8);
+	assert_true(ss.mapped_peak <= 8);
+	assert_true(ss.unmaps >= 400);
+	assert_true(ss.remaps >= 400);
+	assert_int_equal(ss.files, 100);
+	assert_int_equal(ss.overflow_samples, 0);
+	assert_true(store_mapped_total() >= ss.mapped);
+	/* a reader sees every published count of an unmapped file */
+	store_close(st);
+	assert_int_equal(maps_under(d), 0);
+	t = tree_sum(d);
+	assert_int_equal(t.files, 100);
+	assert_int_equal(t.total, 5 * 100 * 201);
+	tmpdir_free(d);
+}
+
+static mode_t mode_of(const char *d, const char *rel)
+{
+	char p[1200];
+	struct stat sb;
+
+	snprintf(p, sizeof(p), "%s/%s", d, rel);
+	assert_int_equal(lstat(p, &sb), 0);
+	return sb.st_mode & 07777;
+}
+
+/* The tree is private whatever the umask; STORE_PUBLIC defers to it. */
+static void test_modes(void **state)
+{
+	static const char *const dirs[] = {
+		"guests", "guests/g", "guests/g/samples", "guests/g/samples/current",
+		"guests/g/samples/current/{root}",
+		"guests/g/samples/current/{root}/^bin^ls/{dep}/{root}/^bin^ls",
+	};
+	const char *file = "guests/g/samples/current/{root}/^bin^ls/{dep}/{root}/^bin^ls/"
+			   "CPU_CLK_UNHALTED.100000.0.all.all.all";
+	struct store_key k = { .image = "/bin/ls", .tgid = -1, .tid = -1, .cpu = -1 };
+	mode_t old = umask(0);
+
+	for (int pub = 0; pub < 2; pub++) {
+		char *d = tmpdir_new();
+		struct store *st;
+
+		umask(pub ? 022 : 0);
+		st = store_open(d, "g", ev1, 1, 0, pub ? STORE_PUBLIC : 0);
+		assert_non_null(st);
+		assert_non_null(store_get(st, &k));
+		assert_int_equal(store_write_meta(st, "{}"), 0);
+		store_close(st);
+		for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+			assert_int_equal(mode_of(d, dirs[i]), pub ? 0755 : 0700);
+		assert_int_equal(mode_of(d, file), pub ? 0644 : 0600);
+		assert_int_equal(mode_of(d, "guests/g/samples/current/session.json"),
+				 pub ? 0644 : 0600);
+		tmpdir_free(d);
+	}
+	umask(old);
 }
 
 static void test_bad_events(void **state)
@@ -819,6 +1085,10 @@ int main(void)
 		cmocka_unit_test(test_write_meta),
 		cmocka_unit_test(test_enospc),
 		cmocka_unit_test(test_disk_full),
+		cmocka_unit_test(test_cap_files),
+		cmocka_unit_test(test_cap_dirs_disk),
+		cmocka_unit_test(test_lru_mapped),
+		cmocka_unit_test(test_modes),
 		cmocka_unit_test(test_bad_events),
 		cmocka_unit_test(test_one_writer),
 		cmocka_unit_test(test_truncated),

@@ -313,6 +313,103 @@ static void test_root_confinement(void **state)
 	symres_free(r);
 }
 
+/* Reads the first line of f (closing it) into out. */
+static void first_line(FILE *f, char *out, size_t len)
+{
+	assert_non_null(f);
+	if (!fgets(out, (int)len, f))
+		out[0] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+	fclose(f);
+}
+
+/*
+ * Source lookup with paths from a crafted binary's debug info: #line names
+ * a host file outright and through "../" climbs.  The file must never be
+ * read from the host: only inside the guest root and --source-dir, with no
+ * ".." or symlink leaving them; each miss says why.  Run with openat2 and
+ * with the component-by-component fallback.
+ */
+static void test_source_confinement(void **state)
+{
+	char d[PATH_MAX + 16], rootdir[PATH_MAX + 32], srcdir[PATH_MAX + 32], secret[PATH_MAX + 32];
+	char fa[PATH_MAX * 2], fb[PATH_MAX * 2], used[4096], line[256], want[PATH_MAX * 2];
+	char absdir[PATH_MAX];
+	struct symres_root root = { .guest = "g", .dir = rootdir };
+	struct symres_config sc = { .roots = &root, .nr_roots = 1, .no_host_kernel = 1,
+				    .no_debuginfod = 1, .source_dir = srcdir };
+	struct elfimage *img;
+	struct elfline l;
+	struct symres *r;
+
+	assert_non_null(realpath(fx.dir, absdir));
+	snprintf(d, sizeof(d), "%s/srcconf", absdir);
+	snprintf(rootdir, sizeof(rootdir), "%s/root", d);
+	snprintf(srcdir, sizeof(srcdir), "%s/src", d);
+	snprintf(secret, sizeof(secret), "%s/host/shadow", d);
+	assert_int_equal(fx_sh("mkdir -p '%s/host' '%s' '%s' && echo 'root:SECRET:19000' > '%s' && "
+			       "printf '#line 1 \"%s\"\\nint evil_a(int x) { return x * 3 + 1; }\\n"
+			       "#line 1 \"../../../../../../../../../..%s\"\\n"
+			       "int evil_b(int x) { return x * 5 + 2; }\\n' > '%s/evil.c' && "
+			       "cd '%s' && cc -g -O1 -fPIC -shared -o evil.so evil.c",
+			       d, rootdir, srcdir, secret, secret, secret, d, d), 0);
+	snprintf(fa, sizeof(fa), "%s/evil.so", d);
+	img = elfimage_open(fa, NULL, 0);
+	assert_non_null(img);
+	assert_int_equal(elfimage_line(img, elfimage_sym(img, (size_t)elfimage_find(img, "evil_a"))->addr, &l), 0);
+	snprintf(fa, sizeof(fa), "%s", l.file);
+	assert_int_equal(elfimage_line(img, elfimage_sym(img, (size_t)elfimage_find(img, "evil_b"))->addr, &l), 0);
+	snprintf(fb, sizeof(fb), "%s", l.file);
+	elfimage_close(img);
+	assert_string_equal(fa, secret);		/* the debug info names the host file */
+	assert_non_null(strstr(fb, "../../"));
+
+	for (int pass = 0; pass < 2; pass++) {
+		setenv("OPVM_NO_OPENAT2", pass ? "1" : "0", 1);
+		r = symres_new(&sc);
+		assert_non_null(r);
+		/* Not in the root or the source dir: not opened on the host. */
+		assert_null(symres_open_source(r, "g", fa, used, sizeof(used)));
+		assert_non_null(strstr(used, "not in the guest root or --source-dir"));
+		assert_null(symres_open_source(r, "g", fb, used, sizeof(used)));
+		/* An absolute symlink in the root at that path stays in the root
+		 * (a loop there: ELOOP), as does one climbing with "..". */
+		assert_int_equal(fx_sh("mkdir -p '%s%s/host' && ln -sfn '%s' '%s%s/host/shadow' && "
+				       "ln -sfn ../../../../../../../../../../..%s '%s/shadow2'",
+				       rootdir, d, secret, rootdir, d, d, rootdir), 0);
+		assert_null(symres_open_source(r, "g", fa, used, sizeof(used)));
+		assert_null(symres_open_source(r, "g", "/shadow2", used, sizeof(used)));
+		/* Another guest has no root and nothing is on the host. */
+		sc.source_dir = NULL;
+		symres_free(r);
+		r = symres_new(&sc);
+		assert_null(symres_open_source(r, "other", fa, used, sizeof(used)));
+		assert_non_null(strstr(used, "never opened on the host"));
+		symres_free(r);
+		sc.source_dir = srcdir;
+		/* A copy of the file in the source dir is found by its tail,
+		 * climbs and all, and named. */
+		assert_int_equal(fx_sh("echo 'int decoy;' > '%s/shadow'", srcdir), 0);
+		r = symres_new(&sc);
+		first_line(symres_open_source(r, "g", fb, used, sizeof(used)), line, sizeof(line));
+		assert_string_equal(line, "int decoy;");
+		snprintf(want, sizeof(want), "%s/shadow", srcdir);
+		assert_string_equal(used, want);
+		/* The root's own copy comes first; a FIFO is refused, at once. */
+		assert_int_equal(fx_sh("rm -f '%s%s/host/shadow' && echo 'in root' > '%s%s/host/shadow' && "
+				       "rm -f '%s/fifo.c' && mkfifo '%s/fifo.c'",
+				       rootdir, d, rootdir, d, rootdir, rootdir), 0);
+		first_line(symres_open_source(r, "g", fa, used, sizeof(used)), line, sizeof(line));
+		assert_string_equal(line, "in root");
+		assert_null(symres_open_source(r, "g", "/fifo.c", used, sizeof(used)));
+		assert_string_equal(used, "not a regular file where found");
+		symres_free(r);
+		assert_int_equal(fx_sh("rm -rf '%s' '%s/shadow' && mkdir -p '%s'", rootdir, srcdir,
+				       rootdir), 0);
+	}
+	unsetenv("OPVM_NO_OPENAT2");
+}
+
 /* A stripped library takes its symbols (and lines) from the debug file
  * under usr/lib/debug/.build-id in the guest root. */
 static void test_debug_symbols(void **state)
@@ -494,6 +591,7 @@ int main(void)
 		cmocka_unit_test(test_ksyms),
 		cmocka_unit_test(test_disasm),
 		cmocka_unit_test(test_root_confinement),
+		cmocka_unit_test(test_source_confinement),
 		cmocka_unit_test(test_debug_symbols),
 		cmocka_unit_test(test_compressed_elf),
 		cmocka_unit_test(test_kernel_code),
