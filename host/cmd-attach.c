@@ -79,6 +79,8 @@ const char qprof_tree_usage[] =
 "  --max-disk SIZE    bytes per guest, e.g. 2G (default 1G); to the\n"
 "                     {overflow} bucket, counted in the summary\n"
 "  --max-mapped N     sample files mapped at once per guest (default 256)\n"
+"  --max-model-mem SIZE  memory for one guest's processes, mappings and\n"
+"                     file names (default 64M; all guests together 512M)\n"
 "  --umask MASK       session tree modes from MASK, e.g. 022 (default:\n"
 "                     private, directories 0700 and files 0600)\n";
 
@@ -115,6 +117,16 @@ int qprof_parse_tree_opt(struct qprof_opts *o, int argc, char **argv, int *i)
 			return -1;
 		}
 		*(uint64_t *)((char *)&o->limits + caps[k].off) = v;
+		return 1;
+	}
+	r = opt_arg(argc, argv, i, NULL, "--max-model-mem", &val);
+	if (r) {
+		if (r < 0 || util_parse_size(val, &o->model_max_bytes) ||
+		    o->model_max_bytes < (1u << 20)) {
+			pr_err("--max-model-mem wants a size of at least 1M, e.g. 128M%s%s%s",
+			       r > 0 ? ", not '" : "", r > 0 ? val : "", r > 0 ? "'" : "");
+			return -1;
+		}
 		return 1;
 	}
 	r = opt_arg(argc, argv, i, NULL, "--umask", &val);
@@ -263,6 +275,7 @@ int qprof_collect(const struct qprof_opts *o, struct qprof_target *t, size_t n,
 		.status_line = isatty(STDERR_FILENO),
 		.store_limits = o->limits,
 		.public_tree = o->umask_set,
+		.model_max_bytes = (size_t)o->model_max_bytes,
 	};
 	struct collector *c;
 	struct cguest **gs = calloc(n ? n : 1, sizeof(*gs));

@@ -26,6 +26,7 @@ struct qprof_opts {
 	uint64_t duration_ms;		/* 0: until the guests go */
 	unsigned sync_ms;
 	struct store_limits limits;	/* --max-files ...; 0: defaults */
+	uint64_t model_max_bytes;	/* --max-model-mem; 0: default */
 	int umask_set;			/* --umask given */
 	unsigned umask;
 };

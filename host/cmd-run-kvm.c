@@ -300,6 +300,7 @@ int cmd_run_kvm(int argc, char **argv)
 	qprof_apply_umask(&tree);
 	cc.store_limits = tree.limits;
 	cc.public_tree = tree.umask_set;
+	cc.model_max_bytes = (size_t)tree.model_max_bytes;
 
 	snprintf(path, sizeof(path), "%s/guests/%s", session, name);
 	if (util_mkdir_p(path)) {

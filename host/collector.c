@@ -83,6 +83,7 @@ struct collector {
 	bool finished;
 	uint8_t *buf;			/* READ_CHUNK */
 	void *reserve;			/* RESERVE_BYTES, or NULL once spent */
+	struct gstate_budget model_budget; /* every guest's model together */
 };
 
 struct collector *collector_new(const struct collector_config *cfg)
@@ -108,6 +109,11 @@ struct collector *collector_new(const struct collector_config *cfg)
 		c->cfg.sync_ms = 1000;
 	if (!c->cfg.hold_ms)
 		c->cfg.hold_ms = 2000;
+	if (!c->cfg.model_max_bytes)
+		c->cfg.model_max_bytes = OPVM_MODEL_MAX_BYTES;
+	if (!c->cfg.model_total_bytes)
+		c->cfg.model_total_bytes = OPVM_MODEL_TOTAL_BYTES;
+	c->model_budget.limit = c->cfg.model_total_bytes;
 	c->session_dir = strdup(cfg->session_dir && *cfg->session_dir ?
 				cfg->session_dir : "./opvm_data");
 	c->mode = strdup(cfg->mode ? cfg->mode : "unknown");
@@ -152,6 +158,7 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 				   unsigned nr_vcpus)
 {
 	struct sync_config scfg;
+	struct gstate_limits glim;
 	struct cguest *g;
 	unsigned i;
 	size_t k;
@@ -188,7 +195,10 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 		if (!g->rings[i])
 			goto fail;
 	}
-	g->gs = gstate_new(NULL);
+	gstate_default_limits(&glim);
+	glim.max_bytes = c->cfg.model_max_bytes;
+	glim.shared = &c->model_budget;
+	g->gs = gstate_new(&glim);
 	if (!g->gs)
 		goto fail;
 	g->dec = decoder_new(g->gs);
@@ -624,14 +634,16 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 		"ticks", C(ss.ticks), "samples", C(ss.samples), "throttled", C(ss.throttled),
 		"cost_ns_avg", C(ss.ticks ? ss.cost_ns_total / ss.ticks : 0),
 		"exits", C(ss.exits)));
-	bad |= json_object_set_new(root, "model", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+	bad |= json_object_set_new(root, "model", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 		"processes", C(gstate_nr_processes(g->gs)),
 		"threads", C(gstate_nr_threads(g->gs)),
 		"cookies", C(gstate_nr_cookies(g->gs)),
 		"mappings", C(gstate_nr_mappings(g->gs)),
 		"modules", C(gstate_nr_modules(g->gs)),
 		"refused", C(gst->refused), "hellos", C(gst->hellos),
-		"held", C(sync_nr_held(g->sy))));
+		"held", C(sync_nr_held(g->sy)),
+		"mem_bytes", C(gstate_mem_bytes(g->gs)), "max_bytes", C(c->cfg.model_max_bytes),
+		"all_guests_bytes", C(c->model_budget.used), "nomem", C(gst->nomem)));
 	store_get_stats(g->st, &sst);
 	store_get_limits(g->st, &lim);
 	bad |= json_object_set_new(root, "store", stats_store_to_json(&sst, &lim));

@@ -36,7 +36,12 @@ struct collector_config {
 	struct store_limits store_limits; /* per guest; 0 fields: defaults */
 	int public_tree;		/* 1: tree modes from the umask
 					 * (--umask), else 0700/0600 */
+	size_t model_max_bytes;		/* guest-state model heap per guest;
+					 * 0: OPVM_MODEL_MAX_BYTES */
+	size_t model_total_bytes;	/* all guests together; 0:
+					 * OPVM_MODEL_TOTAL_BYTES */
 };
+#define OPVM_MODEL_TOTAL_BYTES	((size_t)512 << 20)
 
 /* Returns NULL and sets errno. */
 struct collector *collector_new(const struct collector_config *cfg);

@@ -16,6 +16,7 @@
  * are copied bounded and sanitised, and every table has a limit.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,11 +36,14 @@ struct ht_ent {
 	void *val;
 };
 
+struct gstate;
+
 struct ht {
 	struct ht_ent *ents;
 	unsigned bits;
 	size_t count;
 	uint64_t *work;		/* the gstate's slot-visit counter */
+	struct gstate *gs;	/* charged for ents */
 };
 
 struct thread;
@@ -76,7 +80,80 @@ struct gstate {
 	struct gstate_hello hello;
 	uint64_t gen;
 	struct gstate_stats stats;
+	size_t mem;			/* heap charged (malloc_usable_size) */
 };
+
+/* ---- memory ------------------------------------------------------------- */
+
+/*
+ * Every block the model keeps is charged to its own limit and to the shared
+ * budget, by its usable size; past either the block is given back and the
+ * allocation fails like malloc's (-ENOMEM), counted in stats.nomem.  A
+ * guest can then make the model refuse records, never grow it further.
+ */
+static void *mem_charge(struct gstate *gs, void *p)
+{
+	struct gstate_budget *b = gs->lim.shared;
+	size_t n;
+
+	if (!p) {
+		gs->stats.nomem++;
+		return NULL;
+	}
+	n = malloc_usable_size(p);
+	if (n > gs->lim.max_bytes - gs->mem || (b && (b->used > b->limit ||
+						      n > b->limit - b->used))) {
+		free(p);
+		gs->stats.nomem++;
+		errno = ENOMEM;
+		return NULL;
+	}
+	gs->mem += n;
+	if (b)
+		b->used += n;
+	return p;
+}
+
+static void mem_free(struct gstate *gs, void *p)
+{
+	size_t n;
+
+	if (!p)
+		return;
+	n = malloc_usable_size(p);
+	gs->mem -= n;
+	if (gs->lim.shared)
+		gs->lim.shared->used -= n;
+	free(p);
+}
+
+static void *mem_alloc(struct gstate *gs, size_t n)
+{
+	return mem_charge(gs, malloc(n));
+}
+
+static void *mem_zalloc(struct gstate *gs, size_t nmemb, size_t size)
+{
+	return mem_charge(gs, calloc(nmemb, size));
+}
+
+/* realloc() for charged blocks: a new block is charged before the old one
+ * is given back, so a budget is never exceeded in between. */
+static void *mem_grow(struct gstate *gs, void *old, size_t old_n, size_t n)
+{
+	void *p = mem_alloc(gs, n);
+
+	if (p && old) {
+		memcpy(p, old, old_n < n ? old_n : n);
+		mem_free(gs, old);
+	}
+	return p;
+}
+
+size_t gstate_mem_bytes(const struct gstate *gs)
+{
+	return gs->mem;
+}
 
 /* ---- strings ------------------------------------------------------------ */
 
@@ -151,18 +228,20 @@ static inline size_t ht_hash(uint64_t key, unsigned bits)
 	return (size_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - bits));
 }
 
-static int ht_init(struct ht *t, uint64_t *work)
+static int ht_init(struct ht *t, struct gstate *gs)
 {
 	t->bits = HT_MIN_BITS;
 	t->count = 0;
-	t->work = work;
-	t->ents = calloc((size_t)1 << t->bits, sizeof(*t->ents));
+	t->work = &gs->work;
+	t->gs = gs;
+	t->ents = mem_zalloc(gs, (size_t)1 << t->bits, sizeof(*t->ents));
 	return t->ents ? 0 : -ENOMEM;
 }
 
 static void ht_fini(struct ht *t)
 {
-	free(t->ents);
+	if (t->gs)
+		mem_free(t->gs, t->ents);
 	t->ents = NULL;
 	t->count = 0;
 }
@@ -196,7 +275,7 @@ static void ht_place(struct ht_ent *ents, unsigned bits, uint64_t key, void *val
 
 static int ht_resize(struct ht *t, unsigned bits)
 {
-	struct ht_ent *n = calloc((size_t)1 << bits, sizeof(*n));
+	struct ht_ent *n = mem_zalloc(t->gs, (size_t)1 << bits, sizeof(*n));
 	size_t i, old = (size_t)1 << t->bits;
 
 	if (!n)
@@ -205,7 +284,7 @@ static int ht_resize(struct ht *t, unsigned bits)
 	for (i = 0; i < old; i++)
 		if (t->ents[i].key)
 			ht_place(n, bits, t->ents[i].key, t->ents[i].val);
-	free(t->ents);
+	mem_free(t->gs, t->ents);
 	t->ents = n;
 	t->bits = bits;
 	return 0;
@@ -289,6 +368,12 @@ static const struct gstate_limits default_limits = {
 	.max_modules = 4096,
 };
 
+void gstate_default_limits(struct gstate_limits *out)
+{
+	*out = default_limits;
+	out->max_bytes = OPVM_MODEL_MAX_BYTES;
+}
+
 static void proc_destroy(struct gstate *gs, struct proc *p)
 {
 	struct thread *t = p->threads;
@@ -297,19 +382,19 @@ static void proc_destroy(struct gstate *gs, struct proc *p)
 		struct thread *next = t->next;
 
 		ht_del(&gs->threads, t->tid);
-		free(t);
+		mem_free(gs, t);
 		t = next;
 	}
 	gs->nr_maps -= p->pub.nr_maps;
-	free(p->maps);
-	free(p);
+	mem_free(gs, p->maps);
+	mem_free(gs, p);
 }
 
-static void cookie_destroy(struct gstate_cookie *c)
+static void cookie_destroy(struct gstate *gs, struct gstate_cookie *c)
 {
 	if (c)
-		free(c->path);
-	free(c);
+		mem_free(gs, c->path);
+	mem_free(gs, c);
 }
 
 static void model_clear(struct gstate *gs)
@@ -324,16 +409,16 @@ static void model_clear(struct gstate *gs)
 	n = (size_t)1 << gs->threads.bits;
 	for (i = 0; i < n; i++)
 		if (gs->threads.ents[i].key)
-			free(gs->threads.ents[i].val);
+			mem_free(gs, gs->threads.ents[i].val);
 	n = (size_t)1 << gs->cookies.bits;
 	for (i = 0; i < n; i++)
 		if (gs->cookies.ents[i].key)
-			cookie_destroy(gs->cookies.ents[i].val);
+			cookie_destroy(gs, gs->cookies.ents[i].val);
 	ht_fini(&gs->by_tgid);
 	ht_fini(&gs->by_cr3);
 	ht_fini(&gs->threads);
 	ht_fini(&gs->cookies);
-	free(gs->mods);
+	mem_free(gs, gs->mods);
 	gs->mods = NULL;
 	gs->nr_mods = gs->mods_cap = 0;
 	gs->nr_maps = 0;
@@ -341,8 +426,8 @@ static void model_clear(struct gstate *gs)
 
 static int model_init(struct gstate *gs)
 {
-	if (ht_init(&gs->by_tgid, &gs->work) || ht_init(&gs->by_cr3, &gs->work) ||
-	    ht_init(&gs->threads, &gs->work) || ht_init(&gs->cookies, &gs->work)) {
+	if (ht_init(&gs->by_tgid, gs) || ht_init(&gs->by_cr3, gs) ||
+	    ht_init(&gs->threads, gs) || ht_init(&gs->cookies, gs)) {
 		ht_fini(&gs->by_tgid);
 		ht_fini(&gs->by_cr3);
 		ht_fini(&gs->threads);
@@ -359,6 +444,8 @@ struct gstate *gstate_new(const struct gstate_limits *limits)
 	if (!gs)
 		return NULL;
 	gs->lim = limits ? *limits : default_limits;
+	if (!gs->lim.max_bytes)
+		gs->lim.max_bytes = OPVM_MODEL_MAX_BYTES;
 	if (model_init(gs)) {
 		free(gs);
 		errno = ENOMEM;
@@ -409,8 +496,8 @@ int gstate_hello(struct gstate *gs, const struct gstate_hello *h)
 	/* A new HELLO means a new kernel: nothing we knew still holds.  The
 	 * new tables come first, so that running out of memory leaves the old
 	 * model whole. */
-	if (ht_init(&nt[0], &gs->work) || ht_init(&nt[1], &gs->work) ||
-	    ht_init(&nt[2], &gs->work) || ht_init(&nt[3], &gs->work)) {
+	if (ht_init(&nt[0], gs) || ht_init(&nt[1], gs) ||
+	    ht_init(&nt[2], gs) || ht_init(&nt[3], gs)) {
 		for (i = 0; i < 4; i++)
 			ht_fini(&nt[i]);
 		return -ENOMEM;
@@ -447,13 +534,14 @@ static char *cookie_name(uint64_t id, const char *path, size_t path_len)
 	return np;
 }
 
-static int cookie_set_path(struct gstate_cookie *c, const char *path, size_t path_len)
+static int cookie_set_path(struct gstate *gs, struct gstate_cookie *c,
+			   const char *path, size_t path_len)
 {
-	char *np = cookie_name(c->id, path, path_len);
+	char *np = mem_charge(gs, cookie_name(c->id, path, path_len));
 
 	if (!np)
 		return -ENOMEM;
-	free(c->path);
+	mem_free(gs, c->path);
 	c->path = np;
 	return 0;
 }
@@ -465,12 +553,12 @@ static struct gstate_cookie *cookie_new(struct gstate *gs, uint64_t id,
 
 	if (gs->cookies.count >= gs->lim.max_cookies)
 		return NULL;
-	c = calloc(1, sizeof(*c));
+	c = mem_zalloc(gs, 1, sizeof(*c));
 	if (!c)
 		return NULL;
 	c->id = id;
-	if (cookie_set_path(c, path, path_len) || ht_put(&gs->cookies, id, c)) {
-		cookie_destroy(c);
+	if (cookie_set_path(gs, c, path, path_len) || ht_put(&gs->cookies, id, c)) {
+		cookie_destroy(gs, c);
 		return NULL;
 	}
 	return c;
@@ -510,7 +598,7 @@ int gstate_cookie(struct gstate *gs, uint64_t id, const char *path,
 	c = ht_get(&gs->cookies, id);
 	if (c) {
 		/* update in place: mappings hold the pointer */
-		if (cookie_set_path(c, path, path_len))
+		if (cookie_set_path(gs, c, path, path_len))
 			return -ENOMEM;
 	} else {
 		if (gs->cookies.count >= gs->lim.max_cookies)
@@ -620,13 +708,13 @@ static void maps_drop(struct gstate *gs, struct proc *p)
 {
 	gs->nr_maps -= p->pub.nr_maps;
 	p->pub.nr_maps = 0;
-	free(p->maps);
+	mem_free(gs, p->maps);
 	p->maps = NULL;
 	p->pub.maps = NULL;
 	p->maps_cap = 0;
 }
 
-static int maps_reserve(struct proc *p, size_t n)
+static int maps_reserve(struct gstate *gs, struct proc *p, size_t n)
 {
 	struct gstate_mapping *m;
 	size_t cap = p->maps_cap ? p->maps_cap : 8;
@@ -635,7 +723,7 @@ static int maps_reserve(struct proc *p, size_t n)
 		return 0;
 	while (cap < n)
 		cap *= 2;
-	m = realloc(p->maps, cap * sizeof(*m));
+	m = mem_grow(gs, p->maps, p->maps_cap * sizeof(*m), cap * sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	p->maps = m;
@@ -680,13 +768,13 @@ int gstate_proc(struct gstate *gs, uint32_t tgid, uint32_t ppid, uint64_t cr3,
 	 * space right after the PROC record (docs/protocol.md). */
 	if (gs->by_tgid.count >= gs->lim.max_processes)
 		return refuse(gs, -ENOSPC);
-	p = calloc(1, sizeof(*p));
+	p = mem_zalloc(gs, 1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
 	p->pub.tgid = tgid;
 	p->pub.ppid = ppid;
 	if (ht_put(&gs->by_tgid, tgid, p)) {
-		free(p);
+		mem_free(gs, p);
 		return -ENOMEM;
 	}
 	proc_set_image(gs, p, cr3, comm, comm_len, exe_cookie);
@@ -765,11 +853,11 @@ int gstate_thread(struct gstate *gs, uint32_t tid, uint32_t tgid,
 	if (!t) {
 		if (gs->threads.count >= gs->lim.max_threads)
 			return refuse(gs, -ENOSPC);
-		t = calloc(1, sizeof(*t));
+		t = mem_zalloc(gs, 1, sizeof(*t));
 		if (!t)
 			return -ENOMEM;
 		if (ht_put(&gs->threads, tid, t)) {
-			free(t);
+			mem_free(gs, t);
 			return -ENOMEM;
 		}
 		t->tid = tid;
@@ -800,7 +888,7 @@ int gstate_thread_exit(struct gstate *gs, uint32_t tid)
 	}
 	thread_unlink(t);
 	ht_del(&gs->threads, tid);
-	free(t);
+	mem_free(gs, t);
 	return applied(gs);
 }
 
@@ -879,7 +967,7 @@ static int maps_replace(struct gstate *gs, struct proc *p, uint64_t start,
 		if (n + (size_t)delta > gs->lim.max_mappings_per_proc ||
 		    gs->nr_maps + (size_t)delta > gs->lim.max_mappings)
 			return -ENOSPC;
-		if (maps_reserve(p, n + (size_t)delta))
+		if (maps_reserve(gs, p, n + (size_t)delta))
 			return -ENOMEM;
 	}
 	memmove(p->maps + i + nr_new, p->maps + k, (n - k) * sizeof(*p->maps));
@@ -1017,7 +1105,8 @@ int gstate_module(struct gstate *gs, const char *name, size_t name_len,
 		return refuse(gs, -ENOSPC);
 	if (gs->nr_mods == gs->mods_cap) {
 		size_t cap = gs->mods_cap ? gs->mods_cap * 2 : 64;
-		struct gstate_module *n = realloc(gs->mods, cap * sizeof(*n));
+		struct gstate_module *n = mem_grow(gs, gs->mods, gs->mods_cap * sizeof(*n),
+						   cap * sizeof(*n));
 
 		if (!n)
 			return -ENOMEM;

@@ -24,6 +24,14 @@
 
 struct gstate;
 
+/* Bytes of heap that several models together may hold (attach --all: one
+ * budget for every guest).  Owned by the caller; it must outlive the
+ * gstates that charge it.  Not thread-safe (one collector thread). */
+struct gstate_budget {
+	size_t limit;
+	size_t used;
+};
+
 struct gstate_limits {
 	size_t max_processes;		/* default 65536 */
 	size_t max_threads;		/* default 262144 */
@@ -31,7 +39,15 @@ struct gstate_limits {
 	size_t max_mappings;		/* all processes, default 1 << 20 */
 	size_t max_cookies;		/* default 65536 */
 	size_t max_modules;		/* default 4096 */
+	/* Heap this model may hold (tables, paths, mapping arrays), whatever
+	 * the counts above allow: default OPVM_MODEL_MAX_BYTES (0 here means
+	 * the default).  shared, if non-NULL, is charged too. */
+	size_t max_bytes;
+	struct gstate_budget *shared;
 };
+#define OPVM_MODEL_MAX_BYTES	((size_t)64 << 20)
+/* The default limits (with max_bytes filled in). */
+void gstate_default_limits(struct gstate_limits *out);
 
 struct gstate_cookie {
 	uint64_t id;
@@ -81,6 +97,8 @@ struct gstate_stats {
 	uint64_t hellos;		/* HELLOs seen (resets = hellos - 1) */
 	uint64_t cr3_shared;		/* processes announced on an address
 					 * space another live one had */
+	uint64_t nomem;			/* allocations refused: the memory
+					 * budget, or malloc itself */
 };
 
 /* limits may be NULL for the defaults.  Returns NULL and sets errno. */
@@ -155,6 +173,8 @@ size_t gstate_nr_cookies(const struct gstate *gs);
 size_t gstate_nr_modules(const struct gstate *gs);
 size_t gstate_nr_mappings(const struct gstate *gs);
 const struct gstate_stats *gstate_get_stats(const struct gstate *gs);
+/* Heap the model holds now, as charged to its budgets. */
+size_t gstate_mem_bytes(const struct gstate *gs);
 
 /* How many live processes are on address space cr3_norm (0: none).
  * Shared address spaces are reference counted: one process's exit leaves

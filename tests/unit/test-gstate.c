@@ -691,6 +691,63 @@ static void test_random_against_reference(void **state)
 	gstate_free(gs);
 }
 
+/* Long paths for many cookies: each model stops at its own byte limit,
+ * both together at the shared budget; a rename flood does not grow a
+ * model; freeing a model gives its bytes back to the budget. */
+static void test_mem_budget(void **state)
+{
+	struct gstate_budget b = { .limit = 3u << 19 };	/* 1.5 MiB */
+	struct gstate_limits lim;
+	struct gstate *gs[2];
+	char path[4000];
+	size_t before;
+
+	gstate_default_limits(&lim);
+	assert_int_equal(lim.max_bytes, OPVM_MODEL_MAX_BYTES);
+	lim.max_bytes = 1u << 20;
+	lim.shared = &b;
+	memset(path, 'p', sizeof(path));
+	for (int k = 0; k < 2; k++) {
+		int ok = 0;
+
+		gs[k] = gstate_new(&lim);
+		assert_non_null(gs[k]);
+		for (uint64_t id = 1; id <= 2000; id++) {
+			path[0] = '/';
+			path[1] = (char)('a' + id % 26);
+			if (gstate_cookie(gs[k], id, path, sizeof(path), NULL, 0) == 0)
+				ok++;
+		}
+		print_message("model %d: %d of 2000 cookies, %zu bytes, %llu refused for memory\n",
+			      k, ok, gstate_mem_bytes(gs[k]),
+			      (unsigned long long)gstate_get_stats(gs[k])->nomem);
+		assert_true(ok > 50);
+		assert_true(ok < 2000);
+		assert_true(gstate_mem_bytes(gs[k]) <= lim.max_bytes);
+		assert_true(gstate_get_stats(gs[k])->nomem > 0);
+	}
+	/* the second model ran into the shared budget first */
+	assert_true(gstate_mem_bytes(gs[1]) < gstate_mem_bytes(gs[0]));
+	assert_int_equal(b.used, gstate_mem_bytes(gs[0]) + gstate_mem_bytes(gs[1]));
+	assert_true(b.used <= b.limit);
+	/* renaming one cookie again and again holds no more memory */
+	before = gstate_mem_bytes(gs[0]);
+	for (int i = 0; i < 10000; i++) {
+		snprintf(path, sizeof(path), "/renamed/%d", i);
+		assert_int_equal(gstate_cookie(gs[0], 1, path, strlen(path), NULL, 0), 0);
+	}
+	assert_true(gstate_mem_bytes(gs[0]) <= before);
+	/* a process table flood stops at the limit too */
+	for (uint32_t t = 1; t < 200000; t++)
+		gstate_proc(gs[1], t, 1, (uint64_t)t << 12, "x", 1, 0);
+	assert_true(gstate_mem_bytes(gs[1]) <= lim.max_bytes);
+	assert_true(b.used <= b.limit);
+	gstate_free(gs[0]);
+	assert_int_equal(b.used, gstate_mem_bytes(gs[1]));
+	gstate_free(gs[1]);
+	assert_int_equal(b.used, 0);
+}
+
 static void test_stats_json(void **state)
 {
 	struct opvm_stats a = { 1, 2, 3, 4, 5, 6, 7, 8, 9 }, b = { 0 }, c;
@@ -744,6 +801,7 @@ int main(void)
 		cmocka_unit_test(test_forker_churn),
 		cmocka_unit_test(test_hash_many),
 		cmocka_unit_test(test_random_against_reference),
+		cmocka_unit_test(test_mem_budget),
 		cmocka_unit_test(test_stats_json),
 	};
 

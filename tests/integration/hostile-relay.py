@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A rewriting relay for the org.opvm.0 channel: a hostile guest, made from
+a real one.  Used by tests/integration/store-caps.sh and tests/soak.sh (not
+run by the test runner itself).
+
+    hostile-relay.py --upstream QEMU_CHAN --listen SOCK [--rename-hz N]
+                     [--mmap-hz N] [--stats FILE]
+
+opvm connects to SOCK (`opvm attach --qmp Q --channel SOCK`); the relay then
+connects to QEMU's chardev socket (so the guest's relay sees a host arrive
+and starts the session with HELLO and a full walk) and forwards every record
+as it is, at record boundaries.  Between records it injects:
+
+  --rename-hz N  COOKIE records that give every executable cookie it has
+                 seen in PROC/EXEC records a new path, N per second in all
+                 (each sample of a busy process then names a new image: the
+                 cookie-rename flood);
+  --mmap-hz N    MMAP records that map new file cookies over the known
+                 processes' address space (a mapping storm), cookie ids from
+                 a bounded window so the model's tables stay bounded.
+
+Injected records reuse the last sequence number seen (the decoder counts
+them, it does not trust them).  --stats FILE gets "renames=N mmaps=N
+records=N" at every second and at exit (SIGTERM).
+"""
+import argparse
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+
+MAGIC = 0x564F
+HDR = struct.Struct("<HHIII")
+REC_PROC, REC_EXEC, REC_COOKIE, REC_MMAP = 3, 4, 8, 9
+COOKIE = struct.Struct("<Q32sBBHI")	# after the header
+MMAP = struct.Struct("<IIQQQQ")
+stop = False
+
+
+def on_term(sig, frm):
+    global stop
+    stop = True
+
+
+def record(rtype, seq, body):
+    ln = HDR.size + len(body)
+    pad = (-ln) % 8
+    return HDR.pack(MAGIC, rtype, ln + pad, seq, 0) + body + b"\0" * pad
+
+
+def connect(path, deadline):
+    while time.time() < deadline:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(path)
+            return s
+        except OSError:
+            s.close()
+            time.sleep(0.1)
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--upstream", required=True)
+    ap.add_argument("--listen", required=True)
+    ap.add_argument("--rename-hz", type=float, default=0)
+    ap.add_argument("--mmap-hz", type=float, default=0)
+    ap.add_argument("--stats")
+    a = ap.parse_args()
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+
+    ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if os.path.exists(a.listen):
+        os.unlink(a.listen)
+    ls.bind(a.listen)
+    ls.listen(1)
+    n = {"renames": 0, "mmaps": 0, "records": 0}
+    exes = []		# executable cookie ids, newest last (at most 64)
+    procs = []		# tgids with an address space (at most 256)
+    seq = 0
+    gen = 0
+    last_stats = 0.0
+
+    def write_stats():
+        if a.stats:
+            with open(a.stats + ".tmp", "w") as f:
+                f.write("renames=%d mmaps=%d records=%d\n"
+                        % (n["renames"], n["mmaps"], n["records"]))
+            os.replace(a.stats + ".tmp", a.stats)
+
+    while not stop:
+        r, _, _ = select.select([ls], [], [], 0.2)
+        if not r:
+            continue
+        down, _ = ls.accept()
+        up = connect(a.upstream, time.time() + 30)
+        if not up:
+            down.close()
+            continue
+        buf = b""
+        t_rename = t_mmap = time.time()
+        while not stop:
+            r, _, _ = select.select([up, down], [], [], 0.001)
+            if down in r:
+                d = down.recv(65536)
+                if not d:
+                    break
+                up.sendall(d)
+            if up in r:
+                d = up.recv(65536)
+                if not d:
+                    break
+                buf += d
+                out = []
+                while len(buf) >= HDR.size:
+                    magic, rtype, ln, rseq, _ = HDR.unpack_from(buf)
+                    if magic != MAGIC or ln < HDR.size or ln > 65536:
+                        out.append(buf)	# lost framing: pass it on as it is
+                        buf = b""
+                        break
+                    if len(buf) < ln:
+                        break
+                    rec, buf = buf[:ln], buf[ln:]
+                    seq = rseq
+                    n["records"] += 1
+                    if rtype in (REC_PROC, REC_EXEC) and ln >= 40:
+                        tgid, _, cr3, exe = struct.unpack_from("<IIQQ", rec, 16)
+                        if exe and exe not in exes:
+                            exes.append(exe)
+                            del exes[:-64]
+                        if cr3 and tgid not in procs:
+                            procs.append(tgid)
+                            del procs[:-256]
+                    out.append(rec)
+                if out:
+                    down.sendall(b"".join(out))
+            now = time.time()
+            inj = []
+            if a.rename_hz and exes and not buf:
+                k = min(int((now - t_rename) * a.rename_hz), 1000)
+                for _ in range(k):
+                    gen += 1
+                    cid = exes[gen % len(exes)]
+                    path = b"/hostile/renamed-%d/exe" % gen
+                    inj.append(record(REC_COOKIE, seq, COOKIE.pack(cid, b"", 0, 0, len(path), 0) + path))
+                    n["renames"] += 1
+                if k:
+                    t_rename = now
+            if a.mmap_hz and procs and not buf:
+                k = min(int((now - t_mmap) * a.mmap_hz), 1000)
+                for _ in range(k):
+                    gen += 1
+                    cid = 0x4000000 + gen % 4096
+                    path = b"/hostile/lib-%d.so" % (gen % 4096)
+                    inj.append(record(REC_COOKIE, seq, COOKIE.pack(cid, b"", 0, 0, len(path), 0) + path))
+                    start = 0x10000000 + (gen % 2048) * 0x10000
+                    inj.append(record(REC_MMAP, seq, MMAP.pack(procs[gen % len(procs)], 5, start,
+                                                               start + 0x8000, 0, cid)))
+                    n["mmaps"] += 1
+                if k:
+                    t_mmap = now
+            if inj:
+                down.sendall(b"".join(inj))
+            if now - last_stats > 1:
+                write_stats()
+                last_stats = now
+        up.close()
+        down.close()
+    write_stats()
+    ls.close()
+    os.unlink(a.listen)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
