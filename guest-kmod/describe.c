@@ -31,6 +31,7 @@
 #include <linux/utsname.h>
 #include <linux/vmalloc.h>
 #include <linux/workqueue.h>
+#include <asm/tsc.h>
 #include "opvm.h"
 
 #ifndef NT_GNU_BUILD_ID
@@ -346,19 +347,31 @@ static void send_module(u16 type, const char *name, u64 base, u64 size)
 
 /* ---- initial walk -------------------------------------------------------- */
 
+/* HELLO and its switch-ring tail (opvm_proto.h). */
 static void send_hello(void)
 {
-	struct opvm_rec_hello rec;
+	struct {
+		struct opvm_rec_hello h;
+		struct opvm_hello_switch sw;
+	} rec;
 
-	REC_INIT(rec, OPVM_REC_HELLO);
-	rec.version = OPVM_PROTO_VERSION;
-	rec.nr_cpus = nr_cpu_ids;
-	rec.slot_pa = virt_to_phys(opvm_slots);
-	rec.slot_size = sizeof(struct opvm_slot);
-	rec.anchor_addr = (unsigned long)_printk;
-	strscpy(rec.anchor_name, "_printk", sizeof(rec.anchor_name));
-	rec.text_addr = opvm_lookup_name("_text");
-	strscpy(rec.release, utsname()->release, sizeof(rec.release));
+	REC_INIT(rec.h, OPVM_REC_HELLO);
+	rec.h.hdr.len = sizeof(rec);
+	rec.h.version = OPVM_PROTO_VERSION;
+	rec.h.nr_cpus = nr_cpu_ids;
+	rec.h.slot_pa = virt_to_phys(opvm_slots);
+	rec.h.slot_size = sizeof(struct opvm_slot);
+	rec.h.anchor_addr = (unsigned long)_printk;
+	strscpy(rec.h.anchor_name, "_printk", sizeof(rec.h.anchor_name));
+	rec.h.text_addr = opvm_lookup_name("_text");
+	strscpy(rec.h.release, utsname()->release, sizeof(rec.h.release));
+	memset(&rec.sw, 0, sizeof(rec.sw));
+	if (opvm_switch_block) {
+		rec.sw.switch_pa = virt_to_phys(opvm_switch_block);
+		rec.sw.switch_stride = opvm_switch_stride;
+		rec.sw.switch_entries = opvm_switch_entries;
+		rec.sw.tsc_khz = tsc_khz;
+	}
 	opvm_ring_put(&rec);
 }
 

@@ -2,8 +2,9 @@
 /*
  * Hooks: where opvm learns what the guest does.
  *
- * sched_switch only updates this CPU's slot (a handful of stores, no lock,
- * no allocation): it runs on every context switch.  Every other hook copies
+ * sched_switch only updates this CPU's slot and appends to this CPU's
+ * task-switch ring (a handful of stores, one barrier, no lock, no
+ * allocation): it runs on every context switch.  Every other hook copies
  * what it needs into an event, takes references on the mm or file the worker
  * will describe, and kicks the worker.
  *
@@ -23,9 +24,44 @@
 #include <linux/sched/signal.h>
 #include <linux/binfmts.h>
 #include <linux/tracepoint.h>
+#include <asm/msr.h>
 #include "opvm.h"
 
 static struct tracepoint *tp_switch, *tp_fork, *tp_exec, *tp_exit;
+
+/*
+ * Appends "from now on, next runs here" to this CPU's switch ring, by the
+ * writer protocol of opvm_proto.h.  Runs with preemption and interrupts off
+ * (sched_switch, or the load-time seed IPI), so nothing else writes this
+ * CPU's ring meanwhile.  The full barrier before the TSC read lets a host
+ * that saw no switch begun after its own time T trust that none is stamped
+ * before T.
+ */
+void notrace opvm_switch_log(struct task_struct *next)
+{
+	struct opvm_switch_ring_hdr *h;
+	struct opvm_switch *e;
+	struct mm_struct *mm = next->mm;
+	u64 n;
+
+	if (!opvm_switch_block)
+		return;
+	h = opvm_switch_block +
+	    (size_t)raw_smp_processor_id() * opvm_switch_stride;
+	n = h->head;
+	e = (struct opvm_switch *)(h + 1) + (n & (opvm_switch_entries - 1));
+	WRITE_ONCE(e->seq, 2 * n + 1);
+	smp_mb();
+	e->tsc = rdtsc_ordered();
+	e->pid = next->pid;
+	e->tgid = next->tgid;
+	e->cr3 = mm ? opvm_mm_cr3(mm) : 0;
+	e->flags = mm ? 0 : OPVM_SLOT_KTHREAD;
+	smp_wmb();
+	WRITE_ONCE(e->seq, 2 * n + 2);
+	smp_wmb();
+	WRITE_ONCE(h->head, n + 1);
+}
 
 static void notrace opvm_probe_switch(void *data, bool preempt,
 				      struct task_struct *prev,
@@ -49,6 +85,7 @@ static void notrace opvm_probe_switch(void *data, bool preempt,
 	}
 	smp_wmb();
 	WRITE_ONCE(s->seq, seq + 2);
+	opvm_switch_log(next);
 }
 
 static void copy_comm(char *dst, struct task_struct *p)

@@ -103,6 +103,14 @@ extern bool opvm_rescan_on;		/* walk exec'd processes again later */
 
 /* ---- main.c -------------------------------------------------------------- */
 extern struct opvm_slot *opvm_slots;
+/*
+ * Task-switch rings (opvm_proto.h): one per possible CPU, ring i at
+ * opvm_switch_block + i * opvm_switch_stride, in one physically contiguous
+ * block.  opvm_switch_entries is a power of two.
+ */
+extern void *opvm_switch_block;
+extern u32 opvm_switch_stride, opvm_switch_entries;
+void opvm_switch_log(struct task_struct *next);
 unsigned long opvm_lookup_name(const char *name);
 u64 opvm_mm_cr3(struct mm_struct *mm);
 

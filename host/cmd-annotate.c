@@ -12,6 +12,7 @@
 #include "host/commands.h"
 #include "lib/log.h"
 #include "host/report-cli.h"
+#include "lib/util.h"
 
 enum { OPT_MAX_BYTES = 0x200 };
 
@@ -31,15 +32,11 @@ static void usage(FILE *f)
 static void note(const char *msg, void *arg)
 {
 	int *count = arg;
-	char safe[512];
-	size_t i;
+	char safe[1024];
 
 	/* Symbol and image names come from the guest. */
-	for (i = 0; msg[i] && i + 1 < sizeof(safe); i++)
-		safe[i] = (unsigned char)msg[i] < 0x20 || msg[i] == 0x7f ? '?' : msg[i];
-	safe[i] = '\0';
 	(*count)++;
-	pr_warn("%s", safe);
+	pr_warn("%s", util_text_escape(safe, sizeof(safe), msg));
 }
 
 int cmd_annotate(int argc, char **argv)

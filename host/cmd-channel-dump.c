@@ -262,7 +262,8 @@ void channel_dump_record(FILE *out, bool json, const struct opvm_rec_hdr *rec,
 	X(bytes) X(records) X(bad_records) X(skipped_bytes) X(resyncs)	\
 	X(seq_gaps) X(seq_backwards) X(refused) X(unknown_types)	\
 	X(version_mismatch) X(ignored) X(before_hello) X(hellos)	\
-	X(lost_records) X(guest_lost) X(syncs) X(buffered_peak)
+	X(lost_records) X(guest_lost) X(syncs) X(buffered_peak)		\
+	X(switch_refused)
 
 static void print_stats(FILE *f, const struct decoder_stats *st, bool json)
 {

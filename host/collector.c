@@ -302,6 +302,10 @@ static void hello_tell(struct cguest *g)
 		.slot_pa = h->slot_pa,
 		.slot_size = h->slot_size,
 		.nr_slots = h->nr_cpus,
+		.switch_pa = h->switch_pa,
+		.switch_stride = h->switch_stride,
+		.switch_entries = h->switch_entries,
+		.tsc_khz = h->tsc_khz,
 	};
 	g->smp->ops->guest_hello(g->smp, &sh);
 }

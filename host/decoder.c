@@ -20,6 +20,7 @@
 #include "host/decoder.h"
 #include "host/gstate.h"
 #include "lib/channel.h"
+#include "vmm/timeline.h"
 
 /* Largest vCPU count a HELLO may announce (Linux's NR_CPUS maximum). */
 #define HELLO_MAX_CPUS	8192
@@ -123,11 +124,40 @@ static void copy_name(char *dst, const char *src, size_t max, bool release)
 }
 
 /*
+ * HELLO's optional switch-ring tail, when hdr.len covers it.  Geometry that
+ * fails timeline_check_geometry() (the checks the perf sampler relies on)
+ * leaves the tail out (switch_pa 0) and is counted; the rest of HELLO
+ * still applies.
+ */
+static void hello_parse_switch(const uint8_t *p, uint32_t len,
+			       struct gstate_hello *out, uint64_t *refused)
+{
+	struct opvm_hello_switch sw;
+
+	if (len < sizeof(struct opvm_rec_hello) + sizeof(sw))
+		return;
+	memcpy(&sw, p + sizeof(struct opvm_rec_hello), sizeof(sw));
+	if (!sw.switch_pa)
+		return;		/* the guest has no rings */
+	if (timeline_check_geometry(out->nr_cpus, le64toh(sw.switch_pa),
+				    le32toh(sw.switch_stride),
+				    le32toh(sw.switch_entries))) {
+		(*refused)++;
+		return;
+	}
+	out->switch_pa = le64toh(sw.switch_pa);
+	out->switch_stride = le32toh(sw.switch_stride);
+	out->switch_entries = le32toh(sw.switch_entries);
+	out->tsc_khz = le32toh(sw.tsc_khz);
+}
+
+/*
  * A HELLO of our version: check what the sampler will rely on (slot size,
  * slot array placement) before it resets the model.  Returns false for a
  * bad record.
  */
-static bool hello_parse(const uint8_t *p, uint32_t len, struct gstate_hello *out)
+static bool hello_parse(const uint8_t *p, uint32_t len, struct gstate_hello *out,
+			uint64_t *switch_refused)
 {
 	struct opvm_rec_hello r;
 	uint64_t bytes, end;
@@ -153,6 +183,7 @@ static bool hello_parse(const uint8_t *p, uint32_t len, struct gstate_hello *out
 		return false;
 	copy_name(out->anchor_name, r.anchor_name, sizeof(r.anchor_name), false);
 	copy_name(out->release, r.release, sizeof(r.release), true);
+	hello_parse_switch(p, len, out, switch_refused);
 	return true;
 }
 
@@ -265,7 +296,7 @@ static void record_process(const uint8_t *p, const struct chan_hdr *h, void *arg
 			d->foreign = d->fr.lenient = true;
 			return;	/* not shown: the callback's HELLOs are valid */
 		}
-		if (!hello_parse(p, h->len, &gh)) {
+		if (!hello_parse(p, h->len, &gh, &d->st.switch_refused)) {
 			d->st.bad_records++;
 			return;
 		}

@@ -37,6 +37,7 @@ struct decoder_stats {
 	uint64_t seq_backwards;		/* records whose seq went backwards */
 	uint64_t syncs;			/* SYNC records (initial walk done) */
 	uint64_t buffered_peak;		/* most bytes ever held (<= OPVM_REC_MAX) */
+	uint64_t switch_refused;	/* HELLO switch-ring tails out of bounds */
 };
 
 /*

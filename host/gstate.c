@@ -24,6 +24,7 @@
 #include <sys/types.h>
 
 #include "host/gstate.h"
+#include "lib/util.h"
 #include "lib/sample.h"
 
 #define HT_MIN_BITS		6
@@ -173,46 +174,20 @@ static size_t str_sanitise(char *out, size_t cap, const char *in, size_t in_len)
 	if (!in)
 		in_len = 0;
 	while (i < in_len && s[i] && o + 1 < cap) {
-		unsigned char c = s[i];
-		size_t n = 0;
+		size_t n = util_utf8_char(in + i, in_len - i);
 
-		if (c < 0x80) {
-			out[o++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+		if (n == 1) {
+			out[o++] = (s[i] < 0x20 || s[i] == 0x7f) ? '?' : (char)s[i];
 			i++;
 			continue;
 		}
-		if (c >= 0xc2 && c <= 0xdf)
-			n = 2;
-		else if (c >= 0xe0 && c <= 0xef)
-			n = 3;
-		else if (c >= 0xf0 && c <= 0xf4)
-			n = 4;
-		if (n && i + n <= in_len && o + n < cap) {
-			size_t k;
-			bool ok = true;
-
-			for (k = 1; k < n; k++)
-				if ((s[i + k] & 0xc0) != 0x80)
-					ok = false;
-			/* overlongs and surrogates */
-			if (ok && c == 0xc2 && s[i + 1] < 0xa0)
-				ok = false;	/* C1 controls */
-			if (ok && n == 3 && c == 0xe0 && s[i + 1] < 0xa0)
-				ok = false;
-			if (ok && n == 3 && c == 0xed && s[i + 1] > 0x9f)
-				ok = false;
-			if (ok && n == 4 && c == 0xf0 && s[i + 1] < 0x90)
-				ok = false;
-			if (ok && n == 4 && c == 0xf4 && s[i + 1] > 0x8f)
-				ok = false;
-			if (ok) {
-				memcpy(out + o, s + i, n);
-				o += n;
-				i += n;
-				continue;
-			}
-		} else if (n && i + n <= in_len) {
-			break;	/* no room for the whole character */
+		if (n) {
+			if (o + n >= cap)
+				break;	/* no room for the whole character */
+			memcpy(out + o, s + i, n);
+			o += n;
+			i += n;
+			continue;
 		}
 		out[o++] = '?';
 		i++;

@@ -88,6 +88,12 @@ struct gstate_hello {
 	uint64_t text_addr;
 	char anchor_name[64 + 1];
 	char release[65 + 1];
+	/* HELLO's switch-ring tail, checked (timeline_check_geometry());
+	 * switch_pa 0: the guest sent none or it failed the checks. */
+	uint64_t switch_pa;
+	uint32_t switch_stride;
+	uint32_t switch_entries;
+	uint32_t tsc_khz;		/* 0: unknown */
 };
 
 struct gstate_stats {

@@ -15,11 +15,14 @@
 #include <string.h>
 
 #include "host/report.h"
+#include "host/stats.h"
+#include "lib/util.h"
 #include "symbols/disasm.h"
 
 #define ANNOTATE_MAX_BYTES	(64u << 10)
 #define SRC_MAX_LINES		200000
 #define SRC_MAX_LINE_LEN	4096
+#define ESC_MAX			1024	/* longest escaped name shown */
 
 /* A source file's lines, read once per annotate call. */
 struct srcfile {
@@ -120,16 +123,19 @@ static struct srcfile *src_get(struct actx *c, const char *path)
 static void src_note(struct actx *c, const char *file)
 {
 	struct srcfile *s = src_get(c, file);
+	char b1[ESC_MAX], b2[ESC_MAX];
 
 	if (!s || s->noted)
 		return;
 	s->noted = 1;
+	/* the DWARF path is the guest's, the host path may hold anything */
+	util_text_escape(b1, sizeof(b1), file);
+	util_text_escape(b2, sizeof(b2), s->from ? s->from : s->lines ? "?" : "out of memory");
 	if (s->lines)
-		fprintf(c->f, "%8s %8s : (source %s: %s)\n", "", "", file,
-			s->from ? s->from : "?");
+		fprintf(c->f, "%8s %8s : (source %s: %s)\n", "", "", b1, b2);
 	else
 		fprintf(c->f, "%8s %8s : (source %s not found: %s; give --guest-root or "
-			"--source-dir)\n", "", "", file, s->from ? s->from : "out of memory");
+			"--source-dir)\n", "", "", b1, b2);
 }
 
 static const char *src_text(struct actx *c, const char *file, uint32_t line)
@@ -158,14 +164,16 @@ static uint64_t samples_in(const struct report_row *row, uint64_t lo, uint64_t h
 			b = m;
 	}
 	for (; a < row->nr_addrs && row->addrs[a].addr < hi; a++)
-		sum += row->addrs[a].count;
+		sum = util_sat_add(sum, row->addrs[a].count);
 	return sum;
 }
 
 static void print_count(FILE *f, uint64_t n, uint64_t total)
 {
+	char cnt[OPVM_COUNT_BUF];
+
 	if (n)
-		fprintf(f, "%8" PRIu64 " %8.4f : ", n, pct(n, total));
+		fprintf(f, "%8s %8.4f : ", stats_fmt_count(n, cnt), pct(n, total));
 	else
 		fprintf(f, "%8s %8s : ", "", "");
 }
@@ -242,7 +250,7 @@ static int collect_lines(struct actx *c, struct lsums *ls)
 		e = lsum_get(ls, l.file, l.line);
 		if (!e)
 			return -ENOMEM;
-		e->samples += row->addrs[i].count;
+		e->samples = util_sat_add(e->samples, row->addrs[i].count);
 	}
 	return 0;
 }
@@ -251,6 +259,7 @@ static int collect_lines(struct actx *c, struct lsums *ls)
  * spans, with samples. */
 static void print_source(struct actx *c, struct lsums *ls)
 {
+	char b[ESC_MAX];
 	const char *done[64];
 	size_t nr_done = 0;
 
@@ -275,7 +284,7 @@ static void print_source(struct actx *c, struct lsums *ls)
 		}
 		if (lo > hi)
 			continue;
-		fprintf(c->f, "%8s %8s : %s\n", "", "", file);
+		fprintf(c->f, "%8s %8s : %s\n", "", "", util_text_escape(b, sizeof(b), file));
 		src_note(c, file);
 		for (uint32_t line = lo; line <= hi; line++) {
 			const char *t = src_text(c, file, line);
@@ -307,6 +316,7 @@ static int insn_cb(const struct disasm_insn *insn, void *arg)
 
 		if (!elfimage_line(c->elf, insn->addr, &l) &&
 		    (l.line != c->cur_line || !c->cur_file || strcmp(l.file, c->cur_file))) {
+			char b[ESC_MAX];
 			const char *t;
 
 			src_note(c, l.file);
@@ -315,7 +325,8 @@ static int insn_cb(const struct disasm_insn *insn, void *arg)
 			c->cur_file = l.file;
 			c->cur_line = l.line;
 			print_count(c->f, lsum_of(ic->ls, l.file, l.line), c->r->total);
-			fprintf(c->f, "%s:%u  %s\n", report_basename(l.file), l.line,
+			fprintf(c->f, "%s:%u  %s\n",
+				util_text_escape(b, sizeof(b), report_basename(l.file)), l.line,
 				t ? t : "");
 		}
 	}
@@ -350,8 +361,16 @@ static int annotate_row(struct actx *c, struct disasm *d, const struct annotate_
 			 "or set DEBUGINFOD_URLS)", row->symbol, row->image);
 		return -ENOENT;
 	}
-	fprintf(c->f, "\n/* %s: %" PRIu64 " samples, %.4f%%; image %s, app %s, guest %s */\n",
-		row->symbol, row->samples, row->percent, row->image, row->app, row->guest);
+	{
+		char b1[ESC_MAX], b2[ESC_MAX], b3[ESC_MAX], b4[ESC_MAX], cnt[OPVM_COUNT_BUF];
+
+		fprintf(c->f, "\n/* %s: %s samples, %.4f%%; image %s, app %s, guest %s */\n",
+			util_text_escape(b1, sizeof(b1), row->symbol),
+			stats_fmt_count(row->samples, cnt), row->percent,
+			util_text_escape(b2, sizeof(b2), row->image),
+			util_text_escape(b3, sizeof(b3), row->app),
+			util_text_escape(b4, sizeof(b4), row->guest));
+	}
 	if (c->have_lines) {
 		ret = collect_lines(c, &ls);
 		if (ret == -ENOMEM)
@@ -377,7 +396,12 @@ static int annotate_row(struct actx *c, struct disasm *d, const struct annotate_
 		ret = -ENOENT;
 		goto out;
 	}
-	fprintf(c->f, "%8s %8s :  %016" PRIx64 " <%s>:\n", "", "", row->sym_addr, row->symbol);
+	{
+		char b[ESC_MAX];
+
+		fprintf(c->f, "%8s %8s :  %016" PRIx64 " <%s>:\n", "", "", row->sym_addr,
+			util_text_escape(b, sizeof(b), row->symbol));
+	}
 	c->cur_file = NULL;
 	c->cur_line = 0;
 	{

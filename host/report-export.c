@@ -19,6 +19,7 @@
 
 #include "host/profile.pb-c.h"
 #include "host/report.h"
+#include "host/stats.h"
 #include "lib/util.h"
 
 #define NO_SYMBOLS	"(no symbols)"
@@ -398,11 +399,14 @@ out:
 
 /* ---- folded --------------------------------------------------------------------- */
 
-/* A frame for folded stacks: ';' separates frames and '\n' lines. */
-static void frame(FILE *f, const char *s)
+/* A frame for folded stacks: ';' separates frames and '\n' lines; names
+ * from guests are escaped (util_text_escape()). */
+static void frame(FILE *f, const char *raw)
 {
-	for (; *s; s++)
-		fputc(*s == ';' ? ':' : (unsigned char)*s < 0x20 ? '?' : *s, f);
+	char buf[1024];
+
+	for (const char *s = util_text_escape(buf, sizeof(buf), raw); *s; s++)
+		fputc(*s == ';' ? ':' : *s, f);
 }
 
 static void process_name(const struct report_row *row, char *out, size_t len)
@@ -432,6 +436,7 @@ int report_export_folded(FILE *f, const struct report *r)
 			frame(f, row->symbol);
 		else
 			fputs("[unknown]", f);
+		/* folded counts are plain numbers: a saturated one stays the cap */
 		fprintf(f, " %" PRIu64 "\n", row->samples);
 	}
 	return ferror(f) ? -EIO : 0;
@@ -580,8 +585,8 @@ static const char html_script[] =
 
 int report_export_html(FILE *f, const struct report *r, const char *title)
 {
-	json_t *root = json_pack("{s:s, s:I}", "n", "all", "v", (json_int_t)r->total);
-	char *js = NULL;
+	json_t *root = json_pack("{s:s, s:o}", "n", "all", "v", stats_json_count(r->total));
+	char *js = NULL, cnt[OPVM_COUNT_BUF];
 	size_t shown = 0;
 	int ret = -ENOMEM;
 
@@ -590,24 +595,28 @@ int report_export_html(FILE *f, const struct report *r, const char *title)
 	for (size_t i = 0; i < r->nr_rows; i++) {
 		const struct report_row *row = &r->rows[i];
 		json_t *node = root;
-		char proc[512], sym[1024];
+		char proc[512], sym[1024], gname[256], pname[1024], iname[1024];
 		const char *names[4];
 
 		if (!row->samples)
 			continue;
 		process_name(row, proc, sizeof(proc));
-		snprintf(sym, sizeof(sym), "%s", row->symbol ? row->symbol : NO_SYMBOLS);
-		names[0] = row->guest;
-		names[1] = proc;
-		names[2] = report_basename(row->image);
+		/* JSON keys and strings must be UTF-8: names from guests go
+		 * escaped (util_text_escape()), as in text output */
+		util_text_escape(sym, sizeof(sym), row->symbol ? row->symbol : NO_SYMBOLS);
+		util_text_escape(gname, sizeof(gname), row->guest);
+		util_text_escape(pname, sizeof(pname), proc);
+		util_text_escape(iname, sizeof(iname), report_basename(row->image));
+		names[0] = gname;
+		names[1] = pname;
+		names[2] = iname;
 		names[3] = sym;
 		for (size_t d = 0; d < 4; d++) {
 			node = tree_child(node, names[d]);
 			if (!node)
 				goto out;
-			json_object_set_new(node, "v", json_integer(
-				json_integer_value(json_object_get(node, "v")) +
-				(json_int_t)row->samples));
+			json_object_set_new(node, "v", stats_json_count(util_sat_add(
+				stats_json_get(node, "v"), row->samples)));
 		}
 	}
 	if (tree_finish(root))
@@ -622,7 +631,9 @@ int report_export_html(FILE *f, const struct report *r, const char *title)
 	fputs("<h1>", f);
 	html_esc(f, title ? title : "opvm flame graph");
 	fputs("</h1>\n<div id=\"info\">", f);
-	fprintf(f, "event %s, %" PRIu64 " samples", r->event, r->total);
+	fputs("event ", f);
+	html_esc(f, r->event);
+	fprintf(f, ", %s samples", stats_fmt_count(r->total, cnt));
 	for (size_t i = 0; i < r->nr_guests; i++) {
 		const struct report_guest *g = &r->guests[i];
 
@@ -656,8 +667,8 @@ int report_export_html(FILE *f, const struct report *r, const char *title)
 			continue;
 		shown++;
 		process_name(row, proc, sizeof(proc));
-		fprintf(f, "<tr><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%.2f</td><td>",
-			row->samples, row->percent);
+		fprintf(f, "<tr><td class=\"n\">%s</td><td class=\"n\">%.2f</td><td>",
+			stats_fmt_count(row->samples, cnt), row->percent);
 		html_esc(f, row->symbol ? row->symbol : NO_SYMBOLS);
 		fputs("</td><td>", f);
 		html_esc(f, row->image);

@@ -11,19 +11,51 @@
 #include <string.h>
 
 #include "host/report.h"
+#include "host/stats.h"
+#include "lib/util.h"
 
 #define NO_SYMBOLS	"(no symbols)"
+#define ESC_MAX		1024	/* longest escaped name shown */
+
+/*
+ * Every name in text output may come from a guest (paths, comms, module
+ * and symbol names, session.json fields): it is escaped (\n, \t, \xNN:
+ * util_text_escape()) so that it can neither plant a row nor drive the
+ * terminal.  JSON output keeps the names (jansson escapes them) unless they
+ * are not UTF-8, which JSON cannot carry: then the escaped text goes.
+ */
+static const char *esc(char *buf, const char *s)
+{
+	return util_text_escape(buf, ESC_MAX, s);
+}
+
+static json_t *jstr(const char *s)
+{
+	char buf[ESC_MAX];
+	json_t *j;
+
+	if (!s)
+		return json_null();
+	j = json_string(s);
+	return j ? j : json_string(esc(buf, s));
+}
+
+/* A count for JSON: saturated counts stay INT64_MAX (lib/util.h). */
+static json_t *jcount(uint64_t v)
+{
+	return stats_json_count(v);
+}
 
 /* ---- helpers --------------------------------------------------------------- */
 
-/* Copies s into out cut to width columns: a cut name ends in "..." so that
- * a reader never takes a prefix for the whole name. */
+/* Copies s (escaped already) into out cut to width columns: a cut name
+ * ends in "..." so that a reader never takes a prefix for the whole name. */
 static const char *fit(const char *s, int width, char *out, size_t outlen)
 {
 	size_t n = strlen(s);
 
 	if (width < 4 || n <= (size_t)width || outlen < (size_t)width + 1) {
-		snprintf(out, outlen, "%s", s);
+		snprintf(out, outlen, "%.*s", (int)(outlen - 1), s);
 		return out;
 	}
 	snprintf(out, outlen, "%.*s...", width - 3, s);
@@ -43,14 +75,16 @@ static const char *disp(const char *path, int long_names)
 /* "app", "app[tgid]", "app[tgid/tid]", plus "@cpu". */
 static void app_label(const struct report_row *row, int long_names, char *out, size_t len)
 {
-	const char *a = disp(row->app, long_names);
+	char a[ESC_MAX];
+	int w = (int)(len > 48 ? len - 48 : 1);		/* room for [tgid/tid]@cpu */
 
+	esc(a, disp(row->app, long_names));
 	if (row->tgid >= 0 && row->tid >= 0 && row->tid != row->tgid)
-		snprintf(out, len, "%s[%" PRId64 "/%" PRId64 "]", a, row->tgid, row->tid);
+		snprintf(out, len, "%.*s[%" PRId64 "/%" PRId64 "]", w, a, row->tgid, row->tid);
 	else if (row->tgid >= 0)
-		snprintf(out, len, "%s[%" PRId64 "]", a, row->tgid);
+		snprintf(out, len, "%.*s[%" PRId64 "]", w, a, row->tgid);
 	else
-		snprintf(out, len, "%s", a);
+		snprintf(out, len, "%.*s", w, a);
 	if (row->cpu >= 0) {
 		size_t n = strlen(out);
 
@@ -84,35 +118,39 @@ void report_print_header(FILE *f, const struct report *r)
 
 	for (size_t i = 0; i < r->nr_guests; i++)
 		n += r->guests[i].total > 0;
-	fprintf(f, "opvm report: event %s, %" PRIu64 " samples, %zu guest%s\n",
-		r->event, r->total, n, n == 1 ? "" : "s");
+	char b1[ESC_MAX], b2[ESC_MAX], cnt[OPVM_COUNT_BUF];
+
+	fprintf(f, "opvm report: event %s, %s samples, %zu guest%s\n",
+		esc(b1, r->event), stats_fmt_count(r->total, cnt), n,
+		n == 1 ? "" : "s");
 	for (size_t i = 0; i < r->nr_guests; i++) {
 		const struct report_guest *g = &r->guests[i];
 
 		if (!g->total)
 			continue;
-		fprintf(f, "guest %s: ", g->name);
+		fprintf(f, "guest %s: ", esc(b1, g->name));
 		if (!g->mode) {
-			fprintf(f, "sampling mode unknown (no readable session.json)\n");
+			fprintf(f, "sampling mode unknown (%s)\n",
+				g->meta_err[0] ? g->meta_err : "no readable session.json");
 			continue;
 		}
 		if (g->rate_hz)
-			fprintf(f, "%s sampling at %u Hz", g->mode, g->rate_hz);
+			fprintf(f, "%s sampling at %u Hz", esc(b1, g->mode), g->rate_hz);
 		else
 			fprintf(f, "%s sampling, one sample every %" PRIu64 " %s events",
-				g->mode, g->event_count ? g->event_count : r->event_count,
-				g->event ? g->event : r->event);
+				esc(b1, g->mode), g->event_count ? g->event_count : r->event_count,
+				esc(b2, g->event ? g->event : r->event));
 		if (g->vcpus)
 			fprintf(f, ", %u vCPU%s", g->vcpus, g->vcpus == 1 ? "" : "s");
 		if (g->duration_s > 0)
 			fprintf(f, ", %.1f s", g->duration_s);
 		if (g->kernel_release)
-			fprintf(f, ", kernel %s", g->kernel_release);
+			fprintf(f, ", kernel %s", esc(b1, g->kernel_release));
 		fputc('\n', f);
 	}
 	for (size_t i = 0; i < r->nr_other_events; i++)
 		fprintf(f, "(samples of event %s not shown: select them with event:%s)\n",
-			r->other_events[i], r->other_events[i]);
+			esc(b1, r->other_events[i]), b1);
 }
 
 static double pct(uint64_t part, uint64_t whole)
@@ -147,11 +185,16 @@ static void print_problems(FILE *f, const struct report *r, int mismatches)
 	if (n)
 		qsort(v, n, sizeof(*v), problem_cmp);
 	for (size_t i = 0; i < n && i < FOOTER_MAX_PROBLEMS; i++) {
+		char b1[ESC_MAX], b2[ESC_MAX], b3[ESC_MAX], cnt[OPVM_COUNT_BUF];
+
+		esc(b1, v[i]->image);
+		esc(b2, v[i]->guest);
+		esc(b3, v[i]->reason);
 		if (mismatches)
-			fprintf(f, "  %s (guest %s): %s\n", v[i]->image, v[i]->guest, v[i]->reason);
+			fprintf(f, "  %s (guest %s): %s\n", b1, b2, b3);
 		else
-			fprintf(f, "  %s (guest %s, %" PRIu64 " samples): %s\n", v[i]->image,
-				v[i]->guest, v[i]->samples, v[i]->reason);
+			fprintf(f, "  %s (guest %s, %s samples): %s\n", b1, b2,
+				stats_fmt_count(v[i]->samples, cnt), b3);
 	}
 	if (n > FOOTER_MAX_PROBLEMS)
 		fprintf(f, "  ... and %zu more (--format json lists them all)\n",
@@ -162,43 +205,53 @@ static void print_problems(FILE *f, const struct report *r, int mismatches)
 void report_print_footer(FILE *f, const struct report *r)
 {
 	uint64_t taken, received = 0, lost_nomap = 0, lost_noproc = 0;
+	char c1[OPVM_COUNT_BUF], c2[OPVM_COUNT_BUF], c3[OPVM_COUNT_BUF], gb[ESC_MAX];
 
 	for (size_t i = 0; i < r->nr_guests; i++) {
 		if (!r->guests[i].total)
 			continue;
-		received += r->guests[i].stats.received;
-		lost_nomap += r->guests[i].stats.lost_no_mapping;
-		lost_noproc += r->guests[i].stats.lost_no_process;
+		received = util_sat_add(received, r->guests[i].stats.received);
+		lost_nomap = util_sat_add(lost_nomap, r->guests[i].stats.lost_no_mapping);
+		lost_noproc = util_sat_add(lost_noproc, r->guests[i].stats.lost_no_process);
 	}
 	/* Losses are session-wide: weigh them against everything the guests'
 	 * samplers took, not against what a filter kept. */
-	taken = (received > r->total ? received : r->total) + r->lost + r->throttled;
-	fprintf(f, "\ntotal %" PRIu64 " samples, lost %" PRIu64 ", throttled %" PRIu64 "\n",
-		r->total, r->lost, r->throttled);
+	taken = util_sat_add(util_sat_add(received > r->total ? received : r->total, r->lost),
+			     r->throttled);
+	fprintf(f, "\ntotal %s samples, lost %s, throttled %s\n",
+		stats_fmt_count(r->total, c1), stats_fmt_count(r->lost, c2),
+		stats_fmt_count(r->throttled, c3));
+	for (size_t i = 0; i < r->nr_guests; i++)
+		if (r->guests[i].total && r->guests[i].meta_err[0])
+			fprintf(f, "warning: guest %s: %s: its counters are not shown\n",
+				esc(gb, r->guests[i].name),
+				r->guests[i].meta_err);
 	if (r->symbols)
-		fprintf(f, "unresolved %" PRIu64 " samples (%.2f%%), build-id mismatches %zu\n",
-			r->unresolved, pct(r->unresolved, r->total), r->mismatches);
+		fprintf(f, "unresolved %s samples (%.2f%%), build-id mismatches %zu\n",
+			stats_fmt_count(r->unresolved, c1), pct(r->unresolved, r->total),
+			r->mismatches);
 	if (r->bad_files || r->skipped_files)
 		fprintf(f, "warning: %zu sample file%s could not be read and %zu were skipped\n",
 			r->bad_files, r->bad_files == 1 ? "" : "s", r->skipped_files);
 	/* Past 0.01 % of what was taken, a loss is worth a line. */
-	if (taken && r->lost * 10000 > taken)
+	if (taken && r->lost > taken / 10000)
 		fprintf(f, "warning: %.2f%% of samples were lost (ring overflow): "
 			"lower the rate or raise the sync frequency\n", pct(r->lost, taken));
-	if (taken && r->throttled * 10000 > taken)
+	if (taken && r->throttled > taken / 10000)
 		fprintf(f, "warning: %.2f%% of samples were throttled by the rate cap\n",
 			pct(r->throttled, taken));
-	if (taken && (lost_nomap + lost_noproc) * 10000 > taken)
+	if (taken && util_sat_add(lost_nomap, lost_noproc) > taken / 10000)
 		fprintf(f, "warning: %.2f%% of samples had no process or mapping "
 			"(filed under {anon}); is opvm.ko loaded in the guest?\n",
-			pct(lost_nomap + lost_noproc, taken));
-	if (r->symbols && r->total && r->unresolved * 10000 > r->total) {
+			pct(util_sat_add(lost_nomap, lost_noproc), taken));
+	if (r->symbols && r->total && r->unresolved > r->total / 10000) {
 		fprintf(f, "warning: %.2f%% of samples have no symbol\n",
 			pct(r->unresolved, r->total));
 		if (r->outside_kernel)
-			fprintf(f, "  vmlinux: %" PRIu64 " samples (%.2f%%) ran below the kernel's "
+			fprintf(f, "  vmlinux: %s samples (%.2f%%) ran below the kernel's "
 				"addresses (firmware, boot loader, decompressor)\n",
-				r->outside_kernel, pct(r->outside_kernel, r->total));
+				stats_fmt_count(r->outside_kernel, c1),
+				pct(r->outside_kernel, r->total));
 		print_problems(f, r, 0);
 	}
 	if (r->mismatches) {
@@ -283,9 +336,9 @@ void report_print_summary(FILE *f, const struct report *r, const struct report_p
 			images[ni++] = (struct snode){ .first = row };
 			apps[na - 1].nr_child++;
 		}
-		images[ni - 1].samples += row->samples;
-		apps[na - 1].samples += row->samples;
-		guests[ng - 1].samples += row->samples;
+		images[ni - 1].samples = util_sat_add(images[ni - 1].samples, row->samples);
+		apps[na - 1].samples = util_sat_add(apps[na - 1].samples, row->samples);
+		guests[ng - 1].samples = util_sat_add(guests[ng - 1].samples, row->samples);
 	}
 	for (size_t i = 0; i < na; i++)
 		qsort(images + apps[i].child, apps[i].nr_child, sizeof(*images), snode_cmp);
@@ -299,11 +352,12 @@ void report_print_summary(FILE *f, const struct report *r, const struct report_p
 		"guest / application / image");
 	for (size_t g = 0; g < ng; g++) {
 		double gp = pct(guests[g].samples, r->total);
+		char cnt[OPVM_COUNT_BUF], b1[ESC_MAX];
 
 		if (po && gp < po->threshold)
 			continue;
-		fprintf(f, "%8" PRIu64 " %8.4f  %s\n", guests[g].samples, gp,
-			guests[g].first->guest);
+		fprintf(f, "%8s %8.4f  %s\n", stats_fmt_count(guests[g].samples, cnt),
+			gp, esc(b1, guests[g].first->guest));
 		for (size_t a = guests[g].child;
 		     depth > 1 && a < guests[g].child + guests[g].nr_child; a++) {
 			double ap = pct(apps[a].samples, r->total);
@@ -312,15 +366,17 @@ void report_print_summary(FILE *f, const struct report *r, const struct report_p
 			if (po && ap < po->threshold)
 				continue;
 			app_label(apps[a].first, 1, label, sizeof(label));
-			fprintf(f, "%8" PRIu64 " %8.4f    %s\n", apps[a].samples, ap, label);
+			fprintf(f, "%8s %8.4f    %s\n", stats_fmt_count(apps[a].samples, cnt),
+				ap, label);
 			for (size_t k = apps[a].child;
 			     depth > 2 && k < apps[a].child + apps[a].nr_child; k++) {
 				double ip = pct(images[k].samples, r->total);
 
 				if (po && ip < po->threshold)
 					continue;
-				fprintf(f, "%8" PRIu64 " %8.4f      %s\n", images[k].samples, ip,
-					disp(images[k].first->image, 1));
+				fprintf(f, "%8s %8.4f      %s\n",
+					stats_fmt_count(images[k].samples, cnt), ip,
+					esc(b1, disp(images[k].first->image, 1)));
 			}
 		}
 	}
@@ -346,13 +402,13 @@ static void layout(const struct report *r, const struct report_print_opts *po, s
 
 	for (size_t i = 0; i < r->nr_rows; i++) {
 		const struct report_row *row = &r->rows[i];
-		char label[512];
+		char label[512], b[ESC_MAX];
 
 		if (!shown(row, po))
 			continue;
 		app_label(row, long_names, label, sizeof(label));
-		mg = clampi((int)strlen(row->guest), mg, 64);
-		mi = clampi((int)strlen(disp(row->image, long_names)), mi, 200);
+		mg = clampi((int)strlen(esc(b, row->guest)), mg, 64);
+		mi = clampi((int)strlen(esc(b, disp(row->image, long_names))), mi, 200);
 		ma = clampi((int)strlen(label), ma, 200);
 	}
 	c->guest = distinct_guests(r) > 1 ? clampi(mg, 5, 12) : 0;
@@ -367,16 +423,16 @@ static void layout(const struct report *r, const struct report_print_opts *po, s
 static void print_row(FILE *f, const struct report_row *row, const struct cols *c,
 		      int long_names)
 {
-	char b1[256], b2[256], b3[256], b4[256], label[512];
+	char b1[256], b2[256], b3[256], b4[256], label[512], cnt[OPVM_COUNT_BUF], e[ESC_MAX];
 
 	app_label(row, long_names, label, sizeof(label));
-	fprintf(f, "%-8" PRIu64 " %-8.4f ", row->samples, row->percent);
+	fprintf(f, "%-8s %-8.4f ", stats_fmt_count(row->samples, cnt), row->percent);
 	if (c->guest)
-		fprintf(f, "%-*s ", c->guest, fit(row->guest, c->guest, b1, sizeof(b1)));
-	fprintf(f, "%-*s %-*s %s\n",
-		c->image, fit(disp(row->image, long_names), c->image, b2, sizeof(b2)),
-		c->app, fit(label, c->app, b3, sizeof(b3)),
-		fit(row->symbol ? row->symbol : NO_SYMBOLS, c->symbol, b4, sizeof(b4)));
+		fprintf(f, "%-*s ", c->guest, fit(esc(e, row->guest), c->guest, b1, sizeof(b1)));
+	fit(esc(e, disp(row->image, long_names)), c->image, b2, sizeof(b2));
+	fit(label, c->app, b3, sizeof(b3));
+	fit(esc(e, row->symbol ? row->symbol : NO_SYMBOLS), c->symbol, b4, sizeof(b4));
+	fprintf(f, "%-*s %-*s %s\n", c->image, b2, c->app, b3, b4);
 }
 
 void report_print_symbols(FILE *f, const struct report *r, const struct report_print_opts *po)
@@ -397,10 +453,14 @@ void report_print_symbols(FILE *f, const struct report *r, const struct report_p
 		print_row(f, row, &c, long_names);
 		if (!po || !po->details)
 			continue;
-		for (size_t j = 0; j < row->nr_addrs; j++)
-			fprintf(f, "  %s%016" PRIx64 " %-8" PRIu64 " %.4f\n",
+		for (size_t j = 0; j < row->nr_addrs; j++) {
+			char cnt[OPVM_COUNT_BUF];
+
+			fprintf(f, "  %s%016" PRIx64 " %-8s %.4f\n",
 				row->unresolved_offsets ? "+" : " ", row->addrs[j].addr,
-				row->addrs[j].count, pct(row->addrs[j].count, row->samples));
+				stats_fmt_count(row->addrs[j].count, cnt),
+				pct(row->addrs[j].count, row->samples));
+		}
 	}
 }
 
@@ -419,16 +479,16 @@ static double pround(double p)
 
 static json_t *row_json(const struct report_row *row)
 {
-	return json_pack("{s:s, s:o, s:o, s:o, s:s, s:s, s:b, s:o, s:I, s:f}",
-			 "guest", row->guest,
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:o, s:o, s:f}",
+			 "guest", jstr(row->guest),
 			 "tgid", jint_or_null(row->tgid),
 			 "tid", jint_or_null(row->tid),
 			 "cpu", jint_or_null(row->cpu),
-			 "app", row->app,
-			 "image", row->image,
+			 "app", jstr(row->app),
+			 "image", jstr(row->image),
 			 "kernel", row->kernel,
-			 "symbol", row->symbol ? json_string(row->symbol) : json_null(),
-			 "samples", (json_int_t)row->samples,
+			 "symbol", jstr(row->symbol),
+			 "samples", jcount(row->samples),
 			 "percent", pround(row->percent));
 }
 
@@ -445,31 +505,39 @@ static json_t *header_json(const struct report *r)
 		if (!mode)
 			mode = g->mode;
 		json_array_append_new(guests, json_pack(
-			"{s:s, s:o, s:i, s:i, s:f, s:o, s:I}",
-			"name", g->name,
-			"mode", g->mode ? json_string(g->mode) : json_null(),
+			"{s:o, s:o, s:i, s:i, s:f, s:o, s:o}",
+			"name", jstr(g->name),
+			"mode", jstr(g->mode),
 			"rate_hz", (int)g->rate_hz, "vcpus", (int)g->vcpus,
 			"duration_s", g->duration_s,
-			"kernel_release", g->kernel_release ? json_string(g->kernel_release)
-							    : json_null(),
-			"samples", (json_int_t)g->total));
+			"kernel_release", jstr(g->kernel_release),
+			"samples", jcount(g->total)));
 	}
 	for (size_t i = 0; i < r->nr_problems; i++) {
 		char msg[512];
 
 		snprintf(msg, sizeof(msg), "%s (guest %s): %s", r->problems[i].image,
 			 r->problems[i].guest, r->problems[i].reason);
-		json_array_append_new(warn, json_string(msg));
+		json_array_append_new(warn, jstr(msg));
 	}
-	o = json_pack("{s:o, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o}",
-		      "mode", mode ? json_string(mode) : json_null(),
-		      "event", r->event,
-		      "event_count", (json_int_t)r->event_count,
-		      "total_samples", (json_int_t)r->total,
-		      "lost_samples", (json_int_t)r->lost,
-		      "throttled_samples", (json_int_t)r->throttled,
-		      "unresolved_samples", (json_int_t)r->unresolved,
-		      "outside_kernel_samples", (json_int_t)r->outside_kernel,
+	for (size_t i = 0; i < r->nr_guests; i++) {
+		char msg[512];
+
+		if (!r->guests[i].total || !r->guests[i].meta_err[0])
+			continue;
+		snprintf(msg, sizeof(msg), "guest %s: %s", r->guests[i].name,
+			 r->guests[i].meta_err);
+		json_array_append_new(warn, jstr(msg));
+	}
+	o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:o, s:o}",
+		      "mode", jstr(mode),
+		      "event", jstr(r->event),
+		      "event_count", jcount(r->event_count),
+		      "total_samples", jcount(r->total),
+		      "lost_samples", jcount(r->lost),
+		      "throttled_samples", jcount(r->throttled),
+		      "unresolved_samples", jcount(r->unresolved),
+		      "outside_kernel_samples", jcount(r->outside_kernel),
 		      "build_id_mismatches", (int)r->mismatches,
 		      "guests", guests,
 		      "warnings", warn);
@@ -621,8 +689,11 @@ void report_print_diff(FILE *f, const struct report *a, const struct report *b,
 	struct dpair *d;
 	size_t n = 0;
 
-	fprintf(f, "differential report: A = %" PRIu64 " samples, B = %" PRIu64
-		" samples of %s\n", a->total, b->total, b->event);
+	char ca[OPVM_COUNT_BUF], cb[OPVM_COUNT_BUF], be[ESC_MAX], be2[ESC_MAX];
+
+	fprintf(f, "differential report: A = %s samples, B = %s samples of %s\n",
+		stats_fmt_count(a->total, ca), stats_fmt_count(b->total, cb),
+		esc(be, b->event));
 	d = diff_pairs(a, b, &n);
 	if (!d)
 		return;
@@ -634,11 +705,13 @@ void report_print_diff(FILE *f, const struct report *a, const struct report *b,
 
 		if (!dpair_shown(&d[i], po))
 			continue;
-		fprintf(f, "%-8" PRIu64 " %-8.4f %-8" PRIu64 " %-8.4f %+-8.4f %-16s %s\n",
-			d[i].a ? d[i].a->samples : 0, d[i].a ? d[i].a->percent : 0.0,
-			d[i].b ? d[i].b->samples : 0, d[i].b ? d[i].b->percent : 0.0,
-			d[i].delta, fit(disp(k->image, long_names), 16, b1, sizeof(b1)),
-			fit(k->symbol ? k->symbol : NO_SYMBOLS, 80 - 63, b2, sizeof(b2)));
+		fprintf(f, "%-8s %-8.4f %-8s %-8.4f %+-8.4f %-16s %s\n",
+			stats_fmt_count(d[i].a ? d[i].a->samples : 0, ca),
+			d[i].a ? d[i].a->percent : 0.0,
+			stats_fmt_count(d[i].b ? d[i].b->samples : 0, cb),
+			d[i].b ? d[i].b->percent : 0.0,
+			d[i].delta, fit(esc(be, disp(k->image, long_names)), 16, b1, sizeof(b1)),
+			fit(esc(be2, k->symbol ? k->symbol : NO_SYMBOLS), 80 - 63, b2, sizeof(b2)));
 	}
 	free(d);
 }
@@ -657,7 +730,7 @@ int report_print_diff_json(FILE *f, const struct report *a, const struct report 
 		free(d);
 		return -ENOMEM;
 	}
-	json_object_set_new(o, "baseline_total_samples", json_integer((json_int_t)a->total));
+	json_object_set_new(o, "baseline_total_samples", jcount(a->total));
 	for (size_t i = 0; i < n; i++) {
 		const struct report_row *k = d[i].b ? d[i].b : d[i].a;
 		json_t *row;
@@ -667,10 +740,10 @@ int report_print_diff_json(FILE *f, const struct report *a, const struct report 
 		row = row_json(k);
 		if (!row)
 			continue;
-		json_object_set_new(row, "samples", json_integer(d[i].b ? (json_int_t)d[i].b->samples : 0));
+		json_object_set_new(row, "samples", jcount(d[i].b ? d[i].b->samples : 0));
 		json_object_set_new(row, "percent", json_real(d[i].b ? pround(d[i].b->percent) : 0));
 		json_object_set_new(row, "baseline_samples",
-				    json_integer(d[i].a ? (json_int_t)d[i].a->samples : 0));
+				    jcount(d[i].a ? d[i].a->samples : 0));
 		json_object_set_new(row, "baseline_percent", json_real(d[i].a ? pround(d[i].a->percent) : 0));
 		json_object_set_new(row, "delta_percent", json_real(pround(d[i].delta + 100.0) - 100.0));
 		json_array_append_new(syms, row);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "host/report.h"
 #include "host/store.h"
@@ -306,15 +307,28 @@ static uint64_t jaddr(json_t *o, const char *key)
 static void guest_load_meta(struct report_guest *g, const char *path)
 {
 	json_error_t jerr;
-	json_t *root, *ev, *k, *st;
+	json_t *root = NULL, *ev, *k, *st;
+	int fd = util_open_regular(path);
 
-	root = json_load_file(path, 0, &jerr);
+	/* Only a regular file, never through a symlink, and without blocking
+	 * (a FIFO there once hung the report). */
+	if (fd < 0) {
+		if (fd != -ENOENT)
+			util_seterr(g->meta_err, sizeof(g->meta_err), "session.json %s",
+				    fd == -EINVAL ? "is not a regular file" :
+				    fd == -ELOOP ? "is a symlink" : strerror(-fd));
+		return;
+	}
+	root = json_loadfd(fd, 0, &jerr);
 	/* Integers past INT64_MAX (a hand-written kernel address) only load
 	 * as reals. */
-	if (!root)
-		root = json_load_file(path, JSON_DECODE_INT_AS_REAL, &jerr);
-	if (!root || !json_is_object(root))
+	if (!root && lseek(fd, 0, SEEK_SET) == 0)
+		root = json_loadfd(fd, JSON_DECODE_INT_AS_REAL, &jerr);
+	close(fd);
+	if (!root || !json_is_object(root)) {
+		util_seterr(g->meta_err, sizeof(g->meta_err), "session.json does not parse");
 		goto out;
+	}
 	g->mode = jstrdup(root, "mode");
 	g->rate_hz = (unsigned)jnum(root, "rate_hz");
 	g->vcpus = (unsigned)jnum(root, "vcpus");
@@ -532,7 +546,8 @@ static void row_fold_addrs(struct report_row *row)
 	qsort(row->addrs, row->nr_addrs, sizeof(*row->addrs), addr_cmp);
 	for (size_t i = 0; i < row->nr_addrs; i++) {
 		if (out && row->addrs[out - 1].addr == row->addrs[i].addr)
-			row->addrs[out - 1].count += row->addrs[i].count;
+			row->addrs[out - 1].count = util_sat_add(row->addrs[out - 1].count,
+							   row->addrs[i].count);
 		else
 			row->addrs[out++] = row->addrs[i];
 	}
@@ -561,7 +576,7 @@ static int file_sum_cb(uint64_t offset, uint64_t count, void *arg)
 	struct file_ctx *c = arg;
 
 	(void)offset;
-	c->total += count;
+	c->total = util_sat_add(c->total, count);
 	return 0;
 }
 
@@ -577,12 +592,12 @@ static int file_sym_cb(uint64_t offset, uint64_t count, void *arg)
 	 * with 100 k symbols costs nothing per file it is not sampled in. */
 	if (!c->counts[i + 1])
 		c->touched[c->nr_touched++] = (size_t)(i + 1);
-	c->counts[i + 1] += count;
-	c->total += count;
+	c->counts[i + 1] = util_sat_add(c->counts[i + 1], count);
+	c->total = util_sat_add(c->total, count);
 	/* x86-64 kernels run in the upper half; a "kernel" sample below it
 	 * was firmware or boot code before the kernel's own mapping. */
 	if (i < 0 && c->is_kernel && offset < 0xffff800000000000ull)
-		c->outside += count;
+		c->outside = util_sat_add(c->outside, count);
 	return 0;
 }
 
@@ -709,13 +724,13 @@ static int read_file(struct report *r, const struct report_opts *o, const struct
 				err_pending = -ENOMEM;
 				continue;
 			}
-			row->samples += n;
+			row->samples = util_sat_add(row->samples, n);
 			row->img = c.img;
 			if (s) {
 				row->sym_addr = s->addr;
 				row->sym_size = s->size;
 			} else {
-				r->unresolved += n;
+				r->unresolved = util_sat_add(r->unresolved, n);
 			}
 		}
 		if (err_pending) {
@@ -740,10 +755,10 @@ static int read_file(struct report *r, const struct report_opts *o, const struct
 			ret = -ENOMEM;
 			goto out;
 		}
-		row->samples += c.total;
+		row->samples = util_sat_add(row->samples, c.total);
 		row->img = c.img;
 		if (o->symbols)
-			r->unresolved += c.total;
+			r->unresolved = util_sat_add(r->unresolved, c.total);
 	}
 	if (c.img && simage_state(c.img) != SIMAGE_OK && simage_state(c.img) != SIMAGE_ANON) {
 		struct report_problem *pr = problem_get(r, e->guest, e->image, c.img);
@@ -752,9 +767,9 @@ static int read_file(struct report *r, const struct report_opts *o, const struct
 			ret = -ENOMEM;
 			goto out;
 		}
-		pr->samples += c.total;
+		pr->samples = util_sat_add(pr->samples, c.total);
 		if (pr->state == SIMAGE_MISMATCH)
-			r->mismatch_samples += c.total;
+			r->mismatch_samples = util_sat_add(r->mismatch_samples, c.total);
 	}
 	if (o->details) {
 		c.details = 1;
@@ -762,9 +777,9 @@ static int read_file(struct report *r, const struct report_opts *o, const struct
 		if (ret)
 			ret = c.err;
 	}
-	g->total += c.total;
-	r->total += c.total;
-	r->outside_kernel += c.outside;
+	g->total = util_sat_add(g->total, c.total);
+	r->total = util_sat_add(r->total, c.total);
+	r->outside_kernel = util_sat_add(r->outside_kernel, c.outside);
 	r->files++;
 	ret = ret < 0 ? ret : 0;
 out:
@@ -923,8 +938,8 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 
 		if (!g->total || !g->have_stats)
 			continue;
-		r->lost += g->stats.lost_overflow;
-		r->throttled += g->stats.throttled;
+		r->lost = util_sat_add(r->lost, g->stats.lost_overflow);
+		r->throttled = util_sat_add(r->throttled, g->stats.throttled);
 	}
 	for (size_t i = 0; i < r->nr_rows; i++) {
 		struct report_row *row = &r->rows[i];
@@ -938,7 +953,7 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 
 		if (!row->samples && row->nr_addrs) {
 			for (size_t j = 0; j < row->nr_addrs; j++)
-				row->samples += row->addrs[j].count;
+				row->samples = util_sat_add(row->samples, row->addrs[j].count);
 			row->percent = r->total ? 100.0 * (double)row->samples / (double)r->total : 0;
 		}
 	}

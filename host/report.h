@@ -115,6 +115,7 @@ struct report_guest {
 	uint64_t text_addr, anchor_addr;
 	char *anchor_name;
 	uint64_t total;			/* samples in this report */
+	char meta_err[64];		/* why session.json was not read, or "" */
 };
 
 /* An image the report could not resolve, for the footer. */

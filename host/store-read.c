@@ -56,7 +56,8 @@ struct sfile_reader *sfile_reader_open(const char *path, char *err, size_t errle
 		errno = EINVAL;
 		return NULL;
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	/* never through a symlink planted in the session tree */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
 	if (fd < 0)
 		RFAIL(-errno, "cannot open: %s", strerror(errno));
 	r = calloc(1, sizeof(*r));

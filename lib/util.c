@@ -4,6 +4,8 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -117,6 +119,94 @@ uint64_t util_hash_str(const char *s)
 	for (; *s; s++)
 		h = (h ^ (unsigned char)*s) * 1099511628211ull;
 	return h;
+}
+
+int util_open_regular(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	int fl;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	return fd;
+}
+
+size_t util_utf8_char(const char *str, size_t avail)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	unsigned char c = avail ? s[0] : 0;
+	size_t n;
+
+	if (!c)
+		return 0;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	if (n > avail)
+		return 0;
+	for (size_t k = 1; k < n; k++)
+		if ((s[k] & 0xc0) != 0x80)
+			return 0;
+	if ((c == 0xc2 && s[1] < 0xa0) ||		/* C1 controls */
+	    (c == 0xe0 && s[1] < 0xa0) ||		/* overlong */
+	    (c == 0xed && s[1] > 0x9f) ||		/* surrogates */
+	    (c == 0xf0 && s[1] < 0x90) ||		/* overlong */
+	    (c == 0xf4 && s[1] > 0x8f))		/* past U+10FFFF */
+		return 0;
+	return n;
+}
+
+const char *util_text_escape(char *out, size_t outlen, const char *s)
+{
+	size_t o = 0, len = s ? strlen(s) : 0, i = 0;
+
+	if (!outlen)
+		return out;
+	while (i < len) {
+		unsigned char c = (unsigned char)s[i];
+		size_t n = util_utf8_char(s + i, len - i);
+		char esc[5];
+		size_t el;
+
+		if (n && c >= 0x20 && c != 0x7f && c != '\\') {
+			if (o + n >= outlen)
+				break;
+			memcpy(out + o, s + i, n);
+			o += n;
+			i += n;
+			continue;
+		}
+		if (c == '\n')
+			el = (size_t)snprintf(esc, sizeof(esc), "\\n");
+		else if (c == '\t')
+			el = (size_t)snprintf(esc, sizeof(esc), "\\t");
+		else if (c == '\\')
+			el = (size_t)snprintf(esc, sizeof(esc), "\\\\");
+		else
+			el = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", c);
+		if (o + el >= outlen)
+			break;
+		memcpy(out + o, esc, el);
+		o += el;
+		i++;
+	}
+	out[o] = '\0';
+	return out;
 }
 
 int util_parse_size(const char *s, uint64_t *out)

@@ -51,6 +51,34 @@ int util_parse_size(const char *s, uint64_t *out);
  * names use their own, fixed hash. */
 uint64_t util_hash_str(const char *s);
 
+/* Opens path read-only for a report: O_NONBLOCK (a FIFO planted where a
+ * file was expected must not hang the reader), O_NOFOLLOW, O_CLOEXEC,
+ * O_NOCTTY, and only a regular file (-EINVAL otherwise, -ELOOP for a
+ * symlink).  The returned fd is blocking again.  The fd, or -errno. */
+int util_open_regular(const char *path);
+
+/* Copies the NUL-terminated s into out[outlen] for text output: bytes
+ * that would break a line or a column (newline, tab), drive a terminal
+ * (other controls, DEL, C1) or are not UTF-8 become \n, \t, \xNN, and a
+ * backslash becomes \\; valid UTF-8 text is kept.  Cut at outlen, never
+ * inside an escape or a character.  For every string that came from a
+ * guest (or a file a guest wrote).  Returns out. */
+const char *util_text_escape(char *out, size_t outlen, const char *s);
+
+/* Length of the UTF-8 character at s (at most avail bytes): 1 for ASCII
+ * but NUL, 2-4 for a valid multibyte character that is not a C1 control,
+ * 0 for anything else (overlongs, surrogates, truncated). */
+size_t util_utf8_char(const char *s, size_t avail);
+
+/* a + b, or UINT64_MAX where the sum would wrap: counters saturate (and
+ * print as such: stats_fmt_count() in host/stats.h). */
+static inline uint64_t util_sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+
+	return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 /* CLOCK_MONOTONIC in nanoseconds and in milliseconds.  Signed, so that
  * "deadline - now" goes negative when a deadline has passed.  Inline: the
  * samplers read the clock on their per-sample path. */

@@ -691,6 +691,70 @@ static void test_bad_hello(void **state)
 	st_free(&s);
 }
 
+/* A HELLO with the switch-ring tail (216 bytes). */
+static void rec_hello_switch(struct stream *s, uint64_t pa, uint32_t stride,
+			     uint32_t entries)
+{
+	struct {
+		struct opvm_rec_hello h;
+		struct opvm_hello_switch sw;
+	} r;
+	size_t at = s->len;
+
+	rec_hello(s);
+	memcpy(&r.h, s->p + at, sizeof(r.h));
+	s->len = at;
+	hdr_set(&r.h.hdr, OPVM_REC_HELLO, sizeof(r), 0);
+	memset(&r.sw, 0, sizeof(r.sw));
+	r.sw.switch_pa = htole64(pa);
+	r.sw.switch_stride = htole32(stride);
+	r.sw.switch_entries = htole32(entries);
+	r.sw.tsc_khz = htole32(2100000);
+	st_put(s, &r, sizeof(r));
+}
+
+static void test_hello_switch(void **state)
+{
+	const uint32_t stride = 32 + 4096 * 40;
+	struct stream s = { 0 };
+	const struct gstate_hello *h;
+	struct ctx c;
+
+	assert_int_equal(sizeof(struct opvm_rec_hello) + sizeof(struct opvm_hello_switch), 216);
+	ctx_init(&c, NULL);
+	/* no tail: no rings */
+	rec_hello(&s);
+	feed_stream(c.d, &s);
+	h = gstate_get_hello(c.gs);
+	assert_non_null(h);
+	assert_true(h->switch_pa == 0 && h->switch_entries == 0);
+	st_free(&s);
+
+	rec_hello_switch(&s, 0x2000000, stride, 4096);
+	feed_stream(c.d, &s);
+	h = gstate_get_hello(c.gs);
+	assert_int_equal(h->switch_pa, 0x2000000);
+	assert_int_equal(h->switch_stride, stride);
+	assert_int_equal(h->switch_entries, 4096);
+	assert_int_equal(h->tsc_khz, 2100000);
+	assert_int_equal(h->nr_cpus, 2);
+	st_free(&s);
+
+	/* out of bounds: HELLO applies without rings, the tail is counted */
+	rec_hello_switch(&s, 0x2000000, stride, 3000);		/* not a power of 2 */
+	rec_hello_switch(&s, 0x2000000, stride - 8, 4096);	/* too small */
+	rec_hello_switch(&s, 0x2000000, stride, 1u << 20);	/* too many */
+	rec_hello_switch(&s, UINT64_MAX - 4096, stride, 4096);	/* wraps */
+	rec_hello_switch(&s, 0x2000004, stride, 4096);		/* unaligned */
+	feed_stream(c.d, &s);
+	assert_int_equal(decoder_get_stats(c.d)->switch_refused, 5);
+	assert_int_equal(decoder_get_stats(c.d)->hellos, 7);
+	h = gstate_get_hello(c.gs);
+	assert_true(h->switch_pa == 0 && h->switch_entries == 0 && h->tsc_khz == 0);
+	ctx_fini(&c);
+	st_free(&s);
+}
+
 static void test_out_of_order(void **state)
 {
 	struct stream s = { 0 };
@@ -1099,6 +1163,7 @@ int main(void)
 		cmocka_unit_test(test_max_len_record),
 		cmocka_unit_test(test_wrong_version),
 		cmocka_unit_test(test_bad_hello),
+		cmocka_unit_test(test_hello_switch),
 		cmocka_unit_test(test_out_of_order),
 		cmocka_unit_test(test_hostile_cookie_paths),
 		cmocka_unit_test(test_seq_gaps),

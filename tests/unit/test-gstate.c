@@ -771,6 +771,19 @@ static void test_stats_json(void **state)
 	c = (struct opvm_stats){ .user = UINT64_MAX };
 	stats_add(&c, &a);
 	assert_int_equal(c.user, UINT64_MAX);
+	/* a saturated counter goes to session.json as INT64_MAX and comes
+	 * back saturated (printed as such, not as 9223372036854775807) */
+	{
+		json_t *sat = stats_to_json(&c);
+		char buf[OPVM_COUNT_BUF];
+
+		assert_int_equal(json_integer_value(json_object_get(sat, "user")), INT64_MAX);
+		assert_int_equal(stats_from_json(sat, &b), 0);
+		assert_true(b.user >= OPVM_COUNT_SATURATED);
+		assert_string_equal(stats_fmt_count(b.user, buf), ">= 2^63");
+		assert_int_equal(b.received, 1);
+		json_decref(sat);
+	}
 	/* missing keys read as 0, wrong types are refused */
 	json_object_del(back, "kernel");
 	assert_int_equal(stats_from_json(back, &b), 0);

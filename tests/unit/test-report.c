@@ -739,6 +739,134 @@ static void test_corrupt_sample_file(void **state)
 	report_free(r);
 }
 
+/* Text output of r: header, summary, symbols, footer. */
+static char *report_text(const struct report *r)
+{
+	struct report_print_opts po = { .width = 80 };
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	report_print_header(f, r);
+	report_print_summary(f, r, &po);
+	report_print_symbols(f, r, &po);
+	report_print_footer(f, r);
+	fclose(f);
+	return buf;
+}
+
+/*
+ * Names a guest controls (paths, comms, session.json fields) with newlines,
+ * tabs, escape sequences and bytes that are not UTF-8: text output escapes
+ * them (no planted row, no terminal control), JSON keeps them exactly where
+ * JSON can.  Saturated counters print as such, not as 9223372036854775807.
+ */
+static void test_hostile_names(void **state)
+{
+	static const struct store_event ev[] = { { .name = "TIMER", .count = 1 } };
+	static const char fake[] = "/usr/bin/evil\n99999999 99.9999 /bin/planted-row";
+	char dir[PATH_MAX * 2], err[256], *text, *js, json[1024];
+	struct report_opts o = { .session_dir = dir, .keep = REPORT_KEEP_DEFAULT };
+	struct store *st;
+	struct report *r;
+	json_t *root, *rows;
+	int seen_fake = 0, seen_bad = 0;
+	size_t i;
+	json_t *row;
+	FILE *f;
+
+	snprintf(dir, sizeof(dir), "%s/session-hostile", fx.dir);
+	st = store_open(dir, "h1", ev, 1, OPVM_SEP_LIB, 0);
+	assert_non_null(st);
+	assert_int_equal(fx_add(st, "tab\tapp\x1b[2J", fake, 0, -1, -1, NULL, 0, 0x10, 7), 0);
+	assert_int_equal(fx_add(st, NULL, "/usr/bin/\xff\xfe-bad", 0, -1, -1, NULL, 0, 0x10, 5), 0);
+	assert_int_equal(fx_add(st, NULL, "/usr/bin/big", 0, -1, -1, NULL, 0, 0x10, UINT64_MAX), 0);
+	snprintf(json, sizeof(json),
+		 "{\"version\": 1, \"mode\": \"gdbstub-timer\\nguest fake: planted\", "
+		 "\"events\": [{\"name\": \"TIMER\", \"count\": 1}], \"vcpus\": 1, "
+		 "\"stats\": {\"received\": 12, \"lost_overflow\": %lld, \"throttled\": 0}, "
+		 "\"kernel\": {\"release\": \"6.1\\u001b]0;owned\\u0007\"}}", (long long)INT64_MAX);
+	assert_int_equal(store_write_meta(st, json), 0);
+	assert_int_equal(store_sync(st), 0);
+	store_close(st);
+
+	r = report_load(&o, err, sizeof(err));
+	assert_non_null(r);
+	text = report_text(r);
+	/* Every line is one the report wrote: no row planted by a name. */
+	for (char *l = text; l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		assert_false(!strncmp(l, "99999999", 8));
+		assert_false(!strncmp(l, "guest fake", 10));
+	}
+	assert_non_null(strstr(text, "evil\\n99999999 99.9999 /bin/planted-row"));
+	assert_non_null(strstr(text, "tab\\tapp\\x1b[2J"));
+	assert_non_null(strstr(text, "gdbstub-timer\\nguest fake"));
+	assert_non_null(strstr(text, "kernel 6.1\\x1b]0;owned\\x07"));
+	assert_non_null(strstr(text, "\\xff\\xfe-bad"));
+	assert_null(strchr(text, '\x1b'));
+	assert_null(strchr(text, '\t'));
+	/* The saturated counters say so. */
+	assert_non_null(strstr(text, ">= 2^63 "));
+	assert_non_null(strstr(text, "lost >= 2^63,"));
+	assert_null(strstr(text, "9223372036854775807"));
+	assert_null(strstr(text, "18446744073709551615"));
+
+	/* JSON: exact names where JSON can carry them, escaped text where the
+	 * bytes are not UTF-8; saturated counts stay INT64_MAX. */
+	f = open_memstream(&js, &i);
+	assert_int_equal(report_print_json(f, r, NULL), 0);
+	fclose(f);
+	root = json_loads(js, 0, NULL);
+	assert_non_null(root);
+	rows = json_object_get(root, "symbols");
+	json_array_foreach(rows, i, row) {
+		const char *img = json_string_value(json_object_get(row, "image"));
+
+		seen_fake += !strcmp(img, fake);
+		seen_bad += !strcmp(img, "/usr/bin/\\xff\\xfe-bad");
+	}
+	assert_int_equal(seen_fake, 1);
+	assert_int_equal(seen_bad, 1);
+	assert_int_equal(json_integer_value(json_object_get(root, "lost_samples")), INT64_MAX);
+	assert_int_equal(json_integer_value(json_object_get(root, "total_samples")), INT64_MAX);
+	json_decref(root);
+	free(js);
+	free(text);
+	report_free(r);
+}
+
+/* A FIFO (or a symlink) planted as session.json: the report neither hangs
+ * nor follows it, and says why the guest's header is missing. */
+static void test_session_json_not_regular(void **state)
+{
+	char copy[PATH_MAX * 2], meta[PATH_MAX * 3], err[256], *text;
+	struct report_opts o = { .session_dir = copy, .keep = REPORT_KEEP_DEFAULT };
+	struct report *r;
+
+	snprintf(copy, sizeof(copy), "%s/session-fifo", fx.dir);
+	snprintf(meta, sizeof(meta), "%s/guests/t1/samples/current/session.json", copy);
+	assert_int_equal(fx_sh("rm -rf '%s' && cp -r '%s' '%s' && rm '%s' && mkfifo '%s'",
+			       copy, fx.session, copy, meta, meta), 0);
+	alarm(60);	/* a hang fails the test instead of the whole run */
+	r = report_load(&o, err, sizeof(err));
+	assert_non_null(r);
+	assert_int_equal(r->total, FX_TOTAL);	/* the samples are all there */
+	text = report_text(r);
+	assert_non_null(strstr(text, "guest t1: sampling mode unknown (session.json is not a "
+				     "regular file)"));
+	free(text);
+	report_free(r);
+	assert_int_equal(fx_sh("rm '%s' && ln -s /etc/passwd '%s'", meta, meta), 0);
+	r = report_load(&o, err, sizeof(err));
+	assert_non_null(r);
+	text = report_text(r);
+	assert_non_null(strstr(text, "(session.json is a symlink)"));
+	free(text);
+	report_free(r);
+	alarm(0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -762,6 +890,8 @@ int main(void)
 		cmocka_unit_test(test_safe_stream),
 		cmocka_unit_test(test_bad_session),
 		cmocka_unit_test(test_corrupt_sample_file),
+		cmocka_unit_test(test_hostile_names),
+		cmocka_unit_test(test_session_json_not_regular),
 	};
 
 	setenv("DEBUGINFOD_URLS", "", 1);

@@ -181,6 +181,67 @@ static void test_hash_str(void **state)
 	assert_true(util_hash_str("func_a") != util_hash_str("func_b"));
 }
 
+/* Guest strings for text output: layout and terminal bytes escaped,
+ * UTF-8 kept, cut on a boundary. */
+static void test_text_escape(void **state)
+{
+	char out[64], small[8];
+
+	assert_string_equal(util_text_escape(out, sizeof(out), "plain /usr/bin/x"), "plain /usr/bin/x");
+	assert_string_equal(util_text_escape(out, sizeof(out), "a\nb\tc\\d"), "a\\nb\\tc\\\\d");
+	assert_string_equal(util_text_escape(out, sizeof(out), "\x1b[2J\x7f"), "\\x1b[2J\\x7f");
+	/* UTF-8 kept; C1 controls, overlongs, surrogates, stray bytes not */
+	assert_string_equal(util_text_escape(out, sizeof(out), "caf\xc3\xa9 \xe2\x82\xac"),
+			    "caf\xc3\xa9 \xe2\x82\xac");
+	assert_string_equal(util_text_escape(out, sizeof(out), "\xc2\x9b" "1m"), "\\xc2\\x9b1m");
+	assert_string_equal(util_text_escape(out, sizeof(out), "\xc0\xaf\xed\xa0\x80\xff"),
+			    "\\xc0\\xaf\\xed\\xa0\\x80\\xff");
+	assert_string_equal(util_text_escape(out, sizeof(out), "\xe2\x82"), "\\xe2\\x82");
+	/* never cut inside an escape or a character */
+	assert_string_equal(util_text_escape(small, sizeof(small), "abcd\n"), "abcd\\n");
+	assert_string_equal(util_text_escape(small, sizeof(small), "abcdef\n"), "abcdef");
+	assert_string_equal(util_text_escape(small, sizeof(small), "abcde\xe2\x82\xac"), "abcde");
+	assert_string_equal(util_text_escape(out, sizeof(out), NULL), "");
+	assert_int_equal(util_utf8_char("\xf0\x9f\x98\x80", 4), 4);
+	assert_int_equal(util_utf8_char("\xf0\x9f\x98\x80", 3), 0);
+	assert_int_equal(util_utf8_char("", 1), 0);
+}
+
+/* Only regular files, never through a symlink, never blocking on a FIFO. */
+static void test_open_regular(void **state)
+{
+	char *d = tmpdir_new(), path[1024], link[1024];
+	int fd;
+
+	assert_non_null(d);
+	snprintf(path, sizeof(path), "%s/f", d);
+	close(open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+	fd = util_open_regular(path);
+	assert_true(fd >= 0);
+	assert_int_equal(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);	/* blocking again */
+	close(fd);
+	snprintf(link, sizeof(link), "%s/l", d);
+	assert_int_equal(symlink(path, link), 0);
+	assert_int_equal(util_open_regular(link), -ELOOP);
+	snprintf(path, sizeof(path), "%s/fifo", d);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	alarm(30);
+	assert_int_equal(util_open_regular(path), -EINVAL);
+	alarm(0);
+	assert_int_equal(util_open_regular(d), -EINVAL);
+	snprintf(path, sizeof(path), "%s/none", d);
+	assert_int_equal(util_open_regular(path), -ENOENT);
+	tmpdir_free(d);
+}
+
+/* Counters saturate instead of wrapping. */
+static void test_sat_add(void **state)
+{
+	assert_true(util_sat_add(UINT64_MAX - 1, 5) == UINT64_MAX);
+	assert_true(util_sat_add(UINT64_MAX, UINT64_MAX) == UINT64_MAX);
+	assert_int_equal(util_sat_add(2, 3), 5);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -191,6 +252,9 @@ int main(void)
 		cmocka_unit_test(test_connect_unix),
 		cmocka_unit_test(test_copy_stream),
 		cmocka_unit_test(test_hash_str),
+		cmocka_unit_test(test_text_escape),
+		cmocka_unit_test(test_open_regular),
+		cmocka_unit_test(test_sat_add),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
