@@ -19,6 +19,7 @@
 #include <linux/file.h>
 #include <linux/hashtable.h>
 #include <linux/io.h>
+#include <linux/kprobes.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
 #include <linux/module.h>
@@ -88,6 +89,25 @@ void opvm_request_resync(void)
 {
 	atomic_set(&opvm_resync, 1);
 	opvm_kick_now();
+}
+
+/*
+ * kallsyms_lookup_name() is not exported; a kprobe registered by name
+ * resolves its address for us.
+ */
+static unsigned long opvm_lookup_name(const char *name)
+{
+	static unsigned long (*lookup)(const char *name);
+
+	if (!lookup) {
+		struct kprobe kp = { .symbol_name = "kallsyms_lookup_name" };
+
+		if (register_kprobe(&kp) < 0)
+			return 0;
+		lookup = (unsigned long (*)(const char *))kp.addr;
+		unregister_kprobe(&kp);
+	}
+	return lookup ? lookup(name) : 0;
 }
 
 #define REC_INIT(rec, t) do {					\
