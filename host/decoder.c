@@ -231,7 +231,7 @@ static int apply(struct gstate *gs, const uint8_t *p, unsigned type)
 		struct opvm_rec_cookie r;
 
 		memcpy(&r, p, sizeof(r));
-		/* lengths checked by body_valid(); the path stays in the
+		/* lengths checked by chan_rec_check(); the path stays in the
 		 * buffer, raw, for gstate to sanitise on copy */
 		return gstate_cookie(gs, le64toh(r.cookie),
 				     (const char *)p + sizeof(r),
