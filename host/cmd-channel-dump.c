@@ -67,7 +67,10 @@ static const char *esc(struct dump *dp, const void *data, size_t n)
 			*o++ = '\\';
 			*o++ = (char)c;
 		} else if (c < 0x20 || c >= 0x7f) {
-			o += sprintf(o, "\\x%02x", c);
+			*o++ = '\\';
+			*o++ = 'x';
+			*o++ = "0123456789abcdef"[c >> 4];
+			*o++ = "0123456789abcdef"[c & 15];
 		} else {
 			*o++ = (char)c;
 		}
@@ -245,15 +248,17 @@ static void print_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 void channel_dump_record(FILE *out, bool json, const struct opvm_rec_hdr *rec,
 			 size_t len)
 {
-	struct dump *dp = malloc(sizeof(*dp));
+	/* one scratch area, kept: the fuzz target prints every record */
+	static struct dump *dp;
 
+	if (!dp)
+		dp = malloc(sizeof(*dp));
 	if (!dp)
 		return;
 	memset(dp, 0, offsetof(struct dump, esc));
 	dp->out = out;
 	dp->json = json;
 	print_record(rec, len, dp);
-	free(dp);
 }
 
 /* ---- statistics --------------------------------------------------------- */

@@ -23,8 +23,8 @@ int cmd_list_events(int argc, char **argv);	/* host/cmd-list-events.c */
 int cmd_channel_dump(int argc, char **argv);	/* host/cmd-channel-dump.c */
 
 /* One record as channel-dump prints it (a text or JSON line), for a record
- * the decoder passed its callback (host/decoder.h); the fuzz target drives
- * the printer through it. */
+ * the decoder passed its callback (host/decoder.h); the fuzz target and the
+ * tests drive the printer through it.  Not thread-safe (one scratch area). */
 struct opvm_rec_hdr;
 void channel_dump_record(FILE *out, bool json, const struct opvm_rec_hdr *rec,
 			 size_t len);
