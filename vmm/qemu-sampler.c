@@ -378,6 +378,21 @@ static void *tick_main(void *arg)
 			q->throttled++;
 		}
 	}
+	/* A "\x03" of ours may still be on its way: if its stop reply comes,
+	 * the guest is stopped by us, and must run again now, not when the
+	 * gdbstub is closed (the channel and everything else see a live guest
+	 * meanwhile). */
+	for (int i = 0; ts.outstanding && i < 20; i++) {
+		int n = gdbstub_drain(q->gs);
+
+		if (n > 0) {
+			gdbstub_continue(q->gs);
+			break;
+		}
+		if (n < 0)
+			break;
+		poll(NULL, 0, 10);
+	}
 	return NULL;
 }
 
