@@ -4,14 +4,16 @@
 #   make check           -Werror build, unit tests, integration tests
 #   make check SAN=address,undefined
 #   make bench           benchmarks, one "name: value unit" line each
+#   make soak            30 minutes of hostile churn, RSS must stay flat
 #   make fuzz            libFuzzer targets, long runs (FUZZ_RUNS=...)
 #   make images          bootable test guests (images/)
 #   make demo            build, make the test image, profile a workload, report
 #   make install PREFIX=/usr/local
 #   V=1                  verbose
 #
-# Sources are picked up by folder: lib/*.c, host/*.c, vmm/*.c, symbols/*.c,
-# events/*.c each become a static library; host/opvm.c is the CLI's main(); every
+# Sources are picked up by folder: lib/*.c, host/*/*.c (host's rooms: cli,
+# collect, report), vmm/*.c, symbols/*.c, events/*.c each become a static
+# library; host/cli/opvm.c is the CLI's main(); every
 # tests/unit/test-*.c is one cmocka binary linked against all libraries;
 # every tests/bench/bench-*.c is one benchmark; every tests/tools/*.c is a
 # program for the integration tests; every tests/fuzz/fuzz-*.c is
@@ -30,7 +32,8 @@ else
 Q := @
 endif
 
-PKGS := libelf libdw capstone jansson libvirt libvirt-qemu zlib libprotobuf-c libdebuginfod
+PKGS := libelf libdw capstone jansson libvirt libvirt-qemu zlib libprotobuf-c libdebuginfod \
+	ncursesw libmicrohttpd
 TEST_PKGS := cmocka
 
 PKG_OK := $(shell pkg-config --exists $(PKGS) $(TEST_PKGS) 2>/dev/null && echo yes)
@@ -64,7 +67,7 @@ endif
 
 LIBDIRS := lib host vmm symbols events
 define lib_template
-$(1)_SRCS := $$(filter-out host/opvm.c,$$(wildcard $(1)/*.c))
+$(1)_SRCS := $$(filter-out host/cli/opvm.c,$$(wildcard $(1)/*.c $(1)/*/*.c))
 $(1)_OBJS := $$(patsubst %.c,$$(BUILD)/%.o,$$($(1)_SRCS))
 $$(BUILD)/lib$(1).a: $$($(1)_OBJS)
 	@mkdir -p $$(dir $$@)
@@ -80,9 +83,9 @@ $(foreach d,$(LIBDIRS),$(eval $(call lib_template,$(d))))
 LIBS := $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/libsymbols.a \
 	$(BUILD)/libevents.a $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/liblib.a
 
-PROTO_SRCS := $(wildcard host/*.proto)
+PROTO_SRCS := $(wildcard host/report/*.proto)
 
-.PHONY: all check check-unit check-integration bench fuzz images demo install \
+.PHONY: all check check-unit check-integration bench fuzz images demo install soak \
 	clean kmod guest-deb man help
 all: $(BUILD)/opvm
 
@@ -91,7 +94,7 @@ $(BUILD)/%.o: %.c
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-$(BUILD)/opvm: $(BUILD)/host/opvm.o $(LIBS)
+$(BUILD)/opvm: $(BUILD)/host/cli/opvm.o $(LIBS)
 	$(if $(Q),@echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -162,7 +165,8 @@ guest-deb:
 	$(Q)$(MAKE) -C guest-kmod OUT=$(abspath $(BUILD))/kmod deb
 # <<< images ------------------------------------------------------------------
 # >>> kvm synthetic guests (tests/guests/) -----------------------------------
-KVM_GUESTS := $(BUILD)/tests/guests/guest.elf $(BUILD)/tests/guests/guest-virtio.elf
+KVM_GUESTS := $(BUILD)/tests/guests/guest.elf $(BUILD)/tests/guests/guest-virtio.elf \
+	$(BUILD)/tests/guests/guest-perf.elf $(BUILD)/tests/guests/guest-mb.bin
 $(KVM_GUESTS): $(wildcard tests/guests/*.c tests/guests/*.S tests/guests/*.ld) \
 		tests/guests/Makefile guest-kmod/opvm_proto.h
 	$(Q)$(MAKE) -s -C tests/guests O=$(abspath $(BUILD))/tests/guests
@@ -192,6 +196,11 @@ fuzz: $(FUZZ_BINS)
 			$(BUILD)/fuzz/corpus-$$n tests/fuzz/corpus/$${n#fuzz-} \
 			|| exit 1; \
 	done
+
+# make soak: SOAK_MINUTES (default 30) of hostile churn against a real
+# guest; opvm's RSS must stay flat (tests/soak.sh).  Not part of check.
+soak: $(BUILD)/opvm
+	$(Q)BUILD=$(BUILD) tests/soak.sh
 
 demo: $(BUILD)/opvm images
 	$(Q)tests/demo.sh $(BUILD)

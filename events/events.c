@@ -528,147 +528,127 @@ static const struct opvm_event *db_find_exact(const struct events_db *db,
 	return NULL;
 }
 
-static int event_parse_line(struct events_db *db, const struct um_table *umt,
-			    const char *family, char *line, const char *fname,
-			    unsigned lineno, char *err, size_t errlen)
+/* One event line while it is parsed: the keys seen so far. */
+struct ev_line {
+	struct opvm_event ev;
+	char *desc, *name, *um, *perf;
+	int have_code, have_min, have_def, have_unit, have_flags;
+	const char *fname;		/* for messages */
+	unsigned lineno;
+};
+
+#define LINE_ERR(l, err, errlen, fmt, ...)					\
+	(util_seterr(err, errlen, "%s:%u: " fmt, (l)->fname, (l)->lineno,	\
+		     ##__VA_ARGS__), -EINVAL)
+
+/* A count key (minimum:, default:): a number above 0. */
+static int key_count(struct ev_line *l, const char *key, char *val, uint64_t *out,
+		     int *have, char *err, size_t errlen)
 {
-	struct opvm_event ev = { 0 };
-	char *p = line, *tok, *desc = NULL, *name = NULL, *um = NULL;
-	char *perf = NULL;
-	int have_code = 0, have_min = 0, have_def = 0, have_unit = 0;
-	int have_flags = 0;
+	if (parse_u64(val, out) || !*out)
+		return LINE_ERR(l, err, errlen, "%s '%s' is not a number above 0", key, val);
+	*have = 1;
+	return 0;
+}
+
+static int key_unit(struct ev_line *l, char *val, char *err, size_t errlen)
+{
+	if (!strcmp(val, "events"))
+		l->ev.unit = OPVM_UNIT_EVENTS;
+	else if (!strcmp(val, "us"))
+		l->ev.unit = OPVM_UNIT_US;
+	else if (!strcmp(val, "ns"))
+		l->ev.unit = OPVM_UNIT_NS;
+	else
+		return LINE_ERR(l, err, errlen, "unit '%s' is not events, us or ns", val);
+	l->have_unit = 1;
+	return 0;
+}
+
+/* One key:value of an event line; a key may come once. */
+static int event_key(struct ev_line *l, const char *tok, char *val, char *err, size_t errlen)
+{
 	uint64_t v;
 
-	while ((tok = next_token(&p))) {
-		char *val;
+	if (!strcmp(tok, "event") && !l->have_code) {
+		if (parse_u64(val, &v) || v > 0xfff)
+			return LINE_ERR(l, err, errlen,
+					"event code '%s' is not a number 0..0xfff", val);
+		l->ev.code = (uint32_t)v;
+		l->have_code = 1;
+	} else if (!strcmp(tok, "um") && !l->um) {
+		l->um = val;
+	} else if (!strcmp(tok, "minimum") && !l->have_min) {
+		return key_count(l, "minimum", val, &l->ev.min_count, &l->have_min, err, errlen);
+	} else if (!strcmp(tok, "default") && !l->have_def) {
+		return key_count(l, "default", val, &l->ev.default_count, &l->have_def,
+				 err, errlen);
+	} else if (!strcmp(tok, "perf") && !l->perf) {
+		l->perf = val;
+	} else if (!strcmp(tok, "unit") && !l->have_unit) {
+		return key_unit(l, val, err, errlen);
+	} else if (!strcmp(tok, "flags") && !l->have_flags) {
+		if (strcmp(val, "default"))
+			return LINE_ERR(l, err, errlen, "unknown flags '%s'", val);
+		l->ev.flags |= OPVM_EV_DEFAULT;
+		l->have_flags = 1;
+	} else if (!strcmp(tok, "name") && !l->name) {
+		if (!valid_name(val, OPVM_EVENT_NAME_MAX))
+			return LINE_ERR(l, err, errlen, "bad event name '%s' (letters, digits, "
+					"_ . -; under %d bytes)", val, OPVM_EVENT_NAME_MAX);
+		l->name = val;
+	} else {
+		return LINE_ERR(l, err, errlen, "unexpected or repeated key '%s'", tok);
+	}
+	return 0;
+}
 
-		if (!strcmp(tok, ":")) {
-			desc = trim(p);
-			break;
-		}
-		val = strchr(tok, ':');
-		if (!val || !val[1]) {
-			util_seterr(err, errlen, "%s:%u: '%s' is not key:value",
-				    fname, lineno, tok);
-			return -EINVAL;
-		}
-		*val++ = '\0';
-		if (!strcmp(tok, "event") && !have_code) {
-			if (parse_u64(val, &v) || v > 0xfff) {
-				util_seterr(err, errlen,
-					    "%s:%u: event code '%s' is not a number 0..0xfff",
-					    fname, lineno, val);
-				return -EINVAL;
-			}
-			ev.code = (uint32_t)v;
-			have_code = 1;
-		} else if (!strcmp(tok, "um") && !um) {
-			um = val;
-		} else if (!strcmp(tok, "minimum") && !have_min) {
-			if (parse_u64(val, &ev.min_count) || !ev.min_count) {
-				util_seterr(err, errlen,
-					    "%s:%u: minimum '%s' is not a number above 0",
-					    fname, lineno, val);
-				return -EINVAL;
-			}
-			have_min = 1;
-		} else if (!strcmp(tok, "default") && !have_def) {
-			if (parse_u64(val, &ev.default_count) ||
-			    !ev.default_count) {
-				util_seterr(err, errlen,
-					    "%s:%u: default '%s' is not a number above 0",
-					    fname, lineno, val);
-				return -EINVAL;
-			}
-			have_def = 1;
-		} else if (!strcmp(tok, "perf") && !perf) {
-			perf = val;
-		} else if (!strcmp(tok, "unit") && !have_unit) {
-			if (!strcmp(val, "events"))
-				ev.unit = OPVM_UNIT_EVENTS;
-			else if (!strcmp(val, "us"))
-				ev.unit = OPVM_UNIT_US;
-			else if (!strcmp(val, "ns"))
-				ev.unit = OPVM_UNIT_NS;
-			else {
-				util_seterr(err, errlen,
-					    "%s:%u: unit '%s' is not events, us or ns",
-					    fname, lineno, val);
-				return -EINVAL;
-			}
-			have_unit = 1;
-		} else if (!strcmp(tok, "flags") && !have_flags) {
-			if (strcmp(val, "default")) {
-				util_seterr(err, errlen, "%s:%u: unknown flags '%s'",
-					    fname, lineno, val);
-				return -EINVAL;
-			}
-			ev.flags |= OPVM_EV_DEFAULT;
-			have_flags = 1;
-		} else if (!strcmp(tok, "name") && !name) {
-			if (!valid_name(val, OPVM_EVENT_NAME_MAX)) {
-				util_seterr(err, errlen,
-					    "%s:%u: bad event name '%s' (letters, digits, _ . -; under %d bytes)",
-					    fname, lineno, val, OPVM_EVENT_NAME_MAX);
-				return -EINVAL;
-			}
-			name = val;
-		} else {
-			util_seterr(err, errlen, "%s:%u: unexpected or repeated key '%s'",
-				    fname, lineno, tok);
-			return -EINVAL;
-		}
-	}
-	if (!desc || !*desc) {
-		util_seterr(err, errlen, "%s:%u: missing ' : description' at the end",
-			    fname, lineno);
-		return -EINVAL;
-	}
-	if (!have_code || !um || !have_min || !perf || !name) {
-		util_seterr(err, errlen,
-			    "%s:%u: an event needs event:, um:, minimum:, perf: and name:",
-			    fname, lineno);
-		return -EINVAL;
-	}
-	if (parse_perf(perf, &ev)) {
-		util_seterr(err, errlen,
-			    "%s:%u: perf:%s is not raw, timer, hardware:X, hw-cache:X or software:X",
-			    fname, lineno, perf);
-		return -EINVAL;
-	}
-	if (ev.perf_type == PERF_TYPE_RAW)
-		ev.perf_config = ev.code;
-	if (!have_unit && (ev.flags & OPVM_EV_TIMER))
-		ev.unit = OPVM_UNIT_US;
-	ev.um = um_find(umt, um);
-	if (!ev.um) {
-		util_seterr(err, errlen, "%s:%u: unit mask '%s' is not defined in the .unit_masks file",
-			    fname, lineno, um);
-		return -EINVAL;
-	}
-	if (!have_def)
-		ev.default_count = ev.min_count > EV_DEFAULT_COUNT ?
-				   ev.min_count : EV_DEFAULT_COUNT;
-	if (ev.default_count < ev.min_count) {
-		util_seterr(err, errlen, "%s:%u: default %llu is below the minimum %llu",
-			    fname, lineno, (unsigned long long)ev.default_count,
-			    (unsigned long long)ev.min_count);
-		return -EINVAL;
-	}
-	if (db_find_exact(db, name)) {
-		util_seterr(err, errlen, "%s:%u: event '%s' defined twice", fname,
-			    lineno, name);
-		return -EINVAL;
-	}
+/* The keys are all there and agree with each other and the unit masks. */
+static int event_line_check(struct ev_line *l, const struct um_table *umt,
+			    char *err, size_t errlen)
+{
+	struct opvm_event *ev = &l->ev;
+
+	if (!l->desc || !*l->desc)
+		return LINE_ERR(l, err, errlen, "missing ' : description' at the end");
+	if (!l->have_code || !l->um || !l->have_min || !l->perf || !l->name)
+		return LINE_ERR(l, err, errlen,
+				"an event needs event:, um:, minimum:, perf: and name:");
+	if (parse_perf(l->perf, ev))
+		return LINE_ERR(l, err, errlen, "perf:%s is not raw, timer, hardware:X, "
+				"hw-cache:X or software:X", l->perf);
+	if (ev->perf_type == PERF_TYPE_RAW)
+		ev->perf_config = ev->code;
+	if (!l->have_unit && (ev->flags & OPVM_EV_TIMER))
+		ev->unit = OPVM_UNIT_US;
+	ev->um = um_find(umt, l->um);
+	if (!ev->um)
+		return LINE_ERR(l, err, errlen, "unit mask '%s' is not defined in the "
+				".unit_masks file", l->um);
+	if (!l->have_def)
+		ev->default_count = ev->min_count > EV_DEFAULT_COUNT ?
+				    ev->min_count : EV_DEFAULT_COUNT;
+	if (ev->default_count < ev->min_count)
+		return LINE_ERR(l, err, errlen, "default %llu is below the minimum %llu",
+				(unsigned long long)ev->default_count,
+				(unsigned long long)ev->min_count);
+	return 0;
+}
+
+/* Appends the checked event to the database (which then owns its strings). */
+static int db_add_event(struct events_db *db, struct ev_line *l, const char *family,
+			char *err, size_t errlen)
+{
+	struct opvm_event ev = l->ev;
+
+	if (db_find_exact(db, l->name))
+		return LINE_ERR(l, err, errlen, "event '%s' defined twice", l->name);
 	if (db->nr_events >= db->cap_events) {
 		size_t cap = db->cap_events ? db->cap_events * 2 : 32;
 		void *n;
 
-		if (cap > 3 * EV_MAX_ENTRIES + 32) {
-			util_seterr(err, errlen, "%s:%u: too many events", fname,
-				    lineno);
-			return -EINVAL;
-		}
+		if (cap > 3 * EV_MAX_ENTRIES + 32)
+			return LINE_ERR(l, err, errlen, "too many events");
 		n = realloc(db->events, cap * sizeof(*db->events));
 		if (!n)
 			return -ENOMEM;
@@ -676,14 +656,41 @@ static int event_parse_line(struct events_db *db, const struct um_table *umt,
 		db->cap_events = cap;
 	}
 	ev.family = family;
-	ev.name = strdup(name);
-	ev.desc = strdup(desc);
+	ev.name = strdup(l->name);
+	ev.desc = strdup(l->desc);
 	if (!ev.name || !ev.desc) {
 		event_clear(&ev);
 		return -ENOMEM;
 	}
 	db->events[db->nr_events++] = ev;
 	return 0;
+}
+
+static int event_parse_line(struct events_db *db, const struct um_table *umt,
+			    const char *family, char *line, const char *fname,
+			    unsigned lineno, char *err, size_t errlen)
+{
+	struct ev_line l = { .fname = fname, .lineno = lineno };
+	char *p = line, *tok;
+	int r;
+
+	while ((tok = next_token(&p))) {
+		char *val;
+
+		if (!strcmp(tok, ":")) {
+			l.desc = trim(p);
+			break;
+		}
+		val = strchr(tok, ':');
+		if (!val || !val[1])
+			return LINE_ERR(&l, err, errlen, "'%s' is not key:value", tok);
+		*val++ = '\0';
+		r = event_key(&l, tok, val, err, errlen);
+		if (r)
+			return r;
+	}
+	r = event_line_check(&l, umt, err, errlen);
+	return r ? r : db_add_event(db, &l, family, err, errlen);
 }
 
 static int events_parse_text(struct events_db *db, const struct um_table *umt,

@@ -50,7 +50,7 @@ static void notrace opvm_probe_switch(void *data, bool preempt,
 	}
 	smp_wmb();
 	WRITE_ONCE(s->seq, seq + 2);
-	opvm_switch_log(next);
+	opvm_switch_log(next, s->cr3, s->flags);
 }
 
 static void copy_comm(char *dst, struct task_struct *p)

@@ -117,7 +117,8 @@ extern struct opvm_slot *opvm_slots;
  */
 extern void *opvm_switch_block;
 extern u32 opvm_switch_stride, opvm_switch_entries;
-void opvm_switch_log(struct task_struct *next);
+/* Appends next (with the slot's cr3 and flags) to this CPU's ring. */
+void opvm_switch_log(struct task_struct *next, u64 cr3, u32 flags);
 u64 opvm_mm_cr3(struct mm_struct *mm);
 
 #endif /* OPVM_H */

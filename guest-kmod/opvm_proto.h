@@ -5,7 +5,7 @@
  * reads from guest memory at sample time.
  *
  * Shared, byte for byte, by guest-kmod/opvm.ko and the host decoder
- * (host/decoder.c).  The full specification is docs/protocol.md.
+ * (host/collect/decoder.c).  The full specification is docs/protocol.md.
  *
  * Wire rules:
  *  - every field is little-endian, every record starts with struct opvm_rec_hdr;

@@ -37,11 +37,10 @@ u64 opvm_mm_cr3(struct mm_struct *mm)
  * that saw no switch begun after its own time T trust that none is stamped
  * before T.
  */
-void notrace opvm_switch_log(struct task_struct *next)
+void notrace opvm_switch_log(struct task_struct *next, u64 cr3, u32 flags)
 {
 	struct opvm_switch_ring_hdr *h;
 	struct opvm_switch *e;
-	struct mm_struct *mm = next->mm;
 	u64 n;
 
 	if (!opvm_switch_block)
@@ -55,8 +54,8 @@ void notrace opvm_switch_log(struct task_struct *next)
 	e->tsc = rdtsc_ordered();
 	e->pid = next->pid;
 	e->tgid = next->tgid;
-	e->cr3 = mm ? opvm_mm_cr3(mm) : 0;
-	e->flags = mm ? 0 : OPVM_SLOT_KTHREAD;
+	e->cr3 = cr3;
+	e->flags = flags;
 	smp_wmb();
 	WRITE_ONCE(e->seq, 2 * n + 2);
 	smp_wmb();
@@ -78,7 +77,7 @@ static void opvm_slot_seed(void *unused)
 	s->cr3 = mm ? opvm_mm_cr3(mm) : 0;
 	smp_wmb();
 	WRITE_ONCE(s->seq, s->seq + 2);
-	opvm_switch_log(current);
+	opvm_switch_log(current, s->cr3, s->flags);
 }
 
 /*

@@ -5,7 +5,7 @@
  * fixed size and field layout) and the framer that cuts a hostile byte
  * stream into records.
  *
- * Who uses it: the collector's decoder (host/decoder.c) frames with
+ * Who uses it: the collector's decoder (host/collect/decoder.c) frames with
  * chan_framer and checks bodies with chan_rec_check(); `opvm channel-dump`
  * prints every record from the same field table; the unit tests and the
  * fuzz target drive both.  Nothing else frames the channel: a sampler

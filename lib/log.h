@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Messages to the user.  Only command code (host/opvm.c, host/cmd-*.c) may
+ * Messages to the user.  Only command code (host/cli/opvm.c, host/cmd-*.c) may
  * print; libraries return -errno and let the command explain.
  */
 #ifndef OPVM_LOG_H

@@ -65,11 +65,15 @@ struct ring *ring_new(size_t words)
 	if (!r)
 		return NULL;
 	memset(r, 0, sizeof(*r));
-	r->words = calloc(n, sizeof(uint64_t));
+	r->words = malloc(n * sizeof(uint64_t));
 	if (!r->words) {
 		free(r);
 		return NULL;
 	}
+	/* Touch every page now: a ring is then committed memory from the
+	 * start, and a long session's RSS does not creep up as the producer
+	 * first walks through it. */
+	memset(r->words, 0, n * sizeof(uint64_t));
 	r->mask = n - 1;
 	atomic_init(&r->head, 0);
 	atomic_init(&r->tail, 0);

@@ -20,6 +20,7 @@
 struct ring;
 
 /* words: capacity in 64-bit words, rounded up to a power of two (>= 64).
+ * The memory is touched here (resident from the start, never more later).
  * Returns NULL and sets errno on failure. */
 struct ring *ring_new(size_t words);
 void ring_free(struct ring *r);

@@ -121,10 +121,10 @@ uint64_t util_hash_str(const char *s)
 	return h;
 }
 
-int util_open_regular(const char *path)
+int util_open_regular(const char *path, int flags)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | flags);
 	int fl;
 
 	if (fd < 0)
@@ -169,6 +169,20 @@ size_t util_utf8_char(const char *str, size_t avail)
 	    (c == 0xf4 && s[1] > 0x8f))		/* past U+10FFFF */
 		return 0;
 	return n;
+}
+
+int util_utf8_valid(const char *s)
+{
+	size_t len = strlen(s), i = 0;
+
+	while (i < len) {
+		size_t n = util_utf8_char(s + i, len - i);
+
+		if (!n)
+			return 0;
+		i += n;
+	}
+	return 1;
 }
 
 const char *util_text_escape(char *out, size_t outlen, const char *s)

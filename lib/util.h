@@ -51,11 +51,12 @@ int util_parse_size(const char *s, uint64_t *out);
  * names use their own, fixed hash. */
 uint64_t util_hash_str(const char *s);
 
-/* Opens path read-only for a report: O_NONBLOCK (a FIFO planted where a
- * file was expected must not hang the reader), O_NOFOLLOW, O_CLOEXEC,
- * O_NOCTTY, and only a regular file (-EINVAL otherwise, -ELOOP for a
- * symlink).  The returned fd is blocking again.  The fd, or -errno. */
-int util_open_regular(const char *path);
+/* Opens path read-only, and only a regular file (-EINVAL otherwise):
+ * O_NONBLOCK (a FIFO planted where a file was expected must not hang the
+ * reader), O_CLOEXEC, O_NOCTTY, plus flags (O_NOFOLLOW for files in a
+ * session tree: -ELOOP for a symlink).  The returned fd is blocking again.
+ * The fd, or -errno. */
+int util_open_regular(const char *path, int flags);
 
 /* Copies the NUL-terminated s into out[outlen] for text output: bytes
  * that would break a line or a column (newline, tab), drive a terminal
@@ -69,9 +70,12 @@ const char *util_text_escape(char *out, size_t outlen, const char *s);
  * but NUL, 2-4 for a valid multibyte character that is not a C1 control,
  * 0 for anything else (overlongs, surrogates, truncated). */
 size_t util_utf8_char(const char *s, size_t avail);
+/* 1 if the NUL-terminated s is UTF-8 throughout (util_utf8_char()), else 0:
+ * JSON and protobuf strings must be. */
+int util_utf8_valid(const char *s);
 
 /* a + b, or UINT64_MAX where the sum would wrap: counters saturate (and
- * print as such: stats_fmt_count() in host/stats.h). */
+ * print as such: stats_fmt_count() in host/collect/stats.h). */
 static inline uint64_t util_sat_add(uint64_t a, uint64_t b)
 {
 	uint64_t r;

@@ -648,12 +648,13 @@ struct elfimage *elfimage_open_fd(int fd, const char *name, char *err, size_t er
 
 struct elfimage *elfimage_open(const char *path, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = util_open_regular(path, 0);	/* a FIFO must not hang us */
 
 	if (fd < 0) {
-		int e = errno;
+		int e = -fd;
 
-		util_seterr(err, errlen, "%s: %s", path, strerror(e));
+		util_seterr(err, errlen, "%s: %s", path,
+			    e == EINVAL ? "not a regular file" : strerror(e));
 		errno = e;
 		return NULL;
 	}

@@ -58,127 +58,128 @@ static int kname_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-struct ksyms *ksyms_parse(const char *text, size_t len, char *err, size_t errlen)
+/* What ksyms_parse() builds: names go into one buffer, and entries keep
+ * offsets into it until the end (the buffer moves as it grows). */
+struct kbuild {
+	struct ksyms *ks;
+	size_t cap_all, cap, nlen, ncap;
+	struct elfsym *text;		/* text symbols, before dedupe */
+	size_t nr_text;
+	int nonzero;			/* some address is not 0 */
+};
+
+/* One line "ADDR TYPE NAME [module]": 0 and the fields, 1 for a module
+ * symbol (those come from the .ko), -1 for a line that is not one. */
+static int kline_parse(const char *p, const char *eol, uint64_t *addr, int *type,
+		       const char **name, size_t *name_len)
 {
-	struct ksyms *ks = calloc(1, sizeof(*ks));
-	size_t cap_all = 0, cap = 0, nlen = 0, ncap = 0;
-	const char *p = text, *end = text + len;
-	int nonzero = 0;
-	struct elfsym *text_syms = NULL;
-	size_t nr_text = 0;
-	int ret = -ENOMEM;
+	const char *q = p, *name_end;
+	int digits = 0;
 
-	if (!ks)
-		goto fail;
-	/* Pass 1: names into one buffer; entries keep offsets until the end. */
-	while (p < end) {
-		const char *eol = memchr(p, '\n', (size_t)(end - p));
-		const char *q = p, *name, *name_end;
-		uint64_t addr = 0;
-		int digits = 0, type;
+	*addr = 0;
+	while (q < eol && util_hexval((unsigned char)*q) >= 0 && digits <= 16) {
+		*addr = *addr << 4 | (uint64_t)util_hexval((unsigned char)*q);
+		q++;
+		digits++;
+	}
+	if (digits == 0 || digits > 16 || q + 3 > eol || q[0] != ' ' || q[2] != ' ')
+		return -1;
+	*type = (unsigned char)q[1];
+	*name = q + 3;
+	name_end = *name;
+	while (name_end < eol && *name_end != ' ' && *name_end != '\t' &&
+	       *name_end != '\r' && *name_end != '\0')
+		name_end++;
+	if (name_end == *name || name_end - *name > KSYMS_MAX_NAME)
+		return -1;
+	*name_len = (size_t)(name_end - *name);
+	/* "[module]" after the name: module symbols come from the .ko. */
+	if (name_end < eol && memchr(name_end, '[', (size_t)(eol - name_end)))
+		return 1;
+	return 0;
+}
 
-		if (!eol)
-			eol = end;
-		while (q < eol && util_hexval((unsigned char)*q) >= 0 && digits <= 16) {
-			addr = addr << 4 | (uint64_t)util_hexval((unsigned char)*q);
-			q++;
-			digits++;
-		}
-		if (digits == 0 || digits > 16 || q + 3 > eol || q[0] != ' ' || q[2] != ' ')
-			goto bad;
-		type = (unsigned char)q[1];
-		name = q + 3;
-		name_end = name;
-		while (name_end < eol && *name_end != ' ' && *name_end != '\t' &&
-		       *name_end != '\r' && *name_end != '\0')
-			name_end++;
-		if (name_end == name || name_end - name > KSYMS_MAX_NAME)
-			goto bad;
-		/* "[module]" after the name: module symbols come from the .ko. */
-		if (name_end < eol && memchr(name_end, '[', (size_t)(eol - name_end)))
-			goto next;
+/* Grows *arr (elements of size sz) to hold one more; 0 or -ENOMEM. */
+static int grow(void **arr, size_t *cap, size_t used, size_t sz, size_t first)
+{
+	size_t nc;
+	void *a;
 
-		if (nlen + (size_t)(name_end - name) + 1 > ncap) {
-			size_t nc = ncap ? ncap * 2 : 65536;
-			char *b;
+	if (used < *cap)
+		return 0;
+	nc = *cap ? *cap * 2 : first;
+	a = realloc(*arr, nc * sz);
+	if (!a)
+		return -ENOMEM;
+	*arr = a;
+	*cap = nc;
+	return 0;
+}
 
-			while (nc < nlen + (size_t)(name_end - name) + 1)
-				nc *= 2;
-			b = realloc(ks->names, nc);
-			if (!b)
-				goto fail;
-			ks->names = b;
-			ncap = nc;
-		}
-		if (ks->nr_all == cap_all) {
-			size_t nc = cap_all ? cap_all * 2 : 4096;
-			struct kname *a = realloc(ks->all, nc * sizeof(*a));
+static int kbuild_add(struct kbuild *b, uint64_t addr, int type, const char *name, size_t n)
+{
+	struct ksyms *ks = b->ks;
 
-			if (!a)
-				goto fail;
-			ks->all = a;
-			cap_all = nc;
-		}
-		ks->all[ks->nr_all++] = (struct kname){
-			.addr = addr, .name = (const char *)(uintptr_t)nlen,
+	if (b->nlen + n + 1 > b->ncap) {
+		size_t nc = b->ncap ? b->ncap * 2 : 65536;
+		char *buf;
+
+		while (nc < b->nlen + n + 1)
+			nc *= 2;
+		buf = realloc(ks->names, nc);
+		if (!buf)
+			return -ENOMEM;
+		ks->names = buf;
+		b->ncap = nc;
+	}
+	if (grow((void **)&ks->all, &b->cap_all, ks->nr_all, sizeof(*ks->all), 4096))
+		return -ENOMEM;
+	ks->all[ks->nr_all++] = (struct kname){
+		.addr = addr, .name = (const char *)(uintptr_t)b->nlen,
+	};
+	if (type == 't' || type == 'T' || type == 'w' || type == 'W') {
+		if (grow((void **)&b->text, &b->cap, b->nr_text, sizeof(*b->text), 4096))
+			return -ENOMEM;
+		b->text[b->nr_text++] = (struct elfsym){
+			.addr = addr, .name = (const char *)(uintptr_t)b->nlen,
 		};
-		if (type == 't' || type == 'T' || type == 'w' || type == 'W') {
-			if (nr_text == cap) {
-				size_t nc = cap ? cap * 2 : 4096;
-				struct elfsym *s = realloc(text_syms, nc * sizeof(*s));
+	}
+	memcpy(ks->names + b->nlen, name, n);
+	b->nlen += n;
+	ks->names[b->nlen++] = '\0';
+	if (addr)
+		b->nonzero = 1;
+	return 0;
+}
 
-				if (!s)
-					goto fail;
-				text_syms = s;
-				cap = nc;
-			}
-			text_syms[nr_text++] = (struct elfsym){
-				.addr = addr, .name = (const char *)(uintptr_t)nlen,
-			};
-		}
-		memcpy(ks->names + nlen, name, (size_t)(name_end - name));
-		nlen += (size_t)(name_end - name);
-		ks->names[nlen++] = '\0';
-		if (addr)
-			nonzero = 1;
-		goto next;
-bad:
-		if (eol > p)
-			ks->bad++;
-next:
-		p = eol + 1;
-	}
-	if (nr_text == 0) {
-		util_seterr(err, errlen, "no kernel text symbols found");
-		ret = -EINVAL;
-		goto fail;
-	}
-	if (!nonzero) {
-		util_seterr(err, errlen, "every address is zero (kallsyms read without root?)");
-		ret = -EPERM;
-		goto fail;
-	}
+/* Offsets into names, sorted tables, one name per text address (among
+ * aliases one without a leading underscore), sizes up to the next symbol. */
+static int kbuild_finish(struct kbuild *b)
+{
+	struct ksyms *ks = b->ks;
+	struct elfsym *t = b->text;
+	size_t nr = b->nr_text;
+
 	for (size_t i = 0; i < ks->nr_all; i++)
 		ks->all[i].name = ks->names + (uintptr_t)ks->all[i].name;
-	for (size_t i = 0; i < nr_text; i++)
-		text_syms[i].name = ks->names + (uintptr_t)text_syms[i].name;
+	for (size_t i = 0; i < nr; i++)
+		t[i].name = ks->names + (uintptr_t)t[i].name;
 	qsort(ks->all, ks->nr_all, sizeof(*ks->all), kname_cmp);
 	/* Stable enough: equal addresses keep file order after this sort only
 	 * by chance, so dedupe below keeps the first non-underscore name. */
-	qsort(text_syms, nr_text, sizeof(*text_syms), sym_cmp);
-	ks->syms = calloc(nr_text, sizeof(*ks->syms));
+	qsort(t, nr, sizeof(*t), sym_cmp);
+	ks->syms = calloc(nr, sizeof(*ks->syms));
 	if (!ks->syms)
-		goto fail;
-	for (size_t i = 0; i < nr_text; i++) {
+		return -ENOMEM;
+	for (size_t i = 0; i < nr; i++) {
 		size_t j = i;
 
-		/* Among aliases prefer a name without a leading underscore. */
-		while (j + 1 < nr_text && text_syms[j + 1].addr == text_syms[i].addr)
+		while (j + 1 < nr && t[j + 1].addr == t[i].addr)
 			j++;
-		ks->syms[ks->nr] = text_syms[i];
+		ks->syms[ks->nr] = t[i];
 		for (size_t k = i; k <= j; k++) {
-			if (text_syms[k].name[0] != '_') {
-				ks->syms[ks->nr] = text_syms[k];
+			if (t[k].name[0] != '_') {
+				ks->syms[ks->nr] = t[k];
 				break;
 			}
 		}
@@ -188,11 +189,49 @@ next:
 	/* Sizes: up to the next symbol; the last one gets a page. */
 	for (size_t i = 0; i < ks->nr; i++)
 		ks->syms[i].size = i + 1 < ks->nr ? ks->syms[i + 1].addr - ks->syms[i].addr : 4096;
-	free(text_syms);
-	return ks;
+	return 0;
+}
+
+struct ksyms *ksyms_parse(const char *text, size_t len, char *err, size_t errlen)
+{
+	struct kbuild b = { .ks = calloc(1, sizeof(struct ksyms)) };
+	const char *p = text, *end = text + len;
+	int ret = -ENOMEM;
+
+	if (!b.ks)
+		goto fail;
+	while (p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p)), *name;
+		uint64_t addr;
+		size_t n;
+		int type, r;
+
+		if (!eol)
+			eol = end;
+		r = kline_parse(p, eol, &addr, &type, &name, &n);
+		if (r < 0 && eol > p)
+			b.ks->bad++;
+		if (r == 0 && kbuild_add(&b, addr, type, name, n))
+			goto fail;
+		p = eol + 1;
+	}
+	if (b.nr_text == 0) {
+		util_seterr(err, errlen, "no kernel text symbols found");
+		ret = -EINVAL;
+		goto fail;
+	}
+	if (!b.nonzero) {
+		util_seterr(err, errlen, "every address is zero (kallsyms read without root?)");
+		ret = -EPERM;
+		goto fail;
+	}
+	if (kbuild_finish(&b))
+		goto fail;
+	free(b.text);
+	return b.ks;
 fail:
-	free(text_syms);
-	ksyms_free(ks);
+	free(b.text);
+	ksyms_free(b.ks);
 	if (ret == -ENOMEM)
 		util_seterr(err, errlen, "out of memory");
 	errno = -ret;
@@ -206,10 +245,11 @@ struct ksyms *ksyms_open(const char *path, char *err, size_t errlen)
 	size_t len = 0, cap = 0;
 	int fd, e;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = util_open_regular(path, 0);	/* a FIFO must not hang us */
 	if (fd < 0) {
-		e = errno;
-		util_seterr(err, errlen, "%s: %s", path, strerror(e));
+		e = -fd;
+		util_seterr(err, errlen, "%s: %s", path,
+			    e == EINVAL ? "not a regular file" : strerror(e));
 		errno = e;
 		return NULL;
 	}

@@ -220,17 +220,7 @@ static int open_in_root(int rootfd, const char *path, int dir)
 
 static int open_host_file(const char *path)
 {
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return -EINVAL;
-	}
-	fcntl(fd, F_SETFL, O_RDONLY);
-	return fd;
+	return util_open_regular(path, 0);
 }
 
 /* ---- life cycle ----------------------------------------------------------- */
@@ -1311,9 +1301,9 @@ int symres_import(const char *session_dir, const char *path, char *out, size_t o
 	if (snprintf(dst, sizeof(dst), "%s/%s", dir, bidhex + 2) >= (int)sizeof(dst) ||
 	    snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", dst) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	in = open(path, O_RDONLY | O_CLOEXEC);
+	in = util_open_regular(path, 0);
 	if (in < 0)
-		return -errno;
+		return in;
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0) {
 		ret = -errno;

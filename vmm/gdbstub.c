@@ -11,9 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/sockios.h>
 
 #include "vmm/gdbstub.h"
 #include "lib/util.h"
@@ -22,6 +25,7 @@
 #define GS_PKT_CAP	(32 * 1024)	/* largest decoded packet we accept */
 #define GS_TX_CAP	(32 * 1024)
 #define GS_MEM_CHUNK	1024		/* bytes per "m" request: fits PacketSize 0x1000 */
+#define HS_EATEN_MS	1000		/* see rx_reply() */
 
 struct gdbstub {
 	int fd;
@@ -29,6 +33,8 @@ struct gdbstub {
 	int ack_pending;	/* we owe the stub a '+' for its last packet */
 	int has_phys;
 	int stops_seen;		/* stop replies skipped while waiting for replies */
+	int restarts;		/* handshakes restarted: the guest had run */
+	int opening;		/* in gdbstub_open_fd()'s handshake */
 	unsigned nr_threads;
 	unsigned long tids[GDBSTUB_MAX_THREADS];
 	struct gdbstub_layout lay;
@@ -240,6 +246,15 @@ static int rx_reply(struct gdbstub *gs, int64_t deadline)
 			return n;
 		if (n > 0 && is_stop_reply(gs->pkt)) {
 			gs->stops_seen++;
+			/* Handshake: after a stop reply, an answer that is
+			 * coming comes soon; none means the request only
+			 * stopped a running guest (see gdbstub_open_fd()). */
+			if (gs->opening) {
+				int64_t soon = util_now_ns() + HS_EATEN_MS * 1000000ll;
+
+				if (soon < deadline)
+					deadline = soon;
+			}
 			continue;
 		}
 		if (n > 0 && is_exit_reply(gs->pkt))
@@ -562,7 +577,29 @@ struct gdbstub *gdbstub_open_fd(int fd, unsigned timeout_ms, const char **why)
 	if (!gs)
 		goto fail;
 	gs->fd = fd;
-	err = gs_handshake(gs, timeout_ms, &step);
+	/*
+	 * The guest's owner may resume it while we talk (a monitor "cont"
+	 * between QEMU's stop on our connection and the last answer): a
+	 * request that reaches a running guest only stops it (a stop reply
+	 * says so) and is never answered.  Then let late answers arrive and
+	 * drop them, and start again with the guest stopped, a few times.
+	 */
+	gs->opening = 1;
+	for (int attempt = 0;; attempt++) {
+		int stops = gs->stops_seen;
+
+		err = gs_handshake(gs, timeout_ms, &step);
+		if (err != -ETIMEDOUT || gs->stops_seen == stops || attempt == 3)
+			break;
+		gs->restarts++;
+		tx_begin(gs);
+		gs->tx[gs->tx_len++] = 0x03;
+		if (tx_flush(gs))
+			break;
+		while (rx_packet(gs, util_now_ns() + 300 * 1000000ll) >= 0)
+			;
+	}
+	gs->opening = 0;
 	if (!err)
 		return gs;
 	free(gs);
@@ -606,6 +643,11 @@ unsigned gdbstub_nr_threads(const struct gdbstub *gs)
 int gdbstub_has_phys(const struct gdbstub *gs)
 {
 	return gs->has_phys;
+}
+
+int gdbstub_handshake_restarts(const struct gdbstub *gs)
+{
+	return gs->restarts;
 }
 
 int gdbstub_fd(const struct gdbstub *gs)
@@ -906,7 +948,66 @@ int gdbstub_continue(struct gdbstub *gs)
 {
 	int err;
 
+	/*
+	 * "++" first: the guest's owner may have resumed it since we stopped
+	 * it (a monitor "cont"), and the "$" of a bare "c" reaching a running
+	 * guest would only stop it, for good.  The first "+" acks the reply
+	 * QEMU may keep for a resend (it ignores other bytes then, "$" aside),
+	 * the second stops a running guest, the "c" resumes it; a stopped
+	 * guest takes both as noise.  The stop reply a running guest sends
+	 * then reads, next tick, as someone else's pause: the probe finds it
+	 * running.  Acks nothing owed after it (see above).
+	 */
 	tx_begin(gs);
+	gs->tx[gs->tx_len++] = '+';
+	gs->tx[gs->tx_len++] = '+';
 	err = tx_packet(gs, "c");
-	return err ? err : tx_flush(gs);	/* acks nothing owed after it (see above) */
+	return err ? err : tx_flush(gs);
+}
+
+int gdbstub_wait_read(struct gdbstub *gs, unsigned timeout_ms)
+{
+	int64_t deadline = util_now_ns() + (int64_t)timeout_ms * 1000000;
+	struct timespec pause = { .tv_nsec = 200000 };
+
+	for (;;) {
+		int queued = 0;
+
+		/* A unix stream socket's SIOCOUTQ counts the bytes the peer has
+		 * not read yet. */
+		if (ioctl(gs->fd, SIOCOUTQ, &queued) < 0)
+			return -errno;
+		if (queued == 0)
+			return 0;
+		if (util_now_ns() >= deadline)
+			return -ETIMEDOUT;
+		nanosleep(&pause, NULL);
+	}
+}
+
+int gdbstub_settle(struct gdbstub *gs, unsigned timeout_ms)
+{
+	int64_t deadline = util_now_ns() + (int64_t)timeout_ms * 1000000;
+	int stops = 0, err;
+
+	tx_begin(gs);
+	err = tx_packet(gs, "qC");
+	if (!err)
+		err = tx_flush(gs);
+	if (err)
+		return err;
+	for (;;) {
+		int n = rx_packet(gs, deadline);
+
+		if (n == -ETIMEDOUT)
+			return stops ? 1 : -ETIMEDOUT;
+		if (n < 0)
+			return n;
+		if (n > 0 && is_stop_reply(gs->pkt))
+			stops++;
+		else if (n > 0 && is_exit_reply(gs->pkt))
+			return -ESHUTDOWN;
+		else if (!strncmp(gs->pkt, "QC", 2))
+			return stops > 0;
+	}
 }

@@ -14,7 +14,7 @@
  * offers it (QEMU 7.2 does not), otherwise "+" acks piggy-backed on the
  * next write.  (An unacked reply makes QEMU swallow the next "\x03".)  No
  * "-" and no lone "+" is ever sent: QEMU takes any byte that reaches a
- * running guest for a stop request.
+ * running guest for a stop request ("c" goes with two "+" for that reason).
  *
  * vCPU numbering: QEMU's thread id for a vCPU is its cpu_index + 1; the
  * thread list (qfThreadInfo) is sorted, and position i in it is vCPU i.
@@ -68,6 +68,10 @@ unsigned gdbstub_nr_threads(const struct gdbstub *gs);
 /* 1 if physical memory reads work (QEMU's Qqemu.PhyMemMode). */
 int gdbstub_has_phys(const struct gdbstub *gs);
 int gdbstub_fd(const struct gdbstub *gs);
+/* Times gdbstub_open() had to start its handshake again because a request
+ * reached a running guest (its owner resumed it while we connected) and
+ * only stopped it: then the guest is stopped by us, not by its owner. */
+int gdbstub_handshake_restarts(const struct gdbstub *gs);
 
 /*
  * Sends "\x03" and waits up to timeout_ms for the stop reply.  Returns 0
@@ -120,8 +124,26 @@ int gdbstub_read_regs(struct gdbstub *gs, unsigned vcpu, struct gdbstub_regs *ou
 /* Guest-physical read (len <= 64 KiB).  -ENOTSUP without PhyMemMode. */
 int gdbstub_read_phys(struct gdbstub *gs, uint64_t pa, void *buf, size_t len);
 
-/* Resumes every vCPU ("c"); no reply is expected. */
+/* Resumes every vCPU ("c"), whether the guest is stopped or was resumed by
+ * someone else meanwhile (see gdbstub.c); no reply is expected. */
 int gdbstub_continue(struct gdbstub *gs);
+
+/*
+ * Waits until QEMU has read everything we sent (QEMU acts on gdbstub bytes
+ * as it reads them, in the same main-loop pass).  Before closing: a "c"
+ * still queued when the gdbstub is removed would never run.  0, -ETIMEDOUT,
+ * or -errno (unix sockets only: the queue is SIOCOUTQ).
+ */
+int gdbstub_wait_read(struct gdbstub *gs, unsigned timeout_ms);
+
+/*
+ * Sends "qC" and reads up to its answer: 1 if a stop reply came before it,
+ * or instead of it (the "qC" reached a running guest and only stopped it),
+ * 0 if only the answer came (the guest was stopped and nothing stopped it
+ * meanwhile), -ETIMEDOUT if nothing came, -errno.  The sampler's way out
+ * (qemu-sampler.c) after a "\x03" that was not answered in time.
+ */
+int gdbstub_settle(struct gdbstub *gs, unsigned timeout_ms);
 
 /* Sends one packet and waits for its reply (stop replies that arrive first
  * are skipped).  reply is NUL-terminated; returns its length or -errno. */

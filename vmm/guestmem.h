@@ -14,6 +14,10 @@
  * with -EFAULT, never reads host memory outside guest RAM.  Reads of a running
  * guest may be torn: callers use the guest's own seq protocols.
  *
+ * The gdbstub backend does not use it: its vCPUs are stopped anyway, and one
+ * gdbstub round trip carries the registers and the slot.  The built-in VMM
+ * reads its own mapping in-process (kvm_vm_gpa()).
+ *
  * Threads: add ranges first, from one thread; afterwards guestmem_read and
  * guestmem_virt_to_phys may be called from any number of threads.
  */

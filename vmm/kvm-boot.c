@@ -403,12 +403,63 @@ static int mptable_write(struct kvm_vm *vm)
 	return 0;
 }
 
+/* The command line, where the zero page says, within this kernel's limit. */
+static int boot_cmdline(struct kvm_vm *vm, const uint8_t *img, uint8_t *zp,
+			const char *cmdline, char *why, size_t whylen)
+{
+	size_t cl_len = cmdline ? strlen(cmdline) : 0;
+	uint32_t cl_max = rd32(img + BP_CMDLINE_SIZE);
+
+	if (!cl_max || cl_max > BOOT_CMDLINE_MAX - 1)
+		cl_max = BOOT_CMDLINE_MAX - 1;
+	if (cl_len > cl_max) {
+		util_seterr(why, whylen, "kernel command line is %zu bytes; this kernel "
+			    "takes at most %u", cl_len, cl_max);
+		return -E2BIG;
+	}
+	memset(vm->mem + BOOT_CMDLINE, 0, BOOT_CMDLINE_MAX);
+	if (cl_len)
+		memcpy(vm->mem + BOOT_CMDLINE, cmdline, cl_len);
+	wr32(zp + BP_CMD_LINE_PTR, (uint32_t)BOOT_CMDLINE);
+	return 0;
+}
+
+/* The initrd as high as the kernel allows, above the kernel's end kend. */
+static int boot_initrd(struct kvm_vm *vm, const uint8_t *img, uint8_t *zp,
+		       const char *initrd, uint64_t kend, char *why, size_t whylen)
+{
+	uint8_t *rd = NULL;
+	size_t rd_len = 0;
+	uint64_t rd_max, rd_addr;
+	int err = read_file(initrd, &rd, &rd_len);
+
+	if (err) {
+		util_seterr(why, whylen, "cannot read initrd %s: %s", initrd, strerror(-err));
+		return err;
+	}
+	rd_max = rd32(img + BP_INITRD_ADDR_MAX);
+	if (!rd_max || rd_max >= vm->mem_size)
+		rd_max = vm->mem_size - 1;
+	rd_addr = ((rd_max + 1) - rd_len) & ~0xfffull;
+	if (rd_len > rd_max || rd_addr < kend) {
+		util_seterr(why, whylen, "the initrd (%zu MiB) does not fit above the "
+			    "kernel: give the guest more memory (--mem)", rd_len >> 20);
+		free(rd);
+		return -ENOMEM;
+	}
+	memcpy(vm->mem + rd_addr, rd, rd_len);
+	wr32(zp + BP_RAMDISK_IMAGE, (uint32_t)rd_addr);
+	wr32(zp + BP_RAMDISK_SIZE, (uint32_t)rd_len);
+	free(rd);
+	return 0;
+}
+
 int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initrd,
 			const char *cmdline, char *why, size_t whylen)
 {
-	uint8_t *img = NULL, *rd = NULL, *zp, *hdr_end;
-	size_t len, rd_len = 0, setup_len, hdr_len, cl_len;
-	uint64_t load, init_size, kend, rd_addr = 0, rd_max, rsdp = 0;
+	uint8_t *img = NULL, *zp, *hdr_end;
+	size_t len, setup_len, hdr_len;
+	uint64_t load, init_size, kend, rsdp = 0;
 	uint16_t version, xlf;
 	unsigned setup_sects;
 	int err;
@@ -467,44 +518,11 @@ int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initr
 	zp[BP_HEAP_END_PTR] = 0x00;		/* 0xfe00: heap end, real-mode offset */
 	zp[BP_HEAP_END_PTR + 1] = 0xfe;
 
-	cl_len = cmdline ? strlen(cmdline) : 0;
-	{
-		uint32_t cl_max = rd32(img + BP_CMDLINE_SIZE);
-
-		if (!cl_max || cl_max > BOOT_CMDLINE_MAX - 1)
-			cl_max = BOOT_CMDLINE_MAX - 1;
-		if (cl_len > cl_max) {
-			util_seterr(why, whylen, "kernel command line is %zu bytes; this kernel "
-				    "takes at most %u", cl_len, cl_max);
-			err = -E2BIG;
-			goto out;
-		}
-	}
-	memset(vm->mem + BOOT_CMDLINE, 0, BOOT_CMDLINE_MAX);
-	if (cl_len)
-		memcpy(vm->mem + BOOT_CMDLINE, cmdline, cl_len);
-	wr32(zp + BP_CMD_LINE_PTR, (uint32_t)BOOT_CMDLINE);
-
-	if (initrd) {
-		err = read_file(initrd, &rd, &rd_len);
-		if (err) {
-			util_seterr(why, whylen, "cannot read initrd %s: %s", initrd, strerror(-err));
-			goto out;
-		}
-		rd_max = rd32(img + BP_INITRD_ADDR_MAX);
-		if (!rd_max || rd_max >= vm->mem_size)
-			rd_max = vm->mem_size - 1;
-		rd_addr = ((rd_max + 1) - rd_len) & ~0xfffull;
-		if (rd_len > rd_max || rd_addr < kend) {
-			util_seterr(why, whylen, "the initrd (%zu MiB) does not fit above the "
-				    "kernel: give the guest more memory (--mem)", rd_len >> 20);
-			err = -ENOMEM;
-			goto out;
-		}
-		memcpy(vm->mem + rd_addr, rd, rd_len);
-		wr32(zp + BP_RAMDISK_IMAGE, (uint32_t)rd_addr);
-		wr32(zp + BP_RAMDISK_SIZE, (uint32_t)rd_len);
-	}
+	err = boot_cmdline(vm, img, zp, cmdline, why, whylen);
+	if (!err && initrd)
+		err = boot_initrd(vm, img, zp, initrd, kend, why, whylen);
+	if (err)
+		goto out;
 
 	e820_add(zp, 0, 0x9fc00, 1);
 	e820_add(zp, 0x9fc00, 0x400, 2);
@@ -521,7 +539,6 @@ int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initr
 	if (err)
 		util_seterr(why, whylen, "boot state: %s", strerror(-err));
 out:
-	free(rd);
 	free(img);
 	return err;
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <linux/kvm.h>
 
+#include "vmm/kvm-desc.h"
 #include "vmm/kvm.h"
 
 #define KVM_MAX_DEVS	16
@@ -72,6 +73,13 @@ struct kvm_vm {
 	atomic_int stopping;
 	atomic_uint_fast64_t exits;
 	int running_threads;
+
+	/* Runtime descriptor for other opvm processes (kvm-desc.h). */
+	struct kvm_desc desc;
+	char desc_path[256];
+	int published;
+	int chan_copy_fd;		/* desc_path.chan, -1 */
+	uint64_t chan_copied;		/* bytes in it (under dev_lock) */
 };
 
 /* vmm/kvm.c */

@@ -149,6 +149,9 @@ void kvm_vm_chan_write(struct kvm_vm *vm, const void *buf, size_t len)
 	const uint8_t *p = buf;
 
 	atomic_fetch_add(&vm->chan_bytes, len);
+	if (vm->chan_copy_fd >= 0 && vm->chan_copied + len <= KVM_DESC_CHAN_MAX &&
+	    write(vm->chan_copy_fd, buf, len) == (ssize_t)len)
+		vm->chan_copied += len;
 	if (vm->chan_fd < 0)
 		return;
 	while (len) {
@@ -264,6 +267,13 @@ static void *vcpu_thread(void *arg)
 	int err;
 
 	atomic_store(&vcpu->tid, gettid());
+	{
+		/* The name another opvm finds the vCPU threads by (kvm-desc.h). */
+		char comm[16];
+
+		snprintf(comm, sizeof(comm), KVM_DESC_VCPU_COMM "%u", vcpu->index);
+		pthread_setname_np(pthread_self(), comm);
+	}
 	sigemptyset(&set);
 	sigaddset(&set, KVM_KICK_SIGNAL);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
@@ -431,6 +441,7 @@ struct kvm_vm *kvm_vm_new(const struct kvm_vm_config *cfg, char *why, size_t why
 	}
 	vm->sys_fd = vm->vm_fd = -1;
 	vm->chan_fd = cfg->channel_fd;
+	vm->chan_copy_fd = -1;
 	vm->serial.fd = cfg->console_fd;
 	vm->exit_code = -1;
 	vm->nr_vcpus = cfg->nr_vcpus;
@@ -523,6 +534,45 @@ fail:
 	return NULL;
 }
 
+/* Writes the runtime descriptor for `opvm attach --pid` (kvm-desc.h).
+ * Best effort: a VMM that cannot publish still runs; the attach says so. */
+static void vm_publish(struct kvm_vm *vm)
+{
+	struct kvm_desc *d = &vm->desc;
+	char chan[300];
+
+	if (!vm->desc_path[0] &&
+	    kvm_desc_path(getpid(), 1, vm->desc_path, sizeof(vm->desc_path)))
+		return;
+	d->pid = getpid();
+	d->nr_vcpus = vm->nr_vcpus;
+	d->nr_ram = 1;
+	d->ram[0].gpa = 0;
+	d->ram[0].len = vm->mem_size;
+	d->ram[0].hva = (uint64_t)(uintptr_t)vm->mem;
+	if (kvm_desc_write(vm->desc_path, d)) {
+		vm->desc_path[0] = '\0';
+		return;
+	}
+	vm->published = 1;
+	/* A copy of the channel (bounded) for the attaching process, which
+	 * needs the processes and mappings the guest described. */
+	if (snprintf(chan, sizeof(chan), "%s.chan", vm->desc_path) < (int)sizeof(chan))
+		vm->chan_copy_fd = open(chan, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND |
+					O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
+void kvm_vm_publish_switch(struct kvm_vm *vm, uint64_t switch_pa, uint32_t stride,
+			   uint32_t entries, uint32_t nr)
+{
+	vm->desc.switch_pa = switch_pa;
+	vm->desc.switch_stride = stride;
+	vm->desc.switch_entries = entries;
+	vm->desc.switch_nr = nr;
+	if (vm->published)
+		kvm_desc_write(vm->desc_path, &vm->desc);
+}
+
 int kvm_vm_start(struct kvm_vm *vm, const struct kvm_vcpu_hooks *hooks)
 {
 	sigset_t set, old;
@@ -545,6 +595,7 @@ int kvm_vm_start(struct kvm_vm *vm, const struct kvm_vcpu_hooks *hooks)
 		}
 	}
 	vm->state = KVM_VM_RUNNING;
+	vm_publish(vm);
 	/* vCPU threads inherit a mask with the kick blocked until they are
 	 * ready to handle it (they unblock it themselves). */
 	sigemptyset(&set);
@@ -657,6 +708,15 @@ void kvm_vm_free(struct kvm_vm *vm)
 	if (!vm)
 		return;
 	kvm_vm_stop(vm);
+	if (vm->published) {
+		char chan[300];
+
+		unlink(vm->desc_path);
+		if (snprintf(chan, sizeof(chan), "%s.chan", vm->desc_path) < (int)sizeof(chan))
+			unlink(chan);
+	}
+	if (vm->chan_copy_fd >= 0)
+		close(vm->chan_copy_fd);
 	kvm_virtio_con_free(vm->vcon);
 	for (unsigned i = 0; i < KVM_MAX_VCPUS; i++) {
 		struct kvm_vcpu *v = &vm->vcpus[i];

@@ -122,6 +122,11 @@ void kvm_vm_set_slots(struct kvm_vm *vm, uint64_t slot_pa, uint32_t nr,
 int kvm_vm_slot_info(const struct kvm_vm *vm, uint64_t *slot_pa,
 		     uint32_t *nr, uint32_t *slot_size);
 
+/* The guest module's task-switch rings (HELLO's switch tail): published in
+ * the VMM's runtime descriptor (vmm/kvm-desc.h) for `opvm attach --pid`. */
+void kvm_vm_publish_switch(struct kvm_vm *vm, uint64_t switch_pa, uint32_t stride,
+			   uint32_t entries, uint32_t nr);
+
 /* ---- per-vCPU ------------------------------------------------------------ */
 unsigned kvm_vcpu_index(const struct kvm_vcpu *vcpu);
 struct kvm_vm *kvm_vcpu_vm(const struct kvm_vcpu *vcpu);

@@ -57,9 +57,11 @@ struct qsamp {
 	_Atomic uint64_t slot_pa;
 	atomic_uint slot_size, nr_slots;
 
+	/* Relay. */
 	/* Statistics, written by the tick thread (hellos: guest_hello). */
 	_Atomic uint64_t ticks, samples, throttled, cost_ns, exits;
 	_Atomic uint64_t hellos, slot_reads, slot_odd, paused_ticks, resets, max_cost;
+	_Atomic uint64_t late_stops, restores;
 };
 
 static const struct sampler_ops qemu_sampler_ops;
@@ -267,6 +269,7 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 			 * way, and our "c" undid it: restore that pause. */
 			ts->paused = 1;
 			q->paused_ticks++;
+			q->restores++;
 			err = gdbstub_interrupt(q->gs, STOP_TIMEOUT_MS);
 			/* -ETIMEDOUT: its stop reply comes later and, with
 			 * nothing outstanding, is taken for a pause. */
@@ -327,6 +330,33 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 	return 1;
 }
 
+/*
+ * The tick thread's last act when told to stop: nothing of ours may stop
+ * the guest once we are gone.  A "\x03" whose stop reply has not come yet
+ * (outstanding: a probe that a busy QEMU answers late, after the guest's
+ * owner had resumed it) stops the guest for good if no "c" follows; a batch
+ * that timed out (resync) still has its "c" queued, and what QEMU has not
+ * read when the gdbstub is removed is never run.  So: wait until QEMU has
+ * read everything; then, if a "\x03" is unanswered, send "qC" and read up
+ * to its answer.  QEMU handles it after finishing any stop, so a stop reply
+ * before the answer (or instead of it: the "qC" itself stopped a guest
+ * resumed meanwhile) is a stop of ours, to undo; an answer alone means the
+ * guest had been paused by its owner all along.
+ */
+static void tick_settle(struct qsamp *q, struct tick_state *ts)
+{
+	int r = gdbstub_wait_read(q->gs, STOP_TIMEOUT_MS), stopped;
+
+	if (r < 0 || !ts->outstanding)
+		return;
+	stopped = gdbstub_settle(q->gs, STOP_TIMEOUT_MS);
+	if (stopped > 0) {
+		q->late_stops++;
+		if (!gdbstub_continue(q->gs))
+			gdbstub_wait_read(q->gs, STOP_TIMEOUT_MS);
+	}
+}
+
 static void *tick_main(void *arg)
 {
 	struct qsamp *q = arg;
@@ -359,9 +389,9 @@ static void *tick_main(void *arg)
 					 "the guest's QEMU closed its gdbstub (guest powered off or QEMU exited)");
 				atomic_store_explicit(&q->state, SAMPLER_TARGET_GONE,
 						      memory_order_release);
-			} else {
-				set_fault(q, r, "gdbstub sampling failed: %s", strerror(-r));
+				return NULL;
 			}
+			set_fault(q, r, "gdbstub sampling failed: %s", strerror(-r));
 			break;
 		}
 		if (r == 0)
@@ -378,21 +408,7 @@ static void *tick_main(void *arg)
 			q->throttled++;
 		}
 	}
-	/* A "\x03" of ours may still be on its way: if its stop reply comes,
-	 * the guest is stopped by us, and must run again now, not when the
-	 * gdbstub is closed (the channel and everything else see a live guest
-	 * meanwhile). */
-	for (int i = 0; ts.outstanding && i < 20; i++) {
-		int n = gdbstub_drain(q->gs);
-
-		if (n > 0) {
-			gdbstub_continue(q->gs);
-			break;
-		}
-		if (n < 0)
-			break;
-		poll(NULL, 0, 10);
-	}
+	tick_settle(q, &ts);
 	return NULL;
 }
 
@@ -475,6 +491,8 @@ void qemu_sampler_get_info(struct sampler *s, struct qemu_sampler_info *out)
 	out->paused_ticks = q->paused_ticks;
 	out->resets = q->resets;
 	out->max_cost_ns = q->max_cost;
+	out->late_stops = q->late_stops;
+	out->restores = q->restores;
 }
 
 unsigned qemu_sampler_nr_vcpus(struct sampler *s)
@@ -564,6 +582,10 @@ struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
 		goto fail;
 	}
 	q->nr_vcpus = gdbstub_nr_threads(q->gs);
+	/* Resumed by its owner while we connected, then stopped by us: it
+	 * must run again, whatever it did before. */
+	if (gdbstub_handshake_restarts(q->gs))
+		q->resume = 1;
 	q->regs = calloc(q->nr_vcpus, sizeof(*q->regs));
 	q->slotbuf = calloc(q->nr_vcpus, sizeof(struct opvm_slot));
 	if (!q->regs || !q->slotbuf)

@@ -67,6 +67,9 @@ struct qemu_sampler_info {
 	uint64_t paused_ticks;
 	uint64_t resets;		/* guest resets noticed (CR3 == 0) */
 	uint64_t max_cost_ns;
+	uint64_t late_stops;		/* our stop answered after the last tick:
+					 * resumed on the way out */
+	uint64_t restores;		/* pauses that landed mid-tick, restored */
 };
 void qemu_sampler_get_info(struct sampler *s, struct qemu_sampler_info *out);
 

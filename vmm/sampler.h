@@ -19,6 +19,7 @@
 #ifndef OPVM_SAMPLER_H
 #define OPVM_SAMPLER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct sampler;
@@ -46,7 +47,7 @@ struct sampler_stats {
 
 /*
  * What a backend may need from the guest module's HELLO, as the collector
- * decoded and checked it (host/decoder.c: slot size, slot array range).
+ * decoded and checked it (host/collect/decoder.c: slot size, slot array range).
  * Guest-physical addresses: the backend still bounds-checks every read
  * against guest RAM.
  */
@@ -82,6 +83,10 @@ struct sampler_ops {
 	 * its sampling threads itself, without blocking them.
 	 */
 	void (*guest_hello)(struct sampler *s, const struct sampler_hello *h);
+	/* What the summary says about how samples were taken, beyond the
+	 * stats: lines of at most 78 columns, each ending in '\n', into buf.
+	 * May be NULL. */
+	void (*describe)(struct sampler *s, char *buf, size_t len);
 	/* NULL-safe destructor; stops first if needed. */
 	void (*free)(struct sampler *s);
 };

@@ -63,6 +63,11 @@ void virt_close(struct virt *v)
 	free(v);
 }
 
+void *virt_conn(struct virt *v)
+{
+	return v->conn;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);

@@ -20,6 +20,9 @@ struct virt_dom;
 struct virt *virt_open(const char *uri, char *err, size_t errlen);
 void virt_close(struct virt *v);			/* NULL-safe */
 
+/* The virConnectPtr, for the other libvirt readers in vmm/ (virt-stats.c). */
+void *virt_conn(struct virt *v);
+
 /* Names of running domains, sorted; *names is a NULL-terminated malloc'd
  * array (virt_free_names()).  Returns the count or -errno. */
 int virt_list_running(struct virt *v, char ***names, char *err, size_t errlen);

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "host/gstate.h"
+#include "host/collect/gstate.h"
 
 #define NR_PROCS	20000
 #define ROUNDS		20

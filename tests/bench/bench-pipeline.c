@@ -35,10 +35,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "host/gstate.h"
+#include "host/collect/gstate.h"
 #include "lib/ring.h"
-#include "host/store.h"
-#include "host/sync.h"
+#include "host/collect/store.h"
+#include "host/collect/sync.h"
 
 #define NR_PROCS	200
 #define NR_LIBS		29

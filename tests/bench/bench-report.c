@@ -22,8 +22,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "host/report.h"
-#include "host/store.h"
+#include "host/report/report.h"
+#include "host/collect/store.h"
 #include "symbols/elfimage.h"
 
 #define NR_IMAGES	300

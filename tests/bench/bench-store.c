@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "host/store.h"
+#include "host/collect/store.h"
 
 #ifndef HOT
 #define HOT 4096	/* distinct hot offsets */

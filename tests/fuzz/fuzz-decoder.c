@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target for the one channel path: the framer and record table
- * (lib/channel.c), the decoder on top of them (host/decoder.c), the guest
+ * (lib/channel.c), the decoder on top of them (host/collect/decoder.c), the guest
  * state it feeds (host/gstate.c) and channel-dump's table-driven printer
  * (host/cmd-channel-dump.c), through which the records the decoder accepts
  * are printed, as text and (input's first byte & 2) as JSON.
@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host/commands.h"
-#include "host/decoder.h"
-#include "host/gstate.h"
+#include "host/cli/commands.h"
+#include "host/collect/decoder.h"
+#include "host/collect/gstate.h"
 #include "lib/channel.h"
 
 static FILE *devnull;

@@ -16,7 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "host/store.h"
+#include "host/collect/store.h"
 
 struct acc {
 	uint64_t n, sum;

@@ -42,12 +42,15 @@ class Stream:
         return self
 
     def hello(self, version=VERSION, cpus=2, release=b"6.1.0-56-amd64",
-              anchor=b"printk"):
+              anchor=b"printk", switch=None):
+        """switch: (pa, stride, entries, tsc_khz) for the ring tail."""
         self.seq = 0
         body = struct.pack("<IIQIIQQ64s65s7x", version, cpus, 0x2a45000, 24, 0,
                            0xffffffff8a0d3a80, 0xffffffff89000000,
                            anchor, release)
         assert len(body) == 176
+        if switch is not None:
+            body += struct.pack("<QIIII", *switch, 0)
         return self.rec(HELLO, body)
 
     def proc(self, tgid, ppid, cr3, exe, comm, rtype=PROC):
@@ -133,6 +136,11 @@ def streams():
     s = Stream().proc(9, 1, 0x9000, 0, b"early").mmap(9, 0x1000, 0x2000, 0, 4)
     s.exit(10, 10).hello().mmap(11, 0x1000, 0x2000, 0, 5).lost(2**64 - 1)
     out["order"] = s.data
+    # HELLO with the switch-ring tail: good, then out of bounds
+    s = Stream().hello(switch=(0x10700000, 163904, 4096, 2594322))
+    s.proc(12, 1, 0xc000, 0, b"sw")
+    s.hello(switch=(2**64 - 4096, 163904, 4096, 1)).hello(switch=(0x1000, 64, 3, 0))
+    out["switch"] = s.data
     return out
 
 

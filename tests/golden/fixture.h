@@ -3,7 +3,7 @@
  * Report fixture shared by tests/unit/test-report.c, test-symbols.c and
  * tests/golden/mkfixture.c: compiles the C files of tests/golden/fixtures with
  * `cc -g -O1` into a guest root, and writes a synthetic session over them
- * with the real store API (host/store.h).
+ * with the real store API (host/collect/store.h).
  *
  * Guest t1 (separate lib,kernel,thread), event TIMER:
  *   /usr/bin/prog func_a            450 (400 on the HOT_A line)
@@ -29,7 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "host/store.h"
+#include "host/collect/store.h"
 #include "symbols/elfimage.h"
 
 #define FX_RELEASE	"6.1.0-test"

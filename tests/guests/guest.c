@@ -20,6 +20,10 @@
  * (port KVM_CHAN_PORT, or with GUEST_VIRTIO the org.opvm.0 port of the
  * VMM's virtio-mmio console, as Linux's opvm.ko would): HELLO (slot array), PROC/THREAD for both processes,
  * COOKIE for /user.elf with its build-id, MMAP of it in both, SYNC.
+ * HELLO carries the switch tail: the guest logs every task switch in a
+ * one-vCPU ring {seq, rdtsc, pid, tgid, cr3} exactly as opvm.ko does, and
+ * also counts its own work (loop iterations per process), printed at the
+ * end as "synthetic guest: truth work a=N b=N".
  * It ends with a write to the debug-exit port: 0 on success, 0x80|vector
  * on an unexpected exception.
  */
@@ -42,6 +46,7 @@
 #define DEBUG_EXIT_PORT	0x0501
 #define CPUTIME_PORT	0x0508
 #define COM1		0x03f8
+#define COM2		0x02f8	/* GUEST_QEMU: the channel, an ISA serial port */
 
 #define PTE_P	0x1ull
 #define PTE_W	0x2ull
@@ -105,6 +110,13 @@ static uint64_t pd[2][512] __attribute__((aligned(4096)));
 static uint64_t pt[2][512] __attribute__((aligned(4096)));
 static uint8_t ustack[2][4 * 4096] __attribute__((aligned(4096)));
 static struct opvm_slot slots[1] __attribute__((aligned(64)));
+/* The per-vCPU task-switch ring, written as opvm.ko writes it (protocol in
+ * opvm_proto.h), for hosts that sample without stopping the guest. */
+#define SW_ENTRIES	64
+static struct {
+	struct opvm_switch_ring_hdr h;
+	struct opvm_switch e[SW_ENTRIES];
+} swring __attribute__((aligned(64)));
 static struct proc procs[2];
 static int cur;
 static unsigned long switches;
@@ -114,6 +126,11 @@ static uint32_t rec_seq;
  * preemption does not skew it) spent in each process's user code, and
  * everything else (kernel). */
 static uint32_t t_start, t_exit, t_user[2];
+static uint64_t work[2];	/* loop iterations each process finished */
+/* CPU time of each of B's slices (same work each): their median is the
+ * guest's speed, little disturbed by the host's other load. */
+static uint32_t b_slice_us[GUEST_ROUNDS];
+static unsigned nr_b_slices;
 
 static inline void outb(uint16_t port, uint8_t v)
 {
@@ -159,6 +176,27 @@ static size_t strlen(const char *s)
 	while (s[n])
 		n++;
 	return n;
+}
+
+static inline uint8_t inb(uint16_t port)
+{
+	uint8_t v;
+
+	asm volatile("inb %1, %0" : "=a"(v) : "Nd"(port));
+	return v;
+}
+
+/* A 16550 that may be slower than us (QEMU's, on a socket): wait for the
+ * transmit holding register before each byte. */
+static __attribute__((unused)) void serial_send(uint16_t port, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len--) {
+		while (!(inb(port + 5) & 0x20))
+			;
+		outb(port, *p++);
+	}
 }
 
 static void puts_serial(const char *s)
@@ -383,8 +421,10 @@ static void rec_send(void *rec, uint16_t type, uint32_t len)
 	h->len = len;
 	h->seq = rec_seq++;
 	h->reserved = 0;
-#ifdef GUEST_VIRTIO
+#if defined(GUEST_VIRTIO)
 	vq_send(1, rec, len);
+#elif defined(GUEST_QEMU)
+	serial_send(COM2, rec, len);
 #else
 	outsb(CHAN_PORT, rec, len);
 #endif
@@ -431,7 +471,10 @@ static void describe(void)
 {
 	static const char path[] = "/user.elf";
 	union {
-		struct opvm_rec_hello hello;
+		struct {
+			struct opvm_rec_hello h;
+			struct opvm_hello_switch sw;
+		} hello;
 		struct opvm_rec_proc proc;
 		struct opvm_rec_thread thread;
 		struct opvm_rec_mmap mmap;
@@ -444,14 +487,17 @@ static void describe(void)
 	uint64_t user_end = USER_BASE + (((uint64_t)(user_blob_end - user_blob) + 4095) & ~4095ull);
 
 	memset(&r, 0, sizeof(r));
-	r.hello.version = OPVM_PROTO_VERSION;
-	r.hello.nr_cpus = 1;
-	r.hello.slot_pa = (uint64_t)(uintptr_t)slots;
-	r.hello.slot_size = sizeof(struct opvm_slot);
-	r.hello.anchor_addr = (uint64_t)(uintptr_t)kfunc;
-	r.hello.text_addr = 0x100000;
-	copy_str(r.hello.anchor_name, sizeof(r.hello.anchor_name), "kfunc");
-	copy_str(r.hello.release, sizeof(r.hello.release), "opvm-synthetic-1");
+	r.hello.h.version = OPVM_PROTO_VERSION;
+	r.hello.h.nr_cpus = 1;
+	r.hello.h.slot_pa = (uint64_t)(uintptr_t)slots;
+	r.hello.h.slot_size = sizeof(struct opvm_slot);
+	r.hello.h.anchor_addr = (uint64_t)(uintptr_t)kfunc;
+	r.hello.h.text_addr = 0x100000;
+	copy_str(r.hello.h.anchor_name, sizeof(r.hello.h.anchor_name), "kfunc");
+	copy_str(r.hello.h.release, sizeof(r.hello.h.release), "opvm-synthetic-1");
+	r.hello.sw.switch_pa = (uint64_t)(uintptr_t)&swring;
+	r.hello.sw.switch_stride = sizeof(swring);
+	r.hello.sw.switch_entries = SW_ENTRIES;
 	rec_send(&r, OPVM_REC_HELLO, sizeof(r.hello));
 
 	memset(&r, 0, sizeof(r));
@@ -557,8 +603,36 @@ static void address_space(int k)
 				   PTE_P | PTE_W | PTE_U;
 }
 
+static inline uint64_t rdtsc(void)
+{
+	uint32_t lo, hi;
+
+	asm volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
+}
+
+/* Entry n = head: seq odd, full barrier, TSC, fields, seq even, head. */
+static void switch_log(const struct proc *p)
+{
+	uint64_t n = swring.h.head;
+	volatile struct opvm_switch *e = &swring.e[n & (SW_ENTRIES - 1)];
+
+	e->seq = 2 * n + 1;
+	asm volatile("mfence" ::: "memory");
+	e->tsc = rdtsc();
+	e->pid = p->tgid;
+	e->tgid = p->tgid;
+	e->cr3 = p->cr3;
+	e->flags = 0;
+	asm volatile("" ::: "memory");	/* x86 stores are not reordered */
+	e->seq = 2 * n + 2;
+	asm volatile("" ::: "memory");
+	*(volatile uint64_t *)&swring.h.head = n + 1;
+}
+
 static void slot_update(const struct proc *p)
 {
+	switch_log(p);
 	slots[0].seq++;
 	asm volatile("" ::: "memory");
 	slots[0].pid = p->tgid;
@@ -588,6 +662,19 @@ static void proc_init(int k, const char *comm)
 	p->f.rsi = GUEST_N;
 }
 
+/* Median of v[0..n) (sorts v). */
+static uint32_t median(uint32_t *v, unsigned n)
+{
+	for (unsigned i = 1; i < n; i++)
+		for (unsigned j = i; j && v[j - 1] > v[j]; j--) {
+			uint32_t x = v[j];
+
+			v[j] = v[j - 1];
+			v[j - 1] = x;
+		}
+	return n ? v[n / 2] : 0;
+}
+
 void syscall_handler(struct frame *f)
 {
 	if (!(f->cs & 3))
@@ -595,6 +682,9 @@ void syscall_handler(struct frame *f)
 	uint32_t t = cpu_us();
 
 	t_user[cur] += t - t_exit;
+	if (cur == 1 && nr_b_slices < GUEST_ROUNDS)
+		b_slice_us[nr_b_slices++] = t - t_exit;
+	work[cur] += cur ? 3 * GUEST_N : GUEST_N;
 	f->rip += 2;				/* past the ud2 */
 	kfunc(GUEST_K);
 	if (++switches >= 2 * GUEST_ROUNDS) {
@@ -605,6 +695,14 @@ void syscall_handler(struct frame *f)
 		put_dec(t_user[1]);
 		puts_serial(" kernel=");
 		put_dec(t - t_start - t_user[0] - t_user[1]);
+		puts_serial("\nsynthetic guest: truth work a=");
+		put_dec(work[0]);
+		puts_serial(" b=");
+		put_dec(work[1]);
+		puts_serial("\nsynthetic guest: truth b_slice_cpu_us median=");
+		put_dec(median(b_slice_us, nr_b_slices));
+		puts_serial(" slices=");
+		put_dec(nr_b_slices);
 		puts_serial("\nsynthetic guest: done\n");
 		guest_exit(0);
 	}
@@ -623,6 +721,14 @@ void kmain(uint64_t mem_size)
 	(void)mem_size;
 	t_start = cpu_us();
 	puts_serial("synthetic guest: start\n");
+#ifdef GUEST_QEMU
+	/* Under QEMU the host's opvm connects to the channel after boot: wait
+	 * for a byte on the console, which the test sends once it has. */
+	puts_serial("synthetic guest: waiting for a byte on the console\n");
+	while (!(inb(COM1 + 5) & 1))
+		;
+	(void)inb(COM1);
+#endif
 	cpu_tables();
 	proc_init(0, "proc_a");
 	proc_init(1, "proc_b");

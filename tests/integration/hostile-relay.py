@@ -5,7 +5,8 @@ a real one.  Used by tests/integration/store-caps.sh and tests/soak.sh (not
 run by the test runner itself).
 
     hostile-relay.py --upstream QEMU_CHAN --listen SOCK [--rename-hz N]
-                     [--mmap-hz N] [--stats FILE]
+                     [--mmap-hz N] [--procs N --exit-hz N] [--hostile-names]
+                     [--stats FILE]
 
 opvm connects to SOCK (`opvm attach --qmp Q --channel SOCK`); the relay then
 connects to QEMU's chardev socket (so the guest's relay sees a host arrive
@@ -19,6 +20,16 @@ as it is, at record boundaries.  Between records it injects:
   --mmap-hz N    MMAP records that map new file cookies over the known
                  processes' address space (a mapping storm), cookie ids from
                  a bounded window so the model's tables stay bounded.
+  --procs N      once, 3 s after the first HELLO: N made-up processes, the
+                 first two on one CR3 (a shared address space), the others
+                 on their own;
+  --exit-hz N    then N exits a second of those processes, each announced
+                 again right after (the table stays N large): the exit
+                 storm after a shared CR3;
+  --hostile-names  once, with --procs: a process whose comm holds a newline,
+                 a tab and an escape sequence, every executable cookie
+                 renamed to a path with a newline and a tab planting a fake
+                 report row, and a LOST record claiming 2^64 - 1 records.
 
 Injected records reuse the last sequence number seen (the decoder counts
 them, it does not trust them).  --stats FILE gets "renames=N mmaps=N
@@ -35,7 +46,12 @@ import time
 
 MAGIC = 0x564F
 HDR = struct.Struct("<HHIII")
-REC_PROC, REC_EXEC, REC_COOKIE, REC_MMAP = 3, 4, 8, 9
+REC_HELLO, REC_LOST, REC_PROC, REC_EXEC, REC_EXIT, REC_COOKIE, REC_MMAP = 1, 2, 3, 4, 5, 8, 9
+PROC = struct.Struct("<IIQQ16s")
+EXIT = struct.Struct("<II")
+FAKE_TGID = 0x40000000			# made-up processes: far from real pids
+FAKE_CR3 = 0x7000000000			# and their address spaces
+PLANT = b"/bin/evil\n99999999 99.9999 planted\trow"
 COOKIE = struct.Struct("<Q32sBBHI")	# after the header
 MMAP = struct.Struct("<IIQQQQ")
 stop = False
@@ -70,6 +86,9 @@ def main():
     ap.add_argument("--listen", required=True)
     ap.add_argument("--rename-hz", type=float, default=0)
     ap.add_argument("--mmap-hz", type=float, default=0)
+    ap.add_argument("--procs", type=int, default=0)
+    ap.add_argument("--exit-hz", type=float, default=0)
+    ap.add_argument("--hostile-names", action="store_true")
     ap.add_argument("--stats")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, on_term)
@@ -80,7 +99,7 @@ def main():
         os.unlink(a.listen)
     ls.bind(a.listen)
     ls.listen(1)
-    n = {"renames": 0, "mmaps": 0, "records": 0}
+    n = {"renames": 0, "mmaps": 0, "records": 0, "procs": 0, "exits": 0}
     exes = []		# executable cookie ids, newest last (at most 64)
     procs = []		# tgids with an address space (at most 256)
     seq = 0
@@ -90,8 +109,8 @@ def main():
     def write_stats():
         if a.stats:
             with open(a.stats + ".tmp", "w") as f:
-                f.write("renames=%d mmaps=%d records=%d\n"
-                        % (n["renames"], n["mmaps"], n["records"]))
+                f.write("renames=%d mmaps=%d records=%d procs=%d exits=%d\n"
+                        % (n["renames"], n["mmaps"], n["records"], n["procs"], n["exits"]))
             os.replace(a.stats + ".tmp", a.stats)
 
     while not stop:
@@ -104,7 +123,9 @@ def main():
             down.close()
             continue
         buf = b""
-        t_rename = t_mmap = time.time()
+        t_rename = t_mmap = t_exit = time.time()
+        t_hello = None		# first HELLO of this connection
+        storm = False		# --procs sent
         while not stop:
             r, _, _ = select.select([up, down], [], [], 0.001)
             if down in r:
@@ -129,6 +150,8 @@ def main():
                     rec, buf = buf[:ln], buf[ln:]
                     seq = rseq
                     n["records"] += 1
+                    if rtype == REC_HELLO and t_hello is None:
+                        t_hello = time.time()
                     if rtype in (REC_PROC, REC_EXEC) and ln >= 40:
                         tgid, _, cr3, exe = struct.unpack_from("<IIQQ", rec, 16)
                         if exe and exe not in exes:
@@ -165,6 +188,32 @@ def main():
                     n["mmaps"] += 1
                 if k:
                     t_mmap = now
+            if a.procs and not storm and t_hello and now - t_hello > 3 and not buf:
+                storm = True
+                for i in range(a.procs):
+                    cr3 = FAKE_CR3 + (i if i else 1) * 0x2000	# 0 and 1 share
+                    inj.append(record(REC_PROC, seq, PROC.pack(FAKE_TGID + i, 1, cr3, 0, b"fake")))
+                    n["procs"] += 1
+                if a.hostile_names:
+                    inj.append(record(REC_PROC, seq, PROC.pack(FAKE_TGID - 1, 1, FAKE_CR3 - 0x2000,
+                                                               exes[0] if exes else 0,
+                                                               b"x\ny\tz\x1b[2J")))
+                    for cid in exes:
+                        inj.append(record(REC_COOKIE, seq, COOKIE.pack(cid, b"", 0, 0, len(PLANT), 0)
+                                          + PLANT))
+                    inj.append(record(REC_LOST, seq, struct.pack("<Q", (1 << 64) - 1)))
+                t_exit = now
+            if storm and a.exit_hz and a.procs > 2 and not buf:
+                k = min(int((now - t_exit) * a.exit_hz), 5000)
+                for _ in range(k):
+                    gen += 1
+                    i = 2 + gen % (a.procs - 2)
+                    inj.append(record(REC_EXIT, seq, EXIT.pack(FAKE_TGID + i, FAKE_TGID + i)))
+                    inj.append(record(REC_PROC, seq, PROC.pack(FAKE_TGID + i, 1, FAKE_CR3 + i * 0x2000,
+                                                               0, b"fake")))
+                    n["exits"] += 1
+                if k:
+                    t_exit = now
             if inj:
                 down.sendall(b"".join(inj))
             if now - last_stats > 1:

@@ -4,57 +4,21 @@
 # libvirt, found by opvm in the live XML).
 #  1. `opvm attach A --duration 5` files A's processes by name;
 #  2. `opvm attach --all --duration 5` gives one tree per domain.
-# Starts virtlogd/libvirtd if none runs (and stops them again, by pid),
-# creates the libvirt-qemu user the QEMU driver needs if it is missing (and
-# puts it in group kvm, or libvirtd re-probes QEMU at every domain start).
+# Starts virtlogd/libvirtd if none runs (libvirt-common.bash).
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
-[ "$(id -u)" = 0 ] || skip "needs root (libvirtd, qemu:///system)"
-command -v libvirtd >/dev/null 2>&1 && command -v virsh >/dev/null 2>&1 ||
-	skip "libvirt is not installed (scripts/install-deps.sh)"
+. "$(dirname "$0")/libvirt-common.bash"
 mk_tmp libvirt-attach
-URI=qemu:///system
-VIRSH="virsh -q -c $URI"
 A=opvm-test-a-$$
 B=opvm-test-b-$$
-STARTED_DAEMONS=""
 
 stop_all() {
 	$VIRSH destroy "$A" >/dev/null 2>&1
 	$VIRSH destroy "$B" >/dev/null 2>&1
-	for p in $STARTED_DAEMONS; do
-		kill "$p" 2>/dev/null
-	done
+	stop_libvirt
 }
 CLEANUP_HOOK=stop_all
-
-if ! $VIRSH version >/dev/null 2>&1; then
-	getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
-	id libvirt-qemu >/dev/null 2>&1 ||
-		useradd -r -g libvirt-qemu -d /var/lib/libvirt -s /usr/sbin/nologin libvirt-qemu
-	# libvirtd re-probes QEMU (about 50 s here) at every domain start when
-	# its QEMU user cannot open /dev/kvm that the probe could use.
-	if [ -e /dev/kvm ] && getent group kvm >/dev/null &&
-		! id -nG libvirt-qemu | grep -qw kvm; then
-		usermod -aG kvm libvirt-qemu
-	fi
-	mkdir -p /var/log/libvirt /var/lib/libvirt /var/cache/libvirt /run/libvirt
-	# The daemons chdir("/") before writing their pidfiles: give absolute paths.
-	PIDDIR=$(realpath "$T")
-	if ! [ -S /run/libvirt/virtlogd-sock ]; then
-		virtlogd -d -p "$PIDDIR/virtlogd.pid" || fail "cannot start virtlogd"
-		sleep 0.5
-		STARTED_DAEMONS="$STARTED_DAEMONS $(cat "$PIDDIR/virtlogd.pid")"
-	fi
-	libvirtd -d -p "$PIDDIR/libvirtd.pid" || fail "cannot start libvirtd"
-	for _ in $(seq 50); do
-		$VIRSH version >/dev/null 2>&1 && break
-		sleep 0.2
-	done
-	STARTED_DAEMONS="$(cat "$PIDDIR/libvirtd.pid") $STARTED_DAEMONS"
-	$VIRSH version >/dev/null 2>&1 || fail "libvirtd does not answer on $URI"
-fi
-echo "libvirt: $($VIRSH version | head -1)"
+start_libvirt
 
 # QEMU runs as libvirt-qemu and libvirt relabels the files it is given:
 # hand it private copies, in a directory it may enter.

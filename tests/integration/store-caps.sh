@@ -4,7 +4,8 @@
 # `opvm attach --qmp ... --channel SOCK`), with small caps: the sample files,
 # directories, mapped files and disk stay under the caps, opvm's RSS stays
 # bounded, every sample is in a file (the overflow bucket holds the rest and
-# says how many), the counters are nonzero, and the tree is private.
+# says how many), the counters are nonzero, and the tree is private (and
+# 0755/0644 with --umask 022).
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
 mk_tmp store-caps
@@ -52,9 +53,16 @@ rc=$?
 CLEAN_PIDS=${CLEAN_PIDS#"$apid "}
 cat "$T/attach.out"
 [ $rc = 0 ] || fail "opvm attach exited with $rc"
+cat "$T/relay.stats"
+# --umask: the tree as the mask says, not private
+"$OPVM" attach --qmp "$T/qmp" --channel "$T/relay" --name pub --duration 2 -d "$T/s2" \
+	--umask 022 > "$T/attach2.out" 2>&1 || { cat "$T/attach2.out"; fail "attach --umask 022 failed"; }
 kill "$rpid" 2>/dev/null
 wait "$rpid" 2>/dev/null
-cat "$T/relay.stats"
+pub_bad=$(find "$T/s2" \( -type d ! -perm 0755 \) -o \( -type f ! -perm 0644 \) | wc -l)
+pub_files=$(find "$T/s2" -type f | wc -l)
+echo "--umask 022: $pub_files files, $pub_bad with other modes than 0755/0644"
+[ "$pub_bad" = 0 ] && [ "$pub_files" -ge 2 ] || fail "--umask 022 did not give 0755/0644"
 
 cur=$T/s/guests/flood/samples/current
 files=$(find "$cur" -type f -name 'TIMER.*' | wc -l)

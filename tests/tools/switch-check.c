@@ -22,8 +22,15 @@
  * first one after it on every vCPU: the tool reads each ring's head while
  * the guest is stopped, intersects those brackets over the vCPUs, and looks
  * the middle of the intersection up.  Host TSC readings are kept to print
- * how the offset moved.  Exit status: 0 when >= 99 % agree, 1 otherwise,
- * 2 for a setup failure.
+ * how the offset moved.
+ *
+ * At the first 40 stops it also checks guestmem's page-table walk against
+ * QEMU's own virtual reads (HMP `x`, vCPU 0):
+ *
+ *   RESULT page walk vs QEMU's own reads: N of M addresses agree
+ *
+ * Exit status: 0 when >= 99 % of the samples and every address agree (at
+ * least 10 addresses), 1 otherwise, 2 for a setup failure.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,13 +45,14 @@
 #include <x86intrin.h>
 
 #include "guest-kmod/opvm_proto.h"
-#include "host/decoder.h"
-#include "host/gstate.h"
+#include "host/collect/decoder.h"
+#include "host/collect/gstate.h"
 #include "lib/util.h"
 #include "vmm/gdbstub.h"
 #include "vmm/guestmem.h"
 #include "vmm/qmp.h"
 #include "vmm/timeline.h"
+#include "tests/unit/qemu-harness.h"
 
 #define MAX_VCPUS	8
 #define MAX_SAMPLES	5000
@@ -58,6 +66,8 @@ struct stop {
 };
 
 struct check {
+	struct qmp *q;
+	unsigned walk_tried, walk_agree, walk_failed, walk_user;
 	struct guestmem *mem;
 	struct timeline *tl;
 	unsigned nr;
@@ -189,6 +199,43 @@ static void close_brackets(struct check *c)
 	}
 }
 
+/*
+ * The page-table walk against QEMU's own MMU: vCPU 0 is stopped, so the
+ * monitor's `x` (virtual, through vCPU 0's CR3) and guestmem's walk of the
+ * same CR3 must read the same bytes: at its RIP (user code on 4K pages, or
+ * kernel text on 2M pages), at the kernel's _text and at a static
+ * workload's text (each when vCPU 0 runs on a page table that maps it).
+ */
+static void check_walk(struct check *c, const struct gdbstub_regs *r0,
+		       uint64_t text_addr)
+{
+	/* 0x401000: the text of the image's static workloads (non-PIE), mapped
+	 * when vCPU 0 runs one of them or a syscall of one (PTI's kernel page
+	 * table maps user space too). */
+	const uint64_t vas[3] = { r0->rip, text_addr, 0x401000 };
+
+	for (int i = 0; i < 3; i++) {
+		uint8_t want[16], got[16];
+		unsigned n = 16;
+		uint64_t gpa;
+
+		if (!vas[i])
+			continue;
+		if (4096 - (vas[i] & 4095) < n)
+			n = 4096 - (vas[i] & 4095);
+		if (qemu_hmp_bytes(c->q, "x", vas[i], want, n))
+			continue;	/* not mapped there for QEMU either */
+		c->walk_tried++;
+		c->walk_user += vas[i] < (1ull << 47);
+		if (guestmem_virt_to_phys(c->mem, r0->cr3, vas[i], &gpa) ||
+		    guestmem_read(c->mem, gpa, got, n)) {
+			c->walk_failed++;
+			continue;
+		}
+		c->walk_agree += !memcmp(want, got, n);
+	}
+}
+
 struct tally {
 	unsigned agree, total, mismatch, unknown, torn, nobracket;
 };
@@ -260,6 +307,8 @@ static int sample_loop(struct check *c, struct gdbstub *gs, const struct gstate_
 		}
 		if (record_stop(c, slots))
 			failed++;
+		if (c->nstops <= 40)
+			check_walk(c, &regs[0], h->text_addr);
 		rc = gdbstub_continue(gs);
 		if (rc)
 			return rc;
@@ -325,7 +374,8 @@ int main(int argc, char **argv)
 	}
 	c.stops = calloc(samples, sizeof(*c.stops));
 	gst = gstate_new(NULL);
-	q = qmp_open(qmp_path, 5000);
+	q = qmp_open(qmp_path, 30000);
+	c.q = q;
 	c.mem = guestmem_open(pid);
 	if (!c.stops || !gst || !q || !c.mem) {
 		fprintf(stderr, "switch-check: setup: %s\n", strerror(errno));
@@ -381,7 +431,12 @@ int main(int argc, char **argv)
 	       t.unknown, t.nobracket, t.torn);
 	printf("RESULT switch-ring vs slot: %u of %u samples agree (%.2f %%)\n",
 	       t.agree, t.total, t.total ? 100.0 * t.agree / t.total : 0.0);
-	ret = t.total >= c.nr * samples / 2 && t.agree * 100 >= t.total * 99 ? 0 : 1;
+	printf("RESULT page walk vs QEMU's own reads: %u of %u addresses agree "
+	       "(%u user, %u kernel; %u walks failed)\n", c.walk_agree,
+	       c.walk_tried, c.walk_user, c.walk_tried - c.walk_user,
+	       c.walk_failed);
+	ret = t.total >= c.nr * samples / 2 && t.agree * 100 >= t.total * 99 &&
+	      c.walk_tried >= 10 && c.walk_agree == c.walk_tried ? 0 : 1;
 out:
 	gdbstub_close(gs);	/* the guest was left running by the last "c" */
 	timeline_free(c.tl);

@@ -9,12 +9,15 @@
 #define OPVM_TEST_QEMU_HARNESS_H
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "vmm/qmp.h"
 
 struct qemu {
 	pid_t pid;
@@ -70,6 +73,32 @@ static inline void qemu_stop(struct qemu *q)
 	}
 	unlink(q->sock);
 	rmdir(q->dir);
+}
+
+/* The n bytes QEMU's monitor reads at addr: cmd "xp" (guest-physical) or
+ * "x" (guest-virtual, through the monitor's current vCPU).  0 or -1.  Used
+ * to check opvm's own guest-memory reads against QEMU's. */
+static inline int qemu_hmp_bytes(struct qmp *q, const char *cmd, uint64_t addr,
+				 uint8_t *out, unsigned n)
+{
+	char line[64], *txt = NULL, *s;
+	unsigned got = 0;
+
+	snprintf(line, sizeof(line), "%s /%uxb 0x%" PRIx64, cmd, n, addr);
+	if (qmp_hmp(q, line, &txt, 5000) || !txt)
+		return -1;
+	for (s = txt; got < n && (s = strstr(s, "0x")); s += 2) {
+		unsigned v;
+		char *end;
+
+		/* Address columns end in ':', byte values do not. */
+		v = (unsigned)strtoul(s, &end, 16);
+		if (*end == ':')
+			continue;
+		out[got++] = (uint8_t)v;
+	}
+	free(txt);
+	return got == n ? 0 : -1;
 }
 
 #endif /* OPVM_TEST_QEMU_HARNESS_H */

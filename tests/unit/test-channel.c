@@ -17,7 +17,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "host/commands.h"
+#include "host/cli/commands.h"
 #include "lib/channel.h"
 
 static void test_table_complete(void **state)

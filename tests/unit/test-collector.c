@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests for the collector (host/collector.c): a guest channel fed
+ * Unit tests for the collector (host/collect/collector.c): a guest channel fed
  * through a socketpair with hand-built protocol records, samples pushed into
  * the guest's rings, then sample files and session.json checked; the main
  * loop's exits (target gone, sampler fault, stop flag, duration) and channel
@@ -24,13 +24,13 @@
 #include <cmocka.h>
 
 #include "guest-kmod/opvm_proto.h"
-#include "host/collector.h"
-#include "host/decoder.h"
-#include "host/gstate.h"
-#include "host/stats.h"
+#include "host/collect/collector.h"
+#include "host/collect/decoder.h"
+#include "host/collect/gstate.h"
+#include "host/collect/stats.h"
 #include "lib/ring.h"
 #include "lib/sample.h"
-#include "host/store.h"
+#include "host/collect/store.h"
 #include "vmm/sampler.h"
 
 #define CR3_APP		0x2468000ull

@@ -17,8 +17,8 @@
 #include <time.h>
 #include <cmocka.h>
 
-#include "host/decoder.h"
-#include "host/gstate.h"
+#include "host/collect/decoder.h"
+#include "host/collect/gstate.h"
 #include "lib/channel.h"
 
 /* ---- stream builder ------------------------------------------------------ */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests for the guest-state model (host/gstate.c) and session stats
- * JSON (host/stats.c). */
+/* Unit tests for the guest-state model (host/collect/gstate.c) and session stats
+ * JSON (host/collect/stats.c). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,8 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "host/gstate.h"
-#include "host/stats.h"
+#include "host/collect/gstate.h"
+#include "host/collect/stats.h"
 
 #define S(x) x, sizeof(x) - 1
 

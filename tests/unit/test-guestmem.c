@@ -212,29 +212,6 @@ static void test_page_walk(void **state)
 	munmap(p.ram, 4 * MIB);
 }
 
-/* The bytes `xp /Nxb ADDR` prints, for comparison with a guestmem read. */
-static int monitor_bytes(struct qmp *q, uint64_t gpa, uint8_t *out, unsigned n)
-{
-	char cmd[64], *txt = NULL, *s;
-	unsigned got = 0;
-
-	snprintf(cmd, sizeof(cmd), "xp /%uxb 0x%" PRIx64, n, gpa);
-	if (qmp_hmp(q, cmd, &txt, 5000) || !txt)
-		return -1;
-	for (s = txt; got < n && (s = strstr(s, "0x")); s += 2) {
-		unsigned v;
-		char *end;
-
-		/* Address columns end in ':', byte values do not. */
-		v = (unsigned)strtoul(s, &end, 16);
-		if (*end == ':')
-			continue;
-		out[got++] = (uint8_t)v;
-	}
-	free(txt);
-	return got == n ? 0 : -1;
-}
-
 static void test_qemu(void **state)
 {
 	struct qemu q = { 0 };
@@ -247,7 +224,10 @@ static void test_qemu(void **state)
 		skip();
 	}
 	assert_int_equal(qemu_start_with(&q, "guestmem", "-qmp"), 0);
-	mon = qmp_open(q.sock, 5000);
+	/* Generous: on a loaded machine QEMU's greeting can take seconds. */
+	mon = qmp_open(q.sock, 30000);
+	if (!mon)
+		printf("qmp_open: %s\n", strerror(errno));
 	assert_non_null(mon);
 	m = guestmem_open(q.pid);
 	assert_non_null(m);
@@ -261,12 +241,12 @@ static void test_qemu(void **state)
 	assert_int_equal(a[0], 0xea);
 	assert_int_equal(guestmem_read(m, 0xfffffff0, b, sizeof(b)), 0);
 	assert_memory_equal(a, b, sizeof(a));
-	assert_int_equal(monitor_bytes(mon, 0xffff0, want, sizeof(want)), 0);
+	assert_int_equal(qemu_hmp_bytes(mon, "xp", 0xffff0, want, sizeof(want)), 0);
 	assert_memory_equal(a, want, sizeof(a));
 
 	/* Guest RAM at the end of the 32 MiB, and just past it. */
 	assert_int_equal(guestmem_read(m, 32 * MIB - 16, a, sizeof(a)), 0);
-	assert_int_equal(monitor_bytes(mon, 32 * MIB - 16, want, sizeof(want)), 0);
+	assert_int_equal(qemu_hmp_bytes(mon, "xp", 32 * MIB - 16, want, sizeof(want)), 0);
 	assert_memory_equal(a, want, sizeof(a));
 	assert_int_equal(guestmem_read(m, 32 * MIB - 8, a, sizeof(a)), -EFAULT);
 	/* MMIO (the IOAPIC) is not RAM. */
@@ -278,10 +258,10 @@ static void test_qemu(void **state)
 	usleep(300000);
 	assert_int_equal(qmp_execute(mon, "stop", NULL, NULL, NULL, 0, 2000), 0);
 	assert_int_equal(guestmem_read(m, 0x400, a, sizeof(a)), 0);
-	assert_int_equal(monitor_bytes(mon, 0x400, want, sizeof(want)), 0);
+	assert_int_equal(qemu_hmp_bytes(mon, "xp", 0x400, want, sizeof(want)), 0);
 	assert_memory_equal(a, want, sizeof(a));
 	assert_int_equal(guestmem_read(m, 0x20, a, sizeof(a)), 0);
-	assert_int_equal(monitor_bytes(mon, 0x20, want, sizeof(want)), 0);
+	assert_int_equal(qemu_hmp_bytes(mon, "xp", 0x20, want, sizeof(want)), 0);
 	assert_memory_equal(a, want, sizeof(a));
 	assert_true(a[2] || a[3]);	/* an IVT entry the BIOS set */
 

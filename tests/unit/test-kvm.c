@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include "guest-kmod/opvm_proto.h"
-#include "host/decoder.h"
+#include "host/collect/decoder.h"
 #include "lib/ring.h"
 #include "vmm/kvm-priv.h"
 #include "vmm/kvm-sampler.h"

@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "host/store.h"
+#include "host/collect/store.h"
 
 static const struct store_event ev = { .name = "TIMER", .count = 1000 };
 

@@ -90,6 +90,28 @@ static void test_qmp(void **state)
 	ev = qmp_take_events(m);
 	assert_true(ev & QMP_EV_RESUME);
 
+	/* "c" to a guest that already runs (its owner resumed it after our
+	 * stop) leaves it running: a bare "$c#63" would stop it. */
+	assert_int_equal(gdbstub_interrupt(gs, 2000), 0);
+	assert_int_equal(qmp_execute(m, "cont", NULL, NULL, NULL, 0, 2000), 0);
+	assert_int_equal(gdbstub_continue(gs), 0);
+	usleep(200000);
+	assert_int_equal(qmp_running(m, 2000), 1);
+	assert_int_equal(gdbstub_continue(gs), 0);
+	usleep(100000);
+	assert_int_equal(qmp_running(m, 2000), 1);
+	gdbstub_drain(gs);
+
+	/* The sampler's way out: "qC" to a running guest only stops it (1);
+	 * to a guest paused by its owner it is answered alone (0). */
+	assert_int_equal(gdbstub_settle(gs, 500), 1);
+	assert_int_equal(qmp_running(m, 2000), 0);
+	assert_int_equal(gdbstub_settle(gs, 2000), 0);
+	assert_int_equal(gdbstub_continue(gs), 0);
+	usleep(100000);
+	assert_int_equal(qmp_running(m, 2000), 1);
+	gdbstub_drain(gs);
+
 	/* A stop from the monitor reaches the gdbstub as a stop reply. */
 	assert_int_equal(qmp_execute(m, "stop", NULL, NULL, NULL, 0, 2000), 0);
 	usleep(100000);

@@ -14,8 +14,8 @@
 #include <inttypes.h>
 #include <jansson.h>
 
-#include "host/report.h"
-#include "host/report-cli.h"
+#include "host/report/report.h"
+#include "host/report/report-cli.h"
 #include "tests/golden/fixture.h"
 
 static struct fixture fx;
@@ -833,6 +833,23 @@ static void test_hostile_names(void **state)
 	json_decref(root);
 	free(js);
 	free(text);
+
+	/* pprof: protobuf strings must be UTF-8 or go tool pprof refuses the
+	 * whole profile */
+	snprintf(dir, sizeof(dir), "%s/hostile.pb.gz", fx.dir);
+	f = fopen(dir, "we");
+	assert_non_null(f);
+	assert_int_equal(report_export_pprof(f, r), 0);
+	assert_int_equal(fclose(f), 0);
+	if (system("command -v go >/dev/null 2>&1") == 0) {
+		char cmd[PATH_MAX * 4];
+
+		snprintf(cmd, sizeof(cmd), "cd '%s' && HOME=$PWD GOCACHE=$PWD/gocache "
+			 "go tool pprof -raw hostile.pb.gz 2>&1 | grep -q 'xff.xfe-bad'", fx.dir);
+		assert_int_equal(system(cmd), 0);
+	} else {
+		print_message("go is not installed: pprof's reading not checked\n");
+	}
 	report_free(r);
 }
 

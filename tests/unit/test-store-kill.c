@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "host/store.h"
+#include "host/collect/store.h"
 #include "tmpdir.h"
 
 #define NFILES		3
@@ -329,8 +329,8 @@ static void test_kill_while_rotating(void **state)
 	srand((unsigned)time(NULL));
 	memset(prev, 0, sizeof(prev));
 	round_run(d, 100, 0, 30000, 0, &distinct);
-	/* On a loaded machine that writer may have died before it made the
-	 * tree; the walks below expect one to rotate. */
+	/* that writer may have died before it made the tree: make it, so
+	 * that the walks below have a guests/ to read */
 	store_close(store_open(d, "g", &ev, 1, 0, STORE_APPEND));
 	for (int i = 0; i < 8; i++) {
 		struct shm *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,

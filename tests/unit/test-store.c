@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "host/store.h"
+#include "host/collect/store.h"
 #include "tmpdir.h"
 
 static const struct store_event ev1[] = {

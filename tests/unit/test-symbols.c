@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <unistd.h>
 #include <gelf.h>
 
 #include "symbols/disasm.h"
@@ -410,6 +411,22 @@ static void test_source_confinement(void **state)
 	unsetenv("OPVM_NO_OPENAT2");
 }
 
+/* A FIFO where a binary or a System.map was expected is refused at once
+ * (it used to block the report forever). */
+static void test_fifo_refused(void **state)
+{
+	char path[PATH_MAX + 16], err[256];
+
+	snprintf(path, sizeof(path), "%s/fifo", fx.dir);
+	assert_int_equal(fx_sh("rm -f '%s' && mkfifo '%s'", path, path), 0);
+	alarm(30);
+	assert_null(elfimage_open(path, err, sizeof(err)));
+	assert_non_null(strstr(err, "not a regular file"));
+	assert_null(ksyms_open(path, err, sizeof(err)));
+	assert_non_null(strstr(err, "not a regular file"));
+	alarm(0);
+}
+
 /* A stripped library takes its symbols (and lines) from the debug file
  * under usr/lib/debug/.build-id in the guest root. */
 static void test_debug_symbols(void **state)
@@ -592,6 +609,7 @@ int main(void)
 		cmocka_unit_test(test_disasm),
 		cmocka_unit_test(test_root_confinement),
 		cmocka_unit_test(test_source_confinement),
+		cmocka_unit_test(test_fifo_refused),
 		cmocka_unit_test(test_debug_symbols),
 		cmocka_unit_test(test_compressed_elf),
 		cmocka_unit_test(test_kernel_code),

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests for sync (host/sync.c): attribution rules, separation, late
+ * Unit tests for sync (host/collect/sync.c): attribution rules, separation, late
  * guest state held back and resolved, expiry and overflow accounting, and
  * the seed test (a 1 %/99 % profile survives rings -> sync -> sample files).
  * Results are read back from the sample files with the store's reader.
@@ -19,10 +19,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "host/gstate.h"
+#include "host/collect/gstate.h"
 #include "lib/ring.h"
-#include "host/store.h"
-#include "host/sync.h"
+#include "host/collect/store.h"
+#include "host/collect/sync.h"
 
 #define S(x) x, sizeof(x) - 1
 

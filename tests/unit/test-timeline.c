@@ -235,6 +235,43 @@ static void test_overrun_torn(void **state)
 	rings_fini(&r);
 }
 
+/* Random bytes in the rings (a hostile guest): every refresh and lookup
+ * stays bounded and answers only what passed the seq checks. */
+static void test_hostile_random(void **state)
+{
+	struct rings r;
+	struct timeline *t;
+	struct timeline_task k;
+	struct timeline_stats st;
+	uint64_t x = 88172645463325252ull;
+
+	rings_init(&r, 2, 64);
+	t = timeline_new(2, GPA, r.stride, 64);
+	assert_non_null(t);
+	for (int round = 0; round < 2000; round++) {
+		for (size_t i = 0; i < 2u * r.stride; i += 8) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			/* mostly small heads and seqs, sometimes anything */
+			memcpy(r.mem + i, &x, 8);
+			if (x & 1)
+				r.mem[i + 1] = r.mem[i + 2] = r.mem[i + 3] = 0,
+				memset(r.mem + i + 4, 0, 4);
+		}
+		assert_int_equal(timeline_refresh(t, r.m, x >> 1), 0);
+		for (uint32_t c = 0; c < 3; c++) {
+			int rc = timeline_lookup(t, c, x >> (c + 2), &k);
+
+			assert_true(rc == 0 || rc == -ENOENT || rc == -EAGAIN ||
+				    (c == 2 && rc == -EINVAL));
+		}
+	}
+	timeline_get_stats(t, &st);
+	assert_int_equal(st.refreshes, 2000);
+	assert_int_equal(st.read_errors, 0);
+	timeline_free(t);
+	rings_fini(&r);
+}
+
 /* A writer thread switching as fast as it can on 2 CPUs, the reader
  * refreshing and looking up at "now" and at random earlier moments. */
 #define RACE_SWITCHES	200000
@@ -342,6 +379,7 @@ int main(void)
 		cmocka_unit_test(test_geometry),
 		cmocka_unit_test(test_lookup),
 		cmocka_unit_test(test_overrun_torn),
+		cmocka_unit_test(test_hostile_random),
 		cmocka_unit_test(test_race),
 	};
 

@@ -27,6 +27,28 @@ static int is_dir(const char *p)
 	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+static void test_parse_size(void **state)
+{
+	uint64_t v;
+
+	assert_int_equal(util_parse_size("4096", &v), 0);
+	assert_int_equal(v, 4096);
+	assert_int_equal(util_parse_size("64k", &v), 0);
+	assert_int_equal(v, 65536);
+	assert_int_equal(util_parse_size("2G", &v), 0);
+	assert_int_equal(v, 2ULL << 30);
+	assert_int_equal(util_parse_size("128MiB", &v), 0);
+	assert_int_equal(v, 128ULL << 20);
+	assert_int_equal(util_parse_size("1M", &v), 0);
+	assert_int_equal(v, 1ULL << 20);
+	assert_int_equal(util_parse_size("", &v), -EINVAL);
+	assert_int_equal(util_parse_size("-1", &v), -EINVAL);
+	assert_int_equal(util_parse_size("12x", &v), -EINVAL);
+	assert_int_equal(util_parse_size("1B", &v), -EINVAL);
+	assert_int_equal(util_parse_size("99999999999T", &v), -EINVAL);
+	assert_int_equal(util_parse_size("99999999999999999999", &v), -EINVAL);
+}
+
 static void test_seterr(void **state)
 {
 	char buf[8];
@@ -205,6 +227,10 @@ static void test_text_escape(void **state)
 	assert_int_equal(util_utf8_char("\xf0\x9f\x98\x80", 4), 4);
 	assert_int_equal(util_utf8_char("\xf0\x9f\x98\x80", 3), 0);
 	assert_int_equal(util_utf8_char("", 1), 0);
+	assert_true(util_utf8_valid("caf\xc3\xa9\n\t"));
+	assert_false(util_utf8_valid("caf\xc3"));
+	assert_false(util_utf8_valid("\xff"));
+	assert_true(util_utf8_valid(""));
 }
 
 /* Only regular files, never through a symlink, never blocking on a FIFO. */
@@ -216,21 +242,24 @@ static void test_open_regular(void **state)
 	assert_non_null(d);
 	snprintf(path, sizeof(path), "%s/f", d);
 	close(open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
-	fd = util_open_regular(path);
+	fd = util_open_regular(path, O_NOFOLLOW);
 	assert_true(fd >= 0);
 	assert_int_equal(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);	/* blocking again */
 	close(fd);
 	snprintf(link, sizeof(link), "%s/l", d);
-	assert_int_equal(symlink(path, link), 0);
-	assert_int_equal(util_open_regular(link), -ELOOP);
+	assert_int_equal(symlink("f", link), 0);
+	assert_int_equal(util_open_regular(link, O_NOFOLLOW), -ELOOP);
+	fd = util_open_regular(link, 0);	/* followed when asked */
+	assert_true(fd >= 0);
+	close(fd);
 	snprintf(path, sizeof(path), "%s/fifo", d);
 	assert_int_equal(mkfifo(path, 0600), 0);
 	alarm(30);
-	assert_int_equal(util_open_regular(path), -EINVAL);
+	assert_int_equal(util_open_regular(path, 0), -EINVAL);
 	alarm(0);
-	assert_int_equal(util_open_regular(d), -EINVAL);
+	assert_int_equal(util_open_regular(d, 0), -EINVAL);
 	snprintf(path, sizeof(path), "%s/none", d);
-	assert_int_equal(util_open_regular(path), -ENOENT);
+	assert_int_equal(util_open_regular(path, 0), -ENOENT);
 	tmpdir_free(d);
 }
 
@@ -245,6 +274,7 @@ static void test_sat_add(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_seterr),
 		cmocka_unit_test(test_hexval),
 		cmocka_unit_test(test_mkdir_p),

@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: MIT
+/*
+ * opvm attach: profile running guests, found by libvirt domain name (or all
+ * running domains), by a QMP socket, or by the process id of an
+ * `opvm run --vmm=kvm`.  --sampler picks the attach backend from the
+ * registry (vmm/backend.h); without it, perf for KVM guests and gdbstub for
+ * TCG ones.  The profiling itself is the session every command shares
+ * (host/cli/session.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/cli/commands.h"
+#include "host/cli/session.h"
+#include "lib/log.h"
+#include "vmm/backend.h"
+#include "vmm/monitor.h"
+#include "vmm/virt.h"
+
+enum { OPT_SAMPLER = COMMAND_OPT, OPT_ALL, OPT_QMP, OPT_CHANNEL, OPT_NAME, OPT_APPEND,
+       OPT_PID };
+
+static const struct option attach_options[] = {
+	{ "sampler", required_argument, NULL, OPT_SAMPLER },
+	{ "all", no_argument, NULL, OPT_ALL },
+	{ "connect", required_argument, NULL, 'c' },
+	{ "qmp", required_argument, NULL, OPT_QMP },
+	{ "channel", required_argument, NULL, OPT_CHANNEL },
+	{ "name", required_argument, NULL, OPT_NAME },
+	{ "append", no_argument, NULL, OPT_APPEND },
+	{ "pid", required_argument, NULL, OPT_PID },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 }
+};
+
+struct attach {
+	struct session_opts o;
+	const char *uri, *qmp_path, *chan, *name, *sampler;
+	int all;
+	pid_t pid;
+	char **doms;			/* names given, then the ones to attach */
+	size_t nr_doms;
+	char **listed;			/* from --all (virt_list_running) */
+};
+
+static int parse_pid(struct attach *a, const char *arg)
+{
+	char *end;
+	long p = strtol(arg, &end, 10);
+
+	if (*end || p <= 0 || p > INT32_MAX) {
+		pr_err("--pid wants the process id of `opvm run --vmm=kvm`, not '%s'", arg);
+		return -1;
+	}
+	a->pid = (pid_t)p;
+	return 1;
+}
+
+static int attach_parse(void *arg, int opt, const char *optarg)
+{
+	struct attach *a = arg;
+
+	switch (opt) {
+	case 1: a->doms[a->nr_doms++] = (char *)optarg; return 1;
+	case OPT_SAMPLER: a->sampler = optarg; return 1;	/* the backend is chosen */
+	case OPT_PID: return parse_pid(a, optarg);
+	case OPT_ALL: a->all = 1; return 1;
+	case 'c': a->uri = optarg; return 1;
+	case OPT_QMP: a->qmp_path = optarg; return 1;
+	case OPT_CHANNEL: a->chan = optarg; return 1;
+	case OPT_NAME: a->name = optarg; return 1;
+	case OPT_APPEND: a->o.append = 1; return 1;
+	default: return 0;
+	}
+}
+
+static const char attach_header[] =
+"usage: opvm attach DOMAIN... | --all | --qmp SOCKET [--channel SOCKET] |\n"
+"                   --pid PID [options]\n"
+"\n"
+"Profiles running guests until Ctrl-C, --duration, or the guests go away.\n"
+"KVM guests are sampled with host perf on their vCPU threads and never\n"
+"stopped (sampler perf); TCG guests through QEMU's gdbstub, started at run\n"
+"time through the monitor (sampler gdbstub).  Without --sampler: perf if\n"
+"the guests run under KVM, else gdbstub.\n";
+
+static const char attach_usage[] =
+"  DOMAIN...          libvirt domains by name (their org.opvm.0 channel is\n"
+"                     found in the domain XML)\n"
+"  --all              every running libvirt domain\n"
+"  -c, --connect URI  libvirt URI (default qemu:///system)\n"
+"  --qmp SOCKET       a QEMU started by hand with -qmp unix:SOCKET,server=on\n"
+"  --channel SOCKET   with --qmp: the org.opvm.0 port's unix socket\n"
+"  --name NAME        with --qmp or --pid: the guest's name in the session\n"
+"                     (default qmp, vmm-PID)\n"
+"  --pid PID          an `opvm run --vmm=kvm` guest, sampled from outside\n"
+"                     with host perf (its process id)\n"
+"  --append           add to the current samples instead of starting afresh\n"
+"                     (also --append-samples, as for opvm run)\n";
+
+/* Which guests: exactly one kind named.  0, or 2 after a usage error. */
+static int check_guests(struct attach *a)
+{
+	if (!!a->qmp_path + !!a->all + !!a->nr_doms + !!a->pid != 1) {
+		pr_err("name the guests: libvirt domain names, --all, --qmp SOCKET or --pid PID "
+		       "(one kind)");
+		return 2;
+	}
+	if (a->pid && a->sampler && strcmp(a->sampler, "perf")) {
+		pr_err("--pid samples a built-in VMM from outside with host perf: it has no "
+		       "gdbstub (drop --sampler %s)", a->sampler);
+		return 2;
+	}
+	if (a->chan && !a->qmp_path) {
+		pr_err("--channel goes with --qmp; libvirt domains name their channel in their XML");
+		return 2;
+	}
+	return 0;
+}
+
+/* --all: every running domain.  0, or 1 after printing. */
+static int list_domains(struct attach *a, struct virt *v)
+{
+	char err[512] = "";
+	int r = virt_list_running(v, &a->listed, err, sizeof(err));
+
+	if (r < 0) {
+		pr_err("%s", err);
+		return 1;
+	}
+	if (r == 0) {
+		pr_err("no running libvirt domains at %s", a->uri ? a->uri : "qemu:///system");
+		return 1;
+	}
+	a->nr_doms = (size_t)r;
+	return 0;
+}
+
+/* The monitors of the guests to profile; 0, or 1 after printing. */
+static int open_monitors(struct attach *a, struct virt *v, struct vm_monitor **mons)
+{
+	char err[1024] = "";
+	char **names = a->listed ? a->listed : a->doms;
+
+	for (size_t i = 0; i < a->nr_doms; i++) {
+		if (a->pid)
+			mons[i] = vm_monitor_open_pid(a->pid, a->name);
+		else if (a->qmp_path)
+			mons[i] = vm_monitor_open_qmp(a->qmp_path, a->name ? a->name : "qmp",
+						      a->chan, err, sizeof(err));
+		else
+			mons[i] = vm_monitor_open_domain(v, names[i], err, sizeof(err));
+		if (!mons[i]) {
+			pr_err("%s", err[0] ? err : strerror(errno));
+			return 1;
+		}
+		if (!a->qmp_path && !vm_monitor_channel(mons[i])[0])
+			pr_warn("domain '%s' has no <channel type='unix'> with target name "
+				"org.opvm.0: profiling without process names (docs/usage.md "
+				"shows the XML to add)", names[i]);
+	}
+	return 0;
+}
+
+/* Without --sampler: perf for KVM guests, gdbstub for TCG; one session
+ * takes one sampler.  Replaces *b and *bst when it picks another.  0, or
+ * -1 after printing. */
+static int pick_backend(struct attach *a, struct vm_monitor **mons,
+			const struct backend_ops **b, void **bst)
+{
+	const struct backend_ops *pick = NULL, *k;
+	const char *first = NULL;
+
+	if (a->sampler)
+		return 0;
+	for (size_t i = 0; i < a->nr_doms; i++) {
+		int kvm = vm_monitor_is_kvm(mons[i]);
+
+		if (kvm < 0) {
+			pr_err("cannot ask '%s' whether it runs under KVM (query-kvm: %s); "
+			       "choose with --sampler perf|gdbstub", vm_monitor_name(mons[i]),
+			       strerror(-kvm));
+			return -1;
+		}
+		k = backend_find(BACKEND_ATTACH, kvm ? "perf" : "gdbstub");
+		if (pick && k != pick) {
+			pr_err("'%s' would be sampled by %s and '%s' by %s: one session takes "
+			       "one sampler; choose with --sampler or attach them separately",
+			       vm_monitor_name(mons[i]), k->name, first, pick->name);
+			return -1;
+		}
+		pick = k;
+		first = vm_monitor_name(mons[i]);
+	}
+	if (!pick || pick == *b)
+		return 0;
+	(*b)->free(*bst);
+	*b = pick;
+	*bst = pick->new();
+	if (!*bst) {
+		pr_err("out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* Finds the guests and profiles them; frees bst. */
+static int attach_run(struct attach *a, const struct backend_ops *b, void *bst)
+{
+	struct vm_monitor **mons = NULL;
+	struct virt *v = NULL;
+	char err[512] = "";
+	int ret = 1;
+
+	if (a->qmp_path || a->pid) {
+		a->nr_doms = 1;
+	} else {
+		v = virt_open(a->uri, err, sizeof(err));
+		if (!v) {
+			pr_err("cannot reach libvirt: %s (is libvirtd running? try -c URI)", err);
+			return 1;
+		}
+		if (a->all && list_domains(a, v))
+			goto out;
+	}
+	mons = calloc(a->nr_doms, sizeof(*mons));
+	if (mons && !open_monitors(a, v, mons) && !pick_backend(a, mons, &b, &bst))
+		ret = session_run(b, bst, &a->o, mons, a->nr_doms);
+out:
+	b->free(bst);
+	for (size_t i = 0; mons && i < a->nr_doms; i++)
+		vm_monitor_close(mons[i]);
+	free(mons);
+	virt_free_names(a->listed);
+	virt_close(v);
+	return ret;
+}
+
+int cmd_attach(int argc, char **argv)
+{
+	struct attach a = { 0 };
+	struct session_cli cli = {
+		.command = "attach",
+		.kind = BACKEND_ATTACH,
+		.select = "sampler",
+		.options = attach_options,
+		.short_options = "c:",
+		.parse = attach_parse,
+		.arg = &a,
+	};
+	const struct backend_ops *b = NULL;
+	void *bst = NULL;
+	int ret;
+
+	session_opts_init(&a.o);
+	a.doms = calloc((size_t)argc + 1, sizeof(*a.doms));
+	if (!a.doms)
+		return 1;
+	ret = session_parse_argv(&cli, argc, argv, &a.o, &b, &bst);
+	for (unsigned i = 0; !ret && i < a.o.common.nr_extra; i++)
+		a.doms[a.nr_doms++] = a.o.common.extra[i];
+	a.o.common.nr_extra = 0;
+	if (ret == 1) {
+		session_usage_print(stdout, &cli, attach_header, attach_usage, b);
+		ret = 0;
+	} else if (ret == 0) {
+		ret = check_guests(&a);
+		if (ret)
+			session_usage_print(stderr, &cli, attach_header, attach_usage, b);
+		else
+			ret = attach_run(&a, b, bst);
+		bst = NULL;
+	}
+	if (b && bst)
+		b->free(bst);
+	free(a.doms);
+	return ret;
+}

@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: MIT
+/*
+ * opvm export: the report's symbols for other tools.
+ *   --format pprof  -o FILE   gzip'd profile.proto (go tool pprof)
+ *   --format folded [-o FILE] "guest;process;image;symbol count" lines
+ *   --format html   -o FILE   one self-contained page with a flame graph
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "host/cli/commands.h"
+#include "lib/log.h"
+#include "host/report/report-cli.h"
+
+enum { OPT_TITLE = 0x200 };
+enum fmt { FMT_NONE, FMT_PPROF, FMT_FOLDED, FMT_HTML };
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: opvm export --format pprof|folded|html [-o FILE] [PROFILE SPEC...] [options]\n"
+		"\n"
+		"  --format pprof         gzip'd pprof profile (go tool pprof -top FILE)\n"
+		"  --format folded        guest;process;image;symbol count (flamegraph.pl)\n"
+		"  --format html          self-contained interactive flame graph\n"
+		"  -o, --output FILE      where to write (folded: default stdout)\n"
+		"  --title TEXT           title of the HTML page\n"
+		REPORT_CLI_HELP);
+}
+
+/* Writes to a temporary file next to path and renames it into place, so
+ * that a failed export never leaves half a file under the final name. */
+static FILE *open_out(const char *path, char **tmp)
+{
+	int fd;
+
+	if (asprintf(tmp, "%s.tmpXXXXXX", path) < 0) {
+		*tmp = NULL;
+		return NULL;
+	}
+	fd = mkostemp(*tmp, O_CLOEXEC);
+	if (fd < 0) {
+		free(*tmp);
+		*tmp = NULL;
+		return NULL;
+	}
+	fchmod(fd, 0644);
+	return fdopen(fd, "w");
+}
+
+/* --format NAME, or FMT_NONE after printing. */
+static enum fmt parse_format(const char *name)
+{
+	if (!strcmp(name, "pprof"))
+		return FMT_PPROF;
+	if (!strcmp(name, "folded"))
+		return FMT_FOLDED;
+	if (!strcmp(name, "html"))
+		return FMT_HTML;
+	pr_err("--format '%s': use pprof, folded or html", name);
+	return FMT_NONE;
+}
+
+static int write_format(FILE *f, enum fmt fmt, const struct report *r, const char *title)
+{
+	switch (fmt) {
+	case FMT_PPROF:
+		return report_export_pprof(f, r);
+	case FMT_FOLDED:
+		return report_export_folded(f, r);
+	case FMT_HTML:
+		return report_export_html(f, r, title);
+	default:
+		return -EINVAL;
+	}
+}
+
+/* --threshold drops small rows from every format. */
+static void drop_below(struct report *r, double threshold)
+{
+	size_t keep = 0;
+
+	if (threshold <= 0)
+		return;
+	for (size_t i = 0; i < r->nr_rows; i++)
+		if (r->rows[i].percent >= threshold)
+			r->rows[keep++] = r->rows[i];
+		else
+			free(r->rows[i].addrs);
+	r->nr_rows = keep;
+}
+
+int cmd_export(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "format", required_argument, NULL, 'F' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "title", required_argument, NULL, OPT_TITLE },
+		{ "help", no_argument, NULL, 'h' },
+		REPORT_CLI_LONGOPTS,
+		{ NULL, 0, NULL, 0 },
+	};
+	struct report_cli cli;
+	struct symres *res = NULL;
+	struct report *r = NULL;
+	enum fmt fmt = FMT_NONE;
+	const char *out = NULL, *title = NULL;
+	char err[512], *tmp = NULL;
+	FILE *f = NULL;
+	int opt, ret = 2, n;
+
+	report_cli_init(&cli);
+	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
+	while ((opt = getopt_long(argc, argv, "o:ht:", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'F':
+			fmt = parse_format(optarg);
+			if (fmt == FMT_NONE)
+				return 2;
+			break;
+		case 'o':
+			out = optarg;
+			break;
+		case OPT_TITLE:
+			title = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			n = report_cli_opt(&cli, opt, optarg, err, sizeof(err));
+			if (n < 0) {
+				pr_err("%s", err);
+				return 2;
+			}
+			if (n == 0) {
+				usage(stderr);
+				return 2;
+			}
+		}
+	}
+	if (report_cli_specs(&cli, argc, argv, optind, err, sizeof(err))) {
+		pr_err("%s", err);
+		return 2;
+	}
+	if (fmt == FMT_NONE) {
+		pr_err("say which format: --format pprof, folded or html");
+		usage(stderr);
+		return 2;
+	}
+	if (!out && fmt != FMT_FOLDED) {
+		pr_err("%s output is binary or a whole page: give -o FILE",
+		       fmt == FMT_PPROF ? "pprof" : "html");
+		return 2;
+	}
+
+	ret = 1;
+	report_cli_finish(&cli);
+	res = symres_new(&cli.sc);
+	if (!res) {
+		pr_err("cannot set up symbol lookup: %s", strerror(errno));
+		goto out;
+	}
+	cli.ro.symbols = 1;
+	cli.ro.res = res;
+	r = report_load(&cli.ro, err, sizeof(err));
+	if (!r) {
+		pr_err("%s", err);
+		goto out;
+	}
+	drop_below(r, cli.threshold);
+	/* Folded text to a terminal goes through the control-byte filter;
+	 * files are written as they are (names stay exact). */
+	f = out ? open_out(out, &tmp) : report_cli_safe_stream(stdout);
+	if (!f) {
+		pr_err("cannot write %s: %s", out ? out : "to stdout", strerror(errno));
+		goto out;
+	}
+	n = write_format(f, fmt, r, title);
+	if (fclose(f) && !n)
+		n = -errno;
+	f = NULL;
+	if (out) {
+		if (!n && rename(tmp, out))
+			n = -errno;
+		if (n)
+			unlink(tmp);
+	}
+	if (n) {
+		pr_err("cannot write %s: %s", out ? out : "the export", strerror(-n));
+		goto out;
+	}
+	if (out)
+		pr_info("wrote %s: %zu symbols, %llu samples", out, r->nr_rows,
+			(unsigned long long)r->total);
+	ret = 0;
+out:
+	free(tmp);
+	report_free(r);
+	symres_free(res);
+	report_cli_release(&cli);
+	return ret;
+}

@@ -1,0 +1,330 @@
+// SPDX-License-Identifier: MIT
+/*
+ * opvm report: opreport for guests.  Summary by guest, application and
+ * image; -l symbols; -d per-instruction details; JSON; differential
+ * reports between two sessions.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/cli/commands.h"
+#include "lib/log.h"
+#include "host/report/report-cli.h"
+
+enum { OPT_SORT = 0x200, OPT_FORMAT, OPT_DIFF, OPT_WIDTH, OPT_IMPORT, OPT_BY };
+
+struct report_args {
+	struct report_cli cli;
+	int symbols, details, json, long_names, width, depth;
+	enum report_sort sort;
+	const char *diff;
+	const char *imports[16];
+	size_t nr_imports;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: opvm report [options] [PROFILE SPEC...]\n"
+		"       opvm report [options] { A options } { B options }   (differential)\n"
+		"\n"
+		"  -l, --symbols          list symbols\n"
+		"  -d, --details          per-instruction samples for each symbol\n"
+		"  -f, --long-filenames   full paths instead of basenames\n"
+		"  --sort KEY             samples (default), symbol, image, app\n"
+		"  --by guest|app|image   summary down to guests, applications or images\n"
+		"                         (default image)\n"
+		"  --format text|json     json: one object (see docs/reports.md)\n"
+		"  --diff DIR|previous    compare against session DIR (or samples/previous)\n"
+		"  --width N              columns (default 80)\n"
+		"  --import FILE          add a binary to the session's build-id cache\n"
+		"                         (SESSION/.build-id), where reports look first\n"
+		REPORT_CLI_HELP);
+}
+
+/* Parses argv into a; returns 0, or the exit code for a usage error. */
+static int parse(int argc, char **argv, struct report_args *a)
+{
+	static const struct option longopts[] = {
+		{ "symbols", no_argument, NULL, 'l' },
+		{ "details", no_argument, NULL, 'd' },
+		{ "long-filenames", no_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "sort", required_argument, NULL, OPT_SORT },
+		{ "format", required_argument, NULL, OPT_FORMAT },
+		{ "diff", required_argument, NULL, OPT_DIFF },
+		{ "width", required_argument, NULL, OPT_WIDTH },
+		{ "import", required_argument, NULL, OPT_IMPORT },
+		{ "by", required_argument, NULL, OPT_BY },
+		REPORT_CLI_LONGOPTS,
+		{ NULL, 0, NULL, 0 },
+	};
+	char err[256];
+	int opt, ret;
+
+	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
+	while ((opt = getopt_long(argc, argv, "ldfht:", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'l':
+			a->symbols = 1;
+			break;
+		case 'd':
+			a->symbols = a->details = 1;
+			break;
+		case 'f':
+			a->long_names = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return -1;
+		case OPT_SORT:
+			if (report_parse_sort(optarg, &a->sort)) {
+				pr_err("--sort '%s': use samples, symbol, image or app", optarg);
+				return 2;
+			}
+			break;
+		case OPT_FORMAT:
+			if (!strcmp(optarg, "json")) {
+				a->json = 1;
+			} else if (strcmp(optarg, "text")) {
+				pr_err("--format '%s': use text or json", optarg);
+				return 2;
+			}
+			break;
+		case OPT_DIFF:
+			a->diff = optarg;
+			break;
+		case OPT_BY:
+			a->depth = !strcmp(optarg, "guest") ? 1 : !strcmp(optarg, "app") ? 2 :
+				   !strcmp(optarg, "image") ? 3 : 0;
+			if (!a->depth) {
+				pr_err("--by '%s': use guest, app or image", optarg);
+				return 2;
+			}
+			break;
+		case OPT_IMPORT:
+			if (a->nr_imports == sizeof(a->imports) / sizeof(a->imports[0])) {
+				pr_err("at most 16 --import options");
+				return 2;
+			}
+			a->imports[a->nr_imports++] = optarg;
+			break;
+		case OPT_WIDTH:
+			a->width = atoi(optarg);
+			if (a->width < 40 || a->width > 1000) {
+				pr_err("--width '%s': use 40 to 1000 columns", optarg);
+				return 2;
+			}
+			break;
+		case '?':
+			usage(stderr);
+			return 2;
+		default:
+			ret = report_cli_opt(&a->cli, opt, optarg, err, sizeof(err));
+			if (ret < 0) {
+				pr_err("%s", err);
+				return 2;
+			}
+			if (ret == 0) {
+				usage(stderr);
+				return 2;
+			}
+		}
+	}
+	if (report_cli_specs(&a->cli, argc, argv, optind, err, sizeof(err))) {
+		pr_err("%s", err);
+		return 2;
+	}
+	return 0;
+}
+
+static struct report *load(struct report_args *a, struct symres *res)
+{
+	char err[512];
+	struct report *r;
+
+	a->cli.ro.symbols = a->symbols;
+	a->cli.ro.details = a->details;
+	a->cli.ro.res = res;
+	r = report_load(&a->cli.ro, err, sizeof(err));
+	if (!r) {
+		pr_err("%s", err);
+		return NULL;
+	}
+	report_sort(r, a->sort);
+	return r;
+}
+
+/* Splits "{ A... } { B... }" into two argument vectors that each start
+ * with the common arguments.  Returns 1 if braces were found, 0 if not,
+ * -1 on a malformed use. */
+static int split_groups(int argc, char **argv, char ***va, int *na, char ***vb, int *nb)
+{
+	int group = -1, seen = 0;
+
+	*va = calloc((size_t)argc + 1, sizeof(char *));
+	*vb = calloc((size_t)argc + 1, sizeof(char *));
+	if (!*va || !*vb)
+		return -1;
+	(*va)[0] = (*vb)[0] = argv[0];
+	*na = *nb = 1;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "{")) {
+			if (group != -1 || seen >= 2)
+				return -1;
+			group = seen++;
+		} else if (!strcmp(argv[i], "}")) {
+			if (group == -1)
+				return -1;
+			group = -1;
+		} else if (group == 0) {
+			(*va)[(*na)++] = argv[i];
+		} else if (group == 1) {
+			(*vb)[(*nb)++] = argv[i];
+		} else {
+			(*va)[(*na)++] = argv[i];
+			(*vb)[(*nb)++] = argv[i];
+		}
+	}
+	if (group != -1 || (seen != 0 && seen != 2))
+		return -1;
+	return seen == 2;
+}
+
+/* --import FILE...: copies them into the session's build-id cache.  0, or
+ * -1 after printing. */
+static int import_files(const struct report_args *a)
+{
+	for (size_t i = 0; i < a->nr_imports; i++) {
+		char where[4096];
+		int r = symres_import(a->cli.ro.session_dir, a->imports[i], where, sizeof(where));
+
+		if (r) {
+			pr_err("--import %s: %s", a->imports[i],
+			       r == -ENOEXEC ? "not an ELF file opvm can read" :
+			       r == -ENODATA ? "no build-id note (link with -Wl,--build-id)" :
+			       strerror(-r));
+			return -1;
+		}
+		pr_info("imported %s as %s", a->imports[i], where);
+	}
+	return 0;
+}
+
+int cmd_report(int argc, char **argv)
+{
+	struct report_args a = { .width = 80 }, b;
+	struct report_print_opts po = { 0 };
+	struct report *ra = NULL, *rb = NULL;
+	struct symres *res = NULL;
+	FILE *out = NULL;
+	char **va = NULL, **vb = NULL;
+	int na, nb, diff, ret = 1;
+
+	report_cli_init(&a.cli);
+	diff = split_groups(argc, argv, &va, &na, &vb, &nb);
+	if (diff < 0) {
+		pr_err("a differential report takes two groups: { A options } { B options }");
+		ret = 2;
+		goto out;
+	}
+	b = a;
+	ret = parse(diff ? na : argc, diff ? va : argv, &a);
+	if (ret) {
+		ret = ret < 0 ? 0 : ret;
+		goto out;
+	}
+	if (diff) {
+		ret = parse(nb, vb, &b);
+		if (ret) {
+			ret = ret < 0 ? 0 : ret;
+			goto out;
+		}
+	} else if (a.diff) {
+		/* --diff DIR: DIR is the baseline (A), the session is B. */
+		b = a;
+		if (!strcmp(a.diff, "previous"))
+			a.cli.ro.which = "previous";
+		else
+			a.cli.ro.session_dir = a.diff;
+		diff = 1;
+	}
+	ret = 1;
+	if (a.json)
+		a.symbols = b.symbols = 1;
+	if (import_files(&a))
+		goto out;
+
+	report_cli_finish(&a.cli);
+	if (a.symbols) {
+		res = symres_new(&a.cli.sc);
+		if (!res) {
+			pr_err("cannot set up symbol lookup: %s", strerror(errno));
+			goto out;
+		}
+	}
+	out = report_cli_safe_stream(stdout);
+	if (!out) {
+		pr_err("cannot set up output: %s", strerror(errno));
+		goto out;
+	}
+	po.threshold = a.cli.threshold;
+	po.width = a.width;
+	po.long_names = a.long_names;
+	po.details = a.details;
+	po.depth = a.depth;
+
+	ra = load(&a, res);
+	if (!ra)
+		goto out;
+	if (diff) {
+		b.symbols = a.symbols;
+		b.details = 0;
+		rb = load(&b, res);
+		if (!rb)
+			goto out;
+		if (a.json) {
+			if (report_print_diff_json(out, ra, rb, &po))
+				goto out;
+		} else {
+			report_print_diff(out, ra, rb, &po);
+		}
+		ret = 0;
+		goto out;
+	}
+	if (a.json) {
+		if (report_print_json(out, ra, &po)) {
+			pr_err("cannot write JSON: %s", strerror(errno));
+			goto out;
+		}
+		ret = 0;
+		goto out;
+	}
+	report_print_header(out, ra);
+	fputc('\n', out);
+	if (a.symbols)
+		report_print_symbols(out, ra, &po);
+	else
+		report_print_summary(out, ra, &po);
+	report_print_footer(out, ra);
+	ret = 0;
+out:
+	if (out && fclose(out) && !ret) {
+		pr_err("cannot write the report: %s", strerror(errno));
+		ret = 1;
+	}
+	report_free(ra);
+	report_free(rb);
+	symres_free(res);
+	report_cli_release(&a.cli);
+	free(va);
+	free(vb);
+	if (fflush(stdout) && !ret) {
+		pr_err("cannot write the report: %s", strerror(errno));
+		ret = 1;
+	}
+	return ret;
+}

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: MIT
+/*
+ * opvm run: boot a guest and profile it until it powers off.  --vmm picks
+ * the launch backend from the registry (vmm/backend.h): qemu (default)
+ * boots it under QEMU and samples through the gdbstub, kvm uses the
+ * built-in VMM and per-vCPU perf overflow sampling.  The profiling itself
+ * is the session every command shares (host/cli/session.h).
+ */
+#include <stdio.h>
+
+#include "host/cli/commands.h"
+#include "host/cli/session.h"
+#include "lib/log.h"
+#include "vmm/backend.h"
+
+enum { OPT_VMM = COMMAND_OPT };
+
+static const struct option run_options[] = {
+	{ "vmm", required_argument, NULL, OPT_VMM },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 }
+};
+
+static int run_parse(void *arg, int opt, const char *optarg)
+{
+	if (opt == OPT_VMM)
+		return 1;	/* the backend is chosen already */
+	if (opt == 1) {
+		pr_err("unknown option '%s'; 'opvm run --help' lists them", optarg);
+		return -1;
+	}
+	return 0;
+}
+
+static const struct session_cli run_cli = {
+	.command = "run",
+	.kind = BACKEND_LAUNCH,
+	.select = "vmm",
+	.options = run_options,
+	.short_options = "",
+	.parse = run_parse,
+};
+
+static const char run_header[] =
+"usage: opvm run [--vmm=NAME] [options] [-- QEMU-ARGS...]\n"
+"\n"
+"Boots a guest and profiles every vCPU until it powers off (or Ctrl-C, or\n"
+"--duration), then prints a summary.  With --vmm=qemu and no --kernel, the\n"
+"test image that `make images` builds (build/images) is used.\n";
+
+int cmd_run(int argc, char **argv)
+{
+	const struct backend_ops *b = NULL;
+	struct session_opts o;
+	void *bst = NULL;
+	int ret;
+
+	session_opts_init(&o);
+	ret = session_parse_argv(&run_cli, argc, argv, &o, &b, &bst);
+	if (ret == 1) {
+		session_usage_print(stdout, &run_cli, run_header, "", b);
+		ret = 0;
+	} else if (ret == 0) {
+		ret = session_run(b, bst, &o, NULL, 1);
+	}
+	if (b && bst)
+		b->free(bst);
+	return ret;
+}

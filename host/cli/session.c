@@ -1,0 +1,837 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One profiling session (host/cli/session.h): options, collector, backend life
+ * cycle, signals, summary.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "host/collect/collector.h"
+#include "host/cli/session.h"
+#include "host/collect/stats.h"
+#include "host/collect/store.h"
+#include "lib/log.h"
+#include "lib/util.h"
+#include "vmm/backend.h"
+#include "vmm/monitor.h"
+#include "vmm/sampler.h"
+
+enum {
+	OPT_SEPARATE = SESSION_OPT, OPT_DURATION, OPT_APPEND_SAMPLES, OPT_MAX_FILES,
+	OPT_MAX_DIRS, OPT_MAX_DISK, OPT_MAX_MAPPED, OPT_UMASK, OPT_MAX_MODEL_MEM,
+	OPT_GUEST_ROOT, OPT_SYSTEM_MAP, OPT_VMLINUX,
+};
+
+const struct option session_options[] = {
+	{ "rate", required_argument, NULL, 'F' },
+	{ "event", required_argument, NULL, 'e' },
+	{ "session-dir", required_argument, NULL, 'd' },
+	{ "separate", required_argument, NULL, OPT_SEPARATE },
+	{ "duration", required_argument, NULL, OPT_DURATION },
+	{ "append-samples", no_argument, NULL, OPT_APPEND_SAMPLES },
+	{ "max-files", required_argument, NULL, OPT_MAX_FILES },
+	{ "max-dirs", required_argument, NULL, OPT_MAX_DIRS },
+	{ "max-disk", required_argument, NULL, OPT_MAX_DISK },
+	{ "max-mapped", required_argument, NULL, OPT_MAX_MAPPED },
+	{ "umask", required_argument, NULL, OPT_UMASK },
+	{ "max-model-mem", required_argument, NULL, OPT_MAX_MODEL_MEM },
+	{ "guest-root", required_argument, NULL, OPT_GUEST_ROOT },
+	{ "system-map", required_argument, NULL, OPT_SYSTEM_MAP },
+	{ "vmlinux", required_argument, NULL, OPT_VMLINUX },
+	{ 0 }
+};
+
+const char session_usage[] =
+"  -F, --rate HZ      samples per second per vCPU (timer modes)\n"
+"  -e, --event SPEC   event to sample ('opvm list-events'), up to 8 with\n"
+"                     --vmm=kvm; the gdbstub takes TIMER[:period_us] only\n"
+"  -d, --session-dir D  where sample trees go (default ./opvm_data)\n"
+"  --separate SPEC    none, lib, kernel, thread, cpu, all (default lib)\n"
+"  --duration S       stop after S seconds (a guest opvm booted is quit)\n"
+"  --append-samples   add to the current samples instead of starting afresh\n"
+"  --max-files N      sample files per guest (default 16384); past a cap\n"
+"  --max-dirs N       directories per guest (default 65536); samples go\n"
+"  --max-disk SIZE    bytes per guest, e.g. 2G (default 1G); to the\n"
+"                     {overflow} bucket, counted in the summary\n"
+"  --max-mapped N     sample files mapped at once per guest (default 256)\n"
+"  --max-model-mem SIZE  memory for one guest's processes, mappings and\n"
+"                     file names (default 64M; all guests together 512M)\n"
+"  --umask MASK       session tree modes from MASK, e.g. 022 (default:\n"
+"                     private, directories 0700 and files 0600)\n"
+"  --guest-root [GUEST=]DIR  the guest's root file system, --system-map\n"
+"                     FILE, --vmlinux FILE: kept in session.json so report,\n"
+"                     annotate and export find symbols without flags\n"
+"                     (default with the test image: build/images/...)\n";
+
+void session_opts_init(struct session_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->common.session_dir = "./opvm_data";
+}
+
+/* --max-files, --max-dirs, --max-disk, --max-mapped: counts take units
+ * too (--max-files 64k). */
+static int parse_cap(struct session_opts *o, int opt, const char *arg)
+{
+	static const char *const names[] = { "--max-files", "--max-dirs", "--max-disk",
+					     "--max-mapped" };
+	uint64_t *caps[] = { &o->limits.max_files, &o->limits.max_dirs,
+			     &o->limits.max_disk, &o->limits.max_mapped };
+	unsigned k = (unsigned)(opt - OPT_MAX_FILES);
+	uint64_t v;
+
+	if (util_parse_size(arg, &v) || v == 0) {
+		pr_err("%s wants a positive %s, not '%s'", names[k],
+		       opt == OPT_MAX_DISK ? "size (bytes, or with k, M, G)" : "number", arg);
+		return -1;
+	}
+	*caps[k] = v;
+	return 1;
+}
+
+/* --guest-root, --system-map, --vmlinux: kept as absolute paths, so a
+ * report run from another directory finds them.  A path that is not there
+ * is a usage error now rather than [unknown] symbols later. */
+static int parse_symbols(struct session_opts *o, int opt, const char *arg)
+{
+	static const char *const names[] = { "--guest-root", "--system-map", "--vmlinux" };
+	const char *name = names[opt - OPT_GUEST_ROOT], *path = arg, *eq = strchr(arg, '=');
+	char *buf, abs[PATH_MAX];
+	int prefix = 0;
+
+	if (opt == OPT_GUEST_ROOT && eq && eq > arg && !memchr(arg, '/', (size_t)(eq - arg))) {
+		prefix = (int)(eq - arg) + 1;	/* GUEST=DIR */
+		path = eq + 1;
+	}
+	if (opt == OPT_GUEST_ROOT && o->sym.nr_roots >= COLLECTOR_MAX_ROOTS) {
+		pr_err("at most %d --guest-root options", COLLECTOR_MAX_ROOTS);
+		return -1;
+	}
+	if (o->sym_used >= sizeof(o->sym_buf) / sizeof(o->sym_buf[0]) ||
+	    prefix > 128 || !realpath(path, abs)) {
+		pr_err("%s %s: %s; give the guest's %s", name, path,
+		       o->sym_used >= sizeof(o->sym_buf) / sizeof(o->sym_buf[0]) ?
+		       "too many symbol options" : strerror(errno ? errno : EINVAL),
+		       opt == OPT_GUEST_ROOT ? "root file system (a directory)" :
+		       opt == OPT_SYSTEM_MAP ? "System.map (or /proc/kallsyms copy)" :
+		       "kernel image (vmlinux or vmlinuz)");
+		return -1;
+	}
+	buf = o->sym_buf[o->sym_used++];
+	snprintf(buf, sizeof(o->sym_buf[0]), "%.*s%s", prefix, arg, abs);
+	if (opt == OPT_GUEST_ROOT)
+		o->sym.roots[o->sym.nr_roots++] = buf;
+	else if (opt == OPT_SYSTEM_MAP)
+		o->sym.system_map = buf;
+	else
+		o->sym.vmlinux = buf;
+	return 1;
+}
+
+static int parse_duration(struct session_opts *o, const char *arg)
+{
+	char *end;
+	double s = strtod(arg, &end);
+
+	if (*end || s <= 0 || s > 1e7) {
+		pr_err("--duration wants seconds, e.g. --duration 30, not '%s'", arg);
+		return -1;
+	}
+	o->common.duration_ms = (uint64_t)(s * 1000);
+	return 1;
+}
+
+static int parse_umask(struct session_opts *o, const char *arg)
+{
+	char *end;
+	unsigned long m = strtoul(arg, &end, 8);
+
+	if (!*arg || *end || m > 0777) {
+		pr_err("--umask wants an octal mask such as 022 or 077, not '%s'", arg);
+		return -1;
+	}
+	o->umask = (unsigned)m;
+	o->umask_set = 1;
+	return 1;
+}
+
+int session_parse(struct session_opts *o, int opt, const char *arg)
+{
+	struct backend_common *c = &o->common;
+
+	switch (opt) {
+	case 'F':
+		c->rate_arg = arg;
+		return 1;
+	case 'e':
+		if (c->nr_event_specs >= OPVM_MAX_EVENTS) {
+			pr_err("at most %d events at once", OPVM_MAX_EVENTS);
+			return -1;
+		}
+		c->event_specs[c->nr_event_specs++] = arg;
+		return 1;
+	case 'd':
+		c->session_dir = arg;
+		return 1;
+	case OPT_SEPARATE:
+		if (store_parse_separate(arg, &o->separate)) {
+			pr_err("--separate takes none, lib, kernel, thread, cpu or all "
+			       "(comma-separated), not '%s'", arg);
+			return -1;
+		}
+		o->separate_set = 1;
+		return 1;
+	case OPT_DURATION:
+		return parse_duration(o, arg);
+	case OPT_APPEND_SAMPLES:
+		o->append = 1;
+		return 1;
+	case OPT_MAX_FILES: case OPT_MAX_DIRS: case OPT_MAX_DISK: case OPT_MAX_MAPPED:
+		return parse_cap(o, opt, arg);
+	case OPT_UMASK:
+		return parse_umask(o, arg);
+	case OPT_GUEST_ROOT: case OPT_SYSTEM_MAP: case OPT_VMLINUX:
+		return parse_symbols(o, opt, arg);
+	case OPT_MAX_MODEL_MEM:
+		if (util_parse_size(arg, &o->model_max_bytes) || o->model_max_bytes < (1u << 20)) {
+			pr_err("--max-model-mem wants a size of at least 1M, e.g. 128M, not '%s'",
+			       arg);
+			return -1;
+		}
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+struct option *session_join_options(const struct option *const *tables, size_t n)
+{
+	size_t total = 0, k = 0;
+	struct option *all;
+
+	for (size_t i = 0; i < n; i++)
+		for (const struct option *p = tables[i]; p && p->name; p++)
+			total++;
+	all = calloc(total + 1, sizeof(*all));
+	if (!all)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		for (const struct option *p = tables[i]; p && p->name; p++) {
+			size_t j;
+
+			for (j = 0; j < k && strcmp(all[j].name, p->name); j++)
+				;
+			if (j == k)
+				all[k++] = *p;
+		}
+	}
+	return all;
+}
+
+/* ---- collecting ------------------------------------------------------------ */
+
+static volatile sig_atomic_t stop_flag;
+
+static void collector_cfg(const struct session_opts *o, const struct backend_setup *setup,
+			  struct collector_config *cfg)
+{
+	*cfg = (struct collector_config){
+		.session_dir = o->common.session_dir,
+		.separate = o->separate_set ? o->separate : OPVM_SEP_LIB,
+		.append = o->append,
+		.nr_events = setup->nr_events,
+		.sync_ms = o->sync_ms ? o->sync_ms : 1000,
+		.hold_ms = 2000,
+		.mode = setup->mode,
+		.rate_hz = setup->rate_hz,
+		.status_line = isatty(STDERR_FILENO),
+		.store_limits = o->limits,
+		.public_tree = o->umask_set,
+		.model_max_bytes = (size_t)o->model_max_bytes,
+		.symbols = o->sym,
+	};
+	for (unsigned i = 0; i < setup->nr_events; i++) {
+		snprintf(cfg->events[i].name, sizeof(cfg->events[i].name), "%s",
+			 setup->events[i].name);
+		cfg->events[i].count = setup->events[i].count;
+		cfg->events[i].unit_mask = setup->events[i].unit_mask;
+	}
+}
+
+/* What the user did not name, the backend's defaults (the test image's
+ * root, System.map and vmlinuz), as absolute paths in def[]. */
+static void default_symbols(const struct backend_setup *setup, struct collector_symbols *s,
+			    char def[3][PATH_MAX])
+{
+	if (!s->nr_roots && setup->guest_root && realpath(setup->guest_root, def[0]))
+		s->roots[s->nr_roots++] = def[0];
+	if (!s->system_map && setup->system_map && realpath(setup->system_map, def[1]))
+		s->system_map = def[1];
+	if (!s->vmlinux && setup->vmlinux && realpath(setup->vmlinux, def[2]))
+		s->vmlinux = def[2];
+}
+
+/* Every guest into the collector (channel, sampler), then every sampler
+ * started: a sampler pushes into rings the collector must already own. */
+static int add_and_start(struct collector *c, struct backend_target *t, size_t n)
+{
+	struct cguest *g[n ? n : 1];
+	int err;
+
+	for (size_t i = 0; i < n; i++) {
+		g[i] = collector_add_guest(c, t[i].name, t[i].nr_vcpus);
+		if (!g[i]) {
+			pr_err("cannot add guest '%s' to the session: %s", t[i].name,
+			       strerror(errno));
+			return -1;
+		}
+		if (t[i].chan_fd >= 0) {
+			err = cguest_set_channel(g[i], t[i].chan_fd, t[i].reconnect,
+						 t[i].reconnect_arg);
+			t[i].chan_fd = -1;
+			if (err < 0) {
+				pr_err("cannot read the channel of '%s': %s", t[i].name,
+				       strerror(-err));
+				return -1;
+			}
+		}
+		cguest_set_sampler(g[i], t[i].sampler);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct sampler_sink sink = cguest_sink(g[i]);
+		struct sampler *s = t[i].sampler;
+		const char *why;
+
+		err = s->ops->start(s, &sink);
+		if (err) {
+			why = s->ops->last_error(s);
+			pr_err("cannot start sampling '%s': %s%s%s", t[i].name, strerror(-err),
+			       why ? ": " : "", why ? why : "");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Whether a sampler failed on its own thread during the session. */
+static int samplers_failed(struct backend_target *t, size_t n)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct sampler *s = t[i].sampler;
+		const char *why = s->ops->last_error(s);
+		int st = s->ops->status(s);
+
+		if (st < 0) {
+			pr_err("guest '%s': %s; the samples taken so far are kept",
+			       t[i].name, why ? why : strerror(-st));
+			ret = -1;
+		}
+	}
+	return ret;
+}
+
+/* The collector's life: 0, or -1 after printing what failed.  *elapsed_ns
+ * gets the time the samplers ran. */
+static int collect(const struct session_opts *o, const struct backend_setup *setup,
+		   struct backend_target *t, size_t n, uint64_t *elapsed_ns)
+{
+	struct collector_config cfg;
+	char def[3][PATH_MAX];
+	struct collector *c;
+	int64_t t0 = 0;
+	int err, ret = -1;
+
+	collector_cfg(o, setup, &cfg);
+	default_symbols(setup, &cfg.symbols, def);
+	c = collector_new(&cfg);
+	if (!c) {
+		pr_err("cannot set up the session in %s: %s", cfg.session_dir, strerror(errno));
+		return -1;
+	}
+	t0 = util_now_ns();
+	if (add_and_start(c, t, n))
+		goto out;
+	err = collector_run(c, &stop_flag, o->common.duration_ms);
+	ret = 0;
+	if (err) {
+		pr_err("profiling stopped early: %s; the samples taken so far are kept",
+		       strerror(-err));
+		ret = -1;
+	}
+	if (samplers_failed(t, n))
+		ret = -1;
+out:
+	/* Stop the samplers before the collector frees their rings. */
+	for (size_t i = 0; i < n; i++)
+		t[i].sampler->ops->stop(t[i].sampler);
+	*elapsed_ns = (uint64_t)(util_now_ns() - t0);
+	collector_free(c);
+	return ret;
+}
+
+/* ---- summary ----------------------------------------------------------------- */
+
+struct app_sum {
+	size_t target;
+	char app[512];
+	uint64_t samples;
+};
+
+struct sum_ctx {
+	const struct backend_target *t;
+	size_t n;
+	struct app_sum *apps;
+	size_t nr, cap;
+	uint64_t *totals;
+	size_t bad;
+};
+
+/* The app's row of target ti, added if new; NULL on ENOMEM. */
+static struct app_sum *app_row(struct sum_ctx *sc, size_t ti, const char *app)
+{
+	size_t k;
+
+	for (k = 0; k < sc->nr; k++)
+		if (sc->apps[k].target == ti && !strcmp(sc->apps[k].app, app))
+			return &sc->apps[k];
+	if (sc->nr == sc->cap) {
+		size_t ncap = sc->cap ? sc->cap * 2 : 64;
+		struct app_sum *na = realloc(sc->apps, ncap * sizeof(*na));
+
+		if (!na)
+			return NULL;
+		sc->apps = na;
+		sc->cap = ncap;
+	}
+	sc->apps[k].target = ti;
+	snprintf(sc->apps[k].app, sizeof(sc->apps[k].app), "%s", app);
+	sc->apps[k].samples = 0;
+	sc->nr++;
+	return &sc->apps[k];
+}
+
+static int sum_file(const struct store_entry *e, void *arg)
+{
+	struct sum_ctx *sc = arg;
+	struct sfile_reader *r;
+	struct app_sum *row;
+	uint64_t total;
+	size_t ti;
+
+	for (ti = 0; ti < sc->n; ti++)
+		if (e->guest && !strcmp(e->guest, sc->t[ti].name))
+			break;
+	if (ti == sc->n)
+		return 0;
+	r = sfile_reader_open(e->path, NULL, 0);
+	if (!r) {
+		sc->bad++;
+		return 0;
+	}
+	total = sfile_reader_info(r)->total;
+	sfile_reader_close(r);
+	row = app_row(sc, ti, e->app ? e->app : "?");
+	if (!row)
+		return -ENOMEM;
+	row->samples += total;
+	sc->totals[ti] += total;
+	return 0;
+}
+
+static int cmp_app(const void *a, const void *b)
+{
+	const struct app_sum *x = a, *y = b;
+
+	if (x->samples != y->samples)
+		return x->samples < y->samples ? 1 : -1;
+	return strcmp(x->app, y->app);
+}
+
+/* A guest's session.json, or NULL. */
+static json_t *load_session(const char *session_dir, const char *guest)
+{
+	char mangled[OPVM_MANGLE_MAX], path[4096];
+	json_t *j;
+	int fd;
+
+	store_mangle(guest, strlen(guest), mangled);
+	snprintf(path, sizeof(path), "%s/guests/%s/samples/current/session.json",
+		 session_dir, mangled);
+	/* a regular file only, not through a symlink, without blocking */
+	fd = util_open_regular(path, O_NOFOLLOW);
+	if (fd < 0)
+		return NULL;
+	j = json_loadfd(fd, 0, NULL);
+	close(fd);
+	return j;
+}
+
+/* What the store did, when it is worth a line: caps reached, samples that
+ * could not be filed. */
+static void store_summary(json_t *root)
+{
+	json_t *so = json_object_get(root, "store"), *lim = json_object_get(so, "limits");
+	uint64_t ovf = stats_json_get(so, "overflow_samples");
+	uint64_t errs = stats_json_get(root, "store_errors");
+	char a[OPVM_COUNT_BUF], b[OPVM_COUNT_BUF], c[OPVM_COUNT_BUF];
+
+	if (!so)
+		return;
+	printf("  store: %s files, %s directories, %.1f MB on disk, at most %llu mapped at once\n",
+	       stats_fmt_count(stats_json_get(so, "files"), a),
+	       stats_fmt_count(stats_json_get(so, "dirs"), b),
+	       stats_json_get(so, "disk_bytes") / 1e6,
+	       (unsigned long long)stats_json_get(so, "mapped_peak"));
+	if (ovf)
+		printf("  %s samples went to the {overflow} bucket: the guest named more files than "
+		       "the caps allow (files %llu, directories %llu, disk %.0f MB; raise them with "
+		       "--max-files, --max-dirs, --max-disk)\n", stats_fmt_count(ovf, c),
+		       (unsigned long long)stats_json_get(lim, "max_files"),
+		       (unsigned long long)stats_json_get(lim, "max_dirs"),
+		       stats_json_get(lim, "max_disk") / 1e6);
+	if (errs)
+		printf("  %s samples could not be filed (out of memory or disk); they are counted, "
+		       "not in the files\n", stats_fmt_count(errs, c));
+}
+
+static void count(json_t *st, const char *key, struct backend_count *out)
+{
+	char buf[OPVM_COUNT_BUF];
+
+	out->n = stats_json_get(st, key);
+	snprintf(out->s, sizeof(out->s), "%s", stats_fmt_count(out->n, buf));
+}
+
+static void totals_from_json(json_t *root, uint64_t samples, uint64_t elapsed_ns,
+			     struct backend_totals *tot)
+{
+	json_t *st = json_object_get(root, "stats");
+
+	tot->samples = samples;
+	tot->elapsed_ns = elapsed_ns;
+	count(st, "kernel", &tot->kernel);
+	count(st, "user", &tot->user);
+	count(st, "lost_overflow", &tot->lost_overflow);
+	count(st, "lost_no_process", &tot->lost_no_process);
+	count(st, "lost_no_mapping", &tot->lost_no_mapping);
+	count(st, "guest_lost", &tot->guest_lost);
+}
+
+static void top_apps(const struct sum_ctx *sc, size_t i)
+{
+	int shown = 0;
+
+	for (size_t k = 0; k < sc->nr && shown < 8; k++) {
+		if (sc->apps[k].target != i || !sc->totals[i])
+			continue;
+		if (!shown++)
+			printf("  top applications:\n");
+		printf("    %6.2f%%  %8llu  %s\n", 100.0 * sc->apps[k].samples / sc->totals[i],
+		       (unsigned long long)sc->apps[k].samples, sc->apps[k].app);
+	}
+}
+
+/* Per guest: the backend's lines, the store's, the top applications; then
+ * where the session is and how to read it. */
+static void summary(const struct backend_ops *b, void *bst, const struct session_opts *o,
+		    const struct backend_setup *setup, const struct backend_target *t,
+		    size_t n, uint64_t elapsed_ns)
+{
+	const char *dir = o->common.session_dir;
+	struct sum_ctx sc = { .t = t, .n = n };
+
+	sc.totals = calloc(n ? n : 1, sizeof(*sc.totals));
+	if (!sc.totals)
+		return;
+	store_walk(dir, "current", sum_file, &sc, NULL);
+	qsort(sc.apps, sc.nr, sizeof(*sc.apps), cmp_app);
+	for (size_t i = 0; i < n; i++) {
+		json_t *root = load_session(dir, t[i].name);
+		struct backend_totals tot = { 0 };
+
+		totals_from_json(root, sc.totals[i], elapsed_ns, &tot);
+		b->summary(bst, &t[i], &tot, stdout);
+		store_summary(root);
+		top_apps(&sc, i);
+		json_decref(root);
+	}
+	if (sc.bad)
+		printf("(%zu sample files could not be read)\n", sc.bad);
+	/* the session's symbol sources are in its session.json: no flags */
+	printf("session: %s\nnext: opvm report --session-dir %s\n", dir, dir);
+	fflush(stdout);
+	free(sc.apps);
+	free(sc.totals);
+}
+
+/* ---- the session --------------------------------------------------------------- */
+
+static void print_notes(const char *notes)
+{
+	const char *p = notes;
+
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		int len = nl ? (int)(nl - p) : (int)strlen(p);
+
+		pr_warn("%.*s", len, p);
+		p += len + (nl ? 1 : 0);
+	}
+}
+
+/* Opens every guest; 0, or -1 after printing (opened ones stay in t). */
+static int open_all(const struct backend_ops *b, void *bst, struct vm_monitor *const *mons,
+		    struct backend_target *t, size_t n, size_t *opened)
+{
+	char err[4096];
+
+	for (*opened = 0; *opened < n; ++*opened) {
+		struct backend_target *ti = &t[*opened];
+		int r;
+
+		ti->chan_fd = -1;
+		if (mons) {
+			snprintf(ti->name, sizeof(ti->name), "%s", vm_monitor_name(mons[*opened]));
+			ti->how = vm_monitor_how(mons[*opened]);
+		}
+		err[0] = '\0';
+		r = b->open(bst, mons ? mons[*opened] : NULL, ti, err, sizeof(err));
+		print_notes(ti->notes);
+		ti->notes[0] = '\0';
+		if (r) {
+			pr_err("%s", err[0] ? err : strerror(-r));
+			++*opened;	/* half open: close() it too */
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Sampling done: each backend says how its guest ended. */
+static int finish_all(const struct backend_ops *b, void *bst, struct backend_target *t,
+		      size_t n)
+{
+	char err[1024];
+	int ret = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		err[0] = '\0';
+		if (b->finish(bst, &t[i], err, sizeof(err))) {
+			if (err[0])
+				pr_err("%s", err);
+			ret = -1;
+		}
+	}
+	return ret;
+}
+
+static void intro(const struct session_opts *o, const struct backend_target *t, size_t n)
+{
+	if (!isatty(STDERR_FILENO))
+		return;
+	if (n == 1 && t[0].intro[0])
+		pr_info("%s", t[0].intro);
+	else
+		pr_info("profiling %zu guest%s; Ctrl-C stops%s", n, n == 1 ? "" : "s",
+			o->common.duration_ms ? " (or --duration)" : "");
+}
+
+int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
+		struct vm_monitor *const *mons, size_t n)
+{
+	struct backend_setup setup = { 0 };
+	struct backend_target *t;
+	char err[1024] = "";
+	uint64_t elapsed_ns = 0;
+	size_t opened = 0;
+	int r, ret = 1;
+
+	r = b->prepare(bst, &o->common, &setup, err, sizeof(err));
+	print_notes(setup.notes);
+	if (r) {
+		pr_err("%s", err[0] ? err : strerror(-r));
+		return r == -EINVAL ? 2 : 1;
+	}
+	umask(o->umask_set ? (mode_t)o->umask : 077);
+	util_stop_on_signals(&stop_flag);
+	t = calloc(n ? n : 1, sizeof(*t));
+	if (!t) {
+		pr_err("out of memory");
+		return 1;
+	}
+	if (!open_all(b, bst, mons, t, n, &opened)) {
+		intro(o, t, n);
+		ret = collect(o, &setup, t, n, &elapsed_ns) ? 1 : 0;
+		if (finish_all(b, bst, t, n))
+			ret = 1;
+		summary(b, bst, o, &setup, t, n, elapsed_ns);
+	}
+	for (size_t i = 0; i < opened; i++) {
+		if (t[i].chan_fd >= 0)
+			close(t[i].chan_fd);
+		b->close(bst, &t[i]);
+	}
+	free(t);
+	return ret;
+}
+
+/* ---- command lines ------------------------------------------------------------- */
+
+/* "-:" (in order, missing values reported) + h + the letters of each. */
+static void join_short(char *out, size_t len, const char *const *parts, size_t n)
+{
+	snprintf(out, len, "-:h%s", SESSION_SHORT_OPTIONS);
+	for (size_t i = 0; i < n; i++)
+		if (parts[i])
+			strncat(out, parts[i], len - strlen(out) - 1);
+}
+
+/* The name the select option gives (NULL: none, the default backend). */
+static const char *find_select(const struct session_cli *cli, int argc, char **argv)
+{
+	const struct option *tables[2 + 8] = { session_options, cli->options };
+	const char *shorts[1 + 8] = { cli->short_options }, *name = NULL;
+	size_t nt = 2, ns = 1;
+	struct option *all;
+	char optstring[128];
+	int opt;
+
+	for (size_t i = 0; i < nr_backends && nt < 10; i++) {
+		if (backends[i]->kind != cli->kind)
+			continue;
+		tables[nt++] = backends[i]->options;
+		shorts[ns++] = backends[i]->short_options;
+	}
+	all = session_join_options(tables, nt);
+	if (!all)
+		return NULL;
+	join_short(optstring, sizeof(optstring), shorts, ns);
+	opterr = 0;
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, optstring, all, NULL)) != -1) {
+		int idx = -1;
+
+		for (int k = 0; all[k].name; k++)
+			if (all[k].val == opt && !strcmp(all[k].name, cli->select))
+				idx = k;
+		if (idx >= 0)
+			name = optarg;
+	}
+	free(all);
+	return name;
+}
+
+static int unknown_backend(const struct session_cli *cli, const char *name)
+{
+	char names[256] = "";
+
+	for (size_t i = 0; i < nr_backends; i++) {
+		if (backends[i]->kind != cli->kind)
+			continue;
+		snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s--%s=%s",
+			 names[0] ? " or " : "", cli->select, backends[i]->name);
+	}
+	pr_err("unknown %s '%s': use %s", cli->select, name, names);
+	return 2;
+}
+
+/* One option of the second pass: 0 go on, 1 help, 2 usage error. */
+static int dispatch(const struct session_cli *cli, struct session_opts *o,
+		    const struct backend_ops *b, void *bst, int opt, char **argv)
+{
+	const char *arg = argv[optind - 1];
+	char err[512] = "";
+	int r;
+
+	if (opt == 'h')
+		return 1;
+	if (opt == ':') {
+		pr_err("option %s needs a value", arg);
+		return 2;
+	}
+	if (opt == '?') {
+		if (b == backend_find(cli->kind, NULL))
+			pr_err("unknown option '%s'; 'opvm %s --help' lists them", arg,
+			       cli->command);
+		else
+			pr_err("unknown option '%s'; 'opvm %s --%s=%s --help' lists them", arg,
+			       cli->command, cli->select, b->name);
+		return 2;
+	}
+	r = session_parse(o, opt, optarg);
+	if (r)
+		return r < 0 ? 2 : 0;
+	r = cli->parse(cli->arg, opt, optarg);
+	if (r)
+		return r < 0 ? 2 : 0;
+	if (b->parse && !b->parse(bst, opt, optarg, err, sizeof(err)))
+		return 0;
+	pr_err("%s", err[0] ? err : "bad option");
+	return 2;
+}
+
+int session_parse_argv(const struct session_cli *cli, int argc, char **argv,
+		       struct session_opts *o, const struct backend_ops **b, void **bst)
+{
+	const struct option *tables[3] = { session_options, cli->options, NULL };
+	const char *shorts[2] = { cli->short_options, NULL }, *name;
+	struct option *all;
+	char optstring[128];
+	int opt, ret = 0;
+
+	name = find_select(cli, argc, argv);
+	*b = backend_find(cli->kind, name);
+	*bst = NULL;
+	if (!*b)
+		return unknown_backend(cli, name);
+	tables[2] = (*b)->options;
+	shorts[1] = (*b)->short_options;
+	all = session_join_options(tables, 3);
+	*bst = (*b)->new();
+	if (!all || !*bst) {
+		free(all);
+		pr_err("out of memory");
+		return 2;
+	}
+	join_short(optstring, sizeof(optstring), shorts, 2);
+	opterr = 0;
+	optind = 0;
+	while (!ret && (opt = getopt_long(argc, argv, optstring, all, NULL)) != -1)
+		ret = dispatch(cli, o, *b, *bst, opt, argv);
+	free(all);
+	o->common.extra = argv + optind;
+	o->common.nr_extra = (unsigned)(argc - optind);
+	return ret;
+}
+
+void session_usage_print(FILE *f, const struct session_cli *cli, const char *header,
+			 const char *command_usage, const struct backend_ops *b)
+{
+	fputs(header, f);
+	fprintf(f, "\n  --%s NAME%*sone of:\n", cli->select,
+		(int)(12 - strlen(cli->select)), "");
+	for (size_t i = 0; i < nr_backends; i++) {
+		char name[32];
+
+		if (backends[i]->kind != cli->kind)
+			continue;
+		/* attach picks its default by the guest (the header says how) */
+		snprintf(name, sizeof(name), "%s%s", backends[i]->name,
+			 cli->kind == BACKEND_LAUNCH &&
+			 backends[i] == backend_find(cli->kind, NULL) ? " (default)" : "");
+		fprintf(f, "      %-15s%s\n", name, backends[i]->help);
+	}
+	fputs(command_usage, f);
+	if (b->usage && b->usage[0])
+		fprintf(f, "\n--%s=%s:\n%s", cli->select, b->name, b->usage);
+	fprintf(f, "\nsession:\n%s", session_usage);
+}

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One profiling session: what `opvm run` and `opvm attach` share.  The
+ * session options, the collector, a backend's whole life cycle
+ * (vmm/backend.h: prepare, open each guest, sample, finish, close), the stop
+ * signals, and the closing summary.  A command parses its options (the
+ * session's, its own, the backend's), finds its guests, and calls
+ * session_run().  Command code: it prints.
+ */
+#ifndef OPVM_SESSION_H
+#define OPVM_SESSION_H
+
+#include <getopt.h>
+#include <limits.h>
+#include <stddef.h>
+
+#include "host/collect/collector.h"
+#include "host/collect/store.h"
+#include "vmm/backend.h"
+
+struct vm_monitor;
+
+struct session_opts {
+	struct backend_common common;	/* -e, -F, -d, --duration, "--" args */
+	unsigned separate;		/* enum opvm_separate */
+	int separate_set;
+	int append;			/* --append-samples */
+	unsigned sync_ms;		/* 0: 1000 */
+	struct store_limits limits;	/* --max-files ...; 0: defaults */
+	uint64_t model_max_bytes;	/* --max-model-mem; 0: default */
+	int umask_set;			/* --umask given */
+	unsigned umask;
+	struct collector_symbols sym;	/* --guest-root, --system-map, --vmlinux */
+	char sym_buf[COLLECTOR_MAX_ROOTS + 2][PATH_MAX + 136];	/* their absolute paths */
+	size_t sym_used;
+};
+
+/* Option values of the session's long options without a short letter
+ * (SESSION_OPT + n); commands use COMMAND_OPT + n, backends BACKEND_OPT + n. */
+#define SESSION_OPT		0x100
+#define COMMAND_OPT		0x200
+
+/* The session's getopt_long options (zero-terminated), their short
+ * letters, and their --help lines. */
+extern const struct option session_options[];
+#define SESSION_SHORT_OPTIONS	"F:e:d:"
+extern const char session_usage[];
+
+void session_opts_init(struct session_opts *o);
+
+/* One option returned by getopt_long: 1 if it is the session's (handled),
+ * 0 if not, -1 after printing a usage error. */
+int session_parse(struct session_opts *o, int opt, const char *arg);
+
+/* One getopt_long table from n tables (each zero-terminated, or NULL);
+ * options named twice keep their first entry.  malloc'd; NULL on ENOMEM. */
+struct option *session_join_options(const struct option *const *tables, size_t n);
+
+/* How a command (run, attach) parses its argv with session_parse_argv(). */
+struct session_cli {
+	const char *command;		/* "run", "attach": for messages */
+	enum backend_kind kind;		/* which backends it offers */
+	const char *select;		/* the long option naming the backend:
+					 * "vmm", "sampler" */
+	const struct option *options;	/* the command's own, zero-terminated;
+					 * must include select */
+	const char *short_options;	/* their letters, e.g. "c:" */
+	/* One of the command's options, or opt 1 for an argument that is not
+	 * an option.  1 handled, -1 after printing a usage error. */
+	int (*parse)(void *arg, int opt, const char *optarg);
+	void *arg;
+};
+
+/*
+ * getopt_long over argv: the session's options, the command's, and the
+ * chosen backend's (the select option may come anywhere, so a first pass
+ * looks for it).  The arguments after "--" go to o->common.extra.  On
+ * return *b is the backend and *bst its new state (free it with
+ * (*b)->free, also after help).  Returns 0, 1 for --help (nothing
+ * printed), or 2 after printing a usage error.
+ */
+int session_parse_argv(const struct session_cli *cli, int argc, char **argv,
+		       struct session_opts *o, const struct backend_ops **b, void **bst);
+
+/* The --help text of a command: header (the usage line and what it does),
+ * the backends it offers, the chosen backend's options, the session's. */
+void session_usage_print(FILE *f, const struct session_cli *cli, const char *header,
+			 const char *command_usage, const struct backend_ops *b);
+
+/*
+ * Profiles n guests with backend b (state bst, options parsed): prepares
+ * it, opens every guest (through mons[i] for an attach backend; mons is
+ * NULL and n is 1 for a launch backend), samples until Ctrl-C, --duration,
+ * or every guest has gone, finishes, prints the summary and closes.  The
+ * samples taken are kept whatever fails.  Returns the exit code: 0, 1 for
+ * a failure, 2 for a usage error.
+ */
+int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
+		struct vm_monitor *const *mons, size_t n);
+
+#endif /* OPVM_SESSION_H */

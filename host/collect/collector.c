@@ -1,0 +1,995 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The collector (see host/collect/collector.h): per guest a store, one ring per
+ * vCPU, a guest-state model, a channel decoder and a sync; one poll() loop
+ * that reads channels, syncs every sync_ms, writes session.json and watches
+ * the samplers.
+ *
+ * Data safety: every exit path (stop flag, duration, target gone, sampler
+ * fault, collector_free) stops the samplers, reads what the channels still
+ * hold, drains the rings, files every held sample and syncs the store, so
+ * nothing already taken is lost.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "host/collect/collector.h"
+#include "host/collect/decoder.h"
+#include "host/collect/gstate.h"
+#include "lib/ring.h"
+#include "host/collect/stats.h"
+#include "host/collect/store.h"
+#include "host/collect/sync.h"
+#include "vmm/sampler.h"
+#include "lib/util.h"
+
+/* Ring size per vCPU: room for RING_HEADROOM_S seconds (or four sync
+ * intervals) of samples with full call chains at the configured rate,
+ * between 512 KiB and 8 MiB.  Rings are committed memory (lib/ring.h), so
+ * this is what they cost, per vCPU, from the first second. */
+#define RING_MIN_WORDS_CFG	(1u << 16)
+#define RING_MAX_WORDS_CFG	(1u << 20)
+#define RING_HEADROOM_S		4u
+#define SAMPLE_MAX_WORDS	(8u + OPVM_MAX_CALLCHAIN)
+#define READ_CHUNK		65536
+#define READ_MAX_PER_WAKE	(1u << 20)	/* stay responsive under a flood */
+#define STATUS_EVERY_MS		250
+#define POLL_MAX_MS		100		/* stop flag / sampler check period */
+#define MAX_GUESTS		256
+/* Held samples retried because of channel records, per sync interval: a
+ * guest that sends exits by the thousand must not make the collector
+ * retry its whole hold queue for each one. */
+#define RETRY_BUDGET		(1u << 18)
+/* Memory set aside at the start and given back when session.json cannot be
+ * written for want of memory: the last write must not lag the files. */
+#define RESERVE_BYTES		(512u * 1024)
+
+struct cguest {
+	struct collector *c;
+	char *name;
+	unsigned nr_vcpus;
+	struct ring **rings;
+	struct gstate *gs;
+	struct decoder *dec;
+	struct store *st;
+	struct sync *sy;
+	int fd;				/* channel, -1 if none */
+	int (*reconnect)(void *arg);
+	void *reconnect_arg;
+	bool want_reconnect;		/* EOF seen, reconnect failed: retry */
+	struct sampler *smp;
+	uint64_t hellos_told;		/* gstate's HELLO count the sampler
+					 * was last told about */
+	bool smp_stopped;
+	bool gone;			/* sampler said TARGET_GONE */
+	int last_err;			/* last sync/store error, for the json */
+	uint64_t meta_failures;		/* session.json writes that failed */
+	size_t retry_budget;		/* held-sample retries left for record
+					 * syncs until the next periodic sync */
+};
+
+struct collector {
+	struct collector_config cfg;
+	char *session_dir;
+	char *mode;
+	struct cguest *guests[MAX_GUESTS];
+	size_t nr_guests;
+	struct timespec start_wall;
+	uint64_t start_ms;		/* monotonic */
+	uint64_t status_ms, status_received;
+	bool status_shown;
+	bool finished;
+	uint8_t *buf;			/* READ_CHUNK */
+	void *reserve;			/* RESERVE_BYTES, or NULL once spent */
+	struct gstate_budget model_budget; /* every guest's model together */
+};
+
+struct collector *collector_new(const struct collector_config *cfg)
+{
+	struct collector *c;
+
+	if (!cfg || cfg->nr_events > OPVM_MAX_EVENTS || (cfg->separate & ~OPVM_SEP_ALL)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->cfg = *cfg;
+	if (!c->cfg.nr_events) {
+		/* a store needs one event; the timer is what every mode has */
+		memset(&c->cfg.events[0], 0, sizeof(c->cfg.events[0]));
+		strcpy(c->cfg.events[0].name, "TIMER");
+		c->cfg.events[0].count = 1;
+		c->cfg.nr_events = 1;
+	}
+	if (!c->cfg.sync_ms)
+		c->cfg.sync_ms = 1000;
+	if (!c->cfg.hold_ms)
+		c->cfg.hold_ms = 2000;
+	if (!c->cfg.model_max_bytes)
+		c->cfg.model_max_bytes = OPVM_MODEL_MAX_BYTES;
+	if (!c->cfg.model_total_bytes)
+		c->cfg.model_total_bytes = OPVM_MODEL_TOTAL_BYTES;
+	c->model_budget.limit = c->cfg.model_total_bytes;
+	c->session_dir = strdup(cfg->session_dir && *cfg->session_dir ?
+				cfg->session_dir : "./opvm_data");
+	c->mode = strdup(cfg->mode ? cfg->mode : "unknown");
+	c->buf = malloc(READ_CHUNK);
+	c->reserve = malloc(RESERVE_BYTES);
+	if (!c->session_dir || !c->mode || !c->buf || !c->reserve) {
+		collector_free(c);
+		errno = ENOMEM;
+		return NULL;
+	}
+	c->cfg.session_dir = c->session_dir;
+	c->cfg.mode = c->mode;
+	clock_gettime(CLOCK_REALTIME, &c->start_wall);
+	c->start_ms = util_now_ms();
+	c->status_ms = c->start_ms;
+	return c;
+}
+
+static void guest_free(struct cguest *g)
+{
+	unsigned i;
+
+	if (!g)
+		return;
+	if (g->fd >= 0)
+		close(g->fd);
+	sync_free(g->sy);
+	decoder_free(g->dec);
+	store_close(g->st);
+	gstate_free(g->gs);
+	if (g->rings)
+		for (i = 0; i < g->nr_vcpus; i++)
+			ring_free(g->rings[i]);
+	free(g->rings);
+	free(g->name);
+	free(g);
+}
+
+static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg);
+
+/* Counter-overflow modes have no fixed rate (rate_hz 0): the largest ring. */
+static size_t ring_words(const struct collector_config *cfg)
+{
+	uint64_t secs = cfg->sync_ms * 4 / 1000 > RING_HEADROOM_S ?
+			cfg->sync_ms * 4 / 1000 : RING_HEADROOM_S;
+	uint64_t w = (uint64_t)cfg->rate_hz * SAMPLE_MAX_WORDS * secs;
+
+	if (!cfg->rate_hz || w > RING_MAX_WORDS_CFG)
+		return RING_MAX_WORDS_CFG;
+	return w < RING_MIN_WORDS_CFG ? RING_MIN_WORDS_CFG : (size_t)w;
+}
+
+struct cguest *collector_add_guest(struct collector *c, const char *name,
+				   unsigned nr_vcpus)
+{
+	struct sync_config scfg;
+	struct gstate_limits glim;
+	struct cguest *g;
+	unsigned i;
+	size_t k;
+	int err = ENOMEM;
+
+	if (!c || !name || !*name || !nr_vcpus || nr_vcpus > 4096) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (c->nr_guests == MAX_GUESTS) {
+		errno = ENOSPC;
+		return NULL;
+	}
+	/* two guests of one name would share (and rotate) one sample tree */
+	for (k = 0; k < c->nr_guests; k++) {
+		if (!strcmp(c->guests[k]->name, name)) {
+			errno = EEXIST;
+			return NULL;
+		}
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->c = c;
+	g->fd = -1;
+	g->retry_budget = RETRY_BUDGET;
+	g->nr_vcpus = nr_vcpus;
+	g->name = strdup(name);
+	g->rings = calloc(nr_vcpus, sizeof(*g->rings));
+	if (!g->name || !g->rings)
+		goto fail;
+	for (i = 0; i < nr_vcpus; i++) {
+		g->rings[i] = ring_new(ring_words(&c->cfg));
+		if (!g->rings[i])
+			goto fail;
+	}
+	gstate_default_limits(&glim);
+	glim.max_bytes = c->cfg.model_max_bytes;
+	glim.shared = &c->model_budget;
+	g->gs = gstate_new(&glim);
+	if (!g->gs)
+		goto fail;
+	g->dec = decoder_new(g->gs);
+	if (!g->dec)
+		goto fail;
+	g->st = store_open(c->session_dir, name, c->cfg.events, c->cfg.nr_events,
+			   c->cfg.separate, (c->cfg.append ? STORE_APPEND : 0) |
+			   (c->cfg.public_tree ? STORE_PUBLIC : 0));
+	if (!g->st) {
+		err = errno;
+		goto fail;
+	}
+	store_set_limits(g->st, &c->cfg.store_limits);
+	scfg = (struct sync_config){ .hold_ms = c->cfg.hold_ms };
+	g->sy = sync_new(g->st, g->gs, g->rings, nr_vcpus, &scfg);
+	if (!g->sy)
+		goto fail;
+	decoder_set_record_fn(g->dec, on_record, g);
+	c->guests[c->nr_guests++] = g;
+	return g;
+fail:
+	guest_free(g);
+	errno = err;
+	return NULL;
+}
+
+struct ring *cguest_ring(struct cguest *g, unsigned vcpu)
+{
+	return g && vcpu < g->nr_vcpus ? g->rings[vcpu] : NULL;
+}
+
+struct sampler_sink cguest_sink(struct cguest *g)
+{
+	if (!g)
+		return (struct sampler_sink){ NULL, 0 };
+	return (struct sampler_sink){ .rings = g->rings, .nr_rings = g->nr_vcpus };
+}
+
+unsigned cguest_nr_vcpus(const struct cguest *g)
+{
+	return g ? g->nr_vcpus : 0;
+}
+
+struct gstate *cguest_gstate(struct cguest *g)
+{
+	return g ? g->gs : NULL;
+}
+
+const char *cguest_name(const struct cguest *g)
+{
+	return g ? g->name : NULL;
+}
+
+static int fd_prepare(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+		return -errno;
+	return 0;
+}
+
+int cguest_set_channel(struct cguest *g, int fd, int (*reconnect)(void *arg), void *arg)
+{
+	int err;
+
+	if (!g || fd < 0)
+		return -EINVAL;
+	err = fd_prepare(fd);
+	if (err) {
+		close(fd);	/* the collector owns fd from here on */
+		return err;
+	}
+	if (g->fd >= 0)
+		close(g->fd);
+	g->fd = fd;
+	g->reconnect = reconnect;
+	g->reconnect_arg = arg;
+	g->want_reconnect = false;
+	decoder_reset(g->dec);
+	return 0;
+}
+
+/*
+ * Tells the sampler what the newest HELLO says (slot array, switch rings).
+ * The collector is the only reader of the channel, so this is how a
+ * backend learns it; only the last of several HELLOs in one read matters.
+ */
+static void hello_tell(struct cguest *g)
+{
+	const struct gstate_hello *h = gstate_get_hello(g->gs);
+	uint64_t n = gstate_get_stats(g->gs)->hellos;
+	struct sampler_hello sh;
+
+	if (!h || n == g->hellos_told || !g->smp || !g->smp->ops->guest_hello)
+		return;
+	g->hellos_told = n;
+	sh = (struct sampler_hello){
+		.slot_pa = h->slot_pa,
+		.slot_size = h->slot_size,
+		.nr_slots = h->nr_cpus,
+		.switch_pa = h->switch_pa,
+		.switch_stride = h->switch_stride,
+		.switch_entries = h->switch_entries,
+		.tsc_khz = h->tsc_khz,
+	};
+	g->smp->ops->guest_hello(g->smp, &sh);
+}
+
+void cguest_set_sampler(struct cguest *g, struct sampler *s)
+{
+	if (!g)
+		return;
+	g->smp = s;
+	g->smp_stopped = false;
+	g->gone = false;
+	g->hellos_told = 0;
+	hello_tell(g);		/* a HELLO read before the sampler came */
+}
+
+/* ---- channel ---------------------------------------------------------------- */
+
+/*
+ * Called by the decoder for each record before it is applied.  A record
+ * that makes the model forget something must not be applied while samples
+ * that need it still sit in the rings (see "Ordering" in host/collect/sync.h): those
+ * go first.  Processes going away also retry the held samples, which may be
+ * waiting for exactly the process that is about to exit.
+ */
+/* Retrying held samples costs one attribution each; past the budget, only
+ * drain the rings (what matters most: samples already taken) and let the
+ * periodic sync retry. */
+static bool budget_take(struct cguest *g)
+{
+	size_t held = sync_nr_held(g->sy);
+
+	if (held > g->retry_budget)
+		return false;
+	g->retry_budget -= held;
+	return true;
+}
+
+static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
+{
+	struct cguest *g = arg;
+	uint16_t type = le16toh(rec->type);
+	uint64_t now = util_now_ms();
+
+	switch (type) {
+	case OPVM_REC_PROC: {
+		struct opvm_rec_proc r;
+
+		if (len < sizeof(r))
+			return;
+		memcpy(&r, rec, sizeof(r));
+		if (!gstate_proc_by_tgid(g->gs, le32toh(r.tgid)))
+			return;		/* a new process forgets nothing */
+		if (budget_take(g))
+			sync_forget_process(g->sy, le32toh(r.tgid), now);
+		else
+			sync_drain(g->sy, now);
+		return;
+	}
+	case OPVM_REC_HELLO:
+		/* a reboot: file everything with the old model.  The first
+		 * HELLO forgets nothing, and samples already waiting are
+		 * better held for the walk that follows it. */
+		if (!gstate_get_hello(g->gs))
+			return;
+		if (budget_take(g))
+			sync_flush(g->sy, now);
+		else
+			sync_drain(g->sy, now);
+		return;
+	case OPVM_REC_EXEC:
+	case OPVM_REC_PROC_EXIT:
+	case OPVM_REC_THREAD_EXIT: {
+		/* same layout: tid (exit) or tgid (exec) first */
+		struct opvm_rec_exit r;
+		uint32_t id;
+
+		if (len < sizeof(r))
+			return;
+		memcpy(&r, rec, sizeof(r));
+		id = type == OPVM_REC_PROC_EXIT ? le32toh(r.tgid) : le32toh(r.tid);
+		if (type == OPVM_REC_THREAD_EXIT ? !gstate_thread_tgid(g->gs, id) :
+						   !gstate_proc_by_tgid(g->gs, id))
+			return;		/* nothing to forget */
+		if (!budget_take(g))
+			sync_drain(g->sy, now);
+		else if (type == OPVM_REC_THREAD_EXIT)
+			sync_run(g->sy, now);	/* held samples of the thread */
+		else
+			sync_forget_process(g->sy, id, now);
+		return;
+	}
+	case OPVM_REC_MMAP:
+	case OPVM_REC_MUNMAP: {
+		/* same layout up to end */
+		struct opvm_rec_munmap r;
+
+		if (len < sizeof(r))
+			return;
+		memcpy(&r, rec, sizeof(r));
+		if (gstate_map_overlaps(gstate_proc_by_tgid(g->gs, le32toh(r.tgid)),
+					le64toh(r.start), le64toh(r.end)))
+			sync_drain(g->sy, now);
+		return;
+	}
+	case OPVM_REC_COOKIE: {
+		/* a cookie id reused for another file: samples already in the
+		 * rings were taken under the old name (the decoder checked
+		 * the lengths) */
+		struct opvm_rec_cookie r;
+
+		if (len < sizeof(r))
+			return;
+		memcpy(&r, rec, sizeof(r));
+		if (le16toh(r.path_len) <= len - sizeof(r) &&
+		    gstate_cookie_renames(g->gs, le64toh(r.cookie), (const char *)rec + sizeof(r),
+					  le16toh(r.path_len), r.build_id, r.build_id_len))
+			sync_drain(g->sy, now);
+		return;
+	}
+	case OPVM_REC_MODULE:
+	case OPVM_REC_MODULE_FREE: {
+		struct opvm_rec_module r;
+		uint64_t base, end;
+
+		if (len < sizeof(r))
+			return;
+		memcpy(&r, rec, sizeof(r));
+		base = le64toh(r.base);
+		if (__builtin_add_overflow(base, le64toh(r.size), &end))
+			end = UINT64_MAX;
+		if (gstate_module_by_name(g->gs, r.name, strnlen(r.name, sizeof(r.name))) ||
+		    (type == OPVM_REC_MODULE && gstate_module_overlaps(g->gs, base, end)))
+			sync_drain(g->sy, now);
+		return;
+	}
+	default:
+		return;
+	}
+}
+
+static void channel_try_reconnect(struct cguest *g)
+{
+	int fd;
+
+	g->want_reconnect = false;
+	if (!g->reconnect)
+		return;
+	fd = g->reconnect(g->reconnect_arg);
+	if (fd < 0) {
+		g->want_reconnect = true;	/* the guest may come back */
+		return;
+	}
+	if (fd_prepare(fd)) {
+		close(fd);
+		g->want_reconnect = true;
+		return;
+	}
+	g->fd = fd;
+	decoder_reset(g->dec);	/* a partial record never spans connections */
+}
+
+/* Reads what the channel holds now (bounded).  Returns 0 or -errno for a
+ * host-side decoder failure. */
+static int channel_read(struct collector *c, struct cguest *g)
+{
+	size_t total = 0;
+
+	while (g->fd >= 0 && total < READ_MAX_PER_WAKE) {
+		ssize_t n = read(g->fd, c->buf, READ_CHUNK);
+
+		if (n > 0) {
+			int err = decoder_feed(g->dec, c->buf, (size_t)n);
+
+			if (err)
+				return err;
+			hello_tell(g);
+			total += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		/* EOF or a dead socket: the guest went away or rebooted */
+		close(g->fd);
+		g->fd = -1;
+		channel_try_reconnect(g);
+	}
+	return 0;
+}
+
+/* ---- session.json -------------------------------------------------------- */
+
+static json_t *json_u64(uint64_t v)
+{
+	/* jansson integers are signed 64-bit; kernel addresses are not.  Larger
+	 * values go out as reals (exact for 2 MiB-aligned kernel addresses),
+	 * and callers add a "_hex" string that is always exact. */
+	if (v <= (uint64_t)INT64_MAX)
+		return json_integer((json_int_t)v);
+	return json_real((double)v);
+}
+
+static json_t *json_hex(uint64_t v)
+{
+	char b[24];
+
+	snprintf(b, sizeof(b), "0x%llx", (unsigned long long)v);
+	return json_string(b);
+}
+
+static void separate_str(unsigned sep, char *out, size_t len)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} names[] = {
+		{ OPVM_SEP_LIB, "lib" }, { OPVM_SEP_KERNEL, "kernel" },
+		{ OPVM_SEP_THREAD, "thread" }, { OPVM_SEP_CPU, "cpu" },
+	};
+	size_t i, o = 0;
+
+	out[0] = '\0';
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!(sep & names[i].bit))
+			continue;
+		o += (size_t)snprintf(out + o, len - o, "%s%s", o ? "," : "", names[i].name);
+		if (o >= len)
+			break;
+	}
+	if (!out[0])
+		snprintf(out, len, "none");
+}
+
+static int module_json(const struct gstate_module *m, void *arg)
+{
+	json_t *o = json_pack("{s:s}", "name", m->name);
+
+	if (!o)
+		return -ENOMEM;
+	json_object_set_new(o, "base", json_u64(m->base));
+	json_object_set_new(o, "size", json_u64(m->size));
+	json_object_set_new(o, "base_hex", json_hex(m->base));
+	return json_array_append_new(arg, o) ? -ENOMEM : 0;
+}
+
+static void guest_stats(const struct cguest *g, struct opvm_stats *st,
+			struct sampler_stats *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (g->smp && g->smp->ops && g->smp->ops->get_stats)
+		g->smp->ops->get_stats(g->smp, ss);
+	sync_get_stats(g->sy, st);
+	st->throttled = ss->throttled;
+}
+
+/* "symbols": where report/annotate/export find this session's binaries
+ * (docs/session-json.md); the build-id cache is <session>/.build-id. */
+static json_t *symbols_json(const struct collector *c)
+{
+	const struct collector_symbols *s = &c->cfg.symbols;
+	json_t *o = json_object(), *roots = json_array();
+	char dir[PATH_MAX], cache[PATH_MAX + 16];
+	int bad = !o || !roots;
+
+	for (size_t i = 0; !bad && i < s->nr_roots && i < COLLECTOR_MAX_ROOTS; i++)
+		bad |= json_array_append_new(roots, json_string(s->roots[i]));
+	if (bad) {
+		json_decref(roots);
+		json_decref(o);
+		return NULL;
+	}
+	bad |= json_object_set_new(o, "guest_roots", roots);
+	bad |= json_object_set_new(o, "system_map", s->system_map ?
+				   json_string(s->system_map) : json_null());
+	bad |= json_object_set_new(o, "vmlinux", s->vmlinux ?
+				   json_string(s->vmlinux) : json_null());
+	if (realpath(c->session_dir, dir)) {
+		snprintf(cache, sizeof(cache), "%s/.build-id", dir);
+		bad |= json_object_set_new(o, "build_id_cache", json_string(cache));
+	}
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
+{
+	const struct gstate_hello *h = gstate_get_hello(g->gs);
+	const struct decoder_stats *ds = decoder_get_stats(g->dec);
+	const struct gstate_stats *gst = gstate_get_stats(g->gs);
+	struct sampler_stats ss;
+	struct store_stats sst;
+	struct store_limits lim;
+	struct opvm_stats st;
+	char sep[64], start[32];
+	json_t *root, *ev, *mods, *k = NULL;
+	struct tm tm;
+	size_t i;
+	int bad = 0;
+
+	guest_stats(g, &st, &ss);
+	separate_str(c->cfg.separate, sep, sizeof(sep));
+	gmtime_r(&c->start_wall.tv_sec, &tm);
+	strftime(start, sizeof(start), "%Y-%m-%dT%H:%M:%SZ", &tm);
+
+	root = json_object();
+	ev = json_array();
+	mods = json_array();
+	if (!root || !ev || !mods)
+		goto fail;
+	for (i = 0; i < c->cfg.nr_events; i++) {
+		const struct store_event *e = &c->cfg.events[i];
+		char name[sizeof(e->name) + 1];
+
+		memcpy(name, e->name, sizeof(e->name));
+		name[sizeof(e->name)] = '\0';
+		json_array_append_new(ev, json_pack("{s:s,s:o,s:I}", "name", name,
+						    "count", json_u64(e->count),
+						    "unit_mask", (json_int_t)e->unit_mask));
+	}
+	if (h) {
+		k = json_pack("{s:s,s:s}", "release", h->release, "anchor_name", h->anchor_name);
+		if (!k)
+			goto fail;
+		json_object_set_new(k, "anchor_addr", json_u64(h->anchor_addr));
+		json_object_set_new(k, "text_addr", json_u64(h->text_addr));
+		json_object_set_new(k, "anchor_addr_hex", json_hex(h->anchor_addr));
+		json_object_set_new(k, "text_addr_hex", json_hex(h->text_addr));
+		json_object_set_new(k, "nr_cpus", json_integer(h->nr_cpus));
+	}
+	if (gstate_for_each_module(g->gs, module_json, mods))
+		goto fail;
+
+	bad |= json_object_set_new(root, "version", json_integer(1));
+	bad |= json_object_set_new(root, "guest", json_string(g->name));
+	bad |= json_object_set_new(root, "mode", json_string(c->mode));
+	bad |= json_object_set_new(root, "rate_hz", json_integer(c->cfg.rate_hz));
+	bad |= json_object_set_new(root, "events", ev);
+	ev = NULL;
+	bad |= json_object_set_new(root, "vcpus", json_integer(g->nr_vcpus));
+	bad |= json_object_set_new(root, "separate", json_string(sep));
+	bad |= json_object_set_new(root, "start", json_string(start));
+	bad |= json_object_set_new(root, "duration_s", json_real((double)(now - c->start_ms) / 1000.0));
+	bad |= json_object_set_new(root, "stats", stats_to_json(&st));
+	bad |= json_object_set_new(root, "kernel", k ? k : json_null());
+	k = NULL;
+	bad |= json_object_set_new(root, "modules", mods);
+	mods = NULL;
+	bad |= json_object_set_new(root, "symbols", symbols_json(c));
+	/* counters come from the guest's doing: saturated, never negative */
+#define C(v) stats_json_count(v)
+	bad |= json_object_set_new(root, "channel", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		"bytes", C(ds->bytes), "records", C(ds->records),
+		"bad_records", C(ds->bad_records), "resyncs", C(ds->resyncs),
+		"seq_gaps", C(ds->seq_gaps), "skipped_bytes", C(ds->skipped_bytes),
+		"refused", C(ds->refused), "unknown_types", C(ds->unknown_types),
+		"version_mismatch", C(ds->version_mismatch)));
+	bad |= json_object_set_new(root, "sampler", json_pack("{s:s,s:o,s:o,s:o,s:o,s:o}",
+		"backend", g->smp && g->smp->ops && g->smp->ops->name ? g->smp->ops->name : "none",
+		"ticks", C(ss.ticks), "samples", C(ss.samples), "throttled", C(ss.throttled),
+		"cost_ns_avg", C(ss.ticks ? ss.cost_ns_total / ss.ticks : 0),
+		"exits", C(ss.exits)));
+	bad |= json_object_set_new(root, "model", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		"processes", C(gstate_nr_processes(g->gs)),
+		"threads", C(gstate_nr_threads(g->gs)),
+		"cookies", C(gstate_nr_cookies(g->gs)),
+		"mappings", C(gstate_nr_mappings(g->gs)),
+		"modules", C(gstate_nr_modules(g->gs)),
+		"refused", C(gst->refused), "hellos", C(gst->hellos),
+		"held", C(sync_nr_held(g->sy)),
+		"mem_bytes", C(gstate_mem_bytes(g->gs)), "max_bytes", C(c->cfg.model_max_bytes),
+		"all_guests_bytes", C(c->model_budget.used), "nomem", C(gst->nomem)));
+	store_get_stats(g->st, &sst);
+	store_get_limits(g->st, &lim);
+	bad |= json_object_set_new(root, "store", stats_store_to_json(&sst, &lim));
+	bad |= json_object_set_new(root, "store_errors", C(sync_store_errors(g->sy)));
+	bad |= json_object_set_new(root, "meta_failures", C(g->meta_failures));
+#undef C
+	/* a member that could not be built (ENOMEM) would be missing */
+	if (bad)
+		goto fail;
+	return root;
+fail:
+	json_decref(k);
+	json_decref(ev);
+	json_decref(mods);
+	json_decref(root);
+	return NULL;
+}
+
+static int write_session_once(struct collector *c, struct cguest *g, uint64_t now)
+{
+	json_t *j = session_json(c, g, now);
+	char *txt;
+	int err;
+
+	if (!j)
+		return -ENOMEM;
+	txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(j);
+	if (!txt)
+		return -ENOMEM;
+	err = store_write_meta(g->st, txt);
+	free(txt);
+	return err;
+}
+
+/* session.json must not lag the sample files: short of memory, the
+ * reserve set aside at the start is given back and the write tried again;
+ * the reserve is taken again once memory allows. */
+static int write_session(struct collector *c, struct cguest *g, uint64_t now)
+{
+	int err = write_session_once(c, g, now);
+
+	if (err == -ENOMEM && c->reserve) {
+		free(c->reserve);
+		c->reserve = NULL;
+		err = write_session_once(c, g, now);
+	}
+	if (err) {
+		if (g->meta_failures < UINT64_MAX)
+			g->meta_failures++;
+	} else if (!c->reserve) {
+		c->reserve = malloc(RESERVE_BYTES);
+	}
+	return err;
+}
+
+/* ---- sync ------------------------------------------------------------------- */
+
+static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool final)
+{
+	int err, ret = 0;
+
+	/* state first, so the samples about to be drained find it */
+	err = channel_read(c, g);
+	if (err)
+		ret = err;
+	if (g->fd < 0 && g->want_reconnect && !final) {
+		channel_try_reconnect(g);
+		err = channel_read(c, g);
+		if (err && !ret)
+			ret = err;
+	}
+	/* samples that could not be filed are counted (store_errors), and
+	 * profiling goes on: not this function's failure */
+	err = final ? sync_flush(g->sy, now) : sync_run(g->sy, now);
+	g->retry_budget = RETRY_BUDGET;
+	if (err)
+		g->last_err = err;
+	err = store_sync(g->st);
+	if (err)
+		g->last_err = err;
+	err = write_session(c, g, now);
+	if (err && !ret)
+		ret = err;
+	return ret;
+}
+
+int collector_sync(struct collector *c)
+{
+	uint64_t now = util_now_ms();
+	int ret = 0;
+	size_t i;
+
+	if (!c)
+		return -EINVAL;
+	for (i = 0; i < c->nr_guests; i++) {
+		int err = guest_sync(c, c->guests[i], now, false);
+
+		if (err && !ret)
+			ret = err;
+	}
+	return ret;
+}
+
+static void samplers_stop(struct collector *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->nr_guests; i++) {
+		struct cguest *g = c->guests[i];
+
+		if (g->smp && !g->smp_stopped && g->smp->ops && g->smp->ops->stop)
+			g->smp->ops->stop(g->smp);
+		g->smp_stopped = true;
+	}
+}
+
+/* Stop sampling, then file everything: rings, held samples, store. */
+static int collector_finish(struct collector *c)
+{
+	uint64_t now = util_now_ms();
+	int ret = 0;
+	size_t i;
+
+	samplers_stop(c);
+	for (i = 0; i < c->nr_guests; i++) {
+		int err = guest_sync(c, c->guests[i], now, true);
+
+		if (err && !ret)
+			ret = err;
+	}
+	c->finished = true;
+	return ret;
+}
+
+/* ---- status line ------------------------------------------------------------- */
+
+static void status_line(struct collector *c, uint64_t now, bool last)
+{
+	uint64_t received = 0, lost = 0, held = 0;
+	double rate, secs;
+	size_t i;
+
+	if (!c->cfg.status_line)
+		return;
+	if (!last && now - c->status_ms < STATUS_EVERY_MS)
+		return;
+	for (i = 0; i < c->nr_guests; i++) {
+		struct sampler_stats ss;
+		struct opvm_stats st;
+
+		guest_stats(c->guests[i], &st, &ss);
+		received += st.received;
+		lost += st.lost_overflow + st.lost_no_mapping + st.lost_no_process;
+		held += sync_nr_held(c->guests[i]->sy);
+	}
+	secs = (double)(now - c->start_ms) / 1000.0;
+	rate = now > c->status_ms ?
+	       (double)(received - c->status_received) * 1000.0 / (double)(now - c->status_ms) : 0;
+	fprintf(stderr, "\ropvm: %7.1fs  %9.0f samples/s  %llu samples  %llu lost  %llu held  %zu guest%s ",
+		secs, rate, (unsigned long long)received, (unsigned long long)lost,
+		(unsigned long long)held, c->nr_guests, c->nr_guests == 1 ? "" : "s");
+	if (last)
+		fputc('\n', stderr);
+	fflush(stderr);
+	c->status_shown = true;
+	c->status_ms = now;
+	c->status_received = received;
+}
+
+/* ---- main loop ---------------------------------------------------------------- */
+
+/* Returns 1 when every sampled guest is gone, -errno for a sampler fault,
+ * else 0. */
+static int samplers_check(struct collector *c)
+{
+	size_t i, sampled = 0, gone = 0;
+
+	for (i = 0; i < c->nr_guests; i++) {
+		struct cguest *g = c->guests[i];
+		int st;
+
+		if (!g->smp || !g->smp->ops || !g->smp->ops->status)
+			continue;
+		sampled++;
+		if (g->gone) {
+			gone++;
+			continue;
+		}
+		st = g->smp->ops->status(g->smp);
+		if (st < 0)
+			return st;
+		if (st == SAMPLER_TARGET_GONE) {
+			g->gone = true;
+			gone++;
+		}
+	}
+	return sampled && gone == sampled ? 1 : 0;
+}
+
+int collector_run(struct collector *c, volatile sig_atomic_t *stop, uint64_t duration_ms)
+{
+	struct pollfd pfd[MAX_GUESTS];
+	struct cguest *pg[MAX_GUESTS];
+	uint64_t begin = util_now_ms(), next_sync;
+	int ret = 0, err;
+
+	if (!c)
+		return -EINVAL;
+	next_sync = begin + c->cfg.sync_ms;
+	c->finished = false;
+	for (;;) {
+		uint64_t now = util_now_ms();
+		int timeout, n = 0, r;
+		size_t i;
+
+		if (stop && *stop)
+			break;
+		if (duration_ms && now - begin >= duration_ms)
+			break;
+		r = samplers_check(c);
+		if (r < 0) {
+			ret = r;
+			break;
+		}
+		if (r == 1)
+			break;
+		if (now >= next_sync) {
+			/* a store error (disk full...) is counted in
+			 * session.json's store_errors; collecting goes on, and
+			 * the final sync reports it */
+			collector_sync(c);
+			next_sync = now + c->cfg.sync_ms;
+		}
+		status_line(c, now, false);
+
+		timeout = (int)(next_sync > now ? next_sync - now : 0);
+		if (timeout > POLL_MAX_MS)
+			timeout = POLL_MAX_MS;
+		if (c->cfg.status_line && timeout > STATUS_EVERY_MS)
+			timeout = STATUS_EVERY_MS;
+		if (duration_ms && begin + duration_ms - now < (uint64_t)timeout)
+			timeout = (int)(begin + duration_ms - now);
+		for (i = 0; i < c->nr_guests; i++) {
+			if (c->guests[i]->fd < 0)
+				continue;
+			pfd[n].fd = c->guests[i]->fd;
+			pfd[n].events = POLLIN;
+			pfd[n].revents = 0;
+			pg[n++] = c->guests[i];
+		}
+		r = poll(pfd, (nfds_t)n, timeout);
+		if (r < 0 && errno != EINTR) {
+			ret = -errno;
+			break;
+		}
+		for (i = 0; r > 0 && i < (size_t)n; i++) {
+			if (!pfd[i].revents)
+				continue;
+			err = channel_read(c, pg[i]);
+			if (err) {
+				ret = err;
+				goto out;
+			}
+		}
+	}
+out:
+	err = collector_finish(c);
+	if (!ret)
+		ret = err;
+	status_line(c, util_now_ms(), true);
+	return ret;
+}
+
+void collector_free(struct collector *c)
+{
+	size_t i;
+
+	if (!c)
+		return;
+	if (!c->finished)
+		collector_finish(c);
+	if (c->status_shown && c->cfg.status_line && !c->finished)
+		fputc('\n', stderr);
+	for (i = 0; i < c->nr_guests; i++)
+		guest_free(c->guests[i]);
+	free(c->buf);
+	free(c->reserve);
+	free(c->session_dir);
+	free(c->mode);
+	free(c);
+}

@@ -1,0 +1,918 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Sync: rings -> attribution -> sample files.  The rules are in host/collect/sync.h;
+ * this file is mostly about doing them fast: at a few hundred samples per
+ * second per vCPU nothing here matters, but a guest with many vCPUs under a
+ * high-rate event, or a collector catching up after a stall, should drain
+ * tens of millions of samples per second on one core.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/collect/gstate.h"
+#include "lib/ring.h"
+#include "host/collect/store.h"
+#include "host/collect/sync.h"
+
+#define SYNC_HOLD_MS_DEFAULT	2000
+#define SYNC_HOLD_MAX_DEFAULT	65536
+#define SC_BITS			12	/* sample-file cache: 4096 slots */
+#define DRAIN_MAX		(1u << 24)	/* samples per ring per run */
+
+enum { FILED = 0, HOLD = 1 };
+
+/* Names that do not come from the guest.  Their addresses are the cache
+ * identities of the images/apps they name. */
+static const char NAME_VMLINUX[] = "vmlinux";
+static const char NAME_ANON[] = "{anon}";
+static const char NAME_KTHREAD[] = "{kthread}";
+static const char NAME_IDLE[] = "{idle}";
+static const char NAME_UNKNOWN[] = "{unknown}";
+static const char TAG_ANON_CR3[] = "{anon-cr3}";	/* + skey.extra = cr3 */
+
+/*
+ * Identity of a sample file within one gstate generation: app and image
+ * are pointers to strings that cannot change while the generation stays the
+ * same (cookie paths, module names, process comms, the names above).
+ */
+struct skey {
+	const void *app;
+	const void *image;
+	uint64_t extra;
+	int64_t tgid, tid, cpu;
+	uint32_t event;
+	uint32_t kernel;
+};
+
+struct sc_ent {
+	struct skey k;
+	uint32_t fid;
+	uint32_t epoch;		/* valid while == sync.epoch */
+};
+
+/*
+ * Per-vCPU cache of recently used mappings (user) and kernel ranges (a
+ * module's text, or the stretch of vmlinux between modules), indexed by the
+ * megabyte of the address (and the address space), each with its
+ * sample file and the offset adjustment: a hit files a sample with a few
+ * compares and one sfile_add().  An entry also records what else went into
+ * choosing its file (event, vCPU, slot contents, address space) and is only
+ * used when those match.
+ */
+#define UBITS	6	/* 64 user entries per vCPU, direct-mapped */
+#define KBITS	4	/* 16 kernel entries */
+
+struct cent {
+	uint32_t fid;
+	uint32_t epoch;		/* valid while == sync.epoch */
+	uint64_t lo, len;	/* [lo, lo + len) */
+	uint64_t adj;		/* offset = rip + adj */
+	uint64_t cr3n;
+	uint32_t vcpu;
+	uint32_t slot_tid, slot_tgid;
+	uint8_t event, flags;
+	bool need_slot;		/* process was named by the slot, not CR3 */
+};
+
+struct vcache {
+	/* address space -> process */
+	uint64_t cr3n;
+	const struct gstate_process *p;
+	uint32_t p_epoch;	/* p valid while == sync.epoch */
+	struct cent u[1u << UBITS];
+	struct cent k[1u << KBITS];
+};
+
+struct held {
+	struct opvm_sample s;	/* chain dropped */
+	uint64_t t;
+};
+
+struct sync {
+	struct store *st;
+	struct gstate *gs;
+	struct ring **rings;
+	unsigned nr_rings;
+	unsigned sep;
+	unsigned hold_ms;
+	bool u_slot;			/* user cache entries depend on the slot */
+	bool k_slot;			/* kernel ones do */
+	bool k_cr3;			/* kernel ones depend on CR3 without a slot */
+
+	uint64_t gen;			/* generation the caches belong to */
+	uint32_t epoch;			/* cache entries of another epoch are
+					 * stale: dropping them all is O(1) */
+	struct vcache *vc;
+	unsigned vc_mask;
+	struct sc_ent *sc;
+
+	struct held *held;		/* ring buffer, oldest first */
+	size_t hold_cap, hold_head, hold_nr;
+	uint64_t held_gen;		/* generation of the last full retry */
+	uint32_t force_tgid;		/* nonzero: file this process's samples
+					 * whatever is missing (it is going) */
+
+	/*
+	 * Sample files get dense ids (fid, from 1) so that samples can be
+	 * queued as (fid, offset) and added file by file: a sample file's
+	 * table is then hot in the cache and TLB while its samples go in,
+	 * instead of every sample touching a random page of a random file.
+	 */
+	struct sfile **fsf;		/* fid -> file */
+	uint32_t *fcnt;			/* fid -> queued count / cursor */
+	uint32_t *touched;		/* fids queued in this batch */
+	uint32_t nr_f, cap_f;		/* fids used (incl. 0), allocated */
+	struct fmap_ent {
+		struct sfile *sf;
+		uint32_t fid;
+	} *fmap;			/* file -> fid, open addressing */
+	unsigned fmap_bits;
+
+	uint32_t *pfid;			/* queued samples, PEND_MAX */
+	uint64_t *poff;
+	uint64_t *soff;			/* the same, grouped by file */
+	size_t npend;
+
+	struct opvm_stats stats;
+	uint64_t store_errors;
+	int first_err;
+};
+
+#define PEND_MAX	65536
+
+struct sync *sync_new(struct store *st, struct gstate *gs,
+		      struct ring *const *rings, unsigned nr_rings,
+		      const struct sync_config *cfg)
+{
+	struct sync *s;
+	unsigned nvc = 1;
+
+	if (!st || !gs || (nr_rings && !rings)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->st = st;
+	s->gs = gs;
+	s->sep = store_separate(st);
+	s->u_slot = s->sep & OPVM_SEP_THREAD;
+	s->k_slot = s->sep & (OPVM_SEP_THREAD | OPVM_SEP_KERNEL);
+	s->k_cr3 = s->sep & OPVM_SEP_KERNEL;
+	s->hold_ms = cfg ? cfg->hold_ms : SYNC_HOLD_MS_DEFAULT;
+	s->hold_cap = cfg && cfg->hold_max ? cfg->hold_max : SYNC_HOLD_MAX_DEFAULT;
+	while (nvc < nr_rings)
+		nvc <<= 1;
+	s->vc_mask = nvc - 1;
+	s->vc = calloc(nvc, sizeof(*s->vc));
+	s->sc = calloc((size_t)1 << SC_BITS, sizeof(*s->sc));
+	s->held = calloc(s->hold_cap, sizeof(*s->held));
+	if (nr_rings)
+		s->rings = calloc(nr_rings, sizeof(*s->rings));
+	s->pfid = malloc(PEND_MAX * sizeof(*s->pfid));
+	s->poff = malloc(PEND_MAX * sizeof(*s->poff));
+	s->soff = malloc(PEND_MAX * sizeof(*s->soff));
+	s->fmap_bits = 8;
+	s->fmap = calloc((size_t)1 << s->fmap_bits, sizeof(*s->fmap));
+	s->nr_f = 1;		/* fid 0 means "none" */
+	if (!s->vc || !s->sc || !s->held || (nr_rings && !s->rings) ||
+	    !s->pfid || !s->poff || !s->soff || !s->fmap) {
+		sync_free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (nr_rings)
+		memcpy(s->rings, rings, nr_rings * sizeof(*s->rings));
+	s->nr_rings = nr_rings;
+	s->gen = gstate_generation(gs);
+	s->held_gen = s->gen;
+	s->epoch = 1;
+	return s;
+}
+
+void sync_free(struct sync *s)
+{
+	if (!s)
+		return;
+	free(s->rings);
+	free(s->vc);
+	free(s->sc);
+	free(s->held);
+	free(s->pfid);
+	free(s->poff);
+	free(s->soff);
+	free(s->fmap);
+	free(s->fsf);
+	free(s->fcnt);
+	free(s->touched);
+	free(s);
+}
+
+/* The model changed: every cached pointer may be stale.  A guest that
+ * forks all the time changes it at every record, so this must be cheap. */
+static void caches_drop(struct sync *s)
+{
+	if (++s->epoch == 0) {
+		/* wrapped: entries of epoch 1 might still be around */
+		memset(s->vc, 0, ((size_t)s->vc_mask + 1) * sizeof(*s->vc));
+		memset(s->sc, 0, ((size_t)1 << SC_BITS) * sizeof(*s->sc));
+		s->epoch = 1;
+	}
+	s->gen = gstate_generation(s->gs);
+}
+
+static inline uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	return x;
+}
+
+static inline size_t skey_hash(const struct skey *k)
+{
+	uint64_t h = (uint64_t)(uintptr_t)k->app * 0x9e3779b97f4a7c15ull;
+
+	h ^= (uint64_t)(uintptr_t)k->image * 0xc2b2ae3d27d4eb4full;
+	h ^= k->extra * 0x165667b19e3779f9ull;
+	h ^= ((uint64_t)k->tgid << 32 ^ (uint64_t)k->tid) * 0x27d4eb2f165667c5ull;
+	h ^= ((uint64_t)k->cpu << 16 ^ k->event << 1 ^ k->kernel);
+	return (size_t)(mix(h) >> (64 - SC_BITS));
+}
+
+static inline bool skey_eq(const struct skey *a, const struct skey *b)
+{
+	return a->app == b->app && a->image == b->image && a->extra == b->extra &&
+	       a->tgid == b->tgid && a->tid == b->tid && a->cpu == b->cpu &&
+	       a->event == b->event && a->kernel == b->kernel;
+}
+
+static int note_err(struct sync *s, int err)
+{
+	s->store_errors++;
+	if (!s->first_err)
+		s->first_err = err;
+	return err;
+}
+
+static inline size_t fmap_hash(const struct sfile *sf, unsigned bits)
+{
+	return (size_t)(((uint64_t)(uintptr_t)sf * 0x9e3779b97f4a7c15ull) >> (64 - bits));
+}
+
+static int fmap_grow(struct sync *s)
+{
+	unsigned bits = s->fmap_bits + 1;
+	struct fmap_ent *n = calloc((size_t)1 << bits, sizeof(*n));
+	size_t i, mask = ((size_t)1 << bits) - 1;
+
+	if (!n)
+		return -ENOMEM;
+	for (i = 0; i < ((size_t)1 << s->fmap_bits); i++) {
+		size_t j;
+
+		if (!s->fmap[i].sf)
+			continue;
+		for (j = fmap_hash(s->fmap[i].sf, bits); n[j].sf; j = (j + 1) & mask)
+			;
+		n[j] = s->fmap[i];
+	}
+	free(s->fmap);
+	s->fmap = n;
+	s->fmap_bits = bits;
+	return 0;
+}
+
+/* The fid of sf, assigned on first sight.  0 and errno on ENOMEM. */
+static uint32_t fid_of(struct sync *s, struct sfile *sf)
+{
+	size_t mask = ((size_t)1 << s->fmap_bits) - 1, j;
+
+	for (j = fmap_hash(sf, s->fmap_bits); s->fmap[j].sf; j = (j + 1) & mask)
+		if (s->fmap[j].sf == sf)
+			return s->fmap[j].fid;
+	if (s->nr_f == UINT32_MAX) {
+		errno = ENOSPC;
+		return 0;
+	}
+	if (s->nr_f >= s->cap_f) {
+		uint32_t cap = s->cap_f ? s->cap_f * 2 : 256;
+		struct sfile **nsf = realloc(s->fsf, cap * sizeof(*nsf));
+		uint32_t *ncnt, *nt;
+
+		if (!nsf)
+			return 0;
+		s->fsf = nsf;
+		ncnt = realloc(s->fcnt, cap * sizeof(*ncnt));
+		if (!ncnt)
+			return 0;
+		s->fcnt = ncnt;
+		nt = realloc(s->touched, cap * sizeof(*nt));
+		if (!nt)
+			return 0;
+		s->touched = nt;
+		memset(s->fcnt + s->cap_f, 0, (cap - s->cap_f) * sizeof(*ncnt));
+		s->cap_f = cap;
+	}
+	if ((size_t)s->nr_f * 2 > mask + 1) {
+		if (fmap_grow(s))
+			return 0;
+		mask = ((size_t)1 << s->fmap_bits) - 1;
+	}
+	for (j = fmap_hash(sf, s->fmap_bits); s->fmap[j].sf; j = (j + 1) & mask)
+		;
+	s->fmap[j].sf = sf;
+	s->fmap[j].fid = s->nr_f;
+	s->fsf[s->nr_f] = sf;
+	return s->nr_f++;
+}
+
+/*
+ * Adds the queued samples to their files, file by file (a counting sort on
+ * fid).  Called before sync_run()/sync_sample() return, so nothing stays
+ * queued between calls.
+ */
+static void flush(struct sync *s)
+{
+	size_t i, n = s->npend, pos;
+	uint32_t nt = 0, t;
+
+	if (!n)
+		return;
+	for (i = 0; i < n; i++)
+		if (s->fcnt[s->pfid[i]]++ == 0)
+			s->touched[nt++] = s->pfid[i];
+	for (pos = 0, t = 0; t < nt; t++) {
+		uint32_t c = s->fcnt[s->touched[t]];
+
+		s->fcnt[s->touched[t]] = (uint32_t)pos;
+		pos += c;
+	}
+	for (i = 0; i < n; i++)
+		s->soff[s->fcnt[s->pfid[i]]++] = s->poff[i];
+	for (pos = 0, t = 0; t < nt; t++) {
+		uint32_t fid = s->touched[t];
+		size_t end = s->fcnt[fid];
+		struct sfile *sf = s->fsf[fid];
+
+		for (; pos < end; pos++) {
+			int err = sfile_add(sf, s->soff[pos], 1);
+
+			if (err)
+				note_err(s, err);
+		}
+		s->fcnt[fid] = 0;
+	}
+	s->npend = 0;
+}
+
+static inline int add(struct sync *s, uint32_t fid, uint64_t offset)
+{
+	if (__builtin_expect(!fid, 0))
+		return note_err(s, errno ? -errno : -EIO);
+	if (__builtin_expect(s->npend == PEND_MAX, 0))
+		flush(s);
+	s->pfid[s->npend] = fid;
+	s->poff[s->npend] = offset;
+	s->npend++;
+	return FILED;
+}
+
+/*
+ * The fid of the sample file for k.  app/image are the strings that
+ * k->app/k->image stand for (k may hold a tag instead, for names built per
+ * sample).  Applies the separation mask first so that the cache holds one
+ * entry per file.  0 (errno set) if the store cannot open the file.
+ */
+static uint32_t sfile_for(struct sync *s, struct skey *k, const char *app,
+			       const char *image, const struct gstate_cookie *c)
+{
+	struct store_key key;
+	struct sc_ent *e;
+	struct sfile *sf;
+	uint32_t fid;
+	size_t i;
+
+	if (k->kernel ? !(s->sep & OPVM_SEP_KERNEL) : !(s->sep & OPVM_SEP_LIB)) {
+		k->app = k->image;
+		app = image;
+	}
+	if (!(s->sep & OPVM_SEP_THREAD))
+		k->tgid = k->tid = -1;
+	if (!(s->sep & OPVM_SEP_CPU))
+		k->cpu = -1;
+	i = skey_hash(k);
+	e = &s->sc[i];
+	if (e->epoch == s->epoch && skey_eq(&e->k, k))
+		return e->fid;
+	e = &s->sc[i ^ 1];
+	if (e->epoch == s->epoch && skey_eq(&e->k, k))
+		return e->fid;
+
+	key = (struct store_key){
+		.app = app,
+		.image = image,
+		.kernel = (int)k->kernel,
+		.event = (uint8_t)k->event,
+		.tgid = k->tgid,
+		.tid = k->tid,
+		.cpu = k->cpu,
+		.build_id = c && c->build_id_len ? c->build_id : NULL,
+		.build_id_len = c ? c->build_id_len : 0,
+	};
+	sf = store_get(s->st, &key);
+	if (!sf)
+		return 0;
+	fid = fid_of(s, sf);
+	if (!fid)
+		return 0;
+	/* two-way: the newest entry lives in the home slot, the one it
+	 * displaces moves to the other way */
+	e = &s->sc[i];
+	if (e->epoch == s->epoch)
+		s->sc[i ^ 1] = *e;
+	e->k = *k;
+	e->fid = fid;
+	e->epoch = s->epoch;
+	return fid;
+}
+
+static const char *proc_app(const struct gstate_process *p)
+{
+	return p->exe ? p->exe->path : p->comm;
+}
+
+static inline bool cent_match(const struct sync *s, const struct cent *e,
+			      const struct opvm_sample *x, bool slot, bool cr3, uint64_t cr3n)
+{
+	return e->epoch == s->epoch && x->rip - e->lo < e->len && e->event == x->event &&
+	       e->vcpu == x->vcpu &&
+	       (!(slot || e->need_slot) || (e->flags == x->flags && e->slot_tid == x->slot_tid &&
+			  e->slot_tgid == x->slot_tgid)) &&
+	       (!cr3 || e->cr3n == cr3n);
+}
+
+static void cent_fill(const struct sync *s, struct cent *e, uint32_t fid, uint64_t lo,
+		      uint64_t len, uint64_t adj, uint64_t cr3n, const struct opvm_sample *x)
+{
+	e->fid = fid;
+	e->epoch = s->epoch;
+	e->lo = lo;
+	e->len = len;
+	e->adj = adj;
+	e->cr3n = cr3n;
+	e->vcpu = x->vcpu;
+	e->slot_tid = x->slot_tid;
+	e->slot_tgid = x->slot_tgid;
+	e->event = x->event;
+	e->flags = x->flags;
+	e->need_slot = false;
+}
+
+static inline unsigned cent_index(uint64_t rip, uint64_t cr3n, unsigned bits)
+{
+	return (unsigned)((((rip >> 20) ^ (cr3n >> 13)) * 0x9e3779b97f4a7c15ull) >> (64 - bits));
+}
+
+/*
+ * x86-64 module space (MODULES_VADDR .. MODULES_END): a kernel address there
+ * that no module covers belongs to a module whose MODULE record is late, so
+ * it is held like a user sample, then filed under vmlinux if none comes.
+ */
+#define OPVM_MODULES_START	0xffffffffc0000000ull
+#define OPVM_MODULES_END	0xffffffffff000000ull
+
+static int file_kernel(struct sync *s, const struct opvm_sample *x, bool force)
+{
+	struct vcache *vc = &s->vc[x->vcpu & s->vc_mask];
+	bool slot = x->flags & OPVM_SAMPLE_SLOT;
+	bool by_cr3 = s->k_cr3 && !slot;
+	uint64_t cr3n = by_cr3 ? opvm_cr3_normalise(x->cr3) : 0;
+	const struct gstate_process *p = NULL;
+	const struct gstate_module *m;
+	const char *app = NULL, *image;
+	uint64_t offset, lo, hi;
+	uint32_t fid;
+	char name[48];
+	struct skey k;
+	struct cent *ce;
+	int ret;
+
+	ce = &vc->k[cent_index(x->rip, 0, KBITS)];
+	if (cent_match(s, ce, x, s->k_slot, by_cr3, cr3n)) {
+		s->stats.kernel++;
+		return add(s, ce->fid, x->rip + ce->adj);
+	}
+
+	m = gstate_module_range(s->gs, x->rip, &lo, &hi);
+	memset(&k, 0, sizeof(k));
+	if (m) {
+		image = m->name;
+		offset = x->rip - m->base;
+	} else {
+		bool modspace = x->rip >= OPVM_MODULES_START && x->rip < OPVM_MODULES_END;
+
+		if (modspace && !force && s->hold_ms && gstate_get_hello(s->gs))
+			return HOLD;
+		if (modspace) {
+			s->stats.lost_no_mapping++;
+			lo = hi = 0;	/* not cached: the module may come */
+		} else if (hi > OPVM_MODULES_START) {
+			hi = OPVM_MODULES_START;
+		}
+		image = NAME_VMLINUX;
+		offset = x->rip;
+	}
+	k.image = image;
+	k.kernel = 1;
+	k.event = x->event;
+	k.cpu = x->vcpu;
+
+	if (slot) {
+		/*
+		 * The slot is guest memory: a task the model does not know
+		 * (yet) is held when it would name a file, so that neither a
+		 * late PROC/THREAD record nor a hostile slot can make files
+		 * per made-up id; on expiry it is merged ("all").
+		 */
+		const struct gstate_process *tp = NULL;
+		bool hold;
+
+		k.tgid = x->slot_tgid;
+		k.tid = x->slot_tid;
+		if (x->slot_tgid)
+			tp = gstate_proc_by_tgid(s->gs, x->slot_tgid);
+		hold = !force && s->hold_ms && gstate_get_hello(s->gs) &&
+		       !(tp && tp->tgid == s->force_tgid);
+		if (x->slot_tgid) {
+			if (!tp && s->k_slot) {
+				if (hold)
+					return HOLD;
+				k.tgid = k.tid = -1;
+			} else if (tp && (s->sep & OPVM_SEP_THREAD) &&
+				   x->slot_tid != x->slot_tgid &&
+				   gstate_thread_tgid(s->gs, x->slot_tid) != x->slot_tgid) {
+				if (hold)
+					return HOLD;
+				k.tid = k.tgid;
+			}
+		} else {
+			k.tid = 0;	/* idle */
+		}
+		if (!(x->flags & OPVM_SAMPLE_KTHREAD))
+			p = tp;
+	} else {
+		p = gstate_proc_by_cr3(s->gs, opvm_cr3_normalise(x->cr3));
+		k.tgid = k.tid = p ? p->tgid : 0;
+	}
+	if (s->sep & OPVM_SEP_KERNEL) {
+		if (slot && (x->flags & OPVM_SAMPLE_KTHREAD))
+			app = NAME_KTHREAD;
+		else if (slot && !x->slot_tgid)
+			app = NAME_IDLE;
+		else if (p)
+			app = proc_app(p);
+		else if (!gstate_get_hello(s->gs)) {
+			snprintf(name, sizeof(name), "{anon-cr3:0x%llx}",
+				 (unsigned long long)opvm_cr3_normalise(x->cr3));
+			app = name;
+			k.app = TAG_ANON_CR3;
+			k.extra = opvm_cr3_normalise(x->cr3);
+		} else {
+			app = NAME_UNKNOWN;
+		}
+		if (!k.app)
+			k.app = app;
+	}
+	fid = sfile_for(s, &k, app, image, NULL);
+	s->stats.kernel++;
+	ret = add(s, fid, offset);
+	if (ret == FILED && hi > lo)
+		cent_fill(s, ce, fid, lo, hi - lo, offset - x->rip, cr3n, x);
+	return ret;
+}
+
+static int file_anon_cr3(struct sync *s, const struct opvm_sample *x, uint64_t cr3n)
+{
+	char name[48];
+	struct skey k = {
+		.app = TAG_ANON_CR3,
+		.image = TAG_ANON_CR3,
+		.extra = cr3n,
+		.event = x->event,
+		.cpu = x->vcpu,
+		.tgid = (x->flags & OPVM_SAMPLE_SLOT) ? x->slot_tgid : 0,
+		.tid = (x->flags & OPVM_SAMPLE_SLOT) ? x->slot_tid : 0,
+	};
+
+	snprintf(name, sizeof(name), "{anon-cr3:0x%llx}", (unsigned long long)cr3n);
+	s->stats.user++;
+	return add(s, sfile_for(s, &k, name, name, NULL), x->rip);
+}
+
+static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
+{
+	uint64_t cr3n = opvm_cr3_normalise(x->cr3);
+	struct vcache *vc = &s->vc[x->vcpu & s->vc_mask];
+	const struct gstate_process *p;
+	const struct gstate_mapping *m;
+	const char *image;
+	uint32_t fid;
+	struct skey k;
+	uint64_t offset;
+	struct cent *ce;
+	bool via_slot = false;
+	int ret;
+
+	ce = &vc->u[cent_index(x->rip, cr3n, UBITS)];
+	if (cent_match(s, ce, x, s->u_slot, true, cr3n)) {
+		s->stats.user++;
+		return add(s, ce->fid, x->rip + ce->adj);
+	}
+
+	if (vc->p_epoch == s->epoch && vc->cr3n == cr3n) {
+		p = vc->p;
+	} else {
+		p = gstate_proc_by_cr3(s->gs, cr3n);
+		vc->cr3n = cr3n;
+		vc->p = p;
+		vc->p_epoch = s->epoch;
+	}
+	if (!p && (x->flags & OPVM_SAMPLE_SLOT) &&
+	    !(x->flags & OPVM_SAMPLE_KTHREAD) && x->slot_tgid) {
+		/* only a process whose address space the model does not
+		 * know: one with another CR3 may just have exec'd, and its
+		 * old mappings would name the new image's addresses */
+		const struct gstate_process *q = gstate_proc_by_tgid(s->gs, x->slot_tgid);
+
+		if (q && !q->cr3) {
+			p = q;
+			via_slot = true;
+		}
+	}
+	if (!p) {
+		if (!gstate_get_hello(s->gs)) {
+			s->stats.unresolved++;
+			return file_anon_cr3(s, x, cr3n);
+		}
+		if (!force && s->hold_ms)
+			return HOLD;
+		s->stats.lost_no_process++;
+		return file_anon_cr3(s, x, cr3n);
+	}
+
+	if (s->force_tgid && p->tgid == s->force_tgid)
+		force = true;
+	memset(&k, 0, sizeof(k));
+	k.event = x->event;
+	k.cpu = x->vcpu;
+	k.tgid = p->tgid;
+	k.tid = p->tgid;
+	if ((s->sep & OPVM_SEP_THREAD) && (x->flags & OPVM_SAMPLE_SLOT) &&
+	    x->slot_tgid == p->tgid && x->slot_tid != p->tgid) {
+		/* a thread the model does not know yet (or a made-up id in a
+		 * hostile slot): hold, then merge into the process */
+		if (gstate_thread_tgid(s->gs, x->slot_tid) == p->tgid)
+			k.tid = x->slot_tid;
+		else if (!force && s->hold_ms && gstate_get_hello(s->gs))
+			return HOLD;
+	}
+	k.app = proc_app(p);
+
+	m = gstate_map_find(p, x->rip);
+	if (!m && !p->nr_maps && p->ppid && p->ppid != p->tgid) {
+		/* A forked child whose address space was never described
+		 * (the module skips a child that exec'd or exited before it
+		 * got to it) is still a copy of its parent's. */
+		const struct gstate_process *pp = gstate_proc_by_tgid(s->gs, p->ppid);
+
+		if (pp)
+			m = gstate_map_find(pp, x->rip);
+	}
+	if (!m) {
+		if (!force && s->hold_ms && gstate_get_hello(s->gs))
+			return HOLD;
+		s->stats.lost_no_mapping++;
+		s->stats.user++;
+		k.image = NAME_ANON;
+		return add(s, sfile_for(s, &k, proc_app(p), NAME_ANON, NULL), x->rip);
+	}
+	if (m->cookie) {
+		image = m->cookie->path;
+		offset = x->rip - m->start + m->pgoff;
+	} else {
+		image = NAME_ANON;
+		offset = x->rip;
+	}
+	k.image = image;
+	fid = sfile_for(s, &k, proc_app(p), image, m->cookie);
+	s->stats.user++;
+	ret = add(s, fid, offset);
+	if (ret == FILED) {
+		cent_fill(s, ce, fid, m->start, m->end - m->start, offset - x->rip, cr3n, x);
+		ce->need_slot = via_slot;
+	}
+	return ret;
+}
+
+/* Callers make sure the caches belong to the current generation first. */
+static inline int attribute(struct sync *s, const struct opvm_sample *x, bool force)
+{
+	if (x->cpl != 3)
+		return file_kernel(s, x, force);
+	return file_user(s, x, force);
+}
+
+/* Files the oldest held sample whatever its state. */
+static void held_evict_one(struct sync *s)
+{
+	struct held *h = &s->held[s->hold_head];
+
+	attribute(s, &h->s, true);
+	s->hold_head = (s->hold_head + 1) % s->hold_cap;
+	/* An empty queue starts again at the front, as held_retry() does:
+	 * the pages the queue touches are then those the most samples ever
+	 * held at once needed, not every page of hold_cap over a long session. */
+	if (!--s->hold_nr)
+		s->hold_head = 0;
+}
+
+static void hold(struct sync *s, const struct opvm_sample *x, uint64_t now)
+{
+	struct held *h;
+
+	if (s->hold_nr == s->hold_cap)
+		held_evict_one(s);
+	h = &s->held[(s->hold_head + s->hold_nr) % s->hold_cap];
+	h->s = *x;
+	h->s.nr_chain = 0;
+	h->s.chain = NULL;
+	h->t = now;
+	s->hold_nr++;
+}
+
+static inline bool expired(const struct sync *s, const struct held *h, uint64_t now)
+{
+	return now >= h->t && now - h->t >= s->hold_ms;
+}
+
+/*
+ * Retries held samples.  Nothing can resolve while the model is unchanged,
+ * so then only expired ones (at the head: the queue is in time order) are
+ * filed; after a change the whole queue is retried and compacted.
+ */
+static void held_retry(struct sync *s, uint64_t now, bool all, bool full)
+{
+	size_t i, kept = 0, n = s->hold_nr, base;
+
+	if (!n)
+		return;
+	if (!all && !full && s->held_gen == gstate_generation(s->gs)) {
+		while (s->hold_nr && expired(s, &s->held[s->hold_head], now))
+			held_evict_one(s);
+		return;
+	}
+	/* Compact towards the front of the array when the queue does not wrap
+	 * (a write at kept never passes the read at head + i then): see
+	 * held_evict_one() for why. */
+	base = s->hold_head + n <= s->hold_cap ? 0 : s->hold_head;
+	for (i = 0; i < n; i++) {
+		struct held *h = &s->held[(s->hold_head + i) % s->hold_cap];
+
+		if (attribute(s, &h->s, all || expired(s, h, now)) == HOLD) {
+			struct held *to = &s->held[(base + kept) % s->hold_cap];
+
+			if (to != h)
+				*to = *h;
+			kept++;
+		}
+	}
+	s->hold_head = kept ? base : 0;
+	s->hold_nr = kept;
+	s->held_gen = gstate_generation(s->gs);
+}
+
+static inline void take(struct sync *s, const struct opvm_sample *x, uint64_t now)
+{
+	s->stats.received++;
+	if (attribute(s, x, false) == HOLD)
+		hold(s, x, now);
+}
+
+static inline void caches_check(struct sync *s)
+{
+	if (s->gen != gstate_generation(s->gs))
+		caches_drop(s);
+}
+
+int sync_sample(struct sync *s, const struct opvm_sample *smp, uint64_t now_ms)
+{
+	int err;
+
+	caches_check(s);
+	s->first_err = 0;
+	take(s, smp, now_ms);
+	flush(s);
+	err = s->first_err;
+	s->first_err = 0;
+	return err;
+}
+
+static void drain(struct sync *s, uint64_t now_ms)
+{
+	struct opvm_sample x;
+	unsigned r;
+
+	for (r = 0; r < s->nr_rings; r++) {
+		struct ring *ring = s->rings[r];
+		unsigned n = 0;
+
+		while (n++ < DRAIN_MAX && ring_pop(ring, &x, NULL))
+			take(s, &x, now_ms);
+	}
+	flush(s);
+}
+
+int sync_run(struct sync *s, uint64_t now_ms)
+{
+	int err;
+
+	/* the model only changes between runs (one thread decodes and syncs) */
+	caches_check(s);
+	s->first_err = 0;
+	held_retry(s, now_ms, false, false);
+	drain(s, now_ms);
+	err = s->first_err;
+	s->first_err = 0;
+	return err;
+}
+
+int sync_forget_process(struct sync *s, uint32_t tgid, uint64_t now_ms)
+{
+	int err;
+
+	caches_check(s);
+	s->first_err = 0;
+	held_retry(s, now_ms, false, false);
+	drain(s, now_ms);
+	if (tgid && s->hold_nr) {
+		s->force_tgid = tgid;
+		held_retry(s, now_ms, false, true);
+		s->force_tgid = 0;
+		flush(s);
+	}
+	err = s->first_err;
+	s->first_err = 0;
+	return err;
+}
+
+int sync_drain(struct sync *s, uint64_t now_ms)
+{
+	int err;
+
+	caches_check(s);
+	s->first_err = 0;
+	drain(s, now_ms);
+	err = s->first_err;
+	s->first_err = 0;
+	return err;
+}
+
+int sync_flush(struct sync *s, uint64_t now_ms)
+{
+	int err = sync_run(s, now_ms);
+
+	caches_check(s);
+	s->first_err = 0;
+	held_retry(s, now_ms, true, true);
+	flush(s);
+	if (!err)
+		err = s->first_err;
+	s->first_err = 0;
+	return err;
+}
+
+void sync_get_stats(const struct sync *s, struct opvm_stats *out)
+{
+	unsigned r;
+
+	*out = s->stats;
+	out->lost_overflow = 0;
+	for (r = 0; r < s->nr_rings; r++)
+		out->lost_overflow += ring_lost(s->rings[r]);
+	out->guest_lost = gstate_get_stats(s->gs)->guest_lost;
+}
+
+size_t sync_nr_held(const struct sync *s)
+{
+	return s->hold_nr;
+}
+
+uint64_t sync_store_errors(const struct sync *s)
+{
+	return s->store_errors;
+}

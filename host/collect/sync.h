@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sync: drains one guest's per-vCPU rings, attributes every sample with the
+ * guest-state model and adds it to the guest's sample files.
+ *
+ * Attribution rules (OProfile's, adapted to a whole guest):
+ *
+ *  Kernel samples (CPL != 3):
+ *   - image: the module whose core text holds rip (gstate_module_find), file
+ *     offset rip - base; otherwise "vmlinux" at the run-time address (the
+ *     report removes the KASLR slide).  kernel = 1.  An address in the x86-64
+ *     module area that no known module covers is held like a late user
+ *     sample (below), then filed under vmlinux, counted in lost_no_mapping.
+ *   - task: named by the current-task slot (OPVM_SAMPLE_SLOT), never by CR3:
+ *     kernel threads run on whatever CR3 the last user task left (lazy TLB).
+ *     Without a slot, CR3 names the process.
+ *   - app: with OPVM_SEP_KERNEL, the task's executable path (else its comm);
+ *     "{kthread}" for kernel threads, "{idle}" for pid 0, "{unknown}" for a
+ *     task the model still does not know after hold_ms (held until then,
+ *     like a late user sample), and "{anon-cr3:0x...}" when the guest
+ *     module never spoke.  Without OPVM_SEP_KERNEL the app is the image
+ *     itself, as in OProfile.
+ *  User samples (CPL 3):
+ *   - process: normalised CR3 -> gstate_proc_by_cr3(); else the slot's tgid
+ *     if the model knows no address space for it (a process with another
+ *     CR3 may just have exec'd: its old mappings must not name the new
+ *     image's addresses).
+ *   - mapping: gstate_map_find() (a forked child with no mappings described
+ *     at all is looked up in its parent's: until it execs it is a copy);
+ *     image = the cookie's path, offset
+ *     rip - start + pgoff, build-id from the cookie; an anonymous executable
+ *     mapping (cookie 0, e.g. a JIT) is image "{anon}" at the virtual address.
+ *   - app: the process's executable path, else its comm.  OPVM_SEP_LIB keeps
+ *     libraries under their app's {dep}; otherwise each image is its own app.
+ *  Everywhere: OPVM_SEP_THREAD keeps tgid/tid (else "all"), OPVM_SEP_CPU
+ *  keeps the vCPU (else "all").  The tid comes from the slot, which is guest
+ *  memory: a tid the model does not know as a thread of that process is
+ *  held (below) and, on expiry, merged into the process's tgid, so a hostile
+ *  slot cannot create files per made-up id.
+ *
+ * Late guest state: the channel may lag the sampler (a process runs before
+ * its PROC/MMAP records are decoded).  A user sample whose process or mapping
+ * is unknown while the guest module is present (a HELLO was seen) is held in
+ * a bounded per-guest queue and retried at every sync for hold_ms.  On expiry
+ * it is filed anyway, never dropped: under "{anon}" of its known process
+ * (counted in lost_no_mapping) or under app/image "{anon-cr3:0x<cr3>}"
+ * (counted in lost_no_process).  A full queue files its oldest sample the
+ * same way to make room.  sync_flush() files everything still held.
+ *  Without any guest module (no HELLO ever), user samples go straight to
+ * "{anon-cr3:0x<cr3>}" per address space (counted in unresolved), kernel
+ * samples to vmlinux.
+ *
+ * Ordering: samples reach the rings at once, channel records with a delay,
+ * so when a record that makes the model forget (PROC_EXIT, EXEC,
+ * THREAD_EXIT, MUNMAP, a replacing MMAP or MODULE, a COOKIE giving a known
+ * id another path or build-id, HELLO) is read, every
+ * sample taken before the guest sent it is already in a ring.  The
+ * collector therefore syncs (or at least drains) right before applying such
+ * a record: a process that lives for less than a sync interval is still
+ * attributed, and sync_forget_process() files its held samples while the
+ * model still knows it.
+ *
+ * Call chains are carried by the rings but not filed yet (the store keeps
+ * flat profiles).
+ *
+ * Hot path: per vCPU, direct-mapped caches of recent user mappings and
+ * kernel ranges (module text, or vmlinux between modules) with their sample
+ * file and offset adjustment; behind them a two-way hash from (app, image,
+ * tgid, tid, cpu, event) to the sample file.  Both are dropped in O(1)
+ * (an epoch) whenever gstate_generation() moves.  Samples are queued as
+ * (file, offset) and added file by file at the end of each call, which keeps
+ * one file's table hot at a time; nothing stays queued between calls.
+ *
+ * Threads: everything runs in the caller's thread (the collector's loop);
+ * only the rings are shared, with their producers.
+ */
+#ifndef OPVM_SYNC_H
+#define OPVM_SYNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/sample.h"
+#include "host/collect/stats.h"
+
+struct sync;
+struct store;
+struct gstate;
+struct ring;
+
+struct sync_config {
+	unsigned hold_ms;	/* how long to hold unresolved user samples;
+				 * 0: file them at once */
+	size_t hold_max;	/* held samples at most; 0: default 65536 */
+};
+
+/* rings[0..nr_rings) are drained in order; the sync does not own st, gs or
+ * the rings.  cfg may be NULL for the defaults (hold 2000 ms).  Returns NULL
+ * and sets errno. */
+struct sync *sync_new(struct store *st, struct gstate *gs,
+		      struct ring *const *rings, unsigned nr_rings,
+		      const struct sync_config *cfg);
+void sync_free(struct sync *s);		/* NULL-safe; files nothing */
+
+/* Retries held samples (filing those older than hold_ms), then drains every
+ * ring.  now_ms is a monotonic clock in milliseconds.  Returns 0, or the
+ * first -errno from the store (the samples concerned are counted in
+ * sync_store_errors(); draining goes on). */
+int sync_run(struct sync *s, uint64_t now_ms);
+
+/* The model is about to forget process tgid (PROC_EXIT, EXEC): sync_run(),
+ * then file that process's held samples whatever they still lack (their
+ * mapping or thread can no longer come), merged as on expiry.  Returns as
+ * sync_run(). */
+int sync_forget_process(struct sync *s, uint32_t tgid, uint64_t now_ms);
+
+/* Drains the rings only (held samples wait for the next sync_run()).  For
+ * the collector to call just before the model forgets something: see
+ * "Ordering" above. */
+int sync_drain(struct sync *s, uint64_t now_ms);
+
+/* sync_run(), then files every held sample at once (end of session). */
+int sync_flush(struct sync *s, uint64_t now_ms);
+
+/* Attributes one sample as if popped from a ring (tests, benchmarks). */
+int sync_sample(struct sync *s, const struct opvm_sample *smp, uint64_t now_ms);
+
+/* Totals so far: the sync's counters, lost_overflow summed over the rings and
+ * guest_lost from the guest-state model.  throttled is left 0 (the sampler
+ * knows it). */
+void sync_get_stats(const struct sync *s, struct opvm_stats *out);
+size_t sync_nr_held(const struct sync *s);
+uint64_t sync_store_errors(const struct sync *s);
+
+#endif /* OPVM_SYNC_H */

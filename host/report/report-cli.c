@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: MIT
+/* Shared report/annotate/export options (host/report/report-cli.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "host/report/report-cli.h"
+#include "lib/util.h"
+
+static ssize_t safe_write(void *cookie, const char *buf, size_t len)
+{
+	FILE *f = cookie;
+	char tmp[4096];
+	size_t done = 0;
+
+	while (done < len) {
+		size_t n = len - done < sizeof(tmp) ? len - done : sizeof(tmp);
+
+		for (size_t i = 0; i < n; i++) {
+			unsigned char c = (unsigned char)buf[done + i];
+
+			tmp[i] = (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? '?' : (char)c;
+		}
+		if (fwrite(tmp, 1, n, f) != n)
+			return done ? (ssize_t)done : -1;
+		done += n;
+	}
+	return (ssize_t)len;
+}
+
+static int safe_close(void *cookie)
+{
+	return fflush(cookie) ? -1 : 0;
+}
+
+FILE *report_cli_safe_stream(FILE *f)
+{
+	static const cookie_io_functions_t io = { .write = safe_write, .close = safe_close };
+
+	return fopencookie(f, "w", io);
+}
+
+void report_cli_init(struct report_cli *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->ro.session_dir = "./opvm_data";
+	c->ro.which = "current";
+	c->ro.keep = REPORT_KEEP_DEFAULT;
+}
+
+int report_cli_opt(struct report_cli *c, int opt, char *arg, char *err, size_t errlen)
+{
+	unsigned mask;
+	char *end, *eq;
+
+	switch (opt) {
+	case RCLI_SESSION:
+		c->ro.session_dir = arg;
+		return 1;
+	case RCLI_GUEST_ROOT:
+		if (c->nr_roots >= REPORT_CLI_MAX_ROOTS) {
+			snprintf(err, errlen, "at most %d --guest-root options",
+				 REPORT_CLI_MAX_ROOTS);
+			return -EINVAL;
+		}
+		/* GUEST=DIR when '=' comes before any '/'. */
+		eq = strchr(arg, '=');
+		if (eq && eq > arg && !memchr(arg, '/', (size_t)(eq - arg))) {
+			*eq = '\0';
+			c->roots[c->nr_roots++] = (struct symres_root){ .guest = arg, .dir = eq + 1 };
+		} else {
+			c->roots[c->nr_roots++] = (struct symres_root){ .dir = arg };
+		}
+		return 1;
+	case RCLI_VMLINUX:
+		c->sc.vmlinux = arg;
+		return 1;
+	case RCLI_SYSTEM_MAP:
+	case RCLI_KALLSYMS:
+		c->sc.system_map = arg;
+		return 1;
+	case RCLI_SOURCE_DIR:
+		c->sc.source_dir = arg;
+		return 1;
+	case RCLI_NO_HOST_KERNEL:
+		c->sc.no_host_kernel = 1;
+		return 1;
+	case RCLI_PREVIOUS:
+		c->ro.which = "previous";
+		return 1;
+	case RCLI_SEPARATE:
+	case RCLI_MERGE:
+		if (report_parse_keep(arg, &mask)) {
+			snprintf(err, errlen, "'%s': expected a list of guest, lib, kernel, "
+				 "thread, cpu, all, none", arg);
+			return -EINVAL;
+		}
+		if (opt == RCLI_SEPARATE)
+			c->ro.keep |= mask;
+		else
+			c->ro.keep &= ~mask;
+		return 1;
+	case 't':		/* -t PCT, in every report command */
+	case RCLI_THRESHOLD:
+		c->threshold = strtod(arg, &end);
+		if (end == arg || *end || c->threshold < 0 || c->threshold > 100) {
+			snprintf(err, errlen, "--threshold '%s': expected a percentage 0-100", arg);
+			return -EINVAL;
+		}
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int report_cli_spec(struct report_cli *c, char *arg, char *err, size_t errlen)
+{
+	char copy[128];
+
+	snprintf(copy, sizeof(copy), "%s", arg);
+	if (report_filter_add(&c->ro.filter, arg)) {
+		snprintf(err, errlen, "'%s' is not a profile specification: use guest:NAME, "
+			 "image:PATH, tgid:N, tid:N, cpu:N or event:NAME", copy);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int report_cli_specs(struct report_cli *c, int argc, char **argv, int first,
+		     char *err, size_t errlen)
+{
+	for (int i = first; i < argc; i++)
+		if (report_cli_spec(c, argv[i], err, errlen))
+			return -EINVAL;
+	return 0;
+}
+
+/* A copy of s owned by c (freed by report_cli_release), or NULL when c
+ * holds all it can or memory is short. */
+static char *keep(struct report_cli *c, const char *s)
+{
+	char *p;
+
+	if (!s || c->nr_owned >= sizeof(c->owned) / sizeof(c->owned[0]))
+		return NULL;
+	p = strndup(s, PATH_MAX);
+	if (p)
+		c->owned[c->nr_owned++] = p;
+	return p;
+}
+
+static int have_root(const struct report_cli *c, const char *dir)
+{
+	for (size_t i = 0; i < c->nr_roots; i++)
+		if (!strcmp(c->roots[i].dir, dir))
+			return 1;
+	return 0;
+}
+
+/* One guest's session.json "symbols": roots unless the command line gave
+ * some, System.map and vmlinux unless given. */
+static void take_symbols(struct report_cli *c, json_t *sym, int user_roots)
+{
+	json_t *roots = json_object_get(sym, "guest_roots"), *v;
+	const char *map = json_string_value(json_object_get(sym, "system_map"));
+	const char *vml = json_string_value(json_object_get(sym, "vmlinux"));
+	size_t i;
+
+	json_array_foreach(roots, i, v) {
+		const char *s = json_string_value(v), *eq;
+		char *dir;
+
+		if (user_roots || !s || c->nr_roots >= REPORT_CLI_MAX_ROOTS || have_root(c, s))
+			continue;
+		dir = keep(c, s);
+		if (!dir)
+			return;
+		/* GUEST=DIR as run/attach wrote it: absolute DIR after the '=' */
+		eq = strchr(dir, '=');
+		if (eq && !memchr(dir, '/', (size_t)(eq - dir))) {
+			dir[eq - dir] = '\0';
+			c->roots[c->nr_roots++] = (struct symres_root){ .guest = dir, .dir = eq + 1 };
+		} else {
+			c->roots[c->nr_roots++] = (struct symres_root){ .dir = dir };
+		}
+	}
+	if (!c->sc.system_map && map && map[0] == '/')
+		c->sc.system_map = keep(c, map);
+	if (!c->sc.vmlinux && vml && vml[0] == '/')
+		c->sc.vmlinux = keep(c, vml);
+}
+
+/* Every guest's <session>/guests/G/samples/<which>/session.json; the
+ * first guest naming a System.map or vmlinux gives it. */
+static void session_symbols(struct report_cli *c)
+{
+	int user_roots = c->nr_roots > 0;
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+
+	if (snprintf(path, sizeof(path), "%s/guests", c->ro.session_dir) >= (int)sizeof(path))
+		return;
+	d = opendir(path);
+	if (!d)
+		return;		/* the report says what is wrong with the session */
+	while ((de = readdir(d))) {
+		json_error_t jerr;
+		json_t *root;
+		int fd;
+
+		if (de->d_name[0] == '.' ||
+		    snprintf(path, sizeof(path), "%s/guests/%s/samples/%s/session.json",
+			     c->ro.session_dir, de->d_name, c->ro.which) >= (int)sizeof(path))
+			continue;
+		fd = util_open_regular(path, O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		root = json_loadfd(fd, JSON_DECODE_INT_AS_REAL, &jerr);
+		close(fd);
+		if (json_is_object(json_object_get(root, "symbols")))
+			take_symbols(c, json_object_get(root, "symbols"), user_roots);
+		json_decref(root);
+	}
+	closedir(d);
+}
+
+void report_cli_release(struct report_cli *c)
+{
+	for (size_t i = 0; i < c->nr_owned; i++)
+		free(c->owned[i]);
+	c->nr_owned = 0;
+}
+
+void report_cli_finish(struct report_cli *c)
+{
+	session_symbols(c);
+	c->sc.session_dir = c->ro.session_dir;
+	c->sc.roots = c->roots;
+	c->sc.nr_roots = c->nr_roots;
+}

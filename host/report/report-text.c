@@ -1,0 +1,752 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Text and JSON renderings of a report (opreport's layout, 80 columns by
+ * default).  Output only; the model is built by host/report/report.c.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/report/report.h"
+#include "host/collect/stats.h"
+#include "lib/util.h"
+
+#define NO_SYMBOLS	"(no symbols)"
+#define ESC_MAX		1024	/* longest escaped name shown */
+
+/*
+ * Every name in text output may come from a guest (paths, comms, module
+ * and symbol names, session.json fields): it is escaped (\n, \t, \xNN:
+ * util_text_escape()) so that it can neither plant a row nor drive the
+ * terminal.  JSON output keeps the names (jansson escapes them) unless they
+ * are not UTF-8, which JSON cannot carry: then the escaped text goes.
+ */
+static const char *esc(char *buf, const char *s)
+{
+	return util_text_escape(buf, ESC_MAX, s);
+}
+
+static json_t *jstr(const char *s)
+{
+	char buf[ESC_MAX];
+
+	if (!s)
+		return json_null();
+	return json_string(util_utf8_valid(s) ? s : esc(buf, s));
+}
+
+/* A count for JSON: saturated counts stay INT64_MAX (lib/util.h). */
+static json_t *jcount(uint64_t v)
+{
+	return stats_json_count(v);
+}
+
+/* ---- helpers --------------------------------------------------------------- */
+
+/* Copies s (escaped already) into out cut to width columns: a cut name
+ * ends in "..." so that a reader never takes a prefix for the whole name. */
+static const char *fit(const char *s, int width, char *out, size_t outlen)
+{
+	size_t n = strlen(s);
+
+	if (width < 4 || n <= (size_t)width || outlen < (size_t)width + 1) {
+		snprintf(out, outlen, "%.*s", (int)(outlen - 1), s);
+		return out;
+	}
+	snprintf(out, outlen, "%.*s...", width - 3, s);
+	return out;
+}
+
+static int clampi(int v, int lo, int hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+static const char *disp(const char *path, int long_names)
+{
+	return long_names ? path : report_basename(path);
+}
+
+/* "app", "app[tgid]", "app[tgid/tid]", plus "@cpu". */
+static void app_label(const struct report_row *row, int long_names, char *out, size_t len)
+{
+	char a[ESC_MAX];
+	int w = (int)(len > 48 ? len - 48 : 1);		/* room for [tgid/tid]@cpu */
+
+	esc(a, disp(row->app, long_names));
+	if (row->tgid >= 0 && row->tid >= 0 && row->tid != row->tgid)
+		snprintf(out, len, "%.*s[%" PRId64 "/%" PRId64 "]", w, a, row->tgid, row->tid);
+	else if (row->tgid >= 0)
+		snprintf(out, len, "%.*s[%" PRId64 "]", w, a, row->tgid);
+	else
+		snprintf(out, len, "%.*s", w, a);
+	if (row->cpu >= 0) {
+		size_t n = strlen(out);
+
+		snprintf(out + n, len - n, "@%" PRId64, row->cpu);
+	}
+}
+
+static int shown(const struct report_row *row, const struct report_print_opts *po)
+{
+	return !po || row->percent >= po->threshold;
+}
+
+static int distinct_guests(const struct report *r)
+{
+	const char *first = NULL;
+
+	for (size_t i = 0; i < r->nr_rows; i++) {
+		if (!first)
+			first = r->rows[i].guest;
+		else if (strcmp(first, r->rows[i].guest))
+			return 2;
+	}
+	return first ? 1 : 0;
+}
+
+/* ---- header and footer ------------------------------------------------------ */
+
+void report_print_header(FILE *f, const struct report *r)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < r->nr_guests; i++)
+		n += r->guests[i].total > 0;
+	char b1[ESC_MAX], b2[ESC_MAX], cnt[OPVM_COUNT_BUF];
+
+	fprintf(f, "opvm report: event %s, %s samples, %zu guest%s\n",
+		esc(b1, r->event), stats_fmt_count(r->total, cnt), n,
+		n == 1 ? "" : "s");
+	for (size_t i = 0; i < r->nr_guests; i++) {
+		const struct report_guest *g = &r->guests[i];
+
+		if (!g->total)
+			continue;
+		fprintf(f, "guest %s: ", esc(b1, g->name));
+		if (!g->mode) {
+			fprintf(f, "sampling mode unknown (%s)\n",
+				g->meta_err[0] ? g->meta_err : "no readable session.json");
+			continue;
+		}
+		if (g->rate_hz)
+			fprintf(f, "%s sampling at %u Hz", esc(b1, g->mode), g->rate_hz);
+		else
+			fprintf(f, "%s sampling, one sample every %" PRIu64 " %s events",
+				esc(b1, g->mode), g->event_count ? g->event_count : r->event_count,
+				esc(b2, g->event ? g->event : r->event));
+		if (g->vcpus)
+			fprintf(f, ", %u vCPU%s", g->vcpus, g->vcpus == 1 ? "" : "s");
+		if (g->duration_s > 0)
+			fprintf(f, ", %.1f s", g->duration_s);
+		if (g->kernel_release)
+			fprintf(f, ", kernel %s", esc(b1, g->kernel_release));
+		fputc('\n', f);
+	}
+	for (size_t i = 0; i < r->nr_other_events; i++)
+		fprintf(f, "(samples of event %s not shown: select them with event:%s)\n",
+			esc(b1, r->other_events[i]), b1);
+}
+
+static double pct(uint64_t part, uint64_t whole)
+{
+	return whole ? 100.0 * (double)part / (double)whole : 0;
+}
+
+#define FOOTER_MAX_PROBLEMS	10
+
+static int problem_cmp(const void *pa, const void *pb)
+{
+	const struct report_problem *a = *(const struct report_problem *const *)pa;
+	const struct report_problem *b = *(const struct report_problem *const *)pb;
+
+	if (a->samples != b->samples)
+		return a->samples > b->samples ? -1 : 1;
+	return strcmp(a->image, b->image);
+}
+
+/* The images without symbols (or, mismatches set, with another build-id),
+ * most samples first, at most FOOTER_MAX_PROBLEMS of them. */
+static void print_problems(FILE *f, const struct report *r, int mismatches)
+{
+	const struct report_problem **v = malloc((r->nr_problems + 1) * sizeof(*v));
+	size_t n = 0;
+
+	if (!v)
+		return;
+	for (size_t i = 0; i < r->nr_problems; i++)
+		if ((r->problems[i].state == SIMAGE_MISMATCH) == mismatches)
+			v[n++] = &r->problems[i];
+	if (n)
+		qsort(v, n, sizeof(*v), problem_cmp);
+	for (size_t i = 0; i < n && i < FOOTER_MAX_PROBLEMS; i++) {
+		char b1[ESC_MAX], b2[ESC_MAX], b3[ESC_MAX], cnt[OPVM_COUNT_BUF];
+
+		esc(b1, v[i]->image);
+		esc(b2, v[i]->guest);
+		esc(b3, v[i]->reason);
+		if (mismatches)
+			fprintf(f, "  %s (guest %s): %s\n", b1, b2, b3);
+		else
+			fprintf(f, "  %s (guest %s, %s samples): %s\n", b1, b2,
+				stats_fmt_count(v[i]->samples, cnt), b3);
+	}
+	if (n > FOOTER_MAX_PROBLEMS)
+		fprintf(f, "  ... and %zu more (--format json lists them all)\n",
+			n - FOOTER_MAX_PROBLEMS);
+	free(v);
+}
+
+void report_print_footer(FILE *f, const struct report *r)
+{
+	uint64_t taken, received = 0, lost_nomap = 0, lost_noproc = 0;
+	char c1[OPVM_COUNT_BUF], c2[OPVM_COUNT_BUF], c3[OPVM_COUNT_BUF], gb[ESC_MAX];
+
+	for (size_t i = 0; i < r->nr_guests; i++) {
+		if (!r->guests[i].total)
+			continue;
+		received = util_sat_add(received, r->guests[i].stats.received);
+		lost_nomap = util_sat_add(lost_nomap, r->guests[i].stats.lost_no_mapping);
+		lost_noproc = util_sat_add(lost_noproc, r->guests[i].stats.lost_no_process);
+	}
+	/* Losses are session-wide: weigh them against everything the guests'
+	 * samplers took, not against what a filter kept. */
+	taken = util_sat_add(util_sat_add(received > r->total ? received : r->total, r->lost),
+			     r->throttled);
+	fprintf(f, "\ntotal %s samples, lost %s, throttled %s\n",
+		stats_fmt_count(r->total, c1), stats_fmt_count(r->lost, c2),
+		stats_fmt_count(r->throttled, c3));
+	for (size_t i = 0; i < r->nr_guests; i++)
+		if (r->guests[i].total && r->guests[i].meta_err[0])
+			fprintf(f, "warning: guest %s: %s: its counters are not shown\n",
+				esc(gb, r->guests[i].name),
+				r->guests[i].meta_err);
+	if (r->symbols)
+		fprintf(f, "unresolved %s samples (%.2f%%), build-id mismatches %zu\n",
+			stats_fmt_count(r->unresolved, c1), pct(r->unresolved, r->total),
+			r->mismatches);
+	if (r->bad_files || r->skipped_files)
+		fprintf(f, "warning: %zu sample file%s could not be read and %zu were skipped\n",
+			r->bad_files, r->bad_files == 1 ? "" : "s", r->skipped_files);
+	/* Past 0.01 % of what was taken, a loss is worth a line. */
+	if (taken && r->lost > taken / 10000)
+		fprintf(f, "warning: %.2f%% of samples were lost (ring overflow): "
+			"lower the rate or raise the sync frequency\n", pct(r->lost, taken));
+	if (taken && r->throttled > taken / 10000)
+		fprintf(f, "warning: %.2f%% of samples were throttled by the rate cap\n",
+			pct(r->throttled, taken));
+	if (taken && util_sat_add(lost_nomap, lost_noproc) > taken / 10000)
+		fprintf(f, "warning: %.2f%% of samples had no process or mapping "
+			"(filed under {anon}); is opvm.ko loaded in the guest?\n",
+			pct(util_sat_add(lost_nomap, lost_noproc), taken));
+	if (r->symbols && r->total && r->unresolved > r->total / 10000) {
+		fprintf(f, "warning: %.2f%% of samples have no symbol\n",
+			pct(r->unresolved, r->total));
+		if (r->outside_kernel)
+			fprintf(f, "  vmlinux: %s samples (%.2f%%) ran below the kernel's "
+				"addresses (firmware, boot loader, decompressor)\n",
+				stats_fmt_count(r->outside_kernel, c1),
+				pct(r->outside_kernel, r->total));
+		print_problems(f, r, 0);
+	}
+	if (r->mismatches) {
+		fprintf(f, "warning: build-id mismatch for %zu image%s (%.2f%% of samples), "
+			"not used:\n", r->mismatches, r->mismatches == 1 ? "" : "s",
+			pct(r->mismatch_samples, r->total));
+		print_problems(f, r, 1);
+	}
+}
+
+/* ---- summary: guest -> application -> image (always full paths) --------------- */
+
+struct snode {
+	const struct report_row *first;	/* a row of the group, for names */
+	uint64_t samples;
+	size_t child, nr_child;		/* range in the next level */
+};
+
+static int same_app(const struct report_row *a, const struct report_row *b)
+{
+	return !strcmp(a->app, b->app) && a->tgid == b->tgid && a->tid == b->tid &&
+	       a->cpu == b->cpu;
+}
+
+static int row_group_cmp(const void *pa, const void *pb)
+{
+	const struct report_row *a = *(const struct report_row *const *)pa;
+	const struct report_row *b = *(const struct report_row *const *)pb;
+	int c;
+
+	if ((c = strcmp(a->guest, b->guest)) || (c = strcmp(a->app, b->app)))
+		return c;
+	if (a->tgid != b->tgid)
+		return a->tgid < b->tgid ? -1 : 1;
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	if (a->cpu != b->cpu)
+		return a->cpu < b->cpu ? -1 : 1;
+	if (a->kernel != b->kernel)
+		return a->kernel - b->kernel;
+	return strcmp(a->image, b->image);
+}
+
+static int snode_cmp(const void *pa, const void *pb)
+{
+	const struct snode *a = pa, *b = pb;
+
+	if (a->samples != b->samples)
+		return a->samples > b->samples ? -1 : 1;
+	return 0;
+}
+
+void report_print_summary(FILE *f, const struct report *r, const struct report_print_opts *po)
+{
+	const struct report_row **v = malloc((r->nr_rows ? r->nr_rows : 1) * sizeof(*v));
+	struct snode *guests = calloc(r->nr_rows + 1, sizeof(*guests));
+	struct snode *apps = calloc(r->nr_rows + 1, sizeof(*apps));
+	struct snode *images = calloc(r->nr_rows + 1, sizeof(*images));
+	size_t ng = 0, na = 0, ni = 0;
+	int depth;
+
+	if (!v || !guests || !apps || !images)
+		goto out;
+	for (size_t i = 0; i < r->nr_rows; i++)
+		v[i] = &r->rows[i];
+	qsort(v, r->nr_rows, sizeof(*v), row_group_cmp);
+	/* Rows of one image (different symbols) fold into one image node. */
+	for (size_t i = 0; i < r->nr_rows; i++) {
+		const struct report_row *row = v[i];
+		int new_guest = !ng || strcmp(guests[ng - 1].first->guest, row->guest);
+		int new_app = new_guest || !same_app(apps[na - 1].first, row);
+		int new_image = new_app || strcmp(images[ni - 1].first->image, row->image) ||
+				images[ni - 1].first->kernel != row->kernel;
+
+		if (new_guest)
+			guests[ng++] = (struct snode){ .first = row, .child = na };
+		if (new_app) {
+			apps[na++] = (struct snode){ .first = row, .child = ni };
+			guests[ng - 1].nr_child++;
+		}
+		if (new_image) {
+			images[ni++] = (struct snode){ .first = row };
+			apps[na - 1].nr_child++;
+		}
+		images[ni - 1].samples = util_sat_add(images[ni - 1].samples, row->samples);
+		apps[na - 1].samples = util_sat_add(apps[na - 1].samples, row->samples);
+		guests[ng - 1].samples = util_sat_add(guests[ng - 1].samples, row->samples);
+	}
+	for (size_t i = 0; i < na; i++)
+		qsort(images + apps[i].child, apps[i].nr_child, sizeof(*images), snode_cmp);
+	for (size_t i = 0; i < ng; i++)
+		qsort(apps + guests[i].child, guests[i].nr_child, sizeof(*apps), snode_cmp);
+	qsort(guests, ng, sizeof(*guests), snode_cmp);
+
+	depth = po && po->depth > 0 ? po->depth : 3;
+	fprintf(f, "%8s %8s  %s\n", "samples", "%",
+		depth == 1 ? "guest" : depth == 2 ? "guest / application" :
+		"guest / application / image");
+	for (size_t g = 0; g < ng; g++) {
+		double gp = pct(guests[g].samples, r->total);
+		char cnt[OPVM_COUNT_BUF], b1[ESC_MAX];
+
+		if (po && gp < po->threshold)
+			continue;
+		fprintf(f, "%8s %8.4f  %s\n", stats_fmt_count(guests[g].samples, cnt),
+			gp, esc(b1, guests[g].first->guest));
+		for (size_t a = guests[g].child;
+		     depth > 1 && a < guests[g].child + guests[g].nr_child; a++) {
+			double ap = pct(apps[a].samples, r->total);
+			char label[512];
+
+			if (po && ap < po->threshold)
+				continue;
+			app_label(apps[a].first, 1, label, sizeof(label));
+			fprintf(f, "%8s %8.4f    %s\n", stats_fmt_count(apps[a].samples, cnt),
+				ap, label);
+			for (size_t k = apps[a].child;
+			     depth > 2 && k < apps[a].child + apps[a].nr_child; k++) {
+				double ip = pct(images[k].samples, r->total);
+
+				if (po && ip < po->threshold)
+					continue;
+				fprintf(f, "%8s %8.4f      %s\n",
+					stats_fmt_count(images[k].samples, cnt), ip,
+					esc(b1, disp(images[k].first->image, 1)));
+			}
+		}
+	}
+out:
+	free(v);
+	free(guests);
+	free(apps);
+	free(images);
+}
+
+/* ---- symbols (-l, -d) ----------------------------------------------------------- */
+
+struct cols {
+	int guest;		/* 0: no guest column */
+	int image, app, symbol;
+};
+
+static void layout(const struct report *r, const struct report_print_opts *po, struct cols *c)
+{
+	int width = po && po->width > 0 ? po->width : 80;
+	int long_names = po ? po->long_names : 0;
+	int mg = 0, mi = 0, ma = 0, used;
+
+	for (size_t i = 0; i < r->nr_rows; i++) {
+		const struct report_row *row = &r->rows[i];
+		char label[512], b[ESC_MAX];
+
+		if (!shown(row, po))
+			continue;
+		app_label(row, long_names, label, sizeof(label));
+		mg = clampi((int)strlen(esc(b, row->guest)), mg, 64);
+		mi = clampi((int)strlen(esc(b, disp(row->image, long_names))), mi, 200);
+		ma = clampi((int)strlen(label), ma, 200);
+	}
+	c->guest = distinct_guests(r) > 1 ? clampi(mg, 5, 12) : 0;
+	c->image = clampi(mi, 10, 20);
+	c->app = clampi(ma, 8, 16);
+	used = 9 + 9 + (c->guest ? c->guest + 1 : 0) + c->image + 1 + c->app + 1;
+	c->symbol = width - used;
+	if (c->symbol < 12)
+		c->symbol = 12;
+}
+
+static void print_row(FILE *f, const struct report_row *row, const struct cols *c,
+		      int long_names)
+{
+	char b1[256], b2[256], b3[256], b4[256], label[512], cnt[OPVM_COUNT_BUF], e[ESC_MAX];
+
+	app_label(row, long_names, label, sizeof(label));
+	fprintf(f, "%-8s %-8.4f ", stats_fmt_count(row->samples, cnt), row->percent);
+	if (c->guest)
+		fprintf(f, "%-*s ", c->guest, fit(esc(e, row->guest), c->guest, b1, sizeof(b1)));
+	fit(esc(e, disp(row->image, long_names)), c->image, b2, sizeof(b2));
+	fit(label, c->app, b3, sizeof(b3));
+	fit(esc(e, row->symbol ? row->symbol : NO_SYMBOLS), c->symbol, b4, sizeof(b4));
+	fprintf(f, "%-*s %-*s %s\n", c->image, b2, c->app, b3, b4);
+}
+
+void report_print_symbols(FILE *f, const struct report *r, const struct report_print_opts *po)
+{
+	int long_names = po ? po->long_names : 0;
+	struct cols c;
+
+	layout(r, po, &c);
+	fprintf(f, "%-8s %-8s ", "samples", "%");
+	if (c.guest)
+		fprintf(f, "%-*s ", c.guest, "guest");
+	fprintf(f, "%-*s %-*s %s\n", c.image, "image name", c.app, "app name", "symbol name");
+	for (size_t i = 0; i < r->nr_rows; i++) {
+		const struct report_row *row = &r->rows[i];
+
+		if (!shown(row, po))
+			continue;
+		print_row(f, row, &c, long_names);
+		if (!po || !po->details)
+			continue;
+		for (size_t j = 0; j < row->nr_addrs; j++) {
+			char cnt[OPVM_COUNT_BUF];
+
+			fprintf(f, "  %s%016" PRIx64 " %-8s %.4f\n",
+				row->unresolved_offsets ? "+" : " ", row->addrs[j].addr,
+				stats_fmt_count(row->addrs[j].count, cnt),
+				pct(row->addrs[j].count, row->samples));
+		}
+	}
+}
+
+/* ---- JSON ------------------------------------------------------------------------ */
+
+static json_t *jint_or_null(int64_t v)
+{
+	return v < 0 ? json_null() : json_integer(v);
+}
+
+/* Percentages to 4 decimals, as the text shows them. */
+static double pround(double p)
+{
+	return (double)(long long)(p * 10000.0 + 0.5) / 10000.0;
+}
+
+static json_t *row_json(const struct report_row *row)
+{
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:o, s:o, s:f}",
+			 "guest", jstr(row->guest),
+			 "tgid", jint_or_null(row->tgid),
+			 "tid", jint_or_null(row->tid),
+			 "cpu", jint_or_null(row->cpu),
+			 "app", jstr(row->app),
+			 "image", jstr(row->image),
+			 "kernel", row->kernel,
+			 "symbol", jstr(row->symbol),
+			 "samples", jcount(row->samples),
+			 "percent", pround(row->percent));
+}
+
+static json_t *header_json(const struct report *r)
+{
+	json_t *o, *guests = json_array(), *warn = json_array();
+	const char *mode = NULL;
+
+	for (size_t i = 0; i < r->nr_guests; i++) {
+		const struct report_guest *g = &r->guests[i];
+
+		if (!g->total)
+			continue;
+		if (!mode)
+			mode = g->mode;
+		json_array_append_new(guests, json_pack(
+			"{s:o, s:o, s:i, s:i, s:f, s:o, s:o}",
+			"name", jstr(g->name),
+			"mode", jstr(g->mode),
+			"rate_hz", (int)g->rate_hz, "vcpus", (int)g->vcpus,
+			"duration_s", g->duration_s,
+			"kernel_release", jstr(g->kernel_release),
+			"samples", jcount(g->total)));
+	}
+	for (size_t i = 0; i < r->nr_problems; i++) {
+		char msg[512];
+
+		snprintf(msg, sizeof(msg), "%s (guest %s): %s", r->problems[i].image,
+			 r->problems[i].guest, r->problems[i].reason);
+		json_array_append_new(warn, jstr(msg));
+	}
+	for (size_t i = 0; i < r->nr_guests; i++) {
+		char msg[512];
+
+		if (!r->guests[i].total || !r->guests[i].meta_err[0])
+			continue;
+		snprintf(msg, sizeof(msg), "guest %s: %s", r->guests[i].name,
+			 r->guests[i].meta_err);
+		json_array_append_new(warn, jstr(msg));
+	}
+	o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:o, s:o}",
+		      "mode", jstr(mode),
+		      "event", jstr(r->event),
+		      "event_count", jcount(r->event_count),
+		      "total_samples", jcount(r->total),
+		      "lost_samples", jcount(r->lost),
+		      "throttled_samples", jcount(r->throttled),
+		      "unresolved_samples", jcount(r->unresolved),
+		      "outside_kernel_samples", jcount(r->outside_kernel),
+		      "build_id_mismatches", (int)r->mismatches,
+		      "guests", guests,
+		      "warnings", warn);
+	return o;
+}
+
+static int dump(FILE *f, json_t *o)
+{
+	int ret;
+
+	if (!o)
+		return -ENOMEM;
+	ret = json_dumpf(o, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+	fputc('\n', f);
+	json_decref(o);
+	return ret ? -EIO : 0;
+}
+
+int report_print_json(FILE *f, const struct report *r, const struct report_print_opts *po)
+{
+	json_t *o = header_json(r), *syms = json_array();
+
+	if (!o || !syms) {
+		json_decref(o);
+		json_decref(syms);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < r->nr_rows; i++) {
+		json_t *row;
+
+		if (!shown(&r->rows[i], po))
+			continue;
+		row = row_json(&r->rows[i]);
+		if (!row || json_array_append_new(syms, row)) {
+			json_decref(o);
+			json_decref(syms);
+			return -ENOMEM;
+		}
+	}
+	json_object_set_new(o, "symbols", syms);
+	return dump(f, o);
+}
+
+/* ---- differential ------------------------------------------------------------------ */
+
+struct dpair {
+	const struct report_row *a, *b;
+	double delta;		/* percent b - percent a */
+};
+
+static int strcmp_null_key(const char *a, const char *b)
+{
+	if (a == b)
+		return 0;
+	if (!a)
+		return 1;
+	if (!b)
+		return -1;
+	return strcmp(a, b);
+}
+
+static int row_key_cmp(const struct report_row *x, const struct report_row *y)
+{
+	int c;
+
+	if ((c = strcmp(x->guest, y->guest)) || (c = strcmp(x->app, y->app)) ||
+	    (c = strcmp(x->image, y->image)) || (c = strcmp_null_key(x->symbol, y->symbol)))
+		return c;
+	if (x->tgid != y->tgid)
+		return x->tgid < y->tgid ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->cpu != y->cpu)
+		return x->cpu < y->cpu ? -1 : 1;
+	return 0;
+}
+
+static int rowp_key_cmp(const void *pa, const void *pb)
+{
+	return row_key_cmp(*(const struct report_row *const *)pa,
+			   *(const struct report_row *const *)pb);
+}
+
+static int dpair_cmp(const void *pa, const void *pb)
+{
+	const struct dpair *a = pa, *b = pb;
+	uint64_t sa = a->b ? a->b->samples : 0, sb = b->b ? b->b->samples : 0;
+	uint64_t ta = a->a ? a->a->samples : 0, tb = b->a ? b->a->samples : 0;
+
+	if (sa != sb)
+		return sa > sb ? -1 : 1;
+	if (ta != tb)
+		return ta > tb ? -1 : 1;
+	return row_key_cmp(a->a ? a->a : a->b, b->a ? b->a : b->b);
+}
+
+/* Pairs rows of a and b with the same key (either side may be missing). */
+static struct dpair *diff_pairs(const struct report *a, const struct report *b, size_t *nr)
+{
+	const struct report_row **va = malloc((a->nr_rows + 1) * sizeof(*va));
+	const struct report_row **vb = malloc((b->nr_rows + 1) * sizeof(*vb));
+	struct dpair *out = calloc(a->nr_rows + b->nr_rows + 1, sizeof(*out));
+	size_t i = 0, j = 0, n = 0;
+
+	if (!va || !vb || !out) {
+		free(out);
+		out = NULL;
+		goto done;
+	}
+	for (size_t k = 0; k < a->nr_rows; k++)
+		va[k] = &a->rows[k];
+	for (size_t k = 0; k < b->nr_rows; k++)
+		vb[k] = &b->rows[k];
+	qsort(va, a->nr_rows, sizeof(*va), rowp_key_cmp);
+	qsort(vb, b->nr_rows, sizeof(*vb), rowp_key_cmp);
+	while (i < a->nr_rows || j < b->nr_rows) {
+		int c = i >= a->nr_rows ? 1 : j >= b->nr_rows ? -1 : row_key_cmp(va[i], vb[j]);
+
+		if (c < 0)
+			out[n++] = (struct dpair){ .a = va[i++] };
+		else if (c > 0)
+			out[n++] = (struct dpair){ .b = vb[j++] };
+		else
+			out[n++] = (struct dpair){ .a = va[i++], .b = vb[j++] };
+		out[n - 1].delta = (out[n - 1].b ? out[n - 1].b->percent : 0) -
+				   (out[n - 1].a ? out[n - 1].a->percent : 0);
+	}
+	qsort(out, n, sizeof(*out), dpair_cmp);
+	*nr = n;
+done:
+	free(va);
+	free(vb);
+	return out;
+}
+
+static int dpair_shown(const struct dpair *d, const struct report_print_opts *po)
+{
+	double m = d->a ? d->a->percent : 0;
+
+	if (d->b && d->b->percent > m)
+		m = d->b->percent;
+	return !po || m >= po->threshold;
+}
+
+void report_print_diff(FILE *f, const struct report *a, const struct report *b,
+		       const struct report_print_opts *po)
+{
+	int long_names = po ? po->long_names : 0;
+	struct dpair *d;
+	size_t n = 0;
+
+	char ca[OPVM_COUNT_BUF], cb[OPVM_COUNT_BUF], be[ESC_MAX], be2[ESC_MAX];
+
+	fprintf(f, "differential report: A = %s samples, B = %s samples of %s\n",
+		stats_fmt_count(a->total, ca), stats_fmt_count(b->total, cb),
+		esc(be, b->event));
+	d = diff_pairs(a, b, &n);
+	if (!d)
+		return;
+	fprintf(f, "%-8s %-8s %-8s %-8s %-8s %-16s %s\n", "samplesA", "%A", "samplesB",
+		"%B", "diff%", "image name", "symbol name");
+	for (size_t i = 0; i < n; i++) {
+		const struct report_row *k = d[i].b ? d[i].b : d[i].a;
+		char b1[256], b2[256];
+
+		if (!dpair_shown(&d[i], po))
+			continue;
+		fprintf(f, "%-8s %-8.4f %-8s %-8.4f %+-8.4f %-16s %s\n",
+			stats_fmt_count(d[i].a ? d[i].a->samples : 0, ca),
+			d[i].a ? d[i].a->percent : 0.0,
+			stats_fmt_count(d[i].b ? d[i].b->samples : 0, cb),
+			d[i].b ? d[i].b->percent : 0.0,
+			d[i].delta, fit(esc(be, disp(k->image, long_names)), 16, b1, sizeof(b1)),
+			fit(esc(be2, k->symbol ? k->symbol : NO_SYMBOLS), 80 - 63, b2, sizeof(b2)));
+	}
+	free(d);
+}
+
+int report_print_diff_json(FILE *f, const struct report *a, const struct report *b,
+			   const struct report_print_opts *po)
+{
+	json_t *o = header_json(b), *syms = json_array();
+	struct dpair *d;
+	size_t n = 0;
+
+	d = diff_pairs(a, b, &n);
+	if (!o || !syms || !d) {
+		json_decref(o);
+		json_decref(syms);
+		free(d);
+		return -ENOMEM;
+	}
+	json_object_set_new(o, "baseline_total_samples", jcount(a->total));
+	for (size_t i = 0; i < n; i++) {
+		const struct report_row *k = d[i].b ? d[i].b : d[i].a;
+		json_t *row;
+
+		if (!dpair_shown(&d[i], po))
+			continue;
+		row = row_json(k);
+		if (!row)
+			continue;
+		json_object_set_new(row, "samples", jcount(d[i].b ? d[i].b->samples : 0));
+		json_object_set_new(row, "percent", json_real(d[i].b ? pround(d[i].b->percent) : 0));
+		json_object_set_new(row, "baseline_samples",
+				    jcount(d[i].a ? d[i].a->samples : 0));
+		json_object_set_new(row, "baseline_percent", json_real(d[i].a ? pround(d[i].a->percent) : 0));
+		json_object_set_new(row, "delta_percent", json_real(pround(d[i].delta + 100.0) - 100.0));
+		json_array_append_new(syms, row);
+	}
+	free(d);
+	json_object_set_new(o, "symbols", syms);
+	return dump(f, o);
+}

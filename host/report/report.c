@@ -1,0 +1,1142 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Report model: reads a session's sample files into merged, resolved rows.
+ *
+ * Cost model (tests/bench/bench-report.c): one pass over every sample file
+ * entry; per entry one binary search in the image's sorted symbols and one
+ * array add (per-file scratch counters indexed by symbol), then one hash
+ * insert per (file, symbol) with samples.  Strings are interned so that
+ * row keys compare by pointer.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "host/report/report.h"
+#include "host/collect/store.h"
+#include "lib/util.h"
+
+/* ---- string pool -------------------------------------------------------- */
+
+struct strpool {
+	const char **slots;
+	size_t cap, nr;
+	char **owned;		/* copies made by the pool */
+	size_t nr_owned, cap_owned;
+};
+
+static void pool_free(struct strpool *p)
+{
+	for (size_t i = 0; i < p->nr_owned; i++)
+		free(p->owned[i]);
+	free(p->owned);
+	free(p->slots);
+}
+
+static int pool_grow(struct strpool *p)
+{
+	size_t cap = p->cap ? p->cap * 2 : 1024;
+	const char **t = calloc(cap, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->cap; i++) {
+		size_t h;
+
+		if (!p->slots[i])
+			continue;
+		for (h = util_hash_str(p->slots[i]) & (cap - 1); t[h]; h = (h + 1) & (cap - 1))
+			;
+		t[h] = p->slots[i];
+	}
+	free(p->slots);
+	p->slots = t;
+	p->cap = cap;
+	return 0;
+}
+
+/* Returns the pool's copy of s; borrow: keep s itself (it outlives the
+ * pool).  NULL on ENOMEM. */
+static const char *pool_intern(struct strpool *p, const char *s, int borrow)
+{
+	size_t h;
+	char *c;
+
+	if ((p->nr + 1) * 2 > p->cap && pool_grow(p))
+		return NULL;
+	for (h = util_hash_str(s) & (p->cap - 1); p->slots[h]; h = (h + 1) & (p->cap - 1))
+		if (!strcmp(p->slots[h], s))
+			return p->slots[h];
+	if (borrow) {
+		p->slots[h] = s;
+	} else {
+		if (p->nr_owned == p->cap_owned) {
+			size_t nc = p->cap_owned ? p->cap_owned * 2 : 256;
+			char **o = realloc(p->owned, nc * sizeof(*o));
+
+			if (!o)
+				return NULL;
+			p->owned = o;
+			p->cap_owned = nc;
+		}
+		c = strdup(s);
+		if (!c)
+			return NULL;
+		p->owned[p->nr_owned++] = c;
+		p->slots[h] = c;
+	}
+	p->nr++;
+	return p->slots[h];
+}
+
+/* ---- private state -------------------------------------------------------- */
+
+struct entry {
+	const char *path, *guest, *app, *image, *event;
+	int kernel;
+	uint64_t count;
+	int64_t tgid, tid, cpu;
+};
+
+struct report_priv {
+	struct strpool pool;
+	size_t *rowhash;	/* row index + 1, 0 empty */
+	size_t rowhash_cap;
+	size_t rows_cap;
+	struct entry *entries;
+	size_t nr_entries, cap_entries;
+	const char *session_dir;
+	uint64_t *scratch;	/* per-symbol counters, +1 for unresolved; all
+				 * zero between files */
+	size_t *touched;	/* scratch indices in use for this file */
+	size_t scratch_cap;
+};
+
+/* ---- options ---------------------------------------------------------------- */
+
+int report_parse_keep(const char *spec, unsigned *out)
+{
+	static const struct { const char *name; unsigned bit; } names[] = {
+		{ "guest", REPORT_KEEP_GUEST }, { "lib", REPORT_KEEP_LIB },
+		{ "library", REPORT_KEEP_LIB }, { "kernel", REPORT_KEEP_KERNEL },
+		{ "thread", REPORT_KEEP_THREAD }, { "tgid", REPORT_KEEP_THREAD },
+		{ "tid", REPORT_KEEP_THREAD }, { "cpu", REPORT_KEEP_CPU },
+		{ "all", REPORT_KEEP_ALL }, { "none", 0 },
+	};
+	unsigned mask = 0;
+	const char *p = spec;
+
+	if (!spec || !*spec)
+		return -EINVAL;
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		int found = 0;
+
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+			if (strlen(names[i].name) == n && !strncmp(p, names[i].name, n)) {
+				mask |= names[i].bit;
+				found = 1;
+			}
+		}
+		if (!found)
+			return -EINVAL;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	*out = mask;
+	return 0;
+}
+
+int report_parse_sort(const char *s, enum report_sort *out)
+{
+	if (!strcmp(s, "samples") || !strcmp(s, "sample"))
+		*out = REPORT_SORT_SAMPLES;
+	else if (!strcmp(s, "symbol"))
+		*out = REPORT_SORT_SYMBOL;
+	else if (!strcmp(s, "image"))
+		*out = REPORT_SORT_IMAGE;
+	else if (!strcmp(s, "app") || !strcmp(s, "app-name"))
+		*out = REPORT_SORT_APP;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int parse_int64(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < 0)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int report_filter_add(struct report_filter *f, char *term)
+{
+	char *colon = strchr(term, ':');
+	char *val, *tok, *save = NULL;
+	const char **sarr = NULL;
+	int64_t *iarr = NULL;
+	size_t *nr;
+
+	if (!colon || colon == term || !colon[1])
+		return -EINVAL;
+	*colon = '\0';
+	val = colon + 1;
+	if (!strcmp(term, "guest")) {
+		sarr = f->guest;
+		nr = &f->nr_guest;
+	} else if (!strcmp(term, "image")) {
+		sarr = f->image;
+		nr = &f->nr_image;
+	} else if (!strcmp(term, "event")) {
+		sarr = f->event;
+		nr = &f->nr_event;
+	} else if (!strcmp(term, "tgid")) {
+		iarr = f->tgid;
+		nr = &f->nr_tgid;
+	} else if (!strcmp(term, "tid")) {
+		iarr = f->tid;
+		nr = &f->nr_tid;
+	} else if (!strcmp(term, "cpu")) {
+		iarr = f->cpu;
+		nr = &f->nr_cpu;
+	} else {
+		*colon = ':';
+		return -EINVAL;
+	}
+	for (tok = strtok_r(val, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (*nr >= REPORT_MAX_FILTERS)
+			return -EINVAL;
+		if (sarr) {
+			sarr[(*nr)++] = tok;
+		} else {
+			if (parse_int64(tok, &iarr[*nr]))
+				return -EINVAL;
+			(*nr)++;
+		}
+	}
+	return 0;
+}
+
+const char *report_basename(const char *path)
+{
+	const char *s;
+
+	if (!path)
+		return "";
+	s = strrchr(path, '/');
+	return s && s[1] ? s + 1 : path;
+}
+
+static int match_str(const char *const *pats, size_t n, const char *s, int basename_too)
+{
+	if (!n)
+		return 1;
+	for (size_t i = 0; i < n; i++) {
+		if (!fnmatch(pats[i], s, 0))
+			return 1;
+		if (basename_too && !fnmatch(pats[i], report_basename(s), 0))
+			return 1;
+	}
+	return 0;
+}
+
+static int match_int(const int64_t *vals, size_t n, int64_t v)
+{
+	if (!n)
+		return 1;
+	for (size_t i = 0; i < n; i++)
+		if (vals[i] == v)
+			return 1;
+	return 0;
+}
+
+/* ---- session.json ----------------------------------------------------------- */
+
+static char *jstrdup(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? strndup(s, 256) : NULL;
+}
+
+static uint64_t jnum(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (json_is_integer(v))
+		return json_integer_value(v) < 0 ? 0 : (uint64_t)json_integer_value(v);
+	/* 2^64 and above do not fit: treat as unknown. */
+	if (json_is_real(v))
+		return json_real_value(v) < 0 || json_real_value(v) >= 18446744073709551616.0
+		       ? 0 : (uint64_t)json_real_value(v);
+	return 0;
+}
+
+/* An address: "<key>_hex" (exact) if present, else the number, which the
+ * collector writes as a real above INT64_MAX. */
+static uint64_t jaddr(json_t *o, const char *key)
+{
+	char hkey[64];
+	const char *h;
+
+	snprintf(hkey, sizeof(hkey), "%s_hex", key);
+	h = json_string_value(json_object_get(o, hkey));
+	if (h) {
+		char *end;
+		unsigned long long v;
+
+		errno = 0;
+		v = strtoull(h, &end, 16);
+		if (!errno && end != h && !*end)
+			return v;
+	}
+	return jnum(o, key);
+}
+
+static void guest_load_meta(struct report_guest *g, const char *path)
+{
+	json_error_t jerr;
+	json_t *root = NULL, *ev, *k, *st;
+	int fd = util_open_regular(path, O_NOFOLLOW);
+
+	/* Only a regular file, never through a symlink, and without blocking
+	 * (a FIFO there once hung the report). */
+	if (fd < 0) {
+		if (fd != -ENOENT)
+			util_seterr(g->meta_err, sizeof(g->meta_err), "session.json %s",
+				    fd == -EINVAL ? "is not a regular file" :
+				    fd == -ELOOP ? "is a symlink" : strerror(-fd));
+		return;
+	}
+	root = json_loadfd(fd, 0, &jerr);
+	/* Integers past INT64_MAX (a hand-written kernel address) only load
+	 * as reals. */
+	if (!root && lseek(fd, 0, SEEK_SET) == 0)
+		root = json_loadfd(fd, JSON_DECODE_INT_AS_REAL, &jerr);
+	close(fd);
+	if (!root || !json_is_object(root)) {
+		util_seterr(g->meta_err, sizeof(g->meta_err), "session.json does not parse");
+		goto out;
+	}
+	g->mode = jstrdup(root, "mode");
+	g->rate_hz = (unsigned)jnum(root, "rate_hz");
+	g->vcpus = (unsigned)jnum(root, "vcpus");
+	g->start = jstrdup(root, "start");
+	{
+		json_t *d = json_object_get(root, "duration_s");
+
+		g->duration_s = json_is_number(d) ? json_number_value(d) : 0;
+	}
+	ev = json_array_get(json_object_get(root, "events"), 0);
+	if (json_is_object(ev)) {
+		g->event = jstrdup(ev, "name");
+		g->event_count = jnum(ev, "count");
+	}
+	st = json_object_get(root, "stats");
+	if (json_is_object(st) && !stats_from_json(st, &g->stats))
+		g->have_stats = 1;
+	k = json_object_get(root, "kernel");
+	if (json_is_object(k)) {
+		g->kernel_release = jstrdup(k, "release");
+		g->anchor_name = jstrdup(k, "anchor_name");
+		g->anchor_addr = jaddr(k, "anchor_addr");
+		g->text_addr = jaddr(k, "text_addr");
+	}
+out:
+	json_decref(root);
+}
+
+/* ---- collecting entries ------------------------------------------------------ */
+
+static int collect_cb(const struct store_entry *e, void *arg)
+{
+	struct report *r = arg;
+	struct report_priv *p = r->priv;
+	struct entry *n;
+
+	if (p->nr_entries == p->cap_entries) {
+		size_t nc = p->cap_entries ? p->cap_entries * 2 : 256;
+		struct entry *t = realloc(p->entries, nc * sizeof(*t));
+
+		if (!t)
+			return -ENOMEM;
+		p->entries = t;
+		p->cap_entries = nc;
+	}
+	n = &p->entries[p->nr_entries];
+	n->path = pool_intern(&p->pool, e->path, 0);
+	n->guest = pool_intern(&p->pool, e->guest, 0);
+	n->app = pool_intern(&p->pool, e->app && *e->app ? e->app : e->image, 0);
+	n->image = pool_intern(&p->pool, e->image, 0);
+	n->event = pool_intern(&p->pool, e->event, 0);
+	if (!n->path || !n->guest || !n->app || !n->image || !n->event)
+		return -ENOMEM;
+	n->kernel = e->kernel;
+	n->count = e->count;
+	n->tgid = e->tgid;
+	n->tid = e->tid;
+	n->cpu = e->cpu;
+	p->nr_entries++;
+	return 0;
+}
+
+static struct report_guest *guest_get(struct report *r, const struct entry *e)
+{
+	struct report_priv *p = r->priv;
+	struct report_guest *g;
+	const char *rest;
+	char path[4096];
+	size_t n;
+
+	for (size_t i = 0; i < r->nr_guests; i++)
+		if (!strcmp(r->guests[i].name, e->guest))
+			return &r->guests[i];
+	g = realloc(r->guests, (r->nr_guests + 1) * sizeof(*g));
+	if (!g)
+		return NULL;
+	r->guests = g;
+	g = &r->guests[r->nr_guests++];
+	memset(g, 0, sizeof(*g));
+	g->name = strdup(e->guest);
+	if (!g->name)
+		return NULL;
+	/* <session>/guests/<mangled guest>/samples/<which>/...: the guest's
+	 * directory name is taken from the file's own path. */
+	n = strlen(p->session_dir);
+	if (strncmp(e->path, p->session_dir, n) || strncmp(e->path + n, "/guests/", 8))
+		return g;
+	rest = e->path + n + 8;
+	n = strcspn(rest, "/");
+	if (snprintf(path, sizeof(path), "%s/guests/%.*s/samples/%s/session.json",
+		     p->session_dir, (int)n, rest, "current") < (int)sizeof(path))
+		guest_load_meta(g, path);
+	return g;
+}
+
+/* ---- rows --------------------------------------------------------------------- */
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	return h;
+}
+
+static uint64_t row_hash(const struct report_row *k)
+{
+	uint64_t h = 0;
+
+	h = mix(h, (uintptr_t)k->guest);
+	h = mix(h, (uintptr_t)k->app);
+	h = mix(h, (uintptr_t)k->image);
+	h = mix(h, (uint64_t)k->tgid);
+	h = mix(h, (uint64_t)k->tid);
+	h = mix(h, (uint64_t)k->cpu);
+	h = mix(h, (uintptr_t)k->symbol);
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 32;
+	return h;
+}
+
+static int row_eq(const struct report_row *a, const struct report_row *b)
+{
+	return a->guest == b->guest && a->app == b->app && a->image == b->image &&
+	       a->tgid == b->tgid && a->tid == b->tid && a->cpu == b->cpu &&
+	       a->symbol == b->symbol && a->kernel == b->kernel;
+}
+
+static int rowhash_grow(struct report *r)
+{
+	struct report_priv *p = r->priv;
+	size_t cap = p->rowhash_cap ? p->rowhash_cap * 2 : 4096;
+	size_t *t = calloc(cap, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->nr_rows; i++) {
+		size_t h;
+
+		for (h = row_hash(&r->rows[i]) & (cap - 1); t[h]; h = (h + 1) & (cap - 1))
+			;
+		t[h] = i + 1;
+	}
+	free(p->rowhash);
+	p->rowhash = t;
+	p->rowhash_cap = cap;
+	return 0;
+}
+
+/* The row for key (inserted with 0 samples if new), or NULL on ENOMEM. */
+static struct report_row *row_get(struct report *r, const struct report_row *key)
+{
+	struct report_priv *p = r->priv;
+	size_t h;
+
+	if ((r->nr_rows + 1) * 2 > p->rowhash_cap && rowhash_grow(r))
+		return NULL;
+	for (h = row_hash(key) & (p->rowhash_cap - 1); p->rowhash[h];
+	     h = (h + 1) & (p->rowhash_cap - 1)) {
+		struct report_row *row = &r->rows[p->rowhash[h] - 1];
+
+		if (row_eq(row, key))
+			return row;
+	}
+	if (r->nr_rows == p->rows_cap) {
+		size_t nc = p->rows_cap ? p->rows_cap * 2 : 1024;
+		struct report_row *t = realloc(r->rows, nc * sizeof(*t));
+
+		if (!t)
+			return NULL;
+		r->rows = t;
+		p->rows_cap = nc;
+	}
+	r->rows[r->nr_rows] = *key;
+	r->rows[r->nr_rows].samples = 0;
+	r->rows[r->nr_rows].addrs = NULL;
+	r->rows[r->nr_rows].nr_addrs = 0;
+	p->rowhash[h] = ++r->nr_rows;
+	return &r->rows[r->nr_rows - 1];
+}
+
+static int row_add_addr(struct report_row *row, uint64_t addr, uint64_t count)
+{
+	/* No capacity field: the array holds the next power of two of
+	 * nr_addrs, so it grows when nr_addrs reaches one (0, 1, 2, 4...). */
+	size_t n = row->nr_addrs;
+
+	if ((n & (n - 1)) == 0) {
+		size_t nc = n ? n * 2 : 1;
+		struct report_addr *t = realloc(row->addrs, nc * sizeof(*t));
+
+		if (!t)
+			return -ENOMEM;
+		row->addrs = t;
+	}
+	row->addrs[n] = (struct report_addr){ .addr = addr, .count = count };
+	row->nr_addrs = n + 1;
+	return 0;
+}
+
+static int addr_cmp(const void *a, const void *b)
+{
+	const struct report_addr *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return 0;
+}
+
+static void row_fold_addrs(struct report_row *row)
+{
+	size_t out = 0;
+
+	if (!row->nr_addrs)
+		return;
+	qsort(row->addrs, row->nr_addrs, sizeof(*row->addrs), addr_cmp);
+	for (size_t i = 0; i < row->nr_addrs; i++) {
+		if (out && row->addrs[out - 1].addr == row->addrs[i].addr)
+			row->addrs[out - 1].count = util_sat_add(row->addrs[out - 1].count,
+							   row->addrs[i].count);
+		else
+			row->addrs[out++] = row->addrs[i];
+	}
+	row->nr_addrs = out;
+}
+
+/* ---- reading one sample file ------------------------------------------------------ */
+
+struct file_ctx {
+	struct report *r;
+	struct simage *img;
+	uint64_t *counts;	/* [0] unresolved, [i + 1] symbol i */
+	size_t *touched;	/* indices of nonzero counts */
+	size_t nr_touched;
+	uint64_t total;
+	uint64_t outside;	/* unresolved kernel samples outside the kernel */
+	int is_kernel;
+	int details;
+	const char *only_symbol;
+	struct report_row *key;	/* merged key without symbol */
+	int err;
+	int bad;		/* file_by_symbol(): the file is corrupt */
+};
+
+static int file_sum_cb(uint64_t offset, uint64_t count, void *arg)
+{
+	struct file_ctx *c = arg;
+
+	(void)offset;
+	c->total = util_sat_add(c->total, count);
+	return 0;
+}
+
+static int file_sym_cb(uint64_t offset, uint64_t count, void *arg)
+{
+	struct file_ctx *c = arg;
+	uint64_t addr = 0;
+	long i = simage_lookup(c->img, offset, &addr);
+
+	if (!count)
+		return 0;
+	/* Only the counters a file touches are visited and reset: an image
+	 * with 100 k symbols costs nothing per file it is not sampled in. */
+	if (!c->counts[i + 1])
+		c->touched[c->nr_touched++] = (size_t)(i + 1);
+	c->counts[i + 1] = util_sat_add(c->counts[i + 1], count);
+	c->total = util_sat_add(c->total, count);
+	/* x86-64 kernels run in the upper half; a "kernel" sample below it
+	 * was firmware or boot code before the kernel's own mapping. */
+	if (i < 0 && c->is_kernel && offset < 0xffff800000000000ull)
+		c->outside = util_sat_add(c->outside, count);
+	return 0;
+}
+
+/* Details pass: only when asked, for the rows that want them. */
+static int file_detail_cb(uint64_t offset, uint64_t count, void *arg)
+{
+	struct file_ctx *c = arg;
+	struct report *r = c->r;
+	struct report_priv *p = r->priv;
+	struct report_row key = *c->key, *row;
+	uint64_t addr = offset;
+	long i = c->img ? simage_lookup(c->img, offset, &addr) : -1;
+	const struct elfsym *s = i >= 0 ? simage_sym(c->img, (size_t)i) : NULL;
+
+	if (s) {
+		if (c->only_symbol && strcmp(c->only_symbol, s->name))
+			return 0;
+		key.symbol = pool_intern(&p->pool, s->name, 1);
+	} else {
+		if (c->only_symbol)
+			return 0;
+		key.symbol = NULL;
+		addr = offset;
+	}
+	row = row_get(r, &key);
+	if (!row || row_add_addr(row, addr, count)) {
+		c->err = -ENOMEM;
+		return -ENOMEM;
+	}
+	if (!s)
+		row->unresolved_offsets = 1;
+	return 0;
+}
+
+static struct report_problem *problem_get(struct report *r, const char *guest,
+					  const char *image, struct simage *img)
+{
+	struct report_problem *pr;
+
+	for (size_t i = 0; i < r->nr_problems; i++)
+		if (r->problems[i].guest == guest && r->problems[i].image == image)
+			return &r->problems[i];
+	pr = realloc(r->problems, (r->nr_problems + 1) * sizeof(*pr));
+	if (!pr)
+		return NULL;
+	r->problems = pr;
+	pr = &r->problems[r->nr_problems++];
+	*pr = (struct report_problem){
+		.guest = guest, .image = image, .state = simage_state(img),
+		.reason = simage_reason(img),
+	};
+	if (pr->state == SIMAGE_MISMATCH)
+		r->mismatches++;
+	return pr;
+}
+
+/* Room for one count per symbol of an image (plus "no symbol"), zeroed. */
+static int scratch_reserve(struct report_priv *p, size_t nsyms)
+{
+	uint64_t *t;
+	size_t *u;
+
+	if (nsyms + 1 <= p->scratch_cap)
+		return 0;
+	t = realloc(p->scratch, (nsyms + 1) * sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	memset(t + p->scratch_cap, 0, (nsyms + 1 - p->scratch_cap) * sizeof(*t));
+	p->scratch = t;
+	u = realloc(p->touched, (nsyms + 1) * sizeof(*u));
+	if (!u)
+		return -ENOMEM;
+	p->touched = u;
+	p->scratch_cap = nsyms + 1;
+	return 0;
+}
+
+/* A file of an image with symbols: its samples counted per symbol, one row
+ * each.  -ENOMEM, or 0 (c->bad set for a corrupt file, which adds nothing). */
+static int file_by_symbol(struct report *r, struct file_ctx *c, struct sfile_reader *sr,
+			  size_t nsyms)
+{
+	struct report_priv *p = r->priv;
+	struct report_row *row, *key = c->key;
+	int ret, err_pending = 0;
+
+	if (scratch_reserve(p, nsyms))
+		return -ENOMEM;
+	c->counts = p->scratch;
+	c->touched = p->touched;
+	ret = sfile_reader_foreach(sr, file_sym_cb, c);
+	for (size_t t = 0; t < c->nr_touched; t++) {
+		size_t i = c->touched[t];
+		const struct elfsym *s;
+		uint64_t n = c->counts[i];
+
+		c->counts[i] = 0;
+		if (ret || err_pending)
+			continue;	/* a corrupt file: reset, count nothing */
+		s = i ? simage_sym(c->img, i - 1) : NULL;
+		key->symbol = s ? pool_intern(&p->pool, s->name, 1) : NULL;
+		row = (s && !key->symbol) ? NULL : row_get(r, key);
+		if (!row) {
+			err_pending = -ENOMEM;
+			continue;
+		}
+		row->samples = util_sat_add(row->samples, n);
+		row->img = c->img;
+		if (s) {
+			row->sym_addr = s->addr;
+			row->sym_size = s->size;
+		} else {
+			r->unresolved = util_sat_add(r->unresolved, n);
+		}
+	}
+	if (err_pending)
+		return err_pending;
+	c->bad = ret != 0;
+	return 0;
+}
+
+static int read_file(struct report *r, const struct report_opts *o, const struct entry *e,
+		     struct report_guest *g, struct report_row *key)
+{
+	struct file_ctx c = { .r = r, .key = key, .only_symbol = o->only_symbol };
+	struct sfile_reader *sr;
+	const struct sfile_info *info;
+	struct symres_kernel k = {
+		.release = g->kernel_release, .text_addr = g->text_addr,
+		.anchor_name = g->anchor_name, .anchor_addr = g->anchor_addr,
+	};
+	struct report_row *row;
+	size_t nsyms = 0;
+	int ret;
+
+	sr = sfile_reader_open(e->path, NULL, 0);
+	if (!sr) {
+		r->bad_files++;
+		return 0;
+	}
+	info = sfile_reader_info(sr);
+	if (o->symbols && o->res) {
+		c.img = symres_image(o->res, e->guest, e->image, e->kernel,
+				     info->build_id_len ? info->build_id : NULL,
+				     info->build_id_len, &k);
+		if (!c.img) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		nsyms = simage_nr_syms(c.img);
+		c.is_kernel = simage_is_kernel(c.img);
+	}
+
+	if (c.img && nsyms) {
+		ret = file_by_symbol(r, &c, sr, nsyms);
+		if (ret)
+			goto out;
+		if (c.bad) {
+			r->bad_files++;
+			goto out;
+		}
+	} else {
+		ret = sfile_reader_foreach(sr, file_sum_cb, &c);
+		if (ret) {
+			r->bad_files++;
+			ret = 0;
+			goto out;
+		}
+		key->symbol = NULL;
+		row = row_get(r, key);
+		if (!row) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		row->samples = util_sat_add(row->samples, c.total);
+		row->img = c.img;
+		if (o->symbols)
+			r->unresolved = util_sat_add(r->unresolved, c.total);
+	}
+	if (c.img && simage_state(c.img) != SIMAGE_OK && simage_state(c.img) != SIMAGE_ANON) {
+		struct report_problem *pr = problem_get(r, e->guest, e->image, c.img);
+
+		if (!pr) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		pr->samples = util_sat_add(pr->samples, c.total);
+		if (pr->state == SIMAGE_MISMATCH)
+			r->mismatch_samples = util_sat_add(r->mismatch_samples, c.total);
+	}
+	if (o->details) {
+		c.details = 1;
+		ret = sfile_reader_foreach(sr, file_detail_cb, &c);
+		if (ret)
+			ret = c.err;
+	}
+	g->total = util_sat_add(g->total, c.total);
+	r->total = util_sat_add(r->total, c.total);
+	r->outside_kernel = util_sat_add(r->outside_kernel, c.outside);
+	r->files++;
+	ret = ret < 0 ? ret : 0;
+out:
+	sfile_reader_close(sr);
+	return ret;
+}
+
+/* ---- load ------------------------------------------------------------------ */
+
+static const char *pick_event(struct report *r, const struct report_opts *o)
+{
+	struct report_priv *p = r->priv;
+	const char *best = NULL;
+
+	if (o->filter.nr_event) {
+		for (size_t i = 0; i < p->nr_entries; i++)
+			if (match_str(o->filter.event, o->filter.nr_event, p->entries[i].event, 0))
+				return p->entries[i].event;
+		return NULL;
+	}
+	/* The first event of the first guest's session.json that has samples,
+	 * else the alphabetically first. */
+	for (size_t gi = 0; gi < r->nr_guests; gi++) {
+		const char *ev = r->guests[gi].event;
+
+		for (size_t i = 0; ev && i < p->nr_entries; i++)
+			if (!strcmp(p->entries[i].event, ev))
+				return p->entries[i].event;
+	}
+	for (size_t i = 0; i < p->nr_entries; i++)
+		if (!best || strcmp(p->entries[i].event, best) < 0)
+			best = p->entries[i].event;
+	return best;
+}
+
+static int note_other_event(struct report *r, const char *ev)
+{
+	char **t;
+
+	for (size_t i = 0; i < r->nr_other_events; i++)
+		if (!strcmp(r->other_events[i], ev))
+			return 0;
+	t = realloc(r->other_events, (r->nr_other_events + 1) * sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	r->other_events = t;
+	t[r->nr_other_events] = strdup(ev);
+	if (!t[r->nr_other_events])
+		return -ENOMEM;
+	r->nr_other_events++;
+	return 0;
+}
+
+/* The row key a file's samples go under: its fields, merged as --merge
+ * (keep) says.  key->guest is NULL when out of memory. */
+static void entry_key(struct report *r, unsigned keep, const struct entry *e,
+		      struct report_row *key)
+{
+	int is_lib = !e->kernel && e->app != e->image;
+
+	key->guest = e->guest;
+	key->app = e->app;
+	key->image = e->image;
+	key->kernel = e->kernel;
+	key->tgid = e->tgid;
+	key->tid = e->tid;
+	key->cpu = e->cpu;
+	if (!(keep & REPORT_KEEP_GUEST))
+		key->guest = pool_intern(&r->priv->pool, "all", 0);
+	if ((is_lib && !(keep & REPORT_KEEP_LIB)) ||
+	    (e->kernel && !(keep & REPORT_KEEP_KERNEL)))
+		key->app = e->image;
+	if (!(keep & REPORT_KEEP_THREAD))
+		key->tgid = key->tid = -1;
+	if (!(keep & REPORT_KEEP_CPU))
+		key->cpu = -1;
+}
+
+/* After every file: losses of the guests that contributed, percentages,
+ * folded addresses. */
+static void report_totals(struct report *r)
+{
+	/* Guests that had samples only of other events or filtered out stay in
+	 * the header only if they contributed. */
+	for (size_t i = 0; i < r->nr_guests; i++) {
+		struct report_guest *g = &r->guests[i];
+
+		if (!g->total || !g->have_stats)
+			continue;
+		r->lost = util_sat_add(r->lost, g->stats.lost_overflow);
+		r->throttled = util_sat_add(r->throttled, g->stats.throttled);
+	}
+	for (size_t i = 0; i < r->nr_rows; i++) {
+		struct report_row *row = &r->rows[i];
+
+		row->percent = r->total ? 100.0 * (double)row->samples / (double)r->total : 0;
+		row_fold_addrs(row);
+	}
+	/* Detail-only rows (symbol filter without -l rows) keep their sums. */
+	for (size_t i = 0; i < r->nr_rows; i++) {
+		struct report_row *row = &r->rows[i];
+
+		if (!row->samples && row->nr_addrs) {
+			for (size_t j = 0; j < row->nr_addrs; j++)
+				row->samples = util_sat_add(row->samples, row->addrs[j].count);
+			row->percent = r->total ? 100.0 * (double)row->samples / (double)r->total : 0;
+		}
+	}
+}
+
+struct report *report_load(const struct report_opts *o, char *err, size_t errlen)
+{
+	struct report *r = calloc(1, sizeof(*r));
+	const char *which = o->which ? o->which : "current";
+	size_t skipped = 0;
+	int ret = -ENOMEM;
+
+	if (!r || !(r->priv = calloc(1, sizeof(*r->priv))))
+		goto fail;
+	r->priv->session_dir = o->session_dir ? o->session_dir : "./opvm_data";
+	r->keep = o->keep;
+	r->symbols = o->symbols;
+
+	ret = store_walk(r->priv->session_dir, which, collect_cb, r, &skipped);
+	r->skipped_files = skipped;
+	if (ret == -ENOENT) {
+		util_seterr(err, errlen, "%s holds no samples (no guests/ directory): "
+			    "profile with 'opvm run' or 'opvm attach', or give --session-dir DIR",
+			    r->priv->session_dir);
+		goto fail;
+	}
+	if (ret) {
+		util_seterr(err, errlen, "%s: %s", r->priv->session_dir, strerror(-ret));
+		goto fail;
+	}
+	if (!r->priv->nr_entries) {
+		util_seterr(err, errlen, "%s holds no sample files for samples/%s",
+			    r->priv->session_dir, which);
+		ret = -ENOENT;
+		goto fail;
+	}
+	/* Header data of every guest first: the event choice looks at it. */
+	for (size_t i = 0; i < r->priv->nr_entries; i++) {
+		if (!guest_get(r, &r->priv->entries[i])) {
+			ret = -ENOMEM;
+			goto fail;
+		}
+	}
+	r->event = pick_event(r, o);
+	if (!r->event) {
+		util_seterr(err, errlen, "no samples of the event asked for");
+		ret = -ENOENT;
+		goto fail;
+	}
+
+	for (size_t i = 0; i < r->priv->nr_entries; i++) {
+		const struct entry *e = &r->priv->entries[i];
+		const struct report_filter *f = &o->filter;
+		struct report_row key = { 0 };
+		struct report_guest *g;
+
+		if (e->event != r->event) {
+			if (note_other_event(r, e->event)) {
+				ret = -ENOMEM;
+				goto fail;
+			}
+			continue;
+		}
+		if (!match_str(f->guest, f->nr_guest, e->guest, 0) ||
+		    !match_str(f->image, f->nr_image, e->image, 1) ||
+		    !match_int(f->tgid, f->nr_tgid, e->tgid) ||
+		    !match_int(f->tid, f->nr_tid, e->tid) ||
+		    !match_int(f->cpu, f->nr_cpu, e->cpu))
+			continue;
+		r->event_count = e->count;
+		g = guest_get(r, e);
+		if (!g) {
+			ret = -ENOMEM;
+			goto fail;
+		}
+		entry_key(r, o->keep, e, &key);
+		if (!key.guest) {
+			ret = -ENOMEM;
+			goto fail;
+		}
+		ret = read_file(r, o, e, g, &key);
+		if (ret) {
+			util_seterr(err, errlen, "%s: %s", e->path, strerror(-ret));
+			goto fail;
+		}
+	}
+	report_totals(r);
+	if (r->event)
+		r->event = strdup(r->event);
+	if (!r->event) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	/* The rows' strings live in the pool; entries are no longer needed. */
+	free(r->priv->entries);
+	r->priv->entries = NULL;
+	r->priv->nr_entries = 0;
+	report_sort(r, REPORT_SORT_SAMPLES);
+	return r;
+fail:
+	if (ret == -ENOMEM)
+		util_seterr(err, errlen, "out of memory");
+	if (r && r->priv) {
+		/* r->event still points into the pool: do not free it. */
+		r->event = NULL;
+	}
+	report_free(r);
+	errno = -ret;
+	return NULL;
+}
+
+void report_free(struct report *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->nr_rows; i++)
+		free(r->rows[i].addrs);
+	free(r->rows);
+	for (size_t i = 0; i < r->nr_guests; i++) {
+		struct report_guest *g = &r->guests[i];
+
+		free(g->name);
+		free(g->mode);
+		free(g->start);
+		free(g->event);
+		free(g->kernel_release);
+		free(g->anchor_name);
+	}
+	free(r->guests);
+	free(r->problems);
+	for (size_t i = 0; i < r->nr_other_events; i++)
+		free(r->other_events[i]);
+	free(r->other_events);
+	free((char *)r->event);
+	if (r->priv) {
+		pool_free(&r->priv->pool);
+		free(r->priv->rowhash);
+		free(r->priv->entries);
+		free(r->priv->scratch);
+		free(r->priv->touched);
+		free(r->priv);
+	}
+	free(r);
+}
+
+/* ---- sorting ------------------------------------------------------------------ */
+
+static int strcmp_null(const char *a, const char *b)
+{
+	if (a == b)
+		return 0;
+	if (!a)
+		return 1;	/* unresolved after named */
+	if (!b)
+		return -1;
+	return strcmp(a, b);
+}
+
+static int cmp_i64(int64_t a, int64_t b)
+{
+	return a < b ? -1 : a > b;
+}
+
+static int cmp_tail(const struct report_row *x, const struct report_row *y)
+{
+	int c;
+
+	if (x->samples != y->samples)
+		return x->samples > y->samples ? -1 : 1;
+	if ((c = strcmp_null(x->symbol, y->symbol)))
+		return c;
+	if ((c = strcmp(x->image, y->image)))
+		return c;
+	if ((c = strcmp(x->app, y->app)))
+		return c;
+	if ((c = strcmp(x->guest, y->guest)))
+		return c;
+	if ((c = cmp_i64(x->tgid, y->tgid)) || (c = cmp_i64(x->tid, y->tid)))
+		return c;
+	return cmp_i64(x->cpu, y->cpu);
+}
+
+static int cmp_samples(const void *a, const void *b)
+{
+	return cmp_tail(a, b);
+}
+
+static int cmp_symbol(const void *a, const void *b)
+{
+	const struct report_row *x = a, *y = b;
+	int c = strcmp_null(x->symbol, y->symbol);
+
+	return c ? c : cmp_tail(x, y);
+}
+
+static int cmp_image(const void *a, const void *b)
+{
+	const struct report_row *x = a, *y = b;
+	int c = strcmp(x->image, y->image);
+
+	return c ? c : cmp_tail(x, y);
+}
+
+static int cmp_app(const void *a, const void *b)
+{
+	const struct report_row *x = a, *y = b;
+	int c = strcmp(x->app, y->app);
+
+	return c ? c : cmp_tail(x, y);
+}
+
+void report_sort(struct report *r, enum report_sort how)
+{
+	int (*cmp)(const void *, const void *) = cmp_samples;
+
+	switch (how) {
+	case REPORT_SORT_SYMBOL:
+		cmp = cmp_symbol;
+		break;
+	case REPORT_SORT_IMAGE:
+		cmp = cmp_image;
+		break;
+	case REPORT_SORT_APP:
+		cmp = cmp_app;
+		break;
+	case REPORT_SORT_SAMPLES:
+		break;
+	}
+	if (r->nr_rows)
+		qsort(r->rows, r->nr_rows, sizeof(*r->rows), cmp);
+	/* The row hash holds indices: it is stale after sorting, and rows are
+	 * not added after load. */
+	free(r->priv->rowhash);
+	r->priv->rowhash = NULL;
+	r->priv->rowhash_cap = 0;
+}

@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The report model shared by `opvm report`, `opvm annotate` and
+ * `opvm export`: a session's sample trees (host/collect/store.h) read, filtered,
+ * merged and resolved to symbols (symbols/symres.h) into rows of
+ *   {guest, app, image, tgid, tid, cpu, symbol} -> samples.
+ *
+ * Reading never trusts the session: a sample file that does not parse is
+ * skipped and counted, a session.json that does not parse leaves its
+ * guest's header fields unknown.
+ *
+ * Output (host/report/report-text.c, report-json.c, report-export.c,
+ * report-annotate.c) goes to a FILE the caller gives; nothing here prints
+ * messages.
+ */
+#ifndef OPVM_REPORT_H
+#define OPVM_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "host/collect/stats.h"
+#include "symbols/symres.h"
+
+/* Which fields stay apart (opreport's --merge, inverted). */
+enum report_keep {
+	REPORT_KEEP_GUEST	= 1u << 0,
+	REPORT_KEEP_LIB		= 1u << 1,	/* libraries per application */
+	REPORT_KEEP_KERNEL	= 1u << 2,	/* kernel per application */
+	REPORT_KEEP_THREAD	= 1u << 3,	/* tgid, tid */
+	REPORT_KEEP_CPU		= 1u << 4,
+	REPORT_KEEP_DEFAULT	= REPORT_KEEP_GUEST | REPORT_KEEP_LIB | REPORT_KEEP_KERNEL,
+	REPORT_KEEP_ALL		= 0x1f,
+};
+/* "guest,lib,kernel,thread,cpu,all,none" -> mask.  0 or -EINVAL. */
+int report_parse_keep(const char *spec, unsigned *out);
+
+enum report_sort {
+	REPORT_SORT_SAMPLES,
+	REPORT_SORT_SYMBOL,
+	REPORT_SORT_IMAGE,
+	REPORT_SORT_APP,
+};
+int report_parse_sort(const char *s, enum report_sort *out);
+
+#define REPORT_MAX_FILTERS	32
+
+/* A profile specification (opreport's "guest:web01 image:/bin/ls tgid:42");
+ * each term may hold a comma-separated list, terms of one kind are OR'd,
+ * kinds are AND'd.  guest and image accept shell globs; image matches the
+ * full path or the basename. */
+struct report_filter {
+	const char *guest[REPORT_MAX_FILTERS];
+	size_t nr_guest;
+	const char *image[REPORT_MAX_FILTERS];
+	size_t nr_image;
+	const char *event[REPORT_MAX_FILTERS];
+	size_t nr_event;
+	int64_t tgid[REPORT_MAX_FILTERS], tid[REPORT_MAX_FILTERS], cpu[REPORT_MAX_FILTERS];
+	size_t nr_tgid, nr_tid, nr_cpu;
+};
+/* Adds one "kind:value[,value...]" term.  The strings must outlive the
+ * filter.  Returns 0 or -EINVAL (unknown kind, bad number, too many). */
+int report_filter_add(struct report_filter *f, char *term);
+
+struct report_opts {
+	const char *session_dir;	/* default "./opvm_data" */
+	const char *which;		/* "current" (default) or "previous" */
+	unsigned keep;			/* enum report_keep */
+	struct report_filter filter;
+	int symbols;			/* resolve symbols (-l) */
+	int details;			/* keep per-address counts (-d, annotate) */
+	const char *only_symbol;	/* details only for this symbol (may be NULL) */
+	struct symres *res;		/* caller's; needed when symbols is set;
+					 * must outlive the report (rows point
+					 * at its symbol names and images) */
+};
+
+/* Samples at one image address (details). */
+struct report_addr {
+	uint64_t addr;
+	uint64_t count;
+};
+
+struct report_row {
+	const char *guest;		/* "all" when merged */
+	const char *app;
+	const char *image;
+	int kernel;
+	int64_t tgid, tid, cpu;		/* -1: merged */
+	const char *symbol;		/* NULL: no symbols (or not asked) */
+	uint64_t sym_addr, sym_size;	/* image addresses, when symbol != NULL */
+	struct simage *img;		/* resolver's image (NULL without symbols) */
+	uint64_t samples;
+	double percent;
+	struct report_addr *addrs;	/* details, sorted by addr */
+	size_t nr_addrs;
+	int unresolved_offsets;		/* addrs hold raw sample offsets */
+};
+
+/* What one guest's session.json said. */
+struct report_guest {
+	char *name;
+	char *mode;			/* NULL if unknown */
+	unsigned rate_hz;
+	unsigned vcpus;
+	double duration_s;
+	char *start;
+	char *event;			/* first event */
+	uint64_t event_count;
+	int have_stats;
+	struct opvm_stats stats;
+	char *kernel_release;		/* NULL if the guest never said HELLO */
+	uint64_t text_addr, anchor_addr;
+	char *anchor_name;
+	uint64_t total;			/* samples in this report */
+	char meta_err[64];		/* why session.json was not read, or "" */
+};
+
+/* An image the report could not resolve, for the footer. */
+struct report_problem {
+	const char *guest;
+	const char *image;
+	enum simage_state state;
+	const char *reason;
+	uint64_t samples;
+};
+
+struct report {
+	struct report_row *rows;
+	size_t nr_rows;
+	struct report_guest *guests;
+	size_t nr_guests;
+	struct report_problem *problems;
+	size_t nr_problems;
+
+	const char *event;		/* the event reported on */
+	uint64_t event_count;
+	char **other_events;		/* events present but not reported */
+	size_t nr_other_events;
+
+	uint64_t total;			/* samples in the rows */
+	uint64_t lost;			/* lost_overflow, all guests */
+	uint64_t throttled;
+	uint64_t unresolved;		/* samples in rows without a symbol */
+	uint64_t outside_kernel;	/* of which: vmlinux samples below the
+					 * kernel's half of the address space
+					 * (firmware, boot loader, decompressor) */
+	uint64_t mismatch_samples;	/* of which: images with another build-id */
+	size_t mismatches;		/* images with a build-id mismatch */
+	size_t files, skipped_files, bad_files;
+	unsigned keep;
+	int symbols;
+
+	struct report_priv *priv;
+};
+
+/* Reads the session.  Returns NULL, sets errno and writes a reason to err
+ * on failure (ENOENT: no samples at all). */
+struct report *report_load(const struct report_opts *o, char *err, size_t errlen);
+void report_free(struct report *r);	/* NULL-safe */
+
+/* Sorts rows (ties broken by samples, symbol, image, app, guest, ids so
+ * that output is deterministic). */
+void report_sort(struct report *r, enum report_sort how);
+
+/* ---- outputs ---------------------------------------------------------- */
+
+struct report_print_opts {
+	double threshold;		/* percent; rows below are not shown */
+	int width;			/* columns, default 80 */
+	int long_names;			/* full paths instead of basenames */
+	int details;			/* -d */
+	int depth;			/* summary: 1 guests, 2 +applications,
+					 * 3 (default, 0) +images */
+};
+
+/* Header lines: how the samples were taken. */
+void report_print_header(FILE *f, const struct report *r);
+/* Footer: totals, losses, unresolved, mismatches, warnings past 0.01 %. */
+void report_print_footer(FILE *f, const struct report *r);
+/* guest -> application -> image summary. */
+void report_print_summary(FILE *f, const struct report *r, const struct report_print_opts *po);
+/* Symbol table (-l), with per-address lines when po->details. */
+void report_print_symbols(FILE *f, const struct report *r, const struct report_print_opts *po);
+/* One JSON object (the stable contract in docs/reports.md).  0 or -errno. */
+int report_print_json(FILE *f, const struct report *r, const struct report_print_opts *po);
+
+/* Differential report: rows of b against rows of a (same keys). */
+void report_print_diff(FILE *f, const struct report *a, const struct report *b,
+		       const struct report_print_opts *po);
+int report_print_diff_json(FILE *f, const struct report *a, const struct report *b,
+			   const struct report_print_opts *po);
+
+/* ---- annotate (host/report/report-annotate.c) ---------------------------------- */
+
+struct annotate_opts {
+	int assembly;
+	int source;
+	double threshold;		/* symbols below this percent are skipped */
+	size_t max_bytes;		/* per symbol, default 64 KiB */
+};
+
+/* Annotates every row that has a symbol and details.  Returns the number
+ * of symbols annotated, or -errno; a one-line reason for symbols that could
+ * not be annotated goes to note (may be NULL) via fn. */
+long report_annotate(FILE *f, struct report *r, struct symres *res,
+		     const struct annotate_opts *ao,
+		     void (*note)(const char *msg, void *arg), void *arg);
+
+/* ---- export (host/report/report-export.c) --------------------------------------- */
+
+/* Writes a gzip'd pprof profile.proto.  Returns 0 or -errno. */
+int report_export_pprof(FILE *f, const struct report *r);
+/* "guest;process;image;symbol count" lines. */
+int report_export_folded(FILE *f, const struct report *r);
+/* One self-contained HTML page with an interactive flame graph. */
+int report_export_html(FILE *f, const struct report *r, const char *title);
+
+/* Short display name of a path (the basename, or the whole string). */
+const char *report_basename(const char *path);
+
+#endif /* OPVM_REPORT_H */

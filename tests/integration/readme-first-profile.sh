@@ -1,0 +1,45 @@
+#!/bin/bash
+# The README's "A first profile", as a new user types it: `opvm run
+# --workload abratio` in a directory of its own, then report, annotate and
+# export with no symbol flags (no --guest-root, --system-map, --vmlinux) run
+# from another directory.  The session's session.json remembers where the
+# test image's symbols are.  Asserts resolved symbols: abratio's func_a and
+# func_b, and named kernel functions.
+. "$(dirname "$0")/qemu-common.bash"
+need_qemu
+mk_tmp readme-first-profile
+OPVM=$(realpath "$OPVM")
+T=$(realpath "$T")
+mkdir -p "$T/work" "$T/elsewhere"
+
+cd "$T/work" || fail "no $T/work"
+"$OPVM" run --workload abratio -F 200 > "$T/run.out" 2> "$T/run.err"
+rc=$?
+cat "$T/run.out" "$T/run.err"
+[ $rc = 0 ] || fail "opvm run exited with $rc"
+S=$T/work/opvm_data
+grep -q "^next: opvm report --session-dir ./opvm_data\$" "$T/run.out" ||
+	fail "the summary's next: line names symbol flags or another session"
+
+cd "$T/elsewhere" || fail "no $T/elsewhere"
+"$OPVM" report -l --session-dir "$S" > "$T/report.txt" 2>&1 ||
+	{ cat "$T/report.txt"; fail "opvm report -l failed"; }
+"$OPVM" annotate --session-dir "$S" func_b > "$T/annotate.txt" 2>&1 ||
+	{ cat "$T/annotate.txt"; fail "opvm annotate func_b failed"; }
+"$OPVM" export --session-dir "$S" --format folded -o "$T/prof.folded" > "$T/export.out" 2>&1 ||
+	{ cat "$T/export.out"; fail "opvm export --format folded failed"; }
+head -20 "$T/report.txt"
+head -12 "$T/annotate.txt"
+
+grep -Eq '^[0-9]+ .*abratio +abratio +func_b$' "$T/report.txt" || fail "report -l: no func_b"
+grep -Eq '^[0-9]+ .*abratio +abratio +func_a$' "$T/report.txt" || fail "report -l: no func_a"
+# a kernel function by name (the idle loop runs on every boot)
+kern=$(grep -Ec '^[0-9]+ .*vmlinux +vmlinux +[a-z_][a-z0-9_.]+$' "$T/report.txt")
+[ "$kern" -ge 5 ] || fail "report -l: $kern named kernel functions (want >= 5)"
+grep -q '^/\* func_b: [0-9]* samples' "$T/annotate.txt" || fail "annotate: func_b has no samples"
+grep -Eq '^ +[0-9]+ +[0-9.]+ :' "$T/annotate.txt" || fail "annotate: no instruction with samples"
+grep -q ';abratio;abratio;func_b [0-9]*$' "$T/prof.folded" || fail "export: no func_b stack"
+grep -q ';vmlinux;vmlinux;native_safe_halt [0-9]*$' "$T/prof.folded" ||
+	fail "export: kernel stacks are not named"
+echo "RESULT report/annotate/export without symbol flags: func_a, func_b and $kern kernel functions named"
+echo PASS

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The backend registry (vmm/backend.h): one explicit array, no
+ * constructor tricks.  A new backend is one file and one line here.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/util.h"
+#include "vmm/backend.h"
+
+extern const struct backend_ops qemu_backend;		/* vmm/qemu-launch.c */
+extern const struct backend_ops kvm_backend;		/* vmm/kvm-launch.c */
+extern const struct backend_ops gdbstub_backend;	/* vmm/qemu-attach.c */
+extern const struct backend_ops perf_backend;		/* vmm/perf-attach.c */
+
+const struct backend_ops *const backends[] = {
+	&qemu_backend,
+	&kvm_backend,
+	&gdbstub_backend,
+	&perf_backend,
+};
+const size_t nr_backends = sizeof(backends) / sizeof(backends[0]);
+
+const struct backend_ops *backend_find(enum backend_kind kind, const char *name)
+{
+	for (size_t i = 0; i < nr_backends; i++)
+		if (backends[i]->kind == kind && (!name || !strcmp(name, backends[i]->name)))
+			return backends[i];
+	return NULL;
+}
+
+void backend_note(char *notes, size_t size, const char *fmt, ...)
+{
+	size_t used = strlen(notes);
+	va_list ap;
+
+	if (used + 2 >= size)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(notes + used, size - used - 1, fmt, ap);
+	va_end(ap);
+	used = strlen(notes);
+	notes[used] = '\n';
+	notes[used + 1] = '\0';
+}
+
+int backend_reconnect_unix(void *arg)
+{
+	int fd = util_connect_unix(arg);
+
+	return fd < 0 ? -1 : fd;
+}
