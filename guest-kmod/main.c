@@ -3,8 +3,8 @@
  * opvm.ko: tells a host-side profiler which guest task runs where.
  *
  * Load order: slots and switch rings, ring, event FIFO, worker, /dev/opvm,
- * hooks, then the first work item sends HELLO, describes what already
- * exists and sends SYNC.  Unload runs the same steps backwards; the hooks go
+ * hooks, the slots' and rings' seed, then the first work item sends HELLO,
+ * describes what already exists and sends SYNC.  Unload runs the same steps backwards; the hooks go
  * first so nothing new is queued while the rest is torn down.  The layers
  * are wired here: the FIFO wakes the worker and /dev/opvm asks it to resync
  * through callbacks, so no file below calls one above.
@@ -64,6 +64,13 @@ static int __init opvm_init(void)
 	ret = opvm_hooks_register();
 	if (ret)
 		goto err_dev;
+	/*
+	 * Seeded after the sched_switch hook is in: a switch between the two
+	 * is logged either way, so no interval of a ring names a task that
+	 * was not running.  (The IPI and the hook both run with interrupts
+	 * off on that CPU: they do not interleave.)
+	 */
+	opvm_slots_seed();
 	if (!track_mmap || opvm_hooks_mmap_register())
 		opvm_rescan_on = true;
 	opvm_kick();	/* HELLO, initial walk, SYNC */

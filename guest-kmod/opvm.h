@@ -107,7 +107,8 @@ void opvm_request_resync(void);		/* HELLO and the walk again */
 extern bool opvm_rescan_on;		/* walk exec'd processes again later */
 
 /* ---- slots.c ------------------------------------------------------------- */
-int opvm_slots_init(unsigned int switch_entries);	/* seeds every CPU */
+int opvm_slots_init(unsigned int switch_entries);
+void opvm_slots_seed(void);		/* what runs on each CPU now */
 void opvm_slots_exit(void);
 extern struct opvm_slot *opvm_slots;
 /*

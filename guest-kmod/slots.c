@@ -63,20 +63,24 @@ void notrace opvm_switch_log(struct task_struct *next, u64 cr3, u32 flags)
 }
 
 /*
- * Seed each CPU's slot and switch ring with what runs there now, before the
- * first switch.
+ * Seed each CPU's slot and switch ring with what runs there now (a CPU
+ * that never switches would otherwise have neither).  Same seqlock steps
+ * as the sched_switch hook.
  */
 static void opvm_slot_seed(void *unused)
 {
 	struct opvm_slot *s = &opvm_slots[smp_processor_id()];
 	struct mm_struct *mm = current->mm;
+	u32 seq = s->seq;
 
+	WRITE_ONCE(s->seq, seq + 1);
+	smp_wmb();
 	s->pid = current->pid;
 	s->tgid = current->tgid;
 	s->flags = mm ? 0 : OPVM_SLOT_KTHREAD;
 	s->cr3 = mm ? opvm_mm_cr3(mm) : 0;
 	smp_wmb();
-	WRITE_ONCE(s->seq, s->seq + 2);
+	WRITE_ONCE(s->seq, seq + 2);
 	opvm_switch_log(current, s->cr3, s->flags);
 }
 
@@ -121,8 +125,12 @@ int opvm_slots_init(unsigned int switch_entries)
 	if (!opvm_slots)
 		return -ENOMEM;
 	opvm_switch_alloc(switch_entries);
-	on_each_cpu(opvm_slot_seed, NULL, 1);
 	return 0;
+}
+
+void opvm_slots_seed(void)
+{
+	on_each_cpu(opvm_slot_seed, NULL, 1);
 }
 
 void opvm_slots_exit(void)

@@ -269,5 +269,55 @@ void util_stop_on_signals(volatile sig_atomic_t *flag)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+}
+
+/* One line of text (no '\n') out, broken at spaces to fit. */
+static void wrap_line(FILE *f, const char *p, size_t len, unsigned indent)
+{
+	size_t col = 0;
+
+	while (len) {
+		size_t sp = 0, w;
+
+		while (sp < len && p[sp] == ' ')
+			sp++;
+		for (w = sp; w < len && p[w] != ' '; w++)
+			;
+		/* the word from p + sp to p + w, after sp spaces */
+		if (col && col + w > UTIL_COLUMNS) {
+			fprintf(f, "\n%*s", (int)indent, "");
+			col = indent;
+			p += sp;
+			len -= sp;
+			w -= sp;
+			sp = 0;
+		}
+		fwrite(p, 1, w, f);
+		col += w;
+		p += w;
+		len -= w;
+	}
+}
+
+void util_fprintf_wrapped(FILE *f, unsigned indent, const char *fmt, ...)
+{
+	char buf[4096];
+	const char *p = buf;
+	va_list ap;
+
+	if (indent > UTIL_COLUMNS / 2)
+		indent = UTIL_COLUMNS / 2;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	for (;;) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+
+		wrap_line(f, p, len, indent);
+		fputc('\n', f);
+		if (!nl || !nl[1])
+			break;
+		p = nl + 1;
+	}
 }

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 /* Formats into err[errlen] (truncating); err may be NULL or errlen 0, then
@@ -100,9 +101,20 @@ static inline int64_t util_now_ms(void)
 }
 
 /* What every long-running command does with signals: SIGINT and SIGTERM
- * set *flag (the handler does nothing else), SIGPIPE is ignored (a closed
- * pipe or socket is an EPIPE to handle, not a reason to die).  One flag per
- * process: a second call replaces the first. */
+ * set *flag (the handler does nothing else) and interrupt a blocking call
+ * (no SA_RESTART), so the command's loop sees the flag.  One flag per
+ * process: a second call replaces the first.  (Whether SIGPIPE is ignored
+ * is each command's choice: a filter may die of it, a session must not.) */
 void util_stop_on_signals(volatile sig_atomic_t *flag);
+
+/* Terminal output fits this many columns (reports, summaries, help). */
+#define UTIL_COLUMNS	80
+
+/* Prints fmt as one paragraph word-wrapped at UTIL_COLUMNS: lines break at
+ * spaces, continuation lines start with indent spaces, a '\n' in the text
+ * ends a line.  A word longer than a line (a long path) is kept whole, on a
+ * line of its own.  Ends with a newline. */
+void util_fprintf_wrapped(FILE *f, unsigned indent, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 #endif /* OPVM_UTIL_H */

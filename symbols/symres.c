@@ -497,8 +497,17 @@ static struct ksyms *kmap_get(struct symres *r, int fd, const char *path, char *
 	snprintf(procpath, sizeof(procpath), "/proc/self/fd/%d", fd);
 	ks = ksyms_open(procpath, reason, rlen);
 	close(fd);
-	if (!ks)
+	if (!ks) {
+		/* name the file the user knows, not the descriptor's /proc name */
+		size_t n = strlen(procpath);
+		char tmp[256];
+
+		if (!strncmp(reason, procpath, n)) {
+			snprintf(tmp, sizeof(tmp), "%s%s", path, reason + n);
+			snprintf(reason, rlen, "%s", tmp);
+		}
 		return NULL;
+	}
 	k = realloc(r->kmaps, (r->nr_kmaps + 1) * sizeof(*k));
 	if (!k) {
 		ksyms_free(ks);
@@ -571,8 +580,11 @@ static int try_kernel(struct symres *r, struct simage *si, int fd, const char *p
 		struct ksyms *ks = kmap_get(r, fd, path, reason, sizeof(reason));
 
 		if (!ks) {
+			/* Debian's /boot/System.map-* is a one-line placeholder */
 			si->state = SIMAGE_BAD;
-			snprintf(si->reason, sizeof(si->reason), "%s", reason);
+			snprintf(si->reason, sizeof(si->reason), "%.140s; give --system-map FILE "
+				 "(the real one, or the guest's /proc/kallsyms read as root) "
+				 "or --vmlinux FILE", reason);
 			return 0;
 		}
 		si->ks = ks;

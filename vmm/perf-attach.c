@@ -212,9 +212,9 @@ static void pattach_summary(void *st, const struct backend_target *t,
 		return;
 	if (t->sampler->ops->describe)
 		t->sampler->ops->describe(t->sampler, d, sizeof(d));
-	fprintf(out, "guest %s (%s): %u vCPU%s (mode %s)\n%s", t->name, t->how,
+	util_fprintf_wrapped(out, 4, "guest %s (%s): %u vCPU%s (mode %s)\n%s", t->name, t->how,
 		t->nr_vcpus, t->nr_vcpus == 1 ? "" : "s", pa->setup.mode, d);
-	fprintf(out, "  samples: %llu in files (kernel %s, user %s); lost %s (ring full)\n",
+	util_fprintf_wrapped(out, 4, "  samples: %llu in files (kernel %s, user %s); lost %s (ring full)",
 		(unsigned long long)tot->samples, tot->kernel.s, tot->user.s,
 		tot->lost_overflow.s);
 }

@@ -87,22 +87,22 @@ int qemu_backend_setup(const struct backend_common *c, struct backend_setup *set
 static void summary_guest_notes(const struct qemu_sampler_info *qi, FILE *out)
 {
 	if (!qi->hellos)
-		fprintf(out, "  note: the guest module (opvm.ko) never said HELLO on the "
+		util_fprintf_wrapped(out, 4, "  note: the guest module (opvm.ko) never said HELLO on the "
 			"channel, so samples are grouped by address space ({anon-cr3:...}) "
 			"and the kernel's KASLR offset is unknown: give `opvm report` a copy "
-			"of the guest's /proc/kallsyms (--kallsyms FILE) to name kernel code\n");
+			"of the guest's /proc/kallsyms (--kallsyms FILE) to name kernel code");
 	else if (qi->hellos > 1 || qi->resets)
-		fprintf(out, "  the guest restarted during the session: %llu HELLOs, %llu "
-			"resets seen\n", (unsigned long long)qi->hellos,
+		util_fprintf_wrapped(out, 4, "  the guest restarted during the session: %llu HELLOs, %llu "
+			"resets seen", (unsigned long long)qi->hellos,
 			(unsigned long long)qi->resets);
 	if (qi->paused_ticks)
-		fprintf(out, "  the guest was paused by someone else for %llu ticks (not "
-			"sampled)\n", (unsigned long long)qi->paused_ticks);
+		util_fprintf_wrapped(out, 4, "  the guest was paused by someone else for %llu ticks (not "
+			"sampled)", (unsigned long long)qi->paused_ticks);
 	if (qi->restores)
-		fprintf(out, "  %llu of those pauses landed mid-tick; opvm kept them\n",
+		util_fprintf_wrapped(out, 4, "  %llu of those pauses landed mid-tick; opvm kept them",
 			(unsigned long long)qi->restores);
 	if (qi->late_stops)
-		fprintf(out, "  a stop of opvm's was answered after sampling: guest resumed\n");
+		util_fprintf_wrapped(out, 4, "  a stop of opvm's was answered after sampling: guest resumed");
 }
 
 void qemu_backend_summary(const struct backend_target *t, unsigned rate_hz,
@@ -115,22 +115,23 @@ void qemu_backend_summary(const struct backend_target *t, unsigned rate_hz,
 		return;
 	t->sampler->ops->get_stats(t->sampler, &ss);
 	qemu_sampler_get_info(t->sampler, &qi);
-	fprintf(out, "guest %s (%s): %u vCPU%s sampled through QEMU's gdbstub, timer %u Hz "
-		"(mode gdbstub-timer)\n", t->name, t->how, t->nr_vcpus,
+	util_fprintf_wrapped(out, 4, "guest %s (%s): %u vCPU%s sampled through QEMU's "
+		"gdbstub, timer %u Hz "
+		"(mode gdbstub-timer)", t->name, t->how, t->nr_vcpus,
 		t->nr_vcpus == 1 ? "" : "s", rate_hz);
-	fprintf(out, "  samples: %llu in files (kernel %s, user %s); lost %s "
+	util_fprintf_wrapped(out, 4, "  samples: %llu in files (kernel %s, user %s); lost %s "
 		"(ring full); throttled %llu; guest stopped %llu times, "
-		"%.0f us each on average\n",
+		"%.0f us each on average",
 		(unsigned long long)tot->samples, tot->kernel.s, tot->user.s,
 		tot->lost_overflow.s, (unsigned long long)ss.throttled,
 		(unsigned long long)ss.exits,
 		ss.exits ? ss.cost_ns_total / 1e3 / ss.exits : 0.0);
 	if (tot->guest_lost.n)
-		fprintf(out, "  the guest module dropped %s channel records (its buffer was "
-			"full)\n", tot->guest_lost.s);
+		util_fprintf_wrapped(out, 4, "  the guest module dropped %s channel records (its buffer was "
+			"full)", tot->guest_lost.s);
 	if (tot->lost_no_process.n || tot->lost_no_mapping.n)
-		fprintf(out, "  late guest state: %s samples without a known process, %s "
-			"without a known mapping (filed under {anon...})\n",
+		util_fprintf_wrapped(out, 4, "  late guest state: %s samples without a known process, %s "
+			"without a known mapping (filed under {anon...})",
 			tot->lost_no_process.s, tot->lost_no_mapping.s);
 	summary_guest_notes(&qi, out);
 }

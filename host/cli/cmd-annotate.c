@@ -19,7 +19,8 @@ enum { OPT_MAX_BYTES = 0x200 };
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: opvm annotate [--assembly] [--source] [SYMBOL] [PROFILE SPEC...] [options]\n"
+		"usage: opvm annotate [--assembly] [--source] [SYMBOL] [PROFILE SPEC...]\n"
+		"                     [options]\n"
 		"\n"
 		"  -a, --assembly         disassembly with samples per instruction (default)\n"
 		"  -s, --source           source lines with samples (DWARF); with --assembly,\n"

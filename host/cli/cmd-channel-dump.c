@@ -36,11 +36,6 @@
 
 static volatile sig_atomic_t stop;
 
-static void on_signal(int sig)
-{
-	stop = 1;
-}
-
 struct dump {
 	FILE *out;
 	bool json;
@@ -510,7 +505,6 @@ static void print_summary(const struct decoder *d)
 
 int cmd_channel_dump(int argc, char **argv)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
 	struct dump_run r = { .fd = -1 };
 	struct dump *dp = NULL;
 	struct gstate *gs = NULL;
@@ -541,10 +535,8 @@ int cmd_channel_dump(int argc, char **argv)
 	if (r.follow || r.kind == SRC_SOCKET)
 		setvbuf(stdout, NULL, _IOLBF, 0);
 
-	/* No SA_RESTART: a Ctrl-C must interrupt a blocking read. */
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	/* A Ctrl-C must interrupt a blocking read (no SA_RESTART). */
+	util_stop_on_signals(&stop);
 
 	ret = 0;
 	while (!stop && !(dp->count && dp->printed >= dp->count)) {

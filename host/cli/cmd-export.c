@@ -4,6 +4,7 @@
  *   --format pprof  -o FILE   gzip'd profile.proto (go tool pprof)
  *   --format folded [-o FILE] "guest;process;image;symbol count" lines
  *   --format html   -o FILE   one self-contained page with a flame graph
+ *   --diff DIR|previous       html: differential against that baseline
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,19 +19,22 @@
 #include "lib/log.h"
 #include "host/report/report-cli.h"
 
-enum { OPT_TITLE = 0x200 };
+enum { OPT_TITLE = 0x200, OPT_DIFF };
 enum fmt { FMT_NONE, FMT_PPROF, FMT_FOLDED, FMT_HTML };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: opvm export --format pprof|folded|html [-o FILE] [PROFILE SPEC...] [options]\n"
+		"usage: opvm export --format pprof|folded|html [-o FILE] [PROFILE SPEC...]\n"
+		"                   [options]\n"
 		"\n"
 		"  --format pprof         gzip'd pprof profile (go tool pprof -top FILE)\n"
 		"  --format folded        guest;process;image;symbol count (flamegraph.pl)\n"
 		"  --format html          self-contained interactive flame graph\n"
 		"  -o, --output FILE      where to write (folded: default stdout)\n"
 		"  --title TEXT           title of the HTML page\n"
+		"  --diff DIR|previous    html: differential flame graph, baseline session DIR\n"
+		"                         (or samples/previous): red grew, blue shrank\n"
 		REPORT_CLI_HELP);
 }
 
@@ -67,7 +71,8 @@ static enum fmt parse_format(const char *name)
 	return FMT_NONE;
 }
 
-static int write_format(FILE *f, enum fmt fmt, const struct report *r, const char *title)
+static int write_format(FILE *f, enum fmt fmt, const struct report *r,
+			const struct report *base, const char *title)
 {
 	switch (fmt) {
 	case FMT_PPROF:
@@ -75,7 +80,7 @@ static int write_format(FILE *f, enum fmt fmt, const struct report *r, const cha
 	case FMT_FOLDED:
 		return report_export_folded(f, r);
 	case FMT_HTML:
-		return report_export_html(f, r, title);
+		return report_export_html(f, r, base, title);
 	default:
 		return -EINVAL;
 	}
@@ -102,15 +107,16 @@ int cmd_export(int argc, char **argv)
 		{ "format", required_argument, NULL, 'F' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "title", required_argument, NULL, OPT_TITLE },
+		{ "diff", required_argument, NULL, OPT_DIFF },
 		{ "help", no_argument, NULL, 'h' },
 		REPORT_CLI_LONGOPTS,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct report_cli cli;
 	struct symres *res = NULL;
-	struct report *r = NULL;
+	struct report *r = NULL, *base = NULL;
 	enum fmt fmt = FMT_NONE;
-	const char *out = NULL, *title = NULL;
+	const char *out = NULL, *title = NULL, *diff = NULL;
 	char err[512], *tmp = NULL;
 	FILE *f = NULL;
 	int opt, ret = 2, n;
@@ -129,6 +135,9 @@ int cmd_export(int argc, char **argv)
 			break;
 		case OPT_TITLE:
 			title = optarg;
+			break;
+		case OPT_DIFF:
+			diff = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -154,6 +163,11 @@ int cmd_export(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (diff && fmt != FMT_HTML) {
+		pr_err("--diff draws a differential flame graph: use it with --format html "
+		       "(for pprof, export both sessions and use go tool pprof -diff_base)");
+		return 2;
+	}
 	if (!out && fmt != FMT_FOLDED) {
 		pr_err("%s output is binary or a whole page: give -o FILE",
 		       fmt == FMT_PPROF ? "pprof" : "html");
@@ -174,6 +188,20 @@ int cmd_export(int argc, char **argv)
 		pr_err("%s", err);
 		goto out;
 	}
+	if (diff) {
+		/* --diff DIR: DIR (or samples/previous) is the baseline. */
+		struct report_opts bo = cli.ro;
+
+		if (!strcmp(diff, "previous"))
+			bo.which = "previous";
+		else
+			bo.session_dir = diff;
+		base = report_load(&bo, err, sizeof(err));
+		if (!base) {
+			pr_err("baseline %s: %s", diff, err);
+			goto out;
+		}
+	}
 	drop_below(r, cli.threshold);
 	/* Folded text to a terminal goes through the control-byte filter;
 	 * files are written as they are (names stay exact). */
@@ -182,7 +210,7 @@ int cmd_export(int argc, char **argv)
 		pr_err("cannot write %s: %s", out ? out : "to stdout", strerror(errno));
 		goto out;
 	}
-	n = write_format(f, fmt, r, title);
+	n = write_format(f, fmt, r, base, title);
 	if (fclose(f) && !n)
 		n = -errno;
 	f = NULL;
@@ -203,6 +231,7 @@ int cmd_export(int argc, char **argv)
 out:
 	free(tmp);
 	report_free(r);
+	report_free(base);
 	symres_free(res);
 	report_cli_release(&cli);
 	return ret;

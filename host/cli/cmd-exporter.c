@@ -48,10 +48,13 @@ static void exporter_usage(FILE *f)
 "opvm_guest_cpu_seconds_total, opvm_guest_vcpu_steal_seconds_total,\n"
 "opvm_guest_exits_total{reason=...} and more (docs/usage.md).\n"
 "\n"
-"  --listen ADDR:PORT  default " EXPORTER_DEFAULT_LISTEN " (loopback only); [::1]:PORT for IPv6\n"
+"  --listen ADDR:PORT  default " EXPORTER_DEFAULT_LISTEN " (loopback only);\n"
+"                      [::1]:PORT for IPv6\n"
 "  --listen unix:PATH  a unix socket instead (created mode 0660)\n"
-"  --min-interval S    scrapes closer than S seconds share one reading (default 1)\n"
-"  -c, --connect URI   libvirt URI (default $LIBVIRT_DEFAULT_URI, else qemu:///system)\n"
+"  --min-interval S    scrapes closer than S seconds share one reading\n"
+"                      (default 1)\n"
+"  -c, --connect URI   libvirt URI (default $LIBVIRT_DEFAULT_URI, else\n"
+"                      qemu:///system)\n"
 "  --no-libvirt        only QEMU processes found in /proc\n");
 }
 
@@ -256,6 +259,7 @@ int cmd_exporter(int argc, char **argv)
 	if (fd < 0)
 		return fd == -EINVAL ? 2 : 1;
 	util_stop_on_signals(&exp_stop);
+	signal(SIGPIPE, SIG_IGN);	/* a client that hangs up is not a reason to stop */
 	e.h = hoststats_new(&cfg);
 	if (e.h)
 		d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL,

@@ -30,14 +30,16 @@ static void top_usage(FILE *f)
 "guest-mode time, steal (run-queue delay), VM exits and their reasons, and\n"
 "disk/network rates.  Keys in the live view: arrows select, Enter shows vCPUs,\n"
 "c t x i n sort by cpu/steal/exits/io/name, / filter, + - interval,\n"
-"p profiles the selected guest with opvm attach and shows its top symbols, q quits.\n"
+"p profiles the selected guest with opvm attach and shows its top symbols,\n"
+"q quits.\n"
 "\n"
 "  --once              one snapshot (two readings, --delay apart), then exit\n"
 "  --format text|json  --once output (default text)\n"
 "  -d, --delay S       refresh interval in seconds (default 2; --once: 1)\n"
 "  -s, --sort KEY      cpu, steal, exits, io or name (default cpu)\n"
 "  -f, --filter TEXT   only guests whose name contains TEXT\n"
-"  -c, --connect URI   libvirt URI (default $LIBVIRT_DEFAULT_URI, else qemu:///system)\n"
+"  -c, --connect URI   libvirt URI (default $LIBVIRT_DEFAULT_URI, else\n"
+"                      qemu:///system)\n"
 "  --no-libvirt        only QEMU processes found in /proc\n"
 "  --profile-seconds N length of the p key's profile (default 5)\n"
 "  --guest-root DIR, --system-map FILE\n"
@@ -255,6 +257,7 @@ int cmd_top(int argc, char **argv)
 	cfg.no_libvirt = o.no_libvirt;
 	cfg.filter = &o.filter;
 	util_stop_on_signals(&top_stop);
+	signal(SIGPIPE, SIG_IGN);
 	h = hoststats_new(&cfg);
 	if (!h) {
 		pr_err("out of memory");

@@ -486,21 +486,24 @@ static void store_summary(json_t *root)
 
 	if (!so)
 		return;
-	printf("  store: %s files, %s directories, %.1f MB on disk, at most %llu mapped at once\n",
+	util_fprintf_wrapped(stdout, 4, "  store: %s files, %s directories, %.1f MB on disk, "
+			     "at most %llu mapped at once",
 	       stats_fmt_count(stats_json_get(so, "files"), a),
 	       stats_fmt_count(stats_json_get(so, "dirs"), b),
 	       stats_json_get(so, "disk_bytes") / 1e6,
 	       (unsigned long long)stats_json_get(so, "mapped_peak"));
 	if (ovf)
-		printf("  %s samples went to the {overflow} bucket: the guest named more files than "
+		util_fprintf_wrapped(stdout, 4, "  %s samples went to the {overflow} bucket: "
+		       "the guest named more files than "
 		       "the caps allow (files %llu, directories %llu, disk %.0f MB; raise them with "
-		       "--max-files, --max-dirs, --max-disk)\n", stats_fmt_count(ovf, c),
+		       "--max-files, --max-dirs, --max-disk)", stats_fmt_count(ovf, c),
 		       (unsigned long long)stats_json_get(lim, "max_files"),
 		       (unsigned long long)stats_json_get(lim, "max_dirs"),
 		       stats_json_get(lim, "max_disk") / 1e6);
 	if (errs)
-		printf("  %s samples could not be filed (out of memory or disk); they are counted, "
-		       "not in the files\n", stats_fmt_count(errs, c));
+		util_fprintf_wrapped(stdout, 4, "  %s samples could not be filed (out of memory "
+		       "or disk); they are counted, "
+		       "not in the files", stats_fmt_count(errs, c));
 }
 
 static void count(json_t *st, const char *key, struct backend_count *out)
@@ -663,6 +666,9 @@ int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 	}
 	umask(o->umask_set ? (mode_t)o->umask : 077);
 	util_stop_on_signals(&stop_flag);
+	/* a closed pipe or socket is an EPIPE to handle, never a reason to
+	 * leave a guest stopped or samples unsynced */
+	signal(SIGPIPE, SIG_IGN);
 	t = calloc(n ? n : 1, sizeof(*t));
 	if (!t) {
 		pr_err("out of memory");

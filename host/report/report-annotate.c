@@ -132,10 +132,10 @@ static void src_note(struct actx *c, const char *file)
 	util_text_escape(b1, sizeof(b1), file);
 	util_text_escape(b2, sizeof(b2), s->from ? s->from : s->lines ? "?" : "out of memory");
 	if (s->lines)
-		fprintf(c->f, "%8s %8s : (source %s: %s)\n", "", "", b1, b2);
+		util_fprintf_wrapped(c->f, 20, "%8s %8s : (source %s: %s)", "", "", b1, b2);
 	else
-		fprintf(c->f, "%8s %8s : (source %s not found: %s; give --guest-root or "
-			"--source-dir)\n", "", "", b1, b2);
+		util_fprintf_wrapped(c->f, 20, "%8s %8s : (source %s not found: %s; give "
+				     "--guest-root or --source-dir)", "", "", b1, b2);
 }
 
 static const char *src_text(struct actx *c, const char *file, uint32_t line)
@@ -364,12 +364,21 @@ static int annotate_row(struct actx *c, struct disasm *d, const struct annotate_
 	{
 		char b1[ESC_MAX], b2[ESC_MAX], b3[ESC_MAX], b4[ESC_MAX], cnt[OPVM_COUNT_BUF];
 
-		fprintf(c->f, "\n/* %s: %s samples, %.4f%%; image %s, app %s, guest %s */\n",
-			util_text_escape(b1, sizeof(b1), row->symbol),
-			stats_fmt_count(row->samples, cnt), row->percent,
-			util_text_escape(b2, sizeof(b2), row->image),
-			util_text_escape(b3, sizeof(b3), row->app),
-			util_text_escape(b4, sizeof(b4), row->guest));
+		util_text_escape(b1, sizeof(b1), row->symbol);
+		util_text_escape(b2, sizeof(b2), row->image);
+		util_text_escape(b3, sizeof(b3), row->app);
+		util_text_escape(b4, sizeof(b4), row->guest);
+		fputc('\n', c->f);
+		/* an image that is its own application is named once */
+		if (!strcmp(b2, b3))
+			util_fprintf_wrapped(c->f, 3, "/* %s: %s samples, %.4f%%; %s, guest %s */",
+					     b1, stats_fmt_count(row->samples, cnt), row->percent,
+					     b2, b4);
+		else
+			util_fprintf_wrapped(c->f, 3, "/* %s: %s samples, %.4f%%; image %s, app "
+					     "%s, guest %s */", b1,
+					     stats_fmt_count(row->samples, cnt), row->percent,
+					     b2, b3, b4);
 	}
 	if (c->have_lines) {
 		ret = collect_lines(c, &ls);

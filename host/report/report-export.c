@@ -2,7 +2,9 @@
 /*
  * Exports of a report: pprof (gzip'd profile.proto through protobuf-c and
  * zlib), folded stacks ("guest;process;image;symbol count") and a
- * self-contained HTML flame graph.
+ * self-contained HTML flame graph, also differential (widths from the new
+ * profile, red for growth and blue for shrink against a baseline, as in
+ * Brendan Gregg's differential flame graphs).
  *
  * Without call chains in the sample files a "stack" is the attribution
  * path guest -> process -> image -> symbol: that is what the folded lines
@@ -424,29 +426,79 @@ static void process_name(const struct report_row *row, char *out, size_t len)
 		snprintf(out, len, "%s", report_basename(row->app));
 }
 
+struct folded_line {
+	char *stack;
+	uint64_t samples;
+};
+
+static int folded_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct folded_line *)a)->stack,
+		      ((const struct folded_line *)b)->stack);
+}
+
+/* The row's "guest;process;image;symbol" in a new string, or NULL. */
+static char *folded_stack(const struct report_row *row)
+{
+	char proc[512], *buf = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+
+	if (!m)
+		return NULL;
+	process_name(row, proc, sizeof(proc));
+	frame(m, row->guest);
+	fputc(';', m);
+	frame(m, proc);
+	fputc(';', m);
+	frame(m, report_basename(row->image));
+	fputc(';', m);
+	if (row->symbol)
+		frame(m, row->symbol);
+	else
+		fputs("[unknown]", m);
+	if (fclose(m) || !buf) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* Sorted by stack, one line per stack: tools that draw lines in file
+ * order (speedscope's "left heavy" aside) then keep a stack in one block,
+ * and rows that differ only in what folded does not show (thread, cpu)
+ * are merged. */
 int report_export_folded(FILE *f, const struct report *r)
 {
-	for (size_t i = 0; i < r->nr_rows; i++) {
-		const struct report_row *row = &r->rows[i];
-		char proc[512];
+	struct folded_line *v = calloc(r->nr_rows + 1, sizeof(*v));
+	size_t n = 0;
+	int ret = -ENOMEM;
 
-		if (!row->samples)
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->nr_rows; i++) {
+		if (!r->rows[i].samples)
 			continue;
-		process_name(row, proc, sizeof(proc));
-		frame(f, row->guest);
-		fputc(';', f);
-		frame(f, proc);
-		fputc(';', f);
-		frame(f, report_basename(row->image));
-		fputc(';', f);
-		if (row->symbol)
-			frame(f, row->symbol);
-		else
-			fputs("[unknown]", f);
-		/* folded counts are plain numbers: a saturated one stays the cap */
-		fprintf(f, " %" PRIu64 "\n", row->samples);
+		v[n].stack = folded_stack(&r->rows[i]);
+		if (!v[n].stack)
+			goto out;
+		v[n++].samples = r->rows[i].samples;
 	}
-	return ferror(f) ? -EIO : 0;
+	qsort(v, n, sizeof(*v), folded_cmp);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t sum = v[i].samples;
+
+		while (i + 1 < n && !strcmp(v[i].stack, v[i + 1].stack))
+			sum = util_sat_add(sum, v[++i].samples);
+		/* folded counts are plain numbers: a saturated one stays the cap */
+		fprintf(f, "%s %" PRIu64 "\n", v[i].stack, sum);
+	}
+	ret = ferror(f) ? -EIO : 0;
+out:
+	for (size_t i = 0; i < n; i++)
+		free(v[i].stack);
+	free(v);
+	return ret;
 }
 
 /* ---- HTML flame graph ------------------------------------------------------------- */
@@ -560,8 +612,16 @@ static const char html_script[] =
 "pathEl=document.getElementById('path'),q=document.getElementById('q'),H=19;\n"
 "var zoom=[data];\n"
 "function hash(s){var h=0;for(var i=0;i<s.length;i++)h=(h*31+s.charCodeAt(i))>>>0;return h;}\n"
-"function color(n,d){var h=hash(n);if(d==0)return'#bbb';"
+"var D=data.b!==undefined,B=data.b||1,V=data.v||1,M=0;\n"
+"function delta(n){return n.v/V-(n.b||0)/B;}\n"
+"(function mx(n){if(!n.c)M=Math.max(M,Math.abs(delta(n)));(n.c||[]).forEach(mx);})(data);\n"
+"function color(n,d,o){if(D){var k=M?Math.min(1,Math.abs(delta(o))/M):0,c=Math.round(255*(1-k));"
+"return delta(o)>0?'rgb(255,'+c+','+c+')':delta(o)<0?'rgb('+c+','+c+',255)':'rgb(255,255,255)';}"
+"var h=hash(n);if(d==0)return'#bbb';"
 "return'hsl('+(10+h%45)+','+(65+h%25)+'%,'+(58+h%14)+'%)';}\n"
+"function tip(n){var t=n.n+': '+n.v+' samples, '+(100*n.v/V).toFixed(2)+'%';"
+"if(D){var d=100*delta(n);t+='; baseline '+(n.b||0)+' samples, '+(100*(n.b||0)/B).toFixed(2)+'%; "
+"delta '+(d>=0?'+':'')+d.toFixed(2)+' pp';}return t;}\n"
 "function depth(n){var d=0;(n.c||[]).forEach(function(c){d=Math.max(d,1+depth(c));});return d;}\n"
 "function render(){\n"
 " var root=zoom[zoom.length-1],W=fg.clientWidth||1200,tot=root.v||1;\n"
@@ -571,8 +631,7 @@ static const char html_script[] =
 "  var w=n.v/tot;if(d>0&&w*W<2)return;\n"
 "  var e=document.createElement('div');e.className='f';\n"
 "  e.style.left=(x*100)+'%';e.style.width=(w*100)+'%';e.style.top=(d*H)+'px';\n"
-"  e.style.background=color(n.n,d);e.textContent=n.n;\n"
-"  e.title=n.n+': '+n.v+' samples, '+(100*n.v/(data.v||1)).toFixed(2)+'%';\n"
+"  e.style.background=color(n.n,d,n);e.textContent=n.n;e.title=tip(n);\n"
 "  e.onclick=function(){if(n!==root){zoom.push(n);}else if(zoom.length>1){zoom.pop();}render();};\n"
 "  fg.appendChild(e);var cx=x;\n"
 "  (n.c||[]).forEach(function(c){draw(c,cx,d+1);cx+=c.v/tot;});\n"
@@ -590,15 +649,10 @@ static const char html_script[] =
 "})();\n"
 "</script>\n</body></html>\n";
 
-int report_export_html(FILE *f, const struct report *r, const char *title)
+/* Adds r's rows to the tree under root, counts in key ("v": the profile
+ * drawn, "b": the baseline of a differential graph). */
+static int tree_add(json_t *root, const struct report *r, const char *key)
 {
-	json_t *root = json_pack("{s:s, s:o}", "n", "all", "v", stats_json_count(r->total));
-	char *js = NULL, cnt[OPVM_COUNT_BUF];
-	size_t shown = 0;
-	int ret = -ENOMEM;
-
-	if (!root)
-		return -ENOMEM;
 	for (size_t i = 0; i < r->nr_rows; i++) {
 		const struct report_row *row = &r->rows[i];
 		json_t *node = root;
@@ -621,11 +675,33 @@ int report_export_html(FILE *f, const struct report *r, const char *title)
 		for (size_t d = 0; d < 4; d++) {
 			node = tree_child(node, names[d]);
 			if (!node)
-				goto out;
-			json_object_set_new(node, "v", stats_json_count(util_sat_add(
-				stats_json_get(node, "v"), row->samples)));
+				return -ENOMEM;
+			json_object_set_new(node, key, stats_json_count(util_sat_add(
+				stats_json_get(node, key), row->samples)));
 		}
 	}
+	return 0;
+}
+
+int report_export_html(FILE *f, const struct report *r, const struct report *base,
+		       const char *title)
+{
+	json_t *root = json_pack("{s:s, s:o}", "n", "all", "v", stats_json_count(r->total));
+	char *js = NULL, cnt[OPVM_COUNT_BUF];
+	size_t shown = 0;
+	int ret = -ENOMEM;
+
+	if (!root)
+		return -ENOMEM;
+	if (tree_add(root, r, "v"))
+		goto out;
+	/* Differential: widths stay the new profile's; "b" carries the
+	 * baseline's counts for colour (saturated at the largest change of
+	 * a symbol's share) and tooltips (a stack only in the
+	 * baseline has width 0 and is not drawn, as in flamegraph.pl). */
+	if (base && (tree_add(root, base, "b") ||
+		     json_object_set_new(root, "b", stats_json_count(base->total))))
+		goto out;
 	if (tree_finish(root))
 		goto out;
 	js = json_dumps(root, JSON_COMPACT | JSON_ENSURE_ASCII);
@@ -659,6 +735,10 @@ int report_export_html(FILE *f, const struct report *r, const char *title)
 				fprintf(f, ", %.1f s", g->duration_s);
 		}
 	}
+	if (base)
+		fprintf(f, "\ndifferential: widths are this profile's; red frames grew, blue "
+			"shrank against a baseline of %s samples (share of all samples)",
+			stats_fmt_count(base->total, cnt));
 	fputs("</div>\n<div id=\"bar\"><input id=\"q\" placeholder=\"search symbols\">"
 	      " <button id=\"reset\">reset zoom</button> <span id=\"st\"></span></div>\n"
 	      "<div id=\"path\"></div>\n<div id=\"fg\"></div>\n"

@@ -110,45 +110,64 @@ static int distinct_guests(const struct report *r)
 
 /* ---- header and footer ------------------------------------------------------ */
 
+/* One guest's line of the header: how it was sampled, for how long. */
+static void guest_line(FILE *f, const struct report *r, const struct report_guest *g)
+{
+	char b1[ESC_MAX], b2[ESC_MAX];
+
+	fprintf(f, "guest %s: ", esc(b1, g->name));
+	if (!g->mode) {
+		fprintf(f, "sampling mode unknown (%s)",
+			g->meta_err[0] ? g->meta_err : "no readable session.json");
+		return;
+	}
+	if (g->rate_hz)
+		fprintf(f, "%s at %u Hz", esc(b1, g->mode), g->rate_hz);
+	else
+		fprintf(f, "%s sampling, one sample every %" PRIu64 " %s events",
+			esc(b1, g->mode), g->event_count ? g->event_count : r->event_count,
+			esc(b2, g->event ? g->event : r->event));
+	if (g->vcpus)
+		fprintf(f, ", %u vCPU%s", g->vcpus, g->vcpus == 1 ? "" : "s");
+	if (g->duration_s > 0)
+		fprintf(f, ", %.1f s", g->duration_s);
+	if (g->kernel_release)
+		fprintf(f, ", kernel %s", esc(b1, g->kernel_release));
+}
+
 void report_print_header(FILE *f, const struct report *r)
 {
 	size_t n = 0;
 
 	for (size_t i = 0; i < r->nr_guests; i++)
 		n += r->guests[i].total > 0;
-	char b1[ESC_MAX], b2[ESC_MAX], cnt[OPVM_COUNT_BUF];
+	char b1[ESC_MAX], cnt[OPVM_COUNT_BUF];
 
 	fprintf(f, "opvm report: event %s, %s samples, %zu guest%s\n",
 		esc(b1, r->event), stats_fmt_count(r->total, cnt), n,
 		n == 1 ? "" : "s");
 	for (size_t i = 0; i < r->nr_guests; i++) {
-		const struct report_guest *g = &r->guests[i];
+		char *line = NULL;
+		size_t len = 0;
+		FILE *m;
 
-		if (!g->total)
+		if (!r->guests[i].total)
 			continue;
-		fprintf(f, "guest %s: ", esc(b1, g->name));
-		if (!g->mode) {
-			fprintf(f, "sampling mode unknown (%s)\n",
-				g->meta_err[0] ? g->meta_err : "no readable session.json");
+		/* built whole, then wrapped to the terminal's 80 columns */
+		m = open_memstream(&line, &len);
+		if (!m) {
+			guest_line(f, r, &r->guests[i]);
+			fputc('\n', f);
 			continue;
 		}
-		if (g->rate_hz)
-			fprintf(f, "%s sampling at %u Hz", esc(b1, g->mode), g->rate_hz);
-		else
-			fprintf(f, "%s sampling, one sample every %" PRIu64 " %s events",
-				esc(b1, g->mode), g->event_count ? g->event_count : r->event_count,
-				esc(b2, g->event ? g->event : r->event));
-		if (g->vcpus)
-			fprintf(f, ", %u vCPU%s", g->vcpus, g->vcpus == 1 ? "" : "s");
-		if (g->duration_s > 0)
-			fprintf(f, ", %.1f s", g->duration_s);
-		if (g->kernel_release)
-			fprintf(f, ", kernel %s", esc(b1, g->kernel_release));
-		fputc('\n', f);
+		guest_line(m, r, &r->guests[i]);
+		if (!fclose(m))
+			util_fprintf_wrapped(f, 2, "%s", line);
+		free(line);
 	}
 	for (size_t i = 0; i < r->nr_other_events; i++)
-		fprintf(f, "(samples of event %s not shown: select them with event:%s)\n",
-			esc(b1, r->other_events[i]), b1);
+		util_fprintf_wrapped(f, 2, "(samples of event %s not shown: select them with "
+				     "event:%s)", esc(b1, r->other_events[i]), b1);
 }
 
 static double pct(uint64_t part, uint64_t whole)
@@ -189,10 +208,10 @@ static void print_problems(FILE *f, const struct report *r, int mismatches)
 		esc(b2, v[i]->guest);
 		esc(b3, v[i]->reason);
 		if (mismatches)
-			fprintf(f, "  %s (guest %s): %s\n", b1, b2, b3);
+			util_fprintf_wrapped(f, 4, "  %s (guest %s): %s", b1, b2, b3);
 		else
-			fprintf(f, "  %s (guest %s, %s samples): %s\n", b1, b2,
-				stats_fmt_count(v[i]->samples, cnt), b3);
+			util_fprintf_wrapped(f, 4, "  %s (guest %s, %s samples): %s", b1, b2,
+					     stats_fmt_count(v[i]->samples, cnt), b3);
 	}
 	if (n > FOOTER_MAX_PROBLEMS)
 		fprintf(f, "  ... and %zu more (--format json lists them all)\n",
@@ -221,7 +240,7 @@ void report_print_footer(FILE *f, const struct report *r)
 		stats_fmt_count(r->throttled, c3));
 	for (size_t i = 0; i < r->nr_guests; i++)
 		if (r->guests[i].total && r->guests[i].meta_err[0])
-			fprintf(f, "warning: guest %s: %s: its counters are not shown\n",
+			util_fprintf_wrapped(f, 2, "warning: guest %s: %s: its counters are not shown",
 				esc(gb, r->guests[i].name),
 				r->guests[i].meta_err);
 	if (r->symbols)
@@ -229,33 +248,35 @@ void report_print_footer(FILE *f, const struct report *r)
 			stats_fmt_count(r->unresolved, c1), pct(r->unresolved, r->total),
 			r->mismatches);
 	if (r->bad_files || r->skipped_files)
-		fprintf(f, "warning: %zu sample file%s could not be read and %zu were skipped\n",
+		util_fprintf_wrapped(f, 2, "warning: %zu sample file%s could not be read and %zu "
+				     "were skipped",
 			r->bad_files, r->bad_files == 1 ? "" : "s", r->skipped_files);
 	/* Past 0.01 % of what was taken, a loss is worth a line. */
 	if (taken && r->lost > taken / 10000)
-		fprintf(f, "warning: %.2f%% of samples were lost (ring overflow): "
-			"lower the rate or raise the sync frequency\n", pct(r->lost, taken));
+		util_fprintf_wrapped(f, 2, "warning: %.2f%% of samples were lost (ring overflow): "
+				     "lower the rate or raise the sync frequency", pct(r->lost, taken));
 	if (taken && r->throttled > taken / 10000)
-		fprintf(f, "warning: %.2f%% of samples were throttled by the rate cap\n",
+		util_fprintf_wrapped(f, 2, "warning: %.2f%% of samples were throttled by the rate cap",
 			pct(r->throttled, taken));
 	if (taken && util_sat_add(lost_nomap, lost_noproc) > taken / 10000)
-		fprintf(f, "warning: %.2f%% of samples had no process or mapping "
-			"(filed under {anon}); is opvm.ko loaded in the guest?\n",
+		util_fprintf_wrapped(f, 2, "warning: %.2f%% of samples had no process or mapping "
+				     "(filed under {anon}); is opvm.ko loaded in the guest?",
 			pct(util_sat_add(lost_nomap, lost_noproc), taken));
 	if (r->symbols && r->total && r->unresolved > r->total / 10000) {
-		fprintf(f, "warning: %.2f%% of samples have no symbol\n",
-			pct(r->unresolved, r->total));
+		/* the share is on the "unresolved" line above */
+		fprintf(f, "warning: samples without a symbol:\n");
 		if (r->outside_kernel)
-			fprintf(f, "  vmlinux: %s samples (%.2f%%) ran below the kernel's "
-				"addresses (firmware, boot loader, decompressor)\n",
+			util_fprintf_wrapped(f, 4, "  vmlinux: %s samples (%.2f%%) ran below the "
+					     "kernel's addresses (firmware, boot loader, "
+					     "decompressor)",
 				stats_fmt_count(r->outside_kernel, c1),
 				pct(r->outside_kernel, r->total));
 		print_problems(f, r, 0);
 	}
 	if (r->mismatches) {
-		fprintf(f, "warning: build-id mismatch for %zu image%s (%.2f%% of samples), "
-			"not used:\n", r->mismatches, r->mismatches == 1 ? "" : "s",
-			pct(r->mismatch_samples, r->total));
+		/* their count is on the "unresolved" line above */
+		util_fprintf_wrapped(f, 2, "warning: images with another build-id (%.2f%% of "
+				     "samples), not used:", pct(r->mismatch_samples, r->total));
 		print_problems(f, r, 1);
 	}
 }
@@ -371,6 +392,10 @@ void report_print_summary(FILE *f, const struct report *r, const struct report_p
 				double ip = pct(images[k].samples, r->total);
 
 				if (po && ip < po->threshold)
+					continue;
+				/* an application that is its one image: one line */
+				if (apps[a].nr_child == 1 &&
+				    !strcmp(label, esc(b1, disp(images[k].first->image, 1))))
 					continue;
 				fprintf(f, "%8s %8.4f      %s\n",
 					stats_fmt_count(images[k].samples, cnt), ip,

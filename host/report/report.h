@@ -215,8 +215,10 @@ long report_annotate(FILE *f, struct report *r, struct symres *res,
 int report_export_pprof(FILE *f, const struct report *r);
 /* "guest;process;image;symbol count" lines. */
 int report_export_folded(FILE *f, const struct report *r);
-/* One self-contained HTML page with an interactive flame graph. */
-int report_export_html(FILE *f, const struct report *r, const char *title);
+/* One self-contained HTML page with an interactive flame graph; with base,
+ * differential (colour by growth or shrink against base). */
+int report_export_html(FILE *f, const struct report *r, const struct report *base,
+		       const char *title);
 
 /* Short display name of a path (the basename, or the whole string). */
 const char *report_basename(const char *path);

@@ -1,7 +1,8 @@
 #!/bin/bash
 # opvm export --format html: one self-contained file (no external assets)
 # whose flame graph, drawn by its inline script in headless chromium, holds
-# the top symbol of `opvm report -l`; --format folded gives the same counts.
+# the top symbol of `opvm report -l`; --format folded gives the same counts,
+# one line per stack, sorted by stack.
 set -u
 BUILD=${BUILD:-build}
 OPVM=${OPVM:-$BUILD/opvm}
@@ -32,6 +33,11 @@ total=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["total_s
 sum=$(awk '{s += $NF} END {print s}' "$tmp/folded.txt")
 grep -q "^t1;prog;prog;$top [0-9]*\$" "$tmp/folded.txt" || { echo "FAIL: folded lacks $top"; cat "$tmp/folded.txt"; exit 1; }
 [ "$sum" = "$total" ] || { echo "FAIL: folded sums to $sum, report says $total"; exit 1; }
+# Sorted by stack, one line per stack (speedscope keeps a stack in one block).
+sed 's/ [0-9]*$//' "$tmp/folded.txt" > "$tmp/stacks.txt"
+LC_ALL=C sort -c "$tmp/stacks.txt" || { echo "FAIL: folded lines are not sorted by stack"; exit 1; }
+[ "$(sort -u "$tmp/stacks.txt" | wc -l)" = "$(wc -l < "$tmp/stacks.txt")" ] ||
+	{ echo "FAIL: a stack appears on two folded lines"; exit 1; }
 echo "RESULT folded: $(wc -l < "$tmp/folded.txt") lines, $sum samples"
 
 # Self-contained: nothing fetched from elsewhere.

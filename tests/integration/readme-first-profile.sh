@@ -4,7 +4,9 @@
 # export with no symbol flags (no --guest-root, --system-map, --vmlinux) run
 # from another directory.  The session's session.json remembers where the
 # test image's symbols are.  Asserts resolved symbols: abratio's func_a and
-# func_b, and named kernel functions.
+# func_b, and named kernel functions.  Then every command's default output
+# on this session (and every command's help) must fit 80 columns: a line
+# wider than 80 fails the test.
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
 mk_tmp readme-first-profile
@@ -26,7 +28,7 @@ cd "$T/elsewhere" || fail "no $T/elsewhere"
 	{ cat "$T/report.txt"; fail "opvm report -l failed"; }
 "$OPVM" annotate --session-dir "$S" func_b > "$T/annotate.txt" 2>&1 ||
 	{ cat "$T/annotate.txt"; fail "opvm annotate func_b failed"; }
-"$OPVM" export --session-dir "$S" --format folded -o "$T/prof.folded" > "$T/export.out" 2>&1 ||
+"$OPVM" export --session-dir "$S" --format folded -o prof.folded > "$T/export.out" 2>&1 ||
 	{ cat "$T/export.out"; fail "opvm export --format folded failed"; }
 head -20 "$T/report.txt"
 head -12 "$T/annotate.txt"
@@ -38,8 +40,36 @@ kern=$(grep -Ec '^[0-9]+ .*vmlinux +vmlinux +[a-z_][a-z0-9_.]+$' "$T/report.txt"
 [ "$kern" -ge 5 ] || fail "report -l: $kern named kernel functions (want >= 5)"
 grep -q '^/\* func_b: [0-9]* samples' "$T/annotate.txt" || fail "annotate: func_b has no samples"
 grep -Eq '^ +[0-9]+ +[0-9.]+ :' "$T/annotate.txt" || fail "annotate: no instruction with samples"
-grep -q ';abratio;abratio;func_b [0-9]*$' "$T/prof.folded" || fail "export: no func_b stack"
-grep -q ';vmlinux;vmlinux;native_safe_halt [0-9]*$' "$T/prof.folded" ||
+grep -q ';abratio;abratio;func_b [0-9]*$' "$T/elsewhere/prof.folded" || fail "export: no func_b stack"
+grep -q ';vmlinux;vmlinux;native_safe_halt [0-9]*$' "$T/elsewhere/prof.folded" ||
 	fail "export: kernel stacks are not named"
 echo "RESULT report/annotate/export without symbol flags: func_a, func_b and $kern kernel functions named"
+
+# ---- 80 columns --------------------------------------------------------------
+"$OPVM" annotate --source --session-dir "$S" func_b > "$T/annotate-src.txt" 2>&1
+"$OPVM" report --session-dir "$S" > "$T/report-summary.txt" 2>&1
+"$OPVM" report -l --details --session-dir "$S" > "$T/report-details.txt" 2>&1
+"$OPVM" report --by app --session-dir "$S" > "$T/report-by.txt" 2>&1
+"$OPVM" export --session-dir "$S" > "$T/export-noformat.txt" 2>&1
+"$OPVM" list-events > "$T/list-events.txt" 2>&1
+"$OPVM" help > "$T/help.txt" 2>&1
+"$OPVM" version > "$T/version.txt" 2>&1
+cmds=$(awk '/^commands:/ {on = 1; next} on && /^  [a-z]/ {print $1} /^$/ && on {on = 0}' "$T/help.txt")
+[ "$(echo "$cmds" | wc -w)" -ge 10 ] || fail "opvm help lists only: $cmds"
+for c in $cmds; do
+	"$OPVM" help "$c" > "$T/help-$c.txt" 2>&1
+done
+wide=0 files=0
+for f in "$T"/run.out "$T"/run.err "$T"/report*.txt "$T"/annotate*.txt "$T"/export*.txt \
+	 "$T"/export.out "$T"/list-events.txt "$T"/help*.txt "$T"/version.txt; do
+	files=$((files + 1))
+	n=$(awk 'length($0) > 80' "$f" | wc -l)
+	if [ "$n" -gt 0 ]; then
+		echo "over 80 columns in $(basename "$f"):"
+		awk 'length($0) > 80 {print length($0) ": " $0}' "$f" | head -5
+		wide=$((wide + n))
+	fi
+done
+[ $wide = 0 ] || fail "$wide lines wider than 80 columns"
+echo "RESULT 80 columns: $files outputs (run, report, report -l/--details/--by, annotate, export, list-events, help of $(echo $cmds | wc -w) commands), no line wider than 80"
 echo PASS

@@ -427,6 +427,35 @@ static void test_fifo_refused(void **state)
 	alarm(0);
 }
 
+/* Debian's placeholder /boot/System.map-<release> (one line, no text
+ * symbols): the reason names that file, not the descriptor it was read
+ * through, and the flags that fix it. */
+static void test_placeholder_map(void **state)
+{
+	char dir[PATH_MAX + 16], want[PATH_MAX + 64];
+	struct symres_root root = { .dir = dir };
+	struct symres_config sc = { .roots = &root, .nr_roots = 1, .no_host_kernel = 1,
+				    .no_debuginfod = 1 };
+	struct symres_kernel k = { .release = "6.1.0-ph" };
+	struct symres *r;
+	struct simage *si;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/phroot", fx.dir);
+	assert_int_equal(fx_sh("mkdir -p '%s/boot' && echo 'ffffffffffffffff B The real "
+			       "System.map is in the linux-image-<version>-dbg package' > "
+			       "'%s/boot/System.map-6.1.0-ph'", dir, dir), 0);
+	r = symres_new(&sc);
+	assert_non_null(r);
+	si = symres_image(r, "g", "vmlinux", 1, NULL, 0, &k);
+	assert_int_equal(simage_state(si), SIMAGE_BAD);
+	snprintf(want, sizeof(want), "%s/boot/System.map-6.1.0-ph: ", dir);
+	assert_non_null(strstr(simage_reason(si), want));
+	assert_non_null(strstr(simage_reason(si), "--system-map FILE"));
+	assert_null(strstr(simage_reason(si), "/proc/self/fd"));
+	symres_free(r);
+}
+
 /* A stripped library takes its symbols (and lines) from the debug file
  * under usr/lib/debug/.build-id in the guest root. */
 static void test_debug_symbols(void **state)
@@ -614,6 +643,7 @@ int main(void)
 		cmocka_unit_test(test_compressed_elf),
 		cmocka_unit_test(test_kernel_code),
 		cmocka_unit_test(test_corrupt_elf),
+		cmocka_unit_test(test_placeholder_map),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

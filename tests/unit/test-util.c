@@ -264,6 +264,34 @@ static void test_open_regular(void **state)
 }
 
 /* Counters saturate instead of wrapping. */
+/* Every line of a wrapped paragraph fits UTIL_COLUMNS, continuation lines
+ * are indented, no word is split, and a word wider than a line stands
+ * alone. */
+static void test_wrapped(void **state)
+{
+	char *buf = NULL, word[100];
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	const char *line;
+
+	(void)state;
+	assert_non_null(f);
+	memset(word, 'x', 90);
+	word[90] = '\0';
+	util_fprintf_wrapped(f, 2, "warning: %s %s %s %s %s %s %s %s %s %s %s\nnext line",
+			     "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta",
+			     "theta", "iota", "kappa lambda mu nu xi omicron pi rho", word);
+	fclose(f);
+	assert_string_equal(buf,
+		"warning: alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu\n"
+		"  xi omicron pi rho\n"
+		"  xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n"
+		"next line\n");
+	for (line = buf; *line; line = strchr(line, '\n') + 1)
+		assert_true(strchr(line, '\n') - line <= 80 || line[2] == 'x');
+	free(buf);
+}
+
 static void test_sat_add(void **state)
 {
 	assert_true(util_sat_add(UINT64_MAX - 1, 5) == UINT64_MAX);
@@ -285,6 +313,7 @@ int main(void)
 		cmocka_unit_test(test_text_escape),
 		cmocka_unit_test(test_open_regular),
 		cmocka_unit_test(test_sat_add),
+		cmocka_unit_test(test_wrapped),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
