@@ -101,6 +101,43 @@ static void drop_below(struct report *r, double threshold)
 	r->nr_rows = keep;
 }
 
+/* The export to out (a temporary file renamed into place) or stdout.
+ * 0, or -1 after saying what failed. */
+static int write_out(const char *out, enum fmt fmt, const struct report *r,
+		     const struct report *base, const char *title)
+{
+	char *tmp = NULL;
+	FILE *f;
+	int n;
+
+	/* Folded text to a terminal goes through the control-byte filter;
+	 * files are written as they are (names stay exact). */
+	f = out ? open_out(out, &tmp) : report_cli_safe_stream(stdout);
+	if (!f) {
+		pr_err("cannot write %s: %s", out ? out : "to stdout", strerror(errno));
+		free(tmp);
+		return -1;
+	}
+	n = write_format(f, fmt, r, base, title);
+	if (fclose(f) && !n)
+		n = -errno;
+	if (out) {
+		if (!n && rename(tmp, out))
+			n = -errno;
+		if (n)
+			unlink(tmp);
+	}
+	free(tmp);
+	if (n) {
+		pr_err("cannot write %s: %s", out ? out : "the export", strerror(-n));
+		return -1;
+	}
+	if (out)
+		pr_info("wrote %s: %zu symbols, %llu samples", out, r->nr_rows,
+			(unsigned long long)r->total);
+	return 0;
+}
+
 int cmd_export(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -117,8 +154,7 @@ int cmd_export(int argc, char **argv)
 	struct report *r = NULL, *base = NULL;
 	enum fmt fmt = FMT_NONE;
 	const char *out = NULL, *title = NULL, *diff = NULL;
-	char err[512], *tmp = NULL;
-	FILE *f = NULL;
+	char err[512];
 	int opt, ret = 2, n;
 
 	report_cli_init(&cli);
@@ -203,33 +239,8 @@ int cmd_export(int argc, char **argv)
 		}
 	}
 	drop_below(r, cli.threshold);
-	/* Folded text to a terminal goes through the control-byte filter;
-	 * files are written as they are (names stay exact). */
-	f = out ? open_out(out, &tmp) : report_cli_safe_stream(stdout);
-	if (!f) {
-		pr_err("cannot write %s: %s", out ? out : "to stdout", strerror(errno));
-		goto out;
-	}
-	n = write_format(f, fmt, r, base, title);
-	if (fclose(f) && !n)
-		n = -errno;
-	f = NULL;
-	if (out) {
-		if (!n && rename(tmp, out))
-			n = -errno;
-		if (n)
-			unlink(tmp);
-	}
-	if (n) {
-		pr_err("cannot write %s: %s", out ? out : "the export", strerror(-n));
-		goto out;
-	}
-	if (out)
-		pr_info("wrote %s: %zu symbols, %llu samples", out, r->nr_rows,
-			(unsigned long long)r->total);
-	ret = 0;
+	ret = write_out(out, fmt, r, base, title) ? 1 : 0;
 out:
-	free(tmp);
 	report_free(r);
 	report_free(base);
 	symres_free(res);

@@ -15,6 +15,7 @@
 #include "events/events.h"
 #include "host/cli/commands.h"
 #include "lib/log.h"
+#include "vmm/qemu-sampler.h"
 
 #define WIDTH 80
 
@@ -141,12 +142,15 @@ static void print_header(FILE *f, const struct opvm_cpu_id *cpu, int cpu_ok,
 		fprintf(f, "hardware PMU: yes, hardware and software events can be sampled\n");
 	else
 		fprintf(f, "no hardware PMU on this host: only TIMER and software events can be sampled\n");
+	/* what run and attach really use: the gdbstub's own default unless
+	 * --vmm=kvm or --sampler=perf take the events file's */
+	fprintf(f, "default: run and attach sample at %u/s per vCPU (QEMU's gdbstub; "
+		"-F HZ)\n", QEMU_SAMPLER_DEFAULT_HZ);
 	if (db && !events_default(db, has_pmu, &def)) {
-		fprintf(f, "default event: %s",
+		fprintf(f, "default with --vmm=kvm or --sampler=perf: %s",
 			events_spec_format(&def, spec, sizeof(spec)));
 		if (events_spec_rate_hz(&def))
-			fprintf(f, " (%u samples/s per vCPU)",
-				events_spec_rate_hz(&def));
+			fprintf(f, " (%u/s)", events_spec_rate_hz(&def));
 		fputc('\n', f);
 	}
 }
@@ -306,6 +310,8 @@ static int list_json(struct events_db *db, const struct opvm_cpu_id *cpu,
 			 "source", events_db_source(db),
 			 "has_pmu", has_pmu);
 	if (root) {
+		json_object_set_new(root, "gdbstub_rate_hz",
+				    json_integer(QEMU_SAMPLER_DEFAULT_HZ));
 		if (!events_default(db, has_pmu, &def))
 			json_object_set_new(root, "default_event",
 				json_string(events_spec_format(&def, spec, sizeof(spec))));

@@ -219,10 +219,14 @@ static void print_problems(FILE *f, const struct report *r, int mismatches)
 	free(v);
 }
 
-void report_print_footer(FILE *f, const struct report *r)
+/* The footer's warnings that are sentences (losses, throttling, unreadable
+ * files, unreadable session.json), each to emit(arg, text): the text
+ * footer prints them, the JSON report lists them. */
+static void footer_warnings(const struct report *r, void (*emit)(void *, const char *),
+			    void *arg)
 {
-	uint64_t taken, received = 0, lost_nomap = 0, lost_noproc = 0;
-	char c1[OPVM_COUNT_BUF], c2[OPVM_COUNT_BUF], c3[OPVM_COUNT_BUF], gb[ESC_MAX];
+	uint64_t taken, received = 0, lost_nomap = 0, lost_noproc = 0, noproc;
+	char m[512], gb[ESC_MAX];
 
 	for (size_t i = 0; i < r->nr_guests; i++) {
 		if (!r->guests[i].total)
@@ -230,38 +234,57 @@ void report_print_footer(FILE *f, const struct report *r)
 		received = util_sat_add(received, r->guests[i].stats.received);
 		lost_nomap = util_sat_add(lost_nomap, r->guests[i].stats.lost_no_mapping);
 		lost_noproc = util_sat_add(lost_noproc, r->guests[i].stats.lost_no_process);
+		if (r->guests[i].meta_err[0]) {
+			snprintf(m, sizeof(m), "guest %s: %s: its counters are not shown",
+				 esc(gb, r->guests[i].name), r->guests[i].meta_err);
+			emit(arg, m);
+		}
 	}
 	/* Losses are session-wide: weigh them against everything the guests'
 	 * samplers took, not against what a filter kept. */
 	taken = util_sat_add(util_sat_add(received > r->total ? received : r->total, r->lost),
 			     r->throttled);
+	noproc = util_sat_add(lost_nomap, lost_noproc);
+	if (r->bad_files || r->skipped_files) {
+		snprintf(m, sizeof(m), "%zu sample file%s could not be read and %zu were "
+			 "skipped", r->bad_files, r->bad_files == 1 ? "" : "s", r->skipped_files);
+		emit(arg, m);
+	}
+	/* Past 0.01 % of what was taken, a loss is worth a line. */
+	if (taken && r->lost > taken / 10000) {
+		snprintf(m, sizeof(m), "%.2f%% of samples were lost (ring overflow): lower "
+			 "the rate or raise the sync frequency", pct(r->lost, taken));
+		emit(arg, m);
+	}
+	if (taken && r->throttled > taken / 10000) {
+		snprintf(m, sizeof(m), "%.2f%% of samples were throttled by the rate cap",
+			 pct(r->throttled, taken));
+		emit(arg, m);
+	}
+	if (taken && noproc > taken / 10000) {
+		snprintf(m, sizeof(m), "%.2f%% of samples had no process or mapping (filed "
+			 "under {anon}); is opvm.ko loaded in the guest?", pct(noproc, taken));
+		emit(arg, m);
+	}
+}
+
+static void print_warning(void *f, const char *text)
+{
+	util_fprintf_wrapped(f, 2, "warning: %s", text);
+}
+
+void report_print_footer(FILE *f, const struct report *r)
+{
+	char c1[OPVM_COUNT_BUF], c2[OPVM_COUNT_BUF], c3[OPVM_COUNT_BUF];
+
 	fprintf(f, "\ntotal %s samples, lost %s, throttled %s\n",
 		stats_fmt_count(r->total, c1), stats_fmt_count(r->lost, c2),
 		stats_fmt_count(r->throttled, c3));
-	for (size_t i = 0; i < r->nr_guests; i++)
-		if (r->guests[i].total && r->guests[i].meta_err[0])
-			util_fprintf_wrapped(f, 2, "warning: guest %s: %s: its counters are not shown",
-				esc(gb, r->guests[i].name),
-				r->guests[i].meta_err);
 	if (r->symbols)
 		fprintf(f, "unresolved %s samples (%.2f%%), build-id mismatches %zu\n",
 			stats_fmt_count(r->unresolved, c1), pct(r->unresolved, r->total),
 			r->mismatches);
-	if (r->bad_files || r->skipped_files)
-		util_fprintf_wrapped(f, 2, "warning: %zu sample file%s could not be read and %zu "
-				     "were skipped",
-			r->bad_files, r->bad_files == 1 ? "" : "s", r->skipped_files);
-	/* Past 0.01 % of what was taken, a loss is worth a line. */
-	if (taken && r->lost > taken / 10000)
-		util_fprintf_wrapped(f, 2, "warning: %.2f%% of samples were lost (ring overflow): "
-				     "lower the rate or raise the sync frequency", pct(r->lost, taken));
-	if (taken && r->throttled > taken / 10000)
-		util_fprintf_wrapped(f, 2, "warning: %.2f%% of samples were throttled by the rate cap",
-			pct(r->throttled, taken));
-	if (taken && util_sat_add(lost_nomap, lost_noproc) > taken / 10000)
-		util_fprintf_wrapped(f, 2, "warning: %.2f%% of samples had no process or mapping "
-				     "(filed under {anon}); is opvm.ko loaded in the guest?",
-			pct(util_sat_add(lost_nomap, lost_noproc), taken));
+	footer_warnings(r, print_warning, f);
 	if (r->symbols && r->total && r->unresolved > r->total / 10000) {
 		/* the share is on the "unresolved" line above */
 		fprintf(f, "warning: samples without a symbol:\n");
@@ -515,6 +538,15 @@ static json_t *row_json(const struct report_row *row)
 			 "percent", pround(row->percent));
 }
 
+/* "version" of the JSON report: raised when a key changes meaning or goes
+ * (docs/reports.md); keys are only ever added within one version. */
+#define REPORT_JSON_VERSION	1
+
+static void json_warning(void *arr, const char *text)
+{
+	json_array_append_new(arr, jstr(text));
+}
+
 static json_t *header_json(const struct report *r)
 {
 	json_t *o, *guests = json_array(), *warn = json_array();
@@ -543,16 +575,9 @@ static json_t *header_json(const struct report *r)
 			 r->problems[i].guest, r->problems[i].reason);
 		json_array_append_new(warn, jstr(msg));
 	}
-	for (size_t i = 0; i < r->nr_guests; i++) {
-		char msg[512];
-
-		if (!r->guests[i].total || !r->guests[i].meta_err[0])
-			continue;
-		snprintf(msg, sizeof(msg), "guest %s: %s", r->guests[i].name,
-			 r->guests[i].meta_err);
-		json_array_append_new(warn, jstr(msg));
-	}
-	o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:o, s:o}",
+	footer_warnings(r, json_warning, warn);
+	o = json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:o, s:o}",
+		      "version", REPORT_JSON_VERSION,
 		      "mode", jstr(mode),
 		      "event", jstr(r->event),
 		      "event_count", jcount(r->event_count),

@@ -909,6 +909,36 @@ static void report_totals(struct report *r)
 	}
 }
 
+/* A guest:NAME that names no guest of the session is a mistake to say,
+ * not an empty report: 0, or -ENOENT with the guests there are in err. */
+static int check_guest_filter(const struct report *r, const struct report_filter *f,
+			      char *err, size_t errlen)
+{
+	char names[512] = "";
+	size_t n = 0;
+
+	for (size_t k = 0; k < f->nr_guest; k++) {
+		size_t i;
+
+		for (i = 0; i < r->nr_guests; i++)
+			if (match_str(&f->guest[k], 1, r->guests[i].name, 0))
+				break;
+		if (i < r->nr_guests)
+			continue;
+		for (i = 0; i < r->nr_guests && n < sizeof(names); i++) {
+			char e[128];	/* tree names: escaped for the terminal */
+
+			util_text_escape(e, sizeof(e), r->guests[i].name);
+			n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s",
+					      i ? ", " : "", e);
+		}
+		util_seterr(err, errlen, "no guest '%s' in %s: its guests are %s", f->guest[k],
+			    r->priv->session_dir, names[0] ? names : "(none)");
+		return -ENOENT;
+	}
+	return 0;
+}
+
 struct report *report_load(const struct report_opts *o, char *err, size_t errlen)
 {
 	struct report *r = calloc(1, sizeof(*r));
@@ -946,6 +976,10 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 			ret = -ENOMEM;
 			goto fail;
 		}
+	}
+	if (check_guest_filter(r, &o->filter, err, errlen)) {
+		ret = -ENOENT;
+		goto fail;
 	}
 	r->event = pick_event(r, o);
 	if (!r->event) {

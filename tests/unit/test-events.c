@@ -868,6 +868,8 @@ static void test_command(void **state)
 	assert_int_equal(run_list_events("OPVM_NO_PMU=1", "", &out), 0);
 	assert_non_null(strstr(out, "no hardware PMU on this host: only TIMER and software events can be sampled"));
 	assert_non_null(strstr(out, "CPU (by CPUID): "));
+	/* the rate run and attach really use, not the events file's 250/s */
+	assert_non_null(strstr(out, "default: run and attach sample at 50/s per vCPU"));
 	free(out);
 	assert_int_equal(run_list_events("OPVM_NO_PMU=1",
 					 "--check TIMER:4000", &out), 0);

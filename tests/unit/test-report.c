@@ -753,6 +753,27 @@ static void test_bad_session(void **state)
 	assert_non_null(strstr(err, "--session-dir"));
 }
 
+/* guest:NAME naming no guest is an error listing the guests there are;
+ * a glob that matches one is not. */
+static void test_no_such_guest(void **state)
+{
+	struct report_opts o = { .session_dir = fx.session, .keep = REPORT_KEEP_DEFAULT };
+	char err[256] = "", t1[] = "guest:nosuch", t2[] = "guest:t*";
+	struct report *r;
+
+	(void)state;
+	assert_int_equal(report_filter_add(&o.filter, t1), 0);
+	assert_null(report_load(&o, err, sizeof(err)));
+	assert_int_equal(errno, ENOENT);
+	assert_non_null(strstr(err, "no guest 'nosuch'"));
+	assert_non_null(strstr(err, "its guests are t1, t2"));
+	memset(&o.filter, 0, sizeof(o.filter));
+	assert_int_equal(report_filter_add(&o.filter, t2), 0);
+	r = report_load(&o, err, sizeof(err));
+	assert_non_null(r);
+	report_free(r);
+}
+
 /* A sample file cut short is counted and skipped, never a crash. */
 static void test_corrupt_sample_file(void **state)
 {
@@ -938,6 +959,7 @@ int main(void)
 		cmocka_unit_test(test_import),
 		cmocka_unit_test(test_safe_stream),
 		cmocka_unit_test(test_bad_session),
+		cmocka_unit_test(test_no_such_guest),
 		cmocka_unit_test(test_corrupt_sample_file),
 		cmocka_unit_test(test_hostile_names),
 		cmocka_unit_test(test_session_json_not_regular),
