@@ -37,12 +37,14 @@ struct vm_monitor *vm_monitor_open_domain(struct virt *v, const char *name,
 	snprintf(m->name, sizeof(m->name), "%s", name);
 	m->dom = virt_dom_open(v, name, why, sizeof(why));
 	if (!m->dom) {
-		util_seterr(err, errlen, "no libvirt domain '%s' (%s); 'virsh list' shows "
-			    "the running ones", name, why);
+		util_seterr(err, errlen, "no libvirt domain '%s': %s", name, why);
 		free(m);
 		errno = ENOENT;
 		return NULL;
 	}
+	/* by ID or UUID too: the guest goes under the domain's name */
+	snprintf(m->name, sizeof(m->name), "%s", virt_dom_name(m->dom));
+	name = m->name;
 	running = virt_dom_running(m->dom);
 	if (running == -ESRCH) {
 		util_seterr(err, errlen, "domain '%s' is not running; start it first "

@@ -127,11 +127,22 @@ static int file_exists(const char *p)
 	return stat(p, &st) == 0;
 }
 
-/* build/images next to the opvm binary, or under the current directory. */
+/* $OPVM_IMAGES, build/images next to the opvm binary, or under the
+ * current directory. */
 static int default_images(char *dir, size_t len)
 {
 	char exe[PATH_MAX - 16], p[PATH_MAX + 32];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	const char *env = getenv("OPVM_IMAGES");
+	ssize_t n;
+
+	if (env && *env) {
+		snprintf(p, sizeof(p), "%s/vmlinuz", env);
+		if (!file_exists(p))
+			return -ENOENT;
+		snprintf(dir, len, "%s", env);
+		return 0;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 
 	if (n > 0) {
 		char *slash;
@@ -158,8 +169,15 @@ static int default_images(char *dir, size_t len)
 static int use_test_image(struct qlaunch *q, char *err, size_t errlen)
 {
 	if (default_images(q->images, sizeof(q->images))) {
-		util_seterr(err, errlen, "no guest kernel: give --kernel FILE (and --initrd "
-			    "FILE), or build the test image with 'make images'");
+		const char *env = getenv("OPVM_IMAGES");
+
+		if (env && *env)
+			util_seterr(err, errlen, "OPVM_IMAGES=%s holds no vmlinuz: point it at "
+				    "the directory 'make images' fills (build/images)", env);
+		else
+			util_seterr(err, errlen, "no guest kernel: give --kernel FILE (and "
+				    "--initrd FILE), build the test image with 'make images', or "
+				    "set OPVM_IMAGES=DIR to a build/images directory");
 		return -EINVAL;
 	}
 	snprintf(q->kbuf, sizeof(q->kbuf), "%s/vmlinuz", q->images);
@@ -658,7 +676,9 @@ const struct backend_ops qemu_backend = {
 "                     that `make images` builds (build/images)\n"
 "  --initrd FILE      initramfs\n"
 "  --append STRING    extra kernel command line (console=ttyS0 is always given)\n"
-"  --workload NAME    test image: run workload NAME (adds opvm.workload=NAME)\n"
+"  --workload NAME    test image: run workload NAME (adds opvm.workload=NAME);\n"
+"                     the image is $OPVM_IMAGES, else build/images beside\n"
+"                     the binary or in the current directory\n"
 "  --smp N            vCPUs (default 2)\n"
 "  -m, --memory MB    guest memory (default 512)\n"
 "  --accel tcg|kvm    QEMU accelerator (default tcg)\n"

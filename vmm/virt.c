@@ -3,6 +3,7 @@
  * libvirt lookup.  See virt.h.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 struct virt {
 	virConnectPtr conn;
+	char uri[256];		/* as opened, for messages */
 };
 
 struct virt_dom {
@@ -37,17 +39,31 @@ static void set_err(char *err, size_t errlen, const char *what)
 		snprintf(err, errlen, "%s: %s", what, m ? m : "unknown libvirt error");
 }
 
+/* The URI to open, as virsh picks it: -c, else $LIBVIRT_DEFAULT_URI, else
+ * qemu:///system (virsh would probe further; a profiler wants the system
+ * guests, not the caller's qemu:///session). */
+const char *virt_default_uri(const char *uri)
+{
+	const char *env = getenv("LIBVIRT_DEFAULT_URI");
+
+	if (uri && *uri)
+		return uri;
+	return env && *env ? env : "qemu:///system";
+}
+
 struct virt *virt_open(const char *uri, char *err, size_t errlen)
 {
 	struct virt *v;
 
 	virSetErrorFunc(NULL, quiet);
+	uri = virt_default_uri(uri);
 	v = calloc(1, sizeof(*v));
 	if (!v)
 		return NULL;
-	v->conn = virConnectOpen(uri ? uri : "qemu:///system");
+	snprintf(v->uri, sizeof(v->uri), "%s", uri);
+	v->conn = virConnectOpen(uri);
 	if (!v->conn) {
-		set_err(err, errlen, uri ? uri : "qemu:///system");
+		set_err(err, errlen, uri);
 		free(v);
 		errno = ECONNREFUSED;
 		return NULL;
@@ -115,21 +131,44 @@ int virt_list_running(struct virt *v, char ***names, char *err, size_t errlen)
 	return n;
 }
 
+/* A domain as virsh finds it: by ID (digits), by UUID, else by name. */
+static virDomainPtr lookup(virConnectPtr conn, const char *s)
+{
+	virDomainPtr dom = NULL;
+	char *end;
+	long id;
+
+	errno = 0;
+	id = strtol(s, &end, 10);
+	if (*s >= '0' && *s <= '9' && !*end && !errno && id >= 0 && id <= INT_MAX)
+		dom = virDomainLookupByID(conn, (int)id);
+	if (!dom && strlen(s) == VIR_UUID_STRING_BUFLEN - 1)
+		dom = virDomainLookupByUUIDString(conn, s);
+	if (!dom)
+		dom = virDomainLookupByName(conn, s);
+	return dom;
+}
+
 struct virt_dom *virt_dom_open(struct virt *v, const char *name, char *err, size_t errlen)
 {
 	struct virt_dom *d = calloc(1, sizeof(*d));
+	const char *gname;
 
 	if (!d)
 		return NULL;
 	d->v = v;
-	d->dom = virDomainLookupByName(v->conn, name);
+	d->dom = lookup(v->conn, name);
 	if (!d->dom) {
-		set_err(err, errlen, name);
+		if (err && errlen)
+			snprintf(err, errlen, "not found as an ID, UUID or name at %s; "
+				 "'virsh -c %s list' shows the running ones", v->uri, v->uri);
 		free(d);
 		errno = ENOENT;
 		return NULL;
 	}
-	snprintf(d->name, sizeof(d->name), "%s", name);
+	/* The guest is filed under its name, whichever way it was given. */
+	gname = virDomainGetName(d->dom);
+	snprintf(d->name, sizeof(d->name), "%s", gname ? gname : name);
 	return d;
 }
 

@@ -16,7 +16,9 @@
 struct virt;
 struct virt_dom;
 
-/* uri NULL: "qemu:///system".  Returns NULL and sets errno. */
+/* uri if given, else $LIBVIRT_DEFAULT_URI, else qemu:///system. */
+const char *virt_default_uri(const char *uri);
+/* Opens virt_default_uri(uri).  Returns NULL and sets errno. */
 struct virt *virt_open(const char *uri, char *err, size_t errlen);
 void virt_close(struct virt *v);			/* NULL-safe */
 
@@ -28,7 +30,8 @@ void *virt_conn(struct virt *v);
 int virt_list_running(struct virt *v, char ***names, char *err, size_t errlen);
 void virt_free_names(char **names);
 
-/* Returns NULL and sets errno (ENOENT: no such domain). */
+/* name: an ID, a UUID or a name, tried in that order as virsh does.
+ * Returns NULL and sets errno (ENOENT: no such domain). */
 struct virt_dom *virt_dom_open(struct virt *v, const char *name, char *err, size_t errlen);
 void virt_dom_close(struct virt_dom *d);		/* NULL-safe */
 const char *virt_dom_name(const struct virt_dom *d);

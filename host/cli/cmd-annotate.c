@@ -110,7 +110,7 @@ int cmd_annotate(int argc, char **argv)
 
 	report_cli_init(&cli);
 	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
-	while ((opt = getopt_long(argc, argv, "asht:", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "ashd:t:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'a':
 			ao.assembly = 1;

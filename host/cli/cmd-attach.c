@@ -90,7 +90,8 @@ static const char attach_usage[] =
 "  DOMAIN...          libvirt domains by name (their org.opvm.0 channel is\n"
 "                     found in the domain XML)\n"
 "  --all              every running libvirt domain\n"
-"  -c, --connect URI  libvirt URI (default qemu:///system)\n"
+"  -c, --connect URI  libvirt URI (default $LIBVIRT_DEFAULT_URI, else\n"
+"                     qemu:///system); DOMAIN is a name, ID or UUID, as in virsh\n"
 "  --qmp SOCKET       a QEMU started by hand with -qmp unix:SOCKET,server=on\n"
 "  --channel SOCKET   with --qmp: the org.opvm.0 port's unix socket\n"
 "  --name NAME        with --qmp or --pid: the guest's name in the session\n"
@@ -131,7 +132,7 @@ static int list_domains(struct attach *a, struct virt *v)
 		return 1;
 	}
 	if (r == 0) {
-		pr_err("no running libvirt domains at %s", a->uri ? a->uri : "qemu:///system");
+		pr_err("no running libvirt domains at %s", virt_default_uri(a->uri));
 		return 1;
 	}
 	a->nr_doms = (size_t)r;

@@ -159,7 +159,7 @@ int cmd_export(int argc, char **argv)
 
 	report_cli_init(&cli);
 	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
-	while ((opt = getopt_long(argc, argv, "o:ht:", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "o:hd:t:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'F':
 			fmt = parse_format(optarg);

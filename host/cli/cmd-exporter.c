@@ -253,8 +253,6 @@ int cmd_exporter(int argc, char **argv)
 		exporter_usage(r > 0 ? stdout : stderr);
 		return r > 0 ? 0 : 2;
 	}
-	if (!cfg.uri)
-		cfg.uri = getenv("LIBVIRT_DEFAULT_URI");
 	fd = exporter_socket(listen_on);
 	if (fd < 0)
 		return fd == -EINVAL ? 2 : 1;

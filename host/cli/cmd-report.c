@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * opvm report: opreport for guests.  Summary by guest, application and
- * image; -l symbols; -d per-instruction details; JSON; differential
+ * image; -l symbols; --details per-instruction samples; JSON; differential
  * reports between two sessions.
  */
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include "lib/log.h"
 #include "host/report/report-cli.h"
 
-enum { OPT_SORT = 0x200, OPT_FORMAT, OPT_DIFF, OPT_WIDTH, OPT_IMPORT, OPT_BY };
+enum { OPT_SORT = 0x200, OPT_FORMAT, OPT_DIFF, OPT_WIDTH, OPT_IMPORT, OPT_BY, OPT_DETAILS };
 
 struct report_args {
 	struct report_cli cli;
@@ -32,7 +32,7 @@ static void usage(FILE *f)
 		"       opvm report [options] { A options } { B options }   (differential)\n"
 		"\n"
 		"  -l, --symbols          list symbols\n"
-		"  -d, --details          per-instruction samples for each symbol\n"
+		"  --details              per-instruction samples for each symbol\n"
 		"  -f, --long-filenames   full paths instead of basenames\n"
 		"  --sort KEY             samples (default), symbol, image, app\n"
 		"  --by guest|app|image   summary down to guests, applications or images\n"
@@ -50,7 +50,7 @@ static int parse(int argc, char **argv, struct report_args *a)
 {
 	static const struct option longopts[] = {
 		{ "symbols", no_argument, NULL, 'l' },
-		{ "details", no_argument, NULL, 'd' },
+		{ "details", no_argument, NULL, OPT_DETAILS },
 		{ "long-filenames", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "sort", required_argument, NULL, OPT_SORT },
@@ -66,12 +66,13 @@ static int parse(int argc, char **argv, struct report_args *a)
 	int opt, ret;
 
 	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
-	while ((opt = getopt_long(argc, argv, "ldfht:", longopts, NULL)) != -1) {
+	/* -d is the session directory, as in run and attach */
+	while ((opt = getopt_long(argc, argv, "ld:fht:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'l':
 			a->symbols = 1;
 			break;
-		case 'd':
+		case OPT_DETAILS:
 			a->symbols = a->details = 1;
 			break;
 		case 'f':

@@ -247,8 +247,6 @@ int cmd_top(int argc, char **argv)
 		pr_err("--format json goes with --once (the live view is a screen)");
 		return 2;
 	}
-	if (!o.uri)
-		o.uri = getenv("LIBVIRT_DEFAULT_URI");
 	if (!o.delay_s)
 		o.delay_s = once ? 1 : 2;
 	if (!o.session_base)

@@ -14,7 +14,7 @@
 #include "host/collect/hoststats.h"
 
 struct top_opts {
-	const char *uri;		/* -c, else $LIBVIRT_DEFAULT_URI, else NULL */
+	const char *uri;		/* -c or NULL: virt_default_uri() */
 	int no_libvirt;
 	double delay_s;			/* refresh interval */
 	enum hs_sort sort;

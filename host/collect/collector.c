@@ -86,7 +86,9 @@ struct collector {
 	size_t nr_guests;
 	struct timespec start_wall;
 	uint64_t start_ms;		/* monotonic */
-	uint64_t status_ms, status_received;
+	uint64_t status_ms, status_received;	/* at the last growth of received */
+	uint64_t status_shown_ms;		/* the last refresh */
+	double status_rate;			/* samples/s, shown until stale */
 	bool status_shown;
 	bool finished;
 	uint8_t *buf;			/* READ_CHUNK */
@@ -137,6 +139,7 @@ struct collector *collector_new(const struct collector_config *cfg)
 	clock_gettime(CLOCK_REALTIME, &c->start_wall);
 	c->start_ms = util_now_ms();
 	c->status_ms = c->start_ms;
+	c->status_shown_ms = c->start_ms;
 	return c;
 }
 
@@ -846,7 +849,7 @@ static void status_line(struct collector *c, uint64_t now, bool last)
 
 	if (!c->cfg.status_line)
 		return;
-	if (!last && now - c->status_ms < STATUS_EVERY_MS)
+	if (!last && now - c->status_shown_ms < STATUS_EVERY_MS)
 		return;
 	for (i = 0; i < c->nr_guests; i++) {
 		struct sampler_stats ss;
@@ -854,12 +857,24 @@ static void status_line(struct collector *c, uint64_t now, bool last)
 
 		guest_stats(c->guests[i], &st, &ss);
 		received += st.received;
-		lost += st.lost_overflow + st.lost_no_mapping + st.lost_no_process;
+		/* as the summary's "lost": ring overflow only (samples without a
+		 * process or mapping are filed under {anon}, not lost) */
+		lost += st.lost_overflow;
 		held += sync_nr_held(c->guests[i]->sy);
 	}
 	secs = (double)(now - c->start_ms) / 1000.0;
-	rate = now > c->status_ms ?
-	       (double)(received - c->status_received) * 1000.0 / (double)(now - c->status_ms) : 0;
+	/* received grows at each sync (every sync_ms), not at each status
+	 * refresh: the rate is over the time between two growths, and kept
+	 * until two sync intervals pass without one. */
+	if (received != c->status_received) {
+		c->status_rate = now > c->status_ms ? (double)(received - c->status_received) *
+				 1000.0 / (double)(now - c->status_ms) : 0;
+		c->status_ms = now;
+		c->status_received = received;
+	} else if (now - c->status_ms > 2 * (uint64_t)c->cfg.sync_ms) {
+		c->status_rate = 0;
+	}
+	rate = c->status_rate;
 	fprintf(stderr, "\ropvm: %7.1fs  %9.0f samples/s  %llu samples  %llu lost  %llu held  %zu guest%s ",
 		secs, rate, (unsigned long long)received, (unsigned long long)lost,
 		(unsigned long long)held, c->nr_guests, c->nr_guests == 1 ? "" : "s");
@@ -867,8 +882,7 @@ static void status_line(struct collector *c, uint64_t now, bool last)
 		fputc('\n', stderr);
 	fflush(stderr);
 	c->status_shown = true;
-	c->status_ms = now;
-	c->status_received = received;
+	c->status_shown_ms = now;
 }
 
 /* ---- main loop ---------------------------------------------------------------- */

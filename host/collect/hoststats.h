@@ -83,7 +83,7 @@ struct hs_guest {
 };
 
 struct hs_config {
-	const char *uri;	/* libvirt URI; NULL: qemu:///system */
+	const char *uri;	/* libvirt URI; NULL: virt_default_uri() */
 	int no_libvirt;		/* /proc only */
 	const char *debugfs;	/* NULL: /sys/kernel/debug */
 	unsigned qmp_timeout_ms;	/* per query; 0: 1000 */

@@ -60,6 +60,7 @@ int report_cli_opt(struct report_cli *c, int opt, char *arg, char *err, size_t e
 	char *end, *eq;
 
 	switch (opt) {
+	case 'd':		/* -d DIR, as in run and attach */
 	case RCLI_SESSION:
 		c->ro.session_dir = arg;
 		return 1;

@@ -42,7 +42,7 @@ enum report_cli_opt {
 	{ "previous", no_argument, NULL, RCLI_PREVIOUS }
 
 #define REPORT_CLI_HELP							\
-	"  --session-dir DIR      session to read (default ./opvm_data)\n"	\
+	"  -d, --session-dir DIR  session to read (default ./opvm_data)\n"	\
 	"  --guest-root [GUEST=]DIR  the guest's root file system (binaries,\n" \
 	"                         boot/System.map-*, lib/modules); repeatable\n" \
 	"  --vmlinux FILE         guest kernel: a vmlinux with symbols, or a\n"	\
@@ -68,8 +68,8 @@ struct report_cli {
 };
 
 void report_cli_init(struct report_cli *c);
-/* Handles one shared option (getopt_long's result; 't', for -t, is
- * RCLI_THRESHOLD).  Returns 1 when handled, 0 when the option is not a
+/* Handles one shared option (getopt_long's result; 't' and 'd', for -t and
+ * -d, are RCLI_THRESHOLD and RCLI_SESSION).  Returns 1 when handled, 0 when the option is not a
  * shared one, -EINVAL with a message in err when its value is bad. */
 int report_cli_opt(struct report_cli *c, int opt, char *arg, char *err, size_t errlen);
 /* A positional argument: a profile-spec term.  0 or -EINVAL (+ err). */

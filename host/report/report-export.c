@@ -19,6 +19,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "events/events.h"
 #include "host/report/profile.pb-c.h"
 #include "host/report/report.h"
 #include "host/collect/stats.h"
@@ -298,6 +299,22 @@ static int gzip_write(FILE *f, const uint8_t *buf, size_t len)
 	return zr == Z_STREAM_END ? 0 : -EIO;
 }
 
+/* The unit of an event's count, named as pprof names units: TIMER counts
+ * microseconds, cpu-clock nanoseconds, hardware events occurrences. */
+static const char *count_unit(const char *event)
+{
+	struct events_db *db = events_db_load("generic", 0, NULL, 0);
+	const struct opvm_event *e = db ? events_find(db, event) : NULL;
+	const char *unit = "events";
+
+	if (e && e->unit == OPVM_UNIT_US)
+		unit = "microseconds";
+	else if (e && e->unit == OPVM_UNIT_NS)
+		unit = "nanoseconds";
+	events_db_free(db);
+	return unit;
+}
+
 int report_export_pprof(FILE *f, const struct report *r)
 {
 	Perftools__Profiles__Profile *pr;
@@ -307,6 +324,7 @@ int report_export_pprof(FILE *f, const struct report *r)
 	uint8_t *buf = NULL;
 	size_t n = r->nr_rows, len;
 	char evname[64];
+	const char *unit;
 	int ret = -ENOMEM;
 
 	pr = &p.prof;
@@ -327,14 +345,16 @@ int report_export_pprof(FILE *f, const struct report *r)
 	pr->mapping = calloc(n + 1, sizeof(*pr->mapping));
 	if (!pr->sample_type || !pr->sample || !pr->location || !pr->function || !pr->mapping)
 		goto out;
-	/* values: samples, and events (samples x period). */
+	/* values: samples, and samples x period in the event's unit
+	 * (timer/microseconds: pprof shows time). */
+	unit = count_unit(r->event);
 	if (!(pr->sample_type[0] = pp_vt(&p, "samples", "count")))
 		goto out;
 	pr->n_sample_type = 1;
-	if (!(pr->sample_type[1] = pp_vt(&p, evname, "events")))
+	if (!(pr->sample_type[1] = pp_vt(&p, evname, unit)))
 		goto out;
 	pr->n_sample_type = 2;
-	if (!(pr->period_type = pp_vt(&p, evname, "events")))
+	if (!(pr->period_type = pp_vt(&p, evname, unit)))
 		goto out;
 	pr->period = (int64_t)(r->event_count ? r->event_count : 1);
 	/* pprof shows the last sample type unless told: samples first. */

@@ -331,6 +331,7 @@ static void guest_load_meta(struct report_guest *g, const char *path)
 		goto out;
 	}
 	g->mode = jstrdup(root, "mode");
+	g->separate = jstrdup(root, "separate");
 	g->rate_hz = (unsigned)jnum(root, "rate_hz");
 	g->vcpus = (unsigned)jnum(root, "vcpus");
 	g->start = jstrdup(root, "start");
@@ -939,6 +940,40 @@ static int check_guest_filter(const struct report *r, const struct report_filter
 	return 0;
 }
 
+/* --separate thread or cpu on a session that did not record them would
+ * silently change nothing: 0, or -ENOENT with what to do in err.  (all
+ * asks for whatever there is.) */
+static int check_recorded(const struct report *r, unsigned keep, char *err, size_t errlen)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} kinds[] = { { REPORT_KEEP_THREAD, "thread" }, { REPORT_KEEP_CPU, "cpu" } };
+
+	if (keep == REPORT_KEEP_ALL)
+		return 0;
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		const char *rec = NULL;
+		size_t i;
+
+		if (!(keep & kinds[k].bit))
+			continue;
+		for (i = 0; i < r->nr_guests; i++) {
+			if (!r->guests[i].separate || strstr(r->guests[i].separate, kinds[k].name))
+				break;	/* unknown, or recorded: let it be */
+			rec = r->guests[i].separate;
+		}
+		if (i < r->nr_guests || !rec)
+			continue;
+		util_seterr(err, errlen, "--separate %s: the session was recorded with "
+			    "--separate %s, so its samples are not split by %s; record again "
+			    "with 'opvm run --separate %s' (or attach)", kinds[k].name, rec,
+			    kinds[k].name, kinds[k].name);
+		return -ENOENT;
+	}
+	return 0;
+}
+
 struct report *report_load(const struct report_opts *o, char *err, size_t errlen)
 {
 	struct report *r = calloc(1, sizeof(*r));
@@ -977,7 +1012,8 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 			goto fail;
 		}
 	}
-	if (check_guest_filter(r, &o->filter, err, errlen)) {
+	if (check_guest_filter(r, &o->filter, err, errlen) ||
+	    check_recorded(r, o->keep, err, errlen)) {
 		ret = -ENOENT;
 		goto fail;
 	}
@@ -1061,6 +1097,7 @@ void report_free(struct report *r)
 
 		free(g->name);
 		free(g->mode);
+		free(g->separate);
 		free(g->start);
 		free(g->event);
 		free(g->kernel_release);

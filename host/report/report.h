@@ -103,6 +103,8 @@ struct report_row {
 struct report_guest {
 	char *name;
 	char *mode;			/* NULL if unknown */
+	char *separate;			/* what run/attach kept apart ("lib",
+					 * "lib,thread", ...), NULL if unknown */
 	unsigned rate_hz;
 	unsigned vcpus;
 	double duration_s;

@@ -38,6 +38,15 @@ complete_words run --ker | grep -q -- '--kernel' || fail "completion of 'run --k
 make -s install PREFIX="$T/prefix" >"$T/install.log" 2>&1 || { cat "$T/install.log"; fail "make install"; }
 [ -x "$T/prefix/bin/opvm" ] || fail "make install: no bin/opvm"
 [ -f "$T/prefix/share/bash-completion/completions/opvm" ] || fail "make install: no completion"
+# An installed opvm has no build/images beside it: --workload says how to
+# point it at the test images (OPVM_IMAGES), from a directory without them.
+A=$(realpath "$T")
+( cd "$A" && env -u OPVM_IMAGES "$A/prefix/bin/opvm" run --workload abratio -d "$A/x" ) \
+	>"$T/noimg.out" 2>&1 && fail "installed opvm booted without images"
+grep -q "OPVM_IMAGES=DIR" "$T/noimg.out" || fail "no hint at OPVM_IMAGES: $(cat "$T/noimg.out")"
+( cd "$A" && OPVM_IMAGES="$A/none" "$A/prefix/bin/opvm" run --workload abratio -d "$A/x" ) \
+	>"$T/badimg.out" 2>&1 && fail "opvm booted with OPVM_IMAGES pointing nowhere"
+grep -q "OPVM_IMAGES=$A/none holds no vmlinuz" "$T/badimg.out" || fail "$(cat "$T/badimg.out")"
 
 # Man pages: one per command plus opvm(1), each renders without a warning
 # and names every long option its command's --help gives.

@@ -48,4 +48,12 @@ sys.exit(0 if got == want else 1)
 PY
 rc=$?
 [ $rc = 0 ] || { echo "FAIL: top symbols differ"; exit 1; }
+
+# Sample types named for what they hold: the fixture's TIMER counts
+# microseconds, so the second value is time, not "events".
+HOME=$tmp GOCACHE=$tmp/gocache go tool pprof -raw "$tmp/prof.pb.gz" > "$tmp/raw.txt" 2>&1 ||
+	{ echo "FAIL: go tool pprof -raw"; cat "$tmp/raw.txt"; exit 1; }
+types=$(grep -A1 '^Samples:' "$tmp/raw.txt" | tail -1 | xargs)
+echo "RESULT pprof sample types: $types; $(grep -m1 '^PeriodType' "$tmp/raw.txt")"
+[ "$types" = "samples/count[dflt] timer/microseconds" ] || { echo "FAIL: sample types '$types'"; exit 1; }
 echo "RESULT pprof top-5 symbols match opvm report -l"

@@ -3,6 +3,9 @@
 # image running abratio, with the org.opvm.0 channel (socket path chosen by
 # libvirt, found by opvm in the live XML).
 #  1. `opvm attach A --duration 5` files A's processes by name;
+#  1b. by ID with $LIBVIRT_DEFAULT_URI and by UUID with -c, as virsh takes
+#     them, each filed under the domain's name; an unknown domain's error
+#     names the URI;
 #  2. `opvm attach --all --duration 5` gives one tree per domain.
 # Starts virtlogd/libvirtd if none runs (libvirt-common.bash).
 . "$(dirname "$0")/qemu-common.bash"
@@ -101,6 +104,23 @@ EOF
 # Monitor left as found: no gdbstub listening any more.
 $VIRSH qemu-monitor-command "$A" --hmp "info chardev" | grep -q "gdb: " &&
 	fail "the gdbstub opvm started in $A is still there"
+
+# ---- 1b: as virsh names domains and URIs ------------------------------------
+# A by ID through $LIBVIRT_DEFAULT_URI, B by UUID through -c: both filed
+# under their names.  An unknown domain names the URI that was asked.
+id_a=$($VIRSH domid "$A") && uuid_b=$($VIRSH domuuid "$B") || fail "virsh domid/domuuid"
+LIBVIRT_DEFAULT_URI=$URI timeout 60 "$OPVM" attach "$id_a" --duration 2 -d "$T/byid" \
+	> "$T/byid.out" 2>&1 || { cat "$T/byid.out"; fail "opvm attach $id_a (ID, \$LIBVIRT_DEFAULT_URI) failed"; }
+timeout 60 "$OPVM" attach -c "$URI" "$uuid_b" --duration 2 -d "$T/byuuid" \
+	> "$T/byuuid.out" 2>&1 || { cat "$T/byuuid.out"; fail "opvm attach -c $URI $uuid_b (UUID) failed"; }
+[ -d "$T/byid/guests/$A/samples/current" ] || fail "attach by ID $id_a did not file $A by name: $(ls "$T/byid/guests")"
+[ -d "$T/byuuid/guests/$B/samples/current" ] || fail "attach by UUID did not file $B by name: $(ls "$T/byuuid/guests")"
+echo "RESULT libvirt attach by ID $id_a (LIBVIRT_DEFAULT_URI) -> $(ls "$T/byid/guests"), by UUID $uuid_b (-c) -> $(ls "$T/byuuid/guests")"
+LIBVIRT_DEFAULT_URI=test:///default timeout 30 "$OPVM" attach "$A" --duration 1 -d "$T/none" \
+	> "$T/none.out" 2>&1 && fail "attach to $A at test:///default succeeded"
+grep -q "no libvirt domain '$A'.*test:///default" "$T/none.out" ||
+	{ cat "$T/none.out"; fail "the error does not name the domain and \$LIBVIRT_DEFAULT_URI's URI"; }
+echo "RESULT unknown domain: $(grep -m1 "no libvirt domain" "$T/none.out")"
 
 # ---- 2: --all ---------------------------------------------------------------
 "$OPVM" attach --all --duration 5 -d "$T/all" > "$T/all.out" 2>&1 || {

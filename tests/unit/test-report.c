@@ -774,6 +774,29 @@ static void test_no_such_guest(void **state)
 	report_free(r);
 }
 
+/* --separate cpu on a session recorded without cpu says so (it used to
+ * change nothing, silently); thread, which it recorded, and all work. */
+static void test_separate_not_recorded(void **state)
+{
+	struct report_opts o = { .session_dir = fx.session,
+				 .keep = REPORT_KEEP_DEFAULT | REPORT_KEEP_CPU };
+	char err[256] = "";
+	struct report *r;
+
+	(void)state;
+	assert_null(report_load(&o, err, sizeof(err)));
+	assert_non_null(strstr(err, "--separate cpu: the session was recorded with "
+				    "--separate lib,kernel,thread"));
+	o.keep = REPORT_KEEP_DEFAULT | REPORT_KEEP_THREAD;
+	r = report_load(&o, err, sizeof(err));
+	assert_non_null(r);
+	report_free(r);
+	o.keep = REPORT_KEEP_ALL;
+	r = report_load(&o, err, sizeof(err));
+	assert_non_null(r);
+	report_free(r);
+}
+
 /* A sample file cut short is counted and skipped, never a crash. */
 static void test_corrupt_sample_file(void **state)
 {
@@ -960,6 +983,7 @@ int main(void)
 		cmocka_unit_test(test_safe_stream),
 		cmocka_unit_test(test_bad_session),
 		cmocka_unit_test(test_no_such_guest),
+		cmocka_unit_test(test_separate_not_recorded),
 		cmocka_unit_test(test_corrupt_sample_file),
 		cmocka_unit_test(test_hostile_names),
 		cmocka_unit_test(test_session_json_not_regular),
