@@ -19,6 +19,7 @@
 #include <linux/file.h>
 #include <linux/hashtable.h>
 #include <linux/io.h>
+#include <linux/kprobes.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
 #include <linux/module.h>
@@ -90,14 +91,23 @@ void opvm_request_resync(void)
 	opvm_kick_now();
 }
 
-void opvm_event_release(struct opvm_event *ev)
+/*
+ * kallsyms_lookup_name() is not exported; a kprobe registered by name
+ * resolves its address for us.
+ */
+static unsigned long opvm_lookup_name(const char *name)
 {
-	if (ev->mm)
-		mmput(ev->mm);
-	if (ev->file)
-		fput(ev->file);
-	ev->mm = NULL;
-	ev->file = NULL;
+	static unsigned long (*lookup)(const char *name);
+
+	if (!lookup) {
+		struct kprobe kp = { .symbol_name = "kallsyms_lookup_name" };
+
+		if (register_kprobe(&kp) < 0)
+			return 0;
+		lookup = (unsigned long (*)(const char *))kp.addr;
+		unregister_kprobe(&kp);
+	}
+	return lookup ? lookup(name) : 0;
 }
 
 #define REC_INIT(rec, t) do {					\

@@ -3,10 +3,14 @@
  * The event FIFO between the hooks (atomic context, any CPU) and the worker.
  *
  * Fixed size, allocated at load: a hook never allocates.  A full FIFO drops
- * the event and counts it as a lost record.
+ * the event and counts it as a lost record.  The consumer (the worker in
+ * describe.c) is woken through the callback given to opvm_events_init(), so
+ * this layer calls nothing above it.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/file.h>
+#include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/vmalloc.h>
@@ -18,14 +22,27 @@ static struct {
 	unsigned int nr;	/* power of two */
 	unsigned int head;	/* next slot to fill */
 	unsigned int tail;	/* next slot to pop */
+	void (*ready)(void);	/* an event was published */
 } fifo;
 
-int opvm_events_init(unsigned int nr)
+int opvm_events_init(unsigned int nr, void (*ready)(void))
 {
 	spin_lock_init(&fifo.lock);
+	fifo.ready = ready;
 	fifo.nr = roundup_pow_of_two(max(nr, 64U));
 	fifo.ev = vcalloc(fifo.nr, sizeof(*fifo.ev));
 	return fifo.ev ? 0 : -ENOMEM;
+}
+
+/* Drop the references an event holds (mmput() and fput() may sleep). */
+void opvm_event_release(struct opvm_event *ev)
+{
+	if (ev->mm)
+		mmput(ev->mm);
+	if (ev->file)
+		fput(ev->file);
+	ev->mm = NULL;
+	ev->file = NULL;
 }
 
 void opvm_events_exit(void)
@@ -62,7 +79,7 @@ void opvm_event_commit(struct opvm_event *ev, unsigned long flags)
 {
 	fifo.head++;
 	spin_unlock_irqrestore(&fifo.lock, flags);
-	opvm_kick();
+	fifo.ready();
 }
 
 bool opvm_event_pop(struct opvm_event *out)

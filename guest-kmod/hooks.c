@@ -24,43 +24,9 @@
 #include <linux/sched/signal.h>
 #include <linux/binfmts.h>
 #include <linux/tracepoint.h>
-#include <asm/msr.h>
 #include "opvm.h"
 
 static struct tracepoint *tp_switch, *tp_fork, *tp_exec, *tp_exit;
-
-/*
- * Appends "from now on, next runs here" to this CPU's switch ring, by the
- * writer protocol of opvm_proto.h.  Runs with preemption and interrupts off
- * (sched_switch, or the load-time seed IPI), so nothing else writes this
- * CPU's ring meanwhile.  The full barrier before the TSC read lets a host
- * that saw no switch begun after its own time T trust that none is stamped
- * before T.
- */
-void notrace opvm_switch_log(struct task_struct *next, u64 cr3, u32 flags)
-{
-	struct opvm_switch_ring_hdr *h;
-	struct opvm_switch *e;
-	u64 n;
-
-	if (!opvm_switch_block)
-		return;
-	h = opvm_switch_block +
-	    (size_t)raw_smp_processor_id() * opvm_switch_stride;
-	n = h->head;
-	e = (struct opvm_switch *)(h + 1) + (n & (opvm_switch_entries - 1));
-	WRITE_ONCE(e->seq, 2 * n + 1);
-	smp_mb();
-	e->tsc = rdtsc_ordered();
-	e->pid = next->pid;
-	e->tgid = next->tgid;
-	e->cr3 = cr3;
-	e->flags = flags;
-	smp_wmb();
-	WRITE_ONCE(e->seq, 2 * n + 2);
-	smp_wmb();
-	WRITE_ONCE(h->head, n + 1);
-}
 
 static void notrace opvm_probe_switch(void *data, bool preempt,
 				      struct task_struct *prev,

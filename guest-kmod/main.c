@@ -2,24 +2,18 @@
 /*
  * opvm.ko: tells a host-side profiler which guest task runs where.
  *
- * Load order: slots and switch rings, ring and /dev/opvm, worker, hooks,
- * the slots' and rings' seed, then the first work item sends HELLO,
- * describes what already exists and sends SYNC.  Unload
- * runs the same steps backwards; the hooks go first so nothing new is queued
- * while the rest is torn down.
+ * Load order: slots and switch rings, ring, event FIFO, worker, /dev/opvm,
+ * hooks, the slots' and rings' seed, then the first work item sends HELLO,
+ * describes what already exists and sends SYNC.  Unload runs the same steps backwards; the hooks go
+ * first so nothing new is queued while the rest is torn down.  The layers
+ * are wired here: the FIFO wakes the worker and /dev/opvm asks it to resync
+ * through callbacks, so no file below calls one above.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/cpumask.h>
-#include <linux/gfp.h>
-#include <linux/log2.h>
-#include <linux/minmax.h>
 #include <linux/io.h>
-#include <linux/kprobes.h>
 #include <linux/module.h>
-#include <linux/sched.h>
-#include <linux/slab.h>
-#include <linux/smp.h>
 #include "opvm.h"
 
 static unsigned int ring_kb = 2048;
@@ -40,91 +34,6 @@ module_param(track_mmap, bool, 0444);
 MODULE_PARM_DESC(track_mmap,
 		 "kprobe do_mmap/munmap for library mappings (default on)");
 
-struct opvm_slot *opvm_slots;
-void *opvm_switch_block;
-u32 opvm_switch_stride, opvm_switch_entries;
-static size_t switch_bytes;
-
-u64 opvm_mm_cr3(struct mm_struct *mm)
-{
-	return __pa(mm->pgd);
-}
-
-/*
- * kallsyms_lookup_name() is not exported; a kprobe registered by name
- * resolves its address for us.
- */
-unsigned long opvm_lookup_name(const char *name)
-{
-	static unsigned long (*lookup)(const char *name);
-
-	if (!lookup) {
-		struct kprobe kp = { .symbol_name = "kallsyms_lookup_name" };
-
-		if (register_kprobe(&kp) < 0)
-			return 0;
-		lookup = (unsigned long (*)(const char *))kp.addr;
-		unregister_kprobe(&kp);
-	}
-	return lookup ? lookup(name) : 0;
-}
-
-/*
- * Seed each CPU's slot and switch ring with what runs there now (a CPU
- * that never switches would otherwise have neither).  Same seqlock steps
- * as the sched_switch hook.
- */
-static void opvm_slot_seed(void *unused)
-{
-	struct opvm_slot *s = &opvm_slots[smp_processor_id()];
-	struct mm_struct *mm = current->mm;
-	u32 seq = s->seq;
-
-	WRITE_ONCE(s->seq, seq + 1);
-	smp_wmb();
-	s->pid = current->pid;
-	s->tgid = current->tgid;
-	s->flags = mm ? 0 : OPVM_SLOT_KTHREAD;
-	s->cr3 = mm ? opvm_mm_cr3(mm) : 0;
-	smp_wmb();
-	WRITE_ONCE(s->seq, seq + 2);
-	opvm_switch_log(current, s->cr3, s->flags);
-}
-
-/*
- * The switch rings: one physically contiguous, zeroed block (the host reads
- * it by guest-physical address), each ring cache-line aligned.  A large
- * block may not be available: halve the rings until it is.  Without them
- * the module still works; the host then cannot attribute samples it takes
- * without stopping the guest.
- */
-static void opvm_switch_alloc(void)
-{
-	u32 entries = rounddown_pow_of_two(clamp_val(switch_entries, 64,
-						     OPVM_SWITCH_MAX_ENTRIES));
-
-	for (; entries >= 64; entries /= 2) {
-		opvm_switch_stride = ALIGN(sizeof(struct opvm_switch_ring_hdr) +
-					   entries * sizeof(struct opvm_switch),
-					   L1_CACHE_BYTES);
-		switch_bytes = (size_t)nr_cpu_ids * opvm_switch_stride;
-		opvm_switch_block = alloc_pages_exact(switch_bytes, GFP_KERNEL |
-						      __GFP_ZERO | __GFP_NOWARN);
-		if (opvm_switch_block) {
-			opvm_switch_entries = entries;
-			return;
-		}
-	}
-	pr_warn("no memory for the task-switch rings: samples taken without stopping the guest cannot be attributed\n");
-}
-
-static void opvm_switch_free(void)
-{
-	if (opvm_switch_block)
-		free_pages_exact(opvm_switch_block, switch_bytes);
-	opvm_switch_block = NULL;
-}
-
 static int __init opvm_init(void)
 {
 	int ret;
@@ -136,22 +45,20 @@ static int __init opvm_init(void)
 	BUILD_BUG_ON(sizeof(struct opvm_switch_ring_hdr) != 32);
 	BUILD_BUG_ON(sizeof(struct opvm_hello_switch) != 24);
 
-	/* kmalloc memory is physically contiguous: one guest-physical range. */
-	opvm_slots = kcalloc(nr_cpu_ids, sizeof(*opvm_slots), GFP_KERNEL);
-	if (!opvm_slots)
-		return -ENOMEM;
-	opvm_switch_alloc();
+	ret = opvm_slots_init(switch_entries);
+	if (ret)
+		return ret;
 
 	ret = opvm_ring_init((size_t)ring_kb * 1024);
 	if (ret)
 		goto err_slots;
-	ret = opvm_events_init(events);
+	ret = opvm_events_init(events, opvm_kick);
 	if (ret)
 		goto err_ring;
 	ret = opvm_describe_init();
 	if (ret)
 		goto err_events;
-	ret = opvm_dev_register();
+	ret = opvm_dev_register(opvm_request_resync);
 	if (ret)
 		goto err_describe;
 	ret = opvm_hooks_register();
@@ -163,7 +70,7 @@ static int __init opvm_init(void)
 	 * was not running.  (The IPI and the hook both run with interrupts
 	 * off on that CPU: they do not interleave.)
 	 */
-	on_each_cpu(opvm_slot_seed, NULL, 1);
+	opvm_slots_seed();
 	if (!track_mmap || opvm_hooks_mmap_register())
 		opvm_rescan_on = true;
 	opvm_kick();	/* HELLO, initial walk, SYNC */
@@ -182,21 +89,21 @@ err_events:
 err_ring:
 	opvm_ring_exit();
 err_slots:
-	opvm_switch_free();
-	kfree(opvm_slots);
+	opvm_slots_exit();
 	return ret;
 }
 
+/* opvm_init() backwards.  /dev/opvm cannot be open here (it holds a module
+ * reference), and the worker still writes into the ring while it drains. */
 static void __exit opvm_exit(void)
 {
 	opvm_hooks_mmap_unregister();
 	opvm_hooks_unregister();
+	opvm_dev_unregister();
 	opvm_describe_exit();
 	opvm_events_exit();
-	opvm_dev_unregister();
 	opvm_ring_exit();
-	opvm_switch_free();
-	kfree(opvm_slots);
+	opvm_slots_exit();
 	pr_info("unloaded, %llu records lost in total\n",
 		opvm_ring_lost_total());
 }

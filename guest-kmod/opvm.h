@@ -4,9 +4,9 @@
  *
  * Three layers, each with one job:
  *  - hooks.c: tracepoint, kprobe and module-notifier callbacks.  They run in
- *    atomic context on hot paths, so they only update the per-CPU slot
- *    (sched_switch) or push a small fixed-size event into a FIFO, taking
- *    references on the mm/file the worker will need.
+ *    atomic context on hot paths, so they only update the per-CPU slot and
+ *    switch ring (sched_switch) or push a small fixed-size event into the
+ *    FIFO (events.c), taking references on the mm/file the worker will need.
  *  - describe.c: the single worker (an ordered workqueue).  It turns events
  *    into channel records: paths, build-ids and VMA walks need to sleep, so
  *    they happen only here.  Cookies are only touched by the worker, which
@@ -14,6 +14,11 @@
  *  - ring.c: the bounded record ring read through /dev/opvm.  When it is
  *    full, records are dropped and counted, and a LOST record with the count
  *    goes out as soon as there is room.
+ * Under them slots.c owns what the host reads from guest memory (slots,
+ * switch rings).  Calls go one way, down: main.c -> hooks.c -> events.c ->
+ * ring.c; main.c -> describe.c -> events.c, ring.c; hooks.c and describe.c
+ * -> slots.c.  Where a lower file must reach up (the FIFO waking the worker,
+ * /dev/opvm asking for a resync) it calls a function main.c handed it.
  */
 #ifndef OPVM_H
 #define OPVM_H
@@ -37,7 +42,8 @@ int opvm_ring_put(void *rec);
 void opvm_ring_lost(u64 n);
 u64 opvm_ring_lost_total(void);
 void opvm_ring_reset(void);
-int opvm_dev_register(void);
+/* on_sync: called when a reader writes "sync" (a host connected). */
+int opvm_dev_register(void (*on_sync)(void));
 void opvm_dev_unregister(void);
 
 /* ---- events (hooks.c produces, describe.c consumes) ---------------------- */
@@ -73,8 +79,11 @@ struct opvm_event {
 	char name[OPVM_MODNAME_LEN];	/* comm (16) or module name */
 };
 
-int opvm_events_init(unsigned int nr);
+/* ready: called after each event is published, from the hook's context. */
+int opvm_events_init(unsigned int nr, void (*ready)(void));
 void opvm_events_exit(void);
+/* Drop the mm/file references an event holds; may sleep. */
+void opvm_event_release(struct opvm_event *ev);
 /*
  * Reserve, fill and publish an event from any context.  Returns false (and
  * counts a lost record) when the FIFO is full; the caller must then not take
@@ -96,20 +105,21 @@ void opvm_describe_exit(void);
 void opvm_kick(void);			/* queue the worker */
 void opvm_request_resync(void);		/* HELLO and the walk again */
 extern bool opvm_rescan_on;		/* walk exec'd processes again later */
-void opvm_event_release(struct opvm_event *ev);
 
-/* ---- main.c -------------------------------------------------------------- */
+/* ---- slots.c ------------------------------------------------------------- */
+int opvm_slots_init(unsigned int switch_entries);
+void opvm_slots_seed(void);		/* what runs on each CPU now */
+void opvm_slots_exit(void);
 extern struct opvm_slot *opvm_slots;
 /*
  * Task-switch rings (opvm_proto.h): one per possible CPU, ring i at
  * opvm_switch_block + i * opvm_switch_stride, in one physically contiguous
- * block.  opvm_switch_entries is a power of two.
+ * block.  opvm_switch_entries is a power of two.  NULL block: none.
  */
 extern void *opvm_switch_block;
 extern u32 opvm_switch_stride, opvm_switch_entries;
 /* Appends next (with the slot's cr3 and flags) to this CPU's ring. */
 void opvm_switch_log(struct task_struct *next, u64 cr3, u32 flags);
-unsigned long opvm_lookup_name(const char *name);
 u64 opvm_mm_cr3(struct mm_struct *mm);
 
 #endif /* OPVM_H */

@@ -6,6 +6,9 @@
  * contexts) append under a spinlock; the one reader (the relay) copies whole
  * records to user space without the spinlock: [tail, head) is never written
  * while the reader owns it, and tail only moves after the copy.
+ *
+ * The bottom layer: it calls nothing else in the module.  A "sync" written
+ * to /dev/opvm is passed up through the callback opvm_dev_register() got.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -35,6 +38,9 @@ static struct {
 	u64 lost_total;
 	bool awaiting_hello;	/* reset: drop all but HELLO, uncounted */
 } ring;
+
+/* The worker's resync request, set before /dev/opvm exists. */
+static void (*opvm_dev_on_sync)(void);
 
 int opvm_ring_init(size_t size)
 {
@@ -233,7 +239,7 @@ static ssize_t opvm_dev_write(struct file *file, const char __user *ubuf,
 	 * sends it with the walk on its next run.
 	 */
 	opvm_ring_reset();
-	opvm_request_resync();
+	opvm_dev_on_sync();
 	return count;
 }
 
@@ -276,8 +282,9 @@ static struct miscdevice opvm_miscdev = {
 	.mode = 0600,
 };
 
-int opvm_dev_register(void)
+int opvm_dev_register(void (*on_sync)(void))
 {
+	opvm_dev_on_sync = on_sync;
 	return misc_register(&opvm_miscdev);
 }
 

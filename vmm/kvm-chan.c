@@ -9,16 +9,14 @@
  *  - the CPU-time port (KVM_CPUTIME_PORT): a synthetic guest reads its vCPU
  *    thread's CPU time, to measure its own ground truth;
  *  - power off (KVM_PM_PORT, value 0x2000, as QEMU's PIIX4 PM) and reset
- *    (i8042 command 0xfe on port 0x64, port 0x92 bit 0, port 0xcf9 0x06);
- * and the HELLO sniffer that finds the current-task slot array in the
- * channel stream, so the sampling path can read slots without asking the
- * collector thread.
+ *    (i8042 command 0xfe on port 0x64, port 0x92 bit 0, port 0xcf9 0x06).
+ * The channel bytes go to the collector unread: it alone decodes them and
+ * passes HELLO back to the sampler (guest_hello, vmm/sampler.h).
  */
 #include <errno.h>
 #include <string.h>
 #include <time.h>
 
-#include "guest-kmod/opvm_proto.h"
 #include "vmm/kvm-priv.h"
 
 static uint32_t val_of(const void *data, uint32_t len)
@@ -123,81 +121,4 @@ int kvm_misc_devices_add(struct kvm_vm *vm)
 			return err;
 	}
 	return 0;
-}
-
-/*
- * HELLO sniffer.  The stream is hostile: it may be garbage, records may be
- * split anywhere, lengths may lie.  We only frame records (magic, length
- * within the protocol's bounds, 8-byte multiple), skip everything that is
- * not a HELLO without buffering it, and accept a HELLO whose fields are
- * plausible.  Whatever the guest says, the sampler bounds-checks each slot
- * against guest RAM before reading it.
- */
-int kvm_hello_sniff(struct kvm_hello_sniffer *hs, const void *buf, size_t len,
-		    uint64_t *slot_pa, uint32_t *nr, uint32_t *slot_size)
-{
-	const uint8_t *p = buf;
-	const size_t hdr_sz = sizeof(struct opvm_rec_hdr);
-	int found = 0;
-
-	while (len) {
-		struct opvm_rec_hdr h;
-		size_t want, n;
-
-		if (hs->skip) {
-			n = hs->skip < len ? (size_t)hs->skip : len;
-			hs->skip -= n;
-			p += n;
-			len -= n;
-			continue;
-		}
-		want = hdr_sz;
-		if (hs->have >= hdr_sz) {
-			memcpy(&h, hs->buf, hdr_sz);
-			want = h.len;
-		}
-		n = want - hs->have;
-		if (n > len)
-			n = len;
-		memcpy(hs->buf + hs->have, p, n);
-		hs->have += (uint32_t)n;
-		p += n;
-		len -= n;
-		if (hs->have < want)
-			continue;
-		if (want == hdr_sz) {
-			memcpy(&h, hs->buf, hdr_sz);
-			if (h.magic != OPVM_PROTO_MAGIC || h.len < hdr_sz ||
-			    h.len > OPVM_REC_MAX || h.len % OPVM_REC_ALIGN) {
-				/* Lost framing: slide one byte and look again. */
-				memmove(hs->buf, hs->buf + 1, --hs->have);
-				continue;
-			}
-			if (h.type != OPVM_REC_HELLO || h.len < sizeof(struct opvm_rec_hello) ||
-			    h.len > sizeof(hs->buf)) {
-				hs->skip = h.len - hdr_sz;
-				hs->have = 0;
-			}
-			/* else: a HELLO, keep accumulating up to h.len */
-			if (h.len == hdr_sz)
-				hs->have = 0;
-			continue;
-		}
-		/* A complete HELLO. */
-		{
-			struct opvm_rec_hello hello;
-
-			memcpy(&hello, hs->buf, sizeof(hello));
-			hs->have = 0;
-			if (hello.version != OPVM_PROTO_VERSION || !hello.nr_cpus ||
-			    hello.nr_cpus > 4096 || hello.slot_size < sizeof(struct opvm_slot) ||
-			    hello.slot_size > 4096)
-				continue;
-			*slot_pa = hello.slot_pa;
-			*nr = hello.nr_cpus;
-			*slot_size = hello.slot_size;
-			found = 1;
-		}
-	}
-	return found;
 }

@@ -60,7 +60,6 @@ struct kvm_vm {
 
 	/* Channel sink (org.opvm.0), written under dev_lock. */
 	int chan_fd;
-	struct kvm_hello_sniffer sniffer;
 	atomic_uint_fast64_t chan_bytes, chan_dropped;
 	/* Published HELLO slot information; see kvm_vm_slot_info(). */
 	atomic_uint_fast64_t slot_pa;

@@ -352,13 +352,15 @@ static void ks_free(struct sampler *s)
 	free(ks);
 }
 
-/* The guest module's HELLO, from the collector: its switch rings go in the
- * VMM's runtime descriptor, for an `opvm attach --pid` from outside (the
- * slots this sampler reads come from the VMM's own look at the channel). */
+/* The guest module's HELLO, from the collector: the vCPU threads read the
+ * slots from there on, and its switch rings go in the VMM's runtime
+ * descriptor, for an `opvm attach --pid` from outside. */
 static void ks_guest_hello(struct sampler *s, const struct sampler_hello *h)
 {
 	struct kvm_sampler *ks = s->priv;
 	unsigned nr = kvm_vm_nr_vcpus(ks->cfg.vm);
+
+	kvm_vm_set_slots(ks->cfg.vm, h->slot_pa, h->nr_slots, h->slot_size);
 
 	kvm_vm_publish_switch(ks->cfg.vm, h->switch_pa, h->switch_stride, h->switch_entries,
 			      h->nr_slots < nr ? h->nr_slots : nr);

@@ -147,18 +147,11 @@ static struct kvm_dev *bus_find(struct kvm_dev *devs, unsigned n, uint64_t addr,
 void kvm_vm_chan_write(struct kvm_vm *vm, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
-	uint64_t pa;
-	uint32_t nr, size;
 
 	atomic_fetch_add(&vm->chan_bytes, len);
 	if (vm->chan_copy_fd >= 0 && vm->chan_copied + len <= KVM_DESC_CHAN_MAX &&
 	    write(vm->chan_copy_fd, buf, len) == (ssize_t)len)
 		vm->chan_copied += len;
-	if (kvm_hello_sniff(&vm->sniffer, buf, len, &pa, &nr, &size)) {
-		atomic_store(&vm->slot_meta, 0);
-		atomic_store(&vm->slot_pa, pa);
-		atomic_store(&vm->slot_meta, (uint64_t)nr | (uint64_t)size << 32);
-	}
 	if (vm->chan_fd < 0)
 		return;
 	while (len) {
@@ -180,6 +173,15 @@ void kvm_vm_chan_write(struct kvm_vm *vm, const void *buf, size_t len)
 		atomic_fetch_add(&vm->chan_dropped, len);
 		return;
 	}
+}
+
+void kvm_vm_set_slots(struct kvm_vm *vm, uint64_t slot_pa, uint32_t nr,
+		      uint32_t slot_size)
+{
+	/* meta 0 first: a reader between the stores sees no slots */
+	atomic_store(&vm->slot_meta, 0);
+	atomic_store(&vm->slot_pa, slot_pa);
+	atomic_store(&vm->slot_meta, (uint64_t)nr | (uint64_t)slot_size << 32);
 }
 
 int kvm_vm_slot_info(const struct kvm_vm *vm, uint64_t *slot_pa, uint32_t *nr,

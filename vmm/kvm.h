@@ -113,9 +113,12 @@ uint64_t kvm_vm_chan_dropped(const struct kvm_vm *vm);
 void *kvm_vm_gpa(const struct kvm_vm *vm, uint64_t gpa, uint64_t len);
 
 /* The current-task slot array announced by the guest's HELLO record, as
- * sniffed from the channel stream by the VMM (published atomically, so the
- * sampling path reads it without locks).  Returns 1 and fills the out
- * values once a HELLO was seen, else 0. */
+ * the collector decoded it and the sampler published it (guest_hello,
+ * vmm/sampler.h), atomically, so the sampling path reads it without locks.
+ * kvm_vm_slot_info() returns 1 and fills the out values once one was
+ * published, else 0. */
+void kvm_vm_set_slots(struct kvm_vm *vm, uint64_t slot_pa, uint32_t nr,
+		      uint32_t slot_size);
 int kvm_vm_slot_info(const struct kvm_vm *vm, uint64_t *slot_pa,
 		     uint32_t *nr, uint32_t *slot_size);
 
@@ -172,16 +175,5 @@ void kvm_virtio_con_mmio(struct kvm_virtio_con *vc, uint64_t off, void *data,
 			 uint32_t len, int is_write);
 /* Ports the guest driver has opened (bit i: port i), for tests. */
 unsigned kvm_virtio_con_open_ports(const struct kvm_virtio_con *vc);
-
-/* HELLO sniffer over the channel byte stream (vmm/kvm-chan.c). */
-struct kvm_hello_sniffer {
-	uint8_t buf[256];	/* a partial record header or HELLO */
-	uint32_t have;		/* bytes in buf */
-	uint64_t skip;		/* bytes of a non-HELLO record still to skip */
-};
-/* Feeds bytes; returns 1 and fills the out values each time a complete,
- * plausible HELLO has been seen in this chunk. */
-int kvm_hello_sniff(struct kvm_hello_sniffer *hs, const void *buf, size_t len,
-		    uint64_t *slot_pa, uint32_t *nr, uint32_t *slot_size);
 
 #endif /* OPVM_KVM_H */

@@ -188,8 +188,12 @@ static int attach_channel(struct qattach_guest *g, struct backend_target *t,
 			     "attached?)", t->name, path, strerror(-fd));
 		return 0;
 	}
-	/* path lives in the monitor, which outlives the collector. */
-	return qemu_backend_relay(t, fd, backend_reconnect_unix, (void *)path, err, errlen);
+	/* path lives in the monitor, which outlives the collector; the
+	 * collector reads the channel and tells the sampler each HELLO. */
+	t->chan_fd = fd;
+	t->reconnect = backend_reconnect_unix;
+	t->reconnect_arg = (void *)path;
+	return 0;
 }
 
 static int qattach_open(void *st, struct vm_monitor *mon, struct backend_target *t,

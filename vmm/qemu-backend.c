@@ -83,22 +83,6 @@ int qemu_backend_setup(const struct backend_common *c, struct backend_setup *set
 	return 0;
 }
 
-int qemu_backend_relay(struct backend_target *t, int chan_fd,
-		       int (*reconnect)(void *arg), void *arg, char *err, size_t errlen)
-{
-	int fd = qemu_sampler_relay_channel(t->sampler, chan_fd, reconnect, arg);
-
-	if (fd < 0) {
-		util_seterr(err, errlen, "cannot read the channel of '%s': %s", t->name,
-			    strerror(-fd));
-		return fd;
-	}
-	t->chan_fd = fd;
-	t->reconnect = NULL;
-	t->reconnect_arg = NULL;
-	return 0;
-}
-
 /* What the sampler saw of the guest module and of other people's pauses. */
 static void summary_guest_notes(const struct qemu_sampler_info *qi, FILE *out)
 {

@@ -17,12 +17,6 @@
 int qemu_backend_setup(const struct backend_common *c, struct backend_setup *setup,
 		       char *err, size_t errlen);
 
-/* Channel of t through the sampler's relay: takes chan_fd (>= 0) and the
- * reconnect callback, leaves in t->chan_fd the fd the collector reads.
- * 0 or -errno (err set). */
-int qemu_backend_relay(struct backend_target *t, int chan_fd,
-		       int (*reconnect)(void *arg), void *arg, char *err, size_t errlen);
-
 /* The summary lines of a gdbstub-sampled guest. */
 void qemu_backend_summary(const struct backend_target *t, unsigned rate_hz,
 			  const struct backend_totals *tot, FILE *out);

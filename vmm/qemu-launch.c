@@ -541,7 +541,11 @@ static int connect_guest(struct qlaunch *q, struct backend_target *t, char *err,
 		return -errno;
 	}
 	t->nr_vcpus = qemu_sampler_nr_vcpus(t->sampler);
-	return qemu_backend_relay(t, chan, backend_reconnect_unix, q->chan, err, errlen);
+	/* the collector reads it and tells the sampler each HELLO */
+	t->chan_fd = chan;
+	t->reconnect = backend_reconnect_unix;
+	t->reconnect_arg = q->chan;
+	return 0;
 }
 
 static int qlaunch_open(void *st, struct vm_monitor *mon, struct backend_target *t,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The "gdbstub" sampler backend for QEMU guests.  See qemu-sampler.h for
- * the design (tick thread, channel relay, slot hand-over).
+ * the design (tick thread, slot hand-over).
  */
 #include <endian.h>
 #include <errno.h>
@@ -12,12 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "guest-kmod/opvm_proto.h"
-#include "host/collect/decoder.h"
 #include "lib/ring.h"
 #include "lib/sample.h"
 #include "vmm/gdbstub.h"
@@ -43,8 +41,7 @@ struct qsamp {
 	struct sampler_sink sink;
 
 	int efd;			/* wakes the tick thread on stop */
-	int refd;			/* wakes the relay thread on free */
-	atomic_int stop, relay_stop;
+	atomic_int stop;
 	atomic_int state;		/* enum sampler_state or -errno */
 	char errmsg[256];		/* written before state is published */
 
@@ -54,20 +51,14 @@ struct qsamp {
 	struct gdbstub_regs *regs;
 	uint8_t *slotbuf;
 
-	/* Slot array, published by one writer with a sequence count. */
+	/* Slot array, published by one writer (the collector's thread,
+	 * through guest_hello) with a sequence count. */
 	atomic_uint slot_gen;		/* odd while being written */
 	_Atomic uint64_t slot_pa;
 	atomic_uint slot_size, nr_slots;
 
 	/* Relay. */
-	pthread_t relay;
-	int relay_started;
-	int chan_fd, pair_fd, collector_fd;
-	int (*reconnect)(void *arg);
-	void *reconnect_arg;
-	struct decoder *dec;
-
-	/* Statistics, written by the tick thread (hellos: relay thread). */
+	/* Statistics, written by the tick thread (hellos: guest_hello). */
 	_Atomic uint64_t ticks, samples, throttled, cost_ns, exits;
 	_Atomic uint64_t hellos, slot_reads, slot_odd, paused_ticks, resets, max_cost;
 	_Atomic uint64_t late_stops, restores;
@@ -88,10 +79,9 @@ static void set_fault(struct qsamp *q, int err, const char *fmt, const char *det
 
 /* ---- slot hand-over ------------------------------------------------------- */
 
-void qemu_sampler_set_slots(struct sampler *s, uint64_t slot_pa, uint32_t slot_size,
-			    uint32_t nr_slots)
+static void set_slots(struct qsamp *q, uint64_t slot_pa, uint32_t slot_size,
+		      uint32_t nr_slots)
 {
-	struct qsamp *q = to_q(s);
 	unsigned gen = atomic_load_explicit(&q->slot_gen, memory_order_relaxed);
 
 	/* Release stores: a reader that sees any new field also sees the odd
@@ -422,147 +412,6 @@ static void *tick_main(void *arg)
 	return NULL;
 }
 
-/* ---- relay thread ---------------------------------------------------------- */
-
-static void relay_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
-{
-	struct qsamp *q = arg;
-	struct opvm_rec_hello h;
-
-	/* The decoder has framed and checked this HELLO (version, slot size,
-	 * slot array range); it reaches us only when valid. */
-	if (le16toh(rec->type) != OPVM_REC_HELLO || len < sizeof(h))
-		return;
-	memcpy(&h, rec, sizeof(h));
-	q->hellos++;
-	qemu_sampler_set_slots(&q->s, le64toh(h.slot_pa), le32toh(h.slot_size),
-			       le32toh(h.nr_cpus));
-}
-
-/* Writes everything to the collector's end unless stopping. */
-static int relay_write(struct qsamp *q, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = send(q->pair_fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-
-		if (n > 0) {
-			buf += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			struct pollfd p[2] = {
-				{ .fd = q->pair_fd, .events = POLLOUT },
-				{ .fd = q->refd, .events = POLLIN },
-			};
-
-			if (poll(p, 2, -1) < 0 && errno != EINTR)
-				return -errno;
-			if (p[1].revents)
-				return -ECANCELED;
-			continue;
-		}
-		return -EPIPE;
-	}
-	return 0;
-}
-
-static void *relay_main(void *arg)
-{
-	struct qsamp *q = arg;
-	char buf[16384];
-
-	while (!atomic_load(&q->relay_stop)) {
-		struct pollfd p[2] = {
-			{ .fd = q->chan_fd, .events = POLLIN },
-			{ .fd = q->refd, .events = POLLIN },
-		};
-		ssize_t n;
-
-		if (q->chan_fd < 0) {
-			/* Reconnect, gently, until it works or we stop. */
-			int fd = q->reconnect ? q->reconnect(q->reconnect_arg) : -1;
-
-			if (fd >= 0) {
-				q->chan_fd = fd;
-				decoder_reset(q->dec);
-				continue;
-			}
-			if (!q->reconnect)
-				break;
-			if (poll(&p[1], 1, 200) > 0 || atomic_load(&q->relay_stop))
-				break;
-			continue;
-		}
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (p[1].revents)
-			break;
-		n = read(q->chan_fd, buf, sizeof(buf));
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0) {
-			close(q->chan_fd);
-			q->chan_fd = -1;
-			continue;
-		}
-		decoder_feed(q->dec, buf, (size_t)n);
-		if (relay_write(q, buf, (size_t)n) == -ECANCELED)
-			break;
-	}
-	/* The collector sees EOF. */
-	shutdown(q->pair_fd, SHUT_WR);
-	return NULL;
-}
-
-int qemu_sampler_relay_channel(struct sampler *s, int chan_fd,
-			       int (*reconnect)(void *arg), void *arg)
-{
-	struct qsamp *q = to_q(s);
-	int sv[2], err;
-
-	if (q->relay_started) {
-		close(chan_fd);
-		return -EBUSY;
-	}
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		err = -errno;
-		close(chan_fd);
-		return err;
-	}
-	q->dec = decoder_new(NULL);
-	if (!q->dec) {
-		err = -errno;
-		goto fail;
-	}
-	decoder_set_record_fn(q->dec, relay_record, q);
-	q->chan_fd = chan_fd;
-	q->pair_fd = sv[0];
-	q->reconnect = reconnect;
-	q->reconnect_arg = arg;
-	err = -pthread_create(&q->relay, NULL, relay_main, q);
-	if (err)
-		goto fail_dec;
-	q->relay_started = 1;
-	return sv[1];
-
-fail_dec:
-	decoder_free(q->dec);
-	q->dec = NULL;
-	q->chan_fd = -1;
-	q->pair_fd = -1;
-fail:
-	close(chan_fd);
-	close(sv[0]);
-	close(sv[1]);
-	return err;
-}
-
 /* ---- ops ------------------------------------------------------------------ */
 
 static int qs_start(struct sampler *s, const struct sampler_sink *sink)
@@ -591,8 +440,6 @@ static int qs_start(struct sampler *s, const struct sampler_sink *sink)
 
 static void qs_stop(struct sampler *s)
 {
-	/* The relay keeps feeding the collector until free(): the collector
-	 * may still be reading the tail of the channel. */
 	struct qsamp *q = s ? to_q(s) : NULL;
 
 	if (!q)
@@ -661,33 +508,26 @@ static void qs_free(struct sampler *s)
 		return;
 	q = to_q(s);
 	qs_stop(s);
-	if (q->relay_started) {
-		uint64_t one = 1;
-
-		atomic_store(&q->relay_stop, 1);
-		if (write(q->refd, &one, sizeof(one)) < 0) {
-			/* eventfd cannot fail for a counter this small */
-		}
-		pthread_join(q->relay, NULL);
-		q->relay_started = 0;
-	}
 	/* Never started: our connection stopped a guest that ran before, and
 	 * nobody else will resume it. */
 	if (q->gs && q->resume && !q->ever_started)
 		gdbstub_continue(q->gs);
-	decoder_free(q->dec);
-	if (q->chan_fd >= 0)
-		close(q->chan_fd);
-	if (q->pair_fd >= 0)
-		close(q->pair_fd);
 	gdbstub_close(q->gs);
 	if (q->efd >= 0)
 		close(q->efd);
-	if (q->refd >= 0)
-		close(q->refd);
 	free(q->regs);
 	free(q->slotbuf);
 	free(q);
+}
+
+/* The collector read a HELLO: publish where its slots are.  The tick thread
+ * never waits for this; a torn publication costs it one tick's slots. */
+static void qs_guest_hello(struct sampler *s, const struct sampler_hello *h)
+{
+	struct qsamp *q = to_q(s);
+
+	q->hellos++;
+	set_slots(q, h->slot_pa, h->slot_size, h->nr_slots);
 }
 
 static const struct sampler_ops qemu_sampler_ops = {
@@ -697,6 +537,7 @@ static const struct sampler_ops qemu_sampler_ops = {
 	.status = qs_status,
 	.last_error = qs_last_error,
 	.get_stats = qs_get_stats,
+	.guest_hello = qs_guest_hello,
 	.free = qs_free,
 };
 
@@ -721,12 +562,11 @@ struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
 	}
 	q->s.ops = &qemu_sampler_ops;
 	q->s.priv = q;
-	q->chan_fd = q->pair_fd = q->efd = q->refd = -1;
+	q->efd = -1;
 	q->period_ns = 1000000000 / rate;
 	q->resume = cfg->resume;
 	q->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	q->refd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (q->efd < 0 || q->refd < 0)
+	if (q->efd < 0)
 		goto fail_errno;
 	tmo = cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000;
 	q->gs = cfg->gdb_addr ? gdbstub_open(cfg->gdb_addr, tmo, &why) :

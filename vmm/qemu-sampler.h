@@ -8,16 +8,13 @@
  * vCPU into that vCPU's ring.
  *
  * Where the slots are: the guest module announces the slot array's
- * guest-physical address in its HELLO record on the channel.  The guest
- * state that the collector builds from the channel belongs to the collector
- * thread, so the tick thread must not read it.  Instead the channel passes
- * through a relay thread of this backend (qemu_sampler_relay_channel()):
- * it copies the bytes, unchanged, to the collector through a socket pair
- * and decodes them with its own decode-only decoder (host/collect/decoder.h);
- * each HELLO's slot address is published to the tick thread through a
- * sequence-counted set of atomics (one writer: the relay thread).  The tick
- * thread never waits for it: a torn or changing publication just means one
- * tick without slots.
+ * guest-physical address in its HELLO record on the channel.  The channel
+ * is the collector's (it alone reads and decodes it); the collector passes
+ * each HELLO to the guest_hello op (vmm/sampler.h), which publishes the
+ * slot address to the tick thread through a sequence-counted set of
+ * atomics (one writer: the collector's thread).  The tick thread never
+ * waits for it: a torn or changing publication just means one tick without
+ * slots.
  *
  * A guest reset is seen by the tick thread itself: a vCPU with CR3 == 0 is
  * in firmware or early boot, which Linux never is once paging is up, so the
@@ -61,23 +58,7 @@ struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
 /* vCPUs the gdbstub reports. */
 unsigned qemu_sampler_nr_vcpus(struct sampler *s);
 
-/*
- * Channel relay (see above).  Takes ownership of chan_fd; returns the fd the
- * collector should read instead (give it to cguest_set_channel() with no
- * reconnect callback), or -errno.  When chan_fd reaches EOF, reconnect (may
- * be NULL) is called from the relay thread to get a new fd (or -1: give up,
- * the collector then sees EOF).  Call before start(); the relay runs until
- * free().
- */
-int qemu_sampler_relay_channel(struct sampler *s, int chan_fd,
-			       int (*reconnect)(void *arg), void *arg);
-
-/* Publishes the slot array (what a HELLO says).  Thread-safe; one caller
- * at a time.  The relay calls it; exposed for tests and other feeders. */
-void qemu_sampler_set_slots(struct sampler *s, uint64_t slot_pa,
-			    uint32_t slot_size, uint32_t nr_slots);
-
-/* HELLOs the relay has seen, vCPUs stopped at least once, and ticks that
+/* HELLOs the collector passed on, vCPUs stopped at least once, and ticks that
  * found the guest paused by someone else (for the summary). */
 struct qemu_sampler_info {
 	uint64_t hellos;

@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stddef.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -31,6 +32,7 @@
 #include "host/collect/gstate.h"
 #include "lib/log.h"
 #include "lib/util.h"
+#include "lib/channel.h"
 
 static volatile sig_atomic_t stop;
 
@@ -41,6 +43,7 @@ struct dump {
 	uint64_t printed;
 	/* scratch for escaped strings: 4 output bytes per input byte */
 	char esc[OPVM_PATH_MAX * 4 + 1];
+	char hex[2 * OPVM_BUILD_ID_MAX + 1];	/* a build-id in hex */
 };
 
 /* Guest bytes -> printable ASCII: \xNN for control and non-ASCII bytes,
@@ -59,7 +62,10 @@ static const char *esc(struct dump *dp, const void *data, size_t n)
 			*o++ = '\\';
 			*o++ = (char)c;
 		} else if (c < 0x20 || c >= 0x7f) {
-			o += sprintf(o, "\\x%02x", c);
+			*o++ = '\\';
+			*o++ = 'x';
+			*o++ = "0123456789abcdef"[c >> 4];
+			*o++ = "0123456789abcdef"[c & 15];
 		} else {
 			*o++ = (char)c;
 		}
@@ -67,9 +73,6 @@ static const char *esc(struct dump *dp, const void *data, size_t n)
 	*o = '\0';
 	return dp->esc;
 }
-
-/* A fixed-size guest string field, up to its first NUL. */
-#define ESC_FIELD(dp, f) esc(dp, (f), decoder_strnlen((f), sizeof(f)))
 
 static void hex_id(char *out, const uint8_t *id, size_t n)
 {
@@ -104,48 +107,105 @@ static void js_hex(json_t *o, const char *k, uint64_t v)
 	json_object_set_new(o, k, json_string(b));
 }
 
-static void js_str(json_t *o, const char *k, const char *escaped)
-{
-	json_object_set_new(o, k, json_string(escaped));
-}
-
 /* ---- one record --------------------------------------------------------- */
 
-/* HELLO's switch-ring tail, as sent (the decoder checked it separately and
- * counts a refused one in switch_refused). */
-static void print_hello_switch(struct dump *dp, const struct opvm_rec_hdr *rec,
-			       size_t len, json_t *o)
+/*
+ * A string-like field, escaped, into dp->esc: fixed-size names up to their
+ * first NUL, build-ids in hex ("" when empty, the text form shows "-"),
+ * tails as their counted bytes.  The decoder has checked the counts
+ * against the record (chan_rec_check()).
+ */
+static const char *field_str(struct dump *dp, const struct opvm_rec_hdr *rec,
+			     const struct chan_rec_type *t,
+			     const struct chan_field *f)
 {
-	struct opvm_hello_switch sw;
+	const char *p = (const char *)rec + f->off;
+	size_t n;
 
-	if (len < sizeof(struct opvm_rec_hello) + sizeof(sw))
-		return;
-	memcpy(&sw, (const char *)rec + sizeof(struct opvm_rec_hello), sizeof(sw));
-	if (o) {
-		js_hex(o, "switch_pa", le64toh(sw.switch_pa));
-		js_u64(o, "switch_stride", le32toh(sw.switch_stride));
-		js_u64(o, "switch_entries", le32toh(sw.switch_entries));
-		js_u64(o, "tsc_khz", le32toh(sw.tsc_khz));
+	switch (f->kind) {
+	case CHAN_F_STR:
+		return esc(dp, p, chan_strnlen(p, f->size));
+	case CHAN_F_BYTES:
+		n = chan_field_num(rec, &t->fields[f->count]);
+		if (n > f->size || n > OPVM_BUILD_ID_MAX)
+			n = 0;	/* cannot happen after chan_rec_check() */
+		hex_id(dp->hex, (const uint8_t *)p, n);
+		return dp->json && !n ? "" : dp->hex;
+	default:	/* CHAN_F_TAIL */
+		return esc(dp, p, chan_field_num(rec, &t->fields[f->count]));
+	}
+}
+
+static void field_json(struct dump *dp, json_t *o, const struct opvm_rec_hdr *rec,
+		       const struct chan_rec_type *t, const struct chan_field *f)
+{
+	switch (f->kind) {
+	case CHAN_F_U32:
+	case CHAN_F_U64:
+		js_u64(o, f->name, chan_field_num(rec, f));
+		break;
+	case CHAN_F_X64:
+	case CHAN_F_PROT:
+		js_hex(o, f->name, chan_field_num(rec, f));
+		break;
+	case CHAN_F_LEN:
+		break;
+	default:
+		json_object_set_new(o, f->name, json_string(field_str(dp, rec, t, f)));
+		break;
+	}
+}
+
+static void field_text(struct dump *dp, const struct opvm_rec_hdr *rec,
+		       const struct chan_rec_type *t, unsigned i)
+{
+	const struct chan_field *f = &t->fields[i];
+	uint64_t v = chan_field_num(rec, f);
+	FILE *out = dp->out;
+
+	if (f->flags & CHAN_F_TEXT_AT) {
+		fprintf(out, "@0x%" PRIx64, v);
 		return;
 	}
-	fprintf(dp->out, " switch_pa=0x%" PRIx64 " switch_stride=%" PRIu32
-		" switch_entries=%" PRIu32 " tsc_khz=%" PRIu32,
-		le64toh(sw.switch_pa), le32toh(sw.switch_stride),
-		le32toh(sw.switch_entries), le32toh(sw.tsc_khz));
+	if ((f->flags & CHAN_F_TEXT_SAME) && i + 1 < t->nr_fields &&
+	    v == chan_field_num(rec, &t->fields[i + 1]))
+		return;
+	switch (f->kind) {
+	case CHAN_F_U32:
+	case CHAN_F_U64:
+		fprintf(out, " %s=%" PRIu64, f->name, v);
+		break;
+	case CHAN_F_X64:
+		fprintf(out, " %s=0x%" PRIx64, f->name, v);
+		break;
+	case CHAN_F_PROT:
+		fprintf(out, " %s=%c%c%c", f->name, v & 1 ? 'r' : '-',
+			v & 2 ? 'w' : '-', v & 4 ? 'x' : '-');
+		break;
+	case CHAN_F_LEN:
+		break;
+	case CHAN_F_BYTES:
+		fprintf(out, " %s=%s", f->name, field_str(dp, rec, t, f));
+		break;
+	default:
+		fprintf(out, (f->flags & CHAN_F_TEXT_BARE) ? " %s=%s" : " %s=\"%s\"",
+			f->name, field_str(dp, rec, t, f));
+		break;
+	}
 }
 
 /*
- * Prints one record in text or JSON form, relying on what the decoder
- * guarantees its callback (host/collect/decoder.h): lengths checked, HELLO whole.
+ * Prints one record in text or JSON form, field by field from the record
+ * table (lib/channel.h), relying on what the decoder guarantees its
+ * callback (host/collect/decoder.h): lengths checked, HELLO whole.
  */
 static void print_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 {
 	struct dump *dp = arg;
 	unsigned type = le16toh(rec->type);
 	uint32_t seq = le32toh(rec->seq);
-	const char *name = decoder_type_name(type);
+	const struct chan_rec_type *t = chan_rec_type(type);
 	json_t *o = NULL;
-	FILE *f = dp->out;
 
 	if (dp->count && dp->printed >= dp->count)
 		return;
@@ -155,187 +215,45 @@ static void print_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 		if (!o)
 			return;
 		js_u64(o, "seq", seq);
-		js_str(o, "type", name);
+		json_object_set_new(o, "type", json_string(chan_type_name(type)));
 	} else {
-		fprintf(f, "#%" PRIu32 " %s", seq, name);
+		fprintf(dp->out, "#%" PRIu32 " %s", seq, chan_type_name(type));
 	}
-
-	switch (type) {
-	case OPVM_REC_HELLO: {
-		const struct opvm_rec_hello *r = (const void *)rec;
-		uint32_t version = le32toh(r->version);
-
-		/* only whole version-1 HELLOs reach us (decoder.h) */
-		if (o) {
-			js_u64(o, "version", version);
-			js_u64(o, "cpus", le32toh(r->nr_cpus));
-			js_hex(o, "slot_pa", le64toh(r->slot_pa));
-			js_str(o, "release", ESC_FIELD(dp, r->release));
-			js_str(o, "anchor", ESC_FIELD(dp, r->anchor_name));
-			js_hex(o, "anchor_addr", le64toh(r->anchor_addr));
-			js_u64(o, "slot_size", le32toh(r->slot_size));
-			js_hex(o, "text", le64toh(r->text_addr));
-			print_hello_switch(dp, rec, len, o);
-			break;
-		}
-		fprintf(f, " version=%" PRIu32 " cpus=%" PRIu32 " slot_pa=0x%" PRIx64,
-			version, le32toh(r->nr_cpus), le64toh(r->slot_pa));
-		fprintf(f, " release=\"%s\"", ESC_FIELD(dp, r->release));
-		fprintf(f, " anchor=%s@0x%" PRIx64, ESC_FIELD(dp, r->anchor_name),
-			le64toh(r->anchor_addr));
-		fprintf(f, " slot_size=%" PRIu32 " text=0x%" PRIx64,
-			le32toh(r->slot_size), le64toh(r->text_addr));
-		print_hello_switch(dp, rec, len, NULL);
-		break;
-	}
-	case OPVM_REC_LOST: {
-		const struct opvm_rec_lost *r = (const void *)rec;
-
+	for (unsigned i = 0; t && i < t->nr_fields; i++) {
+		if (!chan_field_present(&t->fields[i], len))
+			continue;
 		if (o)
-			js_u64(o, "count", le64toh(r->count));
+			field_json(dp, o, rec, t, &t->fields[i]);
 		else
-			fprintf(f, " count=%" PRIu64, le64toh(r->count));
-		break;
+			field_text(dp, rec, t, i);
 	}
-	case OPVM_REC_PROC:
-	case OPVM_REC_EXEC: {
-		const struct opvm_rec_proc *r = (const void *)rec;
-
-		if (o) {
-			js_u64(o, "tgid", le32toh(r->tgid));
-			js_u64(o, "ppid", le32toh(r->ppid));
-			js_hex(o, "cr3", le64toh(r->cr3));
-			js_hex(o, "exe", le64toh(r->exe_cookie));
-			js_str(o, "comm", ESC_FIELD(dp, r->comm));
-			break;
-		}
-		fprintf(f, " tgid=%" PRIu32 " ppid=%" PRIu32 " cr3=0x%" PRIx64
-			" exe=0x%" PRIx64, le32toh(r->tgid), le32toh(r->ppid),
-			le64toh(r->cr3), le64toh(r->exe_cookie));
-		fprintf(f, " comm=\"%s\"", ESC_FIELD(dp, r->comm));
-		break;
+	if (!t && o) {
+		js_u64(o, "type_code", type);
+		js_u64(o, "len", len);
+	} else if (!t) {
+		fprintf(dp->out, " type=%u len=%zu", type, len);
 	}
-	case OPVM_REC_PROC_EXIT:
-	case OPVM_REC_THREAD_EXIT: {
-		const struct opvm_rec_exit *r = (const void *)rec;
-		uint32_t tid = le32toh(r->tid), tgid = le32toh(r->tgid);
-
-		if (o) {
-			js_u64(o, "tid", tid);
-			js_u64(o, "tgid", tgid);
-		} else if (type == OPVM_REC_PROC_EXIT && tid == tgid) {
-			fprintf(f, " tgid=%" PRIu32, tgid);
-		} else {
-			fprintf(f, " tid=%" PRIu32 " tgid=%" PRIu32, tid, tgid);
-		}
-		break;
-	}
-	case OPVM_REC_THREAD: {
-		const struct opvm_rec_thread *r = (const void *)rec;
-
-		if (o) {
-			js_u64(o, "tid", le32toh(r->tid));
-			js_u64(o, "tgid", le32toh(r->tgid));
-			js_str(o, "comm", ESC_FIELD(dp, r->comm));
-			break;
-		}
-		fprintf(f, " tid=%" PRIu32 " tgid=%" PRIu32, le32toh(r->tid),
-			le32toh(r->tgid));
-		fprintf(f, " comm=\"%s\"", ESC_FIELD(dp, r->comm));
-		break;
-	}
-	case OPVM_REC_COOKIE: {
-		const struct opvm_rec_cookie *r = (const void *)rec;
-		char bid[2 * OPVM_BUILD_ID_MAX + 1];
-		size_t plen = le16toh(r->path_len);
-
-		hex_id(bid, r->build_id, r->build_id_len);
-		if (o) {
-			js_hex(o, "id", le64toh(r->cookie));
-			js_str(o, "build_id", r->build_id_len ? bid : "");
-			js_str(o, "path", esc(dp, r + 1, plen));
-			break;
-		}
-		fprintf(f, " id=0x%" PRIx64 " build_id=%s", le64toh(r->cookie), bid);
-		fprintf(f, " path=\"%s\"", esc(dp, r + 1, plen));
-		break;
-	}
-	case OPVM_REC_MMAP: {
-		const struct opvm_rec_mmap *r = (const void *)rec;
-		uint32_t prot = le32toh(r->prot);
-
-		if (o) {
-			js_u64(o, "tgid", le32toh(r->tgid));
-			js_hex(o, "start", le64toh(r->start));
-			js_hex(o, "end", le64toh(r->end));
-			js_hex(o, "pgoff", le64toh(r->pgoff));
-			js_hex(o, "cookie", le64toh(r->cookie));
-			js_hex(o, "prot", prot);
-			break;
-		}
-		fprintf(f, " tgid=%" PRIu32 " start=0x%" PRIx64 " end=0x%" PRIx64
-			" pgoff=0x%" PRIx64 " cookie=0x%" PRIx64 " prot=%c%c%c",
-			le32toh(r->tgid), le64toh(r->start), le64toh(r->end),
-			le64toh(r->pgoff), le64toh(r->cookie),
-			prot & 1 ? 'r' : '-', prot & 2 ? 'w' : '-',
-			prot & 4 ? 'x' : '-');
-		break;
-	}
-	case OPVM_REC_MUNMAP: {
-		const struct opvm_rec_munmap *r = (const void *)rec;
-
-		if (o) {
-			js_u64(o, "tgid", le32toh(r->tgid));
-			js_hex(o, "start", le64toh(r->start));
-			js_hex(o, "end", le64toh(r->end));
-			break;
-		}
-		fprintf(f, " tgid=%" PRIu32 " start=0x%" PRIx64 " end=0x%" PRIx64,
-			le32toh(r->tgid), le64toh(r->start), le64toh(r->end));
-		break;
-	}
-	case OPVM_REC_MODULE:
-	case OPVM_REC_MODULE_FREE: {
-		const struct opvm_rec_module *r = (const void *)rec;
-
-		if (o) {
-			js_str(o, "name", ESC_FIELD(dp, r->name));
-			js_hex(o, "base", le64toh(r->base));
-			js_hex(o, "size", le64toh(r->size));
-			break;
-		}
-		fprintf(f, " name=\"%s\"", ESC_FIELD(dp, r->name));
-		fprintf(f, " base=0x%" PRIx64 " size=0x%" PRIx64,
-			le64toh(r->base), le64toh(r->size));
-		break;
-	}
-	case OPVM_REC_SYNC: {
-		const struct opvm_rec_sync *r = (const void *)rec;
-
-		if (o) {
-			js_u64(o, "procs", le64toh(r->nr_procs));
-			js_u64(o, "modules", le64toh(r->nr_modules));
-			break;
-		}
-		fprintf(f, " procs=%" PRIu64 " modules=%" PRIu64,
-			le64toh(r->nr_procs), le64toh(r->nr_modules));
-		break;
-	}
-	default:
-		if (o) {
-			js_u64(o, "type_code", type);
-			js_u64(o, "len", len);
-		} else {
-			fprintf(f, " type=%u len=%zu", type, len);
-		}
-		break;
-	}
-
 	if (o) {
-		json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		json_dumpf(o, dp->out, JSON_COMPACT | JSON_PRESERVE_ORDER);
 		json_decref(o);
 	}
-	fputc('\n', f);
+	fputc('\n', dp->out);
+}
+
+void channel_dump_record(FILE *out, bool json, const struct opvm_rec_hdr *rec,
+			 size_t len)
+{
+	/* one scratch area, kept: the fuzz target prints every record */
+	static struct dump *dp;
+
+	if (!dp)
+		dp = malloc(sizeof(*dp));
+	if (!dp)
+		return;
+	memset(dp, 0, offsetof(struct dump, esc));
+	dp->out = out;
+	dp->json = json;
+	print_record(rec, len, dp);
 }
 
 /* ---- statistics --------------------------------------------------------- */
@@ -406,7 +324,18 @@ static void usage(FILE *f)
 		"  -h, --help           this text\n");
 }
 
-int cmd_channel_dump(int argc, char **argv)
+/* What the command was asked to do, and the input it reads. */
+struct dump_run {
+	bool follow, stats_out, json;
+	unsigned long long count;
+	const char *raw_path, *src;
+	enum src_kind kind;
+	int fd;
+	FILE *raw;
+};
+
+/* Returns -1 to go on, or the exit status. */
+static int parse_args(struct dump_run *r, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "follow",  no_argument,       NULL, 'f' },
@@ -417,42 +346,31 @@ int cmd_channel_dump(int argc, char **argv)
 		{ "help",    no_argument,       NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	bool follow = false, stats_out = false, json = false;
-	const char *raw_path = NULL, *src;
-	enum src_kind kind;
-	struct dump *dp = NULL;
-	struct gstate *gs = NULL;
-	struct decoder *d = NULL;
-	const struct decoder_stats *st;
-	FILE *raw = NULL;
-	uint8_t buf[65536];
-	int fd = -1, c, ret = 1;
-	struct stat sb;
 	char *end;
-	unsigned long long cnt = 0;
+	int c;
 
 	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
 	while ((c = getopt_long(argc, argv, "+fn:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
-			follow = true;
+			r->follow = true;
 			break;
 		case 'n':
 			errno = 0;
-			cnt = strtoull(optarg, &end, 10);
+			r->count = strtoull(optarg, &end, 10);
 			if (errno || end == optarg || *end || optarg[0] == '-') {
 				pr_err("--count wants a number of records, not '%s'", optarg);
 				return 2;
 			}
 			break;
 		case 'r':
-			raw_path = optarg;
+			r->raw_path = optarg;
 			break;
 		case 'j':
-			json = true;
+			r->json = true;
 			break;
 		case 's':
-			stats_out = true;
+			r->stats_out = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -467,124 +385,108 @@ int cmd_channel_dump(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	src = argv[optind];
+	r->src = argv[optind];
+	return -1;
+}
 
-	dp = calloc(1, sizeof(*dp));
-	if (!dp) {
-		pr_err("out of memory");
-		return 1;
-	}
-	dp->out = stdout;
-	dp->count = cnt;
-	dp->json = json;
+/* Opens the input (a socket that is not there yet is fine with --follow)
+ * and the --raw-out file.  Returns 0, or -1 after printing why. */
+static int src_open(struct dump_run *r)
+{
+	struct stat sb;
 
-	if (!strcmp(src, "-")) {
-		kind = SRC_STDIN;
-		fd = STDIN_FILENO;
-	} else if (stat(src, &sb) < 0) {
+	if (!strcmp(r->src, "-")) {
+		r->kind = SRC_STDIN;
+		r->fd = STDIN_FILENO;
+	} else if (stat(r->src, &sb) < 0) {
 		pr_err("cannot read '%s': %s; give the guest channel's unix socket "
-		       "or a file saved with --raw-out", src, strerror(errno));
-		goto out_free;
+		       "or a file saved with --raw-out", r->src, strerror(errno));
+		return -1;
 	} else if (S_ISSOCK(sb.st_mode)) {
-		kind = SRC_SOCKET;
-		fd = util_connect_unix(src);
-		if (fd < 0 && !follow) {
+		r->kind = SRC_SOCKET;
+		r->fd = util_connect_unix(r->src);
+		if (r->fd < 0 && !r->follow) {
 			pr_err("cannot connect to '%s': %s; is the guest running, and "
-			       "no other opvm connected to it?", src, strerror(-fd));
-			goto out_free;
+			       "no other opvm connected to it?", r->src, strerror(-r->fd));
+			return -1;
 		}
 	} else {
-		kind = SRC_FILE;
-		fd = open(src, O_RDONLY | O_CLOEXEC);
-		if (fd < 0) {
-			pr_err("cannot open '%s': %s", src, strerror(errno));
-			goto out_free;
+		r->kind = SRC_FILE;
+		r->fd = open(r->src, O_RDONLY | O_CLOEXEC);
+		if (r->fd < 0) {
+			pr_err("cannot open '%s': %s", r->src, strerror(errno));
+			return -1;
 		}
 	}
-	if (raw_path) {
-		raw = fopen(raw_path, "wbe");
-		if (!raw) {
-			pr_err("cannot create '%s': %s", raw_path, strerror(errno));
-			goto out_close;
+	if (r->raw_path) {
+		r->raw = fopen(r->raw_path, "wbe");
+		if (!r->raw) {
+			pr_err("cannot create '%s': %s", r->raw_path, strerror(errno));
+			return -1;
 		}
 	}
-	gs = gstate_new(NULL);
-	d = gs ? decoder_new(gs) : NULL;
-	if (!d) {
-		pr_err("out of memory");
-		goto out_close;
-	}
-	decoder_set_record_fn(d, print_record, dp);
-	st = decoder_get_stats(d);
-	if (follow || kind == SRC_SOCKET)
-		setvbuf(stdout, NULL, _IOLBF, 0);
+	return 0;
+}
 
-	/* A Ctrl-C must interrupt a blocking read (no SA_RESTART). */
-	util_stop_on_signals(&stop);
+/*
+ * One read from the input into the decoder (and --raw-out).  Returns 1 to
+ * go on, 0 at the end of the input, -1 after printing a failure.
+ */
+static int dump_step(struct dump_run *r, struct decoder *d, uint8_t *buf,
+		     size_t size)
+{
+	struct pollfd pfd = { .fd = r->fd, .events = POLLIN };
+	ssize_t n;
+	int pr;
 
-	ret = 0;
-	while (!stop && !(dp->count && dp->printed >= dp->count)) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-		int pr;
+	if (r->fd < 0) {	/* socket, following: (re)connect */
+		r->fd = util_connect_unix(r->src);
+		if (r->fd < 0)
+			nap_ms(500);
+		return 1;
+	}
+	pr = poll(&pfd, 1, 500);
+	if (pr < 0 && errno != EINTR) {
+		pr_err("poll on '%s': %s", r->src, strerror(errno));
+		return -1;
+	}
+	if (pr <= 0)
+		return 1;
+	n = read(r->fd, buf, size);
+	if (n < 0) {
+		if (errno == EINTR || errno == EAGAIN)
+			return 1;
+		if (r->kind != SRC_SOCKET || !r->follow || errno != ECONNRESET) {
+			pr_err("read from '%s': %s", r->src, strerror(errno));
+			return -1;
+		}
+		n = 0;	/* the guest side went away: reconnect */
+	}
+	if (n == 0) {
+		if (!r->follow)
+			return 0;
+		if (r->kind == SRC_SOCKET) {
+			close(r->fd);
+			r->fd = -1;
+			/* a partial record cannot be completed by the next
+			 * connection */
+			decoder_reset(d);
+		} else {
+			nap_ms(200);
+		}
+		return 1;
+	}
+	if (r->raw && fwrite(buf, 1, (size_t)n, r->raw) != (size_t)n) {
+		pr_err("writing '%s': %s", r->raw_path, strerror(errno));
+		return -1;
+	}
+	decoder_feed(d, buf, (size_t)n);
+	return 1;
+}
 
-		if (fd < 0) {	/* socket, following: (re)connect */
-			fd = util_connect_unix(src);
-			if (fd < 0) {
-				nap_ms(500);
-				continue;
-			}
-		}
-		pr = poll(&pfd, 1, 500);
-		if (pr < 0 && errno != EINTR) {
-			pr_err("poll on '%s': %s", src, strerror(errno));
-			ret = 1;
-			break;
-		}
-		if (pr <= 0)
-			continue;
-		n = read(fd, buf, sizeof(buf));
-		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			if (kind == SRC_SOCKET && follow && errno == ECONNRESET)
-				n = 0;	/* the guest side went away: reconnect */
-			else {
-				pr_err("read from '%s': %s", src, strerror(errno));
-				ret = 1;
-				break;
-			}
-		}
-		if (n == 0) {
-			if (!follow)
-				break;
-			if (kind == SRC_SOCKET) {
-				close(fd);
-				fd = -1;
-				/* a partial record cannot be completed by
-				 * the next connection */
-				decoder_reset(d);
-			} else {
-				nap_ms(200);
-			}
-			continue;
-		}
-		if (raw && fwrite(buf, 1, (size_t)n, raw) != (size_t)n) {
-			pr_err("writing '%s': %s", raw_path, strerror(errno));
-			ret = 1;
-			break;
-		}
-		if (decoder_feed(d, buf, (size_t)n) < 0) {
-			pr_err("decoder failed: out of memory");
-			ret = 1;
-			break;
-		}
-	}
-	fflush(stdout);
-	if (raw && fflush(raw)) {
-		pr_err("writing '%s': %s", raw_path, strerror(errno));
-		ret = 1;
-	}
+static void print_summary(const struct decoder *d)
+{
+	const struct decoder_stats *st = decoder_get_stats(d);
 
 	fprintf(stderr, "opvm: channel-dump: %" PRIu64 " bytes, %" PRIu64
 		" records, %" PRIu64 " bad, %" PRIu64 " resyncs (%" PRIu64
@@ -599,17 +501,66 @@ int cmd_channel_dump(int argc, char **argv)
 	if (decoder_buffered(d))
 		fprintf(stderr, "opvm: channel-dump: the input ended inside a "
 			"record (%zu bytes held)\n", decoder_buffered(d));
-	if (stats_out)
-		print_stats(stdout, st, dp->json);
+}
 
-out_close:
-	if (raw)
-		fclose(raw);
-	if (fd >= 0 && fd != STDIN_FILENO)
-		close(fd);
+int cmd_channel_dump(int argc, char **argv)
+{
+	struct dump_run r = { .fd = -1 };
+	struct dump *dp = NULL;
+	struct gstate *gs = NULL;
+	struct decoder *d = NULL;
+	uint8_t buf[65536];
+	int ret = parse_args(&r, argc, argv), step;
+
+	if (ret >= 0)
+		return ret;
+	ret = 1;
+	dp = calloc(1, sizeof(*dp));
+	if (!dp) {
+		pr_err("out of memory");
+		return 1;
+	}
+	dp->out = stdout;
+	dp->count = r.count;
+	dp->json = r.json;
+	if (src_open(&r) < 0)
+		goto out;
+	gs = gstate_new(NULL);
+	d = gs ? decoder_new(gs) : NULL;
+	if (!d) {
+		pr_err("out of memory");
+		goto out;
+	}
+	decoder_set_record_fn(d, print_record, dp);
+	if (r.follow || r.kind == SRC_SOCKET)
+		setvbuf(stdout, NULL, _IOLBF, 0);
+
+	/* A Ctrl-C must interrupt a blocking read (no SA_RESTART). */
+	util_stop_on_signals(&stop);
+
+	ret = 0;
+	while (!stop && !(dp->count && dp->printed >= dp->count)) {
+		step = dump_step(&r, d, buf, sizeof(buf));
+		if (step <= 0) {
+			ret = step < 0;
+			break;
+		}
+	}
+	fflush(stdout);
+	if (r.raw && fflush(r.raw)) {
+		pr_err("writing '%s': %s", r.raw_path, strerror(errno));
+		ret = 1;
+	}
+	print_summary(d);
+	if (r.stats_out)
+		print_stats(stdout, decoder_get_stats(d), dp->json);
+out:
+	if (r.raw)
+		fclose(r.raw);
+	if (r.fd >= 0 && r.fd != STDIN_FILENO)
+		close(r.fd);
 	decoder_free(d);
 	gstate_free(gs);
-out_free:
 	free(dp);
 	return ret;
 }

@@ -8,6 +8,10 @@
 #ifndef OPVM_COMMANDS_H
 #define OPVM_COMMANDS_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
 int cmd_run(int argc, char **argv);		/* host/cli/cmd-run.c */
 int cmd_attach(int argc, char **argv);		/* host/cli/cmd-attach.c */
 int cmd_report(int argc, char **argv);		/* host/cli/cmd-report.c */
@@ -17,5 +21,13 @@ int cmd_list_events(int argc, char **argv);	/* host/cli/cmd-list-events.c */
 int cmd_channel_dump(int argc, char **argv);	/* host/cli/cmd-channel-dump.c */
 int cmd_top(int argc, char **argv);		/* host/cli/cmd-top.c */
 int cmd_exporter(int argc, char **argv);	/* host/cli/cmd-exporter.c */
+
+/* One record as channel-dump prints it (a text or JSON line), for a record
+ * the decoder passed its callback (host/collect/decoder.h); the fuzz target
+ * and the tests drive the printer through it.  Not thread-safe (one scratch
+ * area). */
+struct opvm_rec_hdr;
+void channel_dump_record(FILE *out, bool json, const struct opvm_rec_hdr *rec,
+			 size_t len);
 
 #endif /* OPVM_COMMANDS_H */

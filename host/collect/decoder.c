@@ -4,19 +4,12 @@
  * guest-state updates.  docs/protocol.md is the specification; this file is
  * the host half of it.
  *
- * Every byte is hostile.  The decoder works on a single fixed buffer of
- * OPVM_REC_MAX bytes inside struct decoder, so its memory never grows with
- * the input; the guest-state tables it feeds are bounded by gstate_limits.
- *
- * State machine (one loop in decoder_feed()):
- *   - collect a 16-byte header;
- *   - check its framing (magic, length bounds, length vs type); if it is
- *     implausible, framing is lost: drop one byte, then skip to the next
- *     byte that could start a magic (resync), counting what was skipped;
- *   - collect hdr.len bytes, validate the body, apply it, start over.
- * A framed record whose body is bad is skipped by its length (work stays
- * linear in the input; a guest able to frame a record could as well have
- * sent a valid one).
+ * Every byte is hostile.  Framing (header checks, resync, the one
+ * OPVM_REC_MAX buffer, so memory never grows with the input) is the shared
+ * channel framer's (lib/channel.h), body checks come from its record
+ * table; what is left here is the protocol's meaning: sequence numbers,
+ * versions, HELLO, and applying records to the guest-state model, whose
+ * tables are bounded by gstate_limits.
  */
 #include <endian.h>
 #include <errno.h>
@@ -26,34 +19,9 @@
 
 #include "host/collect/decoder.h"
 #include "host/collect/gstate.h"
+#include "lib/channel.h"
 #include "vmm/timeline.h"
 
-/* The wire layout is fixed: any change here is a protocol change. */
-_Static_assert(sizeof(struct opvm_rec_hdr) == 16, "opvm_rec_hdr is 16 bytes");
-_Static_assert(sizeof(struct opvm_slot) == 24, "opvm_slot is 24 bytes");
-_Static_assert(sizeof(struct opvm_rec_hello) == 192, "opvm_rec_hello is 192 bytes");
-_Static_assert(sizeof(struct opvm_rec_lost) == 24, "opvm_rec_lost is 24 bytes");
-_Static_assert(sizeof(struct opvm_rec_proc) == 56, "opvm_rec_proc is 56 bytes");
-_Static_assert(sizeof(struct opvm_rec_exit) == 24, "opvm_rec_exit is 24 bytes");
-_Static_assert(sizeof(struct opvm_rec_thread) == 40, "opvm_rec_thread is 40 bytes");
-_Static_assert(sizeof(struct opvm_rec_cookie) == 64, "opvm_rec_cookie is 64 bytes");
-_Static_assert(sizeof(struct opvm_rec_mmap) == 56, "opvm_rec_mmap is 56 bytes");
-_Static_assert(sizeof(struct opvm_rec_munmap) == 40, "opvm_rec_munmap is 40 bytes");
-_Static_assert(sizeof(struct opvm_hello_switch) == 24, "opvm_hello_switch is 24 bytes");
-_Static_assert(sizeof(struct opvm_switch_ring_hdr) == 32, "opvm_switch_ring_hdr is 32 bytes");
-_Static_assert(sizeof(struct opvm_switch) == 40, "opvm_switch is 40 bytes");
-_Static_assert(sizeof(struct opvm_rec_module) == 88, "opvm_rec_module is 88 bytes");
-_Static_assert(sizeof(struct opvm_rec_sync) == 32, "opvm_rec_sync is 32 bytes");
-_Static_assert(OPVM_REC_MAX % OPVM_REC_ALIGN == 0, "OPVM_REC_MAX aligned");
-_Static_assert(sizeof(struct opvm_rec_cookie) + OPVM_PATH_MAX <= OPVM_REC_MAX,
-	       "a maximal cookie fits in a record");
-
-#define HDR_LEN		sizeof(struct opvm_rec_hdr)
-/* Bytes of HELLO needed to read its version (header + version + nr_cpus). */
-#define HELLO_MIN_LEN	(HDR_LEN + 8)
-/* First byte of the magic on the wire (little-endian "OV": 'O', 'V'). */
-#define MAGIC_B0	(OPVM_PROTO_MAGIC & 0xff)
-#define MAGIC_B1	(OPVM_PROTO_MAGIC >> 8)
 /* Largest vCPU count a HELLO may announce (Linux's NR_CPUS maximum). */
 #define HELLO_MAX_CPUS	8192
 
@@ -62,56 +30,12 @@ struct decoder {
 	decoder_record_fn fn;
 	void *fn_arg;
 	struct decoder_stats st;
-	bool lost_sync;			/* skipping garbage right now */
 	bool foreign;			/* last HELLO was of another version */
 	bool seen_hello;		/* a HELLO of our version was applied */
 	bool have_seq;			/* next_seq is meaningful */
 	uint32_t next_seq;
-	size_t have;			/* bytes in buf */
-	/* One record at most; 8-aligned so the callback may cast it. */
-	_Alignas(8) uint8_t buf[OPVM_REC_MAX];
+	struct chan_framer fr;		/* holds the partial record */
 };
-
-static const struct {
-	const char *name;
-	size_t min_len;
-} rec_types[OPVM_REC_TYPE_MAX] = {
-	[OPVM_REC_HELLO]	= { "HELLO",	   HELLO_MIN_LEN },
-	[OPVM_REC_LOST]		= { "LOST",	   sizeof(struct opvm_rec_lost) },
-	[OPVM_REC_PROC]		= { "PROC",	   sizeof(struct opvm_rec_proc) },
-	[OPVM_REC_EXEC]		= { "EXEC",	   sizeof(struct opvm_rec_proc) },
-	[OPVM_REC_PROC_EXIT]	= { "PROC_EXIT",   sizeof(struct opvm_rec_exit) },
-	[OPVM_REC_THREAD]	= { "THREAD",	   sizeof(struct opvm_rec_thread) },
-	[OPVM_REC_THREAD_EXIT]	= { "THREAD_EXIT", sizeof(struct opvm_rec_exit) },
-	[OPVM_REC_COOKIE]	= { "COOKIE",	   sizeof(struct opvm_rec_cookie) },
-	[OPVM_REC_MMAP]		= { "MMAP",	   sizeof(struct opvm_rec_mmap) },
-	[OPVM_REC_MUNMAP]	= { "MUNMAP",	   sizeof(struct opvm_rec_munmap) },
-	[OPVM_REC_MODULE]	= { "MODULE",	   sizeof(struct opvm_rec_module) },
-	[OPVM_REC_MODULE_FREE]	= { "MODULE_FREE", sizeof(struct opvm_rec_module) },
-	[OPVM_REC_SYNC]		= { "SYNC",	   sizeof(struct opvm_rec_sync) },
-};
-
-static bool type_known(unsigned type)
-{
-	return type < OPVM_REC_TYPE_MAX && rec_types[type].name;
-}
-
-const char *decoder_type_name(unsigned type)
-{
-	return type_known(type) ? rec_types[type].name : "UNKNOWN";
-}
-
-size_t decoder_type_min_len(unsigned type)
-{
-	return type_known(type) ? rec_types[type].min_len : 0;
-}
-
-size_t decoder_strnlen(const char *s, size_t max)
-{
-	const char *nul = memchr(s, 0, max);
-
-	return nul ? (size_t)(nul - s) : max;
-}
 
 struct decoder *decoder_new(struct gstate *gs)
 {
@@ -120,6 +44,7 @@ struct decoder *decoder_new(struct gstate *gs)
 	if (!d)
 		return NULL;	/* errno set by calloc */
 	d->gs = gs;
+	chan_framer_init(&d->fr);
 	return d;
 }
 
@@ -134,12 +59,19 @@ void decoder_set_record_fn(struct decoder *d, decoder_record_fn fn, void *arg)
 	d->fn_arg = arg;
 }
 
+/* The framer keeps the byte-level counters; the decoder's are a copy. */
+static void stats_sync(struct decoder *d)
+{
+	d->st.bytes = d->fr.st.bytes;
+	d->st.skipped_bytes = d->fr.st.skipped_bytes;
+	d->st.resyncs = d->fr.st.resyncs;
+	d->st.buffered_peak = d->fr.st.buffered_peak;
+}
+
 void decoder_reset(struct decoder *d)
 {
-	/* A partial record from the old connection can never complete. */
-	d->st.skipped_bytes += d->have;
-	d->have = 0;
-	d->lost_sync = false;
+	chan_framer_reset(&d->fr);
+	stats_sync(d);
 }
 
 const struct decoder_stats *decoder_get_stats(const struct decoder *d)
@@ -149,77 +81,10 @@ const struct decoder_stats *decoder_get_stats(const struct decoder *d)
 
 size_t decoder_buffered(const struct decoder *d)
 {
-	return d->have;
+	return d->fr.have;
 }
 
-struct hdr_info {
-	unsigned type;
-	uint32_t len;
-	uint32_t seq;
-};
-
-static void hdr_read(const uint8_t *p, struct hdr_info *h, uint16_t *magic)
-{
-	struct opvm_rec_hdr raw;
-
-	memcpy(&raw, p, sizeof(raw));
-	*magic = le16toh(raw.magic);
-	h->type = le16toh(raw.type);
-	h->len = le32toh(raw.len);
-	h->seq = le32toh(raw.seq);
-}
-
-/*
- * Framing check on a complete header.  The per-type minimum is skipped
- * while a foreign HELLO is in force: that version's records may be
- * shaped differently, and we only need to step over them.
- */
-static bool hdr_plausible(const struct decoder *d, const uint8_t *p,
-			  struct hdr_info *h)
-{
-	uint16_t magic;
-
-	hdr_read(p, h, &magic);
-	if (magic != OPVM_PROTO_MAGIC)
-		return false;
-	if (h->len < HDR_LEN || h->len > OPVM_REC_MAX ||
-	    h->len % OPVM_REC_ALIGN)
-		return false;
-	if (type_known(h->type) && h->len < rec_types[h->type].min_len &&
-	    (!d->foreign || h->type == OPVM_REC_HELLO))
-		return false;
-	return true;
-}
-
-/* Drop buf[0..n) (n <= have), keeping the rest at the start of buf. */
-static void buf_consume(struct decoder *d, size_t n)
-{
-	d->have -= n;
-	if (d->have)
-		memmove(d->buf, d->buf + n, d->have);
-}
-
-/*
- * Framing is lost at buf[0]: drop that byte and everything up to the next
- * byte that may start a magic.  Only called with have <= HDR_LEN, so the
- * work per dropped byte is constant.
- */
-static void lose_sync(struct decoder *d)
-{
-	const uint8_t *m;
-	size_t skip;
-
-	if (!d->lost_sync) {
-		d->lost_sync = true;
-		d->st.resyncs++;
-	}
-	m = d->have > 1 ? memchr(d->buf + 1, MAGIC_B0, d->have - 1) : NULL;
-	skip = m ? (size_t)(m - d->buf) : d->have;
-	d->st.skipped_bytes += skip;
-	buf_consume(d, skip);
-}
-
-static void seq_track(struct decoder *d, const struct hdr_info *h)
+static void seq_track(struct decoder *d, const struct chan_hdr *h)
 {
 	uint32_t diff;
 
@@ -240,7 +105,7 @@ static void seq_track(struct decoder *d, const struct hdr_info *h)
  * names (System.map-<release>) and in terminals. */
 static void copy_name(char *dst, const char *src, size_t max, bool release)
 {
-	size_t n = decoder_strnlen(src, max);
+	size_t n = chan_strnlen(src, max);
 
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = src[i];
@@ -322,22 +187,6 @@ static bool hello_parse(const uint8_t *p, uint32_t len, struct gstate_hello *out
 	return true;
 }
 
-/* Body checks beyond the fixed size (already guaranteed by framing). */
-static bool body_valid(const uint8_t *p, const struct hdr_info *h)
-{
-	struct opvm_rec_cookie c;
-	size_t plen;
-
-	if (h->type != OPVM_REC_COOKIE)
-		return true;
-	memcpy(&c, p, sizeof(c));
-	plen = le16toh(c.path_len);
-	if (!c.cookie || plen > OPVM_PATH_MAX ||
-	    c.build_id_len > OPVM_BUILD_ID_MAX)
-		return false;
-	return sizeof(c) + plen <= h->len;
-}
-
 static int apply(struct gstate *gs, const uint8_t *p, unsigned type)
 {
 	switch (type) {
@@ -354,7 +203,7 @@ static int apply(struct gstate *gs, const uint8_t *p, unsigned type)
 		size_t n;
 
 		memcpy(&r, p, sizeof(r));
-		n = decoder_strnlen(r.comm, sizeof(r.comm));
+		n = chan_strnlen(r.comm, sizeof(r.comm));
 		if (type == OPVM_REC_PROC)
 			return gstate_proc(gs, le32toh(r.tgid), le32toh(r.ppid),
 					   le64toh(r.cr3), r.comm, n,
@@ -376,13 +225,13 @@ static int apply(struct gstate *gs, const uint8_t *p, unsigned type)
 
 		memcpy(&r, p, sizeof(r));
 		return gstate_thread(gs, le32toh(r.tid), le32toh(r.tgid), r.comm,
-				     decoder_strnlen(r.comm, sizeof(r.comm)));
+				     chan_strnlen(r.comm, sizeof(r.comm)));
 	}
 	case OPVM_REC_COOKIE: {
 		struct opvm_rec_cookie r;
 
 		memcpy(&r, p, sizeof(r));
-		/* lengths checked by body_valid(); the path stays in the
+		/* lengths checked by chan_rec_check(); the path stays in the
 		 * buffer, raw, for gstate to sanitise on copy */
 		return gstate_cookie(gs, le64toh(r.cookie),
 				     (const char *)p + sizeof(r),
@@ -410,7 +259,7 @@ static int apply(struct gstate *gs, const uint8_t *p, unsigned type)
 		size_t n;
 
 		memcpy(&r, p, sizeof(r));
-		n = decoder_strnlen(r.name, sizeof(r.name));
+		n = chan_strnlen(r.name, sizeof(r.name));
 		if (type == OPVM_REC_MODULE)
 			return gstate_module(gs, r.name, n, le64toh(r.base),
 					     le64toh(r.size));
@@ -427,30 +276,31 @@ static void record_done(struct decoder *d, const uint8_t *p, uint32_t len)
 		d->fn((const struct opvm_rec_hdr *)p, len, d->fn_arg);
 }
 
-/* One framed record of len bytes at p (the decoder's aligned buffer). */
-static void record_process(struct decoder *d, const uint8_t *p,
-			   const struct hdr_info *h)
+/* One framed record of h->len bytes at p (the framer's aligned buffer). */
+static void record_process(const uint8_t *p, const struct chan_hdr *h, void *arg)
 {
+	struct decoder *d = arg;
+
 	seq_track(d, h);
 
 	if (h->type == OPVM_REC_HELLO) {
 		struct gstate_hello gh;
 		uint32_t version;
 
-		memcpy(&version, p + HDR_LEN, sizeof(version));
+		memcpy(&version, p + sizeof(struct opvm_rec_hdr), sizeof(version));
 		version = le32toh(version);
 		if (version != OPVM_PROTO_VERSION) {
 			/* Another protocol: step over its records until a
 			 * HELLO we speak; the model keeps what it had. */
 			d->st.version_mismatch++;
-			d->foreign = true;
+			d->foreign = d->fr.lenient = true;
 			return;	/* not shown: the callback's HELLOs are valid */
 		}
 		if (!hello_parse(p, h->len, &gh, &d->st.switch_refused)) {
 			d->st.bad_records++;
 			return;
 		}
-		d->foreign = false;
+		d->foreign = d->fr.lenient = false;
 		d->seen_hello = true;
 		d->st.hellos++;
 		d->st.records++;
@@ -463,12 +313,12 @@ static void record_process(struct decoder *d, const uint8_t *p,
 		d->st.ignored++;
 		return;
 	}
-	if (!type_known(h->type)) {
+	if (!chan_rec_type(h->type)) {
 		d->st.unknown_types++;
 		record_done(d, p, h->len);
 		return;
 	}
-	if (!body_valid(p, h)) {
+	if (!chan_rec_check(p, h->len)) {
 		d->st.bad_records++;
 		return;
 	}
@@ -494,65 +344,9 @@ static void record_process(struct decoder *d, const uint8_t *p,
 		d->st.refused++;
 }
 
-/* Move up to want - have bytes from the input into buf (want never exceeds
- * OPVM_REC_MAX).  Returns true when buf holds at least want bytes. */
-static bool buf_fill(struct decoder *d, size_t want, const uint8_t **in,
-		     size_t *left)
-{
-	size_t n;
-
-	if (d->have >= want)	/* a header is already held */
-		return true;
-	n = want - d->have;
-	if (n > *left)
-		n = *left;
-	memcpy(d->buf + d->have, *in, n);
-	d->have += n;
-	*in += n;
-	*left -= n;
-	if (d->have > d->st.buffered_peak)
-		d->st.buffered_peak = d->have;
-	return d->have == want;
-}
-
 int decoder_feed(struct decoder *d, const void *data, size_t len)
 {
-	const uint8_t *in = data;
-	size_t left = len;
-	struct hdr_info h;
-
-	if (!len)
-		return 0;	/* data may be NULL then */
-	d->st.bytes += len;
-	for (;;) {
-		/* While lost with nothing buffered, skip input quickly. */
-		if (d->lost_sync && !d->have && left) {
-			const uint8_t *m = memchr(in, MAGIC_B0, left);
-			size_t skip = m ? (size_t)(m - in) : left;
-
-			d->st.skipped_bytes += skip;
-			in += skip;
-			left -= skip;
-		}
-		if (!buf_fill(d, HDR_LEN, &in, &left)) {
-			/* The input is used up.  Bytes that cannot start a
-			 * magic are garbage already: drop them now rather
-			 * than wait for the rest of a header. */
-			if ((d->have >= 1 && d->buf[0] != MAGIC_B0) ||
-			    (d->have >= 2 && d->buf[1] != MAGIC_B1)) {
-				lose_sync(d);
-				continue;
-			}
-			return 0;
-		}
-		if (!hdr_plausible(d, d->buf, &h)) {
-			lose_sync(d);
-			continue;
-		}
-		d->lost_sync = false;
-		if (!buf_fill(d, h.len, &in, &left))
-			return 0;	/* left == 0: wait for the rest */
-		record_process(d, d->buf, &h);
-		d->have = 0;
-	}
+	chan_framer_feed(&d->fr, data, len, record_process, d);
+	stats_sync(d);
+	return 0;
 }

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Channel decoder: turns the byte stream from a guest's "org.opvm.0" port
- * into guest-state updates (host/collect/gstate.h).  Incremental over arbitrary
- * partial reads; resynchronises on the next record magic after garbage;
- * checks every length, offset and string before use; holds at most
- * OPVM_REC_MAX bytes of partial record.  Bad input is counted, never fatal.
+ * into guest-state updates (host/collect/gstate.h).  Framing and the record table
+ * are lib/channel.h's (incremental over arbitrary partial reads,
+ * resynchronising on the next record magic after garbage, at most
+ * OPVM_REC_MAX bytes of partial record held); this adds sequence numbers,
+ * versions, HELLO checks and the model.  Every length, offset and string is
+ * checked before use.  Bad input is counted, never fatal.
  */
 #ifndef OPVM_DECODER_H
 #define OPVM_DECODER_H
@@ -42,9 +44,10 @@ struct decoder_stats {
  * Called for each well-formed record before it is applied (channel-dump
  * prints from here).  rec points to len validated bytes, header included,
  * 8-aligned, valid only during the call; fields are still little-endian.
- * Guarantees: len >= decoder_type_min_len(type) for a known type; a HELLO
+ * Guarantees: len >= chan_rec_type(type)->size for a known type; a HELLO
  * is version OPVM_PROTO_VERSION, whole (192 bytes) and passed its checks
- * (slot size and range); a COOKIE's path_len and build_id_len fit.  Records
+ * (slot size and range); every other known type passed chan_rec_check()
+ * (a COOKIE's path_len and build_id_len fit).  Records
  * of unknown type are passed too (header only is meaningful); records the
  * decoder skips (bad framing or body, foreign version) are not.
  */
@@ -63,21 +66,7 @@ int decoder_feed(struct decoder *d, const void *buf, size_t len);
 void decoder_reset(struct decoder *d);
 const struct decoder_stats *decoder_get_stats(const struct decoder *d);
 
-/* Name of a record type for printing ("HELLO", ...), or "UNKNOWN". */
-const char *decoder_type_name(unsigned type);
-
-/*
- * Smallest legal hdr.len for a record of a known type (sizeof its fixed
- * part; 24 for HELLO, whose version field decides the rest), or 0 for an
- * unknown type.  A record printer may rely on rec->len >= this value.
- */
-size_t decoder_type_min_len(unsigned type);
-
 /* Bytes of partial record held right now (never more than OPVM_REC_MAX). */
 size_t decoder_buffered(const struct decoder *d);
-
-/* Length of a fixed-size guest string: up to the first NUL, at most max.
- * Never reads past max bytes. */
-size_t decoder_strnlen(const char *s, size_t max);
 
 #endif /* OPVM_DECODER_H */

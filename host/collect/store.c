@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Sample-file store (host/collect/store.h): the per-guest tree and the sample files.
+ * Sample-file store (host/store.h), the writer: the per-guest tree and the
+ * sample files in it.  The file format's checks, the reader, the tree walk
+ * and name mangling are their own files (host/store-priv.h lists them).
  *
  * Safety of the tree: the session directory itself is trusted (the user
  * named it); everything below it is reached with mkdirat()/openat() relative
@@ -37,7 +39,6 @@
  * file keeps its counts in struct sfile and is mapped again, by the same
  * safe walk, when a sample comes for it.
  */
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -51,249 +52,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "host/collect/store.h"
+#include "host/collect/store-priv.h"
 #include "lib/util.h"
-
-#define SFILE_HDR_SIZE		256u
-#define SFILE_TABLE_ALIGN	64u
-#define SFILE_MIN_LOG2		6u	/* 64 slots, 1 KiB */
-#define SFILE_MAX_LOG2		30u
-#define SLOT_SIZE		16u
-#define MANGLE_LIMIT		200u	/* longest mangled component */
-#define MANGLE_HASH_HEX		32u
-
-#define ROOT_DIR	"{root}"
-#define DEP_DIR		"{dep}"
-#define KERN_DIR	"{kern}"
-#define OVERFLOW_DIR	"{overflow}"	/* never a mangled name: braces escape */
-#define BLOCK		4096u		/* disk accounting unit */
-
-struct sfile_hdr {
-	char magic[8];
-	uint32_t version;
-	uint32_t header_size;
-	char event[32];
-	uint64_t count;
-	uint32_t unit_mask;
-	uint32_t build_id_len;
-	char guest[64];
-	uint8_t build_id[32];
-	uint64_t table;		/* offset | log2(slots): the publish word */
-	uint64_t nr_entries;	/* at the last store_sync() */
-	uint64_t total;		/* at the last store_sync() */
-	uint8_t reserved[SFILE_HDR_SIZE - 184];
-};
-_Static_assert(sizeof(struct sfile_hdr) == SFILE_HDR_SIZE, "header size");
-_Static_assert(offsetof(struct sfile_hdr, table) % 8 == 0, "table aligned");
-
-struct slot {
-	uint64_t offset;
-	uint64_t count;
-};
-
-#define barrier()	__asm__ __volatile__("" ::: "memory")
-
-struct sfile {
-	/* hot: sfile_add() */
-	struct slot *tab;
-	uint64_t mask;
-	unsigned shift;
-	uint64_t nr;		/* occupied slots */
-	uint64_t grow_at;	/* grow before nr exceeds this */
-	uint64_t total;
-	int dirty;
-	uint8_t ref;		/* used since the clock last passed it */
-	bool overflow;		/* an event's overflow bucket */
-	bool full;		/* growth failed for room: no retry until
-				 * the next store_sync() (a flood of new
-				 * offsets must not cost a syscall each) */
-
-	struct store *st;
-	uint8_t *map;
-	size_t map_len;
-	dev_t dev;
-	ino_t ino;
-	uint64_t desc;		/* live table descriptor, as hdr.table */
-	uint64_t disk;		/* bytes charged to the disk cap */
-	uint64_t punched;	/* bytes of dead tables given back */
-	struct sfile *mprev, *mnext;	/* mapped files, newest first */
-	/* identity (normalised key) */
-	uint64_t khash;
-	char *app, *image;
-	int kernel;
-	uint8_t event;
-	int64_t tgid, tid, cpu;
-	char *relpath;		/* mangled components under current/, '/'-joined */
-	struct sfile *next;	/* all files, for sync/close */
-};
-
-struct store {
-	char *session;
-	char *guest;
-	char *dir;		/* .../samples/current */
-	int curfd;
-	int lockfd;		/* samples/, flock()ed */
-	unsigned separate;
-	unsigned flags;
-	uint64_t file_limit;
-	struct store_event *events;
-	size_t nr_events;
-	struct sfile **index;	/* open addressing by khash */
-	size_t index_cap, index_nr;
-	struct sfile *files;
-	struct sfile *last;	/* last store_get() result */
-	struct sfile *mru, *lru;	/* mapped files */
-	struct sfile **ovf;	/* per event: overflow bucket, or NULL */
-	uint64_t nr_ovf;	/* overflow files in stats.files */
-	struct store_limits lim;
-	struct store_stats stats;	/* overflow_samples filled on read */
-	mode_t dmode, fmode;
-};
 
 /* Files mapped by all stores of the process, against vm.max_map_count. */
 static uint64_t mapped_all;
 static uint64_t mapped_all_max;
 
-/* ---- small helpers ------------------------------------------------------ */
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
-static uint64_t hash_bytes(const void *p, size_t n, uint64_t seed)
-{
-	const uint8_t *b = p;
-	uint64_t h = 0xcbf29ce484222325ULL ^ seed;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ULL;
-	}
-	return mix64(h ^ n);
-}
-
 static inline uint64_t slot_hash(uint64_t off)
 {
 	return off * 0x9e3779b97f4a7c15ULL;
-}
-
-static const char hexd[] = "0123456789abcdef";
-static const char hexu[] = "0123456789ABCDEF";
-
-/* ---- mangling ----------------------------------------------------------- */
-
-static bool mangle_escape(unsigned char c, size_t pos)
-{
-	if (c < 0x20 || c == 0x7f)
-		return true;
-	if (c == '%' || c == '^' || c == '{' || c == '}')
-		return true;
-	/* A leading dot would allow "." and "..", and hide the entry. */
-	if (c == '.' && pos == 0)
-		return true;
-	return false;
-}
-
-char *store_mangle(const char *in, size_t in_len, char *out)
-{
-	size_t o = 0, i;
-
-	if (!in || in_len == 0) {
-		strcpy(out, "%-");
-		return out;
-	}
-	for (i = 0; i < in_len; i++) {
-		unsigned char c = (unsigned char)in[i];
-		size_t need = mangle_escape(c, i) ? 3 : 1;
-
-		if (o + need > MANGLE_LIMIT)
-			break;
-		if (c == '/') {
-			out[o++] = '^';
-		} else if (need == 3) {
-			out[o++] = '%';
-			out[o++] = hexu[c >> 4];
-			out[o++] = hexu[c & 15];
-		} else {
-			out[o++] = (char)c;
-		}
-	}
-	if (i < in_len) {
-		/* Too long: keep a prefix and make it unique with a hash of the
-		 * whole name.  Cut only at an escape boundary. */
-		size_t keep = MANGLE_LIMIT - 2 - MANGLE_HASH_HEX;
-		uint64_t h1 = hash_bytes(in, in_len, 0);
-		uint64_t h2 = hash_bytes(in, in_len, 0x5bd1e9955bd1e995ULL);
-
-		if (o > keep)
-			o = keep;
-		if (o >= 1 && out[o - 1] == '%')
-			o -= 1;
-		else if (o >= 2 && out[o - 2] == '%')
-			o -= 2;
-		out[o++] = '%';
-		out[o++] = '~';
-		for (int k = 60; k >= 0; k -= 4)
-			out[o++] = hexd[(h1 >> k) & 15];
-		for (int k = 60; k >= 0; k -= 4)
-			out[o++] = hexd[(h2 >> k) & 15];
-	}
-	out[o] = '\0';
-	return out;
-}
-
-int store_unmangle(const char *in, char *out, size_t outlen)
-{
-	size_t o = 0;
-
-	if (!in || !out || outlen == 0)
-		return -EINVAL;
-	if (strcmp(in, "%-") == 0) {
-		out[0] = '\0';
-		return 0;
-	}
-	for (const char *p = in; *p; p++) {
-		char c = *p;
-
-		if (c == '%') {
-			if (p[1] == '~') {
-				/* Truncated name: "<prefix>...~<hash>". */
-				const char *h = p + 2;
-				size_t hl = strlen(h);
-
-				if (hl != MANGLE_HASH_HEX)
-					return -EINVAL;
-				for (size_t k = 0; k < hl; k++)
-					if (util_hexval(h[k]) < 0)
-						return -EINVAL;
-				if (o + 4 + hl >= outlen)
-					return -ENAMETOOLONG;
-				memcpy(out + o, "...~", 4);
-				memcpy(out + o + 4, h, hl);
-				o += 4 + hl;
-				break;
-			}
-			int a = util_hexval(p[1]), b = a < 0 ? -1 : util_hexval(p[2]);
-
-			if (a < 0 || b < 0)
-				return -EINVAL;
-			c = (char)(a << 4 | b);
-			p += 2;
-		} else if (c == '^') {
-			c = '/';
-		}
-		if (o + 1 >= outlen)
-			return -ENAMETOOLONG;
-		out[o++] = c;
-	}
-	out[o] = '\0';
-	return (int)o;
 }
 
 /* ---- --separate --------------------------------------------------------- */
@@ -513,17 +281,24 @@ static int tree_remove(int parent, const char *name)
 
 /* ---- store -------------------------------------------------------------- */
 
-static bool event_name_ok(const char *n)
+static bool store_args_ok(const char *session_dir, const char *guest,
+			  const struct store_event *events, size_t nr_events,
+			  unsigned separate, unsigned flags)
 {
-	size_t len = strnlen(n, 32);
-
-	if (len == 0 || len >= 32)
+	if (!session_dir || !*session_dir || !guest || !events ||
+	    nr_events == 0 || nr_events > 256 || (separate & ~OPVM_SEP_ALL) ||
+	    (flags & ~(STORE_APPEND | STORE_PUBLIC)))
 		return false;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)n[i];
-
-		if (!isalnum(c) && c != '_' && c != '-' && c != ':')
+	for (size_t i = 0; i < nr_events; i++) {
+		if (!store_event_name_ok(events[i].name))
 			return false;
+		/* Two events with one file name would share files. */
+		for (size_t j = 0; j < i; j++) {
+			if (!strcmp(events[i].name, events[j].name) &&
+			    events[i].count == events[j].count &&
+			    events[i].unit_mask == events[j].unit_mask)
+				return false;
+		}
 	}
 	return true;
 }
@@ -537,26 +312,9 @@ struct store *store_open(const char *session_dir, const char *guest,
 	int sfd = -1, gfd = -1, gdir = -1, smp = -1, ret;
 	struct stat sb;
 
-	if (!session_dir || !*session_dir || !guest || !events ||
-	    nr_events == 0 || nr_events > 256 || (separate & ~OPVM_SEP_ALL) ||
-	    (flags & ~(STORE_APPEND | STORE_PUBLIC))) {
+	if (!store_args_ok(session_dir, guest, events, nr_events, separate, flags)) {
 		errno = EINVAL;
 		return NULL;
-	}
-	for (size_t i = 0; i < nr_events; i++) {
-		if (!event_name_ok(events[i].name)) {
-			errno = EINVAL;
-			return NULL;
-		}
-		/* Two events with one file name would share files. */
-		for (size_t j = 0; j < i; j++) {
-			if (!strcmp(events[i].name, events[j].name) &&
-			    events[i].count == events[j].count &&
-			    events[i].unit_mask == events[j].unit_mask) {
-				errno = EINVAL;
-				return NULL;
-			}
-		}
 	}
 	st = calloc(1, sizeof(*st));
 	if (!st)
@@ -932,52 +690,6 @@ static void sfile_set_table(struct sfile *sf, uint64_t desc)
 	sf->grow_at = (1ULL << lg) / 4 * 3;
 }
 
-/* Validates a header and table descriptor against a file size.  Shared by
- * the reader and by the writer reopening a file in append mode. */
-static int hdr_check(const struct sfile_hdr *h, uint64_t fsize,
-		     char *err, size_t errlen)
-{
-#define FAIL(...) do { if (err) snprintf(err, errlen, __VA_ARGS__); return -EBADMSG; } while (0)
-	uint64_t off, lg, tsize;
-
-	if (memcmp(h->magic, OPVM_SFILE_MAGIC, 8))
-		FAIL("not an opvm sample file (bad magic)");
-	if (h->version != OPVM_SFILE_VERSION)
-		FAIL("unsupported sample file version %u (this opvm reads %u)",
-		     h->version, (unsigned)OPVM_SFILE_VERSION);
-	if (h->header_size < SFILE_HDR_SIZE || h->header_size > 4096 ||
-	    h->header_size % 8)
-		FAIL("bad header size %u", h->header_size);
-	if (fsize > OPVM_SFILE_MAX_SIZE)
-		FAIL("file too large (%llu bytes, limit %llu)",
-		     (unsigned long long)fsize,
-		     (unsigned long long)OPVM_SFILE_MAX_SIZE);
-	if (h->header_size > fsize)
-		FAIL("truncated header (%llu bytes, header says %u)",
-		     (unsigned long long)fsize, h->header_size);
-	if (!memchr(h->event, 0, sizeof(h->event)) || !h->event[0])
-		FAIL("bad event name in header");
-	if (!memchr(h->guest, 0, sizeof(h->guest)))
-		FAIL("bad guest name in header");
-	if (h->build_id_len > sizeof(h->build_id))
-		FAIL("bad build-id length %u", h->build_id_len);
-	off = h->table & ~63ULL;
-	lg = h->table & 63;
-	if (lg < SFILE_MIN_LOG2 || lg > SFILE_MAX_LOG2)
-		FAIL("bad table size 2^%llu", (unsigned long long)lg);
-	tsize = (1ULL << lg) * SLOT_SIZE;
-	if (off < h->header_size || off > fsize || tsize > fsize - off)
-		FAIL("table [%llu, +%llu) outside the file (%llu bytes)",
-		     (unsigned long long)off, (unsigned long long)tsize,
-		     (unsigned long long)fsize);
-	if (h->nr_entries >= (1ULL << lg))
-		FAIL("entry count %llu does not fit table of %llu",
-		     (unsigned long long)h->nr_entries,
-		     (unsigned long long)(1ULL << lg));
-	return 0;
-#undef FAIL
-}
-
 /* Extends the file to hold [off, off+len) with real blocks: a store into a
  * hole of a MAP_SHARED mapping on a full disk is a SIGBUS, an error from
  * fallocate() is just -ENOSPC. */
@@ -1028,7 +740,7 @@ static int sfile_open_existing(struct sfile *sf, int fd, const struct store_even
 		return ret;
 	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
 		return -EBADMSG;
-	ret = hdr_check(&h, (uint64_t)sb.st_size, NULL, 0);
+	ret = store_hdr_check(&h, (uint64_t)sb.st_size, NULL, 0);
 	if (ret)
 		return ret;
 	if (strcmp(h.event, ev->name) || h.count != ev->count ||
@@ -1593,440 +1305,5 @@ int sfile_add_many(struct sfile *sf, const uint64_t *offsets, size_t n)
 		if (r && !ret)
 			ret = r;
 	}
-	return ret;
-}
-
-/* ---- sample files: reading ---------------------------------------------- */
-
-struct sfile_reader {
-	struct sfile_info info;
-	struct slot *tab;	/* private copy */
-	uint64_t nslots;
-};
-
-static int read_full(int fd, void *buf, size_t len, off_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done,
-				  off + (off_t)done);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EBADMSG;
-		done += (size_t)n;
-	}
-	return 0;
-}
-
-struct sfile_reader *sfile_reader_open(const char *path, char *err, size_t errlen)
-{
-#define RFAIL(e, ...) do { if (err) snprintf(err, errlen, __VA_ARGS__); ret = (e); goto fail; } while (0)
-	struct sfile_reader *r = NULL;
-	struct sfile_hdr h, h2;
-	struct stat sb;
-	int fd = -1, ret;
-
-	if (err && errlen)
-		err[0] = '\0';
-	if (!path) {
-		errno = EINVAL;
-		return NULL;
-	}
-	/* never through a symlink planted in the session tree */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
-	if (fd < 0)
-		RFAIL(-errno, "cannot open: %s", strerror(errno));
-	r = calloc(1, sizeof(*r));
-	if (!r)
-		RFAIL(-ENOMEM, "out of memory");
-	if (fstat(fd, &sb) < 0)
-		RFAIL(-errno, "cannot stat: %s", strerror(errno));
-	if (!S_ISREG(sb.st_mode))
-		RFAIL(-EBADMSG, "not a regular file");
-	/* A live writer may grow the file while we read.  It extends the file
-	 * before it publishes a table there, so the header is read first and
-	 * the size after; and we retry when the header changed meanwhile. */
-	for (int attempt = 0; ; attempt++) {
-		uint64_t off, n, sum = 0, used = 0;
-
-		if (read_full(fd, &h, sizeof(h), 0)) {
-			if (fstat(fd, &sb) < 0)
-				sb.st_size = 0;
-			RFAIL(-EBADMSG, "truncated header (%llu bytes, need %u)",
-			      (unsigned long long)sb.st_size, SFILE_HDR_SIZE);
-		}
-		if (fstat(fd, &sb) < 0)
-			RFAIL(-errno, "cannot stat: %s", strerror(errno));
-		ret = hdr_check(&h, (uint64_t)sb.st_size, err, errlen);
-		if (ret) {
-			if (attempt < 8 && !read_full(fd, &h2, sizeof(h2), 0) &&
-			    memcmp(&h, &h2, sizeof(h)))
-				continue;
-			goto fail;
-		}
-		off = h.table & ~63ULL;
-		n = 1ULL << (h.table & 63);
-		free(r->tab);
-		r->tab = malloc(n * SLOT_SIZE);
-		if (!r->tab)
-			RFAIL(-ENOMEM, "out of memory for a table of %llu slots",
-			      (unsigned long long)n);
-		r->nslots = n;
-		if (read_full(fd, r->tab, n * SLOT_SIZE, (off_t)off))
-			RFAIL(-EBADMSG, "table truncated");
-		if (read_full(fd, &h2, sizeof(h2), 0))
-			RFAIL(-EBADMSG, "cannot read header");
-		/* The table moved while we copied it, or the writer synced (a
-		 * header read racing its 8-byte stores could be torn): again. */
-		if (memcmp(&h, &h2, sizeof(h)) && attempt < 8)
-			continue;
-		for (uint64_t i = 0; i < n; i++) {
-			if (!r->tab[i].count)
-				continue;
-			used++;
-			if (__builtin_add_overflow(sum, r->tab[i].count, &sum))
-				sum = UINT64_MAX;
-		}
-		if (used >= n)
-			RFAIL(-EBADMSG, "table full (%llu slots)",
-			      (unsigned long long)n);
-		if (used < h.nr_entries || sum < h.total)
-			RFAIL(-EBADMSG,
-			      "table holds %llu entries / %llu samples, header says %llu / %llu",
-			      (unsigned long long)used, (unsigned long long)sum,
-			      (unsigned long long)h.nr_entries,
-			      (unsigned long long)h.total);
-		r->info.nr_entries = used;
-		r->info.total = sum;
-		break;
-	}
-	memcpy(r->info.event, h.event, sizeof(r->info.event));
-	r->info.count = h.count;
-	r->info.unit_mask = h.unit_mask;
-	memcpy(r->info.guest, h.guest, sizeof(r->info.guest));
-	r->info.build_id_len = (uint8_t)h.build_id_len;
-	memcpy(r->info.build_id, h.build_id, h.build_id_len);
-	close(fd);
-	return r;
-fail:
-	if (fd >= 0)
-		close(fd);
-	sfile_reader_close(r);
-	errno = -ret;
-	return NULL;
-#undef RFAIL
-}
-
-void sfile_reader_close(struct sfile_reader *r)
-{
-	if (!r)
-		return;
-	free(r->tab);
-	free(r);
-}
-
-const struct sfile_info *sfile_reader_info(const struct sfile_reader *r)
-{
-	return &r->info;
-}
-
-int sfile_reader_foreach(struct sfile_reader *r,
-			 int (*fn)(uint64_t offset, uint64_t count, void *arg), void *arg)
-{
-	if (!r || !fn)
-		return -EINVAL;
-	for (uint64_t i = 0; i < r->nslots; i++) {
-		int ret;
-
-		if (!r->tab[i].count)
-			continue;
-		ret = fn(r->tab[i].offset, r->tab[i].count, arg);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-/* ---- walking ------------------------------------------------------------ */
-
-struct walk {
-	int (*fn)(const struct store_entry *e, void *arg);
-	void *arg;
-	size_t skipped;
-	struct store_entry e;
-	char path[PATH_MAX];
-	char guest[OPVM_MANGLE_MAX * 2];
-	char app[OPVM_MANGLE_MAX * 2];
-	char image[OPVM_MANGLE_MAX * 2];
-	char event[32];
-};
-
-static int parse_field(const char *s, int64_t *v)
-{
-	char *end;
-	long long x;
-
-	if (!strcmp(s, "all")) {
-		*v = -1;
-		return 0;
-	}
-	if (!isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	x = strtoll(s, &end, 10);
-	if (errno || *end || x < 0)
-		return -EINVAL;
-	*v = x;
-	return 0;
-}
-
-/* EVENT.count.um.tgid.tid.cpu */
-static int parse_name(const char *name, struct walk *w)
-{
-	char buf[256], *f[6], *p, *end;
-	int nf = 0;
-	unsigned long long v;
-
-	if (strlen(name) >= sizeof(buf))
-		return -EINVAL;
-	strcpy(buf, name);
-	for (p = buf; nf < 6; nf++) {
-		f[nf] = p;
-		p = strchr(p, '.');
-		if (!p)
-			break;
-		*p++ = '\0';
-	}
-	if (nf != 5)
-		return -EINVAL;
-	if (!event_name_ok(f[0]))
-		return -EINVAL;
-	strcpy(w->event, f[0]);
-	errno = 0;
-	if (!isdigit((unsigned char)*f[1]))
-		return -EINVAL;
-	v = strtoull(f[1], &end, 10);
-	if (errno || *end)
-		return -EINVAL;
-	w->e.count = v;
-	if (!isdigit((unsigned char)*f[2]))
-		return -EINVAL;
-	v = strtoull(f[2], &end, 0);
-	if (errno || *end || v > UINT32_MAX)
-		return -EINVAL;
-	w->e.unit_mask = (uint32_t)v;
-	if (parse_field(f[3], &w->e.tgid) || parse_field(f[4], &w->e.tid) ||
-	    parse_field(f[5], &w->e.cpu))
-		return -EINVAL;
-	return 0;
-}
-
-static bool hidden(const char *n)
-{
-	return n[0] == '.';
-}
-
-typedef int (*level_fn)(struct walk *w, int dfd, const char *name, int depth);
-
-/* Calls fn for every entry of directory dfd; entries that are not
- * directories (when want_dir) are skipped and counted. */
-static int walk_dir(struct walk *w, int dfd, bool want_dir, level_fn fn, int depth)
-{
-	DIR *d;
-	struct dirent *de;
-	int fd, ret = 0;
-
-	fd = dup(dfd);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
-	while ((de = readdir(d))) {
-		struct stat sb;
-
-		if (hidden(de->d_name))
-			continue;
-		if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    (want_dir && !S_ISDIR(sb.st_mode)) ||
-		    (!want_dir && !S_ISREG(sb.st_mode))) {
-			if (!(depth == 0 && !strcmp(de->d_name, "session.json")))
-				w->skipped++;
-			continue;
-		}
-		ret = fn(w, dfd, de->d_name, depth);
-		if (ret)
-			break;
-	}
-	closedir(d);
-	return ret;
-}
-
-static size_t path_push(struct walk *w, const char *name)
-{
-	size_t len = strlen(w->path);
-
-	if (len + 1 + strlen(name) >= sizeof(w->path))
-		return (size_t)-1;
-	w->path[len] = '/';
-	strcpy(w->path + len + 1, name);
-	return len;
-}
-
-/* Levels below current/: 0 {root}, 1 <app>, 2 {dep}, 3 {root|kern},
- * 4 <image>, 5 sample file. */
-static int walk_level(struct walk *w, int dfd, const char *name, int depth)
-{
-	size_t saved;
-	int sub, ret = 0;
-
-	switch (depth) {
-	case 0:
-		if (strcmp(name, ROOT_DIR))
-			goto skip;
-		break;
-	case 1:
-		if (store_unmangle(name, w->app, sizeof(w->app)) < 0)
-			goto skip;
-		break;
-	case 2:
-		if (strcmp(name, DEP_DIR))
-			goto skip;
-		break;
-	case 3:
-		if (!strcmp(name, ROOT_DIR))
-			w->e.kernel = 0;
-		else if (!strcmp(name, KERN_DIR))
-			w->e.kernel = 1;
-		else
-			goto skip;
-		break;
-	case 4:
-		if (store_unmangle(name, w->image, sizeof(w->image)) < 0)
-			goto skip;
-		break;
-	case 5:
-		if (parse_name(name, w))
-			goto skip;
-		saved = path_push(w, name);
-		if (saved == (size_t)-1)
-			goto skip;
-		ret = w->fn(&w->e, w->arg);
-		w->path[saved] = '\0';
-		return ret;
-	}
-	saved = path_push(w, name);
-	if (saved == (size_t)-1)
-		goto skip;
-	sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (sub < 0) {
-		w->path[saved] = '\0';
-		goto skip;
-	}
-	ret = walk_dir(w, sub, depth + 1 < 5, walk_level, depth + 1);
-	close(sub);
-	w->path[saved] = '\0';
-	return ret;
-skip:
-	w->skipped++;
-	return 0;
-}
-
-int store_walk(const char *session_dir, const char *which,
-	       int (*fn)(const struct store_entry *e, void *arg), void *arg,
-	       size_t *skipped)
-{
-	struct walk *w;
-	DIR *gd = NULL;
-	struct dirent *de;
-	int sfd = -1, gfd = -1, ret = 0;
-
-	if (skipped)
-		*skipped = 0;
-	if (!session_dir || !which || !fn || !*which || strchr(which, '/') ||
-	    !strcmp(which, ".") || !strcmp(which, ".."))
-		return -EINVAL;
-	w = calloc(1, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	w->fn = fn;
-	w->arg = arg;
-	w->e.path = w->path;
-	w->e.guest = w->guest;
-	w->e.app = w->app;
-	w->e.image = w->image;
-	w->e.event = w->event;
-
-	sfd = open(session_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (sfd < 0) {
-		ret = -errno;
-		goto out;
-	}
-	gfd = openat(sfd, "guests", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (gfd < 0) {
-		ret = -errno;
-		goto out;
-	}
-	gd = fdopendir(gfd);
-	if (!gd) {
-		ret = -errno;
-		close(gfd);
-		goto out;
-	}
-	while ((de = readdir(gd))) {
-		int g, s, c;
-		size_t saved;
-
-		if (hidden(de->d_name))
-			continue;
-		if (store_unmangle(de->d_name, w->guest, sizeof(w->guest)) < 0) {
-			w->skipped++;
-			continue;
-		}
-		g = openat(gfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (g < 0) {
-			w->skipped++;
-			continue;
-		}
-		s = openat(g, "samples", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		close(g);
-		if (s < 0)
-			continue;
-		c = openat(s, which, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		close(s);
-		if (c < 0) {
-			if (errno != ENOENT)
-				w->skipped++;
-			continue;
-		}
-		if (snprintf(w->path, sizeof(w->path), "%s/guests/%s/samples/%s",
-			     session_dir, de->d_name, which) >= (int)sizeof(w->path)) {
-			close(c);
-			w->skipped++;
-			continue;
-		}
-		saved = strlen(w->path);
-		ret = walk_dir(w, c, true, walk_level, 0);
-		w->path[saved] = '\0';
-		close(c);
-		if (ret)
-			break;
-	}
-out:
-	if (gd)
-		closedir(gd);
-	if (sfd >= 0)
-		close(sfd);
-	if (skipped)
-		*skipped = w->skipped;
-	free(w);
 	return ret;
 }

@@ -1,21 +1,59 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target for the channel decoder (host/collect/decoder.c) and the guest
- * state it feeds (host/collect/gstate.c).
+ * libFuzzer target for the one channel path: the framer and record table
+ * (lib/channel.c), the decoder on top of them (host/collect/decoder.c), the guest
+ * state it feeds (host/gstate.c) and channel-dump's table-driven printer
+ * (host/cmd-channel-dump.c), through which the records the decoder accepts
+ * are printed, as text and (input's first byte & 2) as JSON.
  *
  * Input: 2 bytes of split seed, then the channel stream.  The stream is fed
  * in chunks whose sizes the seed chooses, and again in one piece into a
  * second decoder: the two must agree on every statistic (decoding may not
- * depend on how reads split the stream).  Seeds: tests/fuzz/corpus/decoder,
- * written by tests/fuzz/gen-decoder-seeds.py.
+ * depend on how reads split the stream).  A bare framer fed the same chunks
+ * must frame exactly the records the decoder saw.  Seeds:
+ * tests/fuzz/corpus/decoder, written by tests/fuzz/gen-decoder-seeds.py.
  */
+#include <endian.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "host/cli/commands.h"
 #include "host/collect/decoder.h"
 #include "host/collect/gstate.h"
+#include "lib/channel.h"
+
+static FILE *devnull;
+
+/* The first PRINT_MAX records the decoder hands out are printed as text,
+ * and as JSON when the input's first byte says so: printing every record
+ * cost three times the rest of the target, and the fuzzer puts any record
+ * first soon enough. */
+#define PRINT_MAX	8
+static bool print_json;
+
+static void print_both(const struct opvm_rec_hdr *rec, size_t len, void *arg)
+{
+	const struct chan_rec_type *t = chan_rec_type(le16toh(rec->type));
+
+	/* what decoder.h promises the callback */
+	if (len < sizeof(*rec) || len > OPVM_REC_MAX || len % OPVM_REC_ALIGN ||
+	    (t && len < t->size))
+		abort();
+	if ((*(uint64_t *)arg)++ >= PRINT_MAX)
+		return;
+	channel_dump_record(devnull, false, rec, len);
+	if (print_json)
+		channel_dump_record(devnull, true, rec, len);
+}
+
+static void count_frame(const uint8_t *rec, const struct chan_hdr *h, void *arg)
+{
+	(*(uint64_t *)arg)++;
+}
 
 static int touch_proc(const struct gstate_process *p, void *arg)
 {
@@ -45,12 +83,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct gstate *gs1 = NULL, *gs2 = NULL;
 	struct decoder *d1 = NULL, *d2 = NULL;
 	struct decoder_stats s1, s2;
+	static struct chan_framer fr;
+	uint64_t printed = 0, framed = 0;
 	uint32_t rnd;
 	size_t off = 0, sum = 0;
 
 	if (size < 2)
 		return 0;
 	rnd = (uint32_t)data[0] | (uint32_t)data[1] << 8 | 1;
+	print_json = data[0] & 2;
 	data += 2;
 	size -= 2;
 
@@ -58,8 +99,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	gs2 = gstate_new(NULL);
 	d1 = gs1 ? decoder_new(gs1) : NULL;
 	d2 = gs2 ? decoder_new(gs2) : NULL;
-	if (!d1 || !d2)
+	if (!devnull)
+		devnull = fopen("/dev/null", "we");
+	if (!d1 || !d2 || !devnull)
 		goto out;
+	decoder_set_record_fn(d1, print_both, &printed);
+	chan_framer_init(&fr);
 
 	while (off < size) {
 		size_t n;
@@ -73,6 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			n = size - off;
 		if (decoder_feed(d1, data + off, n))
 			abort();
+		chan_framer_feed(&fr, data + off, n, count_frame, &framed);
 		if (decoder_buffered(d1) > OPVM_REC_MAX)
 			abort();
 		off += n;
@@ -85,6 +131,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s1.buffered_peak = s2.buffered_peak = 0;
 	if (memcmp(&s1, &s2, sizeof(s1)))
 		abort();	/* decoding depended on the read sizes */
+	/* the decoder's framing is the bare framer's: with no foreign HELLO
+	 * in the stream both frame the same records */
+	if (!s1.version_mismatch &&
+	    framed != s1.records + s1.bad_records + s1.unknown_types)
+		abort();
+	/* every record counted as decoded, and every unknown one, handed out */
+	if (printed != s1.records + s1.unknown_types || fr.st.bytes != size)
+		abort();
 	if (s1.bytes != size || s2.skipped_bytes > size ||
 	    decoder_buffered(d1) != decoder_buffered(d2))
 		abort();

@@ -282,6 +282,8 @@ struct fake {
 	int stopped;
 	struct cguest *g;
 	int push_each_status;	/* push one user sample per status call */
+	int hellos;		/* guest_hello calls */
+	struct sampler_hello hello;	/* the last one */
 };
 
 static int fake_status(struct sampler *s)
@@ -316,12 +318,21 @@ static const char *fake_err(struct sampler *s)
 	return "scripted fault";
 }
 
+static void fake_hello(struct sampler *s, const struct sampler_hello *h)
+{
+	struct fake *f = s->priv;
+
+	f->hellos++;
+	f->hello = *h;
+}
+
 static const struct sampler_ops fake_ops = {
 	.name = "fake",
 	.stop = fake_stop,
 	.status = fake_status,
 	.last_error = fake_err,
 	.get_stats = fake_stats,
+	.guest_hello = fake_hello,
 };
 
 /* ---- tests ---------------------------------------------------------------------- */
@@ -553,7 +564,8 @@ static int reconnect_cb(void *arg)
 }
 
 /* The channel reaches EOF (guest rebooted): reconnect, decoder reset, the
- * new HELLO resets the model. */
+ * new HELLO resets the model.  The sampler is told each HELLO once,
+ * including one read before it was set. */
 static void test_reconnect(void **state)
 {
 	char dir[256];
@@ -561,6 +573,7 @@ static void test_reconnect(void **state)
 	struct collector *c;
 	struct cguest *g;
 	struct reconn rc = { 0 };
+	struct fake f = { .s = { .ops = &fake_ops } };
 	struct chan ch;
 	int sv[2];
 
@@ -578,6 +591,15 @@ static void test_reconnect(void **state)
 	assert_int_equal(collector_sync(c), 0);
 	assert_int_equal(rc.calls, 1);
 	assert_int_equal(gstate_nr_processes(cguest_gstate(g)), 1);
+	f.s.priv = &f;
+	cguest_set_sampler(g, &f.s);
+	assert_int_equal(f.hellos, 1);
+	assert_int_equal(f.hello.slot_pa, 0x100000);
+	assert_int_equal(f.hello.nr_slots, 2);
+	assert_int_equal(f.hello.slot_size, sizeof(struct opvm_slot));
+	assert_int_equal(f.hello.switch_pa, 0);
+	assert_int_equal(collector_sync(c), 0);
+	assert_int_equal(f.hellos, 1);		/* nothing new */
 	ch = (struct chan){ .fd = rc.peer };
 	send_hello(&ch);
 	send_proc(&ch, 7, 0x1110000, "init", 0);
@@ -586,6 +608,7 @@ static void test_reconnect(void **state)
 	assert_non_null(gstate_proc_by_tgid(cguest_gstate(g), 7));
 	assert_null(gstate_proc_by_tgid(cguest_gstate(g), 100));
 	assert_int_equal(gstate_get_stats(cguest_gstate(g))->hellos, 2);
+	assert_int_equal(f.hellos, 2);
 	close(rc.peer);
 	collector_free(c);
 	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);

@@ -19,6 +19,7 @@
 
 #include "host/collect/decoder.h"
 #include "host/collect/gstate.h"
+#include "lib/channel.h"
 
 /* ---- stream builder ------------------------------------------------------ */
 
@@ -309,13 +310,13 @@ static void test_struct_sizes(void **state)
 	assert_int_equal(sizeof(struct opvm_rec_hello), 192);
 	assert_int_equal(sizeof(struct opvm_rec_proc), 56);
 	assert_int_equal(sizeof(struct opvm_rec_cookie), 64);
-	assert_int_equal(decoder_type_min_len(OPVM_REC_MMAP), 56);
-	assert_int_equal(decoder_type_min_len(99), 0);
-	assert_string_equal(decoder_type_name(OPVM_REC_PROC_EXIT), "PROC_EXIT");
-	assert_string_equal(decoder_type_name(0), "UNKNOWN");
-	assert_string_equal(decoder_type_name(OPVM_REC_TYPE_MAX), "UNKNOWN");
-	assert_int_equal(decoder_strnlen("abc\0def", 7), 3);
-	assert_int_equal(decoder_strnlen("abcdefgh", 4), 4);
+	assert_int_equal(chan_type_min_len(OPVM_REC_MMAP), 56);
+	assert_int_equal(chan_type_min_len(99), 0);
+	assert_string_equal(chan_type_name(OPVM_REC_PROC_EXIT), "PROC_EXIT");
+	assert_string_equal(chan_type_name(0), "UNKNOWN");
+	assert_string_equal(chan_type_name(OPVM_REC_TYPE_MAX), "UNKNOWN");
+	assert_int_equal(chan_strnlen("abc\0def", 7), 3);
+	assert_int_equal(chan_strnlen("abcdefgh", 4), 4);
 }
 
 static void test_decode_only(void **state)

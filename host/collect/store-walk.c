@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The tree walk (store_walk(), host/store.h): every sample file of every
+ * guest of a session, its path components unmangled and its name parsed.
+ * Like the reader it trusts nothing it finds: links, entries that are not
+ * what their level should hold and names that do not parse are skipped and
+ * counted, never followed.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "host/collect/store-priv.h"
+
+struct walk {
+	int (*fn)(const struct store_entry *e, void *arg);
+	void *arg;
+	size_t skipped;
+	struct store_entry e;
+	char path[PATH_MAX];
+	char guest[OPVM_MANGLE_MAX * 2];
+	char app[OPVM_MANGLE_MAX * 2];
+	char image[OPVM_MANGLE_MAX * 2];
+	char event[32];
+};
+
+static bool hidden(const char *n)
+{
+	return n[0] == '.';
+}
+
+typedef int (*level_fn)(struct walk *w, int dfd, const char *name, int depth);
+
+/* Calls fn for every entry of directory dfd; entries that are not
+ * directories (when want_dir) are skipped and counted. */
+static int walk_dir(struct walk *w, int dfd, bool want_dir, level_fn fn, int depth)
+{
+	DIR *d;
+	struct dirent *de;
+	int fd, ret = 0;
+
+	fd = dup(dfd);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	while ((de = readdir(d))) {
+		struct stat sb;
+
+		if (hidden(de->d_name))
+			continue;
+		if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    (want_dir && !S_ISDIR(sb.st_mode)) ||
+		    (!want_dir && !S_ISREG(sb.st_mode))) {
+			if (!(depth == 0 && !strcmp(de->d_name, "session.json")))
+				w->skipped++;
+			continue;
+		}
+		ret = fn(w, dfd, de->d_name, depth);
+		if (ret)
+			break;
+	}
+	closedir(d);
+	return ret;
+}
+
+static size_t path_push(struct walk *w, const char *name)
+{
+	size_t len = strlen(w->path);
+
+	if (len + 1 + strlen(name) >= sizeof(w->path))
+		return (size_t)-1;
+	w->path[len] = '/';
+	strcpy(w->path + len + 1, name);
+	return len;
+}
+
+/* Levels below current/: 0 {root}, 1 <app>, 2 {dep}, 3 {root|kern},
+ * 4 <image>, 5 sample file. */
+static int walk_level(struct walk *w, int dfd, const char *name, int depth)
+{
+	size_t saved;
+	int sub, ret = 0;
+
+	switch (depth) {
+	case 0:
+		if (strcmp(name, ROOT_DIR))
+			goto skip;
+		break;
+	case 1:
+		if (store_unmangle(name, w->app, sizeof(w->app)) < 0)
+			goto skip;
+		break;
+	case 2:
+		if (strcmp(name, DEP_DIR))
+			goto skip;
+		break;
+	case 3:
+		if (!strcmp(name, ROOT_DIR))
+			w->e.kernel = 0;
+		else if (!strcmp(name, KERN_DIR))
+			w->e.kernel = 1;
+		else
+			goto skip;
+		break;
+	case 4:
+		if (store_unmangle(name, w->image, sizeof(w->image)) < 0)
+			goto skip;
+		break;
+	case 5:
+		if (store_leaf_parse(name, &w->e, w->event))
+			goto skip;
+		saved = path_push(w, name);
+		if (saved == (size_t)-1)
+			goto skip;
+		ret = w->fn(&w->e, w->arg);
+		w->path[saved] = '\0';
+		return ret;
+	}
+	saved = path_push(w, name);
+	if (saved == (size_t)-1)
+		goto skip;
+	sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sub < 0) {
+		w->path[saved] = '\0';
+		goto skip;
+	}
+	ret = walk_dir(w, sub, depth + 1 < 5, walk_level, depth + 1);
+	close(sub);
+	w->path[saved] = '\0';
+	return ret;
+skip:
+	w->skipped++;
+	return 0;
+}
+
+int store_walk(const char *session_dir, const char *which,
+	       int (*fn)(const struct store_entry *e, void *arg), void *arg,
+	       size_t *skipped)
+{
+	struct walk *w;
+	DIR *gd = NULL;
+	struct dirent *de;
+	int sfd = -1, gfd = -1, ret = 0;
+
+	if (skipped)
+		*skipped = 0;
+	if (!session_dir || !which || !fn || !*which || strchr(which, '/') ||
+	    !strcmp(which, ".") || !strcmp(which, ".."))
+		return -EINVAL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->fn = fn;
+	w->arg = arg;
+	w->e.path = w->path;
+	w->e.guest = w->guest;
+	w->e.app = w->app;
+	w->e.image = w->image;
+	w->e.event = w->event;
+
+	sfd = open(session_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sfd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	gfd = openat(sfd, "guests", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (gfd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	gd = fdopendir(gfd);
+	if (!gd) {
+		ret = -errno;
+		close(gfd);
+		goto out;
+	}
+	while ((de = readdir(gd))) {
+		int g, s, c;
+		size_t saved;
+
+		if (hidden(de->d_name))
+			continue;
+		if (store_unmangle(de->d_name, w->guest, sizeof(w->guest)) < 0) {
+			w->skipped++;
+			continue;
+		}
+		g = openat(gfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (g < 0) {
+			w->skipped++;
+			continue;
+		}
+		s = openat(g, "samples", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(g);
+		if (s < 0)
+			continue;
+		c = openat(s, which, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(s);
+		if (c < 0) {
+			if (errno != ENOENT)
+				w->skipped++;
+			continue;
+		}
+		if (snprintf(w->path, sizeof(w->path), "%s/guests/%s/samples/%s",
+			     session_dir, de->d_name, which) >= (int)sizeof(w->path)) {
+			close(c);
+			w->skipped++;
+			continue;
+		}
+		saved = strlen(w->path);
+		ret = walk_dir(w, c, true, walk_level, 0);
+		w->path[saved] = '\0';
+		close(c);
+		if (ret)
+			break;
+	}
+out:
+	if (gd)
+		closedir(gd);
+	if (sfd >= 0)
+		close(sfd);
+	if (skipped)
+		*skipped = w->skipped;
+	free(w);
+	return ret;
+}
