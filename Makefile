@@ -77,11 +77,10 @@ endef
 $(foreach d,$(LIBDIRS),$(eval $(call lib_template,$(d))))
 
 # host depends on vmm, symbols and events; everything depends on lib (the
-# floor).  List users before what they use for static linking (host objects
-# pulled in by the second libhost.a may still need vmm: the decoder checks
-# HELLO's switch rings with vmm/timeline's rules).
+# floor).  Users come before what they use, each library once: nothing below
+# host/ calls back up into it (tests/integration/layering.sh).
 LIBS := $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/libsymbols.a \
-	$(BUILD)/libevents.a $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/liblib.a
+	$(BUILD)/libevents.a $(BUILD)/liblib.a
 
 PROTO_SRCS := $(wildcard host/report/*.proto)
 

@@ -8,7 +8,7 @@
 # the test (exit 1) if either step does.
 make_fixture() {
 	local dir=$1 libs="" san="" l
-	for l in libhost libvmm libsymbols libevents libhost liblib; do libs="$libs $BUILD/$l.a"; done
+	for l in libhost libvmm libsymbols libevents liblib; do libs="$libs $BUILD/$l.a"; done
 	# libraries of a SAN= build need the sanitizer runtimes
 	nm "$BUILD/libhost.a" 2>/dev/null | grep -q __asan_ && san="-fsanitize=address,undefined"
 	nm "$BUILD/libhost.a" 2>/dev/null | grep -q __ubsan_ && [ -z "$san" ] && san="-fsanitize=undefined"

@@ -65,6 +65,10 @@ struct stop {
 	struct opvm_slot slot[MAX_VCPUS];
 };
 
+struct tally {
+	unsigned agree, total, mismatch, unknown, torn, nobracket;
+};
+
 struct check {
 	struct qmp *q;
 	unsigned walk_tried, walk_agree, walk_failed, walk_user;
@@ -75,6 +79,8 @@ struct check {
 	uint32_t stride, entries;
 	struct stop *stops;
 	unsigned nstops;
+	unsigned judged;	/* stops[0..judged) are in the tally */
+	struct tally t;
 };
 
 static uint64_t host_tsc(void)
@@ -236,9 +242,6 @@ static void check_walk(struct check *c, const struct gdbstub_regs *r0,
 	}
 }
 
-struct tally {
-	unsigned agree, total, mismatch, unknown, torn, nobracket;
-};
 
 /* One stop against the timeline.  Returns -EAGAIN to ask again later. */
 static int judge(struct check *c, const struct stop *s, struct tally *t)
@@ -275,6 +278,19 @@ static int judge(struct check *c, const struct stop *s, struct tally *t)
 	return 0;
 }
 
+/*
+ * Judges every stop whose bracket has closed, in order, while its switches
+ * are still in the timeline's bounded mirror (opvm joins samples as they
+ * come, never hours later; a check that waited to the end would look up
+ * stops whose entries the mirror has long let go).
+ */
+static void judge_ready(struct check *c)
+{
+	while (c->judged < c->nstops &&
+	       judge(c, &c->stops[c->judged], &c->t) != -EAGAIN)
+		c->judged++;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: switch-check --qmp SOCK --gdb SOCK --chan SOCK "
@@ -294,6 +310,7 @@ static int sample_loop(struct check *c, struct gdbstub *gs, const struct gstate_
 		sleep_ms(interval_ms);
 		timeline_refresh(c->tl, c->mem, UINT64_MAX - 1);
 		close_brackets(c);
+		judge_ready(c);
 		rc = gdbstub_stop_sample(gs, regs, c->nr, h->slot_pa, slots,
 					 c->nr * sizeof(struct opvm_slot), 0,
 					 &merr, &stopped);
@@ -318,6 +335,7 @@ static int sample_loop(struct check *c, struct gdbstub *gs, const struct gstate_
 		sleep_ms(50);
 		timeline_refresh(c->tl, c->mem, UINT64_MAX - 1);
 		close_brackets(c);
+		judge_ready(c);
 	}
 	return 0;
 }
@@ -418,9 +436,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "switch-check: sampling: %s\n", strerror(-rc));
 		goto out;
 	}
-	for (unsigned i = 0; i < c.nstops; i++)
-		if (judge(&c, &c.stops[i], &t) == -EAGAIN)
-			t.total += c.nr, t.unknown += c.nr;
+	judge_ready(&c);
+	for (unsigned i = c.judged; i < c.nstops; i++)	/* never bracketed */
+		c.t.total += c.nr, c.t.unknown += c.nr;
+	t = c.t;
 	timeline_get_stats(c.tl, &ts);
 	print_offsets(&c);
 	printf("timeline: %" PRIu64 " switches read, %" PRIu64 " overrun, %" PRIu64
