@@ -160,7 +160,7 @@ static int open_monitors(struct attach *a, struct virt *v, struct vm_monitor **m
 		if (!a->qmp_path && !vm_monitor_channel(mons[i])[0])
 			pr_warn("domain '%s' has no <channel type='unix'> with target name "
 				"org.opvm.0: profiling without process names (docs/usage.md "
-				"shows the XML to add)", names[i]);
+				"shows the XML to add)", vm_monitor_name(mons[i]));
 	}
 	return 0;
 }
