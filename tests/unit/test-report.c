@@ -915,7 +915,7 @@ static void test_hostile_names(void **state)
 	snprintf(dir, sizeof(dir), "%s/hostile.pb.gz", fx.dir);
 	f = fopen(dir, "we");
 	assert_non_null(f);
-	assert_int_equal(report_export_pprof(f, r), 0);
+	assert_int_equal(report_export_pprof(f, r, NULL), 0);
 	assert_int_equal(fclose(f), 0);
 	if (system("command -v go >/dev/null 2>&1") == 0) {
 		char cmd[PATH_MAX * 4];
