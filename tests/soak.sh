@@ -31,21 +31,7 @@ secs=$(awk -v m="$SOAK_MINUTES" 'BEGIN { printf "%d", m * 60 }')
 [ "$secs" -ge 120 ] || fail "SOAK_MINUTES=$SOAK_MINUTES: give at least 2 minutes"
 warm=$((secs / 5)); [ $warm -lt 90 ] && warm=90
 
-qemu-system-x86_64 -accel tcg -m 512 -smp 2 -nodefaults -display none \
-	-qmp "unix:$T/qmp,server=on,wait=off" \
-	-serial "file:$T/console.log" \
-	-device virtio-serial-pci,id=ser \
-	-chardev "socket,id=opvm0,path=$T/chan,server=on,wait=off" \
-	-device virtserialport,bus=ser.0,chardev=opvm0,name=org.opvm.0 \
-	-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio.gz" \
-	-append "console=ttyS0 quiet opvm.workload=forker opvm.args=100000000" \
-	> "$T/qemu.log" 2>&1 &
-CLEAN_PIDS=$!
-for _ in $(seq 750); do
-	grep -aq "OPVM-READY" "$T/console.log" 2>/dev/null && break
-	sleep 0.2
-done
-grep -aq "OPVM-READY kmod=1" "$T/console.log" || fail "the guest did not load opvm.ko"
+boot_channel_guest 512 "opvm.workload=forker opvm.args=100000000"
 
 python3 tests/integration/hostile-relay.py --upstream "$T/chan" --listen "$T/relay" \
 	--rename-hz 400 --mmap-hz 200 --stats "$T/relay.stats" > "$T/relay.log" 2>&1 &

@@ -21,21 +21,7 @@ PROCS=20000 EXIT_HZ=4000 DURATION=12
 # per exit cost ~66 µs at 20000 processes (bench-gstate), ~1 µs without.
 MAX_US_PER_EXIT=25
 
-qemu-system-x86_64 -accel tcg -m 384 -smp 2 -nodefaults -display none \
-	-qmp "unix:$T/qmp,server=on,wait=off" \
-	-serial "file:$T/console.log" \
-	-device virtio-serial-pci,id=ser \
-	-chardev "socket,id=opvm0,path=$T/chan,server=on,wait=off" \
-	-device virtserialport,bus=ser.0,chardev=opvm0,name=org.opvm.0 \
-	-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio.gz" \
-	-append "console=ttyS0 quiet opvm.workload=cpuloop opvm.args=400000000,50" \
-	> "$T/qemu.log" 2>&1 &
-CLEAN_PIDS=$!
-for _ in $(seq 750); do
-	grep -aq "OPVM-READY" "$T/console.log" 2>/dev/null && break
-	sleep 0.2
-done
-grep -aq "OPVM-READY kmod=1" "$T/console.log" || fail "the guest did not load opvm.ko"
+boot_channel_guest 384 "opvm.workload=cpuloop opvm.args=400000000,50"
 
 python3 tests/integration/hostile-relay.py --upstream "$T/chan" --listen "$T/relay" \
 	--procs $PROCS --exit-hz $EXIT_HZ --hostile-names --stats "$T/relay.stats" \

@@ -75,3 +75,25 @@ no_tcp_listener() {
 	done
 	echo "checked: ss -ltnp shows no TCP listener by $*"
 }
+
+# boot_channel_guest MEM_MB APPEND: the test image under TCG with a QMP
+# socket ($T/qmp) and the org.opvm.0 port on $T/chan; waits until its init
+# has loaded opvm.ko.  Sets qpid and CLEAN_PIDS.
+boot_channel_guest() {
+	qemu-system-x86_64 -accel tcg -m "$1" -smp 2 -nodefaults -display none \
+		-qmp "unix:$T/qmp,server=on,wait=off" \
+		-serial "file:$T/console.log" \
+		-device virtio-serial-pci,id=ser \
+		-chardev "socket,id=opvm0,path=$T/chan,server=on,wait=off" \
+		-device virtserialport,bus=ser.0,chardev=opvm0,name=org.opvm.0 \
+		-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio.gz" \
+		-append "console=ttyS0 quiet $2" \
+		> "$T/qemu.log" 2>&1 &
+	qpid=$!
+	CLEAN_PIDS="$qpid $CLEAN_PIDS"
+	for _ in $(seq 750); do
+		grep -aq "OPVM-READY" "$T/console.log" 2>/dev/null && break
+		sleep 0.2
+	done
+	grep -aq "OPVM-READY kmod=1" "$T/console.log" || fail "the guest did not load opvm.ko"
+}

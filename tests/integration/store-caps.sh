@@ -12,21 +12,7 @@ mk_tmp store-caps
 
 MAX_FILES=150 MAX_DIRS=700 MAX_MAPPED=12 MAX_DISK_KB=4096 RSS_MAX_KB=65536
 
-qemu-system-x86_64 -accel tcg -m 384 -smp 2 -nodefaults -display none \
-	-qmp "unix:$T/qmp,server=on,wait=off" \
-	-serial "file:$T/console.log" \
-	-device virtio-serial-pci,id=ser \
-	-chardev "socket,id=opvm0,path=$T/chan,server=on,wait=off" \
-	-device virtserialport,bus=ser.0,chardev=opvm0,name=org.opvm.0 \
-	-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio.gz" \
-	-append "console=ttyS0 quiet opvm.workload=cpuloop opvm.args=400000000,50" \
-	> "$T/qemu.log" 2>&1 &
-CLEAN_PIDS=$!
-for _ in $(seq 750); do
-	grep -aq "OPVM-READY" "$T/console.log" 2>/dev/null && break
-	sleep 0.2
-done
-grep -aq "OPVM-READY kmod=1" "$T/console.log" || fail "the guest did not load opvm.ko"
+boot_channel_guest 384 "opvm.workload=cpuloop opvm.args=400000000,50"
 
 python3 tests/integration/hostile-relay.py --upstream "$T/chan" --listen "$T/relay" \
 	--rename-hz 400 --stats "$T/relay.stats" > "$T/relay.log" 2>&1 &
