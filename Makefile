@@ -175,13 +175,15 @@ check check-integration bench: $(KVM_GUESTS)
 # <<< kvm synthetic guests ---------------------------------------------------
 
 # ---- top-level targets -----------------------------------------------------
-check: $(BUILD)/opvm $(UNIT_BINS) $(FUZZ_BINS) $(TOOL_BINS)
+# The test image first: integration tests that boot it would otherwise say
+# SKIP on a fresh checkout until some later test happened to build it.
+check: $(BUILD)/opvm $(UNIT_BINS) $(FUZZ_BINS) $(TOOL_BINS) images
 	$(Q)BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_CHECK_SECONDS) tests/run-tests.sh
 
 check-unit: $(UNIT_BINS)
 	$(Q)BUILD=$(BUILD) tests/run-tests.sh --unit
 
-check-integration: $(BUILD)/opvm $(TOOL_BINS)
+check-integration: $(BUILD)/opvm $(TOOL_BINS) images
 	$(Q)BUILD=$(BUILD) tests/run-tests.sh --integration
 
 bench: $(BUILD)/opvm $(BENCH_BINS)
