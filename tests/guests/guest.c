@@ -111,8 +111,11 @@ static uint64_t pt[2][512] __attribute__((aligned(4096)));
 static uint8_t ustack[2][4 * 4096] __attribute__((aligned(4096)));
 static struct opvm_slot slots[1] __attribute__((aligned(64)));
 /* The per-vCPU task-switch ring, written as opvm.ko writes it (protocol in
- * opvm_proto.h), for hosts that sample without stopping the guest. */
-#define SW_ENTRIES	64
+ * opvm_proto.h), for hosts that sample without stopping the guest.  Sized
+ * like opvm.ko's (4096 there) relative to the switch rate: with 64 entries a
+ * host under load (a refresh delayed by > 64 switches) lost entries to
+ * overrun, and the samples in each lost interval went unnamed. */
+#define SW_ENTRIES	1024
 static struct {
 	struct opvm_switch_ring_hdr h;
 	struct opvm_switch e[SW_ENTRIES];
