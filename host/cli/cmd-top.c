@@ -4,7 +4,6 @@
  * (--once, text or JSON).  The figures come from host/collect/hoststats.h.
  */
 #include <errno.h>
-#include <langinfo.h>
 #include <locale.h>
 #include <signal.h>
 #include <stdio.h>
@@ -45,50 +44,6 @@ static void top_usage(FILE *f)
 "  --guest-root DIR, --system-map FILE\n"
 "                      passed to opvm report for the p key's symbols\n"
 "  --session-base DIR  where the p key's sessions go (default $TMPDIR or /tmp)\n");
-}
-
-const char *top_dash(void)
-{
-	static const char *dash;
-
-	if (!dash) {
-		const char *cs = nl_langinfo(CODESET);
-
-		dash = cs && !strcmp(cs, "UTF-8") ? "\u2014" : "-";
-	}
-	return dash;
-}
-
-int top_match(const struct top_opts *o, const struct hs_guest *g)
-{
-	return !o->filter || !o->filter[0] || strstr(g->name, o->filter);
-}
-
-void top_reasons_cell(const struct hs_guest *g, char *buf, size_t cap)
-{
-	unsigned top[3], n;
-	size_t off = 0;
-
-	buf[0] = '\0';
-	if (!g->has_exits) {
-		snprintf(buf, cap, "%s", g->accel == PS_ACCEL_KVM ? "(no counters)" : "(tcg)");
-		return;
-	}
-	if (g->fresh) {
-		snprintf(buf, cap, "(first reading)");
-		return;
-	}
-	n = hoststats_top_reasons(g, top, 3);
-	for (unsigned i = 0; i < n; i++) {
-		char one[48];
-		int l = snprintf(one, sizeof(one), "%s%s %.0f", i ? " " : "",
-				 kvmstat_reason_label(top[i]), g->reason_ps[top[i]]);
-
-		if (l < 0 || off + (size_t)l >= cap)
-			break;		/* whole reasons only */
-		memcpy(buf + off, one, (size_t)l + 1);
-		off += (size_t)l;
-	}
 }
 
 static void print_text(struct hoststats *h, const struct top_opts *o)

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The cells opvm top's two views share: the --once text table (cmd-top.c)
+ * and the full-screen view (top-view.c) fill their columns alike.
+ */
+#include <langinfo.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "host/cli/top.h"
+#include "host/collect/hoststats.h"
+#include "vmm/kvmstat.h"
+
+const char *top_dash(void)
+{
+	static const char *dash;
+
+	if (!dash) {
+		const char *cs = nl_langinfo(CODESET);
+
+		dash = cs && !strcmp(cs, "UTF-8") ? "\u2014" : "-";
+	}
+	return dash;
+}
+
+int top_match(const struct top_opts *o, const struct hs_guest *g)
+{
+	return !o->filter || !o->filter[0] || strstr(g->name, o->filter);
+}
+
+void top_reasons_cell(const struct hs_guest *g, char *buf, size_t cap)
+{
+	unsigned top[3], n;
+	size_t off = 0;
+
+	buf[0] = '\0';
+	if (!g->has_exits) {
+		snprintf(buf, cap, "%s", g->accel == PS_ACCEL_KVM ? "(no counters)" : "(tcg)");
+		return;
+	}
+	if (g->fresh) {
+		snprintf(buf, cap, "(first reading)");
+		return;
+	}
+	n = hoststats_top_reasons(g, top, 3);
+	for (unsigned i = 0; i < n; i++) {
+		char one[48];
+		int l = snprintf(one, sizeof(one), "%s%s %.0f", i ? " " : "",
+				 kvmstat_reason_label(top[i]), g->reason_ps[top[i]]);
+
+		if (l < 0 || off + (size_t)l >= cap)
+			break;		/* whole reasons only */
+		memcpy(buf + off, one, (size_t)l + 1);
+		off += (size_t)l;
+	}
+}
