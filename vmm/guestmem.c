@@ -207,13 +207,13 @@ static int mtree_line(const char *line, uint64_t *start, uint64_t *end)
 
 /* The host address of gpa from `gpa2hva`: "Host virtual address for 0x0
  * (pc.ram) is 0x7f...".  Returns 0 or -errno. */
-static int qemu_gpa2hva(struct qmp *q, uint64_t gpa, uint64_t *hva)
+static int monitor_gpa2hva(guestmem_hmp_fn hmp, void *arg, uint64_t gpa, uint64_t *hva)
 {
 	char cmd[64], *out = NULL, *is;
 	int rc;
 
 	snprintf(cmd, sizeof(cmd), "gpa2hva 0x%" PRIx64, gpa);
-	rc = qmp_hmp(q, cmd, &out, QMP_TIMEOUT_MS);
+	rc = hmp(arg, cmd, &out);
 	if (rc)
 		return rc;
 	is = out ? strstr(out, " is 0x") : NULL;
@@ -227,12 +227,12 @@ static int qemu_gpa2hva(struct qmp *q, uint64_t gpa, uint64_t *hva)
  * in the flat view, each with its host address.  A region whose host
  * address QEMU will not give (none mapped) is left out.
  */
-int guestmem_add_qemu_ranges(struct guestmem *m, struct qmp *q)
+int guestmem_add_monitor_ranges(struct guestmem *m, guestmem_hmp_fn hmp, void *arg)
 {
 	char *out = NULL, *line, *save = NULL;
 	int rc, in_memory = 0, added = 0;
 
-	rc = qmp_hmp(q, "info mtree -f", &out, QMP_TIMEOUT_MS);
+	rc = hmp(arg, "info mtree -f", &out);
 	if (rc)
 		return rc;
 	if (!out)
@@ -250,7 +250,7 @@ int guestmem_add_qemu_ranges(struct guestmem *m, struct qmp *q)
 			in_memory = 1;
 		if (!in_memory || !mtree_line(line, &start, &end))
 			continue;
-		if (qemu_gpa2hva(q, start, &hva))
+		if (monitor_gpa2hva(hmp, arg, start, &hva))
 			continue;
 		rc = guestmem_add_range(m, start, end - start + 1, hva);
 		if (rc && rc != -EEXIST && rc != -EINVAL)
@@ -262,4 +262,14 @@ int guestmem_add_qemu_ranges(struct guestmem *m, struct qmp *q)
 	if (rc)
 		return rc;
 	return added ? 0 : -ENXIO;
+}
+
+int guestmem_qmp_hmp(void *qmp, const char *cmd, char **out)
+{
+	return qmp_hmp(qmp, cmd, out, QMP_TIMEOUT_MS);
+}
+
+int guestmem_add_qemu_ranges(struct guestmem *m, struct qmp *q)
+{
+	return guestmem_add_monitor_ranges(m, guestmem_qmp_hmp, q);
 }

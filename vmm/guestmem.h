@@ -40,9 +40,17 @@ void guestmem_close(struct guestmem *m);	/* NULL-safe */
 int guestmem_add_range(struct guestmem *m, uint64_t gpa, uint64_t len,
 		       uint64_t hva);
 
+/* Runs one HMP command on a QEMU's monitor (QMP human-monitor-command, or
+ * libvirt's monitor passthrough); *out is malloc'd.  0 or -errno. */
+typedef int (*guestmem_hmp_fn)(void *arg, const char *cmd, char **out);
+
 /* Fills the ranges of a QEMU guest from its monitor: the RAM and ROM regions
  * of the system address space (`info mtree -f`), each at its `gpa2hva`
  * address.  Returns 0, -ENXIO (no region found) or -errno. */
+int guestmem_add_monitor_ranges(struct guestmem *m, guestmem_hmp_fn hmp, void *arg);
+/* A guestmem_hmp_fn for a QMP connection (arg: struct qmp *). */
+int guestmem_qmp_hmp(void *qmp, const char *cmd, char **out);
+/* guestmem_add_monitor_ranges() through a QMP connection. */
 int guestmem_add_qemu_ranges(struct guestmem *m, struct qmp *q);
 
 /* Number of ranges held. */

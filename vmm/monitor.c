@@ -129,6 +129,14 @@ const char *vm_monitor_channel(const struct vm_monitor *m)
 	return m->chan_path;
 }
 
+int vm_monitor_set_channel(struct vm_monitor *m, const char *path)
+{
+	if (strlen(path) >= sizeof(m->chan_path))
+		return -ENAMETOOLONG;
+	snprintf(m->chan_path, sizeof(m->chan_path), "%s", path);
+	return 0;
+}
+
 /* The QMP connection, opened again if vm_monitor_idle() dropped it. */
 static struct qmp *monitor_qmp(struct vm_monitor *m)
 {

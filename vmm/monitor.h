@@ -46,6 +46,10 @@ const char *vm_monitor_name(const struct vm_monitor *m);
 const char *vm_monitor_how(const struct vm_monitor *m);	/* "libvirt domain", "QMP socket" */
 /* The org.opvm.0 channel's unix socket path, or "" if the guest has none. */
 const char *vm_monitor_channel(const struct vm_monitor *m);
+/* The guest's opvm port is this unix socket instead (a domain whose port is
+ * not a virtio channel named org.opvm.0, e.g. a serial port).  0 or
+ * -ENAMETOOLONG. */
+int vm_monitor_set_channel(struct vm_monitor *m, const char *path);
 /* 1 if the guest runs, 0 if paused, or -errno. */
 int vm_monitor_running(struct vm_monitor *m);
 

@@ -4,9 +4,8 @@
  * in another process through host perf on its vCPU threads, never stopping
  * it (vmm/perf-sampler.h).  The guest is a QEMU reached through QMP (vCPU
  * threads, guest RAM for the task-switch rings), a libvirt domain (vCPU
- * threads through the monitor passthrough; guest RAM is not reachable that
- * way, so no task names), or an `opvm run --vmm=kvm` process (its runtime
- * descriptor).
+ * threads and guest RAM through the monitor passthrough), or an `opvm run
+ * --vmm=kvm` process (its runtime descriptor).
  */
 #include <errno.h>
 #include <jansson.h>
@@ -132,6 +131,14 @@ static int vcpu_threads(struct vm_monitor *mon, pid_t *tids, unsigned max)
 	return n;
 }
 
+/* guestmem_hmp_fn over a vm_monitor (libvirt's passthrough). */
+static int monitor_hmp(void *arg, const char *cmd, char **out)
+{
+	char err[256];
+
+	return vm_monitor_hmp(arg, cmd, out, err, sizeof(err));
+}
+
 /* The sampler for the guest behind mon. */
 static struct sampler *make_sampler(struct pattach *pa, struct pattach_guest *g,
 				    struct vm_monitor *mon, struct backend_target *t,
@@ -147,14 +154,14 @@ static struct sampler *make_sampler(struct pattach *pa, struct pattach_guest *g,
 	q = vm_monitor_qmp_conn(mon);
 	if (q)
 		return perf_target_qmp(pc, q, err, errlen);
-	/* libvirt: threads through its monitor passthrough; guest RAM is not
-	 * reachable that way, so no switch rings (no task names). */
+	/* libvirt: vCPU threads and guest RAM (gpa2hva) through its monitor
+	 * passthrough. */
 	n = vcpu_threads(mon, tids, PERF_SAMPLER_MAX_VCPUS);
 	if (n <= 0) {
 		util_seterr(err, errlen, "query-cpus-fast: %s", strerror(n < 0 ? -n : EPROTO));
 		return NULL;
 	}
-	return perf_target_threads(pc, tids, (unsigned)n, NULL, err, errlen);
+	return perf_target_monitor(pc, tids, (unsigned)n, monitor_hmp, mon, err, errlen);
 }
 
 static int pattach_open(void *st, struct vm_monitor *mon, struct backend_target *t,

@@ -37,6 +37,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "vmm/guestmem.h"
 #include "vmm/sampler.h"
 
 struct guestmem;
@@ -129,6 +130,14 @@ int perf_target_qmp_kvm(struct qmp *q);
  * NULL, taken) maps its guest RAM.  NULL + errno, with err set. */
 struct sampler *perf_target_threads(struct perf_sampler_config *cfg, const pid_t *tids,
 				    unsigned n, struct guestmem *mem, char *err, size_t errlen);
+
+/* A sampler for the QEMU whose vCPU threads are tids[0..n) and whose
+ * monitor runs HMP commands through hmp(arg, ...): guest RAM from `info
+ * mtree -f` and gpa2hva, for the switch rings (without it, samples come
+ * with no task names).  NULL + errno, with err set. */
+struct sampler *perf_target_monitor(struct perf_sampler_config *cfg, const pid_t *tids,
+				    unsigned n, guestmem_hmp_fn hmp, void *arg,
+				    char *err, size_t errlen);
 
 /* A sampler for the QEMU behind q: vCPU threads from query-cpus-fast, the
  * process from their Tgid, guest RAM from the monitor (gpa2hva).  cfg gives

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Where a perf sampler's vCPUs are (vmm/perf-sampler.h): a QEMU found by
- * its QMP socket, or a built-in VMM (`opvm run --vmm=kvm`) found by its
+ * its QMP socket or its libvirt monitor, or a built-in VMM (`opvm run --vmm=kvm`) found by its
  * process id and runtime descriptor (vmm/kvm-desc.h).
  */
 #include <dirent.h>
@@ -78,11 +78,25 @@ struct sampler *perf_target_threads(struct perf_sampler_config *cfg, const pid_t
 	return perf_sampler_new(cfg, err, errlen);
 }
 
+struct sampler *perf_target_monitor(struct perf_sampler_config *cfg, const pid_t *tids,
+				    unsigned n, guestmem_hmp_fn hmp, void *arg,
+				    char *err, size_t errlen)
+{
+	struct guestmem *mem = n ? guestmem_open(thread_tgid(tids[0])) : NULL;
+
+	/* Guest RAM for the switch rings; without it samples still come, with
+	 * no task (the summary says so). */
+	if (mem && guestmem_add_monitor_ranges(mem, hmp, arg)) {
+		guestmem_close(mem);
+		mem = NULL;
+	}
+	return perf_target_threads(cfg, tids, n, mem, err, errlen);
+}
+
 struct sampler *perf_target_qmp(struct perf_sampler_config *cfg, struct qmp *q,
 				char *err, size_t errlen)
 {
 	pid_t tids[PERF_SAMPLER_MAX_VCPUS];
-	struct guestmem *mem;
 	int n;
 
 	n = qmp_vcpu_threads(q, tids, PERF_SAMPLER_MAX_VCPUS, QMP_MS);
@@ -92,14 +106,7 @@ struct sampler *perf_target_qmp(struct perf_sampler_config *cfg, struct qmp *q,
 		errno = n < 0 ? -n : EPROTO;
 		return NULL;
 	}
-	/* Guest RAM for the switch rings; without it samples still come, with
-	 * no task (the summary says so). */
-	mem = guestmem_open(thread_tgid(tids[0]));
-	if (mem && guestmem_add_qemu_ranges(mem, q)) {
-		guestmem_close(mem);
-		mem = NULL;
-	}
-	return perf_target_threads(cfg, tids, (unsigned)n, mem, err, errlen);
+	return perf_target_monitor(cfg, tids, (unsigned)n, guestmem_qmp_hmp, q, err, errlen);
 }
 
 /* The vCPU threads of a built-in VMM, by their names. */

@@ -93,7 +93,8 @@ static const char attach_usage[] =
 "  -c, --connect URI  libvirt URI (default $LIBVIRT_DEFAULT_URI, else\n"
 "                     qemu:///system); DOMAIN is a name, ID or UUID, as in virsh\n"
 "  --qmp SOCKET       a QEMU started by hand with -qmp unix:SOCKET,server=on\n"
-"  --channel SOCKET   with --qmp: the org.opvm.0 port's unix socket\n"
+"  --channel SOCKET   with --qmp or one DOMAIN: the guest's opvm port's unix\n"
+"                     socket (for a domain: instead of its org.opvm.0 channel)\n"
 "  --name NAME        with --qmp or --pid: the guest's name in the session\n"
 "                     (default qmp, vmm-PID)\n"
 "  --pid PID          an `opvm run --vmm=kvm` guest, sampled from outside\n"
@@ -114,8 +115,9 @@ static int check_guests(struct attach *a)
 		       "gdbstub (drop --sampler %s)", a->sampler);
 		return 2;
 	}
-	if (a->chan && !a->qmp_path) {
-		pr_err("--channel goes with --qmp; libvirt domains name their channel in their XML");
+	if (a->chan && !a->qmp_path && a->nr_doms != 1) {
+		pr_err("--channel goes with --qmp or one DOMAIN (other domains name their "
+		       "org.opvm.0 channel in their XML)");
 		return 2;
 	}
 	return 0;
@@ -155,6 +157,10 @@ static int open_monitors(struct attach *a, struct virt *v, struct vm_monitor **m
 			mons[i] = vm_monitor_open_domain(v, names[i], err, sizeof(err));
 		if (!mons[i]) {
 			pr_err("%s", err[0] ? err : strerror(errno));
+			return 1;
+		}
+		if (a->chan && !a->qmp_path && vm_monitor_set_channel(mons[i], a->chan)) {
+			pr_err("--channel %s: path too long", a->chan);
 			return 1;
 		}
 		if (!a->qmp_path && !vm_monitor_channel(mons[i])[0])

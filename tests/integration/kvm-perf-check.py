@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+# The perf backend's ground-truth check, shared by tests/integration/kvm-perf-*
+# and libvirt-kvm-perf: the synthetic guest (tests/guests/) runs two
+# processes on the same ring-3 addresses in two address spaces and prints
+# its own truth; opvm attach sampled it with host perf.
+#   kvm-perf-check.py NAME REPORT.json CONSOLE ATTACH-OUTPUT
+# Asserted:
+#   - the A:B split of user samples within 2 percentage points of the truth;
+#   - >= 99.5 % of func_a/func_b samples in the right address space (func_a
+#     only in process 1, func_b only in process 2), none outside /user.elf;
+#   - host-mode samples filed: 0 (filed == guest-mode read);
+#   - the share named by the switch ring (>= 90 %: docs/kvm.md);
+#   - mode perf-timer, event cpu-clock (this host has no PMU).
+import json, re, sys
+
+name, rep_path, con_path, out_path = sys.argv[1:5]
+rep = json.load(open(rep_path))
+con = open(con_path, errors="replace").read()
+out = open(out_path).read()
+fails = []
+# The truth is the vCPU thread's CPU time per process where the VMM gives
+# it (the built-in VMM's cputime port), else the work each process did.
+ta = tb = 0
+for pat in (r"truth cpu_us user_a=(\d+) user_b=(\d+)", r"truth work a=(\d+) b=(\d+)"):
+    m = re.search(pat, con)
+    if m and not ta + tb:
+        ta, tb = map(int, m.groups())
+if not ta + tb:
+    print("FAIL: no truth line on the guest's console")
+    sys.exit(1)
+gu, gk, host = map(int, re.search(
+    r"perf samples: (\d+) guest user, (\d+) guest kernel; (\d+) host-mode", out).groups())
+named = int(re.search(r"switch rings: (\d+) named", out).group(1))
+a = b = right = wrong = 0
+for s in rep["symbols"]:
+    n = s["samples"]
+    if s["kernel"] or s["app"] == "{anon-cr3:0x0}":
+        continue    # unnamed ones are counted by the named share below
+    if s["image"] != "/user.elf":
+        fails.append("user sample outside the guest's /user.elf: %s" % s)
+        continue
+    a += n if s["tgid"] == 1 else 0
+    b += n if s["tgid"] == 2 else 0
+    if (s["tgid"], s["symbol"]) in ((1, "func_a"), (2, "func_b")):
+        right += n
+    elif s["symbol"] in ("func_a", "func_b"):
+        wrong += n
+total = rep["total_samples"]
+ab = 100.0 * a / max(a + b, 1)
+truth = 100.0 * ta / (ta + tb)
+rightpct = 100.0 * right / max(right + wrong, 1)
+namedpct = 100.0 * named / max(gu + gk, 1)
+print("RESULT %s samples=%d (guest user %d, kernel %d; host-mode seen %d, filed %d)"
+      % (name, total, gu, gk, host, total - gu - gk))
+print("RESULT A share of user: %.2f%% (guest truth %.2f%%)" % (ab, truth))
+print("RESULT right address space: %.3f%% of %d func_a/func_b samples; named by the "
+      "switch ring: %.3f%%" % (rightpct, right + wrong, namedpct))
+if total < 1000:
+    fails.append("only %d samples" % total)
+if total != gu + gk:
+    fails.append("%d samples filed, %d guest-mode read: host-mode ones filed?"
+                 % (total, gu + gk))
+if abs(ab - truth) > 2:
+    fails.append("A:B split %.2f%% vs truth %.2f%%" % (ab, truth))
+if rightpct < 99.5:
+    fails.append("only %.3f%% in the right address space" % rightpct)
+# The measures are the split and the address space (asserted
+# above).  The share named by the ring varied 94.7-100 % between fresh runs
+# at low load (docs/kvm.md); 90 % still catches a join that does not work.
+if namedpct < 90:
+    fails.append("only %.3f%% named by the switch ring" % namedpct)
+if "sampler perf, event cpu-clock;" not in out or rep.get("mode") != "perf-timer":
+    fails.append("the summary or report does not say sampler perf / mode perf-timer")
+for f in fails:
+    print("FAIL:", f)
+sys.exit(1 if fails else 0)
