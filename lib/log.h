@@ -8,11 +8,14 @@
 
 #include <stdio.h>
 
+#include "lib/util.h"
+
 extern int opvm_verbose;	/* -v count, set by main() */
 
-#define pr_err(fmt, ...)	fprintf(stderr, "opvm: error: " fmt "\n", ##__VA_ARGS__)
-#define pr_warn(fmt, ...)	fprintf(stderr, "opvm: warning: " fmt "\n", ##__VA_ARGS__)
-#define pr_info(fmt, ...)	fprintf(stderr, "opvm: " fmt "\n", ##__VA_ARGS__)
+/* Broken at spaces to fit 80 columns; continuation lines indented. */
+#define pr_err(fmt, ...)	util_fprintf_wrapped(stderr, 2, "opvm: error: " fmt, ##__VA_ARGS__)
+#define pr_warn(fmt, ...)	util_fprintf_wrapped(stderr, 2, "opvm: warning: " fmt, ##__VA_ARGS__)
+#define pr_info(fmt, ...)	util_fprintf_wrapped(stderr, 2, "opvm: " fmt, ##__VA_ARGS__)
 #define pr_debug(fmt, ...)						\
 	do {								\
 		if (opvm_verbose)					\

@@ -539,7 +539,7 @@ static void top_apps(const struct sum_ctx *sc, size_t i)
 		if (!shown++)
 			printf("  top applications:\n");
 		printf("    %6.2f%%  %8llu  %s\n", 100.0 * sc->apps[k].samples / sc->totals[i],
-		       (unsigned long long)sc->apps[k].samples, sc->apps[k].app);
+		       (unsigned long long)sc->apps[k].samples, store_app_label(sc->apps[k].app));
 	}
 }
 

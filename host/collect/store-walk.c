@@ -234,3 +234,12 @@ out:
 	free(w);
 	return ret;
 }
+
+const char *store_app_label(const char *app)
+{
+	if (app && !strcmp(app, "{idle}"))
+		return STORE_APP_IDLE;
+	if (app && !strcmp(app, "{boot}"))
+		return STORE_APP_BOOT;
+	return app;
+}

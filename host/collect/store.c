@@ -845,7 +845,7 @@ static void key_normalise(const struct store *st, const struct store_key *k,
 	n->image = k->image;
 	n->kernel = !!k->kernel;
 	n->app = k->app ? k->app : k->image;
-	if (n->kernel ? !(sep & OPVM_SEP_KERNEL) : !(sep & OPVM_SEP_LIB))
+	if (!k->own_app && (n->kernel ? !(sep & OPVM_SEP_KERNEL) : !(sep & OPVM_SEP_LIB)))
 		n->app = k->image;
 	n->event = k->event;
 	n->tgid = k->tgid < 0 ? -1 : k->tgid;

@@ -63,6 +63,7 @@ struct store_key {
 	const char *app;	/* application image path; NULL: same as image */
 	const char *image;	/* image path, "vmlinux", or a module name */
 	int kernel;		/* 1: image is the kernel or a module ({kern}) */
+	int own_app;		/* app kept whatever the separation (idle, boot) */
 	uint8_t event;		/* index into the store's event table */
 	int64_t tgid, tid, cpu;
 	const uint8_t *build_id; /* may be NULL */
@@ -219,6 +220,13 @@ struct store_entry {
 	uint32_t unit_mask;
 	int64_t tgid, tid, cpu;	/* -1 for "all" */
 };
+
+/* The apps the collector files idle and boot samples under whatever the
+ * separation ({idle}, {boot}) as users read them: "(idle)" and
+ * "(firmware/boot)"; any other app as it is. */
+#define STORE_APP_IDLE	"(idle)"
+#define STORE_APP_BOOT	"(firmware/boot)"
+const char *store_app_label(const char *app);
 
 /* Walks <session_dir>/guests/ * /samples/<which>/ ("current" or "previous")
  * calling fn for each sample file.  Files whose names do not parse are

@@ -30,6 +30,7 @@ static const char NAME_VMLINUX[] = "vmlinux";
 static const char NAME_ANON[] = "{anon}";
 static const char NAME_KTHREAD[] = "{kthread}";
 static const char NAME_IDLE[] = "{idle}";
+static const char NAME_BOOT[] = "{boot}";
 static const char NAME_UNKNOWN[] = "{unknown}";
 static const char TAG_ANON_CR3[] = "{anon-cr3}";	/* + skey.extra = cr3 */
 
@@ -45,6 +46,7 @@ struct skey {
 	int64_t tgid, tid, cpu;
 	uint32_t event;
 	uint32_t kernel;
+	uint32_t own_app;	/* app kept whatever the separation */
 };
 
 struct sc_ent {
@@ -248,7 +250,7 @@ static inline bool skey_eq(const struct skey *a, const struct skey *b)
 {
 	return a->app == b->app && a->image == b->image && a->extra == b->extra &&
 	       a->tgid == b->tgid && a->tid == b->tid && a->cpu == b->cpu &&
-	       a->event == b->event && a->kernel == b->kernel;
+	       a->event == b->event && a->kernel == b->kernel && a->own_app == b->own_app;
 }
 
 static int note_err(struct sync *s, int err)
@@ -397,7 +399,8 @@ static uint32_t sfile_for(struct sync *s, struct skey *k, const char *app,
 	uint32_t fid;
 	size_t i;
 
-	if (k->kernel ? !(s->sep & OPVM_SEP_KERNEL) : !(s->sep & OPVM_SEP_LIB)) {
+	if (!k->own_app &&
+	    (k->kernel ? !(s->sep & OPVM_SEP_KERNEL) : !(s->sep & OPVM_SEP_LIB))) {
 		k->app = k->image;
 		app = image;
 	}
@@ -417,6 +420,7 @@ static uint32_t sfile_for(struct sync *s, struct skey *k, const char *app,
 		.app = app,
 		.image = image,
 		.kernel = (int)k->kernel,
+		.own_app = (int)k->own_app,
 		.event = (uint8_t)k->event,
 		.tgid = k->tgid,
 		.tid = k->tid,
@@ -486,6 +490,33 @@ static inline unsigned cent_index(uint64_t rip, uint64_t cr3n, unsigned bits)
 #define OPVM_MODULES_START	0xffffffffc0000000ull
 #define OPVM_MODULES_END	0xffffffffff000000ull
 
+/* The lower half of x86-64 addresses: a CPL-0 sample there ran before the
+ * kernel's own mapping (firmware, boot loader, decompressor). */
+#define OPVM_KERNEL_HALF	0xffff800000000000ull
+
+/*
+ * Idle (pid 0 by the current-task slot) and boot code are applications of
+ * their own whatever the separation, so a report tells them from work
+ * (docs/reports.md: "(idle)", "(firmware/boot)").  Not cached per range:
+ * the range caches key on the task only where the separation needs it.
+ */
+static int file_kernel_own(struct sync *s, const struct opvm_sample *x, const char *app)
+{
+	uint64_t lo, hi;
+	const struct gstate_module *m = gstate_module_range(s->gs, x->rip, &lo, &hi);
+	struct skey k;
+
+	memset(&k, 0, sizeof(k));
+	k.app = app;
+	k.image = m ? m->name : NAME_VMLINUX;
+	k.kernel = 1;
+	k.own_app = 1;
+	k.event = x->event;
+	k.cpu = x->vcpu;
+	s->stats.kernel++;
+	return add(s, sfile_for(s, &k, app, k.image, NULL), m ? x->rip - m->base : x->rip);
+}
+
 static int file_kernel(struct sync *s, const struct opvm_sample *x, bool force)
 {
 	struct vcache *vc = &s->vc[x->vcpu & s->vc_mask];
@@ -502,6 +533,10 @@ static int file_kernel(struct sync *s, const struct opvm_sample *x, bool force)
 	struct cent *ce;
 	int ret;
 
+	if (x->rip < OPVM_KERNEL_HALF)
+		return file_kernel_own(s, x, NAME_BOOT);
+	if (slot && !x->slot_tgid)
+		return file_kernel_own(s, x, NAME_IDLE);
 	ce = &vc->k[cent_index(x->rip, 0, KBITS)];
 	if (cent_match(s, ce, x, s->k_slot, by_cr3, cr3n)) {
 		s->stats.kernel++;
@@ -542,26 +577,20 @@ static int file_kernel(struct sync *s, const struct opvm_sample *x, bool force)
 		const struct gstate_process *tp = NULL;
 		bool hold;
 
-		k.tgid = x->slot_tgid;
+		k.tgid = x->slot_tgid;	/* not 0: idle went above */
 		k.tid = x->slot_tid;
-		if (x->slot_tgid)
-			tp = gstate_proc_by_tgid(s->gs, x->slot_tgid);
+		tp = gstate_proc_by_tgid(s->gs, x->slot_tgid);
 		hold = !force && s->hold_ms && gstate_get_hello(s->gs) &&
 		       !(tp && tp->tgid == s->force_tgid);
-		if (x->slot_tgid) {
-			if (!tp && s->k_slot) {
-				if (hold)
-					return HOLD;
-				k.tgid = k.tid = -1;
-			} else if (tp && (s->sep & OPVM_SEP_THREAD) &&
-				   x->slot_tid != x->slot_tgid &&
-				   gstate_thread_tgid(s->gs, x->slot_tid) != x->slot_tgid) {
-				if (hold)
-					return HOLD;
-				k.tid = k.tgid;
-			}
-		} else {
-			k.tid = 0;	/* idle */
+		if (!tp && s->k_slot) {
+			if (hold)
+				return HOLD;
+			k.tgid = k.tid = -1;
+		} else if (tp && (s->sep & OPVM_SEP_THREAD) && x->slot_tid != x->slot_tgid &&
+			   gstate_thread_tgid(s->gs, x->slot_tid) != x->slot_tgid) {
+			if (hold)
+				return HOLD;
+			k.tid = k.tgid;
 		}
 		if (!(x->flags & OPVM_SAMPLE_KTHREAD))
 			p = tp;
@@ -572,8 +601,6 @@ static int file_kernel(struct sync *s, const struct opvm_sample *x, bool force)
 	if (s->sep & OPVM_SEP_KERNEL) {
 		if (slot && (x->flags & OPVM_SAMPLE_KTHREAD))
 			app = NAME_KTHREAD;
-		else if (slot && !x->slot_tgid)
-			app = NAME_IDLE;
 		else if (p)
 			app = proc_app(p);
 		else if (!gstate_get_hello(s->gs)) {

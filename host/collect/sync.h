@@ -14,8 +14,12 @@
  *   - task: named by the current-task slot (OPVM_SAMPLE_SLOT), never by CR3:
  *     kernel threads run on whatever CR3 the last user task left (lazy TLB).
  *     Without a slot, CR3 names the process.
+ *   - "{idle}" for pid 0 (by the slot) and "{boot}" for an address below
+ *     the kernel half (firmware, boot loader, decompressor) are their own
+ *     app whatever the separation, tgid/tid 0: reports show them as
+ *     "(idle)" and "(firmware/boot)".
  *   - app: with OPVM_SEP_KERNEL, the task's executable path (else its comm);
- *     "{kthread}" for kernel threads, "{idle}" for pid 0, "{unknown}" for a
+ *     "{kthread}" for kernel threads, "{unknown}" for a
  *     task the model still does not know after hold_ms (held until then,
  *     like a late user sample), and "{anon-cr3:0x...}" when the guest
  *     module never spoke.  Without OPVM_SEP_KERNEL the app is the image

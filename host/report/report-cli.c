@@ -95,6 +95,13 @@ int report_cli_opt(struct report_cli *c, int opt, char *arg, char *err, size_t e
 	case RCLI_PREVIOUS:
 		c->ro.which = "previous";
 		return 1;
+	case RCLI_EXCLUDE:
+		if (report_parse_exclude(arg, &c->ro.exclude)) {
+			snprintf(err, errlen, "--exclude '%s': expected idle, boot or idle,boot",
+				 arg);
+			return -EINVAL;
+		}
+		return 1;
 	case RCLI_SEPARATE:
 	case RCLI_MERGE:
 		if (report_parse_keep(arg, &mask)) {

@@ -25,6 +25,7 @@ enum report_cli_opt {
 	RCLI_SOURCE_DIR,
 	RCLI_NO_HOST_KERNEL,
 	RCLI_PREVIOUS,
+	RCLI_EXCLUDE,
 };
 
 /* getopt_long entries for the shared options (end of the caller's table). */
@@ -39,7 +40,8 @@ enum report_cli_opt {
 	{ "threshold", required_argument, NULL, RCLI_THRESHOLD },	\
 	{ "source-dir", required_argument, NULL, RCLI_SOURCE_DIR },	\
 	{ "no-host-kernel", no_argument, NULL, RCLI_NO_HOST_KERNEL },	\
-	{ "previous", no_argument, NULL, RCLI_PREVIOUS }
+	{ "previous", no_argument, NULL, RCLI_PREVIOUS },		\
+	{ "exclude", required_argument, NULL, RCLI_EXCLUDE }
 
 #define REPORT_CLI_HELP							\
 	"  -d, --session-dir DIR  session to read (default ./opvm_data)\n"	\
@@ -54,6 +56,7 @@ enum report_cli_opt {
 	"  --source-dir DIR       where source files are (annotate --source)\n" \
 	"  --no-host-kernel       never use the host's /boot or /lib/modules\n" \
 	"  --previous             read samples/previous instead of current\n" \
+	"  --exclude idle,boot    leave out (idle) and (firmware/boot) samples\n" \
 	"  PROFILE SPEC           guest:NAME image:PATH tgid:N tid:N cpu:N event:NAME\n" \
 	"                         (globs for guest and image; comma lists)\n"
 

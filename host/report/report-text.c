@@ -165,6 +165,10 @@ void report_print_header(FILE *f, const struct report *r)
 			util_fprintf_wrapped(f, 2, "%s", line);
 		free(line);
 	}
+	if (r->excluded_idle || r->excluded_boot)
+		fprintf(f, "left out (--exclude): %s %s, %s %s samples\n", REPORT_APP_IDLE,
+			stats_fmt_count(r->excluded_idle, cnt), REPORT_APP_BOOT,
+			stats_fmt_count(r->excluded_boot, b1));
 	for (size_t i = 0; i < r->nr_other_events; i++)
 		util_fprintf_wrapped(f, 2, "(samples of event %s not shown: select them with "
 				     "event:%s)", esc(b1, r->other_events[i]), b1);
@@ -576,7 +580,8 @@ static json_t *header_json(const struct report *r)
 		json_array_append_new(warn, jstr(msg));
 	}
 	footer_warnings(r, json_warning, warn);
-	o = json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:o, s:o}",
+	o = json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:{s:o, s:o}, "
+		      "s:o, s:o}",
 		      "version", REPORT_JSON_VERSION,
 		      "mode", jstr(mode),
 		      "event", jstr(r->event),
@@ -587,6 +592,8 @@ static json_t *header_json(const struct report *r)
 		      "unresolved_samples", jcount(r->unresolved),
 		      "outside_kernel_samples", jcount(r->outside_kernel),
 		      "build_id_mismatches", (int)r->mismatches,
+		      "excluded_samples", "idle", jcount(r->excluded_idle),
+		      "boot", jcount(r->excluded_boot),
 		      "guests", guests,
 		      "warnings", warn);
 	return o;

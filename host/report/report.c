@@ -361,6 +361,24 @@ out:
 
 /* ---- collecting entries ------------------------------------------------------ */
 
+int report_parse_exclude(const char *list, unsigned *out)
+{
+	char buf[128], *tok, *save = NULL;
+
+	if (snprintf(buf, sizeof(buf), "%s", list) >= (int)sizeof(buf))
+		return -EINVAL;
+	*out = 0;
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(tok, "idle"))
+			*out |= REPORT_EXCLUDE_IDLE;
+		else if (!strcmp(tok, "boot"))
+			*out |= REPORT_EXCLUDE_BOOT;
+		else
+			return -EINVAL;
+	}
+	return *out ? 0 : -EINVAL;
+}
+
 static int collect_cb(const struct store_entry *e, void *arg)
 {
 	struct report *r = arg;
@@ -379,7 +397,7 @@ static int collect_cb(const struct store_entry *e, void *arg)
 	n = &p->entries[p->nr_entries];
 	n->path = pool_intern(&p->pool, e->path, 0);
 	n->guest = pool_intern(&p->pool, e->guest, 0);
-	n->app = pool_intern(&p->pool, e->app && *e->app ? e->app : e->image, 0);
+	n->app = pool_intern(&p->pool, e->app && *e->app ? store_app_label(e->app) : e->image, 0);
 	n->image = pool_intern(&p->pool, e->image, 0);
 	n->event = pool_intern(&p->pool, e->event, 0);
 	if (!n->path || !n->guest || !n->app || !n->image || !n->event)
@@ -859,6 +877,9 @@ static void entry_key(struct report *r, unsigned keep, const struct entry *e,
 		      struct report_row *key)
 {
 	int is_lib = !e->kernel && e->app != e->image;
+	/* idle and boot keep their own line whatever is merged */
+	int own = e->kernel && (!strcmp(e->app, REPORT_APP_IDLE) ||
+				!strcmp(e->app, REPORT_APP_BOOT));
 
 	key->guest = e->guest;
 	key->app = e->app;
@@ -870,7 +891,7 @@ static void entry_key(struct report *r, unsigned keep, const struct entry *e,
 	if (!(keep & REPORT_KEEP_GUEST))
 		key->guest = pool_intern(&r->priv->pool, "all", 0);
 	if ((is_lib && !(keep & REPORT_KEEP_LIB)) ||
-	    (e->kernel && !(keep & REPORT_KEEP_KERNEL)))
+	    (e->kernel && !own && !(keep & REPORT_KEEP_KERNEL)))
 		key->app = e->image;
 	if (!(keep & REPORT_KEEP_THREAD))
 		key->tgid = key->tid = -1;
@@ -908,6 +929,38 @@ static void report_totals(struct report *r)
 			row->percent = r->total ? 100.0 * (double)row->samples / (double)r->total : 0;
 		}
 	}
+}
+
+static int sum_cb(uint64_t offset, uint64_t count, void *arg)
+{
+	uint64_t *sum = arg;
+
+	(void)offset;
+	*sum = util_sat_add(*sum, count);
+	return 0;
+}
+
+/* Whether --exclude leaves e out; if so its samples are counted apart. */
+static int excluded(struct report *r, const struct report_opts *o, const struct entry *e)
+{
+	uint64_t *sum;
+	struct sfile_reader *sr;
+
+	if ((o->exclude & REPORT_EXCLUDE_IDLE) && e->kernel && !strcmp(e->app, REPORT_APP_IDLE))
+		sum = &r->excluded_idle;
+	else if ((o->exclude & REPORT_EXCLUDE_BOOT) && e->kernel &&
+		 !strcmp(e->app, REPORT_APP_BOOT))
+		sum = &r->excluded_boot;
+	else
+		return 0;
+	sr = sfile_reader_open(e->path, NULL, 0);
+	if (!sr) {
+		r->bad_files++;
+		return 1;
+	}
+	sfile_reader_foreach(sr, sum_cb, sum);
+	sfile_reader_close(sr);
+	return 1;
 }
 
 /* A guest:NAME that names no guest of the session is a mistake to say,
@@ -1044,6 +1097,8 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 		    !match_int(f->cpu, f->nr_cpu, e->cpu))
 			continue;
 		r->event_count = e->count;
+		if (excluded(r, o, e))
+			continue;
 		g = guest_get(r, e);
 		if (!g) {
 			ret = -ENOMEM;

@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "host/collect/stats.h"
+#include "host/collect/store.h"
 #include "symbols/symres.h"
 
 /* Which fields stay apart (opreport's --merge, inverted). */
@@ -64,8 +65,21 @@ struct report_filter {
  * filter.  Returns 0 or -EINVAL (unknown kind, bad number, too many). */
 int report_filter_add(struct report_filter *f, char *term);
 
+/* The applications idle and boot samples are filed under whatever the
+ * separation (host/collect/sync.h), as reports name them. */
+#define REPORT_APP_IDLE		STORE_APP_IDLE
+#define REPORT_APP_BOOT		STORE_APP_BOOT
+
+enum report_exclude {
+	REPORT_EXCLUDE_IDLE = 1u << 0,	/* the idle task */
+	REPORT_EXCLUDE_BOOT = 1u << 1,	/* before the kernel's own mapping */
+};
+/* "idle,boot" into enum report_exclude bits.  0 or -EINVAL. */
+int report_parse_exclude(const char *list, unsigned *out);
+
 struct report_opts {
 	const char *session_dir;	/* default "./opvm_data" */
+	unsigned exclude;		/* enum report_exclude */
 	const char *which;		/* "current" (default) or "previous" */
 	unsigned keep;			/* enum report_keep */
 	struct report_filter filter;
@@ -150,6 +164,8 @@ struct report {
 					 * kernel's half of the address space
 					 * (firmware, boot loader, decompressor) */
 	uint64_t mismatch_samples;	/* of which: images with another build-id */
+	uint64_t excluded_idle;		/* left out by --exclude idle */
+	uint64_t excluded_boot;		/* left out by --exclude boot */
 	size_t mismatches;		/* images with a build-id mismatch */
 	size_t files, skipped_files, bad_files;
 	unsigned keep;

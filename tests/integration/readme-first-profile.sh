@@ -77,9 +77,42 @@ print("RESULT JSON report: version 1, %d warnings (the text report's %d sentence
       % (len(d["warnings"]), len(sentences)))
 PY
 
+# ---- idle and boot are their own lines ----------------------------------------
+"$OPVM" report --session-dir "$S" > "$T/report-summary.txt" 2>&1
+"$OPVM" report -l --exclude idle,boot --session-dir "$S" > "$T/report-excl.txt" 2>&1 ||
+	{ cat "$T/report-excl.txt"; fail "opvm report --exclude idle,boot failed"; }
+"$OPVM" export --format folded --exclude idle,boot --session-dir "$S" -o "$T/excl.folded" \
+	> "$T/export-excl.txt" 2>&1 || { cat "$T/export-excl.txt"; fail "export --exclude failed"; }
+python3 - "$T/report-summary.txt" "$T/report-excl.txt" "$T/excl.folded" <<'PY' ||
+import re, sys
+summ, excl, folded = (open(f).read() for f in sys.argv[1:4])
+def line(name):
+    m = re.search(r"^ *(\d+) +([\d.]+) +" + re.escape(name) + "$", summ, re.M)
+    return (int(m.group(1)), float(m.group(2))) if m else (0, 0.0)
+total = int(re.search(r"event \S+, (\d+) samples", summ).group(1))
+idle, boot = line("(idle)"), line("(firmware/boot)")
+print("RESULT demo profile: (firmware/boot) %d samples (%.1f%%), (idle) %d (%.1f%%) of %d"
+      % (boot[0], boot[1], idle[0], idle[1], total))
+fails = []
+if boot[0] < total // 20 or idle[0] < total // 20:
+    fails.append("(firmware/boot) or (idle) under 5 % of a demo that boots and idles")
+m = re.search(r"left out \(--exclude\): \(idle\) (\d+), \(firmware/boot\) (\d+) samples", excl)
+left = int(re.search(r"event \S+, (\d+) samples", excl).group(1))
+if not m or (int(m.group(1)), int(m.group(2))) != (idle[0], boot[0]):
+    fails.append("--exclude does not say what it left out, or says other counts")
+if left != total - idle[0] - boot[0]:
+    fails.append("--exclude total %d, want %d" % (left, total - idle[0] - boot[0]))
+if "(idle)" in folded or "(firmware/boot)" in folded:
+    fails.append("export --exclude kept idle or boot stacks")
+print("RESULT --exclude idle,boot: %d samples left, the header says what went" % left)
+for f in fails:
+    print("FAIL:", f)
+sys.exit(1 if fails else 0)
+PY
+	fail "idle and boot lines"
+
 # ---- 80 columns --------------------------------------------------------------
 "$OPVM" annotate --source --session-dir "$S" func_b > "$T/annotate-src.txt" 2>&1
-"$OPVM" report --session-dir "$S" > "$T/report-summary.txt" 2>&1
 "$OPVM" report -l --details --session-dir "$S" > "$T/report-details.txt" 2>&1
 "$OPVM" report --by app --session-dir "$S" > "$T/report-by.txt" 2>&1
 "$OPVM" export --session-dir "$S" > "$T/export-noformat.txt" 2>&1

@@ -286,6 +286,37 @@ static void test_thread_cpu(void **state)
 	fix_close(&f);
 }
 
+/* Idle (pid 0 by the slot: Linux marks its idle tasks as kernel threads) and
+ * code below the kernel half (firmware, decompressor) are their own apps in
+ * the default separation too; the per-range cache does not mix them with
+ * the kernel work at the same addresses. */
+static void test_idle_boot_own_apps(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+
+	(void)state;
+	fix_open(&f, OPVM_SEP_LIB, 1000, 0, true);
+	s = kern(CR3_A, KTEXT + 0x10, 101, 100, OPVM_SAMPLE_SLOT);	/* work */
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = kern(CR3_A, KTEXT + 0x14, 0, 0, OPVM_SAMPLE_SLOT | OPVM_SAMPLE_KTHREAD);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = kern(0, 0xfd09a, 0, 0, 0);					/* BIOS */
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	s = kern(0, 0x1000000 + 0x42, 0, 0, 0);				/* decompressor */
+	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", -1, -1, -1, KTEXT + 0x10, NULL), 1);
+	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", ANY, ANY, ANY, KTEXT + 0x14, NULL), 0);
+	assert_int_equal(count_at(&f, "{idle}", "vmlinux", -1, -1, -1, KTEXT + 0x14, NULL), 2);
+	assert_int_equal(count_at(&f, "{boot}", "vmlinux", -1, -1, -1, 0xfd09a, NULL), 1);
+	assert_int_equal(count_at(&f, "{boot}", "vmlinux", -1, -1, -1, 0x1000042, NULL), 1);
+	assert_string_equal(store_app_label("{idle}"), "(idle)");
+	assert_string_equal(store_app_label("{boot}"), "(firmware/boot)");
+	assert_string_equal(store_app_label("/bin/app"), "/bin/app");
+	fix_close(&f);
+}
+
 /* Kernel samples are named by the slot, not CR3: a kernel thread running on
  * the borrowed CR3 of process 100 is not process 100. */
 static void test_kernel_separation(void **state)
@@ -745,6 +776,7 @@ int main(void)
 		cmocka_unit_test(test_user_and_lib),
 		cmocka_unit_test(test_thread_cpu),
 		cmocka_unit_test(test_kernel_separation),
+		cmocka_unit_test(test_idle_boot_own_apps),
 		cmocka_unit_test(test_late_module),
 		cmocka_unit_test(test_hold_then_resolve),
 		cmocka_unit_test(test_hold_expiry),
