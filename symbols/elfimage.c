@@ -28,6 +28,7 @@
 
 struct elfseg {
 	uint64_t off, filesz, vaddr;
+	int exec;		/* PF_X */
 };
 
 /* An allocated section with file bytes, at its address (see header). */
@@ -182,6 +183,7 @@ static int load_segments(struct elfimage *img)
 			continue;
 		img->segs[img->nr_segs++] = (struct elfseg){
 			.off = ph.p_offset, .filesz = ph.p_filesz, .vaddr = ph.p_vaddr,
+			.exec = !!(ph.p_flags & PF_X),
 		};
 	}
 	return 0;
@@ -732,6 +734,27 @@ int elfimage_addr_to_offset(const struct elfimage *img, uint64_t addr, uint64_t 
 		}
 	}
 	return -ENOENT;
+}
+
+int elfimage_exec_span(const struct elfimage *img, uint64_t *start, uint64_t *end,
+		       uint64_t *off)
+{
+	int found = 0;
+
+	for (size_t i = 0; i < img->nr_segs; i++) {
+		const struct elfseg *s = &img->segs[i];
+
+		if (!s->exec)
+			continue;
+		if (!found || s->vaddr < *start) {
+			*start = s->vaddr;
+			*off = s->off;
+		}
+		if (!found || s->vaddr + s->filesz > *end)
+			*end = s->vaddr + s->filesz;
+		found = 1;
+	}
+	return found ? 0 : -ENOENT;
 }
 
 size_t elfimage_nr_syms(const struct elfimage *img)

@@ -64,6 +64,10 @@ int elfimage_offset_to_addr(const struct elfimage *img, uint64_t off, uint64_t *
 /* The reverse: address -> file offset (ET_REL: the identity). */
 int elfimage_addr_to_offset(const struct elfimage *img, uint64_t addr, uint64_t *off);
 
+/* The link-time addresses of the executable PT_LOAD segments, [*start,
+ * *end), and the file offset at *start.  0, or -ENOENT (none: ET_REL). */
+int elfimage_exec_span(const struct elfimage *img, uint64_t *start, uint64_t *end,
+		       uint64_t *off);
 size_t elfimage_nr_syms(const struct elfimage *img);
 const struct elfsym *elfimage_sym(const struct elfimage *img, size_t i);
 /* Index of the symbol containing addr, or -1. */

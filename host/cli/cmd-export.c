@@ -4,6 +4,7 @@
  *   --format pprof  -o FILE   gzip'd profile.proto (go tool pprof)
  *   --format folded [-o FILE] "guest;process;image;symbol count" lines
  *   --format html   -o FILE   one self-contained page with a flame graph
+ *   --format speedscope [-o FILE]  speedscope's JSON file format
  *   --diff DIR|previous       html: differential against that baseline
  */
 #include <errno.h>
@@ -20,18 +21,19 @@
 #include "host/report/report-cli.h"
 
 enum { OPT_TITLE = 0x200, OPT_DIFF };
-enum fmt { FMT_NONE, FMT_PPROF, FMT_FOLDED, FMT_HTML };
+enum fmt { FMT_NONE, FMT_PPROF, FMT_FOLDED, FMT_HTML, FMT_SPEEDSCOPE };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: opvm export --format pprof|folded|html [-o FILE] [PROFILE SPEC...]\n"
-		"                   [options]\n"
+		"usage: opvm export --format pprof|folded|html|speedscope [-o FILE]\n"
+		"                   [PROFILE SPEC...] [options]\n"
 		"\n"
 		"  --format pprof         gzip'd pprof profile (go tool pprof -top FILE)\n"
 		"  --format folded        guest;process;image;symbol count (flamegraph.pl)\n"
 		"  --format html          self-contained interactive flame graph\n"
-		"  -o, --output FILE      where to write (folded: default stdout)\n"
+		"  --format speedscope    JSON for speedscope (https://www.speedscope.app)\n"
+		"  -o, --output FILE      where to write (folded, speedscope: default stdout)\n"
 		"  --title TEXT           title of the HTML page\n"
 		"  --diff DIR|previous    html: differential flame graph, baseline session DIR\n"
 		"                         (or samples/previous): red grew, blue shrank\n"
@@ -67,7 +69,9 @@ static enum fmt parse_format(const char *name)
 		return FMT_FOLDED;
 	if (!strcmp(name, "html"))
 		return FMT_HTML;
-	pr_err("--format '%s': use pprof, folded or html", name);
+	if (!strcmp(name, "speedscope"))
+		return FMT_SPEEDSCOPE;
+	pr_err("--format '%s': use pprof, folded, html or speedscope", name);
 	return FMT_NONE;
 }
 
@@ -81,6 +85,8 @@ static int write_format(FILE *f, enum fmt fmt, const struct report *r,
 		return report_export_folded(f, r);
 	case FMT_HTML:
 		return report_export_html(f, r, base, title);
+	case FMT_SPEEDSCOPE:
+		return report_export_speedscope(f, r, "opvm " OPVM_VERSION);
 	default:
 		return -EINVAL;
 	}
@@ -195,7 +201,7 @@ int cmd_export(int argc, char **argv)
 		return 2;
 	}
 	if (fmt == FMT_NONE) {
-		pr_err("say which format: --format pprof, folded or html");
+		pr_err("say which format: --format pprof, folded, html or speedscope");
 		usage(stderr);
 		return 2;
 	}
@@ -204,7 +210,7 @@ int cmd_export(int argc, char **argv)
 		       "(for pprof, export both sessions and use go tool pprof -diff_base)");
 		return 2;
 	}
-	if (!out && fmt != FMT_FOLDED) {
+	if (!out && fmt != FMT_FOLDED && fmt != FMT_SPEEDSCOPE) {
 		pr_err("%s output is binary or a whole page: give -o FILE",
 		       fmt == FMT_PPROF ? "pprof" : "html");
 		return 2;

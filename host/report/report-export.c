@@ -195,6 +195,33 @@ static int pp_label(Perftools__Profiles__Sample *s, int64_t key, int64_t str, in
 	return 0;
 }
 
+/*
+ * Locations carry link-time image addresses (the store keeps offsets in
+ * the image, not where each process mapped it), so a mapping is the image
+ * as linked: its executable segments and their file offset, from the ELF;
+ * else the span of its symbols; else (nothing known) all addresses.
+ */
+static void pp_mapping_range(const struct report_row *row, Perftools__Profiles__Mapping *m)
+{
+	struct elfimage *elf = row->img ? simage_elf(row->img) : NULL;
+	size_t n = row->img ? simage_nr_syms(row->img) : 0;
+	uint64_t start, end, off;
+
+	m->memory_start = 0;
+	m->memory_limit = UINT64_MAX;
+	if (elf && !elfimage_exec_span(elf, &start, &end, &off)) {
+		m->memory_start = start;
+		m->memory_limit = end;
+		m->file_offset = off;
+	} else if (n) {
+		const struct elfsym *first = simage_sym(row->img, 0);
+		const struct elfsym *last = simage_sym(row->img, n - 1);
+
+		m->memory_start = first->addr;
+		m->memory_limit = last->addr + (last->size ? last->size : 1);
+	}
+}
+
 /* Mapping id for the row's image (1-based). */
 static long pp_mapping(struct pp *p, const struct report_row *row)
 {
@@ -225,9 +252,7 @@ static long pp_mapping(struct pp *p, const struct report_row *row)
 			snprintf(hex + 2 * i, 3, "%02x", id_bytes[i]);
 		m->build_id = pp_str(p, hex);
 	}
-	/* Addresses are link-time: the mapping covers all of them. */
-	m->memory_start = 0;
-	m->memory_limit = UINT64_MAX;
+	pp_mapping_range(row, m);
 	pr->mapping[pr->n_mapping++] = m;
 	return m->filename < 0 || m->build_id < 0 ? -ENOMEM : id;
 }
@@ -532,6 +557,7 @@ static void process_name(const struct report_row *row, char *out, size_t len)
 struct folded_line {
 	char *stack;
 	uint64_t samples;
+	const struct report_row *row;
 };
 
 static int folded_cmp(const void *a, const void *b)
@@ -601,6 +627,110 @@ out:
 	for (size_t i = 0; i < n; i++)
 		free(v[i].stack);
 	free(v);
+	return ret;
+}
+
+/* ---- speedscope ------------------------------------------------------------------ */
+
+/* Frame index of name in the shared frames (added if new), or -errno. */
+static long ss_frame(struct smap *idx, json_t *frames, const char *name)
+{
+	char buf[1024];
+	const char *esc = util_text_escape(buf, sizeof(buf), name);
+	int added;
+	long i = smap_get(idx, esc, json_array_size(frames), &added);
+
+	if (i >= 0 && added &&
+	    json_array_append_new(frames, json_pack("{s:s}", "name", esc)))
+		return -ENOMEM;
+	return i;
+}
+
+/* The profile of guest in profiles (added if new), or NULL. */
+static json_t *ss_profile(json_t *profiles, const char *guest, const char *event)
+{
+	size_t i;
+	json_t *p;
+	char name[512];
+
+	json_array_foreach(profiles, i, p)
+		if (!strcmp(json_string_value(json_object_get(p, "x-guest")), guest))
+			return p;
+	snprintf(name, sizeof(name), "guest %s, %s", guest, event);
+	p = json_pack("{s:s, s:s, s:s, s:i, s:i, s:[], s:[], s:s}", "type", "sampled",
+		      "name", name, "unit", "none", "startValue", 0, "endValue", 0,
+		      "samples", "weights", "x-guest", guest);
+	return p && !json_array_append_new(profiles, p) ? p : NULL;
+}
+
+/* One sample's stack (process, image, symbol; the guest is its profile),
+ * weighted by the row's count; stacks sorted as in folded. */
+static int ss_add(struct smap *idx, json_t *frames, json_t *prof, const struct report_row *row)
+{
+	char proc[512];
+	long fr[3];
+	json_t *stack;
+
+	process_name(row, proc, sizeof(proc));
+	fr[0] = ss_frame(idx, frames, proc);
+	fr[1] = ss_frame(idx, frames, report_basename(row->image));
+	fr[2] = ss_frame(idx, frames, row->symbol ? row->symbol : "[unknown]");
+	if (fr[0] < 0 || fr[1] < 0 || fr[2] < 0)
+		return -ENOMEM;
+	stack = json_pack("[I, I, I]", (json_int_t)fr[0], (json_int_t)fr[1], (json_int_t)fr[2]);
+	if (!stack || json_array_append_new(json_object_get(prof, "samples"), stack) ||
+	    json_array_append_new(json_object_get(prof, "weights"),
+				  json_integer((json_int_t)(row->samples > INT64_MAX ?
+							    INT64_MAX : row->samples))))
+		return -ENOMEM;
+	json_object_set_new(prof, "endValue",
+			    json_integer(json_integer_value(json_object_get(prof, "endValue")) +
+					 (json_int_t)(row->samples > INT64_MAX ? 0 : row->samples)));
+	return 0;
+}
+
+int report_export_speedscope(FILE *f, const struct report *r, const char *exporter)
+{
+	struct folded_line *v = calloc(r->nr_rows + 1, sizeof(*v));
+	json_t *frames = json_array(), *profiles = json_array(), *root = NULL, *p;
+	struct smap idx = { 0 };
+	size_t n = 0, i;
+	int ret = -ENOMEM;
+
+	if (!v || !frames || !profiles)
+		goto out;
+	for (i = 0; i < r->nr_rows; i++) {
+		if (!r->rows[i].samples)
+			continue;
+		v[n].stack = folded_stack(&r->rows[i]);
+		if (!v[n].stack)
+			goto out;
+		v[n].row = &r->rows[i];
+		v[n++].samples = r->rows[i].samples;
+	}
+	qsort(v, n, sizeof(*v), folded_cmp);
+	for (i = 0; i < n; i++) {
+		p = ss_profile(profiles, v[i].row->guest, r->event);
+		if (!p || ss_add(&idx, frames, p, v[i].row))
+			goto out;
+	}
+	json_array_foreach(profiles, i, p)
+		json_object_del(p, "x-guest");
+	root = json_pack("{s:s, s:{s:O}, s:O, s:s, s:i, s:s}",
+			 "$schema", "https://www.speedscope.app/file-format-schema.json",
+			 "shared", "frames", frames, "profiles", profiles,
+			 "name", r->event, "activeProfileIndex", 0, "exporter", exporter);
+	if (!root)
+		goto out;
+	ret = json_dumpf(root, f, JSON_COMPACT) || fputc('\n', f) == EOF ? -EIO : 0;
+out:
+	for (i = 0; i < n; i++)
+		free(v[i].stack);
+	free(v);
+	smap_free(&idx);
+	json_decref(root);
+	json_decref(frames);
+	json_decref(profiles);
 	return ret;
 }
 

@@ -235,6 +235,10 @@ long report_annotate(FILE *f, struct report *r, struct symres *res,
 int report_export_pprof(FILE *f, const struct report *r, struct symres *res);
 /* "guest;process;image;symbol count" lines. */
 int report_export_folded(FILE *f, const struct report *r);
+/* speedscope's JSON file format: one "sampled" profile per guest, each
+ * sample the stack process, image, symbol weighted by its count.  exporter
+ * names the program ("opvm 0.1").  0 or -errno. */
+int report_export_speedscope(FILE *f, const struct report *r, const char *exporter);
 /* One self-contained HTML page with an interactive flame graph; with base,
  * differential (colour by growth or shrink against base). */
 int report_export_html(FILE *f, const struct report *r, const struct report *base,

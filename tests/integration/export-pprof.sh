@@ -60,6 +60,28 @@ echo "RESULT pprof sample types: $types; $(grep -m1 '^PeriodType' "$tmp/raw.txt"
 [ "$types" = "samples/count[dflt] timer/microseconds" ] || { echo "FAIL: sample types '$types'"; exit 1; }
 # Build-ids on the mappings, from the images the report resolved.
 grep -Eq "^[0-9]+: [^ ]+ /usr/bin/prog [0-9a-f]{40} " "$tmp/raw.txt" || { echo "FAIL: no build-id on prog's mapping"; sed -n '/^Mappings/,$p' "$tmp/raw.txt"; exit 1; }
+# Real ranges: prog's mapping is its executable segment as linked (from
+# readelf), with its file offset, and every location of prog falls in it.
+LC_ALL=C readelf -lW "$root/usr/bin/prog" > "$tmp/readelf.txt" || { echo "FAIL: readelf"; exit 1; }
+python3 - "$tmp/readelf.txt" "$tmp/raw.txt" <<'PY' || exit 1
+import re, sys
+seg = re.search(r"^\s*LOAD\s+0x(\w+)\s+0x(\w+)\s+0x\w+\s+0x(\w+)\s+0x\w+\s+R E\b",
+                open(sys.argv[1]).read(), re.M)
+foff, vaddr, filesz = (int(x, 16) for x in seg.groups())
+raw = open(sys.argv[2]).read()
+# the first guest's prog (t1: its binary is under --guest-root)
+mid, rng = re.search(r"^(\d+): (\S+) /usr/bin/prog ", raw, re.M).groups()
+start, limit, off = (int(x, 16) for x in rng.split("/"))
+print("RESULT pprof mapping of prog: 0x%x-0x%x offset 0x%x (readelf: LOAD R E at 0x%x, "
+      "size 0x%x, offset 0x%x)" % (start, limit, off, vaddr, filesz, foff))
+if (start, limit, off) != (vaddr, vaddr + filesz, foff):
+    print("FAIL: the mapping is not prog's executable segment"); sys.exit(1)
+locs = re.findall(r"^\s*\d+: 0x([0-9a-f]+) M=" + mid + r"\b", raw, re.M)
+bad = [a for a in locs if int(a, 16) and not start <= int(a, 16) < limit]
+if not locs or bad:
+    print("FAIL: %d locations of prog, %d outside its mapping" % (len(locs), len(bad))); sys.exit(1)
+print("RESULT %d locations of prog, all inside its mapping" % len(locs))
+PY
 
 # -list: DWARF lines per address, the source found through --source-dir
 # (an absolute host path in the profile, so pprof reads it from any

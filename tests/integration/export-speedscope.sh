@@ -1,0 +1,64 @@
+#!/bin/bash
+# opvm export --format speedscope: the file follows speedscope's file
+# format (file-format-spec.ts in the speedscope sources: "$schema", shared
+# frames {name}, profiles of type "sampled" with samples as frame-index
+# stacks and one weight each, unit, startValue/endValue), one profile per
+# guest, and its weights add up to `opvm report -l`'s counts per guest and
+# per symbol.  Runs on the report fixture (two guests).
+set -u
+BUILD=${BUILD:-build}
+OPVM=${OPVM:-$BUILD/opvm}
+cd "$(dirname "$0")/../.."
+# shellcheck source=tests/integration/fixture-common.bash
+. tests/integration/fixture-common.bash
+command -v python3 >/dev/null || { echo "SKIP: python3 is missing"; exit 77; }
+[ -x "$OPVM" ] || { echo "FAIL: $OPVM not built"; exit 1; }
+tmp=$(mkdir -p "$BUILD/tmp" && mktemp -d "$BUILD/tmp/export-speedscope.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+make_fixture "$tmp"
+
+common=(--session-dir "$session" --guest-root "t1=$root" --no-host-kernel)
+DEBUGINFOD_URLS= "$OPVM" report -l --format json "${common[@]}" > "$tmp/report.json" || exit 1
+DEBUGINFOD_URLS= "$OPVM" export --format speedscope -o "$tmp/prof.speedscope.json" \
+	"${common[@]}" || exit 1
+DEBUGINFOD_URLS= "$OPVM" export --format speedscope "${common[@]}" > "$tmp/stdout.json" || exit 1
+cmp -s "$tmp/prof.speedscope.json" "$tmp/stdout.json" || { echo "FAIL: -o and stdout differ"; exit 1; }
+python3 - "$tmp/prof.speedscope.json" "$tmp/report.json" <<'PY'
+import collections, json, sys
+ss, rep = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+fails = []
+def need(cond, what):
+    if not cond:
+        fails.append(what)
+need(ss.get("$schema") == "https://www.speedscope.app/file-format-schema.json", "$schema")
+frames = ss.get("shared", {}).get("frames", [])
+need(frames and all(isinstance(f, dict) and isinstance(f.get("name"), str) for f in frames),
+     "shared.frames: objects with a name")
+need(isinstance(ss.get("exporter"), str) and ss["exporter"].startswith("opvm "), "exporter")
+need(ss.get("activeProfileIndex") == 0, "activeProfileIndex")
+per_guest, per_sym = {}, collections.Counter()
+for p in ss.get("profiles", []):
+    need(p.get("type") == "sampled", "profile type")
+    need(p.get("unit") in ("none", "nanoseconds", "microseconds", "milliseconds",
+                           "seconds", "bytes"), "unit")
+    s, w = p.get("samples", []), p.get("weights", [])
+    need(len(s) == len(w) and s, "one weight per sample")
+    need(all(isinstance(i, int) and 0 <= i < len(frames) for st in s for i in st),
+         "frame indices in range")
+    need(p.get("startValue") == 0 and p.get("endValue") == sum(w), "start/endValue")
+    per_guest[p["name"].split(",")[0].split()[1]] = sum(w)
+    for st, n in zip(s, w):
+        per_sym[frames[st[-1]]["name"]] += n
+want_guest, want_sym = collections.Counter(), collections.Counter()
+for r in rep["symbols"]:
+    want_guest[r["guest"]] += r["samples"]
+    want_sym[r["symbol"] if r["symbol"] is not None else "[unknown]"] += r["samples"]
+need(per_guest == dict(want_guest), "weights per guest %s vs report %s" % (per_guest, dict(want_guest)))
+need(per_sym == want_sym, "weights per symbol differ from report -l")
+print("RESULT speedscope: %d profiles (%s), %d frames, %d samples; weights per guest and "
+      "per symbol equal report -l's" % (len(ss["profiles"]), ", ".join(sorted(per_guest)),
+                                       len(frames), sum(per_guest.values())))
+for f in fails:
+    print("FAIL:", f)
+sys.exit(1 if fails else 0)
+PY
