@@ -92,6 +92,9 @@ struct backend_setup {
 	 * image's root, System.map and vmlinuz), or NULL: session.json keeps
 	 * them for report/annotate/export. */
 	const char *guest_root, *system_map, *vmlinux;
+	/* The test image's workload opvm run boots into (--workload), or
+	 * NULL: --from-workload starts sampling when it starts. */
+	const char *workload;
 	char notes[512];		/* warnings for the user, one per line */
 };
 

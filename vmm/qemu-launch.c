@@ -189,6 +189,7 @@ static int use_test_image(struct qlaunch *q, char *err, size_t errlen)
 	snprintf(q->root, sizeof(q->root), "%s/root", q->images);
 	snprintf(q->map, sizeof(q->map), "%s/System.map", q->images);
 	q->setup.guest_root = q->root;
+	q->setup.workload = q->workload;
 	q->setup.system_map = q->map;
 	q->setup.vmlinux = q->kbuf;
 	return 0;

@@ -26,7 +26,7 @@
 enum {
 	OPT_SEPARATE = SESSION_OPT, OPT_DURATION, OPT_APPEND_SAMPLES, OPT_MAX_FILES,
 	OPT_MAX_DIRS, OPT_MAX_DISK, OPT_MAX_MAPPED, OPT_UMASK, OPT_MAX_MODEL_MEM,
-	OPT_GUEST_ROOT, OPT_SYSTEM_MAP, OPT_VMLINUX,
+	OPT_GUEST_ROOT, OPT_SYSTEM_MAP, OPT_VMLINUX, OPT_FROM_EXEC, OPT_FROM_WORKLOAD,
 };
 
 const struct option session_options[] = {
@@ -45,6 +45,8 @@ const struct option session_options[] = {
 	{ "guest-root", required_argument, NULL, OPT_GUEST_ROOT },
 	{ "system-map", required_argument, NULL, OPT_SYSTEM_MAP },
 	{ "vmlinux", required_argument, NULL, OPT_VMLINUX },
+	{ "from-exec", required_argument, NULL, OPT_FROM_EXEC },
+	{ "from-workload", no_argument, NULL, OPT_FROM_WORKLOAD },
 	{ 0 }
 };
 
@@ -56,6 +58,9 @@ const char session_usage[] =
 "  --separate SPEC    none, lib, kernel, thread, cpu, all (default lib)\n"
 "  --duration S       stop after S seconds (a guest opvm booted is quit)\n"
 "  --append-samples   add to the current samples instead of starting afresh\n"
+"  --from-exec NAME   file samples from when a process NAME starts (its\n"
+"                     executable's base name); earlier ones are counted\n"
+"  --from-workload    opvm run --workload W: the same as --from-exec W\n"
 "  --max-files N      sample files per guest (default 16384); past a cap\n"
 "  --max-dirs N       directories per guest (default 65536); samples go\n"
 "  --max-disk SIZE    bytes per guest, e.g. 2G (default 1G); to the\n"
@@ -193,6 +198,17 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 	case OPT_APPEND_SAMPLES:
 		o->append = 1;
 		return 1;
+	case OPT_FROM_EXEC:
+		if (!*arg || strchr(arg, '/') || strlen(arg) >= 64) {
+			pr_err("--from-exec wants an executable's base name such as abratio, "
+			       "not '%s'", arg);
+			return -1;
+		}
+		o->from_exec = arg;
+		return 1;
+	case OPT_FROM_WORKLOAD:
+		o->from_workload = 1;
+		return 1;
 	case OPT_MAX_FILES: case OPT_MAX_DIRS: case OPT_MAX_DISK: case OPT_MAX_MAPPED:
 		return parse_cap(o, opt, arg);
 	case OPT_UMASK:
@@ -256,6 +272,8 @@ static void collector_cfg(const struct session_opts *o, const struct backend_set
 		.public_tree = o->umask_set,
 		.model_max_bytes = (size_t)o->model_max_bytes,
 		.symbols = o->sym,
+		.start_exec = o->from_exec ? o->from_exec :
+			      o->from_workload ? setup->workload : NULL,
 	};
 	for (unsigned i = 0; i < setup->nr_events; i++) {
 		snprintf(cfg->events[i].name, sizeof(cfg->events[i].name), "%s",
@@ -543,6 +561,26 @@ static void top_apps(const struct sum_ctx *sc, size_t i)
 	}
 }
 
+/* --from-exec: when the process came and what was taken before it. */
+static void start_summary(json_t *root)
+{
+	const char *name = json_string_value(json_object_get(root, "from_exec"));
+	json_t *at = json_object_get(root, "started_after_s");
+	uint64_t before = stats_json_get(json_object_get(root, "stats"), "before_start");
+	char c[OPVM_COUNT_BUF];
+
+	if (!name)
+		return;
+	if (json_is_number(at))
+		util_fprintf_wrapped(stdout, 4, "  filed from %s's start, %.1f s in; %s samples "
+				     "taken before it were counted, not filed", name,
+				     json_number_value(at), stats_fmt_count(before, c));
+	else
+		util_fprintf_wrapped(stdout, 4, "  %s never started: none of %s samples was "
+				     "filed (is it the executable's base name?)", name,
+				     stats_fmt_count(before, c));
+}
+
 /* Per guest: the backend's lines, the store's, the top applications; then
  * where the session is and how to read it. */
 static void summary(const struct backend_ops *b, void *bst, const struct session_opts *o,
@@ -563,6 +601,7 @@ static void summary(const struct backend_ops *b, void *bst, const struct session
 
 		totals_from_json(root, sc.totals[i], elapsed_ns, &tot);
 		b->summary(bst, &t[i], &tot, stdout);
+		start_summary(root);
 		store_summary(root);
 		top_apps(&sc, i);
 		json_decref(root);
@@ -663,6 +702,11 @@ int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 	if (r) {
 		pr_err("%s", err[0] ? err : strerror(-r));
 		return r == -EINVAL ? 2 : 1;
+	}
+	if (o->from_workload && !setup.workload) {
+		pr_err("--from-workload goes with opvm run --workload NAME; name the "
+		       "process with --from-exec NAME otherwise");
+		return 2;
 	}
 	umask(o->umask_set ? (mode_t)o->umask : 077);
 	util_stop_on_signals(&stop_flag);

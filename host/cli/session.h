@@ -28,6 +28,8 @@ struct session_opts {
 	unsigned sync_ms;		/* 0: 1000 */
 	struct store_limits limits;	/* --max-files ...; 0: defaults */
 	uint64_t model_max_bytes;	/* --max-model-mem; 0: default */
+	const char *from_exec;		/* --from-exec NAME */
+	int from_workload;		/* --from-workload */
 	int umask_set;			/* --umask given */
 	unsigned umask;
 	struct collector_symbols sym;	/* --guest-root, --system-map, --vmlinux */

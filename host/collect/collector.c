@@ -235,7 +235,8 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 		goto fail;
 	}
 	store_set_limits(g->st, &c->cfg.store_limits);
-	scfg = (struct sync_config){ .hold_ms = c->cfg.hold_ms };
+	scfg = (struct sync_config){ .hold_ms = c->cfg.hold_ms,
+				     .start_exec = c->cfg.start_exec };
 	g->sy = sync_new(g->st, g->gs, g->rings, nr_vcpus, &scfg);
 	if (!g->sy)
 		goto fail;
@@ -675,6 +676,16 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	bad |= json_object_set_new(root, "separate", json_string(sep));
 	bad |= json_object_set_new(root, "start", json_string(start));
 	bad |= json_object_set_new(root, "duration_s", json_real((double)(now - c->start_ms) / 1000.0));
+	if (c->cfg.start_exec) {
+		uint64_t at;
+
+		/* --from-exec: when the process came, seconds into the session */
+		bad |= json_object_set_new(root, "from_exec", json_string(c->cfg.start_exec));
+		bad |= json_object_set_new(root, "started_after_s",
+			sync_started(g->sy, &at) ?
+			json_real((double)(at > c->start_ms ? at - c->start_ms : 0) / 1000.0) :
+			json_null());
+	}
 	bad |= json_object_set_new(root, "stats", stats_to_json(&st));
 	bad |= json_object_set_new(root, "kernel", k ? k : json_null());
 	k = NULL;

@@ -52,6 +52,8 @@ struct collector_config {
 	size_t model_total_bytes;	/* all guests together; 0:
 					 * OPVM_MODEL_TOTAL_BYTES */
 	struct collector_symbols symbols;	/* its strings outlive the collector */
+	const char *start_exec;		/* --from-exec: see sync_config; NULL:
+					 * from the start */
 };
 #define OPVM_MODEL_TOTAL_BYTES	((size_t)512 << 20)
 

@@ -22,6 +22,7 @@ static const struct {
 	{ "throttled",		offsetof(struct opvm_stats, throttled) },
 	{ "unresolved",		offsetof(struct opvm_stats, unresolved) },
 	{ "guest_lost",		offsetof(struct opvm_stats, guest_lost) },
+	{ "before_start",	offsetof(struct opvm_stats, before_start) },
 };
 #define NR_KEYS (sizeof(stats_keys) / sizeof(stats_keys[0]))
 

@@ -34,6 +34,8 @@ struct opvm_stats {
 	uint64_t throttled;		/* not taken: rate cap (sampler) */
 	uint64_t unresolved;		/* no guest module at all: {anon-cr3:...} */
 	uint64_t guest_lost;		/* records the guest dropped (LOST) */
+	uint64_t before_start;		/* not filed: taken before --from-exec's
+					 * process started */
 };
 
 /* dst += src, field by field (saturating). */

@@ -116,6 +116,9 @@ struct sync {
 	uint64_t held_gen;		/* generation of the last full retry */
 	uint32_t force_tgid;		/* nonzero: file this process's samples
 					 * whatever is missing (it is going) */
+	char start_exec[64];		/* --from-exec name, "" once started */
+	uint64_t start_gen;		/* model generation last looked at */
+	uint64_t started_ms;
 
 	/*
 	 * Sample files get dense ids (fid, from 1) so that samples can be
@@ -166,6 +169,9 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 	s->k_slot = s->sep & (OPVM_SEP_THREAD | OPVM_SEP_KERNEL);
 	s->k_cr3 = s->sep & OPVM_SEP_KERNEL;
 	s->hold_ms = cfg ? cfg->hold_ms : SYNC_HOLD_MS_DEFAULT;
+	if (cfg && cfg->start_exec)
+		snprintf(s->start_exec, sizeof(s->start_exec), "%s", cfg->start_exec);
+	s->start_gen = UINT64_MAX;
 	s->hold_cap = cfg && cfg->hold_max ? cfg->hold_max : SYNC_HOLD_MAX_DEFAULT;
 	while (nvc < nr_rings)
 		nvc <<= 1;
@@ -823,9 +829,47 @@ static void held_retry(struct sync *s, uint64_t now, bool all, bool full)
 	s->held_gen = gstate_generation(s->gs);
 }
 
+static int start_match(const struct gstate_process *p, void *arg)
+{
+	const char *name = arg, *base = p->exe ? strrchr(p->exe->path, '/') : NULL;
+
+	if (base && !strcmp(base + 1, name))
+		return 1;
+	/* comm holds 15 bytes of the name */
+	return !strncmp(p->comm, name, sizeof(p->comm) - 2) && strlen(name) >= strlen(p->comm);
+}
+
+/* --from-exec: looks for the process when the model changed since the last
+ * look (a walk over the processes, only until it is found). */
+static void start_check(struct sync *s, uint64_t now_ms)
+{
+	uint64_t gen = gstate_generation(s->gs);
+
+	if (gen == s->start_gen)
+		return;
+	s->start_gen = gen;
+	if (gstate_for_each_proc(s->gs, start_match, s->start_exec) > 0) {
+		s->start_exec[0] = '\0';
+		s->started_ms = now_ms;
+	}
+}
+
+int sync_started(const struct sync *s, uint64_t *at_ms)
+{
+	*at_ms = s->started_ms;
+	return !s->start_exec[0];
+}
+
 static inline void take(struct sync *s, const struct opvm_sample *x, uint64_t now)
 {
 	s->stats.received++;
+	if (s->start_exec[0]) {
+		start_check(s, now);
+		if (s->start_exec[0]) {
+			s->stats.before_start++;
+			return;
+		}
+	}
 	if (attribute(s, x, false) == HOLD)
 		hold(s, x, now);
 }

@@ -96,6 +96,10 @@ struct sync_config {
 	unsigned hold_ms;	/* how long to hold unresolved user samples;
 				 * 0: file them at once */
 	size_t hold_max;	/* held samples at most; 0: default 65536 */
+	/* --from-exec: samples are counted (before_start), not filed, until
+	 * the model holds a process whose executable's base name (or comm)
+	 * is this; NULL: from the start.  Copied. */
+	const char *start_exec;
 };
 
 /* rings[0..nr_rings) are drained in order; the sync does not own st, gs or
@@ -133,6 +137,9 @@ int sync_sample(struct sync *s, const struct opvm_sample *smp, uint64_t now_ms);
  * guest_lost from the guest-state model.  throttled is left 0 (the sampler
  * knows it). */
 void sync_get_stats(const struct sync *s, struct opvm_stats *out);
+/* With start_exec: 1 once that process appeared (*at_ms: the now_ms of the
+ * sync call that saw it), else 0.  Without: 1, *at_ms 0. */
+int sync_started(const struct sync *s, uint64_t *at_ms);
 size_t sync_nr_held(const struct sync *s);
 uint64_t sync_store_errors(const struct sync *s);
 

@@ -131,6 +131,11 @@ static void guest_line(FILE *f, const struct report *r, const struct report_gues
 		fprintf(f, ", %u vCPU%s", g->vcpus, g->vcpus == 1 ? "" : "s");
 	if (g->duration_s > 0)
 		fprintf(f, ", %.1f s", g->duration_s);
+	if (g->from_exec && g->started_after_s >= 0)
+		fprintf(f, ", filed from %s's start (%.1f s in)", esc(b1, g->from_exec),
+			g->started_after_s);
+	else if (g->from_exec)
+		fprintf(f, ", %s never started: nothing filed", esc(b1, g->from_exec));
 	if (g->kernel_release)
 		fprintf(f, ", kernel %s", esc(b1, g->kernel_release));
 }

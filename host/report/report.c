@@ -339,6 +339,9 @@ static void guest_load_meta(struct report_guest *g, const char *path)
 		json_t *d = json_object_get(root, "duration_s");
 
 		g->duration_s = json_is_number(d) ? json_number_value(d) : 0;
+		g->from_exec = jstrdup(root, "from_exec");
+		d = json_object_get(root, "started_after_s");
+		g->started_after_s = json_is_number(d) ? json_number_value(d) : -1;
 	}
 	ev = json_array_get(json_object_get(root, "events"), 0);
 	if (json_is_object(ev)) {
@@ -1154,6 +1157,7 @@ void report_free(struct report *r)
 		free(g->mode);
 		free(g->separate);
 		free(g->start);
+		free(g->from_exec);
 		free(g->event);
 		free(g->kernel_release);
 		free(g->anchor_name);

@@ -123,6 +123,8 @@ struct report_guest {
 	unsigned vcpus;
 	double duration_s;
 	char *start;
+	char *from_exec;		/* --from-exec NAME, or NULL */
+	double started_after_s;		/* when it came; < 0: never */
 	char *event;			/* first event */
 	uint64_t event_count;
 	int have_stats;

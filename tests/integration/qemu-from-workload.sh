@@ -1,0 +1,52 @@
+#!/bin/bash
+# opvm run --from-workload on the test image under TCG (abratio): samples
+# taken before abratio's exec record reached the host are counted, not
+# filed.  Asserted: no (firmware/boot) sample is filed, the summary and the
+# report header say when filing began, session.json's before_start counts
+# what was left out, and abratio's share of what was filed is larger than
+# in a run from the start (--from-exec nosuch files nothing and says so).
+. "$(dirname "$0")/qemu-common.bash"
+need_qemu
+mk_tmp qemu-from-workload
+
+"$OPVM" run --workload abratio -F 200 --from-workload -d "$T/fw" > "$T/fw.out" 2>&1 ||
+	{ cat "$T/fw.out"; fail "opvm run --from-workload failed"; }
+cat "$T/fw.out"
+"$OPVM" run --workload true -F 200 --from-exec nosuch -d "$T/ns" > "$T/ns.out" 2>&1 ||
+	{ cat "$T/ns.out"; fail "opvm run --from-exec nosuch failed"; }
+"$OPVM" report -d "$T/fw" > "$T/report.txt" 2>&1 || { cat "$T/report.txt"; fail "report"; }
+"$OPVM" report -d "$T/fw" --format json > "$T/report.json" 2>&1 || fail "report --format json"
+python3 - "$T/fw.out" "$T/report.txt" "$T/report.json" "$T/fw/guests/guest/samples/current/session.json" \
+	"$T/ns.out" <<'PY' || fail "--from-workload"
+import json, re, sys
+out, rep, js, sess, ns = sys.argv[1:6]
+out, rep, ns = (open(f).read().replace("\n    ", " ").replace("\n  ", " ") for f in (out, rep, ns))
+j, s = json.load(open(js)), json.load(open(sess))
+fails = []
+m = re.search(r"filed from abratio's start, ([\d.]+) s in; (\d+) samples taken before it", out)
+if not m:
+    fails.append("the summary does not say when filing began")
+before = s["stats"].get("before_start", 0)
+if s.get("from_exec") != "abratio" or not isinstance(s.get("started_after_s"), (int, float)):
+    fails.append("session.json lacks from_exec/started_after_s: %r" % {k: s.get(k) for k in ("from_exec", "started_after_s")})
+if before < 100 or (m and int(m.group(2)) != before):
+    fails.append("before_start %d (summary %s)" % (before, m and m.group(2)))
+if "filed from abratio's start" not in rep:
+    fails.append("the report header does not say it")
+total = j["total_samples"]
+boot = sum(r["samples"] for r in j["symbols"] if r["app"] == "(firmware/boot)")
+abr = sum(r["samples"] for r in j["symbols"] if r["image"].endswith("/abratio"))
+if boot:
+    fails.append("%d (firmware/boot) samples filed" % boot)
+if abr * 100 < 25 * total:
+    fails.append("abratio %d of %d filed samples" % (abr, total))
+if not re.search(r"nosuch never started: none of \d+ samples was filed", ns):
+    fails.append("--from-exec nosuch does not say it filed nothing")
+print("RESULT --from-workload: filing began %s s in; %d samples before it counted, not filed; "
+      "abratio %.1f%% of %d filed, (firmware/boot) %d" % (m and m.group(1), before,
+      100.0 * abr / max(total, 1), total, boot))
+for f in fails:
+    print("FAIL:", f)
+sys.exit(1 if fails else 0)
+PY
+exit 0
