@@ -42,7 +42,7 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 if ! timeout 300 "$OPVM" attach --pid "$VMM" -d "$T/att" --separate thread >"$T/att.out" 2>&1; then
-	if grep -q "cannot use KVM here" "$T/run.out"; then
+	if tr '\n' ' ' < "$T/run.out" | tr -s ' ' | grep -q "cannot use KVM here"; then
 		echo "SKIP: $(grep -m1 'cannot use KVM' "$T/run.out")"; exit 77
 	fi
 	echo "FAIL: opvm attach --pid failed"; cat "$T/att.out" "$T/run.out"; exit 1

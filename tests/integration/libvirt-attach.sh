@@ -118,7 +118,7 @@ timeout 60 "$OPVM" attach -c "$URI" "$uuid_b" --duration 2 -d "$T/byuuid" \
 echo "RESULT libvirt attach by ID $id_a (LIBVIRT_DEFAULT_URI) -> $(ls "$T/byid/guests"), by UUID $uuid_b (-c) -> $(ls "$T/byuuid/guests")"
 LIBVIRT_DEFAULT_URI=test:///default timeout 30 "$OPVM" attach "$A" --duration 1 -d "$T/none" \
 	> "$T/none.out" 2>&1 && fail "attach to $A at test:///default succeeded"
-grep -q "no libvirt domain '$A'.*test:///default" "$T/none.out" ||
+tr '\n' ' ' < "$T/none.out" | tr -s ' ' | grep -q "no libvirt domain '$A'.*test:///default" ||
 	{ cat "$T/none.out"; fail "the error does not name the domain and \$LIBVIRT_DEFAULT_URI's URI"; }
 echo "RESULT unknown domain: $(grep -m1 "no libvirt domain" "$T/none.out")"
 
