@@ -463,6 +463,11 @@ static void resolve(struct psamp *p, unsigned idx, bool final)
 		int r = -ENOENT;
 
 		if (!p->tl) {
+			/* The rings come with HELLO, which may still be on its
+			 * way (it waits in the guest until the channel is
+			 * read): wait as for a late sample, then file it. */
+			if (!final && ++e->passes < PEND_MAX_PASSES)
+				return;
 			p->no_timeline++;
 			push(p, v, idx, e, NULL);
 		} else {
@@ -491,7 +496,10 @@ static void pend_add(struct psamp *p, unsigned idx, uint64_t ip, uint64_t gtsc, 
 		/* Waited through a whole queue: file the oldest without a task. */
 		struct pend old = v->pend[v->pfirst];
 
-		p->late++;
+		if (p->tl)
+			p->late++;
+		else
+			p->no_timeline++;
 		push(p, v, idx, &old, NULL);
 		v->pfirst = (v->pfirst + 1) & (PEND_MAX - 1);
 		v->pcount--;

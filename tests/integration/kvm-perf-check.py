@@ -9,7 +9,7 @@
 #   - >= 99.5 % of func_a/func_b samples in the right address space (func_a
 #     only in process 1, func_b only in process 2), none outside /user.elf;
 #   - host-mode samples filed: 0 (filed == guest-mode read);
-#   - the share named by the switch ring (>= 90 %: docs/kvm.md);
+#   - the share named by the switch ring (>= 97 %: docs/kvm.md);
 #   - mode perf-timer, event cpu-clock (this host has no PMU).
 import json, re, sys
 
@@ -31,6 +31,9 @@ if not ta + tb:
 gu, gk, host = map(int, re.search(
     r"perf samples: (\d+) guest user, (\d+) guest kernel; (\d+) host-mode", out).groups())
 named = int(re.search(r"switch rings: (\d+) named", out).group(1))
+# the rest, as the summary splits it (wrapped lines joined)
+ring = re.search(r"switch rings: (\d+) named, (\d+) in no known\s+interval, (\d+) late, "
+                 r"(\d+) before\s+any\s+rings", out)
 a = b = right = wrong = 0
 for s in rep["symbols"]:
     n = s["samples"]
@@ -53,6 +56,9 @@ namedpct = 100.0 * named / max(gu + gk, 1)
 print("RESULT %s samples=%d (guest user %d, kernel %d; host-mode seen %d, filed %d)"
       % (name, total, gu, gk, host, total - gu - gk))
 print("RESULT A share of user: %.2f%% (guest truth %.2f%%)" % (ab, truth))
+if ring:
+    print("RESULT not named: %s in no known interval, %s late, %s before any rings"
+          % ring.groups()[1:])
 print("RESULT right address space: %.3f%% of %d func_a/func_b samples; named by the "
       "switch ring: %.3f%%" % (rightpct, right + wrong, namedpct))
 if total < 1000:
@@ -64,10 +70,10 @@ if abs(ab - truth) > 2:
     fails.append("A:B split %.2f%% vs truth %.2f%%" % (ab, truth))
 if rightpct < 99.5:
     fails.append("only %.3f%% in the right address space" % rightpct)
-# The measures are the split and the address space (asserted
-# above).  The share named by the ring varied 94.7-100 % between fresh runs
-# at low load (docs/kvm.md); 90 % still catches a join that does not work.
-if namedpct < 90:
+# The share named by the ring: 99.65-100 % in 14 runs; what stays unnamed
+# is explained in docs/kvm.md (samples before the guest's first logged
+# switch, and the last batch after a guest powered itself off: 0-37).
+if namedpct < 97:
     fails.append("only %.3f%% named by the switch ring" % namedpct)
 if "sampler perf, event cpu-clock;" not in out or rep.get("mode") != "perf-timer":
     fails.append("the summary or report does not say sampler perf / mode perf-timer")
