@@ -65,7 +65,7 @@ LDFLAGS += -fsanitize=$(SAN)
 BUILD := $(BUILD)/san
 endif
 
-LIBDIRS := lib host vmm symbols events
+LIBDIRS := lib host vmm unwind symbols events
 define lib_template
 $(1)_SRCS := $$(filter-out host/cli/opvm.c,$$(wildcard $(1)/*.c $(1)/*/*.c))
 $(1)_OBJS := $$(patsubst %.c,$$(BUILD)/%.o,$$($(1)_SRCS))
@@ -79,8 +79,8 @@ $(foreach d,$(LIBDIRS),$(eval $(call lib_template,$(d))))
 # host depends on vmm, symbols and events; everything depends on lib (the
 # floor).  Users come before what they use, each library once: nothing below
 # host/ calls back up into it (tests/integration/layering.sh).
-LIBS := $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/libsymbols.a \
-	$(BUILD)/libevents.a $(BUILD)/liblib.a
+LIBS := $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/libunwind.a \
+	$(BUILD)/libsymbols.a $(BUILD)/libevents.a $(BUILD)/liblib.a
 
 PROTO_SRCS := $(wildcard host/report/*.proto)
 

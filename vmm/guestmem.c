@@ -187,6 +187,30 @@ int guestmem_virt_to_phys(struct guestmem *m, uint64_t cr3, uint64_t va,
 	return -ENOENT;	/* not reached: level 1 always returns */
 }
 
+int guestmem_read_virt(struct guestmem *m, uint64_t cr3, uint64_t va, void *buf,
+		       size_t len)
+{
+	uint8_t *out = buf;
+
+	while (len) {
+		size_t chunk = 4096 - (size_t)(va & 4095);
+		uint64_t gpa;
+		int rc;
+
+		if (chunk > len)
+			chunk = len;
+		rc = guestmem_virt_to_phys(m, cr3, va, &gpa);
+		if (!rc)
+			rc = guestmem_read(m, gpa, out, chunk);
+		if (rc)
+			return rc;
+		out += chunk;
+		va += chunk;
+		len -= chunk;
+	}
+	return 0;
+}
+
 /*
  * One line of `info mtree -f`:
  *   "  0000000000100000-0000000001ffffff (prio 0, ram): pc.ram @..."

@@ -68,6 +68,12 @@ int guestmem_read(struct guestmem *m, uint64_t gpa, void *buf, size_t len);
 int guestmem_virt_to_phys(struct guestmem *m, uint64_t cr3, uint64_t va,
 			  uint64_t *gpa);
 
+/* Reads len bytes at guest-virtual va in the address space rooted at cr3,
+ * page by page (each translated with guestmem_virt_to_phys).  Returns 0 or
+ * -errno (-ENOENT: a page not mapped, -EFAULT: outside guest RAM). */
+int guestmem_read_virt(struct guestmem *m, uint64_t cr3, uint64_t va, void *buf,
+		       size_t len);
+
 /* Paging levels for guestmem_virt_to_phys: 4 (default) or 5 (CR4.LA57). */
 void guestmem_set_paging_levels(struct guestmem *m, unsigned levels);
 

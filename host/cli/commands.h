@@ -8,6 +8,12 @@
 #ifndef OPVM_COMMANDS_H
 #define OPVM_COMMANDS_H
 
+/* The Makefile passes VERSION's contents; other builds (fuzz targets
+ * linking the commands) get this. */
+#ifndef OPVM_VERSION
+#define OPVM_VERSION "unknown"
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>

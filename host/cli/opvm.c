@@ -11,10 +11,6 @@
 #include "host/cli/commands.h"
 #include "lib/log.h"
 
-#ifndef OPVM_VERSION
-#define OPVM_VERSION "0.1"
-#endif
-
 
 struct command {
 	const char *name;

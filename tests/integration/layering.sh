@@ -2,10 +2,11 @@
 # The code's layering (docs/map.md), checked on the sources:
 #  1. who may include whom: lib/ only lib/ and the wire format
 #     (guest-kmod/opvm_proto.h, for the channel framer); events/ and symbols/ lib/ and
-#     themselves; vmm/ lib/, events/, itself and the wire format
+#     themselves; unwind/ lib/ and itself; vmm/ lib/, events/, unwind/,
+#     itself and the wire format
 #     (guest-kmod/opvm_proto.h); nothing below host/ includes host/; in
 #     host/, collect/ does not include cli/ or report/, report/ not cli/;
-#  2. no C function longer than 120 lines in lib/, host/, vmm/, symbols/,
+#  2. no C function longer than 120 lines in lib/, host/, vmm/, unwind/, symbols/,
 #     events/ (generated protobuf code aside), measured by Universal Ctags
 #     (each function's first and last line), not by a regular expression.
 set -u
@@ -31,12 +32,13 @@ declare -A allow=(
 	[lib]="lib/ guest-kmod/opvm_proto.h"
 	[events]="lib/ events/"
 	[symbols]="lib/ symbols/"
-	[vmm]="lib/ events/ vmm/ guest-kmod/opvm_proto.h"
+	[unwind]="lib/ unwind/"
+	[vmm]="lib/ events/ unwind/ vmm/ guest-kmod/opvm_proto.h"
 	[host/collect]="lib/ vmm/ events/ guest-kmod/opvm_proto.h host/collect/"
 	[host/report]="lib/ symbols/ events/ host/collect/ host/report/"
 )
 includes=0
-for dir in lib events symbols vmm host/collect host/report; do
+for dir in lib events symbols unwind vmm host/collect host/report; do
 	for f in "$dir"/*.[ch]; do
 		[ -f "$f" ] || continue
 		while IFS= read -r inc; do
@@ -56,7 +58,7 @@ if [ -z "$CTAGS" ] || ! "$CTAGS" --version 2>/dev/null | grep -q Universal; then
 	exit 77
 fi
 MAX=120
-srcs=$(ls lib/*.c host/*.c host/*/*.c vmm/*.c symbols/*.c events/*.c 2>/dev/null | grep -v '\.pb-c\.c$')
+srcs=$(ls lib/*.c host/*.c host/*/*.c vmm/*.c unwind/*.c symbols/*.c events/*.c 2>/dev/null | grep -v '\.pb-c\.c$')
 # shellcheck disable=SC2086
 long=$("$CTAGS" --fields=+ne --c-kinds=f -f - $srcs | awk -F'\t' -v max=$MAX '
 	{ l = e = 0
