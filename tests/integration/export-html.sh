@@ -4,21 +4,14 @@
 # the top symbol of `opvm report -l`; --format folded gives the same counts,
 # one line per stack, sorted by stack.
 set -u
-BUILD=${BUILD:-build}
-OPVM=${OPVM:-$BUILD/opvm}
 cd "$(dirname "$0")/../.."
 # shellcheck source=tests/integration/fixture-common.bash
 . tests/integration/fixture-common.bash
-
 command -v chromium >/dev/null || { echo "SKIP: chromium is missing (apt-get install chromium)"; exit 77; }
-[ -x "$OPVM" ] || { echo "FAIL: $OPVM not built"; exit 1; }
-
-tmp=$(mkdir -p "$BUILD/tmp" && mktemp -d "$BUILD/tmp/export-html.XXXXXX")
-tmp=$(cd "$tmp" && pwd)
+fixture_tmp export-html
 chrome_pid=""
 cleanup() { [ -n "$chrome_pid" ] && kill "$chrome_pid" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-
 make_fixture "$tmp"
 
 common=(--session-dir "$session" --guest-root "t1=$root" --no-host-kernel)

@@ -6,19 +6,13 @@
 # Runs on the report fixture (tests/golden/fixture.h: binaries compiled with
 # cc -g -O1, a real sample tree written with the store API).
 set -u
-BUILD=${BUILD:-build}
-OPVM=${OPVM:-$BUILD/opvm}
 cd "$(dirname "$0")/../.."
 # shellcheck source=tests/integration/fixture-common.bash
 . tests/integration/fixture-common.bash
-
 command -v go >/dev/null || { echo "SKIP: go is missing (apt-get install golang-go)"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: python3 is missing"; exit 77; }
-[ -x "$OPVM" ] || { echo "FAIL: $OPVM not built"; exit 1; }
-
-tmp=$(mkdir -p "$BUILD/tmp" && mktemp -d "$BUILD/tmp/export-pprof.XXXXXX")
+fixture_tmp export-pprof
 trap 'rm -rf "$tmp"' EXIT
-
 make_fixture "$tmp"
 
 common=(--session-dir "$session" --guest-root "t1=$root" --no-host-kernel)

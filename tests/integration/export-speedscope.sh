@@ -6,14 +6,11 @@
 # guest, and its weights add up to `opvm report -l`'s counts per guest and
 # per symbol.  Runs on the report fixture (two guests).
 set -u
-BUILD=${BUILD:-build}
-OPVM=${OPVM:-$BUILD/opvm}
 cd "$(dirname "$0")/../.."
 # shellcheck source=tests/integration/fixture-common.bash
 . tests/integration/fixture-common.bash
 command -v python3 >/dev/null || { echo "SKIP: python3 is missing"; exit 77; }
-[ -x "$OPVM" ] || { echo "FAIL: $OPVM not built"; exit 1; }
-tmp=$(mkdir -p "$BUILD/tmp" && mktemp -d "$BUILD/tmp/export-speedscope.XXXXXX")
+fixture_tmp export-speedscope
 trap 'rm -rf "$tmp"' EXIT
 make_fixture "$tmp"
 

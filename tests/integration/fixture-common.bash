@@ -1,5 +1,15 @@
 # Shared by tests/integration/export-*.sh and report-debuginfod.sh (sourced,
-# not run: the runner only runs *.sh).
+# not run: the runner only runs *.sh), from the top of the tree.
+BUILD=${BUILD:-build}
+OPVM=${OPVM:-$BUILD/opvm}
+
+# fixture_tmp NAME: fails unless opvm is built; tmp = a new absolute
+# directory under $BUILD/tmp (the caller's trap removes it).
+fixture_tmp() {
+	[ -x "$OPVM" ] || { echo "FAIL: $OPVM not built"; exit 1; }
+	tmp=$(mkdir -p "$BUILD/tmp" && mktemp -d "$BUILD/tmp/$1.XXXXXX") || exit 1
+	tmp=$(cd "$tmp" && pwd)
+}
 #
 # make_fixture DIR: builds tests/golden/mkfixture.c against $BUILD's
 # libraries, runs it to write the report fixture (tests/golden/fixture.h:
@@ -8,7 +18,7 @@
 # the test (exit 1) if either step does.
 make_fixture() {
 	local dir=$1 libs="" san="" l
-	for l in libhost libvmm libsymbols libevents liblib; do libs="$libs $BUILD/$l.a"; done
+	for l in libhost libvmm libunwind libsymbols libevents liblib; do libs="$libs $BUILD/$l.a"; done
 	# libraries of a SAN= build need the sanitizer runtimes
 	nm "$BUILD/libhost.a" 2>/dev/null | grep -q __asan_ && san="-fsanitize=address,undefined"
 	nm "$BUILD/libhost.a" 2>/dev/null | grep -q __ubsan_ && [ -z "$san" ] && san="-fsanitize=undefined"

@@ -5,24 +5,17 @@
 # copy.  `opvm report -l` must name its functions (symbols from the debug
 # info) and `annotate --source` find the hot line.
 set -u
-BUILD=${BUILD:-build}
-OPVM=${OPVM:-$BUILD/opvm}
 cd "$(dirname "$0")/../.."
 # shellcheck source=tests/integration/fixture-common.bash
 . tests/integration/fixture-common.bash
-
 command -v python3 >/dev/null || { echo "SKIP: python3 is missing"; exit 77; }
-[ -x "$OPVM" ] || { echo "FAIL: $OPVM not built"; exit 1; }
-
-tmp=$(mkdir -p "$BUILD/tmp" && mktemp -d "$BUILD/tmp/report-debuginfod.XXXXXX")
-tmp=$(cd "$tmp" && pwd)
+fixture_tmp report-debuginfod
 srv_pid=""
 cleanup() {
 	[ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null && wait "$srv_pid" 2>/dev/null
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-
 make_fixture "$tmp"
 
 bid=$(readelf -n "$root/usr/bin/prog" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p')
