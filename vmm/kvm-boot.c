@@ -48,47 +48,6 @@
 #define EFER_LME	0x100ull
 #define EFER_LMA	0x400ull
 
-int kvm_boot_setup_cpuid(struct kvm_vm *vm, struct kvm_vcpu *vcpu)
-{
-	struct kvm_cpuid2 *cpuid;
-	unsigned nent = 128;
-	int err = 0;
-
-	for (;;) {
-		cpuid = calloc(1, sizeof(*cpuid) + nent * sizeof(cpuid->entries[0]));
-		if (!cpuid)
-			return -ENOMEM;
-		cpuid->nent = nent;
-		if (!ioctl(vm->sys_fd, KVM_GET_SUPPORTED_CPUID, cpuid))
-			break;
-		err = -errno;
-		free(cpuid);
-		if (err != -E2BIG || nent >= 4096)
-			return err;
-		nent *= 2;
-	}
-	for (unsigned i = 0; i < cpuid->nent; i++) {
-		struct kvm_cpuid_entry2 *e = &cpuid->entries[i];
-
-		switch (e->function) {
-		case 1:
-			/* Initial APIC id = vCPU index; we are a hypervisor. */
-			e->ebx = (e->ebx & 0x00ffffffu) | (vcpu->index << 24);
-			e->ecx |= 1u << 31;
-			break;
-		case 0xb:
-		case 0x1f:
-			e->edx = vcpu->index;
-			break;
-		default:
-			break;
-		}
-	}
-	err = ioctl(vcpu->fd, KVM_SET_CPUID2, cpuid) < 0 ? -errno : 0;
-	free(cpuid);
-	return err;
-}
-
 /* GDT and identity-mapped page tables for the first 4 GiB. */
 static int boot_tables(struct kvm_vm *vm)
 {

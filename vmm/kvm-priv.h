@@ -94,6 +94,9 @@ void kvm_serial_io(struct kvm_dev *dev, uint64_t addr, void *data, uint32_t len,
 		   int is_write);
 /* vmm/kvm-chan.c: channel port, debug-exit, power and reset ports. */
 int kvm_misc_devices_add(struct kvm_vm *vm);
+/* kvm.c: the machine without devices (kvm-board.c's kvm_vm_new() adds
+ * them).  NULL + errno, why set. */
+struct kvm_vm *kvm_vm_create(const struct kvm_vm_config *cfg, char *why, size_t whylen);
 
 /* vmm/kvm-acpi.c: ACPI tables for Linux guests (virtio-mmio console
  * discovery, power-off, MADT).  Returns 0 and the RSDP's address. */
@@ -102,6 +105,5 @@ int kvm_misc_devices_add(struct kvm_vm *vm);
 int kvm_acpi_write(struct kvm_vm *vm, uint64_t *rsdp);
 
 /* vmm/kvm-boot.c */
-int kvm_boot_setup_cpuid(struct kvm_vm *vm, struct kvm_vcpu *vcpu);
 
 #endif /* OPVM_KVM_PRIV_H */

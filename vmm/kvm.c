@@ -349,6 +349,49 @@ out:
 	return NULL;
 }
 
+/* The host's supported CPUID, with this vCPU's APIC id and the hypervisor
+ * bit. */
+static int vcpu_setup_cpuid(struct kvm_vm *vm, struct kvm_vcpu *vcpu)
+{
+	struct kvm_cpuid2 *cpuid;
+	unsigned nent = 128;
+	int err = 0;
+
+	for (;;) {
+		cpuid = calloc(1, sizeof(*cpuid) + nent * sizeof(cpuid->entries[0]));
+		if (!cpuid)
+			return -ENOMEM;
+		cpuid->nent = nent;
+		if (!ioctl(vm->sys_fd, KVM_GET_SUPPORTED_CPUID, cpuid))
+			break;
+		err = -errno;
+		free(cpuid);
+		if (err != -E2BIG || nent >= 4096)
+			return err;
+		nent *= 2;
+	}
+	for (unsigned i = 0; i < cpuid->nent; i++) {
+		struct kvm_cpuid_entry2 *e = &cpuid->entries[i];
+
+		switch (e->function) {
+		case 1:
+			/* Initial APIC id = vCPU index; we are a hypervisor. */
+			e->ebx = (e->ebx & 0x00ffffffu) | (vcpu->index << 24);
+			e->ecx |= 1u << 31;
+			break;
+		case 0xb:
+		case 0x1f:
+			e->edx = vcpu->index;
+			break;
+		default:
+			break;
+		}
+	}
+	err = ioctl(vcpu->fd, KVM_SET_CPUID2, cpuid) < 0 ? -errno : 0;
+	free(cpuid);
+	return err;
+}
+
 static int vcpu_create(struct kvm_vm *vm, unsigned i, char *why, size_t whylen)
 {
 	struct kvm_vcpu *v = &vm->vcpus[i];
@@ -382,45 +425,16 @@ static int vcpu_create(struct kvm_vm *vm, unsigned i, char *why, size_t whylen)
 			v->run->kvm_valid_regs = want;
 		}
 	}
-	return kvm_boot_setup_cpuid(vm, v);
+	return vcpu_setup_cpuid(vm, v);
 }
 
-static void serial_dev_add(struct kvm_vm *vm)
-{
-	struct kvm_dev d = { .base = 0x3f8, .len = 8, .io = kvm_serial_io,
-			     .priv = &vm->serial };
-
-	kvm_vm_add_pio(vm, &d);
-}
-
-static void virtio_irq(void *arg)
-{
-	struct kvm_vm *vm = arg;
-	struct kvm_irq_level lvl = { .irq = KVM_VIRTIO_CON_IRQ, .level = 1 };
-
-	/* Edge-triggered ISA line, as kvmtool's virtio-mmio does. */
-	ioctl(vm->vm_fd, KVM_IRQ_LINE, &lvl);
-	lvl.level = 0;
-	ioctl(vm->vm_fd, KVM_IRQ_LINE, &lvl);
-}
-
-static void virtio_sink(const void *buf, size_t len, void *arg)
-{
-	kvm_vm_chan_write(arg, buf, len);
-}
-
-static void virtio_mmio_io(struct kvm_dev *dev, uint64_t addr, void *data,
-			   uint32_t len, int is_write)
-{
-	kvm_virtio_con_mmio(dev->priv, addr - dev->base, data, len, is_write);
-}
-
-struct kvm_vm *kvm_vm_new(const struct kvm_vm_config *cfg, char *why, size_t whylen)
+/* The machine without its devices (kvm-board.c adds them): the VM, its
+ * interrupt controller and timer, guest RAM, the vCPUs. */
+struct kvm_vm *kvm_vm_create(const struct kvm_vm_config *cfg, char *why, size_t whylen)
 {
 	struct kvm_vm *vm;
 	struct kvm_pit_config pit = { .flags = 0 };
 	struct kvm_userspace_memory_region region;
-	struct kvm_dev d;
 	int err;
 
 	if (!cfg->nr_vcpus || cfg->nr_vcpus > KVM_MAX_VCPUS ||
@@ -513,19 +527,6 @@ struct kvm_vm *kvm_vm_new(const struct kvm_vm_config *cfg, char *why, size_t why
 			goto fail;
 	}
 
-	serial_dev_add(vm);
-	err = kvm_misc_devices_add(vm);
-	if (err)
-		goto fail;
-	vm->vcon = kvm_virtio_con_new(vm->mem, vm->mem_size, virtio_irq, virtio_sink, vm);
-	if (!vm->vcon) {
-		err = -errno;
-		util_seterr(why, whylen, "virtio console: %s", strerror(errno));
-		goto fail;
-	}
-	d = (struct kvm_dev){ .base = KVM_VIRTIO_CON_BASE, .len = KVM_VIRTIO_CON_SIZE,
-			      .io = virtio_mmio_io, .priv = vm->vcon };
-	kvm_vm_add_mmio(vm, &d);
 	return vm;
 
 fail:
