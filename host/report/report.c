@@ -754,6 +754,7 @@ static int read_file(struct report *r, const struct report_opts *o, const struct
 		.anchor_name = g->anchor_name, .anchor_addr = g->anchor_addr,
 	};
 	struct report_row *row;
+	uint64_t unresolved0 = r->unresolved;
 	size_t nsyms = 0;
 	int ret;
 
@@ -817,6 +818,12 @@ static int read_file(struct report *r, const struct report_opts *o, const struct
 		ret = sfile_reader_foreach(sr, file_detail_cb, &c);
 		if (ret)
 			ret = c.err;
+	}
+	if (e->kernel && !strcmp(e->app, REPORT_APP_BOOT)) {
+		/* its own line says what it is: not "unresolved", no warning
+		 * (sessions from before (firmware/boot) still get one) */
+		r->unresolved = unresolved0;
+		c.outside = 0;
 	}
 	g->total = util_sat_add(g->total, c.total);
 	r->total = util_sat_add(r->total, c.total);
