@@ -235,6 +235,9 @@ const char *report_basename(const char *path)
 
 	if (!path)
 		return "";
+	/* "(firmware/boot)" and the like name no file */
+	if (path[0] == '(')
+		return path;
 	s = strrchr(path, '/');
 	return s && s[1] ? s + 1 : path;
 }

@@ -83,9 +83,9 @@ PY
 	{ cat "$T/report-excl.txt"; fail "opvm report --exclude idle,boot failed"; }
 "$OPVM" export --format folded --exclude idle,boot --session-dir "$S" -o "$T/excl.folded" \
 	> "$T/export-excl.txt" 2>&1 || { cat "$T/export-excl.txt"; fail "export --exclude failed"; }
-python3 - "$T/report-summary.txt" "$T/report-excl.txt" "$T/excl.folded" <<'PY' ||
+python3 - "$T/report-summary.txt" "$T/report-excl.txt" "$T/excl.folded" "$T/report.txt" <<'PY' ||
 import re, sys
-summ, excl, folded = (open(f).read() for f in sys.argv[1:4])
+summ, excl, folded, rl = (open(f).read() for f in sys.argv[1:5])
 def line(name):
     m = re.search(r"^ *(\d+) +([\d.]+) +" + re.escape(name) + "$", summ, re.M)
     return (int(m.group(1)), float(m.group(2))) if m else (0, 0.0)
@@ -102,6 +102,9 @@ if not m or (int(m.group(1)), int(m.group(2))) != (idle[0], boot[0]):
     fails.append("--exclude does not say what it left out, or says other counts")
 if left != total - idle[0] - boot[0]:
     fails.append("--exclude total %d, want %d" % (left, total - idle[0] - boot[0]))
+if not re.search(r"^\d+ .* vmlinux +\(firmware/boot\) +\(no symbols\)$", rl, re.M) or \
+        not re.search(r"^\d+ .* vmlinux +\(idle\) +native_safe_halt$", rl, re.M):
+    fails.append("report -l does not name the (firmware/boot) and (idle) apps whole")
 if "(idle)" in folded or "(firmware/boot)" in folded:
     fails.append("export --exclude kept idle or boot stacks")
 print("RESULT --exclude idle,boot: %d samples left, the header says what went" % left)
