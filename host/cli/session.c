@@ -594,7 +594,8 @@ static void summary(const struct backend_ops *b, void *bst, const struct session
 	if (!sc.totals)
 		return;
 	store_walk(dir, "current", sum_file, &sc, NULL);
-	qsort(sc.apps, sc.nr, sizeof(*sc.apps), cmp_app);
+	if (sc.nr)	/* none filed (--from-exec that never came): no array */
+		qsort(sc.apps, sc.nr, sizeof(*sc.apps), cmp_app);
 	for (size_t i = 0; i < n; i++) {
 		json_t *root = load_session(dir, t[i].name);
 		struct backend_totals tot = { 0 };
