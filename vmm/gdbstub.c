@@ -291,7 +291,7 @@ int gdbstub_request(struct gdbstub *gs, const char *cmd, char *reply, size_t cap
 void gdbstub_layout_init(struct gdbstub_layout *l)
 {
 	*l = (struct gdbstub_layout){ .rip_off = -1, .cs_off = -1, .cr3_off = -1,
-				      .cr0_off = -1 };
+				      .cr0_off = -1, .rsp_off = -1, .rbp_off = -1 };
 }
 
 /* Value of attribute attr inside element [e, end), into out.  0 or -1. */
@@ -376,6 +376,12 @@ int gdbstub_layout_parse(struct gdbstub_layout *l, const char *xml, size_t len)
 		} else if (!strcmp(name, "cr3")) {
 			l->cr3_off = l->next_off;
 			l->cr3_size = (int)nbits / 8;
+		} else if (!strcmp(name, "rsp")) {
+			l->rsp_off = l->next_off;
+			l->rsp_size = (int)nbits / 8;
+		} else if (!strcmp(name, "rbp")) {
+			l->rbp_off = l->next_off;
+			l->rbp_size = (int)nbits / 8;
 		}
 		if (l->next_off > 1 << 20)
 			return -EPROTO;
@@ -740,6 +746,11 @@ static int parse_regs(const struct gdbstub *gs, size_t n, struct gdbstub_regs *r
 	if (!err && gs->lay.cr0_off >= 0)
 		err = parse_le_hex(gs->pkt, n, gs->lay.cr0_off, gs->lay.cr0_size, &r->cr0);
 	r->cs = (uint32_t)cs;
+	r->rsp = r->rbp = 0;
+	if (!err && gs->lay.rsp_off >= 0)
+		err = parse_le_hex(gs->pkt, n, gs->lay.rsp_off, gs->lay.rsp_size, &r->rsp);
+	if (!err && gs->lay.rbp_off >= 0)
+		err = parse_le_hex(gs->pkt, n, gs->lay.rbp_off, gs->lay.rbp_size, &r->rbp);
 	return err;
 }
 

@@ -39,6 +39,7 @@ struct gdbstub_regs {
 	uint64_t cr3;
 	uint64_t cr0;		/* bit 0 (PE) clear: real mode, CPL 0 */
 	uint32_t cs;		/* selector; in protected mode CPL = cs & 3 */
+	uint64_t rsp, rbp;	/* for stack unwinding; 0 if the stub has none */
 };
 
 /* CPL of a stopped vCPU: 0 in real mode (CS holds a segment, not a
@@ -161,6 +162,8 @@ struct gdbstub_layout {
 	int cs_off, cs_size;
 	int cr3_off, cr3_size;
 	int cr0_off, cr0_size;	/* -1 if the stub has no cr0: PE assumed */
+	int rsp_off, rsp_size;	/* -1 if absent */
+	int rbp_off, rbp_size;
 	int next_off;		/* bytes covered so far */
 	int next_regnum;
 };
