@@ -9,7 +9,8 @@
  *   - the tables load (System.map's bounds, sorted);
  *   - >= 90 % of kernel samples inside a system call (a frame in
  *     do_syscall_64) reach the entry code and come out with the user task's
- *     registers (a user ip, cpl 3), which unwind_fp() can go on with;
+ *     registers (a user ip, cpl 3), and >= 90 % of those go on with
+ *     unwind_fp() for at least two user frames;
  *   - >= 90 % of all kernel samples end cleanly (user registers or the end
  *     of a kernel thread's stack), not at a bad frame.
  * SKIP without QEMU or the test image (make images).
@@ -140,7 +141,7 @@ static void test_live(void **state)
 {
 	const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
 	char img[256], map[300], dir[] = "/tmp/opvm-test-orc.XXXXXX", path[300];
-	unsigned kernel = 0, clean = 0, in_sys = 0, sys_user = 0;
+	unsigned kernel = 0, clean = 0, in_sys = 0, sys_user = 0, user_frames = 0;
 	struct unwind_orc *o = NULL;
 	struct gdbstub *gs = NULL;
 	struct qmp *q = NULL;
@@ -200,8 +201,17 @@ static void test_live(void **state)
 				sys |= !strcmp(sym_at(pcs[i]), "do_syscall_64");
 			clean += why == UNWIND_END;
 			in_sys += sys;
-			sys_user += sys && why == UNWIND_END && user.cpl == 3 &&
-				    user.ip && user.ip < 0x800000000000ull;
+			if (sys && why == UNWIND_END && user.cpl == 3 && user.ip &&
+			    user.ip < 0x800000000000ull) {
+				uint64_t ups[16];
+
+				sys_user++;
+				/* and on into the user stack (the workload keeps
+				 * frame pointers; the libc wrapper it called
+				 * does not push one, so its caller's caller
+				 * comes next) */
+				user_frames += unwind_fp(&um, &user, ups, 16, NULL) >= 2;
+			}
 			if (round < 3)
 				print_message("vCPU %u: %u frames, stop %d, top %s, last %s, "
 					      "user ip 0x%" PRIx64 "\n", c, n, (int)why,
@@ -212,8 +222,9 @@ static void test_live(void **state)
 		assert_int_equal(gdbstub_interrupt(gs, 5000), 0);
 	}
 	print_message("RESULT orc: %zu entries; %u kernel samples, %u ended cleanly; %u in a "
-		      "system call, %u of them reached the user task's registers\n",
-		      o ? unwind_orc_nr(o) : 0, kernel, clean, in_sys, sys_user);
+		      "system call, %u of them reached the user task's registers, %u went on "
+		      "for 2+ user frames\n", o ? unwind_orc_nr(o) : 0, kernel, clean, in_sys,
+		      sys_user, user_frames);
 	gdbstub_continue(gs);
 	gdbstub_close(gs);
 	qmp_close(q);
@@ -226,6 +237,7 @@ static void test_live(void **state)
 	assert_true(in_sys >= 10);
 	assert_true(sys_user * 10 >= in_sys * 9);
 	assert_true(clean * 10 >= kernel * 9);
+	assert_true(user_frames * 10 >= sys_user * 9);
 	unwind_orc_free(o);
 }
 
