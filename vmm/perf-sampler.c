@@ -50,11 +50,15 @@
 #include "vmm/timeline.h"
 
 #define RING_PAGES	32		/* data pages per vCPU: 128 KiB, ~3 s at 1 kHz */
-#define DRAIN_MS	500
+/* A pass at least every DRAIN_MS or WAKE_SAMPLES samples a vCPU: that also
+ * bounds the samples taken after the last read of the switch rings when a
+ * guest powers itself off (its RAM goes with QEMU: they stay unnamed,
+ * counted late).  500 ms / 256 left up to 189 such samples a run. */
+#define DRAIN_MS	100
 #define DRAIN_BUSY_MS	50		/* when a pass found a ring 1/8 rewritten */
-#define WAKE_SAMPLES	256		/* perf records of 40 bytes */
+#define WAKE_SAMPLES	64		/* perf records of 40 bytes */
 #define PEND_MAX	8192u		/* samples waiting per vCPU (power of two) */
-#define PEND_MAX_PASSES	4		/* 0.2-2 s waiting for the rings to move */
+#define PEND_MAX_PASSES	16		/* 1-1.6 s waiting for the rings to move */
 #define TSC_REREAD_NS	1000000000ull	/* KVM's tsc-offset re-read period */
 #define DEBUGFS		"/sys/kernel/debug"
 #define CHAN_BUF	65536

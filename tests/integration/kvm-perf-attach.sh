@@ -41,7 +41,7 @@ for _ in $(seq 100); do
 	kill -0 "$VMM" 2>/dev/null || break
 	sleep 0.1
 done
-if ! timeout 300 "$OPVM" attach --pid "$VMM" -d "$T/att" --separate thread >"$T/att.out" 2>&1; then
+if ! timeout 300 "$OPVM" attach --pid "$VMM" -d "$T/att" --separate thread -F 4000 >"$T/att.out" 2>&1; then
 	if tr '\n' ' ' < "$T/run.out" | tr -s ' ' | grep -q "cannot use KVM here"; then
 		echo "SKIP: $(grep -m1 'cannot use KVM' "$T/run.out")"; exit 77
 	fi

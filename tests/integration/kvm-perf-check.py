@@ -9,7 +9,7 @@
 #   - >= 99.5 % of func_a/func_b samples in the right address space (func_a
 #     only in process 1, func_b only in process 2), none outside /user.elf;
 #   - host-mode samples filed: 0 (filed == guest-mode read);
-#   - the share named by the switch ring (>= 97 %: docs/kvm.md);
+#   - named by the switch ring, or late at power-off: >= 99 % (docs/kvm.md);
 #   - mode perf-timer, event cpu-clock (this host has no PMU).
 import json, re, sys
 
@@ -70,11 +70,17 @@ if abs(ab - truth) > 2:
     fails.append("A:B split %.2f%% vs truth %.2f%%" % (ab, truth))
 if rightpct < 99.5:
     fails.append("only %.3f%% in the right address space" % rightpct)
-# The share named by the ring: 99.65-100 % in 14 runs; what stays unnamed
-# is explained in docs/kvm.md (samples before the guest's first logged
-# switch, and the last batch after a guest powered itself off: 0-37).
-if namedpct < 97:
-    fails.append("only %.3f%% named by the switch ring" % namedpct)
+# Named by the ring: what stays unnamed is explained in docs/kvm.md.  The
+# samples after the last ring read before a guest powers itself off are
+# counted late, never guessed (its RAM is gone with QEMU), bounded by one
+# drain pass (64 samples a vCPU or 100 ms; 0-48 seen).  So: late at most
+# 600, and named + late >= 99 %.
+late = int(ring.group(3)) if ring else 0
+if late > 600:
+    fails.append("%d samples late: more than the last drain pass" % late)
+if 100.0 * (named + late) / max(gu + gk, 1) < 99:
+    fails.append("only %.3f%% named by the switch ring (%d late at the end)"
+                 % (namedpct, late))
 if "sampler perf, event cpu-clock;" not in out or rep.get("mode") != "perf-timer":
     fails.append("the summary or report does not say sampler perf / mode perf-timer")
 for f in fails:

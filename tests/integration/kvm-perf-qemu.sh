@@ -44,7 +44,7 @@ QEMU=$!
 # The console: wait for the guest, start opvm, then let the guest go.
 timeout 300 python3 "$(dirname "$0")/synth-console.py" "$T" 30 "$T/s/guests/vm" -- \
 	"$OPVM" attach --qmp "$T/qmp" --channel "$T/chan" --name vm -d "$T/s" \
-	--separate thread || { cat "$T/qemu.log"; exit 1; }
+	--separate thread -F 4000 || { cat "$T/qemu.log"; exit 1; }
 
 "$OPVM" report --session-dir "$T/s" --separate thread -l --format json \
 	--guest-root "$G" >"$T/report.json" 2>"$T/report.err" ||

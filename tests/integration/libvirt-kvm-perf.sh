@@ -63,7 +63,7 @@ $VIRSH create "$T/dom.xml" >/dev/null || fail "virsh create of a kvm domain fail
 printf '%s\n' virsh -q -c "$URI" qemu-monitor-command "$D" --hmp "info chardev" \
 	>"$T/chardev.cmd"
 timeout 400 python3 "$(dirname "$0")/synth-console.py" "$T" 120 "$T/s/guests/$D" -- \
-	"$OPVM" attach "$D" --channel "$T/chan" -d "$T/s" --separate thread \
+	"$OPVM" attach "$D" --channel "$T/chan" -d "$T/s" --separate thread -F 4000 \
 	--duration 240 || fail "the guest or opvm attach failed"
 
 grep -q gdb "$T/chardev.txt" && fail "a gdbstub chardev was open during perf sampling: $(cat "$T/chardev.txt")"
