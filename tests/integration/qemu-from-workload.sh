@@ -38,8 +38,16 @@ boot = sum(r["samples"] for r in j["symbols"] if r["app"] == "(firmware/boot)")
 abr = sum(r["samples"] for r in j["symbols"] if r["image"].endswith("/abratio"))
 if boot:
     fails.append("%d (firmware/boot) samples filed" % boot)
-if abr * 100 < 25 * total:
-    fails.append("abratio %d of %d filed samples" % (abr, total))
+# abratio runs on one of two vCPUs, so about half of what is filed is the
+# other vCPU idling; a run from the start files ~10 % abratio (a third of
+# it is boot).  Under CI load abratio's share of filed samples went as low
+# as 24.7 %: ask for 15 % and that nothing but (idle) beats it.
+apps = {}
+for r in j["symbols"]:
+    apps[r["app"]] = apps.get(r["app"], 0) + r["samples"]
+rival = max((n for a, n in apps.items() if a not in ("(idle)",) and not a.endswith("/abratio")), default=0)
+if abr * 100 < 15 * total or rival >= abr:
+    fails.append("abratio %d of %d filed samples (largest other app %d)" % (abr, total, rival))
 if not re.search(r"nosuch never started: none of \d+ samples was filed", ns):
     fails.append("--from-exec nosuch does not say it filed nothing")
 print("RESULT --from-workload: filing began %s s in; %d samples before it counted, not filed; "
