@@ -211,6 +211,70 @@ int guestmem_read_virt(struct guestmem *m, uint64_t cr3, uint64_t va, void *buf,
 	return 0;
 }
 
+/* ---- a cached view of one address space, for the stack walkers --------- */
+
+void guestmem_view_init(struct guestmem_view *v, struct guestmem *m)
+{
+	v->m = m;
+	v->fetches = 0;
+	guestmem_view_reset(v, 0, 0);
+}
+
+void guestmem_view_reset(struct guestmem_view *v, uint64_t cr3, unsigned max_pages)
+{
+	/* PCID and bit 63 are dropped by the walk; the PTI bit 12 stays: a
+	 * user CR3 maps the user half, which is all a user sample reads. */
+	v->cr3 = cr3 & ~0xfffull;
+	v->budget = max_pages;
+	v->next = 0;
+	for (unsigned i = 0; i < GUESTMEM_VIEW_PAGES; i++)
+		v->page[i].va = 1;
+}
+
+/* The cached page at va (page-aligned), fetched if need be; NULL if it
+ * cannot be read or the budget is spent. */
+static const uint8_t *view_page(struct guestmem_view *v, uint64_t va)
+{
+	struct guestmem_view_page *p;
+
+	for (unsigned i = 0; i < GUESTMEM_VIEW_PAGES; i++)
+		if (v->page[i].va == va)
+			return v->page[i].data;
+	if (!v->budget || !v->m)
+		return NULL;
+	v->budget--;
+	p = &v->page[v->next];
+	v->next = (v->next + 1) % GUESTMEM_VIEW_PAGES;
+	p->va = 1;
+	if (guestmem_read_virt(v->m, v->cr3, va, p->data, sizeof(p->data)))
+		return NULL;
+	v->fetches++;
+	p->va = va;
+	return p->data;
+}
+
+int guestmem_view_read(void *arg, uint64_t gva, void *buf, size_t len)
+{
+	struct guestmem_view *v = arg;
+	uint8_t *out = buf;
+
+	if (len > sizeof(v->page[0].data) * GUESTMEM_VIEW_PAGES || gva + len < gva)
+		return -EFAULT;
+	while (len) {
+		uint64_t va = gva & ~0xfffull, off = gva - va;
+		size_t chunk = 4096 - off < len ? 4096 - off : len;
+		const uint8_t *p = view_page(v, va);
+
+		if (!p)
+			return -EFAULT;
+		memcpy(out, p + off, chunk);
+		out += chunk;
+		gva += chunk;
+		len -= chunk;
+	}
+	return 0;
+}
+
 /*
  * One line of `info mtree -f`:
  *   "  0000000000100000-0000000001ffffff (prio 0, ram): pc.ram @..."

@@ -74,6 +74,35 @@ int guestmem_virt_to_phys(struct guestmem *m, uint64_t cr3, uint64_t va,
 int guestmem_read_virt(struct guestmem *m, uint64_t cr3, uint64_t va, void *buf,
 		       size_t len);
 
+/*
+ * A view of one guest address space for the stack walkers of unwind/: an
+ * unwind_mem whose reads go through the page tables rooted at cr3 and keep
+ * the last few pages they touched, so a walk that reads 16 bytes a frame
+ * costs one page-table walk and one read per stack page, not per frame.
+ * At most max_pages distinct pages are fetched per guestmem_view_reset()
+ * (a hostile frame chain that jumps from page to page ends early, with
+ * -EFAULT).  A view is one thread's: the samplers keep one each.
+ */
+#define GUESTMEM_VIEW_PAGES	8
+struct guestmem_view_page {
+	uint64_t va;			/* page address; 1: empty slot */
+	uint8_t data[4096];
+};
+struct guestmem_view {
+	struct guestmem *m;
+	uint64_t cr3;
+	unsigned budget;		/* page fetches left */
+	unsigned next;			/* slot to replace next */
+	uint64_t fetches;		/* pages read since init (statistics) */
+	struct guestmem_view_page page[GUESTMEM_VIEW_PAGES];
+};
+void guestmem_view_init(struct guestmem_view *v, struct guestmem *m);
+/* A new sample: address space cr3 (normalised here), up to max_pages page
+ * fetches.  Forgets the cached pages: the guest ran since. */
+void guestmem_view_reset(struct guestmem_view *v, uint64_t cr3, unsigned max_pages);
+/* The unwind_mem read callback (arg: the view): 0 or -EFAULT. */
+int guestmem_view_read(void *arg, uint64_t gva, void *buf, size_t len);
+
 /* Paging levels for guestmem_virt_to_phys: 4 (default) or 5 (CR4.LA57). */
 void guestmem_set_paging_levels(struct guestmem *m, unsigned levels);
 

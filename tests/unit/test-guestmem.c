@@ -144,6 +144,38 @@ static uint64_t walk(struct pt_ram *p, uint64_t cr3, uint64_t va, int *rc)
 	return gpa;
 }
 
+/* The stack walkers' cached view: reads across a page boundary, a page
+ * budget, a reset forgets what changed. */
+static void view_checks(struct pt_ram *p, uint64_t va4k)
+{
+	static struct guestmem_view v;
+	uint64_t page = va4k & ~0xfffull, w[2];
+	uint8_t *frame = (uint8_t *)p->ram + 0x123000;
+
+	pt_set(p, 0x4000, 360, 0x124000 | 0x7);	/* the next page, too */
+	memset(frame, 0, 8192);
+	frame[0xff8] = 0x11;			/* last word of the first page */
+	frame[0x1000] = 0x22;			/* first word of the second */
+	guestmem_view_init(&v, p->m);
+	guestmem_view_reset(&v, 0x1000 | 0x5, 2);
+	assert_int_equal(guestmem_view_read(&v, page + 0xff8, w, 16), 0);
+	assert_true(w[0] == 0x11 && w[1] == 0x22);
+	assert_true(v.fetches == 2);
+	/* Cached: a write now is not seen until the next sample... */
+	frame[0xff8] = 0x33;
+	assert_int_equal(guestmem_view_read(&v, page + 0xff8, w, 8), 0);
+	assert_true(w[0] == 0x11 && v.fetches == 2);
+	/* ...and the budget is spent: a third page fails. */
+	assert_int_equal(guestmem_view_read(&v, page + 0x2000, w, 8), -EFAULT);
+	guestmem_view_reset(&v, 0x1000, 4);
+	assert_int_equal(guestmem_view_read(&v, page + 0xff8, w, 8), 0);
+	assert_true(w[0] == 0x33);
+	/* Unmapped, wrapping, oversized: refused. */
+	assert_int_equal(guestmem_view_read(&v, page + 0x2000, w, 8), -EFAULT);
+	assert_int_equal(guestmem_view_read(&v, UINT64_MAX - 3, w, 8), -EFAULT);
+	assert_int_equal(guestmem_view_read(&v, page, frame, 1u << 20), -EFAULT);
+}
+
 static void test_page_walk(void **state)
 {
 	struct pt_ram p;
@@ -207,6 +239,7 @@ static void test_page_walk(void **state)
 	assert_int_equal(rc, -ENOENT);
 	guestmem_set_paging_levels(p.m, 4);
 	assert_int_equal(walk(&p, 0x1000, va4k, &rc), 0x123abc);
+	view_checks(&p, va4k);
 
 	guestmem_close(p.m);
 	munmap(p.ram, 4 * MIB);
