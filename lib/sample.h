@@ -12,7 +12,8 @@
 
 #include <stdint.h>
 
-#define OPVM_MAX_CALLCHAIN	64	/* frames kept per sample, innermost first */
+#define OPVM_MAX_CALLCHAIN	127	/* callers kept per sample, innermost
+					 * first: with the sample's own ip, 128 */
 #define OPVM_MAX_EVENTS		8	/* events counted at once in one session */
 
 enum opvm_sample_flags {

@@ -117,4 +117,8 @@ void util_stop_on_signals(volatile sig_atomic_t *flag);
 void util_fprintf_wrapped(FILE *f, unsigned indent, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* The process a thread belongs to (its Tgid in /proc), or -errno. */
+#include <sys/types.h>
+pid_t util_thread_tgid(pid_t tid);
+
 #endif /* OPVM_UTIL_H */

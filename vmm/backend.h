@@ -49,6 +49,7 @@
 #include <stdio.h>
 
 #include "lib/sample.h"
+#include "vmm/sampler.h"
 
 struct sampler;
 struct vm_monitor;
@@ -112,6 +113,9 @@ struct backend_target {
 					 * thread */
 	void *reconnect_arg;
 	void *priv;			/* the backend's per-guest state */
+	/* --call-graph: what open() gives the sampler, or NULL (none); set
+	 * by the session only for a backend whose ops say callgraph */
+	const struct sampler_callgraph_cfg *callgraph;
 	char intro[512];		/* shown on a terminal before sampling */
 	char notes[1024];		/* warnings for the user, one per line */
 };
@@ -139,6 +143,8 @@ struct backend_ops {
 	const char *name;		/* what --vmm= / --sampler= takes */
 	enum backend_kind kind;
 	const char *help;		/* one line for `opvm run --help` */
+	int callgraph;			/* 1: takes --call-graph fp (it stops
+					 * the vCPU at each sample) */
 	/* getopt_long table of the backend's own options, ending with a
 	 * zeroed entry; val is a short letter (also listed in short_options)
 	 * or BACKEND_OPT + n.  May be NULL. */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lib/util.h"
+#include "vmm/guestmem.h"
 #include "vmm/monitor.h"
 #include "vmm/qmp.h"
 #include "vmm/virt.h"
@@ -249,4 +250,42 @@ void vm_monitor_idle(struct vm_monitor *m)
 		qmp_close(m->qmp);
 		m->qmp = NULL;
 	}
+}
+
+/* guestmem_hmp_fn over a monitor. */
+static int guestmem_hmp(void *arg, const char *cmd, char **out)
+{
+	char err[256];
+
+	return vm_monitor_hmp(arg, cmd, out, err, sizeof(err));
+}
+
+struct guestmem *vm_monitor_guestmem(struct vm_monitor *m, char *err, size_t errlen)
+{
+	json_t *ret = NULL;
+	struct guestmem *mem = NULL;
+	pid_t pid = 0;
+	int r = m->pid ? -EOPNOTSUPP : 0;
+
+	if (!r)
+		r = vm_monitor_qmp(m, "query-cpus-fast", NULL, -1, &ret, err, errlen);
+	if (!r)
+		pid = util_thread_tgid((pid_t)json_integer_value(
+			json_object_get(json_array_get(ret, 0), "thread-id")));
+	json_decref(ret);
+	if (!r && pid <= 0)
+		r = pid < 0 ? pid : -ESRCH;
+	if (!r && !(mem = guestmem_open(pid)))
+		r = -errno;
+	if (!r)
+		r = guestmem_add_monitor_ranges(mem, guestmem_hmp, m);
+	if (r) {
+		util_seterr(err, errlen, "cannot read guest '%s''s memory from its QEMU (%s); "
+			    "opvm needs the QEMU process's /proc/PID/mem (run as root)",
+			    m->name, strerror(-r));
+		guestmem_close(mem);
+		errno = -r;
+		return NULL;
+	}
+	return mem;
 }

@@ -65,4 +65,10 @@ int vm_monitor_qmp(struct vm_monitor *m, const char *cmd, json_t *args, int fd,
 /* Drops an open QMP socket connection (reopened by the next command). */
 void vm_monitor_idle(struct vm_monitor *m);
 
+/* A reader of the guest's RAM (vmm/guestmem.h): QEMU's process (its vCPU
+ * threads' Tgid) and its RAM ranges through the monitor (gpa2hva).  NULL
+ * and errno; err says why and what to do.  Not for a built-in VMM yet. */
+struct guestmem;
+struct guestmem *vm_monitor_guestmem(struct vm_monitor *m, char *err, size_t errlen);
+
 #endif /* OPVM_MONITOR_H */

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/util.h"
 #include "vmm/guestmem.h"
 #include "vmm/kvm-desc.h"
 #include "vmm/perf-sampler.h"
@@ -34,26 +35,6 @@ int perf_target_qmp_kvm(struct qmp *q)
 	return r;
 }
 
-/* The process a thread belongs to (its Tgid), or -errno. */
-static pid_t thread_tgid(pid_t tid)
-{
-	char path[64], buf[512], *t;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
-	t = strstr(buf, "\nTgid:");
-	return t ? (pid_t)strtol(t + 6, NULL, 10) : -EPROTO;
-}
-
 struct sampler *perf_target_threads(struct perf_sampler_config *cfg, const pid_t *tids,
 				    unsigned n, struct guestmem *mem, char *err, size_t errlen)
 {
@@ -64,7 +45,7 @@ struct sampler *perf_target_threads(struct perf_sampler_config *cfg, const pid_t
 		errno = EPROTO;
 		return NULL;
 	}
-	cfg->pid = thread_tgid(tids[0]);
+	cfg->pid = util_thread_tgid(tids[0]);
 	if (cfg->pid <= 0) {
 		snprintf(err, errlen, "vCPU thread %d is not a process on this host (%s): is "
 			 "QEMU in another PID namespace or on another machine?", (int)tids[0],
@@ -82,7 +63,7 @@ struct sampler *perf_target_monitor(struct perf_sampler_config *cfg, const pid_t
 				    unsigned n, guestmem_hmp_fn hmp, void *arg,
 				    char *err, size_t errlen)
 {
-	struct guestmem *mem = n ? guestmem_open(thread_tgid(tids[0])) : NULL;
+	struct guestmem *mem = n ? guestmem_open(util_thread_tgid(tids[0])) : NULL;
 
 	/* Guest RAM for the switch rings; without it samples still come, with
 	 * no task (the summary says so). */

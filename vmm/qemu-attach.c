@@ -15,6 +15,7 @@
 
 #include "lib/util.h"
 #include "vmm/backend.h"
+#include "vmm/guestmem.h"
 #include "vmm/monitor.h"
 #include "vmm/qemu-backend.h"
 #include "vmm/qemu-sampler.h"
@@ -218,9 +219,18 @@ static int qattach_open(void *st, struct vm_monitor *mon, struct backend_target 
 		return running;
 	}
 	qc.resume = running;
+	if (t->callgraph) {
+		/* before the gdbstub: it stops the guest as it opens */
+		qc.cg = *t->callgraph;
+		qc.mem = vm_monitor_guestmem(mon, err, errlen);
+		if (!qc.mem)
+			return -errno;
+	}
 	r = gdb_start(g, t, &qc.gdb_fd, err, errlen);
-	if (r)
+	if (r) {
+		guestmem_close(qc.mem);
 		return r;
+	}
 	/* The gdbstub stopped the guest as it opened; the sampler resumes it
 	 * (start, or free if never started) once it has the connection. */
 	t->sampler = qemu_sampler_new(&qc, why, sizeof(why));
@@ -289,6 +299,7 @@ static void qattach_summary(void *st, const struct backend_target *t,
 const struct backend_ops gdbstub_backend = {
 	.name = "gdbstub",
 	.kind = BACKEND_ATTACH,
+	.callgraph = 1,
 	.help = "QEMU's gdbstub, started through the monitor",
 	.options = NULL,
 	.short_options = "",

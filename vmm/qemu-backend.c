@@ -8,6 +8,7 @@
 
 #include "events/events.h"
 #include "lib/util.h"
+#include "vmm/callgraph.h"
 #include "vmm/qemu-backend.h"
 #include "vmm/qemu-sampler.h"
 #include "vmm/sampler.h"
@@ -105,6 +106,25 @@ static void summary_guest_notes(const struct qemu_sampler_info *qi, FILE *out)
 		util_fprintf_wrapped(out, 4, "  a stop of opvm's was answered after sampling: guest resumed");
 }
 
+/* --call-graph: what the walks found and cost. */
+static void summary_callgraph(struct sampler *s, FILE *out)
+{
+	struct callgraph_stats cs;
+
+	qemu_sampler_callgraph_stats(s, &cs);
+	if (!cs.walks)
+		return;
+	util_fprintf_wrapped(out, 4, "  call graphs: %llu stacks walked, %.1f callers and "
+		"%.1f guest pages each, %.1f us each (guest stopped meanwhile)",
+		(unsigned long long)cs.walks, (double)cs.frames / cs.walks,
+		(double)cs.pages / cs.walks, cs.cost_ns / 1e3 / cs.walks);
+	if (cs.kernel_walks)
+		util_fprintf_wrapped(out, 4, "  kernel stacks: %llu, %llu of them on into the "
+			"user task; %s", (unsigned long long)cs.kernel_walks,
+			(unsigned long long)cs.kernel_to_user,
+			cs.orc_entries ? "by the kernel's ORC tables" : cs.orc_error);
+}
+
 void qemu_backend_summary(const struct backend_target *t, unsigned rate_hz,
 			  const struct backend_totals *tot, FILE *out)
 {
@@ -134,4 +154,5 @@ void qemu_backend_summary(const struct backend_target *t, unsigned rate_hz,
 			"without a known mapping (filed under {anon...})",
 			tot->lost_no_process.s, tot->lost_no_mapping.s);
 	summary_guest_notes(&qi, out);
+	summary_callgraph(t->sampler, out);
 }

@@ -33,6 +33,7 @@
 #include "vmm/backend.h"
 #include "vmm/qemu-backend.h"
 #include "vmm/qemu-sampler.h"
+#include "vmm/guestmem.h"
 #include "vmm/qmp.h"
 #include "vmm/sampler.h"
 
@@ -518,6 +519,25 @@ static int connect_console(struct qlaunch *q, char *err, size_t errlen)
 	return 0;
 }
 
+/* Our QEMU's RAM, for call graphs: its /proc/PID/mem at the addresses its
+ * monitor gives. */
+static struct guestmem *qemu_guestmem(struct qlaunch *q, char *err, size_t errlen)
+{
+	struct guestmem *mem = guestmem_open(q->qemu);
+	struct qmp *qmp = mem ? qmp_open(q->qmp, 10000) : NULL;
+	int r = !mem ? -errno : !qmp ? -errno : guestmem_add_qemu_ranges(mem, qmp);
+
+	qmp_close(qmp);
+	if (r) {
+		util_seterr(err, errlen, "call graphs: cannot read the guest's RAM in QEMU "
+			    "(%s)", strerror(-r));
+		guestmem_close(mem);
+		errno = -r;
+		return NULL;
+	}
+	return mem;
+}
+
 /* Connects everything before the guest runs its first instruction. */
 static int connect_guest(struct qlaunch *q, struct backend_target *t, char *err, size_t errlen)
 {
@@ -533,6 +553,14 @@ static int connect_guest(struct qlaunch *q, struct backend_target *t, char *err,
 		util_seterr(err, errlen, "cannot connect to the guest's opvm channel: %s",
 			    strerror(-chan));
 		return chan;
+	}
+	if (t->callgraph) {
+		qc.cg = *t->callgraph;
+		qc.mem = qemu_guestmem(q, err, errlen);
+		if (!qc.mem) {
+			close(chan);
+			return -errno;
+		}
 	}
 	q->gdb_fd[0] = -1;	/* the sampler's now */
 	t->sampler = qemu_sampler_new(&qc, why, sizeof(why));
@@ -669,6 +697,7 @@ static void qlaunch_close(void *st, struct backend_target *t)
 const struct backend_ops qemu_backend = {
 	.name = "qemu",
 	.kind = BACKEND_LAUNCH,
+	.callgraph = 1,
 	.help = "boot under QEMU (TCG or KVM), sample via its gdbstub",
 	.options = qlaunch_options,
 	.short_options = "m:",

@@ -18,7 +18,9 @@
 #include "guest-kmod/opvm_proto.h"
 #include "lib/ring.h"
 #include "lib/sample.h"
+#include "vmm/callgraph.h"
 #include "vmm/gdbstub.h"
+#include "vmm/guestmem.h"
 #include "vmm/qemu-sampler.h"
 #include "lib/util.h"
 
@@ -50,6 +52,14 @@ struct qsamp {
 	int ever_started;		/* start() ran: the guest is resumed */
 	struct gdbstub_regs *regs;
 	uint8_t *slotbuf;
+
+	/* Call graphs (NULL: none): chains walked while the guest is stopped,
+	 * chain[i * UNWIND_MAX_DEPTH...] for vCPU i. */
+	struct callgraph *cg;
+	struct guestmem *mem;
+	uint64_t *chains;
+	unsigned *nchain;
+	uint64_t kernel_cr3;		/* a kernel-mode CR3 seen, for ORC */
 
 	/* Slot array, published by one writer (the collector's thread,
 	 * through guest_hello) with a sequence count. */
@@ -148,6 +158,11 @@ static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 			.cpl = (uint8_t)gdbstub_regs_cpl(&q->regs[i]),
 		};
 
+		if (q->cg && q->nchain[i]) {
+			smp.chain = q->chains + (size_t)i * UNWIND_MAX_DEPTH;
+			smp.nr_chain = (uint8_t)q->nchain[i];
+		}
+
 		if (have_slots && i < nr_slots) {
 			struct opvm_slot sl;
 
@@ -169,6 +184,37 @@ static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 			q->samples++;
 	}
 	(void)ts;
+}
+
+/* With every vCPU stopped: each one's call chain. */
+static void walk_chains(struct qsamp *q, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		const struct gdbstub_regs *g = &q->regs[i];
+		struct unwind_regs r = { .ip = g->rip, .sp = g->rsp, .bp = g->rbp,
+					 .cpl = (uint8_t)gdbstub_regs_cpl(g) };
+
+		q->nchain[i] = 0;
+		if (!g->cr3 || !g->rsp)
+			continue;	/* firmware, or a stub without rsp */
+		if (r.cpl == 0)
+			q->kernel_cr3 = g->cr3;
+		q->nchain[i] = callgraph_walk(q->cg, &r, g->cr3,
+					      q->chains + (size_t)i * UNWIND_MAX_DEPTH,
+					      OPVM_MAX_CALLCHAIN);
+	}
+}
+
+/*
+ * The fast path stopped the guest without "c": walk the stacks, then let it
+ * run.  The guest stays stopped for the walk (a few page reads a vCPU);
+ * a monitor "stop" that lands in that window is undone by the "c", which
+ * is why a session without call graphs sends "c" in the same write.
+ */
+static int callgraph_stop(struct qsamp *q, unsigned n)
+{
+	walk_chains(q, n);
+	return gdbstub_continue(q->gs);
 }
 
 /*
@@ -251,8 +297,10 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 		 * The price: a guest that suspended itself to RAM (S3), the
 		 * one stop QEMU announces to nobody, is woken.
 		 */
-		err = gdbstub_stop_sample(q->gs, q->regs, n, pa, q->slotbuf, len, 1, &merr,
-					  &stopped);
+		/* With call graphs the stacks are read before "c": they must
+		 * be the stacks of the registers read (see callgraph_stop()). */
+		err = gdbstub_stop_sample(q->gs, q->regs, n, pa, q->slotbuf, len, !q->cg,
+					  &merr, &stopped);
 		if (err == -EALREADY) {
 			ts->paused = 1;
 			q->paused_ticks++;
@@ -263,6 +311,12 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 		if (err == -ETIMEDOUT) {
 			ts->resync = 1;
 			return ++ts->bad_ticks >= MAX_BAD_TICKS ? err : 0;
+		}
+		if (stopped == 2 && q->cg) {
+			/* Paused by someone else, and no "c" was sent. */
+			ts->paused = 1;
+			q->paused_ticks++;
+			return 0;
 		}
 		if (stopped == 2) {
 			/* A monitor "stop" landed while our write was on its
@@ -284,6 +338,8 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 			return 0;
 		}
 		q->exits++;
+		if (q->cg)
+			err = callgraph_stop(q, n);
 	} else {
 		err = probe_stop(q, ts);
 		if (err < 0)
@@ -294,6 +350,8 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 		}
 		err = gdbstub_sample(q->gs, q->regs, n, pa, q->slotbuf, len, &merr);
 		q->exits++;
+		if (!err && q->cg)
+			walk_chains(q, n);
 		/* Whatever happened, the guest must run again. */
 		if (err != -EPIPE && err != -ESHUTDOWN) {
 			int cerr = gdbstub_continue(q->gs);
@@ -327,6 +385,8 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 		}
 	}
 	push_samples(q, ts, n, have_slots, have_slots ? nr : 0);
+	if (q->cg)
+		callgraph_idle(q->cg, q->kernel_cr3);
 	return 1;
 }
 
@@ -517,6 +577,10 @@ static void qs_free(struct sampler *s)
 		close(q->efd);
 	free(q->regs);
 	free(q->slotbuf);
+	callgraph_free(q->cg);
+	guestmem_close(q->mem);
+	free(q->chains);
+	free(q->nchain);
 	free(q);
 }
 
@@ -528,6 +592,8 @@ static void qs_guest_hello(struct sampler *s, const struct sampler_hello *h)
 
 	q->hellos++;
 	set_slots(q, h->slot_pa, h->slot_size, h->nr_slots);
+	if (q->cg)
+		callgraph_hello(q->cg, h);
 }
 
 static const struct sampler_ops qemu_sampler_ops = {
@@ -540,6 +606,41 @@ static const struct sampler_ops qemu_sampler_ops = {
 	.guest_hello = qs_guest_hello,
 	.free = qs_free,
 };
+
+/* Call graphs: the walker and a chain buffer per vCPU.  0 or -1 (errno
+ * set, errbuf says why). */
+static int cg_setup(struct qsamp *q, const struct qemu_sampler_config *cfg, char *errbuf,
+		    size_t errlen)
+{
+	if (cfg->cg.mode == SAMPLER_CG_NONE)
+		return 0;
+	if (cfg->cg.mode != SAMPLER_CG_FP || !q->mem) {
+		util_seterr(errbuf, errlen, "%s", q->mem ? "the gdbstub sampler takes "
+			    "--call-graph fp" : "call graphs need QEMU's memory, which the "
+			    "monitor did not give (gpa2hva)");
+		errno = EINVAL;
+		return -1;
+	}
+	q->cg = callgraph_new(&cfg->cg, q->mem);
+	q->chains = calloc((size_t)q->nr_vcpus * UNWIND_MAX_DEPTH, sizeof(*q->chains));
+	q->nchain = calloc(q->nr_vcpus, sizeof(*q->nchain));
+	if (!q->cg || !q->chains || !q->nchain) {
+		util_seterr(errbuf, errlen, "out of memory for call graphs");
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
+}
+
+void qemu_sampler_callgraph_stats(struct sampler *s, struct callgraph_stats *out)
+{
+	struct qsamp *q = to_q(s);
+
+	if (q->cg)
+		callgraph_get_stats(q->cg, out);
+	else
+		memset(out, 0, sizeof(*out));
+}
 
 struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
 				 char *errbuf, size_t errlen)
@@ -562,6 +663,7 @@ struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
 	}
 	q->s.ops = &qemu_sampler_ops;
 	q->s.priv = q;
+	q->mem = cfg->mem;
 	q->efd = -1;
 	q->period_ns = 1000000000 / rate;
 	q->resume = cfg->resume;
@@ -590,6 +692,8 @@ struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
 	q->slotbuf = calloc(q->nr_vcpus, sizeof(struct opvm_slot));
 	if (!q->regs || !q->slotbuf)
 		goto fail_errno;
+	if (cg_setup(q, cfg, errbuf, errlen))
+		goto fail;
 	return &q->s;
 
 fail_errno:
@@ -609,6 +713,7 @@ fail:
 fail_fd:
 	if (gdb_fd >= 0)
 		close(gdb_fd);
+	guestmem_close(cfg->mem);
 	errno = err;
 	return NULL;
 }

@@ -46,6 +46,11 @@ struct qemu_sampler_config {
 	int resume;			/* 1: start() resumes the guest (it was
 					 * running before we connected, or was
 					 * started with -S) */
+	/* Call graphs: cg.mode SAMPLER_CG_FP walks each sample's stack in
+	 * mem (QEMU's RAM, vmm/guestmem.h), which the sampler takes, even
+	 * on failure; mem may be NULL without call graphs. */
+	struct sampler_callgraph_cfg cg;
+	struct guestmem *mem;
 };
 
 /*
@@ -72,5 +77,9 @@ struct qemu_sampler_info {
 	uint64_t restores;		/* pauses that landed mid-tick, restored */
 };
 void qemu_sampler_get_info(struct sampler *s, struct qemu_sampler_info *out);
+
+/* The call-graph walker's figures (all 0 without call graphs). */
+struct callgraph_stats;
+void qemu_sampler_callgraph_stats(struct sampler *s, struct callgraph_stats *out);
 
 #endif /* OPVM_QEMU_SAMPLER_H */

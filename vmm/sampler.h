@@ -61,6 +61,37 @@ struct sampler_hello {
 	uint32_t switch_stride;
 	uint32_t switch_entries;
 	uint32_t tsc_khz;
+	/* The kernel: a symbol's run-time address (the KASLR slide follows
+	 * from its link-time one) and the release (the ORC format). */
+	uint64_t anchor_addr;
+	char anchor_name[64 + 1];
+	char release[65 + 1];
+};
+
+/*
+ * Call graphs, for backends that stop the vCPU at a sample (gdbstub, the
+ * built-in VMM): each sample's chain of callers, read from guest memory
+ * while the vCPU is stopped.  User stacks by frame pointers; kernel stacks
+ * by the guest kernel's own ORC tables (unwind/orc.h), then on into the
+ * interrupted task's user stack.  The ORC tables' link-time addresses come
+ * from System.map (the session looks them up); the run-time ones are those
+ * plus the slide, which the sampler works out from HELLO's anchor symbol.
+ * A backend that cannot unwind (perf) refuses a mode other than NONE.
+ */
+enum sampler_callgraph {
+	SAMPLER_CG_NONE = 0,
+	SAMPLER_CG_FP,			/* frame pointers (and ORC in the kernel) */
+	SAMPLER_CG_DWARF,		/* + a copied user stack window, unwound
+					 * with the binaries' CFI by the collector */
+};
+#define SAMPLER_CG_ANCHORS	2
+struct sampler_callgraph_cfg {
+	enum sampler_callgraph mode;
+	unsigned max_depth;		/* 1..UNWIND_MAX_DEPTH; 0: the maximum */
+	/* link-time addresses, 0 if System.map has none: kernel samples
+	 * then keep their leaf only */
+	uint64_t orc_ip_start, orc_ip_stop, orc_start;
+	struct { char name[32]; uint64_t addr; } anchors[SAMPLER_CG_ANCHORS];
 };
 
 struct sampler_ops {

@@ -18,6 +18,7 @@
 #include "host/collect/stats.h"
 #include "host/collect/store.h"
 #include "lib/log.h"
+#include "symbols/ksyms.h"
 #include "lib/util.h"
 #include "vmm/backend.h"
 #include "vmm/monitor.h"
@@ -27,6 +28,7 @@ enum {
 	OPT_SEPARATE = SESSION_OPT, OPT_DURATION, OPT_APPEND_SAMPLES, OPT_MAX_FILES,
 	OPT_MAX_DIRS, OPT_MAX_DISK, OPT_MAX_MAPPED, OPT_UMASK, OPT_MAX_MODEL_MEM,
 	OPT_GUEST_ROOT, OPT_SYSTEM_MAP, OPT_VMLINUX, OPT_FROM_EXEC, OPT_FROM_WORKLOAD,
+	OPT_CALL_GRAPH,
 };
 
 const struct option session_options[] = {
@@ -47,6 +49,7 @@ const struct option session_options[] = {
 	{ "vmlinux", required_argument, NULL, OPT_VMLINUX },
 	{ "from-exec", required_argument, NULL, OPT_FROM_EXEC },
 	{ "from-workload", no_argument, NULL, OPT_FROM_WORKLOAD },
+	{ "call-graph", required_argument, NULL, OPT_CALL_GRAPH },
 	{ 0 }
 };
 
@@ -55,6 +58,10 @@ const char session_usage[] =
 "  -e, --event SPEC   event to sample ('opvm list-events'), up to 8 with\n"
 "                     --vmm=kvm; the gdbstub takes TIMER[:period_us] only\n"
 "  -d, --session-dir D  where sample trees go (default ./opvm_data)\n"
+"  -g, --call-graph fp  record each sample's call chain: user stacks by\n"
+"                     frame pointers, kernel stacks by the guest kernel's\n"
+"                     ORC tables (needs its System.map); gdbstub and qemu\n"
+"                     backends, which stop the vCPU at a sample\n"
 "  --separate SPEC    none, lib, kernel, thread, cpu, all (default lib)\n"
 "  --duration S       stop after S seconds (a guest opvm booted is quit)\n"
 "  --append-samples   add to the current samples instead of starting afresh\n"
@@ -215,6 +222,17 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 		return parse_umask(o, arg);
 	case OPT_GUEST_ROOT: case OPT_SYSTEM_MAP: case OPT_VMLINUX:
 		return parse_symbols(o, opt, arg);
+	case 'g':
+		o->callgraph.mode = SAMPLER_CG_FP;
+		return 1;
+	case OPT_CALL_GRAPH:
+		if (strcmp(arg, "fp")) {
+			pr_err("--call-graph takes fp (frame pointers, and ORC in the guest "
+			       "kernel), not '%s'", arg);
+			return -1;
+		}
+		o->callgraph.mode = SAMPLER_CG_FP;
+		return 1;
 	case OPT_MAX_MODEL_MEM:
 		if (util_parse_size(arg, &o->model_max_bytes) || o->model_max_bytes < (1u << 20)) {
 			pr_err("--max-model-mem wants a size of at least 1M, e.g. 128M, not '%s'",
@@ -272,6 +290,7 @@ static void collector_cfg(const struct session_opts *o, const struct backend_set
 		.public_tree = o->umask_set,
 		.model_max_bytes = (size_t)o->model_max_bytes,
 		.symbols = o->sym,
+		.callgraph = o->callgraph.mode ? "fp" : NULL,
 		.start_exec = o->from_exec ? o->from_exec :
 			      o->from_workload ? setup->workload : NULL,
 	};
@@ -688,6 +707,42 @@ static void intro(const struct session_opts *o, const struct backend_target *t, 
 			o->common.duration_ms ? " (or --duration)" : "");
 }
 
+/* Where the guest kernel's ORC tables are (link-time addresses), from the
+ * System.map the session will keep; without one, kernel samples keep their
+ * own frame only, which the user is told. */
+static void callgraph_kernel(struct session_opts *o, const struct backend_setup *setup)
+{
+	static const char *const orc[] = { "__start_orc_unwind_ip", "__stop_orc_unwind_ip",
+					   "__start_orc_unwind" };
+	static const char *const anchors[SAMPLER_CG_ANCHORS] = { "_printk", "printk" };
+	uint64_t *addr[] = { &o->callgraph.orc_ip_start, &o->callgraph.orc_ip_stop,
+			     &o->callgraph.orc_start };
+	const char *map = o->sym.system_map ? o->sym.system_map : setup->system_map;
+	char err[512] = "";
+	struct ksyms *ks = map ? ksyms_open(map, err, sizeof(err)) : NULL;
+	unsigned missing = 0;
+
+	for (unsigned i = 0; ks && i < 3; i++)
+		missing += ksyms_addr(ks, orc[i], addr[i]) != 0;
+	for (unsigned i = 0; ks && i < SAMPLER_CG_ANCHORS; i++) {
+		snprintf(o->callgraph.anchors[i].name, sizeof(o->callgraph.anchors[i].name),
+			 "%s", anchors[i]);
+		if (ksyms_addr(ks, anchors[i], &o->callgraph.anchors[i].addr))
+			o->callgraph.anchors[i].addr = 0;
+	}
+	if (!map)
+		pr_warn("--call-graph: kernel samples keep their own frame only; give the "
+			"guest's System.map (--system-map FILE) for kernel stacks");
+	else if (!ks)
+		pr_warn("--call-graph: %s; kernel samples keep their own frame only", err);
+	else if (missing) {
+		pr_warn("--call-graph: %s has no ORC tables (__start_orc_unwind...): kernel "
+			"samples keep their own frame only", map);
+		o->callgraph.orc_ip_start = 0;
+	}
+	ksyms_free(ks);
+}
+
 int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 		struct vm_monitor *const *mons, size_t n)
 {
@@ -709,6 +764,13 @@ int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 		       "process with --from-exec NAME otherwise");
 		return 2;
 	}
+	if (o->callgraph.mode && !b->callgraph) {
+		pr_err("--call-graph: the %s backend cannot read guest stacks (it never "
+		       "stops the guest); use --sampler gdbstub, or drop -g", b->name);
+		return 2;
+	}
+	if (o->callgraph.mode)
+		callgraph_kernel(o, &setup);
 	umask(o->umask_set ? (mode_t)o->umask : 077);
 	util_stop_on_signals(&stop_flag);
 	/* a closed pipe or socket is an EPIPE to handle, never a reason to
@@ -719,6 +781,8 @@ int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 		pr_err("out of memory");
 		return 1;
 	}
+	for (size_t i = 0; i < n && o->callgraph.mode; i++)
+		t[i].callgraph = &o->callgraph;
 	if (!open_all(b, bst, mons, t, n, &opened)) {
 		intro(o, t, n);
 		ret = collect(o, &setup, t, n, &elapsed_ns) ? 1 : 0;

@@ -33,6 +33,7 @@ struct session_opts {
 	int umask_set;			/* --umask given */
 	unsigned umask;
 	struct collector_symbols sym;	/* --guest-root, --system-map, --vmlinux */
+	struct sampler_callgraph_cfg callgraph;	/* -g, --call-graph */
 	char sym_buf[COLLECTOR_MAX_ROOTS + 2][PATH_MAX + 136];	/* their absolute paths */
 	size_t sym_used;
 };
@@ -45,7 +46,7 @@ struct session_opts {
 /* The session's getopt_long options (zero-terminated), their short
  * letters, and their --help lines. */
 extern const struct option session_options[];
-#define SESSION_SHORT_OPTIONS	"F:e:d:"
+#define SESSION_SHORT_OPTIONS	"F:e:d:g"
 extern const char session_usage[];
 
 void session_opts_init(struct session_opts *o);

@@ -330,7 +330,10 @@ static void hello_tell(struct cguest *g)
 		.switch_stride = h->switch_stride,
 		.switch_entries = h->switch_entries,
 		.tsc_khz = h->tsc_khz,
+		.anchor_addr = h->anchor_addr,
 	};
+	snprintf(sh.anchor_name, sizeof(sh.anchor_name), "%s", h->anchor_name);
+	snprintf(sh.release, sizeof(sh.release), "%s", h->release);
 	g->smp->ops->guest_hello(g->smp, &sh);
 }
 

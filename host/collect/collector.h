@@ -54,6 +54,8 @@ struct collector_config {
 	struct collector_symbols symbols;	/* its strings outlive the collector */
 	const char *start_exec;		/* --from-exec: see sync_config; NULL:
 					 * from the start */
+	const char *callgraph;		/* "fp": samples carry call chains, kept
+					 * in the stack table; NULL: none */
 };
 #define OPVM_MODEL_TOTAL_BYTES	((size_t)512 << 20)
 
