@@ -236,7 +236,8 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 	}
 	store_set_limits(g->st, &c->cfg.store_limits);
 	scfg = (struct sync_config){ .hold_ms = c->cfg.hold_ms,
-				     .start_exec = c->cfg.start_exec };
+				     .start_exec = c->cfg.start_exec,
+				     .chains = c->cfg.callgraph != NULL };
 	g->sy = sync_new(g->st, g->gs, g->rings, nr_vcpus, &scfg);
 	if (!g->sy)
 		goto fail;
@@ -679,6 +680,8 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	bad |= json_object_set_new(root, "separate", json_string(sep));
 	bad |= json_object_set_new(root, "start", json_string(start));
 	bad |= json_object_set_new(root, "duration_s", json_real((double)(now - c->start_ms) / 1000.0));
+	if (c->cfg.callgraph)
+		bad |= json_object_set_new(root, "callgraph", json_string(c->cfg.callgraph));
 	if (c->cfg.start_exec) {
 		uint64_t at;
 

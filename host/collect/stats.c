@@ -80,6 +80,7 @@ json_t *stats_store_to_json(const struct store_stats *ss,
 		{ "overflow_samples", ss->overflow_samples },
 		{ "overflow_keys", ss->overflow_keys },
 		{ "unmaps", ss->unmaps }, { "remaps", ss->remaps },
+		{ "stacks", ss->stacks }, { "stacks_dropped", ss->stacks_dropped },
 	}, lf[] = {
 		{ "max_files", lim->max_files }, { "max_dirs", lim->max_dirs },
 		{ "max_mapped", lim->max_mapped }, { "max_disk", lim->max_disk },

@@ -113,6 +113,8 @@ struct store {
 	uint64_t nr_ovf;	/* overflow files in stats.files */
 	struct store_limits lim;
 	struct store_stats stats;	/* overflow_samples filled on read */
+	struct stacktab *stk;	/* call chains, made on first use */
+	int stk_failed;
 	mode_t dmode, fmode;
 };
 
@@ -125,6 +127,16 @@ static inline uint64_t mix64(uint64_t x)
 	x ^= x >> 33;
 	return x;
 }
+
+/* ---- store.c: the disk cap, shared with the stack table ----------------- */
+int store_disk_take(struct store *st, uint64_t bytes, bool exempt);
+void store_disk_give(struct store *st, uint64_t bytes);
+
+/* ---- store-stacks.c ------------------------------------------------------ */
+#define STACKS_DEF_MAGIC	"OPVMSTK1"
+#define STACKS_CNT_MAGIC	"OPVMSTC1"
+struct stacktab;
+void stacktab_free(struct stacktab *t);	/* NULL-safe */
 
 /* ---- store-format.c ------------------------------------------------------ */
 /* An event name fit for a file name (and for the header's 32 bytes). */

@@ -123,7 +123,7 @@ static int dir_openat(int dfd, const char *name, bool create, mode_t mode)
 
 /* Charges bytes to the disk cap (exempt: the overflow bucket, which must
  * always be able to take a sample).  Returns 0 or -EDQUOT. */
-static int disk_take(struct store *st, uint64_t bytes, bool exempt)
+int store_disk_take(struct store *st, uint64_t bytes, bool exempt)
 {
 	if (!exempt && (st->stats.disk_bytes > st->lim.max_disk ||
 			bytes > st->lim.max_disk - st->stats.disk_bytes))
@@ -132,7 +132,7 @@ static int disk_take(struct store *st, uint64_t bytes, bool exempt)
 	return 0;
 }
 
-static void disk_give(struct store *st, uint64_t bytes)
+void store_disk_give(struct store *st, uint64_t bytes)
 {
 	st->stats.disk_bytes -= bytes < st->stats.disk_bytes ? bytes : st->stats.disk_bytes;
 }
@@ -145,14 +145,14 @@ static int dir_create(struct store *st, int dfd, const char *name, bool exempt)
 
 	if (!exempt && st->stats.dirs >= st->lim.max_dirs)
 		return -EDQUOT;
-	ret = disk_take(st, BLOCK, exempt);
+	ret = store_disk_take(st, BLOCK, exempt);
 	if (ret)
 		return ret;
 	if (mkdirat(dfd, name, st->dmode) == 0) {
 		st->stats.dirs++;
 	} else {
 		ret = errno;
-		disk_give(st, BLOCK);
+		store_disk_give(st, BLOCK);
 		if (ret != EEXIST)
 			return -ret;
 	}
@@ -631,6 +631,7 @@ void store_close(struct store *st)
 	}
 	free(st->index);
 	free(st->ovf);
+	stacktab_free(st->stk);
 	if (st->curfd >= 0)
 		close(st->curfd);
 	if (st->lockfd >= 0)
@@ -756,7 +757,7 @@ static int sfile_open_existing(struct sfile *sf, int fd, const struct store_even
 		return ret;
 	/* already on disk: counted, never refused */
 	sf->disk = (end + BLOCK - 1) / BLOCK * BLOCK;
-	disk_take(sf->st, sf->disk, true);
+	store_disk_take(sf->st, sf->disk, true);
 	sf->dev = sb.st_dev;
 	sf->ino = sb.st_ino;
 	sfile_set_table(sf, h.table);
@@ -775,7 +776,7 @@ static int sfile_create(struct sfile *sf, int dfd, const char *leaf,
 	struct stat sb;
 	int fd, ret;
 
-	ret = disk_take(sf->st, BLOCK, sf->overflow);
+	ret = store_disk_take(sf->st, BLOCK, sf->overflow);
 	if (ret)
 		return ret;
 	sf->disk = BLOCK;	/* the header and the first table fit one block */
@@ -824,7 +825,7 @@ static int sfile_create(struct sfile *sf, int dfd, const char *leaf,
 fail:
 	unlinkat(dfd, tmp, 0);
 	close(fd);
-	disk_give(sf->st, sf->disk);
+	store_disk_give(sf->st, sf->disk);
 	sf->disk = 0;
 	return ret;
 }
@@ -1153,7 +1154,7 @@ static int sfile_grow(struct sfile *sf)
 	fd = sfile_reopen(sf, &sb);
 	if (fd < 0)
 		return fd;
-	ret = disk_take(st, more, sf->overflow);
+	ret = store_disk_take(st, more, sf->overflow);
 	if (ret) {
 		close(fd);
 		return ret;
@@ -1162,14 +1163,14 @@ static int sfile_grow(struct sfile *sf)
 	if (ret) {
 		/* Drop a partial reservation; the live table is untouched. */
 		if (ftruncate(fd, (off_t)sf->map_len)) {}
-		disk_give(st, more);
+		store_disk_give(st, more);
 		goto out;
 	}
 	m = mremap(sf->map, sf->map_len, new_len, MREMAP_MAYMOVE);
 	if (m == MAP_FAILED) {
 		ret = -errno;
 		if (ftruncate(fd, (off_t)sf->map_len)) {}
-		disk_give(st, more);
+		store_disk_give(st, more);
 		goto out;
 	}
 	sf->disk += more;

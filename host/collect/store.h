@@ -108,6 +108,8 @@ struct store_stats {
 	uint64_t overflow_keys;	/* store_get()s answered with the bucket */
 	uint64_t unmaps;	/* cold files unmapped */
 	uint64_t remaps;	/* unmapped files mapped again */
+	uint64_t stacks;	/* call chains counted in the stack table */
+	uint64_t stacks_dropped; /* call chains past its bounds, not kept */
 };
 
 /* Opens (creating as needed) <session_dir>/guests/<guest>/samples/current.
@@ -181,6 +183,51 @@ int store_unmangle(const char *in, char *out, size_t outlen);
 /* Lowers the per-file size limit below OPVM_SFILE_MAX_SIZE (tests, small
  * disks).  Files already larger keep what they have but do not grow. */
 void store_set_file_limit(struct store *st, uint64_t bytes);
+
+/* ---- call chains ---------------------------------------------------------
+ *
+ * With call graphs (-g) a guest tree also holds a stack table (stacks.def,
+ * stacks.cnt in current/; host/collect/store-stacks.c): each distinct chain
+ * once, leaf first, every frame an (image, offset) as a sample file would
+ * file it, and a count per event.  Kept afresh by each store_open().
+ */
+#define STORE_STACKS_MAX	65536		/* distinct stacks per guest */
+#define STORE_STACKS_MAX_NAMES	16384		/* distinct apps and images */
+#define STORE_STACKS_MAX_DEF	(64ull << 20)	/* bytes of definitions */
+#define STORE_STACKS_MAX_FRAMES	128
+#define STORE_STACKS_NAME_MAX	4096
+
+struct store_frame {
+	const char *image;	/* as store_key's (guest bytes, never a path) */
+	int kernel;
+	const uint8_t *build_id;
+	size_t build_id_len;
+	uint64_t offset;	/* as in the image's sample file */
+};
+
+/* Counts one sample of event whose chain (leaf first) is f[0..n) in app.
+ * 0, or -ENOSPC when the table is past a bound (counted in
+ * stacks_dropped; the sample files are not affected). */
+int store_stack_add(struct store *st, uint8_t event, const char *app,
+		    const struct store_frame *f, unsigned n);
+
+/* A chain that could not be kept (its sample was held for late guest
+ * state): counted in stacks_dropped. */
+void store_stack_lost(struct store *st);
+
+struct store_stack {
+	const char *app;
+	const struct store_frame *frames;	/* leaf first */
+	unsigned nr;
+	const uint64_t *counts;		/* [nr_events] */
+	unsigned nr_events;
+	const char (*events)[32];	/* their names */
+};
+/* Calls fn for every stack of the table in current_dir (a guest's
+ * samples/current); fn's pointers are valid during the call.  Returns 0,
+ * fn's nonzero value, -ENOENT (no table: no -g) or -EBADMSG (err says). */
+int store_stacks_read(const char *current_dir, int (*fn)(const struct store_stack *s, void *arg),
+		      void *arg, char *err, size_t errlen);
 
 /* ---- reading ------------------------------------------------------------ */
 

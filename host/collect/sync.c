@@ -116,6 +116,7 @@ struct sync {
 	uint64_t held_gen;		/* generation of the last full retry */
 	uint32_t force_tgid;		/* nonzero: file this process's samples
 					 * whatever is missing (it is going) */
+	bool chains;			/* -g: file chains (sync_config) */
 	char start_exec[64];		/* --from-exec name, "" once started */
 	uint64_t start_gen;		/* model generation last looked at */
 	uint64_t started_ms;
@@ -140,6 +141,8 @@ struct sync {
 	uint64_t *poff;
 	uint64_t *soff;			/* the same, grouped by file */
 	size_t npend;
+
+	uint64_t chain[OPVM_MAX_CALLCHAIN];	/* the sample being taken's */
 
 	struct opvm_stats stats;
 	uint64_t store_errors;
@@ -173,6 +176,7 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 		snprintf(s->start_exec, sizeof(s->start_exec), "%s", cfg->start_exec);
 	s->start_gen = UINT64_MAX;
 	s->hold_cap = cfg && cfg->hold_max ? cfg->hold_max : SYNC_HOLD_MAX_DEFAULT;
+	s->chains = cfg && cfg->chains;
 	while (nvc < nr_rings)
 		nvc <<= 1;
 	s->vc_mask = nvc - 1;
@@ -860,6 +864,77 @@ int sync_started(const struct sync *s, uint64_t *at_ms)
 	return !s->start_exec[0];
 }
 
+/* ---- call chains ---------------------------------------------------------- */
+
+/* The process a chain belongs to: as file_user() and file_kernel() name
+ * it (the slot's task in the kernel, the address space in user mode). */
+static const struct gstate_process *chain_proc(struct sync *s, const struct opvm_sample *x)
+{
+	const struct gstate_process *p = NULL;
+	bool slot = x->flags & OPVM_SAMPLE_SLOT;
+
+	if (x->cpl != 3 && slot)
+		return (x->flags & OPVM_SAMPLE_KTHREAD) ? NULL :
+		       gstate_proc_by_tgid(s->gs, x->slot_tgid);
+	p = gstate_proc_by_cr3(s->gs, opvm_cr3_normalise(x->cr3));
+	if (!p && slot && !(x->flags & OPVM_SAMPLE_KTHREAD) && x->slot_tgid) {
+		const struct gstate_process *q = gstate_proc_by_tgid(s->gs, x->slot_tgid);
+
+		p = q && !q->cr3 ? q : NULL;
+	}
+	return p;
+}
+
+/* One frame at pc, named as a sample file would name it. */
+static void chain_frame(struct sync *s, const struct gstate_process *p, uint64_t pc,
+			struct store_frame *f)
+{
+	const struct gstate_mapping *m = NULL;
+	const struct gstate_module *mod;
+	uint64_t lo, hi;
+
+	*f = (struct store_frame){ .image = NAME_ANON, .offset = pc };
+	if (pc >= OPVM_KERNEL_HALF) {
+		mod = gstate_module_range(s->gs, pc, &lo, &hi);
+		f->kernel = 1;
+		f->image = mod ? mod->name : NAME_VMLINUX;
+		f->offset = mod ? pc - mod->base : pc;
+		return;
+	}
+	if (p)
+		m = gstate_map_find(p, pc);
+	if (!m && p && !p->nr_maps && p->ppid && p->ppid != p->tgid) {
+		const struct gstate_process *pp = gstate_proc_by_tgid(s->gs, p->ppid);
+
+		m = pp ? gstate_map_find(pp, pc) : NULL;
+	}
+	if (m && m->cookie) {
+		f->image = m->cookie->path;
+		f->offset = pc - m->start + m->pgoff;
+		f->build_id = m->cookie->build_id;
+		f->build_id_len = m->cookie->build_id_len;
+	}
+}
+
+/* Files x's chain (leaf first) in the stack table, under its process. */
+static void file_chain(struct sync *s, const struct opvm_sample *x)
+{
+	struct store_frame f[STORE_STACKS_MAX_FRAMES];
+	const struct gstate_process *p = chain_proc(s, x);
+	const char *app = p ? proc_app(p) : NAME_UNKNOWN;
+	unsigned n = 0;
+
+	if (x->rip < OPVM_KERNEL_HALF && x->cpl != 3)
+		app = NAME_BOOT;
+	else if (x->cpl != 3 && (x->flags & OPVM_SAMPLE_SLOT) && !x->slot_tgid)
+		app = NAME_IDLE;
+	else if (x->cpl != 3 && (x->flags & OPVM_SAMPLE_KTHREAD))
+		app = NAME_KTHREAD;
+	for (unsigned i = 0; i <= x->nr_chain && n < STORE_STACKS_MAX_FRAMES; i++)
+		chain_frame(s, p, i ? x->chain[i - 1] : x->rip, &f[n++]);
+	store_stack_add(s->st, x->event, app, f, n);
+}
+
 static inline void take(struct sync *s, const struct opvm_sample *x, uint64_t now)
 {
 	s->stats.received++;
@@ -870,8 +945,15 @@ static inline void take(struct sync *s, const struct opvm_sample *x, uint64_t no
 			return;
 		}
 	}
-	if (attribute(s, x, false) == HOLD)
+	if (attribute(s, x, false) == HOLD) {
+		/* held without its chain: the model may change before it
+		 * is filed, and the chain's frames with it */
+		if (x->nr_chain)
+			store_stack_lost(s->st);
 		hold(s, x, now);
+	} else if (s->chains) {
+		file_chain(s, x);
+	}
 }
 
 static inline void caches_check(struct sync *s)
@@ -902,7 +984,7 @@ static void drain(struct sync *s, uint64_t now_ms)
 		struct ring *ring = s->rings[r];
 		unsigned n = 0;
 
-		while (n++ < DRAIN_MAX && ring_pop(ring, &x, NULL))
+		while (n++ < DRAIN_MAX && ring_pop(ring, &x, s->chain))
 			take(s, &x, now_ms);
 	}
 	flush(s);

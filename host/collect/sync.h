@@ -100,6 +100,10 @@ struct sync_config {
 	 * the model holds a process whose executable's base name (or comm)
 	 * is this; NULL: from the start.  Copied. */
 	const char *start_exec;
+	/* -g: every filed sample also goes into the stack table, with its
+	 * chain (store_stack_add()), even a chain of its leaf alone, so the
+	 * table's counts add up to the sample files'. */
+	bool chains;
 };
 
 /* rings[0..nr_rings) are drained in order; the sync does not own st, gs or
