@@ -224,6 +224,7 @@ int cmd_export(int argc, char **argv)
 		goto out;
 	}
 	cli.ro.symbols = 1;
+	cli.ro.stacks = 1;	/* -g sessions: real stacks */
 	cli.ro.res = res;
 	/* pprof: per-address counts, for lines and `go tool pprof -list` */
 	cli.ro.details = fmt == FMT_PPROF;

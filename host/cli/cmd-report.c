@@ -14,11 +14,12 @@
 #include "lib/log.h"
 #include "host/report/report-cli.h"
 
-enum { OPT_SORT = 0x200, OPT_FORMAT, OPT_DIFF, OPT_WIDTH, OPT_IMPORT, OPT_BY, OPT_DETAILS };
+enum { OPT_SORT = 0x200, OPT_FORMAT, OPT_DIFF, OPT_WIDTH, OPT_IMPORT, OPT_BY, OPT_DETAILS,
+       OPT_CALLGRAPH };
 
 struct report_args {
 	struct report_cli cli;
-	int symbols, details, json, long_names, width, depth;
+	int symbols, details, json, long_names, width, depth, callgraph;
 	enum report_sort sort;
 	const char *diff;
 	const char *imports[16];
@@ -33,6 +34,8 @@ static void usage(FILE *f)
 		"\n"
 		"  -l, --symbols          list symbols\n"
 		"  --details              per-instruction samples for each symbol\n"
+		"  -c, --callgraph        callers and callees of each symbol, as\n"
+		"                         opreport -c (sessions recorded with -g)\n"
 		"  -f, --long-filenames   full paths instead of basenames\n"
 		"  --sort KEY             samples (default), symbol, image, app\n"
 		"  --by guest|app|image   summary down to guests, applications or images\n"
@@ -51,6 +54,7 @@ static int parse(int argc, char **argv, struct report_args *a)
 	static const struct option longopts[] = {
 		{ "symbols", no_argument, NULL, 'l' },
 		{ "details", no_argument, NULL, OPT_DETAILS },
+		{ "callgraph", no_argument, NULL, 'c' },
 		{ "long-filenames", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "sort", required_argument, NULL, OPT_SORT },
@@ -67,13 +71,16 @@ static int parse(int argc, char **argv, struct report_args *a)
 
 	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
 	/* -d is the session directory, as in run and attach */
-	while ((opt = getopt_long(argc, argv, "ld:fht:", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "lcd:fht:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'l':
 			a->symbols = 1;
 			break;
 		case OPT_DETAILS:
 			a->symbols = a->details = 1;
+			break;
+		case 'c':
+			a->symbols = a->callgraph = 1;
 			break;
 		case 'f':
 			a->long_names = 1;
@@ -149,6 +156,7 @@ static struct report *load(struct report_args *a, struct symres *res)
 
 	a->cli.ro.symbols = a->symbols;
 	a->cli.ro.details = a->details;
+	a->cli.ro.stacks = a->callgraph || a->json;
 	a->cli.ro.res = res;
 	r = report_load(&a->cli.ro, err, sizeof(err));
 	if (!r) {
@@ -306,7 +314,15 @@ int cmd_report(int argc, char **argv)
 	}
 	report_print_header(out, ra);
 	fputc('\n', out);
-	if (a.symbols)
+	if (a.callgraph && !ra->stack_guests) {
+		pr_err("--callgraph: this session has no call chains; record with -g "
+		       "(opvm run -g, opvm attach -g)");
+		goto out;
+	}
+	if (a.callgraph) {
+		if (report_print_callgraph(out, ra, &po))
+			goto out;
+	} else if (a.symbols)
 		report_print_symbols(out, ra, &po);
 	else
 		report_print_summary(out, ra, &po);

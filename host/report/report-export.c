@@ -407,27 +407,25 @@ static const char *const pp_keys[PP_NR_KEYS] = {
 	"guest", "process", "image", "tgid", "tid", "cpu",
 };
 
-/* One sample of count at location loc (or loc's -errno), labelled. */
-static int pp_sample(struct pp *p, const struct report *r, const struct report_row *row,
-		     long loc, uint64_t count, const int64_t *k)
+/* One sample of count at locations locs[0..n) (leaf first), labelled. */
+static int pp_sample_at(struct pp *p, const struct report *r, const struct report_row *row,
+			const uint64_t *locs, size_t n, uint64_t count, const int64_t *k)
 {
 	Perftools__Profiles__Profile *pr = &p->prof;
 	Perftools__Profiles__Sample *s;
 
-	if (loc < 0)
-		return (int)loc;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	perftools__profiles__sample__init(s);
 	pr->sample[pr->n_sample++] = s;
-	s->location_id = malloc(sizeof(*s->location_id));
+	s->location_id = malloc(n * sizeof(*s->location_id));
 	s->value = malloc(2 * sizeof(*s->value));
 	s->label = calloc(PP_NR_KEYS, sizeof(*s->label));
 	if (!s->location_id || !s->value || !s->label)
 		return -ENOMEM;
-	s->location_id[0] = (uint64_t)loc;
-	s->n_location_id = 1;
+	memcpy(s->location_id, locs, n * sizeof(*locs));
+	s->n_location_id = n;
 	s->value[0] = (int64_t)count;
 	s->value[1] = (int64_t)(count * (r->event_count ? r->event_count : 1));
 	s->n_value = 2;
@@ -445,6 +443,50 @@ static int pp_sample(struct pp *p, const struct report *r, const struct report_r
 		if (s->label[j]->str < 0)
 			return -ENOMEM;
 	return 0;
+}
+
+/* One sample of count at location loc (or loc's -errno), labelled. */
+static int pp_sample(struct pp *p, const struct report *r, const struct report_row *row,
+		     long loc, uint64_t count, const int64_t *k)
+{
+	uint64_t id = (uint64_t)loc;
+
+	return loc < 0 ? (int)loc : pp_sample_at(p, r, row, &id, 1, count, k);
+}
+
+/* A frame as the one-frame code sees a row (its own symbol and image). */
+static void frame_row(const struct report_stack *st, const struct report_frame *f,
+		      struct report_row *row)
+{
+	*row = (struct report_row){ .guest = st->guest, .app = st->app, .image = f->image,
+				    .kernel = f->kernel, .tgid = -1, .tid = -1, .cpu = -1,
+				    .symbol = f->symbol, .sym_addr = f->sym_addr,
+				    .img = f->img, .samples = st->samples };
+}
+
+/* One stack: a Location per frame, at the frame's image address (a
+ * caller's at its call instruction, return address - 1) for lines. */
+static int pp_stack(struct pp *p, const struct report *r, const struct report_stack *st,
+		    const int64_t *k)
+{
+	uint64_t locs[STORE_STACKS_MAX_FRAMES];
+	struct report_row row;
+
+	for (unsigned i = 0; i < st->nr; i++) {
+		const struct report_frame *f = &st->frames[i];
+		uint64_t addr = 0;
+		int known = f->symbol && f->img &&
+			    !simage_addr(f->img, f->offset - (i && f->offset ? 1 : 0), &addr);
+		long loc;
+
+		frame_row(st, f, &row);
+		loc = pp_location(p, &row, addr, known);
+		if (loc < 0)
+			return (int)loc;
+		locs[i] = (uint64_t)loc;
+	}
+	frame_row(st, &st->frames[0], &row);
+	return pp_sample_at(p, r, &row, locs, st->nr, st->samples, k);
 }
 
 int report_export_pprof(FILE *f, const struct report *r, struct symres *res)
@@ -474,6 +516,9 @@ int report_export_pprof(FILE *f, const struct report *r, struct symres *res)
 	pr->sample_type = calloc(2, sizeof(*pr->sample_type));
 	for (size_t i = 0; i < r->nr_rows; i++)
 		n_loc += r->rows[i].nr_addrs ? r->rows[i].nr_addrs : 1;
+	for (size_t i = 0; i < r->nr_stacks; i++)
+		n_loc += r->stacks[i].nr + 1;
+	n += n_loc;
 	pr->sample = calloc(n_loc + 1, sizeof(*pr->sample));
 	pr->location = calloc(n_loc + 1, sizeof(*pr->location));
 	pr->function = calloc(n + 1, sizeof(*pr->function));
@@ -500,7 +545,11 @@ int report_export_pprof(FILE *f, const struct report *r, struct symres *res)
 		if ((k[i] = pp_str(&p, pp_keys[i])) < 0)
 			goto out;
 
-	for (size_t i = 0; i < r->nr_rows; i++) {
+	/* with call chains, the stacks are the samples: one Location a frame */
+	for (size_t i = 0; i < r->nr_stacks; i++)
+		if (pp_stack(&p, r, &r->stacks[i], k))
+			goto out;
+	for (size_t i = 0; i < r->nr_rows && !r->stack_guests; i++) {
 		const struct report_row *row = &r->rows[i];
 
 		if (!row->samples)
@@ -593,19 +642,59 @@ static char *folded_stack(const struct report_row *row)
 	return buf;
 }
 
+/* A stack frame's name in folded stacks and the flame graph: its symbol,
+ * else its image in brackets, as perf's folded output has it. */
+static const char *frame_name(const struct report_frame *f, char *buf, size_t len)
+{
+	if (f->symbol)
+		return f->symbol;
+	snprintf(buf, len, "[%s]", report_basename(f->image));
+	return buf;
+}
+
+/* The stack's "guest;process;root;...;leaf" in a new string, or NULL. */
+static char *folded_chain(const struct report_stack *st)
+{
+	char *buf = NULL, name[1024];
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+
+	if (!m)
+		return NULL;
+	frame(m, st->guest);
+	fputc(';', m);
+	frame(m, report_basename(st->app));
+	for (unsigned i = st->nr; i-- > 0;) {
+		fputc(';', m);
+		frame(m, frame_name(&st->frames[i], name, sizeof(name)));
+	}
+	if (fclose(m) || !buf) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
 /* Sorted by stack, one line per stack: tools that draw lines in file
  * order (speedscope's "left heavy" aside) then keep a stack in one block,
  * and rows that differ only in what folded does not show (thread, cpu)
  * are merged. */
 int report_export_folded(FILE *f, const struct report *r)
 {
-	struct folded_line *v = calloc(r->nr_rows + 1, sizeof(*v));
+	struct folded_line *v = calloc(r->nr_rows + r->nr_stacks + 1, sizeof(*v));
 	size_t n = 0;
 	int ret = -ENOMEM;
 
 	if (!v)
 		return -ENOMEM;
-	for (size_t i = 0; i < r->nr_rows; i++) {
+	/* with call chains (-g), the stacks are the lines */
+	for (size_t i = 0; i < r->nr_stacks; i++) {
+		v[n].stack = folded_chain(&r->stacks[i]);
+		if (!v[n].stack)
+			goto out;
+		v[n++].samples = r->stacks[i].samples;
+	}
+	for (size_t i = 0; i < r->nr_rows && !r->stack_guests; i++) {
 		if (!r->rows[i].samples)
 			continue;
 		v[n].stack = folded_stack(&r->rows[i]);
@@ -691,7 +780,7 @@ static int ss_add(struct smap *idx, json_t *frames, json_t *prof, const struct r
 
 int report_export_speedscope(FILE *f, const struct report *r, const char *exporter)
 {
-	struct folded_line *v = calloc(r->nr_rows + 1, sizeof(*v));
+	struct folded_line *v = calloc(r->nr_rows + r->nr_stacks + 1, sizeof(*v));
 	json_t *frames = json_array(), *profiles = json_array(), *root = NULL, *p;
 	struct smap idx = { 0 };
 	size_t n = 0, i;
@@ -882,10 +971,50 @@ static const char html_script[] =
 "})();\n"
 "</script>\n</body></html>\n";
 
+/* Adds one path of names under root, count n in key. */
+static int tree_path(json_t *root, const char *const *names, size_t depth, const char *key,
+		     uint64_t n)
+{
+	json_t *node = root;
+
+	for (size_t d = 0; d < depth; d++) {
+		node = tree_child(node, names[d]);
+		if (!node)
+			return -ENOMEM;
+		json_object_set_new(node, key, stats_json_count(util_sat_add(
+			stats_json_get(node, key), n)));
+	}
+	return 0;
+}
+
+/* Adds r's stacks: guest, process, then the chain root to leaf. */
+static int tree_add_stacks(json_t *root, const struct report *r, const char *key)
+{
+	static char esc[2 + STORE_STACKS_MAX_FRAMES][512];
+	const char *names[2 + STORE_STACKS_MAX_FRAMES];
+	char tmp[512];
+
+	for (size_t i = 0; i < r->nr_stacks; i++) {
+		const struct report_stack *st = &r->stacks[i];
+		size_t d = 0;
+
+		names[d] = util_text_escape(esc[d], sizeof(esc[d]), st->guest), d++;
+		names[d] = util_text_escape(esc[d], sizeof(esc[d]), report_basename(st->app)), d++;
+		for (unsigned j = st->nr; j-- > 0; d++)
+			names[d] = util_text_escape(esc[d], sizeof(esc[d]),
+						    frame_name(&st->frames[j], tmp, sizeof(tmp)));
+		if (tree_path(root, names, d, key, st->samples))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 /* Adds r's rows to the tree under root, counts in key ("v": the profile
  * drawn, "b": the baseline of a differential graph). */
 static int tree_add(json_t *root, const struct report *r, const char *key)
 {
+	if (r->stack_guests)
+		return tree_add_stacks(root, r, key);
 	for (size_t i = 0; i < r->nr_rows; i++) {
 		const struct report_row *row = &r->rows[i];
 		json_t *node = root;
@@ -919,7 +1048,8 @@ static int tree_add(json_t *root, const struct report *r, const char *key)
 int report_export_html(FILE *f, const struct report *r, const struct report *base,
 		       const char *title)
 {
-	json_t *root = json_pack("{s:s, s:o}", "n", "all", "v", stats_json_count(r->total));
+	json_t *root = json_pack("{s:s, s:o}", "n", "all", "v", stats_json_count(
+		r->stack_guests ? r->stacks_total : r->total));
 	char *js = NULL, cnt[OPVM_COUNT_BUF];
 	size_t shown = 0;
 	int ret = -ENOMEM;
@@ -933,7 +1063,8 @@ int report_export_html(FILE *f, const struct report *r, const struct report *bas
 	 * a symbol's share) and tooltips (a stack only in the
 	 * baseline has width 0 and is not drawn, as in flamegraph.pl). */
 	if (base && (tree_add(root, base, "b") ||
-		     json_object_set_new(root, "b", stats_json_count(base->total))))
+		     json_object_set_new(root, "b", stats_json_count(
+			     base->stack_guests ? base->stacks_total : base->total))))
 		goto out;
 	if (tree_finish(root))
 		goto out;
@@ -974,10 +1105,11 @@ int report_export_html(FILE *f, const struct report *r, const struct report *bas
 			stats_fmt_count(base->total, cnt));
 	fputs("</div>\n<div id=\"bar\"><input id=\"q\" placeholder=\"search symbols\">"
 	      " <button id=\"reset\">reset zoom</button> <span id=\"st\"></span></div>\n"
-	      "<div id=\"path\"></div>\n<div id=\"fg\"></div>\n"
-	      "<p>Levels: guest, process, image, symbol.  Click a frame to zoom in, "
-	      "click the top frame to zoom out.</p>\n"
-	      "<h2>Top symbols</h2>\n<table id=\"top\"><tr><th>samples</th><th>%</th>"
+	      "<div id=\"path\"></div>\n<div id=\"fg\"></div>\n", f);
+	fprintf(f, "<p>Levels: guest, process, then %s.  Click a frame to zoom in, "
+		"click the top frame to zoom out.</p>\n", r->stack_guests ?
+		"each call chain from its root to the sampled function" : "image, symbol");
+	fputs("<h2>Top symbols</h2>\n<table id=\"top\"><tr><th>samples</th><th>%</th>"
 	      "<th>symbol</th><th>image</th><th>process</th><th>guest</th></tr>\n", f);
 	for (size_t i = 0; i < r->nr_rows && shown < 50; i++) {
 		const struct report_row *row = &r->rows[i];

@@ -547,6 +547,33 @@ static json_t *row_json(const struct report_row *row)
 			 "percent", pround(row->percent));
 }
 
+/* The call chains of a -g session, leaf first (docs/reports.md). */
+static json_t *stacks_json(const struct report *r)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; arr && i < r->nr_stacks; i++) {
+		const struct report_stack *st = &r->stacks[i];
+		json_t *frames = json_array(), *o;
+
+		for (unsigned j = 0; frames && j < st->nr; j++) {
+			const struct report_frame *fr = &st->frames[j];
+
+			json_array_append_new(frames, json_pack("{s:o, s:b, s:o, s:I}",
+				"image", jstr(fr->image), "kernel", fr->kernel,
+				"symbol", jstr(fr->symbol), "offset", (json_int_t)fr->offset));
+		}
+		o = json_pack("{s:o, s:o, s:o, s:o}", "guest", jstr(st->guest),
+			      "app", jstr(st->app), "samples", jcount(st->samples),
+			      "frames", frames ? frames : json_null());
+		if (!o || json_array_append_new(arr, o)) {
+			json_decref(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
 /* "version" of the JSON report: raised when a key changes meaning or goes
  * (docs/reports.md); keys are only ever added within one version. */
 #define REPORT_JSON_VERSION	1
@@ -638,6 +665,16 @@ int report_print_json(FILE *f, const struct report *r, const struct report_print
 		}
 	}
 	json_object_set_new(o, "symbols", syms);
+	if (r->stack_guests) {
+		json_t *st = stacks_json(r);
+
+		if (!st) {
+			json_decref(o);
+			return -ENOMEM;
+		}
+		json_object_set_new(o, "stacks", st);
+		json_object_set_new(o, "stack_samples", jcount(r->stacks_total));
+	}
 	return dump(f, o);
 }
 

@@ -105,6 +105,7 @@ struct entry {
 
 struct report_priv {
 	struct strpool pool;
+	const char *which;		/* samples/<which> */
 	size_t *rowhash;	/* row index + 1, 0 empty */
 	size_t rowhash_cap;
 	size_t rows_cap;
@@ -417,6 +418,11 @@ static int collect_cb(const struct store_entry *e, void *arg)
 	return 0;
 }
 
+const char *report_intern(struct report *r, const char *s)
+{
+	return pool_intern(&r->priv->pool, s, 0);
+}
+
 static struct report_guest *guest_get(struct report *r, const struct entry *e)
 {
 	struct report_priv *p = r->priv;
@@ -447,6 +453,9 @@ static struct report_guest *guest_get(struct report *r, const struct entry *e)
 	if (snprintf(path, sizeof(path), "%s/guests/%.*s/samples/%s/session.json",
 		     p->session_dir, (int)n, rest, "current") < (int)sizeof(path))
 		guest_load_meta(g, path);
+	if (snprintf(path, sizeof(path), "%s/guests/%.*s/samples/%s", p->session_dir, (int)n,
+		     rest, p->which) < (int)sizeof(path))
+		g->dir = strdup(path);
 	return g;
 }
 
@@ -1050,6 +1059,7 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 	if (!r || !(r->priv = calloc(1, sizeof(*r->priv))))
 		goto fail;
 	r->priv->session_dir = o->session_dir ? o->session_dir : "./opvm_data";
+	r->priv->which = which;
 	r->keep = o->keep;
 	r->symbols = o->symbols;
 
@@ -1129,6 +1139,8 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 		}
 	}
 	report_totals(r);
+	if (o->stacks && (ret = report_stacks_load(r, o)))
+		goto fail;
 	if (r->event)
 		r->event = strdup(r->event);
 	if (!r->event) {
@@ -1160,10 +1172,14 @@ void report_free(struct report *r)
 	for (size_t i = 0; i < r->nr_rows; i++)
 		free(r->rows[i].addrs);
 	free(r->rows);
+	for (size_t i = 0; i < r->nr_stacks; i++)
+		free(r->stacks[i].frames);
+	free(r->stacks);
 	for (size_t i = 0; i < r->nr_guests; i++) {
 		struct report_guest *g = &r->guests[i];
 
 		free(g->name);
+		free(g->dir);
 		free(g->mode);
 		free(g->separate);
 		free(g->start);

@@ -86,6 +86,7 @@ struct report_opts {
 	int symbols;			/* resolve symbols (-l) */
 	int details;			/* keep per-address counts (-d, annotate) */
 	const char *only_symbol;	/* details only for this symbol (may be NULL) */
+	int stacks;			/* read the call chains too (-g sessions) */
 	struct symres *res;		/* caller's; needed when symbols is set;
 					 * must outlive the report (rows point
 					 * at its symbol names and images) */
@@ -116,6 +117,7 @@ struct report_row {
 /* What one guest's session.json said. */
 struct report_guest {
 	char *name;
+	char *dir;			/* its samples/<which>, or NULL */
 	char *mode;			/* NULL if unknown */
 	char *separate;			/* what run/attach kept apart ("lib",
 					 * "lib,thread", ...), NULL if unknown */
@@ -173,8 +175,43 @@ struct report {
 	unsigned keep;
 	int symbols;
 
+	/* Call chains (opts.stacks, sessions recorded with -g): the stacks of
+	 * the reported event, filtered like the rows (guest, leaf image,
+	 * --exclude; not thread or cpu, which a stack does not keep). */
+	struct report_stack *stacks;
+	size_t nr_stacks;
+	uint64_t stacks_total;		/* samples in them */
+	size_t stack_guests;		/* guests with a stack table */
+	size_t stack_errors;		/* tables that did not read */
+	char stack_err[128];		/* the first one's reason */
+
 	struct report_priv *priv;
 };
+
+/* One frame of a stack: the image and offset sync filed it under, and its
+ * symbol (NULL: none).  Callers' addresses are return addresses: their
+ * symbol is looked up at offset - 1. */
+struct report_frame {
+	const char *image;		/* interned */
+	int kernel;
+	uint64_t offset;
+	const char *symbol;		/* NULL: no symbol */
+	uint64_t sym_addr;
+	struct simage *img;		/* NULL without symbols */
+};
+
+struct report_stack {
+	const char *guest, *app;	/* interned; app as rows name it */
+	uint64_t samples;
+	unsigned nr;
+	struct report_frame *frames;	/* leaf first */
+};
+
+/* Reads every guest's stack table into r (report-stacks.c).  0 or
+ * -ENOMEM; a table that does not read is counted in stack_errors. */
+int report_stacks_load(struct report *r, const struct report_opts *o);
+/* The report's copy of s (NULL on ENOMEM); lives as long as r. */
+const char *report_intern(struct report *r, const char *s);
 
 /* Reads the session.  Returns NULL, sets errno and writes a reason to err
  * on failure (ENOENT: no samples at all). */
@@ -195,6 +232,10 @@ struct report_print_opts {
 	int depth;			/* summary: 1 guests, 2 +applications,
 					 * 3 (default, 0) +images */
 };
+
+/* opreport -c: each function with its callers above and callees below
+ * (report-callgraph.c).  0 or -errno. */
+int report_print_callgraph(FILE *f, const struct report *r, const struct report_print_opts *po);
 
 /* Header lines: how the samples were taken. */
 void report_print_header(FILE *f, const struct report *r);

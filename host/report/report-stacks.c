@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Call chains into the report model (host/report/report.h): every guest's
+ * stack table (host/collect/store.h) read, filtered like the rows and
+ * resolved to symbols, for report --callgraph and the exports.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/report/report.h"
+#include "lib/util.h"
+
+struct load_ctx {
+	struct report *r;
+	const struct report_opts *o;
+	struct report_guest *g;
+	int err;
+};
+
+static int match(const char *const *pats, size_t n, const char *s)
+{
+	if (!n)
+		return 1;
+	for (size_t i = 0; i < n; i++)
+		if (!fnmatch(pats[i], s, 0) || !fnmatch(pats[i], report_basename(s), 0))
+			return 1;
+	return 0;
+}
+
+/* The symbol of one frame (a caller's at its return address - 1). */
+static void resolve(struct load_ctx *c, struct report_frame *f, const struct store_frame *sf,
+		    int caller)
+{
+	const struct report_guest *g = c->g;
+	struct symres_kernel k = {
+		.release = g->kernel_release, .text_addr = g->text_addr,
+		.anchor_name = g->anchor_name, .anchor_addr = g->anchor_addr,
+	};
+	long i;
+
+	if (!c->o->symbols || !c->o->res)
+		return;
+	f->img = symres_image(c->o->res, g->name, sf->image, sf->kernel,
+			      sf->build_id_len ? sf->build_id : NULL, sf->build_id_len, &k);
+	if (!f->img || !simage_nr_syms(f->img))
+		return;
+	i = simage_lookup(f->img, sf->offset - (caller && sf->offset ? 1 : 0), &f->sym_addr);
+	if (i >= 0)
+		f->symbol = simage_sym(f->img, (size_t)i)->name;
+}
+
+/* Appends one stack of the table, if the report wants it. */
+static int add_stack(const struct store_stack *s, void *arg)
+{
+	struct load_ctx *c = arg;
+	struct report *r = c->r;
+	const char *app = store_app_label(s->app);
+	struct report_stack *st;
+	unsigned ev;
+	uint64_t n;
+
+	for (ev = 0; ev < s->nr_events && strcmp(s->events[ev], r->event); ev++)
+		;
+	if (ev == s->nr_events || !(n = s->counts[ev]) || !s->nr ||
+	    !match(c->o->filter.image, c->o->filter.nr_image, s->frames[0].image) ||
+	    ((c->o->exclude & REPORT_EXCLUDE_IDLE) && !strcmp(app, REPORT_APP_IDLE)) ||
+	    ((c->o->exclude & REPORT_EXCLUDE_BOOT) && !strcmp(app, REPORT_APP_BOOT)))
+		return 0;
+	st = realloc(r->stacks, (r->nr_stacks + 1) * sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	r->stacks = st;
+	st = &st[r->nr_stacks];
+	*st = (struct report_stack){ .guest = report_intern(r, c->g->name),
+				     .app = report_intern(r, app), .samples = n, .nr = s->nr };
+	st->frames = calloc(s->nr, sizeof(*st->frames));
+	if (!st->guest || !st->app || !st->frames) {
+		free(st->frames);
+		return -ENOMEM;
+	}
+	r->nr_stacks++;
+	r->stacks_total = util_sat_add(r->stacks_total, n);
+	for (unsigned i = 0; i < s->nr; i++) {
+		struct report_frame *f = &st->frames[i];
+
+		f->image = report_intern(r, s->frames[i].image);
+		if (!f->image)
+			return -ENOMEM;
+		f->kernel = s->frames[i].kernel;
+		f->offset = s->frames[i].offset;
+		resolve(c, f, &s->frames[i], i > 0);
+	}
+	return 0;
+}
+
+int report_stacks_load(struct report *r, const struct report_opts *o)
+{
+	for (size_t i = 0; i < r->nr_guests; i++) {
+		struct load_ctx c = { r, o, &r->guests[i], 0 };
+		char err[128] = "";
+		int ret;
+
+		if (!c.g->dir || !match(o->filter.guest, o->filter.nr_guest, c.g->name))
+			continue;
+		ret = store_stacks_read(c.g->dir, add_stack, &c, err, sizeof(err));
+		if (ret == -ENOMEM)
+			return ret;
+		if (ret == -ENOENT)
+			continue;
+		r->stack_guests++;
+		if (ret) {
+			if (!r->stack_errors++)
+				snprintf(r->stack_err, sizeof(r->stack_err), "%s: %s", c.g->name,
+					 err[0] ? err : strerror(-ret));
+		}
+	}
+	return 0;
+}
