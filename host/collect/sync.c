@@ -932,6 +932,8 @@ static void file_chain(struct sync *s, const struct opvm_sample *x)
 		app = NAME_KTHREAD;
 	for (unsigned i = 0; i <= x->nr_chain && n < STORE_STACKS_MAX_FRAMES; i++)
 		chain_frame(s, p, i ? x->chain[i - 1] : x->rip, &f[n++]);
+	if (app == NAME_BOOT)	/* as file_kernel_own() files it */
+		f[0] = (struct store_frame){ .image = NAME_VMLINUX, .kernel = 1, .offset = x->rip };
 	store_stack_add(s->st, x->event, app, f, n);
 }
 
