@@ -34,13 +34,14 @@
 #include "lib/util.h"
 
 /* Ring size per vCPU: room for RING_HEADROOM_S seconds (or four sync
- * intervals) of samples with full call chains at the configured rate,
+ * intervals) of samples (with full call chains under -g) at the configured rate,
  * between 512 KiB and 8 MiB.  Rings are committed memory (lib/ring.h), so
  * this is what they cost, per vCPU, from the first second. */
 #define RING_MIN_WORDS_CFG	(1u << 16)
 #define RING_MAX_WORDS_CFG	(1u << 20)
 #define RING_HEADROOM_S		4u
-#define SAMPLE_MAX_WORDS	(8u + OPVM_MAX_CALLCHAIN)
+#define SAMPLE_WORDS		8u
+#define SAMPLE_MAX_WORDS	(SAMPLE_WORDS + OPVM_MAX_CALLCHAIN)
 #define READ_CHUNK		65536
 #define READ_MAX_PER_WAKE	(1u << 20)	/* stay responsive under a flood */
 #define STATUS_EVERY_MS		250
@@ -170,7 +171,8 @@ static size_t ring_words(const struct collector_config *cfg)
 {
 	uint64_t secs = cfg->sync_ms * 4 / 1000 > RING_HEADROOM_S ?
 			cfg->sync_ms * 4 / 1000 : RING_HEADROOM_S;
-	uint64_t w = (uint64_t)cfg->rate_hz * SAMPLE_MAX_WORDS * secs;
+	uint64_t w = (uint64_t)cfg->rate_hz * secs *
+		     (cfg->callgraph ? SAMPLE_MAX_WORDS : SAMPLE_WORDS);
 
 	if (!cfg->rate_hz || w > RING_MAX_WORDS_CFG)
 		return RING_MAX_WORDS_CFG;

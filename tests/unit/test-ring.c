@@ -72,7 +72,7 @@ static void test_empty_and_basic(void **state)
  * survive every wrap (skip markers included). */
 static void test_wrap(void **state)
 {
-	struct ring *r = ring_new(256);
+	struct ring *r = ring_new(1024);
 	uint64_t chain[OPVM_MAX_CALLCHAIN], out_chain[OPVM_MAX_CALLCHAIN];
 	uint64_t pushed = 0, popped = 0;
 	struct opvm_sample s, o;
