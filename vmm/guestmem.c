@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "vmm/guestmem.h"
@@ -28,13 +29,24 @@
 
 struct guestmem_range {
 	uint64_t gpa, len, hva;
+	const uint8_t *local;		/* our own view of it, or NULL: pread */
+};
+
+/* Shared file mappings of the VMM's RAM mapped into opvm too
+ * (guestmem_map_shared()), unmapped at close. */
+struct guestmem_map {
+	void *addr;
+	size_t len;
 };
 
 struct guestmem {
 	int fd;				/* /proc/PID/mem, -1 never */
 	unsigned nr;
 	unsigned levels;		/* paging levels: 4 or 5 */
+	pid_t pid;
 	struct guestmem_range r[GUESTMEM_MAX_RANGES];	/* sorted by gpa */
+	struct guestmem_map maps[GUESTMEM_MAX_RANGES];
+	unsigned nr_maps;
 };
 
 struct guestmem *guestmem_open(pid_t pid)
@@ -59,6 +71,7 @@ struct guestmem *guestmem_open(pid_t pid)
 		return NULL;
 	}
 	m->levels = 4;
+	m->pid = pid;
 	return m;
 }
 
@@ -66,6 +79,8 @@ void guestmem_close(struct guestmem *m)
 {
 	if (!m)
 		return;
+	for (unsigned i = 0; i < m->nr_maps; i++)
+		munmap(m->maps[i].addr, m->maps[i].len);
 	close(m->fd);
 	free(m);
 }
@@ -88,7 +103,7 @@ int guestmem_add_range(struct guestmem *m, uint64_t gpa, uint64_t len,
 			break;
 	}
 	memmove(&m->r[i + 1], &m->r[i], (m->nr - i) * sizeof(m->r[0]));
-	m->r[i] = (struct guestmem_range){ gpa, len, hva };
+	m->r[i] = (struct guestmem_range){ gpa, len, hva, NULL };
 	m->nr++;
 	return 0;
 }
@@ -131,6 +146,10 @@ int guestmem_read(struct guestmem *m, uint64_t gpa, void *buf, size_t len)
 	r = range_find(m, gpa, len);
 	if (!r)
 		return -EFAULT;
+	if (r->local) {
+		memcpy(buf, r->local + (gpa - r->gpa), len);
+		return 0;
+	}
 	while (done < len) {
 		ssize_t n = pread(m->fd, (char *)buf + done, len - done,
 				  (off_t)(r->hva + (gpa - r->gpa) + done));
@@ -144,6 +163,83 @@ int guestmem_read(struct guestmem *m, uint64_t gpa, void *buf, size_t len)
 		done += (size_t)n;
 	}
 	return 0;
+}
+
+/* One line of /proc/PID/maps: a shared mapping of a file (QEMU's RAM
+ * with memory-backend-memfd or -file share=on) holding [hva, hva + len)?
+ * Then its bounds and file offset. */
+static int maps_line(const char *line, uint64_t hva, uint64_t len, uint64_t *start,
+		     uint64_t *end, uint64_t *off)
+{
+	char perms[8];
+	unsigned long long ino;
+
+	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %llu", start, end, perms,
+		   off, &ino) != 5)
+		return 0;
+	return perms[3] == 's' && ino && hva >= *start && hva - *start < *end - *start &&
+	       len <= *end - hva;
+}
+
+/* Maps the file behind [start, end) of the VMM (its /proc/PID/map_files
+ * entry, root only) into opvm; NULL if it cannot. */
+static void *map_file(struct guestmem *m, uint64_t start, uint64_t end, uint64_t off)
+{
+	char path[96];
+	void *p;
+	int fd;
+
+	if (m->nr_maps == GUESTMEM_MAX_RANGES)
+		return NULL;
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)m->pid,
+		 start, end);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	p = mmap(NULL, end - start, PROT_READ, MAP_SHARED, fd, (off_t)off);
+	close(fd);
+	if (p == MAP_FAILED)
+		return NULL;
+	m->maps[m->nr_maps++] = (struct guestmem_map){ p, end - start };
+	return p;
+}
+
+int guestmem_map_shared(struct guestmem *m)
+{
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	unsigned mapped = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)m->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		uint64_t start, end, off;
+
+		for (unsigned i = 0; i < m->nr; i++) {
+			struct guestmem_range *r = &m->r[i];
+			uint8_t *base;
+
+			if (r->local || !maps_line(line, r->hva, r->len, &start, &end, &off))
+				continue;
+			base = map_file(m, start, end, off);
+			if (!base)
+				continue;
+			/* every range this mapping holds reads from it */
+			for (unsigned j = 0; j < m->nr; j++)
+				if (!m->r[j].local && m->r[j].hva >= start &&
+				    m->r[j].hva - start < end - start &&
+				    m->r[j].len <= end - m->r[j].hva) {
+					m->r[j].local = base + (m->r[j].hva - start);
+					mapped++;
+				}
+		}
+	}
+	free(line);
+	fclose(f);
+	return (int)mapped;
 }
 
 void guestmem_set_paging_levels(struct guestmem *m, unsigned levels)

@@ -53,6 +53,17 @@ int guestmem_qmp_hmp(void *qmp, const char *cmd, char **out);
 /* guestmem_add_monitor_ranges() through a QMP connection. */
 int guestmem_add_qemu_ranges(struct guestmem *m, struct qmp *q);
 
+/*
+ * Reads without a system call: the ranges that the VMM maps from a shared
+ * file (QEMU with memory-backend-memfd or -file share=on, as opvm run -g
+ * starts it) are mapped into opvm read-only through /proc/PID/map_files
+ * (root only), and their reads become memory copies; the others keep
+ * pread.  Why: under nested virtualisation a pread of /proc/PID/mem costs
+ * microseconds, and a page-table walk takes four.  Returns how many ranges
+ * are mapped (0: none could be), or -errno.
+ */
+int guestmem_map_shared(struct guestmem *m);
+
 /* Number of ranges held. */
 unsigned guestmem_nr_ranges(const struct guestmem *m);
 

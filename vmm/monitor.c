@@ -279,6 +279,8 @@ struct guestmem *vm_monitor_guestmem(struct vm_monitor *m, char *err, size_t err
 		r = -errno;
 	if (!r)
 		r = guestmem_add_monitor_ranges(mem, guestmem_hmp, m);
+	if (!r)
+		guestmem_map_shared(mem);	/* a memfd or shared file: faster */
 	if (r) {
 		util_seterr(err, errlen, "cannot read guest '%s''s memory from its QEMU (%s); "
 			    "opvm needs the QEMU process's /proc/PID/mem (run as root)",

@@ -265,10 +265,12 @@ static int qlaunch_prepare(void *st, const struct backend_common *c,
 struct qemu_args {
 	char *v[MAX_ARGS + 1];
 	char smp[16], mem[16], qmp[PATH_MAX + 64], gdb[PATH_MAX + 64];
-	char chan[PATH_MAX + 64], con[PATH_MAX + 64];
+	char chan[PATH_MAX + 64], con[PATH_MAX + 64], ram[64];
 };
 
-static void qemu_args(struct qlaunch *q, struct qemu_args *a)
+/* ram_shared: the guest's RAM in a memfd QEMU shares, so that opvm maps it
+ * too (guestmem_map_shared()) and reads stacks without system calls. */
+static void qemu_args(struct qlaunch *q, struct qemu_args *a, int ram_shared)
 {
 	int n = 0;
 
@@ -291,6 +293,11 @@ static void qemu_args(struct qlaunch *q, struct qemu_args *a)
 		A("-initrd"); A(q->initrd);
 	}
 	A("-append"); A(q->cmdline);
+	if (ram_shared) {
+		snprintf(a->ram, sizeof(a->ram), "memory-backend-memfd,id=opvm-ram,size=%uM,"
+			 "share=on", q->mem);
+		A("-object"); A(a->ram); A("-machine"); A("memory-backend=opvm-ram");
+	}
 #undef A
 	for (unsigned i = 0; i < q->nr_extra; i++)
 		a->v[n++] = q->extra[i];
@@ -528,6 +535,8 @@ static struct guestmem *qemu_guestmem(struct qlaunch *q, char *err, size_t errle
 	int r = !mem ? -errno : !qmp ? -errno : guestmem_add_qemu_ranges(mem, qmp);
 
 	qmp_close(qmp);
+	if (!r)
+		guestmem_map_shared(mem);	/* else pread, slower */
 	if (r) {
 		util_seterr(err, errlen, "call graphs: cannot read the guest's RAM in QEMU "
 			    "(%s)", strerror(-r));
@@ -594,7 +603,7 @@ static int qlaunch_open(void *st, struct vm_monitor *mon, struct backend_target 
 	a = malloc(sizeof(*a));
 	if (!a)
 		return -ENOMEM;
-	qemu_args(q, a);
+	qemu_args(q, a, t->callgraph != NULL);
 	q->qemu = start_qemu(q, a->v);
 	free(a);
 	close(q->gdb_fd[1]);	/* QEMU has its copy: its exit gives us EOF */

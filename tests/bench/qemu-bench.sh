@@ -18,17 +18,24 @@
 #                   the stop reply, median of 60, in us (an upper bound:
 #                   Python's own socket calls are included)
 # Prints exactly those three lines on stdout; details go to stderr.
+# With QEMU_BENCH_CALLGRAPH=1 (tests/bench/callgraph-bench.sh) attach runs
+# with -g and the lines are guest-overhead-callgraph and callgraph-cost-fp
+# (the walk's own host time per sample, as the sampler measured it), with
+# the guest's RAM in a shared memfd; =pread: RAM as QEMU's default
+# anonymous memory, read through /proc/PID/mem: callgraph-cost-fp-pread.
 . "$(dirname "$0")/../integration/qemu-common.bash"
 need_qemu
 mk_tmp qemu-bench
 ITERS=${QEMU_BENCH_ITERS:-300000000}
 REPS=${QEMU_BENCH_REPS:-14}
 RATE=${QEMU_BENCH_RATE:-}
+CG=${QEMU_BENCH_CALLGRAPH:-0}
 
-python3 - "$OPVM" "$IMG" "$T" "$ITERS" "$REPS" "$RATE" <<'EOF'
+python3 - "$OPVM" "$IMG" "$T" "$ITERS" "$REPS" "$RATE" "$CG" <<'EOF'
 import json, os, re, signal, socket, statistics, subprocess, sys, time
 
-opvm, img, tmp, iters, reps, rate = sys.argv[1:7]
+opvm, img, tmp, iters, reps, rate, cg = sys.argv[1:8]
+cg = {"0": "", "1": "memfd"}.get(cg, cg)
 reps = int(reps)
 qmp, chan, con = tmp + "/qmp", tmp + "/chan", tmp + "/con"
 log = open(tmp + "/qemu.log", "w")
@@ -40,7 +47,11 @@ qemu = subprocess.Popen(
      "-device", "virtio-serial-pci,id=ser",
      "-chardev", "socket,id=opvm0,path=%s,server=on,wait=off" % chan,
      "-device", "virtserialport,bus=ser.0,chardev=opvm0,name=org.opvm.0",
-     "-kernel", img + "/vmlinuz", "-initrd", img + "/initramfs.cpio.gz",
+     "-kernel", img + "/vmlinuz", "-initrd", img + "/initramfs.cpio.gz"] +
+    # -g: the guest's RAM in a shared memfd, as opvm run -g boots guests,
+    # so attach maps it and walks stacks without system calls
+    (["-object", "memory-backend-memfd,id=ram0,size=512M,share=on",
+      "-machine", "memory-backend=ram0"] if cg and cg != "pread" else []) + [
      "-append", "console=ttyS0 quiet tsc=reliable clocksource=tsc "
                "opvm.workload=cpuloop opvm.args=%s,%d" % (iters, reps)],
     stdout=log, stderr=log)
@@ -165,12 +176,15 @@ while time.time() < deadline:
                     "-d", tmp + "/s"]
             if rate:
                 args += ["-F", rate]
+            if cg:
+                args += ["-g", "--system-map", img + "/System.map"]
             attach = subprocess.Popen(args, stdout=open(tmp + "/attach.out", "w"),
                                       stderr=subprocess.STDOUT)
         if r == stop_after and attach:
             attach.send_signal(signal.SIGINT)
             attach.wait()
-            measure_stop()
+            if not cg:
+                measure_stop()
     if len(times) >= reps:
         break
 qemu.wait(timeout=60) if qemu.poll() is None and len(times) >= reps else None
@@ -199,6 +213,18 @@ smp = sess["sampler"]
 print("qemu-bench: rate %s Hz, %d ticks, %d samples, %d throttled" %
       (sess.get("rate_hz"), smp["ticks"], smp["samples"], smp["throttled"]), file=sys.stderr)
 print(open(tmp + "/attach.out").read(), file=sys.stderr)
+if cg:
+    out = open(tmp + "/attach.out").read().replace("\n    ", " ")
+    m = re.search(r"call graphs: (\d+) stacks walked, ([\d.]+) callers .*?, ([\d.]+) us each", out)
+    if not m:
+        print("qemu-bench: attach -g did not say what the walks cost", file=sys.stderr)
+        bye(1)
+    if cg == "pread":
+        print("callgraph-cost-fp-pread: %s us" % m.group(3))
+        bye(0)
+    print("guest-overhead-callgraph: %.1f %%" % (100.0 * (mp / mb - 1.0)))
+    print("callgraph-cost-fp: %s us" % m.group(3))
+    bye(0)
 print("guest-overhead: %.1f %%" % (100.0 * (mp / mb - 1.0)))
 print("sample-cost: %.0f us" % (smp["cost_ns_avg"] / 1000.0))
 if stop_lat:

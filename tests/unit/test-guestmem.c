@@ -125,6 +125,57 @@ static void test_child(void **state)
 	guestmem_close(m);
 }
 
+/* "Guest RAM" a child maps from a shared memfd, as QEMU's memfd backend
+ * does: guestmem_map_shared() maps it into us and reads see the child's
+ * writes without a pread; anonymous RAM stays on pread. */
+static void test_map_shared(void **state)
+{
+	int p[2], fd = memfd_create("opvm-test-ram", 0);
+	uint64_t hva[2] = { 0, 0 }, v1 = 0, v2 = 0;
+	struct guestmem *m;
+	pid_t pid;
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 2 * MIB), 0);
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		volatile uint64_t *ram = mmap(NULL, 2 * MIB, PROT_READ | PROT_WRITE,
+					      MAP_SHARED, fd, 0);
+		volatile uint64_t *anon = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+					       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		uint64_t a[2] = { hva_of((const void *)ram), hva_of((const void *)anon) };
+
+		if (ram == MAP_FAILED || anon == MAP_FAILED)
+			_exit(1);
+		anon[0] = 42;
+		if (write(p[1], a, sizeof(a)) != sizeof(a))
+			_exit(1);
+		for (;;)
+			ram[1]++;
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], hva, sizeof(hva)), sizeof(hva));
+	close(p[0]);
+	m = guestmem_open(pid);
+	assert_non_null(m);
+	assert_int_equal(guestmem_add_range(m, 0, 2 * MIB, hva[0]), 0);
+	assert_int_equal(guestmem_add_range(m, 4 * MIB, 4096, hva[1]), 0);
+	assert_int_equal(guestmem_map_shared(m), 1);
+	assert_int_equal(guestmem_read(m, 8, &v1, 8), 0);
+	usleep(20000);
+	assert_int_equal(guestmem_read(m, 8, &v2, 8), 0);
+	assert_true(v2 > v1);
+	assert_int_equal(guestmem_read(m, 4 * MIB, &v1, 8), 0);
+	assert_true(v1 == 42);
+	assert_int_equal(guestmem_read(m, 2 * MIB - 4, &v1, 8), -EFAULT);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	guestmem_close(m);
+	close(fd);
+}
+
 /* Page tables at guest-physical 0..64 KiB of a 4 MiB "guest RAM". */
 struct pt_ram {
 	struct guestmem *m;
@@ -308,6 +359,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ranges),
 		cmocka_unit_test(test_child),
+		cmocka_unit_test(test_map_shared),
 		cmocka_unit_test(test_page_walk),
 		cmocka_unit_test(test_qemu),
 	};
