@@ -493,7 +493,7 @@ unsigned unwind_dwarf(struct unwind_dwarf *u, const struct unwind_regs *r,
 	u->st.unwinds++;
 	u->n = 0;
 	u->r = r;
-	u->stack = len <= UNWIND_DWARF_MAX_WINDOW ? stack : NULL;
+	u->stack = len <= UNWIND_DWARF_MAX_WINDOW && stack ? stack : NULL;
 	u->len = u->stack ? len : 0;
 	u->find_image = find_image;
 	u->arg = arg;

@@ -13,7 +13,9 @@
  * every frame must move up the stack (else the walk is cut), a user pc must
  * be below the canonical hole, depth is bounded by max.  The ELF files are
  * the host's copies (a guest root), opened read-only and checked (64-bit
- * x86-64, ET_EXEC or ET_DYN, its PT_LOADs) before libdwfl sees them.
+ * x86-64, ET_EXEC or ET_DYN, its PT_LOADs) before libdwfl sees them; they
+ * stay open and mapped while cached (up to UNWIND_DWARF_CACHE descriptors),
+ * so a file must be replaced (rename), never truncated in place.
  *
  * A context is not thread-safe: one per collector thread.
  */

@@ -176,6 +176,10 @@ static void test_truncated(void **state)
 	n = unwind_dwarf(u, &cap.r, cap.stack, UNWIND_DWARF_MAX_WINDOW + 8,
 			 capture_find_image, &cap, pcs, UNWIND_MAX_DEPTH, &why);
 	assert_true(n < nfull);
+	/* no window at all */
+	n = unwind_dwarf(u, &cap.r, NULL, 4096, capture_find_image, &cap, pcs,
+			 UNWIND_MAX_DEPTH, &why);
+	assert_true(n >= 1 && n < nfull);
 	/* depth caps */
 	assert_int_equal(unwind_cap(u, cap.len, 3), 3);
 	assert_int_equal(why, UNWIND_DEPTH);
