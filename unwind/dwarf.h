@@ -70,8 +70,8 @@ void unwind_dwarf_free(struct unwind_dwarf *u);	/* NULL-safe; closes the files *
  * image: 0, or -ENOENT (no file-backed mapping, or none the host has a file
  * for: the vdso, JIT code); it is called for each frame (with pc - 1 for
  * return addresses, so a call at a function's end is looked up in its own
- * function).  Returns the number of pcs (1..max; 0 if
- * max is 0); max is capped at UNWIND_MAX_DEPTH.  *why (may be NULL):
+ * function).  Returns the number of pcs (1..max; 0 if max is 0); max is
+ * capped at UNWIND_MAX_DEPTH.  *why (may be NULL):
  * UNWIND_END (the CFI says there is no caller, or pc 0), UNWIND_DEPTH,
  * UNWIND_UNREADABLE (a read outside the window), UNWIND_BAD_FRAME (no
  * rule to unwind by, or a frame cut).
@@ -80,8 +80,7 @@ unsigned unwind_dwarf(struct unwind_dwarf *u, const struct unwind_regs *r,
 		      const uint8_t *stack, size_t len,
 		      int (*find_image)(void *arg, uint64_t pc,
 					struct unwind_dwarf_image *out),
-		      void *arg,
-		      uint64_t *pcs, unsigned max, enum unwind_stop *why);
+		      void *arg, uint64_t *pcs, unsigned max, enum unwind_stop *why);
 
 void unwind_dwarf_get_stats(const struct unwind_dwarf *u, struct unwind_dwarf_stats *out);
 
