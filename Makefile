@@ -107,6 +107,12 @@ $(BUILD)/tests/test-%: tests/unit/test-%.c $(LIBS)
 	$(Q)$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) \
 		$(LDLIBS) $(TEST_LIBS)
 
+# The DWARF unwinder's test and benchmark unwind their own stack through
+# libc's qsort: without frame pointers, so only CFI leads back to main.
+# private: the libraries they depend on keep their own flags.
+$(BUILD)/tests/test-unwind-dwarf $(BUILD)/bench/bench-unwind-dwarf: \
+	private ALL_CFLAGS += -fomit-frame-pointer
+
 # ---- benchmarks -----------------------------------------------------------
 BENCH_SRCS := $(wildcard tests/bench/bench-*.c)
 BENCH_BINS := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
