@@ -35,9 +35,9 @@
 
 /* Ring size per vCPU: room for RING_HEADROOM_S seconds (or four sync
  * intervals) of samples (with full call chains under -g) at the configured rate,
- * between 512 KiB and 8 MiB.  Rings are committed memory (lib/ring.h), so
+ * between 1 MiB and 8 MiB.  Rings are committed memory (lib/ring.h), so
  * this is what they cost, per vCPU, from the first second. */
-#define RING_MIN_WORDS_CFG	(1u << 16)
+#define RING_MIN_WORDS_CFG	(1u << 17)
 #define RING_MAX_WORDS_CFG	(1u << 20)
 #define RING_HEADROOM_S		4u
 #define SAMPLE_WORDS		8u
