@@ -259,6 +259,26 @@ static int probe_stop(struct qsamp *q, struct tick_state *ts)
 	return 1;
 }
 
+/* A monitor "stop" landed while the fast path's write was on its way.
+ * Returns 0 or -errno. */
+static int paused_meanwhile(struct qsamp *q, struct tick_state *ts)
+{
+	int err;
+
+	ts->paused = 1;
+	q->paused_ticks++;
+	if (q->cg)
+		return 0;	/* no "c" went with it: the pause holds */
+	/* our "c" undid it: restore that pause */
+	q->restores++;
+	err = gdbstub_interrupt(q->gs, STOP_TIMEOUT_MS);
+	/* -ETIMEDOUT: its stop reply comes later and, with nothing
+	 * outstanding, is taken for a pause. */
+	if (err < 0 && err != -ETIMEDOUT && err != -EALREADY)
+		return err;
+	return 0;
+}
+
 /*
  * One tick.  Returns 1 if the guest was stopped and sampled, 0 if it was
  * not running, or -errno for a fault.
@@ -312,25 +332,8 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 			ts->resync = 1;
 			return ++ts->bad_ticks >= MAX_BAD_TICKS ? err : 0;
 		}
-		if (stopped == 2 && q->cg) {
-			/* Paused by someone else, and no "c" was sent. */
-			ts->paused = 1;
-			q->paused_ticks++;
-			return 0;
-		}
-		if (stopped == 2) {
-			/* A monitor "stop" landed while our write was on its
-			 * way, and our "c" undid it: restore that pause. */
-			ts->paused = 1;
-			q->paused_ticks++;
-			q->restores++;
-			err = gdbstub_interrupt(q->gs, STOP_TIMEOUT_MS);
-			/* -ETIMEDOUT: its stop reply comes later and, with
-			 * nothing outstanding, is taken for a pause. */
-			if (err < 0 && err != -ETIMEDOUT && err != -EALREADY)
-				return err;
-			return 0;
-		}
+		if (stopped == 2)
+			return paused_meanwhile(q, ts);
 		if (!stopped) {
 			/* No stop reply: the guest was not running (S3); our
 			 * "c" woke it. */

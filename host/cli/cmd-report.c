@@ -223,6 +223,32 @@ static int import_files(const struct report_args *a)
 	return 0;
 }
 
+/* The text report: header, summary, symbols or call graph, footer.
+ * 0, or 1 after an error message. */
+static int print_text(FILE *out, const struct report_args *a, const struct report *ra,
+		      const struct report_print_opts *po)
+{
+	report_print_header(out, ra);
+	fputc('\n', out);
+	if (a->callgraph && !ra->stack_guests) {
+		pr_err("--callgraph: this session has no call chains; record with -g "
+		       "(opvm run -g, opvm attach -g)");
+		return 1;
+	}
+	if (a->callgraph) {
+		if (report_print_callgraph(out, ra, po)) {
+			pr_err("cannot write the call graph: %s", strerror(errno));
+			return 1;
+		}
+	} else if (a->symbols) {
+		report_print_symbols(out, ra, po);
+	} else {
+		report_print_summary(out, ra, po);
+	}
+	report_print_footer(out, ra);
+	return 0;
+}
+
 int cmd_report(int argc, char **argv)
 {
 	struct report_args a = { .width = 80 }, b;
@@ -312,22 +338,7 @@ int cmd_report(int argc, char **argv)
 		ret = 0;
 		goto out;
 	}
-	report_print_header(out, ra);
-	fputc('\n', out);
-	if (a.callgraph && !ra->stack_guests) {
-		pr_err("--callgraph: this session has no call chains; record with -g "
-		       "(opvm run -g, opvm attach -g)");
-		goto out;
-	}
-	if (a.callgraph) {
-		if (report_print_callgraph(out, ra, &po))
-			goto out;
-	} else if (a.symbols)
-		report_print_symbols(out, ra, &po);
-	else
-		report_print_summary(out, ra, &po);
-	report_print_footer(out, ra);
-	ret = 0;
+	ret = print_text(out, &a, ra, &po);
 out:
 	if (out && fclose(out) && !ret) {
 		pr_err("cannot write the report: %s", strerror(errno));
