@@ -23,7 +23,9 @@
 
 #include "lib/ring.h"
 
-/* Entry: header, rip, cr3, slot_cr3, tid|tgid<<32, vcpu, chain... */
+/* Entry: header, rip, cr3, slot_cr3, tid|tgid<<32, vcpu, chain..., and with
+ * OPVM_SAMPLE_STACK: user ip, sp, bp, then the stack's bytes (length in the
+ * header's top 16 bits) padded to a word. */
 #define RING_HDR_WORDS	6
 #define RING_MIN_WORDS	256	/* holds several maximal entries */
 #define RING_MAX_WORDS	((size_t)1 << 32)
@@ -47,7 +49,7 @@ static inline uint64_t hdr_pack(unsigned len, const struct opvm_sample *s)
 {
 	return (uint64_t)len | (uint64_t)s->nr_chain << 16 |
 	       (uint64_t)s->cpl << 24 | (uint64_t)s->event << 32 |
-	       (uint64_t)s->flags << 40;
+	       (uint64_t)s->flags << 40 | (uint64_t)s->stack_len << 48;
 }
 
 struct ring *ring_new(size_t words)
@@ -98,9 +100,13 @@ int ring_push(struct ring *r, const struct opvm_sample *s)
 	uint64_t need, idx;
 	uint64_t *w;
 
+	unsigned sl = (s->flags & OPVM_SAMPLE_STACK) && s->stack &&
+		      s->stack_len <= OPVM_MAX_STACK ? s->stack_len : 0;
+	unsigned sw = (s->flags & OPVM_SAMPLE_STACK) ? 3 + (sl + 7) / 8 : 0;
+
 	if (nr > OPVM_MAX_CALLCHAIN || (nr && !s->chain))
 		nr = 0;		/* never trust a caller's count past the cap */
-	len = RING_HDR_WORDS + nr;
+	len = RING_HDR_WORDS + nr + sw;
 	idx = head & r->mask;
 	skip = (idx + len > size) ? (unsigned)(size - idx) : 0;
 	need = (uint64_t)skip + len;
@@ -124,6 +130,7 @@ int ring_push(struct ring *r, const struct opvm_sample *s)
 		struct opvm_sample t = *s;
 
 		t.nr_chain = (uint8_t)nr;
+		t.stack_len = (uint16_t)sl;
 		w[0] = hdr_pack(len, &t);
 	}
 	w[1] = s->rip;
@@ -133,11 +140,51 @@ int ring_push(struct ring *r, const struct opvm_sample *s)
 	w[5] = s->vcpu;
 	if (nr)
 		memcpy(w + RING_HDR_WORDS, s->chain, nr * sizeof(uint64_t));
+	if (sw) {
+		uint64_t *u = w + RING_HDR_WORDS + nr;
+
+		u[0] = s->user_ip;
+		u[1] = s->user_sp;
+		u[2] = s->user_bp;
+		if (sl) {
+			u[2 + (sl + 7) / 8] = 0;	/* the pad bytes */
+			memcpy(u + 3, s->stack, sl);
+		}
+	}
 	atomic_store_explicit(&r->head, head + len, memory_order_release);
 	return 0;
 }
 
 int ring_pop(struct ring *r, struct opvm_sample *s, uint64_t *chain)
+{
+	return ring_pop_stack(r, s, chain, NULL);
+}
+
+/* The OPVM_SAMPLE_STACK part of the entry at w (nr chain words), into s
+ * and stack (which holds OPVM_MAX_STACK bytes), or dropped. */
+static void pop_stack(const uint64_t *w, uint64_t h, unsigned len, unsigned nr,
+		      struct opvm_sample *s, uint8_t *stack)
+{
+	const uint64_t *u = w + RING_HDR_WORDS + nr;
+	unsigned sl = (unsigned)(h >> 48);
+
+	s->stack_len = 0;
+	s->stack = NULL;
+	if (!(s->flags & OPVM_SAMPLE_STACK))
+		return;
+	if (!stack || sl > OPVM_MAX_STACK || RING_HDR_WORDS + nr + 3 + (sl + 7) / 8 > len) {
+		s->flags &= (uint8_t)~OPVM_SAMPLE_STACK;
+		return;
+	}
+	s->user_ip = u[0];
+	s->user_sp = u[1];
+	s->user_bp = u[2];
+	memcpy(stack, u + 3, sl);
+	s->stack_len = (uint16_t)sl;
+	s->stack = stack;
+}
+
+int ring_pop_stack(struct ring *r, struct opvm_sample *s, uint64_t *chain, uint8_t *stack)
 {
 	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
 	const uint64_t *w;
@@ -176,6 +223,7 @@ int ring_pop(struct ring *r, struct opvm_sample *s, uint64_t *chain)
 		s->nr_chain = 0;
 		s->chain = NULL;
 	}
+	pop_stack(w, h, len, nr, s, stack);
 	atomic_store_explicit(&r->tail, tail + len, memory_order_release);
 	return 1;
 }

@@ -33,6 +33,10 @@ int ring_push(struct ring *r, const struct opvm_sample *s);
  * which must hold OPVM_MAX_CALLCHAIN entries.  Returns 1 if a sample was
  * popped, 0 if the ring was empty. */
 int ring_pop(struct ring *r, struct opvm_sample *s, uint64_t *chain);
+/* ring_pop() that keeps an OPVM_SAMPLE_STACK sample's user stack: s->stack
+ * then points into stack, which must hold OPVM_MAX_STACK bytes (NULL: the
+ * stack is dropped and the flag cleared, as ring_pop() does). */
+int ring_pop_stack(struct ring *r, struct opvm_sample *s, uint64_t *chain, uint8_t *stack);
 
 /* Samples dropped because the ring was full (producer-written counter). */
 uint64_t ring_lost(const struct ring *r);

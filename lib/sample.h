@@ -19,7 +19,12 @@
 enum opvm_sample_flags {
 	OPVM_SAMPLE_SLOT	= 1u << 0, /* slot_* fields are valid */
 	OPVM_SAMPLE_KTHREAD	= 1u << 1, /* slot says: kernel thread */
+	OPVM_SAMPLE_STACK	= 1u << 2, /* user_* and stack[] are valid */
 };
+
+/* -g dwarf: the most user stack a sample carries for the collector to
+ * unwind (bytes from the user stack pointer up). */
+#define OPVM_MAX_STACK		8192
 
 struct opvm_sample {
 	uint64_t rip;
@@ -33,6 +38,12 @@ struct opvm_sample {
 	uint8_t flags;		/* enum opvm_sample_flags */
 	uint8_t nr_chain;	/* entries used in chain[] (0: no call chain) */
 	const uint64_t *chain;	/* caller addresses; valid only during push/pop */
+	/* OPVM_SAMPLE_STACK (-g dwarf): chain holds the kernel's callers
+	 * only; the user part is unwound later from the user registers and
+	 * a copy of the user stack (stack_len bytes from user_sp up). */
+	uint64_t user_ip, user_sp, user_bp;
+	uint16_t stack_len;
+	const uint8_t *stack;	/* valid only during push/pop */
 };
 
 /*

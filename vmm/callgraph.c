@@ -156,14 +156,40 @@ static unsigned walk_kernel(struct callgraph *cg, const struct unwind_mem *um,
 	return n - 1;
 }
 
+/* Copies the user stack from r->sp up, as far as it reads (a stack near
+ * the top of its mapping ends early). */
+static void copy_user(const struct unwind_mem *um, const struct unwind_regs *r,
+		      struct callgraph_user *u)
+{
+	uint64_t at = r->sp;
+
+	u->valid = 1;
+	u->ip = r->ip;
+	u->sp = r->sp;
+	u->bp = r->bp;
+	u->len = 0;
+	while (u->len < sizeof(u->stack)) {
+		size_t chunk = 4096 - (size_t)(at & 4095);
+
+		if (chunk > sizeof(u->stack) - u->len)
+			chunk = sizeof(u->stack) - u->len;
+		if (um->read(um->arg, at, u->stack + u->len, chunk))
+			break;
+		u->len = (uint16_t)(u->len + chunk);
+		at += chunk;
+	}
+}
+
 unsigned callgraph_walk(struct callgraph *cg, const struct unwind_regs *r, uint64_t cr3,
-			uint64_t *chain, unsigned max)
+			uint64_t *chain, unsigned max, struct callgraph_user *u)
 {
 	struct unwind_mem um = { guestmem_view_read, cg->view };
 	struct unwind_regs user = { 0 };
 	uint64_t pcs[UNWIND_MAX_DEPTH], t0 = (uint64_t)util_now_ns(), before = cg->view->fetches;
 	unsigned n = 0, k;
 
+	if (u)
+		u->valid = 0;
 	if (!cg->mem || !max)
 		return 0;
 	if (max > cg->cfg.max_depth - 1)
@@ -174,10 +200,17 @@ unsigned callgraph_walk(struct callgraph *cg, const struct unwind_regs *r, uint6
 		n = walk_kernel(cg, &um, r, chain, max, &user);
 		if (!user.ip || n >= max)
 			goto out;
+		cg->st.kernel_to_user++;
+		if (cg->cfg.mode == SAMPLER_CG_DWARF && u) {
+			copy_user(&um, &user, u);
+			goto out;
+		}
 		/* the task's own frame is a caller too: where it entered */
 		chain[n++] = user.ip;
-		cg->st.kernel_to_user++;
 		r = &user;
+	} else if (cg->cfg.mode == SAMPLER_CG_DWARF && u) {
+		copy_user(&um, r, u);
+		goto out;
 	}
 	k = unwind_fp(&um, r, pcs, max - n + 1, NULL);
 	if (k > 1) {

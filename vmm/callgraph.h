@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "lib/sample.h"
 #include "unwind/unwind.h"
 #include "vmm/sampler.h"
 
@@ -41,13 +42,24 @@ void callgraph_free(struct callgraph *cg);	/* NULL-safe */
 /* A HELLO: the kernel may be a new one (reboot): its slide and ORC format. */
 void callgraph_hello(struct callgraph *cg, const struct sampler_hello *h);
 
+/* SAMPLER_CG_DWARF: where the user part starts, for the collector to
+ * unwind (lib/sample.h's OPVM_SAMPLE_STACK). */
+struct callgraph_user {
+	int valid;			/* user registers were found */
+	uint64_t ip, sp, bp;
+	uint16_t len;			/* bytes of stack[] read from sp up */
+	uint8_t stack[OPVM_MAX_STACK];
+};
+
 /*
  * The callers of the sample r (cpl 0 or 3) in the address space cr3, into
  * chain[0..max) (innermost first, r->ip itself not included).  Returns how
- * many.  Call with the vCPU stopped.
+ * many.  With SAMPLER_CG_DWARF the chain stops at the kernel's callers and
+ * *u gets the user registers and stack instead.  Call with the vCPU
+ * stopped.
  */
 unsigned callgraph_walk(struct callgraph *cg, const struct unwind_regs *r, uint64_t cr3,
-			uint64_t *chain, unsigned max);
+			uint64_t *chain, unsigned max, struct callgraph_user *u);
 
 /* With the guest running again: loads the ORC tables if a HELLO asked for
  * them (through the kernel address space kernel_cr3, 0 if none seen yet). */

@@ -59,6 +59,7 @@ struct qsamp {
 	struct guestmem *mem;
 	uint64_t *chains;
 	unsigned *nchain;
+	struct callgraph_user *users;	/* per vCPU, SAMPLER_CG_DWARF only */
 	uint64_t kernel_cr3;		/* a kernel-mode CR3 seen, for ORC */
 
 	/* Slot array, published by one writer (the collector's thread,
@@ -162,6 +163,16 @@ static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 			smp.chain = q->chains + (size_t)i * UNWIND_MAX_DEPTH;
 			smp.nr_chain = (uint8_t)q->nchain[i];
 		}
+		if (q->users && q->users[i].valid) {
+			const struct callgraph_user *u = &q->users[i];
+
+			smp.flags |= OPVM_SAMPLE_STACK;
+			smp.user_ip = u->ip;
+			smp.user_sp = u->sp;
+			smp.user_bp = u->bp;
+			smp.stack = u->stack;
+			smp.stack_len = u->len;
+		}
 
 		if (have_slots && i < nr_slots) {
 			struct opvm_slot sl;
@@ -195,13 +206,15 @@ static void walk_chains(struct qsamp *q, unsigned n)
 					 .cpl = (uint8_t)gdbstub_regs_cpl(g) };
 
 		q->nchain[i] = 0;
+		if (q->users)
+			q->users[i].valid = 0;
 		if (!g->cr3 || !g->rsp)
 			continue;	/* firmware, or a stub without rsp */
 		if (r.cpl == 0)
 			q->kernel_cr3 = g->cr3;
 		q->nchain[i] = callgraph_walk(q->cg, &r, g->cr3,
 					      q->chains + (size_t)i * UNWIND_MAX_DEPTH,
-					      OPVM_MAX_CALLCHAIN);
+					      OPVM_MAX_CALLCHAIN, q->users ? &q->users[i] : NULL);
 	}
 }
 
@@ -584,6 +597,7 @@ static void qs_free(struct sampler *s)
 	guestmem_close(q->mem);
 	free(q->chains);
 	free(q->nchain);
+	free(q->users);
 	free(q);
 }
 
@@ -617,9 +631,8 @@ static int cg_setup(struct qsamp *q, const struct qemu_sampler_config *cfg, char
 {
 	if (cfg->cg.mode == SAMPLER_CG_NONE)
 		return 0;
-	if (cfg->cg.mode != SAMPLER_CG_FP || !q->mem) {
-		util_seterr(errbuf, errlen, "%s", q->mem ? "the gdbstub sampler takes "
-			    "--call-graph fp" : "call graphs need QEMU's memory, which the "
+	if (!q->mem) {
+		util_seterr(errbuf, errlen, "call graphs need QEMU's memory, which the "
 			    "monitor did not give (gpa2hva)");
 		errno = EINVAL;
 		return -1;
@@ -627,7 +640,10 @@ static int cg_setup(struct qsamp *q, const struct qemu_sampler_config *cfg, char
 	q->cg = callgraph_new(&cfg->cg, q->mem);
 	q->chains = calloc((size_t)q->nr_vcpus * UNWIND_MAX_DEPTH, sizeof(*q->chains));
 	q->nchain = calloc(q->nr_vcpus, sizeof(*q->nchain));
-	if (!q->cg || !q->chains || !q->nchain) {
+	if (cfg->cg.mode == SAMPLER_CG_DWARF)
+		q->users = calloc(q->nr_vcpus, sizeof(*q->users));
+	if (!q->cg || !q->chains || !q->nchain ||
+	    (cfg->cg.mode == SAMPLER_CG_DWARF && !q->users)) {
 		util_seterr(errbuf, errlen, "out of memory for call graphs");
 		errno = ENOMEM;
 		return -1;

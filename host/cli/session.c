@@ -19,6 +19,7 @@
 #include "host/collect/store.h"
 #include "lib/log.h"
 #include "symbols/ksyms.h"
+#include "symbols/symres.h"
 #include "lib/util.h"
 #include "vmm/backend.h"
 #include "vmm/monitor.h"
@@ -58,10 +59,11 @@ const char session_usage[] =
 "  -e, --event SPEC   event to sample ('opvm list-events'), up to 8 with\n"
 "                     --vmm=kvm; the gdbstub takes TIMER[:period_us] only\n"
 "  -d, --session-dir D  where sample trees go (default ./opvm_data)\n"
-"  -g, --call-graph fp  record each sample's call chain: user stacks by\n"
-"                     frame pointers, kernel stacks by the guest kernel's\n"
-"                     ORC tables (needs its System.map); gdbstub and qemu\n"
-"                     backends, which stop the vCPU at a sample\n"
+"  -g, --call-graph fp|dwarf  record each sample's call chain: user stacks\n"
+"                     by frame pointers (-g, fp) or by the binaries' DWARF\n"
+"                     CFI from an 8 KiB stack copy (dwarf: --guest-root),\n"
+"                     kernel stacks by the guest kernel's ORC tables (its\n"
+"                     System.map); gdbstub and qemu backends only\n"
 "  --separate SPEC    none, lib, kernel, thread, cpu, all (default lib)\n"
 "  --duration S       stop after S seconds (a guest opvm booted is quit)\n"
 "  --append-samples   add to the current samples instead of starting afresh\n"
@@ -226,12 +228,12 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 		o->callgraph.mode = SAMPLER_CG_FP;
 		return 1;
 	case OPT_CALL_GRAPH:
-		if (strcmp(arg, "fp")) {
-			pr_err("--call-graph takes fp (frame pointers, and ORC in the guest "
-			       "kernel), not '%s'", arg);
+		if (strcmp(arg, "fp") && strcmp(arg, "dwarf")) {
+			pr_err("--call-graph takes fp (frame pointers) or dwarf (the guest "
+			       "binaries' CFI, needs them on the host), not '%s'", arg);
 			return -1;
 		}
-		o->callgraph.mode = SAMPLER_CG_FP;
+		o->callgraph.mode = strcmp(arg, "fp") ? SAMPLER_CG_DWARF : SAMPLER_CG_FP;
 		return 1;
 	case OPT_MAX_MODEL_MEM:
 		if (util_parse_size(arg, &o->model_max_bytes) || o->model_max_bytes < (1u << 20)) {
@@ -290,7 +292,8 @@ static void collector_cfg(const struct session_opts *o, const struct backend_set
 		.public_tree = o->umask_set,
 		.model_max_bytes = (size_t)o->model_max_bytes,
 		.symbols = o->sym,
-		.callgraph = o->callgraph.mode ? "fp" : NULL,
+		.callgraph = o->callgraph.mode == SAMPLER_CG_DWARF ? "dwarf" :
+			     o->callgraph.mode ? "fp" : NULL,
 		.start_exec = o->from_exec ? o->from_exec :
 			      o->from_workload ? setup->workload : NULL,
 	};
@@ -313,6 +316,58 @@ static void default_symbols(const struct backend_setup *setup, struct collector_
 		s->system_map = def[1];
 	if (!s->vmlinux && setup->vmlinux && realpath(setup->vmlinux, def[2]))
 		s->vmlinux = def[2];
+}
+
+/*
+ * --call-graph dwarf: the collector unwinds user stacks with the guest's
+ * binaries, found where the reports find them (the guest roots, the
+ * session's build-id cache; never debuginfod from the collector, whose
+ * thread must not wait on the network), each checked against the guest's
+ * build-id: a file that is not the guest's unwinds nothing.
+ */
+struct host_files {
+	struct symres *res;
+	struct symres_root roots[COLLECTOR_MAX_ROOTS];
+	char guests[COLLECTOR_MAX_ROOTS][129];
+};
+
+static int host_file(void *arg, const char *guest, const char *path, const uint8_t *bid,
+		     size_t bid_len, char *out, size_t outlen)
+{
+	struct host_files *hf = arg;
+	struct simage *si = symres_image(hf->res, guest, path, 0, bid_len ? bid : NULL, bid_len,
+					 NULL);
+	const char *p = si && simage_state(si) == SIMAGE_OK ? simage_path(si) : NULL;
+
+	if (!p || (size_t)snprintf(out, outlen, "%s", p) >= outlen)
+		return -ENOENT;
+	return 0;
+}
+
+static int host_files_open(struct host_files *hf, struct collector_config *cfg)
+{
+	struct symres_config sc = { .session_dir = cfg->session_dir, .roots = hf->roots,
+				    .no_host_kernel = 1, .no_debuginfod = 1 };
+
+	for (size_t i = 0; i < cfg->symbols.nr_roots; i++) {
+		const char *r = cfg->symbols.roots[i], *eq = strchr(r, '=');
+
+		/* "GUEST=DIR" (parse_symbols() checked it) or "DIR" */
+		hf->roots[i].dir = r;
+		hf->roots[i].guest = NULL;
+		if (eq && eq[1] == '/' && eq - r < 129) {
+			snprintf(hf->guests[i], sizeof(hf->guests[i]), "%.*s", (int)(eq - r), r);
+			hf->roots[i].guest = hf->guests[i];
+			hf->roots[i].dir = eq + 1;
+		}
+	}
+	sc.nr_roots = cfg->symbols.nr_roots;
+	hf->res = symres_new(&sc);
+	if (!hf->res)
+		return -1;
+	cfg->host_file = host_file;
+	cfg->host_file_arg = hf;
+	return 0;
 }
 
 /* Every guest into the collector (channel, sampler), then every sampler
@@ -382,6 +437,7 @@ static int collect(const struct session_opts *o, const struct backend_setup *set
 		   struct backend_target *t, size_t n, uint64_t *elapsed_ns)
 {
 	struct collector_config cfg;
+	struct host_files hf = { 0 };
 	char def[3][PATH_MAX];
 	struct collector *c;
 	int64_t t0 = 0;
@@ -389,6 +445,10 @@ static int collect(const struct session_opts *o, const struct backend_setup *set
 
 	collector_cfg(o, setup, &cfg);
 	default_symbols(setup, &cfg.symbols, def);
+	if (o->callgraph.mode == SAMPLER_CG_DWARF && host_files_open(&hf, &cfg)) {
+		pr_err("cannot set up symbol lookup for --call-graph dwarf: %s", strerror(errno));
+		return -1;
+	}
 	c = collector_new(&cfg);
 	if (!c) {
 		pr_err("cannot set up the session in %s: %s", cfg.session_dir, strerror(errno));
@@ -412,6 +472,7 @@ out:
 		t[i].sampler->ops->stop(t[i].sampler);
 	*elapsed_ns = (uint64_t)(util_now_ns() - t0);
 	collector_free(c);
+	symres_free(hf.res);
 	return ret;
 }
 

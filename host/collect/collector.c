@@ -179,6 +179,16 @@ static size_t ring_words(const struct collector_config *cfg)
 	return w < RING_MIN_WORDS_CFG ? RING_MIN_WORDS_CFG : (size_t)w;
 }
 
+/* sync_config's host_file for guest g: the session's, told the guest. */
+static int guest_host_file(void *arg, const char *path, const uint8_t *bid, size_t bid_len,
+			   char *out, size_t outlen)
+{
+	struct cguest *g = arg;
+
+	return g->c->cfg.host_file(g->c->cfg.host_file_arg, g->name, path, bid, bid_len, out,
+				   outlen);
+}
+
 struct cguest *collector_add_guest(struct collector *c, const char *name,
 				   unsigned nr_vcpus)
 {
@@ -239,7 +249,9 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 	store_set_limits(g->st, &c->cfg.store_limits);
 	scfg = (struct sync_config){ .hold_ms = c->cfg.hold_ms,
 				     .start_exec = c->cfg.start_exec,
-				     .chains = c->cfg.callgraph != NULL };
+				     .chains = c->cfg.callgraph != NULL,
+				     .host_file = c->cfg.host_file ? guest_host_file : NULL,
+				     .host_file_arg = g };
 	g->sy = sync_new(g->st, g->gs, g->rings, nr_vcpus, &scfg);
 	if (!g->sy)
 		goto fail;

@@ -16,6 +16,7 @@
 #include "lib/ring.h"
 #include "host/collect/store.h"
 #include "host/collect/sync.h"
+#include "unwind/dwarf.h"
 
 #define SYNC_HOLD_MS_DEFAULT	2000
 #define SYNC_HOLD_MAX_DEFAULT	65536
@@ -117,6 +118,12 @@ struct sync {
 	uint32_t force_tgid;		/* nonzero: file this process's samples
 					 * whatever is missing (it is going) */
 	bool chains;			/* -g: file chains (sync_config) */
+	/* -g dwarf: user stacks unwound here (sync_config's host_file) */
+	struct unwind_dwarf *dw;
+	int (*host_file)(void *arg, const char *path, const uint8_t *bid, size_t bid_len,
+			 char *out, size_t outlen);
+	void *host_file_arg;
+	uint8_t stack[OPVM_MAX_STACK];	/* the sample being taken's */
 	char start_exec[64];		/* --from-exec name, "" once started */
 	uint64_t start_gen;		/* model generation last looked at */
 	uint64_t started_ms;
@@ -177,6 +184,11 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 	s->start_gen = UINT64_MAX;
 	s->hold_cap = cfg && cfg->hold_max ? cfg->hold_max : SYNC_HOLD_MAX_DEFAULT;
 	s->chains = cfg && cfg->chains;
+	if (cfg && cfg->host_file) {
+		s->host_file = cfg->host_file;
+		s->host_file_arg = cfg->host_file_arg;
+		s->dw = unwind_dwarf_new();	/* NULL: user stacks stop early */
+	}
 	while (nvc < nr_rings)
 		nvc <<= 1;
 	s->vc_mask = nvc - 1;
@@ -208,6 +220,8 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 
 void sync_free(struct sync *s)
 {
+	if (s)
+		unwind_dwarf_free(s->dw);
 	if (!s)
 		return;
 	free(s->rings);
@@ -788,6 +802,9 @@ static void hold(struct sync *s, const struct opvm_sample *x, uint64_t now)
 	h->s = *x;
 	h->s.nr_chain = 0;
 	h->s.chain = NULL;
+	h->s.flags &= (uint8_t)~OPVM_SAMPLE_STACK;
+	h->s.stack = NULL;
+	h->s.stack_len = 0;
 	h->t = now;
 	s->hold_nr++;
 }
@@ -916,13 +933,70 @@ static void chain_frame(struct sync *s, const struct gstate_process *p, uint64_t
 	}
 }
 
+/* unwind_dwarf()'s find_image: the mapping of the chain's process that
+ * holds pc, and the host copy of its file. */
+struct dwarf_ctx {
+	struct sync *s;
+	const struct gstate_process *p;
+	char path[4096];
+};
+
+static int dwarf_image(void *arg, uint64_t pc, struct unwind_dwarf_image *out)
+{
+	struct dwarf_ctx *d = arg;
+	const struct gstate_process *p = d->p;
+	const struct gstate_mapping *m = gstate_map_find(p, pc);
+
+	if (!m && !p->nr_maps && p->ppid && p->ppid != p->tgid) {
+		/* a forked child's address space is still its parent's */
+		const struct gstate_process *pp = gstate_proc_by_tgid(d->s->gs, p->ppid);
+
+		m = pp ? gstate_map_find(pp, pc) : NULL;
+	}
+	if (!m || !m->cookie ||
+	    d->s->host_file(d->s->host_file_arg, m->cookie->path, m->cookie->build_id,
+			    m->cookie->build_id_len, d->path, sizeof(d->path)))
+		return -ENOENT;
+	*out = (struct unwind_dwarf_image){ .path = d->path, .start = m->start, .end = m->end,
+					    .pgoff = m->pgoff };
+	return 0;
+}
+
+/* The whole chain of x, leaf first, into pcs: its own, and with a user
+ * stack (-g dwarf) the user part unwound from it.  Returns how many. */
+static unsigned chain_pcs(struct sync *s, const struct opvm_sample *x,
+			  const struct gstate_process *p, uint64_t *pcs)
+{
+	struct unwind_regs r = { .ip = x->user_ip, .sp = x->user_sp, .bp = x->user_bp, .cpl = 3 };
+	struct dwarf_ctx d = { s, p, "" };
+	unsigned n = 0, k;
+
+	pcs[n++] = x->rip;
+	for (unsigned i = 0; i < x->nr_chain && n < STORE_STACKS_MAX_FRAMES; i++)
+		pcs[n++] = x->chain[i];
+	if (!(x->flags & OPVM_SAMPLE_STACK) || n >= STORE_STACKS_MAX_FRAMES)
+		return n;
+	if (!s->dw || !p) {
+		if (x->cpl != 3)	/* at least where the task was */
+			pcs[n++] = x->user_ip;
+		return n;
+	}
+	/* a user sample's own ip is the unwind's first pc */
+	if (x->cpl == 3)
+		n--;
+	k = unwind_dwarf(s->dw, &r, x->stack, x->stack_len, dwarf_image, &d, pcs + n,
+			 STORE_STACKS_MAX_FRAMES - n, NULL);
+	return k ? n + k : n + (x->cpl == 3);
+}
+
 /* Files x's chain (leaf first) in the stack table, under its process. */
 static void file_chain(struct sync *s, const struct opvm_sample *x)
 {
 	struct store_frame f[STORE_STACKS_MAX_FRAMES];
+	uint64_t pcs[STORE_STACKS_MAX_FRAMES];
 	const struct gstate_process *p = chain_proc(s, x);
 	const char *app = p ? proc_app(p) : NAME_UNKNOWN;
-	unsigned n = 0;
+	unsigned n = 0, nr = chain_pcs(s, x, p, pcs);
 
 	if (x->rip < OPVM_KERNEL_HALF && x->cpl != 3)
 		app = NAME_BOOT;
@@ -930,8 +1004,8 @@ static void file_chain(struct sync *s, const struct opvm_sample *x)
 		app = NAME_IDLE;
 	else if (x->cpl != 3 && (x->flags & OPVM_SAMPLE_KTHREAD))
 		app = NAME_KTHREAD;
-	for (unsigned i = 0; i <= x->nr_chain && n < STORE_STACKS_MAX_FRAMES; i++)
-		chain_frame(s, p, i ? x->chain[i - 1] : x->rip, &f[n++]);
+	for (unsigned i = 0; i < nr; i++)
+		chain_frame(s, p, pcs[i], &f[n++]);
 	if (app == NAME_BOOT)	/* as file_kernel_own() files it */
 		f[0] = (struct store_frame){ .image = NAME_VMLINUX, .kernel = 1, .offset = x->rip };
 	store_stack_add(s->st, x->event, app, f, n);
@@ -986,7 +1060,7 @@ static void drain(struct sync *s, uint64_t now_ms)
 		struct ring *ring = s->rings[r];
 		unsigned n = 0;
 
-		while (n++ < DRAIN_MAX && ring_pop(ring, &x, s->chain))
+		while (n++ < DRAIN_MAX && ring_pop_stack(ring, &x, s->chain, s->stack))
 			take(s, &x, now_ms);
 	}
 	flush(s);

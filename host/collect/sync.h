@@ -104,6 +104,13 @@ struct sync_config {
 	 * chain (store_stack_add()), even a chain of its leaf alone, so the
 	 * table's counts add up to the sample files'. */
 	bool chains;
+	/* -g dwarf: the host copy of a guest binary (its guest path and
+	 * build-id) into out, 0 or -ENOENT, for the DWARF unwinder of
+	 * OPVM_SAMPLE_STACK samples; NULL: their user part stops at its
+	 * first frame. */
+	int (*host_file)(void *arg, const char *path, const uint8_t *build_id,
+			 size_t build_id_len, char *out, size_t outlen);
+	void *host_file_arg;
 };
 
 /* rings[0..nr_rings) are drained in order; the sync does not own st, gs or

@@ -34,7 +34,7 @@ declare -A allow=(
 	[symbols]="lib/ symbols/"
 	[unwind]="lib/ unwind/"
 	[vmm]="lib/ events/ unwind/ vmm/ guest-kmod/opvm_proto.h"
-	[host/collect]="lib/ vmm/ events/ guest-kmod/opvm_proto.h host/collect/"
+	[host/collect]="lib/ vmm/ unwind/ events/ guest-kmod/opvm_proto.h host/collect/"
 	[host/report]="lib/ symbols/ events/ host/collect/ host/report/"
 )
 includes=0

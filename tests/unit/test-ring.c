@@ -220,6 +220,44 @@ static void test_two_threads(void **state)
 	ring_free(r);
 }
 
+/* -g dwarf: a sample's user registers and stack copy come back whole, past
+ * wraps; ring_pop() drops them; a length past the cap is not trusted. */
+static void test_stacks(void **state)
+{
+	struct ring *r = ring_new(4096);
+	static uint8_t stk[OPVM_MAX_STACK], out[OPVM_MAX_STACK];
+	uint64_t chain[OPVM_MAX_CALLCHAIN], ch[2] = { 0xffffffff81000000ull, 0xffffffff81000100ull };
+	struct opvm_sample s = { .rip = 1, .cpl = 0, .nr_chain = 2, .chain = ch,
+				 .flags = OPVM_SAMPLE_STACK, .user_ip = 0x401000,
+				 .user_sp = 0x7ffc0000, .user_bp = 0x7ffc0100, .stack = stk }, o;
+
+	for (unsigned i = 0; i < sizeof(stk); i++)
+		stk[i] = (uint8_t)(i * 13);
+	assert_non_null(r);
+	for (unsigned round = 0; round < 50; round++) {
+		s.stack_len = (uint16_t)(round * 997 % (OPVM_MAX_STACK + 1));
+		assert_int_equal(ring_push(r, &s), 0);
+		assert_int_equal(ring_pop_stack(r, &o, chain, out), 1);
+		assert_int_equal(o.nr_chain, 2);
+		assert_true(chain[1] == ch[1]);
+		assert_true(o.flags & OPVM_SAMPLE_STACK);
+		assert_true(o.user_ip == 0x401000 && o.user_sp == 0x7ffc0000 &&
+			    o.user_bp == 0x7ffc0100);
+		assert_int_equal(o.stack_len, s.stack_len);
+		assert_memory_equal(o.stack ? o.stack : stk, stk, s.stack_len);
+	}
+	assert_int_equal(ring_push(r, &s), 0);
+	assert_int_equal(ring_pop(r, &o, chain), 1);
+	assert_false(o.flags & OPVM_SAMPLE_STACK);
+	assert_null(o.stack);
+	s.stack_len = OPVM_MAX_STACK + 1;	/* not trusted: no bytes copied */
+	assert_int_equal(ring_push(r, &s), 0);
+	assert_int_equal(ring_pop_stack(r, &o, chain, out), 1);
+	assert_int_equal(o.stack_len, 0);
+	assert_int_equal(ring_pop(r, &o, chain), 0);
+	ring_free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -229,6 +267,7 @@ int main(void)
 		cmocka_unit_test(test_chain_bounds),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_two_threads),
+		cmocka_unit_test(test_stacks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
