@@ -14,6 +14,7 @@
 
 #include "host/collect/gstate.h"
 #include "lib/ring.h"
+#include "lib/util.h"
 #include "host/collect/store.h"
 #include "host/collect/sync.h"
 #include "unwind/dwarf.h"
@@ -124,6 +125,7 @@ struct sync {
 			 char *out, size_t outlen);
 	void *host_file_arg;
 	uint8_t stack[OPVM_MAX_STACK];	/* the sample being taken's */
+	uint64_t dwarf_unwinds, dwarf_frames, dwarf_ns;
 	char start_exec[64];		/* --from-exec name, "" once started */
 	uint64_t start_gen;		/* model generation last looked at */
 	uint64_t started_ms;
@@ -970,6 +972,7 @@ static unsigned chain_pcs(struct sync *s, const struct opvm_sample *x,
 	struct unwind_regs r = { .ip = x->user_ip, .sp = x->user_sp, .bp = x->user_bp, .cpl = 3 };
 	struct dwarf_ctx d = { s, p, "" };
 	unsigned n = 0, k;
+	int64_t t0;
 
 	pcs[n++] = x->rip;
 	for (unsigned i = 0; i < x->nr_chain && n < STORE_STACKS_MAX_FRAMES; i++)
@@ -984,8 +987,12 @@ static unsigned chain_pcs(struct sync *s, const struct opvm_sample *x,
 	/* a user sample's own ip is the unwind's first pc */
 	if (x->cpl == 3)
 		n--;
+	t0 = util_now_ns();
 	k = unwind_dwarf(s->dw, &r, x->stack, x->stack_len, dwarf_image, &d, pcs + n,
 			 STORE_STACKS_MAX_FRAMES - n, NULL);
+	s->dwarf_ns += (uint64_t)(util_now_ns() - t0);
+	s->dwarf_unwinds++;
+	s->dwarf_frames += k;
 	return k ? n + k : n + (x->cpl == 3);
 }
 
@@ -1134,6 +1141,14 @@ void sync_get_stats(const struct sync *s, struct opvm_stats *out)
 	for (r = 0; r < s->nr_rings; r++)
 		out->lost_overflow += ring_lost(s->rings[r]);
 	out->guest_lost = gstate_get_stats(s->gs)->guest_lost;
+}
+
+void sync_get_dwarf_stats(const struct sync *s, uint64_t *unwinds, uint64_t *frames,
+			  uint64_t *ns)
+{
+	*unwinds = s->dwarf_unwinds;
+	*frames = s->dwarf_frames;
+	*ns = s->dwarf_ns;
 }
 
 size_t sync_nr_held(const struct sync *s)

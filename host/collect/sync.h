@@ -154,4 +154,9 @@ int sync_started(const struct sync *s, uint64_t *at_ms);
 size_t sync_nr_held(const struct sync *s);
 uint64_t sync_store_errors(const struct sync *s);
 
+/* -g dwarf: user stacks unwound, the frames they gave and the time it
+ * took (ns), since sync_new(). */
+void sync_get_dwarf_stats(const struct sync *s, uint64_t *unwinds, uint64_t *frames,
+			  uint64_t *ns);
+
 #endif /* OPVM_SYNC_H */

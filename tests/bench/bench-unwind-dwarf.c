@@ -10,7 +10,7 @@
  * alternating between address spaces: every unwind drops libdwfl's modules
  * and parses the CFI of each image again (files still cached).
  *
- * Prints:  callgraph-cost-dwarf: N us
+ * Prints:  callgraph-cost-dwarf-unwind: N us  (the unwind alone, a host stack)
  *          callgraph-cost-dwarf-switch: N us
  * Time is the process's CPU time (shared machines).
  */
@@ -75,7 +75,7 @@ int main(void)
 		sw += now_ns() - t0;
 	}
 	unwind_dwarf_free(u);
-	printf("callgraph-cost-dwarf: %.1f us\n", same / 1e3);
+	printf("callgraph-cost-dwarf-unwind: %.1f us\n", same / 1e3);
 	printf("callgraph-cost-dwarf-switch: %.1f us\n", sw / SWITCH_ROUNDS / 1e3);
 	return 0;
 }

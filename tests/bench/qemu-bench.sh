@@ -35,7 +35,7 @@ python3 - "$OPVM" "$IMG" "$T" "$ITERS" "$REPS" "$RATE" "$CG" <<'EOF'
 import json, os, re, signal, socket, statistics, subprocess, sys, time
 
 opvm, img, tmp, iters, reps, rate, cg = sys.argv[1:8]
-cg = {"0": "", "1": "memfd"}.get(cg, cg)
+cg = {"0": "", "1": "memfd"}.get(cg, cg)   # or "pread", "dwarf"
 reps = int(reps)
 qmp, chan, con = tmp + "/qmp", tmp + "/chan", tmp + "/con"
 log = open(tmp + "/qemu.log", "w")
@@ -178,6 +178,8 @@ while time.time() < deadline:
                 args += ["-F", rate]
             if cg:
                 args += ["-g", "--system-map", img + "/System.map"]
+            if cg == "dwarf":
+                args += ["--call-graph", "dwarf", "--guest-root", img + "/root"]
             attach = subprocess.Popen(args, stdout=open(tmp + "/attach.out", "w"),
                                       stderr=subprocess.STDOUT)
         if r == stop_after and attach:
@@ -221,6 +223,14 @@ if cg:
         bye(1)
     if cg == "pread":
         print("callgraph-cost-fp-pread: %s us" % m.group(3))
+        bye(0)
+    if cg == "dwarf":
+        # the sampler's walk and 8 KiB copy, and the collector's unwind
+        dw = json.load(open(tmp + "/s/guests/bench/samples/current/session.json"))["dwarf_unwind"]
+        print("qemu-bench: dwarf: %d unwinds, %.1f frames each, %.1f us each; walk+copy %s us"
+              % (dw["unwinds"], dw["frames"] / max(dw["unwinds"], 1), dw["ns_avg"] / 1e3,
+                 m.group(3)), file=sys.stderr)
+        print("callgraph-cost-dwarf: %.1f us" % (float(m.group(3)) + dw["ns_avg"] / 1e3))
         bye(0)
     print("guest-overhead-callgraph: %.1f %%" % (100.0 * (mp / mb - 1.0)))
     print("callgraph-cost-fp: %s us" % m.group(3))
