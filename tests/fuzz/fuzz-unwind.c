@@ -5,7 +5,10 @@
  * its first 32 bytes are CR3, ip, sp and bp, the rest is its RAM (page
  * tables, stack, anything), so page tables point anywhere, frame chains
  * loop, and depths run to the cap.  The walk must stay within its depth,
- * read only guest RAM, and never fault.
+ * read only guest RAM, and never fault.  Each input is walked twice: page
+ * by page through guestmem_read_virt(), and through the cached
+ * guestmem_view the samplers use (vmm/callgraph.c), whose page budget must
+ * hold.
  *
  * Seeds: tests/fuzz/corpus/unwind/.
  */
@@ -70,5 +73,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	n = unwind_fp(&um, &r, pcs, UNWIND_MAX_DEPTH + 4, NULL);
 	if (n > UNWIND_MAX_DEPTH || n < 1 || pcs[0] != r.ip)
 		__builtin_trap();
+	{
+		static struct guestmem_view v;
+		struct unwind_mem vm = { guestmem_view_read, &v };
+		unsigned k;
+
+		guestmem_view_init(&v, m);
+		guestmem_view_reset(&v, g.cr3, 16);
+		k = unwind_fp(&vm, &r, pcs, UNWIND_MAX_DEPTH + 4, NULL);
+		if (k > UNWIND_MAX_DEPTH || k < 1 || pcs[0] != r.ip || v.fetches > 16)
+			__builtin_trap();
+	}
 	return 0;
 }
