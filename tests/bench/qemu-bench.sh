@@ -18,11 +18,12 @@
 #                   the stop reply, median of 60, in us (an upper bound:
 #                   Python's own socket calls are included)
 # Prints exactly those three lines on stdout; details go to stderr.
-# With QEMU_BENCH_CALLGRAPH=1 (tests/bench/callgraph-bench.sh) attach runs
-# with -g and the lines are guest-overhead-callgraph and callgraph-cost-fp
-# (the walk's own host time per sample, as the sampler measured it), with
-# the guest's RAM in a shared memfd; =pread: RAM as QEMU's default
-# anonymous memory, read through /proc/PID/mem: callgraph-cost-fp-pread.
+# With QEMU_BENCH_CALLGRAPH (tests/bench/callgraph-bench.sh) attach runs
+# with -g, the guest's RAM in a shared memfd, and one line comes out: =1
+# guest-overhead-callgraph; =fp callgraph-cost-fp (the walk's own host
+# time per sample, as the sampler measured it); =pread the same with RAM as
+# QEMU's default anonymous memory, read through /proc/PID/mem
+# (callgraph-cost-fp-pread); =dwarf callgraph-cost-dwarf.
 . "$(dirname "$0")/../integration/qemu-common.bash"
 need_qemu
 mk_tmp qemu-bench
@@ -35,7 +36,7 @@ python3 - "$OPVM" "$IMG" "$T" "$ITERS" "$REPS" "$RATE" "$CG" <<'EOF'
 import json, os, re, signal, socket, statistics, subprocess, sys, time
 
 opvm, img, tmp, iters, reps, rate, cg = sys.argv[1:8]
-cg = {"0": "", "1": "memfd"}.get(cg, cg)   # or "pread", "dwarf"
+cg = {"0": "", "1": "memfd"}.get(cg, cg)   # or "fp", "pread", "dwarf"
 reps = int(reps)
 qmp, chan, con = tmp + "/qmp", tmp + "/chan", tmp + "/con"
 log = open(tmp + "/qemu.log", "w")
@@ -232,8 +233,11 @@ if cg:
                  m.group(3)), file=sys.stderr)
         print("callgraph-cost-dwarf: %.1f us" % (float(m.group(3)) + dw["ns_avg"] / 1e3))
         bye(0)
-    print("guest-overhead-callgraph: %.1f %%" % (100.0 * (mp / mb - 1.0)))
-    print("callgraph-cost-fp: %s us" % m.group(3))
+    print("qemu-bench: %s stacks walked, %s us each" % (m.group(1), m.group(3)), file=sys.stderr)
+    if cg == "fp":
+        print("callgraph-cost-fp: %s us" % m.group(3))
+    else:
+        print("guest-overhead-callgraph: %.1f %%" % (100.0 * (mp / mb - 1.0)))
     bye(0)
 print("guest-overhead: %.1f %%" % (100.0 * (mp / mb - 1.0)))
 print("sample-cost: %.0f us" % (smp["cost_ns_avg"] / 1000.0))
