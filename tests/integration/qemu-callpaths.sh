@@ -65,4 +65,13 @@ for f in fails:
     print("FAIL:", f)
 sys.exit(1 if fails else 0)
 PY
+# pprof with the sources: -list shows the call lines with the samples
+# below them (cumulative), from the callers' Locations.
+"$OPVM" export -d "$T/dwarf" --format pprof -o "$T/d.pb.gz" --source-dir images/workloads \
+	> /dev/null 2>&1 || fail "export pprof"
+HOME=$T GOCACHE=$T/gocache go tool pprof -list 'mid_b' "$T/d.pb.gz" > "$T/list.txt" 2>&1 ||
+	{ cat "$T/list.txt"; fail "go tool pprof -list mid_b"; }
+line=$(grep -E '^ +\. +[0-9]+ +[0-9]+:.*hot_leaf\(iters\);' "$T/list.txt") ||
+	{ cat "$T/list.txt"; fail "pprof -list mid_b shows no samples at its call of hot_leaf"; }
+echo "RESULT pprof -list mid_b:$(echo "$line" | tr -s ' ')"
 exit 0
