@@ -636,6 +636,21 @@ static json_t *symbols_json(const struct collector *c)
 	return o;
 }
 
+/* -g: how the chains were taken; -g dwarf: what the unwinds cost.
+ * Nonzero on ENOMEM. */
+static int callgraph_json(struct collector *c, struct cguest *g, json_t *root)
+{
+	uint64_t un, fr, ns;
+	int bad = json_object_set_new(root, "callgraph", json_string(c->cfg.callgraph));
+
+	if (!c->cfg.host_file)
+		return bad;
+	sync_get_dwarf_stats(g->sy, &un, &fr, &ns);
+	return bad | json_object_set_new(root, "dwarf_unwind", json_pack("{s:I, s:I, s:I}",
+		"unwinds", (json_int_t)un, "frames", (json_int_t)fr,
+		"ns_avg", (json_int_t)(un ? ns / un : 0)));
+}
+
 static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 {
 	const struct gstate_hello *h = gstate_get_hello(g->gs);
@@ -695,15 +710,7 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	bad |= json_object_set_new(root, "start", json_string(start));
 	bad |= json_object_set_new(root, "duration_s", json_real((double)(now - c->start_ms) / 1000.0));
 	if (c->cfg.callgraph)
-		bad |= json_object_set_new(root, "callgraph", json_string(c->cfg.callgraph));
-	if (c->cfg.host_file) {
-		uint64_t un, fr, ns;
-
-		sync_get_dwarf_stats(g->sy, &un, &fr, &ns);
-		bad |= json_object_set_new(root, "dwarf_unwind", json_pack("{s:I, s:I, s:I}",
-			"unwinds", (json_int_t)un, "frames", (json_int_t)fr,
-			"ns_avg", (json_int_t)(un ? ns / un : 0)));
-	}
+		bad |= callgraph_json(c, g, root);
 	if (c->cfg.start_exec) {
 		uint64_t at;
 

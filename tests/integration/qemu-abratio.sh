@@ -52,9 +52,14 @@ ok = True
 if abs(share - 99.0) > 3.0:
     print("FAIL: func_b share %.2f %% is not 99 +- 3" % share); ok = False
 # func_a's 1 % must show at all (about 6 samples expected): a stop that
-# waits behind the guest's clock reads skips it (docs/usage.md).
-if fa == 0:
-    print("FAIL: no sample in func_a (1 % of the time)"); ok = False
+# waits behind the guest's clock reads skips it (docs/usage.md).  With
+# fewer than 6 expected (a loaded host throttles ticks: 370 user samples,
+# 3.7 expected, once), none is 2.5 % likely by chance alone: not asked.
+lam = 0.01 * (fa + fb)
+if fa == 0 and lam >= 6:
+    print("FAIL: no sample in func_a (1 % of the time, %.1f expected)" % lam); ok = False
+elif fa == 0:
+    print("NOTE: no sample in func_a, %.1f expected: too few samples to ask for one" % lam)
 # 98.85 % (5 of 433) was seen once on a fresh main (cause not found yet);
 # with ~430 samples a handful is a point.
 if named < 0.98 * after:
