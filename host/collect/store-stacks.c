@@ -231,7 +231,8 @@ static int name_id(struct store *st, struct stacktab *t, const char *s, int kern
 	key[0] = (uint8_t)kernel;
 	key[1] = (uint8_t)bid_len;
 	key[2] = key[3] = 0;
-	memcpy(key + 4, bid, bid_len);
+	if (bid_len)
+		memcpy(key + 4, bid, bid_len);
 	memcpy(key + 4 + bid_len, s, n);
 	len = 4 + bid_len + n;
 	h = hash_bytes(key, len, 1);
