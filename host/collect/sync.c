@@ -1030,8 +1030,9 @@ static inline void take(struct sync *s, const struct opvm_sample *x, uint64_t no
 	}
 	if (attribute(s, x, false) == HOLD) {
 		/* held without its chain: the model may change before it
-		 * is filed, and the chain's frames with it */
-		if (x->nr_chain)
+		 * is filed, and the chain's frames with it; counted, so that
+		 * the stack table and the drops add up to the samples */
+		if (s->chains)
 			store_stack_lost(s->st);
 		hold(s, x, now);
 	} else if (s->chains) {

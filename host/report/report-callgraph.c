@@ -168,8 +168,12 @@ static int cg_build(struct cg *g, const struct report *r)
 		if (!g->v[i])
 			continue;
 		g->order[k++] = g->v[i];
-		qsort(g->v[i]->callers, g->v[i]->nr_callers, sizeof(struct cg_edge), by_samples);
-		qsort(g->v[i]->callees, g->v[i]->nr_callees, sizeof(struct cg_edge), by_samples);
+		if (g->v[i]->nr_callers)	/* never qsort(NULL, 0): UBSan */
+			qsort(g->v[i]->callers, g->v[i]->nr_callers, sizeof(struct cg_edge),
+			      by_samples);
+		if (g->v[i]->nr_callees)
+			qsort(g->v[i]->callees, g->v[i]->nr_callees, sizeof(struct cg_edge),
+			      by_samples);
 	}
 	qsort(g->order, k, sizeof(*g->order), by_self);
 	return 0;
