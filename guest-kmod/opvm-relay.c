@@ -15,6 +15,10 @@
  * host already connected when the relay starts gets what the module has
  * buffered since it was loaded (HELLO first).
  *
+ * With each host session it also sends the kernel's symbols (KSYMS
+ * records from /proc/kallsyms, ksyms_step()), written into SOURCE so the
+ * module numbers them and holds them back while its ring is busy.
+ *
  * Usage: opvm-relay [SOURCE [PORT]]
  *   SOURCE defaults to /dev/opvm; PORT defaults to the virtio port named
  *   org.opvm.0 (found through /sys/class/virtio-ports/ * /name).
@@ -37,8 +41,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "opvm_proto.h"
+
 #define PORT_NAME	"org.opvm.0"
 #define BUF_SIZE	(256 * 1024)
+/* Kernel symbols sent at most (Debian's 6.1 has ~60k text symbols). */
+#define KSYMS_CAP	(1u << 20)
+/* Records the relay writes into /dev/opvm per loop: the ring's records
+ * are copied to the port between two batches. */
+#define JOB_BATCH	32
 
 static volatile sig_atomic_t stopping;
 
@@ -86,6 +97,176 @@ static int find_port(char *out, size_t outlen)
 	}
 	closedir(d);
 	return ret;
+}
+
+/*
+ * Kernel symbols for the host: /proc/kallsyms's text symbols packed into
+ * KSYMS records (opvm_proto.h) and written into /dev/opvm, which numbers
+ * them and refuses them (EAGAIN) while its ring is over half full or waits
+ * for a HELLO: the job then pauses and the loop retries later.  As root
+ * the relay reads real addresses unless kptr_restrict is 2: then every
+ * address is 0, no symbol is sent and KSYMS_END says RESTRICTED.
+ */
+struct ksyms_job {
+	FILE *f;		/* NULL: idle */
+	int done;		/* KSYMS_END built */
+	unsigned long long nr;	/* symbols sent */
+	unsigned int flags;	/* OPVM_KSYMS_* */
+	int have_line;		/* line[] read but not packed yet */
+	char line[512];
+	size_t len;		/* bytes of rec.r waiting to be written, 0: none */
+	union {
+		struct opvm_rec_ksyms k;
+		struct opvm_rec_ksyms_end e;
+		char buf[OPVM_REC_MAX];
+	} rec;
+};
+
+static void ksyms_stop(struct ksyms_job *j)
+{
+	if (j->f)
+		fclose(j->f);
+	j->f = NULL;
+}
+
+static void ksyms_start(struct ksyms_job *j)
+{
+	ksyms_stop(j);
+	memset(j, 0, sizeof(*j));
+	j->f = fopen("/proc/kallsyms", "re");
+	if (!j->f)
+		fprintf(stderr, "opvm-relay: /proc/kallsyms: %s: the host gets no kernel symbols\n",
+			strerror(errno));
+}
+
+static void rec_finish(struct opvm_rec_hdr *h, unsigned type, size_t len)
+{
+	size_t padded = (len + OPVM_REC_ALIGN - 1) & ~(size_t)(OPVM_REC_ALIGN - 1);
+
+	memset((char *)h + len, 0, padded - len);
+	h->magic = OPVM_PROTO_MAGIC;
+	h->type = (opvm_u16)type;
+	h->len = (opvm_u32)padded;
+	h->seq = 0;		/* the module numbers it */
+	h->reserved = 0;
+}
+
+/*
+ * Parses "ADDR TYPE NAME[\t[MODULE]]".  Returns 1 for a text symbol to
+ * send, 0 to skip the line.
+ */
+static int ksyms_parse(char *line, unsigned long long *addr, char *type,
+		       char **name, const char **mod, struct ksyms_job *j)
+{
+	char *end, *tab, *nl;
+
+	*addr = strtoull(line, &end, 16);
+	if (end == line || end[0] != ' ' || !end[1] || end[2] != ' ')
+		return 0;
+	*type = end[1];
+	*name = end + 3;
+	nl = strchr(*name, '\n');
+	if (nl)
+		*nl = '\0';
+	*mod = "";
+	tab = strchr(*name, '\t');
+	if (tab) {
+		*tab = '\0';
+		if (tab[1] == '[' && tab[strlen(tab + 1)] == ']') {
+			tab[strlen(tab + 1)] = '\0';
+			*mod = tab + 2;
+		}
+	}
+	if (!strchr("tTwW", *type) || !**name || strlen(*name) > OPVM_KSYM_NAME_MAX ||
+	    strlen(*mod) >= OPVM_MODNAME_LEN)
+		return 0;
+	if (!*addr) {
+		j->flags |= OPVM_KSYMS_RESTRICTED;
+		return 0;
+	}
+	return 1;
+}
+
+/* Builds the next KSYMS record (or KSYMS_END at the end) into j->rec. */
+static void ksyms_build(struct ksyms_job *j)
+{
+	struct opvm_rec_ksyms *k = &j->rec.k;
+	size_t used = sizeof(*k);
+
+	memset(k, 0, sizeof(*k));
+	while (j->nr + k->nr < KSYMS_CAP) {
+		unsigned long long addr;
+		const char *mod;
+		char type, *name, *p, copy[sizeof(j->line)];
+		size_t nlen;
+
+		if (!j->have_line && !fgets(j->line, sizeof(j->line), j->f))
+			break;
+		j->have_line = 1;
+		memcpy(copy, j->line, sizeof(copy));
+		if (!ksyms_parse(copy, &addr, &type, &name, &mod, j)) {
+			j->have_line = 0;
+			continue;
+		}
+		nlen = strlen(name);
+		if ((k->nr && strncmp(k->module, mod, sizeof(k->module))) ||
+		    used + 10 + nlen > OPVM_REC_MAX)
+			break;	/* the line starts the next record */
+		if (!k->nr)
+			strncpy(k->module, mod, sizeof(k->module) - 1);
+		p = j->rec.buf + used;
+		for (int b = 0; b < 8; b++)
+			p[b] = (char)(addr >> (8 * b));	/* little-endian */
+		p[8] = type;
+		p[9] = (char)nlen;
+		memcpy(p + 10, name, nlen);
+		used += 10 + nlen;
+		k->nr++;
+		j->have_line = 0;
+	}
+	if (k->nr) {
+		k->bytes = (opvm_u16)(used - sizeof(*k));
+		j->nr += k->nr;
+		rec_finish(&k->hdr, OPVM_REC_KSYMS, used);
+		j->len = k->hdr.len;
+		return;
+	}
+	if (j->nr >= KSYMS_CAP)
+		j->flags |= OPVM_KSYMS_TRUNCATED;
+	memset(&j->rec.e, 0, sizeof(j->rec.e));
+	j->rec.e.nr_syms = j->nr;
+	j->rec.e.flags = j->flags;
+	rec_finish(&j->rec.e.hdr, OPVM_REC_KSYMS_END, sizeof(j->rec.e));
+	j->len = j->rec.e.hdr.len;
+	j->done = 1;
+}
+
+/*
+ * Up to JOB_BATCH records into the module.  Returns 1 while the job has
+ * more to send, 0 once it is finished or idle.
+ */
+static int ksyms_step(struct ksyms_job *j, int dev)
+{
+	for (int i = 0; j->f && i < JOB_BATCH; i++) {
+		if (!j->len && !j->done)
+			ksyms_build(j);
+		if (!j->len) {
+			ksyms_stop(j);
+			break;
+		}
+		if (write(dev, j->rec.buf, j->len) != (ssize_t)j->len) {
+			if (errno == EAGAIN || errno == EINTR)
+				return 1;	/* the ring is busy: later */
+			fprintf(stderr, "opvm-relay: kernel symbols into the module: %s\n",
+				strerror(errno));
+			ksyms_stop(j);
+			break;
+		}
+		j->len = 0;
+		if (j->done)
+			ksyms_stop(j);
+	}
+	return j->f != NULL;
 }
 
 /* Is a host connected to the port?  virtio_console says POLLHUP if not. */
@@ -138,7 +319,8 @@ int main(int argc, char **argv)
 	const char *port = argc > 2 ? argv[2] : NULL;
 	struct sigaction sa;
 	unsigned long long total = 0, dropped = 0, sessions = 0;
-	int in, out, ret, connected;
+	static struct ksyms_job ksyms;
+	int in, out, ret, connected, busy;
 	char *buf;
 
 	memset(&sa, 0, sizeof(sa));
@@ -177,20 +359,25 @@ int main(int argc, char **argv)
 	}
 	connected = host_connected(out);
 	sessions = connected;
+	if (connected)
+		ksyms_start(&ksyms);
+	busy = connected && ksyms.f;
 	while (stopping < 2) {
 		/* The port is polled for POLLHUP only: a host leaving. */
 		struct pollfd pfd[2] = {
 			{ .fd = in, .events = POLLIN },
 			{ .fd = connected ? out : -1, .events = 0 },
 		};
-		int timeout = !connected ? 200 : stopping ? 300 : -1;
+		int timeout = !connected ? 200 : stopping ? 300 : busy ? 10 : -1;
 		ssize_t n;
 
 		ret = poll(pfd, 2, timeout);
 		if (ret < 0 && errno != EINTR)
 			break;
-		if (connected && (pfd[1].revents & POLLHUP))
+		if (connected && (pfd[1].revents & POLLHUP)) {
 			connected = 0;	/* resync when a host is back */
+			ksyms_stop(&ksyms);
+		}
 		if (!connected) {
 			if (stopping)
 				break;	/* nobody to drain to */
@@ -201,10 +388,12 @@ int main(int argc, char **argv)
 						src, strerror(errno));
 				connected = 1;
 				sessions++;
+				ksyms_start(&ksyms);
 			}
 		} else if (ret == 0 && stopping) {
 			break;		/* drained */
 		}
+		busy = connected && !stopping && ksyms_step(&ksyms, in);
 		if (!(pfd[0].revents & POLLIN))
 			continue;
 		n = read(in, buf, BUF_SIZE);
@@ -240,11 +429,12 @@ int main(int argc, char **argv)
 		 * a virtqueue kick); the host holds samples of unknown
 		 * mappings far longer than this.
 		 */
-		if (n < 16384 && !stopping)
+		if (n < 16384 && !stopping && !busy)
 			usleep(10000);
 	}
 	fprintf(stderr, "opvm-relay: relayed %llu bytes in %llu host session(s), dropped %llu while no host was connected\n",
 		total, sessions, dropped);
+	ksyms_stop(&ksyms);
 	free(buf);
 	close(out);
 	close(in);

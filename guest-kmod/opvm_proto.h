@@ -64,6 +64,8 @@ enum opvm_rec_type {
 	OPVM_REC_MODULE		= 11,	/* struct opvm_rec_module */
 	OPVM_REC_MODULE_FREE	= 12,	/* struct opvm_rec_module */
 	OPVM_REC_SYNC		= 13,	/* struct opvm_rec_sync: initial walk done */
+	OPVM_REC_KSYMS		= 14,	/* struct opvm_rec_ksyms + entries */
+	OPVM_REC_KSYMS_END	= 15,	/* struct opvm_rec_ksyms_end */
 	OPVM_REC_TYPE_MAX
 };
 
@@ -234,6 +236,39 @@ struct opvm_rec_sync {
 	struct opvm_rec_hdr hdr;
 	opvm_u64 nr_procs;	/* processes described by the initial walk */
 	opvm_u64 nr_modules;
+};
+
+/*
+ * Kernel symbols, so the host needs no System.map: the relay reads the
+ * guest's /proc/kallsyms (as root) after each host connects and writes
+ * these records into /dev/opvm, which numbers them like its own records and
+ * takes them only while its ring is at most half full (docs/protocol.md 4):
+ * process and mapping records always find room.
+ *
+ * KSYMS carries up to nr text symbols of one image (module[] empty for
+ * vmlinux, else the module's name), packed after the fixed part in
+ * `bytes` bytes: per symbol a little-endian u64 run-time address, a u8
+ * kallsyms type letter, a u8 name length (1..OPVM_KSYM_NAME_MAX), the name
+ * (not terminated).  KSYMS_END closes one transfer.
+ */
+#define OPVM_KSYM_NAME_MAX	127	/* longest symbol name carried (KSYM_NAME_LEN - 1) */
+#define OPVM_KSYMS_RESTRICTED	0x1	/* kptr_restrict hid the addresses */
+#define OPVM_KSYMS_TRUNCATED	0x2	/* the relay stopped at its cap */
+
+struct opvm_rec_ksyms {
+	struct opvm_rec_hdr hdr;
+	opvm_u32 nr;		/* symbols in this record */
+	opvm_u16 bytes;		/* bytes of entries after the fixed part */
+	opvm_u16 flags;		/* 0 */
+	char module[OPVM_MODNAME_LEN];	/* "" for vmlinux */
+	/* entries: { u64 addr; u8 type; u8 name_len; char name[name_len]; } */
+};
+
+struct opvm_rec_ksyms_end {
+	struct opvm_rec_hdr hdr;
+	opvm_u64 nr_syms;	/* symbols sent in KSYMS records */
+	opvm_u32 flags;		/* OPVM_KSYMS_* */
+	opvm_u32 pad;
 };
 
 #endif /* OPVM_PROTO_H */

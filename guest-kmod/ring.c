@@ -220,16 +220,67 @@ out:
 	return ret;
 }
 
+/* Record types the relay may write: what it reads in the guest for the
+ * host (kernel symbols), never what describes processes or mappings. */
+static bool relay_type(u16 type)
+{
+	return type == OPVM_REC_KSYMS || type == OPVM_REC_KSYMS_END;
+}
+
+/*
+ * One record from the relay, numbered like the module's own.  Taken only
+ * while the ring is at most half full, so this bulk data never takes the
+ * room process and mapping records need: -EAGAIN tells the relay to try
+ * again later (also before the HELLO a resync waits for).
+ */
+static ssize_t opvm_dev_write_rec(const char __user *ubuf, size_t count)
+{
+	struct opvm_rec_hdr *hdr;
+	unsigned long flags;
+	ssize_t ret = count;
+
+	if (count < sizeof(*hdr) || count > OPVM_REC_MAX || count % OPVM_REC_ALIGN)
+		return -EINVAL;
+	hdr = kmalloc(count, GFP_KERNEL);
+	if (!hdr)
+		return -ENOMEM;
+	if (copy_from_user(hdr, ubuf, count)) {
+		ret = -EFAULT;
+		goto out;
+	}
+	if (hdr->magic != OPVM_PROTO_MAGIC || hdr->len != count ||
+	    !relay_type(hdr->type)) {
+		ret = -EINVAL;
+		goto out;
+	}
+	spin_lock_irqsave(&ring.lock, flags);
+	if (ring.awaiting_hello || ring.lost ||
+	    ring_room() < ring.size / 2 + count) {
+		ret = -EAGAIN;
+	} else {
+		ring_append(hdr);
+	}
+	spin_unlock_irqrestore(&ring.lock, flags);
+	if (ret > 0)
+		wake_up_interruptible(&ring.wait);
+out:
+	kfree(hdr);
+	return ret;
+}
+
 /*
  * write(): "sync" asks for a fresh start: the unread records are dropped and
  * HELLO, the walk and SYNC are sent again.  The relay writes it when a host
- * connects to the port, so every host session starts with HELLO.
+ * connects to the port, so every host session starts with HELLO.  Anything
+ * else must be one whole record of a relay type (opvm_dev_write_rec()).
  */
 static ssize_t opvm_dev_write(struct file *file, const char __user *ubuf,
 			      size_t count, loff_t *ppos)
 {
 	char cmd[8] = "";
 
+	if (count != 4)
+		return opvm_dev_write_rec(ubuf, count);
 	if (copy_from_user(cmd, ubuf, min(count, sizeof(cmd) - 1)))
 		return -EFAULT;
 	if (strncmp(cmd, "sync", 4))

@@ -615,6 +615,21 @@ static int try_kernel(struct symres *r, struct simage *si, int fd, const char *p
 	return 1;
 }
 
+/* The symbols the guest sent itself (host/collect/fetch.h): its
+ * kallsyms, kept beside its samples.  guest is a directory name the store
+ * made; anything else is not looked up. */
+static int try_fetched_kallsyms(struct symres *r, struct simage *si, const char *guest,
+				const struct symres_kernel *k)
+{
+	char path[4096];
+
+	if (!r->session_dir || !guest || !*guest || strchr(guest, '/') ||
+	    !strcmp(guest, ".") || !strcmp(guest, ".."))
+		return 0;
+	snprintf(path, sizeof(path), "%s/guests/%s/kallsyms", r->session_dir, guest);
+	return try_kernel(r, si, open_host_file(path), path, 0, k);
+}
+
 static void resolve_kernel(struct symres *r, struct simage *si, const char *guest,
 			   const struct symres_kernel *k)
 {
@@ -655,6 +670,8 @@ static void resolve_kernel(struct symres *r, struct simage *si, const char *gues
 			if (try_kernel(r, si, open_host_file(path), path, 0, k))
 				return;
 		}
+		if (try_fetched_kallsyms(r, si, guest, k))
+			return;
 		if (!r->no_host_kernel) {
 			for (size_t f = 0; f < 2; f++) {
 				snprintf(path, sizeof(path), elf_fmts[f], rel);

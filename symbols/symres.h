@@ -10,8 +10,10 @@
  *                the root, symlinks included, with openat2(RESOLVE_IN_ROOT):
  *                a guest path can never reach outside the root), then
  *                debuginfod by build-id when DEBUGINFOD_URLS is set;
- *   vmlinux      --vmlinux, --system-map/--kallsyms, then in each guest root
- *                and on the host /usr/lib/debug/boot/vmlinux-<release>,
+ *   vmlinux      --vmlinux, --system-map/--kallsyms, then in each guest root,
+ *                then <session>/guests/<guest>/kallsyms (what the guest sent,
+ *                host/collect/fetch.h), then on the host
+ *                /usr/lib/debug/boot/vmlinux-<release>,
  *                /boot/vmlinux-<release>, /boot/System.map-<release>;
  *   modules      <name>.ko under lib/modules/<release>/ of the guest roots
  *                (and of the host), '-' and '_' alike.

@@ -27,6 +27,7 @@ enum {
 	OPT_SEPARATE = SESSION_OPT, OPT_DURATION, OPT_APPEND_SAMPLES, OPT_MAX_FILES,
 	OPT_MAX_DIRS, OPT_MAX_DISK, OPT_MAX_MAPPED, OPT_UMASK, OPT_MAX_MODEL_MEM,
 	OPT_GUEST_ROOT, OPT_SYSTEM_MAP, OPT_VMLINUX, OPT_FROM_EXEC, OPT_FROM_WORKLOAD,
+	OPT_NO_IMAGE_SYMBOLS,
 };
 
 const struct option session_options[] = {
@@ -47,6 +48,7 @@ const struct option session_options[] = {
 	{ "vmlinux", required_argument, NULL, OPT_VMLINUX },
 	{ "from-exec", required_argument, NULL, OPT_FROM_EXEC },
 	{ "from-workload", no_argument, NULL, OPT_FROM_WORKLOAD },
+	{ "no-image-symbols", no_argument, NULL, OPT_NO_IMAGE_SYMBOLS },
 	{ 0 }
 };
 
@@ -73,7 +75,9 @@ const char session_usage[] =
 "  --guest-root [GUEST=]DIR  the guest's root file system, --system-map\n"
 "                     FILE, --vmlinux FILE: kept in session.json so report,\n"
 "                     annotate and export find symbols without flags\n"
-"                     (default with the test image: build/images/...)\n";
+"                     (default with the test image: build/images/...)\n"
+"  --no-image-symbols not those test-image defaults: only what the guest\n"
+"                     sends (its kallsyms) and what is named\n";
 
 void session_opts_init(struct session_opts *o)
 {
@@ -208,6 +212,9 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 		return 1;
 	case OPT_FROM_WORKLOAD:
 		o->from_workload = 1;
+		return 1;
+	case OPT_NO_IMAGE_SYMBOLS:
+		o->no_image_symbols = 1;
 		return 1;
 	case OPT_MAX_FILES: case OPT_MAX_DIRS: case OPT_MAX_DISK: case OPT_MAX_MAPPED:
 		return parse_cap(o, opt, arg);
@@ -369,7 +376,8 @@ static int collect(const struct session_opts *o, const struct backend_setup *set
 	int err, ret = -1;
 
 	collector_cfg(o, setup, &cfg);
-	default_symbols(setup, &cfg.symbols, def);
+	if (!o->no_image_symbols)
+		default_symbols(setup, &cfg.symbols, def);
 	c = collector_new(&cfg);
 	if (!c) {
 		pr_err("cannot set up the session in %s: %s", cfg.session_dir, strerror(errno));

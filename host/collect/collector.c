@@ -25,6 +25,7 @@
 
 #include "host/collect/collector.h"
 #include "host/collect/decoder.h"
+#include "host/collect/fetch.h"
 #include "host/collect/gstate.h"
 #include "lib/ring.h"
 #include "host/collect/stats.h"
@@ -63,6 +64,7 @@ struct cguest {
 	struct decoder *dec;
 	struct store *st;
 	struct sync *sy;
+	struct fetch *fetch;		/* kernel symbols from the guest */
 	int fd;				/* channel, -1 if none */
 	int (*reconnect)(void *arg);
 	void *reconnect_arg;
@@ -152,6 +154,7 @@ static void guest_free(struct cguest *g)
 	if (g->fd >= 0)
 		close(g->fd);
 	sync_free(g->sy);
+	fetch_free(g->fetch);
 	decoder_free(g->dec);
 	store_close(g->st);
 	gstate_free(g->gs);
@@ -175,6 +178,19 @@ static size_t ring_words(const struct collector_config *cfg)
 	if (!cfg->rate_hz || w > RING_MAX_WORDS_CFG)
 		return RING_MAX_WORDS_CFG;
 	return w < RING_MIN_WORDS_CFG ? RING_MIN_WORDS_CFG : (size_t)w;
+}
+
+/* The guest's directory holds what it sends (fetch.h): two levels above
+ * its store's samples/current. */
+static struct fetch *guest_fetch_new(struct store *st)
+{
+	char dir[PATH_MAX];
+
+	if (snprintf(dir, sizeof(dir), "%s/../..", store_dir(st)) >= (int)sizeof(dir)) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	return fetch_new(dir);
 }
 
 struct cguest *collector_add_guest(struct collector *c, const char *name,
@@ -235,6 +251,9 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 		goto fail;
 	}
 	store_set_limits(g->st, &c->cfg.store_limits);
+	g->fetch = guest_fetch_new(g->st);
+	if (!g->fetch)
+		goto fail;
 	scfg = (struct sync_config){ .hold_ms = c->cfg.hold_ms,
 				     .start_exec = c->cfg.start_exec };
 	g->sy = sync_new(g->st, g->gs, g->rings, nr_vcpus, &scfg);
@@ -373,6 +392,7 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 	uint16_t type = le16toh(rec->type);
 	uint64_t now = util_now_ms();
 
+	fetch_record(g->fetch, rec, len);
 	switch (type) {
 	case OPVM_REC_PROC: {
 		struct opvm_rec_proc r;
@@ -719,6 +739,7 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	store_get_limits(g->st, &lim);
 	bad |= json_object_set_new(root, "store", stats_store_to_json(&sst, &lim));
 	bad |= json_object_set_new(root, "store_errors", C(sync_store_errors(g->sy)));
+	bad |= json_object_set_new(root, "fetch", fetch_to_json(g->fetch));
 	bad |= json_object_set_new(root, "meta_failures", C(g->meta_failures));
 #undef C
 	/* a member that could not be built (ENOMEM) would be missing */

@@ -4,7 +4,9 @@
  * (lib/channel.c), the decoder on top of them (host/collect/decoder.c), the guest
  * state it feeds (host/gstate.c) and channel-dump's table-driven printer
  * (host/cmd-channel-dump.c), through which the records the decoder accepts
- * are printed, as text and (input's first byte & 2) as JSON.
+ * are printed, as text and (input's first byte & 2) as JSON.  KSYMS records
+ * also go through fetch_ksyms_text() (host/collect/fetch.c), whose lines must
+ * stay within the buffer, printable and one symbol each.
  *
  * Input: 2 bytes of split seed, then the channel stream.  The stream is fed
  * in chunks whose sizes the seed chooses, and again in one piece into a
@@ -23,6 +25,7 @@
 
 #include "host/cli/commands.h"
 #include "host/collect/decoder.h"
+#include "host/collect/fetch.h"
 #include "host/collect/gstate.h"
 #include "lib/channel.h"
 
@@ -35,6 +38,28 @@ static FILE *devnull;
 #define PRINT_MAX	8
 static bool print_json;
 
+/* KSYMS as kallsyms text: within outlen, printable, ok lines exactly. */
+static void check_ksyms(const struct opvm_rec_hdr *rec, size_t len)
+{
+	static char out[64 * 1024];
+	uint64_t ok, bad, capped, lines = 0;
+	size_t outlen = 1 + (len * 7) % sizeof(out);	/* sometimes short */
+	size_t n = fetch_ksyms_text(rec, len, out, outlen, &ok, &bad, &capped);
+
+	if (n > outlen)
+		abort();
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)out[i];
+
+		if (c == '\n')
+			lines++;
+		else if ((c < ' ' && c != '\t') || c >= 0x7f)
+			abort();
+	}
+	if (lines != ok || (n && out[n - 1] != '\n'))
+		abort();
+}
+
 static void print_both(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 {
 	const struct chan_rec_type *t = chan_rec_type(le16toh(rec->type));
@@ -43,6 +68,8 @@ static void print_both(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 	if (len < sizeof(*rec) || len > OPVM_REC_MAX || len % OPVM_REC_ALIGN ||
 	    (t && len < t->size))
 		abort();
+	if (le16toh(rec->type) == OPVM_REC_KSYMS)
+		check_ksyms(rec, len);
 	if ((*(uint64_t *)arg)++ >= PRINT_MAX)
 		return;
 	channel_dump_record(devnull, false, rec, len);
