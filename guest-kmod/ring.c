@@ -37,6 +37,8 @@ static struct {
 	u64 lost;		/* dropped, not yet reported */
 	u64 lost_total;
 	bool awaiting_hello;	/* reset: drop all but HELLO, uncounted */
+	bool hello_queued;	/* a HELLO since load or the last reset: the
+				 * relay's records may follow it */
 } ring;
 
 /* The worker's resync request, set before /dev/opvm exists. */
@@ -127,6 +129,8 @@ int opvm_ring_put(void *rec)
 	}
 	if (hdr->type == OPVM_REC_HELLO)
 		ring.lost = 0;	/* drops before a HELLO concern no one now */
+	if (hdr->type == OPVM_REC_HELLO && ring_room() >= need)
+		ring.hello_queued = true;
 	if (ring.lost)
 		need += sizeof(struct opvm_rec_lost);
 	if (ring_room() < need) {
@@ -221,17 +225,20 @@ out:
 }
 
 /* Record types the relay may write: what it reads in the guest for the
- * host (kernel symbols), never what describes processes or mappings. */
+ * host (kernel symbols, files), never what describes processes or
+ * mappings. */
 static bool relay_type(u16 type)
 {
-	return type == OPVM_REC_KSYMS || type == OPVM_REC_KSYMS_END;
+	return type == OPVM_REC_KSYMS || type == OPVM_REC_KSYMS_END ||
+	       type == OPVM_REC_FILE_DATA || type == OPVM_REC_FILE_END;
 }
 
 /*
  * One record from the relay, numbered like the module's own.  Taken only
  * while the ring is at most half full, so this bulk data never takes the
  * room process and mapping records need: -EAGAIN tells the relay to try
- * again later (also before the HELLO a resync waits for).
+ * again later (also before the first HELLO after load or a resync: the
+ * host forgets a transfer that a HELLO interrupts).
  */
 static ssize_t opvm_dev_write_rec(const char __user *ubuf, size_t count)
 {
@@ -254,7 +261,7 @@ static ssize_t opvm_dev_write_rec(const char __user *ubuf, size_t count)
 		goto out;
 	}
 	spin_lock_irqsave(&ring.lock, flags);
-	if (ring.awaiting_hello || ring.lost ||
+	if (!ring.hello_queued || ring.lost ||
 	    ring_room() < ring.size / 2 + count) {
 		ret = -EAGAIN;
 	} else {
@@ -308,6 +315,7 @@ void opvm_ring_reset(void)
 	ring.seq = 0;
 	ring.lost = 0;
 	ring.awaiting_hello = true;
+	ring.hello_queued = false;
 	spin_unlock_irqrestore(&ring.lock, flags);
 	mutex_unlock(&ring.rlock);
 }

@@ -78,7 +78,7 @@ struct symres {
 	struct symres_root *roots;
 	size_t nr_roots;
 	int *root_fds;
-	char *vmlinux, *system_map, *source_dir;
+	char *vmlinux, *system_map, *source_dir, *fetch_cache;
 	int no_host_kernel, no_debuginfod;
 
 	struct simage **images;	/* open-addressed by key hash */
@@ -235,6 +235,8 @@ struct symres *symres_new(const struct symres_config *cfg)
 		goto fail;
 	if (cfg->vmlinux && !(r->vmlinux = strdup(cfg->vmlinux)))
 		goto fail;
+	if (cfg->fetch_cache && !(r->fetch_cache = strdup(cfg->fetch_cache)))
+		goto fail;
 	if (cfg->system_map && !(r->system_map = strdup(cfg->system_map)))
 		goto fail;
 	if (cfg->source_dir && !(r->source_dir = strdup(cfg->source_dir)))
@@ -314,6 +316,7 @@ void symres_free(struct symres *r)
 	free(r->session_dir);
 	free(r->vmlinux);
 	free(r->system_map);
+	free(r->fetch_cache);
 	free(r->source_dir);
 	free(r);
 }
@@ -428,6 +431,13 @@ static debuginfod_client *dbgd(struct symres *r)
 	return r->dbgd;
 }
 
+/* guest names a directory the store made: one component, not . or .. */
+static int guest_component(const char *guest)
+{
+	return guest && *guest && !strchr(guest, '/') && strcmp(guest, ".") &&
+	       strcmp(guest, "..");
+}
+
 static void resolve_user(struct symres *r, struct simage *si, const char *guest,
 			 const char *image)
 {
@@ -443,6 +453,13 @@ static void resolve_user(struct symres *r, struct simage *si, const char *guest,
 			if (try_candidate(r, si, open_host_file(path), path, guest))
 				return;
 		}
+	}
+	if (si->build_id_len >= 2 && r->fetch_cache && guest_component(guest)) {
+		hex(si->build_id, si->build_id_len, bidhex);
+		snprintf(path, sizeof(path), "%s/%s/%.2s/%s", r->fetch_cache, guest, bidhex,
+			 bidhex + 2);
+		if (try_candidate(r, si, open_host_file(path), path, guest))
+			return;
 	}
 	for (size_t i = 0; i < r->nr_roots; i++) {
 		if (!root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
@@ -623,8 +640,7 @@ static int try_fetched_kallsyms(struct symres *r, struct simage *si, const char 
 {
 	char path[4096];
 
-	if (!r->session_dir || !guest || !*guest || strchr(guest, '/') ||
-	    !strcmp(guest, ".") || !strcmp(guest, ".."))
+	if (!r->session_dir || !guest_component(guest))
 		return 0;
 	snprintf(path, sizeof(path), "%s/guests/%s/kallsyms", r->session_dir, guest);
 	return try_kernel(r, si, open_host_file(path), path, 0, k);
@@ -1299,6 +1315,33 @@ FILE *symres_open_source(struct symres *r, const char *guest, const char *path,
 }
 
 /* ---- build-id cache --------------------------------------------------------- */
+
+int symres_check_build_id(const char *path, const uint8_t *bid, size_t bid_len)
+{
+	struct elfimage *img;
+	const uint8_t *have;
+	unsigned char magic[4];
+	size_t len;
+	int fd, ret;
+
+	/* a plain ELF only: elfimage would unpack a compressed file, and a
+	 * file from a guest must not make the host inflate it */
+	fd = util_open_regular(path, 0);
+	if (fd < 0)
+		return fd;
+	ret = pread(fd, magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
+	      !memcmp(magic, "\177ELF", 4);
+	close(fd);
+	if (!ret)
+		return -ENOEXEC;
+	img = elfimage_open(path, NULL, 0);
+	if (!img)
+		return -ENOEXEC;
+	have = elfimage_build_id(img, &len);
+	ret = !have ? -ENODATA : len != bid_len || memcmp(have, bid, len) ? -ESTALE : 0;
+	elfimage_close(img);
+	return ret;
+}
 
 int symres_import(const char *session_dir, const char *path, char *out, size_t outlen)
 {

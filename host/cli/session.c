@@ -19,6 +19,7 @@
 #include "host/collect/store.h"
 #include "lib/log.h"
 #include "lib/util.h"
+#include "symbols/symres.h"
 #include "vmm/backend.h"
 #include "vmm/monitor.h"
 #include "vmm/sampler.h"
@@ -27,7 +28,8 @@ enum {
 	OPT_SEPARATE = SESSION_OPT, OPT_DURATION, OPT_APPEND_SAMPLES, OPT_MAX_FILES,
 	OPT_MAX_DIRS, OPT_MAX_DISK, OPT_MAX_MAPPED, OPT_UMASK, OPT_MAX_MODEL_MEM,
 	OPT_GUEST_ROOT, OPT_SYSTEM_MAP, OPT_VMLINUX, OPT_FROM_EXEC, OPT_FROM_WORKLOAD,
-	OPT_NO_IMAGE_SYMBOLS,
+	OPT_NO_IMAGE_SYMBOLS, OPT_NO_FETCH, OPT_FETCH_CACHE, OPT_FETCH_MAX_FILE,
+	OPT_FETCH_MAX_SESSION,
 };
 
 const struct option session_options[] = {
@@ -49,6 +51,10 @@ const struct option session_options[] = {
 	{ "from-exec", required_argument, NULL, OPT_FROM_EXEC },
 	{ "from-workload", no_argument, NULL, OPT_FROM_WORKLOAD },
 	{ "no-image-symbols", no_argument, NULL, OPT_NO_IMAGE_SYMBOLS },
+	{ "no-fetch", no_argument, NULL, OPT_NO_FETCH },
+	{ "fetch-cache", required_argument, NULL, OPT_FETCH_CACHE },
+	{ "fetch-max-file", required_argument, NULL, OPT_FETCH_MAX_FILE },
+	{ "fetch-max-session", required_argument, NULL, OPT_FETCH_MAX_SESSION },
 	{ 0 }
 };
 
@@ -77,7 +83,14 @@ const char session_usage[] =
 "                     annotate and export find symbols without flags\n"
 "                     (default with the test image: build/images/...)\n"
 "  --no-image-symbols not those test-image defaults: only what the guest\n"
-"                     sends (its kallsyms) and what is named\n";
+"                     sends (its kallsyms) and what is named\n"
+"  --no-fetch         keep nothing the guest sends: neither its kernel\n"
+"                     symbols nor its binaries (fetched by build-id for\n"
+"                     every image with samples, by default)\n"
+"  --fetch-cache DIR  the guests' fetched binaries, DIR/GUEST/xx/yyyy (default\n"
+"                     $XDG_CACHE_HOME/opvm/buildid, ~/.cache/opvm/buildid)\n"
+"  --fetch-max-file SIZE  largest binary taken (default 256M); --fetch-max-\n"
+"                     session SIZE: all of one session (default 1G)\n";
 
 void session_opts_init(struct session_opts *o)
 {
@@ -216,6 +229,24 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 	case OPT_NO_IMAGE_SYMBOLS:
 		o->no_image_symbols = 1;
 		return 1;
+	case OPT_NO_FETCH:
+		o->no_fetch = 1;
+		return 1;
+	case OPT_FETCH_CACHE:
+		o->fetch_cache = arg;
+		return 1;
+	case OPT_FETCH_MAX_FILE: case OPT_FETCH_MAX_SESSION: {
+		uint64_t *v = opt == OPT_FETCH_MAX_FILE ? &o->fetch_max_file
+							: &o->fetch_max_session;
+
+		if (util_parse_size(arg, v) || *v < 4096) {
+			pr_err("%s wants a size of at least 4k, e.g. 64M, not '%s'",
+			       opt == OPT_FETCH_MAX_FILE ? "--fetch-max-file" :
+			       "--fetch-max-session", arg);
+			return -1;
+		}
+		return 1;
+	}
 	case OPT_MAX_FILES: case OPT_MAX_DIRS: case OPT_MAX_DISK: case OPT_MAX_MAPPED:
 		return parse_cap(o, opt, arg);
 	case OPT_UMASK:
@@ -262,6 +293,30 @@ struct option *session_join_options(const struct option *const *tables, size_t n
 
 static volatile sig_atomic_t stop_flag;
 
+/* The build-id cache of fetched binaries, made (0700) and absolute so
+ * report finds it from anywhere: --fetch-cache, $XDG_CACHE_HOME/opvm/buildid
+ * or ~/.cache/opvm/buildid.  NULL (binaries not fetched) when none can be. */
+static const char *fetch_cache_dir(const struct session_opts *o, char *buf, size_t len)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	char dir[PATH_MAX];
+
+	if (o->fetch_cache)
+		snprintf(dir, sizeof(dir), "%s", o->fetch_cache);
+	else if (xdg && xdg[0] == '/')
+		snprintf(dir, sizeof(dir), "%s/opvm/buildid", xdg);
+	else if (home && home[0] == '/')
+		snprintf(dir, sizeof(dir), "%s/.cache/opvm/buildid", home);
+	else
+		return NULL;
+	if (util_mkdir_p(dir) || chmod(dir, 0700) || !realpath(dir, buf) || strlen(buf) >= len) {
+		pr_warn("cannot use %s for the guests' binaries (%s): they are not fetched; "
+			"give --fetch-cache DIR", dir, strerror(errno));
+		return NULL;
+	}
+	return buf;
+}
+
 static void collector_cfg(const struct session_opts *o, const struct backend_setup *setup,
 			  struct collector_config *cfg)
 {
@@ -281,6 +336,9 @@ static void collector_cfg(const struct session_opts *o, const struct backend_set
 		.symbols = o->sym,
 		.start_exec = o->from_exec ? o->from_exec :
 			      o->from_workload ? setup->workload : NULL,
+		.fetch = { .off = o->no_fetch, .max_file = o->fetch_max_file,
+			   .max_session = o->fetch_max_session,
+			   .verify = symres_check_build_id },
 	};
 	for (unsigned i = 0; i < setup->nr_events; i++) {
 		snprintf(cfg->events[i].name, sizeof(cfg->events[i].name), "%s",
@@ -370,12 +428,14 @@ static int collect(const struct session_opts *o, const struct backend_setup *set
 		   struct backend_target *t, size_t n, uint64_t *elapsed_ns)
 {
 	struct collector_config cfg;
-	char def[3][PATH_MAX];
+	char def[3][PATH_MAX], fcache[PATH_MAX];
 	struct collector *c;
 	int64_t t0 = 0;
 	int err, ret = -1;
 
 	collector_cfg(o, setup, &cfg);
+	if (!o->no_fetch)
+		cfg.fetch.cache_dir = fetch_cache_dir(o, fcache, sizeof(fcache));
 	if (!o->no_image_symbols)
 		default_symbols(setup, &cfg.symbols, def);
 	c = collector_new(&cfg);

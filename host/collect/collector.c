@@ -168,6 +168,14 @@ static void guest_free(struct cguest *g)
 
 static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg);
 
+/* sync opened a sample file for a user image: the guest may send it. */
+static void image_used(const struct gstate_cookie *ck, void *arg)
+{
+	struct cguest *g = arg;
+
+	fetch_want(g->fetch, ck->path, ck->build_id, ck->build_id_len);
+}
+
 /* Counter-overflow modes have no fixed rate (rate_hz 0): the largest ring. */
 static size_t ring_words(const struct collector_config *cfg)
 {
@@ -180,17 +188,33 @@ static size_t ring_words(const struct collector_config *cfg)
 	return w < RING_MIN_WORDS_CFG ? RING_MIN_WORDS_CFG : (size_t)w;
 }
 
-/* The guest's directory holds what it sends (fetch.h): two levels above
- * its store's samples/current. */
-static struct fetch *guest_fetch_new(struct store *st)
+/* The guest's directory holds its kernel symbols (fetch.h): two levels
+ * above its store's samples/current, whose name (the store's mangled
+ * guest name) also names its part of the build-id cache. */
+static struct fetch *guest_fetch_new(const struct collector *c, struct store *st)
 {
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], cache[PATH_MAX], gname[PATH_MAX];
+	struct fetch_config fc = {
+		.guest_dir = dir,
+		.max_file = c->cfg.fetch.max_file,
+		.max_session = c->cfg.fetch.max_session,
+		.no_ksyms = c->cfg.fetch.off,
+		.verify = c->cfg.fetch.verify,
+	};
 
 	if (snprintf(dir, sizeof(dir), "%s/../..", store_dir(st)) >= (int)sizeof(dir)) {
 		errno = ENAMETOOLONG;
 		return NULL;
 	}
-	return fetch_new(dir);
+	snprintf(cache, sizeof(cache), "%s", store_dir(st));
+	*strrchr(cache, '/') = '\0';	/* .../guests/G/samples */
+	*strrchr(cache, '/') = '\0';	/* .../guests/G */
+	snprintf(gname, sizeof(gname), "%s", strrchr(cache, '/') + 1);
+	if (!c->cfg.fetch.off && c->cfg.fetch.cache_dir &&
+	    snprintf(cache, sizeof(cache), "%s/%s", c->cfg.fetch.cache_dir,
+		     gname) < (int)sizeof(cache))
+		fc.cache_dir = cache;
+	return fetch_new(&fc);
 }
 
 struct cguest *collector_add_guest(struct collector *c, const char *name,
@@ -251,11 +275,12 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 		goto fail;
 	}
 	store_set_limits(g->st, &c->cfg.store_limits);
-	g->fetch = guest_fetch_new(g->st);
+	g->fetch = guest_fetch_new(c, g->st);
 	if (!g->fetch)
 		goto fail;
 	scfg = (struct sync_config){ .hold_ms = c->cfg.hold_ms,
-				     .start_exec = c->cfg.start_exec };
+				     .start_exec = c->cfg.start_exec,
+				     .image_used = image_used, .image_arg = g };
 	g->sy = sync_new(g->st, g->gs, g->rings, nr_vcpus, &scfg);
 	if (!g->sy)
 		goto fail;
@@ -513,7 +538,7 @@ static void channel_try_reconnect(struct cguest *g)
 
 /* Reads what the channel holds now (bounded).  Returns 0 or -errno for a
  * host-side decoder failure. */
-static int channel_read(struct collector *c, struct cguest *g)
+static int channel_read_bytes(struct collector *c, struct cguest *g)
 {
 	size_t total = 0;
 
@@ -539,6 +564,16 @@ static int channel_read(struct collector *c, struct cguest *g)
 		channel_try_reconnect(g);
 	}
 	return 0;
+}
+
+/* What the channel brought, then the next request for a guest file (one
+ * at a time: the next goes as soon as the last one's end arrived). */
+static int channel_read(struct collector *c, struct cguest *g)
+{
+	int err = channel_read_bytes(c, g);
+
+	fetch_poll(g->fetch, g->fd, util_now_ms());
+	return err;
 }
 
 /* ---- session.json -------------------------------------------------------- */
@@ -631,6 +666,8 @@ static json_t *symbols_json(const struct collector *c)
 		snprintf(cache, sizeof(cache), "%s/.build-id", dir);
 		bad |= json_object_set_new(o, "build_id_cache", json_string(cache));
 	}
+	bad |= json_object_set_new(o, "fetch_cache", c->cfg.fetch.cache_dir ?
+				   json_string(c->cfg.fetch.cache_dir) : json_null());
 	if (bad) {
 		json_decref(o);
 		return NULL;

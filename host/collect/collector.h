@@ -54,6 +54,16 @@ struct collector_config {
 	struct collector_symbols symbols;	/* its strings outlive the collector */
 	const char *start_exec;		/* --from-exec: see sync_config; NULL:
 					 * from the start */
+	/* Guest binaries by build-id and kernel symbols (fetch.h). */
+	struct {
+		int off;			/* --no-fetch: neither */
+		const char *cache_dir;		/* build-id cache root: a guest's
+						 * files go to DIR/<guest>/;
+						 * NULL: binaries are not fetched */
+		uint64_t max_file, max_session;	/* 0: fetch.h's defaults */
+		/* fetch_config.verify (symbols/ has the ELF reader). */
+		int (*verify)(const char *path, const uint8_t *bid, size_t len);
+	} fetch;
 };
 #define OPVM_MODEL_TOTAL_BYTES	((size_t)512 << 20)
 

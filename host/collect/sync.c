@@ -117,6 +117,8 @@ struct sync {
 	uint32_t force_tgid;		/* nonzero: file this process's samples
 					 * whatever is missing (it is going) */
 	char start_exec[64];		/* --from-exec name, "" once started */
+	void (*image_used)(const struct gstate_cookie *c, void *arg);
+	void *image_arg;
 	uint64_t start_gen;		/* model generation last looked at */
 	uint64_t started_ms;
 
@@ -171,6 +173,10 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 	s->hold_ms = cfg ? cfg->hold_ms : SYNC_HOLD_MS_DEFAULT;
 	if (cfg && cfg->start_exec)
 		snprintf(s->start_exec, sizeof(s->start_exec), "%s", cfg->start_exec);
+	if (cfg) {
+		s->image_used = cfg->image_used;
+		s->image_arg = cfg->image_arg;
+	}
 	s->start_gen = UINT64_MAX;
 	s->hold_cap = cfg && cfg->hold_max ? cfg->hold_max : SYNC_HOLD_MAX_DEFAULT;
 	while (nvc < nr_rings)
@@ -437,6 +443,8 @@ static uint32_t sfile_for(struct sync *s, struct skey *k, const char *app,
 	sf = store_get(s->st, &key);
 	if (!sf)
 		return 0;
+	if (c && c->build_id_len && s->image_used)
+		s->image_used(c, s->image_arg);
 	fid = fid_of(s, sf);
 	if (!fid)
 		return 0;

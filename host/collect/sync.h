@@ -100,6 +100,11 @@ struct sync_config {
 	 * the model holds a process whose executable's base name (or comm)
 	 * is this; NULL: from the start.  Copied. */
 	const char *start_exec;
+	/* Called when a sample file is opened for a user image with a
+	 * build-id (the collector asks the guest for that binary, fetch.h);
+	 * may be called again for the same image.  NULL: nothing. */
+	void (*image_used)(const struct gstate_cookie *c, void *arg);
+	void *image_arg;
 };
 
 /* rings[0..nr_rings) are drained in order; the sync does not own st, gs or

@@ -21,7 +21,8 @@ import sys
 MAGIC = 0x564F
 VERSION = 1
 (HELLO, LOST, PROC, EXEC, PROC_EXIT, THREAD, THREAD_EXIT, COOKIE, MMAP,
- MUNMAP, MODULE, MODULE_FREE, SYNC, KSYMS, KSYMS_END) = range(1, 16)
+ MUNMAP, MODULE, MODULE_FREE, SYNC, KSYMS, KSYMS_END, FILE_DATA,
+ FILE_END) = range(1, 18)
 
 
 class Stream:
@@ -95,6 +96,13 @@ class Stream:
     def ksyms_end(self, nr, flags=0):
         return self.rec(KSYMS_END, struct.pack("<QII", nr, flags, 0))
 
+    def file_data(self, req, offset, data, nbytes=None):
+        return self.rec(FILE_DATA, struct.pack("<IIQ", req, len(data) if nbytes is None
+                                               else nbytes, offset) + data)
+
+    def file_end(self, req, status, size):
+        return self.rec(FILE_END, struct.pack("<iiQ", req, status, size))
+
     def raw(self, b):
         self.data += b
         return self
@@ -164,6 +172,13 @@ def streams():
     s.ksyms(b"", [(0xffffffff81004000, b"T", b"x")], nbytes=4000)
     s.ksyms_end(7, 1)
     out["ksyms"] = s.data
+    # a fetched file (request 1 in fuzz-decoder): data, a gap, a lie, ends
+    s = Stream().hello()
+    s.file_data(1, 0, b"\x7fELF" + b"\0" * 60).file_data(1, 64, b"x" * 8000)
+    s.file_data(2, 0, b"stray").file_data(1, 1 << 31, b"jump")
+    s.file_data(1, 8064, b"y", nbytes=9000).file_end(1, 0, 8064)
+    s.file_end(1, -116, 0).file_end(7, 0, 2 << 30)
+    out["file"] = s.data
     return out
 
 
