@@ -497,10 +497,28 @@ static int elf_lookup(const void *src, const char *name, uint64_t *addr)
 	return elfimage_symbol_value(src, name, addr);
 }
 
+/* Keeps ks (freed with r) under key; NULL (ks freed) on ENOMEM. */
+static struct ksyms *kmap_add(struct symres *r, struct ksyms *ks, const char *key)
+{
+	struct kmapfile *k = realloc(r->kmaps, (r->nr_kmaps + 1) * sizeof(*k));
+
+	if (!k) {
+		ksyms_free(ks);
+		return NULL;
+	}
+	r->kmaps = k;
+	r->kmaps[r->nr_kmaps].ks = ks;
+	r->kmaps[r->nr_kmaps].path = strdup(key);
+	if (!r->kmaps[r->nr_kmaps].path) {
+		ksyms_free(ks);
+		return NULL;
+	}
+	return r->kmaps[r->nr_kmaps++].ks;
+}
+
 static struct ksyms *kmap_get(struct symres *r, int fd, const char *path, char *reason,
 			      size_t rlen)
 {
-	struct kmapfile *k;
 	char procpath[64];
 	struct ksyms *ks;
 
@@ -525,19 +543,7 @@ static struct ksyms *kmap_get(struct symres *r, int fd, const char *path, char *
 		}
 		return NULL;
 	}
-	k = realloc(r->kmaps, (r->nr_kmaps + 1) * sizeof(*k));
-	if (!k) {
-		ksyms_free(ks);
-		return NULL;
-	}
-	r->kmaps = k;
-	r->kmaps[r->nr_kmaps].ks = ks;
-	r->kmaps[r->nr_kmaps].path = strdup(path);
-	if (!r->kmaps[r->nr_kmaps].path) {
-		ksyms_free(ks);
-		return NULL;
-	}
-	return r->kmaps[r->nr_kmaps++].ks;
+	return kmap_add(r, ks, path);
 }
 
 /*
@@ -830,6 +836,72 @@ static struct modindex *modidx_get(struct symres *r, int rootfd, const char *roo
 	return mi;
 }
 
+/* A module's base and size from <guest>/kallsyms.modules ("BASE SIZE
+ * NAME" lines in hex, written by the host from the guest's MODULE records).
+ * 0 or -ENOENT. */
+static int fetched_module_base(const char *path, const char *name, uint64_t *base,
+			       uint64_t *size)
+{
+	char line[160], mname[80];
+	unsigned long long b, sz;
+	int fd = util_open_regular(path, 0), ret = -ENOENT;
+	FILE *f;
+
+	if (fd < 0)
+		return fd;
+	f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (ret && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%llx %llx %79s", &b, &sz, mname) != 3)
+			continue;
+		modname_norm(mname);
+		if (!strcmp(mname, name)) {
+			*base = b;
+			*size = sz;
+			ret = 0;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
+/* A module's symbols from the guest's own kallsyms (host/collect/fetch.h),
+ * rebased on the base its MODULE record gave.  1 if found. */
+static int try_fetched_module(struct symres *r, struct simage *si, const char *guest,
+			      const char *name)
+{
+	char path[4096], key[4200], reason[256];
+	uint64_t base, size;
+	struct ksyms *ks = NULL;
+
+	if (!r->session_dir || !guest_component(guest))
+		return 0;
+	snprintf(path, sizeof(path), "%s/guests/%s/kallsyms.modules", r->session_dir, guest);
+	if (fetched_module_base(path, name, &base, &size))
+		return 0;
+	snprintf(path, sizeof(path), "%s/guests/%s/kallsyms", r->session_dir, guest);
+	snprintf(key, sizeof(key), "%s [%s]", path, name);
+	for (size_t i = 0; i < r->nr_kmaps && !ks; i++)
+		if (!strcmp(r->kmaps[i].path, key))
+			ks = r->kmaps[i].ks;
+	if (!ks) {
+		ks = ksyms_open_module(path, name, base, size, reason, sizeof(reason));
+		if (!ks || !(ks = kmap_add(r, ks, key)))
+			return 0;
+	}
+	si->ks = ks;
+	si->slide = 0;
+	si->state = SIMAGE_OK;
+	si->reason[0] = '\0';
+	for (size_t i = 0; i < r->nr_kmaps; i++)
+		if (r->kmaps[i].ks == ks)
+			si->path = r->kmaps[i].path;
+	return 1;
+}
+
 static void resolve_module(struct symres *r, struct simage *si, const char *guest,
 			   const char *image, const struct symres_kernel *k)
 {
@@ -872,6 +944,8 @@ static void resolve_module(struct symres *r, struct simage *si, const char *gues
 				return;
 		}
 	}
+	if (si->state == SIMAGE_NOT_FOUND && try_fetched_module(r, si, guest, name))
+		return;
 	if (si->state == SIMAGE_NOT_FOUND)
 		snprintf(si->reason, sizeof(si->reason),
 			 "module %s.ko not found under lib/modules/%s: give --guest-root DIR",

@@ -18,7 +18,9 @@
  *                /usr/lib/debug/boot/vmlinux-<release>,
  *                /boot/vmlinux-<release>, /boot/System.map-<release>;
  *   modules      <name>.ko under lib/modules/<release>/ of the guest roots
- *                (and of the host), '-' and '_' alike.
+ *                (and of the host), '-' and '_' alike, then the module's
+ *                lines of <session>/guests/<guest>/kallsyms rebased on the
+ *                base in kallsyms.modules beside it (host/collect/fetch.h).
  * A binary whose build-id differs from the sample file's is never used: the
  * image is marked SIMAGE_MISMATCH and the next candidate is tried.
  *

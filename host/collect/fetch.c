@@ -37,8 +37,17 @@ struct img {
 	uint64_t received;		/* bytes in the part file */
 };
 
+/* Where each module is, from MODULE records: kallsyms gives run-time
+ * addresses, a module's samples are offsets from its base. */
+struct fmod {
+	char name[OPVM_MODNAME_LEN + 1];	/* name_byte()-sanitised */
+	uint64_t base, size;
+};
+
 struct fetch {
 	struct fetch_config cfg;
+	struct fmod *mods;		/* FETCH_MAX_MODULES */
+	size_t nr_mods;
 	char *dir;			/* <session>/guests/<guest> */
 	char *cache;			/* <cache>/<guest>, or NULL */
 	int fd;				/* kallsyms.part being written, or -1 */
@@ -71,17 +80,87 @@ struct fetch *fetch_new(const struct fetch_config *cfg)
 	if (!f->cfg.max_session)
 		f->cfg.max_session = FETCH_SESSION_MAX;
 	f->dir = strdup(cfg->guest_dir);
+	f->mods = calloc(FETCH_MAX_MODULES, sizeof(*f->mods));
 	if (cfg->cache_dir && cfg->verify) {
 		f->cache = strdup(cfg->cache_dir);
 		f->imgs = calloc(FETCH_MAX_IMAGES, sizeof(*f->imgs));
 	}
-	if (!f->dir || (cfg->cache_dir && cfg->verify && (!f->cache || !f->imgs))) {
+	if (!f->dir || !f->mods || (cfg->cache_dir && cfg->verify && (!f->cache || !f->imgs))) {
 		fetch_free(f);
 		errno = ENOMEM;
 		return NULL;
 	}
 	f->cfg.guest_dir = f->cfg.cache_dir = NULL;	/* not kept */
 	return f;
+}
+
+/* A guest name byte as it may appear in a kallsyms line (one token). */
+static char name_byte(unsigned char c)
+{
+	return c > ' ' && c < 0x7f && c != '[' && c != ']' ? (char)c : '?';
+}
+
+static void mod_name(char *dst, const char *src)
+{
+	size_t n = chan_strnlen(src, OPVM_MODNAME_LEN);
+
+	for (size_t i = 0; i < n; i++)
+		dst[i] = name_byte((unsigned char)src[i]);
+	dst[n] = '\0';
+}
+
+static void mod_record(struct fetch *f, const struct opvm_rec_hdr *rec, bool load)
+{
+	struct opvm_rec_module m;
+	char name[OPVM_MODNAME_LEN + 1];
+	size_t i;
+
+	memcpy(&m, rec, sizeof(m));
+	mod_name(name, m.name);
+	for (i = 0; i < f->nr_mods && strcmp(f->mods[i].name, name); i++)
+		;
+	if (!load) {
+		if (i < f->nr_mods)
+			f->mods[i] = f->mods[--f->nr_mods];
+		return;
+	}
+	if (i == f->nr_mods) {
+		if (f->nr_mods == FETCH_MAX_MODULES || !*name)
+			return;
+		f->nr_mods++;
+	}
+	memcpy(f->mods[i].name, name, sizeof(name));
+	f->mods[i].base = le64toh(m.base);
+	f->mods[i].size = le64toh(m.size);
+}
+
+/* <guest>/kallsyms.modules: "BASE SIZE NAME" per module, for reports to
+ * rebase the modules' kallsyms lines (symbols/ksyms.h). */
+static void mods_write(struct fetch *f)
+{
+	char tmp[4096], dst[4096];
+	FILE *o;
+	int fd;
+
+	if (!f->nr_mods || f->cfg.no_ksyms)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s/kallsyms.modules.part", f->dir);
+	snprintf(dst, sizeof(dst), "%s/kallsyms.modules", f->dir);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	o = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!o) {
+		if (fd >= 0)
+			close(fd);
+		f->st.io_errors++;
+		return;
+	}
+	for (size_t i = 0; i < f->nr_mods; i++)
+		fprintf(o, "%llx %llx %s\n", (unsigned long long)f->mods[i].base,
+			(unsigned long long)f->mods[i].size, f->mods[i].name);
+	if (fclose(o) || rename(tmp, dst)) {
+		f->st.io_errors++;
+		unlink(tmp);
+	}
 }
 
 /* Closes the transfer; keep: rename the part to kallsyms. */
@@ -131,11 +210,13 @@ void fetch_free(struct fetch *f)
 	if (!f)
 		return;
 	ksyms_close(f, f->st.ksyms_syms > 0);
+	mods_write(f);
 	if (f->cur)
 		img_close(f, IMG_FAILED);
 	for (size_t i = 0; i < f->nr_imgs; i++)
 		free(f->imgs[i].path);
 	free(f->imgs);
+	free(f->mods);
 	free(f->cache);
 	free(f->dir);
 	free(f);
@@ -146,11 +227,6 @@ const struct fetch_stats *fetch_get_stats(const struct fetch *f)
 	return &f->st;
 }
 
-/* A guest name byte as it may appear in a kallsyms line (one token). */
-static char name_byte(unsigned char c)
-{
-	return c > ' ' && c < 0x7f && c != '[' && c != ']' ? (char)c : '?';
-}
 
 static size_t put_name(char *o, const uint8_t *s, size_t n)
 {
@@ -258,6 +334,7 @@ static void ksyms_end(struct fetch *f, const void *rec)
 	if (le64toh(e.nr_syms) != f->st.ksyms_syms + f->st.ksyms_bad + f->st.ksyms_capped)
 		f->st.ksyms_end_mismatch++;
 	ksyms_close(f, f->fd >= 0);
+	mods_write(f);
 }
 
 /* ---- binaries -------------------------------------------------------------- */
@@ -522,10 +599,16 @@ void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len)
 		 * and has forgotten the request, which is asked again from
 		 * where it stopped */
 		ksyms_close(f, false);
+		f->nr_mods = 0;		/* the walk names them again */
 		if (f->cur && f->cur->attempts < FETCH_ATTEMPTS)
 			f->resend = true;
 		else if (f->cur)
 			img_close(f, IMG_FAILED);
+		break;
+	case OPVM_REC_MODULE:
+	case OPVM_REC_MODULE_FREE:
+		if (len >= sizeof(struct opvm_rec_module))
+			mod_record(f, rec, le16toh(rec->type) == OPVM_REC_MODULE);
 		break;
 	case OPVM_REC_FILE_DATA:
 		if (len >= sizeof(struct opvm_rec_file_data))

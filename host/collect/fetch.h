@@ -3,7 +3,9 @@
  * What the guest sends so that reports need no files from the operator:
  *  - its kernel's symbols (KSYMS records, docs/protocol.md section 4), kept
  *    per guest as <session>/guests/<guest>/kallsyms in /proc/kallsyms text
- *    form, which symbols/ reads like a System.map;
+ *    form, which symbols/ reads like a System.map, and beside it
+ *    kallsyms.modules ("BASE SIZE NAME" from the MODULE records) so that a
+ *    module's symbols can be made base-relative like its samples;
  *  - its binaries by build-id: for each image that has samples and is not
  *    in the guest's build-id cache, the host writes a FETCH request to the
  *    channel, one file at a time; FILE_DATA/FILE_END come back, into a
@@ -36,6 +38,8 @@
 #define FETCH_SESSION_MAX	((uint64_t)1 << 30)
 /* Distinct images a session considers (each a build-id and a path). */
 #define FETCH_MAX_IMAGES	4096
+/* Modules whose base is remembered for <guest>/kallsyms.modules. */
+#define FETCH_MAX_MODULES	4096
 /* A request that makes no progress this long is given up. */
 #define FETCH_TIMEOUT_MS	30000
 /* Requests of one image at most (a HELLO mid-transfer asks again from

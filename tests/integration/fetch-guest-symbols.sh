@@ -9,7 +9,8 @@
 #  - the kernel symbol transfer completed (session.json fetch.ksyms: done,
 #    >= 20000 symbols, nothing refused) and the file is private (0600);
 #  - >= 95 % of the kernel's samples (but firmware/boot code, which has no
-#    symbols by nature) resolve to a symbol;
+#    symbols by nature) resolve to a symbol, and every module sample (from
+#    the same kallsyms, rebased on the MODULE records' bases);
 #  - every binary asked for was fetched and verified (fetch.binaries:
 #    files == requests, nothing refused), and >= 99 % of
 #    abratio's and of libcmix's user samples (libc's included, >= 20 of
@@ -85,7 +86,17 @@ def user(d, app, image=None):
             and (image is None or r["image"].endswith("/" + image))]
     return sum(r["samples"] for r in rows if r["symbol"]), sum(r["samples"] for r in rows)
 
+def modules(d):
+    rows = [r for r in d["symbols"] if r["kernel"] and r["image"] != "vmlinux"]
+    return sum(r["samples"] for r in rows if r["symbol"]), sum(r["samples"] for r in rows)
+
 r, c = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+named, tot = modules(r)
+print("RESULT module samples named from the guest's kallsyms: %.1f %% (%d of %d)" % (
+    100.0 * named / max(tot, 1), named, tot))
+# a handful at most (virtio, opvm.ko): all of them, when there are any
+if named != tot:
+    print("FAIL: module samples without a symbol"); ok = False
 for what, f, lim, least in (("kernel", lambda d: kernel(d), 0.95, 200),
                             ("abratio user", lambda d: user(d, "abratio"), 0.99, 100),
                             ("libcmix user", lambda d: user(d, "libcmix"), 0.99, 100),

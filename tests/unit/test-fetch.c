@@ -133,6 +133,20 @@ static void put_hello(struct fetch *f)
 	fetch_record(f, &h.hdr, sizeof(h));
 }
 
+static void put_module(struct fetch *f, const char *name, uint64_t base, uint64_t size,
+		       unsigned type)
+{
+	struct opvm_rec_module m = { 0 };
+
+	m.hdr.magic = htole16(OPVM_PROTO_MAGIC);
+	m.hdr.type = htole16((uint16_t)type);
+	m.hdr.len = htole32(sizeof(m));
+	m.base = htole64(base);
+	m.size = htole64(size);
+	strncpy(m.name, name, sizeof(m.name));
+	fetch_record(f, &m.hdr, sizeof(m));
+}
+
 static void test_transfer(void **state)
 {
 	char dir[] = "/tmp/test-fetch.XXXXXX", path[256], part[256], err[128];
@@ -160,17 +174,22 @@ static void test_transfer(void **state)
 	assert_int_equal(stat(part, &sb), -1);
 
 	fetch_record(f, (void *)k.buf, len);
+	put_module(f, "virtio-console", 0xffffffffc0200000, 0x4000, OPVM_REC_MODULE);
+	put_module(f, "gone", 0xffffffffc0300000, 0x1000, OPVM_REC_MODULE);
+	put_module(f, "gone", 0, 0, OPVM_REC_MODULE_FREE);
 	krec_init(&k);
 	krec_add(&k, 0xffffffffc0200000, 't', "port_fops_write", -1);
+	krec_add(&k, 0xffffffffc0200100, 't', "port_fops_read", -1);
+	krec_add(&k, 0xffffffffc0204000, 't', "past_the_end", -1);
 	len = krec_done(&k, "virtio_console");
 	fetch_record(f, (void *)k.buf, len);
-	put_end(dir, f, 3);
+	put_end(dir, f, 5);
 	assert_int_equal(stat(path, &sb), 0);
 	assert_int_equal(sb.st_mode & 0777, 0600);
-	assert_int_equal(fetch_get_stats(f)->ksyms_syms, 3);
+	assert_int_equal(fetch_get_stats(f)->ksyms_syms, 5);
 	assert_int_equal(fetch_get_stats(f)->ksyms_done, 1);
 	assert_int_equal(fetch_get_stats(f)->ksyms_end_mismatch, 0);
-	put_end(dir, f, 5);	/* an END with nothing open, a wrong count */
+	put_end(dir, f, 7);	/* an END with nothing open, a wrong count */
 	assert_int_equal(fetch_get_stats(f)->ksyms_end_mismatch, 1);
 
 	ks = ksyms_open(path, err, sizeof(err));
@@ -179,6 +198,28 @@ static void test_transfer(void **state)
 	assert_int_equal(a, 0xffffffff81000100);
 	assert_int_equal(ksyms_nr(ks), 2);	/* module symbols are the .ko's */
 	ksyms_free(ks);
+	/* a module's: rebased on its MODULE record's base, '-' and '_' alike */
+	snprintf(part, sizeof(part), "%s/kallsyms.modules", dir);
+	assert_int_equal(stat(part, &sb), 0);
+	ks = ksyms_open_module(path, "virtio_console", 0xffffffffc0200000, 0x4000,
+			       err, sizeof(err));
+	assert_non_null(ks);
+	assert_int_equal(ksyms_nr(ks), 2);			/* not past_the_end */
+	assert_int_equal(ksyms_lookup(ks, 0x120), 1);
+	assert_string_equal(ksyms_sym(ks, 1)->name, "port_fops_read");
+	ksyms_free(ks);
+	{
+		char line[128];
+		FILE *mf = fopen(part, "r");
+
+		assert_non_null(mf);
+		assert_non_null(fgets(line, sizeof(line), mf));
+		assert_string_equal(line, "ffffffffc0200000 4000 virtio-console\n");
+		assert_null(fgets(line, sizeof(line), mf));	/* "gone" went */
+		fclose(mf);
+	}
+	unlink(part);
+	snprintf(part, sizeof(part), "%s/kallsyms.part", dir);
 
 	/* a session that ends mid-transfer keeps what came */
 	unlink(path);
@@ -187,7 +228,9 @@ static void test_transfer(void **state)
 	assert_int_equal(stat(path, &sb), 0);
 	assert_int_equal(stat(part, &sb), -1);
 	unlink(path);
-	rmdir(dir);
+	snprintf(part, sizeof(part), "%s/kallsyms.modules", dir);
+	unlink(part);
+	assert_int_equal(rmdir(dir), 0);
 }
 
 
