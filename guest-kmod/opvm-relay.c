@@ -378,6 +378,12 @@ static int file_open(struct file_job *j)
 	struct stat st;
 	int ret;
 
+	/* a regular file only, checked before open(): opening a device can
+	 * act on it (a tape rewinds, a watchdog arms) */
+	if (stat(r->path, &st))
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
 	j->fd = open(r->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (j->fd < 0)
 		return -errno;

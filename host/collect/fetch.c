@@ -637,7 +637,7 @@ json_t *fetch_to_json(const struct fetch *f)
 	json_t *bin;
 
 #define C(v) stats_json_count(v)
-	bin = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+	bin = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 		"enabled", f->imgs != NULL,
 		"images", C(s->images), "cached", C(s->cached), "requests", C(s->requests),
 		"files", C(s->files), "bytes", C(s->bytes), "data_bytes", C(s->data_bytes),
@@ -646,7 +646,8 @@ json_t *fetch_to_json(const struct fetch *f)
 		"session_cap", C(s->session_cap), "bad_order", C(s->bad_order),
 		"stray", C(s->stray), "timeouts", C(s->timeouts),
 		"table_full", C(s->table_full), "write_errors", C(s->write_errors),
-		"elapsed_ms", C(s->elapsed_ms), "max_file", C(f->cfg.max_file));
+		"elapsed_ms", C(s->elapsed_ms), "max_file", C(f->cfg.max_file),
+		"open", C(f->cur != NULL));
 	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o}",
 		"ksyms", "records", C(s->ksyms_records), "syms", C(s->ksyms_syms),
 		"bad", C(s->ksyms_bad), "capped", C(s->ksyms_capped),
