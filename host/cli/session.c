@@ -592,6 +592,31 @@ static void store_summary(json_t *root)
 		       "not in the files", stats_fmt_count(errs, c));
 }
 
+/* What the guest sent for the reports (docs/protocol.md, KSYMS, FETCH),
+ * when it sent anything or something was refused. */
+static void fetch_summary(json_t *root)
+{
+	json_t *f = json_object_get(root, "fetch"), *k = json_object_get(f, "ksyms"),
+	       *b = json_object_get(f, "binaries");
+	static const char *const refusals[] = { "guest_refused", "mismatch", "not_elf",
+		"too_big", "session_cap", "bad_order", "stray", "timeouts" };
+	uint64_t refused = 0;
+
+	for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
+		refused += stats_json_get(b, refusals[i]);
+	if (!stats_json_get(k, "syms") && !stats_json_get(b, "files") &&
+	    !stats_json_get(b, "cached") && !refused)
+		return;
+	util_fprintf_wrapped(stdout, 4, "  from the guest: %llu kernel symbols; %llu binaries "
+			     "fetched by build-id (%.1f MB), %llu already cached, %llu "
+			     "transfers refused (session.json \"fetch\")",
+			     (unsigned long long)stats_json_get(k, "syms"),
+			     (unsigned long long)stats_json_get(b, "files"),
+			     stats_json_get(b, "bytes") / 1e6,
+			     (unsigned long long)stats_json_get(b, "cached"),
+			     (unsigned long long)refused);
+}
+
 static void count(json_t *st, const char *key, struct backend_count *out)
 {
 	char buf[OPVM_COUNT_BUF];
@@ -672,6 +697,7 @@ static void summary(const struct backend_ops *b, void *bst, const struct session
 		b->summary(bst, &t[i], &tot, stdout);
 		start_summary(root);
 		store_summary(root);
+		fetch_summary(root);
 		top_apps(&sc, i);
 		json_decref(root);
 	}
