@@ -64,6 +64,8 @@ struct fetch {
 	bool progress;			/* cur got data since the last poll */
 	bool ended;			/* a request ended since the last poll:
 					 * its time counts from start_ms */
+	bool answered;			/* the relay answered some request */
+	bool mute;			/* it never did and one timed out */
 	char text[OPVM_REC_MAX / 10 * KLINE_MAX];	/* one record's lines */
 };
 
@@ -480,7 +482,11 @@ void fetch_poll(struct fetch *f, int fd, uint64_t now_ms)
 		f->st.timeouts++;
 		f->st.elapsed_ms += now_ms - f->start_ms;
 		img_close(f, IMG_FAILED);
+		/* a relay that never answered predates FETCH: stop asking */
+		f->mute = !f->answered;
 	}
+	if (f->mute)
+		return;
 	if (f->cur && f->resend) {
 		int err = request_send(f, fd);
 
@@ -529,7 +535,7 @@ static void file_data(struct fetch *f, const void *rec)
 	}
 	f->cur->received += bytes;
 	f->st.data_bytes += bytes;
-	f->progress = true;
+	f->progress = f->answered = true;
 }
 
 /* A complete part file: checked, then renamed into the cache. */
@@ -579,7 +585,7 @@ static void file_end(struct fetch *f, const void *rec)
 		f->st.stray++;
 		return;
 	}
-	f->ended = true;
+	f->ended = f->answered = true;
 	if ((int32_t)le32toh((uint32_t)e.status)) {
 		f->st.guest_refused++;
 		img_close(f, IMG_FAILED);
@@ -637,7 +643,7 @@ json_t *fetch_to_json(const struct fetch *f)
 	json_t *bin;
 
 #define C(v) stats_json_count(v)
-	bin = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+	bin = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 		"enabled", f->imgs != NULL,
 		"images", C(s->images), "cached", C(s->cached), "requests", C(s->requests),
 		"files", C(s->files), "bytes", C(s->bytes), "data_bytes", C(s->data_bytes),
@@ -647,7 +653,7 @@ json_t *fetch_to_json(const struct fetch *f)
 		"stray", C(s->stray), "timeouts", C(s->timeouts),
 		"table_full", C(s->table_full), "write_errors", C(s->write_errors),
 		"elapsed_ms", C(s->elapsed_ms), "max_file", C(f->cfg.max_file),
-		"open", C(f->cur != NULL));
+		"open", C(f->cur != NULL), "relay_silent", C(f->mute));
 	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o}",
 		"ksyms", "records", C(s->ksyms_records), "syms", C(s->ksyms_syms),
 		"bad", C(s->ksyms_bad), "capped", C(s->ksyms_capped),

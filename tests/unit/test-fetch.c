@@ -462,6 +462,22 @@ static void test_binary_hostile(void **state)
 	fetch_poll(b.f, b.sv[0], 21 + FETCH_TIMEOUT_MS);
 	assert_int_equal(st->timeouts, 1);
 	assert_int_equal(st->requests, 7);
+	assert_int_equal(cache_files(&b), 0);		/* no part file either */
+	bin_teardown(&b);
+
+	/* a relay that predates FETCH never answers: asked once, not again */
+	bin_setup(&b, 0, 0);
+	st = fetch_get_stats(b.f);
+	for (int i = 0; i < 3; i++) {
+		memcpy(other, b.bid, sizeof(other));
+		other[0] ^= (uint8_t)(0x10 + i);
+		fetch_want(b.f, "/usr/bin/x", other, b.bid_len);
+	}
+	fetch_poll(b.f, b.sv[0], 1);
+	fetch_poll(b.f, b.sv[0], 2 + FETCH_TIMEOUT_MS);
+	fetch_poll(b.f, b.sv[0], 3 + FETCH_TIMEOUT_MS);
+	assert_int_equal(st->timeouts, 1);
+	assert_int_equal(st->requests, 1);
 	assert_int_equal(st->files, 0);
 	assert_int_equal(cache_files(&b), 0);		/* no part file either */
 	bin_teardown(&b);
