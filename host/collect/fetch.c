@@ -6,7 +6,13 @@
  * <guest>/kallsyms.part and renamed to <guest>/kallsyms at the end (or
  * when the session ends first: a partial table still names most samples).
  * A HELLO (reboot, new host session) abandons an open transfer: the relay
- * starts a new one after it.
+ * starts a new one after it.  The modules' bases (MODULE records) go to
+ * <guest>/kallsyms.modules.
+ *
+ * Binaries: a table of the images with samples (fetch_want()), one request
+ * open at a time (f->cur), its bytes in a part file named by the host,
+ * checked in order and against the caps as they come, verified as a whole
+ * at FILE_END and renamed into the cache under its build-id.
  */
 #include <endian.h>
 #include <errno.h>
