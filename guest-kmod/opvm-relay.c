@@ -15,6 +15,10 @@
  * host already connected when the relay starts gets what the module has
  * buffered since it was loaded (HELLO first).
  *
+ * With each host session it also sends the kernel's symbols (KSYMS
+ * records from /proc/kallsyms, ksyms_step()), written into SOURCE so the
+ * module numbers them and holds them back while its ring is busy.
+ *
  * Usage: opvm-relay [SOURCE [PORT]]
  *   SOURCE defaults to /dev/opvm; PORT defaults to the virtio port named
  *   org.opvm.0 (found through /sys/class/virtio-ports/ * /name).
@@ -28,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -35,10 +40,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "opvm_proto.h"
 
 #define PORT_NAME	"org.opvm.0"
 #define BUF_SIZE	(256 * 1024)
+/* Kernel symbols sent at most (Debian's 6.1 has ~60k text symbols). */
+#define KSYMS_CAP	(1u << 20)
+/* Records the relay writes into /dev/opvm per loop: the ring's records
+ * are copied to the port between two batches. */
+#define JOB_BATCH	32
+/* FETCH requests queued; more are dropped (the host times them out). */
+#define FETCH_QUEUE	16
+#define FILE_CHUNK	(OPVM_REC_MAX - sizeof(struct opvm_rec_file_data))
+/*
+ * Files go out at most this fast (bytes/s; 0: no limit): a transfer must
+ * not take the host's or the guest's CPU from sampling in bursts (under
+ * TCG on a 2-core host, an unpaced 50 MiB at ~40 MB/s cut the sampler's
+ * rate by a third while it lasted).  OPVM_RELAY_FILE_RATE overrides.
+ */
+#define FILE_RATE	(8u << 20)
 
 static volatile sig_atomic_t stopping;
 
@@ -86,6 +110,448 @@ static int find_port(char *out, size_t outlen)
 	}
 	closedir(d);
 	return ret;
+}
+
+/*
+ * Kernel symbols for the host: /proc/kallsyms's text symbols packed into
+ * KSYMS records (opvm_proto.h) and written into /dev/opvm, which numbers
+ * them and refuses them (EAGAIN) while its ring is over half full or waits
+ * for a HELLO: the job then pauses and the loop retries later.  As root
+ * the relay reads real addresses unless kptr_restrict is 2: then every
+ * address is 0, no symbol is sent and KSYMS_END says RESTRICTED.
+ */
+struct ksyms_job {
+	FILE *f;		/* NULL: idle */
+	int done;		/* KSYMS_END built */
+	unsigned long long nr;	/* symbols sent */
+	unsigned int flags;	/* OPVM_KSYMS_* */
+	int have_line;		/* line[] read but not packed yet */
+	char line[512];
+	size_t len;		/* bytes of rec.r waiting to be written, 0: none */
+	union {
+		struct opvm_rec_ksyms k;
+		struct opvm_rec_ksyms_end e;
+		char buf[OPVM_REC_MAX];
+	} rec;
+};
+
+static void ksyms_stop(struct ksyms_job *j)
+{
+	if (j->f)
+		fclose(j->f);
+	j->f = NULL;
+}
+
+static void ksyms_start(struct ksyms_job *j)
+{
+	ksyms_stop(j);
+	memset(j, 0, sizeof(*j));
+	j->f = fopen("/proc/kallsyms", "re");
+	if (!j->f)
+		fprintf(stderr, "opvm-relay: /proc/kallsyms: %s: the host gets no kernel symbols\n",
+			strerror(errno));
+}
+
+static void rec_finish(struct opvm_rec_hdr *h, unsigned type, size_t len)
+{
+	size_t padded = (len + OPVM_REC_ALIGN - 1) & ~(size_t)(OPVM_REC_ALIGN - 1);
+
+	memset((char *)h + len, 0, padded - len);
+	h->magic = OPVM_PROTO_MAGIC;
+	h->type = (opvm_u16)type;
+	h->len = (opvm_u32)padded;
+	h->seq = 0;		/* the module numbers it */
+	h->reserved = 0;
+}
+
+/*
+ * Parses "ADDR TYPE NAME[\t[MODULE]]".  Returns 1 for a text symbol to
+ * send, 0 to skip the line.
+ */
+static int ksyms_parse(char *line, unsigned long long *addr, char *type,
+		       char **name, const char **mod, struct ksyms_job *j)
+{
+	char *end, *tab, *nl;
+
+	*addr = strtoull(line, &end, 16);
+	if (end == line || end[0] != ' ' || !end[1] || end[2] != ' ')
+		return 0;
+	*type = end[1];
+	*name = end + 3;
+	nl = strchr(*name, '\n');
+	if (nl)
+		*nl = '\0';
+	*mod = "";
+	tab = strchr(*name, '\t');
+	if (tab) {
+		*tab = '\0';
+		if (tab[1] == '[' && tab[strlen(tab + 1)] == ']') {
+			tab[strlen(tab + 1)] = '\0';
+			*mod = tab + 2;
+		}
+	}
+	if (!strchr("tTwW", *type) || !**name || strlen(*name) > OPVM_KSYM_NAME_MAX ||
+	    strlen(*mod) >= OPVM_MODNAME_LEN)
+		return 0;
+	if (!*addr) {
+		j->flags |= OPVM_KSYMS_RESTRICTED;
+		return 0;
+	}
+	return 1;
+}
+
+/* Builds the next KSYMS record (or KSYMS_END at the end) into j->rec. */
+static void ksyms_build(struct ksyms_job *j)
+{
+	struct opvm_rec_ksyms *k = &j->rec.k;
+	size_t used = sizeof(*k);
+
+	memset(k, 0, sizeof(*k));
+	while (j->nr + k->nr < KSYMS_CAP) {
+		unsigned long long addr;
+		const char *mod;
+		char type, *name, *p, copy[sizeof(j->line)];
+		size_t nlen;
+
+		if (!j->have_line && !fgets(j->line, sizeof(j->line), j->f))
+			break;
+		j->have_line = 1;
+		memcpy(copy, j->line, sizeof(copy));
+		if (!ksyms_parse(copy, &addr, &type, &name, &mod, j)) {
+			j->have_line = 0;
+			continue;
+		}
+		nlen = strlen(name);
+		if ((k->nr && strncmp(k->module, mod, sizeof(k->module))) ||
+		    used + 10 + nlen > OPVM_REC_MAX)
+			break;	/* the line starts the next record */
+		if (!k->nr)
+			strncpy(k->module, mod, sizeof(k->module) - 1);
+		p = j->rec.buf + used;
+		for (int b = 0; b < 8; b++)
+			p[b] = (char)(addr >> (8 * b));	/* little-endian */
+		p[8] = type;
+		p[9] = (char)nlen;
+		memcpy(p + 10, name, nlen);
+		used += 10 + nlen;
+		k->nr++;
+		j->have_line = 0;
+	}
+	if (k->nr) {
+		k->bytes = (opvm_u16)(used - sizeof(*k));
+		j->nr += k->nr;
+		rec_finish(&k->hdr, OPVM_REC_KSYMS, used);
+		j->len = k->hdr.len;
+		return;
+	}
+	if (j->nr >= KSYMS_CAP)
+		j->flags |= OPVM_KSYMS_TRUNCATED;
+	memset(&j->rec.e, 0, sizeof(j->rec.e));
+	j->rec.e.nr_syms = j->nr;
+	j->rec.e.flags = j->flags;
+	rec_finish(&j->rec.e.hdr, OPVM_REC_KSYMS_END, sizeof(j->rec.e));
+	j->len = j->rec.e.hdr.len;
+	j->done = 1;
+}
+
+/*
+ * Up to JOB_BATCH records into the module.  Returns 1 while the job has
+ * more to send, 0 once it is finished or idle.
+ */
+static int ksyms_step(struct ksyms_job *j, int dev)
+{
+	for (int i = 0; j->f && i < JOB_BATCH; i++) {
+		if (!j->len && !j->done)
+			ksyms_build(j);
+		if (!j->len) {
+			ksyms_stop(j);
+			break;
+		}
+		if (write(dev, j->rec.buf, j->len) != (ssize_t)j->len) {
+			if (errno == EAGAIN || errno == EINTR)
+				return 1;	/* the ring is busy: later */
+			fprintf(stderr, "opvm-relay: kernel symbols into the module: %s\n",
+				strerror(errno));
+			ksyms_stop(j);
+			break;
+		}
+		j->len = 0;
+		if (j->done)
+			ksyms_stop(j);
+	}
+	return j->f != NULL;
+}
+
+/*
+ * Guest files for the host (opvm_proto.h, FETCH): requests arrive on the
+ * port, one file is streamed at a time as FILE_DATA records written into
+ * /dev/opvm (paused like KSYMS while the module's ring is busy), then
+ * FILE_END.  Only a regular file whose GNU build-id is the one asked for,
+ * of at most max_bytes, is sent; otherwise FILE_END says why.
+ */
+struct fetch_req {
+	opvm_u32 id;
+	opvm_u8 bid[OPVM_BUILD_ID_MAX];
+	opvm_u8 bid_len;
+	opvm_u64 offset, max;
+	char path[OPVM_PATH_MAX + 1];
+};
+
+struct file_job {
+	struct fetch_req q[FETCH_QUEUE];
+	unsigned int qhead, qnr;
+	struct fetch_req cur;
+	int fd;			/* the file being sent, -1: none */
+	int active;		/* cur is being answered */
+	int ending;		/* rec holds FILE_END */
+	opvm_u64 pos;
+	size_t len;		/* bytes of rec waiting to be written */
+	unsigned long long sent, files, refused, dropped_reqs;
+	unsigned long long rate;	/* bytes/s, 0: unpaced */
+	unsigned long long window_ns, window_bytes;	/* pacing */
+	unsigned char in[OPVM_REC_MAX];	/* requests being framed */
+	size_t have;
+	union {
+		struct opvm_rec_file_data d;
+		struct opvm_rec_file_end e;
+		char buf[OPVM_REC_MAX];
+	} rec;
+};
+
+static void files_reset(struct file_job *j)
+{
+	if (j->active && j->fd >= 0)
+		close(j->fd);
+	j->fd = -1;
+	j->active = j->ending = 0;
+	j->qnr = j->qhead = 0;
+	j->have = j->len = 0;
+}
+
+/* The GNU build-id of an ELF64 file, from its PT_NOTE segments. */
+static int file_build_id(int fd, opvm_u8 *id, size_t *len)
+{
+	static unsigned char notes[65536];
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+
+	if (pread(fd, &eh, sizeof(eh), 0) != sizeof(eh) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_phentsize != sizeof(ph) || eh.e_phnum > 512)
+		return -ENOEXEC;
+	for (unsigned int i = 0; i < eh.e_phnum; i++) {
+		size_t off = 0, n;
+
+		if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) != sizeof(ph))
+			return -ENOEXEC;
+		if (ph.p_type != PT_NOTE || ph.p_filesz > sizeof(notes))
+			continue;
+		if (pread(fd, notes, ph.p_filesz, (off_t)ph.p_offset) != (ssize_t)ph.p_filesz)
+			continue;
+		n = ph.p_filesz;
+		while (off + 12 <= n) {
+			Elf64_Nhdr nh;
+			size_t name = off + 12, desc;
+
+			memcpy(&nh, notes + off, 12);
+			desc = name + ((nh.n_namesz + 3) & ~3u);
+			if (desc > n || nh.n_descsz > n - desc)
+				break;
+			if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+			    !memcmp(notes + name, "GNU", 4) && nh.n_descsz <= OPVM_BUILD_ID_MAX) {
+				memcpy(id, notes + desc, nh.n_descsz);
+				*len = nh.n_descsz;
+				return 0;
+			}
+			off = desc + ((nh.n_descsz + 3) & ~3u);
+		}
+	}
+	return -ENODATA;
+}
+
+/* Opens cur's file if it is the one asked for; 0 or -errno for FILE_END. */
+static int file_open(struct file_job *j)
+{
+	struct fetch_req *r = &j->cur;
+	opvm_u8 id[OPVM_BUILD_ID_MAX];
+	size_t idlen = 0;
+	struct stat st;
+	int ret;
+
+	/* a regular file only, checked before open(): opening a device can
+	 * act on it (a tape rewinds, a watchdog arms) */
+	if (stat(r->path, &st))
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	j->fd = open(r->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (j->fd < 0)
+		return -errno;
+	if (fstat(j->fd, &st) || !S_ISREG(st.st_mode))
+		return -EINVAL;
+	if ((opvm_u64)st.st_size > r->max)
+		return -EFBIG;
+	ret = file_build_id(j->fd, id, &idlen);
+	if (ret)
+		return ret;
+	if (idlen != r->bid_len || memcmp(id, r->bid, idlen))
+		return -ESTALE;
+	j->pos = r->offset;
+	return 0;
+}
+
+static void file_end(struct file_job *j, int status)
+{
+	struct opvm_rec_file_end *e = &j->rec.e;
+
+	memset(e, 0, sizeof(*e));
+	e->req_id = j->cur.id;
+	e->status = status;
+	e->size = j->pos;
+	rec_finish(&e->hdr, OPVM_REC_FILE_END, sizeof(*e));
+	j->len = e->hdr.len;
+	j->ending = 1;
+	if (status)
+		j->refused++;
+	else
+		j->files++;
+}
+
+/* The next record of the current answer into j->rec. */
+static void file_build(struct file_job *j)
+{
+	struct opvm_rec_file_data *d = &j->rec.d;
+	ssize_t n;
+
+	if (j->fd < 0) {
+		int ret = file_open(j);
+
+		if (ret) {
+			file_end(j, ret);
+			return;
+		}
+	}
+	n = pread(j->fd, j->rec.buf + sizeof(*d), FILE_CHUNK, (off_t)j->pos);
+	if (n <= 0 || j->pos + (opvm_u64)n > j->cur.max) {
+		file_end(j, n < 0 ? -errno : n > 0 ? -EFBIG : 0);
+		return;
+	}
+	memset(d, 0, sizeof(*d));
+	d->req_id = j->cur.id;
+	d->bytes = (opvm_u32)n;
+	d->offset = j->pos;
+	j->pos += (opvm_u64)n;
+	j->sent += (unsigned long long)n;
+	rec_finish(&d->hdr, OPVM_REC_FILE_DATA, sizeof(*d) + (size_t)n);
+	j->len = d->hdr.len;
+}
+
+static unsigned long long mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+/* Whether the pace allows another chunk now: windows of 100 ms. */
+static int files_paced(struct file_job *j)
+{
+	unsigned long long now = mono_ns();
+
+	if (!j->rate)
+		return 1;
+	if (now - j->window_ns >= 100000000ull) {
+		j->window_ns = now;
+		j->window_bytes = 0;
+	}
+	return j->window_bytes < j->rate / 10;
+}
+
+/* Up to JOB_BATCH records into the module; 1 while there is more. */
+static int files_step(struct file_job *j, int dev)
+{
+	for (int i = 0; i < JOB_BATCH && files_paced(j); i++) {
+		if (!j->active) {
+			if (!j->qnr)
+				return 0;
+			j->cur = j->q[j->qhead];
+			j->qhead = (j->qhead + 1) % FETCH_QUEUE;
+			j->qnr--;
+			j->active = 1;
+			j->ending = 0;
+			j->fd = -1;
+			j->pos = 0;
+		}
+		if (!j->len)
+			file_build(j);
+		if (write(dev, j->rec.buf, j->len) != (ssize_t)j->len) {
+			if (errno == EAGAIN || errno == EINTR)
+				return 1;	/* the ring is busy: later */
+			fprintf(stderr, "opvm-relay: file for the host into the module: %s\n",
+				strerror(errno));
+			j->ending = 1;	/* give this one up */
+		}
+		j->window_bytes += j->len;
+		j->len = 0;
+		if (j->ending) {
+			if (j->fd >= 0)
+				close(j->fd);
+			j->fd = -1;
+			j->active = 0;
+		}
+	}
+	return 1;
+}
+
+/* One framed request: queued if it is a well-formed FETCH. */
+static void request_take(struct file_job *j, const unsigned char *p, size_t len)
+{
+	struct opvm_req_fetch r;
+	struct fetch_req *q;
+
+	memcpy(&r, p, sizeof(r));
+	if (r.hdr.type != OPVM_REQ_FETCH || !r.req_id || !r.build_id_len ||
+	    r.build_id_len > OPVM_BUILD_ID_MAX || !r.path_len ||
+	    r.path_len > OPVM_PATH_MAX || sizeof(r) + r.path_len > len)
+		return;
+	if (j->qnr == FETCH_QUEUE) {
+		j->dropped_reqs++;
+		return;
+	}
+	q = &j->q[(j->qhead + j->qnr++) % FETCH_QUEUE];
+	q->id = r.req_id;
+	memcpy(q->bid, r.build_id, r.build_id_len);
+	q->bid_len = r.build_id_len;
+	q->offset = r.offset;
+	q->max = r.max_bytes;
+	memcpy(q->path, p + sizeof(r), r.path_len);
+	q->path[r.path_len] = '\0';
+}
+
+/* Reads what the host wrote to the port and frames its requests. */
+static void requests_read(struct file_job *j, int port)
+{
+	ssize_t n = read(port, j->in + j->have, sizeof(j->in) - j->have);
+
+	if (n <= 0)
+		return;
+	j->have += (size_t)n;
+	while (j->have >= sizeof(struct opvm_rec_hdr)) {
+		struct opvm_rec_hdr h;
+
+		memcpy(&h, j->in, sizeof(h));
+		if (h.magic != OPVM_PROTO_MAGIC || h.len < sizeof(struct opvm_req_fetch) ||
+		    h.len > OPVM_REC_MAX || h.len % OPVM_REC_ALIGN) {
+			memmove(j->in, j->in + 1, --j->have);	/* resync */
+			continue;
+		}
+		if (j->have < h.len)
+			break;
+		request_take(j, j->in, h.len);
+		memmove(j->in, j->in + h.len, j->have - h.len);
+		j->have -= h.len;
+	}
 }
 
 /* Is a host connected to the port?  virtio_console says POLLHUP if not. */
@@ -138,9 +604,14 @@ int main(int argc, char **argv)
 	const char *port = argc > 2 ? argv[2] : NULL;
 	struct sigaction sa;
 	unsigned long long total = 0, dropped = 0, sessions = 0;
-	int in, out, ret, connected;
+	static struct ksyms_job ksyms;
+	static struct file_job files = { .fd = -1, .rate = FILE_RATE };
+	const char *rate = getenv("OPVM_RELAY_FILE_RATE");
+	int in, out, ret, connected, busy;
 	char *buf;
 
+	if (rate)
+		files.rate = strtoull(rate, NULL, 0);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigaction(SIGTERM, &sa, NULL);
@@ -162,7 +633,8 @@ int main(int argc, char **argv)
 			src, strerror(errno));
 		return 1;
 	}
-	out = open(port, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	/* read too: the host's FETCH requests */
+	out = open(port, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 	if (out < 0) {
 		fprintf(stderr, "opvm-relay: %s: %s\n", port, strerror(errno));
 		close(in);
@@ -177,20 +649,28 @@ int main(int argc, char **argv)
 	}
 	connected = host_connected(out);
 	sessions = connected;
+	if (connected)
+		ksyms_start(&ksyms);
+	busy = connected && ksyms.f;
 	while (stopping < 2) {
-		/* The port is polled for POLLHUP only: a host leaving. */
+		/* The port is polled for requests and POLLHUP: a host leaving. */
 		struct pollfd pfd[2] = {
 			{ .fd = in, .events = POLLIN },
-			{ .fd = connected ? out : -1, .events = 0 },
+			{ .fd = connected ? out : -1, .events = POLLIN },
 		};
-		int timeout = !connected ? 200 : stopping ? 300 : -1;
+		int timeout = !connected ? 200 : stopping ? 300 : busy ? 10 : -1;
 		ssize_t n;
 
 		ret = poll(pfd, 2, timeout);
 		if (ret < 0 && errno != EINTR)
 			break;
-		if (connected && (pfd[1].revents & POLLHUP))
+		if (connected && (pfd[1].revents & POLLHUP)) {
 			connected = 0;	/* resync when a host is back */
+			ksyms_stop(&ksyms);
+			files_reset(&files);
+		}
+		if (connected && (pfd[1].revents & POLLIN))
+			requests_read(&files, out);
 		if (!connected) {
 			if (stopping)
 				break;	/* nobody to drain to */
@@ -201,10 +681,14 @@ int main(int argc, char **argv)
 						src, strerror(errno));
 				connected = 1;
 				sessions++;
+				ksyms_start(&ksyms);
+				files_reset(&files);
 			}
 		} else if (ret == 0 && stopping) {
 			break;		/* drained */
 		}
+		busy = connected && !stopping &&
+		       (ksyms_step(&ksyms, in) | files_step(&files, in));
 		if (!(pfd[0].revents & POLLIN))
 			continue;
 		n = read(in, buf, BUF_SIZE);
@@ -240,11 +724,13 @@ int main(int argc, char **argv)
 		 * a virtqueue kick); the host holds samples of unknown
 		 * mappings far longer than this.
 		 */
-		if (n < 16384 && !stopping)
+		if (n < 16384 && !stopping && !busy)
 			usleep(10000);
 	}
-	fprintf(stderr, "opvm-relay: relayed %llu bytes in %llu host session(s), dropped %llu while no host was connected\n",
-		total, sessions, dropped);
+	fprintf(stderr, "opvm-relay: relayed %llu bytes in %llu host session(s), dropped %llu while no host was connected; sent %llu files (%llu bytes), refused %llu, dropped %llu requests\n",
+		total, sessions, dropped, files.files, files.sent, files.refused,
+		files.dropped_reqs);
+	ksyms_stop(&ksyms);
 	free(buf);
 	close(out);
 	close(in);

@@ -30,12 +30,14 @@ typedef __u8 opvm_u8;
 typedef __u16 opvm_u16;
 typedef __u32 opvm_u32;
 typedef __u64 opvm_u64;
+typedef __s32 opvm_s32;
 #else
 #include <stdint.h>
 typedef uint8_t opvm_u8;
 typedef uint16_t opvm_u16;
 typedef uint32_t opvm_u32;
 typedef uint64_t opvm_u64;
+typedef int32_t opvm_s32;
 #endif
 
 #define OPVM_PORT_NAME		"org.opvm.0"
@@ -64,7 +66,16 @@ enum opvm_rec_type {
 	OPVM_REC_MODULE		= 11,	/* struct opvm_rec_module */
 	OPVM_REC_MODULE_FREE	= 12,	/* struct opvm_rec_module */
 	OPVM_REC_SYNC		= 13,	/* struct opvm_rec_sync: initial walk done */
+	OPVM_REC_KSYMS		= 14,	/* struct opvm_rec_ksyms + entries */
+	OPVM_REC_KSYMS_END	= 15,	/* struct opvm_rec_ksyms_end */
+	OPVM_REC_FILE_DATA	= 16,	/* struct opvm_rec_file_data + bytes */
+	OPVM_REC_FILE_END	= 17,	/* struct opvm_rec_file_end */
 	OPVM_REC_TYPE_MAX
+};
+
+/* Requests the host writes to the port (host to guest, read by the relay). */
+enum opvm_req_type {
+	OPVM_REQ_FETCH		= 64,	/* struct opvm_req_fetch + path */
 };
 
 struct opvm_rec_hdr {
@@ -234,6 +245,77 @@ struct opvm_rec_sync {
 	struct opvm_rec_hdr hdr;
 	opvm_u64 nr_procs;	/* processes described by the initial walk */
 	opvm_u64 nr_modules;
+};
+
+/*
+ * Kernel symbols, so the host needs no System.map: the relay reads the
+ * guest's /proc/kallsyms (as root) after each host connects and writes
+ * these records into /dev/opvm, which numbers them like its own records and
+ * takes them only while its ring is at most half full (docs/protocol.md 4):
+ * process and mapping records always find room.
+ *
+ * KSYMS carries up to nr text symbols of one image (module[] empty for
+ * vmlinux, else the module's name), packed after the fixed part in
+ * `bytes` bytes: per symbol a little-endian u64 run-time address, a u8
+ * kallsyms type letter, a u8 name length (1..OPVM_KSYM_NAME_MAX), the name
+ * (not terminated).  KSYMS_END closes one transfer.
+ */
+#define OPVM_KSYM_NAME_MAX	127	/* longest symbol name carried (KSYM_NAME_LEN - 1) */
+#define OPVM_KSYMS_RESTRICTED	0x1	/* kptr_restrict hid the addresses */
+#define OPVM_KSYMS_TRUNCATED	0x2	/* the relay stopped at its cap */
+
+struct opvm_rec_ksyms {
+	struct opvm_rec_hdr hdr;
+	opvm_u32 nr;		/* symbols in this record */
+	opvm_u16 bytes;		/* bytes of entries after the fixed part */
+	opvm_u16 flags;		/* 0 */
+	char module[OPVM_MODNAME_LEN];	/* "" for vmlinux */
+	/* entries: { u64 addr; u8 type; u8 name_len; char name[name_len]; } */
+};
+
+struct opvm_rec_ksyms_end {
+	struct opvm_rec_hdr hdr;
+	opvm_u64 nr_syms;	/* symbols sent in KSYMS records */
+	opvm_u32 flags;		/* OPVM_KSYMS_* */
+	opvm_u32 pad;
+};
+
+/*
+ * Guest files by build-id, so reports need no copy of the guest's disk.
+ * The host writes FETCH (host to guest: the only records that way) for an
+ * image that has samples and is not in its cache; the relay opens the path,
+ * checks that the file is a regular file of at most max_bytes whose GNU
+ * build-id is the one asked for, and streams it from offset as FILE_DATA
+ * records written through /dev/opvm (flow-controlled like KSYMS), then
+ * FILE_END.  The host checks everything again (offsets in order, sizes,
+ * its caps, ELF and build-id) before the file enters its cache.
+ */
+struct opvm_req_fetch {
+	struct opvm_rec_hdr hdr;	/* type OPVM_REQ_FETCH, seq: the host's */
+	opvm_u32 req_id;	/* echoed in FILE_DATA/FILE_END, nonzero */
+	opvm_u8 build_id_len;	/* 1..OPVM_BUILD_ID_MAX */
+	opvm_u8 pad;
+	opvm_u16 path_len;	/* 1..OPVM_PATH_MAX */
+	opvm_u64 offset;	/* resume from this byte */
+	opvm_u64 max_bytes;	/* refuse larger files (FILE_END -EFBIG) */
+	opvm_u8 build_id[OPVM_BUILD_ID_MAX];
+	/* char path[path_len]; the guest path of the cookie, not terminated */
+};
+
+struct opvm_rec_file_data {
+	struct opvm_rec_hdr hdr;
+	opvm_u32 req_id;
+	opvm_u32 bytes;		/* data bytes after the fixed part */
+	opvm_u64 offset;	/* file offset of the first byte */
+	/* u8 data[bytes]; */
+};
+
+struct opvm_rec_file_end {
+	struct opvm_rec_hdr hdr;
+	opvm_u32 req_id;
+	opvm_s32 status;	/* 0, or -errno: -ESTALE build-id differs,
+				 * -EFBIG over max_bytes, -ENOENT, -EBUSY ... */
+	opvm_u64 size;		/* the file's size */
 };
 
 #endif /* OPVM_PROTO_H */

@@ -37,6 +37,8 @@ static struct {
 	u64 lost;		/* dropped, not yet reported */
 	u64 lost_total;
 	bool awaiting_hello;	/* reset: drop all but HELLO, uncounted */
+	bool hello_queued;	/* a HELLO since load or the last reset: the
+				 * relay's records may follow it */
 } ring;
 
 /* The worker's resync request, set before /dev/opvm exists. */
@@ -127,6 +129,8 @@ int opvm_ring_put(void *rec)
 	}
 	if (hdr->type == OPVM_REC_HELLO)
 		ring.lost = 0;	/* drops before a HELLO concern no one now */
+	if (hdr->type == OPVM_REC_HELLO && ring_room() >= need)
+		ring.hello_queued = true;
 	if (ring.lost)
 		need += sizeof(struct opvm_rec_lost);
 	if (ring_room() < need) {
@@ -220,16 +224,70 @@ out:
 	return ret;
 }
 
+/* Record types the relay may write: what it reads in the guest for the
+ * host (kernel symbols, files), never what describes processes or
+ * mappings. */
+static bool relay_type(u16 type)
+{
+	return type == OPVM_REC_KSYMS || type == OPVM_REC_KSYMS_END ||
+	       type == OPVM_REC_FILE_DATA || type == OPVM_REC_FILE_END;
+}
+
+/*
+ * One record from the relay, numbered like the module's own.  Taken only
+ * while the ring is at most half full, so this bulk data never takes the
+ * room process and mapping records need: -EAGAIN tells the relay to try
+ * again later (also before the first HELLO after load or a resync: the
+ * host forgets a transfer that a HELLO interrupts).
+ */
+static ssize_t opvm_dev_write_rec(const char __user *ubuf, size_t count)
+{
+	struct opvm_rec_hdr *hdr;
+	unsigned long flags;
+	ssize_t ret = count;
+
+	if (count < sizeof(*hdr) || count > OPVM_REC_MAX || count % OPVM_REC_ALIGN)
+		return -EINVAL;
+	hdr = kmalloc(count, GFP_KERNEL);
+	if (!hdr)
+		return -ENOMEM;
+	if (copy_from_user(hdr, ubuf, count)) {
+		ret = -EFAULT;
+		goto out;
+	}
+	if (hdr->magic != OPVM_PROTO_MAGIC || hdr->len != count ||
+	    !relay_type(hdr->type)) {
+		ret = -EINVAL;
+		goto out;
+	}
+	spin_lock_irqsave(&ring.lock, flags);
+	if (!ring.hello_queued || ring.lost ||
+	    ring_room() < ring.size / 2 + count) {
+		ret = -EAGAIN;
+	} else {
+		ring_append(hdr);
+	}
+	spin_unlock_irqrestore(&ring.lock, flags);
+	if (ret > 0)
+		wake_up_interruptible(&ring.wait);
+out:
+	kfree(hdr);
+	return ret;
+}
+
 /*
  * write(): "sync" asks for a fresh start: the unread records are dropped and
  * HELLO, the walk and SYNC are sent again.  The relay writes it when a host
- * connects to the port, so every host session starts with HELLO.
+ * connects to the port, so every host session starts with HELLO.  Anything
+ * else must be one whole record of a relay type (opvm_dev_write_rec()).
  */
 static ssize_t opvm_dev_write(struct file *file, const char __user *ubuf,
 			      size_t count, loff_t *ppos)
 {
 	char cmd[8] = "";
 
+	if (count != 4)
+		return opvm_dev_write_rec(ubuf, count);
 	if (copy_from_user(cmd, ubuf, min(count, sizeof(cmd) - 1)))
 		return -EFAULT;
 	if (strncmp(cmd, "sync", 4))
@@ -257,6 +315,7 @@ void opvm_ring_reset(void)
 	ring.seq = 0;
 	ring.lost = 0;
 	ring.awaiting_hello = true;
+	ring.hello_queued = false;
 	spin_unlock_irqrestore(&ring.lock, flags);
 	mutex_unlock(&ring.rlock);
 }

@@ -36,6 +36,11 @@ _Static_assert(sizeof(struct opvm_switch_ring_hdr) == 32, "opvm_switch_ring_hdr 
 _Static_assert(sizeof(struct opvm_switch) == 40, "opvm_switch is 40 bytes");
 _Static_assert(sizeof(struct opvm_rec_module) == 88, "opvm_rec_module is 88 bytes");
 _Static_assert(sizeof(struct opvm_rec_sync) == 32, "opvm_rec_sync is 32 bytes");
+_Static_assert(sizeof(struct opvm_rec_ksyms) == 80, "opvm_rec_ksyms is 80 bytes");
+_Static_assert(sizeof(struct opvm_rec_ksyms_end) == 32, "opvm_rec_ksyms_end is 32 bytes");
+_Static_assert(sizeof(struct opvm_rec_file_data) == 32, "opvm_rec_file_data is 32 bytes");
+_Static_assert(sizeof(struct opvm_rec_file_end) == 32, "opvm_rec_file_end is 32 bytes");
+_Static_assert(sizeof(struct opvm_req_fetch) == 72, "opvm_req_fetch is 72 bytes");
 _Static_assert(OPVM_REC_MAX % OPVM_REC_ALIGN == 0, "OPVM_REC_MAX aligned");
 _Static_assert(sizeof(struct opvm_rec_cookie) + OPVM_PATH_MAX <= OPVM_REC_MAX,
 	       "a maximal cookie fits in a record");
@@ -149,6 +154,34 @@ static const struct chan_field sync_fields[] = {
 	FLD(opvm_rec_sync, nr_modules, "modules", CHAN_F_U64, 0),
 };
 
+/* The entries are binary: channel-dump prints them escaped, in full. */
+static const struct chan_field ksyms_fields[] = {
+	FLD(opvm_rec_ksyms, module, "module", CHAN_F_STR, 0),
+	FLD(opvm_rec_ksyms, nr, "nr", CHAN_F_U32, 0),
+	{ .name = "entries", .off = sizeof(struct opvm_rec_ksyms),
+	  .kind = CHAN_F_TAIL, .count = 3 },
+	FLEN(opvm_rec_ksyms, bytes, OPVM_REC_MAX - sizeof(struct opvm_rec_ksyms)),
+};
+
+static const struct chan_field ksyms_end_fields[] = {
+	FLD(opvm_rec_ksyms_end, nr_syms, "syms", CHAN_F_U64, 0),
+	FLD(opvm_rec_ksyms_end, flags, "flags", CHAN_F_U32, 0),
+};
+
+static const struct chan_field file_data_fields[] = {
+	FLD(opvm_rec_file_data, req_id, "req", CHAN_F_U32, CHAN_F_NONZERO),
+	FLD(opvm_rec_file_data, offset, "offset", CHAN_F_U64, 0),
+	{ .name = "data", .off = sizeof(struct opvm_rec_file_data),
+	  .kind = CHAN_F_TAIL, .count = 3 },
+	FLEN(opvm_rec_file_data, bytes, OPVM_REC_MAX - sizeof(struct opvm_rec_file_data)),
+};
+
+static const struct chan_field file_end_fields[] = {
+	FLD(opvm_rec_file_end, req_id, "req", CHAN_F_U32, CHAN_F_NONZERO),
+	FLD(opvm_rec_file_end, status, "status", CHAN_F_U32, 0),
+	FLD(opvm_rec_file_end, size, "size", CHAN_F_U64, 0),
+};
+
 #define REC_MIN(T, S, min, f)						\
 	[OPVM_REC_##T] = { .name = #T, .size = sizeof(struct S),	\
 			   .min_len = (min), .fields = (f),		\
@@ -169,6 +202,10 @@ static const struct chan_rec_type rec_types[OPVM_REC_TYPE_MAX] = {
 	REC(MODULE, opvm_rec_module, module_fields),
 	REC(MODULE_FREE, opvm_rec_module, module_fields),
 	REC(SYNC, opvm_rec_sync, sync_fields),
+	REC(KSYMS, opvm_rec_ksyms, ksyms_fields),
+	REC(KSYMS_END, opvm_rec_ksyms_end, ksyms_end_fields),
+	REC(FILE_DATA, opvm_rec_file_data, file_data_fields),
+	REC(FILE_END, opvm_rec_file_end, file_end_fields),
 };
 
 const struct chan_rec_type *chan_rec_type(unsigned type)

@@ -238,26 +238,26 @@ fail:
 	return NULL;
 }
 
-struct ksyms *ksyms_open(const char *path, char *err, size_t errlen)
+/* The whole file into *buf (malloc'd), at most KSYMS_MAX_FILE bytes.
+ * 0 or an errno, with a reason in err. */
+static int read_text(const char *path, char **buf, size_t *len, char *err, size_t errlen)
 {
-	struct ksyms *ks = NULL;
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	int fd, e;
+	size_t cap = 0;
+	int fd, e = 0;
 
+	*buf = NULL;
+	*len = 0;
 	fd = util_open_regular(path, 0);	/* a FIFO must not hang us */
 	if (fd < 0) {
-		e = -fd;
 		util_seterr(err, errlen, "%s: %s", path,
-			    e == EINVAL ? "not a regular file" : strerror(e));
-		errno = e;
-		return NULL;
+			    -fd == EINVAL ? "not a regular file" : strerror(-fd));
+		return -fd;
 	}
 	/* Read to EOF: /proc/kallsyms has no size. */
 	for (;;) {
 		ssize_t n;
 
-		if (len == cap) {
+		if (*len == cap) {
 			size_t nc = cap ? cap * 2 : 1 << 20;
 			char *b;
 
@@ -265,27 +265,46 @@ struct ksyms *ksyms_open(const char *path, char *err, size_t errlen)
 				util_seterr(err, errlen, "%s: larger than %u MiB", path,
 					    KSYMS_MAX_FILE >> 20);
 				e = EFBIG;
-				goto out;
+				break;
 			}
-			b = realloc(buf, nc);
+			b = realloc(*buf, nc);
 			if (!b) {
 				e = ENOMEM;
-				goto out;
+				break;
 			}
-			buf = b;
+			*buf = b;
 			cap = nc;
 		}
-		n = read(fd, buf + len, cap - len);
+		n = read(fd, *buf + *len, cap - *len);
+		if (n < 0 && errno == EINTR)
+			continue;
 		if (n < 0) {
-			if (errno == EINTR)
-				continue;
 			e = errno;
 			util_seterr(err, errlen, "%s: %s", path, strerror(e));
-			goto out;
+			break;
 		}
 		if (n == 0)
 			break;
-		len += (size_t)n;
+		*len += (size_t)n;
+	}
+	close(fd);
+	if (e) {
+		free(*buf);
+		*buf = NULL;
+	}
+	return e;
+}
+
+struct ksyms *ksyms_open(const char *path, char *err, size_t errlen)
+{
+	struct ksyms *ks;
+	char *buf;
+	size_t len;
+	int e = read_text(path, &buf, &len, err, errlen);
+
+	if (e) {
+		errno = e;
+		return NULL;
 	}
 	ks = ksyms_parse(buf, len, err, errlen);
 	e = ks ? 0 : errno;
@@ -295,9 +314,81 @@ struct ksyms *ksyms_open(const char *path, char *err, size_t errlen)
 		snprintf(tmp, sizeof(tmp), "%s: %s", path, err);
 		snprintf(err, errlen, "%s", tmp);
 	}
-out:
 	free(buf);
-	close(fd);
+	errno = e;
+	return ks;
+}
+
+/* Module names: '-' and '_' alike, as the kernel treats them. */
+static int modname_eq(const char *a, size_t alen, const char *b)
+{
+	size_t i;
+
+	for (i = 0; i < alen && b[i]; i++) {
+		char x = a[i] == '-' ? '_' : a[i], y = b[i] == '-' ? '_' : b[i];
+
+		if (x != y)
+			return 0;
+	}
+	return i == alen && !b[i];
+}
+
+/* One kallsyms line "ADDR TYPE NAME\t[MOD]" of module: its symbol, with
+ * ADDR - base, appended to out (which has room for the line). */
+static size_t module_line(const char *p, const char *eol, const char *module,
+			  uint64_t base, uint64_t size, char *out)
+{
+	const char *tab = memchr(p, '\t', (size_t)(eol - p));
+	uint64_t addr = 0;
+	const char *q = p;
+	int digits = 0;
+
+	if (!tab || eol - tab < 3 || tab[1] != '[' || eol[-1] != ']' ||
+	    !modname_eq(tab + 2, (size_t)(eol - 1 - (tab + 2)), module))
+		return 0;
+	while (q < tab && util_hexval((unsigned char)*q) >= 0 && digits <= 16) {
+		addr = addr << 4 | (uint64_t)util_hexval((unsigned char)*q++);
+		digits++;
+	}
+	if (!digits || digits > 16 || addr < base || addr - base >= size || tab - q > 512)
+		return 0;
+	return (size_t)sprintf(out, "%016llx%.*s\n", (unsigned long long)(addr - base),
+			       (int)(tab - q), q);
+}
+
+struct ksyms *ksyms_open_module(const char *path, const char *module, uint64_t base,
+				uint64_t size, char *err, size_t errlen)
+{
+	struct ksyms *ks = NULL;
+	char *buf, *out = NULL;
+	size_t len, used = 0;
+	int e = read_text(path, &buf, &len, err, errlen);
+
+	if (e) {
+		errno = e;
+		return NULL;
+	}
+	/* a kept line grows by at most 16 digits and is at least 9 bytes
+	 * ("a t b\t[c]"): three times the input is room enough */
+	out = malloc(3 * len + 64);
+	if (!out) {
+		e = ENOMEM;
+		goto out;
+	}
+	for (const char *p = buf, *end = buf + len; p < end;) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+
+		if (!eol)
+			eol = end;
+		if (eol - p < 600)
+			used += module_line(p, eol, module, base, size, out + used);
+		p = eol + 1;
+	}
+	ks = ksyms_parse(out, used, err, errlen);
+	e = ks ? 0 : errno;
+out:
+	free(out);
+	free(buf);
 	errno = e;
 	return ks;
 }

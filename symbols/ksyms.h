@@ -21,6 +21,12 @@ struct ksyms;
  * a reason to err on failure (EINVAL: no text symbols found; EPERM: every
  * address is zero, as an unprivileged read of /proc/kallsyms gives). */
 struct ksyms *ksyms_open(const char *path, char *err, size_t errlen);
+/* One module's symbols from a kallsyms file: the lines "ADDR TYPE NAME
+ * [MODULE]" of module ('-' and '_' alike) with ADDR in [base, base + size),
+ * addresses made base-relative (a module's sample offsets).  Errors as
+ * ksyms_open(). */
+struct ksyms *ksyms_open_module(const char *path, const char *module, uint64_t base,
+				uint64_t size, char *err, size_t errlen);
 /* Same, from len bytes of text. */
 struct ksyms *ksyms_parse(const char *text, size_t len, char *err, size_t errlen);
 void ksyms_free(struct ksyms *ks);	/* NULL-safe */

@@ -78,7 +78,7 @@ struct symres {
 	struct symres_root *roots;
 	size_t nr_roots;
 	int *root_fds;
-	char *vmlinux, *system_map, *source_dir;
+	char *vmlinux, *system_map, *source_dir, *fetch_cache;
 	int no_host_kernel, no_debuginfod;
 
 	struct simage **images;	/* open-addressed by key hash */
@@ -235,6 +235,8 @@ struct symres *symres_new(const struct symres_config *cfg)
 		goto fail;
 	if (cfg->vmlinux && !(r->vmlinux = strdup(cfg->vmlinux)))
 		goto fail;
+	if (cfg->fetch_cache && !(r->fetch_cache = strdup(cfg->fetch_cache)))
+		goto fail;
 	if (cfg->system_map && !(r->system_map = strdup(cfg->system_map)))
 		goto fail;
 	if (cfg->source_dir && !(r->source_dir = strdup(cfg->source_dir)))
@@ -314,6 +316,7 @@ void symres_free(struct symres *r)
 	free(r->session_dir);
 	free(r->vmlinux);
 	free(r->system_map);
+	free(r->fetch_cache);
 	free(r->source_dir);
 	free(r);
 }
@@ -428,6 +431,13 @@ static debuginfod_client *dbgd(struct symres *r)
 	return r->dbgd;
 }
 
+/* guest names a directory the store made: one component, not . or .. */
+static int guest_component(const char *guest)
+{
+	return guest && *guest && !strchr(guest, '/') && strcmp(guest, ".") &&
+	       strcmp(guest, "..");
+}
+
 static void resolve_user(struct symres *r, struct simage *si, const char *guest,
 			 const char *image)
 {
@@ -443,6 +453,13 @@ static void resolve_user(struct symres *r, struct simage *si, const char *guest,
 			if (try_candidate(r, si, open_host_file(path), path, guest))
 				return;
 		}
+	}
+	if (si->build_id_len >= 2 && r->fetch_cache && guest_component(guest)) {
+		hex(si->build_id, si->build_id_len, bidhex);
+		snprintf(path, sizeof(path), "%s/%s/%.2s/%s", r->fetch_cache, guest, bidhex,
+			 bidhex + 2);
+		if (try_candidate(r, si, open_host_file(path), path, guest))
+			return;
 	}
 	for (size_t i = 0; i < r->nr_roots; i++) {
 		if (!root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
@@ -480,10 +497,28 @@ static int elf_lookup(const void *src, const char *name, uint64_t *addr)
 	return elfimage_symbol_value(src, name, addr);
 }
 
+/* Keeps ks (freed with r) under key; NULL (ks freed) on ENOMEM. */
+static struct ksyms *kmap_add(struct symres *r, struct ksyms *ks, const char *key)
+{
+	struct kmapfile *k = realloc(r->kmaps, (r->nr_kmaps + 1) * sizeof(*k));
+
+	if (!k) {
+		ksyms_free(ks);
+		return NULL;
+	}
+	r->kmaps = k;
+	r->kmaps[r->nr_kmaps].ks = ks;
+	r->kmaps[r->nr_kmaps].path = strdup(key);
+	if (!r->kmaps[r->nr_kmaps].path) {
+		ksyms_free(ks);
+		return NULL;
+	}
+	return r->kmaps[r->nr_kmaps++].ks;
+}
+
 static struct ksyms *kmap_get(struct symres *r, int fd, const char *path, char *reason,
 			      size_t rlen)
 {
-	struct kmapfile *k;
 	char procpath[64];
 	struct ksyms *ks;
 
@@ -508,19 +543,7 @@ static struct ksyms *kmap_get(struct symres *r, int fd, const char *path, char *
 		}
 		return NULL;
 	}
-	k = realloc(r->kmaps, (r->nr_kmaps + 1) * sizeof(*k));
-	if (!k) {
-		ksyms_free(ks);
-		return NULL;
-	}
-	r->kmaps = k;
-	r->kmaps[r->nr_kmaps].ks = ks;
-	r->kmaps[r->nr_kmaps].path = strdup(path);
-	if (!r->kmaps[r->nr_kmaps].path) {
-		ksyms_free(ks);
-		return NULL;
-	}
-	return r->kmaps[r->nr_kmaps++].ks;
+	return kmap_add(r, ks, path);
 }
 
 /*
@@ -615,6 +638,20 @@ static int try_kernel(struct symres *r, struct simage *si, int fd, const char *p
 	return 1;
 }
 
+/* The symbols the guest sent itself (host/collect/fetch.h): its
+ * kallsyms, kept beside its samples.  guest is a directory name the store
+ * made; anything else is not looked up. */
+static int try_fetched_kallsyms(struct symres *r, struct simage *si, const char *guest,
+				const struct symres_kernel *k)
+{
+	char path[4096];
+
+	if (!r->session_dir || !guest_component(guest))
+		return 0;
+	snprintf(path, sizeof(path), "%s/guests/%s/kallsyms", r->session_dir, guest);
+	return try_kernel(r, si, open_host_file(path), path, 0, k);
+}
+
 static void resolve_kernel(struct symres *r, struct simage *si, const char *guest,
 			   const struct symres_kernel *k)
 {
@@ -655,6 +692,8 @@ static void resolve_kernel(struct symres *r, struct simage *si, const char *gues
 			if (try_kernel(r, si, open_host_file(path), path, 0, k))
 				return;
 		}
+		if (try_fetched_kallsyms(r, si, guest, k))
+			return;
 		if (!r->no_host_kernel) {
 			for (size_t f = 0; f < 2; f++) {
 				snprintf(path, sizeof(path), elf_fmts[f], rel);
@@ -797,6 +836,72 @@ static struct modindex *modidx_get(struct symres *r, int rootfd, const char *roo
 	return mi;
 }
 
+/* A module's base and size from <guest>/kallsyms.modules ("BASE SIZE
+ * NAME" lines in hex, written by the host from the guest's MODULE records).
+ * 0 or -ENOENT. */
+static int fetched_module_base(const char *path, const char *name, uint64_t *base,
+			       uint64_t *size)
+{
+	char line[160], mname[80];
+	unsigned long long b, sz;
+	int fd = util_open_regular(path, 0), ret = -ENOENT;
+	FILE *f;
+
+	if (fd < 0)
+		return fd;
+	f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (ret && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%llx %llx %79s", &b, &sz, mname) != 3)
+			continue;
+		modname_norm(mname);
+		if (!strcmp(mname, name)) {
+			*base = b;
+			*size = sz;
+			ret = 0;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
+/* A module's symbols from the guest's own kallsyms (host/collect/fetch.h),
+ * rebased on the base its MODULE record gave.  1 if found. */
+static int try_fetched_module(struct symres *r, struct simage *si, const char *guest,
+			      const char *name)
+{
+	char path[4096], key[4200], reason[256];
+	uint64_t base, size;
+	struct ksyms *ks = NULL;
+
+	if (!r->session_dir || !guest_component(guest))
+		return 0;
+	snprintf(path, sizeof(path), "%s/guests/%s/kallsyms.modules", r->session_dir, guest);
+	if (fetched_module_base(path, name, &base, &size))
+		return 0;
+	snprintf(path, sizeof(path), "%s/guests/%s/kallsyms", r->session_dir, guest);
+	snprintf(key, sizeof(key), "%s [%s]", path, name);
+	for (size_t i = 0; i < r->nr_kmaps && !ks; i++)
+		if (!strcmp(r->kmaps[i].path, key))
+			ks = r->kmaps[i].ks;
+	if (!ks) {
+		ks = ksyms_open_module(path, name, base, size, reason, sizeof(reason));
+		if (!ks || !(ks = kmap_add(r, ks, key)))
+			return 0;
+	}
+	si->ks = ks;
+	si->slide = 0;
+	si->state = SIMAGE_OK;
+	si->reason[0] = '\0';
+	for (size_t i = 0; i < r->nr_kmaps; i++)
+		if (r->kmaps[i].ks == ks)
+			si->path = r->kmaps[i].path;
+	return 1;
+}
+
 static void resolve_module(struct symres *r, struct simage *si, const char *guest,
 			   const char *image, const struct symres_kernel *k)
 {
@@ -839,6 +944,8 @@ static void resolve_module(struct symres *r, struct simage *si, const char *gues
 				return;
 		}
 	}
+	if (si->state == SIMAGE_NOT_FOUND && try_fetched_module(r, si, guest, name))
+		return;
 	if (si->state == SIMAGE_NOT_FOUND)
 		snprintf(si->reason, sizeof(si->reason),
 			 "module %s.ko not found under lib/modules/%s: give --guest-root DIR",
@@ -1282,6 +1389,33 @@ FILE *symres_open_source(struct symres *r, const char *guest, const char *path,
 }
 
 /* ---- build-id cache --------------------------------------------------------- */
+
+int symres_check_build_id(const char *path, const uint8_t *bid, size_t bid_len)
+{
+	struct elfimage *img;
+	const uint8_t *have;
+	unsigned char magic[4];
+	size_t len;
+	int fd, ret;
+
+	/* a plain ELF only: elfimage would unpack a compressed file, and a
+	 * file from a guest must not make the host inflate it */
+	fd = util_open_regular(path, 0);
+	if (fd < 0)
+		return fd;
+	ret = pread(fd, magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
+	      !memcmp(magic, "\177ELF", 4);
+	close(fd);
+	if (!ret)
+		return -ENOEXEC;
+	img = elfimage_open(path, NULL, 0);
+	if (!img)
+		return -ENOEXEC;
+	have = elfimage_build_id(img, &len);
+	ret = !have ? -ENODATA : len != bid_len || memcmp(have, bid, len) ? -ESTALE : 0;
+	elfimage_close(img);
+	return ret;
+}
 
 int symres_import(const char *session_dir, const char *path, char *out, size_t outlen)
 {

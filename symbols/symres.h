@@ -5,16 +5,22 @@
  *
  * Where binaries come from, in order:
  *   user images  <session>/.build-id/xx/yyyy... (the session's build-id
- *                cache, by the build-id the sample file carries), each
+ *                cache, by the build-id the sample file carries), the
+ *                files fetched from the guest (fetch_cache/<guest>/xx/yyyy,
+ *                host/collect/fetch.h), each
  *                --guest-root for that guest (the guest path resolved inside
  *                the root, symlinks included, with openat2(RESOLVE_IN_ROOT):
  *                a guest path can never reach outside the root), then
  *                debuginfod by build-id when DEBUGINFOD_URLS is set;
- *   vmlinux      --vmlinux, --system-map/--kallsyms, then in each guest root
- *                and on the host /usr/lib/debug/boot/vmlinux-<release>,
+ *   vmlinux      --vmlinux, --system-map/--kallsyms, then in each guest root,
+ *                then <session>/guests/<guest>/kallsyms (what the guest sent,
+ *                host/collect/fetch.h), then on the host
+ *                /usr/lib/debug/boot/vmlinux-<release>,
  *                /boot/vmlinux-<release>, /boot/System.map-<release>;
  *   modules      <name>.ko under lib/modules/<release>/ of the guest roots
- *                (and of the host), '-' and '_' alike.
+ *                (and of the host), '-' and '_' alike, then the module's
+ *                lines of <session>/guests/<guest>/kallsyms rebased on the
+ *                base in kallsyms.modules beside it (host/collect/fetch.h).
  * A binary whose build-id differs from the sample file's is never used: the
  * image is marked SIMAGE_MISMATCH and the next candidate is tried.
  *
@@ -51,6 +57,8 @@ struct symres_config {
 	const char *source_dir;		/* extra place for source files; may be NULL */
 	int no_host_kernel;		/* 1: never look in the host's /boot */
 	int no_debuginfod;		/* 1: never ask debuginfod */
+	const char *fetch_cache;	/* binaries fetched from the guests:
+					 * DIR/<guest>/xx/yyyy; may be NULL */
 };
 
 /* What the guest said about its kernel (session.json "kernel"). */
@@ -134,5 +142,10 @@ FILE *symres_open_source(struct symres *r, const char *guest, const char *path,
  * a build-id (-ENOEXEC, -ENODATA).  out (may be NULL) receives the cache
  * path.  An existing entry is replaced.  Returns 0 or -errno. */
 int symres_import(const char *session_dir, const char *path, char *out, size_t outlen);
+
+/* Whether path is a plain (not compressed) ELF that elfimage can read,
+ * whose GNU build-id is bid: 0, -ESTALE (another build-id), -ENODATA (none),
+ * -ENOEXEC (not such an ELF) or another -errno.  For files a guest sent. */
+int symres_check_build_id(const char *path, const uint8_t *bid, size_t bid_len);
 
 #endif /* OPVM_SYMRES_H */

@@ -21,6 +21,7 @@
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
 #include "lib/util.h"
+#include "symbols/symres.h"
 #include "vmm/backend.h"
 #include "vmm/monitor.h"
 #include "vmm/sampler.h"
@@ -30,6 +31,8 @@ enum {
 	OPT_MAX_DIRS, OPT_MAX_DISK, OPT_MAX_MAPPED, OPT_UMASK, OPT_MAX_MODEL_MEM,
 	OPT_GUEST_ROOT, OPT_SYSTEM_MAP, OPT_VMLINUX, OPT_FROM_EXEC, OPT_FROM_WORKLOAD,
 	OPT_CALL_GRAPH,
+	OPT_NO_IMAGE_SYMBOLS, OPT_NO_FETCH, OPT_FETCH_CACHE, OPT_FETCH_MAX_FILE,
+	OPT_FETCH_MAX_SESSION,
 };
 
 const struct option session_options[] = {
@@ -51,6 +54,11 @@ const struct option session_options[] = {
 	{ "from-exec", required_argument, NULL, OPT_FROM_EXEC },
 	{ "from-workload", no_argument, NULL, OPT_FROM_WORKLOAD },
 	{ "call-graph", required_argument, NULL, OPT_CALL_GRAPH },
+	{ "no-image-symbols", no_argument, NULL, OPT_NO_IMAGE_SYMBOLS },
+	{ "no-fetch", no_argument, NULL, OPT_NO_FETCH },
+	{ "fetch-cache", required_argument, NULL, OPT_FETCH_CACHE },
+	{ "fetch-max-file", required_argument, NULL, OPT_FETCH_MAX_FILE },
+	{ "fetch-max-session", required_argument, NULL, OPT_FETCH_MAX_SESSION },
 	{ 0 }
 };
 
@@ -82,7 +90,16 @@ const char session_usage[] =
 "  --guest-root [GUEST=]DIR  the guest's root file system, --system-map\n"
 "                     FILE, --vmlinux FILE: kept in session.json so report,\n"
 "                     annotate and export find symbols without flags\n"
-"                     (default with the test image: build/images/...)\n";
+"                     (default with the test image: build/images/...)\n"
+"  --no-image-symbols not those test-image defaults: only what the guest\n"
+"                     sends (its kallsyms) and what is named\n"
+"  --no-fetch         keep nothing the guest sends: neither its kernel\n"
+"                     symbols nor its binaries (fetched by build-id for\n"
+"                     every image with samples, by default)\n"
+"  --fetch-cache DIR  the guests' fetched binaries, DIR/GUEST/xx/yyyy (default\n"
+"                     $XDG_CACHE_HOME/opvm/buildid, ~/.cache/opvm/buildid)\n"
+"  --fetch-max-file SIZE  largest binary taken (default 256M); --fetch-max-\n"
+"                     session SIZE: all of one session (default 1G)\n";
 
 void session_opts_init(struct session_opts *o)
 {
@@ -218,6 +235,27 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 	case OPT_FROM_WORKLOAD:
 		o->from_workload = 1;
 		return 1;
+	case OPT_NO_IMAGE_SYMBOLS:
+		o->no_image_symbols = 1;
+		return 1;
+	case OPT_NO_FETCH:
+		o->no_fetch = 1;
+		return 1;
+	case OPT_FETCH_CACHE:
+		o->fetch_cache = arg;
+		return 1;
+	case OPT_FETCH_MAX_FILE: case OPT_FETCH_MAX_SESSION: {
+		uint64_t *v = opt == OPT_FETCH_MAX_FILE ? &o->fetch_max_file
+							: &o->fetch_max_session;
+
+		if (util_parse_size(arg, v) || *v < 4096) {
+			pr_err("%s wants a size of at least 4k, e.g. 64M, not '%s'",
+			       opt == OPT_FETCH_MAX_FILE ? "--fetch-max-file" :
+			       "--fetch-max-session", arg);
+			return -1;
+		}
+		return 1;
+	}
 	case OPT_MAX_FILES: case OPT_MAX_DIRS: case OPT_MAX_DISK: case OPT_MAX_MAPPED:
 		return parse_cap(o, opt, arg);
 	case OPT_UMASK:
@@ -275,6 +313,30 @@ struct option *session_join_options(const struct option *const *tables, size_t n
 
 static volatile sig_atomic_t stop_flag;
 
+/* The build-id cache of fetched binaries, made (0700) and absolute so
+ * report finds it from anywhere: --fetch-cache, $XDG_CACHE_HOME/opvm/buildid
+ * or ~/.cache/opvm/buildid.  NULL (binaries not fetched) when none can be. */
+static const char *fetch_cache_dir(const struct session_opts *o, char *buf, size_t len)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	char dir[PATH_MAX];
+
+	if (o->fetch_cache)
+		snprintf(dir, sizeof(dir), "%s", o->fetch_cache);
+	else if (xdg && xdg[0] == '/')
+		snprintf(dir, sizeof(dir), "%s/opvm/buildid", xdg);
+	else if (home && home[0] == '/')
+		snprintf(dir, sizeof(dir), "%s/.cache/opvm/buildid", home);
+	else
+		return NULL;
+	if (util_mkdir_p(dir) || chmod(dir, 0700) || !realpath(dir, buf) || strlen(buf) >= len) {
+		pr_warn("cannot use %s for the guests' binaries (%s): they are not fetched; "
+			"give --fetch-cache DIR", dir, strerror(errno));
+		return NULL;
+	}
+	return buf;
+}
+
 static void collector_cfg(const struct session_opts *o, const struct backend_setup *setup,
 			  struct collector_config *cfg)
 {
@@ -296,6 +358,9 @@ static void collector_cfg(const struct session_opts *o, const struct backend_set
 			     o->callgraph.mode ? "fp" : NULL,
 		.start_exec = o->from_exec ? o->from_exec :
 			      o->from_workload ? setup->workload : NULL,
+		.fetch = { .off = o->no_fetch, .max_file = o->fetch_max_file,
+			   .max_session = o->fetch_max_session,
+			   .verify = symres_check_build_id },
 	};
 	for (unsigned i = 0; i < setup->nr_events; i++) {
 		snprintf(cfg->events[i].name, sizeof(cfg->events[i].name), "%s",
@@ -438,13 +503,16 @@ static int collect(const struct session_opts *o, const struct backend_setup *set
 {
 	struct collector_config cfg;
 	struct host_files hf = { 0 };
-	char def[3][PATH_MAX];
+	char def[3][PATH_MAX], fcache[PATH_MAX];
 	struct collector *c;
 	int64_t t0 = 0;
 	int err, ret = -1;
 
 	collector_cfg(o, setup, &cfg);
-	default_symbols(setup, &cfg.symbols, def);
+	if (!o->no_fetch)
+		cfg.fetch.cache_dir = fetch_cache_dir(o, fcache, sizeof(fcache));
+	if (!o->no_image_symbols)
+		default_symbols(setup, &cfg.symbols, def);
 	if (o->callgraph.mode == SAMPLER_CG_DWARF && host_files_open(&hf, &cfg)) {
 		pr_err("cannot set up symbol lookup for --call-graph dwarf: %s", strerror(errno));
 		return -1;
@@ -604,6 +672,31 @@ static void store_summary(json_t *root)
 		       "not in the files", stats_fmt_count(errs, c));
 }
 
+/* What the guest sent for the reports (docs/protocol.md, KSYMS, FETCH),
+ * when it sent anything or something was refused. */
+static void fetch_summary(json_t *root)
+{
+	json_t *f = json_object_get(root, "fetch"), *k = json_object_get(f, "ksyms"),
+	       *b = json_object_get(f, "binaries");
+	static const char *const refusals[] = { "guest_refused", "mismatch", "not_elf",
+		"too_big", "session_cap", "bad_order", "stray", "timeouts" };
+	uint64_t refused = 0;
+
+	for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
+		refused += stats_json_get(b, refusals[i]);
+	if (!stats_json_get(k, "syms") && !stats_json_get(b, "files") &&
+	    !stats_json_get(b, "cached") && !refused)
+		return;
+	util_fprintf_wrapped(stdout, 4, "  from the guest: %llu kernel symbols; %llu binaries "
+			     "fetched by build-id (%.1f MB), %llu already cached, %llu "
+			     "transfers refused (session.json \"fetch\")",
+			     (unsigned long long)stats_json_get(k, "syms"),
+			     (unsigned long long)stats_json_get(b, "files"),
+			     stats_json_get(b, "bytes") / 1e6,
+			     (unsigned long long)stats_json_get(b, "cached"),
+			     (unsigned long long)refused);
+}
+
 static void count(json_t *st, const char *key, struct backend_count *out)
 {
 	char buf[OPVM_COUNT_BUF];
@@ -684,6 +777,7 @@ static void summary(const struct backend_ops *b, void *bst, const struct session
 		b->summary(bst, &t[i], &tot, stdout);
 		start_summary(root);
 		store_summary(root);
+		fetch_summary(root);
 		top_apps(&sc, i);
 		json_decref(root);
 	}

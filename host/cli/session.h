@@ -30,6 +30,10 @@ struct session_opts {
 	uint64_t model_max_bytes;	/* --max-model-mem; 0: default */
 	const char *from_exec;		/* --from-exec NAME */
 	int from_workload;		/* --from-workload */
+	int no_image_symbols;		/* --no-image-symbols */
+	int no_fetch;			/* --no-fetch */
+	const char *fetch_cache;	/* --fetch-cache DIR */
+	uint64_t fetch_max_file, fetch_max_session;	/* 0: defaults */
 	int umask_set;			/* --umask given */
 	unsigned umask;
 	struct collector_symbols sym;	/* --guest-root, --system-map, --vmlinux */

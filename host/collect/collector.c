@@ -25,6 +25,7 @@
 
 #include "host/collect/collector.h"
 #include "host/collect/decoder.h"
+#include "host/collect/fetch.h"
 #include "host/collect/gstate.h"
 #include "lib/ring.h"
 #include "host/collect/stats.h"
@@ -64,6 +65,7 @@ struct cguest {
 	struct decoder *dec;
 	struct store *st;
 	struct sync *sy;
+	struct fetch *fetch;		/* kernel symbols from the guest */
 	int fd;				/* channel, -1 if none */
 	int (*reconnect)(void *arg);
 	void *reconnect_arg;
@@ -153,6 +155,7 @@ static void guest_free(struct cguest *g)
 	if (g->fd >= 0)
 		close(g->fd);
 	sync_free(g->sy);
+	fetch_free(g->fetch);
 	decoder_free(g->dec);
 	store_close(g->st);
 	gstate_free(g->gs);
@@ -165,6 +168,14 @@ static void guest_free(struct cguest *g)
 }
 
 static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg);
+
+/* sync opened a sample file for a user image: the guest may send it. */
+static void image_used(const struct gstate_cookie *ck, void *arg)
+{
+	struct cguest *g = arg;
+
+	fetch_want(g->fetch, ck->path, ck->build_id, ck->build_id_len);
+}
 
 /* Counter-overflow modes have no fixed rate (rate_hz 0): the largest ring. */
 static size_t ring_words(const struct collector_config *cfg)
@@ -187,6 +198,35 @@ static int guest_host_file(void *arg, const char *path, const uint8_t *bid, size
 
 	return g->c->cfg.host_file(g->c->cfg.host_file_arg, g->name, path, bid, bid_len, out,
 				   outlen);
+}
+
+/* The guest's directory holds its kernel symbols (fetch.h): two levels
+ * above its store's samples/current, whose name (the store's mangled
+ * guest name) also names its part of the build-id cache. */
+static struct fetch *guest_fetch_new(const struct collector *c, struct store *st)
+{
+	char dir[PATH_MAX], cache[PATH_MAX], gname[PATH_MAX];
+	struct fetch_config fc = {
+		.guest_dir = dir,
+		.max_file = c->cfg.fetch.max_file,
+		.max_session = c->cfg.fetch.max_session,
+		.no_ksyms = c->cfg.fetch.off,
+		.verify = c->cfg.fetch.verify,
+	};
+
+	if (snprintf(dir, sizeof(dir), "%s/../..", store_dir(st)) >= (int)sizeof(dir)) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	snprintf(cache, sizeof(cache), "%s", store_dir(st));
+	*strrchr(cache, '/') = '\0';	/* .../guests/G/samples */
+	*strrchr(cache, '/') = '\0';	/* .../guests/G */
+	snprintf(gname, sizeof(gname), "%s", strrchr(cache, '/') + 1);
+	if (!c->cfg.fetch.off && c->cfg.fetch.cache_dir &&
+	    snprintf(cache, sizeof(cache), "%s/%s", c->cfg.fetch.cache_dir,
+		     gname) < (int)sizeof(cache))
+		fc.cache_dir = cache;
+	return fetch_new(&fc);
 }
 
 struct cguest *collector_add_guest(struct collector *c, const char *name,
@@ -247,11 +287,15 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 		goto fail;
 	}
 	store_set_limits(g->st, &c->cfg.store_limits);
+	g->fetch = guest_fetch_new(c, g->st);
+	if (!g->fetch)
+		goto fail;
 	scfg = (struct sync_config){ .hold_ms = c->cfg.hold_ms,
 				     .start_exec = c->cfg.start_exec,
 				     .chains = c->cfg.callgraph != NULL,
 				     .host_file = c->cfg.host_file ? guest_host_file : NULL,
-				     .host_file_arg = g };
+				     .host_file_arg = g,
+				     .image_used = image_used, .image_arg = g };
 	g->sy = sync_new(g->st, g->gs, g->rings, nr_vcpus, &scfg);
 	if (!g->sy)
 		goto fail;
@@ -391,6 +435,7 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 	uint16_t type = le16toh(rec->type);
 	uint64_t now = util_now_ms();
 
+	fetch_record(g->fetch, rec, len);
 	switch (type) {
 	case OPVM_REC_PROC: {
 		struct opvm_rec_proc r;
@@ -511,7 +556,7 @@ static void channel_try_reconnect(struct cguest *g)
 
 /* Reads what the channel holds now (bounded).  Returns 0 or -errno for a
  * host-side decoder failure. */
-static int channel_read(struct collector *c, struct cguest *g)
+static int channel_read_bytes(struct collector *c, struct cguest *g)
 {
 	size_t total = 0;
 
@@ -537,6 +582,16 @@ static int channel_read(struct collector *c, struct cguest *g)
 		channel_try_reconnect(g);
 	}
 	return 0;
+}
+
+/* What the channel brought, then the next request for a guest file (one
+ * at a time: the next goes as soon as the last one's end arrived). */
+static int channel_read(struct collector *c, struct cguest *g)
+{
+	int err = channel_read_bytes(c, g);
+
+	fetch_poll(g->fetch, g->fd, util_now_ms());
+	return err;
 }
 
 /* ---- session.json -------------------------------------------------------- */
@@ -629,6 +684,8 @@ static json_t *symbols_json(const struct collector *c)
 		snprintf(cache, sizeof(cache), "%s/.build-id", dir);
 		bad |= json_object_set_new(o, "build_id_cache", json_string(cache));
 	}
+	bad |= json_object_set_new(o, "fetch_cache", c->cfg.fetch.cache_dir ?
+				   json_string(c->cfg.fetch.cache_dir) : json_null());
 	if (bad) {
 		json_decref(o);
 		return NULL;
@@ -754,6 +811,7 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	store_get_limits(g->st, &lim);
 	bad |= json_object_set_new(root, "store", stats_store_to_json(&sst, &lim));
 	bad |= json_object_set_new(root, "store_errors", C(sync_store_errors(g->sy)));
+	bad |= json_object_set_new(root, "fetch", fetch_to_json(g->fetch));
 	bad |= json_object_set_new(root, "meta_failures", C(g->meta_failures));
 #undef C
 	/* a member that could not be built (ENOMEM) would be missing */

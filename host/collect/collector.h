@@ -62,6 +62,16 @@ struct collector_config {
 	int (*host_file)(void *arg, const char *guest, const char *path,
 			 const uint8_t *build_id, size_t build_id_len, char *out, size_t outlen);
 	void *host_file_arg;
+	/* Guest binaries by build-id and kernel symbols (fetch.h). */
+	struct {
+		int off;			/* --no-fetch: neither */
+		const char *cache_dir;		/* build-id cache root: a guest's
+						 * files go to DIR/<guest>/;
+						 * NULL: binaries are not fetched */
+		uint64_t max_file, max_session;	/* 0: fetch.h's defaults */
+		/* fetch_config.verify (symbols/ has the ELF reader). */
+		int (*verify)(const char *path, const uint8_t *bid, size_t len);
+	} fetch;
 };
 #define OPVM_MODEL_TOTAL_BYTES	((size_t)512 << 20)
 

@@ -127,6 +127,8 @@ struct sync {
 	uint8_t stack[OPVM_MAX_STACK];	/* the sample being taken's */
 	uint64_t dwarf_unwinds, dwarf_frames, dwarf_ns;
 	char start_exec[64];		/* --from-exec name, "" once started */
+	void (*image_used)(const struct gstate_cookie *c, void *arg);
+	void *image_arg;
 	uint64_t start_gen;		/* model generation last looked at */
 	uint64_t started_ms;
 
@@ -183,6 +185,10 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 	s->hold_ms = cfg ? cfg->hold_ms : SYNC_HOLD_MS_DEFAULT;
 	if (cfg && cfg->start_exec)
 		snprintf(s->start_exec, sizeof(s->start_exec), "%s", cfg->start_exec);
+	if (cfg) {
+		s->image_used = cfg->image_used;
+		s->image_arg = cfg->image_arg;
+	}
 	s->start_gen = UINT64_MAX;
 	s->hold_cap = cfg && cfg->hold_max ? cfg->hold_max : SYNC_HOLD_MAX_DEFAULT;
 	s->chains = cfg && cfg->chains;
@@ -457,6 +463,8 @@ static uint32_t sfile_for(struct sync *s, struct skey *k, const char *app,
 	sf = store_get(s->st, &key);
 	if (!sf)
 		return 0;
+	if (c && c->build_id_len && s->image_used)
+		s->image_used(c, s->image_arg);
 	fid = fid_of(s, sf);
 	if (!fid)
 		return 0;

@@ -111,6 +111,11 @@ struct sync_config {
 	int (*host_file)(void *arg, const char *path, const uint8_t *build_id,
 			 size_t build_id_len, char *out, size_t outlen);
 	void *host_file_arg;
+	/* Called when a sample file is opened for a user image with a
+	 * build-id (the collector asks the guest for that binary, fetch.h);
+	 * may be called again for the same image.  NULL: nothing. */
+	void (*image_used)(const struct gstate_cookie *c, void *arg);
+	void *image_arg;
 };
 
 /* rings[0..nr_rings) are drained in order; the sync does not own st, gs or

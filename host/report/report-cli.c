@@ -178,6 +178,7 @@ static void take_symbols(struct report_cli *c, json_t *sym, int user_roots)
 	json_t *roots = json_object_get(sym, "guest_roots"), *v;
 	const char *map = json_string_value(json_object_get(sym, "system_map"));
 	const char *vml = json_string_value(json_object_get(sym, "vmlinux"));
+	const char *fc = json_string_value(json_object_get(sym, "fetch_cache"));
 	size_t i;
 
 	json_array_foreach(roots, i, v) {
@@ -202,6 +203,8 @@ static void take_symbols(struct report_cli *c, json_t *sym, int user_roots)
 		c->sc.system_map = keep(c, map);
 	if (!c->sc.vmlinux && vml && vml[0] == '/')
 		c->sc.vmlinux = keep(c, vml);
+	if (!c->sc.fetch_cache && fc && fc[0] == '/')
+		c->sc.fetch_cache = keep(c, fc);	/* what run/attach fetched */
 }
 
 /* Every guest's <session>/guests/G/samples/<which>/session.json; the

@@ -4,7 +4,14 @@
  * (lib/channel.c), the decoder on top of them (host/collect/decoder.c), the guest
  * state it feeds (host/gstate.c) and channel-dump's table-driven printer
  * (host/cmd-channel-dump.c), through which the records the decoder accepts
- * are printed, as text and (input's first byte & 2) as JSON.
+ * are printed, as text and (input's first byte & 2) as JSON.  KSYMS records
+ * also go through fetch_ksyms_text() (host/collect/fetch.c), whose lines must
+ * stay within the buffer, printable and one symbol each; every record also
+ * goes, when the input's first byte & 4 (the part file's creation and
+ * removal cost four times the rest), to a fetch (fetch.h) that has just
+ * asked for one binary (request 1,
+ * a 64 KiB cap), so FILE_DATA/FILE_END with any ids, offsets and sizes
+ * meet the transfer's checks; its part file must be gone at the end.
  *
  * Input: 2 bytes of split seed, then the channel stream.  The stream is fed
  * in chunks whose sizes the seed chooses, and again in one piece into a
@@ -14,6 +21,10 @@
  * tests/fuzz/corpus/decoder, written by tests/fuzz/gen-decoder-seeds.py.
  */
 #include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -23,6 +34,7 @@
 
 #include "host/cli/commands.h"
 #include "host/collect/decoder.h"
+#include "host/collect/fetch.h"
 #include "host/collect/gstate.h"
 #include "lib/channel.h"
 
@@ -35,6 +47,56 @@ static FILE *devnull;
 #define PRINT_MAX	8
 static bool print_json;
 
+/* KSYMS as kallsyms text: within outlen, printable, ok lines exactly. */
+static void check_ksyms(const struct opvm_rec_hdr *rec, size_t len)
+{
+	static char out[64 * 1024];
+	uint64_t ok, bad, capped, lines = 0;
+	size_t outlen = 1 + (len * 7) % sizeof(out);	/* sometimes short */
+	size_t n = fetch_ksyms_text(rec, len, out, outlen, &ok, &bad, &capped);
+
+	if (n > outlen)
+		abort();
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)out[i];
+
+		if (c == '\n')
+			lines++;
+		else if ((c < ' ' && c != '\t') || c >= 0x7f)
+			abort();
+	}
+	if (lines != ok || (n && out[n - 1] != '\n'))
+		abort();
+}
+
+static struct fetch *fz_fetch;
+static int fz_sink = -1;		/* /dev/null: where requests go */
+#define FZ_DIR	"/tmp/fuzz-decoder-fetch"
+
+static int fz_verify(const char *path, const uint8_t *bid, size_t len)
+{
+	(void)path; (void)bid; (void)len;
+	return -ENOEXEC;	/* ELF checks are fuzz-elf's */
+}
+
+static void fz_fetch_new(void)
+{
+	static const uint8_t bid[20] = { 1, 2, 3 };
+
+	if (fz_sink < 0)
+		fz_sink = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	mkdir(FZ_DIR, 0700);
+	fz_fetch = fetch_new(&(struct fetch_config){ .guest_dir = FZ_DIR,
+		.cache_dir = FZ_DIR "/cache", .max_file = 65536, .no_ksyms = 1,
+		.verify = fz_verify });
+	if (!fz_fetch)
+		return;
+	fetch_want(fz_fetch, "/bin/x", bid, sizeof(bid));
+	fetch_poll(fz_fetch, fz_sink, 1);
+	if (fetch_get_stats(fz_fetch)->requests != 1)
+		abort();
+}
+
 static void print_both(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 {
 	const struct chan_rec_type *t = chan_rec_type(le16toh(rec->type));
@@ -43,6 +105,10 @@ static void print_both(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 	if (len < sizeof(*rec) || len > OPVM_REC_MAX || len % OPVM_REC_ALIGN ||
 	    (t && len < t->size))
 		abort();
+	if (le16toh(rec->type) == OPVM_REC_KSYMS)
+		check_ksyms(rec, len);
+	if (fz_fetch)
+		fetch_record(fz_fetch, rec, len);
 	if ((*(uint64_t *)arg)++ >= PRINT_MAX)
 		return;
 	channel_dump_record(devnull, false, rec, len);
@@ -105,6 +171,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		goto out;
 	decoder_set_record_fn(d1, print_both, &printed);
 	chan_framer_init(&fr);
+	if (data[-2] & 4)	/* half the inputs: the files cost 4x */
+		fz_fetch_new();
 
 	while (off < size) {
 		size_t n;
@@ -157,6 +225,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (decoder_buffered(d1))
 		abort();
 out:
+	if (fz_fetch) {
+		const struct fetch_stats *fs = fetch_get_stats(fz_fetch);
+
+		if (fs->files || fs->data_bytes > 65536)
+			abort();	/* nothing passes fz_verify, the cap holds */
+		fetch_free(fz_fetch);
+		fz_fetch = NULL;
+		if (rmdir(FZ_DIR "/cache") && errno != ENOENT)
+			abort();	/* a part file was left behind */
+	}
 	decoder_free(d1);
 	decoder_free(d2);
 	gstate_free(gs1);

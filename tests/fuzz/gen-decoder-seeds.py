@@ -21,7 +21,8 @@ import sys
 MAGIC = 0x564F
 VERSION = 1
 (HELLO, LOST, PROC, EXEC, PROC_EXIT, THREAD, THREAD_EXIT, COOKIE, MMAP,
- MUNMAP, MODULE, MODULE_FREE, SYNC) = range(1, 14)
+ MUNMAP, MODULE, MODULE_FREE, SYNC, KSYMS, KSYMS_END, FILE_DATA,
+ FILE_END) = range(1, 18)
 
 
 class Stream:
@@ -83,6 +84,25 @@ class Stream:
     def lost(self, count):
         return self.rec(LOST, struct.pack("<Q", count))
 
+    def ksyms(self, module, entries, nbytes=None):
+        """entries: (addr, type letter, name) or raw bytes."""
+        body = b"".join(e if isinstance(e, bytes) else
+                        struct.pack("<Qcb", e[0], e[1], len(e[2])) + e[2]
+                        for e in entries)
+        head = struct.pack("<IHH56s", len(entries),
+                           len(body) if nbytes is None else nbytes, 0, module)
+        return self.rec(KSYMS, head + body)
+
+    def ksyms_end(self, nr, flags=0):
+        return self.rec(KSYMS_END, struct.pack("<QII", nr, flags, 0))
+
+    def file_data(self, req, offset, data, nbytes=None):
+        return self.rec(FILE_DATA, struct.pack("<IIQ", req, len(data) if nbytes is None
+                                               else nbytes, offset) + data)
+
+    def file_end(self, req, status, size):
+        return self.rec(FILE_END, struct.pack("<iiQ", req, status, size))
+
     def raw(self, b):
         self.data += b
         return self
@@ -141,6 +161,24 @@ def streams():
     s.proc(12, 1, 0xc000, 0, b"sw")
     s.hello(switch=(2**64 - 4096, 163904, 4096, 1)).hello(switch=(0x1000, 64, 3, 0))
     out["switch"] = s.data
+    # kernel symbols: vmlinux, a module, hostile names and lengths
+    s = Stream().hello()
+    s.ksyms(b"", [(0xffffffff81000000, b"T", b"_text"),
+                  (0xffffffff81001000, b"t", b"do_one_initcall.cold"),
+                  (0, b"T", b"hidden"), (0xffffffff81002000, b"D", b"data")])
+    s.ksyms(b"virtio_console", [(0xffffffffc0200000, b"t", b"port_fops_write")])
+    s.ksyms(b"x] [y\n", [(0xffffffffc0300000, b"t", b"a b\t\x1b[2J\n]")])
+    s.ksyms(b"", [struct.pack("<Qcb", 0xffffffff81003000, b"T", 100) + b"short"])
+    s.ksyms(b"", [(0xffffffff81004000, b"T", b"x")], nbytes=4000)
+    s.ksyms_end(7, 1)
+    out["ksyms"] = s.data
+    # a fetched file (request 1 in fuzz-decoder): data, a gap, a lie, ends
+    s = Stream().hello()
+    s.file_data(1, 0, b"\x7fELF" + b"\0" * 60).file_data(1, 64, b"x" * 8000)
+    s.file_data(2, 0, b"stray").file_data(1, 1 << 31, b"jump")
+    s.file_data(1, 8064, b"y", nbytes=9000).file_end(1, 0, 8064)
+    s.file_end(1, -116, 0).file_end(7, 0, 2 << 30)
+    out["file"] = s.data
     return out
 
 

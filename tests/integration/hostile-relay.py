@@ -26,6 +26,18 @@ as it is, at record boundaries.  Between records it injects:
   --exit-hz N    then N exits a second of those processes, each announced
                  again right after (the table stays N large): the exit
                  storm after a shared CR3;
+  --fetch-lies N  after the first SYNC, every 2 s until N are out: a COOKIE
+                 whose path climbs out of any directory ("/../../../tmp/
+                 opvm-escape-K") and an MMAP of it over the first process
+                 called cpuloop's text, so its samples make the host ask
+                 for that image; the host's FETCH for it is not passed on
+                 but answered with a lie, in turn: another ELF (a build-id
+                 mismatch), 64 KiB of junk (not an ELF), a 2 GiB file
+                 (FILE_DATA until --lie-stream-mb MiB went out, default 64,
+                 then FILE_END claiming 2 GiB), and, for the 4th, whose
+                 build-id is the one of this Python's executable, that
+                 executable itself (accepted: under its build-id, never its
+                 path).  Requests for real images go to the guest.
   --hostile-names  once, with --procs: a process whose comm holds a newline,
                  a tab and an escape sequence, every executable cookie
                  renamed to a path with a newline and a tab planting a fake
@@ -47,6 +59,9 @@ import time
 MAGIC = 0x564F
 HDR = struct.Struct("<HHIII")
 REC_HELLO, REC_LOST, REC_PROC, REC_EXEC, REC_EXIT, REC_COOKIE, REC_MMAP = 1, 2, 3, 4, 5, 8, 9
+REC_SYNC, REC_FILE_DATA, REC_FILE_END, REQ_FETCH = 13, 16, 17, 64
+FETCH = struct.Struct("<IBBHQQ32s")	# after the header
+CHUNK = 8192 - 32
 PROC = struct.Struct("<IIQQ16s")
 EXIT = struct.Struct("<II")
 FAKE_TGID = 0x40000000			# made-up processes: far from real pids
@@ -66,6 +81,50 @@ def record(rtype, seq, body):
     ln = HDR.size + len(body)
     pad = (-ln) % 8
     return HDR.pack(MAGIC, rtype, ln + pad, seq, 0) + body + b"\0" * pad
+
+
+def build_id(path):
+    """The GNU build-id of an ELF64 file, from its PT_NOTE segments."""
+    with open(path, "rb") as f:
+        data = f.read()
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    for i in range(phnum):
+        ptype, _, off, _, _, filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+        if ptype != 4:
+            continue
+        p, end = off, off + filesz
+        while p + 12 <= end:
+            namesz, descsz, ntype = struct.unpack_from("<III", data, p)
+            name = p + 12
+            desc = name + ((namesz + 3) & ~3)
+            if ntype == 3 and data[name:name + 3] == b"GNU":
+                return data[desc:desc + descsz], data
+            p = desc + ((descsz + 3) & ~3)
+    return None, data
+
+
+def lie(kind, req, own, stream_mb):
+    """The records answering request req with lie number kind."""
+    out = []
+    def send(payload, size=None):
+        for off in range(0, len(payload), CHUNK):
+            piece = payload[off:off + CHUNK]
+            out.append(record(REC_FILE_DATA, 0, struct.pack("<IIQ", req, len(piece), off) + piece))
+        out.append(record(REC_FILE_END, 0, struct.pack("<iiQ", req, 0,
+                                                       len(payload) if size is None else size)))
+    if kind == 0:
+        send(own)			# a real ELF, another build-id
+    elif kind == 1:
+        send(b"\x7fELF but not really " * 3000)
+    elif kind == 2:
+        junk = b"\xa5" * CHUNK
+        for i in range(stream_mb * 1024 * 1024 // CHUNK):
+            out.append(record(REC_FILE_DATA, 0, struct.pack("<IIQ", req, CHUNK, i * CHUNK) + junk))
+        out.append(record(REC_FILE_END, 0, struct.pack("<iiQ", req, 0, 2 << 30)))
+    else:
+        send(own)			# the build-id asked for: accepted
+    return out
 
 
 def connect(path, deadline):
@@ -89,6 +148,8 @@ def main():
     ap.add_argument("--procs", type=int, default=0)
     ap.add_argument("--exit-hz", type=float, default=0)
     ap.add_argument("--hostile-names", action="store_true")
+    ap.add_argument("--fetch-lies", type=int, default=0)
+    ap.add_argument("--lie-stream-mb", type=int, default=64)
     ap.add_argument("--stats")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, on_term)
@@ -99,7 +160,13 @@ def main():
         os.unlink(a.listen)
     ls.bind(a.listen)
     ls.listen(1)
-    n = {"renames": 0, "mmaps": 0, "records": 0, "procs": 0, "exits": 0}
+    n = {"renames": 0, "mmaps": 0, "records": 0, "procs": 0, "exits": 0,
+         "cookies": 0, "lies": 0, "passed": 0}
+    own_bid, own = build_id(os.path.realpath(sys.executable))
+    lie_bids = {}		# build-id -> lie number
+    # Built here, not while opvm samples: the relay's own CPU must not be
+    # what slows the sampler down on a small host.
+    big = bytearray(b"".join(lie(2, 0, own, a.lie_stream_mb))) if a.fetch_lies else None
     exes = []		# executable cookie ids, newest last (at most 64)
     procs = []		# tgids with an address space (at most 256)
     seq = 0
@@ -109,8 +176,10 @@ def main():
     def write_stats():
         if a.stats:
             with open(a.stats + ".tmp", "w") as f:
-                f.write("renames=%d mmaps=%d records=%d procs=%d exits=%d\n"
-                        % (n["renames"], n["mmaps"], n["records"], n["procs"], n["exits"]))
+                f.write("renames=%d mmaps=%d records=%d procs=%d exits=%d cookies=%d "
+                        "lies=%d passed=%d\n"
+                        % (n["renames"], n["mmaps"], n["records"], n["procs"], n["exits"],
+                           n["cookies"], n["lies"], n["passed"]))
             os.replace(a.stats + ".tmp", a.stats)
 
     while not stop:
@@ -126,13 +195,46 @@ def main():
         t_rename = t_mmap = t_exit = time.time()
         t_hello = None		# first HELLO of this connection
         storm = False		# --procs sent
+        t_sync = None		# first SYNC: the walk is over
+        cpuloop = None		# its tgid and exe cookie
+        text = None		# its text MMAP record's fields
+        dbuf = b""
         while not stop:
             r, _, _ = select.select([up, down], [], [], 0.001)
             if down in r:
                 d = down.recv(65536)
                 if not d:
                     break
-                up.sendall(d)
+                dbuf += d
+                fwd = []
+                while len(dbuf) >= HDR.size:
+                    magic, rtype, ln, _, _ = HDR.unpack_from(dbuf)
+                    if magic != MAGIC or ln < HDR.size or len(dbuf) < ln:
+                        if magic != MAGIC:
+                            fwd.append(dbuf)
+                            dbuf = b""
+                        break
+                    req, dbuf = dbuf[:ln], dbuf[ln:]
+                    if rtype == REQ_FETCH and ln >= HDR.size + FETCH.size:
+                        rid, blen, _, _, _, _, bid = FETCH.unpack_from(req, HDR.size)
+                        kind = lie_bids.get(bid[:blen])
+                        if kind == 2:
+                            # the big one, made before the session: only
+                            # its request ids change now (every record but
+                            # the last is 8192 bytes)
+                            for off in range(0, len(big), 8192):
+                                struct.pack_into("<I", big, off + 16, rid)
+                            down.sendall(big)
+                            n["lies"] += 1
+                            continue
+                        if kind is not None:
+                            down.sendall(b"".join(lie(kind, rid, own, a.lie_stream_mb)))
+                            n["lies"] += 1
+                            continue
+                        n["passed"] += 1
+                    fwd.append(req)
+                if fwd:
+                    up.sendall(b"".join(fwd))
             if up in r:
                 d = up.recv(65536)
                 if not d:
@@ -152,6 +254,16 @@ def main():
                     n["records"] += 1
                     if rtype == REC_HELLO and t_hello is None:
                         t_hello = time.time()
+                    if rtype == REC_SYNC and t_sync is None:
+                        t_sync = time.time()
+                    if rtype in (REC_PROC, REC_EXEC) and ln >= 56 and cpuloop is None:
+                        tgid, _, _, exe, comm = PROC.unpack_from(rec, 16)
+                        if comm.rstrip(b"\0") == b"cpuloop" and exe:
+                            cpuloop = (tgid, exe)
+                    if rtype == REC_MMAP and cpuloop and text is None:
+                        f = MMAP.unpack_from(rec, 16)
+                        if f[0] == cpuloop[0] and f[5] == cpuloop[1] and f[1] & 4:
+                            text = f
                     if rtype in (REC_PROC, REC_EXEC) and ln >= 40:
                         tgid, _, cr3, exe = struct.unpack_from("<IIQQ", rec, 16)
                         if exe and exe not in exes:
@@ -188,6 +300,18 @@ def main():
                     n["mmaps"] += 1
                 if k:
                     t_mmap = now
+            if (a.fetch_lies and text and t_sync and n["cookies"] < a.fetch_lies and not buf
+                    and now - t_sync > 2 * (n["cookies"] + 1)):
+                k = n["cookies"]
+                bid = own_bid if k % 4 == 3 else os.urandom(20)
+                lie_bids[bid] = k % 4
+                cid = 0x5000000 + k
+                path = b"/../../../tmp/opvm-escape-%d" % k
+                inj.append(record(REC_COOKIE, seq, COOKIE.pack(cid, bid, len(bid), 0, len(path), 0)
+                                  + path))
+                inj.append(record(REC_MMAP, seq, MMAP.pack(text[0], text[1], text[2], text[3],
+                                                           text[4], cid)))
+                n["cookies"] += 1
             if a.procs and not storm and t_hello and now - t_hello > 3 and not buf:
                 storm = True
                 for i in range(a.procs):

@@ -1,0 +1,672 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Files the guest sends for the reports (host/collect/fetch.h).
+ *
+ * Kernel symbols: a transfer is KSYMS records then KSYMS_END; it is written to
+ * <guest>/kallsyms.part and renamed to <guest>/kallsyms at the end (or
+ * when the session ends first: a partial table still names most samples).
+ * A HELLO (reboot, new host session) abandons an open transfer: the relay
+ * starts a new one after it.  The modules' bases (MODULE records) go to
+ * <guest>/kallsyms.modules.
+ *
+ * Binaries: a table of the images with samples (fetch_want()), one request
+ * open at a time (f->cur), its bytes in a part file named by the host,
+ * checked in order and against the caps as they come, verified as a whole
+ * at FILE_END and renamed into the cache under its build-id.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "host/collect/fetch.h"
+#include "host/collect/stats.h"
+#include "lib/channel.h"
+#include "lib/util.h"
+
+/* Longest text line of one entry: 16 hex digits, type, name, module. */
+#define KLINE_MAX	(16 + 3 + OPVM_KSYM_NAME_MAX + 3 + OPVM_MODNAME_LEN + 2)
+
+enum img_state { IMG_WANT, IMG_ACTIVE, IMG_DONE, IMG_FAILED, IMG_CACHED };
+
+struct img {
+	uint8_t bid[OPVM_BUILD_ID_MAX];
+	uint8_t bid_len;
+	uint8_t state;			/* enum img_state */
+	uint8_t attempts;
+	char *path;			/* the guest's, for the request only */
+	uint64_t received;		/* bytes in the part file */
+};
+
+/* Where each module is, from MODULE records: kallsyms gives run-time
+ * addresses, a module's samples are offsets from its base. */
+struct fmod {
+	char name[OPVM_MODNAME_LEN + 1];	/* name_byte()-sanitised */
+	uint64_t base, size;
+};
+
+struct fetch {
+	struct fetch_config cfg;
+	struct fmod *mods;		/* FETCH_MAX_MODULES */
+	size_t nr_mods;
+	char *dir;			/* <session>/guests/<guest> */
+	char *cache;			/* <cache>/<guest>, or NULL */
+	int fd;				/* kallsyms.part being written, or -1 */
+	size_t bytes;			/* in it */
+	struct fetch_stats st;
+	struct img *imgs;		/* FETCH_MAX_IMAGES */
+	size_t nr_imgs;
+	struct img *cur;		/* the open request, or NULL */
+	uint32_t req_id;		/* cur's latest request */
+	bool resend;			/* cur must be asked again (HELLO) */
+	int part;			/* cur's part file, or -1 */
+	uint64_t last_ms;		/* cur's last progress */
+	uint64_t start_ms;		/* cur's request */
+	bool progress;			/* cur got data since the last poll */
+	bool ended;			/* a request ended since the last poll:
+					 * its time counts from start_ms */
+	bool answered;			/* the relay answered some request */
+	bool mute;			/* it never did and one timed out */
+	char text[OPVM_REC_MAX / 10 * KLINE_MAX];	/* one record's lines */
+};
+
+struct fetch *fetch_new(const struct fetch_config *cfg)
+{
+	struct fetch *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->cfg = *cfg;
+	f->fd = f->part = -1;
+	if (!f->cfg.max_file)
+		f->cfg.max_file = FETCH_FILE_MAX;
+	if (!f->cfg.max_session)
+		f->cfg.max_session = FETCH_SESSION_MAX;
+	f->dir = strdup(cfg->guest_dir);
+	f->mods = calloc(FETCH_MAX_MODULES, sizeof(*f->mods));
+	if (cfg->cache_dir && cfg->verify) {
+		f->cache = strdup(cfg->cache_dir);
+		f->imgs = calloc(FETCH_MAX_IMAGES, sizeof(*f->imgs));
+	}
+	if (!f->dir || !f->mods || (cfg->cache_dir && cfg->verify && (!f->cache || !f->imgs))) {
+		fetch_free(f);
+		errno = ENOMEM;
+		return NULL;
+	}
+	f->cfg.guest_dir = f->cfg.cache_dir = NULL;	/* not kept */
+	return f;
+}
+
+/* A guest name byte as it may appear in a kallsyms line (one token). */
+static char name_byte(unsigned char c)
+{
+	return c > ' ' && c < 0x7f && c != '[' && c != ']' ? (char)c : '?';
+}
+
+static void mod_name(char *dst, const char *src)
+{
+	size_t n = chan_strnlen(src, OPVM_MODNAME_LEN);
+
+	for (size_t i = 0; i < n; i++)
+		dst[i] = name_byte((unsigned char)src[i]);
+	dst[n] = '\0';
+}
+
+static void mod_record(struct fetch *f, const struct opvm_rec_hdr *rec, bool load)
+{
+	struct opvm_rec_module m;
+	char name[OPVM_MODNAME_LEN + 1];
+	size_t i;
+
+	memcpy(&m, rec, sizeof(m));
+	mod_name(name, m.name);
+	for (i = 0; i < f->nr_mods && strcmp(f->mods[i].name, name); i++)
+		;
+	if (!load) {
+		if (i < f->nr_mods)
+			f->mods[i] = f->mods[--f->nr_mods];
+		return;
+	}
+	if (i == f->nr_mods) {
+		if (f->nr_mods == FETCH_MAX_MODULES || !*name)
+			return;
+		f->nr_mods++;
+	}
+	memcpy(f->mods[i].name, name, sizeof(name));
+	f->mods[i].base = le64toh(m.base);
+	f->mods[i].size = le64toh(m.size);
+}
+
+/* <guest>/kallsyms.modules: "BASE SIZE NAME" per module, for reports to
+ * rebase the modules' kallsyms lines (symbols/ksyms.h). */
+static void mods_write(struct fetch *f)
+{
+	char tmp[4096], dst[4096];
+	FILE *o;
+	int fd;
+
+	if (!f->nr_mods || f->cfg.no_ksyms)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s/kallsyms.modules.part", f->dir);
+	snprintf(dst, sizeof(dst), "%s/kallsyms.modules", f->dir);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	o = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!o) {
+		if (fd >= 0)
+			close(fd);
+		f->st.io_errors++;
+		return;
+	}
+	for (size_t i = 0; i < f->nr_mods; i++)
+		fprintf(o, "%llx %llx %s\n", (unsigned long long)f->mods[i].base,
+			(unsigned long long)f->mods[i].size, f->mods[i].name);
+	if (fclose(o) || rename(tmp, dst)) {
+		f->st.io_errors++;
+		unlink(tmp);
+	}
+}
+
+/* Closes the transfer; keep: rename the part to kallsyms. */
+static void ksyms_close(struct fetch *f, bool keep)
+{
+	char from[4096], to[4096];
+
+	if (f->fd < 0)
+		return;
+	if (close(f->fd))
+		f->st.io_errors++;
+	f->fd = -1;
+	snprintf(from, sizeof(from), "%s/kallsyms.part", f->dir);
+	snprintf(to, sizeof(to), "%s/kallsyms", f->dir);
+	if (keep ? rename(from, to) : unlink(from))
+		f->st.io_errors++;
+}
+
+/* The open request's part file: a name only the host makes. */
+static void part_path(const struct fetch *f, char *out, size_t len)
+{
+	snprintf(out, len, "%s/.part-%d-%zu", f->cache, (int)getpid(),
+		 (size_t)(f->cur - f->imgs));
+}
+
+/* Ends the open request; its part file goes. */
+static void img_close(struct fetch *f, enum img_state state)
+{
+	char path[4096];
+
+	if (!f->cur)
+		return;
+	if (f->part >= 0) {
+		close(f->part);
+		f->part = -1;
+		part_path(f, path, sizeof(path));
+		unlink(path);
+	}
+	f->cur->received = 0;
+	f->cur->state = (uint8_t)state;
+	f->cur = NULL;
+	f->resend = false;
+}
+
+void fetch_free(struct fetch *f)
+{
+	if (!f)
+		return;
+	ksyms_close(f, f->st.ksyms_syms > 0);
+	mods_write(f);
+	if (f->cur)
+		img_close(f, IMG_FAILED);
+	for (size_t i = 0; i < f->nr_imgs; i++)
+		free(f->imgs[i].path);
+	free(f->imgs);
+	free(f->mods);
+	free(f->cache);
+	free(f->dir);
+	free(f);
+}
+
+const struct fetch_stats *fetch_get_stats(const struct fetch *f)
+{
+	return &f->st;
+}
+
+
+static size_t put_name(char *o, const uint8_t *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		o[i] = name_byte(s[i]);
+	return n;
+}
+
+size_t fetch_ksyms_text(const void *rec, size_t len, char *out, size_t outlen,
+			uint64_t *ok, uint64_t *bad, uint64_t *capped)
+{
+	struct opvm_rec_ksyms k;
+	const uint8_t *p = (const uint8_t *)rec + sizeof(k), *end;
+	size_t used = 0, mlen;
+
+	*ok = *bad = *capped = 0;
+	if (len < sizeof(k))
+		return 0;
+	memcpy(&k, rec, sizeof(k));
+	/* chan_rec_check() bounded bytes by len; checked again, cheaply */
+	if (sizeof(k) + le16toh(k.bytes) > len)
+		return 0;
+	end = p + le16toh(k.bytes);
+	mlen = chan_strnlen(k.module, sizeof(k.module));
+	while (end - p >= 10) {
+		uint64_t addr;
+		unsigned type = p[8], nlen = p[9];
+		char line[KLINE_MAX];
+		size_t l;
+
+		memcpy(&addr, p, 8);
+		addr = le64toh(addr);
+		if (!nlen || nlen > OPVM_KSYM_NAME_MAX || (size_t)(end - p) < 10u + nlen) {
+			(*bad)++;	/* a length that lies ends the record */
+			break;
+		}
+		if (!addr || !strchr("tTwW", (int)type) || !type) {
+			(*bad)++;
+			p += 10 + nlen;
+			continue;
+		}
+		l = (size_t)snprintf(line, sizeof(line), "%016llx %c ",
+				     (unsigned long long)addr, (char)type);
+		l += put_name(line + l, p + 10, nlen);
+		if (mlen) {
+			memcpy(line + l, "\t[", 2);
+			l += 2;
+			l += put_name(line + l, (const uint8_t *)k.module, mlen);
+			line[l++] = ']';
+		}
+		line[l++] = '\n';
+		p += 10 + nlen;
+		if (used + l > outlen) {
+			(*capped)++;
+			continue;
+		}
+		memcpy(out + used, line, l);
+		used += l;
+		(*ok)++;
+	}
+	return used;
+}
+
+static void ksyms_write(struct fetch *f, const void *rec, size_t len)
+{
+	uint64_t ok, bad, capped;
+	size_t room = FETCH_KSYMS_MAX_BYTES - f->bytes, n;
+	char path[4096];
+
+	if (f->fd < 0) {
+		snprintf(path, sizeof(path), "%s/kallsyms.part", f->dir);
+		f->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (f->fd < 0) {
+			f->st.io_errors++;
+			return;
+		}
+		f->bytes = 0;
+		room = FETCH_KSYMS_MAX_BYTES;
+		f->st.ksyms_syms = f->st.ksyms_bad = f->st.ksyms_capped = 0;
+	}
+	n = fetch_ksyms_text(rec, len, f->text, room < sizeof(f->text) ? room : sizeof(f->text),
+			     &ok, &bad, &capped);
+	f->st.ksyms_records++;
+	f->st.ksyms_bad += bad;
+	f->st.ksyms_capped += capped;
+	if (n && write(f->fd, f->text, n) != (ssize_t)n) {
+		f->st.io_errors++;
+		return;
+	}
+	f->bytes += n;
+	f->st.ksyms_bytes = f->bytes;
+	f->st.ksyms_syms += ok;
+}
+
+static void ksyms_end(struct fetch *f, const void *rec)
+{
+	struct opvm_rec_ksyms_end e;
+
+	memcpy(&e, rec, sizeof(e));
+	f->st.ksyms_done++;
+	if (le32toh(e.flags) & OPVM_KSYMS_RESTRICTED)
+		f->st.ksyms_restricted++;
+	if (le32toh(e.flags) & OPVM_KSYMS_TRUNCATED)
+		f->st.ksyms_truncated++;
+	if (le64toh(e.nr_syms) != f->st.ksyms_syms + f->st.ksyms_bad + f->st.ksyms_capped)
+		f->st.ksyms_end_mismatch++;
+	ksyms_close(f, f->fd >= 0);
+	mods_write(f);
+}
+
+/* ---- binaries -------------------------------------------------------------- */
+
+static void bid_hex(const uint8_t *bid, size_t len, char *out)
+{
+	for (size_t i = 0; i < len; i++)
+		sprintf(out + 2 * i, "%02x", bid[i]);
+	out[2 * len] = '\0';
+}
+
+/* <cache>/<xx>/<rest>: the build-id's hex, made here from its bytes. */
+static void cache_path(const struct fetch *f, const uint8_t *bid, size_t len, char *out,
+		       size_t outlen, bool dir_only)
+{
+	char hex[2 * OPVM_BUILD_ID_MAX + 1];
+
+	bid_hex(bid, len, hex);
+	if (dir_only)
+		snprintf(out, outlen, "%s/%.2s", f->cache, hex);
+	else
+		snprintf(out, outlen, "%s/%.2s/%s", f->cache, hex, hex + 2);
+}
+
+void fetch_want(struct fetch *f, const char *path, const uint8_t *bid, size_t len)
+{
+	char cpath[4096];
+	struct img *m;
+	struct stat sb;
+
+	/* ids shorter than 2 bytes would make a one-level name */
+	if (!f->imgs || len < 2 || len > OPVM_BUILD_ID_MAX || !path || !*path ||
+	    strlen(path) > OPVM_PATH_MAX)
+		return;
+	for (size_t i = 0; i < f->nr_imgs; i++)
+		if (f->imgs[i].bid_len == len && !memcmp(f->imgs[i].bid, bid, len))
+			return;
+	if (f->nr_imgs == FETCH_MAX_IMAGES) {
+		f->st.table_full++;
+		return;
+	}
+	m = &f->imgs[f->nr_imgs];
+	m->path = strdup(path);
+	if (!m->path)
+		return;
+	memcpy(m->bid, bid, len);
+	m->bid_len = (uint8_t)len;
+	f->nr_imgs++;
+	f->st.images++;
+	cache_path(f, bid, len, cpath, sizeof(cpath), false);
+	if (!stat(cpath, &sb) && S_ISREG(sb.st_mode)) {
+		m->state = IMG_CACHED;
+		f->st.cached++;
+	}
+}
+
+/* Writes the request for f->cur from its received bytes on. */
+static int request_send(struct fetch *f, int fd)
+{
+	struct {
+		struct opvm_req_fetch r;
+		char path[OPVM_PATH_MAX + 8];
+	} q;
+	size_t plen = strlen(f->cur->path), len = (sizeof(q.r) + plen + 7) & ~(size_t)7;
+	ssize_t n;
+
+	memset(&q, 0, sizeof(q));
+	q.r.hdr.magic = htole16(OPVM_PROTO_MAGIC);
+	q.r.hdr.type = htole16(OPVM_REQ_FETCH);
+	q.r.hdr.len = htole32((uint32_t)len);
+	q.r.req_id = htole32(++f->req_id ? f->req_id : ++f->req_id);
+	q.r.hdr.seq = q.r.req_id;
+	q.r.build_id_len = f->cur->bid_len;
+	q.r.path_len = htole16((uint16_t)plen);
+	q.r.offset = htole64(f->cur->received);
+	q.r.max_bytes = htole64(f->cfg.max_file);
+	memcpy(q.r.build_id, f->cur->bid, f->cur->bid_len);
+	memcpy(q.path, f->cur->path, plen);
+	n = write(fd, &q, len);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return -EAGAIN;
+	if (n != (ssize_t)len) {
+		f->st.write_errors++;	/* a short write: the relay resyncs */
+		return -EIO;
+	}
+	f->st.requests++;
+	f->cur->attempts++;
+	return 0;
+}
+
+/* The next wanted image: its part file opened, its request written. */
+static void request_next(struct fetch *f, int fd, uint64_t now_ms)
+{
+	char path[4096];
+	int err;
+
+	for (size_t i = 0; i < f->nr_imgs && !f->cur; i++) {
+		if (f->imgs[i].state != IMG_WANT)
+			continue;
+		if (f->st.data_bytes >= f->cfg.max_session) {
+			f->imgs[i].state = IMG_FAILED;
+			f->st.session_cap++;
+			continue;
+		}
+		f->cur = &f->imgs[i];
+	}
+	if (!f->cur)
+		return;
+	f->cur->state = IMG_ACTIVE;
+	if (util_mkdir_p(f->cache) || chmod(f->cache, 0700)) {
+		f->st.io_errors++;
+		img_close(f, IMG_FAILED);
+		return;
+	}
+	part_path(f, path, sizeof(path));
+	f->part = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (f->part < 0) {
+		f->st.io_errors++;
+		img_close(f, IMG_FAILED);
+		return;
+	}
+	err = request_send(f, fd);
+	if (err == -EAGAIN) {
+		f->resend = true;
+	} else if (err) {
+		img_close(f, IMG_FAILED);
+		return;
+	}
+	f->start_ms = f->last_ms = now_ms;
+}
+
+void fetch_poll(struct fetch *f, int fd, uint64_t now_ms)
+{
+	/* records carry no time: progress and ends are stamped here */
+	if (f->progress)
+		f->last_ms = now_ms;
+	if (f->ended)
+		f->st.elapsed_ms += now_ms - f->start_ms;
+	f->progress = f->ended = false;
+	if (!f->imgs || fd < 0)
+		return;
+	if (f->cur && now_ms - f->last_ms > FETCH_TIMEOUT_MS) {
+		f->st.timeouts++;
+		f->st.elapsed_ms += now_ms - f->start_ms;
+		img_close(f, IMG_FAILED);
+		/* a relay that never answered predates FETCH: stop asking */
+		f->mute = !f->answered;
+	}
+	if (f->mute)
+		return;
+	if (f->cur && f->resend) {
+		int err = request_send(f, fd);
+
+		if (err != -EAGAIN)
+			f->resend = false;
+		if (err && err != -EAGAIN)
+			img_close(f, IMG_FAILED);
+		return;
+	}
+	if (!f->cur)
+		request_next(f, fd, now_ms);
+}
+
+static void file_data(struct fetch *f, const void *rec)
+{
+	struct opvm_rec_file_data d;
+	uint64_t bytes, off;
+
+	memcpy(&d, rec, sizeof(d));
+	if (!f->cur || le32toh(d.req_id) != f->req_id) {
+		f->st.stray++;
+		return;
+	}
+	bytes = le32toh(d.bytes);	/* chan_rec_check(): inside the record */
+	off = le64toh(d.offset);
+	if (off != f->cur->received) {
+		f->st.bad_order++;
+		img_close(f, IMG_FAILED);
+		return;
+	}
+	if (bytes > f->cfg.max_file - f->cur->received) {
+		f->st.too_big++;
+		img_close(f, IMG_FAILED);
+		return;
+	}
+	if (f->st.data_bytes + bytes > f->cfg.max_session) {
+		f->st.session_cap++;
+		img_close(f, IMG_FAILED);
+		return;
+	}
+	if (bytes && pwrite(f->part, (const uint8_t *)rec + sizeof(d), bytes,
+			    (off_t)off) != (ssize_t)bytes) {
+		f->st.io_errors++;
+		img_close(f, IMG_FAILED);
+		return;
+	}
+	f->cur->received += bytes;
+	f->st.data_bytes += bytes;
+	f->progress = f->answered = true;
+}
+
+/* A complete part file: checked, then renamed into the cache. */
+static void file_commit(struct fetch *f)
+{
+	char part[4096], dir[4096], dst[4096];
+	int err;
+
+	part_path(f, part, sizeof(part));
+	if (close(f->part)) {
+		f->part = -1;
+		f->st.io_errors++;
+		unlink(part);
+		img_close(f, IMG_FAILED);
+		return;
+	}
+	f->part = -1;
+	err = f->cfg.verify(part, f->cur->bid, f->cur->bid_len);
+	if (err) {
+		if (err == -ESTALE)
+			f->st.mismatch++;
+		else
+			f->st.not_elf++;
+		unlink(part);
+		img_close(f, IMG_FAILED);
+		return;
+	}
+	cache_path(f, f->cur->bid, f->cur->bid_len, dir, sizeof(dir), true);
+	cache_path(f, f->cur->bid, f->cur->bid_len, dst, sizeof(dst), false);
+	if ((mkdir(dir, 0700) && errno != EEXIST) || rename(part, dst)) {
+		f->st.io_errors++;
+		unlink(part);
+		img_close(f, IMG_FAILED);
+		return;
+	}
+	f->st.files++;
+	f->st.bytes += f->cur->received;
+	img_close(f, IMG_DONE);
+}
+
+static void file_end(struct fetch *f, const void *rec)
+{
+	struct opvm_rec_file_end e;
+
+	memcpy(&e, rec, sizeof(e));
+	if (!f->cur || le32toh(e.req_id) != f->req_id) {
+		f->st.stray++;
+		return;
+	}
+	f->ended = f->answered = true;
+	if ((int32_t)le32toh((uint32_t)e.status)) {
+		f->st.guest_refused++;
+		img_close(f, IMG_FAILED);
+	} else if (le64toh(e.size) != f->cur->received) {
+		f->st.bad_order++;
+		img_close(f, IMG_FAILED);
+	} else {
+		file_commit(f);
+	}
+}
+
+void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len)
+{
+	switch (le16toh(rec->type)) {
+	case OPVM_REC_HELLO:
+		/* a new stream: the relay sends the symbols again after it,
+		 * and has forgotten the request, which is asked again from
+		 * where it stopped */
+		ksyms_close(f, false);
+		f->nr_mods = 0;		/* the walk names them again */
+		if (f->cur && f->cur->attempts < FETCH_ATTEMPTS)
+			f->resend = true;
+		else if (f->cur)
+			img_close(f, IMG_FAILED);
+		break;
+	case OPVM_REC_MODULE:
+	case OPVM_REC_MODULE_FREE:
+		if (len >= sizeof(struct opvm_rec_module))
+			mod_record(f, rec, le16toh(rec->type) == OPVM_REC_MODULE);
+		break;
+	case OPVM_REC_FILE_DATA:
+		if (len >= sizeof(struct opvm_rec_file_data))
+			file_data(f, rec);
+		break;
+	case OPVM_REC_FILE_END:
+		if (len >= sizeof(struct opvm_rec_file_end))
+			file_end(f, rec);
+		break;
+	case OPVM_REC_KSYMS:
+		if (len >= sizeof(struct opvm_rec_ksyms) && !f->cfg.no_ksyms)
+			ksyms_write(f, rec, len);
+		break;
+	case OPVM_REC_KSYMS_END:
+		if (len >= sizeof(struct opvm_rec_ksyms_end) && !f->cfg.no_ksyms)
+			ksyms_end(f, rec);
+		break;
+	default:
+		break;
+	}
+}
+
+json_t *fetch_to_json(const struct fetch *f)
+{
+	const struct fetch_stats *s = &f->st;
+	json_t *bin;
+
+#define C(v) stats_json_count(v)
+	bin = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		"enabled", f->imgs != NULL,
+		"images", C(s->images), "cached", C(s->cached), "requests", C(s->requests),
+		"files", C(s->files), "bytes", C(s->bytes), "data_bytes", C(s->data_bytes),
+		"guest_refused", C(s->guest_refused), "mismatch", C(s->mismatch),
+		"not_elf", C(s->not_elf), "too_big", C(s->too_big),
+		"session_cap", C(s->session_cap), "bad_order", C(s->bad_order),
+		"stray", C(s->stray), "timeouts", C(s->timeouts),
+		"table_full", C(s->table_full), "write_errors", C(s->write_errors),
+		"elapsed_ms", C(s->elapsed_ms), "max_file", C(f->cfg.max_file),
+		"open", C(f->cur != NULL), "relay_silent", C(f->mute));
+	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o}",
+		"ksyms", "records", C(s->ksyms_records), "syms", C(s->ksyms_syms),
+		"bad", C(s->ksyms_bad), "capped", C(s->ksyms_capped),
+		"bytes", C(s->ksyms_bytes), "done", C(s->ksyms_done),
+		"restricted", C(s->ksyms_restricted), "truncated", C(s->ksyms_truncated),
+		"end_mismatch", C(s->ksyms_end_mismatch),
+		"binaries", bin ? bin : json_null(), "max_session", C(f->cfg.max_session),
+		"io_errors", C(s->io_errors));
+#undef C
+}

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the guest sends so that reports need no files from the operator:
+ *  - its kernel's symbols (KSYMS records, docs/protocol.md section 4), kept
+ *    per guest as <session>/guests/<guest>/kallsyms in /proc/kallsyms text
+ *    form, which symbols/ reads like a System.map, and beside it
+ *    kallsyms.modules ("BASE SIZE NAME" from the MODULE records) so that a
+ *    module's symbols can be made base-relative like its samples;
+ *  - its binaries by build-id: for each image that has samples and is not
+ *    in the guest's build-id cache, the host writes a FETCH request to the
+ *    channel, one file at a time; FILE_DATA/FILE_END come back, into a
+ *    private temporary file, checked (offsets in order, caps, the guest's
+ *    status, size, then ELF and build-id by the caller's verify function)
+ *    before the file is renamed to <cache>/<xx>/<rest of the build-id>.
+ *    The cache is per guest and shared by its sessions (a second session
+ *    fetches nothing the first one got).
+ *
+ * Everything arrives from the guest: every entry is bounds-checked, names
+ * are made printable single tokens, the file is capped
+ * (FETCH_KSYMS_MAX_BYTES) and private (0600), its name and directory come
+ * from the host alone, and what is refused is counted.
+ */
+#ifndef OPVM_FETCH_H
+#define OPVM_FETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "guest-kmod/opvm_proto.h"
+
+/* Largest kallsyms file kept per guest (Debian 12's: ~3 MiB of text
+ * symbols); symbols beyond it are dropped and counted. */
+#define FETCH_KSYMS_MAX_BYTES	((size_t)32 << 20)
+/* Defaults of the per-file and per-session caps of fetched binaries. */
+#define FETCH_FILE_MAX		((uint64_t)256 << 20)
+#define FETCH_SESSION_MAX	((uint64_t)1 << 30)
+/* Distinct images a session considers (each a build-id and a path). */
+#define FETCH_MAX_IMAGES	4096
+/* Modules whose base is remembered for <guest>/kallsyms.modules. */
+#define FETCH_MAX_MODULES	4096
+/* A request that makes no progress this long is given up. */
+#define FETCH_TIMEOUT_MS	30000
+/* Requests of one image at most (a HELLO mid-transfer asks again from
+ * where it stopped). */
+#define FETCH_ATTEMPTS		3
+
+struct fetch;
+
+struct fetch_config {
+	const char *guest_dir;		/* <session>/guests/<guest>: kallsyms */
+	const char *cache_dir;		/* <cache>/<guest>; NULL: no binaries */
+	uint64_t max_file;		/* 0: FETCH_FILE_MAX */
+	uint64_t max_session;		/* 0: FETCH_SESSION_MAX */
+	int no_ksyms;			/* 1: do not keep the kernel's symbols */
+	/* Checks the file at path: 0 if it is a usable ELF whose build-id is
+	 * bid, -ESTALE for another build-id, another -errno if not an ELF or
+	 * none.  NULL: no binaries are fetched (nothing could check them). */
+	int (*verify)(const char *path, const uint8_t *bid, size_t len);
+};
+
+struct fetch_stats {
+	uint64_t ksyms_records;		/* KSYMS records taken */
+	uint64_t ksyms_syms;		/* symbols written */
+	uint64_t ksyms_bad;		/* entries refused (lengths, type, address) */
+	uint64_t ksyms_capped;		/* symbols dropped at the size cap */
+	uint64_t ksyms_bytes;		/* bytes of the current file */
+	uint64_t ksyms_done;		/* KSYMS_END records: complete transfers */
+	uint64_t ksyms_restricted;	/* KSYMS_END said kptr_restrict hid them */
+	uint64_t ksyms_truncated;	/* KSYMS_END said the relay stopped at its cap */
+	uint64_t ksyms_end_mismatch;	/* KSYMS_END count != symbols received */
+	uint64_t io_errors;		/* writes or renames that failed */
+	/* binaries */
+	uint64_t images;		/* distinct images with samples seen */
+	uint64_t cached;		/* already in the cache: nothing to fetch */
+	uint64_t requests;		/* FETCH requests written */
+	uint64_t files;			/* files verified and cached */
+	uint64_t bytes;			/* their bytes */
+	uint64_t data_bytes;		/* FILE_DATA bytes taken (all files) */
+	uint64_t guest_refused;		/* FILE_END with an error from the guest */
+	uint64_t mismatch;		/* build-id differs from the one asked */
+	uint64_t not_elf;		/* not a usable ELF, or no build-id */
+	uint64_t too_big;		/* over the per-file cap */
+	uint64_t session_cap;		/* images left out: per-session cap */
+	uint64_t bad_order;		/* FILE_DATA not at the expected offset,
+					 * FILE_END size != bytes received */
+	uint64_t stray;			/* FILE_DATA/END of no open request */
+	uint64_t timeouts;		/* requests given up (FETCH_TIMEOUT_MS) */
+	uint64_t table_full;		/* images past FETCH_MAX_IMAGES */
+	uint64_t write_errors;		/* requests the channel did not take */
+	uint64_t elapsed_ms;		/* time files were in transfer */
+};
+
+/* Paths are the host's (guest_dir exists; cache_dir is created 0700 when
+ * first needed).  Returns NULL and sets errno. */
+struct fetch *fetch_new(const struct fetch_config *cfg);
+/* Closes the file being written (kept, as far as it got); NULL-safe. */
+void fetch_free(struct fetch *f);
+
+/* A record the decoder accepted (decoder_record_fn contract: len >= the
+ * type's fixed size, chan_rec_check() passed).  Other types are ignored. */
+void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len);
+
+/* An image of the guest has samples (sync's image_used): path is the
+ * cookie's sanitised path, bid its build-id.  Remembered (copied) for
+ * fetch_poll() unless the cache holds it. */
+void fetch_want(struct fetch *f, const char *path, const uint8_t *bid, size_t len);
+/* Writes the next FETCH request to the channel fd when none is open, and
+ * gives up one that made no progress for FETCH_TIMEOUT_MS.  fd < 0: not
+ * connected.  Never blocks. */
+void fetch_poll(struct fetch *f, int fd, uint64_t now_ms);
+
+const struct fetch_stats *fetch_get_stats(const struct fetch *f);
+/* The counters for session.json "fetch"; NULL on ENOMEM. */
+json_t *fetch_to_json(const struct fetch *f);
+
+/*
+ * One KSYMS record (checked by chan_rec_check()) as kallsyms text lines
+ * "ADDR TYPE NAME[\t[MODULE]]\n" into out (at most outlen bytes; entries
+ * that do not fit are counted in *capped).  Entries with a bad length, a
+ * type other than t/T/w/W or address 0 are skipped and counted in *bad;
+ * bytes outside printable ASCII, spaces and brackets in names become '?'.
+ * Returns the bytes written; *ok gets the symbols written.  Pure: the fuzz
+ * target calls it.
+ */
+size_t fetch_ksyms_text(const void *rec, size_t len, char *out, size_t outlen,
+			uint64_t *ok, uint64_t *bad, uint64_t *capped);
+
+#endif /* OPVM_FETCH_H */

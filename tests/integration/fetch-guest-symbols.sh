@@ -1,0 +1,140 @@
+#!/bin/bash
+# Symbols with no setup: opvm run boots the test image (QEMU TCG) with
+# abratio then libcmix and --no-image-symbols, so the session names no
+# System.map, vmlinux or guest root, and opvm report runs with no symbol
+# flag, --no-host-kernel and no debuginfod.  What names the samples is then
+# only what the guest sent over its channel: the relay's KSYMS records
+# (<session>/guests/guest/kallsyms) and the binaries the host asked for by
+# build-id (FETCH, into --fetch-cache DIR/guest/xx/yyyy).  Asserts:
+#  - the kernel symbol transfer completed (session.json fetch.ksyms: done,
+#    >= 20000 symbols, nothing refused) and the file is private (0600);
+#  - >= 95 % of the kernel's samples (but firmware/boot code, which has no
+#    symbols by nature) resolve to a symbol, and every module sample (from
+#    the same kallsyms, rebased on the MODULE records' bases);
+#  - every binary asked for was fetched and verified (fetch.binaries:
+#    files == requests, nothing refused), and >= 99 % of
+#    abratio's and of libcmix's user samples (libc's included, >= 20 of
+#    them) resolve to a symbol;
+#  - control: the same session without the fetched kallsyms and cache names
+#    < 5 % of them, so the fetched files are what resolved them;
+#  - a second session of the guest (abratio again, same cache) fetches
+#    nothing: every image it samples is found in the cache.
+. "$(dirname "$0")/qemu-common.bash"
+need_qemu
+mk_tmp fetch-guest-symbols
+S=$T/session
+C=$T/cache
+export DEBUGINFOD_URLS=
+
+run_guest() {	# SESSION WORKLOAD
+	"$OPVM" run --workload "$2" --no-image-symbols --fetch-cache "$C" -F 200 -d "$1" \
+		> "$1.out" 2> "$1.err"
+	rc=$?
+	[ $rc = 0 ] || { cat "$1.out" "$1.err"; fail "opvm run exited with $rc"; }
+	for w in ${2//+/ }; do
+		grep -aq "OPVM-TRUTH exit workload=$w rc=0" "$1/guests/guest/console.log" ||
+			fail "$w did not finish (see $1/guests/guest/console.log)"
+	done
+}
+run_guest "$S" abratio+libcmix
+G=$S/guests/guest
+[ -f "$G/kallsyms" ] || fail "no $G/kallsyms: the guest's symbols did not arrive"
+[ "$(stat -c %a "$G/kallsyms")" = 600 ] || fail "$G/kallsyms is not private: $(stat -c %a "$G/kallsyms")"
+[ "$(stat -c %a "$C")" = 700 ] || fail "$C is not private: $(stat -c %a "$C")"
+# nothing but build-id names (no part file left, no guest path)
+bad=$(find "$C" -mindepth 1 | grep -Ev "^$C/guest(/[0-9a-f]{2}(/[0-9a-f]{38})?)?$")
+[ -z "$bad" ] || fail "unexpected entries in the cache: $bad"
+
+rep() {
+	"$OPVM" report -l --format json --no-host-kernel --session-dir "$1"
+}
+rep "$S" > "$T/r.json" 2> "$T/r.err" || { cat "$T/r.err"; fail "opvm report"; }
+# the control: no fetched kallsyms, and session.json pointing at no cache
+cp -a "$S" "$T/control" && rm "$T/control/guests/guest/kallsyms"
+sed -i 's|"fetch_cache": "[^"]*"|"fetch_cache": null|' "$T/control/guests/guest/samples/current/session.json"
+rep "$T/control" > "$T/c.json" 2> "$T/c.err" || { cat "$T/c.err"; fail "opvm report (control)"; }
+
+python3 - "$T/r.json" "$T/c.json" "$G/samples/current/session.json" <<'PY' || exit 1
+import json, sys
+sj = json.load(open(sys.argv[3]))
+k = sj["fetch"]["ksyms"]
+b = sj["fetch"]["binaries"]
+print("RESULT kernel symbols fetched: %d in %d records, %d bytes, %d transfer(s), %d refused" % (
+    k["syms"], k["records"], k["bytes"], k["done"], k["bad"] + k["capped"]))
+print("RESULT binaries fetched: %d of %d images, %d bytes in %d ms, %d refused" % (
+    b["files"], b["images"], b["bytes"], b["elapsed_ms"],
+    b["guest_refused"] + b["mismatch"] + b["not_elf"] + b["too_big"] + b["bad_order"]))
+sym = sj["symbols"]
+ok = True
+if sym["system_map"] or sym["vmlinux"] or sym["guest_roots"]:
+    print("FAIL: the session names symbol files: %s" % sym); ok = False
+if k["done"] < 1 or k["syms"] < 20000 or k["bad"] or k["capped"] or k["end_mismatch"]:
+    print("FAIL: the kernel symbol transfer is incomplete: %s" % k); ok = False
+# An image first sampled as the guest powers off is never asked for, or
+# its transfer is still open when the channel goes: requests may be fewer
+# than images, and one may be open at the end, but none may fail.
+if b["files"] < 3 or b["files"] + b["open"] != b["requests"] or b["stray"] or b["timeouts"]:
+    print("FAIL: a fetch failed: %s" % b); ok = False
+
+def kernel(d):
+    rows = [r for r in d["symbols"] if r["kernel"] and r["image"] == "vmlinux"
+            and r["app"] != "(firmware/boot)"]
+    tot = sum(r["samples"] for r in rows) - d["outside_kernel_samples"]
+    return sum(r["samples"] for r in rows if r["symbol"]), tot
+
+def user(d, app, image=None):
+    rows = [r for r in d["symbols"] if not r["kernel"] and r["app"].endswith("/" + app)
+            and (image is None or r["image"].endswith("/" + image))]
+    return sum(r["samples"] for r in rows if r["symbol"]), sum(r["samples"] for r in rows)
+
+def modules(d):
+    rows = [r for r in d["symbols"] if r["kernel"] and r["image"] != "vmlinux"]
+    return sum(r["samples"] for r in rows if r["symbol"]), sum(r["samples"] for r in rows)
+
+r, c = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+named, tot = modules(r)
+print("RESULT module samples named from the guest's kallsyms: %.1f %% (%d of %d)" % (
+    100.0 * named / max(tot, 1), named, tot))
+# a handful at most (virtio, opvm.ko): all of them, when there are any
+if named != tot:
+    print("FAIL: module samples without a symbol"); ok = False
+for what, f, lim, least in (("kernel", lambda d: kernel(d), 0.95, 200),
+                            ("abratio user", lambda d: user(d, "abratio"), 0.99, 100),
+                            ("libcmix user", lambda d: user(d, "libcmix"), 0.99, 100),
+                            ("libc under libcmix", lambda d: user(d, "libcmix", "libc.so.6"), 0.99, 20)):
+    named, tot = f(r)
+    cnamed, ctot = f(c)
+    print("RESULT %s samples named from what the guest sent: %.1f %% (%d of %d); "
+          "control without it: %.1f %% (%d of %d)" % (
+          what, 100.0 * named / max(tot, 1), named, tot,
+          100.0 * cnamed / max(ctot, 1), cnamed, ctot))
+    # At 200 Hz the counts are in the hundreds: the limits leave room for
+    # the odd sample in code no symbol covers (a PLT stub, the ELF entry
+    # before main), never for a missing table or binary.
+    if tot < least or named < lim * tot:
+        print("FAIL: fewer than %d %% of %s samples named" % (100 * lim, what)); ok = False
+    if cnamed >= 0.05 * max(ctot, 1):
+        print("FAIL: the control names %s samples without the fetched files" % what); ok = False
+sys.exit(0 if ok else 1)
+PY
+
+# A second session of the same guest: what the first fetched (abratio, the
+# relay) is found in the cache, not asked again; only images the first
+# session happened not to sample (busybox, ld.so) may be fetched now.
+before=$(find "$C" -type f -printf '%P %T@\n' | sort)
+run_guest "$T/second" abratio
+after=$(find "$C" -type f -printf '%P %T@\n' | sort)
+python3 - "$T/second/guests/guest/samples/current/session.json" "$before" "$after" <<'PY' || exit 1
+import json, sys
+b = json.load(open(sys.argv[1]))["fetch"]["binaries"]
+before = set(sys.argv[2].split("\n")) - {""}
+after = set(sys.argv[3].split("\n")) - {""}
+new = after - before
+print("RESULT second session: %d images with samples, %d found in the cache, %d requests, "
+      "%d files added, %d of %d cached files untouched" % (
+      b["images"], b["cached"], b["requests"], len(new), len(before & after), len(before)))
+ok = b["cached"] >= 2 and b["requests"] == len(new) == b["images"] - b["cached"] and \
+     before <= after
+sys.exit(0 if ok else 1)
+PY
+echo PASS

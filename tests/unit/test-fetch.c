@@ -1,0 +1,496 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What the guest sends for reports (host/collect/fetch.c): KSYMS records
+ * become kallsyms text lines (hostile names made single printable tokens,
+ * lying lengths and non-text entries refused and counted, the output
+ * bounded), a transfer lands in <guest>/kallsyms (0600) only at KSYMS_END
+ * or at the end of the session, a HELLO abandons an open transfer, and the
+ * file reads back through symbols/ksyms like a System.map.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "host/collect/fetch.h"
+#include "lib/channel.h"
+#include "symbols/elfimage.h"
+#include "symbols/ksyms.h"
+#include "symbols/symres.h"
+
+struct krec {
+	_Alignas(8) uint8_t buf[OPVM_REC_MAX];
+	size_t used;		/* bytes of entries */
+	uint32_t nr;
+};
+
+static void krec_init(struct krec *k)
+{
+	memset(k, 0, sizeof(*k));
+}
+
+static void krec_add(struct krec *k, uint64_t addr, char type, const char *name, int nlen)
+{
+	uint8_t *p = k->buf + sizeof(struct opvm_rec_ksyms) + k->used;
+	uint64_t le = htole64(addr);
+	size_t n = strlen(name);
+
+	memcpy(p, &le, 8);
+	p[8] = (uint8_t)type;
+	p[9] = (uint8_t)(nlen >= 0 ? nlen : (int)n);
+	memcpy(p + 10, name, n);
+	k->used += 10 + n;
+	k->nr++;
+}
+
+/* Finishes the record; returns its length. */
+static size_t krec_done(struct krec *k, const char *module)
+{
+	struct opvm_rec_ksyms *r = (void *)k->buf;
+	size_t len = (sizeof(*r) + k->used + 7) & ~(size_t)7;
+
+	r->hdr.magic = htole16(OPVM_PROTO_MAGIC);
+	r->hdr.type = htole16(OPVM_REC_KSYMS);
+	r->hdr.len = htole32((uint32_t)len);
+	r->nr = htole32(k->nr);
+	r->bytes = htole16((uint16_t)k->used);
+	strncpy(r->module, module, sizeof(r->module));
+	return len;
+}
+
+static void test_text(void **state)
+{
+	struct krec k;
+	char out[4096];
+	uint64_t ok, bad, capped;
+	size_t len, n;
+
+	krec_init(&k);
+	krec_add(&k, 0xffffffff81000000, 'T', "_text", -1);
+	krec_add(&k, 0xffffffff81001000, 't', "a b\t\x1b[x]", -1);
+	krec_add(&k, 0, 'T', "hidden", -1);		/* kptr_restrict */
+	krec_add(&k, 0xffffffff81002000, 'D', "data", -1);	/* not text */
+	krec_add(&k, 0xffffffff81003000, 'W', "weak", -1);
+	len = krec_done(&k, "mod ]x");
+	assert_true(chan_rec_check(k.buf, len));
+	n = fetch_ksyms_text(k.buf, len, out, sizeof(out), &ok, &bad, &capped);
+	out[n] = '\0';
+	assert_int_equal(ok, 3);
+	assert_int_equal(bad, 2);
+	assert_int_equal(capped, 0);
+	assert_string_equal(out,
+		"ffffffff81000000 T _text\t[mod??x]\n"
+		"ffffffff81001000 t a?b???x?\t[mod??x]\n"
+		"ffffffff81003000 W weak\t[mod??x]\n");
+
+	/* a short buffer: whole lines only, the rest counted */
+	n = fetch_ksyms_text(k.buf, len, out, 40, &ok, &bad, &capped);
+	assert_int_equal(ok, 1);
+	assert_int_equal(capped, 2);
+	assert_true(n <= 40);
+
+	/* a name length that runs past the entries ends the record */
+	krec_init(&k);
+	krec_add(&k, 0xffffffff81000000, 'T', "_text", -1);
+	krec_add(&k, 0xffffffff81000010, 'T', "x", 100);
+	len = krec_done(&k, "");
+	n = fetch_ksyms_text(k.buf, len, out, sizeof(out), &ok, &bad, &capped);
+	assert_int_equal(ok, 1);
+	assert_int_equal(bad, 1);
+	out[n] = '\0';
+	assert_string_equal(out, "ffffffff81000000 T _text\n");
+}
+
+static void put_end(const char *dir, struct fetch *f, uint64_t nr)
+{
+	struct opvm_rec_ksyms_end e = { 0 };
+
+	(void)dir;
+	e.hdr.magic = htole16(OPVM_PROTO_MAGIC);
+	e.hdr.type = htole16(OPVM_REC_KSYMS_END);
+	e.hdr.len = htole32(sizeof(e));
+	e.nr_syms = htole64(nr);
+	fetch_record(f, &e.hdr, sizeof(e));
+}
+
+static void put_hello(struct fetch *f)
+{
+	struct opvm_rec_hello h = { 0 };
+
+	h.hdr.magic = htole16(OPVM_PROTO_MAGIC);
+	h.hdr.type = htole16(OPVM_REC_HELLO);
+	h.hdr.len = htole32(sizeof(h));
+	fetch_record(f, &h.hdr, sizeof(h));
+}
+
+static void put_module(struct fetch *f, const char *name, uint64_t base, uint64_t size,
+		       unsigned type)
+{
+	struct opvm_rec_module m = { 0 };
+
+	m.hdr.magic = htole16(OPVM_PROTO_MAGIC);
+	m.hdr.type = htole16((uint16_t)type);
+	m.hdr.len = htole32(sizeof(m));
+	m.base = htole64(base);
+	m.size = htole64(size);
+	strncpy(m.name, name, sizeof(m.name));
+	fetch_record(f, &m.hdr, sizeof(m));
+}
+
+static void test_transfer(void **state)
+{
+	char dir[] = "/tmp/test-fetch.XXXXXX", path[256], part[256], err[128];
+	struct fetch *f;
+	struct ksyms *ks;
+	struct stat sb;
+	struct krec k;
+	size_t len;
+	uint64_t a;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/kallsyms", dir);
+	snprintf(part, sizeof(part), "%s/kallsyms.part", dir);
+	f = fetch_new(&(struct fetch_config){ .guest_dir = dir });
+	assert_non_null(f);
+
+	krec_init(&k);
+	krec_add(&k, 0xffffffff81000000, 'T', "_text", -1);
+	krec_add(&k, 0xffffffff81000100, 'T', "printk", -1);
+	len = krec_done(&k, "");
+	fetch_record(f, (void *)k.buf, len);
+	assert_int_equal(stat(path, &sb), -1);		/* not before the end */
+	assert_int_equal(stat(part, &sb), 0);
+	put_hello(f);					/* a new stream: dropped */
+	assert_int_equal(stat(part, &sb), -1);
+
+	fetch_record(f, (void *)k.buf, len);
+	put_module(f, "virtio-console", 0xffffffffc0200000, 0x4000, OPVM_REC_MODULE);
+	put_module(f, "gone", 0xffffffffc0300000, 0x1000, OPVM_REC_MODULE);
+	put_module(f, "gone", 0, 0, OPVM_REC_MODULE_FREE);
+	krec_init(&k);
+	krec_add(&k, 0xffffffffc0200000, 't', "port_fops_write", -1);
+	krec_add(&k, 0xffffffffc0200100, 't', "port_fops_read", -1);
+	krec_add(&k, 0xffffffffc0204000, 't', "past_the_end", -1);
+	len = krec_done(&k, "virtio_console");
+	fetch_record(f, (void *)k.buf, len);
+	put_end(dir, f, 5);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+	assert_int_equal(fetch_get_stats(f)->ksyms_syms, 5);
+	assert_int_equal(fetch_get_stats(f)->ksyms_done, 1);
+	assert_int_equal(fetch_get_stats(f)->ksyms_end_mismatch, 0);
+	put_end(dir, f, 7);	/* an END with nothing open, a wrong count */
+	assert_int_equal(fetch_get_stats(f)->ksyms_end_mismatch, 1);
+
+	ks = ksyms_open(path, err, sizeof(err));
+	assert_non_null(ks);
+	assert_int_equal(ksyms_addr(ks, "printk", &a), 0);
+	assert_int_equal(a, 0xffffffff81000100);
+	assert_int_equal(ksyms_nr(ks), 2);	/* module symbols are the .ko's */
+	ksyms_free(ks);
+	/* a module's: rebased on its MODULE record's base, '-' and '_' alike */
+	snprintf(part, sizeof(part), "%s/kallsyms.modules", dir);
+	assert_int_equal(stat(part, &sb), 0);
+	ks = ksyms_open_module(path, "virtio_console", 0xffffffffc0200000, 0x4000,
+			       err, sizeof(err));
+	assert_non_null(ks);
+	assert_int_equal(ksyms_nr(ks), 2);			/* not past_the_end */
+	assert_int_equal(ksyms_lookup(ks, 0x120), 1);
+	assert_string_equal(ksyms_sym(ks, 1)->name, "port_fops_read");
+	ksyms_free(ks);
+	{
+		char line[128];
+		FILE *mf = fopen(part, "r");
+
+		assert_non_null(mf);
+		assert_non_null(fgets(line, sizeof(line), mf));
+		assert_string_equal(line, "ffffffffc0200000 4000 virtio-console\n");
+		assert_null(fgets(line, sizeof(line), mf));	/* "gone" went */
+		fclose(mf);
+	}
+	unlink(part);
+	snprintf(part, sizeof(part), "%s/kallsyms.part", dir);
+
+	/* a session that ends mid-transfer keeps what came */
+	unlink(path);
+	fetch_record(f, (void *)k.buf, len);
+	fetch_free(f);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(stat(part, &sb), -1);
+	unlink(path);
+	snprintf(part, sizeof(part), "%s/kallsyms.modules", dir);
+	unlink(part);
+	assert_int_equal(rmdir(dir), 0);
+}
+
+
+/* ---- binaries ------------------------------------------------------------ */
+
+struct bin {
+	char dir[64], cache[128];
+	int sv[2];			/* [0] the host's channel end */
+	struct fetch *f;
+	uint8_t bid[32];
+	size_t bid_len;
+	uint8_t *elf;			/* this test's own executable */
+	size_t elf_len;
+};
+
+static void bin_setup(struct bin *b, uint64_t max_file, uint64_t max_session)
+{
+	struct elfimage *img;
+	const uint8_t *id;
+	FILE *fp;
+
+	memset(b, 0, sizeof(*b));
+	snprintf(b->dir, sizeof(b->dir), "/tmp/test-fetch.XXXXXX");
+	assert_non_null(mkdtemp(b->dir));
+	snprintf(b->cache, sizeof(b->cache), "%s/cache/guest", b->dir);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, b->sv), 0);
+	b->f = fetch_new(&(struct fetch_config){ .guest_dir = b->dir, .cache_dir = b->cache,
+		.max_file = max_file, .max_session = max_session,
+		.verify = symres_check_build_id });
+	assert_non_null(b->f);
+	img = elfimage_open("/proc/self/exe", NULL, 0);
+	assert_non_null(img);
+	id = elfimage_build_id(img, &b->bid_len);
+	assert_non_null(id);
+	memcpy(b->bid, id, b->bid_len);
+	elfimage_close(img);
+	fp = fopen("/proc/self/exe", "rb");
+	assert_non_null(fp);
+	b->elf = malloc(64 << 20);
+	b->elf_len = fread(b->elf, 1, 64 << 20, fp);
+	fclose(fp);
+}
+
+static void bin_teardown(struct bin *b)
+{
+	char cmd[128];
+
+	fetch_free(b->f);
+	close(b->sv[0]);
+	close(b->sv[1]);
+	free(b->elf);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", b->dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* Reads the request the host wrote; returns its req_id. */
+static uint32_t bin_request(struct bin *b, uint64_t *offset)
+{
+	struct opvm_req_fetch r;
+	char buf[OPVM_REC_MAX];
+	ssize_t n = read(b->sv[1], buf, sizeof(buf));
+
+	assert_true(n >= (ssize_t)sizeof(r));
+	memcpy(&r, buf, sizeof(r));
+	assert_int_equal(le16toh(r.hdr.type), OPVM_REQ_FETCH);
+	assert_int_equal(le32toh(r.hdr.len), n);
+	assert_int_equal(r.build_id_len, b->bid_len);
+	assert_memory_equal(r.build_id + 1, b->bid + 1, b->bid_len - 1);	/* [0]: see hostile */
+	assert_int_equal(le16toh(r.path_len), strlen("/usr/bin/x"));
+	assert_memory_equal(buf + sizeof(r), "/usr/bin/x", le16toh(r.path_len));
+	if (offset)
+		*offset = le64toh(r.offset);
+	return le32toh(r.req_id);
+}
+
+static void bin_data(struct bin *b, uint32_t id, uint64_t off, const void *p, size_t n)
+{
+	_Alignas(8) uint8_t buf[OPVM_REC_MAX];
+	struct opvm_rec_file_data *d = (void *)buf;
+	size_t len = (sizeof(*d) + n + 7) & ~(size_t)7;
+
+	memset(buf, 0, sizeof(buf));
+	d->hdr.magic = htole16(OPVM_PROTO_MAGIC);
+	d->hdr.type = htole16(OPVM_REC_FILE_DATA);
+	d->hdr.len = htole32((uint32_t)len);
+	d->req_id = htole32(id);
+	d->bytes = htole32((uint32_t)n);
+	d->offset = htole64(off);
+	memcpy(buf + sizeof(*d), p, n);
+	assert_true(chan_rec_check(buf, len));
+	fetch_record(b->f, &d->hdr, len);
+}
+
+static void bin_end(struct bin *b, uint32_t id, int32_t status, uint64_t size)
+{
+	struct opvm_rec_file_end e = { 0 };
+
+	e.hdr.magic = htole16(OPVM_PROTO_MAGIC);
+	e.hdr.type = htole16(OPVM_REC_FILE_END);
+	e.hdr.len = htole32(sizeof(e));
+	e.req_id = htole32(id);
+	e.status = (int32_t)htole32((uint32_t)status);
+	e.size = htole64(size);
+	fetch_record(b->f, &e.hdr, sizeof(e));
+}
+
+/* Streams p[0..n) for request id in FILE_CHUNK pieces. */
+static void bin_stream(struct bin *b, uint32_t id, uint64_t from, const uint8_t *p, size_t n)
+{
+	const size_t chunk = OPVM_REC_MAX - sizeof(struct opvm_rec_file_data);
+
+	for (size_t off = from; off < n; off += chunk)
+		bin_data(b, id, off, p + off, n - off < chunk ? n - off : chunk);
+}
+
+static int cache_files(const struct bin *b)
+{
+	char cmd[256], out[32] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "find %s -type f 2>/dev/null | wc -l", b->cache);
+	p = popen(cmd, "r");
+	assert_non_null(fgets(out, sizeof(out), p));
+	pclose(p);
+	return atoi(out);
+}
+
+static void test_binary_ok_and_resume(void **state)
+{
+	const struct fetch_stats *st;
+	struct bin b;
+	uint64_t off;
+	uint32_t id;
+
+	bin_setup(&b, 0, 0);
+	st = fetch_get_stats(b.f);
+	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);	/* once */
+	assert_int_equal(st->images, 1);
+	fetch_poll(b.f, b.sv[0], 1000);
+	id = bin_request(&b, &off);
+	assert_int_equal(off, 0);
+	fetch_poll(b.f, b.sv[0], 1001);				/* one at a time */
+	assert_int_equal(st->requests, 1);
+	bin_stream(&b, id, 0, b.elf, 65536);
+	put_hello(b.f);					/* reboot mid-way: resumed */
+	fetch_poll(b.f, b.sv[0], 1002);
+	assert_int_not_equal(bin_request(&b, &off), id);
+	assert_int_equal(off, 65536);
+	id++;
+	bin_stream(&b, id - 1, 65536, b.elf, b.elf_len);	/* old id: stray */
+	assert_true(st->stray > 0);
+	bin_stream(&b, id, 65536, b.elf, b.elf_len);
+	bin_end(&b, id, 0, b.elf_len);
+	assert_int_equal(st->files, 1);
+	assert_int_equal(st->bytes, b.elf_len);
+	assert_int_equal(cache_files(&b), 1);
+
+	/* a second session of the guest: found, nothing asked */
+	fetch_free(b.f);
+	b.f = fetch_new(&(struct fetch_config){ .guest_dir = b.dir, .cache_dir = b.cache,
+		.verify = symres_check_build_id });
+	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+	fetch_poll(b.f, b.sv[0], 5000);
+	assert_int_equal(fetch_get_stats(b.f)->cached, 1);
+	assert_int_equal(fetch_get_stats(b.f)->requests, 0);
+	bin_teardown(&b);
+}
+
+/* Each way a guest can lie about a file: refused, counted, nothing cached,
+ * no part file left. */
+static void test_binary_hostile(void **state)
+{
+	const struct fetch_stats *st;
+	uint8_t junk[4096], other[20];
+	struct bin b;
+	uint32_t id;
+
+	bin_setup(&b, 8 << 20, 0);
+	assert_true(b.elf_len < (8 << 20));
+	st = fetch_get_stats(b.f);
+	memset(junk, 'A', sizeof(junk));
+	/* seven made-up images: asked in turn, each answered with a lie */
+	for (int i = 0; i < 7; i++) {
+		memcpy(other, b.bid, sizeof(other));
+		other[0] ^= (uint8_t)(0x10 + i);
+		fetch_want(b.f, "/usr/bin/x", other, b.bid_len);
+	}
+	/* 1: a non-ELF */
+	fetch_poll(b.f, b.sv[0], 1);
+	id = bin_request(&b, NULL);
+	bin_data(&b, id, 0, junk, sizeof(junk));
+	bin_end(&b, id, 0, sizeof(junk));
+	assert_int_equal(st->not_elf, 1);
+	/* 2: a real ELF, but not the build-id asked for */
+	fetch_poll(b.f, b.sv[0], 2);
+	id = bin_request(&b, NULL);
+	bin_stream(&b, id, 0, b.elf, b.elf_len);
+	bin_end(&b, id, 0, b.elf_len);
+	assert_int_equal(st->mismatch, 1);
+	/* 3: an endless stream: cut at the per-file cap (8 MiB here) */
+	fetch_poll(b.f, b.sv[0], 3);
+	id = bin_request(&b, NULL);
+	for (uint64_t off = 0; off < (32u << 20); off += sizeof(junk))
+		bin_data(&b, id, off, junk, sizeof(junk));
+	assert_int_equal(st->too_big, 1);
+	assert_true(st->stray > 0);			/* the rest of it */
+	/* 4: data out of order (a 2 GiB jump) */
+	fetch_poll(b.f, b.sv[0], 4);
+	id = bin_request(&b, NULL);
+	bin_data(&b, id, (uint64_t)2 << 30, junk, sizeof(junk));
+	assert_int_equal(st->bad_order, 1);
+	/* 5: the guest says no */
+	fetch_poll(b.f, b.sv[0], 5);
+	id = bin_request(&b, NULL);
+	bin_end(&b, id, -ESTALE, 0);
+	assert_int_equal(st->guest_refused, 1);
+	/* 6: an end claiming 2 GiB after 100 bytes */
+	fetch_poll(b.f, b.sv[0], 10);
+	id = bin_request(&b, NULL);
+	bin_data(&b, id, 0, junk, 100);
+	bin_end(&b, id, 0, (uint64_t)2 << 30);
+	assert_int_equal(st->bad_order, 2);
+	/* 7: silence: given up after FETCH_TIMEOUT_MS */
+	fetch_poll(b.f, b.sv[0], 20);
+	id = bin_request(&b, NULL);
+	fetch_poll(b.f, b.sv[0], 20 + FETCH_TIMEOUT_MS);
+	assert_int_equal(st->timeouts, 0);
+	fetch_poll(b.f, b.sv[0], 21 + FETCH_TIMEOUT_MS);
+	assert_int_equal(st->timeouts, 1);
+	assert_int_equal(st->requests, 7);
+	assert_int_equal(cache_files(&b), 0);		/* no part file either */
+	bin_teardown(&b);
+
+	/* a relay that predates FETCH never answers: asked once, not again */
+	bin_setup(&b, 0, 0);
+	st = fetch_get_stats(b.f);
+	for (int i = 0; i < 3; i++) {
+		memcpy(other, b.bid, sizeof(other));
+		other[0] ^= (uint8_t)(0x10 + i);
+		fetch_want(b.f, "/usr/bin/x", other, b.bid_len);
+	}
+	fetch_poll(b.f, b.sv[0], 1);
+	fetch_poll(b.f, b.sv[0], 2 + FETCH_TIMEOUT_MS);
+	fetch_poll(b.f, b.sv[0], 3 + FETCH_TIMEOUT_MS);
+	assert_int_equal(st->timeouts, 1);
+	assert_int_equal(st->requests, 1);
+	assert_int_equal(st->files, 0);
+	assert_int_equal(cache_files(&b), 0);		/* no part file either */
+	bin_teardown(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_text),
+		cmocka_unit_test(test_transfer),
+		cmocka_unit_test(test_binary_ok_and_resume),
+		cmocka_unit_test(test_binary_hostile),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
