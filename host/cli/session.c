@@ -386,7 +386,9 @@ static void default_symbols(const struct backend_setup *setup, struct collector_
 /*
  * --call-graph dwarf: the collector unwinds user stacks with the guest's
  * binaries, found where the reports find them (the guest roots, the
- * session's build-id cache; never debuginfod from the collector, whose
+ * session's build-id cache, what was fetched from the guest (an image is
+ * asked for when its first sample is filed, so its first stacks stop at
+ * their first frame); never debuginfod from the collector, whose
  * thread must not wait on the network), each checked against the guest's
  * build-id: a file that is not the guest's unwinds nothing.
  */
@@ -412,6 +414,7 @@ static int host_file(void *arg, const char *guest, const char *path, const uint8
 static int host_files_open(struct host_files *hf, struct collector_config *cfg)
 {
 	struct symres_config sc = { .session_dir = cfg->session_dir, .roots = hf->roots,
+				    .fetch_cache = cfg->fetch.cache_dir,
 				    .no_host_kernel = 1, .no_debuginfod = 1 };
 
 	for (size_t i = 0; i < cfg->symbols.nr_roots; i++) {
