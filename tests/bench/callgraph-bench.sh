@@ -15,5 +15,5 @@ B=$(dirname "$0")/qemu-bench.sh
 QEMU_BENCH_CALLGRAPH=1 bash "$B" || exit $?
 for mode in fp pread dwarf; do
 	QEMU_BENCH_CALLGRAPH=$mode QEMU_BENCH_RATE=${QEMU_BENCH_RATE:-200} \
-		QEMU_BENCH_REPS=${QEMU_BENCH_REPS:-8} bash "$B" || exit $?
+		bash "$B" || exit $?
 done
