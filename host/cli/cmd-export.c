@@ -224,13 +224,16 @@ int cmd_export(int argc, char **argv)
 		goto out;
 	}
 	cli.ro.symbols = 1;
-	cli.ro.stacks = 1;	/* -g sessions: real stacks */
 	cli.ro.res = res;
 	/* pprof: per-address counts, for lines and `go tool pprof -list` */
 	cli.ro.details = fmt == FMT_PPROF;
 	r = report_load(&cli.ro, err, sizeof(err));
 	if (!r) {
 		pr_err("%s", err);
+		goto out;
+	}
+	if (report_stacks_load(r, &cli.ro)) {	/* -g sessions: real stacks */
+		pr_err("out of memory for the call chains");
 		goto out;
 	}
 	if (diff) {
@@ -242,6 +245,11 @@ int cmd_export(int argc, char **argv)
 		else
 			bo.session_dir = diff;
 		base = report_load(&bo, err, sizeof(err));
+		if (base && report_stacks_load(base, &bo)) {
+			report_free(base);
+			base = NULL;
+			snprintf(err, sizeof(err), "out of memory for the call chains");
+		}
 		if (!base) {
 			pr_err("baseline %s: %s", diff, err);
 			goto out;

@@ -156,11 +156,16 @@ static struct report *load(struct report_args *a, struct symres *res)
 
 	a->cli.ro.symbols = a->symbols;
 	a->cli.ro.details = a->details;
-	a->cli.ro.stacks = a->callgraph || a->json;
 	a->cli.ro.res = res;
 	r = report_load(&a->cli.ro, err, sizeof(err));
 	if (!r) {
 		pr_err("%s", err);
+		return NULL;
+	}
+	/* the call chains of a -g session: --callgraph, and JSON's stacks */
+	if ((a->callgraph || a->json) && report_stacks_load(r, &a->cli.ro)) {
+		pr_err("out of memory for the call chains");
+		report_free(r);
 		return NULL;
 	}
 	report_sort(r, a->sort);

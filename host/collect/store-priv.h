@@ -113,8 +113,6 @@ struct store {
 	uint64_t nr_ovf;	/* overflow files in stats.files */
 	struct store_limits lim;
 	struct store_stats stats;	/* overflow_samples filled on read */
-	struct stacktab *stk;	/* call chains, made on first use */
-	int stk_failed;
 	mode_t dmode, fmode;
 };
 
@@ -135,8 +133,6 @@ void store_disk_give(struct store *st, uint64_t bytes);
 /* ---- store-stacks.c ------------------------------------------------------ */
 #define STACKS_DEF_MAGIC	"OPVMSTK1"
 #define STACKS_CNT_MAGIC	"OPVMSTC1"
-struct stacktab;
-void stacktab_free(struct stacktab *t);	/* NULL-safe */
 
 /* ---- store-format.c ------------------------------------------------------ */
 /* An event name fit for a file name (and for the header's 32 bytes). */

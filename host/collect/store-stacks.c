@@ -76,6 +76,8 @@ struct stk_ent {
 };
 
 struct stacktab {
+	struct store *st;		/* the guest tree's store: directory, disk
+					 * cap, counters */
 	int deffd;
 	uint64_t *cnt;			/* counts[id * nr_events + event] */
 	size_t cnt_len;
@@ -100,7 +102,7 @@ static uint64_t hash_bytes(const void *p, size_t n, uint64_t seed)
 	return mix64(h ^ n);
 }
 
-static struct stacktab *stk_open(struct store *st)
+struct stacktab *store_stacks_open(struct store *st)
 {
 	struct stacktab *t = calloc(1, sizeof(*t));
 	struct stk_def_hdr dh = { STACKS_DEF_MAGIC, 1, 0 };
@@ -109,6 +111,7 @@ static struct stacktab *stk_open(struct store *st)
 
 	if (!t)
 		return NULL;
+	t->st = st;
 	t->deffd = -1;
 	t->nr_events = (unsigned)st->nr_events;
 	t->cnt_len = sizeof(ch) + (size_t)STORE_STACKS_MAX * t->nr_events * sizeof(uint64_t);
@@ -140,11 +143,11 @@ fail:
 	if (cfd >= 0)
 		close(cfd);
 	t->cnt = NULL;
-	stacktab_free(t);
+	store_stacks_close(t);
 	return NULL;
 }
 
-void stacktab_free(struct stacktab *t)
+void store_stacks_close(struct stacktab *t)
 {
 	if (!t)
 		return;
@@ -260,20 +263,17 @@ void store_stack_lost(struct store *st)
 	st->stats.stacks_dropped++;
 }
 
-int store_stack_add(struct store *st, uint8_t event, const char *app,
+int store_stack_add(struct stacktab *t, uint8_t event, const char *app,
 		    const struct store_frame *f, unsigned n)
 {
 	struct stk_frame_rec fr[STORE_STACKS_MAX_FRAMES];
-	struct stacktab *t;
+	struct store *st = t->st;
 	struct stk_rec r = { REC_STACK, 0, 0, 0 };
 	struct stk_ent *e;
 	uint32_t key[1 + 3 * STORE_STACKS_MAX_FRAMES], app_id;
 	uint64_t h;
 
-	if (!st->stk && !st->stk_failed && !(st->stk = stk_open(st)))
-		st->stk_failed = 1;
-	t = st->stk;
-	if (!t || t->broken || event >= t->nr_events || !n || n > STORE_STACKS_MAX_FRAMES ||
+	if (t->broken || event >= t->nr_events || !n || n > STORE_STACKS_MAX_FRAMES ||
 	    name_id(st, t, app, 0, NULL, 0, &app_id))
 		goto drop;
 	key[0] = app_id;

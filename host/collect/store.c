@@ -631,7 +631,6 @@ void store_close(struct store *st)
 	}
 	free(st->index);
 	free(st->ovf);
-	stacktab_free(st->stk);
 	if (st->curfd >= 0)
 		close(st->curfd);
 	if (st->lockfd >= 0)

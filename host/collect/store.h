@@ -189,7 +189,7 @@ void store_set_file_limit(struct store *st, uint64_t bytes);
  * With call graphs (-g) a guest tree also holds a stack table (stacks.def,
  * stacks.cnt in current/; host/collect/store-stacks.c): each distinct chain
  * once, leaf first, every frame an (image, offset) as a sample file would
- * file it, and a count per event.  Kept afresh by each store_open().
+ * file it, and a count per event.  Made afresh by store_stacks_open().
  */
 #define STORE_STACKS_MAX	65536		/* distinct stacks per guest */
 #define STORE_STACKS_MAX_NAMES	16384		/* distinct apps and images */
@@ -205,10 +205,16 @@ struct store_frame {
 	uint64_t offset;	/* as in the image's sample file */
 };
 
+/* The guest tree's stack table, new (an earlier one is removed).  Its
+ * owner (sync) closes it before the store.  NULL and errno. */
+struct stacktab;
+struct stacktab *store_stacks_open(struct store *st);
+void store_stacks_close(struct stacktab *t);	/* NULL-safe */
+
 /* Counts one sample of event whose chain (leaf first) is f[0..n) in app.
- * 0, or -ENOSPC when the table is past a bound (counted in
+ * 0, or -ENOSPC when the table is past a bound (counted in the store's
  * stacks_dropped; the sample files are not affected). */
-int store_stack_add(struct store *st, uint8_t event, const char *app,
+int store_stack_add(struct stacktab *t, uint8_t event, const char *app,
 		    const struct store_frame *f, unsigned n);
 
 /* A chain that could not be kept (its sample was held for late guest

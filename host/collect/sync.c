@@ -119,6 +119,8 @@ struct sync {
 	uint32_t force_tgid;		/* nonzero: file this process's samples
 					 * whatever is missing (it is going) */
 	bool chains;			/* -g: file chains (sync_config) */
+	struct stacktab *stk;		/* the stack table, opened on first use */
+	bool stk_failed;
 	/* -g dwarf: user stacks unwound here (sync_config's host_file) */
 	struct unwind_dwarf *dw;
 	int (*host_file)(void *arg, const char *path, const uint8_t *bid, size_t bid_len,
@@ -228,8 +230,10 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 
 void sync_free(struct sync *s)
 {
-	if (s)
+	if (s) {
 		unwind_dwarf_free(s->dw);
+		store_stacks_close(s->stk);
+	}
 	if (!s)
 		return;
 	free(s->rings);
@@ -1023,7 +1027,12 @@ static void file_chain(struct sync *s, const struct opvm_sample *x)
 		chain_frame(s, p, pcs[i], &f[n++]);
 	if (app == NAME_BOOT)	/* as file_kernel_own() files it */
 		f[0] = (struct store_frame){ .image = NAME_VMLINUX, .kernel = 1, .offset = x->rip };
-	store_stack_add(s->st, x->event, app, f, n);
+	if (!s->stk && !s->stk_failed && !(s->stk = store_stacks_open(s->st)))
+		s->stk_failed = true;
+	if (s->stk)
+		store_stack_add(s->stk, x->event, app, f, n);
+	else
+		store_stack_lost(s->st);
 }
 
 static inline void take(struct sync *s, const struct opvm_sample *x, uint64_t now)

@@ -1139,8 +1139,6 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 		}
 	}
 	report_totals(r);
-	if (o->stacks && (ret = report_stacks_load(r, o)))
-		goto fail;
 	if (r->event)
 		r->event = strdup(r->event);
 	if (!r->event) {

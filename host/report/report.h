@@ -86,7 +86,6 @@ struct report_opts {
 	int symbols;			/* resolve symbols (-l) */
 	int details;			/* keep per-address counts (-d, annotate) */
 	const char *only_symbol;	/* details only for this symbol (may be NULL) */
-	int stacks;			/* read the call chains too (-g sessions) */
 	struct symres *res;		/* caller's; needed when symbols is set;
 					 * must outlive the report (rows point
 					 * at its symbol names and images) */
@@ -175,9 +174,9 @@ struct report {
 	unsigned keep;
 	int symbols;
 
-	/* Call chains (opts.stacks, sessions recorded with -g): the stacks of
-	 * the reported event, filtered like the rows (guest, leaf image,
-	 * --exclude; not thread or cpu, which a stack does not keep). */
+	/* Call chains (report_stacks_load(), sessions recorded with -g): the
+	 * stacks of the reported event, filtered like the rows (guest, leaf
+	 * image, --exclude; not thread or cpu, which a stack does not keep). */
 	struct report_stack *stacks;
 	size_t nr_stacks;
 	uint64_t stacks_total;		/* samples in them */
@@ -207,8 +206,9 @@ struct report_stack {
 	struct report_frame *frames;	/* leaf first */
 };
 
-/* Reads every guest's stack table into r (report-stacks.c).  0 or
- * -ENOMEM; a table that does not read is counted in stack_errors. */
+/* Reads every guest's stack table into r (report-stacks.c), after
+ * report_load() with the same options.  0 or -ENOMEM; a table that does
+ * not read is counted in stack_errors. */
 int report_stacks_load(struct report *r, const struct report_opts *o);
 /* The report's copy of s (NULL on ENOMEM); lives as long as r. */
 const char *report_intern(struct report *r, const char *s);

@@ -45,9 +45,13 @@ static void setup(void)
 
 	if (!mkdtemp(dir))
 		abort();
+	struct stacktab *t;
+
 	st = store_open(dir, "g", &ev, 1, 0, 0);
-	if (!st || store_stack_add(st, 0, "/bin/sh", f, 2))
+	t = st ? store_stacks_open(st) : NULL;
+	if (!t || store_stack_add(t, 0, "/bin/sh", f, 2))
 		abort();
+	store_stacks_close(t);
 	store_close(st);
 	snprintf(cur, sizeof(cur), "%s/guests/g/samples/current", dir);
 }

@@ -63,6 +63,7 @@ static void test_round_trip(void **state)
 {
 	char *d = tmpdir_new(), *cur, err[128] = "";
 	struct store *st = store_open(d, "g", ev2, 2, 0, 0);
+	struct stacktab *tab = st ? store_stacks_open(st) : NULL;
 	static const uint8_t bid[20] = { 1, 2, 3 };
 	struct store_frame f[3] = {
 		{ .image = "vmlinux", .kernel = 1, .offset = 0xffffffff81000010ull },
@@ -73,19 +74,21 @@ static void test_round_trip(void **state)
 	struct seen v = { 0 };
 
 	assert_non_null(st);
+	assert_non_null(tab);
 	for (int i = 0; i < 10; i++)
-		assert_int_equal(store_stack_add(st, 0, "/usr/bin/app", f, 3), 0);
-	assert_int_equal(store_stack_add(st, 1, "/usr/bin/app", f, 3), 0);
-	assert_int_equal(store_stack_add(st, 0, "/usr/bin/app", f + 1, 2), 0);
-	assert_int_equal(store_stack_add(st, 0, "{idle}", f, 1), 0);
+		assert_int_equal(store_stack_add(tab, 0, "/usr/bin/app", f, 3), 0);
+	assert_int_equal(store_stack_add(tab, 1, "/usr/bin/app", f, 3), 0);
+	assert_int_equal(store_stack_add(tab, 0, "/usr/bin/app", f + 1, 2), 0);
+	assert_int_equal(store_stack_add(tab, 0, "{idle}", f, 1), 0);
 	/* the same frames in another app: another stack */
-	assert_int_equal(store_stack_add(st, 0, "/usr/bin/other", f, 3), 0);
-	assert_int_equal(store_stack_add(st, 2, "/usr/bin/app", f, 3), -ENOSPC);
-	assert_int_equal(store_stack_add(st, 0, "/usr/bin/app", f, 0), -ENOSPC);
+	assert_int_equal(store_stack_add(tab, 0, "/usr/bin/other", f, 3), 0);
+	assert_int_equal(store_stack_add(tab, 2, "/usr/bin/app", f, 3), -ENOSPC);
+	assert_int_equal(store_stack_add(tab, 0, "/usr/bin/app", f, 0), -ENOSPC);
 	store_stack_lost(st);
 	store_get_stats(st, &ss);
 	assert_int_equal(ss.stacks, 14);
 	assert_int_equal(ss.stacks_dropped, 3);
+	store_stacks_close(tab);
 	store_close(st);
 	cur = cur_dir(d);
 	assert_int_equal(store_stacks_read(cur, seen_cb, &v, err, sizeof(err)), 0);
@@ -104,16 +107,19 @@ static void test_torn_and_hostile(void **state)
 {
 	char *d = tmpdir_new(), *cur, path[1024], err[128] = "";
 	struct store *st = store_open(d, "g", ev2, 2, 0, 0);
+	struct stacktab *tab = st ? store_stacks_open(st) : NULL;
 	struct store_frame f = { .image = "x", .offset = 1 };
 	struct seen v = { 0 };
 	struct stat sb;
 	int fd;
 
 	assert_non_null(st);
+	assert_non_null(tab);
 	for (int i = 0; i < 100; i++) {
 		f.offset = (uint64_t)i;
-		assert_int_equal(store_stack_add(st, 0, "app", &f, 1), 0);
+		assert_int_equal(store_stack_add(tab, 0, "app", &f, 1), 0);
 	}
+	store_stacks_close(tab);
 	store_close(st);
 	cur = cur_dir(d);
 	snprintf(path, sizeof(path), "%s/stacks.def", cur);
@@ -150,20 +156,23 @@ static void test_bounds(void **state)
 {
 	char *d = tmpdir_new(), *cur, err[128] = "";
 	struct store *st = store_open(d, "g", ev2, 2, 0, 0);
+	struct stacktab *tab = st ? store_stacks_open(st) : NULL;
 	struct store_frame f = { .image = "x" };
 	struct store_stats ss;
 	struct seen v = { 0 };
 
 	assert_non_null(st);
+	assert_non_null(tab);
 	for (uint64_t i = 0; i < STORE_STACKS_MAX + 10; i++) {
 		f.offset = i;
-		store_stack_add(st, 0, "app", &f, 1);
+		store_stack_add(tab, 0, "app", &f, 1);
 	}
 	f.offset = 0;
-	assert_int_equal(store_stack_add(st, 0, "app", &f, 1), 0);
+	assert_int_equal(store_stack_add(tab, 0, "app", &f, 1), 0);
 	store_get_stats(st, &ss);
 	assert_int_equal(ss.stacks, STORE_STACKS_MAX + 1);
 	assert_int_equal(ss.stacks_dropped, 10);
+	store_stacks_close(tab);
 	store_close(st);
 	cur = cur_dir(d);
 	assert_int_equal(store_stacks_read(cur, seen_cb, &v, err, sizeof(err)), 0);
