@@ -122,6 +122,23 @@ tr '\n' ' ' < "$T/none.out" | tr -s ' ' | grep -q "no libvirt domain '$A'.*test:
 	{ cat "$T/none.out"; fail "the error does not name the domain and \$LIBVIRT_DEFAULT_URI's URI"; }
 echo "RESULT unknown domain: $(grep -m1 "no libvirt domain" "$T/none.out")"
 
+# ---- 1c: call graphs through libvirt ---------------------------------------
+# -g reads the domain's RAM through libvirt's monitor (gpa2hva) and the QEMU
+# process's /proc/PID/mem: stacks of several frames, kernel ones by ORC.
+timeout 60 "$OPVM" attach "$A" -g --system-map "$IMG/System.map" --duration 3 -d "$T/cg" \
+	> "$T/cg.out" 2>&1 || { cat "$T/cg.out"; fail "opvm attach $A -g failed"; }
+report_json "$T/cg" > "$T/cg.json" || fail "opvm report of the -g session failed"
+python3 - "$T/cg.json" <<'EOF' || { cat "$T/cg.out"; exit 1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+st = d.get("stacks", [])
+deep = sum(s["samples"] for s in st if len(s["frames"]) >= 3)
+tot = d.get("stack_samples", 0)
+print("RESULT libvirt attach -g: %d samples in %d stacks, %d with 3+ frames" % (tot, len(st), deep))
+if tot < 10 or deep * 5 < tot:
+    print("FAIL: expected stacks of several frames"); sys.exit(1)
+EOF
+
 # ---- 2: --all ---------------------------------------------------------------
 "$OPVM" attach --all --duration 5 -d "$T/all" > "$T/all.out" 2>&1 || {
 	cat "$T/all.out"
