@@ -679,6 +679,37 @@ static int file_anon_cr3(struct sync *s, const struct opvm_sample *x, uint64_t c
 	return add(s, sfile_for(s, &k, name, name, NULL), x->rip);
 }
 
+/* The process a user sample's slot names when CR3 names none: only one
+ * whose address space the model does not know (one with another CR3 may
+ * just have exec'd, and its old mappings would name the new image's
+ * addresses).  NULL otherwise. */
+static const struct gstate_process *slot_proc_without_as(struct sync *s,
+							 const struct opvm_sample *x)
+{
+	const struct gstate_process *q;
+
+	if (!(x->flags & OPVM_SAMPLE_SLOT) || (x->flags & OPVM_SAMPLE_KTHREAD) || !x->slot_tgid)
+		return NULL;
+	q = gstate_proc_by_tgid(s->gs, x->slot_tgid);
+	return q && !q->cr3 ? q : NULL;
+}
+
+/* p's mapping holding pc.  A forked child whose address space was never
+ * described (the module skips a child that exec'd or exited before it got
+ * to it) is still a copy of its parent's. */
+static const struct gstate_mapping *map_of(struct sync *s, const struct gstate_process *p,
+					   uint64_t pc)
+{
+	const struct gstate_mapping *m = p ? gstate_map_find(p, pc) : NULL;
+
+	if (!m && p && !p->nr_maps && p->ppid && p->ppid != p->tgid) {
+		const struct gstate_process *pp = gstate_proc_by_tgid(s->gs, p->ppid);
+
+		m = pp ? gstate_map_find(pp, pc) : NULL;
+	}
+	return m;
+}
+
 static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 {
 	uint64_t cr3n = opvm_cr3_normalise(x->cr3);
@@ -707,18 +738,8 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 		vc->p = p;
 		vc->p_epoch = s->epoch;
 	}
-	if (!p && (x->flags & OPVM_SAMPLE_SLOT) &&
-	    !(x->flags & OPVM_SAMPLE_KTHREAD) && x->slot_tgid) {
-		/* only a process whose address space the model does not
-		 * know: one with another CR3 may just have exec'd, and its
-		 * old mappings would name the new image's addresses */
-		const struct gstate_process *q = gstate_proc_by_tgid(s->gs, x->slot_tgid);
-
-		if (q && !q->cr3) {
-			p = q;
-			via_slot = true;
-		}
-	}
+	if (!p && (p = slot_proc_without_as(s, x)))
+		via_slot = true;
 	if (!p) {
 		if (!gstate_get_hello(s->gs)) {
 			s->stats.unresolved++;
@@ -748,16 +769,7 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 	}
 	k.app = proc_app(p);
 
-	m = gstate_map_find(p, x->rip);
-	if (!m && !p->nr_maps && p->ppid && p->ppid != p->tgid) {
-		/* A forked child whose address space was never described
-		 * (the module skips a child that exec'd or exited before it
-		 * got to it) is still a copy of its parent's. */
-		const struct gstate_process *pp = gstate_proc_by_tgid(s->gs, p->ppid);
-
-		if (pp)
-			m = gstate_map_find(pp, x->rip);
-	}
+	m = map_of(s, p, x->rip);
 	if (!m) {
 		if (!force && s->hold_ms && gstate_get_hello(s->gs))
 			return HOLD;
@@ -901,26 +913,20 @@ int sync_started(const struct sync *s, uint64_t *at_ms)
  * it (the slot's task in the kernel, the address space in user mode). */
 static const struct gstate_process *chain_proc(struct sync *s, const struct opvm_sample *x)
 {
-	const struct gstate_process *p = NULL;
-	bool slot = x->flags & OPVM_SAMPLE_SLOT;
+	const struct gstate_process *p;
 
-	if (x->cpl != 3 && slot)
+	if (x->cpl != 3 && (x->flags & OPVM_SAMPLE_SLOT))
 		return (x->flags & OPVM_SAMPLE_KTHREAD) ? NULL :
 		       gstate_proc_by_tgid(s->gs, x->slot_tgid);
 	p = gstate_proc_by_cr3(s->gs, opvm_cr3_normalise(x->cr3));
-	if (!p && slot && !(x->flags & OPVM_SAMPLE_KTHREAD) && x->slot_tgid) {
-		const struct gstate_process *q = gstate_proc_by_tgid(s->gs, x->slot_tgid);
-
-		p = q && !q->cr3 ? q : NULL;
-	}
-	return p;
+	return p ? p : slot_proc_without_as(s, x);
 }
 
 /* One frame at pc, named as a sample file would name it. */
 static void chain_frame(struct sync *s, const struct gstate_process *p, uint64_t pc,
 			struct store_frame *f)
 {
-	const struct gstate_mapping *m = NULL;
+	const struct gstate_mapping *m;
 	const struct gstate_module *mod;
 	uint64_t lo, hi;
 
@@ -932,13 +938,7 @@ static void chain_frame(struct sync *s, const struct gstate_process *p, uint64_t
 		f->offset = mod ? pc - mod->base : pc;
 		return;
 	}
-	if (p)
-		m = gstate_map_find(p, pc);
-	if (!m && p && !p->nr_maps && p->ppid && p->ppid != p->tgid) {
-		const struct gstate_process *pp = gstate_proc_by_tgid(s->gs, p->ppid);
-
-		m = pp ? gstate_map_find(pp, pc) : NULL;
-	}
+	m = map_of(s, p, pc);
 	if (m && m->cookie) {
 		f->image = m->cookie->path;
 		f->offset = pc - m->start + m->pgoff;
@@ -958,15 +958,8 @@ struct dwarf_ctx {
 static int dwarf_image(void *arg, uint64_t pc, struct unwind_dwarf_image *out)
 {
 	struct dwarf_ctx *d = arg;
-	const struct gstate_process *p = d->p;
-	const struct gstate_mapping *m = gstate_map_find(p, pc);
+	const struct gstate_mapping *m = map_of(d->s, d->p, pc);
 
-	if (!m && !p->nr_maps && p->ppid && p->ppid != p->tgid) {
-		/* a forked child's address space is still its parent's */
-		const struct gstate_process *pp = gstate_proc_by_tgid(d->s->gs, p->ppid);
-
-		m = pp ? gstate_map_find(pp, pc) : NULL;
-	}
 	if (!m || !m->cookie ||
 	    d->s->host_file(d->s->host_file_arg, m->cookie->path, m->cookie->build_id,
 			    m->cookie->build_id_len, d->path, sizeof(d->path)))
