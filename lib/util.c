@@ -322,22 +322,31 @@ void util_fprintf_wrapped(FILE *f, unsigned indent, const char *fmt, ...)
 	}
 }
 
+ssize_t util_read_text(int dfd, const char *path, char *buf, size_t size)
+{
+	int fd = openat(dfd, path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	return n;
+}
+
 /* The process a thread belongs to (its Tgid), or -errno. */
 pid_t util_thread_tgid(pid_t tid)
 {
 	char path[64], buf[512], *t;
 	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
+	n = util_read_text(AT_FDCWD, path, buf, sizeof(buf));
+	if (n < 0)
+		return (pid_t)n;
 	t = strstr(buf, "\nTgid:");
 	return t ? (pid_t)strtol(t + 6, NULL, 10) : -EPROTO;
 }

@@ -117,6 +117,11 @@ void util_stop_on_signals(volatile sig_atomic_t *flag);
 void util_fprintf_wrapped(FILE *f, unsigned indent, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* The start of a small text file (proc, sysfs, debugfs) at path relative
+ * to dfd (AT_FDCWD for a plain path), NUL-terminated in buf[size]: its
+ * length, or -errno (-EIO: empty).  One read: what does not fit is cut. */
+ssize_t util_read_text(int dfd, const char *path, char *buf, size_t size);
+
 /* The process a thread belongs to (its Tgid in /proc), or -errno. */
 #include <sys/types.h>
 pid_t util_thread_tgid(pid_t tid);

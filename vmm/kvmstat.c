@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/util.h"
 #include "vmm/kvmstat.h"
 #include "vmm/qmp.h"
 
@@ -148,16 +149,10 @@ int kvmstat_qmp(struct qmp *q, struct kvmstat *v, unsigned max, unsigned timeout
 static int read_u64(int dfd, const char *name, uint64_t *val)
 {
 	char buf[32];
-	ssize_t n;
-	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+	ssize_t n = util_read_text(dfd, name, buf, sizeof(buf));
 
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
+	if (n < 0)
+		return (int)n;
 	*val = strtoull(buf, NULL, 10);
 	return 0;
 }

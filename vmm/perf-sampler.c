@@ -44,6 +44,7 @@
 #include "guest-kmod/opvm_proto.h"
 #include "lib/ring.h"
 #include "lib/sample.h"
+#include "lib/util.h"
 #include "vmm/guestmem.h"
 #include "vmm/kvm-desc.h"
 #include "vmm/perf-sampler.h"
@@ -202,17 +203,11 @@ static int read_num(const char *dir, const char *name, long long *out)
 {
 	char path[400], buf[64];
 	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
+	n = util_read_text(AT_FDCWD, path, buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
 	errno = 0;
 	*out = strtoll(buf, NULL, 0);
 	return errno ? -errno : 0;
