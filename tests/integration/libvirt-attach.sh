@@ -11,7 +11,7 @@
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
 . "$(dirname "$0")/libvirt-common.bash"
-mk_tmp libvirt-attach
+mk_tmp_libvirt libvirt-attach
 A=opvm-test-a-$$
 B=opvm-test-b-$$
 

@@ -7,6 +7,25 @@
 # libvirt-qemu user the QEMU driver needs if it is missing (and puts it in
 # group kvm, or libvirtd re-probes QEMU at every domain start).
 URI=qemu:///system
+
+# mk_tmp_libvirt NAME: mk_tmp, but where libvirt's QEMU user can reach the
+# files a domain is given (kernel, initrd, disk, console): under /var/tmp
+# when the checkout's own path is not open to other users (a clone in a
+# 0700 directory made `virsh create` fail with "Permission denied").
+mk_tmp_libvirt() {
+	local d
+	d=$(realpath "$BUILD")
+	while [ "$d" != / ] && [ -x "$d" ] && case "$(stat -c %A "$d" | cut -c10)" in x|t) true ;; *) false ;; esac; do
+		d=$(dirname "$d")
+	done
+	if [ "$d" = / ]; then
+		mk_tmp "$1"
+		return
+	fi
+	mkdir -p /var/tmp/opvm-tests && chmod 755 /var/tmp/opvm-tests
+	T=$(mktemp -d "/var/tmp/opvm-tests/$1.XXXXXX")
+	trap cleanup EXIT
+}
 VIRSH="virsh -q -c $URI"
 STARTED_DAEMONS=""
 

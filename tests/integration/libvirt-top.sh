@@ -13,7 +13,7 @@
 command -v qemu-system-x86_64 >/dev/null 2>&1 || skip "qemu-system-x86_64 is not installed"
 [ -x "$OPVM" ] || fail "$OPVM is not built (make)"
 . "$(dirname "$0")/libvirt-common.bash"
-mk_tmp libvirt-top
+mk_tmp_libvirt libvirt-top
 T=$(realpath "$T")
 A=opvm-lt-$$-a
 B=opvm-lt-$$-b
