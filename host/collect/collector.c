@@ -211,6 +211,7 @@ static struct fetch *guest_fetch_new(const struct collector *c, struct store *st
 		.max_file = c->cfg.fetch.max_file,
 		.max_session = c->cfg.fetch.max_session,
 		.no_ksyms = c->cfg.fetch.off,
+		.public_files = c->cfg.public_tree,
 		.verify = c->cfg.fetch.verify,
 	};
 

@@ -75,6 +75,13 @@ struct fetch {
 	char text[OPVM_REC_MAX / 10 * KLINE_MAX];	/* one record's lines */
 };
 
+/* The session's own files follow the sample tree's modes (--umask); the
+ * build-id cache, outside the session, stays private. */
+static mode_t session_mode(const struct fetch *f)
+{
+	return f->cfg.public_files ? 0666 : 0600;
+}
+
 struct fetch *fetch_new(const struct fetch_config *cfg)
 {
 	struct fetch *f = calloc(1, sizeof(*f));
@@ -154,7 +161,7 @@ static void mods_write(struct fetch *f)
 		return;
 	snprintf(tmp, sizeof(tmp), "%s/kallsyms.modules.part", f->dir);
 	snprintf(dst, sizeof(dst), "%s/kallsyms.modules", f->dir);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, session_mode(f));
 	o = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!o) {
 		if (fd >= 0)
@@ -306,7 +313,8 @@ static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 
 	if (f->fd < 0) {
 		snprintf(path, sizeof(path), "%s/kallsyms.part", f->dir);
-		f->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+		f->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+			     session_mode(f));
 		if (f->fd < 0) {
 			f->st.io_errors++;
 			return;

@@ -54,6 +54,9 @@ struct fetch_config {
 	uint64_t max_file;		/* 0: FETCH_FILE_MAX */
 	uint64_t max_session;		/* 0: FETCH_SESSION_MAX */
 	int no_ksyms;			/* 1: do not keep the kernel's symbols */
+	int public_files;		/* 1: the session's files (kallsyms) are
+					 * 0666 less the umask, as the sample tree
+					 * with --umask; else 0600 */
 	/* Checks the file at path: 0 if it is a usable ELF whose build-id is
 	 * bid, -ESTALE for another build-id, another -errno if not an ELF or
 	 * none.  NULL: no binaries are fetched (nothing could check them). */
