@@ -14,12 +14,9 @@
 #  - nothing was created outside the cache (no /tmp/opvm-escape-*), the
 #    cache holds build-id names only, no part file is left;
 #  - sampling is unaffected: no sample lost to a full ring, and samples per
-#    second within 15 % of a clean session of the same guest through the
-#    same relay without lies.  (The issue asks 5 %.  Under TCG on this
-#    shared 2-core host the gdbstub sampler is throttled by host CPU time
-#    alone, ~half its ticks, and two clean sessions here differed by up to
-#    8 %; 15 % still catches a collector that stalls while it decodes the
-#    64 MiB, which would lose whole seconds.)
+#    second within 5 % of a clean session of the same guest through the
+#    same relay without lies (three runs here: -0.1, -0.2, -0.8 %, at
+#    193-199 of the 200 samples/s asked).
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
 mk_tmp fetch-hostile
@@ -83,7 +80,7 @@ for name, cond in (("4 lies sent", int(rs["lies"]) == 4),
                    ("true file accepted", len(found) == 1 and re.match(r"^[0-9a-f]{2}/[0-9a-f]{38}$", found[0])),
                    ("no I/O errors", hostile["fetch"]["io_errors"] == 0),
                    ("no sample lost", hostile["stats"]["lost_overflow"] == 0),
-                   ("sampling unaffected", abs(rh - rc) <= 0.15 * rc)):
+                   ("sampling unaffected", abs(rh - rc) <= 0.05 * rc)):
     if not cond:
         print("FAIL: %s" % name); ok = False
 sys.exit(0 if ok else 1)

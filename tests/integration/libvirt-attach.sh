@@ -79,6 +79,15 @@ sleep 3
 # While sampling: no TCP listener by QEMU (it runs as libvirt-qemu) or opvm,
 # and the gdbstub is on opvm's socket pair.
 qpid=$(cat "/run/libvirt/qemu/$A.pid" 2>/dev/null)
+if ! kill -0 "$apid" 2>/dev/null; then
+	wait "$apid"; rc=$?
+	cat "$T/one.out"
+	fail "opvm attach $A exited (rc $rc) within 3 s of a 5 s session"
+fi
+kill -0 "$qpid" 2>/dev/null || {
+	tail -n 20 "/var/log/libvirt/qemu/$A.log" 2>/dev/null; cat "$T/one.out"
+	fail "QEMU of $A (pid '$qpid') is gone while opvm samples it"
+}
 no_tcp_listener "$qpid" "$apid"
 $VIRSH qemu-monitor-command "$A" --hmp "info chardev" | grep -q "^opvm-gdb: " ||
 	fail "no opvm-gdb chardev in $A while opvm samples"
