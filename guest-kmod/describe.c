@@ -95,7 +95,7 @@ void opvm_request_resync(void)
  * kallsyms_lookup_name() is not exported; a kprobe registered by name
  * resolves its address for us.
  */
-static unsigned long opvm_lookup_name(const char *name)
+unsigned long opvm_lookup_name(const char *name)
 {
 	static unsigned long (*lookup)(const char *name);
 

@@ -34,6 +34,14 @@ module_param(track_mmap, bool, 0444);
 MODULE_PARM_DESC(track_mmap,
 		 "kprobe do_mmap/munmap for library mappings (default on)");
 
+/* A host connected: HELLO and the walk again; a symbol transfer still
+ * open belonged to the last host (the relay asks again). */
+static void opvm_on_sync(void)
+{
+	opvm_ksyms_cancel();
+	opvm_request_resync();
+}
+
 static int __init opvm_init(void)
 {
 	int ret;
@@ -58,7 +66,7 @@ static int __init opvm_init(void)
 	ret = opvm_describe_init();
 	if (ret)
 		goto err_events;
-	ret = opvm_dev_register(opvm_request_resync);
+	ret = opvm_dev_register(opvm_on_sync, opvm_ksyms_start);
 	if (ret)
 		goto err_describe;
 	ret = opvm_hooks_register();
@@ -82,6 +90,7 @@ static int __init opvm_init(void)
 
 err_dev:
 	opvm_dev_unregister();
+	opvm_ksyms_cancel();
 err_describe:
 	opvm_describe_exit();
 err_events:
@@ -100,6 +109,7 @@ static void __exit opvm_exit(void)
 	opvm_hooks_mmap_unregister();
 	opvm_hooks_unregister();
 	opvm_dev_unregister();
+	opvm_ksyms_cancel();
 	opvm_describe_exit();
 	opvm_events_exit();
 	opvm_ring_exit();

@@ -204,14 +204,13 @@ static int ksyms_parse(char *line, unsigned long long *addr, char *type,
 static void ksyms_build(struct ksyms_job *j)
 {
 	struct opvm_rec_ksyms *k = &j->rec.k;
-	size_t used = sizeof(*k);
+	unsigned long used = sizeof(*k);
 
 	memset(k, 0, sizeof(*k));
 	while (j->nr + k->nr < KSYMS_CAP) {
 		unsigned long long addr;
 		const char *mod;
-		char type, *name, *p, copy[sizeof(j->line)];
-		size_t nlen;
+		char type, *name, copy[sizeof(j->line)];
 
 		if (!j->have_line && !fgets(j->line, sizeof(j->line), j->f))
 			break;
@@ -221,24 +220,15 @@ static void ksyms_build(struct ksyms_job *j)
 			j->have_line = 0;
 			continue;
 		}
-		nlen = strlen(name);
-		if ((k->nr && strncmp(k->module, mod, sizeof(k->module))) ||
-		    used + 10 + nlen > OPVM_REC_MAX)
+		if (k->nr && strncmp(k->module, mod, sizeof(k->module)))
 			break;	/* the line starts the next record */
 		if (!k->nr)
 			strncpy(k->module, mod, sizeof(k->module) - 1);
-		p = j->rec.buf + used;
-		for (int b = 0; b < 8; b++)
-			p[b] = (char)(addr >> (8 * b));	/* little-endian */
-		p[8] = type;
-		p[9] = (char)nlen;
-		memcpy(p + 10, name, nlen);
-		used += 10 + nlen;
-		k->nr++;
+		if (opvm_ksyms_add(k, &used, addr, type, name, strlen(name)))
+			break;	/* full: the line starts the next record */
 		j->have_line = 0;
 	}
 	if (k->nr) {
-		k->bytes = (opvm_u16)(used - sizeof(*k));
 		j->nr += k->nr;
 		rec_finish(&k->hdr, OPVM_REC_KSYMS, used);
 		j->len = k->hdr.len;
@@ -255,6 +245,25 @@ static void ksyms_build(struct ksyms_job *j)
 }
 
 /*
+ * kptr_restrict hid every address: ask opvm.ko to send its own walk of the
+ * symbols ("ksym"), which reaches the host only.  Returns 1 to try again
+ * later; 0 when done: the module took it (the job is over) or refused it
+ * (an older module: the RESTRICTED KSYMS_END in j->rec goes out instead).
+ */
+static int ksyms_hand_over(struct ksyms_job *j, int dev)
+{
+	if (write(dev, "ksym", 4) == 4) {
+		j->len = 0;
+		ksyms_stop(j);
+		return 0;
+	}
+	if (errno == EAGAIN || errno == EINTR)
+		return 1;
+	j->flags &= ~OPVM_KSYMS_RESTRICTED;	/* asked once */
+	return 0;
+}
+
+/*
  * Up to JOB_BATCH records into the module.  Returns 1 while the job has
  * more to send, 0 once it is finished or idle.
  */
@@ -266,6 +275,12 @@ static int ksyms_step(struct ksyms_job *j, int dev)
 		if (!j->len) {
 			ksyms_stop(j);
 			break;
+		}
+		if (j->done && !j->nr && (j->flags & OPVM_KSYMS_RESTRICTED)) {
+			if (ksyms_hand_over(j, dev))
+				return 1;	/* not taken yet: later */
+			if (!j->f)
+				break;		/* opvm.ko sends them */
 		}
 		if (write(dev, j->rec.buf, j->len) != (ssize_t)j->len) {
 			if (errno == EAGAIN || errno == EINTR)

@@ -14,11 +14,13 @@
  *  - ring.c: the bounded record ring read through /dev/opvm.  When it is
  *    full, records are dropped and counted, and a LOST record with the count
  *    goes out as soon as there is room.
+ * ksyms.c sends the kernel's symbols when the relay asks ("ksym").
  * Under them slots.c owns what the host reads from guest memory (slots,
  * switch rings).  Calls go one way, down: main.c -> hooks.c -> events.c ->
- * ring.c; main.c -> describe.c -> events.c, ring.c; hooks.c and describe.c
- * -> slots.c.  Where a lower file must reach up (the FIFO waking the worker,
- * /dev/opvm asking for a resync) it calls a function main.c handed it.
+ * ring.c; main.c -> describe.c -> events.c, ring.c; main.c -> ksyms.c ->
+ * ring.c, describe.c (opvm_lookup_name); hooks.c and describe.c -> slots.c.
+ * Where a lower file must reach up (the FIFO waking the worker, /dev/opvm
+ * asking for a resync or the symbols) it calls a function main.c handed it.
  */
 #ifndef OPVM_H
 #define OPVM_H
@@ -38,12 +40,19 @@ void opvm_ring_exit(void);
  * lost).  Any context.
  */
 int opvm_ring_put(void *rec);
+/*
+ * Append bulk data (kernel symbols, files): only while the ring is at most
+ * half full after it and a HELLO is queued, so process and mapping records
+ * always find room.  Returns 0 or -EAGAIN (try later; nothing counted).
+ */
+int opvm_ring_put_bulk(struct opvm_rec_hdr *hdr);
 /* Count records dropped before they reached the ring. */
 void opvm_ring_lost(u64 n);
 u64 opvm_ring_lost_total(void);
 void opvm_ring_reset(void);
-/* on_sync: called when a reader writes "sync" (a host connected). */
-int opvm_dev_register(void (*on_sync)(void));
+/* on_sync: called when a reader writes "sync" (a host connected);
+ * on_ksyms: when it writes "ksym" (kptr_restrict hides the symbols). */
+int opvm_dev_register(void (*on_sync)(void), void (*on_ksyms)(void));
 void opvm_dev_unregister(void);
 
 /* ---- events (hooks.c produces, describe.c consumes) ---------------------- */
@@ -104,7 +113,16 @@ int opvm_describe_init(void);
 void opvm_describe_exit(void);
 void opvm_kick(void);			/* queue the worker */
 void opvm_request_resync(void);		/* HELLO and the walk again */
+unsigned long opvm_lookup_name(const char *name);	/* kallsyms_lookup_name() */
 extern bool opvm_rescan_on;		/* walk exec'd processes again later */
+
+/* ---- ksyms.c ------------------------------------------------------------- */
+/*
+ * The kernel's and modules' text symbols as KSYMS records from opvm.ko's own
+ * walk, for the host only, when kptr_restrict hides them from the relay.
+ */
+void opvm_ksyms_start(void);		/* (re)start the walk */
+void opvm_ksyms_cancel(void);		/* a new host session: drop it */
 
 /* ---- slots.c ------------------------------------------------------------- */
 int opvm_slots_init(unsigned int switch_entries);

@@ -263,6 +263,8 @@ struct opvm_rec_sync {
 #define OPVM_KSYM_NAME_MAX	127	/* longest symbol name carried (KSYM_NAME_LEN - 1) */
 #define OPVM_KSYMS_RESTRICTED	0x1	/* kptr_restrict hid the addresses */
 #define OPVM_KSYMS_TRUNCATED	0x2	/* the relay stopped at its cap */
+#define OPVM_KSYMS_MODULE_WALK	0x4	/* kptr_restrict hid them from the relay:
+					 * opvm.ko walked its kernel's symbols */
 
 struct opvm_rec_ksyms {
 	struct opvm_rec_hdr hdr;
@@ -272,6 +274,32 @@ struct opvm_rec_ksyms {
 	char module[OPVM_MODNAME_LEN];	/* "" for vmlinux */
 	/* entries: { u64 addr; u8 type; u8 name_len; char name[name_len]; } */
 };
+
+/*
+ * Appends one entry to the KSYMS record being built at rec (a buffer of
+ * OPVM_REC_MAX bytes, *used of them taken: sizeof(struct opvm_rec_ksyms)
+ * when empty).  Returns 0, or -1 when it does not fit: the entry then
+ * starts the next record.  Shared by the relay and opvm.ko's own walk.
+ */
+static inline int opvm_ksyms_add(struct opvm_rec_ksyms *rec, unsigned long *used,
+				 opvm_u64 addr, char type, const char *name,
+				 unsigned long nlen)
+{
+	unsigned char *p = (unsigned char *)rec + *used;
+	int b;
+
+	if (!nlen || nlen > OPVM_KSYM_NAME_MAX || *used + 10 + nlen > OPVM_REC_MAX)
+		return -1;
+	for (b = 0; b < 8; b++)
+		p[b] = (unsigned char)(addr >> (8 * b));	/* little-endian */
+	p[8] = (unsigned char)type;
+	p[9] = (unsigned char)nlen;
+	__builtin_memcpy(p + 10, name, nlen);
+	*used += 10 + nlen;
+	rec->nr++;
+	rec->bytes = (opvm_u16)(*used - sizeof(*rec));
+	return 0;
+}
 
 struct opvm_rec_ksyms_end {
 	struct opvm_rec_hdr hdr;

@@ -8,7 +8,8 @@
  * while the reader owns it, and tail only moves after the copy.
  *
  * The bottom layer: it calls nothing else in the module.  A "sync" written
- * to /dev/opvm is passed up through the callback opvm_dev_register() got.
+ * or "ksym" written to /dev/opvm is passed up through the callbacks
+ * opvm_dev_register() got.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -43,6 +44,7 @@ static struct {
 
 /* The worker's resync request, set before /dev/opvm exists. */
 static void (*opvm_dev_on_sync)(void);
+static void (*opvm_dev_on_ksyms)(void);
 
 int opvm_ring_init(size_t size)
 {
@@ -243,7 +245,6 @@ static bool relay_type(u16 type)
 static ssize_t opvm_dev_write_rec(const char __user *ubuf, size_t count)
 {
 	struct opvm_rec_hdr *hdr;
-	unsigned long flags;
 	ssize_t ret = count;
 
 	if (count < sizeof(*hdr) || count > OPVM_REC_MAX || count % OPVM_REC_ALIGN)
@@ -260,26 +261,37 @@ static ssize_t opvm_dev_write_rec(const char __user *ubuf, size_t count)
 		ret = -EINVAL;
 		goto out;
 	}
-	spin_lock_irqsave(&ring.lock, flags);
-	if (!ring.hello_queued || ring.lost ||
-	    ring_room() < ring.size / 2 + count) {
+	if (opvm_ring_put_bulk(hdr))
 		ret = -EAGAIN;
-	} else {
-		ring_append(hdr);
-	}
-	spin_unlock_irqrestore(&ring.lock, flags);
-	if (ret > 0)
-		wake_up_interruptible(&ring.wait);
 out:
 	kfree(hdr);
+	return ret;
+}
+
+int opvm_ring_put_bulk(struct opvm_rec_hdr *hdr)
+{
+	unsigned long flags;
+	int ret = 0;
+
+	spin_lock_irqsave(&ring.lock, flags);
+	if (!ring.hello_queued || ring.lost ||
+	    ring_room() < ring.size / 2 + hdr->len)
+		ret = -EAGAIN;
+	else
+		ring_append(hdr);
+	spin_unlock_irqrestore(&ring.lock, flags);
+	if (!ret)
+		wake_up_interruptible(&ring.wait);
 	return ret;
 }
 
 /*
  * write(): "sync" asks for a fresh start: the unread records are dropped and
  * HELLO, the walk and SYNC are sent again.  The relay writes it when a host
- * connects to the port, so every host session starts with HELLO.  Anything
- * else must be one whole record of a relay type (opvm_dev_write_rec()).
+ * connects to the port, so every host session starts with HELLO.  "ksym"
+ * asks opvm.ko to send the kernel's symbols itself (ksyms.c): the relay
+ * writes it when kptr_restrict shows it only zeros.  Anything else must be
+ * one whole record of a relay type (opvm_dev_write_rec()).
  */
 static ssize_t opvm_dev_write(struct file *file, const char __user *ubuf,
 			      size_t count, loff_t *ppos)
@@ -290,6 +302,10 @@ static ssize_t opvm_dev_write(struct file *file, const char __user *ubuf,
 		return opvm_dev_write_rec(ubuf, count);
 	if (copy_from_user(cmd, ubuf, min(count, sizeof(cmd) - 1)))
 		return -EFAULT;
+	if (!strncmp(cmd, "ksym", 4)) {
+		opvm_dev_on_ksyms();
+		return count;
+	}
 	if (strncmp(cmd, "sync", 4))
 		return -EINVAL;
 	/*
@@ -341,9 +357,10 @@ static struct miscdevice opvm_miscdev = {
 	.mode = 0600,
 };
 
-int opvm_dev_register(void (*on_sync)(void))
+int opvm_dev_register(void (*on_sync)(void), void (*on_ksyms)(void))
 {
 	opvm_dev_on_sync = on_sync;
+	opvm_dev_on_ksyms = on_ksyms;
 	return misc_register(&opvm_miscdev);
 }
 

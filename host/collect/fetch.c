@@ -345,6 +345,8 @@ static void ksyms_end(struct fetch *f, const void *rec)
 	f->st.ksyms_done++;
 	if (le32toh(e.flags) & OPVM_KSYMS_RESTRICTED)
 		f->st.ksyms_restricted++;
+	if (le32toh(e.flags) & OPVM_KSYMS_MODULE_WALK)
+		f->st.ksyms_module_walk++;
 	if (le32toh(e.flags) & OPVM_KSYMS_TRUNCATED)
 		f->st.ksyms_truncated++;
 	if (le64toh(e.nr_syms) != f->st.ksyms_syms + f->st.ksyms_bad + f->st.ksyms_capped)
@@ -668,11 +670,12 @@ json_t *fetch_to_json(const struct fetch *f)
 		"table_full", C(s->table_full), "write_errors", C(s->write_errors),
 		"elapsed_ms", C(s->elapsed_ms), "max_file", C(f->cfg.max_file),
 		"open", C(f->cur != NULL), "relay_silent", C(f->mute));
-	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o}",
+	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o}",
 		"ksyms", "records", C(s->ksyms_records), "syms", C(s->ksyms_syms),
 		"bad", C(s->ksyms_bad), "capped", C(s->ksyms_capped),
 		"bytes", C(s->ksyms_bytes), "done", C(s->ksyms_done),
-		"restricted", C(s->ksyms_restricted), "truncated", C(s->ksyms_truncated),
+		"restricted", C(s->ksyms_restricted), "module_walk", C(s->ksyms_module_walk),
+		"truncated", C(s->ksyms_truncated),
 		"end_mismatch", C(s->ksyms_end_mismatch),
 		"binaries", bin ? bin : json_null(), "max_session", C(f->cfg.max_session),
 		"io_errors", C(s->io_errors));

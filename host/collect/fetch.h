@@ -71,6 +71,7 @@ struct fetch_stats {
 	uint64_t ksyms_bytes;		/* bytes of the current file */
 	uint64_t ksyms_done;		/* KSYMS_END records: complete transfers */
 	uint64_t ksyms_restricted;	/* KSYMS_END said kptr_restrict hid them */
+	uint64_t ksyms_module_walk;	/* ... and opvm.ko sent its own walk */
 	uint64_t ksyms_truncated;	/* KSYMS_END said the relay stopped at its cap */
 	uint64_t ksyms_end_mismatch;	/* KSYMS_END count != symbols received */
 	uint64_t io_errors;		/* writes or renames that failed */
