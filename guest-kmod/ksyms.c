@@ -11,8 +11,8 @@
  *
  * The walk needs only sprint_symbol() (exported): for an address it gives
  * "name+off/size [module]", so each symbol's start and the next one's
- * follow.  It covers vmlinux's text [_stext, _etext) and each module's core
- * text, a record at a time, paced like the relay's bulk writes: while the
+ * follow.  It covers vmlinux's text [_stext, _etext), its init text and
+ * each module's core text, a record at a time, paced like the relay's bulk writes: while the
  * ring is over half full the work item comes back later.  Types are not
  * known this way: every symbol is sent as 'T' (the host only needs text).
  */
@@ -36,7 +36,7 @@ static struct {
 	bool active;
 	unsigned long addr;	/* next address to look at */
 	unsigned long end;	/* end of the current region */
-	unsigned int region;	/* 0: vmlinux, n: the n-th module listed */
+	unsigned int region;	/* next_region(): 0 text, 1 init, 2.. modules */
 	char module[OPVM_MODNAME_LEN];	/* the region's, "" for vmlinux */
 	u64 nr;			/* symbols sent */
 	ktime_t t0;		/* when the walk started */
@@ -74,20 +74,34 @@ static char *parse_symbol(char *s, unsigned long *off, unsigned long *size)
 	return s;
 }
 
+/* [start, end) of vmlinux text named by two symbols, empty if unknown. */
+static void kernel_region(const char *start, const char *end)
+{
+	walk.addr = opvm_lookup_name(start);
+	walk.end = opvm_lookup_name(end);
+	if (!walk.addr || walk.end < walk.addr)
+		walk.end = walk.addr;
+}
+
 /*
- * The region after the current one: region n >= 1 is the n-th formed
- * module of the list at the time.  A module loaded or freed during the walk
- * may be missed or sent twice: both are harmless to the host.
+ * The region after the current one.  0: vmlinux's text; 1: its init text
+ * (freed after boot, but samples taken during boot fall in it and kallsyms
+ * still names it); n >= 2: the (n-1)-th formed module of the list at the
+ * time.  A module loaded or freed during the walk may be missed or sent
+ * twice: both are harmless to the host.
  */
 static bool next_region(void)
 {
 	struct list_head *head = (void *)opvm_lookup_name("modules");
 	struct mutex *lock = (void *)opvm_lookup_name("module_mutex");
 	struct module *mod;
-	unsigned int n = 0;
+	unsigned int n = 1;
 	bool found = false;
 
-	walk.region++;
+	if (++walk.region == 1) {
+		kernel_region("_sinittext", "_einittext");
+		return true;
+	}
 	if (!head || !lock)
 		return false;
 	mutex_lock(lock);
@@ -190,14 +204,11 @@ out:
 
 void opvm_ksyms_start(void)
 {
-	unsigned long stext = opvm_lookup_name("_stext"), etext = opvm_lookup_name("_etext");
-
 	opvm_ksyms_cancel();
 	mutex_lock(&walk.lock);
 	walk.region = 0;
 	walk.module[0] = '\0';
-	walk.addr = stext;
-	walk.end = stext && etext > stext ? etext : stext;
+	kernel_region("_stext", "_etext");
 	walk.nr = 0;
 	walk.t0 = ktime_get();
 	walk.pending = false;

@@ -111,6 +111,46 @@ static void test_text(void **state)
 	assert_string_equal(out, "ffffffff81000000 T _text\n");
 }
 
+/* The guest's packer (opvm_proto.h, used by the relay and opvm.ko's own
+ * walk) against the host's decoder: what one writes the other reads, a
+ * full record refuses the next entry, a name over 127 bytes is refused. */
+static void test_guest_packer(void **state)
+{
+	union { struct opvm_rec_ksyms k; uint8_t b[OPVM_REC_MAX]; } r;
+	char longname[200], out[OPVM_REC_MAX * 4];
+	unsigned long used = sizeof(r.k);
+	uint64_t ok, bad, capped, nr = 2;
+	size_t len, n;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	assert_int_equal(opvm_ksyms_add(&r.k, &used, 0xffffffff81000000, 'T', "_text", 5), 0);
+	assert_int_equal(opvm_ksyms_add(&r.k, &used, 0xffffffff81000040, 'T', "f", 1), 0);
+	assert_int_equal(opvm_ksyms_add(&r.k, &used, 1, 'T', longname, strlen(longname)), -1);
+	assert_int_equal(opvm_ksyms_add(&r.k, &used, 1, 'T', "", 0), -1);
+	while (!opvm_ksyms_add(&r.k, &used, 0xffffffffc0000000 + nr, 't', "fill_symbol", 11))
+		nr++;
+	assert_int_equal(r.k.nr, nr);
+	assert_true(used <= OPVM_REC_MAX && used + 10 + 11 > OPVM_REC_MAX);
+	assert_int_equal(r.k.bytes, used - sizeof(r.k));
+	len = (used + 7) & ~7UL;
+	r.k.hdr.magic = OPVM_PROTO_MAGIC;
+	r.k.hdr.type = OPVM_REC_KSYMS;
+	r.k.hdr.len = (uint32_t)len;
+	assert_true(chan_rec_check(r.b, len));
+	n = fetch_ksyms_text(r.b, len, out, sizeof(out), &ok, &bad, &capped);
+	assert_int_equal(ok, nr);
+	assert_int_equal(bad + capped, 0);
+	out[n] = '\0';
+	{
+		const char *want = "ffffffff81000000 T _text\nffffffff81000040 T f\n"
+				   "ffffffffc0000002 t fill_symbol\n";
+		assert_memory_equal(out, want, strlen(want));
+	}
+}
+
 static void put_end(const char *dir, struct fetch *f, uint64_t nr)
 {
 	struct opvm_rec_ksyms_end e = { 0 };
@@ -487,6 +527,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text),
+		cmocka_unit_test(test_guest_packer),
 		cmocka_unit_test(test_transfer),
 		cmocka_unit_test(test_binary_ok_and_resume),
 		cmocka_unit_test(test_binary_hostile),
