@@ -33,6 +33,7 @@ enum {
 	OPT_CALL_GRAPH,
 	OPT_NO_IMAGE_SYMBOLS, OPT_NO_FETCH, OPT_FETCH_CACHE, OPT_FETCH_MAX_FILE,
 	OPT_FETCH_MAX_SESSION,
+	OPT_FETCH_CACHE_MAX,
 };
 
 const struct option session_options[] = {
@@ -59,6 +60,7 @@ const struct option session_options[] = {
 	{ "fetch-cache", required_argument, NULL, OPT_FETCH_CACHE },
 	{ "fetch-max-file", required_argument, NULL, OPT_FETCH_MAX_FILE },
 	{ "fetch-max-session", required_argument, NULL, OPT_FETCH_MAX_SESSION },
+	{ "fetch-cache-max", required_argument, NULL, OPT_FETCH_CACHE_MAX },
 	{ 0 }
 };
 
@@ -99,7 +101,9 @@ const char session_usage[] =
 "  --fetch-cache DIR  the guests' fetched binaries, DIR/GUEST/xx/yyyy (default\n"
 "                     $XDG_CACHE_HOME/opvm/buildid, ~/.cache/opvm/buildid)\n"
 "  --fetch-max-file SIZE  largest binary taken (default 256M); --fetch-max-\n"
-"                     session SIZE: all of one session (default 1G)\n";
+"                     session SIZE: all of one session (default 1G)\n"
+"  --fetch-cache-max SIZE  one guest's cache, all sessions (default 2G):\n"
+"                     past it the least recently used files go\n";
 
 void session_opts_init(struct session_opts *o)
 {
@@ -244,14 +248,16 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 	case OPT_FETCH_CACHE:
 		o->fetch_cache = arg;
 		return 1;
-	case OPT_FETCH_MAX_FILE: case OPT_FETCH_MAX_SESSION: {
-		uint64_t *v = opt == OPT_FETCH_MAX_FILE ? &o->fetch_max_file
-							: &o->fetch_max_session;
+	case OPT_FETCH_MAX_FILE: case OPT_FETCH_MAX_SESSION: case OPT_FETCH_CACHE_MAX: {
+		uint64_t *v = opt == OPT_FETCH_MAX_FILE ? &o->fetch_max_file :
+			      opt == OPT_FETCH_MAX_SESSION ? &o->fetch_max_session :
+			      &o->fetch_max_cache;
 
 		if (util_parse_size(arg, v) || *v < 4096) {
 			pr_err("%s wants a size of at least 4k, e.g. 64M, not '%s'",
 			       opt == OPT_FETCH_MAX_FILE ? "--fetch-max-file" :
-			       "--fetch-max-session", arg);
+			       opt == OPT_FETCH_MAX_SESSION ? "--fetch-max-session" :
+			       "--fetch-cache-max", arg);
 			return -1;
 		}
 		return 1;
@@ -360,6 +366,7 @@ static void collector_cfg(const struct session_opts *o, const struct backend_set
 			      o->from_workload ? setup->workload : NULL,
 		.fetch = { .off = o->no_fetch, .max_file = o->fetch_max_file,
 			   .max_session = o->fetch_max_session,
+			   .max_cache = o->fetch_max_cache,
 			   .verify = symres_check_build_id },
 	};
 	for (unsigned i = 0; i < setup->nr_events; i++) {

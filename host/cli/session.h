@@ -33,7 +33,7 @@ struct session_opts {
 	int no_image_symbols;		/* --no-image-symbols */
 	int no_fetch;			/* --no-fetch */
 	const char *fetch_cache;	/* --fetch-cache DIR */
-	uint64_t fetch_max_file, fetch_max_session;	/* 0: defaults */
+	uint64_t fetch_max_file, fetch_max_session, fetch_max_cache;	/* 0: defaults */
 	int umask_set;			/* --umask given */
 	unsigned umask;
 	struct collector_symbols sym;	/* --guest-root, --system-map, --vmlinux */

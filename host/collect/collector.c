@@ -210,6 +210,7 @@ static struct fetch *guest_fetch_new(const struct collector *c, struct store *st
 		.guest_dir = dir,
 		.max_file = c->cfg.fetch.max_file,
 		.max_session = c->cfg.fetch.max_session,
+		.max_cache = c->cfg.fetch.max_cache,
 		.no_ksyms = c->cfg.fetch.off,
 		.public_files = c->cfg.public_tree,
 		.verify = c->cfg.fetch.verify,

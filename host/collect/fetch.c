@@ -82,6 +82,20 @@ static mode_t session_mode(const struct fetch *f)
 	return f->cfg.public_files ? 0666 : 0600;
 }
 
+/* The guest's cache within its cap: at the start and after each file. */
+static void cache_prune(struct fetch *f)
+{
+	struct fetch_prune p;
+
+	if (!f->cache)
+		return;
+	if (fetch_cache_prune(f->cache, f->cfg.max_cache, &p))
+		f->st.io_errors++;
+	f->st.pruned += p.files;
+	f->st.pruned_bytes += p.bytes;
+	f->st.cache_bytes = p.cache_bytes;
+}
+
 struct fetch *fetch_new(const struct fetch_config *cfg)
 {
 	struct fetch *f = calloc(1, sizeof(*f));
@@ -94,6 +108,8 @@ struct fetch *fetch_new(const struct fetch_config *cfg)
 		f->cfg.max_file = FETCH_FILE_MAX;
 	if (!f->cfg.max_session)
 		f->cfg.max_session = FETCH_SESSION_MAX;
+	if (!f->cfg.max_cache)
+		f->cfg.max_cache = FETCH_CACHE_MAX;
 	f->dir = strdup(cfg->guest_dir);
 	f->mods = calloc(FETCH_MAX_MODULES, sizeof(*f->mods));
 	if (cfg->cache_dir && cfg->verify) {
@@ -106,6 +122,7 @@ struct fetch *fetch_new(const struct fetch_config *cfg)
 		return NULL;
 	}
 	f->cfg.guest_dir = f->cfg.cache_dir = NULL;	/* not kept */
+	cache_prune(f);
 	return f;
 }
 
@@ -406,6 +423,7 @@ void fetch_want(struct fetch *f, const char *path, const uint8_t *bid, size_t le
 	if (!stat(cpath, &sb) && S_ISREG(sb.st_mode)) {
 		m->state = IMG_CACHED;
 		f->st.cached++;
+		utimensat(AT_FDCWD, cpath, NULL, 0);	/* used: last to go */
 	}
 }
 
@@ -590,6 +608,7 @@ static void file_commit(struct fetch *f)
 	f->st.files++;
 	f->st.bytes += f->cur->received;
 	img_close(f, IMG_DONE);
+	cache_prune(f);
 }
 
 static void file_end(struct fetch *f, const void *rec)
@@ -659,7 +678,7 @@ json_t *fetch_to_json(const struct fetch *f)
 	json_t *bin;
 
 #define C(v) stats_json_count(v)
-	bin = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+	bin = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 		"enabled", f->imgs != NULL,
 		"images", C(s->images), "cached", C(s->cached), "requests", C(s->requests),
 		"files", C(s->files), "bytes", C(s->bytes), "data_bytes", C(s->data_bytes),
@@ -669,7 +688,9 @@ json_t *fetch_to_json(const struct fetch *f)
 		"stray", C(s->stray), "timeouts", C(s->timeouts),
 		"table_full", C(s->table_full), "write_errors", C(s->write_errors),
 		"elapsed_ms", C(s->elapsed_ms), "max_file", C(f->cfg.max_file),
-		"open", C(f->cur != NULL), "relay_silent", C(f->mute));
+		"open", C(f->cur != NULL), "relay_silent", C(f->mute),
+		"pruned", C(s->pruned), "pruned_bytes", C(s->pruned_bytes),
+		"cache_bytes", C(s->cache_bytes), "max_cache", C(f->cfg.max_cache));
 	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o}",
 		"ksyms", "records", C(s->ksyms_records), "syms", C(s->ksyms_syms),
 		"bad", C(s->ksyms_bad), "capped", C(s->ksyms_capped),

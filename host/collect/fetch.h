@@ -36,6 +36,9 @@
 /* Defaults of the per-file and per-session caps of fetched binaries. */
 #define FETCH_FILE_MAX		((uint64_t)256 << 20)
 #define FETCH_SESSION_MAX	((uint64_t)1 << 30)
+/* Default cap of one guest's build-id cache, all its sessions together:
+ * past it the least recently used files are removed (fetch-cache.c). */
+#define FETCH_CACHE_MAX		((uint64_t)2 << 30)
 /* Distinct images a session considers (each a build-id and a path). */
 #define FETCH_MAX_IMAGES	4096
 /* Modules whose base is remembered for <guest>/kallsyms.modules. */
@@ -53,6 +56,7 @@ struct fetch_config {
 	const char *cache_dir;		/* <cache>/<guest>; NULL: no binaries */
 	uint64_t max_file;		/* 0: FETCH_FILE_MAX */
 	uint64_t max_session;		/* 0: FETCH_SESSION_MAX */
+	uint64_t max_cache;		/* 0: FETCH_CACHE_MAX */
 	int no_ksyms;			/* 1: do not keep the kernel's symbols */
 	int public_files;		/* 1: the session's files (kallsyms) are
 					 * 0666 less the umask, as the sample tree
@@ -94,7 +98,21 @@ struct fetch_stats {
 	uint64_t table_full;		/* images past FETCH_MAX_IMAGES */
 	uint64_t write_errors;		/* requests the channel did not take */
 	uint64_t elapsed_ms;		/* time files were in transfer */
+	uint64_t pruned;		/* cache files removed at its cap */
+	uint64_t pruned_bytes;		/* their bytes */
+	uint64_t cache_bytes;		/* the guest's cache after the last prune */
 };
+
+/*
+ * Keeps the build-id cache dir (<cache>/<guest>) at most max bytes by
+ * removing its least recently used files (mtime).  Returns 0 or -errno
+ * (a missing dir is empty); out says what went and what is left.
+ */
+struct fetch_prune {
+	uint64_t files, bytes;		/* removed */
+	uint64_t cache_bytes;		/* left */
+};
+int fetch_cache_prune(const char *dir, uint64_t max, struct fetch_prune *out);
 
 /* Paths are the host's (guest_dir exists; cache_dir is created 0700 when
  * first needed).  Returns NULL and sets errno. */

@@ -398,6 +398,24 @@ static int cache_files(const struct bin *b)
 	return atoi(out);
 }
 
+/* set: sets the cache files' mtime to that epoch second; 0: counts those
+ * changed in the last minute.  Returns the count of files. */
+static int cache_mtimes(const struct bin *b, long set)
+{
+	char cmd[512], out[32] = "";
+	FILE *p;
+
+	if (set)
+		snprintf(cmd, sizeof(cmd), "find %s -type f -exec touch -d @%ld {} + -print | wc -l",
+			 b->cache, set);
+	else
+		snprintf(cmd, sizeof(cmd), "find %s -type f -newermt '-60 seconds' | wc -l", b->cache);
+	p = popen(cmd, "r");
+	assert_non_null(fgets(out, sizeof(out), p));
+	pclose(p);
+	return atoi(out);
+}
+
 static void test_binary_ok_and_resume(void **state)
 {
 	const struct fetch_stats *st;
@@ -433,11 +451,94 @@ static void test_binary_ok_and_resume(void **state)
 	fetch_free(b.f);
 	b.f = fetch_new(&(struct fetch_config){ .guest_dir = b.dir, .cache_dir = b.cache,
 		.verify = symres_check_build_id });
+	assert_int_equal(cache_mtimes(&b, 1000), 1);	/* made old */
 	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
 	fetch_poll(b.f, b.sv[0], 5000);
 	assert_int_equal(fetch_get_stats(b.f)->cached, 1);
 	assert_int_equal(fetch_get_stats(b.f)->requests, 0);
+	assert_int_equal(cache_mtimes(&b, 0), 1);	/* a hit is a use */
+
+	/* a third with a cache cap below the file: pruned at its start,
+	 * so it is asked for again */
+	fetch_free(b.f);
+	b.f = fetch_new(&(struct fetch_config){ .guest_dir = b.dir, .cache_dir = b.cache,
+		.max_cache = 4096, .verify = symres_check_build_id });
+	assert_int_equal(fetch_get_stats(b.f)->pruned, 1);
+	assert_int_equal(fetch_get_stats(b.f)->pruned_bytes, b.elf_len);
+	assert_int_equal(cache_files(&b), 0);
+	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+	fetch_poll(b.f, b.sv[0], 6000);
+	assert_int_equal(fetch_get_stats(b.f)->requests, 1);
 	bin_teardown(&b);
+}
+
+/* A file of size bytes at dir/name with the given mtime. */
+static void put_file(const char *dir, const char *name, size_t size, time_t mtime)
+{
+	char path[512];
+	struct timespec ts[2] = { { mtime, 0 }, { mtime, 0 } };
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	assert_int_equal(futimens(fd, ts), 0);
+	close(fd);
+}
+
+static bool exists(const char *dir, const char *name)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return access(path, F_OK) == 0;
+}
+
+/* The cache's cap: least recently used build-id files go first, until
+ * it fits; part files, other names and symlinks are neither counted nor
+ * removed; a missing cache is empty. */
+static void test_cache_prune(void **state)
+{
+	char dir[] = "/tmp/opvm-test-prune-XXXXXX", sub[256], cmd[512];
+	struct fetch_prune p;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(sub, sizeof(sub), "%s/nope", dir);
+	assert_int_equal(fetch_cache_prune(sub, 1, &p), 0);
+	assert_int_equal(p.cache_bytes, 0);
+	snprintf(sub, sizeof(sub), "%s/ab", dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	put_file(sub, "0000000000000000000000000000000000000001", 1000, 1000);	/* oldest */
+	put_file(sub, "0000000000000000000000000000000000000002", 1000, 3000);
+	put_file(dir, "cd", 0, 0);					/* not a dir */
+	put_file(sub, ".part-1-1", 5000, 10);				/* a transfer */
+	put_file(sub, "notes.txt", 5000, 10);
+	snprintf(sub, sizeof(sub), "%s/ef", dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	put_file(sub, "0000000000000000000000000000000000000003", 1000, 2000);
+	snprintf(cmd, sizeof(cmd), "%s/00000000000000000000000000000000000000ff", sub);
+	assert_int_equal(symlink("/etc/passwd", cmd), 0);
+
+	assert_int_equal(fetch_cache_prune(dir, 3000, &p), 0);	/* fits */
+	assert_int_equal(p.files, 0);
+	assert_int_equal(p.cache_bytes, 3000);
+	assert_int_equal(fetch_cache_prune(dir, 1500, &p), 0);	/* two go, oldest first */
+	assert_int_equal(p.files, 2);
+	assert_int_equal(p.bytes, 2000);
+	assert_int_equal(p.cache_bytes, 1000);
+	snprintf(sub, sizeof(sub), "%s/ab", dir);
+	assert_false(exists(sub, "0000000000000000000000000000000000000001"));
+	assert_true(exists(sub, "0000000000000000000000000000000000000002"));
+	assert_true(exists(sub, ".part-1-1"));
+	assert_true(exists(sub, "notes.txt"));
+	snprintf(sub, sizeof(sub), "%s/ef", dir);
+	assert_false(exists(sub, "0000000000000000000000000000000000000003"));
+	assert_true(exists(sub, "00000000000000000000000000000000000000ff"));
+	assert_int_equal(access("/etc/passwd", F_OK), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
 }
 
 /* Each way a guest can lie about a file: refused, counted, nothing cached,
@@ -528,6 +629,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text),
 		cmocka_unit_test(test_guest_packer),
+		cmocka_unit_test(test_cache_prune),
 		cmocka_unit_test(test_transfer),
 		cmocka_unit_test(test_binary_ok_and_resume),
 		cmocka_unit_test(test_binary_hostile),

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The size cap of a guest's build-id cache (<cache>/<guest>/xx/yyyy).
+ *
+ * Each session fetches at most --fetch-max-session bytes, but the cache is
+ * shared by all sessions of the guest: without a cap a guest that keeps
+ * changing its binaries would grow it without bound.  Past the cap the
+ * least recently used files go first: a file's mtime is set when it is
+ * written and whenever a session finds it there (fetch_want()), so what
+ * current sessions use is the newest.  Only names the cache gives (two hex
+ * digits / the rest of a build-id, regular files) are counted or removed;
+ * part files and anything else are left alone.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "host/collect/fetch.h"
+
+struct centry {
+	int dfd;		/* its xx directory */
+	char name[2 * OPVM_BUILD_ID_MAX];
+	uint64_t size;
+	struct timespec mtime;
+};
+
+struct clist {
+	struct centry *v;
+	size_t n, cap;
+	int dirs[256];		/* open xx directories */
+	size_t nr_dirs;
+	uint64_t total;
+};
+
+static bool hex_name(const char *s, size_t min, size_t max)
+{
+	size_t n = strspn(s, "0123456789abcdef");
+
+	return n == strlen(s) && n >= min && n <= max;
+}
+
+static int by_mtime(const void *a, const void *b)
+{
+	const struct centry *x = a, *y = b;
+
+	if (x->mtime.tv_sec != y->mtime.tv_sec)
+		return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+	if (x->mtime.tv_nsec != y->mtime.tv_nsec)
+		return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+	return 0;
+}
+
+/* The files of one xx directory; dfd is kept open in l->dirs. */
+static int list_dir(struct clist *l, int dfd)
+{
+	DIR *d = fdopendir(dup(dfd));
+	struct dirent *de;
+	struct stat sb;
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		if (!hex_name(de->d_name, 2, sizeof(l->v->name) - 1) ||
+		    fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) || !S_ISREG(sb.st_mode))
+			continue;
+		if (l->n == l->cap) {
+			size_t cap = l->cap ? 2 * l->cap : 256;
+			struct centry *v = realloc(l->v, cap * sizeof(*v));
+
+			if (!v) {
+				closedir(d);
+				return -ENOMEM;
+			}
+			l->v = v;
+			l->cap = cap;
+		}
+		l->v[l->n] = (struct centry){ .dfd = dfd, .size = (uint64_t)sb.st_size,
+					      .mtime = sb.st_mtim };
+		strcpy(l->v[l->n].name, de->d_name);
+		l->total += (uint64_t)sb.st_size;
+		l->n++;
+	}
+	closedir(d);
+	return 0;
+}
+
+static int list_cache(struct clist *l, int root)
+{
+	DIR *d = fdopendir(dup(root));
+	struct dirent *de;
+	int ret = 0;
+
+	if (!d)
+		return -errno;
+	while (!ret && (de = readdir(d))) {
+		int dfd;
+
+		if (!hex_name(de->d_name, 2, 2) || l->nr_dirs == 256)
+			continue;
+		dfd = openat(root, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd < 0)
+			continue;
+		l->dirs[l->nr_dirs++] = dfd;
+		ret = list_dir(l, dfd);
+	}
+	closedir(d);
+	return ret;
+}
+
+int fetch_cache_prune(const char *dir, uint64_t max, struct fetch_prune *out)
+{
+	struct clist l = { 0 };
+	int root, ret;
+
+	memset(out, 0, sizeof(*out));
+	root = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root < 0)
+		return errno == ENOENT ? 0 : -errno;
+	ret = list_cache(&l, root);
+	if (!ret && l.total > max) {
+		qsort(l.v, l.n, sizeof(*l.v), by_mtime);
+		for (size_t i = 0; i < l.n && l.total > max; i++) {
+			if (unlinkat(l.v[i].dfd, l.v[i].name, 0))
+				continue;
+			l.total -= l.v[i].size;
+			out->files++;
+			out->bytes += l.v[i].size;
+		}
+	}
+	out->cache_bytes = l.total;
+	for (size_t i = 0; i < l.nr_dirs; i++) {
+		close(l.dirs[i]);
+	}
+	free(l.v);
+	close(root);
+	return ret;
+}
