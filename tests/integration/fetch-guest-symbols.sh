@@ -120,21 +120,30 @@ PY
 
 # A second session of the same guest: what the first fetched (abratio, the
 # relay) is found in the cache, not asked again; only images the first
-# session happened not to sample (busybox, ld.so) may be fetched now.
-before=$(find "$C" -type f -printf '%P %T@\n' | sort)
+# session happened not to sample (busybox, ld.so) may be fetched now.  The
+# files found are touched (a use: the cache's cap removes the least
+# recently used first), the others kept as they were.
+listing() { find "$C" -type f -printf '%P %s %T@\n' | sort; }
+before=$(listing)
 run_guest "$T/second" abratio
-after=$(find "$C" -type f -printf '%P %T@\n' | sort)
+after=$(listing)
 python3 - "$T/second/guests/guest/samples/current/session.json" "$before" "$after" <<'PY' || exit 1
 import json, sys
 b = json.load(open(sys.argv[1]))["fetch"]["binaries"]
-before = set(sys.argv[2].split("\n")) - {""}
-after = set(sys.argv[3].split("\n")) - {""}
-new = after - before
+def files(text):
+    return {name: (int(size), float(t)) for name, size, t in (l.split() for l in text.split("\n") if l)}
+before, after = files(sys.argv[2]), files(sys.argv[3])
+new = set(after) - set(before)
+kept = [n for n in before if n in after and after[n][0] == before[n][0]]
+touched = [n for n in kept if after[n][1] > before[n][1]]
 print("RESULT second session: %d images with samples, %d found in the cache, %d requests, "
-      "%d files added, %d of %d cached files untouched" % (
-      b["images"], b["cached"], b["requests"], len(new), len(before & after), len(before)))
+      "%d files added, %d of %d cached files kept, %d of them touched as used; "
+      "cache %d bytes of %d, %d pruned" % (
+      b["images"], b["cached"], b["requests"], len(new), len(kept), len(before),
+      len(touched), b["cache_bytes"], b["max_cache"], b["pruned"]))
 ok = b["cached"] >= 2 and b["requests"] == len(new) == b["images"] - b["cached"] and \
-     before <= after
+     len(kept) == len(before) and len(touched) == b["cached"] and b["pruned"] == 0 and \
+     b["cache_bytes"] == sum(v[0] for v in after.values())
 sys.exit(0 if ok else 1)
 PY
 echo PASS
