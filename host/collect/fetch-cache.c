@@ -8,12 +8,15 @@
  * least recently used files go first: a file's mtime is set when it is
  * written and whenever a session finds it there (fetch_want()), so what
  * current sessions use is the newest.  Only names the cache gives (two hex
- * digits / the rest of a build-id, regular files) are counted or removed;
- * part files and anything else are left alone.
+ * digits / the rest of a build-id, regular files) are counted or removed,
+ * and the part files (.part-PID-N) of an opvm that was killed mid-transfer:
+ * those of a live process are its open transfers; anything else is left
+ * alone.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,10 +92,25 @@ static int list_dir(struct clist *l, int dfd)
 	return 0;
 }
 
-static int list_cache(struct clist *l, int root)
+/* A part file whose opvm is gone ("." "part-PID-N", fetch.c part_path). */
+static bool stale_part(const char *name)
+{
+	char *end;
+	long pid;
+
+	if (strncmp(name, ".part-", 6))
+		return false;
+	pid = strtol(name + 6, &end, 10);
+	if (pid <= 0 || pid > INT32_MAX || *end != '-')
+		return false;
+	return kill((pid_t)pid, 0) && errno == ESRCH;
+}
+
+static int list_cache(struct clist *l, int root, struct fetch_prune *out)
 {
 	DIR *d = fdopendir(dup(root));
 	struct dirent *de;
+	struct stat sb;
 	int ret = 0;
 
 	if (!d)
@@ -100,6 +118,13 @@ static int list_cache(struct clist *l, int root)
 	while (!ret && (de = readdir(d))) {
 		int dfd;
 
+		if (stale_part(de->d_name) &&
+		    !fstatat(root, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) &&
+		    !unlinkat(root, de->d_name, 0)) {
+			out->stale_parts++;
+			out->bytes += S_ISREG(sb.st_mode) ? (uint64_t)sb.st_size : 0;
+			continue;
+		}
 		if (!hex_name(de->d_name, 2, 2) || l->nr_dirs == 256)
 			continue;
 		dfd = openat(root, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -121,7 +146,7 @@ int fetch_cache_prune(const char *dir, uint64_t max, struct fetch_prune *out)
 	root = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (root < 0)
 		return errno == ENOENT ? 0 : -errno;
-	ret = list_cache(&l, root);
+	ret = list_cache(&l, root, out);
 	if (!ret && l.total > max) {
 		qsort(l.v, l.n, sizeof(*l.v), by_mtime);
 		for (size_t i = 0; i < l.n && l.total > max; i++) {

@@ -93,6 +93,7 @@ static void cache_prune(struct fetch *f)
 		f->st.io_errors++;
 	f->st.pruned += p.files;
 	f->st.pruned_bytes += p.bytes;
+	f->st.stale_parts += p.stale_parts;
 	f->st.cache_bytes = p.cache_bytes;
 }
 
@@ -678,7 +679,7 @@ json_t *fetch_to_json(const struct fetch *f)
 	json_t *bin;
 
 #define C(v) stats_json_count(v)
-	bin = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+	bin = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 		"enabled", f->imgs != NULL,
 		"images", C(s->images), "cached", C(s->cached), "requests", C(s->requests),
 		"files", C(s->files), "bytes", C(s->bytes), "data_bytes", C(s->data_bytes),
@@ -690,6 +691,7 @@ json_t *fetch_to_json(const struct fetch *f)
 		"elapsed_ms", C(s->elapsed_ms), "max_file", C(f->cfg.max_file),
 		"open", C(f->cur != NULL), "relay_silent", C(f->mute),
 		"pruned", C(s->pruned), "pruned_bytes", C(s->pruned_bytes),
+		"stale_parts", C(s->stale_parts),
 		"cache_bytes", C(s->cache_bytes), "max_cache", C(f->cfg.max_cache));
 	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o}",
 		"ksyms", "records", C(s->ksyms_records), "syms", C(s->ksyms_syms),

@@ -100,16 +100,19 @@ struct fetch_stats {
 	uint64_t elapsed_ms;		/* time files were in transfer */
 	uint64_t pruned;		/* cache files removed at its cap */
 	uint64_t pruned_bytes;		/* their bytes */
+	uint64_t stale_parts;		/* killed sessions' part files removed */
 	uint64_t cache_bytes;		/* the guest's cache after the last prune */
 };
 
 /*
  * Keeps the build-id cache dir (<cache>/<guest>) at most max bytes by
- * removing its least recently used files (mtime).  Returns 0 or -errno
+ * removing its least recently used files (mtime), and the part files of
+ * an opvm killed mid-transfer.  Returns 0 or -errno
  * (a missing dir is empty); out says what went and what is left.
  */
 struct fetch_prune {
-	uint64_t files, bytes;		/* removed */
+	uint64_t files, bytes;		/* removed (bytes: stale parts' too) */
+	uint64_t stale_parts;		/* part files of an opvm that is gone */
 	uint64_t cache_bytes;		/* left */
 };
 int fetch_cache_prune(const char *dir, uint64_t max, struct fetch_prune *out);

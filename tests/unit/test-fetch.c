@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -521,7 +522,24 @@ static void test_cache_prune(void **state)
 	snprintf(cmd, sizeof(cmd), "%s/00000000000000000000000000000000000000ff", sub);
 	assert_int_equal(symlink("/etc/passwd", cmd), 0);
 
-	assert_int_equal(fetch_cache_prune(dir, 3000, &p), 0);	/* fits */
+	/* part files at the top: a dead opvm's go, a live one's stay */
+	{
+		char dead[64], live[64];
+		pid_t child = fork();
+
+		if (!child)
+			_exit(0);
+		assert_int_equal(waitpid(child, NULL, 0), child);
+		snprintf(dead, sizeof(dead), ".part-%d-0", (int)child);
+		snprintf(live, sizeof(live), ".part-%d-3", (int)getpid());
+		put_file(dir, dead, 7000, 0);
+		put_file(dir, live, 7000, 0);
+		assert_int_equal(fetch_cache_prune(dir, 3000, &p), 0);	/* fits */
+		assert_int_equal(p.stale_parts, 1);
+		assert_int_equal(p.bytes, 7000);
+		assert_false(exists(dir, dead));
+		assert_true(exists(dir, live));
+	}
 	assert_int_equal(p.files, 0);
 	assert_int_equal(p.cache_bytes, 3000);
 	assert_int_equal(fetch_cache_prune(dir, 1500, &p), 0);	/* two go, oldest first */
