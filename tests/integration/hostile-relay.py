@@ -33,8 +33,8 @@ as it is, at record boundaries.  Between records it injects:
                  for that image; the host's FETCH for it is not passed on
                  but answered with a lie, in turn: another ELF (a build-id
                  mismatch), 64 KiB of junk (not an ELF), a 2 GiB file
-                 (FILE_DATA until --lie-stream-mb MiB went out, default 64,
-                 then FILE_END claiming 2 GiB), and, for the 4th, whose
+                 (FILE_DATA at consecutive offsets until --lie-stream-mb MiB
+                 went out, default 64, then FILE_END claiming 2 GiB), and, for the 4th, whose
                  build-id is the one of this Python's executable, that
                  executable itself (accepted: under its build-id, never its
                  path).  Requests for real images go to the guest.
@@ -62,6 +62,7 @@ REC_HELLO, REC_LOST, REC_PROC, REC_EXEC, REC_EXIT, REC_COOKIE, REC_MMAP = 1, 2, 
 REC_SYNC, REC_FILE_DATA, REC_FILE_END, REQ_FETCH = 13, 16, 17, 64
 FETCH = struct.Struct("<IBBHQQ32s")	# after the header
 CHUNK = 8192 - 32
+BLOCK_MB = 64		# the huge file's block, made once, sent again
 PROC = struct.Struct("<IIQQ16s")
 EXIT = struct.Struct("<II")
 FAKE_TGID = 0x40000000			# made-up processes: far from real pids
@@ -118,13 +119,30 @@ def lie(kind, req, own, stream_mb):
     elif kind == 1:
         send(b"\x7fELF but not really " * 3000)
     elif kind == 2:
+        # one block of the stream: send_stream() sends it again and again
         junk = b"\xa5" * CHUNK
-        for i in range(stream_mb * 1024 * 1024 // CHUNK):
+        for i in range(min(stream_mb, BLOCK_MB) * 1024 * 1024 // CHUNK):
             out.append(record(REC_FILE_DATA, 0, struct.pack("<IIQ", req, CHUNK, i * CHUNK) + junk))
-        out.append(record(REC_FILE_END, 0, struct.pack("<iiQ", req, 0, 2 << 30)))
     else:
         send(own)			# the build-id asked for: accepted
     return out
+
+
+def send_stream(sock, block, rid, stream_mb):
+    """The huge file: stream_mb MiB of FILE_DATA at consecutive offsets,
+    one block (made before the session) sent again with its request id and
+    offsets rewritten, then a FILE_END claiming 2 GiB."""
+    per = len(block) // 8192		# records of 8192 bytes, CHUNK data each
+    base = 0
+    left = stream_mb * 1024 * 1024 // CHUNK
+    while left > 0:
+        k = min(per, left)
+        for i in range(k):
+            struct.pack_into("<IIQ", block, i * 8192 + 16, rid, CHUNK, (base + i) * CHUNK)
+        sock.sendall(memoryview(block)[:k * 8192])
+        base += k
+        left -= k
+    sock.sendall(record(REC_FILE_END, 0, struct.pack("<iiQ", rid, 0, 2 << 30)))
 
 
 def connect(path, deadline):
@@ -219,12 +237,7 @@ def main():
                         rid, blen, _, _, _, _, bid = FETCH.unpack_from(req, HDR.size)
                         kind = lie_bids.get(bid[:blen])
                         if kind == 2:
-                            # the big one, made before the session: only
-                            # its request ids change now (every record but
-                            # the last is 8192 bytes)
-                            for off in range(0, len(big), 8192):
-                                struct.pack_into("<I", big, off + 16, rid)
-                            down.sendall(big)
+                            send_stream(down, big, rid, a.lie_stream_mb)
                             n["lies"] += 1
                             continue
                         if kind is not None:
