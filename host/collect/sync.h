@@ -81,6 +81,7 @@
 #ifndef OPVM_SYNC_H
 #define OPVM_SYNC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 

@@ -75,6 +75,34 @@ static inline void qemu_stop(struct qemu *q)
 	rmdir(q->dir);
 }
 
+/*
+ * Boots the test image (IMG/vmlinuz, IMG/initramfs.cpio.gz) under TCG,
+ * 256 MiB, two vCPUs, with its gdbstub at DIR/gdb, QMP at DIR/qmp and its
+ * console in DIR/console, kernel command line "console=ttyS0 quiet APPEND".
+ * Returns QEMU's pid (the caller waits for what it needs and kills it).
+ */
+static inline pid_t qemu_boot_image(const char *dir, const char *img, const char *append)
+{
+	char kernel[512], initrd[512], gdb[300], qmp[300], con[300], cmdline[512];
+	pid_t pid;
+
+	snprintf(kernel, sizeof(kernel), "%s/vmlinuz", img);
+	snprintf(initrd, sizeof(initrd), "%s/initramfs.cpio.gz", img);
+	snprintf(gdb, sizeof(gdb), "unix:%s/gdb,server=on,wait=off", dir);
+	snprintf(qmp, sizeof(qmp), "unix:%s/qmp,server=on,wait=off", dir);
+	snprintf(con, sizeof(con), "file:%s/console", dir);
+	snprintf(cmdline, sizeof(cmdline), "console=ttyS0 quiet %s", append);
+	pid = fork();
+	if (pid == 0) {
+		execlp("qemu-system-x86_64", "qemu-system-x86_64", "-accel", "tcg", "-m", "256",
+		       "-smp", "2", "-nodefaults", "-display", "none", "-serial", con,
+		       "-gdb", gdb, "-qmp", qmp, "-kernel", kernel, "-initrd", initrd,
+		       "-append", cmdline, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
 /* The n bytes QEMU's monitor reads at addr: cmd "xp" (guest-physical) or
  * "x" (guest-virtual, through the monitor's current vCPU).  0 or -1.  Used
  * to check opvm's own guest-memory reads against QEMU's. */

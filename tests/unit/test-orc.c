@@ -30,6 +30,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "tests/unit/qemu-harness.h"
 #include "unwind/orc.h"
 #include "vmm/gdbstub.h"
 #include "vmm/guestmem.h"
@@ -99,28 +100,6 @@ static int vread(void *arg, uint64_t gva, void *buf, size_t len)
 	return guestmem_read_virt(v->m, v->cr3, gva, buf, len) ? -EFAULT : 0;
 }
 
-static pid_t boot(const char *dir, const char *img)
-{
-	char kernel[512], initrd[512], gdb[300], qmp[300], con[300];
-	pid_t pid;
-
-	snprintf(kernel, sizeof(kernel), "%s/vmlinuz", img);
-	snprintf(initrd, sizeof(initrd), "%s/initramfs.cpio.gz", img);
-	snprintf(gdb, sizeof(gdb), "unix:%s/gdb,server=on,wait=off", dir);
-	snprintf(qmp, sizeof(qmp), "unix:%s/qmp,server=on,wait=off", dir);
-	snprintf(con, sizeof(con), "file:%s/console", dir);
-	pid = fork();
-	if (pid == 0) {
-		execlp("qemu-system-x86_64", "qemu-system-x86_64", "-accel", "tcg", "-m", "256",
-		       "-smp", "2", "-nodefaults", "-display", "none", "-serial", con,
-		       "-gdb", gdb, "-qmp", qmp, "-kernel", kernel, "-initrd", initrd,
-		       "-append", "console=ttyS0 quiet nokaslr opvm.workload=syscalls "
-		       "opvm.args=60", (char *)NULL);
-		_exit(127);
-	}
-	return pid;
-}
-
 static int console_has(const char *dir, const char *what)
 {
 	char path[300], buf[65536];
@@ -157,7 +136,7 @@ static void test_live(void **state)
 		skip();
 	}
 	assert_non_null(mkdtemp(dir));
-	pid = boot(dir, img);
+	pid = qemu_boot_image(dir, img, "nokaslr opvm.workload=syscalls opvm.args=60");
 	assert_true(pid > 0);
 	for (int i = 0; i < 600 && !console_has(dir, "OPVM-TRUTH syscalls pid="); i++)
 		usleep(100000);

@@ -34,6 +34,7 @@
 
 #include <elfutils/libdwfl.h>
 
+#include "tests/unit/qemu-harness.h"
 #include "unwind/dwarf.h"
 #include "tests/unit/unwind-capture.h"
 #include "vmm/gdbstub.h"
@@ -393,28 +394,6 @@ static int guest_maps(struct guest *g, const char *console, const char *img)
 	return g->nmap && g->exe_base ? 0 : -1;
 }
 
-static pid_t guest_boot(const char *dir, const char *img)
-{
-	char kernel[512], initrd[512], gdb[300], qmp[300], con[300];
-	pid_t pid;
-
-	snprintf(kernel, sizeof(kernel), "%s/vmlinuz", img);
-	snprintf(initrd, sizeof(initrd), "%s/initramfs.cpio.gz", img);
-	snprintf(gdb, sizeof(gdb), "unix:%s/gdb,server=on,wait=off", dir);
-	snprintf(qmp, sizeof(qmp), "unix:%s/qmp,server=on,wait=off", dir);
-	snprintf(con, sizeof(con), "file:%s/console", dir);
-	pid = fork();
-	if (pid == 0) {
-		execlp("qemu-system-x86_64", "qemu-system-x86_64", "-accel", "tcg", "-m", "256",
-		       "-smp", "2", "-nodefaults", "-display", "none", "-serial", con,
-		       "-gdb", gdb, "-qmp", qmp, "-kernel", kernel, "-initrd", initrd,
-		       "-append", "console=ttyS0 quiet opvm.kmod=0 opvm.workload=callpaths "
-		       "opvm.args=120", (char *)NULL);
-		_exit(127);
-	}
-	return pid;
-}
-
 /* Up to UNWIND_DWARF_WINDOW bytes of user stack from sp, as far as the
  * pages are mapped (the top of the stack ends the window). */
 static size_t guest_window(struct guestmem *m, uint64_t cr3, uint64_t sp, uint8_t *buf)
@@ -613,7 +592,7 @@ static void test_guest(void **state)
 		skip();
 	}
 	assert_non_null(mkdtemp(dir));
-	pid = guest_boot(dir, img);
+	pid = qemu_boot_image(dir, img, "opvm.kmod=0 opvm.workload=callpaths opvm.args=120");
 	assert_true(pid > 0);
 	snprintf(path, sizeof(path), "%s/console", dir);
 	for (int i = 0; i < 900; i++) {
