@@ -18,11 +18,14 @@
 #  - the whole stream reached opvm (16 MiB taken, the rest counted stray),
 #    and opvm's peak RSS stayed within 32 MiB of the clean session's;
 #  - sampling is unaffected: no sample lost to a full ring, and samples per
-#    second within 5 % of the clean session for "hostile" (here: -0.1,
-#    -0.2, -0.8, -0.4, +0.4, +0.5 %, at 189-199 of the 200 samples/s).
-#    For "flood" within 15 %: the test's relay copies the 2 GiB through a
-#    socket on the same 2 cores as the guest (a CI run measured -5.8 %),
-#    while opvm itself spends ~0.3 s of CPU discarding it (printed).
+#    second within 5 % of the clean session, for the 64 MiB and for the
+#    2 GiB stream (here: -0.1/+0.2, +0.4/-0.0, -0.6/-0.7 % at 99-100 of
+#    the 100 samples/s).  At opvm's default 50 Hz: at -F 100 the gdbstub
+#    sampler's throttle (a stop may take a fifth of the period) follows
+#    TCG's stop latency, and identical clean sessions on 2 nested cores
+#    ranged 171-192 samples/s, more than the bound.  The test relay
+#    builds its stream before it listens and sleeps in select(), so its
+#    own CPU is not what is measured (its CPU time is printed).
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
 mk_tmp fetch-hostile
@@ -35,13 +38,15 @@ boot_channel_guest 384 "opvm.workload=cpuloop opvm.args=1000000000,60"
 session() {	# NAME RELAY-ARGS...
 	local name=$1
 	shift
+	rm -f "$T/relay"	# the last session's socket: wait for this one's
 	python3 tests/integration/hostile-relay.py --upstream "$T/chan" --listen "$T/relay" \
 		--stats "$T/$name.stats" "$@" > "$T/$name.relay.log" 2>&1 &
 	rpid=$!
 	CLEAN_PIDS="$rpid $CLEAN_PIDS"
-	for _ in $(seq 50); do [ -S "$T/relay" ] && break; sleep 0.1; done
+	for _ in $(seq 100); do [ -S "$T/relay" ] && break; sleep 0.1; done
+	[ -S "$T/relay" ] || { cat "$T/$name.relay.log"; fail "the relay did not listen in 10 s"; }
 	"$OPVM" attach --qmp "$T/qmp" --channel "$T/relay" --name guest --duration $DURATION \
-		-F 100 -d "$T/$name" --fetch-cache "$T/cache" --fetch-max-file 16M \
+		-F 50 -d "$T/$name" --fetch-cache "$T/cache" --fetch-max-file 16M \
 		> "$T/$name.out" 2>&1 &
 	apid=$!
 	CLEAN_PIDS="$apid $CLEAN_PIDS"
@@ -52,6 +57,8 @@ session() {	# NAME RELAY-ARGS...
 		[ -n "$hwm" ] && echo "$hwm" > "$T/$name.hwm"
 		cpu=$(sed 's/.*) //' "/proc/$apid/stat" 2>/dev/null | awk '{print $12 + $13}')
 		[ -n "$cpu" ] && echo "$cpu" > "$T/$name.cpu"
+		cpu=$(sed 's/.*) //' "/proc/$rpid/stat" 2>/dev/null | awk '{print $12 + $13}')
+		[ -n "$cpu" ] && echo "$cpu" > "$T/$name.relay-cpu"
 		sleep 0.5
 	done
 	wait "$apid" || { cat "$T/$name.out"; fail "opvm attach ($name) failed"; }
@@ -65,6 +72,11 @@ py=$(python3 -c 'import os, sys; print(os.path.realpath(sys.executable))')
 hz=$(getconf CLK_TCK)
 # The true file of the lies, as the cache holds it ("" if not).
 accepted() { find "$T/cache" -type f -exec cmp -s "$py" {} \; -print; }
+# A short unmeasured session first: it fills the cache with the guest's
+# true binaries, so that "clean" and the lying sessions start alike and
+# differ only by the lies (at -F 100, a first session that fetched was the
+# slower one in 4 runs of 4 here).
+DURATION=5 session warm > /dev/null
 session clean
 session hostile --fetch-lies 4
 ls /tmp/opvm-escape-* 2>/dev/null && fail "a file was created outside the cache"
@@ -83,11 +95,13 @@ check() {
 	python3 - "$T/clean/guests/guest/samples/current/session.json" \
 		"$T/$1/guests/guest/samples/current/session.json" "$T/$1.stats" \
 		"$c/guest" "$py" "$(cat "$T/clean.hwm")" "$(cat "$T/$1.hwm")" \
-		"$(cat "$T/clean.cpu")" "$(cat "$T/$1.cpu")" "$hz" "$2" "$3" <<'PY'
+		"$(cat "$T/clean.cpu")" "$(cat "$T/$1.cpu")" "$hz" "$2" "$3" \
+		"$(cat "$T/clean.relay-cpu")" "$(cat "$T/$1.relay-cpu")" <<'PY'
 import json, os, re, sys
 clean, hostile = (json.load(open(p)) for p in sys.argv[1:3])
 hwm_clean, hwm_hostile, cpu_clean, cpu_hostile, hz, mb = map(int, sys.argv[6:12])
 bound = float(sys.argv[12])
+relay_clean, relay_hostile = map(int, sys.argv[13:15])
 rs = dict(kv.split("=") for kv in open(sys.argv[3]).read().split())
 b = hostile["fetch"]["binaries"]
 print("RESULT hostile fetch (%d MiB stream): %s lies sent; refused: mismatch %d, not_elf %d, "
@@ -98,8 +112,10 @@ rate = lambda j: j["sampler"]["samples"] / j["duration_s"]
 rc, rh = rate(clean), rate(hostile)
 print("RESULT opvm peak RSS: %d kB clean, %d kB with the %d MiB stream; opvm CPU %.2f s, %.2f s"
       % (hwm_clean, hwm_hostile, mb, cpu_clean / hz, cpu_hostile / hz))
-print("RESULT sample rate: %.1f/s clean, %.1f/s with the %d MiB stream (%+.1f %%, bound %g %%)"
-      % (rc, rh, mb, 100.0 * (rh - rc) / rc, 100 * bound))
+print("RESULT sample rate: %.1f/s clean, %.1f/s with the %d MiB stream (%+.1f %%, bound %g %%); "
+      "throttled %d, %d; the test relay's CPU %.2f s, %.2f s"
+      % (rc, rh, mb, 100.0 * (rh - rc) / rc, 100 * bound, clean["sampler"]["throttled"],
+         hostile["sampler"]["throttled"], relay_clean / hz, relay_hostile / hz))
 own = open(sys.argv[5], "rb").read()
 found = []
 for d, _, files in os.walk(sys.argv[4]):
@@ -125,5 +141,5 @@ sys.exit(0 if ok else 1)
 PY
 }
 check hostile 64 0.05 || exit 1
-check flood 2048 0.15 || exit 1
+check flood 2048 0.05 || exit 1
 echo PASS

@@ -173,18 +173,20 @@ def main():
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
 
-    ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    if os.path.exists(a.listen):
-        os.unlink(a.listen)
-    ls.bind(a.listen)
-    ls.listen(1)
     n = {"renames": 0, "mmaps": 0, "records": 0, "procs": 0, "exits": 0,
          "cookies": 0, "lies": 0, "passed": 0}
     own_bid, own = build_id(os.path.realpath(sys.executable))
     lie_bids = {}		# build-id -> lie number
     # Built here, not while opvm samples: the relay's own CPU must not be
     # what slows the sampler down on a small host.
+    # The listening socket comes after it: the test starts opvm as soon as
+    # the socket exists.
     big = bytearray(b"".join(lie(2, 0, own, a.lie_stream_mb))) if a.fetch_lies else None
+    ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if os.path.exists(a.listen):
+        os.unlink(a.listen)
+    ls.bind(a.listen)
+    ls.listen(1)
     exes = []		# executable cookie ids, newest last (at most 64)
     procs = []		# tgids with an address space (at most 256)
     seq = 0
@@ -217,8 +219,12 @@ def main():
         cpuloop = None		# its tgid and exe cookie
         text = None		# its text MMAP record's fields
         dbuf = b""
+        # Injections are paced by this timeout; without them the relay
+        # sleeps until data comes (and takes no CPU from the guest).
+        injects = a.rename_hz or a.mmap_hz or a.procs or a.exit_hz
+        poll_s = 0.001 if injects else 0.2
         while not stop:
-            r, _, _ = select.select([up, down], [], [], 0.001)
+            r, _, _ = select.select([up, down], [], [], poll_s)
             if down in r:
                 d = down.recv(65536)
                 if not d:
