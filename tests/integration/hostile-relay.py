@@ -219,8 +219,9 @@ def main():
         cpuloop = None		# its tgid and exe cookie
         text = None		# its text MMAP record's fields
         dbuf = b""
-        # Injections are paced by this timeout; without them the relay
-        # sleeps until data comes (and takes no CPU from the guest).
+        # The rate injections are paced by this timeout; without them (the
+        # fetch lies come seconds apart) the relay sleeps up to 0.2 s and
+        # takes no CPU from the guest.
         injects = a.rename_hz or a.mmap_hz or a.procs or a.exit_hz
         poll_s = 0.001 if injects else 0.2
         while not stop:
