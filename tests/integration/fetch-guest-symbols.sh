@@ -120,9 +120,10 @@ PY
 
 # A second session of the same guest: what the first fetched (abratio, the
 # relay) is found in the cache, not asked again; only images the first
-# session happened not to sample (busybox, ld.so) may be fetched now.  The
-# files found are touched (a use: the cache's cap removes the least
-# recently used first), the others kept as they were.
+# session happened not to sample (busybox, ld.so) may be fetched now.  At
+# least abratio is found; the relay only if this session samples it (CI
+# runs found 2 and 3).  The files found are touched (a use: the cache's
+# cap removes the least recently used first), the others kept as they were.
 listing() { find "$C" -type f -printf '%P %s %T@\n' | sort; }
 before=$(listing)
 run_guest "$T/second" abratio
@@ -141,7 +142,7 @@ print("RESULT second session: %d images with samples, %d found in the cache, %d 
       "cache %d bytes of %d, %d pruned" % (
       b["images"], b["cached"], b["requests"], len(new), len(kept), len(before),
       len(touched), b["cache_bytes"], b["max_cache"], b["pruned"]))
-ok = b["cached"] >= 2 and b["requests"] == len(new) == b["images"] - b["cached"] and \
+ok = b["cached"] >= 1 and b["requests"] == len(new) == b["images"] - b["cached"] and \
      len(kept) == len(before) and len(touched) == b["cached"] and b["pruned"] == 0 and \
      b["cache_bytes"] == sum(v[0] for v in after.values())
 sys.exit(0 if ok else 1)

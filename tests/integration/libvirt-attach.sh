@@ -72,17 +72,25 @@ grep -q "OPVM-TRUTH abratio share" "$T/$A.console" || fail "domain $A did not st
 grep -q "OPVM-TRUTH abratio share" "$T/$B.console" || fail "domain $B did not start its workload"
 
 # ---- 1: one domain by name ----------------------------------------------------
-"$OPVM" attach "$A" --duration 5 -d "$T/one" > "$T/one.out" 2>&1 &
+"$OPVM" attach "$A" --duration 8 -d "$T/one" > "$T/one.out" 2>&1 &
 apid=$!
 CLEAN_PIDS="$apid"
-sleep 3
+# Sampling has begun once opvm's gdbstub chardev is there (up to 15 s on a
+# busy host), and then at least 1 s more: not a fixed sleep.
+for _ in $(seq 30); do
+	kill -0 "$apid" 2>/dev/null || break
+	$VIRSH qemu-monitor-command "$A" --hmp "info chardev" 2>/dev/null |
+		grep -q "^opvm-gdb: " && break
+	sleep 0.5
+done
+sleep 1
 # While sampling: no TCP listener by QEMU (it runs as libvirt-qemu) or opvm,
 # and the gdbstub is on opvm's socket pair.
 qpid=$(cat "/run/libvirt/qemu/$A.pid" 2>/dev/null)
 if ! kill -0 "$apid" 2>/dev/null; then
 	wait "$apid"; rc=$?
 	cat "$T/one.out"
-	fail "opvm attach $A exited (rc $rc) within 3 s of a 5 s session"
+	fail "opvm attach $A exited (rc $rc) early in an 8 s session"
 fi
 kill -0 "$qpid" 2>/dev/null || {
 	tail -n 20 "/var/log/libvirt/qemu/$A.log" 2>/dev/null; cat "$T/one.out"

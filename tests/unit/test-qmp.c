@@ -37,7 +37,7 @@ static void test_qmp(void **state)
 	struct gdbstub *gs;
 	struct gdbstub_regs r;
 	char *out = NULL, errbuf[256] = "";
-	int tids[4] = { 0 }, ev = 0, sv[2];
+	int tids[4] = { 0 }, ev = 0, stops = 0, sv[2];
 	json_t *args;
 
 	(void)state;
@@ -98,7 +98,8 @@ static void test_qmp(void **state)
 	usleep(200000);
 	assert_int_equal(qmp_running(m, 2000), 1);
 	assert_int_equal(gdbstub_continue(gs), 0);
-	usleep(100000);
+	for (int i = 0; i < 50 && qmp_running(m, 2000) != 1; i++)
+		usleep(100000);
 	assert_int_equal(qmp_running(m, 2000), 1);
 	gdbstub_drain(gs);
 
@@ -108,20 +109,29 @@ static void test_qmp(void **state)
 	assert_int_equal(qmp_running(m, 2000), 0);
 	assert_int_equal(gdbstub_settle(gs, 2000), 0);
 	assert_int_equal(gdbstub_continue(gs), 0);
-	usleep(100000);
+	for (int i = 0; i < 50 && qmp_running(m, 2000) != 1; i++)
+		usleep(100000);
 	assert_int_equal(qmp_running(m, 2000), 1);
 	gdbstub_drain(gs);
 
 	/* A stop from the monitor reaches the gdbstub as a stop reply. */
 	assert_int_equal(qmp_execute(m, "stop", NULL, NULL, NULL, 0, 2000), 0);
-	usleep(100000);
-	assert_int_equal(gdbstub_drain(gs), 1);
+	for (int i = 0; i < 50 && !(stops = gdbstub_drain(gs)); i++)
+		usleep(100000);
+	assert_int_equal(stops, 1);
 	assert_int_equal(gdbstub_interrupt(gs, 200), -ETIMEDOUT);
 	assert_int_equal(qmp_execute(m, "cont", NULL, NULL, NULL, 0, 2000), 0);
 
 	assert_int_equal(qmp_execute(m, "system_reset", NULL, NULL, NULL, 0, 2000), 0);
-	usleep(100000);
-	ev = qmp_take_events(m);
+	/* The event follows the reply: wait for it (5 s on a busy host). */
+	ev = 0;
+	for (int i = 0; i < 50 && !(ev & QMP_EV_RESET); i++) {
+		int e = qmp_take_events(m);
+
+		assert_true(e >= 0);
+		ev |= e;
+		usleep(100000);
+	}
 	assert_true(ev & QMP_EV_RESET);
 
 	/* Still sampling after the reset. */
