@@ -100,7 +100,12 @@ report_json "$T/s2" > "$T/r2.json" || fail "opvm report failed"
 # An opvm killed with SIGKILL cannot remove its chardev: the next one does.
 "$OPVM" attach --qmp "$T/qmp" --name vm --duration 30 -d "$T/s3" > "$T/killed.out" 2>&1 &
 kpid=$!
-sleep 2
+# killed once its gdbstub chardev is there (up to 15 s on a busy host)
+for _ in $(seq 30); do
+	ctl x "info chardev" | grep -q '^opvm-gdb: ' && break
+	sleep 0.5
+done
+sleep 0.5
 kill -9 "$kpid"
 wait "$kpid" 2>/dev/null
 ctl x "info chardev" | grep -q 'opvm-gdb: filename=disconnected' ||
