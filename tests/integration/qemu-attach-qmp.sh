@@ -102,7 +102,7 @@ report_json "$T/s2" > "$T/r2.json" || fail "opvm report failed"
 kpid=$!
 # killed once its gdbstub chardev is there (up to 15 s on a busy host)
 for _ in $(seq 30); do
-	ctl x "info chardev" | grep -q '^opvm-gdb: ' && break
+	ctl x "info chardev" | grep -q 'opvm-gdb: ' && break
 	sleep 0.5
 done
 sleep 0.5
