@@ -41,13 +41,18 @@ if boot:
 # abratio runs on one of two vCPUs, so about half of what is filed is the
 # other vCPU idling; a run from the start files ~10 % abratio (a third of
 # it is boot).  Under CI load abratio's share of filed samples went as low
-# as 24.7 %: ask for 15 % and that nothing but (idle) beats it.
+# as 24.7 %: ask for 15 % and that no other program beats it.  The kernel
+# without a process (app "vmlinux") is not a program, and it may: boot
+# work still runs when abratio starts (free_reserved_area, ptdump, module
+# signatures: 314 samples against abratio's 312 in one run here).
 apps = {}
 for r in j["symbols"]:
     apps[r["app"]] = apps.get(r["app"], 0) + r["samples"]
-rival = max((n for a, n in apps.items() if a not in ("(idle)",) and not a.endswith("/abratio")), default=0)
-if abr * 100 < 15 * total or rival >= abr:
-    fails.append("abratio %d of %d filed samples (largest other app %d)" % (abr, total, rival))
+rival = max(((n, a) for a, n in apps.items() if a.startswith("/") and not a.endswith("/abratio")),
+            default=(0, None))
+if abr * 100 < 15 * total or rival[0] >= abr:
+    fails.append("abratio %d of %d filed samples (largest other program %s: %d)"
+                 % (abr, total, rival[1], rival[0]))
 if not re.search(r"nosuch never started: none of \d+ samples was filed", ns):
     fails.append("--from-exec nosuch does not say it filed nothing")
 print("RESULT --from-workload: filing began %s s in; %d samples before it counted, not filed; "
