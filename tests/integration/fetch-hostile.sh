@@ -35,6 +35,11 @@ rm -f /tmp/opvm-escape-*
 
 boot_channel_guest 384 "opvm.workload=cpuloop opvm.args=1000000000,60"
 
+cpu_ticks() {	# PID FILE: its CPU time (utime + stime, ticks) into FILE
+	local t
+	t=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}')
+	if [ -n "$t" ]; then echo "$t" > "$2"; fi
+}
 session() {	# NAME RELAY-ARGS...
 	local name=$1
 	shift
@@ -50,15 +55,13 @@ session() {	# NAME RELAY-ARGS...
 		> "$T/$name.out" 2>&1 &
 	apid=$!
 	CLEAN_PIDS="$apid $CLEAN_PIDS"
-	# opvm's peak RSS (VmHWM) and CPU time (utime + stime, ticks), read
-	# until it exits
+	# opvm's peak RSS (VmHWM), its and the relay's CPU time, read until
+	# opvm exits
 	while kill -0 "$apid" 2>/dev/null; do
 		hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$apid/status" 2>/dev/null)
 		[ -n "$hwm" ] && echo "$hwm" > "$T/$name.hwm"
-		cpu=$(sed 's/.*) //' "/proc/$apid/stat" 2>/dev/null | awk '{print $12 + $13}')
-		[ -n "$cpu" ] && echo "$cpu" > "$T/$name.cpu"
-		cpu=$(sed 's/.*) //' "/proc/$rpid/stat" 2>/dev/null | awk '{print $12 + $13}')
-		[ -n "$cpu" ] && echo "$cpu" > "$T/$name.relay-cpu"
+		cpu_ticks "$apid" "$T/$name.cpu"
+		cpu_ticks "$rpid" "$T/$name.relay-cpu"
 		sleep 0.5
 	done
 	wait "$apid" || { cat "$T/$name.out"; fail "opvm attach ($name) failed"; }
