@@ -35,10 +35,14 @@ head -12 "$T/annotate.txt"
 
 grep -Eq '^[0-9]+ .*abratio +abratio +func_b$' "$T/report.txt" || fail "report -l: no func_b"
 # func_a is 1 % of abratio's time: ~2 of ~200 samples in a 3 s run, so a
-# run may miss it; every abratio sample must be named, though (func_a or
-# func_b or libc code linked in), none "(no symbols)".
-grep -Eq '^[0-9]+ .*abratio +abratio +\(no symbols\)' "$T/report.txt" &&
-	fail "report -l: abratio samples without a symbol"
+# run may miss it.  abratio's samples are named (func_a, func_b or libc
+# code linked in), but for at most 1 %: its ELF has 200 bytes of .plt
+# stubs (static ifuncs) and startup code without symbols: one CI run had
+# an abratio "(no symbols)" row (func_b 313 of abratio's 316 samples).
+awk '$3 == "abratio" && $4 == "abratio" { all += $1; if ($5 == "(no")
+	none += $1 } END { print "RESULT abratio samples without a symbol: " none + 0 " of " all + 0
+	exit !(all > 0 && none * 100 <= all) }' "$T/report.txt" ||
+	fail "report -l: more than 1 % of abratio's samples without a symbol"
 fa=$(awk '$NF == "func_a" && $3 == "abratio" {print $1}' "$T/report.txt")
 # a kernel function by name (the idle loop runs on every boot)
 kern=$(grep -Ec '^[0-9]+ .*vmlinux +vmlinux +[a-z_][a-z0-9_.]+$' "$T/report.txt")
