@@ -12,7 +12,7 @@
 #   V=1                  verbose
 #
 # Sources are picked up by folder: lib/*.c, host/*/*.c (host's rooms: cli,
-# collect, report), vmm/*.c, symbols/*.c, events/*.c each become a static
+# collect, hoststats, report), vmm/*.c and vmm/*/*.c (its rooms by mechanism), symbols/*.c, events/*.c each become a static
 # library; host/cli/opvm.c is the CLI's main(); every
 # tests/unit/test-*.c is one cmocka binary linked against all libraries;
 # every tests/bench/bench-*.c is one benchmark; every tests/tools/*.c is a
@@ -69,6 +69,9 @@ LIBDIRS := lib host vmm unwind symbols events
 define lib_template
 $(1)_SRCS := $$(filter-out host/cli/opvm.c,$$(wildcard $(1)/*.c $(1)/*/*.c))
 $(1)_OBJS := $$(patsubst %.c,$$(BUILD)/%.o,$$($(1)_SRCS))
+# ar keeps members by base name: two rooms' sampler.c would replace each other.
+$(1)_DUPS := $$(shell printf '%s\n' $$(notdir $$($(1)_SRCS)) | sort | uniq -d)
+$$(if $$($(1)_DUPS),$$(error $(1)/: two sources named $$($(1)_DUPS): the archive keeps one; give each a name of its own))
 $$(BUILD)/lib$(1).a: $$($(1)_OBJS)
 	@mkdir -p $$(dir $$@)
 	$$(if $$(Q),@echo "  AR      $$@")

@@ -2,7 +2,7 @@
 /*
  * Guest stack unwinding from the host: the walkers see guest memory only
  * through struct unwind_mem, which a sampler backend implements over what
- * it can read (QEMU's RAM through vmm/guestmem.c, the built-in VMM's own
+ * it can read (QEMU's RAM through vmm/guest/guestmem.c, the built-in VMM's own
  * mapping), translating through the sample's page tables.  The guest is
  * untrusted: every read is bounded and may fail, every chain is cut at a
  * depth, at a frame that does not move up the stack, and at an address

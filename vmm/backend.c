@@ -10,10 +10,10 @@
 #include "lib/util.h"
 #include "vmm/backend.h"
 
-extern const struct backend_ops qemu_backend;		/* vmm/qemu-launch.c */
-extern const struct backend_ops kvm_backend;		/* vmm/kvm-launch.c */
-extern const struct backend_ops gdbstub_backend;	/* vmm/qemu-attach.c */
-extern const struct backend_ops perf_backend;		/* vmm/perf-attach.c */
+extern const struct backend_ops qemu_backend;		/* vmm/qemu/qemu-launch.c */
+extern const struct backend_ops kvm_backend;		/* vmm/kvm/kvm-launch.c */
+extern const struct backend_ops gdbstub_backend;	/* vmm/qemu/gdbstub-attach.c */
+extern const struct backend_ops perf_backend;		/* vmm/perf/perf-attach.c */
 
 const struct backend_ops *const backends[] = {
 	&qemu_backend,

@@ -161,7 +161,7 @@ struct backend_ops {
 	int (*prepare)(void *st, const struct backend_common *c,
 		       struct backend_setup *out, char *err, size_t errlen);
 	/* Launches the guest (mon is NULL) or attaches to one (mon is its
-	 * monitor, vmm/monitor.h; valid until close()).  On failure t may
+	 * monitor, vmm/guest/monitor.h; valid until close()).  On failure t may
 	 * be half filled: the session still calls close(). */
 	int (*open)(void *st, struct vm_monitor *mon, struct backend_target *t,
 		    char *err, size_t errlen);

@@ -16,8 +16,8 @@
 #include "host/cli/session.h"
 #include "lib/log.h"
 #include "vmm/backend.h"
-#include "vmm/monitor.h"
-#include "vmm/virt.h"
+#include "vmm/guest/monitor.h"
+#include "vmm/libvirt/virt.h"
 
 enum { OPT_SAMPLER = COMMAND_OPT, OPT_ALL, OPT_QMP, OPT_CHANNEL, OPT_NAME, OPT_APPEND,
        OPT_PID };

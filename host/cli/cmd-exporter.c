@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "host/cli/commands.h"
-#include "host/collect/hoststats.h"
+#include "host/hoststats/hoststats.h"
 #include "lib/log.h"
 #include "lib/util.h"
 

@@ -15,7 +15,7 @@
 #include "events/events.h"
 #include "host/cli/commands.h"
 #include "lib/log.h"
-#include "vmm/qemu-sampler.h"
+#include "vmm/qemu/gdbstub-sampler.h"
 
 #define WIDTH 80
 

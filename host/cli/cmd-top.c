@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * opvm top: every guest on this host, live (ncurses), or one snapshot
- * (--once, text or JSON).  The figures come from host/collect/hoststats.h.
+ * (--once, text or JSON).  The figures come from host/hoststats/hoststats.h.
  */
 #include <errno.h>
 #include <locale.h>
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "host/cli/commands.h"
-#include "host/collect/hoststats.h"
+#include "host/hoststats/hoststats.h"
 #include "lib/log.h"
 #include "lib/util.h"
 #include "host/cli/top.h"

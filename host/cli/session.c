@@ -23,7 +23,7 @@
 #include "lib/util.h"
 #include "symbols/symres.h"
 #include "vmm/backend.h"
-#include "vmm/monitor.h"
+#include "vmm/guest/monitor.h"
 #include "vmm/sampler.h"
 
 enum {

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "host/cli/top.h"
-#include "host/collect/hoststats.h"
-#include "vmm/kvmstat.h"
+#include "host/hoststats/hoststats.h"
+#include "host/hoststats/kvmstat.h"
 
 const char *top_dash(void)
 {

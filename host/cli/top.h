@@ -11,7 +11,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
-#include "host/collect/hoststats.h"
+#include "host/hoststats/hoststats.h"
 
 struct top_opts {
 	const char *uri;		/* -c or NULL: virt_default_uri() */

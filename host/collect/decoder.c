@@ -20,7 +20,7 @@
 #include "host/collect/decoder.h"
 #include "host/collect/gstate.h"
 #include "lib/channel.h"
-#include "vmm/timeline.h"
+#include "vmm/guest/timeline.h"
 
 /* Largest vCPU count a HELLO may announce (Linux's NR_CPUS maximum). */
 #define HELLO_MAX_CPUS	8192

@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "lib/ring.h"
-#include "vmm/kvm-sampler.h"
-#include "vmm/kvm.h"
+#include "vmm/kvm/kvm-sampler.h"
+#include "vmm/kvm/kvm.h"
 
 struct result {
 	double cost_ns, exit_rate, sample_rate;

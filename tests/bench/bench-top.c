@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "host/collect/hoststats.h"
+#include "host/hoststats/hoststats.h"
 
 #define NGUESTS	50
 #define NKVM	5

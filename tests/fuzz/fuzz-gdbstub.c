@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/gdbstub.h"
-#include "vmm/virt.h"
+#include "vmm/qemu/gdbstub.h"
+#include "vmm/libvirt/virt.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

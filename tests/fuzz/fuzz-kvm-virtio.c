@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target for the guest-facing parsers of the built-in KVM VMM:
- * the virtio-mmio console (vmm/kvm-virtio.c), whose rings a hostile guest
+ * the virtio-mmio console (vmm/kvm/kvm-virtio.c), whose rings a hostile guest
  * controls.  (The channel bytes it sinks are the collector's to decode:
  * tests/fuzz/fuzz-decoder.c covers that one path.)
  *
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/kvm.h"
+#include "vmm/kvm/kvm.h"
 
 #define RAM	16384
 

@@ -11,8 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "vmm/kvmstat.h"
-#include "vmm/procstat.h"
+#include "host/hoststats/kvmstat.h"
+#include "host/hoststats/procstat.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

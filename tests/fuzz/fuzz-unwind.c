@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target for the guest stack reader: unwind/fp.c over guest
- * memory read through vmm/guestmem.c's page walk.  The input is a guest:
+ * memory read through vmm/guest/guestmem.c's page walk.  The input is a guest:
  * its first 32 bytes are CR3, ip, sp and bp, the rest is its RAM (page
  * tables, stack, anything), so page tables point anywhere, frame chains
  * loop, and depths run to the cap.  The walk must stay within its depth,
  * read only guest RAM, and never fault.  Each input is walked twice: page
  * by page through guestmem_read_virt(), and through the cached
- * guestmem_view the samplers use (vmm/callgraph.c), whose page budget must
+ * guestmem_view the samplers use (vmm/guest/callgraph.c), whose page budget must
  * hold.
  *
  * Seeds: tests/fuzz/corpus/unwind/.
@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "unwind/unwind.h"
-#include "vmm/guestmem.h"
+#include "vmm/guest/guestmem.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

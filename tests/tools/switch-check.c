@@ -48,10 +48,10 @@
 #include "host/collect/decoder.h"
 #include "host/collect/gstate.h"
 #include "lib/util.h"
-#include "vmm/gdbstub.h"
-#include "vmm/guestmem.h"
-#include "vmm/qmp.h"
-#include "vmm/timeline.h"
+#include "vmm/qemu/gdbstub.h"
+#include "vmm/guest/guestmem.h"
+#include "vmm/qemu/qmp.h"
+#include "vmm/guest/timeline.h"
 #include "tests/unit/qemu-harness.h"
 
 #define MAX_VCPUS	8

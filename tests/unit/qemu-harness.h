@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "vmm/qmp.h"
+#include "vmm/qemu/qmp.h"
 
 struct qemu {
 	pid_t pid;

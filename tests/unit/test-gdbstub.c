@@ -25,7 +25,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "vmm/gdbstub.h"
+#include "vmm/qemu/gdbstub.h"
 #include "qemu-harness.h"
 
 static const char upstream_xml[] =

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Guest memory reader (vmm/guestmem.c): bounded reads of memory another
+ * Guest memory reader (vmm/guest/guestmem.c): bounded reads of memory another
  * process maps (this process, a child standing in for the VMM), the x86-64
  * page-table walk on tables built in that memory, and the ranges of a real
  * QEMU (TCG, BIOS only) read back against the monitor's own `xp`.
@@ -20,8 +20,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "vmm/guestmem.h"
-#include "vmm/qmp.h"
+#include "vmm/guest/guestmem.h"
+#include "vmm/qemu/qmp.h"
 #include "qemu-harness.h"
 
 #define MIB (1024ull * 1024)

@@ -24,9 +24,9 @@
 #include "guest-kmod/opvm_proto.h"
 #include "host/collect/decoder.h"
 #include "lib/ring.h"
-#include "vmm/kvm-priv.h"
-#include "vmm/kvm-sampler.h"
-#include "vmm/kvm.h"
+#include "vmm/kvm/kvm-priv.h"
+#include "vmm/kvm/kvm-sampler.h"
+#include "vmm/kvm/kvm.h"
 
 /* ---- virtio-mmio console ----------------------------------------------------- */
 

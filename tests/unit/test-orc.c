@@ -4,7 +4,7 @@
  * ORC, without frame pointers) under QEMU TCG with nokaslr, running the
  * syscalls workload.  The guest is stopped 60 times through its gdbstub;
  * for each vCPU in kernel mode its stack is walked with the ORC tables read
- * from guest memory (vmm/guestmem.c through the vCPU's page tables, as a
+ * from guest memory (vmm/guest/guestmem.c through the vCPU's page tables, as a
  * sampler would).  Asserted:
  *   - the tables load (System.map's bounds, sorted);
  *   - >= 90 % of kernel samples inside a system call (a frame in
@@ -32,9 +32,9 @@
 
 #include "tests/unit/qemu-harness.h"
 #include "unwind/orc.h"
-#include "vmm/gdbstub.h"
-#include "vmm/guestmem.h"
-#include "vmm/qmp.h"
+#include "vmm/qemu/gdbstub.h"
+#include "vmm/guest/guestmem.h"
+#include "vmm/qemu/qmp.h"
 
 #define ROUNDS	60
 

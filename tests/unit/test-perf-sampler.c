@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * The perf sampler backend (vmm/perf-sampler.c) without a guest: its time
- * conversions, the built-in VMM's runtime descriptor (vmm/kvm-desc.c, read
+ * The perf sampler backend (vmm/perf/perf-sampler.c) without a guest: its time
+ * conversions, the built-in VMM's runtime descriptor (vmm/kvm/kvm-desc.c, read
  * as hostile input), and a real perf event on a busy thread of this process:
  * every sample there is host code, so nothing may reach the sink and every
  * sample must be counted as host-mode.  (tests/integration/kvm-perf-*.sh
@@ -24,8 +24,8 @@
 #include <cmocka.h>
 
 #include "lib/ring.h"
-#include "vmm/kvm-desc.h"
-#include "vmm/perf-sampler.h"
+#include "vmm/kvm/kvm-desc.h"
+#include "vmm/perf/perf-sampler.h"
 
 /* The perf mmap page's forward formula (perf_event_mmap_page comment). */
 static uint64_t tsc_to_time(uint64_t tsc, uint64_t zero, uint32_t mult, uint16_t shift)

@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "vmm/pmcount.h"
+#include "host/hoststats/pmcount.h"
 
 static volatile uint64_t sink;
 

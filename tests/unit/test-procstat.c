@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "vmm/kvmstat.h"
-#include "vmm/procstat.h"
+#include "host/hoststats/kvmstat.h"
+#include "host/hoststats/procstat.h"
 
 static void test_stat_line(void **state)
 {

@@ -21,8 +21,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "vmm/gdbstub.h"
-#include "vmm/qmp.h"
+#include "vmm/qemu/gdbstub.h"
+#include "vmm/qemu/qmp.h"
 #include "qemu-harness.h"
 
 static int qemu_start(struct qemu *q)

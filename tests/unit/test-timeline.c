@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Task timeline (vmm/timeline.c): switch rings written in this process's
+ * Task timeline (vmm/guest/timeline.c): switch rings written in this process's
  * memory by the guest-side protocol of opvm_proto.h, read back through
  * guestmem (/proc/self/mem) as from a running guest.  Geometry checks,
  * lookups at interval edges, the horizon (-EAGAIN), overrun, torn and
@@ -22,8 +22,8 @@
 #include <cmocka.h>
 
 #include "guest-kmod/opvm_proto.h"
-#include "vmm/guestmem.h"
-#include "vmm/timeline.h"
+#include "vmm/guest/guestmem.h"
+#include "vmm/guest/timeline.h"
 
 #define GPA	0x100000ull
 

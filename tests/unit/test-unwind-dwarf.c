@@ -13,7 +13,7 @@
  * workload (hot_leaf along three paths, 20/30/50, one through libc's
  * qsort); its vCPUs are stopped ~700 times through the gdbstub, and each
  * stop in the workload's user code is unwound as a sampler would: 8 KiB of
- * stack read through the vCPU's page tables (vmm/guestmem.c), the files
+ * stack read through the vCPU's page tables (vmm/guest/guestmem.c), the files
  * from the image's root/ at the mappings the workload printed.  Asserted:
  * >= 200 hot_leaf samples, each path's share within 12 pp of the truth,
  * >= 90 % of each path's samples reach main, >= 95 % of path c's cross
@@ -37,9 +37,9 @@
 #include "tests/unit/qemu-harness.h"
 #include "unwind/dwarf.h"
 #include "tests/unit/unwind-capture.h"
-#include "vmm/gdbstub.h"
-#include "vmm/guestmem.h"
-#include "vmm/qmp.h"
+#include "vmm/qemu/gdbstub.h"
+#include "vmm/guest/guestmem.h"
+#include "vmm/qemu/qmp.h"
 
 static uint64_t pcs[UNWIND_MAX_DEPTH];
 static unsigned nr_pcs;

@@ -2,7 +2,7 @@
 /*
  * unwind/fp.c: a real frame chain (this test's own stack, functions built
  * with frame pointers), a chain in "guest RAM" reached through page tables
- * and vmm/guestmem.c (frames straddling two non-adjacent pages), and
+ * and vmm/guest/guestmem.c (frames straddling two non-adjacent pages), and
  * hostile chains: loops, frames going down the stack, misaligned or
  * unreadable frames, return addresses of the wrong half, huge depths.
  */
@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "unwind/unwind.h"
-#include "vmm/guestmem.h"
+#include "vmm/guest/guestmem.h"
 
 /* ---- this process's own stack --------------------------------------------- */
 
@@ -179,7 +179,7 @@ static void test_hostile(void **state)
 	assert_int_equal(why, UNWIND_BAD_FRAME);
 }
 
-/* ---- through page tables, with vmm/guestmem.c ------------------------------- */
+/* ---- through page tables, with vmm/guest/guestmem.c ------------------------------- */
 
 #define MIB (1024ull * 1024)
 

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "vmm/virt.h"
+#include "vmm/libvirt/virt.h"
 
 static const char dom_xml[] =
 	"<domain type='qemu' id='3'>\n  <name>web01</name>\n  <devices>\n"

@@ -1,0 +1,762 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Every guest on this host, measured.  See hoststats.h.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "host/hoststats/hoststats.h"
+#include "lib/util.h"
+#include "vmm/qemu/qmp.h"
+#include "host/hoststats/virt-stats.h"
+#include "vmm/libvirt/virt.h"
+
+/* The non-QEMU pid cache is dropped this often, so a QEMU that reuses the
+ * pid of a process that was not one is found within that many refreshes. */
+#define HS_RESCAN_EVERY		10
+#define HS_VIRT_RETRY_S		5
+
+/* vCPU thread ids a QEMU without thread names gave over QMP, kept per
+ * process: asking at every refresh would hold its QMP socket for nothing. */
+struct tidcache {
+	int pid;
+	uint64_t start_ticks;
+	int n;			/* vCPUs, or -errno when QMP did not tell */
+	int tids[HS_MAX_VCPUS];
+};
+
+/* An open counting group per vCPU thread, kept across refreshes. */
+struct pmcache {
+	int tid;
+	int seen;		/* in this refresh */
+	struct pmcount *pc;	/* NULL: opening failed (err) */
+	int err;
+};
+
+struct hoststats {
+	struct hs_config cfg;
+	struct pmcache *pm;
+	size_t nr_pm;
+	int pmu;		/* the host has a PMU: try counting */
+	char hw_err[128];
+	struct tidcache *tc;
+	size_t nr_tc;
+	struct virt *virt;
+	char virt_err[256];
+	double virt_next_try;
+	const char *hw_why;
+
+	int *other_pids;		/* sorted: pids known not to be QEMU */
+	size_t nr_other;
+	struct ps_qemu *qemus;		/* QEMU processes of the last scan */
+	size_t nr_qemus;
+	unsigned scans;
+
+	struct hs_guest **guests;	/* last refresh */
+	size_t nr_guests;
+	double last_t, interval;
+};
+
+static void guest_free(struct hs_guest *g)
+{
+	if (!g)
+		return;
+	free(g->vcpu);
+	free(g);
+}
+
+static void guests_free(struct hs_guest **gs, size_t n)
+{
+	for (size_t i = 0; gs && i < n; i++)
+		guest_free(gs[i]);
+	free(gs);
+}
+
+struct hoststats *hoststats_new(const struct hs_config *cfg)
+{
+	struct hoststats *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return NULL;
+	if (cfg)
+		h->cfg = *cfg;
+	if (!h->cfg.qmp_timeout_ms)
+		h->cfg.qmp_timeout_ms = 1000;
+	/* Counting events need the core PMU; this host kind may lack it
+	 * (nested or cloud VMs).  Read once: it does not come and go. */
+	if (access("/sys/bus/event_source/devices/cpu", F_OK) &&
+	    access("/sys/bus/event_source/devices/cpu_core", F_OK))
+		h->hw_why = "no hardware PMU on this host";
+	else
+		h->pmu = 1;
+	return h;
+}
+
+void hoststats_free(struct hoststats *h)
+{
+	if (!h)
+		return;
+	virt_close(h->virt);
+	for (size_t i = 0; i < h->nr_pm; i++)
+		pmcount_close(h->pm[i].pc);
+	free(h->pm);
+	free(h->tc);
+	free(h->other_pids);
+	free(h->qemus);
+	guests_free(h->guests, h->nr_guests);
+	free(h);
+}
+
+double hoststats_interval(const struct hoststats *h)
+{
+	return h->interval;
+}
+
+const char *hoststats_libvirt_error(const struct hoststats *h)
+{
+	return h->virt_err;
+}
+
+/* ---- finding QEMU processes -------------------------------------------- */
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+static const struct ps_qemu *known_qemu(const struct hoststats *h, int pid)
+{
+	for (size_t i = 0; i < h->nr_qemus; i++)
+		if (h->qemus[i].pid == pid)
+			return &h->qemus[i];
+	return NULL;
+}
+
+/*
+ * Lists /proc and classifies only pids not seen before: reading every
+ * process's stat at each refresh would cost more than all the guests.
+ */
+static int scan_qemus(struct hoststats *h)
+{
+	int *pids, n = procstat_list_pids(&pids);
+	int *others = NULL;
+	struct ps_qemu *qs = NULL;
+	size_t no = 0, nq = 0;
+
+	if (n < 0)
+		return n;
+	if (h->scans++ % HS_RESCAN_EVERY == 0)
+		h->nr_other = 0;
+	others = malloc(((size_t)n + 1) * sizeof(*others));
+	qs = malloc(((size_t)n + 1) * sizeof(*qs));
+	if (!others || !qs) {
+		free(pids);
+		free(others);
+		free(qs);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < n; i++) {
+		const struct ps_qemu *k = known_qemu(h, pids[i]);
+		int r;
+
+		if (k) {
+			qs[nq++] = *k;
+			continue;
+		}
+		if (h->nr_other && bsearch(&pids[i], h->other_pids, h->nr_other,
+					   sizeof(int), cmp_int)) {
+			others[no++] = pids[i];
+			continue;
+		}
+		memset(&qs[nq], 0, sizeof(qs[nq]));
+		r = procstat_probe(pids[i], &qs[nq]);
+		if (r == 1)
+			nq++;
+		else if (r == 0)
+			others[no++] = pids[i];
+	}
+	free(pids);
+	free(h->other_pids);
+	free(h->qemus);
+	h->other_pids = others;
+	h->nr_other = no;
+	h->qemus = qs;
+	h->nr_qemus = nq;
+	return 0;
+}
+
+/* ---- libvirt ------------------------------------------------------------ */
+
+static int read_libvirt(struct hoststats *h, struct virt_dstat **ds)
+{
+	double t = ((double)util_now_ns() / 1e9);
+	int n;
+
+	*ds = NULL;
+	if (h->cfg.no_libvirt)
+		return 0;
+	if (!h->virt) {
+		if (t < h->virt_next_try)
+			return 0;
+		h->virt = virt_open(h->cfg.uri, h->virt_err, sizeof(h->virt_err));
+		if (!h->virt) {
+			h->virt_next_try = t + HS_VIRT_RETRY_S;
+			return 0;
+		}
+	}
+	n = virt_all_stats(h->virt, ds, h->virt_err, sizeof(h->virt_err));
+	if (n < 0) {
+		/* The daemon went away: reconnect later, keep /proc figures. */
+		virt_close(h->virt);
+		h->virt = NULL;
+		h->virt_next_try = t + HS_VIRT_RETRY_S;
+		return 0;
+	}
+	h->virt_err[0] = '\0';
+	return n;
+}
+
+/* ---- one guest ------------------------------------------------------------ */
+
+static struct hs_vcpu *vcpu_slot(struct hs_guest *g, int index)
+{
+	struct hs_vcpu *nv;
+	unsigned n;
+
+	if (index < 0 || index >= HS_MAX_VCPUS)
+		return NULL;
+	if ((unsigned)index < g->nr_vcpus)
+		return &g->vcpu[index];
+	n = (unsigned)index + 1;
+	nv = realloc(g->vcpu, n * sizeof(*nv));
+	if (!nv)
+		return NULL;
+	memset(nv + g->nr_vcpus, 0, (n - g->nr_vcpus) * sizeof(*nv));
+	for (unsigned i = g->nr_vcpus; i < n; i++)
+		nv[i].index = (int)i;
+	g->vcpu = nv;
+	g->nr_vcpus = n;
+	return &g->vcpu[index];
+}
+
+/* Per-thread figures of a local QEMU.  vCPU threads are named "CPU N/KVM"
+ * by QEMU's debug-threads (libvirt sets it); without names, every thread
+ * counts towards the guest's run-queue delay. */
+static int read_threads(struct hs_guest *g)
+{
+	int tids[1024], n = procstat_list_tasks(g->pid, tids, 1024);
+	uint64_t all_wait = 0;
+
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n && i < 1024; i++) {
+		struct ps_task t;
+		struct hs_vcpu *v;
+
+		if (procstat_read_task(g->pid, tids[i], &t))
+			continue;	/* the thread ended meanwhile */
+		all_wait += t.wait_ns;
+		v = t.vcpu >= 0 ? vcpu_slot(g, t.vcpu) : NULL;
+		if (!v)
+			continue;
+		v->tid = t.tid;
+		v->cpu_ns = t.utime_ns + t.stime_ns;
+		v->guest_ns = t.guest_ns;
+		v->wait_ns = t.wait_ns;
+		g->guest_ns += t.guest_ns;
+		g->wait_ns += t.wait_ns;
+	}
+	if (!g->nr_vcpus)
+		g->wait_ns = all_wait;
+	return 0;
+}
+
+static const struct tidcache *tids_from_qmp(struct hoststats *h, const struct hs_guest *g)
+{
+	struct tidcache *tc;
+	struct qmp *q;
+
+	for (size_t i = 0; i < h->nr_tc; i++)
+		if (h->tc[i].pid == g->pid && h->tc[i].start_ticks == g->start_ticks)
+			return &h->tc[i];
+	tc = realloc(h->tc, (h->nr_tc + 1) * sizeof(*tc));
+	if (!tc)
+		return NULL;
+	h->tc = tc;
+	tc = &h->tc[h->nr_tc++];
+	memset(tc, 0, sizeof(*tc));
+	tc->pid = g->pid;
+	tc->start_ticks = g->start_ticks;
+	q = qmp_open(g->qmp, h->cfg.qmp_timeout_ms);
+	tc->n = q ? qmp_vcpu_threads(q, tc->tids, HS_MAX_VCPUS, h->cfg.qmp_timeout_ms) : -errno;
+	qmp_close(q);
+	return tc;
+}
+
+/* A QEMU without named threads: its vCPU threads from QMP (once). */
+static void read_qmp_vcpus(struct hoststats *h, struct hs_guest *g)
+{
+	const struct tidcache *tc = tids_from_qmp(h, g);
+	uint64_t wait = 0;
+	int found = 0;
+
+	for (int i = 0; tc && i < tc->n && i < HS_MAX_VCPUS; i++) {
+		struct ps_task t;
+		struct hs_vcpu *v;
+
+		if (procstat_read_task(g->pid, tc->tids[i], &t) || !(v = vcpu_slot(g, i)))
+			continue;
+		v->tid = t.tid;
+		v->cpu_ns = t.utime_ns + t.stime_ns;
+		v->guest_ns = t.guest_ns;
+		v->wait_ns = t.wait_ns;
+		g->guest_ns += t.guest_ns;
+		wait += t.wait_ns;
+		found = 1;
+	}
+	if (found)
+		g->wait_ns = wait;
+}
+
+static struct pmcache *pm_for(struct hoststats *h, int tid)
+{
+	struct pmcache *c;
+
+	for (size_t i = 0; i < h->nr_pm; i++)
+		if (h->pm[i].tid == tid)
+			return &h->pm[i];
+	c = realloc(h->pm, (h->nr_pm + 1) * sizeof(*c));
+	if (!c)
+		return NULL;
+	h->pm = c;
+	c = &h->pm[h->nr_pm++];
+	c->tid = tid;
+	c->pc = pmcount_open(tid, PMC_HARDWARE);
+	c->err = c->pc ? 0 : errno;
+	return c;
+}
+
+/* Guest-mode counts of a KVM guest's vCPU threads, on a host with a PMU. */
+static void read_hw(struct hoststats *h, struct hs_guest *g)
+{
+	for (unsigned i = 0; i < g->nr_vcpus; i++) {
+		struct hs_vcpu *v = &g->vcpu[i];
+		struct pmcache *c = v->tid ? pm_for(h, v->tid) : NULL;
+
+		if (!c)
+			continue;
+		c->seen = 1;
+		if (!c->pc) {
+			snprintf(h->hw_err, sizeof(h->hw_err), "cannot count on vCPU threads: %s",
+				 strerror(c->err));
+			g->hw_why = h->hw_err;
+			continue;
+		}
+		if (pmcount_read(c->pc, v->hw))
+			continue;
+		v->has_hw = g->has_hw = 1;
+		for (int k = 0; k < PMC_NR; k++)
+			g->hw[k] += v->hw[k];
+	}
+}
+
+/* Closes the groups of threads no refresh saw this time. */
+static void pm_sweep(struct hoststats *h)
+{
+	for (size_t i = 0; i < h->nr_pm;) {
+		if (h->pm[i].seen) {
+			h->pm[i++].seen = 0;
+			continue;
+		}
+		pmcount_close(h->pm[i].pc);
+		h->pm[i] = h->pm[--h->nr_pm];
+	}
+}
+
+static void sum_kvm(struct hs_guest *g, const char *src)
+{
+	memset(&g->kvm, 0, sizeof(g->kvm));
+	for (unsigned i = 0; i < g->nr_vcpus; i++) {
+		if (!g->vcpu[i].kvm.valid)
+			continue;
+		g->kvm.valid = 1;
+		g->kvm.exits += g->vcpu[i].kvm.exits;
+		for (unsigned r = 0; r < KVMSTAT_NR_REASONS; r++)
+			g->kvm.reason[r] += g->vcpu[i].kvm.reason[r];
+	}
+	g->has_exits = g->kvm.valid;
+	g->exits_src = src;
+}
+
+/* Exit counters of a local KVM guest not known to libvirt: its QMP socket
+ * (held only for these two queries), else debugfs. */
+static void read_exits_local(struct hoststats *h, struct hs_guest *g)
+{
+	struct kvmstat v[HS_MAX_VCPUS];
+	struct qmp *q = NULL;
+	int n = -ENOENT;
+
+	if (g->qmp[0]) {
+		q = qmp_open(g->qmp, h->cfg.qmp_timeout_ms);
+		if (q) {
+			memset(v, 0, sizeof(v));
+			n = kvmstat_qmp(q, v, HS_MAX_VCPUS, h->cfg.qmp_timeout_ms);
+			qmp_close(q);
+		}
+		for (int i = 0; i < n; i++) {
+			struct hs_vcpu *s = v[i].valid ? vcpu_slot(g, i) : NULL;
+
+			if (s)
+				s->kvm = v[i];
+		}
+		if (n > 0) {
+			sum_kvm(g, "qmp");
+			return;
+		}
+	}
+	if (!kvmstat_debugfs(h->cfg.debugfs, g->pid, &g->kvm)) {
+		g->has_exits = 1;
+		g->exits_src = "debugfs";
+		return;
+	}
+	snprintf(g->exits_why, sizeof(g->exits_why), "%s",
+		 g->qmp[0] && !q ? "its QMP socket does not answer (busy?), no debugfs"
+		 : g->qmp[0] ? "no kvm stats from QMP, no debugfs"
+		 : "no QMP socket; debugfs is not mounted");
+}
+
+static void merge_dstat(struct hs_guest *g, const struct virt_dstat *d)
+{
+	g->source = "libvirt";
+	g->running = d->running;
+	g->has_io = d->has_block || d->has_net;
+	g->rd_bytes = d->rd_bytes;
+	g->wr_bytes = d->wr_bytes;
+	g->rx_bytes = d->rx_bytes;
+	g->tx_bytes = d->tx_bytes;
+	if (!g->pid) {
+		/* No local process (remote URI): libvirt's own figures. */
+		g->cpu_ns = d->cpu_ns;
+		for (unsigned i = 0; i < d->nr_vcpus && i < VIRT_STATS_VCPUS; i++) {
+			struct hs_vcpu *v = vcpu_slot(g, (int)i);
+
+			if (!v)
+				break;
+			v->cpu_ns = d->vcpu_ns[i];
+			v->wait_ns = d->vcpu_wait_ns[i];
+			g->wait_ns += v->wait_ns;
+		}
+	}
+	for (unsigned i = 0; i < g->nr_vcpus && i < VIRT_STATS_VCPUS; i++)
+		g->vcpu[i].kvm = d->kvm[i];
+	sum_kvm(g, "libvirt");
+}
+
+static struct hs_guest *guest_new(const char *name)
+{
+	struct hs_guest *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return NULL;
+	snprintf(g->name, sizeof(g->name), "%s", name);
+	g->source = "qemu";
+	g->running = 1;
+	g->fresh = 1;
+	return g;
+}
+
+/* A local QEMU process; NULL if it is gone or was replaced. */
+static struct hs_guest *guest_read_local(struct hoststats *h, const struct ps_qemu *q,
+					 const struct virt_dstat *d)
+{
+	struct hs_guest *g;
+	struct ps_task t;
+
+	if (procstat_read_proc(q->pid, &t) || t.start_ticks != q->start_ticks)
+		return NULL;
+	g = guest_new(q->name);
+	if (!g)
+		return NULL;
+	g->pid = q->pid;
+	g->start_ticks = q->start_ticks;
+	g->accel = q->accel;
+	memcpy(g->qmp, q->qmp, sizeof(g->qmp));
+	memcpy(g->channel, q->channel, sizeof(g->channel));
+	g->cpu_ns = t.utime_ns + t.stime_ns;
+	g->hw_why = h->hw_why;
+	read_threads(g);
+	if (!g->nr_vcpus && g->qmp[0])
+		read_qmp_vcpus(h, g);
+	g->t_proc = g->t_kvm = (double)util_now_ns() / 1e9;
+	if (d)
+		merge_dstat(g, d);
+	if (g->accel == PS_ACCEL_KVM && h->pmu)
+		read_hw(h, g);
+	else if (h->pmu)
+		g->hw_why = "TCG: no guest mode to count";
+	if (g->accel != PS_ACCEL_KVM)
+		snprintf(g->exits_why, sizeof(g->exits_why),
+			 "TCG: QEMU emulates the CPU, no VM exits");
+	else if (!g->has_exits)
+		read_exits_local(h, g);
+	if (!d)
+		g->t_kvm = (double)util_now_ns() / 1e9;
+	return g;
+}
+
+/* ---- rates ---------------------------------------------------------------- */
+
+static double rate(uint64_t now, uint64_t before, double dt)
+{
+	return now > before && dt > 0 ? (double)(now - before) / dt : 0;
+}
+
+static void vcpu_rates(struct hs_vcpu *v, const struct hs_vcpu *o, double dt, double dk)
+{
+	v->cpu_pct = rate(v->cpu_ns, o->cpu_ns, dt) / 1e7;
+	v->guest_pct = rate(v->guest_ns, o->guest_ns, dt) / 1e7;
+	v->steal_pct = rate(v->wait_ns, o->wait_ns, dt) / 1e7;
+	for (int k = 0; v->has_hw && o->has_hw && k < PMC_NR; k++)
+		v->hw_ps[k] = rate(v->hw[k], o->hw[k], dt);
+	if (v->kvm.valid && o->kvm.valid) {
+		v->exits_ps = rate(v->kvm.exits, o->kvm.exits, dk);
+		for (unsigned r = 0; r < KVMSTAT_NR_REASONS; r++)
+			v->reason_ps[r] = rate(v->kvm.reason[r], o->kvm.reason[r], dk);
+	}
+}
+
+static void guest_rates(struct hs_guest *g, const struct hs_guest *o)
+{
+	unsigned nv = g->nr_vcpus ? g->nr_vcpus : 1;
+	double dt = g->t_proc - o->t_proc, dk = g->t_kvm - o->t_kvm;
+
+	g->fresh = 0;
+	g->cpu_pct = rate(g->cpu_ns, o->cpu_ns, dt) / 1e7;
+	g->guest_pct = rate(g->guest_ns, o->guest_ns, dt) / 1e7;
+	g->steal_pct = rate(g->wait_ns, o->wait_ns, dt) / 1e7 / nv;
+	if (g->has_exits && o->has_exits) {
+		g->exits_ps = rate(g->kvm.exits, o->kvm.exits, dk);
+		for (unsigned r = 0; r < KVMSTAT_NR_REASONS; r++)
+			g->reason_ps[r] = rate(g->kvm.reason[r], o->kvm.reason[r], dk);
+	}
+	/* libvirt's counters are read before the /proc ones: same interval. */
+	g->rd_bps = rate(g->rd_bytes, o->rd_bytes, dt);
+	g->wr_bps = rate(g->wr_bytes, o->wr_bytes, dt);
+	g->rx_bps = rate(g->rx_bytes, o->rx_bytes, dt);
+	g->tx_bps = rate(g->tx_bytes, o->tx_bytes, dt);
+	if (g->has_hw && o->has_hw) {
+		for (int k = 0; k < PMC_NR; k++)
+			g->hw_ps[k] = rate(g->hw[k], o->hw[k], dt);
+		g->ipc = g->hw_ps[PMC_CYCLES] > 0 ? g->hw_ps[PMC_INSTRUCTIONS] / g->hw_ps[PMC_CYCLES] : 0;
+	}
+	for (unsigned i = 0; i < g->nr_vcpus && i < o->nr_vcpus; i++)
+		vcpu_rates(&g->vcpu[i], &o->vcpu[i], dt, dk);
+}
+
+/* The same guest in the previous refresh: same process (pid and start
+ * time), or for a remote domain the same name. */
+static const struct hs_guest *find_prev(const struct hoststats *h, const struct hs_guest *g)
+{
+	for (size_t i = 0; i < h->nr_guests; i++) {
+		const struct hs_guest *o = h->guests[i];
+
+		if (g->pid ? (o->pid == g->pid && o->start_ticks == g->start_ticks)
+			   : (!o->pid && !strcmp(o->name, g->name)))
+			return o;
+	}
+	return NULL;
+}
+
+/* ---- refresh ------------------------------------------------------------- */
+
+static const struct virt_dstat *dstat_for(const struct virt_dstat *ds, int nd,
+					  const char *name, char *used)
+{
+	for (int i = 0; i < nd; i++)
+		if (!used[i] && !strcmp(ds[i].name, name)) {
+			used[i] = 1;
+			return &ds[i];
+		}
+	return NULL;
+}
+
+static int wanted(const struct hoststats *h, const char *name)
+{
+	const char *f = h->cfg.filter ? *h->cfg.filter : NULL;
+
+	return !f || !f[0] || strstr(name, f);
+}
+
+/* Builds the new guest table into gs (capacity cap); returns its size. */
+static size_t build_table(struct hoststats *h, struct hs_guest **gs, size_t cap,
+			  const struct virt_dstat *ds, int nd, char *used)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < h->nr_qemus && n < cap; i++) {
+		const struct ps_qemu *q = &h->qemus[i];
+		const struct virt_dstat *d = q->libvirt ? dstat_for(ds, nd, q->name, used) : NULL;
+		struct hs_guest *g = wanted(h, q->name) ? guest_read_local(h, q, d) : NULL;
+
+		if (g)
+			gs[n++] = g;
+	}
+	for (int i = 0; i < nd && n < cap; i++) {
+		struct hs_guest *g;
+
+		if (used[i] || !wanted(h, ds[i].name))
+			continue;
+		g = guest_new(ds[i].name);
+		if (!g)
+			continue;
+		g->t_proc = g->t_kvm = (double)util_now_ns() / 1e9;
+		g->hw_why = "the domain runs on another host";
+		snprintf(g->exits_why, sizeof(g->exits_why), "libvirt gives no kvm stats");
+		merge_dstat(g, &ds[i]);
+		gs[n++] = g;
+	}
+	return n;
+}
+
+/* Two QEMUs may carry the same -name: the later ones become "NAME@PID", so
+ * every row (and every Prometheus series) stays one guest. */
+static void unique_names(struct hs_guest **gs, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(gs[i]->name, gs[j]->name)) {
+				char tmp[PS_NAME_MAX];
+
+				snprintf(tmp, sizeof(tmp), "%.100s@%d", gs[i]->name, gs[i]->pid);
+				memcpy(gs[i]->name, tmp, sizeof(tmp));
+				break;
+			}
+}
+
+int hoststats_refresh(struct hoststats *h)
+{
+	struct virt_dstat *ds = NULL;
+	struct hs_guest **gs;
+	char *used;
+	double t;
+	size_t n;
+	int nd, err;
+
+	err = scan_qemus(h);
+	if (err)
+		return err;
+	for (size_t i = 0; i < h->nr_tc;) {	/* forget QEMUs that are gone */
+		const struct ps_qemu *q = known_qemu(h, h->tc[i].pid);
+
+		if (q && q->start_ticks == h->tc[i].start_ticks)
+			i++;
+		else
+			h->tc[i] = h->tc[--h->nr_tc];
+	}
+	nd = read_libvirt(h, &ds);
+	used = calloc((size_t)nd + 1, 1);
+	gs = calloc(h->nr_qemus + (size_t)nd + 1, sizeof(*gs));
+	if (!used || !gs) {
+		free(used);
+		free(gs);
+		free(ds);
+		return -ENOMEM;
+	}
+	n = build_table(h, gs, h->nr_qemus + (size_t)nd, ds, nd, used);
+	unique_names(gs, n);
+	pm_sweep(h);
+	free(used);
+	free(ds);
+	t = ((double)util_now_ns() / 1e9);
+	h->interval = h->last_t ? t - h->last_t : 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct hs_guest *o = find_prev(h, gs[i]);
+
+		if (o)
+			guest_rates(gs[i], o);
+	}
+	guests_free(h->guests, h->nr_guests);
+	h->guests = gs;
+	h->nr_guests = n;
+	h->last_t = t;
+	return 0;
+}
+
+/* ---- sorting and views --------------------------------------------------- */
+
+static const char *const sort_names[HS_SORT_NR] = {
+	[HS_SORT_CPU] = "cpu", [HS_SORT_STEAL] = "steal", [HS_SORT_EXITS] = "exits",
+	[HS_SORT_IO] = "io", [HS_SORT_NAME] = "name",
+};
+
+int hs_sort_parse(const char *s)
+{
+	for (int i = 0; i < HS_SORT_NR; i++)
+		if (!strcmp(s, sort_names[i]))
+			return i;
+	return -1;
+}
+
+const char *hs_sort_name(enum hs_sort key)
+{
+	return (unsigned)key < HS_SORT_NR ? sort_names[key] : "?";
+}
+
+static double sort_value(const struct hs_guest *g, enum hs_sort key)
+{
+	switch (key) {
+	case HS_SORT_CPU:	return g->cpu_pct;
+	case HS_SORT_STEAL:	return g->steal_pct;
+	case HS_SORT_EXITS:	return g->exits_ps;
+	case HS_SORT_IO:	return g->rd_bps + g->wr_bps + g->rx_bps + g->tx_bps;
+	default:		return 0;
+	}
+}
+
+static enum hs_sort sort_key;
+
+static int cmp_guest(const void *a, const void *b)
+{
+	const struct hs_guest *x = *(struct hs_guest *const *)a;
+	const struct hs_guest *y = *(struct hs_guest *const *)b;
+	double vx = sort_value(x, sort_key), vy = sort_value(y, sort_key);
+
+	if (sort_key != HS_SORT_NAME && vx != vy)
+		return vx < vy ? 1 : -1;
+	return strcmp(x->name, y->name);
+}
+
+size_t hoststats_guests(struct hoststats *h, enum hs_sort key, struct hs_guest ***out)
+{
+	sort_key = key;		/* qsort has no argument; not thread-safe */
+	if (h->nr_guests)
+		qsort(h->guests, h->nr_guests, sizeof(*h->guests), cmp_guest);
+	*out = h->guests;
+	return h->nr_guests;
+}
+
+unsigned hoststats_top_reasons(const struct hs_guest *g, unsigned *out, unsigned max)
+{
+	unsigned all[KVMSTAT_NR_REASONS], n = 0;
+
+	for (unsigned r = 0; r < KVMSTAT_NR_REASONS; r++)
+		if (g->reason_ps[r] > 0)
+			all[n++] = r;
+	for (unsigned i = 1; i < n; i++)	/* a handful: insertion sort */
+		for (unsigned j = i; j > 0 && g->reason_ps[all[j]] > g->reason_ps[all[j - 1]]; j--) {
+			unsigned x = all[j];
+
+			all[j] = all[j - 1];
+			all[j - 1] = x;
+		}
+	if (n > max)
+		n = max;
+	memcpy(out, all, n * sizeof(*out));
+	return n;
+}

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The "perf" attach backend (vmm/backend.h): samples a KVM guest that runs
+ * in another process through host perf on its vCPU threads, never stopping
+ * it (vmm/perf/perf-sampler.h).  The guest is a QEMU reached through QMP (vCPU
+ * threads, guest RAM for the task-switch rings), a libvirt domain (vCPU
+ * threads and guest RAM through the monitor passthrough), or an `opvm run
+ * --vmm=kvm` process (its runtime descriptor).
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "events/events.h"
+#include "lib/util.h"
+#include "vmm/backend.h"
+#include "vmm/guest/monitor.h"
+#include "vmm/perf/perf-sampler.h"
+#include "vmm/sampler.h"
+
+#define PERF_DEFAULT_HZ	1000
+
+struct pattach {
+	struct perf_sampler_config pc;	/* the event; per guest, a copy */
+	struct backend_setup setup;
+};
+
+/* Per guest. */
+struct pattach_guest {
+	char desc_path[4096];		/* a VMM process's runtime descriptor */
+};
+
+static void *pattach_new(void)
+{
+	return calloc(1, sizeof(struct pattach));
+}
+
+/* The event: -e, else the family's cycles where the host has a PMU, else
+ * cpu-clock at -F (said once). */
+static int pick_spec(struct events_db *db, const struct backend_common *c,
+		     struct opvm_event_spec *spec, struct backend_setup *out,
+		     char *err, size_t errlen)
+{
+	int has_pmu = events_host_has_pmu();
+	unsigned rate = c->rate_arg ? (unsigned)strtoul(c->rate_arg, NULL, 10) : 0;
+	char clock[64];
+
+	if (c->rate_arg && (!rate || rate > 10000)) {
+		util_seterr(err, errlen, "-F wants 1..10000 samples per second per vCPU");
+		return -EINVAL;
+	}
+	if (c->nr_event_specs) {
+		if (events_parse_spec(db, c->event_specs[c->nr_event_specs - 1], spec, err,
+				      errlen))
+			return -EINVAL;
+		if (!events_usable(spec->event, has_pmu)) {
+			util_seterr(err, errlen, "%s counts on a hardware PMU, and this host has "
+				    "none that perf can use (nested or PMU-less KVM, "
+				    "kvm.enable_pmu=N): use -e cpu-clock", spec->event->name);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (has_pmu && !events_default(db, 1, spec))
+		return 0;	/* the family's cycles event with its default count */
+	snprintf(clock, sizeof(clock), "cpu-clock:%u",
+		 1000000000u / (rate ? rate : PERF_DEFAULT_HZ));
+	if (events_parse_spec(db, clock, spec, err, errlen))
+		return -EINVAL;
+	backend_note(out->notes, sizeof(out->notes),
+		     "no PMU on this host: using cpu-clock; pass -e cpu-clock to silence this");
+	return 0;
+}
+
+static int pattach_prepare(void *st, const struct backend_common *c,
+			   struct backend_setup *out, char *err, size_t errlen)
+{
+	struct pattach *pa = st;
+	struct opvm_event_spec spec;
+	struct events_db *db;
+	char why[256] = "";
+	int r;
+
+	db = events_db_load(NULL, 0, why, sizeof(why));
+	if (!db) {
+		util_seterr(err, errlen, "cannot load the events database: %s",
+			    why[0] ? why : strerror(errno));
+		return -ENOENT;
+	}
+	r = pick_spec(db, c, &spec, out, err, errlen);
+	if (!r) {
+		events_spec_perf_attr(&spec, &pa->pc.attr);
+		pa->pc.kernel = spec.kernel;
+		pa->pc.user = spec.user;
+		out->nr_events = 1;
+		snprintf(out->events[0].name, sizeof(out->events[0].name), "%s",
+			 spec.event->name);
+		out->events[0].count = spec.count;
+		out->events[0].unit_mask = spec.unit_mask;
+		out->mode = (spec.event->flags & OPVM_EV_HARDWARE) ? "perf-pmu" : "perf-timer";
+		out->rate_hz = events_spec_rate_hz(&spec);
+		pa->setup = *out;
+		pa->pc.event_name = pa->setup.events[0].name;
+	}
+	events_db_free(db);
+	return r;
+}
+
+/* vCPU host threads through the monitor (query-cpus-fast). */
+static int vcpu_threads(struct vm_monitor *mon, pid_t *tids, unsigned max)
+{
+	char err[256];
+	json_t *ret = NULL, *cpu;
+	size_t i;
+	int r = vm_monitor_qmp(mon, "query-cpus-fast", NULL, -1, &ret, err, sizeof(err)), n = 0;
+
+	if (r)
+		return r;
+	json_array_foreach(ret, i, cpu) {
+		json_int_t idx = json_integer_value(json_object_get(cpu, "cpu-index"));
+
+		if (idx < 0 || (size_t)idx >= max) {
+			n = -E2BIG;
+			break;
+		}
+		tids[idx] = (pid_t)json_integer_value(json_object_get(cpu, "thread-id"));
+		n++;
+	}
+	json_decref(ret);
+	return n;
+}
+
+/* guestmem_hmp_fn over a vm_monitor (libvirt's passthrough). */
+static int monitor_hmp(void *arg, const char *cmd, char **out)
+{
+	char err[256];
+
+	return vm_monitor_hmp(arg, cmd, out, err, sizeof(err));
+}
+
+/* The sampler for the guest behind mon. */
+static struct sampler *make_sampler(struct pattach *pa, struct pattach_guest *g,
+				    struct vm_monitor *mon, struct backend_target *t,
+				    struct perf_sampler_config *pc, char *err, size_t errlen)
+{
+	pid_t tids[PERF_SAMPLER_MAX_VCPUS];
+	struct qmp *q;
+	int n;
+
+	if (vm_monitor_pid(mon))
+		return perf_target_vmm(pc, vm_monitor_pid(mon), g->desc_path,
+				       sizeof(g->desc_path), &t->chan_fd, err, errlen);
+	q = vm_monitor_qmp_conn(mon);
+	if (q)
+		return perf_target_qmp(pc, q, err, errlen);
+	/* libvirt: vCPU threads and guest RAM (gpa2hva) through its monitor
+	 * passthrough. */
+	n = vcpu_threads(mon, tids, PERF_SAMPLER_MAX_VCPUS);
+	if (n <= 0) {
+		util_seterr(err, errlen, "query-cpus-fast: %s", strerror(n < 0 ? -n : EPROTO));
+		return NULL;
+	}
+	return perf_target_monitor(pc, tids, (unsigned)n, monitor_hmp, mon, err, errlen);
+}
+
+static int pattach_open(void *st, struct vm_monitor *mon, struct backend_target *t,
+			char *err, size_t errlen)
+{
+	struct pattach *pa = st;
+	struct pattach_guest *g = calloc(1, sizeof(*g));
+	struct perf_sampler_config pc = pa->pc;
+	char why[512] = "";
+	const char *path;
+	int fd;
+
+	if (!g)
+		return -ENOMEM;
+	t->priv = g;
+	if (!vm_monitor_pid(mon) && vm_monitor_is_kvm(mon) == 0)
+		backend_note(t->notes, sizeof(t->notes), "'%s' runs under TCG: host perf sees "
+			     "QEMU's own code there, not the guest's; --sampler gdbstub samples "
+			     "TCG guests", t->name);
+	t->sampler = make_sampler(pa, g, mon, t, &pc, why, sizeof(why));
+	if (!t->sampler) {
+		util_seterr(err, errlen, "guest '%s': %s", t->name, why);
+		return errno ? -errno : -EIO;
+	}
+	t->nr_vcpus = pc.nr_vcpus;
+	vm_monitor_idle(mon);
+	path = vm_monitor_channel(mon);
+	if (t->chan_fd >= 0 || !path[0])
+		return 0;
+	fd = util_connect_unix(path);
+	if (fd < 0) {
+		backend_note(t->notes, sizeof(t->notes), "guest '%s': cannot connect to its opvm "
+			     "channel %s (%s); profiling without process names (is another "
+			     "opvm attached?)", t->name, path, strerror(-fd));
+		return 0;
+	}
+	t->chan_fd = fd;
+	t->reconnect = backend_reconnect_unix;
+	t->reconnect_arg = (void *)path;	/* lives in the monitor */
+	return 0;
+}
+
+static int pattach_finish(void *st, struct backend_target *t, char *err, size_t errlen)
+{
+	return 0;
+}
+
+static void pattach_summary(void *st, const struct backend_target *t,
+			    const struct backend_totals *tot, FILE *out)
+{
+	struct pattach *pa = st;
+	char d[1024] = "";
+
+	if (!t->sampler)
+		return;
+	if (t->sampler->ops->describe)
+		t->sampler->ops->describe(t->sampler, d, sizeof(d));
+	util_fprintf_wrapped(out, 4, "guest %s (%s): %u vCPU%s (mode %s)\n%s", t->name, t->how,
+		t->nr_vcpus, t->nr_vcpus == 1 ? "" : "s", pa->setup.mode, d);
+	util_fprintf_wrapped(out, 4, "  samples: %llu in files (kernel %s, user %s); lost %s (ring full)",
+		(unsigned long long)tot->samples, tot->kernel.s, tot->user.s,
+		tot->lost_overflow.s);
+}
+
+static void pattach_close(void *st, struct backend_target *t)
+{
+	if (t->sampler)
+		t->sampler->ops->free(t->sampler);
+	t->sampler = NULL;
+	free(t->priv);
+	t->priv = NULL;
+}
+
+const struct backend_ops perf_backend = {
+	.name = "perf",
+	.kind = BACKEND_ATTACH,
+	.help = "host perf on a KVM guest's vCPU threads, never stopped",
+	.options = NULL,
+	.short_options = "",
+	.usage = "",
+	.new = pattach_new,
+	.prepare = pattach_prepare,
+	.open = pattach_open,
+	.finish = pattach_finish,
+	.summary = pattach_summary,
+	.close = pattach_close,
+	.free = free,
+};

@@ -1,0 +1,738 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The "gdbstub" sampler backend for QEMU guests.  See gdbstub-sampler.h for
+ * the design (tick thread, slot hand-over).
+ */
+#include <endian.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "guest-kmod/opvm_proto.h"
+#include "lib/ring.h"
+#include "lib/sample.h"
+#include "vmm/guest/callgraph.h"
+#include "vmm/qemu/gdbstub.h"
+#include "vmm/guest/guestmem.h"
+#include "vmm/qemu/gdbstub-sampler.h"
+#include "lib/util.h"
+
+/* How long a running guest may take to answer "\x03" (a loaded host can be
+ * slow), and how long we wait when we believe someone else paused it. */
+#define STOP_TIMEOUT_MS		1000
+#define PAUSED_PROBE_MS		20
+/* The guest keeps at least 4/5 of its time: with ticks costing C on
+ * average, the next one waits at least 4*C. */
+#define DUTY_FACTOR		4
+/* Consecutive unusable answers before the sampler gives up. */
+#define MAX_BAD_TICKS		20
+
+struct qsamp {
+	struct sampler s;
+	struct gdbstub *gs;
+	unsigned nr_vcpus;		/* gdbstub threads */
+	int64_t period_ns;
+	int resume;
+	struct sampler_sink sink;
+
+	int efd;			/* wakes the tick thread on stop */
+	atomic_int stop;
+	atomic_int state;		/* enum sampler_state or -errno */
+	char errmsg[256];		/* written before state is published */
+
+	pthread_t tick;
+	int tick_started;
+	int ever_started;		/* start() ran: the guest is resumed */
+	struct gdbstub_regs *regs;
+	uint8_t *slotbuf;
+
+	/* Call graphs (NULL: none): chains walked while the guest is stopped,
+	 * chain[i * UNWIND_MAX_DEPTH...] for vCPU i. */
+	struct callgraph *cg;
+	struct guestmem *mem;
+	uint64_t *chains;
+	unsigned *nchain;
+	struct callgraph_user *users;	/* per vCPU, SAMPLER_CG_DWARF only */
+	uint64_t kernel_cr3;		/* a kernel-mode CR3 seen, for ORC */
+
+	/* Slot array, published by one writer (the collector's thread,
+	 * through guest_hello) with a sequence count. */
+	atomic_uint slot_gen;		/* odd while being written */
+	_Atomic uint64_t slot_pa;
+	atomic_uint slot_size, nr_slots;
+
+	/* Relay. */
+	/* Statistics, written by the tick thread (hellos: guest_hello). */
+	_Atomic uint64_t ticks, samples, throttled, cost_ns, exits;
+	_Atomic uint64_t hellos, slot_reads, slot_odd, paused_ticks, resets, max_cost;
+	_Atomic uint64_t late_stops, restores;
+};
+
+static const struct sampler_ops qemu_sampler_ops;
+
+static struct qsamp *to_q(struct sampler *s)
+{
+	return s->priv;
+}
+
+static void set_fault(struct qsamp *q, int err, const char *fmt, const char *detail)
+{
+	snprintf(q->errmsg, sizeof(q->errmsg), fmt, detail);
+	atomic_store_explicit(&q->state, err, memory_order_release);
+}
+
+/* ---- slot hand-over ------------------------------------------------------- */
+
+static void set_slots(struct qsamp *q, uint64_t slot_pa, uint32_t slot_size,
+		      uint32_t nr_slots)
+{
+	unsigned gen = atomic_load_explicit(&q->slot_gen, memory_order_relaxed);
+
+	/* Release stores: a reader that sees any new field also sees the odd
+	 * count stored before it, and rejects the snapshot. */
+	atomic_store_explicit(&q->slot_gen, gen + 1, memory_order_relaxed);
+	atomic_store_explicit(&q->slot_pa, slot_pa, memory_order_release);
+	atomic_store_explicit(&q->slot_size, slot_size, memory_order_release);
+	atomic_store_explicit(&q->nr_slots, nr_slots, memory_order_release);
+	atomic_store_explicit(&q->slot_gen, gen + 2, memory_order_release);
+}
+
+/* A consistent snapshot, or 0 if none is published or it is being
+ * rewritten right now. */
+static int get_slots(struct qsamp *q, unsigned *gen, uint64_t *pa, uint32_t *size, uint32_t *nr)
+{
+	unsigned g1 = atomic_load_explicit(&q->slot_gen, memory_order_acquire), g2;
+
+	if (g1 == 0 || (g1 & 1))
+		return 0;
+	/* Acquire loads: the second count cannot be read before them. */
+	*pa = atomic_load_explicit(&q->slot_pa, memory_order_acquire);
+	*size = atomic_load_explicit(&q->slot_size, memory_order_acquire);
+	*nr = atomic_load_explicit(&q->nr_slots, memory_order_acquire);
+	g2 = atomic_load_explicit(&q->slot_gen, memory_order_relaxed);
+	*gen = g1;
+	return g1 == g2;
+}
+
+/* ---- tick thread ---------------------------------------------------------- */
+
+/* Sleeps until deadline (monotonic ns) or until stop is signalled. */
+static void wait_until(struct qsamp *q, int64_t deadline)
+{
+	for (;;) {
+		int64_t left = deadline - util_now_ns();
+		struct pollfd pfd = { .fd = q->efd, .events = POLLIN };
+		struct timespec ts;
+
+		if (left <= 0 || atomic_load(&q->stop))
+			return;
+		ts.tv_sec = left / 1000000000;
+		ts.tv_nsec = left % 1000000000;
+		if (ppoll(&pfd, 1, &ts, NULL) > 0)
+			return;
+	}
+}
+
+struct tick_state {
+	int outstanding;	/* we sent "\x03" and saw no stop reply yet */
+	int paused;		/* someone else paused the guest */
+	int resync;		/* a fast-path batch timed out: drain first */
+	unsigned bad_gen;	/* slot generation invalidated by a reset */
+	unsigned bad_ticks;
+};
+
+static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
+			 int have_slots, unsigned nr_slots)
+{
+	for (unsigned i = 0; i < n && i < q->sink.nr_rings; i++) {
+		struct opvm_sample smp = {
+			.rip = q->regs[i].rip,
+			.cr3 = q->regs[i].cr3,
+			.vcpu = i,
+			.cpl = (uint8_t)gdbstub_regs_cpl(&q->regs[i]),
+		};
+
+		if (q->cg && q->nchain[i]) {
+			smp.chain = q->chains + (size_t)i * UNWIND_MAX_DEPTH;
+			smp.nr_chain = (uint8_t)q->nchain[i];
+		}
+		if (q->users && q->users[i].valid) {
+			const struct callgraph_user *u = &q->users[i];
+
+			smp.flags |= OPVM_SAMPLE_STACK;
+			smp.user_ip = u->ip;
+			smp.user_sp = u->sp;
+			smp.user_bp = u->bp;
+			smp.stack = u->stack;
+			smp.stack_len = u->len;
+		}
+
+		if (have_slots && i < nr_slots) {
+			struct opvm_slot sl;
+
+			memcpy(&sl, q->slotbuf + (size_t)i * sizeof(sl), sizeof(sl));
+			/* Odd: the vCPU stopped inside the writer's update. */
+			if (le32toh(sl.seq) & 1) {
+				q->slot_odd++;
+			} else {
+				smp.flags |= OPVM_SAMPLE_SLOT;
+				smp.slot_tid = le32toh(sl.pid);
+				smp.slot_tgid = le32toh(sl.tgid);
+				smp.slot_cr3 = le64toh(sl.cr3);
+				if (le32toh(sl.flags) & OPVM_SLOT_KTHREAD)
+					smp.flags |= OPVM_SAMPLE_KTHREAD;
+				q->slot_reads++;
+			}
+		}
+		if (ring_push(q->sink.rings[i], &smp) == 0)
+			q->samples++;
+	}
+	(void)ts;
+}
+
+/* With every vCPU stopped: each one's call chain. */
+static void walk_chains(struct qsamp *q, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		const struct gdbstub_regs *g = &q->regs[i];
+		struct unwind_regs r = { .ip = g->rip, .sp = g->rsp, .bp = g->rbp,
+					 .cpl = (uint8_t)gdbstub_regs_cpl(g) };
+
+		q->nchain[i] = 0;
+		if (q->users)
+			q->users[i].valid = 0;
+		if (!g->cr3 || !g->rsp)
+			continue;	/* firmware, or a stub without rsp */
+		if (r.cpl == 0)
+			q->kernel_cr3 = g->cr3;
+		q->nchain[i] = callgraph_walk(q->cg, &r, g->cr3,
+					      q->chains + (size_t)i * UNWIND_MAX_DEPTH,
+					      OPVM_MAX_CALLCHAIN, q->users ? &q->users[i] : NULL);
+	}
+}
+
+/*
+ * The fast path stopped the guest without "c": walk the stacks, then let it
+ * run.  The guest stays stopped for the walk (a few page reads a vCPU);
+ * a monitor "stop" that lands in that window is undone by the "c", which
+ * is why a session without call graphs sends "c" in the same write.
+ */
+static int callgraph_stop(struct qsamp *q, unsigned n)
+{
+	walk_chains(q, n);
+	return gdbstub_continue(q->gs);
+}
+
+/*
+ * Finds out whether the guest runs when we have reason to doubt it (someone
+ * paused it, or a stop reply is overdue): "\x03" alone, and wait for the
+ * answer.  Returns 1 when it is stopped by us now, 0 when it is not
+ * running, -errno.
+ */
+static int probe_stop(struct qsamp *q, struct tick_state *ts)
+{
+	int err = gdbstub_drain(q->gs), stopped = 0;
+
+	if (err < 0)
+		return err;
+	if (err > 0) {
+		/* A stop reply we did not wait for: our own late one, or
+		 * someone else paused the guest. */
+		stopped = ts->outstanding;
+		ts->paused = !stopped;
+		ts->outstanding = 0;
+		if (stopped)
+			return 1;
+	}
+	err = gdbstub_interrupt(q->gs, ts->paused ? PAUSED_PROBE_MS : STOP_TIMEOUT_MS);
+	if (err == -EALREADY) {
+		stopped = ts->outstanding;
+		ts->paused = !stopped;
+		ts->outstanding = 0;
+		return stopped;
+	}
+	if (err == -ETIMEDOUT) {
+		/* Not running: QEMU ignores "\x03" while paused.  If it was
+		 * slow instead, its reply comes later (above). */
+		ts->outstanding = 1;
+		ts->paused = 1;
+		return 0;
+	}
+	if (err < 0)
+		return err;
+	ts->paused = 0;
+	ts->outstanding = 0;
+	return 1;
+}
+
+/* A monitor "stop" landed while the fast path's write was on its way.
+ * Returns 0 or -errno. */
+static int paused_meanwhile(struct qsamp *q, struct tick_state *ts)
+{
+	int err;
+
+	ts->paused = 1;
+	q->paused_ticks++;
+	if (q->cg)
+		return 0;	/* no "c" went with it: the pause holds */
+	/* our "c" undid it: restore that pause */
+	q->restores++;
+	err = gdbstub_interrupt(q->gs, STOP_TIMEOUT_MS);
+	/* -ETIMEDOUT: its stop reply comes later and, with nothing
+	 * outstanding, is taken for a pause. */
+	if (err < 0 && err != -ETIMEDOUT && err != -EALREADY)
+		return err;
+	return 0;
+}
+
+/*
+ * One tick.  Returns 1 if the guest was stopped and sampled, 0 if it was
+ * not running, or -errno for a fault.
+ */
+static int tick_once(struct qsamp *q, struct tick_state *ts)
+{
+	unsigned gen = 0, n = q->nr_vcpus;
+	uint64_t pa = 0;
+	uint32_t size = 0, nr = 0;
+	int stopped = 0, have_slots, merr = 0, err;
+	size_t len = 0;
+
+	have_slots = get_slots(q, &gen, &pa, &size, &nr) && gen != ts->bad_gen &&
+		     size == sizeof(struct opvm_slot) && nr > 0;
+	if (have_slots)
+		len = (size_t)(nr < n ? nr : n) * size;
+
+	if (ts->resync) {
+		/* The answers of a batch that timed out, "c" included: not
+		 * for this tick, and the guest runs again. */
+		err = gdbstub_drain(q->gs);
+		ts->resync = 0;
+		return err < 0 ? err : 0;
+	}
+	if (!ts->paused && !ts->outstanding) {
+		/*
+		 * Fast path: stop, read and resume in one write, which QEMU
+		 * handles in one pass of its main loop, so no monitor command
+		 * can come in between: a "stop" from the monitor or libvirt
+		 * lands before (its stop reply makes the drain inside return
+		 * -EALREADY, or, sent in the last microseconds, is taken for
+		 * ours and undone) or after (it holds).  Sending "c" only after
+		 * reading the answers would leave the guest stopped by us for
+		 * a round trip, during which a monitor "stop" is silently
+		 * absorbed and then undone by our "c" (seen under ASan).
+		 * The price: a guest that suspended itself to RAM (S3), the
+		 * one stop QEMU announces to nobody, is woken.
+		 */
+		/* With call graphs the stacks are read before "c": they must
+		 * be the stacks of the registers read (see callgraph_stop()). */
+		err = gdbstub_stop_sample(q->gs, q->regs, n, pa, q->slotbuf, len, !q->cg,
+					  &merr, &stopped);
+		if (err == -EALREADY) {
+			ts->paused = 1;
+			q->paused_ticks++;
+			return 0;
+		}
+		if (err == -EPIPE || err == -ESHUTDOWN)
+			return err;
+		if (err == -ETIMEDOUT) {
+			ts->resync = 1;
+			return ++ts->bad_ticks >= MAX_BAD_TICKS ? err : 0;
+		}
+		if (stopped == 2)
+			return paused_meanwhile(q, ts);
+		if (!stopped) {
+			/* No stop reply: the guest was not running (S3); our
+			 * "c" woke it. */
+			q->paused_ticks++;
+			return 0;
+		}
+		q->exits++;
+		if (q->cg)
+			err = callgraph_stop(q, n);
+	} else {
+		err = probe_stop(q, ts);
+		if (err < 0)
+			return err;
+		if (!err) {
+			q->paused_ticks++;
+			return 0;
+		}
+		err = gdbstub_sample(q->gs, q->regs, n, pa, q->slotbuf, len, &merr);
+		q->exits++;
+		if (!err && q->cg)
+			walk_chains(q, n);
+		/* Whatever happened, the guest must run again. */
+		if (err != -EPIPE && err != -ESHUTDOWN) {
+			int cerr = gdbstub_continue(q->gs);
+
+			if (!err)
+				err = cerr;
+		}
+		if (err == -ETIMEDOUT)
+			ts->resync = 1;	/* late answers: drain them next tick */
+	}
+	if (err == -EPIPE || err == -ESHUTDOWN)
+		return err;
+	if (err) {
+		if (++ts->bad_ticks >= MAX_BAD_TICKS)
+			return err;
+		return 0;
+	}
+	ts->bad_ticks = 0;
+	if (merr)
+		have_slots = 0;
+	/* CR3 == 0: firmware or early boot after a reset.  The old slot
+	 * address means nothing any more; wait for the next HELLO. */
+	for (unsigned i = 0; i < n; i++) {
+		if (q->regs[i].cr3 == 0) {
+			if (have_slots || (gen && gen != ts->bad_gen)) {
+				q->resets++;
+				ts->bad_gen = gen;
+			}
+			have_slots = 0;
+			break;
+		}
+	}
+	push_samples(q, ts, n, have_slots, have_slots ? nr : 0);
+	if (q->cg)
+		callgraph_idle(q->cg, q->kernel_cr3);
+	return 1;
+}
+
+/*
+ * The tick thread's last act when told to stop: nothing of ours may stop
+ * the guest once we are gone.  A "\x03" whose stop reply has not come yet
+ * (outstanding: a probe that a busy QEMU answers late, after the guest's
+ * owner had resumed it) stops the guest for good if no "c" follows; a batch
+ * that timed out (resync) still has its "c" queued, and what QEMU has not
+ * read when the gdbstub is removed is never run.  So: wait until QEMU has
+ * read everything; then, if a "\x03" is unanswered, send "qC" and read up
+ * to its answer.  QEMU handles it after finishing any stop, so a stop reply
+ * before the answer (or instead of it: the "qC" itself stopped a guest
+ * resumed meanwhile) is a stop of ours, to undo; an answer alone means the
+ * guest had been paused by its owner all along.
+ */
+static void tick_settle(struct qsamp *q, struct tick_state *ts)
+{
+	int r = gdbstub_wait_read(q->gs, STOP_TIMEOUT_MS), stopped;
+
+	if (r < 0 || !ts->outstanding)
+		return;
+	stopped = gdbstub_settle(q->gs, STOP_TIMEOUT_MS);
+	if (stopped > 0) {
+		q->late_stops++;
+		if (!gdbstub_continue(q->gs))
+			gdbstub_wait_read(q->gs, STOP_TIMEOUT_MS);
+	}
+}
+
+static void *tick_main(void *arg)
+{
+	struct qsamp *q = arg;
+	/* A guest we did not resume is taken for paused until it answers a
+	 * probe: the fast path would resume it. */
+	struct tick_state ts = { .paused = !q->resume };
+	int64_t next = util_now_ns() + q->period_ns, avg = 0;
+
+	while (!atomic_load(&q->stop)) {
+		int64_t t0, t1, cost;
+		int r;
+
+		wait_until(q, next);
+		if (atomic_load(&q->stop))
+			break;
+		t0 = util_now_ns();
+		if (t0 > next + q->period_ns) {
+			int64_t missed = (t0 - next) / q->period_ns;
+
+			q->throttled += (uint64_t)missed;
+			next += missed * q->period_ns;
+		}
+		next += q->period_ns;
+		q->ticks++;
+		r = tick_once(q, &ts);
+		t1 = util_now_ns();
+		if (r < 0) {
+			if (r == -EPIPE || r == -ESHUTDOWN) {
+				snprintf(q->errmsg, sizeof(q->errmsg),
+					 "the guest's QEMU closed its gdbstub (guest powered off or QEMU exited)");
+				atomic_store_explicit(&q->state, SAMPLER_TARGET_GONE,
+						      memory_order_release);
+				return NULL;
+			}
+			set_fault(q, r, "gdbstub sampling failed: %s", strerror(-r));
+			break;
+		}
+		if (r == 0)
+			continue;
+		cost = t1 - t0;
+		q->cost_ns += (uint64_t)cost;
+		if ((uint64_t)cost > q->max_cost)
+			q->max_cost = (uint64_t)cost;
+		/* The cap follows the average cost (1/8 weight per tick), so
+		 * one slow tick on a busy host does not skip the next ones. */
+		avg = avg ? avg - avg / 8 + cost / 8 : cost;
+		while (next < t1 + DUTY_FACTOR * avg) {
+			next += q->period_ns;
+			q->throttled++;
+		}
+	}
+	tick_settle(q, &ts);
+	return NULL;
+}
+
+/* ---- ops ------------------------------------------------------------------ */
+
+static int qs_start(struct sampler *s, const struct sampler_sink *sink)
+{
+	struct qsamp *q = to_q(s);
+	int err;
+
+	if (q->tick_started)
+		return -EBUSY;
+	for (unsigned i = 0; i < sink->nr_rings; i++)
+		if (!sink->rings[i])
+			return -EINVAL;
+	q->sink = *sink;
+	if (q->resume) {
+		err = gdbstub_continue(q->gs);
+		if (err)
+			return err;
+	}
+	q->ever_started = 1;
+	err = -pthread_create(&q->tick, NULL, tick_main, q);
+	if (err)
+		return err;
+	q->tick_started = 1;
+	return 0;
+}
+
+static void qs_stop(struct sampler *s)
+{
+	struct qsamp *q = s ? to_q(s) : NULL;
+
+	if (!q)
+		return;
+
+	atomic_store(&q->stop, 1);
+	if (q->tick_started) {
+		uint64_t one = 1;
+
+		if (write(q->efd, &one, sizeof(one)) < 0) {
+			/* eventfd cannot fail for a counter this small */
+		}
+		pthread_join(q->tick, NULL);
+		q->tick_started = 0;
+	}
+}
+
+static int qs_status(struct sampler *s)
+{
+	return atomic_load_explicit(&to_q(s)->state, memory_order_acquire);
+}
+
+static const char *qs_last_error(struct sampler *s)
+{
+	struct qsamp *q = to_q(s);
+
+	return atomic_load_explicit(&q->state, memory_order_acquire) != SAMPLER_RUNNING ?
+	       q->errmsg : NULL;
+}
+
+static void qs_get_stats(struct sampler *s, struct sampler_stats *out)
+{
+	struct qsamp *q = to_q(s);
+
+	out->ticks = q->ticks;
+	out->samples = q->samples;
+	out->throttled = q->throttled;
+	out->cost_ns_total = q->cost_ns;
+	out->exits = q->exits;
+}
+
+void qemu_sampler_get_info(struct sampler *s, struct qemu_sampler_info *out)
+{
+	struct qsamp *q = to_q(s);
+
+	out->hellos = q->hellos;
+	out->slot_reads = q->slot_reads;
+	out->slot_odd = q->slot_odd;
+	out->paused_ticks = q->paused_ticks;
+	out->resets = q->resets;
+	out->max_cost_ns = q->max_cost;
+	out->late_stops = q->late_stops;
+	out->restores = q->restores;
+}
+
+unsigned qemu_sampler_nr_vcpus(struct sampler *s)
+{
+	return to_q(s)->nr_vcpus;
+}
+
+static void qs_free(struct sampler *s)
+{
+	struct qsamp *q;
+
+	if (!s)
+		return;
+	q = to_q(s);
+	qs_stop(s);
+	/* Never started: our connection stopped a guest that ran before, and
+	 * nobody else will resume it. */
+	if (q->gs && q->resume && !q->ever_started)
+		gdbstub_continue(q->gs);
+	gdbstub_close(q->gs);
+	if (q->efd >= 0)
+		close(q->efd);
+	free(q->regs);
+	free(q->slotbuf);
+	callgraph_free(q->cg);
+	guestmem_close(q->mem);
+	free(q->chains);
+	free(q->nchain);
+	free(q->users);
+	free(q);
+}
+
+/* The collector read a HELLO: publish where its slots are.  The tick thread
+ * never waits for this; a torn publication costs it one tick's slots. */
+static void qs_guest_hello(struct sampler *s, const struct sampler_hello *h)
+{
+	struct qsamp *q = to_q(s);
+
+	q->hellos++;
+	set_slots(q, h->slot_pa, h->slot_size, h->nr_slots);
+	if (q->cg)
+		callgraph_hello(q->cg, h);
+}
+
+static const struct sampler_ops qemu_sampler_ops = {
+	.name = "gdbstub",
+	.start = qs_start,
+	.stop = qs_stop,
+	.status = qs_status,
+	.last_error = qs_last_error,
+	.get_stats = qs_get_stats,
+	.guest_hello = qs_guest_hello,
+	.free = qs_free,
+};
+
+/* Call graphs: the walker and a chain buffer per vCPU.  0 or -1 (errno
+ * set, errbuf says why). */
+static int cg_setup(struct qsamp *q, const struct qemu_sampler_config *cfg, char *errbuf,
+		    size_t errlen)
+{
+	if (cfg->cg.mode == SAMPLER_CG_NONE)
+		return 0;
+	if (!q->mem) {
+		util_seterr(errbuf, errlen, "call graphs need QEMU's memory, which the "
+			    "monitor did not give (gpa2hva)");
+		errno = EINVAL;
+		return -1;
+	}
+	q->cg = callgraph_new(&cfg->cg, q->mem);
+	q->chains = calloc((size_t)q->nr_vcpus * UNWIND_MAX_DEPTH, sizeof(*q->chains));
+	q->nchain = calloc(q->nr_vcpus, sizeof(*q->nchain));
+	if (cfg->cg.mode == SAMPLER_CG_DWARF)
+		q->users = calloc(q->nr_vcpus, sizeof(*q->users));
+	if (!q->cg || !q->chains || !q->nchain ||
+	    (cfg->cg.mode == SAMPLER_CG_DWARF && !q->users)) {
+		util_seterr(errbuf, errlen, "out of memory for call graphs");
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
+}
+
+void qemu_sampler_callgraph_stats(struct sampler *s, struct callgraph_stats *out)
+{
+	struct qsamp *q = to_q(s);
+
+	if (q->cg)
+		callgraph_get_stats(q->cg, out);
+	else
+		memset(out, 0, sizeof(*out));
+}
+
+struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
+				 char *errbuf, size_t errlen)
+{
+	struct qsamp *q;
+	const char *why = "connect";
+	unsigned rate = cfg->rate_hz ? cfg->rate_hz : QEMU_SAMPLER_DEFAULT_HZ, tmo;
+	int gdb_fd = cfg->gdb_addr ? -1 : cfg->gdb_fd, err;
+
+	if (rate > 1000) {
+		if (errbuf)
+			snprintf(errbuf, errlen, "rate %u Hz is above the gdbstub sampler's 1000 Hz cap", rate);
+		err = EINVAL;
+		goto fail_fd;
+	}
+	q = calloc(1, sizeof(*q));
+	if (!q) {
+		err = errno;
+		goto fail_fd;
+	}
+	q->s.ops = &qemu_sampler_ops;
+	q->s.priv = q;
+	q->mem = cfg->mem;
+	q->efd = -1;
+	q->period_ns = 1000000000 / rate;
+	q->resume = cfg->resume;
+	q->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (q->efd < 0)
+		goto fail_errno;
+	tmo = cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000;
+	q->gs = cfg->gdb_addr ? gdbstub_open(cfg->gdb_addr, tmo, &why) :
+				gdbstub_open_fd(gdb_fd, tmo, &why);
+	gdb_fd = -1;
+	if (!q->gs) {
+		err = errno;
+		if (errbuf)
+			snprintf(errbuf, errlen, "cannot talk to the gdbstub%s%s (%s: %s)",
+				 cfg->gdb_addr ? " at " : "", cfg->gdb_addr ? cfg->gdb_addr : "",
+				 why, strerror(err));
+		errno = err;
+		goto fail;
+	}
+	q->nr_vcpus = gdbstub_nr_threads(q->gs);
+	/* Resumed by its owner while we connected, then stopped by us: it
+	 * must run again, whatever it did before. */
+	if (gdbstub_handshake_restarts(q->gs))
+		q->resume = 1;
+	q->regs = calloc(q->nr_vcpus, sizeof(*q->regs));
+	q->slotbuf = calloc(q->nr_vcpus, sizeof(struct opvm_slot));
+	if (!q->regs || !q->slotbuf)
+		goto fail_errno;
+	if (cg_setup(q, cfg, errbuf, errlen))
+		goto fail;
+	return &q->s;
+
+fail_errno:
+	err = errno;
+	if (errbuf)
+		snprintf(errbuf, errlen, "%s", strerror(err));
+	if (gdb_fd >= 0)
+		close(gdb_fd);
+	qs_free(&q->s);
+	errno = err;
+	return NULL;
+fail:
+	err = errno;
+	qs_free(&q->s);
+	errno = err;
+	return NULL;
+fail_fd:
+	if (gdb_fd >= 0)
+		close(gdb_fd);
+	guestmem_close(cfg->mem);
+	errno = err;
+	return NULL;
+}

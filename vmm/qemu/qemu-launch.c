@@ -1,0 +1,737 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The "qemu" launch backend (vmm/backend.h), `opvm run --vmm=qemu`, the
+ * default: boots a guest under QEMU with the opvm channel and a QMP socket
+ * on unix sockets in a private directory (RUN_BASE/PID: the next run removes
+ * those whose opvm is gone), a gdbstub on a socket pair, and samples it through
+ * the gdbstub (vmm/qemu/gdbstub-sampler.h) until it powers off.  Its console goes to
+ * SESSION/guests/NAME/console.log (and stdout with --console), QEMU's own
+ * messages to qemu.log beside it.
+ *
+ * QEMU starts paused (-S) so that nothing the guest does, from its first
+ * instruction, escapes the console log, the channel or the sampler; the
+ * sampler resumes it once every socket is connected.  QEMU runs in its own
+ * process group: Ctrl-C reaches opvm, which then quits QEMU through QMP.
+ * QEMU dies with opvm, even after a SIGKILL (PR_SET_PDEATHSIG).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/util.h"
+#include "vmm/backend.h"
+#include "vmm/qemu/gdbstub-common.h"
+#include "vmm/qemu/gdbstub-sampler.h"
+#include "vmm/guest/guestmem.h"
+#include "vmm/qemu/qmp.h"
+#include "vmm/sampler.h"
+
+#define MAX_EXTRA_ARGS	256
+#define MAX_ARGS	(64 + MAX_EXTRA_ARGS)
+
+enum {
+	OPT_KERNEL = BACKEND_OPT, OPT_INITRD, OPT_APPEND, OPT_WORKLOAD, OPT_SMP,
+	OPT_ACCEL, OPT_NAME, OPT_CONSOLE, OPT_QEMU,
+};
+
+struct qlaunch {
+	/* options */
+	const char *kernel, *initrd, *append, *workload, *accel, *qemu_bin, *name;
+	unsigned smp, mem;
+	int show_console;
+	/* prepare() */
+	struct backend_setup setup;
+	const char *session_dir;
+	char *const *extra;
+	unsigned nr_extra;
+	char images[PATH_MAX], kbuf[PATH_MAX + 16], ibuf[PATH_MAX + 32];
+	char root[PATH_MAX + 8], map[PATH_MAX + 16], cmdline[4096];
+	/* the run */
+	char dir[128];			/* private: sockets and QEMU's log */
+	char qmp[PATH_MAX], chan[PATH_MAX], con[PATH_MAX];
+	char log[PATH_MAX];
+	int gdb_fd[2];			/* [0] the sampler's, [1] QEMU's */
+	char guest_dir[PATH_MAX];	/* <session>/guests/<name> */
+	pid_t qemu;
+	int status;
+	int con_fd;
+	int con_out;			/* console.log */
+	pthread_t con_thread;
+	int con_started;
+};
+
+static const struct option qlaunch_options[] = {
+	{ "kernel", required_argument, NULL, OPT_KERNEL },
+	{ "initrd", required_argument, NULL, OPT_INITRD },
+	{ "append", required_argument, NULL, OPT_APPEND },
+	{ "workload", required_argument, NULL, OPT_WORKLOAD },
+	{ "smp", required_argument, NULL, OPT_SMP },
+	{ "memory", required_argument, NULL, 'm' },
+	{ "accel", required_argument, NULL, OPT_ACCEL },
+	{ "name", required_argument, NULL, OPT_NAME },
+	{ "console", no_argument, NULL, OPT_CONSOLE },
+	{ "qemu", required_argument, NULL, OPT_QEMU },
+	{ 0 }
+};
+
+static void *qlaunch_new(void)
+{
+	struct qlaunch *q = calloc(1, sizeof(*q));
+
+	if (!q)
+		return NULL;
+	q->accel = "tcg";
+	q->qemu_bin = "qemu-system-x86_64";
+	q->name = "guest";
+	q->smp = 2;
+	q->mem = 512;
+	q->con_fd = q->con_out = -1;
+	q->gdb_fd[0] = q->gdb_fd[1] = -1;
+	return q;
+}
+
+static int qlaunch_parse(void *st, int opt, const char *arg, char *err, size_t errlen)
+{
+	struct qlaunch *q = st;
+
+	switch (opt) {
+	case OPT_KERNEL: q->kernel = arg; break;
+	case OPT_INITRD: q->initrd = arg; break;
+	case OPT_APPEND: q->append = arg; break;
+	case OPT_WORKLOAD: q->workload = arg; break;
+	case OPT_SMP: q->smp = (unsigned)atoi(arg); break;
+	case 'm': q->mem = (unsigned)atoi(arg); break;
+	case OPT_ACCEL: q->accel = arg; break;
+	case OPT_NAME: q->name = arg; break;
+	case OPT_CONSOLE: q->show_console = 1; break;
+	case OPT_QEMU: q->qemu_bin = arg; break;
+	default: return -EINVAL;
+	}
+	return 0;
+}
+
+static int file_exists(const char *p)
+{
+	struct stat st;
+
+	return stat(p, &st) == 0;
+}
+
+/* $OPVM_IMAGES, build/images next to the opvm binary, or under the
+ * current directory. */
+static int default_images(char *dir, size_t len)
+{
+	char exe[PATH_MAX - 16], p[PATH_MAX + 32];
+	const char *env = getenv("OPVM_IMAGES");
+	ssize_t n;
+
+	if (env && *env) {
+		snprintf(p, sizeof(p), "%s/vmlinuz", env);
+		if (!file_exists(p))
+			return -ENOENT;
+		snprintf(dir, len, "%s", env);
+		return 0;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n > 0) {
+		char *slash;
+
+		exe[n] = '\0';
+		slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(p, sizeof(p), "%s/images/vmlinuz", exe);
+			if (file_exists(p)) {
+				snprintf(dir, len, "%s/images", exe);
+				return 0;
+			}
+		}
+	}
+	if (file_exists("build/images/vmlinuz")) {
+		snprintf(dir, len, "build/images");
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* No --kernel: the test image `make images` builds. */
+static int use_test_image(struct qlaunch *q, char *err, size_t errlen)
+{
+	if (default_images(q->images, sizeof(q->images))) {
+		const char *env = getenv("OPVM_IMAGES");
+
+		if (env && *env)
+			util_seterr(err, errlen, "OPVM_IMAGES=%s holds no vmlinuz: point it at "
+				    "the directory 'make images' fills (build/images)", env);
+		else
+			util_seterr(err, errlen, "no guest kernel: give --kernel FILE (and "
+				    "--initrd FILE), build the test image with 'make images', or "
+				    "set OPVM_IMAGES=DIR to a build/images directory");
+		return -EINVAL;
+	}
+	snprintf(q->kbuf, sizeof(q->kbuf), "%s/vmlinuz", q->images);
+	q->kernel = q->kbuf;
+	if (!q->initrd) {
+		snprintf(q->ibuf, sizeof(q->ibuf), "%s/initramfs.cpio.gz", q->images);
+		q->initrd = q->ibuf;
+	}
+	snprintf(q->root, sizeof(q->root), "%s/root", q->images);
+	snprintf(q->map, sizeof(q->map), "%s/System.map", q->images);
+	q->setup.guest_root = q->root;
+	q->setup.workload = q->workload;
+	q->setup.system_map = q->map;
+	q->setup.vmlinux = q->kbuf;
+	return 0;
+}
+
+static void make_cmdline(struct qlaunch *q)
+{
+	size_t sz = sizeof(q->cmdline);
+
+	snprintf(q->cmdline, sz, "console=ttyS0%s%s%s%s",
+		 q->workload ? " opvm.workload=" : "", q->workload ? q->workload : "",
+		 q->append ? " " : "", q->append ? q->append : "");
+	if (!q->append)
+		strncat(q->cmdline, " quiet", sz - strlen(q->cmdline) - 1);
+	/* The test image keeps time with the TSC: under TCG with several
+	 * vCPUs Linux picks the HPET, whose every read is an MMIO exit taken
+	 * under QEMU's big lock, and a gdbstub stop has to wait for that lock:
+	 * code right after a clock read is then hardly ever sampled
+	 * (docs/usage.md, "Limitations"). */
+	if (q->images[0])
+		strncat(q->cmdline, " tsc=reliable clocksource=tsc",
+			sz - strlen(q->cmdline) - 1);
+}
+
+static int qlaunch_prepare(void *st, const struct backend_common *c,
+			   struct backend_setup *out, char *err, size_t errlen)
+{
+	struct qlaunch *q = st;
+	int r;
+
+	if (!q->smp || q->smp > 64 || q->mem < 64 || q->mem > 1024 * 1024) {
+		util_seterr(err, errlen, "--smp takes 1..64 and --memory at least 64 (MB)");
+		return -EINVAL;
+	}
+	if (strcmp(q->accel, "tcg") && strcmp(q->accel, "kvm")) {
+		util_seterr(err, errlen, "--accel takes tcg or kvm, not '%s'", q->accel);
+		return -EINVAL;
+	}
+	if (!strcmp(q->accel, "kvm") && access("/dev/kvm", R_OK | W_OK)) {
+		util_seterr(err, errlen, "--accel kvm: /dev/kvm is not usable here (%s); use "
+			    "--accel tcg", strerror(errno));
+		return -EINVAL;
+	}
+	if (!util_valid_name(q->name)) {
+		util_seterr(err, errlen, "--name takes letters, digits, '-', '_' and '.', not "
+			    "'%s'", q->name);
+		return -EINVAL;
+	}
+	r = qemu_backend_setup(c, &q->setup, err, errlen);
+	if (r)
+		return r;
+	if (!q->kernel && (r = use_test_image(q, err, errlen)))
+		return r;
+	if (!file_exists(q->kernel) || (q->initrd && !file_exists(q->initrd))) {
+		util_seterr(err, errlen, "cannot find %s",
+			    !file_exists(q->kernel) ? q->kernel : q->initrd);
+		return -EINVAL;
+	}
+	if (c->nr_extra > MAX_EXTRA_ARGS) {
+		util_seterr(err, errlen, "more than %d QEMU arguments after --", MAX_EXTRA_ARGS);
+		return -EINVAL;
+	}
+	make_cmdline(q);
+	q->session_dir = c->session_dir;
+	q->extra = c->extra;
+	q->nr_extra = c->nr_extra;
+	*out = q->setup;
+	return 0;
+}
+
+/* QEMU's command line; the strings it points to live in q and buf. */
+struct qemu_args {
+	char *v[MAX_ARGS + 1];
+	char smp[16], mem[16], qmp[PATH_MAX + 64], gdb[PATH_MAX + 64];
+	char chan[PATH_MAX + 64], con[PATH_MAX + 64], ram[64];
+};
+
+/* ram_shared: the guest's RAM in a memfd QEMU shares, so that opvm maps it
+ * too (guestmem_map_shared()) and reads stacks without system calls. */
+static void qemu_args(struct qlaunch *q, struct qemu_args *a, int ram_shared)
+{
+	int n = 0;
+
+	snprintf(a->smp, sizeof(a->smp), "%u", q->smp);
+	snprintf(a->mem, sizeof(a->mem), "%u", q->mem);
+	snprintf(a->qmp, sizeof(a->qmp), "unix:%s,server=on,wait=off", q->qmp);
+	snprintf(a->gdb, sizeof(a->gdb), "socket,id=opvm-gdb,fd=%d", q->gdb_fd[1]);
+	snprintf(a->chan, sizeof(a->chan), "socket,id=opvm0,path=%s,server=on,wait=off", q->chan);
+	snprintf(a->con, sizeof(a->con), "socket,id=con0,path=%s,server=on,wait=off", q->con);
+#define A(x) (a->v[n++] = (char *)(x))
+	A(q->qemu_bin); A("-accel"); A(q->accel); A("-m"); A(a->mem); A("-smp"); A(a->smp);
+	A("-nodefaults"); A("-no-user-config"); A("-display"); A("none"); A("-S");
+	A("-qmp"); A(a->qmp); A("-chardev"); A(a->gdb); A("-gdb"); A("chardev:opvm-gdb");
+	A("-chardev"); A(a->con); A("-serial"); A("chardev:con0");
+	A("-device"); A("virtio-serial-pci,id=opvmser");
+	A("-chardev"); A(a->chan);
+	A("-device"); A("virtserialport,bus=opvmser.0,chardev=opvm0,name=org.opvm.0");
+	A("-kernel"); A(q->kernel);
+	if (q->initrd) {
+		A("-initrd"); A(q->initrd);
+	}
+	A("-append"); A(q->cmdline);
+	if (ram_shared) {
+		snprintf(a->ram, sizeof(a->ram), "memory-backend-memfd,id=opvm-ram,size=%uM,"
+			 "share=on", q->mem);
+		A("-object"); A(a->ram); A("-machine"); A("memory-backend=opvm-ram");
+	}
+#undef A
+	for (unsigned i = 0; i < q->nr_extra; i++)
+		a->v[n++] = q->extra[i];
+	a->v[n] = NULL;
+}
+
+static pid_t start_qemu(struct qlaunch *q, char **args)
+{
+	pid_t parent = getpid();
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		int log = open(q->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+		/* QEMU dies with opvm, even by SIGKILL: nobody else would quit
+		 * it.  A parent gone before prctl() is seen by getppid(). */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+			_exit(127);
+		/* Own process group: a Ctrl-C is for opvm, which quits QEMU. */
+		setpgid(0, 0);
+		dup2(null, STDIN_FILENO);
+		dup2(log >= 0 ? log : null, STDOUT_FILENO);
+		dup2(log >= 0 ? log : null, STDERR_FILENO);
+		/* QEMU's end of the gdbstub socket pair crosses exec. */
+		fcntl(q->gdb_fd[1], F_SETFD, 0);
+		execvp(args[0], args);
+		dprintf(STDERR_FILENO, "cannot run %s: %s\n", args[0], strerror(errno));
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Waits for QEMU's sockets; 0, or -1 if QEMU died or took too long. */
+static int wait_sockets(struct qlaunch *q)
+{
+	for (int i = 0; i < 3000; i++) {
+		if (waitpid(q->qemu, &q->status, WNOHANG) == q->qemu) {
+			q->qemu = 0;
+			return -1;
+		}
+		if (file_exists(q->qmp) && file_exists(q->chan) && file_exists(q->con))
+			return 0;
+		usleep(10000);
+	}
+	return -1;
+}
+
+/* The end of QEMU's log, for an error message. */
+static void log_tail(const char *path, char *out, size_t len)
+{
+	char buf[2048];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = -1;
+	off_t size;
+
+	if (fd >= 0) {
+		size = lseek(fd, 0, SEEK_END);
+		lseek(fd, size > (off_t)sizeof(buf) - 1 ? size - (off_t)sizeof(buf) + 1 : 0,
+		      SEEK_SET);
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	if (n <= 0) {
+		out[0] = '\0';
+		return;
+	}
+	buf[n] = '\0';
+	snprintf(out, len, "\n--- QEMU said:\n%s%s---", buf, buf[n - 1] == '\n' ? "" : "\n");
+}
+
+/* Waits up to ms for QEMU to exit; returns 1 (status in q) if it did. */
+static int reap_qemu(struct qlaunch *q, int ms)
+{
+	for (int i = 0; i <= ms / 10; i++) {
+		if (waitpid(q->qemu, &q->status, WNOHANG) == q->qemu) {
+			q->qemu = 0;
+			return 1;
+		}
+		if (ms)
+			usleep(10000);
+	}
+	return 0;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	char buf[8192];
+	int in = open(from, O_RDONLY | O_CLOEXEC), out;
+	ssize_t n;
+
+	if (in < 0)
+		return;
+	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	while (out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n)
+			break;
+	if (out >= 0)
+		close(out);
+	close(in);
+}
+
+static void *console_main(void *arg)
+{
+	struct qlaunch *q = arg;
+
+	util_copy_stream(q->con_fd, q->con_out, q->show_console ? STDOUT_FILENO : -1);
+	return NULL;
+}
+
+/* Removes run directory dir (the sockets and log it holds, nothing deeper). */
+static void run_dir_remove(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (d) {
+		while ((e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				unlinkat(dirfd(d), e->d_name, 0);
+		closedir(d);
+	}
+	rmdir(dir);
+}
+
+/*
+ * The run's private directory, BASE/PID, under BASE = $TMPDIR/opvm-run-UID
+ * (0700, ours; short: sun_path is 108).  Directories of runs whose opvm is
+ * gone (SIGKILL leaves them) are removed first: their name is their
+ * owner's pid.
+ */
+static int run_dir_create(char *dir, size_t len, char *err, size_t errlen)
+{
+	const char *tmp = getenv("TMPDIR");
+	char base[96];
+	struct stat st;
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(base, sizeof(base), "%s/opvm-run-%u", tmp && tmp[0] == '/' &&
+		 strlen(tmp) < 60 ? tmp : "/tmp", (unsigned)geteuid());
+	if (mkdir(base, 0700) && errno != EEXIST) {
+		util_seterr(err, errlen, "cannot create %s: %s (set TMPDIR to a writable "
+			    "directory)", base, strerror(errno));
+		return -errno;
+	}
+	/* Someone else's directory (or a link) in a shared /tmp is a trap. */
+	if (lstat(base, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 077)) {
+		util_seterr(err, errlen, "%s is not a private directory of this user "
+			    "(owner %u, mode %o): remove it, or set TMPDIR elsewhere", base,
+			    (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	d = opendir(base);
+	while (d && (e = readdir(d))) {
+		char *end, stale[96 + 256];
+		long pid = strtol(e->d_name, &end, 10);
+
+		if (*end || pid <= 0 || pid == getpid() ||
+		    !(kill((pid_t)pid, 0) && errno == ESRCH))
+			continue;
+		snprintf(stale, sizeof(stale), "%s/%s", base, e->d_name);
+		run_dir_remove(stale);
+	}
+	if (d)
+		closedir(d);
+	snprintf(dir, len, "%s/%ld", base, (long)getpid());
+	run_dir_remove(dir);	/* a stale one with our pid */
+	if (mkdir(dir, 0700)) {
+		util_seterr(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* The run's private directory, the gdbstub's socket pair, and the guest's
+ * directory in the session. */
+static int make_dirs(struct qlaunch *q, char *err, size_t errlen)
+{
+	int r = run_dir_create(q->dir, sizeof(q->dir), err, errlen);
+
+	if (r) {
+		q->dir[0] = '\0';
+		return r;
+	}
+	/* The gdbstub is a socket pair: no socket anyone else could reach. */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, q->gdb_fd)) {
+		util_seterr(err, errlen, "cannot create a socket pair: %s", strerror(errno));
+		return -errno;
+	}
+	snprintf(q->qmp, sizeof(q->qmp), "%s/qmp", q->dir);
+	snprintf(q->chan, sizeof(q->chan), "%s/chan", q->dir);
+	snprintf(q->con, sizeof(q->con), "%s/con", q->dir);
+	snprintf(q->log, sizeof(q->log), "%s/qemu.log", q->dir);
+	snprintf(q->guest_dir, sizeof(q->guest_dir), "%s/guests/%s", q->session_dir, q->name);
+	if (util_mkdir_p(q->guest_dir)) {
+		util_seterr(err, errlen, "cannot create %s: %s", q->guest_dir, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* QEMU runs (paused) with its sockets up: console thread and a QMP check. */
+static int connect_console(struct qlaunch *q, char *err, size_t errlen)
+{
+	char path[PATH_MAX + 16];
+	struct qmp *qmp;
+
+	snprintf(path, sizeof(path), "%s/console.log", q->guest_dir);
+	q->con_out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	q->con_fd = util_connect_unix(q->con);
+	if (q->con_fd < 0 || pthread_create(&q->con_thread, NULL, console_main, q)) {
+		util_seterr(err, errlen, "cannot read the guest console from QEMU");
+		return -EIO;
+	}
+	q->con_started = 1;
+	qmp = qmp_open(q->qmp, 10000);
+	if (!qmp) {
+		util_seterr(err, errlen, "cannot talk QMP to QEMU: %s", strerror(errno));
+		return -errno;
+	}
+	/* Not kept open: QEMU sends a STOP and a RESUME event for every
+	 * sample taken, and an unread monitor would hoard them. */
+	qmp_close(qmp);
+	return 0;
+}
+
+/* Our QEMU's RAM, for call graphs: its /proc/PID/mem at the addresses its
+ * monitor gives. */
+static struct guestmem *qemu_guestmem(struct qlaunch *q, char *err, size_t errlen)
+{
+	struct guestmem *mem = guestmem_open(q->qemu);
+	struct qmp *qmp = mem ? qmp_open(q->qmp, 10000) : NULL;
+	int r = !mem ? -errno : !qmp ? -errno : guestmem_add_qemu_ranges(mem, qmp);
+
+	qmp_close(qmp);
+	if (!r)
+		guestmem_map_shared(mem);	/* else pread, slower */
+	if (r) {
+		util_seterr(err, errlen, "call graphs: cannot read the guest's RAM in QEMU "
+			    "(%s)", strerror(-r));
+		guestmem_close(mem);
+		errno = -r;
+		return NULL;
+	}
+	return mem;
+}
+
+/* Connects everything before the guest runs its first instruction. */
+static int connect_guest(struct qlaunch *q, struct backend_target *t, char *err, size_t errlen)
+{
+	struct qemu_sampler_config qc = { .gdb_fd = q->gdb_fd[0], .rate_hz = q->setup.rate_hz,
+					  .resume = 1 };
+	char why[512] = "";
+	int r = connect_console(q, err, errlen), chan;
+
+	if (r)
+		return r;
+	chan = util_connect_unix(q->chan);
+	if (chan < 0) {
+		util_seterr(err, errlen, "cannot connect to the guest's opvm channel: %s",
+			    strerror(-chan));
+		return chan;
+	}
+	if (t->callgraph) {
+		qc.cg = *t->callgraph;
+		qc.mem = qemu_guestmem(q, err, errlen);
+		if (!qc.mem) {
+			close(chan);
+			return -errno;
+		}
+	}
+	q->gdb_fd[0] = -1;	/* the sampler's now */
+	t->sampler = qemu_sampler_new(&qc, why, sizeof(why));
+	if (!t->sampler) {
+		util_seterr(err, errlen, "%s", why);
+		close(chan);
+		return -errno;
+	}
+	t->nr_vcpus = qemu_sampler_nr_vcpus(t->sampler);
+	/* the collector reads it and tells the sampler each HELLO */
+	t->chan_fd = chan;
+	t->reconnect = backend_reconnect_unix;
+	t->reconnect_arg = q->chan;
+	return 0;
+}
+
+static int qlaunch_open(void *st, struct vm_monitor *mon, struct backend_target *t,
+			char *err, size_t errlen)
+{
+	struct qlaunch *q = st;
+	struct qemu_args *a;
+	char tail[2200];
+	int r;
+
+	snprintf(t->name, sizeof(t->name), "%s", q->name);
+	t->how = "booted by opvm run";
+	t->priv = q;
+	r = make_dirs(q, err, errlen);
+	if (r)
+		return r;
+	a = malloc(sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	qemu_args(q, a, t->callgraph != NULL);
+	q->qemu = start_qemu(q, a->v);
+	free(a);
+	close(q->gdb_fd[1]);	/* QEMU has its copy: its exit gives us EOF */
+	q->gdb_fd[1] = -1;
+	if (q->qemu < 0) {
+		util_seterr(err, errlen, "cannot start QEMU: %s", strerror(errno));
+		q->qemu = 0;
+		return -errno;
+	}
+	if (wait_sockets(q)) {
+		log_tail(q->log, tail, sizeof(tail));
+		util_seterr(err, errlen, "QEMU (%s) did not start: see below, or run it by "
+			    "hand%s", q->qemu_bin, tail);
+		return -ECHILD;
+	}
+	r = connect_guest(q, t, err, errlen);
+	if (!r)
+		util_seterr(t->intro, sizeof(t->intro), "booting %s (%u vCPUs, %s); console in "
+			 "%s/console.log; Ctrl-C stops", q->kernel, t->nr_vcpus, q->accel,
+			 q->guest_dir);
+	return r;
+}
+
+static int qlaunch_finish(void *st, struct backend_target *t, char *err, size_t errlen)
+{
+	struct qlaunch *q = st;
+	struct qmp *qmp;
+
+	if (q->qemu && !reap_qemu(q, 0)) {
+		/* Ctrl-C or --duration: the guest is still up; quit it. */
+		qmp = qmp_open(q->qmp, 2000);
+		if (qmp)
+			qmp_execute(qmp, "quit", NULL, NULL, NULL, 0, 2000);
+		else
+			kill(q->qemu, SIGTERM);
+		qmp_close(qmp);
+		if (!reap_qemu(q, 5000)) {
+			kill(q->qemu, SIGKILL);
+			reap_qemu(q, 5000);
+		}
+		q->status = 0;
+	}
+	if (WIFSIGNALED(q->status)) {
+		util_seterr(err, errlen, "QEMU was killed by signal %d (%s) during the session; "
+			    "the samples taken until then are kept and 'opvm report' reads them",
+			    WTERMSIG(q->status), strsignal(WTERMSIG(q->status)));
+		return -ECHILD;
+	}
+	if (WIFEXITED(q->status) && WEXITSTATUS(q->status)) {
+		util_seterr(err, errlen, "QEMU exited with status %d; its messages are in "
+			    "%s/qemu.log", WEXITSTATUS(q->status), q->guest_dir);
+		return -ECHILD;
+	}
+	return 0;
+}
+
+static void qlaunch_summary(void *st, const struct backend_target *t,
+			    const struct backend_totals *tot, FILE *out)
+{
+	qemu_backend_summary(t, ((struct qlaunch *)st)->setup.rate_hz, tot, out);
+}
+
+static void qlaunch_close(void *st, struct backend_target *t)
+{
+	struct qlaunch *q = st;
+	char path[PATH_MAX + 16];
+
+	if (q->qemu > 0) {
+		kill(q->qemu, SIGKILL);
+		reap_qemu(q, 5000);
+	}
+	if (t->sampler)
+		t->sampler->ops->free(t->sampler);
+	t->sampler = NULL;
+	if (q->con_started) {
+		shutdown(q->con_fd, SHUT_RDWR);
+		pthread_join(q->con_thread, NULL);
+		q->con_started = 0;
+	}
+	if (q->con_fd >= 0)
+		close(q->con_fd);
+	if (q->con_out >= 0)
+		close(q->con_out);
+	q->con_fd = q->con_out = -1;
+	if (q->guest_dir[0]) {
+		snprintf(path, sizeof(path), "%s/qemu.log", q->guest_dir);
+		copy_file(q->log, path);
+	}
+	for (int i = 0; i < 2; i++) {
+		if (q->gdb_fd[i] >= 0)
+			close(q->gdb_fd[i]);
+		q->gdb_fd[i] = -1;
+	}
+	if (!q->dir[0])
+		return;
+	run_dir_remove(q->dir);
+	q->dir[0] = '\0';
+}
+
+const struct backend_ops qemu_backend = {
+	.name = "qemu",
+	.kind = BACKEND_LAUNCH,
+	.callgraph = 1,
+	.help = "boot under QEMU (TCG or KVM), sample via its gdbstub",
+	.options = qlaunch_options,
+	.short_options = "m:",
+	.usage =
+"  --kernel FILE      guest kernel (bzImage); without it, the test image\n"
+"                     that `make images` builds (build/images)\n"
+"  --initrd FILE      initramfs\n"
+"  --append STRING    extra kernel command line (console=ttyS0 is always given)\n"
+"  --workload NAME    test image: run workload NAME (adds opvm.workload=NAME);\n"
+"                     the image is $OPVM_IMAGES, else build/images beside\n"
+"                     the binary or in the current directory\n"
+"  --smp N            vCPUs (default 2)\n"
+"  -m, --memory MB    guest memory (default 512)\n"
+"  --accel tcg|kvm    QEMU accelerator (default tcg)\n"
+"  --name NAME        the guest's name in the session (default guest)\n"
+"  --console          also copy the guest console to stdout (it is always\n"
+"                     saved to SESSION/guests/NAME/console.log)\n"
+"  --qemu BINARY      QEMU to run (default qemu-system-x86_64)\n"
+"  -- ARGS            passed to QEMU as they are\n",
+	.new = qlaunch_new,
+	.parse = qlaunch_parse,
+	.prepare = qlaunch_prepare,
+	.open = qlaunch_open,
+	.finish = qlaunch_finish,
+	.summary = qlaunch_summary,
+	.close = qlaunch_close,
+	.free = free,
+};
