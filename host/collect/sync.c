@@ -17,7 +17,7 @@
 #include "lib/util.h"
 #include "host/collect/store.h"
 #include "host/collect/sync.h"
-#include "unwind/dwarf.h"
+#include "unwind/dwarf-cfi.h"
 
 #define SYNC_HOLD_MS_DEFAULT	2000
 #define SYNC_HOLD_MAX_DEFAULT	65536

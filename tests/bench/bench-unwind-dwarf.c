@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The host time of one DWARF unwind (unwind/dwarf.c) of a real stack: a
+ * The host time of one DWARF unwind (unwind/dwarf-cfi.c) of a real stack: a
  * libc qsort() callback's registers and 8 KiB window (this binary is built
  * with -fomit-frame-pointer, tests/unit/unwind-capture.h): 10 frames, from
  * the callback through libc's msort and qsort_r to main and libc's start.
@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "unwind/dwarf.h"
+#include "unwind/dwarf-cfi.h"
 #include "tests/unit/unwind-capture.h"
 
 #define ROUNDS		20000

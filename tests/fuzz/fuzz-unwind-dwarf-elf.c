@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target for the DWARF unwinder's other hostile input: the ELF
- * file (unwind/dwarf.c checks its headers and PT_LOADs, libdwfl parses its
+ * file (unwind/dwarf-cfi.c checks its headers and PT_LOADs, libdwfl parses its
  * .eh_frame, .eh_frame_hdr and .debug_frame).  The guest root opvm reads
  * the files from is the guest's, so any bytes may come.
  *
@@ -21,7 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "unwind/dwarf.h"
+#include "unwind/dwarf-cfi.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

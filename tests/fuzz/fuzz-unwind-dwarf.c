@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target for the DWARF unwinder (unwind/dwarf.c) over hostile
+ * libFuzzer target for the DWARF unwinder (unwind/dwarf-cfi.c) over hostile
  * stacks and registers, with real CFI: the pcs land in this process's own
  * files (this binary, libc.so.6, ...) as /proc/self/maps names them.
  *
@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "unwind/dwarf.h"
+#include "unwind/dwarf-cfi.h"
 #include "tests/unit/unwind-capture.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * unwind/dwarf.c on a real stack: this binary is built with
+ * unwind/dwarf-cfi.c on a real stack: this binary is built with
  * -fomit-frame-pointer (Makefile), a libc qsort() callback captures its
  * registers and 8 KiB of stack (tests/unit/unwind-capture.h), and the
  * DWARF unwinder, over that copy alone, must reach main through libc's
@@ -35,7 +35,7 @@
 #include <elfutils/libdwfl.h>
 
 #include "tests/unit/qemu-harness.h"
-#include "unwind/dwarf.h"
+#include "unwind/dwarf-cfi.h"
 #include "tests/unit/unwind-capture.h"
 #include "vmm/qemu/gdbstub.h"
 #include "vmm/guest/guestmem.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A real stack for unwind/dwarf.c, as a sampler would copy it from a
+ * A real stack for unwind/dwarf-cfi.c, as a sampler would copy it from a
  * guest: registers taken inside a libc qsort() callback (so the stack runs
  * through libc.so.6, built without frame pointers), the stack window above
  * sp copied, and the images of this process from /proc/self/maps as
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "unwind/dwarf.h"
+#include "unwind/dwarf-cfi.h"
 
 #define CAPTURE_MAPS	512
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * DWARF CFI unwinding of a guest user stack with libdwfl (unwind/dwarf.h).
+ * DWARF CFI unwinding of a guest user stack with libdwfl (unwind/dwarf-cfi.h).
  *
  * libdwfl unwinds a "process" it is attached to through
  * Dwfl_Thread_Callbacks: set_initial_registers hands it the sample's
@@ -28,7 +28,7 @@
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 
-#include "unwind/dwarf.h"
+#include "unwind/dwarf-cfi.h"
 
 #define MAX_MODULES	32	/* per Dwfl; < UNWIND_DWARF_CACHE, see image_evict() */
 #define MAX_LOADS	16	/* PT_LOADs kept per file; more and it is refused */

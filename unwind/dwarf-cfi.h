@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * DWARF CFI unwinding of a guest user stack (unwind/dwarf.c), with elfutils
+ * DWARF CFI unwinding of a guest user stack (unwind/dwarf-cfi.c), with elfutils
  * libdwfl: the stack is a bounded window the sampler copied from guest
  * memory at the sample (bytes from r->sp upward), the registers are the
  * sample's, and the call frame information comes from the guest's own ELF
