@@ -8,8 +8,8 @@
  * depth, at a frame that does not move up the stack, and at an address
  * that cannot be a return address.
  *
- * Here: frame pointers (fp.c) and the kernel's ORC tables (orc.h); DWARF
- * (libdwfl) comes next (docs/map.md).
+ * Here: frame pointers (fp.c), the kernel's ORC tables (orc.h) and DWARF
+ * CFI with libdwfl (dwarf-cfi.h).
  */
 #ifndef OPVM_UNWIND_H
 #define OPVM_UNWIND_H

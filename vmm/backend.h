@@ -33,7 +33,7 @@
  * Errors: every op that can fail returns 0 or -errno and writes a one-line
  * message, saying what to do next, into err[errlen]; -EINVAL from parse()
  * and prepare() is a usage error (exit code 2).  Backends never print to
- * stderr (STYLE.md rule 4): things the user should know that are not errors
+ * stderr (only main() turns errors into messages): things the user should know that are not errors
  * go into notes (backend_note()), which the session prints as warnings.
  * summary() writes its lines to the stream it is given.
  *

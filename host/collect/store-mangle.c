@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Name mangling (host/store.h): a guest path becomes one path component
+ * Name mangling (host/collect/store.h): a guest path becomes one path component
  * that names no parent, hides nothing and fits a file name, and back.
  * "/" becomes "^"; control bytes, "%", "^", braces and a leading dot become
  * %XX; a name too long keeps a prefix and ends in %~ and a 128-bit hash of

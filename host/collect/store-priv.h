@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to the sample-file store (host/store*.c; the public contract is
- * host/store.h): the sample file's on-disk layout, the writer's in-memory
+ * host/collect/store.h): the sample file's on-disk layout, the writer's in-memory
  * structures, and the few functions the store's files share.  The store is
  * split by job:
  *

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The sample-file reader (sfile_reader_*, host/store.h).  It trusts no
+ * The sample-file reader (sfile_reader_*, host/collect/store.h).  It trusts no
  * file: the header and table are checked against the file's size
  * (store_hdr_check()), the table is copied, and a live writer growing the
  * file meanwhile is handled by reading the header before the size and

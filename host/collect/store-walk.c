@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The tree walk (store_walk(), host/store.h): every sample file of every
+ * The tree walk (store_walk(), host/collect/store.h): every sample file of every
  * guest of a session, its path components unmangled and its name parsed.
  * Like the reader it trusts nothing it finds: links, entries that are not
  * what their level should hold and names that do not parse are skipped and

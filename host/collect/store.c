@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Sample-file store (host/store.h), the writer: the per-guest tree and the
+ * Sample-file store (host/collect/store.h), the writer: the per-guest tree and the
  * sample files in it.  The file format's checks, the reader, the tree walk
  * and name mangling are their own files (host/store-priv.h lists them).
  *
