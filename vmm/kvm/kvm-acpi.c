@@ -150,6 +150,65 @@ static size_t dsdt_body(uint8_t *out)
 	return o;
 }
 
+/* FADT (ACPI 2.0 layout, revision 3, 244 bytes) at t. */
+static void fadt_write(uint8_t *t, uint64_t facs, uint64_t dsdt)
+{
+	put32(t + 36, (uint32_t)facs);
+	put32(t + 40, (uint32_t)dsdt);
+	put16(t + 46, 9);		/* SCI_INT */
+	put32(t + 56, KVM_PM_PORT - 4);	/* PM1a_EVT_BLK */
+	put32(t + 64, KVM_PM_PORT);	/* PM1a_CNT_BLK */
+	t[88] = 4;			/* PM1_EVT_LEN */
+	t[89] = 2;			/* PM1_CNT_LEN */
+	put16(t + 96, 101);		/* P_LVL2_LAT: C2 not supported */
+	put16(t + 98, 1001);		/* P_LVL3_LAT: C3 not supported */
+	put16(t + 109, 1u << 2);	/* IAPC_BOOT_ARCH: no VGA */
+	put32(t + 112, (1u << 0) | (1u << 4) | (1u << 5));	/* WBINVD, no power/sleep buttons */
+	put64(t + 132, facs);		/* X_FIRMWARE_CTRL */
+	put64(t + 140, dsdt);		/* X_DSDT */
+	acpi_hdr(t, "FACP", 244, 3);
+}
+
+/* MADT at t: one local APIC per vCPU, the I/O APIC, IRQ0 and SCI overrides. */
+static void madt_write(uint8_t *t, unsigned nr_vcpus)
+{
+	size_t n;
+
+	n = ACPI_HDR;
+	put32(t + n, 0xfee00000u);	/* LAPIC address */
+	put32(t + n + 4, 1);		/* PCAT_COMPAT: 8259s present */
+	n += 8;
+	for (unsigned i = 0; i < nr_vcpus; i++) {
+		t[n] = 0;		/* Processor Local APIC */
+		t[n + 1] = 8;
+		t[n + 2] = (uint8_t)i;	/* ACPI processor UID */
+		t[n + 3] = (uint8_t)i;	/* APIC id */
+		put32(t + n + 4, 1);	/* enabled */
+		n += 8;
+	}
+	t[n] = 1;			/* I/O APIC */
+	t[n + 1] = 12;
+	t[n + 2] = (uint8_t)nr_vcpus;
+	put32(t + n + 4, 0xfec00000u);
+	put32(t + n + 8, 0);
+	n += 12;
+	t[n] = 2;			/* Interrupt Source Override: PIT IRQ0 -> GSI 2 */
+	t[n + 1] = 10;
+	t[n + 2] = 0;
+	t[n + 3] = 0;
+	put32(t + n + 4, 2);
+	put16(t + n + 8, 0);
+	n += 10;
+	t[n] = 2;			/* SCI: IRQ9, level, active high */
+	t[n + 1] = 10;
+	t[n + 2] = 0;
+	t[n + 3] = 9;
+	put32(t + n + 4, 9);
+	put16(t + n + 8, 0x0d);
+	n += 10;
+	acpi_hdr(t, "APIC", (uint32_t)n, 3);
+}
+
 int kvm_acpi_write(struct kvm_vm *vm, uint64_t *rsdp_out)
 {
 	const uint64_t base = KVM_ACPI_BASE;
@@ -174,58 +233,8 @@ int kvm_acpi_write(struct kvm_vm *vm, uint64_t *rsdp_out)
 	put32(t + 4, 64);
 	t[32] = 2;			/* version */
 
-	/* FADT (ACPI 2.0 layout, revision 3, 244 bytes) */
-	t = m + (fadt - base);
-	put32(t + 36, (uint32_t)facs);
-	put32(t + 40, (uint32_t)dsdt);
-	put16(t + 46, 9);		/* SCI_INT */
-	put32(t + 56, KVM_PM_PORT - 4);	/* PM1a_EVT_BLK */
-	put32(t + 64, KVM_PM_PORT);	/* PM1a_CNT_BLK */
-	t[88] = 4;			/* PM1_EVT_LEN */
-	t[89] = 2;			/* PM1_CNT_LEN */
-	put16(t + 96, 101);		/* P_LVL2_LAT: C2 not supported */
-	put16(t + 98, 1001);		/* P_LVL3_LAT: C3 not supported */
-	put16(t + 109, 1u << 2);	/* IAPC_BOOT_ARCH: no VGA */
-	put32(t + 112, (1u << 0) | (1u << 4) | (1u << 5));	/* WBINVD, no power/sleep buttons */
-	put64(t + 132, facs);		/* X_FIRMWARE_CTRL */
-	put64(t + 140, dsdt);		/* X_DSDT */
-	acpi_hdr(t, "FACP", 244, 3);
-
-	/* MADT */
-	t = m + (madt - base);
-	n = ACPI_HDR;
-	put32(t + n, 0xfee00000u);	/* LAPIC address */
-	put32(t + n + 4, 1);		/* PCAT_COMPAT: 8259s present */
-	n += 8;
-	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
-		t[n] = 0;		/* Processor Local APIC */
-		t[n + 1] = 8;
-		t[n + 2] = (uint8_t)i;	/* ACPI processor UID */
-		t[n + 3] = (uint8_t)i;	/* APIC id */
-		put32(t + n + 4, 1);	/* enabled */
-		n += 8;
-	}
-	t[n] = 1;			/* I/O APIC */
-	t[n + 1] = 12;
-	t[n + 2] = (uint8_t)vm->nr_vcpus;
-	put32(t + n + 4, 0xfec00000u);
-	put32(t + n + 8, 0);
-	n += 12;
-	t[n] = 2;			/* Interrupt Source Override: PIT IRQ0 -> GSI 2 */
-	t[n + 1] = 10;
-	t[n + 2] = 0;
-	t[n + 3] = 0;
-	put32(t + n + 4, 2);
-	put16(t + n + 8, 0);
-	n += 10;
-	t[n] = 2;			/* SCI: IRQ9, level, active high */
-	t[n + 1] = 10;
-	t[n + 2] = 0;
-	t[n + 3] = 9;
-	put32(t + n + 4, 9);
-	put16(t + n + 8, 0x0d);
-	n += 10;
-	acpi_hdr(t, "APIC", (uint32_t)n, 3);
+	fadt_write(m + (fadt - base), facs, dsdt);
+	madt_write(m + (madt - base), vm->nr_vcpus);
 
 	/* XSDT */
 	t = m + (xsdt - base);

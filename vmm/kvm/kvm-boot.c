@@ -413,27 +413,24 @@ static int boot_initrd(struct kvm_vm *vm, const uint8_t *img, uint8_t *zp,
 	return 0;
 }
 
-int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initrd,
-			const char *cmdline, char *why, size_t whylen)
+/* Where a bzImage goes: what its boot header says, checked against RAM. */
+struct bz_layout {
+	size_t setup_len;	/* real-mode setup code, not loaded */
+	uint64_t load, kend;	/* protected-mode kernel and its init_size end */
+};
+
+static int bz_parse(const uint8_t *img, size_t len, const char *kernel, uint64_t mem_size,
+		    struct bz_layout *lay, char *why, size_t whylen)
 {
-	uint8_t *img = NULL, *zp, *hdr_end;
-	size_t len, setup_len, hdr_len;
-	uint64_t load, init_size, kend, rsdp = 0;
+	uint64_t init_size;
 	uint16_t version, xlf;
 	unsigned setup_sects;
-	int err;
 
-	err = read_file(kernel, &img, &len);
-	if (err) {
-		util_seterr(why, whylen, "cannot read kernel %s: %s", kernel, strerror(-err));
-		return err;
-	}
-	err = -ENOEXEC;
 	if (len < 0x1000 || img[BP_BOOT_FLAG] != 0x55 || img[BP_BOOT_FLAG + 1] != 0xaa ||
 	    memcmp(img + BP_HEADER, "HdrS", 4)) {
 		util_seterr(why, whylen, "%s is not a bzImage (no HdrS boot header); "
 			    "give a Linux x86 bzImage such as /boot/vmlinuz-*", kernel);
-		goto out;
+		return -ENOEXEC;
 	}
 	memcpy(&version, img + BP_VERSION, 2);
 	memcpy(&xlf, img + BP_XLOADFLAGS, 2);
@@ -441,45 +438,70 @@ int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initr
 		util_seterr(why, whylen, "%s: boot protocol %x.%02x without a 64-bit entry "
 			    "point (need 2.12+, XLF_KERNEL_64)", kernel, version >> 8,
 			    version & 0xff);
-		goto out;
+		return -ENOEXEC;
 	}
 	setup_sects = img[BP_SETUP_SECTS] ? img[BP_SETUP_SECTS] : 4;
-	setup_len = (setup_sects + 1) * 512ul;
-	if (setup_len >= len)
-		goto out;
-	memcpy(&load, img + BP_PREF_ADDRESS, 8);
+	lay->setup_len = (setup_sects + 1) * 512ul;
+	if (lay->setup_len >= len)
+		return -ENOEXEC;
+	memcpy(&lay->load, img + BP_PREF_ADDRESS, 8);
 	init_size = rd32(img + BP_INIT_SIZE);
-	if (!load || load < 0x100000)
-		load = BOOT_KERNEL_DEF;
-	if (init_size < len - setup_len)
-		init_size = len - setup_len;
-	if (__builtin_add_overflow(load, init_size, &kend) || kend > vm->mem_size) {
+	if (!lay->load || lay->load < 0x100000)
+		lay->load = BOOT_KERNEL_DEF;
+	if (init_size < len - lay->setup_len)
+		init_size = len - lay->setup_len;
+	if (__builtin_add_overflow(lay->load, init_size, &lay->kend) || lay->kend > mem_size) {
 		util_seterr(why, whylen, "the kernel needs %llu MiB at 0x%llx: give the guest "
 			    "more memory (--mem)", (unsigned long long)(init_size >> 20) + 1,
-			    (unsigned long long)load);
-		err = -ENOMEM;
-		goto out;
+			    (unsigned long long)lay->load);
+		return -ENOMEM;
 	}
-	memcpy(vm->mem + load, img + setup_len, len - setup_len);
+	return 0;
+}
 
-	/* Zero page: a copy of the setup header, then what the loader fills. */
-	zp = kvm_vm_gpa(vm, BOOT_ZERO_PAGE, 4096);
-	if (!zp)
-		goto out;
+/* Zero page: a copy of the setup header, then what the loader fills. */
+static uint8_t *bz_zero_page(struct kvm_vm *vm, const uint8_t *img, size_t len)
+{
+	uint8_t *zp = kvm_vm_gpa(vm, BOOT_ZERO_PAGE, 4096);
+	const uint8_t *hdr_end = img + BP_JUMP + 2 + img[BP_JUMP + 1];
+	size_t hdr_len = (size_t)(hdr_end - (img + BP_HDR));
+
+	if (!zp || BP_HDR + hdr_len > 4096 || BP_HDR + hdr_len > len)
+		return NULL;
 	memset(zp, 0, 4096);
-	hdr_end = img + BP_JUMP + 2 + img[BP_JUMP + 1];
-	hdr_len = (size_t)(hdr_end - (img + BP_HDR));
-	if (BP_HDR + hdr_len > 4096 || BP_HDR + hdr_len > len)
-		goto out;
 	memcpy(zp + BP_HDR, img + BP_HDR, hdr_len);
 	zp[BP_TYPE_OF_LOADER] = 0xff;
 	zp[BP_LOADFLAGS] |= LOADFLAG_CAN_USE_HEAP;
 	zp[BP_HEAP_END_PTR] = 0x00;		/* 0xfe00: heap end, real-mode offset */
 	zp[BP_HEAP_END_PTR + 1] = 0xfe;
+	return zp;
+}
 
+int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initrd,
+			const char *cmdline, char *why, size_t whylen)
+{
+	struct bz_layout lay;
+	uint8_t *img = NULL, *zp;
+	uint64_t rsdp = 0;
+	size_t len;
+	int err;
+
+	err = read_file(kernel, &img, &len);
+	if (err) {
+		util_seterr(why, whylen, "cannot read kernel %s: %s", kernel, strerror(-err));
+		return err;
+	}
+	err = bz_parse(img, len, kernel, vm->mem_size, &lay, why, whylen);
+	if (err)
+		goto out;
+	memcpy(vm->mem + lay.load, img + lay.setup_len, len - lay.setup_len);
+	err = -ENOEXEC;
+	zp = bz_zero_page(vm, img, len);
+	if (!zp)
+		goto out;
 	err = boot_cmdline(vm, img, zp, cmdline, why, whylen);
 	if (!err && initrd)
-		err = boot_initrd(vm, img, zp, initrd, kend, why, whylen);
+		err = boot_initrd(vm, img, zp, initrd, lay.kend, why, whylen);
 	if (err)
 		goto out;
 
@@ -493,7 +515,7 @@ int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initr
 		err = kvm_acpi_write(vm, &rsdp);
 	if (!err) {
 		memcpy(zp + BP_ACPI_RSDP_ADDR, &rsdp, 8);
-		err = boot_long_mode(vm, load + 0x200, BOOT_ZERO_PAGE, 0);
+		err = boot_long_mode(vm, lay.load + 0x200, BOOT_ZERO_PAGE, 0);
 	}
 	if (err)
 		util_seterr(why, whylen, "boot state: %s", strerror(-err));

@@ -400,6 +400,91 @@ static uint32_t config_read(struct kvm_virtio_con *vc, uint64_t off, uint32_t le
 	return v;
 }
 
+/* A register read at a 4-byte aligned offset below the config space. */
+static uint32_t reg_read(const struct kvm_virtio_con *vc, const struct vq *q, uint64_t off)
+{
+	uint32_t v = 0;
+
+	switch (off) {
+	case 0x000: v = VIRTIO_MMIO_MAGIC; break;
+	case 0x004: v = 2; break;
+	case 0x008: v = VIRTIO_ID_CONSOLE; break;
+	case 0x00c: v = 0x4d56504f; break;	/* "OPVM" */
+	case 0x010:
+		v = vc->dev_feat_sel == 0 ? 1u << VIRTIO_CONSOLE_F_MULTIPORT :
+		    vc->dev_feat_sel == 1 ? 1u << (VIRTIO_F_VERSION_1 - 32) : 0;
+		break;
+	case 0x034: v = vc->queue_sel < NR_QUEUES ? QUEUE_NUM_MAX : 0; break;
+	case 0x044: v = vc->queue_sel < NR_QUEUES ? q->ready : 0; break;
+	case 0x060: v = vc->isr; break;
+	case 0x070: v = vc->status; break;
+	case 0x0fc: v = 0; break;
+	default: v = 0; break;
+	}
+	return v;
+}
+
+/* QueueReady: validate the ring placement once; every access re-checks. */
+static void queue_set_ready(struct kvm_virtio_con *vc, struct vq *q, uint32_t v)
+{
+	if (!v) {
+		q->ready = 0;
+		return;
+	}
+	if (!q->num || q->num > QUEUE_NUM_MAX || (q->num & (q->num - 1)) ||
+	    !gpa(vc, q->desc, 16ull * q->num) ||
+	    !gpa(vc, q->avail, 6 + 2ull * q->num) ||
+	    !gpa(vc, q->used, 6 + 8ull * q->num)) {
+		broken(vc);
+		return;
+	}
+	q->ready = 1;
+	q->last_avail = 0;
+}
+
+/* A register write at a 4-byte aligned offset below the config space. */
+static void reg_write(struct kvm_virtio_con *vc, struct vq *q, uint64_t off, uint32_t v)
+{
+	switch (off) {
+	case 0x014: vc->dev_feat_sel = v; break;
+	case 0x020:
+		if (vc->drv_feat_sel < 2) {
+			uint64_t mask = 0xffffffffull << (32 * vc->drv_feat_sel);
+			uint64_t offered = (1ull << VIRTIO_CONSOLE_F_MULTIPORT) |
+					   (1ull << VIRTIO_F_VERSION_1);
+
+			vc->drv_features = (vc->drv_features & ~mask) |
+					   (((uint64_t)v << (32 * vc->drv_feat_sel)) & offered);
+		}
+		break;
+	case 0x024: vc->drv_feat_sel = v; break;
+	case 0x030: vc->queue_sel = v; break;
+	case 0x038:
+		if (vc->queue_sel < NR_QUEUES && !q->ready)
+			q->num = v;
+		break;
+	case 0x044:
+		if (vc->queue_sel < NR_QUEUES)
+			queue_set_ready(vc, q, v);
+		break;
+	case 0x050: queue_notify(vc, v); break;
+	case 0x064: vc->isr &= ~v; break;
+	case 0x070:
+		if (!v)
+			con_reset(vc);
+		else
+			vc->status = v;
+		break;
+	case 0x080: q->desc = (q->desc & ~0xffffffffull) | v; break;
+	case 0x084: q->desc = (q->desc & 0xffffffffull) | (uint64_t)v << 32; break;
+	case 0x090: q->avail = (q->avail & ~0xffffffffull) | v; break;
+	case 0x094: q->avail = (q->avail & 0xffffffffull) | (uint64_t)v << 32; break;
+	case 0x0a0: q->used = (q->used & ~0xffffffffull) | v; break;
+	case 0x0a4: q->used = (q->used & 0xffffffffull) | (uint64_t)v << 32; break;
+	default: break;
+	}
+}
+
 void kvm_virtio_con_mmio(struct kvm_virtio_con *vc, uint64_t off, void *data,
 			 uint32_t len, int is_write)
 {
@@ -421,76 +506,10 @@ void kvm_virtio_con_mmio(struct kvm_virtio_con *vc, uint64_t off, void *data,
 		return;
 	}
 	if (!is_write) {
-		switch (off) {
-		case 0x000: v = VIRTIO_MMIO_MAGIC; break;
-		case 0x004: v = 2; break;
-		case 0x008: v = VIRTIO_ID_CONSOLE; break;
-		case 0x00c: v = 0x4d56504f; break;	/* "OPVM" */
-		case 0x010:
-			v = vc->dev_feat_sel == 0 ? 1u << VIRTIO_CONSOLE_F_MULTIPORT :
-			    vc->dev_feat_sel == 1 ? 1u << (VIRTIO_F_VERSION_1 - 32) : 0;
-			break;
-		case 0x034: v = vc->queue_sel < NR_QUEUES ? QUEUE_NUM_MAX : 0; break;
-		case 0x044: v = vc->queue_sel < NR_QUEUES ? q->ready : 0; break;
-		case 0x060: v = vc->isr; break;
-		case 0x070: v = vc->status; break;
-		case 0x0fc: v = 0; break;
-		default: v = 0; break;
-		}
+		v = reg_read(vc, q, off);
 		memcpy(data, &v, 4);
 		return;
 	}
 	memcpy(&v, data, 4);
-	switch (off) {
-	case 0x014: vc->dev_feat_sel = v; break;
-	case 0x020:
-		if (vc->drv_feat_sel < 2) {
-			uint64_t mask = 0xffffffffull << (32 * vc->drv_feat_sel);
-			uint64_t offered = (1ull << VIRTIO_CONSOLE_F_MULTIPORT) |
-					   (1ull << VIRTIO_F_VERSION_1);
-
-			vc->drv_features = (vc->drv_features & ~mask) |
-					   (((uint64_t)v << (32 * vc->drv_feat_sel)) & offered);
-		}
-		break;
-	case 0x024: vc->drv_feat_sel = v; break;
-	case 0x030: vc->queue_sel = v; break;
-	case 0x038:
-		if (vc->queue_sel < NR_QUEUES && !q->ready)
-			q->num = v;
-		break;
-	case 0x044:
-		if (vc->queue_sel >= NR_QUEUES)
-			break;
-		if (!v) {
-			q->ready = 0;
-			break;
-		}
-		/* Validate the ring placement once; every access re-checks. */
-		if (!q->num || q->num > QUEUE_NUM_MAX || (q->num & (q->num - 1)) ||
-		    !gpa(vc, q->desc, 16ull * q->num) ||
-		    !gpa(vc, q->avail, 6 + 2ull * q->num) ||
-		    !gpa(vc, q->used, 6 + 8ull * q->num)) {
-			broken(vc);
-			break;
-		}
-		q->ready = 1;
-		q->last_avail = 0;
-		break;
-	case 0x050: queue_notify(vc, v); break;
-	case 0x064: vc->isr &= ~v; break;
-	case 0x070:
-		if (!v)
-			con_reset(vc);
-		else
-			vc->status = v;
-		break;
-	case 0x080: q->desc = (q->desc & ~0xffffffffull) | v; break;
-	case 0x084: q->desc = (q->desc & 0xffffffffull) | (uint64_t)v << 32; break;
-	case 0x090: q->avail = (q->avail & ~0xffffffffull) | v; break;
-	case 0x094: q->avail = (q->avail & 0xffffffffull) | (uint64_t)v << 32; break;
-	case 0x0a0: q->used = (q->used & ~0xffffffffull) | v; break;
-	case 0x0a4: q->used = (q->used & 0xffffffffull) | (uint64_t)v << 32; break;
-	default: break;
-	}
+	reg_write(vc, q, off, v);
 }

@@ -258,6 +258,55 @@ static void handle_mmio(struct kvm_vcpu *vcpu)
 	pthread_mutex_unlock(&vm->dev_lock);
 }
 
+/* One KVM_RUN exit: devices, power-off, reset and faults. */
+static void vcpu_handle_exit(struct kvm_vcpu *vcpu)
+{
+	struct kvm_vm *vm = vcpu->vm;
+
+	switch (vcpu->run->exit_reason) {
+	case KVM_EXIT_IO:
+		handle_pio(vcpu);
+		break;
+	case KVM_EXIT_MMIO:
+		handle_mmio(vcpu);
+		break;
+	case KVM_EXIT_INTR:
+	case KVM_EXIT_IRQ_WINDOW_OPEN:
+		break;
+	case KVM_EXIT_HLT:
+		/* Only without an in-kernel LAPIC; treat a halted
+		 * uniprocessor as powered off. */
+		kvm_vm_set_state(vm, KVM_VM_POWEROFF, 0, NULL);
+		break;
+	case KVM_EXIT_SHUTDOWN:
+		kvm_vm_set_state(vm, KVM_VM_RESET, -1,
+				 "vCPU %u: triple fault or reset", vcpu->index);
+		break;
+	case KVM_EXIT_SYSTEM_EVENT:
+		if (vcpu->run->system_event.type == KVM_SYSTEM_EVENT_RESET)
+			kvm_vm_set_state(vm, KVM_VM_RESET, -1, "guest reset");
+		else
+			kvm_vm_set_state(vm, KVM_VM_POWEROFF, 0, NULL);
+		break;
+	case KVM_EXIT_FAIL_ENTRY:
+		kvm_vm_set_state(vm, KVM_VM_FAULT, -1,
+				 "vCPU %u: VM entry failed (reason 0x%llx)",
+				 vcpu->index, (unsigned long long)
+				 vcpu->run->fail_entry.hardware_entry_failure_reason);
+		break;
+	case KVM_EXIT_INTERNAL_ERROR:
+		kvm_vm_set_state(vm, KVM_VM_FAULT, -1,
+				 "vCPU %u: KVM internal error %u", vcpu->index,
+				 vcpu->run->internal.suberror);
+		break;
+	default:
+		kvm_vm_set_state(vm, KVM_VM_FAULT, -1,
+				 "vCPU %u: unhandled exit reason %u",
+				 vcpu->index, vcpu->run->exit_reason);
+		break;
+	}
+}
+
 static void *vcpu_thread(void *arg)
 {
 	struct kvm_vcpu *vcpu = arg;
@@ -300,48 +349,7 @@ static void *vcpu_thread(void *arg)
 					 vcpu->index, strerror(-ret));
 			break;
 		}
-		switch (vcpu->run->exit_reason) {
-		case KVM_EXIT_IO:
-			handle_pio(vcpu);
-			break;
-		case KVM_EXIT_MMIO:
-			handle_mmio(vcpu);
-			break;
-		case KVM_EXIT_INTR:
-		case KVM_EXIT_IRQ_WINDOW_OPEN:
-			break;
-		case KVM_EXIT_HLT:
-			/* Only without an in-kernel LAPIC; treat a halted
-			 * uniprocessor as powered off. */
-			kvm_vm_set_state(vm, KVM_VM_POWEROFF, 0, NULL);
-			break;
-		case KVM_EXIT_SHUTDOWN:
-			kvm_vm_set_state(vm, KVM_VM_RESET, -1,
-					 "vCPU %u: triple fault or reset", vcpu->index);
-			break;
-		case KVM_EXIT_SYSTEM_EVENT:
-			if (vcpu->run->system_event.type == KVM_SYSTEM_EVENT_RESET)
-				kvm_vm_set_state(vm, KVM_VM_RESET, -1, "guest reset");
-			else
-				kvm_vm_set_state(vm, KVM_VM_POWEROFF, 0, NULL);
-			break;
-		case KVM_EXIT_FAIL_ENTRY:
-			kvm_vm_set_state(vm, KVM_VM_FAULT, -1,
-					 "vCPU %u: VM entry failed (reason 0x%llx)",
-					 vcpu->index, (unsigned long long)
-					 vcpu->run->fail_entry.hardware_entry_failure_reason);
-			break;
-		case KVM_EXIT_INTERNAL_ERROR:
-			kvm_vm_set_state(vm, KVM_VM_FAULT, -1,
-					 "vCPU %u: KVM internal error %u", vcpu->index,
-					 vcpu->run->internal.suberror);
-			break;
-		default:
-			kvm_vm_set_state(vm, KVM_VM_FAULT, -1,
-					 "vCPU %u: unhandled exit reason %u",
-					 vcpu->index, vcpu->run->exit_reason);
-			break;
-		}
+		vcpu_handle_exit(vcpu);
 	}
 out:
 	if (h->thread_exit)
@@ -430,29 +438,13 @@ static int vcpu_create(struct kvm_vm *vm, unsigned i, char *why, size_t whylen)
 
 /* The machine without its devices (kvm-board.c adds them): the VM, its
  * interrupt controller and timer, guest RAM, the vCPUs. */
-struct kvm_vm *kvm_vm_create(const struct kvm_vm_config *cfg, char *why, size_t whylen)
+/* A zeroed VM with every fd at -1, owning cfg's channel fd. */
+static struct kvm_vm *vm_alloc(const struct kvm_vm_config *cfg)
 {
-	struct kvm_vm *vm;
-	struct kvm_pit_config pit = { .flags = 0 };
-	struct kvm_userspace_memory_region region;
-	int err;
+	struct kvm_vm *vm = calloc(1, sizeof(*vm));
 
-	if (!cfg->nr_vcpus || cfg->nr_vcpus > KVM_MAX_VCPUS ||
-	    cfg->mem_bytes < (16u << 20) || cfg->mem_bytes > KVM_MAX_MEM) {
-		util_seterr(why, whylen, "need 1..%d vCPUs and 16 MiB..%llu MiB of memory",
-			    KVM_MAX_VCPUS, KVM_MAX_MEM >> 20);
-		if (cfg->channel_fd >= 0)
-			close(cfg->channel_fd);
-		errno = EINVAL;
+	if (!vm)
 		return NULL;
-	}
-	pthread_once(&kick_once, kick_install);
-	vm = calloc(1, sizeof(*vm));
-	if (!vm) {
-		if (cfg->channel_fd >= 0)
-			close(cfg->channel_fd);
-		return NULL;
-	}
 	vm->sys_fd = vm->vm_fd = -1;
 	vm->chan_fd = cfg->channel_fd;
 	vm->chan_copy_fd = -1;
@@ -466,42 +458,54 @@ struct kvm_vm *kvm_vm_create(const struct kvm_vm_config *cfg, char *why, size_t 
 		vm->vcpus[i].fd = -1;
 	if (vm->chan_fd >= 0)
 		fcntl(vm->chan_fd, F_SETFL, fcntl(vm->chan_fd, F_GETFL) | O_NONBLOCK);
+	return vm;
+}
 
-	err = kvm_probe(why, whylen);
+/* /dev/kvm, the VM and its in-kernel interrupt controller and PIT. */
+static int vm_open_kvm(struct kvm_vm *vm, char *why, size_t whylen)
+{
+	struct kvm_pit_config pit = { .flags = 0 };
+	uint64_t idmap = 0xfffbc000ull;
+	int err = kvm_probe(why, whylen);
+
 	if (err)
-		goto fail;
+		return err;
 	vm->sys_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (vm->sys_fd < 0) {
 		err = -errno;
 		util_seterr(why, whylen, "open /dev/kvm: %s", strerror(errno));
-		goto fail;
+		return err;
 	}
 	vm->vm_fd = ioctl(vm->sys_fd, KVM_CREATE_VM, 0);
 	if (vm->vm_fd < 0) {
 		err = -errno;
 		util_seterr(why, whylen, "KVM_CREATE_VM: %s", strerror(errno));
-		goto fail;
+		return err;
 	}
 	/* Intel needs these three pages below 4 GiB for real-mode emulation;
 	 * other implementations may refuse them, which is harmless. */
 	ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, 0xfffbd000ul);
-	{
-		uint64_t idmap = 0xfffbc000ull;
-
-		ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &idmap);
-	}
+	ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &idmap);
 	if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0) {
 		err = -errno;
 		util_seterr(why, whylen, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
-		goto fail;
+		return err;
 	}
 	if (ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0) {
 		err = -errno;
 		util_seterr(why, whylen, "KVM_CREATE_PIT2: %s", strerror(errno));
-		goto fail;
+		return err;
 	}
+	return 0;
+}
 
-	vm->mem_size = cfg->mem_bytes;
+/* Guest RAM: one anonymous mapping, slot 0 at guest-physical 0. */
+static int vm_map_memory(struct kvm_vm *vm, uint64_t bytes, char *why, size_t whylen)
+{
+	struct kvm_userspace_memory_region region;
+	int err;
+
+	vm->mem_size = bytes;
 	vm->mem = mmap(NULL, vm->mem_size, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (vm->mem == MAP_FAILED) {
@@ -509,7 +513,7 @@ struct kvm_vm *kvm_vm_create(const struct kvm_vm_config *cfg, char *why, size_t 
 		err = -errno;
 		util_seterr(why, whylen, "cannot map %llu MiB of guest memory: %s",
 			    (unsigned long long)(vm->mem_size >> 20), strerror(errno));
-		goto fail;
+		return err;
 	}
 	memset(&region, 0, sizeof(region));
 	region.slot = 0;
@@ -519,20 +523,43 @@ struct kvm_vm *kvm_vm_create(const struct kvm_vm_config *cfg, char *why, size_t 
 	if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0) {
 		err = -errno;
 		util_seterr(why, whylen, "KVM_SET_USER_MEMORY_REGION: %s", strerror(errno));
-		goto fail;
+		return err;
 	}
-	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
+	return 0;
+}
+
+struct kvm_vm *kvm_vm_create(const struct kvm_vm_config *cfg, char *why, size_t whylen)
+{
+	struct kvm_vm *vm;
+	int err;
+
+	if (!cfg->nr_vcpus || cfg->nr_vcpus > KVM_MAX_VCPUS ||
+	    cfg->mem_bytes < (16u << 20) || cfg->mem_bytes > KVM_MAX_MEM) {
+		util_seterr(why, whylen, "need 1..%d vCPUs and 16 MiB..%llu MiB of memory",
+			    KVM_MAX_VCPUS, KVM_MAX_MEM >> 20);
+		if (cfg->channel_fd >= 0)
+			close(cfg->channel_fd);
+		errno = EINVAL;
+		return NULL;
+	}
+	pthread_once(&kick_once, kick_install);
+	vm = vm_alloc(cfg);
+	if (!vm) {
+		if (cfg->channel_fd >= 0)
+			close(cfg->channel_fd);
+		return NULL;
+	}
+	err = vm_open_kvm(vm, why, whylen);
+	if (!err)
+		err = vm_map_memory(vm, cfg->mem_bytes, why, whylen);
+	for (unsigned i = 0; !err && i < vm->nr_vcpus; i++)
 		err = vcpu_create(vm, i, why, whylen);
-		if (err)
-			goto fail;
+	if (err) {
+		kvm_vm_free(vm);
+		errno = -err;
+		return NULL;
 	}
-
 	return vm;
-
-fail:
-	kvm_vm_free(vm);
-	errno = -err;
-	return NULL;
 }
 
 /* Writes the runtime descriptor for `opvm attach --pid` (kvm-desc.h).
