@@ -1202,15 +1202,56 @@ static const char *unit_word(const struct opvm_event *ev)
 	return "";
 }
 
+/* Split buf in place at ':' into at most 5 fields; the count, or -1. */
+static int spec_split(char *buf, char *f[5], const char *spec, char *err, size_t errlen)
+{
+	int nf = 0;
+
+	for (char *p = buf;;) {
+		char *c = strchr(p, ':');
+
+		if (nf == 5) {
+			util_seterr(err, errlen,
+				    "too many fields in '%s': use NAME:count[:unitmask[:kernel[:user]]]",
+				    spec);
+			return -1;
+		}
+		f[nf++] = p;
+		if (!c)
+			return nf;
+		*c = '\0';
+		p = c + 1;
+	}
+}
+
+/* The count field: a positive number at or above the event's minimum. */
+static int spec_count(const struct opvm_event *ev, const char *f, uint64_t *count,
+		      char *err, size_t errlen)
+{
+	if (!isdigit((unsigned char)*f) || parse_u64(f, count) || !*count) {
+		util_seterr(err, errlen, "count '%s' for %s is not a positive number",
+			    f, ev->name);
+		return -EINVAL;
+	}
+	if (*count < ev->min_count) {
+		util_seterr(err, errlen,
+			    "count %llu for %s is below its minimum %llu; use at least %llu%s",
+			    (unsigned long long)*count, ev->name,
+			    (unsigned long long)ev->min_count,
+			    (unsigned long long)ev->min_count, unit_word(ev));
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int events_parse_spec(const struct events_db *db, const char *spec,
 		      struct opvm_event_spec *out, char *err, size_t errlen)
 {
 	char buf[EV_MAX_SPEC];
 	char *f[5] = { NULL };
-	size_t nf = 0;
+	int nf;
 	const struct opvm_event *ev;
 	struct opvm_event_spec s = { 0 };
-	char *p;
 
 	if (!db || !spec || !out)
 		return -EINVAL;
@@ -1220,21 +1261,9 @@ int events_parse_spec(const struct events_db *db, const char *spec,
 		return -EINVAL;
 	}
 	strcpy(buf, spec);
-	for (p = buf;;) {
-		char *c = strchr(p, ':');
-
-		if (nf == 5) {
-			util_seterr(err, errlen,
-				    "too many fields in '%s': use NAME:count[:unitmask[:kernel[:user]]]",
-				    spec);
-			return -EINVAL;
-		}
-		f[nf++] = p;
-		if (!c)
-			break;
-		*c = '\0';
-		p = c + 1;
-	}
+	nf = spec_split(buf, f, spec, err, errlen);
+	if (nf < 0)
+		return -EINVAL;
 	if (!*f[0]) {
 		util_seterr(err, errlen,
 			    "no event name in '%s': use NAME:count[:unitmask[:kernel[:user]]]",
@@ -1252,22 +1281,8 @@ int events_parse_spec(const struct events_db *db, const char *spec,
 	s.count = ev->default_count;
 	s.unit_mask = ev->um->default_value;
 	s.kernel = s.user = 1;
-	if (nf > 1 && *f[1]) {
-		if (!isdigit((unsigned char)*f[1]) || parse_u64(f[1], &s.count) ||
-		    !s.count) {
-			util_seterr(err, errlen, "count '%s' for %s is not a positive number",
-				    f[1], ev->name);
-			return -EINVAL;
-		}
-		if (s.count < ev->min_count) {
-			util_seterr(err, errlen,
-				    "count %llu for %s is below its minimum %llu; use at least %llu%s",
-				    (unsigned long long)s.count, ev->name,
-				    (unsigned long long)ev->min_count,
-				    (unsigned long long)ev->min_count, unit_word(ev));
-			return -EINVAL;
-		}
-	}
+	if (nf > 1 && *f[1] && spec_count(ev, f[1], &s.count, err, errlen))
+		return -EINVAL;
 	if (nf > 2 && *f[2] &&
 	    parse_unit_mask(ev, f[2], &s.unit_mask, err, errlen))
 		return -EINVAL;

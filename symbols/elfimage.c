@@ -908,6 +908,66 @@ static long file_index(struct elfimage *img, const char *path)
 	return (long)img->nr_files++;
 }
 
+/* Append one line-table row; cap is the capacity of img->lines. */
+static int lines_push(struct elfimage *img, size_t *cap, struct lrow row)
+{
+	if (img->nr_lines == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 1024;
+		struct lrow *p = realloc(img->lines, ncap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		img->lines = p;
+		*cap = ncap;
+	}
+	img->lines[img->nr_lines++] = row;
+	return 0;
+}
+
+/* Every row of one compilation unit's line table. */
+static int load_cu_lines(struct elfimage *img, Dwarf_Die *cudie, size_t *cap)
+{
+	Dwarf_Attribute at;
+	const char *comp_dir = dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &at));
+	char joined[ELFIMAGE_MAX_NAME];
+	Dwarf_Lines *lines;
+	size_t n;
+
+	if (dwarf_getsrclines(cudie, &lines, &n) != 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		Dwarf_Line *l = dwarf_onesrcline(lines, i);
+		Dwarf_Addr addr;
+		const char *src;
+		bool end = false;
+		int lineno = 0, err;
+		long fi;
+
+		if (!l || dwarf_lineaddr(l, &addr) || dwarf_lineendsequence(l, &end))
+			continue;
+		src = dwarf_linesrc(l, NULL, NULL);
+		dwarf_lineno(l, &lineno);
+		if (!src || lineno < 0)
+			continue;
+		/* A relative name (DWARF 5 directory entries may be) is relative
+		 * to the compilation directory. */
+		if (src[0] != '/' && comp_dir && comp_dir[0] == '/') {
+			snprintf(joined, sizeof(joined), "%s/%s", comp_dir, src);
+			src = joined;
+		}
+		fi = file_index(img, src);
+		if (fi < 0)
+			return (int)fi;
+		err = lines_push(img, cap, (struct lrow){
+			.addr = addr, .file = (uint32_t)fi,
+			.line = (uint32_t)lineno, .end = end,
+		});
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 static int load_lines(struct elfimage *img)
 {
 	Elf *elf = img->dbg_elf ? img->dbg_elf : img->elf;
@@ -925,71 +985,21 @@ static int load_lines(struct elfimage *img)
 	dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
 	if (!dw)
 		return -ENOENT;
-	while (dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+	while (!ret && dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
 		Dwarf_Die cudie;
-		Dwarf_Lines *lines;
-		size_t n;
 
 		if (next <= off)
 			break;
-		if (dwarf_offdie(dw, off + hsize, &cudie) &&
-		    dwarf_getsrclines(&cudie, &lines, &n) == 0) {
-			Dwarf_Attribute at;
-			const char *comp_dir = dwarf_formstring(dwarf_attr(&cudie, DW_AT_comp_dir, &at));
-			char joined[ELFIMAGE_MAX_NAME];
-
-			for (size_t i = 0; i < n; i++) {
-				Dwarf_Line *l = dwarf_onesrcline(lines, i);
-				Dwarf_Addr addr;
-				const char *src;
-				bool end = false;
-				int lineno = 0;
-				long fi;
-
-				if (!l || dwarf_lineaddr(l, &addr) ||
-				    dwarf_lineendsequence(l, &end))
-					continue;
-				src = dwarf_linesrc(l, NULL, NULL);
-				dwarf_lineno(l, &lineno);
-				if (!src || lineno < 0)
-					continue;
-				/* A relative name (DWARF 5 directory entries may be)
-				 * is relative to the compilation directory. */
-				if (src[0] != '/' && comp_dir && comp_dir[0] == '/') {
-					snprintf(joined, sizeof(joined), "%s/%s", comp_dir, src);
-					src = joined;
-				}
-				fi = file_index(img, src);
-				if (fi < 0) {
-					ret = (int)fi;
-					goto out;
-				}
-				if (img->nr_lines == cap) {
-					size_t ncap = cap ? cap * 2 : 1024;
-					struct lrow *p = realloc(img->lines, ncap * sizeof(*p));
-
-					if (!p) {
-						ret = -ENOMEM;
-						goto out;
-					}
-					img->lines = p;
-					cap = ncap;
-				}
-				img->lines[img->nr_lines++] = (struct lrow){
-					.addr = addr, .file = (uint32_t)fi,
-					.line = (uint32_t)lineno, .end = end,
-				};
-			}
-		}
+		if (dwarf_offdie(dw, off + hsize, &cudie))
+			ret = load_cu_lines(img, &cudie, &cap);
 		off = next;
 	}
-	if (img->nr_lines) {
+	if (!ret && img->nr_lines) {
 		qsort(img->lines, img->nr_lines, sizeof(*img->lines), lrow_cmp);
 		img->lines_state = 1;
-	} else {
+	} else if (!ret) {
 		ret = -ENOENT;
 	}
-out:
 	dwarf_end(dw);
 	return ret;
 }
