@@ -1016,7 +1016,6 @@ struct events_db *events_db_load(const char *family, unsigned flags,
 	const char *env;
 	char exe[PATH_MAX], dir[PATH_MAX], real[PATH_MAX];
 	static const char *const rel[] = { "share/opvm/events", "events/data" };
-	ssize_t n;
 
 	if (!family) {
 		if (events_host_cpu(&cpu))
@@ -1032,30 +1031,16 @@ struct events_db *events_db_load(const char *family, unsigned flags,
 	if (env && *env)
 		return events_db_load_dir(env, family, flags, err, errlen);
 
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		char *slash;
-
-		exe[n] = '\0';
-		slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = '\0';	/* exe is now the binary's directory */
-			for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-				if (snprintf(dir, sizeof(dir), "%s/../%s", exe,
-					     rel[i]) >= (int)sizeof(dir))
-					continue;
-				if (dir_has(dir, family)) {
-					/* "/usr/bin/../share/..." reads badly
-					 * in messages: resolve it. */
-					if (realpath(dir, real))
-						return events_db_load_dir(real,
-							family, flags, err, errlen);
-					return events_db_load_dir(dir, family,
-								  flags, err,
-								  errlen);
-				}
-			}
-		}
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		if (i == 0 && util_self_dir(exe, sizeof(exe)))
+			break;
+		if (snprintf(dir, sizeof(dir), "%s/../%s", exe, rel[i]) >= (int)sizeof(dir) ||
+		    !dir_has(dir, family))
+			continue;
+		/* "/usr/bin/../share/..." reads badly in messages: resolve it. */
+		if (realpath(dir, real))
+			return events_db_load_dir(real, family, flags, err, errlen);
+		return events_db_load_dir(dir, family, flags, err, errlen);
 	}
 	return db_load_builtin(family, flags, err, errlen);
 }

@@ -40,6 +40,37 @@ int util_hexval(int c)
 	return -1;
 }
 
+int util_self_dir(char *dir, size_t len)
+{
+	char *slash;
+	ssize_t n;
+
+	if (!len)
+		return -ENAMETOOLONG;
+	n = readlink("/proc/self/exe", dir, len);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n >= len)
+		return -ENAMETOOLONG;
+	dir[n] = '\0';
+	slash = strrchr(dir, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	return 0;
+}
+
+void util_hex(const uint8_t *b, size_t n, char *out)
+{
+	static const char d[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = d[b[i] >> 4];
+		out[2 * i + 1] = d[b[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
 int util_connect_unix(const char *path)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };

@@ -23,6 +23,14 @@ void util_seterr(char *err, size_t errlen, const char *fmt, ...)
 /* The value of hex digit c (either case), or -1 if c is not one. */
 int util_hexval(int c);
 
+/* The directory of the running binary (from /proc/self/exe) into
+ * dir[len]: 0, or -errno (-ENAMETOOLONG if it does not fit). */
+int util_self_dir(char *dir, size_t len);
+
+/* n bytes as 2n lower-case hex digits and a NUL into out[2n + 1] (a
+ * build-id's usual spelling). */
+void util_hex(const uint8_t *b, size_t n, char *out);
+
 /* A connected SOCK_STREAM | SOCK_CLOEXEC socket to the unix socket at
  * path: the fd, or -errno (-ENAMETOOLONG if path does not fit sun_path). */
 int util_connect_unix(const char *path);

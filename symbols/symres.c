@@ -95,17 +95,6 @@ struct symres {
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-static void hex(const uint8_t *b, size_t n, char *out)
-{
-	static const char d[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = d[b[i] >> 4];
-		out[2 * i + 1] = d[b[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 /* A kernel release from a guest: [A-Za-z0-9._+-], 1..64 bytes, no "..". */
 static int release_ok(const char *rel)
 {
@@ -393,8 +382,8 @@ static int try_candidate(struct symres *r, struct simage *si, int fd, const char
 	    (len != si->build_id_len || memcmp(bid, si->build_id, len))) {
 		char want[129], got[129];
 
-		hex(si->build_id, si->build_id_len, want);
-		hex(bid, len, got);
+		util_hex(si->build_id, si->build_id_len, want);
+		util_hex(bid, len, got);
 		si->state = SIMAGE_MISMATCH;
 		snprintf(si->reason, sizeof(si->reason),
 			 "%s has build-id %.40s, samples are of %.40s", path, got, want);
@@ -447,7 +436,7 @@ static void resolve_user(struct symres *r, struct simage *si, const char *guest,
 	if (si->build_id_len && r->session_dir) {
 		static const char *const fmts[] = { "%s/.build-id/%.2s/%s", "%s/.build-id/%.2s/%s/elf" };
 
-		hex(si->build_id, si->build_id_len, bidhex);
+		util_hex(si->build_id, si->build_id_len, bidhex);
 		for (size_t i = 0; i < 2; i++) {
 			snprintf(path, sizeof(path), fmts[i], r->session_dir, bidhex, bidhex + 2);
 			if (try_candidate(r, si, open_host_file(path), path, guest))
@@ -455,7 +444,7 @@ static void resolve_user(struct symres *r, struct simage *si, const char *guest,
 		}
 	}
 	if (si->build_id_len >= 2 && r->fetch_cache && guest_component(guest)) {
-		hex(si->build_id, si->build_id_len, bidhex);
+		util_hex(si->build_id, si->build_id_len, bidhex);
 		snprintf(path, sizeof(path), "%s/%s/%.2s/%s", r->fetch_cache, guest, bidhex,
 			 bidhex + 2);
 		if (try_candidate(r, si, open_host_file(path), path, guest))
@@ -993,7 +982,7 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 
 	if (build_id_len > sizeof(si->build_id))
 		build_id_len = 0;
-	hex(build_id, build_id ? build_id_len : 0, bidhex);
+	util_hex(build_id, build_id ? build_id_len : 0, bidhex);
 	/* A kernel's placement is part of its identity: two boots of one guest
 	 * (a differential report, previous/) have different KASLR slides. */
 	if (asprintf(&key, "%s\1%s\1%d\1%s\1%s\1%llx\1%s\1%llx", guest ? guest : "", image,
@@ -1241,7 +1230,7 @@ static int attach_debug(struct symres *r, struct elfimage *elf, const char *gues
 	bid = elfimage_build_id(elf, &len);
 	if (!bid)
 		return -ENOENT;
-	hex(bid, len, bidhex);
+	util_hex(bid, len, bidhex);
 	snprintf(rp, sizeof(rp), "/usr/lib/debug/.build-id/%.2s/%s.debug", bidhex, bidhex + 2);
 	for (size_t i = 0; i < r->nr_roots; i++) {
 		int fd, ok;
@@ -1435,7 +1424,7 @@ int symres_import(const char *session_dir, const char *path, char *out, size_t o
 		elfimage_close(img);
 		return -ENODATA;
 	}
-	hex(bid, len, bidhex);
+	util_hex(bid, len, bidhex);
 	elfimage_close(img);
 	if (snprintf(dir, sizeof(dir), "%s/.build-id", session_dir) >= (int)sizeof(dir))
 		return -ENAMETOOLONG;

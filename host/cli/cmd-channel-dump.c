@@ -80,8 +80,7 @@ static void hex_id(char *out, const uint8_t *id, size_t n)
 		strcpy(out, "-");
 		return;
 	}
-	for (size_t i = 0; i < n; i++)
-		sprintf(out + 2 * i, "%02x", id[i]);
+	util_hex(id, n, out);
 }
 
 /* ---- JSON ----------------------------------------------------------------- */

@@ -375,20 +375,13 @@ static void ksyms_end(struct fetch *f, const void *rec)
 
 /* ---- binaries -------------------------------------------------------------- */
 
-static void bid_hex(const uint8_t *bid, size_t len, char *out)
-{
-	for (size_t i = 0; i < len; i++)
-		sprintf(out + 2 * i, "%02x", bid[i]);
-	out[2 * len] = '\0';
-}
-
 /* <cache>/<xx>/<rest>: the build-id's hex, made here from its bytes. */
 static void cache_path(const struct fetch *f, const uint8_t *bid, size_t len, char *out,
 		       size_t outlen, bool dir_only)
 {
 	char hex[2 * OPVM_BUILD_ID_MAX + 1];
 
-	bid_hex(bid, len, hex);
+	util_hex(bid, len, hex);
 	if (dir_only)
 		snprintf(out, outlen, "%s/%.2s", f->cache, hex);
 	else

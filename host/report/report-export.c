@@ -248,8 +248,8 @@ static long pp_mapping(struct pp *p, const struct report_row *row)
 		const uint8_t *id_bytes = elfimage_build_id(simage_elf(row->img), &len);
 		char hex[2 * 64 + 1] = "";
 
-		for (size_t i = 0; id_bytes && i < len && i < 64; i++)
-			snprintf(hex + 2 * i, 3, "%02x", id_bytes[i]);
+		if (id_bytes)
+			util_hex(id_bytes, len < 64 ? len : 64, hex);
 		m->build_id = pp_str(p, hex);
 	}
 	pp_mapping_range(row, m);

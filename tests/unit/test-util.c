@@ -27,6 +27,35 @@ static int is_dir(const char *p)
 	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+static void test_hex(void **state)
+{
+	static const uint8_t id[] = { 0x00, 0x0f, 0xa5, 0xff };
+	char out[2 * sizeof(id) + 1];
+	char empty[1] = "x";
+
+	(void)state;
+	util_hex(id, sizeof(id), out);
+	assert_string_equal(out, "000fa5ff");
+	util_hex(id, 0, empty);
+	assert_string_equal(empty, "");
+}
+
+static void test_self_dir(void **state)
+{
+	char dir[PATH_MAX], exe[PATH_MAX], small[4];
+	ssize_t n;
+
+	(void)state;
+	assert_int_equal(util_self_dir(dir, sizeof(dir)), 0);
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	assert_true(n > 0);
+	exe[n] = '\0';
+	/* The binary's directory plus its own name is the binary. */
+	assert_int_equal(strncmp(exe, dir, strlen(dir)), 0);
+	assert_string_equal(exe + strlen(dir), "/test-util");
+	assert_int_equal(util_self_dir(small, sizeof(small)), -ENAMETOOLONG);
+}
+
 static void test_parse_size(void **state)
 {
 	uint64_t v;
@@ -305,6 +334,8 @@ int main(void)
 		cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_seterr),
 		cmocka_unit_test(test_hexval),
+		cmocka_unit_test(test_hex),
+		cmocka_unit_test(test_self_dir),
 		cmocka_unit_test(test_mkdir_p),
 		cmocka_unit_test(test_valid_name),
 		cmocka_unit_test(test_connect_unix),

@@ -134,7 +134,6 @@ static int default_images(char *dir, size_t len)
 {
 	char exe[PATH_MAX - 16], p[PATH_MAX + 32];
 	const char *env = getenv("OPVM_IMAGES");
-	ssize_t n;
 
 	if (env && *env) {
 		snprintf(p, sizeof(p), "%s/vmlinuz", env);
@@ -143,20 +142,11 @@ static int default_images(char *dir, size_t len)
 		snprintf(dir, len, "%s", env);
 		return 0;
 	}
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	if (n > 0) {
-		char *slash;
-
-		exe[n] = '\0';
-		slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = '\0';
-			snprintf(p, sizeof(p), "%s/images/vmlinuz", exe);
-			if (file_exists(p)) {
-				snprintf(dir, len, "%s/images", exe);
-				return 0;
-			}
+	if (!util_self_dir(exe, sizeof(exe))) {
+		snprintf(p, sizeof(p), "%s/images/vmlinuz", exe);
+		if (file_exists(p)) {
+			snprintf(dir, len, "%s/images", exe);
+			return 0;
 		}
 	}
 	if (file_exists("build/images/vmlinuz")) {
