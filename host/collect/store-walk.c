@@ -144,14 +144,79 @@ skip:
 	return 0;
 }
 
+/* One guest's samples/<which>/ under gfd (the session's guests/), walked
+ * into w: 0, or what the callback returned to stop the walk. */
+static int walk_guest(struct walk *w, int gfd, const char *name, const char *session_dir,
+		      const char *which)
+{
+	int g, s, c, ret;
+	size_t saved;
+
+	if (store_unmangle(name, w->guest, sizeof(w->guest)) < 0) {
+		w->skipped++;
+		return 0;
+	}
+	g = openat(gfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (g < 0) {
+		w->skipped++;
+		return 0;
+	}
+	s = openat(g, "samples", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	close(g);
+	if (s < 0)
+		return 0;
+	c = openat(s, which, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	close(s);
+	if (c < 0) {
+		if (errno != ENOENT)
+			w->skipped++;
+		return 0;
+	}
+	if (snprintf(w->path, sizeof(w->path), "%s/guests/%s/samples/%s",
+		     session_dir, name, which) >= (int)sizeof(w->path)) {
+		close(c);
+		w->skipped++;
+		return 0;
+	}
+	saved = strlen(w->path);
+	ret = walk_dir(w, c, true, walk_level, 0);
+	w->path[saved] = '\0';
+	close(c);
+	return ret;
+}
+
+/* The session's guests/ directory, opened without following links. */
+static DIR *open_guests(const char *session_dir, int *gfd)
+{
+	int sfd = open(session_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), e;
+	DIR *gd;
+
+	if (sfd < 0)
+		return NULL;
+	*gfd = openat(sfd, "guests", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	e = errno;
+	close(sfd);
+	if (*gfd < 0) {
+		errno = e;
+		return NULL;
+	}
+	gd = fdopendir(*gfd);
+	if (!gd) {
+		e = errno;
+		close(*gfd);
+		errno = e;
+	}
+	return gd;
+}
+
 int store_walk(const char *session_dir, const char *which,
 	       int (*fn)(const struct store_entry *e, void *arg), void *arg,
 	       size_t *skipped)
 {
 	struct walk *w;
-	DIR *gd = NULL;
+	DIR *gd;
 	struct dirent *de;
-	int sfd = -1, gfd = -1, ret = 0;
+	int gfd = -1, ret = 0;
 
 	if (skipped)
 		*skipped = 0;
@@ -169,66 +234,17 @@ int store_walk(const char *session_dir, const char *which,
 	w->e.image = w->image;
 	w->e.event = w->event;
 
-	sfd = open(session_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (sfd < 0) {
-		ret = -errno;
-		goto out;
-	}
-	gfd = openat(sfd, "guests", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (gfd < 0) {
-		ret = -errno;
-		goto out;
-	}
-	gd = fdopendir(gfd);
+	gd = open_guests(session_dir, &gfd);
 	if (!gd) {
 		ret = -errno;
-		close(gfd);
 		goto out;
 	}
-	while ((de = readdir(gd))) {
-		int g, s, c;
-		size_t saved;
-
-		if (hidden(de->d_name))
-			continue;
-		if (store_unmangle(de->d_name, w->guest, sizeof(w->guest)) < 0) {
-			w->skipped++;
-			continue;
-		}
-		g = openat(gfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (g < 0) {
-			w->skipped++;
-			continue;
-		}
-		s = openat(g, "samples", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		close(g);
-		if (s < 0)
-			continue;
-		c = openat(s, which, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		close(s);
-		if (c < 0) {
-			if (errno != ENOENT)
-				w->skipped++;
-			continue;
-		}
-		if (snprintf(w->path, sizeof(w->path), "%s/guests/%s/samples/%s",
-			     session_dir, de->d_name, which) >= (int)sizeof(w->path)) {
-			close(c);
-			w->skipped++;
-			continue;
-		}
-		saved = strlen(w->path);
-		ret = walk_dir(w, c, true, walk_level, 0);
-		w->path[saved] = '\0';
-		close(c);
-		if (ret)
-			break;
+	while (!ret && (de = readdir(gd))) {
+		if (!hidden(de->d_name))
+			ret = walk_guest(w, gfd, de->d_name, session_dir, which);
 	}
+	closedir(gd);
 out:
-	if (gd)
-		closedir(gd);
-	if (sfd >= 0)
-		close(sfd);
 	if (skipped)
 		*skipped = w->skipped;
 	free(w);
