@@ -187,6 +187,79 @@ static bool hello_parse(const uint8_t *p, uint32_t len, struct gstate_hello *out
 	return true;
 }
 
+static int apply_proc(struct gstate *gs, const uint8_t *p, unsigned type)
+{
+	struct opvm_rec_proc r;
+	size_t n;
+
+	memcpy(&r, p, sizeof(r));
+	n = chan_strnlen(r.comm, sizeof(r.comm));
+	if (type == OPVM_REC_PROC)
+		return gstate_proc(gs, le32toh(r.tgid), le32toh(r.ppid), le64toh(r.cr3),
+				   r.comm, n, le64toh(r.exe_cookie));
+	return gstate_exec(gs, le32toh(r.tgid), le64toh(r.cr3), r.comm, n,
+			   le64toh(r.exe_cookie));
+}
+
+static int apply_exit(struct gstate *gs, const uint8_t *p, unsigned type)
+{
+	struct opvm_rec_exit r;
+
+	memcpy(&r, p, sizeof(r));
+	if (type == OPVM_REC_PROC_EXIT)
+		return gstate_proc_exit(gs, le32toh(r.tgid));
+	return gstate_thread_exit(gs, le32toh(r.tid));
+}
+
+static int apply_thread(struct gstate *gs, const uint8_t *p)
+{
+	struct opvm_rec_thread r;
+
+	memcpy(&r, p, sizeof(r));
+	return gstate_thread(gs, le32toh(r.tid), le32toh(r.tgid), r.comm,
+			     chan_strnlen(r.comm, sizeof(r.comm)));
+}
+
+static int apply_cookie(struct gstate *gs, const uint8_t *p)
+{
+	struct opvm_rec_cookie r;
+
+	memcpy(&r, p, sizeof(r));
+	/* lengths checked by chan_rec_check(); the path stays in the buffer,
+	 * raw, for gstate to sanitise on copy */
+	return gstate_cookie(gs, le64toh(r.cookie), (const char *)p + sizeof(r),
+			     le16toh(r.path_len), r.build_id, r.build_id_len);
+}
+
+static int apply_mapping(struct gstate *gs, const uint8_t *p, unsigned type)
+{
+	if (type == OPVM_REC_MMAP) {
+		struct opvm_rec_mmap r;
+
+		memcpy(&r, p, sizeof(r));
+		return gstate_mmap(gs, le32toh(r.tgid), le64toh(r.start), le64toh(r.end),
+				   le64toh(r.pgoff), le64toh(r.cookie));
+	} else {
+		struct opvm_rec_munmap r;
+
+		memcpy(&r, p, sizeof(r));
+		return gstate_munmap(gs, le32toh(r.tgid), le64toh(r.start), le64toh(r.end));
+	}
+}
+
+static int apply_module(struct gstate *gs, const uint8_t *p, unsigned type)
+{
+	struct opvm_rec_module r;
+	size_t n;
+
+	memcpy(&r, p, sizeof(r));
+	n = chan_strnlen(r.name, sizeof(r.name));
+	if (type == OPVM_REC_MODULE)
+		return gstate_module(gs, r.name, n, le64toh(r.base), le64toh(r.size));
+	return gstate_module_free(gs, r.name, n);
+}
+
+/* One checked record into the guest-state model. */
 static int apply(struct gstate *gs, const uint8_t *p, unsigned type)
 {
 	switch (type) {
@@ -198,73 +271,21 @@ static int apply(struct gstate *gs, const uint8_t *p, unsigned type)
 		return 0;
 	}
 	case OPVM_REC_PROC:
-	case OPVM_REC_EXEC: {
-		struct opvm_rec_proc r;
-		size_t n;
-
-		memcpy(&r, p, sizeof(r));
-		n = chan_strnlen(r.comm, sizeof(r.comm));
-		if (type == OPVM_REC_PROC)
-			return gstate_proc(gs, le32toh(r.tgid), le32toh(r.ppid),
-					   le64toh(r.cr3), r.comm, n,
-					   le64toh(r.exe_cookie));
-		return gstate_exec(gs, le32toh(r.tgid), le64toh(r.cr3),
-				   r.comm, n, le64toh(r.exe_cookie));
-	}
+	case OPVM_REC_EXEC:
+		return apply_proc(gs, p, type);
 	case OPVM_REC_PROC_EXIT:
-	case OPVM_REC_THREAD_EXIT: {
-		struct opvm_rec_exit r;
-
-		memcpy(&r, p, sizeof(r));
-		if (type == OPVM_REC_PROC_EXIT)
-			return gstate_proc_exit(gs, le32toh(r.tgid));
-		return gstate_thread_exit(gs, le32toh(r.tid));
-	}
-	case OPVM_REC_THREAD: {
-		struct opvm_rec_thread r;
-
-		memcpy(&r, p, sizeof(r));
-		return gstate_thread(gs, le32toh(r.tid), le32toh(r.tgid), r.comm,
-				     chan_strnlen(r.comm, sizeof(r.comm)));
-	}
-	case OPVM_REC_COOKIE: {
-		struct opvm_rec_cookie r;
-
-		memcpy(&r, p, sizeof(r));
-		/* lengths checked by chan_rec_check(); the path stays in the
-		 * buffer, raw, for gstate to sanitise on copy */
-		return gstate_cookie(gs, le64toh(r.cookie),
-				     (const char *)p + sizeof(r),
-				     le16toh(r.path_len), r.build_id,
-				     r.build_id_len);
-	}
-	case OPVM_REC_MMAP: {
-		struct opvm_rec_mmap r;
-
-		memcpy(&r, p, sizeof(r));
-		return gstate_mmap(gs, le32toh(r.tgid), le64toh(r.start),
-				   le64toh(r.end), le64toh(r.pgoff),
-				   le64toh(r.cookie));
-	}
-	case OPVM_REC_MUNMAP: {
-		struct opvm_rec_munmap r;
-
-		memcpy(&r, p, sizeof(r));
-		return gstate_munmap(gs, le32toh(r.tgid), le64toh(r.start),
-				     le64toh(r.end));
-	}
+	case OPVM_REC_THREAD_EXIT:
+		return apply_exit(gs, p, type);
+	case OPVM_REC_THREAD:
+		return apply_thread(gs, p);
+	case OPVM_REC_COOKIE:
+		return apply_cookie(gs, p);
+	case OPVM_REC_MMAP:
+	case OPVM_REC_MUNMAP:
+		return apply_mapping(gs, p, type);
 	case OPVM_REC_MODULE:
-	case OPVM_REC_MODULE_FREE: {
-		struct opvm_rec_module r;
-		size_t n;
-
-		memcpy(&r, p, sizeof(r));
-		n = chan_strnlen(r.name, sizeof(r.name));
-		if (type == OPVM_REC_MODULE)
-			return gstate_module(gs, r.name, n, le64toh(r.base),
-					     le64toh(r.size));
-		return gstate_module_free(gs, r.name, n);
-	}
+	case OPVM_REC_MODULE_FREE:
+		return apply_module(gs, p, type);
 	default:	/* SYNC: nothing for the model */
 		return 0;
 	}
