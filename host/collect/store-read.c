@@ -42,11 +42,71 @@ static int read_full(int fd, void *buf, size_t len, off_t off)
 	return 0;
 }
 
+#define SNAP_FAIL(e, ...) do { if (err) snprintf(err, errlen, __VA_ARGS__); return (e); } while (0)
+/* One consistent copy of the header and table into r and *h: 0, 1 when the
+ * writer moved them meanwhile and may_retry (read again), or -errno with a
+ * message in err. */
+static int read_snapshot(int fd, struct sfile_reader *r, struct sfile_hdr *h, bool may_retry,
+			 char *err, size_t errlen)
+{
+	struct sfile_hdr h2;
+	struct stat sb;
+	uint64_t off, n, sum = 0, used = 0;
+	int ret;
+
+	if (read_full(fd, h, sizeof(*h), 0)) {
+		if (fstat(fd, &sb) < 0)
+			sb.st_size = 0;
+		SNAP_FAIL(-EBADMSG, "truncated header (%llu bytes, need %u)",
+			  (unsigned long long)sb.st_size, SFILE_HDR_SIZE);
+	}
+	if (fstat(fd, &sb) < 0)
+		SNAP_FAIL(-errno, "cannot stat: %s", strerror(errno));
+	ret = store_hdr_check(h, (uint64_t)sb.st_size, err, errlen);
+	if (ret)
+		return may_retry && !read_full(fd, &h2, sizeof(h2), 0) &&
+		       memcmp(h, &h2, sizeof(*h)) ? 1 : ret;
+	off = h->table & ~63ULL;
+	n = 1ULL << (h->table & 63);
+	free(r->tab);
+	r->tab = malloc(n * SLOT_SIZE);
+	if (!r->tab)
+		SNAP_FAIL(-ENOMEM, "out of memory for a table of %llu slots",
+			  (unsigned long long)n);
+	r->nslots = n;
+	if (read_full(fd, r->tab, n * SLOT_SIZE, (off_t)off))
+		SNAP_FAIL(-EBADMSG, "table truncated");
+	if (read_full(fd, &h2, sizeof(h2), 0))
+		SNAP_FAIL(-EBADMSG, "cannot read header");
+	/* The table moved while we copied it, or the writer synced (a header
+	 * read racing its 8-byte stores could be torn): again. */
+	if (memcmp(h, &h2, sizeof(*h)) && may_retry)
+		return 1;
+	for (uint64_t i = 0; i < n; i++) {
+		if (!r->tab[i].count)
+			continue;
+		used++;
+		if (__builtin_add_overflow(sum, r->tab[i].count, &sum))
+			sum = UINT64_MAX;
+	}
+	if (used >= n)
+		SNAP_FAIL(-EBADMSG, "table full (%llu slots)", (unsigned long long)n);
+	if (used < h->nr_entries || sum < h->total)
+		SNAP_FAIL(-EBADMSG,
+			  "table holds %llu entries / %llu samples, header says %llu / %llu",
+			  (unsigned long long)used, (unsigned long long)sum,
+			  (unsigned long long)h->nr_entries, (unsigned long long)h->total);
+	r->info.nr_entries = used;
+	r->info.total = sum;
+	return 0;
+}
+#undef SNAP_FAIL
+
 struct sfile_reader *sfile_reader_open(const char *path, char *err, size_t errlen)
 {
 #define RFAIL(e, ...) do { if (err) snprintf(err, errlen, __VA_ARGS__); ret = (e); goto fail; } while (0)
 	struct sfile_reader *r = NULL;
-	struct sfile_hdr h, h2;
+	struct sfile_hdr h;
 	struct stat sb;
 	int fd = -1, ret;
 
@@ -71,57 +131,11 @@ struct sfile_reader *sfile_reader_open(const char *path, char *err, size_t errle
 	 * before it publishes a table there, so the header is read first and
 	 * the size after; and we retry when the header changed meanwhile. */
 	for (int attempt = 0; ; attempt++) {
-		uint64_t off, n, sum = 0, used = 0;
-
-		if (read_full(fd, &h, sizeof(h), 0)) {
-			if (fstat(fd, &sb) < 0)
-				sb.st_size = 0;
-			RFAIL(-EBADMSG, "truncated header (%llu bytes, need %u)",
-			      (unsigned long long)sb.st_size, SFILE_HDR_SIZE);
-		}
-		if (fstat(fd, &sb) < 0)
-			RFAIL(-errno, "cannot stat: %s", strerror(errno));
-		ret = store_hdr_check(&h, (uint64_t)sb.st_size, err, errlen);
-		if (ret) {
-			if (attempt < 8 && !read_full(fd, &h2, sizeof(h2), 0) &&
-			    memcmp(&h, &h2, sizeof(h)))
-				continue;
-			goto fail;
-		}
-		off = h.table & ~63ULL;
-		n = 1ULL << (h.table & 63);
-		free(r->tab);
-		r->tab = malloc(n * SLOT_SIZE);
-		if (!r->tab)
-			RFAIL(-ENOMEM, "out of memory for a table of %llu slots",
-			      (unsigned long long)n);
-		r->nslots = n;
-		if (read_full(fd, r->tab, n * SLOT_SIZE, (off_t)off))
-			RFAIL(-EBADMSG, "table truncated");
-		if (read_full(fd, &h2, sizeof(h2), 0))
-			RFAIL(-EBADMSG, "cannot read header");
-		/* The table moved while we copied it, or the writer synced (a
-		 * header read racing its 8-byte stores could be torn): again. */
-		if (memcmp(&h, &h2, sizeof(h)) && attempt < 8)
+		ret = read_snapshot(fd, r, &h, attempt < 8, err, errlen);
+		if (ret == 1)
 			continue;
-		for (uint64_t i = 0; i < n; i++) {
-			if (!r->tab[i].count)
-				continue;
-			used++;
-			if (__builtin_add_overflow(sum, r->tab[i].count, &sum))
-				sum = UINT64_MAX;
-		}
-		if (used >= n)
-			RFAIL(-EBADMSG, "table full (%llu slots)",
-			      (unsigned long long)n);
-		if (used < h.nr_entries || sum < h.total)
-			RFAIL(-EBADMSG,
-			      "table holds %llu entries / %llu samples, header says %llu / %llu",
-			      (unsigned long long)used, (unsigned long long)sum,
-			      (unsigned long long)h.nr_entries,
-			      (unsigned long long)h.total);
-		r->info.nr_entries = used;
-		r->info.total = sum;
+		if (ret < 0)
+			goto fail;
 		break;
 	}
 	memcpy(r->info.event, h.event, sizeof(r->info.event));
