@@ -335,14 +335,69 @@ static int insn_cb(const struct disasm_insn *insn, void *arg)
 	return 0;
 }
 
+/* The row's header comment: symbol, samples, share, image, app, guest. */
+static void annotate_head(struct actx *c, const struct report_row *row)
+{
+	char b1[ESC_MAX], b2[ESC_MAX], b3[ESC_MAX], b4[ESC_MAX], cnt[OPVM_COUNT_BUF];
+
+	util_text_escape(b1, sizeof(b1), row->symbol);
+	util_text_escape(b2, sizeof(b2), row->image);
+	util_text_escape(b3, sizeof(b3), row->app);
+	util_text_escape(b4, sizeof(b4), row->guest);
+	fputc('\n', c->f);
+	/* an image that is its own application is named once */
+	if (!strcmp(b2, b3))
+		util_fprintf_wrapped(c->f, 3, "/* %s: %s samples, %.4f%%; %s, guest %s */",
+				     b1, stats_fmt_count(row->samples, cnt), row->percent,
+				     b2, b4);
+	else
+		util_fprintf_wrapped(c->f, 3, "/* %s: %s samples, %.4f%%; image %s, app "
+				     "%s, guest %s */", b1,
+				     stats_fmt_count(row->samples, cnt), row->percent,
+				     b2, b3, b4);
+}
+
+/* The symbol's instructions, each with its samples (and lines, if any). */
+static int annotate_asm(struct actx *c, struct disasm *d, const struct annotate_opts *ao,
+			struct lsums *ls, char *why, size_t whylen)
+{
+	const struct report_row *row = c->row;
+	size_t want = row->sym_size;
+	uint8_t *buf;
+	long got;
+	char b[ESC_MAX];
+	struct insn_ctx ic = { .c = c, .ls = ls };
+
+	if (want > (ao->max_bytes ? ao->max_bytes : ANNOTATE_MAX_BYTES))
+		want = ao->max_bytes ? ao->max_bytes : ANNOTATE_MAX_BYTES;
+	buf = malloc(want ? want : 1);
+	if (!buf)
+		return -ENOMEM;
+	got = elfimage_read(c->elf, row->sym_addr, buf, want);
+	if (got <= 0) {
+		snprintf(why, whylen, "%s: no code bytes in %s at 0x%" PRIx64, row->symbol,
+			 simage_path(row->img) ? simage_path(row->img) : row->image,
+			 row->sym_addr);
+		free(buf);
+		return -ENOENT;
+	}
+	fprintf(c->f, "%8s %8s :  %016" PRIx64 " <%s>:\n", "", "", row->sym_addr,
+		util_text_escape(b, sizeof(b), row->symbol));
+	c->cur_file = NULL;
+	c->cur_line = 0;
+	disasm_range(d, buf, (size_t)got, row->sym_addr, insn_cb, &ic);
+	if ((size_t)got < row->sym_size)
+		fprintf(c->f, "%8s %8s :  ... (%" PRIu64 " more bytes not shown)\n", "", "",
+			row->sym_size - (uint64_t)got);
+	free(buf);
+	return 0;
+}
+
 static int annotate_row(struct actx *c, struct disasm *d, const struct annotate_opts *ao,
 			char *why, size_t whylen)
 {
 	const struct report_row *row = c->row;
 	struct lsums ls = { 0 };
-	size_t want = row->sym_size;
-	uint8_t *buf = NULL;
-	long got = 0;
 	int ret = 0;
 
 	symres_want_code(c->res, row->img);
@@ -361,25 +416,7 @@ static int annotate_row(struct actx *c, struct disasm *d, const struct annotate_
 			 "or set DEBUGINFOD_URLS)", row->symbol, row->image);
 		return -ENOENT;
 	}
-	{
-		char b1[ESC_MAX], b2[ESC_MAX], b3[ESC_MAX], b4[ESC_MAX], cnt[OPVM_COUNT_BUF];
-
-		util_text_escape(b1, sizeof(b1), row->symbol);
-		util_text_escape(b2, sizeof(b2), row->image);
-		util_text_escape(b3, sizeof(b3), row->app);
-		util_text_escape(b4, sizeof(b4), row->guest);
-		fputc('\n', c->f);
-		/* an image that is its own application is named once */
-		if (!strcmp(b2, b3))
-			util_fprintf_wrapped(c->f, 3, "/* %s: %s samples, %.4f%%; %s, guest %s */",
-					     b1, stats_fmt_count(row->samples, cnt), row->percent,
-					     b2, b4);
-		else
-			util_fprintf_wrapped(c->f, 3, "/* %s: %s samples, %.4f%%; image %s, app "
-					     "%s, guest %s */", b1,
-					     stats_fmt_count(row->samples, cnt), row->percent,
-					     b2, b3, b4);
-	}
+	annotate_head(c, row);
 	if (c->have_lines) {
 		ret = collect_lines(c, &ls);
 		if (ret == -ENOMEM)
@@ -390,40 +427,9 @@ static int annotate_row(struct actx *c, struct disasm *d, const struct annotate_
 		print_source(c, &ls);
 		goto out;
 	}
-	if (want > (ao->max_bytes ? ao->max_bytes : ANNOTATE_MAX_BYTES))
-		want = ao->max_bytes ? ao->max_bytes : ANNOTATE_MAX_BYTES;
-	buf = malloc(want ? want : 1);
-	if (!buf) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	got = elfimage_read(c->elf, row->sym_addr, buf, want);
-	if (got <= 0) {
-		snprintf(why, whylen, "%s: no code bytes in %s at 0x%" PRIx64, row->symbol,
-			 simage_path(row->img) ? simage_path(row->img) : row->image,
-			 row->sym_addr);
-		ret = -ENOENT;
-		goto out;
-	}
-	{
-		char b[ESC_MAX];
-
-		fprintf(c->f, "%8s %8s :  %016" PRIx64 " <%s>:\n", "", "", row->sym_addr,
-			util_text_escape(b, sizeof(b), row->symbol));
-	}
-	c->cur_file = NULL;
-	c->cur_line = 0;
-	{
-		struct insn_ctx ic = { .c = c, .ls = &ls };
-
-		disasm_range(d, buf, (size_t)got, row->sym_addr, insn_cb, &ic);
-	}
-	if ((size_t)got < row->sym_size)
-		fprintf(c->f, "%8s %8s :  ... (%" PRIu64 " more bytes not shown)\n", "", "",
-			row->sym_size - (uint64_t)got);
+	ret = annotate_asm(c, d, ao, &ls, why, whylen);
 out:
 	free(ls.v);
-	free(buf);
 	return ret;
 }
 
