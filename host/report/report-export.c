@@ -489,29 +489,10 @@ static int pp_stack(struct pp *p, const struct report *r, const struct report_st
 	return pp_sample_at(p, r, &row, locs, st->nr, st->samples, k);
 }
 
-int report_export_pprof(FILE *f, const struct report *r, struct symres *res)
+/* The profile's arrays, sized for every row's and stack's locations. */
+static int pp_alloc(Perftools__Profiles__Profile *pr, const struct report *r)
 {
-	Perftools__Profiles__Profile *pr;
-	struct pp p = { .prof = PERFTOOLS__PROFILES__PROFILE__INIT };
-	const struct report_guest *g0 = NULL;
-	int64_t k[PP_NR_KEYS];
-	uint8_t *buf = NULL;
-	size_t n = r->nr_rows, n_loc = 0, len;
-	char evname[64];
-	const char *unit;
-	int ret = -ENOMEM;
-
-	pr = &p.prof;
-	p.res = res;
-	if (pp_str(&p, "") != 0)	/* string_table[0] must be "" */
-		goto out;
-	for (size_t i = 0; i < r->nr_guests; i++)
-		if (r->guests[i].total && !g0)
-			g0 = &r->guests[i];
-	snprintf(evname, sizeof(evname), "%s", r->event);
-	for (char *c = evname; *c; c++)
-		if (*c >= 'A' && *c <= 'Z')
-			*c = (char)(*c - 'A' + 'a');
+	size_t n = r->nr_rows, n_loc = 0;
 
 	pr->sample_type = calloc(2, sizeof(*pr->sample_type));
 	for (size_t i = 0; i < r->nr_rows; i++)
@@ -524,48 +505,90 @@ int report_export_pprof(FILE *f, const struct report *r, struct symres *res)
 	pr->function = calloc(n + 1, sizeof(*pr->function));
 	pr->mapping = calloc(n + 1, sizeof(*pr->mapping));
 	if (!pr->sample_type || !pr->sample || !pr->location || !pr->function || !pr->mapping)
-		goto out;
+		return -ENOMEM;
+	return 0;
+}
+
+/* Sample and period types, default type, duration; label keys into k. */
+static int pp_types(struct pp *p, const struct report *r, int64_t k[PP_NR_KEYS])
+{
+	Perftools__Profiles__Profile *pr = &p->prof;
+	const struct report_guest *g0 = NULL;
+	const char *unit = count_unit(r->event);
+	char evname[64];
+
+	for (size_t i = 0; i < r->nr_guests; i++)
+		if (r->guests[i].total && !g0)
+			g0 = &r->guests[i];
+	snprintf(evname, sizeof(evname), "%s", r->event);
+	for (char *c = evname; *c; c++)
+		if (*c >= 'A' && *c <= 'Z')
+			*c = (char)(*c - 'A' + 'a');
 	/* values: samples, and samples x period in the event's unit
 	 * (timer/microseconds: pprof shows time). */
-	unit = count_unit(r->event);
-	if (!(pr->sample_type[0] = pp_vt(&p, "samples", "count")))
-		goto out;
+	if (!(pr->sample_type[0] = pp_vt(p, "samples", "count")))
+		return -ENOMEM;
 	pr->n_sample_type = 1;
-	if (!(pr->sample_type[1] = pp_vt(&p, evname, unit)))
-		goto out;
+	if (!(pr->sample_type[1] = pp_vt(p, evname, unit)))
+		return -ENOMEM;
 	pr->n_sample_type = 2;
-	if (!(pr->period_type = pp_vt(&p, evname, unit)))
-		goto out;
+	if (!(pr->period_type = pp_vt(p, evname, unit)))
+		return -ENOMEM;
 	pr->period = (int64_t)(r->event_count ? r->event_count : 1);
 	/* pprof shows the last sample type unless told: samples first. */
-	pr->default_sample_type = pp_str(&p, "samples");
+	pr->default_sample_type = pp_str(p, "samples");
 	if (g0 && g0->duration_s > 0)
 		pr->duration_nanos = (int64_t)(g0->duration_s * 1e9);
 	for (size_t i = 0; i < PP_NR_KEYS; i++)
-		if ((k[i] = pp_str(&p, pp_keys[i])) < 0)
-			goto out;
+		if ((k[i] = pp_str(p, pp_keys[i])) < 0)
+			return -ENOMEM;
+	return 0;
+}
 
-	/* with call chains, the stacks are the samples: one Location a frame */
-	for (size_t i = 0; i < r->nr_stacks; i++)
-		if (pp_stack(&p, r, &r->stacks[i], k))
-			goto out;
+/* Without call chains, one sample per row, or per address when the report
+ * kept details (lines for pprof's -list). */
+static int pp_rows(struct pp *p, const struct report *r, const int64_t k[PP_NR_KEYS])
+{
 	for (size_t i = 0; i < r->nr_rows && !r->stack_guests; i++) {
 		const struct report_row *row = &r->rows[i];
 
 		if (!row->samples)
 			continue;
-		/* per address (lines for -list) when the report kept details */
 		if (!row->nr_addrs || row->unresolved_offsets) {
-			if (pp_sample(&p, r, row, pp_location(&p, row, 0, 0), row->samples, k))
-				goto out;
+			if (pp_sample(p, r, row, pp_location(p, row, 0, 0), row->samples, k))
+				return -ENOMEM;
 			continue;
 		}
 		for (size_t j = 0; j < row->nr_addrs; j++)
 			if (row->addrs[j].count &&
-			    pp_sample(&p, r, row, pp_location(&p, row, row->addrs[j].addr, 1),
+			    pp_sample(p, r, row, pp_location(p, row, row->addrs[j].addr, 1),
 				      row->addrs[j].count, k))
-				goto out;
+				return -ENOMEM;
 	}
+	return 0;
+}
+
+int report_export_pprof(FILE *f, const struct report *r, struct symres *res)
+{
+	Perftools__Profiles__Profile *pr;
+	struct pp p = { .prof = PERFTOOLS__PROFILES__PROFILE__INIT };
+	int64_t k[PP_NR_KEYS];
+	uint8_t *buf = NULL;
+	size_t len;
+	int ret = -ENOMEM;
+
+	pr = &p.prof;
+	p.res = res;
+	if (pp_str(&p, "") != 0)	/* string_table[0] must be "" */
+		goto out;
+	if (pp_alloc(pr, r) || pp_types(&p, r, k))
+		goto out;
+	/* with call chains, the stacks are the samples: one Location a frame */
+	for (size_t i = 0; i < r->nr_stacks; i++)
+		if (pp_stack(&p, r, &r->stacks[i], k))
+			goto out;
+	if (pp_rows(&p, r, k))
+		goto out;
 	pr->string_table = p.strtab;
 	pr->n_string_table = p.nr_str;
 
@@ -1045,13 +1068,73 @@ static int tree_add(json_t *root, const struct report *r, const char *key)
 	return 0;
 }
 
+/* The info line: event, samples, each guest's sampling, the baseline. */
+static void html_info(FILE *f, const struct report *r, const struct report *base)
+{
+	char cnt[OPVM_COUNT_BUF];
+
+	fputs("event ", f);
+	html_esc(f, r->event);
+	fprintf(f, ", %s samples", stats_fmt_count(r->total, cnt));
+	for (size_t i = 0; i < r->nr_guests; i++) {
+		const struct report_guest *g = &r->guests[i];
+
+		if (!g->total)
+			continue;
+		fputs("\nguest ", f);
+		html_esc(f, g->name);
+		if (g->mode) {
+			fputs(": ", f);
+			html_esc(f, g->mode);
+			if (g->rate_hz)
+				fprintf(f, " at %u Hz", g->rate_hz);
+			if (g->vcpus)
+				fprintf(f, ", %u vCPUs", g->vcpus);
+			if (g->duration_s > 0)
+				fprintf(f, ", %.1f s", g->duration_s);
+		}
+	}
+	if (base)
+		fprintf(f, "\ndifferential: widths are this profile's; red frames grew, blue "
+			"shrank against a baseline of %s samples (share of all samples)",
+			stats_fmt_count(base->total, cnt));
+}
+
+/* The table of the top 50 symbols under the flame graph. */
+static void html_top(FILE *f, const struct report *r)
+{
+	char cnt[OPVM_COUNT_BUF];
+	size_t shown = 0;
+
+	fputs("<h2>Top symbols</h2>\n<table id=\"top\"><tr><th>samples</th><th>%</th>"
+	      "<th>symbol</th><th>image</th><th>process</th><th>guest</th></tr>\n", f);
+	for (size_t i = 0; i < r->nr_rows && shown < 50; i++) {
+		const struct report_row *row = &r->rows[i];
+		char proc[512];
+
+		if (!row->samples)
+			continue;
+		shown++;
+		process_name(row, proc, sizeof(proc));
+		fprintf(f, "<tr><td class=\"n\">%s</td><td class=\"n\">%.2f</td><td>",
+			stats_fmt_count(row->samples, cnt), row->percent);
+		html_esc(f, row->symbol ? row->symbol : NO_SYMBOLS);
+		fputs("</td><td>", f);
+		html_esc(f, row->image);
+		fputs("</td><td>", f);
+		html_esc(f, proc);
+		fputs("</td><td>", f);
+		html_esc(f, row->guest);
+		fputs("</td></tr>\n", f);
+	}
+}
+
 int report_export_html(FILE *f, const struct report *r, const struct report *base,
 		       const char *title)
 {
 	json_t *root = json_pack("{s:s, s:o}", "n", "all", "v", stats_json_count(
 		r->stack_guests ? r->stacks_total : r->total));
-	char *js = NULL, cnt[OPVM_COUNT_BUF];
-	size_t shown = 0;
+	char *js = NULL;
 	int ret = -ENOMEM;
 
 	if (!root)
@@ -1078,58 +1161,14 @@ int report_export_html(FILE *f, const struct report *r, const struct report *bas
 	fputs("<h1>", f);
 	html_esc(f, title ? title : "opvm flame graph");
 	fputs("</h1>\n<div id=\"info\">", f);
-	fputs("event ", f);
-	html_esc(f, r->event);
-	fprintf(f, ", %s samples", stats_fmt_count(r->total, cnt));
-	for (size_t i = 0; i < r->nr_guests; i++) {
-		const struct report_guest *g = &r->guests[i];
-
-		if (!g->total)
-			continue;
-		fputs("\nguest ", f);
-		html_esc(f, g->name);
-		if (g->mode) {
-			fputs(": ", f);
-			html_esc(f, g->mode);
-			if (g->rate_hz)
-				fprintf(f, " at %u Hz", g->rate_hz);
-			if (g->vcpus)
-				fprintf(f, ", %u vCPUs", g->vcpus);
-			if (g->duration_s > 0)
-				fprintf(f, ", %.1f s", g->duration_s);
-		}
-	}
-	if (base)
-		fprintf(f, "\ndifferential: widths are this profile's; red frames grew, blue "
-			"shrank against a baseline of %s samples (share of all samples)",
-			stats_fmt_count(base->total, cnt));
+	html_info(f, r, base);
 	fputs("</div>\n<div id=\"bar\"><input id=\"q\" placeholder=\"search symbols\">"
 	      " <button id=\"reset\">reset zoom</button> <span id=\"st\"></span></div>\n"
 	      "<div id=\"path\"></div>\n<div id=\"fg\"></div>\n", f);
 	fprintf(f, "<p>Levels: guest, process, then %s.  Click a frame to zoom in, "
 		"click the top frame to zoom out.</p>\n", r->stack_guests ?
 		"each call chain from its root to the sampled function" : "image, symbol");
-	fputs("<h2>Top symbols</h2>\n<table id=\"top\"><tr><th>samples</th><th>%</th>"
-	      "<th>symbol</th><th>image</th><th>process</th><th>guest</th></tr>\n", f);
-	for (size_t i = 0; i < r->nr_rows && shown < 50; i++) {
-		const struct report_row *row = &r->rows[i];
-		char proc[512];
-
-		if (!row->samples)
-			continue;
-		shown++;
-		process_name(row, proc, sizeof(proc));
-		fprintf(f, "<tr><td class=\"n\">%s</td><td class=\"n\">%.2f</td><td>",
-			stats_fmt_count(row->samples, cnt), row->percent);
-		html_esc(f, row->symbol ? row->symbol : NO_SYMBOLS);
-		fputs("</td><td>", f);
-		html_esc(f, row->image);
-		fputs("</td><td>", f);
-		html_esc(f, proc);
-		fputs("</td><td>", f);
-		html_esc(f, row->guest);
-		fputs("</td></tr>\n", f);
-	}
+	html_top(f, r);
 	fputs("</table>\n<script>var data=", f);
 	/* Inside <script>, "</script>" in a name would end the block: every
 	 * '<' goes out escaped (JSON strings only, so this is exact). */
