@@ -113,7 +113,8 @@ static int find_port(char *out, size_t outlen)
 }
 
 /*
- * Kernel symbols for the host: /proc/kallsyms's text symbols packed into
+ * Kernel symbols for the host: /proc/kallsyms's text symbols (and where
+ * the ORC tables are: opvm_ksyms_table()) packed into
  * KSYMS records (opvm_proto.h) and written into /dev/opvm, which numbers
  * them and refuses them (EAGAIN) while its ring is over half full or waits
  * for a HELLO: the job then pauses and the loop retries later.  As root
@@ -165,8 +166,8 @@ static void rec_finish(struct opvm_rec_hdr *h, unsigned type, size_t len)
 }
 
 /*
- * Parses "ADDR TYPE NAME[\t[MODULE]]".  Returns 1 for a text symbol to
- * send, 0 to skip the line.
+ * Parses "ADDR TYPE NAME[\t[MODULE]]".  Returns 1 for a symbol to send (a
+ * text symbol, or one of opvm_ksyms_table()'s), 0 to skip the line.
  */
 static int ksyms_parse(char *line, unsigned long long *addr, char *type,
 		       char **name, const char **mod, struct ksyms_job *j)
@@ -190,8 +191,11 @@ static int ksyms_parse(char *line, unsigned long long *addr, char *type,
 			*mod = tab + 2;
 		}
 	}
-	if (!strchr("tTwW", *type) || !**name || strlen(*name) > OPVM_KSYM_NAME_MAX ||
-	    strlen(*mod) >= OPVM_MODNAME_LEN)
+	if (!**name || strlen(*name) > OPVM_KSYM_NAME_MAX || strlen(*mod) >= OPVM_MODNAME_LEN)
+		return 0;
+	/* text, and where vmlinux's ORC tables are (kernel stacks) */
+	if (!strchr("tTwW", *type) &&
+	    ((*mod)[0] || !strchr("rRdDbB", *type) || opvm_ksyms_table(*name, strlen(*name)) < 0))
 		return 0;
 	if (!*addr) {
 		j->flags |= OPVM_KSYMS_RESTRICTED;

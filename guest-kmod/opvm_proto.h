@@ -301,6 +301,32 @@ static inline int opvm_ksyms_add(struct opvm_rec_ksyms *rec, unsigned long *used
 	return 0;
 }
 
+/*
+ * Data symbols KSYMS also carries, with their own kallsyms type letter
+ * (one of "rRdDbB"): where the kernel's ORC tables are, so the host walks
+ * kernel stacks without a System.map.  Index i of the name is its slot
+ * (OPVM_KSYMS_ORC_*).  Returns the index, or -1 for any other name.
+ */
+#define OPVM_KSYMS_ORC_IP_START	0	/* __start_orc_unwind_ip */
+#define OPVM_KSYMS_ORC_IP_STOP	1	/* __stop_orc_unwind_ip */
+#define OPVM_KSYMS_ORC_START	2	/* __start_orc_unwind */
+#define OPVM_KSYMS_ORC_STOP	3	/* __stop_orc_unwind */
+#define OPVM_KSYMS_TABLES	4
+static inline int opvm_ksyms_table(const char *name, unsigned long nlen)
+{
+	static const char *const names[OPVM_KSYMS_TABLES] = {
+		"__start_orc_unwind_ip", "__stop_orc_unwind_ip",
+		"__start_orc_unwind", "__stop_orc_unwind",
+	};
+	int i;
+
+	for (i = 0; i < OPVM_KSYMS_TABLES; i++)
+		if (__builtin_strlen(names[i]) == nlen &&
+		    !__builtin_memcmp(names[i], name, nlen))
+			return i;
+	return -1;
+}
+
 struct opvm_rec_ksyms_end {
 	struct opvm_rec_hdr hdr;
 	opvm_u64 nr_syms;	/* symbols sent in KSYMS records */

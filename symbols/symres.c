@@ -972,6 +972,24 @@ static int images_grow(struct symres *r)
 	return 0;
 }
 
+int symres_image_recheck(struct symres *r, struct simage *si, const char *guest,
+			 const char *image)
+{
+	char bidhex[129], path[4096];
+	struct stat sb;
+
+	if (si->kind != SK_USER || si->state != SIMAGE_NOT_FOUND || si->build_id_len < 2 ||
+	    !r->fetch_cache || !guest_component(guest))
+		return si->state == SIMAGE_OK;
+	util_hex(si->build_id, si->build_id_len, bidhex);
+	snprintf(path, sizeof(path), "%s/%s/%.2s/%s", r->fetch_cache, guest, bidhex, bidhex + 2);
+	if (stat(path, &sb) || !S_ISREG(sb.st_mode))
+		return 0;
+	si->reason[0] = '\0';
+	resolve_user(r, si, guest, image);
+	return si->state == SIMAGE_OK;
+}
+
 struct simage *symres_image(struct symres *r, const char *guest, const char *image,
 			    int kernel, const uint8_t *build_id, size_t build_id_len,
 			    const struct symres_kernel *k)

@@ -92,6 +92,14 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 			    int kernel, const uint8_t *build_id, size_t build_id_len,
 			    const struct symres_kernel *k);
 
+/* A user image symres_image() did not find (SIMAGE_NOT_FOUND), looked
+ * for again if a file of its build-id is now in the fetch cache (the
+ * guest sent it meanwhile: a collector's lookups, host/collect/fetch.h);
+ * one stat() otherwise.  guest and image as given to symres_image().
+ * Returns 1 if si is SIMAGE_OK now. */
+int symres_image_recheck(struct symres *r, struct simage *si, const char *guest,
+			 const char *image);
+
 enum simage_state simage_state(const struct simage *si);
 /* 1 for the kernel image itself (vmlinux), not modules. */
 int simage_is_kernel(const struct simage *si);

@@ -73,9 +73,10 @@ struct sampler_hello {
  * built-in VMM): each sample's chain of callers, read from guest memory
  * while the vCPU is stopped.  User stacks by frame pointers; kernel stacks
  * by the guest kernel's own ORC tables (unwind/orc.h), then on into the
- * interrupted task's user stack.  The ORC tables' link-time addresses come
- * from System.map (the session looks them up); the run-time ones are those
- * plus the slide, which the sampler works out from HELLO's anchor symbol.
+ * interrupted task's user stack.  The ORC tables' run-time addresses come
+ * from the guest's own kallsyms when its relay sends them (guest_orc), or
+ * from System.map (link-time, looked up by the session) plus the slide,
+ * which the sampler works out from HELLO's anchor symbol.
  * A backend that cannot unwind (perf) refuses a mode other than NONE.
  */
 enum sampler_callgraph {
@@ -85,6 +86,10 @@ enum sampler_callgraph {
 					 * with the binaries' CFI by the collector */
 };
 #define SAMPLER_CG_ANCHORS	2
+/* Where the guest kernel's ORC tables are, run-time addresses. */
+struct sampler_orc {
+	uint64_t ip_start, ip_stop, orc_start;
+};
 struct sampler_callgraph_cfg {
 	enum sampler_callgraph mode;
 	unsigned max_depth;		/* 1..UNWIND_MAX_DEPTH; 0: the maximum */
@@ -114,6 +119,11 @@ struct sampler_ops {
 	 * its sampling threads itself, without blocking them.
 	 */
 	void (*guest_hello)(struct sampler *s, const struct sampler_hello *h);
+	/* After a HELLO: the guest's kallsyms (host/collect/fetch.h) located
+	 * that boot's kernel ORC tables, so call graphs need no System.map.
+	 * Called from the collector's thread like guest_hello, again after
+	 * each HELLO whose kallsyms come.  May be NULL. */
+	void (*guest_orc)(struct sampler *s, const struct sampler_orc *o);
 	/* What the summary says about how samples were taken, beyond the
 	 * stats: lines of at most 78 columns, each ending in '\n', into buf.
 	 * May be NULL. */

@@ -74,7 +74,9 @@ const char session_usage[] =
 "                     CFI from an 8 KiB stack copy (dwarf: --guest-root),\n"
 "                     kernel stacks by the guest kernel's ORC tables (its\n"
 "                     System.map); gdbstub and qemu backends only\n"
-"  --separate SPEC    none, lib, kernel, thread, cpu, all (default lib)\n"
+"  --separate SPEC    none, lib, kernel, thread, cpu, all (default lib,kernel:\n"
+"                     a process's kernel time under it; lib: OProfile's\n"
+"                     layout, the kernel an application of its own)\n"
 "  --duration S       stop after S seconds (a guest opvm booted is quit)\n"
 "  --append-samples   add to the current samples instead of starting afresh\n"
 "  --from-exec NAME   file samples from when a process NAME starts (its\n"
@@ -348,7 +350,9 @@ static void collector_cfg(const struct session_opts *o, const struct backend_set
 {
 	*cfg = (struct collector_config){
 		.session_dir = o->common.session_dir,
-		.separate = o->separate_set ? o->separate : OPVM_SEP_LIB,
+		/* kernel time under the process it ran for, as perf files it;
+		 * --separate lib is OProfile's layout (the kernel its own app) */
+		.separate = o->separate_set ? o->separate : OPVM_SEP_LIB | OPVM_SEP_KERNEL,
 		.append = o->append,
 		.nr_events = setup->nr_events,
 		.sync_ms = o->sync_ms ? o->sync_ms : 1000,
@@ -393,11 +397,12 @@ static void default_symbols(const struct backend_setup *setup, struct collector_
 /*
  * --call-graph dwarf: the collector unwinds user stacks with the guest's
  * binaries, found where the reports find them (the guest roots, the
- * session's build-id cache, what was fetched from the guest (an image is
- * asked for when its first sample is filed, so its first stacks stop at
- * their first frame); never debuginfod from the collector, whose
- * thread must not wait on the network), each checked against the guest's
- * build-id: a file that is not the guest's unwinds nothing.
+ * session's build-id cache, what was fetched from the guest: an image is
+ * asked for when its first sample is filed or an unwind needs it, and
+ * looked for again once it is in the fetch cache, while the stacks that
+ * need it wait (host/collect/sync.h); never debuginfod from the collector,
+ * whose thread must not wait on the network), each checked against the
+ * guest's build-id: a file that is not the guest's unwinds nothing.
  */
 struct host_files {
 	struct symres *res;
@@ -411,7 +416,9 @@ static int host_file(void *arg, const char *guest, const char *path, const uint8
 	struct host_files *hf = arg;
 	struct simage *si = symres_image(hf->res, guest, path, 0, bid_len ? bid : NULL, bid_len,
 					 NULL);
-	const char *p = si && simage_state(si) == SIMAGE_OK ? simage_path(si) : NULL;
+	const char *p = si && (simage_state(si) == SIMAGE_OK ||
+			       symres_image_recheck(hf->res, si, guest, path)) ?
+			simage_path(si) : NULL;
 
 	if (!p || (size_t)snprintf(out, outlen, "%s", p) >= outlen)
 		return -ENOENT;
@@ -707,6 +714,24 @@ static void fetch_summary(json_t *root)
 			     (unsigned long long)refused);
 }
 
+/* -g dwarf: user stacks that waited for a binary the guest was sending,
+ * and those filed cut short for want of one (docs/callgraphs.md). */
+static void dwarf_summary(json_t *root)
+{
+	json_t *d = json_object_get(root, "dwarf_unwind");
+	uint64_t waited = stats_json_get(d, "waited"), cut = stats_json_get(d, "cut_missing_binary");
+	char a[OPVM_COUNT_BUF], b[OPVM_COUNT_BUF], c[OPVM_COUNT_BUF];
+
+	if (!d || (!waited && !cut))
+		return;
+	util_fprintf_wrapped(stdout, 4, "  user stacks (dwarf): %s waited for a binary the guest "
+			     "was sending, %s of them whole once it came; %s cut short for a "
+			     "missing binary (session.json \"dwarf_unwind\")",
+			     stats_fmt_count(waited, a),
+			     stats_fmt_count(stats_json_get(d, "redone"), b),
+			     stats_fmt_count(cut, c));
+}
+
 static void count(json_t *st, const char *key, struct backend_count *out)
 {
 	char buf[OPVM_COUNT_BUF];
@@ -788,6 +813,7 @@ static void summary(const struct backend_ops *b, void *bst, const struct session
 		start_summary(root);
 		store_summary(root);
 		fetch_summary(root);
+		dwarf_summary(root);
 		top_apps(&sc, i);
 		json_decref(root);
 	}
@@ -873,8 +899,9 @@ static void intro(const struct session_opts *o, const struct backend_target *t, 
 }
 
 /* Where the guest kernel's ORC tables are (link-time addresses), from the
- * System.map the session will keep; without one, kernel samples keep their
- * own frame only, which the user is told. */
+ * System.map the session will keep; without one, the guest's kallsyms
+ * locate them (its relay sends them unless --no-fetch); with neither,
+ * kernel samples keep their own frame only, which the user is told. */
 static void callgraph_kernel(struct session_opts *o, const struct backend_setup *setup)
 {
 	static const char *const orc[] = { "__start_orc_unwind_ip", "__stop_orc_unwind_ip",
@@ -882,7 +909,8 @@ static void callgraph_kernel(struct session_opts *o, const struct backend_setup 
 	static const char *const anchors[SAMPLER_CG_ANCHORS] = { "_printk", "printk" };
 	uint64_t *addr[] = { &o->callgraph.orc_ip_start, &o->callgraph.orc_ip_stop,
 			     &o->callgraph.orc_start };
-	const char *map = o->sym.system_map ? o->sym.system_map : setup->system_map;
+	const char *map = o->sym.system_map ? o->sym.system_map :
+			  o->no_image_symbols ? NULL : setup->system_map;
 	char err[512] = "";
 	struct ksyms *ks = map ? ksyms_open(map, err, sizeof(err)) : NULL;
 	unsigned missing = 0;
@@ -895,9 +923,10 @@ static void callgraph_kernel(struct session_opts *o, const struct backend_setup 
 		if (ksyms_addr(ks, anchors[i], &o->callgraph.anchors[i].addr))
 			o->callgraph.anchors[i].addr = 0;
 	}
-	if (!map)
-		pr_warn("--call-graph: kernel samples keep their own frame only; give the "
-			"guest's System.map (--system-map FILE) for kernel stacks");
+	if (!map && o->no_fetch)
+		pr_warn("--call-graph: kernel samples keep their own frame only: with "
+			"--no-fetch the guest's kallsyms cannot locate its kernel's ORC "
+			"tables; give its System.map (--system-map FILE) for kernel stacks");
 	else if (!ks)
 		pr_warn("--call-graph: %s; kernel samples keep their own frame only", err);
 	else if (missing) {

@@ -55,6 +55,9 @@
 /* Memory set aside at the start and given back when session.json cannot be
  * written for want of memory: the last write must not lag the files. */
 #define RESERVE_BYTES		(512u * 1024)
+/* -g dwarf: how long the end of a session waits for binaries the guest is
+ * still sending, for the stacks that need them (sync.h) */
+#define FINISH_WAIT_MS		10000
 
 struct cguest {
 	struct collector *c;
@@ -79,6 +82,9 @@ struct cguest {
 	uint64_t meta_failures;		/* session.json writes that failed */
 	size_t retry_budget;		/* held-sample retries left for record
 					 * syncs until the next periodic sync */
+	uint64_t settled_seen;		/* fetch_settled() the sync was told */
+	struct sampler_orc orc_told;	/* what the sampler was told of this
+					 * boot's ORC tables (0: nothing) */
 };
 
 struct collector {
@@ -175,6 +181,16 @@ static void image_used(const struct gstate_cookie *ck, void *arg)
 	struct cguest *g = arg;
 
 	fetch_want(g->fetch, ck->path, ck->build_id, ck->build_id_len);
+}
+
+/* An unwind needs a binary the host lacks: asked for, and waited for while
+ * it is on its way (sync.h, first-session stacks). */
+static int image_wait(const struct gstate_cookie *ck, void *arg)
+{
+	struct cguest *g = arg;
+
+	fetch_want(g->fetch, ck->path, ck->build_id, ck->build_id_len);
+	return fetch_coming(g->fetch, ck->build_id, ck->build_id_len);
 }
 
 /* Counter-overflow modes have no fixed rate (rate_hz 0): the largest ring. */
@@ -297,7 +313,8 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 				     .chains = c->cfg.callgraph != NULL,
 				     .host_file = c->cfg.host_file ? guest_host_file : NULL,
 				     .host_file_arg = g,
-				     .image_used = image_used, .image_arg = g };
+				     .image_used = image_used, .image_arg = g,
+				     .image_wait = c->cfg.host_file ? image_wait : NULL };
 	g->sy = sync_new(g->st, g->gs, g->rings, nr_vcpus, &scfg);
 	if (!g->sy)
 		goto fail;
@@ -396,6 +413,22 @@ static void hello_tell(struct cguest *g)
 	snprintf(sh.anchor_name, sizeof(sh.anchor_name), "%s", h->anchor_name);
 	snprintf(sh.release, sizeof(sh.release), "%s", h->release);
 	g->smp->ops->guest_hello(g->smp, &sh);
+	g->orc_told = (struct sampler_orc){ 0 };	/* a new boot's come next */
+}
+
+/* Tells the sampler where the guest's kallsyms say the kernel's ORC
+ * tables are (call graphs without a System.map), once per boot, after its
+ * HELLO. */
+static void orc_tell(struct cguest *g)
+{
+	struct sampler_orc o;
+
+	if (!g->smp || !g->smp->ops->guest_orc || !g->hellos_told ||
+	    fetch_kernel_orc(g->fetch, &o.ip_start, &o.ip_stop, &o.orc_start) ||
+	    !memcmp(&o, &g->orc_told, sizeof(o)))
+		return;
+	g->orc_told = o;
+	g->smp->ops->guest_orc(g->smp, &o);
 }
 
 void cguest_set_sampler(struct cguest *g, struct sampler *s)
@@ -407,6 +440,7 @@ void cguest_set_sampler(struct cguest *g, struct sampler *s)
 	g->gone = false;
 	g->hellos_told = 0;
 	hello_tell(g);		/* a HELLO read before the sampler came */
+	orc_tell(g);
 }
 
 /* ---- channel ---------------------------------------------------------------- */
@@ -571,6 +605,7 @@ static int channel_read_bytes(struct collector *c, struct cguest *g)
 			if (err)
 				return err;
 			hello_tell(g);
+			orc_tell(g);
 			total += (size_t)n;
 			continue;
 		}
@@ -591,8 +626,14 @@ static int channel_read_bytes(struct collector *c, struct cguest *g)
 static int channel_read(struct collector *c, struct cguest *g)
 {
 	int err = channel_read_bytes(c, g);
+	uint64_t settled;
 
 	fetch_poll(g->fetch, g->fd, util_now_ms());
+	settled = fetch_settled(g->fetch);
+	if (settled != g->settled_seen) {
+		g->settled_seen = settled;
+		sync_images_changed(g->sy);
+	}
 	return err;
 }
 
@@ -699,15 +740,21 @@ static json_t *symbols_json(const struct collector *c)
  * Nonzero on ENOMEM. */
 static int callgraph_json(struct collector *c, struct cguest *g, json_t *root)
 {
-	uint64_t un, fr, ns;
+	struct sync_dwarf_stats d;
 	int bad = json_object_set_new(root, "callgraph", json_string(c->cfg.callgraph));
 
 	if (!c->cfg.host_file)
 		return bad;
-	sync_get_dwarf_stats(g->sy, &un, &fr, &ns);
-	return bad | json_object_set_new(root, "dwarf_unwind", json_pack("{s:I, s:I, s:I}",
-		"unwinds", (json_int_t)un, "frames", (json_int_t)fr,
-		"ns_avg", (json_int_t)(un ? ns / un : 0)));
+	sync_get_dwarf_stats(g->sy, &d);
+#define C(v) stats_json_count(v)
+	return bad | json_object_set_new(root, "dwarf_unwind", json_pack(
+		"{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+		"unwinds", C(d.unwinds), "frames", C(d.frames),
+		"ns_avg", C(d.unwinds ? d.ns / d.unwinds : 0),
+		"waited", C(d.waited), "redone", C(d.redone),
+		"cut_missing_binary", C(d.cut_missing), "waiting", C(d.waiting),
+		"waiting_peak", C(d.waiting_peak)));
+#undef C
 }
 
 static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
@@ -927,14 +974,49 @@ static void samplers_stop(struct collector *c)
 	}
 }
 
+/* -g dwarf: stacks still waiting for binaries the guest is sending (an
+ * attach whose guest runs on) get up to FINISH_WAIT_MS of channel reading
+ * for them to come; the final sync then files them. */
+static void finish_wait(struct collector *c)
+{
+	uint64_t until = util_now_ms() + FINISH_WAIT_MS;
+	struct pollfd pfd[MAX_GUESTS];
+	struct cguest *pg[MAX_GUESTS];
+
+	for (;;) {
+		uint64_t now = util_now_ms();
+		int n = 0, r;
+
+		for (size_t i = 0; i < c->nr_guests; i++) {
+			struct cguest *g = c->guests[i];
+
+			if (g->fd < 0 || !sync_nr_deferred(g->sy) || !fetch_busy(g->fetch))
+				continue;
+			pfd[n] = (struct pollfd){ .fd = g->fd, .events = POLLIN };
+			pg[n++] = g;
+		}
+		if (!n || now >= until)
+			return;
+		r = poll(pfd, (nfds_t)n, until - now < POLL_MAX_MS ? (int)(until - now) :
+			 POLL_MAX_MS);
+		if (r < 0 && errno != EINTR)
+			return;
+		for (int i = 0; i < n; i++)
+			if (channel_read(c, pg[i]))
+				return;
+	}
+}
+
 /* Stop sampling, then file everything: rings, held samples, store. */
 static int collector_finish(struct collector *c)
 {
-	uint64_t now = util_now_ms();
+	uint64_t now;
 	int ret = 0;
 	size_t i;
 
 	samplers_stop(c);
+	finish_wait(c);
+	now = util_now_ms();
 	for (i = 0; i < c->nr_guests; i++) {
 		int err = guest_sync(c, c->guests[i], now, true);
 

@@ -72,6 +72,8 @@ struct fetch {
 					 * its time counts from start_ms */
 	bool answered;			/* the relay answered some request */
 	bool mute;			/* it never did and one timed out */
+	uint64_t settled;		/* transfers ended (fetch_settled()) */
+	uint64_t tables[OPVM_KSYMS_TABLES];	/* this transfer's, 0: none yet */
 	char text[OPVM_REC_MAX / 10 * KLINE_MAX];	/* one record's lines */
 };
 
@@ -235,6 +237,7 @@ static void img_close(struct fetch *f, enum img_state state)
 	f->cur->received = 0;
 	f->cur->state = (uint8_t)state;
 	f->cur = NULL;
+	f->settled++;
 	f->resend = false;
 }
 
@@ -269,7 +272,7 @@ static size_t put_name(char *o, const uint8_t *s, size_t n)
 }
 
 size_t fetch_ksyms_text(const void *rec, size_t len, char *out, size_t outlen,
-			uint64_t *ok, uint64_t *bad, uint64_t *capped)
+			uint64_t *ok, uint64_t *bad, uint64_t *capped, uint64_t *tables)
 {
 	struct opvm_rec_ksyms k;
 	const uint8_t *p = (const uint8_t *)rec + sizeof(k), *end;
@@ -288,6 +291,7 @@ size_t fetch_ksyms_text(const void *rec, size_t len, char *out, size_t outlen,
 		uint64_t addr;
 		unsigned type = p[8], nlen = p[9];
 		char line[KLINE_MAX];
+		int table = -1;
 		size_t l;
 
 		memcpy(&addr, p, 8);
@@ -296,11 +300,15 @@ size_t fetch_ksyms_text(const void *rec, size_t len, char *out, size_t outlen,
 			(*bad)++;	/* a length that lies ends the record */
 			break;
 		}
-		if (!addr || !strchr("tTwW", (int)type) || !type) {
+		if (!addr || !type || (!strchr("tTwW", (int)type) &&
+		    (mlen || !strchr("rRdDbB", (int)type) ||
+		     (table = opvm_ksyms_table((const char *)p + 10, nlen)) < 0))) {
 			(*bad)++;
 			p += 10 + nlen;
 			continue;
 		}
+		if (table >= 0 && tables)
+			tables[table] = addr;
 		l = (size_t)snprintf(line, sizeof(line), "%016llx %c ",
 				     (unsigned long long)addr, (char)type);
 		l += put_name(line + l, p + 10, nlen);
@@ -340,9 +348,10 @@ static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 		f->bytes = 0;
 		room = FETCH_KSYMS_MAX_BYTES;
 		f->st.ksyms_syms = f->st.ksyms_bad = f->st.ksyms_capped = 0;
+		memset(f->tables, 0, sizeof(f->tables));	/* a new transfer */
 	}
 	n = fetch_ksyms_text(rec, len, f->text, room < sizeof(f->text) ? room : sizeof(f->text),
-			     &ok, &bad, &capped);
+			     &ok, &bad, &capped, f->tables);
 	f->st.ksyms_records++;
 	f->st.ksyms_bad += bad;
 	f->st.ksyms_capped += capped;
@@ -421,6 +430,48 @@ void fetch_want(struct fetch *f, const char *path, const uint8_t *bid, size_t le
 	}
 }
 
+int fetch_coming(const struct fetch *f, const uint8_t *bid, size_t len)
+{
+	if (!f->imgs || f->mute)
+		return 0;
+	for (size_t i = 0; i < f->nr_imgs; i++)
+		if (f->imgs[i].bid_len == len && !memcmp(f->imgs[i].bid, bid, len))
+			return f->imgs[i].state == IMG_WANT || f->imgs[i].state == IMG_ACTIVE;
+	return 0;
+}
+
+int fetch_kernel_orc(const struct fetch *f, uint64_t *ip_start, uint64_t *ip_stop,
+		     uint64_t *orc_start)
+{
+	const uint64_t *t = f->tables;
+
+	/* a kernel's layout: the offsets, right after them the entries */
+	if (!t[OPVM_KSYMS_ORC_IP_START] || t[OPVM_KSYMS_ORC_IP_STOP] <= t[OPVM_KSYMS_ORC_IP_START] ||
+	    !t[OPVM_KSYMS_ORC_START])
+		return -ENOENT;
+	*ip_start = t[OPVM_KSYMS_ORC_IP_START];
+	*ip_stop = t[OPVM_KSYMS_ORC_IP_STOP];
+	*orc_start = t[OPVM_KSYMS_ORC_START];
+	return 0;
+}
+
+uint64_t fetch_settled(const struct fetch *f)
+{
+	return f->settled;
+}
+
+int fetch_busy(const struct fetch *f)
+{
+	if (!f->imgs || f->mute)
+		return 0;
+	if (f->cur)
+		return 1;
+	for (size_t i = 0; i < f->nr_imgs; i++)
+		if (f->imgs[i].state == IMG_WANT)
+			return 1;
+	return 0;
+}
+
 /* Writes the request for f->cur from its received bytes on. */
 static int request_send(struct fetch *f, int fd)
 {
@@ -466,6 +517,7 @@ static void request_next(struct fetch *f, int fd, uint64_t now_ms)
 			continue;
 		if (f->st.data_bytes >= f->cfg.max_session) {
 			f->imgs[i].state = IMG_FAILED;
+			f->settled++;
 			f->st.session_cap++;
 			continue;
 		}
@@ -635,6 +687,7 @@ void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len)
 		 * where it stopped */
 		ksyms_close(f, false);
 		f->nr_mods = 0;		/* the walk names them again */
+		memset(f->tables, 0, sizeof(f->tables));	/* another boot's */
 		if (f->cur && f->cur->attempts < FETCH_ATTEMPTS)
 			f->resend = true;
 		else if (f->cur)

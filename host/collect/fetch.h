@@ -136,6 +136,21 @@ void fetch_want(struct fetch *f, const char *path, const uint8_t *bid, size_t le
  * connected.  Never blocks. */
 void fetch_poll(struct fetch *f, int fd, uint64_t now_ms);
 
+/* Whether the image with build-id bid is on its way: wanted or in
+ * transfer, with a relay that answers.  0 once it came, failed or was
+ * given up (then the file is in the cache, or will not be). */
+int fetch_coming(const struct fetch *f, const uint8_t *bid, size_t len);
+/* Where the guest kernel's ORC tables are (run-time addresses), from the
+ * kallsyms the guest is sending or sent since its last HELLO: 0, or
+ * -ENOENT while they are not known. */
+int fetch_kernel_orc(const struct fetch *f, uint64_t *ip_start, uint64_t *ip_stop,
+		     uint64_t *orc_start);
+/* Images whose transfer ended (cached or given up), a count that only
+ * grows: a change says a waiting unwind may go on (sync.h). */
+uint64_t fetch_settled(const struct fetch *f);
+/* Whether any image is wanted or in transfer with a relay that answers. */
+int fetch_busy(const struct fetch *f);
+
 const struct fetch_stats *fetch_get_stats(const struct fetch *f);
 /* The counters for session.json "fetch"; NULL on ENOMEM. */
 json_t *fetch_to_json(const struct fetch *f);
@@ -143,13 +158,15 @@ json_t *fetch_to_json(const struct fetch *f);
 /*
  * One KSYMS record (checked by chan_rec_check()) as kallsyms text lines
  * "ADDR TYPE NAME[\t[MODULE]]\n" into out (at most outlen bytes; entries
- * that do not fit are counted in *capped).  Entries with a bad length, a
- * type other than t/T/w/W or address 0 are skipped and counted in *bad;
- * bytes outside printable ASCII, spaces and brackets in names become '?'.
- * Returns the bytes written; *ok gets the symbols written.  Pure: the fuzz
- * target calls it.
+ * that do not fit are counted in *capped).  Entries with a bad length,
+ * address 0, or a type other than t/T/w/W (but for vmlinux's ORC table
+ * symbols, opvm_ksyms_table(), as r/R/d/D/b/B) are skipped and counted in
+ * *bad; bytes outside printable ASCII, spaces and brackets in names
+ * become '?'.  Returns the bytes written; *ok gets the symbols written;
+ * tables[OPVM_KSYMS_TABLES] (may be NULL) the addresses of the ORC table
+ * symbols seen.  Pure: the fuzz target calls it.
  */
 size_t fetch_ksyms_text(const void *rec, size_t len, char *out, size_t outlen,
-			uint64_t *ok, uint64_t *bad, uint64_t *capped);
+			uint64_t *ok, uint64_t *bad, uint64_t *capped, uint64_t *tables);
 
 #endif /* OPVM_FETCH_H */

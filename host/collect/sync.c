@@ -95,6 +95,17 @@ struct held {
 	uint64_t t;
 };
 
+/* A stack waiting for a binary (sync.h, first-session stacks): the sample
+ * with its own copies of the chain and the stack window after it. */
+struct deferred {
+	struct opvm_sample x;	/* x.chain, x.stack point into data[] */
+	uint64_t t;		/* ms, when it first waited */
+	uint64_t cr3n;		/* its process's address space then */
+	uint32_t tgid;		/* ... and the process */
+	size_t bytes;		/* of the whole allocation */
+	uint64_t data[];
+};
+
 struct sync {
 	struct store *st;
 	struct gstate *gs;
@@ -127,7 +138,11 @@ struct sync {
 			 char *out, size_t outlen);
 	void *host_file_arg;
 	uint8_t stack[OPVM_MAX_STACK];	/* the sample being taken's */
-	uint64_t dwarf_unwinds, dwarf_frames, dwarf_ns;
+	struct sync_dwarf_stats dws;
+	int (*image_wait)(const struct gstate_cookie *c, void *arg);
+	struct deferred **dq;		/* SYNC_DEFER_MAX, oldest first */
+	size_t dq_head, dq_nr, dq_bytes;
+	bool dq_kick;			/* a binary came: redo them all */
 	char start_exec[64];		/* --from-exec name, "" once started */
 	void (*image_used)(const struct gstate_cookie *c, void *arg);
 	void *image_arg;
@@ -190,6 +205,7 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 	if (cfg) {
 		s->image_used = cfg->image_used;
 		s->image_arg = cfg->image_arg;
+		s->image_wait = cfg->image_wait;
 	}
 	s->start_gen = UINT64_MAX;
 	s->hold_cap = cfg && cfg->hold_max ? cfg->hold_max : SYNC_HOLD_MAX_DEFAULT;
@@ -198,6 +214,8 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 		s->host_file = cfg->host_file;
 		s->host_file_arg = cfg->host_file_arg;
 		s->dw = unwind_dwarf_new();	/* NULL: user stacks stop early */
+		if (s->image_wait)
+			s->dq = calloc(SYNC_DEFER_MAX, sizeof(*s->dq));
 	}
 	while (nvc < nr_rings)
 		nvc <<= 1;
@@ -214,6 +232,7 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 	s->fmap = calloc((size_t)1 << s->fmap_bits, sizeof(*s->fmap));
 	s->nr_f = 1;		/* fid 0 means "none" */
 	if (!s->vc || !s->sc || !s->held || (nr_rings && !s->rings) ||
+	    (s->image_wait && s->host_file && !s->dq) ||
 	    !s->pfid || !s->poff || !s->soff || !s->fmap) {
 		sync_free(s);
 		errno = ENOMEM;
@@ -230,12 +249,13 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 
 void sync_free(struct sync *s)
 {
-	if (s) {
-		unwind_dwarf_free(s->dw);
-		store_stacks_close(s->stk);
-	}
 	if (!s)
 		return;
+	unwind_dwarf_free(s->dw);
+	store_stacks_close(s->stk);
+	for (size_t i = 0; i < s->dq_nr; i++)
+		free(s->dq[(s->dq_head + i) % SYNC_DEFER_MAX]);
+	free(s->dq);
 	free(s->rings);
 	free(s->vc);
 	free(s->sc);
@@ -948,10 +968,12 @@ static void chain_frame(struct sync *s, const struct gstate_process *p, uint64_t
 }
 
 /* unwind_dwarf()'s find_image: the mapping of the chain's process that
- * holds pc, and the host copy of its file. */
+ * holds pc, and the host copy of its file.  missing: the first image with
+ * a build-id the host had no file for. */
 struct dwarf_ctx {
 	struct sync *s;
 	const struct gstate_process *p;
+	const struct gstate_cookie *missing;
 	char path[4096];
 };
 
@@ -960,31 +982,38 @@ static int dwarf_image(void *arg, uint64_t pc, struct unwind_dwarf_image *out)
 	struct dwarf_ctx *d = arg;
 	const struct gstate_mapping *m = map_of(d->s, d->p, pc);
 
-	if (!m || !m->cookie ||
-	    d->s->host_file(d->s->host_file_arg, m->cookie->path, m->cookie->build_id,
-			    m->cookie->build_id_len, d->path, sizeof(d->path)))
+	if (!m || !m->cookie)
 		return -ENOENT;
+	if (d->s->host_file(d->s->host_file_arg, m->cookie->path, m->cookie->build_id,
+			    m->cookie->build_id_len, d->path, sizeof(d->path))) {
+		if (!d->missing && m->cookie->build_id_len)
+			d->missing = m->cookie;
+		return -ENOENT;
+	}
 	*out = (struct unwind_dwarf_image){ .path = d->path, .start = m->start, .end = m->end,
 					    .pgoff = m->pgoff };
 	return 0;
 }
 
 /* The whole chain of x, leaf first, into pcs: its own, and with a user
- * stack (-g dwarf) the user part unwound from it.  Returns how many. */
+ * stack (-g dwarf, unless !unwind) the user part unwound from it.  Returns
+ * how many; *missing: a binary the unwind needed and had no file for. */
 static unsigned chain_pcs(struct sync *s, const struct opvm_sample *x,
-			  const struct gstate_process *p, uint64_t *pcs)
+			  const struct gstate_process *p, uint64_t *pcs, bool unwind,
+			  const struct gstate_cookie **missing)
 {
 	struct unwind_regs r = { .ip = x->user_ip, .sp = x->user_sp, .bp = x->user_bp, .cpl = 3 };
-	struct dwarf_ctx d = { s, p, "" };
+	struct dwarf_ctx d = { s, p, NULL, "" };
 	unsigned n = 0, k;
 	int64_t t0;
 
+	*missing = NULL;
 	pcs[n++] = x->rip;
 	for (unsigned i = 0; i < x->nr_chain && n < STORE_STACKS_MAX_FRAMES; i++)
 		pcs[n++] = x->chain[i];
 	if (!(x->flags & OPVM_SAMPLE_STACK) || n >= STORE_STACKS_MAX_FRAMES)
 		return n;
-	if (!s->dw || !p) {
+	if (!s->dw || !p || !unwind) {
 		if (x->cpl != 3)	/* at least where the task was */
 			pcs[n++] = x->user_ip;
 		return n;
@@ -995,20 +1024,21 @@ static unsigned chain_pcs(struct sync *s, const struct opvm_sample *x,
 	t0 = util_now_ns();
 	k = unwind_dwarf(s->dw, &r, x->stack, x->stack_len, dwarf_image, &d, pcs + n,
 			 STORE_STACKS_MAX_FRAMES - n, NULL);
-	s->dwarf_ns += (uint64_t)(util_now_ns() - t0);
-	s->dwarf_unwinds++;
-	s->dwarf_frames += k;
+	s->dws.ns += (uint64_t)(util_now_ns() - t0);
+	s->dws.unwinds++;
+	s->dws.frames += k;
+	*missing = d.missing;
 	return k ? n + k : n + (x->cpl == 3);
 }
 
-/* Files x's chain (leaf first) in the stack table, under its process. */
-static void file_chain(struct sync *s, const struct opvm_sample *x)
+/* Files the chain pcs[0..nr) of x (leaf first) in the stack table, under
+ * its process p. */
+static void chain_store(struct sync *s, const struct opvm_sample *x,
+			const struct gstate_process *p, const uint64_t *pcs, unsigned nr)
 {
 	struct store_frame f[STORE_STACKS_MAX_FRAMES];
-	uint64_t pcs[STORE_STACKS_MAX_FRAMES];
-	const struct gstate_process *p = chain_proc(s, x);
 	const char *app = p ? proc_app(p) : NAME_UNKNOWN;
-	unsigned n = 0, nr = chain_pcs(s, x, p, pcs);
+	unsigned n = 0;
 
 	if (x->rip < OPVM_KERNEL_HALF && x->cpl != 3)
 		app = NAME_BOOT;
@@ -1026,6 +1056,136 @@ static void file_chain(struct sync *s, const struct opvm_sample *x)
 		store_stack_add(s->stk, x->event, app, f, n);
 	else
 		store_stack_lost(s->st);
+}
+
+enum { CHAIN_WHOLE = 0, CHAIN_CUT = 1, CHAIN_WAIT = 2 };
+
+/* Unwinds x's chain and files it, unless it met a binary the guest is
+ * still sending and may_wait: CHAIN_WAIT, nothing filed.  A deferred x
+ * (d) is unwound only in the process it was taken in. */
+static int chain_try(struct sync *s, const struct opvm_sample *x, const struct deferred *d,
+		     bool may_wait)
+{
+	uint64_t pcs[STORE_STACKS_MAX_FRAMES];
+	const struct gstate_process *p = chain_proc(s, x);
+	const struct gstate_cookie *missing;
+	bool same = !d || (p && p->tgid == d->tgid && p->cr3 == d->cr3n);
+	unsigned nr = chain_pcs(s, x, same ? p : NULL, pcs, same, &missing);
+
+	if (!same && p)		/* exec'd or gone: its frames cannot be named */
+		p = NULL;
+	if (missing && may_wait && s->image_wait && s->image_wait(missing, s->image_arg))
+		return CHAIN_WAIT;
+	if (missing || !same)
+		s->dws.cut_missing++;
+	chain_store(s, x, p, pcs, nr);
+	return missing || !same ? CHAIN_CUT : CHAIN_WHOLE;
+}
+
+/* ---- stacks waiting for a binary (sync.h) ------------------------------------ */
+
+static void defer_free(struct sync *s, struct deferred *d)
+{
+	s->dq_bytes -= d->bytes;
+	free(d);
+}
+
+/* Files the oldest waiting stack with what there is. */
+static void defer_evict_one(struct sync *s)
+{
+	struct deferred *d = s->dq[s->dq_head];
+
+	chain_try(s, &d->x, d, false);
+	defer_free(s, d);
+	s->dq_head = (s->dq_head + 1) % SYNC_DEFER_MAX;
+	s->dq_nr--;
+}
+
+/* Queues x to be unwound again later; 0, or -ENOMEM (then x is filed). */
+static int defer(struct sync *s, const struct opvm_sample *x, uint64_t now)
+{
+	const struct gstate_process *p = chain_proc(s, x);
+	size_t chain = (size_t)x->nr_chain * sizeof(uint64_t), bytes;
+	struct deferred *d;
+
+	bytes = sizeof(*d) + chain + x->stack_len;
+	while (s->dq_nr && (s->dq_nr == SYNC_DEFER_MAX ||
+			    s->dq_bytes + bytes > SYNC_DEFER_MAX_BYTES))
+		defer_evict_one(s);
+	d = p ? malloc(bytes) : NULL;
+	if (!d)
+		return -ENOMEM;
+	d->x = *x;
+	d->t = now;
+	d->tgid = p->tgid;
+	d->cr3n = p->cr3;
+	d->bytes = bytes;
+	d->x.chain = x->nr_chain ? memcpy(d->data, x->chain, chain) : NULL;
+	d->x.stack = memcpy((uint8_t *)d->data + chain, x->stack, x->stack_len);
+	s->dq[(s->dq_head + s->dq_nr) % SYNC_DEFER_MAX] = d;
+	s->dq_nr++;
+	s->dq_bytes += bytes;
+	s->dws.waited++;
+	if (s->dq_nr > s->dws.waiting_peak)
+		s->dws.waiting_peak = s->dq_nr;
+	return 0;
+}
+
+/*
+ * The waiting stacks.  After a binary came (dq_kick), each is unwound
+ * again and filed if whole (or too old), else kept in order; with all
+ * (the end), each is filed with what there is; with tgid (the process is
+ * about to be forgotten), its own are, the others wait on unless too old.
+ * Otherwise only the expired ones at the head go.
+ */
+static void defer_retry(struct sync *s, uint64_t now, bool all, uint32_t tgid)
+{
+	size_t n = s->dq_nr, kept = 0;
+	bool kick;
+
+	if (!n)
+		return;
+	if (!all && !tgid && !s->dq_kick) {
+		while (s->dq_nr && now - s->dq[s->dq_head]->t >= SYNC_DEFER_MS)
+			defer_evict_one(s);
+		return;
+	}
+	kick = s->dq_kick;
+	if (!tgid)
+		s->dq_kick = false;
+	for (size_t i = 0; i < n; i++) {
+		struct deferred *d = s->dq[(s->dq_head + i) % SYNC_DEFER_MAX];
+		bool wait = !all && d->tgid != tgid && now - d->t < SYNC_DEFER_MS;
+		int r = wait && !(kick && !tgid) ? CHAIN_WAIT : chain_try(s, &d->x, d, wait);
+
+		if (r == CHAIN_WAIT) {
+			s->dq[(s->dq_head + kept++) % SYNC_DEFER_MAX] = d;
+			continue;
+		}
+		if (r == CHAIN_WHOLE)
+			s->dws.redone++;
+		defer_free(s, d);
+	}
+	s->dq_nr = kept;
+	if (!kept)
+		s->dq_head = 0;
+}
+
+void sync_images_changed(struct sync *s)
+{
+	s->dq_kick = s->dq_nr > 0;
+}
+
+size_t sync_nr_deferred(const struct sync *s)
+{
+	return s->dq_nr;
+}
+
+/* Files x's chain, or queues it to wait for a binary (sync.h). */
+static void file_chain(struct sync *s, const struct opvm_sample *x, uint64_t now)
+{
+	if (chain_try(s, x, NULL, s->dq != NULL) == CHAIN_WAIT && defer(s, x, now))
+		chain_try(s, x, NULL, false);
 }
 
 static inline void take(struct sync *s, const struct opvm_sample *x, uint64_t now)
@@ -1046,7 +1206,7 @@ static inline void take(struct sync *s, const struct opvm_sample *x, uint64_t no
 			store_stack_lost(s->st);
 		hold(s, x, now);
 	} else if (s->chains) {
-		file_chain(s, x);
+		file_chain(s, x, now);
 	}
 }
 
@@ -1093,6 +1253,7 @@ int sync_run(struct sync *s, uint64_t now_ms)
 	s->first_err = 0;
 	held_retry(s, now_ms, false, false);
 	drain(s, now_ms);
+	defer_retry(s, now_ms, false, 0);
 	err = s->first_err;
 	s->first_err = 0;
 	return err;
@@ -1112,6 +1273,9 @@ int sync_forget_process(struct sync *s, uint32_t tgid, uint64_t now_ms)
 		s->force_tgid = 0;
 		flush(s);
 	}
+	/* its waiting stacks need its mappings, which are about to go */
+	if (tgid)
+		defer_retry(s, now_ms, false, tgid);
 	err = s->first_err;
 	s->first_err = 0;
 	return err;
@@ -1137,6 +1301,7 @@ int sync_flush(struct sync *s, uint64_t now_ms)
 	s->first_err = 0;
 	held_retry(s, now_ms, true, true);
 	flush(s);
+	defer_retry(s, now_ms, true, 0);
 	if (!err)
 		err = s->first_err;
 	s->first_err = 0;
@@ -1154,12 +1319,10 @@ void sync_get_stats(const struct sync *s, struct opvm_stats *out)
 	out->guest_lost = gstate_get_stats(s->gs)->guest_lost;
 }
 
-void sync_get_dwarf_stats(const struct sync *s, uint64_t *unwinds, uint64_t *frames,
-			  uint64_t *ns)
+void sync_get_dwarf_stats(const struct sync *s, struct sync_dwarf_stats *out)
 {
-	*unwinds = s->dwarf_unwinds;
-	*frames = s->dwarf_frames;
-	*ns = s->dwarf_ns;
+	*out = s->dws;
+	out->waiting = s->dq_nr;
 }
 
 size_t sync_nr_held(const struct sync *s)

@@ -117,6 +117,38 @@ struct sync_config {
 	 * may be called again for the same image.  NULL: nothing. */
 	void (*image_used)(const struct gstate_cookie *c, void *arg);
 	void *image_arg;
+	/* -g dwarf: an unwind needed c's binary and the host has no file for
+	 * it: 1 if the guest is sending it (asked now if need be), so the
+	 * unwind waits for it (below); 0 if it will not come.  NULL: never
+	 * waits.  Called with image_arg. */
+	int (*image_wait)(const struct gstate_cookie *c, void *arg);
+};
+
+/*
+ * First-session stacks (-g dwarf): a user stack whose unwind met a frame
+ * in a binary the host does not have yet, while image_wait says the guest
+ * is sending it, is not filed cut short: its sample is filed in the sample
+ * files as usual, its registers, chain and stack copy wait in a bounded
+ * queue (SYNC_DEFER_MAX entries, SYNC_DEFER_MAX_BYTES, SYNC_DEFER_MS) and
+ * its unwind is redone after sync_images_changed(), then filed in the
+ * stack table.  What cannot wait (queue full, too old, the process gone or
+ * changed, the end of the session) is unwound with what there is and
+ * counted in cut_missing, as is every unwind that met a binary that never
+ * came.
+ */
+#define SYNC_DEFER_MAX		8192
+#define SYNC_DEFER_MAX_BYTES	((size_t)48 << 20)
+#define SYNC_DEFER_MS		30000
+
+struct sync_dwarf_stats {
+	uint64_t unwinds, frames, ns;	/* unwinds done (redone ones too),
+					 * frames they gave, time (ns) */
+	uint64_t waited;		/* stacks that waited for a binary */
+	uint64_t redone;		/* ... and were whole once it came */
+	uint64_t cut_missing;		/* stacks filed although a binary
+					 * they went through was missing */
+	uint64_t waiting;		/* in the queue now */
+	uint64_t waiting_peak;		/* most at once */
 };
 
 /* rings[0..nr_rings) are drained in order; the sync does not own st, gs or
@@ -160,9 +192,14 @@ int sync_started(const struct sync *s, uint64_t *at_ms);
 size_t sync_nr_held(const struct sync *s);
 uint64_t sync_store_errors(const struct sync *s);
 
-/* -g dwarf: user stacks unwound, the frames they gave and the time it
- * took (ns), since sync_new(). */
-void sync_get_dwarf_stats(const struct sync *s, uint64_t *unwinds, uint64_t *frames,
-			  uint64_t *ns);
+/* -g dwarf: user stacks unwound, the frames they gave, the time it took,
+ * and the first-session waits above, since sync_new(). */
+void sync_get_dwarf_stats(const struct sync *s, struct sync_dwarf_stats *out);
+
+/* -g dwarf: a binary the guest was sending arrived (or its transfer
+ * ended): the waiting unwinds are redone at the next sync_run(). */
+void sync_images_changed(struct sync *s);
+/* Stacks waiting for a binary (first-session stacks above). */
+size_t sync_nr_deferred(const struct sync *s);
 
 #endif /* OPVM_SYNC_H */

@@ -53,7 +53,7 @@ static void check_ksyms(const struct opvm_rec_hdr *rec, size_t len)
 	static char out[64 * 1024];
 	uint64_t ok, bad, capped, lines = 0;
 	size_t outlen = 1 + (len * 7) % sizeof(out);	/* sometimes short */
-	size_t n = fetch_ksyms_text(rec, len, out, outlen, &ok, &bad, &capped);
+	size_t n = fetch_ksyms_text(rec, len, out, outlen, &ok, &bad, &capped, NULL);
 
 	if (n > outlen)
 		abort();

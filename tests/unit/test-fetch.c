@@ -84,7 +84,7 @@ static void test_text(void **state)
 	krec_add(&k, 0xffffffff81003000, 'W', "weak", -1);
 	len = krec_done(&k, "mod ]x");
 	assert_true(chan_rec_check(k.buf, len));
-	n = fetch_ksyms_text(k.buf, len, out, sizeof(out), &ok, &bad, &capped);
+	n = fetch_ksyms_text(k.buf, len, out, sizeof(out), &ok, &bad, &capped, NULL);
 	out[n] = '\0';
 	assert_int_equal(ok, 3);
 	assert_int_equal(bad, 2);
@@ -95,7 +95,7 @@ static void test_text(void **state)
 		"ffffffff81003000 W weak\t[mod??x]\n");
 
 	/* a short buffer: whole lines only, the rest counted */
-	n = fetch_ksyms_text(k.buf, len, out, 40, &ok, &bad, &capped);
+	n = fetch_ksyms_text(k.buf, len, out, 40, &ok, &bad, &capped, NULL);
 	assert_int_equal(ok, 1);
 	assert_int_equal(capped, 2);
 	assert_true(n <= 40);
@@ -105,11 +105,48 @@ static void test_text(void **state)
 	krec_add(&k, 0xffffffff81000000, 'T', "_text", -1);
 	krec_add(&k, 0xffffffff81000010, 'T', "x", 100);
 	len = krec_done(&k, "");
-	n = fetch_ksyms_text(k.buf, len, out, sizeof(out), &ok, &bad, &capped);
+	n = fetch_ksyms_text(k.buf, len, out, sizeof(out), &ok, &bad, &capped, NULL);
 	assert_int_equal(ok, 1);
 	assert_int_equal(bad, 1);
 	out[n] = '\0';
 	assert_string_equal(out, "ffffffff81000000 T _text\n");
+}
+
+/* Where the ORC tables are: vmlinux's table symbols pass with their data
+ * type and are reported; other data symbols, and the names in a module's
+ * record, are refused. */
+static void test_orc_tables(void **state)
+{
+	struct krec k;
+	char out[4096];
+	uint64_t ok, bad, capped, t[OPVM_KSYMS_TABLES] = { 0 };
+	size_t len, n;
+
+	krec_init(&k);
+	krec_add(&k, 0xffffffff82c5f474, 'R', "__start_orc_unwind_ip", -1);
+	krec_add(&k, 0xffffffff82dd71b8, 'R', "__stop_orc_unwind_ip", -1);
+	krec_add(&k, 0xffffffff82dd71b8, 'R', "__start_orc_unwind", -1);
+	krec_add(&k, 0xffffffff83000000, 'D', "__start_orc_unwind_ipx", -1);
+	krec_add(&k, 0xffffffff83000000, 'A', "__stop_orc_unwind", -1);	/* no such type */
+	len = krec_done(&k, "");
+	n = fetch_ksyms_text(k.buf, len, out, sizeof(out), &ok, &bad, &capped, t);
+	out[n] = '\0';
+	assert_int_equal(ok, 3);
+	assert_int_equal(bad, 2);
+	assert_true(t[OPVM_KSYMS_ORC_IP_START] == 0xffffffff82c5f474ull);
+	assert_true(t[OPVM_KSYMS_ORC_IP_STOP] == 0xffffffff82dd71b8ull);
+	assert_true(t[OPVM_KSYMS_ORC_START] == 0xffffffff82dd71b8ull);
+	assert_true(t[OPVM_KSYMS_ORC_STOP] == 0);
+	assert_non_null(strstr(out, "ffffffff82c5f474 R __start_orc_unwind_ip\n"));
+
+	memset(t, 0, sizeof(t));
+	krec_init(&k);
+	krec_add(&k, 0xffffffffc0001000, 'r', "__start_orc_unwind_ip", -1);
+	len = krec_done(&k, "somemod");
+	fetch_ksyms_text(k.buf, len, out, sizeof(out), &ok, &bad, &capped, t);
+	assert_int_equal(ok, 0);
+	assert_int_equal(bad, 1);
+	assert_true(t[OPVM_KSYMS_ORC_IP_START] == 0);
 }
 
 /* The guest's packer (opvm_proto.h, used by the relay and opvm.ko's own
@@ -141,7 +178,7 @@ static void test_guest_packer(void **state)
 	r.k.hdr.type = OPVM_REC_KSYMS;
 	r.k.hdr.len = (uint32_t)len;
 	assert_true(chan_rec_check(r.b, len));
-	n = fetch_ksyms_text(r.b, len, out, sizeof(out), &ok, &bad, &capped);
+	n = fetch_ksyms_text(r.b, len, out, sizeof(out), &ok, &bad, &capped, NULL);
 	assert_int_equal(ok, nr);
 	assert_int_equal(bad + capped, 0);
 	out[n] = '\0';
@@ -646,6 +683,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text),
+		cmocka_unit_test(test_orc_tables),
 		cmocka_unit_test(test_guest_packer),
 		cmocka_unit_test(test_cache_prune),
 		cmocka_unit_test(test_transfer),

@@ -22,11 +22,15 @@ struct callgraph {
 	struct guestmem *mem;
 	struct guestmem_view *view;
 
-	/* HELLO's kernel, published by callgraph_hello() */
+	/* The kernel's ORC tables as the collector's thread last published
+	 * them (callgraph_hello(), callgraph_orc()): run-time addresses, 0
+	 * while unknown, and the entry format. */
 	atomic_uint hello_gen;		/* odd while being written */
-	_Atomic uint64_t slide;
-	atomic_uint version;		/* ORC format; 0: no slide known */
-	unsigned loaded_gen;		/* the hello the ORC table is from */
+	_Atomic uint64_t ip_start, ip_stop, orc_start;
+	atomic_uint version;		/* ORC format; 0: release unknown */
+	atomic_uint from_kallsyms;	/* the addresses came from the guest */
+	unsigned loaded_gen;		/* the publication the table is from */
+	uint64_t loaded_ip_start;	/* where the loaded table is */
 
 	struct unwind_orc *orc;
 	struct callgraph_stats st;
@@ -75,18 +79,41 @@ static int hello_slide(const struct sampler_callgraph_cfg *cfg, const struct sam
 	return -ENOENT;
 }
 
-void callgraph_hello(struct callgraph *cg, const struct sampler_hello *h)
+/* Publishes the tables' run-time addresses to the sampling thread, which
+ * loads them in callgraph_idle(); version < 0 keeps the current one. */
+static void orc_publish(struct callgraph *cg, uint64_t ip_start, uint64_t ip_stop,
+			uint64_t orc_start, int version, unsigned from_kallsyms)
 {
 	unsigned gen = atomic_load_explicit(&cg->hello_gen, memory_order_relaxed);
-	uint64_t slide = 0;
-	unsigned version = 0;
 
-	if (cg->cfg.orc_ip_start && !hello_slide(&cg->cfg, h, &slide))
-		version = unwind_orc_version(h->release);
 	atomic_store_explicit(&cg->hello_gen, gen + 1, memory_order_relaxed);
-	atomic_store_explicit(&cg->slide, slide, memory_order_release);
-	atomic_store_explicit(&cg->version, version, memory_order_release);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&cg->ip_start, ip_start, memory_order_relaxed);
+	atomic_store_explicit(&cg->ip_stop, ip_stop, memory_order_relaxed);
+	atomic_store_explicit(&cg->orc_start, orc_start, memory_order_relaxed);
+	atomic_store_explicit(&cg->from_kallsyms, from_kallsyms, memory_order_relaxed);
+	if (version >= 0)
+		atomic_store_explicit(&cg->version, (unsigned)version, memory_order_relaxed);
 	atomic_store_explicit(&cg->hello_gen, gen + 2, memory_order_release);
+}
+
+void callgraph_hello(struct callgraph *cg, const struct sampler_hello *h)
+{
+	uint64_t slide = 0;
+	int version = (int)unwind_orc_version(h->release);
+
+	/* a new boot: System.map's tables moved by its slide, else none
+	 * until its kallsyms locate them (callgraph_orc()) */
+	if (cg->cfg.orc_ip_start && !hello_slide(&cg->cfg, h, &slide))
+		orc_publish(cg, cg->cfg.orc_ip_start + slide, cg->cfg.orc_ip_stop + slide,
+			    cg->cfg.orc_start + slide, version, 0);
+	else
+		orc_publish(cg, 0, 0, 0, version, 0);
+}
+
+void callgraph_orc(struct callgraph *cg, const struct sampler_orc *o)
+{
+	orc_publish(cg, o->ip_start, o->ip_stop, o->orc_start, -1, 1);
 }
 
 /* Reads for the table load: big, once, with the guest running. */
@@ -107,31 +134,44 @@ void callgraph_idle(struct callgraph *cg, uint64_t kernel_cr3)
 	unsigned g1 = atomic_load_explicit(&cg->hello_gen, memory_order_acquire), g2, version;
 	struct plain_read pr = { cg->mem, kernel_cr3 & ~0x1fffull };
 	struct unwind_mem um = { plain_read, &pr };
-	uint64_t slide;
+	uint64_t ip_start, ip_stop, orc_start;
+	unsigned kallsyms;
 
 	if (g1 == cg->loaded_gen || (g1 & 1) || !cg->mem || !kernel_cr3)
 		return;
-	slide = atomic_load_explicit(&cg->slide, memory_order_acquire);
-	version = atomic_load_explicit(&cg->version, memory_order_acquire);
+	ip_start = atomic_load_explicit(&cg->ip_start, memory_order_relaxed);
+	ip_stop = atomic_load_explicit(&cg->ip_stop, memory_order_relaxed);
+	orc_start = atomic_load_explicit(&cg->orc_start, memory_order_relaxed);
+	kallsyms = atomic_load_explicit(&cg->from_kallsyms, memory_order_relaxed);
+	version = atomic_load_explicit(&cg->version, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
 	g2 = atomic_load_explicit(&cg->hello_gen, memory_order_relaxed);
 	if (g1 != g2)
 		return;		/* rewritten meanwhile: next time */
 	cg->loaded_gen = g1;
-	unwind_orc_free(cg->orc);
-	cg->orc = NULL;
-	cg->st.orc_entries = 0;
-	if (!version) {
+	if (cg->orc && ip_start == cg->loaded_ip_start)
+		return;		/* the guest's kallsyms agree with System.map */
+	if (!version || !ip_start) {
+		if (cg->orc)	/* a new boot's tables are not known yet */
+			unwind_orc_free(cg->orc);
+		cg->orc = NULL;
+		cg->st.orc_entries = 0;
 		snprintf(cg->st.orc_error, sizeof(cg->st.orc_error), "%s",
+			 !version ? "the guest kernel's release has no known ORC format" :
 			 cg->cfg.orc_ip_start ? "the kernel's KASLR slide is not known "
-			 "(HELLO's anchor is not in System.map)" : "System.map has no ORC tables");
+			 "(HELLO's anchor is not in System.map)" :
+			 "no System.map, and the guest's kallsyms did not locate the ORC "
+			 "tables (is opvm-relay running, and as new as opvm?)");
 		return;
 	}
-	cg->orc = unwind_orc_load(&um, cg->cfg.orc_ip_start + slide, cg->cfg.orc_ip_stop + slide,
-				  cg->cfg.orc_start + slide, version, cg->st.orc_error,
+	unwind_orc_free(cg->orc);
+	cg->orc = unwind_orc_load(&um, ip_start, ip_stop, orc_start, version, cg->st.orc_error,
 				  sizeof(cg->st.orc_error));
+	cg->st.orc_entries = cg->orc ? unwind_orc_nr(cg->orc) : 0;
+	cg->loaded_ip_start = cg->orc ? ip_start : 0;
 	if (cg->orc) {
-		cg->st.orc_entries = unwind_orc_nr(cg->orc);
 		cg->st.orc_error[0] = '\0';
+		cg->st.orc_from_kallsyms = kallsyms;
 	}
 }
 

@@ -31,6 +31,7 @@ struct callgraph_stats {
 	uint64_t pages;			/* guest pages read */
 	uint64_t cost_ns;		/* time in callgraph_walk() */
 	uint64_t orc_entries;		/* entries of the loaded ORC table */
+	unsigned orc_from_kallsyms;	/* ... located by the guest's kallsyms */
 	char orc_error[160];		/* why the ORC tables did not load */
 };
 
@@ -39,8 +40,12 @@ struct callgraph_stats {
 struct callgraph *callgraph_new(const struct sampler_callgraph_cfg *cfg, struct guestmem *mem);
 void callgraph_free(struct callgraph *cg);	/* NULL-safe */
 
-/* A HELLO: the kernel may be a new one (reboot): its slide and ORC format. */
+/* A HELLO: the kernel may be a new one (reboot): its slide and ORC format;
+ * the tables System.map locates, else none until callgraph_orc(). */
 void callgraph_hello(struct callgraph *cg, const struct sampler_hello *h);
+/* The guest's kallsyms located this boot's ORC tables (after its HELLO):
+ * they are loaded from there, with no System.map. */
+void callgraph_orc(struct callgraph *cg, const struct sampler_orc *o);
 
 /* SAMPLER_CG_DWARF: where the user part starts, for the collector to
  * unwind (lib/sample.h's OPVM_SAMPLE_STACK). */

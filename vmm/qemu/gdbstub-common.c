@@ -122,7 +122,9 @@ static void summary_callgraph(struct sampler *s, FILE *out)
 		util_fprintf_wrapped(out, 4, "  kernel stacks: %llu, %llu of them on into the "
 			"user task; %s", (unsigned long long)cs.kernel_walks,
 			(unsigned long long)cs.kernel_to_user,
-			cs.orc_entries ? "by the kernel's ORC tables" : cs.orc_error);
+			!cs.orc_entries ? cs.orc_error : cs.orc_from_kallsyms ?
+			"by the kernel's ORC tables, located by its kallsyms" :
+			"by the kernel's ORC tables");
 }
 
 void qemu_backend_summary(const struct backend_target *t, unsigned rate_hz,

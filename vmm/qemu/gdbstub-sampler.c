@@ -613,6 +613,15 @@ static void qs_guest_hello(struct sampler *s, const struct sampler_hello *h)
 		callgraph_hello(q->cg, h);
 }
 
+/* The guest's kallsyms located its ORC tables: kernel stacks from there. */
+static void qs_guest_orc(struct sampler *s, const struct sampler_orc *o)
+{
+	struct qsamp *q = to_q(s);
+
+	if (q->cg)
+		callgraph_orc(q->cg, o);
+}
+
 static const struct sampler_ops qemu_sampler_ops = {
 	.name = "gdbstub",
 	.start = qs_start,
@@ -621,6 +630,7 @@ static const struct sampler_ops qemu_sampler_ops = {
 	.last_error = qs_last_error,
 	.get_stats = qs_get_stats,
 	.guest_hello = qs_guest_hello,
+	.guest_orc = qs_guest_orc,
 	.free = qs_free,
 };
 
