@@ -695,6 +695,120 @@ static uint64_t rnd(void)
 	return lcg >> 33;
 }
 
+/* ---- -g dwarf: stacks that wait for a binary -------------------------------- */
+
+struct wait_fix {
+	int have;		/* host_file finds the binary */
+	int coming;		/* image_wait: the guest is sending it */
+	unsigned asked;		/* image_wait calls */
+};
+
+static int wait_host_file(void *arg, const char *path, const uint8_t *bid, size_t len,
+			  char *out, size_t outlen)
+{
+	struct wait_fix *w = arg;
+
+	if (!w->have)
+		return -ENOENT;
+	snprintf(out, outlen, "/proc/self/exe");	/* an ELF; the unwind may stop */
+	return 0;
+}
+
+static int wait_image(const struct gstate_cookie *c, void *arg)
+{
+	struct wait_fix *w = arg;
+
+	w->asked++;
+	assert_int_equal(c->build_id_len, 2);
+	return w->coming;
+}
+
+/* A sample in /bin/app (build-id abcd) with a user stack to unwind. */
+static int take_stack(struct fix *f, uint64_t now)
+{
+	static const uint8_t stack[64];
+	struct opvm_sample x = user(CR3_A, EXE_LO + 0x100, 100, 100);
+
+	x.flags |= OPVM_SAMPLE_STACK;
+	x.user_ip = x.rip;
+	x.user_sp = 0x7ffe0000;
+	x.user_bp = 0;
+	x.stack = stack;
+	x.stack_len = sizeof(stack);
+	return sync_sample(f->sy, &x, now);
+}
+
+/* First-session stacks (sync.h): an unwind that needs a binary on its way
+ * waits, and is redone when it came; one that cannot wait (not coming, its
+ * process going, too old, the end) is filed and counted cut short. */
+static void test_dwarf_wait(void **state)
+{
+	struct wait_fix w = { .coming = 1 };
+	struct sync_config cfg = { .hold_ms = 1000, .chains = true,
+				   .host_file = wait_host_file, .host_file_arg = &w,
+				   .image_wait = wait_image, .image_arg = &w };
+	struct sync_dwarf_stats d;
+	struct fix f;
+
+	fix_open(&f, OPVM_SEP_LIB | OPVM_SEP_KERNEL, 1000, 0, true);
+	sync_free(f.sy);
+	cfg.image_arg = &w;
+	f.sy = sync_new(f.st, f.gs, f.rings, 2, &cfg);
+	assert_non_null(f.sy);
+
+	/* waits, then whole once the binary is there */
+	assert_int_equal(take_stack(&f, 10), 0);
+	assert_int_equal(sync_nr_deferred(f.sy), 1);
+	assert_int_equal(sync_run(f.sy, 20), 0);
+	assert_int_equal(sync_nr_deferred(f.sy), 1);	/* nothing came */
+	w.have = 1;
+	sync_images_changed(f.sy);
+	assert_int_equal(sync_run(f.sy, 30), 0);
+	assert_int_equal(sync_nr_deferred(f.sy), 0);
+	sync_get_dwarf_stats(f.sy, &d);
+	assert_int_equal(d.waited, 1);
+	assert_int_equal(d.redone, 1);
+	assert_int_equal(d.cut_missing, 0);
+	assert_int_equal(d.waiting_peak, 1);
+
+	/* the binary will not come: filed at once, counted */
+	w.have = 0;
+	w.coming = 0;
+	assert_int_equal(take_stack(&f, 40), 0);
+	assert_int_equal(sync_nr_deferred(f.sy), 0);
+	sync_get_dwarf_stats(f.sy, &d);
+	assert_int_equal(d.cut_missing, 1);
+
+	/* its process is about to go: filed with what there is */
+	w.coming = 1;
+	assert_int_equal(take_stack(&f, 50), 0);
+	assert_int_equal(take_stack(&f, 50), 0);
+	assert_int_equal(sync_nr_deferred(f.sy), 2);
+	assert_int_equal(sync_forget_process(f.sy, 200, 60), 0);	/* another */
+	assert_int_equal(sync_nr_deferred(f.sy), 2);
+	assert_int_equal(sync_forget_process(f.sy, 100, 60), 0);
+	assert_int_equal(sync_nr_deferred(f.sy), 0);
+
+	/* too old, then the end of the session */
+	assert_int_equal(take_stack(&f, 100), 0);
+	assert_int_equal(take_stack(&f, 100 + SYNC_DEFER_MS / 2), 0);
+	assert_int_equal(sync_run(f.sy, 100 + SYNC_DEFER_MS), 0);
+	assert_int_equal(sync_nr_deferred(f.sy), 1);
+	assert_int_equal(sync_flush(f.sy, 200 + SYNC_DEFER_MS), 0);
+	assert_int_equal(sync_nr_deferred(f.sy), 0);
+	sync_get_dwarf_stats(f.sy, &d);
+	assert_int_equal(d.waited, 5);
+	assert_int_equal(d.redone, 1);
+	assert_int_equal(d.cut_missing, 5);
+	assert_int_equal(d.waiting, 0);
+	assert_true(w.asked >= 6);
+
+	/* a waiting stack left at sync_free() is freed (ASan checks) */
+	assert_int_equal(take_stack(&f, 300 + SYNC_DEFER_MS), 0);
+	assert_int_equal(sync_nr_deferred(f.sy), 1);
+	fix_close(&f);
+}
+
 static void test_random_consistency(void **state)
 {
 	static const unsigned seps[] = { OPVM_SEP_NONE, OPVM_SEP_ALL,
@@ -789,6 +903,7 @@ int main(void)
 		cmocka_unit_test(test_overflow_stats),
 		cmocka_unit_test(test_seed_1_99),
 		cmocka_unit_test(test_random_consistency),
+		cmocka_unit_test(test_dwarf_wait),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
