@@ -586,7 +586,6 @@ static int file_kernel(struct sync *s, const struct opvm_sample *x, bool force)
 	const char *app = NULL, *image;
 	uint64_t offset, lo, hi;
 	uint32_t fid;
-	char name[48];
 	struct skey k;
 	struct cent *ce;
 	int ret;
@@ -661,13 +660,11 @@ static int file_kernel(struct sync *s, const struct opvm_sample *x, bool force)
 			app = NAME_KTHREAD;
 		else if (p)
 			app = proc_app(p);
-		else if (!gstate_get_hello(s->gs)) {
-			snprintf(name, sizeof(name), "{anon-cr3:0x%llx}",
-				 (unsigned long long)opvm_cr3_normalise(x->cr3));
-			app = name;
-			k.app = TAG_ANON_CR3;
-			k.extra = opvm_cr3_normalise(x->cr3);
-		} else {
+		else if (!gstate_get_hello(s->gs))
+			/* no module has spoken: no process to name (boot, mostly),
+			 * the kernel's own, as without the separation */
+			app = image;
+		else {
 			app = NAME_UNKNOWN;
 		}
 		if (!k.app)

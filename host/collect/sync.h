@@ -21,9 +21,9 @@
  *   - app: with OPVM_SEP_KERNEL, the task's executable path (else its comm);
  *     "{kthread}" for kernel threads, "{unknown}" for a
  *     task the model still does not know after hold_ms (held until then,
- *     like a late user sample), and "{anon-cr3:0x...}" when the guest
- *     module never spoke.  Without OPVM_SEP_KERNEL the app is the image
- *     itself, as in OProfile.
+ *     like a late user sample), and the image itself (vmlinux) while the
+ *     guest module has not spoken (no process is known: mostly boot).
+ *     Without OPVM_SEP_KERNEL the app is the image itself, as in OProfile.
  *  User samples (CPL 3):
  *   - process: normalised CR3 -> gstate_proc_by_cr3(); else the slot's tgid
  *     if the model knows no address space for it (a process with another
