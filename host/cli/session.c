@@ -33,7 +33,7 @@ enum {
 	OPT_CALL_GRAPH,
 	OPT_NO_IMAGE_SYMBOLS, OPT_NO_FETCH, OPT_FETCH_CACHE, OPT_FETCH_MAX_FILE,
 	OPT_FETCH_MAX_SESSION,
-	OPT_FETCH_CACHE_MAX,
+	OPT_FETCH_CACHE_MAX, OPT_INTROSPECT,
 };
 
 const struct option session_options[] = {
@@ -61,6 +61,7 @@ const struct option session_options[] = {
 	{ "fetch-max-file", required_argument, NULL, OPT_FETCH_MAX_FILE },
 	{ "fetch-max-session", required_argument, NULL, OPT_FETCH_MAX_SESSION },
 	{ "fetch-cache-max", required_argument, NULL, OPT_FETCH_CACHE_MAX },
+	{ "introspect", required_argument, NULL, OPT_INTROSPECT },
 	{ 0 }
 };
 
@@ -103,7 +104,10 @@ const char session_usage[] =
 "  --fetch-max-file SIZE  largest binary taken (default 256M); --fetch-max-\n"
 "                     session SIZE: all of one session (default 1G)\n"
 "  --fetch-cache-max SIZE  one guest's cache, all sessions (default 2G):\n"
-"                     past it the least recently used files go\n";
+"                     past it the least recently used files go\n"
+"  --introspect auto|off|only  read the guest kernel's symbols from its\n"
+"                     memory (auto: unless opvm.ko sends them; only: and\n"
+"                     ignore opvm.ko's channel); docs/introspection.md\n";
 
 void session_opts_init(struct session_opts *o)
 {
@@ -248,6 +252,16 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 	case OPT_FETCH_CACHE:
 		o->fetch_cache = arg;
 		return 1;
+	case OPT_INTROSPECT: {
+		enum introspect_mode m;
+
+		if (introspect_parse_mode(arg, &m)) {
+			pr_err("--introspect takes auto, off or only, not '%s'", arg);
+			return -1;
+		}
+		o->introspect = (int)m;
+		return 1;
+	}
 	case OPT_FETCH_MAX_FILE: case OPT_FETCH_MAX_SESSION: case OPT_FETCH_CACHE_MAX: {
 		uint64_t *v = opt == OPT_FETCH_MAX_FILE ? &o->fetch_max_file :
 			      opt == OPT_FETCH_MAX_SESSION ? &o->fetch_max_session :
@@ -447,7 +461,8 @@ static int host_files_open(struct host_files *hf, struct collector_config *cfg)
 
 /* Every guest into the collector (channel, sampler), then every sampler
  * started: a sampler pushes into rings the collector must already own. */
-static int add_and_start(struct collector *c, struct backend_target *t, size_t n)
+static int add_and_start(struct collector *c, struct backend_target *t, size_t n,
+			 enum introspect_mode im)
 {
 	struct cguest *g[n ? n : 1];
 	int err;
@@ -458,6 +473,16 @@ static int add_and_start(struct collector *c, struct backend_target *t, size_t n
 			pr_err("cannot add guest '%s' to the session: %s", t[i].name,
 			       strerror(errno));
 			return -1;
+		}
+		err = cguest_set_introspect(g[i], t[i].mem, im);
+		if (err < 0) {
+			pr_err("cannot read the memory of '%s': %s", t[i].name, strerror(-err));
+			return -1;
+		}
+		if (t[i].chan_fd >= 0 && im == INTROSPECT_ONLY) {
+			/* --introspect only: what opvm.ko says is not read */
+			close(t[i].chan_fd);
+			t[i].chan_fd = -1;
 		}
 		if (t[i].chan_fd >= 0) {
 			err = cguest_set_channel(g[i], t[i].chan_fd, t[i].reconnect,
@@ -533,7 +558,7 @@ static int collect(const struct session_opts *o, const struct backend_setup *set
 		return -1;
 	}
 	t0 = util_now_ns();
-	if (add_and_start(c, t, n))
+	if (add_and_start(c, t, n, (enum introspect_mode)o->introspect))
 		goto out;
 	err = collector_run(c, &stop_flag, o->common.duration_ms);
 	ret = 0;

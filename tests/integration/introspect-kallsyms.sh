@@ -1,0 +1,89 @@
+#!/bin/bash
+# Kernel symbols from the guest's own memory (docs/introspection.md): opvm
+# run boots the test image (QEMU TCG) with opvm.kmod=0, so no opvm.ko, no
+# relay and no channel records, and --no-image-symbols, so the session names
+# no System.map, vmlinux or guest root; opvm report runs with no symbol
+# flag and --no-host-kernel.  What names kernel code is then only what
+# introspection read: the VMCOREINFO page found in guest RAM and kallsyms
+# decoded through the kernel's page tables.  Asserts:
+#  - session.json "introspect" is ready, found VMCOREINFO, decoded every
+#    symbol kallsyms_num_syms counts (none bad), sent >= 20000 text symbols
+#    as KSYMS, and "kernel" names the release with source "introspection";
+#  - <guest>/kallsyms is private and matches the image's System.map shifted
+#    by the KASLR offset VMCOREINFO gave, for every text symbol (ground
+#    truth: the same kernel's link-time map);
+#  - >= 99 % of the kernel's samples (but firmware/boot code, which has no
+#    symbols by nature; at least 200) resolve to a symbol;
+#  - control: the same session without that kallsyms names < 5 % of them.
+. "$(dirname "$0")/qemu-common.bash"
+need_qemu
+mk_tmp introspect-kallsyms
+S=$T/session
+export DEBUGINFOD_URLS=
+
+"$OPVM" run --workload abratio --append "quiet opvm.kmod=0" --no-image-symbols -F 200 \
+	-d "$S" > "$T/run.out" 2> "$T/run.err" ||
+	{ cat "$T/run.out" "$T/run.err"; fail "opvm run exited with $?"; }
+G=$S/guests/guest
+grep -aq "OPVM-TRUTH exit workload=abratio rc=0" "$G/console.log" ||
+	fail "abratio did not finish (see $G/console.log)"
+grep -aq "OPVM-READY kmod=0" "$G/console.log" || fail "opvm.ko was loaded: the test needs opvm.kmod=0"
+[ -f "$G/kallsyms" ] || { cat "$T/run.out"; fail "no $G/kallsyms: introspection named no kernel symbol"; }
+[ "$(stat -c %a "$G/kallsyms")" = 600 ] || fail "$G/kallsyms is not private"
+
+"$OPVM" report -l --format json --no-host-kernel --session-dir "$S" > "$T/r.json" 2> "$T/r.err" ||
+	{ cat "$T/r.err"; fail "opvm report"; }
+cp -a "$S" "$T/control" && rm "$T/control/guests/guest/kallsyms"
+"$OPVM" report -l --format json --no-host-kernel --session-dir "$T/control" > "$T/c.json" \
+	2> "$T/c.err" || { cat "$T/c.err"; fail "opvm report (control)"; }
+
+python3 - "$T/r.json" "$T/c.json" "$G/samples/current/session.json" "$G/kallsyms" \
+	"$IMG/System.map" <<'PY' || exit 1
+import json, sys
+r, c, sj = (json.load(open(f)) for f in sys.argv[1:4])
+ok = True
+i, k = sj["introspect"], sj["kernel"]
+print("RESULT introspection: VMCOREINFO at %s after %d empty passes (%d MiB scanned), "
+      "kernel %s, KASLR offset %s, %d of %d symbols sent as text, %d bad, decoded in %d ms" % (
+      i["vmcoreinfo_gpa"], i["passes"], i["scanned_bytes"] >> 20, i["release"],
+      i["kernel_offset"], i["ksyms_sent"], i["kallsyms_syms"], i["ksyms_bad"], i["kallsyms_ms"]))
+if i["state"] != "ready" or i["ksyms_sent"] < 20000 or i["ksyms_bad"] or i["refused"]:
+    print("FAIL: introspection did not decode the kernel's symbols: %s" % i); ok = False
+if not k or k.get("source") != "introspection" or not k["release"].startswith("6."):
+    print("FAIL: session.json kernel is not introspection's: %s" % k); ok = False
+if sj["fetch"]["ksyms"]["done"] != 1 or sj["fetch"]["ksyms"]["bad"]:
+    print("FAIL: the KSYMS transfer did not complete: %s" % sj["fetch"]["ksyms"]); ok = False
+
+# ground truth: the link-time map plus the slide, symbol by symbol
+slide = int(i["kernel_offset"], 16)
+truth = {}
+for line in open(sys.argv[5]):
+    a, t, n = line.split()[:3]
+    if t in "tTwW":
+        truth.setdefault(n, set()).add(int(a, 16) + slide)
+got = wrong = 0
+for line in open(sys.argv[4]):
+    a, t, n = line.split()[:3]
+    if n in truth:
+        got += 1
+        wrong += int(a, 16) not in truth[n]
+print("RESULT kallsyms from guest memory vs System.map + KASLR offset: %d symbols compared, "
+      "%d at another address" % (got, wrong))
+if got < 20000 or wrong:
+    print("FAIL: the decoded symbols do not match the kernel's map"); ok = False
+
+def kernel(d):
+    rows = [x for x in d["symbols"] if x["kernel"] and x["image"] == "vmlinux"
+            and x["app"] != "(firmware/boot)"]
+    return sum(x["samples"] for x in rows if x["symbol"]), sum(x["samples"] for x in rows)
+named, tot = kernel(r)
+cn, ct = kernel(c)
+print("RESULT kernel samples named with no opvm.ko and no System.map: %.1f %% (%d of %d); "
+      "control without introspection's kallsyms: %.1f %% (%d of %d)" % (
+      100.0 * named / max(tot, 1), named, tot, 100.0 * cn / max(ct, 1), cn, ct))
+if tot < 200 or named < 0.99 * tot:
+    print("FAIL: fewer than 99 %% of kernel samples named"); ok = False
+if cn >= 0.05 * max(ct, 1):
+    print("FAIL: the control names kernel samples without introspection"); ok = False
+sys.exit(0 if ok else 1)
+PY
