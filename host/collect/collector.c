@@ -463,7 +463,11 @@ static void intro_poll(struct cguest *g, uint64_t now)
 		return;
 	if (fs->ksyms_records && g->intro_mode == INTROSPECT_AUTO)
 		introspect_no_ksyms(g->intro);
+	if (gstate_get_hello(g->gs) && g->intro_mode == INTROSPECT_AUTO)
+		introspect_module_active(g->intro);
 	introspect_poll(g->intro, now, intro_emit, g);
+	if (introspect_get_stats(g->intro)->procs_live)
+		gstate_set_procs_walked(g->gs);
 }
 
 /* session.json "kernel" from introspection while opvm.ko has said no
@@ -511,8 +515,17 @@ static json_t *intro_json(const struct cguest *g)
 		"ksyms_unsorted", json_u64(s->ksyms_unsorted),
 		"bytes_read", json_u64(s->ksyms_bytes_read),
 		"kallsyms_ms", json_u64(s->kallsyms_ms), "refused", json_u64(s->refused));
-	if (o)
+	if (o) {
 		json_object_set_new(o, "kernel_text_hex", json_hex(s->text_addr));
+		json_object_set_new(o, "processes", json_pack(
+			"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+			"btf_bytes", json_u64(s->btf_bytes), "tasks", json_u64(s->tasks),
+			"walks", json_u64(s->walks), "walks_cut", json_u64(s->walks_cut),
+			"walks_bad_ptr", json_u64(s->walks_bad_ptr),
+			"walk_failed", json_u64(s->walk_failed), "dups", json_u64(s->task_dups),
+			"procs_sent", json_u64(s->procs_sent), "execs_sent", json_u64(s->execs_sent),
+			"exits_sent", json_u64(s->exits_sent), "refresh_us", json_u64(s->refresh_us)));
+	}
 	if (o && s->last_error[0])
 		json_object_set_new(o, "last_error", json_string(s->last_error));
 	return o;

@@ -21,6 +21,8 @@
 #include "vmm/guest/guestmem.h"
 #include "vmm/introspect/introspect.h"
 #include "vmm/introspect/kallsyms.h"
+#include "vmm/introspect/kbtf.h"
+#include "vmm/introspect/ktasks.h"
 #include "vmm/introspect/vmcoreinfo.h"
 
 #define SCAN_BYTES_DEFAULT	((uint64_t)256 << 20)
@@ -50,6 +52,15 @@ struct introspect {
 	unsigned long used;
 	introspect_emit_fn emit;
 	void *emit_arg;
+	/* symbols the task walk needs, from kallsyms */
+	uint64_t start_btf, stop_btf, init_task;
+	bool have_offsets;		/* BTF gave them */
+	bool module_active;		/* opvm.ko speaks: no process records */
+	struct kbtf_offsets off;
+	/* the last walk (sorted by tgid) and the one being made */
+	struct ktask *tasks, *walk;
+	size_t nr_tasks;
+	struct ktasks_stats wst;
 };
 
 int introspect_parse_mode(const char *s, enum introspect_mode *out)
@@ -94,6 +105,10 @@ struct introspect *introspect_new(struct guestmem *m, const struct introspect_co
 
 void introspect_free(struct introspect *in)
 {
+	if (!in)
+		return;
+	free(in->tasks);
+	free(in->walk);
 	free(in);
 }
 
@@ -101,6 +116,14 @@ void introspect_no_ksyms(struct introspect *in)
 {
 	if (in)
 		in->cfg.no_ksyms = 1;
+}
+
+void introspect_module_active(struct introspect *in)
+{
+	if (in) {
+		in->cfg.no_ksyms = 1;
+		in->module_active = true;
+	}
 }
 
 const struct introspect_stats *introspect_get_stats(const struct introspect *in)
@@ -152,8 +175,24 @@ static int ksym_one(void *arg, uint64_t addr, char type, const char *name, size_
 {
 	struct introspect *in = arg;
 
-	if (len == 5 && !memcmp(name, "_text", 5) && !in->st.text_addr)
-		in->st.text_addr = addr;
+	static const struct {
+		const char *name;
+		size_t off;
+	} wanted[] = {
+		{ "_text", offsetof(struct introspect, st.text_addr) },
+		{ "__start_BTF", offsetof(struct introspect, start_btf) },
+		{ "__stop_BTF", offsetof(struct introspect, stop_btf) },
+		{ "init_task", offsetof(struct introspect, init_task) },
+	};
+
+	for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
+		uint64_t *v = (uint64_t *)((char *)in + wanted[i].off);
+
+		if (strlen(wanted[i].name) == len && !memcmp(name, wanted[i].name, len) && !*v)
+			*v = addr;
+	}
+	if (in->cfg.no_ksyms)
+		return 0;
 	if (!strchr("tTwW", type) || !type || len > OPVM_KSYM_NAME_MAX || !addr) {
 		in->st.ksyms_other++;
 		return 0;
@@ -194,11 +233,137 @@ static void ksyms_send(struct introspect *in, uint64_t t0)
 		in->st.refused++;
 		return;
 	}
+	if (in->cfg.no_ksyms)
+		return;
 	ksyms_flush(in);
 	memset(&e, 0, sizeof(e));
 	e.nr_syms = htole64(in->st.ksyms_sent);
 	emit(in, &e, OPVM_REC_KSYMS_END, sizeof(e));
 	in->st.kallsyms_ms = util_now_ms() - t0;
+}
+
+/* ---- BTF and the task list ----------------------------------------------- */
+
+/* The guest's BTF, read out of its memory for libbpf: the offsets the
+ * task walk needs.  Refused (counted, last_error) when it is missing,
+ * too big or does not parse. */
+static void btf_load(struct introspect *in)
+{
+	uint64_t len = in->stop_btf - in->start_btf;
+	void *buf;
+	int rc;
+
+	if (!in->start_btf || !in->init_task || in->stop_btf <= in->start_btf ||
+	    len > KBTF_MAX_BYTES) {
+		snprintf(in->st.last_error, sizeof(in->st.last_error),
+			 "no usable BTF (__start_BTF..__stop_BTF) or init_task in kallsyms: "
+			 "processes are not read");
+		return;
+	}
+	buf = malloc(len);
+	in->tasks = calloc(KTASKS_MAX, sizeof(*in->tasks));
+	in->walk = calloc(KTASKS_MAX, sizeof(*in->walk));
+	if (!buf || !in->tasks || !in->walk) {
+		free(buf);
+		return;
+	}
+	rc = kread(in, in->start_btf, buf, len);
+	if (!rc)
+		rc = kbtf_offsets(buf, len, &in->off, in->st.last_error,
+				  sizeof(in->st.last_error));
+	else
+		snprintf(in->st.last_error, sizeof(in->st.last_error),
+			 "cannot read the BTF at %#llx", (unsigned long long)in->start_btf);
+	free(buf);
+	if (rc) {
+		in->st.refused++;
+		return;
+	}
+	in->have_offsets = true;
+	in->st.btf_bytes = len;
+}
+
+static int v2p(void *arg, uint64_t va, uint64_t *pa)
+{
+	struct introspect *in = arg;
+
+	return guestmem_virt_to_phys(in->m, in->st.pgd_gpa, va, pa);
+}
+
+static void proc_emit(struct introspect *in, const struct ktask *t, unsigned type)
+{
+	struct opvm_rec_proc r;
+
+	memset(&r, 0, sizeof(r));
+	r.tgid = htole32(t->tgid);
+	r.ppid = htole32(t->ppid);
+	r.cr3 = htole64(t->cr3);
+	memcpy(r.comm, t->comm, sizeof(r.comm));
+	emit(in, &r, type, sizeof(r));
+}
+
+static void exit_emit(struct introspect *in, uint32_t tgid)
+{
+	struct opvm_rec_exit r;
+
+	memset(&r, 0, sizeof(r));
+	r.tgid = htole32(tgid);
+	r.tid = htole32(tgid);
+	emit(in, &r, OPVM_REC_PROC_EXIT, sizeof(r));
+}
+
+/* The new walk against the last one, both sorted by tgid: records for
+ * what appeared, changed address space or name (exec), or went. */
+static void tasks_diff(struct introspect *in, const struct ktask *nw, size_t n)
+{
+	size_t i = 0, j = 0;
+
+	while (i < in->nr_tasks || j < n) {
+		const struct ktask *o = i < in->nr_tasks ? &in->tasks[i] : NULL;
+		const struct ktask *w = j < n ? &nw[j] : NULL;
+
+		if (o && (!w || o->tgid < w->tgid)) {
+			exit_emit(in, o->tgid);
+			in->st.exits_sent++;
+			i++;
+		} else if (w && (!o || w->tgid < o->tgid)) {
+			proc_emit(in, w, OPVM_REC_PROC);
+			in->st.procs_sent++;
+			j++;
+		} else if (o && w) {
+			if (o->cr3 != w->cr3 || strcmp(o->comm, w->comm)) {
+				proc_emit(in, w, OPVM_REC_EXEC);
+				in->st.execs_sent++;
+			}
+			i++;
+			j++;
+		}
+	}
+}
+
+static void tasks_refresh(struct introspect *in)
+{
+	struct ktasks_mem km = { .read = { kread, in }, .v2p = v2p, .arg = in };
+	int64_t t0 = util_now_ns();
+	struct ktask *swap;
+	size_t n;
+
+	if (ktasks_walk(&km, &in->off, in->init_task, in->walk, KTASKS_MAX, &n, &in->wst)) {
+		in->st.walk_failed++;
+		return;
+	}
+	tasks_diff(in, in->walk, n);
+	swap = in->tasks;
+	in->tasks = in->walk;
+	in->walk = swap;
+	in->nr_tasks = n;
+	in->st.tasks = n;
+	in->st.walks = in->wst.walks;
+	in->st.walks_cut = in->wst.cut;
+	in->st.walks_bad_ptr = in->wst.bad_ptr;
+	in->st.task_dups = in->wst.dups;
+	in->st.refresh_us = (uint64_t)(util_now_ns() - t0) / 1000;
+	in->st.procs_live = 1;
 }
 
 /* ---- finding the kernel --------------------------------------------------- */
@@ -268,8 +433,8 @@ static void search(struct introspect *in, uint64_t now, uint64_t t0)
 			 "VMCOREINFO lists no kallsyms tables (Linux before 6.0?)");
 		return;
 	}
-	if (!in->cfg.no_ksyms)
-		ksyms_send(in, t0);
+	ksyms_send(in, t0);
+	btf_load(in);
 }
 
 int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn fn, void *arg)
@@ -280,5 +445,7 @@ int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn f
 	in->emit_arg = arg;
 	if (in->state == ST_SEARCHING)
 		search(in, now_ms, util_now_ms());
+	else if (in->state == ST_READY && in->have_offsets && !in->module_active)
+		tasks_refresh(in);
 	return 0;
 }

@@ -12,7 +12,9 @@
  * scanning guest RAM, for the release, the KASLR offset, phys_base and the
  * kernel page-table root; then kallsyms through those page tables, sent as
  * KSYMS records and a KSYMS_END (fetch.h writes <guest>/kallsyms from
- * them, as from the relay's).
+ * them, as from the relay's); then the struct offsets from the kernel's own
+ * BTF (libbpf) and, at every poll, init_task's process list, sent as
+ * PROC, EXEC and PROC_EXIT records against the previous walk.
  *
  * Guest memory is hostile: every read goes through the one guest-memory
  * reader (vmm/guest/guestmem.h), which refuses anything outside guest RAM;
@@ -70,6 +72,13 @@ struct introspect_stats {
 	uint64_t ksyms_bytes_read;
 	uint64_t kallsyms_ms;		/* finding and decoding the table */
 	uint64_t refused;		/* VMCOREINFO pages or tables refused */
+	/* processes (from the guest's BTF and init_task's list) */
+	uint64_t btf_bytes;		/* 0: no offsets, no processes */
+	uint64_t tasks;			/* processes in the last walk */
+	uint64_t walks, walks_cut, walks_bad_ptr, walk_failed, task_dups;
+	uint64_t procs_sent, execs_sent, exits_sent;
+	uint64_t refresh_us;		/* the last walk and its records */
+	int procs_live;			/* 1: a walk announced the processes */
 	char last_error[160];
 };
 
@@ -79,10 +88,13 @@ void introspect_free(struct introspect *in);	/* NULL-safe */
 
 /* Stops sending KSYMS (the guest module sends its own). */
 void introspect_no_ksyms(struct introspect *in);
+/* opvm.ko speaks for the guest: no more KSYMS or process records. */
+void introspect_module_active(struct introspect *in);
 
 /*
  * Does a bounded step of work: scans for VMCOREINFO (at most scan_bytes),
- * or decodes kallsyms once it is found and emits the records.  now_ms: a
+ * or decodes kallsyms once it is found and emits the records, or walks
+ * the process list (at most KTASKS_MAX) and emits what changed.  now_ms: a
  * monotonic clock.  Returns 0, or -errno for a host-side failure (never
  * for what the guest's memory holds).
  */
