@@ -732,6 +732,35 @@ static void fetch_summary(json_t *root)
 			     (unsigned long long)refused);
 }
 
+/* Which source named what: introspection's line (docs/introspection.md). */
+static void introspect_summary(json_t *root)
+{
+	json_t *i = json_object_get(root, "introspect"), *p = json_object_get(i, "processes");
+	const char *state = json_string_value(json_object_get(i, "state"));
+	const char *why = json_string_value(json_object_get(i, "last_error"));
+	json_t *k = json_object_get(root, "kernel");
+	const char *src = json_string_value(json_object_get(k, "source"));
+
+	if (!state)
+		return;		/* --introspect off, or no guest memory */
+	if (strcmp(state, "ready")) {
+		util_fprintf_wrapped(stdout, 4, "  introspection: no kernel found in guest memory "
+				     "(%llu scans of its RAM)%s%s", (unsigned long long)
+				     stats_json_get(i, "passes"), why ? ": " : "", why ? why : "");
+		return;
+	}
+	util_fprintf_wrapped(stdout, 4, "  introspection: kernel %s read from guest memory "
+			     "(KASLR offset %s); kernel symbols from %s, processes from %s "
+			     "(%llu in the last walk)%s%s",
+			     json_string_value(json_object_get(i, "release")),
+			     json_string_value(json_object_get(i, "kernel_offset")),
+			     stats_json_get(i, "ksyms_sent") ? "it" : "opvm.ko or none",
+			     src && !strcmp(src, "opvm.ko") ? "opvm.ko" :
+			     stats_json_get(p, "walks") ? "it" : "none",
+			     (unsigned long long)stats_json_get(p, "tasks"),
+			     why ? "; " : "", why ? why : "");
+}
+
 static void count(json_t *st, const char *key, struct backend_count *out)
 {
 	char buf[OPVM_COUNT_BUF];
@@ -813,6 +842,7 @@ static void summary(const struct backend_ops *b, void *bst, const struct session
 		start_summary(root);
 		store_summary(root);
 		fetch_summary(root);
+		introspect_summary(root);
 		top_apps(&sc, i);
 		json_decref(root);
 	}

@@ -8,7 +8,12 @@
  * Debian 12's 6.1, ~94000 with KALLSYMS_ALL) or, without it, as many made
  * up.  Time is the process's CPU time (shared machines), best of ROUNDS.
  *
+ * Then one refresh of the process list (walk and compare, nothing
+ * changed) of a synthetic guest with XT_MAX (120) processes, averaged over
+ * REFRESHES.
+ *
  * Prints:  introspect-kallsyms: N ms
+ *          introspect-refresh: N us
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -69,6 +74,49 @@ static void sink(void *arg, const void *rec, size_t len)
 	*(size_t *)arg += len;
 }
 
+#define REFRESHES	200
+
+/* introspect-refresh: 0, or 1 on a failure. */
+static int bench_refresh(void)
+{
+	struct xi_sym s[3];
+	struct ximage x;
+	struct guestmem *m;
+	struct introspect *in;
+	size_t bytes = 0;
+	uint32_t len;
+	void *btf = xt_btf(&len);
+	double t0;
+
+	if (!btf)
+		return 1;
+	free(btf);
+	xt_syms(s, len);
+	if (ximage_build(&x, 16u << 20, s, 3, 0x600000) || xt_tasks(&x, XT_MAX) < 0)
+		return 1;
+	m = guestmem_open(getpid());
+	if (!m || guestmem_add_range(m, 0, x.size, (uint64_t)(uintptr_t)x.ram))
+		return 1;
+	in = introspect_new(m, NULL);
+	introspect_poll(in, 1, sink, &bytes);
+	introspect_poll(in, 2, sink, &bytes);
+	if (introspect_get_stats(in)->tasks != XT_MAX) {
+		fprintf(stderr, "bench-introspect: the process list was not walked\n");
+		return 1;
+	}
+	t0 = cpu_ms();
+	for (int i = 0; i < REFRESHES; i++)
+		introspect_poll(in, 3 + (uint64_t)i, sink, &bytes);
+	t0 = cpu_ms() - t0;
+	fprintf(stderr, "bench-introspect: %u processes, %d refreshes, %.1f ms\n", XT_MAX,
+		REFRESHES, t0);
+	printf("introspect-refresh: %.0f us\n", t0 * 1000.0 / REFRESHES);
+	introspect_free(in);
+	guestmem_close(m);
+	ximage_free(&x);
+	return 0;
+}
+
 int main(void)
 {
 	struct xi_sym *s = calloc(MAX_SYMS, sizeof(*s));
@@ -113,5 +161,5 @@ int main(void)
 	ximage_free(&x);
 	free(names);
 	free(s);
-	return 0;
+	return bench_refresh();
 }

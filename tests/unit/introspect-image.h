@@ -180,4 +180,121 @@ static inline void ximage_free(struct ximage *x)
 	x->ram = NULL;
 }
 
+/* ---- processes: a BTF of task_struct and mm_struct, and a task list ---- */
+
+#include <bpf/btf.h>
+
+/* Layout (the members the walk wants sit in an anonymous struct, as
+ * 6.1's randomized_struct_fields put them): */
+#define XT_SIZE		0x400
+#define XT_ANON		0x10
+#define XT_TASKS	(XT_ANON + 0x100)
+#define XT_PID		(XT_ANON + 0x180)
+#define XT_TGID		(XT_ANON + 0x184)
+#define XT_PARENT	(XT_ANON + 0x188)
+#define XT_MM		(XT_ANON + 0x1a0)
+#define XT_COMM		0x300
+#define XM_PGD		0x48
+#define XT_BTF_VA	(XI_KERNEL_VA + 0x600000)
+#define XT_INIT_VA	(XI_KERNEL_VA + 0x6f0000)
+#define XT_TASK_VA	(XI_KERNEL_VA + 0x700000)	/* task i at + i * XT_SIZE */
+#define XT_MM_VA	(XI_KERNEL_VA + 0x780000)	/* mm i at + i * 0x100 */
+#define XT_PGD_VA	(XI_KERNEL_VA + 0x800000)	/* pgd i at + i * 4096 */
+#define XT_MAX		120
+
+/* The BTF bytes (malloc'd) into *len, or NULL. */
+static inline void *xt_btf(uint32_t *len)
+{
+	struct btf *b = btf__new_empty();
+	int i32, ch, arr, fwd_ts, fwd_mm, p_ts, p_mm, lh, p_lh, anon, u64;
+	const void *raw;
+	void *out = NULL;
+
+	if (!b)
+		return NULL;
+	i32 = btf__add_int(b, "int", 4, BTF_INT_SIGNED);
+	ch = btf__add_int(b, "char", 1, BTF_INT_SIGNED);
+	u64 = btf__add_int(b, "long unsigned int", 8, 0);
+	arr = btf__add_array(b, i32, ch, 16);
+	fwd_ts = btf__add_fwd(b, "task_struct", BTF_FWD_STRUCT);
+	fwd_mm = btf__add_fwd(b, "mm_struct", BTF_FWD_STRUCT);
+	p_ts = btf__add_ptr(b, fwd_ts);
+	p_mm = btf__add_ptr(b, fwd_mm);
+	lh = btf__add_struct(b, "list_head", 16);
+	p_lh = btf__add_ptr(b, lh);
+	btf__add_field(b, "next", p_lh, 0, 0);
+	btf__add_field(b, "prev", p_lh, 64, 0);
+	anon = btf__add_struct(b, NULL, 0x200);
+	btf__add_field(b, "tasks", lh, 0x100 * 8, 0);
+	btf__add_field(b, "pid", i32, 0x180 * 8, 0);
+	btf__add_field(b, "tgid", i32, 0x184 * 8, 0);
+	btf__add_field(b, "real_parent", p_ts, 0x188 * 8, 0);
+	btf__add_field(b, "mm", p_mm, 0x1a0 * 8, 0);
+	btf__add_struct(b, "task_struct", XT_SIZE);
+	btf__add_field(b, "__state", i32, 0, 0);
+	btf__add_field(b, NULL, anon, XT_ANON * 8, 0);
+	btf__add_field(b, "comm", arr, XT_COMM * 8, 0);
+	btf__add_struct(b, "mm_struct", 0x100);
+	btf__add_field(b, "mmap_base", u64, 0, 0);
+	btf__add_field(b, "pgd", u64, XM_PGD * 8, 0);
+	raw = btf__raw_data(b, len);
+	if (raw && (out = malloc(*len)))
+		memcpy(out, raw, *len);
+	btf__free(b);
+	return out;
+}
+
+/* Task i (tgid 100 + i, parent task 0 but for task 0 itself: init_task),
+ * kernel threads (no mm) every 10th, linked from init_task in order. */
+static inline void xt_task(struct ximage *x, unsigned i, unsigned n, const char *comm)
+{
+	uint64_t t = XT_TASK_VA + (uint64_t)i * XT_SIZE;
+	uint64_t next = (i + 1 < n ? t + XT_SIZE : XT_INIT_VA) + XT_TASKS;
+	uint64_t parent = i ? XT_TASK_VA : XT_INIT_VA;
+	uint64_t mm = i % 10 == 9 ? 0 : XT_MM_VA + (uint64_t)i * 0x100;
+	uint64_t pgd = XT_PGD_VA + (uint64_t)i * 4096;
+	uint32_t tgid = 100 + i;
+	char c[16] = { 0 };
+
+	snprintf(c, sizeof(c), "%s", comm);
+	xi_put(x, t + XT_TASKS, &next, 8);
+	xi_put(x, t + XT_PID, &tgid, 4);
+	xi_put(x, t + XT_TGID, &tgid, 4);
+	xi_put(x, t + XT_PARENT, &parent, 8);
+	xi_put(x, t + XT_MM, &mm, 8);
+	xi_put(x, t + XT_COMM, c, 16);
+	if (mm)
+		xi_put(x, mm + XM_PGD, &pgd, 8);
+}
+
+/* n (<= XT_MAX) processes behind init_task, and the BTF: the image needs
+ * RAM of at least 16 MiB and the symbols of xt_syms. */
+static inline int xt_tasks(struct ximage *x, unsigned n)
+{
+	uint64_t first = (n ? XT_TASK_VA : XT_INIT_VA) + XT_TASKS;
+	uint32_t len;
+	void *btf = xt_btf(&len);
+	char comm[16];
+
+	if (!btf || n > XT_MAX)
+		return -1;
+	xi_put(x, XT_BTF_VA, btf, len);
+	free(btf);
+	xi_put(x, XT_INIT_VA + XT_TASKS, &first, 8);
+	xi_put(x, XT_INIT_VA + XT_COMM, "swapper/0", 10);
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(comm, sizeof(comm), "proc%u", i);
+		xt_task(x, i, n, comm);
+	}
+	return (int)len;
+}
+
+/* The symbols the walk finds through kallsyms (btf_len: xt_btf's). */
+static inline void xt_syms(struct xi_sym *s, uint32_t btf_len)
+{
+	s[0] = (struct xi_sym){ "__start_BTF", 'R', XT_BTF_VA };
+	s[1] = (struct xi_sym){ "__stop_BTF", 'R', XT_BTF_VA + btf_len };
+	s[2] = (struct xi_sym){ "init_task", 'D', XT_INIT_VA };
+}
+
 #endif /* OPVM_TEST_INTROSPECT_IMAGE_H */

@@ -23,6 +23,7 @@
 #include "vmm/guest/guestmem.h"
 #include "vmm/introspect/introspect.h"
 #include "vmm/introspect/kallsyms.h"
+#include "vmm/introspect/ktasks.h"
 #include "vmm/introspect/vmcoreinfo.h"
 #include "introspect-image.h"
 
@@ -51,6 +52,9 @@ struct capture {
 	uint64_t ok, bad, capped, records, ends, end_nr;
 	uint32_t next_seq;
 	int seq_ok;
+	uint64_t procs, execs, exits;
+	struct opvm_rec_proc p105, last_exec;
+	uint32_t last_exit;
 };
 
 static void capture(void *arg, const void *rec, size_t len)
@@ -67,6 +71,21 @@ static void capture(void *arg, const void *rec, size_t len)
 		c->records++;
 		c->len += fetch_ksyms_text(rec, len, c->text + c->len, sizeof(c->text) - c->len,
 					   &c->ok, &c->bad, &c->capped);
+	} else if (h->type == OPVM_REC_PROC || h->type == OPVM_REC_EXEC) {
+		const struct opvm_rec_proc *r = rec;
+
+		assert_int_equal(len, (sizeof(*r) + 7) & ~7ul);
+		if (h->type == OPVM_REC_PROC)
+			c->procs++;
+		else
+			c->execs++, c->last_exec = *r;
+		if (r->tgid == 105)
+			c->p105 = *r;
+	} else if (h->type == OPVM_REC_PROC_EXIT) {
+		const struct opvm_rec_exit *r = rec;
+
+		c->exits++;
+		c->last_exit = r->tgid;
 	} else if (h->type == OPVM_REC_KSYMS_END) {
 		const struct opvm_rec_ksyms_end *e = rec;
 
@@ -272,6 +291,148 @@ static void test_lying_vmcoreinfo(void **state)
 	free(c);
 }
 
+/* ---- processes ------------------------------------------------------------ */
+
+#define RAM_T	(16u << 20)
+
+static void tguest_new(struct guest *g, unsigned n)
+{
+	struct xi_sym s[NSYMS + 3];
+	uint32_t len;
+	void *btf = xt_btf(&len);
+
+	assert_non_null(btf);
+	free(btf);
+	memset(long_name, 'x', sizeof(long_name) - 1);
+	memcpy(s, syms, sizeof(syms));
+	xt_syms(s + NSYMS, len);
+	assert_int_equal(ximage_build(&g->x, RAM_T, s, NSYMS + 3, VMCI_PA), 0);
+	assert_int_equal(xt_tasks(&g->x, n), (int)len);
+	g->m = guestmem_open(getpid());
+	assert_non_null(g->m);
+	assert_int_equal(guestmem_add_range(g->m, 0, RAM_T, (uint64_t)(uintptr_t)g->x.ram), 0);
+}
+
+static uint64_t pgd_pa(unsigned i)
+{
+	return XT_PGD_VA + (uint64_t)i * 4096 - XI_KERNEL_VA + XI_KERNEL_PA;
+}
+
+static void test_processes(void **state)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	const struct introspect_stats *st;
+	struct introspect *in;
+	struct guest g;
+	uint64_t next, pgd = XT_PGD_VA + 200 * 4096;
+
+	tguest_new(&g, XT_MAX);
+	in = introspect_new(g.m, NULL);
+	assert_non_null(in);
+	st = run(in, c, 3);
+	assert_string_equal(st->state, "ready");
+	assert_true(st->btf_bytes > 0);
+	assert_int_equal(introspect_poll(in, 10000000, capture, c), 0);
+	assert_int_equal(st->procs_live, 1);
+	assert_int_equal(st->tasks, XT_MAX);
+	assert_int_equal(c->procs, XT_MAX);
+	assert_int_equal(c->p105.ppid, 100);
+	assert_int_equal(c->p105.cr3, pgd_pa(5));
+	assert_string_equal(c->p105.comm, "proc5");
+	/* an unchanged list sends nothing */
+	introspect_poll(in, 11000000, capture, c);
+	assert_int_equal(c->procs + c->execs + c->exits, XT_MAX);
+	/* task 50 exits, task 60 execs (new address space, new name) */
+	next = XT_TASK_VA + 51 * XT_SIZE + XT_TASKS;
+	xi_put(&g.x, XT_TASK_VA + 49 * XT_SIZE + XT_TASKS, &next, 8);
+	xi_put(&g.x, XT_MM_VA + 60 * 0x100 + XM_PGD, &pgd, 8);
+	xi_put(&g.x, XT_TASK_VA + 60 * XT_SIZE + XT_COMM, "newprog", 8);
+	introspect_poll(in, 12000000, capture, c);
+	assert_int_equal(c->exits, 1);
+	assert_int_equal(c->last_exit, 150);
+	assert_int_equal(c->execs, 1);
+	assert_int_equal(c->last_exec.tgid, 160);
+	assert_int_equal(c->last_exec.cr3, pgd_pa(200));
+	assert_string_equal(c->last_exec.comm, "newprog");
+	assert_int_equal(c->seq_ok, c->records + c->ends + c->procs + c->execs + c->exits);
+	/* opvm.ko speaks: introspection sends nothing more */
+	introspect_module_active(in);
+	xi_put(&g.x, XT_TASK_VA + 49 * XT_SIZE + XT_TASKS,
+	       &(uint64_t){ XT_TASK_VA + 50 * XT_SIZE + XT_TASKS }, 8);
+	introspect_poll(in, 13000000, capture, c);
+	assert_int_equal(c->procs, XT_MAX);
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
+}
+
+static int tread(void *arg, uint64_t va, void *buf, size_t len)
+{
+	return guestmem_read_virt(arg, XI_PGD_PA, va, buf, len) ? -EFAULT : 0;
+}
+
+static int tv2p(void *arg, uint64_t va, uint64_t *pa)
+{
+	return guestmem_virt_to_phys(arg, XI_PGD_PA, va, pa);
+}
+
+/* A list that lies: a cycle that misses the head, a pointer outside RAM,
+ * one into user space, a pgd that translates to nothing. */
+static void test_lying_tasks(void **state)
+{
+	struct ktask *out = calloc(1000, sizeof(*out));
+	struct kbtf_offsets o;
+	struct ktasks_stats st = { 0 };
+	struct ktasks_mem km;
+	struct guest g;
+	uint32_t len;
+	void *btf = xt_btf(&len);
+	uint64_t v;
+	size_t n;
+	char err[160];
+
+	assert_int_equal(kbtf_offsets(btf, len, &o, err, sizeof(err)), 0);
+	assert_int_equal(o.task_tasks, XT_TASKS);
+	assert_int_equal(o.task_comm, XT_COMM);
+	assert_int_equal(o.mm_pgd, XM_PGD);
+	assert_int_equal(kbtf_offsets(btf, 16, &o, err, sizeof(err)), -EINVAL);
+	free(btf);
+	tguest_new(&g, XT_MAX);
+	km = (struct ktasks_mem){ .read = { tread, g.m }, .v2p = tv2p, .arg = g.m };
+	assert_int_equal(kbtf_offsets(g.x.ram + XT_BTF_VA - XI_KERNEL_VA + XI_KERNEL_PA, len,
+				      &o, err, sizeof(err)), 0);
+	/* the cycle: task 119 back to task 5; the cap ends it */
+	v = XT_TASK_VA + 5 * XT_SIZE + XT_TASKS;
+	xi_put(&g.x, XT_TASK_VA + 119 * XT_SIZE + XT_TASKS, &v, 8);
+	assert_int_equal(ktasks_walk(&km, &o, XT_INIT_VA, out, 1000, &n, &st), 0);
+	assert_int_equal(st.cut, 1);
+	assert_int_equal(n, XT_MAX);
+	assert_true(st.dups >= 1000 - XT_MAX);
+	/* a pointer outside guest RAM */
+	v = 0xffffffffdead0000ull;
+	xi_put(&g.x, XT_TASK_VA + 30 * XT_SIZE + XT_TASKS, &v, 8);
+	assert_int_equal(ktasks_walk(&km, &o, XT_INIT_VA, out, 1000, &n, &st), 0);
+	assert_int_equal(st.bad_ptr, 1);
+	assert_int_equal(n, 31);
+	/* one into user space */
+	v = 0x1000;
+	xi_put(&g.x, XT_TASK_VA + 10 * XT_SIZE + XT_TASKS, &v, 8);
+	assert_int_equal(ktasks_walk(&km, &o, XT_INIT_VA, out, 1000, &n, &st), 0);
+	assert_int_equal(st.bad_ptr, 2);
+	assert_int_equal(n, 11);
+	/* an mm whose pgd maps nothing: the process stays, without a CR3 */
+	v = 0xffffffff9f000000ull;
+	xi_put(&g.x, XT_MM_VA + 3 * 0x100 + XM_PGD, &v, 8);
+	assert_int_equal(ktasks_walk(&km, &o, XT_INIT_VA, out, 1000, &n, &st), 0);
+	assert_int_equal(st.no_pgd, 1);
+	assert_int_equal(out[3].tgid, 103);
+	assert_int_equal(out[3].cr3, 0);
+	/* init_task unreadable */
+	assert_int_equal(ktasks_walk(&km, &o, 0xffffffff9f000000ull, out, 1000, &n, &st), -EFAULT);
+	guest_free(&g);
+	free(out);
+}
+
 static void test_modes(void **state)
 {
 	enum introspect_mode m;
@@ -294,6 +455,8 @@ int main(void)
 		cmocka_unit_test(test_lying_tables),
 		cmocka_unit_test(test_lying_vmcoreinfo),
 		cmocka_unit_test(test_modes),
+		cmocka_unit_test(test_processes),
+		cmocka_unit_test(test_lying_tasks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Kernel symbols from the guest's own memory (docs/introspection.md): opvm
+# Kernel symbols and processes from the guest's own memory
+# (docs/introspection.md): opvm
 # run boots the test image (QEMU TCG) with opvm.kmod=0, so no opvm.ko, no
 # relay and no channel records, and --no-image-symbols, so the session names
 # no System.map, vmlinux or guest root; opvm report runs with no symbol
@@ -14,10 +15,14 @@
 #    truth: the same kernel's link-time map);
 #  - >= 99 % of the kernel's samples (but firmware/boot code, which has no
 #    symbols by nature; at least 200) resolve to a symbol;
-#  - control: the same session without that kallsyms names < 5 % of them.
+#  - control: the same session without that kallsyms names < 5 % of them;
+#  - the process list (init_task's, through the guest's BTF) was walked
+#    every sync with nothing cut or refused, and >= 98 % of the user
+#    samples are filed under a named process, abratio's under abratio
+#    (without introspection all of them are {anon-cr3:...}).
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
-mk_tmp introspect-kallsyms
+mk_tmp introspect-guest
 S=$T/session
 export DEBUGINFOD_URLS=
 
@@ -85,5 +90,21 @@ if tot < 200 or named < 0.99 * tot:
     print("FAIL: fewer than 99 %% of kernel samples named"); ok = False
 if cn >= 0.05 * max(ct, 1):
     print("FAIL: the control names kernel samples without introspection"); ok = False
+
+p = i["processes"]
+print("RESULT processes from guest memory: %d in the last walk, %d walks (%d cut, %d bad "
+      "pointers), %d PROC / %d EXEC / %d PROC_EXIT sent, last refresh %d us, BTF %d bytes" % (
+      p["tasks"], p["walks"], p["walks_cut"], p["walks_bad_ptr"], p["procs_sent"],
+      p["execs_sent"], p["exits_sent"], p["refresh_us"], p["btf_bytes"]))
+if p["tasks"] < 10 or p["walks"] < 2 or p["walks_cut"] or p["walk_failed"] or p["dups"]:
+    print("FAIL: the process list was not walked cleanly: %s" % p); ok = False
+user = [x for x in r["symbols"] if not x["kernel"]]
+ut = sum(x["samples"] for x in user)
+anon = sum(x["samples"] for x in user if x["app"].startswith("{anon-cr3:"))
+ab = sum(x["samples"] for x in user if x["app"] == "abratio" or x["app"].endswith("/abratio"))
+print("RESULT user samples in a named process: %.1f %% (%d of %d); abratio %d, "
+      "{anon-cr3:...} %d" % (100.0 * (ut - anon) / max(ut, 1), ut - anon, ut, ab, anon))
+if ut < 200 or ut - anon < 0.98 * ut or ab < 0.9 * ut:
+    print("FAIL: user samples are not filed under their processes"); ok = False
 sys.exit(0 if ok else 1)
 PY
