@@ -435,6 +435,10 @@ static void search(struct introspect *in, uint64_t now, uint64_t t0)
 	}
 	ksyms_send(in, t0);
 	btf_load(in);
+	/* the first walk now: the samples waiting in the rings are filed
+	 * right after this poll, and should find their processes */
+	if (in->have_offsets && !in->module_active)
+		tasks_refresh(in);
 }
 
 int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn fn, void *arg)
