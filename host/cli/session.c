@@ -750,11 +750,11 @@ static void introspect_summary(json_t *root)
 		return;
 	}
 	util_fprintf_wrapped(stdout, 4, "  introspection: kernel %s read from guest memory "
-			     "(KASLR offset %s); kernel symbols from %s, processes from %s "
-			     "(%llu in the last walk)%s%s",
+			     "(KASLR offset %s); it sent %llu kernel symbols; processes from "
+			     "%s (%llu in the last walk)%s%s",
 			     json_string_value(json_object_get(i, "release")),
 			     json_string_value(json_object_get(i, "kernel_offset")),
-			     stats_json_get(i, "ksyms_sent") ? "it" : "opvm.ko or none",
+			     (unsigned long long)stats_json_get(i, "ksyms_sent"),
 			     src && !strcmp(src, "opvm.ko") ? "opvm.ko" :
 			     stats_json_get(p, "walks") ? "it" : "none",
 			     (unsigned long long)stats_json_get(p, "tasks"),

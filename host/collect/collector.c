@@ -28,10 +28,12 @@
 #include "host/collect/fetch.h"
 #include "host/collect/gstate.h"
 #include "lib/ring.h"
+#include "lib/sample.h"
 #include "host/collect/stats.h"
 #include "host/collect/store.h"
 #include "host/collect/sync.h"
 #include "vmm/introspect/introspect.h"
+#include "vmm/introspect/ktasks.h"
 #include "vmm/sampler.h"
 #include "lib/util.h"
 
@@ -73,6 +75,9 @@ struct cguest {
 	struct introspect *intro;
 	struct decoder *idec;
 	enum introspect_mode intro_mode;
+	/* introspection's processes against opvm.ko's, per walk while both
+	 * speak: same address space and name, another one, or unknown */
+	uint64_t xc_walks, xc_seen, xc_agree, xc_differ, xc_missing;
 	int fd;				/* channel, -1 if none */
 	int (*reconnect)(void *arg);
 	void *reconnect_arg;
@@ -455,9 +460,34 @@ static void intro_emit(void *arg, const void *rec, size_t len)
 /* One bounded step of introspection.  Its kernel symbols are sent only
  * while the guest module's relay has sent none: two transfers into one
  * kallsyms file would interleave. */
+/* opvm.ko's model against introspection's last walk: the processes with
+ * an address space, each compared by CR3 (normalised) and name. */
+static void intro_crosscheck(struct cguest *g)
+{
+	size_t n;
+	const struct ktask *t = introspect_tasks(g->intro, &n);
+
+	g->xc_walks++;
+	for (size_t i = 0; i < n; i++) {
+		const struct gstate_process *p;
+
+		if (!t[i].cr3)
+			continue;	/* kernel threads: the module sends 0 too */
+		g->xc_seen++;
+		p = gstate_proc_by_tgid(g->gs, t[i].tgid);
+		if (!p)
+			g->xc_missing++;
+		else if (p->cr3 == opvm_cr3_normalise(t[i].cr3) && !strcmp(p->comm, t[i].comm))
+			g->xc_agree++;
+		else
+			g->xc_differ++;
+	}
+}
+
 static void intro_poll(struct cguest *g, uint64_t now)
 {
 	const struct fetch_stats *fs = fetch_get_stats(g->fetch);
+	uint64_t walks;
 
 	if (!g->intro)
 		return;
@@ -465,9 +495,12 @@ static void intro_poll(struct cguest *g, uint64_t now)
 		introspect_no_ksyms(g->intro);
 	if (gstate_get_hello(g->gs) && g->intro_mode == INTROSPECT_AUTO)
 		introspect_module_active(g->intro);
+	walks = introspect_get_stats(g->intro)->walks;
 	introspect_poll(g->intro, now, intro_emit, g);
 	if (introspect_get_stats(g->intro)->procs_live)
 		gstate_set_procs_walked(g->gs);
+	if (gstate_get_hello(g->gs) && introspect_get_stats(g->intro)->walks != walks)
+		intro_crosscheck(g);
 }
 
 /* session.json "kernel" from introspection while opvm.ko has said no
@@ -525,6 +558,10 @@ static json_t *intro_json(const struct cguest *g)
 			"walk_failed", json_u64(s->walk_failed), "dups", json_u64(s->task_dups),
 			"procs_sent", json_u64(s->procs_sent), "execs_sent", json_u64(s->execs_sent),
 			"exits_sent", json_u64(s->exits_sent), "refresh_us", json_u64(s->refresh_us)));
+		json_object_set_new(o, "crosscheck", json_pack("{s:o,s:o,s:o,s:o,s:o}",
+			"walks", json_u64(g->xc_walks), "processes", json_u64(g->xc_seen),
+			"agree", json_u64(g->xc_agree), "differ", json_u64(g->xc_differ),
+			"missing", json_u64(g->xc_missing)));
 	}
 	if (o && s->last_error[0])
 		json_object_set_new(o, "last_error", json_string(s->last_error));

@@ -131,6 +131,12 @@ const struct introspect_stats *introspect_get_stats(const struct introspect *in)
 	return &in->st;
 }
 
+const struct ktask *introspect_tasks(const struct introspect *in, size_t *n)
+{
+	*n = in->tasks ? in->nr_tasks : 0;
+	return in->tasks;
+}
+
 /* Header and padding of a record built in place, then out it goes. */
 static void emit(struct introspect *in, void *rec, unsigned type, size_t len)
 {
@@ -341,7 +347,9 @@ static void tasks_diff(struct introspect *in, const struct ktask *nw, size_t n)
 	}
 }
 
-static void tasks_refresh(struct introspect *in)
+/* One walk; with send, its differences go out as records (without: a
+ * walk for the cross-check while opvm.ko speaks). */
+static void tasks_refresh(struct introspect *in, bool send)
 {
 	struct ktasks_mem km = { .read = { kread, in }, .v2p = v2p, .arg = in };
 	int64_t t0 = util_now_ns();
@@ -352,7 +360,8 @@ static void tasks_refresh(struct introspect *in)
 		in->st.walk_failed++;
 		return;
 	}
-	tasks_diff(in, in->walk, n);
+	if (send)
+		tasks_diff(in, in->walk, n);
 	swap = in->tasks;
 	in->tasks = in->walk;
 	in->walk = swap;
@@ -363,7 +372,8 @@ static void tasks_refresh(struct introspect *in)
 	in->st.walks_bad_ptr = in->wst.bad_ptr;
 	in->st.task_dups = in->wst.dups;
 	in->st.refresh_us = (uint64_t)(util_now_ns() - t0) / 1000;
-	in->st.procs_live = 1;
+	if (send)
+		in->st.procs_live = 1;
 }
 
 /* ---- finding the kernel --------------------------------------------------- */
@@ -437,8 +447,8 @@ static void search(struct introspect *in, uint64_t now, uint64_t t0)
 	btf_load(in);
 	/* the first walk now: the samples waiting in the rings are filed
 	 * right after this poll, and should find their processes */
-	if (in->have_offsets && !in->module_active)
-		tasks_refresh(in);
+	if (in->have_offsets)
+		tasks_refresh(in, !in->module_active);
 }
 
 int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn fn, void *arg)
@@ -449,7 +459,7 @@ int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn f
 	in->emit_arg = arg;
 	if (in->state == ST_SEARCHING)
 		search(in, now_ms, util_now_ms());
-	else if (in->state == ST_READY && in->have_offsets && !in->module_active)
-		tasks_refresh(in);
+	else if (in->state == ST_READY && in->have_offsets)
+		tasks_refresh(in, !in->module_active);
 	return 0;
 }

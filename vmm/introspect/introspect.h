@@ -88,7 +88,8 @@ void introspect_free(struct introspect *in);	/* NULL-safe */
 
 /* Stops sending KSYMS (the guest module sends its own). */
 void introspect_no_ksyms(struct introspect *in);
-/* opvm.ko speaks for the guest: no more KSYMS or process records. */
+/* opvm.ko speaks for the guest: no more KSYMS or process records (the
+ * process list is still walked, for introspect_tasks()). */
 void introspect_module_active(struct introspect *in);
 
 /*
@@ -102,5 +103,10 @@ int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn e
 		    void *arg);
 
 const struct introspect_stats *introspect_get_stats(const struct introspect *in);
+
+/* The last walk of the process list, sorted by tgid (n: how many), valid
+ * until the next poll: for cross-checking opvm.ko's view. */
+struct ktask;
+const struct ktask *introspect_tasks(const struct introspect *in, size_t *n);
 
 #endif /* OPVM_INTROSPECT_H */
