@@ -550,6 +550,7 @@ static json_t *intro_json(const struct cguest *g)
 		"kallsyms_ms", json_u64(s->kallsyms_ms), "refused", json_u64(s->refused));
 	if (o) {
 		json_object_set_new(o, "kernel_text_hex", json_hex(s->text_addr));
+		json_object_set_new(o, "reboots", json_u64(s->reboots));
 		json_object_set_new(o, "processes", json_pack(
 			"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 			"btf_bytes", json_u64(s->btf_bytes), "tasks", json_u64(s->tasks),

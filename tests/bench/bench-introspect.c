@@ -142,7 +142,8 @@ int main(void)
 			return 1;
 		in = introspect_new(m, NULL);
 		t0 = cpu_ms();
-		introspect_poll(in, 1, sink, &bytes);
+		for (int i = 1; i < 16 && !strcmp(introspect_get_stats(in)->state, "searching"); i++)
+			introspect_poll(in, (uint64_t)i, sink, &bytes);	/* a scan step each */
 		t0 = cpu_ms() - t0;
 		if (strcmp(introspect_get_stats(in)->state, "ready") ||
 		    introspect_get_stats(in)->nr_syms != n) {

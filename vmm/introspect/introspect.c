@@ -25,7 +25,7 @@
 #include "vmm/introspect/ktasks.h"
 #include "vmm/introspect/vmcoreinfo.h"
 
-#define SCAN_BYTES_DEFAULT	((uint64_t)256 << 20)
+#define SCAN_BYTES_DEFAULT	((uint64_t)128 << 20)
 #define RETRY_MS_DEFAULT	1000u
 /* __START_KERNEL_map: where x86-64 maps the kernel image, phys_base on */
 #define KERNEL_MAP		0xffffffff80000000ull
@@ -61,6 +61,7 @@ struct introspect {
 	struct ktask *tasks, *walk;
 	size_t nr_tasks;
 	struct ktasks_stats wst;
+	uint8_t vmci_page[4096];	/* as found: a change means a reboot */
 };
 
 int introspect_parse_mode(const char *s, enum introspect_mode *out)
@@ -229,6 +230,7 @@ static void ksyms_send(struct introspect *in, uint64_t t0)
 
 	memset(&in->rec.k, 0, sizeof(in->rec.k));
 	in->used = sizeof(in->rec.k);
+	in->st.ksyms_sent = in->st.ksyms_other = 0;
 	rc = kallsyms_decode(&um, &a, ksym_one, in, &res, in->st.last_error,
 			     sizeof(in->st.last_error));
 	in->st.nr_syms = res.nr_syms;
@@ -267,8 +269,10 @@ static void btf_load(struct introspect *in)
 		return;
 	}
 	buf = malloc(len);
-	in->tasks = calloc(KTASKS_MAX, sizeof(*in->tasks));
-	in->walk = calloc(KTASKS_MAX, sizeof(*in->walk));
+	if (!in->tasks)		/* kept across a reboot */
+		in->tasks = calloc(KTASKS_MAX, sizeof(*in->tasks));
+	if (!in->walk)
+		in->walk = calloc(KTASKS_MAX, sizeof(*in->walk));
 	if (!buf || !in->tasks || !in->walk) {
 		free(buf);
 		return;
@@ -403,6 +407,8 @@ static bool kernel_found(struct introspect *in, uint64_t gpa)
 			 (unsigned long long)gpa);
 		return false;
 	}
+	if (guestmem_read(in->m, gpa, in->vmci_page, sizeof(in->vmci_page)))
+		return false;
 	in->st.vmcoreinfo_gpa = gpa;
 	in->st.pgd_gpa = pgd;
 	in->st.kernel_offset = in->vi.kernel_offset;
@@ -451,6 +457,34 @@ static void search(struct introspect *in, uint64_t now, uint64_t t0)
 		tasks_refresh(in, !in->module_active);
 }
 
+/*
+ * The guest rebooted (or wrote over its VMCOREINFO page): nothing read so
+ * far holds, the kernel may sit elsewhere.  The processes announced go
+ * (PROC_EXIT), and the search starts over.
+ */
+static bool rebooted(struct introspect *in)
+{
+	uint8_t page[4096];
+
+	if (!guestmem_read(in->m, in->st.vmcoreinfo_gpa, page, sizeof(page)) &&
+	    !memcmp(page, in->vmci_page, sizeof(page)))
+		return false;
+	if (!in->module_active)
+		tasks_diff(in, NULL, 0);
+	in->nr_tasks = 0;
+	in->have_offsets = false;
+	in->start_btf = in->stop_btf = in->init_task = in->st.text_addr = 0;
+	in->state = ST_SEARCHING;
+	in->st.state = "searching";
+	in->st.reboots++;
+	in->st.vmcoreinfo_gpa = in->st.pgd_gpa = 0;
+	in->st.procs_live = 0;
+	in->cursor = 0;
+	in->pass_ms = 0;
+	in->waiting = false;
+	return true;
+}
+
 int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn fn, void *arg)
 {
 	if (!in || !fn)
@@ -459,7 +493,7 @@ int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn f
 	in->emit_arg = arg;
 	if (in->state == ST_SEARCHING)
 		search(in, now_ms, util_now_ms());
-	else if (in->state == ST_READY && in->have_offsets)
+	else if (in->state == ST_READY && !rebooted(in) && in->have_offsets)
 		tasks_refresh(in, !in->module_active);
 	return 0;
 }

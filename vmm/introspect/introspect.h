@@ -44,7 +44,7 @@ int introspect_parse_mode(const char *s, enum introspect_mode *out);
 const char *introspect_mode_name(enum introspect_mode m);
 
 struct introspect_config {
-	uint64_t scan_bytes;	/* RAM scanned per poll; 0: 256 MiB */
+	uint64_t scan_bytes;	/* RAM scanned per poll; 0: 128 MiB */
 	unsigned retry_ms;	/* between two full scans that found nothing;
 				 * 0: 1000 */
 	int no_ksyms;		/* 1: send no KSYMS */
@@ -79,6 +79,7 @@ struct introspect_stats {
 	uint64_t procs_sent, execs_sent, exits_sent;
 	uint64_t refresh_us;		/* the last walk and its records */
 	int procs_live;			/* 1: a walk announced the processes */
+	uint64_t reboots;		/* VMCOREINFO changed: searched anew */
 	char last_error[160];
 };
 

@@ -135,12 +135,22 @@ int ktasks_walk(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 		return -EFAULT;
 	}
 	next = le64toh(next);
+	/* Brent's cycle finding: a list that loops without coming back to
+	 * the head is caught within twice its loop's start and length, not
+	 * at the cap */
+	uint64_t mark = head, power = 1, lam = 0;
+
 	while (next != head) {
 		uint64_t t = next - o->task_tasks;
 
-		if (k == max) {
+		if (k == max || next == mark) {
 			st->cut++;
 			break;
+		}
+		if (++lam == power) {
+			mark = next;
+			power *= 2;
+			lam = 0;
 		}
 		if (!kptr(next) || !kptr(t) ||
 		    !task_read(km, o, t, buf, lo, hi, &out[k], &next, st)) {

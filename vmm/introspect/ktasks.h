@@ -7,9 +7,10 @@
  *
  * The list is guest memory, read while the guest runs: it may be torn,
  * cyclic, or point anywhere.  Every pointer is checked to be a kernel
- * address before it is followed, the walk stops at max entries (a cycle
- * that does not return to the head ends there, counted), and a process
- * seen twice in one walk is dropped (counted).
+ * address before it is followed, a cycle that does not return to the head
+ * is found (Brent's method: within twice its start and length) and ends
+ * the walk, as do max entries (both counted), and a process seen twice in
+ * one walk is dropped (counted).
  */
 #ifndef OPVM_KTASKS_H
 #define OPVM_KTASKS_H
@@ -38,7 +39,8 @@ struct ktasks_mem {
 
 struct ktasks_stats {
 	uint64_t walks;
-	uint64_t cut;			/* walks stopped at the cap (cycles) */
+	uint64_t cut;			/* walks stopped at a cycle that misses
+					 * the head, or at the cap */
 	uint64_t bad_ptr;		/* walks stopped at a pointer that is not
 					 * a kernel address or not readable */
 	uint64_t dups;			/* processes seen twice in a walk */
