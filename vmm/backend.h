@@ -51,6 +51,7 @@
 #include "lib/sample.h"
 #include "vmm/sampler.h"
 
+struct guestmem;
 struct sampler;
 struct vm_monitor;
 
@@ -113,6 +114,9 @@ struct backend_target {
 					 * thread */
 	void *reconnect_arg;
 	void *priv;			/* the backend's per-guest state */
+	/* The guest's RAM for introspection (vmm/introspect/), or NULL: none.
+	 * Owned by the backend (freed by close(), after the collector). */
+	struct guestmem *mem;
 	/* --call-graph: what open() gives the sampler, or NULL (none); set
 	 * by the session only for a backend whose ops say callgraph */
 	const struct sampler_callgraph_cfg *callgraph;

@@ -33,7 +33,7 @@ enum {
 	OPT_CALL_GRAPH,
 	OPT_NO_IMAGE_SYMBOLS, OPT_NO_FETCH, OPT_FETCH_CACHE, OPT_FETCH_MAX_FILE,
 	OPT_FETCH_MAX_SESSION,
-	OPT_FETCH_CACHE_MAX,
+	OPT_FETCH_CACHE_MAX, OPT_INTROSPECT,
 };
 
 const struct option session_options[] = {
@@ -61,6 +61,7 @@ const struct option session_options[] = {
 	{ "fetch-max-file", required_argument, NULL, OPT_FETCH_MAX_FILE },
 	{ "fetch-max-session", required_argument, NULL, OPT_FETCH_MAX_SESSION },
 	{ "fetch-cache-max", required_argument, NULL, OPT_FETCH_CACHE_MAX },
+	{ "introspect", required_argument, NULL, OPT_INTROSPECT },
 	{ 0 }
 };
 
@@ -105,7 +106,10 @@ const char session_usage[] =
 "  --fetch-max-file SIZE  largest binary taken (default 256M); --fetch-max-\n"
 "                     session SIZE: all of one session (default 1G)\n"
 "  --fetch-cache-max SIZE  one guest's cache, all sessions (default 2G):\n"
-"                     past it the least recently used files go\n";
+"                     past it the least recently used files go\n"
+"  --introspect auto|off|only  read the guest kernel's symbols from its\n"
+"                     memory (auto: unless opvm.ko sends them; only: and\n"
+"                     ignore opvm.ko's channel); docs/introspection.md\n";
 
 void session_opts_init(struct session_opts *o)
 {
@@ -250,6 +254,16 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 	case OPT_FETCH_CACHE:
 		o->fetch_cache = arg;
 		return 1;
+	case OPT_INTROSPECT: {
+		enum introspect_mode m;
+
+		if (introspect_parse_mode(arg, &m)) {
+			pr_err("--introspect takes auto, off or only, not '%s'", arg);
+			return -1;
+		}
+		o->introspect = (int)m;
+		return 1;
+	}
 	case OPT_FETCH_MAX_FILE: case OPT_FETCH_MAX_SESSION: case OPT_FETCH_CACHE_MAX: {
 		uint64_t *v = opt == OPT_FETCH_MAX_FILE ? &o->fetch_max_file :
 			      opt == OPT_FETCH_MAX_SESSION ? &o->fetch_max_session :
@@ -454,7 +468,8 @@ static int host_files_open(struct host_files *hf, struct collector_config *cfg)
 
 /* Every guest into the collector (channel, sampler), then every sampler
  * started: a sampler pushes into rings the collector must already own. */
-static int add_and_start(struct collector *c, struct backend_target *t, size_t n)
+static int add_and_start(struct collector *c, struct backend_target *t, size_t n,
+			 enum introspect_mode im)
 {
 	struct cguest *g[n ? n : 1];
 	int err;
@@ -465,6 +480,16 @@ static int add_and_start(struct collector *c, struct backend_target *t, size_t n
 			pr_err("cannot add guest '%s' to the session: %s", t[i].name,
 			       strerror(errno));
 			return -1;
+		}
+		err = cguest_set_introspect(g[i], t[i].mem, im);
+		if (err < 0) {
+			pr_err("cannot read the memory of '%s': %s", t[i].name, strerror(-err));
+			return -1;
+		}
+		if (t[i].chan_fd >= 0 && im == INTROSPECT_ONLY) {
+			/* --introspect only: what opvm.ko says is not read */
+			close(t[i].chan_fd);
+			t[i].chan_fd = -1;
 		}
 		if (t[i].chan_fd >= 0) {
 			err = cguest_set_channel(g[i], t[i].chan_fd, t[i].reconnect,
@@ -540,7 +565,7 @@ static int collect(const struct session_opts *o, const struct backend_setup *set
 		return -1;
 	}
 	t0 = util_now_ns();
-	if (add_and_start(c, t, n))
+	if (add_and_start(c, t, n, (enum introspect_mode)o->introspect))
 		goto out;
 	err = collector_run(c, &stop_flag, o->common.duration_ms);
 	ret = 0;
@@ -732,6 +757,35 @@ static void dwarf_summary(json_t *root)
 			     stats_fmt_count(cut, c));
 }
 
+/* Which source named what: introspection's line (docs/introspection.md). */
+static void introspect_summary(json_t *root)
+{
+	json_t *i = json_object_get(root, "introspect"), *p = json_object_get(i, "processes");
+	const char *state = json_string_value(json_object_get(i, "state"));
+	const char *why = json_string_value(json_object_get(i, "last_error"));
+	json_t *k = json_object_get(root, "kernel");
+	const char *src = json_string_value(json_object_get(k, "source"));
+
+	if (!state)
+		return;		/* --introspect off, or no guest memory */
+	if (strcmp(state, "ready")) {
+		util_fprintf_wrapped(stdout, 4, "  introspection: no kernel found in guest memory "
+				     "(%llu scans of its RAM)%s%s", (unsigned long long)
+				     stats_json_get(i, "passes"), why ? ": " : "", why ? why : "");
+		return;
+	}
+	util_fprintf_wrapped(stdout, 4, "  introspection: kernel %s read from guest memory "
+			     "(KASLR offset %s); it sent %llu kernel symbols; processes from "
+			     "%s (%llu in the last walk)%s%s",
+			     json_string_value(json_object_get(i, "release")),
+			     json_string_value(json_object_get(i, "kernel_offset")),
+			     (unsigned long long)stats_json_get(i, "ksyms_sent"),
+			     src && !strcmp(src, "opvm.ko") ? "opvm.ko" :
+			     stats_json_get(p, "walks") ? "it" : "none",
+			     (unsigned long long)stats_json_get(p, "tasks"),
+			     why ? "; " : "", why ? why : "");
+}
+
 static void count(json_t *st, const char *key, struct backend_count *out)
 {
 	char buf[OPVM_COUNT_BUF];
@@ -814,6 +868,7 @@ static void summary(const struct backend_ops *b, void *bst, const struct session
 		store_summary(root);
 		fetch_summary(root);
 		dwarf_summary(root);
+		introspect_summary(root);
 		top_apps(&sc, i);
 		json_decref(root);
 	}

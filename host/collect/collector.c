@@ -28,9 +28,12 @@
 #include "host/collect/fetch.h"
 #include "host/collect/gstate.h"
 #include "lib/ring.h"
+#include "lib/sample.h"
 #include "host/collect/stats.h"
 #include "host/collect/store.h"
 #include "host/collect/sync.h"
+#include "vmm/introspect/introspect.h"
+#include "vmm/introspect/ktasks.h"
 #include "vmm/sampler.h"
 #include "lib/util.h"
 
@@ -69,6 +72,15 @@ struct cguest {
 	struct store *st;
 	struct sync *sy;
 	struct fetch *fetch;		/* kernel symbols from the guest */
+	/* introspection: the second source of records, read from the
+	 * guest's memory; its own decoder (its own framing and sequence)
+	 * into the same model, fetch and callbacks as the channel's */
+	struct introspect *intro;
+	struct decoder *idec;
+	enum introspect_mode intro_mode;
+	/* introspection's processes against opvm.ko's, per walk while both
+	 * speak: same address space and name, another one, or unknown */
+	uint64_t xc_walks, xc_seen, xc_agree, xc_differ, xc_missing;
 	int fd;				/* channel, -1 if none */
 	int (*reconnect)(void *arg);
 	void *reconnect_arg;
@@ -162,6 +174,8 @@ static void guest_free(struct cguest *g)
 		close(g->fd);
 	sync_free(g->sy);
 	fetch_free(g->fetch);
+	introspect_free(g->intro);
+	decoder_free(g->idec);
 	decoder_free(g->dec);
 	store_close(g->st);
 	gstate_free(g->gs);
@@ -441,6 +455,152 @@ void cguest_set_sampler(struct cguest *g, struct sampler *s)
 	g->hellos_told = 0;
 	hello_tell(g);		/* a HELLO read before the sampler came */
 	orc_tell(g);
+}
+
+/* ---- introspection ----------------------------------------------------------- */
+
+static json_t *json_u64(uint64_t v);
+static json_t *json_hex(uint64_t v);
+
+int cguest_set_introspect(struct cguest *g, struct guestmem *mem, enum introspect_mode mode)
+{
+	struct introspect_config ic = { .no_ksyms = g && g->c->cfg.fetch.off };
+
+	if (!g)
+		return -EINVAL;
+	g->intro_mode = mode;
+	if (mode == INTROSPECT_OFF || !mem)
+		return 0;
+	g->idec = decoder_new(g->gs);
+	g->intro = g->idec ? introspect_new(mem, &ic) : NULL;
+	if (!g->intro) {
+		int err = -errno;
+
+		decoder_free(g->idec);
+		g->idec = NULL;
+		return err;
+	}
+	decoder_set_record_fn(g->idec, on_record, g);
+	return 0;
+}
+
+static void intro_emit(void *arg, const void *rec, size_t len)
+{
+	struct cguest *g = arg;
+
+	decoder_feed(g->idec, rec, len);
+}
+
+/* One bounded step of introspection.  Its kernel symbols are sent only
+ * while the guest module's relay has sent none: two transfers into one
+ * kallsyms file would interleave. */
+/* opvm.ko's model against introspection's last walk: the processes with
+ * an address space, each compared by CR3 (normalised) and name. */
+static void intro_crosscheck(struct cguest *g)
+{
+	size_t n;
+	const struct ktask *t = introspect_tasks(g->intro, &n);
+
+	g->xc_walks++;
+	for (size_t i = 0; i < n; i++) {
+		const struct gstate_process *p;
+
+		if (!t[i].cr3)
+			continue;	/* kernel threads: the module sends 0 too */
+		g->xc_seen++;
+		p = gstate_proc_by_tgid(g->gs, t[i].tgid);
+		if (!p)
+			g->xc_missing++;
+		else if (p->cr3 == opvm_cr3_normalise(t[i].cr3) && !strcmp(p->comm, t[i].comm))
+			g->xc_agree++;
+		else
+			g->xc_differ++;
+	}
+}
+
+static void intro_poll(struct cguest *g, uint64_t now)
+{
+	const struct fetch_stats *fs = fetch_get_stats(g->fetch);
+	uint64_t walks;
+
+	if (!g->intro)
+		return;
+	if (fs->ksyms_records && g->intro_mode == INTROSPECT_AUTO)
+		introspect_no_ksyms(g->intro);
+	if (gstate_get_hello(g->gs) && g->intro_mode == INTROSPECT_AUTO)
+		introspect_module_active(g->intro);
+	walks = introspect_get_stats(g->intro)->walks;
+	introspect_poll(g->intro, now, intro_emit, g);
+	if (introspect_get_stats(g->intro)->procs_live)
+		gstate_set_procs_walked(g->gs);
+	if (gstate_get_hello(g->gs) && introspect_get_stats(g->intro)->walks != walks)
+		intro_crosscheck(g);
+}
+
+/* session.json "kernel" from introspection while opvm.ko has said no
+ * HELLO: what the reports need to take <guest>/kallsyms (the release) and
+ * check it against the running kernel (_text, _stext).  NULL: nothing
+ * known yet (errno 0), or ENOMEM. */
+static json_t *intro_kernel_json(const struct cguest *g)
+{
+	const struct introspect_stats *s = g->intro ? introspect_get_stats(g->intro) : NULL;
+	json_t *k;
+
+	errno = 0;
+	if (!s || !s->release[0])
+		return NULL;
+	k = json_pack("{s:s,s:s,s:s}", "release", s->release, "anchor_name", "_stext",
+		      "source", "introspection");
+	if (!k) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	json_object_set_new(k, "anchor_addr", json_u64(s->stext));
+	json_object_set_new(k, "text_addr", json_u64(s->text_addr));
+	json_object_set_new(k, "anchor_addr_hex", json_hex(s->stext));
+	json_object_set_new(k, "text_addr_hex", json_hex(s->text_addr));
+	errno = 0;
+	return k;
+}
+
+static json_t *intro_json(const struct cguest *g)
+{
+	const struct introspect_stats *s;
+	json_t *o;
+
+	if (!g->intro)
+		return json_pack("{s:s}", "mode", introspect_mode_name(g->intro_mode));
+	s = introspect_get_stats(g->intro);
+	o = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		"mode", introspect_mode_name(g->intro_mode), "state", s->state,
+		"release", s->release,
+		"vmcoreinfo_gpa", json_hex(s->vmcoreinfo_gpa),
+		"kernel_offset", json_hex(s->kernel_offset),
+		"passes", json_u64(s->passes), "scanned_bytes", json_u64(s->scanned_bytes),
+		"kallsyms_syms", json_u64(s->nr_syms), "ksyms_sent", json_u64(s->ksyms_sent),
+		"ksyms_other", json_u64(s->ksyms_other), "ksyms_bad", json_u64(s->ksyms_bad),
+		"ksyms_unsorted", json_u64(s->ksyms_unsorted),
+		"bytes_read", json_u64(s->ksyms_bytes_read),
+		"kallsyms_ms", json_u64(s->kallsyms_ms), "refused", json_u64(s->refused));
+	if (o) {
+		json_object_set_new(o, "kernel_text_hex", json_hex(s->text_addr));
+		json_object_set_new(o, "reboots", json_u64(s->reboots));
+		json_object_set_new(o, "processes", json_pack(
+			"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+			"btf_bytes", json_u64(s->btf_bytes), "tasks", json_u64(s->tasks),
+			"walks", json_u64(s->walks), "walks_cut", json_u64(s->walks_cut),
+			"walks_bad_ptr", json_u64(s->walks_bad_ptr),
+			"walk_failed", json_u64(s->walk_failed), "dups", json_u64(s->task_dups),
+			"procs_sent", json_u64(s->procs_sent), "execs_sent", json_u64(s->execs_sent),
+			"exits_sent", json_u64(s->exits_sent), "refresh_us", json_u64(s->refresh_us)));
+		json_object_set_new(o, "crosscheck", json_pack("{s:o,s:o,s:o,s:o,s:o}",
+			"walks", json_u64(g->xc_walks), "processes", json_u64(g->xc_seen),
+			"agree", json_u64(g->xc_agree), "differ", json_u64(g->xc_differ),
+			"missing", json_u64(g->xc_missing)));
+	}
+	if (o && s->last_error[0])
+		json_object_set_new(o, "last_error", json_string(s->last_error));
+	return o;
 }
 
 /* ---- channel ---------------------------------------------------------------- */
@@ -757,9 +917,31 @@ static int callgraph_json(struct collector *c, struct cguest *g, json_t *root)
 #undef C
 }
 
-static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
+/* session.json "kernel": the HELLO's facts, or introspection's before
+ * any.  NULL: none known (errno 0), or ENOMEM. */
+static json_t *kernel_json(const struct cguest *g)
 {
 	const struct gstate_hello *h = gstate_get_hello(g->gs);
+	json_t *k;
+
+	if (!h)
+		return intro_kernel_json(g);
+	k = json_pack("{s:s,s:s,s:s}", "release", h->release, "anchor_name", h->anchor_name,
+		      "source", "opvm.ko");
+	if (!k) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	json_object_set_new(k, "anchor_addr", json_u64(h->anchor_addr));
+	json_object_set_new(k, "text_addr", json_u64(h->text_addr));
+	json_object_set_new(k, "anchor_addr_hex", json_hex(h->anchor_addr));
+	json_object_set_new(k, "text_addr_hex", json_hex(h->text_addr));
+	json_object_set_new(k, "nr_cpus", json_integer(h->nr_cpus));
+	return k;
+}
+
+static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
+{
 	const struct decoder_stats *ds = decoder_get_stats(g->dec);
 	const struct gstate_stats *gst = gstate_get_stats(g->gs);
 	struct sampler_stats ss;
@@ -792,16 +974,8 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 						    "count", json_u64(e->count),
 						    "unit_mask", (json_int_t)e->unit_mask));
 	}
-	if (h) {
-		k = json_pack("{s:s,s:s}", "release", h->release, "anchor_name", h->anchor_name);
-		if (!k)
-			goto fail;
-		json_object_set_new(k, "anchor_addr", json_u64(h->anchor_addr));
-		json_object_set_new(k, "text_addr", json_u64(h->text_addr));
-		json_object_set_new(k, "anchor_addr_hex", json_hex(h->anchor_addr));
-		json_object_set_new(k, "text_addr_hex", json_hex(h->text_addr));
-		json_object_set_new(k, "nr_cpus", json_integer(h->nr_cpus));
-	}
+	if (!(k = kernel_json(g)) && errno == ENOMEM)
+		goto fail;
 	if (gstate_for_each_module(g->gs, module_json, mods))
 		goto fail;
 
@@ -861,6 +1035,7 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	bad |= json_object_set_new(root, "store", stats_store_to_json(&sst, &lim));
 	bad |= json_object_set_new(root, "store_errors", C(sync_store_errors(g->sy)));
 	bad |= json_object_set_new(root, "fetch", fetch_to_json(g->fetch));
+	bad |= json_object_set_new(root, "introspect", intro_json(g));
 	bad |= json_object_set_new(root, "meta_failures", C(g->meta_failures));
 #undef C
 	/* a member that could not be built (ENOMEM) would be missing */
@@ -929,6 +1104,8 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 		if (err && !ret)
 			ret = err;
 	}
+	if (!final)
+		intro_poll(g, now);
 	/* samples that could not be filed are counted (store_errors), and
 	 * profiling goes on: not this function's failure */
 	err = final ? sync_flush(g->sy, now) : sync_run(g->sy, now);

@@ -15,12 +15,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "host/collect/store.h"
+#include "vmm/introspect/introspect.h"
 #include "vmm/sampler.h"
 
 struct collector;
 struct cguest;
 struct ring;
 struct gstate;
+struct guestmem;
 /* Where the session's symbols come from, as absolute paths (run/attach
  * --guest-root, --system-map, --vmlinux, or the test image's): written to
  * session.json "symbols" so report/annotate/export need no flags. */
@@ -97,6 +99,13 @@ const char *cguest_name(const struct cguest *g);
  * Returns 0 or -errno. */
 int cguest_set_channel(struct cguest *g, int fd,
 		       int (*reconnect)(void *arg), void *arg);
+
+/* Introspection (vmm/introspect/introspect.h) of this guest's memory,
+ * read through mem (borrowed: it must outlive the collector); mode OFF or
+ * mem NULL: none.  Its records go through a decoder of their own into the
+ * guest's model and fetch, as the channel's do.  Returns 0 or -errno. */
+int cguest_set_introspect(struct cguest *g, struct guestmem *mem,
+			  enum introspect_mode mode);
 
 /* The sampler feeding this guest: collector_run() polls its status and stops
  * it at the end, and every HELLO read from the channel is passed to its

@@ -78,6 +78,7 @@ struct gstate {
 	size_t nr_maps;			/* all processes */
 	uint64_t work;			/* hash-table slots visited */
 	bool have_hello;
+	bool procs_walked;		/* introspection announced the processes */
 	struct gstate_hello hello;
 	uint64_t gen;
 	struct gstate_stats stats;
@@ -491,6 +492,16 @@ int gstate_hello(struct gstate *gs, const struct gstate_hello *h)
 const struct gstate_hello *gstate_get_hello(const struct gstate *gs)
 {
 	return gs && gs->have_hello ? &gs->hello : NULL;
+}
+
+void gstate_set_procs_walked(struct gstate *gs)
+{
+	gs->procs_walked = true;
+}
+
+bool gstate_procs_announced(const struct gstate *gs)
+{
+	return gs && (gs->have_hello || gs->procs_walked);
 }
 
 /* ---- cookies --------------------------------------------------------------- */

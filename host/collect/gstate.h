@@ -19,6 +19,7 @@
 #ifndef OPVM_GSTATE_H
 #define OPVM_GSTATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -115,6 +116,12 @@ void gstate_free(struct gstate *gs);
 /* A HELLO resets the model (a rebooted guest starts from nothing). */
 int gstate_hello(struct gstate *gs, const struct gstate_hello *h);
 const struct gstate_hello *gstate_get_hello(const struct gstate *gs); /* NULL before HELLO */
+/* Introspection walked the guest's process list (vmm/introspect/): the
+ * model knows its processes, as after a HELLO and the module's walk. */
+void gstate_set_procs_walked(struct gstate *gs);
+/* Whether some source announces processes (a HELLO, or a walk): a sample
+ * of an address space the model does not know is then worth holding. */
+bool gstate_procs_announced(const struct gstate *gs);
 
 /* Process appears (initial walk or fork), or replaces its image (exec:
  * mappings dropped, cr3/comm/exe updated). cr3 is normalised here. */

@@ -758,7 +758,7 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 	if (!p && (p = slot_proc_without_as(s, x)))
 		via_slot = true;
 	if (!p) {
-		if (!gstate_get_hello(s->gs)) {
+		if (!gstate_procs_announced(s->gs)) {
 			s->stats.unresolved++;
 			return file_anon_cr3(s, x, cr3n);
 		}

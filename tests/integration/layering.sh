@@ -39,6 +39,7 @@ declare -A allow=(
 	[vmm/kvm]="lib/ events/ unwind/ vmm/ guest-kmod/opvm_proto.h"
 	[vmm/perf]="lib/ events/ unwind/ vmm/ guest-kmod/opvm_proto.h"
 	[vmm/guest]="lib/ events/ unwind/ vmm/ guest-kmod/opvm_proto.h"
+	[vmm/introspect]="lib/ unwind/ vmm/guest/ vmm/introspect/ guest-kmod/opvm_proto.h"
 	[vmm/libvirt]="lib/ vmm/libvirt/"
 	[host/collect]="lib/ vmm/ unwind/ events/ guest-kmod/opvm_proto.h host/collect/"
 	[host/hoststats]="lib/ vmm/ events/ host/hoststats/"

@@ -113,6 +113,15 @@ unsigned guestmem_nr_ranges(const struct guestmem *m)
 	return m->nr;
 }
 
+int guestmem_range(const struct guestmem *m, unsigned i, uint64_t *gpa, uint64_t *len)
+{
+	if (i >= m->nr)
+		return -ERANGE;
+	*gpa = m->r[i].gpa;
+	*len = m->r[i].len;
+	return 0;
+}
+
 /* The range holding [gpa, gpa + len), or NULL.  Binary search: the table
  * is sorted and its ranges do not overlap. */
 static const struct guestmem_range *range_find(const struct guestmem *m,

@@ -66,6 +66,9 @@ int guestmem_map_shared(struct guestmem *m);
 
 /* Number of ranges held. */
 unsigned guestmem_nr_ranges(const struct guestmem *m);
+/* Range i (0 .. nr - 1, in guest-physical order): its start and length.
+ * Returns 0 or -ERANGE. */
+int guestmem_range(const struct guestmem *m, unsigned i, uint64_t *gpa, uint64_t *len);
 
 /* Reads len bytes at guest-physical gpa.  Returns 0 or -errno (-EFAULT:
  * outside guest RAM or the read came back short). */

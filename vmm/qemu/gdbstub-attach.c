@@ -31,6 +31,7 @@ struct qattach_guest {
 	int gdb_on;			/* we started a gdbstub: stop it at the end */
 	int cont_owed;			/* it stopped a running guest and no
 					 * sampler took over: "cont" at the end */
+	struct guestmem *imem;		/* introspection's view of its RAM, or NULL */
 };
 
 /*
@@ -226,6 +227,10 @@ static int qattach_open(void *st, struct vm_monitor *mon, struct backend_target 
 		if (!qc.mem)
 			return -errno;
 	}
+	/* introspection's own view of the guest's RAM (docs/introspection.md);
+	 * without it the guest is profiled as before */
+	g->imem = vm_monitor_guestmem(mon, why, sizeof(why));
+	t->mem = g->imem;
 	r = gdb_start(g, t, &qc.gdb_fd, err, errlen);
 	if (r) {
 		guestmem_close(qc.mem);
@@ -254,6 +259,8 @@ static void qattach_close(void *st, struct backend_target *t)
 	}
 	if (!g)
 		return;
+	guestmem_close(g->imem);
+	t->mem = NULL;
 	if (g->gdb_on) {
 		char *out = NULL;
 

@@ -69,6 +69,7 @@ struct qlaunch {
 	int con_out;			/* console.log */
 	pthread_t con_thread;
 	int con_started;
+	struct guestmem *imem;		/* the guest's RAM for introspection */
 };
 
 static const struct option qlaunch_options[] = {
@@ -569,6 +570,10 @@ static int connect_guest(struct qlaunch *q, struct backend_target *t, char *err,
 		return -errno;
 	}
 	t->nr_vcpus = qemu_sampler_nr_vcpus(t->sampler);
+	/* introspection reads the guest's RAM on its own: without it, the
+	 * guest is profiled as before (its kernel then needs a System.map) */
+	q->imem = qemu_guestmem(q, why, sizeof(why));
+	t->mem = q->imem;
 	/* the collector reads it and tells the sampler each HELLO */
 	t->chan_fd = chan;
 	t->reconnect = backend_reconnect_unix;
@@ -668,6 +673,9 @@ static void qlaunch_close(void *st, struct backend_target *t)
 	if (t->sampler)
 		t->sampler->ops->free(t->sampler);
 	t->sampler = NULL;
+	guestmem_close(q->imem);
+	q->imem = NULL;
+	t->mem = NULL;
 	if (q->con_started) {
 		shutdown(q->con_fd, SHUT_RDWR);
 		pthread_join(q->con_thread, NULL);

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Introspection: the cost of finding a guest kernel's VMCOREINFO in RAM and
+ * decoding its kallsyms into KSYMS records, through the real guest-memory
+ * reader (/proc/self/mem) over a synthetic guest (tests/unit/introspect-
+ * image.h): 256 MiB of RAM with the VMCOREINFO page in its last MiB (a
+ * whole scan), and the test image's own symbols (build/images/System.map:
+ * Debian 12's 6.1, ~94000 with KALLSYMS_ALL) or, without it, as many made
+ * up.  Time is the process's CPU time (shared machines), best of ROUNDS.
+ *
+ * Then one refresh of the process list (walk and compare, nothing
+ * changed) of a synthetic guest with XT_MAX (120) processes, averaged over
+ * REFRESHES.
+ *
+ * Prints:  introspect-kallsyms: N ms
+ *          introspect-refresh: N us
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vmm/guest/guestmem.h"
+#include "vmm/introspect/introspect.h"
+#include "../unit/introspect-image.h"
+
+#define RAM		(256u << 20)
+#define ROUNDS		3
+#define MAX_SYMS	200000
+
+static double cpu_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The test image's System.map, link-time addresses (no KASLR: _text is
+ * XI_KERNEL_VA), or made-up names. */
+static uint32_t load_syms(struct xi_sym *s, char *names, size_t room)
+{
+	const char *b = getenv("BUILD");
+	char path[512], line[600], type, name[512];
+	unsigned long long addr;
+	uint32_t n = 0;
+	size_t used = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/images/System.map", b ? b : "build");
+	f = fopen(path, "r");
+	while (f && n < MAX_SYMS && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%llx %c %511s", &addr, &type, name) != 3 ||
+		    used + strlen(name) + 1 > room || strlen(name) > 400)
+			continue;
+		s[n++] = (struct xi_sym){ strcpy(names + used, name), type, addr };
+		used += strlen(name) + 1;
+	}
+	if (f)
+		fclose(f);
+	for (; n < 94000 && used + 48 <= room; n++) {
+		char *p = names + used;
+
+		used += (size_t)snprintf(p, 48, "synthetic_function_%u", n) + 1;
+		s[n] = (struct xi_sym){ p, 'T', XI_KERNEL_VA + 64ull * n };
+	}
+	return n;
+}
+
+static void sink(void *arg, const void *rec, size_t len)
+{
+	*(size_t *)arg += len;
+}
+
+#define REFRESHES	200
+
+/* introspect-refresh: 0, or 1 on a failure. */
+static int bench_refresh(void)
+{
+	struct xi_sym s[3];
+	struct ximage x;
+	struct guestmem *m;
+	struct introspect *in;
+	size_t bytes = 0;
+	uint32_t len;
+	void *btf = xt_btf(&len);
+	double t0;
+
+	if (!btf)
+		return 1;
+	free(btf);
+	xt_syms(s, len);
+	if (ximage_build(&x, 16u << 20, s, 3, 0x600000) || xt_tasks(&x, XT_MAX) < 0)
+		return 1;
+	m = guestmem_open(getpid());
+	if (!m || guestmem_add_range(m, 0, x.size, (uint64_t)(uintptr_t)x.ram))
+		return 1;
+	in = introspect_new(m, NULL);
+	introspect_poll(in, 1, sink, &bytes);
+	introspect_poll(in, 2, sink, &bytes);
+	if (introspect_get_stats(in)->tasks != XT_MAX) {
+		fprintf(stderr, "bench-introspect: the process list was not walked\n");
+		return 1;
+	}
+	t0 = cpu_ms();
+	for (int i = 0; i < REFRESHES; i++)
+		introspect_poll(in, 3 + (uint64_t)i, sink, &bytes);
+	t0 = cpu_ms() - t0;
+	fprintf(stderr, "bench-introspect: %u processes, %d refreshes, %.1f ms\n", XT_MAX,
+		REFRESHES, t0);
+	printf("introspect-refresh: %.0f us\n", t0 * 1000.0 / REFRESHES);
+	introspect_free(in);
+	guestmem_close(m);
+	ximage_free(&x);
+	return 0;
+}
+
+int main(void)
+{
+	struct xi_sym *s = calloc(MAX_SYMS, sizeof(*s));
+	char *names = malloc(16u << 20);
+	double best = 1e30;
+	struct ximage x;
+	uint32_t n;
+
+	if (!s || !names)
+		return 1;
+	n = load_syms(s, names, 16u << 20);
+	if (ximage_build(&x, RAM, s, n, RAM - (1u << 20))) {
+		fprintf(stderr, "bench-introspect: out of memory\n");
+		return 1;
+	}
+	for (int r = 0; r < ROUNDS; r++) {
+		struct guestmem *m = guestmem_open(getpid());
+		struct introspect *in;
+		size_t bytes = 0;
+		double t0;
+
+		if (!m || guestmem_add_range(m, 0, RAM, (uint64_t)(uintptr_t)x.ram))
+			return 1;
+		in = introspect_new(m, NULL);
+		t0 = cpu_ms();
+		for (int i = 1; i < 16 && !strcmp(introspect_get_stats(in)->state, "searching"); i++)
+			introspect_poll(in, (uint64_t)i, sink, &bytes);	/* a scan step each */
+		t0 = cpu_ms() - t0;
+		if (strcmp(introspect_get_stats(in)->state, "ready") ||
+		    introspect_get_stats(in)->nr_syms != n) {
+			fprintf(stderr, "bench-introspect: the table was not found\n");
+			return 1;
+		}
+		if (t0 < best)
+			best = t0;
+		fprintf(stderr, "bench-introspect: %u symbols, %llu sent, %zu bytes of records, "
+			"%.1f ms\n", n, (unsigned long long)introspect_get_stats(in)->ksyms_sent,
+			bytes, t0);
+		introspect_free(in);
+		guestmem_close(m);
+	}
+	printf("introspect-kallsyms: %.0f ms\n", best);
+	ximage_free(&x);
+	free(names);
+	free(s);
+	return bench_refresh();
+}

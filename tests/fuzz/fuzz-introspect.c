@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libFuzzer target for introspection's parsers of guest memory
+ * (vmm/introspect/): the VMCOREINFO text and the kallsyms decoder over a
+ * memory image the input makes up.  The input's first 48 bytes are six
+ * little-endian u64 offsets into the image (names, num_syms, token_table,
+ * token_index, offsets, relative_base; each taken modulo twice the image's
+ * size, so some point outside it); the rest is memory at guest address
+ * 0xffffffff81000000, and is also parsed as VMCOREINFO text.  Decoding must
+ * stay within its caps, pass only bounded names, and never read outside
+ * what the callback allows.  The same image is walked as a task list
+ * (init_task and the struct offsets from the same six numbers) and parsed
+ * as BTF: walks must stop at their cap, results be unique and sorted.
+ *
+ * Seeds: tests/fuzz/corpus/introspect/ (tests/fuzz/gen-introspect-seed.py).
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "vmm/introspect/kallsyms.h"
+#include "vmm/introspect/kbtf.h"
+#include "vmm/introspect/ktasks.h"
+#include "vmm/introspect/vmcoreinfo.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define BASE	0xffffffff81000000ull
+
+struct mem {
+	const uint8_t *p;
+	size_t len;
+	unsigned reads;
+};
+
+static int mem_read(void *arg, uint64_t gva, void *buf, size_t len)
+{
+	struct mem *m = arg;
+
+	if (++m->reads > 1000000)
+		__builtin_trap();	/* a walk without bound */
+	if (gva < BASE || gva - BASE > m->len || len > m->len - (gva - BASE))
+		return -1;
+	memcpy(buf, m->p + (gva - BASE), len);
+	return 0;
+}
+
+static int v2p(void *arg, uint64_t va, uint64_t *pa)
+{
+	struct mem *m = arg;
+
+	if (va < BASE || va - BASE >= m->len)
+		return -1;
+	*pa = va - BASE;
+	return 0;
+}
+
+/* The image as a task list: offsets from the header's numbers. */
+static void tasks(struct mem *m, const uint64_t *off)
+{
+	struct ktasks_mem km = { .read = { mem_read, m }, .v2p = v2p, .arg = m };
+	struct kbtf_offsets o = {
+		.task_tasks = (uint32_t)(off[0] % 2048), .task_pid = (uint32_t)(off[1] % 2048),
+		.task_tgid = (uint32_t)(off[2] % 2048), .task_comm = (uint32_t)(off[3] % 2048),
+		.task_mm = (uint32_t)(off[4] % 2048), .task_real_parent = (uint32_t)(off[5] % 2048),
+		.mm_pgd = (uint32_t)(off[0] % 512),
+	};
+	struct ktasks_stats st = { 0 };
+	struct ktask out[64];
+	size_t n;
+
+	if (ktasks_walk(&km, &o, BASE + off[1] % (m->len + 1), out, 64, &n, &st))
+		return;
+	for (size_t i = 1; i < n; i++)
+		if (out[i - 1].tgid >= out[i].tgid)
+			__builtin_trap();
+	if (n > 64 || (n && out[0].comm[16]))
+		__builtin_trap();
+}
+
+static int on_sym(void *arg, uint64_t addr, char type, const char *name, size_t len)
+{
+	if (!len || len > KALLSYMS_NAME_MAX)
+		__builtin_trap();
+	(*(unsigned *)arg)++;
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct mem m = { 0 };
+	struct unwind_mem um = { mem_read, &m };
+	struct kallsyms_addrs a;
+	struct kallsyms_result res;
+	struct vmcoreinfo vi;
+	uint64_t off[6];
+	unsigned n = 0;
+	char err[160];
+
+	if (size < sizeof(off) + 1)
+		return 0;
+	memcpy(off, data, sizeof(off));
+	m.p = data + sizeof(off);
+	m.len = size - sizeof(off);
+	vmcoreinfo_parse((const char *)m.p, m.len, &vi);
+	if (vi.release[sizeof(vi.release) - 1])
+		__builtin_trap();
+	for (int i = 0; i < 6; i++)
+		off[i] = BASE + off[i] % (2 * m.len);
+	a = (struct kallsyms_addrs){ .names = off[0], .num_syms = off[1], .token_table = off[2],
+				     .token_index = off[3], .offsets = off[4],
+				     .relative_base = off[5] };
+	{
+		struct kbtf_offsets ko;
+
+		kbtf_offsets(m.p, m.len, &ko, err, sizeof(err));
+	}
+	m.reads = 0;
+	tasks(&m, off);
+	m.reads = 0;
+	if (!kallsyms_decode(&um, &a, on_sym, &n, &res, err, sizeof(err)) &&
+	    (n != res.decoded || res.decoded + res.bad > res.nr_syms ||
+	     res.nr_syms > KALLSYMS_MAX_SYMS || res.bytes_read > KALLSYMS_READ_MAX + 70000))
+		__builtin_trap();
+	return 0;
+}

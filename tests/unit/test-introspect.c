@@ -1,0 +1,495 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Introspection (vmm/introspect/) over a synthetic guest (introspect-image.h)
+ * read through the real guest-memory reader on this process's own memory:
+ * VMCOREINFO parsing, kallsyms decoding, the KSYMS records it emits (read
+ * back by fetch's converter, as the collector does), and a guest that lies:
+ * huge counts, pointers outside RAM, a page that only looks like
+ * VMCOREINFO, names that run past the end of memory.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "guest-kmod/opvm_proto.h"
+#include "host/collect/fetch.h"
+#include "vmm/guest/guestmem.h"
+#include "vmm/introspect/introspect.h"
+#include "vmm/introspect/kallsyms.h"
+#include "vmm/introspect/ktasks.h"
+#include "vmm/introspect/vmcoreinfo.h"
+#include "introspect-image.h"
+
+#define RAM	(8u << 20)
+#define VMCI_PA	0x600000ull
+
+static char long_name[200];
+
+static const struct xi_sym syms[] = {
+	{ "fixed_percpu_data", 'D', 0 },
+	{ "cpu_number", 'D', 0x1f000 },
+	{ "_text", 'T', XI_KERNEL_VA },
+	{ "startup_64", 'T', XI_KERNEL_VA },
+	{ "secondary_startup_64", 'T', XI_KERNEL_VA + 0x60 },
+	{ "__do_sys_getpid", 't', XI_KERNEL_VA + 0x1000 },
+	{ "sys_call_table", 'D', XI_KERNEL_VA + 0x2000 },
+	{ "schedule", 'T', XI_KERNEL_VA + 0x3000 },
+	{ long_name, 'T', XI_KERNEL_VA + 0x4000 },	/* two-byte length */
+	{ "weak_fn", 'W', XI_KERNEL_VA + 0x5000 },
+};
+#define NSYMS	(sizeof(syms) / sizeof(syms[0]))
+
+struct capture {
+	char text[1 << 16];
+	size_t len;
+	uint64_t ok, bad, capped, records, ends, end_nr;
+	uint32_t next_seq;
+	int seq_ok;
+	uint64_t procs, execs, exits;
+	struct opvm_rec_proc p105, last_exec;
+	uint32_t last_exit;
+};
+
+static void capture(void *arg, const void *rec, size_t len)
+{
+	struct capture *c = arg;
+	const struct opvm_rec_hdr *h = rec;
+
+	assert_int_equal(h->magic, OPVM_PROTO_MAGIC);
+	assert_int_equal(h->len, len);
+	assert_int_equal(len % OPVM_REC_ALIGN, 0);
+	assert_true(len <= OPVM_REC_MAX);
+	c->seq_ok += h->seq == c->next_seq++;
+	if (h->type == OPVM_REC_KSYMS) {
+		c->records++;
+		c->len += fetch_ksyms_text(rec, len, c->text + c->len, sizeof(c->text) - c->len,
+					   &c->ok, &c->bad, &c->capped);
+	} else if (h->type == OPVM_REC_PROC || h->type == OPVM_REC_EXEC) {
+		const struct opvm_rec_proc *r = rec;
+
+		assert_int_equal(len, (sizeof(*r) + 7) & ~7ul);
+		if (h->type == OPVM_REC_PROC)
+			c->procs++;
+		else
+			c->execs++, c->last_exec = *r;
+		if (r->tgid == 105)
+			c->p105 = *r;
+	} else if (h->type == OPVM_REC_PROC_EXIT) {
+		const struct opvm_rec_exit *r = rec;
+
+		c->exits++;
+		c->last_exit = r->tgid;
+	} else if (h->type == OPVM_REC_KSYMS_END) {
+		const struct opvm_rec_ksyms_end *e = rec;
+
+		c->ends++;
+		c->end_nr = e->nr_syms;
+	}
+}
+
+struct guest {
+	struct ximage x;
+	struct guestmem *m;
+};
+
+static void guest_new(struct guest *g)
+{
+	memset(long_name, 'x', sizeof(long_name) - 1);
+	assert_int_equal(ximage_build(&g->x, RAM, syms, NSYMS, VMCI_PA), 0);
+	g->m = guestmem_open(getpid());
+	assert_non_null(g->m);
+	assert_int_equal(guestmem_add_range(g->m, 0, RAM, (uint64_t)(uintptr_t)g->x.ram), 0);
+}
+
+static void guest_free(struct guest *g)
+{
+	guestmem_close(g->m);
+	ximage_free(&g->x);
+}
+
+/* Polls until ready or n polls; returns the stats. */
+static const struct introspect_stats *run(struct introspect *in, struct capture *c, int n)
+{
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(introspect_poll(in, 1000000u * (uint64_t)(i + 1), capture, c), 0);
+		if (strcmp(introspect_get_stats(in)->state, "searching"))
+			break;
+	}
+	return introspect_get_stats(in);
+}
+
+static void test_kallsyms_from_memory(void **state)
+{
+	struct introspect_config cfg = { .scan_bytes = 1u << 20 };	/* several polls */
+	struct capture *c = calloc(1, sizeof(*c));
+	const struct introspect_stats *st;
+	struct introspect *in;
+	struct guest g;
+	char line[300];
+
+	guest_new(&g);
+	in = introspect_new(g.m, &cfg);
+	assert_non_null(in);
+	st = run(in, c, 20);
+	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->vmcoreinfo_gpa, VMCI_PA);
+	assert_int_equal(st->pgd_gpa, XI_PGD_PA);
+	assert_string_equal(st->release, "6.1.0-test");
+	assert_int_equal(st->nr_syms, NSYMS);
+	assert_int_equal(st->text_addr, XI_KERNEL_VA);
+	assert_int_equal(st->ksyms_sent, 6);		/* T, t, W */
+	assert_int_equal(st->ksyms_other, 3 + 1);	/* data, and the 199-byte name */
+	assert_int_equal(st->ksyms_bad, 0);
+	assert_int_equal(c->ends, 1);
+	assert_int_equal(c->end_nr, 6);
+	assert_int_equal(c->ok, 6);
+	assert_int_equal(c->bad + c->capped, 0);
+	assert_int_equal(c->seq_ok, c->records + c->ends);
+	c->text[c->len] = '\0';
+	snprintf(line, sizeof(line), "%016llx t __do_sys_getpid\n",
+		 (unsigned long long)(XI_KERNEL_VA + 0x1000));
+	assert_non_null(strstr(c->text, line));
+	snprintf(line, sizeof(line), "%016llx T secondary_startup_64\n",
+		 (unsigned long long)(XI_KERNEL_VA + 0x60));
+	assert_non_null(strstr(c->text, line));
+	assert_non_null(strstr(c->text, " W weak_fn\n"));
+	assert_null(strstr(c->text, "sys_call_table"));
+	/* once ready, polls do nothing more */
+	run(in, c, 3);
+	assert_int_equal(c->ends, 1);
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
+}
+
+static void test_vmcoreinfo_parse(void **state)
+{
+	struct vmcoreinfo vi;
+	char big[8192];
+	const char *t = "OSRELEASE=6.1.0/../x\nKERNELOFFSET=zz\nNUMBER(phys_base)=-5\n"
+			"SYMBOL(swapper_pg_dir)=ffffffffffffffffff\nSYMBOL(_stext)=10\n=\n\n==";
+
+	assert_int_equal(vmcoreinfo_parse(t, strlen(t), &vi), 0);
+	assert_string_equal(vi.release, "6.1.0_.._x");	/* no '/' survives */
+	assert_false(vi.have & VMCI_OFFSET);		/* not hex */
+	assert_int_equal(vi.phys_base, (uint64_t)-5);
+	assert_false(vi.have & VMCI_PGD);		/* overflows */
+	assert_int_equal(vi.stext, 0x10);
+	assert_false(vi.have & VMCI_KALLSYMS);
+	assert_int_equal(vmcoreinfo_parse("nothing", 7, &vi), -ENOENT);
+	/* no NUL, no newline, longer than a page: bounded */
+	memset(big, 'A', sizeof(big));
+	memcpy(big, "OSRELEASE=", 10);
+	assert_int_equal(vmcoreinfo_parse(big, sizeof(big), &vi), 0);
+	assert_int_equal(strlen(vi.release), sizeof(vi.release) - 1);
+}
+
+/* A kallsyms table that lies, read through the synthetic guest. */
+static int count_sym(void *arg, uint64_t addr, char type, const char *name, size_t len)
+{
+	(*(unsigned *)arg)++;
+	assert_true(len >= 1 && len <= KALLSYMS_NAME_MAX);
+	return 0;
+}
+
+static int kread(void *arg, uint64_t va, void *buf, size_t len)
+{
+	return guestmem_read_virt(arg, XI_PGD_PA, va, buf, len) ? -EFAULT : 0;
+}
+
+static void test_lying_tables(void **state)
+{
+	struct guest g;
+	struct unwind_mem um;
+	struct kallsyms_addrs a;
+	struct kallsyms_result res;
+	uint32_t huge = 0xffffffffu, many = 1000000;
+	uint16_t bad_idx = 0xffff;
+	unsigned n = 0;
+	char err[160];
+	uint8_t ff[4096];
+
+	guest_new(&g);
+	um = (struct unwind_mem){ kread, g.m };
+	a = (struct kallsyms_addrs){ .names = g.x.names, .num_syms = g.x.num_syms,
+				     .token_table = g.x.token_table,
+				     .token_index = g.x.token_index, .offsets = g.x.offsets,
+				     .relative_base = g.x.relative_base };
+	assert_int_equal(kallsyms_decode(&um, &a, count_sym, &n, &res, err, sizeof(err)), 0);
+	assert_int_equal(n, NSYMS);
+	/* a huge count is refused outright */
+	xi_put(&g.x, g.x.num_syms, &huge, 4);
+	assert_int_equal(kallsyms_decode(&um, &a, count_sym, &n, &res, err, sizeof(err)),
+			 -EINVAL);
+	/* a count past the names: the walk stops at the end of RAM, bounded */
+	xi_put(&g.x, g.x.num_syms, &many, 4);
+	memset(ff, 0x7f, sizeof(ff));	/* names of 127 bytes each from here on */
+	for (uint64_t va = g.x.end_va; va + sizeof(ff) <= XI_KERNEL_VA + RAM - XI_KERNEL_PA;
+	     va += sizeof(ff))
+		xi_put(&g.x, va, ff, sizeof(ff));
+	n = 0;
+	assert_int_equal(kallsyms_decode(&um, &a, count_sym, &n, &res, err, sizeof(err)), 0);
+	assert_true(res.decoded < many);
+	assert_true(res.bytes_read <= KALLSYMS_READ_MAX);
+	/* a token index outside its table: those names are refused */
+	xi_put(&g.x, g.x.token_index + 2 * 'T', &bad_idx, 2);
+	n = 0;
+	assert_int_equal(kallsyms_decode(&um, &a, count_sym, &n, &res, err, sizeof(err)), 0);
+	assert_true(res.bad >= 5);
+	/* tables outside guest RAM, or in the user half */
+	a.names = 0xffffffff9f000000ull;
+	a.token_index = 0x1000;
+	assert_int_equal(kallsyms_decode(&um, &a, count_sym, &n, &res, err, sizeof(err)),
+			 -EFAULT);
+	guest_free(&g);
+}
+
+/* Pages that only look like VMCOREINFO, and a VMCOREINFO whose page-table
+ * root maps nothing: refused and counted, sampling never waits on it. */
+static void test_lying_vmcoreinfo(void **state)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	const struct introspect_stats *st;
+	struct introspect *in;
+	struct guest g;
+	char *p;
+
+	guest_new(&g);
+	/* a decoy before the real page: its root is a page of zeros */
+	p = (char *)g.x.ram + 0x500000;
+	snprintf(p, 4096, "OSRELEASE=evil\nSYMBOL(swapper_pg_dir)=ffffffff80e05000\n"
+		 "NUMBER(phys_base)=%lld\n", (long long)XI_PHYS_BASE);
+	/* and one whose root lies outside RAM */
+	p = (char *)g.x.ram + 0x501000;
+	snprintf(p, 4096, "OSRELEASE=evil\nSYMBOL(swapper_pg_dir)=ffffffffff000000\n"
+		 "NUMBER(phys_base)=0\n");
+	in = introspect_new(g.m, NULL);
+	assert_non_null(in);
+	st = run(in, c, 5);
+	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->vmcoreinfo_gpa, VMCI_PA);
+	assert_int_equal(st->refused, 2);
+	assert_int_equal(c->ends, 1);
+	introspect_free(in);
+	/* no VMCOREINFO at all: every pass counted, each bounded */
+	memset(g.x.ram + VMCI_PA, 0, 4096);
+	memset(g.x.ram + 0x500000, 0, 8192);
+	in = introspect_new(g.m, NULL);
+	st = run(in, c, 4);
+	assert_string_equal(st->state, "searching");
+	assert_true(st->passes >= 1);
+	assert_true(st->scanned_bytes <= 4ull * RAM);
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
+}
+
+/* ---- processes ------------------------------------------------------------ */
+
+#define RAM_T	(16u << 20)
+
+static void tguest_new(struct guest *g, unsigned n)
+{
+	struct xi_sym s[NSYMS + 3];
+	uint32_t len;
+	void *btf = xt_btf(&len);
+
+	assert_non_null(btf);
+	free(btf);
+	memset(long_name, 'x', sizeof(long_name) - 1);
+	memcpy(s, syms, sizeof(syms));
+	xt_syms(s + NSYMS, len);
+	assert_int_equal(ximage_build(&g->x, RAM_T, s, NSYMS + 3, VMCI_PA), 0);
+	assert_int_equal(xt_tasks(&g->x, n), (int)len);
+	g->m = guestmem_open(getpid());
+	assert_non_null(g->m);
+	assert_int_equal(guestmem_add_range(g->m, 0, RAM_T, (uint64_t)(uintptr_t)g->x.ram), 0);
+}
+
+static uint64_t pgd_pa(unsigned i)
+{
+	return XT_PGD_VA + (uint64_t)i * 4096 - XI_KERNEL_VA + XI_KERNEL_PA;
+}
+
+static void test_processes(void **state)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	const struct introspect_stats *st;
+	struct introspect *in;
+	struct guest g;
+	uint64_t next, pgd = XT_PGD_VA + 200 * 4096;
+
+	tguest_new(&g, XT_MAX);
+	in = introspect_new(g.m, NULL);
+	assert_non_null(in);
+	st = run(in, c, 3);
+	assert_string_equal(st->state, "ready");
+	assert_true(st->btf_bytes > 0);
+	assert_int_equal(introspect_poll(in, 10000000, capture, c), 0);
+	assert_int_equal(st->procs_live, 1);
+	assert_int_equal(st->tasks, XT_MAX);
+	assert_int_equal(c->procs, XT_MAX);
+	assert_int_equal(c->p105.ppid, 100);
+	assert_int_equal(c->p105.cr3, pgd_pa(5));
+	assert_string_equal(c->p105.comm, "proc5");
+	/* an unchanged list sends nothing */
+	introspect_poll(in, 11000000, capture, c);
+	assert_int_equal(c->procs + c->execs + c->exits, XT_MAX);
+	/* task 50 exits, task 60 execs (new address space, new name) */
+	next = XT_TASK_VA + 51 * XT_SIZE + XT_TASKS;
+	xi_put(&g.x, XT_TASK_VA + 49 * XT_SIZE + XT_TASKS, &next, 8);
+	xi_put(&g.x, XT_MM_VA + 60 * 0x100 + XM_PGD, &pgd, 8);
+	xi_put(&g.x, XT_TASK_VA + 60 * XT_SIZE + XT_COMM, "newprog", 8);
+	introspect_poll(in, 12000000, capture, c);
+	assert_int_equal(c->exits, 1);
+	assert_int_equal(c->last_exit, 150);
+	assert_int_equal(c->execs, 1);
+	assert_int_equal(c->last_exec.tgid, 160);
+	assert_int_equal(c->last_exec.cr3, pgd_pa(200));
+	assert_string_equal(c->last_exec.comm, "newprog");
+	assert_int_equal(c->seq_ok, c->records + c->ends + c->procs + c->execs + c->exits);
+	/* opvm.ko speaks: introspection sends nothing more */
+	introspect_module_active(in);
+	xi_put(&g.x, XT_TASK_VA + 49 * XT_SIZE + XT_TASKS,
+	       &(uint64_t){ XT_TASK_VA + 50 * XT_SIZE + XT_TASKS }, 8);
+	introspect_poll(in, 13000000, capture, c);
+	assert_int_equal(c->procs, XT_MAX);
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
+}
+
+/* A reboot (the VMCOREINFO page changes): every process announced goes,
+ * the search starts over and finds the kernel again. */
+static void test_reboot(void **state)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	const struct introspect_stats *st;
+	struct introspect *in;
+	struct guest g;
+	char saved[4096];
+
+	tguest_new(&g, 20);
+	in = introspect_new(g.m, NULL);
+	st = run(in, c, 3);
+	assert_int_equal(c->procs, 20);
+	memcpy(saved, g.x.ram + VMCI_PA, sizeof(saved));
+	g.x.ram[VMCI_PA + 12] ^= 1;
+	introspect_poll(in, 20000000, capture, c);
+	assert_string_equal(st->state, "searching");
+	assert_int_equal(st->reboots, 1);
+	assert_int_equal(c->exits, 20);
+	memcpy(g.x.ram + VMCI_PA, saved, sizeof(saved));
+	introspect_poll(in, 21000000, capture, c);
+	assert_string_equal(st->state, "ready");
+	assert_int_equal(c->procs, 40);
+	assert_int_equal(c->ends, 2);
+	assert_int_equal(st->ksyms_sent, 6);
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
+}
+
+static int tread(void *arg, uint64_t va, void *buf, size_t len)
+{
+	return guestmem_read_virt(arg, XI_PGD_PA, va, buf, len) ? -EFAULT : 0;
+}
+
+static int tv2p(void *arg, uint64_t va, uint64_t *pa)
+{
+	return guestmem_virt_to_phys(arg, XI_PGD_PA, va, pa);
+}
+
+/* A list that lies: a cycle that misses the head, a pointer outside RAM,
+ * one into user space, a pgd that translates to nothing. */
+static void test_lying_tasks(void **state)
+{
+	struct ktask *out = calloc(1000, sizeof(*out));
+	struct kbtf_offsets o;
+	struct ktasks_stats st = { 0 };
+	struct ktasks_mem km;
+	struct guest g;
+	uint32_t len;
+	void *btf = xt_btf(&len);
+	uint64_t v;
+	size_t n;
+	char err[160];
+
+	assert_int_equal(kbtf_offsets(btf, len, &o, err, sizeof(err)), 0);
+	assert_int_equal(o.task_tasks, XT_TASKS);
+	assert_int_equal(o.task_comm, XT_COMM);
+	assert_int_equal(o.mm_pgd, XM_PGD);
+	assert_int_equal(kbtf_offsets(btf, 16, &o, err, sizeof(err)), -EINVAL);
+	free(btf);
+	tguest_new(&g, XT_MAX);
+	km = (struct ktasks_mem){ .read = { tread, g.m }, .v2p = tv2p, .arg = g.m };
+	assert_int_equal(kbtf_offsets(g.x.ram + XT_BTF_VA - XI_KERNEL_VA + XI_KERNEL_PA, len,
+				      &o, err, sizeof(err)), 0);
+	/* the cycle: task 119 back to task 5; the cap ends it */
+	v = XT_TASK_VA + 5 * XT_SIZE + XT_TASKS;
+	xi_put(&g.x, XT_TASK_VA + 119 * XT_SIZE + XT_TASKS, &v, 8);
+	assert_int_equal(ktasks_walk(&km, &o, XT_INIT_VA, out, 1000, &n, &st), 0);
+	assert_int_equal(st.cut, 1);
+	assert_int_equal(n, XT_MAX);
+	assert_true(st.dups < 2 * XT_MAX);	/* found early, not at the cap */
+	/* a pointer outside guest RAM */
+	v = 0xffffffffdead0000ull;
+	xi_put(&g.x, XT_TASK_VA + 30 * XT_SIZE + XT_TASKS, &v, 8);
+	assert_int_equal(ktasks_walk(&km, &o, XT_INIT_VA, out, 1000, &n, &st), 0);
+	assert_int_equal(st.bad_ptr, 1);
+	assert_int_equal(n, 31);
+	/* one into user space */
+	v = 0x1000;
+	xi_put(&g.x, XT_TASK_VA + 10 * XT_SIZE + XT_TASKS, &v, 8);
+	assert_int_equal(ktasks_walk(&km, &o, XT_INIT_VA, out, 1000, &n, &st), 0);
+	assert_int_equal(st.bad_ptr, 2);
+	assert_int_equal(n, 11);
+	/* an mm whose pgd maps nothing: the process stays, without a CR3 */
+	v = 0xffffffff9f000000ull;
+	xi_put(&g.x, XT_MM_VA + 3 * 0x100 + XM_PGD, &v, 8);
+	assert_int_equal(ktasks_walk(&km, &o, XT_INIT_VA, out, 1000, &n, &st), 0);
+	assert_int_equal(st.no_pgd, 1);
+	assert_int_equal(out[3].tgid, 103);
+	assert_int_equal(out[3].cr3, 0);
+	/* init_task unreadable */
+	assert_int_equal(ktasks_walk(&km, &o, 0xffffffff9f000000ull, out, 1000, &n, &st), -EFAULT);
+	guest_free(&g);
+	free(out);
+}
+
+static void test_modes(void **state)
+{
+	enum introspect_mode m;
+
+	assert_int_equal(introspect_parse_mode("only", &m), 0);
+	assert_int_equal(m, INTROSPECT_ONLY);
+	assert_string_equal(introspect_mode_name(m), "only");
+	assert_int_equal(introspect_parse_mode("off", &m), 0);
+	assert_int_equal(introspect_parse_mode("auto", &m), 0);
+	assert_int_equal(introspect_parse_mode("yes", &m), -EINVAL);
+	assert_int_equal(introspect_parse_mode(NULL, &m), -EINVAL);
+	assert_null(introspect_new(NULL, NULL));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_kallsyms_from_memory),
+		cmocka_unit_test(test_vmcoreinfo_parse),
+		cmocka_unit_test(test_lying_tables),
+		cmocka_unit_test(test_lying_vmcoreinfo),
+		cmocka_unit_test(test_modes),
+		cmocka_unit_test(test_processes),
+		cmocka_unit_test(test_lying_tasks),
+		cmocka_unit_test(test_reboot),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

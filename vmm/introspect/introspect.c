@@ -1,0 +1,499 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Introspection (vmm/introspect/introspect.h): the state machine that
+ * finds the kernel in guest memory and turns what it reads into records
+ * of the wire format.
+ *
+ *   searching   VMCOREINFO not found yet: scan scan_bytes of RAM per poll,
+ *               a full pass every retry_ms at most (it appears at the
+ *               kernel's subsys_initcall, a second or so into boot)
+ *   ready       found and kallsyms sent (or refused: counted)
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "guest-kmod/opvm_proto.h"
+#include "lib/util.h"
+#include "vmm/guest/guestmem.h"
+#include "vmm/introspect/introspect.h"
+#include "vmm/introspect/kallsyms.h"
+#include "vmm/introspect/kbtf.h"
+#include "vmm/introspect/ktasks.h"
+#include "vmm/introspect/vmcoreinfo.h"
+
+#define SCAN_BYTES_DEFAULT	((uint64_t)128 << 20)
+#define RETRY_MS_DEFAULT	1000u
+/* __START_KERNEL_map: where x86-64 maps the kernel image, phys_base on */
+#define KERNEL_MAP		0xffffffff80000000ull
+#define KERNEL_HALF		0xffff800000000000ull
+#define PHYS_LIMIT		(1ull << 52)	/* x86-64's physical address width */
+
+enum state { ST_SEARCHING, ST_READY, ST_FAILED };
+
+struct introspect {
+	struct guestmem *m;
+	struct introspect_config cfg;
+	enum state state;
+	uint64_t cursor;		/* scan position (guest-physical) */
+	uint64_t pass_ms;		/* when the current pass started */
+	bool waiting;			/* a pass found nothing: wait retry_ms */
+	struct vmcoreinfo vi;
+	uint32_t seq;			/* of the records emitted */
+	struct introspect_stats st;
+	/* the KSYMS record being filled */
+	union {
+		struct opvm_rec_ksyms k;
+		uint8_t bytes[OPVM_REC_MAX];
+	} rec;
+	unsigned long used;
+	introspect_emit_fn emit;
+	void *emit_arg;
+	/* symbols the task walk needs, from kallsyms */
+	uint64_t start_btf, stop_btf, init_task;
+	bool have_offsets;		/* BTF gave them */
+	bool module_active;		/* opvm.ko speaks: no process records */
+	struct kbtf_offsets off;
+	/* the last walk (sorted by tgid) and the one being made */
+	struct ktask *tasks, *walk;
+	size_t nr_tasks;
+	struct ktasks_stats wst;
+	uint8_t vmci_page[4096];	/* as found: a change means a reboot */
+};
+
+int introspect_parse_mode(const char *s, enum introspect_mode *out)
+{
+	static const char *const names[] = { "auto", "off", "only" };
+
+	for (unsigned i = 0; i < 3; i++) {
+		if (s && !strcmp(s, names[i])) {
+			*out = (enum introspect_mode)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+const char *introspect_mode_name(enum introspect_mode m)
+{
+	return m == INTROSPECT_OFF ? "off" : m == INTROSPECT_ONLY ? "only" : "auto";
+}
+
+struct introspect *introspect_new(struct guestmem *m, const struct introspect_config *cfg)
+{
+	struct introspect *in;
+
+	if (!m) {
+		errno = EINVAL;
+		return NULL;
+	}
+	in = calloc(1, sizeof(*in));
+	if (!in)
+		return NULL;
+	in->m = m;
+	if (cfg)
+		in->cfg = *cfg;
+	if (!in->cfg.scan_bytes)
+		in->cfg.scan_bytes = SCAN_BYTES_DEFAULT;
+	if (!in->cfg.retry_ms)
+		in->cfg.retry_ms = RETRY_MS_DEFAULT;
+	in->st.state = "searching";
+	return in;
+}
+
+void introspect_free(struct introspect *in)
+{
+	if (!in)
+		return;
+	free(in->tasks);
+	free(in->walk);
+	free(in);
+}
+
+void introspect_no_ksyms(struct introspect *in)
+{
+	if (in)
+		in->cfg.no_ksyms = 1;
+}
+
+void introspect_module_active(struct introspect *in)
+{
+	if (in) {
+		in->cfg.no_ksyms = 1;
+		in->module_active = true;
+	}
+}
+
+const struct introspect_stats *introspect_get_stats(const struct introspect *in)
+{
+	return &in->st;
+}
+
+const struct ktask *introspect_tasks(const struct introspect *in, size_t *n)
+{
+	*n = in->tasks ? in->nr_tasks : 0;
+	return in->tasks;
+}
+
+/* Header and padding of a record built in place, then out it goes. */
+static void emit(struct introspect *in, void *rec, unsigned type, size_t len)
+{
+	struct opvm_rec_hdr *h = rec;
+	size_t padded = (len + OPVM_REC_ALIGN - 1) & ~(size_t)(OPVM_REC_ALIGN - 1);
+
+	memset((uint8_t *)rec + len, 0, padded - len);
+	h->magic = htole16(OPVM_PROTO_MAGIC);
+	h->type = htole16((uint16_t)type);
+	h->len = htole32((uint32_t)padded);
+	h->seq = htole32(in->seq++);
+	h->reserved = 0;
+	in->emit(in->emit_arg, rec, padded);
+}
+
+/* ---- kernel memory ------------------------------------------------------ */
+
+/* unwind_mem read over the kernel's page tables (arg: the introspector). */
+static int kread(void *arg, uint64_t va, void *buf, size_t len)
+{
+	struct introspect *in = arg;
+
+	if (va < KERNEL_HALF || va + len < va)
+		return -EFAULT;
+	return guestmem_read_virt(in->m, in->st.pgd_gpa, va, buf, len) ? -EFAULT : 0;
+}
+
+/* ---- kallsyms -> KSYMS ---------------------------------------------------- */
+
+static void ksyms_flush(struct introspect *in)
+{
+	if (!in->rec.k.nr)
+		return;
+	in->rec.k.nr = htole32(in->rec.k.nr);
+	in->rec.k.bytes = htole16(in->rec.k.bytes);
+	emit(in, &in->rec, OPVM_REC_KSYMS, in->used);
+	memset(&in->rec.k, 0, sizeof(in->rec.k));
+	in->used = sizeof(in->rec.k);
+}
+
+static int ksym_one(void *arg, uint64_t addr, char type, const char *name, size_t len)
+{
+	struct introspect *in = arg;
+
+	static const struct {
+		const char *name;
+		size_t off;
+	} wanted[] = {
+		{ "_text", offsetof(struct introspect, st.text_addr) },
+		{ "__start_BTF", offsetof(struct introspect, start_btf) },
+		{ "__stop_BTF", offsetof(struct introspect, stop_btf) },
+		{ "init_task", offsetof(struct introspect, init_task) },
+	};
+
+	for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
+		uint64_t *v = (uint64_t *)((char *)in + wanted[i].off);
+
+		if (strlen(wanted[i].name) == len && !memcmp(name, wanted[i].name, len) && !*v)
+			*v = addr;
+	}
+	if (in->cfg.no_ksyms)
+		return 0;
+	if (!strchr("tTwW", type) || !type || len > OPVM_KSYM_NAME_MAX || !addr) {
+		in->st.ksyms_other++;
+		return 0;
+	}
+	if (opvm_ksyms_add(&in->rec.k, &in->used, addr, type, name, len)) {
+		ksyms_flush(in);
+		if (opvm_ksyms_add(&in->rec.k, &in->used, addr, type, name, len)) {
+			in->st.ksyms_other++;
+			return 0;
+		}
+	}
+	in->st.ksyms_sent++;
+	return 0;
+}
+
+static void ksyms_send(struct introspect *in, uint64_t t0)
+{
+	struct unwind_mem um = { kread, in };
+	struct kallsyms_addrs a = {
+		.names = in->vi.ks_names, .num_syms = in->vi.ks_num_syms,
+		.token_table = in->vi.ks_token_table, .token_index = in->vi.ks_token_index,
+		.offsets = in->vi.ks_offsets, .relative_base = in->vi.ks_relative_base,
+		.addresses = in->vi.ks_addresses,
+	};
+	struct kallsyms_result res;
+	struct opvm_rec_ksyms_end e;
+	int rc;
+
+	memset(&in->rec.k, 0, sizeof(in->rec.k));
+	in->used = sizeof(in->rec.k);
+	in->st.ksyms_sent = in->st.ksyms_other = 0;
+	rc = kallsyms_decode(&um, &a, ksym_one, in, &res, in->st.last_error,
+			     sizeof(in->st.last_error));
+	in->st.nr_syms = res.nr_syms;
+	in->st.ksyms_bad = res.bad;
+	in->st.ksyms_unsorted = res.unsorted;
+	in->st.ksyms_bytes_read = res.bytes_read;
+	if (rc) {
+		in->st.refused++;
+		return;
+	}
+	if (in->cfg.no_ksyms)
+		return;
+	ksyms_flush(in);
+	memset(&e, 0, sizeof(e));
+	e.nr_syms = htole64(in->st.ksyms_sent);
+	emit(in, &e, OPVM_REC_KSYMS_END, sizeof(e));
+	in->st.kallsyms_ms = util_now_ms() - t0;
+}
+
+/* ---- BTF and the task list ----------------------------------------------- */
+
+/* The guest's BTF, read out of its memory for libbpf: the offsets the
+ * task walk needs.  Refused (counted, last_error) when it is missing,
+ * too big or does not parse. */
+static void btf_load(struct introspect *in)
+{
+	uint64_t len = in->stop_btf - in->start_btf;
+	void *buf;
+	int rc;
+
+	if (!in->start_btf || !in->init_task || in->stop_btf <= in->start_btf ||
+	    len > KBTF_MAX_BYTES) {
+		snprintf(in->st.last_error, sizeof(in->st.last_error),
+			 "no usable BTF (__start_BTF..__stop_BTF) or init_task in kallsyms: "
+			 "processes are not read");
+		return;
+	}
+	buf = malloc(len);
+	if (!in->tasks)		/* kept across a reboot */
+		in->tasks = calloc(KTASKS_MAX, sizeof(*in->tasks));
+	if (!in->walk)
+		in->walk = calloc(KTASKS_MAX, sizeof(*in->walk));
+	if (!buf || !in->tasks || !in->walk) {
+		free(buf);
+		return;
+	}
+	rc = kread(in, in->start_btf, buf, len);
+	if (!rc)
+		rc = kbtf_offsets(buf, len, &in->off, in->st.last_error,
+				  sizeof(in->st.last_error));
+	else
+		snprintf(in->st.last_error, sizeof(in->st.last_error),
+			 "cannot read the BTF at %#llx", (unsigned long long)in->start_btf);
+	free(buf);
+	if (rc) {
+		in->st.refused++;
+		return;
+	}
+	in->have_offsets = true;
+	in->st.btf_bytes = len;
+}
+
+static int v2p(void *arg, uint64_t va, uint64_t *pa)
+{
+	struct introspect *in = arg;
+
+	return guestmem_virt_to_phys(in->m, in->st.pgd_gpa, va, pa);
+}
+
+static void proc_emit(struct introspect *in, const struct ktask *t, unsigned type)
+{
+	struct opvm_rec_proc r;
+
+	memset(&r, 0, sizeof(r));
+	r.tgid = htole32(t->tgid);
+	r.ppid = htole32(t->ppid);
+	r.cr3 = htole64(t->cr3);
+	memcpy(r.comm, t->comm, sizeof(r.comm));
+	emit(in, &r, type, sizeof(r));
+}
+
+static void exit_emit(struct introspect *in, uint32_t tgid)
+{
+	struct opvm_rec_exit r;
+
+	memset(&r, 0, sizeof(r));
+	r.tgid = htole32(tgid);
+	r.tid = htole32(tgid);
+	emit(in, &r, OPVM_REC_PROC_EXIT, sizeof(r));
+}
+
+/* The new walk against the last one, both sorted by tgid: records for
+ * what appeared, changed address space or name (exec), or went. */
+static void tasks_diff(struct introspect *in, const struct ktask *nw, size_t n)
+{
+	size_t i = 0, j = 0;
+
+	while (i < in->nr_tasks || j < n) {
+		const struct ktask *o = i < in->nr_tasks ? &in->tasks[i] : NULL;
+		const struct ktask *w = j < n ? &nw[j] : NULL;
+
+		if (o && (!w || o->tgid < w->tgid)) {
+			exit_emit(in, o->tgid);
+			in->st.exits_sent++;
+			i++;
+		} else if (w && (!o || w->tgid < o->tgid)) {
+			proc_emit(in, w, OPVM_REC_PROC);
+			in->st.procs_sent++;
+			j++;
+		} else if (o && w) {
+			if (o->cr3 != w->cr3 || strcmp(o->comm, w->comm)) {
+				proc_emit(in, w, OPVM_REC_EXEC);
+				in->st.execs_sent++;
+			}
+			i++;
+			j++;
+		}
+	}
+}
+
+/* One walk; with send, its differences go out as records (without: a
+ * walk for the cross-check while opvm.ko speaks). */
+static void tasks_refresh(struct introspect *in, bool send)
+{
+	struct ktasks_mem km = { .read = { kread, in }, .v2p = v2p, .arg = in };
+	int64_t t0 = util_now_ns();
+	struct ktask *swap;
+	size_t n;
+
+	if (ktasks_walk(&km, &in->off, in->init_task, in->walk, KTASKS_MAX, &n, &in->wst)) {
+		in->st.walk_failed++;
+		return;
+	}
+	if (send)
+		tasks_diff(in, in->walk, n);
+	swap = in->tasks;
+	in->tasks = in->walk;
+	in->walk = swap;
+	in->nr_tasks = n;
+	in->st.tasks = n;
+	in->st.walks = in->wst.walks;
+	in->st.walks_cut = in->wst.cut;
+	in->st.walks_bad_ptr = in->wst.bad_ptr;
+	in->st.task_dups = in->wst.dups;
+	in->st.refresh_us = (uint64_t)(util_now_ns() - t0) / 1000;
+	if (send)
+		in->st.procs_live = 1;
+}
+
+/* ---- finding the kernel --------------------------------------------------- */
+
+/* VMCOREINFO found at gpa: work out the kernel page-table root and check
+ * that it maps what VMCOREINFO points at.  false: refused (counted). */
+static bool kernel_found(struct introspect *in, uint64_t gpa)
+{
+	uint64_t pgd, probe, pa;
+
+	/* phys_base is signed (load address less the virtual slide): the sum
+	 * wraps, and what it gives must be a page inside physical space */
+	pgd = in->vi.swapper_pg_dir - KERNEL_MAP + in->vi.phys_base;
+	if (in->vi.swapper_pg_dir < KERNEL_MAP || pgd >= PHYS_LIMIT || (pgd & 4095)) {
+		snprintf(in->st.last_error, sizeof(in->st.last_error),
+			 "VMCOREINFO at %#llx: no usable page-table root (%#llx, phys_base %#llx)",
+			 (unsigned long long)gpa, (unsigned long long)in->vi.swapper_pg_dir,
+			 (unsigned long long)in->vi.phys_base);
+		return false;
+	}
+	guestmem_set_paging_levels(in->m, in->vi.l5 ? 5 : 4);
+	/* the root must map itself where VMCOREINFO says it is */
+	probe = in->vi.swapper_pg_dir;
+	if (guestmem_virt_to_phys(in->m, pgd, probe, &pa) || pa != pgd) {
+		snprintf(in->st.last_error, sizeof(in->st.last_error),
+			 "VMCOREINFO at %#llx: its page tables do not map the kernel",
+			 (unsigned long long)gpa);
+		return false;
+	}
+	if (guestmem_read(in->m, gpa, in->vmci_page, sizeof(in->vmci_page)))
+		return false;
+	in->st.vmcoreinfo_gpa = gpa;
+	in->st.pgd_gpa = pgd;
+	in->st.kernel_offset = in->vi.kernel_offset;
+	in->st.stext = in->vi.stext;
+	snprintf(in->st.release, sizeof(in->st.release), "%s", in->vi.release);
+	return true;
+}
+
+static void search(struct introspect *in, uint64_t now, uint64_t t0)
+{
+	uint64_t gpa = 0;
+	int rc;
+
+	if (in->waiting && now - in->pass_ms < in->cfg.retry_ms)
+		return;
+	if (in->waiting || !in->pass_ms) {
+		in->waiting = false;
+		in->pass_ms = now;
+	}
+	rc = vmcoreinfo_find(in->m, &in->cursor, in->cfg.scan_bytes, &in->vi, &gpa,
+			     &in->st.scanned_bytes);
+	if (rc == -ENOENT) {
+		in->st.passes++;
+		in->waiting = true;
+		return;
+	}
+	if (rc <= 0)
+		return;
+	if (!kernel_found(in, gpa)) {
+		in->st.refused++;
+		in->cursor = gpa + 4096;	/* go on past it */
+		return;
+	}
+	in->state = ST_READY;
+	in->st.state = "ready";
+	if (!(in->vi.have & VMCI_KALLSYMS)) {
+		snprintf(in->st.last_error, sizeof(in->st.last_error),
+			 "VMCOREINFO lists no kallsyms tables (Linux before 6.0?)");
+		return;
+	}
+	ksyms_send(in, t0);
+	btf_load(in);
+	/* the first walk now: the samples waiting in the rings are filed
+	 * right after this poll, and should find their processes */
+	if (in->have_offsets)
+		tasks_refresh(in, !in->module_active);
+}
+
+/*
+ * The guest rebooted (or wrote over its VMCOREINFO page): nothing read so
+ * far holds, the kernel may sit elsewhere.  The processes announced go
+ * (PROC_EXIT), and the search starts over.
+ */
+static bool rebooted(struct introspect *in)
+{
+	uint8_t page[4096];
+
+	if (!guestmem_read(in->m, in->st.vmcoreinfo_gpa, page, sizeof(page)) &&
+	    !memcmp(page, in->vmci_page, sizeof(page)))
+		return false;
+	if (!in->module_active)
+		tasks_diff(in, NULL, 0);
+	in->nr_tasks = 0;
+	in->have_offsets = false;
+	in->start_btf = in->stop_btf = in->init_task = in->st.text_addr = 0;
+	in->state = ST_SEARCHING;
+	in->st.state = "searching";
+	in->st.reboots++;
+	in->st.vmcoreinfo_gpa = in->st.pgd_gpa = 0;
+	in->st.procs_live = 0;
+	in->cursor = 0;
+	in->pass_ms = 0;
+	in->waiting = false;
+	return true;
+}
+
+int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn fn, void *arg)
+{
+	if (!in || !fn)
+		return -EINVAL;
+	in->emit = fn;
+	in->emit_arg = arg;
+	if (in->state == ST_SEARCHING)
+		search(in, now_ms, util_now_ms());
+	else if (in->state == ST_READY && !rebooted(in) && in->have_offsets)
+		tasks_refresh(in, !in->module_active);
+	return 0;
+}

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Introspection: what opvm.ko would tell the host, read from the guest's
+ * own memory instead, for guests that run without the module (or before
+ * it loads).  A second *source* of the channel's records: it emits
+ * well-formed records of the wire format (guest-kmod/opvm_proto.h) that
+ * the collector feeds through a decoder into the same guest-state model,
+ * fetch and store as the module's, so attribution and the reports have
+ * one path whatever the source.
+ *
+ * What it reads (docs/introspection.md): the VMCOREINFO page, found by
+ * scanning guest RAM, for the release, the KASLR offset, phys_base and the
+ * kernel page-table root; then kallsyms through those page tables, sent as
+ * KSYMS records and a KSYMS_END (fetch.h writes <guest>/kallsyms from
+ * them, as from the relay's); then the struct offsets from the kernel's own
+ * BTF (libbpf) and, at every poll, init_task's process list, sent as
+ * PROC, EXEC and PROC_EXIT records against the previous walk.
+ *
+ * Guest memory is hostile: every read goes through the one guest-memory
+ * reader (vmm/guest/guestmem.h), which refuses anything outside guest RAM;
+ * scans are bounded per call (introspect_config.scan_bytes), tables by
+ * vmm/introspect/kallsyms.h's caps; what is refused is counted.  A lying
+ * guest can mislabel its own samples, nothing else.
+ *
+ * Threads: one (the collector's).  The guestmem is borrowed and must
+ * outlive the introspector.
+ */
+#ifndef OPVM_INTROSPECT_H
+#define OPVM_INTROSPECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct guestmem;
+struct introspect;
+
+enum introspect_mode {
+	INTROSPECT_AUTO = 0,	/* when opvm.ko has not said it */
+	INTROSPECT_OFF,		/* never */
+	INTROSPECT_ONLY,	/* the channel is not read at all */
+};
+/* "auto", "off", "only" -> mode; -EINVAL for anything else. */
+int introspect_parse_mode(const char *s, enum introspect_mode *out);
+const char *introspect_mode_name(enum introspect_mode m);
+
+struct introspect_config {
+	uint64_t scan_bytes;	/* RAM scanned per poll; 0: 128 MiB */
+	unsigned retry_ms;	/* between two full scans that found nothing;
+				 * 0: 1000 */
+	int no_ksyms;		/* 1: send no KSYMS */
+};
+
+/* One record of the wire format, len bytes (8-aligned, header included),
+ * valid during the call. */
+typedef void (*introspect_emit_fn)(void *arg, const void *rec, size_t len);
+
+struct introspect_stats {
+	const char *state;		/* "searching", "ready", "failed" */
+	uint64_t passes;		/* full scans of RAM that found nothing */
+	uint64_t scanned_bytes;
+	uint64_t vmcoreinfo_gpa;	/* 0: not found yet */
+	uint64_t kernel_offset;		/* the KASLR slide (VMCOREINFO) */
+	uint64_t pgd_gpa;		/* the kernel's page-table root */
+	char release[66];
+	uint64_t stext;			/* run-time _stext (VMCOREINFO) */
+	uint64_t text_addr;		/* run-time _text (kallsyms), 0: not seen */
+	uint32_t nr_syms;		/* kallsyms_num_syms */
+	uint64_t ksyms_sent;		/* text symbols sent as KSYMS */
+	uint64_t ksyms_other;		/* symbols not sent: data, too long */
+	uint64_t ksyms_bad;		/* names that did not decode */
+	uint64_t ksyms_unsorted;	/* addresses that went backwards */
+	uint64_t ksyms_bytes_read;
+	uint64_t kallsyms_ms;		/* finding and decoding the table */
+	uint64_t refused;		/* VMCOREINFO pages or tables refused */
+	/* processes (from the guest's BTF and init_task's list) */
+	uint64_t btf_bytes;		/* 0: no offsets, no processes */
+	uint64_t tasks;			/* processes in the last walk */
+	uint64_t walks, walks_cut, walks_bad_ptr, walk_failed, task_dups;
+	uint64_t procs_sent, execs_sent, exits_sent;
+	uint64_t refresh_us;		/* the last walk and its records */
+	int procs_live;			/* 1: a walk announced the processes */
+	uint64_t reboots;		/* VMCOREINFO changed: searched anew */
+	char last_error[160];
+};
+
+/* Returns NULL and sets errno.  cfg may be NULL for the defaults. */
+struct introspect *introspect_new(struct guestmem *m, const struct introspect_config *cfg);
+void introspect_free(struct introspect *in);	/* NULL-safe */
+
+/* Stops sending KSYMS (the guest module sends its own). */
+void introspect_no_ksyms(struct introspect *in);
+/* opvm.ko speaks for the guest: no more KSYMS or process records (the
+ * process list is still walked, for introspect_tasks()). */
+void introspect_module_active(struct introspect *in);
+
+/*
+ * Does a bounded step of work: scans for VMCOREINFO (at most scan_bytes),
+ * or decodes kallsyms once it is found and emits the records, or walks
+ * the process list (at most KTASKS_MAX) and emits what changed.  now_ms: a
+ * monotonic clock.  Returns 0, or -errno for a host-side failure (never
+ * for what the guest's memory holds).
+ */
+int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn emit,
+		    void *arg);
+
+const struct introspect_stats *introspect_get_stats(const struct introspect *in);
+
+/* The last walk of the process list, sorted by tgid (n: how many), valid
+ * until the next poll: for cross-checking opvm.ko's view. */
+struct ktask;
+const struct ktask *introspect_tasks(const struct introspect *in, size_t *n);
+
+#endif /* OPVM_INTROSPECT_H */

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Guest struct offsets from its BTF (vmm/introspect/kbtf.h), by libbpf.
+ * Members may sit in anonymous structs and unions (randomized_struct_fields
+ * and friends): those are searched too, a few levels deep.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <bpf/btf.h>
+
+#include "lib/util.h"
+#include "vmm/introspect/kbtf.h"
+
+#define NEST_MAX	8
+
+/* Byte offset of member name in composite type id (anonymous members
+ * searched), or -1. */
+static long member_off(const struct btf *b, uint32_t id, const char *name, int depth)
+{
+	const struct btf_type *t = btf__type_by_id(b, id);
+	const struct btf_member *m;
+
+	if (!t || depth > NEST_MAX || !btf_is_composite(t))
+		return -1;
+	m = btf_members(t);
+	for (unsigned i = 0; i < btf_vlen(t); i++, m++) {
+		const char *n = btf__name_by_offset(b, m->name_off);
+		uint32_t bits = btf_member_bit_offset(t, i);
+		long sub;
+
+		if (bits % 8)
+			continue;	/* a bit field is never what we want */
+		if (n && *n) {
+			if (!strcmp(n, name))
+				return (long)(bits / 8);
+			continue;
+		}
+		sub = member_off(b, btf__resolve_type(b, m->type), name, depth + 1);
+		if (sub >= 0)
+			return (long)(bits / 8) + sub;
+	}
+	return -1;
+}
+
+struct want {
+	const char *name;
+	size_t off;		/* in struct kbtf_offsets */
+	uint32_t width;		/* bytes the walk reads there */
+};
+
+static int struct_offsets(const struct btf *b, const char *sname, uint32_t *size,
+			  const struct want *w, size_t n, struct kbtf_offsets *out,
+			  char *err, size_t errlen)
+{
+	int32_t id = btf__find_by_name_kind(b, sname, BTF_KIND_STRUCT);
+	const struct btf_type *t = id > 0 ? btf__type_by_id(b, (uint32_t)id) : NULL;
+
+	if (!t) {
+		util_seterr(err, errlen, "the guest's BTF has no struct %s", sname);
+		return -EINVAL;
+	}
+	*size = t->size;
+	for (size_t i = 0; i < n; i++) {
+		long off = member_off(b, (uint32_t)id, w[i].name, 0);
+
+		if (off < 0 || (uint64_t)off + w[i].width > t->size) {
+			util_seterr(err, errlen, "struct %s.%s: %s in the guest's BTF", sname,
+				    w[i].name, off < 0 ? "not found" : "outside the struct");
+			return -EINVAL;
+		}
+		memcpy((char *)out + w[i].off, &(uint32_t){ (uint32_t)off }, sizeof(uint32_t));
+	}
+	return 0;
+}
+
+int kbtf_offsets(const void *data, size_t len, struct kbtf_offsets *out,
+		 char *err, size_t errlen)
+{
+	static const struct want task[] = {
+		{ "tasks", offsetof(struct kbtf_offsets, task_tasks), 16 },
+		{ "pid", offsetof(struct kbtf_offsets, task_pid), 4 },
+		{ "tgid", offsetof(struct kbtf_offsets, task_tgid), 4 },
+		{ "comm", offsetof(struct kbtf_offsets, task_comm), 16 },
+		{ "mm", offsetof(struct kbtf_offsets, task_mm), 8 },
+		{ "real_parent", offsetof(struct kbtf_offsets, task_real_parent), 8 },
+	};
+	static const struct want mm[] = {
+		{ "pgd", offsetof(struct kbtf_offsets, mm_pgd), 8 },
+	};
+	struct btf *b;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!len || len > KBTF_MAX_BYTES) {
+		util_seterr(err, errlen, "BTF of %zu bytes (at most %zu)", len, KBTF_MAX_BYTES);
+		return -EINVAL;
+	}
+	b = btf__new(data, (uint32_t)len);
+	if (!b) {
+		rc = errno == ENOMEM ? -ENOMEM : -EINVAL;
+		util_seterr(err, errlen, "the guest's BTF does not parse (%s)", strerror(errno));
+		return rc;
+	}
+	rc = struct_offsets(b, "task_struct", &out->task_size, task,
+			    sizeof(task) / sizeof(task[0]), out, err, errlen);
+	if (!rc)
+		rc = struct_offsets(b, "mm_struct", &out->mm_size, mm, 1, out, err, errlen);
+	btf__free(b);
+	return rc;
+}

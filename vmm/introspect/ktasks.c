@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The guest's process list (vmm/introspect/ktasks.h).  Each task costs one
+ * read of the span of task_struct that holds the fields wanted (they sit
+ * within a few KiB of each other), one of its parent's tgid and one of its
+ * mm's pgd.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vmm/introspect/ktasks.h"
+
+#define KERNEL_HALF	0xffff800000000000ull
+#define SPAN_MAX	16384u
+
+static bool kptr(uint64_t p)
+{
+	return p >= KERNEL_HALF && !(p & 7) && p < UINT64_MAX - SPAN_MAX;
+}
+
+static int rd(const struct ktasks_mem *km, uint64_t va, void *buf, size_t len)
+{
+	return km->read.read(km->read.arg, va, buf, len);
+}
+
+static uint64_t u64_at(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return le64toh(v);
+}
+
+static uint32_t u32_at(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return le32toh(v);
+}
+
+/* The fields' span: [lo, hi) of task_struct. */
+static void span(const struct kbtf_offsets *o, uint32_t *lo, uint32_t *hi)
+{
+	const uint32_t f[][2] = { { o->task_tasks, 16 }, { o->task_pid, 4 }, { o->task_tgid, 4 },
+				  { o->task_comm, 16 }, { o->task_mm, 8 },
+				  { o->task_real_parent, 8 } };
+
+	*lo = UINT32_MAX;
+	*hi = 0;
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		if (f[i][0] < *lo)
+			*lo = f[i][0];
+		if (f[i][0] + f[i][1] > *hi)
+			*hi = f[i][0] + f[i][1];
+	}
+}
+
+/* One task at t (its task_struct) into *kt; *next gets tasks.next.  false:
+ * it could not be read. */
+static bool task_read(const struct ktasks_mem *km, const struct kbtf_offsets *o, uint64_t t,
+		      uint8_t *buf, uint32_t lo, uint32_t hi, struct ktask *kt,
+		      uint64_t *next, struct ktasks_stats *st)
+{
+	uint64_t mm, parent, pgd;
+	uint32_t ptgid;
+
+	if (rd(km, t + lo, buf, hi - lo))
+		return false;
+	*next = u64_at(buf + o->task_tasks - lo);
+	kt->tgid = u32_at(buf + o->task_tgid - lo);
+	memcpy(kt->comm, buf + o->task_comm - lo, 16);
+	kt->comm[16] = '\0';
+	mm = u64_at(buf + o->task_mm - lo);
+	parent = u64_at(buf + o->task_real_parent - lo);
+	kt->ppid = 0;
+	if (kptr(parent) && !rd(km, parent + o->task_tgid, &ptgid, 4))
+		kt->ppid = le32toh(ptgid);
+	kt->cr3 = 0;
+	if (mm && kptr(mm)) {
+		if (rd(km, mm + o->mm_pgd, &pgd, 8) || !kptr(le64toh(pgd)) ||
+		    km->v2p(km->arg, le64toh(pgd), &kt->cr3) || (kt->cr3 & 4095)) {
+			kt->cr3 = 0;
+			st->no_pgd++;
+		}
+	}
+	return true;
+}
+
+static int cmp_tgid(const void *a, const void *b)
+{
+	const struct ktask *x = a, *y = b;
+
+	return x->tgid < y->tgid ? -1 : x->tgid > y->tgid;
+}
+
+/* Sorts out[0..n) by tgid and drops repeats; returns the new count. */
+static size_t sort_unique(struct ktask *out, size_t n, struct ktasks_stats *st)
+{
+	size_t k = 0;
+
+	qsort(out, n, sizeof(*out), cmp_tgid);
+	for (size_t i = 0; i < n; i++) {
+		if (k && out[k - 1].tgid == out[i].tgid) {
+			st->dups++;
+			continue;
+		}
+		out[k++] = out[i];
+	}
+	return k;
+}
+
+int ktasks_walk(const struct ktasks_mem *km, const struct kbtf_offsets *o,
+		uint64_t init_task, struct ktask *out, size_t max, size_t *n,
+		struct ktasks_stats *st)
+{
+	uint64_t head = init_task + o->task_tasks, next;
+	uint32_t lo, hi;
+	uint8_t *buf;
+	size_t k = 0;
+
+	*n = 0;
+	span(o, &lo, &hi);
+	if (hi - lo > SPAN_MAX || !kptr(init_task))
+		return -EINVAL;
+	buf = malloc(SPAN_MAX);
+	if (!buf)
+		return -ENOMEM;
+	st->walks++;
+	if (rd(km, head, &next, 8)) {
+		free(buf);
+		return -EFAULT;
+	}
+	next = le64toh(next);
+	/* Brent's cycle finding: a list that loops without coming back to
+	 * the head is caught within twice its loop's start and length, not
+	 * at the cap */
+	uint64_t mark = head, power = 1, lam = 0;
+
+	while (next != head) {
+		uint64_t t = next - o->task_tasks;
+
+		if (k == max || next == mark) {
+			st->cut++;
+			break;
+		}
+		if (++lam == power) {
+			mark = next;
+			power *= 2;
+			lam = 0;
+		}
+		if (!kptr(next) || !kptr(t) ||
+		    !task_read(km, o, t, buf, lo, hi, &out[k], &next, st)) {
+			st->bad_ptr++;
+			break;
+		}
+		k++;
+	}
+	free(buf);
+	*n = sort_unique(out, k, st);
+	return 0;
+}

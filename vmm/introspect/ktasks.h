@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The guest kernel's process list, walked from init_task's `tasks` list
+ * with the offsets of its own BTF (vmm/introspect/kbtf.h): per process its
+ * tgid, parent, comm and address space (the physical address of mm->pgd,
+ * the CR3 its threads run on; 0 for kernel threads).
+ *
+ * The list is guest memory, read while the guest runs: it may be torn,
+ * cyclic, or point anywhere.  Every pointer is checked to be a kernel
+ * address before it is followed, a cycle that does not return to the head
+ * is found (Brent's method: within twice its start and length) and ends
+ * the walk, as do max entries (both counted), and a process seen twice in
+ * one walk is dropped (counted).
+ */
+#ifndef OPVM_KTASKS_H
+#define OPVM_KTASKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "unwind/unwind.h"
+#include "vmm/introspect/kbtf.h"
+
+#define KTASKS_MAX	32768u		/* processes per walk (default cap) */
+
+struct ktask {
+	uint32_t tgid, ppid;
+	uint64_t cr3;			/* 0: a kernel thread (no mm) */
+	char comm[16 + 1];
+};
+
+/* Kernel memory: reads (through the kernel's page tables) and a virtual to
+ * physical translation for mm->pgd. */
+struct ktasks_mem {
+	struct unwind_mem read;
+	int (*v2p)(void *arg, uint64_t va, uint64_t *pa);
+	void *arg;
+};
+
+struct ktasks_stats {
+	uint64_t walks;
+	uint64_t cut;			/* walks stopped at a cycle that misses
+					 * the head, or at the cap */
+	uint64_t bad_ptr;		/* walks stopped at a pointer that is not
+					 * a kernel address or not readable */
+	uint64_t dups;			/* processes seen twice in a walk */
+	uint64_t no_pgd;		/* mm whose pgd did not translate */
+};
+
+/* Walks the list from init_task into out[0..max), sorted by tgid, no
+ * duplicates; *n gets the count.  Returns 0 (a walk cut short is still 0,
+ * with what it found) or -EFAULT when init_task itself cannot be read. */
+int ktasks_walk(const struct ktasks_mem *km, const struct kbtf_offsets *o,
+		uint64_t init_task, struct ktask *out, size_t max, size_t *n,
+		struct ktasks_stats *st);
+
+#endif /* OPVM_KTASKS_H */
