@@ -28,6 +28,7 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -388,6 +389,32 @@ static int exporter_socket(const char *listen_on)
 	return fd;
 }
 
+/* libmicrohttpd's messages, at most one per EXPORTER_LOG_EVERY_S: a client
+ * that opens connection after connection past the caps makes one each
+ * ("Server reached connection limit"), and must not flood the log. */
+#define EXPORTER_LOG_EVERY_S	10
+
+static void exporter_log(void *cls, const char *fmt, va_list ap)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static double last = -EXPORTER_LOG_EVERY_S;
+	static unsigned long held;
+	char msg[256];
+	double t = now_s();
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	pthread_mutex_lock(&lock);
+	if (t - last >= EXPORTER_LOG_EVERY_S) {
+		pr_warn("exporter: %s%s", msg, held ? " (and more messages, not shown)" : "");
+		last = t;
+		held = 0;
+	} else {
+		held++;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
 /* Room for EXPORTER_CONNS connections: the soft limit on open files up to
  * the hard one (often 1024 by default, which the cap would exceed). */
 static unsigned exporter_conn_limit(void)
@@ -471,6 +498,7 @@ static struct MHD_Daemon *exporter_start(struct exporter *e, int fd, pthread_t *
 	if (!exp_stop)
 		d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
 				     MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, e,
+				     MHD_OPTION_EXTERNAL_LOGGER, exporter_log, NULL,
 				     MHD_OPTION_LISTEN_SOCKET, fd,
 				     MHD_OPTION_THREAD_POOL_SIZE, (unsigned)EXPORTER_THREADS,
 				     MHD_OPTION_CONNECTION_LIMIT, conns,
