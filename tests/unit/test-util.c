@@ -152,28 +152,42 @@ static void test_valid_name(void **state)
 	assert_false(util_valid_name(long_name));
 }
 
+/* A unix socket listening at path with backlog (never accepting by
+ * itself); the test is skipped when path does not fit sun_path. */
+static int listen_at(const char *path, int backlog)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int srv;
+
+	if (strlen(path) >= sizeof(sun.sun_path))
+		return -1;
+	strcpy(sun.sun_path, path);
+	srv = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(srv >= 0);
+	assert_int_equal(bind(srv, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	assert_int_equal(listen(srv, backlog), 0);
+	return srv;
+}
+
 static void test_connect_unix(void **state)
 {
 	char *d = tmpdir_new(), path[1024], big[200];
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	int srv, fd, acc;
 
 	assert_non_null(d);
+	if (!d)
+		return;
 	memset(big, 's', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
 	assert_int_equal(util_connect_unix(big, 1000), -ENAMETOOLONG);
 
 	snprintf(path, sizeof(path), "%s/sock", d);
 	assert_int_equal(util_connect_unix(path, 1000), -ENOENT);
-	if (strlen(path) >= sizeof(sun.sun_path)) {
+	srv = listen_at(path, 1);
+	if (srv < 0) {
 		tmpdir_free(d);
 		skip();
 	}
-	strcpy(sun.sun_path, path);
-	srv = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(srv >= 0);
-	assert_int_equal(bind(srv, (struct sockaddr *)&sun, sizeof(sun)), 0);
-	assert_int_equal(listen(srv, 1), 0);
 	fd = util_connect_unix(path, 1000);
 	assert_true(fd >= 0);
 	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
@@ -198,7 +212,6 @@ static void test_connect_unix(void **state)
 static void test_connect_unix_full(void **state)
 {
 	char *d = tmpdir_new(), path[1024];
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	int srv, first, fd, fds_before, fds_after;
 	int64_t t0;
 
@@ -206,15 +219,11 @@ static void test_connect_unix_full(void **state)
 	if (!d)
 		return;
 	snprintf(path, sizeof(path), "%s/full", d);
-	if (strlen(path) >= sizeof(sun.sun_path)) {
+	srv = listen_at(path, 0);
+	if (srv < 0) {
 		tmpdir_free(d);
 		skip();
 	}
-	strcpy(sun.sun_path, path);
-	srv = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(srv >= 0);
-	assert_int_equal(bind(srv, (struct sockaddr *)&sun, sizeof(sun)), 0);
-	assert_int_equal(listen(srv, 0), 0);
 	first = util_connect_unix(path, 1000);
 	assert_true(first >= 0);
 	fds_before = dup(0);
