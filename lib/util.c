@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -71,10 +72,20 @@ void util_hex(const uint8_t *b, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-int util_connect_unix(const char *path)
+/*
+ * A unix stream connect has no "in progress" state to poll: non-blocking,
+ * it fails with EAGAIN at once when the accept queue is full.  Blocking, the
+ * kernel waits for room for at most SO_SNDTIMEO (unix_stream_connect), and
+ * a signal interrupts the wait: so the deadline is that timeout, set for
+ * the connect only.
+ */
+int util_connect_unix(const char *path, unsigned timeout_ms)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	int fd;
+	struct timeval tv = { .tv_sec = timeout_ms / 1000,
+			      .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
+	static const struct timeval none;
+	int fd, err;
 
 	if (strlen(path) >= sizeof(sun.sun_path))
 		return -ENAMETOOLONG;
@@ -82,13 +93,29 @@ int util_connect_unix(const char *path)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
+	if (!timeout_ms)
+		tv.tv_usec = 1;		/* 0 would mean "wait forever" */
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)))
+		goto fail;
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-		int err = -errno;
-
-		close(fd);
-		return err;
+		if (errno == EAGAIN || errno == EINPROGRESS)
+			errno = ETIMEDOUT;
+		goto fail;
 	}
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none)))
+		goto fail;
 	return fd;
+fail:
+	err = -errno;
+	close(fd);
+	return err;
+}
+
+unsigned util_ms_left(int64_t deadline_ms)
+{
+	int64_t left = deadline_ms - util_now_ms();
+
+	return left <= 0 ? 0 : left > UINT_MAX ? UINT_MAX : (unsigned)left;
 }
 
 int util_mkdir_p(const char *path)
@@ -214,6 +241,28 @@ int util_utf8_valid(const char *s)
 		i += n;
 	}
 	return 1;
+}
+
+const char *util_utf8_fix(char *out, size_t outlen, const char *s)
+{
+	static const char fffd[] = "\xef\xbf\xbd";
+	size_t o = 0, len = strlen(s), i = 0;
+
+	if (!outlen)
+		return out;
+	while (i < len) {
+		size_t n = util_utf8_char(s + i, len - i);
+		const char *from = n ? s + i : fffd;
+		size_t k = n ? n : 3;
+
+		if (o + k >= outlen)
+			break;
+		memcpy(out + o, from, k);
+		o += k;
+		i += n ? n : 1;
+	}
+	out[o] = '\0';
+	return out;
 }
 
 const char *util_text_escape(char *out, size_t outlen, const char *s)

@@ -32,8 +32,20 @@ int util_self_dir(char *dir, size_t len);
 void util_hex(const uint8_t *b, size_t n, char *out);
 
 /* A connected SOCK_STREAM | SOCK_CLOEXEC socket to the unix socket at
- * path: the fd, or -errno (-ENAMETOOLONG if path does not fit sun_path). */
-int util_connect_unix(const char *path);
+ * path, within timeout_ms: the fd (blocking), or -errno: -ENAMETOOLONG if
+ * path does not fit sun_path, -ETIMEDOUT when the listener's accept queue
+ * stayed full that long (any local user can bind a socket that never
+ * accepts), -EINTR when a signal came meanwhile (the stop signals). */
+int util_connect_unix(const char *path, unsigned timeout_ms);
+
+/* The deadline for connecting to a local socket a user named or /proc or
+ * libvirt showed (a guest channel, a gdbstub): a listener with room in its
+ * queue takes a connection at once, so this only bounds a stuck one. */
+#define UTIL_CONNECT_MS	5000
+
+/* Milliseconds left until deadline_ms (util_now_ms() clock): 0 once it
+ * has passed, for the timeout of a step of a longer exchange. */
+unsigned util_ms_left(int64_t deadline_ms);
 
 /* mkdir -p, mode 0755: creates every missing directory of path; existing
  * ones are fine.  0 or -errno (-ENAMETOOLONG from PATH_MAX on, before any
@@ -82,6 +94,14 @@ size_t util_utf8_char(const char *s, size_t avail);
 /* 1 if the NUL-terminated s is UTF-8 throughout (util_utf8_char()), else 0:
  * JSON and protobuf strings must be. */
 int util_utf8_valid(const char *s);
+
+/* Copies s into out[outlen] as UTF-8: each byte util_utf8_char() refuses
+ * becomes U+FFFD, everything else (controls too) is kept; cut at outlen,
+ * never inside a character.  For bytes that name something (a guest's
+ * -name) and must stay one string in every output, JSON and Prometheus
+ * included; text output still escapes it (util_text_escape()).  Returns
+ * out. */
+const char *util_utf8_fix(char *out, size_t outlen, const char *s);
 
 /* a + b, or UINT64_MAX where the sum would wrap: counters saturate (and
  * print as such: stats_fmt_count() in host/collect/stats.h). */

@@ -48,7 +48,9 @@ void backend_note(char *notes, size_t size, const char *fmt, ...)
 
 int backend_reconnect_unix(void *arg)
 {
-	int fd = util_connect_unix(arg);
+	/* From the collector's loop, which drains the sample rings meanwhile:
+	 * a channel that cannot take the connection now is tried again later. */
+	int fd = util_connect_unix(arg, 100);
 
 	return fd < 0 ? -1 : fd;
 }

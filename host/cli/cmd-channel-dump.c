@@ -403,7 +403,7 @@ static int src_open(struct dump_run *r)
 		return -1;
 	} else if (S_ISSOCK(sb.st_mode)) {
 		r->kind = SRC_SOCKET;
-		r->fd = util_connect_unix(r->src);
+		r->fd = util_connect_unix(r->src, UTIL_CONNECT_MS);
 		if (r->fd < 0 && !r->follow) {
 			pr_err("cannot connect to '%s': %s; is the guest running, and "
 			       "no other opvm connected to it?", r->src, strerror(-r->fd));
@@ -439,7 +439,7 @@ static int dump_step(struct dump_run *r, struct decoder *d, uint8_t *buf,
 	int pr;
 
 	if (r->fd < 0) {	/* socket, following: (re)connect */
-		r->fd = util_connect_unix(r->src);
+		r->fd = util_connect_unix(r->src, UTIL_CONNECT_MS);
 		if (r->fd < 0)
 			nap_ms(500);
 		return 1;

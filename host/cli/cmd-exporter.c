@@ -6,17 +6,33 @@
  * It listens only where the user says: ADDR:PORT (default 127.0.0.1:9864,
  * loopback) or unix:PATH (a socket file, mode 0660).  The socket is made
  * here and handed to libmicrohttpd, so both kinds go through one path.
- * Every scrape takes a fresh reading (at most one per --min-interval); the
- * metrics are counters, so Prometheus' rate() gives the per-second figures.
+ *
+ * Any local user can connect, and can start a "QEMU" whose QMP socket
+ * never answers, so:
+ *  - readings are taken by one refresher thread; a scrape is served from
+ *    the last reading (at most --min-interval old, else it asks for a new
+ *    one and waits a little for it: EXPORTER_WAIT_MS), never from a
+ *    refresh of its own, so a slow guest costs its row, not the scrape;
+ *  - libmicrohttpd runs a small pool of epoll threads with a connection
+ *    cap per source address (one client cannot take every slot) and a
+ *    short idle timeout (a slowloris' half-sent requests are dropped).
+ * The metrics are counters, so Prometheus' rate() gives the per-second
+ * figures.
+ *
+ * Paths are served from routes[] below: one row per path.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -29,15 +45,36 @@
 #include "lib/util.h"
 
 #define EXPORTER_DEFAULT_LISTEN	"127.0.0.1:9864"
+/* How long a scrape waits for the fresher reading it asked for before it
+ * takes the last one: a refresh of healthy guests takes milliseconds. */
+#define EXPORTER_WAIT_MS	500
+#define EXPORTER_THREADS	2	/* libmicrohttpd's pool */
+#define EXPORTER_CONNS		512	/* connections in all */
+#define EXPORTER_CONNS_PER_IP	32	/* from one source address */
+#define EXPORTER_IDLE_S		3	/* an idle connection is closed */
+#define EXPORTER_BACKLOG	128
 
 struct exporter {
-	struct hoststats *h;
-	double min_interval, last;
-	char *text;		/* the last exposition */
-	unsigned long scrapes, errors;
+	struct hoststats *h;	/* the refresher thread's alone */
+	double min_interval;
+
+	pthread_mutex_t lock;	/* everything below */
+	pthread_cond_t kick;	/* a scrape wants a reading */
+	pthread_cond_t done;	/* a reading was taken */
+	int want, quit;
+	unsigned long readings;	/* taken (or failed) so far */
+	char *text;		/* the last exposition, NULL before the first */
+	double taken;		/* when it was taken (monotonic s) */
+	double took;		/* how long that refresh took (s) */
+	unsigned long scrapes, errors, stale_served;
 };
 
 static volatile sig_atomic_t exp_stop;
+
+static double now_s(void)
+{
+	return (double)util_now_ns() / 1e9;
+}
 
 static void exporter_usage(FILE *f)
 {
@@ -58,12 +95,78 @@ static void exporter_usage(FILE *f)
 "  --no-libvirt        only QEMU processes found in /proc\n");
 }
 
-static int send_text(struct MHD_Connection *c, unsigned status, const char *text,
-		     const char *type)
+/* ---- the refresher thread ----------------------------------------------- */
+
+/* Takes a reading whenever a scrape asks (e->want), one at a time. */
+static void *exporter_refresher(void *arg)
+{
+	struct exporter *e = arg;
+
+	pthread_mutex_lock(&e->lock);
+	for (;;) {
+		double t0;
+		char *s;
+		int r;
+
+		while (!e->want && !e->quit)
+			pthread_cond_wait(&e->kick, &e->lock);
+		if (e->quit)
+			break;
+		e->want = 0;
+		pthread_mutex_unlock(&e->lock);
+		t0 = now_s();
+		r = hoststats_refresh(e->h);
+		s = r ? NULL : hoststats_prometheus(e->h);
+		if (!s && !e->quit)
+			pr_warn("exporter: cannot read this host's guests: %s",
+				strerror(r ? -r : ENOMEM));
+		pthread_mutex_lock(&e->lock);
+		if (s) {
+			free(e->text);
+			e->text = s;
+			e->taken = now_s();
+			e->took = e->taken - t0;
+		} else {
+			e->errors++;
+		}
+		e->readings++;
+		pthread_cond_broadcast(&e->done);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return NULL;
+}
+
+/* Under e->lock: asks for a reading if the last one is older than
+ * min_interval and waits for it up to EXPORTER_WAIT_MS. */
+static void exporter_freshen(struct exporter *e)
+{
+	unsigned long seen = e->readings;
+	struct timespec until;
+	int64_t ns;
+
+	if (e->text && now_s() - e->taken < e->min_interval)
+		return;
+	e->want = 1;
+	pthread_cond_signal(&e->kick);
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	ns = until.tv_nsec + (int64_t)EXPORTER_WAIT_MS * 1000000;
+	until.tv_sec += (time_t)(ns / 1000000000);
+	until.tv_nsec = (long)(ns % 1000000000);
+	while (e->readings == seen &&
+	       pthread_cond_timedwait(&e->done, &e->lock, &until) != ETIMEDOUT)
+		;
+	if (e->readings == seen)
+		e->stale_served++;
+}
+
+/* ---- HTTP ------------------------------------------------------------------ */
+
+static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *text,
+				 const char *type)
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text,
 								 MHD_RESPMEM_MUST_COPY);
-	int ret;
+	enum MHD_Result ret;
 
 	if (!r)
 		return MHD_NO;
@@ -73,28 +176,78 @@ static int send_text(struct MHD_Connection *c, unsigned status, const char *text
 	return ret;
 }
 
-/* A fresh exposition, or the last one when the previous reading is younger
- * than min_interval (bounded cost under many scrapers). */
-static const char *exporter_text(struct exporter *e)
+/* GET /metrics: the last reading, and how old it is. */
+static enum MHD_Result serve_metrics(struct exporter *e, struct MHD_Connection *c)
 {
-	double t = ((double)util_now_ns() / 1e9);
-	char *s;
+	char *body = NULL;
+	int n = -1;
 
-	if (e->text && t - e->last < e->min_interval)
-		return e->text;
-	if (hoststats_refresh(e->h)) {
-		e->errors++;
-		return NULL;
+	pthread_mutex_lock(&e->lock);
+	e->scrapes++;
+	exporter_freshen(e);
+	if (e->text)
+		n = asprintf(&body, "%s"
+			     "# HELP opvm_exporter_reading_age_seconds Age of the reading served.\n"
+			     "# TYPE opvm_exporter_reading_age_seconds gauge\n"
+			     "opvm_exporter_reading_age_seconds %.3f\n"
+			     "# HELP opvm_exporter_refresh_seconds How long that reading took.\n"
+			     "# TYPE opvm_exporter_refresh_seconds gauge\n"
+			     "opvm_exporter_refresh_seconds %.3f\n",
+			     e->text, now_s() - e->taken, e->took);
+	pthread_mutex_unlock(&e->lock);
+	if (n < 0)
+		return send_text(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+				 "opvm exporter: no reading of this host's guests yet; "
+				 "retry (the exporter's log says why)\n", "text/plain");
+	{
+		struct MHD_Response *r = MHD_create_response_from_buffer(
+			(size_t)n, body, MHD_RESPMEM_MUST_FREE);
+		enum MHD_Result ret;
+
+		if (!r) {
+			free(body);
+			return MHD_NO;
+		}
+		MHD_add_response_header(r, "Content-Type",
+					"text/plain; version=0.0.4; charset=utf-8");
+		ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+		MHD_destroy_response(r);
+		return ret;
 	}
-	s = hoststats_prometheus(e->h);
-	if (!s) {
-		e->errors++;
-		return NULL;
-	}
-	free(e->text);
-	e->text = s;
-	e->last = t;
-	return s;
+}
+
+static enum MHD_Result serve_index(struct exporter *e, struct MHD_Connection *c);
+
+/*
+ * What the exporter serves, one row per path (matched exactly; the query
+ * string is not part of it: MHD_lookup_connection_value() reads it).
+ * A new endpoint is one function and one row.  Handlers run on
+ * libmicrohttpd's pool threads, several at once (shared state under
+ * e->lock), and must return quickly: serve what is in memory.  Work that
+ * takes seconds (a profile) must not hold a pool thread, which also serves
+ * other connections: suspend the connection (MHD_suspend_connection(), the
+ * daemon has MHD_ALLOW_SUSPEND_RESUME), do the work in a thread of its
+ * own, then MHD_resume_connection() and queue the response on the next
+ * call of on_request() for that connection (*con_cls tells it apart).
+ */
+static const struct exporter_route {
+	const char *path;
+	const char *what;	/* one line for the index */
+	enum MHD_Result (*serve)(struct exporter *e, struct MHD_Connection *c);
+} routes[] = {
+	{ "/metrics", "Prometheus metrics of every guest on this host", serve_metrics },
+	{ "/", "this list", serve_index },
+};
+
+static enum MHD_Result serve_index(struct exporter *e, struct MHD_Connection *c)
+{
+	char buf[1024];
+	size_t off = (size_t)snprintf(buf, sizeof(buf), "opvm exporter\n\n");
+
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]) && off < sizeof(buf); i++)
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "  %-24s %s\n",
+					routes[i].path, routes[i].what);
+	return send_text(c, MHD_HTTP_OK, buf, "text/plain; charset=utf-8");
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -102,19 +255,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 				  const char *upload, size_t *upload_size, void **con_cls)
 {
 	struct exporter *e = cls;
-	const char *text;
 
 	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
 		return send_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET /metrics\n", "text/plain");
-	if (strcmp(url, "/metrics"))
-		return send_text(c, MHD_HTTP_NOT_FOUND,
-				 "opvm exporter: the metrics are at /metrics\n", "text/plain");
-	e->scrapes++;
-	text = exporter_text(e);
-	if (!text)
-		return send_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
-				 "opvm exporter: cannot read the guests of this host\n", "text/plain");
-	return send_text(c, MHD_HTTP_OK, text, "text/plain; version=0.0.4; charset=utf-8");
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+		if (!strcmp(url, routes[i].path))
+			return routes[i].serve(e, c);
+	return send_text(c, MHD_HTTP_NOT_FOUND,
+			 "opvm exporter: the metrics are at /metrics (/ lists what is served)\n",
+			 "text/plain");
 }
 
 static int listen_unix(const char *path)
@@ -136,7 +285,7 @@ static int listen_unix(const char *path)
 			unlink(path);
 	}
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) || chmod(path, 0660) ||
-	    listen(fd, 16)) {
+	    listen(fd, EXPORTER_BACKLOG)) {
 		int err = -errno;
 
 		close(fd);
@@ -173,7 +322,7 @@ static int listen_tcp(const char *spec, char *why, size_t whylen)
 	}
 	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 16)) {
+	    bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, EXPORTER_BACKLOG)) {
 		int err = -errno;
 
 		if (fd >= 0)
@@ -240,14 +389,146 @@ static int exporter_socket(const char *listen_on)
 	return fd;
 }
 
+/* libmicrohttpd's messages, at most one per EXPORTER_LOG_EVERY_S: a client
+ * that opens connection after connection past the caps makes one each
+ * ("Server reached connection limit"), and must not flood the log. */
+#define EXPORTER_LOG_EVERY_S	10
+
+static void exporter_log(void *cls, const char *fmt, va_list ap)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static double last = -EXPORTER_LOG_EVERY_S;
+	static unsigned long held;
+	char msg[256];
+	double t = now_s();
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	pthread_mutex_lock(&lock);
+	if (t - last >= EXPORTER_LOG_EVERY_S) {
+		pr_warn("exporter: %s%s", msg, held ? " (and more messages, not shown)" : "");
+		last = t;
+		held = 0;
+	} else {
+		held++;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+/* Room for EXPORTER_CONNS connections: the soft limit on open files up to
+ * the hard one (often 1024 by default, which the cap would exceed). */
+static unsigned exporter_conn_limit(void)
+{
+	struct rlimit rl;
+	rlim_t want = EXPORTER_CONNS + 64;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 256;
+	if (rl.rlim_cur < want) {
+		rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	return rl.rlim_cur >= want ? EXPORTER_CONNS
+	       : rl.rlim_cur > 128 ? (unsigned)rl.rlim_cur - 64 : 64;
+}
+
+static void exporter_stop_refresher(struct exporter *e, pthread_t t)
+{
+	pthread_mutex_lock(&e->lock);
+	e->quit = 1;
+	pthread_cond_signal(&e->kick);
+	pthread_mutex_unlock(&e->lock);
+	pthread_join(t, NULL);
+}
+
+/* Waits for the refresher's first reading (connections made meanwhile wait
+ * in the listen queue), so that every scrape has a reading to serve.  It
+ * costs at most the QMP budget of each guest whose socket does not answer;
+ * Ctrl-C ends the wait. */
+static void exporter_first_reading(struct exporter *e)
+{
+	pthread_mutex_lock(&e->lock);
+	while (!e->readings && !exp_stop) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += 100000000;
+		if (until.tv_nsec >= 1000000000) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&e->done, &e->lock, &until);
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* Blocks (how SIG_BLOCK) or restores (SIG_SETMASK) SIGINT and SIGTERM in
+ * this thread: threads started in between inherit the mask, so the main
+ * thread's pause() is the one that sees them. */
+static void exporter_mask(int how, sigset_t *old)
+{
+	sigset_t stop;
+
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	pthread_sigmask(how, how == SIG_BLOCK ? &stop : old, how == SIG_BLOCK ? old : NULL);
+}
+
+/* The refresher, its first reading, then libmicrohttpd.  NULL on failure
+ * (nothing left running). */
+static struct MHD_Daemon *exporter_start(struct exporter *e, int fd, pthread_t *refresher)
+{
+	unsigned conns = exporter_conn_limit();
+	struct MHD_Daemon *d = NULL;
+	int fl = fcntl(fd, F_GETFL), r;
+	sigset_t old;
+
+	/* Several pool threads accept on it. */
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK))
+		return NULL;
+	exporter_mask(SIG_BLOCK, &old);
+	r = pthread_create(refresher, NULL, exporter_refresher, e);
+	exporter_mask(SIG_SETMASK, &old);
+	if (r)
+		return NULL;
+	exporter_first_reading(e);
+	exporter_mask(SIG_BLOCK, &old);
+	if (!exp_stop)
+		d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+				     MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, e,
+				     MHD_OPTION_EXTERNAL_LOGGER, exporter_log, NULL,
+				     MHD_OPTION_LISTEN_SOCKET, fd,
+				     MHD_OPTION_THREAD_POOL_SIZE, (unsigned)EXPORTER_THREADS,
+				     MHD_OPTION_CONNECTION_LIMIT, conns,
+				     MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+				     (unsigned)EXPORTER_CONNS_PER_IP,
+				     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)EXPORTER_IDLE_S,
+				     MHD_OPTION_END);
+	exporter_mask(SIG_SETMASK, &old);
+	if (!d)
+		exporter_stop_refresher(e, *refresher);
+	return d;
+}
+
 int cmd_exporter(int argc, char **argv)
 {
 	const char *listen_on = EXPORTER_DEFAULT_LISTEN;
-	struct exporter e = { .min_interval = 1 };
+	struct exporter e = { .min_interval = 1, .want = 1,	/* a first reading now */
+			      .lock = PTHREAD_MUTEX_INITIALIZER,
+			      .kick = PTHREAD_COND_INITIALIZER };
+	pthread_condattr_t ca;
 	struct hs_config cfg = { 0 };
 	struct MHD_Daemon *d = NULL;
+	pthread_t refresher;
 	int r, fd, ret = 1;
 
+	/* exporter_freshen() waits by the monotonic clock */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&e.done, &ca);
+	pthread_condattr_destroy(&ca);
 	r = exporter_parse(argc, argv, &listen_on, &e.min_interval, &cfg);
 	if (r) {
 		exporter_usage(r > 0 ? stdout : stderr);
@@ -258,22 +539,24 @@ int cmd_exporter(int argc, char **argv)
 		return fd == -EINVAL ? 2 : 1;
 	util_stop_on_signals(&exp_stop);
 	signal(SIGPIPE, SIG_IGN);	/* a client that hangs up is not a reason to stop */
+	cfg.stop = &exp_stop;		/* the refresher gives up a reading on Ctrl-C */
 	e.h = hoststats_new(&cfg);
 	if (e.h)
-		d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL,
-				     NULL, on_request, &e, MHD_OPTION_LISTEN_SOCKET, fd,
-				     MHD_OPTION_CONNECTION_LIMIT, 64u,
-				     MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+		d = exporter_start(&e, fd, &refresher);
 	if (!d) {
-		pr_err("cannot start the HTTP server on %s", listen_on);
+		if (!exp_stop)
+			pr_err("cannot start the HTTP server on %s", listen_on);
 		close(fd);
+		ret = exp_stop ? 0 : 1;
 		goto out;
 	}
 	pr_info("exporter: serving http://%s/metrics (Ctrl-C stops)", listen_on);
 	while (!exp_stop)
 		pause();
 	MHD_stop_daemon(d);
-	pr_info("exporter: %lu scrapes, %lu failed", e.scrapes, e.errors);
+	exporter_stop_refresher(&e, refresher);
+	pr_info("exporter: %lu scrapes, %lu failed readings, %lu served a reading older than "
+		"asked for (a slow guest)", e.scrapes, e.errors, e.stale_served);
 	ret = 0;
 out:
 	if (!strncmp(listen_on, "unix:", 5))

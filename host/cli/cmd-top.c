@@ -51,7 +51,7 @@ static void print_text(struct hoststats *h, const struct top_opts *o)
 	struct hs_guest **gs;
 	size_t n = hoststats_guests(h, o->sort, &gs), shown = 0;
 	const char *hw = NULL;
-	char reasons[19], exits[16];	/* 80 columns */
+	char reasons[19], exits[16], name[17];	/* 80 columns */
 
 	printf("%-16s %-7s %4s %6s %6s %6s %8s  %s\n", "GUEST", "SOURCE", "VCPU", "CPU%",
 	       "GUEST%", "STEAL%", "EXITS/s", "TOP EXITS/s");
@@ -68,7 +68,8 @@ static void print_text(struct hoststats *h, const struct top_opts *o)
 		else
 			snprintf(exits, sizeof(exits), "%s", top_dash());
 		top_reasons_cell(g, reasons, sizeof(reasons));
-		printf("%-16.16s %-7s %4u %6.1f %6.1f %6.1f %8s  %s\n", g->name, g->source,
+		printf("%-16s %-7s %4u %6.1f %6.1f %6.1f %8s  %s\n",
+		       top_name(name, sizeof(name), g->name), g->source,
 		       g->nr_vcpus, g->cpu_pct, g->guest_pct, g->steal_pct, exits, reasons);
 	}
 	if (!shown)
@@ -79,11 +80,23 @@ static void print_text(struct hoststats *h, const struct top_opts *o)
 		printf("hardware counters: %s (%s)\n", top_dash(), hw);
 	for (size_t i = 0; i < n; i++)
 		if (top_match(o, gs[i]) && gs[i]->has_hw && !gs[i]->fresh)
-			printf("%-16.16s guest mode: %.3g cycles/s, IPC %.2f, %.3g LLC misses/s\n",
-			       gs[i]->name, gs[i]->hw_ps[PMC_CYCLES], gs[i]->ipc,
+			printf("%-16s guest mode: %.3g cycles/s, IPC %.2f, %.3g LLC misses/s\n",
+			       top_name(name, sizeof(name), gs[i]->name),
+			       gs[i]->hw_ps[PMC_CYCLES], gs[i]->ipc,
 			       gs[i]->hw_ps[PMC_LLC_MISSES]);
-	if (hoststats_libvirt_error(h)[0])
-		printf("libvirt: %s\n", hoststats_libvirt_error(h));
+	for (size_t i = 0; i < n; i++) {
+		char full[4 * PS_NAME_MAX + 1];
+
+		if (top_match(o, gs[i]) && gs[i]->stale)
+			util_fprintf_wrapped(stdout, 2, "%s: not read: %s",
+					     top_name(full, sizeof(full), gs[i]->name),
+					     gs[i]->stale_why);
+	}
+	if (hoststats_libvirt_error(h)[0]) {
+		char e[1024];
+
+		printf("libvirt: %s\n", util_text_escape(e, sizeof(e), hoststats_libvirt_error(h)));
+	}
 }
 
 static int top_once(struct hoststats *h, const struct top_opts *o, int json)
@@ -92,11 +105,13 @@ static int top_once(struct hoststats *h, const struct top_opts *o, int json)
 			       .tv_nsec = (long)((o->delay_s - (double)(time_t)o->delay_s) * 1e9) };
 	int err = hoststats_refresh(h);
 
-	if (!err) {
+	if (!err && !top_stop) {
 		while (nanosleep(&ts, &ts) && errno == EINTR && !top_stop)
 			;
 		err = hoststats_refresh(h);
 	}
+	if (err == -EINTR || top_stop)
+		return 1;	/* SIGINT/SIGTERM: stop now, print nothing half-read */
 	if (err) {
 		pr_err("cannot read the guests of this host: %s", strerror(-err));
 		return 1;
@@ -209,6 +224,7 @@ int cmd_top(int argc, char **argv)
 	cfg.uri = o.uri;
 	cfg.no_libvirt = o.no_libvirt;
 	cfg.filter = &o.filter;
+	cfg.stop = &top_stop;	/* a silent QMP socket must not hold Ctrl-C */
 	util_stop_on_signals(&top_stop);
 	signal(SIGPIPE, SIG_IGN);
 	h = hoststats_new(&cfg);

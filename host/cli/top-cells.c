@@ -10,6 +10,7 @@
 #include "host/cli/top.h"
 #include "host/hoststats/hoststats.h"
 #include "host/hoststats/kvmstat.h"
+#include "lib/util.h"
 
 const char *top_dash(void)
 {
@@ -23,6 +24,11 @@ const char *top_dash(void)
 	return dash;
 }
 
+const char *top_name(char *buf, size_t cap, const char *name)
+{
+	return util_text_escape(buf, cap, name);
+}
+
 int top_match(const struct top_opts *o, const struct hs_guest *g)
 {
 	return !o->filter || !o->filter[0] || strstr(g->name, o->filter);
@@ -34,6 +40,10 @@ void top_reasons_cell(const struct hs_guest *g, char *buf, size_t cap)
 	size_t off = 0;
 
 	buf[0] = '\0';
+	if (g->stale) {
+		snprintf(buf, cap, "(no answer)");
+		return;
+	}
 	if (!g->has_exits) {
 		snprintf(buf, cap, "%s", g->accel == PS_ACCEL_KVM ? "(no counters)" : "(tcg)");
 		return;

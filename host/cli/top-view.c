@@ -73,7 +73,7 @@ static void fmt_rate(char *buf, size_t cap, int valid, double x)
 
 static void draw_guest(int y, const struct hs_guest *g, int sel, int wide)
 {
-	char exits[16], reasons[64], io[40] = "";
+	char exits[16], reasons[64], io[40] = "", name[17];
 
 	fmt_rate(exits, sizeof(exits), g->has_exits && !g->fresh, g->exits_ps);
 	top_reasons_cell(g, reasons, sizeof(reasons));
@@ -86,7 +86,8 @@ static void draw_guest(int y, const struct hs_guest *g, int sel, int wide)
 	}
 	if (sel)
 		attron(A_REVERSE);
-	mvprintw(y, 0, "%-16.16s %-7s %4u %6.1f %6.1f %6.1f %8s%s  %-.*s", g->name, g->source,
+	mvprintw(y, 0, "%-16s %-7s %4u %6.1f %6.1f %6.1f %8s%s  %-.*s",
+		 top_name(name, sizeof(name), g->name), g->source,
 		 g->nr_vcpus, g->cpu_pct, g->guest_pct, g->steal_pct, exits, io,
 		 COLS > 66 + (int)strlen(io) ? COLS - 66 - (int)strlen(io) : 0, reasons);
 	clrtoeol();
@@ -116,19 +117,21 @@ static int draw_vcpus(int y, int maxy, const struct hs_guest *g)
 static int draw_profile(int y, const struct view *v)
 {
 	const struct top_profile *p = &v->prof;
+	char guest[4 * PS_NAME_MAX + 1], msg[sizeof(p->msg)];
 
 	if (!p->stage)
 		return y;
+	top_name(guest, sizeof(guest), p->guest);
 	attron(A_BOLD);
 	if (p->stage == 1)
-		mvprintw(y++, 0, "profiling %s: %.0f/%u s (opvm attach)", p->guest,
+		mvprintw(y++, 0, "profiling %s: %.0f/%u s (opvm attach)", guest,
 			 ((double)util_now_ns() / 1e9) - p->started, p->seconds);
 	else if (p->stage == 2)
-		mvprintw(y++, 0, "profiling %s: reading symbols (opvm report)", p->guest);
+		mvprintw(y++, 0, "profiling %s: reading symbols (opvm report)", guest);
 	else if (p->stage == 3)
-		mvprintw(y++, 0, "top symbols of %s:", p->guest);
+		mvprintw(y++, 0, "top symbols of %s:", guest);
 	else
-		mvprintw(y++, 0, "profile of %s:", p->guest);
+		mvprintw(y++, 0, "profile of %s:", guest);
 	attroff(A_BOLD);
 	clrtoeol();
 	for (unsigned i = 0; p->stage == 3 && i < p->nr_syms && y < LINES - 2; i++) {
@@ -137,7 +140,8 @@ static int draw_profile(int y, const struct view *v)
 		clrtoeol();
 	}
 	if (p->msg[0] && y < LINES - 1) {
-		mvprintw(y++, 0, "  %.*s", COLS > 2 ? COLS - 2 : 0, p->msg);
+		mvprintw(y++, 0, "  %.*s", COLS > 2 ? COLS - 2 : 0,
+			 util_text_escape(msg, sizeof(msg), p->msg));
 		clrtoeol();
 	}
 	return y;
@@ -150,6 +154,7 @@ static void draw(struct view *v)
 	int maxy = LINES - 1 - prof_rows;
 	size_t sel = view_sel_index(v);
 	const char *hw = NULL;
+	char lv[1024];
 
 	for (size_t i = 0; i < v->n; i++)
 		if (!v->gs[i]->has_hw && v->gs[i]->hw_why)
@@ -164,7 +169,7 @@ static void draw(struct view *v)
 	mvprintw(1, 0, "hw counters: %s (%s)%s%s", hw ? top_dash() : "IPC in vCPU rows",
 		 hw ? hw : "guest mode",
 		 hoststats_libvirt_error(v->h)[0] ? "  libvirt: " : "",
-		 hoststats_libvirt_error(v->h));
+		 util_text_escape(lv, sizeof(lv), hoststats_libvirt_error(v->h)));
 	attron(A_UNDERLINE);
 	mvprintw(2, 0, "%-16s %-7s %4s %6s %6s %6s %8s%s  %s", "GUEST", "SOURCE", "VCPU", "CPU%",
 		 "GUEST%", "STEAL%", "EXITS/s", wide ? " DISK KB/s  NET KB/s" : "", "TOP EXITS/s");
@@ -286,6 +291,8 @@ int top_view_run(struct hoststats *h, struct top_opts *o, volatile sig_atomic_t 
 
 		if (((double)util_now_ns() / 1e9) >= next) {
 			err = hoststats_refresh(h);
+			if (err == -EINTR && *stop)
+				err = 0;	/* stopped by a signal mid-refresh */
 			if (err)
 				break;
 			next = ((double)util_now_ns() / 1e9) + o->delay_s;

@@ -10,8 +10,28 @@
 #include <string.h>
 
 #include "host/hoststats/hoststats.h"
+#include "lib/util.h"
+
+/* Room for a name, path or message made UTF-8 (3 bytes a byte at most). */
+#define OUT_ESC_MAX	(3 * 256 + 1)
+
+/* Names and socket paths come from QEMU command lines (any local user's)
+ * or libvirt: bytes, not text.  Made UTF-8 (util_utf8_fix()), so that JSON
+ * (jansson rejects invalid UTF-8: one bad name would lose every guest) and
+ * Prometheus (the whole scrape would be dropped) take them. */
+static const char *out_utf8(char *buf, size_t cap, const char *s)
+{
+	return util_utf8_valid(s) ? s : util_utf8_fix(buf, cap, s);
+}
 
 /* ---- JSON ------------------------------------------------------------- */
+
+static json_t *json_text(const char *s)
+{
+	char buf[OUT_ESC_MAX];
+
+	return json_string(out_utf8(buf, sizeof(buf), s));
+}
 
 static json_t *json_rate(int valid, double v)
 {
@@ -48,8 +68,8 @@ static json_t *guest_json(const struct hs_guest *g)
 	for (unsigned i = 0; vs && i < g->nr_vcpus; i++)
 		if (g->vcpu[i].tid || !g->pid)
 			json_array_append_new(vs, vcpu_json(g, &g->vcpu[i]));
-	o = json_pack("{s:s, s:s, s:i, s:s, s:b, s:b, s:i, s:f, s:f, s:f, s:o, s:o, s:o}",
-		      "name", g->name, "source", g->source, "pid", g->pid,
+	o = json_pack("{s:o, s:s, s:i, s:s, s:b, s:b, s:i, s:f, s:f, s:f, s:o, s:o, s:o}",
+		      "name", json_text(g->name), "source", g->source, "pid", g->pid,
 		      "accel", g->accel == PS_ACCEL_KVM ? "kvm" : "tcg",
 		      "running", g->running, "first_sample", g->fresh,
 		      "vcpus", (int)g->nr_vcpus,
@@ -60,16 +80,19 @@ static json_t *guest_json(const struct hs_guest *g)
 		      "vcpu", vs ? vs : json_array());
 	if (!o)
 		return NULL;
+	json_object_set_new(o, "read_ok", json_boolean(!g->stale));
+	if (g->stale)
+		json_object_set_new(o, "read_why", json_text(g->stale_why));
 	json_object_set_new(o, "exits", g->has_exits ? json_integer((json_int_t)g->kvm.exits)
 						     : json_null());
 	json_object_set_new(o, g->has_exits ? "exits_source" : "exits_why",
-			    json_string(g->has_exits ? g->exits_src : g->exits_why));
+			    json_text(g->has_exits ? g->exits_src : g->exits_why));
 	json_object_set_new(o, "hw_counters", g->has_hw && !g->fresh ? json_pack(
 		"{s:f, s:f, s:f, s:f}", "cycles_per_s", g->hw_ps[PMC_CYCLES],
 		"instructions_per_s", g->hw_ps[PMC_INSTRUCTIONS], "ipc", g->ipc,
 		"llc_misses_per_s", g->hw_ps[PMC_LLC_MISSES]) : json_null());
 	if (!g->has_hw)
-		json_object_set_new(o, "hw_why", json_string(g->hw_why ? g->hw_why : ""));
+		json_object_set_new(o, "hw_why", json_text(g->hw_why ? g->hw_why : ""));
 	json_object_set_new(o, "block_read_bps", json_rate(g->has_io, g->rd_bps));
 	json_object_set_new(o, "block_write_bps", json_rate(g->has_io, g->wr_bps));
 	json_object_set_new(o, "net_rx_bps", json_rate(g->has_io, g->rx_bps));
@@ -77,9 +100,9 @@ static json_t *guest_json(const struct hs_guest *g)
 	json_object_set_new(o, "cpu_s", json_real((double)g->cpu_ns / 1e9));
 	json_object_set_new(o, "wait_s", json_real((double)g->wait_ns / 1e9));
 	if (g->qmp[0])
-		json_object_set_new(o, "qmp", json_string(g->qmp));
+		json_object_set_new(o, "qmp", json_text(g->qmp));
 	if (g->channel[0])
-		json_object_set_new(o, "channel", json_string(g->channel));
+		json_object_set_new(o, "channel", json_text(g->channel));
 	return o;
 }
 
@@ -99,18 +122,23 @@ json_t *hoststats_json(struct hoststats *h, enum hs_sort key)
 			return NULL;
 		}
 	}
-	o = json_pack("{s:f, s:s, s:s, s:o}", "interval_s", hoststats_interval(h),
-		      "sort", hs_sort_name(key), "libvirt_error", hoststats_libvirt_error(h),
+	o = json_pack("{s:f, s:s, s:o, s:o}", "interval_s", hoststats_interval(h),
+		      "sort", hs_sort_name(key), "libvirt_error",
+		      json_text(hoststats_libvirt_error(h)),
 		      "guests", arr);
 	return o;
 }
 
 /* ---- Prometheus ------------------------------------------------------ */
 
-/* A label value as the text format wants it: \\, \" and \n escaped.  Guest
- * names come from QEMU command lines, i.e. from any local user. */
-static void put_label(FILE *f, const char *s)
+/* A label value as the text format wants it: UTF-8 (out_utf8()), with
+ * \\, \" and \n escaped.  Guest names come from QEMU command lines, i.e.
+ * from any local user. */
+static void put_label(FILE *f, const char *raw)
 {
+	char buf[OUT_ESC_MAX];
+	const char *s = out_utf8(buf, sizeof(buf), raw);
+
 	for (; *s; s++) {
 		if (*s == '\\' || *s == '"')
 			fprintf(f, "\\%c", *s);
@@ -148,6 +176,11 @@ static void prom_cpu(FILE *f, struct hs_guest **gs, size_t n)
 		fprintf(f, "\",source=\"%s\",accel=\"%s\",pid=\"%d\"} 1\n", gs[i]->source,
 			gs[i]->accel == PS_ACCEL_KVM ? "kvm" : "tcg", gs[i]->pid);
 	}
+	put_head(f, "opvm_guest_read_ok", "gauge",
+		 "0 when a source of the guest (its QMP socket) did not answer in its budget "
+		 "at the last reading: its other figures are from /proc only.");
+	for (size_t i = 0; i < n; i++)
+		put_sample(f, "opvm_guest_read_ok", gs[i], -1, NULL, !gs[i]->stale);
 	put_head(f, "opvm_guest_vcpus", "gauge", "vCPUs of the guest.");
 	for (size_t i = 0; i < n; i++)
 		put_sample(f, "opvm_guest_vcpus", gs[i], -1, NULL, gs[i]->nr_vcpus);

@@ -19,6 +19,19 @@
  * pid of a process that was not one is found within that many refreshes. */
 #define HS_RESCAN_EVERY		10
 #define HS_VIRT_RETRY_S		5
+/* A QMP socket that did not answer in its budget is left alone this long,
+ * doubling at each further failure up to the cap. */
+#define HS_QMP_BACKOFF_MS	10000
+#define HS_QMP_BACKOFF_MAX_MS	300000
+
+/* QMP sockets that did not answer, by process: when to try again. */
+struct qmpback {
+	int pid;
+	uint64_t start_ticks;
+	int64_t next_ms;	/* util_now_ms() of the next try */
+	unsigned wait_ms;	/* the current pause */
+	int err;		/* what the last try gave */
+};
 
 /* vCPU thread ids a QEMU without thread names gave over QMP, kept per
  * process: asking at every refresh would hold its QMP socket for nothing. */
@@ -45,6 +58,8 @@ struct hoststats {
 	char hw_err[128];
 	struct tidcache *tc;
 	size_t nr_tc;
+	struct qmpback *qb;
+	size_t nr_qb;
 	struct virt *virt;
 	char virt_err[256];
 	double virt_next_try;
@@ -105,6 +120,7 @@ void hoststats_free(struct hoststats *h)
 		pmcount_close(h->pm[i].pc);
 	free(h->pm);
 	free(h->tc);
+	free(h->qb);
 	free(h->other_pids);
 	free(h->qemus);
 	guests_free(h->guests, h->nr_guests);
@@ -277,8 +293,84 @@ static int read_threads(struct hs_guest *g)
 	return 0;
 }
 
-static const struct tidcache *tids_from_qmp(struct hoststats *h, const struct hs_guest *g)
+/* ---- QMP, within each guest's budget -------------------------------------- */
+
+static struct qmpback *qmp_backoff(struct hoststats *h, const struct hs_guest *g)
 {
+	for (size_t i = 0; i < h->nr_qb; i++)
+		if (h->qb[i].pid == g->pid && h->qb[i].start_ticks == g->start_ticks)
+			return &h->qb[i];
+	return NULL;
+}
+
+/* g's QMP socket made us wait in vain (err): mark its row, and leave it
+ * alone for a pause that doubles at each failure in a row. */
+static void qmp_pause(struct hoststats *h, struct hs_guest *g, int err)
+{
+	struct qmpback *b = qmp_backoff(h, g), *nb;
+
+	if (!b && (nb = realloc(h->qb, (h->nr_qb + 1) * sizeof(*nb)))) {
+		h->qb = nb;
+		b = &h->qb[h->nr_qb++];
+		memset(b, 0, sizeof(*b));
+		b->pid = g->pid;
+		b->start_ticks = g->start_ticks;
+	}
+	if (b) {
+		b->wait_ms = !b->wait_ms ? HS_QMP_BACKOFF_MS
+			     : b->wait_ms >= HS_QMP_BACKOFF_MAX_MS / 2 ? HS_QMP_BACKOFF_MAX_MS
+			     : b->wait_ms * 2;
+		b->next_ms = util_now_ms() + b->wait_ms;
+		b->err = err;
+	}
+	g->stale = 1;
+	snprintf(g->stale_why, sizeof(g->stale_why), "its QMP socket did not answer in %u ms "
+		 "(%s); next try in %u s", h->cfg.qmp_timeout_ms, strerror(-err),
+		 b ? b->wait_ms / 1000 : 0);
+}
+
+/* A wait that ended without an answer, as opposed to a plain refusal. */
+static int qmp_no_answer(int err)
+{
+	return err == -ETIMEDOUT || err == -EAGAIN;
+}
+
+/* g's QMP socket, opened by g's deadline (one budget for the guest's whole
+ * exchange), or NULL + errno.  A socket in its pause is not tried: the row
+ * says so. */
+static struct qmp *guest_qmp(struct hoststats *h, struct hs_guest *g, int64_t deadline)
+{
+	struct qmpback *b = qmp_backoff(h, g);
+	int64_t now = util_now_ms();
+	struct qmp *q;
+	int err;
+
+	if (b && now < b->next_ms) {
+		g->stale = 1;
+		snprintf(g->stale_why, sizeof(g->stale_why), "its QMP socket did not answer "
+			 "in %u ms (%s); next try in %.0f s", h->cfg.qmp_timeout_ms,
+			 strerror(-b->err), (double)(b->next_ms - now) / 1e3);
+		errno = EAGAIN;
+		return NULL;
+	}
+	if (h->cfg.stop && *h->cfg.stop) {
+		errno = EINTR;
+		return NULL;
+	}
+	q = qmp_open_until(g->qmp, deadline, h->cfg.stop);
+	err = q ? 0 : -errno;
+	if (qmp_no_answer(err))
+		qmp_pause(h, g, err);
+	else if (b)		/* it answers again (or refuses at once): no pause */
+		*b = h->qb[--h->nr_qb];
+	errno = -err;
+	return q;
+}
+
+static const struct tidcache *tids_from_qmp(struct hoststats *h, struct hs_guest *g,
+					    int64_t deadline)
+{
+	int tids[HS_MAX_VCPUS] = { 0 }, n;
 	struct tidcache *tc;
 	struct qmp *q;
 
@@ -289,20 +381,26 @@ static const struct tidcache *tids_from_qmp(struct hoststats *h, const struct hs
 	if (!tc)
 		return NULL;
 	h->tc = tc;
+	q = guest_qmp(h, g, deadline);
+	n = q ? qmp_vcpu_threads(q, tids, HS_MAX_VCPUS, util_ms_left(deadline)) : -errno;
+	qmp_close(q);
+	if (qmp_no_answer(n) && q)
+		qmp_pause(h, g, n);
+	if (qmp_no_answer(n) || n == -EINTR)
+		return NULL;	/* no answer is not "no vCPUs": ask after the pause */
 	tc = &h->tc[h->nr_tc++];
 	memset(tc, 0, sizeof(*tc));
 	tc->pid = g->pid;
 	tc->start_ticks = g->start_ticks;
-	q = qmp_open(g->qmp, h->cfg.qmp_timeout_ms);
-	tc->n = q ? qmp_vcpu_threads(q, tc->tids, HS_MAX_VCPUS, h->cfg.qmp_timeout_ms) : -errno;
-	qmp_close(q);
+	tc->n = n;
+	memcpy(tc->tids, tids, sizeof(tids));
 	return tc;
 }
 
 /* A QEMU without named threads: its vCPU threads from QMP (once). */
-static void read_qmp_vcpus(struct hoststats *h, struct hs_guest *g)
+static void read_qmp_vcpus(struct hoststats *h, struct hs_guest *g, int64_t deadline)
 {
-	const struct tidcache *tc = tids_from_qmp(h, g);
+	const struct tidcache *tc = tids_from_qmp(h, g, deadline);
 	uint64_t wait = 0;
 	int found = 0;
 
@@ -396,18 +494,20 @@ static void sum_kvm(struct hs_guest *g, const char *src)
 
 /* Exit counters of a local KVM guest not known to libvirt: its QMP socket
  * (held only for these two queries), else debugfs. */
-static void read_exits_local(struct hoststats *h, struct hs_guest *g)
+static void read_exits_local(struct hoststats *h, struct hs_guest *g, int64_t deadline)
 {
 	struct kvmstat v[HS_MAX_VCPUS];
 	struct qmp *q = NULL;
 	int n = -ENOENT;
 
 	if (g->qmp[0]) {
-		q = qmp_open(g->qmp, h->cfg.qmp_timeout_ms);
+		q = guest_qmp(h, g, deadline);
 		if (q) {
 			memset(v, 0, sizeof(v));
-			n = kvmstat_qmp(q, v, HS_MAX_VCPUS, h->cfg.qmp_timeout_ms);
+			n = kvmstat_qmp(q, v, HS_MAX_VCPUS, util_ms_left(deadline));
 			qmp_close(q);
+			if (qmp_no_answer(n))
+				qmp_pause(h, g, n);
 		}
 		for (int i = 0; i < n; i++) {
 			struct hs_vcpu *s = v[i].valid ? vcpu_slot(g, i) : NULL;
@@ -464,7 +564,10 @@ static struct hs_guest *guest_new(const char *name)
 
 	if (!g)
 		return NULL;
-	snprintf(g->name, sizeof(g->name), "%s", name);
+	/* A name is any local user's bytes: UTF-8 from here on (invalid bytes
+	 * as U+FFFD), so that every output, and the check that two guests do
+	 * not share a name, see the same string.  Text output escapes it. */
+	util_utf8_fix(g->name, sizeof(g->name), name);
 	g->source = "qemu";
 	g->running = 1;
 	g->fresh = 1;
@@ -475,6 +578,8 @@ static struct hs_guest *guest_new(const char *name)
 static struct hs_guest *guest_read_local(struct hoststats *h, const struct ps_qemu *q,
 					 const struct virt_dstat *d)
 {
+	/* One budget for all of this guest's QMP exchanges in this refresh. */
+	int64_t deadline = util_now_ms() + h->cfg.qmp_timeout_ms;
 	struct hs_guest *g;
 	struct ps_task t;
 
@@ -492,7 +597,7 @@ static struct hs_guest *guest_read_local(struct hoststats *h, const struct ps_qe
 	g->hw_why = h->hw_why;
 	read_threads(g);
 	if (!g->nr_vcpus && g->qmp[0])
-		read_qmp_vcpus(h, g);
+		read_qmp_vcpus(h, g, deadline);
 	g->t_proc = g->t_kvm = (double)util_now_ns() / 1e9;
 	if (d)
 		merge_dstat(g, d);
@@ -504,7 +609,7 @@ static struct hs_guest *guest_read_local(struct hoststats *h, const struct ps_qe
 		snprintf(g->exits_why, sizeof(g->exits_why),
 			 "TCG: QEMU emulates the CPU, no VM exits");
 	else if (!g->has_exits)
-		read_exits_local(h, g);
+		read_exits_local(h, g, deadline);
 	if (!d)
 		g->t_kvm = (double)util_now_ns() / 1e9;
 	return g;
@@ -601,8 +706,13 @@ static size_t build_table(struct hoststats *h, struct hs_guest **gs, size_t cap,
 
 	for (size_t i = 0; i < h->nr_qemus && n < cap; i++) {
 		const struct ps_qemu *q = &h->qemus[i];
-		const struct virt_dstat *d = q->libvirt ? dstat_for(ds, nd, q->name, used) : NULL;
-		struct hs_guest *g = wanted(h, q->name) ? guest_read_local(h, q, d) : NULL;
+		const struct virt_dstat *d;
+		struct hs_guest *g;
+
+		if (h->cfg.stop && *h->cfg.stop)
+			break;		/* the caller drops this table */
+		d = q->libvirt ? dstat_for(ds, nd, q->name, used) : NULL;
+		g = wanted(h, q->name) ? guest_read_local(h, q, d) : NULL;
 
 		if (g)
 			gs[n++] = g;
@@ -632,8 +742,12 @@ static void unique_names(struct hs_guest **gs, size_t n)
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(gs[i]->name, gs[j]->name)) {
 				char tmp[PS_NAME_MAX];
+				int keep = 100;
 
-				snprintf(tmp, sizeof(tmp), "%.100s@%d", gs[i]->name, gs[i]->pid);
+				/* cut at a character's start: the name stays UTF-8 */
+				while (keep > 0 && (gs[i]->name[keep] & 0xc0) == 0x80)
+					keep--;
+				snprintf(tmp, sizeof(tmp), "%.*s@%d", keep, gs[i]->name, gs[i]->pid);
 				memcpy(gs[i]->name, tmp, sizeof(tmp));
 				break;
 			}
@@ -659,6 +773,14 @@ int hoststats_refresh(struct hoststats *h)
 		else
 			h->tc[i] = h->tc[--h->nr_tc];
 	}
+	for (size_t i = 0; i < h->nr_qb;) {	/* likewise their pauses */
+		const struct ps_qemu *q = known_qemu(h, h->qb[i].pid);
+
+		if (q && q->start_ticks == h->qb[i].start_ticks)
+			i++;
+		else
+			h->qb[i] = h->qb[--h->nr_qb];
+	}
 	nd = read_libvirt(h, &ds);
 	used = calloc((size_t)nd + 1, 1);
 	gs = calloc(h->nr_qemus + (size_t)nd + 1, sizeof(*gs));
@@ -669,6 +791,12 @@ int hoststats_refresh(struct hoststats *h)
 		return -ENOMEM;
 	}
 	n = build_table(h, gs, h->nr_qemus + (size_t)nd, ds, nd, used);
+	if (h->cfg.stop && *h->cfg.stop) {
+		guests_free(gs, n);
+		free(used);
+		free(ds);
+		return -EINTR;
+	}
 	unique_names(gs, n);
 	pm_sweep(h);
 	free(used);

@@ -15,10 +15,18 @@
  * Nothing here stops, pauses or slows a guest: every source is a read.
  * A QMP socket is held only for the two queries of one refresh, so the
  * guest's owner (or `opvm attach`) can use it in between.
+ *
+ * A QEMU command line, and so a QMP socket, is any local user's: each
+ * guest's QMP exchange (connect, greeting, queries) has one budget
+ * (hs_config.qmp_timeout_ms).  A guest whose socket does not answer within
+ * it costs its own row only: the row is marked (hs_guest.stale), and that
+ * socket is left alone for a while (10 s, doubling up to 5 min) so that
+ * the next refreshes do not pay again.
  */
 #ifndef OPVM_HOSTSTATS_H
 #define OPVM_HOSTSTATS_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
@@ -55,6 +63,8 @@ struct hs_guest {
 	unsigned nr_vcpus;		/* entries in vcpu[] */
 	struct hs_vcpu *vcpu;		/* nr_vcpus entries, by index */
 	int fresh;			/* 1 on the first refresh it was seen: no rates yet */
+	int stale;			/* a source did not answer within the budget */
+	char stale_why[128];		/* then why ("" otherwise) */
 	/* When its counters were read (monotonic s): a refresh reads guests
 	 * one after the other, and a slow QMP reply must not skew the others'
 	 * rates, so each rate is over its own readings' interval. */
@@ -86,7 +96,11 @@ struct hs_config {
 	const char *uri;	/* libvirt URI; NULL: virt_default_uri() */
 	int no_libvirt;		/* /proc only */
 	const char *debugfs;	/* NULL: /sys/kernel/debug */
-	unsigned qmp_timeout_ms;	/* per query; 0: 1000 */
+	unsigned qmp_timeout_ms;	/* a guest's whole QMP exchange; 0: 1000 */
+	/* NULL, or a flag the stop signals set (util_stop_on_signals()): once
+	 * set, a refresh gives up (-EINTR) at the next guest or blocking
+	 * wait. */
+	const volatile sig_atomic_t *stop;
 	/* Only guests whose name contains *filter are read (NULL or "": all).
 	 * Read at each refresh: the caller may change the string it points to.
 	 * Others' QMP sockets are then left alone, and cost nothing. */
@@ -110,7 +124,8 @@ struct hoststats *hoststats_new(const struct hs_config *cfg);
 void hoststats_free(struct hoststats *h);		/* NULL-safe */
 
 /* Takes a new reading of every guest.  0 or -errno (only for failures
- * that leave no table: out of memory, /proc unreadable). */
+ * that leave no table: out of memory, /proc unreadable; -EINTR when
+ * cfg.stop was set: the previous table stays). */
 int hoststats_refresh(struct hoststats *h);
 
 /* The guests of the last refresh, sorted by key (descending figures,

@@ -104,7 +104,7 @@ static void sleep_ms(unsigned ms)
 static int wait_hello(const char *chan, struct gstate *gs, struct gstate_hello *out)
 {
 	struct decoder *d = decoder_new(gs);
-	int fd = util_connect_unix(chan), rc = -ETIMEDOUT;
+	int fd = util_connect_unix(chan, UTIL_CONNECT_MS), rc = -ETIMEDOUT;
 	time_t end = time(NULL) + 30;
 	char buf[65536];
 

@@ -152,29 +152,43 @@ static void test_valid_name(void **state)
 	assert_false(util_valid_name(long_name));
 }
 
-static void test_connect_unix(void **state)
+/* A unix socket listening at path with backlog (never accepting by
+ * itself); the test is skipped when path does not fit sun_path. */
+static int listen_at(const char *path, int backlog)
 {
-	char *d = tmpdir_new(), path[1024], big[200];
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	int srv, fd, acc;
+	int srv;
 
-	assert_non_null(d);
-	memset(big, 's', sizeof(big) - 1);
-	big[sizeof(big) - 1] = '\0';
-	assert_int_equal(util_connect_unix(big), -ENAMETOOLONG);
-
-	snprintf(path, sizeof(path), "%s/sock", d);
-	assert_int_equal(util_connect_unix(path), -ENOENT);
-	if (strlen(path) >= sizeof(sun.sun_path)) {
-		tmpdir_free(d);
-		skip();
-	}
+	if (strlen(path) >= sizeof(sun.sun_path))
+		return -1;
 	strcpy(sun.sun_path, path);
 	srv = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(srv >= 0);
 	assert_int_equal(bind(srv, (struct sockaddr *)&sun, sizeof(sun)), 0);
-	assert_int_equal(listen(srv, 1), 0);
-	fd = util_connect_unix(path);
+	assert_int_equal(listen(srv, backlog), 0);
+	return srv;
+}
+
+static void test_connect_unix(void **state)
+{
+	char *d = tmpdir_new(), path[1024], big[200];
+	int srv, fd, acc;
+
+	assert_non_null(d);
+	if (!d)
+		return;
+	memset(big, 's', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	assert_int_equal(util_connect_unix(big, 1000), -ENAMETOOLONG);
+
+	snprintf(path, sizeof(path), "%s/sock", d);
+	assert_int_equal(util_connect_unix(path, 1000), -ENOENT);
+	srv = listen_at(path, 1);
+	if (srv < 0) {
+		tmpdir_free(d);
+		skip();
+	}
+	fd = util_connect_unix(path, 1000);
 	assert_true(fd >= 0);
 	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
 	acc = accept(srv, NULL, NULL);
@@ -188,6 +202,44 @@ static void test_connect_unix(void **state)
 	}
 	close(acc);
 	close(fd);
+	close(srv);
+	tmpdir_free(d);
+}
+
+/* A listener that never accepts, its accept queue full (backlog 0 holds
+ * one connection): the connect gives up at its deadline instead of
+ * blocking for ever, and the fd it made is closed. */
+static void test_connect_unix_full(void **state)
+{
+	char *d = tmpdir_new(), path[1024];
+	int srv, first, fd, fds_before, fds_after;
+	int64_t t0;
+
+	assert_non_null(d);
+	if (!d)
+		return;
+	snprintf(path, sizeof(path), "%s/full", d);
+	srv = listen_at(path, 0);
+	if (srv < 0) {
+		tmpdir_free(d);
+		skip();
+	}
+	first = util_connect_unix(path, 1000);
+	assert_true(first >= 0);
+	fds_before = dup(0);
+	close(fds_before);
+	t0 = util_now_ms();
+	fd = util_connect_unix(path, 200);
+	assert_int_equal(fd, -ETIMEDOUT);
+	assert_true(util_now_ms() - t0 >= 150);		/* it did wait for room */
+	assert_true(util_now_ms() - t0 < 30000);	/* and gave up */
+	fds_after = dup(0);
+	close(fds_after);
+	assert_int_equal(fds_after, fds_before);	/* no fd leaked */
+	assert_int_equal(util_connect_unix(path, 0), -ETIMEDOUT);
+	assert_int_equal(util_ms_left(util_now_ms() - 5), 0);
+	assert_true(util_ms_left(util_now_ms() + 10000) > 5000);
+	close(first);
 	close(srv);
 	tmpdir_free(d);
 }
@@ -234,6 +286,22 @@ static void test_hash_str(void **state)
 
 /* Guest strings for text output: layout and terminal bytes escaped,
  * UTF-8 kept, cut on a boundary. */
+/* Invalid bytes become U+FFFD, valid text and controls stay, the cut is at
+ * a character: the result is always valid UTF-8. */
+static void test_utf8_fix(void **state)
+{
+	char out[64], small[5];
+
+	assert_string_equal(util_utf8_fix(out, sizeof(out), "caf\xc3\xa9"), "caf\xc3\xa9");
+	assert_string_equal(util_utf8_fix(out, sizeof(out), "a\xff\x1b\n"),
+			    "a\xef\xbf\xbd\x1b\n");
+	assert_string_equal(util_utf8_fix(out, sizeof(out), "\xc3"), "\xef\xbf\xbd");
+	assert_true(util_utf8_valid(util_utf8_fix(out, sizeof(out), "\xed\xa0\x80x\xc2\x85")));
+	assert_string_equal(util_utf8_fix(small, sizeof(small), "ab\xff"), "ab");
+	assert_string_equal(util_utf8_fix(small, sizeof(small), "\xff\xff"), "\xef\xbf\xbd");
+	assert_string_equal(util_utf8_fix(out, 1, "abc"), "");
+}
+
 static void test_text_escape(void **state)
 {
 	char out[64], small[8];
@@ -339,8 +407,10 @@ int main(void)
 		cmocka_unit_test(test_mkdir_p),
 		cmocka_unit_test(test_valid_name),
 		cmocka_unit_test(test_connect_unix),
+		cmocka_unit_test(test_connect_unix_full),
 		cmocka_unit_test(test_copy_stream),
 		cmocka_unit_test(test_hash_str),
+		cmocka_unit_test(test_utf8_fix),
 		cmocka_unit_test(test_text_escape),
 		cmocka_unit_test(test_open_regular),
 		cmocka_unit_test(test_sat_add),

@@ -191,7 +191,7 @@ static int pattach_open(void *st, struct vm_monitor *mon, struct backend_target 
 	path = vm_monitor_channel(mon);
 	if (t->chan_fd >= 0 || !path[0])
 		return 0;
-	fd = util_connect_unix(path);
+	fd = util_connect_unix(path, UTIL_CONNECT_MS);
 	if (fd < 0) {
 		backend_note(t->notes, sizeof(t->notes), "guest '%s': cannot connect to its opvm "
 			     "channel %s (%s); profiling without process names (is another "

@@ -183,7 +183,7 @@ static int attach_channel(struct qattach_guest *g, struct backend_target *t,
 
 	if (!path[0])
 		return 0;
-	fd = util_connect_unix(path);
+	fd = util_connect_unix(path, UTIL_CONNECT_MS);
 	if (fd < 0) {
 		backend_note(t->notes, sizeof(t->notes), "guest '%s': cannot connect to its opvm "
 			     "channel %s (%s); profiling without process names (is another opvm "

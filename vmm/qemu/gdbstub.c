@@ -622,7 +622,7 @@ struct gdbstub *gdbstub_open(const char *addr, unsigned timeout_ms, const char *
 	int fd = -EINVAL;
 
 	if (!strncmp(addr, "unix:", 5))
-		fd = util_connect_unix(addr + 5);
+		fd = util_connect_unix(addr + 5, timeout_ms);
 	if (fd < 0) {
 		if (why)
 			*why = "connect";

@@ -500,7 +500,7 @@ static int connect_console(struct qlaunch *q, char *err, size_t errlen)
 
 	snprintf(path, sizeof(path), "%s/console.log", q->guest_dir);
 	q->con_out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	q->con_fd = util_connect_unix(q->con);
+	q->con_fd = util_connect_unix(q->con, 10000);
 	if (q->con_fd < 0 || pthread_create(&q->con_thread, NULL, console_main, q)) {
 		util_seterr(err, errlen, "cannot read the guest console from QEMU");
 		return -EIO;
@@ -548,7 +548,7 @@ static int connect_guest(struct qlaunch *q, struct backend_target *t, char *err,
 
 	if (r)
 		return r;
-	chan = util_connect_unix(q->chan);
+	chan = util_connect_unix(q->chan, 10000);
 	if (chan < 0) {
 		util_seterr(err, errlen, "cannot connect to the guest's opvm channel: %s",
 			    strerror(-chan));

@@ -3,6 +3,7 @@
  * QMP client.  See qmp.h.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,11 @@
 struct qmp {
 	int fd;
 	int gone;
+	/* qmp_open_until(): no step of any exchange on this handle goes past
+	 * deadline (ms, util_now_ms(); 0: none), and a signal that finds
+	 * *cancel set ends the step at once (-EINTR). */
+	int64_t deadline;
+	const volatile sig_atomic_t *cancel;
 	unsigned events;
 	size_t len, cap;
 	char *buf;
@@ -51,7 +57,7 @@ static int qmp_fill(struct qmp *q, long long wait_ms)
 	}
 	do
 		r = poll(&pfd, 1, (int)(wait_ms < 0 ? 0 : wait_ms));
-	while (r < 0 && errno == EINTR);
+	while (r < 0 && errno == EINTR && !(q->cancel && *q->cancel));
 	if (r < 0)
 		return -errno;
 	if (r == 0)
@@ -113,6 +119,12 @@ static json_t *qmp_next(struct qmp *q, long long deadline, int *err)
 			}
 			return msg;
 		}
+		/* Checked before reading: a peer that never stops sending
+		 * (junk lines, events) must not keep us past the deadline. */
+		if (deadline && util_now_ms() >= deadline) {
+			*err = -ETIMEDOUT;
+			return NULL;
+		}
 		r = qmp_fill(q, deadline ? deadline - util_now_ms() : 0);
 		if (r < 0) {
 			*err = r;
@@ -125,9 +137,24 @@ static json_t *qmp_next(struct qmp *q, long long deadline, int *err)
 	}
 }
 
-/* Sends msg; fd >= 0 rides along with its first byte (SCM_RIGHTS), which
- * is how QEMU's getfd and add-fd receive descriptors. */
-static int qmp_send(struct qmp *q, json_t *msg, int fd)
+/* Waits until the socket takes more bytes, at most until deadline (ms).
+ * 0, -ETIMEDOUT, -EINTR (cancelled) or -errno. */
+static int qmp_wait_out(struct qmp *q, long long deadline)
+{
+	struct pollfd pfd = { .fd = q->fd, .events = POLLOUT };
+	int r;
+
+	do
+		r = poll(&pfd, 1, (int)util_ms_left(deadline));
+	while (r < 0 && errno == EINTR && !(q->cancel && *q->cancel));
+	return r < 0 ? -errno : r == 0 ? -ETIMEDOUT : 0;
+}
+
+/* Sends msg by deadline (the socket is non-blocking: a QEMU that does not
+ * read its monitor cannot hold us); fd >= 0 rides along with its first
+ * byte (SCM_RIGHTS), which is how QEMU's getfd and add-fd receive
+ * descriptors. */
+static int qmp_send(struct qmp *q, json_t *msg, int fd, long long deadline)
 {
 	char *s = json_dumps(msg, JSON_COMPACT);
 	size_t len, off = 0;
@@ -158,8 +185,14 @@ static int qmp_send(struct qmp *q, json_t *msg, int fd)
 		} else {
 			n = send(q->fd, s + off, len - off, MSG_NOSIGNAL);
 		}
+		if (n < 0 && errno == EAGAIN) {
+			err = qmp_wait_out(q, deadline);
+			if (err)
+				break;
+			continue;
+		}
 		if (n < 0) {
-			if (errno == EINTR)
+			if (errno == EINTR && !(q->cancel && *q->cancel))
 				continue;
 			q->gone = 1;
 			err = -EPIPE;
@@ -184,6 +217,9 @@ int qmp_execute_fd(struct qmp *q, const char *cmd, json_t *args, int fd, json_t 
 	json_t *msg, *reply, *r, *e;
 	int err = 0;
 
+	if (q->deadline && q->deadline < deadline)
+		deadline = q->deadline;
+
 	if (ret)
 		*ret = NULL;
 	msg = json_pack("{s:s}", "execute", cmd);
@@ -193,7 +229,7 @@ int qmp_execute_fd(struct qmp *q, const char *cmd, json_t *args, int fd, json_t 
 		json_decref(msg);
 		return -ENOMEM;
 	}
-	err = qmp_send(q, msg, fd);
+	err = qmp_send(q, msg, fd, deadline);
 	json_decref(msg);
 	if (err)
 		return err;
@@ -217,31 +253,44 @@ int qmp_execute_fd(struct qmp *q, const char *cmd, json_t *args, int fd, json_t 
 	return err;
 }
 
-struct qmp *qmp_open(const char *path, unsigned timeout_ms)
+/*
+ * Connect, greeting and capabilities, all by one deadline: a socket that
+ * never accepts (a full queue), accepts and stays silent, or drips bytes
+ * costs at most the time left, never a hang.
+ */
+struct qmp *qmp_open_until(const char *path, int64_t deadline_ms,
+			   const volatile sig_atomic_t *cancel)
 {
-	long long deadline = util_now_ms() + timeout_ms;
 	struct qmp *q;
 	json_t *greeting;
-	int err;
+	int err, fl;
 
 	q = calloc(1, sizeof(*q));
 	if (!q)
 		return NULL;
-	q->fd = util_connect_unix(path);
+	q->deadline = deadline_ms;
+	q->cancel = cancel;
+	q->fd = util_connect_unix(path, util_ms_left(deadline_ms));
 	if (q->fd < 0) {
 		err = q->fd;
 		q->fd = -1;
 		goto fail;
 	}
+	fl = fcntl(q->fd, F_GETFL);
+	if (fl < 0 || fcntl(q->fd, F_SETFL, fl | O_NONBLOCK)) {
+		err = -errno;
+		goto fail;
+	}
 	/* The greeting is the first non-event message. */
-	greeting = qmp_next(q, deadline, &err);
+	greeting = qmp_next(q, deadline_ms, &err);
 	if (!greeting)
 		goto fail;
 	err = json_object_get(greeting, "QMP") ? 0 : -EPROTO;
 	json_decref(greeting);
 	if (err)
 		goto fail;
-	err = qmp_execute(q, "qmp_capabilities", NULL, NULL, NULL, 0, timeout_ms);
+	err = qmp_execute(q, "qmp_capabilities", NULL, NULL, NULL, 0,
+			  util_ms_left(deadline_ms));
 	if (err)
 		goto fail;
 	return q;
@@ -250,6 +299,15 @@ fail:
 	qmp_close(q);
 	errno = -err;
 	return NULL;
+}
+
+struct qmp *qmp_open(const char *path, unsigned timeout_ms)
+{
+	struct qmp *q = qmp_open_until(path, util_now_ms() + timeout_ms, NULL);
+
+	if (q)
+		q->deadline = 0;	/* a handle kept open: each command its own */
+	return q;
 }
 
 void qmp_close(struct qmp *q)

@@ -16,7 +16,9 @@
 #ifndef OPVM_QMP_H
 #define OPVM_QMP_H
 
+#include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <jansson.h>
 
 struct qmp;
@@ -29,8 +31,18 @@ enum qmp_event {
 	QMP_EV_OTHER	= 1u << 4,
 };
 
-/* Connects, reads the greeting, negotiates capabilities.  NULL + errno. */
+/* Connects, reads the greeting, negotiates capabilities, all within
+ * timeout_ms (a socket that never accepts or never greets costs that, no
+ * more).  NULL + errno (ETIMEDOUT). */
 struct qmp *qmp_open(const char *path, unsigned timeout_ms);
+
+/* The same for a short exchange: every step of the open and of every
+ * command on the handle ends by deadline_ms (util_now_ms() clock), whatever
+ * timeout a command is given.  cancel (may be NULL): a signal arriving
+ * while *cancel is set ends the waiting step with -EINTR (the stop flag of
+ * util_stop_on_signals(), so Ctrl-C is not held by a silent socket). */
+struct qmp *qmp_open_until(const char *path, int64_t deadline_ms,
+			   const volatile sig_atomic_t *cancel);
 void qmp_close(struct qmp *q);		/* NULL-safe */
 int qmp_fd(const struct qmp *q);
 

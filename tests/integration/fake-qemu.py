@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+# A process that looks like a QEMU to opvm top and the exporter: its command
+# name is qemu-system-x86_64 (written to /proc/self/comm; start it with
+# `exec -a qemu-system-x86_64 python3 fake-qemu.py ...` so that its command
+# line starts with that name too) and its command line carries
+# `-qmp unix:PATH,server=on,wait=off` and `-name NAME`, which is how
+# host/hoststats/procstat.c finds QEMUs in /proc.
+#
+#   fake-qemu.py MODE QMP_PATH [-name NAME] [-qmp ...]   (extra args ignored)
+#
+# MODE:
+#   full    the QMP socket listens and never accepts, and its backlog is
+#           full: a connect() to it blocks (what any local user can do)
+#   silent  the socket listens and never accepts, backlog not full: a
+#           connect() succeeds and no greeting ever comes
+#   answer  a well-behaved QMP server: greeting, qmp_capabilities,
+#           query-cpus-fast (this thread as vCPU 0), {} for anything else
+# Runs until killed.  Writes "ready" to stdout once the socket listens.
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+mode, path = sys.argv[1], sys.argv[2]
+with open("/proc/self/comm", "w") as f:
+    f.write("qemu-system-x86_64")
+signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
+
+try:
+    os.unlink(path)
+except FileNotFoundError:
+    pass
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind(path)
+keep = []
+
+
+def serve(c):
+    try:
+        answer(c)
+    except OSError:
+        pass    # the client went away
+
+
+def answer(c):
+    # QMP input is a stream of JSON objects, not lines (opvm sends none).
+    c.sendall((json.dumps({"QMP": {"version": {"qemu": {"major": 7, "minor": 2,
+                                                        "micro": 0}},
+                                   "capabilities": []}}) + "\r\n").encode())
+    dec, buf = json.JSONDecoder(), ""
+    while True:
+        data = c.recv(4096)
+        if not data:
+            return
+        buf += data.decode("utf-8", "replace")
+        while True:
+            buf = buf.lstrip()
+            try:
+                msg, end = dec.raw_decode(buf)
+            except ValueError:
+                break
+            buf = buf[end:]
+            cmd = msg.get("execute") if isinstance(msg, dict) else None
+            if cmd == "query-cpus-fast":
+                ret = [{"cpu-index": 0, "thread-id": os.getpid(),
+                        "target": "x86_64"}]
+            elif cmd == "query-status":
+                ret = {"running": True, "status": "running"}
+            else:
+                ret = {}
+            c.sendall((json.dumps({"return": ret}) + "\r\n").encode())
+
+
+if mode == "full":
+    # A unix socket's accept queue takes backlog + 1 connections; with
+    # backlog 0 one queued connection (our own) fills it.
+    srv.listen(0)
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(path)
+    keep.append(c)
+elif mode == "silent":
+    srv.listen(64)
+else:
+    srv.listen(16)
+print("ready", flush=True)
+if mode != "answer":
+    while True:
+        time.sleep(3600)
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()

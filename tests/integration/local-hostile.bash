@@ -1,0 +1,64 @@
+# Shared by tests/integration/top-*.sh and exporter-*.sh that play a hostile
+# local user against `opvm top` and `opvm exporter` (sourced, not run).
+# Needs qemu-common.bash sourced first (skip, fail, mk_tmp, CLEAN_PIDS).
+
+# need_local_hostile: QEMU and a python3 that keeps the argv[0] it is given
+# (a pyenv shim re-executes the real one and loses it: use /usr/bin's).
+need_local_hostile() {
+	command -v qemu-system-x86_64 >/dev/null 2>&1 ||
+		skip "qemu-system-x86_64 is not installed (scripts/install-deps.sh)"
+	[ -x /usr/bin/python3 ] || skip "/usr/bin/python3 is not installed (scripts/install-deps.sh)"
+	[ -x "$OPVM" ] || fail "$OPVM is not built (make)"
+	FAKE_QEMU=$(realpath "$(dirname "${BASH_SOURCE[0]}")/fake-qemu.py")
+}
+
+# start_fake MODE NAME SOCK: tests/integration/fake-qemu.py (a process
+# opvm takes for a QEMU) with -name NAME and -qmp unix:SOCK; waits until
+# its socket listens.  Its pid goes to CLEAN_PIDS and FAKE_PID.
+start_fake() {
+	(exec -a qemu-system-x86_64 /usr/bin/python3 "$FAKE_QEMU" "$1" "$3" \
+		-name "$2" -qmp "unix:$3,server=on,wait=off" > "$3.out" 2>&1) &
+	FAKE_PID=$!
+	CLEAN_PIDS="$CLEAN_PIDS $FAKE_PID"
+	for _ in $(seq 100); do
+		grep -q ready "$3.out" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	cat "$3.out"
+	fail "the fake QEMU '$1' did not start"
+}
+
+# start_real NAME SOCK: a real QEMU under TCG with no disk (SeaBIOS finds
+# nothing to boot and idles), -name NAME, QMP on SOCK; waits for QMP.
+start_real() {
+	qemu-system-x86_64 -accel tcg -m 32 -nodefaults -display none \
+		-name "$1" -qmp "unix:$2,server=on,wait=off" > "$2.log" 2>&1 &
+	CLEAN_PIDS="$CLEAN_PIDS $!"
+	for _ in $(seq 100); do
+		[ -S "$2" ] && return 0
+		sleep 0.1
+	done
+	cat "$2.log"
+	fail "QEMU did not start"
+}
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# start_exporter LOG ARGS...: opvm exporter in the background; waits until
+# it serves (it takes its first reading before it does).  EXP_PID.
+start_exporter() {
+	local log=$1
+	shift
+	"$OPVM" exporter "$@" > "$log" 2>&1 &
+	EXP_PID=$!
+	CLEAN_PIDS="$CLEAN_PIDS $EXP_PID"
+	for _ in $(seq 300); do
+		grep -q "serving" "$log" 2>/dev/null && return 0
+		kill -0 "$EXP_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	cat "$log"
+	return 1
+}
