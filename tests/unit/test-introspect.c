@@ -70,7 +70,7 @@ static void capture(void *arg, const void *rec, size_t len)
 	if (h->type == OPVM_REC_KSYMS) {
 		c->records++;
 		c->len += fetch_ksyms_text(rec, len, c->text + c->len, sizeof(c->text) - c->len,
-					   &c->ok, &c->bad, &c->capped);
+					   &c->ok, &c->bad, &c->capped, NULL);
 	} else if (h->type == OPVM_REC_PROC || h->type == OPVM_REC_EXEC) {
 		const struct opvm_rec_proc *r = rec;
 
