@@ -240,6 +240,8 @@ static void job_end(struct pjob *j, int client_gone)
 	p->nr_active--;
 	if (client_gone)
 		p->aborted++;
+	else if (j->status == MHD_HTTP_BAD_REQUEST)	/* attach's usage error */
+		p->refused[PREF_BAD_REQUEST]++;
 	else if (j->status != MHD_HTTP_OK && j->status != MHD_HTTP_SERVICE_UNAVAILABLE)
 		p->errors++;
 	resume = j->suspended;
