@@ -18,22 +18,14 @@ mk_tmp exporter-profile-bench
 T=$(realpath "$T")
 NAME=ppb$$
 export XDG_CACHE_HOME=$T/cache
-qemu-system-x86_64 -accel tcg -m 384 -smp 2 -nodefaults -display none -name "$NAME" \
-	-qmp "unix:$T/qmp,server=on,wait=off" -serial "file:$T/console.log" \
-	-device virtio-serial-pci,id=ser \
-	-chardev "socket,id=opvm0,path=$T/chan,server=on,wait=off" \
-	-device virtserialport,bus=ser.0,chardev=opvm0,name=org.opvm.0 \
-	-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio.gz" \
-	-append "console=ttyS0 quiet opvm.workload=abratio opvm.args=300" \
-	> "$T/qemu.log" 2>&1 &
-CLEAN_PIDS=$!
+boot_channel_guest 384 "opvm.workload=abratio opvm.args=300" "$NAME"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$OPVM" exporter --listen "127.0.0.1:$PORT" --no-libvirt --allow-gdbstub \
 	--profile-dir "$T" > "$T/exporter.log" 2>&1 &
 EXP=$!
 CLEAN_PIDS="$CLEAN_PIDS $EXP"
-for _ in $(seq 750); do
-	grep -aq "OPVM-TRUTH abratio share" "$T/console.log" 2>/dev/null && break
+for _ in $(seq 100); do
+	grep -aq "OPVM-TRUTH abratio share" "$T/console.log" && break
 	sleep 0.2
 done
 grep -aq "OPVM-TRUTH abratio share" "$T/console.log" || fail "the guest did not start abratio"

@@ -36,19 +36,10 @@ free_port() {
 EXP_PORT=$(free_port)
 PROM_PORT=$(free_port)
 
-qemu-system-x86_64 -accel tcg -m 384 -smp 2 -nodefaults -display none -name "$A" \
-	-qmp "unix:$T/qmp-a,server=on,wait=off" -serial "file:$T/console.log" \
-	-device virtio-serial-pci,id=ser \
-	-chardev "socket,id=opvm0,path=$T/chan,server=on,wait=off" \
-	-device virtserialport,bus=ser.0,chardev=opvm0,name=org.opvm.0 \
-	-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio.gz" \
-	-append "console=ttyS0 quiet opvm.workload=abratio opvm.args=600" \
-	> "$T/qemu-a.log" 2>&1 &
-CLEAN_PIDS=$!
 # B: firmware only (samples, no processes); C: never started (-S)
 qemu-system-x86_64 -accel tcg -m 32 -nodefaults -display none -name "$B" \
 	-qmp "unix:$T/qmp-b,server=on,wait=off" > "$T/qemu-b.log" 2>&1 &
-CLEAN_PIDS="$CLEAN_PIDS $!"
+CLEAN_PIDS=$!
 qemu-system-x86_64 -accel tcg -m 32 -nodefaults -display none -name "$C" -S \
 	-qmp "unix:$T/qmp-c,server=on,wait=off" > "$T/qemu-c.log" 2>&1 &
 CLEAN_PIDS="$CLEAN_PIDS $!"
@@ -81,8 +72,9 @@ done
 curl -sf "http://127.0.0.1:$PROM_PORT/-/ready" >/dev/null || {
 	tail -20 "$T/prometheus.log"; fail "prometheus did not become ready"; }
 
-for _ in $(seq 750); do
-	grep -aq "OPVM-TRUTH abratio share" "$T/console.log" 2>/dev/null && break
+boot_channel_guest 384 "opvm.workload=abratio opvm.args=600" "$A"
+for _ in $(seq 100); do
+	grep -aq "OPVM-TRUTH abratio share" "$T/console.log" && break
 	sleep 0.2
 done
 grep -aq "OPVM-TRUTH abratio share" "$T/console.log" || fail "guest A did not start abratio"
@@ -218,7 +210,7 @@ echo "RESULT a client gone after 2 s: slot free after $ms ms, $left entries left
 	fail "the profile of a client that went away still holds its slot after 2 s"
 [ "$left" = 0 ] || { find "$T/p1"; fail "a session directory was left behind"; }
 [ "$(metric opvm_profiles_aborted_total)" = 1 ] || fail "the abort is not counted"
-python3 - "$T/qmp-a" <<'EOF' || fail "guest A does not run after the aborted profile"
+python3 - "$T/qmp" <<'EOF' || fail "guest A does not run after the aborted profile"
 import json, socket, sys
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rw"); f.readline()
 def run(c):
