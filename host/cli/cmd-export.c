@@ -10,6 +10,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <glob.h>
+#include <limits.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +23,7 @@
 #include "lib/log.h"
 #include "host/report/report-cli.h"
 
-enum { OPT_TITLE = 0x200, OPT_DIFF };
+enum { OPT_TITLE = 0x200, OPT_DIFF, OPT_EMPTY_OK };
 enum fmt { FMT_NONE, FMT_PPROF, FMT_FOLDED, FMT_HTML, FMT_SPEEDSCOPE };
 
 static void usage(FILE *f)
@@ -37,6 +40,8 @@ static void usage(FILE *f)
 		"  --title TEXT           title of the HTML page\n"
 		"  --diff DIR|previous    html: differential flame graph, baseline session DIR\n"
 		"                         (or samples/previous): red grew, blue shrank\n"
+		"  --empty-ok             pprof: a session that took no sample gives a\n"
+		"                         profile without samples, not an error\n"
 		REPORT_CLI_HELP);
 }
 
@@ -90,6 +95,30 @@ static int write_format(FILE *f, enum fmt fmt, const struct report *r,
 	default:
 		return -EINVAL;
 	}
+}
+
+/* --empty-ok: the event a session without sample files was recorded with
+ * (its first guest's session.json), for a profile without samples.  0, or
+ * -1 when there is none to tell. */
+static int empty_event(const char *dir, char *name, size_t len, uint64_t *count)
+{
+	char pat[PATH_MAX];
+	glob_t g = { 0 };
+	json_t *root = NULL, *ev;
+	int ret = -1;
+
+	snprintf(pat, sizeof(pat), "%s/guests/*/samples/current/session.json", dir);
+	if (!glob(pat, 0, NULL, &g) && g.gl_pathc)
+		root = json_load_file(g.gl_pathv[0], 0, NULL);
+	ev = json_array_get(json_object_get(root, "events"), 0);
+	if (json_is_string(json_object_get(ev, "name"))) {
+		snprintf(name, len, "%s", json_string_value(json_object_get(ev, "name")));
+		*count = (uint64_t)json_integer_value(json_object_get(ev, "count"));
+		ret = 0;
+	}
+	json_decref(root);
+	globfree(&g);
+	return ret;
 }
 
 /* --threshold drops small rows from every format. */
@@ -151,6 +180,7 @@ int cmd_export(int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' },
 		{ "title", required_argument, NULL, OPT_TITLE },
 		{ "diff", required_argument, NULL, OPT_DIFF },
+		{ "empty-ok", no_argument, NULL, OPT_EMPTY_OK },
 		{ "help", no_argument, NULL, 'h' },
 		REPORT_CLI_LONGOPTS,
 		{ NULL, 0, NULL, 0 },
@@ -160,8 +190,9 @@ int cmd_export(int argc, char **argv)
 	struct report *r = NULL, *base = NULL;
 	enum fmt fmt = FMT_NONE;
 	const char *out = NULL, *title = NULL, *diff = NULL;
-	char err[512];
-	int opt, ret = 2, n;
+	char err[512], ev[64];
+	uint64_t ev_count;
+	int opt, ret = 2, n, empty_ok = 0;
 
 	report_cli_init(&cli);
 	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
@@ -180,6 +211,9 @@ int cmd_export(int argc, char **argv)
 			break;
 		case OPT_DIFF:
 			diff = optarg;
+			break;
+		case OPT_EMPTY_OK:
+			empty_ok = 1;
 			break;
 		case 'h':
 			usage(stdout);
@@ -228,6 +262,14 @@ int cmd_export(int argc, char **argv)
 	/* pprof: per-address counts, for lines and `go tool pprof -list` */
 	cli.ro.details = fmt == FMT_PPROF;
 	r = report_load(&cli.ro, err, sizeof(err));
+	if (!r && errno == ENOENT && empty_ok && fmt == FMT_PPROF &&
+	    !empty_event(cli.ro.session_dir ? cli.ro.session_dir : "./opvm_data", ev,
+			 sizeof(ev), &ev_count)) {
+		struct report none = { .event = ev, .event_count = ev_count };
+
+		ret = write_out(out, fmt, &none, NULL, res, title) ? 1 : 0;
+		goto out;
+	}
 	if (!r) {
 		pr_err("%s", err);
 		goto out;

@@ -16,7 +16,9 @@
 #    frees its slot within 2 s, leaves no session directory and the guest
 #    running; an exporter without --allow-gdbstub (on a unix socket) refuses
 #    the TCG guest with 403 and why, and starts nothing; 404, 400, 405 get
-#    one line of text.
+#    one line of text;
+#  - a guest that ran no code in the window (C, paused) gets a profile
+#    without samples (200), not an error.
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
 command -v go >/dev/null 2>&1 || skip "go is not installed (golang-go, scripts/install-deps.sh)"
@@ -224,6 +226,14 @@ st = run("query-status")["return"]
 print("RESULT guest A after the aborted profile: %s" % st["status"])
 sys.exit(0 if st["running"] else 1)
 EOF
+
+# ---- a guest that runs no code: a profile without samples, not an error ---
+curl -s -D "$T/empty.hdr" -o "$T/empty.pb.gz" "$U/profile?guest=$C&seconds=2"
+go tool pprof -raw "$T/empty.pb.gz" > "$T/empty.txt" 2>&1
+echo "RESULT a paused guest's profile: $(code "$T/empty.hdr"), $(grep -c ' guest:\[' "$T/empty.txt") samples"
+[ "$(code "$T/empty.hdr")" = 200 ] && grep -q '^Samples:' "$T/empty.txt" ||
+	{ cat "$T/empty.pb.gz" "$T/empty.txt"; fail "no empty profile of a paused guest"; }
+[ "$(metric opvm_profile_errors_total)" = 0 ] || fail "a profile failed"
 
 # ---- no --allow-gdbstub, unix socket, bad requests -----------------------
 X=(curl -s --unix-socket "$T/exp2.sock")
