@@ -121,6 +121,29 @@ static int empty_event(const char *dir, char *name, size_t len, uint64_t *count)
 	return ret;
 }
 
+/* --diff DIR: DIR (or samples/previous) is the baseline.  NULL after
+ * printing why. */
+static struct report *load_base(const struct report_opts *ro, const char *diff)
+{
+	struct report_opts bo = *ro;
+	struct report *base;
+	char err[512];
+
+	if (!strcmp(diff, "previous"))
+		bo.which = "previous";
+	else
+		bo.session_dir = diff;
+	base = report_load(&bo, err, sizeof(err));
+	if (base && report_stacks_load(base, &bo)) {
+		report_free(base);
+		base = NULL;
+		snprintf(err, sizeof(err), "out of memory for the call chains");
+	}
+	if (!base)
+		pr_err("baseline %s: %s", diff, err);
+	return base;
+}
+
 /* --threshold drops small rows from every format. */
 static void drop_below(struct report *r, double threshold)
 {
@@ -173,6 +196,20 @@ static int write_out(const char *out, enum fmt fmt, const struct report *r,
 	return 0;
 }
 
+/* --empty-ok, a session without sample files: a pprof profile of its event
+ * without samples.  The exit code, or -1 if the event is not known. */
+static int write_empty(const char *dir, const char *out, struct symres *res)
+{
+	char ev[64];
+	uint64_t count;
+	struct report none = { .event = ev };
+
+	if (empty_event(dir ? dir : "./opvm_data", ev, sizeof(ev), &count))
+		return -1;
+	none.event_count = count;
+	return write_out(out, FMT_PPROF, &none, NULL, res, NULL) ? 1 : 0;
+}
+
 int cmd_export(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -190,8 +227,7 @@ int cmd_export(int argc, char **argv)
 	struct report *r = NULL, *base = NULL;
 	enum fmt fmt = FMT_NONE;
 	const char *out = NULL, *title = NULL, *diff = NULL;
-	char err[512], ev[64];
-	uint64_t ev_count;
+	char err[512];
 	int opt, ret = 2, n, empty_ok = 0;
 
 	report_cli_init(&cli);
@@ -263,11 +299,8 @@ int cmd_export(int argc, char **argv)
 	cli.ro.details = fmt == FMT_PPROF;
 	r = report_load(&cli.ro, err, sizeof(err));
 	if (!r && errno == ENOENT && empty_ok && fmt == FMT_PPROF &&
-	    !empty_event(cli.ro.session_dir ? cli.ro.session_dir : "./opvm_data", ev,
-			 sizeof(ev), &ev_count)) {
-		struct report none = { .event = ev, .event_count = ev_count };
-
-		ret = write_out(out, fmt, &none, NULL, res, title) ? 1 : 0;
+	    (n = write_empty(cli.ro.session_dir, out, res)) >= 0) {
+		ret = n;
 		goto out;
 	}
 	if (!r) {
@@ -278,25 +311,8 @@ int cmd_export(int argc, char **argv)
 		pr_err("out of memory for the call chains");
 		goto out;
 	}
-	if (diff) {
-		/* --diff DIR: DIR (or samples/previous) is the baseline. */
-		struct report_opts bo = cli.ro;
-
-		if (!strcmp(diff, "previous"))
-			bo.which = "previous";
-		else
-			bo.session_dir = diff;
-		base = report_load(&bo, err, sizeof(err));
-		if (base && report_stacks_load(base, &bo)) {
-			report_free(base);
-			base = NULL;
-			snprintf(err, sizeof(err), "out of memory for the call chains");
-		}
-		if (!base) {
-			pr_err("baseline %s: %s", diff, err);
-			goto out;
-		}
-	}
+	if (diff && !(base = load_base(&cli.ro, diff)))
+		goto out;
 	drop_below(r, cli.threshold);
 	ret = write_out(out, fmt, r, base, res, title) ? 1 : 0;
 out:
