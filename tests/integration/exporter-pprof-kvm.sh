@@ -7,7 +7,8 @@
 #   - the profile comes back (200, X-Opvm-Sampler: perf), and go tool pprof
 #     reads its cpu-clock samples, every one labelled with the guest;
 #   - QMP query-status, polled on a second monitor every 50 ms for the whole
-#     profile, never shows the guest stopped;
+#     profile (or until the guest is done and QEMU exits), never shows the
+#     guest stopped;
 #   - the exporter counts the profile served and its private directory is
 #     empty afterwards.
 . "$(dirname "$0")/qemu-common.bash"
@@ -88,14 +89,20 @@ while not glob.glob(T + "/p/opvm-exporter.*/profile.*/session/guests/*") and tim
     time.sleep(0.05)
 time.sleep(0.3)
 c.sendall(b"g")
-states = {}
-while p.poll() is None:
-    st = qmp("query-status")["return"]["status"]
+states, off = {}, False
+while p.poll() is None and not off:
+    try:
+        st = qmp("query-status")["return"]["status"]
+    except (OSError, ValueError):   # QEMU exits when the guest is done
+        off = True
+        continue
     states[st] = states.get(st, 0) + 1
     time.sleep(0.05)
-print("RESULT query-status during the profile: %s" % states)
-if set(states) != {"running"}:
-    print("FAIL: the guest was not running at every poll"); sys.exit(1)
+p.wait()
+print("RESULT query-status during the profile: %s%s" % (states, ", then the guest "
+      "finished its work and QEMU exited" if off else ""))
+if set(states) != {"running"} or states["running"] < 10:
+    print("FAIL: the guest was not running at every poll (or too few polls)"); sys.exit(1)
 EOF
 hdr=$(tr -d '\r' < "$T/hdr")
 echo "$hdr" | grep -i '^X-Opvm'
