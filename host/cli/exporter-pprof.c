@@ -154,6 +154,8 @@ static enum MHD_Result job_reply(struct pprof *p, struct MHD_Connection *c, stru
 	enum MHD_Result ret;
 	char v[32], clip[160];
 
+	if (!j->status)		/* the client went away: no one to answer */
+		return MHD_NO;
 	if (j->status != MHD_HTTP_OK)
 		return reply(c, j->status, 0, "%s", j->msg);
 	r = MHD_create_response_from_fd64(j->size, j->fd);
