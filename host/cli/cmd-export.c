@@ -10,6 +10,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <glob.h>
+#include <limits.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +23,7 @@
 #include "lib/log.h"
 #include "host/report/report-cli.h"
 
-enum { OPT_TITLE = 0x200, OPT_DIFF };
+enum { OPT_TITLE = 0x200, OPT_DIFF, OPT_EMPTY_OK };
 enum fmt { FMT_NONE, FMT_PPROF, FMT_FOLDED, FMT_HTML, FMT_SPEEDSCOPE };
 
 static void usage(FILE *f)
@@ -37,6 +40,8 @@ static void usage(FILE *f)
 		"  --title TEXT           title of the HTML page\n"
 		"  --diff DIR|previous    html: differential flame graph, baseline session DIR\n"
 		"                         (or samples/previous): red grew, blue shrank\n"
+		"  --empty-ok             pprof: a session that took no sample gives a\n"
+		"                         profile without samples, not an error\n"
 		REPORT_CLI_HELP);
 }
 
@@ -92,6 +97,53 @@ static int write_format(FILE *f, enum fmt fmt, const struct report *r,
 	}
 }
 
+/* --empty-ok: the event a session without sample files was recorded with
+ * (its first guest's session.json), for a profile without samples.  0, or
+ * -1 when there is none to tell. */
+static int empty_event(const char *dir, char *name, size_t len, uint64_t *count)
+{
+	char pat[PATH_MAX];
+	glob_t g = { 0 };
+	json_t *root = NULL, *ev;
+	int ret = -1;
+
+	snprintf(pat, sizeof(pat), "%s/guests/*/samples/current/session.json", dir);
+	if (!glob(pat, 0, NULL, &g) && g.gl_pathc)
+		root = json_load_file(g.gl_pathv[0], 0, NULL);
+	ev = json_array_get(json_object_get(root, "events"), 0);
+	if (json_is_string(json_object_get(ev, "name"))) {
+		snprintf(name, len, "%s", json_string_value(json_object_get(ev, "name")));
+		*count = (uint64_t)json_integer_value(json_object_get(ev, "count"));
+		ret = 0;
+	}
+	json_decref(root);
+	globfree(&g);
+	return ret;
+}
+
+/* --diff DIR: DIR (or samples/previous) is the baseline.  NULL after
+ * printing why. */
+static struct report *load_base(const struct report_opts *ro, const char *diff)
+{
+	struct report_opts bo = *ro;
+	struct report *base;
+	char err[512];
+
+	if (!strcmp(diff, "previous"))
+		bo.which = "previous";
+	else
+		bo.session_dir = diff;
+	base = report_load(&bo, err, sizeof(err));
+	if (base && report_stacks_load(base, &bo)) {
+		report_free(base);
+		base = NULL;
+		snprintf(err, sizeof(err), "out of memory for the call chains");
+	}
+	if (!base)
+		pr_err("baseline %s: %s", diff, err);
+	return base;
+}
+
 /* --threshold drops small rows from every format. */
 static void drop_below(struct report *r, double threshold)
 {
@@ -144,6 +196,20 @@ static int write_out(const char *out, enum fmt fmt, const struct report *r,
 	return 0;
 }
 
+/* --empty-ok, a session without sample files: a pprof profile of its event
+ * without samples.  The exit code, or -1 if the event is not known. */
+static int write_empty(const char *dir, const char *out, struct symres *res)
+{
+	char ev[64];
+	uint64_t count;
+	struct report none = { .event = ev };
+
+	if (empty_event(dir ? dir : "./opvm_data", ev, sizeof(ev), &count))
+		return -1;
+	none.event_count = count;
+	return write_out(out, FMT_PPROF, &none, NULL, res, NULL) ? 1 : 0;
+}
+
 int cmd_export(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -151,6 +217,7 @@ int cmd_export(int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' },
 		{ "title", required_argument, NULL, OPT_TITLE },
 		{ "diff", required_argument, NULL, OPT_DIFF },
+		{ "empty-ok", no_argument, NULL, OPT_EMPTY_OK },
 		{ "help", no_argument, NULL, 'h' },
 		REPORT_CLI_LONGOPTS,
 		{ NULL, 0, NULL, 0 },
@@ -161,7 +228,7 @@ int cmd_export(int argc, char **argv)
 	enum fmt fmt = FMT_NONE;
 	const char *out = NULL, *title = NULL, *diff = NULL;
 	char err[512];
-	int opt, ret = 2, n;
+	int opt, ret = 2, n, empty_ok = 0;
 
 	report_cli_init(&cli);
 	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
@@ -180,6 +247,9 @@ int cmd_export(int argc, char **argv)
 			break;
 		case OPT_DIFF:
 			diff = optarg;
+			break;
+		case OPT_EMPTY_OK:
+			empty_ok = 1;
 			break;
 		case 'h':
 			usage(stdout);
@@ -228,6 +298,11 @@ int cmd_export(int argc, char **argv)
 	/* pprof: per-address counts, for lines and `go tool pprof -list` */
 	cli.ro.details = fmt == FMT_PPROF;
 	r = report_load(&cli.ro, err, sizeof(err));
+	if (!r && errno == ENOENT && empty_ok && fmt == FMT_PPROF &&
+	    (n = write_empty(cli.ro.session_dir, out, res)) >= 0) {
+		ret = n;
+		goto out;
+	}
 	if (!r) {
 		pr_err("%s", err);
 		goto out;
@@ -236,25 +311,8 @@ int cmd_export(int argc, char **argv)
 		pr_err("out of memory for the call chains");
 		goto out;
 	}
-	if (diff) {
-		/* --diff DIR: DIR (or samples/previous) is the baseline. */
-		struct report_opts bo = cli.ro;
-
-		if (!strcmp(diff, "previous"))
-			bo.which = "previous";
-		else
-			bo.session_dir = diff;
-		base = report_load(&bo, err, sizeof(err));
-		if (base && report_stacks_load(base, &bo)) {
-			report_free(base);
-			base = NULL;
-			snprintf(err, sizeof(err), "out of memory for the call chains");
-		}
-		if (!base) {
-			pr_err("baseline %s: %s", diff, err);
-			goto out;
-		}
-	}
+	if (diff && !(base = load_base(&cli.ro, diff)))
+		goto out;
 	drop_below(r, cli.threshold);
 	ret = write_out(out, fmt, r, base, res, title) ? 1 : 0;
 out:

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "host/cli/commands.h"
+#include "host/cli/exporter-pprof.h"
 #include "host/hoststats/hoststats.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -67,6 +68,7 @@ struct exporter {
 	double taken;		/* when it was taken (monotonic s) */
 	double took;		/* how long that refresh took (s) */
 	unsigned long scrapes, errors, stale_served;
+	struct pprof *pprof;	/* /debug/pprof/ (host/cli/exporter-pprof.h) */
 };
 
 static volatile sig_atomic_t exp_stop;
@@ -92,7 +94,8 @@ static void exporter_usage(FILE *f)
 "                      (default 1)\n"
 "  -c, --connect URI   libvirt URI (default $LIBVIRT_DEFAULT_URI, else\n"
 "                      qemu:///system)\n"
-"  --no-libvirt        only QEMU processes found in /proc\n");
+"  --no-libvirt        only QEMU processes found in /proc\n"
+"\n%s", pprof_usage);
 }
 
 /* ---- the refresher thread ----------------------------------------------- */
@@ -195,6 +198,13 @@ static enum MHD_Result serve_metrics(struct exporter *e, struct MHD_Connection *
 			     "opvm_exporter_refresh_seconds %.3f\n",
 			     e->text, now_s() - e->taken, e->took);
 	pthread_mutex_unlock(&e->lock);
+	if (n >= 0) {	/* and the profiler's own */
+		char *all = pprof_metrics(e->pprof, body);
+
+		free(body);
+		body = all;
+		n = all ? (int)strlen(all) : -1;
+	}
 	if (n < 0)
 		return send_text(c, MHD_HTTP_SERVICE_UNAVAILABLE,
 				 "opvm exporter: no reading of this host's guests yet; "
@@ -247,6 +257,10 @@ static enum MHD_Result serve_index(struct exporter *e, struct MHD_Connection *c)
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]) && off < sizeof(buf); i++)
 		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "  %-24s %s\n",
 					routes[i].path, routes[i].what);
+	if (off < sizeof(buf))
+		snprintf(buf + off, sizeof(buf) - off, "  %-24s %s\n  %-24s %s\n",
+			 PPROF_PREFIX "guests", "the guests a profile can be taken of (JSON)",
+			 PPROF_PREFIX "profile", "?guest=NAME&seconds=N: a guest's pprof profile");
 	return send_text(c, MHD_HTTP_OK, buf, "text/plain; charset=utf-8");
 }
 
@@ -256,6 +270,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 {
 	struct exporter *e = cls;
 
+	/* host/cli/exporter-pprof.h: its own methods, and suspended requests */
+	if (!strncmp(url, PPROF_PREFIX, strlen(PPROF_PREFIX)))
+		return pprof_request(e->pprof, c, url, method, con_cls);
 	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
 		return send_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET /metrics\n", "text/plain");
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
@@ -336,14 +353,21 @@ static int listen_tcp(const char *spec, char *why, size_t whylen)
 
 /* Parses argv; -1 usage error, 1 help, 0 run. */
 static int exporter_parse(int argc, char **argv, const char **listen_on, double *min_iv,
-			  struct hs_config *cfg)
+			  struct hs_config *cfg, struct pprof_cfg *pcfg)
 {
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		char *end;
+		int took;
 
 		if (!strcmp(a, "-h") || !strcmp(a, "--help"))
 			return 1;
+		took = pprof_parse_opt(pcfg, a, v);
+		if (took < 0)
+			return -1;
+		i += took ? took - 1 : 0;
+		if (took)
+			continue;
 		if (!strcmp(a, "--no-libvirt")) {
 			cfg->no_libvirt = 1;
 			continue;
@@ -497,7 +521,8 @@ static struct MHD_Daemon *exporter_start(struct exporter *e, int fd, pthread_t *
 	exporter_mask(SIG_BLOCK, &old);
 	if (!exp_stop)
 		d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
-				     MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, e,
+				     PPROF_MHD_FLAGS | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+				     on_request, e,
 				     MHD_OPTION_EXTERNAL_LOGGER, exporter_log, NULL,
 				     MHD_OPTION_LISTEN_SOCKET, fd,
 				     MHD_OPTION_THREAD_POOL_SIZE, (unsigned)EXPORTER_THREADS,
@@ -505,6 +530,7 @@ static struct MHD_Daemon *exporter_start(struct exporter *e, int fd, pthread_t *
 				     MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 				     (unsigned)EXPORTER_CONNS_PER_IP,
 				     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)EXPORTER_IDLE_S,
+				     MHD_OPTION_NOTIFY_COMPLETED, pprof_completed, e->pprof,
 				     MHD_OPTION_END);
 	exporter_mask(SIG_SETMASK, &old);
 	if (!d)
@@ -520,6 +546,7 @@ int cmd_exporter(int argc, char **argv)
 			      .kick = PTHREAD_COND_INITIALIZER };
 	pthread_condattr_t ca;
 	struct hs_config cfg = { 0 };
+	struct pprof_cfg pcfg;
 	struct MHD_Daemon *d = NULL;
 	pthread_t refresher;
 	int r, fd, ret = 1;
@@ -529,7 +556,8 @@ int cmd_exporter(int argc, char **argv)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&e.done, &ca);
 	pthread_condattr_destroy(&ca);
-	r = exporter_parse(argc, argv, &listen_on, &e.min_interval, &cfg);
+	pprof_cfg_init(&pcfg);
+	r = exporter_parse(argc, argv, &listen_on, &e.min_interval, &cfg, &pcfg);
 	if (r) {
 		exporter_usage(r > 0 ? stdout : stderr);
 		return r > 0 ? 0 : 2;
@@ -541,7 +569,10 @@ int cmd_exporter(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);	/* a client that hangs up is not a reason to stop */
 	cfg.stop = &exp_stop;		/* the refresher gives up a reading on Ctrl-C */
 	e.h = hoststats_new(&cfg);
-	if (e.h)
+	pcfg.uri = cfg.uri;
+	pcfg.no_libvirt = cfg.no_libvirt;
+	e.pprof = e.h ? pprof_new(&pcfg) : NULL;
+	if (e.pprof)
 		d = exporter_start(&e, fd, &refresher);
 	if (!d) {
 		if (!exp_stop)
@@ -553,6 +584,7 @@ int cmd_exporter(int argc, char **argv)
 	pr_info("exporter: serving http://%s/metrics (Ctrl-C stops)", listen_on);
 	while (!exp_stop)
 		pause();
+	pprof_stop(e.pprof);	/* no suspended connection left for MHD */
 	MHD_stop_daemon(d);
 	exporter_stop_refresher(&e, refresher);
 	pr_info("exporter: %lu scrapes, %lu failed readings, %lu served a reading older than "
@@ -562,6 +594,7 @@ out:
 	if (!strncmp(listen_on, "unix:", 5))
 		unlink(listen_on + 5);
 	hoststats_free(e.h);
+	pprof_free(e.pprof);
 	free(e.text);
 	return ret;
 }

@@ -15,47 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "host/cli/subcmd.h"
 #include "host/cli/top.h"
 #include "lib/util.h"
-
-/* Runs this opvm binary with argv, stdout to out_path, stderr to err_path. */
-static pid_t spawn(char *const argv[], const char *out_path, const char *err_path)
-{
-	pid_t pid = fork();
-
-	if (pid != 0)
-		return pid < 0 ? -errno : pid;
-	{
-		int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		int err = open(err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-
-		if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
-		    dup2(err, 2) < 0)
-			_exit(127);
-		/* Its own process group: the screen's Ctrl-C is for top, which
-		 * stops the child with SIGINT (top_profile_cancel()), so attach
-		 * still writes what it took. */
-		setpgid(0, 0);
-		execv("/proc/self/exe", argv);
-		_exit(127);
-	}
-}
-
-static void last_line(const char *path, char *buf, size_t cap)
-{
-	char line[512] = "";
-	FILE *f = fopen(path, "re");
-
-	buf[0] = '\0';
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f))
-		if (line[0] != '\n')
-			snprintf(buf, cap, "%s", line);
-	fclose(f);
-	buf[strcspn(buf, "\n")] = '\0';
-}
 
 int top_profile_start(struct top_profile *p, const struct top_opts *o,
 		      const struct hs_guest *g)
@@ -107,7 +69,7 @@ int top_profile_start(struct top_profile *p, const struct top_opts *o,
 	argv[a++] = "-d";
 	argv[a++] = sess;
 	argv[a] = NULL;
-	pid = spawn((char *const *)argv, out, log);
+	pid = subcmd_spawn((char *const *)argv, out, log);
 	if (pid < 0) {
 		snprintf(p->msg, sizeof(p->msg), "cannot start opvm attach: %s", strerror((int)-pid));
 		p->stage = -1;
@@ -146,7 +108,7 @@ static int start_report(struct top_profile *p, const struct top_opts *o)
 		argv[a++] = o->system_map;
 	}
 	argv[a] = NULL;
-	pid = spawn((char *const *)argv, out, log);
+	pid = subcmd_spawn((char *const *)argv, out, log);
 	if (pid < 0)
 		return (int)pid;
 	p->child = pid;
@@ -210,7 +172,7 @@ static void stage_done(struct top_profile *p, const struct top_opts *o, int st)
 	if (p->stage == 1) {
 		snprintf(path, sizeof(path), "%s/attach.log", p->dir);
 		if (!WIFEXITED(st) || WEXITSTATUS(st)) {
-			last_line(path, line, sizeof(line));
+			subcmd_last_message(path, line, sizeof(line));
 			snprintf(p->msg, sizeof(p->msg), "opvm attach failed: %s (log: %s)", line, path);
 			p->stage = -1;
 		} else if (start_report(p, o)) {
@@ -221,7 +183,7 @@ static void stage_done(struct top_profile *p, const struct top_opts *o, int st)
 	}
 	snprintf(path, sizeof(path), "%s/report.log", p->dir);
 	if (!WIFEXITED(st) || WEXITSTATUS(st) || read_symbols(p)) {
-		last_line(path, line, sizeof(line));
+		subcmd_last_message(path, line, sizeof(line));
 		snprintf(p->msg, sizeof(p->msg), "opvm report failed: %s (log: %s)", line, path);
 		p->stage = -1;
 		return;

@@ -279,6 +279,25 @@ static int tree_remove(int parent, const char *name)
 	return ret;
 }
 
+int store_remove_tree(const char *path)
+{
+	char parent[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	int pfd, ret;
+
+	if (!slash)
+		snprintf(parent, sizeof(parent), ".");
+	else if ((size_t)snprintf(parent, sizeof(parent), "%.*s",
+				  slash == path ? 1 : (int)(slash - path), path) >= sizeof(parent))
+		return -ENAMETOOLONG;
+	pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pfd < 0)
+		return -errno;
+	ret = tree_remove(pfd, slash ? slash + 1 : path);
+	close(pfd);
+	return ret;
+}
+
 /* ---- store -------------------------------------------------------------- */
 
 static bool store_args_ok(const char *session_dir, const char *guest,

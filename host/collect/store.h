@@ -125,6 +125,10 @@ struct store *store_open(const char *session_dir, const char *guest,
 			 unsigned separate, unsigned flags);
 /* Syncs and closes every file; NULL-safe. */
 void store_close(struct store *st);
+/* Removes the directory tree at path (a session directory, say) without
+ * following a link: a symlink at path is refused (-ELOOP).  Absent is fine.
+ * 0 or -errno. */
+int store_remove_tree(const char *path);
 /* Sets the caps (NULL or 0 fields: defaults).  Lowering a cap below what
  * the store already holds keeps what it has and sends new keys to the
  * overflow bucket; mappings above max_mapped are dropped at once. */

@@ -76,11 +76,12 @@ no_tcp_listener() {
 	echo "checked: ss -ltnp shows no TCP listener by $*"
 }
 
-# boot_channel_guest MEM_MB APPEND: the test image under TCG with a QMP
-# socket ($T/qmp) and the org.opvm.0 port on $T/chan; waits until its init
-# has loaded opvm.ko.  Sets qpid and CLEAN_PIDS.
+# boot_channel_guest MEM_MB APPEND [NAME]: the test image under TCG with a
+# QMP socket ($T/qmp) and the org.opvm.0 port on $T/chan (and -name NAME);
+# waits until its init has loaded opvm.ko.  Sets qpid and CLEAN_PIDS.
 boot_channel_guest() {
 	qemu-system-x86_64 -accel tcg -m "$1" -smp 2 -nodefaults -display none \
+		${3:+-name "$3"} \
 		-qmp "unix:$T/qmp,server=on,wait=off" \
 		-serial "file:$T/console.log" \
 		-device virtio-serial-pci,id=ser \

@@ -1070,6 +1070,45 @@ static void test_corrupt_fields(void **state)
 	tmpdir_free(d);
 }
 
+/* store_remove_tree(): a whole tree goes, a link in it is removed, not
+ * followed; a symlink at the top is refused; absent is fine. */
+static void test_remove_tree(void **state)
+{
+	char *d = tmpdir_new(), p[1024], q[1024], keep[1024];
+	struct stat sb;
+	int fd;
+
+	(void)state;
+	if (!d) {
+		fail();
+		return;
+	}
+	snprintf(keep, sizeof(keep), "%s/keep", d);
+	assert_int_equal(mkdir(keep, 0700), 0);
+	snprintf(p, sizeof(p), "%s/t/a/b/c", d);
+	for (char *s = p + strlen(d) + 1; (s = strchr(s, '/')); s++) {
+		*s = '\0';
+		mkdir(p, 0700);
+		*s = '/';
+	}
+	assert_int_equal(mkdir(p, 0700), 0);
+	snprintf(q, sizeof(q), "%s/t/a/file", d);
+	fd = open(q, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(q, sizeof(q), "%s/t/a/b/link", d);
+	assert_int_equal(symlink(keep, q), 0);
+	snprintf(q, sizeof(q), "%s/top-link", d);
+	assert_int_equal(symlink(keep, q), 0);
+	assert_int_equal(store_remove_tree(q), -ELOOP);
+	snprintf(p, sizeof(p), "%s/t", d);
+	assert_int_equal(store_remove_tree(p), 0);
+	assert_int_equal(stat(p, &sb), -1);
+	assert_int_equal(stat(keep, &sb), 0);	/* the link's target stays */
+	assert_int_equal(store_remove_tree(p), 0);
+	tmpdir_free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1093,6 +1132,7 @@ int main(void)
 		cmocka_unit_test(test_one_writer),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_corrupt_fields),
+		cmocka_unit_test(test_remove_tree),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One exporter profile (host/cli/exporter-job.h): a slot, a worker thread,
+ * `opvm attach` for the seconds asked and then `opvm export --format
+ * pprof`, both children in the profile's own directory, which is removed
+ * before the profile is sent (the worker keeps it open).
+ *
+ * The worker polls its client's socket for a hang-up (POLLRDHUP: no byte
+ * is read, libmicrohttpd owns the connection) and the exporter's stop pipe
+ * ten times a second; either stops the child with SIGTERM, on which attach
+ * ends its session as on Ctrl-C (a gdbstub guest is let go, never left
+ * stopped).  SIGKILL only after PJOB_GRACE_MS.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "host/cli/exporter-job.h"
+#include "host/cli/subcmd.h"
+#include "host/collect/store.h"
+#include "lib/util.h"
+
+#define PJOB_POLL_MS		100
+#define PJOB_GRACE_MS		10000	/* SIGTERM, then SIGKILL */
+#define PJOB_SETUP_MS		60000	/* attach's start and end beyond its --duration */
+#define PJOB_EXPORT_MS		120000	/* the longest export */
+#define PJOB_READY_MARGIN_MS	3000	/* an export, for Retry-After */
+
+/* Why a child did not end by itself. */
+enum { PJOB_GONE = -1, PJOB_STOPPING = -2, PJOB_TIMEOUT = -3, PJOB_SPAWN = -4 };
+
+static double tv_s(const struct timeval *tv)
+{
+	return (double)tv->tv_sec + (double)tv->tv_usec / 1e6;
+}
+
+/* 1 if the client hung up, 2 if the exporter stops, 0 neither (after up
+ * to PJOB_POLL_MS). */
+static int watch(const struct pjob *j)
+{
+	struct pollfd f[2] = {
+		{ .fd = j->p->stop_pipe[0], .events = POLLIN },
+		{ .fd = j->client_fd, .events = POLLRDHUP },
+	};
+
+	if (poll(f, j->client_fd >= 0 ? 2 : 1, PJOB_POLL_MS) <= 0)
+		return 0;
+	if (f[0].revents)
+		return 2;
+	return (f[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) ? 1 : 0;
+}
+
+/* Stops child pid (SIGTERM, SIGKILL after the grace) and reaps it. */
+static void child_stop(pid_t pid, struct rusage *ru)
+{
+	int64_t until = util_now_ms() + PJOB_GRACE_MS;
+	int st;
+
+	kill(pid, SIGTERM);
+	while (wait4(pid, &st, WNOHANG, ru) == 0) {
+		if (util_now_ms() > until) {
+			kill(pid, SIGKILL);
+			wait4(pid, &st, 0, ru);
+			return;
+		}
+		usleep(20 * 1000);
+	}
+}
+
+/* Runs argv with its output in log until it exits (its wait status), or
+ * until the client goes, the exporter stops or max_ms pass (PJOB_*: it was
+ * stopped).  *cpu_s += its CPU time. */
+static int child_run(struct pjob *j, char **argv, const char *log, int64_t max_ms,
+		     double *cpu_s)
+{
+	struct rusage ru = { 0 };
+	int64_t until = util_now_ms() + max_ms;
+	pid_t pid = subcmd_spawn(argv, log, log);
+	int st, why = 0;
+
+	if (pid < 0)
+		return PJOB_SPAWN;
+	for (;;) {
+		pid_t r = wait4(pid, &st, WNOHANG, &ru);
+
+		if (r == pid || (r < 0 && errno != EINTR))
+			break;
+		why = watch(j);
+		if (why || util_now_ms() > until) {
+			why = why == 1 ? PJOB_GONE : why == 2 ? PJOB_STOPPING : PJOB_TIMEOUT;
+			child_stop(pid, &ru);
+			break;
+		}
+	}
+	pthread_mutex_lock(&j->p->lock);
+	*cpu_s += tv_s(&ru.ru_utime) + tv_s(&ru.ru_stime);
+	pthread_mutex_unlock(&j->p->lock);
+	return why ? why : st;
+}
+
+/* The attach command line for j (strings in buf, kept while argv is). */
+static void attach_argv(const struct pjob *j, char **argv, char buf[3][PATH_MAX + 32])
+{
+	const struct ps_qemu *q = &j->g.q;
+	int a = 0;
+
+	snprintf(buf[0], sizeof(buf[0]), "%u", j->seconds);
+	snprintf(buf[1], sizeof(buf[1]), "%s/session", j->dir);
+	snprintf(buf[2], sizeof(buf[2]), "qemu-%d", q->pid);
+	argv[a++] = "opvm";
+	argv[a++] = "attach";
+	if (q->libvirt) {
+		argv[a++] = (char *)q->name;
+		if (j->p->cfg.uri) {
+			argv[a++] = "-c";
+			argv[a++] = (char *)j->p->cfg.uri;
+		}
+	} else {
+		argv[a++] = "--qmp";
+		argv[a++] = (char *)q->qmp;
+		argv[a++] = "--name";
+		argv[a++] = util_valid_name(q->name) ? (char *)q->name : buf[2];
+		if (q->channel[0]) {
+			argv[a++] = "--channel";
+			argv[a++] = (char *)q->channel;
+		}
+	}
+	argv[a++] = "--sampler";	/* never a default that could stop a KVM guest */
+	argv[a++] = (char *)j->g.sampler;
+	argv[a++] = "--duration";
+	argv[a++] = buf[0];
+	argv[a++] = "-d";
+	argv[a++] = buf[1];
+	if (j->event[0]) {
+		argv[a++] = "-e";
+		argv[a++] = (char *)j->event;
+	}
+	if (j->callgraph[0]) {
+		argv[a++] = "--call-graph";
+		argv[a++] = (char *)j->callgraph;
+	}
+	argv[a] = NULL;
+}
+
+/* The outcome of a child that did not succeed, into j. */
+static void child_failed(struct pjob *j, const char *what, const char *log, int r)
+{
+	char line[400];
+
+	subcmd_last_message(log, line, sizeof(line));
+	if (r == PJOB_STOPPING) {
+		j->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+		snprintf(j->msg, sizeof(j->msg), "the exporter is stopping");
+		return;
+	}
+	/* attach's usage errors (an event this sampler does not take) come
+	 * before it touches the guest */
+	j->status = r >= 0 && WIFEXITED(r) && WEXITSTATUS(r) == 2 ? MHD_HTTP_BAD_REQUEST :
+		    MHD_HTTP_INTERNAL_SERVER_ERROR;
+	snprintf(j->msg, sizeof(j->msg), "%s of guest '%s' %s%s%s", what, j->g.q.name,
+		 r == PJOB_TIMEOUT ? "took too long" : r == PJOB_SPAWN ? "could not start" :
+		 "failed", line[0] ? ": " : "", line);
+}
+
+/* attach, then export; the profile's fd into j.  The client gone: 0 and
+ * nothing more (no one to answer). */
+static void job_work(struct pjob *j)
+{
+	char buf[3][PATH_MAX + 32], log[PATH_MAX + 32], out[PATH_MAX + 32];
+	char *argv[32];
+	struct stat st;
+	int64_t t0 = util_now_ms();
+	int r;
+
+	attach_argv(j, argv, buf);
+	snprintf(log, sizeof(log), "%s/attach.log", j->dir);
+	r = child_run(j, argv, log, (int64_t)j->seconds * 1000 + PJOB_SETUP_MS,
+		      &j->p->cpu_attach);
+	pthread_mutex_lock(&j->p->lock);
+	j->p->seconds += (double)(util_now_ms() - t0) / 1000.0;
+	pthread_mutex_unlock(&j->p->lock);
+	if (r == PJOB_GONE)
+		return;
+	if (r) {
+		child_failed(j, "profiling", log, r);
+		return;
+	}
+	snprintf(out, sizeof(out), "%s/profile.pb.gz", j->dir);
+	snprintf(log, sizeof(log), "%s/export.log", j->dir);
+	argv[0] = "opvm";
+	argv[1] = "export";
+	argv[2] = "--format";
+	argv[3] = "pprof";
+	argv[4] = "-o";
+	argv[5] = out;
+	argv[6] = "--session-dir";
+	argv[7] = buf[1];
+	argv[8] = "--empty-ok";	/* a guest that ran no code is no error */
+	argv[9] = NULL;
+	r = child_run(j, argv, log, PJOB_EXPORT_MS, &j->p->cpu_export);
+	if (r == PJOB_GONE)
+		return;
+	if (r) {
+		child_failed(j, "the export of the profile", log, r);
+		return;
+	}
+	j->fd = open(out, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (j->fd < 0 || fstat(j->fd, &st) || !S_ISREG(st.st_mode)) {
+		j->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+		snprintf(j->msg, sizeof(j->msg), "cannot read the profile of guest '%s': %s",
+			 j->g.q.name, strerror(errno));
+		return;
+	}
+	j->size = (uint64_t)st.st_size;
+	j->status = MHD_HTTP_OK;
+}
+
+/* The worker's end: the directory removed, the slot freed, the outcome
+ * counted, the connection resumed (the last touch of j: MHD may free it
+ * from then on). */
+static void job_end(struct pjob *j, int client_gone)
+{
+	struct pprof *p = j->p;
+	struct MHD_Connection *c = j->c;
+	int resume;
+
+	if (j->dir[0])
+		store_remove_tree(j->dir);
+	pthread_mutex_lock(&p->lock);
+	for (unsigned i = 0; i < p->cfg.max_profiles; i++)
+		if (p->active[i] == j)
+			p->active[i] = NULL;
+	p->nr_active--;
+	if (client_gone)
+		p->aborted++;
+	else if (j->status == MHD_HTTP_BAD_REQUEST)	/* attach's usage error */
+		p->refused[PREF_BAD_REQUEST]++;
+	else if (j->status != MHD_HTTP_OK && j->status != MHD_HTTP_SERVICE_UNAVAILABLE)
+		p->errors++;
+	resume = j->suspended;
+	j->done = 1;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	if (!resume)
+		return;
+	MHD_resume_connection(c);
+	pthread_mutex_lock(&p->lock);
+	p->suspended--;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void *job_main(void *arg)
+{
+	struct pjob *j = arg;
+	sigset_t all;
+
+	/* the exporter's stop signals are for its main thread */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	j->status = 0;
+	job_work(j);
+	job_end(j, j->status == 0);
+	return NULL;
+}
+
+/* Seconds until slot holder j should be done, at least 1. */
+static unsigned retry_in(const struct pjob *j)
+{
+	int64_t left = j->ready_ms - util_now_ms();
+
+	return left > 1000 ? (unsigned)((left + 999) / 1000) : 1;
+}
+
+/* Under p->lock: 0 and a slot for j, or the refusal. */
+static unsigned take_slot(struct pprof *p, struct pjob *j, unsigned *retry_after)
+{
+	unsigned free_at = p->cfg.max_profiles;
+
+	*retry_after = 0;
+	if (p->stopping) {
+		snprintf(j->msg, sizeof(j->msg), "the exporter is stopping");
+		return MHD_HTTP_SERVICE_UNAVAILABLE;
+	}
+	for (unsigned i = 0; i < p->cfg.max_profiles; i++) {
+		struct pjob *o = p->active[i];
+
+		if (!o) {
+			free_at = i;
+			continue;
+		}
+		if (o->g.q.pid == j->g.q.pid && o->g.q.start_ticks == j->g.q.start_ticks) {
+			p->refused[PREF_GUEST_BUSY]++;
+			*retry_after = retry_in(o);
+			snprintf(j->msg, sizeof(j->msg), "guest '%s' is being profiled; retry "
+				 "in %u s", o->g.q.name, *retry_after);
+			return MHD_HTTP_TOO_MANY_REQUESTS;
+		}
+		if (!*retry_after || retry_in(o) < *retry_after)
+			*retry_after = retry_in(o);
+	}
+	if (free_at == p->cfg.max_profiles) {
+		p->refused[PREF_BUSY]++;
+		snprintf(j->msg, sizeof(j->msg), "%u profiles are running, as many as this "
+			 "exporter takes at once (--max-profiles); retry in %u s",
+			 p->cfg.max_profiles, *retry_after);
+		return MHD_HTTP_TOO_MANY_REQUESTS;
+	}
+	p->active[free_at] = j;
+	p->nr_active++;
+	*retry_after = 0;
+	return 0;
+}
+
+unsigned pjob_start(struct pjob *j, int suspend, unsigned *retry_after)
+{
+	struct pprof *p = j->p;
+	unsigned st;
+
+	j->fd = -1;
+	j->ready_ms = util_now_ms() + (int64_t)j->seconds * 1000 + PJOB_READY_MARGIN_MS;
+	pthread_mutex_lock(&p->lock);
+	st = take_slot(p, j, retry_after);
+	if (!st && suspend) {
+		j->suspended = 1;
+		p->suspended++;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (st)
+		return st;
+	/* suspended before the worker starts: it may end at once, and
+	 * resumes the connection when it does */
+	if (suspend)
+		MHD_suspend_connection(j->c);
+	if ((size_t)snprintf(j->dir, sizeof(j->dir), "%s/profile.XXXXXX", p->root) >=
+	    sizeof(j->dir) || !mkdtemp(j->dir)) {
+		j->dir[0] = '\0';
+	} else if (!pthread_create(&j->thread, NULL, job_main, j)) {
+		j->thread_started = 1;
+		return 0;
+	}
+	j->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+	snprintf(j->msg, sizeof(j->msg), "cannot start a profile: %s", strerror(errno));
+	job_end(j, 0);
+	return 0;
+}
+
+void pjob_wait(struct pjob *j)
+{
+	pthread_mutex_lock(&j->p->lock);
+	while (!j->done)
+		pthread_cond_wait(&j->p->cond, &j->p->lock);
+	pthread_mutex_unlock(&j->p->lock);
+}
+
+void pjob_free(struct pjob *j)
+{
+	if (!j)
+		return;
+	if (j->thread_started)
+		pthread_join(j->thread, NULL);
+	if (j->fd >= 0)
+		close(j->fd);
+	free(j);
+}

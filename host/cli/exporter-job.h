@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside the exporter's profiler (host/cli/exporter-pprof.h): the guests
+ * a profile can be asked for (exporter-guests.c), and one profile's job
+ * (exporter-job.c): its slot, its worker thread, its `opvm attach` and
+ * `opvm export` children, its directory.  exporter-pprof.c is the HTTP
+ * side: requests, replies, metrics.
+ */
+#ifndef OPVM_EXPORTER_JOB_H
+#define OPVM_EXPORTER_JOB_H
+
+#include <limits.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "host/cli/exporter-pprof.h"
+#include "host/hoststats/procstat.h"
+
+/* A QEMU process of this host, and whether the exporter may profile it. */
+struct pguest {
+	struct ps_qemu q;
+	const char *sampler;	/* "perf" (KVM) or "gdbstub" (TCG) */
+	char why[256];		/* "" if it may be profiled, else why not */
+};
+
+/* The QEMU processes of this host, judged under cfg; *out is malloc'd
+ * (free() it).  Returns how many, or -errno. */
+int pguest_scan(const struct pprof_cfg *cfg, struct pguest **out);
+
+enum pprof_refusal {
+	PREF_BUSY,		/* max_profiles reached (429) */
+	PREF_GUEST_BUSY,	/* that guest is being profiled (429) */
+	PREF_STOPS_GUEST,	/* TCG without allow_gdbstub (403) */
+	PREF_UNKNOWN_GUEST,	/* no such guest (404) */
+	PREF_BAD_REQUEST,	/* bad parameter, path or method (400, 404, 405) */
+	PREF_NR,
+};
+
+struct pprof {
+	struct pprof_cfg cfg;
+	char root[PATH_MAX];	/* the private directory */
+	int stop_pipe[2];	/* readable once pprof_stop() began */
+	pthread_mutex_t lock;	/* everything below */
+	pthread_cond_t cond;	/* a job done, a connection resumed */
+	struct pjob **active;	/* cfg.max_profiles slots; NULL: free */
+	unsigned nr_active;
+	unsigned suspended;	/* connections not resumed yet */
+	int stopping;
+	/* metrics */
+	uint64_t served, errors, aborted, refused[PREF_NR];
+	double seconds, cpu_attach, cpu_export;
+};
+
+/* One profile, from its request to its reply. */
+struct pjob {
+	struct pprof *p;
+	struct MHD_Connection *c;
+	int client_fd;		/* polled for the client going away */
+	int suspended;		/* c is suspended until the worker ends */
+	int thread_started;
+	pthread_t thread;
+	struct pguest g;
+	unsigned asked, seconds;	/* seconds asked, and after clipping */
+	char event[65], callgraph[8];	/* "" if not asked */
+	char dir[PATH_MAX];	/* its directory under root */
+	int64_t ready_ms;	/* when it should be done (Retry-After) */
+	/* the outcome, set by the worker before it ends */
+	int done;
+	unsigned status;	/* HTTP status */
+	char msg[768];		/* one line, if not 200 */
+	int fd;			/* the profile (unlinked), -1 */
+	uint64_t size;
+};
+
+/* Takes a slot for j (the guest's, and one of max_profiles), suspends its
+ * connection if suspend (from the access handler), and starts its worker.
+ * 0: the outcome comes in j (after the resume, or pjob_wait()), also when
+ * the worker could not start (503); else the HTTP status to refuse it with
+ * at once (429: *retry_after seconds; 503: stopping), nothing started,
+ * and why in j->msg. */
+unsigned pjob_start(struct pjob *j, int suspend, unsigned *retry_after);
+
+/* Waits until j's worker is done (a daemon with a thread per
+ * connection, which cannot suspend). */
+void pjob_wait(struct pjob *j);
+
+/* Joins j's worker and frees j (its profile fd closed if still there).
+ * NULL-safe. */
+void pjob_free(struct pjob *j);
+
+#endif /* OPVM_EXPORTER_JOB_H */

@@ -1,0 +1,522 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The exporter's profile endpoints, the HTTP side (host/cli/exporter-pprof.h):
+ * options, requests checked before anything starts, replies, the guest list
+ * and the profiler's own metrics.  The profiles themselves are jobs
+ * (host/cli/exporter-job.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "host/cli/exporter-job.h"
+#include "host/cli/exporter-pprof.h"
+#include "host/collect/store.h"
+#include "lib/log.h"
+#include "lib/util.h"
+
+#define PPROF_MAX_PROFILES	2
+#define PPROF_MAX_SECONDS	60
+#define PPROF_SECONDS		30	/* without seconds=, as Go's net/http/pprof */
+
+const char pprof_usage[] =
+"guest profiles (GET /debug/pprof/profile?guest=NAME&seconds=N, docs/usage.md):\n"
+"  --max-profiles N    profiles at once (default 2; 0: no profile endpoints)\n"
+"  --max-profile-seconds S  longest profile (default 60): longer requests\n"
+"                      are clipped, and the reply says so\n"
+"  --allow-gdbstub     profile TCG guests too: the gdbstub sampler stops the\n"
+"                      guest at every sample (KVM guests get perf, which\n"
+"                      never stops them)\n"
+"  --profile-dir DIR   where the private directory of the sessions goes\n"
+"                      (default $TMPDIR, else /tmp)\n";
+
+void pprof_cfg_init(struct pprof_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->max_profiles = PPROF_MAX_PROFILES;
+	cfg->max_seconds = PPROF_MAX_SECONDS;
+}
+
+static int parse_count(const char *opt, const char *val, unsigned lo, unsigned hi,
+		       unsigned *out)
+{
+	char *end;
+	unsigned long v = val ? strtoul(val, &end, 10) : 0;
+
+	if (!val || !*val || *end || *val == '-' || v < lo || v > hi) {
+		pr_err("%s wants a number from %u to %u, not '%s'", opt, lo, hi,
+		       val ? val : "nothing");
+		return -1;
+	}
+	*out = (unsigned)v;
+	return 2;
+}
+
+int pprof_parse_opt(struct pprof_cfg *cfg, const char *opt, const char *val)
+{
+	if (!strcmp(opt, "--allow-gdbstub")) {
+		cfg->allow_gdbstub = 1;
+		return 1;
+	}
+	if (!strcmp(opt, "--max-profiles"))
+		return parse_count(opt, val, 0, 64, &cfg->max_profiles);
+	if (!strcmp(opt, "--max-profile-seconds"))
+		return parse_count(opt, val, 1, 86400, &cfg->max_seconds);
+	if (!strcmp(opt, "--profile-dir")) {
+		if (!val) {
+			pr_err("--profile-dir wants a directory");
+			return -1;
+		}
+		cfg->dir = val;
+		return 2;
+	}
+	return 0;
+}
+
+struct pprof *pprof_new(const struct pprof_cfg *cfg)
+{
+	const char *tmp = getenv("TMPDIR");
+	const char *dir = cfg->dir ? cfg->dir : tmp && tmp[0] == '/' ? tmp : "/tmp";
+	struct pprof *p = calloc(1, sizeof(*p));
+
+	if (!p || pipe2(p->stop_pipe, O_CLOEXEC)) {
+		pr_err("out of resources: %s", strerror(errno));
+		free(p);
+		return NULL;
+	}
+	p->cfg = *cfg;
+	p->active = calloc(cfg->max_profiles + 1, sizeof(*p->active));
+	snprintf(p->root, sizeof(p->root), "%s/opvm-exporter.XXXXXX", dir);
+	if (!cfg->max_profiles) {
+		p->root[0] = '\0';	/* off: no directory */
+	} else if (!p->active || strlen(dir) > PATH_MAX - 64 || !mkdtemp(p->root)) {
+		pr_err("cannot make the profiles' directory in %s: %s; give --profile-dir DIR",
+		       dir, strerror(errno));
+		close(p->stop_pipe[0]);
+		close(p->stop_pipe[1]);
+		free(p->active);
+		free(p);
+		return NULL;
+	}
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	return p;
+}
+
+/* ---- replies ---------------------------------------------------------- */
+
+/* One line of text with status; retry_after > 0 adds Retry-After. */
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, unsigned retry_after,
+			     const char *fmt, ...)
+{
+	char text[768], ra[16];
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	va_list ap;
+	int n;
+
+	memcpy(text, "opvm exporter: ", 15);
+	va_start(ap, fmt);
+	n = vsnprintf(text + 15, sizeof(text) - 16, fmt, ap);
+	va_end(ap);
+	n = n < 0 ? 15 : n + 15 > (int)sizeof(text) - 2 ? (int)sizeof(text) - 2 : n + 15;
+	text[n++] = '\n';
+	text[n] = '\0';
+	r = MHD_create_response_from_buffer((size_t)n, text, MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+	if (retry_after) {
+		snprintf(ra, sizeof(ra), "%u", retry_after);
+		MHD_add_response_header(r, "Retry-After", ra);
+	}
+	ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static void count_refusal(struct pprof *p, enum pprof_refusal why)
+{
+	pthread_mutex_lock(&p->lock);
+	p->refused[why]++;
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* A worker's outcome: the profile (its fd handed to MHD) or its line. */
+static enum MHD_Result job_reply(struct pprof *p, struct MHD_Connection *c, struct pjob *j)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	char v[32], clip[160];
+
+	if (!j->status)		/* the client went away: no one to answer */
+		return MHD_NO;
+	if (j->status != MHD_HTTP_OK)
+		return reply(c, j->status, 0, "%s", j->msg);
+	r = MHD_create_response_from_fd64(j->size, j->fd);
+	if (!r)
+		return MHD_NO;
+	j->fd = -1;	/* the response's now */
+	MHD_add_response_header(r, "Content-Type", "application/octet-stream");
+	MHD_add_response_header(r, "Content-Disposition", "attachment; filename=\"profile\"");
+	MHD_add_response_header(r, "X-Opvm-Sampler", j->g.sampler);
+	snprintf(v, sizeof(v), "%u", j->seconds);
+	MHD_add_response_header(r, "X-Opvm-Seconds", v);
+	if (j->asked > j->seconds) {
+		snprintf(clip, sizeof(clip), "seconds=%u clipped to %u (this exporter's "
+			 "--max-profile-seconds)", j->asked, j->seconds);
+		MHD_add_response_header(r, "X-Opvm-Clipped", clip);
+	}
+	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	if (ret == MHD_YES) {
+		pthread_mutex_lock(&p->lock);
+		p->served++;
+		pthread_mutex_unlock(&p->lock);
+	}
+	return ret;
+}
+
+/* ---- /debug/pprof/profile --------------------------------------------- */
+
+struct args {
+	const char *guest, *seconds, *event, *callgraph;
+	char bad[160];		/* the first bad parameter, escaped */
+};
+
+static enum MHD_Result one_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+			       const char *value)
+{
+	struct args *a = cls;
+	const char **slot = !strcmp(key, "guest") ? &a->guest :
+			    !strcmp(key, "seconds") ? &a->seconds :
+			    !strcmp(key, "event") ? &a->event :
+			    !strcmp(key, "callgraph") ? &a->callgraph : NULL;
+	char esc[64];
+
+	(void)kind;
+	if (a->bad[0])
+		return MHD_NO;
+	util_text_escape(esc, sizeof(esc), key);
+	if (!slot)
+		snprintf(a->bad, sizeof(a->bad), "unknown parameter '%s' (guest, seconds, "
+			 "event and callgraph are known)", esc);
+	else if (*slot)
+		snprintf(a->bad, sizeof(a->bad), "parameter '%s' given twice", esc);
+	else
+		*slot = value ? value : "";
+	return a->bad[0] ? MHD_NO : MHD_YES;
+}
+
+/* Characters of an event spec (opvm list-events): checked here so that
+ * nothing else reaches attach's command line. */
+static int event_ok(const char *e)
+{
+	size_t n = strlen(e);
+
+	return n && n < 65 && strspn(e, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				     "0123456789_:.,=-") == n;
+}
+
+/* The parameters into j; 0, or -1 after the 400 reply (*ret). */
+static int parse_args(struct pprof *p, struct MHD_Connection *c, struct pjob *j,
+		      enum MHD_Result *ret)
+{
+	struct args a = { 0 };
+	char *end;
+	unsigned long s = PPROF_SECONDS;
+
+	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, one_arg, &a);
+	if (!a.bad[0] && (!a.guest || !a.guest[0]))
+		snprintf(a.bad, sizeof(a.bad), "say which guest: ?guest=NAME&seconds=N "
+			 "(/debug/pprof/guests lists them)");
+	if (!a.bad[0] && a.seconds) {
+		errno = 0;
+		s = strtoul(a.seconds, &end, 10);
+		if (!a.seconds[0] || *end || a.seconds[0] == '-' || !s || errno)
+			snprintf(a.bad, sizeof(a.bad), "seconds wants a whole number of seconds "
+				 "from 1");
+	}
+	if (!a.bad[0] && a.event && !event_ok(a.event))
+		snprintf(a.bad, sizeof(a.bad), "event wants an event spec such as "
+			 "cpu-clock or TIMER:5000 (opvm list-events)");
+	if (!a.bad[0] && a.callgraph && strcmp(a.callgraph, "fp") && strcmp(a.callgraph, "dwarf"))
+		snprintf(a.bad, sizeof(a.bad), "callgraph takes fp or dwarf");
+	if (a.bad[0]) {
+		count_refusal(p, PREF_BAD_REQUEST);
+		*ret = reply(c, MHD_HTTP_BAD_REQUEST, 0, "%s", a.bad);
+		return -1;
+	}
+	j->asked = s > 1000000 ? 1000000 : (unsigned)s;
+	j->seconds = j->asked > p->cfg.max_seconds ? p->cfg.max_seconds : j->asked;
+	snprintf(j->event, sizeof(j->event), "%s", a.event ? a.event : "");
+	snprintf(j->callgraph, sizeof(j->callgraph), "%s", a.callgraph ? a.callgraph : "");
+	snprintf(j->g.q.name, sizeof(j->g.q.name), "%s", a.guest);
+	return 0;
+}
+
+/* The guest j asks for into j->g; 0, or -1 after the reply. */
+static int find_guest(struct pprof *p, struct MHD_Connection *c, struct pjob *j,
+		      enum MHD_Result *ret)
+{
+	struct pguest *gs;
+	int n = pguest_scan(&p->cfg, &gs), hits = 0;
+	char esc[160];
+
+	util_text_escape(esc, sizeof(esc), j->g.q.name);
+	if (n < 0) {
+		*ret = reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, 0, "cannot read /proc: %s",
+			     strerror(-n));
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		if (strcmp(gs[i].q.name, j->g.q.name))
+			continue;
+		if (!hits++)
+			j->g = gs[i];
+	}
+	free(gs);
+	if (!hits) {
+		count_refusal(p, PREF_UNKNOWN_GUEST);
+		*ret = reply(c, MHD_HTTP_NOT_FOUND, 0, "no guest '%s' on this host "
+			     "(/debug/pprof/guests lists them)", esc);
+	} else if (hits > 1) {
+		count_refusal(p, PREF_BAD_REQUEST);
+		*ret = reply(c, MHD_HTTP_CONFLICT, 0, "%d QEMU processes are named '%s': give "
+			     "them distinct -name values", hits, esc);
+	} else if (j->g.why[0]) {
+		count_refusal(p, PREF_STOPS_GUEST);
+		*ret = reply(c, MHD_HTTP_FORBIDDEN, 0, "guest '%s' is not profiled: %s", esc,
+			     j->g.why);
+	} else if (j->callgraph[0] && strcmp(j->g.sampler, "gdbstub")) {
+		count_refusal(p, PREF_BAD_REQUEST);
+		*ret = reply(c, MHD_HTTP_BAD_REQUEST, 0, "callgraph: guest '%s' is sampled by "
+			     "perf, which never stops it and cannot read its stacks", esc);
+	} else {
+		return 0;
+	}
+	return -1;
+}
+
+/* The client's socket, watched for a hang-up; -1 if MHD does not tell. */
+static int client_fd(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+	return ci ? ci->connect_fd : -1;
+}
+
+/* A daemon with a thread per connection cannot suspend one: its request
+ * waits in its own thread instead. */
+static int can_suspend(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_DAEMON);
+	const union MHD_DaemonInfo *di =
+		ci ? MHD_get_daemon_info(ci->daemon, MHD_DAEMON_INFO_FLAGS) : NULL;
+
+	return di && !(di->flags & MHD_USE_THREAD_PER_CONNECTION);
+}
+
+static enum MHD_Result profile_request(struct pprof *p, struct MHD_Connection *c,
+				       void **con_cls)
+{
+	struct pjob *j = calloc(1, sizeof(*j));
+	enum MHD_Result ret;
+	unsigned st, retry;
+	int suspend = can_suspend(c);
+
+	if (!j)
+		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, 0, "out of memory");
+	j->p = p;
+	j->c = c;
+	j->client_fd = client_fd(c);
+	if (parse_args(p, c, j, &ret) || find_guest(p, c, j, &ret)) {
+		free(j);
+		return ret;
+	}
+	st = pjob_start(j, suspend, &retry);
+	if (st) {
+		ret = reply(c, st, retry, "%s", j->msg);
+	} else {
+		*con_cls = j;
+		if (suspend)
+			return MHD_YES;	/* the worker resumes c */
+		pjob_wait(j);
+		return job_reply(p, c, j);
+	}
+	free(j);
+	return ret;
+}
+
+/* ---- /debug/pprof/guests ---------------------------------------------- */
+
+static json_t *guest_json(const struct pprof *p, const struct pguest *g)
+{
+	int busy = 0;
+
+	for (unsigned i = 0; i < p->cfg.max_profiles; i++)
+		busy |= p->active[i] && p->active[i]->g.q.pid == g->q.pid;
+	return json_pack("{s:s, s:i, s:s, s:s, s:s, s:b, s:s?, s:b}",
+			 "name", g->q.name, "pid", g->q.pid,
+			 "source", g->q.libvirt ? "libvirt" : "qemu",
+			 "accel", g->q.accel == PS_ACCEL_KVM ? "kvm" : "tcg",
+			 "sampler", g->sampler, "profile", !g->why[0],
+			 "why", g->why[0] ? g->why : NULL, "busy", busy);
+}
+
+static enum MHD_Result guests_request(struct pprof *p, struct MHD_Connection *c)
+{
+	struct pguest *gs;
+	int n = pguest_scan(&p->cfg, &gs);
+	json_t *root, *arr = json_array();
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	char *s;
+
+	if (n < 0) {
+		json_decref(arr);
+		return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, 0, "cannot read /proc: %s",
+			     strerror(-n));
+	}
+	pthread_mutex_lock(&p->lock);
+	for (int i = 0; arr && i < n; i++)
+		json_array_append_new(arr, guest_json(p, &gs[i]));
+	root = json_pack("{s:o, s:i, s:i, s:i, s:b}", "guests", arr,
+			 "max_profiles", (int)p->cfg.max_profiles,
+			 "active", (int)p->nr_active, "max_seconds", (int)p->cfg.max_seconds,
+			 "gdbstub_allowed", p->cfg.allow_gdbstub);
+	pthread_mutex_unlock(&p->lock);
+	free(gs);
+	s = root ? json_dumps(root, JSON_INDENT(2)) : NULL;
+	json_decref(root);
+	if (!s)
+		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, 0, "out of memory");
+	r = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(s);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* ---- dispatch --------------------------------------------------------- */
+
+enum MHD_Result pprof_request(struct pprof *p, struct MHD_Connection *c, const char *url,
+			      const char *method, void **con_cls)
+{
+	const char *page = url + strlen(PPROF_PREFIX);
+	int get = !strcmp(method, "GET"), head = !strcmp(method, "HEAD");
+
+	if (*con_cls)	/* resumed: the worker is done */
+		return job_reply(p, c, *con_cls);
+	if (!p || !p->cfg.max_profiles)
+		return reply(c, MHD_HTTP_NOT_FOUND, 0, "guest profiles are off here "
+			     "(--max-profiles 0)");
+	if (strcmp(page, "profile") && strcmp(page, "guests")) {
+		count_refusal(p, PREF_BAD_REQUEST);
+		return reply(c, MHD_HTTP_NOT_FOUND, 0, "no such page: profiles are at "
+			     PPROF_PREFIX "profile?guest=NAME&seconds=N, the guests at "
+			     PPROF_PREFIX "guests");
+	}
+	if (!get && !(head && !strcmp(page, "guests"))) {
+		count_refusal(p, PREF_BAD_REQUEST);
+		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, 0, "%s wants GET", url);
+	}
+	if (!strcmp(page, "guests"))
+		return guests_request(p, c);
+	return profile_request(p, c, con_cls);
+}
+
+void pprof_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+		     enum MHD_RequestTerminationCode toe)
+{
+	(void)cls;
+	(void)c;
+	(void)toe;
+	pjob_free(*con_cls);
+	*con_cls = NULL;
+}
+
+/* ---- metrics, stop ---------------------------------------------------- */
+
+static void metric(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+char *pprof_metrics(struct pprof *p, const char *s)
+{
+	static const char *const why[PREF_NR] = { "busy", "guest_busy", "stops_guest",
+						  "unknown_guest", "bad_request" };
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	fputs(s ? s : "", f);
+	pthread_mutex_lock(&p->lock);
+	metric(f, "opvm_profiles_served_total", "counter", "Guest profiles served.");
+	fprintf(f, "opvm_profiles_served_total %llu\n", (unsigned long long)p->served);
+	metric(f, "opvm_profiles_refused_total", "counter", "Profile requests refused, by why.");
+	for (int i = 0; i < PREF_NR; i++)
+		fprintf(f, "opvm_profiles_refused_total{reason=\"%s\"} %llu\n", why[i],
+			(unsigned long long)p->refused[i]);
+	metric(f, "opvm_profile_errors_total", "counter",
+	       "Profiles whose sampling or export failed.");
+	fprintf(f, "opvm_profile_errors_total %llu\n", (unsigned long long)p->errors);
+	metric(f, "opvm_profiles_aborted_total", "counter",
+	       "Profiles ended early because their client went away.");
+	fprintf(f, "opvm_profiles_aborted_total %llu\n", (unsigned long long)p->aborted);
+	metric(f, "opvm_profile_seconds_total", "counter", "Seconds guests were profiled.");
+	fprintf(f, "opvm_profile_seconds_total %.3f\n", p->seconds);
+	metric(f, "opvm_profile_cpu_seconds_total", "counter",
+	       "CPU time of the profiles' children: attach (sampling), export.");
+	fprintf(f, "opvm_profile_cpu_seconds_total{step=\"attach\"} %.3f\n", p->cpu_attach);
+	fprintf(f, "opvm_profile_cpu_seconds_total{step=\"export\"} %.3f\n", p->cpu_export);
+	metric(f, "opvm_profiles_active", "gauge", "Profiles running now.");
+	fprintf(f, "opvm_profiles_active %u\n", p->nr_active);
+	pthread_mutex_unlock(&p->lock);
+	if (fclose(f)) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+void pprof_stop(struct pprof *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->stopping = 1;
+	if (write(p->stop_pipe[1], "x", 1) < 0)
+		p->stopping = 1;	/* a full pipe is readable too */
+	while (p->nr_active || p->suspended)
+		pthread_cond_wait(&p->cond, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+}
+
+void pprof_free(struct pprof *p)
+{
+	if (!p)
+		return;
+	if (p->root[0])
+		store_remove_tree(p->root);
+	close(p->stop_pipe[0]);
+	close(p->stop_pipe[1]);
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->cond);
+	free(p->active);
+	free(p);
+}
