@@ -655,7 +655,6 @@ static int ksyms_budget_wait(struct ksyms_thread *t)
 	unsigned long long used = clock_ns(CLOCK_THREAD_CPUTIME_ID) - t->cpu0;
 	unsigned long long allowed = (clock_ns(CLOCK_MONOTONIC) - t->t0) / KSYMS_CPU_SHARE +
 				     (idle_ns() - t->idle0);
-
 	unsigned long long ms;
 
 	if (used <= allowed || (atomic_load(&t->want) & KSYMS_HURRY))
@@ -923,6 +922,7 @@ int main(int argc, char **argv)
 	};
 	const char *rate = getenv("OPVM_RELAY_FILE_RATE");
 	struct sigaction sa;
+	sigset_t all, old;
 	pthread_t thread;
 	int ret = 1;
 
@@ -936,9 +936,14 @@ int main(int argc, char **argv)
 
 	if (relay_open(&r, argc > 1 ? argv[1] : "/dev/opvm", argc > 2 ? argv[2] : NULL))
 		goto out;
-	errno = pthread_create(&thread, NULL, ksyms_main, &r.ksyms);
-	if (errno) {
-		fprintf(stderr, "opvm-relay: symbols thread: %s\n", strerror(errno));
+	/* the signals go to the main thread: its poll() must see them */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	ret = pthread_create(&thread, NULL, ksyms_main, &r.ksyms);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		fprintf(stderr, "opvm-relay: symbols thread: %s\n", strerror(ret));
+		ret = 1;
 		goto out;
 	}
 	relay_loop(&r);
