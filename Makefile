@@ -4,6 +4,7 @@
 #   make check           -Werror build, unit tests, integration tests
 #   make check SAN=address,undefined
 #   make bench           benchmarks, one "name: value unit" line each
+#   make bench-check     the deterministic benchmarks; fails when a figure misses its target
 #   make soak            30 minutes of hostile churn, RSS must stay flat
 #   make fuzz            libFuzzer targets, long runs (FUZZ_RUNS=...)
 #   make images          bootable test guests (images/)
@@ -87,7 +88,7 @@ LIBS := $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/libunwind.a \
 
 PROTO_SRCS := $(wildcard host/report/*.proto)
 
-.PHONY: all check check-unit check-integration bench fuzz images demo install soak \
+.PHONY: all check check-unit check-integration bench bench-check fuzz images demo install soak \
 	clean kmod guest-deb man help
 all: $(BUILD)/opvm
 
@@ -198,6 +199,11 @@ check-integration: $(BUILD)/opvm $(TOOL_BINS) images
 
 bench: $(BUILD)/opvm $(BENCH_BINS)
 	$(Q)BUILD=$(BUILD) tests/run-bench.sh
+
+# The deterministic (QEMU -icount) benchmarks only; fails when one of their
+# figures misses its target.
+bench-check: $(BUILD)/opvm images
+	$(Q)BUILD=$(BUILD) tests/run-bench.sh --check
 
 fuzz: $(FUZZ_BINS)
 	$(Q)for f in $(FUZZ_BINS); do \
