@@ -45,7 +45,9 @@
 #define NR_MODS		60
 #define NR_VCPUS	4
 #define PATTERN		(1u << 18)	/* pre-generated samples, replayed */
-#define TOTAL		(24u << 20)	/* samples pushed in all */
+#ifndef TOTAL
+#define TOTAL		(24u << 20)	/* samples pushed in all (-DTOTAL: fewer, for callgrind) */
+#endif
 #define BATCH		4096		/* per vCPU between syncs */
 #define KTEXT		0xffffffff81000000ull
 #define MODBASE		0xffffffffc0000000ull
