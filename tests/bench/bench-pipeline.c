@@ -183,16 +183,20 @@ static void gen_pattern(struct pat *pat, int skew)
 	}
 }
 
-/* Pushes pattern sample p into its vCPU's ring, as a sampler does. */
-static inline void push(struct ring **rings, const struct pat *p)
+/* Pushes pattern sample p into its vCPU's ring, as a sampler does: into
+ * that vCPU's sample (vcpu set, the rest zero), only what a sample
+ * changes. */
+static inline void push(struct ring **rings, struct opvm_sample *smp, const struct pat *p)
 {
-	struct opvm_sample s = {
-		.rip = p->rip, .cr3 = p->cr3, .slot_cr3 = p->slot_cr3,
-		.slot_tid = p->tgid, .slot_tgid = p->tgid, .vcpu = p->vcpu,
-		.cpl = p->cpl, .flags = p->flags,
-	};
+	struct opvm_sample *s = &smp[p->vcpu];
 
-	ring_push(rings[p->vcpu], &s);
+	s->rip = p->rip;
+	s->cr3 = p->cr3;
+	s->slot_cr3 = p->slot_cr3;
+	s->slot_tid = s->slot_tgid = p->tgid;
+	s->cpl = p->cpl;
+	s->flags = p->flags;
+	ring_push(rings[p->vcpu], s);
 }
 
 /* Pushes TOTAL samples through rings -> sync -> files; returns samples/s
@@ -201,6 +205,7 @@ static double run(const char *dir, const char *guest, int skew)
 {
 	struct store_event ev = { .name = "TIMER", .count = 1 };
 	struct ring *rings[NR_VCPUS] = { NULL };
+	struct opvm_sample smp[NR_VCPUS];
 	struct pat *pat = malloc(PATTERN * sizeof(*pat));
 	struct store *store = store_open(dir, guest, &ev, 1, OPVM_SEP_NONE, 0);
 	struct gstate *gs = gstate_new(NULL);
@@ -210,8 +215,11 @@ static double run(const char *dir, const char *guest, int skew)
 	double t0, t1, rate = -1;
 	unsigned v;
 
-	for (v = 0; v < NR_VCPUS; v++)
+	memset(smp, 0, sizeof(smp));
+	for (v = 0; v < NR_VCPUS; v++) {
 		rings[v] = ring_new(1 << 16);
+		smp[v].vcpu = v;
+	}
 	if (!pat || !store || !gs || !rings[NR_VCPUS - 1] || build_guest(gs)) {
 		fprintf(stderr, "bench-pipeline: setup failed: %s\n", strerror(errno));
 		goto out;
@@ -223,7 +231,7 @@ static double run(const char *dir, const char *guest, int skew)
 
 	/* warm-up pass: creates the sample files, faults in their tables */
 	for (unsigned i = 0; i < PATTERN; i++) {
-		push(rings, &pat[i]);
+		push(rings, smp, &pat[i]);
 		if (i % (BATCH * NR_VCPUS) == BATCH * NR_VCPUS - 1)
 			sync_run(sy, 0);
 	}
@@ -232,7 +240,7 @@ static double run(const char *dir, const char *guest, int skew)
 	t0 = now_s();
 	while (pushed < TOTAL) {
 		for (unsigned i = 0; i < PATTERN; i++) {
-			push(rings, &pat[i]);
+			push(rings, smp, &pat[i]);
 			if (i % (BATCH * NR_VCPUS) == BATCH * NR_VCPUS - 1)
 				sync_run(sy, 0);
 		}
