@@ -45,11 +45,13 @@ struct ring {
 	uint64_t *words;
 };
 
-static inline uint64_t hdr_pack(unsigned len, const struct opvm_sample *s)
+/* nr and sl: the chain and stack lengths actually stored (s's, checked) */
+static inline uint64_t hdr_pack(unsigned len, unsigned nr, unsigned sl,
+				const struct opvm_sample *s)
 {
-	return (uint64_t)len | (uint64_t)s->nr_chain << 16 |
+	return (uint64_t)len | (uint64_t)nr << 16 |
 	       (uint64_t)s->cpl << 24 | (uint64_t)s->event << 32 |
-	       (uint64_t)s->flags << 40 | (uint64_t)s->stack_len << 48;
+	       (uint64_t)s->flags << 40 | (uint64_t)sl << 48;
 }
 
 struct ring *ring_new(size_t words)
@@ -91,21 +93,22 @@ void ring_free(struct ring *r)
 	free(r);
 }
 
-int ring_push(struct ring *r, const struct opvm_sample *s)
+/* Any sample: a chain, a stack, the wrap to index 0, a full ring. */
+static int __attribute__((noinline)) push_slow(struct ring *r, const struct opvm_sample *s)
 {
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
 	uint64_t size = r->mask + 1;
-	unsigned nr = s->nr_chain;
+	unsigned nr = s->nr_chain, sl = 0, sw = 0;
 	unsigned len, skip;
 	uint64_t need, idx;
 	uint64_t *w;
 
-	unsigned sl = (s->flags & OPVM_SAMPLE_STACK) && s->stack &&
-		      s->stack_len <= OPVM_MAX_STACK ? s->stack_len : 0;
-	unsigned sw = (s->flags & OPVM_SAMPLE_STACK) ? 3 + (sl + 7) / 8 : 0;
-
 	if (nr > OPVM_MAX_CALLCHAIN || (nr && !s->chain))
 		nr = 0;		/* never trust a caller's count past the cap */
+	if (s->flags & OPVM_SAMPLE_STACK) {
+		sl = s->stack && s->stack_len <= OPVM_MAX_STACK ? s->stack_len : 0;
+		sw = 3 + (sl + 7) / 8;
+	}
 	len = RING_HDR_WORDS + nr + sw;
 	idx = head & r->mask;
 	skip = (idx + len > size) ? (unsigned)(size - idx) : 0;
@@ -126,13 +129,7 @@ int ring_push(struct ring *r, const struct opvm_sample *s)
 		idx = 0;
 	}
 	w = r->words + idx;
-	{
-		struct opvm_sample t = *s;
-
-		t.nr_chain = (uint8_t)nr;
-		t.stack_len = (uint16_t)sl;
-		w[0] = hdr_pack(len, &t);
-	}
+	w[0] = hdr_pack(len, nr, sl, s);
 	w[1] = s->rip;
 	w[2] = s->cr3;
 	w[3] = s->slot_cr3;
@@ -152,6 +149,30 @@ int ring_push(struct ring *r, const struct opvm_sample *s)
 		}
 	}
 	atomic_store_explicit(&r->head, head + len, memory_order_release);
+	return 0;
+}
+
+int ring_push(struct ring *r, const struct opvm_sample *s)
+{
+	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint64_t idx = head & r->mask;
+	uint64_t *w;
+
+	/* A flat sample (no chain, no stack) is the common case: when it fits
+	 * before the end of the array and the cached tail says there is room,
+	 * it is six stores and a release. */
+	if (__builtin_expect(s->nr_chain || (s->flags & OPVM_SAMPLE_STACK) ||
+			     idx + RING_HDR_WORDS > r->mask + 1 ||
+			     head + RING_HDR_WORDS - r->tail_cache > r->mask + 1, 0))
+		return push_slow(r, s);
+	w = r->words + idx;
+	w[0] = hdr_pack(RING_HDR_WORDS, 0, 0, s);
+	w[1] = s->rip;
+	w[2] = s->cr3;
+	w[3] = s->slot_cr3;
+	w[4] = (uint64_t)s->slot_tid | (uint64_t)s->slot_tgid << 32;
+	w[5] = s->vcpu;
+	atomic_store_explicit(&r->head, head + RING_HDR_WORDS, memory_order_release);
 	return 0;
 }
 
@@ -184,12 +205,33 @@ static void pop_stack(const uint64_t *w, uint64_t h, unsigned len, unsigned nr,
 	s->stack = stack;
 }
 
+/* The entry at w (header h, at tail) has a chain or a stack: s's flat
+ * fields are filled in, these are added. */
+static int __attribute__((noinline)) pop_rest(struct ring *r, uint64_t tail, const uint64_t *w,
+					      uint64_t h, struct opvm_sample *s,
+					      uint64_t *chain, uint8_t *stack)
+{
+	unsigned len = h & 0xffff, nr = (h >> 16) & 0xff;
+
+	s->nr_chain = (uint8_t)nr;
+	if (nr && chain) {
+		memcpy(chain, w + RING_HDR_WORDS, nr * sizeof(uint64_t));
+		s->chain = chain;
+	} else {
+		s->nr_chain = 0;
+		s->chain = NULL;
+	}
+	pop_stack(w, h, len, nr, s, stack);
+	atomic_store_explicit(&r->tail, tail + len, memory_order_release);
+	return 1;
+}
+
 int ring_pop_stack(struct ring *r, struct opvm_sample *s, uint64_t *chain, uint8_t *stack)
 {
 	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
 	const uint64_t *w;
 	uint64_t h;
-	unsigned len, nr;
+	unsigned len;
 
 	if (tail == r->head_cache) {
 		r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
@@ -205,27 +247,25 @@ int ring_pop_stack(struct ring *r, struct opvm_sample *s, uint64_t *chain, uint8
 		h = w[0];
 	}
 	len = h & 0xffff;
-	nr = (h >> 16) & 0xff;
+	s->cpl = (uint8_t)(h >> 24);
+	s->event = (uint8_t)(h >> 32);
+	s->flags = (uint8_t)(h >> 40);
 	s->rip = w[1];
 	s->cr3 = w[2];
 	s->slot_cr3 = w[3];
 	s->slot_tid = (uint32_t)w[4];
 	s->slot_tgid = (uint32_t)(w[4] >> 32);
 	s->vcpu = (uint32_t)w[5];
-	s->cpl = (uint8_t)(h >> 24);
-	s->event = (uint8_t)(h >> 32);
-	s->flags = (uint8_t)(h >> 40);
-	s->nr_chain = (uint8_t)nr;
-	if (nr && chain) {
-		memcpy(chain, w + RING_HDR_WORDS, nr * sizeof(uint64_t));
-		s->chain = chain;
-	} else {
+	if (__builtin_expect(len == RING_HDR_WORDS, 1)) {
+		/* flat: no chain, no stack (push sets neither length) */
 		s->nr_chain = 0;
 		s->chain = NULL;
+		s->stack_len = 0;
+		s->stack = NULL;
+		atomic_store_explicit(&r->tail, tail + len, memory_order_release);
+		return 1;
 	}
-	pop_stack(w, h, len, nr, s, stack);
-	atomic_store_explicit(&r->tail, tail + len, memory_order_release);
-	return 1;
+	return pop_rest(r, tail, w, h, s, chain, stack);
 }
 
 uint64_t ring_lost(const struct ring *r)

@@ -58,15 +58,18 @@ struct sc_ent {
 };
 
 /*
- * Per-vCPU cache of recently used mappings (user) and kernel ranges (a
- * module's text, or the stretch of vmlinux between modules), indexed by the
- * megabyte of the address (and the address space), each with its
- * sample file and the offset adjustment: a hit files a sample with a few
- * compares and one sfile_add().  An entry also records what else went into
- * choosing its file (event, vCPU, slot contents, address space) and is only
- * used when those match.
+ * Caches of recently used mappings (user, one for all vCPUs) and kernel
+ * ranges (per vCPU: a module's text, or the stretch of vmlinux between
+ * modules), indexed by the megabyte of the address (and the address space),
+ * each with its sample file and the offset adjustment: a hit files a sample
+ * with a few compares and one sfile_add().  An entry also records what else
+ * went into choosing its file (event, vCPU, slot contents, address space)
+ * and is only used when those match (the vCPU only under OPVM_SEP_CPU for
+ * user entries).
  */
-#define UBITS	6	/* 64 user entries per vCPU, direct-mapped */
+#define UBITS	12	/* 4096 user entries for all vCPUs, direct-mapped:
+			 * a process's mappings stay cached while it runs
+			 * elsewhere or waits its turn */
 #define KBITS	4	/* 16 kernel entries */
 
 struct cent {
@@ -86,7 +89,6 @@ struct vcache {
 	uint64_t cr3n;
 	const struct gstate_process *p;
 	uint32_t p_epoch;	/* p valid while == sync.epoch */
-	struct cent u[1u << UBITS];
 	struct cent k[1u << KBITS];
 };
 
@@ -122,6 +124,8 @@ struct sync {
 					 * stale: dropping them all is O(1) */
 	struct vcache *vc;
 	unsigned vc_mask;
+	struct cent *uc;		/* user mappings, 1 << UBITS */
+	bool u_cpu;			/* user entries depend on the vCPU */
 	struct sc_ent *sc;
 
 	struct held *held;		/* ring buffer, oldest first */
@@ -199,6 +203,7 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 	s->u_slot = s->sep & OPVM_SEP_THREAD;
 	s->k_slot = s->sep & (OPVM_SEP_THREAD | OPVM_SEP_KERNEL);
 	s->k_cr3 = s->sep & OPVM_SEP_KERNEL;
+	s->u_cpu = s->sep & OPVM_SEP_CPU;
 	s->hold_ms = cfg ? cfg->hold_ms : SYNC_HOLD_MS_DEFAULT;
 	if (cfg && cfg->start_exec)
 		snprintf(s->start_exec, sizeof(s->start_exec), "%s", cfg->start_exec);
@@ -222,6 +227,7 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 	s->vc_mask = nvc - 1;
 	s->vc = calloc(nvc, sizeof(*s->vc));
 	s->sc = calloc((size_t)1 << SC_BITS, sizeof(*s->sc));
+	s->uc = calloc((size_t)1 << UBITS, sizeof(*s->uc));
 	s->held = calloc(s->hold_cap, sizeof(*s->held));
 	if (nr_rings)
 		s->rings = calloc(nr_rings, sizeof(*s->rings));
@@ -231,7 +237,7 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 	s->fmap_bits = 8;
 	s->fmap = calloc((size_t)1 << s->fmap_bits, sizeof(*s->fmap));
 	s->nr_f = 1;		/* fid 0 means "none" */
-	if (!s->vc || !s->sc || !s->held || (nr_rings && !s->rings) ||
+	if (!s->vc || !s->sc || !s->uc || !s->held || (nr_rings && !s->rings) ||
 	    (s->image_wait && s->host_file && !s->dq) ||
 	    !s->pfid || !s->poff || !s->soff || !s->fmap) {
 		sync_free(s);
@@ -259,6 +265,7 @@ void sync_free(struct sync *s)
 	free(s->rings);
 	free(s->vc);
 	free(s->sc);
+	free(s->uc);
 	free(s->held);
 	free(s->pfid);
 	free(s->poff);
@@ -278,6 +285,7 @@ static void caches_drop(struct sync *s)
 		/* wrapped: entries of epoch 1 might still be around */
 		memset(s->vc, 0, ((size_t)s->vc_mask + 1) * sizeof(*s->vc));
 		memset(s->sc, 0, ((size_t)1 << SC_BITS) * sizeof(*s->sc));
+		memset(s->uc, 0, ((size_t)1 << UBITS) * sizeof(*s->uc));
 		s->epoch = 1;
 	}
 	s->gen = gstate_generation(s->gs);
@@ -509,10 +517,11 @@ static const char *proc_app(const struct gstate_process *p)
 }
 
 static inline bool cent_match(const struct sync *s, const struct cent *e,
-			      const struct opvm_sample *x, bool slot, bool cr3, uint64_t cr3n)
+			      const struct opvm_sample *x, bool slot, bool cr3, uint64_t cr3n,
+			      bool cpu)
 {
 	return e->epoch == s->epoch && x->rip - e->lo < e->len && e->event == x->event &&
-	       e->vcpu == x->vcpu &&
+	       (!cpu || e->vcpu == x->vcpu) &&
 	       (!(slot || e->need_slot) || (e->flags == x->flags && e->slot_tid == x->slot_tid &&
 			  e->slot_tgid == x->slot_tgid)) &&
 	       (!cr3 || e->cr3n == cr3n);
@@ -595,7 +604,7 @@ static int file_kernel(struct sync *s, const struct opvm_sample *x, bool force)
 	if (slot && !x->slot_tgid)
 		return file_kernel_own(s, x, NAME_IDLE);
 	ce = &vc->k[cent_index(x->rip, 0, KBITS)];
-	if (cent_match(s, ce, x, s->k_slot, by_cr3, cr3n)) {
+	if (cent_match(s, ce, x, s->k_slot, by_cr3, cr3n, true)) {
 		s->stats.kernel++;
 		return add(s, ce->fid, x->rip + ce->adj);
 	}
@@ -741,8 +750,8 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 	bool via_slot = false;
 	int ret;
 
-	ce = &vc->u[cent_index(x->rip, cr3n, UBITS)];
-	if (cent_match(s, ce, x, s->u_slot, true, cr3n)) {
+	ce = &s->uc[cent_index(x->rip, cr3n, UBITS)];
+	if (cent_match(s, ce, x, s->u_slot, true, cr3n, s->u_cpu)) {
 		s->stats.user++;
 		return add(s, ce->fid, x->rip + ce->adj);
 	}

@@ -67,10 +67,10 @@
  * Call chains are carried by the rings but not filed yet (the store keeps
  * flat profiles).
  *
- * Hot path: per vCPU, direct-mapped caches of recent user mappings and
- * kernel ranges (module text, or vmlinux between modules) with their sample
- * file and offset adjustment; behind them a two-way hash from (app, image,
- * tgid, tid, cpu, event) to the sample file.  Both are dropped in O(1)
+ * Hot path: direct-mapped caches of recent user mappings (all vCPUs) and
+ * kernel ranges (per vCPU: module text, or vmlinux between modules) with
+ * their sample file and offset adjustment; behind them a two-way hash from
+ * (app, image, tgid, tid, cpu, event) to the sample file.  Both are dropped in O(1)
  * (an epoch) whenever gstate_generation() moves.  Samples are queued as
  * (file, offset) and added file by file at the end of each call, which keeps
  * one file's table hot at a time; nothing stays queued between calls.
