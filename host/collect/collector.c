@@ -533,6 +533,10 @@ static void intro_poll(struct cguest *g, uint64_t now)
 	introspect_poll(g->intro, now, intro_emit, g);
 	if (introspect_get_stats(g->intro)->procs_live)
 		gstate_set_procs_walked(g->gs);
+	/* searching during boot: the first walk is a sync or two away */
+	gstate_set_procs_expected(g->gs, !strcmp(introspect_get_stats(g->intro)->state,
+						 "searching") &&
+				  introspect_get_stats(g->intro)->passes < 30);
 	if (gstate_get_hello(g->gs) && introspect_get_stats(g->intro)->walks != walks)
 		intro_crosscheck(g);
 }

@@ -79,6 +79,7 @@ struct gstate {
 	uint64_t work;			/* hash-table slots visited */
 	bool have_hello;
 	bool procs_walked;		/* introspection announced the processes */
+	bool procs_expected;		/* ... and is about to: hold, do not guess */
 	struct gstate_hello hello;
 	uint64_t gen;
 	struct gstate_stats stats;
@@ -499,9 +500,14 @@ void gstate_set_procs_walked(struct gstate *gs)
 	gs->procs_walked = true;
 }
 
+void gstate_set_procs_expected(struct gstate *gs, bool expected)
+{
+	gs->procs_expected = expected;
+}
+
 bool gstate_procs_announced(const struct gstate *gs)
 {
-	return gs && (gs->have_hello || gs->procs_walked);
+	return gs && (gs->have_hello || gs->procs_walked || gs->procs_expected);
 }
 
 /* ---- cookies --------------------------------------------------------------- */

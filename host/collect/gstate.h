@@ -119,6 +119,10 @@ const struct gstate_hello *gstate_get_hello(const struct gstate *gs); /* NULL be
 /* Introspection walked the guest's process list (vmm/introspect/): the
  * model knows its processes, as after a HELLO and the module's walk. */
 void gstate_set_procs_walked(struct gstate *gs);
+/* Introspection is still looking for the guest's kernel early in the
+ * session: user samples of an address space nobody named yet are held (for
+ * the sync's hold time) as after a walk, not filed without a process. */
+void gstate_set_procs_expected(struct gstate *gs, bool expected);
 /* Whether some source announces processes (a HELLO, or a walk): a sample
  * of an address space the model does not know is then worth holding. */
 bool gstate_procs_announced(const struct gstate *gs);

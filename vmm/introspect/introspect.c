@@ -25,8 +25,16 @@
 #include "vmm/introspect/ktasks.h"
 #include "vmm/introspect/vmcoreinfo.h"
 
-#define SCAN_BYTES_DEFAULT	((uint64_t)128 << 20)
+/* A whole pass per poll for guests up to 1 GiB: the page appears a second
+ * or so into boot, and every sync that passes without it files the first
+ * programs' samples without a process (scanning reads ~0.2 ms a MiB). */
+#define SCAN_BYTES_DEFAULT	((uint64_t)1 << 30)
 #define RETRY_MS_DEFAULT	1000u
+/* A guest that shows no VMCOREINFO after this many passes (not Linux, or
+ * a kernel without it) is searched less and less often, up to once a
+ * minute, so it costs the host almost nothing. */
+#define RETRY_BACKOFF_PASSES	30
+#define RETRY_MS_MAX		64000u
 /* __START_KERNEL_map: where x86-64 maps the kernel image, phys_base on */
 #define KERNEL_MAP		0xffffffff80000000ull
 #define KERNEL_HALF		0xffff800000000000ull
@@ -417,12 +425,21 @@ static bool kernel_found(struct introspect *in, uint64_t gpa)
 	return true;
 }
 
+static uint64_t retry_ms(const struct introspect *in)
+{
+	uint64_t ms = in->cfg.retry_ms;
+
+	for (uint64_t p = RETRY_BACKOFF_PASSES; p < in->st.passes && ms < RETRY_MS_MAX; p++)
+		ms *= 2;
+	return ms < RETRY_MS_MAX ? ms : RETRY_MS_MAX;
+}
+
 static void search(struct introspect *in, uint64_t now, uint64_t t0)
 {
 	uint64_t gpa = 0;
 	int rc;
 
-	if (in->waiting && now - in->pass_ms < in->cfg.retry_ms)
+	if (in->waiting && now - in->pass_ms < retry_ms(in))
 		return;
 	if (in->waiting || !in->pass_ms) {
 		in->waiting = false;

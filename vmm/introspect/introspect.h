@@ -44,9 +44,10 @@ int introspect_parse_mode(const char *s, enum introspect_mode *out);
 const char *introspect_mode_name(enum introspect_mode m);
 
 struct introspect_config {
-	uint64_t scan_bytes;	/* RAM scanned per poll; 0: 128 MiB */
+	uint64_t scan_bytes;	/* RAM scanned per poll; 0: 1 GiB */
 	unsigned retry_ms;	/* between two full scans that found nothing;
-				 * 0: 1000 */
+				 * 0: 1000, doubling after 30 such scans up
+				 * to 64 s */
 	int no_ksyms;		/* 1: send no KSYMS */
 };
 
