@@ -679,6 +679,149 @@ static void test_binary_hostile(void **state)
 	bin_teardown(&b);
 }
 
+/* b's fetch again (after planting something in its cache). */
+static void bin_reopen(struct bin *b)
+{
+	fetch_free(b->f);
+	b->f = fetch_new(&(struct fetch_config){ .guest_dir = b->dir, .cache_dir = b->cache,
+		.verify = symres_check_build_id });
+	assert_non_null(b->f);
+}
+
+/* Runs one whole transfer of b's file if the host asks for it; returns
+ * whether it asked. */
+static int bin_fetch(struct bin *b, uint64_t now)
+{
+	char buf[OPVM_REC_MAX];
+	uint32_t id;
+
+	fetch_poll(b->f, b->sv[0], now);
+	if (read(b->sv[1], buf, sizeof(buf)) <= 0)	/* nonblocking: none */
+		return 0;
+	{
+		struct opvm_req_fetch r;
+
+		memcpy(&r, buf, sizeof(r));
+		id = le32toh(r.req_id);
+	}
+	bin_stream(b, id, 0, b->elf, b->elf_len);
+	bin_end(b, id, 0, b->elf_len);
+	return 1;
+}
+
+/* An entry count of dir (0: empty), "." and ".." left out. */
+static int entries(const char *dir)
+{
+	char cmd[512], out[32] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "find %s -mindepth 1 | wc -l", dir);
+	p = popen(cmd, "r");
+	assert_non_null(fgets(out, sizeof(out), p));
+	pclose(p);
+	return atoi(out);
+}
+
+/*
+ * The cache against a local user (issue 25): the guest's directory of
+ * another user (mode 777) with links xx -> elsewhere, the guest's
+ * directory a link, a link at a cached file's own name.  Refused, said,
+ * counted; nothing outside touched (mode, mtime, contents).
+ */
+static void test_cache_planted(void **state)
+{
+	const struct fetch_stats *st;
+	char path[512], target[512], hex[2 * OPVM_BUILD_ID_MAX + 1];
+	struct stat sb;
+	struct bin b;
+	int fd;
+
+	(void)state;
+	bin_setup(&b, 0, 0);
+	for (size_t i = 0; i < b.bid_len; i++)
+		sprintf(hex + 2 * i, "%02x", b.bid[i]);
+	snprintf(target, sizeof(target), "%s/elsewhere", b.dir);
+	assert_int_equal(mkdir(target, 0755), 0);
+	snprintf(path, sizeof(path), "%s/cache", b.dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+
+	/* 1: <cache>/guest a link to elsewhere */
+	assert_int_equal(symlink(target, b.cache), 0);
+	bin_reopen(&b);
+	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+	assert_int_equal(bin_fetch(&b, 1), 0);
+	st = fetch_get_stats(b.f);
+	assert_true(st->cache_refused >= 1);
+	assert_non_null(strstr(fetch_cache_error(b.f), "is a symbolic link"));
+	assert_int_equal(entries(target), 0);
+	assert_int_equal(stat(target, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0755);
+	assert_int_equal(unlink(b.cache), 0);
+
+	/* 2: <cache>/guest another user's, 0777, its xx a link */
+	if (geteuid() == 0) {
+		assert_int_equal(mkdir(b.cache, 0777), 0);
+		assert_int_equal(chmod(b.cache, 0777), 0);
+		snprintf(path, sizeof(path), "%s/%.2s", b.cache, hex);
+		assert_int_equal(symlink(target, path), 0);
+		assert_int_equal(chown(b.cache, 65534, 65534), 0);
+		bin_reopen(&b);
+		fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+		assert_int_equal(bin_fetch(&b, 1), 0);
+		st = fetch_get_stats(b.f);
+		assert_true(st->cache_refused >= 1);
+		assert_int_equal(st->files, 0);
+		assert_non_null(strstr(fetch_cache_error(b.f), "belongs to uid 65534"));
+		assert_int_equal(entries(target), 0);
+		assert_int_equal(stat(b.cache, &sb), 0);
+		assert_int_equal(sb.st_mode & 07777, 0777);	/* not chmod'ed */
+		/* ours again, but its xx a link: refused at the commit */
+		assert_int_equal(chown(b.cache, 0, 0), 0);
+		assert_int_equal(chmod(b.cache, 0700), 0);
+		bin_reopen(&b);
+		fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+		assert_int_equal(fetch_get_stats(b.f)->cached, 0);
+		assert_int_equal(bin_fetch(&b, 1), 1);
+		st = fetch_get_stats(b.f);
+		assert_int_equal(st->files, 0);
+		assert_true(st->cache_refused >= 1);
+		assert_non_null(strstr(fetch_cache_error(b.f), "is a symbolic link"));
+		assert_int_equal(entries(target), 0);
+		assert_int_equal(unlink(path), 0);
+	} else {
+		assert_int_equal(mkdir(b.cache, 0700), 0);
+	}
+
+	/* 3: a link at the cached file's own name, to a victim file */
+	snprintf(path, sizeof(path), "%s/%.2s", b.cache, hex);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(target, sizeof(target), "%s/victim", b.dir);
+	fd = open(target, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "victim\n", 7), 7);
+	close(fd);
+	assert_int_equal(utimensat(AT_FDCWD, target, (struct timespec[2]){ { 1000, 0 },
+				   { 1000, 0 } }, 0), 0);
+	snprintf(path, sizeof(path), "%s/%.2s/%s", b.cache, hex, hex + 2);
+	assert_int_equal(symlink(target, path), 0);
+	bin_reopen(&b);
+	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+	st = fetch_get_stats(b.f);
+	assert_int_equal(st->cached, 0);		/* a link is not cached */
+	assert_int_equal(st->cache_links, 1);
+	assert_int_equal(stat(target, &sb), 0);
+	assert_int_equal(sb.st_mtim.tv_sec, 1000);	/* its target's mtime kept */
+	assert_int_equal(bin_fetch(&b, 1), 1);
+	assert_int_equal(fetch_get_stats(b.f)->files, 1);
+	assert_int_equal(lstat(path, &sb), 0);
+	assert_true(S_ISREG(sb.st_mode));		/* the link replaced */
+	assert_int_equal((size_t)sb.st_size, b.elf_len);
+	assert_int_equal(stat(target, &sb), 0);
+	assert_int_equal(sb.st_size, 7);		/* not written through */
+	assert_int_equal(sb.st_mtim.tv_sec, 1000);
+	bin_teardown(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -689,6 +832,7 @@ int main(void)
 		cmocka_unit_test(test_transfer),
 		cmocka_unit_test(test_binary_ok_and_resume),
 		cmocka_unit_test(test_binary_hostile),
+		cmocka_unit_test(test_cache_planted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
