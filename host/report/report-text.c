@@ -259,6 +259,15 @@ static void footer_warnings(const struct report *r, void (*emit)(void *, const c
 			 "skipped", r->bad_files, r->bad_files == 1 ? "" : "s", r->skipped_files);
 		emit(arg, m);
 	}
+	if (r->stack_errors) {
+		char eb[sizeof(r->stack_err) * 4];
+
+		snprintf(m, sizeof(m), "the call stacks of %zu guest%s could not be read, "
+			 "they have no call chains here: %s", r->stack_errors,
+			 r->stack_errors == 1 ? "" : "s",
+			 util_text_escape(eb, sizeof(eb), r->stack_err));
+		emit(arg, m);
+	}
 	/* Past 0.01 % of what was taken, a loss is worth a line. */
 	if (taken && r->lost > taken / 10000) {
 		snprintf(m, sizeof(m), "%.2f%% of samples were lost (ring overflow): lower "
