@@ -726,9 +726,17 @@ static void fetch_summary(json_t *root)
 	const char *why = json_string_value(json_object_get(b, "cache_error"));
 	uint64_t refused = 0;
 
+	const char *lie = json_string_value(json_object_get(k, "slide_conflict"));
+
 	if (why)
 		util_fprintf_wrapped(stdout, 4, "  the guest's build-id cache was refused, no "
 				     "binary fetched: %s", why);
+	if (stats_json_get(k, "slide_mismatch"))
+		util_fprintf_wrapped(stdout, 4, "  warning: the guest's kallsyms disagrees with "
+				     "opvm.ko's HELLO (%s%s%llu symbols): the reports name kernel "
+				     "samples with opvm.ko's addresses (session.json "
+				     "fetch.ksyms)", lie ? lie : "", lie ? "; " : "",
+				     (unsigned long long)stats_json_get(k, "slide_mismatch"));
 	for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
 		refused += stats_json_get(b, refusals[i]);
 	if (!stats_json_get(k, "syms") && !stats_json_get(b, "files") &&

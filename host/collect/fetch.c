@@ -77,6 +77,10 @@ struct fetch {
 	bool mute;			/* it never did and one timed out */
 	uint64_t settled;		/* transfers ended (fetch_settled()) */
 	uint64_t tables[OPVM_KSYMS_TABLES];	/* this transfer's, 0: none yet */
+	/* the latest HELLO's kernel, against which kallsyms is checked */
+	uint64_t hello_text, hello_anchor_addr;
+	char hello_anchor[OPVM_SYMNAME_LEN + 1];	/* name_byte()-sanitised */
+	char ksyms_conflict[160];	/* the first disagreement, or "" */
 	char text[OPVM_REC_MAX / 10 * KLINE_MAX];	/* one record's lines */
 };
 
@@ -398,6 +402,46 @@ size_t fetch_ksyms_text(const void *rec, size_t len, char *out, size_t outlen,
 	return used;
 }
 
+/*
+ * The kernel's own _text and HELLO's anchor in the lines just made, against
+ * the HELLO: kallsyms holds run-time addresses, so they must be equal.  A
+ * kallsyms that puts them elsewhere would move every kernel sample to
+ * names the guest chose; the file is kept (its other lines name modules),
+ * the disagreement counted and said, and the reports keep opvm.ko's
+ * addresses (symbols/symres.c).
+ */
+static void ksyms_check(struct fetch *f, const char *t, size_t n)
+{
+	const char *end = t + n;
+
+	while (t < end) {
+		const char *nl = memchr(t, '\n', (size_t)(end - t)), *name = t + 19;
+		size_t len;
+		uint64_t want = 0, got;
+
+		if (!nl)
+			break;
+		len = nl > name ? (size_t)(nl - name) : 0;
+		/* "ADDR T NAME\n" of the kernel itself (a module's has "\t[") */
+		if (len && !memchr(name, '\t', len)) {
+			if (len == 5 && !memcmp(name, "_text", 5))
+				want = f->hello_text;
+			else if (len == strlen(f->hello_anchor) && !memcmp(name, f->hello_anchor, len))
+				want = f->hello_anchor_addr;
+		}
+		got = want ? strtoull(t, NULL, 16) : 0;
+		if (want && got != want) {
+			f->st.ksyms_slide_mismatch++;
+			if (!f->ksyms_conflict[0])
+				snprintf(f->ksyms_conflict, sizeof(f->ksyms_conflict),
+					 "%.*s at %llx in the guest's kallsyms, %llx in opvm.ko's "
+					 "HELLO", (int)(len > 64 ? 64 : len), name,
+					 (unsigned long long)got, (unsigned long long)want);
+		}
+		t = nl + 1;
+	}
+}
+
 static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 {
 	uint64_t ok, bad, capped;
@@ -426,6 +470,7 @@ static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 		f->st.io_errors++;
 		return;
 	}
+	ksyms_check(f, f->text, n);
 	f->bytes += n;
 	f->st.ksyms_bytes = f->bytes;
 	f->st.ksyms_syms += ok;
@@ -785,6 +830,23 @@ static void file_end(struct fetch *f, const void *rec)
 	}
 }
 
+/* The kernel HELLO describes (decoder contract: the whole fixed record). */
+static void hello_take(struct fetch *f, const struct opvm_rec_hdr *rec)
+{
+	struct opvm_rec_hello h;
+	size_t n;
+
+	memcpy(&h, rec, sizeof(h));
+	f->hello_text = le64toh(h.text_addr);
+	f->hello_anchor_addr = le64toh(h.anchor_addr);
+	n = chan_strnlen(h.anchor_name, sizeof(h.anchor_name));
+	for (size_t i = 0; i < n; i++)
+		f->hello_anchor[i] = name_byte((unsigned char)h.anchor_name[i]);
+	f->hello_anchor[n] = '\0';
+	if (!f->hello_anchor_addr)
+		f->hello_anchor[0] = '\0';
+}
+
 void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len)
 {
 	switch (le16toh(rec->type)) {
@@ -792,6 +854,7 @@ void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len)
 		/* a new stream: the relay sends the symbols again after it,
 		 * and has forgotten the request, which is asked again from
 		 * where it stopped */
+		hello_take(f, rec);
 		ksyms_close(f, false);
 		f->nr_mods = 0;		/* the walk names them again */
 		memset(f->tables, 0, sizeof(f->tables));	/* another boot's */
@@ -855,8 +918,11 @@ json_t *fetch_to_json(const struct fetch *f)
 		json_decref(bin);
 		bin = NULL;
 	}
-	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o}",
-		"ksyms", "records", C(s->ksyms_records), "syms", C(s->ksyms_syms),
+	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o}",
+		"ksyms", "slide_mismatch", C(s->ksyms_slide_mismatch),
+		"slide_conflict", f->ksyms_conflict[0] ? json_string(f->ksyms_conflict) :
+		json_null(),
+		"records", C(s->ksyms_records), "syms", C(s->ksyms_syms),
 		"bad", C(s->ksyms_bad), "capped", C(s->ksyms_capped),
 		"bytes", C(s->ksyms_bytes), "done", C(s->ksyms_done),
 		"restricted", C(s->ksyms_restricted), "module_walk", C(s->ksyms_module_walk),

@@ -78,6 +78,10 @@ struct fetch_stats {
 	uint64_t ksyms_module_walk;	/* ... and opvm.ko sent its own walk */
 	uint64_t ksyms_truncated;	/* KSYMS_END said the relay stopped at its cap */
 	uint64_t ksyms_end_mismatch;	/* KSYMS_END count != symbols received */
+	uint64_t ksyms_slide_mismatch;	/* the kernel's _text or HELLO's anchor
+					 * at another address in kallsyms than
+					 * in HELLO: not believed (the reports
+					 * keep opvm.ko's slide) */
 	uint64_t io_errors;		/* writes or renames that failed */
 	/* binaries */
 	uint64_t images;		/* distinct images with samples seen */
