@@ -822,6 +822,104 @@ static void test_cache_planted(void **state)
 	bin_teardown(&b);
 }
 
+/*
+ * A lying kallsyms (issue 25): _text and HELLO's anchor moved by 2 MiB
+ * (which moves the KASLR slide with them), every other symbol true.  The
+ * collector counts and says it (fetch.ksyms.slide_mismatch, the first
+ * disagreement); the reports keep opvm.ko's slide: a kernel sample at a
+ * true function's run-time address is named after it, not after the name
+ * the guest put 2 MiB further, and the disagreement is a warning.
+ */
+static void test_ksyms_lie(void **state)
+{
+	const uint64_t text = 0xffffffff81000000ull, lie = 0x200000;
+	char dir[] = "/tmp/test-fetch.XXXXXX", gdir[256];
+	struct opvm_rec_hello h = { 0 };
+	struct symres_kernel k = { .release = "6.1.0-test", .text_addr = text,
+				   .anchor_name = "printk", .anchor_addr = text + 0x5000 };
+	const struct fetch_stats *st;
+	struct symres *res;
+	struct simage *si;
+	struct fetch *f;
+	struct krec kr;
+	json_t *j;
+	uint64_t a;
+	long i;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(gdir, sizeof(gdir), "%s/guests", dir);
+	assert_int_equal(mkdir(gdir, 0700), 0);
+	snprintf(gdir, sizeof(gdir), "%s/guests/g", dir);
+	assert_int_equal(mkdir(gdir, 0700), 0);
+	f = fetch_new(&(struct fetch_config){ .guest_dir = gdir });
+	assert_non_null(f);
+	h.hdr.magic = htole16(OPVM_PROTO_MAGIC);
+	h.hdr.type = htole16(OPVM_REC_HELLO);
+	h.hdr.len = htole32(sizeof(h));
+	h.text_addr = htole64(k.text_addr);
+	h.anchor_addr = htole64(k.anchor_addr);
+	strcpy(h.anchor_name, "printk");
+	fetch_record(f, &h.hdr, sizeof(h));
+	krec_init(&kr);
+	krec_add(&kr, text + lie, 'T', "_text", -1);
+	krec_add(&kr, text + 0x1000, 'T', "true_fn", -1);
+	krec_add(&kr, text + 0x5000 + lie, 'T', "printk", -1);
+	krec_add(&kr, text + 0x1000 + lie, 'T', "guest_chosen", -1);
+	krec_add(&kr, text + 0x400000, 'T', "_etext", -1);
+	fetch_record(f, (void *)kr.buf, krec_done(&kr, ""));
+	put_end(dir, f, 5);
+	st = fetch_get_stats(f);
+	assert_int_equal(st->ksyms_syms, 5);
+	assert_int_equal(st->ksyms_slide_mismatch, 2);
+	j = fetch_to_json(f);
+	assert_non_null(j);
+	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(j, "ksyms"),
+				"slide_conflict")), "_text at ffffffff81200000 in the guest's kallsyms"));
+	json_decref(j);
+	fetch_free(f);
+
+	res = symres_new(&(struct symres_config){ .session_dir = dir, .no_host_kernel = 1,
+						  .no_debuginfod = 1 });
+	assert_non_null(res);
+	si = symres_image(res, "g", "vmlinux", 1, NULL, 0, &k);
+	assert_non_null(si);
+	assert_int_equal(simage_state(si), SIMAGE_OK);
+	i = simage_lookup(si, text + 0x1010, &a);	/* a sample in true_fn */
+	assert_true(i >= 0);
+	assert_string_equal(simage_sym(si, (size_t)i)->name, "true_fn");
+	assert_non_null(simage_warning(si));
+	assert_non_null(strstr(simage_warning(si), "disagrees with opvm.ko's HELLO"));
+	symres_free(res);
+
+	/* an honest kallsyms: no warning, no count */
+	f = fetch_new(&(struct fetch_config){ .guest_dir = gdir });
+	fetch_record(f, &h.hdr, sizeof(h));
+	krec_init(&kr);
+	krec_add(&kr, text, 'T', "_text", -1);
+	krec_add(&kr, text + 0x1000, 'T', "true_fn", -1);
+	krec_add(&kr, text + 0x5000, 'T', "printk", -1);
+	fetch_record(f, (void *)kr.buf, krec_done(&kr, ""));
+	put_end(dir, f, 3);
+	assert_int_equal(fetch_get_stats(f)->ksyms_slide_mismatch, 0);
+	fetch_free(f);
+	res = symres_new(&(struct symres_config){ .session_dir = dir, .no_host_kernel = 1,
+						  .no_debuginfod = 1 });
+	si = symres_image(res, "g", "vmlinux", 1, NULL, 0, &k);
+	assert_non_null(si);
+	i = simage_lookup(si, text + 0x1010, &a);
+	assert_true(i >= 0);
+	assert_string_equal(simage_sym(si, (size_t)i)->name, "true_fn");
+	assert_null(simage_warning(si));
+	symres_free(res);
+	{
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -833,6 +931,7 @@ int main(void)
 		cmocka_unit_test(test_binary_ok_and_resume),
 		cmocka_unit_test(test_binary_hostile),
 		cmocka_unit_test(test_cache_planted),
+		cmocka_unit_test(test_ksyms_lie),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
