@@ -238,6 +238,22 @@ static void mod_record(struct fetch *f, const struct opvm_rec_hdr *rec, bool loa
 	f->mods[i].size = le64toh(m.size);
 }
 
+/* A part file of the session's tree: never through a link, and only a
+ * regular file (O_NONBLOCK: a FIFO planted at the name must not block the
+ * collector).  The fd or -1. */
+static int part_create(const char *path, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+		      mode);
+	struct stat sb;
+
+	if (fd >= 0 && (fstat(fd, &sb) || !S_ISREG(sb.st_mode))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* <guest>/kallsyms.modules: "BASE SIZE NAME" per module, for reports to
  * rebase the modules' kallsyms lines (symbols/ksyms.h). */
 static void mods_write(struct fetch *f)
@@ -250,7 +266,7 @@ static void mods_write(struct fetch *f)
 		return;
 	snprintf(tmp, sizeof(tmp), "%s/kallsyms.modules.part", f->dir);
 	snprintf(dst, sizeof(dst), "%s/kallsyms.modules", f->dir);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, session_mode(f));
+	fd = part_create(tmp, session_mode(f));
 	o = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!o) {
 		if (fd >= 0)
@@ -450,8 +466,7 @@ static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 
 	if (f->fd < 0) {
 		snprintf(path, sizeof(path), "%s/kallsyms.part", f->dir);
-		f->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-			     session_mode(f));
+		f->fd = part_create(path, session_mode(f));
 		if (f->fd < 0) {
 			f->st.io_errors++;
 			return;

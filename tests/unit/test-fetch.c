@@ -920,6 +920,37 @@ static void test_ksyms_lie(void **state)
 	}
 }
 
+/* A FIFO planted as kallsyms.part or kallsyms.modules.part in the
+ * guest's directory: the collector neither blocks on it (alarm: a hang
+ * fails the test) nor writes into it; counted as an I/O error. */
+static void test_fifo_part(void **state)
+{
+	char dir[] = "/tmp/test-fetch.XXXXXX", path[256], mods[256];
+	struct fetch *f;
+	struct krec kr;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/kallsyms.part", dir);
+	snprintf(mods, sizeof(mods), "%s/kallsyms.modules.part", dir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	assert_int_equal(mkfifo(mods, 0600), 0);
+	alarm(10);
+	f = fetch_new(&(struct fetch_config){ .guest_dir = dir });
+	assert_non_null(f);
+	put_module(f, "m", 0xffffffffc0000000, 4096, OPVM_REC_MODULE);
+	krec_init(&kr);
+	krec_add(&kr, 0xffffffff81000000, 'T', "_text", -1);
+	fetch_record(f, (void *)kr.buf, krec_done(&kr, ""));
+	assert_true(fetch_get_stats(f)->io_errors >= 1);
+	put_end(dir, f, 1);
+	fetch_free(f);
+	alarm(0);
+	unlink(path);
+	unlink(mods);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -932,6 +963,7 @@ int main(void)
 		cmocka_unit_test(test_binary_hostile),
 		cmocka_unit_test(test_cache_planted),
 		cmocka_unit_test(test_ksyms_lie),
+		cmocka_unit_test(test_fifo_part),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
