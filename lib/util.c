@@ -181,8 +181,13 @@ uint64_t util_hash_str(const char *s)
 
 int util_open_regular(const char *path, int flags)
 {
+	return util_openat_regular(AT_FDCWD, path, flags);
+}
+
+int util_openat_regular(int dfd, const char *path, int flags)
+{
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | flags);
+	int fd = openat(dfd, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | flags);
 	int fl;
 
 	if (fd < 0)

@@ -78,6 +78,8 @@ uint64_t util_hash_str(const char *s);
  * session tree: -ELOOP for a symlink).  The returned fd is blocking again.
  * The fd, or -errno. */
 int util_open_regular(const char *path, int flags);
+/* The same, path relative to the directory fd dfd (or AT_FDCWD). */
+int util_openat_regular(int dfd, const char *path, int flags);
 
 /* Copies the NUL-terminated s into out[outlen] for text output: bytes
  * that would break a line or a column (newline, tab), drive a terminal

@@ -47,6 +47,8 @@ struct simage {
 	enum simage_kind kind;
 	enum simage_state state;
 	char reason[256];
+	char warn[384];		/* a source that disagreed and was not
+				 * believed (simage_warning()), or "" */
 	const char *path;	/* owned by binfile/kmapfile */
 	struct elfimage *elf;	/* owned by binfile */
 	struct ksyms *ks;	/* owned by kmapfile */
@@ -573,9 +575,37 @@ static int kernel_slide(const struct symres_kernel *k,
 	return -ENOENT;
 }
 
-/* One kernel candidate: vmlinux ELF (is_elf) or a symbol map. */
+/*
+ * The guest's own kallsyms (fetched) is in run-time addresses: the slide
+ * opvm.ko's HELLO gives it is 0 whatever its lines say.  A kallsyms whose
+ * _text or anchor sit elsewhere (a lying relay, or a table of another boot)
+ * would move every kernel sample to names the guest chose: opvm.ko's
+ * addresses are kept and the disagreement said (simage_warning()).
+ * Returns the slide to use.
+ */
+static uint64_t runtime_slide(struct simage *si, const char *path, int ret, uint64_t slide,
+			      const struct symres_kernel *k)
+{
+	char how[96];
+
+	if (ret != -ESTALE && (ret || !slide))
+		return 0;
+	if (ret)
+		snprintf(how, sizeof(how), "its _text and %.40s give different slides",
+			 k->anchor_name);
+	else
+		snprintf(how, sizeof(how), "it moves the kernel by 0x%llx",
+			 (unsigned long long)slide);
+	snprintf(si->warn, sizeof(si->warn), "the guest's kallsyms disagrees with opvm.ko's "
+		 "HELLO (%s): kernel samples are named with opvm.ko's addresses (%.80s)",
+		 how, path);
+	return 0;
+}
+
+/* One kernel candidate: vmlinux ELF (is_elf) or a symbol map; runtime: a
+ * map in run-time addresses (the guest's own kallsyms). */
 static int try_kernel(struct symres *r, struct simage *si, int fd, const char *path,
-		      int is_elf, const struct symres_kernel *k)
+		      int is_elf, int runtime, const struct symres_kernel *k)
 {
 	uint64_t slide = 0;
 	int have_ref = k && (k->text_addr || (k->anchor_name && k->anchor_addr));
@@ -606,6 +636,10 @@ static int try_kernel(struct symres *r, struct simage *si, int fd, const char *p
 		si->state = SIMAGE_OK;
 		si->reason[0] = '\0';
 		ret = kernel_slide(k, ks_lookup, ks, &slide);
+		if (runtime) {
+			slide = runtime_slide(si, path, ret, slide, k);
+			ret = 0;
+		}
 	}
 	if (ret == -ESTALE) {
 		/* Not this kernel: try the next candidate. */
@@ -638,7 +672,7 @@ static int try_fetched_kallsyms(struct symres *r, struct simage *si, const char 
 	if (!r->session_dir || !guest_component(guest))
 		return 0;
 	snprintf(path, sizeof(path), "%s/guests/%s/kallsyms", r->session_dir, guest);
-	return try_kernel(r, si, open_host_file(path), path, 0, k);
+	return try_kernel(r, si, open_host_file(path), path, 0, 1, k);
 }
 
 static void resolve_kernel(struct symres *r, struct simage *si, const char *guest,
@@ -650,10 +684,10 @@ static void resolve_kernel(struct symres *r, struct simage *si, const char *gues
 	};
 	char path[4096];
 
-	if (r->vmlinux && try_kernel(r, si, open_host_file(r->vmlinux), r->vmlinux, 1, k))
+	if (r->vmlinux && try_kernel(r, si, open_host_file(r->vmlinux), r->vmlinux, 1, 0, k))
 		return;
 	if (r->system_map &&
-	    try_kernel(r, si, open_host_file(r->system_map), r->system_map, 0, k))
+	    try_kernel(r, si, open_host_file(r->system_map), r->system_map, 0, 0, k))
 		return;
 	if (rel) {
 		for (size_t i = 0; i < r->nr_roots; i++) {
@@ -665,20 +699,20 @@ static void resolve_kernel(struct symres *r, struct simage *si, const char *gues
 				snprintf(rp, sizeof(rp), elf_fmts[f], rel);
 				snprintf(path, sizeof(path), "%s%s", r->roots[i].dir, rp);
 				if (try_kernel(r, si, open_in_root(r->root_fds[i], rp, 0),
-					       path, 1, k))
+					       path, 1, 0, k))
 					return;
 			}
 			snprintf(rp, sizeof(rp), "/boot/System.map-%s", rel);
 			snprintf(path, sizeof(path), "%s%s", r->roots[i].dir, rp);
-			if (try_kernel(r, si, open_in_root(r->root_fds[i], rp, 0), path, 0, k))
+			if (try_kernel(r, si, open_in_root(r->root_fds[i], rp, 0), path, 0, 0, k))
 				return;
 			/* A map kept beside the root (an image build's output
 			 * directory): checked against the guest's two anchors. */
 			snprintf(path, sizeof(path), "%s/../System.map-%s", r->roots[i].dir, rel);
-			if (try_kernel(r, si, open_host_file(path), path, 0, k))
+			if (try_kernel(r, si, open_host_file(path), path, 0, 0, k))
 				return;
 			snprintf(path, sizeof(path), "%s/../System.map", r->roots[i].dir);
-			if (try_kernel(r, si, open_host_file(path), path, 0, k))
+			if (try_kernel(r, si, open_host_file(path), path, 0, 0, k))
 				return;
 		}
 		if (try_fetched_kallsyms(r, si, guest, k))
@@ -686,11 +720,11 @@ static void resolve_kernel(struct symres *r, struct simage *si, const char *gues
 		if (!r->no_host_kernel) {
 			for (size_t f = 0; f < 2; f++) {
 				snprintf(path, sizeof(path), elf_fmts[f], rel);
-				if (try_kernel(r, si, open_host_file(path), path, 1, k))
+				if (try_kernel(r, si, open_host_file(path), path, 1, 0, k))
 					return;
 			}
 			snprintf(path, sizeof(path), "/boot/System.map-%s", rel);
-			if (try_kernel(r, si, open_host_file(path), path, 0, k))
+			if (try_kernel(r, si, open_host_file(path), path, 0, 0, k))
 				return;
 		}
 	}
@@ -1057,6 +1091,11 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 	r->images[h] = si;
 	r->nr_images++;
 	return si;
+}
+
+const char *simage_warning(const struct simage *si)
+{
+	return si->warn[0] ? si->warn : NULL;
 }
 
 enum simage_state simage_state(const struct simage *si)

@@ -105,6 +105,10 @@ enum simage_state simage_state(const struct simage *si);
 int simage_is_kernel(const struct simage *si);
 /* Host file the symbols come from, or NULL. */
 const char *simage_path(const struct simage *si);
+/* A source that disagreed with what the guest's module said and was not
+ * believed (a kallsyms that moves the kernel away from HELLO's slide), as
+ * one line for the report, or NULL. */
+const char *simage_warning(const struct simage *si);
 /* One line saying why the state is not SIMAGE_OK ("" when it is). */
 const char *simage_reason(const struct simage *si);
 /* The ELF behind the image, NULL when symbols come from a System.map. */

@@ -28,6 +28,7 @@
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 
+#include "lib/util.h"
 #include "unwind/dwarf-cfi.h"
 
 #define MAX_MODULES	32	/* per Dwfl; < UNWIND_DWARF_CACHE, see image_evict() */
@@ -145,7 +146,7 @@ static void image_open(struct unwind_dwarf *u, struct image *im, const char *pat
 	if (!im->path)
 		return;
 	im->hash = hash;
-	im->fd = open(path, O_RDONLY | O_CLOEXEC);
+	im->fd = util_open_regular(path, 0);	/* a FIFO must not hang the collector */
 	if (im->fd < 0 || fstat(im->fd, &sb) || !S_ISREG(sb.st_mode) ||
 	    (size_t)sb.st_size < sizeof(Elf64_Ehdr))
 		goto bad;

@@ -121,6 +121,21 @@ static int empty_event(const char *dir, char *name, size_t len, uint64_t *count)
 	return ret;
 }
 
+/* The call chains of a -g session (real stacks); a table that does not
+ * read is said, and the export goes on without it.  0 or -ENOMEM. */
+static int stacks_load(struct report *r, const struct report_opts *o)
+{
+	char eb[sizeof(r->stack_err) * 4];
+
+	if (report_stacks_load(r, o))
+		return -ENOMEM;
+	if (r->stack_errors)
+		pr_warn("the call stacks of %zu guest%s could not be read, exported without "
+			"their call chains: %s", r->stack_errors, r->stack_errors == 1 ? "" : "s",
+			util_text_escape(eb, sizeof(eb), r->stack_err));
+	return 0;
+}
+
 /* --diff DIR: DIR (or samples/previous) is the baseline.  NULL after
  * printing why. */
 static struct report *load_base(const struct report_opts *ro, const char *diff)
@@ -134,7 +149,7 @@ static struct report *load_base(const struct report_opts *ro, const char *diff)
 	else
 		bo.session_dir = diff;
 	base = report_load(&bo, err, sizeof(err));
-	if (base && report_stacks_load(base, &bo)) {
+	if (base && stacks_load(base, &bo)) {
 		report_free(base);
 		base = NULL;
 		snprintf(err, sizeof(err), "out of memory for the call chains");
@@ -307,7 +322,7 @@ int cmd_export(int argc, char **argv)
 		pr_err("%s", err);
 		goto out;
 	}
-	if (report_stacks_load(r, &cli.ro)) {	/* -g sessions: real stacks */
+	if (stacks_load(r, &cli.ro)) {
 		pr_err("out of memory for the call chains");
 		goto out;
 	}

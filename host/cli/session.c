@@ -20,6 +20,7 @@
 #include "lib/log.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
+#include "lib/safepath.h"
 #include "lib/util.h"
 #include "symbols/symres.h"
 #include "vmm/backend.h"
@@ -335,27 +336,52 @@ struct option *session_join_options(const struct option *const *tables, size_t n
 
 static volatile sig_atomic_t stop_flag;
 
-/* The build-id cache of fetched binaries, made (0700) and absolute so
- * report finds it from anywhere: --fetch-cache, $XDG_CACHE_HOME/opvm/buildid
- * or ~/.cache/opvm/buildid.  NULL (binaries not fetched) when none can be. */
+/*
+ * The build-id cache of fetched binaries, absolute so report finds it from
+ * anywhere: --fetch-cache DIR, or opvm/buildid (made 0700) in
+ * $XDG_CACHE_HOME or ~/.cache.  Opened through lib/safepath.h: a link at
+ * opvm's own components, a directory of another user or one others may
+ * write is refused (with what to do), and nothing is chmod'ed through a
+ * path.  NULL (binaries not fetched) when none can be used.
+ */
 static const char *fetch_cache_dir(const struct session_opts *o, char *buf, size_t len)
 {
-	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-	char dir[PATH_MAX];
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME"), *sub = NULL;
+	char base[PATH_MAX], err[512] = "";
+	size_t n;
+	int fd;
 
 	if (o->fetch_cache)
-		snprintf(dir, sizeof(dir), "%s", o->fetch_cache);
+		snprintf(base, sizeof(base), "%s", o->fetch_cache);
 	else if (xdg && xdg[0] == '/')
-		snprintf(dir, sizeof(dir), "%s/opvm/buildid", xdg);
+		snprintf(base, sizeof(base), "%s", xdg);
 	else if (home && home[0] == '/')
-		snprintf(dir, sizeof(dir), "%s/.cache/opvm/buildid", home);
+		snprintf(base, sizeof(base), "%s/.cache", home);
 	else
 		return NULL;
-	if (util_mkdir_p(dir) || chmod(dir, 0700) || !realpath(dir, buf) || strlen(buf) >= len) {
-		pr_warn("cannot use %s for the guests' binaries (%s): they are not fetched; "
-			"give --fetch-cache DIR", dir, strerror(errno));
+	if (!o->fetch_cache)
+		sub = "opvm/buildid";
+	fd = safepath_open_base(base, 0700, SAFEPATH_CREATE, buf, len, err, sizeof(err));
+	if (fd >= 0 && sub) {
+		int bfd = fd;
+
+		fd = safepath_open_sub(bfd, buf, sub, 0700, SAFEPATH_CREATE | SAFEPATH_PRIVATE,
+				       err, sizeof(err));
+		close(bfd);
+		n = strlen(buf);
+		if (fd >= 0 && snprintf(buf + n, len - n, "%s%s", buf[n - 1] == '/' ? "" : "/", sub) >=
+		    (int)(len - n)) {
+			close(fd);
+			fd = -ENAMETOOLONG;
+		}
+	}
+	if (fd < 0) {
+		pr_warn("%s; the guests' binaries are not fetched (give --fetch-cache DIR, "
+			"a private directory of yours, or --no-fetch)",
+			err[0] ? err : strerror(-fd));
 		return NULL;
 	}
+	close(fd);
 	return buf;
 }
 
@@ -722,8 +748,20 @@ static void fetch_summary(json_t *root)
 	       *b = json_object_get(f, "binaries");
 	static const char *const refusals[] = { "guest_refused", "mismatch", "not_elf",
 		"too_big", "session_cap", "bad_order", "stray", "timeouts" };
+	const char *why = json_string_value(json_object_get(b, "cache_error"));
 	uint64_t refused = 0;
 
+	const char *lie = json_string_value(json_object_get(k, "slide_conflict"));
+
+	if (why)
+		util_fprintf_wrapped(stdout, 4, "  the guest's build-id cache was refused, no "
+				     "binary fetched: %s", why);
+	if (stats_json_get(k, "slide_mismatch"))
+		util_fprintf_wrapped(stdout, 4, "  warning: the guest's kallsyms disagrees with "
+				     "opvm.ko's HELLO (%s%s%llu symbols): the reports name kernel "
+				     "samples with opvm.ko's addresses (session.json "
+				     "fetch.ksyms)", lie ? lie : "", lie ? "; " : "",
+				     (unsigned long long)stats_json_get(k, "slide_mismatch"));
 	for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
 		refused += stats_json_get(b, refusals[i]);
 	if (!stats_json_get(k, "syms") && !stats_json_get(b, "files") &&
@@ -992,6 +1030,30 @@ static void callgraph_kernel(struct session_opts *o, const struct backend_setup 
 	ksyms_free(ks);
 }
 
+/*
+ * The session directory, when opvm makes it (or its parents): every
+ * directory on the way is checked and the new ones are made without
+ * following a link (lib/safepath.h), before a backend makes anything
+ * inside.  One that exists is the user's choice and is used as it is.
+ */
+static int session_dir_make(const char *dir)
+{
+	char err[512] = "";
+	struct stat sb;
+	int fd;
+
+	if (!lstat(dir, &sb) || errno != ENOENT)
+		return 0;
+	fd = safepath_open_base(dir, 0755, SAFEPATH_CREATE, NULL, 0, err, sizeof(err));
+	if (fd < 0) {
+		pr_err("cannot create the session directory %s: %s", dir,
+		       err[0] ? err : strerror(-fd));
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
 int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 		struct vm_monitor *const *mons, size_t n)
 {
@@ -1021,6 +1083,8 @@ int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 	if (o->callgraph.mode)
 		callgraph_kernel(o, &setup);
 	umask(o->umask_set ? (mode_t)o->umask : 077);
+	if (session_dir_make(o->common.session_dir))
+		return 1;
 	util_stop_on_signals(&stop_flag);
 	/* a closed pipe or socket is an EPIPE to handle, never a reason to
 	 * leave a guest stopped or samples unsynced */

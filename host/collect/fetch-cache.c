@@ -137,15 +137,15 @@ static int list_cache(struct clist *l, int root, struct fetch_prune *out)
 	return ret;
 }
 
-int fetch_cache_prune(const char *dir, uint64_t max, struct fetch_prune *out)
+int fetch_cache_prune_at(int dfd, uint64_t max, struct fetch_prune *out)
 {
 	struct clist l = { 0 };
 	int root, ret;
 
 	memset(out, 0, sizeof(*out));
-	root = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	root = dup(dfd);	/* list_cache() closes what it reads */
 	if (root < 0)
-		return errno == ENOENT ? 0 : -errno;
+		return -errno;
 	ret = list_cache(&l, root, out);
 	if (!ret && l.total > max) {
 		qsort(l.v, l.n, sizeof(*l.v), by_mtime);
@@ -163,5 +163,18 @@ int fetch_cache_prune(const char *dir, uint64_t max, struct fetch_prune *out)
 	}
 	free(l.v);
 	close(root);
+	return ret;
+}
+
+int fetch_cache_prune(const char *dir, uint64_t max, struct fetch_prune *out)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), ret;
+
+	if (fd < 0) {
+		memset(out, 0, sizeof(*out));
+		return errno == ENOENT ? 0 : -errno;
+	}
+	ret = fetch_cache_prune_at(fd, max, out);
+	close(fd);
 	return ret;
 }

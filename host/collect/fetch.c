@@ -27,6 +27,7 @@
 #include "host/collect/fetch.h"
 #include "host/collect/stats.h"
 #include "lib/channel.h"
+#include "lib/safepath.h"
 #include "lib/util.h"
 
 /* Longest text line of one entry: 16 hex digits, type, name, module. */
@@ -56,6 +57,8 @@ struct fetch {
 	size_t nr_mods;
 	char *dir;			/* <session>/guests/<guest> */
 	char *cache;			/* <cache>/<guest>, or NULL */
+	int cfd;			/* it, opened by cache_open(), or -1 */
+	char cache_err[256];		/* why it was refused ("" if it was not) */
 	int fd;				/* kallsyms.part being written, or -1 */
 	size_t bytes;			/* in it */
 	struct fetch_stats st;
@@ -74,6 +77,10 @@ struct fetch {
 	bool mute;			/* it never did and one timed out */
 	uint64_t settled;		/* transfers ended (fetch_settled()) */
 	uint64_t tables[OPVM_KSYMS_TABLES];	/* this transfer's, 0: none yet */
+	/* the latest HELLO's kernel, against which kallsyms is checked */
+	uint64_t hello_text, hello_anchor_addr;
+	char hello_anchor[OPVM_SYMNAME_LEN + 1];	/* name_byte()-sanitised */
+	char ksyms_conflict[160];	/* the first disagreement, or "" */
 	char text[OPVM_REC_MAX / 10 * KLINE_MAX];	/* one record's lines */
 };
 
@@ -84,14 +91,76 @@ static mode_t session_mode(const struct fetch *f)
 	return f->cfg.public_files ? 0666 : 0600;
 }
 
+/*
+ * The guest's cache directory into f->cfd, through lib/safepath.h: its
+ * parent (the root the session chose and checked) walked again from "/",
+ * the guest's own directory made 0700 and never a link, another user's or
+ * one others may write.  0, -ENOENT (not there, !create), or another
+ * -errno: refused for the rest of the session, counted, and said
+ * (fetch_cache_error()).
+ */
+static int cache_open(struct fetch *f, bool create)
+{
+	char root[4096], *name;
+	int fd;
+
+	if (f->cache_err[0])
+		return -EPERM;
+	if (f->cfd >= 0)
+		return 0;
+	snprintf(root, sizeof(root), "%s", f->cache);
+	name = strrchr(root, '/');
+	if (!name || !name[1])
+		return -EINVAL;	/* collector.c makes <root>/<guest> */
+	*name++ = '\0';
+	fd = safepath_open_base(*root ? root : "/", 0700, create ? SAFEPATH_CREATE : 0, NULL, 0,
+				f->cache_err, sizeof(f->cache_err));
+	if (fd >= 0) {
+		int rfd = fd;
+
+		fd = safepath_open_sub(rfd, *root ? root : "", name, 0700,
+				       SAFEPATH_PRIVATE | (create ? SAFEPATH_CREATE : 0),
+				       f->cache_err, sizeof(f->cache_err));
+		close(rfd);
+	}
+	if (fd == -ENOENT && !create) {
+		f->cache_err[0] = '\0';
+		return fd;
+	}
+	if (fd < 0) {
+		if (!f->cache_err[0])
+			snprintf(f->cache_err, sizeof(f->cache_err), "cannot open %s: %s",
+				 f->cache, strerror(-fd));
+		f->st.cache_refused++;
+		return fd;
+	}
+	f->cfd = fd;
+	return 0;
+}
+
+/* A refusal below the guest's directory (an xx): the whole cache is given
+ * up for the session, as for the directory itself. */
+static void cache_refuse(struct fetch *f, int err, const char *why)
+{
+	if (!f->cache_err[0])
+		snprintf(f->cache_err, sizeof(f->cache_err), "%s", why[0] ? why :
+			 strerror(-err));
+	f->st.cache_refused++;
+}
+
+const char *fetch_cache_error(const struct fetch *f)
+{
+	return f->cache_err[0] ? f->cache_err : NULL;
+}
+
 /* The guest's cache within its cap: at the start and after each file. */
 static void cache_prune(struct fetch *f)
 {
 	struct fetch_prune p;
 
-	if (!f->cache)
+	if (!f->cache || cache_open(f, false))
 		return;
-	if (fetch_cache_prune(f->cache, f->cfg.max_cache, &p))
+	if (fetch_cache_prune_at(f->cfd, f->cfg.max_cache, &p))
 		f->st.io_errors++;
 	f->st.pruned += p.files;
 	f->st.pruned_bytes += p.bytes;
@@ -106,7 +175,7 @@ struct fetch *fetch_new(const struct fetch_config *cfg)
 	if (!f)
 		return NULL;
 	f->cfg = *cfg;
-	f->fd = f->part = -1;
+	f->fd = f->part = f->cfd = -1;
 	if (!f->cfg.max_file)
 		f->cfg.max_file = FETCH_FILE_MAX;
 	if (!f->cfg.max_session)
@@ -169,6 +238,22 @@ static void mod_record(struct fetch *f, const struct opvm_rec_hdr *rec, bool loa
 	f->mods[i].size = le64toh(m.size);
 }
 
+/* A part file of the session's tree: never through a link, and only a
+ * regular file (O_NONBLOCK: a FIFO planted at the name must not block the
+ * collector).  The fd or -1. */
+static int part_create(const char *path, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+		      mode);
+	struct stat sb;
+
+	if (fd >= 0 && (fstat(fd, &sb) || !S_ISREG(sb.st_mode))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* <guest>/kallsyms.modules: "BASE SIZE NAME" per module, for reports to
  * rebase the modules' kallsyms lines (symbols/ksyms.h). */
 static void mods_write(struct fetch *f)
@@ -181,7 +266,7 @@ static void mods_write(struct fetch *f)
 		return;
 	snprintf(tmp, sizeof(tmp), "%s/kallsyms.modules.part", f->dir);
 	snprintf(dst, sizeof(dst), "%s/kallsyms.modules", f->dir);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, session_mode(f));
+	fd = part_create(tmp, session_mode(f));
 	o = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!o) {
 		if (fd >= 0)
@@ -214,25 +299,25 @@ static void ksyms_close(struct fetch *f, bool keep)
 		f->st.io_errors++;
 }
 
-/* The open request's part file: a name only the host makes. */
-static void part_path(const struct fetch *f, char *out, size_t len)
+/* The open request's part file: a name only the host makes, in the
+ * guest's cache directory (f->cfd). */
+static void part_name(const struct fetch *f, char *out, size_t len)
 {
-	snprintf(out, len, "%s/.part-%d-%zu", f->cache, (int)getpid(),
-		 (size_t)(f->cur - f->imgs));
+	snprintf(out, len, ".part-%d-%zu", (int)getpid(), (size_t)(f->cur - f->imgs));
 }
 
 /* Ends the open request; its part file goes. */
 static void img_close(struct fetch *f, enum img_state state)
 {
-	char path[4096];
+	char name[64];
 
 	if (!f->cur)
 		return;
 	if (f->part >= 0) {
 		close(f->part);
 		f->part = -1;
-		part_path(f, path, sizeof(path));
-		unlink(path);
+		part_name(f, name, sizeof(name));
+		unlinkat(f->cfd, name, 0);
 	}
 	f->cur->received = 0;
 	f->cur->state = (uint8_t)state;
@@ -253,6 +338,8 @@ void fetch_free(struct fetch *f)
 		free(f->imgs[i].path);
 	free(f->imgs);
 	free(f->mods);
+	if (f->cfd >= 0)
+		close(f->cfd);
 	free(f->cache);
 	free(f->dir);
 	free(f);
@@ -331,6 +418,46 @@ size_t fetch_ksyms_text(const void *rec, size_t len, char *out, size_t outlen,
 	return used;
 }
 
+/*
+ * The kernel's own _text and HELLO's anchor in the lines just made, against
+ * the HELLO: kallsyms holds run-time addresses, so they must be equal.  A
+ * kallsyms that puts them elsewhere would move every kernel sample to
+ * names the guest chose; the file is kept (its other lines name modules),
+ * the disagreement counted and said, and the reports keep opvm.ko's
+ * addresses (symbols/symres.c).
+ */
+static void ksyms_check(struct fetch *f, const char *t, size_t n)
+{
+	const char *end = t + n;
+
+	while (t < end) {
+		const char *nl = memchr(t, '\n', (size_t)(end - t)), *name = t + 19;
+		size_t len;
+		uint64_t want = 0, got;
+
+		if (!nl)
+			break;
+		len = nl > name ? (size_t)(nl - name) : 0;
+		/* "ADDR T NAME\n" of the kernel itself (a module's has "\t[") */
+		if (len && !memchr(name, '\t', len)) {
+			if (len == 5 && !memcmp(name, "_text", 5))
+				want = f->hello_text;
+			else if (len == strlen(f->hello_anchor) && !memcmp(name, f->hello_anchor, len))
+				want = f->hello_anchor_addr;
+		}
+		got = want ? strtoull(t, NULL, 16) : 0;
+		if (want && got != want) {
+			f->st.ksyms_slide_mismatch++;
+			if (!f->ksyms_conflict[0])
+				snprintf(f->ksyms_conflict, sizeof(f->ksyms_conflict),
+					 "%.*s at %llx in the guest's kallsyms, %llx in opvm.ko's "
+					 "HELLO", (int)(len > 64 ? 64 : len), name,
+					 (unsigned long long)got, (unsigned long long)want);
+		}
+		t = nl + 1;
+	}
+}
+
 static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 {
 	uint64_t ok, bad, capped;
@@ -339,8 +466,7 @@ static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 
 	if (f->fd < 0) {
 		snprintf(path, sizeof(path), "%s/kallsyms.part", f->dir);
-		f->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-			     session_mode(f));
+		f->fd = part_create(path, session_mode(f));
 		if (f->fd < 0) {
 			f->st.io_errors++;
 			return;
@@ -359,6 +485,7 @@ static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 		f->st.io_errors++;
 		return;
 	}
+	ksyms_check(f, f->text, n);
 	f->bytes += n;
 	f->st.ksyms_bytes = f->bytes;
 	f->st.ksyms_syms += ok;
@@ -384,24 +511,51 @@ static void ksyms_end(struct fetch *f, const void *rec)
 
 /* ---- binaries -------------------------------------------------------------- */
 
-/* <cache>/<xx>/<rest>: the build-id's hex, made here from its bytes. */
-static void cache_path(const struct fetch *f, const uint8_t *bid, size_t len, char *out,
-		       size_t outlen, bool dir_only)
+/*
+ * <cache>/<xx>/<rest>: the build-id's hex, made here from its bytes.  The
+ * xx directory opened (opvm's own, never a link; made if create) into
+ * *xfd, and rest into out.  0 or -errno (a refusal is in why).
+ */
+static int cache_xx(const struct fetch *f, const uint8_t *bid, size_t len, bool create,
+		    int *xfd, char *out, char *why, size_t whylen)
 {
-	char hex[2 * OPVM_BUILD_ID_MAX + 1];
+	char hex[2 * OPVM_BUILD_ID_MAX + 1], xx[3];
 
 	util_hex(bid, len, hex);
-	if (dir_only)
-		snprintf(out, outlen, "%s/%.2s", f->cache, hex);
-	else
-		snprintf(out, outlen, "%s/%.2s/%s", f->cache, hex, hex + 2);
+	memcpy(xx, hex, 2);
+	xx[2] = '\0';
+	strcpy(out, hex + 2);
+	*xfd = safepath_open_sub(f->cfd, f->cache, xx, 0700, create ? SAFEPATH_CREATE : 0,
+				 why, whylen);
+	return *xfd < 0 ? *xfd : 0;
+}
+
+/* Whether the cache holds bid: a regular file at its name, never a link
+ * (lstat), whose mtime is then set (used: last to go, fetch-cache.c)
+ * without following one. */
+static bool img_cached(struct fetch *f, const uint8_t *bid, size_t len)
+{
+	char rest[2 * OPVM_BUILD_ID_MAX + 1];
+	struct stat sb;
+	bool ok;
+	int xfd;
+
+	if (cache_open(f, false) || cache_xx(f, bid, len, false, &xfd, rest, NULL, 0))
+		return false;
+	ok = !fstatat(xfd, rest, &sb, AT_SYMLINK_NOFOLLOW);
+	if (ok && !S_ISREG(sb.st_mode)) {
+		f->st.cache_links++;
+		ok = false;
+	}
+	if (ok)
+		utimensat(xfd, rest, NULL, AT_SYMLINK_NOFOLLOW);
+	close(xfd);
+	return ok;
 }
 
 void fetch_want(struct fetch *f, const char *path, const uint8_t *bid, size_t len)
 {
-	char cpath[4096];
 	struct img *m;
-	struct stat sb;
 
 	/* ids shorter than 2 bytes would make a one-level name */
 	if (!f->imgs || len < 2 || len > OPVM_BUILD_ID_MAX || !path || !*path ||
@@ -422,11 +576,9 @@ void fetch_want(struct fetch *f, const char *path, const uint8_t *bid, size_t le
 	m->bid_len = (uint8_t)len;
 	f->nr_imgs++;
 	f->st.images++;
-	cache_path(f, bid, len, cpath, sizeof(cpath), false);
-	if (!stat(cpath, &sb) && S_ISREG(sb.st_mode)) {
+	if (img_cached(f, bid, len)) {
 		m->state = IMG_CACHED;
 		f->st.cached++;
-		utimensat(AT_FDCWD, cpath, NULL, 0);	/* used: last to go */
 	}
 }
 
@@ -509,7 +661,8 @@ static int request_send(struct fetch *f, int fd)
 /* The next wanted image: its part file opened, its request written. */
 static void request_next(struct fetch *f, int fd, uint64_t now_ms)
 {
-	char path[4096];
+	char name[64];
+	struct stat sb;
 	int err;
 
 	for (size_t i = 0; i < f->nr_imgs && !f->cur; i++) {
@@ -526,13 +679,18 @@ static void request_next(struct fetch *f, int fd, uint64_t now_ms)
 	if (!f->cur)
 		return;
 	f->cur->state = IMG_ACTIVE;
-	if (util_mkdir_p(f->cache) || chmod(f->cache, 0700)) {
-		f->st.io_errors++;
+	if (cache_open(f, true)) {
 		img_close(f, IMG_FAILED);
 		return;
 	}
-	part_path(f, path, sizeof(path));
-	f->part = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	part_name(f, name, sizeof(name));
+	/* O_NONBLOCK: a FIFO planted at the name must not block */
+	f->part = openat(f->cfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
+			 O_CLOEXEC, 0600);
+	if (f->part >= 0 && (fstat(f->part, &sb) || !S_ISREG(sb.st_mode))) {
+		close(f->part);
+		f->part = -1;
+	}
 	if (f->part < 0) {
 		f->st.io_errors++;
 		img_close(f, IMG_FAILED);
@@ -618,17 +776,21 @@ static void file_data(struct fetch *f, const void *rec)
 	f->progress = f->answered = true;
 }
 
-/* A complete part file: checked, then renamed into the cache. */
+/* A complete part file: checked, then renamed into the cache, between
+ * directory fds: an xx that is a link or another user's is refused, and a
+ * link at the file's own name is replaced, never written through. */
 static void file_commit(struct fetch *f)
 {
-	char part[4096], dir[4096], dst[4096];
-	int err;
+	char name[64], part[4096 + 64], rest[2 * OPVM_BUILD_ID_MAX + 1], why[256] = "";
+	int err, xfd;
 
-	part_path(f, part, sizeof(part));
+	part_name(f, name, sizeof(name));
+	/* the directory is checked: no one else can swap the path's parts */
+	snprintf(part, sizeof(part), "%s/%s", f->cache, name);
 	if (close(f->part)) {
 		f->part = -1;
 		f->st.io_errors++;
-		unlink(part);
+		unlinkat(f->cfd, name, 0);
 		img_close(f, IMG_FAILED);
 		return;
 	}
@@ -639,18 +801,23 @@ static void file_commit(struct fetch *f)
 			f->st.mismatch++;
 		else
 			f->st.not_elf++;
-		unlink(part);
+		unlinkat(f->cfd, name, 0);
 		img_close(f, IMG_FAILED);
 		return;
 	}
-	cache_path(f, f->cur->bid, f->cur->bid_len, dir, sizeof(dir), true);
-	cache_path(f, f->cur->bid, f->cur->bid_len, dst, sizeof(dst), false);
-	if ((mkdir(dir, 0700) && errno != EEXIST) || rename(part, dst)) {
-		f->st.io_errors++;
-		unlink(part);
+	err = cache_xx(f, f->cur->bid, f->cur->bid_len, true, &xfd, rest, why, sizeof(why));
+	if (err)
+		cache_refuse(f, err, why);
+	if (err || renameat(f->cfd, name, xfd, rest)) {
+		if (!err)
+			f->st.io_errors++;
+		if (xfd >= 0)
+			close(xfd);
+		unlinkat(f->cfd, name, 0);
 		img_close(f, IMG_FAILED);
 		return;
 	}
+	close(xfd);
 	f->st.files++;
 	f->st.bytes += f->cur->received;
 	img_close(f, IMG_DONE);
@@ -678,6 +845,23 @@ static void file_end(struct fetch *f, const void *rec)
 	}
 }
 
+/* The kernel HELLO describes (decoder contract: the whole fixed record). */
+static void hello_take(struct fetch *f, const struct opvm_rec_hdr *rec)
+{
+	struct opvm_rec_hello h;
+	size_t n;
+
+	memcpy(&h, rec, sizeof(h));
+	f->hello_text = le64toh(h.text_addr);
+	f->hello_anchor_addr = le64toh(h.anchor_addr);
+	n = chan_strnlen(h.anchor_name, sizeof(h.anchor_name));
+	for (size_t i = 0; i < n; i++)
+		f->hello_anchor[i] = name_byte((unsigned char)h.anchor_name[i]);
+	f->hello_anchor[n] = '\0';
+	if (!f->hello_anchor_addr)
+		f->hello_anchor[0] = '\0';
+}
+
 void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len)
 {
 	switch (le16toh(rec->type)) {
@@ -685,6 +869,7 @@ void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len)
 		/* a new stream: the relay sends the symbols again after it,
 		 * and has forgotten the request, which is asked again from
 		 * where it stopped */
+		hello_take(f, rec);
 		ksyms_close(f, false);
 		f->nr_mods = 0;		/* the walk names them again */
 		memset(f->tables, 0, sizeof(f->tables));	/* another boot's */
@@ -722,6 +907,7 @@ void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len)
 json_t *fetch_to_json(const struct fetch *f)
 {
 	const struct fetch_stats *s = &f->st;
+	char why[sizeof(f->cache_err) * 4];
 	json_t *bin;
 
 #define C(v) stats_json_count(v)
@@ -739,8 +925,19 @@ json_t *fetch_to_json(const struct fetch *f)
 		"pruned", C(s->pruned), "pruned_bytes", C(s->pruned_bytes),
 		"stale_parts", C(s->stale_parts),
 		"cache_bytes", C(s->cache_bytes), "max_cache", C(f->cfg.max_cache));
-	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o}",
-		"ksyms", "records", C(s->ksyms_records), "syms", C(s->ksyms_syms),
+	if (bin && (json_object_set_new(bin, "cache_refused", C(s->cache_refused)) ||
+		    json_object_set_new(bin, "cache_links", C(s->cache_links)) ||
+		    json_object_set_new(bin, "cache_error", f->cache_err[0] ?
+					json_string(util_text_escape(why, sizeof(why), f->cache_err)) :
+					json_null()))) {
+		json_decref(bin);
+		bin = NULL;
+	}
+	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o}",
+		"ksyms", "slide_mismatch", C(s->ksyms_slide_mismatch),
+		"slide_conflict", f->ksyms_conflict[0] ? json_string(f->ksyms_conflict) :
+		json_null(),
+		"records", C(s->ksyms_records), "syms", C(s->ksyms_syms),
 		"bad", C(s->ksyms_bad), "capped", C(s->ksyms_capped),
 		"bytes", C(s->ksyms_bytes), "done", C(s->ksyms_done),
 		"restricted", C(s->ksyms_restricted), "module_walk", C(s->ksyms_module_walk),

@@ -78,6 +78,10 @@ struct fetch_stats {
 	uint64_t ksyms_module_walk;	/* ... and opvm.ko sent its own walk */
 	uint64_t ksyms_truncated;	/* KSYMS_END said the relay stopped at its cap */
 	uint64_t ksyms_end_mismatch;	/* KSYMS_END count != symbols received */
+	uint64_t ksyms_slide_mismatch;	/* the kernel's _text or HELLO's anchor
+					 * at another address in kallsyms than
+					 * in HELLO: not believed (the reports
+					 * keep opvm.ko's slide) */
 	uint64_t io_errors;		/* writes or renames that failed */
 	/* binaries */
 	uint64_t images;		/* distinct images with samples seen */
@@ -102,6 +106,11 @@ struct fetch_stats {
 	uint64_t pruned_bytes;		/* their bytes */
 	uint64_t stale_parts;		/* killed sessions' part files removed */
 	uint64_t cache_bytes;		/* the guest's cache after the last prune */
+	uint64_t cache_refused;		/* the guest's cache directory was refused
+					 * (a link, another user's, shared):
+					 * nothing fetched (fetch_cache_error()) */
+	uint64_t cache_links;		/* links (or other non-files) at a cached
+					 * file's name: not taken as cached */
 };
 
 /*
@@ -116,9 +125,13 @@ struct fetch_prune {
 	uint64_t cache_bytes;		/* left */
 };
 int fetch_cache_prune(const char *dir, uint64_t max, struct fetch_prune *out);
+/* The same on the open directory dfd (not closed). */
+int fetch_cache_prune_at(int dfd, uint64_t max, struct fetch_prune *out);
 
 /* Paths are the host's (guest_dir exists; cache_dir is created 0700 when
- * first needed).  Returns NULL and sets errno. */
+ * first needed, through lib/safepath.h: a link, another user's directory
+ * or one others may write is refused, and nothing is fetched).  Returns
+ * NULL and sets errno. */
 struct fetch *fetch_new(const struct fetch_config *cfg);
 /* Closes the file being written (kept, as far as it got); NULL-safe. */
 void fetch_free(struct fetch *f);
@@ -152,6 +165,8 @@ uint64_t fetch_settled(const struct fetch *f);
 int fetch_busy(const struct fetch *f);
 
 const struct fetch_stats *fetch_get_stats(const struct fetch *f);
+/* Why the guest's cache directory was refused (what to do), or NULL. */
+const char *fetch_cache_error(const struct fetch *f);
 /* The counters for session.json "fetch"; NULL on ENOMEM. */
 json_t *fetch_to_json(const struct fetch *f);
 

@@ -398,14 +398,23 @@ static int rd_stack(struct rd *d, const struct stk_rec *r, const uint8_t *p, uin
 	return fn(&s, arg);
 }
 
+/* Both files are opened as every reader of a session tree opens: never a
+ * link, and only a regular file, found out before anything can block (a
+ * FIFO planted as stacks.def must not hang report -c or export). */
 static int rd_load(struct rd *d, int dfd, char *err, size_t errlen)
 {
-	int fd = openat(dfd, "stacks.def", O_RDONLY | O_NOFOLLOW | O_CLOEXEC), cfd;
+	int fd = util_openat_regular(dfd, "stacks.def", O_NOFOLLOW), cfd;
 	struct stat sb;
 
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_size < (off_t)sizeof(struct stk_def_hdr) ||
+	if (fd == -ENOENT)
+		return fd;
+	if (fd < 0) {
+		util_seterr(err, errlen, "stacks.def is %s: remove it",
+			    fd == -EINVAL ? "not a regular file" : fd == -ELOOP ?
+			    "a symbolic link" : strerror(-fd));
+		return -EBADMSG;
+	}
+	if (fstat(fd, &sb) || sb.st_size < (off_t)sizeof(struct stk_def_hdr) ||
 	    (uint64_t)sb.st_size > STORE_STACKS_MAX_DEF || !(d->def = malloc((size_t)sb.st_size)) ||
 	    pread(fd, d->def, (size_t)sb.st_size, 0) != sb.st_size ||
 	    memcmp(d->def, STACKS_DEF_MAGIC, 8)) {
@@ -415,8 +424,8 @@ static int rd_load(struct rd *d, int dfd, char *err, size_t errlen)
 	}
 	close(fd);
 	d->def_len = (size_t)sb.st_size;
-	cfd = openat(dfd, "stacks.cnt", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (cfd < 0 || fstat(cfd, &sb) || !S_ISREG(sb.st_mode) ||
+	cfd = util_openat_regular(dfd, "stacks.cnt", O_NOFOLLOW);
+	if (cfd < 0 || fstat(cfd, &sb) ||
 	    sb.st_size < (off_t)sizeof(d->ch) ||
 	    pread(cfd, &d->ch, sizeof(d->ch), 0) != sizeof(d->ch) ||
 	    memcmp(d->ch.magic, STACKS_CNT_MAGIC, 8) || !d->ch.nr_events || d->ch.nr_events > 8 ||

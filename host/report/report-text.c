@@ -140,6 +140,32 @@ static void guest_line(FILE *f, const struct report *r, const struct report_gues
 		fprintf(f, ", kernel %s", esc(b1, g->kernel_release));
 }
 
+static void print_warning(void *f, const char *text)
+{
+	util_fprintf_wrapped(f, 2, "warning: %s", text);
+}
+
+/* A guest whose kallsyms disagreed with opvm.ko's HELLO (issue 25): said
+ * under its header line, and among JSON's warnings. */
+static void kernel_warning(const struct report *r, const struct report_guest *g,
+			   void (*emit)(void *, const char *), void *arg)
+{
+	char m[640], gb[ESC_MAX], eb[sizeof(g->kernel_warn) * 4];
+
+	(void)r;
+	if (g->kernel_warn[0])
+		snprintf(m, sizeof(m), "guest %s: %s", esc(gb, g->name),
+			 util_text_escape(eb, sizeof(eb), g->kernel_warn));
+	else if (g->ksyms_mismatch)
+		snprintf(m, sizeof(m), "guest %s: the guest's kallsyms disagreed with opvm.ko's "
+			 "HELLO on where the kernel is (%llu symbols, session.json "
+			 "fetch.ksyms): opvm.ko's addresses were kept", esc(gb, g->name),
+			 (unsigned long long)g->ksyms_mismatch);
+	else
+		return;
+	emit(arg, m);
+}
+
 void report_print_header(FILE *f, const struct report *r)
 {
 	size_t n = 0;
@@ -169,6 +195,7 @@ void report_print_header(FILE *f, const struct report *r)
 		if (!fclose(m))
 			util_fprintf_wrapped(f, 2, "%s", line);
 		free(line);
+		kernel_warning(r, &r->guests[i], print_warning, f);
 	}
 	if (r->excluded_idle || r->excluded_boot)
 		fprintf(f, "left out (--exclude): %s %s, %s %s samples\n", REPORT_APP_IDLE,
@@ -259,6 +286,15 @@ static void footer_warnings(const struct report *r, void (*emit)(void *, const c
 			 "skipped", r->bad_files, r->bad_files == 1 ? "" : "s", r->skipped_files);
 		emit(arg, m);
 	}
+	if (r->stack_errors) {
+		char eb[sizeof(r->stack_err) * 4];
+
+		snprintf(m, sizeof(m), "the call stacks of %zu guest%s could not be read, "
+			 "they have no call chains here: %s", r->stack_errors,
+			 r->stack_errors == 1 ? "" : "s",
+			 util_text_escape(eb, sizeof(eb), r->stack_err));
+		emit(arg, m);
+	}
 	/* Past 0.01 % of what was taken, a loss is worth a line. */
 	if (taken && r->lost > taken / 10000) {
 		snprintf(m, sizeof(m), "%.2f%% of samples were lost (ring overflow): lower "
@@ -275,11 +311,6 @@ static void footer_warnings(const struct report *r, void (*emit)(void *, const c
 			 "under {anon}); is opvm.ko loaded in the guest?", pct(noproc, taken));
 		emit(arg, m);
 	}
-}
-
-static void print_warning(void *f, const char *text)
-{
-	util_fprintf_wrapped(f, 2, "warning: %s", text);
 }
 
 void report_print_footer(FILE *f, const struct report *r)
@@ -611,6 +642,8 @@ static json_t *header_json(const struct report *r)
 			 r->problems[i].guest, r->problems[i].reason);
 		json_array_append_new(warn, jstr(msg));
 	}
+	for (size_t i = 0; i < r->nr_guests; i++)
+		kernel_warning(r, &r->guests[i], json_warning, warn);
 	footer_warnings(r, json_warning, warn);
 	o = json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:{s:o, s:o}, "
 		      "s:o, s:o}",

@@ -362,6 +362,9 @@ static void guest_load_meta(struct report_guest *g, const char *path)
 		g->anchor_addr = jaddr(k, "anchor_addr");
 		g->text_addr = jaddr(k, "text_addr");
 	}
+	/* the collector's own check of the kallsyms against HELLO */
+	g->ksyms_mismatch = stats_json_get(json_object_get(json_object_get(root, "fetch"),
+							   "ksyms"), "slide_mismatch");
 out:
 	json_decref(root);
 }
@@ -786,6 +789,9 @@ static int read_file(struct report *r, const struct report_opts *o, const struct
 		}
 		nsyms = simage_nr_syms(c.img);
 		c.is_kernel = simage_is_kernel(c.img);
+		if (simage_warning(c.img) && !g->kernel_warn[0])
+			snprintf(g->kernel_warn, sizeof(g->kernel_warn), "%s",
+				 simage_warning(c.img));
 	}
 
 	if (c.img && nsyms) {

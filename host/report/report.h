@@ -133,6 +133,8 @@ struct report_guest {
 	char *kernel_release;		/* NULL if the guest never said HELLO */
 	uint64_t text_addr, anchor_addr;
 	char *anchor_name;
+	uint64_t ksyms_mismatch;	/* session.json fetch.ksyms.slide_mismatch */
+	char kernel_warn[384];		/* simage_warning() of its kernel, or "" */
 	uint64_t total;			/* samples in this report */
 	char meta_err[64];		/* why session.json was not read, or "" */
 };

@@ -38,6 +38,11 @@ as it is, at record boundaries.  Between records it injects:
                  build-id is the one of this Python's executable, that
                  executable itself (accepted: under its build-id, never its
                  path).  Requests for real images go to the guest.
+  --ksyms-lie D  in the kernel's own KSYMS records (no module), the
+                 entries of _text and of HELLO's anchor symbol moved by D
+                 bytes (the rest left true): a kallsyms that moves the
+                 KASLR slide away from opvm.ko's HELLO, so that with its
+                 slide kernel samples would take other names;
   --hostile-names  once, with --procs: a process whose comm holds a newline,
                  a tab and an escape sequence, every executable cookie
                  renamed to a path with a newline and a tab planting a fake
@@ -60,6 +65,8 @@ MAGIC = 0x564F
 HDR = struct.Struct("<HHIII")
 REC_HELLO, REC_LOST, REC_PROC, REC_EXEC, REC_EXIT, REC_COOKIE, REC_MMAP = 1, 2, 3, 4, 5, 8, 9
 REC_SYNC, REC_FILE_DATA, REC_FILE_END, REQ_FETCH = 13, 16, 17, 64
+REC_KSYMS = 14
+MODNAME_LEN = 56			# OPVM_MODNAME_LEN
 FETCH = struct.Struct("<IBBHQQ32s")	# after the header
 CHUNK = 8192 - 32
 BLOCK_MB = 64		# the huge file's block, made once, sent again
@@ -103,6 +110,22 @@ def build_id(path):
                 return data[desc:desc + descsz], data
             p = desc + ((descsz + 3) & ~3)
     return None, data
+
+
+def ksyms_lie(rec, names, delta):
+    """rec (a KSYMS record) with the entries named in names moved by delta,
+    if it is the kernel's own (no module); the number moved."""
+    if len(rec) < 24 + MODNAME_LEN or rec[24] != 0:
+        return 0
+    nbytes, = struct.unpack_from("<H", rec, 20)
+    p, end, moved = 24 + MODNAME_LEN, min(24 + MODNAME_LEN + nbytes, len(rec)), 0
+    while p + 10 <= end:
+        addr, _, nlen = struct.unpack_from("<QBB", rec, p)
+        if bytes(rec[p + 10:p + 10 + nlen]) in names:
+            struct.pack_into("<Q", rec, p, (addr + delta) & (2 ** 64 - 1))
+            moved += 1
+        p += 10 + nlen
+    return moved
 
 
 def lie(kind, req, own, stream_mb):
@@ -168,13 +191,14 @@ def main():
     ap.add_argument("--hostile-names", action="store_true")
     ap.add_argument("--fetch-lies", type=int, default=0)
     ap.add_argument("--lie-stream-mb", type=int, default=64)
+    ap.add_argument("--ksyms-lie", type=lambda v: int(v, 0), default=0)
     ap.add_argument("--stats")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
 
     n = {"renames": 0, "mmaps": 0, "records": 0, "procs": 0, "exits": 0,
-         "cookies": 0, "lies": 0, "passed": 0}
+         "cookies": 0, "lies": 0, "passed": 0, "ksyms_moved": 0}
     own_bid, own = build_id(os.path.realpath(sys.executable))
     lie_bids = {}		# build-id -> lie number
     # Built here, not while opvm samples: the relay's own CPU must not be
@@ -197,9 +221,9 @@ def main():
         if a.stats:
             with open(a.stats + ".tmp", "w") as f:
                 f.write("renames=%d mmaps=%d records=%d procs=%d exits=%d cookies=%d "
-                        "lies=%d passed=%d\n"
+                        "lies=%d passed=%d ksyms_moved=%d\n"
                         % (n["renames"], n["mmaps"], n["records"], n["procs"], n["exits"],
-                           n["cookies"], n["lies"], n["passed"]))
+                           n["cookies"], n["lies"], n["passed"], n["ksyms_moved"]))
             os.replace(a.stats + ".tmp", a.stats)
 
     while not stop:
@@ -214,6 +238,7 @@ def main():
         buf = b""
         t_rename = t_mmap = t_exit = time.time()
         t_hello = None		# first HELLO of this connection
+        anchor = b"_text"	# HELLO's anchor symbol
         storm = False		# --procs sent
         t_sync = None		# first SYNC: the walk is over
         cpuloop = None		# its tgid and exe cookie
@@ -274,6 +299,12 @@ def main():
                     n["records"] += 1
                     if rtype == REC_HELLO and t_hello is None:
                         t_hello = time.time()
+                    if rtype == REC_HELLO and ln >= 120:
+                        anchor = bytes(rec[56:120]).split(b"\0")[0]
+                    if rtype == REC_KSYMS and a.ksyms_lie:
+                        rec = bytearray(rec)
+                        n["ksyms_moved"] += ksyms_lie(rec, (b"_text", anchor), a.ksyms_lie)
+                        rec = bytes(rec)
                     if rtype == REC_SYNC and t_sync is None:
                         t_sync = time.time()
                     if rtype in (REC_PROC, REC_EXEC) and ln >= 56 and cpuloop is None:

@@ -679,6 +679,278 @@ static void test_binary_hostile(void **state)
 	bin_teardown(&b);
 }
 
+/* b's fetch again (after planting something in its cache). */
+static void bin_reopen(struct bin *b)
+{
+	fetch_free(b->f);
+	b->f = fetch_new(&(struct fetch_config){ .guest_dir = b->dir, .cache_dir = b->cache,
+		.verify = symres_check_build_id });
+	assert_non_null(b->f);
+}
+
+/* Runs one whole transfer of b's file if the host asks for it; returns
+ * whether it asked. */
+static int bin_fetch(struct bin *b, uint64_t now)
+{
+	char buf[OPVM_REC_MAX];
+	uint32_t id;
+
+	fetch_poll(b->f, b->sv[0], now);
+	if (read(b->sv[1], buf, sizeof(buf)) <= 0)	/* nonblocking: none */
+		return 0;
+	{
+		struct opvm_req_fetch r;
+
+		memcpy(&r, buf, sizeof(r));
+		id = le32toh(r.req_id);
+	}
+	bin_stream(b, id, 0, b->elf, b->elf_len);
+	bin_end(b, id, 0, b->elf_len);
+	return 1;
+}
+
+/* An entry count of dir (0: empty), "." and ".." left out. */
+static int entries(const char *dir)
+{
+	char cmd[512], out[32] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "find %s -mindepth 1 | wc -l", dir);
+	p = popen(cmd, "r");
+	assert_non_null(fgets(out, sizeof(out), p));
+	pclose(p);
+	return atoi(out);
+}
+
+/*
+ * The cache against a local user (issue 25): the guest's directory of
+ * another user (mode 777) with links xx -> elsewhere, the guest's
+ * directory a link, a link at a cached file's own name.  Refused, said,
+ * counted; nothing outside touched (mode, mtime, contents).
+ */
+static void test_cache_planted(void **state)
+{
+	const struct fetch_stats *st;
+	char path[512], target[512], hex[2 * OPVM_BUILD_ID_MAX + 1];
+	struct stat sb;
+	struct bin b;
+	int fd;
+
+	(void)state;
+	bin_setup(&b, 0, 0);
+	for (size_t i = 0; i < b.bid_len; i++)
+		sprintf(hex + 2 * i, "%02x", b.bid[i]);
+	snprintf(target, sizeof(target), "%s/elsewhere", b.dir);
+	assert_int_equal(mkdir(target, 0755), 0);
+	snprintf(path, sizeof(path), "%s/cache", b.dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+
+	/* 1: <cache>/guest a link to elsewhere */
+	assert_int_equal(symlink(target, b.cache), 0);
+	bin_reopen(&b);
+	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+	assert_int_equal(bin_fetch(&b, 1), 0);
+	st = fetch_get_stats(b.f);
+	assert_true(st->cache_refused >= 1);
+	assert_non_null(strstr(fetch_cache_error(b.f), "is a symbolic link"));
+	assert_int_equal(entries(target), 0);
+	assert_int_equal(stat(target, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0755);
+	assert_int_equal(unlink(b.cache), 0);
+
+	/* 2: <cache>/guest another user's, 0777, its xx a link */
+	if (geteuid() == 0) {
+		assert_int_equal(mkdir(b.cache, 0777), 0);
+		assert_int_equal(chmod(b.cache, 0777), 0);
+		snprintf(path, sizeof(path), "%s/%.2s", b.cache, hex);
+		assert_int_equal(symlink(target, path), 0);
+		assert_int_equal(chown(b.cache, 65534, 65534), 0);
+		bin_reopen(&b);
+		fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+		assert_int_equal(bin_fetch(&b, 1), 0);
+		st = fetch_get_stats(b.f);
+		assert_true(st->cache_refused >= 1);
+		assert_int_equal(st->files, 0);
+		assert_non_null(strstr(fetch_cache_error(b.f), "belongs to uid 65534"));
+		assert_int_equal(entries(target), 0);
+		assert_int_equal(stat(b.cache, &sb), 0);
+		assert_int_equal(sb.st_mode & 07777, 0777);	/* not chmod'ed */
+		/* ours again, but its xx a link: refused at the commit */
+		assert_int_equal(chown(b.cache, 0, 0), 0);
+		assert_int_equal(chmod(b.cache, 0700), 0);
+		bin_reopen(&b);
+		fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+		assert_int_equal(fetch_get_stats(b.f)->cached, 0);
+		assert_int_equal(bin_fetch(&b, 1), 1);
+		st = fetch_get_stats(b.f);
+		assert_int_equal(st->files, 0);
+		assert_true(st->cache_refused >= 1);
+		assert_non_null(strstr(fetch_cache_error(b.f), "is a symbolic link"));
+		assert_int_equal(entries(target), 0);
+		assert_int_equal(unlink(path), 0);
+	} else {
+		assert_int_equal(mkdir(b.cache, 0700), 0);
+	}
+
+	/* 3: a link at the cached file's own name, to a victim file */
+	snprintf(path, sizeof(path), "%s/%.2s", b.cache, hex);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(target, sizeof(target), "%s/victim", b.dir);
+	fd = open(target, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "victim\n", 7), 7);
+	close(fd);
+	assert_int_equal(utimensat(AT_FDCWD, target, (struct timespec[2]){ { 1000, 0 },
+				   { 1000, 0 } }, 0), 0);
+	snprintf(path, sizeof(path), "%s/%.2s/%s", b.cache, hex, hex + 2);
+	assert_int_equal(symlink(target, path), 0);
+	bin_reopen(&b);
+	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+	st = fetch_get_stats(b.f);
+	assert_int_equal(st->cached, 0);		/* a link is not cached */
+	assert_int_equal(st->cache_links, 1);
+	assert_int_equal(stat(target, &sb), 0);
+	assert_int_equal(sb.st_mtim.tv_sec, 1000);	/* its target's mtime kept */
+	assert_int_equal(bin_fetch(&b, 1), 1);
+	assert_int_equal(fetch_get_stats(b.f)->files, 1);
+	assert_int_equal(lstat(path, &sb), 0);
+	assert_true(S_ISREG(sb.st_mode));		/* the link replaced */
+	assert_int_equal((size_t)sb.st_size, b.elf_len);
+	assert_int_equal(stat(target, &sb), 0);
+	assert_int_equal(sb.st_size, 7);		/* not written through */
+	assert_int_equal(sb.st_mtim.tv_sec, 1000);
+	bin_teardown(&b);
+}
+
+/*
+ * A lying kallsyms (issue 25): _text and HELLO's anchor moved by 2 MiB
+ * (which moves the KASLR slide with them), every other symbol true.  The
+ * collector counts and says it (fetch.ksyms.slide_mismatch, the first
+ * disagreement); the reports keep opvm.ko's slide: a kernel sample at a
+ * true function's run-time address is named after it, not after the name
+ * the guest put 2 MiB further, and the disagreement is a warning.
+ */
+static void test_ksyms_lie(void **state)
+{
+	const uint64_t text = 0xffffffff81000000ull, lie = 0x200000;
+	char dir[] = "/tmp/test-fetch.XXXXXX", gdir[256];
+	struct opvm_rec_hello h = { 0 };
+	struct symres_kernel k = { .release = "6.1.0-test", .text_addr = text,
+				   .anchor_name = "printk", .anchor_addr = text + 0x5000 };
+	const struct fetch_stats *st;
+	struct symres *res;
+	struct simage *si;
+	struct fetch *f;
+	struct krec kr;
+	json_t *j;
+	uint64_t a;
+	long i;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(gdir, sizeof(gdir), "%s/guests", dir);
+	assert_int_equal(mkdir(gdir, 0700), 0);
+	snprintf(gdir, sizeof(gdir), "%s/guests/g", dir);
+	assert_int_equal(mkdir(gdir, 0700), 0);
+	f = fetch_new(&(struct fetch_config){ .guest_dir = gdir });
+	assert_non_null(f);
+	h.hdr.magic = htole16(OPVM_PROTO_MAGIC);
+	h.hdr.type = htole16(OPVM_REC_HELLO);
+	h.hdr.len = htole32(sizeof(h));
+	h.text_addr = htole64(k.text_addr);
+	h.anchor_addr = htole64(k.anchor_addr);
+	strcpy(h.anchor_name, "printk");
+	fetch_record(f, &h.hdr, sizeof(h));
+	krec_init(&kr);
+	krec_add(&kr, text + lie, 'T', "_text", -1);
+	krec_add(&kr, text + 0x1000, 'T', "true_fn", -1);
+	krec_add(&kr, text + 0x5000 + lie, 'T', "printk", -1);
+	krec_add(&kr, text + 0x1000 + lie, 'T', "guest_chosen", -1);
+	krec_add(&kr, text + 0x400000, 'T', "_etext", -1);
+	fetch_record(f, (void *)kr.buf, krec_done(&kr, ""));
+	put_end(dir, f, 5);
+	st = fetch_get_stats(f);
+	assert_int_equal(st->ksyms_syms, 5);
+	assert_int_equal(st->ksyms_slide_mismatch, 2);
+	j = fetch_to_json(f);
+	assert_non_null(j);
+	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(j, "ksyms"),
+				"slide_conflict")), "_text at ffffffff81200000 in the guest's kallsyms"));
+	json_decref(j);
+	fetch_free(f);
+
+	res = symres_new(&(struct symres_config){ .session_dir = dir, .no_host_kernel = 1,
+						  .no_debuginfod = 1 });
+	assert_non_null(res);
+	si = symres_image(res, "g", "vmlinux", 1, NULL, 0, &k);
+	assert_non_null(si);
+	assert_int_equal(simage_state(si), SIMAGE_OK);
+	i = simage_lookup(si, text + 0x1010, &a);	/* a sample in true_fn */
+	assert_true(i >= 0);
+	assert_string_equal(simage_sym(si, (size_t)i)->name, "true_fn");
+	assert_non_null(simage_warning(si));
+	assert_non_null(strstr(simage_warning(si), "disagrees with opvm.ko's HELLO"));
+	symres_free(res);
+
+	/* an honest kallsyms: no warning, no count */
+	f = fetch_new(&(struct fetch_config){ .guest_dir = gdir });
+	fetch_record(f, &h.hdr, sizeof(h));
+	krec_init(&kr);
+	krec_add(&kr, text, 'T', "_text", -1);
+	krec_add(&kr, text + 0x1000, 'T', "true_fn", -1);
+	krec_add(&kr, text + 0x5000, 'T', "printk", -1);
+	fetch_record(f, (void *)kr.buf, krec_done(&kr, ""));
+	put_end(dir, f, 3);
+	assert_int_equal(fetch_get_stats(f)->ksyms_slide_mismatch, 0);
+	fetch_free(f);
+	res = symres_new(&(struct symres_config){ .session_dir = dir, .no_host_kernel = 1,
+						  .no_debuginfod = 1 });
+	si = symres_image(res, "g", "vmlinux", 1, NULL, 0, &k);
+	assert_non_null(si);
+	i = simage_lookup(si, text + 0x1010, &a);
+	assert_true(i >= 0);
+	assert_string_equal(simage_sym(si, (size_t)i)->name, "true_fn");
+	assert_null(simage_warning(si));
+	symres_free(res);
+	{
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
+/* A FIFO planted as kallsyms.part or kallsyms.modules.part in the
+ * guest's directory: the collector neither blocks on it (alarm: a hang
+ * fails the test) nor writes into it; counted as an I/O error. */
+static void test_fifo_part(void **state)
+{
+	char dir[] = "/tmp/test-fetch.XXXXXX", path[256], mods[256];
+	struct fetch *f;
+	struct krec kr;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/kallsyms.part", dir);
+	snprintf(mods, sizeof(mods), "%s/kallsyms.modules.part", dir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	assert_int_equal(mkfifo(mods, 0600), 0);
+	alarm(10);
+	f = fetch_new(&(struct fetch_config){ .guest_dir = dir });
+	assert_non_null(f);
+	put_module(f, "m", 0xffffffffc0000000, 4096, OPVM_REC_MODULE);
+	krec_init(&kr);
+	krec_add(&kr, 0xffffffff81000000, 'T', "_text", -1);
+	fetch_record(f, (void *)kr.buf, krec_done(&kr, ""));
+	assert_true(fetch_get_stats(f)->io_errors >= 1);
+	put_end(dir, f, 1);
+	fetch_free(f);
+	alarm(0);
+	unlink(path);
+	unlink(mods);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -689,6 +961,9 @@ int main(void)
 		cmocka_unit_test(test_transfer),
 		cmocka_unit_test(test_binary_ok_and_resume),
 		cmocka_unit_test(test_binary_hostile),
+		cmocka_unit_test(test_cache_planted),
+		cmocka_unit_test(test_ksyms_lie),
+		cmocka_unit_test(test_fifo_part),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -150,6 +150,46 @@ static void test_torn_and_hostile(void **state)
 	tmpdir_free(d);
 }
 
+/* A FIFO planted as stacks.def or stacks.cnt (issue 25): read fails at
+ * once with a message, it does not wait for a writer.  alarm(): a hang
+ * fails the test instead of stalling it. */
+static void test_fifo(void **state)
+{
+	char *d = tmpdir_new(), *cur, def[1024], cnt[1024], keep[1024], err[128] = "";
+	struct store *st = store_open(d, "g", ev2, 2, 0, 0);
+	struct stacktab *tab = st ? store_stacks_open(st) : NULL;
+	struct store_frame f = { .image = "x", .offset = 1 };
+	struct seen v = { 0 };
+
+	(void)state;
+	assert_non_null(tab);
+	assert_int_equal(store_stack_add(tab, 0, "app", &f, 1), 0);
+	store_stacks_close(tab);
+	store_close(st);
+	cur = cur_dir(d);
+	snprintf(def, sizeof(def), "%s/stacks.def", cur);
+	snprintf(cnt, sizeof(cnt), "%s/stacks.cnt", cur);
+	snprintf(keep, sizeof(keep), "%s/keep", cur);
+	alarm(10);
+	assert_int_equal(rename(def, keep), 0);
+	assert_int_equal(mkfifo(def, 0600), 0);
+	assert_int_equal(store_stacks_read(cur, seen_cb, &v, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "stacks.def is not a regular file"));
+	assert_int_equal(rename(keep, def), 0);
+	assert_int_equal(unlink(cnt), 0);
+	assert_int_equal(mkfifo(cnt, 0600), 0);
+	err[0] = '\0';
+	assert_int_equal(store_stacks_read(cur, seen_cb, &v, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "stacks.cnt"));
+	/* a link is refused like a FIFO */
+	assert_int_equal(unlink(cnt), 0);
+	assert_int_equal(symlink("/dev/zero", cnt), 0);
+	assert_int_equal(store_stacks_read(cur, seen_cb, &v, err, sizeof(err)), -EBADMSG);
+	alarm(0);
+	free(cur);
+	tmpdir_free(d);
+}
+
 /* Past STORE_STACKS_MAX distinct stacks, new ones are dropped and
  * counted; known ones still count. */
 static void test_bounds(void **state)
@@ -188,6 +228,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_torn_and_hostile),
 		cmocka_unit_test(test_bounds),
+		cmocka_unit_test(test_fifo),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -254,7 +254,9 @@ static int make_pipes(struct klaunch *k, int sv[2], char *err, size_t errlen)
 		return -errno;
 	}
 	snprintf(path, sizeof(path), "%s/guests/%s/console.log", k->session_dir, k->name);
-	k->con_log = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* in the session tree: never through a link, never blocked by a FIFO */
+	k->con_log = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
+			  O_CLOEXEC, 0644);
 	if (pipe2(pfd, O_CLOEXEC) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
 		util_seterr(err, errlen, "cannot create the console pipe or channel socket: %s",
 			    strerror(errno));

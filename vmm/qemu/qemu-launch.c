@@ -382,7 +382,7 @@ static void copy_file(const char *from, const char *to)
 
 	if (in < 0)
 		return;
-	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
 	while (out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
 		if (write(out, buf, (size_t)n) != n)
 			break;
@@ -499,7 +499,9 @@ static int connect_console(struct qlaunch *q, char *err, size_t errlen)
 	struct qmp *qmp;
 
 	snprintf(path, sizeof(path), "%s/console.log", q->guest_dir);
-	q->con_out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* in the session tree: never through a link, never blocked by a FIFO */
+	q->con_out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
+			  O_CLOEXEC, 0644);
 	q->con_fd = util_connect_unix(q->con, 10000);
 	if (q->con_fd < 0 || pthread_create(&q->con_thread, NULL, console_main, q)) {
 		util_seterr(err, errlen, "cannot read the guest console from QEMU");
