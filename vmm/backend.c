@@ -46,6 +46,21 @@ void backend_note(char *notes, size_t size, const char *fmt, ...)
 	notes[used + 1] = '\0';
 }
 
+void backend_connect_channel(struct backend_target *t, const char *path)
+{
+	int fd = util_connect_unix(path, UTIL_CONNECT_MS);
+
+	if (fd < 0) {
+		backend_note(t->notes, sizeof(t->notes), "guest '%s': cannot connect to its opvm "
+			     "channel %s (%s); profiling without process names (is another opvm "
+			     "attached?)", t->name, path, strerror(-fd));
+		return;
+	}
+	t->chan_fd = fd;
+	t->reconnect = backend_reconnect_unix;
+	t->reconnect_arg = (void *)path;
+}
+
 int backend_reconnect_unix(void *arg)
 {
 	/* From the collector's loop, which drains the sample rings meanwhile:

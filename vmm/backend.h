@@ -198,4 +198,10 @@ void backend_note(char *notes, size_t size, const char *fmt, ...)
  * the socket's path (it must outlive the collector).  The fd, or -1. */
 int backend_reconnect_unix(void *arg);
 
+/* Connects t to its guest's org.opvm.0 channel at path (a unix socket that
+ * must outlive the collector, it reconnects there): t->chan_fd and its
+ * reconnect callback set.  A channel that cannot be reached is a note, not
+ * an error: the guest is profiled without process names. */
+void backend_connect_channel(struct backend_target *t, const char *path);
+
 #endif /* OPVM_BACKEND_H */

@@ -172,7 +172,6 @@ static int pattach_open(void *st, struct vm_monitor *mon, struct backend_target 
 	struct perf_sampler_config pc = pa->pc;
 	char why[512] = "";
 	const char *path;
-	int fd;
 
 	if (!g)
 		return -ENOMEM;
@@ -191,16 +190,7 @@ static int pattach_open(void *st, struct vm_monitor *mon, struct backend_target 
 	path = vm_monitor_channel(mon);
 	if (t->chan_fd >= 0 || !path[0])
 		return 0;
-	fd = util_connect_unix(path, UTIL_CONNECT_MS);
-	if (fd < 0) {
-		backend_note(t->notes, sizeof(t->notes), "guest '%s': cannot connect to its opvm "
-			     "channel %s (%s); profiling without process names (is another "
-			     "opvm attached?)", t->name, path, strerror(-fd));
-		return 0;
-	}
-	t->chan_fd = fd;
-	t->reconnect = backend_reconnect_unix;
-	t->reconnect_arg = (void *)path;	/* lives in the monitor */
+	backend_connect_channel(t, path);	/* path lives in the monitor */
 	return 0;
 }
 

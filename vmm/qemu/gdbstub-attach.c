@@ -179,22 +179,12 @@ static int attach_channel(struct qattach_guest *g, struct backend_target *t,
 			  char *err, size_t errlen)
 {
 	const char *path = vm_monitor_channel(g->mon);
-	int fd;
 
 	if (!path[0])
 		return 0;
-	fd = util_connect_unix(path, UTIL_CONNECT_MS);
-	if (fd < 0) {
-		backend_note(t->notes, sizeof(t->notes), "guest '%s': cannot connect to its opvm "
-			     "channel %s (%s); profiling without process names (is another opvm "
-			     "attached?)", t->name, path, strerror(-fd));
-		return 0;
-	}
 	/* path lives in the monitor, which outlives the collector; the
 	 * collector reads the channel and tells the sampler each HELLO. */
-	t->chan_fd = fd;
-	t->reconnect = backend_reconnect_unix;
-	t->reconnect_arg = (void *)path;
+	backend_connect_channel(t, path);
 	return 0;
 }
 
