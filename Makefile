@@ -7,6 +7,7 @@
 #   make soak            30 minutes of hostile churn, RSS must stay flat
 #   make fuzz            libFuzzer targets, long runs (FUZZ_RUNS=...)
 #   make images          bootable test guests (images/)
+#   make images-disk     a Debian 12 disk guest with the guest package (images/)
 #   make demo            build, make the test image, profile a workload, report
 #   make install PREFIX=/usr/local
 #   V=1                  verbose
@@ -88,7 +89,7 @@ LIBS := $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/libunwind.a \
 PROTO_SRCS := $(wildcard host/report/*.proto)
 
 .PHONY: all check check-unit check-integration bench fuzz images demo install soak \
-	clean kmod guest-deb man help
+	clean kmod guest-deb images-disk man help
 all: $(BUILD)/opvm
 
 $(BUILD)/%.o: %.c
@@ -171,6 +172,9 @@ kmod:
 	$(Q)$(MAKE) -C guest-kmod OUT=$(abspath $(BUILD))/kmod
 guest-deb:
 	$(Q)$(MAKE) -C guest-kmod OUT=$(abspath $(BUILD))/kmod deb
+# A Debian 12 disk guest with systemd and the guest package (images/mkdisk.sh)
+images-disk:
+	$(Q)$(MAKE) -C images disk DISK_OUT=$(abspath $(BUILD))/images-disk
 # <<< images ------------------------------------------------------------------
 # >>> kvm synthetic guests (tests/guests/) -----------------------------------
 KVM_GUESTS := $(BUILD)/tests/guests/guest.elf $(BUILD)/tests/guests/guest-virtio.elf \
@@ -236,4 +240,4 @@ clean:
 help:
 	@sed -n '2,16p' Makefile
 
--include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)
+-include $(shell find $(BUILD) -path '$(BUILD)/images-disk' -prune -o -name '*.d' -type f -print 2>/dev/null)
