@@ -5,7 +5,8 @@ host's cross-check compares opvm with:
   samples   all samples
   comm      samples per process name (kernel time included, as perf files it)
   sym       samples per "dso symbol" of the sampled frame (top 40)
-  callers   for the top 5 symbols: samples per "dso symbol" of the caller
+  callers   for the top 5 user and top 3 kernel symbols: samples per
+            "dso symbol" of the caller
 """
 import collections
 import json
@@ -57,7 +58,9 @@ def main():
             sym[frames[0]] += 1
             chains.append(frames[:2])
     callers = {}
-    for s, _ in sym.most_common(5):
+    user = [s for s, _ in sym.most_common() if not s.startswith('vmlinux ')][:5]
+    kern = [s for s, _ in sym.most_common() if s.startswith('vmlinux ')][:3]
+    for s in user + kern:
         cc = collections.Counter(f[1] if len(f) > 1 else '(none)' for f in chains if f[0] == s)
         callers[s] = dict(cc.most_common(8))
     out = {'samples': n, 'comm': dict(comm), 'sym': dict(sym.most_common(40)),

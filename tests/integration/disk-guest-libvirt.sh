@@ -13,7 +13,7 @@
 #     start code), kernel stacks present;
 #  2. disk-guest-vs-perf: a second session (the cache filled: the guest is
 #     not busy sending binaries), and over the same 20 s `perf record -e
-#     cpu-clock -a -g` inside the guest (images/disk/opvm-wl perf): processes
+#     cpu-clock -a --call-graph dwarf` inside the guest (images/disk/opvm-wl perf): processes
 #     with >= 5 %
 #     of samples within 2 pp, the top-10 symbols within 2 pp, the caller
 #     split of the top symbol within 3 pp (or 3 sigma of the two binomial
@@ -142,7 +142,9 @@ $CHECK first "$T/first-symbols.json" "$T/first-stacks.json" || check_rc=1
 # busy sending them) and perf in the guest over the same 20 s.
 attach_bg second
 # perf's 20 s start now; opvm's began at most a quarter second ago.
-gsh 900 opvm-wl perf 20 > "$T/perf.out" || { tail -20 "$T/perf.out"; fail "perf in the guest failed"; }
+# perf unwinds user stacks by DWARF (dwarf,4096): with -g alone it walks
+# frame pointers, which Debian's binaries do not keep, and names no caller.
+gsh 1200 opvm-wl perf 20 dwarf,4096 > "$T/perf.out" || { tail -20 "$T/perf.out"; fail "perf in the guest failed"; }
 reports second
 grep -a "^OPVM-PERF-JSON " "$T/perf.out" | tail -n 1 | cut -d' ' -f2- > "$T/perf.json"
 [ -s "$T/perf.json" ] || { cat "$T/perf.out"; fail "no OPVM-PERF-JSON from the guest"; }
