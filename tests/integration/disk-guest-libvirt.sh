@@ -164,7 +164,8 @@ echo "$st" | grep -q "ko= *$" || fail "opvm.ko is still under updates/dkms after
 gsh 60 'ls -d /var/lib/dkms/opvm /usr/src/opvm-* /lib/systemd/system/opvm-relay.service /usr/sbin/opvm-relay 2>/dev/null | wc -l' |
 	grep -qx 0 || fail "dpkg -P left opvm files behind"
 echo "RESULT disk-guest-package: dpkg -P removed the module, its DKMS tree and the relay's unit"
-gsh 600 'dpkg -i /var/cache/opvm-guest.deb >/tmp/install.log 2>&1; echo "install=$?"' | grep -q "install=0" ||
+# DKMS compiles opvm.ko again, in the guest (under TCG: minutes).
+gsh 1800 'dpkg -i /var/cache/opvm-guest.deb >/tmp/install.log 2>&1; echo "install=$?"' | grep -q "install=0" ||
 	fail "dpkg -i opvm-guest (reinstall) failed"
 t1=$(date +%s)
 gsh 10 'systemctl reboot' > /dev/null 2>&1
