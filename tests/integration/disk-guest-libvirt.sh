@@ -168,9 +168,17 @@ echo "RESULT disk-guest-package: dpkg -P removed the module, its DKMS tree and t
 gsh 1800 'dpkg -i /var/cache/opvm-guest.deb >/tmp/install.log 2>&1; echo "install=$?"' | grep -q "install=0" ||
 	fail "dpkg -i opvm-guest (reinstall) failed"
 t1=$(date +%s)
+boot_id=$(gsh 60 cat /proc/sys/kernel/random/boot_id | grep -Eo '[0-9a-f-]{36}' | tail -n 1)
+[ -n "$boot_id" ] || fail "no boot_id from the guest"
 gsh 10 'systemctl reboot' > /dev/null 2>&1
-sleep 5
-wait_shell 600 || { tail -30 "$T/console.log"; fail "the guest did not come back from its reboot"; }
+# Until a shell of the next boot answers (the old one may, while it stops).
+for _ in $(seq 120); do
+	sleep 5
+	wait_shell 600 || { tail -30 "$T/console.log"; fail "the guest did not come back from its reboot"; }
+	id=$(gsh 60 cat /proc/sys/kernel/random/boot_id | grep -Eo '[0-9a-f-]{36}' | tail -n 1)
+	[ -n "$id" ] && [ "$id" != "$boot_id" ] && break
+done
+[ "$id" != "$boot_id" ] || fail "the guest did not reboot"
 for _ in $(seq 60); do
 	st=$(pkg_state)
 	echo "$st" | grep -q "relay=active" && break
