@@ -152,7 +152,7 @@ $CHECK vs-perf "$T/second-symbols.json" "$T/second-stacks.json" "$T/perf.json" |
 gsh 60 opvm-wl stop > /dev/null
 
 # ---- 3b: purge, reinstall, reboot ---------------------------------------------
-gsh 300 'dpkg -P opvm-guest >/tmp/purge.log 2>&1; echo "purge=$?"' > "$T/purge.out" ||
+gsh 900 'dpkg -P opvm-guest >/tmp/purge.log 2>&1; echo "purge=$?"' > "$T/purge.out" ||
 	{ cat "$T/purge.out"; fail "dpkg -P opvm-guest"; }
 st=$(pkg_state)
 echo "after dpkg -P: $st" | tr '\n' ' '; echo
