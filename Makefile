@@ -3,11 +3,13 @@
 #   make                 build build/opvm and the per-folder libraries
 #   make check           -Werror build, unit tests, integration tests
 #   make check SAN=address,undefined
+#   make check-disk      the Debian disk guest's tests (builds it: make images-disk)
 #   make bench           benchmarks, one "name: value unit" line each
 #   make bench-check     the deterministic benchmarks; fails when a figure misses its target
 #   make soak            30 minutes of hostile churn, RSS must stay flat
 #   make fuzz            libFuzzer targets, long runs (FUZZ_RUNS=...)
 #   make images          bootable test guests (images/)
+#   make images-disk     a Debian 12 disk guest with the guest package (images/)
 #   make demo            build, make the test image, profile a workload, report
 #   make install PREFIX=/usr/local
 #   V=1                  verbose
@@ -88,8 +90,8 @@ LIBS := $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/libunwind.a \
 
 PROTO_SRCS := $(wildcard host/report/*.proto)
 
-.PHONY: all check check-unit check-integration bench bench-check fuzz images demo install soak \
-	clean kmod guest-deb man help
+.PHONY: all check check-unit check-integration check-disk bench bench-check fuzz images demo install soak \
+	clean kmod guest-deb images-disk man help
 all: $(BUILD)/opvm
 
 $(BUILD)/%.o: %.c
@@ -172,6 +174,9 @@ kmod:
 	$(Q)$(MAKE) -C guest-kmod OUT=$(abspath $(BUILD))/kmod
 guest-deb:
 	$(Q)$(MAKE) -C guest-kmod OUT=$(abspath $(BUILD))/kmod deb
+# A Debian 12 disk guest with systemd and the guest package (images/mkdisk.sh)
+images-disk:
+	$(Q)$(MAKE) -C images disk DISK_OUT=$(abspath $(BUILD))/images-disk
 # <<< images ------------------------------------------------------------------
 # >>> kvm synthetic guests (tests/guests/) -----------------------------------
 KVM_GUESTS := $(BUILD)/tests/guests/guest.elf $(BUILD)/tests/guests/guest-virtio.elf \
@@ -193,6 +198,11 @@ check: $(BUILD)/opvm $(UNIT_BINS) $(FUZZ_BINS) $(TOOL_BINS) images
 # The units that drive the CLI need the binary beside them, or they SKIP.
 check-unit: $(BUILD)/opvm $(UNIT_BINS)
 	$(Q)BUILD=$(BUILD) tests/run-tests.sh --unit
+
+# The Debian disk guest's tests (tests/integration/disk-guest-*.sh): they
+# build it if needed (make images-disk) and boot systemd under TCG.
+check-disk: $(BUILD)/opvm $(TOOL_BINS) images
+	$(Q)BUILD=$(BUILD) OPVM_DISK_TESTS=1 tests/run-tests.sh --integration disk-guest
 
 check-integration: $(BUILD)/opvm $(TOOL_BINS) images
 	$(Q)BUILD=$(BUILD) tests/run-tests.sh --integration
@@ -242,4 +252,4 @@ clean:
 help:
 	@sed -n '2,16p' Makefile
 
--include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)
+-include $(shell find $(BUILD) -path '$(BUILD)/images-disk' -prune -o -name '*.d' -type f -print 2>/dev/null)

@@ -10,6 +10,7 @@ libjansson-dev libvirt-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
 qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static kmod cpio
 libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients golang-go
 python3 chromium acpica-tools dkms linux-headers-cloud-amd64 help2man man-db
+debootstrap qemu-utils e2fsprogs
 libncurses-dev libmicrohttpd-dev prometheus tmux universal-ctags libbpf-dev curl
 linux-perf"
 missing=""

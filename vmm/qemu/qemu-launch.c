@@ -31,6 +31,7 @@
 
 #include "lib/util.h"
 #include "vmm/backend.h"
+#include "vmm/qemu/disk-boot.h"
 #include "vmm/qemu/gdbstub-common.h"
 #include "vmm/qemu/gdbstub-sampler.h"
 #include "vmm/guest/guestmem.h"
@@ -42,13 +43,15 @@
 
 enum {
 	OPT_KERNEL = BACKEND_OPT, OPT_INITRD, OPT_APPEND, OPT_WORKLOAD, OPT_SMP,
-	OPT_ACCEL, OPT_NAME, OPT_CONSOLE, OPT_QEMU,
+	OPT_ACCEL, OPT_NAME, OPT_CONSOLE, OPT_QEMU, OPT_DISK,
 };
 
 struct qlaunch {
 	/* options */
 	const char *kernel, *initrd, *append, *workload, *accel, *qemu_bin, *name;
+	const char *disk;
 	unsigned smp, mem;
+	int mem_set;
 	int show_console;
 	/* prepare() */
 	struct backend_setup setup;
@@ -57,6 +60,8 @@ struct qlaunch {
 	unsigned nr_extra;
 	char images[PATH_MAX], kbuf[PATH_MAX + 16], ibuf[PATH_MAX + 32];
 	char root[PATH_MAX + 8], map[PATH_MAX + 16], cmdline[4096];
+	char disk_rel[72];		/* --disk: the kernel release in its /boot */
+	int disk_qcow2;
 	/* the run */
 	char dir[128];			/* private: sockets and QEMU's log */
 	char qmp[PATH_MAX], chan[PATH_MAX], con[PATH_MAX];
@@ -83,6 +88,7 @@ static const struct option qlaunch_options[] = {
 	{ "name", required_argument, NULL, OPT_NAME },
 	{ "console", no_argument, NULL, OPT_CONSOLE },
 	{ "qemu", required_argument, NULL, OPT_QEMU },
+	{ "disk", required_argument, NULL, OPT_DISK },
 	{ 0 }
 };
 
@@ -112,11 +118,12 @@ static int qlaunch_parse(void *st, int opt, const char *arg, char *err, size_t e
 	case OPT_APPEND: q->append = arg; break;
 	case OPT_WORKLOAD: q->workload = arg; break;
 	case OPT_SMP: q->smp = (unsigned)atoi(arg); break;
-	case 'm': q->mem = (unsigned)atoi(arg); break;
+	case 'm': q->mem = (unsigned)atoi(arg); q->mem_set = 1; break;
 	case OPT_ACCEL: q->accel = arg; break;
 	case OPT_NAME: q->name = arg; break;
 	case OPT_CONSOLE: q->show_console = 1; break;
 	case OPT_QEMU: q->qemu_bin = arg; break;
+	case OPT_DISK: q->disk = arg; break;
 	default: return -EINVAL;
 	}
 	return 0;
@@ -191,7 +198,8 @@ static void make_cmdline(struct qlaunch *q)
 {
 	size_t sz = sizeof(q->cmdline);
 
-	snprintf(q->cmdline, sz, "console=ttyS0%s%s%s%s",
+	snprintf(q->cmdline, sz, "console=ttyS0%s%s%s%s%s",
+		 q->disk ? " root=/dev/vda rw" : "",
 		 q->workload ? " opvm.workload=" : "", q->workload ? q->workload : "",
 		 q->append ? " " : "", q->append ? q->append : "");
 	if (!q->append)
@@ -200,10 +208,40 @@ static void make_cmdline(struct qlaunch *q)
 	 * vCPUs Linux picks the HPET, whose every read is an MMIO exit taken
 	 * under QEMU's big lock, and a gdbstub stop has to wait for that lock:
 	 * code right after a clock read is then hardly ever sampled
-	 * (docs/usage.md, "Limitations"). */
-	if (q->images[0])
+	 * (docs/usage.md, "Limitations").  The same for a disk guest under TCG. */
+	if (q->images[0] || (q->disk && !strcmp(q->accel, "tcg")))
 		strncat(q->cmdline, " tsc=reliable clocksource=tsc",
 			sz - strlen(q->cmdline) - 1);
+}
+
+/* --disk IMAGE: its format, and without --kernel the release whose kernel
+ * and initrd open() copies out of its /boot.  A disk guest has more to run
+ * than the test image: 1 GB unless -m says otherwise. */
+static int disk_prepare(struct qlaunch *q, char *err, size_t errlen)
+{
+	int r = disk_boot_is_qcow2(q->disk);
+
+	if (r < 0) {
+		util_seterr(err, errlen, "--disk %s: %s", q->disk, strerror(-r));
+		return r;
+	}
+	q->disk_qcow2 = r;
+	if (strchr(q->disk, ',')) {
+		util_seterr(err, errlen, "--disk %s: QEMU cannot take a ',' in the path; "
+			    "rename or link the image", q->disk);
+		return -EINVAL;
+	}
+	if (!q->mem_set)
+		q->mem = 1024;
+	q->setup.workload = q->workload;
+	if (q->kernel)
+		return 0;
+	if (q->disk_qcow2) {
+		util_seterr(err, errlen, "--disk %s is qcow2: its /boot cannot be read "
+			    "here; give --kernel and --initrd", q->disk);
+		return -EINVAL;
+	}
+	return disk_boot_find(q->disk, q->disk_rel, sizeof(q->disk_rel), err, errlen);
 }
 
 static int qlaunch_prepare(void *st, const struct backend_common *c,
@@ -233,9 +271,11 @@ static int qlaunch_prepare(void *st, const struct backend_common *c,
 	r = qemu_backend_setup(c, &q->setup, err, errlen);
 	if (r)
 		return r;
-	if (!q->kernel && (r = use_test_image(q, err, errlen)))
+	if (q->disk && (r = disk_prepare(q, err, errlen)))
 		return r;
-	if (!file_exists(q->kernel) || (q->initrd && !file_exists(q->initrd))) {
+	if (!q->kernel && !q->disk && (r = use_test_image(q, err, errlen)))
+		return r;
+	if ((q->kernel && !file_exists(q->kernel)) || (q->initrd && !file_exists(q->initrd))) {
 		util_seterr(err, errlen, "cannot find %s",
 			    !file_exists(q->kernel) ? q->kernel : q->initrd);
 		return -EINVAL;
@@ -257,6 +297,7 @@ struct qemu_args {
 	char *v[MAX_ARGS + 1];
 	char smp[16], mem[16], qmp[PATH_MAX + 64], gdb[PATH_MAX + 64];
 	char chan[PATH_MAX + 64], con[PATH_MAX + 64], ram[64];
+	char drive[PATH_MAX + 96];
 };
 
 /* ram_shared: the guest's RAM in a memfd QEMU shares, so that opvm maps it
@@ -284,6 +325,13 @@ static void qemu_args(struct qlaunch *q, struct qemu_args *a, int ram_shared)
 		A("-initrd"); A(q->initrd);
 	}
 	A("-append"); A(q->cmdline);
+	if (q->disk) {
+		/* snapshot=on: the guest's writes go to a temporary overlay,
+		 * the image stays as it was (a CI job's image is reused). */
+		snprintf(a->drive, sizeof(a->drive), "file=%s,if=virtio,format=%s,snapshot=on",
+			 q->disk, q->disk_qcow2 ? "qcow2" : "raw");
+		A("-drive"); A(a->drive);
+	}
 	if (ram_shared) {
 		snprintf(a->ram, sizeof(a->ram), "memory-backend-memfd,id=opvm-ram,size=%uM,"
 			 "share=on", q->mem);
@@ -597,6 +645,15 @@ static int qlaunch_open(void *st, struct vm_monitor *mon, struct backend_target 
 	r = make_dirs(q, err, errlen);
 	if (r)
 		return r;
+	if (q->disk_rel[0]) {
+		r = disk_boot_extract(q->disk, q->disk_rel, q->dir, err, errlen);
+		if (r)
+			return r;
+		snprintf(q->kbuf, sizeof(q->kbuf), "%s/vmlinuz", q->dir);
+		snprintf(q->ibuf, sizeof(q->ibuf), "%s/initrd.img", q->dir);
+		q->kernel = q->kbuf;
+		q->initrd = q->ibuf;
+	}
 	a = malloc(sizeof(*a));
 	if (!a)
 		return -ENOMEM;
@@ -619,7 +676,7 @@ static int qlaunch_open(void *st, struct vm_monitor *mon, struct backend_target 
 	r = connect_guest(q, t, err, errlen);
 	if (!r)
 		util_seterr(t->intro, sizeof(t->intro), "booting %s (%u vCPUs, %s); console in "
-			 "%s/console.log; Ctrl-C stops", q->kernel, t->nr_vcpus, q->accel,
+			 "%s/console.log; Ctrl-C stops", q->disk ? q->disk : q->kernel, t->nr_vcpus, q->accel,
 			 q->guest_dir);
 	return r;
 }
@@ -713,9 +770,14 @@ const struct backend_ops qemu_backend = {
 	.usage =
 "  --kernel FILE      guest kernel (bzImage); without it, the test image\n"
 "                     that `make images` builds (build/images)\n"
+"  --disk IMAGE       boot a disk image (its root file system is /dev/vda)\n"
+"                     with the kernel and initrd in its own /boot, unless\n"
+"                     --kernel is given; writes go to a temporary overlay,\n"
+"                     the image is not changed (default memory 1024 MB)\n"
 "  --initrd FILE      initramfs\n"
 "  --append STRING    extra kernel command line (console=ttyS0 is always given)\n"
-"  --workload NAME    test image: run workload NAME (adds opvm.workload=NAME);\n"
+"  --workload NAME    test image or disk: run workload NAME (adds\n"
+"                     opvm.workload=NAME);\n"
 "                     the image is $OPVM_IMAGES, else build/images beside\n"
 "                     the binary or in the current directory\n"
 "  --smp N            vCPUs (default 2)\n"
