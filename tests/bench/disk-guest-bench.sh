@@ -104,8 +104,8 @@ timed() {	# timed NAME APPEND -> the guest's own ns for the mix
 	kill_guest
 	grep -a "OPVM-TIMED mix" "$T/$1.log" | tail -n 1
 }
-without=$(timed without "modprobe.blacklist=opvm systemd.mask=opvm-relay.service")
-with=$(timed with "")
+without=$(timed without "modprobe.blacklist=opvm systemd.mask=opvm-relay.service") || exit 1
+with=$(timed with "") || exit 1
 echo "$without" | grep -q "kmod=0" || { echo "disk-guest-bench: opvm.ko loaded in the boot without it: $without" >&2; exit 1; }
 echo "$with" | grep -q "kmod=1" || { echo "disk-guest-bench: opvm.ko not loaded: $with" >&2; exit 1; }
 n0=$(echo "$without" | awk '{print $3}')
