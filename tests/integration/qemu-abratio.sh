@@ -9,7 +9,11 @@ need_qemu
 mk_tmp qemu-abratio
 S=$T/session
 
-"$OPVM" run --workload abratio -F 200 -d "$S" > "$T/run.out" 2> "$T/run.err"
+# --introspect off: this asks what opvm.ko names; with introspection, samples
+# taken before its HELLO are held and filed under the process the guest's
+# memory names, in an {anon} image, instead of counted as unresolved
+# (introspect-guest tests that source).
+"$OPVM" run --workload abratio -F 200 --introspect off -d "$S" > "$T/run.out" 2> "$T/run.err"
 rc=$?
 cat "$T/run.out" "$T/run.err"
 [ $rc = 0 ] || fail "opvm run exited with $rc"
