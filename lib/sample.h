@@ -4,7 +4,7 @@
  * vCPU and pushes it into that vCPU's ring (lib/ring.h).
  *
  * The guest is implied by the ring (one ring per vCPU per guest).  rip, cr3
- * and the slot fields are raw guest values: sync (host/collect/sync.c) normalises CR3
+ * and the slot fields are raw guest values: sync (host/collect/attribution.c) normalises CR3
  * and decides what they mean.
  */
 #ifndef OPVM_SAMPLE_H

@@ -440,7 +440,7 @@ static void default_symbols(const struct backend_setup *setup, struct collector_
  * session's build-id cache, what was fetched from the guest: an image is
  * asked for when its first sample is filed or an unwind needs it, and
  * looked for again once it is in the fetch cache, while the stacks that
- * need it wait (host/collect/sync.h); never debuginfod from the collector,
+ * need it wait (host/collect/attribution.h); never debuginfod from the collector,
  * whose thread must not wait on the network), each checked against the
  * guest's build-id: a file that is not the guest's unwinds nothing.
  */

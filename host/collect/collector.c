@@ -31,7 +31,7 @@
 #include "lib/sample.h"
 #include "host/collect/stats.h"
 #include "host/collect/store.h"
-#include "host/collect/sync.h"
+#include "host/collect/attribution.h"
 #include "vmm/introspect/introspect.h"
 #include "vmm/introspect/ktasks.h"
 #include "vmm/sampler.h"
@@ -59,7 +59,7 @@
  * written for want of memory: the last write must not lag the files. */
 #define RESERVE_BYTES		(512u * 1024)
 /* -g dwarf: how long the end of a session waits for binaries the guest is
- * still sending, for the stacks that need them (sync.h) */
+ * still sending, for the stacks that need them (attribution.h) */
 #define FINISH_WAIT_MS		10000
 
 struct cguest {
@@ -198,7 +198,7 @@ static void image_used(const struct gstate_cookie *ck, void *arg)
 }
 
 /* An unwind needs a binary the host lacks: asked for, and waited for while
- * it is on its way (sync.h, first-session stacks). */
+ * it is on its way (attribution.h, first-session stacks). */
 static int image_wait(const struct gstate_cookie *ck, void *arg)
 {
 	struct cguest *g = arg;
@@ -612,7 +612,7 @@ static json_t *intro_json(const struct cguest *g)
 /*
  * Called by the decoder for each record before it is applied.  A record
  * that makes the model forget something must not be applied while samples
- * that need it still sit in the rings (see "Ordering" in host/collect/sync.h): those
+ * that need it still sit in the rings (see "Ordering" in host/collect/attribution.h): those
  * go first.  Processes going away also retry the held samples, which may be
  * waiting for exactly the process that is about to exit.
  */

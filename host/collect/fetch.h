@@ -159,7 +159,7 @@ int fetch_coming(const struct fetch *f, const uint8_t *bid, size_t len);
 int fetch_kernel_orc(const struct fetch *f, uint64_t *ip_start, uint64_t *ip_stop,
 		     uint64_t *orc_start);
 /* Images whose transfer ended (cached or given up), a count that only
- * grows: a change says a waiting unwind may go on (sync.h). */
+ * grows: a change says a waiting unwind may go on (attribution.h). */
 uint64_t fetch_settled(const struct fetch *f);
 /* Whether any image is wanted or in transfer with a relay that answers. */
 int fetch_busy(const struct fetch *f);

@@ -7,7 +7,7 @@
  * guest and are therefore hostile: every string is bounded and copied, every
  * range checked, and every table bounded by struct gstate_limits; a mutator
  * that would exceed a bound refuses with -ENOSPC and counts the refusal in
- * gstate_stats.  Read by sync (host/collect/sync.c) on the hot path: lookups are
+ * gstate_stats.  Read by sync (host/collect/attribution.c) on the hot path: lookups are
  * O(log n) or better.
  *
  * Not thread-safe: the collector's main loop both decodes and syncs.

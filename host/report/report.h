@@ -66,7 +66,7 @@ struct report_filter {
 int report_filter_add(struct report_filter *f, char *term);
 
 /* The applications idle and boot samples are filed under whatever the
- * separation (host/collect/sync.h), as reports name them. */
+ * separation (host/collect/attribution.h), as reports name them. */
 #define REPORT_APP_IDLE		STORE_APP_IDLE
 #define REPORT_APP_BOOT		STORE_APP_BOOT
 

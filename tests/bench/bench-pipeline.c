@@ -43,7 +43,7 @@
 #include "host/collect/gstate.h"
 #include "lib/ring.h"
 #include "host/collect/store.h"
-#include "host/collect/sync.h"
+#include "host/collect/attribution.h"
 
 #define NR_PROCS	200
 #define NR_LIBS		29

@@ -78,8 +78,8 @@
  * Threads: everything runs in the caller's thread (the collector's loop);
  * only the rings are shared, with their producers.
  */
-#ifndef OPVM_SYNC_H
-#define OPVM_SYNC_H
+#ifndef OPVM_ATTRIBUTION_H
+#define OPVM_ATTRIBUTION_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -202,4 +202,4 @@ void sync_images_changed(struct sync *s);
 /* Stacks waiting for a binary (first-session stacks above). */
 size_t sync_nr_deferred(const struct sync *s);
 
-#endif /* OPVM_SYNC_H */
+#endif /* OPVM_ATTRIBUTION_H */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Sync: rings -> attribution -> sample files.  The rules are in host/collect/sync.h;
+ * Attribution: rings -> attribution -> sample files.  The rules are in host/collect/attribution.h;
  * this file is mostly about doing them fast: at a few hundred samples per
  * second per vCPU nothing here matters, but a guest with many vCPUs under a
  * high-rate event, or a collector catching up after a stall, should drain
@@ -16,7 +16,7 @@
 #include "lib/ring.h"
 #include "lib/util.h"
 #include "host/collect/store.h"
-#include "host/collect/sync.h"
+#include "host/collect/attribution.h"
 #include "unwind/dwarf-cfi.h"
 
 #define SYNC_HOLD_MS_DEFAULT	2000
@@ -97,7 +97,7 @@ struct held {
 	uint64_t t;
 };
 
-/* A stack waiting for a binary (sync.h, first-session stacks): the sample
+/* A stack waiting for a binary (attribution.h, first-session stacks): the sample
  * with its own copies of the chain and the stack window after it. */
 struct deferred {
 	struct opvm_sample x;	/* x.chain, x.stack point into data[] */
@@ -1088,7 +1088,7 @@ static int chain_try(struct sync *s, const struct opvm_sample *x, const struct d
 	return missing || !same ? CHAIN_CUT : CHAIN_WHOLE;
 }
 
-/* ---- stacks waiting for a binary (sync.h) ------------------------------------ */
+/* ---- stacks waiting for a binary (attribution.h) ------------------------------------ */
 
 static void defer_free(struct sync *s, struct deferred *d)
 {
@@ -1187,7 +1187,7 @@ size_t sync_nr_deferred(const struct sync *s)
 	return s->dq_nr;
 }
 
-/* Files x's chain, or queues it to wait for a binary (sync.h). */
+/* Files x's chain, or queues it to wait for a binary (attribution.h). */
 static void file_chain(struct sync *s, const struct opvm_sample *x, uint64_t now)
 {
 	if (chain_try(s, x, NULL, s->dq != NULL) == CHAIN_WAIT && defer(s, x, now))

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests for sync (host/collect/sync.c): attribution rules, separation, late
+ * Unit tests for sync (host/collect/attribution.c): attribution rules, separation, late
  * guest state held back and resolved, expiry and overflow accounting, and
  * the seed test (a 1 %/99 % profile survives rings -> sync -> sample files).
  * Results are read back from the sample files with the store's reader.
@@ -22,7 +22,7 @@
 #include "host/collect/gstate.h"
 #include "lib/ring.h"
 #include "host/collect/store.h"
-#include "host/collect/sync.h"
+#include "host/collect/attribution.h"
 
 #define S(x) x, sizeof(x) - 1
 
@@ -56,7 +56,7 @@ static void fix_open(struct fix *f, unsigned sep, unsigned hold_ms, size_t hold_
 	struct sync_config cfg = { .hold_ms = hold_ms, .hold_max = hold_max };
 	const char *tmp = getenv("TMPDIR");
 
-	snprintf(f->dir, sizeof(f->dir), "%s/opvm-test-sync-XXXXXX", tmp ? tmp : "/tmp");
+	snprintf(f->dir, sizeof(f->dir), "%s/opvm-test-attribution-XXXXXX", tmp ? tmp : "/tmp");
 	assert_non_null(mkdtemp(f->dir));
 	f->st = store_open(f->dir, "g1", ev, 2, sep, 0);
 	assert_non_null(f->st);
@@ -738,7 +738,7 @@ static int take_stack(struct fix *f, uint64_t now)
 	return sync_sample(f->sy, &x, now);
 }
 
-/* First-session stacks (sync.h): an unwind that needs a binary on its way
+/* First-session stacks (attribution.h): an unwind that needs a binary on its way
  * waits, and is redone when it came; one that cannot wait (not coming, its
  * process going, too old, the end) is filed and counted cut short. */
 static void test_dwarf_wait(void **state)
