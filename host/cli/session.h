@@ -106,4 +106,13 @@ void session_usage_print(FILE *f, const struct session_cli *cli, const char *hea
 int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 		struct vm_monitor *const *mons, size_t n);
 
+/* Prints the end-of-session summary (host/cli/summary.c): per target and app,
+ * store, fetch, DWARF and introspection counters from o's session dir. */
+struct backend_setup;
+struct backend_target;
+void session_summary(const struct backend_ops *b, void *bst,
+		     const struct session_opts *o,
+		     const struct backend_setup *setup,
+		     const struct backend_target *t, size_t n, uint64_t elapsed_ns);
+
 #endif /* OPVM_SESSION_H */

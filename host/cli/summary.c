@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The summary a session prints when it ends (host/cli/session.c calls it):
+ * samples per target and app, store, fetch, DWARF and introspection counters,
+ * read back from session.json and the sample store.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "host/collect/collector.h"
+#include "host/cli/session.h"
+#include "host/collect/stats.h"
+#include "host/collect/store.h"
+#include "lib/log.h"
+#include "symbols/ksyms.h"
+#include "symbols/symres.h"
+#include "lib/safepath.h"
+#include "lib/util.h"
+#include "symbols/symres.h"
+#include "vmm/backend.h"
+#include "vmm/guest/monitor.h"
+#include "vmm/sampler.h"
+
+struct app_sum {
+	size_t target;
+	char app[512];
+	uint64_t samples;
+};
+
+struct sum_ctx {
+	const struct backend_target *t;
+	size_t n;
+	struct app_sum *apps;
+	size_t nr, cap;
+	uint64_t *totals;
+	size_t bad;
+};
+
+/* The app's row of target ti, added if new; NULL on ENOMEM. */
+static struct app_sum *app_row(struct sum_ctx *sc, size_t ti, const char *app)
+{
+	size_t k;
+
+	for (k = 0; k < sc->nr; k++)
+		if (sc->apps[k].target == ti && !strcmp(sc->apps[k].app, app))
+			return &sc->apps[k];
+	if (sc->nr == sc->cap) {
+		size_t ncap = sc->cap ? sc->cap * 2 : 64;
+		struct app_sum *na = realloc(sc->apps, ncap * sizeof(*na));
+
+		if (!na)
+			return NULL;
+		sc->apps = na;
+		sc->cap = ncap;
+	}
+	sc->apps[k].target = ti;
+	snprintf(sc->apps[k].app, sizeof(sc->apps[k].app), "%s", app);
+	sc->apps[k].samples = 0;
+	sc->nr++;
+	return &sc->apps[k];
+}
+
+static int sum_file(const struct store_entry *e, void *arg)
+{
+	struct sum_ctx *sc = arg;
+	struct sfile_reader *r;
+	struct app_sum *row;
+	uint64_t total;
+	size_t ti;
+
+	for (ti = 0; ti < sc->n; ti++)
+		if (e->guest && !strcmp(e->guest, sc->t[ti].name))
+			break;
+	if (ti == sc->n)
+		return 0;
+	r = sfile_reader_open(e->path, NULL, 0);
+	if (!r) {
+		sc->bad++;
+		return 0;
+	}
+	total = sfile_reader_info(r)->total;
+	sfile_reader_close(r);
+	row = app_row(sc, ti, e->app ? e->app : "?");
+	if (!row)
+		return -ENOMEM;
+	row->samples += total;
+	sc->totals[ti] += total;
+	return 0;
+}
+
+static int cmp_app(const void *a, const void *b)
+{
+	const struct app_sum *x = a, *y = b;
+
+	if (x->samples != y->samples)
+		return x->samples < y->samples ? 1 : -1;
+	return strcmp(x->app, y->app);
+}
+
+/* A guest's session.json, or NULL. */
+static json_t *load_session(const char *session_dir, const char *guest)
+{
+	char mangled[OPVM_MANGLE_MAX], path[4096];
+	json_t *j;
+	int fd;
+
+	store_mangle(guest, strlen(guest), mangled);
+	snprintf(path, sizeof(path), "%s/guests/%s/samples/current/session.json",
+		 session_dir, mangled);
+	/* a regular file only, not through a symlink, without blocking */
+	fd = util_open_regular(path, O_NOFOLLOW);
+	if (fd < 0)
+		return NULL;
+	j = json_loadfd(fd, 0, NULL);
+	close(fd);
+	return j;
+}
+
+/* What the store did, when it is worth a line: caps reached, samples that
+ * could not be filed. */
+static void store_summary(json_t *root)
+{
+	json_t *so = json_object_get(root, "store"), *lim = json_object_get(so, "limits");
+	uint64_t ovf = stats_json_get(so, "overflow_samples");
+	uint64_t errs = stats_json_get(root, "store_errors");
+	char a[OPVM_COUNT_BUF], b[OPVM_COUNT_BUF], c[OPVM_COUNT_BUF];
+
+	if (!so)
+		return;
+	util_fprintf_wrapped(stdout, 4, "  store: %s files, %s directories, %.1f MB on disk, "
+			     "at most %llu mapped at once",
+	       stats_fmt_count(stats_json_get(so, "files"), a),
+	       stats_fmt_count(stats_json_get(so, "dirs"), b),
+	       stats_json_get(so, "disk_bytes") / 1e6,
+	       (unsigned long long)stats_json_get(so, "mapped_peak"));
+	if (ovf)
+		util_fprintf_wrapped(stdout, 4, "  %s samples went to the {overflow} bucket: "
+		       "the guest named more files than "
+		       "the caps allow (files %llu, directories %llu, disk %.0f MB; raise them with "
+		       "--max-files, --max-dirs, --max-disk)", stats_fmt_count(ovf, c),
+		       (unsigned long long)stats_json_get(lim, "max_files"),
+		       (unsigned long long)stats_json_get(lim, "max_dirs"),
+		       stats_json_get(lim, "max_disk") / 1e6);
+	if (errs)
+		util_fprintf_wrapped(stdout, 4, "  %s samples could not be filed (out of memory "
+		       "or disk); they are counted, "
+		       "not in the files", stats_fmt_count(errs, c));
+}
+
+/* What the guest sent for the reports (docs/protocol.md, KSYMS, FETCH),
+ * when it sent anything or something was refused. */
+static void fetch_summary(json_t *root)
+{
+	json_t *f = json_object_get(root, "fetch"), *k = json_object_get(f, "ksyms"),
+	       *b = json_object_get(f, "binaries");
+	static const char *const refusals[] = { "guest_refused", "mismatch", "not_elf",
+		"too_big", "session_cap", "bad_order", "stray", "timeouts" };
+	const char *why = json_string_value(json_object_get(b, "cache_error"));
+	uint64_t refused = 0;
+
+	const char *lie = json_string_value(json_object_get(k, "slide_conflict"));
+
+	if (why)
+		util_fprintf_wrapped(stdout, 4, "  the guest's build-id cache was refused, no "
+				     "binary fetched: %s", why);
+	if (stats_json_get(k, "slide_mismatch"))
+		util_fprintf_wrapped(stdout, 4, "  warning: the guest's kallsyms disagrees with "
+				     "opvm.ko's HELLO (%s%s%llu symbols): the reports name kernel "
+				     "samples with opvm.ko's addresses (session.json "
+				     "fetch.ksyms)", lie ? lie : "", lie ? "; " : "",
+				     (unsigned long long)stats_json_get(k, "slide_mismatch"));
+	for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
+		refused += stats_json_get(b, refusals[i]);
+	if (!stats_json_get(k, "syms") && !stats_json_get(b, "files") &&
+	    !stats_json_get(b, "cached") && !refused)
+		return;
+	util_fprintf_wrapped(stdout, 4, "  from the guest: %llu kernel symbols; %llu binaries "
+			     "fetched by build-id (%.1f MB), %llu already cached, %llu "
+			     "transfers refused (session.json \"fetch\")",
+			     (unsigned long long)stats_json_get(k, "syms"),
+			     (unsigned long long)stats_json_get(b, "files"),
+			     stats_json_get(b, "bytes") / 1e6,
+			     (unsigned long long)stats_json_get(b, "cached"),
+			     (unsigned long long)refused);
+}
+
+/* -g dwarf: user stacks that waited for a binary the guest was sending,
+ * and those filed cut short for want of one (docs/callgraphs.md). */
+static void dwarf_summary(json_t *root)
+{
+	json_t *d = json_object_get(root, "dwarf_unwind");
+	uint64_t waited = stats_json_get(d, "waited"), cut = stats_json_get(d, "cut_missing_binary");
+	char a[OPVM_COUNT_BUF], b[OPVM_COUNT_BUF], c[OPVM_COUNT_BUF];
+
+	if (!d || (!waited && !cut))
+		return;
+	util_fprintf_wrapped(stdout, 4, "  user stacks (dwarf): %s waited for a binary the guest "
+			     "was sending, %s of them whole once it came; %s cut short for a "
+			     "missing binary (session.json \"dwarf_unwind\")",
+			     stats_fmt_count(waited, a),
+			     stats_fmt_count(stats_json_get(d, "redone"), b),
+			     stats_fmt_count(cut, c));
+}
+
+/* Which source named what: introspection's line (docs/introspection.md). */
+static void introspect_summary(json_t *root)
+{
+	json_t *i = json_object_get(root, "introspect"), *p = json_object_get(i, "processes");
+	const char *state = json_string_value(json_object_get(i, "state"));
+	const char *why = json_string_value(json_object_get(i, "last_error"));
+	json_t *k = json_object_get(root, "kernel");
+	const char *src = json_string_value(json_object_get(k, "source"));
+
+	if (!state)
+		return;		/* --introspect off, or no guest memory */
+	if (strcmp(state, "ready")) {
+		util_fprintf_wrapped(stdout, 4, "  introspection: no kernel found in guest memory "
+				     "(%llu scans of its RAM)%s%s", (unsigned long long)
+				     stats_json_get(i, "passes"), why ? ": " : "", why ? why : "");
+		return;
+	}
+	util_fprintf_wrapped(stdout, 4, "  introspection: kernel %s read from guest memory "
+			     "(KASLR offset %s); it sent %llu kernel symbols; processes from "
+			     "%s (%llu in the last walk)%s%s",
+			     json_string_value(json_object_get(i, "release")),
+			     json_string_value(json_object_get(i, "kernel_offset")),
+			     (unsigned long long)stats_json_get(i, "ksyms_sent"),
+			     src && !strcmp(src, "opvm.ko") ? "opvm.ko" :
+			     stats_json_get(p, "walks") ? "it" : "none",
+			     (unsigned long long)stats_json_get(p, "tasks"),
+			     why ? "; " : "", why ? why : "");
+}
+
+static void count(json_t *st, const char *key, struct backend_count *out)
+{
+	char buf[OPVM_COUNT_BUF];
+
+	out->n = stats_json_get(st, key);
+	snprintf(out->s, sizeof(out->s), "%s", stats_fmt_count(out->n, buf));
+}
+
+static void totals_from_json(json_t *root, uint64_t samples, uint64_t elapsed_ns,
+			     struct backend_totals *tot)
+{
+	json_t *st = json_object_get(root, "stats");
+
+	tot->samples = samples;
+	tot->elapsed_ns = elapsed_ns;
+	count(st, "kernel", &tot->kernel);
+	count(st, "user", &tot->user);
+	count(st, "lost_overflow", &tot->lost_overflow);
+	count(st, "lost_no_process", &tot->lost_no_process);
+	count(st, "lost_no_mapping", &tot->lost_no_mapping);
+	count(st, "guest_lost", &tot->guest_lost);
+}
+
+static void top_apps(const struct sum_ctx *sc, size_t i)
+{
+	int shown = 0;
+
+	for (size_t k = 0; k < sc->nr && shown < 8; k++) {
+		if (sc->apps[k].target != i || !sc->totals[i])
+			continue;
+		if (!shown++)
+			printf("  top applications:\n");
+		printf("    %6.2f%%  %8llu  %s\n", 100.0 * sc->apps[k].samples / sc->totals[i],
+		       (unsigned long long)sc->apps[k].samples, store_app_label(sc->apps[k].app));
+	}
+}
+
+/* --from-exec: when the process came and what was taken before it. */
+static void start_summary(json_t *root)
+{
+	const char *name = json_string_value(json_object_get(root, "from_exec"));
+	json_t *at = json_object_get(root, "started_after_s");
+	uint64_t before = stats_json_get(json_object_get(root, "stats"), "before_start");
+	char c[OPVM_COUNT_BUF];
+
+	if (!name)
+		return;
+	if (json_is_number(at))
+		util_fprintf_wrapped(stdout, 4, "  filed from %s's start, %.1f s in; %s samples "
+				     "taken before it were counted, not filed", name,
+				     json_number_value(at), stats_fmt_count(before, c));
+	else
+		util_fprintf_wrapped(stdout, 4, "  %s never started: none of %s samples was "
+				     "filed (is it the executable's base name?)", name,
+				     stats_fmt_count(before, c));
+}
+
+/* Per guest: the backend's lines, the store's, the top applications; then
+ * where the session is and how to read it. */
+void session_summary(const struct backend_ops *b, void *bst,
+		     const struct session_opts *o,
+		     const struct backend_setup *setup,
+		     const struct backend_target *t, size_t n, uint64_t elapsed_ns)
+{
+	const char *dir = o->common.session_dir;
+	struct sum_ctx sc = { .t = t, .n = n };
+
+	sc.totals = calloc(n ? n : 1, sizeof(*sc.totals));
+	if (!sc.totals)
+		return;
+	store_walk(dir, "current", sum_file, &sc, NULL);
+	if (sc.nr)	/* none filed (--from-exec that never came): no array */
+		qsort(sc.apps, sc.nr, sizeof(*sc.apps), cmp_app);
+	for (size_t i = 0; i < n; i++) {
+		json_t *root = load_session(dir, t[i].name);
+		struct backend_totals tot = { 0 };
+
+		totals_from_json(root, sc.totals[i], elapsed_ns, &tot);
+		b->summary(bst, &t[i], &tot, stdout);
+		start_summary(root);
+		store_summary(root);
+		fetch_summary(root);
+		dwarf_summary(root);
+		introspect_summary(root);
+		top_apps(&sc, i);
+		json_decref(root);
+	}
+	if (sc.bad)
+		printf("(%zu sample files could not be read)\n", sc.bad);
+	/* the session's symbol sources are in its session.json: no flags */
+	printf("session: %s\nnext: opvm report --session-dir %s\n", dir, dir);
+	fflush(stdout);
+	free(sc.apps);
+	free(sc.totals);
+}
+
