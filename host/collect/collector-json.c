@@ -1,0 +1,392 @@
+// SPDX-License-Identifier: MIT
+/*
+ * session.json, as the collector writes it (host/collect/collector.c calls
+ * collector_write_session() at each sync and at the end): counters per
+ * guest, symbols, call graph, kernel, introspection.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "host/collect/collector.h"
+#include "host/collect/collector-priv.h"
+#include "host/collect/decoder.h"
+#include "host/collect/fetch.h"
+#include "host/collect/gstate.h"
+#include "lib/ring.h"
+#include "lib/sample.h"
+#include "host/collect/stats.h"
+#include "host/collect/store.h"
+#include "host/collect/attribution.h"
+#include "vmm/introspect/introspect.h"
+#include "vmm/introspect/ktasks.h"
+#include "vmm/sampler.h"
+#include "lib/util.h"
+
+static json_t *json_u64(uint64_t v);
+static json_t *json_hex(uint64_t v);
+
+/* session.json "kernel" from introspection while opvm.ko has said no
+ * HELLO: what the reports need to take <guest>/kallsyms (the release) and
+ * check it against the running kernel (_text, _stext).  NULL: nothing
+ * known yet (errno 0), or ENOMEM. */
+static json_t *intro_kernel_json(const struct cguest *g)
+{
+	const struct introspect_stats *s = g->intro ? introspect_get_stats(g->intro) : NULL;
+	json_t *k;
+
+	errno = 0;
+	if (!s || !s->release[0])
+		return NULL;
+	k = json_pack("{s:s,s:s,s:s}", "release", s->release, "anchor_name", "_stext",
+		      "source", "introspection");
+	if (!k) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	json_object_set_new(k, "anchor_addr", json_u64(s->stext));
+	json_object_set_new(k, "text_addr", json_u64(s->text_addr));
+	json_object_set_new(k, "anchor_addr_hex", json_hex(s->stext));
+	json_object_set_new(k, "text_addr_hex", json_hex(s->text_addr));
+	errno = 0;
+	return k;
+}
+
+static json_t *intro_json(const struct cguest *g)
+{
+	const struct introspect_stats *s;
+	json_t *o;
+
+	if (!g->intro)
+		return json_pack("{s:s}", "mode", introspect_mode_name(g->intro_mode));
+	s = introspect_get_stats(g->intro);
+	o = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		"mode", introspect_mode_name(g->intro_mode), "state", s->state,
+		"release", s->release,
+		"vmcoreinfo_gpa", json_hex(s->vmcoreinfo_gpa),
+		"kernel_offset", json_hex(s->kernel_offset),
+		"passes", json_u64(s->passes), "scanned_bytes", json_u64(s->scanned_bytes),
+		"kallsyms_syms", json_u64(s->nr_syms), "ksyms_sent", json_u64(s->ksyms_sent),
+		"ksyms_other", json_u64(s->ksyms_other), "ksyms_bad", json_u64(s->ksyms_bad),
+		"ksyms_unsorted", json_u64(s->ksyms_unsorted),
+		"bytes_read", json_u64(s->ksyms_bytes_read),
+		"kallsyms_ms", json_u64(s->kallsyms_ms), "refused", json_u64(s->refused));
+	if (o) {
+		json_object_set_new(o, "kernel_text_hex", json_hex(s->text_addr));
+		json_object_set_new(o, "reboots", json_u64(s->reboots));
+		json_object_set_new(o, "processes", json_pack(
+			"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+			"btf_bytes", json_u64(s->btf_bytes), "tasks", json_u64(s->tasks),
+			"walks", json_u64(s->walks), "walks_cut", json_u64(s->walks_cut),
+			"walks_bad_ptr", json_u64(s->walks_bad_ptr),
+			"walk_failed", json_u64(s->walk_failed), "dups", json_u64(s->task_dups),
+			"procs_sent", json_u64(s->procs_sent), "execs_sent", json_u64(s->execs_sent),
+			"exits_sent", json_u64(s->exits_sent), "refresh_us", json_u64(s->refresh_us)));
+		json_object_set_new(o, "crosscheck", json_pack("{s:o,s:o,s:o,s:o,s:o}",
+			"walks", json_u64(g->xc_walks), "processes", json_u64(g->xc_seen),
+			"agree", json_u64(g->xc_agree), "differ", json_u64(g->xc_differ),
+			"missing", json_u64(g->xc_missing)));
+	}
+	if (o && s->last_error[0])
+		json_object_set_new(o, "last_error", json_string(s->last_error));
+	return o;
+}
+
+/* ---- session.json -------------------------------------------------------- */
+
+static json_t *json_u64(uint64_t v)
+{
+	/* jansson integers are signed 64-bit; kernel addresses are not.  Larger
+	 * values go out as reals (exact for 2 MiB-aligned kernel addresses),
+	 * and callers add a "_hex" string that is always exact. */
+	if (v <= (uint64_t)INT64_MAX)
+		return json_integer((json_int_t)v);
+	return json_real((double)v);
+}
+
+static json_t *json_hex(uint64_t v)
+{
+	char b[24];
+
+	snprintf(b, sizeof(b), "0x%llx", (unsigned long long)v);
+	return json_string(b);
+}
+
+static void separate_str(unsigned sep, char *out, size_t len)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} names[] = {
+		{ OPVM_SEP_LIB, "lib" }, { OPVM_SEP_KERNEL, "kernel" },
+		{ OPVM_SEP_THREAD, "thread" }, { OPVM_SEP_CPU, "cpu" },
+	};
+	size_t i, o = 0;
+
+	out[0] = '\0';
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!(sep & names[i].bit))
+			continue;
+		o += (size_t)snprintf(out + o, len - o, "%s%s", o ? "," : "", names[i].name);
+		if (o >= len)
+			break;
+	}
+	if (!out[0])
+		snprintf(out, len, "none");
+}
+
+static int module_json(const struct gstate_module *m, void *arg)
+{
+	json_t *o = json_pack("{s:s}", "name", m->name);
+
+	if (!o)
+		return -ENOMEM;
+	json_object_set_new(o, "base", json_u64(m->base));
+	json_object_set_new(o, "size", json_u64(m->size));
+	json_object_set_new(o, "base_hex", json_hex(m->base));
+	return json_array_append_new(arg, o) ? -ENOMEM : 0;
+}
+
+void collector_guest_stats(const struct cguest *g, struct opvm_stats *st,
+			struct sampler_stats *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (g->smp && g->smp->ops && g->smp->ops->get_stats)
+		g->smp->ops->get_stats(g->smp, ss);
+	sync_get_stats(g->sy, st);
+	st->throttled = ss->throttled;
+}
+
+/* "symbols": where report/annotate/export find this session's binaries
+ * (docs/session-json.md); the build-id cache is <session>/.build-id. */
+static json_t *symbols_json(const struct collector *c)
+{
+	const struct collector_symbols *s = &c->cfg.symbols;
+	json_t *o = json_object(), *roots = json_array();
+	char dir[PATH_MAX], cache[PATH_MAX + 16];
+	int bad = !o || !roots;
+
+	for (size_t i = 0; !bad && i < s->nr_roots && i < COLLECTOR_MAX_ROOTS; i++)
+		bad |= json_array_append_new(roots, json_string(s->roots[i]));
+	if (bad) {
+		json_decref(roots);
+		json_decref(o);
+		return NULL;
+	}
+	bad |= json_object_set_new(o, "guest_roots", roots);
+	bad |= json_object_set_new(o, "system_map", s->system_map ?
+				   json_string(s->system_map) : json_null());
+	bad |= json_object_set_new(o, "vmlinux", s->vmlinux ?
+				   json_string(s->vmlinux) : json_null());
+	if (realpath(c->session_dir, dir)) {
+		snprintf(cache, sizeof(cache), "%s/.build-id", dir);
+		bad |= json_object_set_new(o, "build_id_cache", json_string(cache));
+	}
+	bad |= json_object_set_new(o, "fetch_cache", c->cfg.fetch.cache_dir ?
+				   json_string(c->cfg.fetch.cache_dir) : json_null());
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* -g: how the chains were taken; -g dwarf: what the unwinds cost.
+ * Nonzero on ENOMEM. */
+static int callgraph_json(struct collector *c, struct cguest *g, json_t *root)
+{
+	struct sync_dwarf_stats d;
+	int bad = json_object_set_new(root, "callgraph", json_string(c->cfg.callgraph));
+
+	if (!c->cfg.host_file)
+		return bad;
+	sync_get_dwarf_stats(g->sy, &d);
+#define C(v) stats_json_count(v)
+	return bad | json_object_set_new(root, "dwarf_unwind", json_pack(
+		"{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+		"unwinds", C(d.unwinds), "frames", C(d.frames),
+		"ns_avg", C(d.unwinds ? d.ns / d.unwinds : 0),
+		"waited", C(d.waited), "redone", C(d.redone),
+		"cut_missing_binary", C(d.cut_missing), "waiting", C(d.waiting),
+		"waiting_peak", C(d.waiting_peak)));
+#undef C
+}
+
+/* session.json "kernel": the HELLO's facts, or introspection's before
+ * any.  NULL: none known (errno 0), or ENOMEM. */
+static json_t *kernel_json(const struct cguest *g)
+{
+	const struct gstate_hello *h = gstate_get_hello(g->gs);
+	json_t *k;
+
+	if (!h)
+		return intro_kernel_json(g);
+	k = json_pack("{s:s,s:s,s:s}", "release", h->release, "anchor_name", h->anchor_name,
+		      "source", "opvm.ko");
+	if (!k) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	json_object_set_new(k, "anchor_addr", json_u64(h->anchor_addr));
+	json_object_set_new(k, "text_addr", json_u64(h->text_addr));
+	json_object_set_new(k, "anchor_addr_hex", json_hex(h->anchor_addr));
+	json_object_set_new(k, "text_addr_hex", json_hex(h->text_addr));
+	json_object_set_new(k, "nr_cpus", json_integer(h->nr_cpus));
+	return k;
+}
+
+static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
+{
+	const struct decoder_stats *ds = decoder_get_stats(g->dec);
+	const struct gstate_stats *gst = gstate_get_stats(g->gs);
+	struct sampler_stats ss;
+	struct store_stats sst;
+	struct store_limits lim;
+	struct opvm_stats st;
+	char sep[64], start[32];
+	json_t *root, *ev, *mods, *k = NULL;
+	struct tm tm;
+	size_t i;
+	int bad = 0;
+
+	collector_guest_stats(g, &st, &ss);
+	separate_str(c->cfg.separate, sep, sizeof(sep));
+	gmtime_r(&c->start_wall.tv_sec, &tm);
+	strftime(start, sizeof(start), "%Y-%m-%dT%H:%M:%SZ", &tm);
+
+	root = json_object();
+	ev = json_array();
+	mods = json_array();
+	if (!root || !ev || !mods)
+		goto fail;
+	for (i = 0; i < c->cfg.nr_events; i++) {
+		const struct store_event *e = &c->cfg.events[i];
+		char name[sizeof(e->name) + 1];
+
+		memcpy(name, e->name, sizeof(e->name));
+		name[sizeof(e->name)] = '\0';
+		json_array_append_new(ev, json_pack("{s:s,s:o,s:I}", "name", name,
+						    "count", json_u64(e->count),
+						    "unit_mask", (json_int_t)e->unit_mask));
+	}
+	if (!(k = kernel_json(g)) && errno == ENOMEM)
+		goto fail;
+	if (gstate_for_each_module(g->gs, module_json, mods))
+		goto fail;
+
+	bad |= json_object_set_new(root, "version", json_integer(1));
+	bad |= json_object_set_new(root, "guest", json_string(g->name));
+	bad |= json_object_set_new(root, "mode", json_string(c->mode));
+	bad |= json_object_set_new(root, "rate_hz", json_integer(c->cfg.rate_hz));
+	bad |= json_object_set_new(root, "events", ev);
+	ev = NULL;
+	bad |= json_object_set_new(root, "vcpus", json_integer(g->nr_vcpus));
+	bad |= json_object_set_new(root, "separate", json_string(sep));
+	bad |= json_object_set_new(root, "start", json_string(start));
+	bad |= json_object_set_new(root, "duration_s", json_real((double)(now - c->start_ms) / 1000.0));
+	if (c->cfg.callgraph)
+		bad |= callgraph_json(c, g, root);
+	if (c->cfg.start_exec) {
+		uint64_t at;
+
+		/* --from-exec: when the process came, seconds into the session */
+		bad |= json_object_set_new(root, "from_exec", json_string(c->cfg.start_exec));
+		bad |= json_object_set_new(root, "started_after_s",
+			sync_started(g->sy, &at) ?
+			json_real((double)(at > c->start_ms ? at - c->start_ms : 0) / 1000.0) :
+			json_null());
+	}
+	bad |= json_object_set_new(root, "stats", stats_to_json(&st));
+	bad |= json_object_set_new(root, "kernel", k ? k : json_null());
+	k = NULL;
+	bad |= json_object_set_new(root, "modules", mods);
+	mods = NULL;
+	bad |= json_object_set_new(root, "symbols", symbols_json(c));
+	/* counters come from the guest's doing: saturated, never negative */
+#define C(v) stats_json_count(v)
+	bad |= json_object_set_new(root, "channel", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		"bytes", C(ds->bytes), "records", C(ds->records),
+		"bad_records", C(ds->bad_records), "resyncs", C(ds->resyncs),
+		"seq_gaps", C(ds->seq_gaps), "skipped_bytes", C(ds->skipped_bytes),
+		"refused", C(ds->refused), "unknown_types", C(ds->unknown_types),
+		"version_mismatch", C(ds->version_mismatch)));
+	bad |= json_object_set_new(root, "sampler", json_pack("{s:s,s:o,s:o,s:o,s:o,s:o}",
+		"backend", g->smp && g->smp->ops && g->smp->ops->name ? g->smp->ops->name : "none",
+		"ticks", C(ss.ticks), "samples", C(ss.samples), "throttled", C(ss.throttled),
+		"cost_ns_avg", C(ss.ticks ? ss.cost_ns_total / ss.ticks : 0),
+		"exits", C(ss.exits)));
+	bad |= json_object_set_new(root, "model", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		"processes", C(gstate_nr_processes(g->gs)),
+		"threads", C(gstate_nr_threads(g->gs)),
+		"cookies", C(gstate_nr_cookies(g->gs)),
+		"mappings", C(gstate_nr_mappings(g->gs)),
+		"modules", C(gstate_nr_modules(g->gs)),
+		"refused", C(gst->refused), "hellos", C(gst->hellos),
+		"held", C(sync_nr_held(g->sy)),
+		"mem_bytes", C(gstate_mem_bytes(g->gs)), "max_bytes", C(c->cfg.model_max_bytes),
+		"all_guests_bytes", C(c->model_budget.used), "nomem", C(gst->nomem)));
+	store_get_stats(g->st, &sst);
+	store_get_limits(g->st, &lim);
+	bad |= json_object_set_new(root, "store", stats_store_to_json(&sst, &lim));
+	bad |= json_object_set_new(root, "store_errors", C(sync_store_errors(g->sy)));
+	bad |= json_object_set_new(root, "fetch", fetch_to_json(g->fetch));
+	bad |= json_object_set_new(root, "introspect", intro_json(g));
+	bad |= json_object_set_new(root, "meta_failures", C(g->meta_failures));
+#undef C
+	/* a member that could not be built (ENOMEM) would be missing */
+	if (bad)
+		goto fail;
+	return root;
+fail:
+	json_decref(k);
+	json_decref(ev);
+	json_decref(mods);
+	json_decref(root);
+	return NULL;
+}
+
+static int write_session_once(struct collector *c, struct cguest *g, uint64_t now)
+{
+	json_t *j = session_json(c, g, now);
+	char *txt;
+	int err;
+
+	if (!j)
+		return -ENOMEM;
+	txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(j);
+	if (!txt)
+		return -ENOMEM;
+	err = store_write_meta(g->st, txt);
+	free(txt);
+	return err;
+}
+
+/* session.json must not lag the sample files: short of memory, the
+ * reserve set aside at the start is given back and the write tried again;
+ * the reserve is taken again once memory allows. */
+int collector_write_session(struct collector *c, struct cguest *g, uint64_t now)
+{
+	int err = write_session_once(c, g, now);
+
+	if (err == -ENOMEM && c->reserve) {
+		free(c->reserve);
+		c->reserve = NULL;
+		err = write_session_once(c, g, now);
+	}
+	if (err) {
+		if (g->meta_failures < UINT64_MAX)
+			g->meta_failures++;
+	} else if (!c->reserve) {
+		c->reserve = malloc(RESERVE_BYTES);
+	}
+	return err;
+}

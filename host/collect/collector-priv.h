@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What the collector's loop (collector.c) and its session.json writer
+ * (collector-json.c) share.  Not for use outside host/collect/.
+ */
+#ifndef OPVM_COLLECTOR_PRIV_H
+#define OPVM_COLLECTOR_PRIV_H
+
+#include <stdint.h>
+
+#include "host/collect/collector.h"
+#include "host/collect/gstate.h"
+#include "host/collect/stats.h"
+#include "vmm/sampler.h"
+
+/* Memory set aside at the start and given back when session.json cannot be
+ * written for want of memory: the last write must not lag the files. */
+#define RESERVE_BYTES		(512u * 1024)
+#define MAX_GUESTS		256
+
+struct cguest {
+	struct collector *c;
+	char *name;
+	unsigned nr_vcpus;
+	struct ring **rings;
+	struct gstate *gs;
+	struct decoder *dec;
+	struct store *st;
+	struct sync *sy;
+	struct fetch *fetch;		/* kernel symbols from the guest */
+	/* introspection: the second source of records, read from the
+	 * guest's memory; its own decoder (its own framing and sequence)
+	 * into the same model, fetch and callbacks as the channel's */
+	struct introspect *intro;
+	struct decoder *idec;
+	enum introspect_mode intro_mode;
+	/* introspection's processes against opvm.ko's, per walk while both
+	 * speak: same address space and name, another one, or unknown */
+	uint64_t xc_walks, xc_seen, xc_agree, xc_differ, xc_missing;
+	int fd;				/* channel, -1 if none */
+	int (*reconnect)(void *arg);
+	void *reconnect_arg;
+	bool want_reconnect;		/* EOF seen, reconnect failed: retry */
+	struct sampler *smp;
+	uint64_t hellos_told;		/* gstate's HELLO count the sampler
+					 * was last told about */
+	bool smp_stopped;
+	bool gone;			/* sampler said TARGET_GONE */
+	int last_err;			/* last sync/store error, for the json */
+	uint64_t meta_failures;		/* session.json writes that failed */
+	size_t retry_budget;		/* held-sample retries left for record
+					 * syncs until the next periodic sync */
+	uint64_t settled_seen;		/* fetch_settled() the sync was told */
+	struct sampler_orc orc_told;	/* what the sampler was told of this
+					 * boot's ORC tables (0: nothing) */
+};
+
+struct collector {
+	struct collector_config cfg;
+	char *session_dir;
+	char *mode;
+	struct cguest *guests[MAX_GUESTS];
+	size_t nr_guests;
+	struct timespec start_wall;
+	uint64_t start_ms;		/* monotonic */
+	uint64_t status_ms, status_received;	/* at the last growth of received */
+	uint64_t status_shown_ms;		/* the last refresh */
+	double status_rate;			/* samples/s, shown until stale */
+	bool status_shown;
+	bool finished;
+	uint8_t *buf;			/* READ_CHUNK */
+	void *reserve;			/* RESERVE_BYTES, or NULL once spent */
+	struct gstate_budget model_budget; /* every guest's model together */
+};
+
+int collector_write_session(struct collector *c, struct cguest *g, uint64_t now);
+void collector_guest_stats(const struct cguest *g, struct opvm_stats *st,
+			   struct sampler_stats *ss);
+
+#endif /* OPVM_COLLECTOR_PRIV_H */
