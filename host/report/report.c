@@ -18,81 +18,9 @@
 #include <unistd.h>
 
 #include "host/report/report.h"
+#include "host/report/report-priv.h"
 #include "host/collect/store.h"
 #include "lib/util.h"
-
-/* ---- string pool -------------------------------------------------------- */
-
-struct strpool {
-	const char **slots;
-	size_t cap, nr;
-	char **owned;		/* copies made by the pool */
-	size_t nr_owned, cap_owned;
-};
-
-static void pool_free(struct strpool *p)
-{
-	for (size_t i = 0; i < p->nr_owned; i++)
-		free(p->owned[i]);
-	free(p->owned);
-	free(p->slots);
-}
-
-static int pool_grow(struct strpool *p)
-{
-	size_t cap = p->cap ? p->cap * 2 : 1024;
-	const char **t = calloc(cap, sizeof(*t));
-
-	if (!t)
-		return -ENOMEM;
-	for (size_t i = 0; i < p->cap; i++) {
-		size_t h;
-
-		if (!p->slots[i])
-			continue;
-		for (h = util_hash_str(p->slots[i]) & (cap - 1); t[h]; h = (h + 1) & (cap - 1))
-			;
-		t[h] = p->slots[i];
-	}
-	free(p->slots);
-	p->slots = t;
-	p->cap = cap;
-	return 0;
-}
-
-/* Returns the pool's copy of s; borrow: keep s itself (it outlives the
- * pool).  NULL on ENOMEM. */
-static const char *pool_intern(struct strpool *p, const char *s, int borrow)
-{
-	size_t h;
-	char *c;
-
-	if ((p->nr + 1) * 2 > p->cap && pool_grow(p))
-		return NULL;
-	for (h = util_hash_str(s) & (p->cap - 1); p->slots[h]; h = (h + 1) & (p->cap - 1))
-		if (!strcmp(p->slots[h], s))
-			return p->slots[h];
-	if (borrow) {
-		p->slots[h] = s;
-	} else {
-		if (p->nr_owned == p->cap_owned) {
-			size_t nc = p->cap_owned ? p->cap_owned * 2 : 256;
-			char **o = realloc(p->owned, nc * sizeof(*o));
-
-			if (!o)
-				return NULL;
-			p->owned = o;
-			p->cap_owned = nc;
-		}
-		c = strdup(s);
-		if (!c)
-			return NULL;
-		p->owned[p->nr_owned++] = c;
-		p->slots[h] = c;
-	}
-	p->nr++;
-	return p->slots[h];
-}
 
 /* ---- private state -------------------------------------------------------- */
 
@@ -266,109 +194,6 @@ static int match_int(const int64_t *vals, size_t n, int64_t v)
 	return 0;
 }
 
-/* ---- session.json ----------------------------------------------------------- */
-
-static char *jstrdup(json_t *o, const char *key)
-{
-	const char *s = json_string_value(json_object_get(o, key));
-
-	return s ? strndup(s, 256) : NULL;
-}
-
-static uint64_t jnum(json_t *o, const char *key)
-{
-	json_t *v = json_object_get(o, key);
-
-	if (json_is_integer(v))
-		return json_integer_value(v) < 0 ? 0 : (uint64_t)json_integer_value(v);
-	/* 2^64 and above do not fit: treat as unknown. */
-	if (json_is_real(v))
-		return json_real_value(v) < 0 || json_real_value(v) >= 18446744073709551616.0
-		       ? 0 : (uint64_t)json_real_value(v);
-	return 0;
-}
-
-/* An address: "<key>_hex" (exact) if present, else the number, which the
- * collector writes as a real above INT64_MAX. */
-static uint64_t jaddr(json_t *o, const char *key)
-{
-	char hkey[64];
-	const char *h;
-
-	snprintf(hkey, sizeof(hkey), "%s_hex", key);
-	h = json_string_value(json_object_get(o, hkey));
-	if (h) {
-		char *end;
-		unsigned long long v;
-
-		errno = 0;
-		v = strtoull(h, &end, 16);
-		if (!errno && end != h && !*end)
-			return v;
-	}
-	return jnum(o, key);
-}
-
-static void guest_load_meta(struct report_guest *g, const char *path)
-{
-	json_error_t jerr;
-	json_t *root = NULL, *ev, *k, *st;
-	int fd = util_open_regular(path, O_NOFOLLOW);
-
-	/* Only a regular file, never through a symlink, and without blocking
-	 * (a FIFO there once hung the report). */
-	if (fd < 0) {
-		if (fd != -ENOENT)
-			util_seterr(g->meta_err, sizeof(g->meta_err), "session.json %s",
-				    fd == -EINVAL ? "is not a regular file" :
-				    fd == -ELOOP ? "is a symlink" : strerror(-fd));
-		return;
-	}
-	root = json_loadfd(fd, 0, &jerr);
-	/* Integers past INT64_MAX (a hand-written kernel address) only load
-	 * as reals. */
-	if (!root && lseek(fd, 0, SEEK_SET) == 0)
-		root = json_loadfd(fd, JSON_DECODE_INT_AS_REAL, &jerr);
-	close(fd);
-	if (!root || !json_is_object(root)) {
-		util_seterr(g->meta_err, sizeof(g->meta_err), "session.json does not parse");
-		goto out;
-	}
-	g->mode = jstrdup(root, "mode");
-	g->separate = jstrdup(root, "separate");
-	g->rate_hz = (unsigned)jnum(root, "rate_hz");
-	g->vcpus = (unsigned)jnum(root, "vcpus");
-	g->start = jstrdup(root, "start");
-	{
-		json_t *d = json_object_get(root, "duration_s");
-
-		g->duration_s = json_is_number(d) ? json_number_value(d) : 0;
-		g->from_exec = jstrdup(root, "from_exec");
-		d = json_object_get(root, "started_after_s");
-		g->started_after_s = json_is_number(d) ? json_number_value(d) : -1;
-	}
-	ev = json_array_get(json_object_get(root, "events"), 0);
-	if (json_is_object(ev)) {
-		g->event = jstrdup(ev, "name");
-		g->event_count = jnum(ev, "count");
-	}
-	st = json_object_get(root, "stats");
-	if (json_is_object(st) && !stats_from_json(st, &g->stats))
-		g->have_stats = 1;
-	k = json_object_get(root, "kernel");
-	if (json_is_object(k)) {
-		g->kernel_release = jstrdup(k, "release");
-		g->anchor_name = jstrdup(k, "anchor_name");
-		g->anchor_addr = jaddr(k, "anchor_addr");
-		g->text_addr = jaddr(k, "text_addr");
-	}
-	/* the collector's own check of the kallsyms against HELLO */
-	g->ksyms_mismatch = stats_json_get(json_object_get(json_object_get(root, "fetch"),
-							   "ksyms"), "slide_mismatch");
-out:
-	json_decref(root);
-}
-
 /* ---- collecting entries ------------------------------------------------------ */
 
 int report_parse_exclude(const char *list, unsigned *out)
@@ -405,11 +230,11 @@ static int collect_cb(const struct store_entry *e, void *arg)
 		p->cap_entries = nc;
 	}
 	n = &p->entries[p->nr_entries];
-	n->path = pool_intern(&p->pool, e->path, 0);
-	n->guest = pool_intern(&p->pool, e->guest, 0);
-	n->app = pool_intern(&p->pool, e->app && *e->app ? store_app_label(e->app) : e->image, 0);
-	n->image = pool_intern(&p->pool, e->image, 0);
-	n->event = pool_intern(&p->pool, e->event, 0);
+	n->path = strpool_intern(&p->pool, e->path, 0);
+	n->guest = strpool_intern(&p->pool, e->guest, 0);
+	n->app = strpool_intern(&p->pool, e->app && *e->app ? store_app_label(e->app) : e->image, 0);
+	n->image = strpool_intern(&p->pool, e->image, 0);
+	n->event = strpool_intern(&p->pool, e->event, 0);
 	if (!n->path || !n->guest || !n->app || !n->image || !n->event)
 		return -ENOMEM;
 	n->kernel = e->kernel;
@@ -423,7 +248,7 @@ static int collect_cb(const struct store_entry *e, void *arg)
 
 const char *report_intern(struct report *r, const char *s)
 {
-	return pool_intern(&r->priv->pool, s, 0);
+	return strpool_intern(&r->priv->pool, s, 0);
 }
 
 static struct report_guest *guest_get(struct report *r, const struct entry *e)
@@ -455,7 +280,7 @@ static struct report_guest *guest_get(struct report *r, const struct entry *e)
 	n = strcspn(rest, "/");
 	if (snprintf(path, sizeof(path), "%s/guests/%.*s/samples/%s/session.json",
 		     p->session_dir, (int)n, rest, "current") < (int)sizeof(path))
-		guest_load_meta(g, path);
+		report_guest_load_meta(g, path);
 	if (snprintf(path, sizeof(path), "%s/guests/%.*s/samples/%s", p->session_dir, (int)n,
 		     rest, p->which) < (int)sizeof(path))
 		g->dir = strdup(path);
@@ -654,7 +479,7 @@ static int file_detail_cb(uint64_t offset, uint64_t count, void *arg)
 	if (s) {
 		if (c->only_symbol && strcmp(c->only_symbol, s->name))
 			return 0;
-		key.symbol = pool_intern(&p->pool, s->name, 1);
+		key.symbol = strpool_intern(&p->pool, s->name, 1);
 	} else {
 		if (c->only_symbol)
 			return 0;
@@ -737,7 +562,7 @@ static int file_by_symbol(struct report *r, struct file_ctx *c, struct sfile_rea
 		if (ret || err_pending)
 			continue;	/* a corrupt file: reset, count nothing */
 		s = i ? simage_sym(c->img, i - 1) : NULL;
-		key->symbol = s ? pool_intern(&p->pool, s->name, 1) : NULL;
+		key->symbol = s ? strpool_intern(&p->pool, s->name, 1) : NULL;
 		row = (s && !key->symbol) ? NULL : row_get(r, key);
 		if (!row) {
 			err_pending = -ENOMEM;
@@ -917,7 +742,7 @@ static void entry_key(struct report *r, unsigned keep, const struct entry *e,
 	key->tid = e->tid;
 	key->cpu = e->cpu;
 	if (!(keep & REPORT_KEEP_GUEST))
-		key->guest = pool_intern(&r->priv->pool, "all", 0);
+		key->guest = strpool_intern(&r->priv->pool, "all", 0);
 	if ((is_lib && !(keep & REPORT_KEEP_LIB)) ||
 	    (e->kernel && !own && !(keep & REPORT_KEEP_KERNEL)))
 		key->app = e->image;
@@ -1199,7 +1024,7 @@ void report_free(struct report *r)
 	free(r->other_events);
 	free((char *)r->event);
 	if (r->priv) {
-		pool_free(&r->priv->pool);
+		strpool_free(&r->priv->pool);
 		free(r->priv->rowhash);
 		free(r->priv->entries);
 		free(r->priv->scratch);
