@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
 #include "host/collect/collector.h"
 #include "host/cli/session.h"
 #include "host/collect/stats.h"

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
 #include "host/collect/collector.h"
 #include "host/collect/collector-priv.h"
 #include "host/collect/decoder.h"
