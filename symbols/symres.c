@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Symbol resolution: finding guest binaries and caching them.
+ * Symbol resolution: finding guest binaries and caching them.  This file
+ * holds the resolver, user binaries and images; the guest kernel and its
+ * modules are in symres-kernel.c, debug files, sources and the build-id
+ * cache in symres-debug.c.
  *
  * Names that come from a guest (image paths, module names, the kernel
  * release) are hostile.  They are only ever resolved inside a guest root
@@ -22,83 +25,12 @@
 #include "lib/util.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
-
-#define SYMRES_MAX_DEPTH	8	/* lib/modules/<rel>/kernel/drivers/... */
-#define SYMRES_MAX_MODULES	100000
-
-enum simage_kind { SK_USER, SK_MODULE, SK_KERNEL, SK_ANON };
-
-/* One opened binary, shared by every simage that uses it. */
-struct binfile {
-	dev_t dev;
-	ino_t ino;
-	struct elfimage *elf;
-	char *path;
-	int debug_tried;	/* separate debug symbols looked for */
-};
-
-struct kmapfile {
-	char *path;
-	struct ksyms *ks;
-};
-
-struct simage {
-	char *key;		/* guest \1 image \1 kernel \1 build-id */
-	enum simage_kind kind;
-	enum simage_state state;
-	char reason[256];
-	char warn[384];		/* a source that disagreed and was not
-				 * believed (simage_warning()), or "" */
-	const char *path;	/* owned by binfile/kmapfile */
-	struct elfimage *elf;	/* owned by binfile */
-	struct ksyms *ks;	/* owned by kmapfile */
-	uint64_t slide;
-	uint8_t build_id[64];
-	size_t build_id_len;
-	int lines_tried;
-	/* Kernel from a System.map: code bytes from a stripped or compressed
-	 * vmlinux, found on demand (annotate). */
-	struct elfimage *code;	/* owned by binfile */
-	int code_tried;
-	char *guest, *release;
-};
-
-struct modentry {
-	char *name;		/* normalised: '-' -> '_', no ".ko" */
-	char *relpath;		/* inside the root */
-};
-
-struct modindex {
-	char *root;
-	char *release;
-	struct modentry *mods;
-	size_t nr;
-};
-
-struct symres {
-	char *session_dir;
-	struct symres_root *roots;
-	size_t nr_roots;
-	int *root_fds;
-	char *vmlinux, *system_map, *source_dir, *fetch_cache;
-	int no_host_kernel, no_debuginfod;
-
-	struct simage **images;	/* open-addressed by key hash */
-	size_t images_cap, nr_images;
-	struct binfile *bins;
-	size_t nr_bins;
-	struct kmapfile *kmaps;
-	size_t nr_kmaps;
-	struct modindex *modidx;
-	size_t nr_modidx;
-	debuginfod_client *dbgd;
-	int dbgd_tried;
-};
+#include "symbols/symres-priv.h"
 
 /* ---- small helpers ---------------------------------------------------------- */
 
 /* A kernel release from a guest: [A-Za-z0-9._+-], 1..64 bytes, no "..". */
-static int release_ok(const char *rel)
+int symres_release_ok(const char *rel)
 {
 	size_t n = 0;
 
@@ -115,7 +47,7 @@ static int release_ok(const char *rel)
 	return 1;
 }
 
-static int root_matches(const struct symres_root *root, const char *guest)
+int symres_root_matches(const struct symres_root *root, const char *guest)
 {
 	return !root->guest || (guest && !strcmp(root->guest, guest));
 }
@@ -170,7 +102,7 @@ static int open_walk(int rootfd, const char *path, int flags)
 /* Opens path inside the root directory fd: absolute symlinks and ".." stay
  * inside the root (openat2 RESOLVE_IN_ROOT, else open_walk()).  Regular
  * files only (a FIFO would block).  The fd, or -errno. */
-static int open_in_root(int rootfd, const char *path, int dir)
+int symres_open_in_root(int rootfd, const char *path, int dir)
 {
 	int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (dir ? O_DIRECTORY : 0);
 	struct open_how how = {
@@ -209,7 +141,7 @@ static int open_in_root(int rootfd, const char *path, int dir)
 	return fd;
 }
 
-static int open_host_file(const char *path)
+int symres_open_host_file(const char *path)
 {
 	return util_open_regular(path, 0);
 }
@@ -358,10 +290,8 @@ static struct binfile *bin_get(struct symres *r, int fd, const char *path,
 	return b;
 }
 
-static void bin_debug_symbols(struct symres *r, struct binfile *b, const char *guest);
-
 /* Tries one candidate file (fd, owned).  Returns 1 if si now uses it. */
-static int try_candidate(struct symres *r, struct simage *si, int fd, const char *path,
+int symres_try_candidate(struct symres *r, struct simage *si, int fd, const char *path,
 			 const char *guest)
 {
 	struct binfile *b;
@@ -392,7 +322,7 @@ static int try_candidate(struct symres *r, struct simage *si, int fd, const char
 		return 0;
 	}
 	/* A stripped binary: its debug info may have the symbols. */
-	bin_debug_symbols(r, b, guest);
+	symres_bin_debug_symbols(r, b, guest);
 	if (!elfimage_nr_syms(b->elf)) {
 		if (si->state != SIMAGE_MISMATCH) {
 			si->state = SIMAGE_BAD;
@@ -409,7 +339,7 @@ static int try_candidate(struct symres *r, struct simage *si, int fd, const char
 	return 1;
 }
 
-static debuginfod_client *dbgd(struct symres *r)
+debuginfod_client *symres_dbgd(struct symres *r)
 {
 	const char *urls = getenv("DEBUGINFOD_URLS");
 
@@ -423,7 +353,7 @@ static debuginfod_client *dbgd(struct symres *r)
 }
 
 /* guest names a directory the store made: one component, not . or .. */
-static int guest_component(const char *guest)
+int symres_guest_component(const char *guest)
 {
 	return guest && *guest && !strchr(guest, '/') && strcmp(guest, ".") &&
 	       strcmp(guest, "..");
@@ -441,30 +371,30 @@ static void resolve_user(struct symres *r, struct simage *si, const char *guest,
 		util_hex(si->build_id, si->build_id_len, bidhex);
 		for (size_t i = 0; i < 2; i++) {
 			snprintf(path, sizeof(path), fmts[i], r->session_dir, bidhex, bidhex + 2);
-			if (try_candidate(r, si, open_host_file(path), path, guest))
+			if (symres_try_candidate(r, si, symres_open_host_file(path), path, guest))
 				return;
 		}
 	}
-	if (si->build_id_len >= 2 && r->fetch_cache && guest_component(guest)) {
+	if (si->build_id_len >= 2 && r->fetch_cache && symres_guest_component(guest)) {
 		util_hex(si->build_id, si->build_id_len, bidhex);
 		snprintf(path, sizeof(path), "%s/%s/%.2s/%s", r->fetch_cache, guest, bidhex,
 			 bidhex + 2);
-		if (try_candidate(r, si, open_host_file(path), path, guest))
+		if (symres_try_candidate(r, si, symres_open_host_file(path), path, guest))
 			return;
 	}
 	for (size_t i = 0; i < r->nr_roots; i++) {
-		if (!root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
+		if (!symres_root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
 			continue;
 		snprintf(path, sizeof(path), "%s%s%s", r->roots[i].dir,
 			 image[0] == '/' ? "" : "/", image);
-		if (try_candidate(r, si, open_in_root(r->root_fds[i], image, 0), path, guest))
+		if (symres_try_candidate(r, si, symres_open_in_root(r->root_fds[i], image, 0), path, guest))
 			return;
 	}
-	if (si->build_id_len && (c = dbgd(r))) {
+	if (si->build_id_len && (c = symres_dbgd(r))) {
 		char *dpath = NULL;
 		int fd = debuginfod_find_executable(c, si->build_id, (int)si->build_id_len, &dpath);
 
-		if (fd >= 0 && try_candidate(r, si, fd, dpath ? dpath : "debuginfod", guest)) {
+		if (fd >= 0 && symres_try_candidate(r, si, fd, dpath ? dpath : "debuginfod", guest)) {
 			free(dpath);
 			return;
 		}
@@ -474,505 +404,6 @@ static void resolve_user(struct symres *r, struct simage *si, const char *guest,
 		snprintf(si->reason, sizeof(si->reason),
 			 "%s not found: give --guest-root DIR (the guest's root file system)%s",
 			 image, si->build_id_len ? " or set DEBUGINFOD_URLS" : "");
-}
-
-/* ---- kernel ------------------------------------------------------------- */
-
-static int ks_lookup(const void *src, const char *name, uint64_t *addr)
-{
-	return ksyms_addr(src, name, addr);
-}
-
-static int elf_lookup(const void *src, const char *name, uint64_t *addr)
-{
-	return elfimage_symbol_value(src, name, addr);
-}
-
-/* Keeps ks (freed with r) under key; NULL (ks freed) on ENOMEM. */
-static struct ksyms *kmap_add(struct symres *r, struct ksyms *ks, const char *key)
-{
-	struct kmapfile *k = realloc(r->kmaps, (r->nr_kmaps + 1) * sizeof(*k));
-
-	if (!k) {
-		ksyms_free(ks);
-		return NULL;
-	}
-	r->kmaps = k;
-	r->kmaps[r->nr_kmaps].ks = ks;
-	r->kmaps[r->nr_kmaps].path = strdup(key);
-	if (!r->kmaps[r->nr_kmaps].path) {
-		ksyms_free(ks);
-		return NULL;
-	}
-	return r->kmaps[r->nr_kmaps++].ks;
-}
-
-static struct ksyms *kmap_get(struct symres *r, int fd, const char *path, char *reason,
-			      size_t rlen)
-{
-	char procpath[64];
-	struct ksyms *ks;
-
-	for (size_t i = 0; i < r->nr_kmaps; i++) {
-		if (!strcmp(r->kmaps[i].path, path)) {
-			close(fd);
-			return r->kmaps[i].ks;
-		}
-	}
-	/* Read through the fd we resolved (inside the root) by its /proc name. */
-	snprintf(procpath, sizeof(procpath), "/proc/self/fd/%d", fd);
-	ks = ksyms_open(procpath, reason, rlen);
-	close(fd);
-	if (!ks) {
-		/* name the file the user knows, not the descriptor's /proc name */
-		size_t n = strlen(procpath);
-		char tmp[256];
-
-		if (!strncmp(reason, procpath, n)) {
-			snprintf(tmp, sizeof(tmp), "%s%s", path, reason + n);
-			snprintf(reason, rlen, "%s", tmp);
-		}
-		return NULL;
-	}
-	return kmap_add(r, ks, path);
-}
-
-/*
- * The slide for a kernel symbol source.  With both references (the guest
- * module sends _text and an exported anchor), both must give the same
- * slide: a map of another kernel build fails this check instead of
- * silently naming the wrong functions.  Returns 0, -ENOENT (no reference
- * known to the source) or -ESTALE (references disagree).
- */
-static int kernel_slide(const struct symres_kernel *k,
-			int (*lookup)(const void *src, const char *name, uint64_t *addr),
-			const void *src, uint64_t *slide)
-{
-	uint64_t s1, s2, link;
-	int r1 = -ENOENT, r2 = -ENOENT;
-
-	if (!k)
-		return -ENOENT;
-	if (k->text_addr && lookup(src, "_text", &link) == 0) {
-		s1 = k->text_addr - link;
-		r1 = 0;
-	}
-	if (k->anchor_name && *k->anchor_name && k->anchor_addr &&
-	    lookup(src, k->anchor_name, &link) == 0) {
-		s2 = k->anchor_addr - link;
-		r2 = 0;
-	}
-	if (r1 == 0 && r2 == 0 && s1 != s2)
-		return -ESTALE;
-	if (r1 == 0) {
-		*slide = s1;
-		return 0;
-	}
-	if (r2 == 0) {
-		*slide = s2;
-		return 0;
-	}
-	return -ENOENT;
-}
-
-/*
- * The guest's own kallsyms (fetched) is in run-time addresses: the slide
- * opvm.ko's HELLO gives it is 0 whatever its lines say.  A kallsyms whose
- * _text or anchor sit elsewhere (a lying relay, or a table of another boot)
- * would move every kernel sample to names the guest chose: opvm.ko's
- * addresses are kept and the disagreement said (simage_warning()).
- * Returns the slide to use.
- */
-static uint64_t runtime_slide(struct simage *si, const char *path, int ret, uint64_t slide,
-			      const struct symres_kernel *k)
-{
-	char how[96];
-
-	if (ret != -ESTALE && (ret || !slide))
-		return 0;
-	if (ret)
-		snprintf(how, sizeof(how), "its _text and %.40s give different slides",
-			 k->anchor_name);
-	else
-		snprintf(how, sizeof(how), "it moves the kernel by 0x%llx",
-			 (unsigned long long)slide);
-	snprintf(si->warn, sizeof(si->warn), "the guest's kallsyms disagrees with opvm.ko's "
-		 "HELLO (%s): kernel samples are named with opvm.ko's addresses (%.80s)",
-		 how, path);
-	return 0;
-}
-
-/* One kernel candidate: vmlinux ELF (is_elf) or a symbol map; runtime: a
- * map in run-time addresses (the guest's own kallsyms). */
-static int try_kernel(struct symres *r, struct simage *si, int fd, const char *path,
-		      int is_elf, int runtime, const struct symres_kernel *k)
-{
-	uint64_t slide = 0;
-	int have_ref = k && (k->text_addr || (k->anchor_name && k->anchor_addr));
-	int ret;
-
-	if (fd < 0)
-		return 0;
-	if (is_elf) {
-		if (!try_candidate(r, si, fd, path, si->guest))
-			return 0;
-		ret = kernel_slide(k, elf_lookup, si->elf, &slide);
-	} else {
-		char reason[256];
-		struct ksyms *ks = kmap_get(r, fd, path, reason, sizeof(reason));
-
-		if (!ks) {
-			/* Debian's /boot/System.map-* is a one-line placeholder */
-			si->state = SIMAGE_BAD;
-			snprintf(si->reason, sizeof(si->reason), "%.140s; give --system-map FILE "
-				 "(the real one, or the guest's /proc/kallsyms read as root) "
-				 "or --vmlinux FILE", reason);
-			return 0;
-		}
-		si->ks = ks;
-		for (size_t i = 0; i < r->nr_kmaps; i++)
-			if (r->kmaps[i].ks == ks)
-				si->path = r->kmaps[i].path;
-		si->state = SIMAGE_OK;
-		si->reason[0] = '\0';
-		ret = kernel_slide(k, ks_lookup, ks, &slide);
-		if (runtime) {
-			slide = runtime_slide(si, path, ret, slide, k);
-			ret = 0;
-		}
-	}
-	if (ret == -ESTALE) {
-		/* Not this kernel: try the next candidate. */
-		si->state = SIMAGE_MISMATCH;
-		si->elf = NULL;
-		si->ks = NULL;
-		si->path = NULL;
-		snprintf(si->reason, sizeof(si->reason),
-			 "%s is not the guest's kernel (_text and %s give different KASLR "
-			 "slides)", path, k->anchor_name);
-		return 0;
-	}
-	/* Without a reference the map is taken as-is: right for a kallsyms
-	 * copied from the same boot, and for kernels without KASLR. */
-	si->slide = ret ? 0 : slide;
-	if (ret && have_ref)
-		snprintf(si->reason, sizeof(si->reason),
-			 "%s does not name the guest's anchor symbol: KASLR slide unknown", path);
-	return 1;
-}
-
-/* The symbols the guest sent itself (host/collect/fetch.h): its
- * kallsyms, kept beside its samples.  guest is a directory name the store
- * made; anything else is not looked up. */
-static int try_fetched_kallsyms(struct symres *r, struct simage *si, const char *guest,
-				const struct symres_kernel *k)
-{
-	char path[4096];
-
-	if (!r->session_dir || !guest_component(guest))
-		return 0;
-	snprintf(path, sizeof(path), "%s/guests/%s/kallsyms", r->session_dir, guest);
-	return try_kernel(r, si, open_host_file(path), path, 0, 1, k);
-}
-
-static void resolve_kernel(struct symres *r, struct simage *si, const char *guest,
-			   const struct symres_kernel *k)
-{
-	const char *rel = k && release_ok(k->release) ? k->release : NULL;
-	static const char *const elf_fmts[] = {
-		"/usr/lib/debug/boot/vmlinux-%s", "/boot/vmlinux-%s",
-	};
-	char path[4096];
-
-	if (r->vmlinux && try_kernel(r, si, open_host_file(r->vmlinux), r->vmlinux, 1, 0, k))
-		return;
-	if (r->system_map &&
-	    try_kernel(r, si, open_host_file(r->system_map), r->system_map, 0, 0, k))
-		return;
-	if (rel) {
-		for (size_t i = 0; i < r->nr_roots; i++) {
-			char rp[128];
-
-			if (!root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
-				continue;
-			for (size_t f = 0; f < 2; f++) {
-				snprintf(rp, sizeof(rp), elf_fmts[f], rel);
-				snprintf(path, sizeof(path), "%s%s", r->roots[i].dir, rp);
-				if (try_kernel(r, si, open_in_root(r->root_fds[i], rp, 0),
-					       path, 1, 0, k))
-					return;
-			}
-			snprintf(rp, sizeof(rp), "/boot/System.map-%s", rel);
-			snprintf(path, sizeof(path), "%s%s", r->roots[i].dir, rp);
-			if (try_kernel(r, si, open_in_root(r->root_fds[i], rp, 0), path, 0, 0, k))
-				return;
-			/* A map kept beside the root (an image build's output
-			 * directory): checked against the guest's two anchors. */
-			snprintf(path, sizeof(path), "%s/../System.map-%s", r->roots[i].dir, rel);
-			if (try_kernel(r, si, open_host_file(path), path, 0, 0, k))
-				return;
-			snprintf(path, sizeof(path), "%s/../System.map", r->roots[i].dir);
-			if (try_kernel(r, si, open_host_file(path), path, 0, 0, k))
-				return;
-		}
-		if (try_fetched_kallsyms(r, si, guest, k))
-			return;
-		if (!r->no_host_kernel) {
-			for (size_t f = 0; f < 2; f++) {
-				snprintf(path, sizeof(path), elf_fmts[f], rel);
-				if (try_kernel(r, si, open_host_file(path), path, 1, 0, k))
-					return;
-			}
-			snprintf(path, sizeof(path), "/boot/System.map-%s", rel);
-			if (try_kernel(r, si, open_host_file(path), path, 0, 0, k))
-				return;
-		}
-	}
-	if (si->state == SIMAGE_NOT_FOUND)
-		snprintf(si->reason, sizeof(si->reason),
-			 "no kernel symbols for %s: give --guest-root DIR (with "
-			 "boot/System.map-%s), --system-map FILE or --vmlinux FILE",
-			 rel ? rel : "this guest's kernel", rel ? rel : "RELEASE");
-}
-
-/* ---- modules ------------------------------------------------------------ */
-
-static void modname_norm(char *s)
-{
-	for (; *s; s++)
-		if (*s == '-')
-			*s = '_';
-}
-
-static int modidx_add(struct modindex *mi, size_t *cap, const char *rel, const char *file)
-{
-	static const char *const sfx[] = { ".ko", ".ko.xz", ".ko.gz", ".ko.zst" };
-	size_t n = strlen(file), stem = 0;
-	struct modentry *e;
-
-	/* Compressed modules open too (elfimage unpacks them). */
-	for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
-		size_t l = strlen(sfx[i]);
-
-		if (n > l && !strcmp(file + n - l, sfx[i]))
-			stem = n - l;
-	}
-	if (!stem || mi->nr >= SYMRES_MAX_MODULES)
-		return 0;
-	if (mi->nr == *cap) {
-		size_t nc = *cap ? *cap * 2 : 256;
-		struct modentry *p = realloc(mi->mods, nc * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		mi->mods = p;
-		*cap = nc;
-	}
-	e = &mi->mods[mi->nr];
-	e->name = strndup(file, stem);
-	if (!e->name || asprintf(&e->relpath, "%s/%s", rel, file) < 0) {
-		free(e->name);
-		return -ENOMEM;
-	}
-	modname_norm(e->name);
-	mi->nr++;
-	return 0;
-}
-
-/* Walks a directory fd (taken) below the root; names are joined to rel. */
-static int modidx_walk(struct modindex *mi, size_t *cap, int dfd, const char *rel, int depth)
-{
-	DIR *d = fdopendir(dfd);
-	struct dirent *de;
-	int ret = 0;
-
-	if (!d) {
-		close(dfd);
-		return 0;
-	}
-	while (!ret && (de = readdir(d))) {
-		unsigned char type = de->d_type;
-
-		if (de->d_name[0] == '.')
-			continue;
-		/* Some file systems do not fill d_type. */
-		if (type == DT_UNKNOWN) {
-			struct stat st;
-
-			if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW))
-				continue;
-			type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_UNKNOWN;
-		}
-		if (type == DT_DIR && depth < SYMRES_MAX_DEPTH) {
-			int sub = openat(dirfd(d), de->d_name,
-					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			char *subrel;
-
-			if (sub < 0)
-				continue;
-			if (asprintf(&subrel, "%s/%s", rel, de->d_name) < 0) {
-				close(sub);
-				ret = -ENOMEM;
-				break;
-			}
-			ret = modidx_walk(mi, cap, sub, subrel, depth + 1);
-			free(subrel);
-		} else if (type == DT_REG) {
-			ret = modidx_add(mi, cap, rel, de->d_name);
-		}
-	}
-	closedir(d);
-	return ret;
-}
-
-/* Index of <root>/lib/modules/<rel> (rootfd < 0: the host's). */
-static struct modindex *modidx_get(struct symres *r, int rootfd, const char *root,
-				   const char *rel)
-{
-	struct modindex *mi;
-	char dir[128];
-	size_t cap = 0;
-	int dfd;
-
-	for (size_t i = 0; i < r->nr_modidx; i++)
-		if (!strcmp(r->modidx[i].root, root) && !strcmp(r->modidx[i].release, rel))
-			return &r->modidx[i];
-	mi = realloc(r->modidx, (r->nr_modidx + 1) * sizeof(*mi));
-	if (!mi)
-		return NULL;
-	r->modidx = mi;
-	mi = &r->modidx[r->nr_modidx];
-	memset(mi, 0, sizeof(*mi));
-	mi->root = strdup(root);
-	mi->release = strdup(rel);
-	if (!mi->root || !mi->release) {
-		free(mi->root);
-		free(mi->release);
-		return NULL;
-	}
-	r->nr_modidx++;
-	snprintf(dir, sizeof(dir), "/lib/modules/%s", rel);
-	dfd = rootfd >= 0 ? open_in_root(rootfd, dir, 1)
-			  : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0)
-		modidx_walk(mi, &cap, dfd, dir, 0);
-	return mi;
-}
-
-/* A module's base and size from <guest>/kallsyms.modules ("BASE SIZE
- * NAME" lines in hex, written by the host from the guest's MODULE records).
- * 0 or -ENOENT. */
-static int fetched_module_base(const char *path, const char *name, uint64_t *base,
-			       uint64_t *size)
-{
-	char line[160], mname[80];
-	unsigned long long b, sz;
-	int fd = util_open_regular(path, 0), ret = -ENOENT;
-	FILE *f;
-
-	if (fd < 0)
-		return fd;
-	f = fdopen(fd, "r");
-	if (!f) {
-		close(fd);
-		return -ENOMEM;
-	}
-	while (ret && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%llx %llx %79s", &b, &sz, mname) != 3)
-			continue;
-		modname_norm(mname);
-		if (!strcmp(mname, name)) {
-			*base = b;
-			*size = sz;
-			ret = 0;
-		}
-	}
-	fclose(f);
-	return ret;
-}
-
-/* A module's symbols from the guest's own kallsyms (host/collect/fetch.h),
- * rebased on the base its MODULE record gave.  1 if found. */
-static int try_fetched_module(struct symres *r, struct simage *si, const char *guest,
-			      const char *name)
-{
-	char path[4096], key[4200], reason[256];
-	uint64_t base, size;
-	struct ksyms *ks = NULL;
-
-	if (!r->session_dir || !guest_component(guest))
-		return 0;
-	snprintf(path, sizeof(path), "%s/guests/%s/kallsyms.modules", r->session_dir, guest);
-	if (fetched_module_base(path, name, &base, &size))
-		return 0;
-	snprintf(path, sizeof(path), "%s/guests/%s/kallsyms", r->session_dir, guest);
-	snprintf(key, sizeof(key), "%s [%s]", path, name);
-	for (size_t i = 0; i < r->nr_kmaps && !ks; i++)
-		if (!strcmp(r->kmaps[i].path, key))
-			ks = r->kmaps[i].ks;
-	if (!ks) {
-		ks = ksyms_open_module(path, name, base, size, reason, sizeof(reason));
-		if (!ks || !(ks = kmap_add(r, ks, key)))
-			return 0;
-	}
-	si->ks = ks;
-	si->slide = 0;
-	si->state = SIMAGE_OK;
-	si->reason[0] = '\0';
-	for (size_t i = 0; i < r->nr_kmaps; i++)
-		if (r->kmaps[i].ks == ks)
-			si->path = r->kmaps[i].path;
-	return 1;
-}
-
-static void resolve_module(struct symres *r, struct simage *si, const char *guest,
-			   const char *image, const struct symres_kernel *k)
-{
-	const char *rel = k && release_ok(k->release) ? k->release : NULL;
-	const char *base = strrchr(image, '/');
-	char name[128], path[4096];
-	size_t n;
-
-	base = base ? base + 1 : image;
-	snprintf(name, sizeof(name), "%s", base);
-	n = strlen(name);
-	if (n > 3 && !strcmp(name + n - 3, ".ko"))
-		name[n - 3] = '\0';
-	modname_norm(name);
-	if (!rel) {
-		snprintf(si->reason, sizeof(si->reason),
-			 "module %s: the guest's kernel release is unknown", name);
-		return;
-	}
-	for (size_t i = 0; i <= r->nr_roots; i++) {
-		int host = i == r->nr_roots;
-		struct modindex *mi;
-		int rootfd = host ? -1 : r->root_fds[i];
-
-		if (host ? r->no_host_kernel
-			 : (!root_matches(&r->roots[i], guest) || rootfd < 0))
-			continue;
-		mi = modidx_get(r, rootfd, host ? "" : r->roots[i].dir, rel);
-		if (!mi)
-			return;
-		for (size_t j = 0; j < mi->nr; j++) {
-			int fd;
-
-			if (strcmp(mi->mods[j].name, name))
-				continue;
-			snprintf(path, sizeof(path), "%s%s", host ? "" : r->roots[i].dir,
-				 mi->mods[j].relpath);
-			fd = host ? open_host_file(path) : open_in_root(rootfd, mi->mods[j].relpath, 0);
-			if (try_candidate(r, si, fd, path, guest))
-				return;
-		}
-	}
-	if (si->state == SIMAGE_NOT_FOUND && try_fetched_module(r, si, guest, name))
-		return;
-	if (si->state == SIMAGE_NOT_FOUND)
-		snprintf(si->reason, sizeof(si->reason),
-			 "module %s.ko not found under lib/modules/%s: give --guest-root DIR",
-			 name, rel);
 }
 
 /* ---- images --------------------------------------------------------------- */
@@ -1013,7 +444,7 @@ int symres_image_recheck(struct symres *r, struct simage *si, const char *guest,
 	struct stat sb;
 
 	if (si->kind != SK_USER || si->state != SIMAGE_NOT_FOUND || si->build_id_len < 2 ||
-	    !r->fetch_cache || !guest_component(guest))
+	    !r->fetch_cache || !symres_guest_component(guest))
 		return si->state == SIMAGE_OK;
 	util_hex(si->build_id, si->build_id_len, bidhex);
 	snprintf(path, sizeof(path), "%s/%s/%.2s/%s", r->fetch_cache, guest, bidhex, bidhex + 2);
@@ -1064,13 +495,13 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 	if (kernel && (!strcmp(image, "vmlinux") || !strcmp(image, "[kernel.kallsyms]"))) {
 		si->kind = SK_KERNEL;
 		si->guest = guest ? strdup(guest) : NULL;
-		si->release = k && release_ok(k->release) ? strdup(k->release) : NULL;
+		si->release = k && symres_release_ok(k->release) ? strdup(k->release) : NULL;
 		/* The sample file's build-id, if any, is vmlinux's; System.map
 		 * has none to check. */
-		resolve_kernel(r, si, guest, k);
+		symres_resolve_kernel(r, si, guest, k);
 	} else if (kernel) {
 		si->kind = SK_MODULE;
-		resolve_module(r, si, guest, image, k);
+		symres_resolve_module(r, si, guest, image, k);
 	} else if (is_anon(image)) {
 		si->kind = SK_ANON;
 		si->state = SIMAGE_ANON;
@@ -1179,30 +610,30 @@ int symres_want_code(struct symres *r, struct simage *si)
 	if (si->kind != SK_KERNEL || !si->ks || si->code_tried)
 		return -ENOENT;
 	si->code_tried = 1;
-	if (r->vmlinux && try_code(r, si, open_host_file(r->vmlinux), r->vmlinux))
+	if (r->vmlinux && try_code(r, si, symres_open_host_file(r->vmlinux), r->vmlinux))
 		return 0;
 	if (!si->release)
 		return -ENOENT;
 	for (size_t i = 0; i < r->nr_roots; i++) {
-		if (!root_matches(&r->roots[i], si->guest) || r->root_fds[i] < 0)
+		if (!symres_root_matches(&r->roots[i], si->guest) || r->root_fds[i] < 0)
 			continue;
 		for (size_t f = 0; f < 2; f++) {
 			snprintf(rp, sizeof(rp), fmts[f], si->release);
 			snprintf(path, sizeof(path), "%s%s", r->roots[i].dir, rp);
-			if (try_code(r, si, open_in_root(r->root_fds[i], rp, 0), path))
+			if (try_code(r, si, symres_open_in_root(r->root_fds[i], rp, 0), path))
 				return 0;
 		}
 		snprintf(path, sizeof(path), "%s/../vmlinuz-%s", r->roots[i].dir, si->release);
-		if (try_code(r, si, open_host_file(path), path))
+		if (try_code(r, si, symres_open_host_file(path), path))
 			return 0;
 		snprintf(path, sizeof(path), "%s/../vmlinuz", r->roots[i].dir);
-		if (try_code(r, si, open_host_file(path), path))
+		if (try_code(r, si, symres_open_host_file(path), path))
 			return 0;
 	}
 	if (!r->no_host_kernel) {
 		for (size_t f = 0; f < 2; f++) {
 			snprintf(path, sizeof(path), fmts[f], si->release);
-			if (try_code(r, si, open_host_file(path), path))
+			if (try_code(r, si, symres_open_host_file(path), path))
 				return 0;
 		}
 	}
@@ -1265,265 +696,4 @@ long simage_find(const struct simage *si, const char *name)
 			return (long)i;
 	}
 	return -1;
-}
-
-/* ---- lines and sources --------------------------------------------------- */
-
-/*
- * Separate debug info by build-id: usr/lib/debug/.build-id/xx/yyyy.debug in
- * the guest's roots, <session>/.build-id/xx/yyyy.debug, the host's
- * /usr/lib/debug/.build-id (a build-id names one build, wherever the file
- * sits), then debuginfod.  The build-id is checked again on attach.
- * Returns 0 when one was attached.
- */
-static int attach_debug(struct symres *r, struct elfimage *elf, const char *guest,
-			int take_symbols)
-{
-	char bidhex[129], path[4096], rp[256];
-	const uint8_t *bid;
-	debuginfod_client *c;
-	size_t len;
-
-	bid = elfimage_build_id(elf, &len);
-	if (!bid)
-		return -ENOENT;
-	util_hex(bid, len, bidhex);
-	snprintf(rp, sizeof(rp), "/usr/lib/debug/.build-id/%.2s/%s.debug", bidhex, bidhex + 2);
-	for (size_t i = 0; i < r->nr_roots; i++) {
-		int fd, ok;
-
-		if (!root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
-			continue;
-		fd = open_in_root(r->root_fds[i], rp, 0);
-		if (fd < 0)
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		ok = !elfimage_attach_debug(elf, path, take_symbols);
-		close(fd);
-		if (ok)
-			return 0;
-	}
-	if (r->session_dir) {
-		snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", r->session_dir,
-			 bidhex, bidhex + 2);
-		if (!elfimage_attach_debug(elf, path, take_symbols))
-			return 0;
-	}
-	if (!elfimage_attach_debug(elf, rp, take_symbols))
-		return 0;
-	if ((c = dbgd(r))) {
-		char *dpath = NULL;
-		int fd = debuginfod_find_debuginfo(c, bid, (int)len, &dpath), ok = 0;
-
-		if (fd >= 0) {
-			snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-			ok = !elfimage_attach_debug(elf, path, take_symbols);
-			close(fd);
-		}
-		free(dpath);
-		if (ok)
-			return 0;
-	}
-	return -ENOENT;
-}
-
-/* A stripped binary (only .dynsym) gets its full symbol table from debug
- * info, once per binary and before any symbol of it is handed out. */
-static void bin_debug_symbols(struct symres *r, struct binfile *b, const char *guest)
-{
-	if (b->debug_tried || elfimage_has_symtab(b->elf))
-		return;
-	b->debug_tried = 1;
-	attach_debug(r, b->elf, guest, 1);
-}
-
-int symres_want_lines(struct symres *r, struct simage *si, const char *guest)
-{
-	if (!si->elf || si->state != SIMAGE_OK)
-		return -ENOENT;
-	if (si->lines_tried || elfimage_has_lines(si->elf))
-		return elfimage_has_lines(si->elf) ? 0 : -ENOENT;
-	si->lines_tried = 1;
-	/* Symbols stay as they are: rows of a report point at them. */
-	if (attach_debug(r, si->elf, guest, 0))
-		return -ENOENT;
-	return elfimage_has_lines(si->elf) ? 0 : -ENOENT;
-}
-
-/* The host file behind fd, for messages; dflt if /proc cannot say. */
-static void fd_name(int fd, const char *dflt, char *out, size_t outlen)
-{
-	char link[64];
-	ssize_t n;
-
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	n = readlink(link, out, outlen ? outlen - 1 : 0);
-	if (n > 0 && (size_t)n < outlen)
-		out[n] = '\0';
-	else
-		util_seterr(out, outlen, "%s", dflt);
-}
-
-/* A source path from DWARF inside the directory dfd: the whole path, then
- * ever shorter tails of it (/build/pkg-1.0/src/x.c as src/x.c, then x.c),
- * so that --source-dir can name a copy of the tree from anywhere in it. */
-static int open_source_tail(int dfd, const char *path)
-{
-	int fd = -ENOENT;
-
-	for (int tries = 0; path && *path && tries < 32; tries++) {
-		fd = open_in_root(dfd, path, 0);
-		if (fd >= 0)
-			return fd;
-		path = strchr(path + 1, '/');
-		while (path && *path == '/')
-			path++;
-	}
-	return fd;
-}
-
-FILE *symres_open_source(struct symres *r, const char *guest, const char *path,
-			 char *used, size_t usedlen)
-{
-	int fd = -ENOENT, err = 0, places = 0;
-	const char *where = NULL;
-	FILE *f;
-
-	/* The path comes from the guest's debug info: it is looked up inside
-	 * the guest's roots and --source-dir only, never on the host as it
-	 * is (a crafted binary could name /etc/shadow). */
-	for (size_t i = 0; fd < 0 && i < r->nr_roots; i++) {
-		if (!root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
-			continue;
-		places++;
-		fd = open_in_root(r->root_fds[i], path, 0);
-		if (fd < 0 && fd != -ENOENT)
-			err = fd;
-		where = r->roots[i].dir;
-	}
-	if (fd < 0 && r->source_dir) {
-		int dfd = open(r->source_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-
-		places++;
-		if (dfd >= 0) {
-			fd = open_source_tail(dfd, path);
-			if (fd < 0 && fd != -ENOENT)
-				err = fd;
-			close(dfd);
-		}
-		where = r->source_dir;
-	}
-	if (fd < 0) {
-		if (!places)
-			util_seterr(used, usedlen, "no --guest-root for this guest and no "
-				    "--source-dir (a path from a guest's debug info is never "
-				    "opened on the host)");
-		else if (err == -EINVAL)
-			util_seterr(used, usedlen, "not a regular file where found");
-		else
-			util_seterr(used, usedlen, "not in the guest root%s or --source-dir%s%s",
-				    r->nr_roots > 1 ? "s" : "", err ? ": " : "",
-				    err ? strerror(-err) : "");
-		errno = err ? -err : ENOENT;
-		return NULL;
-	}
-	fd_name(fd, where ? where : path, used, usedlen);
-	f = fdopen(fd, "r");
-	if (!f)
-		close(fd);
-	return f;
-}
-
-/* ---- build-id cache --------------------------------------------------------- */
-
-int symres_check_build_id(const char *path, const uint8_t *bid, size_t bid_len)
-{
-	struct elfimage *img;
-	const uint8_t *have;
-	unsigned char magic[4];
-	size_t len;
-	int fd, ret;
-
-	/* a plain ELF only: elfimage would unpack a compressed file, and a
-	 * file from a guest must not make the host inflate it */
-	fd = util_open_regular(path, 0);
-	if (fd < 0)
-		return fd;
-	ret = pread(fd, magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
-	      !memcmp(magic, "\177ELF", 4);
-	close(fd);
-	if (!ret)
-		return -ENOEXEC;
-	img = elfimage_open(path, NULL, 0);
-	if (!img)
-		return -ENOEXEC;
-	have = elfimage_build_id(img, &len);
-	ret = !have ? -ENODATA : len != bid_len || memcmp(have, bid, len) ? -ESTALE : 0;
-	elfimage_close(img);
-	return ret;
-}
-
-int symres_import(const char *session_dir, const char *path, char *out, size_t outlen)
-{
-	char bidhex[129], dir[4096], dst[4096], tmp[4096 + 16];
-	struct elfimage *img;
-	const uint8_t *bid;
-	char buf[65536];
-	int in = -1, fd = -1, ret;
-	size_t len;
-	ssize_t n;
-
-	img = elfimage_open(path, NULL, 0);
-	if (!img)
-		return -ENOEXEC;
-	bid = elfimage_build_id(img, &len);
-	if (!bid) {
-		elfimage_close(img);
-		return -ENODATA;
-	}
-	util_hex(bid, len, bidhex);
-	elfimage_close(img);
-	if (snprintf(dir, sizeof(dir), "%s/.build-id", session_dir) >= (int)sizeof(dir))
-		return -ENAMETOOLONG;
-	if (mkdir(dir, 0755) && errno != EEXIST)
-		return -errno;
-	snprintf(dir, sizeof(dir), "%s/.build-id/%.2s", session_dir, bidhex);
-	if (mkdir(dir, 0755) && errno != EEXIST)
-		return -errno;
-	if (snprintf(dst, sizeof(dst), "%s/%s", dir, bidhex + 2) >= (int)sizeof(dst) ||
-	    snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", dst) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	in = util_open_regular(path, 0);
-	if (in < 0)
-		return in;
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		ret = -errno;
-		goto out;
-	}
-	while ((n = read(in, buf, sizeof(buf))) > 0) {
-		if (write(fd, buf, (size_t)n) != n) {
-			ret = errno ? -errno : -EIO;
-			goto fail;
-		}
-	}
-	if (n < 0 || fchmod(fd, 0644) || fsync(fd)) {
-		ret = -errno;
-		goto fail;
-	}
-	if (rename(tmp, dst)) {
-		ret = -errno;
-		goto fail;
-	}
-	if (out)
-		snprintf(out, outlen, "%s", dst);
-	ret = 0;
-	goto out;
-fail:
-	unlink(tmp);
-out:
-	if (fd >= 0)
-		close(fd);
-	close(in);
-	return ret;
 }

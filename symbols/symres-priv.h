@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What the resolver's files share: symres.c (core, user binaries,
+ * images), symres-kernel.c (kernel, modules) and symres-debug.c (debug
+ * files, sources, build-id cache).  Not for use outside symbols/.
+ */
+#ifndef OPVM_SYMRES_PRIV_H
+#define OPVM_SYMRES_PRIV_H
+
+#include <elfutils/debuginfod.h>
+#include <sys/types.h>
+
+#include "symbols/ksyms.h"
+#include "symbols/symres.h"
+
+#define SYMRES_MAX_DEPTH	8	/* lib/modules/<rel>/kernel/drivers/... */
+#define SYMRES_MAX_MODULES	100000
+
+enum simage_kind { SK_USER, SK_MODULE, SK_KERNEL, SK_ANON };
+
+/* One opened binary, shared by every simage that uses it. */
+struct binfile {
+	dev_t dev;
+	ino_t ino;
+	struct elfimage *elf;
+	char *path;
+	int debug_tried;	/* separate debug symbols looked for */
+};
+
+struct kmapfile {
+	char *path;
+	struct ksyms *ks;
+};
+
+struct simage {
+	char *key;		/* guest \1 image \1 kernel \1 build-id */
+	enum simage_kind kind;
+	enum simage_state state;
+	char reason[256];
+	char warn[384];		/* a source that disagreed and was not
+				 * believed (simage_warning()), or "" */
+	const char *path;	/* owned by binfile/kmapfile */
+	struct elfimage *elf;	/* owned by binfile */
+	struct ksyms *ks;	/* owned by kmapfile */
+	uint64_t slide;
+	uint8_t build_id[64];
+	size_t build_id_len;
+	int lines_tried;
+	/* Kernel from a System.map: code bytes from a stripped or compressed
+	 * vmlinux, found on demand (annotate). */
+	struct elfimage *code;	/* owned by binfile */
+	int code_tried;
+	char *guest, *release;
+};
+
+struct modentry {
+	char *name;		/* normalised: '-' -> '_', no ".ko" */
+	char *relpath;		/* inside the root */
+};
+
+struct modindex {
+	char *root;
+	char *release;
+	struct modentry *mods;
+	size_t nr;
+};
+
+struct symres {
+	char *session_dir;
+	struct symres_root *roots;
+	size_t nr_roots;
+	int *root_fds;
+	char *vmlinux, *system_map, *source_dir, *fetch_cache;
+	int no_host_kernel, no_debuginfod;
+
+	struct simage **images;	/* open-addressed by key hash */
+	size_t images_cap, nr_images;
+	struct binfile *bins;
+	size_t nr_bins;
+	struct kmapfile *kmaps;
+	size_t nr_kmaps;
+	struct modindex *modidx;
+	size_t nr_modidx;
+	debuginfod_client *dbgd;
+	int dbgd_tried;
+};
+
+int symres_try_candidate(struct symres *r, struct simage *si, int fd, const char *path,
+			 const char *guest);
+int symres_guest_component(const char *guest);
+int symres_open_host_file(const char *path);
+int symres_release_ok(const char *rel);
+int symres_root_matches(const struct symres_root *root, const char *guest);
+int symres_open_in_root(int rootfd, const char *path, int dir);
+debuginfod_client *symres_dbgd(struct symres *r);
+void symres_resolve_kernel(struct symres *r, struct simage *si, const char *guest,
+			   const struct symres_kernel *k);
+void symres_resolve_module(struct symres *r, struct simage *si, const char *guest,
+			   const char *image, const struct symres_kernel *k);
+void symres_bin_debug_symbols(struct symres *r, struct binfile *b, const char *guest);
+
+#endif /* OPVM_SYMRES_PRIV_H */
