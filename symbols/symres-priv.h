@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * What the resolver's files share: symres.c (core, user binaries,
- * images), symres-kernel.c (kernel, modules) and symres-debug.c (debug
- * files, sources, build-id cache).  Not for use outside symbols/.
+ * What the resolver's files share, from the top down: symres.c (life
+ * cycle, images), symres-kernel.c (kernel, modules), symres-user.c (user
+ * binaries), symres-debug.c (debug files, sources, build-id cache) and
+ * symres-root.c (guest names, guest roots, debuginfod).  Not for use
+ * outside symbols/.
  */
 #ifndef OPVM_SYMRES_PRIV_H
 #define OPVM_SYMRES_PRIV_H
@@ -98,5 +100,10 @@ void symres_resolve_kernel(struct symres *r, struct simage *si, const char *gues
 void symres_resolve_module(struct symres *r, struct simage *si, const char *guest,
 			   const char *image, const struct symres_kernel *k);
 void symres_bin_debug_symbols(struct symres *r, struct binfile *b, const char *guest);
+
+struct binfile *symres_bin_get(struct symres *r, int fd, const char *path,
+			       char *reason, size_t rlen);
+void symres_resolve_user(struct symres *r, struct simage *si, const char *guest,
+			 const char *image);
 
 #endif /* OPVM_SYMRES_PRIV_H */

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * Symbol resolution: finding guest binaries and caching them.  This file
- * holds the resolver, user binaries and images; the guest kernel and its
- * modules are in symres-kernel.c, debug files, sources and the build-id
- * cache in symres-debug.c.
+ * holds the resolver's life cycle and images; user binaries are in
+ * symres-user.c, the guest kernel and its modules in symres-kernel.c,
+ * debug files, sources and the build-id cache in symres-debug.c, the
+ * helpers they all use in symres-root.c.
  *
  * Names that come from a guest (image paths, module names, the kernel
  * release) are hostile.  They are only ever resolved inside a guest root
@@ -26,125 +27,6 @@
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
 #include "symbols/symres-priv.h"
-
-/* ---- small helpers ---------------------------------------------------------- */
-
-/* A kernel release from a guest: [A-Za-z0-9._+-], 1..64 bytes, no "..". */
-int symres_release_ok(const char *rel)
-{
-	size_t n = 0;
-
-	if (!rel || !*rel || strstr(rel, ".."))
-		return 0;
-	for (const char *p = rel; *p; p++, n++) {
-		if (n >= 64)
-			return 0;
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' ||
-		      *p == '+' || *p == '-'))
-			return 0;
-	}
-	return 1;
-}
-
-int symres_root_matches(const struct symres_root *root, const char *guest)
-{
-	return !root->guest || (guest && !strcmp(root->guest, guest));
-}
-
-/* Cleared when the kernel has no openat2() (before Linux 5.6).  Tests set
- * OPVM_NO_OPENAT2=1 to exercise the fallback. */
-static int have_openat2 = 1;
-
-/*
- * Without openat2: one component at a time below rootfd, each opened with
- * O_NOFOLLOW, and ".." refused.  Stricter than RESOLVE_IN_ROOT (a symlink
- * anywhere on the way fails with ELOOP instead of being resolved inside the
- * root), never wider.
- */
-static int open_walk(int rootfd, const char *path, int flags)
-{
-	char comp[256];
-	int dfd = rootfd, fd;
-
-	for (;;) {
-		size_t n = strcspn(path, "/");
-		const char *next = path + n;
-
-		while (*next == '/')
-			next++;
-		if (n >= sizeof(comp) || (n == 2 && !strncmp(path, "..", 2))) {
-			fd = -(n >= sizeof(comp) ? ENAMETOOLONG : EXDEV);
-			break;
-		}
-		memcpy(comp, path, n);
-		comp[n] = '\0';
-		if (!*next) {
-			fd = openat(dfd, comp, flags | O_NOFOLLOW);
-			fd = fd < 0 ? -errno : fd;
-			break;
-		}
-		fd = openat(dfd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0) {
-			fd = -errno;
-			break;
-		}
-		if (dfd != rootfd)
-			close(dfd);
-		dfd = fd;
-		path = next;
-	}
-	if (dfd != rootfd)
-		close(dfd);
-	return fd;
-}
-
-/* Opens path inside the root directory fd: absolute symlinks and ".." stay
- * inside the root (openat2 RESOLVE_IN_ROOT, else open_walk()).  Regular
- * files only (a FIFO would block).  The fd, or -errno. */
-int symres_open_in_root(int rootfd, const char *path, int dir)
-{
-	int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (dir ? O_DIRECTORY : 0);
-	struct open_how how = {
-		.flags = (uint64_t)flags,
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-	};
-	const char *no2 = getenv("OPVM_NO_OPENAT2");
-	struct stat st;
-	int fd = -ENOSYS;
-
-	while (*path == '/')
-		path++;
-	if (!*path)
-		path = ".";
-	if (have_openat2 && !(no2 && *no2 == '1')) {
-		fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
-		if (fd < 0)
-			fd = -errno;
-		if (fd == -ENOSYS)
-			have_openat2 = 0;
-	}
-	if (fd == -ENOSYS)
-		fd = open_walk(rootfd, path, flags);
-	if (fd < 0)
-		return fd;
-	if (fstat(fd, &st) || (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))) {
-		close(fd);
-		return -EINVAL;
-	}
-	if (!dir) {
-		int fl = fcntl(fd, F_GETFL);
-
-		if (fl >= 0)
-			fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-	}
-	return fd;
-}
-
-int symres_open_host_file(const char *path)
-{
-	return util_open_regular(path, 0);
-}
 
 /* ---- life cycle ----------------------------------------------------------- */
 
@@ -244,168 +126,6 @@ void symres_free(struct symres *r)
 	free(r);
 }
 
-/* ---- binaries ------------------------------------------------------------- */
-
-/* Takes fd.  Returns the shared binfile for it, or NULL with a reason. */
-static struct binfile *bin_get(struct symres *r, int fd, const char *path,
-			       char *reason, size_t rlen)
-{
-	struct binfile *b;
-	struct stat st;
-	char err[256];
-
-	if (fstat(fd, &st)) {
-		snprintf(reason, rlen, "%s: %s", path, strerror(errno));
-		close(fd);
-		return NULL;
-	}
-	for (size_t i = 0; i < r->nr_bins; i++) {
-		if (r->bins[i].dev == st.st_dev && r->bins[i].ino == st.st_ino) {
-			close(fd);
-			return &r->bins[i];
-		}
-	}
-	b = realloc(r->bins, (r->nr_bins + 1) * sizeof(*b));
-	if (!b) {
-		close(fd);
-		snprintf(reason, rlen, "out of memory");
-		return NULL;
-	}
-	r->bins = b;
-	b = &r->bins[r->nr_bins];
-	b->elf = elfimage_open_fd(fd, path, err, sizeof(err));
-	if (!b->elf) {
-		snprintf(reason, rlen, "%s", err);
-		return NULL;
-	}
-	b->path = strdup(path);
-	if (!b->path) {
-		elfimage_close(b->elf);
-		return NULL;
-	}
-	b->dev = st.st_dev;
-	b->ino = st.st_ino;
-	b->debug_tried = 0;
-	r->nr_bins++;
-	return b;
-}
-
-/* Tries one candidate file (fd, owned).  Returns 1 if si now uses it. */
-int symres_try_candidate(struct symres *r, struct simage *si, int fd, const char *path,
-			 const char *guest)
-{
-	struct binfile *b;
-	const uint8_t *bid;
-	size_t len;
-	char reason[256];
-
-	if (fd < 0)
-		return 0;
-	b = bin_get(r, fd, path, reason, sizeof(reason));
-	if (!b) {
-		if (si->state == SIMAGE_NOT_FOUND) {
-			si->state = SIMAGE_BAD;
-			snprintf(si->reason, sizeof(si->reason), "%s", reason);
-		}
-		return 0;
-	}
-	bid = elfimage_build_id(b->elf, &len);
-	if (si->build_id_len && bid &&
-	    (len != si->build_id_len || memcmp(bid, si->build_id, len))) {
-		char want[129], got[129];
-
-		util_hex(si->build_id, si->build_id_len, want);
-		util_hex(bid, len, got);
-		si->state = SIMAGE_MISMATCH;
-		snprintf(si->reason, sizeof(si->reason),
-			 "%s has build-id %.40s, samples are of %.40s", path, got, want);
-		return 0;
-	}
-	/* A stripped binary: its debug info may have the symbols. */
-	symres_bin_debug_symbols(r, b, guest);
-	if (!elfimage_nr_syms(b->elf)) {
-		if (si->state != SIMAGE_MISMATCH) {
-			si->state = SIMAGE_BAD;
-			snprintf(si->reason, sizeof(si->reason), "%s has no symbols (stripped: "
-				 "put its debug file under usr/lib/debug/.build-id or set "
-				 "DEBUGINFOD_URLS)", path);
-		}
-		return 0;
-	}
-	si->elf = b->elf;
-	si->path = b->path;
-	si->state = SIMAGE_OK;
-	si->reason[0] = '\0';
-	return 1;
-}
-
-debuginfod_client *symres_dbgd(struct symres *r)
-{
-	const char *urls = getenv("DEBUGINFOD_URLS");
-
-	if (r->no_debuginfod || !urls || !*urls)
-		return NULL;
-	if (!r->dbgd_tried) {
-		r->dbgd_tried = 1;
-		r->dbgd = debuginfod_begin();
-	}
-	return r->dbgd;
-}
-
-/* guest names a directory the store made: one component, not . or .. */
-int symres_guest_component(const char *guest)
-{
-	return guest && *guest && !strchr(guest, '/') && strcmp(guest, ".") &&
-	       strcmp(guest, "..");
-}
-
-static void resolve_user(struct symres *r, struct simage *si, const char *guest,
-			 const char *image)
-{
-	char bidhex[129], path[4096];
-	debuginfod_client *c;
-
-	if (si->build_id_len && r->session_dir) {
-		static const char *const fmts[] = { "%s/.build-id/%.2s/%s", "%s/.build-id/%.2s/%s/elf" };
-
-		util_hex(si->build_id, si->build_id_len, bidhex);
-		for (size_t i = 0; i < 2; i++) {
-			snprintf(path, sizeof(path), fmts[i], r->session_dir, bidhex, bidhex + 2);
-			if (symres_try_candidate(r, si, symres_open_host_file(path), path, guest))
-				return;
-		}
-	}
-	if (si->build_id_len >= 2 && r->fetch_cache && symres_guest_component(guest)) {
-		util_hex(si->build_id, si->build_id_len, bidhex);
-		snprintf(path, sizeof(path), "%s/%s/%.2s/%s", r->fetch_cache, guest, bidhex,
-			 bidhex + 2);
-		if (symres_try_candidate(r, si, symres_open_host_file(path), path, guest))
-			return;
-	}
-	for (size_t i = 0; i < r->nr_roots; i++) {
-		if (!symres_root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
-			continue;
-		snprintf(path, sizeof(path), "%s%s%s", r->roots[i].dir,
-			 image[0] == '/' ? "" : "/", image);
-		if (symres_try_candidate(r, si, symres_open_in_root(r->root_fds[i], image, 0), path, guest))
-			return;
-	}
-	if (si->build_id_len && (c = symres_dbgd(r))) {
-		char *dpath = NULL;
-		int fd = debuginfod_find_executable(c, si->build_id, (int)si->build_id_len, &dpath);
-
-		if (fd >= 0 && symres_try_candidate(r, si, fd, dpath ? dpath : "debuginfod", guest)) {
-			free(dpath);
-			return;
-		}
-		free(dpath);
-	}
-	if (si->state == SIMAGE_NOT_FOUND)
-		snprintf(si->reason, sizeof(si->reason),
-			 "%s not found: give --guest-root DIR (the guest's root file system)%s",
-			 image, si->build_id_len ? " or set DEBUGINFOD_URLS" : "");
-}
-
 /* ---- images --------------------------------------------------------------- */
 
 static int is_anon(const char *image)
@@ -451,7 +171,7 @@ int symres_image_recheck(struct symres *r, struct simage *si, const char *guest,
 	if (stat(path, &sb) || !S_ISREG(sb.st_mode))
 		return 0;
 	si->reason[0] = '\0';
-	resolve_user(r, si, guest, image);
+	symres_resolve_user(r, si, guest, image);
 	return si->state == SIMAGE_OK;
 }
 
@@ -508,7 +228,7 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 		snprintf(si->reason, sizeof(si->reason), "%s: anonymous memory", image);
 	} else {
 		si->kind = SK_USER;
-		resolve_user(r, si, guest, image);
+		symres_resolve_user(r, si, guest, image);
 	}
 
 	if ((r->nr_images + 1) * 2 > r->images_cap && images_grow(r)) {
@@ -591,7 +311,7 @@ static int try_code(struct symres *r, struct simage *si, int fd, const char *pat
 
 	if (fd < 0)
 		return 0;
-	b = bin_get(r, fd, path, reason, sizeof(reason));
+	b = symres_bin_get(r, fd, path, reason, sizeof(reason));
 	if (!b || !code_matches(si, b->elf))
 		return 0;
 	si->code = b->elf;

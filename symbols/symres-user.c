@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Symbol resolution for user binaries: the guest root or the build-id
+ * cache, opened binaries shared between images.  The rules for guest names
+ * are in symbols/symres.c.
+ */
+#include <dirent.h>
+#include <elfutils/debuginfod.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "lib/util.h"
+#include "symbols/ksyms.h"
+#include "symbols/symres.h"
+#include "symbols/symres-priv.h"
+
+/* ---- binaries ------------------------------------------------------------- */
+
+/* Takes fd.  Returns the shared binfile for it, or NULL with a reason. */
+struct binfile *symres_bin_get(struct symres *r, int fd, const char *path,
+			       char *reason, size_t rlen)
+{
+	struct binfile *b;
+	struct stat st;
+	char err[256];
+
+	if (fstat(fd, &st)) {
+		snprintf(reason, rlen, "%s: %s", path, strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	for (size_t i = 0; i < r->nr_bins; i++) {
+		if (r->bins[i].dev == st.st_dev && r->bins[i].ino == st.st_ino) {
+			close(fd);
+			return &r->bins[i];
+		}
+	}
+	b = realloc(r->bins, (r->nr_bins + 1) * sizeof(*b));
+	if (!b) {
+		close(fd);
+		snprintf(reason, rlen, "out of memory");
+		return NULL;
+	}
+	r->bins = b;
+	b = &r->bins[r->nr_bins];
+	b->elf = elfimage_open_fd(fd, path, err, sizeof(err));
+	if (!b->elf) {
+		snprintf(reason, rlen, "%s", err);
+		return NULL;
+	}
+	b->path = strdup(path);
+	if (!b->path) {
+		elfimage_close(b->elf);
+		return NULL;
+	}
+	b->dev = st.st_dev;
+	b->ino = st.st_ino;
+	b->debug_tried = 0;
+	r->nr_bins++;
+	return b;
+}
+
+/* Tries one candidate file (fd, owned).  Returns 1 if si now uses it. */
+int symres_try_candidate(struct symres *r, struct simage *si, int fd, const char *path,
+			 const char *guest)
+{
+	struct binfile *b;
+	const uint8_t *bid;
+	size_t len;
+	char reason[256];
+
+	if (fd < 0)
+		return 0;
+	b = symres_bin_get(r, fd, path, reason, sizeof(reason));
+	if (!b) {
+		if (si->state == SIMAGE_NOT_FOUND) {
+			si->state = SIMAGE_BAD;
+			snprintf(si->reason, sizeof(si->reason), "%s", reason);
+		}
+		return 0;
+	}
+	bid = elfimage_build_id(b->elf, &len);
+	if (si->build_id_len && bid &&
+	    (len != si->build_id_len || memcmp(bid, si->build_id, len))) {
+		char want[129], got[129];
+
+		util_hex(si->build_id, si->build_id_len, want);
+		util_hex(bid, len, got);
+		si->state = SIMAGE_MISMATCH;
+		snprintf(si->reason, sizeof(si->reason),
+			 "%s has build-id %.40s, samples are of %.40s", path, got, want);
+		return 0;
+	}
+	/* A stripped binary: its debug info may have the symbols. */
+	symres_bin_debug_symbols(r, b, guest);
+	if (!elfimage_nr_syms(b->elf)) {
+		if (si->state != SIMAGE_MISMATCH) {
+			si->state = SIMAGE_BAD;
+			snprintf(si->reason, sizeof(si->reason), "%s has no symbols (stripped: "
+				 "put its debug file under usr/lib/debug/.build-id or set "
+				 "DEBUGINFOD_URLS)", path);
+		}
+		return 0;
+	}
+	si->elf = b->elf;
+	si->path = b->path;
+	si->state = SIMAGE_OK;
+	si->reason[0] = '\0';
+	return 1;
+}
+
+void symres_resolve_user(struct symres *r, struct simage *si, const char *guest,
+			 const char *image)
+{
+	char bidhex[129], path[4096];
+	debuginfod_client *c;
+
+	if (si->build_id_len && r->session_dir) {
+		static const char *const fmts[] = { "%s/.build-id/%.2s/%s", "%s/.build-id/%.2s/%s/elf" };
+
+		util_hex(si->build_id, si->build_id_len, bidhex);
+		for (size_t i = 0; i < 2; i++) {
+			snprintf(path, sizeof(path), fmts[i], r->session_dir, bidhex, bidhex + 2);
+			if (symres_try_candidate(r, si, symres_open_host_file(path), path, guest))
+				return;
+		}
+	}
+	if (si->build_id_len >= 2 && r->fetch_cache && symres_guest_component(guest)) {
+		util_hex(si->build_id, si->build_id_len, bidhex);
+		snprintf(path, sizeof(path), "%s/%s/%.2s/%s", r->fetch_cache, guest, bidhex,
+			 bidhex + 2);
+		if (symres_try_candidate(r, si, symres_open_host_file(path), path, guest))
+			return;
+	}
+	for (size_t i = 0; i < r->nr_roots; i++) {
+		if (!symres_root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
+			continue;
+		snprintf(path, sizeof(path), "%s%s%s", r->roots[i].dir,
+			 image[0] == '/' ? "" : "/", image);
+		if (symres_try_candidate(r, si, symres_open_in_root(r->root_fds[i], image, 0), path, guest))
+			return;
+	}
+	if (si->build_id_len && (c = symres_dbgd(r))) {
+		char *dpath = NULL;
+		int fd = debuginfod_find_executable(c, si->build_id, (int)si->build_id_len, &dpath);
+
+		if (fd >= 0 && symres_try_candidate(r, si, fd, dpath ? dpath : "debuginfod", guest)) {
+			free(dpath);
+			return;
+		}
+		free(dpath);
+	}
+	if (si->state == SIMAGE_NOT_FOUND)
+		snprintf(si->reason, sizeof(si->reason),
+			 "%s not found: give --guest-root DIR (the guest's root file system)%s",
+			 image, si->build_id_len ? " or set DEBUGINFOD_URLS" : "");
+}
