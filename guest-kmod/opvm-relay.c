@@ -200,8 +200,8 @@ static void rec_finish(struct opvm_rec_hdr *h, unsigned type, size_t len)
  * Parses "ADDR TYPE NAME[\t[MODULE]]".  Returns 1 for a symbol to send (a
  * text symbol, or one of opvm_ksyms_table()'s), 0 to skip the line.
  */
-static int ksyms_parse(char *line, unsigned long long *addr, char *type,
-		       char **name, const char **mod, struct ksyms_job *j)
+static int relay_ksyms_parse(char *line, unsigned long long *addr, char *type,
+			     char **name, const char **mod, struct ksyms_job *j)
 {
 	char *end, *tab, *nl;
 
@@ -251,7 +251,7 @@ static void ksyms_build(struct ksyms_job *j)
 			break;
 		j->have_line = 1;
 		memcpy(copy, j->line, sizeof(copy));
-		if (!ksyms_parse(copy, &addr, &type, &name, &mod, j)) {
+		if (!relay_ksyms_parse(copy, &addr, &type, &name, &mod, j)) {
 			j->have_line = 0;
 			continue;
 		}

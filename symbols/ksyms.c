@@ -240,7 +240,7 @@ fail:
 
 /* The whole file into *buf (malloc'd), at most KSYMS_MAX_FILE bytes.
  * 0 or an errno, with a reason in err. */
-static int read_text(const char *path, char **buf, size_t *len, char *err, size_t errlen)
+static int ksyms_read_text(const char *path, char **buf, size_t *len, char *err, size_t errlen)
 {
 	size_t cap = 0;
 	int fd, e = 0;
@@ -300,7 +300,7 @@ struct ksyms *ksyms_open(const char *path, char *err, size_t errlen)
 	struct ksyms *ks;
 	char *buf;
 	size_t len;
-	int e = read_text(path, &buf, &len, err, errlen);
+	int e = ksyms_read_text(path, &buf, &len, err, errlen);
 
 	if (e) {
 		errno = e;
@@ -362,7 +362,7 @@ struct ksyms *ksyms_open_module(const char *path, const char *module, uint64_t b
 	struct ksyms *ks = NULL;
 	char *buf, *out = NULL;
 	size_t len, used = 0;
-	int e = read_text(path, &buf, &len, err, errlen);
+	int e = ksyms_read_text(path, &buf, &len, err, errlen);
 
 	if (e) {
 		errno = e;
