@@ -79,7 +79,7 @@ static void sink(void *arg, const void *rec, size_t len)
 /* introspect-refresh: 0, or 1 on a failure. */
 static int bench_refresh(void)
 {
-	struct xi_sym s[3];
+	struct xi_sym s[XT_NSYMS];
 	struct ximage x;
 	struct guestmem *m;
 	struct introspect *in;
@@ -92,7 +92,7 @@ static int bench_refresh(void)
 		return 1;
 	free(btf);
 	xt_syms(s, len);
-	if (ximage_build(&x, 16u << 20, s, 3, 0x600000) || xt_tasks(&x, XT_MAX) < 0)
+	if (ximage_build(&x, 16u << 20, s, XT_NSYMS, 0x600000) || xt_tasks(&x, XT_MAX) < 0)
 		return 1;
 	m = guestmem_open(getpid());
 	if (!m || guestmem_add_range(m, 0, x.size, (uint64_t)(uintptr_t)x.ram))

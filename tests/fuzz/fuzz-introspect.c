@@ -11,6 +11,10 @@
  * what the callback allows.  The same image is walked as a task list
  * (init_task and the struct offsets from the same six numbers) and parsed
  * as BTF: walks must stop at their cap, results be unique and sorted.
+ * It is also read as per-CPU areas (__per_cpu_offset[] and a current-task
+ * pointer somewhere in it): each CPU's current task must come back with a
+ * terminated name, a kernel task address and a page-aligned CR3, or be
+ * refused.
  *
  * Seeds: tests/fuzz/corpus/introspect/ (tests/fuzz/gen-introspect-seed.py).
  */
@@ -76,6 +80,17 @@ static void tasks(struct mem *m, const uint64_t *off)
 			__builtin_trap();
 	if (n > 64 || (n && out[0].comm[16]))
 		__builtin_trap();
+	/* the same memory as per-CPU areas: CPU i's current task */
+	uint64_t slots[8];
+	struct ktask_cur cur;
+
+	if (ktasks_current_slots(&km, BASE + off[2] % (m->len + 1), off[3] % (m->len + 1), 8,
+				 slots))
+		return;
+	for (unsigned i = 0; i < 8; i++)
+		if (!ktasks_current(&km, &o, slots[i], &cur) &&
+		    (cur.comm[16] || cur.task < 0xffff800000000000ull || (cur.cr3 & 4095)))
+			__builtin_trap();
 }
 
 static int on_sym(void *arg, uint64_t addr, char type, const char *name, size_t len)

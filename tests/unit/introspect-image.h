@@ -201,6 +201,14 @@ static inline void ximage_free(struct ximage *x)
 #define XT_MM_VA	(XI_KERNEL_VA + 0x780000)	/* mm i at + i * 0x100 */
 #define XT_PGD_VA	(XI_KERNEL_VA + 0x800000)	/* pgd i at + i * 4096 */
 #define XT_MAX		120
+/* per-CPU: __per_cpu_offset[XT_CPUS], CPU i's area at XT_PCPU_VA + i *
+ * 0x40000, its current-task pointer XT_CUR_OFF into it (6.1's current_task
+ * is about there) */
+#define XT_CPUS		2
+#define XT_PCPU_OFF_VA	(XI_KERNEL_VA + 0x6f8000)
+#define XT_PCPU_VA	(XI_KERNEL_VA + 0x900000)
+#define XT_CUR_OFF	0x1fbc0ull
+#define XT_NSYMS	5		/* xt_syms() fills */
 
 /* The BTF bytes (malloc'd) into *len, or NULL. */
 static inline void *xt_btf(uint32_t *len)
@@ -267,6 +275,15 @@ static inline void xt_task(struct ximage *x, unsigned i, unsigned n, const char 
 		xi_put(x, mm + XM_PGD, &pgd, 8);
 }
 
+/* CPU cpu runs task (a task_struct address). */
+static inline void xt_current(struct ximage *x, unsigned cpu, uint64_t task)
+{
+	uint64_t base = XT_PCPU_VA + (uint64_t)cpu * 0x40000;
+
+	xi_put(x, XT_PCPU_OFF_VA + (uint64_t)cpu * 8, &base, 8);
+	xi_put(x, base + XT_CUR_OFF, &task, 8);
+}
+
 /* n (<= XT_MAX) processes behind init_task, and the BTF: the image needs
  * RAM of at least 16 MiB and the symbols of xt_syms. */
 static inline int xt_tasks(struct ximage *x, unsigned n)
@@ -286,15 +303,21 @@ static inline int xt_tasks(struct ximage *x, unsigned n)
 		snprintf(comm, sizeof(comm), "proc%u", i);
 		xt_task(x, i, n, comm);
 	}
+	/* CPU 0 idles (init_task: swapper/0), CPU 1 runs task 3 or idles */
+	xt_current(x, 0, XT_INIT_VA);
+	xt_current(x, 1, n > 3 ? XT_TASK_VA + 3 * XT_SIZE : XT_INIT_VA);
 	return (int)len;
 }
 
-/* The symbols the walk finds through kallsyms (btf_len: xt_btf's). */
+/* The XT_NSYMS symbols the walk finds through kallsyms (btf_len: xt_btf's);
+ * the per-CPU one first, as its (absolute) address is the lowest. */
 static inline void xt_syms(struct xi_sym *s, uint32_t btf_len)
 {
-	s[0] = (struct xi_sym){ "__start_BTF", 'R', XT_BTF_VA };
-	s[1] = (struct xi_sym){ "__stop_BTF", 'R', XT_BTF_VA + btf_len };
-	s[2] = (struct xi_sym){ "init_task", 'D', XT_INIT_VA };
+	s[0] = (struct xi_sym){ "current_task", 'D', XT_CUR_OFF };
+	s[1] = (struct xi_sym){ "__start_BTF", 'R', XT_BTF_VA };
+	s[2] = (struct xi_sym){ "__stop_BTF", 'R', XT_BTF_VA + btf_len };
+	s[3] = (struct xi_sym){ "init_task", 'D', XT_INIT_VA };
+	s[4] = (struct xi_sym){ "__per_cpu_offset", 'D', XT_PCPU_OFF_VA };
 }
 
 #endif /* OPVM_TEST_INTROSPECT_IMAGE_H */

@@ -297,7 +297,7 @@ static void test_lying_vmcoreinfo(void **state)
 
 static void tguest_new(struct guest *g, unsigned n)
 {
-	struct xi_sym s[NSYMS + 3];
+	struct xi_sym s[NSYMS + XT_NSYMS];
 	uint32_t len;
 	void *btf = xt_btf(&len);
 
@@ -306,7 +306,7 @@ static void tguest_new(struct guest *g, unsigned n)
 	memset(long_name, 'x', sizeof(long_name) - 1);
 	memcpy(s, syms, sizeof(syms));
 	xt_syms(s + NSYMS, len);
-	assert_int_equal(ximage_build(&g->x, RAM_T, s, NSYMS + 3, VMCI_PA), 0);
+	assert_int_equal(ximage_build(&g->x, RAM_T, s, NSYMS + XT_NSYMS, VMCI_PA), 0);
 	assert_int_equal(xt_tasks(&g->x, n), (int)len);
 	g->m = guestmem_open(getpid());
 	assert_non_null(g->m);
@@ -464,6 +464,61 @@ static void test_lying_tasks(void **state)
 	free(out);
 }
 
+/* Each CPU's current task, through __per_cpu_offset[] and current_task:
+ * the idle task, a process, a thread of it; then pointers that lie. */
+static void test_current_task(void **state)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	const struct introspect_stats *st;
+	struct ktask_cur cur;
+	struct introspect *in;
+	struct guest g;
+	uint32_t tid = 999;
+	uint64_t v;
+
+	tguest_new(&g, XT_MAX);
+	in = introspect_new(g.m, NULL);
+	assert_non_null(in);
+	assert_int_equal(introspect_current(in, 0, &cur), -ENOENT);	/* not found yet */
+	st = run(in, c, 3);
+	assert_string_equal(st->state, "ready");
+	assert_int_equal(introspect_current(in, 0, &cur), 0);
+	assert_int_equal(cur.task, XT_INIT_VA);
+	assert_int_equal(cur.tid, 0);
+	assert_int_equal(cur.cr3, 0);
+	assert_string_equal(cur.comm, "swapper/0");
+	assert_int_equal(introspect_current(in, 1, &cur), 0);
+	assert_int_equal(cur.tgid, 103);
+	assert_int_equal(cur.tid, 103);
+	assert_int_equal(cur.cr3, pgd_pa(3));
+	assert_string_equal(cur.comm, "proc3");
+	/* a thread of process 103 (not on the process list) */
+	v = XT_TASK_VA + (XT_MAX + 1) * XT_SIZE;
+	xi_put(&g.x, v + XT_PID, &tid, 4);
+	xi_put(&g.x, v + XT_TGID, &(uint32_t){ 103 }, 4);
+	xi_put(&g.x, v + XT_MM, &(uint64_t){ XT_MM_VA + 3 * 0x100 }, 8);
+	xt_current(&g.x, 1, v);
+	assert_int_equal(introspect_current(in, 1, &cur), 0);
+	assert_int_equal(cur.tid, 999);
+	assert_int_equal(cur.tgid, 103);
+	assert_int_equal(cur.cr3, pgd_pa(3));
+	/* lies: a current task in user space, outside RAM; a per-CPU base
+	 * in user space or 0; a CPU beyond the cap: refused, counted */
+	xt_current(&g.x, 1, 0x1000);
+	assert_int_equal(introspect_current(in, 1, &cur), -EINVAL);
+	xt_current(&g.x, 1, 0xffffffffdead0000ull);
+	assert_int_equal(introspect_current(in, 1, &cur), -EFAULT);
+	xi_put(&g.x, XT_PCPU_OFF_VA + 8, &(uint64_t){ 0x10000 }, 8);
+	assert_int_equal(introspect_current(in, 1, &cur), -EINVAL);
+	assert_int_equal(introspect_current(in, KTASKS_MAX_CPUS, &cur), -EINVAL);
+	assert_int_equal(introspect_current(in, 5, &cur), -EINVAL);	/* base 0 */
+	assert_int_equal(st->current_bad, 5);
+	assert_int_equal(st->current_reads, 8);
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
+}
+
 static void test_modes(void **state)
 {
 	enum introspect_mode m;
@@ -488,6 +543,7 @@ int main(void)
 		cmocka_unit_test(test_modes),
 		cmocka_unit_test(test_processes),
 		cmocka_unit_test(test_lying_tasks),
+		cmocka_unit_test(test_current_task),
 		cmocka_unit_test(test_reboot),
 	};
 

@@ -62,6 +62,10 @@ struct introspect {
 	void *emit_arg;
 	/* symbols the task walk needs, from kallsyms */
 	uint64_t start_btf, stop_btf, init_task;
+	/* each CPU's current task: __per_cpu_offset[] and the per-CPU
+	 * variable's offset (current_task, 6.1; pcpu_hot, 6.2 and later,
+	 * whose first member it is) */
+	uint64_t per_cpu_offset, current_task, pcpu_hot;
 	bool have_offsets;		/* BTF gave them */
 	bool module_active;		/* opvm.ko speaks: no process records */
 	struct kbtf_offsets off;
@@ -198,6 +202,9 @@ static int ksym_one(void *arg, uint64_t addr, char type, const char *name, size_
 		{ "__start_BTF", offsetof(struct introspect, start_btf) },
 		{ "__stop_BTF", offsetof(struct introspect, stop_btf) },
 		{ "init_task", offsetof(struct introspect, init_task) },
+		{ "__per_cpu_offset", offsetof(struct introspect, per_cpu_offset) },
+		{ "current_task", offsetof(struct introspect, current_task) },
+		{ "pcpu_hot", offsetof(struct introspect, pcpu_hot) },
 	};
 
 	for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
@@ -491,6 +498,7 @@ static bool rebooted(struct introspect *in)
 	in->nr_tasks = 0;
 	in->have_offsets = false;
 	in->start_btf = in->stop_btf = in->init_task = in->st.text_addr = 0;
+	in->per_cpu_offset = in->current_task = in->pcpu_hot = 0;
 	in->state = ST_SEARCHING;
 	in->st.state = "searching";
 	in->st.reboots++;
@@ -513,4 +521,26 @@ int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn f
 	else if (in->state == ST_READY && !rebooted(in) && in->have_offsets)
 		tasks_refresh(in, !in->module_active);
 	return 0;
+}
+
+int introspect_current(struct introspect *in, unsigned cpu, struct ktask_cur *out)
+{
+	struct ktasks_mem km = { .read = { kread, in }, .v2p = v2p, .arg = in };
+	uint64_t off = in->current_task ? in->current_task : in->pcpu_hot, slot;
+	int rc;
+
+	if (!in->have_offsets || !in->per_cpu_offset || !off) {
+		memset(out, 0, sizeof(*out));
+		return -ENOENT;
+	}
+	/* one CPU's base: __per_cpu_offset[cpu] */
+	rc = cpu < KTASKS_MAX_CPUS ? ktasks_current_slots(&km, in->per_cpu_offset +
+							  (uint64_t)cpu * 8, off, 1, &slot) :
+				     -EINVAL;
+	if (!rc)
+		rc = ktasks_current(&km, &in->off, slot, out);
+	in->st.current_reads++;
+	if (rc)
+		in->st.current_bad++;
+	return rc;
 }

@@ -80,6 +80,7 @@ struct introspect_stats {
 	uint64_t procs_sent, execs_sent, exits_sent;
 	uint64_t refresh_us;		/* the last walk and its records */
 	int procs_live;			/* 1: a walk announced the processes */
+	uint64_t current_reads, current_bad;	/* introspect_current() */
 	uint64_t reboots;		/* VMCOREINFO changed: searched anew */
 	char last_error[160];
 };
@@ -110,5 +111,17 @@ const struct introspect_stats *introspect_get_stats(const struct introspect *in)
  * until the next poll: for cross-checking opvm.ko's view. */
 struct ktask;
 const struct ktask *introspect_tasks(const struct introspect *in, size_t *n);
+
+/*
+ * The task guest CPU cpu runs now (its per-CPU current-task pointer; see
+ * ktasks.h), for a vCPU the caller has stopped: exact whatever CR3 the
+ * vCPU runs on.  QEMU's vCPU i is the guest's CPU i (ACPI enumerates
+ * them in that order).  Returns 0, -ENOENT (not known yet: no kernel
+ * found, or its kallsyms lack __per_cpu_offset and current_task/pcpu_hot,
+ * or no BTF offsets), -EINVAL or -EFAULT (what the guest holds does not
+ * read; counted in current_bad).
+ */
+struct ktask_cur;
+int introspect_current(struct introspect *in, unsigned cpu, struct ktask_cur *out);
 
 #endif /* OPVM_INTROSPECT_H */

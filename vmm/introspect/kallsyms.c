@@ -134,7 +134,7 @@ static size_t expand(const struct tokens *t, const uint8_t *p, size_t n, char *o
 
 /* The next symbol's address from the offsets (or addresses) reader. */
 static int next_addr(struct reader *r, const struct kallsyms_addrs *a, uint64_t base,
-		     uint64_t *addr)
+		     bool abs_percpu, uint64_t *addr)
 {
 	if (a->addresses) {
 		uint64_t v;
@@ -154,10 +154,14 @@ static int next_addr(struct reader *r, const struct kallsyms_addrs *a, uint64_t 
 	memcpy(&u, r->buf + r->pos, 4);
 	r->pos += 4;
 	off = (int32_t)le32toh(u);
-	/* KALLSYMS_ABSOLUTE_PERCPU (x86-64): a negative offset counts down
-	 * from base - 1; non-negative ones are absolute there (per-CPU data)
-	 * and base-relative elsewhere: text is base-relative either way */
-	*addr = off < 0 ? base - 1 - (uint64_t)(int64_t)off : base + (uint32_t)off;
+	/* KALLSYMS_ABSOLUTE_PERCPU (x86-64 before 6.15): a negative offset
+	 * counts down from base - 1, a non-negative one is absolute (per-CPU
+	 * data: current_task's offset in each CPU's area); without it every
+	 * offset is base-relative */
+	if (off < 0 && abs_percpu)
+		*addr = base - 1 - (uint64_t)(int64_t)off;
+	else
+		*addr = abs_percpu ? (uint32_t)off : base + (uint32_t)off;
 	return 0;
 }
 
@@ -187,6 +191,7 @@ static int next_name(struct reader *r, const uint8_t **p, size_t *n)
 struct walk {
 	struct tokens tok;
 	struct reader names, addrs;
+	bool abs_percpu;
 	char name[KALLSYMS_NAME_MAX + 2];
 };
 
@@ -200,7 +205,7 @@ static void walk_all(struct walk *w, const struct kallsyms_addrs *a, uint64_t ba
 		uint64_t addr;
 		size_t n, l;
 
-		if (next_name(&w->names, &p, &n) || next_addr(&w->addrs, a, base, &addr))
+		if (next_name(&w->names, &p, &n) || next_addr(&w->addrs, a, base, w->abs_percpu, &addr))
 			return;		/* cut short: decoded < nr_syms */
 		l = expand(&w->tok, p, n, w->name);
 		if (l < 2) {
@@ -250,6 +255,17 @@ int kallsyms_decode(const struct unwind_mem *mem, const struct kallsyms_addrs *a
 	res->relative_base = base;
 	res->bytes_read = 12;
 	rc = tokens_load(mem, a, &w->tok, &res->bytes_read, err, errlen);
+	/* ABSOLUTE_PERCPU: the last symbol (the highest address, in the
+	 * kernel image) has a negative offset; base-relative ones never do */
+	if (!rc && a->offsets) {
+		int32_t last;
+
+		if (mem->read(mem->arg, a->offsets + (uint64_t)(n - 1) * 4, &last, 4)) {
+			util_seterr(err, errlen, "cannot read kallsyms_offsets");
+			rc = -EFAULT;
+		}
+		w->abs_percpu = !rc && (int32_t)le32toh((uint32_t)last) < 0;
+	}
 	if (!rc) {
 		w->names = (struct reader){ .m = mem, .va = a->names, .total = &res->bytes_read };
 		w->addrs = (struct reader){ .m = mem, .va = a->addresses ? a->addresses : a->offsets,

@@ -163,3 +163,56 @@ int ktasks_walk(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 	*n = sort_unique(out, k, st);
 	return 0;
 }
+
+int ktasks_current_slots(const struct ktasks_mem *km, uint64_t per_cpu_offset,
+			 uint64_t cur_off, unsigned nr, uint64_t *out)
+{
+	uint64_t base;
+
+	/* cur_off: the per-CPU variable's symbol value, an offset into each
+	 * CPU's area (zero-based per-CPU, x86-64 before 6.15) or its link
+	 * address in .data..percpu (after): base + cur_off either way */
+	if (!nr || nr > KTASKS_MAX_CPUS || !kptr(per_cpu_offset))
+		return -EINVAL;
+	for (unsigned i = 0; i < nr; i++) {
+		if (rd(km, per_cpu_offset + (uint64_t)i * 8, &base, 8))
+			return -EFAULT;
+		base = le64toh(base);
+		if (!kptr(base + cur_off))
+			return -EINVAL;
+		out[i] = base + cur_off;
+	}
+	return 0;
+}
+
+/* A few small reads, not task_read()'s span: this runs per sample. */
+int ktasks_current(const struct ktasks_mem *km, const struct kbtf_offsets *o,
+		   uint64_t slot, struct ktask_cur *out)
+{
+	uint64_t t, mm, pgd;
+	uint32_t pid, tgid;
+
+	memset(out, 0, sizeof(*out));
+	if (!kptr(slot))
+		return -EINVAL;
+	if (rd(km, slot, &t, 8))
+		return -EFAULT;
+	t = le64toh(t);
+	if (!kptr(t))
+		return -EINVAL;
+	if (rd(km, t + o->task_pid, &pid, 4) || rd(km, t + o->task_tgid, &tgid, 4) ||
+	    rd(km, t + o->task_comm, out->comm, 16) || rd(km, t + o->task_mm, &mm, 8))
+		return -EFAULT;
+	out->task = t;
+	out->tid = le32toh(pid);
+	out->tgid = le32toh(tgid);
+	mm = le64toh(mm);
+	/* a kernel thread has no mm: cr3 stays 0 */
+	if (mm && kptr(mm) && !rd(km, mm + o->mm_pgd, &pgd, 8) && kptr(le64toh(pgd))) {
+		uint64_t pa = 0;
+
+		if (!km->v2p(km->arg, le64toh(pgd), &pa) && !(pa & 4095))
+			out->cr3 = pa;
+	}
+	return 0;
+}

@@ -54,4 +54,36 @@ int ktasks_walk(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 		uint64_t init_task, struct ktask *out, size_t max, size_t *n,
 		struct ktasks_stats *st);
 
+/*
+ * A stopped vCPU's current task: the kernel keeps, per CPU, a pointer to
+ * the task it runs (6.1: the per-CPU variable current_task; 6.2 and later:
+ * pcpu_hot, whose first member it is), at __per_cpu_offset[cpu] plus the
+ * variable's per-CPU offset.  With it, a sample names its task exactly,
+ * whatever CR3 it ran on (a reused page-table root, a kernel thread on a
+ * borrowed mm, the boot's swapper and init before any walk).
+ */
+#define KTASKS_MAX_CPUS	1024u		/* guest CPUs (x86-64 NR_CPUS default
+					 * is 64..8192; QEMU allows 1024 here) */
+
+struct ktask_cur {
+	uint64_t task;			/* the task_struct's address */
+	uint32_t tid, tgid;
+	uint64_t cr3;			/* 0: a kernel thread (no mm) */
+	char comm[16 + 1];
+};
+
+/* Per CPU 0..nr (<= KTASKS_MAX_CPUS) the kernel address of its current-
+ * task pointer, from the array at per_cpu_offset (the symbol's address)
+ * and the per-CPU variable's offset cur_off.  Returns 0, -EINVAL (nr or
+ * an address out of range: a CPU whose base is not a kernel address) or
+ * -EFAULT (the array cannot be read). */
+int ktasks_current_slots(const struct ktasks_mem *km, uint64_t per_cpu_offset,
+			 uint64_t cur_off, unsigned nr, uint64_t *out);
+
+/* The task whose pointer is at slot (ktasks_current_slots()) into *out.
+ * Returns 0, -EFAULT (the slot or the task cannot be read) or -EINVAL
+ * (the pointer is not a kernel address). */
+int ktasks_current(const struct ktasks_mem *km, const struct kbtf_offsets *o,
+		   uint64_t slot, struct ktask_cur *out);
+
 #endif /* OPVM_KTASKS_H */
