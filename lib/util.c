@@ -278,10 +278,27 @@ const char *util_text_escape(char *out, size_t outlen, const char *s)
 		return out;
 	while (i < len) {
 		unsigned char c = (unsigned char)s[i];
-		size_t n = util_utf8_char(s + i, len - i);
+		size_t n, el;
 		char esc[5];
-		size_t el;
 
+		/* Printable ASCII, the whole of most names: copied as a run,
+		 * without the UTF-8 decoder's call per byte. */
+		if (c >= 0x20 && c < 0x7f && c != '\\') {
+			size_t j = i + 1;
+
+			while (j < len && (unsigned char)s[j] >= 0x20 &&
+			       (unsigned char)s[j] < 0x7f && s[j] != '\\')
+				j++;
+			if (o + (j - i) >= outlen)
+				j = i + (outlen - 1 - o);	/* what fits, as below */
+			memcpy(out + o, s + i, j - i);
+			o += j - i;
+			i = j;
+			if (o + 1 >= outlen)
+				break;
+			continue;
+		}
+		n = util_utf8_char(s + i, len - i);
 		if (n && c >= 0x20 && c != 0x7f && c != '\\') {
 			if (o + n >= outlen)
 				break;
