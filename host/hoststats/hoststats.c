@@ -19,6 +19,8 @@
  * pid of a process that was not one is found within that many refreshes. */
 #define HS_RESCAN_EVERY		10
 #define HS_VIRT_RETRY_S		5
+/* libvirt's default budget for one reading (connect and statistics). */
+#define HS_VIRT_BUDGET_MS	3000
 /* A QMP socket that did not answer in its budget is left alone this long,
  * doubling at each further failure up to the cap. */
 #define HS_QMP_BACKOFF_MS	10000
@@ -60,9 +62,8 @@ struct hoststats {
 	size_t nr_tc;
 	struct qmpback *qb;
 	size_t nr_qb;
-	struct virt *virt;
+	struct virt_reader *vr;		/* libvirt, read with a deadline */
 	char virt_err[256];
-	double virt_next_try;
 	const char *hw_why;
 
 	int *other_pids;		/* sorted: pids known not to be QEMU */
@@ -101,6 +102,8 @@ struct hoststats *hoststats_new(const struct hs_config *cfg)
 		h->cfg = *cfg;
 	if (!h->cfg.qmp_timeout_ms)
 		h->cfg.qmp_timeout_ms = 1000;
+	if (!h->cfg.libvirt_timeout_ms)
+		h->cfg.libvirt_timeout_ms = HS_VIRT_BUDGET_MS;
 	/* Counting events need the core PMU; this host kind may lack it
 	 * (nested or cloud VMs).  Read once: it does not come and go. */
 	if (access("/sys/bus/event_source/devices/cpu", F_OK) &&
@@ -115,7 +118,7 @@ void hoststats_free(struct hoststats *h)
 {
 	if (!h)
 		return;
-	virt_close(h->virt);
+	virt_reader_free(h->vr);
 	for (size_t i = 0; i < h->nr_pm; i++)
 		pmcount_close(h->pm[i].pc);
 	free(h->pm);
@@ -209,33 +212,25 @@ static int scan_qemus(struct hoststats *h)
 
 /* ---- libvirt ------------------------------------------------------------ */
 
+/* A libvirtd that does not answer costs this refresh the budget once
+ * (virt_reader_read()), and its guests come from /proc meanwhile. */
 static int read_libvirt(struct hoststats *h, struct virt_dstat **ds)
 {
-	double t = ((double)util_now_ns() / 1e9);
 	int n;
 
 	*ds = NULL;
 	if (h->cfg.no_libvirt)
 		return 0;
-	if (!h->virt) {
-		if (t < h->virt_next_try)
-			return 0;
-		h->virt = virt_open(h->cfg.uri, h->virt_err, sizeof(h->virt_err));
-		if (!h->virt) {
-			h->virt_next_try = t + HS_VIRT_RETRY_S;
+	if (!h->vr) {
+		h->vr = virt_reader_new(h->cfg.uri, h->cfg.libvirt_timeout_ms, HS_VIRT_RETRY_S);
+		if (!h->vr) {
+			util_seterr(h->virt_err, sizeof(h->virt_err),
+				    "cannot start the libvirt reader: %s", strerror(errno));
 			return 0;
 		}
 	}
-	n = virt_all_stats(h->virt, ds, h->virt_err, sizeof(h->virt_err));
-	if (n < 0) {
-		/* The daemon went away: reconnect later, keep /proc figures. */
-		virt_close(h->virt);
-		h->virt = NULL;
-		h->virt_next_try = t + HS_VIRT_RETRY_S;
-		return 0;
-	}
-	h->virt_err[0] = '\0';
-	return n;
+	n = virt_reader_read(h->vr, h->cfg.stop, ds, h->virt_err, sizeof(h->virt_err));
+	return n < 0 ? 0 : n;
 }
 
 /* ---- one guest ------------------------------------------------------------ */
