@@ -72,6 +72,7 @@ struct hoststats {
 	size_t nr_qemus;
 	unsigned scans;
 
+	struct hs_capped capped;	/* of the last refresh */
 	struct hs_guest **guests;	/* last refresh */
 	size_t nr_guests;
 	double last_t, interval;
@@ -135,6 +136,11 @@ double hoststats_interval(const struct hoststats *h)
 	return h->interval;
 }
 
+const struct hs_capped *hoststats_capped(const struct hoststats *h)
+{
+	return &h->capped;
+}
+
 const char *hoststats_libvirt_error(const struct hoststats *h)
 {
 	return h->virt_err;
@@ -181,10 +187,17 @@ static int scan_qemus(struct hoststats *h)
 		return -ENOMEM;
 	}
 	for (int i = 0; i < n; i++) {
-		const struct ps_qemu *k = known_qemu(h, pids[i]);
+		const struct ps_qemu *k;
 		int r;
 
+		if (nq == HS_MAX_QEMUS) {
+			/* not classed: looked at again at the next scan */
+			h->capped.pids_unread++;
+			continue;
+		}
+		k = known_qemu(h, pids[i]);
 		if (k) {
+			h->capped.cmdlines_cut += k->cmdline_cut != 0;
 			qs[nq++] = *k;
 			continue;
 		}
@@ -196,7 +209,7 @@ static int scan_qemus(struct hoststats *h)
 		memset(&qs[nq], 0, sizeof(qs[nq]));
 		r = procstat_probe(pids[i], &qs[nq]);
 		if (r == 1)
-			nq++;
+			h->capped.cmdlines_cut += qs[nq++].cmdline_cut != 0;
 		else if (r == 0)
 			others[no++] = pids[i];
 	}
@@ -259,14 +272,16 @@ static struct hs_vcpu *vcpu_slot(struct hs_guest *g, int index)
 /* Per-thread figures of a local QEMU.  vCPU threads are named "CPU N/KVM"
  * by QEMU's debug-threads (libvirt sets it); without names, every thread
  * counts towards the guest's run-queue delay. */
-static int read_threads(struct hs_guest *g)
+static int read_threads(struct hoststats *h, struct hs_guest *g)
 {
-	int tids[1024], n = procstat_list_tasks(g->pid, tids, 1024);
+	int tids[HS_MAX_THREADS], n = procstat_list_tasks(g->pid, tids, HS_MAX_THREADS);
 	uint64_t all_wait = 0;
 
 	if (n < 0)
 		return n;
-	for (int i = 0; i < n && i < 1024; i++) {
+	if (n > HS_MAX_THREADS)
+		h->capped.threads_unread += (unsigned)n - HS_MAX_THREADS;
+	for (int i = 0; i < n && i < HS_MAX_THREADS; i++) {
 		struct ps_task t;
 		struct hs_vcpu *v;
 
@@ -590,7 +605,7 @@ static struct hs_guest *guest_read_local(struct hoststats *h, const struct ps_qe
 	memcpy(g->channel, q->channel, sizeof(g->channel));
 	g->cpu_ns = t.utime_ns + t.stime_ns;
 	g->hw_why = h->hw_why;
-	read_threads(g);
+	read_threads(h, g);
 	if (!g->nr_vcpus && g->qmp[0])
 		read_qmp_vcpus(h, g, deadline);
 	g->t_proc = g->t_kvm = (double)util_now_ns() / 1e9;
@@ -757,6 +772,7 @@ int hoststats_refresh(struct hoststats *h)
 	size_t n;
 	int nd, err;
 
+	memset(&h->capped, 0, sizeof(h->capped));
 	err = scan_qemus(h);
 	if (err)
 		return err;

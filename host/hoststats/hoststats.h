@@ -141,6 +141,18 @@ size_t hoststats_guests(struct hoststats *h, enum hs_sort key, struct hs_guest *
 /* Seconds between the last two refreshes (0 after the first). */
 double hoststats_interval(const struct hoststats *h);
 
+/* What the last refresh left unread because a cap was reached: the
+ * processes of other users decide how many QEMUs there are, how many
+ * threads each has and how long its command line is. */
+#define HS_MAX_QEMUS	1024	/* QEMU processes kept; past it, pids unread */
+#define HS_MAX_THREADS	1024	/* threads read per QEMU */
+struct hs_capped {
+	unsigned pids_unread;	/* not examined: HS_MAX_QEMUS QEMUs were found */
+	unsigned threads_unread;	/* threads past HS_MAX_THREADS, all QEMUs */
+	unsigned cmdlines_cut;	/* QEMUs whose command line passed PS_CMDLINE_MAX */
+};
+const struct hs_capped *hoststats_capped(const struct hoststats *h);
+
 /* "" when libvirt answered at the last refresh (or is not used), else why. */
 const char *hoststats_libvirt_error(const struct hoststats *h);
 
