@@ -4,7 +4,8 @@
  * (libmicrohttpd; text exposition format 0.0.4; GET /metrics).
  *
  * It listens only where the user says: ADDR:PORT (default 127.0.0.1:9864,
- * loopback) or unix:PATH (a socket file, mode 0660).  The socket is made
+ * loopback) or unix:PATH (a socket file, mode 0660, in a directory no other
+ * user can write: listen_unix()).  The socket is made
  * here and handed to libmicrohttpd, so both kinds go through one path.
  *
  * Any local user can connect, and can start a "QEMU" whose QMP socket
@@ -43,6 +44,7 @@
 #include "host/cli/exporter-pprof.h"
 #include "host/hoststats/hoststats.h"
 #include "lib/log.h"
+#include "lib/safepath.h"
 #include "lib/util.h"
 
 #define EXPORTER_DEFAULT_LISTEN	"127.0.0.1:9864"
@@ -283,32 +285,77 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			 "text/plain");
 }
 
-static int listen_unix(const char *path)
+/* The socket made by listen_unix(), so that only it is removed at exit. */
+static struct stat unix_made;
+
+/*
+ * unix:PATH -> a listening socket, mode 0660, or -errno with why filled.
+ * Another local user must not be able to take its place: its directory
+ * (every one from "/") must be this user's or root's and writable by no
+ * one else unless sticky (safepath_open_base()), or the socket could be
+ * renamed away and replaced by theirs; the mode is set at creation by the
+ * umask (no window with a wider mode, no chmod() of a path that may have
+ * become a link meanwhile).  No thread runs yet, so the umask is ours.
+ */
+static int listen_unix(const char *path, char *why, size_t whylen)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd;
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	char dir[sizeof(a.sun_path)];
+	struct stat st;
+	int fd, dfd, err = 0;
+	mode_t old;
 
 	if (strlen(path) >= sizeof(a.sun_path))
 		return -ENAMETOOLONG;
+	if (!*base)
+		return -EINVAL;
+	snprintf(dir, sizeof(dir), "%.*s", !slash ? 1 : slash == path ? 1 : (int)(slash - path),
+		 !slash ? "." : path);
+	dfd = safepath_open_base(dir, 0, 0, NULL, 0, why, whylen);
+	if (dfd < 0)
+		return dfd;
+	/* Only a stale socket of this user's is replaced. */
+	if (!fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW)) {
+		if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid()) {
+			util_seterr(why, whylen, "%s exists and is not a socket of this user's: "
+				    "remove it or give another path", path);
+			close(dfd);
+			return -EEXIST;
+		}
+		unlinkat(dfd, base, 0);
+	}
 	memcpy(a.sun_path, path, strlen(path) + 1);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* Only a stale socket is replaced; any other file is left alone. */
-	{
-		struct stat st;
-
-		if (!lstat(path, &st) && S_ISSOCK(st.st_mode))
-			unlink(path);
+	if (fd < 0) {
+		err = -errno;
+		close(dfd);
+		return err;
 	}
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) || chmod(path, 0660) ||
-	    listen(fd, EXPORTER_BACKLOG)) {
-		int err = -errno;
-
+	old = umask(0117);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)))
+		err = -errno;
+	umask(old);
+	if (!err && fstatat(dfd, base, &unix_made, AT_SYMLINK_NOFOLLOW))
+		err = -errno;
+	if (!err && listen(fd, EXPORTER_BACKLOG))
+		err = -errno;
+	close(dfd);
+	if (err) {
 		close(fd);
 		return err;
 	}
 	return fd;
+}
+
+/* Removes the socket listen_unix() made, if it is still the one at path. */
+static void unlink_unix(const char *path)
+{
+	struct stat st;
+
+	if (!lstat(path, &st) && S_ISSOCK(st.st_mode) && st.st_dev == unix_made.st_dev &&
+	    st.st_ino == unix_made.st_ino)
+		unlink(path);
 }
 
 /* "ADDR:PORT" or "[V6]:PORT" -> a listening TCP socket, or -errno. */
@@ -397,16 +444,18 @@ static int exporter_parse(int argc, char **argv, const char **listen_on, double 
 
 static int exporter_socket(const char *listen_on)
 {
-	char why[128] = "";
+	char why[512] = "";
 	int fd;
 
 	if (!strncmp(listen_on, "unix:", 5))
-		fd = listen_unix(listen_on + 5);
+		fd = listen_unix(listen_on + 5, why, sizeof(why));
 	else
 		fd = listen_tcp(listen_on, why, sizeof(why));
 	if (fd == -EINVAL)
 		pr_err("--listen wants ADDR:PORT (e.g. 127.0.0.1:9864, [::1]:9864) or unix:PATH, "
 		       "not '%s'%s%s", listen_on, why[0] ? ": " : "", why);
+	else if (fd < 0 && why[0])
+		pr_err("cannot listen on %s: %s", listen_on, why);
 	else if (fd < 0)
 		pr_err("cannot listen on %s: %s%s", listen_on, strerror(-fd),
 		       fd == -EADDRINUSE ? " (another exporter? pick another port)" : "");
@@ -592,7 +641,7 @@ int cmd_exporter(int argc, char **argv)
 	ret = 0;
 out:
 	if (!strncmp(listen_on, "unix:", 5))
-		unlink(listen_on + 5);
+		unlink_unix(listen_on + 5);
 	hoststats_free(e.h);
 	pprof_free(e.pprof);
 	free(e.text);

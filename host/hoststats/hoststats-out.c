@@ -111,6 +111,7 @@ json_t *hoststats_json(struct hoststats *h, enum hs_sort key)
 	struct hs_guest **gs;
 	size_t n = hoststats_guests(h, key, &gs);
 	json_t *arr = json_array(), *o;
+	const struct hs_capped *c;
 
 	if (!arr)
 		return NULL;
@@ -122,10 +123,13 @@ json_t *hoststats_json(struct hoststats *h, enum hs_sort key)
 			return NULL;
 		}
 	}
-	o = json_pack("{s:f, s:s, s:o, s:o}", "interval_s", hoststats_interval(h),
-		      "sort", hs_sort_name(key), "libvirt_error",
-		      json_text(hoststats_libvirt_error(h)),
-		      "guests", arr);
+	c = hoststats_capped(h);
+	o = json_pack("{s:f, s:s, s:o, s:{s:i, s:i, s:i}, s:o}", "interval_s",
+		      hoststats_interval(h), "sort", hs_sort_name(key), "libvirt_error",
+		      json_text(hoststats_libvirt_error(h)), "capped",
+		      "pids_unread", (json_int_t)c->pids_unread,
+		      "threads_unread", (json_int_t)c->threads_unread,
+		      "cmdlines_cut", (json_int_t)c->cmdlines_cut, "guests", arr);
 	return o;
 }
 
@@ -280,6 +284,18 @@ static void prom_io(FILE *f, struct hs_guest **gs, size_t n)
 	}
 }
 
+/* What the reading left out at its caps (hoststats_capped()). */
+static void prom_capped(FILE *f, const struct hs_capped *c)
+{
+	put_head(f, "opvm_proc_capped", "gauge",
+		 "What the last reading left unread at a cap: pids (a cap of QEMU "
+		 "processes was reached), threads (past the cap per QEMU), "
+		 "cmdlines (QEMU command lines cut).");
+	fprintf(f, "opvm_proc_capped{what=\"pids\"} %u\n", c->pids_unread);
+	fprintf(f, "opvm_proc_capped{what=\"threads\"} %u\n", c->threads_unread);
+	fprintf(f, "opvm_proc_capped{what=\"cmdlines\"} %u\n", c->cmdlines_cut);
+}
+
 char *hoststats_prometheus(struct hoststats *h)
 {
 	struct hs_guest **gs;
@@ -295,6 +311,7 @@ char *hoststats_prometheus(struct hoststats *h)
 	prom_hw(f, gs, n);
 	put_head(f, "opvm_libvirt_up", "gauge", "1 if libvirt answered at this scrape.");
 	fprintf(f, "opvm_libvirt_up %d\n", hoststats_libvirt_error(h)[0] ? 0 : 1);
+	prom_capped(f, hoststats_capped(h));
 	if (fclose(f)) {
 		free(buf);
 		return NULL;

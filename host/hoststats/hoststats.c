@@ -19,6 +19,8 @@
  * pid of a process that was not one is found within that many refreshes. */
 #define HS_RESCAN_EVERY		10
 #define HS_VIRT_RETRY_S		5
+/* libvirt's default budget for one reading (connect and statistics). */
+#define HS_VIRT_BUDGET_MS	3000
 /* A QMP socket that did not answer in its budget is left alone this long,
  * doubling at each further failure up to the cap. */
 #define HS_QMP_BACKOFF_MS	10000
@@ -60,9 +62,8 @@ struct hoststats {
 	size_t nr_tc;
 	struct qmpback *qb;
 	size_t nr_qb;
-	struct virt *virt;
+	struct virt_reader *vr;		/* libvirt, read with a deadline */
 	char virt_err[256];
-	double virt_next_try;
 	const char *hw_why;
 
 	int *other_pids;		/* sorted: pids known not to be QEMU */
@@ -71,6 +72,7 @@ struct hoststats {
 	size_t nr_qemus;
 	unsigned scans;
 
+	struct hs_capped capped;	/* of the last refresh */
 	struct hs_guest **guests;	/* last refresh */
 	size_t nr_guests;
 	double last_t, interval;
@@ -101,6 +103,8 @@ struct hoststats *hoststats_new(const struct hs_config *cfg)
 		h->cfg = *cfg;
 	if (!h->cfg.qmp_timeout_ms)
 		h->cfg.qmp_timeout_ms = 1000;
+	if (!h->cfg.libvirt_timeout_ms)
+		h->cfg.libvirt_timeout_ms = HS_VIRT_BUDGET_MS;
 	/* Counting events need the core PMU; this host kind may lack it
 	 * (nested or cloud VMs).  Read once: it does not come and go. */
 	if (access("/sys/bus/event_source/devices/cpu", F_OK) &&
@@ -115,7 +119,7 @@ void hoststats_free(struct hoststats *h)
 {
 	if (!h)
 		return;
-	virt_close(h->virt);
+	virt_reader_free(h->vr);
 	for (size_t i = 0; i < h->nr_pm; i++)
 		pmcount_close(h->pm[i].pc);
 	free(h->pm);
@@ -130,6 +134,11 @@ void hoststats_free(struct hoststats *h)
 double hoststats_interval(const struct hoststats *h)
 {
 	return h->interval;
+}
+
+const struct hs_capped *hoststats_capped(const struct hoststats *h)
+{
+	return &h->capped;
 }
 
 const char *hoststats_libvirt_error(const struct hoststats *h)
@@ -178,10 +187,17 @@ static int scan_qemus(struct hoststats *h)
 		return -ENOMEM;
 	}
 	for (int i = 0; i < n; i++) {
-		const struct ps_qemu *k = known_qemu(h, pids[i]);
+		const struct ps_qemu *k;
 		int r;
 
+		if (nq == HS_MAX_QEMUS) {
+			/* not classed: looked at again at the next scan */
+			h->capped.pids_unread++;
+			continue;
+		}
+		k = known_qemu(h, pids[i]);
 		if (k) {
+			h->capped.cmdlines_cut += k->cmdline_cut != 0;
 			qs[nq++] = *k;
 			continue;
 		}
@@ -193,7 +209,7 @@ static int scan_qemus(struct hoststats *h)
 		memset(&qs[nq], 0, sizeof(qs[nq]));
 		r = procstat_probe(pids[i], &qs[nq]);
 		if (r == 1)
-			nq++;
+			h->capped.cmdlines_cut += qs[nq++].cmdline_cut != 0;
 		else if (r == 0)
 			others[no++] = pids[i];
 	}
@@ -209,33 +225,25 @@ static int scan_qemus(struct hoststats *h)
 
 /* ---- libvirt ------------------------------------------------------------ */
 
+/* A libvirtd that does not answer costs this refresh the budget once
+ * (virt_reader_read()), and its guests come from /proc meanwhile. */
 static int read_libvirt(struct hoststats *h, struct virt_dstat **ds)
 {
-	double t = ((double)util_now_ns() / 1e9);
 	int n;
 
 	*ds = NULL;
 	if (h->cfg.no_libvirt)
 		return 0;
-	if (!h->virt) {
-		if (t < h->virt_next_try)
-			return 0;
-		h->virt = virt_open(h->cfg.uri, h->virt_err, sizeof(h->virt_err));
-		if (!h->virt) {
-			h->virt_next_try = t + HS_VIRT_RETRY_S;
+	if (!h->vr) {
+		h->vr = virt_reader_new(h->cfg.uri, h->cfg.libvirt_timeout_ms, HS_VIRT_RETRY_S);
+		if (!h->vr) {
+			util_seterr(h->virt_err, sizeof(h->virt_err),
+				    "cannot start the libvirt reader: %s", strerror(errno));
 			return 0;
 		}
 	}
-	n = virt_all_stats(h->virt, ds, h->virt_err, sizeof(h->virt_err));
-	if (n < 0) {
-		/* The daemon went away: reconnect later, keep /proc figures. */
-		virt_close(h->virt);
-		h->virt = NULL;
-		h->virt_next_try = t + HS_VIRT_RETRY_S;
-		return 0;
-	}
-	h->virt_err[0] = '\0';
-	return n;
+	n = virt_reader_read(h->vr, h->cfg.stop, ds, h->virt_err, sizeof(h->virt_err));
+	return n < 0 ? 0 : n;
 }
 
 /* ---- one guest ------------------------------------------------------------ */
@@ -264,14 +272,16 @@ static struct hs_vcpu *vcpu_slot(struct hs_guest *g, int index)
 /* Per-thread figures of a local QEMU.  vCPU threads are named "CPU N/KVM"
  * by QEMU's debug-threads (libvirt sets it); without names, every thread
  * counts towards the guest's run-queue delay. */
-static int read_threads(struct hs_guest *g)
+static int read_threads(struct hoststats *h, struct hs_guest *g)
 {
-	int tids[1024], n = procstat_list_tasks(g->pid, tids, 1024);
+	int tids[HS_MAX_THREADS], n = procstat_list_tasks(g->pid, tids, HS_MAX_THREADS);
 	uint64_t all_wait = 0;
 
 	if (n < 0)
 		return n;
-	for (int i = 0; i < n && i < 1024; i++) {
+	if (n > HS_MAX_THREADS)
+		h->capped.threads_unread += (unsigned)n - HS_MAX_THREADS;
+	for (int i = 0; i < n && i < HS_MAX_THREADS; i++) {
 		struct ps_task t;
 		struct hs_vcpu *v;
 
@@ -595,7 +605,7 @@ static struct hs_guest *guest_read_local(struct hoststats *h, const struct ps_qe
 	memcpy(g->channel, q->channel, sizeof(g->channel));
 	g->cpu_ns = t.utime_ns + t.stime_ns;
 	g->hw_why = h->hw_why;
-	read_threads(g);
+	read_threads(h, g);
 	if (!g->nr_vcpus && g->qmp[0])
 		read_qmp_vcpus(h, g, deadline);
 	g->t_proc = g->t_kvm = (double)util_now_ns() / 1e9;
@@ -762,6 +772,7 @@ int hoststats_refresh(struct hoststats *h)
 	size_t n;
 	int nd, err;
 
+	memset(&h->capped, 0, sizeof(h->capped));
 	err = scan_qemus(h);
 	if (err)
 		return err;

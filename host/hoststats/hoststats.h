@@ -21,7 +21,10 @@
  * (hs_config.qmp_timeout_ms).  A guest whose socket does not answer within
  * it costs its own row only: the row is marked (hs_guest.stale), and that
  * socket is left alone for a while (10 s, doubling up to 5 min) so that
- * the next refreshes do not pay again.
+ * the next refreshes do not pay again.  libvirt likewise: its connection
+ * and calls run in a worker thread (virt_reader_read()), and a daemon that
+ * does not answer within hs_config.libvirt_timeout_ms costs one refresh
+ * that budget, the next ones nothing, until it answers.
  */
 #ifndef OPVM_HOSTSTATS_H
 #define OPVM_HOSTSTATS_H
@@ -97,6 +100,9 @@ struct hs_config {
 	int no_libvirt;		/* /proc only */
 	const char *debugfs;	/* NULL: /sys/kernel/debug */
 	unsigned qmp_timeout_ms;	/* a guest's whole QMP exchange; 0: 1000 */
+	/* libvirt's reading (connecting and the domain statistics): past it
+	 * the refresh goes on with /proc's guests; 0: 3000 */
+	unsigned libvirt_timeout_ms;
 	/* NULL, or a flag the stop signals set (util_stop_on_signals()): once
 	 * set, a refresh gives up (-EINTR) at the next guest or blocking
 	 * wait. */
@@ -134,6 +140,18 @@ size_t hoststats_guests(struct hoststats *h, enum hs_sort key, struct hs_guest *
 
 /* Seconds between the last two refreshes (0 after the first). */
 double hoststats_interval(const struct hoststats *h);
+
+/* What the last refresh left unread because a cap was reached: the
+ * processes of other users decide how many QEMUs there are, how many
+ * threads each has and how long its command line is. */
+#define HS_MAX_QEMUS	1024	/* QEMU processes kept; past it, pids unread */
+#define HS_MAX_THREADS	1024	/* threads read per QEMU */
+struct hs_capped {
+	unsigned pids_unread;	/* not examined: HS_MAX_QEMUS QEMUs were found */
+	unsigned threads_unread;	/* threads past HS_MAX_THREADS, all QEMUs */
+	unsigned cmdlines_cut;	/* QEMUs whose command line passed PS_CMDLINE_MAX */
+};
+const struct hs_capped *hoststats_capped(const struct hoststats *h);
 
 /* "" when libvirt answered at the last refresh (or is not used), else why. */
 const char *hoststats_libvirt_error(const struct hoststats *h);

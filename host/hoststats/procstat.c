@@ -6,14 +6,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "host/hoststats/procstat.h"
-
-#define CMDLINE_MAX	(64 * 1024)	/* a QEMU command line longer than this is cut */
 
 /* Reads up to cap-1 bytes of path into buf, NUL-terminated.  Returns the
  * length or -errno. */
@@ -178,6 +177,20 @@ int procstat_read_proc(int pid, struct ps_task *t)
 	return read_task_at(dir, t);
 }
 
+/* Insertion sort: /proc lists nearly in order. */
+static void sort_nearly(int *v, int n)
+{
+	for (int i = 1; i < n; i++) {
+		int x = v[i], j = i - 1;
+
+		while (j >= 0 && v[j] > x) {
+			v[j + 1] = v[j];
+			j--;
+		}
+		v[j + 1] = x;
+	}
+}
+
 /* Numeric entries of directory path, sorted; see procstat_list_pids(). */
 static int list_numeric(const char *path, int **out)
 {
@@ -208,15 +221,7 @@ static int list_numeric(const char *path, int **out)
 		v[n++] = (int)x;
 	}
 	closedir(d);
-	for (int i = 1; i < n; i++) {	/* insertion sort: /proc is nearly sorted */
-		int x = v[i], j = i - 1;
-
-		while (j >= 0 && v[j] > x) {
-			v[j + 1] = v[j];
-			j--;
-		}
-		v[j + 1] = x;
-	}
+	sort_nearly(v, n);
 	*out = v;
 	return n;
 }
@@ -229,15 +234,27 @@ int procstat_list_pids(int **pids)
 int procstat_list_tasks(int pid, int *tids, unsigned max)
 {
 	char path[64];
-	int *v, n;
+	struct dirent *e;
+	unsigned stored = 0;
+	int n = 0;
+	DIR *d;
 
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	n = list_numeric(path, &v);
-	if (n < 0)
-		return n;
-	for (int i = 0; i < n && (unsigned)i < max; i++)
-		tids[i] = v[i];
-	free(v);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((e = readdir(d)) && n < INT_MAX) {
+		char *end;
+		long x = strtol(e->d_name, &end, 10);
+
+		if (*end || x <= 0 || x > 0x7fffffff)
+			continue;
+		n++;
+		if (stored < max)
+			tids[stored++] = (int)x;
+	}
+	closedir(d);
+	sort_nearly(tids, (int)stored);
 	return n;
 }
 
@@ -427,11 +444,11 @@ int procstat_probe(int pid, struct ps_qemu *q)
 		return err;
 	if (strncmp(t.comm, "qemu-system-", 12) && strcmp(t.comm, "qemu-kvm"))
 		return 0;
-	buf = malloc(CMDLINE_MAX);
+	buf = malloc(PS_CMDLINE_MAX);
 	if (!buf)
 		return -ENOMEM;
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
-	n = read_small(path, buf, CMDLINE_MAX);
+	n = read_small(path, buf, PS_CMDLINE_MAX);
 	if (n <= 0) {
 		free(buf);
 		return n < 0 ? (int)n : 0;	/* a zombie has no command line */
@@ -442,6 +459,7 @@ int procstat_probe(int pid, struct ps_qemu *q)
 		return err == -EINVAL ? 0 : err;
 	q->pid = pid;
 	q->start_ticks = t.start_ticks;
+	q->cmdline_cut = n >= PS_CMDLINE_MAX - 1;
 	absolute_paths(pid, q);
 	if (!q->name[0])
 		snprintf(q->name, sizeof(q->name), "qemu-%d", pid);

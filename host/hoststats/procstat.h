@@ -34,6 +34,10 @@ struct ps_task {
 
 #define PS_NAME_MAX	128
 #define PS_PATH_MAX	108	/* sun_path */
+/* Bytes of a QEMU command line read: any local user's process may claim to
+ * be a QEMU with a command line as long as the kernel allows (2 MiB and
+ * more); options past this are not seen (ps_qemu.cmdline_cut). */
+#define PS_CMDLINE_MAX	(64 * 1024)
 
 enum ps_accel {
 	PS_ACCEL_TCG = 0,	/* QEMU's default without -accel / -enable-kvm */
@@ -49,6 +53,7 @@ struct ps_qemu {
 	char name[PS_NAME_MAX];		/* -name; "qemu-PID" without one */
 	char qmp[PS_PATH_MAX];		/* first QMP unix socket, or "" */
 	char channel[PS_PATH_MAX];	/* org.opvm.0 port's unix socket, or "" */
+	int cmdline_cut;		/* longer than PS_CMDLINE_MAX: the rest unread */
 };
 
 /* Parses the text of /proc/.../stat (buf, len bytes, need not end in NUL)
@@ -68,7 +73,9 @@ int procstat_read_task(int pid, int tid, struct ps_task *t);
 /* The whole process (all threads' utime/stime summed by the kernel). */
 int procstat_read_proc(int pid, struct ps_task *t);
 
-/* Thread ids of pid, up to max stored; returns how many there are or -errno. */
+/* Thread ids of pid, up to max stored (nothing is allocated for the rest:
+ * a process may have tens of thousands); returns how many there are or
+ * -errno. */
 int procstat_list_tasks(int pid, int *tids, unsigned max);
 
 /* Parses a QEMU command line (NUL-separated arguments, len bytes) into q

@@ -3,6 +3,8 @@
  * libvirt domain statistics.  See virt-stats.h.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,5 +146,221 @@ int virt_all_stats(struct virt *v, struct virt_dstat **out, char *err, size_t er
 	if (!d)
 		return -ENOMEM;
 	*out = d;
+	return n;
+}
+
+/* ---- the reader with a deadline ------------------------------------------ */
+
+struct virt_reader {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;		/* CLOCK_MONOTONIC, as util_now_ms() */
+	pthread_t th;
+	char uri[512];
+	unsigned budget_ms, retry_s;
+	/* under mu */
+	int asked;			/* the caller wants a reading */
+	int busy;			/* the worker is in libvirt */
+	int done;			/* res, n, err: the last call's reading */
+	int quit;			/* the owner is gone: the worker frees all */
+	int64_t since_ms;		/* when the pending reading was asked for */
+	struct virt_dstat *res;
+	int n;
+	char err[256];
+	/* the worker's own */
+	struct virt *virt;
+	int64_t next_open_ms;
+	char open_err[256];
+};
+
+static void reader_destroy(struct virt_reader *r)
+{
+	virt_close(r->virt);
+	free(r->res);
+	pthread_cond_destroy(&r->cv);
+	pthread_mutex_destroy(&r->mu);
+	free(r);
+}
+
+/* One reading, in the worker: connects first if need be (not more often
+ * than every retry_s), drops the connection when a call fails. */
+static int reader_call(struct virt_reader *r, struct virt_dstat **out, char *err, size_t errlen)
+{
+	int64_t now = util_now_ms();
+	int n;
+
+	if (!r->virt) {
+		if (now < r->next_open_ms) {
+			util_seterr(err, errlen, "%s", r->open_err);
+			return 0;
+		}
+		r->virt = virt_open(r->uri, r->open_err, sizeof(r->open_err));
+		if (!r->virt) {
+			r->next_open_ms = now + (int64_t)r->retry_s * 1000;
+			util_seterr(err, errlen, "%s", r->open_err);
+			return 0;
+		}
+	}
+	n = virt_all_stats(r->virt, out, err, errlen);
+	if (n < 0) {
+		/* The daemon went away: reconnect later, keep /proc figures. */
+		if (n == -ENOMEM)
+			util_seterr(err, errlen, "domain statistics: out of memory");
+		snprintf(r->open_err, sizeof(r->open_err), "%s", err);
+		virt_close(r->virt);
+		r->virt = NULL;
+		r->next_open_ms = now + (int64_t)r->retry_s * 1000;
+		return 0;
+	}
+	err[0] = '\0';
+	return n;
+}
+
+static void *reader_main(void *arg)
+{
+	struct virt_reader *r = arg;
+
+	pthread_mutex_lock(&r->mu);
+	for (;;) {
+		struct virt_dstat *res = NULL;
+		char err[sizeof(r->err)];
+		int n;
+
+		while (!r->asked && !r->quit)
+			pthread_cond_wait(&r->cv, &r->mu);
+		if (r->quit)
+			break;
+		r->asked = 0;
+		r->busy = 1;
+		pthread_mutex_unlock(&r->mu);
+		n = reader_call(r, &res, err, sizeof(err));
+		pthread_mutex_lock(&r->mu);
+		r->busy = 0;
+		free(r->res);
+		r->res = res;
+		r->n = n;
+		memcpy(r->err, err, sizeof(err));
+		r->done = 1;
+		pthread_cond_broadcast(&r->cv);
+	}
+	pthread_mutex_unlock(&r->mu);
+	reader_destroy(r);
+	return NULL;
+}
+
+struct virt_reader *virt_reader_new(const char *uri, unsigned budget_ms, unsigned retry_s)
+{
+	struct virt_reader *r = calloc(1, sizeof(*r));
+	pthread_condattr_t ca;
+	sigset_t all, old;
+	int err;
+
+	if (!r)
+		return NULL;
+	snprintf(r->uri, sizeof(r->uri), "%s", virt_default_uri(uri));
+	r->budget_ms = budget_ms;
+	r->retry_s = retry_s;
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	/* libvirt's global state is set up once, before a second thread
+	 * uses it (its documented rule). */
+	virInitialize();
+	/* The stop signals must reach the caller's thread, whose blocking
+	 * calls they interrupt (util_stop_on_signals()), never the worker. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&r->th, NULL, reader_main, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		pthread_cond_destroy(&r->cv);
+		pthread_mutex_destroy(&r->mu);
+		free(r);
+		errno = err;
+		return NULL;
+	}
+	return r;
+}
+
+void virt_reader_free(struct virt_reader *r)
+{
+	pthread_t th;
+	int busy;
+
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->mu);
+	r->quit = 1;
+	busy = r->busy;
+	th = r->th;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+	/* An idle worker ends at once; one stuck in libvirt ends (and frees
+	 * r) when its call returns, or with the process. */
+	if (busy)
+		pthread_detach(th);
+	else
+		pthread_join(th, NULL);
+}
+
+/* Waits for the worker's reading until deadline_ms or *stop. */
+static void reader_wait(struct virt_reader *r, int64_t deadline_ms,
+			const volatile sig_atomic_t *stop)
+{
+	int64_t now = util_now_ms();
+
+	while (!r->done && now < deadline_ms && !(stop && *stop)) {
+		/* slices of 100 ms: a stop signal is seen within one */
+		int64_t until = deadline_ms < now + 100 ? deadline_ms : now + 100;
+		struct timespec ts = {
+			.tv_sec = until / 1000, .tv_nsec = (until % 1000) * 1000000,
+		};
+
+		pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+		now = util_now_ms();
+	}
+}
+
+int virt_reader_read(struct virt_reader *r, const volatile sig_atomic_t *stop,
+		     struct virt_dstat **out, char *err, size_t errlen)
+{
+	int64_t now = util_now_ms();
+	int n;
+
+	*out = NULL;
+	pthread_mutex_lock(&r->mu);
+	if (r->asked || r->busy) {
+		/* asked for by an earlier reading that gave up on it */
+		if (now - r->since_ms >= r->budget_ms) {
+			pthread_mutex_unlock(&r->mu);
+			util_seterr(err, errlen, "libvirt at %s did not answer for %.0f s "
+				    "(is libvirtd hung?); its guests are listed from /proc",
+				    r->uri, (double)(now - r->since_ms) / 1000);
+			return 0;
+		}
+	} else {
+		/* a reading that came after its caller gave up is stale */
+		free(r->res);
+		r->res = NULL;
+		r->done = 0;
+		r->asked = 1;
+		r->since_ms = now;
+		pthread_cond_broadcast(&r->cv);
+	}
+	reader_wait(r, r->since_ms + r->budget_ms, stop);
+	if (!r->done) {
+		pthread_mutex_unlock(&r->mu);
+		util_seterr(err, errlen, "libvirt at %s did not answer within %.1f s "
+			    "(is libvirtd hung?); its guests are listed from /proc",
+			    r->uri, (double)r->budget_ms / 1000);
+		return 0;
+	}
+	*out = r->res;
+	n = r->n;
+	util_seterr(err, errlen, "%s", r->err);
+	r->res = NULL;
+	r->done = 0;
+	pthread_mutex_unlock(&r->mu);
 	return n;
 }

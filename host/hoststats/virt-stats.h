@@ -10,6 +10,7 @@
 #ifndef OPVM_VIRT_STATS_H
 #define OPVM_VIRT_STATS_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "host/hoststats/kvmstat.h"
@@ -34,5 +35,32 @@ struct virt_dstat {
 /* Active domains of v.  *out is malloc'd (free()).  Returns the count or
  * -errno with libvirt's message in err. */
 int virt_all_stats(struct virt *v, struct virt_dstat **out, char *err, size_t errlen);
+
+/*
+ * virt_all_stats() with a deadline, for top and the exporter: a libvirtd
+ * that accepts and never answers (hung, or any local user's socket a URI
+ * names) would hold a refresh for ever, and libvirt's client has no timeout
+ * of its own (its keepalive needs an event loop and starts only once a
+ * connection is open).  The connection and every call on it live in one
+ * worker thread; the caller waits for a reading at most its budget and
+ * goes on without it.  A call that is still pending at the next reading is
+ * not waited on again (one hung daemon costs one budget, not one a
+ * refresh), and its late result is dropped, never used as a new reading.
+ * A failed connection is tried again after retry_s.
+ */
+struct virt_reader;
+
+/* uri: as virt_open() takes it (copied).  NULL + errno. */
+struct virt_reader *virt_reader_new(const char *uri, unsigned budget_ms, unsigned retry_s);
+/* Never waits on a pending call: the worker, when the call returns,
+ * closes the connection and frees what is left.  NULL-safe. */
+void virt_reader_free(struct virt_reader *r);
+
+/* As virt_all_stats(), waiting at most the budget (in slices, giving up
+ * early when *stop, if given, is set).  0 with err set when libvirt did
+ * not answer in time, is pending from an earlier reading, or is not
+ * connected (between tries); -errno for failures of opvm's own. */
+int virt_reader_read(struct virt_reader *r, const volatile sig_atomic_t *stop,
+		     struct virt_dstat **out, char *err, size_t errlen);
 
 #endif /* OPVM_VIRT_STATS_H */

@@ -16,6 +16,8 @@
 #   answer  a well-behaved QMP server: greeting, qmp_capabilities,
 #           query-cpus-fast (this thread as vCPU 0), {} for anything else
 # Runs until killed.  Writes "ready" to stdout once the socket listens.
+# FAKE_QEMU_THREADS=N in the environment: N more threads, idle (a process
+# any local user can give as many threads as its limits allow).
 import json
 import os
 import signal
@@ -85,6 +87,9 @@ elif mode == "silent":
     srv.listen(64)
 else:
     srv.listen(16)
+threading.stack_size(64 * 1024)
+for _ in range(int(os.environ.get("FAKE_QEMU_THREADS", "0"))):
+    threading.Thread(target=time.sleep, args=(1e6,), daemon=True).start()
 print("ready", flush=True)
 if mode != "answer":
     while True:

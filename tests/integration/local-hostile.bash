@@ -12,11 +12,12 @@ need_local_hostile() {
 	FAKE_QEMU=$(realpath "$(dirname "${BASH_SOURCE[0]}")/fake-qemu.py")
 }
 
-# start_fake MODE NAME SOCK: tests/integration/fake-qemu.py (a process
-# opvm takes for a QEMU) with -name NAME and -qmp unix:SOCK; waits until
-# its socket listens.  Its pid goes to CLEAN_PIDS and FAKE_PID.
+# start_fake MODE NAME SOCK [ARG...]: tests/integration/fake-qemu.py (a
+# process opvm takes for a QEMU) with -name NAME and -qmp unix:SOCK (after
+# the ARGs); waits until its socket listens.  Its pid goes to CLEAN_PIDS
+# and FAKE_PID.
 start_fake() {
-	(exec -a qemu-system-x86_64 /usr/bin/python3 "$FAKE_QEMU" "$1" "$3" \
+	(exec -a qemu-system-x86_64 /usr/bin/python3 "$FAKE_QEMU" "$1" "$3" "${@:4}" \
 		-name "$2" -qmp "unix:$3,server=on,wait=off" > "$3.out" 2>&1) &
 	FAKE_PID=$!
 	CLEAN_PIDS="$CLEAN_PIDS $FAKE_PID"

@@ -1,17 +1,26 @@
 // SPDX-License-Identifier: MIT
 /*
  * libvirt lookup: finding the opvm channel's socket in domain XML, including
- * XML a hostile or odd configuration could produce.  (The live daemon is
- * exercised by tests/integration/libvirt-*.sh.)
+ * XML a hostile or odd configuration could produce; the libvirt reader of
+ * top and the exporter against a daemon socket that never answers.  (The
+ * live daemon is exercised by tests/integration/libvirt-*.sh.)
  */
 #include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
 
+#include "host/hoststats/virt-stats.h"
+#include "lib/util.h"
 #include "vmm/libvirt/virt.h"
 
 static const char dom_xml[] =
@@ -66,11 +75,87 @@ static void test_channel_path_odd(void **state)
 	assert_string_equal(path, "/a/b");
 }
 
+/* A "libvirtd" that takes connections into its queue and never answers. */
+static int silent_daemon(char *dir, char *uri, size_t cap)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int l;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s/sock", dir);
+	l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(l >= 0);
+	assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(l, 8), 0);
+	snprintf(uri, cap, "qemu+unix:///system?socket=%s", a.sun_path);
+	return l;
+}
+
+static void silent_daemon_end(int l, const char *dir)
+{
+	char path[128];
+
+	close(l);
+	snprintf(path, sizeof(path), "%s/sock", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* One budget for the first reading, nothing for the next while the call is
+ * pending; freed while the worker is stuck in libvirt. */
+static void test_reader_silent(void **state)
+{
+	char dir[] = "/tmp/opvm-test-virt-XXXXXX", uri[160], err[256];
+	struct virt_dstat *ds = (struct virt_dstat *)1;
+	int l = silent_daemon(dir, uri, sizeof(uri));
+	struct virt_reader *r = virt_reader_new(uri, 300, 5);
+	int64_t t0, took;
+
+	(void)state;
+	assert_non_null(r);
+	t0 = util_now_ms();
+	assert_int_equal(virt_reader_read(r, NULL, &ds, err, sizeof(err)), 0);
+	took = util_now_ms() - t0;
+	assert_null(ds);
+	assert_non_null(strstr(err, "did not answer within 0.3 s"));
+	assert_true(took >= 300);
+	t0 = util_now_ms();
+	assert_int_equal(virt_reader_read(r, NULL, &ds, err, sizeof(err)), 0);
+	took = util_now_ms() - t0;
+	assert_non_null(strstr(err, "did not answer for"));
+	assert_true(took < 300);	/* not waited on again */
+	virt_reader_free(r);		/* the worker is in libvirt: detached */
+	silent_daemon_end(l, dir);	/* its call now fails, and it frees r */
+	usleep(100000);
+}
+
+/* A stop signal ends the wait at once. */
+static void test_reader_stop(void **state)
+{
+	char dir[] = "/tmp/opvm-test-virt-XXXXXX", uri[160], err[256];
+	struct virt_dstat *ds;
+	int l = silent_daemon(dir, uri, sizeof(uri));
+	struct virt_reader *r = virt_reader_new(uri, 60000, 5);
+	volatile sig_atomic_t stop = 1;
+	int64_t t0 = util_now_ms();
+
+	(void)state;
+	assert_non_null(r);
+	assert_int_equal(virt_reader_read(r, &stop, &ds, err, sizeof(err)), 0);
+	assert_true(util_now_ms() - t0 < 1000);
+	assert_null(ds);
+	virt_reader_free(r);
+	silent_daemon_end(l, dir);
+	usleep(100000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_channel_path),
 		cmocka_unit_test(test_channel_path_odd),
+		cmocka_unit_test(test_reader_silent),
+		cmocka_unit_test(test_reader_stop),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
