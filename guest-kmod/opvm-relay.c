@@ -60,8 +60,8 @@
 #define KSYMS_CAP	(1u << 20)
 /* Records a job writes into /dev/opvm per step. */
 #define JOB_BATCH	32
-/* Bytes of /proc/kallsyms per read(): a few lines (ksyms_start()). */
-#define KSYMS_READ	128
+/* Bytes of /proc/kallsyms per read(): ~25 lines (ksyms_start()). */
+#define KSYMS_READ	1024
 /* How soon the symbols thread tries again when the module's ring is busy. */
 #define KSYMS_RETRY_MS	10
 /*
@@ -177,9 +177,11 @@ static void ksyms_start(struct ksyms_job *j)
 		return;
 	}
 	/*
-	 * Small reads: the kernel formats each read()'s lines without a
+	 * 1 KiB per read(): the kernel formats each read()'s lines without a
 	 * preemption point, so a guest task waking up waits for the one under
-	 * way (4 KiB of lines took ~200 us under TCG) even at SCHED_IDLE.
+	 * way (4 KiB of lines took ~200 us under TCG) even at SCHED_IDLE; and
+	 * each read() is a system call and a seq_file restart (128-byte
+	 * reads made ~30,000 of them for the test guest's 3.9 MB).
 	 */
 	setvbuf(j->f, j->rbuf, _IOFBF, sizeof(j->rbuf));
 }
@@ -197,6 +199,32 @@ static void rec_finish(struct opvm_rec_hdr *h, unsigned type, size_t len)
 }
 
 /*
+ * The hexadecimal address at the start of a kallsyms line; *end after it.
+ * By hand: glibc's strtoull was the relay's costliest function in a
+ * profile of the guest (locale, sign and base handling for 50,000 lines).
+ */
+static unsigned long long ksyms_hex(const char *s, char **end)
+{
+	unsigned long long v = 0;
+	const char *p = s;
+	int i;
+
+	for (i = 0; i < 16; i++, p++) {
+		unsigned int c = (unsigned char)*p, d;
+
+		if (c - '0' < 10)
+			d = c - '0';
+		else if ((c | 0x20) - 'a' < 6)
+			d = (c | 0x20) - 'a' + 10;
+		else
+			break;
+		v = v << 4 | d;
+	}
+	*end = (char *)p;
+	return v;
+}
+
+/*
  * Parses "ADDR TYPE NAME[\t[MODULE]]".  Returns 1 for a symbol to send (a
  * text symbol, or one of opvm_ksyms_table()'s), 0 to skip the line.
  */
@@ -205,7 +233,7 @@ static int relay_ksyms_parse(char *line, unsigned long long *addr, char *type,
 {
 	char *end, *tab, *nl;
 
-	*addr = strtoull(line, &end, 16);
+	*addr = ksyms_hex(line, &end);
 	if (end == line || end[0] != ' ' || !end[1] || end[2] != ' ')
 		return 0;
 	*type = end[1];
@@ -235,6 +263,17 @@ static int relay_ksyms_parse(char *line, unsigned long long *addr, char *type,
 	return 1;
 }
 
+/*
+ * A quick look at the type letter: most of /proc/kallsyms's lines are data
+ * symbols the host does not need, skipped before any parsing or copying.
+ */
+static int ksyms_wanted(const char *line)
+{
+	const char *sp = strchr(line, ' ');
+
+	return sp && sp[1] && strchr("tTwWrRdDbB", sp[1]);
+}
+
 /* Builds the next KSYMS record (or KSYMS_END at the end) into j->rec. */
 static void ksyms_build(struct ksyms_job *j)
 {
@@ -250,7 +289,11 @@ static void ksyms_build(struct ksyms_job *j)
 		if (!j->have_line && !fgets(j->line, sizeof(j->line), j->f))
 			break;
 		j->have_line = 1;
-		memcpy(copy, j->line, sizeof(copy));
+		if (!ksyms_wanted(j->line)) {
+			j->have_line = 0;
+			continue;
+		}
+		memcpy(copy, j->line, strlen(j->line) + 1);
 		if (!relay_ksyms_parse(copy, &addr, &type, &name, &mod, j)) {
 			j->have_line = 0;
 			continue;
@@ -624,6 +667,7 @@ struct ksyms_thread {
 	int wake[2];		/* pipe: [0] the thread's, [1] the main thread's */
 	int dev;		/* /dev/opvm, shared with the main thread */
 	unsigned long long t0, cpu0, idle0;	/* the budget's start */
+	unsigned long long cpu;	/* the thread's CPU time, ns, once it quit */
 	struct ksyms_job job;
 };
 
@@ -635,19 +679,52 @@ static unsigned long long clock_ns(clockid_t id)
 	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
 
-/* The guest's CPU idle time so far (/proc/uptime, all CPUs), in ns. */
-static unsigned long long idle_ns(void)
+/*
+ * One "SECONDS.CC" field of /proc/uptime in ns, *p moved past it.  By
+ * hand: the budget reads it before every record, and sscanf's floating
+ * point showed in the guest's profile of the relay.
+ */
+static unsigned long long uptime_field(const char **p)
+{
+	unsigned long long sec = 0, frac = 0, scale = 1000000000ull;
+	const char *s = *p;
+
+	while (*s == ' ')
+		s++;
+	for (; *s >= '0' && *s <= '9'; s++)
+		sec = sec * 10 + (unsigned long long)(*s - '0');
+	if (*s == '.')
+		for (s++; *s >= '0' && *s <= '9'; s++) {
+			if (scale > 1) {
+				scale /= 10;
+				frac += (unsigned long long)(*s - '0') * scale;
+			}
+		}
+	*p = s;
+	return sec * 1000000000ull + frac;
+}
+
+/*
+ * The guest's CPU idle time so far (/proc/uptime, all CPUs), in ns; its
+ * uptime into *up when up is not NULL.
+ */
+static unsigned long long idle_ns(unsigned long long *up)
 {
 	char b[128] = "";
-	double up, idle;
+	const char *p = b;
+	unsigned long long u = 0, idle = 0;
 	int fd = open("/proc/uptime", O_RDONLY | O_CLOEXEC);
 
-	if (fd < 0)
-		return 0;
-	if (read(fd, b, sizeof(b) - 1) < 0 || sscanf(b, "%lf %lf", &up, &idle) != 2)
-		idle = 0;
-	close(fd);
-	return (unsigned long long)(idle * 1e9);
+	if (fd >= 0) {
+		if (read(fd, b, sizeof(b) - 1) > 0) {
+			u = uptime_field(&p);
+			idle = uptime_field(&p);
+		}
+		close(fd);
+	}
+	if (up)
+		*up = u;
+	return idle;
 }
 
 /* 0 if the budget allows the next step now, else ms to wait first. */
@@ -655,7 +732,7 @@ static int ksyms_budget_wait(struct ksyms_thread *t)
 {
 	unsigned long long used = clock_ns(CLOCK_THREAD_CPUTIME_ID) - t->cpu0;
 	unsigned long long allowed = (clock_ns(CLOCK_MONOTONIC) - t->t0) / KSYMS_CPU_SHARE +
-				     (idle_ns() - t->idle0);
+				     (idle_ns(NULL) - t->idle0);
 	unsigned long long ms;
 
 	if (used <= allowed || (atomic_load(&t->want) & KSYMS_HURRY))
@@ -684,7 +761,7 @@ static int ksyms_control(struct ksyms_thread *t)
 			ksyms_start(&t->job);
 			t->t0 = clock_ns(CLOCK_MONOTONIC);
 			t->cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-			t->idle0 = idle_ns();
+			t->idle0 = idle_ns(NULL);
 		}
 	}
 	return 0;
@@ -715,6 +792,7 @@ static void *ksyms_main(void *arg)
 			wait = t->job.len ? KSYMS_RETRY_MS : 0;	/* refused: later */
 	}
 	ksyms_stop(&t->job);
+	t->cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	atomic_store(&t->active, 0);
 	return NULL;
 }
@@ -915,6 +993,23 @@ static int relay_open(struct relay *r, const char *src, const char *port)
 	return 0;
 }
 
+/*
+ * What the relay cost the guest: its CPU time (both threads) against the
+ * time the guest's CPUs were busy since it started.  Under QEMU -icount
+ * both count guest instructions (tests/bench/guest-module-overhead.sh).
+ */
+static void relay_cpu_report(unsigned long long up0, unsigned long long idle0,
+			     unsigned long long ksyms_cpu)
+{
+	unsigned long long up, idle = idle_ns(&up), cpu = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	double busy = (double)(up - up0) * (double)(ncpu > 0 ? ncpu : 1) - (double)(idle - idle0);
+
+	fprintf(stderr, "opvm-relay: used %.1f ms of CPU, %.3f %% of the %.1f ms the guest's CPUs were busy meanwhile (kernel symbols %.1f ms)\n",
+		(double)cpu / 1e6, busy > 0 ? 100.0 * (double)cpu / busy : 0.0, busy / 1e6,
+		(double)ksyms_cpu / 1e6);
+}
+
 int main(int argc, char **argv)
 {
 	static struct relay r = {
@@ -924,6 +1019,7 @@ int main(int argc, char **argv)
 	const char *rate = getenv("OPVM_RELAY_FILE_RATE");
 	struct sigaction sa;
 	sigset_t all, old;
+	unsigned long long up0, idle0;
 	pthread_t thread;
 	int ret = 1;
 
@@ -947,9 +1043,11 @@ int main(int argc, char **argv)
 		ret = 1;
 		goto out;
 	}
+	idle0 = idle_ns(&up0);
 	relay_loop(&r);
 	ksyms_tell(&r.ksyms, KSYMS_QUIT);
 	pthread_join(thread, NULL);
+	relay_cpu_report(up0, idle0, r.ksyms.cpu);
 	fprintf(stderr, "opvm-relay: relayed %llu bytes in %llu host session(s), dropped %llu while no host was connected; sent %llu files (%llu bytes), refused %llu, dropped %llu requests\n",
 		r.total, r.sessions, r.dropped, r.files.files, r.files.sent, r.files.refused,
 		r.files.dropped_reqs);

@@ -24,6 +24,9 @@
 #   kmod-overhead-switch: X % (target <= 2)
 #   kmod-overhead-cpu: X % (target <= 0.5)
 #   kmod-overhead-fork: X % (target <= 5)
+#   kmod-relay-cpu: X % (target <= 0.5): the relay's CPU time (relaying
+#     records and sending kernel symbols) in % of the guest's busy time
+#     while it ran, with the host end that only reads
 # the same with opvm attached (kmod-overhead-*-attached), the relay's share
 # of the samples opvm took (kmod-relay-share: X % (target <= 0.5)), and the
 # raw figures (unit icount-ns: guest instructions, or ns with
@@ -157,6 +160,20 @@ figures() {
 	echo "kmod-overhead-fork$sfx: $(pct "$fk" "$fk0" 1) % (target <= 5)"
 }
 
+# relay_cpu NAME: the relay's CPU time against the guest's busy time while
+# it ran (its exit line; icount: both in guest instructions, so unlike
+# kmod-relay-share it does not depend on how fast the host ran the guest)
+relay_cpu() {
+	local l
+	l=$(grep -a "^opvm-relay: used .* ms of CPU" "$T/console-$1.log" | tail -n 1)
+	if [ -z "$l" ]; then
+		tail -5 "$T/console-$1.log" >&2
+		echo "guest-module-overhead: the relay printed no CPU time (console above)" >&2
+		return 1
+	fi
+	echo "$l" | sed 's/^opvm-relay: used \([0-9.]*\) ms of CPU, \([0-9.]*\) % of the \([0-9.]*\) ms[^(]*(kernel symbols \([0-9.]*\) ms).*/kmod-relay-cpu-ms: \1 ms (kernel symbols \4 ms) of \3 busy\nkmod-relay-cpu: \2 % (target <= 0.5)/'
+}
+
 # relay_share NAME: the relay's share of the samples opvm attach took
 relay_share() {
 	"$OPVM" report -d "$T/s-$1" --by app --format json 2>/dev/null | python3 -c '
@@ -191,6 +208,7 @@ echo "kmod-pingpong-roundtrip-without: $pp0 $unit"
 echo "kmod-cpuloop-without: $cl0 $unit"
 echo "kmod-fork-exec-without: $fk0 $unit"
 figures 1 "" || exit 1
+relay_cpu 1 || exit 1
 if [ "$ATTACH" = 1 ]; then
 	if ! figures 2 -attached; then
 		tail -5 "$T/attach-2.log" >&2
