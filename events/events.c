@@ -623,16 +623,13 @@ static int db_add_event(struct events_db *db, struct ev_line *l, const char *fam
 	if (db_find_exact(db, l->name))
 		return LINE_ERR(l, err, errlen, "event '%s' defined twice", l->name);
 	if (db->nr_events >= db->cap_events) {
-		size_t cap = db->cap_events ? db->cap_events * 2 : 32;
-		void *n;
+		int r;
 
-		if (cap > 3 * EV_MAX_ENTRIES + 32)
+		if ((db->cap_events ? db->cap_events * 2 : 32) > 3 * EV_MAX_ENTRIES + 32)
 			return LINE_ERR(l, err, errlen, "too many events");
-		n = realloc(db->events, cap * sizeof(*db->events));
-		if (!n)
-			return -ENOMEM;
-		db->events = n;
-		db->cap_events = cap;
+		r = UTIL_GROW(db->events, db->cap_events, db->nr_events + 1, 32);
+		if (r)
+			return r;
 	}
 	ev.family = family;
 	ev.name = strdup(l->name);

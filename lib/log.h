@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Messages to the user.  Only command code (host/cli/opvm.c, host/cmd-*.c) may
+ * Messages to the user.  Only command code (host/cli/opvm.c, host/cli/cmd-*.c) may
  * print; libraries return -errno and let the command explain.
  */
 #ifndef OPVM_LOG_H
@@ -13,10 +13,10 @@
 extern int opvm_verbose;	/* -v count, set by main() */
 
 /* Broken at spaces to fit 80 columns; continuation lines indented. */
-#define pr_err(fmt, ...)	util_fprintf_wrapped(stderr, 2, "opvm: error: " fmt, ##__VA_ARGS__)
-#define pr_warn(fmt, ...)	util_fprintf_wrapped(stderr, 2, "opvm: warning: " fmt, ##__VA_ARGS__)
-#define pr_info(fmt, ...)	util_fprintf_wrapped(stderr, 2, "opvm: " fmt, ##__VA_ARGS__)
-#define pr_debug(fmt, ...)						\
+#define log_err(fmt, ...)	util_fprintf_wrapped(stderr, 2, "opvm: error: " fmt, ##__VA_ARGS__)
+#define log_warn(fmt, ...)	util_fprintf_wrapped(stderr, 2, "opvm: warning: " fmt, ##__VA_ARGS__)
+#define log_info(fmt, ...)	util_fprintf_wrapped(stderr, 2, "opvm: " fmt, ##__VA_ARGS__)
+#define log_debug(fmt, ...)						\
 	do {								\
 		if (opvm_verbose)					\
 			fprintf(stderr, "opvm: debug: " fmt "\n", ##__VA_ARGS__); \

@@ -137,6 +137,15 @@ static inline int64_t util_now_ms(void)
  * is each command's choice: a filter may die of it, a session must not.) */
 void util_stop_on_signals(volatile sig_atomic_t *flag);
 
+/* Makes room for need elements of size bytes in the array at *(void **)arrp
+ * whose capacity is *cap: the capacity doubles (from min_cap when 0) until
+ * it holds need.  0, -EOVERFLOW (need * size does not fit a size_t) or
+ * -ENOMEM; on error the array and *cap are as they were.  UTIL_GROW()
+ * takes the array and its capacity themselves. */
+int util_grow(void *arrp, size_t *cap, size_t need, size_t size, size_t min_cap);
+#define UTIL_GROW(arr, cap, need, min_cap) \
+	util_grow(&(arr), &(cap), (need), sizeof(*(arr)), (min_cap))
+
 /* Terminal output fits this many columns (reports, summaries, help). */
 #define UTIL_COLUMNS	80
 

@@ -37,7 +37,7 @@ static void note(const char *msg, void *arg)
 
 	/* Symbol and image names come from the guest. */
 	(*count)++;
-	pr_warn("%s", util_text_escape(safe, sizeof(safe), msg));
+	log_warn("%s", util_text_escape(safe, sizeof(safe), msg));
 }
 
 /* The arguments after the options: profile specs and at most one symbol.
@@ -55,14 +55,14 @@ static int annotate_args(struct report_cli *cli, int argc, char **argv, const ch
 		    !strncmp(a, "tgid:", 5) || !strncmp(a, "tid:", 4) ||
 		    !strncmp(a, "cpu:", 4) || !strncmp(a, "event:", 6)) {
 			if (report_cli_spec(cli, a, err, sizeof(err))) {
-				pr_err("%s", err);
+				log_err("%s", err);
 				return -1;
 			}
 		} else if (!*symbol) {
 			*symbol = a;
 		} else {
-			pr_err("one symbol at a time ('%s' and '%s'); use image:PATH for a whole image",
-			       *symbol, a);
+			log_err("one symbol at a time ('%s' and '%s'); use image:PATH for a whole image",
+				*symbol, a);
 			return -1;
 		}
 	}
@@ -81,8 +81,8 @@ static int keep_symbol(struct report *r, const char *symbol)
 			free(r->rows[i].addrs);
 	r->nr_rows = keep;
 	if (!keep) {
-		pr_err("no samples in a symbol called '%s': 'opvm report -l' lists the "
-		       "sampled symbols", symbol);
+		log_err("no samples in a symbol called '%s': 'opvm report -l' lists the "
+			"sampled symbols", symbol);
 		return -1;
 	}
 	return 0;
@@ -124,14 +124,14 @@ int cmd_annotate(int argc, char **argv)
 		case OPT_MAX_BYTES:
 			ao.max_bytes = strtoul(optarg, NULL, 0);
 			if (!ao.max_bytes || ao.max_bytes > (16u << 20)) {
-				pr_err("--max-bytes '%s': use 1 to 16777216", optarg);
+				log_err("--max-bytes '%s': use 1 to 16777216", optarg);
 				return 2;
 			}
 			break;
 		default:
 			n = report_cli_opt(&cli, opt, optarg, err, sizeof(err));
 			if (n < 0) {
-				pr_err("%s", err);
+				log_err("%s", err);
 				return 2;
 			}
 			if (n == 0) {
@@ -150,7 +150,7 @@ int cmd_annotate(int argc, char **argv)
 	report_cli_finish(&cli);
 	res = symres_new(&cli.sc);
 	if (!res) {
-		pr_err("cannot set up symbol lookup: %s", strerror(errno));
+		log_err("cannot set up symbol lookup: %s", strerror(errno));
 		goto out;
 	}
 	cli.ro.symbols = 1;
@@ -159,24 +159,24 @@ int cmd_annotate(int argc, char **argv)
 	cli.ro.res = res;
 	r = report_load(&cli.ro, err, sizeof(err));
 	if (!r) {
-		pr_err("%s", err);
+		log_err("%s", err);
 		goto out;
 	}
 	if (symbol && keep_symbol(r, symbol))
 		goto out;
 	out = report_cli_safe_stream(stdout);
 	if (!out) {
-		pr_err("cannot set up output: %s", strerror(errno));
+		log_err("cannot set up output: %s", strerror(errno));
 		goto out;
 	}
 	n = report_annotate(out, r, res, &ao, note, &notes);
 	if (n < 0) {
-		pr_err("annotate: %s", strerror((int)-n));
+		log_err("annotate: %s", strerror((int)-n));
 		goto out;
 	}
 	if (n == 0) {
-		pr_err("nothing to annotate%s", notes ? " (see the warnings above)" :
-		       ": no sampled symbol has a binary; give --guest-root DIR");
+		log_err("nothing to annotate%s", notes ? " (see the warnings above)" :
+			": no sampled symbol has a binary; give --guest-root DIR");
 		goto out;
 	}
 	ret = 0;

@@ -51,7 +51,7 @@ static int parse_pid(struct attach *a, const char *arg)
 	long p = strtol(arg, &end, 10);
 
 	if (*end || p <= 0 || p > INT32_MAX) {
-		pr_err("--pid wants the process id of `opvm run --vmm=kvm`, not '%s'", arg);
+		log_err("--pid wants the process id of `opvm run --vmm=kvm`, not '%s'", arg);
 		return -1;
 	}
 	a->pid = (pid_t)p;
@@ -106,18 +106,18 @@ static const char attach_usage[] =
 static int check_guests(struct attach *a)
 {
 	if (!!a->qmp_path + !!a->all + !!a->nr_doms + !!a->pid != 1) {
-		pr_err("name the guests: libvirt domain names, --all, --qmp SOCKET or --pid PID "
-		       "(one kind)");
+		log_err("name the guests: libvirt domain names, --all, --qmp SOCKET or --pid PID "
+			"(one kind)");
 		return 2;
 	}
 	if (a->pid && a->sampler && strcmp(a->sampler, "perf")) {
-		pr_err("--pid samples a built-in VMM from outside with host perf: it has no "
-		       "gdbstub (drop --sampler %s)", a->sampler);
+		log_err("--pid samples a built-in VMM from outside with host perf: it has no "
+			"gdbstub (drop --sampler %s)", a->sampler);
 		return 2;
 	}
 	if (a->chan && !a->qmp_path && a->nr_doms != 1) {
-		pr_err("--channel goes with --qmp or one DOMAIN (other domains name their "
-		       "org.opvm.0 channel in their XML)");
+		log_err("--channel goes with --qmp or one DOMAIN (other domains name their "
+			"org.opvm.0 channel in their XML)");
 		return 2;
 	}
 	return 0;
@@ -130,11 +130,11 @@ static int list_domains(struct attach *a, struct virt *v)
 	int r = virt_list_running(v, &a->listed, err, sizeof(err));
 
 	if (r < 0) {
-		pr_err("%s", err);
+		log_err("%s", err);
 		return 1;
 	}
 	if (r == 0) {
-		pr_err("no running libvirt domains at %s", virt_default_uri(a->uri));
+		log_err("no running libvirt domains at %s", virt_default_uri(a->uri));
 		return 1;
 	}
 	a->nr_doms = (size_t)r;
@@ -156,17 +156,17 @@ static int open_monitors(struct attach *a, struct virt *v, struct vm_monitor **m
 		else
 			mons[i] = vm_monitor_open_domain(v, names[i], err, sizeof(err));
 		if (!mons[i]) {
-			pr_err("%s", err[0] ? err : strerror(errno));
+			log_err("%s", err[0] ? err : strerror(errno));
 			return 1;
 		}
 		if (a->chan && !a->qmp_path && vm_monitor_set_channel(mons[i], a->chan)) {
-			pr_err("--channel %s: path too long", a->chan);
+			log_err("--channel %s: path too long", a->chan);
 			return 1;
 		}
 		if (!a->qmp_path && !vm_monitor_channel(mons[i])[0])
-			pr_warn("domain '%s' has no <channel type='unix'> with target name "
-				"org.opvm.0: profiling without process names (docs/usage.md "
-				"shows the XML to add)", vm_monitor_name(mons[i]));
+			log_warn("domain '%s' has no <channel type='unix'> with target name "
+				 "org.opvm.0: profiling without process names (docs/usage.md "
+				 "shows the XML to add)", vm_monitor_name(mons[i]));
 	}
 	return 0;
 }
@@ -186,16 +186,16 @@ static int pick_backend(struct attach *a, struct vm_monitor **mons,
 		int kvm = vm_monitor_is_kvm(mons[i]);
 
 		if (kvm < 0) {
-			pr_err("cannot ask '%s' whether it runs under KVM (query-kvm: %s); "
-			       "choose with --sampler perf|gdbstub", vm_monitor_name(mons[i]),
-			       strerror(-kvm));
+			log_err("cannot ask '%s' whether it runs under KVM (query-kvm: %s); "
+				"choose with --sampler perf|gdbstub", vm_monitor_name(mons[i]),
+				strerror(-kvm));
 			return -1;
 		}
 		k = backend_find(BACKEND_ATTACH, kvm ? "perf" : "gdbstub");
 		if (pick && k != pick) {
-			pr_err("'%s' would be sampled by %s and '%s' by %s: one session takes "
-			       "one sampler; choose with --sampler or attach them separately",
-			       vm_monitor_name(mons[i]), k->name, first, pick->name);
+			log_err("'%s' would be sampled by %s and '%s' by %s: one session takes "
+				"one sampler; choose with --sampler or attach them separately",
+				vm_monitor_name(mons[i]), k->name, first, pick->name);
 			return -1;
 		}
 		pick = k;
@@ -207,7 +207,7 @@ static int pick_backend(struct attach *a, struct vm_monitor **mons,
 	*b = pick;
 	*bst = pick->new();
 	if (!*bst) {
-		pr_err("out of memory");
+		log_err("out of memory");
 		return -1;
 	}
 	return 0;
@@ -226,7 +226,7 @@ static int attach_run(struct attach *a, const struct backend_ops *b, void *bst)
 	} else {
 		v = virt_open(a->uri, err, sizeof(err));
 		if (!v) {
-			pr_err("cannot reach libvirt: %s (is libvirtd running? try -c URI)", err);
+			log_err("cannot reach libvirt: %s (is libvirtd running? try -c URI)", err);
 			return 1;
 		}
 		if (a->all && list_domains(a, v))

@@ -358,7 +358,7 @@ static int parse_args(struct dump_run *r, int argc, char **argv)
 			errno = 0;
 			r->count = strtoull(optarg, &end, 10);
 			if (errno || end == optarg || *end || optarg[0] == '-') {
-				pr_err("--count wants a number of records, not '%s'", optarg);
+				log_err("--count wants a number of records, not '%s'", optarg);
 				return 2;
 			}
 			break;
@@ -380,7 +380,7 @@ static int parse_args(struct dump_run *r, int argc, char **argv)
 		}
 	}
 	if (optind + 1 != argc) {
-		pr_err("channel-dump reads one SOCKET, FILE or - (stdin)");
+		log_err("channel-dump reads one SOCKET, FILE or - (stdin)");
 		usage(stderr);
 		return 2;
 	}
@@ -398,29 +398,29 @@ static int src_open(struct dump_run *r)
 		r->kind = SRC_STDIN;
 		r->fd = STDIN_FILENO;
 	} else if (stat(r->src, &sb) < 0) {
-		pr_err("cannot read '%s': %s; give the guest channel's unix socket "
-		       "or a file saved with --raw-out", r->src, strerror(errno));
+		log_err("cannot read '%s': %s; give the guest channel's unix socket "
+			"or a file saved with --raw-out", r->src, strerror(errno));
 		return -1;
 	} else if (S_ISSOCK(sb.st_mode)) {
 		r->kind = SRC_SOCKET;
 		r->fd = util_connect_unix(r->src, UTIL_CONNECT_MS);
 		if (r->fd < 0 && !r->follow) {
-			pr_err("cannot connect to '%s': %s; is the guest running, and "
-			       "no other opvm connected to it?", r->src, strerror(-r->fd));
+			log_err("cannot connect to '%s': %s; is the guest running, and "
+				"no other opvm connected to it?", r->src, strerror(-r->fd));
 			return -1;
 		}
 	} else {
 		r->kind = SRC_FILE;
 		r->fd = open(r->src, O_RDONLY | O_CLOEXEC);
 		if (r->fd < 0) {
-			pr_err("cannot open '%s': %s", r->src, strerror(errno));
+			log_err("cannot open '%s': %s", r->src, strerror(errno));
 			return -1;
 		}
 	}
 	if (r->raw_path) {
 		r->raw = fopen(r->raw_path, "wbe");
 		if (!r->raw) {
-			pr_err("cannot create '%s': %s", r->raw_path, strerror(errno));
+			log_err("cannot create '%s': %s", r->raw_path, strerror(errno));
 			return -1;
 		}
 	}
@@ -446,7 +446,7 @@ static int dump_step(struct dump_run *r, struct decoder *d, uint8_t *buf,
 	}
 	pr = poll(&pfd, 1, 500);
 	if (pr < 0 && errno != EINTR) {
-		pr_err("poll on '%s': %s", r->src, strerror(errno));
+		log_err("poll on '%s': %s", r->src, strerror(errno));
 		return -1;
 	}
 	if (pr <= 0)
@@ -456,7 +456,7 @@ static int dump_step(struct dump_run *r, struct decoder *d, uint8_t *buf,
 		if (errno == EINTR || errno == EAGAIN)
 			return 1;
 		if (r->kind != SRC_SOCKET || !r->follow || errno != ECONNRESET) {
-			pr_err("read from '%s': %s", r->src, strerror(errno));
+			log_err("read from '%s': %s", r->src, strerror(errno));
 			return -1;
 		}
 		n = 0;	/* the guest side went away: reconnect */
@@ -476,7 +476,7 @@ static int dump_step(struct dump_run *r, struct decoder *d, uint8_t *buf,
 		return 1;
 	}
 	if (r->raw && fwrite(buf, 1, (size_t)n, r->raw) != (size_t)n) {
-		pr_err("writing '%s': %s", r->raw_path, strerror(errno));
+		log_err("writing '%s': %s", r->raw_path, strerror(errno));
 		return -1;
 	}
 	decoder_feed(d, buf, (size_t)n);
@@ -516,7 +516,7 @@ int cmd_channel_dump(int argc, char **argv)
 	ret = 1;
 	dp = calloc(1, sizeof(*dp));
 	if (!dp) {
-		pr_err("out of memory");
+		log_err("out of memory");
 		return 1;
 	}
 	dp->out = stdout;
@@ -527,7 +527,7 @@ int cmd_channel_dump(int argc, char **argv)
 	gs = gstate_new(NULL);
 	d = gs ? decoder_new(gs) : NULL;
 	if (!d) {
-		pr_err("out of memory");
+		log_err("out of memory");
 		goto out;
 	}
 	decoder_set_record_fn(d, print_record, dp);
@@ -547,7 +547,7 @@ int cmd_channel_dump(int argc, char **argv)
 	}
 	fflush(stdout);
 	if (r.raw && fflush(r.raw)) {
-		pr_err("writing '%s': %s", r.raw_path, strerror(errno));
+		log_err("writing '%s': %s", r.raw_path, strerror(errno));
 		ret = 1;
 	}
 	print_summary(d);

@@ -76,7 +76,7 @@ static enum fmt parse_format(const char *name)
 		return FMT_HTML;
 	if (!strcmp(name, "speedscope"))
 		return FMT_SPEEDSCOPE;
-	pr_err("--format '%s': use pprof, folded, html or speedscope", name);
+	log_err("--format '%s': use pprof, folded, html or speedscope", name);
 	return FMT_NONE;
 }
 
@@ -130,9 +130,9 @@ static int stacks_load(struct report *r, const struct report_opts *o)
 	if (report_stacks_load(r, o))
 		return -ENOMEM;
 	if (r->stack_errors)
-		pr_warn("the call stacks of %zu guest%s could not be read, exported without "
-			"their call chains: %s", r->stack_errors, r->stack_errors == 1 ? "" : "s",
-			util_text_escape(eb, sizeof(eb), r->stack_err));
+		log_warn("the call stacks of %zu guest%s could not be read, exported without "
+			 "their call chains: %s", r->stack_errors, r->stack_errors == 1 ? "" : "s",
+			 util_text_escape(eb, sizeof(eb), r->stack_err));
 	return 0;
 }
 
@@ -155,7 +155,7 @@ static struct report *load_base(const struct report_opts *ro, const char *diff)
 		snprintf(err, sizeof(err), "out of memory for the call chains");
 	}
 	if (!base)
-		pr_err("baseline %s: %s", diff, err);
+		log_err("baseline %s: %s", diff, err);
 	return base;
 }
 
@@ -187,7 +187,7 @@ static int write_out(const char *out, enum fmt fmt, const struct report *r,
 	 * files are written as they are (names stay exact). */
 	f = out ? open_out(out, &tmp) : report_cli_safe_stream(stdout);
 	if (!f) {
-		pr_err("cannot write %s: %s", out ? out : "to stdout", strerror(errno));
+		log_err("cannot write %s: %s", out ? out : "to stdout", strerror(errno));
 		free(tmp);
 		return -1;
 	}
@@ -202,12 +202,12 @@ static int write_out(const char *out, enum fmt fmt, const struct report *r,
 	}
 	free(tmp);
 	if (n) {
-		pr_err("cannot write %s: %s", out ? out : "the export", strerror(-n));
+		log_err("cannot write %s: %s", out ? out : "the export", strerror(-n));
 		return -1;
 	}
 	if (out)
-		pr_info("wrote %s: %zu symbols, %llu samples", out, r->nr_rows,
-			(unsigned long long)r->total);
+		log_info("wrote %s: %zu symbols, %llu samples", out, r->nr_rows,
+			 (unsigned long long)r->total);
 	return 0;
 }
 
@@ -272,7 +272,7 @@ int cmd_export(int argc, char **argv)
 		default:
 			n = report_cli_opt(&cli, opt, optarg, err, sizeof(err));
 			if (n < 0) {
-				pr_err("%s", err);
+				log_err("%s", err);
 				return 2;
 			}
 			if (n == 0) {
@@ -282,22 +282,22 @@ int cmd_export(int argc, char **argv)
 		}
 	}
 	if (report_cli_specs(&cli, argc, argv, optind, err, sizeof(err))) {
-		pr_err("%s", err);
+		log_err("%s", err);
 		return 2;
 	}
 	if (fmt == FMT_NONE) {
-		pr_err("say which format: --format pprof, folded, html or speedscope");
+		log_err("say which format: --format pprof, folded, html or speedscope");
 		usage(stderr);
 		return 2;
 	}
 	if (diff && fmt != FMT_HTML) {
-		pr_err("--diff draws a differential flame graph: use it with --format html "
-		       "(for pprof, export both sessions and use go tool pprof -diff_base)");
+		log_err("--diff draws a differential flame graph: use it with --format html "
+			"(for pprof, export both sessions and use go tool pprof -diff_base)");
 		return 2;
 	}
 	if (!out && fmt != FMT_FOLDED && fmt != FMT_SPEEDSCOPE) {
-		pr_err("%s output is binary or a whole page: give -o FILE",
-		       fmt == FMT_PPROF ? "pprof" : "html");
+		log_err("%s output is binary or a whole page: give -o FILE",
+			fmt == FMT_PPROF ? "pprof" : "html");
 		return 2;
 	}
 
@@ -305,7 +305,7 @@ int cmd_export(int argc, char **argv)
 	report_cli_finish(&cli);
 	res = symres_new(&cli.sc);
 	if (!res) {
-		pr_err("cannot set up symbol lookup: %s", strerror(errno));
+		log_err("cannot set up symbol lookup: %s", strerror(errno));
 		goto out;
 	}
 	cli.ro.symbols = 1;
@@ -319,11 +319,11 @@ int cmd_export(int argc, char **argv)
 		goto out;
 	}
 	if (!r) {
-		pr_err("%s", err);
+		log_err("%s", err);
 		goto out;
 	}
 	if (stacks_load(r, &cli.ro)) {
-		pr_err("out of memory for the call chains");
+		log_err("out of memory for the call chains");
 		goto out;
 	}
 	if (diff && !(base = load_base(&cli.ro, diff)))

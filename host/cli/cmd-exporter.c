@@ -123,8 +123,8 @@ static void *exporter_refresher(void *arg)
 		r = hoststats_refresh(e->h);
 		s = r ? NULL : hoststats_prometheus(e->h);
 		if (!s && !e->quit)
-			pr_warn("exporter: cannot read this host's guests: %s",
-				strerror(r ? -r : ENOMEM));
+			log_warn("exporter: cannot read this host's guests: %s",
+				 strerror(r ? -r : ENOMEM));
 		pthread_mutex_lock(&e->lock);
 		if (s) {
 			free(e->text);
@@ -420,7 +420,7 @@ static int exporter_parse(int argc, char **argv, const char **listen_on, double 
 			continue;
 		}
 		if (!v) {
-			pr_err("missing value for '%s'; 'opvm exporter --help' lists the options", a);
+			log_err("missing value for '%s'; 'opvm exporter --help' lists the options", a);
 			return -1;
 		}
 		i++;
@@ -431,11 +431,11 @@ static int exporter_parse(int argc, char **argv, const char **listen_on, double 
 		} else if (!strcmp(a, "--min-interval")) {
 			*min_iv = strtod(v, &end);
 			if (*end || !(*min_iv >= 0 && *min_iv <= 3600)) {
-				pr_err("--min-interval wants seconds (0 to 3600), not '%s'", v);
+				log_err("--min-interval wants seconds (0 to 3600), not '%s'", v);
 				return -1;
 			}
 		} else {
-			pr_err("unknown option '%s'; 'opvm exporter --help' lists them", a);
+			log_err("unknown option '%s'; 'opvm exporter --help' lists them", a);
 			return -1;
 		}
 	}
@@ -452,13 +452,13 @@ static int exporter_socket(const char *listen_on)
 	else
 		fd = listen_tcp(listen_on, why, sizeof(why));
 	if (fd == -EINVAL)
-		pr_err("--listen wants ADDR:PORT (e.g. 127.0.0.1:9864, [::1]:9864) or unix:PATH, "
-		       "not '%s'%s%s", listen_on, why[0] ? ": " : "", why);
+		log_err("--listen wants ADDR:PORT (e.g. 127.0.0.1:9864, [::1]:9864) or unix:PATH, "
+			"not '%s'%s%s", listen_on, why[0] ? ": " : "", why);
 	else if (fd < 0 && why[0])
-		pr_err("cannot listen on %s: %s", listen_on, why);
+		log_err("cannot listen on %s: %s", listen_on, why);
 	else if (fd < 0)
-		pr_err("cannot listen on %s: %s%s", listen_on, strerror(-fd),
-		       fd == -EADDRINUSE ? " (another exporter? pick another port)" : "");
+		log_err("cannot listen on %s: %s%s", listen_on, strerror(-fd),
+			fd == -EADDRINUSE ? " (another exporter? pick another port)" : "");
 	return fd;
 }
 
@@ -479,7 +479,7 @@ static void exporter_log(void *cls, const char *fmt, va_list ap)
 	msg[strcspn(msg, "\n")] = '\0';
 	pthread_mutex_lock(&lock);
 	if (t - last >= EXPORTER_LOG_EVERY_S) {
-		pr_warn("exporter: %s%s", msg, held ? " (and more messages, not shown)" : "");
+		log_warn("exporter: %s%s", msg, held ? " (and more messages, not shown)" : "");
 		last = t;
 		held = 0;
 	} else {
@@ -625,19 +625,19 @@ int cmd_exporter(int argc, char **argv)
 		d = exporter_start(&e, fd, &refresher);
 	if (!d) {
 		if (!exp_stop)
-			pr_err("cannot start the HTTP server on %s", listen_on);
+			log_err("cannot start the HTTP server on %s", listen_on);
 		close(fd);
 		ret = exp_stop ? 0 : 1;
 		goto out;
 	}
-	pr_info("exporter: serving http://%s/metrics (Ctrl-C stops)", listen_on);
+	log_info("exporter: serving http://%s/metrics (Ctrl-C stops)", listen_on);
 	while (!exp_stop)
 		pause();
 	pprof_stop(e.pprof);	/* no suspended connection left for MHD */
 	MHD_stop_daemon(d);
 	exporter_stop_refresher(&e, refresher);
-	pr_info("exporter: %lu scrapes, %lu failed readings, %lu served a reading older than "
-		"asked for (a slow guest)", e.scrapes, e.errors, e.stale_served);
+	log_info("exporter: %lu scrapes, %lu failed readings, %lu served a reading older than "
+		 "asked for (a slow guest)", e.scrapes, e.errors, e.stale_served);
 	ret = 0;
 out:
 	if (!strncmp(listen_on, "unix:", 5))

@@ -244,13 +244,13 @@ static int check_spec(const struct events_db *db, const char *spec,
 
 	r = events_parse_spec(db, spec, &s, err, sizeof(err));
 	if (r) {
-		pr_err("%s", err);
+		log_err("%s", err);
 		return 1;
 	}
 	events_spec_format(&s, buf, sizeof(buf));
 	if (!other_family && !events_usable(s.event, has_pmu)) {
-		pr_err("%s is a valid spec, but %s needs a hardware PMU and this host has none; sample with TIMER instead (e.g. -e TIMER:4000)",
-		       spec, s.event->name);
+		log_err("%s is a valid spec, but %s needs a hardware PMU and this host has none; sample with TIMER instead (e.g. -e TIMER:4000)",
+			spec, s.event->name);
 		return 1;
 	}
 	if (s.event->unit != OPVM_UNIT_EVENTS)
@@ -278,7 +278,7 @@ static json_t *families_json(int has_pmu)
 
 		fdb = events_db_load(fams[i].id, OPVM_EVDB_FAMILY_ONLY, err, sizeof(err));
 		if (!fdb) {
-			pr_err("%s", err);
+			log_err("%s", err);
 			json_decref(fa);
 			return NULL;
 		}
@@ -326,7 +326,7 @@ static int list_json(struct events_db *db, const struct opvm_cpu_id *cpu,
 		json_object_set_new(root, "families", fa);
 	}
 	if (!root || json_dumpf(root, stdout, JSON_INDENT(2)) < 0) {
-		pr_err("cannot write JSON: out of memory?");
+		log_err("cannot write JSON: out of memory?");
 		json_decref(root);
 		return 1;
 	}
@@ -347,7 +347,7 @@ static int list_families_text(const char *host_family, int has_pmu)
 
 		fdb = events_db_load(fams[i].id, OPVM_EVDB_FAMILY_ONLY, err, sizeof(err));
 		if (!fdb) {
-			pr_err("%s", err);
+			log_err("%s", err);
 			return 1;
 		}
 		print_db(stdout, fdb, has_pmu, !strcmp(fams[i].id, host_family) ||
@@ -398,8 +398,8 @@ int cmd_list_events(int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
-		pr_err("unexpected argument '%s'; 'opvm list-events --help' shows the options",
-		       argv[optind]);
+		log_err("unexpected argument '%s'; 'opvm list-events --help' shows the options",
+			argv[optind]);
 		return 2;
 	}
 
@@ -409,10 +409,10 @@ int cmd_list_events(int argc, char **argv)
 
 	db = events_db_load(family ? family : host_family, 0, err, sizeof(err));
 	if (!db) {
-		pr_err("%s", err);
+		log_err("%s", err);
 		if (getenv("OPVM_EVENTS_DIR") && (errno == EINVAL || errno == ENOENT))
-			pr_info("OPVM_EVENTS_DIR=%s: fix its files, or unset it to use opvm's own",
-				getenv("OPVM_EVENTS_DIR"));
+			log_info("OPVM_EVENTS_DIR=%s: fix its files, or unset it to use opvm's own",
+				 getenv("OPVM_EVENTS_DIR"));
 		return 1;
 	}
 	if (check) {

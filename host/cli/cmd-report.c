@@ -90,7 +90,7 @@ static int parse(int argc, char **argv, struct report_args *a)
 			return -1;
 		case OPT_SORT:
 			if (report_parse_sort(optarg, &a->sort)) {
-				pr_err("--sort '%s': use samples, symbol, image or app", optarg);
+				log_err("--sort '%s': use samples, symbol, image or app", optarg);
 				return 2;
 			}
 			break;
@@ -98,7 +98,7 @@ static int parse(int argc, char **argv, struct report_args *a)
 			if (!strcmp(optarg, "json")) {
 				a->json = 1;
 			} else if (strcmp(optarg, "text")) {
-				pr_err("--format '%s': use text or json", optarg);
+				log_err("--format '%s': use text or json", optarg);
 				return 2;
 			}
 			break;
@@ -109,13 +109,13 @@ static int parse(int argc, char **argv, struct report_args *a)
 			a->depth = !strcmp(optarg, "guest") ? 1 : !strcmp(optarg, "app") ? 2 :
 				   !strcmp(optarg, "image") ? 3 : 0;
 			if (!a->depth) {
-				pr_err("--by '%s': use guest, app or image", optarg);
+				log_err("--by '%s': use guest, app or image", optarg);
 				return 2;
 			}
 			break;
 		case OPT_IMPORT:
 			if (a->nr_imports == sizeof(a->imports) / sizeof(a->imports[0])) {
-				pr_err("at most 16 --import options");
+				log_err("at most 16 --import options");
 				return 2;
 			}
 			a->imports[a->nr_imports++] = optarg;
@@ -123,7 +123,7 @@ static int parse(int argc, char **argv, struct report_args *a)
 		case OPT_WIDTH:
 			a->width = atoi(optarg);
 			if (a->width < 40 || a->width > 1000) {
-				pr_err("--width '%s': use 40 to 1000 columns", optarg);
+				log_err("--width '%s': use 40 to 1000 columns", optarg);
 				return 2;
 			}
 			break;
@@ -133,7 +133,7 @@ static int parse(int argc, char **argv, struct report_args *a)
 		default:
 			ret = report_cli_opt(&a->cli, opt, optarg, err, sizeof(err));
 			if (ret < 0) {
-				pr_err("%s", err);
+				log_err("%s", err);
 				return 2;
 			}
 			if (ret == 0) {
@@ -143,7 +143,7 @@ static int parse(int argc, char **argv, struct report_args *a)
 		}
 	}
 	if (report_cli_specs(&a->cli, argc, argv, optind, err, sizeof(err))) {
-		pr_err("%s", err);
+		log_err("%s", err);
 		return 2;
 	}
 	return 0;
@@ -159,12 +159,12 @@ static struct report *load(struct report_args *a, struct symres *res)
 	a->cli.ro.res = res;
 	r = report_load(&a->cli.ro, err, sizeof(err));
 	if (!r) {
-		pr_err("%s", err);
+		log_err("%s", err);
 		return NULL;
 	}
 	/* the call chains of a -g session: --callgraph, and JSON's stacks */
 	if ((a->callgraph || a->json) && report_stacks_load(r, &a->cli.ro)) {
-		pr_err("out of memory for the call chains");
+		log_err("out of memory for the call chains");
 		report_free(r);
 		return NULL;
 	}
@@ -217,13 +217,13 @@ static int import_files(const struct report_args *a)
 		int r = symres_import(a->cli.ro.session_dir, a->imports[i], where, sizeof(where));
 
 		if (r) {
-			pr_err("--import %s: %s", a->imports[i],
-			       r == -ENOEXEC ? "not an ELF file opvm can read" :
-			       r == -ENODATA ? "no build-id note (link with -Wl,--build-id)" :
-			       strerror(-r));
+			log_err("--import %s: %s", a->imports[i],
+				r == -ENOEXEC ? "not an ELF file opvm can read" :
+				r == -ENODATA ? "no build-id note (link with -Wl,--build-id)" :
+				strerror(-r));
 			return -1;
 		}
-		pr_info("imported %s as %s", a->imports[i], where);
+		log_info("imported %s as %s", a->imports[i], where);
 	}
 	return 0;
 }
@@ -236,13 +236,13 @@ static int print_text(FILE *out, const struct report_args *a, const struct repor
 	report_print_header(out, ra);
 	fputc('\n', out);
 	if (a->callgraph && !ra->stack_guests) {
-		pr_err("--callgraph: this session has no call chains; record with -g "
-		       "(opvm run -g, opvm attach -g)");
+		log_err("--callgraph: this session has no call chains; record with -g "
+			"(opvm run -g, opvm attach -g)");
 		return 1;
 	}
 	if (a->callgraph) {
 		if (report_print_callgraph(out, ra, po)) {
-			pr_err("cannot write the call graph: %s", strerror(errno));
+			log_err("cannot write the call graph: %s", strerror(errno));
 			return 1;
 		}
 	} else if (a->symbols) {
@@ -267,7 +267,7 @@ int cmd_report(int argc, char **argv)
 	report_cli_init(&a.cli);
 	diff = split_groups(argc, argv, &va, &na, &vb, &nb);
 	if (diff < 0) {
-		pr_err("a differential report takes two groups: { A options } { B options }");
+		log_err("a differential report takes two groups: { A options } { B options }");
 		ret = 2;
 		goto out;
 	}
@@ -302,13 +302,13 @@ int cmd_report(int argc, char **argv)
 	if (a.symbols) {
 		res = symres_new(&a.cli.sc);
 		if (!res) {
-			pr_err("cannot set up symbol lookup: %s", strerror(errno));
+			log_err("cannot set up symbol lookup: %s", strerror(errno));
 			goto out;
 		}
 	}
 	out = report_cli_safe_stream(stdout);
 	if (!out) {
-		pr_err("cannot set up output: %s", strerror(errno));
+		log_err("cannot set up output: %s", strerror(errno));
 		goto out;
 	}
 	po.threshold = a.cli.threshold;
@@ -337,7 +337,7 @@ int cmd_report(int argc, char **argv)
 	}
 	if (a.json) {
 		if (report_print_json(out, ra, &po)) {
-			pr_err("cannot write JSON: %s", strerror(errno));
+			log_err("cannot write JSON: %s", strerror(errno));
 			goto out;
 		}
 		ret = 0;
@@ -346,7 +346,7 @@ int cmd_report(int argc, char **argv)
 	ret = print_text(out, &a, ra, &po);
 out:
 	if (out && fclose(out) && !ret) {
-		pr_err("cannot write the report: %s", strerror(errno));
+		log_err("cannot write the report: %s", strerror(errno));
 		ret = 1;
 	}
 	report_free(ra);
@@ -356,7 +356,7 @@ out:
 	free(va);
 	free(vb);
 	if (fflush(stdout) && !ret) {
-		pr_err("cannot write the report: %s", strerror(errno));
+		log_err("cannot write the report: %s", strerror(errno));
 		ret = 1;
 	}
 	return ret;

@@ -26,7 +26,7 @@ static int run_parse(void *arg, int opt, const char *optarg)
 	if (opt == OPT_VMM)
 		return 1;	/* the backend is chosen already */
 	if (opt == 1) {
-		pr_err("unknown option '%s'; 'opvm run --help' lists them", optarg);
+		log_err("unknown option '%s'; 'opvm run --help' lists them", optarg);
 		return -1;
 	}
 	return 0;

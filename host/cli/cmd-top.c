@@ -113,7 +113,7 @@ static int top_once(struct hoststats *h, const struct top_opts *o, int json)
 	if (err == -EINTR || top_stop)
 		return 1;	/* SIGINT/SIGTERM: stop now, print nothing half-read */
 	if (err) {
-		pr_err("cannot read the guests of this host: %s", strerror(-err));
+		log_err("cannot read the guests of this host: %s", strerror(-err));
 		return 1;
 	}
 	if (json) {
@@ -121,7 +121,7 @@ static int top_once(struct hoststats *h, const struct top_opts *o, int json)
 
 		if (!j || json_dumpf(j, stdout, JSON_INDENT(2)) || putchar('\n') == EOF) {
 			json_decref(j);
-			pr_err("cannot write the JSON snapshot");
+			log_err("cannot write the JSON snapshot");
 			return 1;
 		}
 		json_decref(j);
@@ -149,28 +149,28 @@ static int top_parse(int argc, char **argv, struct top_opts *o, int *once, int *
 			continue;
 		}
 		if (!v || a[0] != '-') {
-			pr_err("%s '%s'; 'opvm top --help' lists the options",
-			       a[0] == '-' ? "missing value for" : "unexpected argument", a);
+			log_err("%s '%s'; 'opvm top --help' lists the options",
+				a[0] == '-' ? "missing value for" : "unexpected argument", a);
 			return -1;
 		}
 		i++;
 		if (!strcmp(a, "--format")) {
 			if (strcmp(v, "json") && strcmp(v, "text")) {
-				pr_err("--format takes text or json, not '%s'", v);
+				log_err("--format takes text or json, not '%s'", v);
 				return -1;
 			}
 			*json = !strcmp(v, "json");
 		} else if (!strcmp(a, "-d") || !strcmp(a, "--delay")) {
 			o->delay_s = strtod(v, &end);
 			if (*end || !(o->delay_s >= 0.1 && o->delay_s <= 3600)) {
-				pr_err("--delay wants seconds between 0.1 and 3600, not '%s'", v);
+				log_err("--delay wants seconds between 0.1 and 3600, not '%s'", v);
 				return -1;
 			}
 		} else if (!strcmp(a, "-s") || !strcmp(a, "--sort")) {
 			int k = hs_sort_parse(v);
 
 			if (k < 0) {
-				pr_err("--sort takes cpu, steal, exits, io or name, not '%s'", v);
+				log_err("--sort takes cpu, steal, exits, io or name, not '%s'", v);
 				return -1;
 			}
 			o->sort = (enum hs_sort)k;
@@ -182,7 +182,7 @@ static int top_parse(int argc, char **argv, struct top_opts *o, int *once, int *
 			unsigned long s = strtoul(v, &end, 10);
 
 			if (*end || !s || s > 3600) {
-				pr_err("--profile-seconds wants 1 to 3600, not '%s'", v);
+				log_err("--profile-seconds wants 1 to 3600, not '%s'", v);
 				return -1;
 			}
 			o->profile_s = (unsigned)s;
@@ -193,7 +193,7 @@ static int top_parse(int argc, char **argv, struct top_opts *o, int *once, int *
 		} else if (!strcmp(a, "--session-base")) {
 			o->session_base = v;
 		} else {
-			pr_err("unknown option '%s'; 'opvm top --help' lists them", a);
+			log_err("unknown option '%s'; 'opvm top --help' lists them", a);
 			return -1;
 		}
 	}
@@ -214,7 +214,7 @@ int cmd_top(int argc, char **argv)
 		return r > 0 ? 0 : 2;
 	}
 	if (json && !once) {
-		pr_err("--format json goes with --once (the live view is a screen)");
+		log_err("--format json goes with --once (the live view is a screen)");
 		return 2;
 	}
 	if (!o.delay_s)
@@ -229,18 +229,18 @@ int cmd_top(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	h = hoststats_new(&cfg);
 	if (!h) {
-		pr_err("out of memory");
+		log_err("out of memory");
 		return 1;
 	}
 	if (once) {
 		ret = top_once(h, &o, json);
 	} else if (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)) {
-		pr_err("the live view needs a terminal; use --once (and --format json) in scripts");
+		log_err("the live view needs a terminal; use --once (and --format json) in scripts");
 		ret = 2;
 	} else {
 		ret = top_view_run(h, &o, &top_stop);
 		if (ret)
-			pr_err("the live view stopped: %s", strerror(-ret));
+			log_err("the live view stopped: %s", strerror(-ret));
 		ret = ret ? 1 : 0;
 	}
 	hoststats_free(h);

@@ -49,8 +49,8 @@ static int parse_count(const char *opt, const char *val, unsigned lo, unsigned h
 	unsigned long v = val ? strtoul(val, &end, 10) : 0;
 
 	if (!val || !*val || *end || *val == '-' || v < lo || v > hi) {
-		pr_err("%s wants a number from %u to %u, not '%s'", opt, lo, hi,
-		       val ? val : "nothing");
+		log_err("%s wants a number from %u to %u, not '%s'", opt, lo, hi,
+			val ? val : "nothing");
 		return -1;
 	}
 	*out = (unsigned)v;
@@ -69,7 +69,7 @@ int pprof_parse_opt(struct pprof_cfg *cfg, const char *opt, const char *val)
 		return parse_count(opt, val, 1, 86400, &cfg->max_seconds);
 	if (!strcmp(opt, "--profile-dir")) {
 		if (!val) {
-			pr_err("--profile-dir wants a directory");
+			log_err("--profile-dir wants a directory");
 			return -1;
 		}
 		cfg->dir = val;
@@ -85,7 +85,7 @@ struct pprof *pprof_new(const struct pprof_cfg *cfg)
 	struct pprof *p = calloc(1, sizeof(*p));
 
 	if (!p || pipe2(p->stop_pipe, O_CLOEXEC)) {
-		pr_err("out of resources: %s", strerror(errno));
+		log_err("out of resources: %s", strerror(errno));
 		free(p);
 		return NULL;
 	}
@@ -95,8 +95,8 @@ struct pprof *pprof_new(const struct pprof_cfg *cfg)
 	if (!cfg->max_profiles) {
 		p->root[0] = '\0';	/* off: no directory */
 	} else if (!p->active || strlen(dir) > PATH_MAX - 64 || !mkdtemp(p->root)) {
-		pr_err("cannot make the profiles' directory in %s: %s; give --profile-dir DIR",
-		       dir, strerror(errno));
+		log_err("cannot make the profiles' directory in %s: %s; give --profile-dir DIR",
+			dir, strerror(errno));
 		close(p->stop_pipe[0]);
 		close(p->stop_pipe[1]);
 		free(p->active);

@@ -63,7 +63,7 @@ static int cmd_help(int argc, char **argv)
 	}
 	c = command_find(argv[1]);
 	if (!c) {
-		pr_err("'%s' is not an opvm command; 'opvm help' lists them", argv[1]);
+		log_err("'%s' is not an opvm command; 'opvm help' lists them", argv[1]);
 		return 2;
 	}
 	args[0] = (char *)c->name;
@@ -95,7 +95,7 @@ int main(int argc, char **argv)
 			printf("opvm %s\n", OPVM_VERSION);
 			return 0;
 		default:
-			pr_err("unknown option '%s'", argv[optind - 1]);
+			log_err("unknown option '%s'", argv[optind - 1]);
 			usage(stderr);
 			return 2;
 		}
@@ -113,6 +113,6 @@ int main(int argc, char **argv)
 	}
 	if (command_find(argv[i]))
 		return command_find(argv[i])->fn(argc - i, argv + i);
-	pr_err("'%s' is not an opvm command; 'opvm --help' lists them", argv[i]);
+	log_err("'%s' is not an opvm command; 'opvm --help' lists them", argv[i]);
 	return 2;
 }

@@ -130,8 +130,8 @@ static int parse_cap(struct session_opts *o, int opt, const char *arg)
 	uint64_t v;
 
 	if (util_parse_size(arg, &v) || v == 0) {
-		pr_err("%s wants a positive %s, not '%s'", names[k],
-		       opt == OPT_MAX_DISK ? "size (bytes, or with k, M, G)" : "number", arg);
+		log_err("%s wants a positive %s, not '%s'", names[k],
+			opt == OPT_MAX_DISK ? "size (bytes, or with k, M, G)" : "number", arg);
 		return -1;
 	}
 	*caps[k] = v;
@@ -153,17 +153,17 @@ static int parse_symbols(struct session_opts *o, int opt, const char *arg)
 		path = eq + 1;
 	}
 	if (opt == OPT_GUEST_ROOT && o->sym.nr_roots >= COLLECTOR_MAX_ROOTS) {
-		pr_err("at most %d --guest-root options", COLLECTOR_MAX_ROOTS);
+		log_err("at most %d --guest-root options", COLLECTOR_MAX_ROOTS);
 		return -1;
 	}
 	if (o->sym_used >= sizeof(o->sym_buf) / sizeof(o->sym_buf[0]) ||
 	    prefix > 128 || !realpath(path, abs)) {
-		pr_err("%s %s: %s; give the guest's %s", name, path,
-		       o->sym_used >= sizeof(o->sym_buf) / sizeof(o->sym_buf[0]) ?
-		       "too many symbol options" : strerror(errno ? errno : EINVAL),
-		       opt == OPT_GUEST_ROOT ? "root file system (a directory)" :
-		       opt == OPT_SYSTEM_MAP ? "System.map (or /proc/kallsyms copy)" :
-		       "kernel image (vmlinux or vmlinuz)");
+		log_err("%s %s: %s; give the guest's %s", name, path,
+			o->sym_used >= sizeof(o->sym_buf) / sizeof(o->sym_buf[0]) ?
+			"too many symbol options" : strerror(errno ? errno : EINVAL),
+			opt == OPT_GUEST_ROOT ? "root file system (a directory)" :
+			opt == OPT_SYSTEM_MAP ? "System.map (or /proc/kallsyms copy)" :
+			"kernel image (vmlinux or vmlinuz)");
 		return -1;
 	}
 	buf = o->sym_buf[o->sym_used++];
@@ -183,7 +183,7 @@ static int parse_duration(struct session_opts *o, const char *arg)
 	double s = strtod(arg, &end);
 
 	if (*end || s <= 0 || s > 1e7) {
-		pr_err("--duration wants seconds, e.g. --duration 30, not '%s'", arg);
+		log_err("--duration wants seconds, e.g. --duration 30, not '%s'", arg);
 		return -1;
 	}
 	o->common.duration_ms = (uint64_t)(s * 1000);
@@ -196,7 +196,7 @@ static int parse_umask(struct session_opts *o, const char *arg)
 	unsigned long m = strtoul(arg, &end, 8);
 
 	if (!*arg || *end || m > 0777) {
-		pr_err("--umask wants an octal mask such as 022 or 077, not '%s'", arg);
+		log_err("--umask wants an octal mask such as 022 or 077, not '%s'", arg);
 		return -1;
 	}
 	o->umask = (unsigned)m;
@@ -214,7 +214,7 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 		return 1;
 	case 'e':
 		if (c->nr_event_specs >= OPVM_MAX_EVENTS) {
-			pr_err("at most %d events at once", OPVM_MAX_EVENTS);
+			log_err("at most %d events at once", OPVM_MAX_EVENTS);
 			return -1;
 		}
 		c->event_specs[c->nr_event_specs++] = arg;
@@ -224,8 +224,8 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 		return 1;
 	case OPT_SEPARATE:
 		if (store_parse_separate(arg, &o->separate)) {
-			pr_err("--separate takes none, lib, kernel, thread, cpu or all "
-			       "(comma-separated), not '%s'", arg);
+			log_err("--separate takes none, lib, kernel, thread, cpu or all "
+				"(comma-separated), not '%s'", arg);
 			return -1;
 		}
 		o->separate_set = 1;
@@ -237,8 +237,8 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 		return 1;
 	case OPT_FROM_EXEC:
 		if (!*arg || strchr(arg, '/') || strlen(arg) >= 64) {
-			pr_err("--from-exec wants an executable's base name such as abratio, "
-			       "not '%s'", arg);
+			log_err("--from-exec wants an executable's base name such as abratio, "
+				"not '%s'", arg);
 			return -1;
 		}
 		o->from_exec = arg;
@@ -259,7 +259,7 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 		enum introspect_mode m;
 
 		if (introspect_parse_mode(arg, &m)) {
-			pr_err("--introspect takes auto, off or only, not '%s'", arg);
+			log_err("--introspect takes auto, off or only, not '%s'", arg);
 			return -1;
 		}
 		o->introspect = (int)m;
@@ -271,10 +271,10 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 			      &o->fetch_max_cache;
 
 		if (util_parse_size(arg, v) || *v < 4096) {
-			pr_err("%s wants a size of at least 4k, e.g. 64M, not '%s'",
-			       opt == OPT_FETCH_MAX_FILE ? "--fetch-max-file" :
-			       opt == OPT_FETCH_MAX_SESSION ? "--fetch-max-session" :
-			       "--fetch-cache-max", arg);
+			log_err("%s wants a size of at least 4k, e.g. 64M, not '%s'",
+				opt == OPT_FETCH_MAX_FILE ? "--fetch-max-file" :
+				opt == OPT_FETCH_MAX_SESSION ? "--fetch-max-session" :
+				"--fetch-cache-max", arg);
 			return -1;
 		}
 		return 1;
@@ -290,16 +290,16 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 		return 1;
 	case OPT_CALL_GRAPH:
 		if (strcmp(arg, "fp") && strcmp(arg, "dwarf")) {
-			pr_err("--call-graph takes fp (frame pointers) or dwarf (the guest "
-			       "binaries' CFI, needs them on the host), not '%s'", arg);
+			log_err("--call-graph takes fp (frame pointers) or dwarf (the guest "
+				"binaries' CFI, needs them on the host), not '%s'", arg);
 			return -1;
 		}
 		o->callgraph.mode = strcmp(arg, "fp") ? SAMPLER_CG_DWARF : SAMPLER_CG_FP;
 		return 1;
 	case OPT_MAX_MODEL_MEM:
 		if (util_parse_size(arg, &o->model_max_bytes) || o->model_max_bytes < (1u << 20)) {
-			pr_err("--max-model-mem wants a size of at least 1M, e.g. 128M, not '%s'",
-			       arg);
+			log_err("--max-model-mem wants a size of at least 1M, e.g. 128M, not '%s'",
+				arg);
 			return -1;
 		}
 		return 1;
@@ -376,9 +376,9 @@ static const char *fetch_cache_dir(const struct session_opts *o, char *buf, size
 		}
 	}
 	if (fd < 0) {
-		pr_warn("%s; the guests' binaries are not fetched (give --fetch-cache DIR, "
-			"a private directory of yours, or --no-fetch)",
-			err[0] ? err : strerror(-fd));
+		log_warn("%s; the guests' binaries are not fetched (give --fetch-cache DIR, "
+			 "a private directory of yours, or --no-fetch)",
+			 err[0] ? err : strerror(-fd));
 		return NULL;
 	}
 	close(fd);
@@ -503,13 +503,13 @@ static int add_and_start(struct collector *c, struct backend_target *t, size_t n
 	for (size_t i = 0; i < n; i++) {
 		g[i] = collector_add_guest(c, t[i].name, t[i].nr_vcpus);
 		if (!g[i]) {
-			pr_err("cannot add guest '%s' to the session: %s", t[i].name,
-			       strerror(errno));
+			log_err("cannot add guest '%s' to the session: %s", t[i].name,
+				strerror(errno));
 			return -1;
 		}
 		err = cguest_set_introspect(g[i], t[i].mem, im);
 		if (err < 0) {
-			pr_err("cannot read the memory of '%s': %s", t[i].name, strerror(-err));
+			log_err("cannot read the memory of '%s': %s", t[i].name, strerror(-err));
 			return -1;
 		}
 		if (t[i].chan_fd >= 0 && im == INTROSPECT_ONLY) {
@@ -522,8 +522,8 @@ static int add_and_start(struct collector *c, struct backend_target *t, size_t n
 						 t[i].reconnect_arg);
 			t[i].chan_fd = -1;
 			if (err < 0) {
-				pr_err("cannot read the channel of '%s': %s", t[i].name,
-				       strerror(-err));
+				log_err("cannot read the channel of '%s': %s", t[i].name,
+					strerror(-err));
 				return -1;
 			}
 		}
@@ -537,8 +537,8 @@ static int add_and_start(struct collector *c, struct backend_target *t, size_t n
 		err = s->ops->start(s, &sink);
 		if (err) {
 			why = s->ops->last_error(s);
-			pr_err("cannot start sampling '%s': %s%s%s", t[i].name, strerror(-err),
-			       why ? ": " : "", why ? why : "");
+			log_err("cannot start sampling '%s': %s%s%s", t[i].name, strerror(-err),
+				why ? ": " : "", why ? why : "");
 			return -1;
 		}
 	}
@@ -556,8 +556,8 @@ static int samplers_failed(struct backend_target *t, size_t n)
 		int st = s->ops->status(s);
 
 		if (st < 0) {
-			pr_err("guest '%s': %s; the samples taken so far are kept",
-			       t[i].name, why ? why : strerror(-st));
+			log_err("guest '%s': %s; the samples taken so far are kept",
+				t[i].name, why ? why : strerror(-st));
 			ret = -1;
 		}
 	}
@@ -582,12 +582,12 @@ static int collect(const struct session_opts *o, const struct backend_setup *set
 	if (!o->no_image_symbols)
 		default_symbols(setup, &cfg.symbols, def);
 	if (o->callgraph.mode == SAMPLER_CG_DWARF && host_files_open(&hf, &cfg)) {
-		pr_err("cannot set up symbol lookup for --call-graph dwarf: %s", strerror(errno));
+		log_err("cannot set up symbol lookup for --call-graph dwarf: %s", strerror(errno));
 		return -1;
 	}
 	c = collector_new(&cfg);
 	if (!c) {
-		pr_err("cannot set up the session in %s: %s", cfg.session_dir, strerror(errno));
+		log_err("cannot set up the session in %s: %s", cfg.session_dir, strerror(errno));
 		return -1;
 	}
 	t0 = util_now_ns();
@@ -596,8 +596,8 @@ static int collect(const struct session_opts *o, const struct backend_setup *set
 	err = collector_run(c, &stop_flag, o->common.duration_ms);
 	ret = 0;
 	if (err) {
-		pr_err("profiling stopped early: %s; the samples taken so far are kept",
-		       strerror(-err));
+		log_err("profiling stopped early: %s; the samples taken so far are kept",
+			strerror(-err));
 		ret = -1;
 	}
 	if (samplers_failed(t, n))
@@ -622,7 +622,7 @@ static void print_notes(const char *notes)
 		const char *nl = strchr(p, '\n');
 		int len = nl ? (int)(nl - p) : (int)strlen(p);
 
-		pr_warn("%.*s", len, p);
+		log_warn("%.*s", len, p);
 		p += len + (nl ? 1 : 0);
 	}
 }
@@ -647,7 +647,7 @@ static int open_all(const struct backend_ops *b, void *bst, struct vm_monitor *c
 		print_notes(ti->notes);
 		ti->notes[0] = '\0';
 		if (r) {
-			pr_err("%s", err[0] ? err : strerror(-r));
+			log_err("%s", err[0] ? err : strerror(-r));
 			++*opened;	/* half open: close() it too */
 			return -1;
 		}
@@ -666,7 +666,7 @@ static int finish_all(const struct backend_ops *b, void *bst, struct backend_tar
 		err[0] = '\0';
 		if (b->finish(bst, &t[i], err, sizeof(err))) {
 			if (err[0])
-				pr_err("%s", err);
+				log_err("%s", err);
 			ret = -1;
 		}
 	}
@@ -678,10 +678,10 @@ static void intro(const struct session_opts *o, const struct backend_target *t, 
 	if (!isatty(STDERR_FILENO))
 		return;
 	if (n == 1 && t[0].intro[0])
-		pr_info("%s", t[0].intro);
+		log_info("%s", t[0].intro);
 	else
-		pr_info("profiling %zu guest%s; Ctrl-C stops%s", n, n == 1 ? "" : "s",
-			o->common.duration_ms ? " (or --duration)" : "");
+		log_info("profiling %zu guest%s; Ctrl-C stops%s", n, n == 1 ? "" : "s",
+			 o->common.duration_ms ? " (or --duration)" : "");
 }
 
 /* Where the guest kernel's ORC tables are (link-time addresses), from the
@@ -710,14 +710,14 @@ static void callgraph_kernel(struct session_opts *o, const struct backend_setup 
 			o->callgraph.anchors[i].addr = 0;
 	}
 	if (!map && o->no_fetch)
-		pr_warn("--call-graph: kernel samples keep their own frame only: with "
-			"--no-fetch the guest's kallsyms cannot locate its kernel's ORC "
-			"tables; give its System.map (--system-map FILE) for kernel stacks");
+		log_warn("--call-graph: kernel samples keep their own frame only: with "
+			 "--no-fetch the guest's kallsyms cannot locate its kernel's ORC "
+			 "tables; give its System.map (--system-map FILE) for kernel stacks");
 	else if (!ks)
-		pr_warn("--call-graph: %s; kernel samples keep their own frame only", err);
+		log_warn("--call-graph: %s; kernel samples keep their own frame only", err);
 	else if (missing) {
-		pr_warn("--call-graph: %s has no ORC tables (__start_orc_unwind...): kernel "
-			"samples keep their own frame only", map);
+		log_warn("--call-graph: %s has no ORC tables (__start_orc_unwind...): kernel "
+			 "samples keep their own frame only", map);
 		o->callgraph.orc_ip_start = 0;
 	}
 	ksyms_free(ks);
@@ -739,8 +739,8 @@ static int session_dir_make(const char *dir)
 		return 0;
 	fd = safepath_open_base(dir, 0755, SAFEPATH_CREATE, NULL, 0, err, sizeof(err));
 	if (fd < 0) {
-		pr_err("cannot create the session directory %s: %s", dir,
-		       err[0] ? err : strerror(-fd));
+		log_err("cannot create the session directory %s: %s", dir,
+			err[0] ? err : strerror(-fd));
 		return -1;
 	}
 	close(fd);
@@ -760,17 +760,17 @@ int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 	r = b->prepare(bst, &o->common, &setup, err, sizeof(err));
 	print_notes(setup.notes);
 	if (r) {
-		pr_err("%s", err[0] ? err : strerror(-r));
+		log_err("%s", err[0] ? err : strerror(-r));
 		return r == -EINVAL ? 2 : 1;
 	}
 	if (o->from_workload && !setup.workload) {
-		pr_err("--from-workload goes with opvm run --workload NAME; name the "
-		       "process with --from-exec NAME otherwise");
+		log_err("--from-workload goes with opvm run --workload NAME; name the "
+			"process with --from-exec NAME otherwise");
 		return 2;
 	}
 	if (o->callgraph.mode && !b->callgraph) {
-		pr_err("--call-graph: the %s backend cannot read guest stacks (it never "
-		       "stops the guest); use --sampler gdbstub, or drop -g", b->name);
+		log_err("--call-graph: the %s backend cannot read guest stacks (it never "
+			"stops the guest); use --sampler gdbstub, or drop -g", b->name);
 		return 2;
 	}
 	if (o->callgraph.mode)
@@ -784,7 +784,7 @@ int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 	signal(SIGPIPE, SIG_IGN);
 	t = calloc(n ? n : 1, sizeof(*t));
 	if (!t) {
-		pr_err("out of memory");
+		log_err("out of memory");
 		return 1;
 	}
 	for (size_t i = 0; i < n && o->callgraph.mode; i++)
@@ -861,7 +861,7 @@ static int unknown_backend(const struct session_cli *cli, const char *name)
 		snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s--%s=%s",
 			 names[0] ? " or " : "", cli->select, backends[i]->name);
 	}
-	pr_err("unknown %s '%s': use %s", cli->select, name, names);
+	log_err("unknown %s '%s': use %s", cli->select, name, names);
 	return 2;
 }
 
@@ -876,16 +876,16 @@ static int dispatch(const struct session_cli *cli, struct session_opts *o,
 	if (opt == 'h')
 		return 1;
 	if (opt == ':') {
-		pr_err("option %s needs a value", arg);
+		log_err("option %s needs a value", arg);
 		return 2;
 	}
 	if (opt == '?') {
 		if (b == backend_find(cli->kind, NULL))
-			pr_err("unknown option '%s'; 'opvm %s --help' lists them", arg,
-			       cli->command);
+			log_err("unknown option '%s'; 'opvm %s --help' lists them", arg,
+				cli->command);
 		else
-			pr_err("unknown option '%s'; 'opvm %s --%s=%s --help' lists them", arg,
-			       cli->command, cli->select, b->name);
+			log_err("unknown option '%s'; 'opvm %s --%s=%s --help' lists them", arg,
+				cli->command, cli->select, b->name);
 		return 2;
 	}
 	r = session_parse(o, opt, optarg);
@@ -896,7 +896,7 @@ static int dispatch(const struct session_cli *cli, struct session_opts *o,
 		return r < 0 ? 2 : 0;
 	if (b->parse && !b->parse(bst, opt, optarg, err, sizeof(err)))
 		return 0;
-	pr_err("%s", err[0] ? err : "bad option");
+	log_err("%s", err[0] ? err : "bad option");
 	return 2;
 }
 
@@ -920,7 +920,7 @@ int session_parse_argv(const struct session_cli *cli, int argc, char **argv,
 	*bst = (*b)->new();
 	if (!all || !*bst) {
 		free(all);
-		pr_err("out of memory");
+		log_err("out of memory");
 		return 2;
 	}
 	join_short(optstring, sizeof(optstring), shorts, 2);

@@ -51,15 +51,8 @@ static struct app_sum *app_row(struct sum_ctx *sc, size_t ti, const char *app)
 	for (k = 0; k < sc->nr; k++)
 		if (sc->apps[k].target == ti && !strcmp(sc->apps[k].app, app))
 			return &sc->apps[k];
-	if (sc->nr == sc->cap) {
-		size_t ncap = sc->cap ? sc->cap * 2 : 64;
-		struct app_sum *na = realloc(sc->apps, ncap * sizeof(*na));
-
-		if (!na)
-			return NULL;
-		sc->apps = na;
-		sc->cap = ncap;
-	}
+	if (UTIL_GROW(sc->apps, sc->cap, sc->nr + 1, 64))
+		return NULL;
 	sc->apps[k].target = ti;
 	snprintf(sc->apps[k].app, sizeof(sc->apps[k].app), "%s", app);
 	sc->apps[k].samples = 0;

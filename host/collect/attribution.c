@@ -4,7 +4,8 @@
  * this file is mostly about doing them fast: at a few hundred samples per
  * second per vCPU nothing here matters, but a guest with many vCPUs under a
  * high-rate event, or a collector catching up after a stall, should drain
- * tens of millions of samples per second on one core.
+ * tens of millions of samples per second on one core.  Call chains (-g)
+ * are filed by attribution-stacks.c.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -17,6 +18,7 @@
 #include "lib/util.h"
 #include "host/collect/store.h"
 #include "host/collect/attribution.h"
+#include "host/collect/attribution-priv.h"
 #include "unwind/dwarf-cfi.h"
 
 #define SYNC_HOLD_MS_DEFAULT	2000
@@ -26,14 +28,13 @@
 
 enum { FILED = 0, HOLD = 1 };
 
-/* Names that do not come from the guest.  Their addresses are the cache
- * identities of the images/apps they name. */
-static const char NAME_VMLINUX[] = "vmlinux";
-static const char NAME_ANON[] = "{anon}";
-static const char NAME_KTHREAD[] = "{kthread}";
-static const char NAME_IDLE[] = "{idle}";
-static const char NAME_BOOT[] = "{boot}";
-static const char NAME_UNKNOWN[] = "{unknown}";
+/* Names that do not come from the guest (attribution-priv.h). */
+const char NAME_VMLINUX[] = "vmlinux";
+const char NAME_ANON[] = "{anon}";
+const char NAME_KTHREAD[] = "{kthread}";
+const char NAME_IDLE[] = "{idle}";
+const char NAME_BOOT[] = "{boot}";
+const char NAME_UNKNOWN[] = "{unknown}";
 static const char TAG_ANON_CR3[] = "{anon-cr3}";	/* + skey.extra = cr3 */
 
 /*
@@ -95,90 +96,6 @@ struct vcache {
 struct held {
 	struct opvm_sample s;	/* chain dropped */
 	uint64_t t;
-};
-
-/* A stack waiting for a binary (attribution.h, first-session stacks): the sample
- * with its own copies of the chain and the stack window after it. */
-struct deferred {
-	struct opvm_sample x;	/* x.chain, x.stack point into data[] */
-	uint64_t t;		/* ms, when it first waited */
-	uint64_t cr3n;		/* its process's address space then */
-	uint32_t tgid;		/* ... and the process */
-	size_t bytes;		/* of the whole allocation */
-	uint64_t data[];
-};
-
-struct sync {
-	struct store *st;
-	struct gstate *gs;
-	struct ring **rings;
-	unsigned nr_rings;
-	unsigned sep;
-	unsigned hold_ms;
-	bool u_slot;			/* user cache entries depend on the slot */
-	bool k_slot;			/* kernel ones do */
-	bool k_cr3;			/* kernel ones depend on CR3 without a slot */
-
-	uint64_t gen;			/* generation the caches belong to */
-	uint32_t epoch;			/* cache entries of another epoch are
-					 * stale: dropping them all is O(1) */
-	struct vcache *vc;
-	unsigned vc_mask;
-	struct cent *uc;		/* user mappings, 1 << UBITS */
-	bool u_cpu;			/* user entries depend on the vCPU */
-	struct sc_ent *sc;
-
-	struct held *held;		/* ring buffer, oldest first */
-	size_t hold_cap, hold_head, hold_nr;
-	uint64_t held_gen;		/* generation of the last full retry */
-	uint32_t force_tgid;		/* nonzero: file this process's samples
-					 * whatever is missing (it is going) */
-	bool chains;			/* -g: file chains (sync_config) */
-	struct stacktab *stk;		/* the stack table, opened on first use */
-	bool stk_failed;
-	/* -g dwarf: user stacks unwound here (sync_config's host_file) */
-	struct unwind_dwarf *dw;
-	int (*host_file)(void *arg, const char *path, const uint8_t *bid, size_t bid_len,
-			 char *out, size_t outlen);
-	void *host_file_arg;
-	uint8_t stack[OPVM_MAX_STACK];	/* the sample being taken's */
-	struct sync_dwarf_stats dws;
-	int (*image_wait)(const struct gstate_cookie *c, void *arg);
-	struct deferred **dq;		/* SYNC_DEFER_MAX, oldest first */
-	size_t dq_head, dq_nr, dq_bytes;
-	bool dq_kick;			/* a binary came: redo them all */
-	char start_exec[64];		/* --from-exec name, "" once started */
-	void (*image_used)(const struct gstate_cookie *c, void *arg);
-	void *image_arg;
-	uint64_t start_gen;		/* model generation last looked at */
-	uint64_t started_ms;
-
-	/*
-	 * Sample files get dense ids (fid, from 1) so that samples can be
-	 * queued as (fid, offset) and added file by file: a sample file's
-	 * table is then hot in the cache and TLB while its samples go in,
-	 * instead of every sample touching a random page of a random file.
-	 */
-	struct sfile **fsf;		/* fid -> file */
-	uint32_t *fcnt;			/* fid -> queued count / cursor */
-	uint32_t *touched;		/* fids queued in this batch */
-	uint32_t nr_f, cap_f;		/* fids used (incl. 0), allocated */
-	struct fmap_ent {
-		struct sfile *sf;
-		uint32_t fid;
-	} *fmap;			/* file -> fid, open addressing */
-	unsigned fmap_bits;
-
-	uint32_t *pfid;			/* queued samples, PEND_MAX */
-	uint64_t *poff;
-	uint64_t *soff;			/* the same, grouped by file */
-	size_t npend;
-
-	uint64_t chain[OPVM_MAX_CALLCHAIN];	/* the sample being taken's */
-
-	struct opvm_stats stats;
-	uint64_t store_errors;
-	int first_err;
 };
 
 #define PEND_MAX	65536
@@ -511,11 +428,6 @@ static uint32_t sfile_for(struct sync *s, struct skey *k, const char *app,
 	return fid;
 }
 
-static const char *proc_app(const struct gstate_process *p)
-{
-	return p->exe ? p->exe->path : p->comm;
-}
-
 static inline bool cent_match(const struct sync *s, const struct cent *e,
 			      const struct opvm_sample *x, bool slot, bool cr3, uint64_t cr3n,
 			      bool cpu)
@@ -556,10 +468,6 @@ static inline unsigned cent_index(uint64_t rip, uint64_t cr3n, unsigned bits)
  */
 #define OPVM_MODULES_START	0xffffffffc0000000ull
 #define OPVM_MODULES_END	0xffffffffff000000ull
-
-/* The lower half of x86-64 addresses: a CPL-0 sample there ran before the
- * kernel's own mapping (firmware, boot loader, decompressor). */
-#define OPVM_KERNEL_HALF	0xffff800000000000ull
 
 /*
  * Idle (pid 0 by the current-task slot) and boot code are applications of
@@ -668,7 +576,7 @@ static int file_kernel(struct sync *s, const struct opvm_sample *x, bool force)
 		if (slot && (x->flags & OPVM_SAMPLE_KTHREAD))
 			app = NAME_KTHREAD;
 		else if (p)
-			app = proc_app(p);
+			app = attribution_proc_app(p);
 		else if (!gstate_get_hello(s->gs))
 			/* no module has spoken: no process to name (boot, mostly),
 			 * the kernel's own, as without the separation */
@@ -705,37 +613,6 @@ static int file_anon_cr3(struct sync *s, const struct opvm_sample *x, uint64_t c
 	return add(s, sfile_for(s, &k, name, name, NULL), x->rip);
 }
 
-/* The process a user sample's slot names when CR3 names none: only one
- * whose address space the model does not know (one with another CR3 may
- * just have exec'd, and its old mappings would name the new image's
- * addresses).  NULL otherwise. */
-static const struct gstate_process *slot_proc_without_as(struct sync *s,
-							 const struct opvm_sample *x)
-{
-	const struct gstate_process *q;
-
-	if (!(x->flags & OPVM_SAMPLE_SLOT) || (x->flags & OPVM_SAMPLE_KTHREAD) || !x->slot_tgid)
-		return NULL;
-	q = gstate_proc_by_tgid(s->gs, x->slot_tgid);
-	return q && !q->cr3 ? q : NULL;
-}
-
-/* p's mapping holding pc.  A forked child whose address space was never
- * described (the module skips a child that exec'd or exited before it got
- * to it) is still a copy of its parent's. */
-static const struct gstate_mapping *map_of(struct sync *s, const struct gstate_process *p,
-					   uint64_t pc)
-{
-	const struct gstate_mapping *m = p ? gstate_map_find(p, pc) : NULL;
-
-	if (!m && p && !p->nr_maps && p->ppid && p->ppid != p->tgid) {
-		const struct gstate_process *pp = gstate_proc_by_tgid(s->gs, p->ppid);
-
-		m = pp ? gstate_map_find(pp, pc) : NULL;
-	}
-	return m;
-}
-
 static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 {
 	uint64_t cr3n = opvm_cr3_normalise(x->cr3);
@@ -764,7 +641,7 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 		vc->p = p;
 		vc->p_epoch = s->epoch;
 	}
-	if (!p && (p = slot_proc_without_as(s, x)))
+	if (!p && (p = attribution_slot_proc(s, x)))
 		via_slot = true;
 	if (!p) {
 		if (!gstate_procs_announced(s->gs)) {
@@ -793,16 +670,16 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 		else if (!force && s->hold_ms && gstate_get_hello(s->gs))
 			return HOLD;
 	}
-	k.app = proc_app(p);
+	k.app = attribution_proc_app(p);
 
-	m = map_of(s, p, x->rip);
+	m = attribution_map_of(s, p, x->rip);
 	if (!m) {
 		if (!force && s->hold_ms && gstate_get_hello(s->gs))
 			return HOLD;
 		s->stats.lost_no_mapping++;
 		s->stats.user++;
 		k.image = NAME_ANON;
-		return add(s, sfile_for(s, &k, proc_app(p), NAME_ANON, NULL), x->rip);
+		return add(s, sfile_for(s, &k, attribution_proc_app(p), NAME_ANON, NULL), x->rip);
 	}
 	if (m->cookie) {
 		image = m->cookie->path;
@@ -812,7 +689,7 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 		offset = x->rip;
 	}
 	k.image = image;
-	fid = sfile_for(s, &k, proc_app(p), image, m->cookie);
+	fid = sfile_for(s, &k, attribution_proc_app(p), image, m->cookie);
 	s->stats.user++;
 	ret = add(s, fid, offset);
 	if (ret == FILED) {
@@ -933,267 +810,6 @@ int sync_started(const struct sync *s, uint64_t *at_ms)
 	return !s->start_exec[0];
 }
 
-/* ---- call chains ---------------------------------------------------------- */
-
-/* The process a chain belongs to: as file_user() and file_kernel() name
- * it (the slot's task in the kernel, the address space in user mode). */
-static const struct gstate_process *chain_proc(struct sync *s, const struct opvm_sample *x)
-{
-	const struct gstate_process *p;
-
-	if (x->cpl != 3 && (x->flags & OPVM_SAMPLE_SLOT))
-		return (x->flags & OPVM_SAMPLE_KTHREAD) ? NULL :
-		       gstate_proc_by_tgid(s->gs, x->slot_tgid);
-	p = gstate_proc_by_cr3(s->gs, opvm_cr3_normalise(x->cr3));
-	return p ? p : slot_proc_without_as(s, x);
-}
-
-/* One frame at pc, named as a sample file would name it. */
-static void chain_frame(struct sync *s, const struct gstate_process *p, uint64_t pc,
-			struct store_frame *f)
-{
-	const struct gstate_mapping *m;
-	const struct gstate_module *mod;
-	uint64_t lo, hi;
-
-	*f = (struct store_frame){ .image = NAME_ANON, .offset = pc };
-	if (pc >= OPVM_KERNEL_HALF) {
-		mod = gstate_module_range(s->gs, pc, &lo, &hi);
-		f->kernel = 1;
-		f->image = mod ? mod->name : NAME_VMLINUX;
-		f->offset = mod ? pc - mod->base : pc;
-		return;
-	}
-	m = map_of(s, p, pc);
-	if (m && m->cookie) {
-		f->image = m->cookie->path;
-		f->offset = pc - m->start + m->pgoff;
-		f->build_id = m->cookie->build_id;
-		f->build_id_len = m->cookie->build_id_len;
-	}
-}
-
-/* unwind_dwarf()'s find_image: the mapping of the chain's process that
- * holds pc, and the host copy of its file.  missing: the first image with
- * a build-id the host had no file for. */
-struct dwarf_ctx {
-	struct sync *s;
-	const struct gstate_process *p;
-	const struct gstate_cookie *missing;
-	char path[4096];
-};
-
-static int dwarf_image(void *arg, uint64_t pc, struct unwind_dwarf_image *out)
-{
-	struct dwarf_ctx *d = arg;
-	const struct gstate_mapping *m = map_of(d->s, d->p, pc);
-
-	if (!m || !m->cookie)
-		return -ENOENT;
-	if (d->s->host_file(d->s->host_file_arg, m->cookie->path, m->cookie->build_id,
-			    m->cookie->build_id_len, d->path, sizeof(d->path))) {
-		if (!d->missing && m->cookie->build_id_len)
-			d->missing = m->cookie;
-		return -ENOENT;
-	}
-	*out = (struct unwind_dwarf_image){ .path = d->path, .start = m->start, .end = m->end,
-					    .pgoff = m->pgoff };
-	return 0;
-}
-
-/* The whole chain of x, leaf first, into pcs: its own, and with a user
- * stack (-g dwarf, unless !unwind) the user part unwound from it.  Returns
- * how many; *missing: a binary the unwind needed and had no file for. */
-static unsigned chain_pcs(struct sync *s, const struct opvm_sample *x,
-			  const struct gstate_process *p, uint64_t *pcs, bool unwind,
-			  const struct gstate_cookie **missing)
-{
-	struct unwind_regs r = { .ip = x->user_ip, .sp = x->user_sp, .bp = x->user_bp, .cpl = 3 };
-	struct dwarf_ctx d = { s, p, NULL, "" };
-	unsigned n = 0, k;
-	int64_t t0;
-
-	*missing = NULL;
-	pcs[n++] = x->rip;
-	for (unsigned i = 0; i < x->nr_chain && n < STORE_STACKS_MAX_FRAMES; i++)
-		pcs[n++] = x->chain[i];
-	if (!(x->flags & OPVM_SAMPLE_STACK) || n >= STORE_STACKS_MAX_FRAMES)
-		return n;
-	if (!s->dw || !p || !unwind) {
-		if (x->cpl != 3)	/* at least where the task was */
-			pcs[n++] = x->user_ip;
-		return n;
-	}
-	/* a user sample's own ip is the unwind's first pc */
-	if (x->cpl == 3)
-		n--;
-	t0 = util_now_ns();
-	k = unwind_dwarf(s->dw, &r, x->stack, x->stack_len, dwarf_image, &d, pcs + n,
-			 STORE_STACKS_MAX_FRAMES - n, NULL);
-	s->dws.ns += (uint64_t)(util_now_ns() - t0);
-	s->dws.unwinds++;
-	s->dws.frames += k;
-	*missing = d.missing;
-	return k ? n + k : n + (x->cpl == 3);
-}
-
-/* Files the chain pcs[0..nr) of x (leaf first) in the stack table, under
- * its process p. */
-static void chain_store(struct sync *s, const struct opvm_sample *x,
-			const struct gstate_process *p, const uint64_t *pcs, unsigned nr)
-{
-	struct store_frame f[STORE_STACKS_MAX_FRAMES];
-	const char *app = p ? proc_app(p) : NAME_UNKNOWN;
-	unsigned n = 0;
-
-	if (x->rip < OPVM_KERNEL_HALF && x->cpl != 3)
-		app = NAME_BOOT;
-	else if (x->cpl != 3 && (x->flags & OPVM_SAMPLE_SLOT) && !x->slot_tgid)
-		app = NAME_IDLE;
-	else if (x->cpl != 3 && (x->flags & OPVM_SAMPLE_KTHREAD))
-		app = NAME_KTHREAD;
-	for (unsigned i = 0; i < nr; i++)
-		chain_frame(s, p, pcs[i], &f[n++]);
-	if (app == NAME_BOOT)	/* as file_kernel_own() files it */
-		f[0] = (struct store_frame){ .image = NAME_VMLINUX, .kernel = 1, .offset = x->rip };
-	if (!s->stk && !s->stk_failed && !(s->stk = store_stacks_open(s->st)))
-		s->stk_failed = true;
-	if (s->stk)
-		store_stack_add(s->stk, x->event, app, f, n);
-	else
-		store_stack_lost(s->st);
-}
-
-enum { CHAIN_WHOLE = 0, CHAIN_CUT = 1, CHAIN_WAIT = 2 };
-
-/* Unwinds x's chain and files it, unless it met a binary the guest is
- * still sending and may_wait: CHAIN_WAIT, nothing filed.  A deferred x
- * (d) is unwound only in the process it was taken in. */
-static int chain_try(struct sync *s, const struct opvm_sample *x, const struct deferred *d,
-		     bool may_wait)
-{
-	uint64_t pcs[STORE_STACKS_MAX_FRAMES];
-	const struct gstate_process *p = chain_proc(s, x);
-	const struct gstate_cookie *missing;
-	bool same = !d || (p && p->tgid == d->tgid && p->cr3 == d->cr3n);
-	unsigned nr = chain_pcs(s, x, same ? p : NULL, pcs, same, &missing);
-
-	if (!same && p)		/* exec'd or gone: its frames cannot be named */
-		p = NULL;
-	if (missing && may_wait && s->image_wait && s->image_wait(missing, s->image_arg))
-		return CHAIN_WAIT;
-	if (missing || !same)
-		s->dws.cut_missing++;
-	chain_store(s, x, p, pcs, nr);
-	return missing || !same ? CHAIN_CUT : CHAIN_WHOLE;
-}
-
-/* ---- stacks waiting for a binary (attribution.h) ------------------------------------ */
-
-static void defer_free(struct sync *s, struct deferred *d)
-{
-	s->dq_bytes -= d->bytes;
-	free(d);
-}
-
-/* Files the oldest waiting stack with what there is. */
-static void defer_evict_one(struct sync *s)
-{
-	struct deferred *d = s->dq[s->dq_head];
-
-	chain_try(s, &d->x, d, false);
-	defer_free(s, d);
-	s->dq_head = (s->dq_head + 1) % SYNC_DEFER_MAX;
-	s->dq_nr--;
-}
-
-/* Queues x to be unwound again later; 0, or -ENOMEM (then x is filed). */
-static int defer(struct sync *s, const struct opvm_sample *x, uint64_t now)
-{
-	const struct gstate_process *p = chain_proc(s, x);
-	size_t chain = (size_t)x->nr_chain * sizeof(uint64_t), bytes;
-	struct deferred *d;
-
-	bytes = sizeof(*d) + chain + x->stack_len;
-	while (s->dq_nr && (s->dq_nr == SYNC_DEFER_MAX ||
-			    s->dq_bytes + bytes > SYNC_DEFER_MAX_BYTES))
-		defer_evict_one(s);
-	d = p ? malloc(bytes) : NULL;
-	if (!d)
-		return -ENOMEM;
-	d->x = *x;
-	d->t = now;
-	d->tgid = p->tgid;
-	d->cr3n = p->cr3;
-	d->bytes = bytes;
-	d->x.chain = x->nr_chain ? memcpy(d->data, x->chain, chain) : NULL;
-	d->x.stack = memcpy((uint8_t *)d->data + chain, x->stack, x->stack_len);
-	s->dq[(s->dq_head + s->dq_nr) % SYNC_DEFER_MAX] = d;
-	s->dq_nr++;
-	s->dq_bytes += bytes;
-	s->dws.waited++;
-	if (s->dq_nr > s->dws.waiting_peak)
-		s->dws.waiting_peak = s->dq_nr;
-	return 0;
-}
-
-/*
- * The waiting stacks.  After a binary came (dq_kick), each is unwound
- * again and filed if whole (or too old), else kept in order; with all
- * (the end), each is filed with what there is; with tgid (the process is
- * about to be forgotten), its own are, the others wait on unless too old.
- * Otherwise only the expired ones at the head go.
- */
-static void defer_retry(struct sync *s, uint64_t now, bool all, uint32_t tgid)
-{
-	size_t n = s->dq_nr, kept = 0;
-	bool kick;
-
-	if (!n)
-		return;
-	if (!all && !tgid && !s->dq_kick) {
-		while (s->dq_nr && now - s->dq[s->dq_head]->t >= SYNC_DEFER_MS)
-			defer_evict_one(s);
-		return;
-	}
-	kick = s->dq_kick;
-	if (!tgid)
-		s->dq_kick = false;
-	for (size_t i = 0; i < n; i++) {
-		struct deferred *d = s->dq[(s->dq_head + i) % SYNC_DEFER_MAX];
-		bool wait = !all && d->tgid != tgid && now - d->t < SYNC_DEFER_MS;
-		int r = wait && !(kick && !tgid) ? CHAIN_WAIT : chain_try(s, &d->x, d, wait);
-
-		if (r == CHAIN_WAIT) {
-			s->dq[(s->dq_head + kept++) % SYNC_DEFER_MAX] = d;
-			continue;
-		}
-		if (r == CHAIN_WHOLE)
-			s->dws.redone++;
-		defer_free(s, d);
-	}
-	s->dq_nr = kept;
-	if (!kept)
-		s->dq_head = 0;
-}
-
-void sync_images_changed(struct sync *s)
-{
-	s->dq_kick = s->dq_nr > 0;
-}
-
-size_t sync_nr_deferred(const struct sync *s)
-{
-	return s->dq_nr;
-}
-
-/* Files x's chain, or queues it to wait for a binary (attribution.h). */
-static void file_chain(struct sync *s, const struct opvm_sample *x, uint64_t now)
-{
-	if (chain_try(s, x, NULL, s->dq != NULL) == CHAIN_WAIT && defer(s, x, now))
-		chain_try(s, x, NULL, false);
-}
-
 static inline void take(struct sync *s, const struct opvm_sample *x, uint64_t now)
 {
 	s->stats.received++;
@@ -1212,7 +828,7 @@ static inline void take(struct sync *s, const struct opvm_sample *x, uint64_t no
 			store_stack_lost(s->st);
 		hold(s, x, now);
 	} else if (s->chains) {
-		file_chain(s, x, now);
+		attribution_file_chain(s, x, now);
 	}
 }
 
@@ -1259,7 +875,7 @@ int sync_run(struct sync *s, uint64_t now_ms)
 	s->first_err = 0;
 	held_retry(s, now_ms, false, false);
 	drain(s, now_ms);
-	defer_retry(s, now_ms, false, 0);
+	attribution_defer_retry(s, now_ms, false, 0);
 	err = s->first_err;
 	s->first_err = 0;
 	return err;
@@ -1281,7 +897,7 @@ int sync_forget_process(struct sync *s, uint32_t tgid, uint64_t now_ms)
 	}
 	/* its waiting stacks need its mappings, which are about to go */
 	if (tgid)
-		defer_retry(s, now_ms, false, tgid);
+		attribution_defer_retry(s, now_ms, false, tgid);
 	err = s->first_err;
 	s->first_err = 0;
 	return err;
@@ -1307,7 +923,7 @@ int sync_flush(struct sync *s, uint64_t now_ms)
 	s->first_err = 0;
 	held_retry(s, now_ms, true, true);
 	flush(s);
-	defer_retry(s, now_ms, true, 0);
+	attribution_defer_retry(s, now_ms, true, 0);
 	if (!err)
 		err = s->first_err;
 	s->first_err = 0;

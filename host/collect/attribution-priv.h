@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to host/collect/attribution*.c: the attribution state and what
+ * its call-chain half (attribution-stacks.c) shares with the sample-file
+ * half (attribution.c).
+ */
+#ifndef OPVM_ATTRIBUTION_PRIV_H
+#define OPVM_ATTRIBUTION_PRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "host/collect/gstate.h"
+#include "host/collect/store.h"
+#include "host/collect/attribution.h"
+
+/* The lower half of x86-64 addresses: a CPL-0 sample there ran before the
+ * kernel's own mapping (firmware, boot loader, decompressor). */
+#define OPVM_KERNEL_HALF	0xffff800000000000ull
+
+/* Names that do not come from the guest.  Their addresses are the cache
+ * identities of the images/apps they name (defined in attribution.c). */
+extern const char NAME_VMLINUX[];
+extern const char NAME_ANON[];
+extern const char NAME_KTHREAD[];
+extern const char NAME_IDLE[];
+extern const char NAME_BOOT[];
+extern const char NAME_UNKNOWN[];
+
+/* A stack waiting for a binary (attribution.h, first-session stacks): the sample
+ * with its own copies of the chain and the stack window after it. */
+struct deferred {
+	struct opvm_sample x;	/* x.chain, x.stack point into data[] */
+	uint64_t t;		/* ms, when it first waited */
+	uint64_t cr3n;		/* its process's address space then */
+	uint32_t tgid;		/* ... and the process */
+	size_t bytes;		/* of the whole allocation */
+	uint64_t data[];
+};
+
+struct sync {
+	struct store *st;
+	struct gstate *gs;
+	struct ring **rings;
+	unsigned nr_rings;
+	unsigned sep;
+	unsigned hold_ms;
+	bool u_slot;			/* user cache entries depend on the slot */
+	bool k_slot;			/* kernel ones do */
+	bool k_cr3;			/* kernel ones depend on CR3 without a slot */
+
+	uint64_t gen;			/* generation the caches belong to */
+	uint32_t epoch;			/* cache entries of another epoch are
+					 * stale: dropping them all is O(1) */
+	struct vcache *vc;
+	unsigned vc_mask;
+	struct cent *uc;		/* user mappings, 1 << UBITS */
+	bool u_cpu;			/* user entries depend on the vCPU */
+	struct sc_ent *sc;
+
+	struct held *held;		/* ring buffer, oldest first */
+	size_t hold_cap, hold_head, hold_nr;
+	uint64_t held_gen;		/* generation of the last full retry */
+	uint32_t force_tgid;		/* nonzero: file this process's samples
+					 * whatever is missing (it is going) */
+	bool chains;			/* -g: file chains (sync_config) */
+	struct stacktab *stk;		/* the stack table, opened on first use */
+	bool stk_failed;
+	/* -g dwarf: user stacks unwound here (sync_config's host_file) */
+	struct unwind_dwarf *dw;
+	int (*host_file)(void *arg, const char *path, const uint8_t *bid, size_t bid_len,
+			 char *out, size_t outlen);
+	void *host_file_arg;
+	uint8_t stack[OPVM_MAX_STACK];	/* the sample being taken's */
+	struct sync_dwarf_stats dws;
+	int (*image_wait)(const struct gstate_cookie *c, void *arg);
+	struct deferred **dq;		/* SYNC_DEFER_MAX, oldest first */
+	size_t dq_head, dq_nr, dq_bytes;
+	bool dq_kick;			/* a binary came: redo them all */
+	char start_exec[64];		/* --from-exec name, "" once started */
+	void (*image_used)(const struct gstate_cookie *c, void *arg);
+	void *image_arg;
+	uint64_t start_gen;		/* model generation last looked at */
+	uint64_t started_ms;
+
+	/*
+	 * Sample files get dense ids (fid, from 1) so that samples can be
+	 * queued as (fid, offset) and added file by file: a sample file's
+	 * table is then hot in the cache and TLB while its samples go in,
+	 * instead of every sample touching a random page of a random file.
+	 */
+	struct sfile **fsf;		/* fid -> file */
+	uint32_t *fcnt;			/* fid -> queued count / cursor */
+	uint32_t *touched;		/* fids queued in this batch */
+	uint32_t nr_f, cap_f;		/* fids used (incl. 0), allocated */
+	struct fmap_ent {
+		struct sfile *sf;
+		uint32_t fid;
+	} *fmap;			/* file -> fid, open addressing */
+	unsigned fmap_bits;
+
+	uint32_t *pfid;			/* queued samples, PEND_MAX */
+	uint64_t *poff;
+	uint64_t *soff;			/* the same, grouped by file */
+	size_t npend;
+
+	uint64_t chain[OPVM_MAX_CALLCHAIN];	/* the sample being taken's */
+
+	struct opvm_stats stats;
+	uint64_t store_errors;
+	int first_err;
+};
+
+/* Shared by both halves; inline so that the stacks half calls only the
+ * gstate model, not back into attribution.c. */
+
+static inline const char *attribution_proc_app(const struct gstate_process *p)
+{
+	return p->exe ? p->exe->path : p->comm;
+}
+
+/* The process a user sample's slot names when CR3 names none: only one
+ * whose address space the model does not know (one with another CR3 may
+ * just have exec'd, and its old mappings would name the new image's
+ * addresses).  NULL otherwise. */
+static inline const struct gstate_process *attribution_slot_proc(struct sync *s,
+								 const struct opvm_sample *x)
+{
+	const struct gstate_process *q;
+
+	if (!(x->flags & OPVM_SAMPLE_SLOT) || (x->flags & OPVM_SAMPLE_KTHREAD) || !x->slot_tgid)
+		return NULL;
+	q = gstate_proc_by_tgid(s->gs, x->slot_tgid);
+	return q && !q->cr3 ? q : NULL;
+}
+
+/* p's mapping holding pc.  A forked child whose address space was never
+ * described (the module skips a child that exec'd or exited before it got
+ * to it) is still a copy of its parent's. */
+static inline const struct gstate_mapping *attribution_map_of(struct sync *s,
+							      const struct gstate_process *p,
+							      uint64_t pc)
+{
+	const struct gstate_mapping *m = p ? gstate_map_find(p, pc) : NULL;
+
+	if (!m && p && !p->nr_maps && p->ppid && p->ppid != p->tgid) {
+		const struct gstate_process *pp = gstate_proc_by_tgid(s->gs, p->ppid);
+
+		m = pp ? gstate_map_find(pp, pc) : NULL;
+	}
+	return m;
+}
+
+/* attribution-stacks.c */
+void attribution_file_chain(struct sync *s, const struct opvm_sample *x, uint64_t now);
+void attribution_defer_retry(struct sync *s, uint64_t now, bool all, uint32_t tgid);
+
+#endif /* OPVM_ATTRIBUTION_PRIV_H */
