@@ -3,7 +3,7 @@
 opvm's reports (report -l and report --format json with stacks) against
 perf's counts from inside the guest (images/disk/perf-summary.py).
 
-  disk-guest-check.py first SYMBOLS.json STACKS.json
+  disk-guest-check.py first SYMBOLS.json STACKS.json [BINDIR]
   disk-guest-check.py vs-perf SYMBOLS.json STACKS.json PERF.json
 
 Prints the figures and both tables; exits 1 if a bound is missed.
@@ -15,6 +15,8 @@ import json
 import math
 import os
 import re
+import struct
+import subprocess
 import sys
 
 WORKLOADS = ("xz", "sqlite3", "python3")
@@ -49,7 +51,48 @@ def allowed_misses(n, rate):
     return n * rate + 3 * math.sqrt(n * rate * (1 - rate))
 
 
-def naming(rows, stacks, fails):
+def elf_main(path):
+    """main's address in an executable with no symbols, from its _start:
+    glibc's passes main to __libc_start_main in %rdi, `lea main(%rip),
+    %rdi` (PIE) or `mov $main, %rdi`.  None if not found."""
+    with open(path, "rb") as f:
+        elf = f.read()
+    if elf[:4] != b"\x7fELF" or elf[4] != 2:
+        return None
+    entry, phoff = struct.unpack_from("<QQ", elf, 24)
+    phentsize, phnum = struct.unpack_from("<HH", elf, 54)
+    for i in range(phnum):
+        ptype, _, off, vaddr, _, filesz = struct.unpack_from("<IIQQQQ", elf, phoff + i * phentsize)
+        if ptype == 1 and vaddr <= entry < vaddr + filesz:
+            code = elf[off + entry - vaddr:off + entry - vaddr + 64]
+            i = code.find(b"\x48\x8d\x3d")
+            if i >= 0:
+                return entry + i + 7 + struct.unpack_from("<i", code, i + 3)[0]
+            i = code.find(b"\x48\xc7\xc7")
+            if i >= 0:
+                return struct.unpack_from("<I", code, i + 3)[0]
+    return None
+
+
+def main_ranges(bindir):
+    """{executable: (start, end)} of main in each stripped executable in
+    bindir: from _start (elf_main()) to the end of the .eh_frame FDE that
+    holds it (readelf)."""
+    out = {}
+    for name in sorted(os.listdir(bindir)):
+        path = os.path.join(bindir, name)
+        m = elf_main(path)
+        if m is None:
+            continue
+        fr = subprocess.run(["readelf", "--debug-dump=frames", path], capture_output=True,
+                            text=True).stdout
+        for lo, hi in re.findall(r"FDE cie=\w+ pc=([0-9a-f]+)\.\.([0-9a-f]+)", fr):
+            if int(lo, 16) <= m < int(hi, 16):
+                out[name] = (m, int(hi, 16))
+    return out
+
+
+def naming(rows, stacks, fails, bindir=None):
     """Check 1: names and stacks of the workload processes."""
     user = sum(r["samples"] for r in rows if is_workload(r["app"]) and not r["kernel"])
     by_bin = sum(r["samples"] for r in rows if is_workload(r["app"]) and not r["kernel"]
@@ -85,9 +128,17 @@ def naming(rows, stacks, fails):
     if kern - kern_named > allowed_misses(kern, 0.01):
         fails.append("kernel samples named: %d of %d" % (kern_named, kern))
     # Stacks: a user stack reaches main when a frame is main, or libc's
-    # start code below it (the unwinder went through main to get there).
+    # start code below it (the unwinder went through main to get there),
+    # or a frame lies in main of a stripped executable (main_ranges()).
     roots = {"main", "__libc_start_call_main", "__libc_start_main", "_start",
              "Py_BytesMain", "Py_RunMain"}
+    mains = main_ranges(bindir) if bindir else {}
+    print("RESULT disk-guest-libvirt: main of the stripped executables, from their _start: %s"
+          % ", ".join("%s %#x-%#x" % (k, a, b) for k, (a, b) in sorted(mains.items())))
+
+    def in_main(f):
+        r = mains.get(base(f.get("image")))
+        return bool(r) and r[0] <= (f.get("offset") or -1) < r[1]
     ustk = reach = kstk = 0
     per = {}
     for st in stacks.get("stacks", []):
@@ -100,7 +151,7 @@ def naming(rows, stacks, fails):
                 kstk += n
             continue
         ustk += n
-        ok = any((f.get("symbol") or "") in roots for f in fr if not f["kernel"])
+        ok = any((f.get("symbol") or "") in roots or in_main(f) for f in fr if not f["kernel"])
         reach += n if ok else 0
         k = proc_key(base(st["app"]))
         a, b = per.get(k, (0, 0))
@@ -201,7 +252,12 @@ def perf_tables(p):
             k = "[kernel]"
         proc[k] = proc.get(k, 0) + n
     sym, plt = {}, 0
+    # "dso [plt]": all the dso's PLT samples (perf-summary.py); its top-40
+    # func@plt rows are in it already.
+    has_plt = {k.split(" ", 1)[0] for k in p["sym"] if k.endswith(" [plt]")}
     for k, v in p["sym"].items():
+        if k.endswith("@plt") and k.split(" ", 1)[0] in has_plt:
+            continue
         k2 = perf_key(k)
         plt += v if k2 != perf_key(k, False) else 0
         sym[k2] = sym.get(k2, 0) + v
@@ -217,7 +273,7 @@ def perf_key(k, plt=True):
     """perf's 'dso symbol' as opvm's: [unknown] is '?', and so is a PLT
     stub (perf names it func@plt; opvm does not name PLT stubs)."""
     k = k.replace("[unknown]", "?")
-    if plt and k.endswith("@plt"):
+    if plt and (k.endswith("@plt") or k.endswith(" [plt]")):
         k = k.split(" ", 1)[0] + " ?"
     return k
 
@@ -279,7 +335,7 @@ def main():
     stacks = json.load(open(sys.argv[3]))
     fails = []
     if what == "first":
-        naming(rows, stacks, fails)
+        naming(rows, stacks, fails, sys.argv[4] if len(sys.argv) > 4 else None)
     else:
         cross_check(rows, stacks, json.load(open(sys.argv[4])), fails)
     for f in fails:
