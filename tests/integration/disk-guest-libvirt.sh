@@ -129,6 +129,12 @@ reports() {
 	wait "$apid" || { cat "$T/$1.out"; fail "opvm attach $D failed"; }
 	CLEAN_PIDS=""
 	cat "$T/$1.out"
+	# opvm stops the guest at each sample: it must leave it running.
+	st=$($VIRSH domstate "$D" --reason 2>&1)
+	case "$st" in
+	running*) ;;
+	*) fail "opvm attach left $D $st (not running) after its session" ;;
+	esac
 	"$OPVM" report -d "$T/$1" --format json > "$T/$1-stacks.json" 2>"$T/report.err" ||
 		{ cat "$T/report.err"; fail "opvm report --format json"; }
 	"$OPVM" report -l -d "$T/$1" --format json > "$T/$1-symbols.json" 2>>"$T/report.err" ||
