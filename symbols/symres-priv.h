@@ -42,6 +42,7 @@ struct simage {
 	char warn[384];		/* a source that disagreed and was not
 				 * believed (simage_warning()), or "" */
 	const char *path;	/* owned by binfile/kmapfile */
+	const char *file;	/* simage_file(), owned by binfile */
 	struct elfimage *elf;	/* owned by binfile */
 	struct ksyms *ks;	/* owned by kmapfile */
 	uint64_t slide;

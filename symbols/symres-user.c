@@ -98,6 +98,8 @@ int symres_try_candidate(struct symres *r, struct simage *si, int fd, const char
 			 "%s has build-id %.40s, samples are of %.40s", path, got, want);
 		return 0;
 	}
+	if (!si->file)
+		si->file = b->path;
 	/* A stripped binary: its debug info may have the symbols. */
 	symres_bin_debug_symbols(r, b, guest);
 	if (!elfimage_nr_syms(b->elf)) {

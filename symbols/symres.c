@@ -264,6 +264,11 @@ const char *simage_path(const struct simage *si)
 	return si->path;
 }
 
+const char *simage_file(const struct simage *si)
+{
+	return si->file;
+}
+
 const char *simage_reason(const struct simage *si)
 {
 	return si->reason;

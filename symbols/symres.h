@@ -105,6 +105,10 @@ enum simage_state simage_state(const struct simage *si);
 int simage_is_kernel(const struct simage *si);
 /* Host file the symbols come from, or NULL. */
 const char *simage_path(const struct simage *si);
+/* A user image's own file (its build-id checked), with symbols or not, or
+ * NULL: what an unwinder needs (.eh_frame), which a stripped executable
+ * keeps although it has no symbol to name (SIMAGE_BAD). */
+const char *simage_file(const struct simage *si);
 /* A source that disagreed with what the guest's module said and was not
  * believed (a kallsyms that moves the kernel away from HELLO's slide), as
  * one line for the report, or NULL. */

@@ -456,10 +456,13 @@ static int host_file(void *arg, const char *guest, const char *path, const uint8
 	struct host_files *hf = arg;
 	struct simage *si = symres_image(hf->res, guest, path, 0, bid_len ? bid : NULL, bid_len,
 					 NULL);
-	const char *p = si && (simage_state(si) == SIMAGE_OK ||
-			       symres_image_recheck(hf->res, si, guest, path)) ?
-			simage_path(si) : NULL;
+	const char *p;
 
+	/* The file, not its symbols: a stripped executable (Debian's xz,
+	 * sqlite3) unwinds by its .eh_frame all the same. */
+	if (si && !simage_file(si))
+		symres_image_recheck(hf->res, si, guest, path);
+	p = si ? simage_file(si) : NULL;
 	if (!p || (size_t)snprintf(out, outlen, "%s", p) >= outlen)
 		return -ENOENT;
 	return 0;

@@ -4,7 +4,9 @@ one line OPVM-PERF-JSON {...} on stdout with perf's own counts, what the
 host's cross-check compares opvm with:
   samples   all samples
   comm      samples per process name (kernel time included, as perf files it)
-  sym       samples per "dso symbol" of the sampled frame (top 40)
+  sym       samples per "dso symbol" of the sampled frame (top 40), and
+            per "dso [plt]" those in the dso's PLT stubs (func@plt: perf
+            names them, opvm does not), all of them
   callers   for the top 5 user and top 3 kernel symbols: samples per
             "dso symbol" of the caller
 """
@@ -63,8 +65,12 @@ def main():
     for s in user + kern:
         cc = collections.Counter(f[1] if len(f) > 1 else '(none)' for f in chains if f[0] == s)
         callers[s] = dict(cc.most_common(8))
-    out = {'samples': n, 'comm': dict(comm), 'sym': dict(sym.most_common(40)),
-           'callers': callers}
+    top = dict(sym.most_common(40))
+    for s, v in sym.items():
+        if s.endswith('@plt'):
+            k = s.split(' ', 1)[0] + ' [plt]'
+            top[k] = top.get(k, 0) + v
+    out = {'samples': n, 'comm': dict(comm), 'sym': top, 'callers': callers}
     print('OPVM-PERF-JSON ' + json.dumps(out, separators=(',', ':')))
 
 

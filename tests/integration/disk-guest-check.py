@@ -3,7 +3,7 @@
 opvm's reports (report -l and report --format json with stacks) against
 perf's counts from inside the guest (images/disk/perf-summary.py).
 
-  disk-guest-check.py first SYMBOLS.json STACKS.json
+  disk-guest-check.py first SYMBOLS.json STACKS.json [BINDIR]
   disk-guest-check.py vs-perf SYMBOLS.json STACKS.json PERF.json
 
 Prints the figures and both tables; exits 1 if a bound is missed.
@@ -15,10 +15,16 @@ import json
 import math
 import os
 import re
+import struct
+import subprocess
 import sys
 
 WORKLOADS = ("xz", "sqlite3", "python3")
 BOOT = "(firmware/boot)"
+RELAY = "opvm-relay"
+# The share of the workloads' user samples named by symbol that Debian's
+# stripped binaries allow (see naming()).
+SYM_MIN = 40
 
 
 def base(path):
@@ -46,7 +52,48 @@ def allowed_misses(n, rate):
     return n * rate + 3 * math.sqrt(n * rate * (1 - rate))
 
 
-def naming(rows, stacks, fails):
+def elf_main(path):
+    """main's address in an executable with no symbols, from its _start:
+    glibc's passes main to __libc_start_main in %rdi, `lea main(%rip),
+    %rdi` (PIE) or `mov $main, %rdi`.  None if not found."""
+    with open(path, "rb") as f:
+        elf = f.read()
+    if elf[:4] != b"\x7fELF" or elf[4] != 2:
+        return None
+    entry, phoff = struct.unpack_from("<QQ", elf, 24)
+    phentsize, phnum = struct.unpack_from("<HH", elf, 54)
+    for i in range(phnum):
+        ptype, _, off, vaddr, _, filesz = struct.unpack_from("<IIQQQQ", elf, phoff + i * phentsize)
+        if ptype == 1 and vaddr <= entry < vaddr + filesz:
+            code = elf[off + entry - vaddr:off + entry - vaddr + 64]
+            i = code.find(b"\x48\x8d\x3d")
+            if i >= 0:
+                return entry + i + 7 + struct.unpack_from("<i", code, i + 3)[0]
+            i = code.find(b"\x48\xc7\xc7")
+            if i >= 0:
+                return struct.unpack_from("<I", code, i + 3)[0]
+    return None
+
+
+def main_ranges(bindir):
+    """{executable: (start, end)} of main in each stripped executable in
+    bindir: from _start (elf_main()) to the end of the .eh_frame FDE that
+    holds it (readelf)."""
+    out = {}
+    for name in sorted(os.listdir(bindir)):
+        path = os.path.join(bindir, name)
+        m = elf_main(path)
+        if m is None:
+            continue
+        fr = subprocess.run(["readelf", "--debug-dump=frames", path], capture_output=True,
+                            text=True).stdout
+        for lo, hi in re.findall(r"FDE cie=\w+ pc=([0-9a-f]+)\.\.([0-9a-f]+)", fr):
+            if int(lo, 16) <= m < int(hi, 16):
+                out[name] = (m, int(hi, 16))
+    return out
+
+
+def naming(rows, stacks, fails, bindir=None):
     """Check 1: names and stacks of the workload processes."""
     user = sum(r["samples"] for r in rows if is_workload(r["app"]) and not r["kernel"])
     by_bin = sum(r["samples"] for r in rows if is_workload(r["app"]) and not r["kernel"]
@@ -65,19 +112,34 @@ def naming(rows, stacks, fails):
         fails.append("only %d user samples of the workloads" % user)
     if user - by_bin > allowed_misses(user, 0.01):
         fails.append("workload user samples named by binary: %d of %d" % (by_bin, user))
-    # Not asserted here: Debian's binaries are stripped, and code in their
-    # static functions has no name in .dynsym, for opvm as for perf (whose
-    # "?" rows the vs-perf check compares with opvm's, per binary).  99 %
-    # by symbol needs the guest's debug files (-dbgsym packages), which
-    # opvm does not fetch yet.
-    print("NOTE: named by symbol: %.2f%% (stripped Debian binaries; see disk-guest-vs-perf "
-          "for the share perf cannot name either)" % (100.0 * by_sym / max(user, 1)))
+    # 99 % by symbol is out of reach here: Debian's binaries are stripped,
+    # and code in their static functions (liblzma's match finders and
+    # encoder, most of libsqlite3, python3.11's long_* and friends) has no
+    # name in .dynsym, for opvm as for perf in the guest (the vs-perf check
+    # compares their "?" rows per binary: liblzma ~31 %, libsqlite3 ~8 %,
+    # python3.11 ~6 % of all samples for both).  The names are in Debian's
+    # -dbgsym packages, whose archive this build cannot reach.  Asserted:
+    # what the stripped binaries allow (46.3 % and 46.4 % measured over
+    # ~3,000 samples), less room for the workloads' mix.
+    share = 100.0 * by_sym / max(user, 1)
+    print("NOTE: named by symbol: %.2f%% (asserted >= %d%%: stripped Debian binaries name "
+          "no static function, for perf neither; 99%% needs -dbgsym files)" % (share, SYM_MIN))
+    if share < SYM_MIN:
+        fails.append("workload user samples named by symbol: %.2f%% < %d%%" % (share, SYM_MIN))
     if kern - kern_named > allowed_misses(kern, 0.01):
         fails.append("kernel samples named: %d of %d" % (kern_named, kern))
     # Stacks: a user stack reaches main when a frame is main, or libc's
-    # start code below it (the unwinder went through main to get there).
+    # start code below it (the unwinder went through main to get there),
+    # or a frame lies in main of a stripped executable (main_ranges()).
     roots = {"main", "__libc_start_call_main", "__libc_start_main", "_start",
              "Py_BytesMain", "Py_RunMain"}
+    mains = main_ranges(bindir) if bindir else {}
+    print("RESULT disk-guest-libvirt: main of the stripped executables, from their _start: %s"
+          % ", ".join("%s %#x-%#x" % (k, a, b) for k, (a, b) in sorted(mains.items())))
+
+    def in_main(f):
+        r = mains.get(base(f.get("image")))
+        return bool(r) and r[0] <= (f.get("offset") or -1) < r[1]
     ustk = reach = kstk = 0
     per = {}
     for st in stacks.get("stacks", []):
@@ -90,7 +152,7 @@ def naming(rows, stacks, fails):
                 kstk += n
             continue
         ustk += n
-        ok = any((f.get("symbol") or "") in roots for f in fr if not f["kernel"])
+        ok = any((f.get("symbol") or "") in roots or in_main(f) for f in fr if not f["kernel"])
         reach += n if ok else 0
         k = proc_key(base(st["app"]))
         a, b = per.get(k, (0, 0))
@@ -122,30 +184,67 @@ def compare(title, a, an, b, bn, bound, fails, keys):
                          % (title, k, 100 * pa, 100 * pb, t))
 
 
-def opvm_tables(rows, stacks):
-    proc, sym = {}, {}
-    for r in rows:
-        app = base(r["app"])
-        # Kernel time without a process: perf's swapper (idle) and kernel
-        # threads; with kernel separated by process it is the process's.
-        k = proc_key(app) if app not in ("vmlinux", BOOT) else "[kernel]"
-        proc[k] = proc.get(k, 0) + r["samples"]
-        s = "%s %s" % ("vmlinux" if r["kernel"] else base(r["image"]), r["symbol"] or "?")
-        sym[s] = sym.get(s, 0) + r["samples"]
-    callers = {}
+def sym_key(image, symbol):
+    """'binary symbol' as both tables name it: no symbol version
+    (memcpy@GLIBC_2.2.5 is perf's memcpy)."""
+    return "%s %s" % (image, re.sub(r"@@?GLIBC_[\w.]+$", "", symbol) if symbol else "?")
+
+
+def frame_key(f):
+    return sym_key("vmlinux" if f["kernel"] else base(f.get("image")), f.get("symbol"))
+
+
+# A hard interrupt's entry, and the softirq work run on its way out (with
+# interrupts on again).
+IRQ_ENTRY = re.compile(r"^(asm_)?(sysvec_|common_interrupt|spurious_interrupt)")
+SOFTIRQ = re.compile(r"^(handle_softirqs|__do_softirq|do_softirq|run_ksoftirqd)")
+
+
+def in_hardirq(frames):
+    """Whether a sample was taken in a hard interrupt handler: walking from
+    the leaf, an interrupt's entry comes before any softirq frame.  perf's
+    cpu-clock cannot sample there: its hrtimer fires with interrupts on
+    only, so the handler's time (its own sampling interrupt's, the
+    scheduler tick's, virtio's) goes to whatever it interrupted."""
+    for f in frames:
+        if not f["kernel"]:
+            return False
+        n = f.get("symbol") or ""
+        if SOFTIRQ.match(n):
+            return False
+        if IRQ_ENTRY.match(n):
+            return True
+    return False
+
+
+def opvm_tables(stacks):
+    """opvm's processes, leaf symbols and callers, from its stacks (every
+    sample has one), without the samples perf cannot take (in_hardirq):
+    like with like.  Returns the tables and the samples left out."""
+    proc, sym, callers = {}, {}, {}
+    irq = relay = 0
     for st in stacks.get("stacks", []):
-        fr = st["frames"]
+        fr, n = st["frames"], st["samples"]
         if not fr:
             continue
-        leaf = "%s %s" % ("vmlinux" if fr[0]["kernel"] else base(fr[0].get("image")),
-                          fr[0].get("symbol") or "?")
-        c = "(none)"
-        if len(fr) > 1:
-            c = "%s %s" % ("vmlinux" if fr[1]["kernel"] else base(fr[1].get("image")),
-                           fr[1].get("symbol") or "?")
+        if in_hardirq(fr):
+            irq += n
+            continue
+        app = base(st["app"])
+        if app == RELAY:
+            relay += n
+            continue
+        # Kernel time without a process: perf's swapper (idle) and kernel
+        # threads; with kernel separated by process it is the process's.
+        k = proc_key(app) if app not in ("vmlinux", BOOT) and not app.startswith("{") \
+            and not app.startswith("(") else "[kernel]"
+        proc[k] = proc.get(k, 0) + n
+        leaf = frame_key(fr[0])
+        sym[leaf] = sym.get(leaf, 0) + n
+        c = frame_key(fr[1]) if len(fr) > 1 else "(none)"
         callers.setdefault(leaf, {})
-        callers[leaf][c] = callers[leaf].get(c, 0) + st["samples"]
-    return proc, sym, callers
+        callers[leaf][c] = callers[leaf].get(c, 0) + n
+    return proc, sym, callers, irq, relay
 
 
 def perf_tables(p):
@@ -156,17 +255,49 @@ def perf_tables(p):
                 or comm.startswith("rcu_") or comm.startswith("migration"):
             k = "[kernel]"
         proc[k] = proc.get(k, 0) + n
-    sym = {k.replace("[unknown]", "?"): v for k, v in p["sym"].items()}
-    callers = {k.replace("[unknown]", "?"): {c.replace("[unknown]", "?"): n for c, n in v.items()}
-               for k, v in p["callers"].items()}
-    return proc, sym, callers
+    sym, plt = {}, 0
+    # "dso [plt]": all the dso's PLT samples (perf-summary.py); its top-40
+    # func@plt rows are in it already.
+    has_plt = {k.split(" ", 1)[0] for k in p["sym"] if k.endswith(" [plt]")}
+    for k, v in p["sym"].items():
+        if k.endswith("@plt") and k.split(" ", 1)[0] in has_plt:
+            continue
+        k2 = perf_key(k)
+        plt += v if k2 != perf_key(k, False) else 0
+        sym[k2] = sym.get(k2, 0) + v
+    callers = {}
+    for k, v in p["callers"].items():
+        cs = callers.setdefault(perf_key(k), {})
+        for c, n in v.items():
+            cs[perf_key(c)] = cs.get(perf_key(c), 0) + n
+    return proc, sym, callers, plt
+
+
+def perf_key(k, plt=True):
+    """perf's 'dso symbol' as opvm's: [unknown] is '?', and so is a PLT
+    stub (perf names it func@plt; opvm does not name PLT stubs)."""
+    k = k.replace("[unknown]", "?")
+    if plt and (k.endswith("@plt") or k.endswith(" [plt]")):
+        k = k.split(" ", 1)[0] + " ?"
+    return k
 
 
 def cross_check(rows, stacks, perf, fails):
     """Check 2: opvm against perf over the same window."""
-    oproc, osym, ocall = opvm_tables(rows, stacks)
-    pproc, psym, pcall = perf_tables(perf)
-    on, pn = sum(oproc.values()), perf["samples"]
+    oproc, osym, ocall, irq, orelay = opvm_tables(stacks)
+    pproc, psym, pcall, plt = perf_tables(perf)
+    prelay = pproc.pop(proc_key(RELAY), 0)
+    on, pn = sum(oproc.values()), perf["samples"] - prelay
+    # opvm's relay is left out of both: the session's start sets it off
+    # (it sends the kernel's symbols, seconds of CPU under TCG), so its
+    # share is of opvm's 20 s in one table and of perf's 30 s in the other.
+    print("disk-guest-vs-perf: opvm-relay's samples (set off by the session), left out: "
+          "opvm %d, perf %d" % (orelay, prelay))
+    print("disk-guest-vs-perf: opvm's samples in hard interrupt handlers, which perf's "
+          "cpu-clock cannot take, left out: %d of %d (%.1f%%)" % (irq, on + irq,
+                                                                100.0 * irq / max(on + irq, 1)))
+    print("disk-guest-vs-perf: perf's samples in PLT stubs (func@plt), counted as their "
+          "binary's '?' as opvm does: %d of %d (%.1f%%)" % (plt, pn, 100.0 * plt / max(pn, 1)))
     keys = sorted({k for k, v in oproc.items() if v * 20 >= on} |
                   {k for k, v in pproc.items() if v * 20 >= pn},
                   key=lambda k: -pproc.get(k, 0))
@@ -214,7 +345,7 @@ def main():
     stacks = json.load(open(sys.argv[3]))
     fails = []
     if what == "first":
-        naming(rows, stacks, fails)
+        naming(rows, stacks, fails, sys.argv[4] if len(sys.argv) > 4 else None)
     else:
         cross_check(rows, stacks, json.load(open(sys.argv[4])), fails)
     for f in fails:

@@ -498,6 +498,44 @@ static void test_debug_symbols(void **state)
 	symres_free(r);
 }
 
+/* A stripped executable (no symbol at all, as Debian's xz) names nothing,
+ * yet its file is the image's (simage_file()): the unwinder needs only its
+ * .eh_frame.  A file with another build-id is not. */
+static void test_stripped_file(void **state)
+{
+	struct symres_root root = { .dir = fx.root };
+	struct symres_config sc = { .roots = &root, .nr_roots = 1, .no_host_kernel = 1,
+				    .no_debuginfod = 1 };
+	struct elfimage *img;
+	const uint8_t *bid;
+	uint8_t other[20];
+	struct symres *r;
+	struct simage *si;
+	size_t len;
+
+	assert_int_equal(fx_sh("strip --strip-all -o '%s/usr/bin/prog-stripped' '%s'", fx.root,
+			       prog), 0);
+	img = elfimage_open(prog, NULL, 0);
+	assert_non_null(img);
+	bid = elfimage_build_id(img, &len);
+	assert_non_null(bid);
+	assert_true(len == sizeof(other));
+	memcpy(other, bid, len);
+	r = symres_new(&sc);
+	assert_non_null(r);
+	si = symres_image(r, "g", "/usr/bin/prog-stripped", 0, bid, len, NULL);
+	assert_int_equal(simage_state(si), SIMAGE_BAD);
+	assert_null(simage_path(si));
+	assert_non_null(simage_file(si));
+	assert_non_null(strstr(simage_file(si), "/usr/bin/prog-stripped"));
+	other[0] ^= 0xff;
+	si = symres_image(r, "g", "/usr/bin/prog-stripped", 0, other, len, NULL);
+	assert_int_equal(simage_state(si), SIMAGE_MISMATCH);
+	assert_null(simage_file(si));
+	elfimage_close(img);
+	symres_free(r);
+}
+
 /* A compressed ELF opens like the plain one. */
 static void test_compressed_elf(void **state)
 {
@@ -640,6 +678,7 @@ int main(void)
 		cmocka_unit_test(test_source_confinement),
 		cmocka_unit_test(test_fifo_refused),
 		cmocka_unit_test(test_debug_symbols),
+		cmocka_unit_test(test_stripped_file),
 		cmocka_unit_test(test_compressed_elf),
 		cmocka_unit_test(test_kernel_code),
 		cmocka_unit_test(test_corrupt_elf),
