@@ -454,7 +454,7 @@ void store_set_file_limit(struct store *st, uint64_t bytes)
 	st->file_limit = bytes;
 }
 
-static void map_trim(struct store *st, const struct sfile *keep);
+static void map_trim(struct store *st, const struct sfile *keep, unsigned room);
 
 void store_set_limits(struct store *st, const struct store_limits *lim)
 {
@@ -466,7 +466,7 @@ void store_set_limits(struct store *st, const struct store_limits *lim)
 	st->lim.max_dirs = l.max_dirs ? l.max_dirs : OPVM_STORE_MAX_DIRS;
 	st->lim.max_mapped = l.max_mapped ? l.max_mapped : OPVM_STORE_MAX_MAPPED;
 	st->lim.max_disk = l.max_disk ? l.max_disk : OPVM_STORE_MAX_DISK;
-	map_trim(st, NULL);
+	map_trim(st, NULL, 0);
 }
 
 void store_get_stats(const struct store *st, struct store_stats *out)
@@ -557,16 +557,17 @@ static void sfile_unmap(struct sfile *sf)
 	__atomic_sub_fetch(&mapped_all, 1, __ATOMIC_RELAXED);
 }
 
-/* Unmaps cold files until the store is within max_mapped and the process
- * within mapped_all_limit() (keep, the file being mapped, stays).  Second
- * chance: a file used since the last pass goes back to the front once. */
-static void map_trim(struct store *st, const struct sfile *keep)
+/* Unmaps cold files until the store is within max_mapped with room more
+ * to spare and the process within mapped_all_limit() (keep, the file being
+ * mapped, stays).  Second chance: a file used since the last pass goes back
+ * to the front once. */
+static void map_trim(struct store *st, const struct sfile *keep, unsigned room)
 {
 	uint64_t passes = 2 * st->stats.mapped + 2;
 
 	while (st->lru && passes--) {
 		struct sfile *v = st->lru;
-		bool over = st->stats.mapped > st->lim.max_mapped ||
+		bool over = st->stats.mapped + room > st->lim.max_mapped ||
 			    (store_mapped_total() > mapped_all_limit() &&
 			     st->stats.mapped > 1);
 
@@ -587,8 +588,12 @@ static void map_trim(struct store *st, const struct sfile *keep)
 static int sfile_map(struct sfile *sf, int fd, size_t len)
 {
 	struct store *st = sf->st;
-	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *m;
 
+	/* Room first: mapping before trimming would hold max_mapped + 1
+	 * files mapped for a moment (store-caps counts /proc/PID/maps). */
+	map_trim(st, NULL, 1);
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED)
 		return -errno;
 	sf->map = m;
@@ -597,7 +602,7 @@ static int sfile_map(struct sfile *sf, int fd, size_t len)
 	map_push(sf);
 	st->stats.mapped++;
 	__atomic_add_fetch(&mapped_all, 1, __ATOMIC_RELAXED);
-	map_trim(st, sf);
+	map_trim(st, sf, 0);
 	if (st->stats.mapped > st->stats.mapped_peak)
 		st->stats.mapped_peak = st->stats.mapped;
 	return 0;
