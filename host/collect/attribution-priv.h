@@ -39,7 +39,7 @@ struct deferred {
 	uint64_t data[];
 };
 
-struct sync {
+struct attribution {
 	struct store *st;
 	struct gstate *gs;
 	struct ring **rings;
@@ -64,16 +64,16 @@ struct sync {
 	uint64_t held_gen;		/* generation of the last full retry */
 	uint32_t force_tgid;		/* nonzero: file this process's samples
 					 * whatever is missing (it is going) */
-	bool chains;			/* -g: file chains (sync_config) */
+	bool chains;			/* -g: file chains (attribution_config) */
 	struct stacktab *stk;		/* the stack table, opened on first use */
 	bool stk_failed;
-	/* -g dwarf: user stacks unwound here (sync_config's host_file) */
+	/* -g dwarf: user stacks unwound here (attribution_config's host_file) */
 	struct unwind_dwarf *dw;
 	int (*host_file)(void *arg, const char *path, const uint8_t *bid, size_t bid_len,
 			 char *out, size_t outlen);
 	void *host_file_arg;
 	uint8_t stack[OPVM_MAX_STACK];	/* the sample being taken's */
-	struct sync_dwarf_stats dws;
+	struct attribution_dwarf_stats dws;
 	int (*image_wait)(const struct gstate_cookie *c, void *arg);
 	struct deferred **dq;		/* SYNC_DEFER_MAX, oldest first */
 	size_t dq_head, dq_nr, dq_bytes;
@@ -124,7 +124,7 @@ static inline const char *attribution_proc_app(const struct gstate_process *p)
  * whose address space the model does not know (one with another CR3 may
  * just have exec'd, and its old mappings would name the new image's
  * addresses).  NULL otherwise. */
-static inline const struct gstate_process *attribution_slot_proc(struct sync *s,
+static inline const struct gstate_process *attribution_slot_proc(struct attribution *s,
 								 const struct opvm_sample *x)
 {
 	const struct gstate_process *q;
@@ -138,7 +138,7 @@ static inline const struct gstate_process *attribution_slot_proc(struct sync *s,
 /* p's mapping holding pc.  A forked child whose address space was never
  * described (the module skips a child that exec'd or exited before it got
  * to it) is still a copy of its parent's. */
-static inline const struct gstate_mapping *attribution_map_of(struct sync *s,
+static inline const struct gstate_mapping *attribution_map_of(struct attribution *s,
 							      const struct gstate_process *p,
 							      uint64_t pc)
 {
@@ -153,7 +153,7 @@ static inline const struct gstate_mapping *attribution_map_of(struct sync *s,
 }
 
 /* attribution-stacks.c */
-void attribution_file_chain(struct sync *s, const struct opvm_sample *x, uint64_t now);
-void attribution_defer_retry(struct sync *s, uint64_t now, bool all, uint32_t tgid);
+void attribution_file_chain(struct attribution *s, const struct opvm_sample *x, uint64_t now);
+void attribution_defer_retry(struct attribution *s, uint64_t now, bool all, uint32_t tgid);
 
 #endif /* OPVM_ATTRIBUTION_PRIV_H */

@@ -18,7 +18,7 @@
 
 /* The process a chain belongs to: as file_user() and file_kernel() name
  * it (the slot's task in the kernel, the address space in user mode). */
-static const struct gstate_process *chain_proc(struct sync *s, const struct opvm_sample *x)
+static const struct gstate_process *chain_proc(struct attribution *s, const struct opvm_sample *x)
 {
 	const struct gstate_process *p;
 
@@ -30,7 +30,7 @@ static const struct gstate_process *chain_proc(struct sync *s, const struct opvm
 }
 
 /* One frame at pc, named as a sample file would name it. */
-static void chain_frame(struct sync *s, const struct gstate_process *p, uint64_t pc,
+static void chain_frame(struct attribution *s, const struct gstate_process *p, uint64_t pc,
 			struct store_frame *f)
 {
 	const struct gstate_mapping *m;
@@ -58,7 +58,7 @@ static void chain_frame(struct sync *s, const struct gstate_process *p, uint64_t
  * holds pc, and the host copy of its file.  missing: the first image with
  * a build-id the host had no file for. */
 struct dwarf_ctx {
-	struct sync *s;
+	struct attribution *s;
 	const struct gstate_process *p;
 	const struct gstate_cookie *missing;
 	char path[4096];
@@ -85,7 +85,7 @@ static int dwarf_image(void *arg, uint64_t pc, struct unwind_dwarf_image *out)
 /* The whole chain of x, leaf first, into pcs: its own, and with a user
  * stack (-g dwarf, unless !unwind) the user part unwound from it.  Returns
  * how many; *missing: a binary the unwind needed and had no file for. */
-static unsigned chain_pcs(struct sync *s, const struct opvm_sample *x,
+static unsigned chain_pcs(struct attribution *s, const struct opvm_sample *x,
 			  const struct gstate_process *p, uint64_t *pcs, bool unwind,
 			  const struct gstate_cookie **missing)
 {
@@ -120,7 +120,7 @@ static unsigned chain_pcs(struct sync *s, const struct opvm_sample *x,
 
 /* Files the chain pcs[0..nr) of x (leaf first) in the stack table, under
  * its process p. */
-static void chain_store(struct sync *s, const struct opvm_sample *x,
+static void chain_store(struct attribution *s, const struct opvm_sample *x,
 			const struct gstate_process *p, const uint64_t *pcs, unsigned nr)
 {
 	struct store_frame f[STORE_STACKS_MAX_FRAMES];
@@ -150,7 +150,7 @@ enum { CHAIN_WHOLE = 0, CHAIN_CUT = 1, CHAIN_WAIT = 2 };
 /* Unwinds x's chain and files it, unless it met a binary the guest is
  * still sending and may_wait: CHAIN_WAIT, nothing filed.  A deferred x
  * (d) is unwound only in the process it was taken in. */
-static int chain_try(struct sync *s, const struct opvm_sample *x, const struct deferred *d,
+static int chain_try(struct attribution *s, const struct opvm_sample *x, const struct deferred *d,
 		     bool may_wait)
 {
 	uint64_t pcs[STORE_STACKS_MAX_FRAMES];
@@ -171,14 +171,14 @@ static int chain_try(struct sync *s, const struct opvm_sample *x, const struct d
 
 /* ---- stacks waiting for a binary (attribution.h) ------------------------------------ */
 
-static void defer_free(struct sync *s, struct deferred *d)
+static void defer_free(struct attribution *s, struct deferred *d)
 {
 	s->dq_bytes -= d->bytes;
 	free(d);
 }
 
 /* Files the oldest waiting stack with what there is. */
-static void defer_evict_one(struct sync *s)
+static void defer_evict_one(struct attribution *s)
 {
 	struct deferred *d = s->dq[s->dq_head];
 
@@ -189,7 +189,7 @@ static void defer_evict_one(struct sync *s)
 }
 
 /* Queues x to be unwound again later; 0, or -ENOMEM (then x is filed). */
-static int defer(struct sync *s, const struct opvm_sample *x, uint64_t now)
+static int defer(struct attribution *s, const struct opvm_sample *x, uint64_t now)
 {
 	const struct gstate_process *p = chain_proc(s, x);
 	size_t chain = (size_t)x->nr_chain * sizeof(uint64_t), bytes;
@@ -225,7 +225,7 @@ static int defer(struct sync *s, const struct opvm_sample *x, uint64_t now)
  * about to be forgotten), its own are, the others wait on unless too old.
  * Otherwise only the expired ones at the head go.
  */
-void attribution_defer_retry(struct sync *s, uint64_t now, bool all, uint32_t tgid)
+void attribution_defer_retry(struct attribution *s, uint64_t now, bool all, uint32_t tgid)
 {
 	size_t n = s->dq_nr, kept = 0;
 	bool kick;
@@ -258,18 +258,18 @@ void attribution_defer_retry(struct sync *s, uint64_t now, bool all, uint32_t tg
 		s->dq_head = 0;
 }
 
-void sync_images_changed(struct sync *s)
+void attribution_images_changed(struct attribution *s)
 {
 	s->dq_kick = s->dq_nr > 0;
 }
 
-size_t sync_nr_deferred(const struct sync *s)
+size_t attribution_nr_deferred(const struct attribution *s)
 {
 	return s->dq_nr;
 }
 
 /* Files x's chain, or queues it to wait for a binary (attribution.h). */
-void attribution_file_chain(struct sync *s, const struct opvm_sample *x, uint64_t now)
+void attribution_file_chain(struct attribution *s, const struct opvm_sample *x, uint64_t now)
 {
 	if (chain_try(s, x, NULL, s->dq != NULL) == CHAIN_WAIT && defer(s, x, now))
 		chain_try(s, x, NULL, false);

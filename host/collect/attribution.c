@@ -100,11 +100,11 @@ struct held {
 
 #define PEND_MAX	65536
 
-struct sync *sync_new(struct store *st, struct gstate *gs,
+struct attribution *attribution_new(struct store *st, struct gstate *gs,
 		      struct ring *const *rings, unsigned nr_rings,
-		      const struct sync_config *cfg)
+		      const struct attribution_config *cfg)
 {
-	struct sync *s;
+	struct attribution *s;
 	unsigned nvc = 1;
 
 	if (!st || !gs || (nr_rings && !rings)) {
@@ -157,7 +157,7 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 	if (!s->vc || !s->sc || !s->uc || !s->held || (nr_rings && !s->rings) ||
 	    (s->image_wait && s->host_file && !s->dq) ||
 	    !s->pfid || !s->poff || !s->soff || !s->fmap) {
-		sync_free(s);
+		attribution_free(s);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -170,7 +170,7 @@ struct sync *sync_new(struct store *st, struct gstate *gs,
 	return s;
 }
 
-void sync_free(struct sync *s)
+void attribution_free(struct attribution *s)
 {
 	if (!s)
 		return;
@@ -196,7 +196,7 @@ void sync_free(struct sync *s)
 
 /* The model changed: every cached pointer may be stale.  A guest that
  * forks all the time changes it at every record, so this must be cheap. */
-static void caches_drop(struct sync *s)
+static void caches_drop(struct attribution *s)
 {
 	if (++s->epoch == 0) {
 		/* wrapped: entries of epoch 1 might still be around */
@@ -234,7 +234,7 @@ static inline bool skey_eq(const struct skey *a, const struct skey *b)
 	       a->event == b->event && a->kernel == b->kernel && a->own_app == b->own_app;
 }
 
-static int note_err(struct sync *s, int err)
+static int note_err(struct attribution *s, int err)
 {
 	s->store_errors++;
 	if (!s->first_err)
@@ -247,7 +247,7 @@ static inline size_t fmap_hash(const struct sfile *sf, unsigned bits)
 	return (size_t)(((uint64_t)(uintptr_t)sf * 0x9e3779b97f4a7c15ull) >> (64 - bits));
 }
 
-static int fmap_grow(struct sync *s)
+static int fmap_grow(struct attribution *s)
 {
 	unsigned bits = s->fmap_bits + 1;
 	struct fmap_ent *n = calloc((size_t)1 << bits, sizeof(*n));
@@ -271,7 +271,7 @@ static int fmap_grow(struct sync *s)
 }
 
 /* The fid of sf, assigned on first sight.  0 and errno on ENOMEM. */
-static uint32_t fid_of(struct sync *s, struct sfile *sf)
+static uint32_t fid_of(struct attribution *s, struct sfile *sf)
 {
 	size_t mask = ((size_t)1 << s->fmap_bits) - 1, j;
 
@@ -316,10 +316,10 @@ static uint32_t fid_of(struct sync *s, struct sfile *sf)
 
 /*
  * Adds the queued samples to their files, file by file (a counting sort on
- * fid).  Called before sync_run()/sync_sample() return, so nothing stays
+ * fid).  Called before attribution_run()/attribution_sample() return, so nothing stays
  * queued between calls.
  */
-static void flush(struct sync *s)
+static void flush(struct attribution *s)
 {
 	size_t i, n = s->npend, pos;
 	uint32_t nt = 0, t;
@@ -353,7 +353,7 @@ static void flush(struct sync *s)
 	s->npend = 0;
 }
 
-static inline int add(struct sync *s, uint32_t fid, uint64_t offset)
+static inline int add(struct attribution *s, uint32_t fid, uint64_t offset)
 {
 	if (__builtin_expect(!fid, 0))
 		return note_err(s, errno ? -errno : -EIO);
@@ -371,7 +371,7 @@ static inline int add(struct sync *s, uint32_t fid, uint64_t offset)
  * sample).  Applies the separation mask first so that the cache holds one
  * entry per file.  0 (errno set) if the store cannot open the file.
  */
-static uint32_t sfile_for(struct sync *s, struct skey *k, const char *app,
+static uint32_t sfile_for(struct attribution *s, struct skey *k, const char *app,
 			       const char *image, const struct gstate_cookie *c)
 {
 	struct store_key key;
@@ -428,7 +428,7 @@ static uint32_t sfile_for(struct sync *s, struct skey *k, const char *app,
 	return fid;
 }
 
-static inline bool cent_match(const struct sync *s, const struct cent *e,
+static inline bool cent_match(const struct attribution *s, const struct cent *e,
 			      const struct opvm_sample *x, bool slot, bool cr3, uint64_t cr3n,
 			      bool cpu)
 {
@@ -439,7 +439,7 @@ static inline bool cent_match(const struct sync *s, const struct cent *e,
 	       (!cr3 || e->cr3n == cr3n);
 }
 
-static void cent_fill(const struct sync *s, struct cent *e, uint32_t fid, uint64_t lo,
+static void cent_fill(const struct attribution *s, struct cent *e, uint32_t fid, uint64_t lo,
 		      uint64_t len, uint64_t adj, uint64_t cr3n, const struct opvm_sample *x)
 {
 	e->fid = fid;
@@ -475,7 +475,7 @@ static inline unsigned cent_index(uint64_t rip, uint64_t cr3n, unsigned bits)
  * (docs/reports.md: "(idle)", "(firmware/boot)").  Not cached per range:
  * the range caches key on the task only where the separation needs it.
  */
-static int file_kernel_own(struct sync *s, const struct opvm_sample *x, const char *app)
+static int file_kernel_own(struct attribution *s, const struct opvm_sample *x, const char *app)
 {
 	uint64_t lo, hi;
 	const struct gstate_module *m = gstate_module_range(s->gs, x->rip, &lo, &hi);
@@ -492,7 +492,7 @@ static int file_kernel_own(struct sync *s, const struct opvm_sample *x, const ch
 	return add(s, sfile_for(s, &k, app, k.image, NULL), m ? x->rip - m->base : x->rip);
 }
 
-static int file_kernel(struct sync *s, const struct opvm_sample *x, bool force)
+static int file_kernel(struct attribution *s, const struct opvm_sample *x, bool force)
 {
 	struct vcache *vc = &s->vc[x->vcpu & s->vc_mask];
 	bool slot = x->flags & OPVM_SAMPLE_SLOT;
@@ -595,7 +595,7 @@ static int file_kernel(struct sync *s, const struct opvm_sample *x, bool force)
 	return ret;
 }
 
-static int file_anon_cr3(struct sync *s, const struct opvm_sample *x, uint64_t cr3n)
+static int file_anon_cr3(struct attribution *s, const struct opvm_sample *x, uint64_t cr3n)
 {
 	char name[48];
 	struct skey k = {
@@ -613,7 +613,7 @@ static int file_anon_cr3(struct sync *s, const struct opvm_sample *x, uint64_t c
 	return add(s, sfile_for(s, &k, name, name, NULL), x->rip);
 }
 
-static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
+static int file_user(struct attribution *s, const struct opvm_sample *x, bool force)
 {
 	uint64_t cr3n = opvm_cr3_normalise(x->cr3);
 	struct vcache *vc = &s->vc[x->vcpu & s->vc_mask];
@@ -700,7 +700,7 @@ static int file_user(struct sync *s, const struct opvm_sample *x, bool force)
 }
 
 /* Callers make sure the caches belong to the current generation first. */
-static inline int attribute(struct sync *s, const struct opvm_sample *x, bool force)
+static inline int attribute(struct attribution *s, const struct opvm_sample *x, bool force)
 {
 	if (x->cpl != 3)
 		return file_kernel(s, x, force);
@@ -708,7 +708,7 @@ static inline int attribute(struct sync *s, const struct opvm_sample *x, bool fo
 }
 
 /* Files the oldest held sample whatever its state. */
-static void held_evict_one(struct sync *s)
+static void held_evict_one(struct attribution *s)
 {
 	struct held *h = &s->held[s->hold_head];
 
@@ -721,7 +721,7 @@ static void held_evict_one(struct sync *s)
 		s->hold_head = 0;
 }
 
-static void hold(struct sync *s, const struct opvm_sample *x, uint64_t now)
+static void hold(struct attribution *s, const struct opvm_sample *x, uint64_t now)
 {
 	struct held *h;
 
@@ -738,7 +738,7 @@ static void hold(struct sync *s, const struct opvm_sample *x, uint64_t now)
 	s->hold_nr++;
 }
 
-static inline bool expired(const struct sync *s, const struct held *h, uint64_t now)
+static inline bool expired(const struct attribution *s, const struct held *h, uint64_t now)
 {
 	return now >= h->t && now - h->t >= s->hold_ms;
 }
@@ -748,7 +748,7 @@ static inline bool expired(const struct sync *s, const struct held *h, uint64_t 
  * so then only expired ones (at the head: the queue is in time order) are
  * filed; after a change the whole queue is retried and compacted.
  */
-static void held_retry(struct sync *s, uint64_t now, bool all, bool full)
+static void held_retry(struct attribution *s, uint64_t now, bool all, bool full)
 {
 	size_t i, kept = 0, n = s->hold_nr, base;
 
@@ -791,7 +791,7 @@ static int start_match(const struct gstate_process *p, void *arg)
 
 /* --from-exec: looks for the process when the model changed since the last
  * look (a walk over the processes, only until it is found). */
-static void start_check(struct sync *s, uint64_t now_ms)
+static void start_check(struct attribution *s, uint64_t now_ms)
 {
 	uint64_t gen = gstate_generation(s->gs);
 
@@ -804,13 +804,13 @@ static void start_check(struct sync *s, uint64_t now_ms)
 	}
 }
 
-int sync_started(const struct sync *s, uint64_t *at_ms)
+int attribution_started(const struct attribution *s, uint64_t *at_ms)
 {
 	*at_ms = s->started_ms;
 	return !s->start_exec[0];
 }
 
-static inline void take(struct sync *s, const struct opvm_sample *x, uint64_t now)
+static inline void take(struct attribution *s, const struct opvm_sample *x, uint64_t now)
 {
 	s->stats.received++;
 	if (s->start_exec[0]) {
@@ -832,13 +832,13 @@ static inline void take(struct sync *s, const struct opvm_sample *x, uint64_t no
 	}
 }
 
-static inline void caches_check(struct sync *s)
+static inline void caches_check(struct attribution *s)
 {
 	if (s->gen != gstate_generation(s->gs))
 		caches_drop(s);
 }
 
-int sync_sample(struct sync *s, const struct opvm_sample *smp, uint64_t now_ms)
+int attribution_sample(struct attribution *s, const struct opvm_sample *smp, uint64_t now_ms)
 {
 	int err;
 
@@ -851,7 +851,7 @@ int sync_sample(struct sync *s, const struct opvm_sample *smp, uint64_t now_ms)
 	return err;
 }
 
-static void drain(struct sync *s, uint64_t now_ms)
+static void drain(struct attribution *s, uint64_t now_ms)
 {
 	struct opvm_sample x;
 	unsigned r;
@@ -866,7 +866,7 @@ static void drain(struct sync *s, uint64_t now_ms)
 	flush(s);
 }
 
-int sync_run(struct sync *s, uint64_t now_ms)
+int attribution_run(struct attribution *s, uint64_t now_ms)
 {
 	int err;
 
@@ -881,7 +881,7 @@ int sync_run(struct sync *s, uint64_t now_ms)
 	return err;
 }
 
-int sync_forget_process(struct sync *s, uint32_t tgid, uint64_t now_ms)
+int attribution_forget_process(struct attribution *s, uint32_t tgid, uint64_t now_ms)
 {
 	int err;
 
@@ -903,7 +903,7 @@ int sync_forget_process(struct sync *s, uint32_t tgid, uint64_t now_ms)
 	return err;
 }
 
-int sync_drain(struct sync *s, uint64_t now_ms)
+int attribution_drain(struct attribution *s, uint64_t now_ms)
 {
 	int err;
 
@@ -915,9 +915,9 @@ int sync_drain(struct sync *s, uint64_t now_ms)
 	return err;
 }
 
-int sync_flush(struct sync *s, uint64_t now_ms)
+int attribution_flush(struct attribution *s, uint64_t now_ms)
 {
-	int err = sync_run(s, now_ms);
+	int err = attribution_run(s, now_ms);
 
 	caches_check(s);
 	s->first_err = 0;
@@ -930,7 +930,7 @@ int sync_flush(struct sync *s, uint64_t now_ms)
 	return err;
 }
 
-void sync_get_stats(const struct sync *s, struct opvm_stats *out)
+void attribution_get_stats(const struct attribution *s, struct opvm_stats *out)
 {
 	unsigned r;
 
@@ -941,18 +941,18 @@ void sync_get_stats(const struct sync *s, struct opvm_stats *out)
 	out->guest_lost = gstate_get_stats(s->gs)->guest_lost;
 }
 
-void sync_get_dwarf_stats(const struct sync *s, struct sync_dwarf_stats *out)
+void attribution_get_dwarf_stats(const struct attribution *s, struct attribution_dwarf_stats *out)
 {
 	*out = s->dws;
 	out->waiting = s->dq_nr;
 }
 
-size_t sync_nr_held(const struct sync *s)
+size_t attribution_nr_held(const struct attribution *s)
 {
 	return s->hold_nr;
 }
 
-uint64_t sync_store_errors(const struct sync *s)
+uint64_t attribution_store_errors(const struct attribution *s)
 {
 	return s->store_errors;
 }

@@ -49,7 +49,7 @@
  * it is filed anyway, never dropped: under "{anon}" of its known process
  * (counted in lost_no_mapping) or under app/image "{anon-cr3:0x<cr3>}"
  * (counted in lost_no_process).  A full queue files its oldest sample the
- * same way to make room.  sync_flush() files everything still held.
+ * same way to make room.  attribution_flush() files everything still held.
  *  Without any guest module (no HELLO ever), user samples go straight to
  * "{anon-cr3:0x<cr3>}" per address space (counted in unresolved), kernel
  * samples to vmlinux.
@@ -61,7 +61,7 @@
  * sample taken before the guest sent it is already in a ring.  The
  * collector therefore syncs (or at least drains) right before applying such
  * a record: a process that lives for less than a sync interval is still
- * attributed, and sync_forget_process() files its held samples while the
+ * attributed, and attribution_forget_process() files its held samples while the
  * model still knows it.
  *
  * Call chains are carried by the rings but not filed yet (the store keeps
@@ -88,12 +88,12 @@
 #include "lib/sample.h"
 #include "host/collect/stats.h"
 
-struct sync;
+struct attribution;
 struct store;
 struct gstate;
 struct ring;
 
-struct sync_config {
+struct attribution_config {
 	unsigned hold_ms;	/* how long to hold unresolved user samples;
 				 * 0: file them at once */
 	size_t hold_max;	/* held samples at most; 0: default 65536 */
@@ -130,7 +130,7 @@ struct sync_config {
  * is sending it, is not filed cut short: its sample is filed in the sample
  * files as usual, its registers, chain and stack copy wait in a bounded
  * queue (SYNC_DEFER_MAX entries, SYNC_DEFER_MAX_BYTES, SYNC_DEFER_MS) and
- * its unwind is redone after sync_images_changed(), then filed in the
+ * its unwind is redone after attribution_images_changed(), then filed in the
  * stack table.  What cannot wait (queue full, too old, the process gone or
  * changed, the end of the session) is unwound with what there is and
  * counted in cut_missing, as is every unwind that met a binary that never
@@ -140,7 +140,7 @@ struct sync_config {
 #define SYNC_DEFER_MAX_BYTES	((size_t)48 << 20)
 #define SYNC_DEFER_MS		30000
 
-struct sync_dwarf_stats {
+struct attribution_dwarf_stats {
 	uint64_t unwinds, frames, ns;	/* unwinds done (redone ones too),
 					 * frames they gave, time (ns) */
 	uint64_t waited;		/* stacks that waited for a binary */
@@ -154,52 +154,52 @@ struct sync_dwarf_stats {
 /* rings[0..nr_rings) are drained in order; the sync does not own st, gs or
  * the rings.  cfg may be NULL for the defaults (hold 2000 ms).  Returns NULL
  * and sets errno. */
-struct sync *sync_new(struct store *st, struct gstate *gs,
+struct attribution *attribution_new(struct store *st, struct gstate *gs,
 		      struct ring *const *rings, unsigned nr_rings,
-		      const struct sync_config *cfg);
-void sync_free(struct sync *s);		/* NULL-safe; files nothing */
+		      const struct attribution_config *cfg);
+void attribution_free(struct attribution *s);		/* NULL-safe; files nothing */
 
 /* Retries held samples (filing those older than hold_ms), then drains every
  * ring.  now_ms is a monotonic clock in milliseconds.  Returns 0, or the
  * first -errno from the store (the samples concerned are counted in
- * sync_store_errors(); draining goes on). */
-int sync_run(struct sync *s, uint64_t now_ms);
+ * attribution_store_errors(); draining goes on). */
+int attribution_run(struct attribution *s, uint64_t now_ms);
 
-/* The model is about to forget process tgid (PROC_EXIT, EXEC): sync_run(),
+/* The model is about to forget process tgid (PROC_EXIT, EXEC): attribution_run(),
  * then file that process's held samples whatever they still lack (their
  * mapping or thread can no longer come), merged as on expiry.  Returns as
- * sync_run(). */
-int sync_forget_process(struct sync *s, uint32_t tgid, uint64_t now_ms);
+ * attribution_run(). */
+int attribution_forget_process(struct attribution *s, uint32_t tgid, uint64_t now_ms);
 
-/* Drains the rings only (held samples wait for the next sync_run()).  For
+/* Drains the rings only (held samples wait for the next attribution_run()).  For
  * the collector to call just before the model forgets something: see
  * "Ordering" above. */
-int sync_drain(struct sync *s, uint64_t now_ms);
+int attribution_drain(struct attribution *s, uint64_t now_ms);
 
-/* sync_run(), then files every held sample at once (end of session). */
-int sync_flush(struct sync *s, uint64_t now_ms);
+/* attribution_run(), then files every held sample at once (end of session). */
+int attribution_flush(struct attribution *s, uint64_t now_ms);
 
 /* Attributes one sample as if popped from a ring (tests, benchmarks). */
-int sync_sample(struct sync *s, const struct opvm_sample *smp, uint64_t now_ms);
+int attribution_sample(struct attribution *s, const struct opvm_sample *smp, uint64_t now_ms);
 
 /* Totals so far: the sync's counters, lost_overflow summed over the rings and
  * guest_lost from the guest-state model.  throttled is left 0 (the sampler
  * knows it). */
-void sync_get_stats(const struct sync *s, struct opvm_stats *out);
+void attribution_get_stats(const struct attribution *s, struct opvm_stats *out);
 /* With start_exec: 1 once that process appeared (*at_ms: the now_ms of the
  * sync call that saw it), else 0.  Without: 1, *at_ms 0. */
-int sync_started(const struct sync *s, uint64_t *at_ms);
-size_t sync_nr_held(const struct sync *s);
-uint64_t sync_store_errors(const struct sync *s);
+int attribution_started(const struct attribution *s, uint64_t *at_ms);
+size_t attribution_nr_held(const struct attribution *s);
+uint64_t attribution_store_errors(const struct attribution *s);
 
 /* -g dwarf: user stacks unwound, the frames they gave, the time it took,
- * and the first-session waits above, since sync_new(). */
-void sync_get_dwarf_stats(const struct sync *s, struct sync_dwarf_stats *out);
+ * and the first-session waits above, since attribution_new(). */
+void attribution_get_dwarf_stats(const struct attribution *s, struct attribution_dwarf_stats *out);
 
 /* -g dwarf: a binary the guest was sending arrived (or its transfer
- * ended): the waiting unwinds are redone at the next sync_run(). */
-void sync_images_changed(struct sync *s);
+ * ended): the waiting unwinds are redone at the next attribution_run(). */
+void attribution_images_changed(struct attribution *s);
 /* Stacks waiting for a binary (first-session stacks above). */
-size_t sync_nr_deferred(const struct sync *s);
+size_t attribution_nr_deferred(const struct attribution *s);
 
 #endif /* OPVM_ATTRIBUTION_H */

@@ -162,7 +162,7 @@ void collector_guest_stats(const struct cguest *g, struct opvm_stats *st,
 	memset(ss, 0, sizeof(*ss));
 	if (g->smp && g->smp->ops && g->smp->ops->get_stats)
 		g->smp->ops->get_stats(g->smp, ss);
-	sync_get_stats(g->sy, st);
+	attribution_get_stats(g->sy, st);
 	st->throttled = ss->throttled;
 }
 
@@ -204,12 +204,12 @@ static json_t *symbols_json(const struct collector *c)
  * Nonzero on ENOMEM. */
 static int callgraph_json(struct collector *c, struct cguest *g, json_t *root)
 {
-	struct sync_dwarf_stats d;
+	struct attribution_dwarf_stats d;
 	int bad = json_object_set_new(root, "callgraph", json_string(c->cfg.callgraph));
 
 	if (!c->cfg.host_file)
 		return bad;
-	sync_get_dwarf_stats(g->sy, &d);
+	attribution_get_dwarf_stats(g->sy, &d);
 #define C(v) stats_json_count(v)
 	return bad | json_object_set_new(root, "dwarf_unwind", json_pack(
 		"{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
@@ -301,7 +301,7 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 		/* --from-exec: when the process came, seconds into the session */
 		bad |= json_object_set_new(root, "from_exec", json_string(c->cfg.start_exec));
 		bad |= json_object_set_new(root, "started_after_s",
-			sync_started(g->sy, &at) ?
+			attribution_started(g->sy, &at) ?
 			json_real((double)(at > c->start_ms ? at - c->start_ms : 0) / 1000.0) :
 			json_null());
 	}
@@ -331,13 +331,13 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 		"mappings", C(gstate_nr_mappings(g->gs)),
 		"modules", C(gstate_nr_modules(g->gs)),
 		"refused", C(gst->refused), "hellos", C(gst->hellos),
-		"held", C(sync_nr_held(g->sy)),
+		"held", C(attribution_nr_held(g->sy)),
 		"mem_bytes", C(gstate_mem_bytes(g->gs)), "max_bytes", C(c->cfg.model_max_bytes),
 		"all_guests_bytes", C(c->model_budget.used), "nomem", C(gst->nomem)));
 	store_get_stats(g->st, &sst);
 	store_get_limits(g->st, &lim);
 	bad |= json_object_set_new(root, "store", stats_store_to_json(&sst, &lim));
-	bad |= json_object_set_new(root, "store_errors", C(sync_store_errors(g->sy)));
+	bad |= json_object_set_new(root, "store_errors", C(attribution_store_errors(g->sy)));
 	bad |= json_object_set_new(root, "fetch", fetch_to_json(g->fetch));
 	bad |= json_object_set_new(root, "introspect", intro_json(g));
 	bad |= json_object_set_new(root, "meta_failures", C(g->meta_failures));

@@ -26,7 +26,7 @@ struct cguest {
 	struct gstate *gs;
 	struct decoder *dec;
 	struct store *st;
-	struct sync *sy;
+	struct attribution *sy;
 	struct fetch *fetch;		/* kernel symbols from the guest */
 	/* introspection: the second source of records, read from the
 	 * guest's memory; its own decoder (its own framing and sequence)

@@ -115,7 +115,7 @@ static void guest_free(struct cguest *g)
 		return;
 	if (g->fd >= 0)
 		close(g->fd);
-	sync_free(g->sy);
+	attribution_free(g->sy);
 	fetch_free(g->fetch);
 	introspect_free(g->intro);
 	decoder_free(g->idec);
@@ -163,7 +163,7 @@ static size_t ring_words(const struct collector_config *cfg)
 	return w < RING_MIN_WORDS_CFG ? RING_MIN_WORDS_CFG : (size_t)w;
 }
 
-/* sync_config's host_file for guest g: the session's, told the guest. */
+/* attribution_config's host_file for guest g: the session's, told the guest. */
 static int guest_host_file(void *arg, const char *path, const uint8_t *bid, size_t bid_len,
 			   char *out, size_t outlen)
 {
@@ -207,7 +207,7 @@ static struct fetch *guest_fetch_new(const struct collector *c, struct store *st
 struct cguest *collector_add_guest(struct collector *c, const char *name,
 				   unsigned nr_vcpus)
 {
-	struct sync_config scfg;
+	struct attribution_config scfg;
 	struct gstate_limits glim;
 	struct cguest *g;
 	unsigned i;
@@ -265,14 +265,14 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 	g->fetch = guest_fetch_new(c, g->st);
 	if (!g->fetch)
 		goto fail;
-	scfg = (struct sync_config){ .hold_ms = c->cfg.hold_ms,
+	scfg = (struct attribution_config){ .hold_ms = c->cfg.hold_ms,
 				     .start_exec = c->cfg.start_exec,
 				     .chains = c->cfg.callgraph != NULL,
 				     .host_file = c->cfg.host_file ? guest_host_file : NULL,
 				     .host_file_arg = g,
 				     .image_used = image_used, .image_arg = g,
 				     .image_wait = c->cfg.host_file ? image_wait : NULL };
-	g->sy = sync_new(g->st, g->gs, g->rings, nr_vcpus, &scfg);
+	g->sy = attribution_new(g->st, g->gs, g->rings, nr_vcpus, &scfg);
 	if (!g->sy)
 		goto fail;
 	decoder_set_record_fn(g->dec, on_record, g);
@@ -495,7 +495,7 @@ static void intro_poll(struct cguest *g, uint64_t now)
  * periodic sync retry. */
 static bool budget_take(struct cguest *g)
 {
-	size_t held = sync_nr_held(g->sy);
+	size_t held = attribution_nr_held(g->sy);
 
 	if (held > g->retry_budget)
 		return false;
@@ -520,9 +520,9 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 		if (!gstate_proc_by_tgid(g->gs, le32toh(r.tgid)))
 			return;		/* a new process forgets nothing */
 		if (budget_take(g))
-			sync_forget_process(g->sy, le32toh(r.tgid), now);
+			attribution_forget_process(g->sy, le32toh(r.tgid), now);
 		else
-			sync_drain(g->sy, now);
+			attribution_drain(g->sy, now);
 		return;
 	}
 	case OPVM_REC_HELLO:
@@ -532,9 +532,9 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 		if (!gstate_get_hello(g->gs))
 			return;
 		if (budget_take(g))
-			sync_flush(g->sy, now);
+			attribution_flush(g->sy, now);
 		else
-			sync_drain(g->sy, now);
+			attribution_drain(g->sy, now);
 		return;
 	case OPVM_REC_EXEC:
 	case OPVM_REC_PROC_EXIT:
@@ -551,11 +551,11 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 						   !gstate_proc_by_tgid(g->gs, id))
 			return;		/* nothing to forget */
 		if (!budget_take(g))
-			sync_drain(g->sy, now);
+			attribution_drain(g->sy, now);
 		else if (type == OPVM_REC_THREAD_EXIT)
-			sync_run(g->sy, now);	/* held samples of the thread */
+			attribution_run(g->sy, now);	/* held samples of the thread */
 		else
-			sync_forget_process(g->sy, id, now);
+			attribution_forget_process(g->sy, id, now);
 		return;
 	}
 	case OPVM_REC_MMAP:
@@ -568,7 +568,7 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 		memcpy(&r, rec, sizeof(r));
 		if (gstate_map_overlaps(gstate_proc_by_tgid(g->gs, le32toh(r.tgid)),
 					le64toh(r.start), le64toh(r.end)))
-			sync_drain(g->sy, now);
+			attribution_drain(g->sy, now);
 		return;
 	}
 	case OPVM_REC_COOKIE: {
@@ -583,7 +583,7 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 		if (le16toh(r.path_len) <= len - sizeof(r) &&
 		    gstate_cookie_renames(g->gs, le64toh(r.cookie), (const char *)rec + sizeof(r),
 					  le16toh(r.path_len), r.build_id, r.build_id_len))
-			sync_drain(g->sy, now);
+			attribution_drain(g->sy, now);
 		return;
 	}
 	case OPVM_REC_MODULE:
@@ -599,7 +599,7 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 			end = UINT64_MAX;
 		if (gstate_module_by_name(g->gs, r.name, strnlen(r.name, sizeof(r.name))) ||
 		    (type == OPVM_REC_MODULE && gstate_module_overlaps(g->gs, base, end)))
-			sync_drain(g->sy, now);
+			attribution_drain(g->sy, now);
 		return;
 	}
 	default:
@@ -670,7 +670,7 @@ static int channel_read(struct collector *c, struct cguest *g)
 	settled = fetch_settled(g->fetch);
 	if (settled != g->settled_seen) {
 		g->settled_seen = settled;
-		sync_images_changed(g->sy);
+		attribution_images_changed(g->sy);
 	}
 	return err;
 }
@@ -695,7 +695,7 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 		intro_poll(g, now);
 	/* samples that could not be filed are counted (store_errors), and
 	 * profiling goes on: not this function's failure */
-	err = final ? sync_flush(g->sy, now) : sync_run(g->sy, now);
+	err = final ? attribution_flush(g->sy, now) : attribution_run(g->sy, now);
 	g->retry_budget = RETRY_BUDGET;
 	if (err)
 		g->last_err = err;
@@ -754,7 +754,7 @@ static void finish_wait(struct collector *c)
 		for (size_t i = 0; i < c->nr_guests; i++) {
 			struct cguest *g = c->guests[i];
 
-			if (g->fd < 0 || !sync_nr_deferred(g->sy) || !fetch_busy(g->fetch))
+			if (g->fd < 0 || !attribution_nr_deferred(g->sy) || !fetch_busy(g->fetch))
 				continue;
 			pfd[n] = (struct pollfd){ .fd = g->fd, .events = POLLIN };
 			pg[n++] = g;
@@ -812,7 +812,7 @@ static void status_line(struct collector *c, uint64_t now, bool last)
 		/* as the summary's "lost": ring overflow only (samples without a
 		 * process or mapping are filed under {anon}, not lost) */
 		lost += st.lost_overflow;
-		held += sync_nr_held(c->guests[i]->sy);
+		held += attribution_nr_held(c->guests[i]->sy);
 	}
 	secs = (double)(now - c->start_ms) / 1000.0;
 	/* received grows at each sync (every sync_ms), not at each status

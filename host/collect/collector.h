@@ -54,12 +54,12 @@ struct collector_config {
 	size_t model_total_bytes;	/* all guests together; 0:
 					 * OPVM_MODEL_TOTAL_BYTES */
 	struct collector_symbols symbols;	/* its strings outlive the collector */
-	const char *start_exec;		/* --from-exec: see sync_config; NULL:
+	const char *start_exec;		/* --from-exec: see attribution_config; NULL:
 					 * from the start */
 	const char *callgraph;		/* "fp" or "dwarf": samples carry call
 					 * chains, kept in the stack table;
 					 * NULL: none */
-	/* -g dwarf: sync_config's host_file, called with the guest's name
+	/* -g dwarf: attribution_config's host_file, called with the guest's name
 	 * first; NULL: none */
 	int (*host_file)(void *arg, const char *guest, const char *path,
 			 const uint8_t *build_id, size_t build_id_len, char *out, size_t outlen);

@@ -209,7 +209,7 @@ static double run(const char *dir, const char *guest, int skew)
 	struct pat *pat = malloc(PATTERN * sizeof(*pat));
 	struct store *store = store_open(dir, guest, &ev, 1, OPVM_SEP_NONE, 0);
 	struct gstate *gs = gstate_new(NULL);
-	struct sync *sy = NULL;
+	struct attribution *sy = NULL;
 	struct opvm_stats st;
 	uint64_t pushed = 0;
 	double t0, t1, rate = -1;
@@ -224,7 +224,7 @@ static double run(const char *dir, const char *guest, int skew)
 		fprintf(stderr, "bench-pipeline: setup failed: %s\n", strerror(errno));
 		goto out;
 	}
-	sy = sync_new(store, gs, rings, NR_VCPUS, NULL);
+	sy = attribution_new(store, gs, rings, NR_VCPUS, NULL);
 	if (!sy)
 		goto out;
 	gen_pattern(pat, skew);
@@ -233,26 +233,26 @@ static double run(const char *dir, const char *guest, int skew)
 	for (unsigned i = 0; i < PATTERN; i++) {
 		push(rings, smp, &pat[i]);
 		if (i % (BATCH * NR_VCPUS) == BATCH * NR_VCPUS - 1)
-			sync_run(sy, 0);
+			attribution_run(sy, 0);
 	}
-	sync_run(sy, 0);
+	attribution_run(sy, 0);
 
 	t0 = now_s();
 	while (pushed < TOTAL) {
 		for (unsigned i = 0; i < PATTERN; i++) {
 			push(rings, smp, &pat[i]);
 			if (i % (BATCH * NR_VCPUS) == BATCH * NR_VCPUS - 1)
-				sync_run(sy, 0);
+				attribution_run(sy, 0);
 		}
-		sync_run(sy, 0);
+		attribution_run(sy, 0);
 		pushed += PATTERN;
 	}
 	t1 = now_s();
 	store_sync(store);
-	sync_get_stats(sy, &st);
+	attribution_get_stats(sy, &st);
 	if (st.lost_overflow || st.lost_no_mapping || st.lost_no_process || st.unresolved ||
 	    st.received != pushed + PATTERN || st.kernel + st.user != st.received ||
-	    sync_store_errors(sy)) {
+	    attribution_store_errors(sy)) {
 		fprintf(stderr, "bench-pipeline: bad accounting: received %llu lost %llu/%llu/%llu\n",
 			(unsigned long long)st.received, (unsigned long long)st.lost_overflow,
 			(unsigned long long)st.lost_no_mapping, (unsigned long long)st.lost_no_process);
@@ -260,7 +260,7 @@ static double run(const char *dir, const char *guest, int skew)
 	}
 	rate = (double)pushed / (t1 - t0);
 out:
-	sync_free(sy);
+	attribution_free(sy);
 	store_close(store);
 	gstate_free(gs);
 	for (v = 0; v < NR_VCPUS; v++)

@@ -39,7 +39,7 @@ struct fix {
 	char dir[256];
 	struct store *st;
 	struct gstate *gs;
-	struct sync *sy;
+	struct attribution *sy;
 	struct ring *rings[2];
 };
 
@@ -53,7 +53,7 @@ static void fix_open(struct fix *f, unsigned sep, unsigned hold_ms, size_t hold_
 {
 	struct store_event ev[2] = { { .name = "TIMER", .count = 1 },
 				     { .name = "CYCLES", .count = 100000 } };
-	struct sync_config cfg = { .hold_ms = hold_ms, .hold_max = hold_max };
+	struct attribution_config cfg = { .hold_ms = hold_ms, .hold_max = hold_max };
 	const char *tmp = getenv("TMPDIR");
 
 	snprintf(f->dir, sizeof(f->dir), "%s/opvm-test-attribution-XXXXXX", tmp ? tmp : "/tmp");
@@ -66,7 +66,7 @@ static void fix_open(struct fix *f, unsigned sep, unsigned hold_ms, size_t hold_
 	f->rings[1] = ring_new(1 << 16);
 	assert_non_null(f->rings[0]);
 	assert_non_null(f->rings[1]);
-	f->sy = sync_new(f->st, f->gs, f->rings, 2, &cfg);
+	f->sy = attribution_new(f->st, f->gs, f->rings, 2, &cfg);
 	assert_non_null(f->sy);
 	if (hello) {
 		struct gstate_hello h = { .version = 1, .nr_cpus = 2 };
@@ -87,7 +87,7 @@ static void fix_open(struct fix *f, unsigned sep, unsigned hold_ms, size_t hold_
 
 static void fix_close(struct fix *f)
 {
-	sync_free(f->sy);
+	attribution_free(f->sy);
 	store_close(f->st);
 	gstate_free(f->gs);
 	ring_free(f->rings[0]);
@@ -194,21 +194,21 @@ static void test_kernel(void **state)
 
 	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
 	s = kern(CR3_A, KTEXT + 0x1234, 100, 100, OPVM_SAMPLE_SLOT);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s.rip = MOD_LO + 0x42;
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s.rip = MOD_LO + 0x8000;	/* just past the module: its record may be late */
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	assert_int_equal(sync_nr_held(f.sy), 1);
-	assert_int_equal(sync_flush(f.sy, 0), 0);
-	sync_get_stats(f.sy, &st);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 1);
+	assert_int_equal(attribution_flush(f.sy, 0), 0);
+	attribution_get_stats(f.sy, &st);
 	assert_int_equal(st.lost_no_mapping, 1);
 	/* vmlinux keeps the run-time address, modules the offset from base */
 	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", -1, -1, -1, KTEXT + 0x1234, NULL), 2);
 	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", -1, -1, -1, MOD_LO + 0x8000, NULL), 1);
 	assert_int_equal(count_at(&f, "e1000", "e1000", -1, -1, -1, 0x42, NULL), 1);
-	sync_get_stats(f.sy, &st);
+	attribution_get_stats(f.sy, &st);
 	assert_int_equal(st.received, 4);
 	assert_int_equal(st.kernel, 4);
 	assert_int_equal(st.user, 0);
@@ -225,17 +225,17 @@ static void test_user_and_lib(void **state)
 	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
 	/* raw CR3 with PCID and the PTI bit: normalised before lookup */
 	s = user(CR3_A | 0x1005 | (1ull << 63), EXE_LO + 0x10, 100, 100);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s.rip = LIBC_LO + 0x100;
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = user(CR3_B, EXE_LO + 0x10, 200, 200);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	/* file offsets: addr - start + pgoff */
 	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", -1, -1, -1, 0x1010, NULL), 1);
 	assert_int_equal(count_at(&f, "/lib/libc.so.6", "/lib/libc.so.6", -1, -1, -1, 0x26100, NULL), 1);
 	assert_int_equal(count_at(&f, "/usr/bin/other", "/usr/bin/other", -1, -1, -1, 0x10, &files), 1);
 	assert_int_equal(files, 1);
-	sync_get_stats(f.sy, &st);
+	attribution_get_stats(f.sy, &st);
 	assert_int_equal(st.user, 3);
 	assert_int_equal(st.lost_no_mapping + st.lost_no_process + st.unresolved, 0);
 	fix_close(&f);
@@ -243,9 +243,9 @@ static void test_user_and_lib(void **state)
 	/* --separate=lib: libc under the app's {dep} */
 	fix_open(&f, OPVM_SEP_LIB, 1000, 0, true);
 	s = user(CR3_A, LIBC_LO + 0x100, 100, 100);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = user(CR3_A, EXE_LO, 100, 100);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	assert_int_equal(count_at(&f, "/bin/app", "/lib/libc.so.6", -1, -1, -1, 0x26100, NULL), 1);
 	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", -1, -1, -1, 0x1000, NULL), 1);
 	assert_int_equal(count_at(&f, "/lib/libc.so.6", "/lib/libc.so.6", ANY, ANY, ANY, ALL, NULL), 0);
@@ -259,12 +259,12 @@ static void test_thread_cpu(void **state)
 
 	fix_open(&f, OPVM_SEP_THREAD | OPVM_SEP_CPU, 1000, 0, true);
 	s = user(CR3_A, EXE_LO + 8, 100, 100);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = user(CR3_A, EXE_LO + 8, 101, 100);	/* worker thread */
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s.vcpu = 1;
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", 100, 100, 0, 0x1008, NULL), 1);
 	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", 100, 101, 0, 0x1008, NULL), 2);
 	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", 100, 101, 1, 0x1008, NULL), 1);
@@ -273,10 +273,10 @@ static void test_thread_cpu(void **state)
 	/* merged: one file with tgid/tid/cpu "all" */
 	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
 	s = user(CR3_A, EXE_LO + 8, 100, 100);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = user(CR3_A, EXE_LO + 8, 101, 100);
 	s.vcpu = 1;
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	{
 		unsigned files;
 
@@ -298,14 +298,14 @@ static void test_idle_boot_own_apps(void **state)
 	(void)state;
 	fix_open(&f, OPVM_SEP_LIB, 1000, 0, true);
 	s = kern(CR3_A, KTEXT + 0x10, 101, 100, OPVM_SAMPLE_SLOT);	/* work */
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = kern(CR3_A, KTEXT + 0x14, 0, 0, OPVM_SAMPLE_SLOT | OPVM_SAMPLE_KTHREAD);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = kern(0, 0xfd09a, 0, 0, 0);					/* BIOS */
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = kern(0, 0x1000000 + 0x42, 0, 0, 0);				/* decompressor */
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", -1, -1, -1, KTEXT + 0x10, NULL), 1);
 	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", ANY, ANY, ANY, KTEXT + 0x14, NULL), 0);
 	assert_int_equal(count_at(&f, "{idle}", "vmlinux", -1, -1, -1, KTEXT + 0x14, NULL), 2);
@@ -327,32 +327,32 @@ static void test_kernel_separation(void **state)
 	fix_open(&f, OPVM_SEP_KERNEL | OPVM_SEP_LIB | OPVM_SEP_THREAD, 1000, 0, true);
 	assert_int_equal(gstate_proc(f.gs, 7, 2, 0, S("kworker/0:1"), 0), 0);
 	s = kern(CR3_A, KTEXT + 0x10, 101, 100, OPVM_SAMPLE_SLOT);	/* syscall in app */
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = kern(CR3_A, KTEXT + 0x20, 7, 7, OPVM_SAMPLE_SLOT | OPVM_SAMPLE_KTHREAD);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = kern(CR3_A, MOD_LO + 4, 0, 0, OPVM_SAMPLE_SLOT);	/* idle task */
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = kern(CR3_B, KTEXT + 0x30, 0, 0, 0);			/* no slot: CR3 */
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	assert_int_equal(count_at(&f, "/bin/app", "vmlinux", 100, 101, -1, KTEXT + 0x10, NULL), 1);
 	assert_int_equal(count_at(&f, "{kthread}", "vmlinux", 7, 7, -1, KTEXT + 0x20, NULL), 1);
 	assert_int_equal(count_at(&f, "/bin/app", "vmlinux", ANY, ANY, ANY, KTEXT + 0x20, NULL), 0);
 	assert_int_equal(count_at(&f, "{idle}", "e1000", 0, 0, -1, 4, NULL), 1);
 	assert_int_equal(count_at(&f, "/usr/bin/other", "vmlinux", 200, 200, -1, KTEXT + 0x30, NULL), 1);
-	assert_int_equal(sync_nr_held(f.sy), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
 
 	/* ids the model does not know (a late record, or a hostile slot) are
 	 * held, then merged: never a file per made-up id */
 	s = kern(CR3_A, KTEXT + 0x40, 999, 999, OPVM_SAMPLE_SLOT | OPVM_SAMPLE_KTHREAD);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = kern(CR3_A, KTEXT + 0x50, 4242, 100, OPVM_SAMPLE_SLOT);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = user(CR3_A, EXE_LO + 0x60, 4243, 100);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = user(CR3_A, EXE_LO + 0x70, 101, 100);			/* known thread */
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	assert_int_equal(sync_nr_held(f.sy), 3);
-	assert_int_equal(sync_flush(f.sy, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 3);
+	assert_int_equal(attribution_flush(f.sy, 0), 0);
 	assert_int_equal(count_at(&f, "{kthread}", "vmlinux", -1, -1, -1, KTEXT + 0x40, NULL), 1);
 	assert_int_equal(count_at(&f, "/bin/app", "vmlinux", 100, 100, -1, KTEXT + 0x50, NULL), 1);
 	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", 100, 100, -1, 0x1060, NULL), 1);
@@ -362,7 +362,7 @@ static void test_kernel_separation(void **state)
 	/* without --separate=kernel the kernel is its own app */
 	fix_open(&f, OPVM_SEP_LIB | OPVM_SEP_THREAD, 1000, 0, true);
 	s = kern(CR3_A, KTEXT + 0x10, 101, 100, OPVM_SAMPLE_SLOT);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", 100, 101, -1, KTEXT + 0x10, NULL), 1);
 	fix_close(&f);
 }
@@ -377,16 +377,16 @@ static void test_late_module(void **state)
 
 	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
 	s = kern(CR3_A, MOD_LO + 0x100000 + 0x24, 100, 100, OPVM_SAMPLE_SLOT);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = kern(CR3_A, KTEXT + 8, 100, 100, OPVM_SAMPLE_SLOT);	/* fills the cache */
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	assert_int_equal(sync_nr_held(f.sy), 1);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 1);
 	assert_int_equal(gstate_module(f.gs, S("late_mod"), MOD_LO + 0x100000, 0x1000), 0);
-	assert_int_equal(sync_run(f.sy, 10), 0);
-	assert_int_equal(sync_nr_held(f.sy), 0);
+	assert_int_equal(attribution_run(f.sy, 10), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
 	assert_int_equal(count_at(&f, "late_mod", "late_mod", -1, -1, -1, 0x24, NULL), 1);
 	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", -1, -1, -1, KTEXT + 8, NULL), 1);
-	sync_get_stats(f.sy, &st);
+	attribution_get_stats(f.sy, &st);
 	assert_int_equal(st.lost_no_mapping, 0);
 	assert_int_equal(st.kernel, 2);
 	fix_close(&f);
@@ -406,22 +406,22 @@ static void test_hold_then_resolve(void **state)
 	/* unknown process */
 	s = user(0xabc000, 0x500000 + 0x10, 300, 300);
 	assert_int_equal(ring_push(f.rings[1], &s), 0);
-	assert_int_equal(sync_run(f.sy, 100), 0);
-	assert_int_equal(sync_nr_held(f.sy), 2);
+	assert_int_equal(attribution_run(f.sy, 100), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 2);
 	assert_int_equal(count_at(&f, NULL, NULL, ANY, ANY, ANY, ALL, NULL), 0);
 	/* nothing new: still held */
-	assert_int_equal(sync_run(f.sy, 500), 0);
-	assert_int_equal(sync_nr_held(f.sy), 2);
+	assert_int_equal(attribution_run(f.sy, 500), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 2);
 	/* the channel catches up */
 	assert_int_equal(gstate_cookie(f.gs, 9, S("/opt/plugin.so"), NULL, 0), 0);
 	assert_int_equal(gstate_mmap(f.gs, 100, 0x900000, 0x901000, 0x2000, 9), 0);
 	assert_int_equal(gstate_proc(f.gs, 300, 1, 0xabc000, S("late"), 3), 0);
 	assert_int_equal(gstate_mmap(f.gs, 300, 0x500000, 0x501000, 0, 3), 0);
-	assert_int_equal(sync_run(f.sy, 900), 0);
-	assert_int_equal(sync_nr_held(f.sy), 0);
+	assert_int_equal(attribution_run(f.sy, 900), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
 	assert_int_equal(count_at(&f, "/opt/plugin.so", "/opt/plugin.so", -1, -1, -1, 0x2044, NULL), 1);
 	assert_int_equal(count_at(&f, "/usr/bin/other", "/usr/bin/other", -1, -1, -1, 0x10, NULL), 1);
-	sync_get_stats(f.sy, &st);
+	attribution_get_stats(f.sy, &st);
 	assert_int_equal(st.received, 2);
 	assert_int_equal(st.user, 2);
 	assert_int_equal(st.lost_no_mapping, 0);
@@ -438,20 +438,20 @@ static void test_hold_expiry(void **state)
 
 	fix_open(&f, OPVM_SEP_LIB, 1000, 0, true);
 	s = user(CR3_A, 0x900000 + 0x44, 100, 100);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = user(0xabc000, 0x500010, 300, 300);
-	assert_int_equal(sync_sample(f.sy, &s, 10), 0);
-	assert_int_equal(sync_nr_held(f.sy), 2);
-	assert_int_equal(sync_run(f.sy, 999), 0);
-	assert_int_equal(sync_nr_held(f.sy), 2);
-	assert_int_equal(sync_run(f.sy, 1000), 0);	/* first one expires */
-	assert_int_equal(sync_nr_held(f.sy), 1);
-	sync_get_stats(f.sy, &st);
+	assert_int_equal(attribution_sample(f.sy, &s, 10), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 2);
+	assert_int_equal(attribution_run(f.sy, 999), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 2);
+	assert_int_equal(attribution_run(f.sy, 1000), 0);	/* first one expires */
+	assert_int_equal(attribution_nr_held(f.sy), 1);
+	attribution_get_stats(f.sy, &st);
 	assert_int_equal(st.lost_no_mapping, 1);
 	assert_int_equal(st.lost_no_process, 0);
-	assert_int_equal(sync_run(f.sy, 1010), 0);
-	assert_int_equal(sync_nr_held(f.sy), 0);
-	sync_get_stats(f.sy, &st);
+	assert_int_equal(attribution_run(f.sy, 1010), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
+	attribution_get_stats(f.sy, &st);
 	assert_int_equal(st.lost_no_process, 1);
 	assert_int_equal(st.user, 2);
 	assert_int_equal(count_at(&f, "/bin/app", "{anon}", -1, -1, -1, 0x900044, NULL), 1);
@@ -473,13 +473,13 @@ static void test_hold_overflow_and_flush(void **state)
 		s = user(0xdee000, 0x500000 + i, 300, 300);
 		assert_int_equal(ring_push(f.rings[i & 1], &s), 0);
 	}
-	assert_int_equal(sync_run(f.sy, 1), 0);
-	assert_int_equal(sync_nr_held(f.sy), 4);
-	sync_get_stats(f.sy, &st);
+	assert_int_equal(attribution_run(f.sy, 1), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 4);
+	attribution_get_stats(f.sy, &st);
 	assert_int_equal(st.lost_no_process, 6);
-	assert_int_equal(sync_flush(f.sy, 2), 0);
-	assert_int_equal(sync_nr_held(f.sy), 0);
-	sync_get_stats(f.sy, &st);
+	assert_int_equal(attribution_flush(f.sy, 2), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
+	attribution_get_stats(f.sy, &st);
 	assert_int_equal(st.lost_no_process, 10);
 	assert_int_equal(st.received, 10);
 	assert_int_equal(count_at(&f, NULL, "{anon-cr3:0xdee000}", ANY, ANY, ANY, ALL, NULL), 10);
@@ -495,12 +495,12 @@ static void test_no_module(void **state)
 
 	fix_open(&f, OPVM_SEP_NONE, 1000, 0, false);
 	s = user(0x42000 | 0x3, 0x401000, 0, 0);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = kern(0x42000, KTEXT + 5, 0, 0, 0);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	assert_int_equal(sync_nr_held(f.sy), 0);
-	sync_get_stats(f.sy, &st);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
+	attribution_get_stats(f.sy, &st);
 	assert_int_equal(st.unresolved, 2);
 	assert_int_equal(st.user, 2);
 	assert_int_equal(st.kernel, 1);
@@ -518,10 +518,10 @@ static void test_cache_invalidation(void **state)
 
 	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
 	s = user(CR3_A, EXE_LO + 0x10, 100, 100);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	assert_int_equal(gstate_exec(f.gs, 100, CR3_A, S("other"), 3), 0);
 	assert_int_equal(gstate_mmap(f.gs, 100, EXE_LO, EXE_HI, 0, 3), 0);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", ANY, ANY, ANY, ALL, NULL), 1);
 	assert_int_equal(count_at(&f, "/usr/bin/other", "/usr/bin/other", ANY, ANY, ANY, 0x10, NULL), 1);
 	/* a HELLO (reboot) forgets everything: held again */
@@ -530,9 +530,9 @@ static void test_cache_invalidation(void **state)
 
 		assert_int_equal(gstate_hello(f.gs, &h), 0);
 	}
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	assert_int_equal(sync_nr_held(f.sy), 1);
-	assert_int_equal(sync_flush(f.sy, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 1);
+	assert_int_equal(attribution_flush(f.sy, 0), 0);
 	fix_close(&f);
 }
 
@@ -549,14 +549,14 @@ static void test_slot_fallback(void **state)
 	assert_int_equal(gstate_proc(f.gs, 300, 1, 0, S("nocr3"), 3), 0);
 	assert_int_equal(gstate_mmap(f.gs, 300, EXE_LO, EXE_HI, 0x7000, 3), 0);
 	s = user(0x776000, EXE_LO + 0x10, 300, 300);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	assert_int_equal(sync_nr_held(f.sy), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
 	s = user(0x776000, EXE_LO + 0x10, 100, 100);	/* 100 has another CR3 */
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	assert_int_equal(sync_nr_held(f.sy), 1);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 1);
 	assert_int_equal(count_at(&f, "/usr/bin/other", "/usr/bin/other", ANY, ANY, ANY, 0x7010, NULL), 1);
 	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", ANY, ANY, ANY, ALL, NULL), 0);
-	assert_int_equal(sync_flush(f.sy, 0), 0);
+	assert_int_equal(attribution_flush(f.sy, 0), 0);
 	assert_int_equal(count_at(&f, NULL, "{anon-cr3:0x776000}", ANY, ANY, ANY, ALL, NULL), 1);
 	fix_close(&f);
 }
@@ -571,15 +571,15 @@ static void test_fork_child_uses_parent(void **state)
 	fix_open(&f, OPVM_SEP_LIB, 1000, 0, true);
 	assert_int_equal(gstate_proc(f.gs, 300, 100, 0x3330000, S("app"), 1), 0);
 	s = user(0x3330000, LIBC_LO + 0x30, 300, 300);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	assert_int_equal(sync_nr_held(f.sy), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
 	assert_int_equal(count_at(&f, "/bin/app", "/lib/libc.so.6", ANY, ANY, ANY, 0x26030, NULL), 1);
 	/* once it has mappings of its own, the parent's are not looked at */
 	assert_int_equal(gstate_exec(f.gs, 300, 0x3330000, S("other"), 3), 0);
 	assert_int_equal(gstate_mmap(f.gs, 300, EXE_LO, EXE_HI, 0, 3), 0);
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	assert_int_equal(sync_nr_held(f.sy), 1);
-	assert_int_equal(sync_flush(f.sy, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 1);
+	assert_int_equal(attribution_flush(f.sy, 0), 0);
 	fix_close(&f);
 }
 
@@ -593,19 +593,19 @@ static void test_forget_process(void **state)
 
 	fix_open(&f, OPVM_SEP_THREAD, 60000, 0, true);
 	s = user(CR3_A, 0x900000, 100, 100);		/* no mapping */
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = user(CR3_A, EXE_LO, 555, 100);		/* unknown thread */
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	s = user(CR3_B, 0x900000, 200, 200);		/* another process */
-	assert_int_equal(sync_sample(f.sy, &s, 0), 0);
-	assert_int_equal(sync_nr_held(f.sy), 3);
-	assert_int_equal(sync_forget_process(f.sy, 100, 10), 0);
-	assert_int_equal(sync_nr_held(f.sy), 1);
-	sync_get_stats(f.sy, &st);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 3);
+	assert_int_equal(attribution_forget_process(f.sy, 100, 10), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 1);
+	attribution_get_stats(f.sy, &st);
 	assert_int_equal(st.lost_no_mapping, 1);
 	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", 100, 100, -1, 0x1000, NULL), 1);
 	assert_int_equal(count_at(&f, "{anon}", "{anon}", 100, 100, -1, 0x900000, NULL), 1);
-	assert_int_equal(sync_flush(f.sy, 20), 0);
+	assert_int_equal(attribution_flush(f.sy, 20), 0);
 	fix_close(&f);
 }
 
@@ -625,8 +625,8 @@ static void test_overflow_stats(void **state)
 			dropped++;
 	}
 	assert_true(dropped > 0);
-	assert_int_equal(sync_run(f.sy, 0), 0);
-	sync_get_stats(f.sy, &st);
+	assert_int_equal(attribution_run(f.sy, 0), 0);
+	attribution_get_stats(f.sy, &st);
 	assert_int_equal(st.received, pushed);
 	assert_int_equal(st.lost_overflow, dropped);
 	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", ANY, ANY, ANY, 0x1000, NULL), pushed);
@@ -662,10 +662,10 @@ static void test_seed_1_99(void **state)
 		s.vcpu = (uint32_t)(i & 1);
 		assert_int_equal(ring_push(f.rings[i & 1], &s), 0);
 		if (i % 4096 == 4095)	/* the collector's periodic sync */
-			assert_int_equal(sync_run(f.sy, 0), 0);
+			assert_int_equal(attribution_run(f.sy, 0), 0);
 	}
-	assert_int_equal(sync_flush(f.sy, 0), 0);
-	sync_get_stats(f.sy, &st);
+	assert_int_equal(attribution_flush(f.sy, 0), 0);
+	attribution_get_stats(f.sy, &st);
 	assert_int_equal(st.received, 100000);
 	assert_int_equal(st.lost_overflow, 0);
 
@@ -735,7 +735,7 @@ static int take_stack(struct fix *f, uint64_t now)
 	x.user_bp = 0;
 	x.stack = stack;
 	x.stack_len = sizeof(stack);
-	return sync_sample(f->sy, &x, now);
+	return attribution_sample(f->sy, &x, now);
 }
 
 /* First-session stacks (attribution.h): an unwind that needs a binary on its way
@@ -744,28 +744,28 @@ static int take_stack(struct fix *f, uint64_t now)
 static void test_dwarf_wait(void **state)
 {
 	struct wait_fix w = { .coming = 1 };
-	struct sync_config cfg = { .hold_ms = 1000, .chains = true,
+	struct attribution_config cfg = { .hold_ms = 1000, .chains = true,
 				   .host_file = wait_host_file, .host_file_arg = &w,
 				   .image_wait = wait_image, .image_arg = &w };
-	struct sync_dwarf_stats d;
+	struct attribution_dwarf_stats d;
 	struct fix f;
 
 	fix_open(&f, OPVM_SEP_LIB | OPVM_SEP_KERNEL, 1000, 0, true);
-	sync_free(f.sy);
+	attribution_free(f.sy);
 	cfg.image_arg = &w;
-	f.sy = sync_new(f.st, f.gs, f.rings, 2, &cfg);
+	f.sy = attribution_new(f.st, f.gs, f.rings, 2, &cfg);
 	assert_non_null(f.sy);
 
 	/* waits, then whole once the binary is there */
 	assert_int_equal(take_stack(&f, 10), 0);
-	assert_int_equal(sync_nr_deferred(f.sy), 1);
-	assert_int_equal(sync_run(f.sy, 20), 0);
-	assert_int_equal(sync_nr_deferred(f.sy), 1);	/* nothing came */
+	assert_int_equal(attribution_nr_deferred(f.sy), 1);
+	assert_int_equal(attribution_run(f.sy, 20), 0);
+	assert_int_equal(attribution_nr_deferred(f.sy), 1);	/* nothing came */
 	w.have = 1;
-	sync_images_changed(f.sy);
-	assert_int_equal(sync_run(f.sy, 30), 0);
-	assert_int_equal(sync_nr_deferred(f.sy), 0);
-	sync_get_dwarf_stats(f.sy, &d);
+	attribution_images_changed(f.sy);
+	assert_int_equal(attribution_run(f.sy, 30), 0);
+	assert_int_equal(attribution_nr_deferred(f.sy), 0);
+	attribution_get_dwarf_stats(f.sy, &d);
 	assert_int_equal(d.waited, 1);
 	assert_int_equal(d.redone, 1);
 	assert_int_equal(d.cut_missing, 0);
@@ -775,37 +775,37 @@ static void test_dwarf_wait(void **state)
 	w.have = 0;
 	w.coming = 0;
 	assert_int_equal(take_stack(&f, 40), 0);
-	assert_int_equal(sync_nr_deferred(f.sy), 0);
-	sync_get_dwarf_stats(f.sy, &d);
+	assert_int_equal(attribution_nr_deferred(f.sy), 0);
+	attribution_get_dwarf_stats(f.sy, &d);
 	assert_int_equal(d.cut_missing, 1);
 
 	/* its process is about to go: filed with what there is */
 	w.coming = 1;
 	assert_int_equal(take_stack(&f, 50), 0);
 	assert_int_equal(take_stack(&f, 50), 0);
-	assert_int_equal(sync_nr_deferred(f.sy), 2);
-	assert_int_equal(sync_forget_process(f.sy, 200, 60), 0);	/* another */
-	assert_int_equal(sync_nr_deferred(f.sy), 2);
-	assert_int_equal(sync_forget_process(f.sy, 100, 60), 0);
-	assert_int_equal(sync_nr_deferred(f.sy), 0);
+	assert_int_equal(attribution_nr_deferred(f.sy), 2);
+	assert_int_equal(attribution_forget_process(f.sy, 200, 60), 0);	/* another */
+	assert_int_equal(attribution_nr_deferred(f.sy), 2);
+	assert_int_equal(attribution_forget_process(f.sy, 100, 60), 0);
+	assert_int_equal(attribution_nr_deferred(f.sy), 0);
 
 	/* too old, then the end of the session */
 	assert_int_equal(take_stack(&f, 100), 0);
 	assert_int_equal(take_stack(&f, 100 + SYNC_DEFER_MS / 2), 0);
-	assert_int_equal(sync_run(f.sy, 100 + SYNC_DEFER_MS), 0);
-	assert_int_equal(sync_nr_deferred(f.sy), 1);
-	assert_int_equal(sync_flush(f.sy, 200 + SYNC_DEFER_MS), 0);
-	assert_int_equal(sync_nr_deferred(f.sy), 0);
-	sync_get_dwarf_stats(f.sy, &d);
+	assert_int_equal(attribution_run(f.sy, 100 + SYNC_DEFER_MS), 0);
+	assert_int_equal(attribution_nr_deferred(f.sy), 1);
+	assert_int_equal(attribution_flush(f.sy, 200 + SYNC_DEFER_MS), 0);
+	assert_int_equal(attribution_nr_deferred(f.sy), 0);
+	attribution_get_dwarf_stats(f.sy, &d);
 	assert_int_equal(d.waited, 5);
 	assert_int_equal(d.redone, 1);
 	assert_int_equal(d.cut_missing, 5);
 	assert_int_equal(d.waiting, 0);
 	assert_true(w.asked >= 6);
 
-	/* a waiting stack left at sync_free() is freed (ASan checks) */
+	/* a waiting stack left at attribution_free() is freed (ASan checks) */
 	assert_int_equal(take_stack(&f, 300 + SYNC_DEFER_MS), 0);
-	assert_int_equal(sync_nr_deferred(f.sy), 1);
+	assert_int_equal(attribution_nr_deferred(f.sy), 1);
 	fix_close(&f);
 }
 
@@ -837,7 +837,7 @@ static void test_random_consistency(void **state)
 			assert_int_equal(ring_push(f.rings[rnd() % 2], &x), 0);
 			switch (rnd() % 64) {
 			case 0:
-				assert_int_equal(sync_run(f.sy, now), 0);
+				assert_int_equal(attribution_run(f.sy, now), 0);
 				break;
 			case 1:
 				now += 20;
@@ -861,7 +861,7 @@ static void test_random_consistency(void **state)
 					    0x10000ull * (rnd() % 7), "p", 1, 3);
 				break;
 			case 7:
-				assert_int_equal(sync_forget_process(f.sy, (uint32_t)(200 + rnd() % 3), now), 0);
+				assert_int_equal(attribution_forget_process(f.sy, (uint32_t)(200 + rnd() % 3), now), 0);
 				gstate_proc_exit(f.gs, (uint32_t)(200 + rnd() % 3));
 				break;
 			case 8:
@@ -871,10 +871,10 @@ static void test_random_consistency(void **state)
 				break;
 			}
 		}
-		assert_int_equal(sync_flush(f.sy, now), 0);
-		sync_get_stats(f.sy, &st);
-		assert_int_equal(sync_nr_held(f.sy), 0);
-		assert_int_equal(sync_store_errors(f.sy), 0);
+		assert_int_equal(attribution_flush(f.sy, now), 0);
+		attribution_get_stats(f.sy, &st);
+		assert_int_equal(attribution_nr_held(f.sy), 0);
+		assert_int_equal(attribution_store_errors(f.sy), 0);
 		assert_int_equal(st.received, 20000);
 		assert_int_equal(st.kernel + st.user, 20000);
 		total = count_at(&f, NULL, NULL, ANY, ANY, ANY, ALL, NULL);
