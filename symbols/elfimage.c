@@ -56,6 +56,9 @@ struct elfimage {
 
 	struct elfseg *segs;
 	size_t nr_segs;
+	/* The executable segment whose file bytes no earlier segment holds:
+	 * tried first by elfimage_lookup_offset(), or -1. */
+	long hot_seg;
 	struct elfsect *sects;
 	size_t nr_sects;
 
@@ -136,6 +139,26 @@ static int scan_notes(struct elfimage *img, Elf_Data *data)
 	return 0;
 }
 
+/* See hot_seg: taking it first gives what the in-order search gives. */
+static void find_hot_seg(struct elfimage *img)
+{
+	img->hot_seg = -1;
+	for (size_t i = 0; i < img->nr_segs; i++) {
+		const struct elfseg *h = &img->segs[i];
+		int shadowed = 0;
+
+		if (!h->exec)
+			continue;
+		for (size_t j = 0; j < i; j++)
+			if (img->segs[j].off < h->off + h->filesz &&
+			    h->off < img->segs[j].off + img->segs[j].filesz)
+				shadowed = 1;
+		if (!shadowed)
+			img->hot_seg = (long)i;
+		return;
+	}
+}
+
 static void load_build_id(struct elfimage *img)
 {
 	Elf_Scn *scn = NULL;
@@ -186,6 +209,7 @@ static int load_segments(struct elfimage *img)
 			.exec = !!(ph.p_flags & PF_X),
 		};
 	}
+	find_hot_seg(img);
 	return 0;
 }
 
@@ -574,6 +598,7 @@ static struct elfimage *image_alloc(const char *name)
 	if (!img)
 		return NULL;
 	img->fd = -1;
+	img->hot_seg = -1;
 	img->dbg_fd = -1;
 	img->name = strdup(name ? name : "(memory)");
 	if (!img->name) {
@@ -806,6 +831,17 @@ long elfimage_lookup(const struct elfimage *img, uint64_t addr)
 	}
 
 	return elfsym_lookup(img->syms, img->nr_syms, addr);
+}
+
+long elfimage_lookup_offset(const struct elfimage *img, uint64_t off, uint64_t *addr)
+{
+	const struct elfseg *h = img->hot_seg >= 0 ? &img->segs[img->hot_seg] : NULL;
+
+	if (img->type != ET_REL && h && off >= h->off && off - h->off < h->filesz)
+		*addr = h->vaddr + (off - h->off);
+	else if (elfimage_offset_to_addr(img, off, addr))
+		return -2;
+	return elfimage_lookup(img, *addr);
 }
 
 long elfimage_find(const struct elfimage *img, const char *name)

@@ -72,6 +72,9 @@ size_t elfimage_nr_syms(const struct elfimage *img);
 const struct elfsym *elfimage_sym(const struct elfimage *img, size_t i);
 /* Index of the symbol containing addr, or -1. */
 long elfimage_lookup(const struct elfimage *img, uint64_t addr);
+/* elfimage_offset_to_addr() then elfimage_lookup(): the symbol's index,
+ * or -1 with *addr set, or -2 when the offset is in no segment. */
+long elfimage_lookup_offset(const struct elfimage *img, uint64_t off, uint64_t *addr);
 /* Index of the first symbol whose name equals name, or -1. */
 long elfimage_find(const struct elfimage *img, const char *name);
 

@@ -387,7 +387,19 @@ long simage_lookup(const struct simage *si, uint64_t offset, uint64_t *addr)
 {
 	uint64_t a;
 
-	if (si->state != SIMAGE_OK || simage_addr(si, offset, &a))
+	if (si->state != SIMAGE_OK)
+		return -1;
+	if (si->kind == SK_USER && si->elf && !si->ks) {
+		/* The common case, millions of times a report: one call. */
+		long i = elfimage_lookup_offset(si->elf, offset, &a);
+
+		if (i == -2)
+			return -1;
+		if (addr)
+			*addr = a;
+		return i;
+	}
+	if (simage_addr(si, offset, &a))
 		return -1;
 	if (addr)
 		*addr = a;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,27 @@
  */
 static const char *esc(char *buf, const char *s)
 {
+	return util_text_escape(buf, ESC_MAX, s);
+}
+
+/* esc() for the rows: the name itself when it needs no escaping (most are
+ * printable ASCII and short: a report shows three a row, 100 k rows), else
+ * its escaped copy in buf.  Use the return value. */
+static const char *esc_row(char *buf, const char *s)
+{
+	size_t i = 0;
+
+	/* Most names are printable ASCII and short: shown as they are, with
+	 * no copy (a report escapes three names a row, 100 k rows). */
+	while (s && i < ESC_MAX - 1) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (!c)
+			return s;
+		if (c < 0x20 || c >= 0x7f || c == '\\')
+			break;
+		i++;
+	}
 	return util_text_escape(buf, ESC_MAX, s);
 }
 
@@ -52,17 +74,86 @@ static const char *fit(const char *s, int width, char *out, size_t outlen)
 {
 	size_t n = strlen(s);
 
+	if (!outlen)
+		return out;
 	if (width < 4 || n <= (size_t)width || outlen < (size_t)width + 1) {
-		snprintf(out, outlen, "%.*s", (int)(outlen - 1), s);
+		n = n < outlen - 1 ? n : outlen - 1;
+		memcpy(out, s, n);
+		out[n] = '\0';
 		return out;
 	}
-	snprintf(out, outlen, "%.*s...", width - 3, s);
+	memcpy(out, s, (size_t)width - 3);
+	memcpy(out + width - 3, "...", 4);
 	return out;
 }
 
-static int clampi(int v, int lo, int hi)
+/*
+ * One output line built by hand: `report -l` prints a row per symbol
+ * (100 k rows on a large session), and printf's format parsing was a
+ * third of the report's time.  The appenders keep printf's "%-*s" and
+ * "%.4f" output byte for byte.
+ */
+struct line {
+	char b[4096];
+	size_t n;
+};
+
+static void line_put(struct line *l, const char *s, size_t n)
 {
-	return v < lo ? lo : v > hi ? hi : v;
+	if (n > sizeof(l->b) - l->n)
+		n = sizeof(l->b) - l->n;
+	memcpy(l->b + l->n, s, n);
+	l->n += n;
+}
+
+/* "%-*s" then the separator c (0: none). */
+static void line_pad(struct line *l, const char *s, int width, char c)
+{
+	size_t n = strlen(s);
+
+	line_put(l, s, n);
+	for (; (int)n < width && l->n < sizeof(l->b); n++)
+		l->b[l->n++] = ' ';
+	if (c && l->n < sizeof(l->b))
+		l->b[l->n++] = c;
+}
+
+/* "%.4f" of a percentage.  The fast path rounds p * 10^4 itself; a value
+ * within 10^-6 of a rounding tie, where that product's own rounding could
+ * disagree with printf's exact decimal, is left to printf. */
+static const char *fmt_pct4(double p, char *out, size_t len)
+{
+	double t = p * 10000.0, frac;
+	uint64_t k, ip;
+	char tmp[32];
+	int i = (int)sizeof(tmp);
+
+	if (!(p >= 0.0 && p < 1e12)) {
+		snprintf(out, len, "%.4f", p);
+		return out;
+	}
+	k = (uint64_t)t;
+	frac = t - (double)k;
+	if (frac > 0.5 - 1e-6 && frac < 0.5 + 1e-6) {
+		snprintf(out, len, "%.4f", p);
+		return out;
+	}
+	k += frac > 0.5;
+	ip = k / 10000;
+	k %= 10000;
+	tmp[--i] = '\0';
+	for (int d = 0; d < 4; d++, k /= 10)
+		tmp[--i] = (char)('0' + k % 10);
+	tmp[--i] = '.';
+	do {
+		tmp[--i] = (char)('0' + ip % 10);
+		ip /= 10;
+	} while (ip);
+	if ((size_t)(sizeof(tmp) - (size_t)i) > len)
+		i = (int)(sizeof(tmp) - len);	/* never: callers pass 32 */
+	memcpy(out, tmp + i, sizeof(tmp) - (size_t)i);
+	out[len - 1] = '\0';
+	return out;
 }
 
 static const char *disp(const char *path, int long_names)
@@ -70,24 +161,45 @@ static const char *disp(const char *path, int long_names)
 	return long_names ? path : report_basename(path);
 }
 
-/* "app", "app[tgid]", "app[tgid/tid]", plus "@cpu". */
+/* A non-negative id in decimal; buf holds 24 bytes. */
+static const char *fmt_i64(int64_t v, char *buf)
+{
+	return stats_fmt_count((uint64_t)v, buf);
+}
+
+/* "app", "app[tgid]", "app[tgid/tid]", plus "@cpu".  By hand, as the rows
+ * are (struct line). */
 static void app_label(const struct report_row *row, int long_names, char *out, size_t len)
 {
-	char a[ESC_MAX];
-	int w = (int)(len > 48 ? len - 48 : 1);		/* room for [tgid/tid]@cpu */
+	char a[ESC_MAX], num[24];
+	size_t w = len > 48 ? len - 48 : 1;	/* room for [tgid/tid]@cpu */
+	const char *app = esc_row(a, disp(row->app, long_names));
+	struct line l;
 
-	esc(a, disp(row->app, long_names));
-	if (row->tgid >= 0 && row->tid >= 0 && row->tid != row->tgid)
-		snprintf(out, len, "%.*s[%" PRId64 "/%" PRId64 "]", w, a, row->tgid, row->tid);
-	else if (row->tgid >= 0)
-		snprintf(out, len, "%.*s[%" PRId64 "]", w, a, row->tgid);
-	else
-		snprintf(out, len, "%.*s", w, a);
-	if (row->cpu >= 0) {
-		size_t n = strlen(out);
-
-		snprintf(out + n, len - n, "@%" PRId64, row->cpu);
+	l.n = 0;
+	line_put(&l, app, strnlen(app, w));
+	if (row->tgid >= 0) {
+		line_put(&l, "[", 1);
+		line_pad(&l, fmt_i64(row->tgid, num), 0, 0);
+		if (row->tid >= 0 && row->tid != row->tgid) {
+			line_put(&l, "/", 1);
+			line_pad(&l, fmt_i64(row->tid, num), 0, 0);
+		}
+		line_put(&l, "]", 1);
 	}
+	if (row->cpu >= 0) {
+		line_put(&l, "@", 1);
+		line_pad(&l, fmt_i64(row->cpu, num), 0, 0);
+	}
+	if (l.n >= len)
+		l.n = len - 1;
+	memcpy(out, l.b, l.n);
+	out[l.n] = '\0';
+}
+
+static int clampi(int v, int lo, int hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
 }
 
 static int shown(const struct report_row *row, const struct report_print_opts *po)
@@ -509,16 +621,21 @@ static void layout(const struct report *r, const struct report_print_opts *po, s
 static void print_row(FILE *f, const struct report_row *row, const struct cols *c,
 		      int long_names)
 {
-	char b1[256], b2[256], b3[256], b4[256], label[512], cnt[OPVM_COUNT_BUF], e[ESC_MAX];
+	char b[256], label[512], cnt[OPVM_COUNT_BUF], p[32], e[ESC_MAX];
+	struct line l;
 
+	l.n = 0;	/* not "= { 0 }": that would clear 4 KiB a row */
 	app_label(row, long_names, label, sizeof(label));
-	fprintf(f, "%-8s %-8.4f ", stats_fmt_count(row->samples, cnt), row->percent);
+	line_pad(&l, stats_fmt_count(row->samples, cnt), 8, ' ');
+	line_pad(&l, fmt_pct4(row->percent, p, sizeof(p)), 8, ' ');
 	if (c->guest)
-		fprintf(f, "%-*s ", c->guest, fit(esc(e, row->guest), c->guest, b1, sizeof(b1)));
-	fit(esc(e, disp(row->image, long_names)), c->image, b2, sizeof(b2));
-	fit(label, c->app, b3, sizeof(b3));
-	fit(esc(e, row->symbol ? row->symbol : NO_SYMBOLS), c->symbol, b4, sizeof(b4));
-	fprintf(f, "%-*s %-*s %s\n", c->image, b2, c->app, b3, b4);
+		line_pad(&l, fit(esc_row(e, row->guest), c->guest, b, sizeof(b)), c->guest, ' ');
+	line_pad(&l, fit(esc_row(e, disp(row->image, long_names)), c->image, b, sizeof(b)),
+		 c->image, ' ');
+	line_pad(&l, fit(label, c->app, b, sizeof(b)), c->app, ' ');
+	line_pad(&l, fit(esc_row(e, row->symbol ? row->symbol : NO_SYMBOLS), c->symbol, b,
+			 sizeof(b)), 0, '\n');
+	fwrite(l.b, 1, l.n, f);
 }
 
 void report_print_symbols(FILE *f, const struct report *r, const struct report_print_opts *po)
