@@ -75,6 +75,9 @@ long elfimage_lookup(const struct elfimage *img, uint64_t addr);
 /* elfimage_offset_to_addr() then elfimage_lookup(): the symbol's index,
  * or -1 with *addr set, or -2 when the offset is in no segment. */
 long elfimage_lookup_offset(const struct elfimage *img, uint64_t off, uint64_t *addr);
+/* elfimage_lookup_offset() of n offsets: idx[k] the symbol or -1. */
+void elfimage_lookup_offsets(const struct elfimage *img, const uint64_t *offs, long *idx,
+			     size_t n);
 /* Index of the first symbol whose name equals name, or -1. */
 long elfimage_find(const struct elfimage *img, const char *name);
 

@@ -408,6 +408,16 @@ long simage_lookup(const struct simage *si, uint64_t offset, uint64_t *addr)
 	return elfimage_lookup(si->elf, a);
 }
 
+void simage_lookup_batch(const struct simage *si, const uint64_t *offs, long *idx, size_t n)
+{
+	if (si->state == SIMAGE_OK && si->kind == SK_USER && si->elf && !si->ks) {
+		elfimage_lookup_offsets(si->elf, offs, idx, n);
+		return;
+	}
+	for (size_t k = 0; k < n; k++)
+		idx[k] = simage_lookup(si, offs[k], NULL);
+}
+
 size_t simage_nr_syms(const struct simage *si)
 {
 	if (si->state != SIMAGE_OK)

@@ -134,6 +134,8 @@ int simage_addr(const struct simage *si, uint64_t offset, uint64_t *addr);
 /* Symbol index for a sample offset, or -1 (unresolved); *addr (may be
  * NULL) receives the image address. */
 long simage_lookup(const struct simage *si, uint64_t offset, uint64_t *addr);
+/* simage_lookup() of n offsets: idx[k] the symbol or -1. */
+void simage_lookup_batch(const struct simage *si, const uint64_t *offs, long *idx, size_t n);
 size_t simage_nr_syms(const struct simage *si);
 const struct elfsym *simage_sym(const struct simage *si, size_t i);
 /* Index of the symbol named name, or -1. */

@@ -184,3 +184,28 @@ int sfile_reader_foreach(struct sfile_reader *r,
 	}
 	return 0;
 }
+
+int sfile_reader_foreach_batch(struct sfile_reader *r,
+			       int (*fn)(const uint64_t *offs, const uint64_t *counts,
+					 size_t n, void *arg), void *arg)
+{
+	uint64_t offs[SFILE_BATCH], counts[SFILE_BATCH];
+	size_t n = 0;
+	int ret;
+
+	if (!r || !fn)
+		return -EINVAL;
+	for (uint64_t i = 0; i < r->nslots; i++) {
+		if (!r->tab[i].count)
+			continue;
+		offs[n] = r->tab[i].offset;
+		counts[n++] = r->tab[i].count;
+		if (n == SFILE_BATCH) {
+			ret = fn(offs, counts, n, arg);
+			if (ret)
+				return ret;
+			n = 0;
+		}
+	}
+	return n ? fn(offs, counts, n, arg) : 0;
+}

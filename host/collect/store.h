@@ -263,6 +263,12 @@ const struct sfile_info *sfile_reader_info(const struct sfile_reader *r);
  * value when nonzero; returns -EBADMSG if the file is found corrupt midway. */
 int sfile_reader_foreach(struct sfile_reader *r,
 			 int (*fn)(uint64_t offset, uint64_t count, void *arg), void *arg);
+/* The same by batches: fn gets at most SFILE_BATCH entries at a time, for
+ * work that is cheaper a batch at once (a report's symbol lookups). */
+#define SFILE_BATCH	256
+int sfile_reader_foreach_batch(struct sfile_reader *r,
+			       int (*fn)(const uint64_t *offs, const uint64_t *counts,
+					 size_t n, void *arg), void *arg);
 
 /* One sample file found under a samples/current (or any samples/<name>)
  * directory, with its path fields parsed and unmangled. */

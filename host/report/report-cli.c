@@ -19,6 +19,17 @@ static ssize_t safe_write(void *cookie, const char *buf, size_t len)
 	char tmp[4096];
 	size_t done = 0;
 
+	/* Escaped text, nearly always: written as it is, no copy. */
+	while (done < len) {
+		unsigned char c = (unsigned char)buf[done];
+
+		if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+			break;
+		done++;
+	}
+	if (done == len)
+		return fwrite(buf, 1, len, f) == len ? (ssize_t)len : -1;
+	done = 0;
 	while (done < len) {
 		size_t n = len - done < sizeof(tmp) ? len - done : sizeof(tmp);
 

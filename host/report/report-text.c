@@ -605,8 +605,8 @@ static void layout(const struct report *r, const struct report_print_opts *po, s
 		if (!shown(row, po))
 			continue;
 		app_label(row, long_names, label, sizeof(label));
-		mg = clampi((int)strlen(esc(b, row->guest)), mg, 64);
-		mi = clampi((int)strlen(esc(b, disp(row->image, long_names))), mi, 200);
+		mg = clampi((int)strlen(esc_row(b, row->guest)), mg, 64);
+		mi = clampi((int)strlen(esc_row(b, disp(row->image, long_names))), mi, 200);
 		ma = clampi((int)strlen(label), ma, 200);
 	}
 	c->guest = distinct_guests(r) > 1 ? clampi(mg, 5, 12) : 0;
