@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +34,31 @@ static inline int qemu_available(void)
 /* Starts QEMU with "opt unix:DIR/gdb.sock,server=on,wait=off" (opt "-gdb";
  * "-qmp": qmp.sock), DIR /tmp/opvm-test-TEST.XXXXXX, and waits up to 5 s
  * for the socket.  0 or -1. */
+/* Whether the unix socket at path listens (/proc/net/unix, flags
+ * 00010000). */
+static inline int qemu_sock_listening(const char *path)
+{
+	FILE *f = fopen("/proc/net/unix", "re");
+	char line[4096];
+	size_t plen = strlen(path);
+	int found = 0;
+
+	if (!f)
+		return 1;	/* cannot tell: take the file's presence */
+	while (!found && fgets(line, sizeof(line), f)) {
+		size_t n = strcspn(line, "\n");
+		unsigned long flags;
+
+		line[n] = '\0';
+		if (n < plen || strcmp(line + n - plen, path) ||
+		    sscanf(line, "%*s %*s %*s %lx", &flags) != 1)
+			continue;
+		found = (flags & 0x10000) != 0;
+	}
+	fclose(f);
+	return found;
+}
+
 static inline int qemu_start_with(struct qemu *q, const char *test, const char *opt)
 {
 	char chardev[256];
@@ -54,8 +80,11 @@ static inline int qemu_start_with(struct qemu *q, const char *test, const char *
 		       opt, chardev, (char *)NULL);
 		_exit(127);
 	}
-	for (int i = 0; i < 500; i++) {
-		if (!stat(q->sock, &st))
+	/* The socket's file appears at bind(), before QEMU listens: a
+	 * connect in between is refused (seen on a loaded machine).  Wait
+	 * for it to listen: __SO_ACCEPTCON in /proc/net/unix. */
+	for (int i = 0; i < 3000; i++) {
+		if (!stat(q->sock, &st) && qemu_sock_listening(q->sock))
 			return 0;
 		usleep(10000);
 	}
