@@ -322,20 +322,13 @@ static bool store_args_ok(const char *session_dir, const char *guest,
 	return true;
 }
 
-struct store *store_open(const char *session_dir, const char *guest,
-			 const struct store_event *events, size_t nr_events,
-			 unsigned separate, unsigned flags)
+/* The store's own fields, before any file is touched.  NULL: no memory. */
+static struct store *store_alloc(const char *session_dir, const char *guest,
+				 const struct store_event *events, size_t nr_events,
+				 unsigned separate, unsigned flags, char *mg)
 {
-	char mg[OPVM_MANGLE_MAX];
-	struct store *st;
-	int sfd = -1, gfd = -1, gdir = -1, smp = -1, ret;
-	struct stat sb;
+	struct store *st = calloc(1, sizeof(*st));
 
-	if (!store_args_ok(session_dir, guest, events, nr_events, separate, flags)) {
-		errno = EINVAL;
-		return NULL;
-	}
-	st = calloc(1, sizeof(*st));
 	if (!st)
 		return NULL;
 	st->curfd = -1;
@@ -350,88 +343,105 @@ struct store *store_open(const char *session_dir, const char *guest,
 	st->ovf = calloc(nr_events, sizeof(*st->ovf));
 	st->session = strdup(session_dir);
 	st->guest = strdup(guest);
+	st->index_cap = 64;
+	st->index = calloc(st->index_cap, sizeof(*st->index));
 	store_mangle(guest, strlen(guest), mg);
-	if (!st->events || !st->ovf || !st->session || !st->guest ||
+	if (!st->events || !st->ovf || !st->session || !st->guest || !st->index ||
 	    asprintf(&st->dir, "%s/guests/%s/samples/current", session_dir, mg) < 0) {
 		st->dir = NULL;
-		ret = -ENOMEM;
-		goto fail;
+		store_close(st);
+		return NULL;
 	}
 	memcpy(st->events, events, nr_events * sizeof(*events));
 	st->nr_events = nr_events;
-
-	ret = util_mkdir_p(session_dir);
-	if (ret)
-		goto fail;
-	sfd = open(session_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (sfd < 0) {
-		ret = -errno;
-		goto fail;
-	}
-	gfd = dir_openat(sfd, "guests", true, st->dmode);
-	if (gfd < 0) {
-		ret = gfd;
-		goto fail;
-	}
-	gdir = dir_openat(gfd, mg, true, st->dmode);
-	if (gdir < 0) {
-		ret = gdir;
-		goto fail;
-	}
-	smp = dir_openat(gdir, "samples", true, st->dmode);
-	if (smp < 0) {
-		ret = smp;
-		goto fail;
-	}
-	/* One writer per guest tree: a second one (this process or another)
-	 * would rotate or grow files under the first one's feet. */
-	if (flock(smp, LOCK_EX | LOCK_NB) < 0) {
-		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		goto fail;
-	}
-	if (fstatat(smp, "current", &sb, AT_SYMLINK_NOFOLLOW) == 0) {
-		if (!S_ISDIR(sb.st_mode)) {
-			ret = S_ISLNK(sb.st_mode) ? -ELOOP : -ENOTDIR;
-			goto fail;
-		}
-		if (!(flags & STORE_APPEND)) {
-			ret = tree_remove(smp, "previous");
-			if (ret)
-				goto fail;
-			if (renameat(smp, "current", smp, "previous") < 0) {
-				ret = -errno;
-				goto fail;
-			}
-		}
-	} else if (errno != ENOENT) {
-		ret = -errno;
-		goto fail;
-	}
-	st->curfd = dir_openat(smp, "current", true, st->dmode);
-	if (st->curfd < 0) {
-		ret = st->curfd;
-		goto fail;
-	}
-	st->index_cap = 64;
-	st->index = calloc(st->index_cap, sizeof(*st->index));
-	if (!st->index) {
-		ret = -ENOMEM;
-		goto fail;
-	}
-	st->lockfd = smp;	/* held until store_close() */
-	close(gdir);
-	close(gfd);
-	close(sfd);
 	return st;
-fail:
-	if (smp >= 0)
+}
+
+/* SESSION/guests/MG/samples, created as needed, opened without following
+ * links and locked: one writer per guest tree (a second one, in this
+ * process or another, would rotate or grow files under the first one's
+ * feet).  Returns the directory's fd or -errno. */
+static int samples_dir_open(struct store *st, const char *mg)
+{
+	int sfd, gfd = -1, gdir = -1, smp = -1, ret;
+
+	ret = util_mkdir_p(st->session);
+	if (ret)
+		return ret;
+	sfd = open(st->session, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sfd < 0)
+		return -errno;
+	gfd = dir_openat(sfd, "guests", true, st->dmode);
+	if (gfd >= 0)
+		gdir = dir_openat(gfd, mg, true, st->dmode);
+	if (gdir >= 0)
+		smp = dir_openat(gdir, "samples", true, st->dmode);
+	ret = gfd < 0 ? gfd : gdir < 0 ? gdir : smp;
+	if (smp >= 0 && flock(smp, LOCK_EX | LOCK_NB) < 0) {
+		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		close(smp);
+	}
 	if (gdir >= 0)
 		close(gdir);
 	if (gfd >= 0)
 		close(gfd);
-	if (sfd >= 0)
-		close(sfd);
+	close(sfd);
+	return ret;
+}
+
+/* samples/current made anew (the last one kept as previous) or, with
+ * STORE_APPEND, reused.  Returns its fd or -errno. */
+static int current_open(struct store *st, int smp)
+{
+	struct stat sb;
+	int ret;
+
+	if (fstatat(smp, "current", &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (!S_ISDIR(sb.st_mode))
+			return S_ISLNK(sb.st_mode) ? -ELOOP : -ENOTDIR;
+		if (!(st->flags & STORE_APPEND)) {
+			ret = tree_remove(smp, "previous");
+			if (ret)
+				return ret;
+			if (renameat(smp, "current", smp, "previous") < 0)
+				return -errno;
+		}
+	} else if (errno != ENOENT) {
+		return -errno;
+	}
+	return dir_openat(smp, "current", true, st->dmode);
+}
+
+struct store *store_open(const char *session_dir, const char *guest,
+			 const struct store_event *events, size_t nr_events,
+			 unsigned separate, unsigned flags)
+{
+	char mg[OPVM_MANGLE_MAX];
+	struct store *st;
+	int smp, ret;
+
+	if (!store_args_ok(session_dir, guest, events, nr_events, separate, flags)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	st = store_alloc(session_dir, guest, events, nr_events, separate, flags, mg);
+	if (!st) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	smp = samples_dir_open(st, mg);
+	if (smp < 0) {
+		ret = smp;
+		goto fail;
+	}
+	st->lockfd = smp;	/* held until store_close() */
+	st->curfd = current_open(st, smp);
+	if (st->curfd < 0) {
+		ret = st->curfd;
+		goto fail;
+	}
+	return st;
+fail:
 	store_close(st);
 	errno = -ret;
 	return NULL;
