@@ -29,6 +29,7 @@
 #include "host/collect/attribution.h"
 #include "vmm/introspect/introspect.h"
 #include "vmm/introspect/ktasks.h"
+#include "vmm/introspect/kvmas.h"
 #include "vmm/sampler.h"
 #include "lib/util.h"
 
@@ -59,6 +60,31 @@ static json_t *intro_kernel_json(const struct cguest *g)
 	json_object_set_new(k, "text_addr_hex", json_hex(s->text_addr));
 	errno = 0;
 	return k;
+}
+
+/* introspect.mappings: each process's executable mappings (kvmas.h) */
+static json_t *intro_maps_json(const struct introspect_stats *s)
+{
+	const struct kvmas_stats *m = s->maps;
+	json_t *o;
+
+	if (!m)
+		return json_pack("{s:b,s:s}", "read", 0, "why",
+				 s->maps_error[0] ? s->maps_error : "no kernel offsets yet");
+	o = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "read", 1,
+		"refreshes", json_u64(m->refreshes), "procs_read", json_u64(m->procs_read),
+		"procs_unchanged", json_u64(m->procs_unchanged),
+		"procs_deferred", json_u64(m->procs_deferred), "nodes", json_u64(m->nodes),
+		"vmas", json_u64(m->vmas), "exec_maps", json_u64(m->exec_maps),
+		"maps_sent", json_u64(m->maps_sent), "munmaps_sent", json_u64(m->munmaps_sent),
+		"cookies_sent", json_u64(m->cookies_sent));
+	if (o)
+		json_object_update_new(o, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+			"tree_bad", json_u64(m->tree_bad), "tree_cut", json_u64(m->tree_cut),
+			"vma_bad", json_u64(m->vma_bad), "path_bad", json_u64(m->path_bad),
+			"buildid_missing", json_u64(m->buildid_missing),
+			"files_full", json_u64(m->files_full), "refresh_us", json_u64(m->refresh_us)));
+	return o;
 }
 
 static json_t *intro_json(const struct cguest *g)
@@ -96,6 +122,8 @@ static json_t *intro_json(const struct cguest *g)
 			"agree", json_u64(g->xc_agree), "differ", json_u64(g->xc_differ),
 			"missing", json_u64(g->xc_missing)));
 	}
+	if (o)
+		json_object_set_new(o, "mappings", intro_maps_json(s));
 	if (o && s->last_error[0])
 		json_object_set_new(o, "last_error", json_string(s->last_error));
 	return o;

@@ -23,6 +23,7 @@
 #include "vmm/introspect/kallsyms.h"
 #include "vmm/introspect/kbtf.h"
 #include "vmm/introspect/ktasks.h"
+#include "vmm/introspect/kvmas.h"
 #include "vmm/introspect/vmcoreinfo.h"
 
 /* A whole pass per poll for guests up to 1 GiB: the page appears a second
@@ -69,6 +70,7 @@ struct introspect {
 	bool have_offsets;		/* BTF gave them */
 	bool module_active;		/* opvm.ko speaks: no process records */
 	struct kbtf_offsets off;
+	struct kvmas *vmas;		/* NULL: mappings not read */
 	/* the last walk (sorted by tgid) and the one being made */
 	struct ktask *tasks, *walk;
 	size_t nr_tasks;
@@ -122,6 +124,7 @@ void introspect_free(struct introspect *in)
 		return;
 	free(in->tasks);
 	free(in->walk);
+	kvmas_free(in->vmas);
 	free(in);
 }
 
@@ -267,6 +270,23 @@ static void ksyms_send(struct introspect *in, uint64_t t0)
 
 /* ---- BTF and the task list ----------------------------------------------- */
 
+/* The offsets the mappings need (kvmas.h), from the same BTF: without
+ * them, processes are still walked. */
+static void maps_setup(struct introspect *in, const void *btf, size_t len)
+{
+	struct kbtf_vma_offsets vo;
+
+	if (in->vmas)
+		return;		/* kept across a reboot: the same offsets */
+	if (kbtf_vma_offsets(btf, len, &vo, in->st.maps_error, sizeof(in->st.maps_error)))
+		return;
+	in->vmas = kvmas_new(&vo);
+	if (!in->vmas)
+		snprintf(in->st.maps_error, sizeof(in->st.maps_error),
+			 "cannot set up the mapping reader: %s", strerror(errno));
+	in->st.maps = in->vmas ? kvmas_get_stats(in->vmas) : NULL;
+}
+
 /* The guest's BTF, read out of its memory for libbpf: the offsets the
  * task walk needs.  Refused (counted, last_error) when it is missing,
  * too big or does not parse. */
@@ -299,6 +319,8 @@ static void btf_load(struct introspect *in)
 	else
 		snprintf(in->st.last_error, sizeof(in->st.last_error),
 			 "cannot read the BTF at %#llx", (unsigned long long)in->start_btf);
+	if (!rc)
+		maps_setup(in, buf, len);
 	free(buf);
 	if (rc) {
 		in->st.refused++;
@@ -366,6 +388,20 @@ static void tasks_diff(struct introspect *in, const struct ktask *nw, size_t n)
 	}
 }
 
+static int uread(void *arg, uint64_t cr3, uint64_t va, void *buf, size_t len)
+{
+	struct introspect *in = arg;
+
+	if (va >= KERNEL_HALF || va + len < va || va + len > KERNEL_HALF)
+		return -EFAULT;
+	return guestmem_read_virt(in->m, cr3, va, buf, len) ? -EFAULT : 0;
+}
+
+static void maps_emit(void *arg, void *rec, unsigned type, size_t len)
+{
+	emit(arg, rec, type, len);
+}
+
 /* One walk; with send, its differences go out as records (without: a
  * walk for the cross-check while opvm.ko speaks). */
 static void tasks_refresh(struct introspect *in, bool send)
@@ -381,6 +417,11 @@ static void tasks_refresh(struct introspect *in, bool send)
 	}
 	if (send)
 		tasks_diff(in, in->walk, n);
+	if (send && in->vmas) {
+		struct kvmas_mem vm = { .kread = { kread, in }, .uread = uread, .arg = in };
+
+		kvmas_refresh(in->vmas, &vm, in->walk, n, maps_emit, in);
+	}
 	swap = in->tasks;
 	in->tasks = in->walk;
 	in->walk = swap;
@@ -496,6 +537,7 @@ static bool rebooted(struct introspect *in)
 	if (!in->module_active)
 		tasks_diff(in, NULL, 0);
 	in->nr_tasks = 0;
+	kvmas_reset(in->vmas);
 	in->have_offsets = false;
 	in->start_btf = in->stop_btf = in->init_task = in->st.text_addr = 0;
 	in->per_cpu_offset = in->current_task = in->pcpu_hot = 0;

@@ -33,6 +33,7 @@
 
 struct guestmem;
 struct introspect;
+struct kvmas_stats;
 
 enum introspect_mode {
 	INTROSPECT_AUTO = 0,	/* when opvm.ko has not said it */
@@ -82,6 +83,10 @@ struct introspect_stats {
 	int procs_live;			/* 1: a walk announced the processes */
 	uint64_t current_reads, current_bad;	/* introspect_current() */
 	uint64_t reboots;		/* VMCOREINFO changed: searched anew */
+	/* executable mappings (vmm/introspect/kvmas.h); NULL: not read
+	 * (maps_error says why) */
+	const struct kvmas_stats *maps;
+	char maps_error[128];
 	char last_error[160];
 };
 

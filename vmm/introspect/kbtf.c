@@ -109,3 +109,85 @@ int kbtf_offsets(const void *data, size_t len, struct kbtf_offsets *out,
 	btf__free(b);
 	return rc;
 }
+
+#define W(f, n, w) { n, offsetof(struct kbtf_vma_offsets, f), w }
+
+/* One struct's members into out (a struct kbtf_vma_offsets). */
+static int vma_struct(const struct btf *b, const char *sname, uint32_t *size,
+		      const struct want *w, size_t n, void *out, char *err, size_t errlen)
+{
+	uint32_t dummy;
+
+	return struct_offsets(b, sname, size ? size : &dummy, w, n, out, err, errlen);
+}
+
+static int vma_offsets(const struct btf *b, struct kbtf_vma_offsets *o, char *err,
+		       size_t errlen)
+{
+	static const struct want mm[] = { W(mm_mt, "mm_mt", 16), W(mm_map_count, "map_count", 4),
+					  W(mm_exec_vm, "exec_vm", 8) };
+	static const struct want mt[] = { W(mt_root, "ma_root", 8) };
+	static const struct want vma[] = { W(vma_start, "vm_start", 8), W(vma_end, "vm_end", 8),
+					   W(vma_flags, "vm_flags", 8),
+					   W(vma_pgoff, "vm_pgoff", 8), W(vma_file, "vm_file", 8) };
+	static const struct want file[] = { W(file_path, "f_path", 16) };
+	static const struct want path[] = { W(path_mnt, "mnt", 8), W(path_dentry, "dentry", 8) };
+	static const struct want dentry[] = { W(dentry_parent, "d_parent", 8),
+					      W(dentry_name, "d_name", 16),
+					      W(dentry_inode, "d_inode", 8) };
+	static const struct want qstr[] = { W(qstr_len, "len", 4), W(qstr_name, "name", 8) };
+	static const struct want mount[] = { W(mount_parent, "mnt_parent", 8),
+					     W(mount_mountpoint, "mnt_mountpoint", 8),
+					     W(mount_mnt, "mnt", 8) };
+	static const struct want vfsmount[] = { W(vfsmount_root, "mnt_root", 8) };
+	uint32_t sz;
+	int rc;
+
+	if (member_off(b, (uint32_t)btf__find_by_name_kind(b, "mm_struct", BTF_KIND_STRUCT),
+		       "mm_mt", 0) < 0) {
+		util_seterr(err, errlen, "struct mm_struct has no mm_mt (a kernel before 6.1): "
+			    "mappings are not read");
+		return -ENOENT;
+	}
+	rc = vma_struct(b, "mm_struct", NULL, mm, 3, o, err, errlen);
+	if (!rc)
+		rc = vma_struct(b, "maple_tree", NULL, mt, 1, o, err, errlen);
+	if (!rc)
+		rc = vma_struct(b, "vm_area_struct", &o->vma_size, vma, 5, o, err, errlen);
+	if (!rc)
+		rc = vma_struct(b, "file", &o->file_size, file, 1, o, err, errlen);
+	if (!rc)
+		rc = vma_struct(b, "path", &sz, path, 2, o, err, errlen);
+	if (!rc)
+		rc = vma_struct(b, "dentry", &o->dentry_size, dentry, 3, o, err, errlen);
+	if (!rc)
+		rc = vma_struct(b, "qstr", &sz, qstr, 2, o, err, errlen);
+	if (rc)
+		return rc;
+	/* without them a path stops at its file system's root */
+	o->has_mount = !vma_struct(b, "mount", NULL, mount, 3, o, NULL, 0) &&
+		       !vma_struct(b, "vfsmount", NULL, vfsmount, 1, o, NULL, 0);
+	return 0;
+}
+
+int kbtf_vma_offsets(const void *data, size_t len, struct kbtf_vma_offsets *out,
+		     char *err, size_t errlen)
+{
+	struct btf *b;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!len || len > KBTF_MAX_BYTES) {
+		util_seterr(err, errlen, "BTF of %zu bytes (at most %zu)", len, KBTF_MAX_BYTES);
+		return -EINVAL;
+	}
+	b = btf__new(data, (uint32_t)len);
+	if (!b) {
+		rc = errno == ENOMEM ? -ENOMEM : -EINVAL;
+		util_seterr(err, errlen, "the guest's BTF does not parse (%s)", strerror(errno));
+		return rc;
+	}
+	rc = vma_offsets(b, out, err, errlen);
+	btf__free(b);
+	return rc;
+}

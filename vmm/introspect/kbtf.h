@@ -33,4 +33,34 @@ struct kbtf_offsets {
 int kbtf_offsets(const void *data, size_t len, struct kbtf_offsets *out,
 		 char *err, size_t errlen);
 
+/*
+ * What reading a process's executable mappings needs (vmm/introspect/
+ * kvmas.h): the maple tree of its VMAs (Linux 6.1 and later), each VMA's
+ * range, flags, offset and file, and the file's name by its dentry chain
+ * and mounts.  Mount offsets are optional (struct mount is internal to
+ * fs/): has_mount says whether they were found.
+ */
+struct kbtf_vma_offsets {
+	uint32_t mm_mt;			/* struct maple_tree mm_mt */
+	uint32_t mt_root;		/* maple_tree.ma_root */
+	uint32_t mm_map_count;		/* int map_count */
+	uint32_t mm_exec_vm;		/* unsigned long exec_vm (pages) */
+	uint32_t vma_size;
+	uint32_t vma_start, vma_end, vma_flags, vma_pgoff, vma_file;
+	uint32_t file_size;
+	uint32_t file_path;		/* struct path f_path */
+	uint32_t path_mnt, path_dentry;
+	uint32_t dentry_size;
+	uint32_t dentry_parent, dentry_name, dentry_inode;
+	uint32_t qstr_len, qstr_name;
+	int has_mount;
+	uint32_t mount_parent, mount_mountpoint, mount_mnt;
+	uint32_t vfsmount_root;		/* struct dentry *mnt_root */
+};
+
+/* Finds them in BTF bytes data[0..len).  Returns 0, -ENOENT (no mm_mt:
+ * a kernel before 6.1, whose VMA list is not read) or as kbtf_offsets(). */
+int kbtf_vma_offsets(const void *data, size_t len, struct kbtf_vma_offsets *out,
+		     char *err, size_t errlen);
+
 #endif /* OPVM_KBTF_H */

@@ -80,10 +80,13 @@ static bool task_read(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 	if (kptr(parent) && !rd(km, parent + o->task_tgid, &ptgid, 4))
 		kt->ppid = le32toh(ptgid);
 	kt->cr3 = 0;
+	kt->mm = 0;
 	if (mm && kptr(mm)) {
+		kt->mm = mm;
 		if (rd(km, mm + o->mm_pgd, &pgd, 8) || !kptr(le64toh(pgd)) ||
 		    km->v2p(km->arg, le64toh(pgd), &kt->cr3) || (kt->cr3 & 4095)) {
 			kt->cr3 = 0;
+			kt->mm = 0;
 			st->no_pgd++;
 		}
 	}

@@ -26,6 +26,7 @@
 struct ktask {
 	uint32_t tgid, ppid;
 	uint64_t cr3;			/* 0: a kernel thread (no mm) */
+	uint64_t mm;			/* its mm_struct (kvmas.h); 0: none */
 	char comm[16 + 1];
 };
 
