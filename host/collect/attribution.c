@@ -674,7 +674,9 @@ static int file_user(struct attribution *s, const struct opvm_sample *x, bool fo
 
 	m = attribution_map_of(s, p, x->rip);
 	if (!m) {
-		if (!force && s->hold_ms && gstate_get_hello(s->gs))
+		/* a mapping made since the module's MMAP or introspection's
+		 * last walk of the mappings may still come */
+		if (!force && s->hold_ms && gstate_maps_announced(s->gs))
 			return HOLD;
 		s->stats.lost_no_mapping++;
 		s->stats.user++;

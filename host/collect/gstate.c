@@ -80,6 +80,7 @@ struct gstate {
 	bool have_hello;
 	bool procs_walked;		/* introspection announced the processes */
 	bool procs_expected;		/* ... and is about to: hold, do not guess */
+	bool maps_walked;		/* introspection sends mappings too */
 	struct gstate_hello hello;
 	uint64_t gen;
 	struct gstate_stats stats;
@@ -508,6 +509,16 @@ void gstate_set_procs_expected(struct gstate *gs, bool expected)
 bool gstate_procs_announced(const struct gstate *gs)
 {
 	return gs && (gs->have_hello || gs->procs_walked || gs->procs_expected);
+}
+
+void gstate_set_maps_walked(struct gstate *gs)
+{
+	gs->maps_walked = true;
+}
+
+bool gstate_maps_announced(const struct gstate *gs)
+{
+	return gs && (gs->have_hello || gs->maps_walked);
 }
 
 /* ---- cookies --------------------------------------------------------------- */

@@ -126,6 +126,12 @@ void gstate_set_procs_expected(struct gstate *gs, bool expected);
 /* Whether some source announces processes (a HELLO, or a walk): a sample
  * of an address space the model does not know is then worth holding. */
 bool gstate_procs_announced(const struct gstate *gs);
+/* Introspection also reads each process's mappings (at every walk): a user
+ * sample outside every known mapping of its process is worth holding for
+ * the next walk, as after a HELLO (the module sends MMAP as it happens). */
+void gstate_set_maps_walked(struct gstate *gs);
+/* Whether some source sends mappings: a HELLO, or that. */
+bool gstate_maps_announced(const struct gstate *gs);
 
 /* Process appears (initial walk or fork), or replaces its image (exec:
  * mappings dropped, cr3/comm/exe updated). cr3 is normalised here. */
