@@ -531,7 +531,9 @@ static bool rebooted(struct introspect *in)
 {
 	uint8_t page[4096];
 
-	if (!guestmem_read(in->m, in->st.vmcoreinfo_gpa, page, sizeof(page)) &&
+	/* a page that does not read is a guest gone (QEMU quit before the
+	 * last sync), not one rebooted: what was read still holds */
+	if (guestmem_read(in->m, in->st.vmcoreinfo_gpa, page, sizeof(page)) ||
 	    !memcmp(page, in->vmci_page, sizeof(page)))
 		return false;
 	if (!in->module_active)
