@@ -210,11 +210,74 @@ static inline void ximage_free(struct ximage *x)
 #define XT_CUR_OFF	0x1fbc0ull
 #define XT_NSYMS	5		/* xt_syms() fills */
 
+/* ---- mappings: the structs kvmas.h reads (mm_struct's members are added
+ * to the one xt_btf() opens), laid out as below ---- */
+#define XM_MAP_COUNT	0x50
+#define XM_EXEC_VM	0x58
+#define XM_MT		0x60		/* struct maple_tree; ma_root at +8 */
+#define XVMA_START	0x00
+#define XVMA_END	0x08
+#define XVMA_FLAGS	0x20
+#define XVMA_PGOFF	0x78
+#define XVMA_FILE	0x80
+#define XVMA_SIZE	0xc0
+#define XF_PATH		0x10		/* struct path: mnt, dentry */
+#define XD_PARENT	0x18
+#define XD_NAME		0x20		/* qstr: len at +4, name at +8 */
+#define XD_INODE	0x30
+#define XD_SIZE		0xc0
+#define XMNT_PARENT	0x10
+#define XMNT_MOUNTPOINT	0x18
+#define XMNT_MNT	0x20		/* struct vfsmount: mnt_root at +0 */
+
+/* The types of the mappings; returns struct maple_tree's id. */
+static inline int xv_btf(struct btf *b, int u64)
+{
+	int vp = btf__add_ptr(b, 0), u32 = btf__add_int(b, "unsigned int", 4, 0);
+	int mt, hl, un, qs, path;
+
+	mt = btf__add_struct(b, "maple_tree", 16);
+	btf__add_field(b, "ma_flags", u32, 32, 0);
+	btf__add_field(b, "ma_root", vp, 64, 0);
+	btf__add_struct(b, "vm_area_struct", XVMA_SIZE);
+	btf__add_field(b, "vm_start", u64, XVMA_START * 8, 0);
+	btf__add_field(b, "vm_end", u64, XVMA_END * 8, 0);
+	btf__add_field(b, "vm_flags", u64, XVMA_FLAGS * 8, 0);
+	btf__add_field(b, "vm_pgoff", u64, XVMA_PGOFF * 8, 0);
+	btf__add_field(b, "vm_file", vp, XVMA_FILE * 8, 0);
+	path = btf__add_struct(b, "path", 16);
+	btf__add_field(b, "mnt", vp, 0, 0);
+	btf__add_field(b, "dentry", vp, 64, 0);
+	btf__add_struct(b, "file", 0x100);
+	btf__add_field(b, "f_path", path, XF_PATH * 8, 0);
+	/* qstr: { union { struct { u32 hash, len; }; u64 hash_len; }; name } */
+	hl = btf__add_struct(b, NULL, 8);
+	btf__add_field(b, "hash", u32, 0, 0);
+	btf__add_field(b, "len", u32, 32, 0);
+	un = btf__add_union(b, NULL, 8);
+	btf__add_field(b, NULL, hl, 0, 0);
+	btf__add_field(b, "hash_len", u64, 0, 0);
+	qs = btf__add_struct(b, "qstr", 16);
+	btf__add_field(b, NULL, un, 0, 0);
+	btf__add_field(b, "name", vp, 64, 0);
+	btf__add_struct(b, "dentry", XD_SIZE);
+	btf__add_field(b, "d_parent", vp, XD_PARENT * 8, 0);
+	btf__add_field(b, "d_name", qs, XD_NAME * 8, 0);
+	btf__add_field(b, "d_inode", vp, XD_INODE * 8, 0);
+	btf__add_struct(b, "vfsmount", 16);
+	btf__add_field(b, "mnt_root", vp, 0, 0);
+	btf__add_struct(b, "mount", 0x80);
+	btf__add_field(b, "mnt_parent", vp, XMNT_PARENT * 8, 0);
+	btf__add_field(b, "mnt_mountpoint", vp, XMNT_MOUNTPOINT * 8, 0);
+	btf__add_field(b, "mnt", vp, XMNT_MNT * 8, 0);
+	return mt;
+}
+
 /* The BTF bytes (malloc'd) into *len, or NULL. */
 static inline void *xt_btf(uint32_t *len)
 {
 	struct btf *b = btf__new_empty();
-	int i32, ch, arr, fwd_ts, fwd_mm, p_ts, p_mm, lh, p_lh, anon, u64;
+	int i32, ch, arr, fwd_ts, fwd_mm, p_ts, p_mm, lh, p_lh, anon, u64, mt;
 	const void *raw;
 	void *out = NULL;
 
@@ -242,9 +305,13 @@ static inline void *xt_btf(uint32_t *len)
 	btf__add_field(b, "__state", i32, 0, 0);
 	btf__add_field(b, NULL, anon, XT_ANON * 8, 0);
 	btf__add_field(b, "comm", arr, XT_COMM * 8, 0);
+	mt = xv_btf(b, u64);
 	btf__add_struct(b, "mm_struct", 0x100);
 	btf__add_field(b, "mmap_base", u64, 0, 0);
 	btf__add_field(b, "pgd", u64, XM_PGD * 8, 0);
+	btf__add_field(b, "map_count", i32, XM_MAP_COUNT * 8, 0);
+	btf__add_field(b, "exec_vm", u64, XM_EXEC_VM * 8, 0);
+	btf__add_field(b, "mm_mt", mt, XM_MT * 8, 0);
 	raw = btf__raw_data(b, len);
 	if (raw && (out = malloc(*len)))
 		memcpy(out, raw, *len);
@@ -318,6 +385,160 @@ static inline void xt_syms(struct xi_sym *s, uint32_t btf_len)
 	s[2] = (struct xi_sym){ "__stop_BTF", 'R', XT_BTF_VA + btf_len };
 	s[3] = (struct xi_sym){ "init_task", 'D', XT_INIT_VA };
 	s[4] = (struct xi_sym){ "__per_cpu_offset", 'D', XT_PCPU_OFF_VA };
+}
+
+/* ---- mappings: per process a maple tree (an arange_64 root over two
+ * leaves) of six VMAs, two of them executable file mappings:
+ *   [0x400000, 0x401000)        r--  /usr/bin/prog  offset 0 (ELF header)
+ *   [0x401000, 0x500000)        r-x  /usr/bin/prog  offset 0x1000
+ *   [0x7f0000000000, +0x1000)   r--  /lib/libc.so.6 offset 0
+ *   [0x7f0000001000, +0x100000) r-x  /lib/libc.so.6 offset 0x1000
+ *   [0x7f0000100000, +0x100000) rwx  anonymous
+ *   [0x7ffff0000000, +0x1000)   rw-  anonymous
+ * /usr is a mount of its own (the path crosses it); both files' first
+ * 2 MiB are mapped by every process's page tables, with an ELF header, a
+ * PT_NOTE and a GNU build-id (XV_BID_PROG, XV_BID_LIBC bytes, 20 of them). */
+#define XV_VA		(XI_KERNEL_VA + 0xa00000)	/* process i: + i * 0x1000 */
+#define XV_FS_VA	(XI_KERNEL_VA + 0xb00000)	/* files, dentries, mounts */
+#define XV_UPT_VA	(XI_KERNEL_VA + 0xc00000)	/* user page tables */
+#define XV_PROG_PA	0x1000000ull
+#define XV_LIBC_PA	0x1200000ull
+#define XV_RAM		(32u << 20)
+#define XV_BID_PROG	0x11
+#define XV_BID_LIBC	0x22
+#define XV_FILE(k)	(XV_FS_VA + (uint64_t)(k) * 0x100)		/* k 0..1 */
+#define XV_DENTRY(k)	(XV_FS_VA + 0x400 + (uint64_t)(k) * 0x100)	/* k 0..7 */
+#define XV_MOUNT(k)	(XV_FS_VA + 0x2000 + (uint64_t)(k) * 0x100)	/* k 0..1 */
+#define XV_NODE(i, k)	(XV_VA + (uint64_t)(i) * 0x1000 + (uint64_t)(k) * 0x100)
+#define XV_VMA(i, k)	(XV_VA + (uint64_t)(i) * 0x1000 + 0x300 + (uint64_t)(k) * XVMA_SIZE)
+#define XV_ENODE(node, type)	((node) | (uint64_t)(type) << 3)
+
+static inline uint64_t xi_pa(uint64_t va)
+{
+	return va - XI_KERNEL_VA + XI_KERNEL_PA;
+}
+
+static inline void xi_put64(struct ximage *x, uint64_t va, uint64_t v)
+{
+	xi_put(x, va, &v, 8);
+}
+
+/* An ELF header with one PT_NOTE holding a GNU build-id of 20 bytes b. */
+static inline void xv_elf(struct ximage *x, uint64_t pa, uint8_t b)
+{
+	uint8_t *e = x->ram + pa, *ph = e + 64, *n = e + 0x200;
+
+	memcpy(e, "\177ELF\2\1\1", 7);
+	e[16] = 3;				/* ET_DYN */
+	e[32] = 64;				/* e_phoff */
+	e[54] = 56;				/* e_phentsize */
+	e[56] = 1;				/* e_phnum */
+	ph[0] = 4;				/* PT_NOTE */
+	ph[9] = 2;				/* p_offset 0x200 */
+	ph[32] = 36;				/* p_filesz */
+	n[0] = 4, n[4] = 20, n[8] = 3;
+	memcpy(n + 12, "GNU", 4);
+	memset(n + 16, b, 20);
+}
+
+static inline void xv_dentry(struct ximage *x, unsigned k, unsigned parent, const char *name)
+{
+	uint64_t d = XV_DENTRY(k), nm = XV_FS_VA + 0x1000 + (uint64_t)k * 0x40;
+	uint32_t len = (uint32_t)strlen(name);
+
+	xi_put(x, nm, name, len + 1);
+	xi_put64(x, d + XD_PARENT, XV_DENTRY(parent));
+	xi_put(x, d + XD_NAME + 4, &len, 4);
+	xi_put64(x, d + XD_NAME + 8, nm);
+	xi_put64(x, d + XD_INODE, XV_FS_VA + 0x3000 + (uint64_t)k * 8);
+}
+
+/* The file system: / (dentry 0), /usr (1) where the mount of /usr (its
+ * root: dentry 2) hangs, /usr/bin (3), /usr/bin/prog (4), /lib (5),
+ * /lib/libc.so.6 (6); file 0 is prog, file 1 libc. */
+static inline void xv_files(struct ximage *x)
+{
+	static const struct { unsigned parent; const char *name; } d[] = {
+		{ 0, "/" }, { 0, "usr" }, { 2, "/" }, { 2, "bin" }, { 3, "prog" }, { 0, "lib" },
+		{ 5, "libc.so.6" },
+	};
+
+	for (unsigned k = 0; k < 7; k++)
+		xv_dentry(x, k, d[k].parent, d[k].name);
+	xi_put64(x, XV_MOUNT(0) + XMNT_PARENT, XV_MOUNT(0));
+	xi_put64(x, XV_MOUNT(0) + XMNT_MNT, XV_DENTRY(0));
+	xi_put64(x, XV_MOUNT(1) + XMNT_PARENT, XV_MOUNT(0));
+	xi_put64(x, XV_MOUNT(1) + XMNT_MOUNTPOINT, XV_DENTRY(1));
+	xi_put64(x, XV_MOUNT(1) + XMNT_MNT, XV_DENTRY(2));
+	xi_put64(x, XV_FILE(0) + XF_PATH, XV_MOUNT(1) + XMNT_MNT);
+	xi_put64(x, XV_FILE(0) + XF_PATH + 8, XV_DENTRY(4));
+	xi_put64(x, XV_FILE(1) + XF_PATH, XV_MOUNT(0) + XMNT_MNT);
+	xi_put64(x, XV_FILE(1) + XF_PATH + 8, XV_DENTRY(6));
+	xv_elf(x, XV_PROG_PA, XV_BID_PROG);
+	xv_elf(x, XV_LIBC_PA, XV_BID_LIBC);
+	/* user page tables: 0x400000 -> prog, 0x7f0000000000 -> libc (2 MiB) */
+	xi_put64(x, XV_UPT_VA + 0x0000, xi_pa(XV_UPT_VA + 0x1000) | 7);
+	xi_put64(x, XV_UPT_VA + 0x1000 + 2 * 8, XV_PROG_PA | 0x87);
+	xi_put64(x, XV_UPT_VA + 0x2000, xi_pa(XV_UPT_VA + 0x3000) | 7);
+	xi_put64(x, XV_UPT_VA + 0x3000, XV_LIBC_PA | 0x87);
+}
+
+static inline void xv_vma(struct ximage *x, uint64_t va, uint64_t start, uint64_t end,
+			  uint64_t flags, uint64_t pgoff, uint64_t file)
+{
+	xi_put64(x, va + XVMA_START, start);
+	xi_put64(x, va + XVMA_END, end);
+	xi_put64(x, va + XVMA_FLAGS, flags);
+	xi_put64(x, va + XVMA_PGOFF, pgoff);
+	xi_put64(x, va + XVMA_FILE, file);
+}
+
+/* A node's pivots (n of them) and slots (m); slots at +8 + npiv * 8. */
+static inline void xv_node(struct ximage *x, uint64_t node, unsigned npiv, const uint64_t *piv,
+			   unsigned n, const uint64_t *slot, unsigned m)
+{
+	for (unsigned k = 0; k < n; k++)
+		xi_put64(x, node + 8 + k * 8, piv[k]);
+	for (unsigned k = 0; k < m; k++)
+		xi_put64(x, node + 8 + npiv * 8 + k * 8, slot[k]);
+}
+
+/* Process i's mm (task i must have one): its tree and page tables. */
+static inline void xv_proc(struct ximage *x, unsigned i)
+{
+	uint64_t mm = XT_MM_VA + (uint64_t)i * 0x100, pgd = XT_PGD_VA + (uint64_t)i * 4096;
+	const uint64_t root_piv[] = { 0x7effffffffffull, UINT64_MAX };
+	const uint64_t root_slot[] = { XV_ENODE(XV_NODE(i, 1), 1), XV_ENODE(XV_NODE(i, 2), 1) };
+	const uint64_t a_piv[] = { 0x3fffff, 0x400fff, 0x4fffff, 0x7effffffffffull };
+	const uint64_t a_slot[] = { 0, XV_VMA(i, 0), XV_VMA(i, 1), 0 };
+	const uint64_t b_piv[] = { 0x7f0000000fffull, 0x7f00000fffffull, 0x7f00001fffffull,
+				   0x7fffefffffffull, 0x7ffff0000fffull, UINT64_MAX };
+	const uint64_t b_slot[] = { XV_VMA(i, 2), XV_VMA(i, 3), XV_VMA(i, 4), 0, XV_VMA(i, 5), 0 };
+	uint32_t six = 6;
+
+	xv_vma(x, XV_VMA(i, 0), 0x400000, 0x401000, 0x1, 0, XV_FILE(0));
+	xv_vma(x, XV_VMA(i, 1), 0x401000, 0x500000, 0x5, 1, XV_FILE(0));
+	xv_vma(x, XV_VMA(i, 2), 0x7f0000000000ull, 0x7f0000001000ull, 0x1, 0, XV_FILE(1));
+	xv_vma(x, XV_VMA(i, 3), 0x7f0000001000ull, 0x7f0000100000ull, 0x5, 1, XV_FILE(1));
+	xv_vma(x, XV_VMA(i, 4), 0x7f0000100000ull, 0x7f0000200000ull, 0x7, 0, 0);
+	xv_vma(x, XV_VMA(i, 5), 0x7ffff0000000ull, 0x7ffff0001000ull, 0x3, 0, 0);
+	xv_node(x, XV_NODE(i, 0), 9, root_piv, 2, root_slot, 2);
+	xv_node(x, XV_NODE(i, 1), 15, a_piv, 4, a_slot, 4);
+	xv_node(x, XV_NODE(i, 2), 15, b_piv, 6, b_slot, 6);
+	xi_put(x, mm + XM_MAP_COUNT, &six, 4);
+	xi_put64(x, mm + XM_EXEC_VM, 0x1ff);
+	xi_put64(x, mm + XM_MT + 8, XV_ENODE(XV_NODE(i, 0), 3) | 2);
+	xi_put64(x, pgd + 0, xi_pa(XV_UPT_VA) | 7);
+	xi_put64(x, pgd + 254 * 8, xi_pa(XV_UPT_VA + 0x2000) | 7);
+}
+
+/* Mappings for the first n processes of xt_tasks() (RAM >= XV_RAM). */
+static inline void xv_maps(struct ximage *x, unsigned n)
+{
+	xv_files(x);
+	for (unsigned i = 0; i < n; i++)
+		if (i % 10 != 9)
+			xv_proc(x, i);
 }
 
 #endif /* OPVM_TEST_INTROSPECT_IMAGE_H */

@@ -24,6 +24,7 @@
 #include "vmm/introspect/introspect.h"
 #include "vmm/introspect/kallsyms.h"
 #include "vmm/introspect/ktasks.h"
+#include "vmm/introspect/kvmas.h"
 #include "vmm/introspect/vmcoreinfo.h"
 #include "introspect-image.h"
 
@@ -55,6 +56,13 @@ struct capture {
 	uint64_t procs, execs, exits;
 	struct opvm_rec_proc p105, last_exec;
 	uint32_t last_exit;
+	uint64_t cookies, maps, munmaps;
+	char cookie_path[2][64];
+	uint8_t cookie_bid[2][32];
+	uint8_t cookie_bid_len[2];
+	uint64_t cookie_id[2];
+	struct opvm_rec_mmap map105[2], last_map;
+	struct opvm_rec_munmap last_munmap;
 };
 
 static void capture(void *arg, const void *rec, size_t len)
@@ -86,6 +94,29 @@ static void capture(void *arg, const void *rec, size_t len)
 
 		c->exits++;
 		c->last_exit = r->tgid;
+	} else if (h->type == OPVM_REC_COOKIE) {
+		const struct opvm_rec_cookie *r = rec;
+		unsigned k = c->cookies < 2 ? (unsigned)c->cookies : 1;
+
+		assert_true(sizeof(*r) + r->path_len <= len);
+		assert_true(r->path_len < sizeof(c->cookie_path[0]));
+		memcpy(c->cookie_path[k], r + 1, r->path_len);
+		c->cookie_path[k][r->path_len] = '\0';
+		memcpy(c->cookie_bid[k], r->build_id, sizeof(r->build_id));
+		c->cookie_bid_len[k] = r->build_id_len;
+		c->cookie_id[k] = r->cookie;
+		c->cookies++;
+	} else if (h->type == OPVM_REC_MMAP) {
+		const struct opvm_rec_mmap *r = rec;
+
+		assert_int_equal(len, sizeof(*r));
+		c->maps++;
+		c->last_map = *r;
+		if (r->tgid == 105)
+			c->map105[r->start >= 0x7f0000000000ull] = *r;
+	} else if (h->type == OPVM_REC_MUNMAP) {
+		c->munmaps++;
+		memcpy(&c->last_munmap, rec, sizeof(c->last_munmap));
 	} else if (h->type == OPVM_REC_KSYMS_END) {
 		const struct opvm_rec_ksyms_end *e = rec;
 
@@ -295,7 +326,7 @@ static void test_lying_vmcoreinfo(void **state)
 
 #define RAM_T	(16u << 20)
 
-static void tguest_new(struct guest *g, unsigned n)
+static void tguest_new_ram(struct guest *g, unsigned n, size_t ram)
 {
 	struct xi_sym s[NSYMS + XT_NSYMS];
 	uint32_t len;
@@ -306,11 +337,16 @@ static void tguest_new(struct guest *g, unsigned n)
 	memset(long_name, 'x', sizeof(long_name) - 1);
 	memcpy(s, syms, sizeof(syms));
 	xt_syms(s + NSYMS, len);
-	assert_int_equal(ximage_build(&g->x, RAM_T, s, NSYMS + XT_NSYMS, VMCI_PA), 0);
+	assert_int_equal(ximage_build(&g->x, ram, s, NSYMS + XT_NSYMS, VMCI_PA), 0);
 	assert_int_equal(xt_tasks(&g->x, n), (int)len);
 	g->m = guestmem_open(getpid());
 	assert_non_null(g->m);
-	assert_int_equal(guestmem_add_range(g->m, 0, RAM_T, (uint64_t)(uintptr_t)g->x.ram), 0);
+	assert_int_equal(guestmem_add_range(g->m, 0, ram, (uint64_t)(uintptr_t)g->x.ram), 0);
+}
+
+static void tguest_new(struct guest *g, unsigned n)
+{
+	tguest_new_ram(g, n, RAM_T);
 }
 
 static uint64_t pgd_pa(unsigned i)
@@ -354,7 +390,8 @@ static void test_processes(void **state)
 	assert_int_equal(c->last_exec.tgid, 160);
 	assert_int_equal(c->last_exec.cr3, pgd_pa(200));
 	assert_string_equal(c->last_exec.comm, "newprog");
-	assert_int_equal(c->seq_ok, c->records + c->ends + c->procs + c->execs + c->exits);
+	assert_int_equal(c->seq_ok, c->records + c->ends + c->procs + c->execs + c->exits +
+				    c->cookies + c->maps + c->munmaps);
 	/* opvm.ko speaks: introspection sends nothing more */
 	introspect_module_active(in);
 	xi_put(&g.x, XT_TASK_VA + 49 * XT_SIZE + XT_TASKS,
@@ -519,6 +556,132 @@ static void test_current_task(void **state)
 	free(c);
 }
 
+/* ---- mappings --------------------------------------------------------------- */
+
+/* Every user process's two executable file mappings, with paths across a
+ * mount and build-ids read through its own page tables; nothing again
+ * while nothing changes; a change sends MUNMAP and MMAP; an exec resends. */
+static void test_mappings(void **state)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	const struct introspect_stats *st;
+	struct introspect *in;
+	struct guest g;
+	uint8_t bid[20];
+	uint32_t seven = 7;
+	uint64_t users = XT_MAX - XT_MAX / 10, pgd = XT_PGD_VA + 119 * 4096;
+
+	tguest_new_ram(&g, XT_MAX, XV_RAM);
+	xv_maps(&g.x, XT_MAX);
+	in = introspect_new(g.m, NULL);
+	assert_non_null(in);
+	st = run(in, c, 3);
+	assert_string_equal(st->state, "ready");
+	assert_non_null(st->maps);
+	assert_int_equal(c->cookies, 2);
+	assert_string_equal(c->cookie_path[0], "/usr/bin/prog");
+	assert_string_equal(c->cookie_path[1], "/lib/libc.so.6");
+	memset(bid, XV_BID_PROG, sizeof(bid));
+	assert_int_equal(c->cookie_bid_len[0], 20);
+	assert_memory_equal(c->cookie_bid[0], bid, 20);
+	memset(bid, XV_BID_LIBC, sizeof(bid));
+	assert_memory_equal(c->cookie_bid[1], bid, 20);
+	assert_true(c->cookie_id[0] >= KVMAS_COOKIE_BASE);
+	assert_int_equal(c->maps, 2 * users);
+	assert_int_equal(c->map105[0].start, 0x401000);
+	assert_int_equal(c->map105[0].end, 0x500000);
+	assert_int_equal(c->map105[0].pgoff, 0x1000);
+	assert_int_equal(c->map105[0].prot, 5);
+	assert_int_equal(c->map105[0].cookie, c->cookie_id[0]);
+	assert_int_equal(c->map105[1].start, 0x7f0000001000ull);
+	assert_int_equal(c->map105[1].cookie, c->cookie_id[1]);
+	assert_int_equal(st->maps->tree_bad + st->maps->tree_cut + st->maps->vma_bad +
+			 st->maps->path_bad + st->maps->buildid_missing, 0);
+	/* nothing changed: nothing read, nothing sent */
+	introspect_poll(in, 10000000, capture, c);
+	assert_int_equal(c->maps, 2 * users);
+	assert_int_equal(st->maps->procs_unchanged, users);
+	/* process 5's libc text grows (a new map count): MUNMAP + MMAP */
+	xi_put64(&g.x, XV_VMA(5, 3) + XVMA_END, 0x7f0000101000ull);
+	xi_put64(&g.x, XV_VMA(5, 4) + XVMA_START, 0x7f0000101000ull);
+	xi_put64(&g.x, XV_NODE(5, 2) + 8 + 8, 0x7f0000100fffull);
+	xi_put(&g.x, XT_MM_VA + 5 * 0x100 + XM_MAP_COUNT, &seven, 4);
+	introspect_poll(in, 11000000, capture, c);
+	assert_int_equal(c->munmaps, 1);
+	assert_int_equal(c->last_munmap.tgid, 105);
+	assert_int_equal(c->last_munmap.end, 0x7f0000100000ull);
+	assert_int_equal(c->maps, 2 * users + 1);
+	assert_int_equal(c->last_map.end, 0x7f0000101000ull);
+	/* process 60 execs (another address space): its maps are sent again */
+	xi_put64(&g.x, XT_MM_VA + 60 * 0x100 + XM_PGD, pgd);
+	introspect_poll(in, 12000000, capture, c);
+	assert_int_equal(c->execs, 1);
+	assert_int_equal(c->maps, 2 * users + 3);
+	assert_int_equal(c->cookies, 2);
+	assert_int_equal(c->seq_ok, c->records + c->ends + c->procs + c->execs + c->exits +
+				    c->cookies + c->maps + c->munmaps);
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
+}
+
+/* Trees and names that lie: a node that is its own child, pivots out of
+ * order, a node outside RAM, a dense node, a VMA not where the tree says,
+ * a dentry chain that loops.  Each is refused and counted; the other
+ * processes keep their mappings; nothing grows past its cap. */
+static void test_lying_maps(void **state)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	const struct introspect_stats *st;
+	struct introspect *in;
+	struct guest g;
+	const uint64_t loop_piv[] = { UINT64_MAX };
+	const uint64_t loop_slot[] = { XV_ENODE(XV_NODE(1, 0), 2) };
+	uint64_t users = XT_MAX - XT_MAX / 10;
+
+	tguest_new_ram(&g, XT_MAX, XV_RAM);
+	xv_maps(&g.x, XT_MAX);
+	/* 1: a range_64 node whose only child is itself */
+	memset(g.x.ram + xi_pa(XV_NODE(1, 0)), 0, 256);
+	xv_node(&g.x, XV_NODE(1, 0), 15, loop_piv, 1, loop_slot, 1);
+	xi_put64(&g.x, XT_MM_VA + 1 * 0x100 + XM_MT + 8, XV_ENODE(XV_NODE(1, 0), 2) | 2);
+	/* 2: leaf A's pivots out of order */
+	xi_put64(&g.x, XV_NODE(2, 1) + 8 + 16, 0x300000);
+	/* 3: leaf B outside RAM; 4: leaf B a dense node */
+	xi_put64(&g.x, XV_NODE(3, 0) + 80 + 8, XV_ENODE(0xffffffffdead0000ull, 1));
+	xi_put64(&g.x, XV_NODE(4, 0) + 80 + 8, XV_ENODE(XV_NODE(4, 2), 0));
+	/* 6: its prog text VMA claims another start */
+	xi_put64(&g.x, XV_VMA(6, 1) + XVMA_START, 0x402000);
+	/* 7: its libc text is another file, whose dentry chain loops */
+	xi_put64(&g.x, XV_FILE(0) + 0x100 * 2 + XF_PATH, XV_MOUNT(0) + XMNT_MNT);
+	xi_put64(&g.x, XV_FILE(0) + 0x100 * 2 + XF_PATH + 8, XV_DENTRY(7));
+	xv_dentry(&g.x, 7, 8, "a");
+	xv_dentry(&g.x, 8, 7, "b");
+	xi_put64(&g.x, XV_VMA(7, 3) + XVMA_FILE, XV_FILE(2));
+	/* 8: a root that is not a node */
+	xi_put64(&g.x, XT_MM_VA + 8 * 0x100 + XM_MT + 8, XV_VMA(8, 0));
+	in = introspect_new(g.m, NULL);
+	st = run(in, c, 3);
+	assert_string_equal(st->state, "ready");
+	assert_non_null(st->maps);
+	assert_int_equal(st->tasks, XT_MAX);
+	assert_int_equal(st->maps->tree_cut, 1);	/* 1: the depth cap */
+	assert_true(st->maps->nodes < 2 * users * 3 + KVMAS_DEPTH_MAX + 1);
+	assert_int_equal(st->maps->tree_bad, 4);	/* 2, 3, 4, 8 */
+	assert_int_equal(st->maps->vma_bad, 1);		/* 6 */
+	assert_int_equal(st->maps->path_bad, 1);	/* 7 */
+	/* the rest: both maps; 1, 2 (its walk stops at the bad pivot) and 8
+	 * none, 3 and 4 prog's (leaf A), 6 libc's, 7 prog's */
+	assert_int_equal(c->maps, 2 * (users - 7) + 4);
+	assert_int_equal(c->cookies, 2);
+	/* the guest keeps lying: the same work again only when its mm moves */
+	introspect_poll(in, 10000000, capture, c);
+	assert_int_equal(st->maps->tree_bad, 4);
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
+}
+
 static void test_modes(void **state)
 {
 	enum introspect_mode m;
@@ -545,6 +708,8 @@ int main(void)
 		cmocka_unit_test(test_lying_tasks),
 		cmocka_unit_test(test_current_task),
 		cmocka_unit_test(test_reboot),
+		cmocka_unit_test(test_mappings),
+		cmocka_unit_test(test_lying_maps),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -217,7 +217,9 @@ static bool path_build(struct kvmas *v, uint64_t mnt, uint64_t d, char *buf, siz
 	uint64_t mount = mnt - o->mount_mnt, parent, root;
 
 	*pos = KVMAS_PATH_MAX;
-	for (unsigned depth = 0; depth < KVMAS_PATH_DEPTH; depth++) {
+	for (unsigned depth = 0;; depth++) {
+		if (depth == KVMAS_PATH_DEPTH)
+			return false;
 		if (kread64(v, d + o->dentry_parent, &parent))
 			return false;
 		if (parent != d) {
