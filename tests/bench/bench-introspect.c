@@ -8,9 +8,12 @@
  * Debian 12's 6.1, ~94000 with KALLSYMS_ALL) or, without it, as many made
  * up.  Time is the process's CPU time (shared machines), best of ROUNDS.
  *
- * Then one refresh of the process list (walk and compare, nothing
- * changed) of a synthetic guest with XT_MAX (120) processes, averaged over
- * REFRESHES.
+ * Then one refresh of the process list and of the mappings of a synthetic
+ * guest with XT_MAX (120) processes, 108 of them with a maple tree of six
+ * VMAs (two executable file mappings, their files known from the first
+ * refresh), averaged over REFRESHES: every mm's map_count is changed
+ * before each, so every tree is walked again (the worst case; an
+ * unchanged mm costs three reads), and compared, nothing sent.
  *
  * Prints:  introspect-kallsyms: N ms
  *          introspect-refresh: N us
@@ -24,6 +27,7 @@
 
 #include "vmm/guest/guestmem.h"
 #include "vmm/introspect/introspect.h"
+#include "vmm/introspect/kvmas.h"
 #include "../unit/introspect-image.h"
 
 #define RAM		(256u << 20)
@@ -92,24 +96,37 @@ static int bench_refresh(void)
 		return 1;
 	free(btf);
 	xt_syms(s, len);
-	if (ximage_build(&x, 16u << 20, s, XT_NSYMS, 0x600000) || xt_tasks(&x, XT_MAX) < 0)
+	if (ximage_build(&x, XV_RAM, s, XT_NSYMS, 0x600000) || xt_tasks(&x, XT_MAX) < 0)
 		return 1;
+	xv_maps(&x, XT_MAX);
 	m = guestmem_open(getpid());
 	if (!m || guestmem_add_range(m, 0, x.size, (uint64_t)(uintptr_t)x.ram))
 		return 1;
 	in = introspect_new(m, NULL);
 	introspect_poll(in, 1, sink, &bytes);
 	introspect_poll(in, 2, sink, &bytes);
-	if (introspect_get_stats(in)->tasks != XT_MAX) {
-		fprintf(stderr, "bench-introspect: the process list was not walked\n");
+	if (introspect_get_stats(in)->tasks != XT_MAX || !introspect_get_stats(in)->maps ||
+	    introspect_get_stats(in)->maps->maps_sent != 2 * (XT_MAX - XT_MAX / 10)) {
+		fprintf(stderr, "bench-introspect: the processes or mappings were not read\n");
 		return 1;
 	}
-	t0 = cpu_ms();
-	for (int i = 0; i < REFRESHES; i++)
+	t0 = 0;
+	for (int i = 0; i < REFRESHES; i++) {
+		double t1;
+
+		for (unsigned p = 0; p < XT_MAX; p++) {
+			uint32_t count = 7 + (uint32_t)(i & 1);
+
+			xi_put(&x, XT_MM_VA + (uint64_t)p * 0x100 + XM_MAP_COUNT, &count, 4);
+		}
+		t1 = cpu_ms();
 		introspect_poll(in, 3 + (uint64_t)i, sink, &bytes);
-	t0 = cpu_ms() - t0;
-	fprintf(stderr, "bench-introspect: %u processes, %d refreshes, %.1f ms\n", XT_MAX,
-		REFRESHES, t0);
+		t0 += cpu_ms() - t1;
+	}
+	fprintf(stderr, "bench-introspect: %u processes, %d refreshes, %.1f ms, %llu trees "
+		"read, %llu VMAs\n", XT_MAX, REFRESHES, t0,
+		(unsigned long long)introspect_get_stats(in)->maps->procs_read,
+		(unsigned long long)introspect_get_stats(in)->maps->vmas);
 	printf("introspect-refresh: %.0f us\n", t0 * 1000.0 / REFRESHES);
 	introspect_free(in);
 	guestmem_close(m);

@@ -16,15 +16,22 @@
  * terminated name, a kernel task address and a page-aligned CR3, or be
  * refused.
  *
+ * Its last 4 KiB are a process's mm (at -0x100) and what its maple tree
+ * leads to, with fixed struct offsets, user addresses from 0x400000 read
+ * from that trailer: the mappings walk (vmm/introspect/kvmas.h) must stay
+ * within its caps and send only well-formed records.
+ *
  * Seeds: tests/fuzz/corpus/introspect/ (tests/fuzz/gen-introspect-seed.py).
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "guest-kmod/opvm_proto.h"
 #include "vmm/introspect/kallsyms.h"
 #include "vmm/introspect/kbtf.h"
 #include "vmm/introspect/ktasks.h"
+#include "vmm/introspect/kvmas.h"
 #include "vmm/introspect/vmcoreinfo.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -34,14 +41,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 struct mem {
 	const uint8_t *p;
 	size_t len;
-	unsigned reads;
+	unsigned reads, max_reads;
 };
 
 static int mem_read(void *arg, uint64_t gva, void *buf, size_t len)
 {
 	struct mem *m = arg;
 
-	if (++m->reads > 1000000)
+	if (++m->reads > (m->max_reads ? m->max_reads : 1000000))
 		__builtin_trap();	/* a walk without bound */
 	if (gva < BASE || gva - BASE > m->len || len > m->len - (gva - BASE))
 		return -1;
@@ -93,6 +100,78 @@ static void tasks(struct mem *m, const uint64_t *off)
 			__builtin_trap();
 }
 
+/* ---- the mappings walk over the trailer ---- */
+#define TRAILER		4096u
+#define USER_BASE	0x400000ull
+
+static int uread(void *arg, uint64_t cr3, uint64_t va, void *buf, size_t len)
+{
+	struct mem *m = arg;
+	uint64_t off = va - USER_BASE + (m->len - TRAILER);
+
+	(void)cr3;
+	if (va < USER_BASE || va - USER_BASE >= TRAILER || len > m->len - off)
+		return -1;
+	memcpy(buf, m->p + off, len);
+	return 0;
+}
+
+struct rec_check {
+	unsigned n;
+};
+
+static void on_rec(void *arg, void *rec, unsigned type, size_t len)
+{
+	struct rec_check *c = arg;
+
+	if (len > OPVM_REC_MAX || ++c->n > 4 * KVMAS_EXEC_MAX + KVMAS_FILES_MAX)
+		__builtin_trap();
+	if (type == OPVM_REC_COOKIE) {
+		const struct opvm_rec_cookie *r = rec;
+
+		if (!r->cookie || r->build_id_len > OPVM_BUILD_ID_MAX ||
+		    r->path_len > KVMAS_PATH_MAX || sizeof(*r) + r->path_len != len ||
+		    memchr(r + 1, '\0', r->path_len))
+			__builtin_trap();
+	} else if (type == OPVM_REC_MMAP) {
+		const struct opvm_rec_mmap *r = rec;
+
+		if (r->start >= r->end || r->end > 0x0000800000000000ull || !r->cookie)
+			__builtin_trap();
+	} else if (type != OPVM_REC_MUNMAP) {
+		__builtin_trap();
+	}
+}
+
+static void maps(struct mem *m)
+{
+	const struct kbtf_vma_offsets o = {
+		.mm_mt = 0x10, .mt_root = 8, .mm_map_count = 0, .mm_exec_vm = 8,
+		.vma_start = 0, .vma_end = 8, .vma_flags = 0x20, .vma_pgoff = 0x28,
+		.vma_file = 0x30, .file_path = 0, .path_mnt = 0, .path_dentry = 8,
+		.dentry_parent = 0, .dentry_name = 8, .dentry_inode = 0x18,
+		.qstr_len = 4, .qstr_name = 8, .has_mount = 1, .mount_parent = 0,
+		.mount_mountpoint = 8, .mount_mnt = 0x10, .vfsmount_root = 0,
+	};
+	struct kvmas_mem km = { .kread = { mem_read, m }, .uread = uread, .arg = m };
+	struct ktask t = { .tgid = 1, .cr3 = 0x1000, .mm = BASE + m->len - 0x100 };
+	struct kvmas *v;
+	struct rec_check c = { 0 };
+
+	if (m->len < TRAILER || !(v = kvmas_new(&o)))
+		return;
+	m->reads = 0;
+	m->max_reads = 4000000;		/* 16384 VMAs, each a new file: ~2M */
+	kvmas_refresh(v, &km, &t, 1, on_rec, &c);
+	const struct kvmas_stats *st = kvmas_get_stats(v);
+
+	if (st->nodes > KVMAS_NODES_MAX || st->vmas > KVMAS_VMAS_MAX ||
+	    st->exec_maps > KVMAS_EXEC_MAX)
+		__builtin_trap();
+	kvmas_free(v);
+	m->max_reads = 0;
+}
+
 static int on_sym(void *arg, uint64_t addr, char type, const char *name, size_t len)
 {
 	if (!len || len > KALLSYMS_NAME_MAX)
@@ -132,6 +211,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	m.reads = 0;
 	tasks(&m, off);
+	maps(&m);
 	m.reads = 0;
 	if (!kallsyms_decode(&um, &a, on_sym, &n, &res, err, sizeof(err)) &&
 	    (n != res.decoded || res.decoded + res.bad > res.nr_syms ||

@@ -26,8 +26,8 @@
 #    abratio's, libcmix's and threads' user samples (one may miss) are in
 #    their own binary (libc and ld.so for the dynamic ones) with a symbol,
 #    and each such image's sample file carries the build-id of the file in
-#    the image's root (so symbols came by build-id); abratio's func_b share
-#    within 1 pp of the workload's truth (3 sigma when fewer than ~900
+#    the image's root (so symbols came by build-id); abratio's func_a/func_b
+#    split within 1 pp of the workload's truth (3 sigma when fewer than ~900
 #    samples make 1 pp less than that);
 #  - the same under `opvm attach --qmp` to a QEMU started by hand (no
 #    channel, no opvm.ko), whose kernel was found long before the attach:
@@ -43,7 +43,7 @@ export DEBUGINFOD_URLS=
 mkdir "$T/gr" && cp -a "$IMG/root" "$T/gr/" || fail "cannot copy $IMG/root"
 GR=$T/gr/root
 
-"$OPVM" run --workload "abratio:5+libcmix:3+threads:3" --append "quiet opvm.kmod=0" \
+"$OPVM" run --workload "abratio:5+libcmix:4+threads:4" --append "quiet opvm.kmod=0" \
 	--no-image-symbols --guest-root "$GR" -F 200 -d "$S" > "$T/run.out" 2> "$T/run.err" ||
 	{ cat "$T/run.out" "$T/run.err"; fail "opvm run exited with $?"; }
 G=$S/guests/guest
@@ -156,6 +156,7 @@ def stored_build_ids(image):
 binaries = {"abratio": {"/usr/bin/abratio"},
             "libcmix": {"/usr/bin/libcmix"}, "threads": {"/usr/bin/threads"}}
 shared = {"/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"}
+few = 0
 for w, own in binaries.items():
     rows = [x for x in user if x["app"] == w]
     tot = sum(x["samples"] for x in rows)
@@ -165,7 +166,15 @@ for w, own in binaries.items():
           "elsewhere: %s" % (w, 100.0 * good / max(tot, 1), tot,
           {x["image"]: x["samples"] for x in rows if x["samples"] and not (x["symbol"] and
            (x["image"] in own or (w != "abratio" and x["image"] in shared)))}))
-    if tot < 30 or tot - good > max(1, 0.01 * tot):
+    other = {x["app"]: x["samples"] for x in user if x["image"] in own and x["app"] != w}
+    if other:
+        print("NOTE: %s's binary sampled under other processes: %s (a page-table root "
+              "reused before the next walk: docs/introspection.md)" % (w, other))
+    # the host's load decides how many samples a 4 s workload gets: one with
+    # fewer than 30 is not judged (said), but two of three must be
+    if tot < 30:
+        print("NOTE: only %d samples of %s: not judged" % (tot, w)); few += 1
+    elif tot - good > max(1, 0.01 * tot):
         print("FAIL: fewer than 99 %% of %s's user samples in its binaries" % w); ok = False
     for img in sorted({x["image"] for x in rows if x["image"] in own | shared}):
         want, got = build_id(sys.argv[7] + img), stored_build_ids(img)
@@ -173,15 +182,20 @@ for w, own in binaries.items():
             print("FAIL: %s: samples stored with build-id %s, the file has %s" % (
                   img, got, want)); ok = False
 
+if few > 1:
+    print("FAIL: %d of 3 workloads got fewer than 30 samples" % few); ok = False
 ab = [x for x in user if x["app"] == "abratio" and x["image"] == "/usr/bin/abratio"]
-tot = sum(x["samples"] for x in ab)
 fb = sum(x["samples"] for x in ab if x["symbol"] == "func_b")
+fa = sum(x["samples"] for x in ab if x["symbol"] == "func_a")
+# the truth is the split of the time between the two functions (the rest
+# of abratio, its loop and clock reads, is not in it)
+tot = fa + fb
 truth = float(re.search(r"OPVM-TRUTH abratio share func_a=\S+ func_b=(\S+)",
                         open(sys.argv[8], errors="replace").read()).group(1))
 share = fb / max(tot, 1)
 tol = max(0.01, 3 * math.sqrt(truth * (1 - truth) / max(tot, 1)))
-print("RESULT abratio func_b share: %.2f %% of %d samples (truth %.2f %%, allowed +- %.2f pp)"
-      % (100 * share, tot, 100 * truth, 100 * tol))
+print("RESULT abratio func_b share of func_a + func_b: %.2f %% of %d samples (truth %.2f %%, "
+      "allowed +- %.2f pp)" % (100 * share, tot, 100 * truth, 100 * tol))
 if abs(share - truth) > tol:
     print("FAIL: abratio's func_a/func_b split is off its truth"); ok = False
 sys.exit(0 if ok else 1)
