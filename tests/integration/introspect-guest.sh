@@ -138,7 +138,8 @@ if not m["read"] or m["maps_sent"] < 3 or m["tree_bad"] or m["tree_cut"] or m["p
     print("FAIL: the mappings were not read cleanly: %s" % m); ok = False
 
 def build_id(path):
-    out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
+    out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True,
+                         env=dict(os.environ, LC_ALL="C")).stdout
     g = re.search(r"Build ID: ([0-9a-f]+)", out)
     return g.group(1) if g else None
 
