@@ -74,6 +74,15 @@ if [ $want_fuzz = 1 ]; then
 	done
 fi
 
+# An integration test is killed past INT_TIMEOUT seconds, with what it
+# started in its process group (timeout(1) signals the group; opvm, told
+# to end, stops its QEMU): a hung guest costs one test, not the whole
+# run's time limit.
+INT_TIMEOUT=${INT_TIMEOUT:-$([ -n "${OPVM_DISK_TESTS:-}" ] && echo 2400 || echo 600)}
+run_limited() {
+	timeout -k 20 "$INT_TIMEOUT" bash "$1"
+}
+
 if [ $want_int = 1 ]; then
 	for t in tests/integration/*.sh; do
 		[ -f "$t" ] || continue
@@ -81,8 +90,10 @@ if [ $want_int = 1 ]; then
 		case "$n" in *"$filter"*) ;; *) continue ;; esac
 		log=$logdir/int-$n.log
 		start=$(date +%s)
-		if bash "$t" >"$log" 2>&1; then rc=0; else rc=$?; fi
+		if run_limited "$t" >"$log" 2>&1; then rc=0; else rc=$?; fi
 		secs=$(( $(date +%s) - start ))
+		[ $rc = 124 ] &&
+			echo "TIMEOUT: killed after ${INT_TIMEOUT}s (INT_TIMEOUT)" >>"$log"
 		if [ $rc = 0 ]; then
 			echo "ok    integration $n (${secs}s)"
 			grep -E '^(RESULT|MEASURED)' "$log" | sed 's/^/      /'
