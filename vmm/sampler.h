@@ -89,6 +89,8 @@ enum sampler_callgraph {
 /* Where the guest kernel's ORC tables are, run-time addresses. */
 struct sampler_orc {
 	uint64_t ip_start, ip_stop, orc_start;
+	/* the kernel's release (its ORC format); empty: the HELLO's holds */
+	char release[65 + 1];
 };
 struct sampler_callgraph_cfg {
 	enum sampler_callgraph mode;

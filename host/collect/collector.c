@@ -374,15 +374,20 @@ static void hello_tell(struct cguest *g)
 }
 
 /* Tells the sampler where the guest's kallsyms say the kernel's ORC
- * tables are (call graphs without a System.map), once per boot, after its
- * HELLO. */
+ * tables are (call graphs without a System.map), once per boot: after its
+ * HELLO, or as soon as introspection decoded them (no opvm.ko). */
 static void orc_tell(struct cguest *g)
 {
-	struct sampler_orc o;
+	struct sampler_orc o = { 0 };
 
-	if (!g->smp || !g->smp->ops->guest_orc || !g->hellos_told ||
-	    fetch_kernel_orc(g->fetch, &o.ip_start, &o.ip_stop, &o.orc_start) ||
-	    !memcmp(&o, &g->orc_told, sizeof(o)))
+	if (!g->smp || !g->smp->ops->guest_orc || (!g->hellos_told && !g->intro) ||
+	    fetch_kernel_orc(g->fetch, &o.ip_start, &o.ip_stop, &o.orc_start))
+		return;
+	/* Without a HELLO the release comes from the guest's memory. */
+	if (!g->hellos_told)
+		snprintf(o.release, sizeof(o.release), "%s",
+			 introspect_get_stats(g->intro)->release);
+	if (!memcmp(&o, &g->orc_told, sizeof(o)))
 		return;
 	g->orc_told = o;
 	g->smp->ops->guest_orc(g->smp, &o);
@@ -481,6 +486,7 @@ static void intro_poll(struct cguest *g, uint64_t now)
 				  introspect_get_stats(g->intro)->passes < 30);
 	if (gstate_get_hello(g->gs) && introspect_get_stats(g->intro)->walks != walks)
 		intro_crosscheck(g);
+	orc_tell(g);
 }
 
 /* ---- channel ---------------------------------------------------------------- */

@@ -113,7 +113,9 @@ void callgraph_hello(struct callgraph *cg, const struct sampler_hello *h)
 
 void callgraph_orc(struct callgraph *cg, const struct sampler_orc *o)
 {
-	orc_publish(cg, o->ip_start, o->ip_stop, o->orc_start, -1, 1);
+	int version = o->release[0] ? (int)unwind_orc_version(o->release) : -1;
+
+	orc_publish(cg, o->ip_start, o->ip_stop, o->orc_start, version, 1);
 }
 
 /* Reads for the table load: big, once, with the guest running. */

@@ -218,7 +218,10 @@ static int ksym_one(void *arg, uint64_t addr, char type, const char *name, size_
 	}
 	if (in->cfg.no_ksyms)
 		return 0;
-	if (!strchr("tTwW", type) || !type || len > OPVM_KSYM_NAME_MAX || !addr) {
+	/* Text symbols, as the relay sends, and vmlinux's ORC tables: with
+	 * them the samplers walk kernel stacks with no System.map. */
+	if (!type || (!strchr("tTwW", type) && opvm_ksyms_table(name, len) < 0) ||
+	    len > OPVM_KSYM_NAME_MAX || !addr) {
 		in->st.ksyms_other++;
 		return 0;
 	}
