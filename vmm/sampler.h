@@ -24,6 +24,7 @@
 
 struct sampler;
 struct ring;
+struct kcurrent_info;
 
 /* Where a backend puts its samples: rings[i] takes vCPU i's samples.  The
  * caller (the collector) owns the array and the rings; both outlive stop(). */
@@ -43,6 +44,11 @@ struct sampler_stats {
 	uint64_t throttled;		/* ticks skipped by the rate cap */
 	uint64_t cost_ns_total;		/* host time spent taking samples */
 	uint64_t exits;			/* VM exits / stops caused */
+	/* The current task read by introspection (guest_current), per
+	 * sample: named it (no module slot), or compared it with the
+	 * module's slot (same tgid or not), or could not read it; and the
+	 * kernel samples (protected mode) that neither source named. */
+	uint64_t cur_named, cur_agree, cur_differ, cur_bad, kernel_no_task;
 };
 
 /*
@@ -126,6 +132,14 @@ struct sampler_ops {
 	 * Called from the collector's thread like guest_hello, again after
 	 * each HELLO whose kallsyms come.  May be NULL. */
 	void (*guest_orc)(struct sampler *s, const struct sampler_orc *o);
+	/* Introspection (vmm/introspect/kcurrent.h) found where each guest
+	 * CPU's current-task pointer is (ci->nr 0: no longer known, e.g. a
+	 * reboot): the backend reads it at each sample and names the task in
+	 * the sample's slot fields where the module's slot gives none, and
+	 * compares the two where it does (stats' cur_*).  Called from the
+	 * collector's thread like guest_hello, again whenever it changes.
+	 * May be NULL. */
+	void (*guest_current)(struct sampler *s, const struct kcurrent_info *ci);
 	/* What the summary says about how samples were taken, beyond the
 	 * stats: lines of at most 78 columns, each ending in '\n', into buf.
 	 * May be NULL. */

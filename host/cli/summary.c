@@ -202,6 +202,32 @@ static void dwarf_summary(json_t *root)
 			     stats_fmt_count(cut, c));
 }
 
+/* Each sample's current task as introspection read it in the stop: the
+ * samples it named, and its agreement with opvm.ko's slots. */
+static void introspect_current_summary(json_t *i)
+{
+	json_t *cur = json_object_get(i, "current"), *xc = json_object_get(i, "crosscheck");
+	uint64_t named = stats_json_get(cur, "samples_named");
+	uint64_t agree = stats_json_get(xc, "samples_agree");
+	uint64_t both = agree + stats_json_get(xc, "samples_differ");
+	char a[OPVM_COUNT_BUF], b[OPVM_COUNT_BUF];
+
+	if (!json_is_true(json_object_get(cur, "known")) && !named && !both)
+		return;
+	if (named)
+		util_fprintf_wrapped(stdout, 4, "  introspection named the task of %s samples "
+				     "(each vCPU's current task, read in the sampler's stop); "
+				     "%s kernel samples were taken before it knew where to read it "
+				     "(boot)", stats_fmt_count(named, a),
+				     stats_fmt_count(stats_json_get(cur, "kernel_samples_without_task"),
+						     b));
+	if (both)
+		util_fprintf_wrapped(stdout, 4, "  introspection and opvm.ko name the same "
+				     "process for %s of %s samples (%.2f %%)",
+				     stats_fmt_count(agree, a), stats_fmt_count(both, b),
+				     100.0 * (double)agree / (double)both);
+}
+
 /* Which source named what: introspection's line (docs/introspection.md). */
 static void introspect_summary(json_t *root)
 {
@@ -229,6 +255,7 @@ static void introspect_summary(json_t *root)
 			     stats_json_get(p, "walks") ? "it" : "none",
 			     (unsigned long long)stats_json_get(p, "tasks"),
 			     why ? "; " : "", why ? why : "");
+	introspect_current_summary(i);
 }
 
 static void count(json_t *st, const char *key, struct backend_count *out)

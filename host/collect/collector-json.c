@@ -28,6 +28,7 @@
 #include "host/collect/store.h"
 #include "host/collect/attribution.h"
 #include "vmm/introspect/introspect.h"
+#include "vmm/introspect/kcurrent.h"
 #include "vmm/introspect/ktasks.h"
 #include "vmm/introspect/kvmas.h"
 #include "vmm/sampler.h"
@@ -117,10 +118,22 @@ static json_t *intro_json(const struct cguest *g)
 			"walk_failed", json_u64(s->walk_failed), "dups", json_u64(s->task_dups),
 			"procs_sent", json_u64(s->procs_sent), "execs_sent", json_u64(s->execs_sent),
 			"exits_sent", json_u64(s->exits_sent), "refresh_us", json_u64(s->refresh_us)));
-		json_object_set_new(o, "crosscheck", json_pack("{s:o,s:o,s:o,s:o,s:o}",
+		struct sampler_stats ss = { 0 };
+
+		if (g->smp && g->smp->ops && g->smp->ops->get_stats)
+			g->smp->ops->get_stats(g->smp, &ss);
+		/* per walk (processes) and per sample (the current task
+		 * against opvm.ko's slot: the same tgid or not) */
+		json_object_set_new(o, "crosscheck", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 			"walks", json_u64(g->xc_walks), "processes", json_u64(g->xc_seen),
 			"agree", json_u64(g->xc_agree), "differ", json_u64(g->xc_differ),
-			"missing", json_u64(g->xc_missing)));
+			"missing", json_u64(g->xc_missing),
+			"samples_agree", json_u64(ss.cur_agree),
+			"samples_differ", json_u64(ss.cur_differ)));
+		json_object_set_new(o, "current", json_pack("{s:b,s:o,s:o,s:o}",
+			"known", g->cur_told && g->cur_told->nr,
+			"samples_named", json_u64(ss.cur_named), "bad", json_u64(ss.cur_bad),
+			"kernel_samples_without_task", json_u64(ss.kernel_no_task)));
 	}
 	if (o)
 		json_object_set_new(o, "mappings", intro_maps_json(s));

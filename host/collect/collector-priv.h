@@ -53,6 +53,9 @@ struct cguest {
 	uint64_t settled_seen;		/* fetch_settled() the sync was told */
 	struct sampler_orc orc_told;	/* what the sampler was told of this
 					 * boot's ORC tables (0: nothing) */
+	/* what the sampler was told of the current-task pointers
+	 * (guest_current); NULL: nothing yet */
+	struct kcurrent_info *cur_told;
 };
 
 struct collector {

@@ -35,6 +35,7 @@
 #include "host/collect/store.h"
 #include "host/collect/attribution.h"
 #include "vmm/introspect/introspect.h"
+#include "vmm/introspect/kcurrent.h"
 #include "vmm/introspect/ktasks.h"
 #include "vmm/sampler.h"
 #include "lib/util.h"
@@ -118,6 +119,7 @@ static void guest_free(struct cguest *g)
 	attribution_free(g->sy);
 	fetch_free(g->fetch);
 	introspect_free(g->intro);
+	free(g->cur_told);
 	decoder_free(g->idec);
 	decoder_free(g->dec);
 	store_close(g->st);
@@ -401,6 +403,8 @@ void cguest_set_sampler(struct cguest *g, struct sampler *s)
 	g->smp_stopped = false;
 	g->gone = false;
 	g->hellos_told = 0;
+	free(g->cur_told);	/* the new sampler was told nothing */
+	g->cur_told = NULL;
 	hello_tell(g);		/* a HELLO read before the sampler came */
 	orc_tell(g);
 }
@@ -463,6 +467,32 @@ static void intro_crosscheck(struct cguest *g)
 	}
 }
 
+static bool current_same(const struct kcurrent_info *a, const struct kcurrent_info *b)
+{
+	return a->nr == b->nr && a->pgd_gpa == b->pgd_gpa &&
+	       !memcmp(&a->off, &b->off, sizeof(a->off)) &&
+	       !memcmp(a->slot_pa, b->slot_pa, a->nr * sizeof(a->slot_pa[0]));
+}
+
+/* Where each CPU's current-task pointer is, to the sampler when it
+ * changes (found, or lost at a reboot): it then names the task of every
+ * kernel sample, and cross-checks opvm.ko's slots. */
+static void current_tell(struct cguest *g)
+{
+	struct kcurrent_info ci;
+
+	if (!g->smp || !g->smp->ops->guest_current)
+		return;
+	if (introspect_current_info(g->intro, g->nr_vcpus, &ci))
+		ci.nr = 0;
+	if (g->cur_told ? current_same(&ci, g->cur_told) : !ci.nr)
+		return;
+	if (!g->cur_told && !(g->cur_told = malloc(sizeof(*g->cur_told))))
+		return;
+	*g->cur_told = ci;
+	g->smp->ops->guest_current(g->smp, &ci);
+}
+
 static void intro_poll(struct cguest *g, uint64_t now)
 {
 	const struct fetch_stats *fs = fetch_get_stats(g->fetch);
@@ -487,6 +517,7 @@ static void intro_poll(struct cguest *g, uint64_t now)
 	if (gstate_get_hello(g->gs) && introspect_get_stats(g->intro)->walks != walks)
 		intro_crosscheck(g);
 	orc_tell(g);
+	current_tell(g);
 }
 
 /* ---- channel ---------------------------------------------------------------- */

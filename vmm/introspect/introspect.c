@@ -22,6 +22,7 @@
 #include "vmm/introspect/introspect.h"
 #include "vmm/introspect/kallsyms.h"
 #include "vmm/introspect/kbtf.h"
+#include "vmm/introspect/kcurrent.h"
 #include "vmm/introspect/ktasks.h"
 #include "vmm/introspect/kvmas.h"
 #include "vmm/introspect/vmcoreinfo.h"
@@ -590,4 +591,34 @@ int introspect_current(struct introspect *in, unsigned cpu, struct ktask_cur *ou
 	if (rc)
 		in->st.current_bad++;
 	return rc;
+}
+
+int introspect_current_info(struct introspect *in, unsigned nr_cpus, struct kcurrent_info *out)
+{
+	struct ktasks_mem km = { .read = { kread, in }, .v2p = v2p, .arg = in };
+	uint64_t off = in->current_task ? in->current_task : in->pcpu_hot;
+	unsigned found = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (in->state != ST_READY || !in->have_offsets || !in->per_cpu_offset || !off)
+		return -ENOENT;
+	out->nr = nr_cpus < KCURRENT_MAX_CPUS ? nr_cpus : KCURRENT_MAX_CPUS;
+	out->pgd_gpa = in->st.pgd_gpa;
+	out->off = in->off;
+	/* CPU by CPU: one the kernel never brought up has no area */
+	for (unsigned i = 0; i < out->nr; i++) {
+		uint64_t slot, pa;
+
+		if (ktasks_current_slots(&km, in->per_cpu_offset + (uint64_t)i * 8, off, 1,
+					 &slot) ||
+		    v2p(in, slot, &pa) || (pa & 7))
+			continue;
+		out->slot_pa[i] = pa;
+		found++;
+	}
+	if (!found) {
+		out->nr = 0;
+		return -ENOENT;
+	}
+	return 0;
 }

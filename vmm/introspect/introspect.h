@@ -129,4 +129,13 @@ const struct ktask *introspect_tasks(const struct introspect *in, size_t *n);
 struct ktask_cur;
 int introspect_current(struct introspect *in, unsigned cpu, struct ktask_cur *out);
 
+/*
+ * For a sampler that reads the current-task pointers itself, in its own
+ * stops (vmm/introspect/kcurrent.h): where CPU 0..nr_cpus's pointers are
+ * (guest-physical) and how to name a task.  Returns 0, or -ENOENT (not
+ * known yet, as for introspect_current(), or no CPU's area reads).
+ */
+struct kcurrent_info;
+int introspect_current_info(struct introspect *in, unsigned nr_cpus, struct kcurrent_info *out);
+
 #endif /* OPVM_INTROSPECT_H */

@@ -189,18 +189,13 @@ int ktasks_current_slots(const struct ktasks_mem *km, uint64_t per_cpu_offset,
 }
 
 /* A few small reads, not task_read()'s span: this runs per sample. */
-int ktasks_current(const struct ktasks_mem *km, const struct kbtf_offsets *o,
-		   uint64_t slot, struct ktask_cur *out)
+int ktasks_task(const struct ktasks_mem *km, const struct kbtf_offsets *o, uint64_t t,
+		struct ktask_cur *out)
 {
-	uint64_t t, mm, pgd;
+	uint64_t mm, pgd;
 	uint32_t pid, tgid;
 
 	memset(out, 0, sizeof(*out));
-	if (!kptr(slot))
-		return -EINVAL;
-	if (rd(km, slot, &t, 8))
-		return -EFAULT;
-	t = le64toh(t);
 	if (!kptr(t))
 		return -EINVAL;
 	if (rd(km, t + o->task_pid, &pid, 4) || rd(km, t + o->task_tgid, &tgid, 4) ||
@@ -217,5 +212,19 @@ int ktasks_current(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 		if (!km->v2p(km->arg, le64toh(pgd), &pa) && !(pa & 4095))
 			out->cr3 = pa;
 	}
+	out->kthread = !mm;
 	return 0;
+}
+
+int ktasks_current(const struct ktasks_mem *km, const struct kbtf_offsets *o,
+		   uint64_t slot, struct ktask_cur *out)
+{
+	uint64_t t;
+
+	memset(out, 0, sizeof(*out));
+	if (!kptr(slot))
+		return -EINVAL;
+	if (rd(km, slot, &t, 8))
+		return -EFAULT;
+	return ktasks_task(km, o, le64toh(t), out);
 }

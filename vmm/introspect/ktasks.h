@@ -71,6 +71,7 @@ struct ktask_cur {
 	uint32_t tid, tgid;
 	uint64_t cr3;			/* 0: a kernel thread (no mm) */
 	char comm[16 + 1];
+	uint8_t kthread;		/* no mm (the idle tasks too) */
 };
 
 /* Per CPU 0..nr (<= KTASKS_MAX_CPUS) the kernel address of its current-
@@ -86,5 +87,9 @@ int ktasks_current_slots(const struct ktasks_mem *km, uint64_t per_cpu_offset,
  * (the pointer is not a kernel address). */
 int ktasks_current(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 		   uint64_t slot, struct ktask_cur *out);
+/* The same for the task at t (a pointer read elsewhere, e.g. in a
+ * sampler's stop: vmm/introspect/kcurrent.h). */
+int ktasks_task(const struct ktasks_mem *km, const struct kbtf_offsets *o, uint64_t t,
+		struct ktask_cur *out);
 
 #endif /* OPVM_KTASKS_H */

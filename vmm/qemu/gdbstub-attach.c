@@ -216,6 +216,9 @@ static int qattach_open(void *st, struct vm_monitor *mon, struct backend_target 
 		qc.mem = vm_monitor_guestmem(mon, err, errlen);
 		if (!qc.mem)
 			return -errno;
+	} else {
+		/* for the current task's name (guest_current) */
+		qc.mem = vm_monitor_guestmem(mon, why, sizeof(why));
 	}
 	/* introspection's own view of the guest's RAM (docs/introspection.md);
 	 * without it the guest is profiled as before */

@@ -19,6 +19,7 @@
 #include "lib/ring.h"
 #include "lib/sample.h"
 #include "vmm/guest/callgraph.h"
+#include "vmm/introspect/kcurrent.h"
 #include "vmm/qemu/gdbstub.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/qemu/gdbstub-sampler.h"
@@ -33,6 +34,9 @@
 #define DUTY_FACTOR		4
 /* Consecutive unusable answers before the sampler gives up. */
 #define MAX_BAD_TICKS		20
+/* A task pointer's name is read again after this long (a freed task_struct
+ * reused by another task keeps the old name at most that long). */
+#define CUR_MAX_AGE_NS		1000000000ll
 
 struct qsamp {
 	struct sampler s;
@@ -67,6 +71,13 @@ struct qsamp {
 	atomic_uint slot_gen;		/* odd while being written */
 	_Atomic uint64_t slot_pa;
 	atomic_uint slot_size, nr_slots;
+
+	/* Each vCPU's current task (introspection, guest_current): the
+	 * collector publishes a copy (cur_pub), the tick thread takes it and
+	 * reads the pointers in its stops (cur: NULL when none are known). */
+	_Atomic(struct kcurrent_info *) cur_pub;
+	struct kcurrent *cur;
+	_Atomic uint64_t cur_named, cur_agree, cur_differ, cur_bad, kernel_no_task;
 
 	/* Relay. */
 	/* Statistics, written by the tick thread (hellos: guest_hello). */
@@ -148,9 +159,40 @@ struct tick_state {
 	unsigned bad_ticks;
 };
 
+/* The task vCPU i ran, by the pointer read in the stop: into smp's slot
+ * fields when the module's slot gave none (mod 0), else compared with it. */
+static void cur_fill(struct qsamp *q, unsigned i, struct opvm_sample *smp, int mod, uint64_t now)
+{
+	struct ktask_cur t;
+	uint64_t ptr;
+
+	if (!q->cur || gdbstub_word(q->gs, i, &ptr) < 0 || !q->regs[i].cr3)
+		return;
+	if (kcurrent_task(q->cur, le64toh(ptr), (uint64_t)now, &t)) {
+		q->cur_bad++;
+		return;
+	}
+	if (mod) {
+		if (t.tgid == smp->slot_tgid)
+			q->cur_agree++;
+		else
+			q->cur_differ++;
+		return;
+	}
+	smp->flags |= OPVM_SAMPLE_SLOT;
+	smp->slot_tid = t.tid;
+	smp->slot_tgid = t.tgid;
+	smp->slot_cr3 = t.cr3;
+	if (t.kthread)
+		smp->flags |= OPVM_SAMPLE_KTHREAD;
+	q->cur_named++;
+}
+
 static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 			 int have_slots, unsigned nr_slots)
 {
+	int64_t now = q->cur ? util_now_ns() : 0;
+
 	for (unsigned i = 0; i < n && i < q->sink.nr_rings; i++) {
 		struct opvm_sample smp = {
 			.rip = q->regs[i].rip,
@@ -191,6 +233,9 @@ static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 				q->slot_reads++;
 			}
 		}
+		cur_fill(q, i, &smp, !!(smp.flags & OPVM_SAMPLE_SLOT), (uint64_t)now);
+		if (!(smp.flags & OPVM_SAMPLE_SLOT) && smp.cpl == 0 && smp.cr3)
+			q->kernel_no_task++;
 		if (ring_push(q->sink.rings[i], &smp) == 0)
 			q->samples++;
 	}
@@ -292,6 +337,25 @@ static int paused_meanwhile(struct qsamp *q, struct tick_state *ts)
 	return 0;
 }
 
+/* A new guest_current() publication, if any, into the stops: one 8-byte
+ * read per vCPU from now on (or none). */
+static void cur_take(struct qsamp *q)
+{
+	struct kcurrent_info *ci = atomic_exchange(&q->cur_pub, NULL);
+	unsigned n;
+
+	if (!ci)
+		return;
+	kcurrent_free(q->cur);
+	q->cur = NULL;
+	n = ci->nr < q->nr_vcpus ? ci->nr : q->nr_vcpus;
+	if (n && q->mem && !gdbstub_set_words(q->gs, ci->slot_pa, n))
+		q->cur = kcurrent_new(q->mem, ci, CUR_MAX_AGE_NS);
+	if (!q->cur)
+		gdbstub_set_words(q->gs, NULL, 0);
+	free(ci);
+}
+
 /*
  * One tick.  Returns 1 if the guest was stopped and sampled, 0 if it was
  * not running, or -errno for a fault.
@@ -309,6 +373,7 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 	if (have_slots)
 		len = (size_t)(nr < n ? nr : n) * size;
 
+	cur_take(q);
 	if (ts->resync) {
 		/* The answers of a batch that timed out, "c" included: not
 		 * for this tick, and the guest runs again. */
@@ -555,6 +620,11 @@ static void qs_get_stats(struct sampler *s, struct sampler_stats *out)
 	out->throttled = q->throttled;
 	out->cost_ns_total = q->cost_ns;
 	out->exits = q->exits;
+	out->cur_named = q->cur_named;
+	out->cur_agree = q->cur_agree;
+	out->cur_differ = q->cur_differ;
+	out->cur_bad = q->cur_bad;
+	out->kernel_no_task = q->kernel_no_task;
 }
 
 void qemu_sampler_get_info(struct sampler *s, struct qemu_sampler_info *out)
@@ -593,6 +663,8 @@ static void qs_free(struct sampler *s)
 		close(q->efd);
 	free(q->regs);
 	free(q->slotbuf);
+	kcurrent_free(q->cur);
+	free(atomic_exchange(&q->cur_pub, NULL));
 	callgraph_free(q->cg);
 	guestmem_close(q->mem);
 	free(q->chains);
@@ -613,6 +685,19 @@ static void qs_guest_hello(struct sampler *s, const struct sampler_hello *h)
 		callgraph_hello(q->cg, h);
 }
 
+/* Introspection found the current-task pointers: the tick thread takes a
+ * copy at its next tick (an older one not taken yet is dropped). */
+static void qs_guest_current(struct sampler *s, const struct kcurrent_info *ci)
+{
+	struct qsamp *q = to_q(s);
+	struct kcurrent_info *c = malloc(sizeof(*c));
+
+	if (!c)
+		return;		/* the old view stays */
+	*c = *ci;
+	free(atomic_exchange(&q->cur_pub, c));
+}
+
 /* The guest's kallsyms located its ORC tables: kernel stacks from there. */
 static void qs_guest_orc(struct sampler *s, const struct sampler_orc *o)
 {
@@ -631,6 +716,7 @@ static const struct sampler_ops qemu_sampler_ops = {
 	.get_stats = qs_get_stats,
 	.guest_hello = qs_guest_hello,
 	.guest_orc = qs_guest_orc,
+	.guest_current = qs_guest_current,
 	.free = qs_free,
 };
 

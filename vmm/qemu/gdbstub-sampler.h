@@ -48,7 +48,8 @@ struct qemu_sampler_config {
 					 * started with -S) */
 	/* Call graphs: cg.mode SAMPLER_CG_FP walks each sample's stack in
 	 * mem (QEMU's RAM, vmm/guest/guestmem.h), which the sampler takes, even
-	 * on failure; mem may be NULL without call graphs. */
+	 * on failure; mem may be NULL without call graphs.  mem also names
+	 * the tasks of guest_current()'s pointers (none without it). */
 	struct sampler_callgraph_cfg cg;
 	struct guestmem *mem;
 };

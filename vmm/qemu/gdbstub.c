@@ -37,6 +37,10 @@ struct gdbstub {
 	int opening;		/* in gdbstub_open_fd()'s handshake */
 	unsigned nr_threads;
 	unsigned long tids[GDBSTUB_MAX_THREADS];
+	/* gdbstub_set_words(): 8-byte reads that go with every sample */
+	unsigned nr_words;
+	uint64_t word_pa[GDBSTUB_MAX_THREADS], word[GDBSTUB_MAX_THREADS];
+	int8_t word_err[GDBSTUB_MAX_THREADS];
 	struct gdbstub_layout lay;
 	size_t rx_len;
 	char rx[GS_RX_CAP];
@@ -796,7 +800,61 @@ static int queue_reads(struct gdbstub *gs, unsigned n, uint64_t pa, size_t len, 
 				return err;
 		}
 	}
+	/* the words go with register reads only (not gdbstub_read_phys()) */
+	for (unsigned i = 0; n && i < gs->nr_words; i++) {
+		gs->word_err[i] = -ENOENT;
+		if (!gs->word_pa[i])
+			continue;
+		snprintf(cmd, sizeof(cmd), "m%llx,8", (unsigned long long)gs->word_pa[i]);
+		err = tx_packet(gs, cmd);
+		if (err)
+			return err;
+	}
 	return chunks;
+}
+
+/* The answers to the words queue_reads() asked for, in order. */
+static int read_words(struct gdbstub *gs, int64_t deadline)
+{
+	for (unsigned i = 0; i < gs->nr_words; i++) {
+		uint8_t b[8];
+		int r;
+
+		if (!gs->word_pa[i])
+			continue;
+		r = rx_reply(gs, deadline);
+		if (r < 0)
+			return r;
+		gs->word_err[i] = (int8_t)parse_mem(gs, (size_t)r, b, sizeof(b));
+		if (!gs->word_err[i])
+			gs->word[i] = (uint64_t)b[0] | (uint64_t)b[1] << 8 | (uint64_t)b[2] << 16 |
+				      (uint64_t)b[3] << 24 | (uint64_t)b[4] << 32 |
+				      (uint64_t)b[5] << 40 | (uint64_t)b[6] << 48 |
+				      (uint64_t)b[7] << 56;
+	}
+	return 0;
+}
+
+int gdbstub_set_words(struct gdbstub *gs, const uint64_t *pa, unsigned n)
+{
+	if (n > GDBSTUB_MAX_THREADS)
+		return -EINVAL;
+	if (n && !gs->has_phys)
+		return -ENOTSUP;
+	for (unsigned i = 0; i < n; i++) {
+		gs->word_pa[i] = pa[i];
+		gs->word_err[i] = -ENOENT;
+	}
+	gs->nr_words = n;
+	return 0;
+}
+
+int gdbstub_word(const struct gdbstub *gs, unsigned i, uint64_t *v)
+{
+	if (i >= gs->nr_words)
+		return -ENOENT;
+	*v = gs->word[i];
+	return gs->word_err[i];
 }
 
 /* Reads the answers to queue_reads() in order; all of them, even after a
@@ -836,6 +894,12 @@ static int read_replies(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned 
 			return r;
 		if (!*mem_err)
 			*mem_err = parse_mem(gs, (size_t)r, (uint8_t *)buf + off, l);
+	}
+	if (n) {
+		int r = read_words(gs, deadline);
+
+		if (r < 0)
+			return r;
 	}
 	return err;
 }

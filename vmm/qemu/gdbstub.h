@@ -121,6 +121,19 @@ int gdbstub_stop_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned 
 			uint64_t pa, void *buf, size_t len, int resume, int *mem_err,
 			int *stopped);
 
+/*
+ * 8-byte guest-physical reads that go out with every later sample's
+ * register reads, in the same write (gdbstub_sample(), gdbstub_stop_sample()
+ * with nr > 0): pa[i] 0 reads nothing.  The gdbstub sampler reads each
+ * vCPU's current-task pointer this way (vmm/introspect/kcurrent.h).  n at
+ * most GDBSTUB_MAX_THREADS; 0 stops them.  Returns 0, -EINVAL, -ENOTSUP
+ * (no PhyMemMode).
+ */
+int gdbstub_set_words(struct gdbstub *gs, const uint64_t *pa, unsigned n);
+/* Word i of the last sample (little-endian, as the guest stores it): 0, or
+ * -ENOENT (none asked), -EIO/-EPROTO (the stub could not read it). */
+int gdbstub_word(const struct gdbstub *gs, unsigned i, uint64_t *v);
+
 int gdbstub_read_regs(struct gdbstub *gs, unsigned vcpu, struct gdbstub_regs *out);
 /* Guest-physical read (len <= 64 KiB).  -ENOTSUP without PhyMemMode. */
 int gdbstub_read_phys(struct gdbstub *gs, uint64_t pa, void *buf, size_t len);

@@ -611,6 +611,10 @@ static int connect_guest(struct qlaunch *q, struct backend_target *t, char *err,
 			close(chan);
 			return -errno;
 		}
+	} else {
+		/* for the current task's name (guest_current); without it,
+		 * samples are taken as before */
+		qc.mem = qemu_guestmem(q, why, sizeof(why));
 	}
 	q->gdb_fd[0] = -1;	/* the sampler's now */
 	t->sampler = qemu_sampler_new(&qc, why, sizeof(why));
