@@ -94,6 +94,10 @@ static void tasks(struct mem *m, const uint64_t *off)
 	if (ktasks_current_slots(&km, BASE + off[2] % (m->len + 1), off[3] % (m->len + 1), 8,
 				 slots))
 		return;
+	/* a pointer read in a sampler's stop (vmm/introspect/kcurrent.h) */
+	if (!ktasks_task(&km, &o, BASE + off[4] % (m->len + 1), &cur) &&
+	    (cur.comm[16] || (cur.cr3 & 4095) || (cur.kthread && cur.cr3)))
+		__builtin_trap();
 	for (unsigned i = 0; i < 8; i++)
 		if (!ktasks_current(&km, &o, slots[i], &cur) &&
 		    (cur.comm[16] || cur.task < 0xffff800000000000ull || (cur.cr3 & 4095)))

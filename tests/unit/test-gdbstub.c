@@ -256,6 +256,29 @@ static void test_qemu(void **state)
 	assert_int_equal(mem[0], 0xea);
 	assert_int_equal(r[0].cs, 0xf000);
 
+	/* Words with the sample (the current-task pointers): one 8-byte
+	 * read each, pa 0 none; a plain physical read takes none of them. */
+	{
+		uint64_t pa[3] = { 0xffff0, 0, 0xffff8 }, w = 0;
+		uint8_t hi[8];
+
+		assert_int_equal(gdbstub_set_words(gs, pa, 3), 0);
+		assert_int_equal(gdbstub_read_phys(gs, 0xffff8, hi, sizeof(hi)), 0);
+		assert_int_equal(gdbstub_sample(gs, r, 2, 0xffff0, mem, sizeof(mem), &merr), 0);
+		assert_int_equal(gdbstub_word(gs, 0, &w), 0);
+		assert_int_equal(w & 0xff, 0xea);
+		assert_memory_equal(&w, mem, 8);
+		assert_int_equal(gdbstub_word(gs, 1, &w), -ENOENT);
+		assert_int_equal(gdbstub_word(gs, 2, &w), 0);
+		assert_memory_equal(&w, hi, 8);
+		assert_int_equal(gdbstub_word(gs, 3, &w), -ENOENT);
+		assert_int_equal(gdbstub_set_words(gs, pa, GDBSTUB_MAX_THREADS + 1), -EINVAL);
+		assert_int_equal(gdbstub_set_words(gs, NULL, 0), 0);
+		assert_int_equal(gdbstub_sample(gs, r, 2, 0, NULL, 0, &merr), 0);
+		assert_int_equal(gdbstub_word(gs, 0, &w), -ENOENT);
+		assert_int_equal(gdbstub_set_words(gs, pa, 1), 0);	/* for the fast path */
+	}
+
 	/* Run the BIOS a little, stop it again: vCPU 0 has moved on. */
 	for (int i = 0; i < 30; i++) {	/* 200 ms at a time, up to 6 s */
 		assert_int_equal(gdbstub_continue(gs), 0);
@@ -281,6 +304,12 @@ static void test_qemu(void **state)
 						     &merr, &stopped), 0);
 		assert_int_equal(stopped, 1);
 		assert_int_equal(mem[0], 0xea);
+		{
+			uint64_t w = 0;
+
+			assert_int_equal(gdbstub_word(gs, 0, &w), 0);
+			assert_int_equal(w & 0xff, 0xea);
+		}
 		/* Already stopped: the reads work, no stop is claimed. */
 		assert_int_equal(gdbstub_stop_sample(gs, r, 2, 0, NULL, 0, 0, &merr, &stopped), 0);
 		assert_int_equal(stopped, 0);

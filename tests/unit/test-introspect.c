@@ -23,6 +23,7 @@
 #include "vmm/guest/guestmem.h"
 #include "vmm/introspect/introspect.h"
 #include "vmm/introspect/kallsyms.h"
+#include "vmm/introspect/kcurrent.h"
 #include "vmm/introspect/ktasks.h"
 #include "vmm/introspect/kvmas.h"
 #include "vmm/introspect/vmcoreinfo.h"
@@ -682,6 +683,81 @@ static void test_lying_maps(void **state)
 	free(c);
 }
 
+/* What a sampler gets (introspect_current_info) and the cache it names
+ * a pointer with (kcurrent): the pointer's physical address per CPU, a
+ * task read once and then from the cache until it ages, pointers that lie
+ * refused and counted. */
+static void test_current_cache(void **state)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	struct kcurrent_info *ci = calloc(1, sizeof(*ci));
+	const struct kcurrent_stats *ks;
+	struct ktask_cur cur;
+	struct introspect *in;
+	struct kcurrent *k;
+	struct guest g;
+	uint64_t ptr;
+
+	tguest_new(&g, XT_MAX);
+	in = introspect_new(g.m, NULL);
+	assert_int_equal(introspect_current_info(in, 2, ci), -ENOENT);	/* not found yet */
+	assert_int_equal(ci->nr, 0);
+	run(in, c, 3);
+	/* 4 vCPUs, the kernel brought up 2: the others have no area */
+	assert_int_equal(introspect_current_info(in, 4, ci), 0);
+	assert_int_equal(ci->nr, 4);
+	assert_int_equal(ci->slot_pa[0], XT_PCPU_VA + XT_CUR_OFF - XI_KERNEL_VA + XI_KERNEL_PA);
+	assert_int_equal(ci->slot_pa[1], ci->slot_pa[0] + 0x40000);
+	assert_int_equal(ci->slot_pa[2], 0);
+	assert_int_equal(ci->slot_pa[3], 0);
+	assert_int_equal(ci->off.task_pid, XT_PID);
+	assert_int_equal(introspect_current_info(in, 100000, ci), 0);
+	assert_int_equal(ci->nr, KCURRENT_MAX_CPUS);
+
+	/* the sampler's side: the word in the stop, then the cache */
+	k = kcurrent_new(g.m, ci, 1000);
+	assert_non_null(k);
+	ks = kcurrent_get_stats(k);
+	assert_int_equal(guestmem_read(g.m, ci->slot_pa[1], &ptr, 8), 0);
+	assert_int_equal(kcurrent_task(k, ptr, 0, &cur), 0);
+	assert_int_equal(cur.tgid, 103);
+	assert_int_equal(cur.cr3, pgd_pa(3));
+	assert_false(cur.kthread);
+	assert_int_equal(guestmem_read(g.m, ci->slot_pa[0], &ptr, 8), 0);
+	assert_int_equal(kcurrent_task(k, ptr, 0, &cur), 0);
+	assert_int_equal(cur.tid, 0);			/* swapper/0: idle */
+	assert_true(cur.kthread);
+	/* cached: a changed pid is seen once the entry aged */
+	xi_put(&g.x, XT_TASK_VA + 3 * XT_SIZE + XT_TGID, &(uint32_t){ 777 }, 4);
+	assert_int_equal(kcurrent_task(k, XT_TASK_VA + 3 * XT_SIZE, 999, &cur), 0);
+	assert_int_equal(cur.tgid, 103);
+	assert_int_equal(ks->hits, 1);
+	assert_int_equal(kcurrent_task(k, XT_TASK_VA + 3 * XT_SIZE, 1000, &cur), 0);
+	assert_int_equal(cur.tgid, 777);
+	assert_int_equal(ks->misses, 3);
+	/* lies: user space, unaligned, outside RAM, 0 */
+	assert_int_equal(kcurrent_task(k, 0x1000, 0, &cur), -EINVAL);
+	assert_int_equal(kcurrent_task(k, XT_TASK_VA + 3, 0, &cur), -EINVAL);
+	assert_int_equal(kcurrent_task(k, 0xffffffffdead0000ull, 0, &cur), -EFAULT);
+	assert_int_equal(kcurrent_task(k, 0, 0, &cur), -EINVAL);
+	assert_int_equal(ks->bad, 4);
+	/* a per-CPU base that lies: that CPU has no pointer, the other has */
+	xi_put(&g.x, XT_PCPU_OFF_VA + 8, &(uint64_t){ 0x10000 }, 8);
+	assert_int_equal(introspect_current_info(in, 2, ci), 0);
+	assert_int_not_equal(ci->slot_pa[0], 0);
+	assert_int_equal(ci->slot_pa[1], 0);
+	xi_put(&g.x, XT_PCPU_OFF_VA, &(uint64_t){ 0 }, 8);
+	assert_int_equal(introspect_current_info(in, 2, ci), -ENOENT);
+	assert_int_equal(ci->nr, 0);
+	assert_null(kcurrent_new(NULL, ci, 1));
+	kcurrent_free(k);
+	kcurrent_free(NULL);
+	introspect_free(in);
+	guest_free(&g);
+	free(ci);
+	free(c);
+}
+
 static void test_modes(void **state)
 {
 	enum introspect_mode m;
@@ -703,6 +779,7 @@ int main(void)
 		cmocka_unit_test(test_vmcoreinfo_parse),
 		cmocka_unit_test(test_lying_tables),
 		cmocka_unit_test(test_lying_vmcoreinfo),
+		cmocka_unit_test(test_current_cache),
 		cmocka_unit_test(test_modes),
 		cmocka_unit_test(test_processes),
 		cmocka_unit_test(test_lying_tasks),
