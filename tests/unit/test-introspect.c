@@ -719,27 +719,37 @@ static void test_current_cache(void **state)
 	assert_non_null(k);
 	ks = kcurrent_get_stats(k);
 	assert_int_equal(guestmem_read(g.m, ci->slot_pa[1], &ptr, 8), 0);
-	assert_int_equal(kcurrent_task(k, ptr, 0, &cur), 0);
+	assert_int_equal(kcurrent_task(k, ptr, true, 0, &cur), 0);
 	assert_int_equal(cur.tgid, 103);
 	assert_int_equal(cur.cr3, pgd_pa(3));
 	assert_false(cur.kthread);
 	assert_int_equal(guestmem_read(g.m, ci->slot_pa[0], &ptr, 8), 0);
-	assert_int_equal(kcurrent_task(k, ptr, 0, &cur), 0);
+	assert_int_equal(kcurrent_task(k, ptr, false, 0, &cur), 0);
 	assert_int_equal(cur.tid, 0);			/* swapper/0: idle */
 	assert_true(cur.kthread);
-	/* cached: a changed pid is seen once the entry aged */
-	xi_put(&g.x, XT_TASK_VA + 3 * XT_SIZE + XT_TGID, &(uint32_t){ 777 }, 4);
-	assert_int_equal(kcurrent_task(k, XT_TASK_VA + 3 * XT_SIZE, 999, &cur), 0);
+	assert_int_equal(ks->misses, 2);
+	/* cached, checked by its pid and tgid */
+	assert_int_equal(kcurrent_task(k, XT_TASK_VA + 3 * XT_SIZE, true, 999, &cur), 0);
 	assert_int_equal(cur.tgid, 103);
 	assert_int_equal(ks->hits, 1);
-	assert_int_equal(kcurrent_task(k, XT_TASK_VA + 3 * XT_SIZE, 1000, &cur), 0);
+	/* the task_struct freed and taken by another task: read again */
+	xi_put(&g.x, XT_TASK_VA + 3 * XT_SIZE + XT_TGID, &(uint32_t){ 777 }, 4);
+	assert_int_equal(kcurrent_task(k, XT_TASK_VA + 3 * XT_SIZE, true, 999, &cur), 0);
 	assert_int_equal(cur.tgid, 777);
 	assert_int_equal(ks->misses, 3);
+	/* aged: read again (mm may have changed: exec) */
+	assert_int_equal(kcurrent_task(k, XT_TASK_VA + 3 * XT_SIZE, true, 2000, &cur), 0);
+	assert_int_equal(ks->misses, 4);
+	/* a kernel thread in user mode exec'd: read again */
+	assert_int_equal(kcurrent_task(k, XT_INIT_VA, false, 1, &cur), 0);
+	assert_int_equal(ks->hits, 2);
+	assert_int_equal(kcurrent_task(k, XT_INIT_VA, true, 1, &cur), 0);
+	assert_int_equal(ks->misses, 5);
 	/* lies: user space, unaligned, outside RAM, 0 */
-	assert_int_equal(kcurrent_task(k, 0x1000, 0, &cur), -EINVAL);
-	assert_int_equal(kcurrent_task(k, XT_TASK_VA + 3, 0, &cur), -EINVAL);
-	assert_int_equal(kcurrent_task(k, 0xffffffffdead0000ull, 0, &cur), -EFAULT);
-	assert_int_equal(kcurrent_task(k, 0, 0, &cur), -EINVAL);
+	assert_int_equal(kcurrent_task(k, 0x1000, false, 0, &cur), -EINVAL);
+	assert_int_equal(kcurrent_task(k, XT_TASK_VA + 3, false, 0, &cur), -EINVAL);
+	assert_int_equal(kcurrent_task(k, 0xffffffffdead0000ull, false, 0, &cur), -EFAULT);
+	assert_int_equal(kcurrent_task(k, 0, false, 0, &cur), -EINVAL);
 	assert_int_equal(ks->bad, 4);
 	/* a per-CPU base that lies: that CPU has no pointer, the other has */
 	xi_put(&g.x, XT_PCPU_OFF_VA + 8, &(uint64_t){ 0x10000 }, 8);

@@ -2,7 +2,9 @@
 /*
  * A task pointer named from a cache (vmm/introspect/kcurrent.h).
  */
+#include <endian.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +16,8 @@
 struct kcur_ent {
 	uint64_t task;			/* 0: empty */
 	uint64_t when_ns;		/* read then */
+	uint64_t pid_pa;		/* pid, tgid: re-read at each hit; 0:
+					 * not side by side, not checked */
 	struct ktask_cur t;
 };
 
@@ -65,21 +69,42 @@ void kcurrent_free(struct kcurrent *k)
 	free(k);
 }
 
-int kcurrent_task(struct kcurrent *k, uint64_t task, uint64_t now_ns, struct ktask_cur *out)
+/* The cached entry still names its task: a task_struct freed and taken
+ * by another task (fork, exit: in the same second, often) has another pid
+ * or tgid.  One read: the fields' physical addresses do not change while
+ * the kernel runs (task_structs are in the direct map). */
+static bool ent_valid(struct kcurrent *k, const struct kcur_ent *e, bool user)
+{
+	uint32_t v[2];
+
+	if (user && e->t.kthread)
+		return false;	/* it exec'd (init does) */
+	if (!e->pid_pa)
+		return true;
+	if (guestmem_read(k->m, e->pid_pa, v, sizeof(v)))
+		return false;
+	return le32toh(v[0]) == e->t.tid && le32toh(v[1]) == e->t.tgid;
+}
+
+int kcurrent_task(struct kcurrent *k, uint64_t task, bool user, uint64_t now_ns,
+		  struct ktask_cur *out)
 {
 	/* task_structs are slab objects of several KiB: the bits above the
 	 * cache line spread them */
 	struct kcur_ent *e = &k->ent[((task >> 6) * 0x9e3779b97f4a7c15ull) >>
 				 (64 - KCURRENT_CACHE_BITS)];
 	struct ktasks_mem km = { .read = { kc_read, k }, .v2p = kc_v2p, .arg = k };
+	uint64_t pa;
 	int rc;
 
-	if (e->task == task && task && now_ns - e->when_ns < k->max_age_ns) {
+	if (e->task == task && task && now_ns - e->when_ns < k->max_age_ns &&
+	    ent_valid(k, e, user)) {
 		k->st.hits++;
 		*out = e->t;
 		return 0;
 	}
 	k->st.misses++;
+	e->task = 0;
 	rc = ktasks_task(&km, &k->off, task, out);
 	if (rc) {
 		k->st.bad++;
@@ -88,6 +113,12 @@ int kcurrent_task(struct kcurrent *k, uint64_t task, uint64_t now_ns, struct kta
 	e->task = task;
 	e->when_ns = now_ns;
 	e->t = *out;
+	/* pid and tgid side by side in one page: checked at each hit */
+	e->pid_pa = 0;
+	if (k->off.task_tgid == k->off.task_pid + 4 &&
+	    !guestmem_virt_to_phys(k->m, k->pgd_gpa, task + k->off.task_pid, &pa) &&
+	    (pa & 4095) <= 4096 - 8)
+		e->pid_pa = pa;
 	return 0;
 }
 

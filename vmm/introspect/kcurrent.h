@@ -8,11 +8,14 @@
  * per vCPU: the kernel's per-CPU current-task pointer, at slot_pa[cpu]
  * (guest-physical; the per-CPU areas do not move while the kernel runs).
  * The pointer is then named (tid, tgid, kernel thread, mm->pgd) from a
- * cache keyed by the pointer; a miss, or an entry older than max_age,
- * reads the task_struct through the kernel's page tables (a handful of
- * small reads; the guest runs meanwhile, which is fine: pid and tgid do
- * not change while a task lives).  A freed task_struct reused by a new
- * task within max_age keeps the old name that long.
+ * cache keyed by the pointer.  A task_struct is freed and taken by a new
+ * task all the time (fork and exit, in the same second), so a hit costs
+ * one 8-byte read: pid and tgid, at their physical address (the direct
+ * map does not move), compared with the cached ones.  A miss, an entry
+ * older than max_age (exec changes mm, not pid), or a kernel thread seen
+ * in user mode (it exec'd: init does) reads the task_struct through the
+ * kernel's page tables (a handful of small reads).  The guest runs
+ * meanwhile, which is fine: pid and tgid do not change while a task lives.
  *
  * Guest memory is hostile: the pointer and every field are checked as in
  * ktasks.h; the cache is fixed-size (a pointer only evicts another).
@@ -22,6 +25,7 @@
 #ifndef OPVM_KCURRENT_H
 #define OPVM_KCURRENT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "vmm/introspect/kbtf.h"
@@ -55,10 +59,12 @@ struct kcurrent *kcurrent_new(struct guestmem *m, const struct kcurrent_info *ci
 			      uint64_t max_age_ns);
 void kcurrent_free(struct kcurrent *k);		/* NULL-safe */
 
-/* Names the task at pointer task (as read from a slot, host byte order)
- * at time now_ns.  Returns 0, -EINVAL (not a kernel pointer) or -EFAULT
- * (its fields do not read); both counted in bad. */
-int kcurrent_task(struct kcurrent *k, uint64_t task, uint64_t now_ns, struct ktask_cur *out);
+/* Names the task at pointer task (as read from a slot, host byte order),
+ * sampled in user mode or not, at time now_ns.  Returns 0, -EINVAL (not a
+ * kernel pointer) or -EFAULT (its fields do not read); both counted in
+ * bad. */
+int kcurrent_task(struct kcurrent *k, uint64_t task, bool user, uint64_t now_ns,
+		  struct ktask_cur *out);
 
 const struct kcurrent_stats *kcurrent_get_stats(const struct kcurrent *k);
 
