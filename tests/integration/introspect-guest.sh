@@ -29,10 +29,16 @@
 #    the image's root (so symbols came by build-id); abratio's func_a/func_b
 #    split within 1 pp of the workload's truth (3 sigma when fewer than ~900
 #    samples make 1 pp less than that);
+#  - kernel samples are filed under their task (each vCPU's current-task
+#    pointer read in the gdbstub's stop): idle, kernel threads and
+#    processes; under vmlinux only those taken before introspection knew
+#    where the pointers are (early boot), and each pointer read names a
+#    task (1 % or 2 may fail);
 #  - the same under `opvm attach --qmp` to a QEMU started by hand (no
 #    channel, no opvm.ko), whose kernel was found long before the attach:
 #    >= 99 % of kernel samples named, user samples under their process as
-#    above, abratio's in /usr/bin/abratio with symbols.
+#    above, abratio's in /usr/bin/abratio with symbols, kernel samples
+#    under their task.
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
 mk_tmp introspect-guest
@@ -110,6 +116,33 @@ if tot < 50 or tot - named > max(1, 0.01 * tot):
     print("FAIL: fewer than 99 %% of kernel samples named"); ok = False
 if cn >= 0.05 * max(ct, 1):
     print("FAIL: the control names kernel samples without introspection"); ok = False
+
+# each sample's task from the vCPU's current-task pointer, read in the stop
+cur = i["current"]
+kapps = {}
+for x in r["symbols"]:
+    if x["kernel"] and x["app"] != "(firmware/boot)":
+        kapps[x["app"]] = kapps.get(x["app"], 0) + x["samples"]
+vml, ktot = kapps.get("vmlinux", 0), sum(kapps.values())
+idle = kapps.get("(idle)", 0) + kapps.get("{idle}", 0)
+kth = kapps.get("{kthread}", 0)
+procs = {a: n for a, n in kapps.items() if a not in ("vmlinux", "(idle)", "{idle}", "{kthread}")}
+print("RESULT kernel samples under a task (current task read in the stop): %d of %d; "
+      "under vmlinux without a process %d (%.1f %%), all taken before introspection knew "
+      "where to read (%d such); idle %d, kthreads %d, processes %s; %d named by it, %d "
+      "pointers refused" % (ktot - vml, ktot, vml, 100.0 * vml / max(ktot, 1),
+      cur["kernel_samples_without_task"], idle, kth, procs, cur["samples_named"], cur["bad"]))
+# every kernel sample under vmlinux is one of those taken before the
+# pointers were known (early boot: VMCOREINFO is written at subsys_initcall
+# and found within a pass); once known, each pointer names a task
+if not cur["known"] or cur["samples_named"] < 50 or cur["bad"] > max(2, 0.01 * cur["samples_named"]):
+    print("FAIL: the current task was not read in the stops: %s" % cur); ok = False
+if vml > cur["kernel_samples_without_task"] + max(2, 0.01 * ktot):
+    print("FAIL: kernel samples under vmlinux although their task was read"); ok = False
+# hundreds of idle and kernel-thread samples in every run seen; at least
+# one process's kernel work (init, modprobe, abratio: ~10 a run)
+if idle < 10 or kth < 10 or not procs:
+    print("FAIL: kernel samples are not under idle, kernel threads and processes"); ok = False
 
 p = i["processes"]
 print("RESULT processes from guest memory: %d in the last walk, %d walks (%d cut, %d bad "
@@ -237,11 +270,19 @@ abin = sum(x["samples"] for x in user if x["app"] == "abratio" and
            x["image"] == "/usr/bin/abratio" and x["symbol"])
 print("RESULT attach --qmp, abratio's user samples in /usr/bin/abratio with a symbol: "
       "%.1f %% (%d of %d)" % (100.0 * abin / max(ab, 1), abin, ab))
+cur = i["current"]
+vml = sum(x["samples"] for x in rows if x["app"] == "vmlinux")
 print("RESULT attach --qmp, no opvm.ko: kernel found after %d empty passes, %d processes; "
       "kernel samples named %.1f %% (%d of %d), user samples in a named process %.1f %% "
-      "(%d of %d)" % (i["passes"], i["processes"]["tasks"], 100.0 * kn / max(kt, 1), kn, kt,
-      100.0 * (ut - anon) / max(ut, 1), ut - anon, ut))
+      "(%d of %d); kernel samples under a task %d of %d (%d before the pointers were told "
+      "to the sampler), %d named by the current task" % (i["passes"], i["processes"]["tasks"],
+      100.0 * kn / max(kt, 1), kn, kt, 100.0 * (ut - anon) / max(ut, 1), ut - anon, ut,
+      kt - vml, kt, cur["kernel_samples_without_task"], cur["samples_named"]))
 ok = i["state"] == "ready" and kt >= 50 and kt - kn <= max(1, 0.01 * kt) and ut >= 10 and \
      anon <= max(2, 0.02 * ut) and ab >= 30 and ab - abin <= max(1, 0.01 * ab)
+# the attach's first second, before the first sync told the sampler
+if not cur["known"] or cur["samples_named"] < 50 or \
+   vml > cur["kernel_samples_without_task"] + max(2, 0.01 * kt):
+    print("FAIL: the current task did not name the kernel samples: %s" % cur); ok = False
 sys.exit(0 if ok else 1)
 PY

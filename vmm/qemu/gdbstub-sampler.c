@@ -168,7 +168,7 @@ static void cur_fill(struct qsamp *q, unsigned i, struct opvm_sample *smp, int m
 
 	if (!q->cur || gdbstub_word(q->gs, i, &ptr) < 0 || !q->regs[i].cr3)
 		return;
-	if (kcurrent_task(q->cur, le64toh(ptr), smp->cpl == 3, (uint64_t)now, &t)) {
+	if (kcurrent_task(q->cur, ptr, smp->cpl == 3, (uint64_t)now, &t)) {
 		q->cur_bad++;
 		return;
 	}

@@ -130,7 +130,7 @@ int gdbstub_stop_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned 
  * (no PhyMemMode).
  */
 int gdbstub_set_words(struct gdbstub *gs, const uint64_t *pa, unsigned n);
-/* Word i of the last sample (little-endian, as the guest stores it): 0, or
+/* Word i of the last sample (the guest's little-endian bytes as a number): 0, or
  * -ENOENT (none asked), -EIO/-EPROTO (the stub could not read it). */
 int gdbstub_word(const struct gdbstub *gs, unsigned i, uint64_t *v);
 
