@@ -15,8 +15,13 @@
  * before each, so every tree is walked again (the worst case; an
  * unchanged mm costs three reads), and compared, nothing sent.
  *
+ * Then the gdbstub sampler's naming of a sample's current-task pointer
+ * (vmm/introspect/kcurrent.h) on a cache hit, the common case: one 8-byte
+ * read (pid, tgid) through /proc/self/mem, averaged over LOOKUPS.
+ *
  * Prints:  introspect-kallsyms: N ms
  *          introspect-refresh: N us
+ *          introspect-current-hit: N ns
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +32,7 @@
 
 #include "vmm/guest/guestmem.h"
 #include "vmm/introspect/introspect.h"
+#include "vmm/introspect/kcurrent.h"
 #include "vmm/introspect/kvmas.h"
 #include "../unit/introspect-image.h"
 
@@ -79,6 +85,35 @@ static void sink(void *arg, const void *rec, size_t len)
 }
 
 #define REFRESHES	200
+#define LOOKUPS		200000
+
+/* introspect-current-hit: 0, or 1 on a failure. */
+static int bench_current(struct introspect *in, struct guestmem *m)
+{
+	struct kcurrent_info *ci = calloc(1, sizeof(*ci));
+	struct kcurrent *k;
+	struct ktask_cur cur;
+	uint64_t ptr[2];
+	double t0;
+
+	if (!ci || introspect_current_info(in, 2, ci) ||
+	    guestmem_read(m, ci->slot_pa[0], &ptr[0], 8) ||
+	    guestmem_read(m, ci->slot_pa[1], &ptr[1], 8) || !(k = kcurrent_new(m, ci, ~0ull))) {
+		fprintf(stderr, "bench-introspect: no current task\n");
+		return 1;
+	}
+	t0 = cpu_ms();
+	for (int i = 0; i < LOOKUPS; i++)
+		if (kcurrent_task(k, ptr[i & 1], false, 0, &cur))
+			return 1;
+	t0 = cpu_ms() - t0;
+	fprintf(stderr, "bench-introspect: %d lookups, %llu misses, %.1f ms\n", LOOKUPS,
+		(unsigned long long)kcurrent_get_stats(k)->misses, t0);
+	printf("introspect-current-hit: %.0f ns\n", t0 * 1e6 / LOOKUPS);
+	kcurrent_free(k);
+	free(ci);
+	return 0;
+}
 
 /* introspect-refresh: 0, or 1 on a failure. */
 static int bench_refresh(void)
@@ -128,6 +163,8 @@ static int bench_refresh(void)
 		(unsigned long long)introspect_get_stats(in)->maps->procs_read,
 		(unsigned long long)introspect_get_stats(in)->maps->vmas);
 	printf("introspect-refresh: %.0f us\n", t0 * 1000.0 / REFRESHES);
+	if (bench_current(in, m))
+		return 1;
 	introspect_free(in);
 	guestmem_close(m);
 	ximage_free(&x);
