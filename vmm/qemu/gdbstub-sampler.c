@@ -37,6 +37,10 @@
 /* A task pointer's name is read again after this long (a freed task_struct
  * reused by another task keeps the old name at most that long). */
 #define CUR_MAX_AGE_NS		1000000000ll
+/* While opvm.ko's slots name the tasks, the current-task pointers are read
+ * for the cross-check only, at one stop in this many: two more answers a
+ * stop (2 vCPUs) on top of five are not worth paying at every one. */
+#define CUR_XC_EVERY		4
 
 struct qsamp {
 	struct sampler s;
@@ -77,6 +81,9 @@ struct qsamp {
 	 * reads the pointers in its stops (cur: NULL when none are known). */
 	_Atomic(struct kcurrent_info *) cur_pub;
 	struct kcurrent *cur;
+	uint64_t cur_pa[KCURRENT_MAX_CPUS];	/* the words to read, cur_n of them */
+	unsigned cur_n;
+	int cur_on;			/* the gdbstub reads them now */
 	_Atomic uint64_t cur_named, cur_agree, cur_differ, cur_bad, kernel_no_task;
 
 	/* Relay. */
@@ -351,9 +358,24 @@ static void cur_take(struct qsamp *q)
 	n = ci->nr < q->nr_vcpus ? ci->nr : q->nr_vcpus;
 	if (n && q->mem && !gdbstub_set_words(q->gs, ci->slot_pa, n))
 		q->cur = kcurrent_new(q->mem, ci, CUR_MAX_AGE_NS);
+	q->cur_on = !!q->cur;
 	if (!q->cur)
 		gdbstub_set_words(q->gs, NULL, 0);
+	q->cur_n = q->cur ? n : 0;
+	memcpy(q->cur_pa, ci->slot_pa, (size_t)q->cur_n * sizeof(q->cur_pa[0]));
 	free(ci);
+}
+
+/* Read the pointers at this stop?  Always without the module's slots; with
+ * them, at one stop in CUR_XC_EVERY. */
+static void cur_arm(struct qsamp *q, int have_slots)
+{
+	int on = q->cur && (!have_slots || q->ticks % CUR_XC_EVERY == 0);
+
+	if (on == q->cur_on)
+		return;
+	q->cur_on = on;
+	gdbstub_set_words(q->gs, q->cur_pa, on ? q->cur_n : 0);
 }
 
 /*
@@ -374,6 +396,7 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 		len = (size_t)(nr < n ? nr : n) * size;
 
 	cur_take(q);
+	cur_arm(q, have_slots);
 	if (ts->resync) {
 		/* The answers of a batch that timed out, "c" included: not
 		 * for this tick, and the guest runs again. */
