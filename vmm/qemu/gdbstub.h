@@ -116,10 +116,23 @@ int gdbstub_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
  * gdbstub-sampler.c).  nr must be at least 1.
  * Returns -EALREADY, without sending anything, when the stub had announced
  * a stop nobody asked for (someone else paused the guest).
+ * On -ETIMEDOUT (a slow QEMU), *stopped is -1 when no answer came yet, so
+ * whether the guest had been running is not known: without resume, the
+ * caller sends the "c" the write lacked (the guest was stopped by it, or by
+ * someone else, whose pause gdbstub_catch_up() then reveals).
  */
 int gdbstub_stop_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
 			uint64_t pa, void *buf, size_t len, int resume, int *mem_err,
 			int *stopped);
+
+/*
+ * After gdbstub_sample() or gdbstub_stop_sample() timed out: reads the
+ * answers still owed, so the stream is in step again.  *marker = 1 when the
+ * stop_sample marker's answer was among them (the guest had been paused by
+ * someone else before that write came, and a "c" sent since undid that).
+ * 0 when all came, -ETIMEDOUT (call again), or -errno.
+ */
+int gdbstub_catch_up(struct gdbstub *gs, unsigned timeout_ms, int *marker);
 
 int gdbstub_read_regs(struct gdbstub *gs, unsigned vcpu, struct gdbstub_regs *out);
 /* Guest-physical read (len <= 64 KiB).  -ENOTSUP without PhyMemMode. */
