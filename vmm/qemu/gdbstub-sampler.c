@@ -235,7 +235,7 @@ static int callgraph_stop(struct qsamp *q, unsigned n)
 
 /*
  * Finds out whether the guest runs when we have reason to doubt it (someone
- * paused it, or a stop reply is overdue): "\x03" alone, and wait for the
+ * paused it, or a stop reply is overdue): "+\x03" alone, and wait for the
  * answer.  Returns 1 when it is stopped by us now, 0 when it is not
  * running, -errno.
  */

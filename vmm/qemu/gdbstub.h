@@ -10,11 +10,14 @@
  * QEMU builds (Debian's 7.2 puts cr0..efer before the x87 state, upstream
  * after the SSE state).
  *
- * Both acknowledgement modes are spoken: QStartNoAckMode when the stub
- * offers it (QEMU 7.2 does not), otherwise "+" acks piggy-backed on the
- * next write.  (An unacked reply makes QEMU swallow the next "\x03".)  No
- * "-" and no lone "+" is ever sent: QEMU takes any byte that reaches a
- * running guest for a stop request ("c" goes with two "+" for that reason).
+ * QStartNoAckMode is taken when the stub offers it (QEMU 7.2 does not);
+ * otherwise no acks are sent at all: QEMU needs none (it keeps its last
+ * reply for a resend until a "+" or a "$" comes, and every packet opens
+ * with "$"), and an ack owed for a reply read after our "c" would stop the
+ * running guest (see tx_begin() in gdbstub.c).  While it keeps a reply, QEMU
+ * swallows a "\x03", so an interrupt goes as "+\x03".  No "-" and no lone
+ * "+" is ever sent: QEMU takes any byte that reaches a running guest for a
+ * stop request ("c" goes with two "+" for that reason).
  *
  * vCPU numbering: QEMU's thread id for a vCPU is its cpu_index + 1; the
  * thread list (qfThreadInfo) is sorted, and position i in it is vCPU i.
@@ -75,7 +78,7 @@ int gdbstub_fd(const struct gdbstub *gs);
 int gdbstub_handshake_restarts(const struct gdbstub *gs);
 
 /*
- * Sends "\x03" and waits up to timeout_ms for the stop reply.  Returns 0
+ * Sends "+\x03" and waits up to timeout_ms for the stop reply.  Returns 0
  * when the guest is stopped, -ETIMEDOUT when no stop reply came (the guest
  * was not running: QEMU ignores "\x03" then), -EPIPE, -ESHUTDOWN.
  */
