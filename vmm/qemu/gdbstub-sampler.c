@@ -161,7 +161,10 @@ static void wait_until(struct qsamp *q, int64_t deadline)
 struct tick_state {
 	int outstanding;	/* we sent "\x03" and saw no stop reply yet */
 	int paused;		/* someone else paused the guest */
-	int resync;		/* a fast-path batch timed out: drain first */
+	int resync;		/* a batch timed out: read its late answers first */
+	int resync_marker;	/* it found the guest paused by someone else */
+	int c_after;		/* and a "c" went after it */
+	int ours;		/* stopped by us, our "c" not sent yet */
 	unsigned bad_gen;	/* slot generation invalidated by a reset */
 	unsigned bad_ticks;
 };
@@ -284,7 +287,7 @@ static int callgraph_stop(struct qsamp *q, unsigned n)
 
 /*
  * Finds out whether the guest runs when we have reason to doubt it (someone
- * paused it, or a stop reply is overdue): "\x03" alone, and wait for the
+ * paused it, or a stop reply is overdue): "+\x03" alone, and wait for the
  * answer.  Returns 1 when it is stopped by us now, 0 when it is not
  * running, -errno.
  */
@@ -324,16 +327,16 @@ static int probe_stop(struct qsamp *q, struct tick_state *ts)
 	return 1;
 }
 
-/* A monitor "stop" landed while the fast path's write was on its way.
- * Returns 0 or -errno. */
-static int paused_meanwhile(struct qsamp *q, struct tick_state *ts)
+/* A monitor "stop" landed while the fast path's write was on its way
+ * (c_went: a "c" of ours followed it).  Returns 0 or -errno. */
+static int paused_meanwhile(struct qsamp *q, struct tick_state *ts, int c_went)
 {
 	int err;
 
 	ts->paused = 1;
 	q->paused_ticks++;
-	if (q->cg)
-		return 0;	/* no "c" went with it: the pause holds */
+	if (!c_went)
+		return 0;	/* the pause holds */
 	/* our "c" undid it: restore that pause */
 	q->restores++;
 	err = gdbstub_interrupt(q->gs, STOP_TIMEOUT_MS);
@@ -379,6 +382,49 @@ static void cur_arm(struct qsamp *q, int have_slots)
 }
 
 /*
+ * A fast-path batch got no (or not all) answers in time: a slow QEMU, a
+ * loaded host.  QEMU has read it, so the guest is stopped now, by it or by
+ * someone else before it (stopped as gdbstub_stop_sample() says, -1: not
+ * known yet).  Without call graphs the batch carried its "c"; with them
+ * the "c" goes now, unless the guest is known to have been paused by
+ * someone else: a stop of ours waits for no answer (it was taken for
+ * someone else's pause once the late answers came, and the guest stayed
+ * paused for the rest of the session).  The late answers are read next
+ * tick (resync()); they tell whether that "c" undid someone's pause.
+ */
+static int batch_late(struct qsamp *q, struct tick_state *ts, int stopped)
+{
+	int err = 0;
+
+	ts->resync = 1;
+	ts->resync_marker = stopped == 0 || stopped == 2;
+	ts->c_after = !q->cg;
+	if (q->cg && !ts->resync_marker) {
+		err = gdbstub_continue(q->gs);
+		ts->c_after = !err;
+		if (err == -EPIPE)
+			return err;
+	}
+	return ++ts->bad_ticks >= MAX_BAD_TICKS ? -ETIMEDOUT : 0;
+}
+
+/* The tick after a timed-out batch: its late answers, before anything else
+ * is sent, so the next batch reads its own.  0 or -errno. */
+static int resync(struct qsamp *q, struct tick_state *ts)
+{
+	int marker = 0, err = gdbstub_catch_up(q->gs, STOP_TIMEOUT_MS, &marker);
+
+	if (err == -ETIMEDOUT)
+		return ++ts->bad_ticks >= MAX_BAD_TICKS ? err : 0;
+	if (err < 0)
+		return err;
+	ts->resync = 0;
+	if (marker || ts->resync_marker)
+		return paused_meanwhile(q, ts, ts->c_after);
+	return 0;
+}
+
+/*
  * One tick.  Returns 1 if the guest was stopped and sampled, 0 if it was
  * not running, or -errno for a fault.
  */
@@ -397,13 +443,8 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 
 	cur_take(q);
 	cur_arm(q, have_slots);
-	if (ts->resync) {
-		/* The answers of a batch that timed out, "c" included: not
-		 * for this tick, and the guest runs again. */
-		err = gdbstub_drain(q->gs);
-		ts->resync = 0;
-		return err < 0 ? err : 0;
-	}
+	if (ts->resync)
+		return resync(q, ts);
 	if (!ts->paused && !ts->outstanding) {
 		/*
 		 * Fast path: stop, read and resume in one write, which QEMU
@@ -429,12 +470,10 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 		}
 		if (err == -EPIPE || err == -ESHUTDOWN)
 			return err;
-		if (err == -ETIMEDOUT) {
-			ts->resync = 1;
-			return ++ts->bad_ticks >= MAX_BAD_TICKS ? err : 0;
-		}
+		if (err == -ETIMEDOUT)
+			return batch_late(q, ts, stopped);
 		if (stopped == 2)
-			return paused_meanwhile(q, ts);
+			return paused_meanwhile(q, ts, !q->cg);
 		if (!stopped) {
 			/* No stop reply: the guest was not running (S3); our
 			 * "c" woke it. */
@@ -442,8 +481,12 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 			return 0;
 		}
 		q->exits++;
-		if (q->cg)
+		if (q->cg) {
+			ts->ours = 1;
 			err = callgraph_stop(q, n);
+			if (!err)
+				ts->ours = 0;
+		}
 	} else {
 		err = probe_stop(q, ts);
 		if (err < 0)
@@ -463,8 +506,12 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 			if (!err)
 				err = cerr;
 		}
-		if (err == -ETIMEDOUT)
-			ts->resync = 1;	/* late answers: drain them next tick */
+		if (err == -ETIMEDOUT) {
+			/* late answers: read them next tick */
+			ts->resync = 1;
+			ts->resync_marker = 0;
+			ts->c_after = 1;
+		}
 	}
 	if (err == -EPIPE || err == -ESHUTDOWN)
 		return err;
@@ -509,8 +556,12 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
  */
 static void tick_settle(struct qsamp *q, struct tick_state *ts)
 {
-	int r = gdbstub_wait_read(q->gs, STOP_TIMEOUT_MS), stopped;
+	int r, stopped;
 
+	/* Our stop whose "c" could not be sent: once more. */
+	if (ts->ours && !gdbstub_continue(q->gs))
+		ts->ours = 0;
+	r = gdbstub_wait_read(q->gs, STOP_TIMEOUT_MS);
 	if (r < 0 || !ts->outstanding)
 		return;
 	stopped = gdbstub_settle(q->gs, STOP_TIMEOUT_MS);

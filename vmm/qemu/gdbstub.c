@@ -30,11 +30,15 @@
 struct gdbstub {
 	int fd;
 	int noack;		/* QStartNoAckMode accepted */
-	int ack_pending;	/* we owe the stub a '+' for its last packet */
 	int has_phys;
 	int stops_seen;		/* stop replies skipped while waiting for replies */
 	int restarts;		/* handshakes restarted: the guest had run */
 	int opening;		/* in gdbstub_open_fd()'s handshake */
+	/* The batch being read, or one that timed out (see gdbstub_catch_up()):
+	 * answers still owed, and whether its marker's answer may still come
+	 * (none of its answers read yet). */
+	int owed;
+	int marker_open;
 	unsigned nr_threads;
 	unsigned long tids[GDBSTUB_MAX_THREADS];
 	/* gdbstub_set_words(): 8-byte reads that go with every sample */
@@ -67,13 +71,30 @@ static int gs_write_all(struct gdbstub *gs, const char *buf, size_t len)
 	return 0;
 }
 
-/* Starts a new outgoing batch; the ack we owe goes first. */
+/*
+ * Starts a new outgoing batch.  No ack goes first, even without
+ * QStartNoAckMode (QEMU 7.2 does not offer it): QEMU keeps its last reply
+ * for a resend until a "+" or a "$" comes, and needs no ack besides; every
+ * packet opens with "$".  A "+" owed for a reply read after our "c" (a late
+ * answer, drained) would reach a running guest and stop it ahead of the
+ * batch's marker, whose "$" then finds the guest paused and gets answered:
+ * our own stop, taken for someone else's pause, and the guest left paused.
+ */
 static void tx_begin(struct gdbstub *gs)
 {
 	gs->tx_len = 0;
-	if (gs->ack_pending && !gs->noack)
-		gs->tx[gs->tx_len++] = '+';
-	gs->ack_pending = 0;
+}
+
+/*
+ * "\x03", preceded by "+": QEMU drops any byte but "+" and "$" while it
+ * keeps a reply for a resend, "\x03" included.  A running guest is stopped
+ * by exactly one of the two (the "+" when no reply is kept, and the
+ * "\x03" is then dropped behind the stop reply), a paused one by neither.
+ */
+static void tx_interrupt(struct gdbstub *gs)
+{
+	gs->tx[gs->tx_len++] = '+';
+	gs->tx[gs->tx_len++] = 0x03;
 }
 
 static int tx_packet(struct gdbstub *gs, const char *payload)
@@ -179,8 +200,6 @@ static int rx_take(struct gdbstub *gs)
 	gs->pkt[out] = '\0';
 	if (gs->rx[start] == '%')	/* notification (non-stop mode): not for us */
 		out = -EAGAIN;
-	else if (!gs->noack)
-		gs->ack_pending = 1;
 	if (out == 0)
 		out = -ENODATA;		/* empty packet: "unsupported" */
 consume:
@@ -603,7 +622,7 @@ struct gdbstub *gdbstub_open_fd(int fd, unsigned timeout_ms, const char **why)
 			break;
 		gs->restarts++;
 		tx_begin(gs);
-		gs->tx[gs->tx_len++] = 0x03;
+		tx_interrupt(gs);
 		if (tx_flush(gs))
 			break;
 		while (rx_packet(gs, util_now_ns() + 300 * 1000000ll) >= 0)
@@ -693,7 +712,7 @@ int gdbstub_interrupt(struct gdbstub *gs, unsigned timeout_ms)
 	if (err > 0)
 		return -EALREADY;	/* stopped by someone else meanwhile */
 	tx_begin(gs);
-	gs->tx[gs->tx_len++] = 0x03;
+	tx_interrupt(gs);
 	err = tx_flush(gs);
 	if (err)
 		return err;
@@ -813,26 +832,14 @@ static int queue_reads(struct gdbstub *gs, unsigned n, uint64_t pa, size_t len, 
 	return chunks;
 }
 
-/* The answers to the words queue_reads() asked for, in order. */
-static int read_words(struct gdbstub *gs, int64_t deadline)
+/* The words queue_reads() asks for with n register reads. */
+static int words_asked(const struct gdbstub *gs, unsigned n)
 {
-	for (unsigned i = 0; i < gs->nr_words; i++) {
-		uint8_t b[8];
-		int r;
+	int k = 0;
 
-		if (!gs->word_pa[i])
-			continue;
-		r = rx_reply(gs, deadline);
-		if (r < 0)
-			return r;
-		gs->word_err[i] = (int8_t)parse_mem(gs, (size_t)r, b, sizeof(b));
-		if (!gs->word_err[i])
-			gs->word[i] = (uint64_t)b[0] | (uint64_t)b[1] << 8 | (uint64_t)b[2] << 16 |
-				      (uint64_t)b[3] << 24 | (uint64_t)b[4] << 32 |
-				      (uint64_t)b[5] << 40 | (uint64_t)b[6] << 48 |
-				      (uint64_t)b[7] << 56;
-	}
-	return 0;
+	for (unsigned i = 0; n && i < gs->nr_words; i++)
+		k += gs->word_pa[i] != 0;
+	return k;
 }
 
 int gdbstub_set_words(struct gdbstub *gs, const uint64_t *pa, unsigned n)
@@ -857,29 +864,72 @@ int gdbstub_word(const struct gdbstub *gs, unsigned i, uint64_t *v)
 	return gs->word_err[i];
 }
 
-/* Reads the answers to queue_reads() in order; all of them, even after a
- * bad one, so the stream stays in step. */
-static int read_replies(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned n,
-			void *buf, size_t len, int chunks, int *mem_err, int *marker)
+/*
+ * The next answer of the batch in flight, into gs->pkt.  The marker's
+ * answer ("QC...", only ever first) is not one of the owed answers: it sets
+ * *marker and the one after it is read.
+ */
+static int batch_reply(struct gdbstub *gs, int64_t deadline, int *marker)
 {
-	int64_t deadline = util_now_ns() + GS_SAMPLE_TIMEOUT_MS * 1000000ll;
-	int err = 0;
-
-	for (unsigned i = 0; i < n; i++) {
+	for (;;) {
 		int r = rx_reply(gs, deadline);
 
 		if (r < 0)
 			return r;
-		/* The marker's answer ("QC..."), if any, comes first. */
-		if (i == 0 && marker && !strncmp(gs->pkt, "QC", 2)) {
+		if (gs->marker_open && !strncmp(gs->pkt, "QC", 2)) {
+			gs->marker_open = 0;
 			*marker = 1;
-			r = rx_reply(gs, deadline);
-			if (r < 0)
-				return r;
+			continue;
 		}
+		gs->marker_open = 0;
+		gs->owed--;
+		return r;
+	}
+}
+
+/* The answers to the words queue_reads() asked for, in order. */
+static int read_words(struct gdbstub *gs, int64_t deadline, int *marker)
+{
+	for (unsigned i = 0; i < gs->nr_words; i++) {
+		uint8_t b[8];
+		int r;
+
+		if (!gs->word_pa[i])
+			continue;
+		r = batch_reply(gs, deadline, marker);
+		if (r < 0)
+			return r;
+		gs->word_err[i] = (int8_t)parse_mem(gs, (size_t)r, b, sizeof(b));
+		if (!gs->word_err[i])
+			gs->word[i] = (uint64_t)b[0] | (uint64_t)b[1] << 8 | (uint64_t)b[2] << 16 |
+				      (uint64_t)b[3] << 24 | (uint64_t)b[4] << 32 |
+				      (uint64_t)b[5] << 40 | (uint64_t)b[6] << 48 |
+				      (uint64_t)b[7] << 56;
+	}
+	return 0;
+}
+
+/* Reads the answers to queue_reads() in order; all of them, even after a
+ * bad one, so the stream stays in step.  On -ETIMEDOUT, gs->owed says how
+ * many are still to come. */
+static int read_replies(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned n,
+			void *buf, size_t len, int chunks, int *mem_err, int *marker)
+{
+	int64_t deadline = util_now_ns() + GS_SAMPLE_TIMEOUT_MS * 1000000ll;
+	int err = 0, ignored = 0;
+
+	gs->owed = (int)(2 * n) + chunks + words_asked(gs, n);
+	gs->marker_open = marker != NULL;
+	if (!marker)
+		marker = &ignored;
+	for (unsigned i = 0; i < n; i++) {
+		int r = batch_reply(gs, deadline, marker);
+
+		if (r < 0)
+			return r;
 		if (strcmp(gs->pkt, "OK") && !err)
 			err = -EPROTO;
-		r = rx_reply(gs, deadline);
+		r = batch_reply(gs, deadline, marker);
 		if (r < 0)
 			return r;
 		if (!err)
@@ -888,7 +938,7 @@ static int read_replies(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned 
 	for (int c = 0; c < chunks; c++) {
 		size_t off = (size_t)c * GS_MEM_CHUNK;
 		size_t l = len - off < GS_MEM_CHUNK ? len - off : GS_MEM_CHUNK;
-		int r = rx_reply(gs, deadline);
+		int r = batch_reply(gs, deadline, marker);
 
 		if (r < 0)
 			return r;
@@ -896,12 +946,27 @@ static int read_replies(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned 
 			*mem_err = parse_mem(gs, (size_t)r, (uint8_t *)buf + off, l);
 	}
 	if (n) {
-		int r = read_words(gs, deadline);
+		int r = read_words(gs, deadline, marker);
 
 		if (r < 0)
 			return r;
 	}
 	return err;
+}
+
+int gdbstub_catch_up(struct gdbstub *gs, unsigned timeout_ms, int *marker)
+{
+	int64_t deadline = util_now_ns() + (int64_t)timeout_ms * 1000000;
+
+	*marker = 0;
+	while (gs->owed > 0) {
+		int r = batch_reply(gs, deadline, marker);
+
+		if (r < 0)
+			return r;
+	}
+	gs->marker_open = 0;
+	return 0;
 }
 
 static int check_mem(const struct gdbstub *gs, uint64_t pa, size_t len)
@@ -975,14 +1040,12 @@ int gdbstub_stop_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned 
 	 * means the guest ran and was stopped for them. */
 	before = gs->stops_seen;
 	err = read_replies(gs, regs, n, buf, len, chunks, &merr, &marker);
-	if (!marker)
+	if (err == -ETIMEDOUT && gs->marker_open)
+		*stopped = -1;	/* not known yet: gdbstub_catch_up() tells */
+	else if (!marker)
 		*stopped = gs->stops_seen != before;
 	else if (gs->stops_seen != before)
 		*stopped = 2;	/* paused by someone else meanwhile */
-	/* "c" opens with "$", which clears the reply QEMU keeps for a
-	 * resend: nothing to ack, and a lone "+" would stop the guest. */
-	if (resume && err != -ETIMEDOUT)
-		gs->ack_pending = 0;
 	if (mem_err)
 		*mem_err = merr;
 	return err;

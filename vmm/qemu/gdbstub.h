@@ -10,11 +10,14 @@
  * QEMU builds (Debian's 7.2 puts cr0..efer before the x87 state, upstream
  * after the SSE state).
  *
- * Both acknowledgement modes are spoken: QStartNoAckMode when the stub
- * offers it (QEMU 7.2 does not), otherwise "+" acks piggy-backed on the
- * next write.  (An unacked reply makes QEMU swallow the next "\x03".)  No
- * "-" and no lone "+" is ever sent: QEMU takes any byte that reaches a
- * running guest for a stop request ("c" goes with two "+" for that reason).
+ * QStartNoAckMode is taken when the stub offers it (QEMU 7.2 does not);
+ * otherwise no acks are sent at all: QEMU needs none (it keeps its last
+ * reply for a resend until a "+" or a "$" comes, and every packet opens
+ * with "$"), and an ack owed for a reply read after our "c" would stop the
+ * running guest (see tx_begin() in gdbstub.c).  While it keeps a reply, QEMU
+ * swallows a "\x03", so an interrupt goes as "+\x03".  No "-" and no lone
+ * "+" is ever sent: QEMU takes any byte that reaches a running guest for a
+ * stop request ("c" goes with two "+" for that reason).
  *
  * vCPU numbering: QEMU's thread id for a vCPU is its cpu_index + 1; the
  * thread list (qfThreadInfo) is sorted, and position i in it is vCPU i.
@@ -75,7 +78,7 @@ int gdbstub_fd(const struct gdbstub *gs);
 int gdbstub_handshake_restarts(const struct gdbstub *gs);
 
 /*
- * Sends "\x03" and waits up to timeout_ms for the stop reply.  Returns 0
+ * Sends "+\x03" and waits up to timeout_ms for the stop reply.  Returns 0
  * when the guest is stopped, -ETIMEDOUT when no stop reply came (the guest
  * was not running: QEMU ignores "\x03" then), -EPIPE, -ESHUTDOWN.
  */
@@ -116,6 +119,10 @@ int gdbstub_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
  * gdbstub-sampler.c).  nr must be at least 1.
  * Returns -EALREADY, without sending anything, when the stub had announced
  * a stop nobody asked for (someone else paused the guest).
+ * On -ETIMEDOUT (a slow QEMU), *stopped is -1 when no answer came yet, so
+ * whether the guest had been running is not known: without resume, the
+ * caller sends the "c" the write lacked (the guest was stopped by it, or by
+ * someone else, whose pause gdbstub_catch_up() then reveals).
  */
 int gdbstub_stop_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
 			uint64_t pa, void *buf, size_t len, int resume, int *mem_err,
@@ -133,6 +140,15 @@ int gdbstub_set_words(struct gdbstub *gs, const uint64_t *pa, unsigned n);
 /* Word i of the last sample (the guest's little-endian bytes as a number): 0, or
  * -ENOENT (none asked), -EIO/-EPROTO (the stub could not read it). */
 int gdbstub_word(const struct gdbstub *gs, unsigned i, uint64_t *v);
+
+/*
+ * After gdbstub_sample() or gdbstub_stop_sample() timed out: reads the
+ * answers still owed, so the stream is in step again.  *marker = 1 when the
+ * stop_sample marker's answer was among them (the guest had been paused by
+ * someone else before that write came, and a "c" sent since undid that).
+ * 0 when all came, -ETIMEDOUT (call again), or -errno.
+ */
+int gdbstub_catch_up(struct gdbstub *gs, unsigned timeout_ms, int *marker);
 
 int gdbstub_read_regs(struct gdbstub *gs, unsigned vcpu, struct gdbstub_regs *out);
 /* Guest-physical read (len <= 64 KiB).  -ENOTSUP without PhyMemMode. */
