@@ -11,11 +11,12 @@
 #include <string.h>
 
 #include "host/cli/commands.h"
+#include "host/cli/options.h"
 #include "lib/log.h"
 #include "host/report/report-cli.h"
 
-enum { OPT_SORT = 0x200, OPT_FORMAT, OPT_DIFF, OPT_WIDTH, OPT_IMPORT, OPT_BY, OPT_DETAILS,
-       OPT_CALLGRAPH };
+enum { OPT_SORT = RCLI_END, OPT_FORMAT, OPT_DIFF, OPT_WIDTH, OPT_IMPORT, OPT_BY,
+       OPT_DETAILS };
 
 struct report_args {
 	struct report_cli cli;
@@ -26,122 +27,103 @@ struct report_args {
 	size_t nr_imports;
 };
 
-static void usage(FILE *f)
+static const struct opt_def report_options[] = {
+	{ "symbols", 'l', NULL, "list symbols", 0 },
+	{ "details", OPT_DETAILS, NULL, "per-instruction samples for each symbol", 0 },
+	{ "callgraph", 'c', NULL, "callers and callees of each symbol, as opreport -c "
+	  "(sessions recorded with -g)", 0 },
+	{ "long-filenames", 'f', NULL, "full paths instead of basenames", 0 },
+	{ "sort", OPT_SORT, "KEY", "samples (default), symbol, image, app", 0 },
+	{ "by", OPT_BY, "guest|app|image", "summary down to guests, applications or images "
+	  "(default image)", 0 },
+	{ "format", OPT_FORMAT, "text|json", "json: one object (see docs/reports.md)", 0 },
+	{ "diff", OPT_DIFF, "DIR|previous", "compare against session DIR (or "
+	  "samples/previous)", 0 },
+	{ "width", OPT_WIDTH, "N", "columns (default 80)", 0 },
+	{ "import", OPT_IMPORT, "FILE", "add a binary to the session's build-id cache "
+	  "(SESSION/.build-id), where reports look first", 0 },
+	{ 0 },
+};
+
+static const struct opts_cmd report_cmd = {
+	.name = "report",
+	.usage = "usage: opvm report [options] [PROFILE SPEC...]\n"
+		 "       opvm report [options] { A options } { B options }   (differential)\n"
+		 "\n",
+	.groups = (const struct opt_group[]){
+		{ NULL, report_options }, { NULL, report_cli_options }, { NULL } },
+};
+
+/* One option of report_cmd: 0, or -1 after printing. */
+static int report_opt(void *ctx, int key, char *arg)
 {
-	fprintf(f,
-		"usage: opvm report [options] [PROFILE SPEC...]\n"
-		"       opvm report [options] { A options } { B options }   (differential)\n"
-		"\n"
-		"  -l, --symbols          list symbols\n"
-		"  --details              per-instruction samples for each symbol\n"
-		"  -c, --callgraph        callers and callees of each symbol, as\n"
-		"                         opreport -c (sessions recorded with -g)\n"
-		"  -f, --long-filenames   full paths instead of basenames\n"
-		"  --sort KEY             samples (default), symbol, image, app\n"
-		"  --by guest|app|image   summary down to guests, applications or images\n"
-		"                         (default image)\n"
-		"  --format text|json     json: one object (see docs/reports.md)\n"
-		"  --diff DIR|previous    compare against session DIR (or samples/previous)\n"
-		"  --width N              columns (default 80)\n"
-		"  --import FILE          add a binary to the session's build-id cache\n"
-		"                         (SESSION/.build-id), where reports look first\n"
-		REPORT_CLI_HELP);
+	struct report_args *a = ctx;
+	char err[256];
+	int r;
+
+	switch (key) {
+	case 'l':
+		a->symbols = 1;
+		return 0;
+	case OPT_DETAILS:
+		a->symbols = a->details = 1;
+		return 0;
+	case 'c':
+		a->symbols = a->callgraph = 1;
+		return 0;
+	case 'f':
+		a->long_names = 1;
+		return 0;
+	case OPT_SORT:
+		if (!report_parse_sort(arg, &a->sort))
+			return 0;
+		log_err("--sort '%s': use samples, symbol, image or app", arg);
+		return -1;
+	case OPT_FORMAT:
+		a->json = !strcmp(arg, "json");
+		if (a->json || !strcmp(arg, "text"))
+			return 0;
+		log_err("--format '%s': use text or json", arg);
+		return -1;
+	case OPT_DIFF:
+		a->diff = arg;
+		return 0;
+	case OPT_BY:
+		a->depth = !strcmp(arg, "guest") ? 1 : !strcmp(arg, "app") ? 2 :
+			   !strcmp(arg, "image") ? 3 : 0;
+		if (a->depth)
+			return 0;
+		log_err("--by '%s': use guest, app or image", arg);
+		return -1;
+	case OPT_IMPORT:
+		if (a->nr_imports < sizeof(a->imports) / sizeof(a->imports[0])) {
+			a->imports[a->nr_imports++] = arg;
+			return 0;
+		}
+		log_err("at most 16 --import options");
+		return -1;
+	case OPT_WIDTH:
+		a->width = atoi(arg);
+		if (a->width >= 40 && a->width <= 1000)
+			return 0;
+		log_err("--width '%s': use 40 to 1000 columns", arg);
+		return -1;
+	}
+	r = report_cli_opt(&a->cli, key, arg, err, sizeof(err));
+	if (r < 0)
+		log_err("%s", err);
+	return r < 0 ? -1 : 0;
 }
 
-/* Parses argv into a; returns 0, or the exit code for a usage error. */
+/* Parses argv into a; returns 0, -1 after --help, or the exit code for a
+ * usage error. */
 static int parse(int argc, char **argv, struct report_args *a)
 {
-	static const struct option longopts[] = {
-		{ "symbols", no_argument, NULL, 'l' },
-		{ "details", no_argument, NULL, OPT_DETAILS },
-		{ "callgraph", no_argument, NULL, 'c' },
-		{ "long-filenames", no_argument, NULL, 'f' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "sort", required_argument, NULL, OPT_SORT },
-		{ "format", required_argument, NULL, OPT_FORMAT },
-		{ "diff", required_argument, NULL, OPT_DIFF },
-		{ "width", required_argument, NULL, OPT_WIDTH },
-		{ "import", required_argument, NULL, OPT_IMPORT },
-		{ "by", required_argument, NULL, OPT_BY },
-		REPORT_CLI_LONGOPTS,
-		{ NULL, 0, NULL, 0 },
-	};
 	char err[256];
-	int opt, ret;
+	int r = opts_parse(&report_cmd, argc, argv, report_opt, a);
 
-	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
-	/* -d is the session directory, as in run and attach */
-	while ((opt = getopt_long(argc, argv, "lcd:fht:", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'l':
-			a->symbols = 1;
-			break;
-		case OPT_DETAILS:
-			a->symbols = a->details = 1;
-			break;
-		case 'c':
-			a->symbols = a->callgraph = 1;
-			break;
-		case 'f':
-			a->long_names = 1;
-			break;
-		case 'h':
-			usage(stdout);
-			return -1;
-		case OPT_SORT:
-			if (report_parse_sort(optarg, &a->sort)) {
-				log_err("--sort '%s': use samples, symbol, image or app", optarg);
-				return 2;
-			}
-			break;
-		case OPT_FORMAT:
-			if (!strcmp(optarg, "json")) {
-				a->json = 1;
-			} else if (strcmp(optarg, "text")) {
-				log_err("--format '%s': use text or json", optarg);
-				return 2;
-			}
-			break;
-		case OPT_DIFF:
-			a->diff = optarg;
-			break;
-		case OPT_BY:
-			a->depth = !strcmp(optarg, "guest") ? 1 : !strcmp(optarg, "app") ? 2 :
-				   !strcmp(optarg, "image") ? 3 : 0;
-			if (!a->depth) {
-				log_err("--by '%s': use guest, app or image", optarg);
-				return 2;
-			}
-			break;
-		case OPT_IMPORT:
-			if (a->nr_imports == sizeof(a->imports) / sizeof(a->imports[0])) {
-				log_err("at most 16 --import options");
-				return 2;
-			}
-			a->imports[a->nr_imports++] = optarg;
-			break;
-		case OPT_WIDTH:
-			a->width = atoi(optarg);
-			if (a->width < 40 || a->width > 1000) {
-				log_err("--width '%s': use 40 to 1000 columns", optarg);
-				return 2;
-			}
-			break;
-		case '?':
-			usage(stderr);
-			return 2;
-		default:
-			ret = report_cli_opt(&a->cli, opt, optarg, err, sizeof(err));
-			if (ret < 0) {
-				log_err("%s", err);
-				return 2;
-			}
-			if (ret == 0) {
-				usage(stderr);
-				return 2;
-			}
-		}
-	}
+	if (r)
+		return r == 1 ? -1 : r;
 	if (report_cli_specs(&a->cli, argc, argv, optind, err, sizeof(err))) {
 		log_err("%s", err);
 		return 2;
