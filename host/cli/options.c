@@ -201,8 +201,9 @@ void opts_help(FILE *f, const struct opts_cmd *c)
 		for (const struct opt_def *d = g->opts; d->name; d++)
 			help_line(f, d);
 	}
-	fputc('\n', f);
 	help_line(f, &builtin[0]);
+	if (c->footer)
+		fprintf(f, "\n%s", c->footer);
 }
 
 static void dump_line(FILE *f, const char *cmd, const struct opt_def *d, const char *group)

@@ -23,6 +23,7 @@ struct opts_cmd {
 	const char *usage;		/* usage lines and description, before the options */
 	const struct opt_group *groups;	/* parsed; ends with .opts == NULL */
 	const struct opt_group *help_groups;	/* --help, --dump-options; NULL: groups */
+	const char *footer;		/* --help's text after the options, or NULL */
 	unsigned flags;			/* enum opts_cmd_flags */
 };
 
