@@ -201,6 +201,7 @@ void opts_help(FILE *f, const struct opts_cmd *c)
 		for (const struct opt_def *d = g->opts; d->name; d++)
 			help_line(f, d);
 	}
+	fputc('\n', f);
 	help_line(f, &builtin[0]);
 	if (c->footer)
 		fprintf(f, "\n%s", c->footer);
