@@ -20,6 +20,10 @@ static const struct opt_def builtin[] = {
 	{ 0 },
 };
 
+/* A table ends with a zeroed entry; an entry without a long name is a
+ * short letter alone (-g). */
+#define DEF_END(d)	(!(d)->name && !(d)->key)
+
 static int is_short(int key)
 {
 	return key > ' ' && key < 0x7f;
@@ -30,18 +34,29 @@ static size_t count_opts(const struct opt_group *g)
 	size_t n = 0;
 
 	for (; g && g->opts; g++)
-		for (const struct opt_def *d = g->opts; d->name; d++)
+		for (const struct opt_def *d = g->opts; !DEF_END(d); d++)
 			n += !(d->flags & OPTS_POSITIONAL);
 	return n;
+}
+
+/* Whether lo[0..n) has the long name already: the first entry stays (a
+ * name two backends share). */
+static int have_long(const struct option *lo, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(lo[i].name, name))
+			return 1;
+	return 0;
 }
 
 /* One option into the getopt tables. */
 static void add_opt(const struct opt_def *d, struct option *lo, size_t *n, char *s,
 		    size_t slen)
 {
-	lo[(*n)++] = (struct option){ d->name, d->metavar ? required_argument : no_argument,
-				      NULL, d->key };
-	if (is_short(d->key) && strlen(s) + 3 < slen) {
+	if (d->name && !have_long(lo, *n, d->name))
+		lo[(*n)++] = (struct option){ d->name, d->metavar ? required_argument :
+					      no_argument, NULL, d->key };
+	if (is_short(d->key) && !strchr(s, d->key) && strlen(s) + 3 < slen) {
 		size_t l = strlen(s);
 
 		s[l++] = (char)d->key;
@@ -64,7 +79,7 @@ static struct option *build(const struct opts_cmd *c, char *s, size_t slen)
 	add_opt(&builtin[0], lo, &n, s, slen);
 	lo[n++] = (struct option){ "dump-options", no_argument, NULL, OPTS_KEY_DUMP };
 	for (const struct opt_group *g = c->groups; g && g->opts; g++)
-		for (const struct opt_def *d = g->opts; d->name; d++)
+		for (const struct opt_def *d = g->opts; !DEF_END(d); d++)
 			if (!(d->flags & OPTS_POSITIONAL))
 				add_opt(d, lo, &n, s, slen);
 	return lo;
@@ -140,6 +155,8 @@ static void left_column(char *out, size_t len, const struct opt_def *d)
 
 	if (d->flags & OPTS_POSITIONAL)
 		snprintf(out, len, "  %s", d->name);
+	else if (!d->name)
+		snprintf(out, len, "  -%c%s%s", d->key, sp, mv);
 	else if (is_short(d->key))
 		snprintf(out, len, "  -%c, --%s%s%s", d->key, d->name, sp, mv);
 	else
@@ -198,7 +215,7 @@ void opts_help(FILE *f, const struct opts_cmd *c)
 	for (; g && g->opts; g++) {
 		if (g->title)
 			fprintf(f, "\n%s:\n", g->title);
-		for (const struct opt_def *d = g->opts; d->name; d++)
+		for (const struct opt_def *d = g->opts; !DEF_END(d); d++)
 			help_line(f, d);
 	}
 	fputc('\n', f);
@@ -209,7 +226,7 @@ void opts_help(FILE *f, const struct opts_cmd *c)
 
 static void dump_line(FILE *f, const char *cmd, const struct opt_def *d, const char *group)
 {
-	fprintf(f, "%s\t--%s\t", cmd, d->name);
+	fprintf(f, "%s\t%s%s\t", cmd, d->name ? "--" : "-", d->name ? d->name : "");
 	if (is_short(d->key))
 		fprintf(f, "-%c", d->key);
 	else
@@ -222,7 +239,7 @@ void opts_dump(FILE *f, const struct opts_cmd *c)
 	const struct opt_group *g = c->help_groups ? c->help_groups : c->groups;
 
 	for (; g && g->opts; g++)
-		for (const struct opt_def *d = g->opts; d->name; d++)
+		for (const struct opt_def *d = g->opts; !DEF_END(d); d++)
 			if (!(d->flags & OPTS_POSITIONAL))
 				dump_line(f, c->name, d, g->title);
 	dump_line(f, c->name, &builtin[0], NULL);
