@@ -236,50 +236,93 @@ static int print_text(FILE *out, const struct report_args *a, const struct repor
 	return 0;
 }
 
-int cmd_report(int argc, char **argv)
+/* argv into a, and into b for a differential report ({ A } { B }, or
+ * --diff: b is then the session, a the baseline).  0 to go on, else the
+ * exit code. */
+static int parse_all(int argc, char **argv, struct report_args *a, struct report_args *b,
+		     int *diff)
 {
-	struct report_args a = { .width = 80 }, b;
-	struct report_print_opts po = { 0 };
-	struct report *ra = NULL, *rb = NULL;
-	struct symres *res = NULL;
-	FILE *out = NULL;
 	char **va = NULL, **vb = NULL;
-	int na, nb, diff, ret = 1;
+	int na, nb, ret;
 
-	report_cli_init(&a.cli);
-	diff = split_groups(argc, argv, &va, &na, &vb, &nb);
-	if (diff < 0) {
+	*diff = split_groups(argc, argv, &va, &na, &vb, &nb);
+	if (*diff < 0) {
 		log_err("a differential report takes two groups: { A options } { B options }");
 		ret = 2;
 		goto out;
 	}
-	b = a;
-	ret = parse(diff ? na : argc, diff ? va : argv, &a);
-	if (ret) {
-		ret = ret < 0 ? 0 : ret;
-		goto out;
-	}
-	if (diff) {
-		ret = parse(nb, vb, &b);
-		if (ret) {
-			ret = ret < 0 ? 0 : ret;
-			goto out;
-		}
-	} else if (a.diff) {
+	*b = *a;
+	ret = parse(*diff ? na : argc, *diff ? va : argv, a);
+	if (!ret && *diff) {
+		ret = parse(nb, vb, b);
+	} else if (!ret && a->diff) {
 		/* --diff DIR: DIR is the baseline (A), the session is B. */
-		b = a;
-		if (!strcmp(a.diff, "previous"))
-			a.cli.ro.which = "previous";
+		*b = *a;
+		if (!strcmp(a->diff, "previous"))
+			a->cli.ro.which = "previous";
 		else
-			a.cli.ro.session_dir = a.diff;
-		diff = 1;
+			a->cli.ro.session_dir = a->diff;
+		*diff = 1;
 	}
+	if (ret < 0)
+		ret = -1;	/* --help */
+out:
+	free(va);
+	free(vb);
+	return ret;
+}
+
+/* Loads the session(s) and writes the report to out: 0, or 1 after
+ * printing. */
+static int report_write(FILE *out, struct report_args *a, struct report_args *b, int diff,
+			struct symres *res)
+{
+	struct report_print_opts po = {
+		.threshold = a->cli.threshold, .width = a->width, .long_names = a->long_names,
+		.details = a->details, .depth = a->depth,
+	};
+	struct report *ra, *rb = NULL;
+	int ret = 1;
+
+	ra = load(a, res);
+	if (!ra)
+		return 1;
+	if (diff) {
+		b->symbols = a->symbols;
+		b->details = 0;
+		rb = load(b, res);
+		if (rb && a->json)
+			ret = report_print_diff_json(out, ra, rb, &po) ? 1 : 0;
+		else if (rb)
+			ret = (report_print_diff(out, ra, rb, &po), 0);
+	} else if (a->json) {
+		ret = report_print_json(out, ra, &po) ? 1 : 0;
+		if (ret)
+			log_err("cannot write JSON: %s", strerror(errno));
+	} else {
+		ret = print_text(out, a, ra, &po);
+	}
+	report_free(ra);
+	report_free(rb);
+	return ret;
+}
+
+int cmd_report(int argc, char **argv)
+{
+	struct report_args a = { .width = 80 }, b;
+	struct symres *res = NULL;
+	FILE *out = NULL;
+	int diff, ret;
+
+	report_cli_init(&a.cli);
+	ret = parse_all(argc, argv, &a, &b, &diff);
+	if (ret)
+		return ret < 0 ? 0 : ret;
 	ret = 1;
 	if (a.json)
 		a.symbols = b.symbols = 1;
 	if (import_files(&a))
 		goto out;
-
 	report_cli_finish(&a.cli);
 	if (a.symbols) {
 		res = symres_new(&a.cli.sc);
@@ -293,50 +336,14 @@ int cmd_report(int argc, char **argv)
 		log_err("cannot set up output: %s", strerror(errno));
 		goto out;
 	}
-	po.threshold = a.cli.threshold;
-	po.width = a.width;
-	po.long_names = a.long_names;
-	po.details = a.details;
-	po.depth = a.depth;
-
-	ra = load(&a, res);
-	if (!ra)
-		goto out;
-	if (diff) {
-		b.symbols = a.symbols;
-		b.details = 0;
-		rb = load(&b, res);
-		if (!rb)
-			goto out;
-		if (a.json) {
-			if (report_print_diff_json(out, ra, rb, &po))
-				goto out;
-		} else {
-			report_print_diff(out, ra, rb, &po);
-		}
-		ret = 0;
-		goto out;
-	}
-	if (a.json) {
-		if (report_print_json(out, ra, &po)) {
-			log_err("cannot write JSON: %s", strerror(errno));
-			goto out;
-		}
-		ret = 0;
-		goto out;
-	}
-	ret = print_text(out, &a, ra, &po);
+	ret = report_write(out, &a, &b, diff, res);
 out:
 	if (out && fclose(out) && !ret) {
 		log_err("cannot write the report: %s", strerror(errno));
 		ret = 1;
 	}
-	report_free(ra);
-	report_free(rb);
 	symres_free(res);
 	report_cli_release(&a.cli);
-	free(va);
-	free(vb);
 	if (fflush(stdout) && !ret) {
 		log_err("cannot write the report: %s", strerror(errno));
 		ret = 1;

@@ -187,6 +187,46 @@ static int parse_umask(struct session_opts *o, const char *arg)
 	return 1;
 }
 
+/* What the guest sends and where it goes: --no-fetch, --fetch-*,
+ * --introspect.  1 handled, 0 not one of them, -1 after printing. */
+static int parse_fetch(struct session_opts *o, int opt, const char *arg)
+{
+	switch (opt) {
+	case OPT_NO_FETCH:
+		o->no_fetch = 1;
+		return 1;
+	case OPT_FETCH_CACHE:
+		o->fetch_cache = arg;
+		return 1;
+	case OPT_INTROSPECT: {
+		enum introspect_mode m;
+
+		if (introspect_parse_mode(arg, &m)) {
+			log_err("--introspect takes auto, off or only, not '%s'", arg);
+			return -1;
+		}
+		o->introspect = (int)m;
+		return 1;
+	}
+	case OPT_FETCH_MAX_FILE: case OPT_FETCH_MAX_SESSION: case OPT_FETCH_CACHE_MAX: {
+		uint64_t *v = opt == OPT_FETCH_MAX_FILE ? &o->fetch_max_file :
+			      opt == OPT_FETCH_MAX_SESSION ? &o->fetch_max_session :
+			      &o->fetch_max_cache;
+
+		if (util_parse_size(arg, v) || *v < 4096) {
+			log_err("%s wants a size of at least 4k, e.g. 64M, not '%s'",
+				opt == OPT_FETCH_MAX_FILE ? "--fetch-max-file" :
+				opt == OPT_FETCH_MAX_SESSION ? "--fetch-max-session" :
+				"--fetch-cache-max", arg);
+			return -1;
+		}
+		return 1;
+	}
+	default:
+		return 0;
+	}
+}
+
 int session_parse(struct session_opts *o, int opt, const char *arg)
 {
 	struct backend_common *c = &o->common;
@@ -232,36 +272,6 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 	case OPT_NO_IMAGE_SYMBOLS:
 		o->no_image_symbols = 1;
 		return 1;
-	case OPT_NO_FETCH:
-		o->no_fetch = 1;
-		return 1;
-	case OPT_FETCH_CACHE:
-		o->fetch_cache = arg;
-		return 1;
-	case OPT_INTROSPECT: {
-		enum introspect_mode m;
-
-		if (introspect_parse_mode(arg, &m)) {
-			log_err("--introspect takes auto, off or only, not '%s'", arg);
-			return -1;
-		}
-		o->introspect = (int)m;
-		return 1;
-	}
-	case OPT_FETCH_MAX_FILE: case OPT_FETCH_MAX_SESSION: case OPT_FETCH_CACHE_MAX: {
-		uint64_t *v = opt == OPT_FETCH_MAX_FILE ? &o->fetch_max_file :
-			      opt == OPT_FETCH_MAX_SESSION ? &o->fetch_max_session :
-			      &o->fetch_max_cache;
-
-		if (util_parse_size(arg, v) || *v < 4096) {
-			log_err("%s wants a size of at least 4k, e.g. 64M, not '%s'",
-				opt == OPT_FETCH_MAX_FILE ? "--fetch-max-file" :
-				opt == OPT_FETCH_MAX_SESSION ? "--fetch-max-session" :
-				"--fetch-cache-max", arg);
-			return -1;
-		}
-		return 1;
-	}
 	case OPT_MAX_FILES: case OPT_MAX_DIRS: case OPT_MAX_DISK: case OPT_MAX_MAPPED:
 		return parse_cap(o, opt, arg);
 	case OPT_UMASK:
@@ -287,7 +297,7 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 		}
 		return 1;
 	default:
-		return 0;
+		return parse_fetch(o, opt, arg);
 	}
 }
 
