@@ -220,15 +220,8 @@ static int collect_cb(const struct store_entry *e, void *arg)
 	struct report_priv *p = r->priv;
 	struct entry *n;
 
-	if (p->nr_entries == p->cap_entries) {
-		size_t nc = p->cap_entries ? p->cap_entries * 2 : 256;
-		struct entry *t = realloc(p->entries, nc * sizeof(*t));
-
-		if (!t)
-			return -ENOMEM;
-		p->entries = t;
-		p->cap_entries = nc;
-	}
+	if (UTIL_GROW(p->entries, p->cap_entries, p->nr_entries + 1, 256))
+		return -ENOMEM;
 	n = &p->entries[p->nr_entries];
 	n->path = strpool_intern(&p->pool, e->path, 0);
 	n->guest = strpool_intern(&p->pool, e->guest, 0);
@@ -355,15 +348,8 @@ static struct report_row *row_get(struct report *r, const struct report_row *key
 		if (row_eq(row, key))
 			return row;
 	}
-	if (r->nr_rows == p->rows_cap) {
-		size_t nc = p->rows_cap ? p->rows_cap * 2 : 1024;
-		struct report_row *t = realloc(r->rows, nc * sizeof(*t));
-
-		if (!t)
-			return NULL;
-		r->rows = t;
-		p->rows_cap = nc;
-	}
+	if (UTIL_GROW(r->rows, p->rows_cap, r->nr_rows + 1, 1024))
+		return NULL;
 	r->rows[r->nr_rows] = *key;
 	r->rows[r->nr_rows].samples = 0;
 	r->rows[r->nr_rows].addrs = NULL;
