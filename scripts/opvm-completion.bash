@@ -1,8 +1,10 @@
 # bash completion for opvm.  Installed by `make install` as
 # $(PREFIX)/share/bash-completion/completions/opvm.
 #
-# Commands and options are read from opvm's own help text (`opvm --help`,
-# `opvm CMD --help`), so completion never drifts from what the binary takes.
+# Commands are read from `opvm --help`, options from the command's own
+# option table (`opvm CMD --dump-options`, the table that also drives its
+# parsing, --help and man page), so completion never drifts from what the
+# binary takes.
 # libvirt domain names come from virsh when it is there.
 _opvm()
 {
@@ -32,9 +34,8 @@ _opvm()
 		return
 	fi
 	if [[ $cur == -* ]]; then
-		opts=$("$opvm" "$cmd" --help 2>&1 | grep -oE -- '--[a-z][a-z0-9-]*=?' | sort -u)
+		opts=$("$opvm" "$cmd" --dump-options 2>/dev/null | cut -f2 | grep -- '^--' | sort -u)
 		COMPREPLY=($(compgen -W "$opts" -- "$cur"))
-		[[ ${COMPREPLY[0]} == *= ]] && compopt -o nospace 2>/dev/null
 		return
 	fi
 	if [[ $cmd == attach ]] && command -v virsh >/dev/null 2>&1; then

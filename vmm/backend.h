@@ -43,11 +43,12 @@
 #ifndef OPVM_BACKEND_H
 #define OPVM_BACKEND_H
 
-#include <getopt.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include "lib/options.h"
 #include "lib/sample.h"
 #include "vmm/sampler.h"
 
@@ -149,12 +150,10 @@ struct backend_ops {
 	const char *help;		/* one line for `opvm run --help` */
 	int callgraph;			/* 1: takes --call-graph fp (it stops
 					 * the vCPU at each sample) */
-	/* getopt_long table of the backend's own options, ending with a
-	 * zeroed entry; val is a short letter (also listed in short_options)
-	 * or BACKEND_OPT + n.  May be NULL. */
-	const struct option *options;
-	const char *short_options;	/* e.g. "m:", or "" */
-	const char *usage;		/* help lines for those options */
+	/* The backend's own options (lib/options.h), ending with a zeroed
+	 * entry; key is a short letter or BACKEND_OPT + n.  The command's
+	 * --help, man page and completion show them.  May be NULL. */
+	const struct opt_def *options;
 
 	/* Backend state with defaults; NULL and errno on failure. */
 	void *(*new)(void);

@@ -10,24 +10,62 @@
 #include <string.h>
 
 #include "host/cli/commands.h"
+#include "host/cli/options.h"
 #include "lib/log.h"
 #include "host/report/report-cli.h"
 #include "lib/util.h"
 
-enum { OPT_MAX_BYTES = 0x200 };
+enum { OPT_MAX_BYTES = RCLI_END };
 
-static void usage(FILE *f)
+struct annotate_args {
+	struct report_cli cli;
+	struct annotate_opts ao;
+};
+
+static const struct opt_def annotate_options[] = {
+	{ "assembly", 'a', NULL, "disassembly with samples per instruction (default)", 0 },
+	{ "source", 's', NULL, "source lines with samples (DWARF); with --assembly, "
+	  "interleaved", 0 },
+	{ "max-bytes", OPT_MAX_BYTES, "N", "longest code shown per symbol (default 65536)", 0 },
+	{ "SYMBOL", 0, NULL, "only this symbol (default: every sampled symbol)",
+	  OPTS_POSITIONAL },
+	{ 0 },
+};
+
+static const struct opts_cmd annotate_cmd = {
+	.name = "annotate",
+	.usage = "usage: opvm annotate [--assembly] [--source] [SYMBOL] [PROFILE SPEC...]\n"
+		 "                     [options]\n"
+		 "\n",
+	.groups = (const struct opt_group[]){
+		{ NULL, annotate_options }, { NULL, report_cli_options }, { NULL } },
+};
+
+/* One option of annotate_cmd: 0, or -1 after printing. */
+static int annotate_opt(void *ctx, int key, char *arg)
 {
-	fprintf(f,
-		"usage: opvm annotate [--assembly] [--source] [SYMBOL] [PROFILE SPEC...]\n"
-		"                     [options]\n"
-		"\n"
-		"  -a, --assembly         disassembly with samples per instruction (default)\n"
-		"  -s, --source           source lines with samples (DWARF); with --assembly,\n"
-		"                         interleaved\n"
-		"  --max-bytes N          longest code shown per symbol (default 65536)\n"
-		"  SYMBOL                 only this symbol (default: every sampled symbol)\n"
-		REPORT_CLI_HELP);
+	struct annotate_args *a = ctx;
+	char err[256];
+	int r;
+
+	switch (key) {
+	case 'a':
+		a->ao.assembly = 1;
+		return 0;
+	case 's':
+		a->ao.source = 1;
+		return 0;
+	case OPT_MAX_BYTES:
+		a->ao.max_bytes = strtoul(arg, NULL, 0);
+		if (a->ao.max_bytes && a->ao.max_bytes <= (16u << 20))
+			return 0;
+		log_err("--max-bytes '%s': use 1 to 16777216", arg);
+		return -1;
+	}
+	r = report_cli_opt(&a->cli, key, arg, err, sizeof(err));
+	if (r < 0)
+		log_err("%s", err);
+	return r < 0 ? -1 : 0;
 }
 
 static void note(const char *msg, void *arg)
@@ -88,76 +126,28 @@ static int keep_symbol(struct report *r, const char *symbol)
 	return 0;
 }
 
-int cmd_annotate(int argc, char **argv)
+/* Loads the session and annotates it to stdout: 0, or 1 after printing. */
+static int annotate_run(struct annotate_args *a, const char *symbol)
 {
-	static const struct option longopts[] = {
-		{ "assembly", no_argument, NULL, 'a' },
-		{ "source", no_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "max-bytes", required_argument, NULL, OPT_MAX_BYTES },
-		REPORT_CLI_LONGOPTS,
-		{ NULL, 0, NULL, 0 },
-	};
-	struct annotate_opts ao = { 0 };
-	struct report_cli cli;
+	struct report_cli *c = &a->cli;
 	struct symres *res = NULL;
 	struct report *r = NULL;
-	const char *symbol = NULL;
 	FILE *out = NULL;
 	char err[512];
-	int opt, ret = 2, notes = 0;
+	int ret = 1, notes = 0;
 	long n;
 
-	report_cli_init(&cli);
-	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
-	while ((opt = getopt_long(argc, argv, "ashd:t:", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'a':
-			ao.assembly = 1;
-			break;
-		case 's':
-			ao.source = 1;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case OPT_MAX_BYTES:
-			ao.max_bytes = strtoul(optarg, NULL, 0);
-			if (!ao.max_bytes || ao.max_bytes > (16u << 20)) {
-				log_err("--max-bytes '%s': use 1 to 16777216", optarg);
-				return 2;
-			}
-			break;
-		default:
-			n = report_cli_opt(&cli, opt, optarg, err, sizeof(err));
-			if (n < 0) {
-				log_err("%s", err);
-				return 2;
-			}
-			if (n == 0) {
-				usage(stderr);
-				return 2;
-			}
-		}
-	}
-	if (annotate_args(&cli, argc, argv, &symbol))
-		return 2;
-	if (!ao.assembly && !ao.source)
-		ao.assembly = 1;
-	ao.threshold = cli.threshold;
-
-	ret = 1;
-	report_cli_finish(&cli);
-	res = symres_new(&cli.sc);
+	report_cli_finish(c);
+	res = symres_new(&c->sc);
 	if (!res) {
 		log_err("cannot set up symbol lookup: %s", strerror(errno));
 		goto out;
 	}
-	cli.ro.symbols = 1;
-	cli.ro.details = 1;
-	cli.ro.only_symbol = symbol;
-	cli.ro.res = res;
-	r = report_load(&cli.ro, err, sizeof(err));
+	c->ro.symbols = 1;
+	c->ro.details = 1;
+	c->ro.only_symbol = symbol;
+	c->ro.res = res;
+	r = report_load(&c->ro, err, sizeof(err));
 	if (!r) {
 		log_err("%s", err);
 		goto out;
@@ -169,7 +159,7 @@ int cmd_annotate(int argc, char **argv)
 		log_err("cannot set up output: %s", strerror(errno));
 		goto out;
 	}
-	n = report_annotate(out, r, res, &ao, note, &notes);
+	n = report_annotate(out, r, res, &a->ao, note, &notes);
 	if (n < 0) {
 		log_err("annotate: %s", strerror((int)-n));
 		goto out;
@@ -185,8 +175,26 @@ out:
 		ret = 1;
 	report_free(r);
 	symres_free(res);
-	report_cli_release(&cli);
+	report_cli_release(c);
 	if (fflush(stdout) && !ret)
 		ret = 1;
 	return ret;
+}
+
+int cmd_annotate(int argc, char **argv)
+{
+	struct annotate_args a = { 0 };
+	const char *symbol = NULL;
+	int r;
+
+	report_cli_init(&a.cli);
+	r = opts_parse(&annotate_cmd, argc, argv, annotate_opt, &a);
+	if (r)
+		return r == 1 ? 0 : 2;
+	if (annotate_args(&a.cli, argc, argv, &symbol))
+		return 2;
+	if (!a.ao.assembly && !a.ao.source)
+		a.ao.assembly = 1;
+	a.ao.threshold = a.cli.threshold;
+	return annotate_run(&a, symbol);
 }

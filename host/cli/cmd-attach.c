@@ -22,17 +22,24 @@
 enum { OPT_SAMPLER = COMMAND_OPT, OPT_ALL, OPT_QMP, OPT_CHANNEL, OPT_NAME, OPT_APPEND,
        OPT_PID };
 
-static const struct option attach_options[] = {
-	{ "sampler", required_argument, NULL, OPT_SAMPLER },
-	{ "all", no_argument, NULL, OPT_ALL },
-	{ "connect", required_argument, NULL, 'c' },
-	{ "qmp", required_argument, NULL, OPT_QMP },
-	{ "channel", required_argument, NULL, OPT_CHANNEL },
-	{ "name", required_argument, NULL, OPT_NAME },
-	{ "append", no_argument, NULL, OPT_APPEND },
-	{ "pid", required_argument, NULL, OPT_PID },
-	{ "help", no_argument, NULL, 'h' },
-	{ 0 }
+static const struct opt_def attach_options[] = {
+	{ "DOMAIN...", 0, NULL, "libvirt domains by name (their org.opvm.0 channel is found "
+	  "in the domain XML)", OPTS_POSITIONAL },
+	{ "sampler", OPT_SAMPLER, "NAME", "how to sample the guests (above)", 0 },
+	{ "all", OPT_ALL, NULL, "every running libvirt domain", 0 },
+	{ "connect", 'c', "URI", "libvirt URI (default $LIBVIRT_DEFAULT_URI, else "
+	  "qemu:///system); DOMAIN is a name, ID or UUID, as in virsh", 0 },
+	{ "qmp", OPT_QMP, "SOCKET", "a QEMU started by hand with -qmp "
+	  "unix:SOCKET,server=on", 0 },
+	{ "channel", OPT_CHANNEL, "SOCKET", "with --qmp or one DOMAIN: the guest's opvm "
+	  "port's unix socket (for a domain: instead of its org.opvm.0 channel)", 0 },
+	{ "name", OPT_NAME, "NAME", "with --qmp or --pid: the guest's name in the session "
+	  "(default qmp, vmm-PID)", 0 },
+	{ "pid", OPT_PID, "PID", "an `opvm run --vmm=kvm` guest, sampled from outside with "
+	  "host perf (its process id)", 0 },
+	{ "append", OPT_APPEND, NULL, "add to the current samples instead of starting afresh "
+	  "(also --append-samples, as for opvm run)", 0 },
+	{ 0 },
 };
 
 struct attach {
@@ -85,22 +92,6 @@ static const char attach_header[] =
 "stopped (sampler perf); TCG guests through QEMU's gdbstub, started at run\n"
 "time through the monitor (sampler gdbstub).  Without --sampler: perf if\n"
 "the guests run under KVM, else gdbstub.\n";
-
-static const char attach_usage[] =
-"  DOMAIN...          libvirt domains by name (their org.opvm.0 channel is\n"
-"                     found in the domain XML)\n"
-"  --all              every running libvirt domain\n"
-"  -c, --connect URI  libvirt URI (default $LIBVIRT_DEFAULT_URI, else\n"
-"                     qemu:///system); DOMAIN is a name, ID or UUID, as in virsh\n"
-"  --qmp SOCKET       a QEMU started by hand with -qmp unix:SOCKET,server=on\n"
-"  --channel SOCKET   with --qmp or one DOMAIN: the guest's opvm port's unix\n"
-"                     socket (for a domain: instead of its org.opvm.0 channel)\n"
-"  --name NAME        with --qmp or --pid: the guest's name in the session\n"
-"                     (default qmp, vmm-PID)\n"
-"  --pid PID          an `opvm run --vmm=kvm` guest, sampled from outside\n"
-"                     with host perf (its process id)\n"
-"  --append           add to the current samples instead of starting afresh\n"
-"                     (also --append-samples, as for opvm run)\n";
 
 /* Which guests: exactly one kind named.  0, or 2 after a usage error. */
 static int check_guests(struct attach *a)
@@ -252,8 +243,8 @@ int cmd_attach(int argc, char **argv)
 		.command = "attach",
 		.kind = BACKEND_ATTACH,
 		.select = "sampler",
+		.header = attach_header,
 		.options = attach_options,
-		.short_options = "c:",
 		.parse = attach_parse,
 		.arg = &a,
 	};
@@ -270,12 +261,11 @@ int cmd_attach(int argc, char **argv)
 		a.doms[a.nr_doms++] = a.o.common.extra[i];
 	a.o.common.nr_extra = 0;
 	if (ret == 1) {
-		session_usage_print(stdout, &cli, attach_header, attach_usage, b);
 		ret = 0;
 	} else if (ret == 0) {
 		ret = check_guests(&a);
 		if (ret)
-			session_usage_print(stderr, &cli, attach_header, attach_usage, b);
+			session_usage_print(stderr, &cli);
 		else
 			ret = attach_run(&a, b, bst);
 		bst = NULL;

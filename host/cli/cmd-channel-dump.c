@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "host/cli/commands.h"
+#include "host/cli/options.h"
 #include "host/collect/decoder.h"
 #include "host/collect/gstate.h"
 #include "lib/log.h"
@@ -301,28 +302,6 @@ static void nap_ms(long ms)
 	nanosleep(&ts, NULL);	/* a signal cuts it short: fine */
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: opvm channel-dump [options] SOCKET|FILE|-\n"
-		"\n"
-		"Decodes the opvm guest channel (port \"" OPVM_PORT_NAME "\") and prints one\n"
-		"line per record: '#SEQ TYPE field=value ...'.  SOCKET is the unix socket of\n"
-		"the guest's virtserialport chardev (QEMU: -chardev socket,server=on,path=...;\n"
-		"libvirt: <channel type='unix'>); only one client can be connected at a time,\n"
-		"so stop 'opvm attach' first.  FILE is a saved stream (--raw-out); - is stdin.\n"
-		"\n"
-		"  -f, --follow         sockets: reconnect when the guest side closes; files:\n"
-		"                       wait for more data at the end (like tail -f).\n"
-		"                       Without it, a socket is read until EOF or Ctrl-C.\n"
-		"  -n, --count N        stop after N records\n"
-		"      --raw-out FILE   also save every byte read to FILE\n"
-		"      --json           one JSON object per record\n"
-		"      --stats          print decoder statistics on stdout at the end\n"
-		"                       (they always go to stderr)\n"
-		"  -h, --help           this text\n");
-}
-
 /* What the command was asked to do, and the input it reads. */
 struct dump_run {
 	bool follow, stats_out, json;
@@ -333,55 +312,74 @@ struct dump_run {
 	FILE *raw;
 };
 
+enum { OPT_RAW_OUT = OPTS_LONG_ONLY, OPT_JSON, OPT_STATS };
+
+static const struct opt_def dump_options[] = {
+	{ "follow", 'f', NULL, "sockets: reconnect when the guest side closes; files: "
+	  "wait for more data at the end (like tail -f).  Without it, a socket is read "
+	  "until EOF or Ctrl-C.", 0 },
+	{ "count", 'n', "N", "stop after N records", 0 },
+	{ "raw-out", OPT_RAW_OUT, "FILE", "also save every byte read to FILE", 0 },
+	{ "json", OPT_JSON, NULL, "one JSON object per record", 0 },
+	{ "stats", OPT_STATS, NULL, "print decoder statistics on stdout at the end (they "
+	  "always go to stderr)", 0 },
+	{ 0 },
+};
+
+static const struct opts_cmd dump_cmd = {
+	.name = "channel-dump",
+	.usage = "usage: opvm channel-dump [options] SOCKET|FILE|-\n"
+		 "\n"
+		 "Decodes the opvm guest channel (port \"" OPVM_PORT_NAME "\") and prints one\n"
+		 "line per record: '#SEQ TYPE field=value ...'.  SOCKET is the unix socket of\n"
+		 "the guest's virtserialport chardev (QEMU: -chardev socket,server=on,path=...;\n"
+		 "libvirt: <channel type='unix'>); only one client can be connected at a time,\n"
+		 "so stop 'opvm attach' first.  FILE is a saved stream (--raw-out); - is stdin.\n"
+		 "\n",
+	.groups = (const struct opt_group[]){ { NULL, dump_options }, { NULL } },
+	.flags = OPTS_STOP,
+};
+
+static int dump_opt(void *ctx, int key, char *arg)
+{
+	struct dump_run *r = ctx;
+	char *end;
+
+	switch (key) {
+	case 'f':
+		r->follow = true;
+		break;
+	case 'n':
+		errno = 0;
+		r->count = strtoull(arg, &end, 10);
+		if (errno || end == arg || *end || arg[0] == '-') {
+			log_err("--count wants a number of records, not '%s'", arg);
+			return -1;
+		}
+		break;
+	case OPT_RAW_OUT:
+		r->raw_path = arg;
+		break;
+	case OPT_JSON:
+		r->json = true;
+		break;
+	case OPT_STATS:
+		r->stats_out = true;
+		break;
+	}
+	return 0;
+}
+
 /* Returns -1 to go on, or the exit status. */
 static int parse_args(struct dump_run *r, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "follow",  no_argument,       NULL, 'f' },
-		{ "count",   required_argument, NULL, 'n' },
-		{ "raw-out", required_argument, NULL, 'r' },
-		{ "json",    no_argument,       NULL, 'j' },
-		{ "stats",   no_argument,       NULL, 's' },
-		{ "help",    no_argument,       NULL, 'h' },
-		{ NULL, 0, NULL, 0 }
-	};
-	char *end;
-	int c;
+	int ret = opts_parse(&dump_cmd, argc, argv, dump_opt, r);
 
-	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
-	while ((c = getopt_long(argc, argv, "+fn:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'f':
-			r->follow = true;
-			break;
-		case 'n':
-			errno = 0;
-			r->count = strtoull(optarg, &end, 10);
-			if (errno || end == optarg || *end || optarg[0] == '-') {
-				log_err("--count wants a number of records, not '%s'", optarg);
-				return 2;
-			}
-			break;
-		case 'r':
-			r->raw_path = optarg;
-			break;
-		case 'j':
-			r->json = true;
-			break;
-		case 's':
-			r->stats_out = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
+	if (ret)
+		return ret == 1 ? 0 : 2;
 	if (optind + 1 != argc) {
 		log_err("channel-dump reads one SOCKET, FILE or - (stdin)");
-		usage(stderr);
+		opts_help(stderr, &dump_cmd);
 		return 2;
 	}
 	r->src = argv[optind];

@@ -20,30 +20,42 @@
 #include <unistd.h>
 
 #include "host/cli/commands.h"
+#include "host/cli/options.h"
 #include "lib/log.h"
 #include "host/report/report-cli.h"
 
-enum { OPT_TITLE = 0x200, OPT_DIFF, OPT_EMPTY_OK };
+enum { OPT_TITLE = RCLI_END, OPT_DIFF, OPT_EMPTY_OK, OPT_FORMAT };
 enum fmt { FMT_NONE, FMT_PPROF, FMT_FOLDED, FMT_HTML, FMT_SPEEDSCOPE };
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: opvm export --format pprof|folded|html|speedscope [-o FILE]\n"
-		"                   [PROFILE SPEC...] [options]\n"
-		"\n"
-		"  --format pprof         gzip'd pprof profile (go tool pprof -top FILE)\n"
-		"  --format folded        guest;process;image;symbol count (flamegraph.pl)\n"
-		"  --format html          self-contained interactive flame graph\n"
-		"  --format speedscope    JSON for speedscope (https://www.speedscope.app)\n"
-		"  -o, --output FILE      where to write (folded, speedscope: default stdout)\n"
-		"  --title TEXT           title of the HTML page\n"
-		"  --diff DIR|previous    html: differential flame graph, baseline session DIR\n"
-		"                         (or samples/previous): red grew, blue shrank\n"
-		"  --empty-ok             pprof: a session that took no sample gives a\n"
-		"                         profile without samples, not an error\n"
-		REPORT_CLI_HELP);
-}
+struct export_args {
+	struct report_cli cli;
+	enum fmt fmt;
+	const char *out, *title, *diff;
+	int empty_ok;
+};
+
+static const struct opt_def export_options[] = {
+	{ "format", OPT_FORMAT, "pprof|folded|html|speedscope", "pprof: gzip'd pprof profile "
+	  "(go tool pprof -top FILE); folded: guest;process;image;symbol count "
+	  "(flamegraph.pl); html: self-contained interactive flame graph; speedscope: "
+	  "JSON for speedscope (https://www.speedscope.app)", 0 },
+	{ "output", 'o', "FILE", "where to write (folded, speedscope: default stdout)", 0 },
+	{ "title", OPT_TITLE, "TEXT", "title of the HTML page", 0 },
+	{ "diff", OPT_DIFF, "DIR|previous", "html: differential flame graph, baseline "
+	  "session DIR (or samples/previous): red grew, blue shrank", 0 },
+	{ "empty-ok", OPT_EMPTY_OK, NULL, "pprof: a session that took no sample gives a "
+	  "profile without samples, not an error", 0 },
+	{ 0 },
+};
+
+static const struct opts_cmd export_cmd = {
+	.name = "export",
+	.usage = "usage: opvm export --format pprof|folded|html|speedscope [-o FILE]\n"
+		 "                   [PROFILE SPEC...] [options]\n"
+		 "\n",
+	.groups = (const struct opt_group[]){
+		{ NULL, export_options }, { NULL, report_cli_options }, { NULL } },
+};
 
 /* Writes to a temporary file next to path and renames it into place, so
  * that a failed export never leaves half a file under the final name. */
@@ -225,96 +237,93 @@ static int write_empty(const char *dir, const char *out, struct symres *res)
 	return write_out(out, FMT_PPROF, &none, NULL, res, NULL) ? 1 : 0;
 }
 
-int cmd_export(int argc, char **argv)
+/* One option of export_cmd: 0, or -1 after printing. */
+static int export_opt(void *ctx, int key, char *arg)
 {
-	static const struct option longopts[] = {
-		{ "format", required_argument, NULL, 'F' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "title", required_argument, NULL, OPT_TITLE },
-		{ "diff", required_argument, NULL, OPT_DIFF },
-		{ "empty-ok", no_argument, NULL, OPT_EMPTY_OK },
-		{ "help", no_argument, NULL, 'h' },
-		REPORT_CLI_LONGOPTS,
-		{ NULL, 0, NULL, 0 },
-	};
-	struct report_cli cli;
-	struct symres *res = NULL;
-	struct report *r = NULL, *base = NULL;
-	enum fmt fmt = FMT_NONE;
-	const char *out = NULL, *title = NULL, *diff = NULL;
-	char err[512];
-	int opt, ret = 2, n, empty_ok = 0;
+	struct export_args *a = ctx;
+	char err[256];
+	int r;
 
-	report_cli_init(&cli);
-	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
-	while ((opt = getopt_long(argc, argv, "o:hd:t:", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'F':
-			fmt = parse_format(optarg);
-			if (fmt == FMT_NONE)
-				return 2;
-			break;
-		case 'o':
-			out = optarg;
-			break;
-		case OPT_TITLE:
-			title = optarg;
-			break;
-		case OPT_DIFF:
-			diff = optarg;
-			break;
-		case OPT_EMPTY_OK:
-			empty_ok = 1;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			n = report_cli_opt(&cli, opt, optarg, err, sizeof(err));
-			if (n < 0) {
-				log_err("%s", err);
-				return 2;
-			}
-			if (n == 0) {
-				usage(stderr);
-				return 2;
-			}
-		}
+	switch (key) {
+	case OPT_FORMAT:
+		a->fmt = parse_format(arg);
+		return a->fmt == FMT_NONE ? -1 : 0;
+	case 'o':
+		a->out = arg;
+		return 0;
+	case OPT_TITLE:
+		a->title = arg;
+		return 0;
+	case OPT_DIFF:
+		a->diff = arg;
+		return 0;
+	case OPT_EMPTY_OK:
+		a->empty_ok = 1;
+		return 0;
 	}
-	if (report_cli_specs(&cli, argc, argv, optind, err, sizeof(err))) {
+	r = report_cli_opt(&a->cli, key, arg, err, sizeof(err));
+	if (r < 0)
+		log_err("%s", err);
+	return r < 0 ? -1 : 0;
+}
+
+/* The options and arguments: 0 to go on, else the exit code. */
+static int export_parse(int argc, char **argv, struct export_args *a)
+{
+	char err[512];
+	int r = opts_parse(&export_cmd, argc, argv, export_opt, a);
+
+	if (r)
+		return r == 1 ? -1 : r;
+	if (report_cli_specs(&a->cli, argc, argv, optind, err, sizeof(err))) {
 		log_err("%s", err);
 		return 2;
 	}
-	if (fmt == FMT_NONE) {
+	if (a->fmt == FMT_NONE) {
 		log_err("say which format: --format pprof, folded, html or speedscope");
-		usage(stderr);
+		opts_help(stderr, &export_cmd);
 		return 2;
 	}
-	if (diff && fmt != FMT_HTML) {
+	if (a->diff && a->fmt != FMT_HTML) {
 		log_err("--diff draws a differential flame graph: use it with --format html "
 			"(for pprof, export both sessions and use go tool pprof -diff_base)");
 		return 2;
 	}
-	if (!out && fmt != FMT_FOLDED && fmt != FMT_SPEEDSCOPE) {
+	if (!a->out && a->fmt != FMT_FOLDED && a->fmt != FMT_SPEEDSCOPE) {
 		log_err("%s output is binary or a whole page: give -o FILE",
-			fmt == FMT_PPROF ? "pprof" : "html");
+			a->fmt == FMT_PPROF ? "pprof" : "html");
 		return 2;
 	}
+	return 0;
+}
 
+int cmd_export(int argc, char **argv)
+{
+	struct export_args a = { .fmt = FMT_NONE };
+	struct report_cli *c = &a.cli;
+	struct symres *res = NULL;
+	struct report *r = NULL, *base = NULL;
+	char err[512];
+	int ret, n;
+
+	report_cli_init(c);
+	ret = export_parse(argc, argv, &a);
+	if (ret)
+		return ret < 0 ? 0 : ret;
 	ret = 1;
-	report_cli_finish(&cli);
-	res = symres_new(&cli.sc);
+	report_cli_finish(c);
+	res = symres_new(&c->sc);
 	if (!res) {
 		log_err("cannot set up symbol lookup: %s", strerror(errno));
 		goto out;
 	}
-	cli.ro.symbols = 1;
-	cli.ro.res = res;
+	c->ro.symbols = 1;
+	c->ro.res = res;
 	/* pprof: per-address counts, for lines and `go tool pprof -list` */
-	cli.ro.details = fmt == FMT_PPROF;
-	r = report_load(&cli.ro, err, sizeof(err));
-	if (!r && errno == ENOENT && empty_ok && fmt == FMT_PPROF &&
-	    (n = write_empty(cli.ro.session_dir, out, res)) >= 0) {
+	c->ro.details = a.fmt == FMT_PPROF;
+	r = report_load(&c->ro, err, sizeof(err));
+	if (!r && errno == ENOENT && a.empty_ok && a.fmt == FMT_PPROF &&
+	    (n = write_empty(c->ro.session_dir, a.out, res)) >= 0) {
 		ret = n;
 		goto out;
 	}
@@ -322,18 +331,18 @@ int cmd_export(int argc, char **argv)
 		log_err("%s", err);
 		goto out;
 	}
-	if (stacks_load(r, &cli.ro)) {
+	if (stacks_load(r, &c->ro)) {
 		log_err("out of memory for the call chains");
 		goto out;
 	}
-	if (diff && !(base = load_base(&cli.ro, diff)))
+	if (a.diff && !(base = load_base(&c->ro, a.diff)))
 		goto out;
-	drop_below(r, cli.threshold);
-	ret = write_out(out, fmt, r, base, res, title) ? 1 : 0;
+	drop_below(r, c->threshold);
+	ret = write_out(a.out, a.fmt, r, base, res, a.title) ? 1 : 0;
 out:
 	report_free(r);
 	report_free(base);
 	symres_free(res);
-	report_cli_release(&cli);
+	report_cli_release(c);
 	return ret;
 }

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "host/cli/commands.h"
+#include "host/cli/options.h"
 #include "host/cli/exporter-pprof.h"
 #include "host/hoststats/hoststats.h"
 #include "lib/log.h"
@@ -80,25 +81,34 @@ static double now_s(void)
 	return (double)util_now_ns() / 1e9;
 }
 
-static void exporter_usage(FILE *f)
-{
-	fprintf(f,
-"usage: opvm exporter [--listen ADDR:PORT | --listen unix:PATH] [options]\n"
-"\n"
-"Serves opvm top's figures for Prometheus at http://ADDR:PORT/metrics:\n"
-"opvm_guest_cpu_seconds_total, opvm_guest_vcpu_steal_seconds_total,\n"
-"opvm_guest_exits_total{reason=...} and more (docs/usage.md).\n"
-"\n"
-"  --listen ADDR:PORT  default " EXPORTER_DEFAULT_LISTEN " (loopback only);\n"
-"                      [::1]:PORT for IPv6\n"
-"  --listen unix:PATH  a unix socket instead (created mode 0660)\n"
-"  --min-interval S    scrapes closer than S seconds share one reading\n"
-"                      (default 1)\n"
-"  -c, --connect URI   libvirt URI (default $LIBVIRT_DEFAULT_URI, else\n"
-"                      qemu:///system)\n"
-"  --no-libvirt        only QEMU processes found in /proc\n"
-"\n%s", pprof_usage);
-}
+enum { OPT_MIN_INTERVAL = OPTS_LONG_ONLY, OPT_NO_LIBVIRT };
+
+static const struct opt_def exporter_options[] = {
+	{ "listen", 'l', "ADDR:PORT|unix:PATH", "default " EXPORTER_DEFAULT_LISTEN
+	  " (loopback only); [::1]:PORT for IPv6; unix:PATH a unix socket instead "
+	  "(created mode 0660)", 0 },
+	{ "min-interval", OPT_MIN_INTERVAL, "S", "scrapes closer than S seconds share one "
+	  "reading (default 1)", 0 },
+	{ "connect", 'c', "URI", "libvirt URI (default $LIBVIRT_DEFAULT_URI, else "
+	  "qemu:///system)", 0 },
+	{ "no-libvirt", OPT_NO_LIBVIRT, NULL, "only QEMU processes found in /proc", 0 },
+	{ 0 },
+};
+
+static const struct opts_cmd exporter_cmd = {
+	.name = "exporter",
+	.usage = "usage: opvm exporter [--listen ADDR:PORT | --listen unix:PATH] [options]\n"
+		 "\n"
+		 "Serves opvm top's figures for Prometheus at http://ADDR:PORT/metrics:\n"
+		 "opvm_guest_cpu_seconds_total, opvm_guest_vcpu_steal_seconds_total,\n"
+		 "opvm_guest_exits_total{reason=...} and more (docs/usage.md).\n"
+		 "\n",
+	.groups = (const struct opt_group[]){
+		{ NULL, exporter_options },
+		{ "guest profiles (GET /debug/pprof/profile?guest=NAME&seconds=N, "
+		  "docs/usage.md)", pprof_options },
+		{ NULL } },
+};
 
 /* ---- the refresher thread ----------------------------------------------- */
 
@@ -398,47 +408,57 @@ static int listen_tcp(const char *spec, char *why, size_t whylen)
 	return fd;
 }
 
-/* Parses argv; -1 usage error, 1 help, 0 run. */
+struct exporter_args {
+	const char *listen_on;
+	double *min_iv;
+	struct hs_config *cfg;
+	struct pprof_cfg *pcfg;
+};
+
+static int exporter_opt(void *ctx, int key, char *v)
+{
+	struct exporter_args *a = ctx;
+	char *end;
+	int took = pprof_parse_opt(a->pcfg, key, v);
+
+	if (took)
+		return took < 0 ? -1 : 0;
+	switch (key) {
+	case OPT_NO_LIBVIRT:
+		a->cfg->no_libvirt = 1;
+		break;
+	case 'l':
+		a->listen_on = v;
+		break;
+	case 'c':
+		a->cfg->uri = v;
+		break;
+	case OPT_MIN_INTERVAL:
+		*a->min_iv = strtod(v, &end);
+		if (*end || !(*a->min_iv >= 0 && *a->min_iv <= 3600)) {
+			log_err("--min-interval wants seconds (0 to 3600), not '%s'", v);
+			return -1;
+		}
+		break;
+	}
+	return 0;
+}
+
+/* Parses argv; 2 usage error, 1 help, 0 run. */
 static int exporter_parse(int argc, char **argv, const char **listen_on, double *min_iv,
 			  struct hs_config *cfg, struct pprof_cfg *pcfg)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		char *end;
-		int took;
+	struct exporter_args a = { *listen_on, min_iv, cfg, pcfg };
+	int r = opts_parse(&exporter_cmd, argc, argv, exporter_opt, &a);
 
-		if (!strcmp(a, "-h") || !strcmp(a, "--help"))
-			return 1;
-		took = pprof_parse_opt(pcfg, a, v);
-		if (took < 0)
-			return -1;
-		i += took ? took - 1 : 0;
-		if (took)
-			continue;
-		if (!strcmp(a, "--no-libvirt")) {
-			cfg->no_libvirt = 1;
-			continue;
-		}
-		if (!v) {
-			log_err("missing value for '%s'; 'opvm exporter --help' lists the options", a);
-			return -1;
-		}
-		i++;
-		if (!strcmp(a, "--listen") || !strcmp(a, "-l")) {
-			*listen_on = v;
-		} else if (!strcmp(a, "-c") || !strcmp(a, "--connect")) {
-			cfg->uri = v;
-		} else if (!strcmp(a, "--min-interval")) {
-			*min_iv = strtod(v, &end);
-			if (*end || !(*min_iv >= 0 && *min_iv <= 3600)) {
-				log_err("--min-interval wants seconds (0 to 3600), not '%s'", v);
-				return -1;
-			}
-		} else {
-			log_err("unknown option '%s'; 'opvm exporter --help' lists them", a);
-			return -1;
-		}
+	if (r)
+		return r;
+	if (optind < argc) {
+		log_err("unexpected argument '%s'; 'opvm exporter --help' lists the options",
+			argv[optind]);
+		return 2;
 	}
+	*listen_on = a.listen_on;
 	return 0;
 }
 
@@ -607,10 +627,8 @@ int cmd_exporter(int argc, char **argv)
 	pthread_condattr_destroy(&ca);
 	pprof_cfg_init(&pcfg);
 	r = exporter_parse(argc, argv, &listen_on, &e.min_interval, &cfg, &pcfg);
-	if (r) {
-		exporter_usage(r > 0 ? stdout : stderr);
-		return r > 0 ? 0 : 2;
-	}
+	if (r)
+		return r == 1 ? 0 : 2;
 	fd = exporter_socket(listen_on);
 	if (fd < 0)
 		return fd == -EINVAL ? 2 : 1;

@@ -14,27 +14,57 @@
 
 #include "events/events.h"
 #include "host/cli/commands.h"
+#include "host/cli/options.h"
 #include "lib/log.h"
 #include "vmm/qemu/gdbstub-sampler.h"
 
 #define WIDTH 80
 
-static void usage(FILE *f)
+struct list_args {
+	const char *family, *check;
+	int all, json;
+};
+
+static const struct opt_def list_options[] = {
+	{ "all", 'a', NULL, "every family opvm knows, not only this CPU's", 0 },
+	{ "family", 'f', "ID", "describe family ID instead of this CPU (see --all)", 0 },
+	{ "json", 'j', NULL, "machine-readable output", 0 },
+	{ "check", 'c', "SPEC", "validate an event spec: exit 0 if it can be used here "
+	  "(with another CPU's --family: if valid there), else 1", 0 },
+	{ 0 },
+};
+
+static const struct opts_cmd list_cmd = {
+	.name = "list-events",
+	.usage = "usage: opvm list-events [--all] [--family ID] [--json]\n"
+		 "       opvm list-events [--family ID] --check SPEC\n"
+		 "\n"
+		 "Lists the events this host's CPU can sample, for\n"
+		 "-e NAME[:count[:unitmask[:kernel[:user]]]] (docs/events.md).\n",
+	.groups = (const struct opt_group[]){ { NULL, list_options }, { NULL } },
+	.footer = "Environment: OPVM_EVENTS_DIR (event files), OPVM_NO_PMU=1 (act as if\n"
+		  "there were no hardware PMU).  docs/events.md describes the files.\n",
+};
+
+static int list_opt(void *ctx, int key, char *arg)
 {
-	fprintf(f,
-		"usage: opvm list-events [--all] [--family ID] [--json]\n"
-		"       opvm list-events [--family ID] --check SPEC\n"
-		"\n"
-		"Lists the events this host's CPU can sample, for\n"
-		"-e NAME[:count[:unitmask[:kernel[:user]]]] (docs/events.md).\n"
-		"  -a, --all         every family opvm knows, not only this CPU's\n"
-		"  -f, --family ID   describe family ID instead of this CPU (see --all)\n"
-		"  -j, --json        machine-readable output\n"
-		"  -c, --check SPEC  validate an event spec: exit 0 if it can be used\n"
-		"                    here (with another CPU's --family: if valid there),\n"
-		"                    else 1\n"
-		"Environment: OPVM_EVENTS_DIR (event files), OPVM_NO_PMU=1 (act as if\n"
-		"there were no hardware PMU).  docs/events.md describes the files.\n");
+	struct list_args *a = ctx;
+
+	switch (key) {
+	case 'a':
+		a->all = 1;
+		break;
+	case 'f':
+		a->family = arg;
+		break;
+	case 'j':
+		a->json = 1;
+		break;
+	case 'c':
+		a->check = arg;
+		break;
+	}
+	return 0;
 }
 
 /* Prints text word-wrapped to WIDTH, every line starting at column indent,
@@ -358,50 +388,14 @@ static int list_families_text(const char *host_family, int has_pmu)
 	return 0;
 }
 
-int cmd_list_events(int argc, char **argv)
+/* The listing or the check the options ask for: the exit code. */
+static int list_run(const struct list_args *a)
 {
-	static const struct option opts[] = {
-		{ "all", no_argument, NULL, 'a' },
-		{ "family", required_argument, NULL, 'f' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "check", required_argument, NULL, 'c' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 }
-	};
+	const char *family = a->family, *host_family;
 	struct opvm_cpu_id cpu;
-	struct events_db *db = NULL;
-	const char *family = NULL, *check = NULL, *host_family;
+	struct events_db *db;
 	char err[512];
-	int all = 0, json = 0, cpu_ok, has_pmu, c, ret = 1;
-
-	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
-	while ((c = getopt_long(argc, argv, "af:jc:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'a':
-			all = 1;
-			break;
-		case 'f':
-			family = optarg;
-			break;
-		case 'j':
-			json = 1;
-			break;
-		case 'c':
-			check = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		log_err("unexpected argument '%s'; 'opvm list-events --help' shows the options",
-			argv[optind]);
-		return 2;
-	}
+	int cpu_ok, has_pmu, ret;
 
 	cpu_ok = !events_host_cpu(&cpu);
 	host_family = events_family_for_cpu(cpu_ok ? &cpu : NULL);
@@ -415,14 +409,14 @@ int cmd_list_events(int argc, char **argv)
 				 getenv("OPVM_EVENTS_DIR"));
 		return 1;
 	}
-	if (check) {
-		ret = check_spec(db, check, has_pmu,
+	if (a->check) {
+		ret = check_spec(db, a->check, has_pmu,
 				 family && strcmp(family, host_family));
 		goto out;
 	}
 
-	if (json) {
-		ret = list_json(db, cpu_ok ? &cpu : NULL, host_family, has_pmu, all);
+	if (a->json) {
+		ret = list_json(db, cpu_ok ? &cpu : NULL, host_family, has_pmu, a->all);
 		goto out;
 	}
 
@@ -430,7 +424,7 @@ int cmd_list_events(int argc, char **argv)
 	if (family && strcmp(family, host_family))
 		printf("listing family %s, not this host's (%s)\n", family,
 		       host_family);
-	if (!all) {
+	if (!a->all) {
 		print_db(stdout, db, has_pmu, !family || !strcmp(family, host_family));
 		printf("\nSample with -e NAME[:count[:unitmask[:kernel[:user]]]];\n"
 		       "'opvm list-events --all' shows every family, --check SPEC tests a spec.\n");
@@ -441,4 +435,19 @@ int cmd_list_events(int argc, char **argv)
 out:
 	events_db_free(db);
 	return ret;
+}
+
+int cmd_list_events(int argc, char **argv)
+{
+	struct list_args a = { 0 };
+	int r = opts_parse(&list_cmd, argc, argv, list_opt, &a);
+
+	if (r)
+		return r == 1 ? 0 : 2;
+	if (optind < argc) {
+		log_err("unexpected argument '%s'; 'opvm list-events --help' shows the options",
+			argv[optind]);
+		return 2;
+	}
+	return list_run(&a);
 }

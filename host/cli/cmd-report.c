@@ -11,11 +11,12 @@
 #include <string.h>
 
 #include "host/cli/commands.h"
+#include "host/cli/options.h"
 #include "lib/log.h"
 #include "host/report/report-cli.h"
 
-enum { OPT_SORT = 0x200, OPT_FORMAT, OPT_DIFF, OPT_WIDTH, OPT_IMPORT, OPT_BY, OPT_DETAILS,
-       OPT_CALLGRAPH };
+enum { OPT_SORT = RCLI_END, OPT_FORMAT, OPT_DIFF, OPT_WIDTH, OPT_IMPORT, OPT_BY,
+       OPT_DETAILS };
 
 struct report_args {
 	struct report_cli cli;
@@ -26,122 +27,103 @@ struct report_args {
 	size_t nr_imports;
 };
 
-static void usage(FILE *f)
+static const struct opt_def report_options[] = {
+	{ "symbols", 'l', NULL, "list symbols", 0 },
+	{ "details", OPT_DETAILS, NULL, "per-instruction samples for each symbol", 0 },
+	{ "callgraph", 'c', NULL, "callers and callees of each symbol, as opreport -c "
+	  "(sessions recorded with -g)", 0 },
+	{ "long-filenames", 'f', NULL, "full paths instead of basenames", 0 },
+	{ "sort", OPT_SORT, "KEY", "samples (default), symbol, image, app", 0 },
+	{ "by", OPT_BY, "guest|app|image", "summary down to guests, applications or images "
+	  "(default image)", 0 },
+	{ "format", OPT_FORMAT, "text|json", "json: one object (see docs/reports.md)", 0 },
+	{ "diff", OPT_DIFF, "DIR|previous", "compare against session DIR (or "
+	  "samples/previous)", 0 },
+	{ "width", OPT_WIDTH, "N", "columns (default 80)", 0 },
+	{ "import", OPT_IMPORT, "FILE", "add a binary to the session's build-id cache "
+	  "(SESSION/.build-id), where reports look first", 0 },
+	{ 0 },
+};
+
+static const struct opts_cmd report_cmd = {
+	.name = "report",
+	.usage = "usage: opvm report [options] [PROFILE SPEC...]\n"
+		 "       opvm report [options] { A options } { B options }   (differential)\n"
+		 "\n",
+	.groups = (const struct opt_group[]){
+		{ NULL, report_options }, { NULL, report_cli_options }, { NULL } },
+};
+
+/* One option of report_cmd: 0, or -1 after printing. */
+static int report_opt(void *ctx, int key, char *arg)
 {
-	fprintf(f,
-		"usage: opvm report [options] [PROFILE SPEC...]\n"
-		"       opvm report [options] { A options } { B options }   (differential)\n"
-		"\n"
-		"  -l, --symbols          list symbols\n"
-		"  --details              per-instruction samples for each symbol\n"
-		"  -c, --callgraph        callers and callees of each symbol, as\n"
-		"                         opreport -c (sessions recorded with -g)\n"
-		"  -f, --long-filenames   full paths instead of basenames\n"
-		"  --sort KEY             samples (default), symbol, image, app\n"
-		"  --by guest|app|image   summary down to guests, applications or images\n"
-		"                         (default image)\n"
-		"  --format text|json     json: one object (see docs/reports.md)\n"
-		"  --diff DIR|previous    compare against session DIR (or samples/previous)\n"
-		"  --width N              columns (default 80)\n"
-		"  --import FILE          add a binary to the session's build-id cache\n"
-		"                         (SESSION/.build-id), where reports look first\n"
-		REPORT_CLI_HELP);
+	struct report_args *a = ctx;
+	char err[256];
+	int r;
+
+	switch (key) {
+	case 'l':
+		a->symbols = 1;
+		return 0;
+	case OPT_DETAILS:
+		a->symbols = a->details = 1;
+		return 0;
+	case 'c':
+		a->symbols = a->callgraph = 1;
+		return 0;
+	case 'f':
+		a->long_names = 1;
+		return 0;
+	case OPT_SORT:
+		if (!report_parse_sort(arg, &a->sort))
+			return 0;
+		log_err("--sort '%s': use samples, symbol, image or app", arg);
+		return -1;
+	case OPT_FORMAT:
+		a->json = !strcmp(arg, "json");
+		if (a->json || !strcmp(arg, "text"))
+			return 0;
+		log_err("--format '%s': use text or json", arg);
+		return -1;
+	case OPT_DIFF:
+		a->diff = arg;
+		return 0;
+	case OPT_BY:
+		a->depth = !strcmp(arg, "guest") ? 1 : !strcmp(arg, "app") ? 2 :
+			   !strcmp(arg, "image") ? 3 : 0;
+		if (a->depth)
+			return 0;
+		log_err("--by '%s': use guest, app or image", arg);
+		return -1;
+	case OPT_IMPORT:
+		if (a->nr_imports < sizeof(a->imports) / sizeof(a->imports[0])) {
+			a->imports[a->nr_imports++] = arg;
+			return 0;
+		}
+		log_err("at most 16 --import options");
+		return -1;
+	case OPT_WIDTH:
+		a->width = atoi(arg);
+		if (a->width >= 40 && a->width <= 1000)
+			return 0;
+		log_err("--width '%s': use 40 to 1000 columns", arg);
+		return -1;
+	}
+	r = report_cli_opt(&a->cli, key, arg, err, sizeof(err));
+	if (r < 0)
+		log_err("%s", err);
+	return r < 0 ? -1 : 0;
 }
 
-/* Parses argv into a; returns 0, or the exit code for a usage error. */
+/* Parses argv into a; returns 0, -1 after --help, or the exit code for a
+ * usage error. */
 static int parse(int argc, char **argv, struct report_args *a)
 {
-	static const struct option longopts[] = {
-		{ "symbols", no_argument, NULL, 'l' },
-		{ "details", no_argument, NULL, OPT_DETAILS },
-		{ "callgraph", no_argument, NULL, 'c' },
-		{ "long-filenames", no_argument, NULL, 'f' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "sort", required_argument, NULL, OPT_SORT },
-		{ "format", required_argument, NULL, OPT_FORMAT },
-		{ "diff", required_argument, NULL, OPT_DIFF },
-		{ "width", required_argument, NULL, OPT_WIDTH },
-		{ "import", required_argument, NULL, OPT_IMPORT },
-		{ "by", required_argument, NULL, OPT_BY },
-		REPORT_CLI_LONGOPTS,
-		{ NULL, 0, NULL, 0 },
-	};
 	char err[256];
-	int opt, ret;
+	int r = opts_parse(&report_cmd, argc, argv, report_opt, a);
 
-	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
-	/* -d is the session directory, as in run and attach */
-	while ((opt = getopt_long(argc, argv, "lcd:fht:", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'l':
-			a->symbols = 1;
-			break;
-		case OPT_DETAILS:
-			a->symbols = a->details = 1;
-			break;
-		case 'c':
-			a->symbols = a->callgraph = 1;
-			break;
-		case 'f':
-			a->long_names = 1;
-			break;
-		case 'h':
-			usage(stdout);
-			return -1;
-		case OPT_SORT:
-			if (report_parse_sort(optarg, &a->sort)) {
-				log_err("--sort '%s': use samples, symbol, image or app", optarg);
-				return 2;
-			}
-			break;
-		case OPT_FORMAT:
-			if (!strcmp(optarg, "json")) {
-				a->json = 1;
-			} else if (strcmp(optarg, "text")) {
-				log_err("--format '%s': use text or json", optarg);
-				return 2;
-			}
-			break;
-		case OPT_DIFF:
-			a->diff = optarg;
-			break;
-		case OPT_BY:
-			a->depth = !strcmp(optarg, "guest") ? 1 : !strcmp(optarg, "app") ? 2 :
-				   !strcmp(optarg, "image") ? 3 : 0;
-			if (!a->depth) {
-				log_err("--by '%s': use guest, app or image", optarg);
-				return 2;
-			}
-			break;
-		case OPT_IMPORT:
-			if (a->nr_imports == sizeof(a->imports) / sizeof(a->imports[0])) {
-				log_err("at most 16 --import options");
-				return 2;
-			}
-			a->imports[a->nr_imports++] = optarg;
-			break;
-		case OPT_WIDTH:
-			a->width = atoi(optarg);
-			if (a->width < 40 || a->width > 1000) {
-				log_err("--width '%s': use 40 to 1000 columns", optarg);
-				return 2;
-			}
-			break;
-		case '?':
-			usage(stderr);
-			return 2;
-		default:
-			ret = report_cli_opt(&a->cli, opt, optarg, err, sizeof(err));
-			if (ret < 0) {
-				log_err("%s", err);
-				return 2;
-			}
-			if (ret == 0) {
-				usage(stderr);
-				return 2;
-			}
-		}
-	}
+	if (r)
+		return r == 1 ? -1 : r;
 	if (report_cli_specs(&a->cli, argc, argv, optind, err, sizeof(err))) {
 		log_err("%s", err);
 		return 2;
@@ -254,50 +236,93 @@ static int print_text(FILE *out, const struct report_args *a, const struct repor
 	return 0;
 }
 
-int cmd_report(int argc, char **argv)
+/* argv into a, and into b for a differential report ({ A } { B }, or
+ * --diff: b is then the session, a the baseline).  0 to go on, else the
+ * exit code. */
+static int parse_all(int argc, char **argv, struct report_args *a, struct report_args *b,
+		     int *diff)
 {
-	struct report_args a = { .width = 80 }, b;
-	struct report_print_opts po = { 0 };
-	struct report *ra = NULL, *rb = NULL;
-	struct symres *res = NULL;
-	FILE *out = NULL;
 	char **va = NULL, **vb = NULL;
-	int na, nb, diff, ret = 1;
+	int na, nb, ret;
 
-	report_cli_init(&a.cli);
-	diff = split_groups(argc, argv, &va, &na, &vb, &nb);
-	if (diff < 0) {
+	*diff = split_groups(argc, argv, &va, &na, &vb, &nb);
+	if (*diff < 0) {
 		log_err("a differential report takes two groups: { A options } { B options }");
 		ret = 2;
 		goto out;
 	}
-	b = a;
-	ret = parse(diff ? na : argc, diff ? va : argv, &a);
-	if (ret) {
-		ret = ret < 0 ? 0 : ret;
-		goto out;
-	}
-	if (diff) {
-		ret = parse(nb, vb, &b);
-		if (ret) {
-			ret = ret < 0 ? 0 : ret;
-			goto out;
-		}
-	} else if (a.diff) {
+	*b = *a;
+	ret = parse(*diff ? na : argc, *diff ? va : argv, a);
+	if (!ret && *diff) {
+		ret = parse(nb, vb, b);
+	} else if (!ret && a->diff) {
 		/* --diff DIR: DIR is the baseline (A), the session is B. */
-		b = a;
-		if (!strcmp(a.diff, "previous"))
-			a.cli.ro.which = "previous";
+		*b = *a;
+		if (!strcmp(a->diff, "previous"))
+			a->cli.ro.which = "previous";
 		else
-			a.cli.ro.session_dir = a.diff;
-		diff = 1;
+			a->cli.ro.session_dir = a->diff;
+		*diff = 1;
 	}
+	if (ret < 0)
+		ret = -1;	/* --help */
+out:
+	free(va);
+	free(vb);
+	return ret;
+}
+
+/* Loads the session(s) and writes the report to out: 0, or 1 after
+ * printing. */
+static int report_write(FILE *out, struct report_args *a, struct report_args *b, int diff,
+			struct symres *res)
+{
+	struct report_print_opts po = {
+		.threshold = a->cli.threshold, .width = a->width, .long_names = a->long_names,
+		.details = a->details, .depth = a->depth,
+	};
+	struct report *ra, *rb = NULL;
+	int ret = 1;
+
+	ra = load(a, res);
+	if (!ra)
+		return 1;
+	if (diff) {
+		b->symbols = a->symbols;
+		b->details = 0;
+		rb = load(b, res);
+		if (rb && a->json)
+			ret = report_print_diff_json(out, ra, rb, &po) ? 1 : 0;
+		else if (rb)
+			ret = (report_print_diff(out, ra, rb, &po), 0);
+	} else if (a->json) {
+		ret = report_print_json(out, ra, &po) ? 1 : 0;
+		if (ret)
+			log_err("cannot write JSON: %s", strerror(errno));
+	} else {
+		ret = print_text(out, a, ra, &po);
+	}
+	report_free(ra);
+	report_free(rb);
+	return ret;
+}
+
+int cmd_report(int argc, char **argv)
+{
+	struct report_args a = { .width = 80 }, b;
+	struct symres *res = NULL;
+	FILE *out = NULL;
+	int diff, ret;
+
+	report_cli_init(&a.cli);
+	ret = parse_all(argc, argv, &a, &b, &diff);
+	if (ret)
+		return ret < 0 ? 0 : ret;
 	ret = 1;
 	if (a.json)
 		a.symbols = b.symbols = 1;
 	if (import_files(&a))
 		goto out;
-
 	report_cli_finish(&a.cli);
 	if (a.symbols) {
 		res = symres_new(&a.cli.sc);
@@ -311,50 +336,14 @@ int cmd_report(int argc, char **argv)
 		log_err("cannot set up output: %s", strerror(errno));
 		goto out;
 	}
-	po.threshold = a.cli.threshold;
-	po.width = a.width;
-	po.long_names = a.long_names;
-	po.details = a.details;
-	po.depth = a.depth;
-
-	ra = load(&a, res);
-	if (!ra)
-		goto out;
-	if (diff) {
-		b.symbols = a.symbols;
-		b.details = 0;
-		rb = load(&b, res);
-		if (!rb)
-			goto out;
-		if (a.json) {
-			if (report_print_diff_json(out, ra, rb, &po))
-				goto out;
-		} else {
-			report_print_diff(out, ra, rb, &po);
-		}
-		ret = 0;
-		goto out;
-	}
-	if (a.json) {
-		if (report_print_json(out, ra, &po)) {
-			log_err("cannot write JSON: %s", strerror(errno));
-			goto out;
-		}
-		ret = 0;
-		goto out;
-	}
-	ret = print_text(out, &a, ra, &po);
+	ret = report_write(out, &a, &b, diff, res);
 out:
 	if (out && fclose(out) && !ret) {
 		log_err("cannot write the report: %s", strerror(errno));
 		ret = 1;
 	}
-	report_free(ra);
-	report_free(rb);
 	symres_free(res);
 	report_cli_release(&a.cli);
-	free(va);
-	free(vb);
 	if (fflush(stdout) && !ret) {
 		log_err("cannot write the report: %s", strerror(errno));
 		ret = 1;

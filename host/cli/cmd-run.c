@@ -15,10 +15,9 @@
 
 enum { OPT_VMM = COMMAND_OPT };
 
-static const struct option run_options[] = {
-	{ "vmm", required_argument, NULL, OPT_VMM },
-	{ "help", no_argument, NULL, 'h' },
-	{ 0 }
+static const struct opt_def run_options[] = {
+	{ "vmm", OPT_VMM, "NAME", "how to boot and sample the guest (above)", 0 },
+	{ 0 },
 };
 
 static int run_parse(void *arg, int opt, const char *optarg)
@@ -36,17 +35,14 @@ static const struct session_cli run_cli = {
 	.command = "run",
 	.kind = BACKEND_LAUNCH,
 	.select = "vmm",
+	.header = "usage: opvm run [--vmm=NAME] [options] [-- QEMU-ARGS...]\n"
+		  "\n"
+		  "Boots a guest and profiles every vCPU until it powers off (or Ctrl-C, or\n"
+		  "--duration), then prints a summary.  With --vmm=qemu and no --kernel, the\n"
+		  "test image that `make images` builds (build/images) is used.\n",
 	.options = run_options,
-	.short_options = "",
 	.parse = run_parse,
 };
-
-static const char run_header[] =
-"usage: opvm run [--vmm=NAME] [options] [-- QEMU-ARGS...]\n"
-"\n"
-"Boots a guest and profiles every vCPU until it powers off (or Ctrl-C, or\n"
-"--duration), then prints a summary.  With --vmm=qemu and no --kernel, the\n"
-"test image that `make images` builds (build/images) is used.\n";
 
 int cmd_run(int argc, char **argv)
 {
@@ -58,7 +54,6 @@ int cmd_run(int argc, char **argv)
 	session_opts_init(&o);
 	ret = session_parse_argv(&run_cli, argc, argv, &o, &b, &bst);
 	if (ret == 1) {
-		session_usage_print(stdout, &run_cli, run_header, "", b);
 		ret = 0;
 	} else if (ret == 0) {
 		ret = session_run(b, bst, &o, NULL, 1);

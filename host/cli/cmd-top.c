@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "host/cli/commands.h"
+#include "host/cli/options.h"
 #include "host/hoststats/hoststats.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -20,31 +21,41 @@
 
 static volatile sig_atomic_t top_stop;
 
-static void top_usage(FILE *f)
-{
-	fprintf(f,
-"usage: opvm top [options]\n"
-"\n"
-"Every guest on this host: libvirt domains and bare QEMU processes, with CPU,\n"
-"guest-mode time, steal (run-queue delay), VM exits and their reasons, and\n"
-"disk/network rates.  Keys in the live view: arrows select, Enter shows vCPUs,\n"
-"c t x i n sort by cpu/steal/exits/io/name, / filter, + - interval,\n"
-"p profiles the selected guest with opvm attach and shows its top symbols,\n"
-"q quits.\n"
-"\n"
-"  --once              one snapshot (two readings, --delay apart), then exit\n"
-"  --format text|json  --once output (default text)\n"
-"  -d, --delay S       refresh interval in seconds (default 2; --once: 1)\n"
-"  -s, --sort KEY      cpu, steal, exits, io or name (default cpu)\n"
-"  -f, --filter TEXT   only guests whose name contains TEXT\n"
-"  -c, --connect URI   libvirt URI (default $LIBVIRT_DEFAULT_URI, else\n"
-"                      qemu:///system)\n"
-"  --no-libvirt        only QEMU processes found in /proc\n"
-"  --profile-seconds N length of the p key's profile (default 5)\n"
-"  --guest-root DIR, --system-map FILE\n"
-"                      passed to opvm report for the p key's symbols\n"
-"  --session-base DIR  where the p key's sessions go (default $TMPDIR or /tmp)\n");
-}
+enum { OPT_ONCE = OPTS_LONG_ONLY, OPT_FORMAT, OPT_NO_LIBVIRT, OPT_PROFILE_SECONDS,
+       OPT_GUEST_ROOT, OPT_SYSTEM_MAP, OPT_SESSION_BASE };
+
+static const struct opt_def top_options[] = {
+	{ "once", OPT_ONCE, NULL, "one snapshot (two readings, --delay apart), then exit", 0 },
+	{ "format", OPT_FORMAT, "text|json", "--once output (default text)", 0 },
+	{ "delay", 'd', "S", "refresh interval in seconds (default 2; --once: 1)", 0 },
+	{ "sort", 's', "KEY", "cpu, steal, exits, io or name (default cpu)", 0 },
+	{ "filter", 'f', "TEXT", "only guests whose name contains TEXT", 0 },
+	{ "connect", 'c', "URI", "libvirt URI (default $LIBVIRT_DEFAULT_URI, else "
+	  "qemu:///system)", 0 },
+	{ "no-libvirt", OPT_NO_LIBVIRT, NULL, "only QEMU processes found in /proc", 0 },
+	{ "profile-seconds", OPT_PROFILE_SECONDS, "N", "length of the p key's profile "
+	  "(default 5)", 0 },
+	{ "guest-root", OPT_GUEST_ROOT, "DIR", "passed to opvm report for the p key's "
+	  "symbols", 0 },
+	{ "system-map", OPT_SYSTEM_MAP, "FILE", "the same", 0 },
+	{ "session-base", OPT_SESSION_BASE, "DIR", "where the p key's sessions go (default "
+	  "$TMPDIR or /tmp)", 0 },
+	{ 0 },
+};
+
+static const struct opts_cmd top_cmd = {
+	.name = "top",
+	.usage = "usage: opvm top [options]\n"
+		 "\n"
+		 "Every guest on this host: libvirt domains and bare QEMU processes, with CPU,\n"
+		 "guest-mode time, steal (run-queue delay), VM exits and their reasons, and\n"
+		 "disk/network rates.  Keys in the live view: arrows select, Enter shows vCPUs,\n"
+		 "c t x i n sort by cpu/steal/exits/io/name, / filter, + - interval,\n"
+		 "p profiles the selected guest with opvm attach and shows its top symbols,\n"
+		 "q quits.\n"
+		 "\n",
+	.groups = (const struct opt_group[]){ { NULL, top_options }, { NULL } },
+};
 
 static void print_text(struct hoststats *h, const struct top_opts *o)
 {
@@ -131,72 +142,90 @@ static int top_once(struct hoststats *h, const struct top_opts *o, int json)
 	return 0;
 }
 
-/* Parses argv into o; returns -1 to exit with 2, 1 for --help, 0 to run. */
+struct top_args {
+	struct top_opts *o;
+	int once, json;
+};
+
+static int top_opt(void *ctx, int key, char *v)
+{
+	struct top_args *a = ctx;
+	struct top_opts *o = a->o;
+	unsigned long s;
+	char *end;
+	int k;
+
+	switch (key) {
+	case OPT_ONCE:
+		a->once = 1;
+		break;
+	case OPT_NO_LIBVIRT:
+		o->no_libvirt = 1;
+		break;
+	case OPT_FORMAT:
+		if (strcmp(v, "json") && strcmp(v, "text")) {
+			log_err("--format takes text or json, not '%s'", v);
+			return -1;
+		}
+		a->json = !strcmp(v, "json");
+		break;
+	case 'd':
+		o->delay_s = strtod(v, &end);
+		if (*end || !(o->delay_s >= 0.1 && o->delay_s <= 3600)) {
+			log_err("--delay wants seconds between 0.1 and 3600, not '%s'", v);
+			return -1;
+		}
+		break;
+	case 's':
+		k = hs_sort_parse(v);
+		if (k < 0) {
+			log_err("--sort takes cpu, steal, exits, io or name, not '%s'", v);
+			return -1;
+		}
+		o->sort = (enum hs_sort)k;
+		break;
+	case 'f':
+		o->filter = v;
+		break;
+	case 'c':
+		o->uri = v;
+		break;
+	case OPT_PROFILE_SECONDS:
+		s = strtoul(v, &end, 10);
+		if (*end || !s || s > 3600) {
+			log_err("--profile-seconds wants 1 to 3600, not '%s'", v);
+			return -1;
+		}
+		o->profile_s = (unsigned)s;
+		break;
+	case OPT_GUEST_ROOT:
+		o->guest_root = v;
+		break;
+	case OPT_SYSTEM_MAP:
+		o->system_map = v;
+		break;
+	case OPT_SESSION_BASE:
+		o->session_base = v;
+		break;
+	}
+	return 0;
+}
+
+/* Parses argv into o; returns 2 for a usage error, 1 after --help, 0 to run. */
 static int top_parse(int argc, char **argv, struct top_opts *o, int *once, int *json)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		char *end;
+	struct top_args a = { o, 0, 0 };
+	int r = opts_parse(&top_cmd, argc, argv, top_opt, &a);
 
-		if (!strcmp(a, "-h") || !strcmp(a, "--help"))
-			return 1;
-		if (!strcmp(a, "--once")) {
-			*once = 1;
-			continue;
-		}
-		if (!strcmp(a, "--no-libvirt")) {
-			o->no_libvirt = 1;
-			continue;
-		}
-		if (!v || a[0] != '-') {
-			log_err("%s '%s'; 'opvm top --help' lists the options",
-				a[0] == '-' ? "missing value for" : "unexpected argument", a);
-			return -1;
-		}
-		i++;
-		if (!strcmp(a, "--format")) {
-			if (strcmp(v, "json") && strcmp(v, "text")) {
-				log_err("--format takes text or json, not '%s'", v);
-				return -1;
-			}
-			*json = !strcmp(v, "json");
-		} else if (!strcmp(a, "-d") || !strcmp(a, "--delay")) {
-			o->delay_s = strtod(v, &end);
-			if (*end || !(o->delay_s >= 0.1 && o->delay_s <= 3600)) {
-				log_err("--delay wants seconds between 0.1 and 3600, not '%s'", v);
-				return -1;
-			}
-		} else if (!strcmp(a, "-s") || !strcmp(a, "--sort")) {
-			int k = hs_sort_parse(v);
-
-			if (k < 0) {
-				log_err("--sort takes cpu, steal, exits, io or name, not '%s'", v);
-				return -1;
-			}
-			o->sort = (enum hs_sort)k;
-		} else if (!strcmp(a, "-f") || !strcmp(a, "--filter")) {
-			o->filter = v;
-		} else if (!strcmp(a, "-c") || !strcmp(a, "--connect")) {
-			o->uri = v;
-		} else if (!strcmp(a, "--profile-seconds")) {
-			unsigned long s = strtoul(v, &end, 10);
-
-			if (*end || !s || s > 3600) {
-				log_err("--profile-seconds wants 1 to 3600, not '%s'", v);
-				return -1;
-			}
-			o->profile_s = (unsigned)s;
-		} else if (!strcmp(a, "--guest-root")) {
-			o->guest_root = v;
-		} else if (!strcmp(a, "--system-map")) {
-			o->system_map = v;
-		} else if (!strcmp(a, "--session-base")) {
-			o->session_base = v;
-		} else {
-			log_err("unknown option '%s'; 'opvm top --help' lists them", a);
-			return -1;
-		}
+	if (r)
+		return r;
+	if (optind < argc) {
+		log_err("unexpected argument '%s'; 'opvm top --help' lists the options",
+			argv[optind]);
+		return 2;
 	}
+	*once = a.once;
+	*json = a.json;
 	return 0;
 }
 
@@ -209,10 +238,8 @@ int cmd_top(int argc, char **argv)
 
 	setlocale(LC_ALL, "");
 	r = top_parse(argc, argv, &o, &once, &json);
-	if (r) {
-		top_usage(r > 0 ? stdout : stderr);
-		return r > 0 ? 0 : 2;
-	}
+	if (r)
+		return r == 1 ? 0 : 2;
 	if (json && !once) {
 		log_err("--format json goes with --once (the live view is a screen)");
 		return 2;

@@ -24,16 +24,20 @@
 #define PPROF_MAX_SECONDS	60
 #define PPROF_SECONDS		30	/* without seconds=, as Go's net/http/pprof */
 
-const char pprof_usage[] =
-"guest profiles (GET /debug/pprof/profile?guest=NAME&seconds=N, docs/usage.md):\n"
-"  --max-profiles N    profiles at once (default 2; 0: no profile endpoints)\n"
-"  --max-profile-seconds S  longest profile (default 60): longer requests\n"
-"                      are clipped, and the reply says so\n"
-"  --allow-gdbstub     profile TCG guests too: the gdbstub sampler stops the\n"
-"                      guest at every sample (KVM guests get perf, which\n"
-"                      never stops them)\n"
-"  --profile-dir DIR   where the private directory of the sessions goes\n"
-"                      (default $TMPDIR, else /tmp)\n";
+enum { OPT_MAX_PROFILES = PPROF_OPT, OPT_MAX_SECONDS, OPT_ALLOW_GDBSTUB, OPT_PROFILE_DIR };
+
+const struct opt_def pprof_options[] = {
+	{ "max-profiles", OPT_MAX_PROFILES, "N", "profiles at once (default 2; 0: no "
+	  "profile endpoints)", 0 },
+	{ "max-profile-seconds", OPT_MAX_SECONDS, "S", "longest profile (default 60): "
+	  "longer requests are clipped, and the reply says so", 0 },
+	{ "allow-gdbstub", OPT_ALLOW_GDBSTUB, NULL, "profile TCG guests too: the gdbstub "
+	  "sampler stops the guest at every sample (KVM guests get perf, which never "
+	  "stops them)", 0 },
+	{ "profile-dir", OPT_PROFILE_DIR, "DIR", "where the private directory of the "
+	  "sessions goes (default $TMPDIR, else /tmp)", 0 },
+	{ 0 },
+};
 
 void pprof_cfg_init(struct pprof_cfg *cfg)
 {
@@ -46,34 +50,29 @@ static int parse_count(const char *opt, const char *val, unsigned lo, unsigned h
 		       unsigned *out)
 {
 	char *end;
-	unsigned long v = val ? strtoul(val, &end, 10) : 0;
+	unsigned long v = strtoul(val, &end, 10);
 
-	if (!val || !*val || *end || *val == '-' || v < lo || v > hi) {
-		log_err("%s wants a number from %u to %u, not '%s'", opt, lo, hi,
-			val ? val : "nothing");
+	if (!*val || *end || *val == '-' || v < lo || v > hi) {
+		log_err("%s wants a number from %u to %u, not '%s'", opt, lo, hi, val);
 		return -1;
 	}
 	*out = (unsigned)v;
-	return 2;
+	return 1;
 }
 
-int pprof_parse_opt(struct pprof_cfg *cfg, const char *opt, const char *val)
+int pprof_parse_opt(struct pprof_cfg *cfg, int key, const char *val)
 {
-	if (!strcmp(opt, "--allow-gdbstub")) {
+	switch (key) {
+	case OPT_ALLOW_GDBSTUB:
 		cfg->allow_gdbstub = 1;
 		return 1;
-	}
-	if (!strcmp(opt, "--max-profiles"))
-		return parse_count(opt, val, 0, 64, &cfg->max_profiles);
-	if (!strcmp(opt, "--max-profile-seconds"))
-		return parse_count(opt, val, 1, 86400, &cfg->max_seconds);
-	if (!strcmp(opt, "--profile-dir")) {
-		if (!val) {
-			log_err("--profile-dir wants a directory");
-			return -1;
-		}
+	case OPT_MAX_PROFILES:
+		return parse_count("--max-profiles", val, 0, 64, &cfg->max_profiles);
+	case OPT_MAX_SECONDS:
+		return parse_count("--max-profile-seconds", val, 1, 86400, &cfg->max_seconds);
+	case OPT_PROFILE_DIR:
 		cfg->dir = val;
-		return 2;
+		return 1;
 	}
 	return 0;
 }

@@ -31,6 +31,7 @@
 #ifndef OPVM_EXPORTER_PPROF_H
 #define OPVM_EXPORTER_PPROF_H
 
+#include "lib/options.h"
 #include <microhttpd.h>
 
 #define PPROF_PREFIX		"/debug/pprof/"
@@ -47,15 +48,16 @@ struct pprof_cfg {
 	int no_libvirt;		/* libvirt's guests cannot be profiled */
 };
 
-/* The exporter's --help lines for the options pprof_parse_opt() takes. */
-extern const char pprof_usage[];
+/* The exporter's options for guest profiles (lib/options.h), keys from
+ * PPROF_OPT up; pprof_parse_opt() takes them. */
+#define PPROF_OPT	(OPTS_LONG_ONLY + 0x80)
+extern const struct opt_def pprof_options[];
 
 void pprof_cfg_init(struct pprof_cfg *cfg);
 
-/* One exporter option (opt, and val the next argument or NULL): how many
- * arguments it took (1 or 2) if it is the profiler's, 0 if not, -1 after
- * printing a usage error. */
-int pprof_parse_opt(struct pprof_cfg *cfg, const char *opt, const char *val);
+/* One option of pprof_options (its key, and its value or NULL): 1 when it
+ * is the profiler's, 0 if not, -1 after printing a usage error. */
+int pprof_parse_opt(struct pprof_cfg *cfg, int key, const char *val);
 
 struct pprof;
 

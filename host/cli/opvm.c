@@ -95,8 +95,8 @@ int main(int argc, char **argv)
 			printf("opvm %s\n", OPVM_VERSION);
 			return 0;
 		default:
-			log_err("unknown option '%s'", argv[optind - 1]);
-			usage(stderr);
+			log_err("unknown option '%s'; 'opvm --help' lists them",
+				argv[optind - 1]);
 			return 2;
 		}
 	}

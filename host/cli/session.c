@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "host/collect/collector.h"
+#include "host/cli/options.h"
 #include "host/cli/session.h"
 #include "host/collect/stats.h"
 #include "host/collect/store.h"
@@ -37,80 +38,62 @@ enum {
 	OPT_FETCH_CACHE_MAX, OPT_INTROSPECT,
 };
 
-const struct option session_options[] = {
-	{ "rate", required_argument, NULL, 'F' },
-	{ "event", required_argument, NULL, 'e' },
-	{ "session-dir", required_argument, NULL, 'd' },
-	{ "separate", required_argument, NULL, OPT_SEPARATE },
-	{ "duration", required_argument, NULL, OPT_DURATION },
-	{ "append-samples", no_argument, NULL, OPT_APPEND_SAMPLES },
-	{ "max-files", required_argument, NULL, OPT_MAX_FILES },
-	{ "max-dirs", required_argument, NULL, OPT_MAX_DIRS },
-	{ "max-disk", required_argument, NULL, OPT_MAX_DISK },
-	{ "max-mapped", required_argument, NULL, OPT_MAX_MAPPED },
-	{ "umask", required_argument, NULL, OPT_UMASK },
-	{ "max-model-mem", required_argument, NULL, OPT_MAX_MODEL_MEM },
-	{ "guest-root", required_argument, NULL, OPT_GUEST_ROOT },
-	{ "system-map", required_argument, NULL, OPT_SYSTEM_MAP },
-	{ "vmlinux", required_argument, NULL, OPT_VMLINUX },
-	{ "from-exec", required_argument, NULL, OPT_FROM_EXEC },
-	{ "from-workload", no_argument, NULL, OPT_FROM_WORKLOAD },
-	{ "call-graph", required_argument, NULL, OPT_CALL_GRAPH },
-	{ "no-image-symbols", no_argument, NULL, OPT_NO_IMAGE_SYMBOLS },
-	{ "no-fetch", no_argument, NULL, OPT_NO_FETCH },
-	{ "fetch-cache", required_argument, NULL, OPT_FETCH_CACHE },
-	{ "fetch-max-file", required_argument, NULL, OPT_FETCH_MAX_FILE },
-	{ "fetch-max-session", required_argument, NULL, OPT_FETCH_MAX_SESSION },
-	{ "fetch-cache-max", required_argument, NULL, OPT_FETCH_CACHE_MAX },
-	{ "introspect", required_argument, NULL, OPT_INTROSPECT },
-	{ 0 }
+const struct opt_def session_options[] = {
+	{ "rate", 'F', "HZ", "samples per second per vCPU (timer modes)", 0 },
+	{ "event", 'e', "SPEC", "event to sample ('opvm list-events'), up to 8 with "
+	  "--vmm=kvm; the gdbstub takes TIMER[:period_us] only", 0 },
+	{ "session-dir", 'd', "DIR", "where sample trees go (default ./opvm_data)", 0 },
+	{ NULL, 'g', NULL, "the same as --call-graph fp", 0 },
+	{ "call-graph", OPT_CALL_GRAPH, "fp|dwarf", "record each sample's call chain: user "
+	  "stacks by frame pointers (-g, fp) or by the binaries' DWARF CFI from an 8 KiB "
+	  "stack copy (dwarf: --guest-root), kernel stacks by the guest kernel's ORC tables "
+	  "(its System.map); gdbstub and qemu backends only", 0 },
+	{ "separate", OPT_SEPARATE, "SPEC", "none, lib, kernel, thread, cpu, all (default "
+	  "lib,kernel: a process's kernel time under it; lib: OProfile's layout, the kernel "
+	  "an application of its own)", 0 },
+	{ "duration", OPT_DURATION, "S", "stop after S seconds (a guest opvm booted is quit)",
+	  0 },
+	{ "append-samples", OPT_APPEND_SAMPLES, NULL, "add to the current samples instead "
+	  "of starting afresh", 0 },
+	{ "from-exec", OPT_FROM_EXEC, "NAME", "file samples from when a process NAME starts "
+	  "(its executable's base name); earlier ones are counted", 0 },
+	{ "from-workload", OPT_FROM_WORKLOAD, NULL, "opvm run --workload W: the same as "
+	  "--from-exec W", 0 },
+	{ "max-files", OPT_MAX_FILES, "N", "sample files per guest (default 16384)", 0 },
+	{ "max-dirs", OPT_MAX_DIRS, "N", "directories per guest (default 65536)", 0 },
+	{ "max-disk", OPT_MAX_DISK, "SIZE", "bytes per guest, e.g. 2G (default 1G); past a "
+	  "cap, samples go to the {overflow} bucket, counted in the summary", 0 },
+	{ "max-mapped", OPT_MAX_MAPPED, "N", "sample files mapped at once per guest (default "
+	  "256)", 0 },
+	{ "max-model-mem", OPT_MAX_MODEL_MEM, "SIZE", "memory for one guest's processes, "
+	  "mappings and file names (default 64M; all guests together 512M)", 0 },
+	{ "umask", OPT_UMASK, "MASK", "session tree modes from MASK, e.g. 022 (default: "
+	  "private, directories 0700 and files 0600)", 0 },
+	{ "guest-root", OPT_GUEST_ROOT, "[GUEST=]DIR", "the guest's root file system, "
+	  "kept in session.json (as --system-map and --vmlinux) so report, annotate and "
+	  "export find symbols without flags (default with the test image: "
+	  "build/images/...)", 0 },
+	{ "system-map", OPT_SYSTEM_MAP, "FILE", "the guest kernel's System.map", 0 },
+	{ "vmlinux", OPT_VMLINUX, "FILE", "the guest kernel", 0 },
+	{ "no-image-symbols", OPT_NO_IMAGE_SYMBOLS, NULL, "not those test-image defaults: "
+	  "only what the guest sends (its kallsyms) and what is named", 0 },
+	{ "no-fetch", OPT_NO_FETCH, NULL, "keep nothing the guest sends: neither its kernel "
+	  "symbols nor its binaries (fetched by build-id for every image with samples, by "
+	  "default)", 0 },
+	{ "fetch-cache", OPT_FETCH_CACHE, "DIR", "the guests' fetched binaries, "
+	  "DIR/GUEST/xx/yyyy (default $XDG_CACHE_HOME/opvm/buildid, ~/.cache/opvm/buildid)",
+	  0 },
+	{ "fetch-max-file", OPT_FETCH_MAX_FILE, "SIZE", "largest binary taken (default "
+	  "256M)", 0 },
+	{ "fetch-max-session", OPT_FETCH_MAX_SESSION, "SIZE", "all of one session (default "
+	  "1G)", 0 },
+	{ "fetch-cache-max", OPT_FETCH_CACHE_MAX, "SIZE", "one guest's cache, all sessions "
+	  "(default 2G): past it the least recently used files go", 0 },
+	{ "introspect", OPT_INTROSPECT, "auto|off|only", "read the guest kernel's symbols "
+	  "from its memory (auto: unless opvm.ko sends them; only: and ignore opvm.ko's "
+	  "channel); docs/introspection.md", 0 },
+	{ 0 },
 };
-
-const char session_usage[] =
-"  -F, --rate HZ      samples per second per vCPU (timer modes)\n"
-"  -e, --event SPEC   event to sample ('opvm list-events'), up to 8 with\n"
-"                     --vmm=kvm; the gdbstub takes TIMER[:period_us] only\n"
-"  -d, --session-dir D  where sample trees go (default ./opvm_data)\n"
-"  -g, --call-graph fp|dwarf  record each sample's call chain: user stacks\n"
-"                     by frame pointers (-g, fp) or by the binaries' DWARF\n"
-"                     CFI from an 8 KiB stack copy (dwarf: --guest-root),\n"
-"                     kernel stacks by the guest kernel's ORC tables (its\n"
-"                     System.map); gdbstub and qemu backends only\n"
-"  --separate SPEC    none, lib, kernel, thread, cpu, all (default lib,kernel:\n"
-"                     a process's kernel time under it; lib: OProfile's\n"
-"                     layout, the kernel an application of its own)\n"
-"  --duration S       stop after S seconds (a guest opvm booted is quit)\n"
-"  --append-samples   add to the current samples instead of starting afresh\n"
-"  --from-exec NAME   file samples from when a process NAME starts (its\n"
-"                     executable's base name); earlier ones are counted\n"
-"  --from-workload    opvm run --workload W: the same as --from-exec W\n"
-"  --max-files N      sample files per guest (default 16384); past a cap\n"
-"  --max-dirs N       directories per guest (default 65536); samples go\n"
-"  --max-disk SIZE    bytes per guest, e.g. 2G (default 1G); to the\n"
-"                     {overflow} bucket, counted in the summary\n"
-"  --max-mapped N     sample files mapped at once per guest (default 256)\n"
-"  --max-model-mem SIZE  memory for one guest's processes, mappings and\n"
-"                     file names (default 64M; all guests together 512M)\n"
-"  --umask MASK       session tree modes from MASK, e.g. 022 (default:\n"
-"                     private, directories 0700 and files 0600)\n"
-"  --guest-root [GUEST=]DIR  the guest's root file system, --system-map\n"
-"                     FILE, --vmlinux FILE: kept in session.json so report,\n"
-"                     annotate and export find symbols without flags\n"
-"                     (default with the test image: build/images/...)\n"
-"  --no-image-symbols not those test-image defaults: only what the guest\n"
-"                     sends (its kallsyms) and what is named\n"
-"  --no-fetch         keep nothing the guest sends: neither its kernel\n"
-"                     symbols nor its binaries (fetched by build-id for\n"
-"                     every image with samples, by default)\n"
-"  --fetch-cache DIR  the guests' fetched binaries, DIR/GUEST/xx/yyyy (default\n"
-"                     $XDG_CACHE_HOME/opvm/buildid, ~/.cache/opvm/buildid)\n"
-"  --fetch-max-file SIZE  largest binary taken (default 256M); --fetch-max-\n"
-"                     session SIZE: all of one session (default 1G)\n"
-"  --fetch-cache-max SIZE  one guest's cache, all sessions (default 2G):\n"
-"                     past it the least recently used files go\n"
-"  --introspect auto|off|only  read the guest kernel's symbols from its\n"
-"                     memory (auto: unless opvm.ko sends them; only: and\n"
-"                     ignore opvm.ko's channel); docs/introspection.md\n";
 
 void session_opts_init(struct session_opts *o)
 {
@@ -204,6 +187,46 @@ static int parse_umask(struct session_opts *o, const char *arg)
 	return 1;
 }
 
+/* What the guest sends and where it goes: --no-fetch, --fetch-*,
+ * --introspect.  1 handled, 0 not one of them, -1 after printing. */
+static int parse_fetch(struct session_opts *o, int opt, const char *arg)
+{
+	switch (opt) {
+	case OPT_NO_FETCH:
+		o->no_fetch = 1;
+		return 1;
+	case OPT_FETCH_CACHE:
+		o->fetch_cache = arg;
+		return 1;
+	case OPT_INTROSPECT: {
+		enum introspect_mode m;
+
+		if (introspect_parse_mode(arg, &m)) {
+			log_err("--introspect takes auto, off or only, not '%s'", arg);
+			return -1;
+		}
+		o->introspect = (int)m;
+		return 1;
+	}
+	case OPT_FETCH_MAX_FILE: case OPT_FETCH_MAX_SESSION: case OPT_FETCH_CACHE_MAX: {
+		uint64_t *v = opt == OPT_FETCH_MAX_FILE ? &o->fetch_max_file :
+			      opt == OPT_FETCH_MAX_SESSION ? &o->fetch_max_session :
+			      &o->fetch_max_cache;
+
+		if (util_parse_size(arg, v) || *v < 4096) {
+			log_err("%s wants a size of at least 4k, e.g. 64M, not '%s'",
+				opt == OPT_FETCH_MAX_FILE ? "--fetch-max-file" :
+				opt == OPT_FETCH_MAX_SESSION ? "--fetch-max-session" :
+				"--fetch-cache-max", arg);
+			return -1;
+		}
+		return 1;
+	}
+	default:
+		return 0;
+	}
+}
+
 int session_parse(struct session_opts *o, int opt, const char *arg)
 {
 	struct backend_common *c = &o->common;
@@ -249,36 +272,6 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 	case OPT_NO_IMAGE_SYMBOLS:
 		o->no_image_symbols = 1;
 		return 1;
-	case OPT_NO_FETCH:
-		o->no_fetch = 1;
-		return 1;
-	case OPT_FETCH_CACHE:
-		o->fetch_cache = arg;
-		return 1;
-	case OPT_INTROSPECT: {
-		enum introspect_mode m;
-
-		if (introspect_parse_mode(arg, &m)) {
-			log_err("--introspect takes auto, off or only, not '%s'", arg);
-			return -1;
-		}
-		o->introspect = (int)m;
-		return 1;
-	}
-	case OPT_FETCH_MAX_FILE: case OPT_FETCH_MAX_SESSION: case OPT_FETCH_CACHE_MAX: {
-		uint64_t *v = opt == OPT_FETCH_MAX_FILE ? &o->fetch_max_file :
-			      opt == OPT_FETCH_MAX_SESSION ? &o->fetch_max_session :
-			      &o->fetch_max_cache;
-
-		if (util_parse_size(arg, v) || *v < 4096) {
-			log_err("%s wants a size of at least 4k, e.g. 64M, not '%s'",
-				opt == OPT_FETCH_MAX_FILE ? "--fetch-max-file" :
-				opt == OPT_FETCH_MAX_SESSION ? "--fetch-max-session" :
-				"--fetch-cache-max", arg);
-			return -1;
-		}
-		return 1;
-	}
 	case OPT_MAX_FILES: case OPT_MAX_DIRS: case OPT_MAX_DISK: case OPT_MAX_MAPPED:
 		return parse_cap(o, opt, arg);
 	case OPT_UMASK:
@@ -304,33 +297,10 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 		}
 		return 1;
 	default:
-		return 0;
+		return parse_fetch(o, opt, arg);
 	}
 }
 
-struct option *session_join_options(const struct option *const *tables, size_t n)
-{
-	size_t total = 0, k = 0;
-	struct option *all;
-
-	for (size_t i = 0; i < n; i++)
-		for (const struct option *p = tables[i]; p && p->name; p++)
-			total++;
-	all = calloc(total + 1, sizeof(*all));
-	if (!all)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		for (const struct option *p = tables[i]; p && p->name; p++) {
-			size_t j;
-
-			for (j = 0; j < k && strcmp(all[j].name, p->name); j++)
-				;
-			if (j == k)
-				all[k++] = *p;
-		}
-	}
-	return all;
-}
 
 /* ---- collecting ------------------------------------------------------------ */
 
@@ -810,48 +780,73 @@ int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 
 /* ---- command lines ------------------------------------------------------------- */
 
-/* "-:" (in order, missing values reported) + h + the letters of each. */
-static void join_short(char *out, size_t len, const char *const *parts, size_t n)
+#define CLI_MAX_GROUPS	(3 + 16)
+
+/* The groups of cli's command: its own options, the backends' (all of its
+ * kind, or only b), the session's.  g has room for 3 + nr_backends. */
+static void cli_groups(const struct session_cli *cli, const struct backend_ops *b,
+		       struct opt_group *g, char (*titles)[48])
 {
-	snprintf(out, len, "-:h%s", SESSION_SHORT_OPTIONS);
-	for (size_t i = 0; i < n; i++)
-		if (parts[i])
-			strncat(out, parts[i], len - strlen(out) - 1);
+	size_t n = 0;
+
+	g[n++] = (struct opt_group){ NULL, cli->options };
+	for (size_t i = 0; i < nr_backends; i++) {
+		if (backends[i]->kind != cli->kind || !backends[i]->options ||
+		    (b && backends[i] != b) || n + 2 >= CLI_MAX_GROUPS)
+			continue;
+		snprintf(titles[n], sizeof(titles[n]), "--%s=%s", cli->select,
+			 backends[i]->name);
+		g[n] = (struct opt_group){ titles[n], backends[i]->options };
+		n++;
+	}
+	g[n++] = (struct opt_group){ "session", session_options };
+	g[n] = (struct opt_group){ NULL, NULL };
 }
 
-/* The name the select option gives (NULL: none, the default backend). */
-static const char *find_select(const struct session_cli *cli, int argc, char **argv)
+/* The usage text: cli's header and the backends it offers. */
+static void cli_usage(const struct session_cli *cli, char *buf, size_t len)
 {
-	const struct option *tables[2 + 8] = { session_options, cli->options };
-	const char *shorts[1 + 8] = { cli->short_options }, *name = NULL;
-	size_t nt = 2, ns = 1;
-	struct option *all;
-	char optstring[128];
-	int opt;
+	size_t off = (size_t)snprintf(buf, len, "%s\n--%s=NAME, one of:\n", cli->header,
+				      cli->select);
 
-	for (size_t i = 0; i < nr_backends && nt < 10; i++) {
+	for (size_t i = 0; i < nr_backends && off < len; i++) {
+		char name[32];
+
 		if (backends[i]->kind != cli->kind)
 			continue;
-		tables[nt++] = backends[i]->options;
-		shorts[ns++] = backends[i]->short_options;
+		/* attach picks its default by the guest (the header says how) */
+		snprintf(name, sizeof(name), "%s%s", backends[i]->name,
+			 cli->kind == BACKEND_LAUNCH &&
+			 backends[i] == backend_find(cli->kind, NULL) ? " (default)" : "");
+		off += (size_t)snprintf(buf + off, len - off, "  %-15s%s\n", name,
+					backends[i]->help);
 	}
-	all = session_join_options(tables, nt);
-	if (!all)
-		return NULL;
-	join_short(optstring, sizeof(optstring), shorts, ns);
-	opterr = 0;
-	optind = 0;
-	while ((opt = getopt_long(argc, argv, optstring, all, NULL)) != -1) {
-		int idx = -1;
+	if (off < len)
+		snprintf(buf + off, len - off, "\n");
+}
 
-		for (int k = 0; all[k].name; k++)
-			if (all[k].val == opt && !strcmp(all[k].name, cli->select))
-				idx = k;
-		if (idx >= 0)
-			name = optarg;
-	}
-	free(all);
-	return name;
+/* What the first pass looks for: the select option's value. */
+struct find_select {
+	int key;
+	const char *name;
+};
+
+static int note_select(void *ctx, int key, char *arg)
+{
+	struct find_select *f = ctx;
+
+	if (key == f->key)
+		f->name = arg;
+	return 0;
+}
+
+/* The key of cli's select option in its table. */
+static int select_key(const struct session_cli *cli)
+{
+	for (const struct opt_def *d = cli->options; d->name; d++)
+		if (!strcmp(d->name, cli->select))
+			return d->key;
+	return -1;
 }
 
 static int unknown_backend(const struct session_cli *cli, const char *name)
@@ -868,94 +863,75 @@ static int unknown_backend(const struct session_cli *cli, const char *name)
 	return 2;
 }
 
-/* One option of the second pass: 0 go on, 1 help, 2 usage error. */
-static int dispatch(const struct session_cli *cli, struct session_opts *o,
-		    const struct backend_ops *b, void *bst, int opt, char **argv)
+/* The second pass: each option to the session, the command, the backend. */
+struct dispatch {
+	const struct session_cli *cli;
+	struct session_opts *o;
+	const struct backend_ops *b;
+	void *bst;
+};
+
+static int dispatch(void *ctx, int key, char *arg)
 {
-	const char *arg = argv[optind - 1];
+	struct dispatch *d = ctx;
 	char err[512] = "";
 	int r;
 
-	if (opt == 'h')
-		return 1;
-	if (opt == ':') {
-		log_err("option %s needs a value", arg);
-		return 2;
-	}
-	if (opt == '?') {
-		if (b == backend_find(cli->kind, NULL))
-			log_err("unknown option '%s'; 'opvm %s --help' lists them", arg,
-				cli->command);
-		else
-			log_err("unknown option '%s'; 'opvm %s --%s=%s --help' lists them", arg,
-				cli->command, cli->select, b->name);
-		return 2;
-	}
-	r = session_parse(o, opt, optarg);
+	r = session_parse(d->o, key, arg);
 	if (r)
-		return r < 0 ? 2 : 0;
-	r = cli->parse(cli->arg, opt, optarg);
+		return r < 0 ? -1 : 0;
+	r = d->cli->parse(d->cli->arg, key, arg);
 	if (r)
-		return r < 0 ? 2 : 0;
-	if (b->parse && !b->parse(bst, opt, optarg, err, sizeof(err)))
+		return r < 0 ? -1 : 0;
+	if (d->b->parse && !d->b->parse(d->bst, key, arg, err, sizeof(err)))
 		return 0;
 	log_err("%s", err[0] ? err : "bad option");
-	return 2;
+	return -1;
 }
 
 int session_parse_argv(const struct session_cli *cli, int argc, char **argv,
 		       struct session_opts *o, const struct backend_ops **b, void **bst)
 {
-	const struct option *tables[3] = { session_options, cli->options, NULL };
-	const char *shorts[2] = { cli->short_options, NULL }, *name;
-	struct option *all;
-	char optstring[128];
-	int opt, ret = 0;
+	struct opt_group all[CLI_MAX_GROUPS], used[CLI_MAX_GROUPS];
+	char titles[CLI_MAX_GROUPS][48], usage[2048];
+	struct opts_cmd c = { .name = cli->command, .usage = usage, .groups = all,
+			      .flags = OPTS_IN_ORDER | OPTS_QUIET };
+	struct find_select f = { select_key(cli), NULL };
+	struct dispatch d = { cli, o, NULL, NULL };
+	int ret;
 
-	name = find_select(cli, argc, argv);
-	*b = backend_find(cli->kind, name);
+	cli_groups(cli, NULL, all, titles);
+	cli_usage(cli, usage, sizeof(usage));
+	/* the select option may come anywhere: a first pass finds it */
+	opts_parse(&c, argc, argv, note_select, &f);
+	*b = backend_find(cli->kind, f.name);
 	*bst = NULL;
 	if (!*b)
-		return unknown_backend(cli, name);
-	tables[2] = (*b)->options;
-	shorts[1] = (*b)->short_options;
-	all = session_join_options(tables, 3);
+		return unknown_backend(cli, f.name);
 	*bst = (*b)->new();
-	if (!all || !*bst) {
-		free(all);
+	if (!*bst) {
 		log_err("out of memory");
 		return 2;
 	}
-	join_short(optstring, sizeof(optstring), shorts, 2);
-	opterr = 0;
-	optind = 0;
-	while (!ret && (opt = getopt_long(argc, argv, optstring, all, NULL)) != -1)
-		ret = dispatch(cli, o, *b, *bst, opt, argv);
-	free(all);
+	cli_groups(cli, *b, used, titles);
+	c.groups = used;
+	c.help_groups = all;
+	c.flags = OPTS_IN_ORDER;
+	d.b = *b;
+	d.bst = *bst;
+	ret = opts_parse(&c, argc, argv, dispatch, &d);
 	o->common.extra = argv + optind;
 	o->common.nr_extra = (unsigned)(argc - optind);
 	return ret;
 }
 
-void session_usage_print(FILE *f, const struct session_cli *cli, const char *header,
-			 const char *command_usage, const struct backend_ops *b)
+void session_usage_print(FILE *f, const struct session_cli *cli)
 {
-	fputs(header, f);
-	fprintf(f, "\n  --%s NAME%*sone of:\n", cli->select,
-		(int)(12 - strlen(cli->select)), "");
-	for (size_t i = 0; i < nr_backends; i++) {
-		char name[32];
+	struct opt_group all[CLI_MAX_GROUPS];
+	char titles[CLI_MAX_GROUPS][48], usage[2048];
+	struct opts_cmd c = { .name = cli->command, .usage = usage, .groups = all };
 
-		if (backends[i]->kind != cli->kind)
-			continue;
-		/* attach picks its default by the guest (the header says how) */
-		snprintf(name, sizeof(name), "%s%s", backends[i]->name,
-			 cli->kind == BACKEND_LAUNCH &&
-			 backends[i] == backend_find(cli->kind, NULL) ? " (default)" : "");
-		fprintf(f, "      %-15s%s\n", name, backends[i]->help);
-	}
-	fputs(command_usage, f);
-	if (b->usage && b->usage[0])
-		fprintf(f, "\n--%s=%s:\n%s", cli->select, b->name, b->usage);
-	fprintf(f, "\nsession:\n%s", session_usage);
+	cli_groups(cli, NULL, all, titles);
+	cli_usage(cli, usage, sizeof(usage));
+	opts_help(f, &c);
 }

@@ -10,7 +10,6 @@
 #ifndef OPVM_SESSION_H
 #define OPVM_SESSION_H
 
-#include <getopt.h>
 #include <limits.h>
 #include <stddef.h>
 
@@ -48,11 +47,9 @@ struct session_opts {
 #define SESSION_OPT		0x100
 #define COMMAND_OPT		0x200
 
-/* The session's getopt_long options (zero-terminated), their short
- * letters, and their --help lines. */
-extern const struct option session_options[];
-#define SESSION_SHORT_OPTIONS	"F:e:d:g"
-extern const char session_usage[];
+/* The session's options (lib/options.h): "session" in run's and attach's
+ * --help. */
+extern const struct opt_def session_options[];
 
 void session_opts_init(struct session_opts *o);
 
@@ -60,19 +57,15 @@ void session_opts_init(struct session_opts *o);
  * 0 if not, -1 after printing a usage error. */
 int session_parse(struct session_opts *o, int opt, const char *arg);
 
-/* One getopt_long table from n tables (each zero-terminated, or NULL);
- * options named twice keep their first entry.  malloc'd; NULL on ENOMEM. */
-struct option *session_join_options(const struct option *const *tables, size_t n);
-
 /* How a command (run, attach) parses its argv with session_parse_argv(). */
 struct session_cli {
 	const char *command;		/* "run", "attach": for messages */
 	enum backend_kind kind;		/* which backends it offers */
 	const char *select;		/* the long option naming the backend:
 					 * "vmm", "sampler" */
-	const struct option *options;	/* the command's own, zero-terminated;
+	const char *header;		/* usage lines and what it does */
+	const struct opt_def *options;	/* the command's own, zero-terminated;
 					 * must include select */
-	const char *short_options;	/* their letters, e.g. "c:" */
 	/* One of the command's options, or opt 1 for an argument that is not
 	 * an option.  1 handled, -1 after printing a usage error. */
 	int (*parse)(void *arg, int opt, const char *optarg);
@@ -80,20 +73,19 @@ struct session_cli {
 };
 
 /*
- * getopt_long over argv: the session's options, the command's, and the
+ * Parses argv by the option tables: the session's, the command's, and the
  * chosen backend's (the select option may come anywhere, so a first pass
  * looks for it).  The arguments after "--" go to o->common.extra.  On
  * return *b is the backend and *bst its new state (free it with
- * (*b)->free, also after help).  Returns 0, 1 for --help (nothing
- * printed), or 2 after printing a usage error.
+ * (*b)->free, also after help).  Returns 0, 1 after printing --help (every
+ * backend's options), or 2 after printing a usage error.
  */
 int session_parse_argv(const struct session_cli *cli, int argc, char **argv,
 		       struct session_opts *o, const struct backend_ops **b, void **bst);
 
 /* The --help text of a command: header (the usage line and what it does),
- * the backends it offers, the chosen backend's options, the session's. */
-void session_usage_print(FILE *f, const struct session_cli *cli, const char *header,
-			 const char *command_usage, const struct backend_ops *b);
+ * the backends it offers, its options, each backend's, the session's. */
+void session_usage_print(FILE *f, const struct session_cli *cli);
 
 /*
  * Profiles n guests with backend b (state bst, options parsed): prepares

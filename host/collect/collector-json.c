@@ -285,31 +285,12 @@ static json_t *kernel_json(const struct cguest *g)
 	return k;
 }
 
-static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
+/* session.json "events": the events sampled, in the store's order. */
+static json_t *events_json(const struct collector *c)
 {
-	const struct decoder_stats *ds = decoder_get_stats(g->dec);
-	const struct gstate_stats *gst = gstate_get_stats(g->gs);
-	struct sampler_stats ss;
-	struct store_stats sst;
-	struct store_limits lim;
-	struct opvm_stats st;
-	char sep[64], start[32];
-	json_t *root, *ev, *mods, *k = NULL;
-	struct tm tm;
-	size_t i;
-	int bad = 0;
+	json_t *ev = json_array();
 
-	collector_guest_stats(g, &st, &ss);
-	separate_str(c->cfg.separate, sep, sizeof(sep));
-	gmtime_r(&c->start_wall.tv_sec, &tm);
-	strftime(start, sizeof(start), "%Y-%m-%dT%H:%M:%SZ", &tm);
-
-	root = json_object();
-	ev = json_array();
-	mods = json_array();
-	if (!root || !ev || !mods)
-		goto fail;
-	for (i = 0; i < c->cfg.nr_events; i++) {
+	for (size_t i = 0; ev && i < c->cfg.nr_events; i++) {
 		const struct store_event *e = &c->cfg.events[i];
 		char name[sizeof(e->name) + 1];
 
@@ -319,6 +300,74 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 						    "count", json_u64(e->count),
 						    "unit_mask", (json_int_t)e->unit_mask));
 	}
+	return ev;
+}
+
+/* session.json's counters, from "channel" to "meta_failures".  Nonzero
+ * when a member could not be built (ENOMEM). */
+static int counters_json(struct collector *c, struct cguest *g,
+			 const struct sampler_stats *sp, json_t *root)
+{
+	const struct decoder_stats *ds = decoder_get_stats(g->dec);
+	const struct gstate_stats *gst = gstate_get_stats(g->gs);
+	const struct sampler_stats ss = *sp;
+	struct store_stats sst;
+	struct store_limits lim;
+	int bad = 0;
+
+	/* counters come from the guest's doing: saturated, never negative */
+#define C(v) stats_json_count(v)
+	bad |= json_object_set_new(root, "channel", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		"bytes", C(ds->bytes), "records", C(ds->records),
+		"bad_records", C(ds->bad_records), "resyncs", C(ds->resyncs),
+		"seq_gaps", C(ds->seq_gaps), "skipped_bytes", C(ds->skipped_bytes),
+		"refused", C(ds->refused), "unknown_types", C(ds->unknown_types),
+		"version_mismatch", C(ds->version_mismatch)));
+	bad |= json_object_set_new(root, "sampler", json_pack("{s:s,s:o,s:o,s:o,s:o,s:o}",
+		"backend", g->smp && g->smp->ops && g->smp->ops->name ? g->smp->ops->name : "none",
+		"ticks", C(ss.ticks), "samples", C(ss.samples), "throttled", C(ss.throttled),
+		"cost_ns_avg", C(ss.ticks ? ss.cost_ns_total / ss.ticks : 0),
+		"exits", C(ss.exits)));
+	bad |= json_object_set_new(root, "model", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		"processes", C(gstate_nr_processes(g->gs)),
+		"threads", C(gstate_nr_threads(g->gs)),
+		"cookies", C(gstate_nr_cookies(g->gs)),
+		"mappings", C(gstate_nr_mappings(g->gs)),
+		"modules", C(gstate_nr_modules(g->gs)),
+		"refused", C(gst->refused), "hellos", C(gst->hellos),
+		"held", C(attribution_nr_held(g->sy)),
+		"mem_bytes", C(gstate_mem_bytes(g->gs)), "max_bytes", C(c->cfg.model_max_bytes),
+		"all_guests_bytes", C(c->model_budget.used), "nomem", C(gst->nomem)));
+	store_get_stats(g->st, &sst);
+	store_get_limits(g->st, &lim);
+	bad |= json_object_set_new(root, "store", stats_store_to_json(&sst, &lim));
+	bad |= json_object_set_new(root, "store_errors", C(attribution_store_errors(g->sy)));
+	bad |= json_object_set_new(root, "fetch", fetch_to_json(g->fetch));
+	bad |= json_object_set_new(root, "introspect", intro_json(g));
+	bad |= json_object_set_new(root, "meta_failures", C(g->meta_failures));
+#undef C
+	return bad;
+}
+
+static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
+{
+	struct sampler_stats ss;
+	struct opvm_stats st;
+	char sep[64], start[32];
+	json_t *root, *ev, *mods, *k = NULL;
+	struct tm tm;
+	int bad = 0;
+
+	collector_guest_stats(g, &st, &ss);
+	separate_str(c->cfg.separate, sep, sizeof(sep));
+	gmtime_r(&c->start_wall.tv_sec, &tm);
+	strftime(start, sizeof(start), "%Y-%m-%dT%H:%M:%SZ", &tm);
+
+	root = json_object();
+	ev = events_json(c);
+	mods = json_array();
+	if (!root || !ev || !mods)
+		goto fail;
 	if (!(k = kernel_json(g)) && errno == ENOMEM)
 		goto fail;
 	if (gstate_for_each_module(g->gs, module_json, mods))
@@ -352,37 +401,7 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	bad |= json_object_set_new(root, "modules", mods);
 	mods = NULL;
 	bad |= json_object_set_new(root, "symbols", symbols_json(c));
-	/* counters come from the guest's doing: saturated, never negative */
-#define C(v) stats_json_count(v)
-	bad |= json_object_set_new(root, "channel", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-		"bytes", C(ds->bytes), "records", C(ds->records),
-		"bad_records", C(ds->bad_records), "resyncs", C(ds->resyncs),
-		"seq_gaps", C(ds->seq_gaps), "skipped_bytes", C(ds->skipped_bytes),
-		"refused", C(ds->refused), "unknown_types", C(ds->unknown_types),
-		"version_mismatch", C(ds->version_mismatch)));
-	bad |= json_object_set_new(root, "sampler", json_pack("{s:s,s:o,s:o,s:o,s:o,s:o}",
-		"backend", g->smp && g->smp->ops && g->smp->ops->name ? g->smp->ops->name : "none",
-		"ticks", C(ss.ticks), "samples", C(ss.samples), "throttled", C(ss.throttled),
-		"cost_ns_avg", C(ss.ticks ? ss.cost_ns_total / ss.ticks : 0),
-		"exits", C(ss.exits)));
-	bad |= json_object_set_new(root, "model", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-		"processes", C(gstate_nr_processes(g->gs)),
-		"threads", C(gstate_nr_threads(g->gs)),
-		"cookies", C(gstate_nr_cookies(g->gs)),
-		"mappings", C(gstate_nr_mappings(g->gs)),
-		"modules", C(gstate_nr_modules(g->gs)),
-		"refused", C(gst->refused), "hellos", C(gst->hellos),
-		"held", C(attribution_nr_held(g->sy)),
-		"mem_bytes", C(gstate_mem_bytes(g->gs)), "max_bytes", C(c->cfg.model_max_bytes),
-		"all_guests_bytes", C(c->model_budget.used), "nomem", C(gst->nomem)));
-	store_get_stats(g->st, &sst);
-	store_get_limits(g->st, &lim);
-	bad |= json_object_set_new(root, "store", stats_store_to_json(&sst, &lim));
-	bad |= json_object_set_new(root, "store_errors", C(attribution_store_errors(g->sy)));
-	bad |= json_object_set_new(root, "fetch", fetch_to_json(g->fetch));
-	bad |= json_object_set_new(root, "introspect", intro_json(g));
-	bad |= json_object_set_new(root, "meta_failures", C(g->meta_failures));
-#undef C
+	bad |= counters_json(c, g, &ss, root);
 	/* a member that could not be built (ENOMEM) would be missing */
 	if (bad)
 		goto fail;

@@ -43,15 +43,8 @@ static int64_t pp_str(struct pp *p, const char *s)
 	if (i < 0)
 		return -1;
 	if (added) {
-		if (p->nr_str == p->cap_str) {
-			size_t nc = p->cap_str ? p->cap_str * 2 : 256;
-			char **t = realloc(p->strtab, nc * sizeof(*t));
-
-			if (!t)
-				return -1;
-			p->strtab = t;
-			p->cap_str = nc;
-		}
+		if (UTIL_GROW(p->strtab, p->cap_str, p->nr_str + 1, 256))
+			return -1;
 		p->strtab[p->nr_str] = strdup(s);
 		if (!p->strtab[p->nr_str])
 			return -1;

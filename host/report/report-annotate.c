@@ -98,15 +98,8 @@ static struct srcfile *src_get(struct actx *c, const char *path)
 			line[--n] = '\0';
 		if (n > SRC_MAX_LINE_LEN)
 			line[SRC_MAX_LINE_LEN] = '\0';
-		if (s->nr == cap) {
-			size_t nc = cap ? cap * 2 : 256;
-			char **t = realloc(s->lines, nc * sizeof(*t));
-
-			if (!t)
-				break;
-			s->lines = t;
-			cap = nc;
-		}
+		if (UTIL_GROW(s->lines, cap, s->nr + 1, 256))
+			break;
 		s->lines[s->nr] = strdup(line);
 		if (!s->lines[s->nr])
 			break;
@@ -196,15 +189,8 @@ static struct lsum *lsum_get(struct lsums *ls, const char *file, uint32_t line)
 	for (size_t i = 0; i < ls->nr; i++)
 		if (ls->v[i].line == line && !strcmp(ls->v[i].file, file))
 			return &ls->v[i];
-	if (ls->nr == ls->cap) {
-		size_t nc = ls->cap ? ls->cap * 2 : 64;
-		struct lsum *t = realloc(ls->v, nc * sizeof(*t));
-
-		if (!t)
-			return NULL;
-		ls->v = t;
-		ls->cap = nc;
-	}
+	if (UTIL_GROW(ls->v, ls->cap, ls->nr + 1, 64))
+		return NULL;
 	ls->v[ls->nr] = (struct lsum){ .file = file, .line = line };
 	return &ls->v[ls->nr++];
 }

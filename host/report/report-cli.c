@@ -57,6 +57,28 @@ FILE *report_cli_safe_stream(FILE *f)
 	return fopencookie(f, "w", io);
 }
 
+const struct opt_def report_cli_options[] = {
+	{ "session-dir", RCLI_SESSION, "DIR", "session to read (default ./opvm_data)", 0 },
+	{ "guest-root", RCLI_GUEST_ROOT, "[GUEST=]DIR", "the guest's root file system "
+	  "(binaries, boot/System.map-*, lib/modules); repeatable", 0 },
+	{ "vmlinux", RCLI_VMLINUX, "FILE", "guest kernel: a vmlinux with symbols, or a "
+	  "stripped vmlinux/vmlinuz for annotate's code", 0 },
+	{ "system-map", RCLI_SYSTEM_MAP, "FILE", "guest System.map", 0 },
+	{ "kallsyms", RCLI_KALLSYMS, "FILE", "the same from a copy of the guest's "
+	  "/proc/kallsyms", 0 },
+	{ "separate", RCLI_SEPARATE, "LIST", "keep apart: guest,lib,kernel,thread,cpu", 0 },
+	{ "merge", RCLI_MERGE, "LIST", "merge: guest,lib,kernel,thread,cpu,all", 0 },
+	{ "threshold", RCLI_THRESHOLD, "PCT", "hide entries below PCT percent", 0 },
+	{ "source-dir", RCLI_SOURCE_DIR, "DIR", "where source files are (annotate --source)", 0 },
+	{ "no-host-kernel", RCLI_NO_HOST_KERNEL, NULL,
+	  "never use the host's /boot or /lib/modules", 0 },
+	{ "previous", RCLI_PREVIOUS, NULL, "read samples/previous instead of current", 0 },
+	{ "exclude", RCLI_EXCLUDE, "idle,boot", "leave out (idle) and (firmware/boot) samples", 0 },
+	{ "PROFILE SPEC", 0, NULL, "guest:NAME image:PATH tgid:N tid:N cpu:N event:NAME "
+	  "(globs for guest and image; comma lists)", OPTS_POSITIONAL },
+	{ 0 },
+};
+
 void report_cli_init(struct report_cli *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -71,8 +93,7 @@ int report_cli_opt(struct report_cli *c, int opt, char *arg, char *err, size_t e
 	char *end, *eq;
 
 	switch (opt) {
-	case 'd':		/* -d DIR, as in run and attach */
-	case RCLI_SESSION:
+	case RCLI_SESSION:	/* -d DIR, as in run and attach */
 		c->ro.session_dir = arg;
 		return 1;
 	case RCLI_GUEST_ROOT:
@@ -125,8 +146,7 @@ int report_cli_opt(struct report_cli *c, int opt, char *arg, char *err, size_t e
 		else
 			c->ro.keep &= ~mask;
 		return 1;
-	case 't':		/* -t PCT, in every report command */
-	case RCLI_THRESHOLD:
+	case RCLI_THRESHOLD:	/* -t PCT, in every report command */
 		c->threshold = strtod(arg, &end);
 		if (end == arg || *end || c->threshold < 0 || c->threshold > 100) {
 			snprintf(err, errlen, "--threshold '%s': expected a percentage 0-100", arg);

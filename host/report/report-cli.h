@@ -7,58 +7,30 @@
 #ifndef OPVM_REPORT_CLI_H
 #define OPVM_REPORT_CLI_H
 
-#include <getopt.h>
-
 #include "host/report/report.h"
+#include "lib/options.h"
 
 #define REPORT_CLI_MAX_ROOTS	16
 
 enum report_cli_opt {
-	RCLI_SESSION = 0x100,
-	RCLI_GUEST_ROOT,
+	RCLI_SESSION = 'd',
+	RCLI_THRESHOLD = 't',
+	RCLI_GUEST_ROOT = OPTS_LONG_ONLY,
 	RCLI_VMLINUX,
 	RCLI_SYSTEM_MAP,
 	RCLI_KALLSYMS,
 	RCLI_SEPARATE,
 	RCLI_MERGE,
-	RCLI_THRESHOLD,
 	RCLI_SOURCE_DIR,
 	RCLI_NO_HOST_KERNEL,
 	RCLI_PREVIOUS,
 	RCLI_EXCLUDE,
+	RCLI_END		/* the commands' own keys start here */
 };
 
-/* getopt_long entries for the shared options (end of the caller's table). */
-#define REPORT_CLI_LONGOPTS						\
-	{ "session-dir", required_argument, NULL, RCLI_SESSION },	\
-	{ "guest-root", required_argument, NULL, RCLI_GUEST_ROOT },	\
-	{ "vmlinux", required_argument, NULL, RCLI_VMLINUX },		\
-	{ "system-map", required_argument, NULL, RCLI_SYSTEM_MAP },	\
-	{ "kallsyms", required_argument, NULL, RCLI_KALLSYMS },		\
-	{ "separate", required_argument, NULL, RCLI_SEPARATE },		\
-	{ "merge", required_argument, NULL, RCLI_MERGE },		\
-	{ "threshold", required_argument, NULL, RCLI_THRESHOLD },	\
-	{ "source-dir", required_argument, NULL, RCLI_SOURCE_DIR },	\
-	{ "no-host-kernel", no_argument, NULL, RCLI_NO_HOST_KERNEL },	\
-	{ "previous", no_argument, NULL, RCLI_PREVIOUS },		\
-	{ "exclude", required_argument, NULL, RCLI_EXCLUDE }
-
-#define REPORT_CLI_HELP							\
-	"  -d, --session-dir DIR  session to read (default ./opvm_data)\n"	\
-	"  --guest-root [GUEST=]DIR  the guest's root file system (binaries,\n" \
-	"                         boot/System.map-*, lib/modules); repeatable\n" \
-	"  --vmlinux FILE         guest kernel: a vmlinux with symbols, or a\n"	\
-	"                         stripped vmlinux/vmlinuz for annotate's code\n" \
-	"  --system-map FILE      guest System.map (or --kallsyms FILE)\n"	\
-	"  --separate LIST        keep apart: guest,lib,kernel,thread,cpu\n"	\
-	"  --merge LIST           merge: guest,lib,kernel,thread,cpu,all\n"	\
-	"  --threshold PCT        hide entries below PCT percent\n"		\
-	"  --source-dir DIR       where source files are (annotate --source)\n" \
-	"  --no-host-kernel       never use the host's /boot or /lib/modules\n" \
-	"  --previous             read samples/previous instead of current\n" \
-	"  --exclude idle,boot    leave out (idle) and (firmware/boot) samples\n" \
-	"  PROFILE SPEC           guest:NAME image:PATH tgid:N tid:N cpu:N event:NAME\n" \
-	"                         (globs for guest and image; comma lists)\n"
+/* The shared options' table (lib/options.h), included by report, annotate
+ * and export; ends with the PROFILE SPEC argument's help. */
+extern const struct opt_def report_cli_options[];
 
 struct report_cli {
 	struct report_opts ro;
@@ -71,9 +43,9 @@ struct report_cli {
 };
 
 void report_cli_init(struct report_cli *c);
-/* Handles one shared option (getopt_long's result; 't' and 'd', for -t and
- * -d, are RCLI_THRESHOLD and RCLI_SESSION).  Returns 1 when handled, 0 when the option is not a
- * shared one, -EINVAL with a message in err when its value is bad. */
+/* Handles one option of report_cli_options.  Returns 1 when handled, 0 when
+ * the option is not a shared one, -EINVAL with a message in err when its
+ * value is bad. */
 int report_cli_opt(struct report_cli *c, int opt, char *arg, char *err, size_t errlen);
 /* A positional argument: a profile-spec term.  0 or -EINVAL (+ err). */
 int report_cli_spec(struct report_cli *c, char *arg, char *err, size_t errlen);

@@ -55,15 +55,8 @@ const char *strpool_intern(struct strpool *p, const char *s, int borrow)
 	if (borrow) {
 		p->slots[h] = s;
 	} else {
-		if (p->nr_owned == p->cap_owned) {
-			size_t nc = p->cap_owned ? p->cap_owned * 2 : 256;
-			char **o = realloc(p->owned, nc * sizeof(*o));
-
-			if (!o)
-				return NULL;
-			p->owned = o;
-			p->cap_owned = nc;
-		}
+		if (UTIL_GROW(p->owned, p->cap_owned, p->nr_owned + 1, 256))
+			return NULL;
 		c = strdup(s);
 		if (!c)
 			return NULL;

@@ -498,22 +498,21 @@ static int snode_cmp(const void *pa, const void *pb)
 	return 0;
 }
 
-void report_print_summary(FILE *f, const struct report *r, const struct report_print_opts *po)
-{
-	const struct report_row **v = malloc((r->nr_rows ? r->nr_rows : 1) * sizeof(*v));
-	struct snode *guests = calloc(r->nr_rows + 1, sizeof(*guests));
-	struct snode *apps = calloc(r->nr_rows + 1, sizeof(*apps));
-	struct snode *images = calloc(r->nr_rows + 1, sizeof(*images));
-	size_t ng = 0, na = 0, ni = 0;
-	int depth;
+/* The summary's tree: guests > applications > images, in arrays where a
+ * node's children are [child, child + nr_child) of the next level. */
+struct stree {
+	struct snode *guests, *apps, *images;
+	size_t ng, na, ni;
+};
 
-	if (!v || !guests || !apps || !images)
-		goto out;
-	for (size_t i = 0; i < r->nr_rows; i++)
-		v[i] = &r->rows[i];
-	qsort(v, r->nr_rows, sizeof(*v), row_group_cmp);
-	/* Rows of one image (different symbols) fold into one image node. */
-	for (size_t i = 0; i < r->nr_rows; i++) {
+/* v (sorted by group) folded into t, each level sorted by samples.  Rows
+ * of one image (different symbols) fold into one image node. */
+static void stree_build(struct stree *t, const struct report_row *const *v, size_t n)
+{
+	struct snode *guests = t->guests, *apps = t->apps, *images = t->images;
+	size_t ng = 0, na = 0, ni = 0;
+
+	for (size_t i = 0; i < n; i++) {
 		const struct report_row *row = v[i];
 		int new_guest = !ng || strcmp(guests[ng - 1].first->guest, row->guest);
 		int new_app = new_guest || !same_app(apps[na - 1].first, row);
@@ -539,50 +538,75 @@ void report_print_summary(FILE *f, const struct report *r, const struct report_p
 	for (size_t i = 0; i < ng; i++)
 		qsort(apps + guests[i].child, guests[i].nr_child, sizeof(*apps), snode_cmp);
 	qsort(guests, ng, sizeof(*guests), snode_cmp);
+	t->ng = ng;
+	t->na = na;
+	t->ni = ni;
+}
+
+/* Application a's line, and its images' at depth 3. */
+static void print_app(FILE *f, const struct report *r, const struct report_print_opts *po,
+		      int depth, const struct stree *t, size_t a)
+{
+	const struct snode *app = &t->apps[a];
+	double ap = pct(app->samples, r->total);
+	char cnt[OPVM_COUNT_BUF], b1[ESC_MAX], label[512];
+
+	if (po && ap < po->threshold)
+		return;
+	app_label(app->first, 1, label, sizeof(label));
+	fprintf(f, "%8s %8.4f    %s\n", stats_fmt_count(app->samples, cnt), ap, label);
+	for (size_t k = app->child; depth > 2 && k < app->child + app->nr_child; k++) {
+		const struct snode *img = &t->images[k];
+		double ip = pct(img->samples, r->total);
+
+		if (po && ip < po->threshold)
+			continue;
+		/* an application that is its one image: one line */
+		if (app->nr_child == 1 && !strcmp(label, esc(b1, disp(img->first->image, 1))))
+			continue;
+		fprintf(f, "%8s %8.4f      %s\n", stats_fmt_count(img->samples, cnt), ip,
+			esc(b1, disp(img->first->image, 1)));
+	}
+}
+
+void report_print_summary(FILE *f, const struct report *r, const struct report_print_opts *po)
+{
+	const struct report_row **v = malloc((r->nr_rows ? r->nr_rows : 1) * sizeof(*v));
+	struct stree t = {
+		.guests = calloc(r->nr_rows + 1, sizeof(*t.guests)),
+		.apps = calloc(r->nr_rows + 1, sizeof(*t.apps)),
+		.images = calloc(r->nr_rows + 1, sizeof(*t.images)),
+	};
+	int depth;
+
+	if (!v || !t.guests || !t.apps || !t.images)
+		goto out;
+	for (size_t i = 0; i < r->nr_rows; i++)
+		v[i] = &r->rows[i];
+	qsort(v, r->nr_rows, sizeof(*v), row_group_cmp);
+	stree_build(&t, v, r->nr_rows);
 
 	depth = po && po->depth > 0 ? po->depth : 3;
 	fprintf(f, "%8s %8s  %s\n", "samples", "%",
 		depth == 1 ? "guest" : depth == 2 ? "guest / application" :
 		"guest / application / image");
-	for (size_t g = 0; g < ng; g++) {
-		double gp = pct(guests[g].samples, r->total);
+	for (size_t g = 0; g < t.ng; g++) {
+		const struct snode *guest = &t.guests[g];
+		double gp = pct(guest->samples, r->total);
 		char cnt[OPVM_COUNT_BUF], b1[ESC_MAX];
 
 		if (po && gp < po->threshold)
 			continue;
-		fprintf(f, "%8s %8.4f  %s\n", stats_fmt_count(guests[g].samples, cnt),
-			gp, esc(b1, guests[g].first->guest));
-		for (size_t a = guests[g].child;
-		     depth > 1 && a < guests[g].child + guests[g].nr_child; a++) {
-			double ap = pct(apps[a].samples, r->total);
-			char label[512];
-
-			if (po && ap < po->threshold)
-				continue;
-			app_label(apps[a].first, 1, label, sizeof(label));
-			fprintf(f, "%8s %8.4f    %s\n", stats_fmt_count(apps[a].samples, cnt),
-				ap, label);
-			for (size_t k = apps[a].child;
-			     depth > 2 && k < apps[a].child + apps[a].nr_child; k++) {
-				double ip = pct(images[k].samples, r->total);
-
-				if (po && ip < po->threshold)
-					continue;
-				/* an application that is its one image: one line */
-				if (apps[a].nr_child == 1 &&
-				    !strcmp(label, esc(b1, disp(images[k].first->image, 1))))
-					continue;
-				fprintf(f, "%8s %8.4f      %s\n",
-					stats_fmt_count(images[k].samples, cnt), ip,
-					esc(b1, disp(images[k].first->image, 1)));
-			}
-		}
+		fprintf(f, "%8s %8.4f  %s\n", stats_fmt_count(guest->samples, cnt),
+			gp, esc(b1, guest->first->guest));
+		for (size_t a = guest->child; depth > 1 && a < guest->child + guest->nr_child; a++)
+			print_app(f, r, po, depth, &t, a);
 	}
 out:
 	free(v);
-	free(guests);
-	free(apps);
-	free(images);
+	free(t.guests);
+	free(t.apps);
+	free(t.images);
 }
 
 /* ---- symbols (-l, -d) ----------------------------------------------------------- */

@@ -220,15 +220,8 @@ static int collect_cb(const struct store_entry *e, void *arg)
 	struct report_priv *p = r->priv;
 	struct entry *n;
 
-	if (p->nr_entries == p->cap_entries) {
-		size_t nc = p->cap_entries ? p->cap_entries * 2 : 256;
-		struct entry *t = realloc(p->entries, nc * sizeof(*t));
-
-		if (!t)
-			return -ENOMEM;
-		p->entries = t;
-		p->cap_entries = nc;
-	}
+	if (UTIL_GROW(p->entries, p->cap_entries, p->nr_entries + 1, 256))
+		return -ENOMEM;
 	n = &p->entries[p->nr_entries];
 	n->path = strpool_intern(&p->pool, e->path, 0);
 	n->guest = strpool_intern(&p->pool, e->guest, 0);
@@ -355,15 +348,8 @@ static struct report_row *row_get(struct report *r, const struct report_row *key
 		if (row_eq(row, key))
 			return row;
 	}
-	if (r->nr_rows == p->rows_cap) {
-		size_t nc = p->rows_cap ? p->rows_cap * 2 : 1024;
-		struct report_row *t = realloc(r->rows, nc * sizeof(*t));
-
-		if (!t)
-			return NULL;
-		r->rows = t;
-		p->rows_cap = nc;
-	}
+	if (UTIL_GROW(r->rows, p->rows_cap, r->nr_rows + 1, 1024))
+		return NULL;
 	r->rows[r->nr_rows] = *key;
 	r->rows[r->nr_rows].samples = 0;
 	r->rows[r->nr_rows].addrs = NULL;
@@ -587,79 +573,101 @@ static int file_by_symbol(struct report *r, struct file_ctx *c, struct sfile_rea
 	return 0;
 }
 
+/* The file's image with its symbols (symbols wanted): 0 or -ENOMEM. */
+static int file_image(struct file_ctx *c, const struct report_opts *o, const struct entry *e,
+		      struct report_guest *g, const struct sfile_info *info)
+{
+	struct symres_kernel k = {
+		.release = g->kernel_release, .text_addr = g->text_addr,
+		.anchor_name = g->anchor_name, .anchor_addr = g->anchor_addr,
+	};
+
+	c->img = symres_image(o->res, e->guest, e->image, e->kernel,
+			      info->build_id_len ? info->build_id : NULL,
+			      info->build_id_len, &k);
+	if (!c->img)
+		return -ENOMEM;
+	c->is_kernel = simage_is_kernel(c->img);
+	if (simage_warning(c->img) && !g->kernel_warn[0])
+		snprintf(g->kernel_warn, sizeof(g->kernel_warn), "%s", simage_warning(c->img));
+	return 0;
+}
+
+/* A file without symbols to split it by: its total on one row.  0, 1 for
+ * a bad file (counted), or -ENOMEM. */
+static int file_sum(struct report *r, struct file_ctx *c, struct sfile_reader *sr,
+		    const struct report_opts *o, struct report_row *key)
+{
+	struct report_row *row;
+
+	if (sfile_reader_foreach(sr, file_sum_cb, c)) {
+		r->bad_files++;
+		return 1;
+	}
+	key->symbol = NULL;
+	row = row_get(r, key);
+	if (!row)
+		return -ENOMEM;
+	row->samples = util_sat_add(row->samples, c->total);
+	row->img = c->img;
+	if (o->symbols)
+		r->unresolved = util_sat_add(r->unresolved, c->total);
+	return 0;
+}
+
+/* An image whose symbols could not be read: its samples on the problem
+ * list.  0 or -ENOMEM. */
+static int file_problem(struct report *r, const struct file_ctx *c, const struct entry *e)
+{
+	struct report_problem *pr;
+
+	if (!c->img || simage_state(c->img) == SIMAGE_OK || simage_state(c->img) == SIMAGE_ANON)
+		return 0;
+	pr = problem_get(r, e->guest, e->image, c->img);
+	if (!pr)
+		return -ENOMEM;
+	pr->samples = util_sat_add(pr->samples, c->total);
+	if (pr->state == SIMAGE_MISMATCH)
+		r->mismatch_samples = util_sat_add(r->mismatch_samples, c->total);
+	return 0;
+}
+
 static int read_file(struct report *r, const struct report_opts *o, const struct entry *e,
 		     struct report_guest *g, struct report_row *key)
 {
 	struct file_ctx c = { .r = r, .key = key, .only_symbol = o->only_symbol };
 	struct sfile_reader *sr;
-	const struct sfile_info *info;
-	struct symres_kernel k = {
-		.release = g->kernel_release, .text_addr = g->text_addr,
-		.anchor_name = g->anchor_name, .anchor_addr = g->anchor_addr,
-	};
-	struct report_row *row;
 	uint64_t unresolved0 = r->unresolved;
 	size_t nsyms = 0;
-	int ret;
+	int ret = 0;
 
 	sr = sfile_reader_open(e->path, NULL, 0);
 	if (!sr) {
 		r->bad_files++;
 		return 0;
 	}
-	info = sfile_reader_info(sr);
 	if (o->symbols && o->res) {
-		c.img = symres_image(o->res, e->guest, e->image, e->kernel,
-				     info->build_id_len ? info->build_id : NULL,
-				     info->build_id_len, &k);
-		if (!c.img) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		nsyms = simage_nr_syms(c.img);
-		c.is_kernel = simage_is_kernel(c.img);
-		if (simage_warning(c.img) && !g->kernel_warn[0])
-			snprintf(g->kernel_warn, sizeof(g->kernel_warn), "%s",
-				 simage_warning(c.img));
-	}
-
-	if (c.img && nsyms) {
-		ret = file_by_symbol(r, &c, sr, nsyms);
+		ret = file_image(&c, o, e, g, sfile_reader_info(sr));
 		if (ret)
 			goto out;
-		if (c.bad) {
+		nsyms = simage_nr_syms(c.img);
+	}
+	if (c.img && nsyms) {
+		ret = file_by_symbol(r, &c, sr, nsyms);
+		if (!ret && c.bad)
 			r->bad_files++;
+		if (ret || c.bad)
 			goto out;
-		}
 	} else {
-		ret = sfile_reader_foreach(sr, file_sum_cb, &c);
+		ret = file_sum(r, &c, sr, o, key);
 		if (ret) {
-			r->bad_files++;
-			ret = 0;
+			ret = ret < 0 ? ret : 0;
 			goto out;
 		}
-		key->symbol = NULL;
-		row = row_get(r, key);
-		if (!row) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		row->samples = util_sat_add(row->samples, c.total);
-		row->img = c.img;
-		if (o->symbols)
-			r->unresolved = util_sat_add(r->unresolved, c.total);
 	}
-	if (c.img && simage_state(c.img) != SIMAGE_OK && simage_state(c.img) != SIMAGE_ANON) {
-		struct report_problem *pr = problem_get(r, e->guest, e->image, c.img);
-
-		if (!pr) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		pr->samples = util_sat_add(pr->samples, c.total);
-		if (pr->state == SIMAGE_MISMATCH)
-			r->mismatch_samples = util_sat_add(r->mismatch_samples, c.total);
-	}
+	ret = file_problem(r, &c, e);
+	if (ret)
+		goto out;
 	if (o->details) {
 		c.details = 1;
 		ret = sfile_reader_foreach(sr, file_detail_cb, &c);
@@ -884,19 +892,14 @@ static int check_recorded(const struct report *r, unsigned keep, char *err, size
 	return 0;
 }
 
-struct report *report_load(const struct report_opts *o, char *err, size_t errlen)
+/* The session's sample files listed (r->priv->entries), its guests' headers
+ * read, and the event picked.  0, or -errno with err set (-ENOMEM: not). */
+static int load_entries(struct report *r, const struct report_opts *o, char *err,
+			size_t errlen)
 {
-	struct report *r = calloc(1, sizeof(*r));
-	const char *which = o->which ? o->which : "current";
+	const char *which = r->priv->which;
 	size_t skipped = 0;
-	int ret = -ENOMEM;
-
-	if (!r || !(r->priv = calloc(1, sizeof(*r->priv))))
-		goto fail;
-	r->priv->session_dir = o->session_dir ? o->session_dir : "./opvm_data";
-	r->priv->which = which;
-	r->keep = o->keep;
-	r->symbols = o->symbols;
+	int ret;
 
 	ret = store_walk(r->priv->session_dir, which, collect_cb, r, &skipped);
 	r->skipped_files = skipped;
@@ -904,48 +907,48 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 		util_seterr(err, errlen, "%s holds no samples (no guests/ directory): "
 			    "profile with 'opvm run' or 'opvm attach', or give --session-dir DIR",
 			    r->priv->session_dir);
-		goto fail;
+		return ret;
 	}
 	if (ret) {
 		util_seterr(err, errlen, "%s: %s", r->priv->session_dir, strerror(-ret));
-		goto fail;
+		return ret;
 	}
 	if (!r->priv->nr_entries) {
 		util_seterr(err, errlen, "%s holds no sample files for samples/%s",
 			    r->priv->session_dir, which);
-		ret = -ENOENT;
-		goto fail;
+		return -ENOENT;
 	}
 	/* Header data of every guest first: the event choice looks at it. */
-	for (size_t i = 0; i < r->priv->nr_entries; i++) {
-		if (!guest_get(r, &r->priv->entries[i])) {
-			ret = -ENOMEM;
-			goto fail;
-		}
-	}
+	for (size_t i = 0; i < r->priv->nr_entries; i++)
+		if (!guest_get(r, &r->priv->entries[i]))
+			return -ENOMEM;
 	if (check_guest_filter(r, &o->filter, err, errlen) ||
-	    check_recorded(r, o->keep, err, errlen)) {
-		ret = -ENOENT;
-		goto fail;
-	}
+	    check_recorded(r, o->keep, err, errlen))
+		return -ENOENT;
 	r->event = pick_event(r, o);
 	if (!r->event) {
 		util_seterr(err, errlen, "no samples of the event asked for");
-		ret = -ENOENT;
-		goto fail;
+		return -ENOENT;
 	}
+	return 0;
+}
+
+/* Every listed file of the event that passes the filter, read into rows.
+ * 0, or -errno with err set. */
+static int load_files(struct report *r, const struct report_opts *o, char *err,
+		      size_t errlen)
+{
+	const struct report_filter *f = &o->filter;
+	int ret;
 
 	for (size_t i = 0; i < r->priv->nr_entries; i++) {
 		const struct entry *e = &r->priv->entries[i];
-		const struct report_filter *f = &o->filter;
 		struct report_row key = { 0 };
 		struct report_guest *g;
 
 		if (e->event != r->event) {
-			if (note_other_event(r, e->event)) {
-				ret = -ENOMEM;
-				goto fail;
-			}
+			if (note_other_event(r, e->event))
+				return -ENOMEM;
 			continue;
 		}
 		if (!match_str(f->guest, f->nr_guest, e->guest, 0) ||
@@ -958,21 +961,36 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 		if (excluded(r, o, e))
 			continue;
 		g = guest_get(r, e);
-		if (!g) {
-			ret = -ENOMEM;
-			goto fail;
-		}
+		if (!g)
+			return -ENOMEM;
 		entry_key(r, o->keep, e, &key);
-		if (!key.guest) {
-			ret = -ENOMEM;
-			goto fail;
-		}
+		if (!key.guest)
+			return -ENOMEM;
 		ret = read_file(r, o, e, g, &key);
 		if (ret) {
 			util_seterr(err, errlen, "%s: %s", e->path, strerror(-ret));
-			goto fail;
+			return ret;
 		}
 	}
+	return 0;
+}
+
+struct report *report_load(const struct report_opts *o, char *err, size_t errlen)
+{
+	struct report *r = calloc(1, sizeof(*r));
+	int ret = -ENOMEM;
+
+	if (!r || !(r->priv = calloc(1, sizeof(*r->priv))))
+		goto fail;
+	r->priv->session_dir = o->session_dir ? o->session_dir : "./opvm_data";
+	r->priv->which = o->which ? o->which : "current";
+	r->keep = o->keep;
+	r->symbols = o->symbols;
+	ret = load_entries(r, o, err, errlen);
+	if (!ret)
+		ret = load_files(r, o, err, errlen);
+	if (ret)
+		goto fail;
 	report_totals(r);
 	if (r->event)
 		r->event = strdup(r->event);

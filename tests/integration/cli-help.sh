@@ -1,7 +1,9 @@
 #!/bin/bash
 # The CLI's own help: `opvm help`, `opvm help CMD`, `opvm version`, and the
-# bash completion (which reads the help text) completing commands, options
+# bash completion (commands from the help text, options from the tables)
+# completing commands, options
 # and `help CMD`; `make install` puts the binary and completion in place.
+# (cli-options.sh checks each option table against help, man and completion.)
 set -u
 BUILD=${BUILD:-build}
 OPVM=${OPVM:-$BUILD/opvm}

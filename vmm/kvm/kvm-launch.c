@@ -33,7 +33,7 @@
 
 enum {
 	OPT_KERNEL = BACKEND_OPT, OPT_INITRD, OPT_APPEND, OPT_SMP, OPT_MAX_RATE,
-	OPT_NAME, OPT_CONSOLE,
+	OPT_NAME, OPT_CONSOLE, OPT_MEM,
 };
 
 struct klaunch {
@@ -54,17 +54,22 @@ struct klaunch {
 	int con_started;
 };
 
-static const struct option klaunch_options[] = {
-	{ "kernel", required_argument, NULL, OPT_KERNEL },
-	{ "initrd", required_argument, NULL, OPT_INITRD },
-	{ "append", required_argument, NULL, OPT_APPEND },
-	{ "smp", required_argument, NULL, OPT_SMP },
-	{ "mem", required_argument, NULL, 'm' },
-	{ "memory", required_argument, NULL, 'm' },
-	{ "max-rate", required_argument, NULL, OPT_MAX_RATE },
-	{ "name", required_argument, NULL, OPT_NAME },
-	{ "console", no_argument, NULL, OPT_CONSOLE },
-	{ 0 }
+static const struct opt_def klaunch_options[] = {
+	{ "kernel", OPT_KERNEL, "FILE", "Linux bzImage, or a freestanding ELF64 test guest "
+	  "(tests/guests/) entered in long mode", 0 },
+	{ "initrd", OPT_INITRD, "FILE", "initramfs (Linux only)", 0 },
+	{ "append", OPT_APPEND, "STRING", "extra kernel command line (console=ttyS0 and "
+	  "earlyprintk=serial are always given)", 0 },
+	{ "smp", OPT_SMP, "N", "vCPUs (default 1)", 0 },
+	{ "memory", 'm', "MB", "guest memory in MiB (default 512)", 0 },
+	{ "mem", OPT_MEM, "MB", "the same", 0 },
+	{ "max-rate", OPT_MAX_RATE, "N", "cap samples per second per vCPU (default 10000); "
+	  "ticks above it are counted as throttled", 0 },
+	{ "name", OPT_NAME, "NAME", "the guest's name in the session (default guest)", 0 },
+	{ "console", OPT_CONSOLE, NULL, "also copy the guest console to stdout", 0 },
+	{ "-e NAME[:count[:unitmask[:kernel[:user]]]]", 0, NULL, "up to 8 times; default: "
+	  "cycles with a PMU, else TIMER", OPTS_POSITIONAL },
+	{ 0 },
 };
 
 static void *klaunch_new(void)
@@ -89,7 +94,7 @@ static int klaunch_parse(void *st, int opt, const char *arg, char *err, size_t e
 	case OPT_INITRD: k->initrd = arg; break;
 	case OPT_APPEND: k->append = arg; break;
 	case OPT_SMP: k->smp = (unsigned)strtoul(arg, NULL, 10); break;
-	case 'm': k->mem_mb = (unsigned)strtoul(arg, NULL, 10); break;
+	case 'm': case OPT_MEM: k->mem_mb = (unsigned)strtoul(arg, NULL, 10); break;
 	case OPT_MAX_RATE: k->max_rate = (unsigned)strtoul(arg, NULL, 10); break;
 	case OPT_NAME: k->name = arg; break;
 	case OPT_CONSOLE: k->show_console = 1; break;
@@ -428,21 +433,6 @@ const struct backend_ops kvm_backend = {
 	.kind = BACKEND_LAUNCH,
 	.help = "boot under the built-in KVM VMM, perf event per vCPU",
 	.options = klaunch_options,
-	.short_options = "m:",
-	.usage =
-"  --kernel FILE      Linux bzImage, or a freestanding ELF64 test guest\n"
-"                     (tests/guests/) entered in long mode\n"
-"  --initrd FILE      initramfs (Linux only)\n"
-"  --append STRING    extra kernel command line (console=ttyS0 and\n"
-"                     earlyprintk=serial are always given)\n"
-"  --smp N            vCPUs (default 1)\n"
-"  -m, --mem MB       guest memory in MiB (default 512)\n"
-"  --max-rate N       cap samples per second per vCPU (default 10000);\n"
-"                     ticks above it are counted as throttled\n"
-"  --name NAME        the guest's name in the session (default guest)\n"
-"  --console          also copy the guest console to stdout\n"
-"  (-e NAME[:count[:unitmask[:kernel[:user]]]] up to 8 times; default:\n"
-"  cycles with a PMU, else TIMER)\n",
 	.new = klaunch_new,
 	.parse = klaunch_parse,
 	.prepare = klaunch_prepare,

@@ -77,19 +77,27 @@ struct qlaunch {
 	struct guestmem *imem;		/* the guest's RAM for introspection */
 };
 
-static const struct option qlaunch_options[] = {
-	{ "kernel", required_argument, NULL, OPT_KERNEL },
-	{ "initrd", required_argument, NULL, OPT_INITRD },
-	{ "append", required_argument, NULL, OPT_APPEND },
-	{ "workload", required_argument, NULL, OPT_WORKLOAD },
-	{ "smp", required_argument, NULL, OPT_SMP },
-	{ "memory", required_argument, NULL, 'm' },
-	{ "accel", required_argument, NULL, OPT_ACCEL },
-	{ "name", required_argument, NULL, OPT_NAME },
-	{ "console", no_argument, NULL, OPT_CONSOLE },
-	{ "qemu", required_argument, NULL, OPT_QEMU },
-	{ "disk", required_argument, NULL, OPT_DISK },
-	{ 0 }
+static const struct opt_def qlaunch_options[] = {
+	{ "kernel", OPT_KERNEL, "FILE", "guest kernel (bzImage); without it, the test image "
+	  "that `make images` builds (build/images)", 0 },
+	{ "disk", OPT_DISK, "IMAGE", "boot a disk image (its root file system is /dev/vda) "
+	  "with the kernel and initrd in its own /boot, unless --kernel is given; writes go "
+	  "to a temporary overlay, the image is not changed (default memory 1024 MB)", 0 },
+	{ "initrd", OPT_INITRD, "FILE", "initramfs", 0 },
+	{ "append", OPT_APPEND, "STRING", "extra kernel command line (console=ttyS0 is "
+	  "always given)", 0 },
+	{ "workload", OPT_WORKLOAD, "NAME", "test image or disk: run workload NAME (adds "
+	  "opvm.workload=NAME); the image is $OPVM_IMAGES, else build/images beside the "
+	  "binary or in the current directory", 0 },
+	{ "smp", OPT_SMP, "N", "vCPUs (default 2)", 0 },
+	{ "memory", 'm', "MB", "guest memory (default 512)", 0 },
+	{ "accel", OPT_ACCEL, "tcg|kvm", "QEMU accelerator (default tcg)", 0 },
+	{ "name", OPT_NAME, "NAME", "the guest's name in the session (default guest)", 0 },
+	{ "console", OPT_CONSOLE, NULL, "also copy the guest console to stdout (it is always "
+	  "saved to SESSION/guests/NAME/console.log)", 0 },
+	{ "qemu", OPT_QEMU, "BINARY", "QEMU to run (default qemu-system-x86_64)", 0 },
+	{ "-- ARGS", 0, NULL, "passed to QEMU as they are", OPTS_POSITIONAL },
+	{ 0 },
 };
 
 static void *qlaunch_new(void)
@@ -770,28 +778,6 @@ const struct backend_ops qemu_backend = {
 	.callgraph = 1,
 	.help = "boot under QEMU (TCG or KVM), sample via its gdbstub",
 	.options = qlaunch_options,
-	.short_options = "m:",
-	.usage =
-"  --kernel FILE      guest kernel (bzImage); without it, the test image\n"
-"                     that `make images` builds (build/images)\n"
-"  --disk IMAGE       boot a disk image (its root file system is /dev/vda)\n"
-"                     with the kernel and initrd in its own /boot, unless\n"
-"                     --kernel is given; writes go to a temporary overlay,\n"
-"                     the image is not changed (default memory 1024 MB)\n"
-"  --initrd FILE      initramfs\n"
-"  --append STRING    extra kernel command line (console=ttyS0 is always given)\n"
-"  --workload NAME    test image or disk: run workload NAME (adds\n"
-"                     opvm.workload=NAME);\n"
-"                     the image is $OPVM_IMAGES, else build/images beside\n"
-"                     the binary or in the current directory\n"
-"  --smp N            vCPUs (default 2)\n"
-"  -m, --memory MB    guest memory (default 512)\n"
-"  --accel tcg|kvm    QEMU accelerator (default tcg)\n"
-"  --name NAME        the guest's name in the session (default guest)\n"
-"  --console          also copy the guest console to stdout (it is always\n"
-"                     saved to SESSION/guests/NAME/console.log)\n"
-"  --qemu BINARY      QEMU to run (default qemu-system-x86_64)\n"
-"  -- ARGS            passed to QEMU as they are\n",
 	.new = qlaunch_new,
 	.parse = qlaunch_parse,
 	.prepare = qlaunch_prepare,
