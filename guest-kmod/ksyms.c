@@ -34,6 +34,7 @@
 static struct {
 	struct mutex lock;	/* everything below; the work holds it */
 	bool active;
+	bool modules_only;	/* "kmod": no vmlinux regions */
 	unsigned long addr;	/* next address to look at */
 	unsigned long end;	/* end of the current region */
 	unsigned int region;	/* next_region(): 0 text, 1 init, 2.. modules */
@@ -172,12 +173,13 @@ static void build_record(void)
 	}
 	memset(&walk.rec.e, 0, sizeof(walk.rec.e));
 	walk.rec.e.nr_syms = walk.nr;
-	walk.rec.e.flags = OPVM_KSYMS_MODULE_WALK;
+	walk.rec.e.flags = OPVM_KSYMS_MODULE_WALK |
+			   (walk.modules_only ? OPVM_KSYMS_MODULES_ONLY : 0);
 	walk.rec.e.hdr.type = OPVM_REC_KSYMS_END;
 	walk.rec.e.hdr.len = sizeof(walk.rec.e);
 	walk.active = false;	/* once this record is in */
-	pr_info("kernel symbols: %llu sent in %lld ms\n", walk.nr,
-		ktime_ms_delta(ktime_get(), walk.t0));
+	pr_info("%s symbols: %llu sent in %lld ms\n", walk.modules_only ? "module" : "kernel",
+		walk.nr, ktime_ms_delta(ktime_get(), walk.t0));
 }
 
 static void ksyms_work_fn(struct work_struct *work)
@@ -202,19 +204,27 @@ out:
 	mutex_unlock(&walk.lock);
 }
 
-void opvm_ksyms_start(void)
+void opvm_ksyms_start(bool modules_only)
 {
 	opvm_ksyms_cancel();
 	mutex_lock(&walk.lock);
-	walk.region = 0;
+	walk.modules_only = modules_only;
 	walk.module[0] = '\0';
-	kernel_region("_stext", "_etext");
+	if (modules_only) {
+		/* the next region is the first module's */
+		walk.region = 1;
+		walk.addr = walk.end = 0;
+	} else {
+		walk.region = 0;
+		kernel_region("_stext", "_etext");
+	}
 	walk.nr = 0;
 	walk.t0 = ktime_get();
 	walk.pending = false;
 	walk.active = true;
 	mutex_unlock(&walk.lock);
-	pr_info("sending the kernel's symbols to the host (kptr_restrict hides them from the relay)\n");
+	if (!modules_only)
+		pr_info("sending the kernel's symbols to the host (kptr_restrict hides them from the relay)\n");
 	queue_delayed_work(system_long_wq, &ksyms_work, 0);
 }
 

@@ -22,6 +22,10 @@
  * their own, paced (ksyms_main()): reading /proc/kallsyms and packing it
  * cost the test guest ~300 M instructions, and done at once they took half
  * of a CPU-bound program's one vCPU for the first second of every session.
+ * And only when the host needs them: it says so after each HELLO
+ * (OPVM_REQ_KSYMS: all, the modules' only, or none, ksyms_decide()); a
+ * host that never says gets all of them OPVM_KSYMS_WAIT_MS after the
+ * session started, as hosts before that word did.
  *
  * Usage: opvm-relay [SOURCE [PORT]]
  *   SOURCE defaults to /dev/opvm; PORT defaults to the virtio port named
@@ -150,6 +154,7 @@ static int find_port(char *out, size_t outlen)
  */
 struct ksyms_job {
 	FILE *f;		/* NULL: idle */
+	int modules_only;	/* vmlinux's lines skipped (an older opvm.ko) */
 	int done;		/* KSYMS_END built */
 	unsigned long long nr;	/* symbols sent */
 	unsigned int flags;	/* OPVM_KSYMS_* */
@@ -299,7 +304,8 @@ static void ksyms_build(struct ksyms_job *j)
 			continue;
 		}
 		memcpy(copy, j->line, strlen(j->line) + 1);
-		if (!relay_ksyms_parse(copy, &addr, &type, &name, &mod, j)) {
+		if (!relay_ksyms_parse(copy, &addr, &type, &name, &mod, j) ||
+		    (j->modules_only && !mod[0])) {
 			j->have_line = 0;
 			continue;
 		}
@@ -319,6 +325,8 @@ static void ksyms_build(struct ksyms_job *j)
 	}
 	if (j->nr >= KSYMS_CAP)
 		j->flags |= OPVM_KSYMS_TRUNCATED;
+	if (j->modules_only)
+		j->flags |= OPVM_KSYMS_MODULES_ONLY;
 	memset(&j->rec.e, 0, sizeof(j->rec.e));
 	j->rec.e.nr_syms = j->nr;
 	j->rec.e.flags = j->flags;
@@ -603,13 +611,25 @@ static int files_step(struct file_job *j, int dev)
 	return 1;
 }
 
-/* One framed request: queued if it is a well-formed FETCH. */
-static void request_take(struct file_job *j, const unsigned char *p, size_t len)
+struct ksyms_thread;
+static void ksyms_word(struct ksyms_thread *t, opvm_u32 want);
+
+/* One framed request: queued if it is a well-formed FETCH; the host's word
+ * on the kernel's symbols goes to their thread; other types are skipped. */
+static void request_take(struct file_job *j, struct ksyms_thread *t, const unsigned char *p,
+			 size_t len)
 {
 	struct opvm_req_fetch r;
 	struct fetch_req *q;
 
 	memcpy(&r, p, sizeof(r));
+	if (r.hdr.type == OPVM_REQ_KSYMS) {
+		struct opvm_req_ksyms k;
+
+		memcpy(&k, p, sizeof(k));	/* len >= sizeof(r) == sizeof(k) */
+		ksyms_word(t, k.want);
+		return;
+	}
 	if (r.hdr.type != OPVM_REQ_FETCH || !r.req_id || !r.build_id_len ||
 	    r.build_id_len > OPVM_BUILD_ID_MAX || !r.path_len ||
 	    r.path_len > OPVM_PATH_MAX || sizeof(r) + r.path_len > len)
@@ -629,7 +649,7 @@ static void request_take(struct file_job *j, const unsigned char *p, size_t len)
 }
 
 /* Reads what the host wrote to the port and frames its requests. */
-static void requests_read(struct file_job *j, int port)
+static void requests_read(struct file_job *j, struct ksyms_thread *t, int port)
 {
 	ssize_t n = read(port, j->in + j->have, sizeof(j->in) - j->have);
 
@@ -647,28 +667,38 @@ static void requests_read(struct file_job *j, int port)
 		}
 		if (j->have < h.len)
 			break;
-		request_take(j, j->in, h.len);
+		request_take(j, t, j->in, h.len);
 		memmove(j->in, j->in + h.len, j->have - h.len);
 		j->have -= h.len;
 	}
 }
 
 /*
- * The symbols thread: sends the kernel's symbols for each host session,
- * as SCHED_BATCH and within its CPU budget (KSYMS_CPU_SHARE).  The main
- * thread publishes the host session in `want` (a generation number, odd
- * while a host is connected, KSYMS_QUIT to stop; KSYMS_HURRY set when the
- * relay is stopping: the budget is lifted, the guest is shutting down) and
- * writes a byte to a pipe to wake the thread; it never waits for it (a
- * full pipe already holds a wake-up).
+ * The symbols thread: sends the kernel's symbols for each host session
+ * that asks for them, as SCHED_BATCH and within its CPU budget
+ * (KSYMS_CPU_SHARE).  The main thread publishes the host session in `want`
+ * (a generation number, odd while a host is connected, KSYMS_QUIT to stop;
+ * KSYMS_HURRY set when the relay is stopping: the budget is lifted, the
+ * guest is shutting down), the host's word for it in `word` (KSYMS_NO_WORD
+ * until it comes; reset before each new generation is published, so a
+ * word is never taken for the wrong session), and writes a byte to a pipe
+ * to wake the thread; it never waits for it (a full pipe already holds a
+ * wake-up).
  */
 #define KSYMS_QUIT	UINT_MAX
 #define KSYMS_HURRY	0x80000000u
+#define KSYMS_NO_WORD	(-1)
 
 struct ksyms_thread {
 	atomic_uint want;	/* written by the main thread */
+	atomic_int word;	/* the host's OPVM_KSYMS_WANT_*, or KSYMS_NO_WORD */
 	atomic_int active;	/* a job is under way: the main thread waits */
 	unsigned int have;	/* the session the thread works for */
+	int undecided;		/* have's session waits for the host's word */
+	int kmod_pending;	/* "kmod" to write once the module takes it */
+	unsigned long long since;	/* have's start (CLOCK_MONOTONIC ns) */
+	/* what the host sessions asked for (the exit line) */
+	unsigned long long said_all, said_modules, said_none, silent;
 	int wake[2];		/* pipe: [0] the thread's, [1] the main thread's */
 	int dev;		/* /dev/opvm, shared with the main thread */
 	unsigned long long t0, cpu0, idle0;	/* the budget's start: the relay's */
@@ -747,6 +777,58 @@ static int ksyms_budget_wait(struct ksyms_thread *t)
 	return ms < 100 ? (int)ms : 100;
 }
 
+/*
+ * The modules' symbols only: opvm.ko walks their text ("kmod"), which
+ * costs the guest little (no line of /proc/kallsyms is formatted).  An
+ * older opvm.ko refuses the word: the modules' lines of /proc/kallsyms
+ * then, at its full cost.  Returns 1 to try again later.
+ */
+static int ksyms_modules(struct ksyms_thread *t)
+{
+	t->kmod_pending = 0;
+	if (write(t->dev, "kmod", 4) == 4)
+		return 0;
+	if (errno == EAGAIN || errno == EINTR) {
+		t->kmod_pending = 1;
+		return 1;
+	}
+	ksyms_start(&t->job);
+	t->job.modules_only = 1;
+	return 0;
+}
+
+/*
+ * Starts what the host's word asks for in this session, once it came or
+ * OPVM_KSYMS_WAIT_MS passed without one (a host that predates the word:
+ * all, as before it), or the relay is stopping.  Returns 0, or the ms to
+ * wait for the word.
+ */
+static int ksyms_decide(struct ksyms_thread *t)
+{
+	unsigned long long waited = (clock_ns(CLOCK_MONOTONIC) - t->since) / 1000000;
+	int word = atomic_load(&t->word);
+
+	if (!t->undecided)
+		return 0;
+	if (word == KSYMS_NO_WORD && waited < OPVM_KSYMS_WAIT_MS &&
+	    !(atomic_load(&t->want) & KSYMS_HURRY))
+		return (int)(OPVM_KSYMS_WAIT_MS - waited);
+	t->undecided = 0;
+	if (word == OPVM_KSYMS_WANT_NONE) {
+		t->said_none++;
+	} else if (word == OPVM_KSYMS_WANT_MODULES) {
+		t->said_modules++;
+		ksyms_modules(t);
+	} else {
+		if (word == KSYMS_NO_WORD)
+			t->silent++;
+		else
+			t->said_all++;
+		ksyms_start(&t->job);
+	}
+	return 0;
+}
+
 /* Follows the main thread's session; 0, or -1 to quit. */
 static int ksyms_control(struct ksyms_thread *t)
 {
@@ -762,8 +844,9 @@ static int ksyms_control(struct ksyms_thread *t)
 	if (want != t->have) {
 		t->have = want;
 		ksyms_stop(&t->job);
-		if (t->have & 1)
-			ksyms_start(&t->job);
+		t->kmod_pending = 0;
+		t->undecided = t->have & 1;
+		t->since = clock_ns(CLOCK_MONOTONIC);
 	}
 	return 0;
 }
@@ -784,12 +867,17 @@ static void *ksyms_main(void *arg)
 	for (;;) {
 		struct pollfd pfd = { .fd = t->wake[0], .events = POLLIN };
 
-		atomic_store(&t->active, t->job.f != NULL);
+		atomic_store(&t->active, t->job.f != NULL || t->kmod_pending);
 		if (poll(&pfd, 1, wait) < 0 && errno != EINTR)
 			break;
 		if (ksyms_control(t))
 			break;
+		wait = ksyms_decide(t);
+		if (wait)
+			continue;	/* no word from the host yet */
 		wait = -1;
+		if (t->kmod_pending && ksyms_modules(t))
+			wait = KSYMS_RETRY_MS;
 		if (!t->job.f)
 			continue;
 		wait = ksyms_budget_wait(t);
@@ -802,12 +890,25 @@ static void *ksyms_main(void *arg)
 	return NULL;
 }
 
+static void ksyms_wake(struct ksyms_thread *t)
+{
+	if (write(t->wake[1], "", 1) != 1 && errno != EAGAIN)
+		fprintf(stderr, "opvm-relay: waking the symbols thread: %s\n", strerror(errno));
+}
+
 /* Tells the symbols thread `want`. */
 static void ksyms_tell(struct ksyms_thread *t, unsigned int want)
 {
 	atomic_store(&t->want, want);
-	if (write(t->wake[1], "", 1) != 1 && errno != EAGAIN)
-		fprintf(stderr, "opvm-relay: waking the symbols thread: %s\n", strerror(errno));
+	ksyms_wake(t);
+}
+
+/* Tells the symbols thread the host's word (OPVM_REQ_KSYMS) for this
+ * session: a value it does not know reads as ALL (ksyms_decide()). */
+static void ksyms_word(struct ksyms_thread *t, opvm_u32 want)
+{
+	atomic_store(&t->word, want > 0xffff ? OPVM_KSYMS_WANT_ALL : (int)want);
+	ksyms_wake(t);
 }
 
 /* Is a host connected to the port?  virtio_console says POLLHUP if not. */
@@ -853,10 +954,12 @@ static int write_all(int port, const char *p, size_t len)
 	return 0;
 }
 
-/* Tells the symbols thread of a host session starting or ending. */
+/* Tells the symbols thread of a host session starting or ending; the
+ * new session has no word from its host yet. */
 static void session_set(struct ksyms_thread *t, unsigned int *gen, int connected)
 {
 	*gen += 1 + ((*gen & 1) == !!connected);	/* odd: connected */
+	atomic_store(&t->word, KSYMS_NO_WORD);
 	ksyms_tell(t, *gen);
 }
 
@@ -901,7 +1004,7 @@ static void relay_loop(struct relay *r)
 			files_reset(&r->files);
 		}
 		if (connected && (pfd[1].revents & POLLIN))
-			requests_read(&r->files, out);
+			requests_read(&r->files, &r->ksyms, out);
 		if (!connected) {
 			if (stopping)
 				break;	/* nobody to drain to */
@@ -1004,21 +1107,22 @@ static int relay_open(struct relay *r, const char *src, const char *port)
  * both count guest instructions (tests/bench/guest-module-overhead.sh).
  */
 static void relay_cpu_report(unsigned long long up0, unsigned long long idle0,
-			     unsigned long long ksyms_cpu)
+			     const struct ksyms_thread *t)
 {
+	unsigned long long ksyms_cpu = t->cpu;
 	unsigned long long up, idle = idle_ns(&up), cpu = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	double busy = (double)(up - up0) * (double)(ncpu > 0 ? ncpu : 1) - (double)(idle - idle0);
 
-	fprintf(stderr, "opvm-relay: used %.1f ms of CPU, %.3f %% of the %.1f ms the guest's CPUs were busy meanwhile (kernel symbols %.1f ms)\n",
+	fprintf(stderr, "opvm-relay: used %.1f ms of CPU, %.3f %% of the %.1f ms the guest's CPUs were busy meanwhile (kernel symbols %.1f ms; hosts asked for all %llu, modules' %llu, none %llu, silent %llu)\n",
 		(double)cpu / 1e6, busy > 0 ? 100.0 * (double)cpu / busy : 0.0, busy / 1e6,
-		(double)ksyms_cpu / 1e6);
+		(double)ksyms_cpu / 1e6, t->said_all, t->said_modules, t->said_none, t->silent);
 }
 
 int main(int argc, char **argv)
 {
 	static struct relay r = {
-		.in = -1, .out = -1, .ksyms.wake = { -1, -1 },
+		.in = -1, .out = -1, .ksyms.wake = { -1, -1 }, .ksyms.word = KSYMS_NO_WORD,
 		.files = { .fd = -1, .rate = FILE_RATE },
 	};
 	const char *rate = getenv("OPVM_RELAY_FILE_RATE");
@@ -1052,7 +1156,7 @@ int main(int argc, char **argv)
 	relay_loop(&r);
 	ksyms_tell(&r.ksyms, KSYMS_QUIT);
 	pthread_join(thread, NULL);
-	relay_cpu_report(up0, idle0, r.ksyms.cpu);
+	relay_cpu_report(up0, idle0, &r.ksyms);
 	fprintf(stderr, "opvm-relay: relayed %llu bytes in %llu host session(s), dropped %llu while no host was connected; sent %llu files (%llu bytes), refused %llu, dropped %llu requests\n",
 		r.total, r.sessions, r.dropped, r.files.files, r.files.sent, r.files.refused,
 		r.files.dropped_reqs);

@@ -51,8 +51,9 @@ void opvm_ring_lost(u64 n);
 u64 opvm_ring_lost_total(void);
 void opvm_ring_reset(void);
 /* on_sync: called when a reader writes "sync" (a host connected);
- * on_ksyms: when it writes "ksym" (kptr_restrict hides the symbols). */
-int opvm_dev_register(void (*on_sync)(void), void (*on_ksyms)(void));
+ * on_ksyms: when it writes "ksym" (kptr_restrict hides the symbols:
+ * modules_only false) or "kmod" (the host has vmlinux's: true). */
+int opvm_dev_register(void (*on_sync)(void), void (*on_ksyms)(bool modules_only));
 void opvm_dev_unregister(void);
 
 /* ---- events (hooks.c produces, describe.c consumes) ---------------------- */
@@ -119,9 +120,10 @@ extern bool opvm_rescan_on;		/* walk exec'd processes again later */
 /* ---- ksyms.c ------------------------------------------------------------- */
 /*
  * The kernel's and modules' text symbols as KSYMS records from opvm.ko's own
- * walk, for the host only, when kptr_restrict hides them from the relay.
+ * walk, for the host only, when kptr_restrict hides them from the relay, or
+ * the modules' alone when the host has vmlinux's from elsewhere.
  */
-void opvm_ksyms_start(void);		/* (re)start the walk */
+void opvm_ksyms_start(bool modules_only);	/* (re)start the walk */
 void opvm_ksyms_cancel(void);		/* a new host session: drop it */
 
 /* ---- slots.c ------------------------------------------------------------- */

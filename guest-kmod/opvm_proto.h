@@ -76,6 +76,7 @@ enum opvm_rec_type {
 /* Requests the host writes to the port (host to guest, read by the relay). */
 enum opvm_req_type {
 	OPVM_REQ_FETCH		= 64,	/* struct opvm_req_fetch + path */
+	OPVM_REQ_KSYMS		= 65,	/* struct opvm_req_ksyms */
 };
 
 struct opvm_rec_hdr {
@@ -265,6 +266,8 @@ struct opvm_rec_sync {
 #define OPVM_KSYMS_TRUNCATED	0x2	/* the relay stopped at its cap */
 #define OPVM_KSYMS_MODULE_WALK	0x4	/* kptr_restrict hid them from the relay:
 					 * opvm.ko walked its kernel's symbols */
+#define OPVM_KSYMS_MODULES_ONLY	0x8	/* the modules' symbols only (the host
+					 * asked for OPVM_KSYMS_WANT_MODULES) */
 
 struct opvm_rec_ksyms {
 	struct opvm_rec_hdr hdr;
@@ -332,6 +335,29 @@ struct opvm_rec_ksyms_end {
 	opvm_u64 nr_syms;	/* symbols sent in KSYMS records */
 	opvm_u32 flags;		/* OPVM_KSYMS_* */
 	opvm_u32 pad;
+};
+
+/*
+ * The host's word on the kernel's symbols, once per host session (after
+ * each HELLO): reading /proc/kallsyms costs the guest ~300 M instructions
+ * (the kernel formats every line), and a host that found vmlinux's symbols
+ * elsewhere (introspection of guest memory, a System.map) needs at most the
+ * modules'.  The relay sends no KSYMS until it has the word; a host that
+ * says nothing (one that predates it) gets everything, as before, once
+ * OPVM_KSYMS_WAIT_MS have passed since the session started.  72 bytes like
+ * FETCH's fixed part: relays that predate this record frame nothing shorter
+ * than that, and skip it as a request of an unknown type.
+ */
+#define OPVM_KSYMS_WANT_NONE	0	/* nothing: the host has them all */
+#define OPVM_KSYMS_WANT_ALL	1	/* /proc/kallsyms, as without a word */
+#define OPVM_KSYMS_WANT_MODULES	2	/* the modules' text symbols only */
+#define OPVM_KSYMS_WAIT_MS	10000	/* a silent host: ALL after this */
+
+struct opvm_req_ksyms {
+	struct opvm_rec_hdr hdr;	/* type OPVM_REQ_KSYMS, seq: the host's */
+	opvm_u32 want;		/* OPVM_KSYMS_WANT_*; others read as ALL */
+	opvm_u32 flags;		/* 0 */
+	opvm_u64 reserved[6];	/* 0 */
 };
 
 /*

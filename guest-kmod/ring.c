@@ -44,7 +44,7 @@ static struct {
 
 /* The worker's resync request, set before /dev/opvm exists. */
 static void (*opvm_dev_on_sync)(void);
-static void (*opvm_dev_on_ksyms)(void);
+static void (*opvm_dev_on_ksyms)(bool modules_only);
 
 int opvm_ring_init(size_t size)
 {
@@ -290,7 +290,9 @@ int opvm_ring_put_bulk(struct opvm_rec_hdr *hdr)
  * HELLO, the walk and SYNC are sent again.  The relay writes it when a host
  * connects to the port, so every host session starts with HELLO.  "ksym"
  * asks opvm.ko to send the kernel's symbols itself (ksyms.c): the relay
- * writes it when kptr_restrict shows it only zeros.  Anything else must be
+ * writes it when kptr_restrict shows it only zeros.  "kmod" asks for the
+ * modules' symbols only (the host found vmlinux's elsewhere: no line of
+ * /proc/kallsyms needs formatting).  Anything else must be
  * one whole record of a relay type (opvm_dev_write_rec()).
  */
 static ssize_t opvm_dev_write(struct file *file, const char __user *ubuf,
@@ -302,8 +304,8 @@ static ssize_t opvm_dev_write(struct file *file, const char __user *ubuf,
 		return opvm_dev_write_rec(ubuf, count);
 	if (copy_from_user(cmd, ubuf, min(count, sizeof(cmd) - 1)))
 		return -EFAULT;
-	if (!strncmp(cmd, "ksym", 4)) {
-		opvm_dev_on_ksyms();
+	if (!strncmp(cmd, "ksym", 4) || !strncmp(cmd, "kmod", 4)) {
+		opvm_dev_on_ksyms(cmd[1] == 'm');
 		return count;
 	}
 	if (strncmp(cmd, "sync", 4))
@@ -357,7 +359,7 @@ static struct miscdevice opvm_miscdev = {
 	.mode = 0600,
 };
 
-int opvm_dev_register(void (*on_sync)(void), void (*on_ksyms)(void))
+int opvm_dev_register(void (*on_sync)(void), void (*on_ksyms)(bool modules_only))
 {
 	opvm_dev_on_sync = on_sync;
 	opvm_dev_on_ksyms = on_ksyms;

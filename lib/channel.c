@@ -41,6 +41,8 @@ _Static_assert(sizeof(struct opvm_rec_ksyms_end) == 32, "opvm_rec_ksyms_end is 3
 _Static_assert(sizeof(struct opvm_rec_file_data) == 32, "opvm_rec_file_data is 32 bytes");
 _Static_assert(sizeof(struct opvm_rec_file_end) == 32, "opvm_rec_file_end is 32 bytes");
 _Static_assert(sizeof(struct opvm_req_fetch) == 72, "opvm_req_fetch is 72 bytes");
+_Static_assert(sizeof(struct opvm_req_ksyms) == sizeof(struct opvm_req_fetch),
+	       "opvm_req_ksyms is framed by relays that predate it");
 _Static_assert(OPVM_REC_MAX % OPVM_REC_ALIGN == 0, "OPVM_REC_MAX aligned");
 _Static_assert(sizeof(struct opvm_rec_cookie) + OPVM_PATH_MAX <= OPVM_REC_MAX,
 	       "a maximal cookie fits in a record");
