@@ -137,10 +137,8 @@ void introspect_no_ksyms(struct introspect *in)
 
 void introspect_module_active(struct introspect *in)
 {
-	if (in) {
-		in->cfg.no_ksyms = 1;
+	if (in)
 		in->module_active = true;
-	}
 }
 
 const struct introspect_stats *introspect_get_stats(const struct introspect *in)

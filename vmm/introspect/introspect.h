@@ -96,8 +96,10 @@ void introspect_free(struct introspect *in);	/* NULL-safe */
 
 /* Stops sending KSYMS (the guest module sends its own). */
 void introspect_no_ksyms(struct introspect *in);
-/* opvm.ko speaks for the guest: no more KSYMS or process records (the
- * process list is still walked, for introspect_tasks()). */
+/* opvm.ko speaks for the guest: no more process records (the process
+ * list is still walked, for introspect_tasks()).  KSYMS still go: its
+ * relay sends vmlinux's symbols only when the host asks, and the host
+ * asks when introspection has none (introspect_no_ksyms() stops them). */
 void introspect_module_active(struct introspect *in);
 
 /*
