@@ -56,6 +56,8 @@ struct cguest {
 	/* what the sampler was told of the current-task pointers
 	 * (guest_current); NULL: nothing yet */
 	struct kcurrent_info *cur_told;
+	uint64_t word_wait_ms;		/* since when the relay's word is due
+					 * (ksyms_word()), 0: not due */
 };
 
 struct collector {

@@ -493,6 +493,8 @@ static void current_tell(struct cguest *g)
 	g->smp->ops->guest_current(g->smp, &ci);
 }
 
+static void ksyms_word(struct cguest *g, uint64_t now);
+
 static void intro_poll(struct cguest *g, uint64_t now)
 {
 	const struct fetch_stats *fs = fetch_get_stats(g->fetch);
@@ -500,7 +502,10 @@ static void intro_poll(struct cguest *g, uint64_t now)
 
 	if (!g->intro)
 		return;
-	if (fs->ksyms_records && g->intro_mode == INTROSPECT_AUTO)
+	/* the relay sends all of them (asked, or it predates the word): two
+	 * whole tables into one kallsyms file would interleave */
+	if (fs->ksyms_records && !fs->ksyms_asked_modules && !fs->ksyms_asked_none &&
+	    g->intro_mode == INTROSPECT_AUTO)
 		introspect_no_ksyms(g->intro);
 	if (gstate_get_hello(g->gs) && g->intro_mode == INTROSPECT_AUTO)
 		introspect_module_active(g->intro);
@@ -518,6 +523,56 @@ static void intro_poll(struct cguest *g, uint64_t now)
 		intro_crosscheck(g);
 	orc_tell(g);
 	current_tell(g);
+	ksyms_word(g, now);	/* introspection may have decided it */
+}
+
+/* ---- the kernel's symbols: what the relay must send -------------------------- */
+
+/* How long a HELLO's word waits for introspection still searching guest
+ * memory for the kernel (host time; the relay itself waits
+ * OPVM_KSYMS_WAIT_MS before it sends everything anyway). */
+#define KSYMS_INTRO_WAIT_MS	5000
+
+/*
+ * What the relay must send: reading /proc/kallsyms is the relay's largest
+ * cost to the guest (~300 M instructions: the kernel formats every line),
+ * so it is asked for only when the host has vmlinux's symbols from nowhere
+ * else: no System.map, and introspection off, without guest memory, or
+ * failed.  The modules' symbols are not in either (opvm.ko walks their
+ * text for little).  -1: not known yet (introspection still searching).
+ */
+static int ksyms_need(const struct cguest *g, uint64_t now)
+{
+	const struct introspect_stats *s;
+
+	if (g->c->cfg.fetch.off)
+		return OPVM_KSYMS_WANT_NONE;	/* --no-fetch: nothing is kept */
+	s = g->intro ? introspect_get_stats(g->intro) : NULL;
+	if (s && s->ksyms_sent)
+		return OPVM_KSYMS_WANT_MODULES;
+	/* introspection's table first, even with a System.map: sent while
+	 * the relay's is open, the two would interleave */
+	if (s && !strcmp(s->state, "searching") && now - g->word_wait_ms < KSYMS_INTRO_WAIT_MS)
+		return -1;
+	if (g->c->cfg.symbols.system_map)
+		return OPVM_KSYMS_WANT_MODULES;
+	return OPVM_KSYMS_WANT_ALL;
+}
+
+/* After each HELLO, the host's word to the relay, as soon as it is known. */
+static void ksyms_word(struct cguest *g, uint64_t now)
+{
+	int want;
+
+	if (!fetch_ksyms_word_due(g->fetch) || g->fd < 0) {
+		g->word_wait_ms = 0;
+		return;
+	}
+	if (!g->word_wait_ms)
+		g->word_wait_ms = now ? now : 1;
+	want = ksyms_need(g, now);
+	if (want >= 0 && fetch_ksyms_tell(g->fetch, g->fd, (unsigned)want) != -EAGAIN)
+		g->word_wait_ms = 0;
 }
 
 /* ---- channel ---------------------------------------------------------------- */
@@ -706,6 +761,7 @@ static int channel_read(struct collector *c, struct cguest *g)
 	uint64_t settled;
 
 	fetch_poll(g->fetch, g->fd, util_now_ms());
+	ksyms_word(g, util_now_ms());
 	settled = fetch_settled(g->fetch);
 	if (settled != g->settled_seen) {
 		g->settled_seen = settled;

@@ -6,7 +6,10 @@
  * <guest>/kallsyms.part and renamed to <guest>/kallsyms at the end (or
  * when the session ends first: a partial table still names most samples).
  * A HELLO (reboot, new host session) abandons an open transfer: the relay
- * starts a new one after it.  The modules' bases (MODULE records) go to
+ * starts a new one after it, if the host asks (fetch_ksyms_tell()).  A
+ * transfer of vmlinux's symbols only (introspection's) or of the modules'
+ * only (opvm.ko's "kmod" walk) replaces that part of the file and keeps
+ * the other (ksyms_merge()).  The modules' bases (MODULE records) go to
  * <guest>/kallsyms.modules.
  *
  * Binaries: a table of the images with samples (fetch_want()), one request
@@ -29,6 +32,10 @@
 #include "lib/channel.h"
 #include "lib/safepath.h"
 #include "lib/util.h"
+
+/* What a kallsyms transfer held: vmlinux's symbols, modules'. */
+#define KIND_VMLINUX	1u
+#define KIND_MODULES	2u
 
 /* Longest text line of one entry: 16 hex digits, type, name, module. */
 #define KLINE_MAX	(16 + 3 + OPVM_KSYM_NAME_MAX + 3 + OPVM_MODNAME_LEN + 2)
@@ -76,6 +83,9 @@ struct fetch {
 	bool answered;			/* the relay answered some request */
 	bool mute;			/* it never did and one timed out */
 	uint64_t settled;		/* transfers ended (fetch_settled()) */
+	bool word_due;			/* a HELLO came: the relay waits for the
+					 * host's word on the symbols */
+	unsigned kinds;			/* the open transfer's: KIND_* */
 	uint64_t tables[OPVM_KSYMS_TABLES];	/* this transfer's, 0: none yet */
 	/* the latest HELLO's kernel, against which kallsyms is checked */
 	uint64_t hello_text, hello_anchor_addr;
@@ -283,18 +293,60 @@ static void mods_write(struct fetch *f)
 	}
 }
 
-/* Closes the transfer; keep: rename the part to kallsyms. */
+/*
+ * A transfer of one kind of symbols (vmlinux's or the modules') keeps the
+ * other kind's lines of the kallsyms it replaces: introspection reads
+ * vmlinux's from guest memory, the relay then sends the modules' only.
+ * Module lines are the ones with "\t[".  Bounded like the transfer.
+ */
+static void ksyms_merge(struct fetch *f, const char *old)
+{
+	bool want_mod = !(f->kinds & KIND_MODULES);
+	int fd = open(old, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	FILE *in = fd >= 0 ? fdopen(fd, "r") : NULL;
+	char line[KLINE_MAX + 2];
+
+	if (!in) {
+		if (fd >= 0)
+			close(fd);
+		return;		/* none yet: nothing to keep */
+	}
+	while (fgets(line, sizeof(line), in)) {
+		size_t n = strlen(line);
+
+		if (!n || line[n - 1] != '\n' || (strstr(line, "\t[") != NULL) != want_mod)
+			continue;	/* not a line this file's writer made */
+		if (n > FETCH_KSYMS_MAX_BYTES - f->bytes) {
+			f->st.ksyms_capped++;
+			continue;
+		}
+		if (write(f->fd, line, n) != (ssize_t)n) {
+			f->st.io_errors++;
+			break;
+		}
+		f->bytes += n;
+		f->st.ksyms_syms++;
+		f->st.ksyms_merged++;
+	}
+	fclose(in);
+	f->st.ksyms_bytes = f->bytes;
+}
+
+/* Closes the transfer; keep: rename the part to kallsyms (with the other
+ * kind's lines of the old one when it held one kind only). */
 static void ksyms_close(struct fetch *f, bool keep)
 {
 	char from[4096], to[4096];
 
 	if (f->fd < 0)
 		return;
+	snprintf(to, sizeof(to), "%s/kallsyms", f->dir);
+	if (keep && f->kinds && f->kinds != (KIND_VMLINUX | KIND_MODULES))
+		ksyms_merge(f, to);
 	if (close(f->fd))
 		f->st.io_errors++;
 	f->fd = -1;
 	snprintf(from, sizeof(from), "%s/kallsyms.part", f->dir);
-	snprintf(to, sizeof(to), "%s/kallsyms", f->dir);
 	if (keep ? rename(from, to) : unlink(from))
 		f->st.io_errors++;
 }
@@ -460,6 +512,7 @@ static void ksyms_check(struct fetch *f, const char *t, size_t n)
 
 static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 {
+	unsigned kind;
 	uint64_t ok, bad, capped;
 	size_t room = FETCH_KSYMS_MAX_BYTES - f->bytes, n;
 	char path[4096];
@@ -474,8 +527,13 @@ static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 		f->bytes = 0;
 		room = FETCH_KSYMS_MAX_BYTES;
 		f->st.ksyms_syms = f->st.ksyms_bad = f->st.ksyms_capped = 0;
-		memset(f->tables, 0, sizeof(f->tables));	/* a new transfer */
+		f->st.ksyms_merged = 0;
+		f->kinds = 0;
 	}
+	kind = ((const struct opvm_rec_ksyms *)rec)->module[0] ? KIND_MODULES : KIND_VMLINUX;
+	if (kind == KIND_VMLINUX && !(f->kinds & KIND_VMLINUX))
+		memset(f->tables, 0, sizeof(f->tables));	/* a new vmlinux table */
+	f->kinds |= kind;
 	n = fetch_ksyms_text(rec, len, f->text, room < sizeof(f->text) ? room : sizeof(f->text),
 			     &ok, &bad, &capped, f->tables);
 	f->st.ksyms_records++;
@@ -621,6 +679,40 @@ int fetch_busy(const struct fetch *f)
 	for (size_t i = 0; i < f->nr_imgs; i++)
 		if (f->imgs[i].state == IMG_WANT)
 			return 1;
+	return 0;
+}
+
+bool fetch_ksyms_word_due(const struct fetch *f)
+{
+	return f->word_due;
+}
+
+int fetch_ksyms_tell(struct fetch *f, int fd, unsigned want)
+{
+	struct opvm_req_ksyms r;
+	ssize_t n;
+
+	if (!f->word_due || fd < 0)
+		return 0;
+	memset(&r, 0, sizeof(r));
+	r.hdr.magic = htole16(OPVM_PROTO_MAGIC);
+	r.hdr.type = htole16(OPVM_REQ_KSYMS);
+	r.hdr.len = htole32((uint32_t)sizeof(r));
+	r.want = htole32(want);
+	n = write(fd, &r, sizeof(r));
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return -EAGAIN;
+	f->word_due = false;
+	if (n != (ssize_t)sizeof(r)) {
+		f->st.write_errors++;	/* the relay sends all after its wait */
+		return -EIO;
+	}
+	if (want == OPVM_KSYMS_WANT_NONE)
+		f->st.ksyms_asked_none++;
+	else if (want == OPVM_KSYMS_WANT_MODULES)
+		f->st.ksyms_asked_modules++;
+	else
+		f->st.ksyms_asked_all++;
 	return 0;
 }
 
@@ -871,6 +963,7 @@ void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len)
 		 * where it stopped */
 		hello_take(f, rec);
 		ksyms_close(f, false);
+		f->word_due = true;
 		f->nr_mods = 0;		/* the walk names them again */
 		memset(f->tables, 0, sizeof(f->tables));	/* another boot's */
 		if (f->cur && f->cur->attempts < FETCH_ATTEMPTS)
@@ -933,7 +1026,7 @@ json_t *fetch_to_json(const struct fetch *f)
 		json_decref(bin);
 		bin = NULL;
 	}
-	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o}",
+	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o}",
 		"ksyms", "slide_mismatch", C(s->ksyms_slide_mismatch),
 		"slide_conflict", f->ksyms_conflict[0] ? json_string(f->ksyms_conflict) :
 		json_null(),
@@ -943,6 +1036,8 @@ json_t *fetch_to_json(const struct fetch *f)
 		"restricted", C(s->ksyms_restricted), "module_walk", C(s->ksyms_module_walk),
 		"truncated", C(s->ksyms_truncated),
 		"end_mismatch", C(s->ksyms_end_mismatch),
+		"merged", C(s->ksyms_merged), "asked_all", C(s->ksyms_asked_all),
+		"asked_modules", C(s->ksyms_asked_modules), "asked_none", C(s->ksyms_asked_none),
 		"binaries", bin ? bin : json_null(), "max_session", C(f->cfg.max_session),
 		"io_errors", C(s->io_errors));
 #undef C

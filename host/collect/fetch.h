@@ -23,6 +23,7 @@
 #ifndef OPVM_FETCH_H
 #define OPVM_FETCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,6 +79,10 @@ struct fetch_stats {
 	uint64_t ksyms_module_walk;	/* ... and opvm.ko sent its own walk */
 	uint64_t ksyms_truncated;	/* KSYMS_END said the relay stopped at its cap */
 	uint64_t ksyms_end_mismatch;	/* KSYMS_END count != symbols received */
+	uint64_t ksyms_merged;		/* lines of the other kind kept from the
+					 * kallsyms a one-kind transfer replaced */
+	/* the host's word to the relay after each HELLO (OPVM_REQ_KSYMS) */
+	uint64_t ksyms_asked_all, ksyms_asked_modules, ksyms_asked_none;
 	uint64_t ksyms_slide_mismatch;	/* the kernel's _text or HELLO's anchor
 					 * at another address in kallsyms than
 					 * in HELLO: not believed (the reports
@@ -148,6 +153,15 @@ void fetch_want(struct fetch *f, const char *path, const uint8_t *bid, size_t le
  * gives up one that made no progress for FETCH_TIMEOUT_MS.  fd < 0: not
  * connected.  Never blocks. */
 void fetch_poll(struct fetch *f, int fd, uint64_t now_ms);
+
+/*
+ * The host's word on the kernel's symbols (OPVM_REQ_KSYMS): due after each
+ * HELLO, once; the relay sends none until it comes (or its wait ends).
+ * fetch_ksyms_tell() writes want (OPVM_KSYMS_WANT_*) if due: 0 (written,
+ * or not due), -EAGAIN (the channel is full: again later) or -EIO.
+ */
+bool fetch_ksyms_word_due(const struct fetch *f);
+int fetch_ksyms_tell(struct fetch *f, int fd, unsigned want);
 
 /* Whether the image with build-id bid is on its way: wanted or in
  * transfer, with a relay that answers.  0 once it came, failed or was

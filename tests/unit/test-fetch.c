@@ -923,6 +923,119 @@ static void test_ksyms_lie(void **state)
 /* A FIFO planted as kallsyms.part or kallsyms.modules.part in the
  * guest's directory: the collector neither blocks on it (alarm: a hang
  * fails the test) nor writes into it; counted as an I/O error. */
+/* Counts the lines of path with and without a module ("\t["). */
+static void count_lines(const char *path, int *vml, int *mods)
+{
+	char line[512];
+	FILE *in = fopen(path, "r");
+
+	*vml = *mods = 0;
+	assert_non_null(in);
+	while (fgets(line, sizeof(line), in))
+		(*(strstr(line, "\t[") ? mods : vml))++;
+	fclose(in);
+}
+
+/*
+ * The host's word on the kernel's symbols (OPVM_REQ_KSYMS): due after each
+ * HELLO, written once, 72 bytes; and transfers of one kind (introspection's
+ * vmlinux table, opvm.ko's walk of the modules) each replace their kind of
+ * lines in kallsyms and keep the other's, in either order.
+ */
+static void test_ksyms_word_and_merge(void **state)
+{
+	char dir[] = "/tmp/test-fetch.XXXXXX", path[256];
+	union { struct opvm_req_ksyms r; uint8_t b[128]; } u;
+	struct opvm_req_ksyms r;
+	struct fetch *f;
+	struct krec k;
+	int sv[2], vml, mods;
+	size_t len;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/kallsyms", dir);
+	f = fetch_new(&(struct fetch_config){ .guest_dir = dir });
+	assert_non_null(f);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+
+	assert_false(fetch_ksyms_word_due(f));
+	assert_int_equal(fetch_ksyms_tell(f, sv[0], OPVM_KSYMS_WANT_MODULES), 0);
+	put_hello(f);
+	assert_true(fetch_ksyms_word_due(f));
+	assert_int_equal(fetch_ksyms_tell(f, -1, OPVM_KSYMS_WANT_MODULES), 0);
+	assert_true(fetch_ksyms_word_due(f));		/* not connected: still due */
+	assert_int_equal(fetch_ksyms_tell(f, sv[0], OPVM_KSYMS_WANT_MODULES), 0);
+	assert_false(fetch_ksyms_word_due(f));
+	assert_int_equal(fetch_ksyms_tell(f, sv[0], OPVM_KSYMS_WANT_ALL), 0);	/* once */
+	assert_int_equal(read(sv[1], u.b, sizeof(u.b)), (ssize_t)sizeof(r));	/* one */
+	memcpy(&r, u.b, sizeof(r));
+	assert_int_equal(sizeof(r), 72);
+	assert_int_equal(le16toh(r.hdr.magic), OPVM_PROTO_MAGIC);
+	assert_int_equal(le16toh(r.hdr.type), OPVM_REQ_KSYMS);
+	assert_int_equal(le32toh(r.hdr.len), 72);
+	assert_int_equal(le32toh(r.want), OPVM_KSYMS_WANT_MODULES);
+	assert_int_equal(fetch_get_stats(f)->ksyms_asked_modules, 1);
+	assert_int_equal(fetch_get_stats(f)->ksyms_asked_all, 0);
+
+	/* introspection's vmlinux table, then the modules' walk */
+	krec_init(&k);
+	krec_add(&k, 0xffffffff81000000, 'T', "_text", -1);
+	krec_add(&k, 0xffffffff81000100, 'T', "printk", -1);
+	len = krec_done(&k, "");
+	fetch_record(f, (void *)k.buf, len);
+	put_end(dir, f, 2);
+	krec_init(&k);
+	krec_add(&k, 0xffffffffc0200000, 't', "port_fops_write", -1);
+	len = krec_done(&k, "virtio_console");
+	fetch_record(f, (void *)k.buf, len);
+	put_end(dir, f, 1);
+	count_lines(path, &vml, &mods);
+	assert_int_equal(vml, 2);
+	assert_int_equal(mods, 1);
+	assert_int_equal(fetch_get_stats(f)->ksyms_merged, 2);
+	assert_int_equal(fetch_get_stats(f)->ksyms_syms, 3);
+
+	/* another modules' walk replaces the modules' lines only */
+	krec_init(&k);
+	krec_add(&k, 0xffffffffc0300000, 't', "a", -1);
+	krec_add(&k, 0xffffffffc0300010, 't', "b", -1);
+	len = krec_done(&k, "other");
+	fetch_record(f, (void *)k.buf, len);
+	put_end(dir, f, 2);
+	count_lines(path, &vml, &mods);
+	assert_int_equal(vml, 2);
+	assert_int_equal(mods, 2);
+
+	/* a vmlinux table after it keeps them; a whole table keeps nothing */
+	krec_init(&k);
+	krec_add(&k, 0xffffffff81000000, 'T', "_text", -1);
+	len = krec_done(&k, "");
+	fetch_record(f, (void *)k.buf, len);
+	put_end(dir, f, 1);
+	count_lines(path, &vml, &mods);
+	assert_int_equal(vml, 1);
+	assert_int_equal(mods, 2);
+	fetch_record(f, (void *)k.buf, len);
+	krec_init(&k);
+	krec_add(&k, 0xffffffffc0300000, 't', "a", -1);
+	len = krec_done(&k, "other");
+	fetch_record(f, (void *)k.buf, len);
+	put_end(dir, f, 2);
+	count_lines(path, &vml, &mods);
+	assert_int_equal(vml, 1);
+	assert_int_equal(mods, 1);
+	assert_int_equal(fetch_get_stats(f)->ksyms_merged, 0);
+
+	fetch_free(f);
+	close(sv[0]);
+	close(sv[1]);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/kallsyms.modules", dir);
+	unlink(path);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 static void test_fifo_part(void **state)
 {
 	char dir[] = "/tmp/test-fetch.XXXXXX", path[256], mods[256];
@@ -963,6 +1076,7 @@ int main(void)
 		cmocka_unit_test(test_binary_hostile),
 		cmocka_unit_test(test_cache_planted),
 		cmocka_unit_test(test_ksyms_lie),
+		cmocka_unit_test(test_ksyms_word_and_merge),
 		cmocka_unit_test(test_fifo_part),
 	};
 
