@@ -84,6 +84,9 @@
  * loop and a 1/400 one as +0.4 % on the ping-pong's 1.5 % (icount).
  */
 #define KSYMS_CPU_SHARE	1000
+/* How long a trickle of records (a read under 16 KiB) gathers before the
+ * next read (relay_loop()). */
+#define TRICKLE_US	50000
 /* FETCH requests queued; more are dropped (the host times them out). */
 #define FETCH_QUEUE	16
 #define FILE_CHUNK	(OPVM_REC_MAX - sizeof(struct opvm_rec_file_data))
@@ -1053,11 +1056,13 @@ static void relay_loop(struct relay *r)
 		/*
 		 * A trickle of records: let more gather before the next
 		 * wake-up.  Fewer, larger writes cost the guest less (each is
-		 * a virtqueue kick); the host holds samples of unknown
-		 * mappings far longer than this.
+		 * a virtqueue kick, and under TCG the kick's exit to QEMU
+		 * took most of the relay's samples once it sent no kernel
+		 * symbols: 50 ms rather than 10 halved them); the host holds
+		 * samples of unknown mappings far longer than this.
 		 */
 		if (n < 16384 && !stopping && !busy)
-			usleep(10000);
+			usleep(TRICKLE_US);
 	}
 }
 

@@ -137,8 +137,13 @@ void introspect_no_ksyms(struct introspect *in)
 
 void introspect_module_active(struct introspect *in)
 {
-	if (in)
-		in->module_active = true;
+	if (!in || in->module_active)
+		return;
+	in->module_active = true;
+	/* a HELLO says a kernel runs, so its VMCOREINFO is there: the next
+	 * poll scans at once, whatever the back-off of a long boot */
+	if (in->state == ST_SEARCHING)
+		in->waiting = false;
 }
 
 const struct introspect_stats *introspect_get_stats(const struct introspect *in)

@@ -99,7 +99,8 @@ void introspect_no_ksyms(struct introspect *in);
 /* opvm.ko speaks for the guest: no more process records (the process
  * list is still walked, for introspect_tasks()).  KSYMS still go: its
  * relay sends vmlinux's symbols only when the host asks, and the host
- * asks when introspection has none (introspect_no_ksyms() stops them). */
+ * asks when introspection has none (introspect_no_ksyms() stops them).
+ * The first call also ends a search's back-off: the next poll scans. */
 void introspect_module_active(struct introspect *in);
 
 /*
