@@ -115,6 +115,10 @@ static int list_cache(struct clist *l, int root, struct fetch_prune *out)
 
 	if (!d)
 		return -errno;
+	/* a dup shares the offset with the caller's fd, which an earlier
+	 * listing left at the end: without this, every prune after the
+	 * session's first saw an empty cache (cache_bytes 0, nothing pruned) */
+	rewinddir(d);
 	while (!ret && (de = readdir(d))) {
 		int dfd;
 

@@ -583,6 +583,18 @@ static void test_cache_prune(void **state)
 	assert_int_equal(p.files, 2);
 	assert_int_equal(p.bytes, 2000);
 	assert_int_equal(p.cache_bytes, 1000);
+	{
+		/* twice through one fd, as a session does (each file): the
+		 * second listing sees the cache too */
+		int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+
+		assert_true(dfd >= 0);
+		assert_int_equal(fetch_cache_prune_at(dfd, 1500, &p), 0);
+		assert_int_equal(p.cache_bytes, 1000);
+		assert_int_equal(fetch_cache_prune_at(dfd, 1500, &p), 0);
+		assert_int_equal(p.cache_bytes, 1000);
+		close(dfd);
+	}
 	snprintf(sub, sizeof(sub), "%s/ab", dir);
 	assert_false(exists(sub, "0000000000000000000000000000000000000001"));
 	assert_true(exists(sub, "0000000000000000000000000000000000000002"));
