@@ -3,7 +3,9 @@
 # bench-check: guest instructions (icount), deterministic: make bench-check
 #
 # Boots the test image under QEMU TCG without opvm.ko, with it (and its
-# relay) and a host end of the channel that only reads, and with it and
+# relay) and a host end of the channel that only reads (and says it needs
+# no kernel symbols, as a host with introspection or a System.map does for
+# vmlinux's: docs/protocol.md, KSYMS word), and with it and
 # `opvm attach` at the host end (BENCH_ATTACH=0 leaves that boot out), and
 # runs three workloads in the guest:
 #   pingpong  - a pipe ping-pong between two processes: a context-switch
@@ -113,10 +115,15 @@ boot() {
 	APID=
 }
 
-# reader SOCK: a host end that only reads
+# reader SOCK [WORD]: a host end that only reads, and after the first
+# bytes (the relay's HELLO) says what kernel symbols it wants
+# (OPVM_REQ_KSYMS, guest-kmod/opvm_proto.h): WORD 0 (the default) none,
+# like a host that has them from introspection or a System.map, 1 all, 2
+# the modules'; "silent" says nothing (a host that predates the word: the
+# relay sends all after OPVM_KSYMS_WAIT_MS)
 reader() {
-	python3 - "$1" <<'PY' &
-import socket, sys, time
+	python3 - "$1" "${2:-0}" <<'PY' &
+import socket, struct, sys, time
 s = socket.socket(socket.AF_UNIX)
 for _ in range(600):
     try:
@@ -126,8 +133,12 @@ for _ in range(600):
         time.sleep(0.05)
 else:
     sys.exit(0)
+word = None if sys.argv[2] == "silent" else int(sys.argv[2])
 while s.recv(65536):
-    pass
+    if word is not None:
+        # magic, type 65 (REQ_KSYMS), len 72, seq, reserved; want, flags
+        s.sendall(struct.pack("<HHIIIII48x", 0x564f, 65, 72, 0, 0, word, 0))
+        word = None
 PY
 	RPID=$!
 }
@@ -171,11 +182,18 @@ relay_cpu() {
 		echo "guest-module-overhead: the relay printed no CPU time (console above)" >&2
 		return 1
 	fi
-	echo "$l" | sed 's/^opvm-relay: used \([0-9.]*\) ms of CPU, \([0-9.]*\) % of the \([0-9.]*\) ms[^(]*(kernel symbols \([0-9.]*\) ms).*/kmod-relay-cpu-ms: \1 ms (kernel symbols \4 ms) of \3 busy\nkmod-relay-cpu: \2 % (target <= 0.5)/'
+	# the host's words on the kernel's symbols, per host session
+	echo "$l" | sed -n 's/.*hosts asked for all \([0-9]*\), modules. \([0-9]*\), none \([0-9]*\), silent \([0-9]*\)).*/kmod-relay-ksyms-asked: all \1, modules \2, none \3, silent \4/p'
+	echo "$l" | sed 's/^opvm-relay: used \([0-9.]*\) ms of CPU, \([0-9.]*\) % of the \([0-9.]*\) ms[^(]*(kernel symbols \([0-9.]*\) ms[;)].*/kmod-relay-cpu-ms: \1 ms (kernel symbols \4 ms) of \3 busy\nkmod-relay-cpu: \2 % (target <= 0.5)/'
 }
 
-# relay_share NAME: the relay's share of the samples opvm attach took
+# relay_share NAME: the relay's share of the samples opvm attach took, and
+# the binaries it sent meanwhile (FETCH: only those not in the host's
+# build-id cache yet, so a first session after the guest's binaries
+# changed sends more and its share is higher)
 relay_share() {
+	grep -a "^opvm-relay: relayed" "$T/console-$1.log" | tail -n 1 |
+		sed -n 's/.* sent \([0-9]*\) files (\([0-9]*\) bytes).*/kmod-relay-files-attached: \1 files, \2 bytes/p'
 	"$OPVM" report -d "$T/s-$1" --by app --format json 2>/dev/null | python3 -c '
 import json, sys
 r = json.load(sys.stdin)

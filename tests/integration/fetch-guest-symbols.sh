@@ -4,8 +4,9 @@
 # System.map, vmlinux or guest root, and opvm report runs with no symbol
 # flag, --no-host-kernel and no debuginfod.  What names the samples is then
 # only what the guest sent over its channel: the relay's KSYMS records
-# (<session>/guests/guest/kallsyms) and the binaries the host asked for by
-# build-id (FETCH, into --fetch-cache DIR/guest/xx/yyyy).  Asserts:
+# (<session>/guests/guest/kallsyms; --introspect off, so the host asks the
+# relay for them all) and the binaries the host asked for by build-id
+# (FETCH, into --fetch-cache DIR/guest/xx/yyyy).  Asserts:
 #  - the kernel symbol transfer completed (session.json fetch.ksyms: done,
 #    >= 20000 symbols, nothing refused) and the file is private (0600);
 #  - >= 95 % of the kernel's samples (but firmware/boot code, which has no
@@ -18,7 +19,12 @@
 #  - control: the same session without the fetched kallsyms and cache names
 #    < 5 % of them, so the fetched files are what resolved them;
 #  - a second session of the guest (abratio again, same cache) fetches
-#    nothing: every image it samples is found in the cache.
+#    nothing: every image it samples is found in the cache;
+#  - that session, with introspection (the default), asks the relay for
+#    the modules' symbols only (docs/protocol.md, KSYMS word), and its
+#    kallsyms holds introspection's vmlinux symbols (>= 20000) and the
+#    modules' (every module opvm.ko named in MODULE records), kernel and
+#    module samples named as in the first.
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
 mk_tmp fetch-guest-symbols
@@ -26,8 +32,8 @@ S=$T/session
 C=$T/cache
 export DEBUGINFOD_URLS=
 
-run_guest() {	# SESSION WORKLOAD
-	"$OPVM" run --workload "$2" --no-image-symbols --fetch-cache "$C" -F 200 -d "$1" \
+run_guest() {	# SESSION WORKLOAD [OPTION...]
+	"$OPVM" run --workload "$2" --no-image-symbols --fetch-cache "$C" -F 200 -d "$1" "${@:3}" \
 		> "$1.out" 2> "$1.err"
 	rc=$?
 	[ $rc = 0 ] || { cat "$1.out" "$1.err"; fail "opvm run exited with $rc"; }
@@ -36,7 +42,7 @@ run_guest() {	# SESSION WORKLOAD
 			fail "$w did not finish (see $1/guests/guest/console.log)"
 	done
 }
-run_guest "$S" abratio+libcmix
+run_guest "$S" abratio+libcmix --introspect off
 G=$S/guests/guest
 [ -f "$G/kallsyms" ] || fail "no $G/kallsyms: the guest's symbols did not arrive"
 [ "$(stat -c %a "$G/kallsyms")" = 600 ] || fail "$G/kallsyms is not private: $(stat -c %a "$G/kallsyms")"
@@ -70,6 +76,8 @@ if sym["system_map"] or sym["vmlinux"] or sym["guest_roots"]:
     print("FAIL: the session names symbol files: %s" % sym); ok = False
 if k["done"] < 1 or k["syms"] < 20000 or k["bad"] or k["capped"] or k["end_mismatch"]:
     print("FAIL: the kernel symbol transfer is incomplete: %s" % k); ok = False
+if k["asked_all"] < 1 or k["asked_modules"] or k["asked_none"]:
+    print("FAIL: without introspection the host did not ask the relay for all: %s" % k); ok = False
 # An image first sampled as the guest powers off is never asked for, or
 # its transfer is still open when the channel goes: requests may be fewer
 # than images, and one may be open at the end, but none may fail.
@@ -145,6 +153,32 @@ print("RESULT second session: %d images with samples, %d found in the cache, %d 
 ok = b["cached"] >= 1 and b["requests"] == len(new) == b["images"] - b["cached"] and \
      len(kept) == len(before) and len(touched) == b["cached"] and b["pruned"] == 0 and \
      b["cache_bytes"] == sum(v[0] for v in after.values())
+sys.exit(0 if ok else 1)
+PY
+# The second session had introspection: vmlinux's symbols from guest
+# memory, the modules' from opvm.ko's walk ("kmod"), merged in one file.
+G2=$T/second/guests/guest
+"$OPVM" report -l --format json --no-host-kernel --session-dir "$T/second" > "$T/r2.json" \
+	2> "$T/r2.err" || { cat "$T/r2.err"; fail "opvm report (second session)"; }
+python3 - "$G2/samples/current/session.json" "$G2/kallsyms" "$G2/kallsyms.modules" \
+	"$T/r2.json" <<'PY' || exit 1
+import json, sys
+sj = json.load(open(sys.argv[1]))
+k, i = sj["fetch"]["ksyms"], sj["introspect"]
+lines = open(sys.argv[2]).read().splitlines()
+vml = [l for l in lines if "\t[" not in l]
+mods = {l.split("\t[")[1].rstrip("]") for l in lines if "\t[" in l}
+want = {l.split()[2] for l in open(sys.argv[3]).read().splitlines()}
+r = json.load(open(sys.argv[4]))
+rows = [x for x in r["symbols"] if x["kernel"] and x["app"] != "(firmware/boot)"]
+tot = sum(x["samples"] for x in rows) - r["outside_kernel_samples"]
+named = sum(x["samples"] for x in rows if x["symbol"])
+print("RESULT second session: asked the relay for all %d, modules' %d, none %d; "
+      "kallsyms %d vmlinux lines (introspection sent %d), modules %s of %s; "
+      "kernel samples named %d of %d" % (k["asked_all"], k["asked_modules"], k["asked_none"],
+      len(vml), i.get("ksyms_sent", 0), sorted(mods), sorted(want), named, tot))
+ok = k["asked_modules"] >= 1 and not k["asked_all"] and len(vml) >= 20000 and \
+     want <= mods and tot >= 50 and named >= 0.95 * tot
 sys.exit(0 if ok else 1)
 PY
 echo PASS
