@@ -87,6 +87,7 @@ struct fetch {
 					 * host's word on the symbols */
 	unsigned kinds;			/* the open transfer's: KIND_* */
 	uint64_t tables[OPVM_KSYMS_TABLES];	/* this transfer's, 0: none yet */
+	uint64_t tables_text;		/* _text in the table they came with */
 	/* the latest HELLO's kernel, against which kallsyms is checked */
 	uint64_t hello_text, hello_anchor_addr;
 	char hello_anchor[OPVM_SYMNAME_LEN + 1];	/* name_byte()-sanitised */
@@ -492,8 +493,10 @@ static void ksyms_check(struct fetch *f, const char *t, size_t n)
 		len = nl > name ? (size_t)(nl - name) : 0;
 		/* "ADDR T NAME\n" of the kernel itself (a module's has "\t[") */
 		if (len && !memchr(name, '\t', len)) {
-			if (len == 5 && !memcmp(name, "_text", 5))
+			if (len == 5 && !memcmp(name, "_text", 5)) {
 				want = f->hello_text;
+				f->tables_text = strtoull(t, NULL, 16);
+			}
 			else if (len == strlen(f->hello_anchor) && !memcmp(name, f->hello_anchor, len))
 				want = f->hello_anchor_addr;
 		}
@@ -531,8 +534,10 @@ static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 		f->kinds = 0;
 	}
 	kind = ((const struct opvm_rec_ksyms *)rec)->module[0] ? KIND_MODULES : KIND_VMLINUX;
-	if (kind == KIND_VMLINUX && !(f->kinds & KIND_VMLINUX))
+	if (kind == KIND_VMLINUX && !(f->kinds & KIND_VMLINUX)) {
 		memset(f->tables, 0, sizeof(f->tables));	/* a new vmlinux table */
+		f->tables_text = 0;
+	}
 	f->kinds |= kind;
 	n = fetch_ksyms_text(rec, len, f->text, room < sizeof(f->text) ? room : sizeof(f->text),
 			     &ok, &bad, &capped, f->tables);
@@ -965,7 +970,11 @@ void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len)
 		ksyms_close(f, false);
 		f->word_due = true;
 		f->nr_mods = 0;		/* the walk names them again */
-		memset(f->tables, 0, sizeof(f->tables));	/* another boot's */
+		/* another boot's, unless the table they came with has this
+		 * HELLO's _text: introspection may read it before opvm.ko
+		 * loads, and the relay sends only the modules' after it */
+		if (!f->hello_text || f->tables_text != f->hello_text)
+			memset(f->tables, 0, sizeof(f->tables));
 		if (f->cur && f->cur->attempts < FETCH_ATTEMPTS)
 			f->resend = true;
 		else if (f->cur)

@@ -1039,6 +1039,33 @@ static void test_ksyms_word_and_merge(void **state)
 	assert_int_equal(mods, 1);
 	assert_int_equal(fetch_get_stats(f)->ksyms_merged, 0);
 
+	/* ORC tables read (by introspection) before the HELLO of the same
+	 * kernel stay; another kernel's HELLO drops them */
+	{
+		struct opvm_rec_hello h = { 0 };
+		uint64_t ip0, ip1, orc;
+
+		krec_init(&k);
+		krec_add(&k, 0xffffffff81000000, 'T', "_text", -1);
+		krec_add(&k, 0xffffffff82000000, 'R', "__start_orc_unwind_ip", -1);
+		krec_add(&k, 0xffffffff82100000, 'R', "__stop_orc_unwind_ip", -1);
+		krec_add(&k, 0xffffffff82100000, 'R', "__start_orc_unwind", -1);
+		len = krec_done(&k, "");
+		fetch_record(f, (void *)k.buf, len);
+		put_end(dir, f, 4);
+		assert_int_equal(fetch_kernel_orc(f, &ip0, &ip1, &orc), 0);
+		h.hdr.magic = htole16(OPVM_PROTO_MAGIC);
+		h.hdr.type = htole16(OPVM_REC_HELLO);
+		h.hdr.len = htole32(sizeof(h));
+		h.text_addr = htole64(0xffffffff81000000);
+		fetch_record(f, &h.hdr, sizeof(h));
+		assert_int_equal(fetch_kernel_orc(f, &ip0, &ip1, &orc), 0);
+		assert_int_equal(ip0, 0xffffffff82000000);
+		h.text_addr = htole64(0xffffffff91000000);
+		fetch_record(f, &h.hdr, sizeof(h));
+		assert_int_equal(fetch_kernel_orc(f, &ip0, &ip1, &orc), -ENOENT);
+	}
+
 	fetch_free(f);
 	close(sv[0]);
 	close(sv[1]);
