@@ -1057,9 +1057,10 @@ static void relay_loop(struct relay *r)
 		 * A trickle of records: let more gather before the next
 		 * wake-up.  Fewer, larger writes cost the guest less (each is
 		 * a virtqueue kick, and under TCG the kick's exit to QEMU
-		 * took most of the relay's samples once it sent no kernel
-		 * symbols: 50 ms rather than 10 halved them); the host holds
-		 * samples of unknown mappings far longer than this.
+		 * showed among the relay's few samples once it sent no kernel
+		 * symbols: 50 ms, not 10, though the difference was not
+		 * measured apart); the host holds samples of unknown mappings
+		 * far longer than this.
 		 */
 		if (n < 16384 && !stopping && !busy)
 			usleep(TRICKLE_US);
