@@ -425,6 +425,109 @@ static int resync(struct qsamp *q, struct tick_state *ts)
 }
 
 /*
+ * The fast path: stop, read and resume in one write, which QEMU handles in
+ * one pass of its main loop, so no monitor command can come in between: a
+ * "stop" from the monitor or libvirt lands before (its stop reply makes the
+ * drain inside return -EALREADY, or, sent in the last microseconds, is
+ * taken for ours and undone) or after (it holds).  Sending "c" only after
+ * reading the answers would leave the guest stopped by us for a round trip,
+ * during which a monitor "stop" is silently absorbed and then undone by our
+ * "c" (seen under ASan).  The price: a guest that suspended itself to RAM
+ * (S3), the one stop QEMU announces to nobody, is woken.
+ * With call graphs the stacks are read before "c": they must be the stacks
+ * of the registers read (see callgraph_stop()).
+ * Returns the read's error (0: sampled), or, with *final set, the tick's
+ * result.
+ */
+static int tick_fast(struct qsamp *q, struct tick_state *ts, unsigned n, uint64_t pa,
+		     size_t len, int *merr, int *final)
+{
+	int stopped = 0, err;
+
+	err = gdbstub_stop_sample(q->gs, q->regs, n, pa, q->slotbuf, len, !q->cg,
+				  merr, &stopped);
+	*final = 1;
+	if (err == -EALREADY) {
+		ts->paused = 1;
+		q->paused_ticks++;
+		return 0;
+	}
+	if (err == -EPIPE || err == -ESHUTDOWN)
+		return err;
+	if (err == -ETIMEDOUT)
+		return batch_late(q, ts, stopped);
+	if (stopped == 2)
+		return paused_meanwhile(q, ts, !q->cg);
+	if (!stopped) {
+		/* No stop reply: the guest was not running (S3); our "c"
+		 * woke it. */
+		q->paused_ticks++;
+		return 0;
+	}
+	*final = 0;
+	q->exits++;
+	if (q->cg) {
+		ts->ours = 1;
+		err = callgraph_stop(q, n);
+		if (!err)
+			ts->ours = 0;
+	}
+	return err;
+}
+
+/* The slow path, after a pause: probe, then stop, read and resume in
+ * turn.  Returns as tick_fast(). */
+static int tick_probe(struct qsamp *q, struct tick_state *ts, unsigned n, uint64_t pa,
+		      size_t len, int *merr, int *final)
+{
+	int err = probe_stop(q, ts);
+
+	*final = err <= 0;
+	if (err < 0)
+		return err;
+	if (!err) {
+		q->paused_ticks++;
+		return 0;
+	}
+	err = gdbstub_sample(q->gs, q->regs, n, pa, q->slotbuf, len, merr);
+	q->exits++;
+	if (!err && q->cg)
+		walk_chains(q, n);
+	/* Whatever happened, the guest must run again. */
+	if (err != -EPIPE && err != -ESHUTDOWN) {
+		int cerr = gdbstub_continue(q->gs);
+
+		if (!err)
+			err = cerr;
+	}
+	if (err == -ETIMEDOUT) {
+		/* late answers: read them next tick */
+		ts->resync = 1;
+		ts->resync_marker = 0;
+		ts->c_after = 1;
+	}
+	return err;
+}
+
+/* CR3 == 0: firmware or early boot after a reset.  The old slot address
+ * means nothing any more; wait for the next HELLO.  Whether the slots
+ * read at this stop still count. */
+static int slots_still_good(struct qsamp *q, struct tick_state *ts, unsigned n,
+			    int have_slots, unsigned gen)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (q->regs[i].cr3 == 0) {
+			if (have_slots || (gen && gen != ts->bad_gen)) {
+				q->resets++;
+				ts->bad_gen = gen;
+			}
+			return 0;
+		}
+	}
+	return have_slots;
+}
+
+/*
  * One tick.  Returns 1 if the guest was stopped and sampled, 0 if it was
  * not running, or -errno for a fault.
  */
@@ -433,7 +536,7 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 	unsigned gen = 0, n = q->nr_vcpus;
 	uint64_t pa = 0;
 	uint32_t size = 0, nr = 0;
-	int stopped = 0, have_slots, merr = 0, err;
+	int have_slots, merr = 0, final, err;
 	size_t len = 0;
 
 	have_slots = get_slots(q, &gen, &pa, &size, &nr) && gen != ts->bad_gen &&
@@ -445,74 +548,12 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 	cur_arm(q, have_slots);
 	if (ts->resync)
 		return resync(q, ts);
-	if (!ts->paused && !ts->outstanding) {
-		/*
-		 * Fast path: stop, read and resume in one write, which QEMU
-		 * handles in one pass of its main loop, so no monitor command
-		 * can come in between: a "stop" from the monitor or libvirt
-		 * lands before (its stop reply makes the drain inside return
-		 * -EALREADY, or, sent in the last microseconds, is taken for
-		 * ours and undone) or after (it holds).  Sending "c" only after
-		 * reading the answers would leave the guest stopped by us for
-		 * a round trip, during which a monitor "stop" is silently
-		 * absorbed and then undone by our "c" (seen under ASan).
-		 * The price: a guest that suspended itself to RAM (S3), the
-		 * one stop QEMU announces to nobody, is woken.
-		 */
-		/* With call graphs the stacks are read before "c": they must
-		 * be the stacks of the registers read (see callgraph_stop()). */
-		err = gdbstub_stop_sample(q->gs, q->regs, n, pa, q->slotbuf, len, !q->cg,
-					  &merr, &stopped);
-		if (err == -EALREADY) {
-			ts->paused = 1;
-			q->paused_ticks++;
-			return 0;
-		}
-		if (err == -EPIPE || err == -ESHUTDOWN)
-			return err;
-		if (err == -ETIMEDOUT)
-			return batch_late(q, ts, stopped);
-		if (stopped == 2)
-			return paused_meanwhile(q, ts, !q->cg);
-		if (!stopped) {
-			/* No stop reply: the guest was not running (S3); our
-			 * "c" woke it. */
-			q->paused_ticks++;
-			return 0;
-		}
-		q->exits++;
-		if (q->cg) {
-			ts->ours = 1;
-			err = callgraph_stop(q, n);
-			if (!err)
-				ts->ours = 0;
-		}
-	} else {
-		err = probe_stop(q, ts);
-		if (err < 0)
-			return err;
-		if (!err) {
-			q->paused_ticks++;
-			return 0;
-		}
-		err = gdbstub_sample(q->gs, q->regs, n, pa, q->slotbuf, len, &merr);
-		q->exits++;
-		if (!err && q->cg)
-			walk_chains(q, n);
-		/* Whatever happened, the guest must run again. */
-		if (err != -EPIPE && err != -ESHUTDOWN) {
-			int cerr = gdbstub_continue(q->gs);
-
-			if (!err)
-				err = cerr;
-		}
-		if (err == -ETIMEDOUT) {
-			/* late answers: read them next tick */
-			ts->resync = 1;
-			ts->resync_marker = 0;
-			ts->c_after = 1;
-		}
-	}
+	if (!ts->paused && !ts->outstanding)
+		err = tick_fast(q, ts, n, pa, len, &merr, &final);
+	else
+		err = tick_probe(q, ts, n, pa, len, &merr, &final);
+	if (final)
+		return err;
 	if (err == -EPIPE || err == -ESHUTDOWN)
 		return err;
 	if (err) {
@@ -521,20 +562,7 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 		return 0;
 	}
 	ts->bad_ticks = 0;
-	if (merr)
-		have_slots = 0;
-	/* CR3 == 0: firmware or early boot after a reset.  The old slot
-	 * address means nothing any more; wait for the next HELLO. */
-	for (unsigned i = 0; i < n; i++) {
-		if (q->regs[i].cr3 == 0) {
-			if (have_slots || (gen && gen != ts->bad_gen)) {
-				q->resets++;
-				ts->bad_gen = gen;
-			}
-			have_slots = 0;
-			break;
-		}
-	}
+	have_slots = slots_still_good(q, ts, n, merr ? 0 : have_slots, gen);
 	push_samples(q, ts, n, have_slots, have_slots ? nr : 0);
 	if (q->cg)
 		callgraph_idle(q->cg, q->kernel_cr3);
