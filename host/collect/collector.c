@@ -597,13 +597,11 @@ static bool budget_take(struct cguest *g)
 	return true;
 }
 
-static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
+/* Processes and threads going, a reboot: what attribution must file or
+ * forget first (see on_record()). */
+static void on_task_record(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
+			   size_t len, uint64_t now)
 {
-	struct cguest *g = arg;
-	uint16_t type = le16toh(rec->type);
-	uint64_t now = util_now_ms();
-
-	fetch_record(g->fetch, rec, len);
 	switch (type) {
 	case OPVM_REC_PROC: {
 		struct opvm_rec_proc r;
@@ -652,6 +650,17 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 			attribution_forget_process(g->sy, id, now);
 		return;
 	}
+	default:
+		return;
+	}
+}
+
+/* Mappings, file names and modules changing under samples still in the
+ * rings (see on_record()). */
+static void on_map_record(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
+			  size_t len, uint64_t now)
+{
+	switch (type) {
 	case OPVM_REC_MMAP:
 	case OPVM_REC_MUNMAP: {
 		/* same layout up to end */
@@ -699,6 +708,17 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 	default:
 		return;
 	}
+}
+
+static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
+{
+	struct cguest *g = arg;
+	uint16_t type = le16toh(rec->type);
+	uint64_t now = util_now_ms();
+
+	fetch_record(g->fetch, rec, len);
+	on_task_record(g, type, rec, len, now);
+	on_map_record(g, type, rec, len, now);
 }
 
 static void channel_try_reconnect(struct cguest *g)
