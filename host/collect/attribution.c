@@ -492,6 +492,63 @@ static int file_kernel_own(struct attribution *s, const struct opvm_sample *x, c
 	return add(s, sfile_for(s, &k, app, k.image, NULL), m ? x->rip - m->base : x->rip);
 }
 
+/*
+ * A kernel sample's task, into k's tgid/tid and *p (its process, NULL for a
+ * kernel thread or none).  By opvm.ko's slot when the sample has one, else
+ * by CR3.  Returns HOLD when the task should be waited for, else 0.
+ */
+static int kernel_task(struct attribution *s, const struct opvm_sample *x, bool force,
+		       struct skey *k, const struct gstate_process **p)
+{
+	const struct gstate_process *tp;
+	bool hold;
+
+	if (!(x->flags & OPVM_SAMPLE_SLOT)) {
+		*p = gstate_proc_by_cr3(s->gs, opvm_cr3_normalise(x->cr3));
+		k->tgid = k->tid = *p ? (*p)->tgid : 0;
+		return 0;
+	}
+	/*
+	 * The slot is guest memory: a task the model does not know (yet) is
+	 * held when it would name a file, so that neither a late PROC/THREAD
+	 * record nor a hostile slot can make files per made-up id; on expiry
+	 * it is merged ("all").
+	 */
+	k->tgid = x->slot_tgid;	/* not 0: idle went before */
+	k->tid = x->slot_tid;
+	tp = gstate_proc_by_tgid(s->gs, x->slot_tgid);
+	hold = !force && s->hold_ms && gstate_get_hello(s->gs) &&
+	       !(tp && tp->tgid == s->force_tgid);
+	if (!tp && s->k_slot) {
+		if (hold)
+			return HOLD;
+		k->tgid = k->tid = -1;
+	} else if (tp && (s->sep & OPVM_SEP_THREAD) && x->slot_tid != x->slot_tgid &&
+		   gstate_thread_tgid(s->gs, x->slot_tid) != x->slot_tgid) {
+		if (hold)
+			return HOLD;
+		k->tid = k->tgid;
+	}
+	*p = x->flags & OPVM_SAMPLE_KTHREAD ? NULL : tp;
+	return 0;
+}
+
+/* The application a kernel sample is filed under when kernel samples are
+ * separated by process. */
+static const char *kernel_app(struct attribution *s, const struct opvm_sample *x,
+			      const struct gstate_process *p, const char *image)
+{
+	if ((x->flags & OPVM_SAMPLE_SLOT) && (x->flags & OPVM_SAMPLE_KTHREAD))
+		return NAME_KTHREAD;
+	if (p)
+		return attribution_proc_app(p);
+	/* no module has spoken: no process to name (boot, mostly), the
+	 * kernel's own, as without the separation */
+	if (!gstate_get_hello(s->gs))
+		return image;
+	return NAME_UNKNOWN;
+}
+
 static int file_kernel(struct attribution *s, const struct opvm_sample *x, bool force)
 {
 	struct vcache *vc = &s->vc[x->vcpu & s->vc_mask];
@@ -541,49 +598,10 @@ static int file_kernel(struct attribution *s, const struct opvm_sample *x, bool 
 	k.event = x->event;
 	k.cpu = x->vcpu;
 
-	if (slot) {
-		/*
-		 * The slot is guest memory: a task the model does not know
-		 * (yet) is held when it would name a file, so that neither a
-		 * late PROC/THREAD record nor a hostile slot can make files
-		 * per made-up id; on expiry it is merged ("all").
-		 */
-		const struct gstate_process *tp = NULL;
-		bool hold;
-
-		k.tgid = x->slot_tgid;	/* not 0: idle went above */
-		k.tid = x->slot_tid;
-		tp = gstate_proc_by_tgid(s->gs, x->slot_tgid);
-		hold = !force && s->hold_ms && gstate_get_hello(s->gs) &&
-		       !(tp && tp->tgid == s->force_tgid);
-		if (!tp && s->k_slot) {
-			if (hold)
-				return HOLD;
-			k.tgid = k.tid = -1;
-		} else if (tp && (s->sep & OPVM_SEP_THREAD) && x->slot_tid != x->slot_tgid &&
-			   gstate_thread_tgid(s->gs, x->slot_tid) != x->slot_tgid) {
-			if (hold)
-				return HOLD;
-			k.tid = k.tgid;
-		}
-		if (!(x->flags & OPVM_SAMPLE_KTHREAD))
-			p = tp;
-	} else {
-		p = gstate_proc_by_cr3(s->gs, opvm_cr3_normalise(x->cr3));
-		k.tgid = k.tid = p ? p->tgid : 0;
-	}
+	if (kernel_task(s, x, force, &k, &p))
+		return HOLD;
 	if (s->sep & OPVM_SEP_KERNEL) {
-		if (slot && (x->flags & OPVM_SAMPLE_KTHREAD))
-			app = NAME_KTHREAD;
-		else if (p)
-			app = attribution_proc_app(p);
-		else if (!gstate_get_hello(s->gs))
-			/* no module has spoken: no process to name (boot, mostly),
-			 * the kernel's own, as without the separation */
-			app = image;
-		else {
-			app = NAME_UNKNOWN;
-		}
+		app = kernel_app(s, x, p, image);
 		if (!k.app)
 			k.app = app;
 	}
@@ -613,10 +631,31 @@ static int file_anon_cr3(struct attribution *s, const struct opvm_sample *x, uin
 	return add(s, sfile_for(s, &k, name, name, NULL), x->rip);
 }
 
+/* A user sample's process: by its CR3 (the vCPU's last one cached), else
+ * by the task opvm.ko's slot names (*via_slot set). */
+static const struct gstate_process *user_proc(struct attribution *s,
+					      const struct opvm_sample *x, uint64_t cr3n,
+					      bool *via_slot)
+{
+	struct vcache *vc = &s->vc[x->vcpu & s->vc_mask];
+	const struct gstate_process *p;
+
+	if (vc->p_epoch == s->epoch && vc->cr3n == cr3n) {
+		p = vc->p;
+	} else {
+		p = gstate_proc_by_cr3(s->gs, cr3n);
+		vc->cr3n = cr3n;
+		vc->p = p;
+		vc->p_epoch = s->epoch;
+	}
+	if (!p && (p = attribution_slot_proc(s, x)))
+		*via_slot = true;
+	return p;
+}
+
 static int file_user(struct attribution *s, const struct opvm_sample *x, bool force)
 {
 	uint64_t cr3n = opvm_cr3_normalise(x->cr3);
-	struct vcache *vc = &s->vc[x->vcpu & s->vc_mask];
 	const struct gstate_process *p;
 	const struct gstate_mapping *m;
 	const char *image;
@@ -633,16 +672,7 @@ static int file_user(struct attribution *s, const struct opvm_sample *x, bool fo
 		return add(s, ce->fid, x->rip + ce->adj);
 	}
 
-	if (vc->p_epoch == s->epoch && vc->cr3n == cr3n) {
-		p = vc->p;
-	} else {
-		p = gstate_proc_by_cr3(s->gs, cr3n);
-		vc->cr3n = cr3n;
-		vc->p = p;
-		vc->p_epoch = s->epoch;
-	}
-	if (!p && (p = attribution_slot_proc(s, x)))
-		via_slot = true;
+	p = user_proc(s, x, cr3n, &via_slot);
 	if (!p) {
 		if (!gstate_procs_announced(s->gs)) {
 			s->stats.unresolved++;
