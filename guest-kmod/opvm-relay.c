@@ -975,6 +975,51 @@ struct relay {
 };
 
 /* Copies /dev/opvm to the port until stopped or an error. */
+/* What the module has, read and written to the port (or dropped with no
+ * host).  Returns 1 to go on, 0 to stop. */
+static int relay_forward(struct relay *r, int *connected, unsigned int *gen, int busy)
+{
+	ssize_t n = read(r->in, r->buf, BUF_SIZE);
+	int ret;
+
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EINTR)
+			return 1;
+		fprintf(stderr, "opvm-relay: read the module: %s\n", strerror(errno));
+		return 0;
+	}
+	if (n == 0)
+		return 0;
+	if (!*connected) {
+		r->dropped += (unsigned long long)n;
+		return 1;
+	}
+	ret = write_all(r->out, r->buf, (size_t)n);
+	if (ret == -EPIPE) {
+		*connected = 0;
+		session_set(&r->ksyms, gen, 0);
+		r->dropped += (unsigned long long)n;
+		return 1;
+	}
+	if (ret) {
+		if (ret != -EINTR)
+			fprintf(stderr, "opvm-relay: write the port: %s\n", strerror(-ret));
+		return 0;
+	}
+	r->total += (unsigned long long)n;
+	/*
+	 * A trickle of records: let more gather before the next wake-up.
+	 * Fewer, larger writes cost the guest less (each is a virtqueue kick,
+	 * and under TCG the kick's exit to QEMU showed among the relay's few
+	 * samples once it sent no kernel symbols: 50 ms, not 10, though the
+	 * difference was not measured apart); the host holds samples of
+	 * unknown mappings far longer than this.
+	 */
+	if (n < 16384 && !stopping && !busy)
+		usleep(TRICKLE_US);
+	return 1;
+}
+
 static void relay_loop(struct relay *r)
 {
 	unsigned int gen = 0;
@@ -991,7 +1036,6 @@ static void relay_loop(struct relay *r)
 			{ .fd = connected ? out : -1, .events = POLLIN },
 		};
 		int timeout = !connected ? 200 : stopping ? 300 : busy ? 10 : -1;
-		ssize_t n;
 
 		if (stopping && !hurry) {
 			/* the guest is going down: the symbols at full speed */
@@ -1027,43 +1071,8 @@ static void relay_loop(struct relay *r)
 		busy = connected && !stopping && files_step(&r->files, in);
 		if (!(pfd[0].revents & POLLIN))
 			continue;
-		n = read(in, r->buf, BUF_SIZE);
-		if (n < 0) {
-			if (errno == EAGAIN || errno == EINTR)
-				continue;
-			fprintf(stderr, "opvm-relay: read the module: %s\n", strerror(errno));
+		if (!relay_forward(r, &connected, &gen, busy))
 			break;
-		}
-		if (n == 0)
-			break;
-		if (!connected) {
-			r->dropped += (unsigned long long)n;
-			continue;
-		}
-		ret = write_all(out, r->buf, (size_t)n);
-		if (ret == -EPIPE) {
-			connected = 0;
-			session_set(&r->ksyms, &gen, 0);
-			r->dropped += (unsigned long long)n;
-			continue;
-		}
-		if (ret) {
-			if (ret != -EINTR)
-				fprintf(stderr, "opvm-relay: write the port: %s\n", strerror(-ret));
-			break;
-		}
-		r->total += (unsigned long long)n;
-		/*
-		 * A trickle of records: let more gather before the next
-		 * wake-up.  Fewer, larger writes cost the guest less (each is
-		 * a virtqueue kick, and under TCG the kick's exit to QEMU
-		 * showed among the relay's few samples once it sent no kernel
-		 * symbols: 50 ms, not 10, though the difference was not
-		 * measured apart); the host holds samples of unknown mappings
-		 * far longer than this.
-		 */
-		if (n < 16384 && !stopping && !busy)
-			usleep(TRICKLE_US);
 	}
 }
 
