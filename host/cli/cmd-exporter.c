@@ -134,6 +134,13 @@ static void *exporter_refresher(void *arg)
 		t0 = now_s();
 		r = hoststats_refresh(e->h);
 		s = r ? NULL : hoststats_prometheus(e->h);
+		/* What /proc lists is other users' to choose: a burst of
+		 * processes (a thousand "QEMUs" for a minute) grows the
+		 * buffers of one reading, and the freed memory would stay in
+		 * the allocator's arenas, fragmented, as RSS for the life of
+		 * the exporter.  Handed back after each reading, before the
+		 * scrapes waiting for it are served. */
+		malloc_trim(0);
 		if (!s && !e->quit)
 			log_warn("exporter: cannot read this host's guests: %s",
 				 strerror(r ? -r : ENOMEM));
@@ -148,14 +155,6 @@ static void *exporter_refresher(void *arg)
 		}
 		e->readings++;
 		pthread_cond_broadcast(&e->done);
-		pthread_mutex_unlock(&e->lock);
-		/* What /proc lists is other users' to choose: a burst of
-		 * processes (a thousand "QEMUs" for a minute) grows the
-		 * buffers of one reading, and the freed memory would stay in
-		 * the allocator's arenas, fragmented, as RSS for the life of
-		 * the exporter.  Hand it back after each reading. */
-		malloc_trim(0);
-		pthread_mutex_lock(&e->lock);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return NULL;
