@@ -16,6 +16,11 @@
 #   none    no socket at all (QMP_PATH is not made): a connect fails at once
 #   answer  a well-behaved QMP server: greeting, qmp_capabilities,
 #           query-cpus-fast (this thread as vCPU 0), {} for anything else
+#   slow    as answer, but each message (the greeting too) is sent
+#           FAKE_QEMU_DELAY seconds (default 0.9) after its cause: every
+#           reply comes just within a per-call deadline of 1 s.  Prints
+#           "got CMD" for each command and "gone" when a reply finds the
+#           client gone
 # FAKE_QEMU_FORKS=N: N more such processes (forked children that only
 # wait, with the same command line and no socket of their own), ended with
 # it: a burst of QEMUs in /proc at the cost of one.
@@ -52,11 +57,28 @@ def serve(c):
         pass    # the client went away
 
 
+DELAY = float(os.environ.get("FAKE_QEMU_DELAY", "0.9")) if mode == "slow" else 0
+
+
+def send(c, obj):
+    if DELAY:
+        time.sleep(DELAY)
+    try:
+        c.sendall((json.dumps(obj) + "\r\n").encode())
+    except OSError:
+        if DELAY:
+            print("gone", flush=True)
+        raise
+
+
 def answer(c):
     # QMP input is a stream of JSON objects, not lines (opvm sends none).
-    c.sendall((json.dumps({"QMP": {"version": {"qemu": {"major": 7, "minor": 2,
-                                                        "micro": 0}},
-                                   "capabilities": []}}) + "\r\n").encode())
+    send(c, {"QMP": {"version": {"qemu": {"major": 7, "minor": 2, "micro": 0}},
+                     "capabilities": []}})
+    return serve_commands(c)
+
+
+def serve_commands(c):
     dec, buf = json.JSONDecoder(), ""
     while True:
         data = c.recv(4096)
@@ -71,6 +93,8 @@ def answer(c):
                 break
             buf = buf[end:]
             cmd = msg.get("execute") if isinstance(msg, dict) else None
+            if DELAY:
+                print("got %s" % cmd, flush=True)
             if cmd == "query-cpus-fast":
                 ret = [{"cpu-index": 0, "thread-id": os.getpid(),
                         "target": "x86_64"}]
@@ -78,7 +102,7 @@ def answer(c):
                 ret = {"running": True, "status": "running"}
             else:
                 ret = {}
-            c.sendall((json.dumps({"return": ret}) + "\r\n").encode())
+            send(c, {"return": ret})
 
 
 if mode == "full":
@@ -90,7 +114,7 @@ if mode == "full":
     keep.append(c)
 elif mode == "silent":
     srv.listen(64)
-elif mode == "answer":
+elif mode in ("answer", "slow"):
     srv.listen(16)
 threading.stack_size(64 * 1024)
 for _ in range(int(os.environ.get("FAKE_QEMU_THREADS", "0"))):
@@ -126,7 +150,7 @@ def end_all(*_):
 
 signal.signal(signal.SIGTERM, end_all)
 print("ready", flush=True)
-if mode != "answer":
+if mode not in ("answer", "slow"):
     while True:
         time.sleep(3600)
 while True:
