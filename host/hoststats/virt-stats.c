@@ -402,7 +402,7 @@ int virt_reader_run(struct virt_reader *r, virt_job_fn *fn, void *arg,
 	reader_wait(r, r->since_ms + r->budget_ms, stop);
 	if (!r->done) {
 		pthread_mutex_unlock(&r->mu);
-		util_seterr(err, errlen, "libvirt at %s did not answer within %.0f s "
+		util_seterr(err, errlen, "libvirt at %s did not answer within %g s "
 			    "(is libvirtd hung?)", r->uri, (double)r->budget_ms / 1000);
 		return stop && *stop ? -EINTR : -ETIMEDOUT;
 	}
