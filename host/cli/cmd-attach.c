@@ -169,9 +169,10 @@ static int open_monitors(struct attach *a, struct virt *v, struct vm_monitor **m
 }
 
 /* Without --sampler: perf for KVM guests, gdbstub for TCG; one session
- * takes one sampler.  Replaces *b and *bst when it picks another.  0, or
- * -1 after printing. */
-static int pick_backend(struct attach *a, struct vm_monitor **mons,
+ * takes one sampler.  kvm[i]: what vm_monitor_is_kvm() said of mons[i]
+ * (asked here if kvm is NULL).  Replaces *b and *bst when it picks
+ * another.  0, or -1 after printing. */
+static int pick_backend(struct attach *a, struct vm_monitor **mons, const int *kvm_of,
 			const struct backend_ops **b, void **bst)
 {
 	const struct backend_ops *pick = NULL, *k;
@@ -180,7 +181,7 @@ static int pick_backend(struct attach *a, struct vm_monitor **mons,
 	if (a->sampler)
 		return 0;
 	for (size_t i = 0; i < a->nr_doms; i++) {
-		int kvm = vm_monitor_is_kvm(mons[i]);
+		int kvm = kvm_of ? kvm_of[i] : vm_monitor_is_kvm(mons[i]);
 
 		if (kvm < 0) {
 			log_err("cannot ask '%s' whether it runs under KVM (query-kvm: %s); "
@@ -216,8 +217,7 @@ static int pick_backend(struct attach *a, struct vm_monitor **mons,
 struct lookup {
 	struct attach *a;
 	struct vm_monitor **mons;	/* a->nr_doms entries */
-	const struct backend_ops *b;
-	void *bst;
+	int *kvm;			/* without --sampler: each one's query-kvm */
 };
 
 static int lookup_guests(struct virt *v, void *arg, char *err, size_t errlen)
@@ -234,8 +234,17 @@ static int lookup_guests(struct virt *v, void *arg, char *err, size_t errlen)
 		log_err("out of memory");
 		return -ENOMEM;
 	}
-	if (open_monitors(a, v, lk->mons) || pick_backend(a, lk->mons, &lk->b, &lk->bst))
+	if (open_monitors(a, v, lk->mons))
 		return -EINVAL;
+	if (a->sampler)
+		return 0;
+	lk->kvm = calloc(a->nr_doms, sizeof(*lk->kvm));
+	if (!lk->kvm) {
+		log_err("out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < a->nr_doms; i++)
+		lk->kvm[i] = vm_monitor_is_kvm(lk->mons[i]);
 	return 0;
 }
 
@@ -267,27 +276,30 @@ static int attach_lookup(struct attach *a, struct virt_reader **vr, struct looku
 /* Finds the guests and profiles them; frees bst. */
 static int attach_run(struct attach *a, const struct backend_ops *b, void *bst)
 {
-	struct lookup lk = { .a = a, .b = b, .bst = bst };
+	struct lookup lk = { .a = a };
 	struct virt_reader *vr = NULL;
 	int ret = 1;
 
 	if (a->qmp_path || a->pid) {
 		a->nr_doms = 1;
 		lk.mons = calloc(a->nr_doms, sizeof(*lk.mons));
-		if (lk.mons && !open_monitors(a, NULL, lk.mons) &&
-		    !pick_backend(a, lk.mons, &lk.b, &lk.bst))
-			ret = 0;
+		ret = !lk.mons || open_monitors(a, NULL, lk.mons);
 	} else {
 		ret = attach_lookup(a, &vr, &lk);
-		if (ret == 2)
-			return 1;	/* lk is the stuck worker's */
+		if (ret == 2) {		/* lk is the stuck worker's */
+			b->free(bst);
+			return 1;
+		}
 	}
-	if (!ret)
-		ret = session_run(lk.b, lk.bst, &a->o, lk.mons, a->nr_doms);
-	lk.b->free(lk.bst);
+	if (!ret && !pick_backend(a, lk.mons, lk.kvm, &b, &bst))
+		ret = session_run(b, bst, &a->o, lk.mons, a->nr_doms);
+	else
+		ret = 1;
+	b->free(bst);
 	for (size_t i = 0; lk.mons && i < a->nr_doms; i++)
 		vm_monitor_close(lk.mons[i]);
 	free(lk.mons);
+	free(lk.kvm);
 	virt_free_names(a->listed);
 	virt_reader_free(vr);
 	return ret;
