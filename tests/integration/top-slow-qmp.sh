@@ -34,32 +34,7 @@ for i in 1 2 3; do
 done
 
 # ---- 1-3: top --once -----------------------------------------------------------
-start=$(date +%s%N)
-timeout -k 1 12 "$OPVM" top --once --format json --no-libvirt -f "$P-" -d 1 > "$T/once.json" \
-	2> "$T/once.err"
-rc=$?
-took=$(( ($(date +%s%N) - start) / 1000000 ))
-echo "RESULT top --once beside 3 slow QMP sockets: exit $rc after $took ms (deadline 12 s)"
-if [ "$rc" != 0 ]; then
-	cat "$T/once.err"
-	bad "top --once failed or was still running after 12 s ($rc)"
-else python3 - "$T/once.json" "$P" <<'PY' || bad "top --once does not list the guests right"
-import json, sys
-d = json.load(open(sys.argv[1]))
-p = sys.argv[2]
-g = {x["name"]: x for x in d["guests"]}
-print("RESULT top --once rows:", {n: (x["read_ok"], x.get("read_why", "")[:40]) for n, x in g.items()})
-ok = True
-for n in ("real", "answer"):
-    if p + "-" + n not in g or not g[p + "-" + n]["read_ok"]:
-        print("FAIL: the %s guest is missing or not read" % n); ok = False
-for i in (1, 2, 3):
-    x = g.get("%s-slow%d" % (p, i))
-    if not x or x["read_ok"] or "did not answer" not in x.get("read_why", ""):
-        print("FAIL: the slow guest %d is not listed as not read" % i); ok = False
-sys.exit(0 if ok else 1)
-PY
-fi
+once_beside "3 slow QMP sockets" 12 "real answer" "slow1 slow2 slow3"
 for i in 1 2 3; do
 	log=$T/slow$i.qmp.out
 	echo "slow$i: $(grep -c '^got' "$log") commands ($(grep '^got' "$log" | sort | uniq -c | tr -s ' \n' '  ')), $(grep -c '^gone' "$log") replies to a client gone"
@@ -71,14 +46,7 @@ done
 PORT=$(free_port)
 start_exporter "$T/exporter.log" --listen "127.0.0.1:$PORT" --no-libvirt --min-interval 0 ||
 	bad "the exporter did not start"
-slow=0
-for i in $(seq 8); do
-	out=$(curl -s -o "$T/m$i.txt" -m 2 -w '%{http_code} %{time_total}' \
-		"http://127.0.0.1:$PORT/metrics")
-	[ "${out%% *}" = 200 ] || slow=$((slow + 1))
-done
-echo "RESULT exporter beside 3 slow QMP sockets: $((8 - slow)) of 8 scrapes answered within 2 s"
-[ "$slow" = 0 ] || bad "$slow of 8 scrapes were not answered within 2 s"
+scrapes_within "3 slow QMP sockets" "$PORT" 8
 grep -q "^opvm_guest_read_ok{guest=\"$P-real\"} 1" "$T/m8.txt" 2>/dev/null ||
 	bad "the exporter does not list the real guest as read"
 grep -q "^opvm_guest_read_ok{guest=\"$P-slow1\"} 0" "$T/m8.txt" 2>/dev/null ||
