@@ -657,7 +657,7 @@ static void exporter_tune_malloc(int argc, char **argv)
 		free(nargv);
 		return;
 	}
-	nargv[0] = "opvm";
+	nargv[0] = program_invocation_name;	/* as it was started: ps shows the same */
 	memcpy(nargv + 1, argv, (size_t)argc * sizeof(*argv));
 	setenv(EXPORTER_REEXEC_ENV, mark, 1);
 	setenv("GLIBC_TUNABLES", val, 1);
