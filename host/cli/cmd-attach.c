@@ -14,10 +14,16 @@
 
 #include "host/cli/commands.h"
 #include "host/cli/session.h"
+#include "host/hoststats/virt-stats.h"
 #include "lib/log.h"
 #include "vmm/backend.h"
 #include "vmm/guest/monitor.h"
 #include "vmm/libvirt/virt.h"
+
+/* The libvirt lookup (connect, domains, their XML, query-kvm) waits at
+ * most this long: a hung libvirtd must not hang attach.  Longer than top's
+ * 3 s: done once, by a daemon that may be busy starting guests. */
+#define ATTACH_VIRT_BUDGET_MS	10000
 
 enum { OPT_SAMPLER = COMMAND_OPT, OPT_ALL, OPT_QMP, OPT_CHANNEL, OPT_NAME, OPT_APPEND,
        OPT_PID };
@@ -163,9 +169,10 @@ static int open_monitors(struct attach *a, struct virt *v, struct vm_monitor **m
 }
 
 /* Without --sampler: perf for KVM guests, gdbstub for TCG; one session
- * takes one sampler.  Replaces *b and *bst when it picks another.  0, or
- * -1 after printing. */
-static int pick_backend(struct attach *a, struct vm_monitor **mons,
+ * takes one sampler.  kvm[i]: what vm_monitor_is_kvm() said of mons[i]
+ * (asked here if kvm is NULL).  Replaces *b and *bst when it picks
+ * another.  0, or -1 after printing. */
+static int pick_backend(struct attach *a, struct vm_monitor **mons, const int *kvm_of,
 			const struct backend_ops **b, void **bst)
 {
 	const struct backend_ops *pick = NULL, *k;
@@ -174,7 +181,7 @@ static int pick_backend(struct attach *a, struct vm_monitor **mons,
 	if (a->sampler)
 		return 0;
 	for (size_t i = 0; i < a->nr_doms; i++) {
-		int kvm = vm_monitor_is_kvm(mons[i]);
+		int kvm = kvm_of ? kvm_of[i] : vm_monitor_is_kvm(mons[i]);
 
 		if (kvm < 0) {
 			log_err("cannot ask '%s' whether it runs under KVM (query-kvm: %s); "
@@ -204,35 +211,97 @@ static int pick_backend(struct attach *a, struct vm_monitor **mons,
 	return 0;
 }
 
+/* The libvirt side of finding the guests, run in the libvirt reader's
+ * worker (virt_reader_run()): whatever libvirt call hangs, attach waits
+ * only ATTACH_VIRT_BUDGET_MS for it. */
+struct lookup {
+	struct attach *a;
+	struct vm_monitor **mons;	/* a->nr_doms entries */
+	int *kvm;			/* without --sampler: each one's query-kvm */
+};
+
+static int lookup_guests(struct virt *v, void *arg, char *err, size_t errlen)
+{
+	struct lookup *lk = arg;
+	struct attach *a = lk->a;
+
+	(void)err;
+	(void)errlen;
+	if (a->all && list_domains(a, v))
+		return -ENOENT;
+	lk->mons = calloc(a->nr_doms, sizeof(*lk->mons));
+	if (!lk->mons) {
+		log_err("out of memory");
+		return -ENOMEM;
+	}
+	if (open_monitors(a, v, lk->mons))
+		return -EINVAL;
+	if (a->sampler)
+		return 0;
+	lk->kvm = calloc(a->nr_doms, sizeof(*lk->kvm));
+	if (!lk->kvm) {
+		log_err("out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < a->nr_doms; i++)
+		lk->kvm[i] = vm_monitor_is_kvm(lk->mons[i]);
+	return 0;
+}
+
+/* Finds libvirt's guests; 0, or 1 after printing.  On a timeout the worker
+ * may still be in libvirt with lk: it is left to it (attach ends). */
+static int attach_lookup(struct attach *a, struct virt_reader **vr, struct lookup *lk)
+{
+	char err[512] = "";
+	int r;
+
+	*vr = virt_reader_new(a->uri, ATTACH_VIRT_BUDGET_MS, 0);
+	if (!*vr) {
+		log_err("cannot start the libvirt reader: %s", strerror(errno));
+		return 1;
+	}
+	r = virt_reader_run(*vr, lookup_guests, lk, NULL, err, sizeof(err));
+	if (r == -ETIMEDOUT) {
+		log_err("%s: check libvirtd (systemctl status libvirtd), or name the guest "
+			"without libvirt: --qmp SOCKET [--channel SOCKET]", err);
+		virt_reader_free(*vr);	/* detached: the worker ends it */
+		*vr = NULL;
+		return 2;
+	}
+	if (r == -ENOTCONN)
+		log_err("cannot reach libvirt: %s (is libvirtd running? try -c URI)", err);
+	return r ? 1 : 0;
+}
+
 /* Finds the guests and profiles them; frees bst. */
 static int attach_run(struct attach *a, const struct backend_ops *b, void *bst)
 {
-	struct vm_monitor **mons = NULL;
-	struct virt *v = NULL;
-	char err[512] = "";
+	struct lookup lk = { .a = a };
+	struct virt_reader *vr = NULL;
 	int ret = 1;
 
 	if (a->qmp_path || a->pid) {
 		a->nr_doms = 1;
+		lk.mons = calloc(a->nr_doms, sizeof(*lk.mons));
+		ret = !lk.mons || open_monitors(a, NULL, lk.mons);
 	} else {
-		v = virt_open(a->uri, err, sizeof(err));
-		if (!v) {
-			log_err("cannot reach libvirt: %s (is libvirtd running? try -c URI)", err);
+		ret = attach_lookup(a, &vr, &lk);
+		if (ret == 2) {		/* lk is the stuck worker's */
+			b->free(bst);
 			return 1;
 		}
-		if (a->all && list_domains(a, v))
-			goto out;
 	}
-	mons = calloc(a->nr_doms, sizeof(*mons));
-	if (mons && !open_monitors(a, v, mons) && !pick_backend(a, mons, &b, &bst))
-		ret = session_run(b, bst, &a->o, mons, a->nr_doms);
-out:
+	if (!ret && !pick_backend(a, lk.mons, lk.kvm, &b, &bst))
+		ret = session_run(b, bst, &a->o, lk.mons, a->nr_doms);
+	else
+		ret = 1;
 	b->free(bst);
-	for (size_t i = 0; mons && i < a->nr_doms; i++)
-		vm_monitor_close(mons[i]);
-	free(mons);
+	for (size_t i = 0; lk.mons && i < a->nr_doms; i++)
+		vm_monitor_close(lk.mons[i]);
+	free(lk.mons);
+	free(lk.kvm);
 	virt_free_names(a->listed);
-	virt_close(v);
+	virt_reader_free(vr);
 	return ret;
 }
 

@@ -25,6 +25,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -57,6 +58,7 @@
 #define EXPORTER_CONNS_PER_IP	32	/* from one source address */
 #define EXPORTER_IDLE_S		3	/* an idle connection is closed */
 #define EXPORTER_BACKLOG	128
+#define EXPORTER_MMAP_THRESHOLD	(64 * 1024)
 
 struct exporter {
 	struct hoststats *h;	/* the refresher thread's alone */
@@ -132,6 +134,13 @@ static void *exporter_refresher(void *arg)
 		t0 = now_s();
 		r = hoststats_refresh(e->h);
 		s = r ? NULL : hoststats_prometheus(e->h);
+		/* What /proc lists is other users' to choose: a burst of
+		 * processes (a thousand "QEMUs" for a minute) grows the
+		 * buffers of one reading, and the freed memory would stay in
+		 * the allocator's arenas, fragmented, as RSS for the life of
+		 * the exporter.  Handed back after each reading, before the
+		 * scrapes waiting for it are served. */
+		malloc_trim(0);
 		if (!s && !e->quit)
 			log_warn("exporter: cannot read this host's guests: %s",
 				 strerror(r ? -r : ENOMEM));
@@ -581,6 +590,10 @@ static struct MHD_Daemon *exporter_start(struct exporter *e, int fd, pthread_t *
 	/* Several pool threads accept on it. */
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK))
 		return NULL;
+	/* A fixed threshold: a reading's text (140 KB for 300 guests) and
+	 * its copies get pages of their own, unmapped when freed, instead of
+	 * raising glibc's dynamic threshold and staying in an arena. */
+	mallopt(M_MMAP_THRESHOLD, EXPORTER_MMAP_THRESHOLD);
 	exporter_mask(SIG_BLOCK, &old);
 	r = pthread_create(refresher, NULL, exporter_refresher, e);
 	exporter_mask(SIG_SETMASK, &old);
@@ -607,6 +620,59 @@ static struct MHD_Daemon *exporter_start(struct exporter *e, int fd, pthread_t *
 	return d;
 }
 
+/*
+ * glibc's per-thread cache of freed chunks (tcache) keeps them out of the
+ * arenas' free lists, where they would be merged and trimmed: under the
+ * exporter's churn (each scrape and each reading allocates and frees) its
+ * arenas grew by ~230 B a scrape for good (3,000 scrapes of this host's 10
+ * guests: +712 KB; without the cache: +28 KB), which `make soak` caught.
+ * The cache can only be turned off before the process starts
+ * (GLIBC_TUNABLES), so the exporter runs itself again once with it off;
+ * the variable is put back as it was for the profiles' children.
+ */
+#define EXPORTER_TUNABLE	"glibc.malloc.tcache_count=0"
+#define EXPORTER_REEXEC_ENV	"OPVM_EXPORTER_TUNABLES"	/* "=" + the old value */
+
+static void exporter_tune_malloc(int argc, char **argv)
+{
+	const char *old = getenv(EXPORTER_REEXEC_ENV), *tun;
+	char **nargv, *val, *mark;
+
+	if (old) {		/* the second start: put the variable back */
+		if (old[1])
+			setenv("GLIBC_TUNABLES", old + 1, 1);
+		else
+			unsetenv("GLIBC_TUNABLES");
+		unsetenv(EXPORTER_REEXEC_ENV);
+		return;
+	}
+	tun = getenv("GLIBC_TUNABLES");
+	nargv = calloc((size_t)argc + 2, sizeof(*nargv));
+	if (!nargv || asprintf(&mark, "=%s", tun ? tun : "") < 0) {
+		free(nargv);
+		return;
+	}
+	if (asprintf(&val, "%s%s" EXPORTER_TUNABLE, tun ? tun : "", tun && tun[0] ? ":" : "") < 0) {
+		free(mark);
+		free(nargv);
+		return;
+	}
+	nargv[0] = program_invocation_name;	/* as it was started: ps shows the same */
+	memcpy(nargv + 1, argv, (size_t)argc * sizeof(*argv));
+	setenv(EXPORTER_REEXEC_ENV, mark, 1);
+	setenv("GLIBC_TUNABLES", val, 1);
+	execv("/proc/self/exe", nargv);
+	/* not run again: go on with the cache, and the variables as they were */
+	if (tun)
+		setenv("GLIBC_TUNABLES", tun, 1);
+	else
+		unsetenv("GLIBC_TUNABLES");
+	unsetenv(EXPORTER_REEXEC_ENV);
+	free(val);
+	free(mark);
+	free(nargv);
+}
+
 int cmd_exporter(int argc, char **argv)
 {
 	const char *listen_on = EXPORTER_DEFAULT_LISTEN;
@@ -619,6 +685,8 @@ int cmd_exporter(int argc, char **argv)
 	struct MHD_Daemon *d = NULL;
 	pthread_t refresher;
 	int r, fd, ret = 1;
+
+	exporter_tune_malloc(argc, argv);
 
 	/* exporter_freshen() waits by the monotonic clock */
 	pthread_condattr_init(&ca);

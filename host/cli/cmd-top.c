@@ -63,6 +63,7 @@ static void print_text(struct hoststats *h, const struct top_opts *o)
 	size_t n = hoststats_guests(h, o->sort, &gs), shown = 0;
 	const char *hw = NULL;
 	char reasons[19], exits[16], name[17];	/* 80 columns */
+	char capped[96];
 
 	printf("%-16s %-7s %4s %6s %6s %6s %8s  %s\n", "GUEST", "SOURCE", "VCPU", "CPU%",
 	       "GUEST%", "STEAL%", "EXITS/s", "TOP EXITS/s");
@@ -87,6 +88,8 @@ static void print_text(struct hoststats *h, const struct top_opts *o)
 		printf("(no guests%s)\n", o->filter ? " match the filter" : " on this host");
 	printf("over %.1f s; CPU%%: 100 = one host CPU; STEAL%%: time a vCPU waited for a host CPU\n",
 	       hoststats_interval(h));
+	if (top_capped_cell(hoststats_capped(h), capped, sizeof(capped))[0])
+		printf("%s (other users' processes in /proc: docs/usage.md)\n", capped);
 	if (hw)
 		printf("hardware counters: %s (%s)\n", top_dash(), hw);
 	for (size_t i = 0; i < n; i++)

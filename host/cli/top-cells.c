@@ -64,3 +64,29 @@ void top_reasons_cell(const struct hs_guest *g, char *buf, size_t cap)
 		off += (size_t)l;
 	}
 }
+
+const char *top_capped_cell(const struct hs_capped *c, char *buf, size_t cap)
+{
+	const struct { unsigned n; const char *what; } parts[] = {
+		{ c->threads_unread, "thread" },
+		{ c->cmdlines_cut, "cmdline" },
+		{ c->pids_unread, "pid" },
+	};
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		int l;
+
+		if (!parts[i].n)
+			continue;
+		l = snprintf(buf + off, cap - off, "%s%u %s%s", off ? ", " : "capped: ",
+			     parts[i].n, parts[i].what, parts[i].n == 1 ? "" : "s");
+		if (l < 0 || (size_t)l >= cap - off)
+			break;
+		off += (size_t)l;
+	}
+	if (off && off + sizeof(" unread") <= cap)
+		memcpy(buf + off, " unread", sizeof(" unread"));
+	return buf;
+}

@@ -147,6 +147,16 @@ static int draw_profile(int y, const struct view *v)
 	return y;
 }
 
+/* The first line: guests, interval, sort and filter, and the /proc caps
+ * when the last reading hit them (top_capped_cell()). */
+static const char *head_line(const struct view *v, const char *capped, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "opvm top  %zu guest%s%s%s  every %.1f s  sort: %s  filter: %s",
+		 v->n, v->n == 1 ? "" : "s", capped[0] ? "  " : "", capped, v->o->delay_s,
+		 hs_sort_name(v->o->sort), v->filter[0] ? v->filter : top_dash());
+	return buf;
+}
+
 static void draw(struct view *v)
 {
 	int wide = COLS >= 100, y = 3, prof_rows = v->prof.stage == 3 ? (int)v->prof.nr_syms + 2
@@ -154,16 +164,16 @@ static void draw(struct view *v)
 	int maxy = LINES - 1 - prof_rows;
 	size_t sel = view_sel_index(v);
 	const char *hw = NULL;
-	char lv[1024];
+	char lv[1024], capped[96];
 
 	for (size_t i = 0; i < v->n; i++)
 		if (!v->gs[i]->has_hw && v->gs[i]->hw_why)
 			hw = v->gs[i]->hw_why;
 
 	erase();
-	mvprintw(0, 0, "opvm top  %zu guest%s  every %.1f s  sort: %s  filter: %s", v->n,
-		 v->n == 1 ? "" : "s", v->o->delay_s, hs_sort_name(v->o->sort),
-		 v->filter[0] ? v->filter : top_dash());
+	/* the caps first: a narrow screen cuts the end of the line */
+	top_capped_cell(hoststats_capped(v->h), capped, sizeof(capped));
+	mvprintw(0, 0, "%.*s", COLS > 0 ? COLS : 0, head_line(v, capped, lv, sizeof(lv)));
 	if (!v->n)
 		hw = "no guests";
 	mvprintw(1, 0, "hw counters: %s (%s)%s%s", hw ? top_dash() : "IPC in vCPU rows",

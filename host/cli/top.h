@@ -73,4 +73,10 @@ const char *top_dash(void);
 /* The "TOP EXITS" cell of g: "halt 80 other 3" or why there are none. */
 void top_reasons_cell(const struct hs_guest *g, char *buf, size_t cap);
 
+/* What the last reading left unread at its /proc caps (the processes of
+ * other users choose how many there are), for a header line: "" when no
+ * cap was hit, else "capped: 76 threads, 1 cmdline, 5 pids unread" (what
+ * top's JSON says as "capped").  Returns buf. */
+const char *top_capped_cell(const struct hs_capped *c, char *buf, size_t cap);
+
 #endif /* OPVM_TOP_H */

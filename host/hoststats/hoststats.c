@@ -146,6 +146,21 @@ const char *hoststats_libvirt_error(const struct hoststats *h)
 	return h->virt_err;
 }
 
+/* An array cut to its n entries (NULL for none): a burst of a thousand
+ * QEMUs, any local user's, would otherwise leave its room (1 KiB of thread
+ * ids each in the caches) held for the life of the exporter. */
+static void *cache_shrink(void *arr, size_t n, size_t size)
+{
+	void *p;
+
+	if (!n) {
+		free(arr);
+		return NULL;
+	}
+	p = realloc(arr, n * size);
+	return p ? p : arr;
+}
+
 /* ---- finding QEMU processes -------------------------------------------- */
 
 static int cmp_int(const void *a, const void *b)
@@ -216,9 +231,11 @@ static int scan_qemus(struct hoststats *h)
 	free(pids);
 	free(h->other_pids);
 	free(h->qemus);
-	h->other_pids = others;
+	/* kept until the next scan: as large as what they hold, not as
+	 * every process on the host */
+	h->other_pids = cache_shrink(others, no, sizeof(*others));
 	h->nr_other = no;
-	h->qemus = qs;
+	h->qemus = cache_shrink(qs, nq, sizeof(*qs));
 	h->nr_qemus = nq;
 	return 0;
 }
@@ -792,6 +809,8 @@ int hoststats_refresh(struct hoststats *h)
 		else
 			h->qb[i] = h->qb[--h->nr_qb];
 	}
+	h->tc = cache_shrink(h->tc, h->nr_tc, sizeof(*h->tc));
+	h->qb = cache_shrink(h->qb, h->nr_qb, sizeof(*h->qb));
 	nd = read_libvirt(h, &ds);
 	used = calloc((size_t)nd + 1, 1);
 	gs = calloc(h->nr_qemus + (size_t)nd + 1, sizeof(*gs));

@@ -163,6 +163,8 @@ struct virt_reader {
 	int done;			/* res, n, err: the last call's reading */
 	int quit;			/* the owner is gone: the worker frees all */
 	int64_t since_ms;		/* when the pending reading was asked for */
+	virt_job_fn *fn;		/* the call asked for; NULL: the statistics */
+	void *arg;
 	struct virt_dstat *res;
 	int n;
 	char err[256];
@@ -181,9 +183,12 @@ static void reader_destroy(struct virt_reader *r)
 	free(r);
 }
 
-/* One reading, in the worker: connects first if need be (not more often
- * than every retry_s), drops the connection when a call fails. */
-static int reader_call(struct virt_reader *r, struct virt_dstat **out, char *err, size_t errlen)
+/* One call, in the worker: connects first if need be (not more often
+ * than every retry_s); the statistics drop the connection when they fail.
+ * Without a connection: 0 for the statistics, -ENOTCONN for a job, with
+ * libvirt's message in err. */
+static int reader_call(struct virt_reader *r, virt_job_fn *fn, void *arg,
+		       struct virt_dstat **out, char *err, size_t errlen)
 {
 	int64_t now = util_now_ms();
 	int n;
@@ -191,14 +196,18 @@ static int reader_call(struct virt_reader *r, struct virt_dstat **out, char *err
 	if (!r->virt) {
 		if (now < r->next_open_ms) {
 			util_seterr(err, errlen, "%s", r->open_err);
-			return 0;
+			return fn ? -ENOTCONN : 0;
 		}
 		r->virt = virt_open(r->uri, r->open_err, sizeof(r->open_err));
 		if (!r->virt) {
 			r->next_open_ms = now + (int64_t)r->retry_s * 1000;
 			util_seterr(err, errlen, "%s", r->open_err);
-			return 0;
+			return fn ? -ENOTCONN : 0;
 		}
+	}
+	if (fn) {
+		err[0] = '\0';
+		return fn(r->virt, arg, err, errlen);
 	}
 	n = virt_all_stats(r->virt, out, err, errlen);
 	if (n < 0) {
@@ -223,6 +232,8 @@ static void *reader_main(void *arg)
 	for (;;) {
 		struct virt_dstat *res = NULL;
 		char err[sizeof(r->err)];
+		virt_job_fn *fn;
+		void *job_arg;
 		int n;
 
 		while (!r->asked && !r->quit)
@@ -231,8 +242,10 @@ static void *reader_main(void *arg)
 			break;
 		r->asked = 0;
 		r->busy = 1;
+		fn = r->fn;
+		job_arg = r->arg;
 		pthread_mutex_unlock(&r->mu);
-		n = reader_call(r, &res, err, sizeof(err));
+		n = reader_call(r, fn, job_arg, &res, err, sizeof(err));
 		pthread_mutex_lock(&r->mu);
 		r->busy = 0;
 		free(r->res);
@@ -345,6 +358,7 @@ int virt_reader_read(struct virt_reader *r, const volatile sig_atomic_t *stop,
 		r->res = NULL;
 		r->done = 0;
 		r->asked = 1;
+		r->fn = NULL;
 		r->since_ms = now;
 		pthread_cond_broadcast(&r->cv);
 	}
@@ -360,6 +374,40 @@ int virt_reader_read(struct virt_reader *r, const volatile sig_atomic_t *stop,
 	n = r->n;
 	util_seterr(err, errlen, "%s", r->err);
 	r->res = NULL;
+	r->done = 0;
+	pthread_mutex_unlock(&r->mu);
+	return n;
+}
+
+int virt_reader_run(struct virt_reader *r, virt_job_fn *fn, void *arg,
+		    const volatile sig_atomic_t *stop, char *err, size_t errlen)
+{
+	int n;
+
+	pthread_mutex_lock(&r->mu);
+	if (r->asked || r->busy) {
+		pthread_mutex_unlock(&r->mu);
+		util_seterr(err, errlen, "libvirt at %s has not answered an earlier call "
+			    "(is libvirtd hung?)", r->uri);
+		return -ETIMEDOUT;
+	}
+	free(r->res);
+	r->res = NULL;
+	r->done = 0;
+	r->asked = 1;
+	r->fn = fn;
+	r->arg = arg;
+	r->since_ms = util_now_ms();
+	pthread_cond_broadcast(&r->cv);
+	reader_wait(r, r->since_ms + r->budget_ms, stop);
+	if (!r->done) {
+		pthread_mutex_unlock(&r->mu);
+		util_seterr(err, errlen, "libvirt at %s did not answer within %g s "
+			    "(is libvirtd hung?)", r->uri, (double)r->budget_ms / 1000);
+		return stop && *stop ? -EINTR : -ETIMEDOUT;
+	}
+	n = r->n;
+	util_seterr(err, errlen, "%s", r->err);
 	r->done = 0;
 	pthread_mutex_unlock(&r->mu);
 	return n;

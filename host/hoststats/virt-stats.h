@@ -63,4 +63,19 @@ void virt_reader_free(struct virt_reader *r);
 int virt_reader_read(struct virt_reader *r, const volatile sig_atomic_t *stop,
 		     struct virt_dstat **out, char *err, size_t errlen);
 
+/*
+ * Any other libvirt call by the same worker and budget (one mechanism for
+ * every wait on libvirtd): fn(v, arg, err, errlen) runs in the worker on
+ * its connection (opened first if need be) and returns 0, a count or
+ * -errno.  Returns fn's result with its message in err; -ENOTCONN when
+ * libvirt cannot be reached; -ETIMEDOUT (-EINTR on *stop) when fn did not
+ * return within the budget, or an earlier call is still pending.  Then fn
+ * may still be running: arg, and what fn fills in, stay the worker's (the
+ * caller neither frees nor reads them).  Objects fn opens on v live until
+ * virt_reader_free().
+ */
+typedef int virt_job_fn(struct virt *v, void *arg, char *err, size_t errlen);
+int virt_reader_run(struct virt_reader *r, virt_job_fn *fn, void *arg,
+		    const volatile sig_atomic_t *stop, char *err, size_t errlen);
+
 #endif /* OPVM_VIRT_STATS_H */

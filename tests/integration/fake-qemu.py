@@ -13,8 +13,17 @@
 #           full: a connect() to it blocks (what any local user can do)
 #   silent  the socket listens and never accepts, backlog not full: a
 #           connect() succeeds and no greeting ever comes
+#   none    no socket at all (QMP_PATH is not made): a connect fails at once
 #   answer  a well-behaved QMP server: greeting, qmp_capabilities,
 #           query-cpus-fast (this thread as vCPU 0), {} for anything else
+#   slow    as answer, but each message (the greeting too) is sent
+#           FAKE_QEMU_DELAY seconds (default 0.9) after its cause: every
+#           reply comes just within a per-call deadline of 1 s.  Prints
+#           "got CMD" for each command and "gone" when a reply finds the
+#           client gone
+# FAKE_QEMU_FORKS=N: N more such processes (forked children that only
+# wait, with the same command line and no socket of their own), ended with
+# it: a burst of QEMUs in /proc at the cost of one.
 # Runs until killed.  Writes "ready" to stdout once the socket listens.
 # FAKE_QEMU_THREADS=N in the environment: N more threads, idle (a process
 # any local user can give as many threads as its limits allow).
@@ -31,12 +40,13 @@ with open("/proc/self/comm", "w") as f:
     f.write("qemu-system-x86_64")
 signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
 
-try:
-    os.unlink(path)
-except FileNotFoundError:
-    pass
-srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-srv.bind(path)
+if mode != "none":
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
 keep = []
 
 
@@ -47,11 +57,28 @@ def serve(c):
         pass    # the client went away
 
 
+DELAY = float(os.environ.get("FAKE_QEMU_DELAY", "0.9")) if mode == "slow" else 0
+
+
+def send(c, obj):
+    if DELAY:
+        time.sleep(DELAY)
+    try:
+        c.sendall((json.dumps(obj) + "\r\n").encode())
+    except OSError:
+        if DELAY:
+            print("gone", flush=True)
+        raise
+
+
 def answer(c):
     # QMP input is a stream of JSON objects, not lines (opvm sends none).
-    c.sendall((json.dumps({"QMP": {"version": {"qemu": {"major": 7, "minor": 2,
-                                                        "micro": 0}},
-                                   "capabilities": []}}) + "\r\n").encode())
+    send(c, {"QMP": {"version": {"qemu": {"major": 7, "minor": 2, "micro": 0}},
+                     "capabilities": []}})
+    return serve_commands(c)
+
+
+def serve_commands(c):
     dec, buf = json.JSONDecoder(), ""
     while True:
         data = c.recv(4096)
@@ -66,6 +93,8 @@ def answer(c):
                 break
             buf = buf[end:]
             cmd = msg.get("execute") if isinstance(msg, dict) else None
+            if DELAY:
+                print("got %s" % cmd, flush=True)
             if cmd == "query-cpus-fast":
                 ret = [{"cpu-index": 0, "thread-id": os.getpid(),
                         "target": "x86_64"}]
@@ -73,7 +102,7 @@ def answer(c):
                 ret = {"running": True, "status": "running"}
             else:
                 ret = {}
-            c.sendall((json.dumps({"return": ret}) + "\r\n").encode())
+            send(c, {"return": ret})
 
 
 if mode == "full":
@@ -85,13 +114,43 @@ if mode == "full":
     keep.append(c)
 elif mode == "silent":
     srv.listen(64)
-else:
+elif mode in ("answer", "slow"):
     srv.listen(16)
 threading.stack_size(64 * 1024)
 for _ in range(int(os.environ.get("FAKE_QEMU_THREADS", "0"))):
     threading.Thread(target=time.sleep, args=(1e6,), daemon=True).start()
+children = []
+
+
+def fork_idle():
+    pid = os.fork()
+    if pid:
+        return pid
+    # the child ends with its parent, however that ends
+    import ctypes
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)     # PR_SET_PDEATHSIG
+    if os.getppid() == 1:
+        os._exit(0)
+    while True:
+        signal.pause()
+
+
+for _ in range(int(os.environ.get("FAKE_QEMU_FORKS", "0"))):
+    children.append(fork_idle())
+
+
+def end_all(*_):
+    # reaped here, so that none is left a zombie in /proc for a while
+    for p in children:
+        os.kill(p, signal.SIGKILL)
+    for p in children:
+        os.waitpid(p, 0)
+    os._exit(0)
+
+
+signal.signal(signal.SIGTERM, end_all)
 print("ready", flush=True)
-if mode != "answer":
+if mode not in ("answer", "slow"):
     while True:
         time.sleep(3600)
 while True:

@@ -63,3 +63,56 @@ start_exporter() {
 	cat "$log"
 	return 1
 }
+
+# once_beside WHAT DEADLINE_S READ UNREAD: `opvm top --once --format json`
+# over the guests named $P-*, into $T/once.json, within DEADLINE_S; the
+# guests $P-NAME for each NAME in READ must be read in full, those in
+# UNREAD marked read_ok: false with "did not answer".  Failures go to bad()
+# (the caller's).
+once_beside() {
+	local what=$1 deadline=$2 read=$3 unread=$4 start rc took
+	start=$(date +%s%N)
+	timeout -k 1 "$deadline" "$OPVM" top --once --format json --no-libvirt -f "$P-" -d 1 \
+		> "$T/once.json" 2> "$T/once.err"
+	rc=$?
+	took=$(( ($(date +%s%N) - start) / 1000000 ))
+	echo "RESULT top --once beside $what: exit $rc after $took ms (deadline $deadline s)"
+	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+		bad "top --once was still running after $deadline s"
+		return
+	elif [ "$rc" != 0 ]; then
+		cat "$T/once.err"
+		bad "top --once failed ($rc)"
+		return
+	fi
+	python3 - "$T/once.json" "$P" "$read" "$unread" <<'PY' || bad "top --once does not list the guests right"
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = sys.argv[2]
+g = {x["name"]: x for x in d["guests"]}
+print("RESULT top --once rows:", {n: (x["read_ok"], x.get("read_why", "")[:40]) for n, x in g.items()})
+ok = True
+for n in sys.argv[3].split():
+    if p + "-" + n not in g or not g[p + "-" + n]["read_ok"]:
+        print("FAIL: the %s guest is missing or not read" % n); ok = False
+for n in sys.argv[4].split():
+    x = g.get(p + "-" + n)
+    if not x or x["read_ok"] or "did not answer" not in x.get("read_why", ""):
+        print("FAIL: the guest %s is not listed as not read" % n); ok = False
+sys.exit(0 if ok else 1)
+PY
+}
+
+# scrapes_within WHAT PORT N: N scrapes of the exporter on PORT, each to be
+# answered within 2 s (the last kept in $T/mN.txt); failures go to bad().
+scrapes_within() {
+	local what=$1 port=$2 n=$3 slow=0 i out
+	for i in $(seq "$n"); do
+		out=$(curl -s -o "$T/m$i.txt" -m 2 -w '%{http_code} %{time_total}' \
+			"http://127.0.0.1:$port/metrics")
+		echo "scrape $i: $out"
+		[ "${out%% *}" = 200 ] || slow=$((slow + 1))
+	done
+	echo "RESULT exporter beside $what: $((n - slow)) of $n scrapes answered within 2 s"
+	[ "$slow" = 0 ] || bad "$slow of $n scrapes were not answered within 2 s"
+}

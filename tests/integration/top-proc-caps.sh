@@ -9,7 +9,9 @@
 #     (its -name is past the cut), and counts what it left unread:
 #     capped.threads_unread >= 1100 - 1024, capped.cmdlines_cut 1;
 #  2. the exporter says the same (opvm_proc_capped), and promtool (when
-#     installed) accepts the exposition.
+#     installed) accepts the exposition;
+#  3. text `top --once` says so in a "capped:" line, and the live view (in
+#     tmux, a real terminal) on its first line.
 . "$(dirname "$0")/qemu-common.bash"
 . "$(dirname "$0")/local-hostile.bash"
 need_local_hostile
@@ -61,6 +63,33 @@ if start_exporter "$T/exporter.log" --listen "127.0.0.1:$PORT" --no-libvirt --mi
 	kill "$EXP_PID"
 else
 	bad "the exporter did not start"
+fi
+# ---- 3: the text outputs -----------------------------------------------------
+timeout -k 1 30 "$OPVM" top --once --no-libvirt -d 1 > "$T/once.txt" 2> "$T/once.err" ||
+	{ cat "$T/once.err"; bad "top --once (text) failed"; }
+grep "^capped:" "$T/once.txt"
+grep -Eq "^capped: [0-9]+ threads, [0-9]+ cmdline" "$T/once.txt" ||
+	bad "text top --once does not say what it capped"
+if command -v tmux >/dev/null 2>&1; then
+	TMUX_SOCK=opvm-caps-$$
+	stop_tmux() { tmux -L "$TMUX_SOCK" kill-server 2>/dev/null; }
+	CLEANUP_HOOK=stop_tmux
+	tmux -L "$TMUX_SOCK" new-session -d -s caps -x 120 -y 30 \
+		"TERM=xterm exec $(realpath "$OPVM") top --no-libvirt -d 1" || fail "cannot start tmux"
+	head=""
+	for _ in $(seq 100); do	# the first screen has no rates, the caps are there
+		head=$(tmux -L "$TMUX_SOCK" capture-pane -p -t caps 2>/dev/null | head -1)
+		case "$head" in *capped:*) break ;; esac
+		sleep 0.1
+	done
+	echo "live view: $head"
+	case "$head" in
+	*"capped: "*" threads, "*" cmdline"*) ;;
+	*) bad "the live view's first line does not say what it capped" ;;
+	esac
+	stop_tmux
+else
+	echo "SKIP part: tmux is not installed (scripts/install-deps.sh)"
 fi
 [ "$FAILED" = 0 ] || fail "$FAILED checks failed"
 echo PASS

@@ -6,6 +6,7 @@
  * live daemon is exercised by tests/integration/libvirt-*.sh.)
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -149,6 +150,63 @@ static void test_reader_stop(void **state)
 	usleep(100000);
 }
 
+struct job {
+	pthread_t caller, ran_in;
+	int calls;
+};
+
+static int count_domains(struct virt *v, void *arg, char *err, size_t errlen)
+{
+	struct job *j = arg;
+	char **names = NULL;
+	int n = virt_list_running(v, &names, err, errlen);
+
+	j->ran_in = pthread_self();
+	j->calls++;
+	virt_free_names(names);
+	return n;
+}
+
+/* Any call by the reader's worker and budget: done in the worker, its
+ * result returned; a daemon that does not answer costs the budget once,
+ * and a second call while the first is pending costs nothing. */
+static void test_reader_run(void **state)
+{
+	char dir[] = "/tmp/opvm-test-virt-XXXXXX", uri[160], err[256];
+	struct job j = { .caller = pthread_self() };
+	struct virt_reader *r = virt_reader_new("test:///default", 10000, 5);
+	int l, n;
+	int64_t t0, took;
+
+	(void)state;
+	assert_non_null(r);
+	n = virt_reader_run(r, count_domains, &j, NULL, err, sizeof(err));
+	assert_true(n >= 1);		/* the test driver's domain "test" */
+	assert_int_equal(j.calls, 1);
+	assert_false(pthread_equal(j.ran_in, j.caller));
+	virt_reader_free(r);
+
+	l = silent_daemon(dir, uri, sizeof(uri));
+	r = virt_reader_new(uri, 300, 5);
+	assert_non_null(r);
+	j.calls = 0;
+	t0 = util_now_ms();
+	assert_int_equal(virt_reader_run(r, count_domains, &j, NULL, err, sizeof(err)),
+			 -ETIMEDOUT);
+	took = util_now_ms() - t0;
+	assert_non_null(strstr(err, "did not answer within 0.3 s"));
+	assert_true(took >= 300);
+	t0 = util_now_ms();
+	assert_int_equal(virt_reader_run(r, count_domains, &j, NULL, err, sizeof(err)),
+			 -ETIMEDOUT);
+	assert_true(util_now_ms() - t0 < 300);	/* not waited on again */
+	assert_non_null(strstr(err, "has not answered an earlier call"));
+	assert_int_equal(j.calls, 0);	/* the connect never finished */
+	virt_reader_free(r);
+	silent_daemon_end(l, dir);	/* its connect fails now: j is left alone */
+	usleep(100000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -156,6 +214,7 @@ int main(void)
 		cmocka_unit_test(test_channel_path_odd),
 		cmocka_unit_test(test_reader_silent),
 		cmocka_unit_test(test_reader_stop),
+		cmocka_unit_test(test_reader_run),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
