@@ -94,8 +94,9 @@ struct vcache {
 };
 
 struct held {
-	struct opvm_sample s;	/* chain dropped */
+	struct opvm_sample s;	/* its stack window dropped */
 	uint64_t t;
+	uint64_t *chain;	/* s.chain: the frame-pointer chain kept, or NULL */
 };
 
 #define PEND_MAX	65536
@@ -183,6 +184,8 @@ void attribution_free(struct attribution *s)
 	free(s->vc);
 	free(s->sc);
 	free(s->uc);
+	for (size_t i = 0; s->held && i < s->hold_nr; i++)
+		free(s->held[(s->hold_head + i) % s->hold_cap].chain);
 	free(s->held);
 	free(s->pfid);
 	free(s->poff);
@@ -739,12 +742,25 @@ static inline int attribute(struct attribution *s, const struct opvm_sample *x, 
 	return file_user(s, x, force);
 }
 
+/* A held sample just filed: its kept chain into the stack table. */
+static void held_chain_file(struct attribution *s, struct held *h, uint64_t now)
+{
+	if (!h->chain)
+		return;
+	attribution_file_chain(s, &h->s, now);
+	free(h->chain);
+	h->chain = NULL;
+	h->s.chain = NULL;
+	h->s.nr_chain = 0;
+}
+
 /* Files the oldest held sample whatever its state. */
-static void held_evict_one(struct attribution *s)
+static void held_evict_one(struct attribution *s, uint64_t now)
 {
 	struct held *h = &s->held[s->hold_head];
 
 	attribute(s, &h->s, true);
+	held_chain_file(s, h, now);
 	s->hold_head = (s->hold_head + 1) % s->hold_cap;
 	/* An empty queue starts again at the front, as held_retry() does:
 	 * the pages the queue touches are then those the most samples ever
@@ -753,21 +769,32 @@ static void held_evict_one(struct attribution *s)
 		s->hold_head = 0;
 }
 
-static void hold(struct attribution *s, const struct opvm_sample *x, uint64_t now)
+/*
+ * Holds x for the guest state it waits for.  A frame-pointer chain (its
+ * pcs, resolved when filed, as the sample itself is) is kept with it; a
+ * stack window for the DWARF unwind is not (kilobytes a sample).  Returns
+ * whether the chain was kept.
+ */
+static bool hold(struct attribution *s, const struct opvm_sample *x, uint64_t now)
 {
 	struct held *h;
 
 	if (s->hold_nr == s->hold_cap)
-		held_evict_one(s);
+		held_evict_one(s, now);
 	h = &s->held[(s->hold_head + s->hold_nr) % s->hold_cap];
 	h->s = *x;
-	h->s.nr_chain = 0;
-	h->s.chain = NULL;
+	h->chain = NULL;
+	if (s->chains && x->nr_chain && !(x->flags & OPVM_SAMPLE_STACK) &&
+	    (h->chain = malloc((size_t)x->nr_chain * sizeof(*h->chain))))
+		memcpy(h->chain, x->chain, (size_t)x->nr_chain * sizeof(*h->chain));
+	h->s.chain = h->chain;
+	h->s.nr_chain = h->chain ? x->nr_chain : 0;
 	h->s.flags &= (uint8_t)~OPVM_SAMPLE_STACK;
 	h->s.stack = NULL;
 	h->s.stack_len = 0;
 	h->t = now;
 	s->hold_nr++;
+	return h->chain != NULL;
 }
 
 static inline bool expired(const struct attribution *s, const struct held *h, uint64_t now)
@@ -788,7 +815,7 @@ static void held_retry(struct attribution *s, uint64_t now, bool all, bool full)
 		return;
 	if (!all && !full && s->held_gen == gstate_generation(s->gs)) {
 		while (s->hold_nr && expired(s, &s->held[s->hold_head], now))
-			held_evict_one(s);
+			held_evict_one(s, now);
 		return;
 	}
 	/* Compact towards the front of the array when the queue does not wrap
@@ -804,6 +831,8 @@ static void held_retry(struct attribution *s, uint64_t now, bool all, bool full)
 			if (to != h)
 				*to = *h;
 			kept++;
+		} else {
+			held_chain_file(s, h, now);
 		}
 	}
 	s->hold_head = kept ? base : 0;
@@ -853,12 +882,11 @@ static inline void take(struct attribution *s, const struct opvm_sample *x, uint
 		}
 	}
 	if (attribute(s, x, false) == HOLD) {
-		/* held without its chain: the model may change before it
-		 * is filed, and the chain's frames with it; counted, so that
-		 * the stack table and the drops add up to the samples */
-		if (s->chains)
+		/* held without its chain (a DWARF stack window, or no
+		 * memory): counted, so that the stack table and the drops
+		 * add up to the samples */
+		if (!hold(s, x, now) && s->chains)
 			store_stack_lost(s->st);
-		hold(s, x, now);
 	} else if (s->chains) {
 		attribution_file_chain(s, x, now);
 	}
