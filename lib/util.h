@@ -11,7 +11,9 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <endian.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 /* Formats into err[errlen] (truncating); err may be NULL or errlen 0, then
@@ -164,5 +166,22 @@ ssize_t util_read_text(int dfd, const char *path, char *buf, size_t size);
 /* The process a thread belongs to (its Tgid in /proc), or -errno. */
 #include <sys/types.h>
 pid_t util_thread_tgid(pid_t tid);
+
+/* Little-endian loads from unaligned bytes (guest memory read as bytes). */
+static inline uint64_t util_le64(const void *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return le64toh(v);
+}
+
+static inline uint32_t util_le32(const void *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return le32toh(v);
+}
 
 #endif /* OPVM_UTIL_H */

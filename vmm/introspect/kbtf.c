@@ -74,6 +74,25 @@ static int struct_offsets(const struct btf *b, const char *sname, uint32_t *size
 	return 0;
 }
 
+
+/* The guest's BTF bytes parsed by libbpf, bounded.  0 or -errno. */
+static int btf_open(const void *data, size_t len, struct btf **b, char *err, size_t errlen)
+{
+	int rc;
+
+	if (!len || len > KBTF_MAX_BYTES) {
+		util_seterr(err, errlen, "BTF of %zu bytes (at most %zu)", len, KBTF_MAX_BYTES);
+		return -EINVAL;
+	}
+	*b = btf__new(data, (uint32_t)len);
+	if (!*b) {
+		rc = errno == ENOMEM ? -ENOMEM : -EINVAL;
+		util_seterr(err, errlen, "the guest's BTF does not parse (%s)", strerror(errno));
+		return rc;
+	}
+	return 0;
+}
+
 int kbtf_offsets(const void *data, size_t len, struct kbtf_offsets *out,
 		 char *err, size_t errlen)
 {
@@ -92,16 +111,9 @@ int kbtf_offsets(const void *data, size_t len, struct kbtf_offsets *out,
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (!len || len > KBTF_MAX_BYTES) {
-		util_seterr(err, errlen, "BTF of %zu bytes (at most %zu)", len, KBTF_MAX_BYTES);
-		return -EINVAL;
-	}
-	b = btf__new(data, (uint32_t)len);
-	if (!b) {
-		rc = errno == ENOMEM ? -ENOMEM : -EINVAL;
-		util_seterr(err, errlen, "the guest's BTF does not parse (%s)", strerror(errno));
+	rc = btf_open(data, len, &b, err, errlen);
+	if (rc)
 		return rc;
-	}
 	rc = struct_offsets(b, "task_struct", &out->task_size, task,
 			    sizeof(task) / sizeof(task[0]), out, err, errlen);
 	if (!rc)
@@ -177,16 +189,9 @@ int kbtf_vma_offsets(const void *data, size_t len, struct kbtf_vma_offsets *out,
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (!len || len > KBTF_MAX_BYTES) {
-		util_seterr(err, errlen, "BTF of %zu bytes (at most %zu)", len, KBTF_MAX_BYTES);
-		return -EINVAL;
-	}
-	b = btf__new(data, (uint32_t)len);
-	if (!b) {
-		rc = errno == ENOMEM ? -ENOMEM : -EINVAL;
-		util_seterr(err, errlen, "the guest's BTF does not parse (%s)", strerror(errno));
+	rc = btf_open(data, len, &b, err, errlen);
+	if (rc)
 		return rc;
-	}
 	rc = vma_offsets(b, out, err, errlen);
 	btf__free(b);
 	return rc;

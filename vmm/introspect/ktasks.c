@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/util.h"
 #include "vmm/introspect/ktasks.h"
 
 #define KERNEL_HALF	0xffff800000000000ull
@@ -24,22 +25,6 @@ static bool kptr(uint64_t p)
 static int rd(const struct ktasks_mem *km, uint64_t va, void *buf, size_t len)
 {
 	return km->read.read(km->read.arg, va, buf, len);
-}
-
-static uint64_t u64_at(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return le64toh(v);
-}
-
-static uint32_t u32_at(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return le32toh(v);
 }
 
 /* The fields' span: [lo, hi) of task_struct. */
@@ -70,12 +55,12 @@ static bool task_read(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 
 	if (rd(km, t + lo, buf, hi - lo))
 		return false;
-	*next = u64_at(buf + o->task_tasks - lo);
-	kt->tgid = u32_at(buf + o->task_tgid - lo);
+	*next = util_le64(buf + o->task_tasks - lo);
+	kt->tgid = util_le32(buf + o->task_tgid - lo);
 	memcpy(kt->comm, buf + o->task_comm - lo, 16);
 	kt->comm[16] = '\0';
-	mm = u64_at(buf + o->task_mm - lo);
-	parent = u64_at(buf + o->task_real_parent - lo);
+	mm = util_le64(buf + o->task_mm - lo);
+	parent = util_le64(buf + o->task_real_parent - lo);
 	kt->ppid = 0;
 	if (kptr(parent) && !rd(km, parent + o->task_tgid, &ptgid, 4))
 		kt->ppid = le32toh(ptgid);

@@ -96,29 +96,13 @@ static int kread(const struct kvmas *v, uint64_t va, void *buf, size_t len)
 	return v->mem->kread.read(v->mem->kread.arg, va, buf, len);
 }
 
-static uint64_t u64_at(const uint8_t *p)
-{
-	uint64_t x;
-
-	memcpy(&x, p, 8);
-	return le64toh(x);
-}
-
-static uint32_t u32_at(const uint8_t *p)
-{
-	uint32_t x;
-
-	memcpy(&x, p, 4);
-	return le32toh(x);
-}
-
 static int kread64(const struct kvmas *v, uint64_t va, uint64_t *out)
 {
 	uint8_t b[8];
 
 	if (!kptr(va) || kread(v, va, b, 8))
 		return -EFAULT;
-	*out = u64_at(b);
+	*out = util_le64(b);
 	return 0;
 }
 
@@ -191,8 +175,8 @@ static bool name_prepend(struct kvmas *v, uint64_t d, char *buf, size_t *pos)
 
 	if (kread(v, d + v->o.dentry_name, q, sizeof(q)))
 		return false;
-	len = u32_at(q + v->o.qstr_len);
-	p = u64_at(q + v->o.qstr_name);
+	len = util_le32(q + v->o.qstr_len);
+	p = util_le64(q + v->o.qstr_name);
 	if (!len || len > NAME_MAX_BYTES || len + 1 > *pos || !kptr(p & ~7ull) ||
 	    kread(v, p, name, len))
 		return false;
@@ -255,8 +239,8 @@ static int note_build_id(struct kvmas *v, uint64_t cr3, uint64_t va, uint64_t le
 	if (len < 12 || v->mem->uread(v->mem->arg, cr3, va, note, len))
 		return 0;
 	while (off + 12 <= len) {
-		uint32_t nsz = u32_at(note + off), dsz = u32_at(note + off + 4);
-		uint32_t type = u32_at(note + off + 8);
+		uint32_t nsz = util_le32(note + off), dsz = util_le32(note + off + 4);
+		uint32_t type = util_le32(note + off + 8);
 		uint64_t name = off + 12, desc = name + ((nsz + 3ull) & ~3ull);
 
 		if (nsz > len || dsz > len || desc + dsz > len)
@@ -284,7 +268,7 @@ static int build_id_read(struct kvmas *v, uint64_t cr3, uint64_t base, uint8_t *
 	if (base >= USER_TOP || v->mem->uread(v->mem->arg, cr3, base, eh, sizeof(eh)) ||
 	    memcmp(eh, "\177ELF\2\1", 6))
 		return 0;
-	phoff = u64_at(eh + 32);
+	phoff = util_le64(eh + 32);
 	phnum = eh[56] | (uint32_t)eh[57] << 8;
 	if ((eh[54] | eh[55] << 8) != 56 || !phnum || phnum > PHNUM_MAX || phoff > 65536 ||
 	    v->mem->uread(v->mem->arg, cr3, base + phoff, ph, phnum * 56u))
@@ -292,8 +276,8 @@ static int build_id_read(struct kvmas *v, uint64_t cr3, uint64_t base, uint8_t *
 	for (uint32_t i = 0; i < phnum && !n; i++) {
 		const uint8_t *p = ph + i * 56u;
 
-		if (u32_at(p) == 4 /* PT_NOTE */ && u64_at(p + 8) < (1ull << 32))
-			n = note_build_id(v, cr3, base + u64_at(p + 8), u64_at(p + 32), bid);
+		if (util_le32(p) == 4 /* PT_NOTE */ && util_le64(p + 8) < (1ull << 32))
+			n = note_build_id(v, cr3, base + util_le64(p + 8), util_le64(p + 32), bid);
 	}
 	return n;
 }
@@ -354,10 +338,10 @@ static void vma_entry(struct walk *w, uint64_t vma, uint64_t first, uint64_t las
 		v->st.vma_bad++;
 		return;
 	}
-	start = u64_at(b + o->vma_start - v->vlo);
-	end = u64_at(b + o->vma_end - v->vlo);
-	flags = u64_at(b + o->vma_flags - v->vlo);
-	file = u64_at(b + o->vma_file - v->vlo);
+	start = util_le64(b + o->vma_start - v->vlo);
+	end = util_le64(b + o->vma_end - v->vlo);
+	flags = util_le64(b + o->vma_flags - v->vlo);
+	file = util_le64(b + o->vma_file - v->vlo);
 	if (start != first || end - 1 != last || end > USER_TOP) {
 		v->st.vma_bad++;
 		return;
@@ -373,8 +357,8 @@ static void vma_entry(struct walk *w, uint64_t vma, uint64_t first, uint64_t las
 		v->st.vma_bad++;
 		return;
 	}
-	mnt = u64_at(fp + o->path_mnt);
-	d = u64_at(fp + o->path_dentry);
+	mnt = util_le64(fp + o->path_mnt);
+	d = util_le64(fp + o->path_dentry);
 	if (!kptr(d) || kread64(v, d + o->dentry_inode, &inode)) {
 		v->st.vma_bad++;
 		return;
@@ -383,7 +367,7 @@ static void vma_entry(struct walk *w, uint64_t vma, uint64_t first, uint64_t las
 
 	m->start = start;
 	m->end = end;
-	m->pgoff = u64_at(b + o->vma_pgoff - v->vlo) << PAGE_SHIFT;
+	m->pgoff = util_le64(b + o->vma_pgoff - v->vlo) << PAGE_SHIFT;
 	m->prot = (flags & VM_READ ? 1 : 0) | (flags & VM_WRITE ? 2 : 0) | 4;
 	m->cookie = file_cookie(v, w->cr3, mnt, d, inode, start - m->pgoff);
 	if (m->cookie)
@@ -414,8 +398,8 @@ static void mt_node(struct walk *w, uint64_t enode, uint64_t min, uint64_t max, 
 	nslots = type == MT_ARANGE_64 ? 10 : 16;
 	npiv = nslots - 1;
 	for (unsigned i = 0; i < nslots && !w->stop; i++) {
-		uint64_t last = i < npiv ? u64_at(b + 8 + i * 8) : max;
-		uint64_t slot = u64_at(b + 8 + npiv * 8 + i * 8);
+		uint64_t last = i < npiv ? util_le64(b + 8 + i * 8) : max;
+		uint64_t slot = util_le64(b + 8 + npiv * 8 + i * 8);
 
 		if (i && i < npiv && !last)
 			break;		/* the node's end */
@@ -489,7 +473,7 @@ static int mm_key(const struct kvmas *v, uint64_t mm, uint64_t key[3])
 	    kread64(v, mm + v->o.mm_exec_vm, &key[1]) ||
 	    kread64(v, mm + v->o.mm_mt + v->o.mt_root, &key[2]))
 		return -EFAULT;
-	key[0] = u32_at(c);
+	key[0] = util_le32(c);
 	return 0;
 }
 
