@@ -48,7 +48,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "lib/options.h"
+#include "lib/optdef.h"
 #include "lib/sample.h"
 #include "vmm/sampler.h"
 
@@ -150,7 +150,7 @@ struct backend_ops {
 	const char *help;		/* one line for `opvm run --help` */
 	int callgraph;			/* 1: takes --call-graph fp (it stops
 					 * the vCPU at each sample) */
-	/* The backend's own options (lib/options.h), ending with a zeroed
+	/* The backend's own options (lib/optdef.h), ending with a zeroed
 	 * entry; key is a short letter or BACKEND_OPT + n.  The command's
 	 * --help, man page and completion show them.  May be NULL. */
 	const struct opt_def *options;

@@ -31,7 +31,7 @@
 #ifndef OPVM_EXPORTER_PPROF_H
 #define OPVM_EXPORTER_PPROF_H
 
-#include "lib/options.h"
+#include "lib/optdef.h"
 #include <microhttpd.h>
 
 #define PPROF_PREFIX		"/debug/pprof/"
@@ -48,7 +48,7 @@ struct pprof_cfg {
 	int no_libvirt;		/* libvirt's guests cannot be profiled */
 };
 
-/* The exporter's options for guest profiles (lib/options.h), keys from
+/* The exporter's options for guest profiles (lib/optdef.h), keys from
  * PPROF_OPT up; pprof_parse_opt() takes them. */
 #define PPROF_OPT	(OPTS_LONG_ONLY + 0x80)
 extern const struct opt_def pprof_options[];

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A command's option table put to work (the tables: lib/options.h):
+ * A command's option table put to work (the tables: lib/optdef.h):
  * getopt_long built from it, --help printed from it, and a hidden
  * --dump-options that lists it for the man-page and completion checks.
  * Every command takes -h/--help and --dump-options without declaring them.
@@ -10,7 +10,7 @@
 
 #include <stdio.h>
 
-#include "lib/options.h"
+#include "lib/optdef.h"
 
 enum opts_cmd_flags {
 	OPTS_IN_ORDER = 1,	/* arguments come to the handler in order, key 1 */
@@ -27,7 +27,7 @@ struct opts_cmd {
 	unsigned flags;			/* enum opts_cmd_flags */
 };
 
-/* Called once per option with its key (lib/options.h) and value (NULL when
+/* Called once per option with its key (lib/optdef.h) and value (NULL when
  * it takes none): 0, or -1 after printing why the value is bad. */
 typedef int (*opts_fn)(void *ctx, int key, char *arg);
 

@@ -47,7 +47,7 @@ struct session_opts {
 #define SESSION_OPT		0x100
 #define COMMAND_OPT		0x200
 
-/* The session's options (lib/options.h): "session" in run's and attach's
+/* The session's options (lib/optdef.h): "session" in run's and attach's
  * --help. */
 extern const struct opt_def session_options[];
 

@@ -8,7 +8,7 @@
 #define OPVM_REPORT_CLI_H
 
 #include "host/report/report.h"
-#include "lib/options.h"
+#include "lib/optdef.h"
 
 #define REPORT_CLI_MAX_ROOTS	16
 
@@ -28,7 +28,7 @@ enum report_cli_opt {
 	RCLI_END		/* the commands' own keys start here */
 };
 
-/* The shared options' table (lib/options.h), included by report, annotate
+/* The shared options' table (lib/optdef.h), included by report, annotate
  * and export; ends with the PROFILE SPEC argument's help. */
 extern const struct opt_def report_cli_options[];
 

@@ -8,8 +8,8 @@
  * options) are declared once, by their owner, and included by the commands
  * that take them.  Data only: host/cli/options.c parses and prints.
  */
-#ifndef OPVM_OPTIONS_H
-#define OPVM_OPTIONS_H
+#ifndef OPVM_OPTDEF_H
+#define OPVM_OPTDEF_H
 
 /* Keys at or above this are long-only options; below, the short letter. */
 #define OPTS_LONG_ONLY	0x100
@@ -31,4 +31,4 @@ struct opt_group {
 	const struct opt_def *opts;	/* NULL: ends a list of groups */
 };
 
-#endif /* OPVM_OPTIONS_H */
+#endif /* OPVM_OPTDEF_H */
