@@ -414,15 +414,8 @@ static int load_symtab(struct elfimage *img, Elf_Scn *scn, const GElf_Shdr *sh,
 		if (addr >= end || addr < sect_addr[s.st_shndx].addr)
 			continue;
 
-		if (*nr == *cap) {
-			size_t ncap = *cap ? *cap * 2 : 1024;
-			struct rawsym *p = realloc(*raw, ncap * sizeof(*p));
-
-			if (!p)
-				return -ENOMEM;
-			*raw = p;
-			*cap = ncap;
-		}
+		if (util_grow(raw, cap, *nr + 1, sizeof(**raw), 1024))
+			return -ENOMEM;
 		off = namebuf_add(nb, name);
 		if (off < 0)
 			return (int)off;
@@ -971,15 +964,8 @@ static long file_index(struct elfimage *img, const char *path)
 /* Append one line-table row; cap is the capacity of img->lines. */
 static int lines_push(struct elfimage *img, size_t *cap, struct lrow row)
 {
-	if (img->nr_lines == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 1024;
-		struct lrow *p = realloc(img->lines, ncap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		img->lines = p;
-		*cap = ncap;
-	}
+	if (util_grow(&img->lines, cap, img->nr_lines + 1, sizeof(*img->lines), 1024))
+		return -ENOMEM;
 	img->lines[img->nr_lines++] = row;
 	return 0;
 }

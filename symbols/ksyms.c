@@ -99,23 +99,6 @@ static int kline_parse(const char *p, const char *eol, uint64_t *addr, int *type
 	return 0;
 }
 
-/* Grows *arr (elements of size sz) to hold one more; 0 or -ENOMEM. */
-static int grow(void **arr, size_t *cap, size_t used, size_t sz, size_t first)
-{
-	size_t nc;
-	void *a;
-
-	if (used < *cap)
-		return 0;
-	nc = *cap ? *cap * 2 : first;
-	a = realloc(*arr, nc * sz);
-	if (!a)
-		return -ENOMEM;
-	*arr = a;
-	*cap = nc;
-	return 0;
-}
-
 static int kbuild_add(struct kbuild *b, uint64_t addr, int type, const char *name, size_t n)
 {
 	struct ksyms *ks = b->ks;
@@ -132,13 +115,13 @@ static int kbuild_add(struct kbuild *b, uint64_t addr, int type, const char *nam
 		ks->names = buf;
 		b->ncap = nc;
 	}
-	if (grow((void **)&ks->all, &b->cap_all, ks->nr_all, sizeof(*ks->all), 4096))
+	if (UTIL_GROW(ks->all, b->cap_all, ks->nr_all + 1, 4096))
 		return -ENOMEM;
 	ks->all[ks->nr_all++] = (struct kname){
 		.addr = addr, .name = (const char *)(uintptr_t)b->nlen,
 	};
 	if (type == 't' || type == 'T' || type == 'w' || type == 'W') {
-		if (grow((void **)&b->text, &b->cap, b->nr_text, sizeof(*b->text), 4096))
+		if (UTIL_GROW(b->text, b->cap, b->nr_text + 1, 4096))
 			return -ENOMEM;
 		b->text[b->nr_text++] = (struct elfsym){
 			.addr = addr, .name = (const char *)(uintptr_t)b->nlen,

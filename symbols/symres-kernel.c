@@ -304,15 +304,8 @@ static int modidx_add(struct modindex *mi, size_t *cap, const char *rel, const c
 	}
 	if (!stem || mi->nr >= SYMRES_MAX_MODULES)
 		return 0;
-	if (mi->nr == *cap) {
-		size_t nc = *cap ? *cap * 2 : 256;
-		struct modentry *p = realloc(mi->mods, nc * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		mi->mods = p;
-		*cap = nc;
-	}
+	if (util_grow(&mi->mods, cap, mi->nr + 1, sizeof(*mi->mods), 256))
+		return -ENOMEM;
 	e = &mi->mods[mi->nr];
 	e->name = strndup(file, stem);
 	if (!e->name || asprintf(&e->relpath, "%s/%s", rel, file) < 0) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "host/hoststats/procstat.h"
+#include "lib/util.h"
 
 /* Reads up to cap-1 bytes of path into buf, NUL-terminated.  Returns the
  * length or -errno. */
@@ -196,7 +197,8 @@ static int list_numeric(const char *path, int **out)
 {
 	DIR *d = opendir(path);
 	struct dirent *e;
-	int *v = NULL, n = 0, cap = 0;
+	int *v = NULL, n = 0;
+	size_t cap = 0;
 
 	*out = NULL;
 	if (!d)
@@ -207,16 +209,10 @@ static int list_numeric(const char *path, int **out)
 
 		if (*end || x <= 0 || x > 0x7fffffff)
 			continue;
-		if (n == cap) {
-			int *nv = realloc(v, (size_t)(cap ? cap * 2 : 256) * sizeof(*v));
-
-			if (!nv) {
-				free(v);
-				closedir(d);
-				return -ENOMEM;
-			}
-			v = nv;
-			cap = cap ? cap * 2 : 256;
+		if (UTIL_GROW(v, cap, (size_t)n + 1, 256)) {
+			free(v);
+			closedir(d);
+			return -ENOMEM;
 		}
 		v[n++] = (int)x;
 	}
