@@ -96,6 +96,7 @@ struct vcache {
 struct held {
 	struct opvm_sample s;	/* its stack window dropped */
 	uint64_t t;
+	uint64_t walks;		/* introspection's walks when it was held */
 	uint64_t *chain;	/* s.chain: the frame-pointer chain kept, or NULL */
 };
 
@@ -793,13 +794,32 @@ static bool hold(struct attribution *s, const struct opvm_sample *x, uint64_t no
 	h->s.stack = NULL;
 	h->s.stack_len = 0;
 	h->t = now;
+	h->walks = gstate_walks(s->gs);
 	s->hold_nr++;
 	return h->chain != NULL;
 }
 
+/* How many hold times a sample may wait for introspection's next walk. */
+#define HOLD_WALK_FACTOR	5
+
+/*
+ * A held sample expires after the hold time.  Where introspection is what
+ * names processes and mappings (no HELLO), only its next walk can bring
+ * what the sample waits for, and on a loaded host that walk can come later
+ * than the hold time: the sample then also waits for one walk after it was
+ * held (a walk runs on this thread, so it read the guest after the sample
+ * was taken), up to HOLD_WALK_FACTOR hold times if walks stopped.
+ */
 static inline bool expired(const struct attribution *s, const struct held *h, uint64_t now)
 {
-	return now >= h->t && now - h->t >= s->hold_ms;
+	uint64_t age = now >= h->t ? now - h->t : 0;
+
+	if (age < s->hold_ms)
+		return false;
+	if (gstate_walks(s->gs) && gstate_walks(s->gs) == h->walks &&
+	    !gstate_get_hello(s->gs) && age < (uint64_t)HOLD_WALK_FACTOR * s->hold_ms)
+		return false;
+	return true;
 }
 
 /*

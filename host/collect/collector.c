@@ -515,6 +515,8 @@ static void intro_poll(struct cguest *g, uint64_t now)
 		gstate_set_procs_walked(g->gs);
 	if (introspect_get_stats(g->intro)->procs_live && introspect_get_stats(g->intro)->maps)
 		gstate_set_maps_walked(g->gs);
+	if (introspect_get_stats(g->intro)->procs_live)
+		gstate_set_walks(g->gs, introspect_get_stats(g->intro)->walks);
 	/* searching during boot: the first walk is a sync or two away */
 	gstate_set_procs_expected(g->gs, !strcmp(introspect_get_stats(g->intro)->state,
 						 "searching") &&

@@ -81,6 +81,7 @@ struct gstate {
 	bool procs_walked;		/* introspection announced the processes */
 	bool procs_expected;		/* ... and is about to: hold, do not guess */
 	bool maps_walked;		/* introspection sends mappings too */
+	uint64_t walks;			/* introspection's walks so far */
 	struct gstate_hello hello;
 	uint64_t gen;
 	struct gstate_stats stats;
@@ -519,6 +520,16 @@ void gstate_set_maps_walked(struct gstate *gs)
 bool gstate_maps_announced(const struct gstate *gs)
 {
 	return gs && (gs->have_hello || gs->maps_walked);
+}
+
+void gstate_set_walks(struct gstate *gs, uint64_t walks)
+{
+	gs->walks = walks;
+}
+
+uint64_t gstate_walks(const struct gstate *gs)
+{
+	return gs ? gs->walks : 0;
 }
 
 /* ---- cookies --------------------------------------------------------------- */

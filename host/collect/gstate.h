@@ -132,6 +132,11 @@ bool gstate_procs_announced(const struct gstate *gs);
 void gstate_set_maps_walked(struct gstate *gs);
 /* Whether some source sends mappings: a HELLO, or that. */
 bool gstate_maps_announced(const struct gstate *gs);
+/* Introspection's walks so far (0: none, or no introspection): a sample
+ * waiting for a process or mapping that only a walk can send waits for the
+ * next walk, not only for a time (attribution's hold). */
+void gstate_set_walks(struct gstate *gs, uint64_t walks);
+uint64_t gstate_walks(const struct gstate *gs);
 
 /* Process appears (initial walk or fork), or replaces its image (exec:
  * mappings dropped, cr3/comm/exe updated). cr3 is normalised here. */

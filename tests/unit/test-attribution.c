@@ -460,6 +460,46 @@ static void test_hold_expiry(void **state)
 	fix_close(&f);
 }
 
+/* Introspection names processes and mappings at its walks: a sample held
+ * for a mapping waits past the hold time for the next walk (a loaded host
+ * can delay it), and no longer than five hold times if walks stop. */
+static void test_hold_waits_for_walk(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+	struct opvm_stats st;
+
+	fix_open(&f, OPVM_SEP_LIB, 1000, 0, false);
+	gstate_set_procs_walked(f.gs);
+	gstate_set_maps_walked(f.gs);
+	gstate_set_walks(f.gs, 7);
+	assert_int_equal(gstate_cookie(f.gs, 1, S("/bin/app"), NULL, 0), 0);
+	assert_int_equal(gstate_proc(f.gs, 100, 1, CR3_A, S("app"), 1), 0);
+	assert_int_equal(gstate_mmap(f.gs, 100, EXE_LO, EXE_HI, 0x1000, 1), 0);
+	s = user(CR3_A, LIBC_LO + 0x10, 0, 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 1);
+	assert_int_equal(attribution_run(f.sy, 3000), 0);	/* no walk yet */
+	assert_int_equal(attribution_nr_held(f.sy), 1);
+	gstate_set_walks(f.gs, 8);		/* the walk found the mapping */
+	assert_int_equal(gstate_cookie(f.gs, 2, S("/lib/libc.so.6"), NULL, 0), 0);
+	assert_int_equal(gstate_mmap(f.gs, 100, LIBC_LO, LIBC_HI, 0x26000, 2), 0);
+	assert_int_equal(attribution_run(f.sy, 3100), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
+	assert_int_equal(count_at(&f, "/bin/app", "/lib/libc.so.6", -1, -1, -1,
+				  0x26000 + 0x10, NULL), 1);
+	/* walks stop: filed after five hold times, counted */
+	s = user(CR3_A, 0x900044, 0, 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 4000), 0);
+	assert_int_equal(attribution_run(f.sy, 8999), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 1);
+	assert_int_equal(attribution_run(f.sy, 9000), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
+	attribution_get_stats(f.sy, &st);
+	assert_int_equal(st.lost_no_mapping, 1);
+	fix_close(&f);
+}
+
 /* A full hold queue files its oldest sample (counted), never drops; the
  * final flush files the rest. */
 static void test_hold_overflow_and_flush(void **state)
@@ -894,6 +934,7 @@ int main(void)
 		cmocka_unit_test(test_late_module),
 		cmocka_unit_test(test_hold_then_resolve),
 		cmocka_unit_test(test_hold_expiry),
+		cmocka_unit_test(test_hold_waits_for_walk),
 		cmocka_unit_test(test_hold_overflow_and_flush),
 		cmocka_unit_test(test_no_module),
 		cmocka_unit_test(test_cache_invalidation),
