@@ -686,7 +686,7 @@ static void callgraph_kernel(struct session_opts *o, const struct backend_setup 
 		log_warn("--call-graph: kernel samples keep their own frame only: with "
 			 "--no-fetch the guest's kallsyms cannot locate its kernel's ORC "
 			 "tables; give its System.map (--system-map FILE) for kernel stacks");
-	else if (!ks)
+	else if (map && !ks)
 		log_warn("--call-graph: %s; kernel samples keep their own frame only", err);
 	else if (missing) {
 		log_warn("--call-graph: %s has no ORC tables (__start_orc_unwind...): kernel "
