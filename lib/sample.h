@@ -20,6 +20,10 @@ enum opvm_sample_flags {
 	OPVM_SAMPLE_SLOT	= 1u << 0, /* slot_* fields are valid */
 	OPVM_SAMPLE_KTHREAD	= 1u << 1, /* slot says: kernel thread */
 	OPVM_SAMPLE_STACK	= 1u << 2, /* user_* and stack[] are valid */
+	/* A kernel sample with no task (no slot: the kernel not found yet at
+	 * boot): slot_cr3 holds its kernel stack pointer, which names the task
+	 * once introspection can tell whose stack it is. */
+	OPVM_SAMPLE_KSP		= 1u << 3,
 };
 
 /* -g dwarf: the most user stack a sample carries for the collector to

@@ -65,6 +65,8 @@ struct attribution {
 	uint32_t force_tgid;		/* nonzero: file this process's samples
 					 * whatever is missing (it is going) */
 	bool chains;			/* -g: file chains (attribution_config) */
+	int (*task_by_sp)(void *arg, uint64_t sp, uint32_t *tgid, bool *kthread);
+	void *task_arg;
 	struct stacktab *stk;		/* the stack table, opened on first use */
 	bool stk_failed;
 	/* -g dwarf: user stacks unwound here (attribution_config's host_file) */

@@ -134,6 +134,8 @@ struct attribution *attribution_new(struct store *st, struct gstate *gs,
 	s->start_gen = UINT64_MAX;
 	s->hold_cap = cfg && cfg->hold_max ? cfg->hold_max : SYNC_HOLD_MAX_DEFAULT;
 	s->chains = cfg && cfg->chains;
+	s->task_by_sp = cfg ? cfg->task_by_sp : NULL;
+	s->task_arg = cfg ? cfg->task_arg : NULL;
 	if (cfg && cfg->host_file) {
 		s->host_file = cfg->host_file;
 		s->host_file_arg = cfg->host_file_arg;
@@ -735,11 +737,40 @@ static int file_user(struct attribution *s, const struct opvm_sample *x, bool fo
 	return ret;
 }
 
+/*
+ * A kernel sample that carries its stack pointer instead of a task (boot,
+ * before the kernel was found): filed under the task whose stack holds it
+ * as if the task had been read in the stop; held while introspection is
+ * still looking for the kernel; else filed with no task, as before.
+ */
+static int file_kernel_sp(struct attribution *s, const struct opvm_sample *x, bool force)
+{
+	struct opvm_sample y = *x;
+	const struct gstate_process *p;
+	uint32_t tgid;
+	bool kth;
+
+	y.flags &= (uint8_t)~OPVM_SAMPLE_KSP;
+	y.slot_cr3 = 0;
+	if (!s->task_by_sp)
+		return file_kernel(s, &y, force);
+	if (!s->task_by_sp(s->task_arg, x->slot_cr3, &tgid, &kth)) {
+		p = kth ? NULL : gstate_proc_by_tgid(s->gs, tgid);
+		y.flags |= OPVM_SAMPLE_SLOT | (kth ? OPVM_SAMPLE_KTHREAD : 0);
+		y.slot_tid = y.slot_tgid = tgid;
+		y.slot_cr3 = p ? p->cr3 : 0;
+	} else if (!force && s->hold_ms && gstate_procs_expected(s->gs)) {
+		return HOLD;
+	}
+	return file_kernel(s, &y, force);
+}
+
 /* Callers make sure the caches belong to the current generation first. */
 static inline int attribute(struct attribution *s, const struct opvm_sample *x, bool force)
 {
 	if (x->cpl != 3)
-		return file_kernel(s, x, force);
+		return __builtin_expect(x->flags & OPVM_SAMPLE_KSP, 0) ?
+		       file_kernel_sp(s, x, force) : file_kernel(s, x, force);
 	return file_user(s, x, force);
 }
 
@@ -801,6 +832,9 @@ static bool hold(struct attribution *s, const struct opvm_sample *x, uint64_t no
 
 /* How many hold times a sample may wait for introspection's next walk. */
 #define HOLD_WALK_FACTOR	5
+/* How long a boot sample may wait for introspection to find the kernel
+ * (it looks for 30 passes, about 30 s). */
+#define HOLD_BOOT_MS		60000
 
 /*
  * A held sample expires after the hold time.  Where introspection is what
@@ -815,6 +849,10 @@ static inline bool expired(const struct attribution *s, const struct held *h, ui
 	uint64_t age = now >= h->t ? now - h->t : 0;
 
 	if (age < s->hold_ms)
+		return false;
+	/* boot: a kernel sample named by its stack once the kernel is found */
+	if ((h->s.flags & OPVM_SAMPLE_KSP) && age < HOLD_BOOT_MS && !gstate_get_hello(s->gs) &&
+	    (gstate_procs_expected(s->gs) || gstate_walks(s->gs) == h->walks))
 		return false;
 	if (gstate_walks(s->gs) && gstate_walks(s->gs) == h->walks &&
 	    !gstate_get_hello(s->gs) && age < (uint64_t)HOLD_WALK_FACTOR * s->hold_ms)

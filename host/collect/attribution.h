@@ -122,6 +122,12 @@ struct attribution_config {
 	 * unwind waits for it (below); 0 if it will not come.  NULL: never
 	 * waits.  Called with image_arg. */
 	int (*image_wait)(const struct gstate_cookie *c, void *arg);
+	/* The task whose kernel stack holds sp (an OPVM_SAMPLE_KSP sample:
+	 * boot, before the kernel was found), 0 or -ENOENT; such samples are
+	 * held while introspection still looks for the kernel (gstate's
+	 * procs_expected).  NULL: they are filed as samples with no task. */
+	int (*task_by_sp)(void *arg, uint64_t sp, uint32_t *tgid, bool *kthread);
+	void *task_arg;
 };
 
 /*

@@ -134,6 +134,10 @@ static json_t *intro_json(const struct cguest *g)
 			"known", g->cur_told && g->cur_told->nr,
 			"samples_named", json_u64(ss.cur_named), "bad", json_u64(ss.cur_bad),
 			"kernel_samples_without_task", json_u64(ss.kernel_no_task)));
+		/* those named afterwards by their kernel stack (boot) */
+		json_object_set_new(o, "by_stack", json_pack("{s:o,s:o,s:o,s:o}",
+			"stacks", json_u64(s->stacks), "stacks_bad", json_u64(s->stacks_bad),
+			"lookups", json_u64(s->sp_lookups), "named", json_u64(s->sp_named)));
 	}
 	if (o)
 		json_object_set_new(o, "mappings", intro_maps_json(s));

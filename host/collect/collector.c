@@ -175,6 +175,14 @@ static int guest_host_file(void *arg, const char *path, const uint8_t *bid, size
 				   outlen);
 }
 
+/* attribution's task_by_sp: boot samples named by their kernel stack. */
+static int task_by_sp(void *arg, uint64_t sp, uint32_t *tgid, bool *kthread)
+{
+	struct cguest *g = arg;
+
+	return g->intro ? introspect_task_by_sp(g->intro, sp, tgid, kthread) : -ENOENT;
+}
+
 /* The guest's directory holds its kernel symbols (fetch.h): two levels
  * above its store's samples/current, whose name (the store's mangled
  * guest name) also names its part of the build-id cache. */
@@ -273,7 +281,8 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 				     .host_file = c->cfg.host_file ? guest_host_file : NULL,
 				     .host_file_arg = g,
 				     .image_used = image_used, .image_arg = g,
-				     .image_wait = c->cfg.host_file ? image_wait : NULL };
+				     .image_wait = c->cfg.host_file ? image_wait : NULL,
+				     .task_by_sp = task_by_sp, .task_arg = g };
 	g->sy = attribution_new(g->st, g->gs, g->rings, nr_vcpus, &scfg);
 	if (!g->sy)
 		goto fail;

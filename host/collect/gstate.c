@@ -507,6 +507,11 @@ void gstate_set_procs_expected(struct gstate *gs, bool expected)
 	gs->procs_expected = expected;
 }
 
+bool gstate_procs_expected(const struct gstate *gs)
+{
+	return gs && gs->procs_expected;
+}
+
 bool gstate_procs_announced(const struct gstate *gs)
 {
 	return gs && (gs->have_hello || gs->procs_walked || gs->procs_expected);

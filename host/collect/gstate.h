@@ -123,6 +123,7 @@ void gstate_set_procs_walked(struct gstate *gs);
  * session: user samples of an address space nobody named yet are held (for
  * the sync's hold time) as after a walk, not filed without a process. */
 void gstate_set_procs_expected(struct gstate *gs, bool expected);
+bool gstate_procs_expected(const struct gstate *gs);
 /* Whether some source announces processes (a HELLO, or a walk): a sample
  * of an address space the model does not know is then worth holding. */
 bool gstate_procs_announced(const struct gstate *gs);

@@ -194,6 +194,8 @@ static inline void ximage_free(struct ximage *x)
 #define XT_PARENT	(XT_ANON + 0x188)
 #define XT_MM		(XT_ANON + 0x1a0)
 #define XT_COMM		0x300
+#define XT_STACK	0x08		/* void *stack, outside the anonymous struct */
+#define XT_STACK_VA	(XI_KERNEL_VA + 0x2000000)	/* task i's at + (i + 1) * 16 KiB */
 #define XM_PGD		0x48
 #define XT_BTF_VA	(XI_KERNEL_VA + 0x600000)
 #define XT_INIT_VA	(XI_KERNEL_VA + 0x6f0000)
@@ -303,6 +305,7 @@ static inline void *xt_btf(uint32_t *len)
 	btf__add_field(b, "mm", p_mm, 0x1a0 * 8, 0);
 	btf__add_struct(b, "task_struct", XT_SIZE);
 	btf__add_field(b, "__state", i32, 0, 0);
+	btf__add_field(b, "stack", u64, XT_STACK * 8, 0);
 	btf__add_field(b, NULL, anon, XT_ANON * 8, 0);
 	btf__add_field(b, "comm", arr, XT_COMM * 8, 0);
 	mt = xv_btf(b, u64);
@@ -329,9 +332,11 @@ static inline void xt_task(struct ximage *x, unsigned i, unsigned n, const char 
 	uint64_t mm = i % 10 == 9 ? 0 : XT_MM_VA + (uint64_t)i * 0x100;
 	uint64_t pgd = XT_PGD_VA + (uint64_t)i * 4096;
 	uint32_t tgid = 100 + i;
+	uint64_t stack = XT_STACK_VA + (uint64_t)(i + 1) * 16384;
 	char c[16] = { 0 };
 
 	snprintf(c, sizeof(c), "%s", comm);
+	xi_put(x, t + XT_STACK, &stack, 8);
 	xi_put(x, t + XT_TASKS, &next, 8);
 	xi_put(x, t + XT_PID, &tgid, 4);
 	xi_put(x, t + XT_TGID, &tgid, 4);
@@ -366,6 +371,7 @@ static inline int xt_tasks(struct ximage *x, unsigned n)
 	free(btf);
 	xi_put(x, XT_INIT_VA + XT_TASKS, &first, 8);
 	xi_put(x, XT_INIT_VA + XT_COMM, "swapper/0", 10);
+	xi_put(x, XT_INIT_VA + XT_STACK, &(uint64_t){ XT_STACK_VA }, 8);
 	for (unsigned i = 0; i < n; i++) {
 		snprintf(comm, sizeof(comm), "proc%u", i);
 		xt_task(x, i, n, comm);

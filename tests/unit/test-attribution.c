@@ -500,6 +500,77 @@ static void test_hold_waits_for_walk(void **state)
 	fix_close(&f);
 }
 
+/* Boot: kernel samples that carry their stack pointer (no task read yet)
+ * wait while introspection looks for the kernel, then are filed under the
+ * task whose stack holds it: init, swapper (idle); one on an interrupt
+ * stack (no task's) under the kernel alone.  At most HOLD_BOOT_MS. */
+#define SP_INIT		0xffffc90000010000ull
+static bool sp_ready;
+
+static int fake_task_by_sp(void *arg, uint64_t sp, uint32_t *tgid, bool *kthread)
+{
+	(void)arg;
+	if (!sp_ready || sp < SP_INIT || sp >= SP_INIT + 2 * 16384)
+		return -ENOENT;
+	*tgid = sp < SP_INIT + 16384 ? 1 : 0;
+	*kthread = *tgid == 0;
+	return 0;
+}
+
+static struct opvm_sample ksp(uint64_t cr3, uint64_t rip, uint64_t sp)
+{
+	struct opvm_sample s = kern(cr3, rip, 0, 0, OPVM_SAMPLE_KSP);
+
+	s.slot_cr3 = sp;
+	return s;
+}
+
+static void test_boot_by_stack(void **state)
+{
+	struct attribution_config cfg = { .hold_ms = 1000, .task_by_sp = fake_task_by_sp };
+	struct fix f;
+	struct opvm_sample s;
+
+	(void)state;
+	fix_open(&f, OPVM_SEP_KERNEL | OPVM_SEP_LIB, 1000, 0, false);
+	attribution_free(f.sy);
+	f.sy = attribution_new(f.st, f.gs, f.rings, 2, &cfg);
+	assert_non_null(f.sy);
+	sp_ready = false;
+	gstate_set_procs_expected(f.gs, true);
+	s = ksp(CR3_A, KTEXT + 0x10, SP_INIT + 0x3f00);		/* init's initcalls */
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	s = ksp(CR3_A, KTEXT + 0x20, SP_INIT + 16384 + 8);	/* swapper idles */
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	s = ksp(CR3_B, KTEXT + 0x30, 0xfffffe0000001000ull);	/* an IRQ stack */
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_run(f.sy, 5000), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 3);
+	/* the kernel is found and walked */
+	sp_ready = true;
+	assert_int_equal(gstate_cookie(f.gs, 1, S("/sbin/init"), NULL, 0), 0);
+	assert_int_equal(gstate_proc(f.gs, 1, 0, CR3_A, S("init"), 1), 0);
+	gstate_set_procs_walked(f.gs);
+	gstate_set_walks(f.gs, 1);
+	gstate_set_procs_expected(f.gs, false);
+	assert_int_equal(attribution_run(f.sy, 5100), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
+	assert_int_equal(count_at(&f, "/sbin/init", "vmlinux", ANY, ANY, ANY, KTEXT + 0x10, NULL), 1);
+	assert_int_equal(count_at(&f, "{idle}", "vmlinux", -1, -1, -1, KTEXT + 0x20, NULL), 1);
+	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", -1, -1, -1, KTEXT + 0x30, NULL), 1);
+	/* a search that never ends: filed after HOLD_BOOT_MS, with no task */
+	sp_ready = false;
+	gstate_set_procs_expected(f.gs, true);
+	s = ksp(CR3_B, KTEXT + 0x40, SP_INIT + 8);
+	assert_int_equal(attribution_sample(f.sy, &s, 6000), 0);
+	assert_int_equal(attribution_run(f.sy, 65999), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 1);
+	assert_int_equal(attribution_run(f.sy, 66000), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
+	assert_int_equal(count_at(&f, "vmlinux", "vmlinux", -1, -1, -1, KTEXT + 0x40, NULL), 1);
+	fix_close(&f);
+}
+
 /* A full hold queue files its oldest sample (counted), never drops; the
  * final flush files the rest. */
 static void test_hold_overflow_and_flush(void **state)
@@ -935,6 +1006,7 @@ int main(void)
 		cmocka_unit_test(test_hold_then_resolve),
 		cmocka_unit_test(test_hold_expiry),
 		cmocka_unit_test(test_hold_waits_for_walk),
+		cmocka_unit_test(test_boot_by_stack),
 		cmocka_unit_test(test_hold_overflow_and_flush),
 		cmocka_unit_test(test_no_module),
 		cmocka_unit_test(test_cache_invalidation),

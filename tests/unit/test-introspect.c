@@ -355,6 +355,43 @@ static uint64_t pgd_pa(unsigned i)
 	return XT_PGD_VA + (uint64_t)i * 4096 - XI_KERNEL_VA + XI_KERNEL_PA;
 }
 
+/* Kernel stack pointers name their tasks (boot samples): init_task's
+ * stack is swapper/0's, task i's its own (every 10th a kernel thread); a
+ * pointer in no stack, or a stack that lies, names none. */
+static void stacks_check(struct introspect *in, struct guest *g, struct capture *c)
+{
+	uint32_t tgid = 1;
+	bool kth = false;
+
+	assert_int_equal(introspect_task_by_sp(in, XT_STACK_VA + 0x3f00, &tgid, &kth), 0);
+	assert_int_equal(tgid, 0);
+	assert_true(kth);
+	assert_int_equal(introspect_task_by_sp(in, XT_STACK_VA + 6 * 16384 + 8, &tgid, &kth), 0);
+	assert_int_equal(tgid, 105);
+	assert_false(kth);
+	assert_int_equal(introspect_task_by_sp(in, XT_STACK_VA + 10 * 16384 + 16383, &tgid,
+					       &kth), 0);
+	assert_int_equal(tgid, 109);
+	assert_true(kth);
+	assert_int_equal(introspect_task_by_sp(in, XT_STACK_VA + (XT_MAX + 1) * 16384 + 64,
+					       &tgid, &kth), -ENOENT);
+	assert_int_equal(introspect_get_stats(in)->stacks, XT_MAX + 1);
+	/* task 7's stack unaligned, task 8's a user address: both refused at
+	 * the next walk's index */
+	xi_put(&g->x, XT_TASK_VA + 7 * XT_SIZE + XT_STACK,
+	       &(uint64_t){ XT_STACK_VA + 8 * 16384 + 8 }, 8);
+	xi_put(&g->x, XT_TASK_VA + 8 * XT_SIZE + XT_STACK, &(uint64_t){ 0x7fff0000c000 }, 8);
+	assert_int_equal(introspect_poll(in, 10500000, capture, c), 0);
+	assert_int_equal(introspect_task_by_sp(in, XT_STACK_VA + 8 * 16384 + 16, &tgid, &kth),
+			 -ENOENT);
+	assert_int_equal(introspect_get_stats(in)->stacks, XT_MAX - 1);
+	assert_int_equal(introspect_get_stats(in)->stacks_bad, 2);
+	xi_put(&g->x, XT_TASK_VA + 7 * XT_SIZE + XT_STACK,
+	       &(uint64_t){ XT_STACK_VA + 8 * 16384 }, 8);
+	xi_put(&g->x, XT_TASK_VA + 8 * XT_SIZE + XT_STACK,
+	       &(uint64_t){ XT_STACK_VA + 9 * 16384 }, 8);
+}
+
 static void test_processes(void **state)
 {
 	struct capture *c = calloc(1, sizeof(*c));
@@ -376,6 +413,7 @@ static void test_processes(void **state)
 	assert_int_equal(c->p105.ppid, 100);
 	assert_int_equal(c->p105.cr3, pgd_pa(5));
 	assert_string_equal(c->p105.comm, "proc5");
+	stacks_check(in, &g, c);
 	/* an unchanged list sends nothing */
 	introspect_poll(in, 11000000, capture, c);
 	assert_int_equal(c->procs + c->execs + c->exits, XT_MAX);

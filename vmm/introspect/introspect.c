@@ -68,6 +68,12 @@ struct introspect {
 	 * variable's offset (current_task, 6.1; pcpu_hot, 6.2 and later,
 	 * whose first member it is) */
 	uint64_t per_cpu_offset, current_task, pcpu_hot;
+	uint64_t idle_threads;		/* per-CPU: each CPU's idle task */
+	/* kernel stacks of the last walk's tasks (introspect_task_by_sp()),
+	 * made at the first lookup after a walk */
+	struct kstack *stacks;
+	size_t nr_stacks;
+	uint64_t stacks_walk;		/* st.walks they were made at */
 	bool have_offsets;		/* BTF gave them */
 	bool module_active;		/* opvm.ko speaks: no process records */
 	struct kbtf_offsets off;
@@ -125,6 +131,7 @@ void introspect_free(struct introspect *in)
 		return;
 	free(in->tasks);
 	free(in->walk);
+	free(in->stacks);
 	kvmas_free(in->vmas);
 	free(in);
 }
@@ -212,6 +219,7 @@ static int ksym_one(void *arg, uint64_t addr, char type, const char *name, size_
 		{ "__per_cpu_offset", offsetof(struct introspect, per_cpu_offset) },
 		{ "current_task", offsetof(struct introspect, current_task) },
 		{ "pcpu_hot", offsetof(struct introspect, pcpu_hot) },
+		{ "idle_threads", offsetof(struct introspect, idle_threads) },
 	};
 
 	for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
@@ -623,5 +631,43 @@ int introspect_current_info(struct introspect *in, unsigned nr_cpus, struct kcur
 		out->nr = 0;
 		return -ENOENT;
 	}
+	return 0;
+}
+
+/* The stack index of the last walk (ktasks_stacks()). */
+static void stacks_make(struct introspect *in)
+{
+	struct ktasks_mem km = { .read = { kread, in }, .v2p = v2p, .arg = in };
+	uint64_t idle[KTASKS_MAX_CPUS];
+	unsigned nr_idle = 0;
+
+	if (!in->stacks && !(in->stacks = calloc(KTASKS_MAX_STACKS, sizeof(*in->stacks))))
+		return;
+	/* CPU by CPU until one has no area (never brought up) */
+	while (in->idle_threads && in->per_cpu_offset && nr_idle < KTASKS_MAX_CPUS &&
+	       !ktasks_current_slots(&km, in->per_cpu_offset + (uint64_t)nr_idle * 8,
+				     in->idle_threads, 1, &idle[nr_idle]))
+		nr_idle++;
+	in->nr_stacks = ktasks_stacks(&km, &in->off, in->init_task, idle, nr_idle, in->tasks,
+				      in->nr_tasks, in->stacks, &in->st.stacks_bad);
+	in->st.stacks = in->nr_stacks;
+	in->stacks_walk = in->st.walks;
+}
+
+int introspect_task_by_sp(struct introspect *in, uint64_t sp, uint32_t *tgid, bool *kthread)
+{
+	const struct kstack *k;
+
+	if (!in || in->state != ST_READY || !in->have_offsets || !in->st.walks)
+		return -ENOENT;
+	if (!in->stacks || in->stacks_walk != in->st.walks)
+		stacks_make(in);
+	in->st.sp_lookups++;
+	k = in->stacks ? ktasks_stack_find(in->stacks, in->nr_stacks, sp) : NULL;
+	if (!k)
+		return -ENOENT;
+	in->st.sp_named++;
+	*tgid = k->tgid;
+	*kthread = k->kthread;
 	return 0;
 }

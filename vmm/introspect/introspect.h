@@ -29,6 +29,7 @@
 #define OPVM_INTROSPECT_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct guestmem;
@@ -82,6 +83,9 @@ struct introspect_stats {
 	uint64_t refresh_us;		/* the last walk and its records */
 	int procs_live;			/* 1: a walk announced the processes */
 	uint64_t current_reads, current_bad;	/* introspect_current() */
+	/* kernel stacks indexed (introspect_task_by_sp()), those that did
+	 * not read, and the stack pointers looked up and named */
+	uint64_t stacks, stacks_bad, sp_lookups, sp_named;
 	uint64_t reboots;		/* VMCOREINFO changed: searched anew */
 	/* executable mappings (vmm/introspect/kvmas.h); NULL: not read
 	 * (maps_error says why) */
@@ -140,5 +144,14 @@ int introspect_current(struct introspect *in, unsigned cpu, struct ktask_cur *ou
  */
 struct kcurrent_info;
 int introspect_current_info(struct introspect *in, unsigned nr_cpus, struct kcurrent_info *out);
+
+/*
+ * The task whose kernel stack holds sp (ktasks.h: the first walk's tasks,
+ * init_task and each CPU's idle task), for a kernel sample taken before
+ * the kernel was found, which carries no task but its stack pointer: the
+ * boot's swapper, init and kthreads.  An interrupt stack names no task.
+ * Returns 0, or -ENOENT (no walk yet, or no task's stack holds sp).
+ */
+int introspect_task_by_sp(struct introspect *in, uint64_t sp, uint32_t *tgid, bool *kthread);
 
 #endif /* OPVM_INTROSPECT_H */

@@ -103,6 +103,7 @@ int kbtf_offsets(const void *data, size_t len, struct kbtf_offsets *out,
 		{ "comm", offsetof(struct kbtf_offsets, task_comm), 16 },
 		{ "mm", offsetof(struct kbtf_offsets, task_mm), 8 },
 		{ "real_parent", offsetof(struct kbtf_offsets, task_real_parent), 8 },
+		{ "stack", offsetof(struct kbtf_offsets, task_stack), 8 },
 	};
 	static const struct want mm[] = {
 		{ "pgd", offsetof(struct kbtf_offsets, mm_pgd), 8 },

@@ -23,6 +23,7 @@ struct kbtf_offsets {
 	uint32_t task_comm;		/* char comm[16] */
 	uint32_t task_mm;		/* struct mm_struct *mm */
 	uint32_t task_real_parent;	/* struct task_struct *real_parent */
+	uint32_t task_stack;		/* void *stack: its kernel stack's base */
 	uint32_t mm_size;
 	uint32_t mm_pgd;		/* pgd_t *pgd */
 };

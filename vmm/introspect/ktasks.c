@@ -55,6 +55,7 @@ static bool task_read(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 
 	if (rd(km, t + lo, buf, hi - lo))
 		return false;
+	kt->task = t;
 	*next = util_le64(buf + o->task_tasks - lo);
 	kt->tgid = util_le32(buf + o->task_tgid - lo);
 	memcpy(kt->comm, buf + o->task_comm - lo, 16);
@@ -212,4 +213,72 @@ int ktasks_current(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 	if (rd(km, slot, &t, 8))
 		return -EFAULT;
 	return ktasks_task(km, o, le64toh(t), out);
+}
+
+/* One task's stack base at t, or 0. */
+static uint64_t stack_of(const struct ktasks_mem *km, const struct kbtf_offsets *o, uint64_t t)
+{
+	uint64_t lo;
+
+	if (!kptr(t) || rd(km, t + o->task_stack, &lo, 8))
+		return 0;
+	lo = le64toh(lo);
+	return kptr(lo) && !(lo & (KTASKS_THREAD_SIZE - 1)) ? lo : 0;
+}
+
+static int cmp_stack(const void *a, const void *b)
+{
+	const struct kstack *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+size_t ktasks_stacks(const struct ktasks_mem *km, const struct kbtf_offsets *o,
+		     uint64_t init_task, const uint64_t *idle_slots, unsigned nr_idle,
+		     const struct ktask *tasks, size_t n, struct kstack *out, uint64_t *bad)
+{
+	size_t k = 0;
+	uint64_t t, lo;
+
+	if (n > KTASKS_MAX)
+		n = KTASKS_MAX;
+	if (nr_idle > KTASKS_MAX_CPUS)
+		nr_idle = KTASKS_MAX_CPUS;
+	if ((lo = stack_of(km, o, init_task)))
+		out[k++] = (struct kstack){ .lo = lo, .tgid = 0, .kthread = 1 };
+	for (unsigned i = 0; i < nr_idle; i++) {
+		if (rd(km, idle_slots[i], &t, 8) || !(lo = stack_of(km, o, le64toh(t)))) {
+			(*bad)++;
+			continue;
+		}
+		out[k++] = (struct kstack){ .lo = lo, .tgid = 0, .kthread = 1 };
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!(lo = stack_of(km, o, tasks[i].task))) {
+			(*bad)++;
+			continue;
+		}
+		out[k++] = (struct kstack){ .lo = lo, .tgid = tasks[i].tgid,
+					    .kthread = !tasks[i].mm };
+	}
+	qsort(out, k, sizeof(*out), cmp_stack);
+	return k;
+}
+
+const struct kstack *ktasks_stack_find(const struct kstack *stacks, size_t n, uint64_t sp)
+{
+	size_t lo = 0, hi = n;
+
+	/* the last stack starting at or below sp */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (stacks[mid].lo <= sp)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || sp - stacks[lo - 1].lo >= KTASKS_THREAD_SIZE)
+		return NULL;
+	return &stacks[lo - 1];
 }

@@ -24,6 +24,7 @@
 #define KTASKS_MAX	32768u		/* processes per walk (default cap) */
 
 struct ktask {
+	uint64_t task;			/* its task_struct */
 	uint32_t tgid, ppid;
 	uint64_t cr3;			/* 0: a kernel thread (no mm) */
 	uint64_t mm;			/* its mm_struct (kvmas.h); 0: none */
@@ -91,5 +92,34 @@ int ktasks_current(const struct ktasks_mem *km, const struct kbtf_offsets *o,
  * sampler's stop: vmm/introspect/kcurrent.h). */
 int ktasks_task(const struct ktasks_mem *km, const struct kbtf_offsets *o, uint64_t t,
 		struct ktask_cur *out);
+
+/*
+ * Which task a kernel stack pointer runs on: each task's kernel stack is
+ * THREAD_SIZE bytes from task_struct.stack (16 KiB on x86-64 without
+ * KASAN).  Samples taken before the kernel was found carry only their
+ * stack pointer; the tasks of the first walk (the boot's init, kthreads),
+ * init_task (swapper/0) and each CPU's idle task then name them.
+ */
+#define KTASKS_THREAD_SIZE	16384u
+#define KTASKS_MAX_STACKS	(KTASKS_MAX + KTASKS_MAX_CPUS + 1)
+
+struct kstack {
+	uint64_t lo;			/* the stack's base; sp in [lo, lo + THREAD_SIZE) */
+	uint32_t tgid;
+	uint8_t kthread;		/* no mm (idle tasks too) */
+};
+
+/*
+ * The stacks of tasks[0..n), of init_task and of the idle tasks whose
+ * pointers are at idle_slots[0..nr_idle) (kernel addresses of the per-CPU
+ * idle_threads), sorted, into out (KTASKS_MAX_STACKS entries); returns
+ * their count.  A task whose stack does not read, is not a kernel address
+ * or is not aligned to THREAD_SIZE is left out (counted in *bad).
+ */
+size_t ktasks_stacks(const struct ktasks_mem *km, const struct kbtf_offsets *o,
+		     uint64_t init_task, const uint64_t *idle_slots, unsigned nr_idle,
+		     const struct ktask *tasks, size_t n, struct kstack *out, uint64_t *bad);
+/* The entry of stacks[0..n) whose stack holds sp, or NULL. */
+const struct kstack *ktasks_stack_find(const struct kstack *stacks, size_t n, uint64_t sp);
 
 #endif /* OPVM_KTASKS_H */

@@ -244,8 +244,14 @@ static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 			}
 		}
 		cur_fill(q, i, &smp, !!(smp.flags & OPVM_SAMPLE_SLOT), (uint64_t)now);
-		if (!(smp.flags & OPVM_SAMPLE_SLOT) && smp.cpl == 0 && smp.cr3)
+		if (!(smp.flags & OPVM_SAMPLE_SLOT) && smp.cpl == 0 && smp.cr3) {
 			q->kernel_no_task++;
+			/* its stack names the task later (lib/sample.h) */
+			if (q->regs[i].rsp >= 0xffff800000000000ull) {
+				smp.flags |= OPVM_SAMPLE_KSP;
+				smp.slot_cr3 = q->regs[i].rsp;
+			}
+		}
 		if (ring_push(q->sink.rings[i], &smp) == 0)
 			q->samples++;
 	}
