@@ -852,7 +852,7 @@ static inline bool expired(const struct attribution *s, const struct held *h, ui
 		return false;
 	/* boot: a kernel sample named by its stack once the kernel is found */
 	if ((h->s.flags & OPVM_SAMPLE_KSP) && age < HOLD_BOOT_MS && !gstate_get_hello(s->gs) &&
-	    (gstate_procs_expected(s->gs) || gstate_walks(s->gs) == h->walks))
+	    gstate_procs_expected(s->gs))
 		return false;
 	if (gstate_walks(s->gs) && gstate_walks(s->gs) == h->walks &&
 	    !gstate_get_hello(s->gs) && age < (uint64_t)HOLD_WALK_FACTOR * s->hold_ms)

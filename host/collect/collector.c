@@ -526,10 +526,14 @@ static void intro_poll(struct cguest *g, uint64_t now)
 		gstate_set_maps_walked(g->gs);
 	if (introspect_get_stats(g->intro)->procs_live)
 		gstate_set_walks(g->gs, introspect_get_stats(g->intro)->walks);
-	/* searching during boot: the first walk is a sync or two away */
-	gstate_set_procs_expected(g->gs, !strcmp(introspect_get_stats(g->intro)->state,
-						 "searching") &&
-				  introspect_get_stats(g->intro)->passes < 30);
+	/* searching during boot, or found and its processes not walked yet
+	 * (BTF read): the first walk is a sync or two away */
+	gstate_set_procs_expected(g->gs, (!strcmp(introspect_get_stats(g->intro)->state,
+						  "searching") &&
+					  introspect_get_stats(g->intro)->passes < 30) ||
+				  (!strcmp(introspect_get_stats(g->intro)->state, "ready") &&
+				   introspect_get_stats(g->intro)->btf_bytes &&
+				   !introspect_get_stats(g->intro)->procs_live));
 	if (gstate_get_hello(g->gs) && introspect_get_stats(g->intro)->walks != walks)
 		intro_crosscheck(g);
 	orc_tell(g);

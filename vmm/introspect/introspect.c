@@ -643,11 +643,17 @@ static void stacks_make(struct introspect *in)
 
 	if (!in->stacks && !(in->stacks = calloc(KTASKS_MAX_STACKS, sizeof(*in->stacks))))
 		return;
-	/* CPU by CPU until one has no area (never brought up) */
-	while (in->idle_threads && in->per_cpu_offset && nr_idle < KTASKS_MAX_CPUS &&
-	       !ktasks_current_slots(&km, in->per_cpu_offset + (uint64_t)nr_idle * 8,
-				     in->idle_threads, 1, &idle[nr_idle]))
+	/* CPU by CPU until one has no area or no idle task (not possible,
+	 * or never brought up) */
+	while (in->idle_threads && in->per_cpu_offset && nr_idle < KTASKS_MAX_CPUS) {
+		uint64_t t;
+
+		if (ktasks_current_slots(&km, in->per_cpu_offset + (uint64_t)nr_idle * 8,
+					 in->idle_threads, 1, &idle[nr_idle]) ||
+		    kread(in, idle[nr_idle], &t, 8) || !t)
+			break;
 		nr_idle++;
+	}
 	in->nr_stacks = ktasks_stacks(&km, &in->off, in->init_task, idle, nr_idle, in->tasks,
 				      in->nr_tasks, in->stacks, &in->st.stacks_bad);
 	in->st.stacks = in->nr_stacks;
