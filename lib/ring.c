@@ -155,15 +155,16 @@ static int __attribute__((noinline)) push_slow(struct ring *r, const struct opvm
 int ring_push(struct ring *r, const struct opvm_sample *s)
 {
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint64_t size = r->mask + 1;
 	uint64_t idx = head & r->mask;
 	uint64_t *w;
 
 	/* A flat sample (no chain, no stack) is the common case: when it fits
 	 * before the end of the array and the cached tail says there is room,
 	 * it is six stores and a release. */
-	if (__builtin_expect(s->nr_chain || (s->flags & OPVM_SAMPLE_STACK) ||
-			     idx + RING_HDR_WORDS > r->mask + 1 ||
-			     head + RING_HDR_WORDS - r->tail_cache > r->mask + 1, 0))
+	if (__builtin_expect((s->nr_chain | (s->flags & OPVM_SAMPLE_STACK)) != 0, 0) ||
+	    __builtin_expect(idx + RING_HDR_WORDS > size ||
+			     head + RING_HDR_WORDS - r->tail_cache > size, 0))
 		return push_slow(r, s);
 	w = r->words + idx;
 	w[0] = hdr_pack(RING_HDR_WORDS, 0, 0, s);
@@ -226,27 +227,9 @@ static int __attribute__((noinline)) pop_rest(struct ring *r, uint64_t tail, con
 	return 1;
 }
 
-int ring_pop_stack(struct ring *r, struct opvm_sample *s, uint64_t *chain, uint8_t *stack)
+/* The fields every entry has (at w, header h), into s. */
+static inline void pop_flat(const uint64_t *w, uint64_t h, struct opvm_sample *s)
 {
-	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-	const uint64_t *w;
-	uint64_t h;
-	unsigned len;
-
-	if (tail == r->head_cache) {
-		r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
-		if (tail == r->head_cache)
-			return 0;
-	}
-	w = r->words + (tail & r->mask);
-	h = w[0];
-	if (h == 0) {
-		/* skip marker: the producer continued at index 0 */
-		tail += (r->mask + 1) - (tail & r->mask);
-		w = r->words;
-		h = w[0];
-	}
-	len = h & 0xffff;
 	s->cpl = (uint8_t)(h >> 24);
 	s->event = (uint8_t)(h >> 32);
 	s->flags = (uint8_t)(h >> 40);
@@ -256,16 +239,64 @@ int ring_pop_stack(struct ring *r, struct opvm_sample *s, uint64_t *chain, uint8
 	s->slot_tid = (uint32_t)w[4];
 	s->slot_tgid = (uint32_t)(w[4] >> 32);
 	s->vcpu = (uint32_t)w[5];
-	if (__builtin_expect(len == RING_HDR_WORDS, 1)) {
-		/* flat: no chain, no stack (push sets neither length) */
-		s->nr_chain = 0;
-		s->chain = NULL;
-		s->stack_len = 0;
-		s->stack = NULL;
-		atomic_store_explicit(&r->tail, tail + len, memory_order_release);
-		return 1;
+}
+
+/*
+ * A run of entries, one tail publication for all of them: the consumer's
+ * per-sample cost is then the copy of six words.  A flat entry (push sets
+ * neither length) needs nothing more; an entry with a chain or a stack is
+ * popped only as the first of a call, alone, since its chain and stack go
+ * into the caller's single buffers.
+ */
+size_t ring_pop_many(struct ring *r, struct opvm_sample *s, size_t max, uint64_t *chain,
+		     uint8_t *stack)
+{
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	uint64_t head = r->head_cache;
+	/* locals: the stores into s[] may alias r's fields (the build has
+	 * -fno-strict-aliasing), which would reload them every sample */
+	const uint64_t *words = r->words;
+	uint64_t mask = r->mask;
+	size_t n = 0;
+
+	if (tail == head) {
+		head = r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
+		if (tail == head)
+			return 0;
 	}
-	return pop_rest(r, tail, w, h, s, chain, stack);
+	while (n < max && tail != head) {
+		const uint64_t *w = words + (tail & mask);
+		uint64_t h = w[0];
+		unsigned len;
+
+		if (h == 0) {
+			/* skip marker: the producer continued at index 0 */
+			tail += (mask + 1) - (tail & mask);
+			w = words;
+			h = w[0];
+		}
+		len = h & 0xffff;
+		if (__builtin_expect(len != RING_HDR_WORDS, 0)) {
+			if (n)
+				break;
+			pop_flat(w, h, s);
+			return pop_rest(r, tail, w, h, s, chain, stack);
+		}
+		pop_flat(w, h, &s[n]);
+		s[n].nr_chain = 0;
+		s[n].chain = NULL;
+		s[n].stack_len = 0;
+		s[n].stack = NULL;
+		tail += len;
+		n++;
+	}
+	atomic_store_explicit(&r->tail, tail, memory_order_release);
+	return n;
+}
+
+int ring_pop_stack(struct ring *r, struct opvm_sample *s, uint64_t *chain, uint8_t *stack)
+{
+	return ring_pop_many(r, s, 1, chain, stack) ? 1 : 0;
 }
 
 uint64_t ring_lost(const struct ring *r)

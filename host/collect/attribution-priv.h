@@ -93,6 +93,7 @@ struct attribution {
 	struct sfile **fsf;		/* fid -> file */
 	uint32_t *fcnt;			/* fid -> queued count / cursor */
 	uint32_t *touched;		/* fids queued in this batch */
+	uint32_t ntouched;
 	uint32_t nr_f, cap_f;		/* fids used (incl. 0), allocated */
 	struct fmap_ent {
 		struct sfile *sf;
@@ -106,6 +107,8 @@ struct attribution {
 	size_t npend;
 
 	uint64_t chain[OPVM_MAX_CALLCHAIN];	/* the sample being taken's */
+#define POP_BATCH	64
+	struct opvm_sample popped[POP_BATCH];	/* drain()'s run from a ring */
 
 	struct opvm_stats stats;
 	uint64_t store_errors;
