@@ -72,7 +72,8 @@ struct sc_ent {
 			 * a process's mappings stay cached while it runs
 			 * elsewhere or waits its turn (4096 missed one
 			 * sample in ten with 200 processes of 30 mappings) */
-#define KBITS	4	/* 16 kernel entries */
+#define KBITS	6	/* 64 kernel entries (per vCPU): vmlinux and a guest's
+			 * busy modules (a module is a megabyte of its own) */
 
 struct cent {
 	uint32_t fid;
