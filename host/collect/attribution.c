@@ -101,7 +101,6 @@ struct held {
 	uint64_t *chain;	/* s.chain: the frame-pointer chain kept, or NULL */
 };
 
-#define PEND_MAX	65536
 
 struct attribution *attribution_new(struct store *st, struct gstate *gs,
 		      struct ring *const *rings, unsigned nr_rings,
@@ -151,15 +150,12 @@ struct attribution *attribution_new(struct store *st, struct gstate *gs,
 	s->held = calloc(s->hold_cap, sizeof(*s->held));
 	if (nr_rings)
 		s->rings = calloc(nr_rings, sizeof(*s->rings));
-	s->pfid = malloc(PEND_MAX * sizeof(*s->pfid));
-	s->poff = malloc(PEND_MAX * sizeof(*s->poff));
-	s->soff = malloc(PEND_MAX * sizeof(*s->soff));
 	s->fmap_bits = 8;
 	s->fmap = calloc((size_t)1 << s->fmap_bits, sizeof(*s->fmap));
 	s->nr_f = 1;		/* fid 0 means "none" */
 	if (!s->vc || !s->sc || !s->uc || !s->held || (nr_rings && !s->rings) ||
 	    (s->image_wait && s->host_file && !s->dq) ||
-	    !s->pfid || !s->poff || !s->soff || !s->fmap) {
+	    !s->fmap) {
 		attribution_free(s);
 		errno = ENOMEM;
 		return NULL;
@@ -189,9 +185,7 @@ void attribution_free(struct attribution *s)
 	for (size_t i = 0; s->held && i < s->hold_nr; i++)
 		free(s->held[(s->hold_head + i) % s->hold_cap].chain);
 	free(s->held);
-	free(s->pfid);
-	free(s->poff);
-	free(s->soff);
+	free(s->fbuf);
 	free(s->fmap);
 	free(s->fsf);
 	free(s->fcnt);
@@ -291,10 +285,15 @@ static uint32_t fid_of(struct attribution *s, struct sfile *sf)
 		uint32_t cap = s->cap_f ? s->cap_f * 2 : 256;
 		struct sfile **nsf = realloc(s->fsf, cap * sizeof(*nsf));
 		uint32_t *ncnt, *nt;
+		uint64_t *nb;
 
 		if (!nsf)
 			return 0;
 		s->fsf = nsf;
+		nb = realloc(s->fbuf, (size_t)cap * FBUF * sizeof(*nb));
+		if (!nb)
+			return 0;
+		s->fbuf = nb;
 		ncnt = realloc(s->fcnt, cap * sizeof(*ncnt));
 		if (!ncnt)
 			return 0;
@@ -319,66 +318,58 @@ static uint32_t fid_of(struct attribution *s, struct sfile *sf)
 	return s->nr_f++;
 }
 
+/* Adds fid's queued run (n offsets) to its file. */
+static void run_add(struct attribution *s, uint32_t fid, size_t n)
+{
+	int err = 0;
+	size_t failed = sfile_add_many(s->fsf[fid], s->fbuf + (size_t)fid * FBUF, n, &err);
+
+	if (failed) {
+		s->store_errors += failed;
+		if (!s->first_err)
+			s->first_err = err;
+	}
+}
+
 /*
- * Adds the queued samples to their files, file by file (a counting sort on
- * fid: add() counted them per file).  Called before attribution_run()/
+ * Adds every queued sample to its file.  Called before attribution_run()/
  * attribution_sample() return, so nothing stays queued between calls.
  */
 static void flush(struct attribution *s)
 {
-	size_t i, n = s->npend, pos;
-	uint32_t nt = s->ntouched, t;
-	/* locals: the compiler would reload the fields after every store */
-	uint32_t *fcnt = s->fcnt, *touched = s->touched;
-	const uint32_t *pfid = s->pfid;
-	const uint64_t *poff = s->poff;
-	uint64_t *soff = s->soff;
+	uint32_t t, nt = s->ntouched;
 
-	if (!n)
-		return;
-	for (pos = 0, t = 0; t < nt; t++) {
-		uint32_t c = fcnt[touched[t]];
+	for (t = 0; t < nt; t++) {
+		uint32_t fid = s->touched[t];
 
-		fcnt[touched[t]] = (uint32_t)pos;
-		pos += c;
+		if (s->fcnt[fid] > 1)
+			run_add(s, fid, s->fcnt[fid] - 1);
+		s->fcnt[fid] = 0;
 	}
-	for (i = 0; i < n; i++)
-		soff[fcnt[pfid[i]]++] = poff[i];
-	for (pos = 0, t = 0; t < nt; t++) {
-		uint32_t fid = touched[t];
-		size_t end = fcnt[fid], failed;
-		int err = 0;
-
-		failed = sfile_add_many(s->fsf[fid], soff + pos, end - pos, &err);
-		if (failed) {
-			s->store_errors += failed;
-			if (!s->first_err)
-				s->first_err = err;
-		}
-		pos = end;
-		fcnt[fid] = 0;
-	}
-	s->npend = 0;
 	s->ntouched = 0;
 }
 
+/* Queues a sample at offset of file fid (0: the file could not be had,
+ * errno says why); a file's full run goes in at once.  The order of a
+ * file's samples is kept: the file ends up byte for byte as with one
+ * sfile_add() per sample. */
 static inline int add(struct attribution *s, uint32_t fid, uint64_t offset)
 {
+	uint32_t c;
+
 	if (__builtin_expect(!fid, 0))
 		return note_err(s, errno ? -errno : -EIO);
-	if (__builtin_expect(s->npend == PEND_MAX, 0))
-		flush(s);
-	/* fields into locals first: the stores below could alias them for
-	 * the compiler (-fno-strict-aliasing) */
-	size_t np = s->npend;
-	uint32_t *pfid = s->pfid, *fcnt = s->fcnt;
-	uint64_t *poff = s->poff;
-
-	s->npend = np + 1;
-	pfid[np] = fid;
-	poff[np] = offset;
-	if (fcnt[fid]++ == 0)
+	c = s->fcnt[fid];
+	if (!c) {
 		s->touched[s->ntouched++] = fid;
+		c = 1;
+	}
+	s->fbuf[(size_t)fid * FBUF + c - 1] = offset;
+	if (__builtin_expect(c == FBUF, 0)) {
+		run_add(s, fid, FBUF);
+		c = 0;
+	}
+	s->fcnt[fid] = c + 1;
 	return FILED;
 }
 
