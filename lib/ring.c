@@ -18,14 +18,19 @@
  */
 #include <errno.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/ring.h"
 
-/* Entry: header, rip, cr3, slot_cr3, tid|tgid<<32, vcpu, chain..., and with
+/* Entry: header, rip, cr3, slot_cr3, then two words that hold the bytes of
+ * struct opvm_sample's (slot_tid, slot_tgid) and (vcpu, cpl, event, flags,
+ * nr_chain) as they lie in memory (each side copies them whole: a flat
+ * sample is five word copies each way), chain..., and with
  * OPVM_SAMPLE_STACK: user ip, sp, bp, then the stack's bytes (length in the
- * header's top 16 bits) padded to a word. */
+ * header's top 16 bits) padded to a word.  The header's nr_chain is the one
+ * that counts (the copied byte is the caller's, unchecked). */
 #define RING_HDR_WORDS	6
 #define RING_MIN_WORDS	256	/* holds several maximal entries */
 #define RING_MAX_WORDS	((size_t)1 << 32)
@@ -45,13 +50,28 @@ struct ring {
 	uint64_t *words;
 };
 
+_Static_assert(offsetof(struct opvm_sample, slot_tgid) ==
+	       offsetof(struct opvm_sample, slot_tid) + 4 &&
+	       offsetof(struct opvm_sample, cpl) == offsetof(struct opvm_sample, vcpu) + 4 &&
+	       offsetof(struct opvm_sample, event) == offsetof(struct opvm_sample, vcpu) + 5 &&
+	       offsetof(struct opvm_sample, flags) == offsetof(struct opvm_sample, vcpu) + 6 &&
+	       offsetof(struct opvm_sample, nr_chain) == offsetof(struct opvm_sample, vcpu) + 7,
+	       "ring entries copy these fields as two words");
+
 /* nr and sl: the chain and stack lengths actually stored (s's, checked) */
-static inline uint64_t hdr_pack(unsigned len, unsigned nr, unsigned sl,
-				const struct opvm_sample *s)
+static inline uint64_t hdr_pack(unsigned len, unsigned nr, unsigned sl)
 {
-	return (uint64_t)len | (uint64_t)nr << 16 |
-	       (uint64_t)s->cpl << 24 | (uint64_t)s->event << 32 |
-	       (uint64_t)s->flags << 40 | (uint64_t)sl << 48;
+	return (uint64_t)len | (uint64_t)nr << 16 | (uint64_t)sl << 48;
+}
+
+/* The words every entry has, from s. */
+static inline void push_flat(uint64_t *w, const struct opvm_sample *s)
+{
+	w[1] = s->rip;
+	w[2] = s->cr3;
+	w[3] = s->slot_cr3;
+	memcpy(&w[4], &s->slot_tid, sizeof(w[4]));
+	memcpy(&w[5], &s->vcpu, sizeof(w[5]));
 }
 
 struct ring *ring_new(size_t words)
@@ -129,12 +149,8 @@ static int __attribute__((noinline)) push_slow(struct ring *r, const struct opvm
 		idx = 0;
 	}
 	w = r->words + idx;
-	w[0] = hdr_pack(len, nr, sl, s);
-	w[1] = s->rip;
-	w[2] = s->cr3;
-	w[3] = s->slot_cr3;
-	w[4] = (uint64_t)s->slot_tid | (uint64_t)s->slot_tgid << 32;
-	w[5] = s->vcpu;
+	w[0] = hdr_pack(len, nr, sl);
+	push_flat(w, s);
 	if (nr)
 		memcpy(w + RING_HDR_WORDS, s->chain, nr * sizeof(uint64_t));
 	if (sw) {
@@ -155,23 +171,20 @@ static int __attribute__((noinline)) push_slow(struct ring *r, const struct opvm
 int ring_push(struct ring *r, const struct opvm_sample *s)
 {
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint64_t size = r->mask + 1;
 	uint64_t idx = head & r->mask;
 	uint64_t *w;
 
 	/* A flat sample (no chain, no stack) is the common case: when it fits
 	 * before the end of the array and the cached tail says there is room,
 	 * it is six stores and a release. */
-	if (__builtin_expect(s->nr_chain || (s->flags & OPVM_SAMPLE_STACK) ||
-			     idx + RING_HDR_WORDS > r->mask + 1 ||
-			     head + RING_HDR_WORDS - r->tail_cache > r->mask + 1, 0))
+	if (__builtin_expect((s->nr_chain | (s->flags & OPVM_SAMPLE_STACK)) != 0, 0) ||
+	    __builtin_expect(idx + RING_HDR_WORDS > size ||
+			     head + RING_HDR_WORDS - r->tail_cache > size, 0))
 		return push_slow(r, s);
 	w = r->words + idx;
-	w[0] = hdr_pack(RING_HDR_WORDS, 0, 0, s);
-	w[1] = s->rip;
-	w[2] = s->cr3;
-	w[3] = s->slot_cr3;
-	w[4] = (uint64_t)s->slot_tid | (uint64_t)s->slot_tgid << 32;
-	w[5] = s->vcpu;
+	w[0] = hdr_pack(RING_HDR_WORDS, 0, 0);
+	push_flat(w, s);
 	atomic_store_explicit(&r->head, head + RING_HDR_WORDS, memory_order_release);
 	return 0;
 }
@@ -226,46 +239,72 @@ static int __attribute__((noinline)) pop_rest(struct ring *r, uint64_t tail, con
 	return 1;
 }
 
-int ring_pop_stack(struct ring *r, struct opvm_sample *s, uint64_t *chain, uint8_t *stack)
+/* The fields every entry has (at w), into s; nr_chain is the caller's. */
+static inline void pop_flat(const uint64_t *w, struct opvm_sample *s)
 {
-	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-	const uint64_t *w;
-	uint64_t h;
-	unsigned len;
-
-	if (tail == r->head_cache) {
-		r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
-		if (tail == r->head_cache)
-			return 0;
-	}
-	w = r->words + (tail & r->mask);
-	h = w[0];
-	if (h == 0) {
-		/* skip marker: the producer continued at index 0 */
-		tail += (r->mask + 1) - (tail & r->mask);
-		w = r->words;
-		h = w[0];
-	}
-	len = h & 0xffff;
-	s->cpl = (uint8_t)(h >> 24);
-	s->event = (uint8_t)(h >> 32);
-	s->flags = (uint8_t)(h >> 40);
 	s->rip = w[1];
 	s->cr3 = w[2];
 	s->slot_cr3 = w[3];
-	s->slot_tid = (uint32_t)w[4];
-	s->slot_tgid = (uint32_t)(w[4] >> 32);
-	s->vcpu = (uint32_t)w[5];
-	if (__builtin_expect(len == RING_HDR_WORDS, 1)) {
-		/* flat: no chain, no stack (push sets neither length) */
-		s->nr_chain = 0;
-		s->chain = NULL;
-		s->stack_len = 0;
-		s->stack = NULL;
-		atomic_store_explicit(&r->tail, tail + len, memory_order_release);
-		return 1;
+	memcpy(&s->slot_tid, &w[4], sizeof(w[4]));
+	memcpy(&s->vcpu, &w[5], sizeof(w[5]));
+}
+
+/*
+ * A run of entries, one tail publication for all of them: the consumer's
+ * per-sample cost is then the copy of six words.  A flat entry (push sets
+ * neither length) needs nothing more; an entry with a chain or a stack is
+ * popped only as the first of a call, alone, since its chain and stack go
+ * into the caller's single buffers.
+ */
+size_t ring_pop_many(struct ring *r, struct opvm_sample *s, size_t max, uint64_t *chain,
+		     uint8_t *stack)
+{
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	uint64_t head = r->head_cache;
+	/* locals: the stores into s[] may alias r's fields (the build has
+	 * -fno-strict-aliasing), which would reload them every sample */
+	const uint64_t *words = r->words;
+	uint64_t mask = r->mask;
+	size_t n = 0;
+
+	if (tail == head) {
+		head = r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
+		if (tail == head)
+			return 0;
 	}
-	return pop_rest(r, tail, w, h, s, chain, stack);
+	while (n < max && tail != head) {
+		const uint64_t *w = words + (tail & mask);
+		uint64_t h = w[0];
+		unsigned len;
+
+		if (h == 0) {
+			/* skip marker: the producer continued at index 0 */
+			tail += (mask + 1) - (tail & mask);
+			w = words;
+			h = w[0];
+		}
+		len = h & 0xffff;
+		if (__builtin_expect(len != RING_HDR_WORDS, 0)) {
+			if (n)
+				break;
+			pop_flat(w, s);
+			return pop_rest(r, tail, w, h, s, chain, stack);
+		}
+		pop_flat(w, &s[n]);
+		s[n].nr_chain = 0;
+		s[n].chain = NULL;
+		s[n].stack_len = 0;
+		s[n].stack = NULL;
+		tail += len;
+		n++;
+	}
+	atomic_store_explicit(&r->tail, tail, memory_order_release);
+	return n;
+}
+
+int ring_pop_stack(struct ring *r, struct opvm_sample *s, uint64_t *chain, uint8_t *stack)
+{
+	return ring_pop_many(r, s, 1, chain, stack) ? 1 : 0;
 }
 
 uint64_t ring_lost(const struct ring *r)

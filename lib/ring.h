@@ -38,6 +38,13 @@ int ring_pop(struct ring *r, struct opvm_sample *s, uint64_t *chain);
  * stack is dropped and the flag cleared, as ring_pop() does). */
 int ring_pop_stack(struct ring *r, struct opvm_sample *s, uint64_t *chain, uint8_t *stack);
 
+/* Pops up to max samples into s[0..max): a run of flat ones (no chain, no
+ * stack), or one with a chain or a stack alone (into chain and stack, as
+ * ring_pop_stack()), publishing the ring's tail once.  Returns how many
+ * were popped (0: the ring was empty). */
+size_t ring_pop_many(struct ring *r, struct opvm_sample *s, size_t max, uint64_t *chain,
+		     uint8_t *stack);
+
 /* Samples dropped because the ring was full (producer-written counter). */
 uint64_t ring_lost(const struct ring *r);
 /* Samples currently queued (approximate while the producer runs). */

@@ -88,13 +88,17 @@ struct attribution {
 
 	/*
 	 * Sample files get dense ids (fid, from 1) so that samples can be
-	 * queued as (fid, offset) and added file by file: a sample file's
-	 * table is then hot in the cache and TLB while its samples go in,
-	 * instead of every sample touching a random page of a random file.
+	 * queued per file, FBUF offsets a file, and added a run at a time:
+	 * the file's table is then hot in the cache and TLB while its run
+	 * goes in, instead of every sample touching a random page of a
+	 * random file, and a run costs one call.
 	 */
 	struct sfile **fsf;		/* fid -> file */
-	uint32_t *fcnt;			/* fid -> queued count / cursor */
-	uint32_t *touched;		/* fids queued in this batch */
+#define FBUF	32
+	uint64_t *fbuf;			/* fid -> FBUF queued offsets */
+	uint32_t *fcnt;			/* fid -> 1 + queued, 0: not in touched */
+	uint32_t *touched;		/* fids queued since the last flush */
+	uint32_t ntouched;
 	uint32_t nr_f, cap_f;		/* fids used (incl. 0), allocated */
 	struct fmap_ent {
 		struct sfile *sf;
@@ -102,12 +106,9 @@ struct attribution {
 	} *fmap;			/* file -> fid, open addressing */
 	unsigned fmap_bits;
 
-	uint32_t *pfid;			/* queued samples, PEND_MAX */
-	uint64_t *poff;
-	uint64_t *soff;			/* the same, grouped by file */
-	size_t npend;
-
 	uint64_t chain[OPVM_MAX_CALLCHAIN];	/* the sample being taken's */
+#define POP_BATCH	64
+	struct opvm_sample popped[POP_BATCH];	/* drain()'s run from a ring */
 
 	struct opvm_stats stats;
 	uint64_t store_errors;

@@ -68,10 +68,12 @@ struct sc_ent {
  * and is only used when those match (the vCPU only under OPVM_SEP_CPU for
  * user entries).
  */
-#define UBITS	12	/* 4096 user entries for all vCPUs, direct-mapped:
+#define UBITS	14	/* 16384 user entries for all vCPUs, direct-mapped:
 			 * a process's mappings stay cached while it runs
-			 * elsewhere or waits its turn */
-#define KBITS	4	/* 16 kernel entries */
+			 * elsewhere or waits its turn (4096 missed one
+			 * sample in ten with 200 processes of 30 mappings) */
+#define KBITS	6	/* 64 kernel entries (per vCPU): vmlinux and a guest's
+			 * busy modules (a module is a megabyte of its own) */
 
 struct cent {
 	uint32_t fid;
@@ -100,7 +102,6 @@ struct held {
 	uint64_t *chain;	/* s.chain: the frame-pointer chain kept, or NULL */
 };
 
-#define PEND_MAX	65536
 
 struct attribution *attribution_new(struct store *st, struct gstate *gs,
 		      struct ring *const *rings, unsigned nr_rings,
@@ -152,15 +153,12 @@ struct attribution *attribution_new(struct store *st, struct gstate *gs,
 	s->held = calloc(s->hold_cap, sizeof(*s->held));
 	if (nr_rings)
 		s->rings = calloc(nr_rings, sizeof(*s->rings));
-	s->pfid = malloc(PEND_MAX * sizeof(*s->pfid));
-	s->poff = malloc(PEND_MAX * sizeof(*s->poff));
-	s->soff = malloc(PEND_MAX * sizeof(*s->soff));
 	s->fmap_bits = 8;
 	s->fmap = calloc((size_t)1 << s->fmap_bits, sizeof(*s->fmap));
 	s->nr_f = 1;		/* fid 0 means "none" */
 	if (!s->vc || !s->sc || !s->uc || !s->held || (nr_rings && !s->rings) ||
 	    (s->image_wait && s->host_file && !s->dq) ||
-	    !s->pfid || !s->poff || !s->soff || !s->fmap) {
+	    !s->fmap) {
 		attribution_free(s);
 		errno = ENOMEM;
 		return NULL;
@@ -190,9 +188,7 @@ void attribution_free(struct attribution *s)
 	for (size_t i = 0; s->held && i < s->hold_nr; i++)
 		free(s->held[(s->hold_head + i) % s->hold_cap].chain);
 	free(s->held);
-	free(s->pfid);
-	free(s->poff);
-	free(s->soff);
+	free(s->fbuf);
 	free(s->fmap);
 	free(s->fsf);
 	free(s->fcnt);
@@ -292,10 +288,15 @@ static uint32_t fid_of(struct attribution *s, struct sfile *sf)
 		uint32_t cap = s->cap_f ? s->cap_f * 2 : 256;
 		struct sfile **nsf = realloc(s->fsf, cap * sizeof(*nsf));
 		uint32_t *ncnt, *nt;
+		uint64_t *nb;
 
 		if (!nsf)
 			return 0;
 		s->fsf = nsf;
+		nb = realloc(s->fbuf, (size_t)cap * FBUF * sizeof(*nb));
+		if (!nb)
+			return 0;
+		s->fbuf = nb;
 		ncnt = realloc(s->fcnt, cap * sizeof(*ncnt));
 		if (!ncnt)
 			return 0;
@@ -320,54 +321,58 @@ static uint32_t fid_of(struct attribution *s, struct sfile *sf)
 	return s->nr_f++;
 }
 
+/* Adds fid's queued run (n offsets) to its file. */
+static void run_add(struct attribution *s, uint32_t fid, size_t n)
+{
+	int err = 0;
+	size_t failed = sfile_add_many(s->fsf[fid], s->fbuf + (size_t)fid * FBUF, n, &err);
+
+	if (failed) {
+		s->store_errors += failed;
+		if (!s->first_err)
+			s->first_err = err;
+	}
+}
+
 /*
- * Adds the queued samples to their files, file by file (a counting sort on
- * fid).  Called before attribution_run()/attribution_sample() return, so nothing stays
- * queued between calls.
+ * Adds every queued sample to its file.  Called before attribution_run()/
+ * attribution_sample() return, so nothing stays queued between calls.
  */
 static void flush(struct attribution *s)
 {
-	size_t i, n = s->npend, pos;
-	uint32_t nt = 0, t;
+	uint32_t t, nt = s->ntouched;
 
-	if (!n)
-		return;
-	for (i = 0; i < n; i++)
-		if (s->fcnt[s->pfid[i]]++ == 0)
-			s->touched[nt++] = s->pfid[i];
-	for (pos = 0, t = 0; t < nt; t++) {
-		uint32_t c = s->fcnt[s->touched[t]];
-
-		s->fcnt[s->touched[t]] = (uint32_t)pos;
-		pos += c;
-	}
-	for (i = 0; i < n; i++)
-		s->soff[s->fcnt[s->pfid[i]]++] = s->poff[i];
-	for (pos = 0, t = 0; t < nt; t++) {
+	for (t = 0; t < nt; t++) {
 		uint32_t fid = s->touched[t];
-		size_t end = s->fcnt[fid];
-		struct sfile *sf = s->fsf[fid];
 
-		for (; pos < end; pos++) {
-			int err = sfile_add(sf, s->soff[pos], 1);
-
-			if (err)
-				note_err(s, err);
-		}
+		if (s->fcnt[fid] > 1)
+			run_add(s, fid, s->fcnt[fid] - 1);
 		s->fcnt[fid] = 0;
 	}
-	s->npend = 0;
+	s->ntouched = 0;
 }
 
+/* Queues a sample at offset of file fid (0: the file could not be had,
+ * errno says why); a file's full run goes in at once.  The order of a
+ * file's samples is kept: the file ends up byte for byte as with one
+ * sfile_add() per sample. */
 static inline int add(struct attribution *s, uint32_t fid, uint64_t offset)
 {
+	uint32_t c;
+
 	if (__builtin_expect(!fid, 0))
 		return note_err(s, errno ? -errno : -EIO);
-	if (__builtin_expect(s->npend == PEND_MAX, 0))
-		flush(s);
-	s->pfid[s->npend] = fid;
-	s->poff[s->npend] = offset;
-	s->npend++;
+	c = s->fcnt[fid];
+	if (!c) {
+		s->touched[s->ntouched++] = fid;
+		c = 1;
+	}
+	s->fbuf[(size_t)fid * FBUF + c - 1] = offset;
+	if (__builtin_expect(c == FBUF, 0)) {
+		run_add(s, fid, FBUF);
+		c = 0;
+	}
+	s->fcnt[fid] = c + 1;
 	return FILED;
 }
 
@@ -555,30 +560,18 @@ static const char *kernel_app(struct attribution *s, const struct opvm_sample *x
 	return NAME_UNKNOWN;
 }
 
-static int file_kernel(struct attribution *s, const struct opvm_sample *x, bool force)
+/* file_kernel() when its range cache misses (ce: x's entry, to fill). */
+static int __attribute__((noinline)) file_kernel_miss(struct attribution *s,
+						      const struct opvm_sample *x, bool force,
+						      uint64_t cr3n, struct cent *ce)
 {
-	struct vcache *vc = &s->vc[x->vcpu & s->vc_mask];
-	bool slot = x->flags & OPVM_SAMPLE_SLOT;
-	bool by_cr3 = s->k_cr3 && !slot;
-	uint64_t cr3n = by_cr3 ? opvm_cr3_normalise(x->cr3) : 0;
 	const struct gstate_process *p = NULL;
 	const struct gstate_module *m;
 	const char *app = NULL, *image;
 	uint64_t offset, lo, hi;
 	uint32_t fid;
 	struct skey k;
-	struct cent *ce;
 	int ret;
-
-	if (x->rip < OPVM_KERNEL_HALF)
-		return file_kernel_own(s, x, NAME_BOOT);
-	if (slot && !x->slot_tgid)
-		return file_kernel_own(s, x, NAME_IDLE);
-	ce = &vc->k[cent_index(x->rip, 0, KBITS)];
-	if (cent_match(s, ce, x, s->k_slot, by_cr3, cr3n, true)) {
-		s->stats.kernel++;
-		return add(s, ce->fid, x->rip + ce->adj);
-	}
 
 	m = gstate_module_range(s->gs, x->rip, &lo, &hi);
 	memset(&k, 0, sizeof(k));
@@ -617,6 +610,28 @@ static int file_kernel(struct attribution *s, const struct opvm_sample *x, bool 
 	if (ret == FILED && hi > lo)
 		cent_fill(s, ce, fid, lo, hi - lo, offset - x->rip, cr3n, x);
 	return ret;
+}
+
+/* The hot path (inlined into the drain loop): a range cache hit is a few
+ * compares and a queued (file, offset). */
+static inline int file_kernel(struct attribution *s, const struct opvm_sample *x, bool force)
+{
+	struct vcache *vc = &s->vc[x->vcpu & s->vc_mask];
+	bool slot = x->flags & OPVM_SAMPLE_SLOT;
+	bool by_cr3 = s->k_cr3 && !slot;
+	uint64_t cr3n = by_cr3 ? opvm_cr3_normalise(x->cr3) : 0;
+	struct cent *ce;
+
+	if (__builtin_expect(x->rip < OPVM_KERNEL_HALF, 0))
+		return file_kernel_own(s, x, NAME_BOOT);
+	if (slot && !x->slot_tgid)
+		return file_kernel_own(s, x, NAME_IDLE);
+	ce = &vc->k[cent_index(x->rip, 0, KBITS)];
+	if (__builtin_expect(cent_match(s, ce, x, s->k_slot, by_cr3, cr3n, true), 1)) {
+		s->stats.kernel++;
+		return add(s, ce->fid, x->rip + ce->adj);
+	}
+	return file_kernel_miss(s, x, force, cr3n, ce);
 }
 
 static int file_anon_cr3(struct attribution *s, const struct opvm_sample *x, uint64_t cr3n)
@@ -659,24 +674,19 @@ static const struct gstate_process *user_proc(struct attribution *s,
 	return p;
 }
 
-static int file_user(struct attribution *s, const struct opvm_sample *x, bool force)
+/* file_user() when its mapping cache misses (ce: x's entry, to fill). */
+static int __attribute__((noinline)) file_user_miss(struct attribution *s,
+						    const struct opvm_sample *x, bool force,
+						    uint64_t cr3n, struct cent *ce)
 {
-	uint64_t cr3n = opvm_cr3_normalise(x->cr3);
 	const struct gstate_process *p;
 	const struct gstate_mapping *m;
 	const char *image;
 	uint32_t fid;
 	struct skey k;
 	uint64_t offset;
-	struct cent *ce;
 	bool via_slot = false;
 	int ret;
-
-	ce = &s->uc[cent_index(x->rip, cr3n, UBITS)];
-	if (cent_match(s, ce, x, s->u_slot, true, cr3n, s->u_cpu)) {
-		s->stats.user++;
-		return add(s, ce->fid, x->rip + ce->adj);
-	}
 
 	p = user_proc(s, x, cr3n, &via_slot);
 	if (!p) {
@@ -763,6 +773,19 @@ static int file_kernel_sp(struct attribution *s, const struct opvm_sample *x, bo
 		return HOLD;
 	}
 	return file_kernel(s, &y, force);
+}
+
+/* The hot path, as file_kernel()'s. */
+static inline int file_user(struct attribution *s, const struct opvm_sample *x, bool force)
+{
+	uint64_t cr3n = opvm_cr3_normalise(x->cr3);
+	struct cent *ce = &s->uc[cent_index(x->rip, cr3n, UBITS)];
+
+	if (__builtin_expect(cent_match(s, ce, x, s->u_slot, true, cr3n, s->u_cpu), 1)) {
+		s->stats.user++;
+		return add(s, ce->fid, x->rip + ce->adj);
+	}
+	return file_user_miss(s, x, force, cr3n, ce);
 }
 
 /* Callers make sure the caches belong to the current generation first. */
@@ -969,17 +992,25 @@ int attribution_sample(struct attribution *s, const struct opvm_sample *smp, uin
 	return err;
 }
 
+/* Each ring, in runs of POP_BATCH samples (one tail publication a run);
+ * a sample with a chain or a stack comes alone, its chain and stack in
+ * s->chain and s->stack. */
 static void drain(struct attribution *s, uint64_t now_ms)
 {
-	struct opvm_sample x;
 	unsigned r;
 
 	for (r = 0; r < s->nr_rings; r++) {
 		struct ring *ring = s->rings[r];
-		unsigned n = 0;
+		size_t n, i, done = 0;
 
-		while (n++ < DRAIN_MAX && ring_pop_stack(ring, &x, s->chain, s->stack))
-			take(s, &x, now_ms);
+		while (done < DRAIN_MAX &&
+		       (n = ring_pop_many(ring, s->popped,
+					  DRAIN_MAX - done < POP_BATCH ? DRAIN_MAX - done : POP_BATCH,
+					  s->chain, s->stack))) {
+			for (i = 0; i < n; i++)
+				take(s, &s->popped[i], now_ms);
+			done += n;
+		}
 	}
 	flush(s);
 }

@@ -155,10 +155,11 @@ struct sfile *store_get(struct store *st, const struct store_key *key);
  * overflow bucket instead.  Returns 0 or -errno (-ENOSPC: the bucket could
  * not take it either; the file keeps what it had). */
 int sfile_add(struct sfile *sf, uint64_t offset, uint64_t count);
-/* Adds one sample at each of offsets[0..n), prefetching ahead (faster than
- * a loop of sfile_add() when the table is larger than the cache).  Returns
- * 0 or the first error; samples after an error are still tried. */
-int sfile_add_many(struct sfile *sf, const uint64_t *offsets, size_t n);
+/* Adds one sample at each of offsets[0..n), as that many sfile_add() calls
+ * would (the same table, byte for byte), for a fraction of their cost.
+ * Returns how many of them could not be filed (0: all were), the first
+ * one's error in *err; samples after an error are still tried. */
+size_t sfile_add_many(struct sfile *sf, const uint64_t *offsets, size_t n, int *err);
 
 /* Makes everything added so far durable against a writer crash
  * (msync of dirty pages is not needed for SIGKILL; the header's totals are

@@ -77,12 +77,13 @@ int main(void)
 	/* The same through the batch call, 256 samples per call. */
 	{
 		uint64_t batch[256];
+		int err = 0;
 
 		t = now();
 		for (uint64_t i = 0; i < n; i += 256) {
 			for (uint64_t j = 0; j < 256; j++)
 				batch[j] = offs[((i + j) * 2654435761u) & (hot - 1)];
-			ret |= sfile_add_many(sf, batch, 256);
+			ret |= sfile_add_many(sf, batch, 256, &err) ? err : 0;
 		}
 		t = now() - t;
 		printf("store_add_many_existing: %.2f ns/op\n", t * 1e9 / n);

@@ -99,6 +99,45 @@ static void test_wrap(void **state)
 	ring_free(r);
 }
 
+/* ring_pop_many(): runs of flat samples up to max, a sample with a chain
+ * alone and only at the front, through many wraps of a small ring. */
+static void test_pop_many(void **state)
+{
+	struct ring *r = ring_new(256);
+	uint64_t chain[OPVM_MAX_CALLCHAIN], out_chain[OPVM_MAX_CALLCHAIN];
+	uint64_t pushed = 0, popped = 0;
+	struct opvm_sample s, o[8];
+
+	assert_non_null(r);
+	assert_int_equal(ring_pop_many(r, o, 8, out_chain, NULL), 0);
+	for (int round = 0; round < 3000; round++) {
+		int n = 1 + round % 11;
+
+		for (int k = 0; k < n; k++) {
+			/* one sample in five has a chain */
+			s = mk(pushed, pushed % 5 == 3 ? (uint8_t)(1 + pushed % 9) : 0, chain);
+			assert_int_equal(ring_push(r, &s), 0);
+			pushed++;
+		}
+		while (popped < pushed) {
+			size_t got = ring_pop_many(r, o, 1 + (size_t)round % 8, out_chain, NULL);
+
+			assert_true(got >= 1 && got <= 1 + (size_t)round % 8);
+			for (size_t k = 0; k < got; k++, popped++) {
+				uint8_t nr = popped % 5 == 3 ? (uint8_t)(1 + popped % 9) : 0;
+
+				/* a chain only as the first of a call, alone */
+				assert_true(!nr || (k == 0 && got == 1));
+				check(&o[k], popped, nr);
+				assert_true(nr || (!o[k].chain && !o[k].stack && !o[k].stack_len));
+			}
+		}
+	}
+	assert_int_equal(ring_pop_many(r, o, 8, out_chain, NULL), 0);
+	assert_int_equal(ring_lost(r), 0);
+	ring_free(r);
+}
+
 /* A full ring drops, counts, and keeps what it had. */
 static void test_full_drops(void **state)
 {
@@ -263,6 +302,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_empty_and_basic),
 		cmocka_unit_test(test_wrap),
+		cmocka_unit_test(test_pop_many),
 		cmocka_unit_test(test_full_drops),
 		cmocka_unit_test(test_chain_bounds),
 		cmocka_unit_test(test_sizes),

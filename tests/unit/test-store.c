@@ -368,8 +368,12 @@ static void test_add_many(void **state)
 	assert_non_null(st);
 	for (int i = 0; i < 1000; i++)
 		offs[i] = (uint64_t)(i % 300) * 32;
-	for (int rep = 0; rep < 3; rep++)
-		assert_int_equal(sfile_add_many(store_get(st, &k), offs, 1000), 0);
+	for (int rep = 0; rep < 3; rep++) {
+		int e = 0;
+
+		assert_int_equal(sfile_add_many(store_get(st, &k), offs, 1000, &e), 0);
+		assert_int_equal(e, 0);
+	}
 	snprintf(path, sizeof(path), "%s/{root}/m/{dep}/{root}/m/CPU_CLK_UNHALTED.100000.0.all.all.all",
 		 store_dir(st));
 	store_close(st);
@@ -381,6 +385,81 @@ static void test_add_many(void **state)
 	sfile_reader_close(r);
 	assert_int_equal(read_one(path, 0), 12);	/* i = 0, 300, 600, 900; 3 reps */
 	tmpdir_free(d);
+}
+
+static void *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	assert_true(n > 0);
+	rewind(f);
+	buf = malloc((size_t)n);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+/* sfile_add_many() leaves the file byte for byte as one sfile_add() per
+ * offset does: new offsets in the middle of runs (table growth included),
+ * repeats, a count at the saturation limit. */
+static void test_add_many_same_bytes(void **state)
+{
+	char *d1 = tmpdir_new(), *d2 = tmpdir_new(), path[2][1200];
+	struct store *st1 = store_open(d1, "g", ev1, 1, 0, 0);
+	struct store *st2 = store_open(d2, "g", ev1, 1, 0, 0);
+	struct store_key k = { .image = "m", .tgid = -1, .tid = -1, .cpu = -1 };
+	enum { N = 20000 };
+	uint64_t *offs = malloc(N * sizeof(*offs)), x = 12345;
+	struct sfile *a, *b;
+	void *ba, *bb;
+	size_t la, lb;
+
+	assert_non_null(st1);
+	assert_non_null(st2);
+	assert_non_null(offs);
+	a = store_get(st1, &k);
+	b = store_get(st2, &k);
+	assert_non_null(a);
+	assert_non_null(b);
+	for (int i = 0; i < N; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		/* skewed: low offsets repeat, high ones are mostly new */
+		offs[i] = ((x >> 33) % (1 + (uint64_t)i / 4)) * 16;
+	}
+	assert_int_equal(sfile_add(a, 0x40, UINT64_MAX - 3), 0);
+	assert_int_equal(sfile_add(b, 0x40, UINT64_MAX - 3), 0);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(sfile_add(a, offs[i], 1), 0);
+	for (int i = 0; i < N;) {
+		int n = 1 + i % 700, e = 0;
+
+		n = n > N - i ? N - i : n;
+		assert_int_equal(sfile_add_many(b, offs + i, (size_t)n, &e), 0);
+		assert_int_equal(e, 0);
+		i += n;
+	}
+	for (int s = 0; s < 2; s++)
+		snprintf(path[s], sizeof(path[s]),
+			 "%s/{root}/m/{dep}/{root}/m/CPU_CLK_UNHALTED.100000.0.all.all.all",
+			 store_dir(s ? st2 : st1));
+	store_close(st1);
+	store_close(st2);
+	ba = slurp(path[0], &la);
+	bb = slurp(path[1], &lb);
+	assert_int_equal(la, lb);
+	assert_memory_equal(ba, bb, la);
+	free(ba);
+	free(bb);
+	free(offs);
+	tmpdir_free(d1);
+	tmpdir_free(d2);
 }
 
 static void test_append_and_rotate(void **state)
@@ -1115,6 +1194,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_colliding_offsets),
 		cmocka_unit_test(test_add_many),
+		cmocka_unit_test(test_add_many_same_bytes),
 		cmocka_unit_test(test_separate_paths),
 		cmocka_unit_test(test_walk_junk),
 		cmocka_unit_test(test_parse_separate),
