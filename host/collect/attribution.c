@@ -35,6 +35,8 @@ const char NAME_KTHREAD[] = "{kthread}";
 const char NAME_IDLE[] = "{idle}";
 const char NAME_BOOT[] = "{boot}";
 const char NAME_UNKNOWN[] = "{unknown}";
+static const char NAME_AMBIGUOUS[] = "{ambiguous}";
+static const char NAME_UNMAPPED[] = "{unmapped}";
 static const char TAG_ANON_CR3[] = "{anon-cr3}";	/* + skey.extra = cr3 */
 
 /*
@@ -176,6 +178,7 @@ void attribution_free(struct attribution *s)
 	if (!s)
 		return;
 	unwind_dwarf_free(s->dw);
+	execmap_free(s->xm);
 	store_stacks_close(s->stk);
 	for (size_t i = 0; i < s->dq_nr; i++)
 		free(s->dq[(s->dq_head + i) % SYNC_DEFER_MAX]);
@@ -656,6 +659,61 @@ static const struct gstate_process *user_proc(struct attribution *s,
 	return p;
 }
 
+/* What the interval index says of ip, the index rebuilt first if the model
+ * changed since it was built. */
+static enum execmap_answer bymap_lookup(struct attribution *s, uint64_t ip,
+					const struct gstate_process **p,
+					const struct gstate_mapping **m)
+{
+	uint64_t gen = gstate_generation(s->gs);
+
+	if (!s->xm && !(s->xm = execmap_new(0)))
+		return EXECMAP_OFF;
+	if (!s->xm_built || s->xm_gen != gen) {
+		execmap_build(s->xm, s->gs);	/* failed: EXECMAP_OFF, counted */
+		s->xm_gen = gen;
+		s->xm_built = true;
+	}
+	return execmap_lookup(s->xm, ip, p, m);
+}
+
+/* A user sample with no CR3 and no task (the perf sampler): by the one
+ * process whose mapping holds its address, else an explicit bucket. */
+static int file_user_by_map(struct attribution *s, const struct opvm_sample *x, bool force)
+{
+	const struct gstate_process *p = NULL;
+	const struct gstate_mapping *m = NULL;
+	enum execmap_answer a = bymap_lookup(s, x->rip, &p, &m);
+	const char *name = a == EXECMAP_MANY ? NAME_AMBIGUOUS : NAME_UNMAPPED;
+	uint64_t offset = x->rip;
+	struct skey k;
+
+	/* a process or a mapping younger than the last walk may still come */
+	if (a == EXECMAP_NONE && !force && s->hold_ms &&
+	    (gstate_procs_announced(s->gs) || gstate_maps_announced(s->gs)))
+		return HOLD;
+	memset(&k, 0, sizeof(k));
+	k.event = x->event;
+	k.cpu = x->vcpu;
+	s->stats.user++;
+	if (a != EXECMAP_ONE) {
+		if (a == EXECMAP_MANY)
+			s->bm.ambiguous++;
+		else
+			s->bm.unknown++;
+		k.app = k.image = name;
+		k.tgid = k.tid = -1;	/* no one process */
+		return add(s, sfile_for(s, &k, name, name, NULL), x->rip);
+	}
+	s->bm.attributed++;
+	k.tgid = k.tid = p->tgid;
+	k.app = attribution_proc_app(p);
+	k.image = m->cookie ? m->cookie->path : NAME_ANON;
+	if (m->cookie)
+		offset = x->rip - m->start + m->pgoff;
+	return add(s, sfile_for(s, &k, k.app, k.image, m->cookie), offset);
+}
+
 static int file_user(struct attribution *s, const struct opvm_sample *x, bool force)
 {
 	uint64_t cr3n = opvm_cr3_normalise(x->cr3);
@@ -669,6 +727,8 @@ static int file_user(struct attribution *s, const struct opvm_sample *x, bool fo
 	bool via_slot = false;
 	int ret;
 
+	if (!cr3n && !(x->flags & OPVM_SAMPLE_SLOT))
+		return file_user_by_map(s, x, force);
 	ce = &s->uc[cent_index(x->rip, cr3n, UBITS)];
 	if (cent_match(s, ce, x, s->u_slot, true, cr3n, s->u_cpu)) {
 		s->stats.user++;
@@ -1005,6 +1065,19 @@ void attribution_get_dwarf_stats(const struct attribution *s, struct attribution
 {
 	*out = s->dws;
 	out->waiting = s->dq_nr;
+}
+
+void attribution_get_bymap_stats(const struct attribution *s,
+				 struct attribution_bymap_stats *out)
+{
+	struct execmap_stats xs = { 0 };
+
+	*out = s->bm;
+	if (s->xm)
+		execmap_get_stats(s->xm, &xs);
+	out->index_builds = xs.builds;
+	out->index_mappings = xs.mappings;
+	out->index_over_cap = xs.over_cap;
 }
 
 size_t attribution_nr_held(const struct attribution *s)
