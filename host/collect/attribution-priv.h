@@ -113,6 +113,7 @@ struct attribution {
 	struct execmap *xm;
 	uint64_t xm_gen;
 	bool xm_built;
+	bool no_cr3;			/* attribution_config's */
 	struct attribution_bymap_stats bm;
 
 	struct opvm_stats stats;

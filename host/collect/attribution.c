@@ -135,6 +135,7 @@ struct attribution *attribution_new(struct store *st, struct gstate *gs,
 	s->start_gen = UINT64_MAX;
 	s->hold_cap = cfg && cfg->hold_max ? cfg->hold_max : SYNC_HOLD_MAX_DEFAULT;
 	s->chains = cfg && cfg->chains;
+	s->no_cr3 = cfg && cfg->no_cr3;
 	if (cfg && cfg->host_file) {
 		s->host_file = cfg->host_file;
 		s->host_file_arg = cfg->host_file_arg;
@@ -933,6 +934,15 @@ int attribution_started(const struct attribution *s, uint64_t *at_ms)
 
 static inline void take(struct attribution *s, const struct opvm_sample *x, uint64_t now)
 {
+	struct opvm_sample y;
+
+	if (s->no_cr3 && x->cpl == 3) {
+		y = *x;
+		y.cr3 = y.slot_cr3 = 0;
+		y.slot_tid = y.slot_tgid = 0;
+		y.flags &= (uint8_t)~(OPVM_SAMPLE_SLOT | OPVM_SAMPLE_KTHREAD);
+		x = &y;
+	}
 	s->stats.received++;
 	if (s->start_exec[0]) {
 		start_check(s, now);

@@ -130,6 +130,11 @@ struct attribution_config {
 	 * unwind waits for it (below); 0 if it will not come.  NULL: never
 	 * waits.  Called with image_arg. */
 	int (*image_wait)(const struct gstate_cookie *c, void *arg);
+	/* User samples are taken as host perf takes them: their CR3 and task
+	 * dropped before attribution, so they are filed by mapping (above).
+	 * For tests: host perf sees no guest code of a TCG guest, whose
+	 * guest state is the same (tests/integration/introspect-nocr3.sh). */
+	bool no_cr3;
 };
 
 /*

@@ -32,7 +32,7 @@
 struct execmap;
 
 /* Mappings an index holds at most by default (a guest of 4096 processes
- * with 32 executable mappings each): 3 MiB of index. */
+ * with 32 executable mappings each): 80 bytes each, 10 MiB of index. */
 #define EXECMAP_DEFAULT_MAX	((size_t)1 << 17)
 
 enum execmap_answer {
