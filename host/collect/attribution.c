@@ -686,6 +686,7 @@ static int file_user_by_map(struct attribution *s, const struct opvm_sample *x, 
 	const struct gstate_mapping *m = NULL;
 	enum execmap_answer a = bymap_lookup(s, x->rip, &p, &m);
 	const char *name = a == EXECMAP_MANY ? NAME_AMBIGUOUS : NAME_UNMAPPED;
+	const struct gstate_cookie *c = m ? m->cookie : NULL;
 	uint64_t offset = x->rip;
 	struct skey k;
 
@@ -697,22 +698,25 @@ static int file_user_by_map(struct attribution *s, const struct opvm_sample *x, 
 	k.event = x->event;
 	k.cpu = x->vcpu;
 	s->stats.user++;
+	if (c)
+		offset = x->rip - m->start + m->pgoff;
 	if (a != EXECMAP_ONE) {
 		if (a == EXECMAP_MANY)
 			s->bm.ambiguous++;
 		else
 			s->bm.unknown++;
-		k.app = k.image = name;
-		k.tgid = k.tid = -1;	/* no one process */
-		return add(s, sfile_for(s, &k, name, name, NULL), x->rip);
+		/* no one process; the binary when all that map rip agree */
+		k.app = name;
+		k.image = c ? c->path : name;
+		k.own_app = 1;
+		k.tgid = k.tid = -1;
+		return add(s, sfile_for(s, &k, name, k.image, c), offset);
 	}
 	s->bm.attributed++;
 	k.tgid = k.tid = p->tgid;
 	k.app = attribution_proc_app(p);
-	k.image = m->cookie ? m->cookie->path : NAME_ANON;
-	if (m->cookie)
-		offset = x->rip - m->start + m->pgoff;
-	return add(s, sfile_for(s, &k, k.app, k.image, m->cookie), offset);
+	k.image = c ? c->path : NAME_ANON;
+	return add(s, sfile_for(s, &k, k.app, k.image, c), offset);
 }
 
 static int file_user(struct attribution *s, const struct opvm_sample *x, bool force)

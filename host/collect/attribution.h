@@ -41,7 +41,9 @@
  *   - process: the one whose mapping holds rip, by an interval index over
  *     every process's mappings (host/collect/execmap.h), rebuilt when the
  *     model changed; then image and offset as above.  Two or more processes
- *     mapping rip: app/image "{ambiguous}" at rip, never a guess; none:
+ *     mapping rip: app "{ambiguous}", never a guess, in the binary at its
+ *     offset when they all map one file at one offset there, else image
+ *     "{ambiguous}" at rip; none:
  *     held like a late sample while some source announces mappings, then
  *     app/image "{unmapped}" at rip.  Counted (attribution_get_bymap_stats).
  *  Everywhere: OPVM_SEP_THREAD keeps tgid/tid (else "all"), OPVM_SEP_CPU

@@ -7,7 +7,10 @@
  * exactly one process names that process, its binary and the offset in it.
  * Where several processes map the address (a forked child, a non-PIE
  * executable run twice, a guest that lies) the answer is "ambiguous", never
- * a guess; where none does, "none".
+ * a guess; where none does, "none".  An ambiguous address that every one
+ * of those mappings maps to the same file at the same offset (forked
+ * workers of one server, the same non-PIE program twice) still names the
+ * binary and offset, not the process.
  *
  * The index is an interval index over every mapping of the guest-state
  * model (host/collect/gstate.h: the mappings opvm.ko or introspection
@@ -32,13 +35,15 @@
 struct execmap;
 
 /* Mappings an index holds at most by default (a guest of 4096 processes
- * with 32 executable mappings each): 80 bytes each, 10 MiB of index. */
+ * with 32 executable mappings each): 144 bytes each, 18 MiB of index. */
 #define EXECMAP_DEFAULT_MAX	((size_t)1 << 17)
 
 enum execmap_answer {
 	EXECMAP_NONE = 0,	/* no process maps the address */
 	EXECMAP_ONE = 1,	/* exactly one: *p and *m say which */
-	EXECMAP_MANY = 2,	/* two or more mappings of processes hold it */
+	EXECMAP_MANY = 2,	/* two or more mappings of processes hold it;
+				 * *m one of them when all map the same file
+				 * at the same offset there, else NULL */
 	EXECMAP_OFF = 3,	/* the index is not built (over its cap) */
 };
 
@@ -63,7 +68,8 @@ void execmap_free(struct execmap *x);	/* NULL-safe */
  */
 int execmap_build(struct execmap *x, const struct gstate *gs);
 
-/* What holds ip; on EXECMAP_ONE, *p and *m (valid until gs changes). */
+/* What holds ip; on EXECMAP_ONE, *p and *m, on EXECMAP_MANY *m (NULL or
+ * the binary all of them map there; *p NULL), valid until gs changes. */
 enum execmap_answer execmap_lookup(const struct execmap *x, uint64_t ip,
 				   const struct gstate_process **p,
 				   const struct gstate_mapping **m);

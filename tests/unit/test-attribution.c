@@ -545,14 +545,22 @@ static void test_no_cr3_by_mapping(void **state)
 	assert_int_equal(attribution_sample(f.sy, &s, 20), 0);
 	assert_int_equal(attribution_run(f.sy, 2000), 0);
 	assert_int_equal(count_at(&f, "{unmapped}", "{unmapped}", -1, -1, -1, 0x20000, NULL), 1);
+	/* a forked child (an address space, no mappings of its own): libc
+	 * is then both's, at one offset: the binary is known, the process
+	 * not */
+	assert_int_equal(gstate_proc(f.gs, 101, 100, 0x9999000, S("app"), 1), 0);
+	s.rip = LIBC_LO + 0x100;
+	assert_int_equal(attribution_sample(f.sy, &s, 2100), 0);
+	assert_int_equal(count_at(&f, "{ambiguous}", "/lib/libc.so.6", -1, -1, -1, 0x26100,
+				  NULL), 1);
 	attribution_get_bymap_stats(f.sy, &bm);
 	assert_int_equal(bm.attributed, 3);
-	assert_int_equal(bm.ambiguous, 1);
+	assert_int_equal(bm.ambiguous, 2);
 	assert_int_equal(bm.unknown, 1);
-	assert_true(bm.index_builds >= 2);
-	assert_int_equal(bm.index_mappings, 4);
+	assert_true(bm.index_builds >= 3);
+	assert_int_equal(bm.index_mappings, 6);
 	attribution_get_stats(f.sy, &st);
-	assert_int_equal(st.user, 5);
+	assert_int_equal(st.user, 6);
 	assert_int_equal(st.lost_no_process + st.lost_no_mapping + st.unresolved, 0);
 	fix_close(&f);
 

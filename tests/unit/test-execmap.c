@@ -7,6 +7,7 @@
  * mappings than the cap).  Checked against a plain scan of the model.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,6 +45,10 @@ struct scan {
 	const struct gstate *gs;
 	unsigned n;
 	uint32_t tgid;
+	/* whether all map one file at one bias (the first one's) */
+	const struct gstate_cookie *c;
+	uint64_t bias;
+	bool agree;
 };
 
 static int scan_proc(const struct gstate_process *p, void *arg)
@@ -54,8 +59,16 @@ static int scan_proc(const struct gstate_process *p, void *arg)
 	if (!p->nr_maps && p->cr3 && p->ppid && p->ppid != p->tgid)
 		from = gstate_proc_by_tgid(sc->gs, p->ppid);
 	for (size_t i = 0; from && i < from->nr_maps; i++) {
-		if (sc->ip >= from->maps[i].start && sc->ip < from->maps[i].end) {
-			sc->n++;
+		const struct gstate_mapping *m = &from->maps[i];
+
+		if (sc->ip >= m->start && sc->ip < m->end) {
+			if (!sc->n++) {
+				sc->c = m->cookie;
+				sc->bias = m->start - m->pgoff;
+				sc->agree = m->cookie != NULL;
+			} else if (m->cookie != sc->c || m->start - m->pgoff != sc->bias) {
+				sc->agree = false;
+			}
 			sc->tgid = p->tgid;
 		}
 	}
@@ -75,6 +88,15 @@ static void check_against_scan(struct execmap *x, const struct gstate *gs, uint6
 		assert_int_equal(p->tgid, sc.tgid);
 		assert_true(ip >= m->start && ip < m->end);
 	}
+	if (a == EXECMAP_MANY) {
+		/* the binary only when every mapping there agrees */
+		assert_null(p);
+		assert_int_equal(m != NULL, sc.agree);
+		if (m) {
+			assert_ptr_equal(m->cookie, sc.c);
+			assert_int_equal(m->start - m->pgoff, sc.bias);
+		}
+	}
 }
 
 static enum execmap_answer who(struct execmap *x, uint64_t ip, uint32_t *tgid,
@@ -85,7 +107,8 @@ static enum execmap_answer who(struct execmap *x, uint64_t ip, uint32_t *tgid,
 	enum execmap_answer a = execmap_lookup(x, ip, &p, &m);
 
 	*tgid = a == EXECMAP_ONE ? p->tgid : 0;
-	*path = a == EXECMAP_ONE && m->cookie ? m->cookie->path : NULL;
+	*path = (a == EXECMAP_ONE || a == EXECMAP_MANY) && m && m->cookie ? m->cookie->path :
+		NULL;
 	return a;
 }
 
@@ -131,8 +154,27 @@ static void test_overlap(void **state)
 	assert_int_equal(execmap_build(x, gs), 0);
 	assert_int_equal(who(x, 0x560000001fff, &tgid, &path), EXECMAP_ONE);
 	assert_int_equal(tgid, 20);
+	/* the same file at the same offset: the binary is known */
 	assert_int_equal(who(x, 0x560000002000, &tgid, &path), EXECMAP_MANY);
+	assert_string_equal(path, "/bin/b");
 	assert_int_equal(who(x, 0x560000003fff, &tgid, &path), EXECMAP_MANY);
+	/* d maps /bin/b there at another offset, e another file: unknown */
+	assert_int_equal(gstate_proc(gs, 40, 1, 0x40000, S("d"), 3), 0);
+	assert_int_equal(gstate_mmap(gs, 40, 0x560000003000, 0x560000003800, 0, 3), 0);
+	assert_int_equal(gstate_proc(gs, 50, 1, 0x50000, S("e"), 1), 0);
+	assert_int_equal(gstate_mmap(gs, 50, 0x560000003800, 0x560000004000, 0x2000, 1), 0);
+	assert_int_equal(execmap_build(x, gs), 0);
+	assert_int_equal(who(x, 0x560000002fff, &tgid, &path), EXECMAP_MANY);
+	assert_string_equal(path, "/bin/b");
+	assert_int_equal(who(x, 0x560000003000, &tgid, &path), EXECMAP_MANY);
+	assert_null(path);
+	assert_int_equal(who(x, 0x560000003800, &tgid, &path), EXECMAP_MANY);
+	assert_null(path);
+	for (uint64_t ip = 0x55ffffffff00; ip < 0x560000009000; ip += 0x80)
+		check_against_scan(x, gs, ip);
+	assert_int_equal(gstate_proc_exit(gs, 40), 0);
+	assert_int_equal(gstate_proc_exit(gs, 50), 0);
+	assert_int_equal(execmap_build(x, gs), 0);
 	assert_int_equal(who(x, 0x560000004000, &tgid, &path), EXECMAP_ONE);
 	assert_int_equal(tgid, 30);
 	assert_int_equal(who(x, 0x560000008000, &tgid, &path), EXECMAP_NONE);
@@ -159,7 +201,10 @@ static void test_fork_child(void **state)
 	assert_int_equal(gstate_proc(gs, 11, 10, 0x11000, S("a"), 1), 0);
 	assert_int_equal(gstate_proc(gs, 12, 20, 0, S("zombie"), 0), 0);
 	assert_int_equal(execmap_build(x, gs), 0);
+	/* both map /bin/a there at the same offset: the binary is known */
 	assert_int_equal(who(x, 0x555500000100, &tgid, &path), EXECMAP_MANY);
+	assert_string_equal(path, "/bin/a");
+	assert_int_equal(tgid, 0);
 	assert_int_equal(who(x, 0x560000000100, &tgid, &path), EXECMAP_ONE);
 	assert_int_equal(tgid, 20);
 	/* the child's own mappings arrive: it execs something else */
@@ -250,13 +295,19 @@ static void test_random(void **state)
 		struct execmap *x = execmap_new(0);
 
 		assert_int_equal(gstate_cookie(gs, 1, S("/bin/r"), NULL, 0), 0);
+		assert_int_equal(gstate_cookie(gs, 2, S("/bin/s"), NULL, 0), 0);
+		assert_int_equal(gstate_cookie(gs, 3, S("/bin/t"), NULL, 0), 0);
 		for (uint32_t t = 1; t <= 30; t++) {
 			assert_int_equal(gstate_proc(gs, t + 1, 1, t * 0x1000ull, S("r"), 1), 0);
 			for (int k = 0; k < 6; k++) {
 				uint64_t lo = (uint64_t)(rand_r(&seed) % 4096) * 0x1000;
 				uint64_t len = (uint64_t)(rand_r(&seed) % 64 + 1) * 0x1000;
 
-				gstate_mmap(gs, t + 1, lo, lo + len, 0, 1);
+				uint64_t c = 1 + (uint64_t)(rand_r(&seed) % 3);
+
+				/* the same file at a bias shared by some */
+				gstate_mmap(gs, t + 1, lo, lo + len,
+					    rand_r(&seed) % 2 ? lo : 0x1000, c);
 			}
 		}
 		assert_int_equal(execmap_build(x, gs), 0);
