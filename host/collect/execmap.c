@@ -254,8 +254,10 @@ int execmap_build(struct execmap *x, const struct gstate *gs)
 		x->nr_iv = 0;
 		return err;
 	}
-	xm_keys(x);
-	xm_sweep(x);
+	if (x->nr_iv) {		/* else no arrays yet, and no segment */
+		xm_keys(x);
+		xm_sweep(x);
+	}
 	x->st.mappings = x->nr_iv;
 	x->st.segments = x->nr_seg;
 	x->off = false;

@@ -137,6 +137,14 @@ static void test_one_each(void **state)
 	assert_int_equal(st.builds, 1);
 	execmap_free(x);
 	gstate_free(gs);
+
+	/* a guest with no mapping yet: built, and nobody's */
+	gs = gstate_new(NULL);
+	x = execmap_new(0);
+	assert_int_equal(execmap_build(x, gs), 0);
+	assert_int_equal(who(x, 0x555500000000, &tgid, &path), EXECMAP_NONE);
+	execmap_free(x);
+	gstate_free(gs);
 }
 
 /* Two processes on one range (a non-PIE executable run twice, a forked
@@ -282,6 +290,21 @@ static void test_over_cap(void **state)
 	assert_int_equal(tgid, 10);
 	execmap_free(x);
 	execmap_free(NULL);
+	gstate_free(gs);
+
+	/* the default cap, against a guest that sends more than it: 33
+	 * processes of 4000 mappings each (the model takes 4096 a process) */
+	gs = model();
+	x = execmap_new(0);
+	for (uint32_t t = 100; t < 133; t++) {
+		assert_int_equal(gstate_proc(gs, t, 1, (uint64_t)t << 16, S("many"), 1), 0);
+		for (uint64_t i = 0; i < 4000; i++)
+			assert_int_equal(gstate_mmap(gs, t, 0x100000000 * t + i * 0x2000,
+						     0x100000000 * t + i * 0x2000 + 0x1000, 0, 1), 0);
+	}
+	assert_int_equal(execmap_build(x, gs), -E2BIG);
+	assert_int_equal(who(x, 0x555500000000, &tgid, &path), EXECMAP_OFF);
+	execmap_free(x);
 	gstate_free(gs);
 }
 
