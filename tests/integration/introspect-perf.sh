@@ -15,7 +15,7 @@
 # Needs a KVM that runs Linux at a usable speed: on a nested,
 # software-assisted KVM (this project's CI machines: docs/kvm.md) the
 # kernel's decompressor alone takes minutes, so the test SKIPs when the
-# kernel has not printed its banner within 20 s (introspect-nocr3.sh
+# kernel has not printed its banner within 10 s (introspect-nocr3.sh
 # measures the same attribution under TCG).
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
@@ -30,12 +30,12 @@ qemu-system-x86_64 -accel kvm -m 384 -smp 2 -nodefaults -display none \
 	-append "console=ttyS0 opvm.kmod=0 opvm.workload=abratio-pie opvm.args=60" \
 	> "$T/qemu.log" 2>&1 &
 CLEAN_PIDS=$!
-for _ in $(seq 100); do
+for _ in $(seq 50); do
 	grep -aq "Linux version" "$T/console.log" 2>/dev/null && break
 	sleep 0.2
 done
 grep -aq "Linux version" "$T/console.log" ||
-	skip "KVM here does not boot Linux at a usable speed (no kernel banner within 20 s: a nested, software-assisted KVM?)"
+	skip "KVM here does not boot Linux at a usable speed (no kernel banner within 10 s: a nested, software-assisted KVM?)"
 # the image's root without the System.map beside it: user binaries only
 mkdir "$T/gr" && cp -a "$IMG/root" "$T/gr/" || fail "cannot copy $IMG/root"
 GR=$T/gr/root
