@@ -258,6 +258,28 @@ static void introspect_summary(json_t *root)
 	introspect_current_summary(i);
 }
 
+/* User samples without a CR3 (the perf sampler) filed by mapping: how many
+ * named their process, how many were ambiguous or in no known mapping. */
+static void bymap_summary(json_t *root)
+{
+	json_t *b = json_object_get(root, "by_mapping");
+	uint64_t one = stats_json_get(b, "attributed"), many = stats_json_get(b, "ambiguous");
+	uint64_t none = stats_json_get(b, "unknown");
+	char x[OPVM_COUNT_BUF], y[OPVM_COUNT_BUF], z[OPVM_COUNT_BUF];
+
+	if (!one && !many && !none)
+		return;
+	util_fprintf_wrapped(stdout, 4, "  user samples without a CR3, by executable mapping: "
+			     "%s in the one process that maps their address, %s ambiguous "
+			     "(several do: {ambiguous}), %s in no known mapping ({unmapped})",
+			     stats_fmt_count(one, x), stats_fmt_count(many, y),
+			     stats_fmt_count(none, z));
+	if (stats_json_get(b, "index_over_cap"))
+		util_fprintf_wrapped(stdout, 4, "  the guest had too many mappings for the index "
+				     "(%s refused builds): their samples are in {unmapped}",
+				     stats_fmt_count(stats_json_get(b, "index_over_cap"), x));
+}
+
 static void count(json_t *st, const char *key, struct backend_count *out)
 {
 	char buf[OPVM_COUNT_BUF];
@@ -342,6 +364,7 @@ void session_summary(const struct backend_ops *b, void *bst,
 		fetch_summary(root);
 		dwarf_summary(root);
 		introspect_summary(root);
+		bymap_summary(root);
 		top_apps(&sc, i);
 		json_decref(root);
 	}

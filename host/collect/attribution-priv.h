@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "host/collect/execmap.h"
 #include "host/collect/gstate.h"
 #include "host/collect/store.h"
 #include "host/collect/attribution.h"
@@ -109,6 +110,14 @@ struct attribution {
 	uint64_t chain[OPVM_MAX_CALLCHAIN];	/* the sample being taken's */
 #define POP_BATCH	64
 	struct opvm_sample popped[POP_BATCH];	/* drain()'s run from a ring */
+
+	/* user samples without a CR3: the interval index of the model's
+	 * mappings, built on first use and again when the model changed */
+	struct execmap *xm;
+	uint64_t xm_gen;
+	bool xm_built;
+	bool no_cr3;			/* attribution_config's */
+	struct attribution_bymap_stats bm;
 
 	struct opvm_stats stats;
 	uint64_t store_errors;

@@ -35,6 +35,8 @@ const char NAME_KTHREAD[] = "{kthread}";
 const char NAME_IDLE[] = "{idle}";
 const char NAME_BOOT[] = "{boot}";
 const char NAME_UNKNOWN[] = "{unknown}";
+static const char NAME_AMBIGUOUS[] = "{ambiguous}";
+static const char NAME_UNMAPPED[] = "{unmapped}";
 static const char TAG_ANON_CR3[] = "{anon-cr3}";	/* + skey.extra = cr3 */
 
 /*
@@ -137,6 +139,7 @@ struct attribution *attribution_new(struct store *st, struct gstate *gs,
 	s->chains = cfg && cfg->chains;
 	s->task_by_sp = cfg ? cfg->task_by_sp : NULL;
 	s->task_arg = cfg ? cfg->task_arg : NULL;
+	s->no_cr3 = cfg && cfg->no_cr3;
 	if (cfg && cfg->host_file) {
 		s->host_file = cfg->host_file;
 		s->host_file_arg = cfg->host_file_arg;
@@ -177,6 +180,7 @@ void attribution_free(struct attribution *s)
 	if (!s)
 		return;
 	unwind_dwarf_free(s->dw);
+	execmap_free(s->xm);
 	store_stacks_close(s->stk);
 	for (size_t i = 0; i < s->dq_nr; i++)
 		free(s->dq[(s->dq_head + i) % SYNC_DEFER_MAX]);
@@ -674,6 +678,65 @@ static const struct gstate_process *user_proc(struct attribution *s,
 	return p;
 }
 
+/* What the interval index says of ip, the index rebuilt first if the model
+ * changed since it was built. */
+static enum execmap_answer bymap_lookup(struct attribution *s, uint64_t ip,
+					const struct gstate_process **p,
+					const struct gstate_mapping **m)
+{
+	uint64_t gen = gstate_generation(s->gs);
+
+	if (!s->xm && !(s->xm = execmap_new(0)))
+		return EXECMAP_OFF;
+	if (!s->xm_built || s->xm_gen != gen) {
+		execmap_build(s->xm, s->gs);	/* failed: EXECMAP_OFF, counted */
+		s->xm_gen = gen;
+		s->xm_built = true;
+	}
+	return execmap_lookup(s->xm, ip, p, m);
+}
+
+/* A user sample with no CR3 and no task (the perf sampler): by the one
+ * process whose mapping holds its address, else an explicit bucket. */
+static int file_user_by_map(struct attribution *s, const struct opvm_sample *x, bool force)
+{
+	const struct gstate_process *p = NULL;
+	const struct gstate_mapping *m = NULL;
+	enum execmap_answer a = bymap_lookup(s, x->rip, &p, &m);
+	const char *name = a == EXECMAP_MANY ? NAME_AMBIGUOUS : NAME_UNMAPPED;
+	const struct gstate_cookie *c = m ? m->cookie : NULL;
+	uint64_t offset = x->rip;
+	struct skey k;
+
+	/* a process or a mapping younger than the last walk may still come */
+	if (a == EXECMAP_NONE && !force && s->hold_ms &&
+	    (gstate_procs_announced(s->gs) || gstate_maps_announced(s->gs)))
+		return HOLD;
+	memset(&k, 0, sizeof(k));
+	k.event = x->event;
+	k.cpu = x->vcpu;
+	s->stats.user++;
+	if (c)
+		offset = x->rip - m->start + m->pgoff;
+	if (a != EXECMAP_ONE) {
+		if (a == EXECMAP_MANY)
+			s->bm.ambiguous++;
+		else
+			s->bm.unknown++;
+		/* no one process; the binary when all that map rip agree */
+		k.app = name;
+		k.image = c ? c->path : name;
+		k.own_app = 1;
+		k.tgid = k.tid = -1;
+		return add(s, sfile_for(s, &k, name, k.image, c), offset);
+	}
+	s->bm.attributed++;
+	k.tgid = k.tid = p->tgid;
+	k.app = attribution_proc_app(p);
+	k.image = c ? c->path : NAME_ANON;
+	return add(s, sfile_for(s, &k, k.app, k.image, c), offset);
+}
+
 /* file_user() when its mapping cache misses (ce: x's entry, to fill). */
 static int __attribute__((noinline)) file_user_miss(struct attribution *s,
 						    const struct opvm_sample *x, bool force,
@@ -688,6 +751,8 @@ static int __attribute__((noinline)) file_user_miss(struct attribution *s,
 	bool via_slot = false;
 	int ret;
 
+	if (!cr3n && !(x->flags & OPVM_SAMPLE_SLOT))
+		return file_user_by_map(s, x, force);
 	p = user_proc(s, x, cr3n, &via_slot);
 	if (!p) {
 		if (!gstate_procs_announced(s->gs)) {
@@ -954,6 +1019,15 @@ int attribution_started(const struct attribution *s, uint64_t *at_ms)
 
 static inline void take(struct attribution *s, const struct opvm_sample *x, uint64_t now)
 {
+	struct opvm_sample y;
+
+	if (s->no_cr3 && x->cpl == 3) {
+		y = *x;
+		y.cr3 = y.slot_cr3 = 0;
+		y.slot_tid = y.slot_tgid = 0;
+		y.flags &= (uint8_t)~(OPVM_SAMPLE_SLOT | OPVM_SAMPLE_KTHREAD);
+		x = &y;
+	}
 	s->stats.received++;
 	if (s->start_exec[0]) {
 		start_check(s, now);
@@ -1094,6 +1168,19 @@ void attribution_get_dwarf_stats(const struct attribution *s, struct attribution
 {
 	*out = s->dws;
 	out->waiting = s->dq_nr;
+}
+
+void attribution_get_bymap_stats(const struct attribution *s,
+				 struct attribution_bymap_stats *out)
+{
+	struct execmap_stats xs = { 0 };
+
+	*out = s->bm;
+	if (s->xm)
+		execmap_get_stats(s->xm, &xs);
+	out->index_builds = xs.builds;
+	out->index_mappings = xs.mappings;
+	out->index_over_cap = xs.over_cap;
 }
 
 size_t attribution_nr_held(const struct attribution *s)

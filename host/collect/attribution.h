@@ -36,6 +36,16 @@
  *     mapping (cookie 0, e.g. a JIT) is image "{anon}" at the virtual address.
  *   - app: the process's executable path, else its comm.  OPVM_SEP_LIB keeps
  *     libraries under their app's {dep}; otherwise each image is its own app.
+ *  User samples without a CR3 (the perf sampler: host perf gives no CR3, and
+ *  with no task-switch timeline no task either: no OPVM_SAMPLE_SLOT, cr3 0):
+ *   - process: the one whose mapping holds rip, by an interval index over
+ *     every process's mappings (host/collect/execmap.h), rebuilt when the
+ *     model changed; then image and offset as above.  Two or more processes
+ *     mapping rip: app "{ambiguous}", never a guess, in the binary at its
+ *     offset when they all map one file at one offset there, else image
+ *     "{ambiguous}" at rip; none:
+ *     held like a late sample while some source announces mappings, then
+ *     app/image "{unmapped}" at rip.  Counted (attribution_get_bymap_stats).
  *  Everywhere: OPVM_SEP_THREAD keeps tgid/tid (else "all"), OPVM_SEP_CPU
  *  keeps the vCPU (else "all").  The tid comes from the slot, which is guest
  *  memory: a tid the model does not know as a thread of that process is
@@ -128,6 +138,11 @@ struct attribution_config {
 	 * procs_expected).  NULL: they are filed as samples with no task. */
 	int (*task_by_sp)(void *arg, uint64_t sp, uint32_t *tgid, bool *kthread);
 	void *task_arg;
+	/* User samples are taken as host perf takes them: their CR3 and task
+	 * dropped before attribution, so they are filed by mapping (above).
+	 * For tests: host perf sees no guest code of a TCG guest, whose
+	 * guest state is the same (tests/integration/introspect-nocr3.sh). */
+	bool no_cr3;
 };
 
 /*
@@ -155,6 +170,16 @@ struct attribution_dwarf_stats {
 					 * they went through was missing */
 	uint64_t waiting;		/* in the queue now */
 	uint64_t waiting_peak;		/* most at once */
+};
+
+/* User samples without a CR3, filed by mapping (the rules above). */
+struct attribution_bymap_stats {
+	uint64_t attributed;		/* one process's mapping held rip */
+	uint64_t ambiguous;		/* several did: "{ambiguous}" */
+	uint64_t unknown;		/* none did (or no index): "{unmapped}" */
+	uint64_t index_builds;		/* interval index (re)builds */
+	uint64_t index_mappings;	/* mappings in the last build */
+	uint64_t index_over_cap;	/* builds refused: too many mappings */
 };
 
 /* rings[0..nr_rings) are drained in order; the sync does not own st, gs or
@@ -195,6 +220,8 @@ void attribution_get_stats(const struct attribution *s, struct opvm_stats *out);
 /* With start_exec: 1 once that process appeared (*at_ms: the now_ms of the
  * sync call that saw it), else 0.  Without: 1, *at_ms 0. */
 int attribution_started(const struct attribution *s, uint64_t *at_ms);
+void attribution_get_bymap_stats(const struct attribution *s,
+				 struct attribution_bymap_stats *out);
 size_t attribution_nr_held(const struct attribution *s);
 uint64_t attribution_store_errors(const struct attribution *s);
 

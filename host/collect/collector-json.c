@@ -315,6 +315,7 @@ static int counters_json(struct collector *c, struct cguest *g,
 	const struct decoder_stats *ds = decoder_get_stats(g->dec);
 	const struct gstate_stats *gst = gstate_get_stats(g->gs);
 	const struct sampler_stats ss = *sp;
+	struct attribution_bymap_stats bm;
 	struct store_stats sst;
 	struct store_limits lim;
 	int bad = 0;
@@ -348,6 +349,12 @@ static int counters_json(struct collector *c, struct cguest *g,
 	bad |= json_object_set_new(root, "store_errors", C(attribution_store_errors(g->sy)));
 	bad |= json_object_set_new(root, "fetch", fetch_to_json(g->fetch));
 	bad |= json_object_set_new(root, "introspect", intro_json(g));
+	attribution_get_bymap_stats(g->sy, &bm);
+	bad |= json_object_set_new(root, "by_mapping", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}",
+		"attributed", C(bm.attributed), "ambiguous", C(bm.ambiguous),
+		"unknown", C(bm.unknown), "index_builds", C(bm.index_builds),
+		"index_mappings", C(bm.index_mappings),
+		"index_over_cap", C(bm.index_over_cap)));
 	bad |= json_object_set_new(root, "meta_failures", C(g->meta_failures));
 #undef C
 	return bad;

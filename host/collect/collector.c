@@ -214,6 +214,23 @@ static struct fetch *guest_fetch_new(const struct collector *c, struct store *st
 	return fetch_new(&fc);
 }
 
+/* Guest g's attribution: the session's rules, g's callbacks. */
+static void guest_attribution_cfg(struct collector *c, struct cguest *g,
+				  struct attribution_config *scfg)
+{
+	*scfg = (struct attribution_config){ .hold_ms = c->cfg.hold_ms,
+				     .start_exec = c->cfg.start_exec,
+				     .chains = c->cfg.callgraph != NULL,
+				     .host_file = c->cfg.host_file ? guest_host_file : NULL,
+				     .host_file_arg = g,
+				     .image_used = image_used, .image_arg = g,
+				     .image_wait = c->cfg.host_file ? image_wait : NULL,
+				     /* tests only: user samples shaped as host
+				      * perf's (attribution.h) */
+				     .no_cr3 = getenv("OPVM_TEST_NO_CR3") != NULL,
+				     .task_by_sp = task_by_sp, .task_arg = g };
+}
+
 struct cguest *collector_add_guest(struct collector *c, const char *name,
 				   unsigned nr_vcpus)
 {
@@ -275,14 +292,7 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 	g->fetch = guest_fetch_new(c, g->st);
 	if (!g->fetch)
 		goto fail;
-	scfg = (struct attribution_config){ .hold_ms = c->cfg.hold_ms,
-				     .start_exec = c->cfg.start_exec,
-				     .chains = c->cfg.callgraph != NULL,
-				     .host_file = c->cfg.host_file ? guest_host_file : NULL,
-				     .host_file_arg = g,
-				     .image_used = image_used, .image_arg = g,
-				     .image_wait = c->cfg.host_file ? image_wait : NULL,
-				     .task_by_sp = task_by_sp, .task_arg = g };
+	guest_attribution_cfg(c, g, &scfg);
 	g->sy = attribution_new(g->st, g->gs, g->rings, nr_vcpus, &scfg);
 	if (!g->sy)
 		goto fail;

@@ -621,6 +621,71 @@ static void test_no_module(void **state)
 	fix_close(&f);
 }
 
+/* Samples without a CR3 or a task (the perf sampler): the one process whose
+ * mapping holds the address, "{ambiguous}" where two do (the fixture's
+ * /bin/app and /usr/bin/other share a range), "{unmapped}" where none does
+ * (held first: a mapping may still come), counted. */
+static void test_no_cr3_by_mapping(void **state)
+{
+	struct attribution_bymap_stats bm;
+	struct opvm_sample s;
+	struct opvm_stats st;
+	struct fix f;
+
+	fix_open(&f, OPVM_SEP_THREAD, 1000, 0, true);
+	s = user(0, LIBC_LO + 0x100, 0, 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	s.rip = EXE_LO + 0x10;
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	s.rip = 0x10000;	/* nobody's: held for the next walk */
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 1);
+	assert_int_equal(count_at(&f, "/lib/libc.so.6", "/lib/libc.so.6", 100, 100, -1, 0x26100,
+				  NULL), 2);
+	assert_int_equal(count_at(&f, "{ambiguous}", "{ambiguous}", -1, -1, -1, EXE_LO + 0x10,
+				  NULL), 1);
+	/* a mapping there arrives: the held sample is that process's */
+	assert_int_equal(gstate_mmap(f.gs, 200, 0x10000, 0x11000, 0x5000, 3), 0);
+	assert_int_equal(attribution_run(f.sy, 10), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
+	assert_int_equal(count_at(&f, "/usr/bin/other", "/usr/bin/other", 200, 200, -1, 0x5000,
+				  NULL), 1);
+	/* and one that nobody maps, expired */
+	s.rip = 0x20000;
+	assert_int_equal(attribution_sample(f.sy, &s, 20), 0);
+	assert_int_equal(attribution_run(f.sy, 2000), 0);
+	assert_int_equal(count_at(&f, "{unmapped}", "{unmapped}", -1, -1, -1, 0x20000, NULL), 1);
+	/* a forked child (an address space, no mappings of its own): libc
+	 * is then both's, at one offset: the binary is known, the process
+	 * not */
+	assert_int_equal(gstate_proc(f.gs, 101, 100, 0x9999000, S("app"), 1), 0);
+	s.rip = LIBC_LO + 0x100;
+	assert_int_equal(attribution_sample(f.sy, &s, 2100), 0);
+	assert_int_equal(count_at(&f, "{ambiguous}", "/lib/libc.so.6", -1, -1, -1, 0x26100,
+				  NULL), 1);
+	attribution_get_bymap_stats(f.sy, &bm);
+	assert_int_equal(bm.attributed, 3);
+	assert_int_equal(bm.ambiguous, 2);
+	assert_int_equal(bm.unknown, 1);
+	assert_true(bm.index_builds >= 3);
+	assert_int_equal(bm.index_mappings, 6);
+	attribution_get_stats(f.sy, &st);
+	assert_int_equal(st.user, 6);
+	assert_int_equal(st.lost_no_process + st.lost_no_mapping + st.unresolved, 0);
+	fix_close(&f);
+
+	/* no module, no introspection: nothing is mapped, nothing held */
+	fix_open(&f, OPVM_SEP_NONE, 1000, 0, false);
+	s = user(0, LIBC_LO, 0, 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
+	attribution_get_bymap_stats(f.sy, &bm);
+	assert_int_equal(bm.unknown, 1);
+	assert_int_equal(count_at(&f, "{unmapped}", "{unmapped}", -1, -1, -1, LIBC_LO, NULL), 1);
+	fix_close(&f);
+}
+
 /* A cached mapping must not outlive a change of the model. */
 static void test_cache_invalidation(void **state)
 {
@@ -1009,6 +1074,7 @@ int main(void)
 		cmocka_unit_test(test_boot_by_stack),
 		cmocka_unit_test(test_hold_overflow_and_flush),
 		cmocka_unit_test(test_no_module),
+		cmocka_unit_test(test_no_cr3_by_mapping),
 		cmocka_unit_test(test_cache_invalidation),
 		cmocka_unit_test(test_slot_fallback),
 		cmocka_unit_test(test_forget_process),

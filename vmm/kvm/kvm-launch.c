@@ -23,6 +23,7 @@
 #include "events/events.h"
 #include "lib/util.h"
 #include "vmm/backend.h"
+#include "vmm/guest/guestmem.h"
 #include "vmm/kvm/kvm-sampler.h"
 #include "vmm/kvm/kvm.h"
 #include "vmm/sampler.h"
@@ -47,6 +48,7 @@ struct klaunch {
 	const char *session_dir;
 	/* the run */
 	struct kvm_vm *vm;
+	struct guestmem *imem;		/* its RAM, for introspection */
 	enum kvm_vm_state state;	/* after sampling */
 	int con_rd, con_wr;		/* pipe from the UART */
 	int con_log;			/* console.log */
@@ -313,6 +315,22 @@ static int build_vm(struct klaunch *k, struct backend_target *t, int chan_fd,
 	return r;
 }
 
+/* The VM's RAM (one range from 0) read through our own /proc/self/mem,
+ * for introspection: kernel symbols and processes with no opvm.ko.  NULL
+ * if it cannot be read: the guest is then profiled without it. */
+static struct guestmem *vm_guestmem(struct kvm_vm *vm)
+{
+	uint64_t len = kvm_vm_mem_bytes(vm);
+	void *ram = kvm_vm_gpa(vm, 0, len);
+	struct guestmem *m = ram ? guestmem_open(getpid()) : NULL;
+
+	if (m && guestmem_add_range(m, 0, len, (uint64_t)(uintptr_t)ram)) {
+		guestmem_close(m);
+		m = NULL;
+	}
+	return m;
+}
+
 static int klaunch_open(void *st, struct vm_monitor *mon, struct backend_target *t,
 			char *err, size_t errlen)
 {
@@ -342,6 +360,7 @@ static int klaunch_open(void *st, struct vm_monitor *mon, struct backend_target 
 	}
 	t->nr_vcpus = k->smp;
 	t->chan_fd = sv[1];
+	t->mem = k->imem = vm_guestmem(k->vm);
 	util_seterr(t->intro, sizeof(t->intro), "booting %s under the built-in KVM VMM (%u "
 		 "vCPU%s, %u MiB, %s); console in %s/guests/%s/console.log; Ctrl-C stops",
 		 k->kernel, k->smp, k->smp == 1 ? "" : "s", k->mem_mb, k->setup.mode,
@@ -414,6 +433,9 @@ static void klaunch_close(void *st, struct backend_target *t)
 	if (t->sampler)
 		t->sampler->ops->free(t->sampler);
 	t->sampler = NULL;
+	guestmem_close(k->imem);	/* the collector is gone */
+	k->imem = NULL;
+	t->mem = NULL;
 	kvm_vm_free(k->vm);		/* the UART pipe end stays ours */
 	k->vm = NULL;
 	if (k->con_wr >= 0)

@@ -186,6 +186,11 @@ static int pattach_open(void *st, struct vm_monitor *mon, struct backend_target 
 		return errno ? -errno : -EIO;
 	}
 	t->nr_vcpus = pc.nr_vcpus;
+	/* introspection reads the guest through the sampler's reader (the
+	 * collector is freed before close() frees the sampler): kernel
+	 * symbols, processes and mappings with no opvm.ko, and user samples
+	 * by mapping since a perf sample has no CR3 */
+	t->mem = perf_sampler_guestmem(t->sampler);
 	vm_monitor_idle(mon);
 	path = vm_monitor_channel(mon);
 	if (t->chan_fd >= 0 || !path[0])
@@ -218,6 +223,7 @@ static void pattach_summary(void *st, const struct backend_target *t,
 
 static void pattach_close(void *st, struct backend_target *t)
 {
+	t->mem = NULL;		/* the sampler's */
 	if (t->sampler)
 		t->sampler->ops->free(t->sampler);
 	t->sampler = NULL;

@@ -909,6 +909,13 @@ int perf_sampler_set_switch_rings(struct sampler *s, uint64_t switch_pa,
 	return 0;
 }
 
+struct guestmem *perf_sampler_guestmem(struct sampler *s)
+{
+	struct psamp *p = s ? s->priv : NULL;
+
+	return p ? p->mem : NULL;
+}
+
 void perf_sampler_get_info(struct sampler *s, struct perf_sampler_info *out)
 {
 	struct psamp *p = s->priv;

@@ -90,6 +90,13 @@ int perf_sampler_set_switch_rings(struct sampler *s, uint64_t switch_pa,
  * start().  Returns 0 or -errno. */
 int perf_sampler_set_chan_copy(struct sampler *s, int file_fd, int sock_fd);
 
+/* The sampler's guest-RAM reader (cfg->mem), or NULL: lent, valid until
+ * the sampler is freed.  The collector reads the guest through it for
+ * introspection (vmm/introspect/) on its own thread, which the reader
+ * allows (physical reads and page walks from any thread; the drain thread
+ * reads the switch rings only). */
+struct guestmem *perf_sampler_guestmem(struct sampler *s);
+
 struct perf_sampler_info {
 	uint64_t guest_user, guest_kernel;	/* samples read, by mode */
 	uint64_t host_mode;		/* host-mode samples: counted, not filed */
