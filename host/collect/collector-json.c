@@ -110,6 +110,9 @@ static json_t *intro_json(const struct cguest *g)
 	if (o) {
 		json_object_set_new(o, "kernel_text_hex", json_hex(s->text_addr));
 		json_object_set_new(o, "reboots", json_u64(s->reboots));
+		if (s->kallsyms_from)
+			json_object_set_new(o, "kallsyms_from", json_string(s->kallsyms_from));
+		json_object_set_new(o, "kallsyms_search_bytes", json_u64(s->kallsyms_search_bytes));
 		json_object_set_new(o, "processes", json_pack(
 			"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 			"btf_bytes", json_u64(s->btf_bytes), "tasks", json_u64(s->tasks),

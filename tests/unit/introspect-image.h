@@ -180,6 +180,138 @@ static inline void ximage_free(struct ximage *x)
 	x->ram = NULL;
 }
 
+/* ---- kallsyms as the kernel lays it out, for kallsyms_find() ----------- */
+
+/* Where xi_kallsyms_image() put each table. */
+struct xi_tables {
+	uint64_t names, num_syms, markers, token_table, token_index, offsets, relative_base;
+	uint64_t end;			/* first byte after the last table */
+};
+
+#define XI_ALIGN8(v)	(((v) + 7) & ~7ull)
+
+/* One name, length byte(s) first; returns the bytes written at va. */
+static inline size_t xi_name(struct ximage *x, uint64_t va, const struct xi_sym *s)
+{
+	uint8_t enc[1024];
+	size_t l;
+
+	enc[2] = (uint8_t)s->type;
+	l = 1 + xi_encode(s->name, enc + 3);
+	if (l < 0x80) {
+		enc[1] = (uint8_t)l;
+		xi_put(x, va, enc + 1, l + 1);
+		return l + 1;
+	}
+	enc[0] = (uint8_t)(0x80 | (l & 0x7f));	/* two-byte length: ULEB128 */
+	enc[1] = (uint8_t)(l >> 7);
+	xi_put(x, va, enc, l + 2);
+	return l + 2;
+}
+
+/* num_syms, names and u32 markers from va; returns the markers' end. */
+static inline uint64_t xi_names_markers(struct ximage *x, uint64_t va, const struct xi_sym *syms,
+					uint32_t n, struct xi_tables *t)
+{
+	t->num_syms = va;
+	xi_put(x, va, &n, 4);
+	t->names = va += 8;
+	t->markers = t->names;
+	for (uint32_t i = 0; i < n; i++)
+		t->markers += xi_name(x, t->markers, &syms[i]);
+	t->markers = XI_ALIGN8(t->markers);
+	va = t->names;
+	for (uint32_t i = 0, m = 0; i < n; i++) {
+		if (!(i % 256)) {
+			uint32_t off = (uint32_t)(va - t->names);
+
+			xi_put(x, t->markers + 4 * m++, &off, 4);
+		}
+		va += xi_name(x, va, &syms[i]);
+	}
+	return t->markers + 4 * ((n + 255) / 256);
+}
+
+/* The token table (0x01..0x03 for xi_multi's strings, every other byte
+ * for itself, as xi_kallsyms) and its index, from va; returns the end. */
+static inline uint64_t xi_tokens(struct ximage *x, uint64_t va, struct xi_tables *t)
+{
+	uint16_t idx[256];
+	char table[1024];
+	size_t tl = 0;
+
+	for (unsigned k = 0; k < 256; k++) {
+		const char *s = k < 4 ? xi_multi[k] : NULL;
+		char one[2] = { (char)k, 0 };
+
+		idx[k] = (uint16_t)tl;
+		s = s ? s : one;
+		memcpy(table + tl, s, strlen(s) + 1);
+		tl += strlen(s) + 1;
+	}
+	t->token_table = XI_ALIGN8(va);
+	xi_put(x, t->token_table, table, tl);
+	t->token_index = XI_ALIGN8(t->token_table + tl);
+	xi_put(x, t->token_index, idx, sizeof(idx));
+	return t->token_index + sizeof(idx);
+}
+
+/* s32 offsets (KALLSYMS_ABSOLUTE_PERCPU from base, or from _text when
+ * from_text) and relative_base (unless from_text) from va. */
+static inline uint64_t xi_offsets(struct ximage *x, uint64_t va, const struct xi_sym *syms,
+				  uint32_t n, int from_text, struct xi_tables *t)
+{
+	uint64_t base = XI_KERNEL_VA;
+
+	t->offsets = XI_ALIGN8(va);
+	for (uint32_t i = 0; i < n; i++) {
+		int32_t off = from_text ? (int32_t)(syms[i].addr - base) :
+			      syms[i].addr >= base ? (int32_t)(base - 1 - syms[i].addr) :
+			      (int32_t)syms[i].addr;
+
+		xi_put(x, t->offsets + 4 * i, &off, 4);
+	}
+	va = XI_ALIGN8(t->offsets + 4 * (uint64_t)n);
+	t->relative_base = from_text ? 0 : va;
+	if (!from_text)
+		xi_put(x, va, &base, 8);
+	return from_text ? va : va + 8;
+}
+
+/*
+ * The tables at va as scripts/kallsyms.c lays them out, each 8-byte
+ * aligned: order 0 as before 6.4 (offsets, relative_base, num_syms, names,
+ * markers, token_table, token_index), 1 as from 6.4 (num_syms, names,
+ * markers, token_table, token_index, offsets, relative_base), 2 as 1
+ * without relative_base (offsets from _text).  syms ascending.
+ */
+static inline void xi_kallsyms_image(struct ximage *x, uint64_t va, const struct xi_sym *syms,
+				     uint32_t n, int order, struct xi_tables *t)
+{
+	memset(t, 0, sizeof(*t));
+	if (order == 0)
+		va = xi_offsets(x, va, syms, n, 0, t);
+	va = xi_tokens(x, xi_names_markers(x, XI_ALIGN8(va), syms, n, t), t);
+	if (order > 0)
+		va = xi_offsets(x, va, syms, n, order == 2, t);
+	t->end = va;
+}
+
+/* A VMCOREINFO without kallsyms lines (Linux before 6.0). */
+static inline void xi_vmcoreinfo_old(struct ximage *x)
+{
+	char *p = (char *)x->ram + x->vmci_pa;
+
+	memset(p, 0, 4096);
+	snprintf(p, 4096,
+		 "OSRELEASE=5.10.0-test\nPAGESIZE=4096\n"
+		 "SYMBOL(swapper_pg_dir)=%" PRIx64 "\nSYMBOL(_stext)=%" PRIx64 "\n"
+		 "NUMBER(phys_base)=%" PRId64 "\nSYMBOL(init_top_pgt)=%" PRIx64 "\n"
+		 "NUMBER(pgtable_l5_enabled)=0\nKERNELOFFSET=0\n",
+		 (uint64_t)(XI_MAP + XI_PGD_PA - XI_PHYS_BASE), (uint64_t)XI_KERNEL_VA,
+		 (int64_t)XI_PHYS_BASE, (uint64_t)(XI_MAP + XI_PGD_PA - XI_PHYS_BASE));
+}
+
 /* ---- processes: a BTF of task_struct and mm_struct, and a task list ---- */
 
 #include <bpf/btf.h>
