@@ -349,6 +349,7 @@ static inline void xi_vmcoreinfo_old(struct ximage *x)
 #define XM_MT		0x60		/* struct maple_tree; ma_root at +8 */
 #define XVMA_START	0x00
 #define XVMA_END	0x08
+#define XVMA_NEXT	0x10		/* vm_next: the list (xt_vma_list) */
 #define XVMA_FLAGS	0x20
 #define XVMA_PGOFF	0x78
 #define XVMA_FILE	0x80
@@ -362,6 +363,10 @@ static inline void xi_vmcoreinfo_old(struct ximage *x)
 #define XMNT_MOUNTPOINT	0x18
 #define XMNT_MNT	0x20		/* struct vfsmount: mnt_root at +0 */
 
+/* Set: the kernel before 6.1, mm->mmap (at XM_MT + 8) and vm_next instead
+ * of the maple tree, in the BTF and in xv_proc(). */
+static int xt_vma_list;
+
 /* The types of the mappings; returns struct maple_tree's id. */
 static inline int xv_btf(struct btf *b, int u64)
 {
@@ -374,6 +379,8 @@ static inline int xv_btf(struct btf *b, int u64)
 	btf__add_struct(b, "vm_area_struct", XVMA_SIZE);
 	btf__add_field(b, "vm_start", u64, XVMA_START * 8, 0);
 	btf__add_field(b, "vm_end", u64, XVMA_END * 8, 0);
+	if (xt_vma_list)
+		btf__add_field(b, "vm_next", vp, XVMA_NEXT * 8, 0);
 	btf__add_field(b, "vm_flags", u64, XVMA_FLAGS * 8, 0);
 	btf__add_field(b, "vm_pgoff", u64, XVMA_PGOFF * 8, 0);
 	btf__add_field(b, "vm_file", vp, XVMA_FILE * 8, 0);
@@ -443,7 +450,10 @@ static inline void *xt_btf(uint32_t *len)
 	btf__add_field(b, "pgd", u64, XM_PGD * 8, 0);
 	btf__add_field(b, "map_count", i32, XM_MAP_COUNT * 8, 0);
 	btf__add_field(b, "exec_vm", u64, XM_EXEC_VM * 8, 0);
-	btf__add_field(b, "mm_mt", mt, XM_MT * 8, 0);
+	if (xt_vma_list)
+		btf__add_field(b, "mmap", u64, (XM_MT + 8) * 8, 0);
+	else
+		btf__add_field(b, "mm_mt", mt, XM_MT * 8, 0);
 	raw = btf__raw_data(b, len);
 	if (raw && (out = malloc(*len)))
 		memcpy(out, raw, *len);
@@ -660,6 +670,11 @@ static inline void xv_proc(struct ximage *x, unsigned i)
 	xi_put(x, mm + XM_MAP_COUNT, &six, 4);
 	xi_put64(x, mm + XM_EXEC_VM, 0x1ff);
 	xi_put64(x, mm + XM_MT + 8, XV_ENODE(XV_NODE(i, 0), 3) | 2);
+	if (xt_vma_list) {	/* the same VMAs, linked */
+		for (unsigned k = 0; k < 6; k++)
+			xi_put64(x, XV_VMA(i, k) + XVMA_NEXT, k < 5 ? XV_VMA(i, k + 1) : 0);
+		xi_put64(x, mm + XM_MT + 8, XV_VMA(i, 0));
+	}
 	xi_put64(x, pgd + 0, xi_pa(XV_UPT_VA) | 7);
 	xi_put64(x, pgd + 254 * 8, xi_pa(XV_UPT_VA + 0x2000) | 7);
 }

@@ -192,6 +192,14 @@ static void test_lying(void **state)
 	xi_put(&g.x, t.num_syms, &v, 4);
 	assert_int_equal(kallsyms_find(&g.um, XI_KERNEL_VA, RAM, &a, &fr, err, sizeof(err)),
 			 -ENOENT);
+	/* runs of digits planted everywhere before the table: the search
+	 * gives up after its cap of candidates */
+	for (unsigned k = 0; k < KALLSYMS_FIND_CANDIDATES + 10; k++)
+		xi_put(&g.x, DECOY_VA + 0x100 * (k + 1), "0\0" "1\0" "2\0" "3\0" "4\0" "5\0" "6\0"
+		       "7\0" "8\0" "9", 20);
+	assert_int_equal(kallsyms_find(&g.um, XI_KERNEL_VA, RAM, &a, &fr, err, sizeof(err)),
+			 -ENOENT);
+	assert_int_equal(fr.candidates, KALLSYMS_FIND_CANDIDATES);
 	/* nothing past the image: a start outside RAM reads nothing */
 	assert_int_equal(kallsyms_find(&g.um, 0xffffffffa0000000ull, KALLSYMS_FIND_MAX << 4, &a,
 				       &fr, err, sizeof(err)), -ENOENT);

@@ -490,10 +490,13 @@ static int kallsyms_search(struct introspect *in)
 	struct kallsyms_addrs a;
 	uint64_t start = in->vi.stext ? in->vi.stext : KERNEL_MAP + (16u << 20) + in->vi.kernel_offset;
 
-	if (kallsyms_find(&um, start, KALLSYMS_FIND_MAX, &a, &fr, in->st.last_error,
-			  sizeof(in->st.last_error)))
-		return -1;
+	int rc = kallsyms_find(&um, start, KALLSYMS_FIND_MAX, &a, &fr, in->st.last_error,
+			       sizeof(in->st.last_error));
+
 	in->st.kallsyms_search_bytes = fr.scanned;
+	in->st.kallsyms_search_candidates = fr.candidates;
+	if (rc)
+		return -1;
 	in->st.kallsyms_from = "search";
 	in->vi.ks_names = a.names;
 	in->vi.ks_num_syms = a.num_syms;

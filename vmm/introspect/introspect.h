@@ -78,6 +78,7 @@ struct introspect_stats {
 	 * NULL: not known */
 	const char *kallsyms_from;
 	uint64_t kallsyms_search_bytes;	/* of the image searched */
+	uint64_t kallsyms_search_candidates;	/* digit runs checked */
 	uint64_t refused;		/* VMCOREINFO pages or tables refused */
 	/* processes (from the guest's BTF and init_task's list) */
 	uint64_t btf_bytes;		/* 0: no offsets, no processes */

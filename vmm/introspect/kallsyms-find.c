@@ -24,7 +24,9 @@
  *
  * Bounded: at most KALLSYMS_FIND_MAX bytes of the image are read, 1 MiB
  * at a time, and the search stops after FIND_HOLE_MAX unmapped MiB in a
- * row once something was read (the end of the kernel's mapping).
+ * row (the end of the kernel's mapping) or KALLSYMS_FIND_CANDIDATES runs
+ * of digits checked (a guest that plants them); a check reads at most
+ * some hundred KiB, in a few reads.
  */
 #include <endian.h>
 #include <errno.h>
@@ -52,7 +54,9 @@ struct finder {
 	uint64_t markers, names, num_syms;
 	uint32_t nr, nm;		/* symbols, markers */
 	uint32_t *mk;			/* the markers, MARKERS_MAX */
-	uint8_t *buf;			/* BLOCK_MAX + 8 */
+	uint8_t *buf;			/* BLOCK_MAX + TOKTAB_MAX + 16 */
+	uint8_t *cnt;			/* before the markers, or the markers */
+	size_t chunk;			/* bytes searched per read: CHUNK at most */
 };
 
 static int rd(struct finder *f, uint64_t va, void *p, size_t n)
@@ -100,24 +104,44 @@ static bool find_tokens(struct finder *f, uint64_t d)
 	return true;
 }
 
-/* The markers before the token table, width 4 or 8: rising from 0. */
-static bool find_markers(struct finder *f, unsigned w)
+/* Reads up to n bytes ending at end into buf's tail, a page at a time
+ * backwards where the whole does not read; returns the bytes read. */
+static size_t rd_back(struct finder *f, uint64_t end, uint8_t *buf, size_t n)
 {
-	uint64_t end = f->token_table, v = 0, prev = UINT64_MAX;
+	size_t got = 0;
+
+	if (!rd(f, end - n, buf, n))
+		return n;
+	while (got < n) {
+		size_t step = (size_t)((end - got) & 4095) ? (size_t)((end - got) & 4095) : 4096;
+
+		step = step < n - got ? step : n - got;
+		if (rd(f, end - got - step, buf + n - got - step, step))
+			break;
+		got += step;
+	}
+	return got;
+}
+
+/* The markers before the token table, width 4 or 8: rising from 0.  b
+ * holds the have bytes before the token table. */
+static bool find_markers(struct finder *f, const uint8_t *b, size_t have, unsigned w)
+{
+	size_t end = have;
+	uint64_t v, prev = UINT64_MAX;
 	uint32_t n = 0;
 
-	if (w == 4 && !rd(f, end - 4, &v, 4) && !v)
+	if (w == 4 && have >= 4 && !util_le32(b + have - 4))
 		end -= 4;	/* padding to the token table's alignment */
-	for (uint64_t at = end - w; n < MARKERS_MAX; at -= w) {
-		v = 0;
-		if (rd(f, at, &v, w))
-			return false;
-		v = le64toh(v);
+	for (; end >= w && n < MARKERS_MAX; end -= w) {
+		v = w == 4 ? util_le32(b + end - w) : util_le64(b + end - w);
 		if (v >= prev || v > UINT32_MAX)
 			return false;
 		f->mk[MARKERS_MAX - 1 - n++] = (uint32_t)v;
 		prev = v;
 		if (!v) {
+			uint64_t at = f->token_table - (have - end) - w;
+
 			if (n < 2 || (at & 7))
 				return false;
 			memmove(f->mk, f->mk + MARKERS_MAX - n, n * sizeof(*f->mk));
@@ -156,22 +180,22 @@ static uint64_t walk_names(struct finder *f, uint64_t va, uint32_t count, uint64
 }
 
 /* num_syms and names before the markers: the first block of 256 names
- * must end at marker 1, the last block at the markers' start. */
+ * must end at marker 1, the last block at the markers' start.  The
+ * candidates' counts are read in one block before the last one. */
 static bool find_names(struct finder *f)
 {
 	uint64_t last = f->mk[f->nm - 1], hi, lo;
+	size_t have;
 
-	if (f->markers < last + BLOCK_MAX + 8)
+	if (f->markers < last + BLOCK_MAX + 16)
 		return false;
 	hi = (f->markers - last - 1) & ~7ull;
 	lo = f->markers - last - BLOCK_MAX - 8;
-	for (uint64_t n = hi; n >= lo && n >= 8; n -= 8) {
-		uint32_t c;
+	have = rd_back(f, hi, f->cnt, (size_t)(hi - lo) + 8);
+	for (uint64_t n = hi; n >= lo && hi - n + 8 <= have; n -= 8) {
+		uint32_t c = util_le32(f->cnt + have - (hi - n) - 8);
 		uint64_t e;
 
-		if (rd(f, n - 8, &c, 4))
-			return false;
-		c = le32toh(c);
 		if (c <= (f->nm - 1) * 256u || c > f->nm * 256u)
 			continue;
 		if (walk_names(f, n, 256, f->markers) != n + f->mk[1])
@@ -206,10 +230,13 @@ static bool find_offsets(struct finder *f, struct kallsyms_addrs *a)
 /* Checks a digits match at d; 1 with a filled when it is the table. */
 static int check_match(struct finder *f, uint64_t d, struct kallsyms_addrs *a)
 {
+	size_t have;
+
 	f->res->candidates++;
 	if (!find_tokens(f, d))
 		return 0;
-	if (!find_markers(f, 4) && !find_markers(f, 8))
+	have = rd_back(f, f->token_table, f->cnt, MARKERS_MAX * 8);
+	if (!find_markers(f, f->cnt, have, 4) && !find_markers(f, f->cnt, have, 8))
 		return 0;
 	if (!find_names(f))
 		return 0;
@@ -244,21 +271,25 @@ static int scan(struct finder *f, uint8_t *chunk, uint64_t start, uint64_t max,
 	const size_t pl = sizeof(digits), keep = pl - 1;
 	unsigned holes = 0;
 
-	for (uint64_t off = 0; off < max; off += CHUNK) {
-		size_t got = read_chunk(f, start + off, chunk + keep, CHUNK);
+	for (uint64_t off = 0; off < max; off += f->chunk) {
+		size_t got = read_chunk(f, start + off, chunk + keep, f->chunk);
 
-		f->res->scanned += CHUNK;
+		f->res->scanned += f->chunk;
 		holes = got ? 0 : holes + 1;
-		if (holes >= FIND_HOLE_MAX && off >= (uint64_t)FIND_HOLE_MAX * CHUNK)
+		if (holes >= FIND_HOLE_MAX && off >= (uint64_t)FIND_HOLE_MAX * f->chunk)
 			break;
-		for (uint8_t *p = chunk, *e = chunk + keep + CHUNK;
+		for (uint8_t *p = chunk, *e = chunk + keep + f->chunk;
 		     (p = memmem(p, (size_t)(e - p), digits, pl)); p++) {
 			uint64_t d = start + off - keep + (uint64_t)(p - chunk);
 
-			if (off + (uint64_t)(p - chunk) >= keep && check_match(f, d, a))
+			if (off + (uint64_t)(p - chunk) < keep)
+				continue;
+			if (f->res->candidates == KALLSYMS_FIND_CANDIDATES)
+				return -ENOENT;
+			if (check_match(f, d, a))
 				return 0;
 		}
-		memmove(chunk, chunk + CHUNK, keep);
+		memmove(chunk, chunk + f->chunk, keep);
 	}
 	return -ENOENT;
 }
@@ -275,10 +306,14 @@ int kallsyms_find(const struct unwind_mem *mem, uint64_t start, uint64_t max,
 	start &= ~4095ull;
 	if (max > KALLSYMS_FIND_MAX)
 		max = KALLSYMS_FIND_MAX;
-	chunk = calloc(1, CHUNK + sizeof(digits));
+	/* a small search (tests, fuzzing) needs no whole MiB */
+	f.chunk = max < CHUNK ? (size_t)((max + 4095) & ~4095ull) : CHUNK;
+	f.chunk = f.chunk ? f.chunk : 4096;
+	chunk = calloc(1, f.chunk + sizeof(digits));
 	f.mk = malloc(MARKERS_MAX * sizeof(*f.mk));
 	f.buf = malloc(BLOCK_MAX + TOKTAB_MAX + 16);
-	if (chunk && f.mk && f.buf)
+	f.cnt = malloc(BLOCK_MAX + MARKERS_MAX * 8 + 16);
+	if (chunk && f.mk && f.buf && f.cnt)
 		rc = scan(&f, chunk, start, max, a);
 	if (rc == -ENOENT)
 		util_seterr(err, errlen,
@@ -291,5 +326,6 @@ int kallsyms_find(const struct unwind_mem *mem, uint64_t start, uint64_t max,
 	free(chunk);
 	free(f.mk);
 	free(f.buf);
+	free(f.cnt);
 	return rc;
 }

@@ -68,6 +68,8 @@ int kallsyms_decode(const struct unwind_mem *mem, const struct kallsyms_addrs *a
 
 /* At most this much of the kernel image is searched for the tables. */
 #define KALLSYMS_FIND_MAX	((uint64_t)256 << 20)
+/* and at most this many runs of digits are checked */
+#define KALLSYMS_FIND_CANDIDATES	256u
 
 struct kallsyms_find_result {
 	uint64_t scanned;		/* bytes of the image searched */
