@@ -65,10 +65,12 @@ cp -a "$IMG/root" "$R"
 rm -rf "$R"/lib/modules/*
 : > "$R/etc/opvm/modules"
 : > "$R/etc/opvm/extra-modules"
+MD=$X/lib/modules/$KVER
+[ -d "$MD" ] || MD=$X/usr/lib/modules/$KVER	# merged /usr (trixie)
 for m in $MODULES; do
-	p=$(find "$X/lib/modules/$KVER" -name "$m.ko*" | head -1)
+	p=$(find "$MD" -name "$m.ko*" 2>/dev/null | head -1)
 	[ -n "$p" ] || continue		# built in, or not in this kernel
-	rel=${p#"$X"}
+	rel=/lib/modules/$KVER/${p#"$MD"/}
 	rel=${rel%.xz}
 	rel=${rel%.zst}
 	mkdir -p "$R$(dirname "$rel")"

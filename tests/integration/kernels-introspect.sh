@@ -36,7 +36,7 @@ for suite in ${OPVM_TEST_SUITES:-bullseye trixie}; do
 	# the root without the System.map beside it: user binaries only
 	mkdir "$T/gr-$suite" && cp -a "$K/root" "$T/gr-$suite/" || fail "cannot copy $K/root"
 	t0=$(date +%s)
-	"$OPVM" run --kernel "$K/vmlinuz" --initrd "$K/initramfs.cpio.gz" --workload abratio:4 \
+	"$OPVM" run --kernel "$K/vmlinuz" --initrd "$K/initramfs.cpio.gz" --workload abratio:6 \
 		--append "quiet opvm.kmod=0" --introspect only --no-image-symbols \
 		--guest-root "$T/gr-$suite/root" -F 200 -d "$S" > "$T/run-$suite.out" 2>&1 ||
 		{ cat "$T/run-$suite.out"; fail "opvm run ($suite) exited with $?"; }
