@@ -103,11 +103,10 @@ static inline void xi_vmcoreinfo(struct ximage *x)
 }
 
 /* The kallsyms tables for syms[0..n) (addresses ascending). */
-static inline void xi_kallsyms(struct ximage *x, const struct xi_sym *syms, uint32_t n)
+/* The token table: 0x01..0x03 for xi_multi's strings, every other byte
+ * for itself (0 for nothing); returns its length. */
+static inline size_t xi_token_table(char table[1024], uint16_t idx[256])
 {
-	uint64_t va = XI_TABLES_VA, base = XI_KERNEL_VA;
-	uint16_t idx[256];
-	char table[1024];
 	size_t tl = 0;
 
 	for (unsigned t = 0; t < 256; t++) {
@@ -119,6 +118,16 @@ static inline void xi_kallsyms(struct ximage *x, const struct xi_sym *syms, uint
 		memcpy(table + tl, s, strlen(s) + 1);
 		tl += strlen(s) + 1;
 	}
+	return tl;
+}
+
+static inline void xi_kallsyms(struct ximage *x, const struct xi_sym *syms, uint32_t n)
+{
+	uint64_t va = XI_TABLES_VA, base = XI_KERNEL_VA;
+	uint16_t idx[256];
+	char table[1024];
+	size_t tl = xi_token_table(table, idx);
+
 	x->num_syms = va;
 	xi_put(x, va, &n, 4);
 	x->relative_base = va + 8;
@@ -232,23 +241,14 @@ static inline uint64_t xi_names_markers(struct ximage *x, uint64_t va, const str
 	return t->markers + 4 * ((n + 255) / 256);
 }
 
-/* The token table (0x01..0x03 for xi_multi's strings, every other byte
- * for itself, as xi_kallsyms) and its index, from va; returns the end. */
+/* The token table (xi_token_table) and its index, from va; returns the
+ * end. */
 static inline uint64_t xi_tokens(struct ximage *x, uint64_t va, struct xi_tables *t)
 {
 	uint16_t idx[256];
 	char table[1024];
-	size_t tl = 0;
+	size_t tl = xi_token_table(table, idx);
 
-	for (unsigned k = 0; k < 256; k++) {
-		const char *s = k < 4 ? xi_multi[k] : NULL;
-		char one[2] = { (char)k, 0 };
-
-		idx[k] = (uint16_t)tl;
-		s = s ? s : one;
-		memcpy(table + tl, s, strlen(s) + 1);
-		tl += strlen(s) + 1;
-	}
 	t->token_table = XI_ALIGN8(va);
 	xi_put(x, t->token_table, table, tl);
 	t->token_index = XI_ALIGN8(t->token_table + tl);
