@@ -271,7 +271,7 @@ static int scan(struct finder *f, uint8_t *chunk, uint64_t start, uint64_t max,
 	const size_t pl = sizeof(digits), keep = pl - 1;
 	unsigned holes = 0;
 
-	for (uint64_t off = 0; off < max; off += f->chunk) {
+	for (uint64_t off = 0; off < max && start + off + f->chunk > start; off += f->chunk) {
 		size_t got = read_chunk(f, start + off, chunk + keep, f->chunk);
 
 		f->res->scanned += f->chunk;
