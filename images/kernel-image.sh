@@ -13,7 +13,9 @@
 # org.opvm ports still appear; no opvm.ko: boot it with opvm.kmod=0),
 # initramfs.cpio.gz and System.map (kallsyms-map.sh: one boot with
 # nokaslr).  Prints the directory.  Cached: a second run with the same
-# kernel does nothing.  $OPVM_DEBIAN_MIRROR picks the mirror.
+# kernel does nothing.  $OPVM_DEBIAN_MIRROR picks the mirror.  Exits 2
+# when the kernel cannot be had (no network, no such suite on the mirror),
+# 1 on other errors.
 set -euo pipefail
 IMG=$1
 SUITE=$2
@@ -37,12 +39,12 @@ APT=(-o Dir::Etc::sourcelist="$A/sources.list" -o Dir::Etc::sourceparts=/dev/nul
 # the lists once a day at most
 if [ -z "$(find "$A/lists" -name '*Packages*' -mtime -1 2>/dev/null | head -1)" ]; then
 	apt-get "${APT[@]}" -qq update >&2 ||
-		{ echo "kernel-image: apt-get update for $SUITE failed (network? $MIRROR)" >&2; exit 1; }
+		{ echo "kernel-image: apt-get update for $SUITE failed (network? $MIRROR)" >&2; exit 2; }
 fi
 PKG=$(apt-cache "${APT[@]}" depends linux-image-amd64 2>/dev/null |
-	awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+	awk '/Depends: linux-image-[0-9]/ {print $2; exit}' || true)
 PKG=${PKG%:amd64}
-[ -n "$PKG" ] || { echo "kernel-image: no linux-image-amd64 in $SUITE" >&2; exit 1; }
+[ -n "$PKG" ] || { echo "kernel-image: no linux-image-amd64 in $SUITE on $MIRROR" >&2; exit 2; }
 KVER=${PKG#linux-image-}
 K=$OUT/$KVER
 if [ -f "$K/System.map" ] && [ -f "$K/initramfs.cpio.gz" ]; then
@@ -52,7 +54,7 @@ fi
 mkdir -p "$K"
 (cd "$A/cache/archives" && ls "$PKG"_*.deb >/dev/null 2>&1 ||
 	apt-get "${APT[@]}" -qq download "$PKG" >&2) ||
-	{ echo "kernel-image: cannot download $PKG" >&2; exit 1; }
+	{ echo "kernel-image: cannot download $PKG from $MIRROR" >&2; exit 2; }
 X=$K/deb
 rm -rf "$X"
 dpkg-deb -x "$(ls "$A/cache/archives/$PKG"_*.deb | head -1)" "$X"
