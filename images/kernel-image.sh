@@ -13,7 +13,7 @@
 # org.opvm ports still appear; no opvm.ko: boot it with opvm.kmod=0),
 # initramfs.cpio.gz and System.map (kallsyms-map.sh: one boot with
 # nokaslr).  Prints the directory.  Cached: a second run with the same
-# kernel does nothing.  $OPVM_DEBIAN_MIRROR picks the mirror.  Exits 2
+# kernel and test image does nothing.  $OPVM_DEBIAN_MIRROR picks the mirror.  Exits 2
 # when the kernel cannot be had (no network, no such suite on the mirror),
 # 1 on other errors.
 set -euo pipefail
@@ -47,7 +47,8 @@ PKG=${PKG%:amd64}
 [ -n "$PKG" ] || { echo "kernel-image: no linux-image-amd64 in $SUITE on $MIRROR" >&2; exit 2; }
 KVER=${PKG#linux-image-}
 K=$OUT/$KVER
-if [ -f "$K/System.map" ] && [ -f "$K/initramfs.cpio.gz" ]; then
+# the root again when the test image changed, the map only for a new kernel
+if [ -f "$K/System.map" ] && [ "$K/initramfs.cpio.gz" -nt "$IMG/initramfs.cpio.gz" ]; then
 	echo "$K"
 	exit 0
 fi
@@ -86,5 +87,5 @@ done
 mv "$R" "$K/root"
 rm -rf "$X"
 (cd "$K/root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) > "$K/initramfs.cpio.gz"
-"$HERE/kallsyms-map.sh" "$K" >&2
+[ -f "$K/System.map" ] || "$HERE/kallsyms-map.sh" "$K" >&2
 echo "$K"
