@@ -4,6 +4,7 @@
 #   make check           -Werror build, unit tests, integration tests
 #   make check SAN=address,undefined
 #   make check-disk      the Debian disk guest's tests (builds it: make images-disk)
+#   make check-kernels   introspection on Debian 11's and 13's kernels (downloads them)
 #   make bench           benchmarks, one "name: value unit" line each
 #   make bench-check     the deterministic benchmarks; fails when a figure misses its target
 #   make soak            30 minutes of hostile churn, RSS must stay flat
@@ -90,7 +91,7 @@ LIBS := $(BUILD)/libhost.a $(BUILD)/libvmm.a $(BUILD)/libunwind.a \
 
 PROTO_SRCS := $(wildcard host/report/*.proto)
 
-.PHONY: all check check-unit check-integration check-disk bench bench-check fuzz images demo install soak \
+.PHONY: all check check-unit check-integration check-disk check-kernels bench bench-check fuzz images demo install soak \
 	clean kmod guest-deb images-disk man help
 all: $(BUILD)/opvm
 
@@ -203,6 +204,13 @@ check-unit: $(BUILD)/opvm $(UNIT_BINS)
 # build it if needed (make images-disk) and boot systemd under TCG.
 check-disk: $(BUILD)/opvm $(TOOL_BINS) images
 	$(Q)BUILD=$(BUILD) OPVM_DISK_TESTS=1 tests/run-tests.sh --integration disk-guest
+
+# Introspection on other Debian releases' kernels (tests/integration/
+# kernels-*.sh): downloads bullseye's 5.10 and trixie's 6.12 once (cached
+# under $(BUILD)/kernels) and boots the test image's workloads with each.
+check-kernels: $(BUILD)/opvm images
+	$(Q)BUILD=$(BUILD) OPVM_KERNEL_TESTS=1 INT_TIMEOUT=$${INT_TIMEOUT:-1800} \
+		tests/run-tests.sh --integration kernels-
 
 check-integration: $(BUILD)/opvm $(TOOL_BINS) images
 	$(Q)BUILD=$(BUILD) tests/run-tests.sh --integration

@@ -85,6 +85,8 @@ static json_t *intro_maps_json(const struct introspect_stats *s)
 			"vma_bad", json_u64(m->vma_bad), "path_bad", json_u64(m->path_bad),
 			"buildid_missing", json_u64(m->buildid_missing),
 			"files_full", json_u64(m->files_full), "refresh_us", json_u64(m->refresh_us)));
+	if (o && m->walk)
+		json_object_set_new(o, "walk", json_string(m->walk));
 	return o;
 }
 
@@ -110,6 +112,11 @@ static json_t *intro_json(const struct cguest *g)
 	if (o) {
 		json_object_set_new(o, "kernel_text_hex", json_hex(s->text_addr));
 		json_object_set_new(o, "reboots", json_u64(s->reboots));
+		if (s->kallsyms_from)
+			json_object_set_new(o, "kallsyms_from", json_string(s->kallsyms_from));
+		json_object_set_new(o, "kallsyms_search_bytes", json_u64(s->kallsyms_search_bytes));
+		json_object_set_new(o, "kallsyms_search_candidates",
+				    json_u64(s->kallsyms_search_candidates));
 		json_object_set_new(o, "processes", json_pack(
 			"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 			"btf_bytes", json_u64(s->btf_bytes), "tasks", json_u64(s->tasks),

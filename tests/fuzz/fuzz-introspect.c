@@ -21,6 +21,11 @@
  * from that trailer: the mappings walk (vmm/introspect/kvmas.h) must stay
  * within its caps and send only well-formed records.
  *
+ * The image is also searched for kallsyms tables by their shape
+ * (kallsyms_find(), as for kernels before 6.0): the search must stay
+ * within its caps, and tables it finds decode within theirs.  The trailer
+ * is walked a second time as a list of vm_next (before 6.1).
+ *
  * Seeds: tests/fuzz/corpus/introspect/ (tests/fuzz/gen-introspect-seed.py).
  */
 #include <stddef.h>
@@ -147,9 +152,9 @@ static void on_rec(void *arg, void *rec, unsigned type, size_t len)
 	}
 }
 
-static void maps(struct mem *m)
+static void maps(struct mem *m, int list)
 {
-	const struct kbtf_vma_offsets o = {
+	struct kbtf_vma_offsets o = {
 		.mm_mt = 0x10, .mt_root = 8, .mm_map_count = 0, .mm_exec_vm = 8,
 		.vma_start = 0, .vma_end = 8, .vma_flags = 0x20, .vma_pgoff = 0x28,
 		.vma_file = 0x30, .file_path = 0, .path_mnt = 0, .path_dentry = 8,
@@ -162,6 +167,9 @@ static void maps(struct mem *m)
 	struct kvmas *v;
 	struct rec_check c = { 0 };
 
+	o.list = list;
+	o.mm_mmap = 0x18;	/* where the tree's root is otherwise */
+	o.vma_next = 0x10;
 	if (m->len < TRAILER || !(v = kvmas_new(&o)))
 		return;
 	m->reads = 0;
@@ -215,7 +223,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	m.reads = 0;
 	tasks(&m, off);
-	maps(&m);
+	maps(&m, 0);
+	maps(&m, 1);
+	m.reads = 0;
+	{
+		struct kallsyms_find_result fr;
+		struct kallsyms_addrs fa;
+		unsigned fn = 0;
+
+		m.max_reads = 4000000;
+		if (!kallsyms_find(&um, BASE, m.len, &fa, &fr, err, sizeof(err))) {
+			m.reads = 0;
+			if (!kallsyms_decode(&um, &fa, on_sym, &fn, &res, err, sizeof(err)) &&
+			    fn != res.decoded)
+				__builtin_trap();
+		}
+		if (fr.candidates > KALLSYMS_FIND_CANDIDATES || fr.scanned > KALLSYMS_FIND_MAX)
+			__builtin_trap();
+		m.max_reads = 0;
+	}
 	m.reads = 0;
 	if (!kallsyms_decode(&um, &a, on_sym, &n, &res, err, sizeof(err)) &&
 	    (n != res.decoded || res.decoded + res.bad > res.nr_syms ||

@@ -103,11 +103,10 @@ static inline void xi_vmcoreinfo(struct ximage *x)
 }
 
 /* The kallsyms tables for syms[0..n) (addresses ascending). */
-static inline void xi_kallsyms(struct ximage *x, const struct xi_sym *syms, uint32_t n)
+/* The token table: 0x01..0x03 for xi_multi's strings, every other byte
+ * for itself (0 for nothing); returns its length. */
+static inline size_t xi_token_table(char table[1024], uint16_t idx[256])
 {
-	uint64_t va = XI_TABLES_VA, base = XI_KERNEL_VA;
-	uint16_t idx[256];
-	char table[1024];
 	size_t tl = 0;
 
 	for (unsigned t = 0; t < 256; t++) {
@@ -119,6 +118,16 @@ static inline void xi_kallsyms(struct ximage *x, const struct xi_sym *syms, uint
 		memcpy(table + tl, s, strlen(s) + 1);
 		tl += strlen(s) + 1;
 	}
+	return tl;
+}
+
+static inline void xi_kallsyms(struct ximage *x, const struct xi_sym *syms, uint32_t n)
+{
+	uint64_t va = XI_TABLES_VA, base = XI_KERNEL_VA;
+	uint16_t idx[256];
+	char table[1024];
+	size_t tl = xi_token_table(table, idx);
+
 	x->num_syms = va;
 	xi_put(x, va, &n, 4);
 	x->relative_base = va + 8;
@@ -180,6 +189,129 @@ static inline void ximage_free(struct ximage *x)
 	x->ram = NULL;
 }
 
+/* ---- kallsyms as the kernel lays it out, for kallsyms_find() ----------- */
+
+/* Where xi_kallsyms_image() put each table. */
+struct xi_tables {
+	uint64_t names, num_syms, markers, token_table, token_index, offsets, relative_base;
+	uint64_t end;			/* first byte after the last table */
+};
+
+#define XI_ALIGN8(v)	(((v) + 7) & ~7ull)
+
+/* One name, length byte(s) first; returns the bytes written at va. */
+static inline size_t xi_name(struct ximage *x, uint64_t va, const struct xi_sym *s)
+{
+	uint8_t enc[1024];
+	size_t l;
+
+	enc[2] = (uint8_t)s->type;
+	l = 1 + xi_encode(s->name, enc + 3);
+	if (l < 0x80) {
+		enc[1] = (uint8_t)l;
+		xi_put(x, va, enc + 1, l + 1);
+		return l + 1;
+	}
+	enc[0] = (uint8_t)(0x80 | (l & 0x7f));	/* two-byte length: ULEB128 */
+	enc[1] = (uint8_t)(l >> 7);
+	xi_put(x, va, enc, l + 2);
+	return l + 2;
+}
+
+/* num_syms, names and u32 markers from va; returns the markers' end. */
+static inline uint64_t xi_names_markers(struct ximage *x, uint64_t va, const struct xi_sym *syms,
+					uint32_t n, struct xi_tables *t)
+{
+	t->num_syms = va;
+	xi_put(x, va, &n, 4);
+	t->names = va += 8;
+	t->markers = t->names;
+	for (uint32_t i = 0; i < n; i++)
+		t->markers += xi_name(x, t->markers, &syms[i]);
+	t->markers = XI_ALIGN8(t->markers);
+	va = t->names;
+	for (uint32_t i = 0, m = 0; i < n; i++) {
+		if (!(i % 256)) {
+			uint32_t off = (uint32_t)(va - t->names);
+
+			xi_put(x, t->markers + 4 * m++, &off, 4);
+		}
+		va += xi_name(x, va, &syms[i]);
+	}
+	return t->markers + 4 * ((n + 255) / 256);
+}
+
+/* The token table (xi_token_table) and its index, from va; returns the
+ * end. */
+static inline uint64_t xi_tokens(struct ximage *x, uint64_t va, struct xi_tables *t)
+{
+	uint16_t idx[256];
+	char table[1024];
+	size_t tl = xi_token_table(table, idx);
+
+	t->token_table = XI_ALIGN8(va);
+	xi_put(x, t->token_table, table, tl);
+	t->token_index = XI_ALIGN8(t->token_table + tl);
+	xi_put(x, t->token_index, idx, sizeof(idx));
+	return t->token_index + sizeof(idx);
+}
+
+/* s32 offsets (KALLSYMS_ABSOLUTE_PERCPU from base, or from _text when
+ * from_text) and relative_base (unless from_text) from va. */
+static inline uint64_t xi_offsets(struct ximage *x, uint64_t va, const struct xi_sym *syms,
+				  uint32_t n, int from_text, struct xi_tables *t)
+{
+	uint64_t base = XI_KERNEL_VA;
+
+	t->offsets = XI_ALIGN8(va);
+	for (uint32_t i = 0; i < n; i++) {
+		int32_t off = from_text ? (int32_t)(syms[i].addr - base) :
+			      syms[i].addr >= base ? (int32_t)(base - 1 - syms[i].addr) :
+			      (int32_t)syms[i].addr;
+
+		xi_put(x, t->offsets + 4 * i, &off, 4);
+	}
+	va = XI_ALIGN8(t->offsets + 4 * (uint64_t)n);
+	t->relative_base = from_text ? 0 : va;
+	if (!from_text)
+		xi_put(x, va, &base, 8);
+	return from_text ? va : va + 8;
+}
+
+/*
+ * The tables at va as scripts/kallsyms.c lays them out, each 8-byte
+ * aligned: order 0 as before 6.4 (offsets, relative_base, num_syms, names,
+ * markers, token_table, token_index), 1 as from 6.4 (num_syms, names,
+ * markers, token_table, token_index, offsets, relative_base), 2 as 1
+ * without relative_base (offsets from _text).  syms ascending.
+ */
+static inline void xi_kallsyms_image(struct ximage *x, uint64_t va, const struct xi_sym *syms,
+				     uint32_t n, int order, struct xi_tables *t)
+{
+	memset(t, 0, sizeof(*t));
+	if (order == 0)
+		va = xi_offsets(x, va, syms, n, 0, t);
+	va = xi_tokens(x, xi_names_markers(x, XI_ALIGN8(va), syms, n, t), t);
+	if (order > 0)
+		va = xi_offsets(x, va, syms, n, order == 2, t);
+	t->end = va;
+}
+
+/* A VMCOREINFO without kallsyms lines (Linux before 6.0). */
+static inline void xi_vmcoreinfo_old(struct ximage *x)
+{
+	char *p = (char *)x->ram + x->vmci_pa;
+
+	memset(p, 0, 4096);
+	snprintf(p, 4096,
+		 "OSRELEASE=5.10.0-test\nPAGESIZE=4096\n"
+		 "SYMBOL(swapper_pg_dir)=%" PRIx64 "\nSYMBOL(_stext)=%" PRIx64 "\n"
+		 "NUMBER(phys_base)=%" PRId64 "\nSYMBOL(init_top_pgt)=%" PRIx64 "\n"
+		 "NUMBER(pgtable_l5_enabled)=0\nKERNELOFFSET=0\n",
+		 (uint64_t)(XI_MAP + XI_PGD_PA - XI_PHYS_BASE), (uint64_t)XI_KERNEL_VA,
+		 (int64_t)XI_PHYS_BASE, (uint64_t)(XI_MAP + XI_PGD_PA - XI_PHYS_BASE));
+}
+
 /* ---- processes: a BTF of task_struct and mm_struct, and a task list ---- */
 
 #include <bpf/btf.h>
@@ -219,6 +351,7 @@ static inline void ximage_free(struct ximage *x)
 #define XM_MT		0x60		/* struct maple_tree; ma_root at +8 */
 #define XVMA_START	0x00
 #define XVMA_END	0x08
+#define XVMA_NEXT	0x10		/* vm_next: the list (xt_vma_list) */
 #define XVMA_FLAGS	0x20
 #define XVMA_PGOFF	0x78
 #define XVMA_FILE	0x80
@@ -232,6 +365,10 @@ static inline void ximage_free(struct ximage *x)
 #define XMNT_MOUNTPOINT	0x18
 #define XMNT_MNT	0x20		/* struct vfsmount: mnt_root at +0 */
 
+/* Set: the kernel before 6.1, mm->mmap (at XM_MT + 8) and vm_next instead
+ * of the maple tree, in the BTF and in xv_proc(). */
+static int xt_vma_list;
+
 /* The types of the mappings; returns struct maple_tree's id. */
 static inline int xv_btf(struct btf *b, int u64)
 {
@@ -244,6 +381,8 @@ static inline int xv_btf(struct btf *b, int u64)
 	btf__add_struct(b, "vm_area_struct", XVMA_SIZE);
 	btf__add_field(b, "vm_start", u64, XVMA_START * 8, 0);
 	btf__add_field(b, "vm_end", u64, XVMA_END * 8, 0);
+	if (xt_vma_list)
+		btf__add_field(b, "vm_next", vp, XVMA_NEXT * 8, 0);
 	btf__add_field(b, "vm_flags", u64, XVMA_FLAGS * 8, 0);
 	btf__add_field(b, "vm_pgoff", u64, XVMA_PGOFF * 8, 0);
 	btf__add_field(b, "vm_file", vp, XVMA_FILE * 8, 0);
@@ -314,7 +453,10 @@ static inline void *xt_btf(uint32_t *len)
 	btf__add_field(b, "pgd", u64, XM_PGD * 8, 0);
 	btf__add_field(b, "map_count", i32, XM_MAP_COUNT * 8, 0);
 	btf__add_field(b, "exec_vm", u64, XM_EXEC_VM * 8, 0);
-	btf__add_field(b, "mm_mt", mt, XM_MT * 8, 0);
+	if (xt_vma_list)
+		btf__add_field(b, "mmap", u64, (XM_MT + 8) * 8, 0);
+	else
+		btf__add_field(b, "mm_mt", mt, XM_MT * 8, 0);
 	raw = btf__raw_data(b, len);
 	if (raw && (out = malloc(*len)))
 		memcpy(out, raw, *len);
@@ -534,6 +676,11 @@ static inline void xv_proc(struct ximage *x, unsigned i)
 	xi_put(x, mm + XM_MAP_COUNT, &six, 4);
 	xi_put64(x, mm + XM_EXEC_VM, 0x1ff);
 	xi_put64(x, mm + XM_MT + 8, XV_ENODE(XV_NODE(i, 0), 3) | 2);
+	if (xt_vma_list) {	/* the same VMAs, linked */
+		for (unsigned k = 0; k < 6; k++)
+			xi_put64(x, XV_VMA(i, k) + XVMA_NEXT, k < 5 ? XV_VMA(i, k + 1) : 0);
+		xi_put64(x, mm + XM_MT + 8, XV_VMA(i, 0));
+	}
 	xi_put64(x, pgd + 0, xi_pa(XV_UPT_VA) | 7);
 	xi_put64(x, pgd + 254 * 8, xi_pa(XV_UPT_VA + 0x2000) | 7);
 }

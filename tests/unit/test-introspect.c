@@ -721,6 +721,53 @@ static void test_lying_maps(void **state)
 	free(c);
 }
 
+/* Before 6.1: the same mappings from the list of vm_next (mm->mmap), and
+ * lists that lie: one that loops back to its head, one that goes back
+ * down, one that leaves RAM, one VMA that links to itself. */
+static void test_vma_list(void **state)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	const struct introspect_stats *st;
+	struct introspect *in;
+	struct guest g;
+	uint64_t users = XT_MAX - XT_MAX / 10;
+
+	xt_vma_list = 1;
+	tguest_new_ram(&g, XT_MAX, XV_RAM);
+	xv_maps(&g.x, XT_MAX);
+	/* 1: its last VMA links back to its first (a cycle) */
+	xi_put64(&g.x, XV_VMA(1, 5) + XVMA_NEXT, XV_VMA(1, 0));
+	/* 2: its libc text links back to its prog text */
+	xi_put64(&g.x, XV_VMA(2, 3) + XVMA_NEXT, XV_VMA(2, 1));
+	/* 3: the prog text links outside RAM */
+	xi_put64(&g.x, XV_VMA(3, 1) + XVMA_NEXT, 0xffffffffdead0000ull);
+	/* 4: a VMA that links to itself */
+	xi_put64(&g.x, XV_VMA(4, 2) + XVMA_NEXT, XV_VMA(4, 2));
+	in = introspect_new(g.m, NULL);
+	assert_non_null(in);
+	st = run(in, c, 3);
+	xt_vma_list = 0;
+	assert_string_equal(st->state, "ready");
+	assert_non_null(st->maps);
+	assert_string_equal(st->maps->walk, "vma_list");
+	assert_int_equal(c->cookies, 2);
+	assert_string_equal(c->cookie_path[0], "/usr/bin/prog");
+	assert_string_equal(c->cookie_path[1], "/lib/libc.so.6");
+	assert_int_equal(c->map105[0].start, 0x401000);
+	assert_int_equal(c->map105[0].pgoff, 0x1000);
+	assert_int_equal(c->map105[1].start, 0x7f0000001000ull);
+	assert_int_equal(st->maps->tree_bad, 4);	/* 1, 2, 3, 4 */
+	assert_int_equal(st->maps->nodes, 0);
+	/* each lying list stopped within its own six VMAs and a step */
+	assert_true(st->maps->vmas <= 6 * users + 4);
+	/* 1 and 2 keep both maps (the walk stops after them), 3 and 4 prog's */
+	assert_int_equal(c->maps, 2 * users - 2);
+	assert_int_equal(st->maps->vma_bad + st->maps->path_bad + st->maps->buildid_missing, 0);
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
+}
+
 /* What a sampler gets (introspect_current_info) and the cache it names
  * a pointer with (kcurrent): the pointer's physical address per CPU, a
  * task read once and then from the cache until it ages, pointers that lie
@@ -835,6 +882,7 @@ int main(void)
 		cmocka_unit_test(test_reboot),
 		cmocka_unit_test(test_mappings),
 		cmocka_unit_test(test_lying_maps),
+		cmocka_unit_test(test_vma_list),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

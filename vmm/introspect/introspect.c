@@ -255,7 +255,7 @@ static void ksyms_send(struct introspect *in, uint64_t t0)
 		.names = in->vi.ks_names, .num_syms = in->vi.ks_num_syms,
 		.token_table = in->vi.ks_token_table, .token_index = in->vi.ks_token_index,
 		.offsets = in->vi.ks_offsets, .relative_base = in->vi.ks_relative_base,
-		.addresses = in->vi.ks_addresses,
+		.addresses = in->vi.ks_addresses, .stext = in->vi.stext,
 	};
 	struct kallsyms_result res;
 	struct opvm_rec_ksyms_end e;
@@ -488,6 +488,34 @@ static bool kernel_found(struct introspect *in, uint64_t gpa)
 	return true;
 }
 
+/* Before 6.0 VMCOREINFO lists no kallsyms tables: they are searched for
+ * by shape in the kernel image, from _stext (or _text: the default
+ * physical start, 16 MiB, plus the KASLR slide). */
+static int kallsyms_search(struct introspect *in)
+{
+	struct unwind_mem um = { kread, in };
+	struct kallsyms_find_result fr;
+	struct kallsyms_addrs a;
+	uint64_t start = in->vi.stext ? in->vi.stext : KERNEL_MAP + (16u << 20) + in->vi.kernel_offset;
+
+	int rc = kallsyms_find(&um, start, KALLSYMS_FIND_MAX, &a, &fr, in->st.last_error,
+			       sizeof(in->st.last_error));
+
+	in->st.kallsyms_search_bytes = fr.scanned;
+	in->st.kallsyms_search_candidates = fr.candidates;
+	if (rc)
+		return -1;
+	in->st.kallsyms_from = "search";
+	in->vi.ks_names = a.names;
+	in->vi.ks_num_syms = a.num_syms;
+	in->vi.ks_token_table = a.token_table;
+	in->vi.ks_token_index = a.token_index;
+	in->vi.ks_offsets = a.offsets;
+	in->vi.ks_relative_base = a.relative_base;
+	in->vi.ks_addresses = 0;
+	return 0;
+}
+
 static uint64_t retry_ms(const struct introspect *in)
 {
 	uint64_t ms = in->cfg.retry_ms;
@@ -524,11 +552,11 @@ static void search(struct introspect *in, uint64_t now, uint64_t t0)
 	}
 	in->state = ST_READY;
 	in->st.state = "ready";
-	if (!(in->vi.have & VMCI_KALLSYMS)) {
-		snprintf(in->st.last_error, sizeof(in->st.last_error),
-			 "VMCOREINFO lists no kallsyms tables (Linux before 6.0?)");
+	if (!(in->vi.have & VMCI_KALLSYMS) && kallsyms_search(in)) {
+		in->st.refused++;
 		return;
 	}
+	in->st.kallsyms_from = in->st.kallsyms_from ? in->st.kallsyms_from : "vmcoreinfo";
 	ksyms_send(in, t0);
 	btf_load(in);
 	/* the first walk now: the samples waiting in the rings are filed
@@ -561,6 +589,7 @@ static bool rebooted(struct introspect *in)
 	in->state = ST_SEARCHING;
 	in->st.state = "searching";
 	in->st.reboots++;
+	in->st.kallsyms_from = NULL;
 	in->st.vmcoreinfo_gpa = in->st.pgd_gpa = 0;
 	in->st.procs_live = 0;
 	in->cursor = 0;

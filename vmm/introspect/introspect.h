@@ -74,6 +74,12 @@ struct introspect_stats {
 	uint64_t ksyms_unsorted;	/* addresses that went backwards */
 	uint64_t ksyms_bytes_read;
 	uint64_t kallsyms_ms;		/* finding and decoding the table */
+	/* where the tables' addresses came from: "vmcoreinfo", "search"
+	 * (the image searched by shape, before 6.0: kallsyms_find()), or
+	 * NULL: not known */
+	const char *kallsyms_from;
+	uint64_t kallsyms_search_bytes;	/* of the image searched */
+	uint64_t kallsyms_search_candidates;	/* digit runs checked */
 	uint64_t refused;		/* VMCOREINFO pages or tables refused */
 	/* processes (from the guest's BTF and init_task's list) */
 	uint64_t btf_bytes;		/* 0: no offsets, no processes */

@@ -221,6 +221,52 @@ static void walk_all(struct walk *w, const struct kallsyms_addrs *a, uint64_t ba
 	}
 }
 
+struct stext_find {
+	uint64_t off;
+	bool found;
+};
+
+static int stext_one(void *arg, uint64_t addr, char type, const char *name, size_t len)
+{
+	struct stext_find *s = arg;
+
+	(void)type;
+	if (len != 6 || memcmp(name, "_stext", 6))
+		return 0;
+	s->off = addr;
+	s->found = true;
+	return 1;
+}
+
+static void walk_start(struct walk *w, const struct unwind_mem *mem,
+		       const struct kallsyms_addrs *a, struct kallsyms_result *res)
+{
+	w->names = (struct reader){ .m = mem, .va = a->names, .total = &res->bytes_read };
+	w->addrs = (struct reader){ .m = mem, .va = a->addresses ? a->addresses : a->offsets,
+				    .total = &res->bytes_read };
+}
+
+/* Without kallsyms_relative_base the offsets count from _text: a first
+ * walk finds _stext's offset, and _text is VMCOREINFO's _stext less it. */
+static int text_base(struct walk *w, const struct unwind_mem *mem,
+		     const struct kallsyms_addrs *a, struct kallsyms_result *res,
+		     uint64_t *base, char *err, size_t errlen)
+{
+	struct stext_find s = { 0 };
+	struct kallsyms_result r = *res;
+
+	walk_start(w, mem, a, &r);
+	walk_all(w, a, 0, stext_one, &s, &r);
+	res->bytes_read = r.bytes_read;
+	if (!s.found || w->abs_percpu || s.off > a->stext) {
+		util_seterr(err, errlen, "kallsyms has no relative_base and no usable _stext: "
+			    "give --system-map");
+		return -EINVAL;
+	}
+	*base = a->stext - s.off;
+	return 0;
+}
+
 int kallsyms_decode(const struct unwind_mem *mem, const struct kallsyms_addrs *a,
 		    kallsyms_fn fn, void *arg, struct kallsyms_result *res,
 		    char *err, size_t errlen)
@@ -232,12 +278,13 @@ int kallsyms_decode(const struct unwind_mem *mem, const struct kallsyms_addrs *a
 
 	memset(res, 0, sizeof(*res));
 	if (!a->names || !a->num_syms || !a->token_table || !a->token_index ||
-	    !(a->addresses || (a->offsets && a->relative_base))) {
+	    !(a->addresses || (a->offsets && (a->relative_base || a->stext)))) {
 		util_seterr(err, errlen, "the kallsyms tables are not all known");
 		return -EINVAL;
 	}
 	if (mem->read(mem->arg, a->num_syms, &n, sizeof(n)) ||
-	    (!a->addresses && mem->read(mem->arg, a->relative_base, &base, sizeof(base)))) {
+	    (!a->addresses && a->relative_base &&
+	     mem->read(mem->arg, a->relative_base, &base, sizeof(base)))) {
 		util_seterr(err, errlen, "cannot read kallsyms_num_syms or _relative_base");
 		return -EFAULT;
 	}
@@ -266,10 +313,11 @@ int kallsyms_decode(const struct unwind_mem *mem, const struct kallsyms_addrs *a
 		}
 		w->abs_percpu = !rc && (int32_t)le32toh((uint32_t)last) < 0;
 	}
+	if (!rc && !a->addresses && !a->relative_base)
+		rc = text_base(w, mem, a, res, &base, err, errlen);
+	res->relative_base = base;
 	if (!rc) {
-		w->names = (struct reader){ .m = mem, .va = a->names, .total = &res->bytes_read };
-		w->addrs = (struct reader){ .m = mem, .va = a->addresses ? a->addresses : a->offsets,
-					    .total = &res->bytes_read };
+		walk_start(w, mem, a, res);
 		walk_all(w, a, base, fn, arg, res);
 	}
 	free(w);

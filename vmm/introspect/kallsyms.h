@@ -36,6 +36,10 @@ struct kallsyms_addrs {
 	uint64_t names, num_syms, token_table, token_index;
 	uint64_t offsets, relative_base;	/* or: */
 	uint64_t addresses;
+	/* _stext's run-time address (VMCOREINFO's SYMBOL(_stext)): with
+	 * offsets and no relative_base (kernels after 6.15 dropped it) the
+	 * offsets count from _text, found as this less _stext's offset */
+	uint64_t stext;
 };
 
 struct kallsyms_result {
@@ -61,5 +65,28 @@ typedef int (*kallsyms_fn)(void *arg, uint64_t addr, char type, const char *name
 int kallsyms_decode(const struct unwind_mem *mem, const struct kallsyms_addrs *a,
 		    kallsyms_fn fn, void *arg, struct kallsyms_result *res,
 		    char *err, size_t errlen);
+
+/* At most this much of the kernel image is searched for the tables. */
+#define KALLSYMS_FIND_MAX	((uint64_t)256 << 20)
+/* and at most this many runs of digits are checked */
+#define KALLSYMS_FIND_CANDIDATES	256u
+
+struct kallsyms_find_result {
+	uint64_t scanned;		/* bytes of the image searched */
+	uint64_t bytes_read;		/* by the checks of each candidate */
+	uint32_t candidates;		/* digit runs that were checked */
+};
+
+/*
+ * Finds the tables by their shape in the kernel image from start (its
+ * _text or _stext), reading at most max bytes (KALLSYMS_FIND_MAX), for a
+ * kernel whose VMCOREINFO does not list them (kallsyms-find.c says how).
+ * Returns 0 with a filled (relative_base 0 when none was found after
+ * 6.4's offsets: they then count from _text), -ENOENT (err says what to
+ * do), or -ENOMEM.
+ */
+int kallsyms_find(const struct unwind_mem *mem, uint64_t start, uint64_t max,
+		  struct kallsyms_addrs *a, struct kallsyms_find_result *res,
+		  char *err, size_t errlen);
 
 #endif /* OPVM_KALLSYMS_H */

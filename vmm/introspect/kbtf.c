@@ -153,18 +153,30 @@ static int vma_offsets(const struct btf *b, struct kbtf_vma_offsets *o, char *er
 					     W(mount_mountpoint, "mnt_mountpoint", 8),
 					     W(mount_mnt, "mnt", 8) };
 	static const struct want vfsmount[] = { W(vfsmount_root, "mnt_root", 8) };
+	static const struct want mm_list[] = { W(mm_mmap, "mmap", 8),
+					       W(mm_map_count, "map_count", 4),
+					       W(mm_exec_vm, "exec_vm", 8) };
+	static const struct want vma_list[] = { W(vma_next, "vm_next", 8) };
 	uint32_t sz;
 	int rc;
 
-	if (member_off(b, (uint32_t)btf__find_by_name_kind(b, "mm_struct", BTF_KIND_STRUCT),
-		       "mm_mt", 0) < 0) {
-		util_seterr(err, errlen, "struct mm_struct has no mm_mt (a kernel before 6.1): "
-			    "mappings are not read");
-		return -ENOENT;
+	o->list = member_off(b, (uint32_t)btf__find_by_name_kind(b, "mm_struct", BTF_KIND_STRUCT),
+			     "mm_mt", 0) < 0;
+	if (o->list) {	/* before 6.1: the list of vm_next */
+		rc = vma_struct(b, "mm_struct", NULL, mm_list, 3, o, err, errlen);
+		if (!rc)
+			rc = vma_struct(b, "vm_area_struct", &o->vma_size, vma_list, 1, o, err,
+					errlen);
+		if (rc) {
+			util_seterr(err, errlen, "struct mm_struct has neither mm_mt nor mmap "
+				    "and vm_next: mappings are not read");
+			return -ENOENT;
+		}
+	} else {
+		rc = vma_struct(b, "mm_struct", NULL, mm, 3, o, err, errlen);
+		if (!rc)
+			rc = vma_struct(b, "maple_tree", NULL, mt, 1, o, err, errlen);
 	}
-	rc = vma_struct(b, "mm_struct", NULL, mm, 3, o, err, errlen);
-	if (!rc)
-		rc = vma_struct(b, "maple_tree", NULL, mt, 1, o, err, errlen);
 	if (!rc)
 		rc = vma_struct(b, "vm_area_struct", &o->vma_size, vma, 5, o, err, errlen);
 	if (!rc)

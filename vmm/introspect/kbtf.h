@@ -36,12 +36,17 @@ int kbtf_offsets(const void *data, size_t len, struct kbtf_offsets *out,
 
 /*
  * What reading a process's executable mappings needs (vmm/introspect/
- * kvmas.h): the maple tree of its VMAs (Linux 6.1 and later), each VMA's
+ * kvmas.h): the maple tree of its VMAs (Linux 6.1 and later) or their
+ * list (mm->mmap, vm_next: before 6.1), each VMA's
  * range, flags, offset and file, and the file's name by its dentry chain
  * and mounts.  Mount offsets are optional (struct mount is internal to
  * fs/): has_mount says whether they were found.
  */
 struct kbtf_vma_offsets {
+	/* before 6.1 (no mm_mt): the list mm->mmap of vm_next, ascending */
+	int list;
+	uint32_t mm_mmap;		/* struct vm_area_struct *mmap */
+	uint32_t vma_next;		/* vm_area_struct.vm_next */
 	uint32_t mm_mt;			/* struct maple_tree mm_mt */
 	uint32_t mt_root;		/* maple_tree.ma_root */
 	uint32_t mm_map_count;		/* int map_count */
@@ -59,8 +64,8 @@ struct kbtf_vma_offsets {
 	uint32_t vfsmount_root;		/* struct dentry *mnt_root */
 };
 
-/* Finds them in BTF bytes data[0..len).  Returns 0, -ENOENT (no mm_mt:
- * a kernel before 6.1, whose VMA list is not read) or as kbtf_offsets(). */
+/* Finds them in BTF bytes data[0..len).  Returns 0, -ENOENT (neither
+ * mm_mt nor mmap and vm_next) or as kbtf_offsets(). */
 int kbtf_vma_offsets(const void *data, size_t len, struct kbtf_vma_offsets *out,
 		     char *err, size_t errlen);
 

@@ -11,6 +11,11 @@
  * for i = 0, its max for the last slot); a zero pivot after the first ends
  * the node.  In a leaf of mm->mm_mt a slot is a vm_area_struct covering
  * exactly [vm_start, vm_end - 1].
+ *
+ * Before 6.1: mm->mmap, the VMAs linked by vm_next in ascending order, not
+ * overlapping.  A VMA that does not start at or after the last one's end
+ * ends the walk as a bad node would (a cycle cannot go on ascending), and
+ * the caps on VMAs hold as for the tree.
  */
 #include <endian.h>
 #include <errno.h>
@@ -108,7 +113,8 @@ static int kread64(const struct kvmas *v, uint64_t va, uint64_t *out)
 
 struct kvmas *kvmas_new(const struct kbtf_vma_offsets *o)
 {
-	const uint32_t f[] = { o->vma_start, o->vma_end, o->vma_flags, o->vma_pgoff, o->vma_file };
+	const uint32_t f[] = { o->vma_start, o->vma_end, o->vma_flags, o->vma_pgoff, o->vma_file,
+			       o->list ? o->vma_next : o->vma_file };
 	struct kvmas *v = calloc(1, sizeof(*v));
 
 	if (!v)
@@ -129,6 +135,7 @@ struct kvmas *kvmas_new(const struct kbtf_vma_offsets *o)
 		return NULL;
 	}
 	v->next_cookie = KVMAS_COOKIE_BASE;
+	v->st.walk = o->list ? "vma_list" : "maple_tree";
 	return v;
 }
 
@@ -319,12 +326,14 @@ static uint64_t file_cookie(struct kvmas *v, uint64_t cr3, uint64_t mnt, uint64_
 /* ---- the maple tree --------------------------------------------------------- */
 
 /* The VMA in a leaf slot covering [first, last]: kept if it maps a file
- * executable. */
-static void vma_entry(struct walk *w, uint64_t vma, uint64_t first, uint64_t last)
+ * executable.  pre: its bytes [vlo, vhi) when the caller read them. */
+static void vma_entry(struct walk *w, uint64_t vma, uint64_t first, uint64_t last,
+		      const uint8_t *pre)
 {
 	struct kvmas *v = w->v;
 	const struct kbtf_vma_offsets *o = &v->o;
-	uint8_t b[VMA_SPAN_MAX], fp[16];
+	uint8_t buf[VMA_SPAN_MAX], fp[16];
+	const uint8_t *b = pre ? pre : buf;
 	uint64_t start, end, flags, file, mnt, d, inode;
 
 	if (++w->vmas > KVMAS_VMAS_MAX || !v->budget) {
@@ -334,7 +343,7 @@ static void vma_entry(struct walk *w, uint64_t vma, uint64_t first, uint64_t las
 	}
 	v->budget--;
 	v->st.vmas++;
-	if (!kptr(vma) || kread(v, vma + v->vlo, b, v->vhi - v->vlo)) {
+	if (!pre && (!kptr(vma) || kread(v, vma + v->vlo, buf, v->vhi - v->vlo))) {
 		v->st.vma_bad++;
 		return;
 	}
@@ -409,12 +418,46 @@ static void mt_node(struct walk *w, uint64_t enode, uint64_t min, uint64_t max, 
 			return;
 		}
 		if (slot && type == MT_LEAF_64)
-			vma_entry(w, slot, first, last);
+			vma_entry(w, slot, first, last, NULL);
 		else if (slot)
 			mt_node(w, slot, first, last, depth + 1);
 		if (last == max)
 			break;
 		first = last + 1;
+	}
+}
+
+/* ---- the list of vm_next (before 6.1) ------------------------------------------ */
+
+static void list_walk(struct walk *w, uint64_t vma)
+{
+	struct kvmas *v = w->v;
+	uint8_t b[VMA_SPAN_MAX];
+	uint64_t end = 0;
+
+	while (vma && !w->stop) {
+		uint64_t start, next;
+
+		if (!kptr(vma) || kread(v, vma + v->vlo, b, v->vhi - v->vlo)) {
+			v->st.tree_bad++;
+			w->stop = true;
+			return;
+		}
+		start = util_le64(b + v->o.vma_start - v->vlo);
+		next = util_le64(b + v->o.vma_next - v->vlo);
+		if (start < end) {	/* out of order, overlapping, or a cycle */
+			v->st.tree_bad++;
+			w->stop = true;
+			return;
+		}
+		end = util_le64(b + v->o.vma_end - v->vlo);
+		if (end <= start) {
+			v->st.vma_bad++;
+			w->stop = true;
+			return;
+		}
+		vma_entry(w, vma, start, end - 1, b);
+		vma = next;
 	}
 }
 
@@ -471,7 +514,7 @@ static int mm_key(const struct kvmas *v, uint64_t mm, uint64_t key[3])
 
 	if (kread(v, mm + v->o.mm_map_count, c, 4) ||
 	    kread64(v, mm + v->o.mm_exec_vm, &key[1]) ||
-	    kread64(v, mm + v->o.mm_mt + v->o.mt_root, &key[2]))
+	    kread64(v, mm + (v->o.list ? v->o.mm_mmap : v->o.mm_mt + v->o.mt_root), &key[2]))
 		return -EFAULT;
 	key[0] = util_le32(c);
 	return 0;
@@ -497,8 +540,10 @@ static int proc_update(struct kvmas *v, struct kvproc *p, const struct ktask *t)
 		return 0;
 	}
 	root = key[2];
+	if (v->o.list)
+		list_walk(&w, root);
 	/* an empty tree, or a node (internal entry, bit 1) */
-	if (root && ((root & 3) != 2 || root <= 4096))
+	else if (root && ((root & 3) != 2 || root <= 4096))
 		v->st.tree_bad++;
 	else if (root)
 		mt_node(&w, root, 0, UINT64_MAX, 0);

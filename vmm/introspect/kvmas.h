@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Each process's executable file mappings, read from guest memory: the
- * VMAs of its mm (the maple tree mm->mm_mt, Linux 6.1 and later), each
+ * VMAs of its mm (the maple tree mm->mm_mt, Linux 6.1 and later, or the
+ * list mm->mmap of vm_next before), each
  * mapped file's path (its dentry chain, across mounts) and build-id (the
  * ELF header, program headers and PT_NOTE of the file as the process maps
  * it, through that process's page tables).  They go out as the records
@@ -53,6 +54,7 @@ struct kvmas_mem {
 typedef void (*kvmas_emit_fn)(void *arg, void *rec, unsigned type, size_t len);
 
 struct kvmas_stats {
+	const char *walk;		/* "maple_tree" (6.1 on) or "vma_list" */
 	uint64_t refreshes;
 	uint64_t procs_read;		/* mm trees walked */
 	uint64_t procs_unchanged;	/* not read: same mm, counts and root */
@@ -62,7 +64,8 @@ struct kvmas_stats {
 					 * refresh, all processes */
 	uint64_t maps_sent, munmaps_sent, cookies_sent;
 	uint64_t tree_bad;		/* walks stopped at a bad node: type,
-					 * pointer, pivots out of order */
+					 * pointer, pivots out of order; or
+					 * at a list's VMA out of order */
 	uint64_t tree_cut;		/* walks stopped at a cap: depth, nodes,
 					 * VMAs */
 	uint64_t vma_bad;		/* VMAs not read, or not where the tree

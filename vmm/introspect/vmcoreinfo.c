@@ -138,7 +138,7 @@ int vmcoreinfo_parse(const char *text, size_t len, struct vmcoreinfo *out)
 		p = nl + 1;
 	}
 	if (out->ks_names && out->ks_num_syms && out->ks_token_table && out->ks_token_index &&
-	    ((out->ks_offsets && out->ks_relative_base) || out->ks_addresses))
+	    ((out->ks_offsets && (out->ks_relative_base || out->stext)) || out->ks_addresses))
 		out->have |= VMCI_KALLSYMS;
 	return out->have ? 0 : -ENOENT;
 }
