@@ -101,6 +101,7 @@ struct held {
 	struct opvm_sample s;	/* its stack window dropped */
 	uint64_t t;
 	uint64_t walks;		/* introspection's walks when it was held */
+	bool leaf_only;		/* -g, no chain walked: its leaf is filed */
 	uint64_t *chain;	/* s.chain: the frame-pointer chain kept, or NULL */
 };
 
@@ -814,30 +815,29 @@ static int __attribute__((noinline)) file_user_miss(struct attribution *s,
 
 /*
  * A kernel sample that carries its stack pointer instead of a task (boot,
- * before the kernel was found): filed under the task whose stack holds it
- * as if the task had been read in the stop; held while introspection is
- * still looking for the kernel; else filed with no task, as before.
+ * before the kernel was found, lib/sample.h): made a sample of the task
+ * whose stack holds it, as if the task had been read in the stop, or of
+ * no task when none does; left as it is (attribute() holds it) while
+ * introspection is still looking for the kernel.  Before attribute(), so
+ * that its chain is filed under the same task.
  */
-static int file_kernel_sp(struct attribution *s, const struct opvm_sample *x, bool force)
+static void ksp_resolve(struct attribution *s, struct opvm_sample *x, bool force)
 {
-	struct opvm_sample y = *x;
 	const struct gstate_process *p;
 	uint32_t tgid;
 	bool kth;
 
-	y.flags &= (uint8_t)~OPVM_SAMPLE_KSP;
-	y.slot_cr3 = 0;
-	if (!s->task_by_sp)
-		return file_kernel(s, &y, force);
-	if (!s->task_by_sp(s->task_arg, x->slot_cr3, &tgid, &kth)) {
+	if (s->task_by_sp && !s->task_by_sp(s->task_arg, x->slot_cr3, &tgid, &kth)) {
 		p = kth ? NULL : gstate_proc_by_tgid(s->gs, tgid);
-		y.flags |= OPVM_SAMPLE_SLOT | (kth ? OPVM_SAMPLE_KTHREAD : 0);
-		y.slot_tid = y.slot_tgid = tgid;
-		y.slot_cr3 = p ? p->cr3 : 0;
-	} else if (!force && s->hold_ms && gstate_procs_expected(s->gs)) {
-		return HOLD;
+		x->flags |= OPVM_SAMPLE_SLOT | (kth ? OPVM_SAMPLE_KTHREAD : 0);
+		x->slot_tid = x->slot_tgid = tgid;
+		x->slot_cr3 = p ? p->cr3 : 0;
+	} else if (s->task_by_sp && !force && s->hold_ms && gstate_procs_expected(s->gs)) {
+		return;
+	} else {
+		x->slot_cr3 = 0;
 	}
-	return file_kernel(s, &y, force);
+	x->flags &= (uint8_t)~OPVM_SAMPLE_KSP;
 }
 
 /* The hot path, as file_kernel()'s. */
@@ -857,16 +857,17 @@ static inline int file_user(struct attribution *s, const struct opvm_sample *x, 
 static inline int attribute(struct attribution *s, const struct opvm_sample *x, bool force)
 {
 	if (x->cpl != 3)
-		return __builtin_expect(x->flags & OPVM_SAMPLE_KSP, 0) ?
-		       file_kernel_sp(s, x, force) : file_kernel(s, x, force);
+		return __builtin_expect(x->flags & OPVM_SAMPLE_KSP, 0) ? HOLD :
+		       file_kernel(s, x, force);
 	return file_user(s, x, force);
 }
 
 /* A held sample just filed: its kept chain into the stack table. */
 static void held_chain_file(struct attribution *s, struct held *h, uint64_t now)
 {
-	if (!h->chain)
+	if (!h->chain && !h->leaf_only)
 		return;
+	h->leaf_only = false;
 	attribution_file_chain(s, &h->s, now);
 	free(h->chain);
 	h->chain = NULL;
@@ -879,6 +880,8 @@ static void held_evict_one(struct attribution *s, uint64_t now)
 {
 	struct held *h = &s->held[s->hold_head];
 
+	if (h->s.flags & OPVM_SAMPLE_KSP)
+		ksp_resolve(s, &h->s, true);
 	attribute(s, &h->s, true);
 	held_chain_file(s, h, now);
 	s->hold_head = (s->hold_head + 1) % s->hold_cap;
@@ -907,6 +910,8 @@ static bool hold(struct attribution *s, const struct opvm_sample *x, uint64_t no
 	if (s->chains && x->nr_chain && !(x->flags & OPVM_SAMPLE_STACK) &&
 	    (h->chain = malloc((size_t)x->nr_chain * sizeof(*h->chain))))
 		memcpy(h->chain, x->chain, (size_t)x->nr_chain * sizeof(*h->chain));
+	/* a chain of its leaf alone (none walked: boot) is filed as such */
+	h->leaf_only = s->chains && !x->nr_chain && !(x->flags & OPVM_SAMPLE_STACK);
 	h->s.chain = h->chain;
 	h->s.nr_chain = h->chain ? x->nr_chain : 0;
 	h->s.flags &= (uint8_t)~OPVM_SAMPLE_STACK;
@@ -915,7 +920,7 @@ static bool hold(struct attribution *s, const struct opvm_sample *x, uint64_t no
 	h->t = now;
 	h->walks = gstate_walks(s->gs);
 	s->hold_nr++;
-	return h->chain != NULL;
+	return h->chain != NULL || h->leaf_only;
 }
 
 /* How many hold times a sample may wait for introspection's next walk. */
@@ -970,8 +975,11 @@ static void held_retry(struct attribution *s, uint64_t now, bool all, bool full)
 	base = s->hold_head + n <= s->hold_cap ? 0 : s->hold_head;
 	for (i = 0; i < n; i++) {
 		struct held *h = &s->held[(s->hold_head + i) % s->hold_cap];
+		bool force = all || expired(s, h, now);
 
-		if (attribute(s, &h->s, all || expired(s, h, now)) == HOLD) {
+		if (h->s.flags & OPVM_SAMPLE_KSP)
+			ksp_resolve(s, &h->s, force);
+		if (attribute(s, &h->s, force) == HOLD) {
 			struct held *to = &s->held[(base + kept) % s->hold_cap];
 
 			if (to != h)
@@ -1026,6 +1034,11 @@ static inline void take(struct attribution *s, const struct opvm_sample *x, uint
 		y.cr3 = y.slot_cr3 = 0;
 		y.slot_tid = y.slot_tgid = 0;
 		y.flags &= (uint8_t)~(OPVM_SAMPLE_SLOT | OPVM_SAMPLE_KTHREAD);
+		x = &y;
+	}
+	if (__builtin_expect(x->flags & OPVM_SAMPLE_KSP, 0) && x->cpl != 3) {
+		y = *x;
+		ksp_resolve(s, &y, false);
 		x = &y;
 	}
 	s->stats.received++;
