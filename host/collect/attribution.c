@@ -832,7 +832,10 @@ static void ksp_resolve(struct attribution *s, struct opvm_sample *x, bool force
 		x->flags |= OPVM_SAMPLE_SLOT | (kth ? OPVM_SAMPLE_KTHREAD : 0);
 		x->slot_tid = x->slot_tgid = tgid;
 		x->slot_cr3 = p ? p->cr3 : 0;
-	} else if (s->task_by_sp && !force && s->hold_ms && gstate_procs_expected(s->gs)) {
+	} else if (s->task_by_sp && !force && s->hold_ms &&
+		   (gstate_procs_expected(s->gs) || gstate_walks(s->gs))) {
+		/* the kernel not found yet, or the task younger than the
+		 * last walk (a short-lived modprobe): the next walk names it */
 		return;
 	} else {
 		x->slot_cr3 = 0;

@@ -449,6 +449,8 @@ int cguest_set_introspect(struct cguest *g, struct guestmem *mem, enum introspec
 		return err;
 	}
 	decoder_set_record_fn(g->idec, on_record, g);
+	/* from the first sample on: the first search is a sync away */
+	gstate_set_procs_expected(g->gs, true);
 	return 0;
 }
 
