@@ -1149,7 +1149,9 @@ void report_sort(struct report *r, enum report_sort how)
 	case REPORT_SORT_SAMPLES:
 		break;
 	}
-	if (r->nr_rows && !rows_sorted(r, cmp))
+	/* qsort() only when out of memory for the sort by ranks: the same
+	 * order, at a few times the cost. */
+	if (r->nr_rows && !rows_sorted(r, cmp) && report_rows_sort(r->rows, r->nr_rows, how))
 		qsort(r->rows, r->nr_rows, sizeof(*r->rows), cmp);
 	/* The row hash holds indices: it is stale after sorting, and rows are
 	 * not added after load. */
