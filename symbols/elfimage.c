@@ -841,23 +841,55 @@ long elfimage_lookup_offset(const struct elfimage *img, uint64_t off, uint64_t *
 	return elfimage_lookup(img, *addr);
 }
 
+/*
+ * The report's inner loop: millions of offsets into one image.  The hot
+ * segment and the bucket index are read into locals once a batch: idx
+ * (long) may alias the image's fields (uint64_t), so the compiler would
+ * reload each of them after every store.  Same answers as
+ * elfimage_lookup_offset() (tests/unit/test-elfimage.c compares them).
+ */
 void elfimage_lookup_offsets(const struct elfimage *img, const uint64_t *offs, long *idx,
 			     size_t n)
 {
 	const struct elfseg *h = img->hot_seg >= 0 ? &img->segs[img->hot_seg] : NULL;
-	uint64_t a;
+	const struct elfsym *syms = img->syms;
+	const uint32_t *bucket = img->bucket;
+	uint64_t seg_off, seg_len, seg_vaddr, lo, hi, a;
+	size_t nb = img->nr_buckets, ns = img->nr_syms;
+	unsigned shift = img->bucket_shift;
 
+	if (!bucket || img->type == ET_REL || !h) {
+		for (size_t k = 0; k < n; k++) {
+			idx[k] = elfimage_lookup_offset(img, offs[k], &a);
+			if (idx[k] < -1)
+				idx[k] = -1;
+		}
+		return;
+	}
+	seg_off = h->off;
+	seg_len = h->filesz;
+	seg_vaddr = h->vaddr;
+	lo = img->bucket_lo;
+	hi = img->bucket_hi;
 	for (size_t k = 0; k < n; k++) {
-		/* The hot segment and the bucket index inline: one loop, no
-		 * call, for the millions of offsets of a report. */
-		if (img->bucket && img->type != ET_REL && h && offs[k] >= h->off &&
-		    offs[k] - h->off < h->filesz) {
-			idx[k] = bucket_lookup(img, h->vaddr + (offs[k] - h->off));
+		uint64_t o = offs[k];
+		size_t b, i;
+		long r = -1;
+
+		if (o < seg_off || o - seg_off >= seg_len) {
+			r = elfimage_lookup_offset(img, o, &a);
+			idx[k] = r < -1 ? -1 : r;
 			continue;
 		}
-		idx[k] = elfimage_lookup_offset(img, offs[k], &a);
-		if (idx[k] < -1)
-			idx[k] = -1;
+		a = seg_vaddr + (o - seg_off);
+		if (a >= lo && a < hi && (b = (size_t)((a - lo) >> shift)) < nb) {
+			i = bucket[b];
+			while (i + 1 < ns && syms[i + 1].addr <= a)
+				i++;
+			if (syms[i].addr <= a && a - syms[i].addr < syms[i].size)
+				r = (long)i;
+		}
+		idx[k] = r;
 	}
 }
 
