@@ -42,10 +42,12 @@ static const char *esc_row(char *buf, const char *s)
 	while (s && i < ESC_MAX - 1) {
 		unsigned char c = (unsigned char)s[i];
 
-		if (!c)
-			return s;
-		if (c < 0x20 || c >= 0x7f || c == '\\')
+		/* one test for NUL and every other byte outside 0x20..0x7e */
+		if ((unsigned char)(c - 0x20) >= 0x5f || c == '\\') {
+			if (!c)
+				return s;
 			break;
+		}
 		i++;
 	}
 	return util_text_escape(buf, ESC_MAX, s);
