@@ -44,6 +44,14 @@ struct report_priv {
 				 * zero between files */
 	size_t *touched;	/* scratch indices in use for this file */
 	size_t scratch_cap;
+	/* The rows of the last image's files (row_cache_for()): a session
+	 * holds a file per thread of each image, one after the other, whose
+	 * rows are the same when threads are merged. */
+	struct simage *cache_img;
+	struct report_row cache_key;
+	size_t *cache_row;	/* [symbol + 1]: row index + 1, 0 unknown */
+	size_t *cache_set;	/* cache_row indices that are set */
+	size_t nr_cache_set, cache_cap;
 };
 
 /* ---- options ---------------------------------------------------------------- */
@@ -529,17 +537,69 @@ static int scratch_reserve(struct report_priv *p, size_t nsyms)
 	return 0;
 }
 
+/* The row cache for img's files under key (its symbol aside), emptied
+ * when either changed; NULL when out of memory for it (rows are then found
+ * by hash alone). */
+static size_t *row_cache_for(struct report_priv *p, struct simage *img,
+			     const struct report_row *key, size_t nsyms)
+{
+	struct report_row k = *key;
+
+	k.symbol = p->cache_key.symbol = NULL;
+	if (img != p->cache_img || !row_eq(&k, &p->cache_key)) {
+		for (size_t i = 0; i < p->nr_cache_set; i++)
+			p->cache_row[p->cache_set[i]] = 0;
+		p->nr_cache_set = 0;
+		p->cache_img = img;
+		p->cache_key = k;
+	}
+	if (nsyms + 1 > p->cache_cap) {
+		size_t *t = realloc(p->cache_row, (nsyms + 1) * sizeof(*t));
+
+		if (!t)
+			return NULL;
+		memset(t + p->cache_cap, 0, (nsyms + 1 - p->cache_cap) * sizeof(*t));
+		p->cache_row = t;
+		t = realloc(p->cache_set, (nsyms + 1) * sizeof(*t));
+		if (!t)
+			return NULL;
+		p->cache_set = t;
+		p->cache_cap = nsyms + 1;
+	}
+	return p->cache_row;
+}
+
+/* The row of symbol index i (0: none) of the file's image. */
+static struct report_row *file_row(struct report *r, struct file_ctx *c, size_t *cache,
+				   size_t i, const struct elfsym *s)
+{
+	struct report_priv *p = r->priv;
+	struct report_row *row, *key = c->key;
+
+	if (cache && cache[i])
+		return &r->rows[cache[i] - 1];
+	key->symbol = s ? strpool_intern(&p->pool, s->name, 1) : NULL;
+	row = (s && !key->symbol) ? NULL : row_get(r, key);
+	if (row && cache) {
+		cache[i] = (size_t)(row - r->rows) + 1;
+		p->cache_set[p->nr_cache_set++] = i;
+	}
+	return row;
+}
+
 /* A file of an image with symbols: its samples counted per symbol, one row
  * each.  -ENOMEM, or 0 (c->bad set for a corrupt file, which adds nothing). */
 static int file_by_symbol(struct report *r, struct file_ctx *c, struct sfile_reader *sr,
 			  size_t nsyms)
 {
 	struct report_priv *p = r->priv;
-	struct report_row *row, *key = c->key;
+	struct report_row *row;
+	size_t *cache;
 	int ret, err_pending = 0;
 
 	if (scratch_reserve(p, nsyms))
 		return -ENOMEM;
+	cache = row_cache_for(p, c->img, c->key, nsyms);
 	c->counts = p->scratch;
 	c->touched = p->touched;
 	ret = sfile_reader_foreach_batch(sr, file_sym_cb, c);
@@ -552,8 +612,7 @@ static int file_by_symbol(struct report *r, struct file_ctx *c, struct sfile_rea
 		if (ret || err_pending)
 			continue;	/* a corrupt file: reset, count nothing */
 		s = i ? simage_sym(c->img, i - 1) : NULL;
-		key->symbol = s ? strpool_intern(&p->pool, s->name, 1) : NULL;
-		row = (s && !key->symbol) ? NULL : row_get(r, key);
+		row = file_row(r, c, cache, i, s);
 		if (!row) {
 			err_pending = -ENOMEM;
 			continue;
@@ -1051,6 +1110,8 @@ void report_free(struct report *r)
 		free(r->priv->entries);
 		free(r->priv->scratch);
 		free(r->priv->touched);
+		free(r->priv->cache_row);
+		free(r->priv->cache_set);
 		free(r->priv);
 	}
 	free(r);
