@@ -735,8 +735,33 @@ static void col_put(struct line *l, struct colslot *c, int hit, const char *s, i
 	line_put(l, t.b, t.n);
 }
 
+/* The symbol column and the newline, remembered by name in cache (if any):
+ * the same function of 300 copies of a library is one name. */
+static void sym_put(struct line *l, struct colslot *cache, const char *name, int width)
+{
+	char b[256], e[ESC_MAX];
+	struct colslot *c = NULL;
+	struct line t;
+	int hit = 0;
+
+	if (cache)
+		c = col_slot(cache, name, 0, 0, 0, &hit);
+	if (hit && c->len >= 0) {
+		line_put(l, c->text, (size_t)c->len);
+		return;
+	}
+	t.n = 0;
+	line_pad(&t, fit(esc_row(e, name), width, b, sizeof(b)), 0, '\n');
+	if (c && t.n <= COL_TEXT) {
+		memcpy(c->text, t.b, t.n);
+		c->len = (int)t.n;
+	}
+	line_put(l, t.b, t.n);
+}
+
 static void print_row(struct line *l, const struct report_row *row, const struct cols *c,
-		      int long_names, struct colslot *images, struct colslot *apps)
+		      int long_names, struct colslot *images, struct colslot *apps,
+		      struct colslot *syms)
 {
 	char b[256], label[512], cnt[OPVM_COUNT_BUF], p[32], e[ESC_MAX];
 	struct colslot *slot = NULL;
@@ -759,8 +784,7 @@ static void print_row(struct line *l, const struct report_row *row, const struct
 	if (!hit)
 		app_label(row, long_names, label, sizeof(label));
 	col_put(l, slot, hit, hit ? NULL : label, c->app);
-	line_pad(l, fit(esc_row(e, row->symbol ? row->symbol : NO_SYMBOLS), c->symbol, b,
-			sizeof(b)), 0, '\n');
+	sym_put(l, syms, row->symbol ? row->symbol : NO_SYMBOLS, c->symbol);
 }
 
 /* Rows gathered into 64 KiB writes: one fwrite() a row was a seventh of
@@ -795,6 +819,7 @@ void report_print_symbols(FILE *f, const struct report *r, const struct report_p
 	int long_names = po ? po->long_names : 0;
 	struct colslot *images = calloc(COL_SLOTS, sizeof(*images));
 	struct colslot *apps = calloc(COL_SLOTS, sizeof(*apps));
+	struct colslot *syms = calloc(COL_SLOTS, sizeof(*syms));
 	struct outbuf *out = malloc(sizeof(*out));
 	struct line l;
 	struct cols c;
@@ -814,7 +839,7 @@ void report_print_symbols(FILE *f, const struct report *r, const struct report_p
 		if (!shown(row, po))
 			continue;
 		l.n = 0;	/* not "= { 0 }": that would clear 4 KiB a row */
-		print_row(&l, row, &c, long_names, images, apps);
+		print_row(&l, row, &c, long_names, images, apps, syms);
 		if (out)
 			out_put(out, l.b, l.n);
 		else
@@ -837,6 +862,7 @@ void report_print_symbols(FILE *f, const struct report *r, const struct report_p
 	free(out);
 	free(images);
 	free(apps);
+	free(syms);
 }
 
 /* ---- JSON ------------------------------------------------------------------------ */
