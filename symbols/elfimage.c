@@ -66,7 +66,8 @@ struct elfimage {
 	size_t nr_syms;
 	char *names;		/* all symbol names, NUL-separated */
 	/* Lookup index: bucket b covers [lo + (b << shift), ...) and holds
-	 * the last symbol starting at or below the bucket's start. */
+	 * the last symbol starting at or below the bucket's start, with
+	 * BUCKET_EXACT when every address of the bucket is that symbol's. */
 	uint32_t *bucket;
 	size_t nr_buckets;
 	uint64_t bucket_lo, bucket_hi;
@@ -482,6 +483,8 @@ static int load_symtab(struct elfimage *img, Elf_Scn *scn, const GElf_Shdr *sh,
 	return 0;
 }
 
+#define BUCKET_EXACT	0x80000000u
+
 /*
  * Reports look up millions of sample offsets in the same few images: a
  * bucket array over the symbols' address span turns the binary search into
@@ -489,13 +492,28 @@ static int load_symtab(struct elfimage *img, Elf_Scn *scn, const GElf_Shdr *sh,
  * image whose span is too sparse for that (or any allocation failure) just
  * keeps the binary search.
  */
+/* BUCKET_EXACT if the bucket [start, start + 2^shift) is all inside symbol
+ * k (the last one starting at or below start) and no other symbol starts
+ * in it: then every lookup there answers k. */
+static uint32_t bucket_exact(const struct elfimage *img, size_t k, uint64_t start,
+			     unsigned shift)
+{
+	const struct elfsym *s = &img->syms[k];
+	uint64_t end;
+
+	if (s->addr > start || __builtin_add_overflow(start, (uint64_t)1 << shift, &end) ||
+	    end - s->addr > s->size || (k + 1 < img->nr_syms && img->syms[k + 1].addr < end))
+		return 0;
+	return BUCKET_EXACT;
+}
+
 static void build_index(struct elfimage *img)
 {
 	uint64_t span, want;
 	unsigned shift = 0;
 	size_t n, k = 0;
 
-	if (img->nr_syms < 16 || img->nr_syms > UINT32_MAX)
+	if (img->nr_syms < 16 || img->nr_syms >= BUCKET_EXACT)
 		return;
 	img->bucket_hi = 0;
 	for (size_t i = 0; i < img->nr_syms; i++) {
@@ -520,7 +538,7 @@ static void build_index(struct elfimage *img)
 
 		while (k + 1 < img->nr_syms && img->syms[k + 1].addr <= start)
 			k++;
-		img->bucket[b] = (uint32_t)k;
+		img->bucket[b] = (uint32_t)k | bucket_exact(img, k, start, shift);
 	}
 	img->nr_buckets = n;
 	img->bucket_shift = shift;
@@ -871,7 +889,7 @@ static inline long bucket_lookup(const struct elfimage *img, uint64_t addr)
 	b = (size_t)((addr - img->bucket_lo) >> img->bucket_shift);
 	if (b >= img->nr_buckets)
 		return -1;
-	i = img->bucket[b];
+	i = img->bucket[b] & ~BUCKET_EXACT;
 	while (i + 1 < img->nr_syms && img->syms[i + 1].addr <= addr)
 		i++;
 	if (img->syms[i].addr > addr || addr - img->syms[i].addr >= img->syms[i].size)
@@ -944,8 +962,10 @@ void elfimage_lookup_offsets(const struct elfimage *img, const uint64_t *offs, l
 		if (o - o_lo < o_len) {
 			a = a_lo + (o - o_lo);
 			b = (size_t)((a - lo) >> shift);
-			if (b < nb) {
-				i = bucket[b];
+			if (b < nb && (bucket[b] & BUCKET_EXACT)) {
+				r = (long)(bucket[b] & ~BUCKET_EXACT);
+			} else if (b < nb) {
+				i = bucket[b] & ~BUCKET_EXACT;
 				while (i + 1 < ns && syms[i + 1].addr <= a)
 					i++;
 				if (syms[i].addr <= a && a - syms[i].addr < syms[i].size)
