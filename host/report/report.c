@@ -3,10 +3,11 @@
  * Report model: reads a session's sample files into merged, resolved rows.
  *
  * Cost model (tests/bench/bench-report.c): one pass over every sample file
- * entry; per entry one binary search in the image's sorted symbols and one
- * array add (per-file scratch counters indexed by symbol), then one hash
- * insert per (file, symbol) with samples.  Strings are interned so that
- * row keys compare by pointer.
+ * entry; per entry one bucket-index lookup in the image's sorted symbols
+ * and one array add (per-file scratch counters indexed by symbol), then one
+ * hash insert per (file, symbol) with samples, skipped for the next file of
+ * the same image and key (row_cache_for()).  Strings are interned so that
+ * row keys compare by pointer; the sort ranks them (report-sort.c).
  */
 #include <errno.h>
 #include <fcntl.h>
