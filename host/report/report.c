@@ -443,6 +443,11 @@ static int file_sym_cb(const uint64_t *offs, const uint64_t *counts, size_t n, v
 {
 	struct file_ctx *c = arg;
 	long idx[SFILE_BATCH];
+	/* Locals, not c's fields: the stores to hist (uint64_t) could alias
+	 * them, and the compiler would reload each one every entry. */
+	uint64_t *hist = c->counts + 1, total = c->total, outside = c->outside;
+	size_t *touched = c->touched, nt = c->nr_touched;
+	int kernel = c->is_kernel;
 
 	simage_lookup_batch(c->img, offs, idx, n);
 	for (size_t k = 0; k < n; k++) {
@@ -451,16 +456,19 @@ static int file_sym_cb(const uint64_t *offs, const uint64_t *counts, size_t n, v
 		/* Only the counters a file touches are visited and reset: an
 		 * image with 100 k symbols costs nothing per file it is not
 		 * sampled in. */
-		if (!c->counts[i + 1])
-			c->touched[c->nr_touched++] = (size_t)(i + 1);
-		c->counts[i + 1] = util_sat_add(c->counts[i + 1], counts[k]);
-		c->total = util_sat_add(c->total, counts[k]);
+		if (!hist[i])
+			touched[nt++] = (size_t)(i + 1);
+		hist[i] = util_sat_add(hist[i], counts[k]);
+		total = util_sat_add(total, counts[k]);
 		/* x86-64 kernels run in the upper half; a "kernel" sample
 		 * below it was firmware or boot code before the kernel's
 		 * own mapping. */
-		if (i < 0 && c->is_kernel && offs[k] < 0xffff800000000000ull)
-			c->outside = util_sat_add(c->outside, counts[k]);
+		if (i < 0 && kernel && offs[k] < 0xffff800000000000ull)
+			outside = util_sat_add(outside, counts[k]);
 	}
+	c->total = total;
+	c->outside = outside;
+	c->nr_touched = nt;
 	return 0;
 }
 
