@@ -928,7 +928,7 @@ void elfimage_lookup_offsets(const struct elfimage *img, const uint64_t *offs, l
 	const struct elfseg *h = img->hot_seg >= 0 ? &img->segs[img->hot_seg] : NULL;
 	const struct elfsym *syms = img->syms;
 	const uint32_t *bucket = img->bucket;
-	uint64_t seg_off, seg_len, seg_vaddr, lo, hi, a, a_lo, a_hi, o_lo, o_len;
+	uint64_t seg_off, seg_len, seg_vaddr, lo, hi, a, a_lo, a_hi, o_lo, o_len, a_off;
 	size_t nb = img->nr_buckets, ns = img->nr_syms;
 	unsigned shift = img->bucket_shift;
 
@@ -954,18 +954,21 @@ void elfimage_lookup_offsets(const struct elfimage *img, const uint64_t *offs, l
 	o_len = a_hi > a_lo ? a_hi - a_lo : 0;
 	if (seg_len > UINT64_MAX - seg_off)
 		o_len = 0;	/* a corrupt segment: every offset the slow way */
+	a_off = a_lo - o_lo;	/* offset -> address, modulo 2^64 */
 	for (size_t k = 0; k < n; k++) {
 		uint64_t o = offs[k];
 		size_t b, i;
+		uint32_t u;
 		long r = -1;
 
 		if (o - o_lo < o_len) {
-			a = a_lo + (o - o_lo);
+			a = o + a_off;
 			b = (size_t)((a - lo) >> shift);
-			if (b < nb && (bucket[b] & BUCKET_EXACT)) {
-				r = (long)(bucket[b] & ~BUCKET_EXACT);
+			u = b < nb ? bucket[b] : 0;
+			if (u & BUCKET_EXACT) {
+				r = (long)(u & ~BUCKET_EXACT);
 			} else if (b < nb) {
-				i = bucket[b] & ~BUCKET_EXACT;
+				i = u;
 				while (i + 1 < ns && syms[i + 1].addr <= a)
 					i++;
 				if (syms[i].addr <= a && a - syms[i].addr < syms[i].size)
