@@ -66,7 +66,8 @@ struct elfimage {
 	size_t nr_syms;
 	char *names;		/* all symbol names, NUL-separated */
 	/* Lookup index: bucket b covers [lo + (b << shift), ...) and holds
-	 * the last symbol starting at or below the bucket's start. */
+	 * the last symbol starting at or below the bucket's start, with
+	 * BUCKET_EXACT when every address of the bucket is that symbol's. */
 	uint32_t *bucket;
 	size_t nr_buckets;
 	uint64_t bucket_lo, bucket_hi;
@@ -332,14 +333,68 @@ static long namebuf_add(struct namebuf *nb, const char *s)
 	return (long)off;
 }
 
-static int rawsym_cmp(const void *a, const void *b)
+/* The byte of a raw symbol a radix pass sorts by: shift < 0 the score,
+ * best first; else that byte of the address. */
+static unsigned rawsym_byte(const struct rawsym *r, int shift)
 {
-	const struct rawsym *x = a, *y = b;
+	if (shift < 0)
+		return 255u - (unsigned)(r->score < 0 ? 0 : r->score > 255 ? 255 : r->score);
+	return (unsigned)(r->addr >> shift) & 0xff;
+}
 
-	if (x->addr != y->addr)
-		return x->addr < y->addr ? -1 : 1;
-	if (x->score != y->score)
-		return x->score > y->score ? -1 : 1;	/* best first */
+/* One stable counting-sort pass of the indices a[0..n) through t. */
+static void rawsym_pass(const struct rawsym *raw, uint32_t *a, uint32_t *t, size_t n, int shift)
+{
+	size_t cnt[256] = { 0 }, sum = 0;
+
+	for (size_t i = 0; i < n; i++)
+		cnt[rawsym_byte(&raw[a[i]], shift)]++;
+	for (size_t b = 0; b < 256; b++) {
+		size_t c = cnt[b];
+
+		cnt[b] = sum;
+		sum += c;
+	}
+	for (size_t i = 0; i < n; i++)
+		t[cnt[rawsym_byte(&raw[a[i]], shift)]++] = a[i];
+	memcpy(a, t, n * sizeof(*a));
+}
+
+/*
+ * raw[0..n) by address, the best-scored alias first, table order among
+ * equals (what a stable sort by address and score gives).  Opening the 300
+ * images of a large report sorted 200 k raw symbols: qsort() was half of
+ * loading an image.  An LSD radix sort of indices instead: the score, then
+ * only the address bytes that differ between symbols (two or three).
+ * 0 or -ENOMEM.
+ */
+static int rawsym_sort(struct rawsym **raw, size_t n)
+{
+	uint32_t *a = malloc(2 * n * sizeof(*a));
+	struct rawsym *out = malloc(n * sizeof(*out));
+	uint64_t diff = 0;
+	int scores = 0;
+
+	if (!a || !out || n > UINT32_MAX) {
+		free(a);
+		free(out);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		a[i] = (uint32_t)i;
+		diff |= (*raw)[i].addr ^ (*raw)[0].addr;
+		scores |= (*raw)[i].score != (*raw)[0].score;
+	}
+	if (scores)
+		rawsym_pass(*raw, a, a + n, n, -1);
+	for (int shift = 0; shift < 64; shift += 8)
+		if ((diff >> shift) & 0xff)
+			rawsym_pass(*raw, a, a + n, n, shift);
+	for (size_t i = 0; i < n; i++)
+		out[i] = (*raw)[a[i]];
+	free(a);
+	free(*raw);
+	*raw = out;
 	return 0;
 }
 
@@ -428,6 +483,8 @@ static int load_symtab(struct elfimage *img, Elf_Scn *scn, const GElf_Shdr *sh,
 	return 0;
 }
 
+#define BUCKET_EXACT	0x80000000u
+
 /*
  * Reports look up millions of sample offsets in the same few images: a
  * bucket array over the symbols' address span turns the binary search into
@@ -435,13 +492,28 @@ static int load_symtab(struct elfimage *img, Elf_Scn *scn, const GElf_Shdr *sh,
  * image whose span is too sparse for that (or any allocation failure) just
  * keeps the binary search.
  */
+/* BUCKET_EXACT if the bucket [start, start + 2^shift) is all inside symbol
+ * k (the last one starting at or below start) and no other symbol starts
+ * in it: then every lookup there answers k. */
+static uint32_t bucket_exact(const struct elfimage *img, size_t k, uint64_t start,
+			     unsigned shift)
+{
+	const struct elfsym *s = &img->syms[k];
+	uint64_t end;
+
+	if (s->addr > start || __builtin_add_overflow(start, (uint64_t)1 << shift, &end) ||
+	    end - s->addr > s->size || (k + 1 < img->nr_syms && img->syms[k + 1].addr < end))
+		return 0;
+	return BUCKET_EXACT;
+}
+
 static void build_index(struct elfimage *img)
 {
 	uint64_t span, want;
 	unsigned shift = 0;
 	size_t n, k = 0;
 
-	if (img->nr_syms < 16 || img->nr_syms > UINT32_MAX)
+	if (img->nr_syms < 16 || img->nr_syms >= BUCKET_EXACT)
 		return;
 	img->bucket_hi = 0;
 	for (size_t i = 0; i < img->nr_syms; i++) {
@@ -466,7 +538,7 @@ static void build_index(struct elfimage *img)
 
 		while (k + 1 < img->nr_syms && img->syms[k + 1].addr <= start)
 			k++;
-		img->bucket[b] = (uint32_t)k;
+		img->bucket[b] = (uint32_t)k | bucket_exact(img, k, start, shift);
 	}
 	img->nr_buckets = n;
 	img->bucket_shift = shift;
@@ -494,7 +566,9 @@ static int load_symbols(struct elfimage *img, const struct secinfo *sect_addr, s
 	}
 	if (nr == 0)
 		goto out;
-	qsort(raw, nr, sizeof(*raw), rawsym_cmp);
+	ret = rawsym_sort(&raw, nr);
+	if (ret)
+		goto out;
 
 	img->syms = calloc(nr, sizeof(*img->syms));
 	if (!img->syms) {
@@ -815,7 +889,7 @@ static inline long bucket_lookup(const struct elfimage *img, uint64_t addr)
 	b = (size_t)((addr - img->bucket_lo) >> img->bucket_shift);
 	if (b >= img->nr_buckets)
 		return -1;
-	i = img->bucket[b];
+	i = img->bucket[b] & ~BUCKET_EXACT;
 	while (i + 1 < img->nr_syms && img->syms[i + 1].addr <= addr)
 		i++;
 	if (img->syms[i].addr > addr || addr - img->syms[i].addr >= img->syms[i].size)
@@ -841,23 +915,70 @@ long elfimage_lookup_offset(const struct elfimage *img, uint64_t off, uint64_t *
 	return elfimage_lookup(img, *addr);
 }
 
+/*
+ * The report's inner loop: millions of offsets into one image.  The hot
+ * segment and the bucket index are read into locals once a batch: idx
+ * (long) may alias the image's fields (uint64_t), so the compiler would
+ * reload each of them after every store.  Same answers as
+ * elfimage_lookup_offset() (tests/unit/test-elfimage.c compares them).
+ */
 void elfimage_lookup_offsets(const struct elfimage *img, const uint64_t *offs, long *idx,
 			     size_t n)
 {
 	const struct elfseg *h = img->hot_seg >= 0 ? &img->segs[img->hot_seg] : NULL;
-	uint64_t a;
+	const struct elfsym *syms = img->syms;
+	const uint32_t *bucket = img->bucket;
+	uint64_t seg_off, seg_len, seg_vaddr, lo, hi, a, a_lo, a_hi, o_lo, o_len, a_off;
+	size_t nb = img->nr_buckets, ns = img->nr_syms;
+	unsigned shift = img->bucket_shift;
 
-	for (size_t k = 0; k < n; k++) {
-		/* The hot segment and the bucket index inline: one loop, no
-		 * call, for the millions of offsets of a report. */
-		if (img->bucket && img->type != ET_REL && h && offs[k] >= h->off &&
-		    offs[k] - h->off < h->filesz) {
-			idx[k] = bucket_lookup(img, h->vaddr + (offs[k] - h->off));
-			continue;
+	if (!bucket || img->type == ET_REL || !h) {
+		for (size_t k = 0; k < n; k++) {
+			idx[k] = elfimage_lookup_offset(img, offs[k], &a);
+			if (idx[k] < -1)
+				idx[k] = -1;
 		}
-		idx[k] = elfimage_lookup_offset(img, offs[k], &a);
-		if (idx[k] < -1)
-			idx[k] = -1;
+		return;
+	}
+	seg_off = h->off;
+	seg_len = h->filesz;
+	seg_vaddr = h->vaddr;
+	lo = img->bucket_lo;
+	hi = img->bucket_hi;
+	/* The offsets whose address is in [lo, hi): one unsigned compare. */
+	a_lo = seg_vaddr > lo ? seg_vaddr : lo;
+	a_hi = seg_len > UINT64_MAX - seg_vaddr ? UINT64_MAX : seg_vaddr + seg_len;
+	if (a_hi > hi)
+		a_hi = hi;
+	o_lo = seg_off + (a_lo - seg_vaddr);
+	o_len = a_hi > a_lo ? a_hi - a_lo : 0;
+	if (seg_len > UINT64_MAX - seg_off)
+		o_len = 0;	/* a corrupt segment: every offset the slow way */
+	a_off = a_lo - o_lo;	/* offset -> address, modulo 2^64 */
+	for (size_t k = 0; k < n; k++) {
+		uint64_t o = offs[k];
+		size_t b, i;
+		uint32_t u;
+		long r = -1;
+
+		if (o - o_lo < o_len) {
+			a = o + a_off;
+			b = (size_t)((a - lo) >> shift);
+			u = b < nb ? bucket[b] : 0;
+			if (u & BUCKET_EXACT) {
+				r = (long)(u & ~BUCKET_EXACT);
+			} else if (b < nb) {
+				i = u;
+				while (i + 1 < ns && syms[i + 1].addr <= a)
+					i++;
+				if (syms[i].addr <= a && a - syms[i].addr < syms[i].size)
+					r = (long)i;
+			}
+		} else if (o < seg_off || o - seg_off >= seg_len) {
+			r = elfimage_lookup_offset(img, o, &a);
+			r = r < -1 ? -1 : r;
+		}
+		idx[k] = r;
 	}
 }
 

@@ -189,17 +189,22 @@ int sfile_reader_foreach_batch(struct sfile_reader *r,
 			       int (*fn)(const uint64_t *offs, const uint64_t *counts,
 					 size_t n, void *arg), void *arg)
 {
-	uint64_t offs[SFILE_BATCH], counts[SFILE_BATCH];
+	uint64_t offs[SFILE_BATCH], counts[SFILE_BATCH], nslots;
+	const struct slot *tab;
 	size_t n = 0;
 	int ret;
 
 	if (!r || !fn)
 		return -EINVAL;
-	for (uint64_t i = 0; i < r->nslots; i++) {
-		if (!r->tab[i].count)
+	/* In locals: the stores to offs and counts (uint64_t) could alias
+	 * r->nslots, which the compiler would then reload every slot. */
+	tab = r->tab;
+	nslots = r->nslots;
+	for (uint64_t i = 0; i < nslots; i++) {
+		if (!tab[i].count)
 			continue;
-		offs[n] = r->tab[i].offset;
-		counts[n++] = r->tab[i].count;
+		offs[n] = tab[i].offset;
+		counts[n++] = tab[i].count;
 		if (n == SFILE_BATCH) {
 			ret = fn(offs, counts, n, arg);
 			if (ret)

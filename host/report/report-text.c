@@ -42,10 +42,12 @@ static const char *esc_row(char *buf, const char *s)
 	while (s && i < ESC_MAX - 1) {
 		unsigned char c = (unsigned char)s[i];
 
-		if (!c)
-			return s;
-		if (c < 0x20 || c >= 0x7f || c == '\\')
+		/* one test for NUL and every other byte outside 0x20..0x7e */
+		if ((unsigned char)(c - 0x20) >= 0x5f || c == '\\') {
+			if (!c)
+				return s;
 			break;
+		}
 		i++;
 	}
 	return util_text_escape(buf, ESC_MAX, s);
@@ -616,23 +618,94 @@ struct cols {
 	int image, app, symbol;
 };
 
+/*
+ * The image and app columns of a row repeat over the rows (a few hundred
+ * images, 100 k rows): a direct-mapped cache keyed by the row's name
+ * pointer (and its ids) remembers what the column printed, or its width.
+ */
+#define COL_SLOTS	256
+#define COL_TEXT	96	/* longer columns are not remembered */
+
+struct colslot {
+	const char *p;		/* NULL: empty */
+	int64_t tgid, tid, cpu;
+	int len;		/* width (layout()) or length of text */
+	char text[COL_TEXT];
+};
+
+static struct colslot *col_slot(struct colslot *cache, const char *p, int64_t tgid,
+				int64_t tid, int64_t cpu, int *hit)
+{
+	uint64_t h = (uint64_t)(uintptr_t)p ^ (uint64_t)tgid * 0x9e3779b97f4a7c15ull ^
+		     (uint64_t)tid * 0xbf58476d1ce4e5b9ull ^ (uint64_t)cpu * 0x94d049bb133111ebull;
+	struct colslot *c;
+
+	h ^= h >> 29;
+	h *= 0xff51afd7ed558ccdull;
+	c = &cache[(h >> 32) % COL_SLOTS];
+	*hit = c->p == p && c->tgid == tgid && c->tid == tid && c->cpu == cpu;
+	if (!*hit) {
+		c->p = p;
+		c->tgid = tgid;
+		c->tid = tid;
+		c->cpu = cpu;
+		c->len = -1;
+	}
+	return c;
+}
+
+/* strlen() of a name as a row shows it, remembered in cache (if any). */
+static int name_width(struct colslot *cache, const char *name)
+{
+	char b[ESC_MAX];
+	struct colslot *c;
+	int hit;
+
+	if (!cache)
+		return (int)strlen(esc_row(b, name));
+	c = col_slot(cache, name, 0, 0, 0, &hit);
+	if (!hit)
+		c->len = (int)strlen(esc_row(b, name));
+	return c->len;
+}
+
+static int label_width(struct colslot *cache, const struct report_row *row, int long_names)
+{
+	char label[512];
+	struct colslot *c;
+	int hit;
+
+	if (!cache) {
+		app_label(row, long_names, label, sizeof(label));
+		return (int)strlen(label);
+	}
+	c = col_slot(cache, row->app, row->tgid, row->tid, row->cpu, &hit);
+	if (!hit) {
+		app_label(row, long_names, label, sizeof(label));
+		c->len = (int)strlen(label);
+	}
+	return c->len;
+}
+
 static void layout(const struct report *r, const struct report_print_opts *po, struct cols *c)
 {
 	int width = po && po->width > 0 ? po->width : 80;
 	int long_names = po ? po->long_names : 0;
 	int mg = 0, mi = 0, ma = 0, used;
+	struct colslot *names = calloc(COL_SLOTS, sizeof(*names));
+	struct colslot *labels = calloc(COL_SLOTS, sizeof(*labels));
 
 	for (size_t i = 0; i < r->nr_rows; i++) {
 		const struct report_row *row = &r->rows[i];
-		char label[512], b[ESC_MAX];
 
 		if (!shown(row, po))
 			continue;
-		app_label(row, long_names, label, sizeof(label));
-		mg = clampi((int)strlen(esc_row(b, row->guest)), mg, 64);
-		mi = clampi((int)strlen(esc_row(b, disp(row->image, long_names))), mi, 200);
-		ma = clampi((int)strlen(label), ma, 200);
+		mg = clampi(name_width(names, row->guest), mg, 64);
+		mi = clampi(name_width(names, disp(row->image, long_names)), mi, 200);
+		ma = clampi(label_width(labels, row, long_names), ma, 200);
 	}
+	free(names);
+	free(labels);
 	c->guest = distinct_guests(r) > 1 ? clampi(mg, 5, 12) : 0;
 	c->image = clampi(mi, 10, 20);
 	c->app = clampi(ma, 8, 16);
@@ -642,29 +715,113 @@ static void layout(const struct report *r, const struct report_print_opts *po, s
 		c->symbol = 12;
 }
 
-static void print_row(FILE *f, const struct report_row *row, const struct cols *c,
-		      int long_names)
+/* Appends what line_pad(l, fit(s...), width, ' ') appends, from the cache
+ * when slot c already holds it. */
+static void col_put(struct line *l, struct colslot *c, int hit, const char *s, int width)
+{
+	char b[256];
+	struct line t;
+
+	if (hit) {
+		line_put(l, c->text, (size_t)c->len);
+		return;
+	}
+	t.n = 0;
+	line_pad(&t, fit(s, width, b, sizeof(b)), width, ' ');
+	if (c && t.n <= COL_TEXT) {
+		memcpy(c->text, t.b, t.n);
+		c->len = (int)t.n;
+	}
+	line_put(l, t.b, t.n);
+}
+
+/* The symbol column and the newline, remembered by name in cache (if any):
+ * the same function of 300 copies of a library is one name. */
+static void sym_put(struct line *l, struct colslot *cache, const char *name, int width)
+{
+	char b[256], e[ESC_MAX];
+	struct colslot *c = NULL;
+	struct line t;
+	int hit = 0;
+
+	if (cache)
+		c = col_slot(cache, name, 0, 0, 0, &hit);
+	if (hit && c->len >= 0) {
+		line_put(l, c->text, (size_t)c->len);
+		return;
+	}
+	t.n = 0;
+	line_pad(&t, fit(esc_row(e, name), width, b, sizeof(b)), 0, '\n');
+	if (c && t.n <= COL_TEXT) {
+		memcpy(c->text, t.b, t.n);
+		c->len = (int)t.n;
+	}
+	line_put(l, t.b, t.n);
+}
+
+static void print_row(struct line *l, const struct report_row *row, const struct cols *c,
+		      int long_names, struct colslot *images, struct colslot *apps,
+		      struct colslot *syms)
 {
 	char b[256], label[512], cnt[OPVM_COUNT_BUF], p[32], e[ESC_MAX];
-	struct line l;
+	struct colslot *slot = NULL;
+	int hit = 0;
 
-	l.n = 0;	/* not "= { 0 }": that would clear 4 KiB a row */
-	app_label(row, long_names, label, sizeof(label));
-	line_pad(&l, stats_fmt_count(row->samples, cnt), 8, ' ');
-	line_pad(&l, fmt_pct4(row->percent, p, sizeof(p)), 8, ' ');
+	line_pad(l, stats_fmt_count(row->samples, cnt), 8, ' ');
+	line_pad(l, fmt_pct4(row->percent, p, sizeof(p)), 8, ' ');
 	if (c->guest)
-		line_pad(&l, fit(esc_row(e, row->guest), c->guest, b, sizeof(b)), c->guest, ' ');
-	line_pad(&l, fit(esc_row(e, disp(row->image, long_names)), c->image, b, sizeof(b)),
-		 c->image, ' ');
-	line_pad(&l, fit(label, c->app, b, sizeof(b)), c->app, ' ');
-	line_pad(&l, fit(esc_row(e, row->symbol ? row->symbol : NO_SYMBOLS), c->symbol, b,
-			 sizeof(b)), 0, '\n');
-	fwrite(l.b, 1, l.n, f);
+		line_pad(l, fit(esc_row(e, row->guest), c->guest, b, sizeof(b)), c->guest, ' ');
+	/* hit: the slot holds the column's text (a long one is not kept) */
+	if (images)
+		slot = col_slot(images, row->image, 0, 0, 0, &hit);
+	hit = hit && slot->len >= 0;
+	col_put(l, slot, hit, hit ? NULL : esc_row(e, disp(row->image, long_names)), c->image);
+	slot = NULL;
+	hit = 0;
+	if (apps)
+		slot = col_slot(apps, row->app, row->tgid, row->tid, row->cpu, &hit);
+	hit = hit && slot->len >= 0;
+	if (!hit)
+		app_label(row, long_names, label, sizeof(label));
+	col_put(l, slot, hit, hit ? NULL : label, c->app);
+	sym_put(l, syms, row->symbol ? row->symbol : NO_SYMBOLS, c->symbol);
+}
+
+/* Rows gathered into 64 KiB writes: one fwrite() a row was a seventh of
+ * printing 100 k rows. */
+struct outbuf {
+	FILE *f;
+	size_t n;
+	char b[65536];
+};
+
+static void out_flush(struct outbuf *o)
+{
+	if (o->n)
+		fwrite(o->b, 1, o->n, o->f);
+	o->n = 0;
+}
+
+static void out_put(struct outbuf *o, const char *s, size_t n)
+{
+	if (n > sizeof(o->b) - o->n)
+		out_flush(o);
+	if (n > sizeof(o->b)) {
+		fwrite(s, 1, n, o->f);
+		return;
+	}
+	memcpy(o->b + o->n, s, n);
+	o->n += n;
 }
 
 void report_print_symbols(FILE *f, const struct report *r, const struct report_print_opts *po)
 {
 	int long_names = po ? po->long_names : 0;
+	struct colslot *images = calloc(COL_SLOTS, sizeof(*images));
+	struct colslot *apps = calloc(COL_SLOTS, sizeof(*apps));
+	struct colslot *syms = calloc(COL_SLOTS, sizeof(*syms));
+	struct outbuf *out = malloc(sizeof(*out));
+	struct line l;
 	struct cols c;
 
 	layout(r, po, &c);
@@ -672,14 +829,25 @@ void report_print_symbols(FILE *f, const struct report *r, const struct report_p
 	if (c.guest)
 		fprintf(f, "%-*s ", c.guest, "guest");
 	fprintf(f, "%-*s %-*s %s\n", c.image, "image name", c.app, "app name", "symbol name");
+	if (out) {
+		out->f = f;
+		out->n = 0;
+	}
 	for (size_t i = 0; i < r->nr_rows; i++) {
 		const struct report_row *row = &r->rows[i];
 
 		if (!shown(row, po))
 			continue;
-		print_row(f, row, &c, long_names);
+		l.n = 0;	/* not "= { 0 }": that would clear 4 KiB a row */
+		print_row(&l, row, &c, long_names, images, apps, syms);
+		if (out)
+			out_put(out, l.b, l.n);
+		else
+			fwrite(l.b, 1, l.n, f);
 		if (!po || !po->details)
 			continue;
+		if (out)
+			out_flush(out);
 		for (size_t j = 0; j < row->nr_addrs; j++) {
 			char cnt[OPVM_COUNT_BUF];
 
@@ -689,6 +857,12 @@ void report_print_symbols(FILE *f, const struct report *r, const struct report_p
 				pct(row->addrs[j].count, row->samples));
 		}
 	}
+	if (out)
+		out_flush(out);
+	free(out);
+	free(images);
+	free(apps);
+	free(syms);
 }
 
 /* ---- JSON ------------------------------------------------------------------------ */

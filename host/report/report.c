@@ -3,10 +3,11 @@
  * Report model: reads a session's sample files into merged, resolved rows.
  *
  * Cost model (tests/bench/bench-report.c): one pass over every sample file
- * entry; per entry one binary search in the image's sorted symbols and one
- * array add (per-file scratch counters indexed by symbol), then one hash
- * insert per (file, symbol) with samples.  Strings are interned so that
- * row keys compare by pointer.
+ * entry; per entry one bucket-index lookup in the image's sorted symbols
+ * and one array add (per-file scratch counters indexed by symbol), then one
+ * hash insert per (file, symbol) with samples, skipped for the next file of
+ * the same image and key (row_cache_for()).  Strings are interned so that
+ * row keys compare by pointer; the sort ranks them (report-sort.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +45,14 @@ struct report_priv {
 				 * zero between files */
 	size_t *touched;	/* scratch indices in use for this file */
 	size_t scratch_cap;
+	/* The rows of the last image's files (row_cache_for()): a session
+	 * holds a file per thread of each image, one after the other, whose
+	 * rows are the same when threads are merged. */
+	struct simage *cache_img;
+	struct report_row cache_key;
+	size_t *cache_row;	/* [symbol + 1]: row index + 1, 0 unknown */
+	size_t *cache_set;	/* cache_row indices that are set */
+	size_t nr_cache_set, cache_cap;
 };
 
 /* ---- options ---------------------------------------------------------------- */
@@ -434,6 +443,11 @@ static int file_sym_cb(const uint64_t *offs, const uint64_t *counts, size_t n, v
 {
 	struct file_ctx *c = arg;
 	long idx[SFILE_BATCH];
+	/* Locals, not c's fields: the stores to hist (uint64_t) could alias
+	 * them, and the compiler would reload each one every entry. */
+	uint64_t *hist = c->counts + 1, total = c->total, outside = c->outside;
+	size_t *touched = c->touched, nt = c->nr_touched;
+	int kernel = c->is_kernel;
 
 	simage_lookup_batch(c->img, offs, idx, n);
 	for (size_t k = 0; k < n; k++) {
@@ -442,16 +456,19 @@ static int file_sym_cb(const uint64_t *offs, const uint64_t *counts, size_t n, v
 		/* Only the counters a file touches are visited and reset: an
 		 * image with 100 k symbols costs nothing per file it is not
 		 * sampled in. */
-		if (!c->counts[i + 1])
-			c->touched[c->nr_touched++] = (size_t)(i + 1);
-		c->counts[i + 1] = util_sat_add(c->counts[i + 1], counts[k]);
-		c->total = util_sat_add(c->total, counts[k]);
+		if (!hist[i])
+			touched[nt++] = (size_t)(i + 1);
+		hist[i] = util_sat_add(hist[i], counts[k]);
+		total = util_sat_add(total, counts[k]);
 		/* x86-64 kernels run in the upper half; a "kernel" sample
 		 * below it was firmware or boot code before the kernel's
 		 * own mapping. */
-		if (i < 0 && c->is_kernel && offs[k] < 0xffff800000000000ull)
-			c->outside = util_sat_add(c->outside, counts[k]);
+		if (i < 0 && kernel && offs[k] < 0xffff800000000000ull)
+			outside = util_sat_add(outside, counts[k]);
 	}
+	c->total = total;
+	c->outside = outside;
+	c->nr_touched = nt;
 	return 0;
 }
 
@@ -529,17 +546,69 @@ static int scratch_reserve(struct report_priv *p, size_t nsyms)
 	return 0;
 }
 
+/* The row cache for img's files under key (its symbol aside), emptied
+ * when either changed; NULL when out of memory for it (rows are then found
+ * by hash alone). */
+static size_t *row_cache_for(struct report_priv *p, struct simage *img,
+			     const struct report_row *key, size_t nsyms)
+{
+	struct report_row k = *key;
+
+	k.symbol = p->cache_key.symbol = NULL;
+	if (img != p->cache_img || !row_eq(&k, &p->cache_key)) {
+		for (size_t i = 0; i < p->nr_cache_set; i++)
+			p->cache_row[p->cache_set[i]] = 0;
+		p->nr_cache_set = 0;
+		p->cache_img = img;
+		p->cache_key = k;
+	}
+	if (nsyms + 1 > p->cache_cap) {
+		size_t *t = realloc(p->cache_row, (nsyms + 1) * sizeof(*t));
+
+		if (!t)
+			return NULL;
+		memset(t + p->cache_cap, 0, (nsyms + 1 - p->cache_cap) * sizeof(*t));
+		p->cache_row = t;
+		t = realloc(p->cache_set, (nsyms + 1) * sizeof(*t));
+		if (!t)
+			return NULL;
+		p->cache_set = t;
+		p->cache_cap = nsyms + 1;
+	}
+	return p->cache_row;
+}
+
+/* The row of symbol index i (0: none) of the file's image. */
+static struct report_row *file_row(struct report *r, struct file_ctx *c, size_t *cache,
+				   size_t i, const struct elfsym *s)
+{
+	struct report_priv *p = r->priv;
+	struct report_row *row, *key = c->key;
+
+	if (cache && cache[i])
+		return &r->rows[cache[i] - 1];
+	key->symbol = s ? strpool_intern(&p->pool, s->name, 1) : NULL;
+	row = (s && !key->symbol) ? NULL : row_get(r, key);
+	if (row && cache) {
+		cache[i] = (size_t)(row - r->rows) + 1;
+		p->cache_set[p->nr_cache_set++] = i;
+	}
+	return row;
+}
+
 /* A file of an image with symbols: its samples counted per symbol, one row
  * each.  -ENOMEM, or 0 (c->bad set for a corrupt file, which adds nothing). */
 static int file_by_symbol(struct report *r, struct file_ctx *c, struct sfile_reader *sr,
 			  size_t nsyms)
 {
 	struct report_priv *p = r->priv;
-	struct report_row *row, *key = c->key;
+	struct report_row *row;
+	size_t *cache;
 	int ret, err_pending = 0;
 
 	if (scratch_reserve(p, nsyms))
 		return -ENOMEM;
+	cache = row_cache_for(p, c->img, c->key, nsyms);
 	c->counts = p->scratch;
 	c->touched = p->touched;
 	ret = sfile_reader_foreach_batch(sr, file_sym_cb, c);
@@ -552,8 +621,7 @@ static int file_by_symbol(struct report *r, struct file_ctx *c, struct sfile_rea
 		if (ret || err_pending)
 			continue;	/* a corrupt file: reset, count nothing */
 		s = i ? simage_sym(c->img, i - 1) : NULL;
-		key->symbol = s ? strpool_intern(&p->pool, s->name, 1) : NULL;
-		row = (s && !key->symbol) ? NULL : row_get(r, key);
+		row = file_row(r, c, cache, i, s);
 		if (!row) {
 			err_pending = -ENOMEM;
 			continue;
@@ -1051,6 +1119,8 @@ void report_free(struct report *r)
 		free(r->priv->entries);
 		free(r->priv->scratch);
 		free(r->priv->touched);
+		free(r->priv->cache_row);
+		free(r->priv->cache_set);
 		free(r->priv);
 	}
 	free(r);
@@ -1149,7 +1219,9 @@ void report_sort(struct report *r, enum report_sort how)
 	case REPORT_SORT_SAMPLES:
 		break;
 	}
-	if (r->nr_rows && !rows_sorted(r, cmp))
+	/* qsort() only when out of memory for the sort by ranks: the same
+	 * order, at a few times the cost. */
+	if (r->nr_rows && !rows_sorted(r, cmp) && report_rows_sort(r->rows, r->nr_rows, how))
 		qsort(r->rows, r->nr_rows, sizeof(*r->rows), cmp);
 	/* The row hash holds indices: it is stale after sorting, and rows are
 	 * not added after load. */

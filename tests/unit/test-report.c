@@ -16,6 +16,7 @@
 
 #include "host/report/report.h"
 #include "host/report/report-cli.h"
+#include "host/report/report-priv.h"
 #include "tests/golden/fixture.h"
 
 static struct fixture fx;
@@ -843,6 +844,94 @@ static char *report_text(const struct report *r)
  * them (no planted row, no terminal control), JSON keeps them exactly where
  * JSON can.  Saturated counters print as such, not as 9223372036854775807.
  */
+/* report.c's order before report-sort.c: samples descending, then
+ * symbol (none last), image, app, guest, tgid, tid, cpu by strcmp(). */
+static int ref_strcmp_null(const char *a, const char *b)
+{
+	if (a == b)
+		return 0;
+	if (!a || !b)
+		return a ? -1 : 1;
+	return strcmp(a, b);
+}
+
+static int ref_tail(const struct report_row *x, const struct report_row *y)
+{
+	int c;
+
+	if (x->samples != y->samples)
+		return x->samples > y->samples ? -1 : 1;
+	if ((c = ref_strcmp_null(x->symbol, y->symbol)) || (c = strcmp(x->image, y->image)) ||
+	    (c = strcmp(x->app, y->app)) || (c = strcmp(x->guest, y->guest)))
+		return c;
+	if (x->tgid != y->tgid)
+		return x->tgid < y->tgid ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->cpu < y->cpu ? -1 : x->cpu > y->cpu;
+}
+
+static enum report_sort ref_how;
+
+static int ref_cmp(const void *a, const void *b)
+{
+	const struct report_row *x = a, *y = b;
+	int c = 0;
+
+	if (ref_how == REPORT_SORT_SYMBOL)
+		c = ref_strcmp_null(x->symbol, y->symbol);
+	else if (ref_how == REPORT_SORT_IMAGE)
+		c = strcmp(x->image, y->image);
+	else if (ref_how == REPORT_SORT_APP)
+		c = strcmp(x->app, y->app);
+	return c ? c : ref_tail(x, y);
+}
+
+/* The sort by ranks gives qsort()'s order (stable, as glibc's merge sort
+ * is) on rows with many ties, unresolved symbols, and equal names that are
+ * different copies (not interned). */
+static void test_rows_sort_order(void **state)
+{
+	static char names[2][8][16];
+	static const enum report_sort hows[] = { REPORT_SORT_SAMPLES, REPORT_SORT_SYMBOL,
+						  REPORT_SORT_IMAGE, REPORT_SORT_APP };
+	const size_t n = 5000;
+	struct report_row *a = calloc(n, sizeof(*a)), *b = calloc(n, sizeof(*b));
+	uint64_t seed = 42;
+
+	assert_non_null(a);
+	assert_non_null(b);
+	for (int c = 0; c < 2; c++)
+		for (int i = 0; i < 8; i++)
+			snprintf(names[c][i], sizeof(names[c][i]), "%c_%d", "zab"[i % 3], 7 - i);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v[8];
+
+		for (int k = 0; k < 8; k++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			v[k] = seed >> 33;
+		}
+		a[i] = (struct report_row){
+			.samples = v[0] % 5 ? v[0] % 7 : (v[0] % 3) << 40,
+			.symbol = v[1] % 6 ? names[v[1] & 1][v[1] % 8] : NULL,
+			.image = names[v[2] & 1][v[2] % 4], .app = names[v[3] & 1][v[3] % 3],
+			.guest = names[v[4] & 1][v[4] % 2], .kernel = (int)(v[5] & 1),
+			.tgid = (int64_t)(v[5] % 3) - 1, .tid = (int64_t)(v[6] % 3) - 1,
+			.cpu = (int64_t)(v[7] % 3) - 1, .sym_addr = i,
+		};
+	}
+	for (size_t h = 0; h < sizeof(hows) / sizeof(hows[0]); h++) {
+		memcpy(b, a, n * sizeof(*a));
+		ref_how = hows[h];
+		qsort(a, n, sizeof(*a), ref_cmp);
+		assert_int_equal(report_rows_sort(b, n, hows[h]), 0);
+		for (size_t i = 0; i < n; i++)
+			assert_int_equal(a[i].sym_addr, b[i].sym_addr);
+	}
+	free(a);
+	free(b);
+}
+
 static void test_hostile_names(void **state)
 {
 	static const struct store_event ev[] = { { .name = "TIMER", .count = 1 } };
@@ -990,6 +1079,7 @@ int main(void)
 		cmocka_unit_test(test_no_such_guest),
 		cmocka_unit_test(test_separate_not_recorded),
 		cmocka_unit_test(test_corrupt_sample_file),
+		cmocka_unit_test(test_rows_sort_order),
 		cmocka_unit_test(test_hostile_names),
 		cmocka_unit_test(test_session_json_not_regular),
 	};

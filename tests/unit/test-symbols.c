@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <gelf.h>
 
@@ -75,6 +76,33 @@ static void test_elf_symbols(void **state)
 	assert_int_equal(elfimage_lookup(img, 0), -1);
 	assert_non_null(elfimage_build_id(img, &len));
 	assert_int_equal(len, 20);
+	elfimage_close(img);
+}
+
+/* The batch lookup of a report gives elfimage_lookup_offset()'s answers
+ * for every file offset, in and out of the hot segment, and past the end. */
+static void test_elf_lookup_batch(void **state)
+{
+	struct elfimage *img = elfimage_open(prog, NULL, 0);
+	uint64_t offs[256], addr;
+	long idx[256], one;
+	size_t hits = 0;
+	struct stat sb;
+
+	assert_non_null(img);
+	assert_int_equal(stat(prog, &sb), 0);
+	for (uint64_t base = 0; base < (uint64_t)sb.st_size + 4096; base += 256) {
+		for (size_t k = 0; k < 256; k++)	/* descending: no order assumed */
+			offs[k] = base + 255 - k;
+		offs[0] = base ? UINT64_MAX - base : 0;
+		elfimage_lookup_offsets(img, offs, idx, 256);
+		for (size_t k = 0; k < 256; k++) {
+			one = elfimage_lookup_offset(img, offs[k], &addr);
+			assert_int_equal(idx[k], one < -1 ? -1 : one);
+			hits += idx[k] >= 0;
+		}
+	}
+	assert_true(hits > 0);
 	elfimage_close(img);
 }
 
@@ -669,6 +697,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_elf_symbols),
+		cmocka_unit_test(test_elf_lookup_batch),
 		cmocka_unit_test(test_elf_lines),
 		cmocka_unit_test(test_elf_read),
 		cmocka_unit_test(test_module_layout),
