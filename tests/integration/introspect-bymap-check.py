@@ -8,6 +8,7 @@ usage: introspect-bymap-check.py REPORT.json SESSION.json SAMPLES_DIR GUEST_ROOT
 Exit 0 (pass), 1 (fail) or 77 (too few samples of abratio-pie to judge).
 """
 import glob, json, math, os, re, struct, subprocess, sys
+import introspect_check
 
 r, sj = (json.load(open(f)) for f in sys.argv[1:3])
 samples_dir, root, console = sys.argv[3:6]
@@ -23,21 +24,11 @@ print("RESULT user samples without a CR3 by executable mapping: %d in one proces
 if bm["index_over_cap"] or not bm["index_builds"]:
     print("FAIL: the interval index was not built"); ok = False
 
-def build_id(path):
-    out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True,
-                         env=dict(os.environ, LC_ALL="C")).stdout
-    g = re.search(r"Build ID: ([0-9a-f]+)", out)
-    return g.group(1) if g else None
+build_id = introspect_check.build_id
+
 
 def stored_build_ids(image):
-    ids = set()
-    d = image.replace("/", "^")
-    for f in glob.glob(os.path.join(glob.escape(samples_dir), "**", d, "*"), recursive=True):
-        h = open(f, "rb").read(256)
-        if h[:8] == b"OPVMSMP1":
-            n = struct.unpack_from("<I", h, 60)[0]
-            ids.add(h[128:128 + n].hex())
-    return ids
+    return introspect_check.stored_build_ids(samples_dir, image)
 
 user = [x for x in r["symbols"] if not x["kernel"]]
 img = "/usr/bin/abratio-pie"

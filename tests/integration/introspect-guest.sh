@@ -67,9 +67,10 @@ cp -a "$S" "$T/control" && rm "$T/control/guests/guest/kallsyms"
 "$OPVM" report -l --format json --no-host-kernel --session-dir "$T/control" > "$T/c.json" \
 	2> "$T/c.err" || { cat "$T/c.err"; fail "opvm report (control)"; }
 
-python3 - "$T/r.json" "$T/c.json" "$G/samples/current/session.json" "$G/kallsyms" \
+PYTHONPATH="$(dirname "$0")" python3 - "$T/r.json" "$T/c.json" "$G/samples/current/session.json" "$G/kallsyms" \
 	"$IMG/System.map" "$G/samples/current" "$GR" "$G/console.log" <<'PY' || exit 1
 import glob, json, math, os, re, struct, subprocess, sys
+import introspect_check
 r, c, sj = (json.load(open(f)) for f in sys.argv[1:4])
 ok = True
 i, k = sj["introspect"], sj["kernel"]
@@ -86,17 +87,7 @@ if sj["fetch"]["ksyms"]["done"] != 1 or sj["fetch"]["ksyms"]["bad"]:
 
 # ground truth: the link-time map plus the slide, symbol by symbol
 slide = int(i["kernel_offset"], 16)
-truth = {}
-for line in open(sys.argv[5]):
-    a, t, n = line.split()[:3]
-    if t in "tTwW":
-        truth.setdefault(n, set()).add(int(a, 16) + slide)
-got = wrong = 0
-for line in open(sys.argv[4]):
-    a, t, n = line.split()[:3]
-    if n in truth:
-        got += 1
-        wrong += int(a, 16) not in truth[n]
+got, wrong = introspect_check.kallsyms_vs_map(sys.argv[4], sys.argv[5], slide)
 print("RESULT kallsyms from guest memory vs System.map + KASLR offset: %d symbols compared, "
       "%d at another address" % (got, wrong))
 if got < 20000 or wrong:
@@ -170,22 +161,11 @@ print("RESULT mappings from guest memory: %d trees read (%d unchanged, %d deferr
 if not m["read"] or m["maps_sent"] < 3 or m["tree_bad"] or m["tree_cut"] or m["path_bad"]:
     print("FAIL: the mappings were not read cleanly: %s" % m); ok = False
 
-def build_id(path):
-    out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True,
-                         env=dict(os.environ, LC_ALL="C")).stdout
-    g = re.search(r"Build ID: ([0-9a-f]+)", out)
-    return g.group(1) if g else None
+build_id = introspect_check.build_id
+
 
 def stored_build_ids(image):
-    """The build-ids in the sample files of image (any process)."""
-    ids = set()
-    d = image.replace("/", "^")
-    for f in glob.glob(os.path.join(glob.escape(sys.argv[6]), "**", d, "*"), recursive=True):
-        h = open(f, "rb").read(256)
-        if h[:8] == b"OPVMSMP1":
-            n = struct.unpack_from("<I", h, 60)[0]
-            ids.add(h[128:128 + n].hex())
-    return ids
+    return introspect_check.stored_build_ids(sys.argv[6], image)
 
 binaries = {"abratio": {"/usr/bin/abratio"},
             "libcmix": {"/usr/bin/libcmix"}, "threads": {"/usr/bin/threads"}}

@@ -48,9 +48,10 @@ for suite in ${OPVM_TEST_SUITES:-bullseye trixie}; do
 		fail "abratio did not finish under $suite's kernel (see $G/console.log)"
 	"$OPVM" report -l --format json --no-host-kernel --session-dir "$S" > "$T/r-$suite.json" \
 		2> "$T/r-$suite.err" || { cat "$T/r-$suite.err"; fail "opvm report ($suite)"; }
-	python3 - "$suite" "$T/r-$suite.json" "$G/samples/current/session.json" "$G/kallsyms" \
+	PYTHONPATH="$(dirname "$0")" python3 - "$suite" "$T/r-$suite.json" "$G/samples/current/session.json" "$G/kallsyms" \
 		"$K/System.map" <<'PY' || exit 1
 import json, sys
+import introspect_check
 suite, r, sj = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 i = sj["introspect"]
 ok = True
@@ -64,17 +65,7 @@ if i["state"] != "ready" or i["ksyms_sent"] < 20000 or i["ksyms_bad"] or i["refu
    i.get("kallsyms_from") != ("search" if old else "vmcoreinfo"):
     print("FAIL: kallsyms not decoded as expected: %s" % i); ok = False
 slide = int(i["kernel_offset"], 16)
-truth = {}
-for line in open(sys.argv[5]):
-    a, t, n = line.split()[:3]
-    if t in "tTwW":
-        truth.setdefault(n, set()).add(int(a, 16) + slide)
-got = wrong = 0
-for line in open(sys.argv[4]):
-    a, t, n = line.split()[:3]
-    if n in truth:
-        got += 1
-        wrong += int(a, 16) not in truth[n]
+got, wrong = introspect_check.kallsyms_vs_map(sys.argv[4], sys.argv[5], slide)
 print("RESULT %s: decoded kallsyms vs the kernel's map + KASLR offset: %d compared, %d "
       "at another address" % (suite, got, wrong))
 if got < 20000 or wrong:
