@@ -26,6 +26,10 @@ enum opvm_sample_flags {
 	OPVM_SAMPLE_KSP		= 1u << 3,
 };
 
+/* x86-64: addresses from here up are the kernel's (4- and 5-level paging
+ * alike: what lies between is non-canonical). */
+#define OPVM_KERNEL_HALF	0xffff800000000000ull
+
 /* -g dwarf: the most user stack a sample carries for the collector to
  * unwind (bytes from the user stack pointer up). */
 #define OPVM_MAX_STACK		8192

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/sample.h"
 #include "host/collect/execmap.h"
 #include "host/collect/gstate.h"
 #include "host/collect/store.h"
@@ -18,7 +19,6 @@
 
 /* The lower half of x86-64 addresses: a CPL-0 sample there ran before the
  * kernel's own mapping (firmware, boot loader, decompressor). */
-#define OPVM_KERNEL_HALF	0xffff800000000000ull
 
 /* Names that do not come from the guest.  Their addresses are the cache
  * identities of the images/apps they name (defined in attribution.c). */

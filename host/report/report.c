@@ -21,6 +21,7 @@
 #include "host/report/report.h"
 #include "host/report/report-priv.h"
 #include "host/collect/store.h"
+#include "lib/sample.h"
 #include "lib/util.h"
 
 /* ---- private state -------------------------------------------------------- */
@@ -463,7 +464,7 @@ static int file_sym_cb(const uint64_t *offs, const uint64_t *counts, size_t n, v
 		/* x86-64 kernels run in the upper half; a "kernel" sample
 		 * below it was firmware or boot code before the kernel's
 		 * own mapping. */
-		if (i < 0 && kernel && offs[k] < 0xffff800000000000ull)
+		if (i < 0 && kernel && offs[k] < OPVM_KERNEL_HALF)
 			outside = util_sat_add(outside, counts[k]);
 	}
 	c->total = total;

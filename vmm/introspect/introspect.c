@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "guest-kmod/opvm_proto.h"
+#include "lib/sample.h"
 #include "lib/util.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/introspect/introspect.h"
@@ -39,7 +40,6 @@
 #define RETRY_MS_MAX		64000u
 /* __START_KERNEL_map: where x86-64 maps the kernel image, phys_base on */
 #define KERNEL_MAP		0xffffffff80000000ull
-#define KERNEL_HALF		0xffff800000000000ull
 #define PHYS_LIMIT		(1ull << 52)	/* x86-64's physical address width */
 
 enum state { ST_SEARCHING, ST_READY, ST_FAILED };
@@ -186,7 +186,7 @@ static int kread(void *arg, uint64_t va, void *buf, size_t len)
 {
 	struct introspect *in = arg;
 
-	if (va < KERNEL_HALF || va + len < va)
+	if (va < OPVM_KERNEL_HALF || va + len < va)
 		return -EFAULT;
 	return guestmem_read_virt(in->m, in->st.pgd_gpa, va, buf, len) ? -EFAULT : 0;
 }
@@ -407,7 +407,7 @@ static int uread(void *arg, uint64_t cr3, uint64_t va, void *buf, size_t len)
 {
 	struct introspect *in = arg;
 
-	if (va >= KERNEL_HALF || va + len < va || va + len > KERNEL_HALF)
+	if (va >= OPVM_KERNEL_HALF || va + len < va || va + len > OPVM_KERNEL_HALF)
 		return -EFAULT;
 	return guestmem_read_virt(in->m, cr3, va, buf, len) ? -EFAULT : 0;
 }

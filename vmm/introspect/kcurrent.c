@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/sample.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/introspect/kcurrent.h"
 
-#define KERNEL_HALF	0xffff800000000000ull
 
 struct kcur_ent {
 	uint64_t task;			/* 0: empty */
@@ -33,7 +33,7 @@ static int kc_read(void *arg, uint64_t va, void *buf, size_t len)
 {
 	struct kcurrent *k = arg;
 
-	if (va < KERNEL_HALF || va + len < va)
+	if (va < OPVM_KERNEL_HALF || va + len < va)
 		return -EFAULT;
 	return guestmem_read_virt(k->m, k->pgd_gpa, va, buf, len) ? -EFAULT : 0;
 }

@@ -11,15 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/sample.h"
 #include "lib/util.h"
 #include "vmm/introspect/ktasks.h"
 
-#define KERNEL_HALF	0xffff800000000000ull
 #define SPAN_MAX	16384u
 
 static bool kptr(uint64_t p)
 {
-	return p >= KERNEL_HALF && !(p & 7) && p < UINT64_MAX - SPAN_MAX;
+	return p >= OPVM_KERNEL_HALF && !(p & 7) && p < UINT64_MAX - SPAN_MAX;
 }
 
 static int rd(const struct ktasks_mem *km, uint64_t va, void *buf, size_t len)

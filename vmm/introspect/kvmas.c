@@ -24,10 +24,10 @@
 #include <string.h>
 
 #include "guest-kmod/opvm_proto.h"
+#include "lib/sample.h"
 #include "lib/util.h"
 #include "vmm/introspect/kvmas.h"
 
-#define KERNEL_HALF	0xffff800000000000ull
 #define USER_TOP	0x0000800000000000ull
 #define NODE_SIZE	256u
 #define NODE_MASK	255ull
@@ -93,7 +93,7 @@ struct walk {
 
 static bool kptr(uint64_t p)
 {
-	return p >= KERNEL_HALF && !(p & 7) && p < UINT64_MAX - 65536;
+	return p >= OPVM_KERNEL_HALF && !(p & 7) && p < UINT64_MAX - 65536;
 }
 
 static int kread(const struct kvmas *v, uint64_t va, void *buf, size_t len)

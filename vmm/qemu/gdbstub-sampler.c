@@ -247,7 +247,7 @@ static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 		if (!(smp.flags & OPVM_SAMPLE_SLOT) && smp.cpl == 0 && smp.cr3) {
 			q->kernel_no_task++;
 			/* its stack names the task later (lib/sample.h) */
-			if (q->regs[i].rsp >= 0xffff800000000000ull) {
+			if (q->regs[i].rsp >= OPVM_KERNEL_HALF) {
 				smp.flags |= OPVM_SAMPLE_KSP;
 				smp.slot_cr3 = q->regs[i].rsp;
 			}
