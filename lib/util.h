@@ -62,8 +62,13 @@ int util_valid_name(const char *s);
 /* Copies in to out and (if >= 0) also to out2 until EOF or a read error,
  * retrying EINTR.  A failed or short write to either output is ignored and
  * copying goes on: for a console, a full disk or a closed stdout loses
- * text, and must not stall the guest writing into in. */
-void util_copy_stream(int in, int out, int out2);
+ * text, and must not stall the guest writing into in.  With line set, each
+ * line copied is also handed to line(arg, text): without its '\n' and any
+ * '\r', a longer one cut every UTIL_LINE_MAX - 1 bytes (the text is the
+ * guest's: bounded here, never trusted by the callee). */
+#define UTIL_LINE_MAX	256
+void util_copy_stream(int in, int out, int out2,
+		      void (*line)(void *arg, const char *text), void *arg);
 
 /* Parses a count ("4096") or, with units, a size ("64M", "2G", "512k":
  * powers of 1024).  0 or -EINVAL (not a number, a bad unit, overflow). */

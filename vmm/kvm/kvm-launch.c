@@ -231,7 +231,7 @@ static void *console_main(void *arg)
 {
 	struct klaunch *k = arg;
 
-	util_copy_stream(k->con_rd, k->con_log, k->show_console ? STDOUT_FILENO : -1);
+	util_copy_stream(k->con_rd, k->con_log, k->show_console ? STDOUT_FILENO : -1, NULL, NULL);
 	return NULL;
 }
 

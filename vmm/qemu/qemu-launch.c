@@ -461,8 +461,9 @@ static void copy_file(const char *from, const char *to)
  * at boot).  QEMU is stopped once the panic's end line is out, so
  * console.log holds its whole report.
  */
-static void console_line(struct qlaunch *q, const char *line)
+static void console_line(void *arg, const char *line)
 {
+	struct qlaunch *q = arg;
 	static const char tag[] = "Kernel panic - not syncing: ";
 	const char *p = strstr(line, tag);
 
@@ -479,29 +480,9 @@ static void console_line(struct qlaunch *q, const char *line)
 static void *console_main(void *arg)
 {
 	struct qlaunch *q = arg;
-	char buf[4096], line[256];
-	size_t used = 0;
-	ssize_t n;
 
-	while ((n = read(q->con_fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
-		if (n < 0)
-			continue;
-		if (q->con_out >= 0 && write(q->con_out, buf, (size_t)n) != n) {
-			/* lost text, not a stalled guest */
-		}
-		if (q->show_console && write(STDOUT_FILENO, buf, (size_t)n) != n) {
-			/* likewise */
-		}
-		for (ssize_t i = 0; i < n; i++) {
-			if (buf[i] == '\n' || used == sizeof(line) - 1) {
-				line[used] = '\0';
-				console_line(q, line);
-				used = 0;
-			} else if (buf[i] != '\r') {
-				line[used++] = buf[i];
-			}
-		}
-	}
+	util_copy_stream(q->con_fd, q->con_out, q->show_console ? STDOUT_FILENO : -1,
+			 console_line, q);
 	return NULL;
 }
 
