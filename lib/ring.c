@@ -31,24 +31,9 @@
  * OPVM_SAMPLE_STACK: user ip, sp, bp, then the stack's bytes (length in the
  * header's top 16 bits) padded to a word.  The header's nr_chain is the one
  * that counts (the copied byte is the caller's, unchecked). */
-#define RING_HDR_WORDS	6
+#define RING_HDR_WORDS	6	/* RING_FLAT_WORDS */
 #define RING_MIN_WORDS	256	/* holds several maximal entries */
 #define RING_MAX_WORDS	((size_t)1 << 32)
-
-#define CACHELINE	64
-
-struct ring {
-	/* producer-owned line */
-	_Alignas(CACHELINE) _Atomic uint64_t head;
-	uint64_t tail_cache;		/* producer's view of tail */
-	_Atomic uint64_t lost;
-	/* consumer-owned line */
-	_Alignas(CACHELINE) _Atomic uint64_t tail;
-	uint64_t head_cache;		/* consumer's view of head */
-	/* read-only after ring_new() */
-	_Alignas(CACHELINE) uint64_t mask;
-	uint64_t *words;
-};
 
 _Static_assert(offsetof(struct opvm_sample, slot_tgid) ==
 	       offsetof(struct opvm_sample, slot_tid) + 4 &&
@@ -57,6 +42,12 @@ _Static_assert(offsetof(struct opvm_sample, slot_tgid) ==
 	       offsetof(struct opvm_sample, flags) == offsetof(struct opvm_sample, vcpu) + 6 &&
 	       offsetof(struct opvm_sample, nr_chain) == offsetof(struct opvm_sample, vcpu) + 7,
 	       "ring entries copy these fields as two words");
+_Static_assert(RING_FLAT_WORDS == RING_HDR_WORDS &&
+	       offsetof(struct ring_entry, rip) == 8 + offsetof(struct opvm_sample, rip) &&
+	       offsetof(struct ring_entry, slot_tid) == 8 + offsetof(struct opvm_sample, slot_tid) &&
+	       offsetof(struct ring_entry, vcpu) == 8 + offsetof(struct opvm_sample, vcpu) &&
+	       offsetof(struct ring_entry, flags) == 8 + offsetof(struct opvm_sample, flags),
+	       "struct ring_entry is a flat entry's words");
 
 /* nr and sl: the chain and stack lengths actually stored (s's, checked) */
 static inline uint64_t hdr_pack(unsigned len, unsigned nr, unsigned sl)
@@ -85,20 +76,21 @@ struct ring *ring_new(size_t words)
 	}
 	while (n < words)
 		n <<= 1;
-	r = aligned_alloc(CACHELINE, sizeof(*r));
+	r = aligned_alloc(RING_CACHELINE, sizeof(*r));
 	if (!r)
 		return NULL;
 	memset(r, 0, sizeof(*r));
-	r->words = malloc(n * sizeof(uint64_t));
-	if (!r->words) {
+	r->pwords = malloc(n * sizeof(uint64_t));
+	if (!r->pwords) {
 		free(r);
 		return NULL;
 	}
 	/* Touch every page now: a ring is then committed memory from the
 	 * start, and a long session's RSS does not creep up as the producer
 	 * first walks through it. */
-	memset(r->words, 0, n * sizeof(uint64_t));
-	r->mask = n - 1;
+	memset(r->pwords, 0, n * sizeof(uint64_t));
+	r->cwords = r->pwords;
+	r->pmask = r->cmask = n - 1;
 	atomic_init(&r->head, 0);
 	atomic_init(&r->tail, 0);
 	atomic_init(&r->lost, 0);
@@ -109,15 +101,15 @@ void ring_free(struct ring *r)
 {
 	if (!r)
 		return;
-	free(r->words);
+	free(r->pwords);
 	free(r);
 }
 
 /* Any sample: a chain, a stack, the wrap to index 0, a full ring. */
-static int __attribute__((noinline)) push_slow(struct ring *r, const struct opvm_sample *s)
+int ring_push_slow(struct ring *r, const struct opvm_sample *s)
 {
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-	uint64_t size = r->mask + 1;
+	uint64_t size = r->pmask + 1;
 	unsigned nr = s->nr_chain, sl = 0, sw = 0;
 	unsigned len, skip;
 	uint64_t need, idx;
@@ -130,7 +122,7 @@ static int __attribute__((noinline)) push_slow(struct ring *r, const struct opvm
 		sw = 3 + (sl + 7) / 8;
 	}
 	len = RING_HDR_WORDS + nr + sw;
-	idx = head & r->mask;
+	idx = head & r->pmask;
 	skip = (idx + len > size) ? (unsigned)(size - idx) : 0;
 	need = (uint64_t)skip + len;
 
@@ -144,11 +136,11 @@ static int __attribute__((noinline)) push_slow(struct ring *r, const struct opvm
 		}
 	}
 	if (skip) {
-		r->words[idx] = 0;	/* skip marker */
+		r->pwords[idx] = 0;	/* skip marker */
 		head += skip;
 		idx = 0;
 	}
-	w = r->words + idx;
+	w = r->pwords + idx;
 	w[0] = hdr_pack(len, nr, sl);
 	push_flat(w, s);
 	if (nr)
@@ -165,27 +157,6 @@ static int __attribute__((noinline)) push_slow(struct ring *r, const struct opvm
 		}
 	}
 	atomic_store_explicit(&r->head, head + len, memory_order_release);
-	return 0;
-}
-
-int ring_push(struct ring *r, const struct opvm_sample *s)
-{
-	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-	uint64_t size = r->mask + 1;
-	uint64_t idx = head & r->mask;
-	uint64_t *w;
-
-	/* A flat sample (no chain, no stack) is the common case: when it fits
-	 * before the end of the array and the cached tail says there is room,
-	 * it is six stores and a release. */
-	if (__builtin_expect((s->nr_chain | (s->flags & OPVM_SAMPLE_STACK)) != 0, 0) ||
-	    __builtin_expect(idx + RING_HDR_WORDS > size ||
-			     head + RING_HDR_WORDS - r->tail_cache > size, 0))
-		return push_slow(r, s);
-	w = r->words + idx;
-	w[0] = hdr_pack(RING_HDR_WORDS, 0, 0);
-	push_flat(w, s);
-	atomic_store_explicit(&r->head, head + RING_HDR_WORDS, memory_order_release);
 	return 0;
 }
 
@@ -263,8 +234,8 @@ size_t ring_pop_many(struct ring *r, struct opvm_sample *s, size_t max, uint64_t
 	uint64_t head = r->head_cache;
 	/* locals: the stores into s[] may alias r's fields (the build has
 	 * -fno-strict-aliasing), which would reload them every sample */
-	const uint64_t *words = r->words;
-	uint64_t mask = r->mask;
+	const uint64_t *words = r->cwords;
+	uint64_t mask = r->cmask;
 	size_t n = 0;
 
 	if (tail == head) {
@@ -299,6 +270,39 @@ size_t ring_pop_many(struct ring *r, struct opvm_sample *s, size_t max, uint64_t
 		n++;
 	}
 	atomic_store_explicit(&r->tail, tail, memory_order_release);
+	return n;
+}
+
+size_t ring_peek_flat(struct ring *r, const struct ring_entry **e, size_t max)
+{
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	uint64_t head = r->head_cache;
+	const uint64_t *words = r->cwords;
+	uint64_t mask = r->cmask, idx, avail;
+	size_t n;
+
+	if (tail == head) {
+		head = r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
+		if (tail == head)
+			return 0;
+	}
+	idx = tail & mask;
+	if (words[idx] == 0) {
+		/* skip marker: the producer continued at index 0 (nothing
+		 * read here, so the words go back at once) */
+		tail += (mask + 1) - idx;
+		atomic_store_explicit(&r->tail, tail, memory_order_release);
+		if (tail == head)
+			return 0;
+		idx = 0;
+	}
+	/* entries never wrap: the run ends at the array's end at the latest */
+	avail = head - tail < mask + 1 - idx ? head - tail : mask + 1 - idx;
+	if (max > avail / RING_FLAT_WORDS)
+		max = avail / RING_FLAT_WORDS;
+	for (n = 0; n < max && words[idx + n * RING_FLAT_WORDS] == RING_FLAT_WORDS; n++)
+		;
+	*e = (const struct ring_entry *)(words + idx);
 	return n;
 }
 

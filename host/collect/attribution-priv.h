@@ -108,8 +108,7 @@ struct attribution {
 	unsigned fmap_bits;
 
 	uint64_t chain[OPVM_MAX_CALLCHAIN];	/* the sample being taken's */
-#define POP_BATCH	64
-	struct opvm_sample popped[POP_BATCH];	/* drain()'s run from a ring */
+	struct opvm_sample popped;	/* drain()'s sample with a chain or stack */
 
 	/* user samples without a CR3: the interval index of the model's
 	 * mappings, built on first use and again when the model changed */

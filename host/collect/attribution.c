@@ -25,6 +25,8 @@
 #define SYNC_HOLD_MAX_DEFAULT	65536
 #define SC_BITS			12	/* sample-file cache: 4096 slots */
 #define DRAIN_MAX		(1u << 24)	/* samples per ring per run */
+#define PEEK_BATCH		256	/* flat entries in place, one tail
+					 * publication: 12 KiB of ring */
 
 enum { FILED = 0, HOLD = 1 };
 
@@ -444,8 +446,27 @@ static uint32_t sfile_for(struct attribution *s, struct skey *k, const char *app
 	return fid;
 }
 
+/*
+ * What the cache hit paths read of a sample: a struct opvm_sample's fields,
+ * or a flat ring entry's read in place (drain(): no copy into a struct
+ * opvm_sample).  Always built inline, so that a view is the fields
+ * themselves.
+ */
+struct sview {
+	uint64_t rip, cr3;
+	uint32_t vcpu, slot_tid, slot_tgid;
+	uint8_t cpl, event, flags;
+};
+
+static inline struct sview sview_of(const struct opvm_sample *x)
+{
+	return (struct sview){ .rip = x->rip, .cr3 = x->cr3, .vcpu = x->vcpu,
+			       .slot_tid = x->slot_tid, .slot_tgid = x->slot_tgid,
+			       .cpl = x->cpl, .event = x->event, .flags = x->flags };
+}
+
 static inline bool cent_match(const struct attribution *s, const struct cent *e,
-			      const struct opvm_sample *x, bool slot, bool cr3, uint64_t cr3n,
+			      const struct sview *x, bool slot, bool cr3, uint64_t cr3n,
 			      bool cpu)
 {
 	return e->epoch == s->epoch && x->rip - e->lo < e->len && e->event == x->event &&
@@ -617,25 +638,41 @@ static int __attribute__((noinline)) file_kernel_miss(struct attribution *s,
 	return ret;
 }
 
-/* The hot path (inlined into the drain loop): a range cache hit is a few
- * compares and a queued (file, offset). */
+/* A kernel sample's range cache entry, and its CR3 as the entry keys it. */
+static inline struct cent *kernel_cent(struct attribution *s, const struct sview *x,
+				       uint64_t *cr3n)
+{
+	*cr3n = s->k_cr3 && !(x->flags & OPVM_SAMPLE_SLOT) ? opvm_cr3_normalise(x->cr3) : 0;
+	return &s->vc[x->vcpu & s->vc_mask].k[cent_index(x->rip, 0, KBITS)];
+}
+
+/* The hot path: a range cache hit is a few compares and a queued (file,
+ * offset).  False: not a hit (boot and idle samples never are). */
+static inline bool kernel_hit(struct attribution *s, const struct sview *x,
+			      const struct cent *ce, uint64_t cr3n)
+{
+	bool slot = x->flags & OPVM_SAMPLE_SLOT;
+
+	if (__builtin_expect(x->rip < OPVM_KERNEL_HALF, 0) || (slot && !x->slot_tgid) ||
+	    !cent_match(s, ce, x, s->k_slot, s->k_cr3 && !slot, cr3n, true))
+		return false;
+	s->stats.kernel++;
+	add(s, ce->fid, x->rip + ce->adj);	/* cached fids are never 0 */
+	return true;
+}
+
 static inline int file_kernel(struct attribution *s, const struct opvm_sample *x, bool force)
 {
-	struct vcache *vc = &s->vc[x->vcpu & s->vc_mask];
-	bool slot = x->flags & OPVM_SAMPLE_SLOT;
-	bool by_cr3 = s->k_cr3 && !slot;
-	uint64_t cr3n = by_cr3 ? opvm_cr3_normalise(x->cr3) : 0;
-	struct cent *ce;
+	struct sview v = sview_of(x);
+	uint64_t cr3n;
+	struct cent *ce = kernel_cent(s, &v, &cr3n);
 
-	if (__builtin_expect(x->rip < OPVM_KERNEL_HALF, 0))
+	if (__builtin_expect(kernel_hit(s, &v, ce, cr3n), 1))
+		return FILED;
+	if (x->rip < OPVM_KERNEL_HALF)
 		return file_kernel_own(s, x, NAME_BOOT);
-	if (slot && !x->slot_tgid)
+	if ((x->flags & OPVM_SAMPLE_SLOT) && !x->slot_tgid)
 		return file_kernel_own(s, x, NAME_IDLE);
-	ce = &vc->k[cent_index(x->rip, 0, KBITS)];
-	if (__builtin_expect(cent_match(s, ce, x, s->k_slot, by_cr3, cr3n, true), 1)) {
-		s->stats.kernel++;
-		return add(s, ce->fid, x->rip + ce->adj);
-	}
 	return file_kernel_miss(s, x, force, cr3n, ce);
 }
 
@@ -843,16 +880,32 @@ static void ksp_resolve(struct attribution *s, struct opvm_sample *x, bool force
 	x->flags &= (uint8_t)~OPVM_SAMPLE_KSP;
 }
 
-/* The hot path, as file_kernel()'s. */
+/* As kernel_cent() and kernel_hit(), for user samples. */
+static inline struct cent *user_cent(struct attribution *s, const struct sview *x,
+				     uint64_t *cr3n)
+{
+	*cr3n = opvm_cr3_normalise(x->cr3);
+	return &s->uc[cent_index(x->rip, *cr3n, UBITS)];
+}
+
+static inline bool user_hit(struct attribution *s, const struct sview *x,
+			    const struct cent *ce, uint64_t cr3n)
+{
+	if (!cent_match(s, ce, x, s->u_slot, true, cr3n, s->u_cpu))
+		return false;
+	s->stats.user++;
+	add(s, ce->fid, x->rip + ce->adj);
+	return true;
+}
+
 static inline int file_user(struct attribution *s, const struct opvm_sample *x, bool force)
 {
-	uint64_t cr3n = opvm_cr3_normalise(x->cr3);
-	struct cent *ce = &s->uc[cent_index(x->rip, cr3n, UBITS)];
+	struct sview v = sview_of(x);
+	uint64_t cr3n;
+	struct cent *ce = user_cent(s, &v, &cr3n);
 
-	if (__builtin_expect(cent_match(s, ce, x, s->u_slot, true, cr3n, s->u_cpu), 1)) {
-		s->stats.user++;
-		return add(s, ce->fid, x->rip + ce->adj);
-	}
+	if (__builtin_expect(user_hit(s, &v, ce, cr3n), 1))
+		return FILED;
 	return file_user_miss(s, x, force, cr3n, ce);
 }
 
@@ -1082,23 +1135,69 @@ int attribution_sample(struct attribution *s, const struct opvm_sample *smp, uin
 	return err;
 }
 
-/* Each ring, in runs of POP_BATCH samples (one tail publication a run);
- * a sample with a chain or a stack comes alone, its chain and stack in
- * s->chain and s->stack. */
+/*
+ * take() of a flat ring entry read in place.  fast: take() would go
+ * straight to attribute() (no --from-exec wait, no -g, CR3s used); a cache
+ * hit is then filed from the entry's words, anything else goes through
+ * take() as a struct opvm_sample.
+ */
+static inline void take_entry(struct attribution *s, const struct ring_entry *e,
+			      uint64_t now, bool fast)
+{
+	struct sview v = { .rip = e->rip, .cr3 = e->cr3, .vcpu = e->vcpu,
+			   .slot_tid = e->slot_tid, .slot_tgid = e->slot_tgid,
+			   .cpl = e->cpl, .event = e->event, .flags = e->flags };
+	struct opvm_sample x;
+	struct cent *ce;
+	uint64_t cr3n;
+
+	if (__builtin_expect(fast && !(e->flags & OPVM_SAMPLE_KSP), 1)) {
+		if (v.cpl != 3 ? (ce = kernel_cent(s, &v, &cr3n), kernel_hit(s, &v, ce, cr3n)) :
+				 (ce = user_cent(s, &v, &cr3n), user_hit(s, &v, ce, cr3n))) {
+			s->stats.received++;
+			return;
+		}
+	}
+	memset(&x, 0, sizeof(x));
+	x.rip = e->rip;
+	x.cr3 = e->cr3;
+	x.slot_cr3 = e->slot_cr3;
+	x.slot_tid = e->slot_tid;
+	x.slot_tgid = e->slot_tgid;
+	x.vcpu = e->vcpu;
+	x.cpl = e->cpl;
+	x.event = e->event;
+	x.flags = e->flags;
+	take(s, &x, now);
+}
+
+/* Each ring: runs of flat entries read in place (one tail publication a
+ * run); a sample with a chain or a stack is popped alone, its chain and
+ * stack into s->chain and s->stack. */
 static void drain(struct attribution *s, uint64_t now_ms)
 {
 	unsigned r;
 
 	for (r = 0; r < s->nr_rings; r++) {
 		struct ring *ring = s->rings[r];
+		const struct ring_entry *e;
 		size_t n, i, done = 0;
 
-		while (done < DRAIN_MAX &&
-		       (n = ring_pop_many(ring, s->popped,
-					  DRAIN_MAX - done < POP_BATCH ? DRAIN_MAX - done : POP_BATCH,
-					  s->chain, s->stack))) {
-			for (i = 0; i < n; i++)
-				take(s, &s->popped[i], now_ms);
+		while (done < DRAIN_MAX) {
+			n = ring_peek_flat(ring, &e,
+					   DRAIN_MAX - done < PEEK_BATCH ? DRAIN_MAX - done : PEEK_BATCH);
+			if (n) {
+				bool fast = !s->no_cr3 && !s->start_exec[0] && !s->chains;
+
+				for (i = 0; i < n; i++)
+					take_entry(s, &e[i], now_ms, fast);
+				ring_consume(ring, n);
+			} else if (ring_pop_many(ring, &s->popped, 1, s->chain, s->stack)) {
+				take(s, &s->popped, now_ms);
+				n = 1;
+			} else {
+				break;
+			}
 			done += n;
 		}
 	}
