@@ -91,6 +91,7 @@ struct ring *ring_new(size_t words)
 	memset(r->pwords, 0, n * sizeof(uint64_t));
 	r->cwords = r->pwords;
 	r->pmask = r->cmask = n - 1;
+	r->plimit = n;
 	atomic_init(&r->head, 0);
 	atomic_init(&r->tail, 0);
 	atomic_init(&r->lost, 0);
@@ -103,6 +104,16 @@ void ring_free(struct ring *r)
 		return;
 	free(r->pwords);
 	free(r);
+}
+
+/* How far head may go on ring_push()'s fast path: the room the cached
+ * tail leaves, up to the end of head's lap round the array. */
+static uint64_t plimit(const struct ring *r, uint64_t head)
+{
+	uint64_t size = r->pmask + 1, room = r->tail_cache + size;
+	uint64_t lap_end = (head & ~r->pmask) + size;
+
+	return room < lap_end ? room : lap_end;
 }
 
 /* Any sample: a chain, a stack, the wrap to index 0, a full ring. */
@@ -128,6 +139,7 @@ int ring_push_slow(struct ring *r, const struct opvm_sample *s)
 
 	if (head + need - r->tail_cache > size) {
 		r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
+		r->plimit = plimit(r, head);
 		if (head + need - r->tail_cache > size) {
 			atomic_store_explicit(&r->lost,
 				atomic_load_explicit(&r->lost, memory_order_relaxed) + 1,
@@ -156,6 +168,7 @@ int ring_push_slow(struct ring *r, const struct opvm_sample *s)
 			memcpy(u + 3, s->stack, sl);
 		}
 	}
+	r->plimit = plimit(r, head + len);
 	atomic_store_explicit(&r->head, head + len, memory_order_release);
 	return 0;
 }

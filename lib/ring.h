@@ -31,6 +31,9 @@ struct ring {
 	/* producer-owned line */
 	_Alignas(RING_CACHELINE) _Atomic uint64_t head;
 	uint64_t tail_cache;		/* producer's view of tail */
+	/* head may grow to here without a look at tail or the array's end:
+	 * min(tail_cache + size, the end of head's lap) */
+	uint64_t plimit;
 	_Atomic uint64_t lost;
 	uint64_t *pwords;
 	uint64_t pmask;
@@ -78,23 +81,24 @@ int ring_push_slow(struct ring *r, const struct opvm_sample *s);
 static inline int ring_push(struct ring *r, const struct opvm_sample *s)
 {
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-	uint64_t size = r->pmask + 1;
-	uint64_t idx = head & r->pmask;
+	uint64_t rip = s->rip, cr3 = s->cr3, slot_cr3 = s->slot_cr3, ids, rest;
 	uint64_t *w;
 
-	if (__builtin_expect((s->nr_chain | (s->flags & OPVM_SAMPLE_STACK)) != 0, 0) ||
-	    __builtin_expect(idx + RING_FLAT_WORDS > size ||
-			     head + RING_FLAT_WORDS - r->tail_cache > size, 0))
-		return ring_push_slow(r, s);
-	w = r->pwords + idx;
-	w[0] = RING_FLAT_WORDS;		/* header: length, no chain, no stack */
-	w[1] = s->rip;
-	w[2] = s->cr3;
-	w[3] = s->slot_cr3;
 	/* (slot_tid, slot_tgid) and (vcpu, cpl, event, flags, nr_chain) as
-	 * they lie in memory: nr_chain is 0 here */
-	memcpy(&w[4], &s->slot_tid, sizeof(w[4]));
-	memcpy(&w[5], &s->vcpu, sizeof(w[5]));
+	 * they lie in memory (nr_chain is 0 where they are used); all of s
+	 * read before the ring is written, so that nothing is read again */
+	memcpy(&ids, &s->slot_tid, sizeof(ids));
+	memcpy(&rest, &s->vcpu, sizeof(rest));
+	if (__builtin_expect((s->nr_chain | (s->flags & OPVM_SAMPLE_STACK)) != 0, 0) ||
+	    __builtin_expect(head + RING_FLAT_WORDS > r->plimit, 0))
+		return ring_push_slow(r, s);
+	w = r->pwords + (head & r->pmask);
+	w[0] = RING_FLAT_WORDS;		/* header: length, no chain, no stack */
+	w[1] = rip;
+	w[2] = cr3;
+	w[3] = slot_cr3;
+	w[4] = ids;
+	w[5] = rest;
 	atomic_store_explicit(&r->head, head + RING_FLAT_WORDS, memory_order_release);
 	return 0;
 }
