@@ -363,23 +363,28 @@ static void flush(struct attribution *s)
  * errno says why); a file's full run goes in at once.  The order of a
  * file's samples is kept: the file ends up byte for byte as with one
  * sfile_add() per sample. */
-static inline int add(struct attribution *s, uint32_t fid, uint64_t offset)
+static inline void add_to(struct attribution *s, uint64_t *fbuf, uint32_t *fcnt, uint32_t fid,
+			  uint64_t offset)
 {
-	uint32_t c;
+	uint32_t c = fcnt[fid];
 
-	if (__builtin_expect(!fid, 0))
-		return note_err(s, errno ? -errno : -EIO);
-	c = s->fcnt[fid];
 	if (!c) {
 		s->touched[s->ntouched++] = fid;
 		c = 1;
 	}
-	s->fbuf[(size_t)fid * FBUF + c - 1] = offset;
+	fbuf[(size_t)fid * FBUF + c - 1] = offset;
 	if (__builtin_expect(c == FBUF, 0)) {
 		run_add(s, fid, FBUF);
 		c = 0;
 	}
-	s->fcnt[fid] = c + 1;
+	fcnt[fid] = c + 1;
+}
+
+static inline int add(struct attribution *s, uint32_t fid, uint64_t offset)
+{
+	if (__builtin_expect(!fid, 0))
+		return note_err(s, errno ? -errno : -EIO);
+	add_to(s, s->fbuf, s->fcnt, fid, offset);
 	return FILED;
 }
 
@@ -465,11 +470,37 @@ static inline struct sview sview_of(const struct opvm_sample *x)
 			       .cpl = x->cpl, .event = x->event, .flags = x->flags };
 }
 
-static inline bool cent_match(const struct attribution *s, const struct cent *e,
+/*
+ * What the cache hit paths read of the attribution state, copied into a
+ * local where a run of samples starts: locals stay in registers, where
+ * s's fields would be loaded again after every store (the build has
+ * -fno-strict-aliasing).  Stale once anything but a hit ran (fid_of() may
+ * move fbuf and fcnt): built again then.
+ */
+struct hitctx {
+	struct attribution *s;
+	struct cent *uc;
+	struct vcache *vc;
+	uint64_t *fbuf;
+	uint32_t *fcnt;
+	uint32_t epoch;
+	unsigned vc_mask;
+	bool u_slot, u_cpu, k_slot, k_cr3;
+};
+
+static inline struct hitctx hitctx_of(struct attribution *s)
+{
+	return (struct hitctx){ .s = s, .uc = s->uc, .vc = s->vc, .fbuf = s->fbuf,
+				.fcnt = s->fcnt, .epoch = s->epoch, .vc_mask = s->vc_mask,
+				.u_slot = s->u_slot, .u_cpu = s->u_cpu, .k_slot = s->k_slot,
+				.k_cr3 = s->k_cr3 };
+}
+
+static inline bool cent_match(uint32_t epoch, const struct cent *e,
 			      const struct sview *x, bool slot, bool cr3, uint64_t cr3n,
 			      bool cpu)
 {
-	return e->epoch == s->epoch && x->rip - e->lo < e->len && e->event == x->event &&
+	return e->epoch == epoch && x->rip - e->lo < e->len && e->event == x->event &&
 	       (!cpu || e->vcpu == x->vcpu) &&
 	       (!(slot || e->need_slot) || (e->flags == x->flags && e->slot_tid == x->slot_tid &&
 			  e->slot_tgid == x->slot_tgid)) &&
@@ -639,36 +670,40 @@ static int __attribute__((noinline)) file_kernel_miss(struct attribution *s,
 }
 
 /* A kernel sample's range cache entry, and its CR3 as the entry keys it. */
-static inline struct cent *kernel_cent(struct attribution *s, const struct sview *x,
+static inline struct cent *kernel_cent(const struct hitctx *c, const struct sview *x,
 				       uint64_t *cr3n)
 {
-	*cr3n = s->k_cr3 && !(x->flags & OPVM_SAMPLE_SLOT) ? opvm_cr3_normalise(x->cr3) : 0;
-	return &s->vc[x->vcpu & s->vc_mask].k[cent_index(x->rip, 0, KBITS)];
+	*cr3n = c->k_cr3 && !(x->flags & OPVM_SAMPLE_SLOT) ? opvm_cr3_normalise(x->cr3) : 0;
+	return &c->vc[x->vcpu & c->vc_mask].k[cent_index(x->rip, 0, KBITS)];
 }
 
 /* The hot path: a range cache hit is a few compares and a queued (file,
- * offset).  False: not a hit (boot and idle samples never are). */
-static inline bool kernel_hit(struct attribution *s, const struct sview *x,
+ * offset); the caller counts it in stats.kernel.  False: not a hit (boot
+ * and idle samples never are). */
+static inline bool kernel_hit(const struct hitctx *c, const struct sview *x,
 			      const struct cent *ce, uint64_t cr3n)
 {
 	bool slot = x->flags & OPVM_SAMPLE_SLOT;
 
 	if (__builtin_expect(x->rip < OPVM_KERNEL_HALF, 0) || (slot && !x->slot_tgid) ||
-	    !cent_match(s, ce, x, s->k_slot, s->k_cr3 && !slot, cr3n, true))
+	    !cent_match(c->epoch, ce, x, c->k_slot, c->k_cr3 && !slot, cr3n, true))
 		return false;
-	s->stats.kernel++;
-	add(s, ce->fid, x->rip + ce->adj);	/* cached fids are never 0 */
+	/* cached fids are never 0 */
+	add_to(c->s, c->fbuf, c->fcnt, ce->fid, x->rip + ce->adj);
 	return true;
 }
 
 static inline int file_kernel(struct attribution *s, const struct opvm_sample *x, bool force)
 {
+	struct hitctx c = hitctx_of(s);
 	struct sview v = sview_of(x);
 	uint64_t cr3n;
-	struct cent *ce = kernel_cent(s, &v, &cr3n);
+	struct cent *ce = kernel_cent(&c, &v, &cr3n);
 
-	if (__builtin_expect(kernel_hit(s, &v, ce, cr3n), 1))
+	if (__builtin_expect(kernel_hit(&c, &v, ce, cr3n), 1)) {
+		s->stats.kernel++;
 		return FILED;
+	}
 	if (x->rip < OPVM_KERNEL_HALF)
 		return file_kernel_own(s, x, NAME_BOOT);
 	if ((x->flags & OPVM_SAMPLE_SLOT) && !x->slot_tgid)
@@ -880,32 +915,34 @@ static void ksp_resolve(struct attribution *s, struct opvm_sample *x, bool force
 	x->flags &= (uint8_t)~OPVM_SAMPLE_KSP;
 }
 
-/* As kernel_cent() and kernel_hit(), for user samples. */
-static inline struct cent *user_cent(struct attribution *s, const struct sview *x,
+/* As kernel_cent() and kernel_hit(), for user samples (stats.user). */
+static inline struct cent *user_cent(const struct hitctx *c, const struct sview *x,
 				     uint64_t *cr3n)
 {
 	*cr3n = opvm_cr3_normalise(x->cr3);
-	return &s->uc[cent_index(x->rip, *cr3n, UBITS)];
+	return &c->uc[cent_index(x->rip, *cr3n, UBITS)];
 }
 
-static inline bool user_hit(struct attribution *s, const struct sview *x,
+static inline bool user_hit(const struct hitctx *c, const struct sview *x,
 			    const struct cent *ce, uint64_t cr3n)
 {
-	if (!cent_match(s, ce, x, s->u_slot, true, cr3n, s->u_cpu))
+	if (!cent_match(c->epoch, ce, x, c->u_slot, true, cr3n, c->u_cpu))
 		return false;
-	s->stats.user++;
-	add(s, ce->fid, x->rip + ce->adj);
+	add_to(c->s, c->fbuf, c->fcnt, ce->fid, x->rip + ce->adj);
 	return true;
 }
 
 static inline int file_user(struct attribution *s, const struct opvm_sample *x, bool force)
 {
+	struct hitctx c = hitctx_of(s);
 	struct sview v = sview_of(x);
 	uint64_t cr3n;
-	struct cent *ce = user_cent(s, &v, &cr3n);
+	struct cent *ce = user_cent(&c, &v, &cr3n);
 
-	if (__builtin_expect(user_hit(s, &v, ce, cr3n), 1))
+	if (__builtin_expect(user_hit(&c, &v, ce, cr3n), 1)) {
+		s->stats.user++;
 		return FILED;
+	}
 	return file_user_miss(s, x, force, cr3n, ce);
 }
 
@@ -1138,11 +1175,12 @@ int attribution_sample(struct attribution *s, const struct opvm_sample *smp, uin
 /*
  * take() of a flat ring entry read in place.  fast: take() would go
  * straight to attribute() (no --from-exec wait, no -g, CR3s used); a cache
- * hit is then filed from the entry's words, anything else goes through
- * take() as a struct opvm_sample.
+ * hit is then filed from the entry's words and counted in n[] (kernel,
+ * user), anything else goes through take() as a struct opvm_sample (and
+ * c is built again).
  */
-static inline void take_entry(struct attribution *s, const struct ring_entry *e,
-			      uint64_t now, bool fast)
+static inline void take_entry(struct hitctx *c, const struct ring_entry *e, uint64_t now,
+			      bool fast, uint64_t n[2])
 {
 	struct sview v = { .rip = e->rip, .cr3 = e->cr3, .vcpu = e->vcpu,
 			   .slot_tid = e->slot_tid, .slot_tgid = e->slot_tgid,
@@ -1152,10 +1190,18 @@ static inline void take_entry(struct attribution *s, const struct ring_entry *e,
 	uint64_t cr3n;
 
 	if (__builtin_expect(fast && !(e->flags & OPVM_SAMPLE_KSP), 1)) {
-		if (v.cpl != 3 ? (ce = kernel_cent(s, &v, &cr3n), kernel_hit(s, &v, ce, cr3n)) :
-				 (ce = user_cent(s, &v, &cr3n), user_hit(s, &v, ce, cr3n))) {
-			s->stats.received++;
-			return;
+		if (v.cpl != 3) {
+			ce = kernel_cent(c, &v, &cr3n);
+			if (__builtin_expect(kernel_hit(c, &v, ce, cr3n), 1)) {
+				n[0]++;
+				return;
+			}
+		} else {
+			ce = user_cent(c, &v, &cr3n);
+			if (__builtin_expect(user_hit(c, &v, ce, cr3n), 1)) {
+				n[1]++;
+				return;
+			}
 		}
 	}
 	memset(&x, 0, sizeof(x));
@@ -1168,7 +1214,24 @@ static inline void take_entry(struct attribution *s, const struct ring_entry *e,
 	x.cpl = e->cpl;
 	x.event = e->event;
 	x.flags = e->flags;
-	take(s, &x, now);
+	take(c->s, &x, now);
+	*c = hitctx_of(c->s);
+}
+
+/* A run of flat entries read in place. */
+static void take_entries(struct attribution *s, const struct ring_entry *e, size_t n,
+			 uint64_t now)
+{
+	bool fast = !s->no_cr3 && !s->start_exec[0] && !s->chains;
+	struct hitctx c = hitctx_of(s);
+	uint64_t hits[2] = { 0, 0 };
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		take_entry(&c, &e[i], now, fast, hits);
+	s->stats.kernel += hits[0];
+	s->stats.user += hits[1];
+	s->stats.received += hits[0] + hits[1];
 }
 
 /* Each ring: runs of flat entries read in place (one tail publication a
@@ -1181,16 +1244,13 @@ static void drain(struct attribution *s, uint64_t now_ms)
 	for (r = 0; r < s->nr_rings; r++) {
 		struct ring *ring = s->rings[r];
 		const struct ring_entry *e;
-		size_t n, i, done = 0;
+		size_t n, done = 0;
 
 		while (done < DRAIN_MAX) {
 			n = ring_peek_flat(ring, &e,
 					   DRAIN_MAX - done < PEEK_BATCH ? DRAIN_MAX - done : PEEK_BATCH);
 			if (n) {
-				bool fast = !s->no_cr3 && !s->start_exec[0] && !s->chains;
-
-				for (i = 0; i < n; i++)
-					take_entry(s, &e[i], now_ms, fast);
+				take_entries(s, e, n, now_ms);
 				ring_consume(ring, n);
 			} else if (ring_pop_many(ring, &s->popped, 1, s->chain, s->stack)) {
 				take(s, &s->popped, now_ms);
