@@ -99,6 +99,89 @@ static void test_wrap(void **state)
 	ring_free(r);
 }
 
+static void check_entry(const struct ring_entry *e, uint64_t i)
+{
+	assert_int_equal(e->rip, 0xffffffff81000000ull + i);
+	assert_int_equal(e->cr3, 0x1000 * i + 0x5);
+	assert_int_equal(e->slot_cr3, i * 3);
+	assert_int_equal(e->slot_tid, (uint32_t)i + 1);
+	assert_int_equal(e->slot_tgid, (uint32_t)i + 2);
+	assert_int_equal(e->vcpu, i % 7);
+	assert_int_equal(e->cpl, (i & 1) ? 3 : 0);
+	assert_int_equal(e->event, i % OPVM_MAX_EVENTS);
+	assert_int_equal(e->flags, OPVM_SAMPLE_SLOT);
+}
+
+/* ring_peek_flat()/ring_consume(): flat entries read in place, in order,
+ * runs cut by a sample with a chain (ring_pop_many() takes it) and by the
+ * array's end, the rest of a run peeked again after a partial consume;
+ * entries peeked and not consumed are never overwritten by the producer. */
+static void test_peek_flat(void **state)
+{
+	struct ring *r = ring_new(256);
+	uint64_t chain[OPVM_MAX_CALLCHAIN], out_chain[OPVM_MAX_CALLCHAIN];
+	uint64_t pushed = 0, popped = 0;
+	const struct ring_entry *e;
+	struct opvm_sample s, o;
+
+	assert_non_null(r);
+	assert_int_equal(ring_peek_flat(r, &e, 8), 0);
+	for (int round = 0; round < 3000; round++) {
+		int n = 1 + round % 13;
+
+		for (int k = 0; k < n; k++) {
+			/* one in seven has a chain; one in 11 a count past the
+			 * cap, pushed flat (its nr_chain byte not 0) */
+			uint8_t nr = pushed % 7 == 2 ? (uint8_t)(1 + pushed % 5) :
+				     pushed % 11 == 4 ? OPVM_MAX_CALLCHAIN + 1 : 0;
+
+			s = mk(pushed, nr == OPVM_MAX_CALLCHAIN + 1 ? 0 : nr, chain);
+			s.nr_chain = nr;
+			assert_int_equal(ring_push(r, &s), 0);
+			pushed++;
+		}
+		while (popped < pushed) {
+			size_t max = 1 + (size_t)round % 9, got = ring_peek_flat(r, &e, max);
+
+			if (!got) {
+				/* the next one has its chain */
+				assert_int_equal(popped % 7, 2);
+				assert_int_equal(ring_pop_many(r, &o, 1, out_chain, NULL), 1);
+				check(&o, popped, (uint8_t)(1 + popped % 5));
+				popped++;
+				continue;
+			}
+			assert_true(got <= max);
+			for (size_t k = 0; k < got; k++)
+				check_entry(&e[k], popped + k);
+			if (round % 3 == 0 && got > 1) {
+				/* half of it; the rest comes again */
+				ring_consume(r, got / 2);
+				popped += got / 2;
+				continue;
+			}
+			if (round % 50 == 1) {
+				/* a full ring leaves what was peeked alone */
+				while (ring_push(r, &s) == 0)
+					;
+				for (size_t k = 0; k < got; k++)
+					check_entry(&e[k], popped + k);
+				ring_consume(r, got);
+				popped += got;
+				ring_free(r);
+				r = ring_new(256);
+				assert_non_null(r);
+				pushed = popped;
+				break;
+			}
+			ring_consume(r, got);
+			popped += got;
+		}
+	}
+	assert_int_equal(ring_peek_flat(r, &e, 8), 0);
+	ring_free(r);
+}
+
 /* ring_pop_many(): runs of flat samples up to max, a sample with a chain
  * alone and only at the front, through many wraps of a small ring. */
 static void test_pop_many(void **state)
@@ -303,6 +386,7 @@ int main(void)
 		cmocka_unit_test(test_empty_and_basic),
 		cmocka_unit_test(test_wrap),
 		cmocka_unit_test(test_pop_many),
+		cmocka_unit_test(test_peek_flat),
 		cmocka_unit_test(test_full_drops),
 		cmocka_unit_test(test_chain_bounds),
 		cmocka_unit_test(test_sizes),
