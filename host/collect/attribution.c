@@ -452,22 +452,33 @@ static uint32_t sfile_for(struct attribution *s, struct skey *k, const char *app
 }
 
 /*
- * What the cache hit paths read of a sample: a struct opvm_sample's fields,
- * or a flat ring entry's read in place (drain(): no copy into a struct
- * opvm_sample).  Always built inline, so that a view is the fields
- * themselves.
+ * What the cache hit paths read of a sample: struct opvm_sample's first
+ * fields, in its layout, which a flat ring entry repeats after its header
+ * (lib/ring.h).  The hit paths read either in place through this type:
+ * drain() files a hit with no copy of the entry, and reads only the fields
+ * the match needs.
  */
 struct sview {
-	uint64_t rip, cr3;
-	uint32_t vcpu, slot_tid, slot_tgid;
+	uint64_t rip, cr3, slot_cr3;
+	uint32_t slot_tid, slot_tgid, vcpu;
 	uint8_t cpl, event, flags;
 };
 
-static inline struct sview sview_of(const struct opvm_sample *x)
+#define SVIEW_AT(f) (offsetof(struct sview, f) == offsetof(struct opvm_sample, f) && \
+		     offsetof(struct sview, f) + offsetof(struct ring_entry, rip) == \
+		     offsetof(struct ring_entry, f))
+_Static_assert(SVIEW_AT(rip) && SVIEW_AT(cr3) && SVIEW_AT(slot_cr3) && SVIEW_AT(slot_tid) &&
+	       SVIEW_AT(slot_tgid) && SVIEW_AT(vcpu) && SVIEW_AT(cpl) && SVIEW_AT(event) &&
+	       SVIEW_AT(flags), "struct sview is the start of a sample and of a ring entry");
+
+static inline const struct sview *sview_of(const struct opvm_sample *x)
 {
-	return (struct sview){ .rip = x->rip, .cr3 = x->cr3, .vcpu = x->vcpu,
-			       .slot_tid = x->slot_tid, .slot_tgid = x->slot_tgid,
-			       .cpl = x->cpl, .event = x->event, .flags = x->flags };
+	return (const struct sview *)x;
+}
+
+static inline const struct sview *sview_of_entry(const struct ring_entry *e)
+{
+	return (const struct sview *)&e->rip;
 }
 
 /*
@@ -696,11 +707,10 @@ static inline bool kernel_hit(const struct hitctx *c, const struct sview *x,
 static inline int file_kernel(struct attribution *s, const struct opvm_sample *x, bool force)
 {
 	struct hitctx c = hitctx_of(s);
-	struct sview v = sview_of(x);
 	uint64_t cr3n;
-	struct cent *ce = kernel_cent(&c, &v, &cr3n);
+	struct cent *ce = kernel_cent(&c, sview_of(x), &cr3n);
 
-	if (__builtin_expect(kernel_hit(&c, &v, ce, cr3n), 1)) {
+	if (__builtin_expect(kernel_hit(&c, sview_of(x), ce, cr3n), 1)) {
 		s->stats.kernel++;
 		return FILED;
 	}
@@ -935,11 +945,10 @@ static inline bool user_hit(const struct hitctx *c, const struct sview *x,
 static inline int file_user(struct attribution *s, const struct opvm_sample *x, bool force)
 {
 	struct hitctx c = hitctx_of(s);
-	struct sview v = sview_of(x);
 	uint64_t cr3n;
-	struct cent *ce = user_cent(&c, &v, &cr3n);
+	struct cent *ce = user_cent(&c, sview_of(x), &cr3n);
 
-	if (__builtin_expect(user_hit(&c, &v, ce, cr3n), 1)) {
+	if (__builtin_expect(user_hit(&c, sview_of(x), ce, cr3n), 1)) {
 		s->stats.user++;
 		return FILED;
 	}
@@ -1182,23 +1191,21 @@ int attribution_sample(struct attribution *s, const struct opvm_sample *smp, uin
 static inline void take_entry(struct hitctx *c, const struct ring_entry *e, uint64_t now,
 			      bool fast, uint64_t n[2])
 {
-	struct sview v = { .rip = e->rip, .cr3 = e->cr3, .vcpu = e->vcpu,
-			   .slot_tid = e->slot_tid, .slot_tgid = e->slot_tgid,
-			   .cpl = e->cpl, .event = e->event, .flags = e->flags };
+	const struct sview *v = sview_of_entry(e);
 	struct opvm_sample x;
 	struct cent *ce;
 	uint64_t cr3n;
 
 	if (__builtin_expect(fast && !(e->flags & OPVM_SAMPLE_KSP), 1)) {
-		if (v.cpl != 3) {
-			ce = kernel_cent(c, &v, &cr3n);
-			if (__builtin_expect(kernel_hit(c, &v, ce, cr3n), 1)) {
+		if (v->cpl != 3) {
+			ce = kernel_cent(c, v, &cr3n);
+			if (__builtin_expect(kernel_hit(c, v, ce, cr3n), 1)) {
 				n[0]++;
 				return;
 			}
 		} else {
-			ce = user_cent(c, &v, &cr3n);
-			if (__builtin_expect(user_hit(c, &v, ce, cr3n), 1)) {
+			ce = user_cent(c, v, &cr3n);
+			if (__builtin_expect(user_hit(c, v, ce, cr3n), 1)) {
 				n[1]++;
 				return;
 			}
