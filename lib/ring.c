@@ -292,7 +292,7 @@ size_t ring_peek_flat(struct ring *r, const struct ring_entry **e, size_t max)
 	uint64_t head = r->head_cache;
 	const uint64_t *words = r->cwords;
 	uint64_t mask = r->cmask, idx, avail;
-	size_t n;
+	const uint64_t *p, *w, *end;
 
 	if (tail == head) {
 		head = r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
@@ -313,10 +313,12 @@ size_t ring_peek_flat(struct ring *r, const struct ring_entry **e, size_t max)
 	avail = head - tail < mask + 1 - idx ? head - tail : mask + 1 - idx;
 	if (max > avail / RING_FLAT_WORDS)
 		max = avail / RING_FLAT_WORDS;
-	for (n = 0; n < max && words[idx + n * RING_FLAT_WORDS] == RING_FLAT_WORDS; n++)
+	p = words + idx;
+	end = p + max * RING_FLAT_WORDS;
+	for (w = p; w < end && *w == RING_FLAT_WORDS; w += RING_FLAT_WORDS)
 		;
-	*e = (const struct ring_entry *)(words + idx);
-	return n;
+	*e = (const struct ring_entry *)p;
+	return (size_t)(w - p) / RING_FLAT_WORDS;
 }
 
 int ring_pop_stack(struct ring *r, struct opvm_sample *s, uint64_t *chain, uint8_t *stack)
