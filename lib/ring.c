@@ -10,8 +10,9 @@
  * (a skip marker: "continue at index 0") and places the entry at the start.
  *
  * Ordering: the producer fills the entry, then publishes head with a release
- * store; the consumer reads head with an acquire load, copies the entry out,
- * then publishes tail with a release store, so the producer never overwrites
+ * store; the consumer reads head with an acquire load, copies the entry out
+ * (or reads it in place: ring_peek_flat(), until ring_consume()), then
+ * publishes tail with a release store, so the producer never overwrites
  * words still being read.  Each side keeps a private copy of the other side's
  * counter and reloads it only when that copy says "full" or "empty", which
  * keeps the shared cache lines quiet on the fast path.
