@@ -67,7 +67,7 @@ static int attach_debug(struct symres *r, struct elfimage *elf, const char *gues
 		return 0;
 	if ((c = symres_dbgd(r))) {
 		char *dpath = NULL;
-		int fd = debuginfod_find_debuginfo(c, bid, (int)len, &dpath), ok = 0;
+		int fd = symres_dbgd_find_debuginfo(c, bid, (int)len, &dpath), ok = 0;
 
 		if (fd >= 0) {
 			snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);

@@ -95,7 +95,17 @@ int symres_open_host_file(const char *path);
 int symres_release_ok(const char *rel);
 int symres_root_matches(const struct symres_root *root, const char *guest);
 int symres_open_in_root(int rootfd, const char *path, int dir);
+/* The debuginfod client when DEBUGINFOD_URLS asks for one and
+ * libdebuginfod loads (dlopen on first use: most reports never need it,
+ * and linking it costs every start its curl and TLS libraries); NULL
+ * otherwise. */
 debuginfod_client *symres_dbgd(struct symres *r);
+/* libdebuginfod's calls, on a client symres_dbgd() returned. */
+int symres_dbgd_find_executable(debuginfod_client *c, const unsigned char *bid, int len,
+				char **path);
+int symres_dbgd_find_debuginfo(debuginfod_client *c, const unsigned char *bid, int len,
+			       char **path);
+void symres_dbgd_end(debuginfod_client *c);
 void symres_resolve_kernel(struct symres *r, struct simage *si, const char *guest,
 			   const struct symres_kernel *k);
 void symres_resolve_module(struct symres *r, struct simage *si, const char *guest,

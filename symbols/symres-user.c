@@ -151,7 +151,8 @@ void symres_resolve_user(struct symres *r, struct simage *si, const char *guest,
 	}
 	if (si->build_id_len && (c = symres_dbgd(r))) {
 		char *dpath = NULL;
-		int fd = debuginfod_find_executable(c, si->build_id, (int)si->build_id_len, &dpath);
+		int fd = symres_dbgd_find_executable(c, si->build_id,
+						      (int)si->build_id_len, &dpath);
 
 		if (fd >= 0 && symres_try_candidate(r, si, fd, dpath ? dpath : "debuginfod", guest)) {
 			free(dpath);

@@ -117,7 +117,7 @@ void symres_free(struct symres *r)
 	free(r->roots);
 	free(r->root_fds);
 	if (r->dbgd)
-		debuginfod_end(r->dbgd);
+		symres_dbgd_end(r->dbgd);
 	free(r->session_dir);
 	free(r->vmlinux);
 	free(r->system_map);

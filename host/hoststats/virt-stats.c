@@ -9,10 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <libvirt/libvirt.h>
-#include <libvirt/virterror.h>
-
 #include "lib/util.h"
+#include "vmm/libvirt/virt-api.h"
 #include "host/hoststats/virt-stats.h"
 
 static uint64_t param_u64(const virTypedParameter *p)
@@ -113,28 +111,31 @@ int virt_all_stats(struct virt *v, struct virt_dstat **out, char *err, size_t er
 		VIR_DOMAIN_STATS_VCPU | VIR_DOMAIN_STATS_BLOCK |
 		VIR_DOMAIN_STATS_INTERFACE | VIR_DOMAIN_STATS_VM;
 	virDomainStatsRecordPtr *recs = NULL;
+	const struct virt_api *V = virt_api(err, errlen);	/* loaded: v is open */
 	struct virt_dstat *d;
 	int n;
 
 	*out = NULL;
-	n = virConnectGetAllDomainStats(virt_conn(v), want, &recs,
+	if (!V)
+		return -ENOENT;
+	n = V->ConnectGetAllDomainStats(virt_conn(v), want, &recs,
 					VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE);
 	if (n < 0) {
 		/* A libvirt without the VM group refuses the whole call: ask
 		 * again without it. */
 		want &= ~(unsigned int)VIR_DOMAIN_STATS_VM;
-		n = virConnectGetAllDomainStats(virt_conn(v), want, &recs,
+		n = V->ConnectGetAllDomainStats(virt_conn(v), want, &recs,
 						VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE);
 	}
 	if (n < 0) {
-		const char *m = virGetLastErrorMessage();
+		const char *m = V->GetLastErrorMessage();
 
 		util_seterr(err, errlen, "domain statistics: %s", m ? m : "unknown libvirt error");
 		return -EIO;
 	}
 	d = calloc((size_t)n + 1, sizeof(*d));
 	for (int i = 0; d && i < n; i++) {
-		const char *name = virDomainGetName(recs[i]->dom);
+		const char *name = V->DomainGetName(recs[i]->dom);
 
 		snprintf(d[i].name, sizeof(d[i].name), "%s", name ? name : "?");
 		for (int j = 0; j < recs[i]->nparams; j++)
@@ -142,7 +143,7 @@ int virt_all_stats(struct virt *v, struct virt_dstat **out, char *err, size_t er
 		for (unsigned c = 0; c < VIRT_STATS_VCPUS; c++)
 			kvmstat_finish(&d[i].kvm[c]);
 	}
-	virDomainStatsRecordListFree(recs);
+	V->DomainStatsRecordListFree(recs);
 	if (!d)
 		return -ENOMEM;
 	*out = d;
@@ -279,7 +280,8 @@ struct virt_reader *virt_reader_new(const char *uri, unsigned budget_ms, unsigne
 	pthread_condattr_destroy(&ca);
 	/* libvirt's global state is set up once, before a second thread
 	 * uses it (its documented rule). */
-	virInitialize();
+	if (virt_api(NULL, 0))	/* else virt_open() says what is missing */
+		virt_api(NULL, 0)->Initialize();
 	/* The stop signals must reach the caller's thread, whose blocking
 	 * calls they interrupt (util_stop_on_signals()), never the worker. */
 	sigfillset(&all);

@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <libvirt/libvirt.h>
-#include <libvirt/libvirt-qemu.h>
-#include <libvirt/virterror.h>
-
+#include "vmm/libvirt/virt-api.h"
 #include "vmm/libvirt/virt.h"
+
+/* Set by virt_open(), the only way to a struct virt or virt_dom. */
+static const struct virt_api *V;
 
 struct virt {
 	virConnectPtr conn;
@@ -33,7 +33,7 @@ static void quiet(void *arg, virErrorPtr e)
 
 static void set_err(char *err, size_t errlen, const char *what)
 {
-	const char *m = virGetLastErrorMessage();
+	const char *m = V->GetLastErrorMessage();
 
 	if (err && errlen)
 		snprintf(err, errlen, "%s: %s", what, m ? m : "unknown libvirt error");
@@ -55,13 +55,16 @@ struct virt *virt_open(const char *uri, char *err, size_t errlen)
 {
 	struct virt *v;
 
-	virSetErrorFunc(NULL, quiet);
+	V = virt_api(err, errlen);
+	if (!V)
+		return NULL;
+	V->SetErrorFunc(NULL, quiet);
 	uri = virt_default_uri(uri);
 	v = calloc(1, sizeof(*v));
 	if (!v)
 		return NULL;
 	snprintf(v->uri, sizeof(v->uri), "%s", uri);
-	v->conn = virConnectOpen(uri);
+	v->conn = V->ConnectOpen(uri);
 	if (!v->conn) {
 		set_err(err, errlen, uri);
 		free(v);
@@ -75,7 +78,7 @@ void virt_close(struct virt *v)
 {
 	if (!v)
 		return;
-	virConnectClose(v->conn);
+	V->ConnectClose(v->conn);
 	free(v);
 }
 
@@ -102,7 +105,7 @@ int virt_list_running(struct virt *v, char ***names, char *err, size_t errlen)
 {
 	virDomainPtr *doms = NULL;
 	char **out;
-	int n = virConnectListAllDomains(v->conn, &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+	int n = V->ConnectListAllDomains(v->conn, &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
 
 	*names = NULL;
 	if (n < 0) {
@@ -111,11 +114,11 @@ int virt_list_running(struct virt *v, char ***names, char *err, size_t errlen)
 	}
 	out = calloc((size_t)n + 1, sizeof(*out));
 	for (int i = 0; i < n; i++) {
-		const char *nm = virDomainGetName(doms[i]);
+		const char *nm = V->DomainGetName(doms[i]);
 
 		if (out)
 			out[i] = strdup(nm ? nm : "?");
-		virDomainFree(doms[i]);
+		V->DomainFree(doms[i]);
 	}
 	free(doms);
 	if (!out)
@@ -141,11 +144,11 @@ static virDomainPtr lookup(virConnectPtr conn, const char *s)
 	errno = 0;
 	id = strtol(s, &end, 10);
 	if (*s >= '0' && *s <= '9' && !*end && !errno && id >= 0 && id <= INT_MAX)
-		dom = virDomainLookupByID(conn, (int)id);
+		dom = V->DomainLookupByID(conn, (int)id);
 	if (!dom && strlen(s) == VIR_UUID_STRING_BUFLEN - 1)
-		dom = virDomainLookupByUUIDString(conn, s);
+		dom = V->DomainLookupByUUIDString(conn, s);
 	if (!dom)
-		dom = virDomainLookupByName(conn, s);
+		dom = V->DomainLookupByName(conn, s);
 	return dom;
 }
 
@@ -167,7 +170,7 @@ struct virt_dom *virt_dom_open(struct virt *v, const char *name, char *err, size
 		return NULL;
 	}
 	/* The guest is filed under its name, whichever way it was given. */
-	gname = virDomainGetName(d->dom);
+	gname = V->DomainGetName(d->dom);
 	snprintf(d->name, sizeof(d->name), "%s", gname ? gname : name);
 	return d;
 }
@@ -176,7 +179,7 @@ void virt_dom_close(struct virt_dom *d)
 {
 	if (!d)
 		return;
-	virDomainFree(d->dom);
+	V->DomainFree(d->dom);
 	free(d);
 }
 
@@ -189,16 +192,16 @@ int virt_dom_running(struct virt_dom *d)
 {
 	int state = 0, reason = 0;
 
-	if (virDomainIsActive(d->dom) != 1)
+	if (V->DomainIsActive(d->dom) != 1)
 		return -ESRCH;
-	if (virDomainGetState(d->dom, &state, &reason, 0) < 0)
+	if (V->DomainGetState(d->dom, &state, &reason, 0) < 0)
 		return -EIO;
 	return state == VIR_DOMAIN_RUNNING;
 }
 
 int virt_dom_nr_vcpus(struct virt_dom *d)
 {
-	int n = virDomainGetVcpusFlags(d->dom, VIR_DOMAIN_AFFECT_LIVE);
+	int n = V->DomainGetVcpusFlags(d->dom, VIR_DOMAIN_AFFECT_LIVE);
 
 	return n > 0 ? n : -EIO;
 }
@@ -210,7 +213,7 @@ int virt_dom_monitor(struct virt_dom *d, const char *cmd, int hmp, char **out,
 
 	if (out)
 		*out = NULL;
-	if (virDomainQemuMonitorCommand(d->dom, cmd, &result,
+	if (V->DomainQemuMonitorCommand(d->dom, cmd, &result,
 					hmp ? VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP : 0) < 0) {
 		set_err(err, errlen, "monitor command");
 		return -EIO;
@@ -231,7 +234,7 @@ int virt_dom_monitor_fd(struct virt_dom *d, const char *cmd, int fd, char **out,
 		*out = NULL;
 	/* libvirt sends fd with the command on its monitor connection (QEMU's
 	 * getfd then files it there, where later commands find it). */
-	if (virDomainQemuMonitorCommandWithFiles(d->dom, cmd, 1, &fd, NULL, NULL,
+	if (V->DomainQemuMonitorCommandWithFiles(d->dom, cmd, 1, &fd, NULL, NULL,
 						 &result, 0) < 0) {
 		set_err(err, errlen, "monitor command with a file");
 		return -EIO;
@@ -326,7 +329,7 @@ int virt_xml_channel_path(const char *xml, const char *port_name, char *out, siz
 
 int virt_dom_channel_path(struct virt_dom *d, const char *port_name, char *out, size_t cap)
 {
-	char *xml = virDomainGetXMLDesc(d->dom, 0);
+	char *xml = V->DomainGetXMLDesc(d->dom, 0);
 	int err;
 
 	if (!xml)
