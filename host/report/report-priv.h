@@ -9,8 +9,11 @@
 #define OPVM_REPORT_PRIV_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "host/report/report.h"
+
+struct sfile_reader;
 
 struct strpool {
 	const char **slots;
@@ -25,5 +28,47 @@ void report_guest_load_meta(struct report_guest *g, const char *path);
 /* rows[0..n) in report_sort()'s order (report-sort.c): 0, or -ENOMEM with
  * the rows as they were. */
 int report_rows_sort(struct report_row *rows, size_t n, enum report_sort how);
+
+/*
+ * Sample files counted per symbol on worker threads (report-walk.c) while
+ * the caller opens the next files and their images (the symbol resolver is
+ * not thread-safe: only lookups, read-only once symres_image() returned,
+ * run on the workers).  Jobs finish in the order they were pushed, so the
+ * rows come out as they would on one thread.
+ */
+struct walk_job {
+	/* set by the caller before walk_push() */
+	struct sfile_reader *sr;
+	struct simage *img;		/* only looked up in by the workers */
+	size_t nsyms;
+	size_t entry;			/* the caller's */
+	struct report_guest *guest;	/* the caller's */
+	struct report_row key;		/* the caller's */
+	/* the counts, after walk_oldest() (when pushed with count) */
+	size_t *idx;			/* symbol index + 1 (0: none), in the
+					 * order the file first touched them */
+	uint64_t *cnt;
+	size_t nr, cap;
+	uint64_t total, outside;
+	int bad;			/* a corrupt file: nothing counted */
+	int nomem;
+	int state;			/* walk-private */
+};
+struct walk;
+
+/* A pool with a worker per processor but one (none on one processor: jobs
+ * are then counted in walk_oldest()).  NULL when out of memory. */
+struct walk *walk_new(void);
+/* Stops the workers, closes the readers of jobs not popped. */
+void walk_free(struct walk *w);
+/* The slot for the next job (zeroed but for its count buffers), or NULL
+ * when every slot is pending: walk_oldest() and walk_pop() one first. */
+struct walk_job *walk_slot(struct walk *w);
+/* Publishes the slot walk_slot() gave; count: count its file per symbol. */
+void walk_push(struct walk *w, int count);
+/* The oldest pending job, counted; NULL when none is pending. */
+struct walk_job *walk_oldest(struct walk *w);
+/* Frees the oldest job's slot (its reader is the caller's to close). */
+void walk_pop(struct walk *w);
 
 #endif /* OPVM_REPORT_PRIV_H */

@@ -42,10 +42,6 @@ struct report_priv {
 	struct entry *entries;
 	size_t nr_entries, cap_entries;
 	const char *session_dir;
-	uint64_t *scratch;	/* per-symbol counters, +1 for unresolved; all
-				 * zero between files */
-	size_t *touched;	/* scratch indices in use for this file */
-	size_t scratch_cap;
 	/* The rows of the last image's files (row_cache_for()): a session
 	 * holds a file per thread of each image, one after the other, whose
 	 * rows are the same when threads are merged. */
@@ -418,12 +414,8 @@ static void row_fold_addrs(struct report_row *row)
 struct file_ctx {
 	struct report *r;
 	struct simage *img;
-	uint64_t *counts;	/* [0] unresolved, [i + 1] symbol i */
-	size_t *touched;	/* indices of nonzero counts */
-	size_t nr_touched;
 	uint64_t total;
 	uint64_t outside;	/* unresolved kernel samples outside the kernel */
-	int is_kernel;
 	int details;
 	const char *only_symbol;
 	struct report_row *key;	/* merged key without symbol */
@@ -437,39 +429,6 @@ static int file_sum_cb(uint64_t offset, uint64_t count, void *arg)
 
 	(void)offset;
 	c->total = util_sat_add(c->total, count);
-	return 0;
-}
-
-static int file_sym_cb(const uint64_t *offs, const uint64_t *counts, size_t n, void *arg)
-{
-	struct file_ctx *c = arg;
-	long idx[SFILE_BATCH];
-	/* Locals, not c's fields: the stores to hist (uint64_t) could alias
-	 * them, and the compiler would reload each one every entry. */
-	uint64_t *hist = c->counts + 1, total = c->total, outside = c->outside;
-	size_t *touched = c->touched, nt = c->nr_touched;
-	int kernel = c->is_kernel;
-
-	simage_lookup_batch(c->img, offs, idx, n);
-	for (size_t k = 0; k < n; k++) {
-		long i = idx[k];
-
-		/* Only the counters a file touches are visited and reset: an
-		 * image with 100 k symbols costs nothing per file it is not
-		 * sampled in. */
-		if (!hist[i])
-			touched[nt++] = (size_t)(i + 1);
-		hist[i] = util_sat_add(hist[i], counts[k]);
-		total = util_sat_add(total, counts[k]);
-		/* x86-64 kernels run in the upper half; a "kernel" sample
-		 * below it was firmware or boot code before the kernel's
-		 * own mapping. */
-		if (i < 0 && kernel && offs[k] < OPVM_KERNEL_HALF)
-			outside = util_sat_add(outside, counts[k]);
-	}
-	c->total = total;
-	c->outside = outside;
-	c->nr_touched = nt;
 	return 0;
 }
 
@@ -526,27 +485,6 @@ static struct report_problem *problem_get(struct report *r, const char *guest,
 	return pr;
 }
 
-/* Room for one count per symbol of an image (plus "no symbol"), zeroed. */
-static int scratch_reserve(struct report_priv *p, size_t nsyms)
-{
-	uint64_t *t;
-	size_t *u;
-
-	if (nsyms + 1 <= p->scratch_cap)
-		return 0;
-	t = realloc(p->scratch, (nsyms + 1) * sizeof(*t));
-	if (!t)
-		return -ENOMEM;
-	memset(t + p->scratch_cap, 0, (nsyms + 1 - p->scratch_cap) * sizeof(*t));
-	p->scratch = t;
-	u = realloc(p->touched, (nsyms + 1) * sizeof(*u));
-	if (!u)
-		return -ENOMEM;
-	p->touched = u;
-	p->scratch_cap = nsyms + 1;
-	return 0;
-}
-
 /* The row cache for img's files under key (its symbol aside), emptied
  * when either changed; NULL when out of memory for it (rows are then found
  * by hash alone). */
@@ -597,36 +535,30 @@ static struct report_row *file_row(struct report *r, struct file_ctx *c, size_t 
 	return row;
 }
 
-/* A file of an image with symbols: its samples counted per symbol, one row
- * each.  -ENOMEM, or 0 (c->bad set for a corrupt file, which adds nothing). */
-static int file_by_symbol(struct report *r, struct file_ctx *c, struct sfile_reader *sr,
-			  size_t nsyms)
+/* A file of an image with symbols, counted per symbol (j): one row each.
+ * -ENOMEM, or 0 (c->bad set for a corrupt file, which adds nothing). */
+static int file_by_symbol(struct report *r, struct file_ctx *c, const struct walk_job *j)
 {
 	struct report_priv *p = r->priv;
 	struct report_row *row;
 	size_t *cache;
-	int ret, err_pending = 0;
 
-	if (scratch_reserve(p, nsyms))
+	if (j->nomem)
 		return -ENOMEM;
-	cache = row_cache_for(p, c->img, c->key, nsyms);
-	c->counts = p->scratch;
-	c->touched = p->touched;
-	ret = sfile_reader_foreach_batch(sr, file_sym_cb, c);
-	for (size_t t = 0; t < c->nr_touched; t++) {
-		size_t i = c->touched[t];
-		const struct elfsym *s;
-		uint64_t n = c->counts[i];
+	c->total = j->total;
+	c->outside = j->outside;
+	c->bad = j->bad;
+	if (j->bad)
+		return 0;
+	cache = row_cache_for(p, c->img, c->key, j->nsyms);
+	for (size_t t = 0; t < j->nr; t++) {
+		size_t i = j->idx[t];
+		const struct elfsym *s = i ? simage_sym(c->img, i - 1) : NULL;
+		uint64_t n = j->cnt[t];
 
-		c->counts[i] = 0;
-		if (ret || err_pending)
-			continue;	/* a corrupt file: reset, count nothing */
-		s = i ? simage_sym(c->img, i - 1) : NULL;
 		row = file_row(r, c, cache, i, s);
-		if (!row) {
-			err_pending = -ENOMEM;
-			continue;
-		}
+		if (!row)
+			return -ENOMEM;
 		row->samples = util_sat_add(row->samples, n);
 		row->img = c->img;
 		if (s) {
@@ -636,14 +568,11 @@ static int file_by_symbol(struct report *r, struct file_ctx *c, struct sfile_rea
 			r->unresolved = util_sat_add(r->unresolved, n);
 		}
 	}
-	if (err_pending)
-		return err_pending;
-	c->bad = ret != 0;
 	return 0;
 }
 
-/* The file's image with its symbols (symbols wanted): 0 or -ENOMEM. */
-static int file_image(struct file_ctx *c, const struct report_opts *o, const struct entry *e,
+/* The file's image with its symbols (symbols wanted) into j: 0 or -ENOMEM. */
+static int file_image(struct walk_job *j, const struct report_opts *o, const struct entry *e,
 		      struct report_guest *g, const struct sfile_info *info)
 {
 	struct symres_kernel k = {
@@ -651,14 +580,14 @@ static int file_image(struct file_ctx *c, const struct report_opts *o, const str
 		.anchor_name = g->anchor_name, .anchor_addr = g->anchor_addr,
 	};
 
-	c->img = symres_image(o->res, e->guest, e->image, e->kernel,
+	j->img = symres_image(o->res, e->guest, e->image, e->kernel,
 			      info->build_id_len ? info->build_id : NULL,
 			      info->build_id_len, &k);
-	if (!c->img)
+	if (!j->img)
 		return -ENOMEM;
-	c->is_kernel = simage_is_kernel(c->img);
-	if (simage_warning(c->img) && !g->kernel_warn[0])
-		snprintf(g->kernel_warn, sizeof(g->kernel_warn), "%s", simage_warning(c->img));
+	j->nsyms = simage_nr_syms(j->img);
+	if (simage_warning(j->img) && !g->kernel_warn[0])
+		snprintf(g->kernel_warn, sizeof(g->kernel_warn), "%s", simage_warning(j->img));
 	return 0;
 }
 
@@ -701,34 +630,40 @@ static int file_problem(struct report *r, const struct file_ctx *c, const struct
 	return 0;
 }
 
-static int read_file(struct report *r, const struct report_opts *o, const struct entry *e,
-		     struct report_guest *g, struct report_row *key)
+/* A listed file opened into j, and its image resolved when symbols are
+ * wanted: 0, 1 for a file that does not open (counted), or -ENOMEM. */
+static int read_begin(struct report *r, const struct report_opts *o, const struct entry *e,
+		      struct walk_job *j)
 {
-	struct file_ctx c = { .r = r, .key = key, .only_symbol = o->only_symbol };
-	struct sfile_reader *sr;
+	j->sr = sfile_reader_open(e->path, NULL, 0);
+	if (!j->sr) {
+		r->bad_files++;
+		return 1;
+	}
+	if (o->symbols && o->res)
+		return file_image(j, o, e, j->guest, sfile_reader_info(j->sr));
+	return 0;
+}
+
+/* The file of j (counted per symbol if it has symbols) into rows, in the
+ * order the files were listed; its reader closed.  0 or -ENOMEM. */
+static int read_end(struct report *r, const struct report_opts *o, const struct entry *e,
+		    struct walk_job *j)
+{
+	struct file_ctx c = { .r = r, .key = &j->key, .only_symbol = o->only_symbol,
+			      .img = j->img };
+	struct report_guest *g = j->guest;
 	uint64_t unresolved0 = r->unresolved;
-	size_t nsyms = 0;
 	int ret = 0;
 
-	sr = sfile_reader_open(e->path, NULL, 0);
-	if (!sr) {
-		r->bad_files++;
-		return 0;
-	}
-	if (o->symbols && o->res) {
-		ret = file_image(&c, o, e, g, sfile_reader_info(sr));
-		if (ret)
-			goto out;
-		nsyms = simage_nr_syms(c.img);
-	}
-	if (c.img && nsyms) {
-		ret = file_by_symbol(r, &c, sr, nsyms);
+	if (c.img && j->nsyms) {
+		ret = file_by_symbol(r, &c, j);
 		if (!ret && c.bad)
 			r->bad_files++;
 		if (ret || c.bad)
 			goto out;
 	} else {
-		ret = file_sum(r, &c, sr, o, key);
+		ret = file_sum(r, &c, j->sr, o, &j->key);
 		if (ret) {
 			ret = ret < 0 ? ret : 0;
 			goto out;
@@ -739,7 +674,7 @@ static int read_file(struct report *r, const struct report_opts *o, const struct
 		goto out;
 	if (o->details) {
 		c.details = 1;
-		ret = sfile_reader_foreach(sr, file_detail_cb, &c);
+		ret = sfile_reader_foreach(j->sr, file_detail_cb, &c);
 		if (ret)
 			ret = c.err;
 	}
@@ -755,7 +690,8 @@ static int read_file(struct report *r, const struct report_opts *o, const struct
 	r->files++;
 	ret = ret < 0 ? ret : 0;
 out:
-	sfile_reader_close(sr);
+	sfile_reader_close(j->sr);
+	j->sr = NULL;
 	return ret;
 }
 
@@ -1002,46 +938,81 @@ static int load_entries(struct report *r, const struct report_opts *o, char *err
 	return 0;
 }
 
-/* Every listed file of the event that passes the filter, read into rows.
- * 0, or -errno with err set. */
+/* The oldest pending file into rows: 0, or -errno with err set. */
+static int finish_oldest(struct report *r, const struct report_opts *o, struct walk *w,
+			 char *err, size_t errlen)
+{
+	struct walk_job *j = walk_oldest(w);
+	const struct entry *e = &r->priv->entries[j->entry];
+	int ret = read_end(r, o, e, j);
+
+	walk_pop(w);
+	if (ret)
+		util_seterr(err, errlen, "%s: %s", e->path, strerror(-ret));
+	return ret;
+}
+
+/* Whether the filter and --exclude leave e in (the excluded counted). */
+static int entry_wanted(struct report *r, const struct report_opts *o, const struct entry *e)
+{
+	const struct report_filter *f = &o->filter;
+
+	if (!match_str(f->guest, f->nr_guest, e->guest, 0) ||
+	    !match_str(f->image, f->nr_image, e->image, 1) ||
+	    !match_int(f->tgid, f->nr_tgid, e->tgid) ||
+	    !match_int(f->tid, f->nr_tid, e->tid) ||
+	    !match_int(f->cpu, f->nr_cpu, e->cpu))
+		return 0;
+	r->event_count = e->count;
+	return !excluded(r, o, e);
+}
+
+/* Every listed file of the event that passes the filter, read into rows:
+ * opened and resolved here, counted per symbol by the walk's workers,
+ * merged here in list order.  0, or -errno with err set. */
 static int load_files(struct report *r, const struct report_opts *o, char *err,
 		      size_t errlen)
 {
-	const struct report_filter *f = &o->filter;
-	int ret;
+	struct walk *w = walk_new();
+	struct walk_job *j;
+	int ret = 0;
 
-	for (size_t i = 0; i < r->priv->nr_entries; i++) {
+	if (!w)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->priv->nr_entries && !ret; i++) {
 		const struct entry *e = &r->priv->entries[i];
-		struct report_row key = { 0 };
-		struct report_guest *g;
 
 		if (e->event != r->event) {
-			if (note_other_event(r, e->event))
-				return -ENOMEM;
+			ret = note_other_event(r, e->event);
 			continue;
 		}
-		if (!match_str(f->guest, f->nr_guest, e->guest, 0) ||
-		    !match_str(f->image, f->nr_image, e->image, 1) ||
-		    !match_int(f->tgid, f->nr_tgid, e->tgid) ||
-		    !match_int(f->tid, f->nr_tid, e->tid) ||
-		    !match_int(f->cpu, f->nr_cpu, e->cpu))
+		if (!entry_wanted(r, o, e))
 			continue;
-		r->event_count = e->count;
-		if (excluded(r, o, e))
-			continue;
-		g = guest_get(r, e);
-		if (!g)
-			return -ENOMEM;
-		entry_key(r, o->keep, e, &key);
-		if (!key.guest)
-			return -ENOMEM;
-		ret = read_file(r, o, e, g, &key);
-		if (ret) {
+		while (!ret && !(j = walk_slot(w)))
+			ret = finish_oldest(r, o, w, err, errlen);
+		if (ret)
+			break;
+		j->entry = i;
+		j->guest = guest_get(r, e);
+		entry_key(r, o->keep, e, &j->key);
+		if (!j->guest || !j->key.guest)
+			ret = -ENOMEM;
+		else
+			ret = read_begin(r, o, e, j);
+		if (ret == 1)
+			ret = 0;	/* not pushed: the slot is filled again */
+		else if (!ret)
+			walk_push(w, j->img && j->nsyms);
+		else {
+			sfile_reader_close(j->sr);
+			j->sr = NULL;
 			util_seterr(err, errlen, "%s: %s", e->path, strerror(-ret));
-			return ret;
 		}
 	}
-	return 0;
+	while (!ret && walk_oldest(w))
+		ret = finish_oldest(r, o, w, err, errlen);
+	walk_free(w);
+	return ret;
 }
 
 struct report *report_load(const struct report_opts *o, char *err, size_t errlen)
@@ -1118,8 +1089,6 @@ void report_free(struct report *r)
 		strpool_free(&r->priv->pool);
 		free(r->priv->rowhash);
 		free(r->priv->entries);
-		free(r->priv->scratch);
-		free(r->priv->touched);
 		free(r->priv->cache_row);
 		free(r->priv->cache_set);
 		free(r->priv);

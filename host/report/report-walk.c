@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Sample files counted per symbol on worker threads.  See report-priv.h.
+ *
+ * Slots form a ring in push order: head (next to fill), claim (the
+ * workers' next look), tail (oldest pending).  A job is QUEUED when pushed
+ * for counting, CLAIMED while someone counts it, DONE after.  The caller
+ * counts the oldest job itself when no worker took it yet, so a busy
+ * machine never leaves it waiting on a descheduled worker.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "host/collect/store.h"
+#include "host/report/report-priv.h"
+#include "lib/sample.h"
+#include "lib/util.h"
+#include "symbols/symres.h"
+
+/* Pending files: enough to keep a worker busy while the caller opens an
+ * image, few enough that their tables add little to the peak RSS. */
+#define WALK_SLOTS	8
+#define WALK_THREADS	4	/* at most */
+
+enum { JOB_FREE, JOB_QUEUED, JOB_CLAIMED, JOB_DONE };
+
+/* One counter per symbol (+1: none), zero between files. */
+struct scratch {
+	uint64_t *counts;
+	size_t *touched;
+	size_t cap;
+};
+
+struct walk {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct walk_job slots[WALK_SLOTS];
+	size_t head, claim, tail;
+	int quit;
+	unsigned nr_threads;
+	pthread_t th[WALK_THREADS];
+	struct scratch scr[WALK_THREADS + 1];	/* [0]: the caller's */
+};
+
+struct count_ctx {
+	const struct simage *img;
+	uint64_t *hist;			/* scratch counts + 1 */
+	size_t *touched, nt;
+	uint64_t total, outside;
+	int kernel;
+};
+
+static int count_cb(const uint64_t *offs, const uint64_t *counts, size_t n, void *arg)
+{
+	struct count_ctx *c = arg;
+	long idx[SFILE_BATCH];
+	/* Locals, not c's fields: the stores to hist (uint64_t) could alias
+	 * them, and the compiler would reload each one every entry. */
+	uint64_t *hist = c->hist, total = c->total, outside = c->outside;
+	size_t *touched = c->touched, nt = c->nt;
+	int kernel = c->kernel;
+
+	simage_lookup_batch(c->img, offs, idx, n);
+	for (size_t k = 0; k < n; k++) {
+		long i = idx[k];
+
+		/* Only the counters a file touches are visited and reset: an
+		 * image with 100 k symbols costs nothing per file it is not
+		 * sampled in. */
+		if (!hist[i])
+			touched[nt++] = (size_t)(i + 1);
+		hist[i] = util_sat_add(hist[i], counts[k]);
+		total = util_sat_add(total, counts[k]);
+		/* x86-64 kernels run in the upper half; a "kernel" sample
+		 * below it was firmware or boot code before the kernel's
+		 * own mapping. */
+		if (i < 0 && kernel && offs[k] < OPVM_KERNEL_HALF)
+			outside = util_sat_add(outside, counts[k]);
+	}
+	c->total = total;
+	c->outside = outside;
+	c->nt = nt;
+	return 0;
+}
+
+static int scratch_reserve(struct scratch *s, size_t n)
+{
+	uint64_t *t;
+	size_t *u;
+
+	if (n <= s->cap)
+		return 0;
+	t = realloc(s->counts, n * sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	memset(t + s->cap, 0, (n - s->cap) * sizeof(*t));
+	s->counts = t;
+	u = realloc(s->touched, n * sizeof(*u));
+	if (!u)
+		return -ENOMEM;
+	s->touched = u;
+	s->cap = n;
+	return 0;
+}
+
+/* j's file counted per symbol into j's idx/cnt; the scratch left zeroed. */
+static void job_count(struct walk_job *j, struct scratch *s)
+{
+	struct count_ctx c = { .img = j->img, .kernel = simage_is_kernel(j->img) };
+	int ret;
+
+	if (scratch_reserve(s, j->nsyms + 1)) {
+		j->nomem = 1;
+		return;
+	}
+	c.hist = s->counts + 1;
+	c.touched = s->touched;
+	ret = sfile_reader_foreach_batch(j->sr, count_cb, &c);
+	if (!ret && c.nt > j->cap) {
+		size_t *i = realloc(j->idx, c.nt * sizeof(*i));
+		uint64_t *n = i ? realloc(j->cnt, c.nt * sizeof(*n)) : NULL;
+
+		if (i)
+			j->idx = i;
+		if (n)
+			j->cnt = n;
+		if (!i || !n)
+			j->nomem = 1;
+		else
+			j->cap = c.nt;
+	}
+	for (size_t t = 0; t < c.nt; t++) {
+		size_t i = c.touched[t];
+
+		if (!ret && !j->nomem) {
+			j->idx[t] = i;
+			j->cnt[t] = s->counts[i];
+		}
+		s->counts[i] = 0;
+	}
+	j->nr = ret || j->nomem ? 0 : c.nt;
+	j->bad = ret != 0;
+	j->total = c.total;
+	j->outside = c.outside;
+}
+
+/* The first QUEUED job from claim on, marked CLAIMED; NULL if none.
+ * Under w->mu. */
+static struct walk_job *take(struct walk *w)
+{
+	while (w->claim < w->head) {
+		struct walk_job *j = &w->slots[w->claim % WALK_SLOTS];
+
+		w->claim++;
+		if (j->state == JOB_QUEUED) {
+			j->state = JOB_CLAIMED;
+			return j;
+		}
+	}
+	return NULL;
+}
+
+struct worker_arg {
+	struct walk *w;
+	struct scratch *s;
+};
+
+static void *worker(void *arg)
+{
+	struct walk *w = ((struct worker_arg *)arg)->w;
+	struct scratch *s = ((struct worker_arg *)arg)->s;
+	struct walk_job *j;
+
+	free(arg);
+	pthread_mutex_lock(&w->mu);
+	while (!w->quit) {
+		j = take(w);
+		if (!j) {
+			pthread_cond_wait(&w->cv, &w->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&w->mu);
+		job_count(j, s);
+		pthread_mutex_lock(&w->mu);
+		j->state = JOB_DONE;
+		pthread_cond_broadcast(&w->cv);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+static unsigned nr_workers(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (n <= 1)
+		return 0;
+	return n - 1 > WALK_THREADS ? WALK_THREADS : (unsigned)(n - 1);
+}
+
+struct walk *walk_new(void)
+{
+	struct walk *w = calloc(1, sizeof(*w));
+	unsigned want = nr_workers();
+	sigset_t all, old;
+
+	if (!w)
+		return NULL;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	/* Signals stay with the caller's thread. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (unsigned i = 0; i < want; i++) {
+		struct worker_arg *a = malloc(sizeof(*a));
+
+		if (!a)
+			break;
+		*a = (struct worker_arg){ .w = w, .s = &w->scr[i + 1] };
+		if (pthread_create(&w->th[i], NULL, worker, a)) {
+			free(a);
+			break;	/* fewer workers; the caller counts the rest */
+		}
+		w->nr_threads++;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return w;
+}
+
+void walk_free(struct walk *w)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->mu);
+	w->quit = 1;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	for (unsigned i = 0; i < w->nr_threads; i++)
+		pthread_join(w->th[i], NULL);
+	for (; w->tail < w->head; w->tail++)
+		sfile_reader_close(w->slots[w->tail % WALK_SLOTS].sr);
+	for (size_t i = 0; i < WALK_SLOTS; i++) {
+		free(w->slots[i].idx);
+		free(w->slots[i].cnt);
+	}
+	for (size_t i = 0; i <= WALK_THREADS; i++) {
+		free(w->scr[i].counts);
+		free(w->scr[i].touched);
+	}
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	free(w);
+}
+
+struct walk_job *walk_slot(struct walk *w)
+{
+	struct walk_job *j;
+	size_t *idx;
+	uint64_t *cnt;
+	size_t cap;
+
+	if (w->head - w->tail == WALK_SLOTS)
+		return NULL;
+	/* Only the caller touches a slot that is not pending. */
+	j = &w->slots[w->head % WALK_SLOTS];
+	idx = j->idx;
+	cnt = j->cnt;
+	cap = j->cap;
+	*j = (struct walk_job){ .idx = idx, .cnt = cnt, .cap = cap };
+	return j;
+}
+
+void walk_push(struct walk *w, int count)
+{
+	pthread_mutex_lock(&w->mu);
+	w->slots[w->head % WALK_SLOTS].state = count ? JOB_QUEUED : JOB_DONE;
+	w->head++;
+	if (count)
+		pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+struct walk_job *walk_oldest(struct walk *w)
+{
+	struct walk_job *j;
+
+	if (w->tail == w->head)
+		return NULL;
+	j = &w->slots[w->tail % WALK_SLOTS];
+	pthread_mutex_lock(&w->mu);
+	if (j->state == JOB_QUEUED) {
+		j->state = JOB_CLAIMED;
+		pthread_mutex_unlock(&w->mu);
+		job_count(j, &w->scr[0]);
+		pthread_mutex_lock(&w->mu);
+		j->state = JOB_DONE;
+	}
+	while (j->state != JOB_DONE)
+		pthread_cond_wait(&w->cv, &w->mu);
+	pthread_mutex_unlock(&w->mu);
+	return j;
+}
+
+void walk_pop(struct walk *w)
+{
+	pthread_mutex_lock(&w->mu);
+	if (w->tail < w->head)
+		w->tail++;
+	/* The workers look at pending slots only: never at one walk_slot()
+	 * may be filling. */
+	if (w->claim < w->tail)
+		w->claim = w->tail;
+	pthread_mutex_unlock(&w->mu);
+}
