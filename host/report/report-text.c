@@ -6,10 +6,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "host/report/report.h"
 #include "host/collect/stats.h"
@@ -814,32 +817,23 @@ static void out_put(struct outbuf *o, const char *s, size_t n)
 	o->n += n;
 }
 
-void report_print_symbols(FILE *f, const struct report *r, const struct report_print_opts *po)
+/* Rows [from, to) printed through out (or f when out is NULL), with -d's
+ * addresses. */
+static void print_rows(FILE *f, struct outbuf *out, const struct report *r,
+		       const struct report_print_opts *po, const struct cols *c,
+		       size_t from, size_t to, struct colslot *caches)
 {
 	int long_names = po ? po->long_names : 0;
-	struct colslot *images = calloc(COL_SLOTS, sizeof(*images));
-	struct colslot *apps = calloc(COL_SLOTS, sizeof(*apps));
-	struct colslot *syms = calloc(COL_SLOTS, sizeof(*syms));
-	struct outbuf *out = malloc(sizeof(*out));
 	struct line l;
-	struct cols c;
 
-	layout(r, po, &c);
-	fprintf(f, "%-8s %-8s ", "samples", "%");
-	if (c.guest)
-		fprintf(f, "%-*s ", c.guest, "guest");
-	fprintf(f, "%-*s %-*s %s\n", c.image, "image name", c.app, "app name", "symbol name");
-	if (out) {
-		out->f = f;
-		out->n = 0;
-	}
-	for (size_t i = 0; i < r->nr_rows; i++) {
+	for (size_t i = from; i < to; i++) {
 		const struct report_row *row = &r->rows[i];
 
 		if (!shown(row, po))
 			continue;
 		l.n = 0;	/* not "= { 0 }": that would clear 4 KiB a row */
-		print_row(&l, row, &c, long_names, images, apps, syms);
+		print_row(&l, row, c, long_names, caches, caches ? caches + COL_SLOTS : NULL,
+			  caches ? caches + 2 * COL_SLOTS : NULL);
 		if (out)
 			out_put(out, l.b, l.n);
 		else
@@ -857,12 +851,118 @@ void report_print_symbols(FILE *f, const struct report *r, const struct report_p
 				pct(row->addrs[j].count, row->samples));
 		}
 	}
+}
+
+/*
+ * The second half of a long listing (no -d) is formatted into memory on
+ * a thread while the caller prints the first half: the same bytes (the
+ * column caches only save work), in half the time on two processors.
+ */
+#define ROWTEXT_MIN	8192	/* rows; fewer are printed on one thread */
+
+struct rowtext {
+	const struct report *r;
+	const struct report_print_opts *po;
+	const struct cols *c;
+	size_t from, to;
+	char *b;
+	size_t n, cap;
+	int failed;
+};
+
+static int rowtext_put(struct rowtext *t, const char *s, size_t n)
+{
+	if (t->n + n > t->cap) {
+		size_t cap = t->cap ? t->cap : 1 << 20;
+		char *b;
+
+		while (cap < t->n + n)
+			cap *= 2;
+		b = realloc(t->b, cap);
+		if (!b)
+			return -ENOMEM;
+		t->b = b;
+		t->cap = cap;
+	}
+	memcpy(t->b + t->n, s, n);
+	t->n += n;
+	return 0;
+}
+
+static void *rowtext_main(void *arg)
+{
+	struct rowtext *t = arg;
+	struct colslot *caches = calloc(3 * COL_SLOTS, sizeof(*caches));
+	int long_names = t->po ? t->po->long_names : 0;
+	struct line l;
+
+	t->failed = !caches;
+	for (size_t i = t->from; i < t->to && !t->failed; i++) {
+		const struct report_row *row = &t->r->rows[i];
+
+		if (!shown(row, t->po))
+			continue;
+		l.n = 0;
+		print_row(&l, row, t->c, long_names, caches, caches + COL_SLOTS,
+			  caches + 2 * COL_SLOTS);
+		t->failed = rowtext_put(t, l.b, l.n) != 0;
+	}
+	free(caches);
+	return NULL;
+}
+
+/* Starts t on a thread for the second half of r's rows: 1, or 0 when the
+ * listing is short, has -d addresses, or no thread could start. */
+static int rowtext_start(struct rowtext *t, pthread_t *th)
+{
+	sigset_t all, old;
+	int err;
+
+	if (t->r->nr_rows < ROWTEXT_MIN || (t->po && t->po->details) ||
+	    sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		return 0;
+	t->from = t->r->nr_rows / 2;
+	t->to = t->r->nr_rows;
+	sigfillset(&all);	/* signals stay with the caller's thread */
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(th, NULL, rowtext_main, t);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return !err;
+}
+
+void report_print_symbols(FILE *f, const struct report *r, const struct report_print_opts *po)
+{
+	struct colslot *caches = calloc(3 * COL_SLOTS, sizeof(*caches));
+	struct outbuf *out = malloc(sizeof(*out));
+	struct rowtext t = { .r = r, .po = po };
+	struct cols c;
+	pthread_t th;
+	int threaded;
+
+	layout(r, po, &c);
+	fprintf(f, "%-8s %-8s ", "samples", "%");
+	if (c.guest)
+		fprintf(f, "%-*s ", c.guest, "guest");
+	fprintf(f, "%-*s %-*s %s\n", c.image, "image name", c.app, "app name", "symbol name");
+	if (out) {
+		out->f = f;
+		out->n = 0;
+	}
+	t.c = &c;
+	threaded = out && rowtext_start(&t, &th);
+	print_rows(f, out, r, po, &c, 0, threaded ? t.from : r->nr_rows, caches);
+	if (threaded) {
+		pthread_join(th, NULL);
+		if (t.failed)	/* out of memory there: here, then */
+			print_rows(f, out, r, po, &c, t.from, r->nr_rows, caches);
+		else
+			out_put(out, t.b, t.n);
+		free(t.b);
+	}
 	if (out)
 		out_flush(out);
 	free(out);
-	free(images);
-	free(apps);
-	free(syms);
+	free(caches);
 }
 
 /* ---- JSON ------------------------------------------------------------------------ */
