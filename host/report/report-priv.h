@@ -59,6 +59,9 @@ struct walk;
 /* A pool with a worker per processor but one (none on one processor: jobs
  * are then counted in walk_oldest()).  NULL when out of memory. */
 struct walk *walk_new(void);
+/* Workers of the next walk_new(): n (tests), or -1 for one per processor
+ * but one. */
+void walk_set_threads(int n);
 /* Stops the workers, closes the readers of jobs not popped. */
 void walk_free(struct walk *w);
 /* The slot for the next job (zeroed but for its count buffers), or NULL

@@ -193,10 +193,19 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+static int threads_set = -1;
+
+void walk_set_threads(int n)
+{
+	threads_set = n > WALK_THREADS ? WALK_THREADS : n;
+}
+
 static unsigned nr_workers(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 
+	if (threads_set >= 0)
+		return (unsigned)threads_set;
 	if (n <= 1)
 		return 0;
 	return n - 1 > WALK_THREADS ? WALK_THREADS : (unsigned)(n - 1);

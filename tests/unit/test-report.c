@@ -932,6 +932,95 @@ static void test_rows_sort_order(void **state)
 	free(b);
 }
 
+/* Many files (more than the walk's pending slots), counted on 0, 1 and 4
+ * worker threads: the same rows in the same order, the same text. */
+static void test_walk_threads(void **state)
+{
+	static const struct store_event ev[] = { { .name = "TIMER", .count = 1 } };
+	struct symres_root root = { .dir = fx.root };
+	struct symres_config sc = { .roots = &root, .nr_roots = 1, .no_host_kernel = 1,
+				    .no_debuginfod = 1 };
+	char dir[PATH_MAX * 2], *text[3];
+	static const int threads[3] = { 0, 1, 4 };
+	struct store *st;
+
+	snprintf(dir, sizeof(dir), "%s/session-walk", fx.dir);
+	st = store_open(dir, "w", ev, 1, OPVM_SEP_LIB | OPVM_SEP_THREAD, 0);
+	assert_non_null(st);
+	for (int t = 0; t < 40; t++) {
+		assert_int_equal(fx_add(st, NULL, t % 5 ? "/usr/bin/prog" : "/usr/bin/nosuch", 0,
+					100, 100 + t, NULL, 0, fx.hot_off[t % 3],
+					(uint64_t)t + 1), 0);
+		assert_int_equal(fx_add(st, NULL, "/usr/bin/prog", 0, 100, 100 + t, NULL, 0,
+					fx.func_off[(t + 1) % 3], 7), 0);
+		assert_int_equal(fx_add(st, "/usr/bin/prog", "/usr/lib/libfix.so", 0, 100,
+					100 + t, NULL, 0, fx.hot_off[FX_LIB], 3), 0);
+	}
+	assert_int_equal(fx_meta(st, "w", 0), 0);
+	assert_int_equal(store_sync(st), 0);
+	store_close(st);
+	for (int i = 0; i < 3; i++) {
+		struct symres *res = symres_new(&sc);
+		struct report_opts o = { .session_dir = dir, .keep = REPORT_KEEP_ALL,
+					 .symbols = 1, .res = res };
+		struct report *r;
+		char err[256];
+
+		walk_set_threads(threads[i]);
+		r = report_load(&o, err, sizeof(err));
+		walk_set_threads(-1);
+		if (!r)
+			fail_msg("report_load: %s", err);
+		assert_int_equal(r->files, 88);
+		assert_int_equal(r->total, 40 * 41 / 2 + 40 * 7 + 40 * 3);
+		text[i] = report_text(r);
+		report_free(r);
+		symres_free(res);
+	}
+	assert_string_equal(text[0], text[1]);
+	assert_string_equal(text[0], text[2]);
+	for (int i = 0; i < 3; i++)
+		free(text[i]);
+}
+
+/* A listing long enough to be formatted on two threads prints what one
+ * thread prints (-d without addresses takes the one-thread path). */
+static void test_print_threaded(void **state)
+{
+	static const char *const names[] = { "alpha", "b", "a_much_longer_symbol_name_x",
+					     "caf\xc3\xa9", "tab\there" };
+	const size_t n = 20000;
+	struct report r = { .nr_rows = n, .total = 0 };
+	struct report_print_opts po = { .width = 80 }, pd = { .width = 80, .details = 1 };
+	char *out[2];
+
+	r.rows = calloc(n, sizeof(*r.rows));
+	assert_non_null(r.rows);
+	for (size_t i = 0; i < n; i++) {
+		r.rows[i] = (struct report_row){
+			.samples = n - i, .guest = "g", .app = names[i % 3],
+			.image = names[(i / 7) % 5], .symbol = i % 11 ? names[i % 5] : NULL,
+			.tgid = -1, .tid = -1, .cpu = -1,
+		};
+		r.rows[i].percent = 100.0 * (double)(n - i) / (double)n;
+	}
+	for (int k = 0; k < 2; k++) {
+		size_t len = 0;
+		FILE *f;
+
+		out[k] = NULL;
+		f = open_memstream(&out[k], &len);
+		assert_non_null(f);
+		report_print_symbols(f, &r, k ? &pd : &po);
+		fclose(f);
+	}
+	assert_true(strlen(out[0]) > n * 40);
+	assert_string_equal(out[0], out[1]);
+	free(out[0]);
+	free(out[1]);
+	free(r.rows);
+}
+
 static void test_hostile_names(void **state)
 {
 	static const struct store_event ev[] = { { .name = "TIMER", .count = 1 } };
@@ -1080,6 +1169,8 @@ int main(void)
 		cmocka_unit_test(test_separate_not_recorded),
 		cmocka_unit_test(test_corrupt_sample_file),
 		cmocka_unit_test(test_rows_sort_order),
+		cmocka_unit_test(test_walk_threads),
+		cmocka_unit_test(test_print_threaded),
 		cmocka_unit_test(test_hostile_names),
 		cmocka_unit_test(test_session_json_not_regular),
 	};
