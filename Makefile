@@ -71,6 +71,9 @@ ALL_CFLAGS += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=al
 LDFLAGS += -fsanitize=$(SAN)
 # Sanitized objects live apart so a plain build is never mixed with them.
 BUILD := $(BUILD)/san
+# ASan wraps libtirpc's xdrmem_create() only when libtirpc is there at start:
+# a libvirt loaded later crashes in it.  Sanitized builds link libvirt.
+LDLIBS += $(shell pkg-config --libs libvirt libvirt-qemu 2>/dev/null)
 endif
 
 LIBDIRS := lib host vmm unwind symbols events
