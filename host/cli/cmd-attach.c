@@ -19,6 +19,7 @@
 #include "vmm/backend.h"
 #include "vmm/guest/monitor.h"
 #include "vmm/libvirt/virt.h"
+#include "vmm/libvirt/virt-api.h"
 
 /* The libvirt lookup (connect, domains, their XML, query-kvm) waits at
  * most this long: a hung libvirtd must not hang attach.  Longer than top's
@@ -268,7 +269,9 @@ static int attach_lookup(struct attach *a, struct virt_reader **vr, struct looku
 		*vr = NULL;
 		return 2;
 	}
-	if (r == -ENOTCONN)
+	if (r == -ENOTCONN && !virt_api(NULL, 0))
+		log_err("%s", err);	/* libvirt is not installed: says what to do */
+	else if (r == -ENOTCONN)
 		log_err("cannot reach libvirt: %s (is libvirtd running? try -c URI)", err);
 	return r ? 1 : 0;
 }

@@ -37,9 +37,8 @@ static void *open_lib(const char *name)
 
 	if (!h)
 		snprintf(load_err, sizeof(load_err), "cannot load libvirt (%s): install "
-			 "libvirt (Debian: apt-get install libvirt0), or use a command "
-			 "that does not need it (opvm run, attach --qmp/--gdbstub/--pid)",
-			 dlerror());
+			 "it (Debian: apt-get install libvirt0), or attach without "
+			 "libvirt: --qmp SOCKET [--channel SOCKET] or --pid PID", dlerror());
 	return h;
 }
 
