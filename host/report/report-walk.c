@@ -2,11 +2,13 @@
 /*
  * Sample files counted per symbol on worker threads.  See report-priv.h.
  *
- * Slots form a ring in push order: head (next to fill), claim (the
- * workers' next look), tail (oldest pending).  A job is QUEUED when pushed
- * for counting, CLAIMED while someone counts it, DONE after.  The caller
- * counts the oldest job itself when no worker took it yet, so a busy
- * machine never leaves it waiting on a descheduled worker.
+ * Slots form a ring in push order: head (next to fill), resolve (next
+ * whose image the caller looks up), tail (oldest pending).  A job is
+ * OPEN_QUEUED when pushed, OPENING while a worker reads its sample file,
+ * OPENED after; then QUEUED for counting (or DONE: nothing to count),
+ * CLAIMED while counted, DONE after.  The caller does a job itself when it
+ * needs it and no worker took it yet, so a busy machine never leaves it
+ * waiting on a descheduled worker.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -21,12 +23,15 @@
 #include "lib/util.h"
 #include "symbols/symres.h"
 
-/* Pending files: enough to keep a worker busy while the caller opens an
- * image, few enough that their tables add little to the peak RSS. */
-#define WALK_SLOTS	8
+/* Pending files: enough to keep the workers busy while the caller opens
+ * an image, few enough that their tables add little to the peak RSS. */
+#define WALK_SLOTS	16
 #define WALK_THREADS	4	/* at most */
 
-enum { JOB_FREE, JOB_QUEUED, JOB_CLAIMED, JOB_DONE };
+enum {
+	JOB_FREE, JOB_OPEN_QUEUED, JOB_OPENING, JOB_OPENED,	/* sample file */
+	JOB_QUEUED, JOB_CLAIMED, JOB_DONE			/* counts */
+};
 
 /* One counter per symbol (+1: none), zero between files. */
 struct scratch {
@@ -39,7 +44,7 @@ struct walk {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct walk_job slots[WALK_SLOTS];
-	size_t head, claim, tail;
+	size_t head, resolve, tail;	/* tail <= resolve <= head */
 	int quit;
 	unsigned nr_threads;
 	pthread_t th[WALK_THREADS];
@@ -148,20 +153,30 @@ static void job_count(struct walk_job *j, struct scratch *s)
 	j->outside = c.outside;
 }
 
-/* The first QUEUED job from claim on, marked CLAIMED; NULL if none.
- * Under w->mu. */
+/* The oldest job waiting for a worker (to open or to count), marked as
+ * taken; NULL if none.  Under w->mu. */
 static struct walk_job *take(struct walk *w)
 {
-	while (w->claim < w->head) {
-		struct walk_job *j = &w->slots[w->claim % WALK_SLOTS];
+	for (size_t k = w->tail; k < w->head; k++) {
+		struct walk_job *j = &w->slots[k % WALK_SLOTS];
 
-		w->claim++;
-		if (j->state == JOB_QUEUED) {
-			j->state = JOB_CLAIMED;
+		if (j->state == JOB_OPEN_QUEUED || j->state == JOB_QUEUED) {
+			j->state = j->state == JOB_QUEUED ? JOB_CLAIMED : JOB_OPENING;
 			return j;
 		}
 	}
 	return NULL;
+}
+
+/* What take() took, done: opened or counted.  Not under w->mu. */
+static int job_run(struct walk_job *j, struct scratch *s)
+{
+	if (j->state == JOB_OPENING) {
+		j->sr = sfile_reader_open(j->path, NULL, 0);
+		return JOB_OPENED;
+	}
+	job_count(j, s);
+	return JOB_DONE;
 }
 
 struct worker_arg {
@@ -174,6 +189,7 @@ static void *worker(void *arg)
 	struct walk *w = ((struct worker_arg *)arg)->w;
 	struct scratch *s = ((struct worker_arg *)arg)->s;
 	struct walk_job *j;
+	int st;
 
 	free(arg);
 	pthread_mutex_lock(&w->mu);
@@ -184,9 +200,9 @@ static void *worker(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&w->mu);
-		job_count(j, s);
+		st = job_run(j, s);
 		pthread_mutex_lock(&w->mu);
-		j->state = JOB_DONE;
+		j->state = st;
 		pthread_cond_broadcast(&w->cv);
 	}
 	pthread_mutex_unlock(&w->mu);
@@ -232,7 +248,7 @@ struct walk *walk_new(void)
 		*a = (struct worker_arg){ .w = w, .s = &w->scr[i + 1] };
 		if (pthread_create(&w->th[i], NULL, worker, a)) {
 			free(a);
-			break;	/* fewer workers; the caller counts the rest */
+			break;	/* fewer workers; the caller does the rest */
 		}
 		w->nr_threads++;
 	}
@@ -274,7 +290,8 @@ struct walk_job *walk_slot(struct walk *w)
 
 	if (w->head - w->tail == WALK_SLOTS)
 		return NULL;
-	/* Only the caller touches a slot that is not pending. */
+	/* Only the caller touches a slot that is not pending (the workers
+	 * look at [tail, head) only). */
 	j = &w->slots[w->head % WALK_SLOTS];
 	idx = j->idx;
 	cnt = j->cnt;
@@ -283,45 +300,83 @@ struct walk_job *walk_slot(struct walk *w)
 	return j;
 }
 
-void walk_push(struct walk *w, int count)
+void walk_push_open(struct walk *w)
 {
 	pthread_mutex_lock(&w->mu);
-	w->slots[w->head % WALK_SLOTS].state = count ? JOB_QUEUED : JOB_DONE;
+	w->slots[w->head % WALK_SLOTS].state = JOB_OPEN_QUEUED;
 	w->head++;
-	if (count)
-		pthread_cond_signal(&w->cv);
+	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->mu);
 }
 
-struct walk_job *walk_oldest(struct walk *w)
+/* Job k (pending) once it is in state want: run here if no worker took it
+ * yet, else waited for. */
+static struct walk_job *job_wait(struct walk *w, size_t k, int want)
 {
-	struct walk_job *j;
+	struct walk_job *j = &w->slots[k % WALK_SLOTS];
 
-	if (w->tail == w->head)
-		return NULL;
-	j = &w->slots[w->tail % WALK_SLOTS];
 	pthread_mutex_lock(&w->mu);
-	if (j->state == JOB_QUEUED) {
-		j->state = JOB_CLAIMED;
+	if (j->state == JOB_OPEN_QUEUED || j->state == JOB_QUEUED) {
+		int st;
+
+		j->state = j->state == JOB_QUEUED ? JOB_CLAIMED : JOB_OPENING;
 		pthread_mutex_unlock(&w->mu);
-		job_count(j, &w->scr[0]);
+		st = job_run(j, &w->scr[0]);
 		pthread_mutex_lock(&w->mu);
-		j->state = JOB_DONE;
+		j->state = st;
 	}
-	while (j->state != JOB_DONE)
+	while (j->state != want)
 		pthread_cond_wait(&w->cv, &w->mu);
 	pthread_mutex_unlock(&w->mu);
 	return j;
 }
 
+struct walk_job *walk_opened(struct walk *w, int wait)
+{
+	int ready;
+
+	if (w->resolve == w->head)
+		return NULL;
+	if (!wait) {
+		pthread_mutex_lock(&w->mu);
+		ready = w->slots[w->resolve % WALK_SLOTS].state == JOB_OPENED;
+		pthread_mutex_unlock(&w->mu);
+		if (!ready)
+			return NULL;
+	}
+	return job_wait(w, w->resolve, JOB_OPENED);
+}
+
+void walk_resolved(struct walk *w, int count)
+{
+	pthread_mutex_lock(&w->mu);
+	w->slots[w->resolve % WALK_SLOTS].state = count ? JOB_QUEUED : JOB_DONE;
+	w->resolve++;
+	if (count)
+		pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+struct walk_job *walk_oldest(struct walk *w, int wait)
+{
+	int ready;
+
+	if (w->tail == w->resolve)
+		return NULL;
+	if (!wait) {
+		pthread_mutex_lock(&w->mu);
+		ready = w->slots[w->tail % WALK_SLOTS].state == JOB_DONE;
+		pthread_mutex_unlock(&w->mu);
+		if (!ready)
+			return NULL;
+	}
+	return job_wait(w, w->tail, JOB_DONE);
+}
+
 void walk_pop(struct walk *w)
 {
 	pthread_mutex_lock(&w->mu);
-	if (w->tail < w->head)
+	if (w->tail < w->resolve)
 		w->tail++;
-	/* The workers look at pending slots only: never at one walk_slot()
-	 * may be filling. */
-	if (w->claim < w->tail)
-		w->claim = w->tail;
 	pthread_mutex_unlock(&w->mu);
 }

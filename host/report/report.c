@@ -630,15 +630,15 @@ static int file_problem(struct report *r, const struct file_ctx *c, const struct
 	return 0;
 }
 
-/* A listed file opened into j, and its image resolved when symbols are
- * wanted: 0, 1 for a file that does not open (counted), or -ENOMEM. */
-static int read_begin(struct report *r, const struct report_opts *o, const struct entry *e,
-		      struct walk_job *j)
+/* The image of j's file looked up when symbols are wanted (j->skip for a
+ * file that did not open, counted): 0 or -ENOMEM. */
+static int read_resolve(struct report *r, const struct report_opts *o, const struct entry *e,
+			struct walk_job *j)
 {
-	j->sr = sfile_reader_open(e->path, NULL, 0);
 	if (!j->sr) {
 		r->bad_files++;
-		return 1;
+		j->skip = 1;
+		return 0;
 	}
 	if (o->symbols && o->res)
 		return file_image(j, o, e, j->guest, sfile_reader_info(j->sr));
@@ -938,20 +938,6 @@ static int load_entries(struct report *r, const struct report_opts *o, char *err
 	return 0;
 }
 
-/* The oldest pending file into rows: 0, or -errno with err set. */
-static int finish_oldest(struct report *r, const struct report_opts *o, struct walk *w,
-			 char *err, size_t errlen)
-{
-	struct walk_job *j = walk_oldest(w);
-	const struct entry *e = &r->priv->entries[j->entry];
-	int ret = read_end(r, o, e, j);
-
-	walk_pop(w);
-	if (ret)
-		util_seterr(err, errlen, "%s: %s", e->path, strerror(-ret));
-	return ret;
-}
-
 /* Whether the filter and --exclude leave e in (the excluded counted). */
 static int entry_wanted(struct report *r, const struct report_opts *o, const struct entry *e)
 {
@@ -967,50 +953,84 @@ static int entry_wanted(struct report *r, const struct report_opts *o, const str
 	return !excluded(r, o, e);
 }
 
+/* The next listed files of the event that pass the filter, from *next on,
+ * pushed to be opened while the walk has free slots.  0 or -ENOMEM. */
+static int walk_fill(struct report *r, const struct report_opts *o, struct walk *w,
+		     size_t *next)
+{
+	struct walk_job *j;
+
+	while (*next < r->priv->nr_entries && (j = walk_slot(w))) {
+		const struct entry *e = &r->priv->entries[(*next)++];
+
+		if (e->event != r->event) {
+			if (note_other_event(r, e->event))
+				return -ENOMEM;
+			continue;
+		}
+		if (!entry_wanted(r, o, e))
+			continue;
+		j->entry = (size_t)(e - r->priv->entries);
+		j->path = e->path;
+		j->guest = guest_get(r, e);
+		entry_key(r, o->keep, e, &j->key);
+		if (!j->guest || !j->key.guest)
+			return -ENOMEM;
+		walk_push_open(w);
+	}
+	return 0;
+}
+
+/* Job j, its file opened, resolved (image looked up), or merged into rows
+ * (merge).  0, or -errno with err set. */
+static int walk_step(struct report *r, const struct report_opts *o, struct walk *w,
+		     struct walk_job *j, int merge, char *err, size_t errlen)
+{
+	const struct entry *e = &r->priv->entries[j->entry];
+	int ret;
+
+	if (merge) {
+		ret = j->skip ? 0 : read_end(r, o, e, j);
+		walk_pop(w);
+	} else {
+		ret = read_resolve(r, o, e, j);
+		if (!ret)
+			walk_resolved(w, !j->skip && j->img && j->nsyms);
+	}
+	if (ret)
+		util_seterr(err, errlen, "%s: %s", e->path, strerror(-ret));
+	return ret;
+}
+
 /* Every listed file of the event that passes the filter, read into rows:
- * opened and resolved here, counted per symbol by the walk's workers,
- * merged here in list order.  0, or -errno with err set. */
+ * opened and counted per symbol by the walk's workers, resolved and merged
+ * here in list order; whatever is ready first, waiting only when nothing
+ * is.  0, or -errno with err set. */
 static int load_files(struct report *r, const struct report_opts *o, char *err,
 		      size_t errlen)
 {
 	struct walk *w = walk_new();
 	struct walk_job *j;
+	size_t next = 0;
 	int ret = 0;
 
 	if (!w)
 		return -ENOMEM;
-	for (size_t i = 0; i < r->priv->nr_entries && !ret; i++) {
-		const struct entry *e = &r->priv->entries[i];
-
-		if (e->event != r->event) {
-			ret = note_other_event(r, e->event);
-			continue;
-		}
-		if (!entry_wanted(r, o, e))
-			continue;
-		while (!ret && !(j = walk_slot(w)))
-			ret = finish_oldest(r, o, w, err, errlen);
+	while (!ret) {
+		ret = walk_fill(r, o, w, &next);
 		if (ret)
 			break;
-		j->entry = i;
-		j->guest = guest_get(r, e);
-		entry_key(r, o->keep, e, &j->key);
-		if (!j->guest || !j->key.guest)
-			ret = -ENOMEM;
+		if ((j = walk_opened(w, 0)))
+			ret = walk_step(r, o, w, j, 0, err, errlen);
+		else if ((j = walk_oldest(w, 0)))
+			ret = walk_step(r, o, w, j, 1, err, errlen);
+		else if ((j = walk_opened(w, 1)))
+			ret = walk_step(r, o, w, j, 0, err, errlen);
+		else if ((j = walk_oldest(w, 1)))
+			ret = walk_step(r, o, w, j, 1, err, errlen);
 		else
-			ret = read_begin(r, o, e, j);
-		if (ret == 1)
-			ret = 0;	/* not pushed: the slot is filled again */
-		else if (!ret)
-			walk_push(w, j->img && j->nsyms);
-		else {
-			sfile_reader_close(j->sr);
-			j->sr = NULL;
-			util_seterr(err, errlen, "%s: %s", e->path, strerror(-ret));
-		}
+			break;	/* every file read */
 	}
-	while (!ret && walk_oldest(w))
-		ret = finish_oldest(r, o, w, err, errlen);
 	walk_free(w);
 	return ret;
 }
