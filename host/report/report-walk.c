@@ -42,7 +42,11 @@ struct scratch {
 
 struct walk {
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	/* Signalled only when someone sleeps on them: a wake-up per file
+	 * would cost more than the counting it hands over. */
+	pthread_cond_t work, done;	/* workers wait for work, the caller
+					 * for a job's end */
+	unsigned sleepers, waiting;
 	struct walk_job slots[WALK_SLOTS];
 	size_t head, resolve, tail;	/* tail <= resolve <= head */
 	int quit;
@@ -196,14 +200,17 @@ static void *worker(void *arg)
 	while (!w->quit) {
 		j = take(w);
 		if (!j) {
-			pthread_cond_wait(&w->cv, &w->mu);
+			w->sleepers++;
+			pthread_cond_wait(&w->work, &w->mu);
+			w->sleepers--;
 			continue;
 		}
 		pthread_mutex_unlock(&w->mu);
 		st = job_run(j, s);
 		pthread_mutex_lock(&w->mu);
 		j->state = st;
-		pthread_cond_broadcast(&w->cv);
+		if (w->waiting)
+			pthread_cond_signal(&w->done);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return NULL;
@@ -236,7 +243,8 @@ struct walk *walk_new(void)
 	if (!w)
 		return NULL;
 	pthread_mutex_init(&w->mu, NULL);
-	pthread_cond_init(&w->cv, NULL);
+	pthread_cond_init(&w->work, NULL);
+	pthread_cond_init(&w->done, NULL);
 	/* Signals stay with the caller's thread. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -262,7 +270,7 @@ void walk_free(struct walk *w)
 		return;
 	pthread_mutex_lock(&w->mu);
 	w->quit = 1;
-	pthread_cond_broadcast(&w->cv);
+	pthread_cond_broadcast(&w->work);
 	pthread_mutex_unlock(&w->mu);
 	for (unsigned i = 0; i < w->nr_threads; i++)
 		pthread_join(w->th[i], NULL);
@@ -276,7 +284,8 @@ void walk_free(struct walk *w)
 		free(w->scr[i].counts);
 		free(w->scr[i].touched);
 	}
-	pthread_cond_destroy(&w->cv);
+	pthread_cond_destroy(&w->work);
+	pthread_cond_destroy(&w->done);
 	pthread_mutex_destroy(&w->mu);
 	free(w);
 }
@@ -305,7 +314,8 @@ void walk_push_open(struct walk *w)
 	pthread_mutex_lock(&w->mu);
 	w->slots[w->head % WALK_SLOTS].state = JOB_OPEN_QUEUED;
 	w->head++;
-	pthread_cond_signal(&w->cv);
+	if (w->sleepers)
+		pthread_cond_signal(&w->work);
 	pthread_mutex_unlock(&w->mu);
 }
 
@@ -325,8 +335,11 @@ static struct walk_job *job_wait(struct walk *w, size_t k, int want)
 		pthread_mutex_lock(&w->mu);
 		j->state = st;
 	}
-	while (j->state != want)
-		pthread_cond_wait(&w->cv, &w->mu);
+	while (j->state != want) {
+		w->waiting++;
+		pthread_cond_wait(&w->done, &w->mu);
+		w->waiting--;
+	}
 	pthread_mutex_unlock(&w->mu);
 	return j;
 }
@@ -352,8 +365,8 @@ void walk_resolved(struct walk *w, int count)
 	pthread_mutex_lock(&w->mu);
 	w->slots[w->resolve % WALK_SLOTS].state = count ? JOB_QUEUED : JOB_DONE;
 	w->resolve++;
-	if (count)
-		pthread_cond_signal(&w->cv);
+	if (count && w->sleepers)
+		pthread_cond_signal(&w->work);
 	pthread_mutex_unlock(&w->mu);
 }
 
