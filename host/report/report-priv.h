@@ -30,26 +30,26 @@ void report_guest_load_meta(struct report_guest *g, const char *path);
 int report_rows_sort(struct report_row *rows, size_t n, enum report_sort how);
 
 /*
- * Sample files read and counted per symbol on worker threads
- * (report-walk.c) while the caller looks up their images (the symbol
- * resolver is not thread-safe: only lookups, read-only once symres_image()
- * returned, run on the workers) and merges the counts into rows.  Jobs are
- * resolved and merged in the order they were pushed, so the rows come out
+ * Sample files read, their images looked up and their samples counted per
+ * symbol on worker threads (report-walk.c) while the caller merges the
+ * counts into rows.  The images are looked up one at a time in list order
+ * (the symbol resolver is not thread-safe; lookups in an image it returned
+ * are read-only), and the jobs merged in list order, so the rows come out
  * as they would on one thread.
  */
 struct walk_job {
 	/* set by the caller before walk_push_open() */
 	const char *path;		/* the sample file */
 	size_t entry;			/* the caller's */
-	/* after walk_opened(): the reader (NULL: the file did not open) */
-	struct sfile_reader *sr;
-	/* set by the caller before walk_resolved() */
-	struct simage *img;		/* only looked up in by the workers */
-	size_t nsyms;
 	struct report_guest *guest;	/* the caller's */
 	struct report_row key;		/* the caller's */
-	int skip;			/* the caller's: nothing to merge */
-	/* the counts, after walk_oldest() (when resolved with count) */
+	/* the reader (NULL: the file did not open) */
+	struct sfile_reader *sr;
+	/* set by the resolve function (walk_new()) */
+	struct simage *img;
+	size_t nsyms;
+	int err;			/* its return */
+	/* the counts (when img has symbols) */
 	size_t *idx;			/* symbol index + 1 (0: none), in the
 					 * order the file first touched them */
 	uint64_t *cnt;
@@ -62,8 +62,10 @@ struct walk_job {
 struct walk;
 
 /* A pool with a worker per processor but one (none on one processor: the
- * caller then does every job itself).  NULL when out of memory. */
-struct walk *walk_new(void);
+ * caller then does every job itself).  resolve(arg, j) sets j's img and
+ * nsyms for its opened file (0 or -errno), one call at a time, in push
+ * order.  NULL when out of memory. */
+struct walk *walk_new(int (*resolve)(void *arg, struct walk_job *j), void *arg);
 /* Workers of the next walk_new(): n (tests), or -1 for one per processor
  * but one. */
 void walk_set_threads(int n);
@@ -72,16 +74,11 @@ void walk_free(struct walk *w);
 /* The slot for the next job (zeroed but for its count buffers), or NULL
  * when every slot is pending. */
 struct walk_job *walk_slot(struct walk *w);
-/* Publishes the slot walk_slot() gave: its sample file is to be opened. */
+/* Publishes the slot walk_slot() gave: its sample file is to be read. */
 void walk_push_open(struct walk *w);
-/* The oldest job not yet resolved, its file opened; NULL when there is
- * none, or (wait 0) when it is not opened yet. */
-struct walk_job *walk_opened(struct walk *w, int wait);
-/* That job resolved; count: count its file per symbol. */
-void walk_resolved(struct walk *w, int count);
-/* The oldest resolved job, counted; NULL when there is none, or (wait 0)
- * when it is not counted yet. */
-struct walk_job *walk_oldest(struct walk *w, int wait);
+/* The oldest pending job, done (the caller works on jobs meanwhile);
+ * NULL when none is pending. */
+struct walk_job *walk_oldest(struct walk *w);
 /* Frees the oldest job's slot (its reader is the caller's to close). */
 void walk_pop(struct walk *w);
 

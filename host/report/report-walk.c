@@ -3,12 +3,14 @@
  * Sample files counted per symbol on worker threads.  See report-priv.h.
  *
  * Slots form a ring in push order: head (next to fill), resolve (next
- * whose image the caller looks up), tail (oldest pending).  A job is
- * OPEN_QUEUED when pushed, OPENING while a worker reads its sample file,
- * OPENED after; then QUEUED for counting (or DONE: nothing to count),
- * CLAIMED while counted, DONE after.  The caller does a job itself when it
- * needs it and no worker took it yet, so a busy machine never leaves it
- * waiting on a descheduled worker.
+ * whose image is looked up), tail (oldest pending).  A job is OPEN_QUEUED
+ * when pushed, OPENING while a thread reads its sample file, OPENED after;
+ * RESOLVING while its image is looked up (one job at a time, in push
+ * order: the resolver is not thread-safe, and its first look-up of a file
+ * names it); then QUEUED for counting (or DONE: nothing to count), CLAIMED
+ * while counted, DONE after.  The caller, waiting for the oldest job,
+ * works on whatever there is as the workers do, so a busy machine never
+ * leaves it waiting on a descheduled worker.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -30,6 +32,7 @@
 
 enum {
 	JOB_FREE, JOB_OPEN_QUEUED, JOB_OPENING, JOB_OPENED,	/* sample file */
+	JOB_RESOLVING,						/* its image */
 	JOB_QUEUED, JOB_CLAIMED, JOB_DONE			/* counts */
 };
 
@@ -49,6 +52,9 @@ struct walk {
 	unsigned sleepers, waiting;
 	struct walk_job slots[WALK_SLOTS];
 	size_t head, resolve, tail;	/* tail <= resolve <= head */
+	int resolving;			/* a thread looks up job resolve's image */
+	int (*resolve_fn)(void *arg, struct walk_job *j);
+	void *resolve_arg;
 	int quit;
 	unsigned nr_threads;
 	pthread_t th[WALK_THREADS];
@@ -157,30 +163,64 @@ static void job_count(struct walk_job *j, struct scratch *s)
 	j->outside = c.outside;
 }
 
-/* The oldest job waiting for a worker (to open or to count), marked as
- * taken; NULL if none.  Under w->mu. */
+/* The oldest job there is work on, marked as taken: a file to open, the
+ * next file's image to look up (the resolver is not thread-safe: one
+ * lookup at a time, in list order), or counts to take.  NULL if none.
+ * Under w->mu. */
 static struct walk_job *take(struct walk *w)
 {
 	for (size_t k = w->tail; k < w->head; k++) {
 		struct walk_job *j = &w->slots[k % WALK_SLOTS];
 
-		if (j->state == JOB_OPEN_QUEUED || j->state == JOB_QUEUED) {
-			j->state = j->state == JOB_QUEUED ? JOB_CLAIMED : JOB_OPENING;
+		switch (j->state) {
+		case JOB_OPEN_QUEUED:
+			j->state = JOB_OPENING;
 			return j;
+		case JOB_OPENED:
+			if (k != w->resolve || w->resolving)
+				break;
+			w->resolving = 1;
+			j->state = JOB_RESOLVING;
+			return j;
+		case JOB_QUEUED:
+			j->state = JOB_CLAIMED;
+			return j;
+		default:
+			break;
 		}
 	}
 	return NULL;
 }
 
-/* What take() took, done: opened or counted.  Not under w->mu. */
-static int job_run(struct walk_job *j, struct scratch *s)
+/* What take() took, done; its next state.  Not under w->mu. */
+static int job_run(struct walk *w, struct walk_job *j, struct scratch *s)
 {
-	if (j->state == JOB_OPENING) {
+	switch (j->state) {
+	case JOB_OPENING:
 		j->sr = sfile_reader_open(j->path, NULL, 0);
 		return JOB_OPENED;
+	case JOB_RESOLVING:
+		if (j->sr)
+			j->err = w->resolve_fn(w->resolve_arg, j);
+		return !j->err && j->sr && j->img && j->nsyms ? JOB_QUEUED : JOB_DONE;
+	default:
+		job_count(j, s);
+		return JOB_DONE;
 	}
-	job_count(j, s);
-	return JOB_DONE;
+}
+
+/* j's new state st after job_run(), published.  Under w->mu. */
+static void job_end(struct walk *w, struct walk_job *j, int st)
+{
+	if (j->state == JOB_RESOLVING) {
+		w->resolve++;
+		w->resolving = 0;
+	}
+	j->state = st;
+	if (st != JOB_DONE && w->sleepers)
+		pthread_cond_broadcast(&w->work);	/* more work */
+	if (w->waiting)
+		pthread_cond_signal(&w->done);
 }
 
 struct worker_arg {
@@ -206,11 +246,9 @@ static void *worker(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&w->mu);
-		st = job_run(j, s);
+		st = job_run(w, j, s);
 		pthread_mutex_lock(&w->mu);
-		j->state = st;
-		if (w->waiting)
-			pthread_cond_signal(&w->done);
+		job_end(w, j, st);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return NULL;
@@ -234,7 +272,7 @@ static unsigned nr_workers(void)
 	return n - 1 > WALK_THREADS ? WALK_THREADS : (unsigned)(n - 1);
 }
 
-struct walk *walk_new(void)
+struct walk *walk_new(int (*resolve)(void *arg, struct walk_job *j), void *arg)
 {
 	struct walk *w = calloc(1, sizeof(*w));
 	unsigned want = nr_workers();
@@ -242,6 +280,8 @@ struct walk *walk_new(void)
 
 	if (!w)
 		return NULL;
+	w->resolve_fn = resolve;
+	w->resolve_arg = arg;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->work, NULL);
 	pthread_cond_init(&w->done, NULL);
@@ -319,77 +359,37 @@ void walk_push_open(struct walk *w)
 	pthread_mutex_unlock(&w->mu);
 }
 
-/* Job k (pending) once it is in state want: run here if no worker took it
- * yet, else waited for. */
-static struct walk_job *job_wait(struct walk *w, size_t k, int want)
+struct walk_job *walk_oldest(struct walk *w)
 {
-	struct walk_job *j = &w->slots[k % WALK_SLOTS];
+	struct walk_job *j, *o;
+	int st;
 
+	if (w->tail == w->head)
+		return NULL;
+	o = &w->slots[w->tail % WALK_SLOTS];
 	pthread_mutex_lock(&w->mu);
-	if (j->state == JOB_OPEN_QUEUED || j->state == JOB_QUEUED) {
-		int st;
-
-		j->state = j->state == JOB_QUEUED ? JOB_CLAIMED : JOB_OPENING;
-		pthread_mutex_unlock(&w->mu);
-		st = job_run(j, &w->scr[0]);
-		pthread_mutex_lock(&w->mu);
-		j->state = st;
-	}
-	while (j->state != want) {
+	/* Rather than wait, the caller works as the workers do. */
+	while (o->state != JOB_DONE) {
+		j = take(w);
+		if (j) {
+			pthread_mutex_unlock(&w->mu);
+			st = job_run(w, j, &w->scr[0]);
+			pthread_mutex_lock(&w->mu);
+			job_end(w, j, st);
+			continue;
+		}
 		w->waiting++;
 		pthread_cond_wait(&w->done, &w->mu);
 		w->waiting--;
 	}
 	pthread_mutex_unlock(&w->mu);
-	return j;
-}
-
-struct walk_job *walk_opened(struct walk *w, int wait)
-{
-	int ready;
-
-	if (w->resolve == w->head)
-		return NULL;
-	if (!wait) {
-		pthread_mutex_lock(&w->mu);
-		ready = w->slots[w->resolve % WALK_SLOTS].state == JOB_OPENED;
-		pthread_mutex_unlock(&w->mu);
-		if (!ready)
-			return NULL;
-	}
-	return job_wait(w, w->resolve, JOB_OPENED);
-}
-
-void walk_resolved(struct walk *w, int count)
-{
-	pthread_mutex_lock(&w->mu);
-	w->slots[w->resolve % WALK_SLOTS].state = count ? JOB_QUEUED : JOB_DONE;
-	w->resolve++;
-	if (count && w->sleepers)
-		pthread_cond_signal(&w->work);
-	pthread_mutex_unlock(&w->mu);
-}
-
-struct walk_job *walk_oldest(struct walk *w, int wait)
-{
-	int ready;
-
-	if (w->tail == w->resolve)
-		return NULL;
-	if (!wait) {
-		pthread_mutex_lock(&w->mu);
-		ready = w->slots[w->tail % WALK_SLOTS].state == JOB_DONE;
-		pthread_mutex_unlock(&w->mu);
-		if (!ready)
-			return NULL;
-	}
-	return job_wait(w, w->tail, JOB_DONE);
+	return o;
 }
 
 void walk_pop(struct walk *w)
 {
 	pthread_mutex_lock(&w->mu);
-	if (w->tail < w->resolve)
+	if (w->tail < w->head)
 		w->tail++;
 	pthread_mutex_unlock(&w->mu);
 }

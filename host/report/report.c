@@ -571,23 +571,34 @@ static int file_by_symbol(struct report *r, struct file_ctx *c, const struct wal
 	return 0;
 }
 
-/* The file's image with its symbols (symbols wanted) into j: 0 or -ENOMEM. */
-static int file_image(struct walk_job *j, const struct report_opts *o, const struct entry *e,
-		      struct report_guest *g, const struct sfile_info *info)
+/* What the walk's resolve function needs. */
+struct resolve_ctx {
+	const struct report *r;
+	const struct report_opts *o;
+};
+
+/* The image of j's file (opened) with its symbols, when symbols are
+ * wanted: 0 or -ENOMEM.  On any thread, one call at a time (walk_new()):
+ * it touches the resolver and j only. */
+static int file_image(void *arg, struct walk_job *j)
 {
+	const struct resolve_ctx *x = arg;
+	const struct entry *e = &x->r->priv->entries[j->entry];
+	const struct report_guest *g = j->guest;
+	const struct sfile_info *info = sfile_reader_info(j->sr);
 	struct symres_kernel k = {
 		.release = g->kernel_release, .text_addr = g->text_addr,
 		.anchor_name = g->anchor_name, .anchor_addr = g->anchor_addr,
 	};
 
-	j->img = symres_image(o->res, e->guest, e->image, e->kernel,
+	if (!x->o->symbols || !x->o->res)
+		return 0;
+	j->img = symres_image(x->o->res, e->guest, e->image, e->kernel,
 			      info->build_id_len ? info->build_id : NULL,
 			      info->build_id_len, &k);
 	if (!j->img)
 		return -ENOMEM;
 	j->nsyms = simage_nr_syms(j->img);
-	if (simage_warning(j->img) && !g->kernel_warn[0])
-		snprintf(g->kernel_warn, sizeof(g->kernel_warn), "%s", simage_warning(j->img));
 	return 0;
 }
 
@@ -630,21 +641,6 @@ static int file_problem(struct report *r, const struct file_ctx *c, const struct
 	return 0;
 }
 
-/* The image of j's file looked up when symbols are wanted (j->skip for a
- * file that did not open, counted): 0 or -ENOMEM. */
-static int read_resolve(struct report *r, const struct report_opts *o, const struct entry *e,
-			struct walk_job *j)
-{
-	if (!j->sr) {
-		r->bad_files++;
-		j->skip = 1;
-		return 0;
-	}
-	if (o->symbols && o->res)
-		return file_image(j, o, e, j->guest, sfile_reader_info(j->sr));
-	return 0;
-}
-
 /* The file of j (counted per symbol if it has symbols) into rows, in the
  * order the files were listed; its reader closed.  0 or -ENOMEM. */
 static int read_end(struct report *r, const struct report_opts *o, const struct entry *e,
@@ -656,6 +652,16 @@ static int read_end(struct report *r, const struct report_opts *o, const struct 
 	uint64_t unresolved0 = r->unresolved;
 	int ret = 0;
 
+	if (!j->sr) {
+		r->bad_files++;		/* did not open */
+		return 0;
+	}
+	if (j->err) {
+		ret = j->err;
+		goto out;
+	}
+	if (c.img && simage_warning(c.img) && !g->kernel_warn[0])
+		snprintf(g->kernel_warn, sizeof(g->kernel_warn), "%s", simage_warning(c.img));
 	if (c.img && j->nsyms) {
 		ret = file_by_symbol(r, &c, j);
 		if (!ret && c.bad)
@@ -981,35 +987,14 @@ static int walk_fill(struct report *r, const struct report_opts *o, struct walk 
 	return 0;
 }
 
-/* Job j, its file opened, resolved (image looked up), or merged into rows
- * (merge).  0, or -errno with err set. */
-static int walk_step(struct report *r, const struct report_opts *o, struct walk *w,
-		     struct walk_job *j, int merge, char *err, size_t errlen)
-{
-	const struct entry *e = &r->priv->entries[j->entry];
-	int ret;
-
-	if (merge) {
-		ret = j->skip ? 0 : read_end(r, o, e, j);
-		walk_pop(w);
-	} else {
-		ret = read_resolve(r, o, e, j);
-		if (!ret)
-			walk_resolved(w, !j->skip && j->img && j->nsyms);
-	}
-	if (ret)
-		util_seterr(err, errlen, "%s: %s", e->path, strerror(-ret));
-	return ret;
-}
-
 /* Every listed file of the event that passes the filter, read into rows:
- * opened and counted per symbol by the walk's workers, resolved and merged
- * here in list order; whatever is ready first, waiting only when nothing
- * is.  0, or -errno with err set. */
+ * opened, resolved and counted per symbol by the walk (on its workers and
+ * this thread), merged here in list order.  0, or -errno with err set. */
 static int load_files(struct report *r, const struct report_opts *o, char *err,
 		      size_t errlen)
 {
-	struct walk *w = walk_new();
+	struct resolve_ctx x = { .r = r, .o = o };
+	struct walk *w = walk_new(file_image, &x);
 	struct walk_job *j;
 	size_t next = 0;
 	int ret = 0;
@@ -1018,18 +1003,13 @@ static int load_files(struct report *r, const struct report_opts *o, char *err,
 		return -ENOMEM;
 	while (!ret) {
 		ret = walk_fill(r, o, w, &next);
+		if (ret || !(j = walk_oldest(w)))
+			break;	/* out of memory, or every file read */
+		ret = read_end(r, o, &r->priv->entries[j->entry], j);
 		if (ret)
-			break;
-		if ((j = walk_opened(w, 0)))
-			ret = walk_step(r, o, w, j, 0, err, errlen);
-		else if ((j = walk_oldest(w, 0)))
-			ret = walk_step(r, o, w, j, 1, err, errlen);
-		else if ((j = walk_opened(w, 1)))
-			ret = walk_step(r, o, w, j, 0, err, errlen);
-		else if ((j = walk_oldest(w, 1)))
-			ret = walk_step(r, o, w, j, 1, err, errlen);
-		else
-			break;	/* every file read */
+			util_seterr(err, errlen, "%s: %s", r->priv->entries[j->entry].path,
+				    strerror(-ret));
+		walk_pop(w);
 	}
 	walk_free(w);
 	return ret;
