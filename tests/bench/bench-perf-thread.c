@@ -7,10 +7,17 @@
  *
  * The same fixed work runs unsampled and sampled at 1000 samples/s
  * (cpu-clock, IP|TID|TIME|CPU, a 64-page ring read at a watermark, as the
- * perf sampler does), alternating, 5 rounds; the cost per sample is the
- * extra CPU time of the median sampled round over the median unsampled one,
- * divided by its samples.  Prints
- *   perf-sample-cost-host-thread: N ns
+ * perf sampler does), in blocks of four rounds in ABBA order (sampled,
+ * unsampled, unsampled, sampled: a block cancels a linear drift of the
+ * host's load).  Each block gives one estimate: the extra CPU time of its
+ * two sampled rounds over its two unsampled ones, divided by their samples.
+ * The extra time is a few milliseconds in a second of work, below one
+ * round's noise on a shared host, so one difference can come out at zero
+ * or below; the figure is the median of the blocks with the sign test's
+ * distribution-free interval (order statistics, coverage printed), the
+ * point estimate clamped at 0 (sampling cannot make the work cheaper).
+ * Prints
+ *   perf-sample-cost-host-thread: N ns (95 % interval [LO, HI] ns, ...)
  */
 #include <errno.h>
 #include <linux/perf_event.h>
@@ -24,7 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ROUNDS		5
+#define BLOCKS		10	/* of four rounds; the sign test's 95 % needs 6 */
+#define SLICES		4	/* work() calls a round: ~0.3 s */
 #define PAGES		64
 #define WORK		400000000ull
 
@@ -96,7 +104,7 @@ static long sampled_round(uint64_t *ns)
 	ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
 	/* in slices, draining between them as the sampler's thread would */
 	samples = 0;
-	for (int i = 0; i < 8; i++) {
+	for (int i = 0; i < SLICES; i++) {
 		work();
 		samples += drain(mp);
 	}
@@ -108,40 +116,70 @@ static long sampled_round(uint64_t *ns)
 	return (long)samples;
 }
 
-static int cmp_u64(const void *a, const void *b)
+static int cmp_dbl(const void *a, const void *b)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	double x = *(const double *)a, y = *(const double *)b;
 
 	return x < y ? -1 : x > y;
 }
 
+static uint64_t unsampled_round(void)
+{
+	uint64_t t0 = cpu_ns();
+
+	for (int i = 0; i < SLICES; i++)
+		work();
+	return cpu_ns() - t0;
+}
+
+/* P(X <= k) for X ~ Binomial(n, 1/2). */
+static double binom_cdf(int n, int k)
+{
+	double p = 0, c = 1;
+
+	for (int i = 0; i <= k; i++) {
+		p += c;
+		c = c * (n - i) / (i + 1);
+	}
+	return p / (double)(1ull << n);
+}
+
 int main(void)
 {
-	uint64_t un[ROUNDS], sa[ROUNDS], nsamp[ROUNDS];
+	double est[BLOCKS], cover;
+	uint64_t samples = 0;
+	int k = 1;
 
-	for (int r = 0; r < ROUNDS; r++) {
-		uint64_t t0 = cpu_ns();
-		long n;
+	for (int b = 0; b < BLOCKS; b++) {
+		uint64_t s1, s2, u;
+		long n1 = sampled_round(&s1), n2;
 
-		for (int i = 0; i < 8; i++)
-			work();
-		un[r] = cpu_ns() - t0;
-		n = sampled_round(&sa[r]);
-		if (n <= 0) {
+		u = unsampled_round();
+		u += unsampled_round();
+		n2 = n1 > 0 ? sampled_round(&s2) : n1;
+		if (n1 <= 0 || n2 <= 0) {
+			long n = n1 <= 0 ? n1 : n2;
+
 			printf("SKIP: perf-sample-cost-host-thread: perf_event_open: %s\n",
 			       n ? strerror((int)-n) : "no samples");
 			return 0;
 		}
-		nsamp[r] = (uint64_t)n;
+		est[b] = ((double)(s1 + s2) - (double)u) / (double)(n1 + n2);
+		samples += (uint64_t)(n1 + n2);
 	}
-	qsort(un, ROUNDS, sizeof(un[0]), cmp_u64);
-	qsort(sa, ROUNDS, sizeof(sa[0]), cmp_u64);
-	qsort(nsamp, ROUNDS, sizeof(nsamp[0]), cmp_u64);
-	printf("perf-sample-cost-host-thread: %.0f ns\n",
-	       sa[ROUNDS / 2] > un[ROUNDS / 2] ?
-	       (double)(sa[ROUNDS / 2] - un[ROUNDS / 2]) / (double)nsamp[ROUNDS / 2] : 0.0);
-	printf("# perf-sample-cost-host-thread: median round %.3f s unsampled, %.3f s "
-	       "sampled with %llu samples\n", un[ROUNDS / 2] / 1e9, sa[ROUNDS / 2] / 1e9,
-	       (unsigned long long)nsamp[ROUNDS / 2]);
+	qsort(est, BLOCKS, sizeof(est[0]), cmp_dbl);
+	/* the widest-coverage-at-least-95 % ranks k and BLOCKS + 1 - k */
+	while (binom_cdf(BLOCKS, k) <= 0.025)
+		k++;
+	cover = 1 - 2 * binom_cdf(BLOCKS, k - 1);
+	{
+		double med = (est[(BLOCKS - 1) / 2] + est[BLOCKS / 2]) / 2;
+
+		printf("perf-sample-cost-host-thread: %.0f ns (%.1f %% interval [%.0f, %.0f] ns, "
+		       "%d blocks)\n", med > 0 ? med : 0.0, cover * 100, est[k - 1],
+		       est[BLOCKS - k], BLOCKS);
+		printf("# perf-sample-cost-host-thread: raw median %.0f ns, %llu samples in the "
+		       "sampled rounds\n", med, (unsigned long long)samples);
+	}
 	return 0;
 }
