@@ -270,7 +270,10 @@ static int attach_lookup(struct attach *a, struct virt_reader **vr, struct looku
 		return 2;
 	}
 	if (r == -ENOTCONN && !virt_api(NULL, 0))
-		log_err("%s", err);	/* libvirt is not installed: says what to do */
+		/* libvirt is not installed: what to install, and attach's way
+		 * around it */
+		log_err("%s, or attach without libvirt: --qmp SOCKET [--channel SOCKET] "
+			"or --pid PID", err);
 	else if (r == -ENOTCONN)
 		log_err("cannot reach libvirt: %s (is libvirtd running? try -c URI)", err);
 	return r ? 1 : 0;

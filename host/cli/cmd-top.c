@@ -109,7 +109,8 @@ static void print_text(struct hoststats *h, const struct top_opts *o)
 	if (hoststats_libvirt_error(h)[0]) {
 		char e[1024];
 
-		printf("libvirt: %s\n", util_text_escape(e, sizeof(e), hoststats_libvirt_error(h)));
+		util_fprintf_wrapped(stdout, 2, "libvirt: %s",
+				     util_text_escape(e, sizeof(e), hoststats_libvirt_error(h)));
 	}
 }
 

@@ -14,6 +14,7 @@
 #include "vmm/qemu/qmp.h"
 #include "host/hoststats/virt-stats.h"
 #include "vmm/libvirt/virt.h"
+#include "vmm/libvirt/virt-api.h"
 
 /* The non-QEMU pid cache is dropped this often, so a QEMU that reuses the
  * pid of a process that was not one is found within that many refreshes. */
@@ -63,7 +64,7 @@ struct hoststats {
 	struct qmpback *qb;
 	size_t nr_qb;
 	struct virt_reader *vr;		/* libvirt, read with a deadline */
-	char virt_err[256];
+	char virt_err[384];
 	const char *hw_why;
 
 	int *other_pids;		/* sorted: pids known not to be QEMU */
@@ -260,6 +261,15 @@ static int read_libvirt(struct hoststats *h, struct virt_dstat **ds)
 		}
 	}
 	n = virt_reader_read(h->vr, h->cfg.stop, ds, h->virt_err, sizeof(h->virt_err));
+	if (h->virt_err[0] && !virt_api(NULL, 0)) {
+		/* libvirt is not installed: what still works here (the error
+		 * says what to install) */
+		size_t len = strlen(h->virt_err);
+
+		snprintf(h->virt_err + len, sizeof(h->virt_err) - len, "; the QEMU processes "
+			 "in /proc are still listed (--no-libvirt: only those, without "
+			 "this line)");
+	}
 	return n < 0 ? 0 : n;
 }
 

@@ -37,8 +37,7 @@ static void *open_lib(const char *name)
 
 	if (!h)
 		snprintf(load_err, sizeof(load_err), "cannot load libvirt (%s): install "
-			 "it (Debian: apt-get install libvirt0), or attach without "
-			 "libvirt: --qmp SOCKET [--channel SOCKET] or --pid PID", dlerror());
+			 "it (Debian: apt-get install libvirt0)", dlerror());
 	return h;
 }
 
