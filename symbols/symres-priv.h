@@ -86,6 +86,7 @@ struct symres {
 	size_t nr_modidx;
 	debuginfod_client *dbgd;
 	int dbgd_tried;
+	int dbgd_missing;	/* DEBUGINFOD_URLS asked, libdebuginfod did not load */
 };
 
 int symres_try_candidate(struct symres *r, struct simage *si, int fd, const char *path,

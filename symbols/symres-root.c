@@ -149,6 +149,7 @@ static struct {
 	__typeof__(debuginfod_find_debuginfo) *find_debuginfo;
 } dbgd_api;
 static int dbgd_loaded;
+static char dbgd_err[384];	/* why not, once dbgd_load() failed */
 static pthread_once_t dbgd_once = PTHREAD_ONCE_INIT;
 
 static void dbgd_load(void)
@@ -156,14 +157,22 @@ static void dbgd_load(void)
 	void *h = dlopen("libdebuginfod.so.1", RTLD_NOW | RTLD_LOCAL);
 	void *f[4];
 
-	if (!h)
-		return;	/* not installed: as without DEBUGINFOD_URLS */
+	if (!h) {
+		snprintf(dbgd_err, sizeof(dbgd_err), "DEBUGINFOD_URLS is set but libdebuginfod "
+			 "does not load (%s): install it (Debian: apt-get install "
+			 "libdebuginfod1) or unset DEBUGINFOD_URLS", dlerror());
+		return;
+	}
 	f[0] = dlsym(h, "debuginfod_begin");
 	f[1] = dlsym(h, "debuginfod_end");
 	f[2] = dlsym(h, "debuginfod_find_executable");
 	f[3] = dlsym(h, "debuginfod_find_debuginfo");
-	if (!f[0] || !f[1] || !f[2] || !f[3])
+	if (!f[0] || !f[1] || !f[2] || !f[3]) {
+		snprintf(dbgd_err, sizeof(dbgd_err), "DEBUGINFOD_URLS is set but this "
+			 "libdebuginfod lacks its client calls: upgrade it (Debian: "
+			 "apt-get install libdebuginfod1) or unset DEBUGINFOD_URLS");
 		return;
+	}
 	/* POSIX: dlsym()'s data pointers convert to function pointers. */
 	*(void **)&dbgd_api.begin = f[0];
 	*(void **)&dbgd_api.end = f[1];
@@ -199,8 +208,14 @@ debuginfod_client *symres_dbgd(struct symres *r)
 		r->dbgd_tried = 1;
 		pthread_once(&dbgd_once, dbgd_load);
 		r->dbgd = dbgd_loaded ? dbgd_api.begin() : NULL;
+		r->dbgd_missing = !dbgd_loaded;
 	}
 	return r->dbgd;
+}
+
+const char *symres_warning(const struct symres *r)
+{
+	return r && r->dbgd_missing ? dbgd_err : NULL;
 }
 
 /* guest names a directory the store made: one component, not . or .. */

@@ -113,6 +113,10 @@ const char *simage_file(const struct simage *si);
  * believed (a kallsyms that moves the kernel away from HELLO's slide), as
  * one line for the report, or NULL. */
 const char *simage_warning(const struct simage *si);
+/* What the resolver could not do that the user asked for (DEBUGINFOD_URLS
+ * set and libdebuginfod missing, once it was needed), as one line for the
+ * report's warnings, or NULL. */
+const char *symres_warning(const struct symres *r);
 /* One line saying why the state is not SIMAGE_OK ("" when it is). */
 const char *simage_reason(const struct simage *si);
 /* The ELF behind the image, NULL when symbols come from a System.map. */

@@ -116,5 +116,6 @@ int report_stacks_load(struct report *r, const struct report_opts *o)
 					 err[0] ? err : strerror(-ret));
 		}
 	}
+	report_note_symres(r, o);
 	return 0;
 }

@@ -403,6 +403,8 @@ static void footer_warnings(const struct report *r, void (*emit)(void *, const c
 			 "skipped", r->bad_files, r->bad_files == 1 ? "" : "s", r->skipped_files);
 		emit(arg, m);
 	}
+	if (r->res_warn[0])
+		emit(arg, r->res_warn);
 	if (r->stack_errors) {
 		char eb[sizeof(r->stack_err) * 4];
 

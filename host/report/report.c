@@ -1015,6 +1015,14 @@ static int load_files(struct report *r, const struct report_opts *o, char *err,
 	return ret;
 }
 
+void report_note_symres(struct report *r, const struct report_opts *o)
+{
+	const char *w = o->symbols ? symres_warning(o->res) : NULL;
+
+	if (w && !r->res_warn[0])
+		snprintf(r->res_warn, sizeof(r->res_warn), "%s", w);
+}
+
 struct report *report_load(const struct report_opts *o, char *err, size_t errlen)
 {
 	struct report *r = calloc(1, sizeof(*r));
@@ -1032,6 +1040,7 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 	if (ret)
 		goto fail;
 	report_totals(r);
+	report_note_symres(r, o);
 	if (r->event)
 		r->event = strdup(r->event);
 	if (!r->event) {

@@ -185,6 +185,7 @@ struct report {
 	size_t stack_guests;		/* guests with a stack table */
 	size_t stack_errors;		/* tables that did not read */
 	char stack_err[128];		/* the first one's reason */
+	char res_warn[384];		/* symres_warning() once loaded, or "" */
 
 	struct report_priv *priv;
 };
@@ -208,6 +209,9 @@ struct report_stack {
 	struct report_frame *frames;	/* leaf first */
 };
 
+/* Keeps o->res's symres_warning() in r->res_warn (the first one), for the
+ * footer and JSON's warnings: called once the loading asked it for images. */
+void report_note_symres(struct report *r, const struct report_opts *o);
 /* Reads every guest's stack table into r (report-stacks.c), after
  * report_load() with the same options.  0 or -ENOMEM; a table that does
  * not read is counted in stack_errors. */

@@ -51,4 +51,29 @@ line=$(grep "HOT_B" "$tmp/a.txt")
 echo "RESULT hot source line: $line"
 [ "$(echo "$line" | awk '{print $1}')" = 1000 ] || { cat "$tmp/a.txt"; echo "FAIL: hot line"; exit 1; }
 grep -c "GET /buildid/$bid/" "$tmp/http.log" | sed 's/^/RESULT debuginfod requests: /'
+
+# Without libdebuginfod (a mount namespace puts an empty file over it), the
+# same report says so once, with what to install, in text and in JSON's
+# warnings, instead of behaving as if DEBUGINFOD_URLS were unset.
+lib=$(ldconfig -p | awk '$1 == "libdebuginfod.so.1" { print $NF; exit }')
+: > "$tmp/empty"
+if [ -z "$lib" ] || ! unshare -m true 2>/dev/null; then
+	echo "SKIP part: no libdebuginfod.so.1 to hide or no mount namespace (unshare -m)"
+else
+	unshare -m sh -c 'mount --bind "$1" "$2" && shift 2 && "$@" > "$0.txt" &&
+		"$@" --format json > "$0.json"' "$tmp/nolib" "$tmp/empty" "$lib" \
+		"$OPVM" report -l "${common[@]}" || { echo "FAIL: report without libdebuginfod"; exit 1; }
+	msg=$(tr -s '\n ' '  ' < "$tmp/nolib.txt")	# as one line: it is wrapped
+	echo "RESULT without libdebuginfod: $(grep -A2 libdebuginfod "$tmp/nolib.txt" | head -3)"
+	[ "$(grep -c "^warning: DEBUGINFOD_URLS" "$tmp/nolib.txt")" = 1 ] ||
+		{ cat "$tmp/nolib.txt"; echo "FAIL: not one warning in the text report"; exit 1; }
+	case "$msg" in *"apt-get install libdebuginfod1) or unset DEBUGINFOD_URLS"*) ;; *)
+		echo "FAIL: the warning does not say what to do"; exit 1 ;;
+	esac
+	python3 - "$tmp/nolib.json" <<'PY' || { echo "FAIL: not in JSON's warnings"; exit 1; }
+import json, sys
+w = [x for x in json.load(open(sys.argv[1]))["warnings"] if "libdebuginfod1" in x]
+sys.exit(0 if len(w) == 1 else 1)
+PY
+fi
 echo PASS
