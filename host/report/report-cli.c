@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "host/report/report-cli.h"
 #include "lib/util.h"
@@ -18,14 +21,31 @@ static int unsafe_byte(unsigned char c)
 	return (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f;
 }
 
-/* Bytes of buf[0..len) before the first unsafe_byte(): eight at a time (a
- * report -l writes 100 k rows through here), a word with a byte below 0x20
- * or a 0x7f looked at byte by byte. */
+/* Bytes of buf[0..len) before the first unsafe_byte(): sixteen (SSE2) or
+ * eight at a time (a report -l writes 100 k rows through here, after its
+ * rows are formatted: on the critical path), a word with a byte below 0x20
+ * or a 0x7f looked at byte by byte.  With SSE2 a newline or tab does not
+ * send its block there (one ends every row). */
 static size_t safe_prefix(const char *buf, size_t len)
 {
 	const uint64_t ones = 0x0101010101010101ull, highs = ones * 0x80;
 	size_t i = 0;
 
+#ifdef __SSE2__
+	const __m128i ctl = _mm_set1_epi8(0x1f), nl = _mm_set1_epi8('\n'),
+		      tab = _mm_set1_epi8('\t'), rub = _mm_set1_epi8(0x7f);
+
+	for (; i + 16 <= len; i += 16) {
+		__m128i x = _mm_loadu_si128((const __m128i *)(const void *)(buf + i));
+		__m128i low = _mm_cmpeq_epi8(_mm_min_epu8(x, ctl), x);	/* x <= 0x1f */
+		__m128i ok = _mm_or_si128(_mm_cmpeq_epi8(x, nl), _mm_cmpeq_epi8(x, tab));
+		__m128i bad = _mm_or_si128(_mm_andnot_si128(ok, low), _mm_cmpeq_epi8(x, rub));
+		int m = _mm_movemask_epi8(bad);
+
+		if (m)
+			return i + (size_t)__builtin_ctz((unsigned)m);
+	}
+#endif
 	for (; i + 8 <= len; i += 8) {
 		uint64_t x, del;
 

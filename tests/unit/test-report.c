@@ -749,6 +749,36 @@ static void test_safe_stream(void **state)
 	free(buf);
 }
 
+/* Every byte value at every place of a block and the tail after it (the
+ * 16- and 8-byte scans and the byte loop): only controls other than
+ * newline and tab, and DEL, become '?'; UTF-8's bytes pass. */
+static void test_safe_stream_bytes(void **state)
+{
+	(void)state;
+	for (int c = 0; c < 256; c++) {
+		int bad = (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f;
+
+		for (size_t at = 0; at < 41; at++) {
+			char in[41], *buf = NULL;
+			size_t len = 0;
+			FILE *mem = open_memstream(&buf, &len);
+			FILE *f = report_cli_safe_stream(mem);
+
+			assert_non_null(f);
+			memset(in, 'a', sizeof(in));
+			in[at] = (char)c;
+			assert_int_equal(fwrite(in, 1, sizeof(in), f), sizeof(in));
+			assert_int_equal(fclose(f), 0);
+			fclose(mem);
+			assert_int_equal(len, sizeof(in));
+			for (size_t i = 0; i < sizeof(in); i++)
+				assert_int_equal((unsigned char)buf[i],
+						 i != at ? 'a' : bad ? '?' : c);
+			free(buf);
+		}
+	}
+}
+
 static void test_bad_session(void **state)
 {
 	struct report_opts o = { .session_dir = "/nonexistent/opvm", .keep = REPORT_KEEP_DEFAULT };
@@ -1164,6 +1194,7 @@ int main(void)
 		cmocka_unit_test(test_events),
 		cmocka_unit_test(test_import),
 		cmocka_unit_test(test_safe_stream),
+		cmocka_unit_test(test_safe_stream_bytes),
 		cmocka_unit_test(test_bad_session),
 		cmocka_unit_test(test_no_such_guest),
 		cmocka_unit_test(test_separate_not_recorded),
