@@ -692,6 +692,37 @@ static int label_width(struct colslot *cache, const struct report_row *row, int 
 	return c->len;
 }
 
+/* Widths of the image column by image (interned: one pointer a name), so
+ * that the layout's pass over 100 k rows finds most in one probe: a few
+ * hundred images do not fit the direct-mapped column caches. */
+#define WMAP_SLOTS	2048	/* at most half of them used */
+
+struct wmap {
+	const char *key[WMAP_SLOTS];
+	int len[WMAP_SLOTS];
+	size_t nr;
+};
+
+static int image_width(struct wmap *m, const char *image, int long_names)
+{
+	char b[ESC_MAX];
+	uint64_t h = (uint64_t)(uintptr_t)image * 0x9e3779b97f4a7c15ull;
+	size_t k = (size_t)(h >> 40) & (WMAP_SLOTS - 1);
+	int len;
+
+	while (m && m->key[k] && m->key[k] != image)
+		k = (k + 1) & (WMAP_SLOTS - 1);
+	if (m && m->key[k])
+		return m->len[k];
+	len = (int)strlen(esc_row(b, disp(image, long_names)));
+	if (m && m->nr < WMAP_SLOTS / 2) {
+		m->key[k] = image;
+		m->len[k] = len;
+		m->nr++;
+	}
+	return len;
+}
+
 static void layout(const struct report *r, const struct report_print_opts *po, struct cols *c)
 {
 	int width = po && po->width > 0 ? po->width : 80;
@@ -699,18 +730,26 @@ static void layout(const struct report *r, const struct report_print_opts *po, s
 	int mg = 0, mi = 0, ma = 0, used;
 	struct colslot *names = calloc(COL_SLOTS, sizeof(*names));
 	struct colslot *labels = calloc(COL_SLOTS, sizeof(*labels));
+	struct wmap *images = calloc(1, sizeof(*images));
+	const struct report_row *prev = NULL;
 
 	for (size_t i = 0; i < r->nr_rows; i++) {
 		const struct report_row *row = &r->rows[i];
 
 		if (!shown(row, po))
 			continue;
-		mg = clampi(name_width(names, row->guest), mg, 64);
-		mi = clampi(name_width(names, disp(row->image, long_names)), mi, 200);
-		ma = clampi(label_width(labels, row, long_names), ma, 200);
+		/* a guest or app like the last row's has its width counted */
+		if (!prev || row->guest != prev->guest)
+			mg = clampi(name_width(names, row->guest), mg, 64);
+		mi = clampi(image_width(images, row->image, long_names), mi, 200);
+		if (!prev || row->app != prev->app || row->tgid != prev->tgid ||
+		    row->tid != prev->tid || row->cpu != prev->cpu)
+			ma = clampi(label_width(labels, row, long_names), ma, 200);
+		prev = row;
 	}
 	free(names);
 	free(labels);
+	free(images);
 	c->guest = distinct_guests(r) > 1 ? clampi(mg, 5, 12) : 0;
 	c->image = clampi(mi, 10, 20);
 	c->app = clampi(ma, 8, 16);
