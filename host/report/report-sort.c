@@ -29,6 +29,7 @@ struct skey {
 struct sortctx {
 	const struct report_row *rows;
 	const struct skey *k;
+	unsigned rank_bits;	/* every rank (and none) < 1 << rank_bits */
 };
 
 #define RANK_NONE UINT32_MAX
@@ -207,11 +208,12 @@ static void idx_sort(const struct sortctx *k, uint32_t *a, uint32_t *tmp, size_t
 /* The leading 128 bits of a key, most significant word first: samples
  * (descending), symbol and image for the sort by samples; else the --sort
  * field's rank and the samples. */
-static void lead128(const struct skey *k, uint64_t samples, enum report_sort how, uint64_t *w)
+static void lead128(const struct skey *k, uint64_t samples, enum report_sort how,
+		    unsigned rank_bits, uint64_t *w)
 {
 	if (how == REPORT_SORT_SAMPLES) {
 		w[0] = ~samples;
-		w[1] = (uint64_t)k->sym << 32 | k->image;
+		w[1] = (uint64_t)k->sym << rank_bits | k->image;
 	} else {
 		w[0] = k->lead;
 		w[1] = ~samples;
@@ -243,6 +245,73 @@ static void radix_pass(size_t n, unsigned word, unsigned shift, const uint32_t *
 }
 
 /*
+ * The radix sort on one 64-bit word a row when the bits that differ
+ * between the leading keys and a row index fit in it (nearly always: a
+ * few bits of samples, of a symbol's rank and of an image's): key =
+ * the varying low bits of w[i][0], then of w[i][1], then i.  The bits
+ * above them are the same in every key, so this orders as the 128 bits
+ * do, and i keeps equal keys in row order (stable).  Digits of up to 11
+ * bits: three or four passes of 8 bytes a row instead of six of 20.
+ * Returns the order (in out or tmp), or NULL when the bits do not fit.
+ */
+#define DIGIT_MAX	11
+
+static uint32_t *rows_order64(const struct sortctx *k, size_t n, uint32_t *out, uint32_t *tmp,
+			      const uint64_t (*w)[2], const uint64_t all[2], const uint64_t any[2],
+			      uint64_t *key, uint64_t *key2)
+{
+	uint64_t v0 = all[0] ^ any[0], v1 = all[1] ^ any[1], kall = ~0ull, kany = 0, m0, m1;
+	unsigned b0 = v0 ? 64 - (unsigned)__builtin_clzll(v0) : 0;
+	unsigned b1 = v1 ? 64 - (unsigned)__builtin_clzll(v1) : 0;
+	unsigned ib = n > 1 ? 64 - (unsigned)__builtin_clzll((uint64_t)n - 1) : 1;
+	unsigned bits = b0 + b1, passes, d;
+	uint32_t cnt[1u << DIGIT_MAX];
+
+	if (bits + ib > 64)
+		return NULL;
+	m0 = b0 ? (1ull << b0) - 1 : 0;
+	m1 = b1 ? (1ull << b1) - 1 : 0;
+	for (size_t i = 0; i < n; i++) {
+		key[i] = (w[i][0] & m0) << (b1 + ib) | (w[i][1] & m1) << ib | i;
+		kall &= key[i];
+		kany |= key[i];
+	}
+	passes = (bits + DIGIT_MAX - 1) / DIGIT_MAX;
+	d = passes ? (bits + passes - 1) / passes : 0;
+	for (unsigned p = 0; p < passes; p++) {
+		unsigned shift = ib + p * d;
+		uint64_t dm = (1ull << d) - 1;
+		uint32_t sum = 0, *c = cnt;
+		uint64_t *t = key;
+
+		if (!(((kall ^ kany) >> shift) & dm))
+			continue;	/* the same in every key */
+		memset(cnt, 0, ((size_t)1 << d) * sizeof(*cnt));
+		for (size_t i = 0; i < n; i++)
+			c[(key[i] >> shift) & dm]++;
+		for (size_t b = 0; b <= dm; b++) {
+			uint32_t x = c[b];
+
+			c[b] = sum;
+			sum += x;
+		}
+		for (size_t i = 0; i < n; i++)
+			key2[c[(key[i] >> shift) & dm]++] = key[i];
+		key = key2;
+		key2 = t;
+	}
+	for (size_t i = 0; i < n; i++)
+		out[i] = (uint32_t)(key[i] & ((1ull << ib) - 1));
+	for (size_t i = 0, j; i < n; i = j) {
+		for (j = i + 1; j < n && key[j] >> ib == key[i] >> ib; j++)
+			;
+		if (j - i > 1)
+			idx_sort(k, out + i, tmp, j - i);
+	}
+	return out;
+}
+
+/*
  * The row indices in order, in out[0..n) or tmp[0..n) (the one returned):
  * an LSD radix sort on the leading 128 bits (stable), then each run of
  * rows equal in those by the whole key.  A byte that is the same in every
@@ -253,15 +322,21 @@ static uint32_t *rows_order(const struct sortctx *k, size_t n, enum report_sort 
 			    uint32_t *out, uint32_t *tmp, uint64_t (*w)[2], uint64_t (*w2)[2])
 {
 	uint64_t all[2] = { ~0ull, ~0ull }, any[2] = { 0, 0 };
+	uint32_t *done;
 
 	for (size_t i = 0; i < n; i++) {
 		out[i] = (uint32_t)i;
-		lead128(&k->k[i], k->rows[i].samples, how, w[i]);
+		lead128(&k->k[i], k->rows[i].samples, how, k->rank_bits, w[i]);
 		all[0] &= w[i][0];
 		all[1] &= w[i][1];
 		any[0] |= w[i][0];
 		any[1] |= w[i][1];
 	}
+	/* w2 is free until the passes below: the packed keys' two buffers */
+	done = rows_order64(k, n, out, tmp, (const uint64_t (*)[2])w, all, any,
+			    (uint64_t *)(void *)w2, (uint64_t *)(void *)w2 + n);
+	if (done)
+		return done;
 	for (unsigned word = 2; word-- > 0;)
 		for (unsigned shift = 0; shift < 64; shift += 8) {
 			uint32_t *t = out;
@@ -331,6 +406,8 @@ int report_rows_sort(struct report_row *rows, size_t n, enum report_sort how)
 	struct sortctx ctx;
 	uint32_t *order = NULL, *tmp = NULL;
 	uint64_t (*lead)[2] = NULL, (*lead2)[2] = NULL;
+	unsigned rank_bits;
+	uint32_t none;
 	int ret = -ENOMEM;
 
 	if (n >= UINT32_MAX)
@@ -342,19 +419,24 @@ int report_rows_sort(struct report_row *rows, size_t n, enum report_sort how)
 	lead2 = malloc(n * sizeof(*lead2));
 	if (!k || !order || !tmp || !lead || !lead2 || rankmap_build(&m, rows, n))
 		goto out;
+	/* no symbol: after every name, and as few bits as the names need
+	 * (rows_order64()) */
+	none = m.nr < RANK_NONE ? (uint32_t)m.nr : RANK_NONE;
+	rank_bits = 64 - (unsigned)__builtin_clzll((uint64_t)none | 1);
 	for (size_t i = 0; i < n; i++) {
 		const struct report_row *r = &rows[i], *p = &rows[i ? i - 1 : 0];
 
 		/* a name like the last row's has its rank (rankmap_build()) */
 		k[i] = (struct skey){
-			.sym = i && r->symbol == p->symbol ? k[i - 1].sym : rankmap_get(&m, r->symbol),
+			.sym = i && r->symbol == p->symbol ? k[i - 1].sym :
+			       r->symbol ? rankmap_get(&m, r->symbol) : none,
 			.image = i && r->image == p->image ? k[i - 1].image : rankmap_get(&m, r->image),
 			.app = i && r->app == p->app ? k[i - 1].app : rankmap_get(&m, r->app),
 			.guest = i && r->guest == p->guest ? k[i - 1].guest : rankmap_get(&m, r->guest),
 		};
 		k[i].lead = lead_rank(&k[i], how);
 	}
-	ctx = (struct sortctx){ .rows = rows, .k = k };
+	ctx = (struct sortctx){ .rows = rows, .k = k, .rank_bits = rank_bits };
 	rows_permute(rows, rows_order(&ctx, n, how, order, tmp, lead, lead2), n);
 	ret = 0;
 out:

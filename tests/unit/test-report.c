@@ -902,6 +902,7 @@ static int ref_tail(const struct report_row *x, const struct report_row *y)
 }
 
 static enum report_sort ref_how;
+static void rows_sort_order(int big);
 
 static int ref_cmp(const void *a, const void *b)
 {
@@ -919,8 +920,16 @@ static int ref_cmp(const void *a, const void *b)
 
 /* The sort by ranks gives qsort()'s order (stable, as glibc's merge sort
  * is) on rows with many ties, unresolved symbols, and equal names that are
- * different copies (not interned). */
+ * different copies (not interned); with counts up to 2^41 (the 128-bit
+ * radix sort for the sort by samples) and below 7 (keys packed in 64 bits,
+ * as the other sorts' are). */
 static void test_rows_sort_order(void **state)
+{
+	for (int big = 0; big < 2; big++)
+		rows_sort_order(big);
+}
+
+static void rows_sort_order(int big)
 {
 	static char names[2][8][16];
 	static const enum report_sort hows[] = { REPORT_SORT_SAMPLES, REPORT_SORT_SYMBOL,
@@ -942,7 +951,7 @@ static void test_rows_sort_order(void **state)
 			v[k] = seed >> 33;
 		}
 		a[i] = (struct report_row){
-			.samples = v[0] % 5 ? v[0] % 7 : (v[0] % 3) << 40,
+			.samples = v[0] % 5 || !big ? v[0] % 7 : (v[0] % 3) << 40,
 			.symbol = v[1] % 6 ? names[v[1] & 1][v[1] % 8] : NULL,
 			.image = names[v[2] & 1][v[2] % 4], .app = names[v[3] & 1][v[3] % 3],
 			.guest = names[v[4] & 1][v[4] % 2], .kernel = (int)(v[5] & 1),
