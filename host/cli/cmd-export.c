@@ -58,11 +58,21 @@ static const struct opts_cmd export_cmd = {
 };
 
 /* Writes to a temporary file next to path and renames it into place, so
- * that a failed export never leaves half a file under the final name. */
+ * that a failed export never leaves half a file under the final name.
+ * What is there and is not a file (a FIFO, a terminal, /dev/stdout and the
+ * like, through their links) is written in place instead: renamed over, it
+ * would be replaced by a file (/dev/stdout, as root), and the temporary
+ * would land beside it (in /dev).  *tmp is then NULL. */
 static FILE *open_out(const char *path, char **tmp)
 {
+	struct stat st;
 	int fd;
 
+	*tmp = NULL;
+	if (!stat(path, &st) && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+		fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+		return fd < 0 ? NULL : fdopen(fd, "w");
+	}
 	if (asprintf(tmp, "%s.tmpXXXXXX", path) < 0) {
 		*tmp = NULL;
 		return NULL;
@@ -206,7 +216,7 @@ static int write_out(const char *out, enum fmt fmt, const struct report *r,
 	n = write_format(f, fmt, r, base, res, title);
 	if (fclose(f) && !n)
 		n = -errno;
-	if (out) {
+	if (tmp) {
 		if (!n && rename(tmp, out))
 			n = -errno;
 		if (n)

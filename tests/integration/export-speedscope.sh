@@ -20,6 +20,26 @@ DEBUGINFOD_URLS= "$OPVM" export --format speedscope -o "$tmp/prof.speedscope.jso
 	"${common[@]}" || exit 1
 DEBUGINFOD_URLS= "$OPVM" export --format speedscope "${common[@]}" > "$tmp/stdout.json" || exit 1
 cmp -s "$tmp/prof.speedscope.json" "$tmp/stdout.json" || { echo "FAIL: -o and stdout differ"; exit 1; }
+# -o naming what is not a file (a FIFO, /dev/stdout) is written in place:
+# renamed over, /dev/stdout would become a file (as root) and a temporary
+# would be left in /dev.
+mkfifo "$tmp/fifo"
+timeout 20 cat "$tmp/fifo" > "$tmp/fifo.json" &
+DEBUGINFOD_URLS= "$OPVM" export --format speedscope -o "$tmp/fifo" "${common[@]}" || exit 1
+wait
+[ -p "$tmp/fifo" ] || { echo "FAIL: -o FIFO: the FIFO was replaced"; exit 1; }
+cmp -s "$tmp/prof.speedscope.json" "$tmp/fifo.json" || { echo "FAIL: -o FIFO: other bytes"; exit 1; }
+if [ -L /dev/stdout ]; then
+	DEBUGINFOD_URLS= "$OPVM" export --format speedscope -o /dev/stdout "${common[@]}" |
+		cat > "$tmp/devstdout.json"
+	if [ ! -L /dev/stdout ]; then
+		rm -f /dev/stdout && ln -s /proc/self/fd/1 /dev/stdout
+		echo "FAIL: -o /dev/stdout replaced /dev/stdout (restored)"; exit 1
+	fi
+	ls /dev/stdout.tmp* 2>/dev/null && { rm -f /dev/stdout.tmp*; echo "FAIL: a temporary left in /dev"; exit 1; }
+	cmp -s "$tmp/prof.speedscope.json" "$tmp/devstdout.json" ||
+		{ echo "FAIL: -o /dev/stdout: other bytes"; exit 1; }
+fi
 python3 - "$tmp/prof.speedscope.json" "$tmp/report.json" <<'PY'
 import collections, json, sys
 ss, rep = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
