@@ -272,6 +272,23 @@ out:
 	return ret;
 }
 
+/*
+ * A report's rows, images and symbols are freed one by one only where a
+ * leak checker looks (sanitized builds): the process ends right after, the
+ * kernel takes its memory back at once, and freeing 100 k rows and 300 ELF
+ * images piece by piece took 5 % of a large report's time.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define FREE_AT_EXIT	1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FREE_AT_EXIT	1
+#endif
+#endif
+#ifndef FREE_AT_EXIT
+#define FREE_AT_EXIT	0
+#endif
+
 /* Loads the session(s) and writes the report to out: 0, or 1 after
  * printing. */
 static int report_write(FILE *out, struct report_args *a, struct report_args *b, int diff,
@@ -302,8 +319,10 @@ static int report_write(FILE *out, struct report_args *a, struct report_args *b,
 	} else {
 		ret = print_text(out, a, ra, &po);
 	}
-	report_free(ra);
-	report_free(rb);
+	if (FREE_AT_EXIT) {
+		report_free(ra);
+		report_free(rb);
+	}
 	return ret;
 }
 
@@ -342,8 +361,10 @@ out:
 		log_err("cannot write the report: %s", strerror(errno));
 		ret = 1;
 	}
-	symres_free(res);
-	report_cli_release(&a.cli);
+	if (FREE_AT_EXIT || ret) {
+		symres_free(res);
+		report_cli_release(&a.cli);
+	}
 	if (fflush(stdout) && !ret) {
 		log_err("cannot write the report: %s", strerror(errno));
 		ret = 1;
