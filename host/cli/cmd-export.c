@@ -13,6 +13,7 @@
 #include <glob.h>
 #include <limits.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,20 +58,32 @@ static const struct opts_cmd export_cmd = {
 		{ NULL, export_options }, { NULL, report_cli_options }, { NULL } },
 };
 
+/*
+ * Whether -o path is written in place rather than replaced: what is there
+ * and is not a file (a FIFO, a terminal, /dev/stdout and the like) is
+ * written through (truncated, as a shell's > does, where it leads to one); renamed over, it would be replaced by a file
+ * (/dev/stdout, as root) and the temporary would land beside it (in /dev).
+ * Only what root or the caller owns: a link or FIFO another local user
+ * planted at the path is replaced, as a file is, never followed.
+ */
+static bool in_place(const char *path)
+{
+	struct stat l;
+
+	return !lstat(path, &l) && !S_ISREG(l.st_mode) && !S_ISDIR(l.st_mode) &&
+	       (l.st_uid == 0 || l.st_uid == geteuid());
+}
+
 /* Writes to a temporary file next to path and renames it into place, so
- * that a failed export never leaves half a file under the final name.
- * What is there and is not a file (a FIFO, a terminal, /dev/stdout and the
- * like, through their links) is written in place instead: renamed over, it
- * would be replaced by a file (/dev/stdout, as root), and the temporary
- * would land beside it (in /dev).  *tmp is then NULL. */
+ * that a failed export never leaves half a file under the final name; or
+ * in place (*tmp NULL), as in_place() says. */
 static FILE *open_out(const char *path, char **tmp)
 {
-	struct stat st;
 	int fd;
 
 	*tmp = NULL;
-	if (!stat(path, &st) && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-		fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+	if (in_place(path)) {
+		fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
 		return fd < 0 ? NULL : fdopen(fd, "w");
 	}
 	if (asprintf(tmp, "%s.tmpXXXXXX", path) < 0) {

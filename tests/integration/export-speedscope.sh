@@ -40,6 +40,17 @@ if [ -L /dev/stdout ]; then
 	cmp -s "$tmp/prof.speedscope.json" "$tmp/devstdout.json" ||
 		{ echo "FAIL: -o /dev/stdout: other bytes"; exit 1; }
 fi
+# ... but a link another local user planted there is replaced, never
+# followed (root would write through it into whatever it names)
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+	echo keep > "$tmp/victim"
+	ln -s "$tmp/victim" "$tmp/planted"
+	chown -h nobody "$tmp/planted"
+	DEBUGINFOD_URLS= "$OPVM" export --format speedscope -o "$tmp/planted" "${common[@]}" || exit 1
+	[ "$(cat "$tmp/victim")" = keep ] || { echo "FAIL: -o followed another user's link"; exit 1; }
+	[ -L "$tmp/planted" ] && { echo "FAIL: -o left another user's link in place"; exit 1; }
+	cmp -s "$tmp/prof.speedscope.json" "$tmp/planted" || { echo "FAIL: -o over a link: other bytes"; exit 1; }
+fi
 python3 - "$tmp/prof.speedscope.json" "$tmp/report.json" <<'PY'
 import collections, json, sys
 ss, rep = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
