@@ -64,6 +64,22 @@ struct ring_entry {
 
 #define RING_FLAT_WORDS	(sizeof(struct ring_entry) / sizeof(uint64_t))
 
+/* Flat entry e as a whole sample (no chain, no stack), for the consumer's
+ * paths that need one (ring_peek_flat()'s callers on a slow path). */
+static inline void ring_entry_sample(const struct ring_entry *e, struct opvm_sample *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->rip = e->rip;
+	s->cr3 = e->cr3;
+	s->slot_cr3 = e->slot_cr3;
+	s->slot_tid = e->slot_tid;
+	s->slot_tgid = e->slot_tgid;
+	s->vcpu = e->vcpu;
+	s->cpl = e->cpl;
+	s->event = e->event;
+	s->flags = e->flags;
+}
+
 /* words: capacity in 64-bit words, rounded up to a power of two (>= 64).
  * The memory is touched here (resident from the start, never more later).
  * Returns NULL and sets errno on failure. */

@@ -1211,16 +1211,7 @@ static inline void take_entry(struct hitctx *c, const struct ring_entry *e, uint
 			}
 		}
 	}
-	memset(&x, 0, sizeof(x));
-	x.rip = e->rip;
-	x.cr3 = e->cr3;
-	x.slot_cr3 = e->slot_cr3;
-	x.slot_tid = e->slot_tid;
-	x.slot_tgid = e->slot_tgid;
-	x.vcpu = e->vcpu;
-	x.cpl = e->cpl;
-	x.event = e->event;
-	x.flags = e->flags;
+	ring_entry_sample(e, &x);
 	take(c->s, &x, now);
 	*c = hitctx_of(c->s);
 }
