@@ -139,6 +139,7 @@ static struct report *load(struct report_args *a, struct symres *res)
 	a->cli.ro.symbols = a->symbols;
 	a->cli.ro.details = a->details;
 	a->cli.ro.res = res;
+	a->cli.ro.sort = a->sort;	/* sorted once, as loaded */
 	r = report_load(&a->cli.ro, err, sizeof(err));
 	if (!r) {
 		log_err("%s", err);
@@ -150,7 +151,6 @@ static struct report *load(struct report_args *a, struct symres *res)
 		report_free(r);
 		return NULL;
 	}
-	report_sort(r, a->sort);
 	return r;
 }
 

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,11 @@ struct sfile_reader {
 	struct sfile_info info;
 	struct slot *tab;	/* private copy */
 	uint64_t nslots;
+	uint64_t cap;		/* slots tab has room for: a reopen reuses it */
+	/* SFILE_READ_LATE_CHECK: what the header claims, checked by the
+	 * foreach functions as they walk the table */
+	bool late;
+	uint64_t want_entries, want_total;
 };
 
 static int read_full(int fd, void *buf, size_t len, off_t off)
@@ -43,6 +49,21 @@ static int read_full(int fd, void *buf, size_t len, off_t off)
 }
 
 #define SNAP_FAIL(e, ...) do { if (err) snprintf(err, errlen, __VA_ARGS__); return (e); } while (0)
+/* The table's used slots and their sum against its size and r's header:
+ * 0, or -EBADMSG with a message in err. */
+static int table_check(const struct sfile_reader *r, uint64_t used, uint64_t sum, char *err,
+		       size_t errlen)
+{
+	if (used >= r->nslots)
+		SNAP_FAIL(-EBADMSG, "table full (%llu slots)", (unsigned long long)r->nslots);
+	if (used < r->want_entries || sum < r->want_total)
+		SNAP_FAIL(-EBADMSG,
+			  "table holds %llu entries / %llu samples, header says %llu / %llu",
+			  (unsigned long long)used, (unsigned long long)sum,
+			  (unsigned long long)r->want_entries, (unsigned long long)r->want_total);
+	return 0;
+}
+
 /* One consistent copy of the header and table into r and *h: 0, 1 when the
  * writer moved them meanwhile and may_retry (read again), or -errno with a
  * message in err. */
@@ -68,11 +89,18 @@ static int read_snapshot(int fd, struct sfile_reader *r, struct sfile_hdr *h, bo
 		       memcmp(h, &h2, sizeof(*h)) ? 1 : ret;
 	off = h->table & ~63ULL;
 	n = 1ULL << (h->table & 63);
-	free(r->tab);
-	r->tab = malloc(n * SLOT_SIZE);
-	if (!r->tab)
-		SNAP_FAIL(-ENOMEM, "out of memory for a table of %llu slots",
-			  (unsigned long long)n);
+	if (n > r->cap) {
+		/* a table above malloc's mmap threshold is mapped and
+		 * unmapped per file otherwise: page faults and TLB
+		 * shootdowns in a report that reads hundreds of files */
+		free(r->tab);
+		r->cap = 0;
+		r->tab = malloc(n * SLOT_SIZE);
+		if (!r->tab)
+			SNAP_FAIL(-ENOMEM, "out of memory for a table of %llu slots",
+				  (unsigned long long)n);
+		r->cap = n;
+	}
 	r->nslots = n;
 	if (read_full(fd, r->tab, n * SLOT_SIZE, (off_t)off))
 		SNAP_FAIL(-EBADMSG, "table truncated");
@@ -82,6 +110,14 @@ static int read_snapshot(int fd, struct sfile_reader *r, struct sfile_hdr *h, bo
 	 * read racing its 8-byte stores could be torn): again. */
 	if (memcmp(h, &h2, sizeof(*h)) && may_retry)
 		return 1;
+	r->want_entries = h->nr_entries;
+	r->want_total = h->total;
+	if (r->late) {
+		/* the header's word until the walk checks it */
+		r->info.nr_entries = h->nr_entries;
+		r->info.total = h->total;
+		return 0;
+	}
 	for (uint64_t i = 0; i < n; i++) {
 		if (!r->tab[i].count)
 			continue;
@@ -89,40 +125,36 @@ static int read_snapshot(int fd, struct sfile_reader *r, struct sfile_hdr *h, bo
 		if (__builtin_add_overflow(sum, r->tab[i].count, &sum))
 			sum = UINT64_MAX;
 	}
-	if (used >= n)
-		SNAP_FAIL(-EBADMSG, "table full (%llu slots)", (unsigned long long)n);
-	if (used < h->nr_entries || sum < h->total)
-		SNAP_FAIL(-EBADMSG,
-			  "table holds %llu entries / %llu samples, header says %llu / %llu",
-			  (unsigned long long)used, (unsigned long long)sum,
-			  (unsigned long long)h->nr_entries, (unsigned long long)h->total);
+	ret = table_check(r, used, sum, err, errlen);
+	if (ret)
+		return ret;
 	r->info.nr_entries = used;
 	r->info.total = sum;
 	return 0;
 }
 #undef SNAP_FAIL
 
-struct sfile_reader *sfile_reader_open(const char *path, char *err, size_t errlen)
+int sfile_reader_reopen(struct sfile_reader *r, const char *path, unsigned flags, char *err,
+			size_t errlen)
 {
 #define RFAIL(e, ...) do { if (err) snprintf(err, errlen, __VA_ARGS__); ret = (e); goto fail; } while (0)
-	struct sfile_reader *r = NULL;
 	struct sfile_hdr h;
 	struct stat sb;
 	int fd = -1, ret;
 
 	if (err && errlen)
 		err[0] = '\0';
+	memset(&r->info, 0, sizeof(r->info));
+	r->nslots = 0;
+	r->late = flags & SFILE_READ_LATE_CHECK;
 	if (!path) {
-		errno = EINVAL;
-		return NULL;
+		ret = -EINVAL;
+		goto fail;
 	}
 	/* never through a symlink planted in the session tree */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
 	if (fd < 0)
 		RFAIL(-errno, "cannot open: %s", strerror(errno));
-	r = calloc(1, sizeof(*r));
-	if (!r)
-		RFAIL(-ENOMEM, "out of memory");
 	if (fstat(fd, &sb) < 0)
 		RFAIL(-errno, "cannot stat: %s", strerror(errno));
 	if (!S_ISREG(sb.st_mode))
@@ -145,14 +177,40 @@ struct sfile_reader *sfile_reader_open(const char *path, char *err, size_t errle
 	r->info.build_id_len = (uint8_t)h.build_id_len;
 	memcpy(r->info.build_id, h.build_id, h.build_id_len);
 	close(fd);
-	return r;
+	return 0;
 fail:
 	if (fd >= 0)
 		close(fd);
-	sfile_reader_close(r);
-	errno = -ret;
-	return NULL;
+	/* empty, but its memory kept for the next reopen */
+	memset(&r->info, 0, sizeof(r->info));
+	r->nslots = 0;
+	return ret;
 #undef RFAIL
+}
+
+struct sfile_reader *sfile_reader_new(void)
+{
+	return calloc(1, sizeof(struct sfile_reader));
+}
+
+struct sfile_reader *sfile_reader_open(const char *path, char *err, size_t errlen)
+{
+	struct sfile_reader *r = sfile_reader_new();
+	int ret;
+
+	if (!r) {
+		if (err)
+			snprintf(err, errlen, "out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = sfile_reader_reopen(r, path, 0, err, errlen);
+	if (ret) {
+		sfile_reader_close(r);
+		errno = -ret;
+		return NULL;
+	}
+	return r;
 }
 
 void sfile_reader_close(struct sfile_reader *r)
@@ -171,6 +229,8 @@ const struct sfile_info *sfile_reader_info(const struct sfile_reader *r)
 int sfile_reader_foreach(struct sfile_reader *r,
 			 int (*fn)(uint64_t offset, uint64_t count, void *arg), void *arg)
 {
+	uint64_t used = 0, sum = 0;
+
 	if (!r || !fn)
 		return -EINVAL;
 	for (uint64_t i = 0; i < r->nslots; i++) {
@@ -178,18 +238,21 @@ int sfile_reader_foreach(struct sfile_reader *r,
 
 		if (!r->tab[i].count)
 			continue;
+		used++;
+		if (__builtin_add_overflow(sum, r->tab[i].count, &sum))
+			sum = UINT64_MAX;
 		ret = fn(r->tab[i].offset, r->tab[i].count, arg);
 		if (ret)
 			return ret;
 	}
-	return 0;
+	return r->late ? table_check(r, used, sum, NULL, 0) : 0;
 }
 
 int sfile_reader_foreach_batch(struct sfile_reader *r,
 			       int (*fn)(const uint64_t *offs, const uint64_t *counts,
 					 size_t n, void *arg), void *arg)
 {
-	uint64_t offs[SFILE_BATCH], counts[SFILE_BATCH], nslots;
+	uint64_t offs[SFILE_BATCH], counts[SFILE_BATCH], nslots, used = 0, sum = 0;
 	const struct slot *tab;
 	size_t n = 0;
 	int ret;
@@ -201,10 +264,15 @@ int sfile_reader_foreach_batch(struct sfile_reader *r,
 	tab = r->tab;
 	nslots = r->nslots;
 	for (uint64_t i = 0; i < nslots; i++) {
-		if (!tab[i].count)
+		uint64_t c = tab[i].count;
+
+		if (!c)
 			continue;
+		used++;
+		if (__builtin_add_overflow(sum, c, &sum))
+			sum = UINT64_MAX;
 		offs[n] = tab[i].offset;
-		counts[n++] = tab[i].count;
+		counts[n++] = c;
 		if (n == SFILE_BATCH) {
 			ret = fn(offs, counts, n, arg);
 			if (ret)
@@ -212,5 +280,8 @@ int sfile_reader_foreach_batch(struct sfile_reader *r,
 			n = 0;
 		}
 	}
-	return n ? fn(offs, counts, n, arg) : 0;
+	ret = n ? fn(offs, counts, n, arg) : 0;
+	if (!ret && r->late)
+		ret = table_check(r, used, sum, NULL, 0);
+	return ret;
 }

@@ -258,6 +258,19 @@ struct sfile_reader;
 /* Opens a sample file read-only.  On failure returns NULL, sets errno and
  * writes a one-line reason to err (if non-NULL). */
 struct sfile_reader *sfile_reader_open(const char *path, char *err, size_t errlen);
+/* A reader with no file yet, for sfile_reader_reopen(); NULL on ENOMEM. */
+struct sfile_reader *sfile_reader_new(void);
+/* sfile_reader_open() into r (sfile_reader_new()'s, or from an earlier
+ * open), reusing its memory: 0, or -errno with err written as above; r
+ * then reads as an empty file until the next reopen, and still has to be
+ * closed.  flags: SFILE_READ_LATE_CHECK: the table is checked against the
+ * header by the foreach functions as they walk it, not by a pass of its
+ * own here (half the reads of the table, for a caller that drops what a
+ * foreach gave when it ends in -EBADMSG); info's nr_entries and total are
+ * the header's then. */
+#define SFILE_READ_LATE_CHECK	1u
+int sfile_reader_reopen(struct sfile_reader *r, const char *path, unsigned flags, char *err,
+			size_t errlen);
 void sfile_reader_close(struct sfile_reader *r);
 const struct sfile_info *sfile_reader_info(const struct sfile_reader *r);
 /* Calls fn(offset, count) for each entry (unordered).  Stops and returns fn's

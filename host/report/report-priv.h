@@ -43,8 +43,11 @@ struct walk_job {
 	size_t entry;			/* the caller's */
 	struct report_guest *guest;	/* the caller's */
 	struct report_row key;		/* the caller's */
-	/* the reader (NULL: the file did not open) */
+	/* the reader (NULL: the file did not open); the walk's, valid
+	 * until walk_pop() */
 	struct sfile_reader *sr;
+	struct sfile_reader *rd;	/* walk-private: the slot's reader,
+					 * reopened for each of its files */
 	/* set by the resolve function (walk_new()) */
 	struct simage *img;
 	size_t nsyms;
@@ -69,9 +72,9 @@ struct walk *walk_new(int (*resolve)(void *arg, struct walk_job *j), void *arg);
 /* Workers of the next walk_new(): n (tests), or -1 for one per processor
  * but one. */
 void walk_set_threads(int n);
-/* Stops the workers, closes the readers of jobs not popped. */
+/* Stops the workers, closes the slots' readers. */
 void walk_free(struct walk *w);
-/* The slot for the next job (zeroed but for its count buffers), or NULL
+/* The slot for the next job (zeroed but for its reader and count buffers), or NULL
  * when every slot is pending. */
 struct walk_job *walk_slot(struct walk *w);
 /* Publishes the slot walk_slot() gave: its sample file is to be read. */

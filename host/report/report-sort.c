@@ -313,30 +313,25 @@ static uint32_t *rows_order64(const struct sortctx *k, size_t n, uint32_t *out, 
 
 /*
  * The row indices in order, in out[0..n) or tmp[0..n) (the one returned):
- * an LSD radix sort on the leading 128 bits (stable), then each run of
+ * an LSD radix sort on the leading 128 bits w (lead128(); all and any: the
+ * AND and the OR of every w), stable, then each run of
  * rows equal in those by the whole key.  A byte that is the same in every
  * key (most of them: samples fit in a few) costs no pass; a pass goes from
  * one pair of buffers to the other, without copying back.
  */
-static uint32_t *rows_order(const struct sortctx *k, size_t n, enum report_sort how,
-			    uint32_t *out, uint32_t *tmp, uint64_t (*w)[2], uint64_t (*w2)[2])
+static uint32_t *rows_order(const struct sortctx *k, size_t n, uint32_t *out, uint32_t *tmp,
+			    uint64_t (*w)[2], uint64_t (*w2)[2], const uint64_t all[2],
+			    const uint64_t any[2])
 {
-	uint64_t all[2] = { ~0ull, ~0ull }, any[2] = { 0, 0 };
 	uint32_t *done;
 
-	for (size_t i = 0; i < n; i++) {
-		out[i] = (uint32_t)i;
-		lead128(&k->k[i], k->rows[i].samples, how, k->rank_bits, w[i]);
-		all[0] &= w[i][0];
-		all[1] &= w[i][1];
-		any[0] |= w[i][0];
-		any[1] |= w[i][1];
-	}
 	/* w2 is free until the passes below: the packed keys' two buffers */
 	done = rows_order64(k, n, out, tmp, (const uint64_t (*)[2])w, all, any,
 			    (uint64_t *)(void *)w2, (uint64_t *)(void *)w2 + n);
 	if (done)
 		return done;
+	for (size_t i = 0; i < n; i++)
+		out[i] = (uint32_t)i;
 	for (unsigned word = 2; word-- > 0;)
 		for (unsigned shift = 0; shift < 64; shift += 8) {
 			uint32_t *t = out;
@@ -406,6 +401,7 @@ int report_rows_sort(struct report_row *rows, size_t n, enum report_sort how)
 	struct sortctx ctx;
 	uint32_t *order = NULL, *tmp = NULL;
 	uint64_t (*lead)[2] = NULL, (*lead2)[2] = NULL;
+	uint64_t all[2] = { ~0ull, ~0ull }, any[2] = { 0, 0 };
 	unsigned rank_bits;
 	uint32_t none;
 	int ret = -ENOMEM;
@@ -435,9 +431,15 @@ int report_rows_sort(struct report_row *rows, size_t n, enum report_sort how)
 			.guest = i && r->guest == p->guest ? k[i - 1].guest : rankmap_get(&m, r->guest),
 		};
 		k[i].lead = lead_rank(&k[i], how);
+		/* here, not in a pass of its own: rows are 12 MB per 100 k */
+		lead128(&k[i], r->samples, how, rank_bits, lead[i]);
+		all[0] &= lead[i][0];
+		all[1] &= lead[i][1];
+		any[0] |= lead[i][0];
+		any[1] |= lead[i][1];
 	}
 	ctx = (struct sortctx){ .rows = rows, .k = k, .rank_bits = rank_bits };
-	rows_permute(rows, rows_order(&ctx, n, how, order, tmp, lead, lead2), n);
+	rows_permute(rows, rows_order(&ctx, n, order, tmp, lead, lead2, all, any), n);
 	ret = 0;
 out:
 	free(m.key);

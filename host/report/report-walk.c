@@ -197,7 +197,12 @@ static int job_run(struct walk *w, struct walk_job *j, struct scratch *s)
 {
 	switch (j->state) {
 	case JOB_OPENING:
-		j->sr = sfile_reader_open(j->path, NULL, 0);
+		/* the slot's reader, reused: its table's memory is then
+		 * allocated (and faulted in) once per slot, not per file */
+		if (!j->rd)
+			j->rd = sfile_reader_new();
+		j->sr = j->rd && !sfile_reader_reopen(j->rd, j->path, SFILE_READ_LATE_CHECK,
+						      NULL, 0) ? j->rd : NULL;
 		return JOB_OPENED;
 	case JOB_RESOLVING:
 		if (j->sr)
@@ -314,9 +319,8 @@ void walk_free(struct walk *w)
 	pthread_mutex_unlock(&w->mu);
 	for (unsigned i = 0; i < w->nr_threads; i++)
 		pthread_join(w->th[i], NULL);
-	for (; w->tail < w->head; w->tail++)
-		sfile_reader_close(w->slots[w->tail % WALK_SLOTS].sr);
 	for (size_t i = 0; i < WALK_SLOTS; i++) {
+		sfile_reader_close(w->slots[i].rd);
 		free(w->slots[i].idx);
 		free(w->slots[i].cnt);
 	}
@@ -333,6 +337,7 @@ void walk_free(struct walk *w)
 struct walk_job *walk_slot(struct walk *w)
 {
 	struct walk_job *j;
+	struct sfile_reader *rd;
 	size_t *idx;
 	uint64_t *cnt;
 	size_t cap;
@@ -342,10 +347,11 @@ struct walk_job *walk_slot(struct walk *w)
 	/* Only the caller touches a slot that is not pending (the workers
 	 * look at [tail, head) only). */
 	j = &w->slots[w->head % WALK_SLOTS];
+	rd = j->rd;
 	idx = j->idx;
 	cnt = j->cnt;
 	cap = j->cap;
-	*j = (struct walk_job){ .idx = idx, .cnt = cnt, .cap = cap };
+	*j = (struct walk_job){ .rd = rd, .idx = idx, .cnt = cnt, .cap = cap };
 	return j;
 }
 

@@ -89,6 +89,7 @@ struct report_opts {
 	struct symres *res;		/* caller's; needed when symbols is set;
 					 * must outlive the report (rows point
 					 * at its symbol names and images) */
+	enum report_sort sort;		/* the rows' order (report_sort()) */
 };
 
 /* Samples at one image address (details). */
@@ -219,8 +220,8 @@ int report_stacks_load(struct report *r, const struct report_opts *o);
 /* The report's copy of s (NULL on ENOMEM); lives as long as r. */
 const char *report_intern(struct report *r, const char *s);
 
-/* Reads the session.  Returns NULL, sets errno and writes a reason to err
- * on failure (ENOENT: no samples at all). */
+/* Reads the session, its rows in o->sort's order.  Returns NULL, sets errno
+ * and writes a reason to err on failure (ENOENT: no samples at all). */
 struct report *report_load(const struct report_opts *o, char *err, size_t errlen);
 void report_free(struct report *r);	/* NULL-safe */
 

@@ -11,9 +11,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <inttypes.h>
+#include <unistd.h>
 #include <jansson.h>
 
+#include "host/collect/store.h"
 #include "host/report/report.h"
 #include "host/report/report-cli.h"
 #include "host/report/report-priv.h"
@@ -851,6 +854,65 @@ static void test_corrupt_sample_file(void **state)
 	report_free(r);
 }
 
+/* A sample file whose header claims more samples than its table holds (a
+ * check the walk makes as it counts, not at open): counted as bad, none
+ * of its samples in any row, every other file's intact, with symbols and
+ * details as without.  The file is of t1's prog, an image with symbols:
+ * the walk counts it per symbol. */
+static void test_lying_sample_file(void **state)
+{
+	char copy[PATH_MAX * 2], path[PATH_MAX * 2 + 64];
+	struct symres_root root = { .guest = "t1", .dir = fx.root };
+	struct symres_config sc = {
+		.session_dir = copy, .roots = &root, .nr_roots = 1,
+		.no_host_kernel = 1, .no_debuginfod = 1,
+	};
+	uint64_t lie = UINT64_MAX / 2, file_total;
+	struct sfile_reader *sr;
+	FILE *f;
+	char err[256];
+	int fd;
+
+	(void)state;
+	snprintf(copy, sizeof(copy), "%s/session-lying", fx.dir);
+	snprintf(path, sizeof(path), "%s/lying-file", fx.dir);
+	assert_int_equal(fx_sh("rm -rf '%s' && cp -r '%s' '%s' && find '%s/guests/t1' -path '*/{root}/^usr^bin^prog/TIMER.*' "
+			       "| sort | head -1 | tr -d '\\n' > '%s'", copy,
+			       fx.session, copy, copy, path), 0);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(path, sizeof(path), f));
+	fclose(f);
+	sr = sfile_reader_open(path, NULL, 0);
+	assert_non_null(sr);
+	file_total = sfile_reader_info(sr)->total;
+	sfile_reader_close(sr);
+	assert_true(file_total > 0 && file_total < FX_TOTAL);
+	fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, &lie, 8, 176), 8);	/* the header's total */
+	close(fd);
+	for (int symbols = 0; symbols < 2; symbols++) {
+		struct report_opts o = { .session_dir = copy, .keep = REPORT_KEEP_DEFAULT,
+					 .symbols = symbols, .details = symbols };
+		struct symres *res = symbols ? symres_new(&sc) : NULL;
+		uint64_t rows = 0;
+		struct report *r;
+
+		o.res = res;
+		r = report_load(&o, err, sizeof(err));
+		if (!r)
+			fail_msg("report_load: %s", err);
+		assert_int_equal(r->bad_files, 1);
+		assert_int_equal(r->total, FX_TOTAL - file_total);
+		for (size_t i = 0; i < r->nr_rows; i++)
+			rows += r->rows[i].samples;
+		assert_int_equal(rows, r->total);
+		report_free(r);
+		symres_free(res);
+	}
+}
+
 /* Text output of r: header, summary, symbols, footer. */
 static char *report_text(const struct report *r)
 {
@@ -1208,6 +1270,7 @@ int main(void)
 		cmocka_unit_test(test_no_such_guest),
 		cmocka_unit_test(test_separate_not_recorded),
 		cmocka_unit_test(test_corrupt_sample_file),
+		cmocka_unit_test(test_lying_sample_file),
 		cmocka_unit_test(test_rows_sort_order),
 		cmocka_unit_test(test_walk_threads),
 		cmocka_unit_test(test_print_threaded),
