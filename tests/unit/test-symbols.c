@@ -80,17 +80,18 @@ static void test_elf_symbols(void **state)
 }
 
 /* The batch lookup of a report gives elfimage_lookup_offset()'s answers
- * for every file offset, in and out of the hot segment, and past the end. */
-static void test_elf_lookup_batch(void **state)
+ * for every file offset of path, in and out of the hot segment, and past
+ * the end. */
+static void lookup_batch_matches(const char *path)
 {
-	struct elfimage *img = elfimage_open(prog, NULL, 0);
+	struct elfimage *img = elfimage_open(path, NULL, 0);
 	uint64_t offs[256], addr;
 	long idx[256], one;
 	size_t hits = 0;
 	struct stat sb;
 
 	assert_non_null(img);
-	assert_int_equal(stat(prog, &sb), 0);
+	assert_int_equal(stat(path, &sb), 0);
 	for (uint64_t base = 0; base < (uint64_t)sb.st_size + 4096; base += 256) {
 		for (size_t k = 0; k < 256; k++)	/* descending: no order assumed */
 			offs[k] = base + 255 - k;
@@ -104,6 +105,40 @@ static void test_elf_lookup_batch(void **state)
 	}
 	assert_true(hits > 0);
 	elfimage_close(img);
+}
+
+static void test_elf_lookup_batch(void **state)
+{
+	(void)state;
+	lookup_batch_matches(prog);
+}
+
+/* The same over 300 functions of sizes from a few bytes to a few hundred,
+ * aligned and not, some of them aliases: the bucket index (at least 16
+ * symbols) with buckets inside one function, across boundaries and over
+ * padding. */
+static void test_elf_lookup_batch_many(void **state)
+{
+	char src[PATH_MAX * 2 + 16], bin[PATH_MAX * 2 + 16];
+	FILE *f;
+
+	(void)state;
+	snprintf(src, sizeof(src), "%s/many.c", fx.dir);
+	snprintf(bin, sizeof(bin), "%s/many", fx.dir);
+	f = fopen(src, "w");
+	assert_non_null(f);
+	for (int i = 0; i < 300; i++) {
+		fprintf(f, "%sint f%d(int x) { int s = x;", i % 7 ? "" : "__attribute__((aligned(64))) ", i);
+		for (int j = 0; j < i % 23; j++)
+			fprintf(f, " s = s * %d + (s >> %d);", j + 3, j % 5 + 1);
+		fprintf(f, " return s; }\n");
+		if (i % 50 == 0)
+			fprintf(f, "int g%d(int) __attribute__((alias(\"f%d\")));\n", i, i);
+	}
+	fprintf(f, "int main(int c, char **v) { return f1(c) + f299(c); }\n");
+	fclose(f);
+	assert_int_equal(fx_sh("cc -O1 -fno-inline -Wl,--build-id -o '%s' '%s'", bin, src), 0);
+	lookup_batch_matches(bin);
 }
 
 static void test_elf_lines(void **state)
@@ -698,6 +733,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_elf_symbols),
 		cmocka_unit_test(test_elf_lookup_batch),
+		cmocka_unit_test(test_elf_lookup_batch_many),
 		cmocka_unit_test(test_elf_lines),
 		cmocka_unit_test(test_elf_read),
 		cmocka_unit_test(test_module_layout),
