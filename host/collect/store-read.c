@@ -254,8 +254,8 @@ int sfile_reader_foreach_batch(struct sfile_reader *r,
 {
 	uint64_t offs[SFILE_BATCH], counts[SFILE_BATCH], nslots, used = 0, sum = 0;
 	const struct slot *tab;
-	size_t n = 0;
-	int ret;
+	bool ovf = false;
+	int ret = 0;
 
 	if (!r || !fn)
 		return -EINVAL;
@@ -263,25 +263,26 @@ int sfile_reader_foreach_batch(struct sfile_reader *r,
 	 * r->nslots, which the compiler would then reload every slot. */
 	tab = r->tab;
 	nslots = r->nslots;
-	for (uint64_t i = 0; i < nslots; i++) {
-		uint64_t c = tab[i].count;
+	/* SFILE_BATCH slots at a time, gathered without a branch on each
+	 * slot's use: a table is about half full, at random, and a branch
+	 * there would be mispredicted every other slot. */
+	for (uint64_t i = 0; i < nslots && !ret; i += SFILE_BATCH) {
+		uint64_t m = nslots - i < SFILE_BATCH ? nslots - i : SFILE_BATCH;
+		size_t n = 0;
 
-		if (!c)
-			continue;
-		used++;
-		if (__builtin_add_overflow(sum, c, &sum))
-			sum = UINT64_MAX;
-		offs[n] = tab[i].offset;
-		counts[n++] = c;
-		if (n == SFILE_BATCH) {
-			ret = fn(offs, counts, n, arg);
-			if (ret)
-				return ret;
-			n = 0;
+		for (uint64_t k = i; k < i + m; k++) {
+			uint64_t c = tab[k].count;
+
+			offs[n] = tab[k].offset;
+			counts[n] = c;
+			n += c != 0;
+			ovf |= __builtin_add_overflow(sum, c, &sum);
 		}
+		used += n;
+		if (n)
+			ret = fn(offs, counts, n, arg);
 	}
-	ret = n ? fn(offs, counts, n, arg) : 0;
 	if (!ret && r->late)
-		ret = table_check(r, used, sum, NULL, 0);
+		ret = table_check(r, used, ovf ? UINT64_MAX : sum, NULL, 0);
 	return ret;
 }
