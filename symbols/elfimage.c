@@ -14,6 +14,7 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -434,30 +435,67 @@ static int sym_score(const GElf_Sym *s, int is_symtab)
 	return score + is_symtab;
 }
 
+/* A symbol table's string table as one checked block: its strings then
+ * read in place, not through elf_strptr()'s checks per name (a sixth of
+ * loading an image's symbols).  NULL when it is not one block ending in a
+ * NUL: elf_strptr() then. */
+static const char *strtab_block(Elf *elf, size_t ndx, size_t *len)
+{
+	Elf_Scn *scn = elf_getscn(elf, ndx);
+	Elf_Data *d = scn ? elf_rawdata(scn, NULL) : NULL;
+	GElf_Shdr sh;
+
+	if (!d || !d->d_buf || !d->d_size || elf_rawdata(scn, d) ||
+	    !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB ||
+	    ((const char *)d->d_buf)[d->d_size - 1] != '\0')
+		return NULL;
+	*len = d->d_size;
+	return d->d_buf;
+}
+
+/* Symbol i of data: in place when the table holds the host's Elf64_Sym
+ * (a 64-bit image, translated or native), else through gelf_getsym(). */
+static inline bool symtab_get(Elf_Data *data, const Elf64_Sym *native, size_t i, GElf_Sym *s)
+{
+	if (native) {
+		*s = native[i];
+		return true;
+	}
+	return gelf_getsym(data, (int)i, s) != NULL;
+}
+
 static int load_symtab(struct elfimage *img, Elf_Scn *scn, const GElf_Shdr *sh,
 		       const struct secinfo *sect_addr, size_t shnum,
 		       struct rawsym **raw, size_t *nr, size_t *cap, struct namebuf *nb)
 {
 	Elf_Data *data = elf_getdata(scn, NULL);
-	size_t entsz = gelf_fsize(img->elf, ELF_T_SYM, 1, EV_CURRENT);
+	size_t entsz = gelf_fsize(img->elf, ELF_T_SYM, 1, EV_CURRENT), strsz = 0;
+	const char *strs = strtab_block(img->elf, sh->sh_link, &strsz);
+	const Elf64_Sym *native = NULL;
 	size_t count;
 
 	if (!data || !data->d_buf || !entsz)
 		return 0;
 	count = data->d_size / entsz;
+	if (gelf_getclass(img->elf) == ELFCLASS64 && data->d_type == ELF_T_SYM &&
+	    entsz == sizeof(Elf64_Sym))
+		native = data->d_buf;
 	for (size_t i = 1; i < count; i++) {
 		GElf_Sym s;
 		const char *name;
 		uint64_t addr, base, end;
 		long off;
 
-		if (!gelf_getsym(data, (int)i, &s) || i > INT32_MAX)
+		if (!symtab_get(data, native, i, &s) || i > INT32_MAX)
 			break;
 		if (s.st_shndx == SHN_UNDEF || s.st_shndx >= SHN_LORESERVE ||
 		    s.st_shndx >= shnum || sect_addr[s.st_shndx].addr == UINT64_MAX ||
 		    !sect_addr[s.st_shndx].exec)
 			continue;
-		name = elf_strptr(img->elf, sh->sh_link, s.st_name);
+		if (strs)
+			name = s.st_name < strsz ? strs + s.st_name : NULL;
+		else
+			name = elf_strptr(img->elf, sh->sh_link, s.st_name);
 		if (!sym_wanted(&s, name))
 			continue;
 
@@ -469,7 +507,7 @@ static int load_symtab(struct elfimage *img, Elf_Scn *scn, const GElf_Shdr *sh,
 		if (addr >= end || addr < sect_addr[s.st_shndx].addr)
 			continue;
 
-		if (util_grow(raw, cap, *nr + 1, sizeof(**raw), 1024))
+		if (*nr + 1 > *cap && util_grow(raw, cap, *nr + 1, sizeof(**raw), 1024))
 			return -ENOMEM;
 		off = namebuf_add(nb, name);
 		if (off < 0)

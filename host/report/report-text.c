@@ -627,8 +627,12 @@ struct cols {
  * The image and app columns of a row repeat over the rows (a few hundred
  * images, 100 k rows): a direct-mapped cache keyed by the row's name
  * pointer (and its ids) remembers what the column printed, or its width.
+ * Sized for a few hundred names with few collisions: rows sorted by
+ * samples cycle through the images, and with 256 slots two thirds of
+ * bench-report's rows missed.  Calloc'ed, so only the slots used are
+ * ever touched.
  */
-#define COL_SLOTS	256
+#define COL_SLOTS	4096
 #define COL_TEXT	96	/* longer columns are not remembered */
 
 struct colslot {
