@@ -161,6 +161,63 @@ static const char *fmt_pct4(double p, char *out, size_t len)
 	return out;
 }
 
+/* Decimal digits of v. */
+static unsigned ndigits(uint64_t v)
+{
+	unsigned d = 1;
+
+	for (; v >= 10000; v /= 10000)
+		d += 4;
+	return d + (v >= 10) + (v >= 100) + (v >= 1000);
+}
+
+/* v's d digits at b. */
+static void put_digits(char *b, uint64_t v, unsigned d)
+{
+	while (d--) {
+		b[d] = (char)('0' + v % 10);
+		v /= 10;
+	}
+}
+
+/*
+ * The samples and % columns ("%-8s %-8s " of stats_fmt_count() and
+ * fmt_pct4()) written in place, over spaces laid down first: no string
+ * to measure and copy, a third of a row's formatting.  0 when the line
+ * lacks room or a value takes printf's path: the caller then formats
+ * them the general way.
+ */
+static int num_cols(struct line *l, uint64_t samples, double pct)
+{
+	static const char spaces[48] = "                                                ";
+	double t = pct * 10000.0, frac;
+	unsigned dc, dp;
+	uint64_t k, ip;
+	char *b;
+
+	if (sizeof(l->b) - l->n < sizeof(spaces) || samples >= OPVM_COUNT_SATURATED ||
+	    !(pct >= 0.0 && pct < 1e12))
+		return 0;
+	k = (uint64_t)t;
+	frac = t - (double)k;
+	if (frac > 0.5 - 1e-6 && frac < 0.5 + 1e-6)
+		return 0;	/* a tie: printf's exact decimal decides */
+	k += frac > 0.5;
+	ip = k / 10000;
+	b = l->b + l->n;
+	memcpy(b, spaces, sizeof(spaces));
+	dc = ndigits(samples);
+	put_digits(b, samples, dc);
+	b += (dc > 8 ? dc : 8) + 1;
+	dp = ndigits(ip);
+	put_digits(b, ip, dp);
+	b[dp] = '.';
+	put_digits(b + dp + 1, k % 10000, 4);
+	b += (dp + 5 > 8 ? dp + 5 : 8) + 1;
+	l->n = (size_t)(b - l->b);
+	return 1;
+}
+
 static const char *disp(const char *path, int long_names)
 {
 	return long_names ? path : report_basename(path);
@@ -219,8 +276,8 @@ static int distinct_guests(const struct report *r)
 	for (size_t i = 0; i < r->nr_rows; i++) {
 		if (!first)
 			first = r->rows[i].guest;
-		else if (strcmp(first, r->rows[i].guest))
-			return 2;
+		else if (r->rows[i].guest != first && strcmp(first, r->rows[i].guest))
+			return 2;	/* (names are interned: mostly one pointer) */
 	}
 	return first ? 1 : 0;
 }
@@ -663,6 +720,21 @@ static struct colslot *col_slot(struct colslot *cache, const char *p, int64_t tg
 	return c;
 }
 
+/* col_slot(), the last row's slot first (*last): neighbouring rows share
+ * their app and, sorted by samples, often their symbol's name. */
+static inline struct colslot *col_slot_mru(struct colslot *cache, struct colslot **last,
+					   const char *p, int64_t tgid, int64_t tid, int64_t cpu,
+					   int *hit)
+{
+	struct colslot *c = *last;
+
+	if (c && c->p == p && c->tgid == tgid && c->tid == tid && c->cpu == cpu) {
+		*hit = 1;
+		return c;
+	}
+	return *last = col_slot(cache, p, tgid, tid, cpu, hit);
+}
+
 /* strlen() of a name as a row shows it, remembered in cache (if any). */
 static int name_width(struct colslot *cache, const char *name)
 {
@@ -765,13 +837,26 @@ static void layout(const struct report *r, const struct report_print_opts *po, s
 
 /* Appends what line_pad(l, fit(s...), width, ' ') appends, from the cache
  * when slot c already holds it. */
+/* A remembered column's text: one copy of the whole slot's text when the
+ * line has room (a fixed size: a few vector moves, not a call), then
+ * only its length counted. */
+static void line_put_slot(struct line *l, const struct colslot *c)
+{
+	if (sizeof(l->b) - l->n >= COL_TEXT) {
+		memcpy(l->b + l->n, c->text, COL_TEXT);
+		l->n += (size_t)c->len;
+	} else {
+		line_put(l, c->text, (size_t)c->len);
+	}
+}
+
 static void col_put(struct line *l, struct colslot *c, int hit, const char *s, int width)
 {
 	char b[256];
 	struct line t;
 
 	if (hit) {
-		line_put(l, c->text, (size_t)c->len);
+		line_put_slot(l, c);
 		return;
 	}
 	t.n = 0;
@@ -785,7 +870,8 @@ static void col_put(struct line *l, struct colslot *c, int hit, const char *s, i
 
 /* The symbol column and the newline, remembered by name in cache (if any):
  * the same function of 300 copies of a library is one name. */
-static void sym_put(struct line *l, struct colslot *cache, const char *name, int width)
+static void sym_put(struct line *l, struct colslot *cache, struct colslot **last,
+		    const char *name, int width)
 {
 	char b[256], e[ESC_MAX];
 	struct colslot *c = NULL;
@@ -793,9 +879,9 @@ static void sym_put(struct line *l, struct colslot *cache, const char *name, int
 	int hit = 0;
 
 	if (cache)
-		c = col_slot(cache, name, 0, 0, 0, &hit);
+		c = col_slot_mru(cache, last, name, 0, 0, 0, &hit);
 	if (hit && c->len >= 0) {
-		line_put(l, c->text, (size_t)c->len);
+		line_put_slot(l, c);
 		return;
 	}
 	t.n = 0;
@@ -807,32 +893,37 @@ static void sym_put(struct line *l, struct colslot *cache, const char *name, int
 	line_put(l, t.b, t.n);
 }
 
+/* Row's line.  caches: NULL, or COL_SLOTS slots for each of the image, app
+ * and symbol columns in turn, last[] their last slots. */
 static void print_row(struct line *l, const struct report_row *row, const struct cols *c,
-		      int long_names, struct colslot *images, struct colslot *apps,
-		      struct colslot *syms)
+		      int long_names, struct colslot *caches, struct colslot *last[3])
 {
+	struct colslot *images = caches, *apps = caches ? caches + COL_SLOTS : NULL;
+	struct colslot *syms = caches ? caches + 2 * COL_SLOTS : NULL;
 	char b[256], label[512], cnt[OPVM_COUNT_BUF], p[32], e[ESC_MAX];
 	struct colslot *slot = NULL;
 	int hit = 0;
 
-	line_pad(l, stats_fmt_count(row->samples, cnt), 8, ' ');
-	line_pad(l, fmt_pct4(row->percent, p, sizeof(p)), 8, ' ');
+	if (!num_cols(l, row->samples, row->percent)) {
+		line_pad(l, stats_fmt_count(row->samples, cnt), 8, ' ');
+		line_pad(l, fmt_pct4(row->percent, p, sizeof(p)), 8, ' ');
+	}
 	if (c->guest)
 		line_pad(l, fit(esc_row(e, row->guest), c->guest, b, sizeof(b)), c->guest, ' ');
 	/* hit: the slot holds the column's text (a long one is not kept) */
 	if (images)
-		slot = col_slot(images, row->image, 0, 0, 0, &hit);
+		slot = col_slot_mru(images, &last[0], row->image, 0, 0, 0, &hit);
 	hit = hit && slot->len >= 0;
 	col_put(l, slot, hit, hit ? NULL : esc_row(e, disp(row->image, long_names)), c->image);
 	slot = NULL;
 	hit = 0;
 	if (apps)
-		slot = col_slot(apps, row->app, row->tgid, row->tid, row->cpu, &hit);
+		slot = col_slot_mru(apps, &last[1], row->app, row->tgid, row->tid, row->cpu, &hit);
 	hit = hit && slot->len >= 0;
 	if (!hit)
 		app_label(row, long_names, label, sizeof(label));
 	col_put(l, slot, hit, hit ? NULL : label, c->app);
-	sym_put(l, syms, row->symbol ? row->symbol : NO_SYMBOLS, c->symbol);
+	sym_put(l, syms, &last[2], row->symbol ? row->symbol : NO_SYMBOLS, c->symbol);
 }
 
 /* Rows gathered into 64 KiB writes: one fwrite() a row was a seventh of
@@ -869,6 +960,7 @@ static void print_rows(FILE *f, struct outbuf *out, const struct report *r,
 		       size_t from, size_t to, struct colslot *caches)
 {
 	int long_names = po ? po->long_names : 0;
+	struct colslot *last[3] = { NULL, NULL, NULL };
 	struct line l;
 
 	for (size_t i = from; i < to; i++) {
@@ -877,8 +969,7 @@ static void print_rows(FILE *f, struct outbuf *out, const struct report *r,
 		if (!shown(row, po))
 			continue;
 		l.n = 0;	/* not "= { 0 }": that would clear 4 KiB a row */
-		print_row(&l, row, c, long_names, caches, caches ? caches + COL_SLOTS : NULL,
-			  caches ? caches + 2 * COL_SLOTS : NULL);
+		print_row(&l, row, c, long_names, caches, last);
 		if (out)
 			out_put(out, l.b, l.n);
 		else
@@ -938,6 +1029,7 @@ static void *rowtext_main(void *arg)
 {
 	struct rowtext *t = arg;
 	struct colslot *caches = calloc(3 * COL_SLOTS, sizeof(*caches));
+	struct colslot *last[3] = { NULL, NULL, NULL };
 	int long_names = t->po ? t->po->long_names : 0;
 	struct line l;
 
@@ -948,8 +1040,7 @@ static void *rowtext_main(void *arg)
 		if (!shown(row, t->po))
 			continue;
 		l.n = 0;
-		print_row(&l, row, t->c, long_names, caches, caches + COL_SLOTS,
-			  caches + 2 * COL_SLOTS);
+		print_row(&l, row, t->c, long_names, caches, last);
 		t->failed = rowtext_put(t, l.b, l.n) != 0;
 	}
 	free(caches);
