@@ -1323,50 +1323,88 @@ int sfile_add(struct sfile *sf, uint64_t offset, uint64_t count)
 	return sfile_insert(sf, offset, count);
 }
 
+/* sfile_add_many()'s home slots of offsets[k..m), as byte offsets into tab,
+ * prefetched (tab NULL: the table is not mapped, nothing to fetch). */
+static inline void sfile_homes(const uint8_t *tab, unsigned shift, const uint64_t *offsets,
+			       uint64_t *home, size_t k, size_t m)
+{
+	if (!tab) {
+		for (; k < m; k++)
+			home[k] = (slot_hash(offsets[k]) >> shift) * sizeof(struct slot);
+		return;
+	}
+	for (; k < m; k++) {
+		home[k] = (slot_hash(offsets[k]) >> shift) * sizeof(struct slot);
+		__builtin_prefetch(tab + home[k], 1);
+	}
+}
+
 /*
  * The hits (offsets already in the table) are counted here, inline, with the
  * table's fields in registers and sf's totals written once per run; a new
  * offset, an unmapped table or a full count goes through sfile_add(), which
  * makes the table the same, byte for byte, as one sfile_add() per offset.
+ *
+ * A chunk's home slots are hashed and prefetched first, then probed: with
+ * large tables a probe is a cache miss, and the misses then overlap; each
+ * offset is hashed once.  Home slots are kept as byte offsets into the
+ * table, so that a probe is one add.
  */
 size_t sfile_add_many(struct sfile *sf, const uint64_t *offsets, size_t n, int *err)
 {
-	enum { AHEAD = 8 };
-	size_t i = 0, failed = 0;
+	enum { CHUNK = 32 };
+	uint64_t home[CHUNK];
+	size_t failed = 0;
 
-	while (i < n) {
-		struct slot *tab = sf->tab;
-		uint64_t mask = sf->mask, hits = 0;
+	while (n) {
+		size_t m = n < CHUNK ? n : CHUNK, k = 0;
+		uint8_t *tab = (uint8_t *)sf->tab;
 		unsigned shift = sf->shift;
 
-		/* Prefetch the home slot a few samples ahead: with large
-		 * tables the probe is a cache miss, and the misses then
-		 * overlap. */
-		for (; tab && i < n; i++) {
-			uint64_t off = offsets[i], j = slot_hash(off) >> shift;
+		sfile_homes(tab, shift, offsets, home, 0, m);
+		while (k < m) {
+			uint64_t bmask = sf->mask * sizeof(struct slot), hits;
+			size_t k0 = k;
 
-			if (i + AHEAD < n)
-				__builtin_prefetch(&tab[slot_hash(offsets[i + AHEAD]) >> shift], 1);
-			uint64_t c;
+			for (; tab && k < m; k++) {
+				uint64_t off = offsets[k], j = home[k], c;
+				struct slot *s = (struct slot *)(tab + j);
 
-			while ((c = tab[j].count) && tab[j].offset != off)
-				j = (j + 1) & mask;
-			if (!c || c == UINT64_MAX)
-				break;
-			tab[j].count = c + 1;
-			hits++;
-		}
-		if (hits) {
-			sf->total += hits;
-			sf->dirty = 1;
-			sf->ref = 1;
-		}
-		if (i < n) {
-			int r = sfile_add(sf, offsets[i++], 1);
+				c = s->count;
+				if (__builtin_expect(s->offset != off, 0)) {
+					while (c && s->offset != off) {
+						j = (j + sizeof(struct slot)) & bmask;
+						s = (struct slot *)(tab + j);
+						c = s->count;
+					}
+				}
+				/* c + 1 <= 1: a new offset (c == 0), or a count
+				 * at its limit (sfile_add() saturates it) */
+				if (c + 1 <= 1)
+					break;
+				s->count = c + 1;
+			}
+			hits = k - k0;
+			if (hits) {
+				sf->total += hits;
+				sf->dirty = 1;
+				sf->ref = 1;
+			}
+			if (k < m) {
+				int r = sfile_add(sf, offsets[k++], 1);
 
-			if (r && !failed++)
-				*err = r;
+				if (r && !failed++)
+					*err = r;
+				/* grown or mapped again: other home slots */
+				if ((uint8_t *)sf->tab != tab || sf->shift != shift) {
+					tab = (uint8_t *)sf->tab;
+					shift = sf->shift;
+					sfile_homes(tab, shift, offsets, home, k, m);
+				}
+			}
 		}
+		offsets += m;
+		n -= m;
 	}
 	return failed;
 }
