@@ -96,8 +96,10 @@ struct attribution {
 	 */
 	struct sfile **fsf;		/* fid -> file */
 #define FBUF	32
-	uint64_t *fbuf;			/* fid -> FBUF queued offsets */
-	uint32_t *fcnt;			/* fid -> 1 + queued, 0: not in touched */
+	uint64_t *fbuf;			/* fid -> FBUF queued offsets, each
+					 * run aligned on its size */
+	uint64_t **fpos;		/* fid -> where its next offset goes in
+					 * its run, NULL: not in touched */
 	uint32_t *touched;		/* fids queued since the last flush */
 	uint32_t ntouched;
 	uint32_t nr_f, cap_f;		/* fids used (incl. 0), allocated */

@@ -198,7 +198,7 @@ void attribution_free(struct attribution *s)
 	free(s->fbuf);
 	free(s->fmap);
 	free(s->fsf);
-	free(s->fcnt);
+	free(s->fpos);
 	free(s->touched);
 	free(s);
 }
@@ -279,6 +279,42 @@ static int fmap_grow(struct attribution *s)
 	return 0;
 }
 
+/* Room for twice the fids.  fbuf moves (runs queued in it included, and
+ * fpos with them): aligned, so that add_to() sees a full run from its
+ * position alone. */
+static int fbuf_grow(struct attribution *s)
+{
+	uint32_t cap = s->cap_f ? s->cap_f * 2 : 256, *nt;
+	struct sfile **nsf = realloc(s->fsf, cap * sizeof(*nsf));
+	uint64_t **npos, *nb;
+
+	if (!nsf)
+		return -ENOMEM;
+	s->fsf = nsf;
+	npos = realloc(s->fpos, cap * sizeof(*npos));
+	if (!npos)
+		return -ENOMEM;
+	s->fpos = npos;
+	memset(s->fpos + s->cap_f, 0, (cap - s->cap_f) * sizeof(*npos));
+	nt = realloc(s->touched, cap * sizeof(*nt));
+	if (!nt)
+		return -ENOMEM;
+	s->touched = nt;
+	if (posix_memalign((void **)&nb, FBUF * sizeof(*nb), (size_t)cap * FBUF * sizeof(*nb)))
+		return -ENOMEM;
+	if (s->fbuf)
+		memcpy(nb, s->fbuf, (size_t)s->cap_f * FBUF * sizeof(*nb));
+	for (uint32_t t = 0; t < s->ntouched; t++) {
+		uint32_t fid = s->touched[t];
+
+		s->fpos[fid] = nb + (s->fpos[fid] - s->fbuf);
+	}
+	free(s->fbuf);
+	s->fbuf = nb;
+	s->cap_f = cap;
+	return 0;
+}
+
 /* The fid of sf, assigned on first sight.  0 and errno on ENOMEM. */
 static uint32_t fid_of(struct attribution *s, struct sfile *sf)
 {
@@ -292,28 +328,10 @@ static uint32_t fid_of(struct attribution *s, struct sfile *sf)
 		return 0;
 	}
 	if (s->nr_f >= s->cap_f) {
-		uint32_t cap = s->cap_f ? s->cap_f * 2 : 256;
-		struct sfile **nsf = realloc(s->fsf, cap * sizeof(*nsf));
-		uint32_t *ncnt, *nt;
-		uint64_t *nb;
-
-		if (!nsf)
+		if (fbuf_grow(s)) {
+			errno = ENOMEM;
 			return 0;
-		s->fsf = nsf;
-		nb = realloc(s->fbuf, (size_t)cap * FBUF * sizeof(*nb));
-		if (!nb)
-			return 0;
-		s->fbuf = nb;
-		ncnt = realloc(s->fcnt, cap * sizeof(*ncnt));
-		if (!ncnt)
-			return 0;
-		s->fcnt = ncnt;
-		nt = realloc(s->touched, cap * sizeof(*nt));
-		if (!nt)
-			return 0;
-		s->touched = nt;
-		memset(s->fcnt + s->cap_f, 0, (cap - s->cap_f) * sizeof(*ncnt));
-		s->cap_f = cap;
+		}
 	}
 	if ((size_t)s->nr_f * 2 > mask + 1) {
 		if (fmap_grow(s))
@@ -351,10 +369,11 @@ static void flush(struct attribution *s)
 
 	for (t = 0; t < nt; t++) {
 		uint32_t fid = s->touched[t];
+		size_t n = (size_t)(s->fpos[fid] - (s->fbuf + (size_t)fid * FBUF));
 
-		if (s->fcnt[fid] > 1)
-			run_add(s, fid, s->fcnt[fid] - 1);
-		s->fcnt[fid] = 0;
+		if (n)
+			run_add(s, fid, n);
+		s->fpos[fid] = NULL;
 	}
 	s->ntouched = 0;
 }
@@ -363,28 +382,29 @@ static void flush(struct attribution *s)
  * errno says why); a file's full run goes in at once.  The order of a
  * file's samples is kept: the file ends up byte for byte as with one
  * sfile_add() per sample. */
-static inline void add_to(struct attribution *s, uint64_t *fbuf, uint32_t *fcnt, uint32_t fid,
+static inline void add_to(struct attribution *s, uint64_t **fpos, uint32_t fid,
 			  uint64_t offset)
 {
-	uint32_t c = fcnt[fid];
+	uint64_t *p = fpos[fid];
 
-	if (!c) {
+	if (__builtin_expect(!p, 0)) {
 		s->touched[s->ntouched++] = fid;
-		c = 1;
+		p = s->fbuf + (size_t)fid * FBUF;
 	}
-	fbuf[(size_t)fid * FBUF + c - 1] = offset;
-	if (__builtin_expect(c == FBUF, 0)) {
+	*p++ = offset;
+	/* runs are aligned on their size: p at a boundary is a full run */
+	if (__builtin_expect(!((uintptr_t)p & (FBUF * sizeof(*p) - 1)), 0)) {
+		p -= FBUF;
 		run_add(s, fid, FBUF);
-		c = 0;
 	}
-	fcnt[fid] = c + 1;
+	fpos[fid] = p;
 }
 
 static inline int add(struct attribution *s, uint32_t fid, uint64_t offset)
 {
 	if (__builtin_expect(!fid, 0))
 		return note_err(s, errno ? -errno : -EIO);
-	add_to(s, s->fbuf, s->fcnt, fid, offset);
+	add_to(s, s->fpos, fid, offset);
 	return FILED;
 }
 
@@ -486,14 +506,13 @@ static inline const struct sview *sview_of_entry(const struct ring_entry *e)
  * local where a run of samples starts: locals stay in registers, where
  * s's fields would be loaded again after every store (the build has
  * -fno-strict-aliasing).  Stale once anything but a hit ran (fid_of() may
- * move fbuf and fcnt): built again then.
+ * move fpos): built again then.
  */
 struct hitctx {
 	struct attribution *s;
 	struct cent *uc;
 	struct vcache *vc;
-	uint64_t *fbuf;
-	uint32_t *fcnt;
+	uint64_t **fpos;
 	uint32_t epoch;
 	unsigned vc_mask;
 	bool u_slot, u_cpu, k_slot, k_cr3;
@@ -501,8 +520,8 @@ struct hitctx {
 
 static inline struct hitctx hitctx_of(struct attribution *s)
 {
-	return (struct hitctx){ .s = s, .uc = s->uc, .vc = s->vc, .fbuf = s->fbuf,
-				.fcnt = s->fcnt, .epoch = s->epoch, .vc_mask = s->vc_mask,
+	return (struct hitctx){ .s = s, .uc = s->uc, .vc = s->vc, .fpos = s->fpos,
+				.epoch = s->epoch, .vc_mask = s->vc_mask,
 				.u_slot = s->u_slot, .u_cpu = s->u_cpu, .k_slot = s->k_slot,
 				.k_cr3 = s->k_cr3 };
 }
@@ -700,7 +719,7 @@ static inline bool kernel_hit(const struct hitctx *c, const struct sview *x,
 	    !cent_match(c->epoch, ce, x, c->k_slot, c->k_cr3 && !slot, cr3n, true))
 		return false;
 	/* cached fids are never 0 */
-	add_to(c->s, c->fbuf, c->fcnt, ce->fid, x->rip + ce->adj);
+	add_to(c->s, c->fpos, ce->fid, x->rip + ce->adj);
 	return true;
 }
 
@@ -938,7 +957,7 @@ static inline bool user_hit(const struct hitctx *c, const struct sview *x,
 {
 	if (!cent_match(c->epoch, ce, x, c->u_slot, true, cr3n, c->u_cpu))
 		return false;
-	add_to(c->s, c->fbuf, c->fcnt, ce->fid, x->rip + ce->adj);
+	add_to(c->s, c->fpos, ce->fid, x->rip + ce->adj);
 	return true;
 }
 
