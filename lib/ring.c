@@ -316,7 +316,13 @@ size_t ring_peek_flat(struct ring *r, const struct ring_entry **e, size_t max)
 		max = avail / RING_FLAT_WORDS;
 	p = words + idx;
 	end = p + max * RING_FLAT_WORDS;
-	for (w = p; w < end && *w == RING_FLAT_WORDS; w += RING_FLAT_WORDS)
+	/* four headers a step: the scan is a compare an entry */
+	for (w = p; end - w >= 4 * (ptrdiff_t)RING_FLAT_WORDS && w[0] == RING_FLAT_WORDS &&
+		    w[RING_FLAT_WORDS] == RING_FLAT_WORDS &&
+		    w[2 * RING_FLAT_WORDS] == RING_FLAT_WORDS &&
+		    w[3 * RING_FLAT_WORDS] == RING_FLAT_WORDS; w += 4 * RING_FLAT_WORDS)
+		;
+	for (; w < end && *w == RING_FLAT_WORDS; w += RING_FLAT_WORDS)
 		;
 	*e = (const struct ring_entry *)p;
 	return (size_t)(w - p) / RING_FLAT_WORDS;
