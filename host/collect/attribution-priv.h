@@ -57,6 +57,8 @@ struct attribution {
 	struct vcache *vc;
 	unsigned vc_mask;
 	struct cent *uc;		/* user mappings, 1 << UBITS */
+	void *vc_mem, *uc_mem;		/* vc and uc as allocated (they are
+					 * aligned on cache lines in them) */
 	bool u_cpu;			/* user entries depend on the vCPU */
 	struct sc_ent *sc;
 

@@ -71,6 +71,16 @@ struct sc_ent {
  * went into choosing its file (event, vCPU, slot contents, address space)
  * and is only used when those match (the vCPU only under OPVM_SEP_CPU for
  * user entries).
+ *
+ * What must match is decided when an entry is filled, from the separation
+ * and from how its process was found: the entry keeps the sample's two
+ * words (slot_tid, slot_tgid) and (vcpu, cpl, event, flags, nr_chain), as a
+ * flat ring entry holds them, with a mask of what in each must be equal, so
+ * that a match is the range, three XORs and no branch on the conditions.
+ * The second word's unused bytes (cpl: the caches are per mode already;
+ * nr_chain: the pusher's garbage) hold the low 16 bits of the epoch
+ * instead, so that a stale entry fails the same compare.  One entry is one
+ * cache line.
  */
 #define UBITS	14	/* 16384 user entries for all vCPUs, direct-mapped:
 			 * a process's mappings stay cached while it runs
@@ -80,23 +90,26 @@ struct sc_ent {
 			 * busy modules (a module is a megabyte of its own) */
 
 struct cent {
-	uint32_t fid;
-	uint32_t epoch;		/* valid while == sync.epoch */
-	uint64_t lo, len;	/* [lo, lo + len) */
+	_Alignas(64) uint64_t lo;	/* [lo, lo + len) */
+	uint64_t len;
 	uint64_t adj;		/* offset = rip + adj */
 	uint64_t cr3n;
-	uint32_t vcpu;
-	uint32_t slot_tid, slot_tgid;
-	uint8_t event, flags;
-	bool need_slot;		/* process was named by the slot, not CR3 */
+	uint64_t ids;		/* (slot_tid, slot_tgid) as filled */
+	uint64_t rest;		/* (vcpu, cpl, event, flags, nr_chain) as filled,
+				 * masked by rmask, epoch bits in cpl, nr_chain */
+	uint64_t rmask;		/* what of rest must match */
+	uint32_t fid;
+	int32_t imask;		/* 0 or -1: ids must match */
 };
 
+_Static_assert(sizeof(struct cent) == 64, "a cache entry is a cache line");
+
 struct vcache {
+	struct cent k[1u << KBITS];
 	/* address space -> process */
 	uint64_t cr3n;
 	const struct gstate_process *p;
 	uint32_t p_epoch;	/* p valid while == sync.epoch */
-	struct cent k[1u << KBITS];
 };
 
 struct held {
@@ -107,6 +120,19 @@ struct held {
 	uint64_t *chain;	/* s.chain: the frame-pointer chain kept, or NULL */
 };
 
+
+/* calloc() of n elements aligned on a cache line; *mem: what to free().
+ * calloc(): pages of a large array that are never used stay unresident. */
+static void *calloc_lines(size_t n, size_t size, void **mem)
+{
+	uintptr_t p;
+
+	*mem = calloc(1, n * size + 63);
+	if (!*mem)
+		return NULL;
+	p = ((uintptr_t)*mem + 63) & ~(uintptr_t)63;
+	return (void *)p;
+}
 
 struct attribution *attribution_new(struct store *st, struct gstate *gs,
 		      struct ring *const *rings, unsigned nr_rings,
@@ -153,9 +179,9 @@ struct attribution *attribution_new(struct store *st, struct gstate *gs,
 	while (nvc < nr_rings)
 		nvc <<= 1;
 	s->vc_mask = nvc - 1;
-	s->vc = calloc(nvc, sizeof(*s->vc));
+	s->vc = calloc_lines(nvc, sizeof(*s->vc), &s->vc_mem);
 	s->sc = calloc((size_t)1 << SC_BITS, sizeof(*s->sc));
-	s->uc = calloc((size_t)1 << UBITS, sizeof(*s->uc));
+	s->uc = calloc_lines((size_t)1 << UBITS, sizeof(*s->uc), &s->uc_mem);
 	s->held = calloc(s->hold_cap, sizeof(*s->held));
 	if (nr_rings)
 		s->rings = calloc(nr_rings, sizeof(*s->rings));
@@ -189,9 +215,9 @@ void attribution_free(struct attribution *s)
 		free(s->dq[(s->dq_head + i) % SYNC_DEFER_MAX]);
 	free(s->dq);
 	free(s->rings);
-	free(s->vc);
+	free(s->vc_mem);
 	free(s->sc);
-	free(s->uc);
+	free(s->uc_mem);
 	for (size_t i = 0; s->held && i < s->hold_nr; i++)
 		free(s->held[(s->hold_head + i) % s->hold_cap].chain);
 	free(s->held);
@@ -207,12 +233,15 @@ void attribution_free(struct attribution *s)
  * forks all the time changes it at every record, so this must be cheap. */
 static void caches_drop(struct attribution *s)
 {
-	if (++s->epoch == 0) {
-		/* wrapped: entries of epoch 1 might still be around */
+	if (!(++s->epoch & 0xffff)) {
+		/* the range caches keep 16 bits of it (struct cent): when
+		 * those wrap, entries of the epoch they had might still be
+		 * around; and those of the file cache at a wrap of all 32 */
 		memset(s->vc, 0, ((size_t)s->vc_mask + 1) * sizeof(*s->vc));
-		memset(s->sc, 0, ((size_t)1 << SC_BITS) * sizeof(*s->sc));
 		memset(s->uc, 0, ((size_t)1 << UBITS) * sizeof(*s->uc));
-		s->epoch = 1;
+		if (!s->epoch)
+			memset(s->sc, 0, ((size_t)1 << SC_BITS) * sizeof(*s->sc));
+		s->epoch++;
 	}
 	s->gen = gstate_generation(s->gs);
 }
@@ -480,8 +509,20 @@ static uint32_t sfile_for(struct attribution *s, struct skey *k, const char *app
  */
 struct sview {
 	uint64_t rip, cr3, slot_cr3;
-	uint32_t slot_tid, slot_tgid, vcpu;
-	uint8_t cpl, event, flags;
+	union {
+		struct {
+			uint32_t slot_tid, slot_tgid;
+		};
+		uint64_t ids;
+	};
+	union {
+		struct {
+			uint32_t vcpu;
+			uint8_t cpl, event, flags;
+			uint8_t nr_chain;	/* in a ring entry: not to be read */
+		};
+		uint64_t rest;
+	};
 };
 
 #define SVIEW_AT(f) (offsetof(struct sview, f) == offsetof(struct opvm_sample, f) && \
@@ -489,7 +530,24 @@ struct sview {
 		     offsetof(struct ring_entry, f))
 _Static_assert(SVIEW_AT(rip) && SVIEW_AT(cr3) && SVIEW_AT(slot_cr3) && SVIEW_AT(slot_tid) &&
 	       SVIEW_AT(slot_tgid) && SVIEW_AT(vcpu) && SVIEW_AT(cpl) && SVIEW_AT(event) &&
-	       SVIEW_AT(flags), "struct sview is the start of a sample and of a ring entry");
+	       SVIEW_AT(flags) && SVIEW_AT(nr_chain),
+	       "struct sview is the start of a sample and of a ring entry");
+
+/* The rest word (struct sview) with these fields, the others 0. */
+static inline uint64_t rest_word(uint32_t vcpu, uint8_t cpl, uint8_t event, uint8_t flags,
+				 uint8_t nr_chain)
+{
+	struct sview v = { .vcpu = vcpu, .cpl = cpl, .event = event, .flags = flags,
+			   .nr_chain = nr_chain };
+
+	return v.rest;
+}
+
+/* The epoch's bits in a cache entry's rest word (struct cent). */
+static inline uint64_t cent_epoch_bits(uint32_t epoch)
+{
+	return rest_word(0, (uint8_t)epoch, 0, 0, (uint8_t)(epoch >> 8));
+}
 
 static inline const struct sview *sview_of(const struct opvm_sample *x)
 {
@@ -513,45 +571,52 @@ struct hitctx {
 	struct cent *uc;
 	struct vcache *vc;
 	uint64_t **fpos;
-	uint32_t epoch;
+	uint64_t epoch_bits;
 	unsigned vc_mask;
-	bool u_slot, u_cpu, k_slot, k_cr3;
+	bool k_cr3;
 };
 
 static inline struct hitctx hitctx_of(struct attribution *s)
 {
 	return (struct hitctx){ .s = s, .uc = s->uc, .vc = s->vc, .fpos = s->fpos,
-				.epoch = s->epoch, .vc_mask = s->vc_mask,
-				.u_slot = s->u_slot, .u_cpu = s->u_cpu, .k_slot = s->k_slot,
+				.epoch_bits = cent_epoch_bits(s->epoch), .vc_mask = s->vc_mask,
 				.k_cr3 = s->k_cr3 };
 }
 
-static inline bool cent_match(uint32_t epoch, const struct cent *e,
-			      const struct sview *x, bool slot, bool cr3, uint64_t cr3n,
-			      bool cpu)
+/* x matches e: its address in e's range, what e's masks name equal, the
+ * same address space (cr3n: 0 where it does not count) and e of this
+ * epoch. */
+static inline bool cent_match(uint64_t epoch_bits, const struct cent *e,
+			      const struct sview *x, uint64_t cr3n)
 {
-	return e->epoch == epoch && x->rip - e->lo < e->len && e->event == x->event &&
-	       (!cpu || e->vcpu == x->vcpu) &&
-	       (!(slot || e->need_slot) || (e->flags == x->flags && e->slot_tid == x->slot_tid &&
-			  e->slot_tgid == x->slot_tgid)) &&
-	       (!cr3 || e->cr3n == cr3n);
+	uint64_t d = (((x->rest & e->rmask) | epoch_bits) ^ e->rest) |
+		     ((x->ids ^ e->ids) & (uint64_t)(int64_t)e->imask) | (cr3n ^ e->cr3n);
+
+	return x->rip - e->lo < e->len && !d;
 }
 
+/*
+ * Fills e for x's file.  slot: the entry depends on x's slot (its flags,
+ * slot_tid and slot_tgid); cpu: on x's vCPU.  Whatever else x carries (a
+ * KSP stack pointer) must be as in x too: an entry is never used for what
+ * it was not made from.
+ */
 static void cent_fill(const struct attribution *s, struct cent *e, uint32_t fid, uint64_t lo,
-		      uint64_t len, uint64_t adj, uint64_t cr3n, const struct opvm_sample *x)
+		      uint64_t len, uint64_t adj, uint64_t cr3n, const struct opvm_sample *x,
+		      bool slot, bool cpu)
 {
+	const struct sview *v = (const struct sview *)x;
+
 	e->fid = fid;
-	e->epoch = s->epoch;
 	e->lo = lo;
 	e->len = len;
 	e->adj = adj;
 	e->cr3n = cr3n;
-	e->vcpu = x->vcpu;
-	e->slot_tid = x->slot_tid;
-	e->slot_tgid = x->slot_tgid;
-	e->event = x->event;
-	e->flags = x->flags;
-	e->need_slot = false;
+	e->rmask = rest_word(cpu ? UINT32_MAX : 0, 0, UINT8_MAX,
+			     slot ? UINT8_MAX : OPVM_SAMPLE_KSP, 0);
+	e->rest = (v->rest & e->rmask) | cent_epoch_bits(s->epoch);
+	e->imask = slot ? -1 : 0;
+	e->ids = v->ids;
 }
 
 static inline unsigned cent_index(uint64_t rip, uint64_t cr3n, unsigned bits)
@@ -694,8 +759,12 @@ static int __attribute__((noinline)) file_kernel_miss(struct attribution *s,
 	fid = sfile_for(s, &k, app, image, NULL);
 	s->stats.kernel++;
 	ret = add(s, fid, offset);
+	/* never below the kernel's half: kernel_hit() leaves boot code
+	 * (rip < OPVM_KERNEL_HALF) to file_kernel() by never matching it */
+	if (lo < OPVM_KERNEL_HALF)
+		lo = OPVM_KERNEL_HALF;
 	if (ret == FILED && hi > lo)
-		cent_fill(s, ce, fid, lo, hi - lo, offset - x->rip, cr3n, x);
+		cent_fill(s, ce, fid, lo, hi - lo, offset - x->rip, cr3n, x, s->k_slot, true);
 	return ret;
 }
 
@@ -709,14 +778,13 @@ static inline struct cent *kernel_cent(const struct hitctx *c, const struct svie
 
 /* The hot path: a range cache hit is a few compares and a queued (file,
  * offset); the caller counts it in stats.kernel.  False: not a hit (boot
- * and idle samples never are). */
+ * and idle samples never are: no entry covers boot code, and idle is
+ * checked here; nor KSP ones, by the entry's mask). */
 static inline bool kernel_hit(const struct hitctx *c, const struct sview *x,
 			      const struct cent *ce, uint64_t cr3n)
 {
-	bool slot = x->flags & OPVM_SAMPLE_SLOT;
-
-	if (__builtin_expect(x->rip < OPVM_KERNEL_HALF, 0) || (slot && !x->slot_tgid) ||
-	    !cent_match(c->epoch, ce, x, c->k_slot, c->k_cr3 && !slot, cr3n, true))
+	if (((x->flags & OPVM_SAMPLE_SLOT) && !x->slot_tgid) ||
+	    !cent_match(c->epoch_bits, ce, x, cr3n))
 		return false;
 	/* cached fids are never 0 */
 	add_to(c->s, c->fpos, ce->fid, x->rip + ce->adj);
@@ -908,8 +976,8 @@ static int __attribute__((noinline)) file_user_miss(struct attribution *s,
 	s->stats.user++;
 	ret = add(s, fid, offset);
 	if (ret == FILED) {
-		cent_fill(s, ce, fid, m->start, m->end - m->start, offset - x->rip, cr3n, x);
-		ce->need_slot = via_slot;
+		cent_fill(s, ce, fid, m->start, m->end - m->start, offset - x->rip, cr3n, x,
+			  s->u_slot || via_slot, s->u_cpu);
 	}
 	return ret;
 }
@@ -955,7 +1023,7 @@ static inline struct cent *user_cent(const struct hitctx *c, const struct sview 
 static inline bool user_hit(const struct hitctx *c, const struct sview *x,
 			    const struct cent *ce, uint64_t cr3n)
 {
-	if (!cent_match(c->epoch, ce, x, c->u_slot, true, cr3n, c->u_cpu))
+	if (!cent_match(c->epoch_bits, ce, x, cr3n))
 		return false;
 	add_to(c->s, c->fpos, ce->fid, x->rip + ce->adj);
 	return true;
@@ -1207,7 +1275,7 @@ int attribution_sample(struct attribution *s, const struct opvm_sample *smp, uin
  * user), anything else goes through take() as a struct opvm_sample (and
  * c is built again).
  */
-static inline void take_entry(struct hitctx *c, const struct ring_entry *e, uint64_t now,
+static inline __attribute__((always_inline)) void take_entry(struct hitctx *c, const struct ring_entry *e, uint64_t now,
 			      bool fast, uint64_t n[2])
 {
 	const struct sview *v = sview_of_entry(e);
@@ -1215,7 +1283,8 @@ static inline void take_entry(struct hitctx *c, const struct ring_entry *e, uint
 	struct cent *ce;
 	uint64_t cr3n;
 
-	if (__builtin_expect(fast && !(e->flags & OPVM_SAMPLE_KSP), 1)) {
+	/* a KSP sample never matches an entry (cent_fill()): take() has it */
+	if (fast) {
 		if (v->cpl != 3) {
 			ce = kernel_cent(c, v, &cr3n);
 			if (__builtin_expect(kernel_hit(c, v, ce, cr3n), 1)) {

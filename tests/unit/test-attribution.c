@@ -686,6 +686,150 @@ static void test_no_cr3_by_mapping(void **state)
 	fix_close(&f);
 }
 
+/*
+ * The range caches' entries decide at fill time what must match (struct
+ * cent's masks): samples that differ only in the event, the vCPU, the
+ * slot's thread or its flags go to their own files whenever the separation
+ * says they must, through the rings (entries read in place) as through
+ * attribution_sample().  Each is sent twice after the other: the second is
+ * a cache hit (or must be a miss) in the entry the first one filled.
+ */
+static uint64_t count_ev(struct fix *f, const char *app, const char *image, int64_t tid,
+			 int64_t cpu, const char *event)
+{
+	struct query q = { .app = app, .image = image, .tgid = ANY, .tid = tid, .cpu = cpu,
+			   .event = event, .offset = ALL };
+
+	assert_int_equal(store_sync(f->st), 0);
+	assert_int_equal(store_walk(f->dir, "current", walk_cb, &q, NULL), 0);
+	return q.sum;
+}
+
+static void send_pair(struct fix *f, const struct opvm_sample *a, const struct opvm_sample *b,
+		      bool rings)
+{
+	for (int i = 0; i < 4; i++) {
+		const struct opvm_sample *x = i & 1 ? b : a;
+
+		if (rings)
+			assert_int_equal(ring_push(f->rings[x->vcpu], x), 0);
+		else
+			assert_int_equal(attribution_sample(f->sy, x, 0), 0);
+	}
+	assert_int_equal(attribution_run(f->sy, 0), 0);
+}
+
+static void test_cache_keys(void **state)
+{
+	struct fix f;
+	struct opvm_sample a, b;
+
+	for (int rings = 0; rings < 2; rings++) {
+		/* the event, user and kernel, whatever the separation */
+		fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
+		a = user(CR3_A, EXE_LO + 8, 100, 100);
+		b = a;
+		b.event = 1;
+		send_pair(&f, &a, &b, rings);
+		a = kern(CR3_A, KTEXT + 8, 100, 100, OPVM_SAMPLE_SLOT);
+		b = a;
+		b.event = 1;
+		send_pair(&f, &a, &b, rings);
+		assert_int_equal(count_ev(&f, "/bin/app", "/bin/app", ANY, ANY, "TIMER"), 2);
+		assert_int_equal(count_ev(&f, "/bin/app", "/bin/app", ANY, ANY, "CYCLES"), 2);
+		assert_int_equal(count_ev(&f, "vmlinux", "vmlinux", ANY, ANY, "TIMER"), 2);
+		assert_int_equal(count_ev(&f, "vmlinux", "vmlinux", ANY, ANY, "CYCLES"), 2);
+		/* nothing else apart: one file each, the thread and vCPU merged */
+		a = user(CR3_A, EXE_LO + 8, 101, 100);
+		a.vcpu = 1;
+		send_pair(&f, &a, &a, rings);
+		assert_int_equal(count_ev(&f, "/bin/app", "/bin/app", -1, -1, "TIMER"), 6);
+		fix_close(&f);
+
+		/* a sample with a stack pointer for a task never hits an entry
+		 * of its address: it waits for its task */
+		{
+			struct attribution_config cfg = { .hold_ms = 1000,
+							   .task_by_sp = fake_task_by_sp };
+
+			fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
+			attribution_free(f.sy);
+			f.sy = attribution_new(f.st, f.gs, f.rings, 2, &cfg);
+			assert_non_null(f.sy);
+			sp_ready = false;
+			gstate_set_procs_expected(f.gs, true);
+			a = kern(CR3_A, KTEXT + 8, 100, 100, OPVM_SAMPLE_SLOT);
+			b = ksp(CR3_A, KTEXT + 8, SP_INIT + 8);
+			send_pair(&f, &a, &b, rings);
+			assert_int_equal(attribution_nr_held(f.sy), 2);
+			assert_int_equal(count_ev(&f, "vmlinux", "vmlinux", ANY, ANY, NULL), 2);
+			fix_close(&f);
+		}
+
+		/* the vCPU under --separate=cpu */
+		fix_open(&f, OPVM_SEP_CPU, 1000, 0, true);
+		a = user(CR3_A, EXE_LO + 8, 100, 100);
+		b = a;
+		b.vcpu = 1;
+		send_pair(&f, &a, &b, rings);
+		a = kern(CR3_A, KTEXT + 8, 100, 100, OPVM_SAMPLE_SLOT);
+		b = a;
+		b.vcpu = 1;
+		send_pair(&f, &a, &b, rings);
+		assert_int_equal(count_ev(&f, "/bin/app", "/bin/app", ANY, 0, NULL), 2);
+		assert_int_equal(count_ev(&f, "/bin/app", "/bin/app", ANY, 1, NULL), 2);
+		assert_int_equal(count_ev(&f, "vmlinux", "vmlinux", ANY, 0, NULL), 2);
+		assert_int_equal(count_ev(&f, "vmlinux", "vmlinux", ANY, 1, NULL), 2);
+		fix_close(&f);
+
+		/* the slot's thread under --separate=thread, user and kernel;
+		 * the slot's flags (a kernel thread) under --separate=kernel */
+		fix_open(&f, OPVM_SEP_THREAD | OPVM_SEP_KERNEL, 1000, 0, true);
+		a = user(CR3_A, EXE_LO + 8, 100, 100);
+		b = user(CR3_A, EXE_LO + 8, 101, 100);
+		send_pair(&f, &a, &b, rings);
+		a = kern(CR3_A, KTEXT + 8, 100, 100, OPVM_SAMPLE_SLOT);
+		b = kern(CR3_A, KTEXT + 8, 101, 100, OPVM_SAMPLE_SLOT);
+		send_pair(&f, &a, &b, rings);
+		assert_int_equal(count_ev(&f, "/bin/app", "/bin/app", 100, ANY, NULL), 2);
+		assert_int_equal(count_ev(&f, "/bin/app", "/bin/app", 101, ANY, NULL), 2);
+		assert_int_equal(count_ev(&f, "/bin/app", "vmlinux", 100, ANY, NULL), 2);
+		assert_int_equal(count_ev(&f, "/bin/app", "vmlinux", 101, ANY, NULL), 2);
+		a = kern(CR3_A, KTEXT + 0x18, 100, 100, OPVM_SAMPLE_SLOT);
+		b = a;
+		b.flags |= OPVM_SAMPLE_KTHREAD;
+		send_pair(&f, &a, &b, rings);
+		assert_int_equal(count_ev(&f, "/bin/app", "vmlinux", 100, ANY, NULL), 4);
+		assert_int_equal(count_ev(&f, "{kthread}", "vmlinux", ANY, ANY, NULL), 2);
+		assert_int_equal(attribution_nr_held(f.sy), 0);
+		fix_close(&f);
+	}
+}
+
+/* The range caches keep 16 bits of the epoch (struct cent): an entry
+ * filled 65536 model changes ago must not come back when they wrap.  The
+ * mapping is gone, so no sample in between fills the entry again. */
+static void test_cache_epoch_wrap(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+	struct opvm_stats st;
+	enum { CHANGES = 65536 + 8 };
+
+	fix_open(&f, OPVM_SEP_NONE, 0, 0, true);
+	s = user(CR3_A, EXE_LO + 0x10, 100, 100);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(gstate_exec(f.gs, 100, CR3_A, S("app"), 1), 0);
+	for (int i = 0; i < CHANGES; i++) {
+		assert_int_equal(gstate_thread(f.gs, 101, 100, S("app-worker")), 0);
+		assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	}
+	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", ANY, ANY, ANY, ALL, NULL), 1);
+	attribution_get_stats(f.sy, &st);
+	assert_int_equal(st.lost_no_mapping, CHANGES);
+	fix_close(&f);
+}
+
 /* A cached mapping must not outlive a change of the model. */
 static void test_cache_invalidation(void **state)
 {
@@ -1076,6 +1220,8 @@ int main(void)
 		cmocka_unit_test(test_no_module),
 		cmocka_unit_test(test_no_cr3_by_mapping),
 		cmocka_unit_test(test_cache_invalidation),
+		cmocka_unit_test(test_cache_keys),
+		cmocka_unit_test(test_cache_epoch_wrap),
 		cmocka_unit_test(test_slot_fallback),
 		cmocka_unit_test(test_forget_process),
 		cmocka_unit_test(test_fork_child_uses_parent),
