@@ -55,6 +55,8 @@ struct attribution {
 	uint32_t epoch;			/* cache entries of another epoch are
 					 * stale: dropping them all is O(1) */
 	struct vcache *vc;
+	struct vproc *vp;		/* per vCPU: its last address space's
+					 * process */
 	unsigned vc_mask;
 	struct cent *uc;		/* user mappings, 1 << UBITS */
 	void *vc_mem, *uc_mem;		/* vc and uc as allocated (they are

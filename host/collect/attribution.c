@@ -104,9 +104,13 @@ struct cent {
 
 _Static_assert(sizeof(struct cent) == 64, "a cache entry is a cache line");
 
+/* A power of two in size, so that a vCPU's is a shift away. */
 struct vcache {
 	struct cent k[1u << KBITS];
-	/* address space -> process */
+};
+
+/* address space -> process */
+struct vproc {
 	uint64_t cr3n;
 	const struct gstate_process *p;
 	uint32_t p_epoch;	/* p valid while == sync.epoch */
@@ -180,6 +184,7 @@ struct attribution *attribution_new(struct store *st, struct gstate *gs,
 		nvc <<= 1;
 	s->vc_mask = nvc - 1;
 	s->vc = calloc_lines(nvc, sizeof(*s->vc), &s->vc_mem);
+	s->vp = calloc(nvc, sizeof(*s->vp));
 	s->sc = calloc((size_t)1 << SC_BITS, sizeof(*s->sc));
 	s->uc = calloc_lines((size_t)1 << UBITS, sizeof(*s->uc), &s->uc_mem);
 	s->held = calloc(s->hold_cap, sizeof(*s->held));
@@ -188,7 +193,7 @@ struct attribution *attribution_new(struct store *st, struct gstate *gs,
 	s->fmap_bits = 8;
 	s->fmap = calloc((size_t)1 << s->fmap_bits, sizeof(*s->fmap));
 	s->nr_f = 1;		/* fid 0 means "none" */
-	if (!s->vc || !s->sc || !s->uc || !s->held || (nr_rings && !s->rings) ||
+	if (!s->vc || !s->vp || !s->sc || !s->uc || !s->held || (nr_rings && !s->rings) ||
 	    (s->image_wait && s->host_file && !s->dq) ||
 	    !s->fmap) {
 		attribution_free(s);
@@ -216,6 +221,7 @@ void attribution_free(struct attribution *s)
 	free(s->dq);
 	free(s->rings);
 	free(s->vc_mem);
+	free(s->vp);
 	free(s->sc);
 	free(s->uc_mem);
 	for (size_t i = 0; s->held && i < s->hold_nr; i++)
@@ -238,6 +244,7 @@ static void caches_drop(struct attribution *s)
 		 * those wrap, entries of the epoch they had might still be
 		 * around; and those of the file cache at a wrap of all 32 */
 		memset(s->vc, 0, ((size_t)s->vc_mask + 1) * sizeof(*s->vc));
+		memset(s->vp, 0, ((size_t)s->vc_mask + 1) * sizeof(*s->vp));
 		memset(s->uc, 0, ((size_t)1 << UBITS) * sizeof(*s->uc));
 		if (!s->epoch)
 			memset(s->sc, 0, ((size_t)1 << SC_BITS) * sizeof(*s->sc));
@@ -605,7 +612,7 @@ static void cent_fill(const struct attribution *s, struct cent *e, uint32_t fid,
 		      uint64_t len, uint64_t adj, uint64_t cr3n, const struct opvm_sample *x,
 		      bool slot, bool cpu)
 {
-	const struct sview *v = (const struct sview *)x;
+	const struct sview *v = sview_of(x);
 
 	e->fid = fid;
 	e->lo = lo;
@@ -832,7 +839,7 @@ static const struct gstate_process *user_proc(struct attribution *s,
 					      const struct opvm_sample *x, uint64_t cr3n,
 					      bool *via_slot)
 {
-	struct vcache *vc = &s->vc[x->vcpu & s->vc_mask];
+	struct vproc *vc = &s->vp[x->vcpu & s->vc_mask];
 	const struct gstate_process *p;
 
 	if (vc->p_epoch == s->epoch && vc->cr3n == cr3n) {
@@ -1271,12 +1278,13 @@ int attribution_sample(struct attribution *s, const struct opvm_sample *smp, uin
 /*
  * take() of a flat ring entry read in place.  fast: take() would go
  * straight to attribute() (no --from-exec wait, no -g, CR3s used); a cache
- * hit is then filed from the entry's words and counted in n[] (kernel,
- * user), anything else goes through take() as a struct opvm_sample (and
- * c is built again).
+ * hit is then filed from the entry's words (n[0] counts the kernel ones),
+ * anything else goes through take() as a struct opvm_sample (counted in
+ * n[1], and c is built again).  Inlined by force: take_entries() runs it
+ * in two loops, and a call per entry costs more than the match.
  */
-static inline __attribute__((always_inline)) void take_entry(struct hitctx *c, const struct ring_entry *e, uint64_t now,
-			      bool fast, uint64_t n[2])
+static inline __attribute__((always_inline)) void
+take_entry(struct hitctx *c, const struct ring_entry *e, uint64_t now, bool fast, uint64_t n[2])
 {
 	const struct sview *v = sview_of_entry(e);
 	struct opvm_sample x;
@@ -1293,12 +1301,11 @@ static inline __attribute__((always_inline)) void take_entry(struct hitctx *c, c
 			}
 		} else {
 			ce = user_cent(c, v, &cr3n);
-			if (__builtin_expect(user_hit(c, v, ce, cr3n), 1)) {
-				n[1]++;
+			if (__builtin_expect(user_hit(c, v, ce, cr3n), 1))
 				return;
-			}
 		}
 	}
+	n[1]++;
 	ring_entry_sample(e, &x);
 	take(c->s, &x, now);
 	*c = hitctx_of(c->s);
@@ -1310,19 +1317,20 @@ static void take_entries(struct attribution *s, const struct ring_entry *e, size
 {
 	bool fast = !s->no_cr3 && !s->start_exec[0] && !s->chains;
 	struct hitctx c = hitctx_of(s);
-	uint64_t hits[2] = { 0, 0 };
-	size_t i;
+	const struct ring_entry *end = e + n;
+	uint64_t k[2] = { 0, 0 };
 
 	/* two loops: fast is then a constant in each */
 	if (fast)
-		for (i = 0; i < n; i++)
-			take_entry(&c, &e[i], now, true, hits);
+		for (; e < end; e++)
+			take_entry(&c, e, now, true, k);
 	else
-		for (i = 0; i < n; i++)
-			take_entry(&c, &e[i], now, false, hits);
-	s->stats.kernel += hits[0];
-	s->stats.user += hits[1];
-	s->stats.received += hits[0] + hits[1];
+		for (; e < end; e++)
+			take_entry(&c, e, now, false, k);
+	/* take() counted what went through it; the rest were hits */
+	s->stats.kernel += k[0];
+	s->stats.user += n - k[1] - k[0];
+	s->stats.received += n - k[1];
 }
 
 /* Each ring: runs of flat entries read in place (one tail publication a
