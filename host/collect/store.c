@@ -1333,6 +1333,7 @@ static inline void sfile_homes(const uint8_t *tab, unsigned shift, const uint64_
 			home[k] = (slot_hash(offsets[k]) >> shift) * sizeof(struct slot);
 		return;
 	}
+#pragma GCC unroll 4
 	for (; k < m; k++) {
 		home[k] = (slot_hash(offsets[k]) >> shift) * sizeof(struct slot);
 		__builtin_prefetch(tab + home[k], 1);
