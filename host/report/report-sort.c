@@ -34,11 +34,14 @@ struct sortctx {
 
 #define RANK_NONE UINT32_MAX
 
-/* Name -> rank: an open-addressing map keyed by pointer. */
+/* Name -> id (the order names were first seen in), an open-addressing map
+ * keyed by pointer; ranks by id once every name is in. */
 struct rankmap {
 	const char **key;
-	uint32_t *rank;
+	uint32_t *id;		/* key[h]'s id */
 	size_t cap, nr;
+	const char **names;	/* by id */
+	size_t names_cap;
 };
 
 static size_t ptr_hash(const char *p)
@@ -55,9 +58,13 @@ static int rankmap_grow(struct rankmap *m)
 {
 	size_t cap = m->cap ? m->cap * 2 : 1024;
 	const char **k = calloc(cap, sizeof(*k));
+	uint32_t *id = malloc(cap * sizeof(*id));
 
-	if (!k)
+	if (!k || !id) {
+		free(k);
+		free(id);
 		return -ENOMEM;
+	}
 	for (size_t i = 0; i < m->cap; i++) {
 		size_t h;
 
@@ -66,86 +73,68 @@ static int rankmap_grow(struct rankmap *m)
 		for (h = ptr_hash(m->key[i]) & (cap - 1); k[h]; h = (h + 1) & (cap - 1))
 			;
 		k[h] = m->key[i];
+		id[h] = m->id[i];
 	}
 	free(m->key);
+	free(m->id);
 	m->key = k;
+	m->id = id;
 	m->cap = cap;
 	return 0;
 }
 
-/* Adds s (a name, not NULL) once.  0 or -ENOMEM. */
-static int rankmap_add(struct rankmap *m, const char *s)
+/* s's id (a name, not NULL), a new one if s is new; RANK_NONE on ENOMEM. */
+static uint32_t rankmap_id(struct rankmap *m, const char *s)
 {
 	size_t h;
 
 	if ((m->nr + 1) * 2 > m->cap && rankmap_grow(m))
-		return -ENOMEM;
+		return RANK_NONE;
 	for (h = ptr_hash(s) & (m->cap - 1); m->key[h]; h = (h + 1) & (m->cap - 1))
 		if (m->key[h] == s)
-			return 0;
-	m->key[h] = s;
-	m->nr++;
-	return 0;
-}
-
-static uint32_t rankmap_get(const struct rankmap *m, const char *s)
-{
-	size_t h;
-
-	if (!s)
+			return m->id[h];
+	if (UTIL_GROW(m->names, m->names_cap, m->nr + 1, 1024))
 		return RANK_NONE;
-	for (h = ptr_hash(s) & (m->cap - 1); m->key[h] != s; h = (h + 1) & (m->cap - 1))
-		;
-	return m->rank[h];
+	m->key[h] = s;
+	m->id[h] = (uint32_t)m->nr;
+	m->names[m->nr] = s;
+	return (uint32_t)m->nr++;
 }
 
 static int name_cmp(const void *a, const void *b)
 {
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
+	return strcmp(**(const char *const *const *)a, **(const char *const *const *)b);
 }
 
-/* Ranks of every name of the rows: equal names (two copies of one string)
- * get one rank, so ranks compare as strcmp() does.  0 or -ENOMEM. */
-static int rankmap_build(struct rankmap *m, const struct report_row *rows, size_t n)
+/* The rank of each id: equal names (two copies of one string) get one
+ * rank, so ranks compare as strcmp() does.  NULL on ENOMEM. */
+static uint32_t *rankmap_ranks(const struct rankmap *m)
 {
-	const char **names;
-	size_t k = 0;
-	uint32_t rank = 0;
+	const char **by = malloc((m->nr ? m->nr : 1) * sizeof(*by));
+	const char ***ord = malloc((m->nr ? m->nr : 1) * sizeof(*ord));
+	uint32_t *rank = malloc((m->nr ? m->nr : 1) * sizeof(*rank)), r = 0;
 
-	/* Rows come grouped by guest, app and image: a name like the last
-	 * row's is in already (a third of the sort's time went to adding
-	 * the same pointers again). */
-	for (size_t i = 0; i < n; i++) {
-		const struct report_row *r = &rows[i], *p = i ? &rows[i - 1] : NULL;
-
-		if ((r->symbol && (!p || r->symbol != p->symbol) && rankmap_add(m, r->symbol)) ||
-		    ((!p || r->image != p->image) && rankmap_add(m, r->image)) ||
-		    ((!p || r->app != p->app) && rankmap_add(m, r->app)) ||
-		    ((!p || r->guest != p->guest) && rankmap_add(m, r->guest)))
-			return -ENOMEM;
+	if (!by || !ord || !rank) {
+		free(by);
+		free(ord);
+		free(rank);
+		return NULL;
 	}
-	names = malloc(m->nr * sizeof(*names));
-	m->rank = malloc(m->cap * sizeof(*m->rank));
-	if (!names || !m->rank) {
-		free(names);
-		return -ENOMEM;
+	/* sort pointers to the by-id array's slots: a slot's place there is
+	 * its id */
+	for (size_t i = 0; i < m->nr; i++) {
+		by[i] = m->names[i];
+		ord[i] = &by[i];
 	}
-	for (size_t i = 0; i < m->cap; i++)
-		if (m->key[i])
-			names[k++] = m->key[i];
-	qsort(names, k, sizeof(*names), name_cmp);
-	for (size_t i = 0; i < k; i++) {
-		size_t h;
-
-		if (i && strcmp(names[i - 1], names[i]))
-			rank++;
-		for (h = ptr_hash(names[i]) & (m->cap - 1); m->key[h] != names[i];
-		     h = (h + 1) & (m->cap - 1))
-			;
-		m->rank[h] = rank;
+	qsort(ord, m->nr, sizeof(*ord), name_cmp);
+	for (size_t i = 0; i < m->nr; i++) {
+		if (i && strcmp(*ord[i - 1], *ord[i]))
+			r++;
+		rank[ord[i] - by] = r;
 	}
-	free(names);
-	return 0;
+	free(by);
+	free(ord);
+	return rank;
 }
 
 static int cmp_u(uint64_t a, uint64_t b)
@@ -402,8 +391,8 @@ int report_rows_sort(struct report_row *rows, size_t n, enum report_sort how)
 	uint32_t *order = NULL, *tmp = NULL;
 	uint64_t (*lead)[2] = NULL, (*lead2)[2] = NULL;
 	uint64_t all[2] = { ~0ull, ~0ull }, any[2] = { 0, 0 };
+	uint32_t *rank = NULL, none;
 	unsigned rank_bits;
-	uint32_t none;
 	int ret = -ENOMEM;
 
 	if (n >= UINT32_MAX)
@@ -413,26 +402,43 @@ int report_rows_sort(struct report_row *rows, size_t n, enum report_sort how)
 	tmp = malloc(n * sizeof(*tmp));
 	lead = malloc(n * sizeof(*lead));
 	lead2 = malloc(n * sizeof(*lead2));
-	if (!k || !order || !tmp || !lead || !lead2 || rankmap_build(&m, rows, n))
+	if (!k || !order || !tmp || !lead || !lead2)
 		goto out;
-	/* no symbol: after every name, and as few bits as the names need
-	 * (rows_order64()) */
-	none = m.nr < RANK_NONE ? (uint32_t)m.nr : RANK_NONE;
-	rank_bits = 64 - (unsigned)__builtin_clzll((uint64_t)none | 1);
+	/* One pass over the rows (12 MB per 100 k): names to ids, the
+	 * samples aside.  Rows come grouped by guest, app and image: a name
+	 * like the last row's has its id already. */
 	for (size_t i = 0; i < n; i++) {
 		const struct report_row *r = &rows[i], *p = &rows[i ? i - 1 : 0];
 
-		/* a name like the last row's has its rank (rankmap_build()) */
 		k[i] = (struct skey){
 			.sym = i && r->symbol == p->symbol ? k[i - 1].sym :
-			       r->symbol ? rankmap_get(&m, r->symbol) : none,
-			.image = i && r->image == p->image ? k[i - 1].image : rankmap_get(&m, r->image),
-			.app = i && r->app == p->app ? k[i - 1].app : rankmap_get(&m, r->app),
-			.guest = i && r->guest == p->guest ? k[i - 1].guest : rankmap_get(&m, r->guest),
+			       r->symbol ? rankmap_id(&m, r->symbol) : RANK_NONE - 1,
+			.image = i && r->image == p->image ? k[i - 1].image : rankmap_id(&m, r->image),
+			.app = i && r->app == p->app ? k[i - 1].app : rankmap_id(&m, r->app),
+			.guest = i && r->guest == p->guest ? k[i - 1].guest : rankmap_id(&m, r->guest),
 		};
+		if (k[i].sym == RANK_NONE || k[i].image == RANK_NONE || k[i].app == RANK_NONE ||
+		    k[i].guest == RANK_NONE)
+			goto out;
+		lead[i][0] = r->samples;
+	}
+	rank = rankmap_ranks(&m);
+	if (!rank || m.nr >= RANK_NONE - 1)
+		goto out;
+	/* no symbol: after every name, and as few bits as the names need
+	 * (rows_order64()) */
+	none = (uint32_t)m.nr;
+	rank_bits = 64 - (unsigned)__builtin_clzll((uint64_t)none | 1);
+	/* ids to ranks, and the leading keys, over the keys alone */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t samples = lead[i][0];
+
+		k[i].sym = k[i].sym == RANK_NONE - 1 ? none : rank[k[i].sym];
+		k[i].image = rank[k[i].image];
+		k[i].app = rank[k[i].app];
+		k[i].guest = rank[k[i].guest];
 		k[i].lead = lead_rank(&k[i], how);
-		/* here, not in a pass of its own: rows are 12 MB per 100 k */
-		lead128(&k[i], r->samples, how, rank_bits, lead[i]);
+		lead128(&k[i], samples, how, rank_bits, lead[i]);
 		all[0] &= lead[i][0];
 		all[1] &= lead[i][1];
 		any[0] |= lead[i][0];
@@ -443,7 +449,9 @@ int report_rows_sort(struct report_row *rows, size_t n, enum report_sort how)
 	ret = 0;
 out:
 	free(m.key);
-	free(m.rank);
+	free(m.id);
+	free(m.names);
+	free(rank);
 	free(k);
 	free(order);
 	free(tmp);
