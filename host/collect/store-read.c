@@ -64,6 +64,20 @@ static int table_check(const struct sfile_reader *r, uint64_t used, uint64_t sum
 	return 0;
 }
 
+/* A late check at the end of a walk of the table: 0, info then holding
+ * the table's own entries and total (the header's until now), or
+ * -EBADMSG. */
+static int late_checked(struct sfile_reader *r, uint64_t used, uint64_t sum)
+{
+	int ret = table_check(r, used, sum, NULL, 0);
+
+	if (!ret) {
+		r->info.nr_entries = used;
+		r->info.total = sum;
+	}
+	return ret;
+}
+
 /* One consistent copy of the header and table into r and *h: 0, 1 when the
  * writer moved them meanwhile and may_retry (read again), or -errno with a
  * message in err. */
@@ -245,7 +259,7 @@ int sfile_reader_foreach(struct sfile_reader *r,
 		if (ret)
 			return ret;
 	}
-	return r->late ? table_check(r, used, sum, NULL, 0) : 0;
+	return r->late ? late_checked(r, used, sum) : 0;
 }
 
 int sfile_reader_foreach_batch(struct sfile_reader *r,
@@ -283,6 +297,6 @@ int sfile_reader_foreach_batch(struct sfile_reader *r,
 			ret = fn(offs, counts, n, arg);
 	}
 	if (!ret && r->late)
-		ret = table_check(r, used, ovf ? UINT64_MAX : sum, NULL, 0);
+		ret = late_checked(r, used, ovf ? UINT64_MAX : sum);
 	return ret;
 }

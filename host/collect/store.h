@@ -267,7 +267,7 @@ struct sfile_reader *sfile_reader_new(void);
  * header by the foreach functions as they walk it, not by a pass of its
  * own here (half the reads of the table, for a caller that drops what a
  * foreach gave when it ends in -EBADMSG); info's nr_entries and total are
- * the header's then. */
+ * the header's then, and the table's own once a foreach walked it whole. */
 #define SFILE_READ_LATE_CHECK	1u
 int sfile_reader_reopen(struct sfile_reader *r, const char *path, unsigned flags, char *err,
 			size_t errlen);

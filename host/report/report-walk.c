@@ -65,7 +65,7 @@ struct count_ctx {
 	const struct simage *img;
 	uint64_t *hist;			/* scratch counts + 1 */
 	size_t *touched, nt;
-	uint64_t total, outside;
+	uint64_t outside;
 	int kernel;
 };
 
@@ -75,7 +75,7 @@ static int count_cb(const uint64_t *offs, const uint64_t *counts, size_t n, void
 	long idx[SFILE_BATCH];
 	/* Locals, not c's fields: the stores to hist (uint64_t) could alias
 	 * them, and the compiler would reload each one every entry. */
-	uint64_t *hist = c->hist, total = c->total, outside = c->outside;
+	uint64_t *hist = c->hist, outside = c->outside;
 	size_t *touched = c->touched, nt = c->nt;
 	int kernel = c->kernel;
 
@@ -89,14 +89,12 @@ static int count_cb(const uint64_t *offs, const uint64_t *counts, size_t n, void
 		if (!hist[i])
 			touched[nt++] = (size_t)(i + 1);
 		hist[i] = util_sat_add(hist[i], counts[k]);
-		total = util_sat_add(total, counts[k]);
 		/* x86-64 kernels run in the upper half; a "kernel" sample
 		 * below it was firmware or boot code before the kernel's
 		 * own mapping. */
 		if (i < 0 && kernel && offs[k] < OPVM_KERNEL_HALF)
 			outside = util_sat_add(outside, counts[k]);
 	}
-	c->total = total;
 	c->outside = outside;
 	c->nt = nt;
 	return 0;
@@ -159,7 +157,8 @@ static void job_count(struct walk_job *j, struct scratch *s)
 	}
 	j->nr = ret || j->nomem ? 0 : c.nt;
 	j->bad = ret != 0;
-	j->total = c.total;
+	/* the reader summed the counts as it checked them */
+	j->total = sfile_reader_info(j->sr)->total;
 	j->outside = c.outside;
 }
 
