@@ -78,6 +78,12 @@ int util_parse_size(const char *s, uint64_t *out);
  * tables (report, export, symres).  Not for anything stored: the store's
  * names use their own, fixed hash. */
 uint64_t util_hash_str(const char *s);
+/* Sorts key[0..n) (n < 2^32) by their bits [lo, 64) (the bits below are
+ * carried along: a payload such as an index), stably, by an LSD radix
+ * sort of up to 11-bit digits (fewer for fewer keys) that passes over no
+ * digit the same in every key.  tmp holds n keys too; the result is in
+ * key or tmp, returned. */
+uint64_t *util_radix_u64(uint64_t *key, uint64_t *tmp, size_t n, unsigned lo);
 
 /* Opens path read-only, and only a regular file (-EINVAL otherwise):
  * O_NONBLOCK (a FIFO planted where a file was expected must not hang the

@@ -369,31 +369,63 @@ static void rawsym_pass(const struct rawsym *raw, uint32_t *a, uint32_t *t, size
  * only the address bytes that differ between symbols (two or three).
  * 0 or -ENOMEM.
  */
+/* raw[i]'s order key without its index: address offset from lo, then
+ * the score's byte (higher scores first). */
+static uint64_t rawsym_key(const struct rawsym *r, uint64_t lo)
+{
+	return (r->addr - lo) << 8 | rawsym_byte(r, -1);
+}
+
+/*
+ * raw sorted by address, then score (higher first), stably.  When the
+ * address span, the score byte and an index fit in 64 bits (every image
+ * but a corrupt one), one packed key a symbol through util_radix_u64(),
+ * not a pass per byte through an index array.
+ */
 static int rawsym_sort(struct rawsym **raw, size_t n)
 {
 	uint32_t *a = malloc(2 * n * sizeof(*a));
 	struct rawsym *out = malloc(n * sizeof(*out));
-	uint64_t diff = 0;
+	uint64_t *key = malloc(2 * n * sizeof(*key));
+	uint64_t diff = 0, lo = n ? (*raw)[0].addr : 0, span = 0;
+	unsigned ib = n > 1 ? 64 - (unsigned)__builtin_clzll((uint64_t)n - 1) : 1;
 	int scores = 0;
 
-	if (!a || !out || n > UINT32_MAX) {
+	if (!a || !out || !key || n > UINT32_MAX) {
 		free(a);
 		free(out);
+		free(key);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++) {
 		a[i] = (uint32_t)i;
 		diff |= (*raw)[i].addr ^ (*raw)[0].addr;
 		scores |= (*raw)[i].score != (*raw)[0].score;
+		if ((*raw)[i].addr < lo)
+			lo = (*raw)[i].addr;
 	}
-	if (scores)
-		rawsym_pass(*raw, a, a + n, n, -1);
-	for (int shift = 0; shift < 64; shift += 8)
-		if ((diff >> shift) & 0xff)
-			rawsym_pass(*raw, a, a + n, n, shift);
 	for (size_t i = 0; i < n; i++)
-		out[i] = (*raw)[a[i]];
+		if ((*raw)[i].addr - lo > span)
+			span = (*raw)[i].addr - lo;
+	if ((span ? 64 - (unsigned)__builtin_clzll(span) : 0) + 8 + ib <= 64) {
+		uint64_t *k;
+
+		for (size_t i = 0; i < n; i++)
+			key[i] = rawsym_key(&(*raw)[i], lo) << ib | i;
+		k = util_radix_u64(key, key + n, n, ib);
+		for (size_t i = 0; i < n; i++)
+			out[i] = (*raw)[k[i] & ((1ull << ib) - 1)];
+	} else {
+		if (scores)
+			rawsym_pass(*raw, a, a + n, n, -1);
+		for (int shift = 0; shift < 64; shift += 8)
+			if ((diff >> shift) & 0xff)
+				rawsym_pass(*raw, a, a + n, n, shift);
+		for (size_t i = 0; i < n; i++)
+			out[i] = (*raw)[a[i]];
+	}
 	free(a);
+	free(key);
 	free(*raw);
 	*raw = out;
 	return 0;

@@ -239,56 +239,27 @@ static void radix_pass(size_t n, unsigned word, unsigned shift, const uint32_t *
  * few bits of samples, of a symbol's rank and of an image's): key =
  * the varying low bits of w[i][0], then of w[i][1], then i.  The bits
  * above them are the same in every key, so this orders as the 128 bits
- * do, and i keeps equal keys in row order (stable).  Digits of up to 11
- * bits: three or four passes of 8 bytes a row instead of six of 20.
+ * do, and i keeps equal keys in row order (stable).  util_radix_u64()'s
+ * digits of up to 11 bits: three or four passes of 8 bytes a row instead
+ * of six of 20.
  * Returns the order (in out or tmp), or NULL when the bits do not fit.
  */
-#define DIGIT_MAX	11
-
 static uint32_t *rows_order64(const struct sortctx *k, size_t n, uint32_t *out, uint32_t *tmp,
 			      const uint64_t (*w)[2], const uint64_t all[2], const uint64_t any[2],
 			      uint64_t *key, uint64_t *key2)
 {
-	uint64_t v0 = all[0] ^ any[0], v1 = all[1] ^ any[1], kall = ~0ull, kany = 0, m0, m1;
+	uint64_t v0 = all[0] ^ any[0], v1 = all[1] ^ any[1], m0, m1;
 	unsigned b0 = v0 ? 64 - (unsigned)__builtin_clzll(v0) : 0;
 	unsigned b1 = v1 ? 64 - (unsigned)__builtin_clzll(v1) : 0;
 	unsigned ib = n > 1 ? 64 - (unsigned)__builtin_clzll((uint64_t)n - 1) : 1;
-	unsigned bits = b0 + b1, passes, d;
-	uint32_t cnt[1u << DIGIT_MAX];
 
-	if (bits + ib > 64)
+	if (b0 + b1 + ib > 64)
 		return NULL;
 	m0 = b0 ? (1ull << b0) - 1 : 0;
 	m1 = b1 ? (1ull << b1) - 1 : 0;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++)
 		key[i] = (w[i][0] & m0) << (b1 + ib) | (w[i][1] & m1) << ib | i;
-		kall &= key[i];
-		kany |= key[i];
-	}
-	passes = (bits + DIGIT_MAX - 1) / DIGIT_MAX;
-	d = passes ? (bits + passes - 1) / passes : 0;
-	for (unsigned p = 0; p < passes; p++) {
-		unsigned shift = ib + p * d;
-		uint64_t dm = (1ull << d) - 1;
-		uint32_t sum = 0, *c = cnt;
-		uint64_t *t = key;
-
-		if (!(((kall ^ kany) >> shift) & dm))
-			continue;	/* the same in every key */
-		memset(cnt, 0, ((size_t)1 << d) * sizeof(*cnt));
-		for (size_t i = 0; i < n; i++)
-			c[(key[i] >> shift) & dm]++;
-		for (size_t b = 0; b <= dm; b++) {
-			uint32_t x = c[b];
-
-			c[b] = sum;
-			sum += x;
-		}
-		for (size_t i = 0; i < n; i++)
-			key2[c[(key[i] >> shift) & dm]++] = key[i];
-		key = key2;
-		key2 = t;
-	}
+	key = util_radix_u64(key, key2, n, ib);
 	for (size_t i = 0; i < n; i++)
 		out[i] = (uint32_t)(key[i] & ((1ull << ib) - 1));
 	for (size_t i = 0, j; i < n; i = j) {

@@ -318,6 +318,57 @@ static void test_copy_stream(void **state)
 	close(out2[1]);
 }
 
+/* util_radix_u64() against a stable reference: the order of the bits
+ * [lo, 64), ties in their first order; for few keys (narrow digits), many
+ * (11-bit ones), keys alike in most bits, and a single key. */
+static int radix_ref_lo;
+
+static int radix_ref_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	uint64_t hx = radix_ref_lo < 64 ? x >> radix_ref_lo : 0;
+	uint64_t hy = radix_ref_lo < 64 ? y >> radix_ref_lo : 0;
+
+	if (hx != hy)
+		return hx < hy ? -1 : 1;
+	return (x & 0xffff) < (y & 0xffff) ? -1 : (x & 0xffff) > (y & 0xffff);
+}
+
+static void test_radix_u64(void **state)
+{
+	static const size_t ns[] = { 1, 7, 700, 20000 };
+	static const unsigned los[] = { 16, 16, 40 };
+	static const uint64_t masks[] = { ~0ull, 0x00000fff000fffffull, 0x0000ff0000000000ull };
+	uint64_t seed = 7;
+
+	(void)state;
+	for (size_t a = 0; a < sizeof(ns) / sizeof(ns[0]); a++)
+		for (size_t b = 0; b < sizeof(los) / sizeof(los[0]); b++) {
+			size_t n = ns[a];
+			uint64_t *k = malloc(n * sizeof(*k)), *t = malloc(n * sizeof(*t));
+			uint64_t *ref = malloc(n * sizeof(*ref)), *got;
+
+			assert_non_null(k);
+			assert_non_null(t);
+			assert_non_null(ref);
+			for (size_t i = 0; i < n; i++) {
+				seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+				/* the low 16 bits: the key's first place */
+				k[i] = ((seed & masks[b]) & ~0xffffull) | i;
+			}
+			memcpy(ref, k, n * sizeof(*k));
+			radix_ref_lo = (int)los[b];
+			qsort(ref, n, sizeof(*ref), radix_ref_cmp);
+			got = util_radix_u64(k, t, n, los[b]);
+			for (size_t i = 0; i < n; i++)
+				assert_true((got[i] >> los[b]) == (ref[i] >> los[b]) &&
+					    (got[i] & 0xffff) == (ref[i] & 0xffff));
+			free(k);
+			free(t);
+			free(ref);
+		}
+}
+
 static void test_hash_str(void **state)
 {
 	/* Pinned: the hash report, export and symres each had their own copy of. */
@@ -495,6 +546,7 @@ int main(void)
 		cmocka_unit_test(test_copy_stream),
 		cmocka_unit_test(test_copy_stream_lines),
 		cmocka_unit_test(test_hash_str),
+		cmocka_unit_test(test_radix_u64),
 		cmocka_unit_test(test_utf8_fix),
 		cmocka_unit_test(test_text_escape),
 		cmocka_unit_test(test_open_regular),
