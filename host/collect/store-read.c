@@ -104,9 +104,8 @@ static int read_snapshot(int fd, struct sfile_reader *r, struct sfile_hdr *h, bo
 	off = h->table & ~63ULL;
 	n = 1ULL << (h->table & 63);
 	if (n > r->cap) {
-		/* a table above malloc's mmap threshold is mapped and
-		 * unmapped per file otherwise: page faults and TLB
-		 * shootdowns in a report that reads hundreds of files */
+		/* kept for the next reopen: a report reads hundreds of
+		 * tables, most of one size */
 		free(r->tab);
 		r->cap = 0;
 		r->tab = malloc(n * SLOT_SIZE);

@@ -269,19 +269,6 @@ static int shown(const struct report_row *row, const struct report_print_opts *p
 	return !po || row->percent >= po->threshold;
 }
 
-static int distinct_guests(const struct report *r)
-{
-	const char *first = NULL;
-
-	for (size_t i = 0; i < r->nr_rows; i++) {
-		if (!first)
-			first = r->rows[i].guest;
-		else if (r->rows[i].guest != first && strcmp(first, r->rows[i].guest))
-			return 2;	/* (names are interned: mostly one pointer) */
-	}
-	return first ? 1 : 0;
-}
-
 /* ---- header and footer ------------------------------------------------------ */
 
 /* One guest's line of the header: how it was sampled, for how long. */
@@ -695,7 +682,7 @@ struct cols {
 struct colslot {
 	const char *p;		/* NULL: empty */
 	int64_t tgid, tid, cpu;
-	int len;		/* width (layout()) or length of text */
+	int len;		/* width (layout_part()) or length of text */
 	char text[COL_TEXT];
 };
 
@@ -799,36 +786,69 @@ static int image_width(struct wmap *m, const char *image, int long_names)
 	return len;
 }
 
-static void layout(const struct report *r, const struct report_print_opts *po, struct cols *c)
+/* What rows [from, to) need of each column, and their guests: 0 (none),
+ * 1 (one, guest) or 2 (more than one; counted over every row, shown or
+ * not, as the guest column shows when the report has two). */
+struct lpart {
+	int mg, mi, ma;
+	const char *guest;
+	int guests;
+};
+
+static void layout_part(const struct report *r, const struct report_print_opts *po, size_t from,
+			size_t to, struct lpart *p)
 {
-	int width = po && po->width > 0 ? po->width : 80;
 	int long_names = po ? po->long_names : 0;
-	int mg = 0, mi = 0, ma = 0, used;
 	struct colslot *names = calloc(COL_SLOTS, sizeof(*names));
 	struct colslot *labels = calloc(COL_SLOTS, sizeof(*labels));
 	struct wmap *images = calloc(1, sizeof(*images));
 	const struct report_row *prev = NULL;
 
-	for (size_t i = 0; i < r->nr_rows; i++) {
+	*p = (struct lpart){ 0 };
+	for (size_t i = from; i < to; i++) {
 		const struct report_row *row = &r->rows[i];
 
+		/* (names are interned: mostly one pointer) */
+		if (!p->guests)
+			p->guest = row->guest, p->guests = 1;
+		else if (p->guests == 1 && row->guest != p->guest && strcmp(p->guest, row->guest))
+			p->guests = 2;
 		if (!shown(row, po))
 			continue;
 		/* a guest or app like the last row's has its width counted */
 		if (!prev || row->guest != prev->guest)
-			mg = clampi(name_width(names, row->guest), mg, 64);
-		mi = clampi(image_width(images, row->image, long_names), mi, 200);
+			p->mg = clampi(name_width(names, row->guest), p->mg, 64);
+		p->mi = clampi(image_width(images, row->image, long_names), p->mi, 200);
 		if (!prev || row->app != prev->app || row->tgid != prev->tgid ||
 		    row->tid != prev->tid || row->cpu != prev->cpu)
-			ma = clampi(label_width(labels, row, long_names), ma, 200);
+			p->ma = clampi(label_width(labels, row, long_names), p->ma, 200);
 		prev = row;
 	}
 	free(names);
 	free(labels);
 	free(images);
-	c->guest = distinct_guests(r) > 1 ? clampi(mg, 5, 12) : 0;
-	c->image = clampi(mi, 10, 20);
-	c->app = clampi(ma, 8, 16);
+}
+
+/* The columns from the parts of the rows (b may be NULL). */
+static void layout_finish(const struct report_print_opts *po, const struct lpart *a,
+			  const struct lpart *b, struct cols *c)
+{
+	int width = po && po->width > 0 ? po->width : 80;
+	struct lpart m = *a;
+	int used;
+
+	if (b) {
+		m.mg = m.mg > b->mg ? m.mg : b->mg;
+		m.mi = m.mi > b->mi ? m.mi : b->mi;
+		m.ma = m.ma > b->ma ? m.ma : b->ma;
+		if (b->guests > 1 || (m.guests && b->guests && strcmp(m.guest, b->guest)))
+			m.guests = 2;
+		else if (!m.guests)
+			m.guests = b->guests;
+	}
+	c->guest = m.guests > 1 ? clampi(m.mg, 5, 12) : 0;
+	c->image = clampi(m.mi, 10, 20);
+	c->app = clampi(m.ma, 8, 16);
 	used = 9 + 9 + (c->guest ? c->guest + 1 : 0) + c->image + 1 + c->app + 1;
 	c->symbol = width - used;
 	if (c->symbol < 12)
@@ -999,11 +1019,17 @@ static void print_rows(FILE *f, struct outbuf *out, const struct report *r,
 struct rowtext {
 	const struct report *r;
 	const struct report_print_opts *po;
-	const struct cols *c;
+	struct cols *c;
 	size_t from, to;
 	char *b;
 	size_t n, cap;
 	int failed;
+	/* the layout of its half (part), handed over under mu, and the
+	 * columns of the whole (c) handed back */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct lpart part;
+	int part_done, cols_done;
 };
 
 static int rowtext_put(struct rowtext *t, const char *s, size_t n)
@@ -1031,8 +1057,19 @@ static void *rowtext_main(void *arg)
 	struct colslot *caches = calloc(3 * COL_SLOTS, sizeof(*caches));
 	struct colslot *last[3] = { NULL, NULL, NULL };
 	int long_names = t->po ? t->po->long_names : 0;
+	struct lpart part;
 	struct line l;
 
+	/* its half's layout first (a pass over 6 MB of rows per 50 k), then
+	 * the whole's columns from the caller */
+	layout_part(t->r, t->po, t->from, t->to, &part);
+	pthread_mutex_lock(&t->mu);
+	t->part = part;
+	t->part_done = 1;
+	pthread_cond_signal(&t->cv);
+	while (!t->cols_done)
+		pthread_cond_wait(&t->cv, &t->mu);
+	pthread_mutex_unlock(&t->mu);
 	t->failed = !caches;
 	for (size_t i = t->from; i < t->to && !t->failed; i++) {
 		const struct report_row *row = &t->r->rows[i];
@@ -1059,11 +1096,38 @@ static int rowtext_start(struct rowtext *t, pthread_t *th)
 		return 0;
 	t->from = t->r->nr_rows / 2;
 	t->to = t->r->nr_rows;
+	pthread_mutex_init(&t->mu, NULL);
+	pthread_cond_init(&t->cv, NULL);
 	sigfillset(&all);	/* signals stay with the caller's thread */
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	err = pthread_create(th, NULL, rowtext_main, t);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		pthread_cond_destroy(&t->cv);
+		pthread_mutex_destroy(&t->mu);
+	}
 	return !err;
+}
+
+/* The columns (the first half's layout here, the second's on t's thread
+ * when threaded), handed to the thread. */
+static void layout_rows(const struct report *r, const struct report_print_opts *po,
+			struct rowtext *t, int threaded, struct cols *c)
+{
+	struct lpart a;
+
+	layout_part(r, po, 0, threaded ? t->from : r->nr_rows, &a);
+	if (!threaded) {
+		layout_finish(po, &a, NULL, c);
+		return;
+	}
+	pthread_mutex_lock(&t->mu);
+	while (!t->part_done)
+		pthread_cond_wait(&t->cv, &t->mu);
+	layout_finish(po, &a, &t->part, c);
+	t->cols_done = 1;
+	pthread_cond_signal(&t->cv);
+	pthread_mutex_unlock(&t->mu);
 }
 
 void report_print_symbols(FILE *f, const struct report *r, const struct report_print_opts *po)
@@ -1075,7 +1139,9 @@ void report_print_symbols(FILE *f, const struct report *r, const struct report_p
 	pthread_t th;
 	int threaded;
 
-	layout(r, po, &c);
+	t.c = &c;
+	threaded = out && rowtext_start(&t, &th);
+	layout_rows(r, po, &t, threaded, &c);
 	fprintf(f, "%-8s %-8s ", "samples", "%");
 	if (c.guest)
 		fprintf(f, "%-*s ", c.guest, "guest");
@@ -1084,11 +1150,11 @@ void report_print_symbols(FILE *f, const struct report *r, const struct report_p
 		out->f = f;
 		out->n = 0;
 	}
-	t.c = &c;
-	threaded = out && rowtext_start(&t, &th);
 	print_rows(f, out, r, po, &c, 0, threaded ? t.from : r->nr_rows, caches);
 	if (threaded) {
 		pthread_join(th, NULL);
+		pthread_cond_destroy(&t.cv);
+		pthread_mutex_destroy(&t.mu);
 		if (t.failed)	/* out of memory there: here, then */
 			print_rows(f, out, r, po, &c, t.from, r->nr_rows, caches);
 		else

@@ -1085,40 +1085,64 @@ static void test_walk_threads(void **state)
 }
 
 /* A listing long enough to be formatted on two threads prints what one
- * thread prints (-d without addresses takes the one-thread path). */
+ * thread prints (-d without addresses takes the one-thread path), each
+ * half measuring its own columns: a second guest, a wider image or app
+ * in one half only, a guest name copied (one guest still), a threshold
+ * that hides the widest names. */
 static void test_print_threaded(void **state)
 {
 	static const char *const names[] = { "alpha", "b", "a_much_longer_symbol_name_x",
 					     "caf\xc3\xa9", "tab\there" };
+	static char g_copy[] = "g";
 	const size_t n = 20000;
 	struct report r = { .nr_rows = n, .total = 0 };
-	struct report_print_opts po = { .width = 80 }, pd = { .width = 80, .details = 1 };
-	char *out[2];
 
 	r.rows = calloc(n, sizeof(*r.rows));
 	assert_non_null(r.rows);
-	for (size_t i = 0; i < n; i++) {
-		r.rows[i] = (struct report_row){
-			.samples = n - i, .guest = "g", .app = names[i % 3],
-			.image = names[(i / 7) % 5], .symbol = i % 11 ? names[i % 5] : NULL,
-			.tgid = -1, .tid = -1, .cpu = -1,
-		};
-		r.rows[i].percent = 100.0 * (double)(n - i) / (double)n;
-	}
-	for (int k = 0; k < 2; k++) {
-		size_t len = 0;
-		FILE *f;
+	for (int v = 0; v < 6; v++) {
+		struct report_print_opts po = { .width = 80, .threshold = v == 5 ? 10.0 : 0 };
+		struct report_print_opts pd = po;
+		char *out[2];
 
-		out[k] = NULL;
-		f = open_memstream(&out[k], &len);
-		assert_non_null(f);
-		report_print_symbols(f, &r, k ? &pd : &po);
-		fclose(f);
+		pd.details = 1;
+		for (size_t i = 0; i < n; i++) {
+			r.rows[i] = (struct report_row){
+				.samples = n - i, .guest = "g", .app = names[i % 3],
+				.image = names[(i / 7) % 5], .symbol = i % 11 ? names[i % 5] : NULL,
+				.tgid = -1, .tid = -1, .cpu = -1,
+			};
+			r.rows[i].percent = 100.0 * (double)(n - i) / (double)n;
+		}
+		if (v == 1)
+			r.rows[n - 1].guest = "guest-two";	/* second half */
+		if (v == 2)
+			r.rows[3].guest = "other";		/* first half */
+		if (v == 3)
+			for (size_t i = n / 2; i < n; i++)
+				r.rows[i].guest = g_copy;	/* the same name */
+		if (v == 4 || v == 5) {
+			r.rows[n - 2].image = "/usr/lib/a_very_long_library_name.so";
+			r.rows[n - 3].app = "an_application_name";
+			r.rows[n - 3].tgid = 12345;
+		}
+		for (int k = 0; k < 2; k++) {
+			size_t len = 0;
+			FILE *f;
+
+			out[k] = NULL;
+			f = open_memstream(&out[k], &len);
+			assert_non_null(f);
+			report_print_symbols(f, &r, k ? &pd : &po);
+			fclose(f);
+		}
+		if (v < 5)
+			assert_true(strlen(out[0]) > n * 40);
+		assert_string_equal(out[0], out[1]);
+		/* the guest column when two guests print, not for a copy */
+		assert_int_equal(strncmp(out[0] + 18, "guest", 5) == 0, v == 1 || v == 2);
+		free(out[0]);
+		free(out[1]);
 	}
-	assert_true(strlen(out[0]) > n * 40);
-	assert_string_equal(out[0], out[1]);
-	free(out[0]);
-	free(out[1]);
 	free(r.rows);
 }
 
