@@ -1007,8 +1007,8 @@ void elfimage_lookup_offsets(const struct elfimage *img, const uint64_t *offs, l
 	const struct elfseg *h = img->hot_seg >= 0 ? &img->segs[img->hot_seg] : NULL;
 	const struct elfsym *syms = img->syms;
 	const uint32_t *bucket = img->bucket;
-	uint64_t seg_off, seg_len, seg_vaddr, lo, hi, a, a_lo, a_hi, o_lo, o_len, a_off;
-	size_t nb = img->nr_buckets, ns = img->nr_syms;
+	uint64_t seg_off, seg_len, seg_vaddr, lo, hi, a, a_lo, a_hi, o_lo, o_len, a_off, rel;
+	size_t ns = img->nr_syms;
 	unsigned shift = img->bucket_shift;
 
 	if (!bucket || img->type == ET_REL || !h) {
@@ -1034,25 +1034,27 @@ void elfimage_lookup_offsets(const struct elfimage *img, const uint64_t *offs, l
 	if (seg_len > UINT64_MAX - seg_off)
 		o_len = 0;	/* a corrupt segment: every offset the slow way */
 	a_off = a_lo - o_lo;	/* offset -> address, modulo 2^64 */
+	rel = a_off - lo;	/* offset -> address - lo */
 	for (size_t k = 0; k < n; k++) {
 		uint64_t o = offs[k];
-		size_t b, i;
+		size_t i;
 		uint32_t u;
 		long r = -1;
 
 		if (o - o_lo < o_len) {
-			a = o + a_off;
-			b = (size_t)((a - lo) >> shift);
-			u = b < nb ? bucket[b] : 0;
+			/* an address in [a_lo, a_hi) is in [lo, hi): its
+			 * bucket exists */
+			u = bucket[(size_t)((o + rel) >> shift)];
 			if (u & BUCKET_EXACT) {
-				r = (long)(u & ~BUCKET_EXACT);
-			} else if (b < nb) {
-				i = u;
-				while (i + 1 < ns && syms[i + 1].addr <= a)
-					i++;
-				if (syms[i].addr <= a && a - syms[i].addr < syms[i].size)
-					r = (long)i;
+				idx[k] = (long)(u & ~BUCKET_EXACT);
+				continue;
 			}
+			a = o + a_off;
+			i = u;
+			while (i + 1 < ns && syms[i + 1].addr <= a)
+				i++;
+			if (syms[i].addr <= a && a - syms[i].addr < syms[i].size)
+				r = (long)i;
 		} else if (o < seg_off || o - seg_off >= seg_len) {
 			r = elfimage_lookup_offset(img, o, &a);
 			r = r < -1 ? -1 : r;
