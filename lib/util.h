@@ -10,6 +10,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <endian.h>
 #include <stdio.h>
@@ -78,6 +79,10 @@ int util_parse_size(const char *s, uint64_t *out);
  * tables (report, export, symres).  Not for anything stored: the store's
  * names use their own, fixed hash. */
 uint64_t util_hash_str(const char *s);
+/* pthread_create() of a thread that takes no signal: they stay with the
+ * caller's threads, whose blocking calls they are to interrupt.  0 or an
+ * error number (as pthread_create()). */
+int util_thread_start(pthread_t *th, void *(*fn)(void *), void *arg);
 /* Sorts key[0..n) (n < 2^32) by their bits [lo, 64) (the bits below are
  * carried along: a payload such as an index), stably, by an LSD radix
  * sort of up to 11-bit digits (fewer for fewer keys) that passes over no

@@ -4,7 +4,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,7 +264,6 @@ struct virt_reader *virt_reader_new(const char *uri, unsigned budget_ms, unsigne
 {
 	struct virt_reader *r = calloc(1, sizeof(*r));
 	pthread_condattr_t ca;
-	sigset_t all, old;
 	int err;
 
 	if (!r)
@@ -284,10 +282,7 @@ struct virt_reader *virt_reader_new(const char *uri, unsigned budget_ms, unsigne
 		virt_api(NULL, 0)->Initialize();
 	/* The stop signals must reach the caller's thread, whose blocking
 	 * calls they interrupt (util_stop_on_signals()), never the worker. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&r->th, NULL, reader_main, r);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	err = util_thread_start(&r->th, reader_main, r);
 	if (err) {
 		pthread_cond_destroy(&r->cv);
 		pthread_mutex_destroy(&r->mu);

@@ -7,7 +7,6 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1088,7 +1087,6 @@ static void *rowtext_main(void *arg)
  * listing is short, has -d addresses, or no thread could start. */
 static int rowtext_start(struct rowtext *t, pthread_t *th)
 {
-	sigset_t all, old;
 	int err;
 
 	if (t->r->nr_rows < ROWTEXT_MIN || (t->po && t->po->details) ||
@@ -1098,10 +1096,7 @@ static int rowtext_start(struct rowtext *t, pthread_t *th)
 	t->to = t->r->nr_rows;
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
-	sigfillset(&all);	/* signals stay with the caller's thread */
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(th, NULL, rowtext_main, t);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	err = util_thread_start(th, rowtext_main, t);	/* signals stay with the caller's */
 	if (err) {
 		pthread_cond_destroy(&t->cv);
 		pthread_mutex_destroy(&t->mu);

@@ -14,7 +14,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -280,7 +279,6 @@ struct walk *walk_new(int (*resolve)(void *arg, struct walk_job *j), void *arg)
 {
 	struct walk *w = calloc(1, sizeof(*w));
 	unsigned want = nr_workers();
-	sigset_t all, old;
 
 	if (!w)
 		return NULL;
@@ -289,22 +287,19 @@ struct walk *walk_new(int (*resolve)(void *arg, struct walk_job *j), void *arg)
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->work, NULL);
 	pthread_cond_init(&w->done, NULL);
-	/* Signals stay with the caller's thread. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
+	/* Signals stay with the caller's thread (util_thread_start()). */
 	for (unsigned i = 0; i < want; i++) {
 		struct worker_arg *a = malloc(sizeof(*a));
 
 		if (!a)
 			break;
 		*a = (struct worker_arg){ .w = w, .s = &w->scr[i + 1] };
-		if (pthread_create(&w->th[i], NULL, worker, a)) {
+		if (util_thread_start(&w->th[i], worker, a)) {
 			free(a);
 			break;	/* fewer workers; the caller does the rest */
 		}
 		w->nr_threads++;
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return w;
 }
 

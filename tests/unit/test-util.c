@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -369,6 +370,31 @@ static void test_radix_u64(void **state)
 		}
 }
 
+static void *mask_of_thread(void *arg)
+{
+	pthread_sigmask(SIG_BLOCK, NULL, (sigset_t *)arg);
+	return NULL;
+}
+
+/* util_thread_start(): the thread blocks every signal (SIGINT and SIGTERM
+ * stay with the caller), the caller's own mask is as it was. */
+static void test_thread_start(void **state)
+{
+	sigset_t before, after, in;
+	pthread_t th;
+
+	(void)state;
+	sigemptyset(&in);
+	pthread_sigmask(SIG_BLOCK, NULL, &before);
+	assert_int_equal(util_thread_start(&th, mask_of_thread, &in), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	pthread_sigmask(SIG_BLOCK, NULL, &after);
+	assert_true(sigismember(&in, SIGINT) == 1 && sigismember(&in, SIGTERM) == 1 &&
+		    sigismember(&in, SIGPIPE) == 1 && sigismember(&in, SIGUSR1) == 1);
+	for (int sig = 1; sig < NSIG; sig++)
+		assert_int_equal(sigismember(&before, sig), sigismember(&after, sig));
+}
+
 static void test_hash_str(void **state)
 {
 	/* Pinned: the hash report, export and symres each had their own copy of. */
@@ -546,6 +572,7 @@ int main(void)
 		cmocka_unit_test(test_copy_stream),
 		cmocka_unit_test(test_copy_stream_lines),
 		cmocka_unit_test(test_hash_str),
+		cmocka_unit_test(test_thread_start),
 		cmocka_unit_test(test_radix_u64),
 		cmocka_unit_test(test_utf8_fix),
 		cmocka_unit_test(test_text_escape),
