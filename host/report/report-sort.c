@@ -12,9 +12,12 @@
  * name, keep their load order).
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "host/report/report-priv.h"
 #include "lib/util.h"
@@ -354,6 +357,104 @@ static void rows_permute(struct report_row *rows, uint32_t *order, size_t n)
 	}
 }
 
+static void rankmap_free(struct rankmap *m)
+{
+	free(m->key);
+	free(m->id);
+	free(m->names);
+}
+
+/* Rows [from, to)'s names as ids of m (RANK_NONE - 1: no symbol) into k,
+ * their samples into lead[i][0]: one pass over the rows (12 MB per 100 k).
+ * Rows come grouped by guest, app and image: a name like the last row's
+ * has its id already.  0 or -ENOMEM. */
+static int rows_ids(const struct report_row *rows, size_t from, size_t to, struct rankmap *m,
+		    struct skey *k, uint64_t (*lead)[2])
+{
+	for (size_t i = from; i < to; i++) {
+		const struct report_row *r = &rows[i], *p = &rows[i > from ? i - 1 : i];
+		bool f = i == from;
+
+		k[i] = (struct skey){
+			.sym = !f && r->symbol == p->symbol ? k[i - 1].sym :
+			       r->symbol ? rankmap_id(m, r->symbol) : RANK_NONE - 1,
+			.image = !f && r->image == p->image ? k[i - 1].image : rankmap_id(m, r->image),
+			.app = !f && r->app == p->app ? k[i - 1].app : rankmap_id(m, r->app),
+			.guest = !f && r->guest == p->guest ? k[i - 1].guest : rankmap_id(m, r->guest),
+		};
+		if (k[i].sym == RANK_NONE || k[i].image == RANK_NONE || k[i].app == RANK_NONE ||
+		    k[i].guest == RANK_NONE)
+			return -ENOMEM;
+		lead[i][0] = r->samples;
+	}
+	return 0;
+}
+
+struct ids_half {
+	const struct report_row *rows;
+	size_t from, to;
+	struct rankmap m;
+	struct skey *k;
+	uint64_t (*lead)[2];
+	int ret;
+};
+
+static void *ids_half_main(void *arg)
+{
+	struct ids_half *h = arg;
+
+	h->ret = rows_ids(h->rows, h->from, h->to, &h->m, h->k, h->lead);
+	return NULL;
+}
+
+/* The second half's ids (of h->m) as ids of m.  0 or -ENOMEM. */
+static int ids_remap(struct rankmap *m, struct ids_half *h)
+{
+	uint32_t *map = malloc((h->m.nr ? h->m.nr : 1) * sizeof(*map));
+
+	if (!map)
+		return -ENOMEM;
+	for (size_t id = 0; id < h->m.nr; id++) {
+		map[id] = rankmap_id(m, h->m.names[id]);
+		if (map[id] == RANK_NONE) {
+			free(map);
+			return -ENOMEM;
+		}
+	}
+	for (size_t i = h->from; i < h->to; i++) {
+		struct skey *x = &h->k[i];
+
+		x->sym = x->sym == RANK_NONE - 1 ? x->sym : map[x->sym];
+		x->image = map[x->image];
+		x->app = map[x->app];
+		x->guest = map[x->guest];
+	}
+	free(map);
+	return 0;
+}
+
+/* rows_ids() of every row: a long listing's second half on a thread of
+ * its own (with a map of its own, merged after), the first here. */
+#define SORT_SPLIT_MIN	16384	/* rows */
+
+static int rows_ids_all(const struct report_row *rows, size_t n, struct rankmap *m,
+			struct skey *k, uint64_t (*lead)[2])
+{
+	struct ids_half h = { .rows = rows, .from = n / 2, .to = n, .k = k, .lead = lead };
+	pthread_t th;
+	bool split = n >= SORT_SPLIT_MIN && sysconf(_SC_NPROCESSORS_ONLN) > 1 &&
+		     !util_thread_start(&th, ids_half_main, &h);
+	int ret = rows_ids(rows, 0, split ? h.from : n, m, k, lead);
+
+	if (!split)
+		return ret;
+	pthread_join(th, NULL);
+	if (!ret)
+		ret = h.ret ? h.ret : ids_remap(m, &h);
+	rankmap_free(&h.m);
+	return ret;
+}
+
 int report_rows_sort(struct report_row *rows, size_t n, enum report_sort how)
 {
 	struct rankmap m = { 0 };
@@ -373,26 +474,8 @@ int report_rows_sort(struct report_row *rows, size_t n, enum report_sort how)
 	tmp = malloc(n * sizeof(*tmp));
 	lead = malloc(n * sizeof(*lead));
 	lead2 = malloc(n * sizeof(*lead2));
-	if (!k || !order || !tmp || !lead || !lead2)
+	if (!k || !order || !tmp || !lead || !lead2 || rows_ids_all(rows, n, &m, k, lead))
 		goto out;
-	/* One pass over the rows (12 MB per 100 k): names to ids, the
-	 * samples aside.  Rows come grouped by guest, app and image: a name
-	 * like the last row's has its id already. */
-	for (size_t i = 0; i < n; i++) {
-		const struct report_row *r = &rows[i], *p = &rows[i ? i - 1 : 0];
-
-		k[i] = (struct skey){
-			.sym = i && r->symbol == p->symbol ? k[i - 1].sym :
-			       r->symbol ? rankmap_id(&m, r->symbol) : RANK_NONE - 1,
-			.image = i && r->image == p->image ? k[i - 1].image : rankmap_id(&m, r->image),
-			.app = i && r->app == p->app ? k[i - 1].app : rankmap_id(&m, r->app),
-			.guest = i && r->guest == p->guest ? k[i - 1].guest : rankmap_id(&m, r->guest),
-		};
-		if (k[i].sym == RANK_NONE || k[i].image == RANK_NONE || k[i].app == RANK_NONE ||
-		    k[i].guest == RANK_NONE)
-			goto out;
-		lead[i][0] = r->samples;
-	}
 	rank = rankmap_ranks(&m);
 	if (!rank || m.nr >= RANK_NONE - 1)
 		goto out;
@@ -419,9 +502,7 @@ int report_rows_sort(struct report_row *rows, size_t n, enum report_sort how)
 	rows_permute(rows, rows_order(&ctx, n, order, tmp, lead, lead2, all, any), n);
 	ret = 0;
 out:
-	free(m.key);
-	free(m.id);
-	free(m.names);
+	rankmap_free(&m);
 	free(rank);
 	free(k);
 	free(order);

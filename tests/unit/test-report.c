@@ -964,7 +964,7 @@ static int ref_tail(const struct report_row *x, const struct report_row *y)
 }
 
 static enum report_sort ref_how;
-static void rows_sort_order(int big);
+static void rows_sort_order(int big, size_t n);
 
 static int ref_cmp(const void *a, const void *b)
 {
@@ -988,15 +988,17 @@ static int ref_cmp(const void *a, const void *b)
 static void test_rows_sort_order(void **state)
 {
 	for (int big = 0; big < 2; big++)
-		rows_sort_order(big);
+		rows_sort_order(big, 5000);
+	/* long enough for the sort's two halves (names in both, and in
+	 * one only) */
+	rows_sort_order(0, 40000);
 }
 
-static void rows_sort_order(int big)
+static void rows_sort_order(int big, size_t n)
 {
 	static char names[2][8][16];
 	static const enum report_sort hows[] = { REPORT_SORT_SAMPLES, REPORT_SORT_SYMBOL,
 						  REPORT_SORT_IMAGE, REPORT_SORT_APP };
-	const size_t n = 5000;
 	struct report_row *a = calloc(n, sizeof(*a)), *b = calloc(n, sizeof(*b));
 	uint64_t seed = 42;
 
@@ -1020,6 +1022,12 @@ static void rows_sort_order(int big)
 			.tgid = (int64_t)(v[5] % 3) - 1, .tid = (int64_t)(v[6] % 3) - 1,
 			.cpu = (int64_t)(v[7] % 3) - 1, .sym_addr = i,
 		};
+		/* names seen in one half only, one of them the same as a
+		 * name of the other half in another copy */
+		if (i % 13 == 0)
+			a[i].symbol = i < n / 2 ? "e_early" : i % 2 ? "m_late" : names[1][2];
+		if (i % 17 == 0 && i >= n / 2)
+			a[i].image = "0_image_late";
 	}
 	for (size_t h = 0; h < sizeof(hows) / sizeof(hows[0]); h++) {
 		memcpy(b, a, n * sizeof(*a));
