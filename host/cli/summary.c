@@ -111,7 +111,7 @@ static json_t *load_session(const char *session_dir, const char *guest)
 	fd = util_open_regular(path, O_NOFOLLOW);
 	if (fd < 0)
 		return NULL;
-	j = json_loadfd(fd, 0, NULL);
+	j = stats_json_loadfd(fd, 0, NULL);
 	close(fd);
 	return j;
 }

@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "host/collect/stats.h"
 
@@ -75,6 +77,45 @@ uint64_t stats_json_get(const json_t *obj, const char *key)
 	json_int_t v = json_integer_value(json_object_get(obj, key));
 
 	return v > 0 ? (uint64_t)v : 0;
+}
+
+#define JSON_FILE_MAX	(64u << 20)
+
+json_t *stats_json_loadfd(int fd, size_t flags, json_error_t *err)
+{
+	size_t cap = 8192, len = 0;
+	char *buf = malloc(cap);
+	const char *why = buf ? NULL : "out of memory";
+	json_t *root = NULL;
+
+	while (!why) {
+		ssize_t n;
+
+		if (len == cap) {
+			char *b = cap < JSON_FILE_MAX ? realloc(buf, cap * 2) : NULL;
+
+			if (!b) {
+				why = cap < JSON_FILE_MAX ? "out of memory" : "over 64 MiB";
+				break;
+			}
+			buf = b;
+			cap *= 2;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			why = strerror(errno);
+		} else if (n == 0) {
+			root = json_loadb(buf, len, flags, err);
+			break;
+		}
+		len += n > 0 ? (size_t)n : 0;
+	}
+	if (why && err)
+		snprintf(err->text, sizeof(err->text), "cannot read the file: %s", why);
+	free(buf);
+	return root;
 }
 
 json_t *stats_store_to_json(const struct store_stats *ss,

@@ -50,6 +50,12 @@ json_t *stats_json_count(uint64_t v);
 /* A count for people: "123", or ">= 2^63" once saturated.  buf holds
  * OPVM_COUNT_BUF bytes; returns buf. */
 const char *stats_fmt_count(uint64_t v, char *buf);
+/* The rest of fd (a session.json: a regular file) parsed as JSON, as
+ * json_loadfd() does, but read in a few calls: jansson reads a file
+ * descriptor one byte a call (5 k calls for a real session.json, twice a
+ * report).  NULL when it does not parse (err says why), cannot be read or
+ * is over 64 MiB. */
+json_t *stats_json_loadfd(int fd, size_t flags, json_error_t *err);
 /* Reads a count written by stats_json_count() (absent or negative: 0). */
 uint64_t stats_json_get(const json_t *obj, const char *key);
 

@@ -13,6 +13,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "host/collect/stats.h"
 #include "host/report/report-cli.h"
 #include "lib/util.h"
 
@@ -307,7 +308,7 @@ static void session_symbols(struct report_cli *c)
 		fd = util_open_regular(path, O_NOFOLLOW);
 		if (fd < 0)
 			continue;
-		root = json_loadfd(fd, JSON_DECODE_INT_AS_REAL, &jerr);
+		root = stats_json_loadfd(fd, JSON_DECODE_INT_AS_REAL, &jerr);
 		close(fd);
 		if (json_is_object(json_object_get(root, "symbols")))
 			take_symbols(c, json_object_get(root, "symbols"), user_roots);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "host/collect/stats.h"
 #include "host/report/report.h"
 #include "host/report/report-priv.h"
 #include "host/collect/store.h"
@@ -74,11 +75,11 @@ void report_guest_load_meta(struct report_guest *g, const char *path)
 				    fd == -ELOOP ? "is a symlink" : strerror(-fd));
 		return;
 	}
-	root = json_loadfd(fd, 0, &jerr);
+	root = stats_json_loadfd(fd, 0, &jerr);
 	/* Integers past INT64_MAX (a hand-written kernel address) only load
 	 * as reals. */
 	if (!root && lseek(fd, 0, SEEK_SET) == 0)
-		root = json_loadfd(fd, JSON_DECODE_INT_AS_REAL, &jerr);
+		root = stats_json_loadfd(fd, JSON_DECODE_INT_AS_REAL, &jerr);
 	close(fd);
 	if (!root || !json_is_object(root)) {
 		util_seterr(g->meta_err, sizeof(g->meta_err), "session.json does not parse");
