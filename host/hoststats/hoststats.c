@@ -11,7 +11,7 @@
 
 #include "host/hoststats/hoststats.h"
 #include "lib/util.h"
-#include "vmm/qemu/qmp.h"
+#include "vmm/guest/qmp.h"
 #include "host/hoststats/virt-stats.h"
 #include "vmm/libvirt/virt.h"
 #include "vmm/libvirt/virt-api.h"

@@ -12,7 +12,7 @@
 
 #include "lib/util.h"
 #include "host/hoststats/kvmstat.h"
-#include "vmm/qemu/qmp.h"
+#include "vmm/guest/qmp.h"
 
 static const char *const reason_names[KVMSTAT_NR_REASONS] = {
 	[KVMSTAT_HALT]		 = "halt_exits",

@@ -50,7 +50,7 @@
 #include "lib/util.h"
 #include "vmm/qemu/gdbstub.h"
 #include "vmm/guest/guestmem.h"
-#include "vmm/qemu/qmp.h"
+#include "vmm/guest/qmp.h"
 #include "vmm/guest/timeline.h"
 #include "tests/unit/qemu-harness.h"
 

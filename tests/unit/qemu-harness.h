@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "vmm/qemu/qmp.h"
+#include "vmm/guest/qmp.h"
 
 struct qemu {
 	pid_t pid;

@@ -42,7 +42,7 @@
 #include "lib/util.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/qemu/gdbstub-sampler.h"
-#include "vmm/qemu/qmp.h"
+#include "vmm/guest/qmp.h"
 #include "vmm/sampler.h"
 #include "qemu-harness.h"
 

@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "vmm/guest/guestmem.h"
-#include "vmm/qemu/qmp.h"
+#include "vmm/guest/qmp.h"
 #include "qemu-harness.h"
 
 #define MIB (1024ull * 1024)

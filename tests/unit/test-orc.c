@@ -34,7 +34,7 @@
 #include "unwind/orc.h"
 #include "vmm/qemu/gdbstub.h"
 #include "vmm/guest/guestmem.h"
-#include "vmm/qemu/qmp.h"
+#include "vmm/guest/qmp.h"
 
 #define ROUNDS	60
 

@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include "vmm/qemu/gdbstub.h"
-#include "vmm/qemu/qmp.h"
+#include "vmm/guest/qmp.h"
 #include "qemu-harness.h"
 
 static int qemu_start(struct qemu *q)

@@ -39,7 +39,7 @@
 #include "tests/unit/unwind-capture.h"
 #include "vmm/qemu/gdbstub.h"
 #include "vmm/guest/guestmem.h"
-#include "vmm/qemu/qmp.h"
+#include "vmm/guest/qmp.h"
 
 static uint64_t pcs[UNWIND_MAX_DEPTH];
 static unsigned nr_pcs;

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "vmm/guest/guestmem.h"
-#include "vmm/qemu/qmp.h"
+#include "vmm/guest/qmp.h"
 
 #define GUESTMEM_MAX_RANGES	64	/* QEMU's x86 machines use < 10 */
 #define QMP_TIMEOUT_MS		5000

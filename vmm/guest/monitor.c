@@ -12,7 +12,7 @@
 #include "lib/util.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/guest/monitor.h"
-#include "vmm/qemu/qmp.h"
+#include "vmm/guest/qmp.h"
 #include "vmm/libvirt/virt.h"
 
 #define MONITOR_TIMEOUT_MS	5000

@@ -19,7 +19,7 @@
 #include "vmm/guest/guestmem.h"
 #include "vmm/kvm/kvm-desc.h"
 #include "vmm/perf/perf-sampler.h"
-#include "vmm/qemu/qmp.h"
+#include "vmm/guest/qmp.h"
 
 #define QMP_MS	5000
 

@@ -35,7 +35,7 @@
 #include "vmm/qemu/gdbstub-common.h"
 #include "vmm/qemu/gdbstub-sampler.h"
 #include "vmm/guest/guestmem.h"
-#include "vmm/qemu/qmp.h"
+#include "vmm/guest/qmp.h"
 #include "vmm/sampler.h"
 
 #define MAX_EXTRA_ARGS	256

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "lib/util.h"
-#include "vmm/qemu/qmp.h"
+#include "vmm/guest/qmp.h"
 
 #define QMP_LINE_MAX	(1u << 20)
 
