@@ -43,7 +43,7 @@
 
 #include "host/cli/commands.h"
 #include "host/cli/options.h"
-#include "host/cli/exporter-pprof.h"
+#include "host/cli/exporter-http.h"
 #include "host/hoststats/hoststats.h"
 #include "lib/log.h"
 #include "lib/safepath.h"
@@ -73,7 +73,7 @@ struct exporter {
 	double taken;		/* when it was taken (monotonic s) */
 	double took;		/* how long that refresh took (s) */
 	unsigned long scrapes, errors, stale_served;
-	struct pprof *pprof;	/* /debug/pprof/ (host/cli/exporter-pprof.h) */
+	struct pprof *pprof;	/* /debug/pprof/ (host/cli/exporter-http.h) */
 };
 
 static volatile sig_atomic_t exp_stop;
@@ -291,7 +291,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 {
 	struct exporter *e = cls;
 
-	/* host/cli/exporter-pprof.h: its own methods, and suspended requests */
+	/* host/cli/exporter-http.h: its own methods, and suspended requests */
 	if (!strncmp(url, PPROF_PREFIX, strlen(PPROF_PREFIX)))
 		return pprof_request(e->pprof, c, url, method, con_cls);
 	if (strcmp(method, "GET") && strcmp(method, "HEAD"))

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Inside the exporter's profiler (host/cli/exporter-pprof.h): the guests
+ * Inside the exporter's profiler (host/cli/exporter-http.h): the guests
  * a profile can be asked for (exporter-guests.c), and one profile's job
  * (exporter-job.c): its slot, its worker thread, its `opvm attach` and
- * `opvm export` children, its directory.  exporter-pprof.c is the HTTP
+ * `opvm export` children, its directory.  exporter-http.c is the HTTP
  * side: requests, replies, metrics.
  */
 #ifndef OPVM_EXPORTER_JOB_H
@@ -14,7 +14,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "host/cli/exporter-pprof.h"
+#include "host/cli/exporter-http.h"
 #include "host/hoststats/procstat.h"
 
 /* A QEMU process of this host, and whether the exporter may profile it. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Another opvm command as a child process of this one: how `opvm top`'s
- * drill-down and the exporter's profiles (host/cli/exporter-pprof.c) run
+ * drill-down and the exporter's profiles (host/cli/exporter-http.c) run
  * `opvm attach`, `opvm report` and `opvm export` without blocking their
  * screen or their HTTP server, and without sharing their signal handlers,
  * umask or address space with a session that reads a guest's bytes.

@@ -28,8 +28,8 @@
  * or waits in its own thread when the daemon runs one per connection, so a
  * profile never holds up a /metrics scrape.
  */
-#ifndef OPVM_EXPORTER_PPROF_H
-#define OPVM_EXPORTER_PPROF_H
+#ifndef OPVM_EXPORTER_HTTP_H
+#define OPVM_EXPORTER_HTTP_H
 
 #include "lib/optdef.h"
 #include <microhttpd.h>
@@ -88,4 +88,4 @@ void pprof_stop(struct pprof *p);
  * NULL-safe. */
 void pprof_free(struct pprof *p);
 
-#endif /* OPVM_EXPORTER_PPROF_H */
+#endif /* OPVM_EXPORTER_HTTP_H */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The exporter's profile endpoints, the HTTP side (host/cli/exporter-pprof.h):
+ * The exporter's profile endpoints, the HTTP side (host/cli/exporter-http.h):
  * options, requests checked before anything starts, replies, the guest list
  * and the profiler's own metrics.  The profiles themselves are jobs
  * (host/cli/exporter-job.c).
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "host/cli/exporter-job.h"
-#include "host/cli/exporter-pprof.h"
+#include "host/cli/exporter-http.h"
 #include "host/collect/store.h"
 #include "lib/log.h"
 #include "lib/util.h"
