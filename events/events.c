@@ -24,6 +24,7 @@
 #include "events/builtin.h"
 #include "events/events.h"
 #include "events/events-priv.h"
+#include "lib/array.h"
 #include "lib/util.h"
 
 
@@ -757,7 +758,7 @@ static int db_add(struct events_db *db, const char *id,
 	char *fid;
 	int r;
 
-	if (db->nr_files >= sizeof(db->tables) / sizeof(db->tables[0]))
+	if (db->nr_files >= ARRAY_SIZE(db->tables))
 		return -E2BIG;
 	fid = strdup(id);
 	if (!fid)
@@ -1007,7 +1008,7 @@ struct events_db *events_db_load(const char *family, unsigned flags,
 	if (env && *env)
 		return events_db_load_dir(env, family, flags, err, errlen);
 
-	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(rel); i++) {
 		if (i == 0 && util_self_dir(exe, sizeof(exe)))
 			break;
 		if (snprintf(dir, sizeof(dir), "%s/../%s", exe, rel[i]) >= (int)sizeof(dir) ||

@@ -16,6 +16,7 @@
 #endif
 
 #include "events/events.h"
+#include "lib/array.h"
 
 static const struct opvm_event_family families[] = {
 	{ "x86-intel-arch",
@@ -33,7 +34,7 @@ static const struct opvm_event_family families[] = {
 size_t events_families(const struct opvm_event_family **out)
 {
 	*out = families;
-	return sizeof(families) / sizeof(families[0]);
+	return ARRAY_SIZE(families);
 }
 
 int events_host_cpu(struct opvm_cpu_id *out)
@@ -105,7 +106,7 @@ static int have_sysfs_pmu(void)
 	};
 	struct stat st;
 
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
 		if (!stat(names[i], &st))
 			return 1;
 	return 0;

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "lib/array.h"
 #include "lib/channel.h"
 
 /* The wire layout is fixed: any change here is a protocol change. */
@@ -75,7 +76,6 @@ _Static_assert(OPVM_REC_MAX <= UINT16_MAX, "field offsets fit in 16 bits");
 		 offsetof(struct opvm_hello_switch, m),			\
 	  .size = sizeof(((struct opvm_hello_switch *)0)->m), .kind = (k), \
 	  .flags = CHAN_F_OPTIONAL }
-#define NFIELDS(a)	(sizeof(a) / sizeof((a)[0]))
 
 static const struct chan_field hello_fields[] = {
 	FLD(opvm_rec_hello, version, "version", CHAN_F_U32, 0),
@@ -187,7 +187,7 @@ static const struct chan_field file_end_fields[] = {
 #define REC_MIN(T, S, min, f)						\
 	[OPVM_REC_##T] = { .name = #T, .size = sizeof(struct S),	\
 			   .min_len = (min), .fields = (f),		\
-			   .nr_fields = NFIELDS(f) }
+			   .nr_fields = ARRAY_SIZE(f) }
 #define REC(T, S, f)	REC_MIN(T, S, sizeof(struct S), f)
 
 static const struct chan_rec_type rec_types[OPVM_REC_TYPE_MAX] = {

@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 
+#include "lib/x86.h"
+
 #define OPVM_MAX_CALLCHAIN	127	/* callers kept per sample, innermost
 					 * first: with the sample's own ip, 128 */
 #define OPVM_MAX_EVENTS		8	/* events counted at once in one session */
@@ -25,10 +27,6 @@ enum opvm_sample_flags {
 	 * once introspection can tell whose stack it is. */
 	OPVM_SAMPLE_KSP		= 1u << 3,
 };
-
-/* x86-64: addresses from here up are the kernel's (4- and 5-level paging
- * alike: what lies between is non-canonical). */
-#define OPVM_KERNEL_HALF	0xffff800000000000ull
 
 /* -g dwarf: the most user stack a sample carries for the collector to
  * unwind (bytes from the user stack pointer up). */

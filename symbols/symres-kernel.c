@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "lib/array.h"
 #include "lib/util.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
@@ -296,7 +297,7 @@ static int modidx_add(struct modindex *mi, size_t *cap, const char *rel, const c
 	struct modentry *e;
 
 	/* Compressed modules open too (elfimage unpacks them). */
-	for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(sfx); i++) {
 		size_t l = strlen(sfx[i]);
 
 		if (n > l && !strcmp(file + n - l, sfx[i]))

@@ -29,12 +29,12 @@
 #include <gelf.h>
 
 #include "lib/util.h"
+#include "lib/x86.h"
 #include "unwind/dwarf-cfi.h"
 
 #define MAX_MODULES	32	/* per Dwfl; < UNWIND_DWARF_CACHE, see image_evict() */
 #define MAX_LOADS	16	/* PT_LOADs kept per file; more and it is refused */
 #define MAX_PHDRS	256
-#define USER_TOP	0x0000800000000000ull	/* the canonical hole */
 #define DWARF_SP	7	/* x86-64 DWARF register numbers */
 #define DWARF_BP	6
 #define DWARF_NREGS	17	/* rax..r15, then the return address (rip) */
@@ -86,15 +86,6 @@ struct unwind_dwarf {
 };
 
 /* ---- the ELF file cache ---------------------------------------------------- */
-
-static uint64_t path_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;	/* FNV-1a */
-
-	while (*s)
-		h = (h ^ (uint8_t)*s++) * 1099511628211ull;
-	return h;
-}
 
 /* The file's PT_LOADs into im; 0, or -1 if it is not an x86-64 executable
  * or shared object libdwfl could place. */
@@ -215,7 +206,7 @@ static struct image *image_get(struct unwind_dwarf *u, const char *path)
 
 	if (strnlen(path, PATH_MAX) >= PATH_MAX)
 		return NULL;
-	hash = path_hash(path);
+	hash = util_hash_str(path);
 	for (unsigned i = 0; i < UNWIND_DWARF_CACHE; i++) {
 		im = &u->img[i];
 		if (im->path && im->hash == hash && !strcmp(im->path, path))
@@ -456,7 +447,7 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 			return frame_stop(u, UNWIND_END);
 		/* each caller above its callee, in user space: no loops */
 		if (dwfl_frame_reg(state, DWARF_SP, &sp) || sp <= u->last_sp ||
-		    (u->r->cpl == 3 && pc >= USER_TOP)) {
+		    (u->r->cpl == 3 && pc >= OPVM_USER_TOP)) {
 			u->st.cut++;
 			return frame_stop(u, UNWIND_BAD_FRAME);
 		}

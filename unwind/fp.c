@@ -8,9 +8,9 @@
  */
 #include <errno.h>
 
+#include "lib/x86.h"
 #include "unwind/unwind.h"
 
-#define KERNEL_HALF	0xffff800000000000ull
 
 /* A return address the sample's privilege level could return to: user code
  * below the canonical hole, kernel code above it; never 0. */
@@ -18,7 +18,7 @@ static int plausible_pc(uint64_t pc, uint8_t cpl)
 {
 	if (!pc)
 		return 0;
-	return cpl == 3 ? pc < 0x0000800000000000ull : pc >= KERNEL_HALF;
+	return cpl == 3 ? pc < 0x0000800000000000ull : pc >= OPVM_KERNEL_HALF;
 }
 
 unsigned unwind_fp(const struct unwind_mem *m, const struct unwind_regs *r,

@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "lib/util.h"
+#include "lib/x86.h"
 #include "unwind/orc.h"
 
-#define KERNEL_HALF	0xffff800000000000ull
 #define ORC_ENTRY_SIZE	6
 #define LOAD_CHUNK	65536
 
@@ -274,7 +274,7 @@ unsigned unwind_orc(const struct unwind_orc *o, const struct unwind_mem *m,
 
 		pcs[n++] = ip;
 		/* a return address may be the first byte of the next function */
-		if (ip < KERNEL_HALF || unwind_orc_find(o, exact ? ip : ip - 1, &e) ||
+		if (ip < OPVM_KERNEL_HALF || unwind_orc_find(o, exact ? ip : ip - 1, &e) ||
 		    e.type == ORC_UNDEFINED) {
 			stop = UNWIND_BAD_FRAME;
 			break;

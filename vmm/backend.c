@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/array.h"
 #include "lib/util.h"
 #include "vmm/backend.h"
 
@@ -21,7 +22,7 @@ const struct backend_ops *const backends[] = {
 	&gdbstub_backend,
 	&perf_backend,
 };
-const size_t nr_backends = sizeof(backends) / sizeof(backends[0]);
+const size_t nr_backends = ARRAY_SIZE(backends);
 
 const struct backend_ops *backend_find(enum backend_kind kind, const char *name)
 {

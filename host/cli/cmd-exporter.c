@@ -45,6 +45,7 @@
 #include "host/cli/options.h"
 #include "host/cli/exporter-http.h"
 #include "host/hoststats/hoststats.h"
+#include "lib/array.h"
 #include "lib/log.h"
 #include "lib/safepath.h"
 #include "lib/util.h"
@@ -275,7 +276,7 @@ static enum MHD_Result serve_index(struct exporter *e, struct MHD_Connection *c)
 	char buf[1024];
 	size_t off = (size_t)snprintf(buf, sizeof(buf), "opvm exporter\n\n");
 
-	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]) && off < sizeof(buf); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(routes) && off < sizeof(buf); i++)
 		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "  %-24s %s\n",
 					routes[i].path, routes[i].what);
 	if (off < sizeof(buf))
@@ -296,7 +297,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return pprof_request(e->pprof, c, url, method, con_cls);
 	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
 		return send_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET /metrics\n", "text/plain");
-	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
 		if (!strcmp(url, routes[i].path))
 			return routes[i].serve(e, c);
 	return send_text(c, MHD_HTTP_NOT_FOUND,

@@ -12,6 +12,7 @@
 
 #include "host/cli/commands.h"
 #include "host/cli/options.h"
+#include "lib/array.h"
 #include "lib/log.h"
 #include "host/report/report-cli.h"
 
@@ -96,7 +97,7 @@ static int report_opt(void *ctx, int key, char *arg)
 		log_err("--by '%s': use guest, app or image", arg);
 		return -1;
 	case OPT_IMPORT:
-		if (a->nr_imports < sizeof(a->imports) / sizeof(a->imports[0])) {
+		if (a->nr_imports < ARRAY_SIZE(a->imports)) {
 			a->imports[a->nr_imports++] = arg;
 			return 0;
 		}

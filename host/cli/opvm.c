@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "host/cli/commands.h"
+#include "lib/array.h"
 #include "lib/log.h"
 
 
@@ -30,7 +31,7 @@ static const struct command commands[] = {
 	{ "channel-dump", cmd_channel_dump, "decode a guest channel (socket or file) as text" },
 };
 
-#define NR_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+#define NR_COMMANDS (ARRAY_SIZE(commands))
 
 static void usage(FILE *f)
 {

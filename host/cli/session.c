@@ -18,6 +18,7 @@
 #include "host/cli/session.h"
 #include "host/collect/stats.h"
 #include "host/collect/store.h"
+#include "lib/array.h"
 #include "lib/log.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
@@ -139,10 +140,10 @@ static int parse_symbols(struct session_opts *o, int opt, const char *arg)
 		log_err("at most %d --guest-root options", COLLECTOR_MAX_ROOTS);
 		return -1;
 	}
-	if (o->sym_used >= sizeof(o->sym_buf) / sizeof(o->sym_buf[0]) ||
+	if (o->sym_used >= ARRAY_SIZE(o->sym_buf) ||
 	    prefix > 128 || !realpath(path, abs)) {
 		log_err("%s %s: %s; give the guest's %s", name, path,
-			o->sym_used >= sizeof(o->sym_buf) / sizeof(o->sym_buf[0]) ?
+			o->sym_used >= ARRAY_SIZE(o->sym_buf) ?
 			"too many symbol options" : strerror(errno ? errno : EINVAL),
 			opt == OPT_GUEST_ROOT ? "root file system (a directory)" :
 			opt == OPT_SYSTEM_MAP ? "System.map (or /proc/kallsyms copy)" :

@@ -18,6 +18,7 @@
 #include "host/cli/session.h"
 #include "host/collect/stats.h"
 #include "host/collect/store.h"
+#include "lib/array.h"
 #include "lib/log.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
@@ -169,7 +170,7 @@ static void fetch_summary(json_t *root)
 				     "samples with opvm.ko's addresses (session.json "
 				     "fetch.ksyms)", lie ? lie : "", lie ? "; " : "",
 				     (unsigned long long)stats_json_get(k, "slide_mismatch"));
-	for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(refusals); i++)
 		refused += stats_json_get(b, refusals[i]);
 	if (!stats_json_get(k, "syms") && !stats_json_get(b, "files") &&
 	    !stats_json_get(b, "cached") && !refused)

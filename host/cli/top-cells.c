@@ -10,6 +10,7 @@
 #include "host/cli/top.h"
 #include "host/hoststats/hoststats.h"
 #include "host/hoststats/kvmstat.h"
+#include "lib/array.h"
 #include "lib/util.h"
 
 const char *top_dash(void)
@@ -75,7 +76,7 @@ const char *top_capped_cell(const struct hs_capped *c, char *buf, size_t cap)
 	size_t off = 0;
 
 	buf[0] = '\0';
-	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
 		int l;
 
 		if (!parts[i].n)

@@ -22,6 +22,7 @@
 #include "host/collect/decoder.h"
 #include "host/collect/fetch.h"
 #include "host/collect/gstate.h"
+#include "lib/array.h"
 #include "lib/ring.h"
 #include "lib/sample.h"
 #include "host/collect/stats.h"
@@ -185,7 +186,7 @@ static void separate_str(unsigned sep, char *out, size_t len)
 	size_t i, o = 0;
 
 	out[0] = '\0';
-	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(names); i++) {
 		if (!(sep & names[i].bit))
 			continue;
 		o += (size_t)snprintf(out + o, len - o, "%s%s", o ? "," : "", names[i].name);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "host/collect/stats.h"
+#include "lib/array.h"
 
 static const struct {
 	const char *key;
@@ -27,7 +28,7 @@ static const struct {
 	{ "guest_lost",		offsetof(struct opvm_stats, guest_lost) },
 	{ "before_start",	offsetof(struct opvm_stats, before_start) },
 };
-#define NR_KEYS (sizeof(stats_keys) / sizeof(stats_keys[0]))
+#define NR_KEYS (ARRAY_SIZE(stats_keys))
 
 static inline uint64_t *field(struct opvm_stats *s, size_t i)
 {
@@ -140,9 +141,9 @@ json_t *stats_store_to_json(const struct store_stats *ss,
 	size_t i;
 	int bad = !o || !l;
 
-	for (i = 0; !bad && i < sizeof(f) / sizeof(f[0]); i++)
+	for (i = 0; !bad && i < ARRAY_SIZE(f); i++)
 		bad = json_object_set_new(o, f[i].key, stats_json_count(f[i].v));
-	for (i = 0; !bad && i < sizeof(lf) / sizeof(lf[0]); i++)
+	for (i = 0; !bad && i < ARRAY_SIZE(lf); i++)
 		bad = json_object_set_new(l, lf[i].key, stats_json_count(lf[i].v));
 	if (bad) {
 		json_decref(l);

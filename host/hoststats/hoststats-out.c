@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "host/hoststats/hoststats.h"
+#include "lib/array.h"
 #include "lib/util.h"
 
 /* Room for a name, path or message made UTF-8 (3 bytes a byte at most). */
@@ -275,7 +276,7 @@ static void prom_io(FILE *f, struct hs_guest **gs, size_t n)
 		  offsetof(struct hs_guest, tx_bytes) },
 	};
 
-	for (size_t k = 0; k < sizeof(io) / sizeof(io[0]); k++) {
+	for (size_t k = 0; k < ARRAY_SIZE(io); k++) {
 		put_head(f, io[k].name, "counter", io[k].help);
 		for (size_t i = 0; i < n; i++)
 			if (gs[i]->has_io)

@@ -16,6 +16,7 @@
 
 #include "host/report/report.h"
 #include "host/collect/stats.h"
+#include "lib/array.h"
 #include "lib/util.h"
 #include "symbols/disasm.h"
 
@@ -460,7 +461,7 @@ long report_annotate(FILE *f, struct report *r, struct symres *res,
 				seen |= noted[k] == row->img;
 			if (note && why[0] && !seen)
 				note(why, arg);
-			if (!seen && nr_noted < sizeof(noted) / sizeof(noted[0]))
+			if (!seen && nr_noted < ARRAY_SIZE(noted))
 				noted[nr_noted++] = row->img;
 			continue;
 		}

@@ -15,6 +15,7 @@
 
 #include "host/collect/stats.h"
 #include "host/report/report-cli.h"
+#include "lib/array.h"
 #include "lib/util.h"
 
 static int unsafe_byte(unsigned char c)
@@ -230,7 +231,7 @@ static char *keep(struct report_cli *c, const char *s)
 {
 	char *p;
 
-	if (!s || c->nr_owned >= sizeof(c->owned) / sizeof(c->owned[0]))
+	if (!s || c->nr_owned >= ARRAY_SIZE(c->owned))
 		return NULL;
 	p = strndup(s, PATH_MAX);
 	if (p)

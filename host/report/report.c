@@ -21,6 +21,7 @@
 #include "host/report/report.h"
 #include "host/report/report-priv.h"
 #include "host/collect/store.h"
+#include "lib/array.h"
 #include "lib/sample.h"
 #include "lib/util.h"
 
@@ -72,7 +73,7 @@ int report_parse_keep(const char *spec, unsigned *out)
 		size_t n = strcspn(p, ",");
 		int found = 0;
 
-		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 			if (strlen(names[i].name) == n && !strncmp(p, names[i].name, n)) {
 				mask |= names[i].bit;
 				found = 1;
@@ -872,7 +873,7 @@ static int check_recorded(const struct report *r, unsigned keep, char *err, size
 
 	if (keep == REPORT_KEEP_ALL)
 		return 0;
-	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+	for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
 		const char *rec = NULL;
 		size_t i;
 

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "host/collect/gstate.h"
+#include "lib/array.h"
 #include "lib/ring.h"
 #include "host/collect/store.h"
 #include "host/collect/attribution.h"
@@ -1134,7 +1135,7 @@ static void test_random_consistency(void **state)
 	static const unsigned seps[] = { OPVM_SEP_NONE, OPVM_SEP_ALL,
 					 OPVM_SEP_THREAD | OPVM_SEP_KERNEL | OPVM_SEP_LIB };
 
-	for (size_t si = 0; si < sizeof(seps) / sizeof(seps[0]); si++) {
+	for (size_t si = 0; si < ARRAY_SIZE(seps); si++) {
 		struct fix f;
 		struct opvm_stats st;
 		uint64_t now = 0, total;

@@ -23,6 +23,7 @@
 
 #include "events/builtin.h"
 #include "events/events.h"
+#include "lib/array.h"
 
 static char data_dir[4096];
 
@@ -292,7 +293,7 @@ static void test_malformed(void **state)
 	static const char min_um[] =
 		"name:zero type:mandatory default:0x0\n\t0x0 none\n";
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		char err[512] = "";
 		struct events_db *db;
 
@@ -668,7 +669,7 @@ static void test_family_selection(void **state)
 	const struct opvm_event_family *fams;
 	size_t nfam = events_families(&fams);
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct opvm_cpu_id id = { 0 };
 		const char *got;
 		int known = 0;
@@ -920,7 +921,7 @@ static void test_command(void **state)
 				       "x86-amd-fam19h:", "generic:", "software:" };
 		char *line, *save = NULL;
 
-		for (size_t i = 0; i < sizeof(fams) / sizeof(fams[0]); i++)
+		for (size_t i = 0; i < ARRAY_SIZE(fams); i++)
 			assert_non_null(strstr(out, fams[i]));
 		for (line = strtok_r(out, "\n", &save); line;
 		     line = strtok_r(NULL, "\n", &save))

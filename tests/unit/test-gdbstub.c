@@ -27,6 +27,7 @@
 
 #include "vmm/qemu/gdbstub.h"
 #include "qemu-harness.h"
+#include "lib/array.h"
 
 static const char upstream_xml[] =
 	"<feature name=\"org.gnu.gdb.i386.core\">"
@@ -81,7 +82,7 @@ static void test_layout_bad(void **state)
 	};
 
 	(void)state;
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		gdbstub_layout_init(&l);
 		assert_int_equal(gdbstub_layout_parse(&l, bad[i], strlen(bad[i])), -EPROTO);
 	}

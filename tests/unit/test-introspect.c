@@ -28,6 +28,7 @@
 #include "vmm/introspect/kvmas.h"
 #include "vmm/introspect/vmcoreinfo.h"
 #include "introspect-image.h"
+#include "lib/array.h"
 
 #define RAM	(8u << 20)
 #define VMCI_PA	0x600000ull
@@ -46,7 +47,7 @@ static const struct xi_sym syms[] = {
 	{ long_name, 'T', XI_KERNEL_VA + 0x4000 },	/* two-byte length */
 	{ "weak_fn", 'W', XI_KERNEL_VA + 0x5000 },
 };
-#define NSYMS	(sizeof(syms) / sizeof(syms[0]))
+#define NSYMS	(ARRAY_SIZE(syms))
 
 struct capture {
 	char text[1 << 16];

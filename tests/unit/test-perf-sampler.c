@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "lib/array.h"
 #include "lib/ring.h"
 #include "vmm/kvm/kvm-desc.h"
 #include "vmm/perf/perf-sampler.h"
@@ -40,7 +41,7 @@ static void test_time_to_tsc(void **state)
 	static const uint64_t tscs[] = { 0, 1, 999, 123456789, 5000000000000ull,
 					 0x7fffffffffffull, 0x3fffffffffffffull };
 	(void)state;
-	for (size_t i = 0; i < sizeof(tscs) / sizeof(tscs[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(tscs); i++) {
 		/* 2.6 GHz: mult/2^shift = 1/2.6 ns per tick */
 		uint64_t t = tsc_to_time(tscs[i], 1000, 6452595, 24);
 		uint64_t back = perf_sampler_time_to_tsc(t, 1000, 6452595, 24);
@@ -111,7 +112,7 @@ static void test_desc(void **state)
 
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		write_file(path, bad[i]);
 		assert_int_equal(kvm_desc_read(path, &r), -EINVAL);
 	}

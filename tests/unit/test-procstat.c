@@ -17,6 +17,7 @@
 
 #include "host/hoststats/kvmstat.h"
 #include "host/hoststats/procstat.h"
+#include "lib/array.h"
 
 static void test_stat_line(void **state)
 {
@@ -51,7 +52,7 @@ static void test_stat_odd(void **state)
 	assert_string_equal(t.comm, "a) b) (c");
 	assert_int_equal(t.start_ticks, 19);
 	assert_int_equal(t.guest_ns, 0);	/* cut before guest_time */
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		assert_int_equal(procstat_parse_stat(bad[i], strlen(bad[i]), &t), -EINVAL);
 	assert_int_equal(procstat_vcpu_of_comm("CPU 12/TCG"), 12);
 	assert_int_equal(procstat_vcpu_of_comm("CPU x/KVM"), -1);

@@ -21,6 +21,7 @@
 #include "host/report/report-cli.h"
 #include "host/report/report-priv.h"
 #include "tests/golden/fixture.h"
+#include "lib/array.h"
 
 static struct fixture fx;
 
@@ -1029,7 +1030,7 @@ static void rows_sort_order(int big, size_t n)
 		if (i % 17 == 0 && i >= n / 2)
 			a[i].image = "0_image_late";
 	}
-	for (size_t h = 0; h < sizeof(hows) / sizeof(hows[0]); h++) {
+	for (size_t h = 0; h < ARRAY_SIZE(hows); h++) {
 		memcpy(b, a, n * sizeof(*a));
 		ref_how = hows[h];
 		qsort(a, n, sizeof(*a), ref_cmp);

@@ -22,6 +22,7 @@
 
 #include "host/collect/store.h"
 #include "tmpdir.h"
+#include "lib/array.h"
 
 static const struct store_event ev1[] = {
 	{ .name = "CPU_CLK_UNHALTED", .count = 100000, .unit_mask = 0 },
@@ -199,7 +200,7 @@ static void test_separate_paths(void **state)
 		  "/{root}/^bin^sh/{dep}/{kern}/vmlinux/CPU_CLK_UNHALTED.100000.0.10.11.2" },
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		char *d = tmpdir_new(), base[1024], full[2048];
 		unsigned sep;
 		struct store *st;
@@ -939,7 +940,7 @@ static void test_modes(void **state)
 		assert_non_null(store_get(st, &k));
 		assert_int_equal(store_write_meta(st, "{}"), 0);
 		store_close(st);
-		for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
 			assert_int_equal(mode_of(d, dirs[i]), pub ? 0755 : 0700);
 		assert_int_equal(mode_of(d, file), pub ? 0644 : 0600);
 		assert_int_equal(mode_of(d, "guests/g/samples/current/session.json"),

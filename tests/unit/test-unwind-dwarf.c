@@ -40,6 +40,7 @@
 #include "vmm/qemu/gdbstub.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/guest/qmp.h"
+#include "lib/array.h"
 
 static uint64_t pcs[UNWIND_MAX_DEPTH];
 static unsigned nr_pcs;
@@ -312,14 +313,14 @@ static void test_bad_files(void **state)
 	struct unwind_dwarf_stats st;
 
 	assert_non_null(u);
-	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+	for (unsigned i = 0; i < ARRAY_SIZE(bad); i++)
 		for (int k = 0; k < 3; k++) {
 			nr_pcs = unwind_dwarf(u, &cap.r, cap.stack, cap.len, find_bad_file,
 					      (void *)bad[i], pcs, UNWIND_MAX_DEPTH, &why);
 			assert_true(nr_pcs >= 1);
 		}
 	unwind_dwarf_get_stats(u, &st);
-	assert_int_equal(st.bad_image, sizeof(bad) / sizeof(bad[0]));
+	assert_int_equal(st.bad_image, ARRAY_SIZE(bad));
 	unwind_dwarf_free(u);
 	unwind_dwarf_free(NULL);
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "lib/array.h"
 #include "lib/util.h"
 #include "tmpdir.h"
 
@@ -343,8 +344,8 @@ static void test_radix_u64(void **state)
 	uint64_t seed = 7;
 
 	(void)state;
-	for (size_t a = 0; a < sizeof(ns) / sizeof(ns[0]); a++)
-		for (size_t b = 0; b < sizeof(los) / sizeof(los[0]); b++) {
+	for (size_t a = 0; a < ARRAY_SIZE(ns); a++)
+		for (size_t b = 0; b < ARRAY_SIZE(los); b++) {
 			size_t n = ns[a];
 			uint64_t *k = malloc(n * sizeof(*k)), *t = malloc(n * sizeof(*t));
 			uint64_t *ref = malloc(n * sizeof(*ref)), *got;

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "host/hoststats/virt-stats.h"
+#include "lib/array.h"
 #include "lib/util.h"
 #include "vmm/libvirt/virt.h"
 
@@ -66,7 +67,7 @@ static void test_channel_path_odd(void **state)
 	};
 
 	(void)state;
-	for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(none); i++)
 		assert_int_equal(virt_xml_channel_path(none[i], "org.opvm.0", path, sizeof(path)),
 				 -ENOENT);
 	assert_int_equal(virt_xml_channel_path(

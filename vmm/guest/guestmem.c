@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "lib/x86.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/guest/qmp.h"
 
@@ -261,14 +262,11 @@ void guestmem_set_paging_levels(struct guestmem *m, unsigned levels)
  * PDPT and PD levels), 51:12 the next table or page frame.  Each level
  * indexes 9 bits of va, from bit 48 (5 levels) or 39 (4 levels) down.
  */
-#define PTE_PRESENT	0x1ull
-#define PTE_PS		0x80ull
-#define PTE_ADDR	0x000ffffffffff000ull
 
 int guestmem_virt_to_phys(struct guestmem *m, uint64_t cr3, uint64_t va,
 			  uint64_t *gpa)
 {
-	uint64_t table = cr3 & PTE_ADDR;
+	uint64_t table = cr3 & OPVM_PTE_ADDR;
 	int level;
 
 	for (level = (int)m->levels; level >= 1; level--) {
@@ -278,16 +276,16 @@ int guestmem_virt_to_phys(struct guestmem *m, uint64_t cr3, uint64_t va,
 
 		if (rc)
 			return rc;
-		if (!(pte & PTE_PRESENT))
+		if (!(pte & OPVM_PTE_PRESENT))
 			return -ENOENT;
 		/* A large page: 1 GiB at level 3, 2 MiB at level 2. */
-		if (level == 1 || ((level == 2 || level == 3) && (pte & PTE_PS))) {
+		if (level == 1 || ((level == 2 || level == 3) && (pte & OPVM_PTE_PS))) {
 			uint64_t off = va & ((1ull << shift) - 1);
 
-			*gpa = ((pte & PTE_ADDR) & ~((1ull << shift) - 1)) + off;
+			*gpa = ((pte & OPVM_PTE_ADDR) & ~((1ull << shift) - 1)) + off;
 			return 0;
 		}
-		table = pte & PTE_ADDR;
+		table = pte & OPVM_PTE_ADDR;
 	}
 	return -ENOENT;	/* not reached: level 1 always returns */
 }

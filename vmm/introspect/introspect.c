@@ -17,8 +17,10 @@
 #include <string.h>
 
 #include "guest-kmod/opvm_proto.h"
+#include "lib/array.h"
 #include "lib/sample.h"
 #include "lib/util.h"
+#include "lib/x86.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/introspect/introspect.h"
 #include "vmm/introspect/kallsyms.h"
@@ -39,7 +41,6 @@
 #define RETRY_BACKOFF_PASSES	30
 #define RETRY_MS_MAX		64000u
 /* __START_KERNEL_map: where x86-64 maps the kernel image, phys_base on */
-#define KERNEL_MAP		0xffffffff80000000ull
 #define PHYS_LIMIT		(1ull << 52)	/* x86-64's physical address width */
 
 enum state { ST_SEARCHING, ST_READY, ST_FAILED };
@@ -222,7 +223,7 @@ static int ksym_one(void *arg, uint64_t addr, char type, const char *name, size_
 		{ "idle_threads", offsetof(struct introspect, idle_threads) },
 	};
 
-	for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(wanted); i++) {
 		uint64_t *v = (uint64_t *)((char *)in + wanted[i].off);
 
 		if (strlen(wanted[i].name) == len && !memcmp(name, wanted[i].name, len) && !*v)
@@ -461,8 +462,8 @@ static bool kernel_found(struct introspect *in, uint64_t gpa)
 
 	/* phys_base is signed (load address less the virtual slide): the sum
 	 * wraps, and what it gives must be a page inside physical space */
-	pgd = in->vi.swapper_pg_dir - KERNEL_MAP + in->vi.phys_base;
-	if (in->vi.swapper_pg_dir < KERNEL_MAP || pgd >= PHYS_LIMIT || (pgd & 4095)) {
+	pgd = in->vi.swapper_pg_dir - OPVM_KERNEL_MAP + in->vi.phys_base;
+	if (in->vi.swapper_pg_dir < OPVM_KERNEL_MAP || pgd >= PHYS_LIMIT || (pgd & 4095)) {
 		snprintf(in->st.last_error, sizeof(in->st.last_error),
 			 "VMCOREINFO at %#llx: no usable page-table root (%#llx, phys_base %#llx)",
 			 (unsigned long long)gpa, (unsigned long long)in->vi.swapper_pg_dir,
@@ -496,7 +497,7 @@ static int kallsyms_search(struct introspect *in)
 	struct unwind_mem um = { kread, in };
 	struct kallsyms_find_result fr;
 	struct kallsyms_addrs a;
-	uint64_t start = in->vi.stext ? in->vi.stext : KERNEL_MAP + (16u << 20) + in->vi.kernel_offset;
+	uint64_t start = in->vi.stext ? in->vi.stext : OPVM_KERNEL_MAP + (16u << 20) + in->vi.kernel_offset;
 
 	int rc = kallsyms_find(&um, start, KALLSYMS_FIND_MAX, &a, &fr, in->st.last_error,
 			       sizeof(in->st.last_error));

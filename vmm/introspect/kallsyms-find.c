@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "lib/util.h"
+#include "lib/x86.h"
 #include "vmm/introspect/kallsyms.h"
 
 #define CHUNK		(1u << 20)
@@ -43,7 +44,6 @@
 #define TOKTAB_MAX	8192u		/* from the digits to the table's end */
 #define MARKERS_MAX	(KALLSYMS_MAX_SYMS / 256)
 #define BLOCK_MAX	((size_t)256 * (KALLSYMS_NAME_MAX + 3))	/* 256 names */
-#define KERNEL_MAP	0xffffffff80000000ull
 
 static const char digits[] = "0\0" "1\0" "2\0" "3\0" "4\0" "5\0" "6\0" "7\0" "8\0" "9";
 
@@ -61,7 +61,7 @@ struct finder {
 
 static int rd(struct finder *f, uint64_t va, void *p, size_t n)
 {
-	if (va < KERNEL_MAP || va + n < va)
+	if (va < OPVM_KERNEL_MAP || va + n < va)
 		return -EFAULT;
 	f->res->bytes_read += n;
 	return f->m->read(f->m->arg, va, p, n) ? -EFAULT : 0;
@@ -216,13 +216,13 @@ static bool find_offsets(struct finder *f, struct kallsyms_addrs *a)
 {
 	uint64_t len = ((uint64_t)f->nr * 4 + 7) & ~7ull, base = 0;
 
-	if (!rd(f, f->num_syms - 8, &base, 8) && le64toh(base) >= KERNEL_MAP) {
+	if (!rd(f, f->num_syms - 8, &base, 8) && le64toh(base) >= OPVM_KERNEL_MAP) {
 		a->relative_base = f->num_syms - 8;
 		a->offsets = a->relative_base - len;
 		return true;
 	}
 	a->offsets = f->token_index + TOKENS * 2;
-	if (!rd(f, a->offsets + len, &base, 8) && le64toh(base) >= KERNEL_MAP)
+	if (!rd(f, a->offsets + len, &base, 8) && le64toh(base) >= OPVM_KERNEL_MAP)
 		a->relative_base = a->offsets + len;
 	return true;	/* without relative_base: from _text (kallsyms_decode) */
 }

@@ -9,6 +9,7 @@
 
 #include <bpf/btf.h>
 
+#include "lib/array.h"
 #include "lib/util.h"
 #include "vmm/introspect/kbtf.h"
 
@@ -116,7 +117,7 @@ int kbtf_offsets(const void *data, size_t len, struct kbtf_offsets *out,
 	if (rc)
 		return rc;
 	rc = struct_offsets(b, "task_struct", &out->task_size, task,
-			    sizeof(task) / sizeof(task[0]), out, err, errlen);
+			    ARRAY_SIZE(task), out, err, errlen);
 	if (!rc)
 		rc = struct_offsets(b, "mm_struct", &out->mm_size, mm, 1, out, err, errlen);
 	btf__free(b);

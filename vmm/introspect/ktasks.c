@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/array.h"
 #include "lib/sample.h"
 #include "lib/util.h"
 #include "vmm/introspect/ktasks.h"
@@ -36,7 +37,7 @@ static void span(const struct kbtf_offsets *o, uint32_t *lo, uint32_t *hi)
 
 	*lo = UINT32_MAX;
 	*hi = 0;
-	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(f); i++) {
 		if (f[i][0] < *lo)
 			*lo = f[i][0];
 		if (f[i][0] + f[i][1] > *hi)

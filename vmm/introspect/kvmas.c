@@ -24,11 +24,12 @@
 #include <string.h>
 
 #include "guest-kmod/opvm_proto.h"
+#include "lib/array.h"
 #include "lib/sample.h"
 #include "lib/util.h"
+#include "lib/x86.h"
 #include "vmm/introspect/kvmas.h"
 
-#define USER_TOP	0x0000800000000000ull
 #define NODE_SIZE	256u
 #define NODE_MASK	255ull
 #define MT_LEAF_64	1u
@@ -121,7 +122,7 @@ struct kvmas *kvmas_new(const struct kbtf_vma_offsets *o)
 		return NULL;
 	v->o = *o;
 	v->vlo = UINT32_MAX;
-	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(f); i++) {
 		v->vlo = f[i] < v->vlo ? f[i] : v->vlo;
 		v->vhi = f[i] + 8 > v->vhi ? f[i] + 8 : v->vhi;
 	}
@@ -272,7 +273,7 @@ static int build_id_read(struct kvmas *v, uint64_t cr3, uint64_t base, uint8_t *
 	uint32_t phnum;
 	int n = 0;
 
-	if (base >= USER_TOP || v->mem->uread(v->mem->arg, cr3, base, eh, sizeof(eh)) ||
+	if (base >= OPVM_USER_TOP || v->mem->uread(v->mem->arg, cr3, base, eh, sizeof(eh)) ||
 	    memcmp(eh, "\177ELF\2\1", 6))
 		return 0;
 	phoff = util_le64(eh + 32);
@@ -351,7 +352,7 @@ static void vma_entry(struct walk *w, uint64_t vma, uint64_t first, uint64_t las
 	end = util_le64(b + o->vma_end - v->vlo);
 	flags = util_le64(b + o->vma_flags - v->vlo);
 	file = util_le64(b + o->vma_file - v->vlo);
-	if (start != first || end - 1 != last || end > USER_TOP) {
+	if (start != first || end - 1 != last || end > OPVM_USER_TOP) {
 		v->st.vma_bad++;
 		return;
 	}

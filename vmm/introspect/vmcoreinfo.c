@@ -16,6 +16,7 @@
 
 #include "vmm/guest/guestmem.h"
 #include "vmm/introspect/vmcoreinfo.h"
+#include "lib/array.h"
 
 #define SCAN_CHUNK	(1u << 20)
 #define PAGE		4096u
@@ -103,7 +104,7 @@ static void parse_line(const char *k, size_t kn, const char *v, size_t vn,
 			out->l5 = x == 1;
 		return;
 	}
-	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
 		if (!key_is(k, kn, fields[i].key) || !parse_num(v, vn, fields[i].base, &x))
 			continue;
 		memcpy((char *)out + fields[i].off, &x, sizeof(x));

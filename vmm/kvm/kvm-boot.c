@@ -24,6 +24,7 @@
 #include <elf.h>
 
 #include "lib/util.h"
+#include "lib/x86.h"
 #include "vmm/kvm/kvm-priv.h"
 
 #define BOOT_GDT	0x500ull
@@ -36,9 +37,6 @@
 #define BOOT_MPTABLE	0xf0000ull
 #define BOOT_KERNEL_DEF	0x1000000ull
 
-#define PTE_P		0x1ull
-#define PTE_W		0x2ull
-#define PTE_PS		0x80ull
 
 #define X86_CR0_PE	0x1ull
 #define X86_CR0_ET	0x10ull
@@ -64,11 +62,11 @@ static int boot_tables(struct kvm_vm *vm)
 	gdt[3] = 0x00cf93000000ffffull;		/* __BOOT_DS: flat data */
 	memset(pml4, 0, 4096);
 	memset(pdpt, 0, 4096);
-	pml4[0] = BOOT_PDPT | PTE_P | PTE_W;
+	pml4[0] = BOOT_PDPT | OPVM_PTE_PRESENT | OPVM_PTE_WRITE;
 	for (unsigned i = 0; i < 4; i++)
-		pdpt[i] = (BOOT_PD + i * 4096ull) | PTE_P | PTE_W;
+		pdpt[i] = (BOOT_PD + i * 4096ull) | OPVM_PTE_PRESENT | OPVM_PTE_WRITE;
 	for (uint64_t i = 0; i < 4 * 512; i++)
-		pd[i] = (i << 21) | PTE_P | PTE_W | PTE_PS;
+		pd[i] = (i << 21) | OPVM_PTE_PRESENT | OPVM_PTE_WRITE | OPVM_PTE_PS;
 	return 0;
 }
 

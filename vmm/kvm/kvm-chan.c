@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "vmm/kvm/kvm-priv.h"
+#include "lib/array.h"
 
 static uint32_t val_of(const void *data, uint32_t len)
 {
@@ -114,7 +115,7 @@ int kvm_misc_devices_add(struct kvm_vm *vm)
 		{ .base = 0xcf9, .len = 1, .io = reset_io, .priv = vm },
 	};
 
-	for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(devs); i++) {
 		int err = kvm_vm_add_pio(vm, &devs[i]);
 
 		if (err)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "vmm/libvirt/virt-api.h"
+#include "lib/array.h"
 
 static struct virt_api api;
 static char load_err[512];
@@ -47,7 +48,7 @@ static void load(void)
 
 	if (!qemu)
 		return;
-	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(syms); i++) {
 		void *f = dlsym(syms[i].qemu ? qemu : lib, syms[i].name);
 
 		if (!f) {

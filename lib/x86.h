@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The x86-64 layout facts every room reads guests by: where the user half
+ * ends and the kernel half starts, where Linux maps its kernel image, and
+ * the page-table entry bits.  One definition each, for the guest-memory
+ * reader, the unwinders, introspection and the built-in VMM's boot tables.
+ */
+#ifndef OPVM_X86_H
+#define OPVM_X86_H
+
+/* Addresses below this are user space (4-level paging; the canonical hole
+ * follows). */
+#define OPVM_USER_TOP		0x0000800000000000ull
+/* Addresses from here up are the kernel's (4- and 5-level paging alike:
+ * what lies between is non-canonical). */
+#define OPVM_KERNEL_HALF	0xffff800000000000ull
+/* Linux x86-64 maps its kernel image from here (__START_KERNEL_map). */
+#define OPVM_KERNEL_MAP		0xffffffff80000000ull
+
+/* Page-table entry bits: present, writable, page size (a 2 MiB or 1 GiB
+ * page at the PD and PDPT levels), and bits 51:12, the next table or the
+ * page frame. */
+#define OPVM_PTE_PRESENT	0x1ull
+#define OPVM_PTE_WRITE		0x2ull
+#define OPVM_PTE_PS		0x80ull
+#define OPVM_PTE_ADDR		0x000ffffffffff000ull
+
+#endif /* OPVM_X86_H */
