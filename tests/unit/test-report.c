@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <unistd.h>
 #include <jansson.h>
+#include <zlib.h>
 
 #include "host/collect/store.h"
 #include "host/report/report.h"
@@ -554,6 +555,104 @@ static const char *line_with(const char *text, const char *needle, char *out, si
 	e = strchr(p, '\n');
 	snprintf(out, len, "%.*s", (int)(e ? e - b : (long)strlen(b)), b);
 	return out;
+}
+
+/* Each occurrence of s in b[n] overwritten with c, the length kept (a
+ * protobuf string's length prefix stays right). */
+static void blot(unsigned char *b, size_t n, const char *s, char c)
+{
+	size_t k = strlen(s);
+	unsigned char *p = b;
+
+	while (k && (p = memmem(p, n - (size_t)(p - b), s, k))) {
+		memset(p, c, k);
+		p += k;
+	}
+}
+
+/* pprof's gzip'd bytes, inflated and written as hex, 32 bytes a line: a
+ * text golden file for a binary format.  The fixture's temporary root and
+ * its build-id are blotted out first (same length, so the framing holds). */
+static char *pprof_hex(const char *gz, size_t gzlen)
+{
+	z_stream z = { .next_in = (Bytef *)gz, .avail_in = (uInt)gzlen };
+	size_t cap = 1 << 20, n;
+	unsigned char *raw = malloc(cap);
+	char *hex, *p;
+
+	assert_non_null(raw);
+	assert_int_equal(inflateInit2(&z, 16 + MAX_WBITS), Z_OK);
+	z.next_out = raw;
+	z.avail_out = (uInt)cap;
+	assert_int_equal(inflate(&z, Z_FINISH), Z_STREAM_END);
+	n = cap - z.avail_out;
+	inflateEnd(&z);
+	blot(raw, n, fx.root, 'R');
+	blot(raw, n, fx.bid_hex, 'B');
+	hex = p = malloc(n * 2 + n / 32 + 2);
+	assert_non_null(hex);
+	for (size_t i = 0; i < n; i++)
+		p += sprintf(p, "%02x%s", raw[i], i % 32 == 31 || i + 1 == n ? "\n" : "");
+	*p = '\0';
+	free(raw);
+	return hex;
+}
+
+/* Writes r in export format fmt (0 folded, 1 speedscope, 2 html, 3 pprof)
+ * to memory, normalised. */
+static char *export_text(const struct report *r, struct symres *res, int fmt)
+{
+	char *buf = NULL, *hex;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	if (fmt == 0)
+		assert_int_equal(report_export_folded(f, r), 0);
+	else if (fmt == 1)
+		assert_int_equal(report_export_speedscope(f, r, "opvm test"), 0);
+	else if (fmt == 2)
+		assert_int_equal(report_export_html(f, r, NULL, "golden"), 0);
+	else
+		assert_int_equal(report_export_pprof(f, r, res), 0);
+	fclose(f);
+	if (fmt != 3)
+		return normalise(buf);
+	hex = pprof_hex(buf, len);
+	free(buf);
+	return hex;
+}
+
+/* Every export format and annotate, byte for byte against tests/golden/:
+ * a change of output is a decision, never a side effect of a refactor. */
+static void test_exports_golden(void **state)
+{
+	static const char *const names[] = {
+		"export-folded.txt", "export-speedscope.json", "export.html",
+		"export-pprof.hex",
+	};
+	struct symres *res;
+	struct report *r = load(&res, 1, 0, REPORT_KEEP_DEFAULT, NULL);
+	struct report *rd;
+	struct symres *resd;
+	char *text;
+
+	for (int fmt = 0; fmt < 3; fmt++) {
+		text = export_text(r, res, fmt);
+		golden(names[fmt], text);
+		free(text);
+	}
+	rd = load(&resd, 1, 1, REPORT_KEEP_DEFAULT, NULL);
+	text = export_text(rd, resd, 3);
+	golden(names[3], text);
+	free(text);
+	report_free(rd);
+	symres_free(resd);
+	text = normalise(annotate_text("func_b", 1, 0));
+	golden("annotate-func_b.txt", text);
+	free(text);
+	report_free(r);
+	symres_free(res);
 }
 
 static void test_annotate_assembly(void **state)
@@ -1291,6 +1390,7 @@ int main(void)
 		cmocka_unit_test(test_details),
 		cmocka_unit_test(test_diff_self),
 		cmocka_unit_test(test_cli),
+		cmocka_unit_test(test_exports_golden),
 		cmocka_unit_test(test_annotate_assembly),
 		cmocka_unit_test(test_annotate_source),
 		cmocka_unit_test(test_annotate_module),
