@@ -26,20 +26,18 @@
 #include "host/report/report-cli.h"
 
 enum { OPT_TITLE = RCLI_END, OPT_DIFF, OPT_EMPTY_OK, OPT_FORMAT };
-enum fmt { FMT_NONE, FMT_PPROF, FMT_FOLDED, FMT_HTML, FMT_SPEEDSCOPE };
-
 struct export_args {
 	struct report_cli cli;
-	enum fmt fmt;
+	const struct export_ops *fmt;	/* --format, from the registry */
 	const char *out, *title, *diff;
 	int empty_ok;
 };
 
-static const struct opt_def export_options[] = {
-	{ "format", OPT_FORMAT, "pprof|folded|html|speedscope", "pprof: gzip'd pprof profile "
-	  "(go tool pprof -top FILE); folded: guest;process;image;symbol count "
-	  "(flamegraph.pl); html: self-contained interactive flame graph; speedscope: "
-	  "JSON for speedscope (https://www.speedscope.app)", 0 },
+/* --format's value and help come from the registry (export_options_fill). */
+static char format_names[128], format_help[1024], usage[256];
+
+static struct opt_def export_options[] = {
+	{ "format", OPT_FORMAT, format_names, format_help, 0 },
 	{ "output", 'o', "FILE", "where to write (folded, speedscope: default stdout)", 0 },
 	{ "title", OPT_TITLE, "TEXT", "title of the HTML page", 0 },
 	{ "diff", OPT_DIFF, "DIR|previous", "html: differential flame graph, baseline "
@@ -51,9 +49,7 @@ static const struct opt_def export_options[] = {
 
 static const struct opts_cmd export_cmd = {
 	.name = "export",
-	.usage = "usage: opvm export --format pprof|folded|html|speedscope [-o FILE]\n"
-		 "                   [PROFILE SPEC...] [options]\n"
-		 "\n",
+	.usage = usage,
 	.groups = (const struct opt_group[]){
 		{ NULL, export_options }, { NULL, report_cli_options }, { NULL } },
 };
@@ -100,36 +96,25 @@ static FILE *open_out(const char *path, char **tmp)
 	return fdopen(fd, "w");
 }
 
-/* --format NAME, or FMT_NONE after printing. */
-static enum fmt parse_format(const char *name)
+/* --format's metavar, its help and the usage line, from the registry. */
+static void export_options_fill(void)
 {
-	if (!strcmp(name, "pprof"))
-		return FMT_PPROF;
-	if (!strcmp(name, "folded"))
-		return FMT_FOLDED;
-	if (!strcmp(name, "html"))
-		return FMT_HTML;
-	if (!strcmp(name, "speedscope"))
-		return FMT_SPEEDSCOPE;
-	log_err("--format '%s': use pprof, folded, html or speedscope", name);
-	return FMT_NONE;
+	export_names(format_names, sizeof(format_names), "|", "|");
+	export_help(format_help, sizeof(format_help));
+	snprintf(usage, sizeof(usage), "usage: opvm export --format %s [-o FILE]\n"
+		 "                   [PROFILE SPEC...] [options]\n\n", format_names);
 }
 
-static int write_format(FILE *f, enum fmt fmt, const struct report *r,
-			const struct report *base, struct symres *res, const char *title)
+/* --format NAME, or NULL after printing. */
+static const struct export_ops *parse_format(const char *name)
 {
-	switch (fmt) {
-	case FMT_PPROF:
-		return report_export_pprof(f, r, res);
-	case FMT_FOLDED:
-		return report_export_folded(f, r);
-	case FMT_HTML:
-		return report_export_html(f, r, base, title);
-	case FMT_SPEEDSCOPE:
-		return report_export_speedscope(f, r, "opvm " OPVM_VERSION);
-	default:
-		return -EINVAL;
-	}
+	const struct export_ops *ops = export_find(name);
+	char names[128];
+
+	if (!ops)
+		log_err("--format '%s': use %s", name,
+			export_names(names, sizeof(names), ", ", " or "));
+	return ops;
 }
 
 /* --empty-ok: the event a session without sample files was recorded with
@@ -211,9 +196,10 @@ static void drop_below(struct report *r, double threshold)
 
 /* The export to out (a temporary file renamed into place) or stdout.
  * 0, or -1 after saying what failed. */
-static int write_out(const char *out, enum fmt fmt, const struct report *r,
-		     const struct report *base, struct symres *res, const char *title)
+static int write_out(const char *out, const struct export_ops *fmt,
+		     const struct export_in *in)
 {
+	const struct report *r = in->r;
 	char *tmp = NULL;
 	FILE *f;
 	int n;
@@ -226,7 +212,7 @@ static int write_out(const char *out, enum fmt fmt, const struct report *r,
 		free(tmp);
 		return -1;
 	}
-	n = write_format(f, fmt, r, base, res, title);
+	n = fmt->write(f, in);
 	if (fclose(f) && !n)
 		n = -errno;
 	if (tmp) {
@@ -248,16 +234,18 @@ static int write_out(const char *out, enum fmt fmt, const struct report *r,
 
 /* --empty-ok, a session without sample files: a pprof profile of its event
  * without samples.  The exit code, or -1 if the event is not known. */
-static int write_empty(const char *dir, const char *out, struct symres *res)
+static int write_empty(const struct export_ops *fmt, const char *dir, const char *out,
+		       struct symres *res)
 {
 	char ev[64];
 	uint64_t count;
 	struct report none = { .event = ev };
+	struct export_in in = { .r = &none, .res = res, .exporter = "opvm " OPVM_VERSION };
 
 	if (empty_event(dir ? dir : "./opvm_data", ev, sizeof(ev), &count))
 		return -1;
 	none.event_count = count;
-	return write_out(out, FMT_PPROF, &none, NULL, res, NULL) ? 1 : 0;
+	return write_out(out, fmt, &in) ? 1 : 0;
 }
 
 /* One option of export_cmd: 0, or -1 after printing. */
@@ -270,7 +258,7 @@ static int export_opt(void *ctx, int key, char *arg)
 	switch (key) {
 	case OPT_FORMAT:
 		a->fmt = parse_format(arg);
-		return a->fmt == FMT_NONE ? -1 : 0;
+		return a->fmt ? 0 : -1;
 	case 'o':
 		a->out = arg;
 		return 0;
@@ -302,19 +290,21 @@ static int export_parse(int argc, char **argv, struct export_args *a)
 		log_err("%s", err);
 		return 2;
 	}
-	if (a->fmt == FMT_NONE) {
-		log_err("say which format: --format pprof, folded, html or speedscope");
+	if (!a->fmt) {
+		char names[128];
+
+		log_err("say which format: --format %s",
+			export_names(names, sizeof(names), ", ", " or "));
 		opts_help(stderr, &export_cmd);
 		return 2;
 	}
-	if (a->diff && a->fmt != FMT_HTML) {
+	if (a->diff && !(a->fmt->flags & EXPORT_DIFF)) {
 		log_err("--diff draws a differential flame graph: use it with --format html "
 			"(for pprof, export both sessions and use go tool pprof -diff_base)");
 		return 2;
 	}
-	if (!a->out && a->fmt != FMT_FOLDED && a->fmt != FMT_SPEEDSCOPE) {
-		log_err("%s output is binary or a whole page: give -o FILE",
-			a->fmt == FMT_PPROF ? "pprof" : "html");
+	if (!a->out && !(a->fmt->flags & EXPORT_TEXT)) {
+		log_err("%s output is binary or a whole page: give -o FILE", a->fmt->name);
 		return 2;
 	}
 	return 0;
@@ -322,13 +312,15 @@ static int export_parse(int argc, char **argv, struct export_args *a)
 
 int cmd_export(int argc, char **argv)
 {
-	struct export_args a = { .fmt = FMT_NONE };
+	struct export_args a = { .fmt = NULL };
 	struct report_cli *c = &a.cli;
 	struct symres *res = NULL;
 	struct report *r = NULL, *base = NULL;
+	struct export_in in;
 	char err[512];
 	int ret, n;
 
+	export_options_fill();
 	report_cli_init(c);
 	ret = export_parse(argc, argv, &a);
 	if (ret)
@@ -343,10 +335,10 @@ int cmd_export(int argc, char **argv)
 	c->ro.symbols = 1;
 	c->ro.res = res;
 	/* pprof: per-address counts, for lines and `go tool pprof -list` */
-	c->ro.details = a.fmt == FMT_PPROF;
+	c->ro.details = !!(a.fmt->flags & EXPORT_DETAILS);
 	r = report_load(&c->ro, err, sizeof(err));
-	if (!r && errno == ENOENT && a.empty_ok && a.fmt == FMT_PPROF &&
-	    (n = write_empty(c->ro.session_dir, a.out, res)) >= 0) {
+	if (!r && errno == ENOENT && a.empty_ok && (a.fmt->flags & EXPORT_EMPTY) &&
+	    (n = write_empty(a.fmt, c->ro.session_dir, a.out, res)) >= 0) {
 		ret = n;
 		goto out;
 	}
@@ -361,7 +353,9 @@ int cmd_export(int argc, char **argv)
 	if (a.diff && !(base = load_base(&c->ro, a.diff)))
 		goto out;
 	drop_below(r, c->threshold);
-	ret = write_out(a.out, a.fmt, r, base, res, a.title) ? 1 : 0;
+	in = (struct export_in){ .r = r, .base = base, .res = res, .title = a.title,
+				 .exporter = "opvm " OPVM_VERSION };
+	ret = write_out(a.out, a.fmt, &in) ? 1 : 0;
 out:
 	report_free(r);
 	report_free(base);

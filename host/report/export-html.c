@@ -360,3 +360,16 @@ out:
 	json_decref(root);
 	return ret;
 }
+
+static int html_write(FILE *f, const struct export_in *in)
+{
+	return report_export_html(f, in->r, in->base, in->title);
+}
+
+const struct export_ops export_html_ops = {
+	.name = "html",
+	.ext = ".html",
+	.help = "html: self-contained interactive flame graph",
+	.flags = EXPORT_DIFF,
+	.write = html_write,
+};

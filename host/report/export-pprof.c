@@ -531,3 +531,16 @@ out:
 	pp_free(&p);
 	return ret;
 }
+
+static int pprof_write(FILE *f, const struct export_in *in)
+{
+	return report_export_pprof(f, in->r, in->res);
+}
+
+const struct export_ops export_pprof_ops = {
+	.name = "pprof",
+	.ext = ".pb.gz",
+	.help = "pprof: gzip'd pprof profile (go tool pprof -top FILE)",
+	.flags = EXPORT_DETAILS | EXPORT_EMPTY,
+	.write = pprof_write,
+};

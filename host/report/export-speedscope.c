@@ -121,3 +121,16 @@ out:
 	json_decref(profiles);
 	return ret;
 }
+
+static int speedscope_write(FILE *f, const struct export_in *in)
+{
+	return report_export_speedscope(f, in->r, in->exporter);
+}
+
+const struct export_ops export_speedscope_ops = {
+	.name = "speedscope",
+	.ext = ".speedscope.json",
+	.help = "speedscope: JSON for speedscope (https://www.speedscope.app)",
+	.flags = EXPORT_TEXT,
+	.write = speedscope_write,
+};

@@ -209,3 +209,16 @@ out:
 	free(v);
 	return ret;
 }
+
+static int folded_write(FILE *f, const struct export_in *in)
+{
+	return report_export_folded(f, in->r);
+}
+
+const struct export_ops export_folded_ops = {
+	.name = "folded",
+	.ext = ".folded",
+	.help = "folded: guest;process;image;symbol count (flamegraph.pl)",
+	.flags = EXPORT_TEXT,
+	.write = folded_write,
+};

@@ -294,6 +294,48 @@ int report_export_speedscope(FILE *f, const struct report *r, const char *export
 int report_export_html(FILE *f, const struct report *r, const struct report *base,
 		       const char *title);
 
+/* ---- export formats, one registry (host/report/export.c) ---------------- */
+
+/* What a format writes from.  r is the profile; base the --diff baseline
+ * (NULL: none); res resolves lines (may be NULL); title the page's (may be
+ * NULL); exporter names the program ("opvm 0.1"). */
+struct export_in {
+	const struct report *r;
+	const struct report *base;
+	struct symres *res;
+	const char *title;
+	const char *exporter;
+};
+
+enum export_flags {
+	EXPORT_TEXT = 1u << 0,		/* may go to stdout (else -o FILE) */
+	EXPORT_DETAILS = 1u << 1,	/* wants per-address counts (report_opts.details) */
+	EXPORT_DIFF = 1u << 2,		/* draws against base (--diff) */
+	EXPORT_EMPTY = 1u << 3,		/* writes a profile with no sample (--empty-ok) */
+};
+
+/* One export format.  A new one is its own file defining
+ * `const struct export_ops export_NAME_ops` and one entry in
+ * EXPORT_FORMATS (host/report/export.c); nothing else changes. */
+struct export_ops {
+	const char *name;	/* --format NAME */
+	const char *ext;	/* the usual file name ending, with its dot */
+	const char *help;	/* one clause for --help: "NAME: what it is" */
+	unsigned flags;		/* enum export_flags */
+	/* Writes in to f: 0 or -errno. */
+	int (*write)(FILE *f, const struct export_in *in);
+};
+
+/* The formats, in --help order, NULL-terminated. */
+extern const struct export_ops *const export_formats[];
+/* The format called name, or NULL. */
+const struct export_ops *export_find(const char *name);
+/* The formats' names joined by sep, the last two by last ("pprof, folded
+ * or html"), into buf[len] (truncated): buf. */
+const char *export_names(char *buf, size_t len, const char *sep, const char *last);
+/* Every format's help clause joined by "; " into buf[len]: buf. */
+const char *export_help(char *buf, size_t len);
+
 /* Short display name of a path (the basename, or the whole string). */
 const char *report_basename(const char *path);
 
