@@ -69,7 +69,9 @@ enum backend_kind {
 struct backend_common {
 	const char *event_specs[OPVM_MAX_EVENTS];	/* -e, in order */
 	unsigned nr_event_specs;
-	const char *rate_arg;		/* -F as given, or NULL; the backend
+	const char *rate_arg;		/* -F as given, or NULL */
+	unsigned rate;			/* -F read as a decimal 1..10000 by the
+					 * command, 0 if not given; the backend
 					 * checks its own range */
 	const char *session_dir;	/* never NULL */
 	uint64_t duration_ms;		/* 0: until the guest goes */

@@ -12,6 +12,7 @@
 #include "host/cli/commands.h"
 #include "host/cli/options.h"
 #include "lib/log.h"
+#include "lib/numparse.h"
 #include "host/report/report-cli.h"
 #include "lib/util.h"
 
@@ -46,6 +47,7 @@ static int annotate_opt(void *ctx, int key, char *arg)
 {
 	struct annotate_args *a = ctx;
 	char err[256];
+	uint64_t v;
 	int r;
 
 	switch (key) {
@@ -56,10 +58,11 @@ static int annotate_opt(void *ctx, int key, char *arg)
 		a->ao.source = 1;
 		return 0;
 	case OPT_MAX_BYTES:
-		a->ao.max_bytes = strtoul(arg, NULL, 0);
-		if (a->ao.max_bytes && a->ao.max_bytes <= (16u << 20))
+		if (!num_parse_u64(arg, 1, 16u << 20, &v)) {
+			a->ao.max_bytes = (size_t)v;
 			return 0;
-		log_err("--max-bytes '%s': use 1 to 16777216", arg);
+		}
+		log_err("%s", num_bad_value(err, sizeof(err), "--max-bytes", arg, "1 to 16777216"));
 		return -1;
 	}
 	r = report_cli_opt(&a->cli, key, arg, err, sizeof(err));

@@ -16,6 +16,7 @@
 #include "host/cli/session.h"
 #include "host/hoststats/virt-stats.h"
 #include "lib/log.h"
+#include "lib/numparse.h"
 #include "vmm/backend.h"
 #include "vmm/guest/monitor.h"
 #include "vmm/libvirt/virt.h"
@@ -61,11 +62,13 @@ struct attach {
 
 static int parse_pid(struct attach *a, const char *arg)
 {
-	char *end;
-	long p = strtol(arg, &end, 10);
+	uint64_t p;
 
-	if (*end || p <= 0 || p > INT32_MAX) {
-		log_err("--pid wants the process id of `opvm run --vmm=kvm`, not '%s'", arg);
+	if (num_parse_u64(arg, 1, INT32_MAX, &p)) {
+		char e[160];
+
+		log_err("%s", num_bad_value(e, sizeof(e), "--pid", arg,
+					    "the pid of `opvm run --vmm=kvm`"));
 		return -1;
 	}
 	a->pid = (pid_t)p;

@@ -34,6 +34,7 @@
 #include "lib/log.h"
 #include "lib/util.h"
 #include "lib/channel.h"
+#include "lib/numparse.h"
 
 static volatile sig_atomic_t stop;
 
@@ -343,19 +344,21 @@ static const struct opts_cmd dump_cmd = {
 static int dump_opt(void *ctx, int key, char *arg)
 {
 	struct dump_run *r = ctx;
-	char *end;
+	uint64_t cnt;
 
 	switch (key) {
 	case 'f':
 		r->follow = true;
 		break;
 	case 'n':
-		errno = 0;
-		r->count = strtoull(arg, &end, 10);
-		if (errno || end == arg || *end || arg[0] == '-') {
-			log_err("--count wants a number of records, not '%s'", arg);
+		if (num_parse_u64(arg, 0, UINT64_MAX, &cnt)) {
+			char e[160];
+
+			log_err("%s", num_bad_value(e, sizeof(e), "--count", arg,
+						    "a number of records"));
 			return -1;
 		}
+		r->count = cnt;
 		break;
 	case OPT_RAW_OUT:
 		r->raw_path = arg;

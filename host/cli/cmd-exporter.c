@@ -47,6 +47,7 @@
 #include "host/hoststats/hoststats.h"
 #include "lib/array.h"
 #include "lib/log.h"
+#include "lib/numparse.h"
 #include "lib/safepath.h"
 #include "lib/util.h"
 
@@ -428,7 +429,6 @@ struct exporter_args {
 static int exporter_opt(void *ctx, int key, char *v)
 {
 	struct exporter_args *a = ctx;
-	char *end;
 	int took = pprof_parse_opt(a->pcfg, key, v);
 
 	if (took)
@@ -444,9 +444,11 @@ static int exporter_opt(void *ctx, int key, char *v)
 		a->cfg->uri = v;
 		break;
 	case OPT_MIN_INTERVAL:
-		*a->min_iv = strtod(v, &end);
-		if (*end || !(*a->min_iv >= 0 && *a->min_iv <= 3600)) {
-			log_err("--min-interval wants seconds (0 to 3600), not '%s'", v);
+		if (num_parse_decimal(v, 0, 3600, a->min_iv)) {
+			char e[160];
+
+			log_err("%s", num_bad_value(e, sizeof(e), "--min-interval", v,
+						    "seconds, 0 to 3600"));
 			return -1;
 		}
 		break;

@@ -14,6 +14,7 @@
 #include "host/cli/options.h"
 #include "lib/array.h"
 #include "lib/log.h"
+#include "lib/numparse.h"
 #include "host/report/report-cli.h"
 
 enum { OPT_SORT = RCLI_END, OPT_FORMAT, OPT_DIFF, OPT_WIDTH, OPT_IMPORT, OPT_BY,
@@ -60,6 +61,7 @@ static int report_opt(void *ctx, int key, char *arg)
 {
 	struct report_args *a = ctx;
 	char err[256];
+	unsigned w;
 	int r;
 
 	switch (key) {
@@ -104,10 +106,11 @@ static int report_opt(void *ctx, int key, char *arg)
 		log_err("at most 16 --import options");
 		return -1;
 	case OPT_WIDTH:
-		a->width = atoi(arg);
-		if (a->width >= 40 && a->width <= 1000)
+		if (!num_parse_uint(arg, 40, 1000, &w)) {
+			a->width = (int)w;
 			return 0;
-		log_err("--width '%s': use 40 to 1000 columns", arg);
+		}
+		log_err("%s", num_bad_value(err, sizeof(err), "--width", arg, "40 to 1000 columns"));
 		return -1;
 	}
 	r = report_cli_opt(&a->cli, key, arg, err, sizeof(err));

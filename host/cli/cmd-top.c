@@ -16,6 +16,7 @@
 #include "host/cli/options.h"
 #include "host/hoststats/hoststats.h"
 #include "lib/log.h"
+#include "lib/numparse.h"
 #include "lib/util.h"
 #include "host/cli/top.h"
 
@@ -155,8 +156,7 @@ static int top_opt(void *ctx, int key, char *v)
 {
 	struct top_args *a = ctx;
 	struct top_opts *o = a->o;
-	unsigned long s;
-	char *end;
+	unsigned s;
 	int k;
 
 	switch (key) {
@@ -174,9 +174,11 @@ static int top_opt(void *ctx, int key, char *v)
 		a->json = !strcmp(v, "json");
 		break;
 	case 'd':
-		o->delay_s = strtod(v, &end);
-		if (*end || !(o->delay_s >= 0.1 && o->delay_s <= 3600)) {
-			log_err("--delay wants seconds between 0.1 and 3600, not '%s'", v);
+		if (num_parse_decimal(v, 0.1, 3600, &o->delay_s)) {
+			char e[160];
+
+			log_err("%s", num_bad_value(e, sizeof(e), "--delay", v,
+						    "seconds, 0.1 to 3600"));
 			return -1;
 		}
 		break;
@@ -195,9 +197,11 @@ static int top_opt(void *ctx, int key, char *v)
 		o->uri = v;
 		break;
 	case OPT_PROFILE_SECONDS:
-		s = strtoul(v, &end, 10);
-		if (*end || !s || s > 3600) {
-			log_err("--profile-seconds wants 1 to 3600, not '%s'", v);
+		if (num_parse_uint(v, 1, 3600, &s)) {
+			char e[160];
+
+			log_err("%s", num_bad_value(e, sizeof(e), "--profile-seconds", v,
+						    "seconds, 1 to 3600"));
 			return -1;
 		}
 		o->profile_s = (unsigned)s;

@@ -18,6 +18,7 @@
 #include "host/cli/exporter-http.h"
 #include "host/collect/store.h"
 #include "lib/log.h"
+#include "lib/numparse.h"
 #include "lib/util.h"
 
 #define PPROF_MAX_PROFILES	2
@@ -49,14 +50,13 @@ void pprof_cfg_init(struct pprof_cfg *cfg)
 static int parse_count(const char *opt, const char *val, unsigned lo, unsigned hi,
 		       unsigned *out)
 {
-	char *end;
-	unsigned long v = strtoul(val, &end, 10);
+	if (num_parse_uint(val, lo, hi, out)) {
+		char want[64], e[160];
 
-	if (!*val || *end || *val == '-' || v < lo || v > hi) {
-		log_err("%s wants a number from %u to %u, not '%s'", opt, lo, hi, val);
+		snprintf(want, sizeof(want), "%u to %u", lo, hi);
+		log_err("%s", num_bad_value(e, sizeof(e), opt, val, want));
 		return -1;
 	}
-	*out = (unsigned)v;
 	return 1;
 }
 

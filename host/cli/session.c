@@ -20,6 +20,7 @@
 #include "host/collect/store.h"
 #include "lib/array.h"
 #include "lib/log.h"
+#include "lib/numparse.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
 #include "lib/safepath.h"
@@ -114,8 +115,11 @@ static int parse_cap(struct session_opts *o, int opt, const char *arg)
 	uint64_t v;
 
 	if (util_parse_size(arg, &v) || v == 0) {
-		log_err("%s wants a positive %s, not '%s'", names[k],
-			opt == OPT_MAX_DISK ? "size (bytes, or with k, M, G)" : "number", arg);
+		char e[160];
+
+		log_err("%s", num_bad_value(e, sizeof(e), names[k], arg, opt == OPT_MAX_DISK ?
+					    "a size (bytes, k, M, G)" :
+					    "a number (64k: k, M, G)"));
 		return -1;
 	}
 	*caps[k] = v;
@@ -163,11 +167,13 @@ static int parse_symbols(struct session_opts *o, int opt, const char *arg)
 
 static int parse_duration(struct session_opts *o, const char *arg)
 {
-	char *end;
-	double s = strtod(arg, &end);
+	double s;
 
-	if (*end || s <= 0 || s > 1e7) {
-		log_err("--duration wants seconds, e.g. --duration 30, not '%s'", arg);
+	if (num_parse_decimal(arg, 0.001, 1e7, &s)) {
+		char e[160];
+
+		log_err("%s", num_bad_value(e, sizeof(e), "--duration", arg,
+					    "seconds, e.g. --duration 30"));
 		return -1;
 	}
 	o->common.duration_ms = (uint64_t)(s * 1000);
@@ -176,11 +182,14 @@ static int parse_duration(struct session_opts *o, const char *arg)
 
 static int parse_umask(struct session_opts *o, const char *arg)
 {
-	char *end;
-	unsigned long m = strtoul(arg, &end, 8);
+	unsigned long m = strtoul(arg, NULL, 8);
 
-	if (!*arg || *end || m > 0777) {
-		log_err("--umask wants an octal mask such as 022 or 077, not '%s'", arg);
+	/* octal digits only: strtoul() alone takes " 5", "+5" and "-1" */
+	if (!*arg || strspn(arg, "01234567") != strlen(arg) || strlen(arg) > 4 || m > 0777) {
+		char e[160];
+
+		log_err("%s", num_bad_value(e, sizeof(e), "--umask", arg,
+					    "an octal mask (022)"));
 		return -1;
 	}
 	o->umask = (unsigned)m;
@@ -215,10 +224,12 @@ static int parse_fetch(struct session_opts *o, int opt, const char *arg)
 			      &o->fetch_max_cache;
 
 		if (util_parse_size(arg, v) || *v < 4096) {
-			log_err("%s wants a size of at least 4k, e.g. 64M, not '%s'",
+			char e[160];
+
+			log_err("%s", num_bad_value(e, sizeof(e),
 				opt == OPT_FETCH_MAX_FILE ? "--fetch-max-file" :
 				opt == OPT_FETCH_MAX_SESSION ? "--fetch-max-session" :
-				"--fetch-cache-max", arg);
+				"--fetch-cache-max", arg, "4k or more (64M)"));
 			return -1;
 		}
 		return 1;
@@ -234,6 +245,13 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 
 	switch (opt) {
 	case 'F':
+		if (num_parse_uint(arg, 1, 10000, &c->rate)) {
+			char e[160];
+
+			log_err("%s", num_bad_value(e, sizeof(e), "-F", arg,
+						    "samples/s a vCPU, 1 to 10000"));
+			return -1;
+		}
 		c->rate_arg = arg;
 		return 1;
 	case 'e':
@@ -292,8 +310,10 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 		return 1;
 	case OPT_MAX_MODEL_MEM:
 		if (util_parse_size(arg, &o->model_max_bytes) || o->model_max_bytes < (1u << 20)) {
-			log_err("--max-model-mem wants a size of at least 1M, e.g. 128M, not '%s'",
-				arg);
+			char e[160];
+
+			log_err("%s", num_bad_value(e, sizeof(e), "--max-model-mem", arg,
+						    "1M or more (128M)"));
 			return -1;
 		}
 		return 1;

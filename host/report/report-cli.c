@@ -16,6 +16,7 @@
 #include "host/collect/stats.h"
 #include "host/report/report-cli.h"
 #include "lib/array.h"
+#include "lib/numparse.h"
 #include "lib/util.h"
 
 static int unsafe_byte(unsigned char c)
@@ -135,7 +136,7 @@ void report_cli_init(struct report_cli *c)
 int report_cli_opt(struct report_cli *c, int opt, char *arg, char *err, size_t errlen)
 {
 	unsigned mask;
-	char *end, *eq;
+	char *eq;
 
 	switch (opt) {
 	case RCLI_SESSION:	/* -d DIR, as in run and attach */
@@ -192,9 +193,8 @@ int report_cli_opt(struct report_cli *c, int opt, char *arg, char *err, size_t e
 			c->ro.keep &= ~mask;
 		return 1;
 	case RCLI_THRESHOLD:	/* -t PCT, in every report command */
-		c->threshold = strtod(arg, &end);
-		if (end == arg || *end || c->threshold < 0 || c->threshold > 100) {
-			snprintf(err, errlen, "--threshold '%s': expected a percentage 0-100", arg);
+		if (num_parse_decimal(arg, 0, 100, &c->threshold)) {
+			num_bad_value(err, errlen, "--threshold", arg, "a percentage, 0 to 100");
 			return -EINVAL;
 		}
 		return 1;

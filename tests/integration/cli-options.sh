@@ -4,7 +4,10 @@
 # (with its short letter), in the command's man page (scripts/mkman.sh) and
 # in what bash completion offers after `opvm CMD --`; an unknown option,
 # long or short, is one line on stderr, nothing on stdout, and exit 2, for
-# every command and for opvm itself.  No guest: a few seconds.
+# every command and for opvm itself.  Every numeric option (its value named
+# N, S, HZ, MB, PCT, SIZE, MASK or PID) given 100x, 1x, -1, a 20-digit
+# number, '', ' 5', 0x10 or nan is the same: one line, exit 2.  No guest:
+# a few seconds.
 set -u
 BUILD=${BUILD:-build}
 OPVM=${OPVM:-$BUILD/opvm}
@@ -32,8 +35,22 @@ one_line_error() {	# one_line_error WHAT ARGS...
 	grep -qF -- "unknown option '$what'" "$T/err" || fail "opvm $*: $(cat "$T/err")"
 }
 
+# a bad number: one line on stderr naming the option, nothing on stdout,
+# exit 2, and nothing started (a value taken would boot or attach)
+bad_value() {	# bad_value OPT[,SHORT] VALUE ARGS...
+	local opt=$1 val=$2 rc
+	shift 2
+	timeout 20 "$OPVM" "$@" >"$T/out" 2>"$T/err"
+	rc=$?
+	[ $rc = 2 ] || fail "opvm $* exits $rc, not 2: $(head -2 "$T/err")"
+	[ ! -s "$T/out" ] || fail "opvm $*: prints on stdout: $(head -2 "$T/out")"
+	[ "$(wc -l <"$T/err")" = 1 ] || fail "opvm $* ('$val'): $(wc -l <"$T/err") lines on stderr: $(head -3 "$T/err")"
+	grep -qF -e "${opt%%,*}" -e "${opt#*,}" "$T/err" ||
+		fail "opvm $*: the message does not name $opt: $(cat "$T/err")"
+}
+
 cmds=$("$OPVM" help | awk '/^commands:/ {on = 1; next} on && /^  [a-z]/ {print $1}')
-nc=0 no=0
+nc=0 no=0 nb=0
 for c in $cmds; do
 	case $c in help|version) continue ;; esac
 	"$OPVM" "$c" --dump-options >"$T/dump" || fail "opvm $c --dump-options exits $?"
@@ -56,11 +73,21 @@ for c in $cmds; do
 		no=$((no + 1))
 	done <"$T/dump"
 	one_line_error --no-such-option "$c" --no-such-option
+	while IFS=$'\t' read -r _ long short meta _; do
+		case $meta in N|S|HZ|MB|PCT|SIZE|MASK|PID) ;; *) continue ;; esac
+		names=$long,$short
+		[ "$long" != - ] || { long=$short; names=$short; }
+		for v in 100x 1x -1 99999999999999999999 '' ' 5' 0x10 nan; do
+			bad_value "$names" "$v" "$c" "$long" "$v"
+			nb=$((nb + 1))
+		done
+	done <"$T/dump"
 	one_line_error --no-such-option "$c" --no-such-option=1
 	grep -q "	-Q	" "$T/dump" && fail "pick another letter than -Q for $c"
 	one_line_error -Q "$c" -Q
 	nc=$((nc + 1))
 done
 [ $nc -ge 9 ] || fail "only $nc commands"
+[ $nb -ge 200 ] || fail "only $nb bad numbers tried"
 one_line_error --no-such-option --no-such-option report
-echo "RESULT cli options: $nc commands, $no options each in --help, man page and completion; unknown options one line and exit 2"
+echo "RESULT cli options: $nc commands, $no options each in --help, man page and completion; unknown options and $nb bad numbers one line and exit 2"

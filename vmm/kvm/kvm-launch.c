@@ -27,6 +27,7 @@
 #include "vmm/kvm/kvm-sampler.h"
 #include "vmm/kvm/kvm.h"
 #include "vmm/sampler.h"
+#include "lib/numparse.h"
 
 #define KVM_DEFAULT_MEM_MB	512
 #define KVM_CMDLINE_BASE	"console=ttyS0 earlyprintk=serial,ttyS0,115200 " \
@@ -87,6 +88,17 @@ static void *klaunch_new(void)
 	return k;
 }
 
+/* A number option: decimal digits only; the range is checked with the
+ * others in klaunch_prepare(). */
+static int klaunch_number(const char *arg, const char *opt, unsigned *out, char *err,
+			  size_t errlen)
+{
+	if (!num_parse_uint(arg, 0, UINT32_MAX, out))
+		return 0;
+	num_bad_value(err, errlen, opt, arg, "a decimal number");
+	return -EINVAL;
+}
+
 static int klaunch_parse(void *st, int opt, const char *arg, char *err, size_t errlen)
 {
 	struct klaunch *k = st;
@@ -95,9 +107,10 @@ static int klaunch_parse(void *st, int opt, const char *arg, char *err, size_t e
 	case OPT_KERNEL: k->kernel = arg; break;
 	case OPT_INITRD: k->initrd = arg; break;
 	case OPT_APPEND: k->append = arg; break;
-	case OPT_SMP: k->smp = (unsigned)strtoul(arg, NULL, 10); break;
-	case 'm': case OPT_MEM: k->mem_mb = (unsigned)strtoul(arg, NULL, 10); break;
-	case OPT_MAX_RATE: k->max_rate = (unsigned)strtoul(arg, NULL, 10); break;
+	case OPT_SMP: return klaunch_number(arg, "--smp", &k->smp, err, errlen);
+	case 'm': case OPT_MEM: return klaunch_number(arg, "--mem", &k->mem_mb, err, errlen);
+	case OPT_MAX_RATE:
+		return klaunch_number(arg, "--max-rate", &k->max_rate, err, errlen);
 	case OPT_NAME: k->name = arg; break;
 	case OPT_CONSOLE: k->show_console = 1; break;
 	default: return -EINVAL;
@@ -146,19 +159,12 @@ static int resolve_events(struct klaunch *k, const struct backend_common *c,
 			  char *err, size_t errlen)
 {
 	const char *const *specs = c->event_specs;
-	unsigned nr = c->nr_event_specs, rate = 0;
+	unsigned nr = c->nr_event_specs, rate = c->rate;	/* 1..10000 or 0 */
 	char timer_spec[64], why[256] = "";
 	const char *dflt[1];
 	struct events_db *db;
 	int r = 0;
 
-	if (c->rate_arg) {
-		rate = (unsigned)strtoul(c->rate_arg, NULL, 10);
-		if (!rate || rate > 10000) {
-			util_seterr(err, errlen, "-F wants 1..10000 samples per second per vCPU");
-			return -EINVAL;
-		}
-	}
 	db = events_db_load(NULL, 0, why, sizeof(why));
 	if (!db) {
 		util_seterr(err, errlen, "cannot load the events database: %s",

@@ -43,10 +43,10 @@ static int pick_spec(struct events_db *db, const struct backend_common *c,
 		     char *err, size_t errlen)
 {
 	int has_pmu = events_host_has_pmu();
-	unsigned rate = c->rate_arg ? (unsigned)strtoul(c->rate_arg, NULL, 10) : 0;
+	unsigned rate = c->rate;
 	char clock[64];
 
-	if (c->rate_arg && (!rate || rate > 10000)) {
+	if (rate > 10000) {
 		util_seterr(err, errlen, "-F wants 1..10000 samples per second per vCPU");
 		return -EINVAL;
 	}

@@ -45,19 +45,13 @@ static int event_rate(const char *event, unsigned *rate_hz, char *err, size_t er
 int qemu_backend_setup(const struct backend_common *c, struct backend_setup *setup,
 		       char *err, size_t errlen)
 {
-	unsigned rate = 0;
-	char *end;
+	unsigned rate = c->rate;
 	int r;
 
-	if (c->rate_arg) {
-		unsigned long v = strtoul(c->rate_arg, &end, 10);
-
-		if (*end || !v || v > 1000) {
-			util_seterr(err, errlen, "-F wants a rate between 1 and 1000 samples per "
-				    "second per vCPU, not '%s'", c->rate_arg);
-			return -EINVAL;
-		}
-		rate = (unsigned)v;
+	if (rate > 1000) {
+		util_seterr(err, errlen, "-F wants a rate between 1 and 1000 samples per "
+			    "second per vCPU, not '%s'", c->rate_arg);
+		return -EINVAL;
 	}
 	if (c->nr_event_specs) {
 		const char *ev = c->event_specs[c->nr_event_specs - 1];

@@ -37,6 +37,7 @@
 #include "vmm/guest/guestmem.h"
 #include "vmm/guest/qmp.h"
 #include "vmm/sampler.h"
+#include "lib/numparse.h"
 
 #define MAX_EXTRA_ARGS	256
 #define MAX_ARGS	(64 + MAX_EXTRA_ARGS)
@@ -127,8 +128,15 @@ static int qlaunch_parse(void *st, int opt, const char *arg, char *err, size_t e
 	case OPT_INITRD: q->initrd = arg; break;
 	case OPT_APPEND: q->append = arg; break;
 	case OPT_WORKLOAD: q->workload = arg; break;
-	case OPT_SMP: q->smp = (unsigned)atoi(arg); break;
-	case 'm': q->mem = (unsigned)atoi(arg); q->mem_set = 1; break;
+	case OPT_SMP:
+		if (num_parse_uint(arg, 0, UINT32_MAX, &q->smp))
+			goto bad_number;
+		break;
+	case 'm':
+		if (num_parse_uint(arg, 0, UINT32_MAX, &q->mem))
+			goto bad_number;
+		q->mem_set = 1;
+		break;
 	case OPT_ACCEL: q->accel = arg; break;
 	case OPT_NAME: q->name = arg; break;
 	case OPT_CONSOLE: q->show_console = 1; break;
@@ -137,6 +145,10 @@ static int qlaunch_parse(void *st, int opt, const char *arg, char *err, size_t e
 	default: return -EINVAL;
 	}
 	return 0;
+bad_number:	/* the ranges are checked in qlaunch_prepare() */
+	num_bad_value(err, errlen, opt == OPT_SMP ? "--smp" : "--memory", arg,
+		      "a decimal number");
+	return -EINVAL;
 }
 
 static int file_exists(const char *p)
