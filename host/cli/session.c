@@ -239,21 +239,26 @@ static int parse_fetch(struct session_opts *o, int opt, const char *arg)
 	}
 }
 
+/* -F HZ: read once here, for every backend (each checks its own range). */
+static int parse_rate(struct backend_common *c, const char *arg)
+{
+	char e[160];
+
+	if (!num_parse_uint(arg, 1, 10000, &c->rate)) {
+		c->rate_arg = arg;
+		return 1;
+	}
+	log_err("%s", num_bad_value(e, sizeof(e), "-F", arg, "samples/s a vCPU, 1 to 10000"));
+	return -1;
+}
+
 int session_parse(struct session_opts *o, int opt, const char *arg)
 {
 	struct backend_common *c = &o->common;
 
 	switch (opt) {
 	case 'F':
-		if (num_parse_uint(arg, 1, 10000, &c->rate)) {
-			char e[160];
-
-			log_err("%s", num_bad_value(e, sizeof(e), "-F", arg,
-						    "samples/s a vCPU, 1 to 10000"));
-			return -1;
-		}
-		c->rate_arg = arg;
-		return 1;
+		return parse_rate(c, arg);
 	case 'e':
 		if (c->nr_event_specs >= OPVM_MAX_EVENTS) {
 			log_err("at most %d events at once", OPVM_MAX_EVENTS);
