@@ -122,5 +122,10 @@ while read -r k; do
 	[ -n "$k" ] && ! grep -qxF -- "$k" <<<"$used" &&
 		echo "NOTE: exception $k is no longer needed: delete it from $0"
 done <<<"$known"
+# docs/map.md lists every source file (scripts/mkmap.sh makes the list)
+if ! out=$(scripts/mkmap.sh --check); then
+	echo "$out"
+	fail=1
+fi
 [ $fail = 0 ] || exit 1
-echo "RESULT layering: $includes includes checked in every folder (and a planted one caught), $nfun functions in $(wc -w <<<"$srcs") files, none over $MAX lines; $(grep -c . <<<"$used") known exceptions"
+echo "RESULT layering: docs/map.md lists every file; $includes includes checked in every folder (and a planted one caught), $nfun functions in $(wc -w <<<"$srcs") files, none over $MAX lines; $(grep -c . <<<"$used") known exceptions"
