@@ -38,7 +38,8 @@ static void put(char *buf, size_t len, size_t *at, const char *s)
 		*at += (size_t)n < len - *at ? (size_t)n : len - *at - 1;
 }
 
-const char *export_names(char *buf, size_t len, const char *sep, const char *last)
+/* The formats' names (or help clauses) joined by sep, the last two by last. */
+static const char *join(char *buf, size_t len, int help, const char *sep, const char *last)
 {
 	size_t at = 0;
 
@@ -48,22 +49,17 @@ const char *export_names(char *buf, size_t len, const char *sep, const char *las
 	for (size_t i = 0; export_formats[i]; i++) {
 		if (i)
 			put(buf, len, &at, export_formats[i + 1] ? sep : last);
-		put(buf, len, &at, export_formats[i]->name);
+		put(buf, len, &at, help ? export_formats[i]->help : export_formats[i]->name);
 	}
 	return buf;
 }
 
+const char *export_names(char *buf, size_t len, const char *sep, const char *last)
+{
+	return join(buf, len, 0, sep, last);
+}
+
 const char *export_help(char *buf, size_t len)
 {
-	size_t at = 0;
-
-	if (!len)
-		return buf;
-	buf[0] = '\0';
-	for (size_t i = 0; export_formats[i]; i++) {
-		if (i)
-			put(buf, len, &at, "; ");
-		put(buf, len, &at, export_formats[i]->help);
-	}
-	return buf;
+	return join(buf, len, 1, "; ", "; ");
 }
