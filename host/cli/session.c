@@ -381,6 +381,21 @@ static const char *fetch_cache_dir(const struct session_opts *o, char *buf, size
 	return buf;
 }
 
+/* The live status line on a terminal (collector_config.progress): one
+ * line redrawn in place, ended when the run ends. */
+static void session_progress(void *arg, const struct collector_progress *p, bool last)
+{
+	(void)arg;
+	if (p)
+		fprintf(stderr, "\ropvm: %7.1fs  %9.0f samples/s  %llu samples  %llu lost  "
+			"%llu held  %zu guest%s ", p->secs, p->rate,
+			(unsigned long long)p->received, (unsigned long long)p->lost,
+			(unsigned long long)p->held, p->nr_guests, p->nr_guests == 1 ? "" : "s");
+	if (last)
+		fputc('\n', stderr);
+	fflush(stderr);
+}
+
 static void collector_cfg(const struct session_opts *o, const struct backend_setup *setup,
 			  struct collector_config *cfg)
 {
@@ -395,7 +410,7 @@ static void collector_cfg(const struct session_opts *o, const struct backend_set
 		.hold_ms = 2000,
 		.mode = setup->mode,
 		.rate_hz = setup->rate_hz,
-		.status_line = isatty(STDERR_FILENO),
+		.progress = isatty(STDERR_FILENO) ? session_progress : NULL,
 		.store_limits = o->limits,
 		.public_tree = o->umask_set,
 		.model_max_bytes = (size_t)o->model_max_bytes,

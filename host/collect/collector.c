@@ -937,11 +937,12 @@ static int collector_finish(struct collector *c)
 
 static void status_line(struct collector *c, uint64_t now, bool last)
 {
+	struct collector_progress p = { .nr_guests = c->nr_guests };
 	uint64_t received = 0, lost = 0, held = 0;
-	double rate, secs;
+	double secs;
 	size_t i;
 
-	if (!c->cfg.status_line)
+	if (!c->cfg.progress)
 		return;
 	if (!last && now - c->status_shown_ms < STATUS_EVERY_MS)
 		return;
@@ -968,13 +969,12 @@ static void status_line(struct collector *c, uint64_t now, bool last)
 	} else if (now - c->status_ms > 2 * (uint64_t)c->cfg.sync_ms) {
 		c->status_rate = 0;
 	}
-	rate = c->status_rate;
-	fprintf(stderr, "\ropvm: %7.1fs  %9.0f samples/s  %llu samples  %llu lost  %llu held  %zu guest%s ",
-		secs, rate, (unsigned long long)received, (unsigned long long)lost,
-		(unsigned long long)held, c->nr_guests, c->nr_guests == 1 ? "" : "s");
-	if (last)
-		fputc('\n', stderr);
-	fflush(stderr);
+	p.secs = secs;
+	p.rate = c->status_rate;
+	p.received = received;
+	p.lost = lost;
+	p.held = held;
+	c->cfg.progress(c->cfg.progress_arg, &p, last);
 	c->status_shown = true;
 	c->status_shown_ms = now;
 }
@@ -1048,7 +1048,7 @@ int collector_run(struct collector *c, volatile sig_atomic_t *stop, uint64_t dur
 		timeout = (int)(next_sync > now ? next_sync - now : 0);
 		if (timeout > POLL_MAX_MS)
 			timeout = POLL_MAX_MS;
-		if (c->cfg.status_line && timeout > STATUS_EVERY_MS)
+		if (c->cfg.progress && timeout > STATUS_EVERY_MS)
 			timeout = STATUS_EVERY_MS;
 		if (duration_ms && begin + duration_ms - now < (uint64_t)timeout)
 			timeout = (int)(begin + duration_ms - now);
@@ -1091,8 +1091,8 @@ void collector_free(struct collector *c)
 		return;
 	if (!c->finished)
 		collector_finish(c);
-	if (c->status_shown && c->cfg.status_line && !c->finished)
-		fputc('\n', stderr);
+	if (c->status_shown && c->cfg.progress && !c->finished)
+		c->cfg.progress(c->cfg.progress_arg, NULL, true);
 	for (i = 0; i < c->nr_guests; i++)
 		guest_free(c->guests[i]);
 	free(c->buf);

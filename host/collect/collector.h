@@ -12,6 +12,7 @@
 #define OPVM_COLLECTOR_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "host/collect/store.h"
@@ -34,6 +35,15 @@ struct collector_symbols {
 	const char *vmlinux;		/* may be NULL */
 };
 
+/* What a live status line shows: handed to collector_config.progress. */
+struct collector_progress {
+	double secs;			/* since collector_new() */
+	double rate;			/* samples/s between the last two syncs
+					 * that brought samples */
+	uint64_t received, lost, held;	/* lost: ring overflow only */
+	size_t nr_guests;
+};
+
 struct collector_config {
 	const char *session_dir;	/* default "./opvm_data" */
 	unsigned separate;		/* enum opvm_separate */
@@ -45,7 +55,12 @@ struct collector_config {
 					 * unknown is held back, default 2000 */
 	const char *mode;		/* "gdbstub-timer", "kvm-timer", "kvm-pmu", ... */
 	unsigned rate_hz;		/* timer modes: ticks per second */
-	int status_line;		/* 1: live status line on stderr */
+	/* Called in collector_run()'s thread about twice a second, once with
+	 * last set when the run ends, and with p NULL and last set when the
+	 * collector is freed mid-run (a shown line is to be ended).  Libraries
+	 * never print: the command draws the line.  NULL: none. */
+	void (*progress)(void *arg, const struct collector_progress *p, bool last);
+	void *progress_arg;
 	struct store_limits store_limits; /* per guest; 0 fields: defaults */
 	int public_tree;		/* 1: tree modes from the umask
 					 * (--umask), else 0700/0600 */

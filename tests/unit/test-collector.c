@@ -525,6 +525,16 @@ static void test_run_fault(void **state)
 	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* A progress callback that counts its calls: [0] all, [1] last ones. */
+static void count_progress(void *arg, const struct collector_progress *p, bool last)
+{
+	int *n = arg;
+
+	assert_non_null(p);
+	n[0]++;
+	n[1] += last;
+}
+
 /* Duration and stop flag end the run; with no sampler the run lasts. */
 static void test_run_duration_and_stop(void **state)
 {
@@ -532,16 +542,20 @@ static void test_run_duration_and_stop(void **state)
 	struct collector_config cfg;
 	struct collector *c;
 	volatile sig_atomic_t stop = 1;
+	int shown[2] = { 0, 0 };
 
 	mktmp(dir, sizeof(dir));
 	cfg = base_cfg(dir);
-	cfg.status_line = 1;
+	cfg.progress = count_progress;
+	cfg.progress_arg = &shown;
 	c = collector_new(&cfg);
 	assert_non_null(collector_add_guest(c, "vm5", 1));
 	assert_int_equal(collector_run(c, &stop, 0), 0);	/* stops at once */
 	stop = 0;
 	assert_int_equal(collector_run(c, &stop, 120), 0);	/* 120 ms */
 	collector_free(c);
+	assert_true(shown[0] >= 1);	/* the progress went to the caller */
+	assert_int_equal(shown[1], 2);	/* and the end of each run said */
 	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
