@@ -16,6 +16,9 @@
 #     profile of WEB is root's guest's answer (403, TCG needs
 #     --allow-gdbstub), not 409 (two of that name) and not the namesake's;
 #     owner=nobody names the namesake; /debug/pprof/guests gives each owner.
+#  3. nobody's fake RELAY names as its QMP socket one that another process
+#     of nobody's serves (the namesake's): refused (403), the socket's
+#     server (SO_PEERCRED) is not the QEMU the exporter found.
 . "$(dirname "$0")/qemu-common.bash"
 . "$(dirname "$0")/local-hostile.bash"
 need_local_hostile
@@ -49,14 +52,15 @@ for l in open(sys.argv[1]):
         print(hex(a)); break' "/proc/$VICTIM/maps")
 [ -n "$HVA" ] || fail "no 64 KiB mapping in the victim"
 
-# start_nobody MODE NAME SOCK [ENV=V...]: fake-qemu.py as nobody, -accel kvm
+# start_nobody MODE NAME SOCK [ENV=V...]: fake-qemu.py as nobody, -accel kvm,
+# -qmp unix:SOCK (unix:$QMP_AT if set)
 start_nobody() {
 	local mode=$1 name=$2 sock=$3
 	shift 3
 	env "$@" setpriv --reuid=65534 --regid=65534 --clear-groups \
 		bash -c 'exec -a qemu-system-x86_64 /usr/bin/python3 "$@"' fake "$FAKE_QEMU" \
-		"$mode" "$sock" -name "$name" -accel kvm -qmp "unix:$sock,server=on,wait=off" \
-		> "$sock.out" 2>&1 &
+		"$mode" "$sock" -name "$name" -accel kvm \
+		-qmp "unix:${QMP_AT:-$sock},server=on,wait=off" > "$sock.out" 2>&1 &
 	CLEAN_PIDS="$CLEAN_PIDS $!"
 	for _ in $(seq 100); do
 		grep -q ready "$sock.out" 2>/dev/null && return 0
@@ -68,6 +72,7 @@ start_nobody() {
 start_nobody deputy "$EVIL" "$T/nobody/evil.qmp" FAKE_QEMU_VCPU_TID="$VICTIM" FAKE_QEMU_HVA="$HVA"
 start_nobody answer "$WEB" "$T/nobody/web.qmp"
 start_real "$WEB" "$T/web.qmp"
+QMP_AT=$T/nobody/web.qmp start_nobody none "$P-relay" "$T/nobody/relay.qmp"
 
 PORT=$(free_port)
 strace -f -qq -o "$T/strace.log" -e trace=perf_event_open,open,openat \
@@ -111,5 +116,14 @@ echo "RESULT a profile of $WEB beside nobody's namesake: $code: $(cat "$T/web.tx
 code=$(curl -s -m 60 -o "$T/own.txt" -w '%{http_code}' "$U/profile?guest=$WEB&owner=nobody&seconds=1")
 echo "RESULT owner=nobody: $code: $(head -c 200 "$T/own.txt" | tr -cd '[:print:]')"
 [ "$code" = 200 ] || [ "$code" = 500 ] || bad "owner=nobody did not name the namesake ($code)"
+
+# ---- 3: a QMP socket another process serves -----------------------------------
+code=$(curl -s -m 60 -o "$T/relay.txt" -w '%{http_code}' "$U/profile?guest=$P-relay&seconds=1")
+echo "RESULT a QEMU whose QMP socket another process serves: $code: $(head -c 300 "$T/relay.txt" | tr -cd '[:print:]')"
+[ "$code" = 403 ] && grep -q "is served by process" "$T/relay.txt" ||
+	bad "a QMP socket served by another process than the QEMU was not refused"
+# the exporter first (strace ends with it)
+kill $(cat /proc/"$EXP_PID"/task/*/children 2>/dev/null) 2>/dev/null
+wait "$EXP_PID" 2>/dev/null
 [ "$FAILED" = 0 ] || fail "$FAILED checks failed"
 echo PASS
