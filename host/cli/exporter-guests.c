@@ -5,7 +5,10 @@
  * judged by what profiling them would take.  A command line is its owner's
  * input: the QMP and channel sockets it names are used only if they are
  * sockets owned by the QEMU process's own user, so another local user
- * cannot point the exporter at a monitor that is not theirs.
+ * cannot point the exporter at a monitor that is not theirs; and the name
+ * is any user's to give, so a request's name is matched with its owner
+ * (pguest_match()).  What the monitor then answers is checked by the
+ * attach child against the QEMU found here (attach --qemu-pid).
  */
 #include <errno.h>
 #include <pwd.h>
@@ -100,15 +103,17 @@ const char *pguest_owner_name(const struct pguest *g, char *buf, size_t len)
 static int owner_uid(const char *owner, uid_t *uid)
 {
 	struct passwd pw, *res = NULL;
-	char tmp[1024], *end;
+	size_t n = strlen(owner);
+	char tmp[1024];
 	unsigned long v;
 
 	if (!getpwnam_r(owner, &pw, tmp, sizeof(tmp), &res) && res) {
 		*uid = pw.pw_uid;
 		return 0;
 	}
-	v = strspn(owner, "0123456789") == strlen(owner) && owner[0] &&
-	    strlen(owner) < 11 ? strtoul(owner, &end, 10) : (unsigned long)-1;
+	if (!n || n > 10 || strspn(owner, "0123456789") != n)
+		return -EINVAL;
+	v = strtoul(owner, NULL, 10);
 	if (v > 0xfffffffeul)
 		return -EINVAL;
 	*uid = (uid_t)v;

@@ -10,7 +10,9 @@
 #     QEMU's, and strace of the exporter and its children shows no
 #     perf_event_open() of the victim and no open of its /proc/PID/mem.
 #     Before: the root `opvm attach` child perf_event_open()ed the victim
-#     and read its memory.
+#     and read its memory.  `opvm attach --qmp SOCK --qemu-pid FAKE` run
+#     directly (not under strace: LeakSanitizer cannot run under ptrace, so
+#     the strace'd exporter runs without it) exits 3 with that line.
 #  2. nobody runs a namesake (`-name WEB`, a fake that answers QMP) of
 #     root's real QEMU WEB (TCG, an exporter without --allow-gdbstub): a
 #     profile of WEB is root's guest's answer (403, TCG needs
@@ -61,6 +63,7 @@ start_nobody() {
 		bash -c 'exec -a qemu-system-x86_64 /usr/bin/python3 "$@"' fake "$FAKE_QEMU" \
 		"$mode" "$sock" -name "$name" -accel kvm \
 		-qmp "unix:${QMP_AT:-$sock},server=on,wait=off" > "$sock.out" 2>&1 &
+	NOBODY_PID=$!
 	CLEAN_PIDS="$CLEAN_PIDS $!"
 	for _ in $(seq 100); do
 		grep -q ready "$sock.out" 2>/dev/null && return 0
@@ -70,12 +73,13 @@ start_nobody() {
 	fail "the fake QEMU '$mode' did not start"
 }
 start_nobody deputy "$EVIL" "$T/nobody/evil.qmp" FAKE_QEMU_VCPU_TID="$VICTIM" FAKE_QEMU_HVA="$HVA"
+EVIL_PID=$NOBODY_PID
 start_nobody answer "$WEB" "$T/nobody/web.qmp"
 start_real "$WEB" "$T/web.qmp"
 QMP_AT=$T/nobody/web.qmp start_nobody none "$P-relay" "$T/nobody/relay.qmp"
 
 PORT=$(free_port)
-strace -f -qq -o "$T/strace.log" -e trace=perf_event_open,open,openat \
+ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 strace -f -qq -o "$T/strace.log" -e trace=perf_event_open,open,openat \
 	"$OPVM" exporter --listen "127.0.0.1:$PORT" --no-libvirt --profile-dir "$T" \
 	> "$T/exporter.log" 2>&1 &
 EXP_PID=$!
@@ -99,6 +103,14 @@ echo "RESULT strace of the exporter and its children: $perf perf_event_open() of
 	bad "the refusal is not one line saying the vCPU thread is not the QEMU's"
 [ "$perf" = 0 ] || bad "the exporter's children perf_event_open()ed the victim"
 [ "$mem" = 0 ] || bad "the exporter's children opened the victim's memory"
+timeout 60 "$OPVM" attach --qmp "$T/nobody/evil.qmp" --qemu-pid "$EVIL_PID" --sampler perf \
+	--duration 1 -d "$T/direct" > "$T/direct.out" 2>&1
+rc=$?
+msg=$(tr '\n' ' ' < "$T/direct.out" | tr -s ' ')	# one message, wrapped at 80 columns
+echo "RESULT opvm attach --qmp (the liar's) --qemu-pid $EVIL_PID: exit $rc: $msg"
+[ "$rc" = 3 ] && [ "$(grep -c '^opvm: ' "$T/direct.out")" = 1 ] &&
+	grep -q "not a thread of QEMU process $EVIL_PID" <<< "$msg" ||
+	bad "attach --qemu-pid did not refuse the liar with exit status 3 and one message"
 
 # ---- 2: a namesake ----------------------------------------------------------
 curl -s -m 10 "$U/guests" > "$T/guests.json"
