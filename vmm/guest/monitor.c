@@ -49,9 +49,11 @@ static struct qmp *monitor_qmp(struct vm_monitor *m)
 	m->qmp = qmp_open(m->qmp_path, MONITOR_TIMEOUT_MS);
 	if (!m->qmp)
 		return NULL;
+	/* 0: not a process of this PID namespace; what needs the QEMU's pid
+	 * refuses then (vm_monitor_vcpu_threads()), the gdbstub does not */
 	peer = util_socket_peer_pid(qmp_fd(m->qmp));
 	m->peer_pid = peer > 0 ? peer : 0;
-	if (peer <= 0 || (m->want_pid && peer != m->want_pid)) {
+	if (m->want_pid && peer != m->want_pid) {
 		qmp_close(m->qmp);
 		m->qmp = NULL;
 		errno = EPERM;
@@ -254,6 +256,13 @@ int vm_monitor_vcpu_threads(struct vm_monitor *m, pid_t *tids, unsigned max, pid
 	*pid = monitor_qemu_pid(m);	/* after the command: its connection's */
 	if (r)
 		return r;
+	if (m->qmp_path && !*pid) {
+		json_decref(ret);
+		util_seterr(err, errlen, "cannot tell which process serves the QMP socket %s "
+			    "(one of another PID namespace?): refusing to sample or read the "
+			    "threads its monitor names", m->qmp_path);
+		return -EPERM;
+	}
 	if (!json_is_array(ret)) {
 		json_decref(ret);
 		util_seterr(err, errlen, "query-cpus-fast gave no list of vCPUs");
