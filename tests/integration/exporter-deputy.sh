@@ -126,7 +126,7 @@ echo "RESULT a profile of $WEB beside nobody's namesake: $code: $(cat "$T/web.tx
 [ "$code" = 403 ] && grep -q -- "--allow-gdbstub" "$T/web.txt" ||
 	bad "the namesake blocked root's guest or stood in for it"
 code=$(curl -s -m 60 -o "$T/own.txt" -w '%{http_code}' "$U/profile?guest=$WEB&owner=nobody&seconds=1")
-echo "RESULT owner=nobody: $code: $(head -c 200 "$T/own.txt" | tr -cd '[:print:]')"
+echo "RESULT owner=nobody: $code ($(wc -c < "$T/own.txt") bytes)"
 [ "$code" = 200 ] || [ "$code" = 500 ] || bad "owner=nobody did not name the namesake ($code)"
 
 # ---- 3: a QMP socket another process serves -----------------------------------
