@@ -89,6 +89,8 @@ for _ in $(seq 300); do
 	kill -0 "$EXP_PID" 2>/dev/null || break
 	sleep 0.1
 done
+# the exporter itself too, first: strace ended alone would leave it running
+CLEAN_PIDS="$(cat /proc/"$EXP_PID"/task/*/children 2>/dev/null) $CLEAN_PIDS"
 grep -q serving "$T/exporter.log" || { cat "$T/exporter.log"; fail "the exporter did not start"; }
 U=http://127.0.0.1:$PORT/debug/pprof
 
