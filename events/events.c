@@ -30,16 +30,18 @@
 
 /* ---- small parsing helpers ----------------------------------------------- */
 
-/* Whole-string unsigned number, decimal or 0x hex.  No sign, no junk. */
+/* Whole-string unsigned number, decimal or 0x hex.  No sign, no junk, and
+ * no octal: a leading zero is a decimal's ("TIMER:000001000" is 1000). */
 int parse_u64(const char *s, uint64_t *out)
 {
+	int hex = s && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
 	char *end;
 	unsigned long long v;
 
-	if (!s || !*s || !isdigit((unsigned char)*s))
+	if (!s || !(hex ? isxdigit((unsigned char)s[2]) : isdigit((unsigned char)s[0])))
 		return -EINVAL;
 	errno = 0;
-	v = strtoull(s, &end, 0);
+	v = strtoull(s, &end, hex ? 16 : 10);
 	if (errno || *end)
 		return -EINVAL;
 	*out = v;

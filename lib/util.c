@@ -533,6 +533,32 @@ pid_t util_thread_tgid(pid_t tid)
 	return t ? (pid_t)strtol(t + 6, NULL, 10) : -EPROTO;
 }
 
+int util_thread_of(pid_t pid, pid_t tid)
+{
+	char path[64];
+	struct stat st;
+
+	if (pid <= 0 || tid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)pid, (int)tid);
+	if (!stat(path, &st))
+		return 1;
+	if (errno != ENOENT)
+		return -errno;
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	return stat(path, &st) ? -errno : 0;
+}
+
+pid_t util_socket_peer_pid(int fd)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len))
+		return -errno;
+	return uc.pid > 0 ? uc.pid : -ESRCH;
+}
+
 int util_grow(void *arrp, size_t *cap, size_t need, size_t size, size_t min_cap)
 {
 	size_t ncap = *cap ? *cap : (min_cap ? min_cap : 1);

@@ -182,6 +182,14 @@ ssize_t util_read_text(int dfd, const char *path, char *buf, size_t size);
 /* The process a thread belongs to (its Tgid in /proc), or -errno. */
 #include <sys/types.h>
 pid_t util_thread_tgid(pid_t tid);
+/* 1 if tid is a thread of process pid (/proc/PID/task/TID exists), 0 if
+ * not, -errno if pid cannot be looked at.  What a monitor names as a
+ * vCPU thread is checked with it before opvm samples or reads it. */
+int util_thread_of(pid_t pid, pid_t tid);
+/* The process at the other end of a connected unix socket (SO_PEERCRED:
+ * the one that connected, or that listened for a socket we connected),
+ * or -errno. */
+pid_t util_socket_peer_pid(int fd);
 
 /* Little-endian loads from unaligned bytes (guest memory read as bytes). */
 static inline uint64_t util_le64(const void *p)

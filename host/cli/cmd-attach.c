@@ -7,6 +7,7 @@
  * TCG ones.  The profiling itself is the session every command shares
  * (host/cli/session.h).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,11 @@
 #define ATTACH_VIRT_BUDGET_MS	10000
 
 enum { OPT_SAMPLER = COMMAND_OPT, OPT_ALL, OPT_QMP, OPT_CHANNEL, OPT_NAME, OPT_APPEND,
-       OPT_PID };
+       OPT_PID, OPT_QEMU_PID };
+
+/* attach's exit status when --qemu-pid refuses a guest (opvm exporter
+ * answers 403 for it). */
+#define ATTACH_REFUSED	3
 
 static const struct opt_def attach_options[] = {
 	{ "DOMAIN...", 0, NULL, "libvirt domains by name (their org.opvm.0 channel is found "
@@ -45,6 +50,9 @@ static const struct opt_def attach_options[] = {
 	  "(default qmp, vmm-PID)", 0 },
 	{ "pid", OPT_PID, "PID", "an `opvm run --vmm=kvm` guest, sampled from outside with "
 	  "host perf (its process id)", 0 },
+	{ "qemu-pid", OPT_QEMU_PID, "PID", "with --qmp or one DOMAIN: the QEMU process the "
+	  "guest must be (opvm exporter passes the one it found): a QMP socket served by "
+	  "another process, or vCPU threads of another, are refused (exit status 3)", 0 },
 	{ "append", OPT_APPEND, NULL, "add to the current samples instead of starting afresh "
 	  "(also --append-samples, as for opvm run)", 0 },
 	{ 0 },
@@ -54,24 +62,25 @@ struct attach {
 	struct session_opts o;
 	const char *uri, *qmp_path, *chan, *name, *sampler;
 	int all;
-	pid_t pid;
+	pid_t pid, qemu_pid;
+	int refused;			/* --qemu-pid refused a guest */
 	char **doms;			/* names given, then the ones to attach */
 	size_t nr_doms;
 	char **listed;			/* from --all (virt_list_running) */
 };
 
-static int parse_pid(struct attach *a, const char *arg)
+static int parse_pid(pid_t *out, const char *opt, const char *what, const char *arg)
 {
 	uint64_t p;
 
 	if (num_parse_u64(arg, 1, INT32_MAX, &p)) {
-		char e[160];
+		char e[160], want[96];
 
-		log_err("%s", num_bad_value(e, sizeof(e), "--pid", arg,
-					    "the pid of `opvm run --vmm=kvm`"));
+		snprintf(want, sizeof(want), "the pid of %s", what);
+		log_err("%s", num_bad_value(e, sizeof(e), opt, arg, want));
 		return -1;
 	}
-	a->pid = (pid_t)p;
+	*out = (pid_t)p;
 	return 1;
 }
 
@@ -82,7 +91,9 @@ static int attach_parse(void *arg, int opt, const char *optarg)
 	switch (opt) {
 	case 1: a->doms[a->nr_doms++] = (char *)optarg; return 1;
 	case OPT_SAMPLER: a->sampler = optarg; return 1;	/* the backend is chosen */
-	case OPT_PID: return parse_pid(a, optarg);
+	case OPT_PID: return parse_pid(&a->pid, "--pid", "`opvm run --vmm=kvm`", optarg);
+	case OPT_QEMU_PID: return parse_pid(&a->qemu_pid, "--qemu-pid", "the guest's QEMU",
+					    optarg);
 	case OPT_ALL: a->all = 1; return 1;
 	case 'c': a->uri = optarg; return 1;
 	case OPT_QMP: a->qmp_path = optarg; return 1;
@@ -116,6 +127,10 @@ static int check_guests(struct attach *a)
 			"gdbstub (drop --sampler %s)", a->sampler);
 		return 2;
 	}
+	if (a->qemu_pid && !a->qmp_path && a->nr_doms != 1) {
+		log_err("--qemu-pid goes with --qmp or one DOMAIN");
+		return 2;
+	}
 	if (a->chan && !a->qmp_path && a->nr_doms != 1) {
 		log_err("--channel goes with --qmp or one DOMAIN (other domains name their "
 			"org.opvm.0 channel in their XML)");
@@ -142,6 +157,25 @@ static int list_domains(struct attach *a, struct virt *v)
 	return 0;
 }
 
+/* --qemu-pid: the guest's monitor must be that QEMU's, and the vCPU threads
+ * it names that QEMU's threads, before any backend samples or reads them.
+ * 0, or 1 after printing (a->refused). */
+static int check_qemu(struct attach *a, struct vm_monitor *m)
+{
+	pid_t *tids = calloc(VM_MONITOR_MAX_VCPUS, sizeof(*tids)), pid;
+	char err[1024] = "";
+	int r = tids ? vm_monitor_set_qemu_pid(m, a->qemu_pid, err, sizeof(err)) : -ENOMEM;
+
+	if (!r)
+		r = vm_monitor_vcpu_threads(m, tids, VM_MONITOR_MAX_VCPUS, &pid, err, sizeof(err));
+	free(tids);
+	if (r != -EPERM)
+		return 0;	/* other failures are the backend's to tell */
+	log_err("guest '%s' refused: %s", vm_monitor_name(m), err);
+	a->refused = 1;
+	return 1;
+}
+
 /* The monitors of the guests to profile; 0, or 1 after printing. */
 static int open_monitors(struct attach *a, struct virt *v, struct vm_monitor **mons)
 {
@@ -160,6 +194,8 @@ static int open_monitors(struct attach *a, struct virt *v, struct vm_monitor **m
 			log_err("%s", err[0] ? err : strerror(errno));
 			return 1;
 		}
+		if (a->qemu_pid && check_qemu(a, mons[i]))
+			return 1;
 		if (a->chan && !a->qmp_path && vm_monitor_set_channel(mons[i], a->chan)) {
 			log_err("--channel %s: path too long", a->chan);
 			return 1;
@@ -311,7 +347,7 @@ static int attach_run(struct attach *a, const struct backend_ops *b, void *bst)
 	free(lk.kvm);
 	virt_free_names(a->listed);
 	virt_reader_free(vr);
-	return ret;
+	return a->refused ? ATTACH_REFUSED : ret;
 }
 
 int cmd_attach(int argc, char **argv)

@@ -197,7 +197,7 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, "Content-Type", type);
-	ret = MHD_queue_response(c, status, r);
+	ret = pprof_queue(c, status, r);
 	MHD_destroy_response(r);
 	return ret;
 }
@@ -243,7 +243,7 @@ static enum MHD_Result serve_metrics(struct exporter *e, struct MHD_Connection *
 		}
 		MHD_add_response_header(r, "Content-Type",
 					"text/plain; version=0.0.4; charset=utf-8");
-		ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+		ret = pprof_queue(c, MHD_HTTP_OK, r);
 		MHD_destroy_response(r);
 		return ret;
 	}
@@ -293,9 +293,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 {
 	struct exporter *e = cls;
 
+	(void)upload;
+	(void)upload_size;
+	if (pprof_uri_marked(*con_cls))		/* too many parameters */
+		return pprof_too_many(e->pprof, c);
 	/* host/cli/exporter-http.h: its own methods, and suspended requests */
 	if (!strncmp(url, PPROF_PREFIX, strlen(PPROF_PREFIX)))
-		return pprof_request(e->pprof, c, url, method, con_cls);
+		return pprof_request(e->pprof, c, url, method, version, con_cls);
 	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
 		return send_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET /metrics\n", "text/plain");
 	for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
@@ -616,6 +620,7 @@ static struct MHD_Daemon *exporter_start(struct exporter *e, int fd, pthread_t *
 				     (unsigned)EXPORTER_CONNS_PER_IP,
 				     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)EXPORTER_IDLE_S,
 				     MHD_OPTION_NOTIFY_COMPLETED, pprof_completed, e->pprof,
+				     MHD_OPTION_URI_LOG_CALLBACK, pprof_uri_check, NULL,
 				     MHD_OPTION_END);
 	exporter_mask(SIG_SETMASK, &old);
 	if (!d)

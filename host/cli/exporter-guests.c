@@ -5,13 +5,18 @@
  * judged by what profiling them would take.  A command line is its owner's
  * input: the QMP and channel sockets it names are used only if they are
  * sockets owned by the QEMU process's own user, so another local user
- * cannot point the exporter at a monitor that is not theirs.
+ * cannot point the exporter at a monitor that is not theirs; and the name
+ * is any user's to give, so a request's name is matched with its owner
+ * (pguest_match()).  What the monitor then answers is checked by the
+ * attach child against the QEMU found here (attach --qemu-pid).
  */
 #include <errno.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "host/cli/exporter-job.h"
 
@@ -67,12 +72,80 @@ int pguest_scan(const struct pprof_cfg *cfg, struct pguest **out)
 	for (int i = 0; i < n; i++) {
 		struct pguest *g = &gs[nr];
 
-		if (procstat_probe(pids[i], &g->q) != 1)
+		char proc[32];
+		struct stat st;
+
+		snprintf(proc, sizeof(proc), "/proc/%d", pids[i]);
+		if (procstat_probe(pids[i], &g->q) != 1 || stat(proc, &st))
 			continue;
+		g->owner = st.st_uid;
 		judge(cfg, g);
 		nr++;
 	}
 	free(pids);
 	*out = gs;
 	return nr;
+}
+
+const char *pguest_owner_name(const struct pguest *g, char *buf, size_t len)
+{
+	struct passwd pw, *res = NULL;
+	char tmp[1024];
+
+	if (!getpwuid_r(g->owner, &pw, tmp, sizeof(tmp), &res) && res)
+		snprintf(buf, len, "%s", pw.pw_name);
+	else
+		snprintf(buf, len, "%u", (unsigned)g->owner);
+	return buf;
+}
+
+/* owner= as a uid: a user name, or its number.  0 or -EINVAL. */
+static int owner_uid(const char *owner, uid_t *uid)
+{
+	struct passwd pw, *res = NULL;
+	size_t n = strlen(owner);
+	char tmp[1024];
+	unsigned long v;
+
+	if (!getpwnam_r(owner, &pw, tmp, sizeof(tmp), &res) && res) {
+		*uid = pw.pw_uid;
+		return 0;
+	}
+	if (!n || n > 10 || strspn(owner, "0123456789") != n)
+		return -EINVAL;
+	v = strtoul(owner, NULL, 10);
+	if (v > 0xfffffffeul)
+		return -EINVAL;
+	*uid = (uid_t)v;
+	return 0;
+}
+
+int pguest_match(const struct pguest *gs, int n, const char *name, const char *owner,
+		 char *owners, size_t ownlen)
+{
+	uid_t want = 0;
+	int pick = -ENOENT, hits = 0, trusted = 0;
+	size_t off = 0;
+
+	if (owner && owner_uid(owner, &want))
+		return -EINVAL;
+	/* root's and the exporter's own guests first */
+	for (int i = 0; !owner && i < n; i++)
+		trusted |= !strcmp(gs[i].q.name, name) &&
+			   (gs[i].owner == 0 || gs[i].owner == geteuid());
+	owners[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		char who[64];
+
+		if (strcmp(gs[i].q.name, name) || (owner && gs[i].owner != want) ||
+		    (trusted && gs[i].owner != 0 && gs[i].owner != geteuid()))
+			continue;
+		if (!hits++)
+			pick = i;
+		if (off < ownlen)
+			off += (size_t)snprintf(owners + off, ownlen - off, "%s%s",
+						off ? ", " : "",
+						pguest_owner_name(&gs[i], who, sizeof(who)));
+	}
+	return hits > 1 ? -EEXIST : pick;
 }

@@ -24,6 +24,7 @@
 #define PPROF_MAX_PROFILES	2
 #define PPROF_MAX_SECONDS	60
 #define PPROF_SECONDS		30	/* without seconds=, as Go's net/http/pprof */
+#define PPROF_MAX_PARAMS	32	/* query parameters of any request */
 
 enum { OPT_MAX_PROFILES = PPROF_OPT, OPT_MAX_SECONDS, OPT_ALLOW_GDBSTUB, OPT_PROFILE_DIR };
 
@@ -109,6 +110,20 @@ struct pprof *pprof_new(const struct pprof_cfg *cfg)
 
 /* ---- replies ---------------------------------------------------------- */
 
+/*
+ * Every answer closes its connection, said in an explicit header.  Why not
+ * keep-alive: a profile suspends its connection for up to a minute, and a
+ * request pipelined behind it would wait as long; a kept connection holds
+ * one of a source address's 32 slots while idle; and libmicrohttpd decides
+ * keep-alive by heuristics of its own that changed between its versions.
+ * A new connection a request costs a handshake, on a scrape interval.
+ */
+enum MHD_Result pprof_queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *r)
+{
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+	return MHD_queue_response(c, status, r);
+}
+
 /* One line of text with status; retry_after > 0 adds Retry-After. */
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, unsigned retry_after,
 			     const char *fmt, ...)
@@ -134,7 +149,7 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, unsigned
 		snprintf(ra, sizeof(ra), "%u", retry_after);
 		MHD_add_response_header(r, "Retry-After", ra);
 	}
-	ret = MHD_queue_response(c, status, r);
+	ret = pprof_queue(c, status, r);
 	MHD_destroy_response(r);
 	return ret;
 }
@@ -171,7 +186,7 @@ static enum MHD_Result job_reply(struct pprof *p, struct MHD_Connection *c, stru
 			 "--max-profile-seconds)", j->asked, j->seconds);
 		MHD_add_response_header(r, "X-Opvm-Clipped", clip);
 	}
-	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+	ret = pprof_queue(c, MHD_HTTP_OK, r);
 	MHD_destroy_response(r);
 	if (ret == MHD_YES) {
 		pthread_mutex_lock(&p->lock);
@@ -184,32 +199,53 @@ static enum MHD_Result job_reply(struct pprof *p, struct MHD_Connection *c, stru
 /* ---- /debug/pprof/profile --------------------------------------------- */
 
 struct args {
-	const char *guest, *seconds, *event, *callgraph;
+	const char *guest, *seconds, *event, *callgraph, *owner;
 	char bad[160];		/* the first bad parameter, escaped */
 };
 
+/* One parameter; its size given, so that a NUL inside it (%00) is seen:
+ * "guest=victim%00x" must not become guest=victim. */
 static enum MHD_Result one_arg(void *cls, enum MHD_ValueKind kind, const char *key,
-			       const char *value)
+			       size_t key_size, const char *value, size_t value_size)
 {
 	struct args *a = cls;
 	const char **slot = !strcmp(key, "guest") ? &a->guest :
 			    !strcmp(key, "seconds") ? &a->seconds :
 			    !strcmp(key, "event") ? &a->event :
-			    !strcmp(key, "callgraph") ? &a->callgraph : NULL;
+			    !strcmp(key, "callgraph") ? &a->callgraph :
+			    !strcmp(key, "owner") ? &a->owner : NULL;
 	char esc[64];
 
 	(void)kind;
 	if (a->bad[0])
 		return MHD_NO;
 	util_text_escape(esc, sizeof(esc), key);
-	if (!slot)
+	if (strlen(key) != key_size || (value && strlen(value) != value_size))
+		snprintf(a->bad, sizeof(a->bad), "parameter '%s' holds a NUL byte", esc);
+	else if (!slot)
 		snprintf(a->bad, sizeof(a->bad), "unknown parameter '%s' (guest, seconds, "
-			 "event and callgraph are known)", esc);
+			 "event, callgraph and owner are known)", esc);
 	else if (*slot)
 		snprintf(a->bad, sizeof(a->bad), "parameter '%s' given twice", esc);
 	else
 		*slot = value ? value : "";
 	return a->bad[0] ? MHD_NO : MHD_YES;
+}
+
+/* seconds=: decimal digits only (no sign, no spaces, no 0x), at least 1;
+ * past 1000000 it is 1000000 (clipped anyway).  0 or -EINVAL. */
+static int parse_seconds(const char *v, unsigned long *s)
+{
+	size_t n = strlen(v);
+
+	if (!n || strspn(v, "0123456789") != n)
+		return -EINVAL;
+	while (n > 1 && *v == '0') {	/* leading zeros: still decimal */
+		v++;
+		n--;
+	}
+	*s = n > 7 ? 1000000 : strtoul(v, NULL, 10);
+	return *s ? 0 : -EINVAL;
 }
 
 /* Characters of an event spec (opvm list-events): checked here so that
@@ -227,20 +263,17 @@ static int parse_args(struct pprof *p, struct MHD_Connection *c, struct pjob *j,
 		      enum MHD_Result *ret)
 {
 	struct args a = { 0 };
-	char *end;
 	unsigned long s = PPROF_SECONDS;
 
-	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, one_arg, &a);
+	MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, one_arg, &a);
 	if (!a.bad[0] && (!a.guest || !a.guest[0]))
 		snprintf(a.bad, sizeof(a.bad), "say which guest: ?guest=NAME&seconds=N "
 			 "(/debug/pprof/guests lists them)");
-	if (!a.bad[0] && a.seconds) {
-		errno = 0;
-		s = strtoul(a.seconds, &end, 10);
-		if (!a.seconds[0] || *end || a.seconds[0] == '-' || !s || errno)
-			snprintf(a.bad, sizeof(a.bad), "seconds wants a whole number of seconds "
-				 "from 1");
-	}
+	if (!a.bad[0] && a.seconds && parse_seconds(a.seconds, &s))
+		snprintf(a.bad, sizeof(a.bad), "seconds wants a whole number of seconds from 1, "
+			 "in decimal digits");
+	if (!a.bad[0] && a.owner && (!a.owner[0] || strlen(a.owner) >= sizeof(j->owner)))
+		snprintf(a.bad, sizeof(a.bad), "owner wants a user name or uid");
 	if (!a.bad[0] && a.event && !event_ok(a.event))
 		snprintf(a.bad, sizeof(a.bad), "event wants an event spec such as "
 			 "cpu-clock or TIMER:5000 (opvm list-events)");
@@ -255,6 +288,7 @@ static int parse_args(struct pprof *p, struct MHD_Connection *c, struct pjob *j,
 	j->seconds = j->asked > p->cfg.max_seconds ? p->cfg.max_seconds : j->asked;
 	snprintf(j->event, sizeof(j->event), "%s", a.event ? a.event : "");
 	snprintf(j->callgraph, sizeof(j->callgraph), "%s", a.callgraph ? a.callgraph : "");
+	snprintf(j->owner, sizeof(j->owner), "%s", a.owner ? a.owner : "");
 	snprintf(j->g.q.name, sizeof(j->g.q.name), "%s", a.guest);
 	return 0;
 }
@@ -264,30 +298,31 @@ static int find_guest(struct pprof *p, struct MHD_Connection *c, struct pjob *j,
 		      enum MHD_Result *ret)
 {
 	struct pguest *gs;
-	int n = pguest_scan(&p->cfg, &gs), hits = 0;
-	char esc[160];
+	int n = pguest_scan(&p->cfg, &gs), hit;
+	char esc[160], owners[256], oesc[160];
 
 	util_text_escape(esc, sizeof(esc), j->g.q.name);
+	util_text_escape(oesc, sizeof(oesc), j->owner);
 	if (n < 0) {
 		*ret = reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, 0, "cannot read /proc: %s",
 			     strerror(-n));
 		return -1;
 	}
-	for (int i = 0; i < n; i++) {
-		if (strcmp(gs[i].q.name, j->g.q.name))
-			continue;
-		if (!hits++)
-			j->g = gs[i];
-	}
+	hit = pguest_match(gs, n, j->g.q.name, j->owner[0] ? j->owner : NULL, owners,
+			   sizeof(owners));
+	if (hit >= 0)
+		j->g = gs[hit];
 	free(gs);
-	if (!hits) {
+	if (hit == -ENOENT || hit == -EINVAL) {
 		count_refusal(p, PREF_UNKNOWN_GUEST);
-		*ret = reply(c, MHD_HTTP_NOT_FOUND, 0, "no guest '%s' on this host "
-			     "(/debug/pprof/guests lists them)", esc);
-	} else if (hits > 1) {
+		*ret = reply(c, MHD_HTTP_NOT_FOUND, 0, "no guest '%s'%s%s%s on this host "
+			     "(/debug/pprof/guests lists them)", esc, j->owner[0] ? " of user '" :
+			     "", oesc, j->owner[0] ? "'" : "");
+	} else if (hit < 0) {
 		count_refusal(p, PREF_BAD_REQUEST);
-		*ret = reply(c, MHD_HTTP_CONFLICT, 0, "%d QEMU processes are named '%s': give "
-			     "them distinct -name values", hits, esc);
+		*ret = reply(c, MHD_HTTP_CONFLICT, 0, "several QEMU processes are named '%s', "
+			     "of users %s: add owner=USER, or give them distinct -name values",
+			     esc, owners);
 	} else if (j->g.why[0]) {
 		count_refusal(p, PREF_STOPS_GUEST);
 		*ret = reply(c, MHD_HTTP_FORBIDDEN, 0, "guest '%s' is not profiled: %s", esc,
@@ -324,7 +359,7 @@ static int can_suspend(struct MHD_Connection *c)
 }
 
 static enum MHD_Result profile_request(struct pprof *p, struct MHD_Connection *c,
-				       void **con_cls)
+				       const char *version, void **con_cls)
 {
 	struct pjob *j = calloc(1, sizeof(*j));
 	enum MHD_Result ret;
@@ -336,6 +371,7 @@ static enum MHD_Result profile_request(struct pprof *p, struct MHD_Connection *c
 	j->p = p;
 	j->c = c;
 	j->client_fd = client_fd(c);
+	j->http11 = !strcmp(version, MHD_HTTP_VERSION_1_1);
 	if (parse_args(p, c, j, &ret) || find_guest(p, c, j, &ret)) {
 		free(j);
 		return ret;
@@ -358,12 +394,14 @@ static enum MHD_Result profile_request(struct pprof *p, struct MHD_Connection *c
 
 static json_t *guest_json(const struct pprof *p, const struct pguest *g)
 {
+	char who[64];
 	int busy = 0;
 
 	for (unsigned i = 0; i < p->cfg.max_profiles; i++)
 		busy |= p->active[i] && p->active[i]->g.q.pid == g->q.pid;
-	return json_pack("{s:s, s:i, s:s, s:s, s:s, s:b, s:s?, s:b}",
+	return json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:b, s:s?, s:b}",
 			 "name", g->q.name, "pid", g->q.pid,
+			 "owner", pguest_owner_name(g, who, sizeof(who)),
 			 "source", g->q.libvirt ? "libvirt" : "qemu",
 			 "accel", g->q.accel == PS_ACCEL_KVM ? "kvm" : "tcg",
 			 "sampler", g->sampler, "profile", !g->why[0],
@@ -403,15 +441,49 @@ static enum MHD_Result guests_request(struct pprof *p, struct MHD_Connection *c)
 		return MHD_NO;
 	}
 	MHD_add_response_header(r, "Content-Type", "application/json");
-	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+	ret = pprof_queue(c, MHD_HTTP_OK, r);
 	MHD_destroy_response(r);
 	return ret;
 }
 
 /* ---- dispatch --------------------------------------------------------- */
 
+/* The mark of a request with too many parameters (its *con_cls). */
+static char too_many;
+
+void *pprof_uri_check(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	char *q = strchr(uri, '?');
+	unsigned n = 1;
+
+	(void)cls;
+	(void)c;
+	for (const char *s = q; s && *s; s++)
+		n += *s == '&';
+	if (!q || n <= PPROF_MAX_PARAMS)
+		return NULL;
+	/* libmicrohttpd would parse every one into the connection's memory
+	 * pool, run out and close the connection unanswered: it parses
+	 * none.  The URI is its own buffer, which it parses next. */
+	q[1] = '\0';
+	return &too_many;
+}
+
+int pprof_uri_marked(const void *con_cls)
+{
+	return con_cls == &too_many;
+}
+
+enum MHD_Result pprof_too_many(struct pprof *p, struct MHD_Connection *c)
+{
+	if (p)
+		count_refusal(p, PREF_BAD_REQUEST);
+	return reply(c, MHD_HTTP_BAD_REQUEST, 0, "more than %d query parameters",
+		     PPROF_MAX_PARAMS);
+}
+
 enum MHD_Result pprof_request(struct pprof *p, struct MHD_Connection *c, const char *url,
-			      const char *method, void **con_cls)
+			      const char *method, const char *version, void **con_cls)
 {
 	const char *page = url + strlen(PPROF_PREFIX);
 	int get = !strcmp(method, "GET"), head = !strcmp(method, "HEAD");
@@ -433,7 +505,7 @@ enum MHD_Result pprof_request(struct pprof *p, struct MHD_Connection *c, const c
 	}
 	if (!strcmp(page, "guests"))
 		return guests_request(p, c);
-	return profile_request(p, c, con_cls);
+	return profile_request(p, c, version, con_cls);
 }
 
 void pprof_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -442,7 +514,8 @@ void pprof_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)cls;
 	(void)c;
 	(void)toe;
-	pjob_free(*con_cls);
+	if (*con_cls != &too_many)
+		pjob_free(*con_cls);
 	*con_cls = NULL;
 }
 
@@ -456,7 +529,8 @@ static void metric(FILE *f, const char *name, const char *type, const char *help
 char *pprof_metrics(struct pprof *p, const char *s)
 {
 	static const char *const why[PREF_NR] = { "busy", "guest_busy", "stops_guest",
-						  "unknown_guest", "bad_request" };
+						  "unknown_guest", "bad_request",
+						  "not_its_qemu" };
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);

@@ -67,7 +67,20 @@ struct pprof *pprof_new(const struct pprof_cfg *cfg);
 /* The access handler for every URL under PPROF_PREFIX (arguments as
  * MHD_AccessHandlerCallback's); it may leave its state in *con_cls. */
 enum MHD_Result pprof_request(struct pprof *p, struct MHD_Connection *c, const char *url,
-			      const char *method, void **con_cls);
+			      const char *method, const char *version, void **con_cls);
+
+/* Queues r with status, with an explicit `Connection: close`: every answer
+ * of the exporter ends its connection (why: exporter-http.c). */
+enum MHD_Result pprof_queue(struct MHD_Connection *c, unsigned status,
+			    struct MHD_Response *r);
+
+/* For MHD_OPTION_URI_LOG_CALLBACK (cls unused): a request with more query
+ * parameters than any page takes gets none parsed, and a mark in its
+ * *con_cls (pprof_uri_marked()), which the access handler answers with
+ * pprof_too_many() (400, one line) before anything else. */
+void *pprof_uri_check(void *cls, const char *uri, struct MHD_Connection *c);
+int pprof_uri_marked(const void *con_cls);
+enum MHD_Result pprof_too_many(struct pprof *p, struct MHD_Connection *c);
 
 /* For MHD_OPTION_NOTIFY_COMPLETED (cls is the pprof): frees what
  * pprof_request() left in *con_cls; nothing for other requests. */

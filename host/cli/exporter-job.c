@@ -5,11 +5,20 @@
  * pprof`, both children in the profile's own directory, which is removed
  * before the profile is sent (the worker keeps it open).
  *
- * The worker polls its client's socket for a hang-up (POLLRDHUP: no byte
- * is read, libmicrohttpd owns the connection) and the exporter's stop pipe
- * ten times a second; either stops the child with SIGTERM, on which attach
- * ends its session as on Ctrl-C (a gdbstub guest is let go, never left
- * stopped).  SIGKILL only after PJOB_GRACE_MS.
+ * The worker polls its client's socket for a hang-up (no byte is read,
+ * libmicrohttpd owns the connection) and the exporter's stop pipe ten times
+ * a second; either stops the child with SIGTERM, on which attach ends its
+ * session as on Ctrl-C (a gdbstub guest is let go, never left stopped).
+ * SIGKILL only after PJOB_GRACE_MS.
+ *
+ * A client's FIN (POLLRDHUP) is no hang-up: it may only have shut down its
+ * sending half (shutdown(SHUT_WR)) and wait for its answer, and TCP does not
+ * tell that from a close.  So an HTTP/1.1 client is sent one interim
+ * response (PJOB_PROBE, a 1xx every HTTP/1.1 client skips): a client that
+ * closed answers it with a reset (POLLERR, POLLHUP: gone, within a poll);
+ * one that half-closed reads it and gets its answer after it.  HTTP/1.0 has
+ * no interim responses: such a client is answered at the end of its
+ * profile, or found gone when the answer is written.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +43,8 @@
 #define PJOB_SETUP_MS		60000	/* attach's start and end beyond its --duration */
 #define PJOB_EXPORT_MS		120000	/* the longest export */
 #define PJOB_READY_MARGIN_MS	3000	/* an export, for Retry-After */
+#define PJOB_PROBE		"HTTP/1.1 102 Processing\r\n\r\n"
+#define PJOB_EXIT_REFUSED	3	/* attach's: --qemu-pid refused the guest */
 
 /* Why a child did not end by itself. */
 enum { PJOB_GONE = -1, PJOB_STOPPING = -2, PJOB_TIMEOUT = -3, PJOB_SPAWN = -4 };
@@ -43,19 +55,28 @@ static double tv_s(const struct timeval *tv)
 }
 
 /* 1 if the client hung up, 2 if the exporter stops, 0 neither (after up
- * to PJOB_POLL_MS). */
-static int watch(const struct pjob *j)
+ * to PJOB_POLL_MS).  POLLRDHUP is asked for until the client's FIN came
+ * (then the probe goes, once: see above); POLLERR and POLLHUP always come. */
+static int watch(struct pjob *j)
 {
 	struct pollfd f[2] = {
 		{ .fd = j->p->stop_pipe[0], .events = POLLIN },
-		{ .fd = j->client_fd, .events = POLLRDHUP },
+		{ .fd = j->client_fd, .events = j->probed ? 0 : POLLRDHUP },
 	};
 
 	if (poll(f, j->client_fd >= 0 ? 2 : 1, PJOB_POLL_MS) <= 0)
 		return 0;
 	if (f[0].revents)
 		return 2;
-	return (f[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) ? 1 : 0;
+	if (f[1].revents & (POLLHUP | POLLERR | POLLNVAL))
+		return 1;
+	if ((f[1].revents & POLLRDHUP) && !j->probed) {
+		j->probed = 1;
+		if (j->http11 && send(j->client_fd, PJOB_PROBE, strlen(PJOB_PROBE),
+				      MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+			return 1;
+	}
+	return 0;
 }
 
 /* Stops child pid (SIGTERM, SIGKILL after the grace) and reaps it. */
@@ -107,7 +128,7 @@ static int child_run(struct pjob *j, char **argv, const char *log, int64_t max_m
 }
 
 /* The attach command line for j (strings in buf, kept while argv is). */
-static void attach_argv(const struct pjob *j, char **argv, char buf[3][PATH_MAX + 32])
+static void attach_argv(const struct pjob *j, char **argv, char buf[4][PATH_MAX + 32])
 {
 	const struct ps_qemu *q = &j->g.q;
 	int a = 0;
@@ -115,8 +136,12 @@ static void attach_argv(const struct pjob *j, char **argv, char buf[3][PATH_MAX 
 	snprintf(buf[0], sizeof(buf[0]), "%u", j->seconds);
 	snprintf(buf[1], sizeof(buf[1]), "%s/session", j->dir);
 	snprintf(buf[2], sizeof(buf[2]), "qemu-%d", q->pid);
+	snprintf(buf[3], sizeof(buf[3]), "%d", q->pid);
 	argv[a++] = "opvm";
 	argv[a++] = "attach";
+	/* the QEMU found here, which the monitor's answers must describe */
+	argv[a++] = "--qemu-pid";
+	argv[a++] = buf[3];
 	if (q->libvirt) {
 		argv[a++] = (char *)q->name;
 		if (j->p->cfg.uri) {
@@ -162,9 +187,18 @@ static void child_failed(struct pjob *j, const char *what, const char *log, int 
 		return;
 	}
 	/* attach's usage errors (an event this sampler does not take) come
-	 * before it touches the guest */
+	 * before it touches the guest, and so does its refusal of a monitor
+	 * that describes another process than the QEMU found here */
 	j->status = r >= 0 && WIFEXITED(r) && WEXITSTATUS(r) == 2 ? MHD_HTTP_BAD_REQUEST :
-		    MHD_HTTP_INTERNAL_SERVER_ERROR;
+		    r >= 0 && WIFEXITED(r) && WEXITSTATUS(r) == PJOB_EXIT_REFUSED ?
+		    MHD_HTTP_FORBIDDEN : MHD_HTTP_INTERNAL_SERVER_ERROR;
+	if (j->status == MHD_HTTP_FORBIDDEN) {	/* attach's line says which guest */
+		const char *why = !strncmp(line, "opvm: error: ", 13) ? line + 13 : line;
+
+		snprintf(j->msg, sizeof(j->msg), "%s", why[0] ? why : "the guest's monitor "
+			 "does not describe its QEMU: refused");
+		return;
+	}
 	snprintf(j->msg, sizeof(j->msg), "%s of guest '%s' %s%s%s", what, j->g.q.name,
 		 r == PJOB_TIMEOUT ? "took too long" : r == PJOB_SPAWN ? "could not start" :
 		 "failed", line[0] ? ": " : "", line);
@@ -174,7 +208,7 @@ static void child_failed(struct pjob *j, const char *what, const char *log, int 
  * nothing more (no one to answer). */
 static void job_work(struct pjob *j)
 {
-	char buf[3][PATH_MAX + 32], log[PATH_MAX + 32], out[PATH_MAX + 32];
+	char buf[4][PATH_MAX + 32], log[PATH_MAX + 32], out[PATH_MAX + 32];
 	char *argv[32];
 	struct stat st;
 	int64_t t0 = util_now_ms();
@@ -243,6 +277,8 @@ static void job_end(struct pjob *j, int client_gone)
 		p->aborted++;
 	else if (j->status == MHD_HTTP_BAD_REQUEST)	/* attach's usage error */
 		p->refused[PREF_BAD_REQUEST]++;
+	else if (j->status == MHD_HTTP_FORBIDDEN)	/* attach's refusal */
+		p->refused[PREF_NOT_ITS_QEMU]++;
 	else if (j->status != MHD_HTTP_OK && j->status != MHD_HTTP_SERVICE_UNAVAILABLE)
 		p->errors++;
 	resume = j->suspended;

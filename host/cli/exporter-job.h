@@ -20,6 +20,7 @@
 /* A QEMU process of this host, and whether the exporter may profile it. */
 struct pguest {
 	struct ps_qemu q;
+	uid_t owner;		/* the process's user (its sockets' too) */
 	const char *sampler;	/* "perf" (KVM) or "gdbstub" (TCG) */
 	char why[256];		/* "" if it may be profiled, else why not */
 };
@@ -28,12 +29,28 @@ struct pguest {
  * (free() it).  Returns how many, or -errno. */
 int pguest_scan(const struct pprof_cfg *cfg, struct pguest **out);
 
+/*
+ * Which of gs[0..n) a request for guest name (and owner, a user name or
+ * uid, or NULL) means.  A name is any local user's to give a QEMU: guests
+ * are told apart by name and owner.  Without owner, if a guest of that name
+ * runs as root or as the exporter's own user, only those count, so that
+ * another user's namesake can neither stand in for it nor make it
+ * ambiguous.  Returns the index, -ENOENT (none), -EEXIST (several: owners
+ * lists theirs, for the 409), -EINVAL (an unknown owner).
+ */
+int pguest_match(const struct pguest *gs, int n, const char *name, const char *owner,
+		 char *owners, size_t ownlen);
+
+/* The owner's user name (or number) into buf. */
+const char *pguest_owner_name(const struct pguest *g, char *buf, size_t len);
+
 enum pprof_refusal {
 	PREF_BUSY,		/* max_profiles reached (429) */
 	PREF_GUEST_BUSY,	/* that guest is being profiled (429) */
 	PREF_STOPS_GUEST,	/* TCG without allow_gdbstub (403) */
 	PREF_UNKNOWN_GUEST,	/* no such guest (404) */
 	PREF_BAD_REQUEST,	/* bad parameter, path or method (400, 404, 405) */
+	PREF_NOT_ITS_QEMU,	/* its monitor describes another process (403) */
 	PREF_NR,
 };
 
@@ -57,12 +74,15 @@ struct pjob {
 	struct pprof *p;
 	struct MHD_Connection *c;
 	int client_fd;		/* polled for the client going away */
+	int http11;		/* an HTTP/1.1 request: a 1xx may go first */
+	int probed;		/* the client half-closed: the 1xx went */
 	int suspended;		/* c is suspended until the worker ends */
 	int thread_started;
 	pthread_t thread;
 	struct pguest g;
 	unsigned asked, seconds;	/* seconds asked, and after clipping */
 	char event[65], callgraph[8];	/* "" if not asked */
+	char owner[64];		/* owner= asked, or "" */
 	char dir[PATH_MAX];	/* its directory under root */
 	int64_t ready_ms;	/* when it should be done (Retry-After) */
 	/* the outcome, set by the worker before it ends */

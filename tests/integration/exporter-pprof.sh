@@ -18,7 +18,14 @@
 #    the TCG guest with 403 and why, and starts nothing; 404, 400, 405 get
 #    one line of text;
 #  - a guest that ran no code in the window (C, paused) gets a profile
-#    without samples (200), not an error.
+#    without samples (200), not an error;
+#  - the HTTP side (issue 37): a client that half-closes after its request
+#    (shutdown(SHUT_WR)) gets its profile, HTTP/1.1 (after an interim 102)
+#    and HTTP/1.0; every answer says `Connection: close` (/metrics, the
+#    guests, a profile, each refusal) and curl fetching two URLs on one
+#    connection gets both; 500 query parameters get a 400 with one line
+#    (a profile and /metrics); guest=A%00x, seconds=%20-5, seconds=0x10
+#    are refused; event=TIMER:0005000 is 5000 microseconds, not octal.
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
 command -v go >/dev/null 2>&1 || skip "go is not installed (golang-go, scripts/install-deps.sh)"
@@ -156,8 +163,11 @@ sys.exit(0 if ok else 1)
 EOF
 
 # ---- go tool pprof -raw: abratio's split and labels ----------------------
-go tool pprof -raw "$U/profile?guest=$A&seconds=10&event=TIMER:5000" > "$T/raw.txt" 2> "$T/raw.err" ||
+# (leading zeros: decimal, as every count; octal 0005000 would be 2560)
+go tool pprof -raw "$U/profile?guest=$A&seconds=10&event=TIMER:0005000" > "$T/raw.txt" 2> "$T/raw.err" ||
 	{ cat "$T/raw.err"; fail "go tool pprof -raw could not fetch the profile"; }
+echo "RESULT event=TIMER:0005000: $(grep -E '^Period(Type)?:' "$T/raw.txt" | tr '\n' ' ')"
+grep -q '^Period: 5000$' "$T/raw.txt" || fail "event=TIMER:0005000 was not read as 5000"
 python3 - "$T/raw.txt" "$A" "$truth" <<'EOF' || exit 1
 import math, re, sys
 raw, guest, truth = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
@@ -235,6 +245,54 @@ echo "RESULT a paused guest's profile: $(code "$T/empty.hdr"), $(grep -c ' guest
 	{ cat "$T/empty.pb.gz" "$T/empty.txt"; fail "no empty profile of a paused guest"; }
 [ "$(metric opvm_profile_errors_total)" = 0 ] || fail "a profile failed"
 
+# ---- half-closed clients, Connection: close ---------------------------------
+python3 - "$EXP_PORT" "/debug/pprof/profile?guest=$C&seconds=2" \
+	"/debug/pprof/profile?guest=$B&seconds=1" <<'EOF' || fail "a half-closed client got no profile"
+import socket, sys, threading
+port, u11, u10 = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+got = {}
+def ask(ver, url):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(("GET %s HTTP/%s\r\nHost: opvm\r\n\r\n" % (url, ver)).encode())
+    s.shutdown(socket.SHUT_WR)      # the request is all it sends
+    s.settimeout(60)
+    d = b""
+    while True:
+        x = s.recv(65536)
+        if not x:
+            break
+        d += x
+    got[ver] = d
+ts = [threading.Thread(target=ask, args=a) for a in (("1.1", u11), ("1.0", u10))]
+[t.start() for t in ts]
+[t.join() for t in ts]
+ok = True
+for ver, d in sorted(got.items()):
+    interim = d.startswith(b"HTTP/1.1 102 ")
+    if interim:
+        d = d.split(b"\r\n\r\n", 1)[1]
+    head, _, body = d.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    hdr = dict(l.split(b": ", 1) for l in lines[1:] if b": " in l)
+    print("RESULT half-closed HTTP/%s client: %s, interim 102 first: %s, %d body bytes "
+          "(Content-Length %s)" % (ver, lines[0].decode(errors="replace"), interim, len(body),
+                                   hdr.get(b"Content-Length", b"?").decode()))
+    if not lines[0].split(b" ")[1:2] == [b"200"] or \
+            str(len(body)).encode() != hdr.get(b"Content-Length"):
+        print("FAIL: the half-closed HTTP/%s client did not get its whole profile" % ver)
+        ok = False
+sys.exit(0 if ok else 1)
+EOF
+curl -s -D "$T/m.hdr" -o /dev/null "http://127.0.0.1:$EXP_PORT/metrics"
+curl -s -D "$T/g.hdr" -o /dev/null "$U/guests"
+for h in "$T/m.hdr" "$T/g.hdr" "$T/clip.hdr"; do
+	grep -qi '^Connection: close' "$h" || fail "no Connection: close in $(head -1 "$h")"
+done
+two=$(curl -s -o /dev/null -o /dev/null -w '%{http_code}/%{num_connects} ' \
+	"http://127.0.0.1:$EXP_PORT/metrics" "http://127.0.0.1:$EXP_PORT/metrics")
+echo "RESULT two /metrics on one curl (status/new connections): $two"
+[ "$two" = "200/1 200/1 " ] || fail "two requests on one curl were not both answered"
+
 # ---- no --allow-gdbstub, unix socket, bad requests -----------------------
 X=(curl -s --unix-socket "$T/exp2.sock")
 "${X[@]}" -D "$T/tcg.hdr" -o "$T/tcg.txt" "http://opvm/debug/pprof/profile?guest=$A&seconds=2"
@@ -244,14 +302,21 @@ echo "RESULT TCG guest without --allow-gdbstub: $(code "$T/tcg.hdr"): $(cat "$T/
 [ -z "$(find "$T/p2" -mindepth 2)" ] || fail "the refused profile left something in its directory"
 check() {	# check STATUS METHOD URL: one line of text with that status
 	"${X[@]}" -X "$2" -D "$T/h" -o "$T/b" "http://opvm$3"
-	echo "RESULT $2 $3: $(code "$T/h"): $(cat "$T/b")"
+	echo "RESULT $2 ${3:0:90}: $(code "$T/h"): $(cat "$T/b")"
 	[ "$(code "$T/h")" = "$1" ] && [ "$(wc -l < "$T/b")" = 1 ] || fail "$2 $3: not $1 with one line"
+	grep -qi '^Connection: close' "$T/h" || fail "$2 $3: no Connection: close"
 }
 check 404 GET "/debug/pprof/profile?guest=$P-nobody&seconds=2"
 check 400 GET "/debug/pprof/profile?guest=$A&seconds=-1"
 check 400 GET "/debug/pprof/profile?guest=$A&sekonds=2"
 check 405 POST "/debug/pprof/profile?guest=$A&seconds=2"
 check 404 GET "/debug/pprof/heap"
+many=$(python3 -c 'print("&".join("p%d=1" % i for i in range(500)))')
+check 400 GET "/debug/pprof/profile?guest=$A&$many"
+check 400 GET "/metrics?$many"
+check 400 GET "/debug/pprof/profile?guest=$A%00x&seconds=2"
+check 400 GET "/debug/pprof/profile?guest=$A&seconds=%20-5"
+check 400 GET "/debug/pprof/profile?guest=$A&seconds=0x10"
 "${X[@]}" http://opvm/metrics | grep -E '^opvm_profiles_refused_total|^opvm_profiles_active' > "$T/m2"
 cat "$T/m2"
 grep -q 'reason="stops_guest"} 1' "$T/m2" || fail "the refusal is not counted"

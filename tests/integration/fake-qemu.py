@@ -16,6 +16,11 @@
 #   none    no socket at all (QMP_PATH is not made): a connect fails at once
 #   answer  a well-behaved QMP server: greeting, qmp_capabilities,
 #           query-cpus-fast (this thread as vCPU 0), {} for anything else
+#   deputy  as answer, but a liar that would make a root opvm its deputy:
+#           query-kvm says KVM, query-cpus-fast names FAKE_QEMU_VCPU_TID
+#           (another process) as vCPU 0, `info mtree -f` gives one 64 KiB
+#           RAM range and gpa2hva puts it at FAKE_QEMU_HVA (an address in
+#           that other process)
 #   slow    as answer, but each message (the greeting too) is sent
 #           FAKE_QEMU_DELAY seconds (default 0.9) after its cause: every
 #           reply comes just within a per-call deadline of 1 s.  Prints
@@ -78,6 +83,16 @@ def answer(c):
     return serve_commands(c)
 
 
+def hmp(line):
+    if line == "info mtree -f":
+        return ("FlatView #0\n AS \"memory\", root: system\n"
+                " Root memory region: system\n"
+                "  0000000000000000-000000000000ffff (prio 0, ram): pc.ram\n")
+    if line.startswith("gpa2hva"):
+        return "Host virtual address for 0x0 (pc.ram) is %s\n" % os.environ["FAKE_QEMU_HVA"]
+    return ""
+
+
 def serve_commands(c):
     dec, buf = json.JSONDecoder(), ""
     while True:
@@ -96,8 +111,14 @@ def serve_commands(c):
             if DELAY:
                 print("got %s" % cmd, flush=True)
             if cmd == "query-cpus-fast":
-                ret = [{"cpu-index": 0, "thread-id": os.getpid(),
-                        "target": "x86_64"}]
+                tid = os.getpid()
+                if mode == "deputy":
+                    tid = int(os.environ["FAKE_QEMU_VCPU_TID"])
+                ret = [{"cpu-index": 0, "thread-id": tid, "target": "x86_64"}]
+            elif cmd == "query-kvm" and mode == "deputy":
+                ret = {"enabled": True, "present": True}
+            elif cmd == "human-monitor-command" and mode == "deputy":
+                ret = hmp(msg.get("arguments", {}).get("command-line", ""))
             elif cmd == "query-status":
                 ret = {"running": True, "status": "running"}
             else:
@@ -114,7 +135,7 @@ if mode == "full":
     keep.append(c)
 elif mode == "silent":
     srv.listen(64)
-elif mode in ("answer", "slow"):
+elif mode in ("answer", "slow", "deputy"):
     srv.listen(16)
 threading.stack_size(64 * 1024)
 for _ in range(int(os.environ.get("FAKE_QEMU_THREADS", "0"))):
@@ -150,7 +171,7 @@ def end_all(*_):
 
 signal.signal(signal.SIGTERM, end_all)
 print("ready", flush=True)
-if mode not in ("answer", "slow"):
+if mode not in ("answer", "slow", "deputy"):
     while True:
         time.sleep(3600)
 while True:

@@ -4,8 +4,10 @@
 # libvirt, found by opvm in the live XML).
 #  1. `opvm attach A --duration 5` files A's processes by name;
 #  1b. by ID with $LIBVIRT_DEFAULT_URI and by UUID with -c, as virsh takes
-#     them, each filed under the domain's name; an unknown domain's error
-#     names the URI;
+#     them, each filed under the domain's name (the UUID one with --qemu-pid
+#     B's QEMU, as opvm exporter attaches); an unknown domain's error names
+#     the URI; --qemu-pid B's QEMU for domain A is refused (exit status 3):
+#     A's vCPU threads are not that process's;
 #  2. `opvm attach --all --duration 5` gives one tree per domain.
 # Starts virtlogd/libvirtd if none runs (libvirt-common.bash).
 . "$(dirname "$0")/qemu-common.bash"
@@ -126,9 +128,21 @@ $VIRSH qemu-monitor-command "$A" --hmp "info chardev" | grep -q "gdb: " &&
 # A by ID through $LIBVIRT_DEFAULT_URI, B by UUID through -c: both filed
 # under their names.  An unknown domain names the URI that was asked.
 id_a=$($VIRSH domid "$A") && uuid_b=$($VIRSH domuuid "$B") || fail "virsh domid/domuuid"
+# B's QEMU process: the one its first vCPU thread belongs to
+pid_b=$($VIRSH qemu-monitor-command "$B" '{"execute":"query-cpus-fast"}' | python3 -c '
+import json, sys
+tid = json.load(sys.stdin)["return"][0]["thread-id"]
+print([l.split()[1] for l in open("/proc/%d/status" % tid) if l.startswith("Tgid:")][0])')
+[ -n "$pid_b" ] || fail "cannot find domain $B's QEMU process"
 LIBVIRT_DEFAULT_URI=$URI timeout 60 "$OPVM" attach "$id_a" --duration 2 -d "$T/byid" \
 	> "$T/byid.out" 2>&1 || { cat "$T/byid.out"; fail "opvm attach $id_a (ID, \$LIBVIRT_DEFAULT_URI) failed"; }
-timeout 60 "$OPVM" attach -c "$URI" "$uuid_b" --duration 2 -d "$T/byuuid" \
+timeout 30 "$OPVM" attach -c "$URI" "$A" --qemu-pid "$pid_b" --duration 1 -d "$T/notb" \
+	> "$T/notb.out" 2>&1
+rc=$?
+echo "RESULT attach $A --qemu-pid (B's QEMU $pid_b): exit $rc: $(grep -m1 refused "$T/notb.out")"
+[ "$rc" = 3 ] && grep -q "not a thread of QEMU process $pid_b" "$T/notb.out" ||
+	{ cat "$T/notb.out"; fail "domain A with --qemu-pid of B's QEMU was not refused"; }
+timeout 60 "$OPVM" attach -c "$URI" "$uuid_b" --qemu-pid "$pid_b" --duration 2 -d "$T/byuuid" \
 	> "$T/byuuid.out" 2>&1 || { cat "$T/byuuid.out"; fail "opvm attach -c $URI $uuid_b (UUID) failed"; }
 [ -d "$T/byid/guests/$A/samples/current" ] || fail "attach by ID $id_a did not file $A by name: $(ls "$T/byid/guests")"
 [ -d "$T/byuuid/guests/$B/samples/current" ] || fail "attach by UUID did not file $B by name: $(ls "$T/byuuid/guests")"

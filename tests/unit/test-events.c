@@ -416,6 +416,16 @@ static void test_spec_minimum(void **state)
 					   sizeof(err)), 0);
 	assert_int_equal(events_spec_rate_hz(&s), 100);
 	assert_int_equal(events_spec_period_ns(&s), 10000000);
+	/* decimal with leading zeros, never octal (000001000 is not 512);
+	 * 0x is hex */
+	assert_int_equal(events_parse_spec(db, "TIMER:000001000", &s, err,
+					   sizeof(err)), 0);
+	assert_int_equal(s.count, 1000);
+	assert_int_equal(events_parse_spec(db, "TIMER:0x1000", &s, err,
+					   sizeof(err)), 0);
+	assert_int_equal(s.count, 4096);
+	assert_int_equal(events_parse_spec(db, "TIMER:0x", &s, err,
+					   sizeof(err)), -EINVAL);
 	/* bad counts */
 	assert_int_equal(events_parse_spec(db, "INST_RETIRED:0", &s, err,
 					   sizeof(err)), -EINVAL);

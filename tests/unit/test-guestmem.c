@@ -304,6 +304,51 @@ static void test_page_walk(void **state)
 	munmap(p.ram, 4 * MIB);
 }
 
+/* A monitor's answer is its owner's to choose: RAM put where this process
+ * maps nothing is refused whole, RAM inside its mappings taken. */
+static uint64_t lie_hva;
+
+static int lie_hmp(void *arg, const char *cmd, char **out)
+{
+	(void)arg;
+	if (!strcmp(cmd, "info mtree -f"))
+		*out = strdup("FlatView #0\n AS \"memory\", root: system\n"
+			      "  0000000000000000-000000000000ffff (prio 0, ram): pc.ram\n");
+	else if (asprintf(out, "Host virtual address for 0x0 (pc.ram) is 0x%" PRIx64 "\n",
+			  lie_hva) < 0)
+		*out = NULL;
+	return *out ? 0 : -ENOMEM;
+}
+
+static void test_monitor_outside_maps(void **state)
+{
+	size_t len = 64 * 1024;
+	uint8_t *buf = mmap(NULL, 3 * len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			    -1, 0), b[4];
+	struct guestmem *m;
+
+	(void)state;
+	assert_true(buf != MAP_FAILED);
+	/* nothing mapped past buf's first 64 KiB: the range runs into a hole */
+	assert_int_equal(munmap(buf + len, 2 * len), 0);
+	m = guestmem_open(getpid());
+	assert_non_null(m);
+	lie_hva = (uint64_t)(uintptr_t)(buf + len / 2);
+	assert_int_equal(guestmem_add_monitor_ranges(m, lie_hmp, NULL), -EFAULT);
+	assert_int_equal(guestmem_nr_ranges(m), 0);
+	lie_hva = 0x10000;	/* below mmap_min_addr: never mapped */
+	assert_int_equal(guestmem_add_monitor_ranges(m, lie_hmp, NULL), -EFAULT);
+	assert_int_equal(guestmem_nr_ranges(m), 0);
+	memcpy(buf + 100, "ram!", 4);
+	lie_hva = (uint64_t)(uintptr_t)buf;
+	assert_int_equal(guestmem_add_monitor_ranges(m, lie_hmp, NULL), 0);
+	assert_int_equal(guestmem_nr_ranges(m), 1);
+	assert_int_equal(guestmem_read(m, 100, b, 4), 0);
+	assert_memory_equal(b, "ram!", 4);
+	guestmem_close(m);
+	munmap(buf, len);
+}
+
 static void test_qemu(void **state)
 {
 	struct qemu q = { 0 };
@@ -374,6 +419,7 @@ int main(void)
 		cmocka_unit_test(test_child),
 		cmocka_unit_test(test_map_shared),
 		cmocka_unit_test(test_page_walk),
+		cmocka_unit_test(test_monitor_outside_maps),
 		cmocka_unit_test(test_qemu),
 	};
 

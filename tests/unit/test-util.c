@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -397,6 +398,82 @@ static void test_thread_start(void **state)
 		assert_int_equal(sigismember(&before, sig), sigismember(&after, sig));
 }
 
+/* A thread that tells its id and waits until told to end. */
+static pid_t other_tid;
+static int told[2], ended[2];	/* the thread's "here", the test's "end" */
+
+static void *tell_tid(void *arg)
+{
+	char c;
+
+	(void)arg;
+	other_tid = gettid();
+	if (write(told[1], "t", 1) != 1 || read(ended[0], &c, 1) != 1)
+		return NULL;
+	return NULL;
+}
+
+static void test_thread_of(void **state)
+{
+	pthread_t th;
+	char c;
+	int fd_null;
+
+	(void)state;
+	assert_int_equal(pipe(told), 0);
+	assert_int_equal(pipe(ended), 0);
+	assert_int_equal(pthread_create(&th, NULL, tell_tid, NULL), 0);
+	assert_int_equal(read(told[0], &c, 1), 1);
+	assert_int_equal(util_thread_of(getpid(), getpid()), 1);
+	assert_int_equal(util_thread_of(getpid(), other_tid), 1);
+	assert_int_equal(util_thread_tgid(other_tid), getpid());
+	/* pid 1's threads are not ours, nor ours its */
+	assert_int_equal(util_thread_of(getpid(), 1), 0);
+	assert_int_equal(util_thread_of(1, other_tid), 0);
+	assert_int_equal(util_thread_of(getpid(), 0), 0);
+	assert_true(util_thread_of(INT32_MAX, getpid()) < 0);	/* no such process */
+	assert_int_equal(write(ended[1], "x", 1), 1);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	for (int i = 0; i < 2; i++) {
+		close(told[i]);
+		close(ended[i]);
+	}
+
+	/* the peer of a connection is the process that listened: a child */
+	{
+		char *d = tmpdir_new(), path[1024];
+		pid_t child;
+		int up[2], down[2], fd;
+
+		assert_non_null(d);
+		snprintf(path, sizeof(path), "%s/sock", d);
+		assert_int_equal(pipe(up), 0);
+		assert_int_equal(pipe(down), 0);
+		child = fork();
+		if (!child) {
+			int srv = listen_at(path, 1);
+
+			_exit(srv < 0 || write(up[1], "l", 1) != 1 || read(down[0], &c, 1) < 0);
+		}
+		assert_true(child > 0);
+		assert_int_equal(read(up[0], &c, 1), 1);
+		fd = util_connect_unix(path, 1000);
+		assert_true(fd >= 0);
+		assert_int_equal(util_socket_peer_pid(fd), child);
+		assert_int_equal(write(down[1], "x", 1), 1);
+		waitpid(child, NULL, 0);
+		close(fd);
+		for (int i = 0; i < 2; i++) {
+			close(up[i]);
+			close(down[i]);
+		}
+		tmpdir_free(d);
+	}
+	fd_null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_true(util_socket_peer_pid(fd_null) < 0);	/* no socket */
+	close(fd_null);
+}
+
 static void test_hash_str(void **state)
 {
 	/* Pinned: the hash report, export and symres each had their own copy of. */
@@ -615,6 +692,7 @@ int main(void)
 		cmocka_unit_test(test_copy_stream_lines),
 		cmocka_unit_test(test_hash_str),
 		cmocka_unit_test(test_thread_start),
+		cmocka_unit_test(test_thread_of),
 		cmocka_unit_test(test_radix_u64),
 		cmocka_unit_test(test_utf8_fix),
 		cmocka_unit_test(test_text_escape),

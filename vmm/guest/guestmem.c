@@ -413,22 +413,57 @@ static int monitor_gpa2hva(guestmem_hmp_fn hmp, void *arg, uint64_t gpa, uint64_
 	return rc;
 }
 
+/* A range the monitor gave, and how far from its host address on the VMM's
+ * own mappings cover it (maps_cover()). */
+struct mon_range {
+	uint64_t gpa, len, hva, covered;
+};
+
 /*
- * The RAM and ROM regions of the system address space ("AS \"memory\"")
- * in the flat view, each with its host address.  A region whose host
- * address QEMU will not give (none mapped) is left out.
+ * Marks how far each range's [hva, hva + len) is covered by the mappings of
+ * the VMM process, in one pass over /proc/PID/maps (ascending, so a range
+ * split over adjacent mappings, as madvise() splits QEMU's RAM, is covered
+ * as a whole).  0 or -errno.
  */
-int guestmem_add_monitor_ranges(struct guestmem *m, guestmem_hmp_fn hmp, void *arg)
+static int maps_cover(pid_t pid, struct mon_range *c, unsigned n)
+{
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		uint64_t start, end;
+
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64, &start, &end) != 2)
+			continue;
+		for (unsigned i = 0; i < n; i++)
+			if (start <= c[i].covered && end > c[i].covered)
+				c[i].covered = end;
+	}
+	free(line);
+	fclose(f);
+	return 0;
+}
+
+/* The RAM and ROM regions of `info mtree -f`'s system view ("AS
+ * \"memory\"", the flat view), each with its host address, into c (up to
+ * GUESTMEM_MAX_RANGES).  A region whose host address QEMU will not give
+ * (none mapped) is left out.  The count, or -errno. */
+static int monitor_regions(guestmem_hmp_fn hmp, void *arg, struct mon_range *c)
 {
 	char *out = NULL, *line, *save = NULL;
-	int rc, in_memory = 0, added = 0;
+	int rc, in_memory = 0, n = 0;
 
 	rc = hmp(arg, "info mtree -f", &out);
 	if (rc)
 		return rc;
 	if (!out)
 		return -ENXIO;
-	for (line = strtok_r(out, "\n", &save); line;
+	for (line = strtok_r(out, "\n", &save); line && n < GUESTMEM_MAX_RANGES;
 	     line = strtok_r(NULL, "\n", &save)) {
 		uint64_t start, end, hva;
 
@@ -439,17 +474,40 @@ int guestmem_add_monitor_ranges(struct guestmem *m, guestmem_hmp_fn hmp, void *a
 		}
 		if (strstr(line, " AS \"memory\""))
 			in_memory = 1;
-		if (!in_memory || !mtree_line(line, &start, &end))
+		if (!in_memory || !mtree_line(line, &start, &end) ||
+		    monitor_gpa2hva(hmp, arg, start, &hva))
 			continue;
-		if (monitor_gpa2hva(hmp, arg, start, &hva))
-			continue;
-		rc = guestmem_add_range(m, start, end - start + 1, hva);
-		if (rc && rc != -EEXIST && rc != -EINVAL)
-			break;
-		added += !rc;
-		rc = 0;
+		c[n++] = (struct mon_range){ start, end - start + 1, hva, hva };
 	}
 	free(out);
+	return n;
+}
+
+/*
+ * The regions, each at its host address.  What the monitor says is its
+ * owner's to choose: a host range that is not wholly inside the VMM's own
+ * mappings (/proc/PID/maps) is no guest RAM of that process, and the whole
+ * answer is refused (-EFAULT), nothing added.
+ */
+int guestmem_add_monitor_ranges(struct guestmem *m, guestmem_hmp_fn hmp, void *arg)
+{
+	struct mon_range *c = calloc(GUESTMEM_MAX_RANGES, sizeof(*c));
+	int n = c ? monitor_regions(hmp, arg, c) : -ENOMEM, rc = 0, added = 0;
+
+	if (n > 0)
+		rc = maps_cover(m->pid, c, (unsigned)n);
+	for (int i = 0; !rc && i < n; i++)
+		if (c[i].covered - c[i].hva < c[i].len)
+			rc = -EFAULT;	/* outside QEMU's mappings */
+	for (int i = 0; !rc && i < n; i++) {
+		rc = guestmem_add_range(m, c[i].gpa, c[i].len, c[i].hva);
+		added += !rc;
+		if (rc == -EEXIST || rc == -EINVAL)
+			rc = 0;
+	}
+	free(c);
+	if (n < 0)
+		return n;
 	if (rc)
 		return rc;
 	return added ? 0 : -ENXIO;

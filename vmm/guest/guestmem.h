@@ -46,7 +46,9 @@ typedef int (*guestmem_hmp_fn)(void *arg, const char *cmd, char **out);
 
 /* Fills the ranges of a QEMU guest from its monitor: the RAM and ROM regions
  * of the system address space (`info mtree -f`), each at its `gpa2hva`
- * address.  Returns 0, -ENXIO (no region found) or -errno. */
+ * address, which must lie wholly inside the mappings of m's process
+ * (/proc/PID/maps): else nothing is added and -EFAULT (the monitor does not
+ * describe that process).  Returns 0, -ENXIO (no region found) or -errno. */
 int guestmem_add_monitor_ranges(struct guestmem *m, guestmem_hmp_fn hmp, void *arg);
 /* A guestmem_hmp_fn for a QMP connection (arg: struct qmp *). */
 int guestmem_qmp_hmp(void *qmp, const char *cmd, char **out);

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +23,43 @@ struct vm_monitor {
 	struct qmp *qmp;		/* QMP, open on demand */
 	char *qmp_path;
 	pid_t pid;			/* or a built-in VMM process */
+	pid_t want_pid;			/* the QEMU it must be, or 0 */
+	pid_t peer_pid;			/* who serves the QMP socket */
 	char name[128];
 	char chan_path[4096];
 };
+
+/*
+ * The QMP connection, opened again if vm_monitor_idle() dropped it.  The
+ * process that serves it (SO_PEERCRED: the one that listened) is noted each
+ * time: a socket is a path its owner may point at another server between two
+ * connections.  Not the QEMU set by vm_monitor_set_qemu_pid(): refused
+ * (EPERM).
+ */
+static struct qmp *monitor_qmp(struct vm_monitor *m)
+{
+	pid_t peer;
+
+	if (!m->qmp_path) {
+		errno = EOPNOTSUPP;	/* libvirt goes through domain_qmp() */
+		return NULL;
+	}
+	if (m->qmp)
+		return m->qmp;
+	m->qmp = qmp_open(m->qmp_path, MONITOR_TIMEOUT_MS);
+	if (!m->qmp)
+		return NULL;
+	/* 0: not a process of this PID namespace; what needs the QEMU's pid
+	 * refuses then (vm_monitor_vcpu_threads()), the gdbstub does not */
+	peer = util_socket_peer_pid(qmp_fd(m->qmp));
+	m->peer_pid = peer > 0 ? peer : 0;
+	if (m->want_pid && peer != m->want_pid) {
+		qmp_close(m->qmp);
+		m->qmp = NULL;
+		errno = EPERM;
+	}
+	return m->qmp;
+}
 
 struct vm_monitor *vm_monitor_open_domain(struct virt *v, const char *name,
 					  char *err, size_t errlen)
@@ -70,10 +105,11 @@ struct vm_monitor *vm_monitor_open_qmp(const char *path, const char *name,
 	if (chan_path)
 		snprintf(m->chan_path, sizeof(m->chan_path), "%s", chan_path);
 	m->qmp_path = strdup(path);
-	m->qmp = m->qmp_path ? qmp_open(path, MONITOR_TIMEOUT_MS) : NULL;
-	if (!m->qmp) {
+	if (!m->qmp_path || !monitor_qmp(m)) {
 		int e = errno;
 
+		if (!m->qmp_path)
+			e = ENOMEM;
 		util_seterr(err, errlen, "cannot talk QMP on %s: %s (is QEMU running with "
 			    "-qmp unix:%s,server=on,wait=off, and no other client on it?)",
 			    path, strerror(e), path);
@@ -138,18 +174,6 @@ int vm_monitor_set_channel(struct vm_monitor *m, const char *path)
 	return 0;
 }
 
-/* The QMP connection, opened again if vm_monitor_idle() dropped it. */
-static struct qmp *monitor_qmp(struct vm_monitor *m)
-{
-	if (!m->qmp_path) {
-		errno = EOPNOTSUPP;	/* libvirt goes through domain_qmp() */
-		return NULL;
-	}
-	if (!m->qmp)
-		m->qmp = qmp_open(m->qmp_path, MONITOR_TIMEOUT_MS);
-	return m->qmp;
-}
-
 struct qmp *vm_monitor_qmp_conn(struct vm_monitor *m)
 {
 	return m->dom ? NULL : monitor_qmp(m);
@@ -168,6 +192,96 @@ int vm_monitor_is_kvm(struct vm_monitor *m)
 		r = json_is_true(json_object_get(ret, "enabled")) ? 1 : 0;
 	json_decref(ret);
 	return r;
+}
+
+/* A QMP socket served by another process than the QEMU: -EPERM, err set. */
+static int peer_refused(const struct vm_monitor *m, char *err, size_t errlen)
+{
+	util_seterr(err, errlen, "the QMP socket %s is served by process %d, not by QEMU "
+		    "process %d: refusing a monitor that is not that QEMU's own", m->qmp_path,
+		    (int)m->peer_pid, (int)m->want_pid);
+	return -EPERM;
+}
+
+int vm_monitor_set_qemu_pid(struct vm_monitor *m, pid_t pid, char *err, size_t errlen)
+{
+	m->want_pid = pid;
+	if (!m->qmp || m->peer_pid == pid)
+		return 0;	/* checked at the next connection */
+	vm_monitor_idle(m);
+	return peer_refused(m, err, errlen);
+}
+
+/* The process whose threads the vCPUs must be; 0: the first vCPU's. */
+static pid_t monitor_qemu_pid(const struct vm_monitor *m)
+{
+	return m->pid ? m->pid : m->qmp_path ? m->peer_pid : m->want_pid;
+}
+
+/* One entry of query-cpus-fast into tids (zeroed); 0 or -errno, err set. */
+static int vcpu_entry(json_t *cpu, pid_t *tids, unsigned max, pid_t *pid, char *err,
+		      size_t errlen)
+{
+	json_t *ji = json_object_get(cpu, "cpu-index"), *jt = json_object_get(cpu, "thread-id");
+	json_int_t idx = json_integer_value(ji), tid = json_integer_value(jt);
+	int r;
+
+	if (!json_is_integer(ji) || !json_is_integer(jt) || idx < 0 || idx >= (json_int_t)max ||
+	    tids[idx] || tid <= 0 || tid > INT32_MAX) {
+		util_seterr(err, errlen, "query-cpus-fast gave an entry no QEMU gives "
+			    "(cpu-index %lld, thread-id %lld, at most %u vCPUs)", (long long)idx,
+			    (long long)tid, max);
+		return idx >= (json_int_t)max ? -E2BIG : -EPROTO;
+	}
+	if (!*pid)
+		*pid = util_thread_tgid((pid_t)tid);
+	r = *pid > 0 ? util_thread_of(*pid, (pid_t)tid) : *pid;
+	if (r != 1) {
+		util_seterr(err, errlen, "the monitor names thread %lld as vCPU %lld, and it is "
+			    "not a thread of QEMU process %d: refusing to sample or read another "
+			    "process", (long long)tid, (long long)idx, (int)*pid);
+		return -EPERM;
+	}
+	tids[idx] = (pid_t)tid;
+	return 0;
+}
+
+int vm_monitor_vcpu_threads(struct vm_monitor *m, pid_t *tids, unsigned max, pid_t *pid,
+			    char *err, size_t errlen)
+{
+	json_t *ret = NULL, *cpu;
+	size_t i;
+	int r = vm_monitor_qmp(m, "query-cpus-fast", NULL, -1, &ret, err, errlen), n = 0;
+
+	*pid = monitor_qemu_pid(m);	/* after the command: its connection's */
+	if (r)
+		return r;
+	if (m->qmp_path && !*pid) {
+		json_decref(ret);
+		util_seterr(err, errlen, "cannot tell which process serves the QMP socket %s "
+			    "(one of another PID namespace?): refusing to sample or read the "
+			    "threads its monitor names", m->qmp_path);
+		return -EPERM;
+	}
+	if (!json_is_array(ret)) {
+		json_decref(ret);
+		util_seterr(err, errlen, "query-cpus-fast gave no list of vCPUs");
+		return -EPROTO;
+	}
+	memset(tids, 0, max * sizeof(*tids));
+	json_array_foreach(ret, i, cpu) {
+		r = vcpu_entry(cpu, tids, max, pid, err, errlen);
+		if (r)
+			break;
+		n++;
+	}
+	json_decref(ret);
+	for (int k = 0; !r && k < n; k++)
+		if (!tids[k]) {
+			util_seterr(err, errlen, "query-cpus-fast skips vCPU %d", k);
+			r = -EPROTO;
+		}
+	return r ? r : n;
 }
 
 int vm_monitor_running(struct vm_monitor *m)
@@ -240,7 +354,7 @@ int vm_monitor_qmp(struct vm_monitor *m, const char *cmd, json_t *args, int fd,
 	if (m->dom)
 		return domain_qmp(m, cmd, args, fd, ret, err, errlen);
 	if (!monitor_qmp(m))
-		return -errno;
+		return errno == EPERM ? peer_refused(m, err, errlen) : -errno;
 	return qmp_execute_fd(m->qmp, cmd, args, fd, ret, err, errlen, MONITOR_TIMEOUT_MS);
 }
 
@@ -262,19 +376,23 @@ static int guestmem_hmp(void *arg, const char *cmd, char **out)
 
 struct guestmem *vm_monitor_guestmem(struct vm_monitor *m, char *err, size_t errlen)
 {
-	json_t *ret = NULL;
+	pid_t *tids = calloc(VM_MONITOR_MAX_VCPUS, sizeof(*tids));
 	struct guestmem *mem = NULL;
+	char why[512] = "";
 	pid_t pid = 0;
-	int r = m->pid ? -EOPNOTSUPP : 0;
+	int r = m->pid ? -EOPNOTSUPP : !tids ? -ENOMEM : 0;
 
+	/* QEMU's own process, checked: never the memory of another that a
+	 * lying monitor names */
 	if (!r)
-		r = vm_monitor_qmp(m, "query-cpus-fast", NULL, -1, &ret, err, errlen);
-	if (!r)
-		pid = util_thread_tgid((pid_t)json_integer_value(
-			json_object_get(json_array_get(ret, 0), "thread-id")));
-	json_decref(ret);
-	if (!r && pid <= 0)
-		r = pid < 0 ? pid : -ESRCH;
+		r = vm_monitor_vcpu_threads(m, tids, VM_MONITOR_MAX_VCPUS, &pid, why, sizeof(why));
+	free(tids);
+	if (r == -EPERM) {
+		util_seterr(err, errlen, "guest '%s': %s", m->name, why);
+		errno = EPERM;
+		return NULL;
+	}
+	r = r < 0 ? r : !r || pid <= 0 ? -ESRCH : 0;
 	if (!r && !(mem = guestmem_open(pid)))
 		r = -errno;
 	if (!r)

@@ -50,6 +50,31 @@ const char *vm_monitor_channel(const struct vm_monitor *m);
  * not a virtio channel named org.opvm.0, e.g. a serial port).  0 or
  * -ENAMETOOLONG. */
 int vm_monitor_set_channel(struct vm_monitor *m, const char *path);
+/*
+ * The QEMU process the monitor must belong to (pid > 0): opvm exporter
+ * passes the one it found in /proc (`opvm attach --qemu-pid`).  A QMP socket
+ * must be served by that process (SO_PEERCRED, at every connection: else
+ * -EPERM there); the vCPU threads the monitor names must be its threads
+ * (vm_monitor_vcpu_threads()).  0, or -EPERM with err saying who serves the
+ * socket instead.
+ */
+int vm_monitor_set_qemu_pid(struct vm_monitor *m, pid_t pid, char *err, size_t errlen);
+
+/*
+ * The guest's vCPU host threads in cpu-index order (query-cpus-fast), tids[0
+ * .. max) zeroed first, each checked to be a thread of the guest's QEMU
+ * (/proc/QEMU/task/TID): the process set by vm_monitor_set_qemu_pid(), else
+ * the one serving the QMP socket, else (a libvirt domain) the process of the
+ * first vCPU thread; *pid gets it.  What a monitor says is its owner's to
+ * choose: a thread of any other process is refused, so that opvm never
+ * samples or reads a process the guest's owner could not.  The count, or
+ * -errno with err set: -EPERM (a thread not the QEMU's), -EPROTO (an answer
+ * no QEMU gives), -E2BIG (more than max vCPUs).
+ */
+#define VM_MONITOR_MAX_VCPUS	4096	/* vCPUs a check looks at */
+int vm_monitor_vcpu_threads(struct vm_monitor *m, pid_t *tids, unsigned max, pid_t *pid,
+			    char *err, size_t errlen);
+
 /* 1 if the guest runs, 0 if paused, or -errno. */
 int vm_monitor_running(struct vm_monitor *m);
 
@@ -65,8 +90,9 @@ int vm_monitor_qmp(struct vm_monitor *m, const char *cmd, json_t *args, int fd,
 /* Drops an open QMP socket connection (reopened by the next command). */
 void vm_monitor_idle(struct vm_monitor *m);
 
-/* A reader of the guest's RAM (vmm/guest/guestmem.h): QEMU's process (its vCPU
- * threads' Tgid) and its RAM ranges through the monitor (gpa2hva).  NULL
+/* A reader of the guest's RAM (vmm/guest/guestmem.h): QEMU's process (as
+ * vm_monitor_vcpu_threads() checks it) and its RAM ranges through the
+ * monitor (gpa2hva), each inside that process's mappings.  NULL
  * and errno; err says why and what to do.  Not for a built-in VMM yet. */
 struct guestmem;
 struct guestmem *vm_monitor_guestmem(struct vm_monitor *m, char *err, size_t errlen);

@@ -107,30 +107,6 @@ static int pattach_prepare(void *st, const struct backend_common *c,
 	return r;
 }
 
-/* vCPU host threads through the monitor (query-cpus-fast). */
-static int vcpu_threads(struct vm_monitor *mon, pid_t *tids, unsigned max)
-{
-	char err[256];
-	json_t *ret = NULL, *cpu;
-	size_t i;
-	int r = vm_monitor_qmp(mon, "query-cpus-fast", NULL, -1, &ret, err, sizeof(err)), n = 0;
-
-	if (r)
-		return r;
-	json_array_foreach(ret, i, cpu) {
-		json_int_t idx = json_integer_value(json_object_get(cpu, "cpu-index"));
-
-		if (idx < 0 || (size_t)idx >= max) {
-			n = -E2BIG;
-			break;
-		}
-		tids[idx] = (pid_t)json_integer_value(json_object_get(cpu, "thread-id"));
-		n++;
-	}
-	json_decref(ret);
-	return n;
-}
-
 /* guestmem_hmp_fn over a vm_monitor (libvirt's passthrough). */
 static int monitor_hmp(void *arg, const char *cmd, char **out)
 {
@@ -139,29 +115,29 @@ static int monitor_hmp(void *arg, const char *cmd, char **out)
 	return vm_monitor_hmp(arg, cmd, out, err, sizeof(err));
 }
 
-/* The sampler for the guest behind mon. */
+/* The sampler for the guest behind mon: its vCPU threads, checked to be
+ * its QEMU's (vm_monitor_vcpu_threads()), and its guest RAM (gpa2hva)
+ * through the monitor, QMP or libvirt's passthrough. */
 static struct sampler *make_sampler(struct pattach *pa, struct pattach_guest *g,
 				    struct vm_monitor *mon, struct backend_target *t,
 				    struct perf_sampler_config *pc, char *err, size_t errlen)
 {
-	pid_t tids[PERF_SAMPLER_MAX_VCPUS];
-	struct qmp *q;
+	pid_t tids[PERF_SAMPLER_MAX_VCPUS], pid = 0;
+	char why[512] = "";
 	int n;
 
+	(void)pa;
 	if (vm_monitor_pid(mon))
 		return perf_target_vmm(pc, vm_monitor_pid(mon), g->desc_path,
 				       sizeof(g->desc_path), &t->chan_fd, err, errlen);
-	q = vm_monitor_qmp_conn(mon);
-	if (q)
-		return perf_target_qmp(pc, q, err, errlen);
-	/* libvirt: vCPU threads and guest RAM (gpa2hva) through its monitor
-	 * passthrough. */
-	n = vcpu_threads(mon, tids, PERF_SAMPLER_MAX_VCPUS);
+	n = vm_monitor_vcpu_threads(mon, tids, PERF_SAMPLER_MAX_VCPUS, &pid, why, sizeof(why));
 	if (n <= 0) {
-		util_seterr(err, errlen, "query-cpus-fast: %s", strerror(n < 0 ? -n : EPROTO));
+		util_seterr(err, errlen, "query-cpus-fast: %s", n ? (why[0] ? why :
+			    strerror(-n)) : "no vCPU threads");
+		errno = n ? -n : EPROTO;
 		return NULL;
 	}
-	return perf_target_monitor(pc, tids, (unsigned)n, monitor_hmp, mon, err, errlen);
+	return perf_target_monitor(pc, pid, tids, (unsigned)n, monitor_hmp, mon, err, errlen);
 }
 
 static int pattach_open(void *st, struct vm_monitor *mon, struct backend_target *t,

@@ -133,25 +133,22 @@ int perf_sampler_mediated_pmu(void);
 /* 1 if QEMU runs its guest under KVM (query-kvm), 0 if not (TCG), -errno. */
 int perf_target_qmp_kvm(struct qmp *q);
 
-/* A sampler for the vCPU threads tids[0..n) (of one process); mem (may be
- * NULL, taken) maps its guest RAM.  NULL + errno, with err set. */
-struct sampler *perf_target_threads(struct perf_sampler_config *cfg, const pid_t *tids,
-				    unsigned n, struct guestmem *mem, char *err, size_t errlen);
-
-/* A sampler for the QEMU whose vCPU threads are tids[0..n) and whose
- * monitor runs HMP commands through hmp(arg, ...): guest RAM from `info
- * mtree -f` and gpa2hva, for the switch rings (without it, samples come
- * with no task names).  NULL + errno, with err set. */
-struct sampler *perf_target_monitor(struct perf_sampler_config *cfg, const pid_t *tids,
-				    unsigned n, guestmem_hmp_fn hmp, void *arg,
+/* A sampler for the vCPU threads tids[0..n) of process pid (each checked to
+ * be one of its threads, before and after the events are opened); mem (may
+ * be NULL, taken) maps its guest RAM.  NULL + errno (EPERM: a thread that is
+ * not pid's), with err set. */
+struct sampler *perf_target_threads(struct perf_sampler_config *cfg, pid_t pid,
+				    const pid_t *tids, unsigned n, struct guestmem *mem,
 				    char *err, size_t errlen);
 
-/* A sampler for the QEMU behind q: vCPU threads from query-cpus-fast, the
- * process from their Tgid, guest RAM from the monitor (gpa2hva).  cfg gives
- * the event; its pid, vCPU and mem fields are filled here.  NULL + errno,
- * with err set. */
-struct sampler *perf_target_qmp(struct perf_sampler_config *cfg, struct qmp *q,
-				char *err, size_t errlen);
+/* A sampler for the QEMU process pid whose vCPU threads are tids[0..n)
+ * (vm_monitor_vcpu_threads() found and checked them) and whose monitor runs
+ * HMP commands through hmp(arg, ...): guest RAM from `info mtree -f` and
+ * gpa2hva, inside pid's own mappings, for the switch rings (without it,
+ * samples come with no task names).  NULL + errno, with err set. */
+struct sampler *perf_target_monitor(struct perf_sampler_config *cfg, pid_t pid,
+				    const pid_t *tids, unsigned n, guestmem_hmp_fn hmp,
+				    void *arg, char *err, size_t errlen);
 
 /* A sampler for the built-in VMM process pid, from its runtime descriptor
  * (vmm/kvm/kvm-desc.h; its path goes to desc_path, and the sampler re-reads it

@@ -35,9 +35,25 @@ int perf_target_qmp_kvm(struct qmp *q)
 	return r;
 }
 
-struct sampler *perf_target_threads(struct perf_sampler_config *cfg, const pid_t *tids,
-				    unsigned n, struct guestmem *mem, char *err, size_t errlen)
+/* Whether every tids[i] is a thread of pid; 0, or -EPERM with err set. */
+static int threads_of(pid_t pid, const pid_t *tids, unsigned n, char *err, size_t errlen)
 {
+	for (unsigned i = 0; i < n; i++) {
+		if (util_thread_of(pid, tids[i]) == 1)
+			continue;
+		snprintf(err, errlen, "vCPU thread %d is not a thread of QEMU process %d "
+			 "(any more): refusing to sample another process", (int)tids[i], (int)pid);
+		return -EPERM;
+	}
+	return 0;
+}
+
+struct sampler *perf_target_threads(struct perf_sampler_config *cfg, pid_t pid,
+				    const pid_t *tids, unsigned n, struct guestmem *mem,
+				    char *err, size_t errlen)
+{
+	struct sampler *s;
+
 	cfg->mem = mem;
 	if (!n || n > PERF_SAMPLER_MAX_VCPUS) {
 		snprintf(err, errlen, "the monitor gave no vCPU threads");
@@ -45,25 +61,31 @@ struct sampler *perf_target_threads(struct perf_sampler_config *cfg, const pid_t
 		errno = EPROTO;
 		return NULL;
 	}
-	cfg->pid = util_thread_tgid(tids[0]);
-	if (cfg->pid <= 0) {
-		snprintf(err, errlen, "vCPU thread %d is not a process on this host (%s): is "
-			 "QEMU in another PID namespace or on another machine?", (int)tids[0],
-			 strerror(cfg->pid ? -cfg->pid : ESRCH));
+	if (threads_of(pid, tids, n, err, errlen)) {
 		guestmem_close(mem);
-		errno = ESRCH;
+		errno = EPERM;
 		return NULL;
 	}
+	cfg->pid = pid;
 	cfg->nr_vcpus = n;
 	cfg->vcpu_tids = tids;
-	return perf_sampler_new(cfg, err, errlen);
+	s = perf_sampler_new(cfg, err, errlen);
+	/* A thread that ended between the check and perf_event_open() may
+	 * have left its id to another process's: the events opened are on
+	 * pid's threads only if every id is still one of them. */
+	if (s && threads_of(pid, tids, n, err, errlen)) {
+		s->ops->free(s);
+		errno = EPERM;
+		return NULL;
+	}
+	return s;
 }
 
-struct sampler *perf_target_monitor(struct perf_sampler_config *cfg, const pid_t *tids,
-				    unsigned n, guestmem_hmp_fn hmp, void *arg,
-				    char *err, size_t errlen)
+struct sampler *perf_target_monitor(struct perf_sampler_config *cfg, pid_t pid,
+				    const pid_t *tids, unsigned n, guestmem_hmp_fn hmp,
+				    void *arg, char *err, size_t errlen)
 {
-	struct guestmem *mem = n ? guestmem_open(util_thread_tgid(tids[0])) : NULL;
+	struct guestmem *mem = n ? guestmem_open(pid) : NULL;
 
 	/* Guest RAM for the switch rings; without it samples still come, with
 	 * no task (the summary says so). */
@@ -71,23 +93,7 @@ struct sampler *perf_target_monitor(struct perf_sampler_config *cfg, const pid_t
 		guestmem_close(mem);
 		mem = NULL;
 	}
-	return perf_target_threads(cfg, tids, n, mem, err, errlen);
-}
-
-struct sampler *perf_target_qmp(struct perf_sampler_config *cfg, struct qmp *q,
-				char *err, size_t errlen)
-{
-	pid_t tids[PERF_SAMPLER_MAX_VCPUS];
-	int n;
-
-	n = qmp_vcpu_threads(q, tids, PERF_SAMPLER_MAX_VCPUS, QMP_MS);
-	if (n <= 0 || n > PERF_SAMPLER_MAX_VCPUS) {
-		snprintf(err, errlen, "query-cpus-fast gave no vCPU threads (%s)",
-			 n < 0 ? strerror(-n) : "none");
-		errno = n < 0 ? -n : EPROTO;
-		return NULL;
-	}
-	return perf_target_monitor(cfg, tids, (unsigned)n, guestmem_qmp_hmp, q, err, errlen);
+	return perf_target_threads(cfg, pid, tids, n, mem, err, errlen);
 }
 
 /* The vCPU threads of a built-in VMM, by their names. */
