@@ -22,131 +22,10 @@
 
 #include "symbols/elfimage.h"
 #include "vmm/introspect/memsyms.h"
+#include "memsyms-image.h"
 
 #define LIBC	"/lib/x86_64-linux-gnu/libc.so.6"
 #define BIAS	0x7f1234560000ull
-#define PG	4096ull
-
-/* One process's view of the file: its segments' pages at BIAS + vaddr. */
-struct fake {
-	uint8_t *file;
-	size_t file_len;
-	uint64_t lo;			/* first page */
-	size_t npages;
-	uint8_t *mem;
-	uint8_t *absent;		/* per page: 1 not resident */
-	uint64_t bias;
-	struct memsyms_map exec;
-	unsigned reads;
-};
-
-static int fake_read(void *arg, uint64_t va, void *page)
-{
-	struct fake *f = arg;
-	uint64_t i = (va - f->lo) / PG;
-
-	f->reads++;
-	if (va < f->lo || i >= f->npages || f->absent[i])
-		return -ENOENT;
-	memcpy(page, f->mem + i * PG, PG);
-	return 0;
-}
-
-static const Elf64_Phdr *phdrs(const struct fake *f, unsigned *n)
-{
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f->file;
-
-	*n = eh->e_phnum;
-	return (const Elf64_Phdr *)(f->file + eh->e_phoff);
-}
-
-static uint8_t *at(struct fake *f, uint64_t vaddr)
-{
-	return f->mem + (vaddr + f->bias - f->lo);
-}
-
-/* The page of a link-time address made not resident. */
-static void drop(struct fake *f, uint64_t vaddr)
-{
-	f->absent[(vaddr + f->bias - f->lo) / PG] = 1;
-}
-
-static Elf64_Dyn *dyn_find(struct fake *f, int64_t tag)
-{
-	unsigned n;
-	const Elf64_Phdr *ph = phdrs(f, &n);
-
-	for (unsigned i = 0; i < n; i++) {
-		Elf64_Dyn *d = (Elf64_Dyn *)at(f, ph[i].p_vaddr);
-
-		if (ph[i].p_type != PT_DYNAMIC)
-			continue;
-		for (; d->d_tag != DT_NULL; d++)
-			if (d->d_tag == tag)
-				return d;
-	}
-	return NULL;
-}
-
-/* What ld.so does to a shared object's dynamic section on x86-64. */
-static void relocate(struct fake *f, int64_t sign)
-{
-	static const int64_t tags[] = { DT_SYMTAB, DT_STRTAB, DT_HASH, DT_GNU_HASH };
-
-	for (size_t i = 0; i < sizeof(tags) / sizeof(tags[0]); i++) {
-		Elf64_Dyn *d = dyn_find(f, tags[i]);
-
-		if (d)
-			d->d_un.d_ptr += (uint64_t)sign * f->bias;
-	}
-}
-
-static int fake_load(struct fake *f, const char *path, uint64_t bias)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat sb;
-	uint64_t hi = 0;
-	unsigned n;
-	const Elf64_Phdr *ph;
-
-	memset(f, 0, sizeof(*f));
-	if (fd < 0 || fstat(fd, &sb))
-		return -1;
-	f->file_len = (size_t)sb.st_size;
-	f->file = malloc(f->file_len);
-	if (!f->file || read(fd, f->file, f->file_len) != (ssize_t)f->file_len)
-		return -1;
-	close(fd);
-	f->bias = bias;
-	f->lo = UINT64_MAX;
-	ph = phdrs(f, &n);
-	for (unsigned i = 0; i < n; i++) {
-		if (ph[i].p_type != PT_LOAD)
-			continue;
-		if (((ph[i].p_vaddr & ~(PG - 1)) + bias) < f->lo)
-			f->lo = (ph[i].p_vaddr & ~(PG - 1)) + bias;
-		if (ph[i].p_vaddr + ph[i].p_memsz + bias > hi)
-			hi = ph[i].p_vaddr + ph[i].p_memsz + bias;
-		if ((ph[i].p_flags & PF_X) && !f->exec.start)
-			f->exec = (struct memsyms_map){ (ph[i].p_vaddr & ~(PG - 1)) + bias,
-							ph[i].p_vaddr + ph[i].p_memsz + bias,
-							ph[i].p_offset & ~(PG - 1) };
-	}
-	f->npages = (size_t)((hi - f->lo + PG - 1) / PG);
-	f->mem = calloc(f->npages, PG);
-	f->absent = calloc(f->npages, 1);
-	for (unsigned i = 0; i < n; i++)
-		if (ph[i].p_type == PT_LOAD)
-			memcpy(at(f, ph[i].p_vaddr), f->file + ph[i].p_offset, ph[i].p_filesz);
-	return f->mem && f->absent ? 0 : -1;
-}
-
-static void fake_free(struct fake *f)
-{
-	free(f->file);
-	free(f->mem);
-	free(f->absent);
-}
 
 static const uint8_t BID[20] = { 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6,
 				 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
@@ -275,7 +154,7 @@ static void test_absent_pages(void **state)
 	struct memsyms_result res, full;
 	void *elf;
 	size_t len;
-	Elf64_Dyn *sym = dyn_find(f, DT_SYMTAB), *str = dyn_find(f, DT_STRTAB);
+	Elf64_Dyn *sym = dyn_get(f, DT_SYMTAB), *str = dyn_get(f, DT_STRTAB);
 
 	NEED_LIBC(f);
 	assert_int_equal(run(f, NULL, &full, &elf, &len), 0);
@@ -310,7 +189,7 @@ static void test_lies(void **state)
 	NEED_LIBC(f);
 #define LIE(tag, val, want)                                                       \
 	do {                                                                      \
-		d = dyn_find(f, tag);                                             \
+		d = dyn_get(f, tag);                                              \
 		assert_non_null(d);                                               \
 		keep = d->d_un.d_val;                                             \
 		d->d_un.d_val = (val);                                            \
@@ -325,11 +204,11 @@ static void test_lies(void **state)
 	LIE(DT_SYMTAB, 0x10000000000ull, -EINVAL);
 	LIE(DT_STRTAB, UINT64_MAX - 8, -EINVAL);
 	LIE(DT_SYMENT, 16, -EINVAL);
-	LIE(DT_SYMTAB, dyn_find(f, DT_STRTAB)->d_un.d_val, -EINVAL);	/* overlap */
-	d = dyn_find(f, DT_HASH);
+	LIE(DT_SYMTAB, dyn_get(f, DT_STRTAB)->d_un.d_val, -EINVAL);	/* overlap */
+	d = dyn_get(f, DT_HASH);
 	d->d_tag = DT_DEBUG;
 	{
-		Elf64_Dyn *g = dyn_find(f, DT_GNU_HASH);
+		Elf64_Dyn *g = dyn_get(f, DT_GNU_HASH);
 		uint32_t *gh = (uint32_t *)at(f, g->d_un.d_ptr), save[4];
 
 		memcpy(save, gh, sizeof(save));
@@ -346,7 +225,7 @@ static void test_lies(void **state)
 	d->d_tag = DT_HASH;
 	/* a chain that never ends: cut at the cap, counted */
 	{
-		uint32_t *hh = (uint32_t *)at(f, dyn_find(f, DT_HASH)->d_un.d_ptr), nchain = hh[1];
+		uint32_t *hh = (uint32_t *)at(f, dyn_get(f, DT_HASH)->d_un.d_ptr), nchain = hh[1];
 		struct memsyms_limits lim = { .max_syms = 1000 };
 
 		hh[1] = 0x7fffffffu;
@@ -365,7 +244,7 @@ static void test_bad_entries(void **state)
 	struct fake *f = *state;
 	struct memsyms_result res, full;
 	Elf64_Sym *s;
-	uint64_t strsz = dyn_find(f, DT_STRSZ)->d_un.d_val;
+	uint64_t strsz = dyn_get(f, DT_STRSZ)->d_un.d_val;
 	uint32_t n0, n1;
 	void *elf;
 	size_t len;
@@ -373,7 +252,7 @@ static void test_bad_entries(void **state)
 	NEED_LIBC(f);
 	assert_int_equal(run(f, NULL, &full, &elf, &len), 0);
 	free(elf);
-	s = (Elf64_Sym *)at(f, dyn_find(f, DT_SYMTAB)->d_un.d_ptr);
+	s = (Elf64_Sym *)at(f, dyn_get(f, DT_SYMTAB)->d_un.d_ptr);
 	/* the first two functions: a name past the table, code outside it */
 	for (n0 = 1; ELF64_ST_TYPE(s[n0].st_info) != STT_FUNC || !s[n0].st_shndx; n0++)
 		;
@@ -391,11 +270,11 @@ static void test_bad_entries(void **state)
 	/* the table's last byte made not a NUL: the last name runs off it */
 	s[n0] = k0;
 	s[n1] = k1;
-	*at(f, dyn_find(f, DT_STRTAB)->d_un.d_ptr + strsz - 1) = 'x';
+	*at(f, dyn_get(f, DT_STRTAB)->d_un.d_ptr + strsz - 1) = 'x';
 	assert_int_equal(run(f, NULL, &res, &elf, &len), 0);
 	assert_true(res.bad <= 1);
 	free(elf);
-	*at(f, dyn_find(f, DT_STRTAB)->d_un.d_ptr + strsz - 1) = 0;
+	*at(f, dyn_get(f, DT_STRTAB)->d_un.d_ptr + strsz - 1) = 0;
 }
 
 /* Headers that do not describe the mapping, and the page budget. */

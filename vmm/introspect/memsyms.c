@@ -37,6 +37,7 @@ struct ctx {
 	uint32_t pages_left;
 	uint64_t bias;			/* run-time less link-time address */
 	uint16_t type, machine;
+	uint8_t osabi;			/* GNU for a binary with IFUNCs */
 	struct seg segs[MEMSYMS_PHNUM_MAX];
 	unsigned nr_segs, nr_exec;
 	uint64_t dyn_vaddr, dyn_size;
@@ -257,6 +258,7 @@ static int headers(struct ctx *c, const struct memsyms_map *x)
 		return rc;
 	c->type = eh.e_type;
 	c->machine = eh.e_machine;
+	c->osabi = eh.e_ident[EI_OSABI];
 	for (unsigned i = 0; i < eh.e_phnum; i++)
 		if ((rc = phdr_take(c, &ph[i])))
 			return rc;
@@ -427,6 +429,16 @@ static long name_len(const struct region *s, uint64_t off)
 	return 0;
 }
 
+/* A string table starts with the empty name (st_name 0). */
+static int out_init(struct out *o)
+{
+	if (util_grow(&o->str, &o->scap, 1, 1, 16384))
+		return -ENOMEM;
+	o->str[0] = '\0';
+	o->slen = 1;
+	return 0;
+}
+
 static int out_add(struct out *o, const Elf64_Sym *s, const struct seg *code, const char *name,
 		   size_t len)
 {
@@ -484,7 +496,7 @@ static int symbols(struct ctx *c, const struct dyninfo *d, uint32_t n, struct ou
 	int rc;
 
 	if (n < 2)
-		return -ENOENT;		/* entry 0 is the null symbol */
+		return -ENODATA;	/* entry 0 is the null symbol */
 	if (n > c->lim.max_syms) {
 		c->res->capped += n - c->lim.max_syms;
 		n = c->lim.max_syms;
@@ -503,7 +515,10 @@ static int symbols(struct ctx *c, const struct dyninfo *d, uint32_t n, struct ou
 		rc = sym_one(c, &t, &s, i, o);
 	region_free(&t);
 	region_free(&s);
-	return rc ? rc : o->nr ? 0 : -ENOENT;
+	if (rc || o->nr)
+		return rc;
+	/* nothing kept: for want of pages, or none to keep */
+	return c->res->absent ? -ENOENT : -ENODATA;
 }
 
 /* ---- the ELF made --------------------------------------------------------------------- */
@@ -550,6 +565,7 @@ static int elf_make(const struct ctx *c, const struct out *o, const uint8_t *bid
 	eh->e_ident[EI_CLASS] = ELFCLASS64;
 	eh->e_ident[EI_DATA] = ELFDATA2LSB;
 	eh->e_ident[EI_VERSION] = EV_CURRENT;
+	eh->e_ident[EI_OSABI] = c->osabi;
 	for (unsigned i = 0; i < c->nr_segs; i++) {
 		const struct seg *g = &c->segs[i];
 
@@ -624,7 +640,9 @@ int memsyms_read(const struct memsyms_mem *mem, const struct memsyms_map *exec,
 		for (unsigned i = 0; i < c->nr_segs; i++)
 			if (c->segs[i].exec)
 				c->segs[i].shndx = (uint16_t)(1 + c->nr_exec++);
-		rc = symbols(c, &d, n, &o);
+		rc = out_init(&o);
+		if (!rc)
+			rc = symbols(c, &d, n, &o);
 	}
 	if (!rc)
 		rc = elf_make(c, &o, bid, bid_len, out, out_len);

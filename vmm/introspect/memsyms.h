@@ -81,9 +81,10 @@ struct memsyms_result {
  * Reads the dynamic symbols of the ELF mapped at exec (see above) through
  * mem and makes the ELF file described above: *out (malloc'd, *out_len
  * bytes), with bid[bid_len] (1..32 bytes) as its build-id note.  lim may be
- * NULL.  Returns 0, -ENOENT (a header or table not resident, or no symbol
- * to keep), -EINVAL (refused: res->why), -E2BIG (the page budget ran out)
- * or -ENOMEM.  res is filled in every case.
+ * NULL.  Returns 0, -ENOENT (a header or table not resident), -ENODATA (no
+ * function symbol to keep: an executable that exports none), -EINVAL
+ * (refused: res->why), -E2BIG (the page budget ran out) or -ENOMEM.  res
+ * is filled in every case.
  */
 int memsyms_read(const struct memsyms_mem *mem, const struct memsyms_map *exec,
 		 const uint8_t *bid, size_t bid_len, const struct memsyms_limits *lim,
