@@ -4,7 +4,8 @@
 # e.g. /lib/x86_64-linux-gnu/libdl.so.2) laid out as ld.so maps it, each
 # PT_LOAD at its address from BASE, the dynamic section's pointers
 # relocated, after the target's 16-byte header (no page absent, the first
-# executable segment's page as the mapping's offset).
+# executable segment's page as the mapping's offset).  With a second
+# argument "gnu", DT_HASH is made DT_DEBUG: the GNU hash table counts.
 import struct, sys
 
 BASE = 0x7f0000000000
@@ -30,4 +31,6 @@ for k in range(dyn[1] // 16):
         break
     if tag in (4, 5, 6, 0x6ffffef5):
         struct.pack_into("<Q", img, dyn[0] + 16 * k + 8, val + BASE)
+    if tag == 4 and sys.argv[2:] == ["gnu"]:
+        struct.pack_into("<q", img, dyn[0] + 16 * k, 21)
 sys.stdout.buffer.write(struct.pack("<QQ", 0, xpg) + bytes(img))

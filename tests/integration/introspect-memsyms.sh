@@ -16,7 +16,11 @@
 #    ld.so exactly as a report given the image's root (--guest-root, the
 #    real files) does, row for row; a control without the .memsyms files
 #    names none of them;
-#  - the counters say nothing was cut by the page budget.
+#  - the counters say nothing was cut by the page budget;
+#  - the same path with opvm.ko and its relay when a binary is not
+#    fetched (--fetch-max-file 4096: every one refused as too big): libc's
+#    memory symbols are made and its samples named as the real file names
+#    them.
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
 mk_tmp introspect-memsyms
@@ -109,5 +113,32 @@ if r_mem != r_root:
 if any(x[2] for x in r_ctl):
     print("FAIL: the control names libc or ld.so samples with no symbols: %s" % r_ctl); ok = False
 sys.exit(0 if ok else 1)
+PY
+# ---- 2: with opvm.ko, binaries not fetched ----------------------------------
+S2=$T/session2
+C2=$T/cache2
+"$OPVM" run --workload "libcmix:3" --append "quiet" --no-image-symbols --fetch-cache "$C2" \
+	--fetch-max-file 4096 -F 200 -d "$S2" > "$T/run2.out" 2> "$T/run2.err" ||
+	{ cat "$T/run2.out" "$T/run2.err"; fail "opvm run (with opvm.ko) exited with $?"; }
+grep -aq "OPVM-READY kmod=1" "$S2/guests/guest/console.log" || fail "opvm.ko did not load"
+report -d "$S2" > "$T/mem2.json"
+report -d "$S2" --guest-root "$IMG/root" > "$T/root2.json"
+python3 - "$S2/guests/guest/samples/current/session.json" "$T"/{mem2,root2}.json <<'PY' || exit 1
+import json, os, sys
+sj = json.load(open(sys.argv[1]))
+mem, truth = (json.load(open(f)) for f in sys.argv[2:4])
+b, m = sj["fetch"]["binaries"], sj["introspect"]["memsyms"]
+print("RESULT with opvm.ko, binaries refused (%d too big, %d fetched): %d ELFs made from "
+      "memory" % (b["too_big"] + b["guest_refused"], b["files"], m["files"]))
+def rows(d):
+    return sorted((x["app"], x["image"], x["symbol"] or "", x["samples"]) for x in d["symbols"]
+                  if not x["kernel"] and os.path.basename(x["image"]) == "libc.so.6")
+if b["files"] or m["files"] < 1 or b["memsyms"]["files"] < 1:
+    print("FAIL: with opvm.ko: fetch %s, memsyms %s" % (b, m)); sys.exit(1)
+if sum(x[3] for x in rows(mem)) < 20 or rows(mem) != rows(truth):
+    print("FAIL: with opvm.ko, libc's samples named otherwise than by its file:\n  %s\n  %s"
+          % (rows(mem), rows(truth))); sys.exit(1)
+print("RESULT with opvm.ko: libc's %d samples named row for row as by its file"
+      % sum(x[3] for x in rows(mem)))
 PY
 echo "PASS: introspect-memsyms"
