@@ -9,10 +9,12 @@
  * the cache (fetch_memsyms_put()), where the reports find it.
  *
  * Bounded: MEMSYMS_WANT_MAX images a session, MEMSYMS_PER_POLL read per
- * poll of the collector's loop, MEMSYMS_TRIES attempts each; introspection
- * caps the pages.
+ * poll of the collector's loop (all that wait at its last sync, whose
+ * samples may be the first of an image), MEMSYMS_TRIES attempts each;
+ * introspection caps the pages.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,14 +110,14 @@ static bool want_try(struct cguest *g, struct mwant *w)
 	return rc != -ENOENT || ++w->tries >= MEMSYMS_TRIES;
 }
 
-void cguest_memsyms_poll(struct cguest *g)
+void cguest_memsyms_poll(struct cguest *g, bool all)
 {
 	struct cmemsyms *m = g->msy;
-	unsigned tried = 0;
+	unsigned tried = 0, most = all ? MEMSYMS_WANT_MAX : MEMSYMS_PER_POLL;
 
 	if (!m || !g->intro)
 		return;
-	for (unsigned k = 0; k < m->n && tried < MEMSYMS_PER_POLL; k++) {
+	for (unsigned k = 0; k < m->n && tried < most; k++) {
 		struct mwant *w = &m->w[(m->next + k) % m->n];
 
 		if (w->done)

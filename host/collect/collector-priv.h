@@ -6,6 +6,7 @@
 #ifndef OPVM_COLLECTOR_PRIV_H
 #define OPVM_COLLECTOR_PRIV_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "host/collect/collector.h"
@@ -84,7 +85,7 @@ struct collector {
  * images with samples and no binary in the cache (an image_used's cookie;
  * read at the next polls, a few at a time). */
 void cguest_memsyms_want(struct cguest *g, const struct gstate_cookie *ck);
-void cguest_memsyms_poll(struct cguest *g);
+void cguest_memsyms_poll(struct cguest *g, bool all);	/* all: the last sync */
 void cguest_memsyms_free(struct cguest *g);	/* NULL-safe inside */
 
 int collector_write_session(struct collector *c, struct cguest *g, uint64_t now);

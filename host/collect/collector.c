@@ -552,7 +552,7 @@ static void intro_poll(struct cguest *g, uint64_t now)
 		intro_crosscheck(g);
 	orc_tell(g);
 	current_tell(g);
-	cguest_memsyms_poll(g);
+	cguest_memsyms_poll(g, false);
 	ksyms_word(g, now);	/* introspection may have decided it */
 }
 
@@ -841,6 +841,8 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 	/* samples that could not be filed are counted (store_errors), and
 	 * profiling goes on: not this function's failure */
 	err = final ? attribution_flush(g->sy, now) : attribution_run(g->sy, now);
+	if (final)
+		cguest_memsyms_poll(g, true);	/* images the last samples named */
 	g->retry_budget = RETRY_BUDGET;
 	if (err)
 		g->last_err = err;
