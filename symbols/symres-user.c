@@ -118,6 +118,30 @@ int symres_try_candidate(struct symres *r, struct simage *si, int fd, const char
 	return 1;
 }
 
+/*
+ * The last resort: the binary's dynamic symbols as the collector read them
+ * from guest memory (host/collect/fetch.h: <fetch_cache>/<guest>/xx/
+ * <rest>.memsyms, a small ELF of .dynsym and the build-id), when no file of
+ * the binary was found.  A debug file of its build-id still replaces its
+ * symbols (symres_try_candidate()).  It is not the binary: no code, no
+ * .eh_frame, so it never becomes simage_file().  Returns 1 if si uses it.
+ */
+static int try_memsyms(struct symres *r, struct simage *si, const char *guest)
+{
+	const char *file = si->file;
+	char bidhex[129], path[4096];
+	int ok;
+
+	if (si->build_id_len < 2 || !r->fetch_cache || !symres_guest_component(guest))
+		return 0;
+	util_hex(si->build_id, si->build_id_len, bidhex);
+	snprintf(path, sizeof(path), "%s/%s/%.2s/%s.memsyms", r->fetch_cache, guest, bidhex,
+		 bidhex + 2);
+	ok = symres_try_candidate(r, si, symres_open_host_file(path), path, guest);
+	si->file = file;
+	return ok;
+}
+
 void symres_resolve_user(struct symres *r, struct simage *si, const char *guest,
 			 const char *image)
 {
@@ -160,6 +184,8 @@ void symres_resolve_user(struct symres *r, struct simage *si, const char *guest,
 		}
 		free(dpath);
 	}
+	if (try_memsyms(r, si, guest))
+		return;
 	if (si->state == SIMAGE_NOT_FOUND)
 		snprintf(si->reason, sizeof(si->reason),
 			 "%s not found: give --guest-root DIR (the guest's root file system)%s",

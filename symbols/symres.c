@@ -162,13 +162,18 @@ int symres_image_recheck(struct symres *r, struct simage *si, const char *guest,
 {
 	char bidhex[129], path[4096];
 	struct stat sb;
+	size_t n;
 
 	if (si->kind != SK_USER || si->state != SIMAGE_NOT_FOUND || si->build_id_len < 2 ||
 	    !r->fetch_cache || !symres_guest_component(guest))
 		return si->state == SIMAGE_OK;
 	util_hex(si->build_id, si->build_id_len, bidhex);
-	snprintf(path, sizeof(path), "%s/%s/%.2s/%s", r->fetch_cache, guest, bidhex, bidhex + 2);
-	if (stat(path, &sb) || !S_ISREG(sb.st_mode))
+	n = (size_t)snprintf(path, sizeof(path), "%s/%s/%.2s/%s", r->fetch_cache, guest, bidhex,
+			     bidhex + 2);
+	/* the binary, or its symbols read from guest memory */
+	if ((stat(path, &sb) || !S_ISREG(sb.st_mode)) &&
+	    (n + sizeof(".memsyms") > sizeof(path) ||
+	     stat(strcat(path, ".memsyms"), &sb) || !S_ISREG(sb.st_mode)))
 		return 0;
 	si->reason[0] = '\0';
 	symres_resolve_user(r, si, guest, image);

@@ -11,7 +11,9 @@
  *                --guest-root for that guest (the guest path resolved inside
  *                the root, symlinks included, with openat2(RESOLVE_IN_ROOT):
  *                a guest path can never reach outside the root), then
- *                debuginfod by build-id when DEBUGINFOD_URLS is set;
+ *                debuginfod by build-id when DEBUGINFOD_URLS is set, then
+ *                the binary's .dynsym as read from guest memory
+ *                (fetch_cache/<guest>/xx/yyyy.memsyms, host/collect/fetch.h);
  *   vmlinux      --vmlinux, --system-map/--kallsyms, then in each guest root,
  *                then <session>/guests/<guest>/kallsyms (what the guest sent,
  *                host/collect/fetch.h), then on the host

@@ -91,6 +91,23 @@ static json_t *intro_maps_json(const struct introspect_stats *s)
 	return o;
 }
 
+/* introspect.memsyms: user binaries' .dynsym read from memory */
+static json_t *intro_memsyms_json(const struct introspect_stats *s)
+{
+	const struct introspect_memsyms *m = &s->memsyms;
+	json_t *o = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		"files", json_u64(m->files), "refused", json_u64(m->refused),
+		"absent", json_u64(m->absent), "empty", json_u64(m->empty),
+		"budget", json_u64(m->budget),
+		"syms", json_u64(m->syms), "syms_absent", json_u64(m->syms_absent),
+		"syms_bad", json_u64(m->syms_bad), "pages", json_u64(m->pages),
+		"pages_absent", json_u64(m->pages_absent), "us", json_u64(m->us));
+
+	if (o && m->last_refusal[0])
+		json_object_set_new(o, "last_refusal", json_string(m->last_refusal));
+	return o;
+}
+
 static json_t *intro_json(const struct cguest *g)
 {
 	const struct introspect_stats *s;
@@ -113,6 +130,7 @@ static json_t *intro_json(const struct cguest *g)
 	if (o) {
 		json_object_set_new(o, "kernel_text_hex", json_hex(s->text_addr));
 		json_object_set_new(o, "reboots", json_u64(s->reboots));
+		json_object_set_new(o, "memsyms", intro_memsyms_json(s));
 		if (s->kallsyms_from)
 			json_object_set_new(o, "kallsyms_from", json_string(s->kallsyms_from));
 		json_object_set_new(o, "kallsyms_search_bytes", json_u64(s->kallsyms_search_bytes));

@@ -6,6 +6,7 @@
 #ifndef OPVM_COLLECTOR_PRIV_H
 #define OPVM_COLLECTOR_PRIV_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "host/collect/collector.h"
@@ -58,6 +59,8 @@ struct cguest {
 	struct kcurrent_info *cur_told;
 	uint64_t word_wait_ms;		/* since when the relay's word is due
 					 * (ksyms_word()), 0: not due */
+	struct cmemsyms *msy;		/* images whose symbols memory may
+					 * give (collector-memsyms.c), or NULL */
 };
 
 struct collector {
@@ -77,6 +80,13 @@ struct collector {
 	void *reserve;			/* RESERVE_BYTES, or NULL once spent */
 	struct gstate_budget model_budget; /* every guest's model together */
 };
+
+/* collector-memsyms.c: user binaries' symbols read from guest memory for
+ * images with samples and no binary in the cache (an image_used's cookie;
+ * read at the next polls, a few at a time). */
+void cguest_memsyms_want(struct cguest *g, const struct gstate_cookie *ck);
+void cguest_memsyms_poll(struct cguest *g, bool all);	/* all: the last sync */
+void cguest_memsyms_free(struct cguest *g);	/* NULL-safe inside */
 
 int collector_write_session(struct collector *c, struct cguest *g, uint64_t now);
 void collector_guest_stats(const struct cguest *g, struct opvm_stats *st,

@@ -118,6 +118,7 @@ static void guest_free(struct cguest *g)
 		close(g->fd);
 	attribution_free(g->sy);
 	fetch_free(g->fetch);
+	cguest_memsyms_free(g);
 	introspect_free(g->intro);
 	free(g->cur_told);
 	decoder_free(g->idec);
@@ -140,6 +141,7 @@ static void image_used(const struct gstate_cookie *ck, void *arg)
 	struct cguest *g = arg;
 
 	fetch_want(g->fetch, ck->path, ck->build_id, ck->build_id_len);
+	cguest_memsyms_want(g, ck);
 }
 
 /* An unwind needs a binary the host lacks: asked for, and waited for while
@@ -550,6 +552,7 @@ static void intro_poll(struct cguest *g, uint64_t now)
 		intro_crosscheck(g);
 	orc_tell(g);
 	current_tell(g);
+	cguest_memsyms_poll(g, false);
 	ksyms_word(g, now);	/* introspection may have decided it */
 }
 
@@ -838,6 +841,8 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 	/* samples that could not be filed are counted (store_errors), and
 	 * profiling goes on: not this function's failure */
 	err = final ? attribution_flush(g->sy, now) : attribution_run(g->sy, now);
+	if (final)
+		cguest_memsyms_poll(g, true);	/* images the last samples named */
 	g->retry_budget = RETRY_BUDGET;
 	if (err)
 		g->last_err = err;

@@ -27,7 +27,7 @@
 
 struct centry {
 	int dfd;		/* its xx directory */
-	char name[2 * OPVM_BUILD_ID_MAX];
+	char name[2 * OPVM_BUILD_ID_MAX + sizeof(FETCH_MEMSYMS_SUFFIX)];
 	uint64_t size;
 	struct timespec mtime;
 };
@@ -58,6 +58,15 @@ static int by_mtime(const void *a, const void *b)
 	return 0;
 }
 
+/* A name the cache gives a file: the rest of a build-id, a binary's, or
+ * with FETCH_MEMSYMS_SUFFIX its symbols read from guest memory. */
+static bool cache_name(const char *s, size_t max)
+{
+	size_t n = strspn(s, "0123456789abcdef");
+
+	return n >= 2 && n <= max && (!s[n] || !strcmp(s + n, FETCH_MEMSYMS_SUFFIX));
+}
+
 /* The files of one xx directory; dfd is kept open in l->dirs. */
 static int list_dir(struct clist *l, int dfd)
 {
@@ -68,7 +77,7 @@ static int list_dir(struct clist *l, int dfd)
 	if (!d)
 		return -errno;
 	while ((de = readdir(d))) {
-		if (!hex_name(de->d_name, 2, sizeof(l->v->name) - 1) ||
+		if (!cache_name(de->d_name, 2 * OPVM_BUILD_ID_MAX - 2) ||
 		    fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) || !S_ISREG(sb.st_mode))
 			continue;
 		if (l->n == l->cap) {

@@ -645,6 +645,93 @@ void fetch_want(struct fetch *f, const char *path, const uint8_t *bid, size_t le
 	}
 }
 
+/* ---- symbols read from guest memory ------------------------------------------ */
+
+static const struct img *img_find(const struct fetch *f, const uint8_t *bid, size_t len)
+{
+	for (size_t i = 0; f->imgs && i < f->nr_imgs; i++)
+		if (f->imgs[i].bid_len == len && !memcmp(f->imgs[i].bid, bid, len))
+			return &f->imgs[i];
+	return NULL;
+}
+
+int fetch_memsyms_due(struct fetch *f, const uint8_t *bid, size_t len)
+{
+	const struct img *m = img_find(f, bid, len);
+	char rest[2 * OPVM_BUILD_ID_MAX + 1 + sizeof(FETCH_MEMSYMS_SUFFIX)];
+	struct stat sb;
+	int xfd, have;
+
+	if (!m || m->state == IMG_CACHED || m->state == IMG_DONE || cache_open(f, true))
+		return 0;
+	if (cache_xx(f, bid, len, false, &xfd, rest, NULL, 0))
+		return 1;	/* no xx directory yet: nothing of bid */
+	strcat(rest, FETCH_MEMSYMS_SUFFIX);
+	have = !fstatat(xfd, rest, &sb, AT_SYMLINK_NOFOLLOW) && S_ISREG(sb.st_mode);
+	if (have)
+		utimensat(xfd, rest, NULL, AT_SYMLINK_NOFOLLOW);	/* used: kept */
+	close(xfd);
+	if (have)
+		f->st.memsyms_cached++;
+	return !have;
+}
+
+/* Writes buf to the part file name in the cache directory: 0 or -errno. */
+static int part_write(struct fetch *f, const char *name, const void *buf, size_t n)
+{
+	int fd = openat(f->cfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
+			O_CLOEXEC, 0600);
+	struct stat sb;
+	int err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode))
+		err = -EINVAL;
+	else if (write(fd, buf, n) != (ssize_t)n)
+		err = -EIO;
+	if (close(fd) && !err)
+		err = -EIO;
+	return err;
+}
+
+int fetch_memsyms_put(struct fetch *f, const uint8_t *bid, size_t len, const void *buf, size_t n)
+{
+	char name[64], part[4096 + 64], rest[2 * OPVM_BUILD_ID_MAX + 1 + sizeof(FETCH_MEMSYMS_SUFFIX)];
+	char why[256] = "";
+	int err, xfd = -1;
+
+	if (!f->imgs || len < 2 || len > OPVM_BUILD_ID_MAX || cache_open(f, true))
+		return -ENOENT;
+	snprintf(name, sizeof(name), ".part-%d-m%llu", (int)getpid(),
+		 (unsigned long long)f->st.memsyms_files);
+	snprintf(part, sizeof(part), "%s/%s", f->cache, name);
+	err = part_write(f, name, buf, n);
+	/* made here from guest bytes: read back as the reports will */
+	if (!err && f->cfg.verify(part, bid, len))
+		err = -ENOEXEC;
+	if (!err && (err = cache_xx(f, bid, len, true, &xfd, rest, why, sizeof(why))))
+		cache_refuse(f, err, why);
+	if (!err) {
+		strcat(rest, FETCH_MEMSYMS_SUFFIX);
+		if (renameat(f->cfd, name, xfd, rest))
+			err = -errno;
+	}
+	if (xfd >= 0)
+		close(xfd);
+	if (err) {
+		unlinkat(f->cfd, name, 0);
+		f->st.memsyms_failed++;
+		if (err == -EIO)
+			f->st.io_errors++;
+		return err;
+	}
+	f->st.memsyms_files++;
+	f->st.memsyms_bytes += n;
+	cache_prune(f);
+	return 0;
+}
+
 int fetch_coming(const struct fetch *f, const uint8_t *bid, size_t len)
 {
 	if (!f->imgs || f->mute)
@@ -1029,6 +1116,9 @@ json_t *fetch_to_json(const struct fetch *f)
 		"cache_bytes", C(s->cache_bytes), "max_cache", C(f->cfg.max_cache));
 	if (bin && (json_object_set_new(bin, "cache_refused", C(s->cache_refused)) ||
 		    json_object_set_new(bin, "cache_links", C(s->cache_links)) ||
+		    json_object_set_new(bin, "memsyms", json_pack("{s:o,s:o,s:o,s:o}",
+				"files", C(s->memsyms_files), "bytes", C(s->memsyms_bytes),
+				"cached", C(s->memsyms_cached), "failed", C(s->memsyms_failed))) ||
 		    json_object_set_new(bin, "cache_error", f->cache_err[0] ?
 					json_string(util_text_escape(why, sizeof(why), f->cache_err)) :
 					json_null()))) {

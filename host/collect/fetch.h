@@ -116,6 +116,11 @@ struct fetch_stats {
 					 * nothing fetched (fetch_cache_error()) */
 	uint64_t cache_links;		/* links (or other non-files) at a cached
 					 * file's name: not taken as cached */
+	/* symbols read from guest memory (fetch_memsyms_put()) */
+	uint64_t memsyms_files;		/* written to the cache */
+	uint64_t memsyms_bytes;		/* their bytes */
+	uint64_t memsyms_cached;	/* already there: not read again */
+	uint64_t memsyms_failed;	/* not written: unreadable ELF, I/O */
 };
 
 /*
@@ -162,6 +167,24 @@ void fetch_poll(struct fetch *f, int fd, uint64_t now_ms);
  */
 bool fetch_ksyms_word_due(const struct fetch *f);
 int fetch_ksyms_tell(struct fetch *f, int fd, unsigned want);
+
+/*
+ * Symbols read from guest memory (vmm/introspect/memsyms.h), for images the
+ * cache has no binary of: a small ELF of their .dynsym, cached beside the
+ * binaries as <cache>/<guest>/xx/<rest>.memsyms, so the next session and
+ * the reports of any day use it (the resolver takes it when it finds no
+ * binary: symbols/symres.h).
+ *
+ * fetch_memsyms_due(): 1 when the image bid was wanted (fetch_want()), the
+ * cache has neither its binary nor its memory symbols, and the cache can
+ * be written; 0 otherwise (the mtime of a file found is set: used).
+ * fetch_memsyms_put(): buf[n] checked by cfg.verify and renamed into the
+ * cache.  0 or -errno.
+ */
+#define FETCH_MEMSYMS_SUFFIX	".memsyms"
+int fetch_memsyms_due(struct fetch *f, const uint8_t *bid, size_t len);
+int fetch_memsyms_put(struct fetch *f, const uint8_t *bid, size_t len, const void *buf,
+		      size_t n);
 
 /* Whether the image with build-id bid is on its way: wanted or in
  * transfer, with a relay that answers.  0 once it came, failed or was

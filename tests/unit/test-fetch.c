@@ -25,6 +25,7 @@
 
 #include "host/collect/fetch.h"
 #include "lib/channel.h"
+#include "lib/util.h"
 #include "symbols/elfimage.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
@@ -507,6 +508,56 @@ static void test_binary_ok_and_resume(void **state)
 	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
 	fetch_poll(b.f, b.sv[0], 6000);
 	assert_int_equal(fetch_get_stats(b.f)->requests, 1);
+	bin_teardown(&b);
+}
+
+/* Symbols read from guest memory, kept beside the binaries: due only for a
+ * wanted image the cache has nothing of, written private under
+ * xx/REST.memsyms once verified (a file whose build-id is another's is
+ * refused and leaves nothing), found by the next session, pruned with the
+ * binaries; a binary in the cache makes them not due. */
+static void test_memsyms_cache(void **state)
+{
+	const struct fetch_stats *st;
+	char hex[65], path[512];
+	uint8_t other[32];
+	struct stat sb;
+	struct bin b;
+
+	bin_setup(&b, 0, 0);
+	st = fetch_get_stats(b.f);
+	assert_int_equal(fetch_memsyms_due(b.f, b.bid, b.bid_len), 0);	/* not wanted */
+	fetch_want(b.f, "/usr/lib/x.so", b.bid, b.bid_len);
+	assert_int_equal(fetch_memsyms_due(b.f, b.bid, b.bid_len), 1);
+	memcpy(other, b.bid, b.bid_len);
+	other[0] ^= 0xff;
+	fetch_want(b.f, "/usr/lib/y.so", other, b.bid_len);
+	assert_int_equal(fetch_memsyms_put(b.f, other, b.bid_len, b.elf, b.elf_len), -ENOEXEC);
+	assert_int_equal(st->memsyms_failed, 1);
+	assert_int_equal(cache_files(&b), 0);
+	assert_int_equal(fetch_memsyms_put(b.f, b.bid, b.bid_len, b.elf, b.elf_len), 0);
+	assert_int_equal(st->memsyms_files, 1);
+	assert_int_equal(st->memsyms_bytes, b.elf_len);
+	util_hex(b.bid, b.bid_len, hex);
+	snprintf(path, sizeof(path), "%s/%.2s/%s.memsyms", b.cache, hex, hex + 2);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+	assert_int_equal(cache_files(&b), 1);
+	assert_int_equal(fetch_memsyms_due(b.f, b.bid, b.bid_len), 0);
+	assert_int_equal(st->memsyms_cached, 1);
+
+	/* the next session finds it; one whose cap is below it prunes it */
+	fetch_free(b.f);
+	b.f = fetch_new(&(struct fetch_config){ .guest_dir = b.dir, .cache_dir = b.cache,
+		.verify = symres_check_build_id });
+	assert_int_equal(fetch_get_stats(b.f)->cache_bytes, b.elf_len);
+	fetch_want(b.f, "/usr/lib/x.so", b.bid, b.bid_len);
+	assert_int_equal(fetch_memsyms_due(b.f, b.bid, b.bid_len), 0);
+	fetch_free(b.f);
+	b.f = fetch_new(&(struct fetch_config){ .guest_dir = b.dir, .cache_dir = b.cache,
+		.max_cache = 4096, .verify = symres_check_build_id });
+	assert_int_equal(fetch_get_stats(b.f)->pruned, 1);
+	assert_int_equal(cache_files(&b), 0);
 	bin_teardown(&b);
 }
 
@@ -1112,6 +1163,7 @@ int main(void)
 		cmocka_unit_test(test_cache_prune),
 		cmocka_unit_test(test_transfer),
 		cmocka_unit_test(test_binary_ok_and_resume),
+		cmocka_unit_test(test_memsyms_cache),
 		cmocka_unit_test(test_binary_hostile),
 		cmocka_unit_test(test_cache_planted),
 		cmocka_unit_test(test_ksyms_lie),

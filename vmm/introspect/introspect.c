@@ -28,6 +28,7 @@
 #include "vmm/introspect/kcurrent.h"
 #include "vmm/introspect/ktasks.h"
 #include "vmm/introspect/kvmas.h"
+#include "vmm/introspect/memsyms.h"
 #include "vmm/introspect/vmcoreinfo.h"
 
 /* A whole pass per poll for guests up to 1 GiB: the page appears a second
@@ -706,4 +707,76 @@ int introspect_task_by_sp(struct introspect *in, uint64_t sp, uint32_t *tgid, bo
 	*tgid = k->tgid;
 	*kthread = k->kthread;
 	return 0;
+}
+
+/* ---- user binaries' dynamic symbols ------------------------------------------ */
+
+struct upage {
+	struct guestmem *m;
+	uint64_t cr3;
+};
+
+/* memsyms_mem's page read through the process's page tables: a page it
+ * does not map (not resident, or never touched) is -ENOENT. */
+static int upage_read(void *arg, uint64_t va, void *page)
+{
+	const struct upage *u = arg;
+	uint64_t gpa;
+	int rc;
+
+	if (va >= OPVM_KERNEL_HALF)
+		return -EFAULT;
+	rc = guestmem_virt_to_phys(u->m, u->cr3, va, &gpa);
+	if (rc)
+		return rc == -ENOENT ? -ENOENT : -EFAULT;
+	return guestmem_read(u->m, gpa, page, 4096) ? -EFAULT : 0;
+}
+
+static void memsyms_count(struct introspect *in, int rc, const struct memsyms_result *r)
+{
+	struct introspect_memsyms *s = &in->st.memsyms;
+
+	s->pages += r->pages_read;
+	s->pages_absent += r->pages_absent;
+	s->syms += rc ? 0 : r->kept;
+	s->syms_absent += r->absent;
+	s->syms_bad += r->bad;
+	if (!rc)
+		s->files++;
+	else if (rc == -EINVAL)
+		s->refused++;
+	else if (rc == -ENOENT)
+		s->absent++;
+	else if (rc == -ENODATA)
+		s->empty++;
+	else if (rc == -E2BIG)
+		s->budget++;
+	if (rc == -EINVAL && r->why)
+		snprintf(s->last_refusal, sizeof(s->last_refusal), "%s", r->why);
+}
+
+int introspect_image_syms(struct introspect *in, uint64_t cr3, const struct memsyms_map *exec,
+			  const uint8_t *bid, size_t bid_len, void **out, size_t *len)
+{
+	struct upage u = { in->m, opvm_cr3_normalise(cr3) };
+	struct memsyms_mem mem = { upage_read, &u };
+	uint64_t used = in->st.memsyms.pages + in->st.memsyms.pages_absent;
+	struct memsyms_limits lim = { 0 };
+	struct memsyms_result r;
+	int64_t t0 = util_now_ns();
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	if (used >= INTROSPECT_MEMSYMS_PAGES ||
+	    in->st.memsyms.files + in->st.memsyms.refused >= INTROSPECT_MEMSYMS_FILES) {
+		in->st.memsyms.budget++;
+		return -ENOSPC;
+	}
+	lim.max_pages = INTROSPECT_MEMSYMS_PAGES - used < MEMSYMS_MAX_PAGES ?
+			(uint32_t)(INTROSPECT_MEMSYMS_PAGES - used) : MEMSYMS_MAX_PAGES;
+	rc = memsyms_read(&mem, exec, bid, bid_len, &lim, out, len, &r);
+	memsyms_count(in, rc, &r);
+	in->st.memsyms.us += (uint64_t)(util_now_ns() - t0) / 1000;
+	return rc;
 }

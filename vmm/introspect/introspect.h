@@ -98,6 +98,19 @@ struct introspect_stats {
 	const struct kvmas_stats *maps;
 	char maps_error[128];
 	char last_error[160];
+	/* user binaries' dynamic symbols read from memory
+	 * (introspect_image_syms()) */
+	struct introspect_memsyms {
+		uint64_t files;		/* ELFs made */
+		uint64_t refused;	/* headers or tables that lie */
+		uint64_t absent;	/* a header or table not resident */
+		uint64_t empty;		/* no function symbol to keep */
+		uint64_t budget;	/* cut: pages per binary or session */
+		uint64_t syms, syms_absent, syms_bad;	/* kept, left out */
+		uint64_t pages, pages_absent;	/* pages read, not resident */
+		uint64_t us;		/* time spent reading */
+		char last_refusal[96];
+	} memsyms;
 };
 
 /* Returns NULL and sets errno.  cfg may be NULL for the defaults. */
@@ -159,5 +172,21 @@ int introspect_current_info(struct introspect *in, unsigned nr_cpus, struct kcur
  * Returns 0, or -ENOENT (no walk yet, or no task's stack holds sp).
  */
 int introspect_task_by_sp(struct introspect *in, uint64_t sp, uint32_t *tgid, bool *kthread);
+
+/*
+ * The dynamic symbols of the ELF file that the address space cr3 maps
+ * executable at exec, as a small ELF file with bid as its build-id
+ * (vmm/introspect/memsyms.h; *out malloc'd, *len bytes), for a binary the
+ * host has no file of.  Works whether opvm.ko speaks or not: it needs only
+ * guest memory and a user address space.  Bounded per session: at most
+ * INTROSPECT_MEMSYMS_PAGES pages read and INTROSPECT_MEMSYMS_FILES
+ * binaries.  Returns 0, memsyms_read()'s -ENOENT, -ENODATA, -EINVAL, -E2BIG, or
+ * -ENOSPC (the session's budget is spent); counted in stats.memsyms.
+ */
+#define INTROSPECT_MEMSYMS_PAGES	65536u		/* 256 MiB a session */
+#define INTROSPECT_MEMSYMS_FILES	1024u
+struct memsyms_map;
+int introspect_image_syms(struct introspect *in, uint64_t cr3, const struct memsyms_map *exec,
+			  const uint8_t *bid, size_t bid_len, void **out, size_t *len);
 
 #endif /* OPVM_INTROSPECT_H */

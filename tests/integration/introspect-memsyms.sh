@@ -1,0 +1,144 @@
+#!/bin/bash
+# User binaries named from guest memory, with no guest module and no file
+# of them on the host (vmm/introspect/memsyms.h): opvm run boots the test
+# image (QEMU TCG) with opvm.kmod=0 (no opvm.ko, no relay: nothing is
+# fetched) and --no-image-symbols, no --guest-root, and an empty
+# --fetch-cache.  Workloads libcmix (memset in libc.so.6) and threads, both
+# dynamically linked.  Asserts:
+#  - session.json introspect.memsyms made an ELF for libc.so.6 and
+#    ld-linux-x86-64.so.2 (their build-ids those of the image's files), and
+#    the cache holds them as <cache>/guest/xx/<rest>.memsyms, private;
+#  - each one's function symbols (name and address) are those of the
+#    image's own file's .dynsym (readelf --dyn-syms), all of them but what
+#    sat on pages not resident (at most 2 %): the table read through the
+#    process's page tables is the file's;
+#  - `opvm report` with no symbol flag names the samples of libc.so.6 and
+#    ld.so exactly as a report given the image's root (--guest-root, the
+#    real files) does, row for row; a control without the .memsyms files
+#    names none of them;
+#  - the counters say nothing was cut by the page budget;
+#  - the same path with opvm.ko and its relay when a binary is not
+#    fetched (--fetch-max-file 4096: every one refused as too big): libc's
+#    memory symbols are made and its samples named as the real file names
+#    them.
+. "$(dirname "$0")/qemu-common.bash"
+need_qemu
+mk_tmp introspect-memsyms
+S=$T/session
+C=$T/cache
+export DEBUGINFOD_URLS=
+
+"$OPVM" run --workload "libcmix:4+threads:3" --append "quiet opvm.kmod=0" --no-image-symbols \
+	--fetch-cache "$C" -F 200 -d "$S" > "$T/run.out" 2> "$T/run.err" ||
+	{ cat "$T/run.out" "$T/run.err"; fail "opvm run exited with $?"; }
+G=$S/guests/guest
+grep -aq "OPVM-READY kmod=0" "$G/console.log" || fail "opvm.ko was loaded: the test needs opvm.kmod=0"
+for w in libcmix threads; do
+	grep -aq "OPVM-TRUTH exit workload=$w rc=0" "$G/console.log" ||
+		fail "$w did not finish (see $G/console.log)"
+done
+report() {
+	"$OPVM" report -l --format json --no-host-kernel "$@" > "$T/r.json" 2> "$T/r.err" ||
+		{ cat "$T/r.err"; fail "opvm report $*"; }
+	cat "$T/r.json"
+}
+report -d "$S" > "$T/mem.json"
+report -d "$S" --guest-root "$IMG/root" > "$T/root.json"
+mv "$C" "$C.off"	# session.json names the cache: the control has none
+report -d "$S" > "$T/control.json"
+mv "$C.off" "$C"
+
+python3 - "$G/samples/current/session.json" "$C/guest" "$IMG/root" "$T"/{mem,root,control}.json <<'PY' || exit 1
+import json, os, re, subprocess, sys
+sj = json.load(open(sys.argv[1]))
+cache, root = sys.argv[2], sys.argv[3]
+mem, truth, control = (json.load(open(f)) for f in sys.argv[4:7])
+ok = True
+m = sj["introspect"]["memsyms"]
+print("RESULT memsyms: %d ELFs made (%d symbols) from %d pages read, %d not resident, "
+      "%d refused (%s), %d with no function to keep, %d us" % (
+      m["files"], m["syms"], m["pages"], m["pages_absent"], m["refused"],
+      m.get("last_refusal"), m["empty"], m["us"]))
+if m["files"] < 2 or m["budget"]:
+    print("FAIL: introspect.memsyms: %s" % m); ok = False
+
+def build_id(path):
+    out = subprocess.run(["readelf", "-nW", path], capture_output=True, text=True).stdout
+    return re.search(r"Build ID: ([0-9a-f]+)", out).group(1)
+
+def funcs(path):
+    """defined FUNC/IFUNC .dynsym entries: {(name, value)}"""
+    out = subprocess.run(["readelf", "--dyn-syms", "-W", path], capture_output=True,
+                         text=True).stdout
+    s = set()
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 8 and f[3] in ("FUNC", "IFUNC") and f[6] != "UND":
+            s.add((f[7].split("@")[0], int(f[1], 16)))
+    return s
+
+for lib in ("lib/x86_64-linux-gnu/libc.so.6", "lib64/ld-linux-x86-64.so.2"):
+    real = os.path.realpath(os.path.join(root, lib))
+    bid = build_id(real)
+    f = os.path.join(cache, bid[:2], bid[2:] + ".memsyms")
+    if not os.path.isfile(f):
+        print("FAIL: no %s for %s" % (f, lib)); ok = False
+        continue
+    if os.stat(f).st_mode & 0o077:
+        print("FAIL: %s is not private" % f); ok = False
+    dbg = "/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:])
+    if os.path.exists(dbg):
+        print("NOTE: the host has %s's debug file (%s): the reports take its names" % (lib, dbg))
+    want, got = funcs(real), funcs(f)
+    print("RESULT %s from guest memory: %d of the file's %d functions, %d not in it" % (
+          os.path.basename(lib), len(got & want), len(want), len(got - want)))
+    if got - want or len(got) < 0.98 * len(want) or len(want) < 10:
+        print("FAIL: %s's table read from memory is not the file's" % lib); ok = False
+
+def rows(d):
+    return sorted((x["app"], x["image"], x["symbol"] or "", x["samples"]) for x in d["symbols"]
+                  if not x["kernel"] and
+                  os.path.basename(x["image"]) in ("libc.so.6", "ld-linux-x86-64.so.2"))
+r_mem, r_root, r_ctl = rows(mem), rows(truth), rows(control)
+n = sum(x[3] for x in r_mem)
+named = sum(x[3] for x in r_mem if x[2])
+print("RESULT libc.so.6 and ld.so samples: %d, named %d from memory symbols, %d with the "
+      "image's files, %d with neither" % (n, named, sum(x[3] for x in r_root if x[2]),
+      sum(x[3] for x in r_ctl if x[2])))
+if n < 20:
+    print("FAIL: only %d samples in libc and ld.so" % n); ok = False
+if r_mem != r_root:
+    print("FAIL: memory symbols and the real files name them differently:\n  %s\n  %s" % (
+          r_mem, r_root)); ok = False
+if any(x[2] for x in r_ctl):
+    print("FAIL: the control names libc or ld.so samples with no symbols: %s" % r_ctl); ok = False
+sys.exit(0 if ok else 1)
+PY
+# ---- 2: with opvm.ko, binaries not fetched ----------------------------------
+S2=$T/session2
+C2=$T/cache2
+"$OPVM" run --workload "libcmix:3" --append "quiet" --no-image-symbols --fetch-cache "$C2" \
+	--fetch-max-file 4096 -F 200 -d "$S2" > "$T/run2.out" 2> "$T/run2.err" ||
+	{ cat "$T/run2.out" "$T/run2.err"; fail "opvm run (with opvm.ko) exited with $?"; }
+grep -aq "OPVM-READY kmod=1" "$S2/guests/guest/console.log" || fail "opvm.ko did not load"
+report -d "$S2" > "$T/mem2.json"
+report -d "$S2" --guest-root "$IMG/root" > "$T/root2.json"
+python3 - "$S2/guests/guest/samples/current/session.json" "$T"/{mem2,root2}.json <<'PY' || exit 1
+import json, os, sys
+sj = json.load(open(sys.argv[1]))
+mem, truth = (json.load(open(f)) for f in sys.argv[2:4])
+b, m = sj["fetch"]["binaries"], sj["introspect"]["memsyms"]
+print("RESULT with opvm.ko, binaries refused (%d too big, %d fetched): %d ELFs made from "
+      "memory" % (b["too_big"] + b["guest_refused"], b["files"], m["files"]))
+def rows(d):
+    return sorted((x["app"], x["image"], x["symbol"] or "", x["samples"]) for x in d["symbols"]
+                  if not x["kernel"] and os.path.basename(x["image"]) == "libc.so.6")
+if b["files"] or m["files"] < 1 or b["memsyms"]["files"] < 1:
+    print("FAIL: with opvm.ko: fetch %s, memsyms %s" % (b, m)); sys.exit(1)
+if sum(x[3] for x in rows(mem)) < 20 or rows(mem) != rows(truth):
+    print("FAIL: with opvm.ko, libc's samples named otherwise than by its file:\n  %s\n  %s"
+          % (rows(mem), rows(truth))); sys.exit(1)
+print("RESULT with opvm.ko: libc's %d samples named row for row as by its file"
+      % sum(x[3] for x in rows(mem)))
+PY
+echo "PASS: introspect-memsyms"
