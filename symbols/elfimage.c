@@ -79,6 +79,7 @@ struct elfimage {
 	int has_symtab;		/* a .symtab, not just .dynsym */
 	/* elfimage_frame_symbols(): its names, NUL-separated, and counts */
 	char *frame_names;
+	size_t frame_names_len;
 	int frames_done;
 	struct elfimage_frames frames;
 
@@ -774,7 +775,7 @@ static int frames_merge(struct elfimage *img, const struct ehframe_range *fr, si
 		snprintf(names + j * each, each, "%.*s+%#" PRIx64, (int)lab, label, fr[j].start);
 		syms[k++] = (struct elfsym){
 			.addr = fr[j].start, .size = fr[j].end - fr[j].start,
-			.name = names + j * each, .frame = 1,
+			.name = names + j * each,
 		};
 		j++;
 	}
@@ -785,6 +786,7 @@ static int frames_merge(struct elfimage *img, const struct ehframe_range *fr, si
 	img->syms = syms;
 	img->nr_syms = k;
 	img->frame_names = names;
+	img->frame_names_len = n * each;
 	build_index(img);
 	return 0;
 }
@@ -822,6 +824,13 @@ long elfimage_frame_symbols(struct elfimage *img, const char *label,
 size_t elfimage_nr_frame_syms(const struct elfimage *img)
 {
 	return img->frames.added;
+}
+
+int elfimage_sym_frame(const struct elfimage *img, const struct elfsym *s)
+{
+	/* their names, and only theirs, are in frame_names */
+	return img->frame_names &&
+	       (uintptr_t)s->name - (uintptr_t)img->frame_names < img->frame_names_len;
 }
 
 /* ---- open ----------------------------------------------------------------- */
@@ -1433,6 +1442,7 @@ int elfimage_attach_debug(struct elfimage *img, const char *path, int take_symbo
 		free(img->bucket);
 		free(img->frame_names);
 		img->frame_names = NULL;
+		img->frame_names_len = 0;
 		img->frames.added = 0;	/* named now: the .eh_frame bounds go */
 		img->syms = dbg->syms;
 		img->nr_syms = dbg->nr_syms;

@@ -283,6 +283,11 @@ size_t simage_nr_frames(const struct simage *si)
 	       elfimage_nr_frame_syms(si->elf) : 0;
 }
 
+int simage_sym_frame(const struct simage *si, const struct elfsym *s)
+{
+	return simage_nr_frames(si) && elfimage_sym_frame(si->elf, s);
+}
+
 const uint8_t *simage_build_id(const struct simage *si, size_t *len)
 {
 	if (si->build_id_len) {

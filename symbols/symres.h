@@ -125,6 +125,8 @@ const char *simage_reason(const struct simage *si);
  * its .eh_frame (symbols/elfimage.h, elfimage_frame_symbols()): a
  * stripped binary's, whose code no symbol names. */
 size_t simage_nr_frames(const struct simage *si);
+/* 1 when s, a symbol of si, is one of those. */
+int simage_sym_frame(const struct simage *si, const struct elfsym *s);
 /* The image's build-id: the sample file's, else its binary's (NULL and
  * *len 0 when neither has one). */
 const uint8_t *simage_build_id(const struct simage *si, size_t *len);

@@ -49,7 +49,7 @@ static void resolve(struct load_ctx *c, struct report_frame *f, const struct sto
 	i = simage_lookup(f->img, sf->offset - (caller && sf->offset ? 1 : 0), &f->sym_addr);
 	if (i >= 0) {
 		f->symbol = simage_sym(f->img, (size_t)i)->name;
-		f->frame = simage_sym(f->img, (size_t)i)->frame;
+		f->frame = simage_sym_frame(f->img, simage_sym(f->img, (size_t)i));
 	}
 }
 

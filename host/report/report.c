@@ -541,6 +541,7 @@ static int file_by_symbol(struct report *r, struct file_ctx *c, const struct wal
 	struct report_priv *p = r->priv;
 	struct report_row *row;
 	size_t *cache;
+	int frames;
 
 	if (j->nomem)
 		return -ENOMEM;
@@ -550,6 +551,7 @@ static int file_by_symbol(struct report *r, struct file_ctx *c, const struct wal
 	if (j->bad)
 		return 0;
 	cache = row_cache_for(p, c->img, c->key, j->nsyms);
+	frames = simage_nr_frames(c->img) > 0;
 	for (size_t t = 0; t < j->nr; t++) {
 		size_t i = j->idx[t];
 		const struct elfsym *s = i ? simage_sym(c->img, i - 1) : NULL;
@@ -563,8 +565,8 @@ static int file_by_symbol(struct report *r, struct file_ctx *c, const struct wal
 		if (s) {
 			row->sym_addr = s->addr;
 			row->sym_size = s->size;
-			row->frame = s->frame;
-			if (s->frame)
+			row->frame = frames && simage_sym_frame(c->img, s);
+			if (row->frame)
 				c->frame = util_sat_add(c->frame, n);
 		} else {
 			r->unresolved = util_sat_add(r->unresolved, n);

@@ -103,11 +103,11 @@ struct report_row {
 	const char *app;
 	const char *image;
 	int kernel;
-	int64_t tgid, tid, cpu;		/* -1: merged */
-	const char *symbol;		/* NULL: no symbols (or not asked) */
 	int frame;			/* 1: symbol is a function of a stripped
 					 * binary named by address, its bounds
 					 * from .eh_frame ("gzip+0x4a10") */
+	int64_t tgid, tid, cpu;		/* -1: merged */
+	const char *symbol;		/* NULL: no symbols (or not asked) */
 	uint64_t sym_addr, sym_size;	/* image addresses, when symbol != NULL */
 	struct simage *img;		/* resolver's image (NULL without symbols) */
 	uint64_t samples;

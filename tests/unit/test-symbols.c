@@ -610,7 +610,8 @@ static void test_stripped_file(void **state)
 		assert_string_equal(s->name, want);
 		assert_int_equal(s->addr, u->addr);
 		assert_int_equal(s->size, u->size);
-		assert_int_equal(s->frame, 1);
+		assert_int_equal(simage_sym_frame(si, s), 1);
+		assert_int_equal(elfimage_sym_frame(img, elfimage_sym(img, 0)), 0);
 		assert_int_equal(simage_find(si, want), i);
 	}
 	other[0] ^= 0xff;
