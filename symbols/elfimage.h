@@ -94,6 +94,40 @@ long elfimage_read(const struct elfimage *img, uint64_t addr, void *buf, size_t 
 /* 1 when the file has a full symbol table (.symtab), not only .dynsym. */
 int elfimage_has_symtab(const struct elfimage *img);
 
+/* At most this many functions an image from .eh_frame; a label is cut
+ * at ELFIMAGE_MAX_LABEL bytes. */
+#define ELFIMAGE_MAX_FRAMES	(1u << 19)
+#define ELFIMAGE_MAX_LABEL	48
+
+/* What elfimage_frame_symbols() found. */
+struct elfimage_frames {
+	size_t fdes;		/* FDEs whose range decoded */
+	size_t refused;		/* .eh_frame entries that did not */
+	size_t added;		/* symbols added */
+	int cut;		/* 1: more FDEs than ELFIMAGE_MAX_FRAMES */
+};
+
+/*
+ * Names the code no symbol covers by its functions' bounds from .eh_frame
+ * (symbols/ehframe.h), for a stripped binary: one symbol per FDE whose
+ * start no symbol covers and that lies in an executable section, cut
+ * where the next symbol starts (elfimage_sym_frame() says which), named
+ * "<label>+0x<addr>": addr is the function's link-time address (in a
+ * shared object or PIE its offset from the load base), what addr2line
+ * and objdump take.  ET_EXEC and ET_DYN only; done once per image (a
+ * later call returns the first's count and st).  Symbol pointers and
+ * indices taken before the call are invalid after it.  st may be NULL.
+ * Returns the number of symbols added, or -ENOMEM.
+ */
+long elfimage_frame_symbols(struct elfimage *img, const char *label,
+			    struct elfimage_frames *st);
+/* How many of the image's symbols are .eh_frame bounds. */
+size_t elfimage_nr_frame_syms(const struct elfimage *img);
+/* 1 when s, one of img's symbols, is such a function named by address.
+ * (Kept apart from struct elfsym: a field there made the report's lookup
+ * loop 12 % more instructions, by its stride.) */
+int elfimage_sym_frame(const struct elfimage *img, const struct elfsym *s);
+
 /* 1 when the file carries a DWARF line table. */
 int elfimage_has_lines(struct elfimage *img);
 /* Uses path's DWARF (a separate debug file) for line lookups and, with

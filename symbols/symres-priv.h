@@ -38,7 +38,7 @@ struct simage {
 	char *key;		/* guest \1 image \1 kernel \1 build-id */
 	enum simage_kind kind;
 	enum simage_state state;
-	char reason[256];
+	char reason[512];
 	char warn[384];		/* a source that disagreed and was not
 				 * believed (simage_warning()), or "" */
 	const char *path;	/* owned by binfile/kmapfile */
@@ -48,6 +48,9 @@ struct simage {
 	uint64_t slide;
 	uint8_t build_id[64];
 	size_t build_id_len;
+	/* A user image's basename: what its .eh_frame functions are named
+	 * after (elfimage_frame_symbols()). */
+	char label[ELFIMAGE_MAX_LABEL + 1];
 	int lines_tried;
 	/* Kernel from a System.map: code bytes from a stripped or compressed
 	 * vmlinux, found on demand (annotate). */

@@ -67,6 +67,40 @@ struct binfile *symres_bin_get(struct symres *r, int fd, const char *path,
 	return b;
 }
 
+/*
+ * What would name a stripped binary (si->reason): its debug file by
+ * build-id, from the guest (its debug package installed there), a
+ * debuginfod server or a guest root.  path: the file, for a binary with
+ * no symbol at all and no .eh_frame to split it by (NULL: one whose
+ * functions are named by their .eh_frame bounds).
+ */
+static void stripped_hint(struct symres *r, struct simage *si, struct elfimage *elf,
+			  const char *path)
+{
+	const uint8_t *bid = si->build_id;
+	size_t len = si->build_id_len, sz = sizeof(si->reason), n;
+	char hex[129];
+
+	if (!len)
+		bid = elfimage_build_id(elf, &len);
+	if (path)
+		n = (size_t)snprintf(si->reason, sz, "%s has no symbols and no .eh_frame", path);
+	else
+		n = (size_t)snprintf(si->reason, sz, "stripped");
+	if (n >= sz)
+		return;
+	if (!bid || !len) {
+		snprintf(si->reason + n, sz - n, "; without a build-id only its unstripped "
+			 "file names it: give --guest-root DIR");
+		return;
+	}
+	util_hex(bid, len, hex);
+	snprintf(si->reason + n, sz - n, ": install its debug package in the guest, %s or "
+		 "give --guest-root DIR holding usr/lib/debug/.build-id/%.2s/%s.debug",
+		 r->dbgd ? "add a debuginfod that has it to DEBUGINFOD_URLS" :
+		 "set DEBUGINFOD_URLS", hex, hex + 2);
+}
+
 /* Tries one candidate file (fd, owned).  Returns 1 if si now uses it. */
 int symres_try_candidate(struct symres *r, struct simage *si, int fd, const char *path,
 			 const char *guest)
@@ -102,12 +136,14 @@ int symres_try_candidate(struct symres *r, struct simage *si, int fd, const char
 		si->file = b->path;
 	/* A stripped binary: its debug info may have the symbols. */
 	symres_bin_debug_symbols(r, b, guest);
+	/* Still stripped: its functions by their .eh_frame bounds (on the
+	 * binary's first image, before any report uses its indices). */
+	if (si->kind == SK_USER && !elfimage_has_symtab(b->elf))
+		elfimage_frame_symbols(b->elf, si->label, NULL);
 	if (!elfimage_nr_syms(b->elf)) {
 		if (si->state != SIMAGE_MISMATCH) {
 			si->state = SIMAGE_BAD;
-			snprintf(si->reason, sizeof(si->reason), "%s has no symbols (stripped: "
-				 "put its debug file under usr/lib/debug/.build-id or set "
-				 "DEBUGINFOD_URLS)", path);
+			stripped_hint(r, si, b->elf, path);
 		}
 		return 0;
 	}
@@ -115,6 +151,8 @@ int symres_try_candidate(struct symres *r, struct simage *si, int fd, const char
 	si->path = b->path;
 	si->state = SIMAGE_OK;
 	si->reason[0] = '\0';
+	if (elfimage_nr_frame_syms(b->elf))
+		stripped_hint(r, si, b->elf, NULL);
 	return 1;
 }
 

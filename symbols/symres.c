@@ -232,7 +232,10 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 		si->state = SIMAGE_ANON;
 		snprintf(si->reason, sizeof(si->reason), "%s: anonymous memory", image);
 	} else {
+		const char *b = strrchr(image, '/');
+
 		si->kind = SK_USER;
+		snprintf(si->label, sizeof(si->label), "%s", b && b[1] ? b + 1 : image);
 		symres_resolve_user(r, si, guest, image);
 	}
 
@@ -277,6 +280,29 @@ const char *simage_file(const struct simage *si)
 const char *simage_reason(const struct simage *si)
 {
 	return si->reason;
+}
+
+size_t simage_nr_frames(const struct simage *si)
+{
+	return si->state == SIMAGE_OK && si->elf && si->kind == SK_USER ?
+	       elfimage_nr_frame_syms(si->elf) : 0;
+}
+
+int simage_sym_frame(const struct simage *si, const struct elfsym *s)
+{
+	return simage_nr_frames(si) && elfimage_sym_frame(si->elf, s);
+}
+
+const uint8_t *simage_build_id(const struct simage *si, size_t *len)
+{
+	if (si->build_id_len) {
+		*len = si->build_id_len;
+		return si->build_id;
+	}
+	if (si->elf)
+		return elfimage_build_id(si->elf, len);
+	*len = 0;
+	return NULL;
 }
 
 struct elfimage *simage_elf(const struct simage *si)

@@ -119,8 +119,19 @@ const char *simage_warning(const struct simage *si);
  * set and libdebuginfod missing, once it was needed), as one line for the
  * report's warnings, or NULL. */
 const char *symres_warning(const struct symres *r);
-/* One line saying why the state is not SIMAGE_OK ("" when it is). */
+/* One line saying why the state is not SIMAGE_OK, or for an image whose
+ * functions are named by their .eh_frame bounds (simage_nr_frames()),
+ * what would name them ("" otherwise). */
 const char *simage_reason(const struct simage *si);
+/* How many of a user image's symbols are functions named by address from
+ * its .eh_frame (symbols/elfimage.h, elfimage_frame_symbols()): a
+ * stripped binary's, whose code no symbol names. */
+size_t simage_nr_frames(const struct simage *si);
+/* 1 when s, a symbol of si, is one of those. */
+int simage_sym_frame(const struct simage *si, const struct elfsym *s);
+/* The image's build-id: the sample file's, else its binary's (NULL and
+ * *len 0 when neither has one). */
+const uint8_t *simage_build_id(const struct simage *si, size_t *len);
 /* The ELF behind the image, NULL when symbols come from a System.map. */
 struct elfimage *simage_elf(const struct simage *si);
 

@@ -47,8 +47,10 @@ static void resolve(struct load_ctx *c, struct report_frame *f, const struct sto
 	if (!f->img || !simage_nr_syms(f->img))
 		return;
 	i = simage_lookup(f->img, sf->offset - (caller && sf->offset ? 1 : 0), &f->sym_addr);
-	if (i >= 0)
+	if (i >= 0) {
 		f->symbol = simage_sym(f->img, (size_t)i)->name;
+		f->frame = simage_sym_frame(f->img, simage_sym(f->img, (size_t)i));
+	}
 }
 
 /* Appends one stack of the table, if the report wants it. */

@@ -393,7 +393,8 @@ static void print_problems(FILE *f, const struct report *r, int mismatches)
 	if (!v)
 		return;
 	for (size_t i = 0; i < r->nr_problems; i++)
-		if ((r->problems[i].state == SIMAGE_MISMATCH) == mismatches)
+		if ((r->problems[i].state == SIMAGE_MISMATCH) == mismatches &&
+		    r->problems[i].state != SIMAGE_OK)
 			v[n++] = &r->problems[i];
 	if (n)
 		qsort(v, n, sizeof(*v), problem_cmp);
@@ -408,6 +409,55 @@ static void print_problems(FILE *f, const struct report *r, int mismatches)
 		else
 			util_fprintf_wrapped(f, 4, "  %s (guest %s, %s samples): %s", b1, b2,
 					     stats_fmt_count(v[i]->samples, cnt), b3);
+	}
+	if (n > FOOTER_MAX_PROBLEMS)
+		fprintf(f, "  ... and %zu more (--format json lists them all)\n",
+			n - FOOTER_MAX_PROBLEMS);
+	free(v);
+}
+
+/* The problems sorted by samples, most first, into a new array of *n
+ * (NULL when out of memory); frames: only the stripped images named by
+ * their .eh_frame functions, else all. */
+static const struct report_problem **problems_sorted(const struct report *r, int frames,
+						     size_t *n)
+{
+	const struct report_problem **v = malloc((r->nr_problems + 1) * sizeof(*v));
+
+	*n = 0;
+	if (!v)
+		return NULL;
+	for (size_t i = 0; i < r->nr_problems; i++)
+		if (!frames || r->problems[i].state == SIMAGE_OK)
+			v[(*n)++] = &r->problems[i];
+	if (*n)
+		qsort(v, *n, sizeof(*v), problem_cmp);
+	return v;
+}
+
+/* The stripped binaries whose functions are named by address, most
+ * samples first, with their build-ids and what would name them. */
+static void print_frame_images(FILE *f, const struct report *r)
+{
+	size_t n;
+	const struct report_problem **v = problems_sorted(r, 1, &n);
+	char c1[OPVM_COUNT_BUF];
+
+	if (!v)
+		return;
+	util_fprintf_wrapped(f, 2, "warning: %s samples (%.2f%%) are in stripped binaries, "
+			     "in functions named by address (IMAGE+0xADDR, their bounds "
+			     "from .eh_frame); what would name them:",
+			     stats_fmt_count(r->frame_samples, c1), pct(r->frame_samples, r->total));
+	for (size_t i = 0; i < n && i < FOOTER_MAX_PROBLEMS; i++) {
+		char b1[ESC_MAX], b2[ESC_MAX], b3[ESC_MAX], hex[129] = "none";
+
+		if (v[i]->build_id_len && v[i]->build_id_len <= 64)
+			util_hex(v[i]->build_id, v[i]->build_id_len, hex);
+		util_fprintf_wrapped(f, 4, "  %s (guest %s, %s samples, build-id %s): %s",
+				     esc(b1, v[i]->image), esc(b2, v[i]->guest),
+				     stats_fmt_count(v[i]->samples, c1), hex,
+				     esc(b3, v[i]->reason));
 	}
 	if (n > FOOTER_MAX_PROBLEMS)
 		fprintf(f, "  ... and %zu more (--format json lists them all)\n",
@@ -475,6 +525,17 @@ static void footer_warnings(const struct report *r, void (*emit)(void *, const c
 	}
 }
 
+/* Images without symbols, for the footer's list (not mismatches: their
+ * own list; not the stripped ones split by .eh_frame: theirs). */
+static size_t unnamed_images(const struct report *r)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < r->nr_problems; i++)
+		n += r->problems[i].state != SIMAGE_MISMATCH && r->problems[i].state != SIMAGE_OK;
+	return n;
+}
+
 void report_print_footer(FILE *f, const struct report *r)
 {
 	char c1[OPVM_COUNT_BUF], c2[OPVM_COUNT_BUF], c3[OPVM_COUNT_BUF];
@@ -487,7 +548,8 @@ void report_print_footer(FILE *f, const struct report *r)
 			stats_fmt_count(r->unresolved, c1), pct(r->unresolved, r->total),
 			r->mismatches);
 	footer_warnings(r, print_warning, f);
-	if (r->symbols && r->total && r->unresolved > r->total / 10000) {
+	if (r->symbols && r->total && r->unresolved > r->total / 10000 &&
+	    (r->outside_kernel || unnamed_images(r))) {
 		/* the share is on the "unresolved" line above */
 		fprintf(f, "warning: samples without a symbol:\n");
 		if (r->outside_kernel)
@@ -498,6 +560,8 @@ void report_print_footer(FILE *f, const struct report *r)
 				pct(r->outside_kernel, r->total));
 		print_problems(f, r, 0);
 	}
+	if (r->symbols && r->total && r->frame_samples > r->total / 10000)
+		print_frame_images(f, r);
 	if (r->mismatches) {
 		/* their count is on the "unresolved" line above */
 		util_fprintf_wrapped(f, 2, "warning: images with another build-id (%.2f%% of "
@@ -1175,19 +1239,27 @@ static double pround(double p)
 	return (double)(long long)(p * 10000.0 + 0.5) / 10000.0;
 }
 
+/* A row's symbol named by address from .eh_frame says so ("eh_frame":
+ * true); other rows have no such key. */
 static json_t *row_json(const struct report_row *row)
 {
-	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:o, s:o, s:f}",
-			 "guest", jstr(row->guest),
-			 "tgid", jint_or_null(row->tgid),
-			 "tid", jint_or_null(row->tid),
-			 "cpu", jint_or_null(row->cpu),
-			 "app", jstr(row->app),
-			 "image", jstr(row->image),
-			 "kernel", row->kernel,
-			 "symbol", jstr(row->symbol),
-			 "samples", jcount(row->samples),
-			 "percent", pround(row->percent));
+	json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:o, s:o, s:f}",
+			      "guest", jstr(row->guest),
+			      "tgid", jint_or_null(row->tgid),
+			      "tid", jint_or_null(row->tid),
+			      "cpu", jint_or_null(row->cpu),
+			      "app", jstr(row->app),
+			      "image", jstr(row->image),
+			      "kernel", row->kernel,
+			      "symbol", jstr(row->symbol),
+			      "samples", jcount(row->samples),
+			      "percent", pround(row->percent));
+
+	if (o && row->symbol && row->frame && json_object_set_new(o, "eh_frame", json_true())) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }
 
 /* The call chains of a -g session, leaf first (docs/reports.md). */
@@ -1202,9 +1274,13 @@ static json_t *stacks_json(const struct report *r)
 		for (unsigned j = 0; frames && j < st->nr; j++) {
 			const struct report_frame *fr = &st->frames[j];
 
-			json_array_append_new(frames, json_pack("{s:o, s:b, s:o, s:I}",
+			json_t *fo = json_pack("{s:o, s:b, s:o, s:I}",
 				"image", jstr(fr->image), "kernel", fr->kernel,
-				"symbol", jstr(fr->symbol), "offset", (json_int_t)fr->offset));
+				"symbol", jstr(fr->symbol), "offset", (json_int_t)fr->offset);
+
+			if (fo && fr->symbol && fr->frame)
+				json_object_set_new(fo, "eh_frame", json_true());
+			json_array_append_new(frames, fo);
 		}
 		o = json_pack("{s:o, s:o, s:o, s:o}", "guest", jstr(st->guest),
 			      "app", jstr(st->app), "samples", jcount(st->samples),
@@ -1224,6 +1300,51 @@ static json_t *stacks_json(const struct report *r)
 static void json_warning(void *arr, const char *text)
 {
 	json_array_append_new(arr, jstr(text));
+}
+
+static const char *problem_state(enum simage_state st)
+{
+	switch (st) {
+	case SIMAGE_OK:
+		return "eh_frame";	/* stripped, named by address */
+	case SIMAGE_NOT_FOUND:
+		return "not_found";
+	case SIMAGE_MISMATCH:
+		return "build_id_mismatch";
+	default:
+		return "unusable";
+	}
+}
+
+/* Every binary with samples no symbol names, most first: the footer's
+ * lists, whole (docs/reports.md). */
+static json_t *unnamed_json(const struct report *r)
+{
+	size_t n;
+	const struct report_problem **v = problems_sorted(r, 0, &n);
+	json_t *arr = v ? json_array() : NULL;
+
+	for (size_t i = 0; arr && i < n; i++) {
+		char hex[129];
+		json_t *o;
+
+		if (v[i]->build_id_len && v[i]->build_id_len <= 64)
+			util_hex(v[i]->build_id, v[i]->build_id_len, hex);
+		o = json_pack("{s:o, s:o, s:o, s:s, s:o, s:o, s:o}",
+			      "guest", jstr(v[i]->guest), "image", jstr(v[i]->image),
+			      "build_id", v[i]->build_id_len && v[i]->build_id_len <= 64 ?
+			      json_string(hex) : json_null(),
+			      "state", problem_state(v[i]->state),
+			      "samples", jcount(v[i]->samples),
+			      "eh_frame_samples", jcount(v[i]->frame_samples),
+			      "how_to_name", jstr(v[i]->reason));
+		if (!o || json_array_append_new(arr, o)) {
+			json_decref(arr);
+			arr = NULL;
+		}
+	}
+	free(v);
+	return arr;
 }
 
 static json_t *header_json(const struct report *r)
@@ -1248,8 +1369,10 @@ static json_t *header_json(const struct report *r)
 			"samples", jcount(g->total)));
 	}
 	for (size_t i = 0; i < r->nr_problems; i++) {
-		char msg[512];
+		char msg[1024];
 
+		if (r->problems[i].state == SIMAGE_OK && r->frame_samples <= r->total / 10000)
+			continue;	/* as the text footer: too few to warn of */
 		snprintf(msg, sizeof(msg), "%s (guest %s): %s", r->problems[i].image,
 			 r->problems[i].guest, r->problems[i].reason);
 		json_array_append_new(warn, jstr(msg));
@@ -1257,8 +1380,8 @@ static json_t *header_json(const struct report *r)
 	for (size_t i = 0; i < r->nr_guests; i++)
 		kernel_warning(r, &r->guests[i], json_warning, warn);
 	footer_warnings(r, json_warning, warn);
-	o = json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:{s:o, s:o}, "
-		      "s:o, s:o}",
+	o = json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:{s:o, s:o}, "
+		      "s:o, s:o, s:o}",
 		      "version", REPORT_JSON_VERSION,
 		      "mode", jstr(mode),
 		      "event", jstr(r->event),
@@ -1267,12 +1390,14 @@ static json_t *header_json(const struct report *r)
 		      "lost_samples", jcount(r->lost),
 		      "throttled_samples", jcount(r->throttled),
 		      "unresolved_samples", jcount(r->unresolved),
+		      "eh_frame_samples", jcount(r->frame_samples),
 		      "outside_kernel_samples", jcount(r->outside_kernel),
 		      "build_id_mismatches", (int)r->mismatches,
 		      "excluded_samples", "idle", jcount(r->excluded_idle),
 		      "boot", jcount(r->excluded_boot),
 		      "guests", guests,
-		      "warnings", warn);
+		      "warnings", warn,
+		      "unnamed", unnamed_json(r));
 	return o;
 }
 

@@ -413,6 +413,8 @@ struct file_ctx {
 	struct simage *img;
 	uint64_t total;
 	uint64_t outside;	/* unresolved kernel samples outside the kernel */
+	uint64_t frame, none;	/* file_by_symbol(): samples in .eh_frame
+				 * functions, in no symbol */
 	int details;
 	const char *only_symbol;
 	struct report_row *key;	/* merged key without symbol */
@@ -477,6 +479,7 @@ static struct report_problem *problem_get(struct report *r, const char *guest,
 		.guest = guest, .image = image, .state = simage_state(img),
 		.reason = simage_reason(img),
 	};
+	pr->build_id = simage_build_id(img, &pr->build_id_len);
 	if (pr->state == SIMAGE_MISMATCH)
 		r->mismatches++;
 	return pr;
@@ -539,6 +542,7 @@ static int file_by_symbol(struct report *r, struct file_ctx *c, const struct wal
 	struct report_priv *p = r->priv;
 	struct report_row *row;
 	size_t *cache;
+	int frames;
 
 	if (j->nomem)
 		return -ENOMEM;
@@ -548,6 +552,7 @@ static int file_by_symbol(struct report *r, struct file_ctx *c, const struct wal
 	if (j->bad)
 		return 0;
 	cache = row_cache_for(p, c->img, c->key, j->nsyms);
+	frames = simage_nr_frames(c->img) > 0;
 	for (size_t t = 0; t < j->nr; t++) {
 		size_t i = j->idx[t];
 		const struct elfsym *s = i ? simage_sym(c->img, i - 1) : NULL;
@@ -561,8 +566,12 @@ static int file_by_symbol(struct report *r, struct file_ctx *c, const struct wal
 		if (s) {
 			row->sym_addr = s->addr;
 			row->sym_size = s->size;
+			row->frame = frames && simage_sym_frame(c->img, s);
+			if (row->frame)
+				c->frame = util_sat_add(c->frame, n);
 		} else {
 			r->unresolved = util_sat_add(r->unresolved, n);
+			c->none = util_sat_add(c->none, n);
 		}
 	}
 	return 0;
@@ -621,17 +630,26 @@ static int file_sum(struct report *r, struct file_ctx *c, struct sfile_reader *s
 	return 0;
 }
 
-/* An image whose symbols could not be read: its samples on the problem
- * list.  0 or -ENOMEM. */
+/* An image whose symbols could not be read, or a stripped one named by
+ * its .eh_frame functions: its unnamed samples on the problem list.  0 or
+ * -ENOMEM. */
 static int file_problem(struct report *r, const struct file_ctx *c, const struct entry *e)
 {
+	enum simage_state st = c->img ? simage_state(c->img) : SIMAGE_ANON;
 	struct report_problem *pr;
 
-	if (!c->img || simage_state(c->img) == SIMAGE_OK || simage_state(c->img) == SIMAGE_ANON)
+	if (st == SIMAGE_ANON || (st == SIMAGE_OK && (!simage_nr_frames(c->img) ||
+						      !(c->frame || c->none))))
 		return 0;
 	pr = problem_get(r, e->guest, e->image, c->img);
 	if (!pr)
 		return -ENOMEM;
+	if (st == SIMAGE_OK) {
+		pr->samples = util_sat_add(pr->samples, util_sat_add(c->frame, c->none));
+		pr->frame_samples = util_sat_add(pr->frame_samples, c->frame);
+		r->frame_samples = util_sat_add(r->frame_samples, c->frame);
+		return 0;
+	}
 	pr->samples = util_sat_add(pr->samples, c->total);
 	if (pr->state == SIMAGE_MISMATCH)
 		r->mismatch_samples = util_sat_add(r->mismatch_samples, c->total);

@@ -103,6 +103,9 @@ struct report_row {
 	const char *app;
 	const char *image;
 	int kernel;
+	int frame;			/* 1: symbol is a function of a stripped
+					 * binary named by address, its bounds
+					 * from .eh_frame ("gzip+0x4a10") */
 	int64_t tgid, tid, cpu;		/* -1: merged */
 	const char *symbol;		/* NULL: no symbols (or not asked) */
 	uint64_t sym_addr, sym_size;	/* image addresses, when symbol != NULL */
@@ -140,13 +143,18 @@ struct report_guest {
 	char meta_err[64];		/* why session.json was not read, or "" */
 };
 
-/* An image the report could not resolve, for the footer. */
+/* An image the report could not resolve, or a stripped one whose
+ * functions are named by address (state SIMAGE_OK, frame_samples), for
+ * the footer. */
 struct report_problem {
 	const char *guest;
 	const char *image;
 	enum simage_state state;
-	const char *reason;
-	uint64_t samples;
+	const char *reason;		/* what went wrong, or would name it */
+	uint64_t samples;		/* its samples without a real name */
+	uint64_t frame_samples;		/* of which: in .eh_frame functions */
+	const uint8_t *build_id;	/* the resolver's; NULL if none */
+	size_t build_id_len;
 };
 
 struct report {
@@ -170,6 +178,9 @@ struct report {
 					 * kernel's half of the address space
 					 * (firmware, boot loader, decompressor) */
 	uint64_t mismatch_samples;	/* of which: images with another build-id */
+	uint64_t frame_samples;		/* samples in functions named only by
+					 * their .eh_frame bounds (not in
+					 * unresolved: they have a row each) */
 	uint64_t excluded_idle;		/* left out by --exclude idle */
 	uint64_t excluded_boot;		/* left out by --exclude boot */
 	size_t mismatches;		/* images with a build-id mismatch */
@@ -199,6 +210,7 @@ struct report_frame {
 	int kernel;
 	uint64_t offset;
 	const char *symbol;		/* NULL: no symbol */
+	int frame;			/* as report_row's */
 	uint64_t sym_addr;
 	struct simage *img;		/* NULL without symbols */
 };

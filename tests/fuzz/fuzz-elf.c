@@ -2,8 +2,9 @@
 /*
  * libFuzzer over the ELF loading path (symbols/elfimage.c): guest-supplied
  * bytes as an executable, shared object or module -- symbols, build-id,
- * offsets, section bytes, DWARF lines -- and the same bytes as System.map
- * text (symbols/ksyms.c).  Seeds: tests/fuzz/corpus/elf/.
+ * offsets, section bytes, DWARF lines, the functions of its .eh_frame
+ * (symbols/ehframe.c, as a stripped binary is split) -- and the same bytes
+ * as System.map text (symbols/ksyms.c).  Seeds: tests/fuzz/corpus/elf/.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	img = elfimage_open_mem(data, size, NULL, 0);
 	if (img) {
 		elfimage_build_id(img, &bid_len);
+		if (!elfimage_has_symtab(img))
+			elfimage_frame_symbols(img, "fuzz", NULL);
 		for (size_t i = 0; i < elfimage_nr_syms(img) && i < 4096; i++) {
 			const struct elfsym *s = elfimage_sym(img, i);
 

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <gelf.h>
@@ -561,9 +562,10 @@ static void test_debug_symbols(void **state)
 	symres_free(r);
 }
 
-/* A stripped executable (no symbol at all, as Debian's xz) names nothing,
- * yet its file is the image's (simage_file()): the unwinder needs only its
- * .eh_frame.  A file with another build-id is not. */
+/* A stripped executable (no symbol at all, as Debian's xz) is split by
+ * its functions' .eh_frame bounds, each named by address and marked, and
+ * its file is the image's (simage_file()): the unwinder needs the same
+ * .eh_frame.  A file with another build-id is not used. */
 static void test_stripped_file(void **state)
 {
 	struct symres_root root = { .dir = fx.root };
@@ -574,6 +576,7 @@ static void test_stripped_file(void **state)
 	uint8_t other[20];
 	struct symres *r;
 	struct simage *si;
+	char want[64];
 	size_t len;
 
 	assert_int_equal(fx_sh("strip --strip-all -o '%s/usr/bin/prog-stripped' '%s'", fx.root,
@@ -587,16 +590,217 @@ static void test_stripped_file(void **state)
 	r = symres_new(&sc);
 	assert_non_null(r);
 	si = symres_image(r, "g", "/usr/bin/prog-stripped", 0, bid, len, NULL);
-	assert_int_equal(simage_state(si), SIMAGE_BAD);
-	assert_null(simage_path(si));
+	assert_int_equal(simage_state(si), SIMAGE_OK);
+	assert_true(simage_nr_frames(si) > 0);
+	assert_int_equal(simage_nr_frames(si), simage_nr_syms(si));
 	assert_non_null(simage_file(si));
 	assert_non_null(strstr(simage_file(si), "/usr/bin/prog-stripped"));
+	assert_non_null(strstr(simage_reason(si), "usr/lib/debug/.build-id/"));
+	assert_non_null(strstr(simage_reason(si), "DEBUGINFOD_URLS"));
+	/* each function: one symbol, the unstripped one's bounds */
+	for (int k = FX_A; k <= FX_C; k++) {
+		const struct elfsym *u = elfimage_sym(img, (size_t)elfimage_find(img, fx_funcs[k]));
+		uint64_t addr;
+		long i = simage_lookup(si, fx.hot_off[k], &addr);
+		const struct elfsym *s;
+
+		assert_true(i >= 0);
+		s = simage_sym(si, (size_t)i);
+		snprintf(want, sizeof(want), "prog-stripped+%#" PRIx64, u->addr);
+		assert_string_equal(s->name, want);
+		assert_int_equal(s->addr, u->addr);
+		assert_int_equal(s->size, u->size);
+		assert_int_equal(simage_sym_frame(si, s), 1);
+		assert_int_equal(elfimage_sym_frame(img, elfimage_sym(img, 0)), 0);
+		assert_int_equal(simage_find(si, want), i);
+	}
 	other[0] ^= 0xff;
 	si = symres_image(r, "g", "/usr/bin/prog-stripped", 0, other, len, NULL);
 	assert_int_equal(simage_state(si), SIMAGE_MISMATCH);
 	assert_null(simage_file(si));
 	elfimage_close(img);
 	symres_free(r);
+}
+
+/* Every function of the unstripped program: the stripped one's .eh_frame
+ * gives it the same bounds (the program's own functions all; of the C
+ * runtime's, those with an FDE). */
+static void test_frames_match_symtab(void **state)
+{
+	char path[PATH_MAX * 2 + 16];
+	struct elfimage *u = elfimage_open(prog, NULL, 0), *img;
+	struct elfimage_frames st;
+	size_t same = 0, funcs = 0;
+
+	snprintf(path, sizeof(path), "%s/usr/bin/prog-stripped", fx.root);
+	assert_int_equal(fx_sh("strip --strip-all -o '%s' '%s'", path, prog), 0);
+	img = elfimage_open(path, NULL, 0);
+	assert_non_null(u);
+	assert_non_null(img);
+	assert_int_equal(elfimage_nr_syms(img), 0);
+	assert_true(elfimage_frame_symbols(img, "prog", &st) > 0);
+	assert_int_equal(st.refused, 0);
+	assert_int_equal(st.cut, 0);
+	assert_int_equal(elfimage_frame_symbols(img, "other", NULL), (long)st.added);
+	for (size_t i = 0; i < elfimage_nr_syms(u); i++) {
+		const struct elfsym *s = elfimage_sym(u, i);
+		long k = elfimage_lookup(img, s->addr);
+
+		funcs++;
+		if (k >= 0 && elfimage_sym(img, (size_t)k)->addr == s->addr &&
+		    elfimage_sym(img, (size_t)k)->size == s->size)
+			same++;
+	}
+	print_message("frames: %zu FDEs, %zu symbols; %zu of %zu functions with the same bounds\n",
+		      st.fdes, st.added, same, funcs);
+	assert_true(same >= 4);
+	elfimage_close(img);
+	elfimage_close(u);
+}
+
+/* The file offset and size of path's .eh_frame. */
+static void eh_frame_at(const uint8_t *buf, size_t len, size_t *off, size_t *size)
+{
+	Elf *e = elf_memory((char *)buf, len);
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	*off = *size = 0;
+	assert_non_null(e);
+	assert_int_equal(elf_getshdrstrndx(e, &shstrndx), 0);
+	while ((scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		const char *n;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		n = elf_strptr(e, shstrndx, sh.sh_name);
+		if (n && !strcmp(n, ".eh_frame")) {
+			*off = sh.sh_offset;
+			*size = sh.sh_size;
+		}
+	}
+	elf_end(e);
+	assert_true(*size > 0 && *off + *size <= len);
+}
+
+/* The image of buf[0..len) split by its .eh_frame: each added symbol is
+ * sorted, sized, found by lookup and in the program's code. */
+static long frames_of(const uint8_t *buf, size_t len, struct elfimage_frames *st)
+{
+	struct elfimage *img = elfimage_open_mem(buf, len, NULL, 0);
+	uint64_t lo = UINT64_MAX, hi = 0, off;
+	long n;
+
+	if (!img)
+		return -1;
+	n = elfimage_frame_symbols(img, "x", st);
+	if (elfimage_exec_span(img, &lo, &hi, &off))
+		lo = hi = 0;
+	for (size_t i = 0; i < elfimage_nr_syms(img); i++) {
+		const struct elfsym *s = elfimage_sym(img, i);
+
+		assert_true(s->size > 0);
+		assert_true(s->addr >= lo && s->addr + s->size <= hi);
+		assert_int_equal(elfimage_lookup(img, s->addr), (long)i);
+		assert_int_equal(elfimage_lookup(img, s->addr + s->size - 1), (long)i);
+		if (i)
+			assert_true(elfimage_sym(img, i - 1)->addr + elfimage_sym(img, i - 1)->size
+				    <= s->addr);
+	}
+	elfimage_close(img);
+	return n;
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void wr32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/*
+ * A lying .eh_frame (the binary is guest data): an unknown augmentation,
+ * entry lengths past the section, CIE pointers anywhere, functions
+ * outside the code or past the address space, random bytes.  Each entry
+ * is refused and counted or clamped to the code, never followed out.
+ */
+static void test_frames_hostile(void **state)
+{
+	char path[PATH_MAX * 2 + 16];
+	uint8_t *buf = malloc(1 << 20), *w = malloc(1 << 20);
+	struct elfimage_frames st, st0;
+	uint64_t seed = 0x9e3779b9;
+	size_t len, off, size, p;
+	long n0, n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/usr/bin/prog-stripped", fx.root);
+	assert_int_equal(fx_sh("strip --strip-all -o '%s' '%s'", path, prog), 0);
+	f = fopen(path, "rb");
+	assert_non_null(f);
+	assert_non_null(buf);
+	assert_non_null(w);
+	len = fread(buf, 1, 1 << 20, f);
+	fclose(f);
+	eh_frame_at(buf, len, &off, &size);
+	n0 = frames_of(buf, len, &st0);
+	assert_true(n0 > 0);
+
+	/* the first CIE's augmentation "zR" made unknown: its FDEs refused */
+	memcpy(w, buf, len);
+	assert_int_equal(rd32(w + off + 4), 0);		/* a CIE */
+	assert_int_equal(w[off + 9], 'z');
+	w[off + 10] = 'Q';
+	n = frames_of(w, len, &st);
+	assert_true(st.refused > 0 && n < n0);
+	/* the first entry's length past the section: the walk stops there */
+	memcpy(w, buf, len);
+	wr32(w + off, 0xfffffff0u);
+	n = frames_of(w, len, &st);
+	assert_int_equal(n, 0);
+	assert_int_equal(st.refused, 1);
+	/* every FDE: CIE pointer into itself, location far away, range huge */
+	for (int how = 0; how < 3; how++) {
+		memcpy(w, buf, len);
+		for (p = 0; p + 8 <= size;) {
+			uint32_t l = rd32(w + off + p), id = rd32(w + off + p + 4);
+
+			if (!l || l > size - p - 4)
+				break;
+			if (id && l >= 16) {
+				if (how == 0)
+					wr32(w + off + p + 4, 2);
+				else if (how == 1)
+					wr32(w + off + p + 8, rd32(w + off + p + 8) + 0x40000000u);
+				else
+					wr32(w + off + p + 12, 0x7ffffff0u);
+			}
+			p += 4 + l;
+		}
+		n = frames_of(w, len, &st);
+		if (how < 2)
+			assert_int_equal(n, 0);
+		else
+			assert_true(n > 0);	/* clamped to the code, checked */
+		print_message("lie %d: %ld symbols, %zu FDEs, %zu refused\n", how, n, st.fdes,
+			      st.refused);
+	}
+	/* random bytes in the section */
+	for (int round = 0; round < 400; round++) {
+		memcpy(w, buf, len);
+		for (int k = 0; k < 1 + round % 16; k++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			w[off + (seed >> 33) % size] = (uint8_t)(seed >> 17);
+		}
+		frames_of(w, len, &st);
+	}
+	free(buf);
+	free(w);
 }
 
 /* A compressed ELF opens like the plain one. */
@@ -744,6 +948,8 @@ int main(void)
 		cmocka_unit_test(test_fifo_refused),
 		cmocka_unit_test(test_debug_symbols),
 		cmocka_unit_test(test_stripped_file),
+		cmocka_unit_test(test_frames_match_symtab),
+		cmocka_unit_test(test_frames_hostile),
 		cmocka_unit_test(test_compressed_elf),
 		cmocka_unit_test(test_kernel_code),
 		cmocka_unit_test(test_corrupt_elf),
