@@ -30,6 +30,7 @@ struct export_args {
 	struct report_cli cli;
 	const struct export_ops *fmt;	/* --format, from the registry */
 	const char *out, *title, *diff;
+	int out_dash;			/* -o -: stdout, text formats only */
 	int empty_ok;
 };
 
@@ -38,7 +39,7 @@ static char format_names[128], format_help[1024], usage[256];
 
 static struct opt_def export_options[] = {
 	{ "format", OPT_FORMAT, format_names, format_help, 0 },
-	{ "output", 'o', "FILE", "where to write (folded, speedscope: default stdout)", 0 },
+	{ "output", 'o', "FILE", "where to write; - is stdout (folded, speedscope: the default)", 0 },
 	{ "title", OPT_TITLE, "TEXT", "title of the HTML page", 0 },
 	{ "diff", OPT_DIFF, "DIR|previous", "html: differential flame graph, baseline "
 	  "session DIR (or samples/previous): red grew, blue shrank", 0 },
@@ -204,9 +205,10 @@ static int write_out(const char *out, const struct export_ops *fmt,
 	FILE *f;
 	int n;
 
-	/* Folded text to a terminal goes through the control-byte filter;
-	 * files are written as they are (names stay exact). */
-	f = out ? open_out(out, &tmp) : report_cli_safe_stream(stdout);
+	/* Text to stdout goes through the control-byte filter; files, and a
+	 * binary format on a pipe (-o -), are written as they are. */
+	f = out ? open_out(out, &tmp) : (fmt->flags & EXPORT_TEXT) ?
+		report_cli_safe_stream(stdout) : fdopen(fcntl(1, F_DUPFD_CLOEXEC, 3), "w");
 	if (!f) {
 		log_err("cannot write %s: %s", out ? out : "to stdout", strerror(errno));
 		free(tmp);
@@ -259,8 +261,9 @@ static int export_opt(void *ctx, int key, char *arg)
 	case OPT_FORMAT:
 		a->fmt = parse_format(arg);
 		return a->fmt ? 0 : -1;
-	case 'o':
-		a->out = arg;
+	case 'o':	/* "-": stdout, as every tool that takes -o reads it */
+		a->out = strcmp(arg, "-") ? arg : NULL;
+		a->out_dash = !a->out;
 		return 0;
 	case OPT_TITLE:
 		a->title = arg;
@@ -303,7 +306,7 @@ static int export_parse(int argc, char **argv, struct export_args *a)
 			"(for pprof, export both sessions and use go tool pprof -diff_base)");
 		return 2;
 	}
-	if (!a->out && !(a->fmt->flags & EXPORT_TEXT)) {
+	if (!a->out && !(a->fmt->flags & EXPORT_TEXT) && !(a->out_dash && !isatty(1))) {
 		log_err("%s output is binary or a whole page: give -o FILE", a->fmt->name);
 		return 2;
 	}

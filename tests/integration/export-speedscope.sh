@@ -20,6 +20,14 @@ DEBUGINFOD_URLS= "$OPVM" export --format speedscope -o "$tmp/prof.speedscope.jso
 	"${common[@]}" || exit 1
 DEBUGINFOD_URLS= "$OPVM" export --format speedscope "${common[@]}" > "$tmp/stdout.json" || exit 1
 cmp -s "$tmp/prof.speedscope.json" "$tmp/stdout.json" || { echo "FAIL: -o and stdout differ"; exit 1; }
+# -o - is stdout (never a file named "-"), for a binary format on a pipe too
+(o=$(realpath "$OPVM") && cd "$tmp" && DEBUGINFOD_URLS= "$o" export --format speedscope -o - "${common[@]}" > dash.json) ||
+	exit 1
+cmp -s "$tmp/prof.speedscope.json" "$tmp/dash.json" || { echo "FAIL: -o - and stdout differ"; exit 1; }
+(o=$(realpath "$OPVM") && cd "$tmp" && DEBUGINFOD_URLS= "$o" export --format pprof -o - "${common[@]}" > dash.pb.gz) || exit 1
+DEBUGINFOD_URLS= "$OPVM" export --format pprof -o "$tmp/file.pb.gz" "${common[@]}" 2>/dev/null || exit 1
+cmp -s "$tmp/file.pb.gz" "$tmp/dash.pb.gz" || { echo "FAIL: pprof -o - differs from -o FILE"; exit 1; }
+[ ! -e "$tmp/-" ] || { echo "FAIL: -o - wrote a file named '-'"; exit 1; }
 # -o naming what is not a file (a FIFO, /dev/stdout) is written in place:
 # renamed over, /dev/stdout would become a file (as root) and a temporary
 # would be left in /dev.
