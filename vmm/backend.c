@@ -32,6 +32,23 @@ const struct backend_ops *backend_find(enum backend_kind kind, const char *name)
 	return NULL;
 }
 
+const struct backend_ops *backend_pick(enum backend_kind kind, int kvm)
+{
+	const struct backend_ops *stops = NULL;
+
+	for (size_t i = 0; i < nr_backends; i++) {
+		const struct backend_ops *b = backends[i];
+
+		if (b->kind != kind || ((b->flags & BACKEND_KVM_ONLY) && !kvm))
+			continue;
+		if (!(b->flags & BACKEND_STOPS_GUEST))
+			return b;
+		if (!stops)
+			stops = b;
+	}
+	return stops;
+}
+
 void backend_note(char *notes, size_t size, const char *fmt, ...)
 {
 	size_t used = strlen(notes);

@@ -61,6 +61,13 @@ enum backend_kind {
 	BACKEND_ATTACH,		/* opvm attach: a guest that already runs */
 };
 
+/* What an attach backend can do, for choosing one by the guest rather
+ * than by name (backend_pick()). */
+enum backend_flags {
+	BACKEND_KVM_ONLY = 1u << 0,	/* samples through host perf: a KVM guest */
+	BACKEND_STOPS_GUEST = 1u << 1,	/* stops every vCPU at each sample */
+};
+
 /* Option values a backend's long options may use without a short letter:
  * BACKEND_OPT + n.  The commands' own options use values below it. */
 #define BACKEND_OPT		0x1000
@@ -152,6 +159,8 @@ struct backend_ops {
 	const char *help;		/* one line for `opvm run --help` */
 	int callgraph;			/* 1: takes --call-graph fp (it stops
 					 * the vCPU at each sample) */
+	unsigned flags;			/* enum backend_flags: what guests it
+					 * can sample, and how */
 	/* The backend's own options (lib/optdef.h), ending with a zeroed
 	 * entry; key is a short letter or BACKEND_OPT + n.  The command's
 	 * --help, man page and completion show them.  May be NULL. */
@@ -189,6 +198,11 @@ extern const size_t nr_backends;
 /* The backend of that kind and name (NULL: the default of that kind), or
  * NULL if there is none. */
 const struct backend_ops *backend_find(enum backend_kind kind, const char *name);
+
+/* The backend of that kind for a guest that runs under KVM (kvm 1) or
+ * not: the first in the registry that can sample it, one that never
+ * stops the guest before one that does; NULL if none can. */
+const struct backend_ops *backend_pick(enum backend_kind kind, int kvm);
 
 /* Appends one line to notes[size] (a backend_setup's or backend_target's
  * notes), truncating when full. */

@@ -229,7 +229,7 @@ static int pick_backend(struct attach *a, struct vm_monitor **mons, const int *k
 				strerror(-kvm));
 			return -1;
 		}
-		k = backend_find(BACKEND_ATTACH, kvm ? "perf" : "gdbstub");
+		k = backend_pick(BACKEND_ATTACH, kvm);
 		if (pick && k != pick) {
 			log_err("'%s' would be sampled by %s and '%s' by %s: one session takes "
 				"one sampler; choose with --sampler or attach them separately",

@@ -36,7 +36,7 @@ static void judge(const struct pprof_cfg *cfg, struct pguest *g)
 {
 	struct ps_qemu *q = &g->q;
 
-	g->sampler = q->accel == PS_ACCEL_KVM ? "perf" : "gdbstub";
+	g->sampler = backend_pick(BACKEND_ATTACH, q->accel == PS_ACCEL_KVM);
 	g->why[0] = '\0';
 	if (q->channel[0] && !socket_of(q->channel, q->pid))
 		q->channel[0] = '\0';	/* profiled without process names */
@@ -49,7 +49,7 @@ static void judge(const struct pprof_cfg *cfg, struct pguest *g)
 	else if (!q->libvirt && !socket_of(q->qmp, q->pid))
 		snprintf(g->why, sizeof(g->why), "its QMP socket is not a socket of the "
 			 "QEMU process's user");
-	else if (q->accel != PS_ACCEL_KVM && !cfg->allow_gdbstub)
+	else if ((g->sampler->flags & BACKEND_STOPS_GUEST) && !cfg->allow_gdbstub)
 		snprintf(g->why, sizeof(g->why), "it runs under TCG: only the gdbstub sampler "
 			 "can profile it, and that stops the guest at every sample; start the "
 			 "exporter with --allow-gdbstub to allow it");

@@ -178,7 +178,7 @@ static enum MHD_Result job_reply(struct pprof *p, struct MHD_Connection *c, stru
 	j->fd = -1;	/* the response's now */
 	MHD_add_response_header(r, "Content-Type", "application/octet-stream");
 	MHD_add_response_header(r, "Content-Disposition", "attachment; filename=\"profile\"");
-	MHD_add_response_header(r, "X-Opvm-Sampler", j->g.sampler);
+	MHD_add_response_header(r, "X-Opvm-Sampler", j->g.sampler->name);
 	snprintf(v, sizeof(v), "%u", j->seconds);
 	MHD_add_response_header(r, "X-Opvm-Seconds", v);
 	if (j->asked > j->seconds) {
@@ -327,10 +327,11 @@ static int find_guest(struct pprof *p, struct MHD_Connection *c, struct pjob *j,
 		count_refusal(p, PREF_STOPS_GUEST);
 		*ret = reply(c, MHD_HTTP_FORBIDDEN, 0, "guest '%s' is not profiled: %s", esc,
 			     j->g.why);
-	} else if (j->callgraph[0] && strcmp(j->g.sampler, "gdbstub")) {
+	} else if (j->callgraph[0] && !j->g.sampler->callgraph) {
 		count_refusal(p, PREF_BAD_REQUEST);
 		*ret = reply(c, MHD_HTTP_BAD_REQUEST, 0, "callgraph: guest '%s' is sampled by "
-			     "perf, which never stops it and cannot read its stacks", esc);
+			     "%s, which never stops it and cannot read its stacks", esc,
+			     j->g.sampler->name);
 	} else {
 		return 0;
 	}
@@ -404,7 +405,7 @@ static json_t *guest_json(const struct pprof *p, const struct pguest *g)
 			 "owner", pguest_owner_name(g, who, sizeof(who)),
 			 "source", g->q.libvirt ? "libvirt" : "qemu",
 			 "accel", g->q.accel == PS_ACCEL_KVM ? "kvm" : "tcg",
-			 "sampler", g->sampler, "profile", !g->why[0],
+			 "sampler", g->sampler->name, "profile", !g->why[0],
 			 "why", g->why[0] ? g->why : NULL, "busy", busy);
 }
 

@@ -159,7 +159,7 @@ static void attach_argv(const struct pjob *j, char **argv, char buf[4][PATH_MAX 
 		}
 	}
 	argv[a++] = "--sampler";	/* never a default that could stop a KVM guest */
-	argv[a++] = (char *)j->g.sampler;
+	argv[a++] = (char *)j->g.sampler->name;
 	argv[a++] = "--duration";
 	argv[a++] = buf[0];
 	argv[a++] = "-d";

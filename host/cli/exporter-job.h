@@ -16,12 +16,15 @@
 
 #include "host/cli/exporter-http.h"
 #include "host/hoststats/procstat.h"
+#include "vmm/backend.h"
 
 /* A QEMU process of this host, and whether the exporter may profile it. */
 struct pguest {
 	struct ps_qemu q;
 	uid_t owner;		/* the process's user (its sockets' too) */
-	const char *sampler;	/* "perf" (KVM) or "gdbstub" (TCG) */
+	/* the attach backend that samples it (backend_pick(): perf for
+	 * KVM, gdbstub for TCG); never NULL after pguest_scan() */
+	const struct backend_ops *sampler;
 	char why[256];		/* "" if it may be profiled, else why not */
 };
 

@@ -210,6 +210,7 @@ static void pattach_close(void *st, struct backend_target *t)
 const struct backend_ops perf_backend = {
 	.name = "perf",
 	.kind = BACKEND_ATTACH,
+	.flags = BACKEND_KVM_ONLY,
 	.help = "host perf on a KVM guest's vCPU threads, never stopped",
 	.options = NULL,
 	.new = pattach_new,

@@ -299,6 +299,7 @@ static void qattach_summary(void *st, const struct backend_target *t,
 const struct backend_ops gdbstub_backend = {
 	.name = "gdbstub",
 	.kind = BACKEND_ATTACH,
+	.flags = BACKEND_STOPS_GUEST,
 	.callgraph = 1,
 	.help = "QEMU's gdbstub, started through the monitor",
 	.options = NULL,
