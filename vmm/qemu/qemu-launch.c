@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/safepath.h"
 #include "lib/util.h"
 #include "vmm/backend.h"
 #include "vmm/qemu/disk-boot.h"
@@ -64,10 +65,11 @@ struct qlaunch {
 	int disk_qcow2;
 	/* the run */
 	char dir[128];			/* private: sockets and QEMU's log */
+	int dir_fd;			/* dir, opened */
 	char qmp[PATH_MAX], chan[PATH_MAX], con[PATH_MAX];
-	char log[PATH_MAX];
 	int gdb_fd[2];			/* [0] the sampler's, [1] QEMU's */
 	char guest_dir[PATH_MAX];	/* <session>/guests/<name> */
+	int guest_fd;			/* guest_dir, opened (lib/safepath.h) */
 	pid_t qemu;
 	int status;
 	int con_fd;
@@ -113,7 +115,7 @@ static void *qlaunch_new(void)
 	q->name = "guest";
 	q->smp = 2;
 	q->mem = 512;
-	q->con_fd = q->con_out = -1;
+	q->con_fd = q->con_out = q->dir_fd = q->guest_fd = -1;
 	q->gdb_fd[0] = q->gdb_fd[1] = -1;
 	return q;
 }
@@ -365,7 +367,9 @@ static pid_t start_qemu(struct qlaunch *q, char **args)
 
 	if (pid == 0) {
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-		int log = open(q->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		/* a name in the run's fresh private directory */
+		int log = openat(q->dir_fd, "qemu.log", O_WRONLY | O_CREAT | O_EXCL |
+				 O_NOFOLLOW | O_CLOEXEC, 0600);
 
 		/* QEMU dies with opvm, even by SIGKILL: nobody else would quit
 		 * it.  A parent gone before prctl() is seen by getppid(). */
@@ -401,10 +405,10 @@ static int wait_sockets(struct qlaunch *q)
 }
 
 /* The end of QEMU's log, for an error message. */
-static void log_tail(const char *path, char *out, size_t len)
+static void log_tail(int dfd, char *out, size_t len)
 {
 	char buf[2048];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = util_openat_regular(dfd, "qemu.log", O_NOFOLLOW);
 	ssize_t n = -1;
 	off_t size;
 
@@ -437,15 +441,17 @@ static int reap_qemu(struct qlaunch *q, int ms)
 	return 0;
 }
 
-static void copy_file(const char *from, const char *to)
+/* QEMU's log from the run directory into the guest's, both opened: the
+ * copy never goes through a link (lib/safepath.h). */
+static void copy_log(int from_dfd, int to_dfd)
 {
 	char buf[8192];
-	int in = open(from, O_RDONLY | O_CLOEXEC), out;
+	int in = util_openat_regular(from_dfd, "qemu.log", O_NOFOLLOW), out;
 	ssize_t n;
 
 	if (in < 0)
 		return;
-	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+	out = safepath_create_file(to_dfd, "qemu.log", 0644, 0);
 	while (out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
 		if (write(out, buf, (size_t)n) != n)
 			break;
@@ -556,11 +562,20 @@ static int run_dir_create(char *dir, size_t len, char *err, size_t errlen)
  * directory in the session. */
 static int make_dirs(struct qlaunch *q, char *err, size_t errlen)
 {
-	int r = run_dir_create(q->dir, sizeof(q->dir), err, errlen);
+	int r;
 
+	q->guest_fd = safepath_open_guest(q->session_dir, q->name, err, errlen);
+	if (q->guest_fd < 0)
+		return q->guest_fd;
+	r = run_dir_create(q->dir, sizeof(q->dir), err, errlen);
 	if (r) {
 		q->dir[0] = '\0';
 		return r;
+	}
+	q->dir_fd = open(q->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (q->dir_fd < 0) {
+		util_seterr(err, errlen, "cannot open %s: %s", q->dir, strerror(errno));
+		return -errno;
 	}
 	/* The gdbstub is a socket pair: no socket anyone else could reach. */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, q->gdb_fd)) {
@@ -570,25 +585,17 @@ static int make_dirs(struct qlaunch *q, char *err, size_t errlen)
 	snprintf(q->qmp, sizeof(q->qmp), "%s/qmp", q->dir);
 	snprintf(q->chan, sizeof(q->chan), "%s/chan", q->dir);
 	snprintf(q->con, sizeof(q->con), "%s/con", q->dir);
-	snprintf(q->log, sizeof(q->log), "%s/qemu.log", q->dir);
 	snprintf(q->guest_dir, sizeof(q->guest_dir), "%s/guests/%s", q->session_dir, q->name);
-	if (util_mkdir_p(q->guest_dir)) {
-		util_seterr(err, errlen, "cannot create %s: %s", q->guest_dir, strerror(errno));
-		return -errno;
-	}
 	return 0;
 }
 
 /* QEMU runs (paused) with its sockets up: console thread and a QMP check. */
 static int connect_console(struct qlaunch *q, char *err, size_t errlen)
 {
-	char path[PATH_MAX + 16];
 	struct qmp *qmp;
 
-	snprintf(path, sizeof(path), "%s/console.log", q->guest_dir);
 	/* in the session tree: never through a link, never blocked by a FIFO */
-	q->con_out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
-			  O_CLOEXEC, 0644);
+	q->con_out = safepath_create_file(q->guest_fd, "console.log", 0644, 0);
 	q->con_fd = util_connect_unix(q->con, 10000);
 	if (q->con_fd < 0 || pthread_create(&q->con_thread, NULL, console_main, q)) {
 		util_seterr(err, errlen, "cannot read the guest console from QEMU");
@@ -711,7 +718,7 @@ static int qlaunch_open(void *st, struct vm_monitor *mon, struct backend_target 
 		return -errno;
 	}
 	if (wait_sockets(q)) {
-		log_tail(q->log, tail, sizeof(tail));
+		log_tail(q->dir_fd, tail, sizeof(tail));
 		util_seterr(err, errlen, "QEMU (%s) did not start: see below, or run it by "
 			    "hand%s", q->qemu_bin, tail);
 		return -ECHILD;
@@ -772,7 +779,6 @@ static void qlaunch_summary(void *st, const struct backend_target *t,
 static void qlaunch_close(void *st, struct backend_target *t)
 {
 	struct qlaunch *q = st;
-	char path[PATH_MAX + 16];
 
 	if (q->qemu > 0) {
 		kill(q->qemu, SIGKILL);
@@ -794,10 +800,13 @@ static void qlaunch_close(void *st, struct backend_target *t)
 	if (q->con_out >= 0)
 		close(q->con_out);
 	q->con_fd = q->con_out = -1;
-	if (q->guest_dir[0]) {
-		snprintf(path, sizeof(path), "%s/qemu.log", q->guest_dir);
-		copy_file(q->log, path);
-	}
+	if (q->guest_fd >= 0 && q->dir_fd >= 0)
+		copy_log(q->dir_fd, q->guest_fd);
+	if (q->guest_fd >= 0)
+		close(q->guest_fd);
+	if (q->dir_fd >= 0)
+		close(q->dir_fd);
+	q->guest_fd = q->dir_fd = -1;
 	for (int i = 0; i < 2; i++) {
 		if (q->gdb_fd[i] >= 0)
 			close(q->gdb_fd[i]);
