@@ -44,7 +44,7 @@
 
 enum {
 	OPT_KERNEL = BACKEND_OPT, OPT_INITRD, OPT_APPEND, OPT_WORKLOAD, OPT_SMP,
-	OPT_ACCEL, OPT_NAME, OPT_CONSOLE, OPT_QEMU, OPT_DISK,
+	OPT_ACCEL, OPT_NAME, OPT_CONSOLE, OPT_QEMU, OPT_DISK, OPT_DISK_BOOT_MAX,
 };
 
 struct qlaunch {
@@ -61,7 +61,9 @@ struct qlaunch {
 	unsigned nr_extra;
 	char images[PATH_MAX], kbuf[PATH_MAX + 16], ibuf[PATH_MAX + 32];
 	char root[PATH_MAX + 8], map[PATH_MAX + 16], cmdline[4096];
-	char disk_rel[72];		/* --disk: the kernel release in its /boot */
+	struct disk_boot boot;		/* --disk: the releases of its /boot */
+	char disk_rel[80];		/* the one booted, for the intro */
+	uint64_t boot_max;		/* --disk-boot-max */
 	int disk_qcow2;
 	/* the run */
 	char dir[128];			/* private: sockets and QEMU's log */
@@ -87,6 +89,9 @@ static const struct opt_def qlaunch_options[] = {
 	{ "disk", OPT_DISK, "IMAGE", "boot a disk image (its root file system is /dev/vda) "
 	  "with the kernel and initrd in its own /boot, unless --kernel is given; writes go "
 	  "to a temporary overlay, the image is not changed (default memory 1024 MB)", 0 },
+	{ "disk-boot-max", OPT_DISK_BOOT_MAX, "SIZE", "--disk: the largest kernel or "
+	  "initrd copied out of the image's /boot (default 256M, at most 16G); a release "
+	  "with a larger one is skipped for the next", 0 },
 	{ "initrd", OPT_INITRD, "FILE", "initramfs", 0 },
 	{ "append", OPT_APPEND, "STRING", "extra kernel command line (console=ttyS0 is "
 	  "always given)", 0 },
@@ -115,6 +120,7 @@ static void *qlaunch_new(void)
 	q->name = "guest";
 	q->smp = 2;
 	q->mem = 512;
+	q->boot_max = DISK_BOOT_MAX_DEFAULT;
 	q->con_fd = q->con_out = q->dir_fd = q->guest_fd = -1;
 	q->gdb_fd[0] = q->gdb_fd[1] = -1;
 	return q;
@@ -136,6 +142,14 @@ static int qlaunch_parse(void *st, int opt, const char *arg, char *err, size_t e
 	case OPT_CONSOLE: q->show_console = 1; break;
 	case OPT_QEMU: q->qemu_bin = arg; break;
 	case OPT_DISK: q->disk = arg; break;
+	case OPT_DISK_BOOT_MAX:
+		if (util_parse_size(arg, &q->boot_max) || q->boot_max < (1u << 20) ||
+		    q->boot_max > DISK_BOOT_MAX_LIMIT) {
+			util_seterr(err, errlen, "--disk-boot-max takes a size from 1M to 16G "
+				    "(e.g. 512M), not '%s'", arg);
+			return -EINVAL;
+		}
+		break;
 	default: return -EINVAL;
 	}
 	return 0;
@@ -236,12 +250,10 @@ static void make_cmdline(struct qlaunch *q)
  * than the test image: 1 GB unless -m says otherwise. */
 static int disk_prepare(struct qlaunch *q, char *err, size_t errlen)
 {
-	int r = disk_boot_is_qcow2(q->disk);
+	int r = disk_boot_probe(q->disk, err, errlen);
 
-	if (r < 0) {
-		util_seterr(err, errlen, "--disk %s: %s", q->disk, strerror(-r));
+	if (r < 0)
 		return r;
-	}
 	q->disk_qcow2 = r;
 	if (strchr(q->disk, ',')) {
 		util_seterr(err, errlen, "--disk %s: QEMU cannot take a ',' in the path; "
@@ -258,7 +270,8 @@ static int disk_prepare(struct qlaunch *q, char *err, size_t errlen)
 			    "here; give --kernel and --initrd", q->disk);
 		return -EINVAL;
 	}
-	return disk_boot_find(q->disk, q->disk_rel, sizeof(q->disk_rel), err, errlen);
+	return disk_boot_find(q->disk, q->boot_max, &q->boot, q->setup.notes,
+			      sizeof(q->setup.notes), err, errlen);
 }
 
 static int qlaunch_prepare(void *st, const struct backend_common *c,
@@ -695,10 +708,12 @@ static int qlaunch_open(void *st, struct vm_monitor *mon, struct backend_target 
 	r = make_dirs(q, err, errlen);
 	if (r)
 		return r;
-	if (q->disk_rel[0]) {
-		r = disk_boot_extract(q->disk, q->disk_rel, q->dir, err, errlen);
-		if (r)
+	if (q->boot.n) {
+		r = disk_boot_extract(q->disk, &q->boot, q->dir_fd, t->notes, sizeof(t->notes),
+				      err, errlen);
+		if (r < 0)
 			return r;
+		snprintf(q->disk_rel, sizeof(q->disk_rel), ", kernel %s", q->boot.r[r].rel);
 		snprintf(q->kbuf, sizeof(q->kbuf), "%s/vmlinuz", q->dir);
 		snprintf(q->ibuf, sizeof(q->ibuf), "%s/initrd.img", q->dir);
 		q->kernel = q->kbuf;
@@ -725,9 +740,9 @@ static int qlaunch_open(void *st, struct vm_monitor *mon, struct backend_target 
 	}
 	r = connect_guest(q, t, err, errlen);
 	if (!r)
-		util_seterr(t->intro, sizeof(t->intro), "booting %s (%u vCPUs, %s); console in "
-			 "%s/console.log; Ctrl-C stops", q->disk ? q->disk : q->kernel, t->nr_vcpus, q->accel,
-			 q->guest_dir);
+		util_seterr(t->intro, sizeof(t->intro), "booting %s (%u vCPUs, %s%s); console "
+			    "in %s/console.log; Ctrl-C stops", q->disk ? q->disk : q->kernel,
+			    t->nr_vcpus, q->accel, q->disk_rel, q->guest_dir);
 	return r;
 }
 
