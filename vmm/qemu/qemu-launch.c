@@ -520,37 +520,21 @@ static void run_dir_remove(const char *dir)
 	rmdir(dir);
 }
 
-/*
- * The run's private directory, BASE/PID, under BASE = $TMPDIR/opvm-run-UID
- * (0700, ours; short: sun_path is 108).  Directories of runs whose opvm is
- * gone (SIGKILL leaves them) are removed first: their name is their
- * owner's pid.
- */
-static int run_dir_create(char *dir, size_t len, char *err, size_t errlen)
+/* Removes the directories of runs whose opvm is gone (SIGKILL leaves
+ * them) from base (a checked private directory): their name is their
+ * owner's pid. */
+static void run_dirs_stale(int bfd, const char *base)
 {
-	const char *tmp = getenv("TMPDIR");
-	char base[96];
-	struct stat st;
+	int fd = dup(bfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *e;
-	DIR *d;
 
-	snprintf(base, sizeof(base), "%s/opvm-run-%u", tmp && tmp[0] == '/' &&
-		 strlen(tmp) < 60 ? tmp : "/tmp", (unsigned)geteuid());
-	if (mkdir(base, 0700) && errno != EEXIST) {
-		util_seterr(err, errlen, "cannot create %s: %s (set TMPDIR to a writable "
-			    "directory)", base, strerror(errno));
-		return -errno;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
 	}
-	/* Someone else's directory (or a link) in a shared /tmp is a trap. */
-	if (lstat(base, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
-	    (st.st_mode & 077)) {
-		util_seterr(err, errlen, "%s is not a private directory of this user "
-			    "(owner %u, mode %o): remove it, or set TMPDIR elsewhere", base,
-			    (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
-		return -EPERM;
-	}
-	d = opendir(base);
-	while (d && (e = readdir(d))) {
+	while ((e = readdir(d))) {
 		char *end, stale[96 + 256];
 		long pid = strtol(e->d_name, &end, 10);
 
@@ -560,14 +544,47 @@ static int run_dir_create(char *dir, size_t len, char *err, size_t errlen)
 		snprintf(stale, sizeof(stale), "%s/%s", base, e->d_name);
 		run_dir_remove(stale);
 	}
-	if (d)
-		closedir(d);
-	snprintf(dir, len, "%s/%ld", base, (long)getpid());
-	run_dir_remove(dir);	/* a stale one with our pid */
-	if (mkdir(dir, 0700)) {
-		util_seterr(err, errlen, "cannot create %s: %s", dir, strerror(errno));
-		return -errno;
+	closedir(d);
+}
+
+/*
+ * The run's private directory, BASE/PID, under BASE = $TMPDIR/opvm-run-UID
+ * (short: sun_path is 108), walked as lib/safepath.h does: $TMPDIR's
+ * directories owned by this user or root and writable by no one else
+ * unless sticky, BASE this user's and 0700, no link followed where opvm
+ * names the component; the kernel and initrd of --disk are written from
+ * the fd of BASE/PID (q->dir_fd).
+ */
+static int run_dir_create(struct qlaunch *q, char *err, size_t errlen)
+{
+	const char *tmp = getenv("TMPDIR");
+	char base[96], name[32];
+	int tfd, bfd;
+
+	tmp = tmp && tmp[0] == '/' && strlen(tmp) < 60 ? tmp : "/tmp";
+	snprintf(name, sizeof(name), "opvm-run-%u", (unsigned)geteuid());
+	snprintf(base, sizeof(base), "%s/%s", tmp, name);
+	tfd = safepath_open_base(tmp, 0700, 0, NULL, 0, err, errlen);
+	if (tfd < 0)
+		return tfd;
+	bfd = safepath_open_sub(tfd, tmp, name, 0700, SAFEPATH_CREATE | SAFEPATH_PRIVATE,
+				err, errlen);
+	close(tfd);
+	if (bfd < 0)
+		return bfd;
+	run_dirs_stale(bfd, base);
+	snprintf(q->dir, sizeof(q->dir), "%s/%ld", base, (long)getpid());
+	snprintf(name, sizeof(name), "%ld", (long)getpid());
+	run_dir_remove(q->dir);	/* a stale one with our pid */
+	if (mkdirat(bfd, name, 0700) ||
+	    (q->dir_fd = openat(bfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		int ret = -errno;
+
+		util_seterr(err, errlen, "cannot create %s: %s", q->dir, strerror(errno));
+		close(bfd);
+		return ret;
 	}
+	close(bfd);
 	return 0;
 }
 
@@ -580,15 +597,10 @@ static int make_dirs(struct qlaunch *q, char *err, size_t errlen)
 	q->guest_fd = safepath_open_guest(q->session_dir, q->name, err, errlen);
 	if (q->guest_fd < 0)
 		return q->guest_fd;
-	r = run_dir_create(q->dir, sizeof(q->dir), err, errlen);
+	r = run_dir_create(q, err, errlen);
 	if (r) {
 		q->dir[0] = '\0';
 		return r;
-	}
-	q->dir_fd = open(q->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (q->dir_fd < 0) {
-		util_seterr(err, errlen, "cannot open %s: %s", q->dir, strerror(errno));
-		return -errno;
 	}
 	/* The gdbstub is a socket pair: no socket anyone else could reach. */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, q->gdb_fd)) {
