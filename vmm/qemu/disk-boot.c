@@ -304,9 +304,8 @@ static int release_check(const struct entry *v, size_t n, const char *rel, uint6
 	return 1;
 }
 
-/* The releases of the listing into b; notes for the newer ones skipped. */
-static int releases_pick(char *list, const char *image, uint64_t max, struct disk_boot *b,
-			 char *notes, size_t noteslen, char *err, size_t errlen)
+int disk_boot_pick(char *list, const char *image, uint64_t max, struct disk_boot *b,
+		   char *notes, size_t noteslen, char *err, size_t errlen)
 {
 	enum { CAP = 1024 };
 	struct entry *v = malloc(CAP * sizeof(*v));
@@ -364,7 +363,7 @@ int disk_boot_find(const char *image, uint64_t max, struct disk_boot *b, char *n
 		util_seterr(err, errlen, "--disk %s: cannot list its /boot with debugfs: %s",
 			    image, strerror(-r));
 	if (!r)
-		r = releases_pick(s.buf, image, max, b, notes, noteslen, err, errlen);
+		r = disk_boot_pick(s.buf, image, max, b, notes, noteslen, err, errlen);
 	free(s.buf);
 	return r;
 }

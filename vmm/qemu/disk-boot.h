@@ -46,6 +46,11 @@ int disk_boot_probe(const char *image, char *err, size_t errlen);
 int disk_boot_find(const char *image, uint64_t max, struct disk_boot *b, char *notes,
 		   size_t noteslen, char *err, size_t errlen);
 
+/* What disk_boot_find() makes of debugfs's `ls -p /boot` output list
+ * (NUL-ended, hostile): the same results.  For the fuzz target. */
+int disk_boot_pick(char *list, const char *image, uint64_t max, struct disk_boot *b,
+		   char *notes, size_t noteslen, char *err, size_t errlen);
+
 /* Copies the first release of b that copies whole (each file exactly its
  * listed size, within DISK_BOOT_COPY_MS) out of IMAGE to "vmlinuz" and
  * "initrd.img" in the directory fd dirfd (a private directory: made from
