@@ -237,3 +237,67 @@ int safepath_open_sub(int dfd, const char *shown, const char *rel, mode_t mode,
 	}
 	return fd;
 }
+
+int safepath_open_session(const char *path, mode_t mode, unsigned flags, char *err,
+			  size_t errlen)
+{
+	char real[PATH_MAX];
+	int fd, ret;
+
+	fd = safepath_open_base(path, mode, flags & SAFEPATH_CREATE, real, sizeof(real), err,
+				errlen);
+	if (fd < 0)
+		return fd;
+	ret = safepath_check_dir(fd, real, 1, err, errlen);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+int safepath_create_file(int dfd, const char *name, mode_t mode, int flags)
+{
+	struct stat sb;
+	int fd, fl, ret = 0;
+
+	if (strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+		return -EINVAL;
+	/* no O_TRUNC yet: what is there is looked at first */
+	fd = openat(dfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+		    O_CLOEXEC | flags, mode);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb))
+		ret = -errno;
+	else if (!S_ISREG(sb.st_mode))
+		ret = -EINVAL;
+	else if (sb.st_nlink != 1)
+		ret = -EMLINK;
+	else if (sb.st_size && ftruncate(fd, 0))
+		ret = -errno;
+	fl = ret ? -1 : fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+int safepath_open_guest(const char *session, const char *name, char *err, size_t errlen)
+{
+	char rel[PATH_MAX];
+	int sfd, fd;
+
+	if (!*name || strchr(name, '/') ||
+	    snprintf(rel, sizeof(rel), "guests/%s", name) >= (int)sizeof(rel))
+		return -EINVAL;
+	sfd = safepath_open_session(session, 0755, SAFEPATH_CREATE, err, errlen);
+	if (sfd < 0)
+		return sfd;
+	fd = safepath_open_sub(sfd, session, rel, 0755, SAFEPATH_CREATE, err, errlen);
+	close(sfd);
+	return fd;
+}

@@ -65,6 +65,40 @@ int safepath_open_sub(int dfd, const char *shown, const char *rel, mode_t mode,
 		      unsigned flags, char *err, size_t errlen);
 
 /*
+ * Opens a session directory (opvm run/attach -d DIR), made with what is
+ * missing of it (mode, less the umask) when SAFEPATH_CREATE: its parents
+ * are checked as safepath_open_base() does, and the directory itself must
+ * be opvm's to fill, owned by this user and writable by no one else, not
+ * even when sticky: another user who may create entries in it could plant
+ * guests/NAME as a link to someone's directory.  Everything below it is
+ * then opened from the returned fd, one component at a time, without
+ * following links (safepath_open_sub(), openat(O_NOFOLLOW)).  The fd, or
+ * -errno with err filled (one sentence naming the directory and saying
+ * what to do).
+ */
+int safepath_open_session(const char *path, mode_t mode, unsigned flags, char *err,
+			  size_t errlen);
+
+/*
+ * SESSION/guests/NAME (name: one component), made when missing (0755, less
+ * the umask), walked from the checked session directory
+ * (safepath_open_session()) without following a link: a link or another
+ * user's directory there is refused before anything is written in it.
+ * The O_DIRECTORY fd, or -errno with err filled.
+ */
+int safepath_open_guest(const char *session, const char *name, char *err, size_t errlen);
+
+/*
+ * Creates or truncates the file name (one component) in the directory fd
+ * dfd for writing (O_WRONLY, plus flags such as O_APPEND): never through a
+ * link (-ELOOP), never blocked by a FIFO planted there, and only a regular
+ * file with one link (-EINVAL, -EMLINK otherwise): a hard link to a file
+ * elsewhere is not truncated.  Mode for a new file, less the umask.
+ * The fd (blocking, O_CLOEXEC), or -errno.
+ */
+int safepath_create_file(int dfd, const char *name, mode_t mode, int flags);
+
+/*
  * Whether the open directory fd may be written by opvm: owned by this user
  * (own_only) or by this user or root (!own_only), and writable by no one
  * else (unless sticky, for !own_only).  0, or -EPERM / -ENOTDIR with err

@@ -738,22 +738,21 @@ static void callgraph_kernel(struct session_opts *o, const struct backend_setup 
 }
 
 /*
- * The session directory, when opvm makes it (or its parents): every
+ * The session directory, made when missing (lib/safepath.h): every
  * directory on the way is checked and the new ones are made without
- * following a link (lib/safepath.h), before a backend makes anything
- * inside.  One that exists is the user's choice and is used as it is.
+ * following a link, before a backend makes anything inside.  One that
+ * exists must be this user's and writable by no one else: in a directory
+ * another user owns or may write, guests/NAME could be that user's link to
+ * a directory of yours, whose console.log and qemu.log opvm would write.
  */
-static int session_dir_make(const char *dir)
+static int session_dir_check(const char *dir)
 {
 	char err[512] = "";
-	struct stat sb;
 	int fd;
 
-	if (!lstat(dir, &sb) || errno != ENOENT)
-		return 0;
-	fd = safepath_open_base(dir, 0755, SAFEPATH_CREATE, NULL, 0, err, sizeof(err));
+	fd = safepath_open_session(dir, 0755, SAFEPATH_CREATE, err, sizeof(err));
 	if (fd < 0) {
-		log_err("cannot create the session directory %s: %s", dir,
+		log_err("cannot use the session directory %s: %s", dir,
 			err[0] ? err : strerror(-fd));
 		return -1;
 	}
@@ -790,7 +789,7 @@ int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 	if (o->callgraph.mode)
 		callgraph_kernel(o, &setup);
 	umask(o->umask_set ? (mode_t)o->umask : 077);
-	if (session_dir_make(o->common.session_dir))
+	if (session_dir_check(o->common.session_dir))
 		return 1;
 	util_stop_on_signals(&stop_flag);
 	/* a closed pipe or socket is an EPIPE to handle, never a reason to

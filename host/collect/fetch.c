@@ -62,7 +62,7 @@ struct fetch {
 	struct fetch_config cfg;
 	struct fmod *mods;		/* FETCH_MAX_MODULES */
 	size_t nr_mods;
-	char *dir;			/* <session>/guests/<guest> */
+	int gfd;			/* <session>/guests/<guest>, opened */
 	char *cache;			/* <cache>/<guest>, or NULL */
 	int cfd;			/* it, opened by cache_open(), or -1 */
 	char cache_err[256];		/* why it was refused ("" if it was not) */
@@ -193,13 +193,15 @@ struct fetch *fetch_new(const struct fetch_config *cfg)
 		f->cfg.max_session = FETCH_SESSION_MAX;
 	if (!f->cfg.max_cache)
 		f->cfg.max_cache = FETCH_CACHE_MAX;
-	f->dir = strdup(cfg->guest_dir);
+	/* the store has just walked it without links; its files are made
+	 * from this fd, never by a path again */
+	f->gfd = open(cfg->guest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	f->mods = calloc(FETCH_MAX_MODULES, sizeof(*f->mods));
 	if (cfg->cache_dir && cfg->verify) {
 		f->cache = strdup(cfg->cache_dir);
 		f->imgs = calloc(FETCH_MAX_IMAGES, sizeof(*f->imgs));
 	}
-	if (!f->dir || !f->mods || (cfg->cache_dir && cfg->verify && (!f->cache || !f->imgs))) {
+	if (!f->mods || (cfg->cache_dir && cfg->verify && (!f->cache || !f->imgs))) {
 		fetch_free(f);
 		errno = ENOMEM;
 		return NULL;
@@ -249,35 +251,27 @@ static void mod_record(struct fetch *f, const struct opvm_rec_hdr *rec, bool loa
 	f->mods[i].size = le64toh(m.size);
 }
 
-/* A part file of the session's tree: never through a link, and only a
- * regular file (O_NONBLOCK: a FIFO planted at the name must not block the
- * collector).  The fd or -1. */
-static int part_create(const char *path, mode_t mode)
+/* A part file in the guest's directory of the session's tree: never
+ * through a link, and only a regular file of one link (a FIFO planted at
+ * the name must not block the collector).  The fd or -1. */
+static int part_create(const struct fetch *f, const char *name, mode_t mode)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-		      mode);
-	struct stat sb;
+	int fd = f->gfd < 0 ? -EBADF : safepath_create_file(f->gfd, name, mode, 0);
 
-	if (fd >= 0 && (fstat(fd, &sb) || !S_ISREG(sb.st_mode))) {
-		close(fd);
-		return -1;
-	}
-	return fd;
+	return fd < 0 ? -1 : fd;
 }
 
 /* <guest>/kallsyms.modules: "BASE SIZE NAME" per module, for reports to
  * rebase the modules' kallsyms lines (symbols/ksyms.h). */
 static void mods_write(struct fetch *f)
 {
-	char tmp[4096], dst[4096];
+	static const char tmp[] = "kallsyms.modules.part";
 	FILE *o;
 	int fd;
 
 	if (!f->nr_mods || f->cfg.no_ksyms)
 		return;
-	snprintf(tmp, sizeof(tmp), "%s/kallsyms.modules.part", f->dir);
-	snprintf(dst, sizeof(dst), "%s/kallsyms.modules", f->dir);
-	fd = part_create(tmp, session_mode(f));
+	fd = part_create(f, tmp, session_mode(f));
 	o = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!o) {
 		if (fd >= 0)
@@ -288,9 +282,9 @@ static void mods_write(struct fetch *f)
 	for (size_t i = 0; i < f->nr_mods; i++)
 		fprintf(o, "%llx %llx %s\n", (unsigned long long)f->mods[i].base,
 			(unsigned long long)f->mods[i].size, f->mods[i].name);
-	if (fclose(o) || rename(tmp, dst)) {
+	if (fclose(o) || renameat(f->gfd, tmp, f->gfd, "kallsyms.modules")) {
 		f->st.io_errors++;
-		unlink(tmp);
+		unlinkat(f->gfd, tmp, 0);
 	}
 }
 
@@ -303,7 +297,7 @@ static void mods_write(struct fetch *f)
 static void ksyms_merge(struct fetch *f, const char *old)
 {
 	bool want_mod = !(f->kinds & KIND_MODULES);
-	int fd = open(old, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int fd = util_openat_regular(f->gfd, old, O_NOFOLLOW);
 	FILE *in = fd >= 0 ? fdopen(fd, "r") : NULL;
 	char line[KLINE_MAX + 2];
 
@@ -337,18 +331,15 @@ static void ksyms_merge(struct fetch *f, const char *old)
  * kind's lines of the old one when it held one kind only). */
 static void ksyms_close(struct fetch *f, bool keep)
 {
-	char from[4096], to[4096];
-
 	if (f->fd < 0)
 		return;
-	snprintf(to, sizeof(to), "%s/kallsyms", f->dir);
 	if (keep && f->kinds && f->kinds != (KIND_VMLINUX | KIND_MODULES))
-		ksyms_merge(f, to);
+		ksyms_merge(f, "kallsyms");
 	if (close(f->fd))
 		f->st.io_errors++;
 	f->fd = -1;
-	snprintf(from, sizeof(from), "%s/kallsyms.part", f->dir);
-	if (keep ? rename(from, to) : unlink(from))
+	if (keep ? renameat(f->gfd, "kallsyms.part", f->gfd, "kallsyms") :
+		   unlinkat(f->gfd, "kallsyms.part", 0))
 		f->st.io_errors++;
 }
 
@@ -394,7 +385,8 @@ void fetch_free(struct fetch *f)
 	if (f->cfd >= 0)
 		close(f->cfd);
 	free(f->cache);
-	free(f->dir);
+	if (f->gfd >= 0)
+		close(f->gfd);
 	free(f);
 }
 
@@ -518,11 +510,8 @@ static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 	unsigned kind;
 	uint64_t ok, bad, capped;
 	size_t room = FETCH_KSYMS_MAX_BYTES - f->bytes, n;
-	char path[4096];
-
 	if (f->fd < 0) {
-		snprintf(path, sizeof(path), "%s/kallsyms.part", f->dir);
-		f->fd = part_create(path, session_mode(f));
+		f->fd = part_create(f, "kallsyms.part", session_mode(f));
 		if (f->fd < 0) {
 			f->st.io_errors++;
 			return;

@@ -4,8 +4,9 @@
  * sample files in it.  The file format's checks, the reader, the tree walk
  * and name mangling are their own files (host/store-priv.h lists them).
  *
- * Safety of the tree: the session directory itself is trusted (the user
- * named it); everything below it is reached with mkdirat()/openat() relative
+ * Safety of the tree: the session directory is the user's choice, but it
+ * must be this user's and writable by no one else, its parents checked on
+ * the way (safepath_open_session()); everything below it is reached with mkdirat()/openat() relative
  * to a directory fd, one component at a time, with O_NOFOLLOW.  Names that
  * come from the guest are mangled into single components first
  * (store_mangle()), so a guest path can never walk out of the tree, and a
@@ -53,6 +54,7 @@
 #include <unistd.h>
 
 #include "host/collect/store-priv.h"
+#include "lib/safepath.h"
 #include "lib/util.h"
 
 /* Files mapped by all stores of the process, against vm.max_map_count. */
@@ -365,12 +367,11 @@ static int samples_dir_open(struct store *st, const char *mg)
 {
 	int sfd, gfd = -1, gdir = -1, smp = -1, ret;
 
-	ret = util_mkdir_p(st->session);
-	if (ret)
-		return ret;
-	sfd = open(st->session, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* the session directory walked and checked as the session did: one
+	 * another user owns or may write is refused (lib/safepath.h) */
+	sfd = safepath_open_session(st->session, 0755, SAFEPATH_CREATE, NULL, 0);
 	if (sfd < 0)
-		return -errno;
+		return sfd;
 	gfd = dir_openat(sfd, "guests", true, st->dmode);
 	if (gfd >= 0)
 		gdir = dir_openat(gfd, mg, true, st->dmode);

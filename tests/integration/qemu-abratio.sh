@@ -4,6 +4,9 @@
 #  - func_b's share of abratio's user samples is 99 % +- 3 pp;
 #  - >= 98 % of user-mode samples taken while the guest module runs are
 #    filed under a named process and image (not {anon...}).
+# Bounds and minimums are derived from what the run sampled (3 sigma of the
+# binomial count, tests/integration/bounds.py), never a fixed count: a busy
+# host takes fewer samples.
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
 mk_tmp qemu-abratio
@@ -26,7 +29,9 @@ report_json "$S" > "$T/report.json" 2> "$T/report.err" || {
 	fail "opvm report -l --format json failed"
 }
 python3 - "$T/report.json" "$S/guests/guest/samples/current/session.json" <<'EOF' || exit 1
-import json, sys
+import json, math, sys
+sys.path.insert(0, "tests/integration")
+from bounds import allowed_misses, count_lo
 d = json.load(open(sys.argv[1]))
 st = json.load(open(sys.argv[2]))["stats"]
 rows = d["symbols"]
@@ -34,9 +39,7 @@ ab = [r for r in rows if not r["kernel"] and r["image"].endswith("/abratio")]
 tot = sum(r["samples"] for r in ab)
 fb = sum(r["samples"] for r in ab if r["symbol"] == "func_b")
 fa = sum(r["samples"] for r in ab if r["symbol"] == "func_a")
-if tot < 100:
-    print("FAIL: only %d user samples of abratio" % tot); sys.exit(1)
-share = 100.0 * fb / tot
+share = 100.0 * fb / max(tot, 1)
 print("RESULT abratio func_b share of its user samples: %.2f %% (func_a %.2f %%, %d samples; truth 99 %%)"
       % (share, 100.0 * fa / tot, tot))
 user = [r for r in rows if not r["kernel"]]
@@ -53,8 +56,15 @@ print("RESULT user samples under a named process and image once opvm.ko runs: "
       "%.2f %% (%d of %d; %d taken before its HELLO)"
       % (100.0 * min(named, after) / max(after, 1), min(named, after), after, pre))
 ok = True
-if abs(share - 99.0) > 3.0:
-    print("FAIL: func_b share %.2f %% is not 99 +- 3" % share); ok = False
+# abratio is the only busy user process once opvm.ko runs: at least half of
+# those user samples are its own
+print("RESULT abratio: %d of the %d user samples once opvm.ko runs (at least %.0f expected)"
+      % (tot, after, count_lo(after, 0.5)))
+if not tot or tot < count_lo(after, 0.5):
+    print("FAIL: only %d user samples of abratio of %d" % (tot, after)); ok = False
+tolpp = max(3.0, 300 * math.sqrt(0.99 * 0.01 / max(tot, 1)))
+if abs(share - 99.0) > tolpp:
+    print("FAIL: func_b share %.2f %% is not 99 +- %.1f" % (share, tolpp)); ok = False
 # func_a's 1 % must show at all (about 6 samples expected): a stop that
 # waits behind the guest's clock reads skips it (docs/usage.md).  With
 # fewer than 6 expected (a loaded host throttles ticks: 370 user samples,
@@ -64,9 +74,9 @@ if fa == 0 and lam >= 6:
     print("FAIL: no sample in func_a (1 % of the time, %.1f expected)" % lam); ok = False
 elif fa == 0:
     print("NOTE: no sample in func_a, %.1f expected: too few samples to ask for one" % lam)
-# 98.85 % (5 of 433) was seen once on a fresh main (cause not found yet);
-# with ~430 samples a handful is a point.
-if named < 0.98 * after:
+# 98.85 % (5 of 433) was seen once on a fresh main (cause not found yet):
+# 2 % of the samples plus 3 sigma may go unnamed.
+if after - min(named, after) > allowed_misses(after, 0.02):
     anon = {}
     for r in user:
         if r["app"].startswith("{") or r["image"].startswith("{"):

@@ -240,6 +240,63 @@ static void test_user_link_followed(void **state)
 	close(fd);
 }
 
+/* A session directory: this user's, writable by no one else, sticky or
+ * not; guests/NAME never through a link; files made from the fd only as
+ * regular files of one link, truncated, never blocking on a FIFO. */
+static void test_session_dir(void **state)
+{
+	char p[PATH_MAX], err[512], q[PATH_MAX];
+	struct stat sb;
+	int fd, g, f;
+
+	(void)state;
+	path(p, sizeof(p), "sess/new");
+	fd = safepath_open_session(p, 0755, SAFEPATH_CREATE, err, sizeof(err));
+	assert_true(fd >= 0);
+	close(fd);
+	mk("s777", 0777);
+	path(p, sizeof(p), "s777");
+	assert_int_equal(safepath_open_session(p, 0755, SAFEPATH_CREATE, err, sizeof(err)),
+			 -EPERM);
+	assert_non_null(strstr(err, "is writable by others"));
+	mk("s1777", 01777);
+	path(p, sizeof(p), "s1777");
+	assert_int_equal(safepath_open_session(p, 0755, 0, err, sizeof(err)), -EPERM);
+	/* guests/g a link to a victim directory: refused, the victim empty */
+	mk("victim", 0700);
+	mk("own", 0700);
+	mk("own/guests", 0700);
+	ln("victim", "own/guests/g");
+	path(p, sizeof(p), "own");
+	assert_int_equal(safepath_open_guest(p, "g", err, sizeof(err)), -ELOOP);
+	assert_non_null(strstr(err, "is a symbolic link"));
+	g = safepath_open_guest(p, "h", err, sizeof(err));
+	assert_true(g >= 0);
+	/* files: a link, a hard link, a FIFO refused; a regular one truncated */
+	path(q, sizeof(q), "victim/log");
+	f = open(q, O_WRONLY | O_CREAT, 0600);
+	assert_int_equal(write(f, "root", 4), 4);
+	close(f);
+	assert_int_equal(symlinkat(q, g, "sym"), 0);
+	assert_int_equal(safepath_create_file(g, "sym", 0644, 0), -ELOOP);
+	assert_int_equal(linkat(AT_FDCWD, q, g, "hard", 0), 0);
+	assert_int_equal(safepath_create_file(g, "hard", 0644, 0), -EMLINK);
+	assert_int_equal(mkfifoat(g, "fifo", 0600), 0);
+	assert_true(safepath_create_file(g, "fifo", 0644, 0) < 0);
+	assert_int_equal(stat(q, &sb), 0);
+	assert_int_equal(sb.st_size, 4);
+	f = safepath_create_file(g, "console.log", 0644, 0);
+	assert_true(f >= 0);
+	assert_int_equal(write(f, "xy", 2), 2);
+	close(f);
+	f = safepath_create_file(g, "console.log", 0644, 0);
+	assert_true(f >= 0);
+	assert_int_equal(fstat(f, &sb), 0);
+	assert_int_equal(sb.st_size, 0);
+	close(f);
+	close(g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -248,6 +305,7 @@ int main(void)
 		cmocka_unit_test(test_foreign_refused),
 		cmocka_unit_test(test_shared_dirs),
 		cmocka_unit_test(test_user_link_followed),
+		cmocka_unit_test(test_session_dir),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

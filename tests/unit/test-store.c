@@ -692,7 +692,7 @@ static void test_disk_full(void **state)
 	int ret = 0;
 
 	assert_non_null(d);
-	if (mount("tmpfs", d, "tmpfs", 0, "size=256k")) {
+	if (mount("tmpfs", d, "tmpfs", 0, "size=256k,mode=0700")) {
 		print_message("SKIP: cannot mount a small tmpfs (%s); disk-full case not run\n",
 			      strerror(errno));
 		tmpdir_free(d);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "events/events.h"
+#include "lib/safepath.h"
 #include "lib/util.h"
 #include "vmm/backend.h"
 #include "vmm/guest/guestmem.h"
@@ -258,18 +259,14 @@ static int is_elf(const char *path)
  * (sv[0] for the VM, sv[1] for the collector). */
 static int make_pipes(struct klaunch *k, int sv[2], char *err, size_t errlen)
 {
-	char path[PATH_MAX];
-	int pfd[2], sz = 1 << 20;
+	int pfd[2], sz = 1 << 20, gfd;
 
-	snprintf(path, sizeof(path), "%s/guests/%s", k->session_dir, k->name);
-	if (util_mkdir_p(path)) {
-		util_seterr(err, errlen, "cannot create %s: %s", path, strerror(errno));
-		return -errno;
-	}
-	snprintf(path, sizeof(path), "%s/guests/%s/console.log", k->session_dir, k->name);
+	gfd = safepath_open_guest(k->session_dir, k->name, err, errlen);
+	if (gfd < 0)
+		return gfd;
 	/* in the session tree: never through a link, never blocked by a FIFO */
-	k->con_log = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
-			  O_CLOEXEC, 0644);
+	k->con_log = safepath_create_file(gfd, "console.log", 0644, 0);
+	close(gfd);
 	if (pipe2(pfd, O_CLOEXEC) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
 		util_seterr(err, errlen, "cannot create the console pipe or channel socket: %s",
 			    strerror(errno));

@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/safepath.h"
 #include "lib/util.h"
 #include "vmm/backend.h"
 #include "vmm/qemu/disk-boot.h"
@@ -44,7 +45,7 @@
 
 enum {
 	OPT_KERNEL = BACKEND_OPT, OPT_INITRD, OPT_APPEND, OPT_WORKLOAD, OPT_SMP,
-	OPT_ACCEL, OPT_NAME, OPT_CONSOLE, OPT_QEMU, OPT_DISK,
+	OPT_ACCEL, OPT_NAME, OPT_CONSOLE, OPT_QEMU, OPT_DISK, OPT_DISK_BOOT_MAX,
 };
 
 struct qlaunch {
@@ -61,14 +62,17 @@ struct qlaunch {
 	unsigned nr_extra;
 	char images[PATH_MAX], kbuf[PATH_MAX + 16], ibuf[PATH_MAX + 32];
 	char root[PATH_MAX + 8], map[PATH_MAX + 16], cmdline[4096];
-	char disk_rel[72];		/* --disk: the kernel release in its /boot */
+	struct disk_boot boot;		/* --disk: the releases of its /boot */
+	char disk_rel[80];		/* the one booted, for the intro */
+	uint64_t boot_max;		/* --disk-boot-max */
 	int disk_qcow2;
 	/* the run */
 	char dir[128];			/* private: sockets and QEMU's log */
+	int dir_fd;			/* dir, opened */
 	char qmp[PATH_MAX], chan[PATH_MAX], con[PATH_MAX];
-	char log[PATH_MAX];
 	int gdb_fd[2];			/* [0] the sampler's, [1] QEMU's */
 	char guest_dir[PATH_MAX];	/* <session>/guests/<name> */
+	int guest_fd;			/* guest_dir, opened (lib/safepath.h) */
 	pid_t qemu;
 	int status;
 	int con_fd;
@@ -86,6 +90,9 @@ static const struct opt_def qlaunch_options[] = {
 	{ "disk", OPT_DISK, "IMAGE", "boot a disk image (its root file system is /dev/vda) "
 	  "with the kernel and initrd in its own /boot, unless --kernel is given; writes go "
 	  "to a temporary overlay, the image is not changed (default memory 1024 MB)", 0 },
+	{ "disk-boot-max", OPT_DISK_BOOT_MAX, "SIZE", "--disk: the largest kernel or "
+	  "initrd copied out of the image's /boot (default 256M, at most 16G); a release "
+	  "with a larger one is skipped for the next", 0 },
 	{ "initrd", OPT_INITRD, "FILE", "initramfs", 0 },
 	{ "append", OPT_APPEND, "STRING", "extra kernel command line (console=ttyS0 is "
 	  "always given)", 0 },
@@ -114,7 +121,8 @@ static void *qlaunch_new(void)
 	q->name = "guest";
 	q->smp = 2;
 	q->mem = 512;
-	q->con_fd = q->con_out = -1;
+	q->boot_max = DISK_BOOT_MAX_DEFAULT;
+	q->con_fd = q->con_out = q->dir_fd = q->guest_fd = -1;
 	q->gdb_fd[0] = q->gdb_fd[1] = -1;
 	return q;
 }
@@ -142,6 +150,14 @@ static int qlaunch_parse(void *st, int opt, const char *arg, char *err, size_t e
 	case OPT_CONSOLE: q->show_console = 1; break;
 	case OPT_QEMU: q->qemu_bin = arg; break;
 	case OPT_DISK: q->disk = arg; break;
+	case OPT_DISK_BOOT_MAX:
+		if (util_parse_size(arg, &q->boot_max) || q->boot_max < (1u << 20) ||
+		    q->boot_max > DISK_BOOT_MAX_LIMIT) {
+			util_seterr(err, errlen, "--disk-boot-max takes a size from 1M to 16G "
+				    "(e.g. 512M), not '%s'", arg);
+			return -EINVAL;
+		}
+		break;
 	default: return -EINVAL;
 	}
 	return 0;
@@ -246,12 +262,10 @@ static void make_cmdline(struct qlaunch *q)
  * than the test image: 1 GB unless -m says otherwise. */
 static int disk_prepare(struct qlaunch *q, char *err, size_t errlen)
 {
-	int r = disk_boot_is_qcow2(q->disk);
+	int r = disk_boot_probe(q->disk, err, errlen);
 
-	if (r < 0) {
-		util_seterr(err, errlen, "--disk %s: %s", q->disk, strerror(-r));
+	if (r < 0)
 		return r;
-	}
 	q->disk_qcow2 = r;
 	if (strchr(q->disk, ',')) {
 		util_seterr(err, errlen, "--disk %s: QEMU cannot take a ',' in the path; "
@@ -268,7 +282,8 @@ static int disk_prepare(struct qlaunch *q, char *err, size_t errlen)
 			    "here; give --kernel and --initrd", q->disk);
 		return -EINVAL;
 	}
-	return disk_boot_find(q->disk, q->disk_rel, sizeof(q->disk_rel), err, errlen);
+	return disk_boot_find(q->disk, q->boot_max, &q->boot, q->setup.notes,
+			      sizeof(q->setup.notes), err, errlen);
 }
 
 static int qlaunch_prepare(void *st, const struct backend_common *c,
@@ -377,7 +392,9 @@ static pid_t start_qemu(struct qlaunch *q, char **args)
 
 	if (pid == 0) {
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-		int log = open(q->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		/* a name in the run's fresh private directory */
+		int log = openat(q->dir_fd, "qemu.log", O_WRONLY | O_CREAT | O_EXCL |
+				 O_NOFOLLOW | O_CLOEXEC, 0600);
 
 		/* QEMU dies with opvm, even by SIGKILL: nobody else would quit
 		 * it.  A parent gone before prctl() is seen by getppid(). */
@@ -413,10 +430,10 @@ static int wait_sockets(struct qlaunch *q)
 }
 
 /* The end of QEMU's log, for an error message. */
-static void log_tail(const char *path, char *out, size_t len)
+static void log_tail(int dfd, char *out, size_t len)
 {
 	char buf[2048];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = util_openat_regular(dfd, "qemu.log", O_NOFOLLOW);
 	ssize_t n = -1;
 	off_t size;
 
@@ -449,15 +466,17 @@ static int reap_qemu(struct qlaunch *q, int ms)
 	return 0;
 }
 
-static void copy_file(const char *from, const char *to)
+/* QEMU's log from the run directory into the guest's, both opened: the
+ * copy never goes through a link (lib/safepath.h). */
+static void copy_log(int from_dfd, int to_dfd)
 {
 	char buf[8192];
-	int in = open(from, O_RDONLY | O_CLOEXEC), out;
+	int in = util_openat_regular(from_dfd, "qemu.log", O_NOFOLLOW), out;
 	ssize_t n;
 
 	if (in < 0)
 		return;
-	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+	out = safepath_create_file(to_dfd, "qemu.log", 0644, 0);
 	while (out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
 		if (write(out, buf, (size_t)n) != n)
 			break;
@@ -513,37 +532,21 @@ static void run_dir_remove(const char *dir)
 	rmdir(dir);
 }
 
-/*
- * The run's private directory, BASE/PID, under BASE = $TMPDIR/opvm-run-UID
- * (0700, ours; short: sun_path is 108).  Directories of runs whose opvm is
- * gone (SIGKILL leaves them) are removed first: their name is their
- * owner's pid.
- */
-static int run_dir_create(char *dir, size_t len, char *err, size_t errlen)
+/* Removes the directories of runs whose opvm is gone (SIGKILL leaves
+ * them) from base (a checked private directory): their name is their
+ * owner's pid. */
+static void run_dirs_stale(int bfd, const char *base)
 {
-	const char *tmp = getenv("TMPDIR");
-	char base[96];
-	struct stat st;
+	int fd = dup(bfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *e;
-	DIR *d;
 
-	snprintf(base, sizeof(base), "%s/opvm-run-%u", tmp && tmp[0] == '/' &&
-		 strlen(tmp) < 60 ? tmp : "/tmp", (unsigned)geteuid());
-	if (mkdir(base, 0700) && errno != EEXIST) {
-		util_seterr(err, errlen, "cannot create %s: %s (set TMPDIR to a writable "
-			    "directory)", base, strerror(errno));
-		return -errno;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
 	}
-	/* Someone else's directory (or a link) in a shared /tmp is a trap. */
-	if (lstat(base, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
-	    (st.st_mode & 077)) {
-		util_seterr(err, errlen, "%s is not a private directory of this user "
-			    "(owner %u, mode %o): remove it, or set TMPDIR elsewhere", base,
-			    (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
-		return -EPERM;
-	}
-	d = opendir(base);
-	while (d && (e = readdir(d))) {
+	while ((e = readdir(d))) {
 		char *end, stale[96 + 256];
 		long pid = strtol(e->d_name, &end, 10);
 
@@ -553,14 +556,47 @@ static int run_dir_create(char *dir, size_t len, char *err, size_t errlen)
 		snprintf(stale, sizeof(stale), "%s/%s", base, e->d_name);
 		run_dir_remove(stale);
 	}
-	if (d)
-		closedir(d);
-	snprintf(dir, len, "%s/%ld", base, (long)getpid());
-	run_dir_remove(dir);	/* a stale one with our pid */
-	if (mkdir(dir, 0700)) {
-		util_seterr(err, errlen, "cannot create %s: %s", dir, strerror(errno));
-		return -errno;
+	closedir(d);
+}
+
+/*
+ * The run's private directory, BASE/PID, under BASE = $TMPDIR/opvm-run-UID
+ * (short: sun_path is 108), walked as lib/safepath.h does: $TMPDIR's
+ * directories owned by this user or root and writable by no one else
+ * unless sticky, BASE this user's and 0700, no link followed where opvm
+ * names the component; the kernel and initrd of --disk are written from
+ * the fd of BASE/PID (q->dir_fd).
+ */
+static int run_dir_create(struct qlaunch *q, char *err, size_t errlen)
+{
+	const char *tmp = getenv("TMPDIR");
+	char base[96], name[32];
+	int tfd, bfd;
+
+	tmp = tmp && tmp[0] == '/' && strlen(tmp) < 60 ? tmp : "/tmp";
+	snprintf(name, sizeof(name), "opvm-run-%u", (unsigned)geteuid());
+	snprintf(base, sizeof(base), "%s/%s", tmp, name);
+	tfd = safepath_open_base(tmp, 0700, 0, NULL, 0, err, errlen);
+	if (tfd < 0)
+		return tfd;
+	bfd = safepath_open_sub(tfd, tmp, name, 0700, SAFEPATH_CREATE | SAFEPATH_PRIVATE,
+				err, errlen);
+	close(tfd);
+	if (bfd < 0)
+		return bfd;
+	run_dirs_stale(bfd, base);
+	snprintf(q->dir, sizeof(q->dir), "%s/%ld", base, (long)getpid());
+	snprintf(name, sizeof(name), "%ld", (long)getpid());
+	run_dir_remove(q->dir);	/* a stale one with our pid */
+	if (mkdirat(bfd, name, 0700) ||
+	    (q->dir_fd = openat(bfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		int ret = -errno;
+
+		util_seterr(err, errlen, "cannot create %s: %s", q->dir, strerror(errno));
+		close(bfd);
+		return ret;
 	}
+	close(bfd);
 	return 0;
 }
 
@@ -568,8 +604,12 @@ static int run_dir_create(char *dir, size_t len, char *err, size_t errlen)
  * directory in the session. */
 static int make_dirs(struct qlaunch *q, char *err, size_t errlen)
 {
-	int r = run_dir_create(q->dir, sizeof(q->dir), err, errlen);
+	int r;
 
+	q->guest_fd = safepath_open_guest(q->session_dir, q->name, err, errlen);
+	if (q->guest_fd < 0)
+		return q->guest_fd;
+	r = run_dir_create(q, err, errlen);
 	if (r) {
 		q->dir[0] = '\0';
 		return r;
@@ -582,25 +622,17 @@ static int make_dirs(struct qlaunch *q, char *err, size_t errlen)
 	snprintf(q->qmp, sizeof(q->qmp), "%s/qmp", q->dir);
 	snprintf(q->chan, sizeof(q->chan), "%s/chan", q->dir);
 	snprintf(q->con, sizeof(q->con), "%s/con", q->dir);
-	snprintf(q->log, sizeof(q->log), "%s/qemu.log", q->dir);
 	snprintf(q->guest_dir, sizeof(q->guest_dir), "%s/guests/%s", q->session_dir, q->name);
-	if (util_mkdir_p(q->guest_dir)) {
-		util_seterr(err, errlen, "cannot create %s: %s", q->guest_dir, strerror(errno));
-		return -errno;
-	}
 	return 0;
 }
 
 /* QEMU runs (paused) with its sockets up: console thread and a QMP check. */
 static int connect_console(struct qlaunch *q, char *err, size_t errlen)
 {
-	char path[PATH_MAX + 16];
 	struct qmp *qmp;
 
-	snprintf(path, sizeof(path), "%s/console.log", q->guest_dir);
 	/* in the session tree: never through a link, never blocked by a FIFO */
-	q->con_out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
-			  O_CLOEXEC, 0644);
+	q->con_out = safepath_create_file(q->guest_fd, "console.log", 0644, 0);
 	q->con_fd = util_connect_unix(q->con, 10000);
 	if (q->con_fd < 0 || pthread_create(&q->con_thread, NULL, console_main, q)) {
 		util_seterr(err, errlen, "cannot read the guest console from QEMU");
@@ -700,10 +732,12 @@ static int qlaunch_open(void *st, struct vm_monitor *mon, struct backend_target 
 	r = make_dirs(q, err, errlen);
 	if (r)
 		return r;
-	if (q->disk_rel[0]) {
-		r = disk_boot_extract(q->disk, q->disk_rel, q->dir, err, errlen);
-		if (r)
+	if (q->boot.n) {
+		r = disk_boot_extract(q->disk, &q->boot, q->dir_fd, t->notes, sizeof(t->notes),
+				      err, errlen);
+		if (r < 0)
 			return r;
+		snprintf(q->disk_rel, sizeof(q->disk_rel), ", kernel %s", q->boot.r[r].rel);
 		snprintf(q->kbuf, sizeof(q->kbuf), "%s/vmlinuz", q->dir);
 		snprintf(q->ibuf, sizeof(q->ibuf), "%s/initrd.img", q->dir);
 		q->kernel = q->kbuf;
@@ -723,16 +757,16 @@ static int qlaunch_open(void *st, struct vm_monitor *mon, struct backend_target 
 		return -errno;
 	}
 	if (wait_sockets(q)) {
-		log_tail(q->log, tail, sizeof(tail));
+		log_tail(q->dir_fd, tail, sizeof(tail));
 		util_seterr(err, errlen, "QEMU (%s) did not start: see below, or run it by "
 			    "hand%s", q->qemu_bin, tail);
 		return -ECHILD;
 	}
 	r = connect_guest(q, t, err, errlen);
 	if (!r)
-		util_seterr(t->intro, sizeof(t->intro), "booting %s (%u vCPUs, %s); console in "
-			 "%s/console.log; Ctrl-C stops", q->disk ? q->disk : q->kernel, t->nr_vcpus, q->accel,
-			 q->guest_dir);
+		util_seterr(t->intro, sizeof(t->intro), "booting %s (%u vCPUs, %s%s); console "
+			    "in %s/console.log; Ctrl-C stops", q->disk ? q->disk : q->kernel,
+			    t->nr_vcpus, q->accel, q->disk_rel, q->guest_dir);
 	return r;
 }
 
@@ -784,7 +818,6 @@ static void qlaunch_summary(void *st, const struct backend_target *t,
 static void qlaunch_close(void *st, struct backend_target *t)
 {
 	struct qlaunch *q = st;
-	char path[PATH_MAX + 16];
 
 	if (q->qemu > 0) {
 		kill(q->qemu, SIGKILL);
@@ -806,10 +839,13 @@ static void qlaunch_close(void *st, struct backend_target *t)
 	if (q->con_out >= 0)
 		close(q->con_out);
 	q->con_fd = q->con_out = -1;
-	if (q->guest_dir[0]) {
-		snprintf(path, sizeof(path), "%s/qemu.log", q->guest_dir);
-		copy_file(q->log, path);
-	}
+	if (q->guest_fd >= 0 && q->dir_fd >= 0)
+		copy_log(q->dir_fd, q->guest_fd);
+	if (q->guest_fd >= 0)
+		close(q->guest_fd);
+	if (q->dir_fd >= 0)
+		close(q->dir_fd);
+	q->guest_fd = q->dir_fd = -1;
 	for (int i = 0; i < 2; i++) {
 		if (q->gdb_fd[i] >= 0)
 			close(q->gdb_fd[i]);
