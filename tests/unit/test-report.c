@@ -21,6 +21,7 @@
 #include "host/report/report.h"
 #include "host/report/report-cli.h"
 #include "host/report/report-priv.h"
+#include "host/report/profile.pb-c.h"
 #include "tests/golden/fixture.h"
 #include "lib/array.h"
 
@@ -557,28 +558,79 @@ static const char *line_with(const char *text, const char *needle, char *out, si
 	return out;
 }
 
-/* Each occurrence of s in b[n] overwritten with c, the length kept (a
- * protobuf string's length prefix stays right). */
-static void blot(unsigned char *b, size_t n, const char *s, char c)
+/* Every other 40-digit hex run (a build-id: the fixture's libraries are
+ * built with -g, so theirs follow the checkout's path) overwritten in s. */
+static char *hide_build_ids(char *s)
 {
-	size_t k = strlen(s);
-	unsigned char *p = b;
+	for (char *p = s; *p; p++) {
+		size_t n = strspn(p, "0123456789abcdef");
 
-	while (k && (p = memmem(p, n - (size_t)(p - b), s, k))) {
-		memset(p, c, k);
-		p += k;
+		if (n == 40)
+			memset(p, 'B', n);
+		p += n ? n - 1 : 0;
 	}
+	return s;
 }
 
-/* pprof's gzip'd bytes, inflated and written as hex, 32 bytes a line: a
- * text golden file for a binary format.  The fixture's temporary root and
- * its build-id are blotted out first (same length, so the framing holds). */
-static char *pprof_hex(const char *gz, size_t gzlen)
+/* One line per message of p, strings by their text. */
+static void pprof_dump(FILE *f, const Perftools__Profiles__Profile *p)
+{
+#define S(i) ((size_t)(i) < p->n_string_table ? p->string_table[i] : "?")
+	for (size_t i = 0; i < p->n_sample_type; i++)
+		fprintf(f, "sample_type %s/%s\n", S(p->sample_type[i]->type),
+			S(p->sample_type[i]->unit));
+	for (size_t i = 0; i < p->n_sample; i++) {
+		fprintf(f, "sample locations");
+		for (size_t k = 0; k < p->sample[i]->n_location_id; k++)
+			fprintf(f, " %" PRIu64, p->sample[i]->location_id[k]);
+		fprintf(f, " values");
+		for (size_t k = 0; k < p->sample[i]->n_value; k++)
+			fprintf(f, " %" PRId64, p->sample[i]->value[k]);
+		for (size_t k = 0; k < p->sample[i]->n_label; k++)
+			fprintf(f, " %s=%s/%" PRId64, S(p->sample[i]->label[k]->key),
+				S(p->sample[i]->label[k]->str), p->sample[i]->label[k]->num);
+		fputc('\n', f);
+	}
+	for (size_t i = 0; i < p->n_mapping; i++) {
+		const Perftools__Profiles__Mapping *m = p->mapping[i];
+
+		fprintf(f, "mapping %" PRIu64 " %#" PRIx64 "-%#" PRIx64 " +%#" PRIx64 " %s %s %d%d\n",
+			m->id, m->memory_start, m->memory_limit, m->file_offset, S(m->filename),
+			S(m->build_id), m->has_functions, m->has_line_numbers);
+	}
+	for (size_t i = 0; i < p->n_location; i++) {
+		const Perftools__Profiles__Location *l = p->location[i];
+
+		fprintf(f, "location %" PRIu64 " mapping %" PRIu64 " %#" PRIx64, l->id,
+			l->mapping_id, l->address);
+		for (size_t k = 0; k < l->n_line; k++)
+			fprintf(f, " fn %" PRIu64 ":%" PRId64, l->line[k]->function_id, l->line[k]->line);
+		fputc('\n', f);
+	}
+	for (size_t i = 0; i < p->n_function; i++)
+		fprintf(f, "function %" PRIu64 " %s %s %s %" PRId64 "\n", p->function[i]->id,
+			S(p->function[i]->name), S(p->function[i]->system_name),
+			S(p->function[i]->filename), p->function[i]->start_line);
+	fprintf(f, "period %" PRId64 " %s/%s duration %" PRId64 " comments %zu\n", p->period,
+		p->period_type ? S(p->period_type->type) : "-",
+		p->period_type ? S(p->period_type->unit) : "-", p->duration_nanos, p->n_comment);
+	for (size_t i = 0; i < p->n_comment; i++)
+		fprintf(f, "comment %s\n", S(p->comment[i]));
+#undef S
+}
+
+/* pprof's gzip'd bytes inflated, unpacked with protobuf-c and written as
+ * text, one message a line with its string-table entries spelled out: a
+ * golden file for a binary format, its paths normalised like the text
+ * outputs' (the fixture's root differs between checkouts). */
+static char *pprof_text(const char *gz, size_t gzlen)
 {
 	z_stream z = { .next_in = (Bytef *)gz, .avail_in = (uInt)gzlen };
-	size_t cap = 1 << 20, n;
+	size_t cap = 1 << 20, n, len = 0;
 	unsigned char *raw = malloc(cap);
-	char *hex, *p;
+	Perftools__Profiles__Profile *p;
+	char *out = NULL;
+	FILE *f;
 
 	assert_non_null(raw);
 	assert_int_equal(inflateInit2(&z, 16 + MAX_WBITS), Z_OK);
@@ -587,15 +639,15 @@ static char *pprof_hex(const char *gz, size_t gzlen)
 	assert_int_equal(inflate(&z, Z_FINISH), Z_STREAM_END);
 	n = cap - z.avail_out;
 	inflateEnd(&z);
-	blot(raw, n, fx.root, 'R');
-	blot(raw, n, fx.bid_hex, 'B');
-	hex = p = malloc(n * 2 + n / 32 + 2);
-	assert_non_null(hex);
-	for (size_t i = 0; i < n; i++)
-		p += sprintf(p, "%02x%s", raw[i], i % 32 == 31 || i + 1 == n ? "\n" : "");
-	*p = '\0';
+	p = perftools__profiles__profile__unpack(NULL, n, raw);
+	assert_non_null(p);
+	f = open_memstream(&out, &len);
+	assert_non_null(f);
+	pprof_dump(f, p);
+	fclose(f);
+	perftools__profiles__profile__free_unpacked(p, NULL);
 	free(raw);
-	return hex;
+	return hide_build_ids(normalise(out));
 }
 
 /* Writes r in export format fmt (0 folded, 1 speedscope, 2 html, 3 pprof)
@@ -618,7 +670,7 @@ static char *export_text(const struct report *r, struct symres *res, int fmt)
 	fclose(f);
 	if (fmt != 3)
 		return normalise(buf);
-	hex = pprof_hex(buf, len);
+	hex = pprof_text(buf, len);
 	free(buf);
 	return hex;
 }
@@ -629,7 +681,7 @@ static void test_exports_golden(void **state)
 {
 	static const char *const names[] = {
 		"export-folded.txt", "export-speedscope.json", "export.html",
-		"export-pprof.hex",
+		"export-pprof.txt",
 	};
 	struct symres *res;
 	struct report *r = load(&res, 1, 0, REPORT_KEEP_DEFAULT, NULL);
