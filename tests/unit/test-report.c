@@ -629,7 +629,7 @@ static char *pprof_text(const char *gz, size_t gzlen)
 	size_t cap = 1 << 20, n, len = 0;
 	unsigned char *raw = malloc(cap);
 	Perftools__Profiles__Profile *p;
-	char *out = NULL;
+	char *out = NULL, cwd[PATH_MAX];
 	FILE *f;
 
 	assert_non_null(raw);
@@ -647,6 +647,10 @@ static char *pprof_text(const char *gz, size_t gzlen)
 	fclose(f);
 	perftools__profiles__profile__free_unpacked(p, NULL);
 	free(raw);
+	/* DWARF's file names are absolute: the checkout's path, which pprof
+	 * writes without its leading slash */
+	if (getcwd(cwd, sizeof(cwd)) && cwd[1])
+		out = subst(out, cwd + 1, "$CHECKOUT");
 	return hide_build_ids(normalise(out));
 }
 
