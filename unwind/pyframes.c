@@ -278,10 +278,12 @@ static int read_str(struct rd *r, const struct pyframes_target *t, const struct 
 
 /* ---- the location table (CPython's Objects/locations.md) ---------------- */
 
+/* Read in small chunks: most tables are short, and a frame's line is
+ * usually in the table's first entries. */
 struct lt {
 	struct rd *r;
 	uint64_t at, end;
-	uint8_t buf[256];
+	uint8_t buf[64];
 	unsigned pos, n;
 };
 
