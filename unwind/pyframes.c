@@ -425,6 +425,7 @@ static int read_code(struct rd *r, const struct pyframes_target *t,
 	}
 	memcpy(&first, b + l->co_firstlineno, sizeof(first));
 	f->code = code;
+	f->instr = instr;
 	f->line = code_line(r, t, l, code, u64at(b, l->co_linetable), first, instr);
 	return 0;
 }
@@ -536,7 +537,7 @@ static unsigned walk(struct rd *r, const struct pyframes_target *t,
 			continue;		/* a C-stack shim: no code of its own */
 		if (read_code(r, t, l, code, instr, &out[n]))
 			break;
-		n++;
+		out[n++].frame = vis[nv - 1];
 	}
 	if (frame && n == max)
 		r->st->depth_cut++;
@@ -579,6 +580,61 @@ unsigned pyframes_read(const struct unwind_mem *m, const struct pyframes_target 
 		st->chains++;
 	st->frames += n;
 	return n;
+}
+
+/* The (frame, code, instruction) triples of the chain again, shims
+ * skipped; returns how many (at most max). */
+static unsigned rewalk(struct rd *r, const struct pyframes_layout *l, uint64_t frame,
+		       uint64_t (*trip)[3], unsigned max)
+{
+	unsigned span = umax(umax(l->fr_previous, l->fr_code), umax(l->fr_instr, l->fr_owner)) + 8;
+	unsigned n = 0, steps = 0;
+	uint8_t b[512];
+
+	while (frame && n < max && steps++ < PYFRAMES_MAX_DEPTH) {
+		if (span > sizeof(b) || !uptr_ok(frame, 8) || rd(r, frame, b, span))
+			break;
+		if (b[l->fr_owner] != l->owner_cstack) {
+			trip[n][0] = frame;
+			trip[n][1] = u64at(b, l->fr_code);
+			trip[n][2] = u64at(b, l->fr_instr);
+			n++;
+		}
+		frame = u64at(b, l->fr_previous);
+	}
+	return n;
+}
+
+unsigned pyframes_validate(const struct unwind_mem *m, const struct pyframes_target *t,
+			   const struct pyframes_layout *l, uint32_t tid, struct pyframe *out,
+			   unsigned n, struct pyframes_stats *st)
+{
+	struct rd r = { m, st, 0 };
+	uint64_t trip[PYFRAMES_MAX_DEPTH][3], ts, frame = 0;
+	unsigned k = 0, same = 0;
+	int err;
+
+	if (n > PYFRAMES_MAX_DEPTH)
+		n = PYFRAMES_MAX_DEPTH;
+	ts = n ? find_thread(&r, t, l, tid, &err) : 0;
+	if (ts && !current_frame(&r, l, ts, &frame))
+		k = rewalk(&r, l, frame, trip, PYFRAMES_MAX_DEPTH);
+	/* compare from the outermost frame in: what the two reads share; a
+	 * caller's instruction is its call, the innermost frame's moves on
+	 * (its line is the one read, a few microseconds after the sample) */
+	while (same < n && same < k) {
+		const struct pyframe *f = &out[n - 1 - same];
+		const uint64_t *x = trip[k - 1 - same];
+
+		if (f->frame != x[0] || f->code != x[1] ||
+		    (same + 1 < n && f->instr != x[2]))
+			break;
+		same++;
+	}
+	st->changed += n - same;
+	if (same < n)
+		memmove(out, out + (n - same), same * sizeof(*out));
+	return same;
 }
 
 size_t pyframe_format(const struct pyframe *f, char *buf, size_t len)

@@ -72,6 +72,8 @@ struct pyframe {
 	char file[PYFRAMES_FILE_MAX];	/* co_filename */
 	uint32_t line;			/* 0: not known */
 	uint64_t code;			/* the code object's address */
+	uint64_t frame;			/* the _PyInterpreterFrame's */
+	uint64_t instr;			/* its instruction pointer */
 };
 
 /* What reads found and why they failed, counted. */
@@ -88,6 +90,7 @@ struct pyframes_stats {
 	uint64_t bad_code;		/* a code object unreadable or of a wrong type */
 	uint64_t bad_string;		/* a name refused: type, layout, length */
 	uint64_t truncated;		/* names cut to fit */
+	uint64_t changed;		/* frames dropped by pyframes_validate() */
 	uint64_t bytes;			/* guest bytes read */
 };
 
@@ -107,6 +110,18 @@ int pyframes_layout(const struct unwind_mem *m, const struct pyframes_target *t,
 unsigned pyframes_read(const struct unwind_mem *m, const struct pyframes_target *t,
 		       const struct pyframes_layout *l, uint32_t tid, struct pyframe *out,
 		       unsigned max, struct pyframes_stats *st);
+
+/*
+ * For a guest that kept running while out[0..n) was read (the perf
+ * sampler): reads the chain again, frame, code and instruction pointers
+ * only, and keeps the outermost frames that are the same in both reads
+ * (the same frame, code object and, for callers, call site); the inner
+ * ones that changed are dropped (st->changed).  Returns the
+ * frames kept, moved to out[0..).  Call right after pyframes_read().
+ */
+unsigned pyframes_validate(const struct unwind_mem *m, const struct pyframes_target *t,
+			   const struct pyframes_layout *l, uint32_t tid, struct pyframe *out,
+			   unsigned n, struct pyframes_stats *st);
 
 /*
  * The symbols of t from the dynamic symbol table of the ELF executable

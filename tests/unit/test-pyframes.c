@@ -629,6 +629,33 @@ static void test_depth(void **state)
 	assert_int_equal(pyframes_read(&img_mem, &ft, &fl, 42, fr, 2, &st), 2);
 }
 
+/* The perf sampler's second read: what changed in between is dropped. */
+static void test_validate(void **state)
+{
+	struct pyframe fr[PYFRAMES_MAX_DEPTH];
+	struct pyframes_stats st;
+	uint64_t code2;
+
+	(void)state;
+	build_image(11);
+	assert_int_equal(read_fake(fr, &st), 3);
+	/* nothing changed; the leaf's own instruction may move on */
+	put64(fake_frames[0] + fl.fr_instr, fr[0].instr + 2);
+	assert_int_equal(pyframes_validate(&img_mem, &ft, &fl, 42, fr, 3, &st), 3);
+	assert_int_equal(st.changed, 0);
+	/* the leaf returned: its caller runs another call site */
+	put64(fake_frames[1] + fl.fr_instr, fr[1].instr + 2);
+	assert_int_equal(pyframes_validate(&img_mem, &ft, &fl, 42, fr, 3, &st), 1);
+	assert_int_equal(st.changed, 2);
+	assert_string_equal(fr[0].name, "<module>");
+	/* another code object in the outermost frame: nothing kept */
+	assert_int_equal(read_fake(fr, &st), 3);
+	memcpy(&code2, img + (fake_frames[0] + fl.fr_code - BASE), 8);
+	put64(fake_frames[2] + fl.fr_code, code2);
+	assert_int_equal(pyframes_validate(&img_mem, &ft, &fl, 42, fr, 3, &st), 0);
+	assert_int_equal(st.changed, 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -641,6 +668,7 @@ int main(void)
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_bad_pointers),
 		cmocka_unit_test(test_depth),
+		cmocka_unit_test(test_validate),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
