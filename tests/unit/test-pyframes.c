@@ -7,7 +7,9 @@
  * chain by its native thread id, names, files and lines asserted.  Then a
  * fake memory image in 3.11's layout and in 3.13's published one, and
  * hostile versions of it: forged thread states, frame loops, giant and
- * non-UTF-8 names, bad pointers, wrong object types, depth.
+ * non-UTF-8 names, bad pointers, wrong object types, depth.  And the
+ * samplers' side (vmm/guest/pyguest.c) on the real interpreter: the set
+ * the collector publishes, the interpreter found once, frames per sample.
  */
 #include <dirent.h>
 #include <limits.h>
@@ -27,6 +29,7 @@
 
 #include "tmpdir.h"
 #include "unwind/pyframes.h"
+#include "vmm/guest/pyguest.h"
 
 /* ---- a real interpreter ------------------------------------------------- */
 
@@ -229,6 +232,65 @@ static void test_real_python(void **state)
 	assert_int_equal(pyframes_read(&um, &t, &l, 1, fr, PYFRAMES_MAX_DEPTH, &st), 0);
 	assert_true(st.no_thread >= 1);
 	assert_int_equal(st.bad_runtime + st.bad_code + st.bad_string + st.loops, 0);
+}
+
+/* The samplers' side: a published address space (its "CR3" 0x5000), its
+ * interpreter found from the executable's first page, frames by tid. */
+static void test_pyguest(void **state)
+{
+	struct pyframe fr[PYFRAMES_MAX_DEPTH];
+	struct sampler_python set = { .nr = 1 };
+	struct pyguest_stats st;
+	struct proc p = { 0 };
+	struct unwind_mem um = { proc_read, &p };
+	struct pyguest *pg;
+	char line[512];
+	unsigned n = 0;
+
+	(void)state;
+	if (access(PYTHON, X_OK))
+		skip();
+	running = &p;
+	assert_int_equal(start_python(&p), 0);
+	pg = pyguest_new();
+	assert_non_null(pg);
+	set.as[0].cr3 = 0x5000;
+	set.as[0].exe_base = exe_base(p.pid);
+	set.as[0].version = 0x030b0000;
+	assert_int_equal(pyguest_read(pg, &um, 0x5000, (uint32_t)p.pid, fr, 8, 0), 0);
+	pyguest_publish(pg, &set);
+	assert_false(pyguest_is_python(pg, 0x5000));	/* not taken yet */
+	pyguest_take(pg);
+	assert_true(pyguest_is_python(pg, 0x5000));
+	assert_false(pyguest_is_python(pg, 0x6000));
+	for (int i = 0; i < 500 && !(n && !strcmp(fr[0].name, "leaf_work")); i++) {
+		kill(p.pid, SIGSTOP);
+		waitpid(p.pid, NULL, WUNTRACED);
+		n = pyguest_read(pg, &um, 0x5000, (uint32_t)p.pid, fr, PYFRAMES_MAX_DEPTH, 0);
+		kill(p.pid, SIGCONT);
+		usleep(2000);
+	}
+	assert_int_equal(n, 4);
+	assert_string_equal(fr[2].name, "Outer.method");
+	/* running (the perf sampler): read, read again */
+	n = pyguest_read(pg, &um, 0x5000, (uint32_t)p.pid, fr, PYFRAMES_MAX_DEPTH, 1);
+	assert_true(n <= 4);
+	/* no tid; a name that says another version: not resolved */
+	assert_int_equal(pyguest_read(pg, &um, 0x5000, 0, fr, PYFRAMES_MAX_DEPTH, 0), 0);
+	pyguest_get_stats(pg, &st);
+	assert_int_equal(st.resolved, 1);
+	assert_int_equal(st.no_tid, 1);
+	assert_true(st.with_frames >= 1);
+	set.as[0].version = 0x030c0000;
+	set.as[0].cr3 = 0x7000;
+	pyguest_publish(pg, &set);
+	pyguest_take(pg);
+	assert_int_equal(pyguest_read(pg, &um, 0x7000, (uint32_t)p.pid, fr, 8, 0), 0);
+	pyguest_get_stats(pg, &st);
+	assert_int_equal(st.resolve_failed, 1);
+	pyguest_describe(pg, line, sizeof(line));
+	assert_non_null(strstr(line, "python: "));
+	pyguest_free(pg);
 }
 
 /* ---- a fake image --------------------------------------------------------- */
@@ -660,6 +722,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_real_python, teardown_python),
+		cmocka_unit_test_teardown(test_pyguest, teardown_python),
 		cmocka_unit_test(test_fake_311),
 		cmocka_unit_test(test_fake_313),
 		cmocka_unit_test(test_versions),
