@@ -120,39 +120,54 @@ static uint32_t gnu_hash(const char *s)
 	return h;
 }
 
-/* Symbol i's name equals name? */
+/* Symbol s's name equals name: 1, 0, or -EFAULT (unreadable). */
 static int sym_is(const struct dynsyms *d, const Elf64_Sym *s, const char *name)
 {
 	char buf[64];
 	size_t len = strlen(name) + 1;
 
-	if (len > sizeof(buf) || s->st_name >= d->strsz || len > d->strsz - s->st_name ||
-	    rdm(d->m, d->strtab + s->st_name, buf, len))
+	if (len > sizeof(buf) || s->st_name >= d->strsz || len > d->strsz - s->st_name)
 		return 0;
+	if (rdm(d->m, d->strtab + s->st_name, buf, len))
+		return -EFAULT;
 	return !memcmp(buf, name, len);
 }
 
-/* The run-time address of the defined symbol name, or 0. */
-static uint64_t dynsym_lookup(const struct dynsyms *d, const char *name)
+/* The run-time address of the defined symbol name into *at (0: none).
+ * 0, or -EFAULT when a page on the way does not read (not resident yet:
+ * worth another try, unlike a symbol that is not there). */
+static int dynsym_lookup(const struct dynsyms *d, const char *name, uint64_t *at)
 {
 	uint32_t hdr[4], h = gnu_hash(name), idx, cw;
 	uint64_t buckets, chains;
 	Elf64_Sym s;
 
-	if (rdm(d->m, d->gnu_hash, hdr, sizeof(hdr)) || !hdr[0] || hdr[0] > MAX_BUCKETS ||
-	    hdr[2] > MAX_BUCKETS)
+	*at = 0;
+	if (rdm(d->m, d->gnu_hash, hdr, sizeof(hdr)))
+		return -EFAULT;
+	if (!hdr[0] || hdr[0] > MAX_BUCKETS || hdr[2] > MAX_BUCKETS)
 		return 0;
 	buckets = d->gnu_hash + 16 + (uint64_t)hdr[2] * 8;
 	chains = buckets + (uint64_t)hdr[0] * 4;
-	if (rdm(d->m, buckets + (uint64_t)(h % hdr[0]) * 4, &idx, sizeof(idx)) || idx < hdr[1])
+	if (rdm(d->m, buckets + (uint64_t)(h % hdr[0]) * 4, &idx, sizeof(idx)))
+		return -EFAULT;
+	if (idx < hdr[1])
 		return 0;
 	for (unsigned k = 0; k < MAX_CHAIN; k++, idx++) {
 		if (rdm(d->m, chains + (uint64_t)(idx - hdr[1]) * 4, &cw, sizeof(cw)))
-			return 0;
-		if ((cw | 1) == (h | 1) &&
-		    !rdm(d->m, d->symtab + (uint64_t)idx * sizeof(s), &s, sizeof(s)) &&
-		    s.st_shndx != SHN_UNDEF && s.st_value && sym_is(d, &s, name))
-			return s.st_value + d->bias;
+			return -EFAULT;
+		if ((cw | 1) == (h | 1)) {
+			if (rdm(d->m, d->symtab + (uint64_t)idx * sizeof(s), &s, sizeof(s)))
+				return -EFAULT;
+			int is = s.st_shndx != SHN_UNDEF && s.st_value ? sym_is(d, &s, name) : 0;
+
+			if (is < 0)
+				return is;
+			if (is) {
+				*at = s.st_value + d->bias;
+				return 0;
+			}
+		}
 		if (cw & 1)
 			break;
 	}
@@ -167,18 +182,20 @@ int pyframes_dynsym(const struct unwind_mem *m, uint64_t base, struct pyframes_t
 
 	memset(t, 0, sizeof(*t));
 	err = dynsyms_open(&d, m, base);
-	if (err)
-		return err;
-	t->runtime = dynsym_lookup(&d, "_PyRuntime");
-	if (!t->runtime)
+	if (!err)
+		err = dynsym_lookup(&d, "_PyRuntime", &t->runtime);
+	if (!err && !t->runtime)
 		return -ENOENT;
-	t->code_type = dynsym_lookup(&d, "PyCode_Type");
-	t->unicode_type = dynsym_lookup(&d, "PyUnicode_Type");
-	t->bytes_type = dynsym_lookup(&d, "PyBytes_Type");
+	if (!err)
+		err = dynsym_lookup(&d, "PyCode_Type", &t->code_type);
+	if (!err)
+		err = dynsym_lookup(&d, "PyUnicode_Type", &t->unicode_type);
+	if (!err)
+		err = dynsym_lookup(&d, "PyBytes_Type", &t->bytes_type);
 	/* Py_Version sits in .rodata, which may not be resident: then the
 	 * caller says the version (the executable's name) */
-	ver_at = dynsym_lookup(&d, "Py_Version");
-	if (ver_at && rdm(m, ver_at, &t->version, sizeof(t->version)))
+	if (!err && !dynsym_lookup(&d, "Py_Version", &ver_at) && ver_at &&
+	    rdm(m, ver_at, &t->version, sizeof(t->version)))
 		t->version = 0;
-	return 0;
+	return err;
 }

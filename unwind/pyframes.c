@@ -59,6 +59,7 @@ struct rd {
 	const struct unwind_mem *m;
 	struct pyframes_stats *st;
 	uint32_t used;
+	int faulted;			/* a page did not read (not a bad pointer) */
 };
 
 static int uptr_ok(uint64_t p, unsigned align)
@@ -72,7 +73,22 @@ static int rd(struct rd *r, uint64_t gva, void *buf, size_t len)
 		return -EFAULT;
 	r->used += (uint32_t)len;
 	r->st->bytes += len;
-	return r->m->read(r->m->arg, gva, buf, len) ? -EFAULT : 0;
+	if (r->m->read(r->m->arg, gva, buf, len)) {
+		r->faulted = 1;
+		return -EFAULT;
+	}
+	return 0;
+}
+
+/* Counts a cut chain: as unreadable when a page did not read (a page the
+ * process never touched, not resident), else under what refused it. */
+static void count_cut(struct rd *r, uint64_t *refused)
+{
+	if (r->faulted)
+		r->st->unreadable++;
+	else
+		(*refused)++;
+	r->faulted = 0;
 }
 
 static uint64_t u64at(const uint8_t *b, unsigned off)
@@ -157,7 +173,7 @@ static int layout_313(const uint8_t *b, struct pyframes_layout *l)
 int pyframes_layout(const struct unwind_mem *m, const struct pyframes_target *t,
 		    struct pyframes_layout *out, struct pyframes_stats *st)
 {
-	struct rd r = { m, st, 0 };
+	struct rd r = { m, st, 0, 0 };
 	uint8_t b[DO_SIZE_313];
 	unsigned major = (unsigned)(t->version >> 24) & 0xff;
 	unsigned minor = (unsigned)(t->version >> 16) & 0xff;
@@ -413,14 +429,15 @@ static int read_code(struct rd *r, const struct pyframes_target *t,
 	uint8_t b[512];
 	int32_t first;
 
+	r->faulted = 0;
 	if (!uptr_ok(code, 8) || l->co_code > sizeof(b) || rd(r, code, b, l->co_code) ||
 	    (t->code_type && u64at(b, l->ob_type) != t->code_type)) {
-		r->st->bad_code++;
+		count_cut(r, &r->st->bad_code);
 		return -EINVAL;
 	}
 	if (read_str(r, t, l, u64at(b, l->co_qualname), f->name, sizeof(f->name)) ||
 	    read_str(r, t, l, u64at(b, l->co_filename), f->file, sizeof(f->file))) {
-		r->st->bad_string++;
+		count_cut(r, &r->st->bad_string);
 		return -EINVAL;
 	}
 	memcpy(&first, b + l->co_firstlineno, sizeof(first));
@@ -526,8 +543,9 @@ static unsigned walk(struct rd *r, const struct pyframes_target *t,
 			break;
 		}
 		vis[nv++] = frame;
+		r->faulted = 0;
 		if (!uptr_ok(frame, 8) || rd(r, frame, b, span) || b[l->fr_owner] > l->owner_max) {
-			r->st->bad_frame++;
+			count_cut(r, &r->st->bad_frame);
 			break;
 		}
 		code = u64at(b, l->fr_code);
@@ -548,7 +566,7 @@ unsigned pyframes_read(const struct unwind_mem *m, const struct pyframes_target 
 		       const struct pyframes_layout *l, uint32_t tid, struct pyframe *out,
 		       unsigned max, struct pyframes_stats *st)
 {
-	struct rd r = { m, st, 0 };
+	struct rd r = { m, st, 0, 0 };
 	uint64_t ts, frame = 0;
 	unsigned n;
 	int err;
@@ -609,7 +627,7 @@ unsigned pyframes_validate(const struct unwind_mem *m, const struct pyframes_tar
 			   const struct pyframes_layout *l, uint32_t tid, struct pyframe *out,
 			   unsigned n, struct pyframes_stats *st)
 {
-	struct rd r = { m, st, 0 };
+	struct rd r = { m, st, 0, 0 };
 	uint64_t trip[PYFRAMES_MAX_DEPTH][3], ts, frame = 0;
 	unsigned k = 0, same = 0;
 	int err;

@@ -89,6 +89,7 @@ struct pyframes_stats {
 	uint64_t bad_frame;		/* a frame unreadable or with a bad owner */
 	uint64_t bad_code;		/* a code object unreadable or of a wrong type */
 	uint64_t bad_string;		/* a name refused: type, layout, length */
+	uint64_t unreadable;		/* chains cut at a page that did not read */
 	uint64_t truncated;		/* names cut to fit */
 	uint64_t changed;		/* frames dropped by pyframes_validate() */
 	uint64_t bytes;			/* guest bytes read */

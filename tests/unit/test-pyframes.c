@@ -643,9 +643,10 @@ static void test_bad_pointers(void **state)
 	put64(fake_frames[1] + fl.fr_previous, fake_frames[2] + 1);
 	assert_int_equal(read_fake(fr, &st), 2);
 	assert_int_equal(st.bad_frame, 1);
-	put64(fake_frames[1] + fl.fr_previous, BASE + IMG + 4096);
+	put64(fake_frames[1] + fl.fr_previous, BASE + IMG + 4096);	/* does not read */
 	assert_int_equal(read_fake(fr, &st), 2);
-	assert_int_equal(st.bad_frame, 1);
+	assert_int_equal(st.unreadable, 1);
+	assert_int_equal(st.bad_frame, 0);
 	put64(fake_frames[1] + fl.fr_previous, fake_frames[2]);
 	img[fake_frames[2] + fl.fr_owner - BASE] = 9;
 	assert_int_equal(read_fake(fr, &st), 2);

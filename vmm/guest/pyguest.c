@@ -11,13 +11,16 @@
 #include "vmm/guest/pyguest.h"
 
 /* One address space: unresolved until its first sample, then found or
- * failed (failed ones are tried again at the next publication). */
+ * failed.  Its symbols may not be readable yet (a sample while ld.so has
+ * not touched them): tried again RETRY_EVERY samples later. */
 enum { AS_NEW = 0, AS_OK, AS_FAILED };
+#define RETRY_EVERY	16
 
 struct pyas {
 	uint64_t cr3, exe_base;
 	uint32_t version;
 	int state;
+	unsigned wait;			/* samples until the next try */
 	struct pyframes_target t;
 	struct pyframes_layout l;
 };
@@ -114,6 +117,11 @@ static int resolve(struct pyguest *pg, struct pyas *a, const struct unwind_mem *
 		err = -EINVAL;		/* its name says another version */
 	if (!err)
 		err = pyframes_layout(m, &a->t, &a->l, &pg->st.fr);
+	if (err == -EFAULT) {		/* not resident yet: later */
+		a->wait = RETRY_EVERY;
+		pg->st.resolve_retries++;
+		return err;
+	}
 	a->state = err ? AS_FAILED : AS_OK;
 	if (err)
 		pg->st.resolve_failed++;
@@ -131,7 +139,7 @@ unsigned pyguest_read(struct pyguest *pg, const struct unwind_mem *m, uint64_t c
 	if (!a)
 		return 0;
 	pg->st.samples++;
-	if (a->state == AS_NEW)
+	if (a->state == AS_NEW && (!a->wait || !--a->wait))
 		resolve(pg, a, m);
 	if (a->state != AS_OK) {
 		pg->st.unresolved++;
@@ -170,12 +178,18 @@ void pyguest_describe(const struct pyguest *pg, char *buf, size_t len)
 	snprintf(buf, len,
 		 "python: %llu of %llu samples in CPython processes read Python frames\n"
 		 "  (%llu frames; thread not known %llu, no thread state %llu, idle %llu,\n"
-		 "  refused %llu, interpreters found %llu, not %llu; %llu B read)\n",
+		 "  unreadable %llu, refused %llu: runtime %llu, loops %llu, frames %llu,\n"
+		 "  code %llu, names %llu; interpreters found %llu, not %llu (%llu tries\n"
+		 "  too early); %llu B read)\n",
 		 (unsigned long long)s->with_frames, (unsigned long long)s->samples,
 		 (unsigned long long)s->fr.frames, (unsigned long long)s->no_tid,
 		 (unsigned long long)s->fr.no_thread, (unsigned long long)s->fr.idle,
+		 (unsigned long long)s->fr.unreadable,
 		 (unsigned long long)(s->fr.bad_runtime + s->fr.loops + s->fr.bad_frame +
 				      s->fr.bad_code + s->fr.bad_string),
+		 (unsigned long long)s->fr.bad_runtime, (unsigned long long)s->fr.loops,
+		 (unsigned long long)s->fr.bad_frame, (unsigned long long)s->fr.bad_code,
+		 (unsigned long long)s->fr.bad_string,
 		 (unsigned long long)s->resolved, (unsigned long long)s->resolve_failed,
-		 (unsigned long long)s->fr.bytes);
+		 (unsigned long long)s->resolve_retries, (unsigned long long)s->fr.bytes);
 }

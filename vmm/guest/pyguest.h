@@ -27,6 +27,7 @@ struct pyguest_stats {
 	uint64_t no_tid;		/* ... whose thread was not known */
 	uint64_t unresolved;		/* ... whose interpreter was not found */
 	uint64_t resolved, resolve_failed; /* address spaces */
+	uint64_t resolve_retries;	/* tries that found its symbols unreadable */
 	uint64_t spaces;		/* the most CPython address spaces known at once */
 	struct pyframes_stats fr;
 };
