@@ -577,8 +577,9 @@ unsigned pyframes_read(const struct unwind_mem *m, const struct pyframes_target 
 	ts = find_thread(&r, t, l, tid, &err);
 	if (err == -ELOOP)
 		st->loops++;
-	else if (err)
-		st->bad_runtime++;
+	else if (err)		/* unreadable: e.g. the address space is no
+				 * longer the interpreter's (a CR3 reused) */
+		count_cut(&r, &st->bad_runtime);
 	if (err)
 		return 0;
 	if (!ts) {
