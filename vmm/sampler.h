@@ -107,6 +107,23 @@ struct sampler_callgraph_cfg {
 	struct { char name[32]; uint64_t addr; } anchors[SAMPLER_CG_ANCHORS];
 };
 
+/*
+ * CPython processes (docs/runtimes.md): the address spaces whose executable
+ * exports _PyRuntime (one named python3.N), each with where that
+ * executable's first page is mapped.  A backend that reads call graphs in
+ * its stops reads their Python frames there too.  The whole set each time
+ * it changes; nr 0: none.
+ */
+#define SAMPLER_PYTHON_MAX	64
+struct sampler_python {
+	unsigned nr;
+	struct {
+		uint64_t cr3;		/* normalised */
+		uint64_t exe_base;	/* the executable at file offset 0 */
+		uint32_t version;	/* PY_VERSION_HEX its name says (3.N) */
+	} as[SAMPLER_PYTHON_MAX];
+};
+
 struct sampler_ops {
 	const char *name;		/* "gdbstub", "kvm" */
 	/* Begin sampling into the sink's rings (the struct is copied, the
@@ -140,6 +157,9 @@ struct sampler_ops {
 	 * collector's thread like guest_hello, again whenever it changes.
 	 * May be NULL. */
 	void (*guest_current)(struct sampler *s, const struct kcurrent_info *ci);
+	/* The guest's CPython processes changed (struct sampler_python).
+	 * Called from the collector's thread like guest_hello.  May be NULL. */
+	void (*guest_python)(struct sampler *s, const struct sampler_python *p);
 	/* What the summary says about how samples were taken, beyond the
 	 * stats: lines of at most 78 columns, each ending in '\n', into buf.
 	 * May be NULL. */

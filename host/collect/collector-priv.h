@@ -57,6 +57,11 @@ struct cguest {
 	/* what the sampler was told of the current-task pointers
 	 * (guest_current); NULL: nothing yet */
 	struct kcurrent_info *cur_told;
+	/* The CPython processes the sampler was told of (NULL: none yet),
+	 * and the guest state's generation they were looked for at. */
+	struct sampler_python *py_told;
+	uint64_t py_gen;
+	int64_t py_at;
 	uint64_t word_wait_ms;		/* since when the relay's word is due
 					 * (ksyms_word()), 0: not due */
 	struct cmemsyms *msy;		/* images whose symbols memory may

@@ -121,6 +121,7 @@ static void guest_free(struct cguest *g)
 	cguest_memsyms_free(g);
 	introspect_free(g->intro);
 	free(g->cur_told);
+	free(g->py_told);
 	decoder_free(g->idec);
 	decoder_free(g->dec);
 	store_close(g->st);
@@ -416,6 +417,74 @@ static void orc_tell(struct cguest *g)
 	g->smp->ops->guest_orc(g->smp, &o);
 }
 
+/* ---- CPython processes (docs/runtimes.md) ------------------------------ */
+
+/* PY_VERSION_HEX of 3.N for an executable named python3.N, else 0. */
+static uint32_t python_version_of(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	unsigned minor;
+	char end;
+
+	b = b ? b + 1 : path;
+	if (sscanf(b, "python3.%u%c", &minor, &end) != 1 || minor < 11 || minor > 99)
+		return 0;
+	return 0x03000000u | minor << 16;
+}
+
+/* Where the process's executable named python3.N begins: the guest
+ * reports its executable mappings only, so the file's first page is the
+ * first such mapping's start less its file offset (the ELF header page,
+ * mapped read-only below the text). */
+static int python_add(const struct gstate_process *p, void *arg)
+{
+	struct sampler_python *set = arg;
+
+	if (!p->cr3 || set->nr >= SAMPLER_PYTHON_MAX)
+		return 0;
+	for (size_t i = 0; i < p->nr_maps; i++) {	/* sorted by start */
+		const struct gstate_mapping *m = &p->maps[i];
+		uint32_t v = m->cookie ? python_version_of(m->cookie->path) : 0;
+
+		if (!v || m->pgoff > m->start || ((m->start - m->pgoff) & 0xfff))
+			continue;
+		set->as[set->nr].cr3 = p->cr3;
+		set->as[set->nr].exe_base = m->start - m->pgoff;
+		set->as[set->nr].version = v;
+		set->nr++;
+		break;
+	}
+	return 0;
+}
+
+/* Tells the sampler which address spaces run CPython, when the guest
+ * state changed (at most every 200 ms: a process list is walked). */
+static void python_tell(struct cguest *g)
+{
+	uint64_t gen = gstate_generation(g->gs);
+	int64_t now;
+	struct sampler_python *set;
+
+	if (!g->smp || !g->smp->ops->guest_python || gen == g->py_gen)
+		return;
+	now = util_now_ns();
+	if (g->py_at && now - g->py_at < 200 * 1000000ll)
+		return;
+	set = calloc(1, sizeof(*set));
+	if (!set)
+		return;
+	g->py_gen = gen;
+	g->py_at = now;
+	gstate_for_each_proc(g->gs, python_add, set);
+	if (g->py_told ? !memcmp(set, g->py_told, sizeof(*set)) : !set->nr) {
+		free(set);
+		return;
+	}
+	g->smp->ops->guest_python(g->smp, set);
+	free(g->py_told);
+	g->py_told = set;
+}
+
 void cguest_set_sampler(struct cguest *g, struct sampler *s)
 {
 	if (!g)
@@ -426,6 +495,9 @@ void cguest_set_sampler(struct cguest *g, struct sampler *s)
 	g->hellos_told = 0;
 	free(g->cur_told);	/* the new sampler was told nothing */
 	g->cur_told = NULL;
+	free(g->py_told);
+	g->py_told = NULL;
+	g->py_gen = 0;
 	hello_tell(g);		/* a HELLO read before the sampler came */
 	orc_tell(g);
 }
@@ -838,6 +910,8 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 	}
 	if (!final)
 		intro_poll(g, now);
+	if (!final)
+		python_tell(g);
 	/* samples that could not be filed are counted (store_errors), and
 	 * profiling goes on: not this function's failure */
 	err = final ? attribution_flush(g->sy, now) : attribution_run(g->sy, now);

@@ -121,6 +121,16 @@ static void summary_callgraph(struct sampler *s, FILE *out)
 			"by the kernel's ORC tables");
 }
 
+/* --call-graph in CPython processes: the Python frames read. */
+static void summary_python(struct sampler *s, FILE *out)
+{
+	char buf[512];
+
+	qemu_sampler_python_describe(s, buf, sizeof(buf));
+	if (buf[0])
+		fprintf(out, "  %s", buf);
+}
+
 void qemu_backend_summary(const struct backend_target *t, unsigned rate_hz,
 			  const struct backend_totals *tot, FILE *out)
 {
@@ -151,4 +161,5 @@ void qemu_backend_summary(const struct backend_target *t, unsigned rate_hz,
 			tot->lost_no_process.s, tot->lost_no_mapping.s);
 	summary_guest_notes(&qi, out);
 	summary_callgraph(t->sampler, out);
+	summary_python(t->sampler, out);
 }

@@ -22,6 +22,7 @@
 #include "vmm/introspect/kcurrent.h"
 #include "vmm/qemu/gdbstub.h"
 #include "vmm/guest/guestmem.h"
+#include "vmm/guest/pyguest.h"
 #include "vmm/qemu/gdbstub-sampler.h"
 #include "lib/util.h"
 
@@ -69,6 +70,12 @@ struct qsamp {
 	unsigned *nchain;
 	struct callgraph_user *users;	/* per vCPU, SAMPLER_CG_DWARF only */
 	uint64_t kernel_cr3;		/* a kernel-mode CR3 seen, for ORC */
+	/* Python frames of user samples in CPython processes (with call
+	 * graphs: read in the same stop), PYFRAMES_MAX_DEPTH per vCPU. */
+	struct pyguest *py;
+	struct guestmem_view *pyview;
+	struct pyframe *pyfr;
+	unsigned *npy;
 
 	/* Slot array, published by one writer (the collector's thread,
 	 * through guest_hello) with a sequence count. */
@@ -258,8 +265,45 @@ static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 	(void)ts;
 }
 
+/* The thread vCPU i runs, from this stop's slot (len bytes of slots
+ * read) or current-task pointer; 0 if neither names it. */
+static uint32_t stop_tid(struct qsamp *q, unsigned i, size_t len, int user)
+{
+	struct opvm_slot sl;
+	struct ktask_cur t;
+	uint64_t ptr;
+
+	if ((size_t)(i + 1) * sizeof(sl) <= len) {
+		memcpy(&sl, q->slotbuf + (size_t)i * sizeof(sl), sizeof(sl));
+		if (!(le32toh(sl.seq) & 1))
+			return le32toh(sl.pid);
+	}
+	if (q->cur && q->cur_on && gdbstub_word(q->gs, i, &ptr) >= 0 &&
+	    !kcurrent_task(q->cur, ptr, user, (uint64_t)util_now_ns(), &t))
+		return t.tid;
+	return 0;
+}
+
+/* Pages one Python chain may read: frames, code objects, names, tables. */
+#define PY_PAGES	64
+
+/* With vCPU i stopped in user mode: its Python frames, if it runs CPython. */
+static void walk_python(struct qsamp *q, unsigned i, size_t len)
+{
+	const struct gdbstub_regs *g = &q->regs[i];
+	struct unwind_mem um = { guestmem_view_read, q->pyview };
+	uint64_t cr3 = opvm_cr3_normalise(g->cr3);
+
+	q->npy[i] = 0;
+	if (gdbstub_regs_cpl(g) != 3 || !pyguest_is_python(q->py, cr3))
+		return;
+	guestmem_view_reset(q->pyview, cr3, PY_PAGES);
+	q->npy[i] = pyguest_read(q->py, &um, cr3, stop_tid(q, i, len, 1),
+				 q->pyfr + (size_t)i * PYFRAMES_MAX_DEPTH, PYFRAMES_MAX_DEPTH, 0);
+}
+
 /* With every vCPU stopped: each one's call chain. */
-static void walk_chains(struct qsamp *q, unsigned n)
+static void walk_chains(struct qsamp *q, unsigned n, size_t len)
 {
 	for (unsigned i = 0; i < n; i++) {
 		const struct gdbstub_regs *g = &q->regs[i];
@@ -276,6 +320,8 @@ static void walk_chains(struct qsamp *q, unsigned n)
 		q->nchain[i] = callgraph_walk(q->cg, &r, g->cr3,
 					      q->chains + (size_t)i * UNWIND_MAX_DEPTH,
 					      OPVM_MAX_CALLCHAIN, q->users ? &q->users[i] : NULL);
+		if (q->py)
+			walk_python(q, i, len);
 	}
 }
 
@@ -285,9 +331,9 @@ static void walk_chains(struct qsamp *q, unsigned n)
  * a monitor "stop" that lands in that window is undone by the "c", which
  * is why a session without call graphs sends "c" in the same write.
  */
-static int callgraph_stop(struct qsamp *q, unsigned n)
+static int callgraph_stop(struct qsamp *q, unsigned n, size_t len)
 {
-	walk_chains(q, n);
+	walk_chains(q, n, len);
 	return gdbstub_continue(q->gs);
 }
 
@@ -474,7 +520,7 @@ static int tick_fast(struct qsamp *q, struct tick_state *ts, unsigned n, uint64_
 	q->exits++;
 	if (q->cg) {
 		ts->ours = 1;
-		err = callgraph_stop(q, n);
+		err = callgraph_stop(q, n, *merr ? 0 : len);
 		if (!err)
 			ts->ours = 0;
 	}
@@ -498,7 +544,7 @@ static int tick_probe(struct qsamp *q, struct tick_state *ts, unsigned n, uint64
 	err = gdbstub_sample(q->gs, q->regs, n, pa, q->slotbuf, len, merr);
 	q->exits++;
 	if (!err && q->cg)
-		walk_chains(q, n);
+		walk_chains(q, n, len);
 	/* Whatever happened, the guest must run again. */
 	if (err != -EPIPE && err != -ESHUTDOWN) {
 		int cerr = gdbstub_continue(q->gs);
@@ -552,6 +598,8 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 
 	cur_take(q);
 	cur_arm(q, have_slots);
+	if (q->py)
+		pyguest_take(q->py);
 	if (ts->resync)
 		return resync(q, ts);
 	if (!ts->paused && !ts->outstanding)
@@ -774,6 +822,10 @@ static void qs_free(struct sampler *s)
 	kcurrent_free(q->cur);
 	free(atomic_exchange(&q->cur_pub, NULL));
 	callgraph_free(q->cg);
+	pyguest_free(q->py);
+	free(q->pyview);
+	free(q->pyfr);
+	free(q->npy);
 	guestmem_close(q->mem);
 	free(q->chains);
 	free(q->nchain);
@@ -815,6 +867,15 @@ static void qs_guest_orc(struct sampler *s, const struct sampler_orc *o)
 		callgraph_orc(q->cg, o);
 }
 
+/* The guest's CPython processes: read at the tick thread's next tick. */
+static void qs_guest_python(struct sampler *s, const struct sampler_python *p)
+{
+	struct qsamp *q = to_q(s);
+
+	if (q->py)
+		pyguest_publish(q->py, p);
+}
+
 static const struct sampler_ops qemu_sampler_ops = {
 	.name = "gdbstub",
 	.start = qs_start,
@@ -825,6 +886,7 @@ static const struct sampler_ops qemu_sampler_ops = {
 	.guest_hello = qs_guest_hello,
 	.guest_orc = qs_guest_orc,
 	.guest_current = qs_guest_current,
+	.guest_python = qs_guest_python,
 	.free = qs_free,
 };
 
@@ -846,13 +908,29 @@ static int cg_setup(struct qsamp *q, const struct qemu_sampler_config *cfg, char
 	q->nchain = calloc(q->nr_vcpus, sizeof(*q->nchain));
 	if (cfg->cg.mode == SAMPLER_CG_DWARF)
 		q->users = calloc(q->nr_vcpus, sizeof(*q->users));
-	if (!q->cg || !q->chains || !q->nchain ||
+	q->py = pyguest_new();
+	q->pyview = malloc(sizeof(*q->pyview));
+	q->pyfr = calloc((size_t)q->nr_vcpus * PYFRAMES_MAX_DEPTH, sizeof(*q->pyfr));
+	q->npy = calloc(q->nr_vcpus, sizeof(*q->npy));
+	if (q->pyview)
+		guestmem_view_init(q->pyview, q->mem);
+	if (!q->cg || !q->chains || !q->nchain || !q->py || !q->pyview || !q->pyfr || !q->npy ||
 	    (cfg->cg.mode == SAMPLER_CG_DWARF && !q->users)) {
 		util_seterr(errbuf, errlen, "out of memory for call graphs");
 		errno = ENOMEM;
 		return -1;
 	}
 	return 0;
+}
+
+void qemu_sampler_python_describe(struct sampler *s, char *buf, size_t len)
+{
+	struct qsamp *q = to_q(s);
+
+	if (q->py)
+		pyguest_describe(q->py, buf, len);
+	else if (len)
+		buf[0] = '\0';
 }
 
 void qemu_sampler_callgraph_stats(struct sampler *s, struct callgraph_stats *out)

@@ -82,5 +82,8 @@ void qemu_sampler_get_info(struct sampler *s, struct qemu_sampler_info *out);
 /* The call-graph walker's figures (all 0 without call graphs). */
 struct callgraph_stats;
 void qemu_sampler_callgraph_stats(struct sampler *s, struct callgraph_stats *out);
+/* What the Python frame reads found (docs/runtimes.md), lines for the
+ * summary; empty when no sample was in a CPython process. */
+void qemu_sampler_python_describe(struct sampler *s, char *buf, size_t len);
 
 #endif /* OPVM_QEMU_SAMPLER_H */
