@@ -37,7 +37,7 @@ Q := @
 endif
 
 PKGS := libelf libdw capstone jansson libvirt libvirt-qemu zlib libprotobuf-c libdebuginfod \
-	ncursesw libmicrohttpd libbpf
+	ncursesw libmicrohttpd libbpf liblzma
 TEST_PKGS := cmocka
 
 PKG_OK := $(shell pkg-config --exists $(PKGS) $(TEST_PKGS) 2>/dev/null && echo yes)

@@ -46,6 +46,8 @@ struct symres *symres_new(const struct symres_config *cfg)
 		goto fail;
 	if (cfg->source_dir && !(r->source_dir = strdup(cfg->source_dir)))
 		goto fail;
+	r->progress = cfg->progress;
+	r->progress_arg = cfg->progress_arg;
 	r->no_host_kernel = cfg->no_host_kernel;
 	r->no_debuginfod = cfg->no_debuginfod;
 	if (cfg->nr_roots) {
@@ -118,6 +120,9 @@ void symres_free(struct symres *r)
 	free(r->root_fds);
 	if (r->dbgd)
 		symres_dbgd_end(r->dbgd);
+	for (size_t i = 0; i < r->nr_dbgd_memo; i++)
+		free(r->dbgd_memo[i].path);
+	free(r->dbgd_memo);
 	free(r->session_dir);
 	free(r->vmlinux);
 	free(r->system_map);

@@ -59,7 +59,26 @@ struct symres_config {
 	int no_debuginfod;		/* 1: never ask debuginfod */
 	const char *fetch_cache;	/* binaries fetched from the guests:
 					 * DIR/<guest>/xx/yyyy; may be NULL */
+	/* Called about once a second while a debuginfod transfer runs past a
+	 * second (done and total in bytes, total 0 when unknown), on the
+	 * resolving thread; may be NULL.  Printing is the caller's. */
+	void (*progress)(void *arg, const char *build_id, uint64_t done, uint64_t total);
+	void *progress_arg;
 };
+
+/* What debuginfod did for one resolver (symbols/symres-dbgd.c). */
+struct symres_dbgd_stats {
+	uint64_t asked;		/* requests made: one per build-id and kind at most */
+	uint64_t found;		/* files accepted */
+	uint64_t not_found;	/* no server had it (or a cached negative answer) */
+	uint64_t wrong_build;	/* refused: the file's build-id was another */
+	uint64_t too_big;	/* refused: over the size cap */
+	uint64_t timed_out;	/* a server stopped answering (then no more asked) */
+	uint64_t skipped;	/* not asked: a server had timed out before */
+	uint64_t failed;	/* other errors */
+	uint64_t bytes;		/* bytes of the files accepted */
+};
+const struct symres_dbgd_stats *symres_dbgd_stats(const struct symres *r);
 
 /* What the guest said about its kernel (session.json "kernel"). */
 struct symres_kernel {
@@ -114,9 +133,10 @@ const char *simage_file(const struct simage *si);
  * one line for the report, or NULL. */
 const char *simage_warning(const struct simage *si);
 /* What the resolver could not do that the user asked for (DEBUGINFOD_URLS
- * set and libdebuginfod missing, once it was needed), as one line for the
- * report's warnings, or NULL. */
-const char *symres_warning(const struct symres *r);
+ * set and libdebuginfod missing, once it was needed; files a server sent
+ * that were refused, a server that stopped answering), as one line for the
+ * report's warnings, or NULL.  Valid until the next call. */
+const char *symres_warning(struct symres *r);
 /* One line saying why the state is not SIMAGE_OK ("" when it is). */
 const char *simage_reason(const struct simage *si);
 /* The ELF behind the image, NULL when symbols come from a System.map. */
