@@ -1012,6 +1012,8 @@ void report_note_symres(struct report *r, const struct report_opts *o)
 
 	if (w && !r->res_warn[0])
 		snprintf(r->res_warn, sizeof(r->res_warn), "%s", w);
+	if (o->symbols && o->res)
+		r->dbgd = *symres_dbgd_stats(o->res);
 }
 
 struct report *report_load(const struct report_opts *o, char *err, size_t errlen)

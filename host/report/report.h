@@ -187,6 +187,7 @@ struct report {
 	size_t stack_errors;		/* tables that did not read */
 	char stack_err[128];		/* the first one's reason */
 	char res_warn[384];		/* symres_warning() once loaded, or "" */
+	struct symres_dbgd_stats dbgd;	/* what debuginfod did, once loaded */
 
 	struct report_priv *priv;
 };
