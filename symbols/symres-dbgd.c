@@ -244,6 +244,7 @@ static void dbgd_count(struct symres *r, int err)
 		break;
 	default:
 		s->failed++;
+		r->dbgd_last_err = err;
 		break;
 	}
 }
@@ -270,8 +271,8 @@ static int dbgd_ask(struct symres *r, debuginfod_client *c, const uint8_t *bid, 
 		fd = w.why;
 	} else if (w.why) {
 		fd = w.why;
-	} else if (fd == -EFBIG || fd == -ETIMEDOUT) {
-		/* libdebuginfod's own DEBUGINFOD_MAXSIZE or timeout */
+	} else if (fd == -ETIME) {
+		fd = -ETIMEDOUT;	/* libdebuginfod's own DEBUGINFOD_TIMEOUT */
 	}
 	if (fd >= 0)
 		fd = dbgd_check(r, fd, bid, len);
@@ -343,8 +344,8 @@ static const char *dbgd_problems(struct symres *r)
 			      s->failed ? ";" : "");
 	if (s->failed && n > 0 && (size_t)n < sizeof(r->dbgd_warn))
 		snprintf(r->dbgd_warn + n, sizeof(r->dbgd_warn) - (size_t)n,
-			 " %llu request%s failed", (unsigned long long)s->failed,
-			 s->failed == 1 ? "" : "s");
+			 " %llu request%s failed (%s)", (unsigned long long)s->failed,
+			 s->failed == 1 ? "" : "s", strerror(-r->dbgd_last_err));
 	return r->dbgd_warn;
 }
 

@@ -88,6 +88,7 @@ struct symres {
 	int dbgd_tried;
 	int dbgd_missing;	/* DEBUGINFOD_URLS asked, libdebuginfod did not load */
 	int dbgd_down;		/* a server timed out: ask no more */
+	int dbgd_last_err;	/* the last failure's -errno */
 	uint64_t dbgd_max;	/* size cap, bytes */
 	unsigned dbgd_timeout_s;
 	struct dbgd_memo *dbgd_memo;	/* every answer, by build-id and kind */

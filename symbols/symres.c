@@ -173,8 +173,13 @@ int symres_image_recheck(struct symres *r, struct simage *si, const char *guest,
 		return si->state == SIMAGE_OK;
 	util_hex(si->build_id, si->build_id_len, bidhex);
 	snprintf(path, sizeof(path), "%s/%s/%.2s/%s", r->fetch_cache, guest, bidhex, bidhex + 2);
-	if (stat(path, &sb) || !S_ISREG(sb.st_mode))
-		return 0;
+	if (stat(path, &sb) || !S_ISREG(sb.st_mode)) {
+		/* or its debug file, which stands in for it */
+		snprintf(path, sizeof(path), "%s/%s/%.2s/%s.debug", r->fetch_cache, guest,
+			 bidhex, bidhex + 2);
+		if (stat(path, &sb) || !S_ISREG(sb.st_mode))
+			return 0;
+	}
 	si->reason[0] = '\0';
 	symres_resolve_user(r, si, guest, image);
 	return si->state == SIMAGE_OK;

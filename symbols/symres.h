@@ -112,7 +112,8 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 			    const struct symres_kernel *k);
 
 /* A user image symres_image() did not find (SIMAGE_NOT_FOUND), looked
- * for again if a file of its build-id is now in the fetch cache (the
+ * for again if a file of its build-id (or its debug file) is now in the
+ * fetch cache (the
  * guest sent it meanwhile: a collector's lookups, host/collect/fetch.h);
  * one stat() otherwise.  guest and image as given to symres_image().
  * Returns 1 if si is SIMAGE_OK now. */

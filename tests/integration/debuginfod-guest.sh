@@ -66,7 +66,7 @@ done
 rep() {
 	local n=$1
 	shift
-	env "$@" unshare -m sh -c 'mount -t tmpfs none /usr/lib/debug && shift && exec "$@"' x \
+	env "$@" unshare -m sh -c 'mount -t tmpfs none /usr/lib/debug && exec "$@"' x \
 		"$OPVM" report -l --format json --no-host-kernel --session-dir "$S" \
 		> "$T/$n.json" 2> "$T/$n.err" || { cat "$T/$n.err"; fail "report $n"; }
 }
@@ -79,7 +79,7 @@ n2=$(reqs)
 # the truth: the binary itself, its debug file attached (host's /usr/lib/debug
 # hidden, so from the same server's cache)
 env DEBUGINFOD_URLS="http://127.0.0.1:$P" DEBUGINFOD_CACHE_PATH="$T/cache" unshare -m sh -c \
-	'mount -t tmpfs none /usr/lib/debug && shift && exec "$@"' x "$OPVM" report -l \
+	'mount -t tmpfs none /usr/lib/debug && exec "$@"' x "$OPVM" report -l \
 	--format json --no-host-kernel --session-dir "$S" --guest-root "$IMG/root" \
 	> "$T/truth.json" 2> "$T/truth.err" || { cat "$T/truth.err"; fail "report truth"; }
 
@@ -96,9 +96,10 @@ hostile() {	# hostile MODE [env...]
 	done
 	rep "h-$m" DEBUGINFOD_URLS="http://127.0.0.1:$hp" DEBUGINFOD_CACHE_PATH="$T/cache-$m" "$@"
 }
-# another build's debug file: ld.so's, from the same package
-other=$(find "$T/cache" -name debuginfo -size +1k | grep -v "/$lbid/" | head -1)
-[ -n "$other" ] || other=$(ls "$T"/cache/*/debuginfo | head -1)
+# another build's debug file, from the same package
+dpkg-deb -x "$(ls "$DEBS"/libc6-dbg_"${ver//:/%3a}"_*.deb | head -1)" "$T/deb"
+other=$(find "$T/deb/usr/lib/debug/.build-id" -name '*.debug' -size +100k | grep -v "/${lbid:2}.debug" | head -1)
+[ -n "$other" ] || fail "no other debug file in libc6-dbg"
 hostile other
 hostile huge DEBUGINFOD_MAXSIZE=8000000
 hostile silent DEBUGINFOD_TIMEOUT=3
@@ -111,7 +112,7 @@ def load(n): return json.load(open("%s/%s.json" % (T, n)))
 def libc(j):
     rows = [r for r in j["symbols"] if r["image"].endswith("/libc.so.6") or r["image"] == "libc.so.6"]
     tot = sum(r["samples"] for r in rows)
-    named = sum(r["samples"] for r in rows if not r["symbol"].startswith("("))
+    named = sum(r["samples"] for r in rows if r["symbol"] and not r["symbol"].startswith("("))
     return tot, named, {r["symbol"]: r["samples"] for r in rows}
 ok = True
 def check(cond, msg):
