@@ -1184,7 +1184,7 @@ static int relay_open(struct relay *r, const char *src, const char *port)
  * both count guest instructions (tests/bench/guest-module-overhead.sh).
  */
 static void relay_cpu_report(unsigned long long up0, unsigned long long idle0,
-			     const struct ksyms_thread *t)
+			     const struct ksyms_thread *t, const struct file_job *j)
 {
 	unsigned long long ksyms_cpu = t->cpu;
 	unsigned long long up, idle = idle_ns(&up), cpu = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
@@ -1194,6 +1194,9 @@ static void relay_cpu_report(unsigned long long up0, unsigned long long idle0,
 	fprintf(stderr, "opvm-relay: used %.1f ms of CPU, %.3f %% of the %.1f ms the guest's CPUs were busy meanwhile (kernel symbols %.1f ms; hosts asked for all %llu, modules' %llu, none %llu, silent %llu)\n",
 		(double)cpu / 1e6, busy > 0 ? 100.0 * (double)cpu / busy : 0.0, busy / 1e6,
 		(double)ksyms_cpu / 1e6, t->said_all, t->said_modules, t->said_none, t->silent);
+	if (j->debug_cpu)
+		fprintf(stderr, "opvm-relay: debug files used %.1f ms of CPU (paced at 1/%d of the time and the guest's idle time)\n",
+			(double)j->debug_cpu / 1e6, DEBUG_CPU_SHARE);
 }
 
 int main(int argc, char **argv)
@@ -1233,7 +1236,7 @@ int main(int argc, char **argv)
 	relay_loop(&r);
 	ksyms_tell(&r.ksyms, KSYMS_QUIT);
 	pthread_join(thread, NULL);
-	relay_cpu_report(up0, idle0, &r.ksyms);
+	relay_cpu_report(up0, idle0, &r.ksyms, &r.files);
 	fprintf(stderr, "opvm-relay: relayed %llu bytes in %llu host session(s), dropped %llu while no host was connected; sent %llu files (%llu bytes), refused %llu, dropped %llu requests\n",
 		r.total, r.sessions, r.dropped, r.files.files, r.files.sent, r.files.refused,
 		r.files.dropped_reqs);

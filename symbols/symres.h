@@ -86,6 +86,8 @@ struct symres_kernel {
 	uint64_t text_addr;		/* run-time _text, 0 if unknown */
 	const char *anchor_name;	/* may be NULL */
 	uint64_t anchor_addr;
+	const uint8_t *build_id;	/* vmlinux's, for debuginfod; may be NULL */
+	size_t build_id_len;
 };
 
 enum simage_state {

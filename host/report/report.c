@@ -585,6 +585,7 @@ static int file_image(void *arg, struct walk_job *j)
 	struct symres_kernel k = {
 		.release = g->kernel_release, .text_addr = g->text_addr,
 		.anchor_name = g->anchor_name, .anchor_addr = g->anchor_addr,
+		.build_id = g->kernel_build_id, .build_id_len = g->kernel_build_id_len,
 	};
 
 	if (!x->o->symbols || !x->o->res)

@@ -21,7 +21,11 @@
 #    (timed_out 1, one request only, the other build-ids not asked; the
 #    server sees at most 3 connections: libdebuginfod's own retries): each
 #    refused and counted, said in the warnings, libc unnamed, and the
-#    report complete (the control's total).
+#    report complete (the control's total);
+#  - the kernel: session.json kernel.build_id (VMCOREINFO's BUILD-ID, read
+#    by introspection) is the image's vmlinux's; without the kallsyms
+#    introspection sent, the report asks debuginfod for vmlinux by it
+#    (a server in debuginfod's layout serving the image's vmlinux).
 . "$(dirname "$0")/qemu-common.bash"
 need_qemu
 command -v debuginfod >/dev/null || skip "debuginfod is not installed (scripts/install-deps.sh)"
@@ -106,9 +110,42 @@ hostile huge DEBUGINFOD_MAXSIZE=8000000
 hostile silent DEBUGINFOD_TIMEOUT=3
 requests_silent=$(grep -c "^GET /buildid/" "$T/h-silent.log")
 
-python3 - "$T" "$n1" "$n2" "$requests_silent" <<'PY' || exit 1
+# The kernel: VMCOREINFO's BUILD-ID (introspection) in session.json, the
+# truth from the image's vmlinuz (its xz payload's notes); with the
+# kallsyms introspection sent removed, the report asks debuginfod for
+# vmlinux by it: a server in debuginfod's layout serves the image's
+# vmlinux (no symbols: Debian strips it), which is taken as the kernel's
+# file (its build-id checked) and found to have no symbols.
+kbid=$(python3 - "$IMG/vmlinuz" "$T/vmlinux" <<'PY'
+import lzma, subprocess, sys
+d = open(sys.argv[1], "rb").read()
+i = d.find(b"\xfd7zXZ\x00")
+if i >= 0:
+    open(sys.argv[2], "wb").write(lzma.LZMADecompressor().decompress(d[i:]))
+    out = subprocess.run(["readelf", "-n", sys.argv[2]], capture_output=True, text=True).stdout
+    print("".join(l.split()[-1] for l in out.splitlines() if "Build ID" in l))
+PY
+)
+cp -a "$S" "$T/nok" && rm -f "$T/nok/guests/guest/kallsyms"
+if [ -n "$kbid" ]; then
+	mkdir -p "$T/ksrv/buildid/$kbid"
+	cp "$T/vmlinux" "$T/ksrv/buildid/$kbid/debuginfo"
+	kp=$(port)
+	python3 -m http.server "$kp" --bind 127.0.0.1 --directory "$T/ksrv" > "$T/k.log" 2>&1 &
+	CLEAN_PIDS="$CLEAN_PIDS $!"
+	for _ in $(seq 50); do
+		curl -s -o /dev/null "http://127.0.0.1:$kp/" && break
+		sleep 0.1
+	done
+	DEBUGINFOD_URLS="http://127.0.0.1:$kp" DEBUGINFOD_CACHE_PATH="$T/cache-k" unshare -m sh -c \
+		'mount -t tmpfs none /usr/lib/debug && exec "$@"' x "$OPVM" report -l --format json \
+		--no-host-kernel --session-dir "$T/nok" > "$T/k.json" 2> "$T/k.err" ||
+		{ cat "$T/k.err"; fail "report without kallsyms"; }
+fi
+
+python3 - "$T" "$n1" "$n2" "$requests_silent" "$kbid" <<'PY' || exit 1
 import json, sys
-T, n1, n2, nsil = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+T, n1, n2, nsil, kbid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 def load(n): return json.load(open("%s/%s.json" % (T, n)))
 def libc(j):
     rows = [r for r in j["symbols"] if r["image"].endswith("/libc.so.6") or r["image"] == "libc.so.6"]
@@ -146,6 +183,16 @@ for m, key in (("other", "refused_build_id"), ("huge", "refused_size"), ("silent
     check(good, "hostile %s: libc %d of %d named, total %d (control %d), %s; %s%s" %
           (m, n, t, j["total_samples"], c["total_samples"], d, w,
            "; %d connections" % nsil if m == "silent" else ""))
+sj = json.load(open(T + "/session/guests/guest/samples/current/session.json"))
+have = sj.get("kernel", {}).get("build_id")
+if not kbid:
+    print("SKIP part: no xz payload in the image's vmlinuz to read its build-id from")
+else:
+    check(have == kbid, "kernel build-id from VMCOREINFO %s, the image's vmlinux %s" % (have, kbid))
+    kl = open(T + "/k.log").read()
+    d = json.load(open(T + "/k.json")).get("debuginfod", {})
+    check("GET /buildid/%s/debuginfo HTTP/1.1\" 200" % kbid in kl and d.get("found") == 1,
+          "without kallsyms, vmlinux asked of debuginfod by that build-id: %s" % d)
 sys.exit(0 if ok else 1)
 PY
 [ $? = 0 ] || fail "see above"
