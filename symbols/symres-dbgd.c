@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <elfutils/debuginfod.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,7 @@ static struct {
 	__typeof__(debuginfod_set_progressfn) *set_progressfn;
 	__typeof__(debuginfod_set_user_data) *set_user_data;
 	__typeof__(debuginfod_get_user_data) *get_user_data;
+	__typeof__(debuginfod_set_verbose_fd) *set_verbose_fd;
 } dbgd_api;
 static int dbgd_loaded;
 static char dbgd_err[384];	/* why not, once dbgd_load() failed */
@@ -58,9 +60,10 @@ static void dbgd_load(void)
 		"debuginfod_begin", "debuginfod_end", "debuginfod_find_executable",
 		"debuginfod_find_debuginfo", "debuginfod_set_progressfn",
 		"debuginfod_set_user_data", "debuginfod_get_user_data",
+		"debuginfod_set_verbose_fd",
 	};
 	void *h = dlopen("libdebuginfod.so.1", RTLD_NOW | RTLD_LOCAL);
-	void *f[7];
+	void *f[8];
 
 	if (!h) {
 		snprintf(dbgd_err, sizeof(dbgd_err), "DEBUGINFOD_URLS is set but libdebuginfod "
@@ -85,12 +88,16 @@ static void dbgd_load(void)
 	*(void **)&dbgd_api.set_progressfn = f[4];
 	*(void **)&dbgd_api.set_user_data = f[5];
 	*(void **)&dbgd_api.get_user_data = f[6];
+	*(void **)&dbgd_api.set_verbose_fd = f[7];
 	dbgd_loaded = 1;
 }
 
-void symres_dbgd_end(debuginfod_client *c)
+void symres_dbgd_end(struct symres *r)
 {
-	dbgd_api.end(c);
+	if (r->dbgd)
+		dbgd_api.end(r->dbgd);
+	if (r->dbgd_null >= 0)
+		close(r->dbgd_null);
 }
 
 /* A positive number of an environment variable, or dflt. */
@@ -158,6 +165,13 @@ static debuginfod_client *dbgd_client(struct symres *r)
 		r->dbgd_missing = !dbgd_loaded;
 		if (r->dbgd)
 			dbgd_api.set_progressfn(r->dbgd, dbgd_progress);
+		/* libdebuginfod dprintf()s to its verbose fd when a transfer is
+		 * cancelled, -1 unless set, and glibc 2.36's vdprintf() leaks
+		 * its buffer on a bad fd: give it /dev/null (a library prints
+		 * nothing) */
+		r->dbgd_null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		if (r->dbgd && r->dbgd_null >= 0 && !getenv("DEBUGINFOD_VERBOSE"))
+			dbgd_api.set_verbose_fd(r->dbgd, r->dbgd_null);
 		r->dbgd_max = env_u64("DEBUGINFOD_MAXSIZE", SYMRES_DBGD_MAX_SIZE);
 		r->dbgd_timeout_s = (unsigned)env_u64("DEBUGINFOD_TIMEOUT",
 						      SYMRES_DBGD_TIMEOUT_S);

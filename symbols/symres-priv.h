@@ -89,6 +89,7 @@ struct symres {
 	int dbgd_missing;	/* DEBUGINFOD_URLS asked, libdebuginfod did not load */
 	int dbgd_down;		/* a server timed out: ask no more */
 	int dbgd_last_err;	/* the last failure's -errno */
+	int dbgd_null;		/* /dev/null for the client's verbose fd, or -1 */
 	uint64_t dbgd_max;	/* size cap, bytes */
 	unsigned dbgd_timeout_s;
 	struct dbgd_memo *dbgd_memo;	/* every answer, by build-id and kind */
@@ -119,7 +120,8 @@ enum { SYMRES_DBGD_EXECUTABLE, SYMRES_DBGD_DEBUGINFO };
  * the caller) and *path (malloc'd, the client's cache file), or -errno
  * (-ENOENT when no server is set or none has it). */
 int symres_dbgd_find(struct symres *r, const uint8_t *bid, size_t len, int kind, char **path);
-void symres_dbgd_end(debuginfod_client *c);
+/* Ends the client, if any (symres_free()). */
+void symres_dbgd_end(struct symres *r);
 void symres_resolve_kernel(struct symres *r, struct simage *si, const char *guest,
 			   const struct symres_kernel *k);
 void symres_resolve_module(struct symres *r, struct simage *si, const char *guest,

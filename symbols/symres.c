@@ -36,6 +36,7 @@ struct symres *symres_new(const struct symres_config *cfg)
 
 	if (!r)
 		return NULL;
+	r->dbgd_null = -1;
 	if (cfg->session_dir && !(r->session_dir = strdup(cfg->session_dir)))
 		goto fail;
 	if (cfg->vmlinux && !(r->vmlinux = strdup(cfg->vmlinux)))
@@ -118,8 +119,7 @@ void symres_free(struct symres *r)
 	}
 	free(r->roots);
 	free(r->root_fds);
-	if (r->dbgd)
-		symres_dbgd_end(r->dbgd);
+	symres_dbgd_end(r);
 	for (size_t i = 0; i < r->nr_dbgd_memo; i++)
 		free(r->dbgd_memo[i].path);
 	free(r->dbgd_memo);
