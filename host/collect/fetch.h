@@ -44,7 +44,8 @@
 /* Default cap of one guest's build-id cache, all its sessions together:
  * past it the least recently used files are removed (fetch-cache.c). */
 #define FETCH_CACHE_MAX		((uint64_t)2 << 30)
-/* Distinct images a session considers (each a build-id and a path). */
+/* Files a session considers: each image's binary (a build-id and a path)
+ * and its debug file take one entry each. */
 #define FETCH_MAX_IMAGES	4096
 /* Modules whose base is remembered for <guest>/kallsyms.modules. */
 #define FETCH_MAX_MODULES	4096
