@@ -8,8 +8,10 @@
 #   debuginfod-report-cached: ms of the same report again (the client's
 #                             cache on disk answers; no request is made)
 #   debuginfod-report-off:    ms with DEBUGINFOD_URLS unset, for reference
-#   debuginfod-requests:      requests the cold report made, and the cached
-# Medians of 9 runs each (DEBUGINFOD_BENCH_RUNS) (wall clock: compare within one sitting).
+#   debuginfod-requests-cold, -cached: requests per report (cached: none)
+#   ...-cpu:                  the report's user+system CPU time, ms
+# Medians of 9 runs each (DEBUGINFOD_BENCH_RUNS); wall clock and CPU time
+# (/usr/bin/time): compare within one sitting.
 set -u
 BUILD=${BUILD:-build}
 OPVM=${OPVM:-$BUILD/opvm}
@@ -36,27 +38,27 @@ for _ in $(seq 240); do
 	sleep 0.5
 done
 [ "$c" = 200 ] || { echo "SKIP: debuginfod did not serve the fixture's debug file"; exit 77; }
-run() {	# run CACHE URLS: ms of one report
-	local t0 t1
-	t0=$(date +%s%N)
-	DEBUGINFOD_URLS=$2 DEBUGINFOD_CACHE_PATH=$1 "$OPVM" report -l --session-dir "$session" \
+run() {	# run CACHE URLS: "wall-ms cpu-ms" of one report
+	DEBUGINFOD_URLS=$2 DEBUGINFOD_CACHE_PATH=$1 /usr/bin/time -o "$tmp/time" -f "%e %U %S" \
+		"$OPVM" report -l --session-dir "$session" \
 		--guest-root "$tmp/emptyroot" --no-host-kernel > "$tmp/out.txt" 2>&1 ||
 		{ cat "$tmp/out.txt" >&2; echo "FAIL: report" >&2; exit 1; }
-	t1=$(date +%s%N)
-	echo $(( (t1 - t0) / 1000000 ))
+	awk '{ printf "%d %d\n", $1 * 1000, ($2 + $3) * 1000 }' "$tmp/time"
 }
 N=${DEBUGINFOD_BENCH_RUNS:-9}
-med() { sort -n | sed -n "$(( (N + 1) / 2 ))p"; }
+# med COLUMN: the median of that column of the runs on stdin
+med() { awk -v c="$1" '{ print $c }' | sort -n | sed -n "$(( (N + 1) / 2 ))p"; }
 reqs() { grep -c 'UA:elfutils.*GET /buildid/' "$tmp/dbgd.log"; }
 n0=$(reqs)
-cold=$(for i in $(seq $N); do run "$tmp/cache-$i" "http://127.0.0.1:$P"; done | med)
+for i in $(seq $N); do run "$tmp/cache-$i" "http://127.0.0.1:$P"; done > "$tmp/cold"
 n1=$(reqs)
 grep -q func_b "$tmp/out.txt" || { echo "FAIL: the report did not name func_b" >&2; exit 1; }
-cached=$(for i in $(seq $N); do run "$tmp/cache-1" "http://127.0.0.1:$P"; done | med)
+for i in $(seq $N); do run "$tmp/cache-1" "http://127.0.0.1:$P"; done > "$tmp/cached"
 n2=$(reqs)
-off=$(for i in $(seq $N); do run "$tmp/cache-1" ""; done | med)
-echo "debuginfod-report-cold: $cold ms"
-echo "debuginfod-report-cached: $cached ms"
-echo "debuginfod-report-off: $off ms"
+for i in $(seq $N); do run "$tmp/cache-1" ""; done > "$tmp/off"
+for k in cold cached off; do
+	echo "debuginfod-report-$k: $(med 1 < "$tmp/$k") ms"
+	echo "debuginfod-report-$k-cpu: $(med 2 < "$tmp/$k") ms"
+done
 echo "debuginfod-requests-cold: $(( (n1 - n0) / N )) per report"
 echo "debuginfod-requests-cached: $(( (n2 - n1) / N )) per report (target <= 0)"
