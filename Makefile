@@ -267,4 +267,4 @@ clean:
 help:
 	@sed -n '2,16p' Makefile
 
--include $(shell find $(BUILD) -path '$(BUILD)/images-disk' -prune -o -name '*.d' -type f -print 2>/dev/null)
+-include $(shell find $(BUILD) -type d -name 'images-disk*' -prune -o -name '*.d' -type f -print 2>/dev/null)
