@@ -82,6 +82,12 @@ struct fetch {
 	bool ended;			/* a request ended since the last poll:
 					 * its time counts from start_ms */
 	bool answered;			/* the relay answered some request */
+	bool hello;			/* a HELLO came through the relay: it runs
+					 * and reads requests (none before: under
+					 * introspection images have samples long
+					 * before a booting guest starts its relay,
+					 * and a request it never saw made the host
+					 * think it predates FETCH) */
 	bool mute;			/* it never did and one timed out */
 	uint64_t settled;		/* transfers ended (fetch_settled()) */
 	bool word_due;			/* a HELLO came: the relay waits for the
@@ -856,7 +862,7 @@ void fetch_poll(struct fetch *f, int fd, uint64_t now_ms)
 		/* a relay that never answered predates FETCH: stop asking */
 		f->mute = !f->answered;
 	}
-	if (f->mute)
+	if (f->mute || !f->hello)
 		return;
 	if (f->cur && f->resend) {
 		int err = request_send(f, fd);
@@ -1014,6 +1020,7 @@ void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len)
 		 * and has forgotten the request, which is asked again from
 		 * where it stopped */
 		hello_take(f, rec);
+		f->hello = true;
 		ksyms_close(f, false);
 		f->word_due = true;
 		f->nr_mods = 0;		/* the walk names them again */

@@ -20,7 +20,8 @@ unshare -m true 2>/dev/null || skip "no mount namespace (unshare -m) to hide the
 	skip "no disk guest with debug files in $DISK: make images-disk DISK_DBG=1 BUILD=$BUILD/dbg (or OPVM_TEST_DISK_DBG=DIR)"
 mk_tmp disk-guest-debug-files
 img=$(realpath "$DISK/disk.img")
-XDG_CACHE_HOME=$T/cache DEBUGINFOD_URLS= timeout 900 "$OPVM" run --disk "$img" \
+C=$PWD/$T/fc
+DEBUGINFOD_URLS= timeout 900 "$OPVM" run --disk "$img" --fetch-cache "$C" \
 	--workload timed-python -F 50 -d "$T/s" > "$T/run.out" 2>&1 ||
 	{ cat "$T/run.out"; fail "opvm run --disk failed"; }
 rep() {	# rep NAME
@@ -29,7 +30,7 @@ rep() {	# rep NAME
 		2> "$T/$1.err" || { cat "$T/$1.err"; fail "report $1"; }
 }
 rep with
-find "$T/cache" -name '*.debug' > "$T/debugs"
+find "$C" -name '*.debug' > "$T/debugs"
 while read -r f; do mv "$f" "$f.moved"; done < "$T/debugs"
 rep control
 python3 - "$T" <<'PY' || exit 1

@@ -340,6 +340,7 @@ static void bin_setup(struct bin *b, uint64_t max_file, uint64_t max_session)
 		.max_file = max_file, .max_session = max_session, .no_debug_files = 1,
 		.verify = symres_check_build_id });
 	assert_non_null(b->f);
+	put_hello(b->f);		/* the relay runs: requests may go */
 	img = elfimage_open("/proc/self/exe", NULL, 0);
 	assert_non_null(img);
 	id = elfimage_build_id(img, &b->bid_len);
@@ -491,6 +492,7 @@ static void test_binary_ok_and_resume(void **state)
 	b.f = fetch_new(&(struct fetch_config){ .guest_dir = b.dir, .cache_dir = b.cache,
 		.no_debug_files = 1,
 		.verify = symres_check_build_id });
+	put_hello(b.f);
 	assert_int_equal(cache_mtimes(&b, 1000), 1);	/* made old */
 	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
 	fetch_poll(b.f, b.sv[0], 5000);
@@ -504,6 +506,7 @@ static void test_binary_ok_and_resume(void **state)
 	b.f = fetch_new(&(struct fetch_config){ .guest_dir = b.dir, .cache_dir = b.cache,
 		.no_debug_files = 1,
 		.max_cache = 4096, .verify = symres_check_build_id });
+	put_hello(b.f);
 	assert_int_equal(fetch_get_stats(b.f)->pruned, 1);
 	assert_int_equal(fetch_get_stats(b.f)->pruned_bytes, b.elf_len);
 	assert_int_equal(cache_files(&b), 0);
@@ -701,6 +704,7 @@ static void bin_reopen(struct bin *b)
 	b->f = fetch_new(&(struct fetch_config){ .guest_dir = b->dir, .cache_dir = b->cache,
 		.no_debug_files = 1, .verify = symres_check_build_id });
 	assert_non_null(b->f);
+	put_hello(b->f);
 }
 
 /* Runs one whole transfer of b's file if the host asks for it; returns
@@ -1150,6 +1154,7 @@ static void test_debug_file(void **state)
 	fetch_free(b.f);
 	b.f = fetch_new(&(struct fetch_config){ .guest_dir = b.dir, .cache_dir = b.cache,
 		.verify = symres_check_build_id });
+	put_hello(b.f);
 	assert_non_null(b.f);
 	st = fetch_get_stats(b.f);
 	memcpy(other, b.bid, b.bid_len);
@@ -1199,6 +1204,7 @@ static void test_debug_file(void **state)
 	fetch_free(b.f);
 	b.f = fetch_new(&(struct fetch_config){ .guest_dir = b.dir, .cache_dir = b.cache,
 		.verify = symres_check_build_id });
+	put_hello(b.f);
 	st = fetch_get_stats(b.f);
 	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
 	assert_int_equal(st->debug_cached, 1);
@@ -1222,6 +1228,29 @@ static void test_debug_file(void **state)
 	bin_teardown(&b);
 }
 
+/* No request before the relay's HELLO: one it never read (a guest still
+ * booting) must not make the host think the relay predates FETCH. */
+static void test_no_request_before_hello(void **state)
+{
+	struct bin b;
+	char buf[256];
+
+	bin_setup(&b, 0, 0);
+	fetch_free(b.f);
+	b.f = fetch_new(&(struct fetch_config){ .guest_dir = b.dir, .cache_dir = b.cache,
+		.verify = symres_check_build_id });
+	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+	fetch_poll(b.f, b.sv[0], 1000);
+	fetch_poll(b.f, b.sv[0], 1000 + 2 * FETCH_TIMEOUT_MS);
+	assert_int_equal(fetch_get_stats(b.f)->requests, 0);
+	assert_int_equal(fetch_get_stats(b.f)->timeouts, 0);
+	assert_true(read(b.sv[1], buf, sizeof(buf)) < 0);
+	put_hello(b.f);
+	fetch_poll(b.f, b.sv[0], 1000 + 2 * FETCH_TIMEOUT_MS + 1);
+	assert_int_equal(fetch_get_stats(b.f)->requests, 1);
+	bin_teardown(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1233,6 +1262,7 @@ int main(void)
 		cmocka_unit_test(test_binary_ok_and_resume),
 		cmocka_unit_test(test_binary_hostile),
 		cmocka_unit_test(test_debug_file),
+		cmocka_unit_test(test_no_request_before_hello),
 		cmocka_unit_test(test_cache_planted),
 		cmocka_unit_test(test_ksyms_lie),
 		cmocka_unit_test(test_ksyms_word_and_merge),
