@@ -37,7 +37,7 @@ Q := @
 endif
 
 PKGS := libelf libdw capstone jansson libvirt libvirt-qemu zlib libprotobuf-c libdebuginfod \
-	ncursesw libmicrohttpd libbpf
+	ncursesw libmicrohttpd libbpf liblzma
 TEST_PKGS := cmocka
 
 PKG_OK := $(shell pkg-config --exists $(PKGS) $(TEST_PKGS) 2>/dev/null && echo yes)
@@ -267,4 +267,4 @@ clean:
 help:
 	@sed -n '2,16p' Makefile
 
--include $(shell find $(BUILD) -path '$(BUILD)/images-disk' -prune -o -name '*.d' -type f -print 2>/dev/null)
+-include $(shell find $(BUILD) -type d -name 'images-disk*' -prune -o -name '*.d' -type f -print 2>/dev/null)

@@ -97,6 +97,16 @@
  * rate by a third while it lasted).  OPVM_RELAY_FILE_RATE overrides.
  */
 #define FILE_RATE	(8u << 20)
+/*
+ * Debug files (FETCH flagged OPVM_FETCH_F_DEBUG: libc's is 4 MB, an
+ * interpreter's tens of MB) are paced by CPU as well, like the symbols
+ * job: a token bucket filled at 1/DEBUG_CPU_SHARE of the time plus the
+ * guest's idle CPU time, at most DEBUG_CPU_BURST_NS, emptied by the CPU
+ * time the job's own reads and writes take.  A guest busy on every CPU
+ * gives them 1 % of one CPU; an idle one, what it does not use.
+ */
+#define DEBUG_CPU_SHARE	100
+#define DEBUG_CPU_BURST_NS	20000000ull
 
 static volatile sig_atomic_t stopping;
 
@@ -399,8 +409,12 @@ static int ksyms_step(struct ksyms_job *j, int dev)
  * FILE_END.  Only a regular file whose GNU build-id is the one asked for,
  * of at most max_bytes, is sent; otherwise FILE_END says why.
  */
+static unsigned long long clock_ns(clockid_t id);
+static unsigned long long idle_ns(unsigned long long *up);
+
 struct fetch_req {
 	opvm_u32 id;
+	opvm_u8 flags;		/* OPVM_FETCH_F_* */
 	opvm_u8 bid[OPVM_BUILD_ID_MAX];
 	opvm_u8 bid_len;
 	opvm_u64 offset, max;
@@ -419,6 +433,9 @@ struct file_job {
 	unsigned long long sent, files, refused, dropped_reqs;
 	unsigned long long rate;	/* bytes/s, 0: unpaced */
 	unsigned long long window_ns, window_bytes;	/* pacing */
+	/* debug files' CPU bucket (DEBUG_CPU_SHARE): tokens in ns, filled
+	 * from the monotonic and idle clocks last read at fill_ns, fill_idle */
+	unsigned long long tokens, fill_ns, fill_idle, debug_cpu;
 	unsigned char in[OPVM_REC_MAX];	/* requests being framed */
 	size_t have;
 	union {
@@ -564,18 +581,69 @@ static unsigned long long mono_ns(void)
 	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
 
+/* The debug files' bucket, filled once a window (DEBUG_CPU_SHARE). */
+static void debug_fill(struct file_job *j, unsigned long long now)
+{
+	unsigned long long idle = idle_ns(NULL), add;
+
+	if (!j->fill_ns) {
+		j->fill_ns = now;
+		j->fill_idle = idle;
+		j->tokens = DEBUG_CPU_BURST_NS / 4;
+		return;
+	}
+	add = (now - j->fill_ns) / DEBUG_CPU_SHARE + (idle > j->fill_idle ? idle - j->fill_idle : 0);
+	j->tokens = j->tokens + add > DEBUG_CPU_BURST_NS ? DEBUG_CPU_BURST_NS : j->tokens + add;
+	j->fill_ns = now;
+	j->fill_idle = idle;
+}
+
+static int files_debug(const struct file_job *j)
+{
+	return (j->active ? j->cur.flags : j->qnr ? j->q[j->qhead].flags : 0) &
+	       OPVM_FETCH_F_DEBUG;
+}
+
 /* Whether the pace allows another chunk now: windows of 100 ms. */
 static int files_paced(struct file_job *j)
 {
 	unsigned long long now = mono_ns();
 
-	if (!j->rate)
-		return 1;
 	if (now - j->window_ns >= 100000000ull) {
 		j->window_ns = now;
 		j->window_bytes = 0;
+		if (files_debug(j))
+			debug_fill(j, now);
 	}
-	return j->window_bytes < j->rate / 10;
+	if (files_debug(j) && !j->tokens)
+		return 0;
+	return !j->rate || j->window_bytes < j->rate / 10;
+}
+
+/* The current answer's next record into the module, its CPU time out of
+ * the debug files' bucket: 0, or 1 when the ring is busy (later). */
+static int files_write(struct file_job *j, int dev)
+{
+	int debug = j->cur.flags & OPVM_FETCH_F_DEBUG, busy = 0;
+	unsigned long long c0 = debug ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0, used;
+
+	if (!j->len)
+		file_build(j);
+	if (write(dev, j->rec.buf, j->len) != (ssize_t)j->len) {
+		if (errno == EAGAIN || errno == EINTR) {
+			busy = 1;
+		} else {
+			fprintf(stderr, "opvm-relay: file for the host into the module: %s\n",
+				strerror(errno));
+			j->ending = 1;	/* give this one up */
+		}
+	}
+	if (debug) {
+		used = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+		j->debug_cpu += used;
+		j->tokens = used < j->tokens ? j->tokens - used : 0;
+	}
+	return busy;
 }
 
 /* Up to JOB_BATCH records into the module; 1 while there is more. */
@@ -593,15 +661,8 @@ static int files_step(struct file_job *j, int dev)
 			j->fd = -1;
 			j->pos = 0;
 		}
-		if (!j->len)
-			file_build(j);
-		if (write(dev, j->rec.buf, j->len) != (ssize_t)j->len) {
-			if (errno == EAGAIN || errno == EINTR)
-				return 1;	/* the ring is busy: later */
-			fprintf(stderr, "opvm-relay: file for the host into the module: %s\n",
-				strerror(errno));
-			j->ending = 1;	/* give this one up */
-		}
+		if (files_write(j, dev))
+			return 1;	/* the ring is busy: later */
 		j->window_bytes += j->len;
 		j->len = 0;
 		if (j->ending) {
@@ -643,6 +704,7 @@ static void request_take(struct file_job *j, struct ksyms_thread *t, const unsig
 	}
 	q = &j->q[(j->qhead + j->qnr++) % FETCH_QUEUE];
 	q->id = r.req_id;
+	q->flags = r.flags;
 	memcpy(q->bid, r.build_id, r.build_id_len);
 	q->bid_len = r.build_id_len;
 	q->offset = r.offset;
@@ -1122,7 +1184,7 @@ static int relay_open(struct relay *r, const char *src, const char *port)
  * both count guest instructions (tests/bench/guest-module-overhead.sh).
  */
 static void relay_cpu_report(unsigned long long up0, unsigned long long idle0,
-			     const struct ksyms_thread *t)
+			     const struct ksyms_thread *t, const struct file_job *j)
 {
 	unsigned long long ksyms_cpu = t->cpu;
 	unsigned long long up, idle = idle_ns(&up), cpu = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
@@ -1132,6 +1194,9 @@ static void relay_cpu_report(unsigned long long up0, unsigned long long idle0,
 	fprintf(stderr, "opvm-relay: used %.1f ms of CPU, %.3f %% of the %.1f ms the guest's CPUs were busy meanwhile (kernel symbols %.1f ms; hosts asked for all %llu, modules' %llu, none %llu, silent %llu)\n",
 		(double)cpu / 1e6, busy > 0 ? 100.0 * (double)cpu / busy : 0.0, busy / 1e6,
 		(double)ksyms_cpu / 1e6, t->said_all, t->said_modules, t->said_none, t->silent);
+	if (j->debug_cpu)
+		fprintf(stderr, "opvm-relay: debug files used %.1f ms of CPU (paced at 1/%d of the time and the guest's idle time)\n",
+			(double)j->debug_cpu / 1e6, DEBUG_CPU_SHARE);
 }
 
 int main(int argc, char **argv)
@@ -1171,7 +1236,7 @@ int main(int argc, char **argv)
 	relay_loop(&r);
 	ksyms_tell(&r.ksyms, KSYMS_QUIT);
 	pthread_join(thread, NULL);
-	relay_cpu_report(up0, idle0, &r.ksyms);
+	relay_cpu_report(up0, idle0, &r.ksyms, &r.files);
 	fprintf(stderr, "opvm-relay: relayed %llu bytes in %llu host session(s), dropped %llu while no host was connected; sent %llu files (%llu bytes), refused %llu, dropped %llu requests\n",
 		r.total, r.sessions, r.dropped, r.files.files, r.files.sent, r.files.refused,
 		r.files.dropped_reqs);

@@ -370,11 +370,15 @@ struct opvm_req_ksyms {
  * FILE_END.  The host checks everything again (offsets in order, sizes,
  * its caps, ELF and build-id) before the file enters its cache.
  */
+/* A debug file (/usr/lib/debug/.build-id/xx/yyyy.debug, the host's
+ * path from the build-id): the relay paces it by CPU too (opvm-relay.c). */
+#define OPVM_FETCH_F_DEBUG	0x01
+
 struct opvm_req_fetch {
 	struct opvm_rec_hdr hdr;	/* type OPVM_REQ_FETCH, seq: the host's */
 	opvm_u32 req_id;	/* echoed in FILE_DATA/FILE_END, nonzero */
 	opvm_u8 build_id_len;	/* 1..OPVM_BUILD_ID_MAX */
-	opvm_u8 pad;
+	opvm_u8 flags;		/* OPVM_FETCH_F_*; 0 from older hosts */
 	opvm_u16 path_len;	/* 1..OPVM_PATH_MAX */
 	opvm_u64 offset;	/* resume from this byte */
 	opvm_u64 max_bytes;	/* refuse larger files (FILE_END -EFBIG) */

@@ -4,7 +4,8 @@
 # debootstrap from Debian's archive (the mirror this host's apt uses, or
 # $OPVM_DEBIAN_MIRROR), systemd as init, Debian's linux-image-amd64 with its
 # headers, python3, xz-utils, sqlite3 and linux-perf for real workloads and
-# the in-guest cross-check, and opvm's guest package DEB installed with dpkg:
+# the in-guest cross-check (with OPVM_DISK_DBG=1 also libc6-dbg and
+# python3.11-dbg), and opvm's guest package DEB installed with dpkg:
 # DKMS builds opvm.ko for the image's kernel and the relay's unit is enabled.
 # The disk is made with `mke2fs -d` (no loop mount); the kernel and initrd
 # of its /boot are copied beside it for QEMU -kernel/-initrd.
@@ -19,6 +20,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 SIZE=${OPVM_DISK_SIZE:-3G}
 PKGS="systemd-sysv,udev,kmod,procps,python3,xz-utils,sqlite3,linux-perf"
 PKGS="$PKGS,linux-image-amd64,linux-headers-amd64,dkms,gcc,make,libc6-dev"
+# OPVM_DISK_DBG=1 (make images-disk DISK_DBG=1): the debug files of libc
+# and of the release python3.11 as well, from the same suite, so their
+# versions match the binaries (a guest that gives opvm full names through
+# the relay with no host setup, docs/protocol.md FETCH)
+[ "${OPVM_DISK_DBG:-}" = 1 ] && PKGS="$PKGS,libc6-dbg,python3.11-dbg"
 
 [ "$(id -u)" = 0 ] || { echo "images-disk: needs root (debootstrap and chroot)" >&2; exit 1; }
 command -v debootstrap >/dev/null ||

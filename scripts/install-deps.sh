@@ -12,7 +12,8 @@ libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients golang-go
 python3 chromium acpica-tools dkms linux-headers-cloud-amd64 help2man man-db
 debootstrap qemu-utils e2fsprogs
 libncurses-dev libmicrohttpd-dev prometheus tmux universal-ctags libbpf-dev curl
-linux-perf strace"
+linux-perf strace
+liblzma-dev debuginfod libarchive-tools"
 missing=""
 for p in $PKGS; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

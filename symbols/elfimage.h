@@ -127,6 +127,16 @@ size_t elfimage_nr_frame_syms(const struct elfimage *img);
  * (Kept apart from struct elfsym: a field there made the report's lookup
  * loop 12 % more instructions, by its stride.) */
 int elfimage_sym_frame(const struct elfimage *img, const struct elfsym *s);
+/* 1 for a detached debug file opened as the image itself (no binary
+ * found): symbols and lines, no code bytes, file offsets rebuilt from its
+ * program headers as GNU ld lays a binary out (symbols/elfimage.c). */
+int elfimage_is_debug_only(const struct elfimage *img);
+/* 1 when the symbols came from MiniDebugInfo (.gnu_debugdata). */
+int elfimage_has_minidebug(const struct elfimage *img);
+/* The GNU build-id of the ELF open at fd (not taken), read without loading
+ * symbols: 0, -ENOEXEC (not an ELF), -ENODATA (none) or -ENOSPC (longer
+ * than cap). */
+int elfimage_peek_build_id(int fd, uint8_t *out, size_t cap, size_t *len);
 
 /* 1 when the file carries a DWARF line table. */
 int elfimage_has_lines(struct elfimage *img);

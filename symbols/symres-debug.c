@@ -23,62 +23,98 @@
 
 /* ---- lines and sources --------------------------------------------------- */
 
+static int take_from_debuginfod(struct symres *r, const uint8_t *bid, size_t len,
+				symres_take_fn take, void *arg);
+
 /*
- * Separate debug info by build-id: usr/lib/debug/.build-id/xx/yyyy.debug in
- * the guest's roots, <session>/.build-id/xx/yyyy.debug, the host's
- * /usr/lib/debug/.build-id (a build-id names one build, wherever the file
- * sits), then debuginfod.  The build-id is checked again on attach.
- * Returns 0 when one was attached.
+ * Separate debug files by build-id, in order: usr/lib/debug/.build-id/xx/
+ * yyyy.debug in the guest's roots, <session>/.build-id/xx/yyyy.debug, the
+ * one the guest sent (<fetch cache>/<guest>/xx/yyyy.debug,
+ * host/collect/fetch.h), the host's /usr/lib/debug/.build-id (a build-id
+ * names one build, wherever the file sits), then debuginfod.  take(fd,
+ * path) owns fd and returns 1 when it used the file; the build-id is
+ * checked again there.  Returns 1 when one was taken.
  */
+int symres_each_debug_file(struct symres *r, const uint8_t *bid, size_t len,
+			   const char *guest, symres_take_fn take, void *arg)
+{
+	char bidhex[129], path[4096], rp[256];
+	int fd;
+
+	if (!bid || !len || len > 64)
+		return 0;
+	util_hex(bid, len, bidhex);
+	snprintf(rp, sizeof(rp), "/usr/lib/debug/.build-id/%.2s/%s.debug", bidhex, bidhex + 2);
+	for (size_t i = 0; i < r->nr_roots; i++) {
+		if (!symres_root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
+			continue;
+		fd = symres_open_in_root(r->root_fds[i], rp, 0);
+		snprintf(path, sizeof(path), "%s%s", r->roots[i].dir, rp);
+		if (fd >= 0 && take(r, arg, fd, path))
+			return 1;
+	}
+	if (r->session_dir) {
+		snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", r->session_dir,
+			 bidhex, bidhex + 2);
+		fd = symres_open_host_file(path);
+		if (fd >= 0 && take(r, arg, fd, path))
+			return 1;
+	}
+	if (r->fetch_cache && symres_guest_component(guest)) {
+		snprintf(path, sizeof(path), "%s/%s/%.2s/%s.debug", r->fetch_cache, guest,
+			 bidhex, bidhex + 2);
+		fd = symres_open_host_file(path);
+		if (fd >= 0 && take(r, arg, fd, path))
+			return 1;
+	}
+	fd = symres_open_host_file(rp);
+	if (fd >= 0 && take(r, arg, fd, rp))
+		return 1;
+	return take_from_debuginfod(r, bid, len, take, arg);
+}
+
+/* debuginfod's debug file, to take(). */
+static int take_from_debuginfod(struct symres *r, const uint8_t *bid, size_t len,
+				symres_take_fn take, void *arg)
+{
+	char *dpath = NULL;
+	int fd = symres_dbgd_find(r, bid, len, SYMRES_DBGD_DEBUGINFO, &dpath), ok = 0;
+
+	if (fd >= 0)
+		ok = take(r, arg, fd, dpath ? dpath : "debuginfod");
+	free(dpath);
+	return ok;
+}
+
+struct attach_arg {
+	struct elfimage *elf;
+	int take_symbols;
+};
+
+static int take_attach(struct symres *r, void *arg, int fd, const char *path)
+{
+	struct attach_arg *a = arg;
+	char p[64];
+	int ok;
+
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+	ok = !elfimage_attach_debug(a->elf, p, a->take_symbols);
+	close(fd);
+	return ok;
+}
+
+/* Attaches elf's separate debug file.  Returns 0 when one was attached. */
 static int attach_debug(struct symres *r, struct elfimage *elf, const char *guest,
 			int take_symbols)
 {
-	char bidhex[129], path[4096], rp[256];
+	struct attach_arg a = { .elf = elf, .take_symbols = take_symbols };
 	const uint8_t *bid;
-	debuginfod_client *c;
 	size_t len;
 
 	bid = elfimage_build_id(elf, &len);
 	if (!bid)
 		return -ENOENT;
-	util_hex(bid, len, bidhex);
-	snprintf(rp, sizeof(rp), "/usr/lib/debug/.build-id/%.2s/%s.debug", bidhex, bidhex + 2);
-	for (size_t i = 0; i < r->nr_roots; i++) {
-		int fd, ok;
-
-		if (!symres_root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
-			continue;
-		fd = symres_open_in_root(r->root_fds[i], rp, 0);
-		if (fd < 0)
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		ok = !elfimage_attach_debug(elf, path, take_symbols);
-		close(fd);
-		if (ok)
-			return 0;
-	}
-	if (r->session_dir) {
-		snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", r->session_dir,
-			 bidhex, bidhex + 2);
-		if (!elfimage_attach_debug(elf, path, take_symbols))
-			return 0;
-	}
-	if (!elfimage_attach_debug(elf, rp, take_symbols))
-		return 0;
-	if ((c = symres_dbgd(r))) {
-		char *dpath = NULL;
-		int fd = symres_dbgd_find_debuginfo(c, bid, (int)len, &dpath), ok = 0;
-
-		if (fd >= 0) {
-			snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-			ok = !elfimage_attach_debug(elf, path, take_symbols);
-			close(fd);
-		}
-		free(dpath);
-		if (ok)
-			return 0;
-	}
-	return -ENOENT;
+	return symres_each_debug_file(r, bid, len, guest, take_attach, &a) ? 0 : -ENOENT;
 }
 
 /* A stripped binary (only .dynsym) gets its full symbol table from debug

@@ -221,6 +221,19 @@ static int try_fetched_kallsyms(struct symres *r, struct simage *si, const char 
 	return try_kernel(r, si, symres_open_host_file(path), path, 0, 1, k);
 }
 
+/* debuginfod's vmlinux (its debuginfo: symbols and DWARF) for k's
+ * build-id; 1 when si uses it. */
+static int try_kernel_debuginfod(struct symres *r, struct simage *si,
+				 const struct symres_kernel *k)
+{
+	char *dpath = NULL;
+	int fd = symres_dbgd_find(r, k->build_id, k->build_id_len, SYMRES_DBGD_DEBUGINFO, &dpath);
+	int ok = fd >= 0 && try_kernel(r, si, fd, dpath ? dpath : "debuginfod", 1, 0, k);
+
+	free(dpath);
+	return ok;
+}
+
 void symres_resolve_kernel(struct symres *r, struct simage *si, const char *guest,
 			   const struct symres_kernel *k)
 {
@@ -274,6 +287,10 @@ void symres_resolve_kernel(struct symres *r, struct simage *si, const char *gues
 				return;
 		}
 	}
+	/* nothing else: vmlinux with its symbols by the build-id VMCOREINFO
+	 * gave introspection (large: last) */
+	if (k && k->build_id_len && try_kernel_debuginfod(r, si, k))
+		return;
 	if (si->state == SIMAGE_NOT_FOUND)
 		snprintf(si->reason, sizeof(si->reason),
 			 "no kernel symbols for %s: give --guest-root DIR (with "

@@ -90,6 +90,24 @@ struct symres {
 	debuginfod_client *dbgd;
 	int dbgd_tried;
 	int dbgd_missing;	/* DEBUGINFOD_URLS asked, libdebuginfod did not load */
+	int dbgd_down;		/* a server timed out: ask no more */
+	int dbgd_last_err;	/* the last failure's -errno */
+	int dbgd_null;		/* /dev/null for the client's verbose fd, or -1 */
+	uint64_t dbgd_max;	/* size cap, bytes */
+	unsigned dbgd_timeout_s;
+	struct dbgd_memo *dbgd_memo;	/* every answer, by build-id and kind */
+	size_t nr_dbgd_memo, dbgd_memo_cap;
+	struct symres_dbgd_stats dbgd_stats;
+	char dbgd_warn[384];
+	void (*progress)(void *arg, const char *build_id, uint64_t done, uint64_t total);
+	void *progress_arg;
+};
+
+struct dbgd_memo {
+	uint8_t bid[64];
+	uint8_t len, kind;
+	int err;		/* 0: found, at path */
+	char *path;
 };
 
 int symres_try_candidate(struct symres *r, struct simage *si, int fd, const char *path,
@@ -99,21 +117,22 @@ int symres_open_host_file(const char *path);
 int symres_release_ok(const char *rel);
 int symres_root_matches(const struct symres_root *root, const char *guest);
 int symres_open_in_root(int rootfd, const char *path, int dir);
-/* The debuginfod client when DEBUGINFOD_URLS asks for one and
- * libdebuginfod loads (dlopen on first use: most reports never need it,
- * and linking it costs every start its curl and TLS libraries); NULL
- * otherwise. */
-debuginfod_client *symres_dbgd(struct symres *r);
-/* libdebuginfod's calls, on a client symres_dbgd() returned. */
-int symres_dbgd_find_executable(debuginfod_client *c, const unsigned char *bid, int len,
-				char **path);
-int symres_dbgd_find_debuginfo(debuginfod_client *c, const unsigned char *bid, int len,
-			       char **path);
-void symres_dbgd_end(debuginfod_client *c);
+enum { SYMRES_DBGD_EXECUTABLE, SYMRES_DBGD_DEBUGINFO };
+/* A file by build-id from debuginfod (symres-dbgd.c): asked once per
+ * resolver, checked (its build-id, its size), counted.  The fd (owned by
+ * the caller) and *path (malloc'd, the client's cache file), or -errno
+ * (-ENOENT when no server is set or none has it). */
+int symres_dbgd_find(struct symres *r, const uint8_t *bid, size_t len, int kind, char **path);
+/* Ends the client, if any (symres_free()). */
+void symres_dbgd_end(struct symres *r);
 void symres_resolve_kernel(struct symres *r, struct simage *si, const char *guest,
 			   const struct symres_kernel *k);
 void symres_resolve_module(struct symres *r, struct simage *si, const char *guest,
 			   const char *image, const struct symres_kernel *k);
+/* symres_each_debug_file()'s callback: owns fd; 1 when it took the file. */
+typedef int (*symres_take_fn)(struct symres *r, void *arg, int fd, const char *path);
+int symres_each_debug_file(struct symres *r, const uint8_t *bid, size_t len,
+			   const char *guest, symres_take_fn take, void *arg);
 void symres_bin_debug_symbols(struct symres *r, struct binfile *b, const char *guest);
 
 struct binfile *symres_bin_get(struct symres *r, int fd, const char *path,

@@ -1,16 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * Symbol resolution, the helpers every part uses: checks on names from the
- * guest, opening a file inside a guest root (openat2 RESOLVE_IN_ROOT), the
- * debuginfod client.  The rules for guest names are in symbols/symres.c.
+ * guest, opening a file inside a guest root (openat2 RESOLVE_IN_ROOT).
+ * The rules for guest names are in symbols/symres.c; debuginfod is in
+ * symbols/symres-dbgd.c.
  */
 #include <dirent.h>
-#include <dlfcn.h>
 #include <elfutils/debuginfod.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,82 +139,6 @@ int symres_open_in_root(int rootfd, const char *path, int dir)
 int symres_open_host_file(const char *path)
 {
 	return util_open_regular(path, 0);
-}
-
-static struct {
-	__typeof__(debuginfod_begin) *begin;
-	__typeof__(debuginfod_end) *end;
-	__typeof__(debuginfod_find_executable) *find_executable;
-	__typeof__(debuginfod_find_debuginfo) *find_debuginfo;
-} dbgd_api;
-static int dbgd_loaded;
-static char dbgd_err[384];	/* why not, once dbgd_load() failed */
-static pthread_once_t dbgd_once = PTHREAD_ONCE_INIT;
-
-static void dbgd_load(void)
-{
-	void *h = dlopen("libdebuginfod.so.1", RTLD_NOW | RTLD_LOCAL);
-	void *f[4];
-
-	if (!h) {
-		snprintf(dbgd_err, sizeof(dbgd_err), "DEBUGINFOD_URLS is set but libdebuginfod "
-			 "does not load (%s): install it (Debian: apt-get install "
-			 "libdebuginfod1) or unset DEBUGINFOD_URLS", dlerror());
-		return;
-	}
-	f[0] = dlsym(h, "debuginfod_begin");
-	f[1] = dlsym(h, "debuginfod_end");
-	f[2] = dlsym(h, "debuginfod_find_executable");
-	f[3] = dlsym(h, "debuginfod_find_debuginfo");
-	if (!f[0] || !f[1] || !f[2] || !f[3]) {
-		snprintf(dbgd_err, sizeof(dbgd_err), "DEBUGINFOD_URLS is set but this "
-			 "libdebuginfod lacks its client calls: upgrade it (Debian: "
-			 "apt-get install libdebuginfod1) or unset DEBUGINFOD_URLS");
-		return;
-	}
-	/* POSIX: dlsym()'s data pointers convert to function pointers. */
-	*(void **)&dbgd_api.begin = f[0];
-	*(void **)&dbgd_api.end = f[1];
-	*(void **)&dbgd_api.find_executable = f[2];
-	*(void **)&dbgd_api.find_debuginfo = f[3];
-	dbgd_loaded = 1;
-}
-
-int symres_dbgd_find_executable(debuginfod_client *c, const unsigned char *bid, int len,
-				char **path)
-{
-	return dbgd_api.find_executable(c, bid, len, path);
-}
-
-int symres_dbgd_find_debuginfo(debuginfod_client *c, const unsigned char *bid, int len,
-			       char **path)
-{
-	return dbgd_api.find_debuginfo(c, bid, len, path);
-}
-
-void symres_dbgd_end(debuginfod_client *c)
-{
-	dbgd_api.end(c);
-}
-
-debuginfod_client *symres_dbgd(struct symres *r)
-{
-	const char *urls = getenv("DEBUGINFOD_URLS");
-
-	if (r->no_debuginfod || !urls || !*urls)
-		return NULL;
-	if (!r->dbgd_tried) {
-		r->dbgd_tried = 1;
-		pthread_once(&dbgd_once, dbgd_load);
-		r->dbgd = dbgd_loaded ? dbgd_api.begin() : NULL;
-		r->dbgd_missing = !dbgd_loaded;
-	}
-	return r->dbgd;
-}
-
-const char *symres_warning(const struct symres *r)
-{
-	return r && r->dbgd_missing ? dbgd_err : NULL;
 }
 
 /* guest names a directory the store made: one component, not . or .. */

@@ -132,7 +132,9 @@ int symres_try_candidate(struct symres *r, struct simage *si, int fd, const char
 			 "%s has build-id %.40s, samples are of %.40s", path, got, want);
 		return 0;
 	}
-	if (!si->file)
+	/* A debug file standing in for its binary has no .eh_frame bytes to
+	 * unwind with. */
+	if (!si->file && !elfimage_is_debug_only(b->elf))
 		si->file = b->path;
 	/* A stripped binary: its debug info may have the symbols. */
 	symres_bin_debug_symbols(r, b, guest);
@@ -180,11 +182,23 @@ static int try_memsyms(struct symres *r, struct simage *si, const char *guest)
 	return ok;
 }
 
+struct debug_cand {
+	struct simage *si;
+	const char *guest;
+};
+
+static int take_debug_only(struct symres *r, void *arg, int fd, const char *path)
+{
+	struct debug_cand *d = arg;
+
+	return symres_try_candidate(r, d->si, fd, path, d->guest);
+}
+
 void symres_resolve_user(struct symres *r, struct simage *si, const char *guest,
 			 const char *image)
 {
+	struct debug_cand dc = { .si = si, .guest = guest };
 	char bidhex[129], path[4096];
-	debuginfod_client *c;
 
 	if (si->build_id_len && r->session_dir) {
 		static const char *const fmts[] = { "%s/.build-id/%.2s/%s", "%s/.build-id/%.2s/%s/elf" };
@@ -211,10 +225,15 @@ void symres_resolve_user(struct symres *r, struct simage *si, const char *guest,
 		if (symres_try_candidate(r, si, symres_open_in_root(r->root_fds[i], image, 0), path, guest))
 			return;
 	}
-	if (si->build_id_len && (c = symres_dbgd(r))) {
+	/* No binary: its debug file stands in (symbols, lines, the binary's
+	 * layout from its program headers), then debuginfod's executable. */
+	if (si->build_id_len && symres_each_debug_file(r, si->build_id, si->build_id_len,
+						       guest, take_debug_only, &dc))
+		return;
+	if (si->build_id_len) {
 		char *dpath = NULL;
-		int fd = symres_dbgd_find_executable(c, si->build_id,
-						      (int)si->build_id_len, &dpath);
+		int fd = symres_dbgd_find(r, si->build_id, si->build_id_len,
+					  SYMRES_DBGD_EXECUTABLE, &dpath);
 
 		if (fd >= 0 && symres_try_candidate(r, si, fd, dpath ? dpath : "debuginfod", guest)) {
 			free(dpath);

@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "lib/array.h"
 #include "lib/util.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
@@ -36,6 +37,7 @@ struct symres *symres_new(const struct symres_config *cfg)
 
 	if (!r)
 		return NULL;
+	r->dbgd_null = -1;
 	if (cfg->session_dir && !(r->session_dir = strdup(cfg->session_dir)))
 		goto fail;
 	if (cfg->vmlinux && !(r->vmlinux = strdup(cfg->vmlinux)))
@@ -46,6 +48,8 @@ struct symres *symres_new(const struct symres_config *cfg)
 		goto fail;
 	if (cfg->source_dir && !(r->source_dir = strdup(cfg->source_dir)))
 		goto fail;
+	r->progress = cfg->progress;
+	r->progress_arg = cfg->progress_arg;
 	r->no_host_kernel = cfg->no_host_kernel;
 	r->no_debuginfod = cfg->no_debuginfod;
 	if (cfg->nr_roots) {
@@ -116,8 +120,10 @@ void symres_free(struct symres *r)
 	}
 	free(r->roots);
 	free(r->root_fds);
-	if (r->dbgd)
-		symres_dbgd_end(r->dbgd);
+	symres_dbgd_end(r);
+	for (size_t i = 0; i < r->nr_dbgd_memo; i++)
+		free(r->dbgd_memo[i].path);
+	free(r->dbgd_memo);
 	free(r->session_dir);
 	free(r->vmlinux);
 	free(r->system_map);
@@ -160,6 +166,7 @@ static int images_grow(struct symres *r)
 int symres_image_recheck(struct symres *r, struct simage *si, const char *guest,
 			 const char *image)
 {
+	static const char *const endings[] = { "", ".debug", ".memsyms" };
 	char bidhex[129], path[4096];
 	struct stat sb;
 	size_t n;
@@ -168,12 +175,15 @@ int symres_image_recheck(struct symres *r, struct simage *si, const char *guest,
 	    !r->fetch_cache || !symres_guest_component(guest))
 		return si->state == SIMAGE_OK;
 	util_hex(si->build_id, si->build_id_len, bidhex);
-	n = (size_t)snprintf(path, sizeof(path), "%s/%s/%.2s/%s", r->fetch_cache, guest, bidhex,
-			     bidhex + 2);
-	/* the binary, or its symbols read from guest memory */
-	if ((stat(path, &sb) || !S_ISREG(sb.st_mode)) &&
-	    (n + sizeof(".memsyms") > sizeof(path) ||
-	     stat(strcat(path, ".memsyms"), &sb) || !S_ISREG(sb.st_mode)))
+	/* the binary, its debug file (which stands in for it), or its symbols
+	 * read from guest memory: whichever the cache has */
+	for (n = 0; n < ARRAY_SIZE(endings); n++) {
+		snprintf(path, sizeof(path), "%s/%s/%.2s/%s%s", r->fetch_cache, guest, bidhex,
+			 bidhex + 2, endings[n]);
+		if (!stat(path, &sb) && S_ISREG(sb.st_mode))
+			break;
+	}
+	if (n == ARRAY_SIZE(endings))
 		return 0;
 	si->reason[0] = '\0';
 	symres_resolve_user(r, si, guest, image);

@@ -61,7 +61,26 @@ struct symres_config {
 	int no_debuginfod;		/* 1: never ask debuginfod */
 	const char *fetch_cache;	/* binaries fetched from the guests:
 					 * DIR/<guest>/xx/yyyy; may be NULL */
+	/* Called about once a second while a debuginfod transfer runs past a
+	 * second (done and total in bytes, total 0 when unknown), on the
+	 * resolving thread; may be NULL.  Printing is the caller's. */
+	void (*progress)(void *arg, const char *build_id, uint64_t done, uint64_t total);
+	void *progress_arg;
 };
+
+/* What debuginfod did for one resolver (symbols/symres-dbgd.c). */
+struct symres_dbgd_stats {
+	uint64_t asked;		/* requests made: one per build-id and kind at most */
+	uint64_t found;		/* files accepted */
+	uint64_t not_found;	/* no server had it (or a cached negative answer) */
+	uint64_t wrong_build;	/* refused: the file's build-id was another */
+	uint64_t too_big;	/* refused: over the size cap */
+	uint64_t timed_out;	/* a server stopped answering (then no more asked) */
+	uint64_t skipped;	/* not asked: a server had timed out before */
+	uint64_t failed;	/* other errors */
+	uint64_t bytes;		/* bytes of the files accepted */
+};
+const struct symres_dbgd_stats *symres_dbgd_stats(const struct symres *r);
 
 /* What the guest said about its kernel (session.json "kernel"). */
 struct symres_kernel {
@@ -69,6 +88,8 @@ struct symres_kernel {
 	uint64_t text_addr;		/* run-time _text, 0 if unknown */
 	const char *anchor_name;	/* may be NULL */
 	uint64_t anchor_addr;
+	const uint8_t *build_id;	/* vmlinux's, for debuginfod; may be NULL */
+	size_t build_id_len;
 };
 
 enum simage_state {
@@ -95,7 +116,8 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 			    const struct symres_kernel *k);
 
 /* A user image symres_image() did not find (SIMAGE_NOT_FOUND), looked
- * for again if a file of its build-id is now in the fetch cache (the
+ * for again if a file of its build-id (or its debug file) is now in the
+ * fetch cache (the
  * guest sent it meanwhile: a collector's lookups, host/collect/fetch.h);
  * one stat() otherwise.  guest and image as given to symres_image().
  * Returns 1 if si is SIMAGE_OK now. */
@@ -116,9 +138,10 @@ const char *simage_file(const struct simage *si);
  * one line for the report, or NULL. */
 const char *simage_warning(const struct simage *si);
 /* What the resolver could not do that the user asked for (DEBUGINFOD_URLS
- * set and libdebuginfod missing, once it was needed), as one line for the
- * report's warnings, or NULL. */
-const char *symres_warning(const struct symres *r);
+ * set and libdebuginfod missing, once it was needed; files a server sent
+ * that were refused, a server that stopped answering), as one line for the
+ * report's warnings, or NULL.  Valid until the next call. */
+const char *symres_warning(struct symres *r);
 /* One line saying why the state is not SIMAGE_OK, or for an image whose
  * functions are named by their .eh_frame bounds (simage_nr_frames()),
  * what would name them ("" otherwise). */

@@ -330,6 +330,7 @@ int cmd_export(int argc, char **argv)
 		return ret < 0 ? 0 : ret;
 	ret = 1;
 	report_cli_finish(c);
+	c->sc.progress = cmd_dbgd_progress;
 	res = symres_new(&c->sc);
 	if (!res) {
 		log_err("cannot set up symbol lookup: %s", strerror(errno));

@@ -347,6 +347,7 @@ int cmd_report(int argc, char **argv)
 	if (import_files(&a))
 		goto out;
 	report_cli_finish(&a.cli);
+	a.cli.sc.progress = cmd_dbgd_progress;
 	if (a.symbols) {
 		res = symres_new(&a.cli.sc);
 		if (!res) {
@@ -374,4 +375,12 @@ out:
 		ret = 1;
 	}
 	return ret;
+}
+
+void cmd_dbgd_progress(void *arg, const char *build_id, uint64_t done, uint64_t total)
+{
+	if (total)
+		log_info("debuginfod: %.16s...: %.1f of %.1f MB", build_id, done / 1e6, total / 1e6);
+	else
+		log_info("debuginfod: %.16s...: %.1f MB", build_id, done / 1e6);
 }

@@ -8,6 +8,8 @@
 #ifndef OPVM_COMMANDS_H
 #define OPVM_COMMANDS_H
 
+#include <stdint.h>
+
 /* The Makefile passes VERSION's contents; other builds (fuzz targets
  * linking the commands) get this. */
 #ifndef OPVM_VERSION
@@ -21,6 +23,10 @@
 int cmd_run(int argc, char **argv);		/* host/cli/cmd-run.c */
 int cmd_attach(int argc, char **argv);		/* host/cli/cmd-attach.c */
 int cmd_report(int argc, char **argv);		/* host/cli/cmd-report.c */
+/* symres_config's progress callback for report, annotate and export: a
+ * line on stderr for each second of a long debuginfod transfer
+ * (host/cli/cmd-report.c). */
+void cmd_dbgd_progress(void *arg, const char *build_id, uint64_t done, uint64_t total);
 int cmd_annotate(int argc, char **argv);	/* host/cli/cmd-annotate.c */
 int cmd_export(int argc, char **argv);		/* host/cli/cmd-export.c */
 int cmd_list_events(int argc, char **argv);	/* host/cli/cmd-list-events.c */

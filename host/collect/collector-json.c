@@ -57,6 +57,8 @@ static json_t *intro_kernel_json(const struct cguest *g)
 		return NULL;
 	}
 	json_object_set_new(k, "anchor_addr", json_u64(s->stext));
+	if (s->build_id[0])
+		json_object_set_new(k, "build_id", json_string(s->build_id));
 	json_object_set_new(k, "text_addr", json_u64(s->text_addr));
 	json_object_set_new(k, "anchor_addr_hex", json_hex(s->stext));
 	json_object_set_new(k, "text_addr_hex", json_hex(s->text_addr));

@@ -47,6 +47,7 @@ struct img {
 	uint8_t bid_len;
 	uint8_t state;			/* enum img_state */
 	uint8_t attempts;
+	uint8_t debug;			/* its debug file, not the binary */
 	char *path;			/* the guest's, for the request only */
 	uint64_t received;		/* bytes in the part file */
 };
@@ -81,6 +82,12 @@ struct fetch {
 	bool ended;			/* a request ended since the last poll:
 					 * its time counts from start_ms */
 	bool answered;			/* the relay answered some request */
+	bool hello;			/* a HELLO came through the relay: it runs
+					 * and reads requests (none before: under
+					 * introspection images have samples long
+					 * before a booting guest starts its relay,
+					 * and a request it never saw made the host
+					 * think it predates FETCH) */
 	bool mute;			/* it never did and one timed out */
 	uint64_t settled;		/* transfers ended (fetch_settled()) */
 	bool word_due;			/* a HELLO came: the relay waits for the
@@ -568,8 +575,8 @@ static void ksyms_end(struct fetch *f, const void *rec)
  * xx directory opened (opvm's own, never a link; made if create) into
  * *xfd, and rest into out.  0 or -errno (a refusal is in why).
  */
-static int cache_xx(const struct fetch *f, const uint8_t *bid, size_t len, bool create,
-		    int *xfd, char *out, char *why, size_t whylen)
+static int cache_xx(const struct fetch *f, const uint8_t *bid, size_t len, bool debug,
+		    bool create, int *xfd, char *out, char *why, size_t whylen)
 {
 	char hex[2 * OPVM_BUILD_ID_MAX + 1], xx[3];
 
@@ -577,22 +584,24 @@ static int cache_xx(const struct fetch *f, const uint8_t *bid, size_t len, bool 
 	memcpy(xx, hex, 2);
 	xx[2] = '\0';
 	strcpy(out, hex + 2);
+	if (debug)
+		strcat(out, ".debug");
 	*xfd = safepath_open_sub(f->cfd, f->cache, xx, 0700, create ? SAFEPATH_CREATE : 0,
 				 why, whylen);
 	return *xfd < 0 ? *xfd : 0;
 }
 
-/* Whether the cache holds bid: a regular file at its name, never a link
- * (lstat), whose mtime is then set (used: last to go, fetch-cache.c)
- * without following one. */
-static bool img_cached(struct fetch *f, const uint8_t *bid, size_t len)
+/* Whether the cache holds bid (its debug file: debug): a regular file at
+ * its name, never a link (lstat), whose mtime is then set (used: last to
+ * go, fetch-cache.c) without following one. */
+static bool img_cached(struct fetch *f, const uint8_t *bid, size_t len, bool debug)
 {
-	char rest[2 * OPVM_BUILD_ID_MAX + 1];
+	char rest[2 * OPVM_BUILD_ID_MAX + 8];
 	struct stat sb;
 	bool ok;
 	int xfd;
 
-	if (cache_open(f, false) || cache_xx(f, bid, len, false, &xfd, rest, NULL, 0))
+	if (cache_open(f, false) || cache_xx(f, bid, len, debug, false, &xfd, rest, NULL, 0))
 		return false;
 	ok = !fstatat(xfd, rest, &sb, AT_SYMLINK_NOFOLLOW);
 	if (ok && !S_ISREG(sb.st_mode)) {
@@ -605,33 +614,57 @@ static bool img_cached(struct fetch *f, const uint8_t *bid, size_t len)
 	return ok;
 }
 
-void fetch_want(struct fetch *f, const char *path, const uint8_t *bid, size_t len)
+/* A request for bid's binary at path (or, debug, its debug file): added
+ * unless there is one; 1 when added. */
+static int img_add(struct fetch *f, const char *path, const uint8_t *bid, size_t len,
+		   bool debug)
 {
 	struct img *m;
+
+	for (size_t i = 0; i < f->nr_imgs; i++)
+		if (f->imgs[i].bid_len == len && !memcmp(f->imgs[i].bid, bid, len) &&
+		    f->imgs[i].debug == debug)
+			return 0;
+	if (f->nr_imgs == FETCH_MAX_IMAGES) {
+		f->st.table_full++;
+		return 0;
+	}
+	m = &f->imgs[f->nr_imgs];
+	m->path = strdup(path);
+	if (!m->path)
+		return 0;
+	memcpy(m->bid, bid, len);
+	m->bid_len = (uint8_t)len;
+	m->debug = debug;
+	f->nr_imgs++;
+	if (img_cached(f, bid, len, debug)) {
+		m->state = IMG_CACHED;
+		if (debug)
+			f->st.debug_cached++;
+		else
+			f->st.cached++;
+	}
+	return 1;
+}
+
+void fetch_want(struct fetch *f, const char *path, const uint8_t *bid, size_t len)
+{
+	char hex[2 * OPVM_BUILD_ID_MAX + 1], dpath[2 * OPVM_BUILD_ID_MAX + 64];
 
 	/* ids shorter than 2 bytes would make a one-level name */
 	if (!f->imgs || len < 2 || len > OPVM_BUILD_ID_MAX || !path || !*path ||
 	    strlen(path) > OPVM_PATH_MAX)
 		return;
-	for (size_t i = 0; i < f->nr_imgs; i++)
-		if (f->imgs[i].bid_len == len && !memcmp(f->imgs[i].bid, bid, len))
-			return;
-	if (f->nr_imgs == FETCH_MAX_IMAGES) {
-		f->st.table_full++;
+	if (img_add(f, path, bid, len, false))
+		f->st.images++;
+	/* Its debug file where Debian, Fedora and GDB put it, a path made
+	 * here from the build-id's hex alone (never a name from the guest:
+	 * a .gnu_debuglink is one).  Asked after every binary. */
+	if (f->cfg.no_debug_files)
 		return;
-	}
-	m = &f->imgs[f->nr_imgs];
-	m->path = strdup(path);
-	if (!m->path)
-		return;
-	memcpy(m->bid, bid, len);
-	m->bid_len = (uint8_t)len;
-	f->nr_imgs++;
-	f->st.images++;
-	if (img_cached(f, bid, len)) {
-		m->state = IMG_CACHED;
-		f->st.cached++;
-	}
+	util_hex(bid, len, hex);
+	snprintf(dpath, sizeof(dpath), "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
+	img_add(f, dpath, bid, len, true);
 }
 
 /* ---- symbols read from guest memory ------------------------------------------ */
@@ -653,7 +686,7 @@ int fetch_memsyms_due(struct fetch *f, const uint8_t *bid, size_t len)
 
 	if (!m || m->state == IMG_CACHED || m->state == IMG_DONE || cache_open(f, true))
 		return 0;
-	if (cache_xx(f, bid, len, false, &xfd, rest, NULL, 0))
+	if (cache_xx(f, bid, len, false, false, &xfd, rest, NULL, 0))
 		return 1;	/* no xx directory yet: nothing of bid */
 	strcat(rest, FETCH_MEMSYMS_SUFFIX);
 	have = !fstatat(xfd, rest, &sb, AT_SYMLINK_NOFOLLOW) && S_ISREG(sb.st_mode);
@@ -699,7 +732,7 @@ int fetch_memsyms_put(struct fetch *f, const uint8_t *bid, size_t len, const voi
 	/* made here from guest bytes: read back as the reports will */
 	if (!err && f->cfg.verify(part, bid, len))
 		err = -ENOEXEC;
-	if (!err && (err = cache_xx(f, bid, len, true, &xfd, rest, why, sizeof(why))))
+	if (!err && (err = cache_xx(f, bid, len, false, true, &xfd, rest, why, sizeof(why))))
 		cache_refuse(f, err, why);
 	if (!err) {
 		strcat(rest, FETCH_MEMSYMS_SUFFIX);
@@ -727,7 +760,9 @@ int fetch_coming(const struct fetch *f, const uint8_t *bid, size_t len)
 		return 0;
 	for (size_t i = 0; i < f->nr_imgs; i++)
 		if (f->imgs[i].bid_len == len && !memcmp(f->imgs[i].bid, bid, len))
-			return f->imgs[i].state == IMG_WANT || f->imgs[i].state == IMG_ACTIVE;
+			if (!f->imgs[i].debug)
+				return f->imgs[i].state == IMG_WANT ||
+				       f->imgs[i].state == IMG_ACTIVE;
 	return 0;
 }
 
@@ -755,10 +790,11 @@ int fetch_busy(const struct fetch *f)
 {
 	if (!f->imgs || f->mute)
 		return 0;
-	if (f->cur)
+	/* binaries only: samples wait for those, never for a debug file */
+	if (f->cur && !f->cur->debug)
 		return 1;
 	for (size_t i = 0; i < f->nr_imgs; i++)
-		if (f->imgs[i].state == IMG_WANT)
+		if (f->imgs[i].state == IMG_WANT && !f->imgs[i].debug)
 			return 1;
 	return 0;
 }
@@ -814,6 +850,7 @@ static int request_send(struct fetch *f, int fd)
 	q.r.req_id = htole32(++f->req_id ? f->req_id : ++f->req_id);
 	q.r.hdr.seq = q.r.req_id;
 	q.r.build_id_len = f->cur->bid_len;
+	q.r.flags = f->cur->debug ? OPVM_FETCH_F_DEBUG : 0;
 	q.r.path_len = htole16((uint16_t)plen);
 	q.r.offset = htole64(f->cur->received);
 	q.r.max_bytes = htole64(f->cfg.max_file);
@@ -827,6 +864,8 @@ static int request_send(struct fetch *f, int fd)
 		return -EIO;
 	}
 	f->st.requests++;
+	if (f->cur->debug)
+		f->st.debug_requests++;
 	f->cur->attempts++;
 	return 0;
 }
@@ -838,8 +877,11 @@ static void request_next(struct fetch *f, int fd, uint64_t now_ms)
 	struct stat sb;
 	int err;
 
-	for (size_t i = 0; i < f->nr_imgs && !f->cur; i++) {
-		if (f->imgs[i].state != IMG_WANT)
+	/* binaries first: they name more per byte than debug files */
+	for (size_t k = 0; k < 2 * f->nr_imgs && !f->cur; k++) {
+		size_t i = k % f->nr_imgs;
+
+		if (f->imgs[i].state != IMG_WANT || f->imgs[i].debug != (k >= f->nr_imgs))
 			continue;
 		if (f->st.data_bytes >= f->cfg.max_session) {
 			f->imgs[i].state = IMG_FAILED;
@@ -896,7 +938,7 @@ void fetch_poll(struct fetch *f, int fd, uint64_t now_ms)
 		/* a relay that never answered predates FETCH: stop asking */
 		f->mute = !f->answered;
 	}
-	if (f->mute)
+	if (f->mute || !f->hello)
 		return;
 	if (f->cur && f->resend) {
 		int err = request_send(f, fd);
@@ -954,7 +996,7 @@ static void file_data(struct fetch *f, const void *rec)
  * link at the file's own name is replaced, never written through. */
 static void file_commit(struct fetch *f)
 {
-	char name[64], part[4096 + 64], rest[2 * OPVM_BUILD_ID_MAX + 1], why[256] = "";
+	char name[64], part[4096 + 64], rest[2 * OPVM_BUILD_ID_MAX + 8], why[256] = "";
 	int err, xfd;
 
 	part_name(f, name, sizeof(name));
@@ -974,11 +1016,14 @@ static void file_commit(struct fetch *f)
 			f->st.mismatch++;
 		else
 			f->st.not_elf++;
+		if (f->cur->debug)
+			f->st.debug_refused++;
 		unlinkat(f->cfd, name, 0);
 		img_close(f, IMG_FAILED);
 		return;
 	}
-	err = cache_xx(f, f->cur->bid, f->cur->bid_len, true, &xfd, rest, why, sizeof(why));
+	err = cache_xx(f, f->cur->bid, f->cur->bid_len, f->cur->debug, true, &xfd, rest, why,
+		       sizeof(why));
 	if (err)
 		cache_refuse(f, err, why);
 	if (err || renameat(f->cfd, name, xfd, rest)) {
@@ -993,6 +1038,10 @@ static void file_commit(struct fetch *f)
 	close(xfd);
 	f->st.files++;
 	f->st.bytes += f->cur->received;
+	if (f->cur->debug) {
+		f->st.debug_files++;
+		f->st.debug_bytes += f->cur->received;
+	}
 	img_close(f, IMG_DONE);
 	cache_prune(f);
 }
@@ -1008,7 +1057,11 @@ static void file_end(struct fetch *f, const void *rec)
 	}
 	f->ended = f->answered = true;
 	if ((int32_t)le32toh((uint32_t)e.status)) {
-		f->st.guest_refused++;
+		/* most guests have no debug file of most binaries */
+		if (f->cur->debug && (int32_t)le32toh((uint32_t)e.status) == -ENOENT)
+			f->st.debug_absent++;
+		else
+			f->st.guest_refused++;
 		img_close(f, IMG_FAILED);
 	} else if (le64toh(e.size) != f->cur->received) {
 		f->st.bad_order++;
@@ -1043,6 +1096,7 @@ void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len)
 		 * and has forgotten the request, which is asked again from
 		 * where it stopped */
 		hello_take(f, rec);
+		f->hello = true;
 		ksyms_close(f, false);
 		f->word_due = true;
 		f->nr_mods = 0;		/* the walk names them again */
@@ -1111,6 +1165,13 @@ json_t *fetch_to_json(const struct fetch *f)
 		    json_object_set_new(bin, "cache_error", f->cache_err[0] ?
 					json_string(util_text_escape(why, sizeof(why), f->cache_err)) :
 					json_null()))) {
+		json_decref(bin);
+		bin = NULL;
+	}
+	if (bin && json_object_set_new(bin, "debug_files", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}",
+			"requests", C(s->debug_requests), "files", C(s->debug_files),
+			"bytes", C(s->debug_bytes), "absent", C(s->debug_absent),
+			"refused", C(s->debug_refused), "cached", C(s->debug_cached)))) {
 		json_decref(bin);
 		bin = NULL;
 	}

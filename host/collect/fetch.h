@@ -13,7 +13,11 @@
  *    status, size, then ELF and build-id by the caller's verify function)
  *    before the file is renamed to <cache>/<xx>/<rest of the build-id>.
  *    The cache is per guest and shared by its sessions (a second session
- *    fetches nothing the first one got).
+ *    fetches nothing the first one got);
+ *  - the debug file of each such image, after the binaries: the guest's
+ *    /usr/lib/debug/.build-id/xx/yyyy.debug (a path made from the build-id
+ *    alone), flagged OPVM_FETCH_F_DEBUG for the relay's CPU pace, checked
+ *    the same way, into <cache>/<xx>/<rest>.debug.
  *
  * Everything arrives from the guest: every entry is bounds-checked, names
  * are made printable single tokens, the file is capped
@@ -40,7 +44,8 @@
 /* Default cap of one guest's build-id cache, all its sessions together:
  * past it the least recently used files are removed (fetch-cache.c). */
 #define FETCH_CACHE_MAX		((uint64_t)2 << 30)
-/* Distinct images a session considers (each a build-id and a path). */
+/* Files a session considers: each image's binary (a build-id and a path)
+ * and its debug file take one entry each. */
 #define FETCH_MAX_IMAGES	4096
 /* Modules whose base is remembered for <guest>/kallsyms.modules. */
 #define FETCH_MAX_MODULES	4096
@@ -59,6 +64,7 @@ struct fetch_config {
 	uint64_t max_session;		/* 0: FETCH_SESSION_MAX */
 	uint64_t max_cache;		/* 0: FETCH_CACHE_MAX */
 	int no_ksyms;			/* 1: do not keep the kernel's symbols */
+	int no_debug_files;		/* 1: binaries only, no debug files */
 	int public_files;		/* 1: the session's files (kallsyms) are
 					 * 0666 less the umask, as the sample tree
 					 * with --umask; else 0600 */
@@ -121,6 +127,14 @@ struct fetch_stats {
 	uint64_t memsyms_bytes;		/* their bytes */
 	uint64_t memsyms_cached;	/* already there: not read again */
 	uint64_t memsyms_failed;	/* not written: unreadable ELF, I/O */
+	/* debug files (/usr/lib/debug/.build-id/xx/yyyy.debug in the guest,
+	 * <cache>/xx/yyyy.debug here), also counted in the figures above
+	 * (requests, files, bytes, mismatch, not_elf) */
+	uint64_t debug_requests;
+	uint64_t debug_files, debug_bytes;
+	uint64_t debug_absent;		/* the guest has none (-ENOENT) */
+	uint64_t debug_refused;		/* not an ELF of the build-id asked */
+	uint64_t debug_cached;		/* already in the cache */
 };
 
 /*
@@ -198,7 +212,8 @@ int fetch_kernel_orc(const struct fetch *f, uint64_t *ip_start, uint64_t *ip_sto
 /* Images whose transfer ended (cached or given up), a count that only
  * grows: a change says a waiting unwind may go on (attribution.h). */
 uint64_t fetch_settled(const struct fetch *f);
-/* Whether any image is wanted or in transfer with a relay that answers. */
+/* Whether any binary (not a debug file) is wanted or in transfer with a
+ * relay that answers. */
 int fetch_busy(const struct fetch *f);
 
 const struct fetch_stats *fetch_get_stats(const struct fetch *f);

@@ -39,6 +39,24 @@ static uint64_t jnum(json_t *o, const char *key)
 	return 0;
 }
 
+/* session.json kernel.build_id (hex, from introspection) into g. */
+static void kernel_build_id(struct report_guest *g, const char *hex)
+{
+	size_t n = hex ? strlen(hex) : 0;
+
+	g->kernel_build_id_len = 0;
+	if (n < 2 || n % 2 || n / 2 > sizeof(g->kernel_build_id))
+		return;
+	for (size_t i = 0; i < n; i += 2) {
+		int hi = util_hexval((unsigned char)hex[i]), lo = util_hexval((unsigned char)hex[i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return;
+		g->kernel_build_id[i / 2] = (uint8_t)(hi << 4 | lo);
+	}
+	g->kernel_build_id_len = n / 2;
+}
+
 /* An address: "<key>_hex" (exact) if present, else the number, which the
  * collector writes as a real above INT64_MAX. */
 static uint64_t jaddr(json_t *o, const char *key)
@@ -112,6 +130,7 @@ void report_guest_load_meta(struct report_guest *g, const char *path)
 		g->anchor_name = jstrdup(k, "anchor_name");
 		g->anchor_addr = jaddr(k, "anchor_addr");
 		g->text_addr = jaddr(k, "text_addr");
+		kernel_build_id(g, json_string_value(json_object_get(k, "build_id")));
 	}
 	/* the collector's own check of the kallsyms against HELLO */
 	g->ksyms_mismatch = stats_json_get(json_object_get(json_object_get(root, "fetch"),

@@ -37,6 +37,7 @@ static void resolve(struct load_ctx *c, struct report_frame *f, const struct sto
 	struct symres_kernel k = {
 		.release = g->kernel_release, .text_addr = g->text_addr,
 		.anchor_name = g->anchor_name, .anchor_addr = g->anchor_addr,
+		.build_id = g->kernel_build_id, .build_id_len = g->kernel_build_id_len,
 	};
 	long i;
 

@@ -1293,6 +1293,17 @@ static json_t *stacks_json(const struct report *r)
 	return arr;
 }
 
+/* The resolver's debuginfod counters (symbols/symres.h). */
+static json_t *dbgd_json(const struct symres_dbgd_stats *d)
+{
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+			 "requests", jcount(d->asked), "found", jcount(d->found),
+			 "not_found", jcount(d->not_found),
+			 "refused_build_id", jcount(d->wrong_build),
+			 "refused_size", jcount(d->too_big), "timed_out", jcount(d->timed_out),
+			 "not_asked_after_timeout", jcount(d->skipped), "failed", jcount(d->failed),
+			 "bytes", jcount(d->bytes));
+}
 /* "version" of the JSON report: raised when a key changes meaning or goes
  * (docs/reports.md); keys are only ever added within one version. */
 #define REPORT_JSON_VERSION	1
@@ -1398,6 +1409,8 @@ static json_t *header_json(const struct report *r)
 		      "guests", guests,
 		      "warnings", warn,
 		      "unnamed", unnamed_json(r));
+	if (o && r->dbgd.asked + r->dbgd.skipped)
+		json_object_set_new(o, "debuginfod", dbgd_json(&r->dbgd));
 	return o;
 }
 

@@ -595,6 +595,7 @@ static int file_image(void *arg, struct walk_job *j)
 	struct symres_kernel k = {
 		.release = g->kernel_release, .text_addr = g->text_addr,
 		.anchor_name = g->anchor_name, .anchor_addr = g->anchor_addr,
+		.build_id = g->kernel_build_id, .build_id_len = g->kernel_build_id_len,
 	};
 
 	if (!x->o->symbols || !x->o->res)
@@ -1031,6 +1032,8 @@ void report_note_symres(struct report *r, const struct report_opts *o)
 
 	if (w && !r->res_warn[0])
 		snprintf(r->res_warn, sizeof(r->res_warn), "%s", w);
+	if (o->symbols && o->res)
+		r->dbgd = *symres_dbgd_stats(o->res);
 }
 
 struct report *report_load(const struct report_opts *o, char *err, size_t errlen)

@@ -137,6 +137,8 @@ struct report_guest {
 	char *kernel_release;		/* NULL if the guest never said HELLO */
 	uint64_t text_addr, anchor_addr;
 	char *anchor_name;
+	uint8_t kernel_build_id[20];	/* vmlinux's (introspection), or none */
+	size_t kernel_build_id_len;
 	uint64_t ksyms_mismatch;	/* session.json fetch.ksyms.slide_mismatch */
 	char kernel_warn[384];		/* simage_warning() of its kernel, or "" */
 	uint64_t total;			/* samples in this report */
@@ -198,6 +200,7 @@ struct report {
 	size_t stack_errors;		/* tables that did not read */
 	char stack_err[128];		/* the first one's reason */
 	char res_warn[384];		/* symres_warning() once loaded, or "" */
+	struct symres_dbgd_stats dbgd;	/* what debuginfod did, once loaded */
 
 	struct report_priv *priv;
 };

@@ -36,7 +36,10 @@
 # clock, so sampling does not count in the attached figures; what opvm
 # makes the guest do (HELLO, the walk, kernel symbols, files) does.
 # Env: BUILD (default build), BENCH_REPS, BENCH_PINGPONG_ROUNDS,
-# BENCH_CPULOOP_ITERS, BENCH_FORKS, BENCH_ATTACH.
+# BENCH_CPULOOP_ITERS, BENCH_FORKS, BENCH_ATTACH, BENCH_INITRD (another
+# initramfs, e.g. the image's with a debug file appended, as
+# tests/integration/fetch-debug-file.sh makes one, to measure what
+# sending it costs the attached guest).
 set -u
 BUILD=${BUILD:-build}
 ROUNDS=${BENCH_PINGPONG_ROUNDS:-2000}
@@ -84,7 +87,7 @@ boot() {
 	local name=$1 k=$2 sock=$T/ch$1.sock qmp=$T/qmp$1.sock
 	# shellcheck disable=SC2086
 	qemu-system-x86_64 $accel -m 512 -smp 1 -nographic -no-reboot \
-		-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio.gz" \
+		-kernel "$IMG/vmlinuz" -initrd "${BENCH_INITRD:-$IMG/initramfs.cpio.gz}" \
 		-append "console=ttyS0 quiet opvm.kmod=$k opvm.workload=pingpong:$ROUNDS,$REPS+cpuloop:$ITERS,$REPS+forker:$FORKS" \
 		-qmp unix:"$qmp",server=on,wait=off \
 		-device virtio-serial-pci \

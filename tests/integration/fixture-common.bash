@@ -26,6 +26,6 @@ make_fixture() {
 	cc -std=c11 -D_GNU_SOURCE -O1 $san -I. $(pkg-config --cflags libelf libdw jansson) \
 		-o "$dir/mkfixture" tests/golden/mkfixture.c $libs \
 		$(pkg-config --libs libelf libdw capstone jansson libvirt libvirt-qemu zlib \
-		  libprotobuf-c libdebuginfod) -lpthread -lm || { echo "FAIL: cannot build mkfixture"; exit 1; }
+		  libprotobuf-c libdebuginfod liblzma) -lpthread -lm || { echo "FAIL: cannot build mkfixture"; exit 1; }
 	read -r root session < <("$dir/mkfixture" "$dir") || { echo "FAIL: fixture"; exit 1; }
 }

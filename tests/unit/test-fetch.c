@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "host/collect/fetch.h"
+#include "lib/util.h"
 #include "lib/channel.h"
 #include "lib/util.h"
 #include "symbols/elfimage.h"
@@ -337,9 +338,10 @@ static void bin_setup(struct bin *b, uint64_t max_file, uint64_t max_session)
 	snprintf(b->cache, sizeof(b->cache), "%s/cache/guest", b->dir);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, b->sv), 0);
 	b->f = fetch_new(&(struct fetch_config){ .guest_dir = b->dir, .cache_dir = b->cache,
-		.max_file = max_file, .max_session = max_session,
+		.max_file = max_file, .max_session = max_session, .no_debug_files = 1,
 		.verify = symres_check_build_id });
 	assert_non_null(b->f);
+	put_hello(b->f);		/* the relay runs: requests may go */
 	img = elfimage_open("/proc/self/exe", NULL, 0);
 	assert_non_null(img);
 	id = elfimage_build_id(img, &b->bid_len);
@@ -489,7 +491,9 @@ static void test_binary_ok_and_resume(void **state)
 	/* a second session of the guest: found, nothing asked */
 	fetch_free(b.f);
 	b.f = fetch_new(&(struct fetch_config){ .guest_dir = b.dir, .cache_dir = b.cache,
+		.no_debug_files = 1,
 		.verify = symres_check_build_id });
+	put_hello(b.f);
 	assert_int_equal(cache_mtimes(&b, 1000), 1);	/* made old */
 	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
 	fetch_poll(b.f, b.sv[0], 5000);
@@ -501,7 +505,9 @@ static void test_binary_ok_and_resume(void **state)
 	 * so it is asked for again */
 	fetch_free(b.f);
 	b.f = fetch_new(&(struct fetch_config){ .guest_dir = b.dir, .cache_dir = b.cache,
+		.no_debug_files = 1,
 		.max_cache = 4096, .verify = symres_check_build_id });
+	put_hello(b.f);
 	assert_int_equal(fetch_get_stats(b.f)->pruned, 1);
 	assert_int_equal(fetch_get_stats(b.f)->pruned_bytes, b.elf_len);
 	assert_int_equal(cache_files(&b), 0);
@@ -747,8 +753,9 @@ static void bin_reopen(struct bin *b)
 {
 	fetch_free(b->f);
 	b->f = fetch_new(&(struct fetch_config){ .guest_dir = b->dir, .cache_dir = b->cache,
-		.verify = symres_check_build_id });
+		.no_debug_files = 1, .verify = symres_check_build_id });
 	assert_non_null(b->f);
+	put_hello(b->f);
 }
 
 /* Runs one whole transfer of b's file if the host asks for it; returns
@@ -1154,6 +1161,147 @@ static void test_fifo_part(void **state)
 	assert_int_equal(rmdir(dir), 0);
 }
 
+/* Reads a request: its req_id, flags and path (NUL-terminated). */
+static uint32_t any_request(struct bin *b, uint8_t *flags, char *path, size_t plen,
+			    uint8_t *bid)
+{
+	struct opvm_req_fetch r;
+	char buf[OPVM_REC_MAX];
+	ssize_t n = read(b->sv[1], buf, sizeof(buf));
+	size_t l;
+
+	assert_true(n >= (ssize_t)sizeof(r));
+	memcpy(&r, buf, sizeof(r));
+	assert_int_equal(le16toh(r.hdr.type), OPVM_REQ_FETCH);
+	l = le16toh(r.path_len);
+	assert_true(l < plen && sizeof(r) + l <= (size_t)n);
+	memcpy(path, buf + sizeof(r), l);
+	path[l] = '\0';
+	*flags = r.flags;
+	if (bid)
+		memcpy(bid, r.build_id, r.build_id_len);
+	return le32toh(r.req_id);
+}
+
+/*
+ * Debug files: after the binaries, each image's
+ * /usr/lib/debug/.build-id/xx/yyyy.debug (the host's path from the
+ * build-id), flagged for the relay's pace, checked like a binary, cached as
+ * xx/yyyy.debug; a guest without one (-ENOENT) is counted apart; a debug
+ * file of another build is refused and leaves no file; a second session
+ * asks nothing.
+ */
+static void test_debug_file(void **state)
+{
+	char path[OPVM_PATH_MAX + 1], want[256], hex[129], fname[512];
+	uint8_t flags, other[OPVM_BUILD_ID_MAX], got[OPVM_BUILD_ID_MAX];
+	const struct fetch_stats *st;
+	struct stat sb;
+	struct bin b;
+	uint32_t id;
+
+	bin_setup(&b, 0, 0);
+	bin_reopen(&b);
+	fetch_free(b.f);
+	b.f = fetch_new(&(struct fetch_config){ .guest_dir = b.dir, .cache_dir = b.cache,
+		.verify = symres_check_build_id });
+	put_hello(b.f);
+	assert_non_null(b.f);
+	st = fetch_get_stats(b.f);
+	memcpy(other, b.bid, b.bid_len);
+	other[0] ^= 0xff;
+	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+	fetch_want(b.f, "/usr/bin/y", other, b.bid_len);
+	assert_int_equal(st->images, 2);
+	/* binaries first */
+	for (int i = 0; i < 2; i++) {
+		fetch_poll(b.f, b.sv[0], 1000 + i);
+		id = any_request(&b, &flags, path, sizeof(path), NULL);
+		assert_int_equal(flags, 0);
+		assert_true(!strcmp(path, "/usr/bin/x") || !strcmp(path, "/usr/bin/y"));
+		bin_end(&b, id, -ENOENT, 0);
+	}
+	assert_int_equal(st->guest_refused, 2);
+	/* x's debug file: taken */
+	util_hex(b.bid, b.bid_len, hex);
+	snprintf(want, sizeof(want), "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
+	fetch_poll(b.f, b.sv[0], 1010);
+	id = any_request(&b, &flags, path, sizeof(path), got);
+	assert_int_equal(flags, OPVM_FETCH_F_DEBUG);
+	assert_string_equal(path, want);
+	assert_memory_equal(got, b.bid, b.bid_len);
+	assert_int_equal(fetch_busy(b.f), 0);	/* nothing waits for a debug file */
+	bin_stream(&b, id, 0, b.elf, b.elf_len);
+	bin_end(&b, id, 0, b.elf_len);
+	assert_int_equal(st->debug_files, 1);
+	assert_int_equal(st->debug_bytes, b.elf_len);
+	snprintf(fname, sizeof(fname), "%s/%.2s/%s.debug", b.cache, hex, hex + 2);
+	assert_int_equal(stat(fname, &sb), 0);
+	/* y's: the guest sends x's file, another build's: refused */
+	fetch_poll(b.f, b.sv[0], 1020);
+	id = any_request(&b, &flags, path, sizeof(path), got);
+	assert_int_equal(flags, OPVM_FETCH_F_DEBUG);
+	assert_memory_equal(got, other, b.bid_len);
+	bin_stream(&b, id, 0, b.elf, b.elf_len);
+	bin_end(&b, id, 0, b.elf_len);
+	assert_int_equal(st->mismatch, 1);
+	assert_int_equal(st->debug_refused, 1);
+	assert_int_equal(st->debug_files, 1);
+	assert_int_equal(cache_files(&b), 1);
+	assert_int_equal(st->debug_requests, 2);
+	assert_int_equal(st->requests, 4);
+	/* a second session: x's debug file cached; y's asked again, absent */
+	bin_reopen(&b);
+	fetch_free(b.f);
+	b.f = fetch_new(&(struct fetch_config){ .guest_dir = b.dir, .cache_dir = b.cache,
+		.verify = symres_check_build_id });
+	put_hello(b.f);
+	st = fetch_get_stats(b.f);
+	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+	assert_int_equal(st->debug_cached, 1);
+	fetch_poll(b.f, b.sv[0], 2000);
+	id = any_request(&b, &flags, path, sizeof(path), NULL);
+	assert_string_equal(path, "/usr/bin/x");
+	bin_end(&b, id, -ENOENT, 0);
+	fetch_poll(b.f, b.sv[0], 2001);
+	assert_int_equal(st->requests, 1);
+	fetch_want(b.f, "/usr/bin/y", other, b.bid_len);
+	fetch_poll(b.f, b.sv[0], 2002);
+	id = any_request(&b, &flags, path, sizeof(path), NULL);
+	assert_string_equal(path, "/usr/bin/y");
+	bin_end(&b, id, -ENOENT, 0);
+	fetch_poll(b.f, b.sv[0], 2003);
+	id = any_request(&b, &flags, path, sizeof(path), NULL);
+	assert_int_equal(flags, OPVM_FETCH_F_DEBUG);
+	bin_end(&b, id, -ENOENT, 0);
+	assert_int_equal(st->debug_absent, 1);
+	assert_int_equal(st->guest_refused, 2);
+	bin_teardown(&b);
+}
+
+/* No request before the relay's HELLO: one it never read (a guest still
+ * booting) must not make the host think the relay predates FETCH. */
+static void test_no_request_before_hello(void **state)
+{
+	struct bin b;
+	char buf[256];
+
+	bin_setup(&b, 0, 0);
+	fetch_free(b.f);
+	b.f = fetch_new(&(struct fetch_config){ .guest_dir = b.dir, .cache_dir = b.cache,
+		.verify = symres_check_build_id });
+	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+	fetch_poll(b.f, b.sv[0], 1000);
+	fetch_poll(b.f, b.sv[0], 1000 + 2 * FETCH_TIMEOUT_MS);
+	assert_int_equal(fetch_get_stats(b.f)->requests, 0);
+	assert_int_equal(fetch_get_stats(b.f)->timeouts, 0);
+	assert_true(read(b.sv[1], buf, sizeof(buf)) < 0);
+	put_hello(b.f);
+	fetch_poll(b.f, b.sv[0], 1000 + 2 * FETCH_TIMEOUT_MS + 1);
+	assert_int_equal(fetch_get_stats(b.f)->requests, 1);
+	bin_teardown(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1165,6 +1313,8 @@ int main(void)
 		cmocka_unit_test(test_binary_ok_and_resume),
 		cmocka_unit_test(test_memsyms_cache),
 		cmocka_unit_test(test_binary_hostile),
+		cmocka_unit_test(test_debug_file),
+		cmocka_unit_test(test_no_request_before_hello),
 		cmocka_unit_test(test_cache_planted),
 		cmocka_unit_test(test_ksyms_lie),
 		cmocka_unit_test(test_ksyms_word_and_merge),

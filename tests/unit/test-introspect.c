@@ -222,6 +222,21 @@ static void test_vmcoreinfo_parse(void **state)
 	memcpy(big, "OSRELEASE=", 10);
 	assert_int_equal(vmcoreinfo_parse(big, sizeof(big), &vi), 0);
 	assert_int_equal(strlen(vi.release), sizeof(vi.release) - 1);
+	/* BUILD-ID: 2..40 hex digits, an even count, else none */
+	t = "OSRELEASE=6.1\nBUILD-ID=6a2b4ac77585b8cf102cba771300e573c8489b69\n";
+	assert_int_equal(vmcoreinfo_parse(t, strlen(t), &vi), 0);
+	assert_int_equal(vi.build_id_len, 20);
+	assert_int_equal(vi.build_id[0], 0x6a);
+	assert_int_equal(vi.build_id[19], 0x69);
+	t = "OSRELEASE=6.1\nBUILD-ID=6a2b4ac77585b8cf102cba771300e573c8489b6900\n";
+	assert_int_equal(vmcoreinfo_parse(t, strlen(t), &vi), 0);
+	assert_int_equal(vi.build_id_len, 0);		/* too long */
+	t = "OSRELEASE=6.1\nBUILD-ID=6a2\nX";
+	assert_int_equal(vmcoreinfo_parse(t, strlen(t), &vi), 0);
+	assert_int_equal(vi.build_id_len, 0);		/* odd */
+	t = "OSRELEASE=6.1\nBUILD-ID=6a2g\n";
+	assert_int_equal(vmcoreinfo_parse(t, strlen(t), &vi), 0);
+	assert_int_equal(vi.build_id_len, 0);		/* not hex */
 }
 
 /* A kallsyms table that lies, read through the synthetic guest. */

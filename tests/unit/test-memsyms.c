@@ -83,8 +83,14 @@ static void check_against_file(void *elf, size_t len)
 	assert_non_null(real);
 	n = elfimage_nr_syms(real);
 	assert_true(n > 1000);
+	/* the file's PLT stubs are named from its section headers ([.plt]),
+	 * which a table read from memory does not have */
+	for (size_t k = 0; k < elfimage_nr_syms(real); k++)
+		n -= !strncmp(elfimage_sym(real, k)->name, "[.plt", 5);
 	assert_int_equal(elfimage_nr_syms(mem), n);
-	for (size_t k = 0; k < n; k++) {
+	for (size_t k = 0; k < elfimage_nr_syms(real); k++) {
+		if (!strncmp(elfimage_sym(real, k)->name, "[.plt", 5))
+			continue;
 		j = elfimage_lookup(mem, elfimage_sym(real, k)->addr);
 		assert_true(j >= 0);
 		assert_int_equal(elfimage_sym(mem, (size_t)j)->addr, elfimage_sym(real, k)->addr);

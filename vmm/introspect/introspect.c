@@ -487,6 +487,7 @@ static bool kernel_found(struct introspect *in, uint64_t gpa)
 	in->st.kernel_offset = in->vi.kernel_offset;
 	in->st.stext = in->vi.stext;
 	snprintf(in->st.release, sizeof(in->st.release), "%s", in->vi.release);
+	util_hex(in->vi.build_id, in->vi.build_id_len, in->st.build_id);
 	return true;
 }
 

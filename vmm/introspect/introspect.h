@@ -65,6 +65,7 @@ struct introspect_stats {
 	uint64_t kernel_offset;		/* the KASLR slide (VMCOREINFO) */
 	uint64_t pgd_gpa;		/* the kernel's page-table root */
 	char release[66];
+	char build_id[41];		/* vmlinux's, hex, from VMCOREINFO; "" */
 	uint64_t stext;			/* run-time _stext (VMCOREINFO) */
 	uint64_t text_addr;		/* run-time _text (kallsyms), 0: not seen */
 	uint32_t nr_syms;		/* kallsyms_num_syms */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "vmm/guest/guestmem.h"
+#include "lib/util.h"
 #include "vmm/introspect/vmcoreinfo.h"
 #include "lib/array.h"
 
@@ -79,6 +80,27 @@ static const struct {
 	{ "SYMBOL(kallsyms_addresses)", offsetof(struct vmcoreinfo, ks_addresses), 16 },
 };
 
+/* BUILD-ID=<hex>: the kernel prints its 20 bytes with %20phN; anything
+ * but 2..40 hex digits, an even count, is ignored. */
+static void parse_build_id(const char *v, size_t vn, struct vmcoreinfo *out)
+{
+	uint8_t b[sizeof(out->build_id)];
+
+	while (vn && (v[vn - 1] == ' ' || v[vn - 1] == '\r'))
+		vn--;
+	if (vn < 2 || vn % 2 || vn / 2 > sizeof(b))
+		return;
+	for (size_t i = 0; i < vn; i++) {
+		int d = util_hexval((unsigned char)v[i]);
+
+		if (d < 0)
+			return;
+		b[i / 2] = (uint8_t)(i % 2 ? b[i / 2] | d : d << 4);
+	}
+	memcpy(out->build_id, b, vn / 2);
+	out->build_id_len = vn / 2;
+}
+
 /* One "KEY=VALUE" line. */
 static void parse_line(const char *k, size_t kn, const char *v, size_t vn,
 		       struct vmcoreinfo *out)
@@ -97,6 +119,10 @@ static void parse_line(const char *k, size_t kn, const char *v, size_t vn,
 		}
 		out->release[n] = '\0';
 		out->have |= VMCI_RELEASE;
+		return;
+	}
+	if (key_is(k, kn, "BUILD-ID")) {
+		parse_build_id(v, vn, out);
 		return;
 	}
 	if (key_is(k, kn, "NUMBER(pgtable_l5_enabled)")) {

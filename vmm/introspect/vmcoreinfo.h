@@ -32,6 +32,10 @@ struct vmcoreinfo {
 	uint64_t ks_names, ks_num_syms, ks_token_table, ks_token_index;
 	uint64_t ks_offsets, ks_relative_base, ks_addresses;
 	unsigned have;			/* VMCI_* bits of what was found */
+	/* BUILD-ID (Linux 5.14 on): vmlinux's GNU build-id, 0 bytes when
+	 * not listed or not hex */
+	uint8_t build_id[20];
+	size_t build_id_len;
 };
 #define VMCI_RELEASE	0x1
 #define VMCI_OFFSET	0x2
