@@ -91,6 +91,15 @@ static void fz_fetch_new(void)
 		.verify = fz_verify });
 	if (!fz_fetch)
 		return;
+	/* the relay runs (its HELLO came): requests may go */
+	{
+		struct opvm_rec_hello h = { 0 };
+
+		h.hdr.magic = htole16(OPVM_PROTO_MAGIC);
+		h.hdr.type = htole16(OPVM_REC_HELLO);
+		h.hdr.len = htole32(sizeof(h));
+		fetch_record(fz_fetch, &h.hdr, sizeof(h));
+	}
 	fetch_want(fz_fetch, "/bin/x", bid, sizeof(bid));
 	fetch_poll(fz_fetch, fz_sink, 1);
 	if (fetch_get_stats(fz_fetch)->requests != 1)

@@ -8,7 +8,8 @@
 # $BUILD/debuginfod-debs).  Every report runs with the host's
 # /usr/lib/debug hidden (a mount namespace), so debuginfod is the only
 # place the names can come from.  Asserts:
-#  - control, no DEBUGINFOD_URLS: libc's samples are 0 % named;
+#  - control, no DEBUGINFOD_URLS: libc's samples named only by its exported
+#    symbols read from guest memory (under half: its memset is local);
 #  - with the server: >= 99 % of libc's samples named, and per symbol the
 #    same counts as the binary itself (--guest-root) with the same debug
 #    file attached (the debug file's rebuilt layout is the binary's); JSON
@@ -20,7 +21,7 @@
 #    (refused_size), one that never answers under DEBUGINFOD_TIMEOUT=3
 #    (timed_out 1, one request only, the other build-ids not asked; the
 #    server sees at most 3 connections: libdebuginfod's own retries): each
-#    refused and counted, said in the warnings, libc unnamed, and the
+#    refused and counted, said in the warnings, libc named as the control, and the
 #    report complete (the control's total);
 #  - the kernel: session.json kernel.build_id (VMCOREINFO's BUILD-ID, read
 #    by introspection) is the image's vmlinux's; without the kallsyms
@@ -163,7 +164,11 @@ c, real, truth = load("control"), load("real"), load("truth")
 ct, cn, _ = libc(c)
 rt, rn, rsyms = libc(real)
 tt, tn, tsyms = libc(truth)
-check(ct >= 50 and cn == 0, "control (no DEBUGINFOD_URLS): libc %d of %d samples named" % (cn, ct))
+# the control names only what libc exports, read from guest memory (its
+# hot memset variants are local symbols: not there)
+check(ct >= 50 and cn < 0.5 * ct,
+      "control (no DEBUGINFOD_URLS): libc %d of %d samples named (by its .dynsym in memory)"
+      % (cn, ct))
 check(rt == ct and rn >= 0.99 * rt,
       "real debuginfod: libc %d of %d samples named (%.1f %%)" % (rn, rt, 100.0 * rn / max(rt, 1)))
 check(rsyms == tsyms, "per symbol the same as the binary with its debug file: %s" %
@@ -177,7 +182,7 @@ for m, key in (("other", "refused_build_id"), ("huge", "refused_size"), ("silent
     t, n, _ = libc(j)
     d = j.get("debuginfod", {})
     w = [x for x in j["warnings"] if x.startswith("debuginfod:")]
-    good = d.get(key, 0) >= 1 and n == 0 and j["total_samples"] == c["total_samples"] and len(w) == 1
+    good = d.get(key, 0) >= 1 and n == cn and j["total_samples"] == c["total_samples"] and len(w) == 1
     if m == "silent":
         # libdebuginfod itself tries DEBUGINFOD_RETRY_LIMIT (2) more times
         good = good and d.get("timed_out") == 1 and d.get("requests") == 1 and nsil <= 3 \

@@ -153,8 +153,7 @@ static int qlaunch_parse(void *st, int opt, const char *arg, char *err, size_t e
 	case OPT_DISK_BOOT_MAX:
 		if (util_parse_size(arg, &q->boot_max) || q->boot_max < (1u << 20) ||
 		    q->boot_max > DISK_BOOT_MAX_LIMIT) {
-			util_seterr(err, errlen, "--disk-boot-max takes a size from 1M to 16G "
-				    "(e.g. 512M), not '%s'", arg);
+			num_bad_value(err, errlen, "--disk-boot-max", arg, "a size, 1M to 16G");
 			return -EINVAL;
 		}
 		break;
