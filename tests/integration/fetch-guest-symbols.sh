@@ -47,8 +47,9 @@ G=$S/guests/guest
 [ -f "$G/kallsyms" ] || fail "no $G/kallsyms: the guest's symbols did not arrive"
 [ "$(stat -c %a "$G/kallsyms")" = 600 ] || fail "$G/kallsyms is not private: $(stat -c %a "$G/kallsyms")"
 [ "$(stat -c %a "$C")" = 700 ] || fail "$C is not private: $(stat -c %a "$C")"
-# nothing but build-id names (no part file left, no guest path)
-bad=$(find "$C" -mindepth 1 | grep -Ev "^$C/guest(/[0-9a-f]{2}(/[0-9a-f]{38})?)?$")
+# nothing but build-id names, a binary's or its debug file's or memory
+# symbols' (no part file left, no guest path)
+bad=$(find "$C" -mindepth 1 | grep -Ev "^$C/guest(/[0-9a-f]{2}(/[0-9a-f]{38}(\.debug|\.memsyms)?)?)?$")
 [ -z "$bad" ] || fail "unexpected entries in the cache: $bad"
 
 rep() {

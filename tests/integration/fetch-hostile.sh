@@ -102,7 +102,7 @@ done
 # check NAME STREAM-MB RATE-BOUND: the lies of session NAME against clean
 check() {
 	local c=$T/cache-$1
-	bad=$(find "$c" -mindepth 1 | grep -Ev "^$c/guest(/[0-9a-f]{2}(/[0-9a-f]{38})?)?$")
+	bad=$(find "$c" -mindepth 1 | grep -Ev "^$c/guest(/[0-9a-f]{2}(/[0-9a-f]{38}(\.debug|\.memsyms)?)?)?$")
 	[ -z "$bad" ] || fail "unexpected entries in the cache: $bad"
 	python3 - "$T/clean/guests/guest/samples/current/session.json" \
 		"$T/$1/guests/guest/samples/current/session.json" "$T/$1.stats" \
