@@ -163,6 +163,33 @@ static int images_grow(struct symres *r)
 	return 0;
 }
 
+/* si is named (by its debug file or by symbols read from guest memory)
+ * but has no file to unwind with: take the binary if the guest has sent
+ * it since.  The names stay as they are: the report, run later, resolves
+ * afresh with every file. */
+static int recheck_file(struct symres *r, struct simage *si, const char *guest)
+{
+	char bidhex[129], path[4096], reason[256];
+	struct binfile *b;
+	const uint8_t *bid;
+	size_t len;
+	int fd;
+
+	util_hex(si->build_id, si->build_id_len, bidhex);
+	snprintf(path, sizeof(path), "%s/%s/%.2s/%s", r->fetch_cache, guest, bidhex, bidhex + 2);
+	fd = symres_open_host_file(path);
+	if (fd < 0)
+		return 0;
+	b = symres_bin_get(r, fd, path, reason, sizeof(reason));
+	if (!b || elfimage_is_debug_only(b->elf))
+		return 0;
+	bid = elfimage_build_id(b->elf, &len);
+	if (!bid || len != si->build_id_len || memcmp(bid, si->build_id, len))
+		return 0;
+	si->file = b->path;
+	return 1;
+}
+
 int symres_image_recheck(struct symres *r, struct simage *si, const char *guest,
 			 const char *image)
 {
@@ -171,9 +198,16 @@ int symres_image_recheck(struct symres *r, struct simage *si, const char *guest,
 	struct stat sb;
 	size_t n;
 
-	if (si->kind != SK_USER || si->state != SIMAGE_NOT_FOUND || si->build_id_len < 2 ||
-	    !r->fetch_cache || !symres_guest_component(guest))
+	if (si->kind != SK_USER || si->build_id_len < 2 || !r->fetch_cache ||
+	    !symres_guest_component(guest))
 		return si->state == SIMAGE_OK;
+	if (si->state == SIMAGE_OK) {
+		if (!si->file)
+			recheck_file(r, si, guest);
+		return 1;
+	}
+	if (si->state != SIMAGE_NOT_FOUND)
+		return 0;
 	util_hex(si->build_id, si->build_id_len, bidhex);
 	/* the binary, its debug file (which stands in for it), or its symbols
 	 * read from guest memory: whichever the cache has */

@@ -117,10 +117,11 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 
 /* A user image symres_image() did not find (SIMAGE_NOT_FOUND), looked
  * for again if a file of its build-id (or its debug file) is now in the
- * fetch cache (the
- * guest sent it meanwhile: a collector's lookups, host/collect/fetch.h);
- * one stat() otherwise.  guest and image as given to symres_image().
- * Returns 1 if si is SIMAGE_OK now. */
+ * fetch cache (the guest sent it meanwhile: a collector's lookups,
+ * host/collect/fetch.h); one stat() otherwise.  An image named without a
+ * binary (its debug file, symbols from guest memory) takes the binary as
+ * its simage_file() once it is there.  guest and image as given to
+ * symres_image().  Returns 1 if si is SIMAGE_OK now. */
 int symres_image_recheck(struct symres *r, struct simage *si, const char *guest,
 			 const char *image);
 

@@ -61,13 +61,8 @@ cp -a "$S" "$T/control" && rm "$T/control/guests/guest/kallsyms"
 sed -i 's|"fetch_cache": "[^"]*"|"fetch_cache": null|' "$T/control/guests/guest/samples/current/session.json"
 # ... and none of the host's debug files (a host with libc6-dbg would name
 # libc's samples by build-id without anything the guest sent)
-if [ -d /usr/lib/debug ] && [ "$(id -u)" = 0 ]; then
-	unshare -m sh -c 'mount -t tmpfs none /usr/lib/debug && exec "$@"' x \
-		"$OPVM" report -l --format json --no-host-kernel --session-dir "$T/control" \
-		> "$T/c.json" 2> "$T/c.err" || { cat "$T/c.err"; fail "opvm report (control)"; }
-else
-	rep "$T/control" > "$T/c.json" 2> "$T/c.err" || { cat "$T/c.err"; fail "opvm report (control)"; }
-fi
+no_host_debug "$OPVM" report -l --format json --no-host-kernel --session-dir "$T/control" \
+	> "$T/c.json" 2> "$T/c.err" || { cat "$T/c.err"; fail "opvm report (control)"; }
 
 python3 - "$T/r.json" "$T/c.json" "$G/samples/current/session.json" <<'PY' || exit 1
 import json, sys

@@ -38,7 +38,7 @@ for w in libcmix threads; do
 		fail "$w did not finish (see $G/console.log)"
 done
 report() {
-	"$OPVM" report -l --format json --no-host-kernel "$@" > "$T/r.json" 2> "$T/r.err" ||
+	no_host_debug "$OPVM" report -l --format json --no-host-kernel "$@" > "$T/r.json" 2> "$T/r.err" ||
 		{ cat "$T/r.err"; fail "opvm report $*"; }
 	cat "$T/r.json"
 }

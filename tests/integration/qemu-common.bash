@@ -51,6 +51,18 @@ report_json() {
 		--guest-root "$IMG/root" --system-map "$IMG/System.map" "$@"
 }
 
+# no_host_debug CMD...: CMD with the host's /usr/lib/debug hidden (an
+# empty tmpfs over it, in a mount namespace of its own), for a control that
+# must not take names from debug packages installed on the test machine
+# (libc6-dbg names libc by build-id).  As root only; otherwise CMD as is.
+no_host_debug() {
+	if [ -d /usr/lib/debug ] && [ "$(id -u)" = 0 ]; then
+		unshare -m sh -c 'mount -t tmpfs none /usr/lib/debug && exec "$@"' x "$@"
+	else
+		"$@"
+	fi
+}
+
 have_report() {
 	"$OPVM" report --help >/dev/null 2>&1
 }

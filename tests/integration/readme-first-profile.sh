@@ -72,6 +72,9 @@ for line in open(sys.argv[2]).read().splitlines():
             sentences.append(line[9:])
     elif cont and line.startswith("  "):
         sentences[-1] += " " + line.strip()
+        if sentences[-1].endswith(":"):   # a wrapped list head
+            sentences.pop()
+            cont = False
     else:
         cont = False
 missing = [t for t in sentences if t not in d["warnings"]]
