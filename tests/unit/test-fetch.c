@@ -567,6 +567,49 @@ static void test_memsyms_cache(void **state)
 	bin_teardown(&b);
 }
 
+/* An image named by its memory symbols before the guest sent its binary
+ * has no file to unwind with; once the binary is in the cache, a recheck
+ * gives it one (the unwinder's host_file(): host/cli/session.c). */
+static void test_memsyms_then_binary(void **state)
+{
+	char hex[65], path[512];
+	struct symres *res;
+	struct simage *si;
+	struct bin b;
+	FILE *fp;
+
+	(void)state;
+	bin_setup(&b, 0, 0);
+	util_hex(b.bid, b.bid_len, hex);
+	snprintf(path, sizeof(path), "%s/cache", b.dir);
+	assert_true(!mkdir(path, 0700) || errno == EEXIST);
+	assert_true(!mkdir(b.cache, 0700) || errno == EEXIST);
+	snprintf(path, sizeof(path), "%s/%.2s", b.cache, hex);
+	assert_true(!mkdir(path, 0700) || errno == EEXIST);
+	snprintf(path, sizeof(path), "%s/%.2s/%s.memsyms", b.cache, hex, hex + 2);
+	assert_non_null(fp = fopen(path, "wb"));
+	assert_int_equal(fwrite(b.elf, 1, b.elf_len, fp), b.elf_len);
+	fclose(fp);
+	snprintf(path, sizeof(path), "%s/cache", b.dir);
+	res = symres_new(&(struct symres_config){ .fetch_cache = path, .no_host_kernel = 1,
+						  .no_debuginfod = 1 });
+	assert_non_null(res);
+	si = symres_image(res, "guest", "/usr/lib/x.so", 0, b.bid, b.bid_len, NULL);
+	assert_int_equal(simage_state(si), SIMAGE_OK);
+	assert_null(simage_file(si));
+	assert_int_equal(symres_image_recheck(res, si, "guest", "/usr/lib/x.so"), 1);
+	assert_null(simage_file(si));		/* no binary yet */
+	snprintf(path, sizeof(path), "%s/%.2s/%s", b.cache, hex, hex + 2);
+	assert_non_null(fp = fopen(path, "wb"));
+	assert_int_equal(fwrite(b.elf, 1, b.elf_len, fp), b.elf_len);
+	fclose(fp);
+	assert_int_equal(symres_image_recheck(res, si, "guest", "/usr/lib/x.so"), 1);
+	assert_non_null(simage_file(si));
+	assert_string_equal(simage_file(si), path);
+	symres_free(res);
+	bin_teardown(&b);
+}
+
 /* A file of size bytes at dir/name with the given mtime. */
 static void put_file(const char *dir, const char *name, size_t size, time_t mtime)
 {
@@ -1312,6 +1355,7 @@ int main(void)
 		cmocka_unit_test(test_transfer),
 		cmocka_unit_test(test_binary_ok_and_resume),
 		cmocka_unit_test(test_memsyms_cache),
+		cmocka_unit_test(test_memsyms_then_binary),
 		cmocka_unit_test(test_binary_hostile),
 		cmocka_unit_test(test_debug_file),
 		cmocka_unit_test(test_no_request_before_hello),
