@@ -5,10 +5,20 @@
 # An integration script exits 0 for pass, 77 for skip (after printing
 # "SKIP: <reason>"), anything else for failure.  Closes with one line:
 #   check: N passed, N failed, N skipped
+#
+# Fuzz targets and integration tests run TEST_JOBS at a time (default 2:
+# the suite's time on a 2-core machine; TEST_JOBS=1 runs them one by one).
+# A test is no judge of the machine's speed (count-aware bounds, CPU time,
+# guest progress), so a neighbour's load changes its figures, not its
+# verdict.  A script that sees every guest on the host (opvm top, the
+# exporter, libvirt's domains) says so with a line
+#   # opvm-test: alone (why)
+# and runs with no other test beside it, after the others.
 # Usage: tests/run-tests.sh [--unit|--integration|--fuzz]... [NAME-FILTER]
 set -u
 BUILD=${BUILD:-build}
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
+TEST_JOBS=${TEST_JOBS:-2}
 export BUILD OPVM="$BUILD/opvm"
 cd "$(dirname "$0")/.."
 
@@ -51,27 +61,58 @@ if [ $want_unit = 1 ]; then
 	done
 fi
 
+# ---- the job pool: fuzz targets and integration tests ---------------------
+# pool_start NAME CMD...: runs CMD in the background (output to its log by
+# the caller), at most TEST_JOBS at once; pool_reap waits for one to end
+# and reports it (report_fuzz or report_int, by the job's kind).
+declare -A job_name=() job_kind=() job_start=()
+pool_start() {
+	while [ "${#job_name[@]}" -ge "$TEST_JOBS" ]; do pool_reap; done
+	local kind=$1 n=$2
+	shift 2
+	"$@" &
+	job_name[$!]=$n job_kind[$!]=$kind job_start[$!]=$(date +%s)
+}
+pool_reap() {
+	local pid rc
+	if wait -n -p pid "${!job_name[@]}"; then rc=0; else rc=$?; fi
+	[ -n "${pid:-}" ] || return 0
+	"report_${job_kind[$pid]}" "${job_name[$pid]}" "$rc" $(( $(date +%s) - job_start[$pid] ))
+	unset "job_name[$pid]" "job_kind[$pid]" "job_start[$pid]"
+}
+pool_drain() {
+	while [ "${#job_name[@]}" -gt 0 ]; do pool_reap; done
+}
+
+fuzz_one() {	# NAME: one brief fuzz run into its log
+	local n=$1 corpus=tests/fuzz/corpus/${1#fuzz-} work=$BUILD/fuzz/check-corpus-$1 dirs
+	mkdir -p "$work"
+	dirs="$work"; [ -d "$corpus" ] && dirs="$work $corpus"
+	# shellcheck disable=SC2086
+	"$BUILD/fuzz/$n" -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 $dirs \
+		>"$logdir/$n.log" 2>&1
+}
+report_fuzz() {	# NAME RC SECS
+	local log=$logdir/$1.log runs
+	if [ "$2" = 0 ]; then
+		runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+		echo "ok    fuzz $1 (${runs:-?} runs in ${FUZZ_SECONDS}s)"
+		passed=$((passed + 1))
+	else
+		echo "FAIL  fuzz $1"; failures="$failures $1"
+		tail -40 "$log" | sed 's/^/    /'
+		failed=$((failed + 1))
+	fi
+}
+
 if [ $want_fuzz = 1 ]; then
 	for t in "$BUILD"/fuzz/fuzz-*; do
 		[ -x "$t" ] || continue
 		n=$(basename "$t")
 		case "$n" in *"$filter"*) ;; *) continue ;; esac
-		corpus=tests/fuzz/corpus/${n#fuzz-}
-		work=$BUILD/fuzz/check-corpus-$n
-		mkdir -p "$work"
-		log=$logdir/$n.log
-		dirs="$work"; [ -d "$corpus" ] && dirs="$work $corpus"
-		# shellcheck disable=SC2086
-		if "$t" -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 $dirs >"$log" 2>&1; then
-			runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-			echo "ok    fuzz $n (${runs:-?} runs in ${FUZZ_SECONDS}s)"
-			passed=$((passed + 1))
-		else
-			echo "FAIL  fuzz $n"; failures="$failures $n"
-			tail -40 "$log" | sed 's/^/    /'
-			failed=$((failed + 1))
-		fi
+		pool_start fuzz "$n" fuzz_one "$n"
 	done
+	pool_drain
 fi
 
 # An integration test is killed past INT_TIMEOUT seconds, with what it
@@ -79,33 +120,45 @@ fi
 # to end, stops its QEMU): a hung guest costs one test, not the whole
 # run's time limit.
 INT_TIMEOUT=${INT_TIMEOUT:-$([ -n "${OPVM_DISK_TESTS:-}" ] && echo 2400 || echo 600)}
-run_limited() {
-	timeout -k 20 "$INT_TIMEOUT" bash "$1"
+int_one() {	# NAME
+	local log=$logdir/int-$1.log rc
+	if timeout -k 20 "$INT_TIMEOUT" bash "tests/integration/$1.sh" >"$log" 2>&1 </dev/null
+	then rc=0; else rc=$?; fi
+	[ $rc = 124 ] && echo "TIMEOUT: killed after ${INT_TIMEOUT}s (INT_TIMEOUT)" >>"$log"
+	return $rc
+}
+report_int() {	# NAME RC SECS
+	local n=$1 rc=$2 secs=$3 log=$logdir/int-$1.log
+	if [ "$rc" = 0 ]; then
+		echo "ok    integration $n (${secs}s)"
+		grep -E '^(RESULT|MEASURED)' "$log" | sed 's/^/      /'
+		passed=$((passed + 1))
+	elif [ "$rc" = 77 ]; then
+		echo "SKIP  integration $n: $(grep -m1 '^SKIP' "$log" | sed 's/^SKIP:* *//')"
+		skipped=$((skipped + 1))
+	else
+		echo "FAIL  integration $n (exit $rc, ${secs}s)"; failures="$failures $n"
+		tail -60 "$log" | sed 's/^/    /'
+		failed=$((failed + 1))
+	fi
 }
 
 if [ $want_int = 1 ]; then
+	alone=()
 	for t in tests/integration/*.sh; do
 		[ -f "$t" ] || continue
 		n=$(basename "$t" .sh)
 		case "$n" in *"$filter"*) ;; *) continue ;; esac
-		log=$logdir/int-$n.log
-		start=$(date +%s)
-		if run_limited "$t" >"$log" 2>&1; then rc=0; else rc=$?; fi
-		secs=$(( $(date +%s) - start ))
-		[ $rc = 124 ] &&
-			echo "TIMEOUT: killed after ${INT_TIMEOUT}s (INT_TIMEOUT)" >>"$log"
-		if [ $rc = 0 ]; then
-			echo "ok    integration $n (${secs}s)"
-			grep -E '^(RESULT|MEASURED)' "$log" | sed 's/^/      /'
-			passed=$((passed + 1))
-		elif [ $rc = 77 ]; then
-			echo "SKIP  integration $n: $(grep -m1 '^SKIP' "$log" | sed 's/^SKIP:* *//')"
-			skipped=$((skipped + 1))
+		if grep -q '^# opvm-test: alone' "$t"; then
+			alone+=("$n")
 		else
-			echo "FAIL  integration $n (exit $rc, ${secs}s)"; failures="$failures $n"
-			tail -60 "$log" | sed 's/^/    /'
-			failed=$((failed + 1))
+			pool_start int "$n" int_one "$n"
 		fi
+	done
+	pool_drain
+	for n in "${alone[@]}"; do
+		pool_start int "$n" int_one "$n"
+		pool_drain
 	done
 fi
 

@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (one libvirtd for the host's domains)
 # A libvirtd that does not answer must not hang `opvm attach DOMAIN`
 # (issue 25): its libvirt lookup (connect, the domain, its XML, query-kvm)
 # runs in the libvirt reader's worker (virt_reader_run(), the mechanism top

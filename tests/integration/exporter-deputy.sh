@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (the exporter finds every QEMU on the host)
 # opvm exporter (root) as another user's deputy (issue 37).  Played as root
 # with a second user (nobody, through setpriv), no KVM needed: the refusals
 # come before any sampling.

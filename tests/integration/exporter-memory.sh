@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (the exporter finds every QEMU on the host)
 # The exporter's memory after bursts of QEMUs in /proc (issue 25): what
 # /proc lists is any local user's to choose, and a long-running exporter
 # must give back what one burst took.  `make soak` (30 min) saw its RSS grow

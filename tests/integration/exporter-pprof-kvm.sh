@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (the exporter finds every QEMU on the host)
 # opvm exporter's guest profiles of a KVM guest: the synthetic guest under
 # qemu-system-x86_64 -accel kvm (as kvm-perf-qemu.sh runs it; its opvm
 # channel on COM2), profiled through GET /debug/pprof/profile by an exporter

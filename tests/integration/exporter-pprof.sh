@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (the exporter finds every QEMU on the host)
 # opvm exporter's guest profiles (/debug/pprof/, docs/usage.md), fetched by
 # go tool pprof and curl while a real Prometheus scrapes /metrics:
 #  - go tool pprof -top and -raw fetch .../profile?guest=A&seconds=10 from the

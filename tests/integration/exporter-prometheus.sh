@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (the exporter finds every QEMU on the host)
 # opvm exporter scraped by a real Prometheus server (Debian's prometheus,
 # started here on loopback with the scrape config and alert rules of
 # docs/prometheus/):

@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (the exporter finds every QEMU on the host)
 # opvm exporter under a slowloris (issue 25): 500 connections from
 # 127.0.0.1 each sending one header line every 5 s and never finishing
 # the request (tests/integration/slowloris.py), while a scraper on another

@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (the exporter finds every QEMU on the host)
 # `opvm exporter --listen unix:PATH` against another local user (issue 25).
 # Played as root with a second user (nobody, through setpriv):
 #  1. a directory others may write (mode 0777, not sticky): the exporter

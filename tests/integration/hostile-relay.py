@@ -37,7 +37,8 @@ as it is, at record boundaries.  Between records it injects:
                  went out, default 64, then FILE_END claiming 2 GiB), and, for the 4th, whose
                  build-id is the one of this Python's executable, that
                  executable itself (accepted: under its build-id, never its
-                 path).  Requests for real images go to the guest.
+                 path).  Requests for real images, and for any image's
+                 debug file (OPVM_FETCH_F_DEBUG), go to the guest.
   --ksyms-lie D  in the kernel's own KSYMS records (no module), the
                  entries of _text and of HELLO's anchor symbol moved by D
                  bytes (the rest left true): a kallsyms that moves the
@@ -65,6 +66,7 @@ MAGIC = 0x564F
 HDR = struct.Struct("<HHIII")
 REC_HELLO, REC_LOST, REC_PROC, REC_EXEC, REC_EXIT, REC_COOKIE, REC_MMAP = 1, 2, 3, 4, 5, 8, 9
 REC_SYNC, REC_FILE_DATA, REC_FILE_END, REQ_FETCH = 13, 16, 17, 64
+F_DEBUG = 0x01				# OPVM_FETCH_F_DEBUG
 REC_KSYMS = 14
 MODNAME_LEN = 56			# OPVM_MODNAME_LEN
 FETCH = struct.Struct("<IBBHQQ32s")	# after the header
@@ -266,8 +268,10 @@ def main():
                         break
                     req, dbuf = dbuf[:ln], dbuf[ln:]
                     if rtype == REQ_FETCH and ln >= HDR.size + FETCH.size:
-                        rid, blen, _, _, _, _, bid = FETCH.unpack_from(req, HDR.size)
-                        kind = lie_bids.get(bid[:blen])
+                        rid, blen, flags, _, _, _, bid = FETCH.unpack_from(req, HDR.size)
+                        # a debug file's request goes on to the guest's
+                        # relay (it has none for a made-up build-id)
+                        kind = None if flags & F_DEBUG else lie_bids.get(bid[:blen])
                         if kind == 2:
                             send_stream(down, big, rid, a.lie_stream_mb)
                             n["lies"] += 1

@@ -96,9 +96,16 @@ for lib in ("lib/x86_64-linux-gnu/libc.so.6", "lib64/ld-linux-x86-64.so.2"):
         print("FAIL: %s's table read from memory is not the file's" % lib); ok = False
 
 def rows(d):
-    return sorted((x["app"], x["image"], x["symbol"] or "", x["samples"]) for x in d["symbols"]
-                  if not x["kernel"] and
-                  os.path.basename(x["image"]) in ("libc.so.6", "ld-linux-x86-64.so.2"))
+    # a function the file names by its .eh_frame bounds (IMAGE+0xADDR) is
+    # no symbol: memory symbols are the file's .dynsym, its .eh_frame is
+    # not read from memory
+    agg = {}
+    for x in d["symbols"]:
+        if not x["kernel"] and os.path.basename(x["image"]) in ("libc.so.6",
+                                                                  "ld-linux-x86-64.so.2"):
+            k = (x["app"], x["image"], "" if x.get("eh_frame") else x["symbol"] or "")
+            agg[k] = agg.get(k, 0) + x["samples"]
+    return sorted(k + (v,) for k, v in agg.items())
 r_mem, r_root, r_ctl = rows(mem), rows(truth), rows(control)
 n = sum(x[3] for x in r_mem)
 named = sum(x[3] for x in r_mem if x[2])
@@ -131,8 +138,15 @@ b, m = sj["fetch"]["binaries"], sj["introspect"]["memsyms"]
 print("RESULT with opvm.ko, binaries refused (%d too big, %d fetched): %d ELFs made from "
       "memory" % (b["too_big"] + b["guest_refused"], b["files"], m["files"]))
 def rows(d):
-    return sorted((x["app"], x["image"], x["symbol"] or "", x["samples"]) for x in d["symbols"]
-                  if not x["kernel"] and os.path.basename(x["image"]) == "libc.so.6")
+    # a function the file names by its .eh_frame bounds (IMAGE+0xADDR) is
+    # no symbol: memory symbols are the file's .dynsym, its .eh_frame is
+    # not read from memory
+    agg = {}
+    for x in d["symbols"]:
+        if not x["kernel"] and os.path.basename(x["image"]) == "libc.so.6":
+            k = (x["app"], x["image"], "" if x.get("eh_frame") else x["symbol"] or "")
+            agg[k] = agg.get(k, 0) + x["samples"]
+    return sorted(k + (v,) for k, v in agg.items())
 if b["files"] or m["files"] < 1 or b["memsyms"]["files"] < 1:
     print("FAIL: with opvm.ko: fetch %s, memsyms %s" % (b, m)); sys.exit(1)
 if sum(x[3] for x in rows(mem)) < 20 or rows(mem) != rows(truth):

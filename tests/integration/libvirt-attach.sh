@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (one libvirtd for the host's domains)
 # opvm attach against a real libvirtd: two transient TCG domains of the test
 # image running abratio, with the org.opvm.0 channel (socket path chosen by
 # libvirt, found by opvm in the live XML).

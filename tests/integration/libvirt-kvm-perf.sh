@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (one libvirtd for the host's domains)
 # The perf backend on a real libvirt domain of type kvm: libvirtd runs the
 # synthetic guest (guest-mb.elf, multiboot under -M pc; two processes on the
 # same ring-3 addresses in two address spaces, writing opvm.ko's task-switch

@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (one libvirtd for the host's domains)
 # opvm top against a real libvirtd: two transient SeaBIOS-only domains (no
 # kernel needed: top measures, it does not profile), one under KVM with a
 # disk (libvirt's block counters; its exit counters from libvirt's VM

@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (one libvirtd for the host's domains)
 # Without libvirt installed (a mount namespace puts an empty file over
 # libvirt.so.0), each command that asks for it says what to install and its
 # own next step:

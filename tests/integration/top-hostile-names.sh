@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (opvm top lists every guest on the host)
 # Guest names are data (issue 25): any local user picks a QEMU's -name.
 # Four real QEMUs (TCG, no disk: SeaBIOS idles) named with invalid UTF-8,
 # terminal escapes (set the title, clear the screen, colour), a newline

@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (opvm top lists every guest on the host)
 # A libvirtd that does not answer must not hold `opvm top` or the
 # exporter's refresh (issue 25).  Beside a real QEMU (TCG, idle, QMP
 # answering) and a fake one that answers QMP, the libvirt URI names a fake

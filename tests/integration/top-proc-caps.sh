@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (opvm top lists every guest on the host)
 # What /proc says about other users' processes is bounded and the bounds
 # are counted (issue 25): any local user's process may call itself
 # qemu-system-x86_64, have thousands of threads and a command line of

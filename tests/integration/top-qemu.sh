@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (opvm top lists every guest on the host)
 # opvm top on two bare QEMU guests pinned to the same host CPU: a busy one
 # (the test image under TCG running abratio, with QMP and the opvm channel)
 # and an idle one (SeaBIOS only, under KVM: it halts, so it exits).

@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (opvm top lists every guest on the host)
 # A local user's "QEMU" whose QMP socket never answers must cost its own
 # row only (issue 25).  Beside a real QEMU (TCG, idle, QMP answering) and a
 # fake one that answers QMP, three fakes (tests/integration/fake-qemu.py)

@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (opvm top lists every guest on the host)
 # A QMP socket that answers every message just within a per-call deadline
 # must cost its guest one budget per refresh, not one per call (issue 25):
 # each guest's whole QMP exchange in a refresh (connect, greeting,
