@@ -422,6 +422,12 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	bad |= json_object_set_new(root, "separate", json_string(sep));
 	bad |= json_object_set_new(root, "start", json_string(start));
 	bad |= json_object_set_new(root, "duration_s", json_real((double)(now - c->start_ms) / 1000.0));
+	if (c->cfg.window_ms) {	/* its window, so far (collector-window.c) */
+		bad |= json_object_set_new(root, "window_start_ms", json_integer(g->win_start));
+		bad |= json_object_set_new(root, "window_end_ms",
+					   json_integer(collector_wall_ms()));
+		bad |= json_object_set_new(root, "windows_sealed", json_integer((json_int_t)g->windows));
+	}
 	if (c->cfg.callgraph)
 		bad |= callgraph_json(c, g, root);
 	if (c->cfg.start_exec) {
