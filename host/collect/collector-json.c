@@ -425,7 +425,7 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	if (c->cfg.window_ms) {	/* its window, so far (collector-window.c) */
 		bad |= json_object_set_new(root, "window_start_ms", json_integer(g->win_start));
 		bad |= json_object_set_new(root, "window_end_ms",
-					   json_integer(collector_wall_ms()));
+					   json_integer(util_wall_ms()));
 		bad |= json_object_set_new(root, "windows_sealed", json_integer((json_int_t)g->windows));
 	}
 	if (c->cfg.callgraph)

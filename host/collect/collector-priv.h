@@ -96,7 +96,6 @@ void cguest_memsyms_poll(struct cguest *g, bool all);	/* all: the last sync */
 void cguest_memsyms_free(struct cguest *g);	/* NULL-safe inside */
 
 /* collector-window.c */
-int64_t collector_wall_ms(void);
 void cguest_window_begin(struct cguest *g);	/* before its store opens */
 /* Seals the windows that are due (each guest synced first).  0, or -errno
  * when a guest was left without a store. */

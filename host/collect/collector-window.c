@@ -29,14 +29,6 @@
 #include "host/collect/store.h"
 #include "lib/util.h"
 
-int64_t collector_wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int64_t boundary_after(const struct collector *c, int64_t t)
 {
 	int64_t w = (int64_t)c->cfg.window_ms;
@@ -87,7 +79,7 @@ void cguest_window_begin(struct cguest *g)
 		store_window_name(name, s, e);
 		store_seal_window(c->session_dir, g->name, name);
 	}
-	g->win_start = collector_wall_ms();
+	g->win_start = util_wall_ms();
 	g->win_end = boundary_after(c, g->win_start);
 }
 
@@ -122,7 +114,7 @@ static int rotate(struct collector *c, struct cguest *g, int64_t now)
 
 int collector_windows_tick(struct collector *c, uint64_t now_ms)
 {
-	int64_t now = collector_wall_ms();
+	int64_t now = util_wall_ms();
 
 	if (!c->cfg.window_ms)
 		return 0;
@@ -134,7 +126,7 @@ int collector_windows_tick(struct collector *c, uint64_t now_ms)
 			continue;
 		/* everything up to now into the closing window first */
 		cguest_sync(c, g, now_ms);
-		err = rotate(c, g, collector_wall_ms());
+		err = rotate(c, g, util_wall_ms());
 		if (err)
 			return err;
 	}
@@ -143,7 +135,7 @@ int collector_windows_tick(struct collector *c, uint64_t now_ms)
 
 unsigned collector_window_wait_ms(const struct collector *c, unsigned max)
 {
-	int64_t now = collector_wall_ms();
+	int64_t now = util_wall_ms();
 
 	if (!c->cfg.window_ms)
 		return max;
@@ -162,6 +154,6 @@ void cguest_window_seal(struct cguest *g)
 
 	if (!g->c->cfg.window_ms || !g->win_start)
 		return;
-	store_window_name(name, g->win_start, collector_wall_ms());
+	store_window_name(name, g->win_start, util_wall_ms());
 	store_seal_window(g->c->session_dir, g->name, name);
 }
