@@ -366,10 +366,10 @@ static void store_range(const struct pprof *p, const struct args *a, struct pjob
 	} else {
 		if (!a->end)
 			j->until_ms = now;
-		if (j->until_ms <= j->since_ms)
-			snprintf(bad, len, "end= is not after start=");
-		else if (j->since_ms > now)
+		if (j->since_ms > now)
 			snprintf(bad, len, "start= is in the future");
+		else if (j->until_ms <= j->since_ms)
+			snprintf(bad, len, "end= is not after start=");
 		else if (j->until_ms - j->since_ms > keep + slack)
 			snprintf(bad, len, "the range is longer than this exporter keeps "
 				 "(--retention %u s)", p->cfg.retention_s);
