@@ -26,6 +26,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -365,8 +366,9 @@ static void samplers_update(struct pcont *pc, const struct pguest *gs, int n)
 	for (int i = 0; i < n; i++) {
 		struct csampler *s = sampler_of(pc, &gs[i]);
 
-		if (gs[i].why[0])
-			continue;	/* not to be profiled (exporter-guests.c) */
+		/* not to be profiled (exporter-guests.c), or not asked for */
+		if (gs[i].why[0] || (pc->p->cfg.only && fnmatch(pc->p->cfg.only, gs[i].q.name, 0)))
+			continue;
 		if (!s && pc->nr < PCONT_MAX) {
 			s = &pc->s[pc->nr++];
 			memset(s, 0, sizeof(*s));

@@ -27,7 +27,8 @@
 #define PPROF_MAX_PARAMS	32	/* query parameters of any request */
 
 enum { OPT_MAX_PROFILES = PPROF_OPT, OPT_MAX_SECONDS, OPT_ALLOW_GDBSTUB, OPT_PROFILE_DIR,
-	OPT_CONTINUOUS, OPT_RATE, OPT_WINDOW, OPT_RETENTION, OPT_MAX_STORE, OPT_STORE };
+	OPT_CONTINUOUS, OPT_RATE, OPT_WINDOW, OPT_RETENTION, OPT_MAX_STORE, OPT_STORE,
+	OPT_GUESTS };
 
 const struct opt_def pprof_options[] = {
 	{ "max-profiles", OPT_MAX_PROFILES, "N", "profiles at once (default 2; 0: no "
@@ -49,6 +50,8 @@ const struct opt_def pprof_options[] = {
 	  "guests (default 1G); past it the oldest go first", 0 },
 	{ "store", OPT_STORE, "DIR", "--continuous: the store (default ./opvm_store; kept "
 	  "across restarts)", 0 },
+	{ "guests", OPT_GUESTS, "GLOB", "--continuous: sample only the guests whose name "
+	  "matches GLOB (default all)", 0 },
 	{ 0 },
 };
 
@@ -124,6 +127,9 @@ static int continuous_opt(struct pprof_cfg *cfg, int key, const char *val)
 		return -1;
 	case OPT_STORE:
 		cfg->store_dir = val;
+		return 1;
+	case OPT_GUESTS:
+		cfg->only = val;
 		return 1;
 	}
 	return 0;

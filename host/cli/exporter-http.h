@@ -56,6 +56,7 @@ struct pprof_cfg {
 	unsigned retention_s;	/* default 3600 */
 	uint64_t max_store;	/* bytes of sealed windows, default 1 GiB */
 	const char *store_dir;	/* default ./opvm_store */
+	const char *only;	/* --guests GLOB: only these sampled; NULL: all */
 };
 
 /* The exporter's options for guest profiles (lib/optdef.h), keys from

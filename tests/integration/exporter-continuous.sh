@@ -38,7 +38,7 @@ now_ms() { date +%s%3N; }
 metric() { curl -sf "http://127.0.0.1:$PORT/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
 start_exporter() {	# start_exporter LOG: the exporter on $PORT over $ST
 	"$OPVM" exporter --listen "127.0.0.1:$PORT" --no-libvirt --allow-gdbstub --continuous \
-		--window 2 --store "$ST" --profile-dir "$T" > "$1" 2>&1 &
+		--window 2 --store "$ST" --guests "$P-*" --profile-dir "$T" > "$1" 2>&1 &
 	EXP=$!
 	CLEAN_PIDS="$CLEAN_PIDS $EXP"
 	for _ in $(seq 100); do
@@ -150,7 +150,7 @@ wait "$EXP" 2>/dev/null
 cp -a "$ST" "$T/capped"
 for d in "$T/capped"/*/guests/*/samples; do ls "$d"; done | grep '^w-' | sort > "$T/before-cap.txt"
 "$OPVM" exporter --listen "unix:$T/cap.sock" --no-libvirt --continuous --window 2 \
-	--store "$T/capped" --max-store 1M --profile-dir "$T" > "$T/exporter-cap.log" 2>&1 &
+	--store "$T/capped" --max-store 1M --guests "$P-*" --profile-dir "$T" > "$T/exporter-cap.log" 2>&1 &
 CAP=$!
 CLEAN_PIDS="$CLEAN_PIDS $CAP"
 for _ in $(seq 100); do
