@@ -15,7 +15,7 @@
 #  - a past range: start=&end= inside abratio's time (from A's console)
 #    shows abratio, ranges before and after it show none;
 #  - bad ranges (reversed, future, expired, too long, seconds with start)
-#    get one line of 400;
+#    get one line of 400; a range without windows, a profile of none;
 #  - the exporter SIGKILLed: its samplers end too (no orphan), and a new
 #    exporter on the same store serves the old windows (abratio's range);
 #  - the byte cap: an exporter with --max-store 1M over a copy of the
@@ -119,6 +119,11 @@ for q in "start=$now&end=$((now - 10))" "start=$((now + 100))" "start=$((now - 9
 	case "$out" in "opvm exporter: "*" 400") ;; *) fail "$q: not one line of 400" ;; esac
 	[ "$(printf '%s' "$out" | wc -l)" = 1 ] || fail "$q: more than one line"
 done
+
+# a range of no window (before the guests): a profile without samples
+code=$(curl -s -o "$T/none.pb.gz" -w '%{http_code}' "$U/profile?guest=$A&start=$((now - 600))&end=$((now - 590))")
+echo "RESULT a range of no window: $code, $(stat -c %s "$T/none.pb.gz") bytes"
+[ "$code" = 200 ] || fail "a range without windows is not an empty profile"
 
 # ---- the past range, before the kill ------------------------------------------
 W=2000
