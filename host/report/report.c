@@ -38,6 +38,7 @@ struct report_priv {
 	struct strpool pool;
 	const char *which;		/* samples/<which> */
 	int range;			/* which is the last window of a range */
+	double range_s;			/* the windows' time, summed */
 	size_t *rowhash;	/* row index + 1, 0 empty */
 	size_t rowhash_cap;
 	size_t rows_cap;
@@ -939,7 +940,10 @@ static int walk_windows(struct report *r, const struct report_opts *o, size_t *s
 	r->priv->range = 1;
 	for (int i = 0; !ret && i < n; i++) {
 		size_t sk = 0;
+		int64_t s, e;
 
+		if (!store_window_parse(names[i], &s, &e))
+			r->priv->range_s += (double)(e - s) / 1000.0;
 		r->priv->which = report_intern(r, names[i]);
 		ret = r->priv->which ? store_walk(r->priv->session_dir, names[i], collect_cb,
 						  r, &sk) : -ENOMEM;
@@ -985,6 +989,8 @@ static int load_entries(struct report *r, const struct report_opts *o, char *err
 	for (size_t i = 0; i < r->priv->nr_entries; i++)
 		if (!guest_get(r, &r->priv->entries[i]))
 			return -ENOMEM;
+	for (size_t i = 0; r->priv->range && i < r->nr_guests; i++)
+		r->guests[i].duration_s = r->priv->range_s;	/* not the last window's */
 	if (check_guest_filter(r, &o->filter, err, errlen) ||
 	    check_recorded(r, o->keep, err, errlen))
 		return -ENOENT;
