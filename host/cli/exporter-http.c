@@ -117,7 +117,7 @@ static int continuous_opt(struct pprof_cfg *cfg, int key, const char *val)
 		if (!parse_retention(val, &cfg->retention_s))
 			return 1;
 		log_err("%s", num_bad_value(e, sizeof(e), "--retention", val,
-					    "seconds (or 90m, 2h), up to 30 days"));
+					    "seconds (90m, 2h), to 30 days"));
 		return -1;
 	case OPT_MAX_STORE:
 		if (!util_parse_size(val, &cfg->max_store) && cfg->max_store >= (1u << 20))

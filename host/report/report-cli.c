@@ -182,7 +182,7 @@ int report_cli_opt(struct report_cli *c, int opt, char *arg, char *err, size_t e
 	case RCLI_UNTIL:
 		if (num_parse_time(arg, opt == RCLI_SINCE ? &c->ro.since_ms : &c->ro.until_ms)) {
 			num_bad_value(err, errlen, opt == RCLI_SINCE ? "--since" : "--until", arg,
-				      "Unix seconds, RFC 3339 (2026-12-02T03:10:00Z) or HH:MM");
+				      "Unix seconds, RFC 3339 or HH:MM");
 			return -EINVAL;
 		}
 		c->ro.range |= opt == RCLI_SINCE ? 1 : 2;
