@@ -23,6 +23,13 @@ int num_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out);
  * "0x10", "nan") in [lo, hi] into *out: 0, -EINVAL or -ERANGE. */
 int num_parse_decimal(const char *s, double lo, double hi, double *out);
 
+/* A point in time from the command line or a query string into Unix
+ * milliseconds: Unix seconds ("1764645000", "1764645000.250"), RFC 3339
+ * ("2026-12-02T03:10:00Z", "...T03:10:00.5+01:00"), or "HH:MM[:SS]" (today,
+ * local time).  0, -EINVAL (none of those), -ERANGE (before 1970 or after
+ * 9999). */
+int num_parse_time(const char *s, int64_t *ms);
+
 /* The one line every bad option value gets: "OPT 'ARG': use WANT" into
  * err[len], ARG shown escaped and cut at 12 bytes.  Returns err. */
 const char *num_bad_value(char *err, size_t len, const char *opt, const char *arg,

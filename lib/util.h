@@ -148,6 +148,16 @@ static inline int64_t util_now_ms(void)
 	return util_now_ns() / 1000000;
 }
 
+/* Wall-clock time (CLOCK_REALTIME) in Unix milliseconds: what names a
+ * stored window (host/collect/store.h), never what measures a span. */
+static inline int64_t util_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* What every long-running command does with signals: SIGINT and SIGTERM
  * set *flag (the handler does nothing else) and interrupt a blocking call
  * (no SA_RESTART), so the command's loop sees the flag.  One flag per

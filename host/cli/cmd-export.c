@@ -128,8 +128,16 @@ static int empty_event(const char *dir, char *name, size_t len, uint64_t *count)
 	json_t *root = NULL, *ev;
 	int ret = -1;
 
+	/* current/ first; else a window's (--since/--until over a store
+	 * whose range holds none) or previous/ */
 	snprintf(pat, sizeof(pat), "%s/guests/*/samples/current/session.json", dir);
-	if (!glob(pat, 0, NULL, &g) && g.gl_pathc)
+	if (glob(pat, 0, NULL, &g) || !g.gl_pathc) {
+		globfree(&g);
+		memset(&g, 0, sizeof(g));
+		snprintf(pat, sizeof(pat), "%s/guests/*/samples/*/session.json", dir);
+		glob(pat, 0, NULL, &g);
+	}
+	if (g.gl_pathc)
 		root = json_load_file(g.gl_pathv[0], 0, NULL);
 	ev = json_array_get(json_object_get(root, "events"), 0);
 	if (json_is_string(json_object_get(ev, "name"))) {

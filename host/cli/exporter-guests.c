@@ -100,7 +100,7 @@ const char *pguest_owner_name(const struct pguest *g, char *buf, size_t len)
 }
 
 /* owner= as a uid: a user name, or its number.  0 or -EINVAL. */
-static int owner_uid(const char *owner, uid_t *uid)
+int pguest_owner_uid(const char *owner, uid_t *uid)
 {
 	struct passwd pw, *res = NULL;
 	size_t n = strlen(owner);
@@ -127,7 +127,7 @@ int pguest_match(const struct pguest *gs, int n, const char *name, const char *o
 	int pick = -ENOENT, hits = 0, trusted = 0;
 	size_t off = 0;
 
-	if (owner && owner_uid(owner, &want))
+	if (owner && pguest_owner_uid(owner, &want))
 		return -EINVAL;
 	/* root's and the exporter's own guests first */
 	for (int i = 0; !owner && i < n; i++)

@@ -26,7 +26,9 @@
 #define PPROF_SECONDS		30	/* without seconds=, as Go's net/http/pprof */
 #define PPROF_MAX_PARAMS	32	/* query parameters of any request */
 
-enum { OPT_MAX_PROFILES = PPROF_OPT, OPT_MAX_SECONDS, OPT_ALLOW_GDBSTUB, OPT_PROFILE_DIR };
+enum { OPT_MAX_PROFILES = PPROF_OPT, OPT_MAX_SECONDS, OPT_ALLOW_GDBSTUB, OPT_PROFILE_DIR,
+	OPT_CONTINUOUS, OPT_RATE, OPT_WINDOW, OPT_RETENTION, OPT_MAX_STORE, OPT_STORE,
+	OPT_GUESTS };
 
 const struct opt_def pprof_options[] = {
 	{ "max-profiles", OPT_MAX_PROFILES, "N", "profiles at once (default 2; 0: no "
@@ -38,6 +40,18 @@ const struct opt_def pprof_options[] = {
 	  "stops them)", 0 },
 	{ "profile-dir", OPT_PROFILE_DIR, "DIR", "where the private directory of the "
 	  "sessions goes (default $TMPDIR, else /tmp)", 0 },
+	{ "continuous", OPT_CONTINUOUS, NULL, "sample every guest all the time into a "
+	  "rolling store and serve profiles from it at once (seconds=N, start=&end=)", 0 },
+	{ "rate", OPT_RATE, "HZ", "--continuous: samples a second a vCPU (default 19)", 0 },
+	{ "window", OPT_WINDOW, "S", "--continuous: the store's window (default 10 s)", 0 },
+	{ "retention", OPT_RETENTION, "S", "--continuous: how long windows are kept "
+	  "(default 3600 s; 90m, 2h also)", 0 },
+	{ "max-store", OPT_MAX_STORE, "SIZE", "--continuous: bytes of windows kept, all "
+	  "guests (default 1G); past it the oldest go first", 0 },
+	{ "store", OPT_STORE, "DIR", "--continuous: the store (default ./opvm_store; kept "
+	  "across restarts)", 0 },
+	{ "guests", OPT_GUESTS, "GLOB", "--continuous: sample only the guests whose name "
+	  "matches GLOB (default all)", 0 },
 	{ 0 },
 };
 
@@ -46,6 +60,11 @@ void pprof_cfg_init(struct pprof_cfg *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->max_profiles = PPROF_MAX_PROFILES;
 	cfg->max_seconds = PPROF_MAX_SECONDS;
+	cfg->rate_hz = 19;
+	cfg->window_s = 10;
+	cfg->retention_s = 3600;
+	cfg->max_store = 1ULL << 30;
+	cfg->store_dir = "./opvm_store";
 }
 
 static int parse_count(const char *opt, const char *val, unsigned lo, unsigned hi,
@@ -59,6 +78,61 @@ static int parse_count(const char *opt, const char *val, unsigned lo, unsigned h
 		return -1;
 	}
 	return 1;
+}
+
+/* "3600", "90m", "2h", "45s" into seconds, 1 to 30 days. */
+static int parse_retention(const char *val, unsigned *out)
+{
+	size_t n = strlen(val);
+	unsigned mul = 1, v;
+	char num[16];
+
+	if (n && (val[n - 1] == 's' || val[n - 1] == 'm' || val[n - 1] == 'h')) {
+		mul = val[n - 1] == 'h' ? 3600 : val[n - 1] == 'm' ? 60 : 1;
+		n--;
+	}
+	if (!n || n >= sizeof(num))
+		return -EINVAL;
+	memcpy(num, val, n);
+	num[n] = '\0';
+	if (num_parse_uint(num, 1, 30u * 86400 / mul, &v))
+		return -EINVAL;
+	*out = v * mul;
+	return 0;
+}
+
+static int continuous_opt(struct pprof_cfg *cfg, int key, const char *val)
+{
+	char e[160];
+
+	switch (key) {
+	case OPT_CONTINUOUS:
+		cfg->continuous = 1;
+		return 1;
+	case OPT_RATE:
+		return parse_count("--rate", val, 1, 1000, &cfg->rate_hz);
+	case OPT_WINDOW:
+		return parse_count("--window", val, 1, 3600, &cfg->window_s);
+	case OPT_RETENTION:
+		if (!parse_retention(val, &cfg->retention_s))
+			return 1;
+		log_err("%s", num_bad_value(e, sizeof(e), "--retention", val,
+					    "seconds (90m, 2h), to 30 days"));
+		return -1;
+	case OPT_MAX_STORE:
+		if (!util_parse_size(val, &cfg->max_store) && cfg->max_store >= (1u << 20))
+			return 1;
+		log_err("%s", num_bad_value(e, sizeof(e), "--max-store", val,
+					    "a size from 1M, e.g. 1G"));
+		return -1;
+	case OPT_STORE:
+		cfg->store_dir = val;
+		return 1;
+	case OPT_GUESTS:
+		cfg->only = val;
+		return 1;
+	}
+	return 0;
 }
 
 int pprof_parse_opt(struct pprof_cfg *cfg, int key, const char *val)
@@ -75,7 +149,7 @@ int pprof_parse_opt(struct pprof_cfg *cfg, int key, const char *val)
 		cfg->dir = val;
 		return 1;
 	}
-	return 0;
+	return continuous_opt(cfg, key, val);
 }
 
 struct pprof *pprof_new(const struct pprof_cfg *cfg)
@@ -105,6 +179,10 @@ struct pprof *pprof_new(const struct pprof_cfg *cfg)
 	}
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
+	if (cfg->continuous && pcont_start(p)) {
+		pprof_free(p);
+		return NULL;
+	}
 	return p;
 }
 
@@ -178,12 +256,19 @@ static enum MHD_Result job_reply(struct pprof *p, struct MHD_Connection *c, stru
 	j->fd = -1;	/* the response's now */
 	MHD_add_response_header(r, "Content-Type", "application/octet-stream");
 	MHD_add_response_header(r, "Content-Disposition", "attachment; filename=\"profile\"");
-	MHD_add_response_header(r, "X-Opvm-Sampler", j->g.sampler->name);
+	if (j->g.sampler)
+		MHD_add_response_header(r, "X-Opvm-Sampler", j->g.sampler->name);
 	snprintf(v, sizeof(v), "%u", j->seconds);
 	MHD_add_response_header(r, "X-Opvm-Seconds", v);
+	if (j->from_store) {	/* the windows asked: [since, until) in Unix ms */
+		snprintf(clip, sizeof(clip), "%lld-%lld", (long long)j->since_ms,
+			 (long long)j->until_ms);
+		MHD_add_response_header(r, "X-Opvm-Range", clip);
+	}
 	if (j->asked > j->seconds) {
-		snprintf(clip, sizeof(clip), "seconds=%u clipped to %u (this exporter's "
-			 "--max-profile-seconds)", j->asked, j->seconds);
+		snprintf(clip, sizeof(clip), "seconds=%u clipped to %u (this exporter's %s)",
+			 j->asked, j->seconds, j->from_store ? "--retention" :
+			 "--max-profile-seconds");
 		MHD_add_response_header(r, "X-Opvm-Clipped", clip);
 	}
 	ret = pprof_queue(c, MHD_HTTP_OK, r);
@@ -199,7 +284,7 @@ static enum MHD_Result job_reply(struct pprof *p, struct MHD_Connection *c, stru
 /* ---- /debug/pprof/profile --------------------------------------------- */
 
 struct args {
-	const char *guest, *seconds, *event, *callgraph, *owner;
+	const char *guest, *seconds, *event, *callgraph, *owner, *start, *end;
 	char bad[160];		/* the first bad parameter, escaped */
 };
 
@@ -213,7 +298,9 @@ static enum MHD_Result one_arg(void *cls, enum MHD_ValueKind kind, const char *k
 			    !strcmp(key, "seconds") ? &a->seconds :
 			    !strcmp(key, "event") ? &a->event :
 			    !strcmp(key, "callgraph") ? &a->callgraph :
-			    !strcmp(key, "owner") ? &a->owner : NULL;
+			    !strcmp(key, "owner") ? &a->owner :
+			    !strcmp(key, "start") ? &a->start :
+			    !strcmp(key, "end") ? &a->end : NULL;
 	char esc[64];
 
 	(void)kind;
@@ -224,7 +311,7 @@ static enum MHD_Result one_arg(void *cls, enum MHD_ValueKind kind, const char *k
 		snprintf(a->bad, sizeof(a->bad), "parameter '%s' holds a NUL byte", esc);
 	else if (!slot)
 		snprintf(a->bad, sizeof(a->bad), "unknown parameter '%s' (guest, seconds, "
-			 "event, callgraph and owner are known)", esc);
+			 "start, end, event, callgraph and owner are known)", esc);
 	else if (*slot)
 		snprintf(a->bad, sizeof(a->bad), "parameter '%s' given twice", esc);
 	else
@@ -258,6 +345,48 @@ static int event_ok(const char *e)
 				     "0123456789_:.,=-") == n;
 }
 
+/* --continuous: the range a request asks of the store into j, or why not
+ * into bad.  Every window [s, e) with e > since and s < until is in. */
+static void store_range(const struct pprof *p, const struct args *a, struct pjob *j,
+			unsigned long secs, char *bad, size_t len)
+{
+	int64_t now = util_wall_ms(), keep = (int64_t)p->cfg.retention_s * 1000;
+	int64_t slack = (int64_t)p->cfg.window_s * 1000;
+
+	if (a->event || a->callgraph) {
+		snprintf(bad, len, "event= and callgraph= are not taken here: the store keeps "
+			 "what the continuous samplers take (--rate)");
+	} else if (!a->start && a->end) {
+		snprintf(bad, len, "end= wants start= too");
+	} else if (!a->start) {
+		j->asked = secs > 1000000 ? 1000000 : (unsigned)secs;
+		j->seconds = j->asked > p->cfg.retention_s ? p->cfg.retention_s : j->asked;
+		j->since_ms = now - (int64_t)j->seconds * 1000;
+		j->until_ms = now;
+	} else if (a->seconds) {
+		snprintf(bad, len, "give seconds= or start=&end=, not both");
+	} else if (num_parse_time(a->start, &j->since_ms) ||
+		   (a->end && num_parse_time(a->end, &j->until_ms))) {
+		snprintf(bad, len, "start= and end= want Unix seconds or RFC 3339 times "
+			 "(2026-12-02T03:10:00Z)");
+	} else {
+		if (!a->end)
+			j->until_ms = now;
+		if (j->since_ms > now)
+			snprintf(bad, len, "start= is in the future");
+		else if (j->until_ms <= j->since_ms)
+			snprintf(bad, len, "end= is not after start=");
+		else if (j->until_ms - j->since_ms > keep + slack)
+			snprintf(bad, len, "the range is longer than this exporter keeps "
+				 "(--retention %u s)", p->cfg.retention_s);
+		else if (j->until_ms < now - keep - slack)
+			snprintf(bad, len, "nothing is kept from then: windows go after "
+				 "--retention %u s", p->cfg.retention_s);
+		j->asked = j->seconds = (unsigned)((j->until_ms - j->since_ms + 999) / 1000);
+	}
+	j->from_store = 1;
+}
+
 /* The parameters into j; 0, or -1 after the 400 reply (*ret). */
 static int parse_args(struct pprof *p, struct MHD_Connection *c, struct pjob *j,
 		      enum MHD_Result *ret)
@@ -279,18 +408,60 @@ static int parse_args(struct pprof *p, struct MHD_Connection *c, struct pjob *j,
 			 "cpu-clock or TIMER:5000 (opvm list-events)");
 	if (!a.bad[0] && a.callgraph && strcmp(a.callgraph, "fp") && strcmp(a.callgraph, "dwarf"))
 		snprintf(a.bad, sizeof(a.bad), "callgraph takes fp or dwarf");
+	if (!a.bad[0] && p->cont)
+		store_range(p, &a, j, s, a.bad, sizeof(a.bad));
+	else if (!a.bad[0] && (a.start || a.end))
+		snprintf(a.bad, sizeof(a.bad), "start= and end= are for an exporter with "
+			 "--continuous");
 	if (a.bad[0]) {
 		count_refusal(p, PREF_BAD_REQUEST);
 		*ret = reply(c, MHD_HTTP_BAD_REQUEST, 0, "%s", a.bad);
 		return -1;
 	}
-	j->asked = s > 1000000 ? 1000000 : (unsigned)s;
-	j->seconds = j->asked > p->cfg.max_seconds ? p->cfg.max_seconds : j->asked;
+	if (!j->from_store) {
+		j->asked = s > 1000000 ? 1000000 : (unsigned)s;
+		j->seconds = j->asked > p->cfg.max_seconds ? p->cfg.max_seconds : j->asked;
+	}
 	snprintf(j->event, sizeof(j->event), "%s", a.event ? a.event : "");
 	snprintf(j->callgraph, sizeof(j->callgraph), "%s", a.callgraph ? a.callgraph : "");
 	snprintf(j->owner, sizeof(j->owner), "%s", a.owner ? a.owner : "");
 	snprintf(j->g.q.name, sizeof(j->g.q.name), "%s", a.guest);
 	return 0;
+}
+
+/* --continuous: the store's directory of the guest j asks for (hit: the
+ * live guest's index, or pguest_match()'s error) into j->store; 0, or -1
+ * after the reply. */
+static int find_stored(struct pprof *p, struct MHD_Connection *c, struct pjob *j, int hit,
+		       enum MHD_Result *ret)
+{
+	const struct pguest *live = hit >= 0 && !j->g.why[0] ? &j->g : NULL;
+	char esc[160];
+	int r = pcont_find(p, live, j->g.q.name, j->owner[0] ? j->owner : NULL, j->store,
+			   sizeof(j->store));
+
+	util_text_escape(esc, sizeof(esc), j->g.q.name);
+	if (!r) {
+		if (!live) {	/* gone (or not sampled now): its windows only */
+			j->g.sampler = NULL;
+			j->g.q.pid = 0;
+		}
+		return 0;
+	}
+	if (r == -EEXIST) {
+		count_refusal(p, PREF_BAD_REQUEST);
+		*ret = reply(c, MHD_HTTP_CONFLICT, 0, "the store holds guests named '%s' of "
+			     "several users: add owner=USER", esc);
+	} else if (hit >= 0 && j->g.why[0]) {
+		count_refusal(p, PREF_STOPS_GUEST);
+		*ret = reply(c, MHD_HTTP_FORBIDDEN, 0, "guest '%s' is not profiled: %s", esc,
+			     j->g.why);
+	} else {
+		count_refusal(p, PREF_UNKNOWN_GUEST);
+		*ret = reply(c, MHD_HTTP_NOT_FOUND, 0, "no guest '%s' on this host or in its "
+			     "store (/debug/pprof/guests lists them)", esc);
+	}
+	return -1;
 }
 
 /* The guest j asks for into j->g; 0, or -1 after the reply. */
@@ -313,6 +484,8 @@ static int find_guest(struct pprof *p, struct MHD_Connection *c, struct pjob *j,
 	if (hit >= 0)
 		j->g = gs[hit];
 	free(gs);
+	if (p->cont && hit != -EEXIST)
+		return find_stored(p, c, j, hit, ret);
 	if (hit == -ENOENT || hit == -EINVAL) {
 		count_refusal(p, PREF_UNKNOWN_GUEST);
 		*ret = reply(c, MHD_HTTP_NOT_FOUND, 0, "no guest '%s'%s%s%s on this host "
@@ -560,6 +733,7 @@ char *pprof_metrics(struct pprof *p, const char *s)
 	fprintf(f, "opvm_profile_cpu_seconds_total{step=\"export\"} %.3f\n", p->cpu_export);
 	metric(f, "opvm_profiles_active", "gauge", "Profiles running now.");
 	fprintf(f, "opvm_profiles_active %u\n", p->nr_active);
+	pcont_metrics(p, f);
 	pthread_mutex_unlock(&p->lock);
 	if (fclose(f)) {
 		free(buf);
@@ -579,6 +753,7 @@ void pprof_stop(struct pprof *p)
 	while (p->nr_active || p->suspended)
 		pthread_cond_wait(&p->cond, &p->lock);
 	pthread_mutex_unlock(&p->lock);
+	pcont_stop(p);	/* its thread saw the stop pipe: its samplers end */
 }
 
 void pprof_free(struct pprof *p)

@@ -31,6 +31,8 @@
 #ifndef OPVM_EXPORTER_HTTP_H
 #define OPVM_EXPORTER_HTTP_H
 
+#include <stdint.h>
+
 #include "lib/optdef.h"
 #include <microhttpd.h>
 
@@ -46,6 +48,15 @@ struct pprof_cfg {
 				 * $TMPDIR, else /tmp */
 	const char *uri;	/* libvirt URI for libvirt's guests; NULL: default */
 	int no_libvirt;		/* libvirt's guests cannot be profiled */
+	/* --continuous (host/cli/exporter-continuous.c): every guest sampled
+	 * all the time into a rolling store, profiles served from it */
+	int continuous;
+	unsigned rate_hz;	/* samples a second a vCPU, default 19 */
+	unsigned window_s;	/* default 10 */
+	unsigned retention_s;	/* default 3600 */
+	uint64_t max_store;	/* bytes of sealed windows, default 1 GiB */
+	const char *store_dir;	/* default ./opvm_store */
+	const char *only;	/* --guests GLOB: only these sampled; NULL: all */
 };
 
 /* The exporter's options for guest profiles (lib/optdef.h), keys from

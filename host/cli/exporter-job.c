@@ -127,39 +127,53 @@ static int child_run(struct pjob *j, char **argv, const char *log, int64_t max_m
 	return why ? why : st;
 }
 
-/* The attach command line for j (strings in buf, kept while argv is). */
-static void attach_argv(const struct pjob *j, char **argv, char buf[4][PATH_MAX + 32])
+int pguest_attach_argv(const struct pprof *p, const struct pguest *g, char **argv,
+		       char buf[2][32])
 {
-	const struct ps_qemu *q = &j->g.q;
+	const struct ps_qemu *q = &g->q;
 	int a = 0;
 
-	snprintf(buf[0], sizeof(buf[0]), "%u", j->seconds);
-	snprintf(buf[1], sizeof(buf[1]), "%s/session", j->dir);
-	snprintf(buf[2], sizeof(buf[2]), "qemu-%d", q->pid);
-	snprintf(buf[3], sizeof(buf[3]), "%d", q->pid);
+	snprintf(buf[0], 32, "qemu-%d", q->pid);
+	snprintf(buf[1], 32, "%d", q->pid);
 	argv[a++] = "opvm";
 	argv[a++] = "attach";
 	/* the QEMU found here, which the monitor's answers must describe */
 	argv[a++] = "--qemu-pid";
-	argv[a++] = buf[3];
+	argv[a++] = buf[1];
 	if (q->libvirt) {
 		argv[a++] = (char *)q->name;
-		if (j->p->cfg.uri) {
+		if (p->cfg.uri) {
 			argv[a++] = "-c";
-			argv[a++] = (char *)j->p->cfg.uri;
+			argv[a++] = (char *)p->cfg.uri;
 		}
 	} else {
 		argv[a++] = "--qmp";
 		argv[a++] = (char *)q->qmp;
 		argv[a++] = "--name";
-		argv[a++] = util_valid_name(q->name) ? (char *)q->name : buf[2];
+		argv[a++] = util_valid_name(q->name) ? (char *)q->name : buf[0];
 		if (q->channel[0]) {
 			argv[a++] = "--channel";
 			argv[a++] = (char *)q->channel;
 		}
 	}
 	argv[a++] = "--sampler";	/* never a default that could stop a KVM guest */
-	argv[a++] = (char *)j->g.sampler->name;
+	argv[a++] = (char *)g->sampler->name;
+	return a;
+}
+
+/* The attach command line for j (strings in buf, kept while argv is). */
+static void attach_argv(const struct pjob *j, char **argv, char buf[4][PATH_MAX + 32])
+{
+	char pid[2][32];
+	int a;
+
+	snprintf(buf[0], sizeof(buf[0]), "%u", j->seconds);
+	snprintf(buf[1], sizeof(buf[1]), "%s/session", j->dir);
+	a = pguest_attach_argv(j->p, &j->g, argv, pid);
+	memcpy(buf[2], pid[0], sizeof(pid[0]));
+	memcpy(buf[3], pid[1], sizeof(pid[1]));
+	for (int i = 0; i < a; i++)	/* argv's pid strings into buf, which lives on */
+		argv[i] = argv[i] == pid[0] ? buf[2] : argv[i] == pid[1] ? buf[3] : argv[i];
 	argv[a++] = "--duration";
 	argv[a++] = buf[0];
 	argv[a++] = "-d";
@@ -204,41 +218,41 @@ static void child_failed(struct pjob *j, const char *what, const char *log, int 
 		 "failed", line[0] ? ": " : "", line);
 }
 
-/* attach, then export; the profile's fd into j.  The client gone: 0 and
- * nothing more (no one to answer). */
-static void job_work(struct pjob *j)
+/* Unix ms as the seconds --since/--until take. */
+static void unix_s(char *buf, size_t len, int64_t ms)
 {
-	char buf[4][PATH_MAX + 32], log[PATH_MAX + 32], out[PATH_MAX + 32];
-	char *argv[32];
-	struct stat st;
-	int64_t t0 = util_now_ms();
-	int r;
+	snprintf(buf, len, "%lld.%03lld", (long long)(ms / 1000), (long long)(ms % 1000));
+}
 
-	attach_argv(j, argv, buf);
-	snprintf(log, sizeof(log), "%s/attach.log", j->dir);
-	r = child_run(j, argv, log, (int64_t)j->seconds * 1000 + PJOB_SETUP_MS,
-		      &j->p->cpu_attach);
-	pthread_mutex_lock(&j->p->lock);
-	j->p->seconds += (double)(util_now_ms() - t0) / 1000.0;
-	pthread_mutex_unlock(&j->p->lock);
-	if (r == PJOB_GONE)
-		return;
-	if (r) {
-		child_failed(j, "profiling", log, r);
-		return;
-	}
+/* export, of the session in dir (the windows of j's range if from_store);
+ * the profile's fd into j. */
+static void job_export(struct pjob *j, const char *dir)
+{
+	char log[PATH_MAX + 32], out[PATH_MAX + 32], since[32], until[32];
+	char *argv[16];
+	struct stat st;
+	int r, a = 0;
+
 	snprintf(out, sizeof(out), "%s/profile.pb.gz", j->dir);
 	snprintf(log, sizeof(log), "%s/export.log", j->dir);
-	argv[0] = "opvm";
-	argv[1] = "export";
-	argv[2] = "--format";
-	argv[3] = "pprof";
-	argv[4] = "-o";
-	argv[5] = out;
-	argv[6] = "--session-dir";
-	argv[7] = buf[1];
-	argv[8] = "--empty-ok";	/* a guest that ran no code is no error */
-	argv[9] = NULL;
+	argv[a++] = "opvm";
+	argv[a++] = "export";
+	argv[a++] = "--format";
+	argv[a++] = "pprof";
+	argv[a++] = "-o";
+	argv[a++] = out;
+	argv[a++] = "--session-dir";
+	argv[a++] = (char *)dir;
+	argv[a++] = "--empty-ok";	/* a guest that ran no code is no error */
+	if (j->from_store) {
+		unix_s(since, sizeof(since), j->since_ms);
+		unix_s(until, sizeof(until), j->until_ms);
+		argv[a++] = "--since";
+		argv[a++] = since;
+		argv[a++] = "--until";
+		argv[a++] = until;
+	}
+	argv[a] = NULL;
 	r = child_run(j, argv, log, PJOB_EXPORT_MS, &j->p->cpu_export);
 	if (r == PJOB_GONE)
 		return;
@@ -255,6 +269,35 @@ static void job_work(struct pjob *j)
 	}
 	j->size = (uint64_t)st.st_size;
 	j->status = MHD_HTTP_OK;
+}
+
+/* attach, then export; the profile's fd into j.  The client gone: 0 and
+ * nothing more (no one to answer). */
+static void job_work(struct pjob *j)
+{
+	char buf[4][PATH_MAX + 32], log[PATH_MAX + 32];
+	char *argv[32];
+	int64_t t0 = util_now_ms();
+	int r;
+
+	if (j->from_store) {	/* the windows are there already */
+		job_export(j, j->store);
+		return;
+	}
+	attach_argv(j, argv, buf);
+	snprintf(log, sizeof(log), "%s/attach.log", j->dir);
+	r = child_run(j, argv, log, (int64_t)j->seconds * 1000 + PJOB_SETUP_MS,
+		      &j->p->cpu_attach);
+	pthread_mutex_lock(&j->p->lock);
+	j->p->seconds += (double)(util_now_ms() - t0) / 1000.0;
+	pthread_mutex_unlock(&j->p->lock);
+	if (r == PJOB_GONE)
+		return;
+	if (r) {
+		child_failed(j, "profiling", log, r);
+		return;
+	}
+	job_export(j, buf[1]);
 }
 
 /* The worker's end: the directory removed, the slot freed, the outcome
@@ -333,7 +376,9 @@ static unsigned take_slot(struct pprof *p, struct pjob *j, unsigned *retry_after
 			free_at = i;
 			continue;
 		}
-		if (o->g.q.pid == j->g.q.pid && o->g.q.start_ticks == j->g.q.start_ticks) {
+		/* windows of one guest may be read by many at once */
+		if (!j->from_store && o->g.q.pid == j->g.q.pid &&
+		    o->g.q.start_ticks == j->g.q.start_ticks) {
 			p->refused[PREF_GUEST_BUSY]++;
 			*retry_after = retry_in(o);
 			snprintf(j->msg, sizeof(j->msg), "guest '%s' is being profiled; retry "
@@ -362,7 +407,8 @@ unsigned pjob_start(struct pjob *j, int suspend, unsigned *retry_after)
 	unsigned st;
 
 	j->fd = -1;
-	j->ready_ms = util_now_ms() + (int64_t)j->seconds * 1000 + PJOB_READY_MARGIN_MS;
+	j->ready_ms = util_now_ms() + (j->from_store ? 0 : (int64_t)j->seconds * 1000) +
+		      PJOB_READY_MARGIN_MS;
 	pthread_mutex_lock(&p->lock);
 	st = take_slot(p, j, retry_after);
 	if (!st && suspend) {

@@ -13,6 +13,7 @@
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "host/cli/exporter-http.h"
 #include "host/hoststats/procstat.h"
@@ -44,6 +45,17 @@ int pguest_scan(const struct pprof_cfg *cfg, struct pguest **out);
 int pguest_match(const struct pguest *gs, int n, const char *name, const char *owner,
 		 char *owners, size_t ownlen);
 
+/* The start of an `opvm attach` command line for g, the same for a
+ * profile and for a continuous sampler: which QEMU (--qemu-pid, whose
+ * monitor's answers attach checks), its monitor, name, channel and
+ * sampler.  Strings in buf, which must live as long as argv.  Returns
+ * the number of arguments (at most 12). */
+int pguest_attach_argv(const struct pprof *p, const struct pguest *g, char **argv,
+		       char buf[2][32]);
+
+/* owner= as a uid: a user name, or its number.  0 or -EINVAL. */
+int pguest_owner_uid(const char *owner, uid_t *uid);
+
 /* The owner's user name (or number) into buf. */
 const char *pguest_owner_name(const struct pguest *g, char *buf, size_t len);
 
@@ -67,6 +79,7 @@ struct pprof {
 	unsigned nr_active;
 	unsigned suspended;	/* connections not resumed yet */
 	int stopping;
+	struct pcont *cont;	/* --continuous, or NULL */
 	/* metrics */
 	uint64_t served, errors, aborted, refused[PREF_NR];
 	double seconds, cpu_attach, cpu_export;
@@ -87,6 +100,11 @@ struct pjob {
 	char event[65], callgraph[8];	/* "" if not asked */
 	char owner[64];		/* owner= asked, or "" */
 	char dir[PATH_MAX];	/* its directory under root */
+	/* --continuous: the profile is the store's windows of
+	 * [since_ms, until_ms) (Unix ms) in session directory store */
+	int from_store;
+	int64_t since_ms, until_ms;
+	char store[PATH_MAX];
 	int64_t ready_ms;	/* when it should be done (Retry-After) */
 	/* the outcome, set by the worker before it ends */
 	int done;
@@ -111,5 +129,23 @@ void pjob_wait(struct pjob *j);
 /* Joins j's worker and frees j (its profile fd closed if still there).
  * NULL-safe. */
 void pjob_free(struct pjob *j);
+
+/* ---- exporter-continuous.c: --continuous ---- */
+
+/* The store opened (private, made if missing), what it holds pruned, and
+ * the thread that keeps a sampler on every guest started.  0, or -errno
+ * after printing why. */
+int pcont_start(struct pprof *p);
+/* Waits for the thread (ended by the stop pipe: pprof_stop()), whose
+ * samplers end first; frees it.  NULL-safe. */
+void pcont_stop(struct pprof *p);
+/* The continuous metrics into f; under p->lock. */
+void pcont_metrics(struct pprof *p, FILE *f);
+/* The store's session directory of a guest into dir: live's if it runs
+ * (a guest pguest_match() picked), else the one of a guest gone that name
+ * and owner (or NULL, as pguest_match()) name.  0, -ENOENT, -EEXIST
+ * (several owners), -EINVAL (an unknown owner). */
+int pcont_find(struct pprof *p, const struct pguest *live, const char *name,
+	       const char *owner, char *dir, size_t len);
 
 #endif /* OPVM_EXPORTER_JOB_H */

@@ -37,7 +37,7 @@ enum {
 	OPT_CALL_GRAPH,
 	OPT_NO_IMAGE_SYMBOLS, OPT_NO_FETCH, OPT_FETCH_CACHE, OPT_FETCH_MAX_FILE,
 	OPT_FETCH_MAX_SESSION,
-	OPT_FETCH_CACHE_MAX, OPT_INTROSPECT,
+	OPT_FETCH_CACHE_MAX, OPT_INTROSPECT, OPT_WINDOW,
 };
 
 const struct opt_def session_options[] = {
@@ -55,6 +55,9 @@ const struct opt_def session_options[] = {
 	  "an application of its own)", 0 },
 	{ "duration", OPT_DURATION, "S", "stop after S seconds (a guest opvm booted is quit)",
 	  0 },
+	{ "window", OPT_WINDOW, "S", "seal the samples every S seconds (1 to 3600) as "
+	  "samples/w-START-END, a new window each (opvm exporter --continuous; "
+	  "opvm report --since/--until read them)", 0 },
 	{ "append-samples", OPT_APPEND_SAMPLES, NULL, "add to the current samples instead "
 	  "of starting afresh", 0 },
 	{ "from-exec", OPT_FROM_EXEC, "NAME", "file samples from when a process NAME starts "
@@ -163,6 +166,16 @@ static int parse_symbols(struct session_opts *o, int opt, const char *arg)
 	else
 		o->sym.vmlinux = buf;
 	return 1;
+}
+
+static int parse_window(struct session_opts *o, const char *arg)
+{
+	char e[160];
+
+	if (!num_parse_uint(arg, 1, 3600, &o->window_s))
+		return 1;
+	log_err("%s", num_bad_value(e, sizeof(e), "--window", arg, "1 to 3600 seconds"));
+	return -1;
 }
 
 static int parse_duration(struct session_opts *o, const char *arg)
@@ -279,6 +292,8 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 		return 1;
 	case OPT_DURATION:
 		return parse_duration(o, arg);
+	case OPT_WINDOW:
+		return parse_window(o, arg);
 	case OPT_APPEND_SAMPLES:
 		o->append = 1;
 		return 1;
@@ -407,6 +422,7 @@ static void collector_cfg(const struct session_opts *o, const struct backend_set
 		.append = o->append,
 		.nr_events = setup->nr_events,
 		.sync_ms = o->sync_ms ? o->sync_ms : 1000,
+		.window_ms = o->window_s * 1000,
 		.hold_ms = 2000,
 		.mode = setup->mode,
 		.rate_hz = setup->rate_hz,

@@ -25,6 +25,7 @@ struct session_opts {
 	int separate_set;
 	int append;			/* --append-samples */
 	unsigned sync_ms;		/* 0: 1000 */
+	unsigned window_s;		/* --window; 0: none */
 	struct store_limits limits;	/* --max-files ...; 0: defaults */
 	uint64_t model_max_bytes;	/* --max-model-mem; 0: default */
 	const char *from_exec;		/* --from-exec NAME */

@@ -7,13 +7,14 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "host/cli/subcmd.h"
 
-pid_t subcmd_spawn(char *const argv[], const char *out_path, const char *err_path)
+static pid_t spawn(char *const argv[], const char *out_path, const char *err_path, int tied)
 {
-	pid_t pid = fork();
+	pid_t parent = getpid(), pid = fork();
 	sigset_t none;
 
 	if (pid != 0)
@@ -30,6 +31,10 @@ pid_t subcmd_spawn(char *const argv[], const char *out_path, const char *err_pat
 		    dup2(err, 2) < 0)
 			_exit(127);
 		setpgid(0, 0);
+		/* the parent may have died before the prctl: then ours is
+		 * another process already */
+		if (tied && (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent))
+			_exit(127);
 		/* the mask is inherited across exec: the caller's thread may
 		 * block the signals that stop a session */
 		sigemptyset(&none);
@@ -37,6 +42,16 @@ pid_t subcmd_spawn(char *const argv[], const char *out_path, const char *err_pat
 		execv("/proc/self/exe", argv);
 		_exit(127);
 	}
+}
+
+pid_t subcmd_spawn(char *const argv[], const char *out_path, const char *err_path)
+{
+	return spawn(argv, out_path, err_path, 0);
+}
+
+pid_t subcmd_spawn_tied(char *const argv[], const char *out_path, const char *err_path)
+{
+	return spawn(argv, out_path, err_path, 1);
 }
 
 void subcmd_last_message(const char *path, char *buf, size_t cap)

@@ -19,6 +19,11 @@
  * err_path (created 0600; the same path for both is fine).  Safe to call
  * from any thread.  Returns the child's pid or -errno. */
 pid_t subcmd_spawn(char *const argv[], const char *out_path, const char *err_path);
+/* The same, and the child gets SIGTERM when the thread that spawned it
+ * ends (PR_SET_PDEATHSIG): the exporter's continuous samplers, which must
+ * not outlive an exporter that was killed.  Call it from a thread that
+ * lives as long as the child should. */
+pid_t subcmd_spawn_tied(char *const argv[], const char *out_path, const char *err_path);
 
 /* The last message of the opvm output in the file at path, its wrapped
  * continuation lines joined ("opvm: error: cannot ..."), into buf; "" when

@@ -35,6 +35,8 @@ struct app_sum {
 	uint64_t samples;
 };
 
+#define SUMMARY_MAX_WINDOWS	16384	/* a session's windows read back */
+
 struct sum_ctx {
 	const struct backend_target *t;
 	size_t n;
@@ -42,6 +44,7 @@ struct sum_ctx {
 	size_t nr, cap;
 	uint64_t *totals;
 	size_t bad;
+	char last[STORE_WINDOW_NAME_MAX];	/* --window: the last window, or "" */
 };
 
 /* The app's row of target ti, added if new; NULL on ENOMEM. */
@@ -98,16 +101,16 @@ static int cmp_app(const void *a, const void *b)
 	return strcmp(x->app, y->app);
 }
 
-/* A guest's session.json, or NULL. */
-static json_t *load_session(const char *session_dir, const char *guest)
+/* A guest's session.json (samples/<which>/), or NULL. */
+static json_t *load_session(const char *session_dir, const char *guest, const char *which)
 {
 	char mangled[OPVM_MANGLE_MAX], path[4096];
 	json_t *j;
 	int fd;
 
 	store_mangle(guest, strlen(guest), mangled);
-	snprintf(path, sizeof(path), "%s/guests/%s/samples/current/session.json",
-		 session_dir, mangled);
+	snprintf(path, sizeof(path), "%s/guests/%s/samples/%s/session.json",
+		 session_dir, mangled, which);
 	/* a regular file only, not through a symlink, without blocking */
 	fd = util_open_regular(path, O_NOFOLLOW);
 	if (fd < 0)
@@ -338,6 +341,23 @@ static void start_summary(json_t *root)
 				     stats_fmt_count(before, c));
 }
 
+/* attach --window: the windows this session sealed (from its start on),
+ * their last one's name in sc->last for the guests' session.json. */
+static void walk_windows(const char *dir, uint64_t elapsed_ns, struct sum_ctx *sc)
+{
+	char (*names)[STORE_WINDOW_NAME_MAX] = calloc(SUMMARY_MAX_WINDOWS, sizeof(*names));
+	int64_t since = util_wall_ms() - (int64_t)(elapsed_ns / 1000000) - 1000;
+	int n = names ? store_windows(dir, since, INT64_MAX, names, SUMMARY_MAX_WINDOWS) : 0;
+
+	if (n > SUMMARY_MAX_WINDOWS)
+		n = SUMMARY_MAX_WINDOWS;
+	for (int i = 0; i < n; i++)
+		store_walk(dir, names[i], sum_file, sc, NULL);
+	if (n > 0)
+		memcpy(sc->last, names[n - 1], sizeof(sc->last));
+	free(names);
+}
+
 /* Per guest: the backend's lines, the store's, the top applications; then
  * where the session is and how to read it. */
 void session_summary(const struct backend_ops *b, void *bst,
@@ -351,11 +371,14 @@ void session_summary(const struct backend_ops *b, void *bst,
 	sc.totals = calloc(n ? n : 1, sizeof(*sc.totals));
 	if (!sc.totals)
 		return;
-	store_walk(dir, "current", sum_file, &sc, NULL);
+	if (o->window_s)
+		walk_windows(dir, elapsed_ns, &sc);
+	else
+		store_walk(dir, "current", sum_file, &sc, NULL);
 	if (sc.nr)	/* none filed (--from-exec that never came): no array */
 		qsort(sc.apps, sc.nr, sizeof(*sc.apps), cmp_app);
 	for (size_t i = 0; i < n; i++) {
-		json_t *root = load_session(dir, t[i].name);
+		json_t *root = load_session(dir, t[i].name, sc.last[0] ? sc.last : "current");
 		struct backend_totals tot = { 0 };
 
 		totals_from_json(root, sc.totals[i], elapsed_ns, &tot);

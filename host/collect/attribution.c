@@ -1466,3 +1466,23 @@ uint64_t attribution_store_errors(const struct attribution *s)
 {
 	return s->store_errors;
 }
+
+int attribution_set_store(struct attribution *s, struct store *st)
+{
+	if (!s || !st || store_separate(st) != s->sep)
+		return -EINVAL;
+	flush(s);
+	store_stacks_close(s->stk);
+	s->stk = NULL;
+	s->stk_failed = false;
+	/* every cache holds file ids of the old store's files */
+	memset(s->vc, 0, ((size_t)s->vc_mask + 1) * sizeof(*s->vc));
+	memset(s->vp, 0, ((size_t)s->vc_mask + 1) * sizeof(*s->vp));
+	memset(s->uc, 0, ((size_t)1 << UBITS) * sizeof(*s->uc));
+	memset(s->sc, 0, ((size_t)1 << SC_BITS) * sizeof(*s->sc));
+	memset(s->fmap, 0, ((size_t)1 << s->fmap_bits) * sizeof(*s->fmap));
+	s->nr_f = 1;
+	caches_drop(s);
+	s->st = st;
+	return 0;
+}

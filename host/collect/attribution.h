@@ -188,6 +188,12 @@ struct attribution_bymap_stats {
 struct attribution *attribution_new(struct store *st, struct gstate *gs,
 		      struct ring *const *rings, unsigned nr_rings,
 		      const struct attribution_config *cfg);
+/* Files from now on into st instead (a new window of `attach --window`,
+ * host/collect/collector.h): every cached sample file of the old store is
+ * forgotten and its stack table closed, so the old store may be closed
+ * right after.  Held and deferred samples stay and go into st.  Call it
+ * between two attribution_run()s (nothing queued).  0 or -EINVAL. */
+int attribution_set_store(struct attribution *s, struct store *st);
 void attribution_free(struct attribution *s);		/* NULL-safe; files nothing */
 
 /* Retries held samples (filing those older than hold_ms), then drains every

@@ -421,7 +421,16 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	bad |= json_object_set_new(root, "vcpus", json_integer(g->nr_vcpus));
 	bad |= json_object_set_new(root, "separate", json_string(sep));
 	bad |= json_object_set_new(root, "start", json_string(start));
-	bad |= json_object_set_new(root, "duration_s", json_real((double)(now - c->start_ms) / 1000.0));
+	/* a window's own time (collector-window.c), else the session's */
+	bad |= json_object_set_new(root, "duration_s", json_real(c->cfg.window_ms ?
+		(double)(util_wall_ms() - g->win_start) / 1000.0 :
+		(double)(now - c->start_ms) / 1000.0));
+	if (c->cfg.window_ms) {	/* its window, so far (collector-window.c) */
+		bad |= json_object_set_new(root, "window_start_ms", json_integer(g->win_start));
+		bad |= json_object_set_new(root, "window_end_ms",
+					   json_integer(util_wall_ms()));
+		bad |= json_object_set_new(root, "windows_sealed", json_integer((json_int_t)g->windows));
+	}
 	if (c->cfg.callgraph)
 		bad |= callgraph_json(c, g, root);
 	if (c->cfg.start_exec) {

@@ -64,6 +64,8 @@ struct cguest {
 	int64_t py_at;
 	uint64_t word_wait_ms;		/* since when the relay's word is due
 					 * (ksyms_word()), 0: not due */
+	int64_t win_start, win_end;	/* the open window, wall-clock ms */
+	uint64_t windows;		/* windows sealed */
 	struct cmemsyms *msy;		/* images whose symbols memory may
 					 * give (collector-memsyms.c), or NULL */
 };
@@ -92,6 +94,17 @@ struct collector {
 void cguest_memsyms_want(struct cguest *g, const struct gstate_cookie *ck);
 void cguest_memsyms_poll(struct cguest *g, bool all);	/* all: the last sync */
 void cguest_memsyms_free(struct cguest *g);	/* NULL-safe inside */
+
+/* collector-window.c */
+void cguest_window_begin(struct cguest *g);	/* before its store opens */
+/* Seals the windows that are due (each guest synced first).  0, or -errno
+ * when a guest was left without a store. */
+int collector_windows_tick(struct collector *c, uint64_t now_ms);
+/* ms until the next window ends, at most max. */
+unsigned collector_window_wait_ms(const struct collector *c, unsigned max);
+void cguest_window_seal(struct cguest *g);	/* after its store closed */
+/* collector.c: one guest's periodic sync (collector_sync()'s) */
+int cguest_sync(struct collector *c, struct cguest *g, uint64_t now);
 
 int collector_write_session(struct collector *c, struct cguest *g, uint64_t now);
 void collector_guest_stats(const struct cguest *g, struct opvm_stats *st,

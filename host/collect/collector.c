@@ -125,6 +125,7 @@ static void guest_free(struct cguest *g)
 	decoder_free(g->idec);
 	decoder_free(g->dec);
 	store_close(g->st);
+	cguest_window_seal(g);
 	gstate_free(g->gs);
 	if (g->rings)
 		for (i = 0; i < g->nr_vcpus; i++)
@@ -284,6 +285,7 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 	g->dec = decoder_new(g->gs);
 	if (!g->dec)
 		goto fail;
+	cguest_window_begin(g);
 	g->st = store_open(c->session_dir, name, c->cfg.events, c->cfg.nr_events,
 			   c->cfg.separate, (c->cfg.append ? STORE_APPEND : 0) |
 			   (c->cfg.public_tree ? STORE_PUBLIC : 0));
@@ -898,6 +900,8 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 {
 	int err, ret = 0;
 
+	if (!g->st)	/* a window that could not be opened */
+		return g->last_err ? g->last_err : -EIO;
 	/* state first, so the samples about to be drained find it */
 	err = channel_read(c, g);
 	if (err)
@@ -927,6 +931,11 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 	if (err && !ret)
 		ret = err;
 	return ret;
+}
+
+int cguest_sync(struct collector *c, struct cguest *g, uint64_t now)
+{
+	return guest_sync(c, g, now, false);
 }
 
 int collector_sync(struct collector *c)
@@ -1122,11 +1131,17 @@ int collector_run(struct collector *c, volatile sig_atomic_t *stop, uint64_t dur
 			collector_sync(c);
 			next_sync = now + c->cfg.sync_ms;
 		}
+		err = collector_windows_tick(c, now);
+		if (err) {
+			ret = err;
+			break;
+		}
 		status_line(c, now, false);
 
 		timeout = (int)(next_sync > now ? next_sync - now : 0);
 		if (timeout > POLL_MAX_MS)
 			timeout = POLL_MAX_MS;
+		timeout = (int)collector_window_wait_ms(c, (unsigned)timeout);
 		if (c->cfg.progress && timeout > STATUS_EVERY_MS)
 			timeout = STATUS_EVERY_MS;
 		if (duration_ms && begin + duration_ms - now < (uint64_t)timeout)

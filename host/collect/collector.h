@@ -69,6 +69,10 @@ struct collector_config {
 	size_t model_total_bytes;	/* all guests together; 0:
 					 * OPVM_MODEL_TOTAL_BYTES */
 	struct collector_symbols symbols;	/* its strings outlive the collector */
+	/* Windows (host/collect/collector-window.c): every window_ms each
+	 * guest's samples/current is sealed as samples/w-<start>-<end>
+	 * (host/collect/store.h); 0: one current/ for the whole session */
+	unsigned window_ms;
 	const char *start_exec;		/* --from-exec: see attribution_config; NULL:
 					 * from the start */
 	const char *callgraph;		/* "fp" or "dwarf": samples carry call

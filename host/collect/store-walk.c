@@ -259,3 +259,104 @@ const char *store_app_label(const char *app)
 		return STORE_APP_BOOT;
 	return app;
 }
+
+void store_window_name(char *buf, int64_t start_ms, int64_t end_ms)
+{
+	snprintf(buf, STORE_WINDOW_NAME_MAX, "w-%013lld-%013lld", (long long)start_ms,
+		 (long long)end_ms);
+}
+
+/* 13 decimal digits at s into *v. */
+static int window_ms(const char *s, int64_t *v)
+{
+	int64_t x = 0;
+
+	for (int i = 0; i < 13; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		x = x * 10 + (s[i] - '0');
+	}
+	*v = x;
+	return 0;
+}
+
+int store_window_parse(const char *name, int64_t *start_ms, int64_t *end_ms)
+{
+	if (!name || strlen(name) != 29 || name[0] != 'w' || name[1] != '-' || name[15] != '-' ||
+	    window_ms(name + 2, start_ms) || window_ms(name + 16, end_ms) ||
+	    *end_ms < *start_ms)
+		return -EINVAL;
+	return 0;
+}
+
+/* One guest's samples/ (fd sfd, consumed): its windows in the range
+ * added to names[0..*n) unless there already. */
+static void windows_of(int sfd, int64_t since, int64_t until,
+		       char (*names)[STORE_WINDOW_NAME_MAX], size_t max, size_t *n)
+{
+	DIR *d = fdopendir(sfd);
+	struct dirent *de;
+
+	if (!d) {
+		close(sfd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		int64_t s, e;
+		size_t i;
+
+		if (store_window_parse(de->d_name, &s, &e) || e <= since || s >= until)
+			continue;
+		for (i = 0; i < *n && i < max; i++)
+			if (!strcmp(names[i], de->d_name))
+				break;
+		if (i < *n && i < max)
+			continue;
+		if (*n < max)
+			memcpy(names[*n], de->d_name, STORE_WINDOW_NAME_MAX);
+		(*n)++;
+	}
+	closedir(d);
+}
+
+static int window_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);	/* fixed-width times: by start, then end */
+}
+
+int store_windows(const char *session_dir, int64_t since_ms, int64_t until_ms,
+		  char (*names)[STORE_WINDOW_NAME_MAX], size_t max)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	size_t n = 0;
+	int gfd;
+	DIR *d;
+
+	if (snprintf(path, sizeof(path), "%s/guests", session_dir) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	gfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (gfd < 0)
+		return -errno;
+	d = fdopendir(gfd);
+	if (!d) {
+		close(gfd);
+		return -ENOMEM;
+	}
+	while ((de = readdir(d))) {
+		int g, sfd;
+
+		if (de->d_name[0] == '.')
+			continue;
+		g = openat(gfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (g < 0)
+			continue;
+		sfd = openat(g, "samples", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(g);
+		if (sfd >= 0)
+			windows_of(sfd, since_ms, until_ms, names, max, &n);
+	}
+	closedir(d);
+	qsort(names, n < max ? n : max, STORE_WINDOW_NAME_MAX, window_cmp);
+	return n > (size_t)INT32_MAX ? INT32_MAX : (int)n;
+}

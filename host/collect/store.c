@@ -448,6 +448,72 @@ fail:
 	return NULL;
 }
 
+/* SESSION/guests/GDIR/samples as it is (nothing made), locked if lock. */
+static int samples_dir_existing(const char *session_dir, const char *gdir, bool lock)
+{
+	int sfd, gfd = -1, gd = -1, smp = -1;
+
+	sfd = safepath_open_session(session_dir, 0700, 0, NULL, 0);
+	if (sfd < 0)
+		return sfd;
+	gfd = dir_openat(sfd, "guests", false, 0);
+	if (gfd >= 0)
+		gd = dir_openat(gfd, gdir, false, 0);
+	if (gd >= 0)
+		smp = dir_openat(gd, "samples", false, 0);
+	if (smp >= 0 && lock && flock(smp, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno == EWOULDBLOCK ? -EBUSY : -errno;
+
+		close(smp);
+		smp = e;
+	}
+	if (gd >= 0)
+		close(gd);
+	if (gfd >= 0)
+		close(gfd);
+	close(sfd);
+	return gfd < 0 ? gfd : gd < 0 ? gd : smp;
+}
+
+int store_seal_window(const char *session_dir, const char *guest, const char *name)
+{
+	char mg[OPVM_MANGLE_MAX];
+	int64_t a, b;
+	struct stat sb;
+	int smp, ret = 0;
+
+	if (!session_dir || !guest || !*guest || !name || store_window_parse(name, &a, &b))
+		return -EINVAL;
+	store_mangle(guest, strlen(guest), mg);
+	smp = samples_dir_existing(session_dir, mg, true);
+	if (smp < 0)
+		return smp;
+	if (fstatat(smp, "current", &sb, AT_SYMLINK_NOFOLLOW) < 0)
+		ret = -errno;
+	else if (!S_ISDIR(sb.st_mode))
+		ret = S_ISLNK(sb.st_mode) ? -ELOOP : -ENOTDIR;
+	else if (renameat2(smp, "current", smp, name, RENAME_NOREPLACE) < 0)
+		ret = -errno;
+	close(smp);	/* the lock with it */
+	return ret;
+}
+
+int store_remove_window(const char *session_dir, const char *gdir, const char *name)
+{
+	int64_t a, b;
+	int smp, ret;
+
+	if (!session_dir || !gdir || !name || store_window_parse(name, &a, &b) ||
+	    !strcmp(gdir, ".") || !strcmp(gdir, "..") || strchr(gdir, '/'))
+		return -EINVAL;
+	smp = samples_dir_existing(session_dir, gdir, false);
+	if (smp < 0)
+		return smp;
+	ret = tree_remove(smp, name);
+	close(smp);
+	return ret;
+}
+
 unsigned store_separate(const struct store *st)
 {
 	return st->separate;

@@ -129,6 +129,35 @@ void store_close(struct store *st);
  * following a link: a symlink at path is refused (-ELOOP).  Absent is fine.
  * 0 or -errno. */
 int store_remove_tree(const char *path);
+/*
+ * Windows (`opvm attach --window`, `opvm exporter --continuous`): a
+ * guest's samples/current closed at a window's end is renamed, as a whole,
+ * to samples/w-<start>-<end> (wall-clock Unix milliseconds, 13 digits
+ * each, so that names sort by time), and a new current/ begins where it
+ * ended: consecutive windows tile time with no gap and no overlap, and the
+ * windows' sample files together are what one long session would hold.
+ * Any reader of samples/<which> reads a window as it reads current/.
+ */
+#define STORE_WINDOW_NAME_MAX	32
+/* "w-<start>-<end>" into buf (STORE_WINDOW_NAME_MAX bytes). */
+void store_window_name(char *buf, int64_t start_ms, int64_t end_ms);
+/* A window's name back into its times; 0, or -EINVAL if name is none. */
+int store_window_parse(const char *name, int64_t *start_ms, int64_t *end_ms);
+/* The windows of every guest of the session that overlap [since_ms,
+ * until_ms) (a window [s, e) does when e > since_ms and s < until_ms),
+ * each name once, oldest first, at most max into names.  Returns how many
+ * there are (more than max: only max were written) or -errno (-ENOENT: no
+ * guests/).  Nothing is followed through a link. */
+int store_windows(const char *session_dir, int64_t since_ms, int64_t until_ms,
+		  char (*names)[STORE_WINDOW_NAME_MAX], size_t max);
+/* Renames SESSION/guests/<guest>/samples/current to window name, unless
+ * a store holds the tree (-EBUSY) or name exists (-EEXIST); -ENOENT
+ * without a current/.  guest is mangled; nothing is followed through a
+ * link.  0 or -errno. */
+int store_seal_window(const char *session_dir, const char *guest, const char *name);
+/* Removes window name of the guest tree whose directory under guests/ is
+ * gdir (already mangled), without following a link.  0 or -errno. */
+int store_remove_window(const char *session_dir, const char *gdir, const char *name);
 /* Sets the caps (NULL or 0 fields: defaults).  Lowering a cap below what
  * the store already holds keeps what it has and sends new keys to the
  * overflow bucket; mappings above max_mapped are dropped at once. */

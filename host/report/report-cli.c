@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -119,6 +120,10 @@ const struct opt_def report_cli_options[] = {
 	{ "no-host-kernel", RCLI_NO_HOST_KERNEL, NULL,
 	  "never use the host's /boot or /lib/modules", 0 },
 	{ "previous", RCLI_PREVIOUS, NULL, "read samples/previous instead of current", 0 },
+	{ "since", RCLI_SINCE, "TIME", "the windows of a windowed session (attach "
+	  "--window, exporter --continuous) from TIME: Unix seconds, RFC 3339 or HH:MM "
+	  "(today)", 0 },
+	{ "until", RCLI_UNTIL, "TIME", "... up to TIME (default now)", 0 },
 	{ "exclude", RCLI_EXCLUDE, "idle,boot", "leave out (idle) and (firmware/boot) samples", 0 },
 	{ "PROFILE SPEC", 0, NULL, "guest:NAME image:PATH tgid:N tid:N cpu:N event:NAME "
 	  "(globs for guest and image; comma lists)", OPTS_POSITIONAL },
@@ -172,6 +177,15 @@ int report_cli_opt(struct report_cli *c, int opt, char *arg, char *err, size_t e
 		return 1;
 	case RCLI_PREVIOUS:
 		c->ro.which = "previous";
+		return 1;
+	case RCLI_SINCE:
+	case RCLI_UNTIL:
+		if (num_parse_time(arg, opt == RCLI_SINCE ? &c->ro.since_ms : &c->ro.until_ms)) {
+			num_bad_value(err, errlen, opt == RCLI_SINCE ? "--since" : "--until", arg,
+				      "Unix seconds, RFC 3339 or HH:MM");
+			return -EINVAL;
+		}
+		c->ro.range |= opt == RCLI_SINCE ? 1 : 2;
 		return 1;
 	case RCLI_EXCLUDE:
 		if (report_parse_exclude(arg, &c->ro.exclude)) {
@@ -323,10 +337,47 @@ void report_cli_release(struct report_cli *c)
 	for (size_t i = 0; i < c->nr_owned; i++)
 		free(c->owned[i]);
 	c->nr_owned = 0;
+	free(c->range_which);
+	c->range_which = NULL;
+}
+
+/* --since alone: until now; --until alone: from the first window. */
+static void range_finish(struct report_cli *c)
+{
+	struct timespec ts;
+
+	if (!c->ro.range)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (!(c->ro.range & 2))
+		c->ro.until_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + 1;
+	if (!(c->ro.range & 1))
+		c->ro.since_ms = 0;
+	c->ro.range = 1;
+}
+
+/* A range's symbols: the last window's session.json says them. */
+static void range_symbols(struct report_cli *c)
+{
+	char (*names)[STORE_WINDOW_NAME_MAX] = calloc(REPORT_MAX_WINDOWS, sizeof(*names));
+	int n = names ? store_windows(c->ro.session_dir, c->ro.since_ms, c->ro.until_ms,
+				      names, REPORT_MAX_WINDOWS) : -ENOMEM;
+
+	if (n > REPORT_MAX_WINDOWS)
+		n = REPORT_MAX_WINDOWS;
+	if (n > 0 && (c->range_which = strdup(names[n - 1]))) {
+		c->ro.which = c->range_which;
+		session_symbols(c);
+		c->ro.which = "current";
+	}
+	free(names);
 }
 
 void report_cli_finish(struct report_cli *c)
 {
+	range_finish(c);
+	if (c->ro.range)
+		range_symbols(c);
 	session_symbols(c);
 	c->sc.session_dir = c->ro.session_dir;
 	c->sc.roots = c->roots;

@@ -25,6 +25,8 @@ enum report_cli_opt {
 	RCLI_NO_HOST_KERNEL,
 	RCLI_PREVIOUS,
 	RCLI_EXCLUDE,
+	RCLI_SINCE,
+	RCLI_UNTIL,
 	RCLI_END		/* the commands' own keys start here */
 };
 
@@ -40,6 +42,7 @@ struct report_cli {
 	double threshold;
 	char *owned[REPORT_CLI_MAX_ROOTS + 2];	/* paths from session.json */
 	size_t nr_owned;
+	char *range_which;	/* --since/--until: the window symbols came from */
 };
 
 void report_cli_init(struct report_cli *c);

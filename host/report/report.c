@@ -37,6 +37,8 @@ struct entry {
 struct report_priv {
 	struct strpool pool;
 	const char *which;		/* samples/<which> */
+	int range;			/* which is the last window of a range */
+	double range_s;			/* the windows' time, summed */
 	size_t *rowhash;	/* row index + 1, 0 empty */
 	size_t rowhash_cap;
 	size_t rows_cap;
@@ -279,7 +281,8 @@ static struct report_guest *guest_get(struct report *r, const struct entry *e)
 	rest = e->path + n + 8;
 	n = strcspn(rest, "/");
 	if (snprintf(path, sizeof(path), "%s/guests/%.*s/samples/%s/session.json",
-		     p->session_dir, (int)n, rest, "current") < (int)sizeof(path))
+		     p->session_dir, (int)n, rest, p->range ? p->which : "current") <
+	    (int)sizeof(path))
 		report_guest_load_meta(g, path);
 	if (snprintf(path, sizeof(path), "%s/guests/%.*s/samples/%s", p->session_dir, (int)n,
 		     rest, p->which) < (int)sizeof(path))
@@ -914,6 +917,44 @@ static int check_recorded(const struct report *r, unsigned keep, char *err, size
 	return 0;
 }
 
+/* Every window of o's range walked (store_walk()), oldest first; the last
+ * one's name left in r->priv->which.  0, or as store_walk(); -E2BIG (err
+ * set) for more windows than a report reads. */
+static int walk_windows(struct report *r, const struct report_opts *o, size_t *skipped,
+			char err[], size_t errlen)
+{
+	char (*names)[STORE_WINDOW_NAME_MAX] = calloc(REPORT_MAX_WINDOWS, sizeof(*names));
+	int n, ret = 0;
+
+	if (!names)
+		return -ENOMEM;
+	n = store_windows(r->priv->session_dir, o->since_ms, o->until_ms, names,
+			  REPORT_MAX_WINDOWS);
+	if (n > REPORT_MAX_WINDOWS) {
+		util_seterr(err, errlen, "the range holds %d windows, more than the %d a "
+			    "report reads: ask a shorter one", n, REPORT_MAX_WINDOWS);
+		ret = -E2BIG;
+	} else if (n < 0) {
+		ret = n;
+	}
+	r->priv->range = 1;
+	for (int i = 0; !ret && i < n; i++) {
+		size_t sk = 0;
+		int64_t s, e;
+
+		if (!store_window_parse(names[i], &s, &e))
+			r->priv->range_s += (double)(e - s) / 1000.0;
+		r->priv->which = report_intern(r, names[i]);
+		ret = r->priv->which ? store_walk(r->priv->session_dir, names[i], collect_cb,
+						  r, &sk) : -ENOMEM;
+		*skipped += sk;
+	}
+	if (!ret && n == 0)
+		r->priv->which = "(no window in the range)";
+	free(names);
+	return ret;
+}
+
 /* The session's sample files listed (r->priv->entries), its guests' headers
  * read, and the event picked.  0, or -errno with err set (-ENOMEM: not). */
 static int load_entries(struct report *r, const struct report_opts *o, char *err,
@@ -923,8 +964,12 @@ static int load_entries(struct report *r, const struct report_opts *o, char *err
 	size_t skipped = 0;
 	int ret;
 
-	ret = store_walk(r->priv->session_dir, which, collect_cb, r, &skipped);
+	ret = o->range ? walk_windows(r, o, &skipped, err, errlen) :
+	      store_walk(r->priv->session_dir, which, collect_cb, r, &skipped);
+	which = r->priv->which;
 	r->skipped_files = skipped;
+	if (ret == -E2BIG)
+		return -ENOENT;
 	if (ret == -ENOENT) {
 		util_seterr(err, errlen, "%s holds no samples (no guests/ directory): "
 			    "profile with 'opvm run' or 'opvm attach', or give --session-dir DIR",
@@ -944,6 +989,8 @@ static int load_entries(struct report *r, const struct report_opts *o, char *err
 	for (size_t i = 0; i < r->priv->nr_entries; i++)
 		if (!guest_get(r, &r->priv->entries[i]))
 			return -ENOMEM;
+	for (size_t i = 0; r->priv->range && i < r->nr_guests; i++)
+		r->guests[i].duration_s = r->priv->range_s;	/* not the last window's */
 	if (check_guest_filter(r, &o->filter, err, errlen) ||
 	    check_recorded(r, o->keep, err, errlen))
 		return -ENOENT;

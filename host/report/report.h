@@ -81,6 +81,10 @@ struct report_opts {
 	const char *session_dir;	/* default "./opvm_data" */
 	unsigned exclude;		/* enum report_exclude */
 	const char *which;		/* "current" (default) or "previous" */
+	/* range: the windows (host/collect/store.h) that overlap
+	 * [since_ms, until_ms), Unix ms, instead of which */
+	int range;
+	int64_t since_ms, until_ms;
 	unsigned keep;			/* enum report_keep */
 	struct report_filter filter;
 	int symbols;			/* resolve symbols (-l) */
@@ -97,6 +101,9 @@ struct report_addr {
 	uint64_t addr;
 	uint64_t count;
 };
+
+/* Most windows one report reads (a day of 10 s windows is 8640). */
+#define REPORT_MAX_WINDOWS	16384
 
 struct report_row {
 	const char *guest;		/* "all" when merged */

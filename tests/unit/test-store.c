@@ -1220,6 +1220,59 @@ static void test_corrupt_fields(void **state)
 
 /* store_remove_tree(): a whole tree goes, a link in it is removed, not
  * followed; a symlink at the top is refused; absent is fine. */
+/* A window sealed, listed by range, refused when it would replace one or
+ * a link stands in for current/, and removed. */
+static void test_windows(void **state)
+{
+	char *d = tmpdir_new(), name[STORE_WINDOW_NAME_MAX], names[4][STORE_WINDOW_NAME_MAX];
+	char p[1024], q[1024];
+	struct store *st;
+	int64_t s, e;
+
+	(void)state;
+	assert_non_null(d);
+	store_window_name(name, 1764645000000LL, 1764645010000LL);
+	assert_string_equal(name, "w-1764645000000-1764645010000");
+	assert_int_equal(store_window_parse(name, &s, &e), 0);
+	assert_true(s == 1764645000000LL && e == 1764645010000LL);
+	assert_int_equal(store_window_parse("w-1764645010000-1764645000000", &s, &e), -EINVAL);
+	assert_int_equal(store_window_parse("w-176464500000x-1764645010000", &s, &e), -EINVAL);
+	assert_int_equal(store_window_parse("current", &s, &e), -EINVAL);
+	assert_int_equal(store_window_parse("w-1764645000000-17646450100000", &s, &e), -EINVAL);
+	for (int i = 0; i < 3; i++) {
+		st = store_open(d, "g", ev1, 2, OPVM_SEP_NONE, 0);
+		assert_non_null(st);
+		/* sealed while its store holds it: refused */
+		store_window_name(name, 1000000 + i * 10, 1000000 + i * 10 + 10);
+		assert_int_equal(store_seal_window(d, "g", name), -EBUSY);
+		store_close(st);
+		assert_int_equal(store_seal_window(d, "g", name), 0);
+		assert_int_equal(store_seal_window(d, "g", name), -ENOENT);
+	}
+	/* [1000010, 1000020) and [1000020, 1000030) overlap [1000015, 1000021) */
+	assert_int_equal(store_windows(d, 1000015, 1000021, names, 4), 2);
+	assert_string_equal(names[0], "w-0000001000010-0000001000020");
+	assert_string_equal(names[1], "w-0000001000020-0000001000030");
+	assert_int_equal(store_windows(d, 1000010, 1000020, names, 4), 1);
+	assert_int_equal(store_windows(d, 0, INT64_MAX, names, 2), 3);
+	assert_int_equal(store_windows(d, 2000000, 3000000, names, 4), 0);
+	/* a window of that name already: never replaced */
+	st = store_open(d, "g", ev1, 2, OPVM_SEP_NONE, 0);
+	store_close(st);
+	assert_int_equal(store_seal_window(d, "g", names[0]), -EEXIST);
+	/* a link in place of current/ is not sealed */
+	snprintf(p, sizeof(p), "%s/guests/g/samples/current", d);
+	assert_int_equal(store_remove_tree(p), 0);
+	snprintf(q, sizeof(q), "%s/guests", d);
+	assert_int_equal(symlink(q, p), 0);
+	store_window_name(name, 5000000, 5000010);
+	assert_int_equal(store_seal_window(d, "g", name), -ELOOP);
+	assert_int_equal(store_remove_window(d, "g", names[0]), 0);
+	assert_int_equal(store_windows(d, 0, INT64_MAX, names, 4), 2);
+	assert_int_equal(store_remove_window(d, "..", names[0]), -EINVAL);
+	tmpdir_free(d);
+}
+
 static void test_remove_tree(void **state)
 {
 	char *d = tmpdir_new(), p[1024], q[1024], keep[1024];
@@ -1283,6 +1336,7 @@ int main(void)
 		cmocka_unit_test(test_corrupt_fields),
 		cmocka_unit_test(test_late_check),
 		cmocka_unit_test(test_remove_tree),
+		cmocka_unit_test(test_windows),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

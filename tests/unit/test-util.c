@@ -637,6 +637,33 @@ static void test_grow(void **state)
 }
 
 /* Strict numbers: decimal digits to the end, in range, nothing else. */
+/* Times: Unix seconds, RFC 3339 with its offsets, and what is none. */
+static void test_parse_time(void **state)
+{
+	int64_t ms;
+
+	(void)state;
+	assert_int_equal(num_parse_time("1764645000", &ms), 0);
+	assert_true(ms == 1764645000000LL);
+	assert_int_equal(num_parse_time("1764645000.250", &ms), 0);
+	assert_true(ms == 1764645000250LL);
+	assert_int_equal(num_parse_time("2025-12-02T03:10:00Z", &ms), 0);
+	assert_true(ms == 1764645000000LL);
+	assert_int_equal(num_parse_time("2025-12-02T04:10:00.5+01:00", &ms), 0);
+	assert_true(ms == 1764645000500LL);
+	assert_int_equal(num_parse_time("2025-12-02T02:10:00-01:00", &ms), 0);
+	assert_true(ms == 1764645000000LL);
+	assert_int_equal(num_parse_time("03:10", &ms), 0);
+	assert_int_equal(num_parse_time("2025-12-02T03:10:00", &ms), -EINVAL);
+	assert_int_equal(num_parse_time("2025-13-02T03:10:00Z", &ms), -EINVAL);
+	assert_int_equal(num_parse_time("1960-01-01T00:00:00Z", &ms), -ERANGE);
+	assert_int_equal(num_parse_time("-5", &ms), -EINVAL);
+	assert_int_equal(num_parse_time("", &ms), -EINVAL);
+	assert_int_equal(num_parse_time("yesterday", &ms), -EINVAL);
+	assert_int_equal(num_parse_time("25:00", &ms), -EINVAL);
+	assert_int_equal(num_parse_time("1e9", &ms), -EINVAL);
+}
+
 static void test_numparse(void **state)
 {
 	static const char *const bad[] = {
@@ -701,6 +728,7 @@ int main(void)
 		cmocka_unit_test(test_wrapped),
 		cmocka_unit_test(test_grow),
 		cmocka_unit_test(test_numparse),
+		cmocka_unit_test(test_parse_time),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,294 @@
+#!/bin/bash
+# opvm exporter --continuous (docs/usage.md): every guest sampled all the
+# time into a rolling store of windows, profiles served from it at once.
+# Two TCG guests (--allow-gdbstub, windows of 2 s): A, the test image
+# running callpaths, then abratio for 6 s only, then callpaths again; B,
+# firmware only.  A scrape loop pulls seconds=2 of each guest every 2 s.
+#  - every answer of the loop is 200 and a gzipped pprof Profile (its
+#    protobuf fields read back); the last ones go through go tool pprof;
+#  - every window present: each guest's windows tile time with no gap and
+#    no overlap while its sampler runs (end of one == start of the next),
+#    and their samples add up to what the sampler took (session.json's
+#    received): the windows' sum is one long session;
+#  - a guest started mid-run (C) gets a sampler and windows; stopped, it
+#    leaves /debug/pprof/guests and its sampler ends, its windows served;
+#  - a past range: start=&end= inside abratio's time (from A's console)
+#    shows abratio, ranges before and after it show none;
+#  - bad ranges (reversed, future, expired, too long, seconds with start)
+#    get one line of 400; a range without windows, a profile of none;
+#  - the exporter SIGKILLed: its samplers end too (no orphan), and a new
+#    exporter on the same store serves the old windows (abratio's range);
+#  - the byte cap: an exporter with --max-store 1M over a copy of the
+#    store drops the oldest windows first, counts them, and keeps under it.
+# Bounds are counts (the windows' sums), never a speed.
+. "$(dirname "$0")/qemu-common.bash"
+need_qemu
+command -v curl >/dev/null 2>&1 || skip "curl is not installed"
+mk_tmp exporter-continuous
+T=$(realpath "$T")
+P=ec$$
+A=$P-a
+B=$P-b
+C=$P-c
+export HOME=$T GOCACHE=$T/gocache PPROF_TMPDIR=$T XDG_CACHE_HOME=$T/cache
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+U=http://127.0.0.1:$PORT/debug/pprof
+ST=$T/store
+now_ms() { date +%s%3N; }
+metric() { curl -sf "http://127.0.0.1:$PORT/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
+start_exporter() {	# start_exporter LOG: the exporter on $PORT over $ST
+	"$OPVM" exporter --listen "127.0.0.1:$PORT" --no-libvirt --allow-gdbstub --continuous \
+		--window 2 --store "$ST" --guests "$P-*" --profile-dir "$T" > "$1" 2>&1 &
+	EXP=$!
+	CLEAN_PIDS="$CLEAN_PIDS $EXP"
+	for _ in $(seq 100); do
+		curl -sf "http://127.0.0.1:$PORT/metrics" >/dev/null 2>&1 && return
+		sleep 0.1
+	done
+	fail "the exporter did not start: $(cat "$1")"
+}
+bios_guest() {	# bios_guest NAME: firmware only, no kernel; its pid in $!
+	qemu-system-x86_64 -accel tcg -m 32 -nodefaults -display none -name "$1" \
+		-qmp "unix:$T/qmp-$1,server=on,wait=off" > "$T/qemu-$1.log" 2>&1 &
+}
+
+start_exporter "$T/exporter.log"
+bios_guest "$B"
+CLEAN_PIDS="$! $CLEAN_PIDS"
+boot_channel_guest 256 "opvm.workload=callpaths:4+abratio:6+callpaths:600" "$A"
+
+# ---- the scrape loop ------------------------------------------------------
+mkdir -p "$T/scrape"
+(
+	i=0
+	while :; do
+		for g in "$A" "$B"; do
+			curl -s -o "$T/scrape/$g-$i.pb.gz" -w "%{http_code} %{time_total}\n" \
+				"$U/profile?guest=$g&seconds=2" >> "$T/scrape/$g.codes"
+		done
+		i=$((i + 1))
+		sleep 2
+	done
+) &
+LOOP=$!
+CLEAN_PIDS="$LOOP $CLEAN_PIDS"
+
+# abratio's time, as the guest's console shows it (host wall clock)
+for _ in $(seq 300); do grep -aq "OPVM-TRUTH abratio share" "$T/console.log" && break; sleep 0.2; done
+ab0=$(now_ms)
+grep -aq "OPVM-TRUTH abratio share" "$T/console.log" || fail "guest A did not start abratio"
+for _ in $(seq 300); do grep -aq "exit workload=abratio" "$T/console.log" && break; sleep 0.2; done
+ab1=$(now_ms)
+grep -aq "exit workload=abratio" "$T/console.log" || fail "abratio did not end"
+echo "abratio ran from $ab0 to $ab1 (ms, host clock)"
+
+# ---- a guest started and stopped mid-run ----------------------------------
+bios_guest "$C"
+cpid=$!
+CLEAN_PIDS="$cpid $CLEAN_PIDS"
+for _ in $(seq 100); do
+	[ -n "$(ls "$ST"/*."$C"/guests/*/samples/ 2>/dev/null | grep '^w-')" ] && break
+	sleep 0.2
+done
+curl -sf "$U/guests" | grep -q "\"$C\"" || fail "guest C is not in /debug/pprof/guests"
+for _ in $(seq 100); do
+	[ "$(ls "$ST"/*."$C"/guests/*/samples/ 2>/dev/null | grep -c '^w-')" -ge 2 ] && break
+	sleep 0.2
+done
+echo "RESULT guest C: $(ls "$ST"/*."$C"/guests/*/samples/ | grep -c '^w-') windows, samplers $(metric opvm_continuous_samplers)"
+[ "$(metric opvm_continuous_samplers)" = 3 ] || fail "not three samplers with C running"
+kill "$cpid"
+for _ in $(seq 100); do [ "$(metric opvm_continuous_samplers)" = 2 ] && break; sleep 0.2; done
+[ "$(metric opvm_continuous_samplers)" = 2 ] || fail "C's sampler did not end with C"
+curl -sf "$U/guests" | grep -q "\"$C\"" && fail "guest C still listed after it stopped"
+code=$(curl -s -o "$T/c.pb.gz" -w '%{http_code}' "$U/profile?guest=$C&start=$(( ab0 / 1000 - 600 ))")
+echo "RESULT guest C gone: its windows served: $code"
+[ "$code" = 200 ] || fail "guest C's windows are not served after it went"
+
+# wait for a window past abratio's end and the margin, then stop the loop
+sleep 5
+kill "$LOOP"
+wait "$LOOP" 2>/dev/null
+
+# ---- bad ranges --------------------------------------------------------------
+now=$(date +%s)
+for q in "start=$now&end=$((now - 10))" "start=$((now + 100))" "start=$((now - 90000))&end=$((now - 89900))" \
+	"start=$((now - 90000))" "seconds=5&start=$now" "start=yesterday"; do
+	out=$(curl -s -w ' %{http_code}' "$U/profile?guest=$A&$q")
+	echo "RESULT $q: $out"
+	case "$out" in "opvm exporter: "*" 400") ;; *) fail "$q: not one line of 400" ;; esac
+	[ "$(printf '%s' "$out" | wc -l)" = 1 ] || fail "$q: more than one line"
+done
+
+# a range of no window (before the guests): a profile without samples
+code=$(curl -s -o "$T/none.pb.gz" -w '%{http_code}' "$U/profile?guest=$A&start=$((now - 600))&end=$((now - 590))")
+echo "RESULT a range of no window: $code, $(stat -c %s "$T/none.pb.gz") bytes"
+[ "$code" = 200 ] || fail "a range without windows is not an empty profile"
+
+# ---- the past range, before the kill ------------------------------------------
+W=2000
+pr() {	# pr OUT START_MS END_MS: the store's profile of A for that range
+	curl -sf -o "$1" "$U/profile?guest=$A&start=$(( $2 / 1000 )).$(printf %03d $(( $2 % 1000 )))&end=$(( $3 / 1000 )).$(printf %03d $(( $3 % 1000 )))"
+}
+pr "$T/during.pb.gz" $(( ab0 + W )) $(( ab1 - W )) || fail "no profile of abratio's time"
+
+# ---- SIGKILL, restart ------------------------------------------------------------
+kids=$(pgrep -P "$EXP" | tr '\n' ' ')
+kill -9 "$EXP"
+for _ in $(seq 100); do
+	alive=""
+	for k in $kids; do kill -0 "$k" 2>/dev/null && alive="$alive $k"; done
+	[ -z "$alive" ] && break
+	sleep 0.2
+done
+echo "RESULT exporter SIGKILLed: its samplers ($kids) alive after: '${alive}'"
+[ -z "$alive" ] && [ -n "$kids" ] || fail "the samplers outlived the exporter"
+start_exporter "$T/exporter2.log"
+pr "$T/after-restart.pb.gz" $(( ab0 + W )) $(( ab1 - W )) || fail "the restarted exporter serves no old window"
+sleep 3	# its samplers: new windows
+pr "$T/before.pb.gz" $(( ab0 - 30000 )) $(( ab0 - W - W / 2 )) || fail "no profile before abratio"
+pr "$T/after.pb.gz" $(( ab1 + W + W / 2 )) $(( ab1 + 4000 )) || fail "no profile after abratio"
+kill "$EXP"
+wait "$EXP" 2>/dev/null
+
+# ---- the byte cap, over a copy ---------------------------------------------------
+cp -a "$ST" "$T/capped"
+for d in "$T/capped"/*/guests/*/samples; do ls "$d" | grep '^w-' | sed "s|^|$d/|"; done | sort > "$T/before-cap.txt"
+"$OPVM" exporter --listen "unix:$T/cap.sock" --no-libvirt --continuous --window 2 \
+	--store "$T/capped" --max-store 1M --guests "$P-*" --profile-dir "$T" > "$T/exporter-cap.log" 2>&1 &
+CAP=$!
+CLEAN_PIDS="$CLEAN_PIDS $CAP"
+for _ in $(seq 100); do
+	curl -sf --unix-socket "$T/cap.sock" http://x/metrics > "$T/cap.metrics" 2>/dev/null && break
+	sleep 0.1
+done
+kill "$CAP"
+
+python3 - "$T" "$ST" "$OPVM" "$A" "$B" "$C" "$ab0" "$ab1" <<'EOF' || exit 1
+import glob, gzip, json, os, re, subprocess, sys
+t, st, opvm, A, B, C, ab0, ab1 = sys.argv[1:9]
+ok = True
+def bad(msg):
+    global ok
+    print("FAIL: " + msg); ok = False
+
+def varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]; i += 1; v |= (c & 0x7f) << s; s += 7
+        if not c & 0x80: return v, i
+
+def fields(b):	# the top-level fields of a protobuf message
+    i, out = 0, {}
+    while i < len(b):
+        k, i = varint(b, i); f, w = k >> 3, k & 7
+        if w == 0: _, i = varint(b, i)
+        elif w == 2:
+            n, i = varint(b, i); i += n
+        elif w == 1: i += 8
+        elif w == 5: i += 4
+        else: raise ValueError("wire type %d" % w)
+        out[f] = out.get(f, 0) + 1
+    return out
+
+# the scrape loop's answers
+for g in (A, B):
+    codes = [l.split() for l in open("%s/scrape/%s.codes" % (t, g))]
+    n200 = sum(1 for c in codes if c[0] == "200")
+    secs = sorted(float(c[1]) for c in codes)
+    decoded = 0
+    for f in glob.glob("%s/scrape/%s-*.pb.gz" % (t, g)):
+        try:
+            fl = fields(gzip.open(f).read())
+            if 6 in fl and 1 in fl:	# string_table, sample_type
+                decoded += 1
+        except Exception as e:
+            bad("%s does not decode: %s" % (f, e))
+    print("RESULT scrapes of %s: %d, %d answered 200, %d decoded as pprof; time per answer "
+          "median %.3f s, max %.3f s" % (g, len(codes), n200, decoded, secs[len(secs) // 2], secs[-1]))
+    if n200 != len(codes) or decoded != len(codes) or len(codes) < 3:
+        bad("a scrape of %s was not a profile" % g)
+
+# every window present, and their sum one long session
+def windows(g):
+    d = glob.glob("%s/*.%s/guests/*/samples" % (st, g))[0]
+    ws = sorted(n for n in os.listdir(d) if n.startswith("w-"))
+    return d, [(int(n[2:15]), int(n[16:29]), n) for n in ws]
+
+def count(g, s, e):
+    d = glob.glob("%s/*.%s" % (st, g))[0]
+    r = subprocess.run([opvm, "report", "--format", "json", "-d", d, "--since",
+                        "%d.%03d" % (s // 1000, s % 1000), "--until", "%d.%03d" % (e // 1000, e % 1000)],
+                       capture_output=True, text=True)
+    return json.loads(r.stdout)["total_samples"] if r.returncode == 0 else 0
+
+for g in (A, B, C):
+    d, ws = windows(g)
+    gaps = [(a[1], b[0]) for a, b in zip(ws, ws[1:]) if a[1] != b[0]]
+    overlaps = [g2 for g2 in gaps if g2[1] < g2[0]]
+    # a new sampler (the restart) starts where its first window does: one
+    # gap at most, the time the exporter was down
+    print("RESULT %s: %d windows, %d gaps %s, %d overlaps" % (g, len(ws), len(gaps), gaps, len(overlaps)))
+    if overlaps or len(gaps) > (1 if g != C else 0) or len(ws) < 3:
+        bad("%s's windows do not tile" % g)
+
+# the first sampler of A: the windows up to the gap (or all), against the
+# received count its last window's session.json kept
+d, ws = windows(A)
+first = ws
+for i, (a, b) in enumerate(zip(ws, ws[1:])):
+    if a[1] != b[0]:
+        first = ws[:i + 1]
+        break
+per = [count(A, s, e) for s, e, n in first]
+whole = count(A, first[0][0], first[-1][1])
+meta = json.load(open("%s/%s/session.json" % (d, first[-1][2])))
+recv = meta["stats"]["received"]
+print("RESULT A's first sampler: %d windows, their samples one by one add up to %d, "
+      "all at once %d, the sampler received %d" % (len(first), sum(per), whole, recv))
+if sum(per) != whole or whole != recv or whole < 20:
+    bad("the windows' sum is not the sampler's one long session")
+
+# the past range: abratio only then
+def abratio(f):
+    r = subprocess.run(["go", "tool", "pprof", "-raw", f], capture_output=True, text=True)
+    if r.returncode:
+        return None
+    return len(re.findall(r"abratio", r.stdout)), len(re.findall(r"^\s+\d+\s+\d+:", r.stdout.split("Locations")[0], re.M))
+have_go = subprocess.run(["sh", "-c", "command -v go"], capture_output=True).returncode == 0
+for name, want in (("during", True), ("after-restart", True), ("before", False), ("after", False)):
+    f = "%s/%s.pb.gz" % (t, name)
+    if have_go:
+        r = abratio(f)
+        if r is None:
+            bad("go tool pprof cannot read the %s profile" % name); continue
+        hits, samples = r
+    else:	# protobuf read by hand: the string table names abratio
+        raw = gzip.open(f).read()
+        hits, samples = raw.count(b"abratio"), fields(raw).get(2, 0)
+    print("RESULT %s abratio: %d sample rows, abratio named %d times" % (name, samples, hits))
+    if want and not hits:
+        bad("abratio is not in the profile of its own time (%s)" % name)
+    if not want and hits:
+        bad("abratio is in the profile of a time it did not run (%s)" % name)
+    if name in ("before", "after") and not samples:
+        bad("the %s range has no samples at all" % name)
+
+# the byte cap
+before = [l.strip() for l in open("%s/before-cap.txt" % t)]
+after = sorted(os.path.join(x, n) for x in glob.glob("%s/capped/*/guests/*/samples" % t)
+               for n in os.listdir(x) if n.startswith("w-"))
+metrics = open("%s/cap.metrics" % t).read()
+dropped = int(re.search(r'opvm_store_windows_dropped_total\{reason="max_store"\} (\d+)', metrics).group(1))
+nbytes = int(re.search(r"^opvm_store_bytes (\d+)", metrics, re.M).group(1))
+gone = sorted(set(before) - set(after))
+end = lambda path: os.path.basename(path)[16:29]	# windows of two guests may share a name
+print("RESULT --max-store 1M: %d windows before, %d after, %d dropped (metric %d), %d bytes kept"
+      % (len(before), len(after), len(gone), dropped, nbytes))
+if not gone or dropped != len(gone) or nbytes > 1 << 20:
+    bad("the byte cap did not drop and count windows, or was exceeded")
+if gone and after and max(end(n) for n in gone) > min(end(n) for n in after):
+    bad("a window newer than a kept one was dropped: not oldest first")
+sys.exit(0 if ok else 1)
+EOF
+echo "PASS: exporter --continuous"
