@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (the exporter finds every QEMU on the host)
 # The long run of `opvm exporter --continuous` (OPVM_LONG_TESTS=1; about
 # six minutes, so not in make check): three TCG guests (the test image
 # running callpaths, and two firmware-only ones), the default 10 s

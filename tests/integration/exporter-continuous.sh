@@ -1,4 +1,5 @@
 #!/bin/bash
+# opvm-test: alone (the exporter finds every QEMU on the host)
 # opvm exporter --continuous (docs/usage.md): every guest sampled all the
 # time into a rolling store of windows, profiles served from it at once.
 # Two TCG guests (--allow-gdbstub, windows of 2 s): A, the test image
