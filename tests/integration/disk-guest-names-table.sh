@@ -25,9 +25,11 @@
 #     faster); the reports of 2 are made after.
 #
 # Prints the table per binary (RESULT lines) and asserts the bounds of
-# disk-guest-names-table.py: perl >= 95 % named from memory; libc and
+# disk-guest-names-table.py: perl (the binary) >= 95 % named from memory; libc and
 # python3.11 >= 99 % with debuginfod and >= 99 % with the guest's debug
-# files; memory at least the relay's .dynsym share less 1 pp; opvm names
+# files; memory at least the relay's .dynsym share less 1 pp (its PLT
+# sections apart: opvm names them from section headers, which guest memory
+# does not hold); opvm names
 # at least as many samples as perf per binary; perf's top-10 user symbols
 # within 2 pp (count-aware tolerances, tests/integration/bounds.py).
 . "$(dirname "$0")/qemu-common.bash"
@@ -97,6 +99,7 @@ gsh 60 'echo "kmod=$(grep -c "^opvm " /proc/modules) relay=$(systemctl is-active
 # the workloads (as base64: one console line, no quoting to survive), in
 # their own process group until killed
 cat > "$T/wl.sh" <<'WL'
+echo $$ > /tmp/wl.pid	# setsid's: the group's leader
 e=$(( $(date +%s) + $1 ))
 perl -e 'my %h; my $i = 0; while (time < $ARGV[0]) { $h{$i++ % 4096} = join(",", map { $_ * 3 } 1..16); }' "$e" &
 python3 -c 'import json, sys, time
@@ -123,7 +126,7 @@ for f in wl.sh perf.sh perf-summary.py; do
 	gsh 60 "echo $(base64 -w0 "$T/$f") | base64 -d > /tmp/$f && echo copied" | grep -q copied ||
 		fail "could not copy $f into the guest"
 done
-gsh 60 "{ setsid bash /tmp/wl.sh 3600 > /dev/null 2>&1 < /dev/null & } ; echo \$! > /tmp/wl.pid; echo started" |
+gsh 60 "{ setsid bash /tmp/wl.sh 3600 > /dev/null 2>&1 < /dev/null & } ; echo started" |
 	grep -q started || fail "the workloads did not start"
 sleep 5
 
@@ -155,7 +158,7 @@ grep -a "^OPVM-PERF-JSON " "$T/perf.out" | tail -n 1 | cut -d' ' -f2- > "$T/perf
 
 # ---- 3: the rest of the debug files, the guest less busy ------------------------
 have_debug() {
-	[ -f "$T/c2/guest/${LBID:0:2}/${LBID:2}.debug" ] && [ -f "$T/c2/guest/${PBID:0:2}/${PBID:2}.debug" ]
+	[ -f "$T/c2/disk/${LBID:0:2}/${LBID:2}.debug" ] && [ -f "$T/c2/disk/${PBID:0:2}/${PBID:2}.debug" ]
 }
 extra=0
 if ! have_debug; then

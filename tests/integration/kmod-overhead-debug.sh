@@ -10,8 +10,8 @@
 # workloads run.  Asserts:
 #  - the relay sent the debug file (kmod-relay-files-attached bytes >= its
 #    size; the relay's exit line counts CPU time for debug files);
-#  - the attached figures stay within the module's bounds (the same as
-#    kmod-overhead.sh's: switch <= 3 %, its 2 % target and 1 % of room;
+#  - the attached figures stay within the module's bounds, the
+#    targets of make bench: switch <= 2 % (it measures 1.58-1.59 %),
 #    cpu <= 0.5 %, its target; fork <= 5 %, its target).  The relay's share
 #    of opvm's samples (kmod-relay-share, host timer ticks: wall clock) is
 #    printed, not asserted.
@@ -65,7 +65,7 @@ sent=$(sed -n 's/^kmod-relay-files-attached: [0-9]* files, \([0-9]*\) bytes$/\1/
 [ -n "$sent" ] && [ "$sent" -ge "$dsize" ] ||
 	fail "the relay sent ${sent:-no} bytes, less than libc's $dsize-byte debug file (output above)"
 echo "RESULT relay sent $sent bytes to opvm attach (libc's debug file: $dsize)"
-at_most kmod-overhead-switch-attached 3 "its target 2 %, and 1 % of room"
+at_most kmod-overhead-switch-attached 2 "its target"
 at_most kmod-overhead-cpu-attached 0.5 "its target"
 at_most kmod-overhead-fork-attached 5 "its target"
 # the relay's share of opvm's samples is a share of host timer ticks (wall
