@@ -196,9 +196,17 @@ def bounds(C, D, mem, dbgd, kmod, kdbg, pdso):
 
 def vs_perf(C, dgc, stacks, perf):
     """perf's top-10 user symbols (and processes >= 5 %) within 2 pp, like
-    with like (disk-guest-check.py: hard interrupts, relay, PLT stubs)."""
+    with like (disk-guest-check.py: hard interrupts, relay, PLT stubs; a
+    binary's PLT is its "?" on both sides)."""
     fails = []
-    oproc, osym, _, irq, orelay = dgc.opvm_tables(stacks)
+    oproc, osym0, _, irq, orelay = dgc.opvm_tables(stacks)
+    # opvm's PLT rows ("sort [.plt.sec]") as perf's PLT stubs are counted
+    # (perf_key: the binary's "?")
+    osym = {}
+    for k, v in osym0.items():
+        b, _, sym = k.partition(" ")
+        k = b + " ?" if sym.startswith("[.plt") else k
+        osym[k] = osym.get(k, 0) + v
     pproc, psym, _, plt = dgc.perf_tables(perf)
     prelay = pproc.pop(dgc.proc_key(dgc.RELAY), 0)
     on, pn = sum(oproc.values()), perf["samples"] - prelay
