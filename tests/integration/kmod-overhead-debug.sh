@@ -11,7 +11,7 @@
 #  - the relay sent the debug file (kmod-relay-files-attached bytes >= its
 #    size; the relay's exit line counts CPU time for debug files);
 #  - the attached figures stay within the module's bounds, the
-#    targets of make bench: switch <= 2 % (it measures 1.58-1.59 %),
+#    targets of make bench: switch <= 2 % (it measures 1.49-1.59 %),
 #    cpu <= 0.5 %, its target; fork <= 5 %, its target).  The relay's share
 #    of opvm's samples (kmod-relay-share, host timer ticks: wall clock) is
 #    printed, not asserted.
