@@ -39,7 +39,11 @@
 # BENCH_CPULOOP_ITERS, BENCH_FORKS, BENCH_ATTACH, BENCH_INITRD (another
 # initramfs, e.g. the image's with a debug file appended, as
 # tests/integration/fetch-debug-file.sh makes one, to measure what
-# sending it costs the attached guest).
+# sending it costs the attached guest), BENCH_PRE (workloads run before the
+# measured ones, e.g. libcmix:1+ gives libc samples, so the attached host
+# asks for libc's debug file and the relay sends it, paced, while the
+# measured workloads run: tests/integration/kmod-overhead-debug.sh),
+# BENCH_BOOT_SECS (a boot's limit, 170 s).
 set -u
 BUILD=${BUILD:-build}
 ROUNDS=${BENCH_PINGPONG_ROUNDS:-2000}
@@ -88,7 +92,7 @@ boot() {
 	# shellcheck disable=SC2086
 	qemu-system-x86_64 $accel -m 512 -smp 1 -nographic -no-reboot \
 		-kernel "$IMG/vmlinuz" -initrd "${BENCH_INITRD:-$IMG/initramfs.cpio.gz}" \
-		-append "console=ttyS0 quiet opvm.kmod=$k opvm.workload=pingpong:$ROUNDS,$REPS+cpuloop:$ITERS,$REPS+forker:$FORKS" \
+		-append "console=ttyS0 quiet opvm.kmod=$k opvm.workload=${BENCH_PRE:-}pingpong:$ROUNDS,$REPS+cpuloop:$ITERS,$REPS+forker:$FORKS" \
 		-qmp unix:"$qmp",server=on,wait=off \
 		-device virtio-serial-pci \
 		-chardev socket,id=ch0,path="$sock",server=on,wait=off \
@@ -103,7 +107,7 @@ boot() {
 	else
 		reader "$sock"
 	fi
-	for _ in $(seq 1700); do
+	for _ in $(seq $((${BENCH_BOOT_SECS:-170} * 10))); do
 		kill -0 "$QPID" 2>/dev/null || break
 		sleep 0.1
 	done
@@ -197,6 +201,9 @@ relay_cpu() {
 relay_share() {
 	grep -a "^opvm-relay: relayed" "$T/console-$1.log" | tail -n 1 |
 		sed -n 's/.* sent \([0-9]*\) files (\([0-9]*\) bytes).*/kmod-relay-files-attached: \1 files, \2 bytes/p'
+	# the debug files' CPU time, paced apart (opvm-relay.c, DEBUG_CPU_SHARE)
+	grep -a "^opvm-relay: debug files used" "$T/console-$1.log" | tail -n 1 |
+		sed -n 's/^opvm-relay: debug files used \([0-9.]*\) ms.*/kmod-relay-debug-cpu-attached: \1 ms/p'
 	"$OPVM" report -d "$T/s-$1" --by app --format json 2>/dev/null | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
