@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "host/collect/attribution-priv.h"
 #include "lib/pynames.h"
@@ -21,8 +22,20 @@ bool attribution_has_py(const struct attribution *s, const struct opvm_sample *x
 	return false;
 }
 
+/* The interpreter: the executable, or where introspection did not name
+ * it, the mapped file called python3.N (the one the sampler found its
+ * symbols in); the process's name when neither is known. */
 const char *attribution_py_image(const struct gstate_process *p)
 {
+	if (p->exe)
+		return p->exe->path;
+	for (size_t i = 0; i < p->nr_maps; i++) {
+		const char *path = p->maps[i].cookie ? p->maps[i].cookie->path : NULL;
+		const char *b = path ? strrchr(path, '/') : NULL;
+
+		if (b && !strncmp(b + 1, "python3.", 8))
+			return path;
+	}
 	return attribution_proc_app(p);
 }
 
