@@ -443,6 +443,7 @@ static int read_code(struct rd *r, const struct pyframes_target *t,
 	memcpy(&first, b + l->co_firstlineno, sizeof(first));
 	f->code = code;
 	f->instr = instr;
+	f->first_line = first > 0 && first < (1 << 24) ? (uint32_t)first : 0;
 	f->line = code_line(r, t, l, code, u64at(b, l->co_linetable), first, instr);
 	return 0;
 }

@@ -71,6 +71,7 @@ struct pyframe {
 	char name[PYFRAMES_NAME_MAX];	/* co_qualname */
 	char file[PYFRAMES_FILE_MAX];	/* co_filename */
 	uint32_t line;			/* 0: not known */
+	uint32_t first_line;		/* co_firstlineno; 0: not known */
 	uint64_t code;			/* the code object's address */
 	uint64_t frame;			/* the _PyInterpreterFrame's */
 	uint64_t instr;			/* its instruction pointer */

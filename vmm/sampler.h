@@ -25,12 +25,17 @@
 struct sampler;
 struct ring;
 struct kcurrent_info;
+struct pynames;
 
 /* Where a backend puts its samples: rings[i] takes vCPU i's samples.  The
  * caller (the collector) owns the array and the rings; both outlive stop(). */
 struct sampler_sink {
 	struct ring *const *rings;
 	unsigned nr_rings;
+	/* Python frames a sampler reads go here, their indices in the chain
+	 * (lib/pynames.h); NULL: the collector takes none.  The sampler's
+	 * thread is its one producer. */
+	struct pynames *py;
 };
 
 enum sampler_state {

@@ -124,6 +124,13 @@ struct attribution {
 	bool no_cr3;			/* attribution_config's */
 	struct attribution_bymap_stats bm;
 
+	/* Python frames: the sampler's table, its indices' ids in the
+	 * store's table (index -> id + 1, 0: none yet), that table */
+	struct pynames *py;
+	uint32_t *py_map;
+	struct store_pytab *pyt;
+	bool pyt_failed;
+
 	struct opvm_stats stats;
 	uint64_t store_errors;
 	int first_err;
@@ -168,6 +175,16 @@ static inline const struct gstate_mapping *attribution_map_of(struct attribution
 	}
 	return m;
 }
+
+/* attribution-python.c: x's chain words that are Python frames, as
+ * store ids, innermost first, into ids[0..max): how many (up to the first
+ * that got none, counted in python_unnamed). */
+unsigned attribution_py_ids(struct attribution *s, const struct opvm_sample *x, uint32_t *ids,
+			    unsigned max);
+/* Does x carry Python frames? */
+bool attribution_has_py(const struct attribution *s, const struct opvm_sample *x);
+/* The interpreter image Python frames of p are filed under. */
+const char *attribution_py_image(const struct gstate_process *p);
 
 /* attribution-stacks.c */
 void attribution_file_chain(struct attribution *s, const struct opvm_sample *x, uint64_t now);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "host/collect/attribution-priv.h"
+#include "lib/pynames.h"
 #include "lib/util.h"
 #include "unwind/dwarf-cfi.h"
 
@@ -97,7 +98,8 @@ static unsigned chain_pcs(struct attribution *s, const struct opvm_sample *x,
 	*missing = NULL;
 	pcs[n++] = x->rip;
 	for (unsigned i = 0; i < x->nr_chain && n < STORE_STACKS_MAX_FRAMES; i++)
-		pcs[n++] = x->chain[i];
+		if (!pynames_is_word(x->chain[i]))	/* chain_python()'s */
+			pcs[n++] = x->chain[i];
 	if (!(x->flags & OPVM_SAMPLE_STACK) || n >= STORE_STACKS_MAX_FRAMES)
 		return n;
 	if (!s->dw || !p || !unwind) {
@@ -118,8 +120,32 @@ static unsigned chain_pcs(struct attribution *s, const struct opvm_sample *x,
 	return k ? n + k : n + (x->cpl == 3);
 }
 
+/*
+ * x's Python frames (innermost first) after its nr native ones in f, the
+ * native ones cut from the outside to leave them room: the new count.
+ * The report puts them in place of the eval loop's frames (docs/runtimes.md).
+ */
+static unsigned chain_python(struct attribution *s, const struct opvm_sample *x,
+			     const struct gstate_process *p, struct store_frame *f, unsigned nr)
+{
+	uint32_t ids[OPVM_MAX_CALLCHAIN];
+	unsigned k;
+
+	if (!p || !x->nr_chain || !s->py || x->cpl != 3)
+		return nr;
+	k = attribution_py_ids(s, x, ids, OPVM_MAX_CALLCHAIN);
+	if (k > STORE_STACKS_MAX_FRAMES - 1)
+		k = STORE_STACKS_MAX_FRAMES - 1;
+	if (nr + k > STORE_STACKS_MAX_FRAMES)
+		nr = STORE_STACKS_MAX_FRAMES - k;
+	for (unsigned i = 0; i < k; i++)
+		f[nr + i] = (struct store_frame){ .image = attribution_py_image(p), .python = 1,
+						  .offset = ids[i] };
+	return nr + k;
+}
+
 /* Files the chain pcs[0..nr) of x (leaf first) in the stack table, under
- * its process p. */
+ * its process p, with its Python frames. */
 static void chain_store(struct attribution *s, const struct opvm_sample *x,
 			const struct gstate_process *p, const uint64_t *pcs, unsigned nr)
 {
@@ -137,6 +163,7 @@ static void chain_store(struct attribution *s, const struct opvm_sample *x,
 		chain_frame(s, p, pcs[i], &f[n++]);
 	if (app == NAME_BOOT)	/* as file_kernel_own() files it */
 		f[0] = (struct store_frame){ .image = NAME_VMLINUX, .kernel = 1, .offset = x->rip };
+	n = chain_python(s, x, p, f, n);
 	if (!s->stk && !s->stk_failed && !(s->stk = store_stacks_open(s->st)))
 		s->stk_failed = true;
 	if (s->stk)

@@ -52,9 +52,10 @@ struct skey {
 	uint64_t extra;
 	int64_t tgid, tid, cpu;
 	uint32_t event;
-	uint32_t kernel;
+	uint32_t kernel;	/* 1, or SKEY_PYTHON: Python frames ({py}) */
 	uint32_t own_app;	/* app kept whatever the separation */
 };
+#define SKEY_PYTHON	2
 
 struct sc_ent {
 	struct skey k;
@@ -173,6 +174,7 @@ struct attribution *attribution_new(struct store *st, struct gstate *gs,
 	s->task_by_sp = cfg ? cfg->task_by_sp : NULL;
 	s->task_arg = cfg ? cfg->task_arg : NULL;
 	s->no_cr3 = cfg && cfg->no_cr3;
+	s->py = cfg ? cfg->py : NULL;
 	if (cfg && cfg->host_file) {
 		s->host_file = cfg->host_file;
 		s->host_file_arg = cfg->host_file_arg;
@@ -216,6 +218,8 @@ void attribution_free(struct attribution *s)
 	unwind_dwarf_free(s->dw);
 	execmap_free(s->xm);
 	store_stacks_close(s->stk);
+	store_python_close(s->pyt);
+	free(s->py_map);
 	for (size_t i = 0; i < s->dq_nr; i++)
 		free(s->dq[(s->dq_head + i) % SYNC_DEFER_MAX]);
 	free(s->dq);
@@ -460,7 +464,7 @@ static uint32_t sfile_for(struct attribution *s, struct skey *k, const char *app
 	size_t i;
 
 	if (!k->own_app &&
-	    (k->kernel ? !(s->sep & OPVM_SEP_KERNEL) : !(s->sep & OPVM_SEP_LIB))) {
+	    (k->kernel == 1 ? !(s->sep & OPVM_SEP_KERNEL) : !(s->sep & OPVM_SEP_LIB))) {
 		k->app = k->image;
 		app = image;
 	}
@@ -479,7 +483,8 @@ static uint32_t sfile_for(struct attribution *s, struct skey *k, const char *app
 	key = (struct store_key){
 		.app = app,
 		.image = image,
-		.kernel = (int)k->kernel,
+		.kernel = k->kernel == 1,
+		.python = k->kernel == SKEY_PYTHON,
 		.own_app = (int)k->own_app,
 		.event = (uint8_t)k->event,
 		.tgid = k->tgid,
@@ -1049,12 +1054,59 @@ static inline int file_user(struct attribution *s, const struct opvm_sample *x, 
 	return file_user_miss(s, x, force, cr3n, ce);
 }
 
+/* The thread a user sample of p is filed under, as file_user_miss()
+ * names it (without holding for a thread the model does not know). */
+static int64_t user_tid(struct attribution *s, const struct opvm_sample *x,
+			const struct gstate_process *p)
+{
+	if ((s->sep & OPVM_SEP_THREAD) && (x->flags & OPVM_SAMPLE_SLOT) &&
+	    x->slot_tgid == p->tgid && x->slot_tid != p->tgid &&
+	    gstate_thread_tgid(s->gs, x->slot_tid) == p->tgid)
+		return x->slot_tid;
+	return p->tgid;
+}
+
+/*
+ * A user sample whose chain carries Python frames (lib/pynames.h): filed
+ * under its innermost Python frame, {py} of the interpreter, at the
+ * frame's id, whatever native function the vCPU was in (which Python
+ * function ran; the native frames stay in its stack).  A sample whose
+ * process is not known yet, or whose frames got no id, is filed as any
+ * user sample.
+ */
+static int __attribute__((noinline)) file_python(struct attribution *s,
+						 const struct opvm_sample *x, bool force)
+{
+	uint64_t cr3n = opvm_cr3_normalise(x->cr3);
+	const struct gstate_process *p;
+	bool via_slot = false;
+	struct skey k;
+	uint32_t id;
+
+	p = cr3n || (x->flags & OPVM_SAMPLE_SLOT) ? user_proc(s, x, cr3n, &via_slot) : NULL;
+	if (!p || !attribution_py_ids(s, x, &id, 1))
+		return file_user(s, x, force);
+	memset(&k, 0, sizeof(k));
+	k.event = x->event;
+	k.cpu = x->vcpu;
+	k.tgid = p->tgid;
+	k.tid = user_tid(s, x, p);
+	k.app = attribution_proc_app(p);
+	k.image = attribution_py_image(p);
+	k.kernel = SKEY_PYTHON;
+	s->stats.user++;
+	s->stats.python++;
+	return add(s, sfile_for(s, &k, k.app, k.image, NULL), id);
+}
+
 /* Callers make sure the caches belong to the current generation first. */
 static inline int attribute(struct attribution *s, const struct opvm_sample *x, bool force)
 {
 	if (x->cpl != 3)
 		return __builtin_expect(x->flags & OPVM_SAMPLE_KSP, 0) ? HOLD :
 		       file_kernel(s, x, force);
+	if (__builtin_expect(x->nr_chain && s->py, 0) && attribution_has_py(s, x))
+		return file_python(s, x, force);
 	return file_user(s, x, force);
 }
 
@@ -1064,7 +1116,8 @@ static void held_chain_file(struct attribution *s, struct held *h, uint64_t now)
 	if (!h->chain && !h->leaf_only)
 		return;
 	h->leaf_only = false;
-	attribution_file_chain(s, &h->s, now);
+	if (s->chains)		/* else a chain of Python frames only */
+		attribution_file_chain(s, &h->s, now);
 	free(h->chain);
 	h->chain = NULL;
 	h->s.chain = NULL;
@@ -1103,7 +1156,10 @@ static bool hold(struct attribution *s, const struct opvm_sample *x, uint64_t no
 	h = &s->held[(s->hold_head + s->hold_nr) % s->hold_cap];
 	h->s = *x;
 	h->chain = NULL;
-	if (s->chains && x->nr_chain && !(x->flags & OPVM_SAMPLE_STACK) &&
+	/* Python frames are kept with it too (with a DWARF stack window,
+	 * its chain is the kernel's callers and those) */
+	if (x->nr_chain && ((s->chains && !(x->flags & OPVM_SAMPLE_STACK)) ||
+			    attribution_has_py(s, x)) &&
 	    (h->chain = malloc((size_t)x->nr_chain * sizeof(*h->chain))))
 		memcpy(h->chain, x->chain, (size_t)x->nr_chain * sizeof(*h->chain));
 	/* a chain of its leaf alone (none walked: boot) is filed as such */

@@ -143,6 +143,12 @@ struct attribution_config {
 	 * For tests: host perf sees no guest code of a TCG guest, whose
 	 * guest state is the same (tests/integration/introspect-nocr3.sh). */
 	bool no_cr3;
+	/* The table the sampler interns Python frames in (lib/pynames.h;
+	 * the caller's, outliving this): samples whose chain carries them
+	 * are filed under their innermost Python frame, and with -g their
+	 * stacks keep them after the native frames (store.h, "Python
+	 * frames").  NULL: such words are ignored. */
+	struct pynames *py;
 };
 
 /*

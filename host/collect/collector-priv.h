@@ -28,6 +28,7 @@ struct cguest {
 	struct decoder *dec;
 	struct store *st;
 	struct attribution *sy;
+	struct pynames *py;		/* Python frame names from the sampler */
 	struct fetch *fetch;		/* kernel symbols from the guest */
 	/* introspection: the second source of records, read from the
 	 * guest's memory; its own decoder (its own framing and sequence)

@@ -29,6 +29,7 @@
 #include "host/collect/decoder.h"
 #include "host/collect/fetch.h"
 #include "host/collect/gstate.h"
+#include "lib/pynames.h"
 #include "lib/ring.h"
 #include "lib/sample.h"
 #include "host/collect/stats.h"
@@ -117,6 +118,7 @@ static void guest_free(struct cguest *g)
 	if (g->fd >= 0)
 		close(g->fd);
 	attribution_free(g->sy);
+	pynames_free(g->py);
 	fetch_free(g->fetch);
 	cguest_memsyms_free(g);
 	introspect_free(g->intro);
@@ -232,7 +234,8 @@ static void guest_attribution_cfg(struct collector *c, struct cguest *g,
 				     /* tests only: user samples shaped as host
 				      * perf's (attribution.h) */
 				     .no_cr3 = getenv("OPVM_TEST_NO_CR3") != NULL,
-				     .task_by_sp = task_by_sp, .task_arg = g };
+				     .task_by_sp = task_by_sp, .task_arg = g,
+				     .py = g->py };
 }
 
 struct cguest *collector_add_guest(struct collector *c, const char *name,
@@ -297,6 +300,9 @@ struct cguest *collector_add_guest(struct collector *c, const char *name,
 	g->fetch = guest_fetch_new(c, g->st);
 	if (!g->fetch)
 		goto fail;
+	g->py = pynames_new();
+	if (!g->py)
+		goto fail;
 	guest_attribution_cfg(c, g, &scfg);
 	g->sy = attribution_new(g->st, g->gs, g->rings, nr_vcpus, &scfg);
 	if (!g->sy)
@@ -318,8 +324,8 @@ struct ring *cguest_ring(struct cguest *g, unsigned vcpu)
 struct sampler_sink cguest_sink(struct cguest *g)
 {
 	if (!g)
-		return (struct sampler_sink){ NULL, 0 };
-	return (struct sampler_sink){ .rings = g->rings, .nr_rings = g->nr_vcpus };
+		return (struct sampler_sink){ NULL, 0, NULL };
+	return (struct sampler_sink){ .rings = g->rings, .nr_rings = g->nr_vcpus, .py = g->py };
 }
 
 unsigned cguest_nr_vcpus(const struct cguest *g)

@@ -27,6 +27,8 @@ static const struct {
 	{ "unresolved",		offsetof(struct opvm_stats, unresolved) },
 	{ "guest_lost",		offsetof(struct opvm_stats, guest_lost) },
 	{ "before_start",	offsetof(struct opvm_stats, before_start) },
+	{ "python",		offsetof(struct opvm_stats, python) },
+	{ "python_unnamed",	offsetof(struct opvm_stats, python_unnamed) },
 };
 #define NR_KEYS (ARRAY_SIZE(stats_keys))
 
@@ -134,6 +136,7 @@ json_t *stats_store_to_json(const struct store_stats *ss,
 		{ "overflow_keys", ss->overflow_keys },
 		{ "unmaps", ss->unmaps }, { "remaps", ss->remaps },
 		{ "stacks", ss->stacks }, { "stacks_dropped", ss->stacks_dropped },
+		{ "python_frames", ss->py_frames }, { "python_refused", ss->py_refused },
 	}, lf[] = {
 		{ "max_files", lim->max_files }, { "max_dirs", lim->max_dirs },
 		{ "max_mapped", lim->max_mapped }, { "max_disk", lim->max_disk },

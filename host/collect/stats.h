@@ -36,6 +36,10 @@ struct opvm_stats {
 	uint64_t guest_lost;		/* records the guest dropped (LOST) */
 	uint64_t before_start;		/* not filed: taken before --from-exec's
 					 * process started */
+	uint64_t python;		/* of user: filed under their innermost
+					 * Python frame ({py}) */
+	uint64_t python_unnamed;	/* Python frames the sampler read that
+					 * got no name (a table full): left out */
 };
 
 /* dst += src, field by field (saturating). */

@@ -31,6 +31,7 @@
 #define ROOT_DIR	"{root}"
 #define DEP_DIR		"{dep}"
 #define KERN_DIR	"{kern}"
+#define PY_DIR		"{py}"		/* Python frames (store_key.python) */
 #define OVERFLOW_DIR	"{overflow}"	/* never a mangled name: braces escape */
 #define BLOCK		4096u		/* disk accounting unit */
 

@@ -58,7 +58,8 @@ struct stk_rec {
 	uint32_t kind;
 	uint32_t len;
 	uint32_t id;
-	uint32_t aux;			/* NAME: kernel | build-id len << 8;
+	uint32_t aux;			/* NAME: kernel | python << 1 |
+					 * build-id len << 8;
 					 * STACK: app name id */
 };
 struct stk_frame_rec {
@@ -219,7 +220,8 @@ static int keep_key(struct stacktab *t, const void *key, size_t len, uint32_t *o
 	return 0;
 }
 
-/* The id of a name (an app, or an image with its kind and build-id). */
+/* The id of a name (an app, or an image with its kind and build-id);
+ * kind: 1 kernel, 2 Python frames, 0 any other. */
 static int name_id(struct store *st, struct stacktab *t, const char *s, int kernel,
 		   const uint8_t *bid, size_t bid_len, uint32_t *id)
 {
@@ -248,7 +250,7 @@ static int name_id(struct store *st, struct stacktab *t, const char *s, int kern
 		return -ENOSPC;
 	r.len = (uint32_t)(len - 4);
 	r.id = t->nr_names;
-	r.aux = (uint32_t)(kernel ? 1 : 0) | (uint32_t)bid_len << 8;
+	r.aux = (uint32_t)(kernel & 3) | (uint32_t)bid_len << 8;
 	if (put_rec(st, t, &r, key + 4, len - 4, NULL, 0) || keep_key(t, key, len, &e->off))
 		return -ENOSPC;
 	e->hash = h;
@@ -278,8 +280,8 @@ int store_stack_add(struct stacktab *t, uint8_t event, const char *app,
 		goto drop;
 	key[0] = app_id;
 	for (unsigned i = 0; i < n; i++) {
-		if (name_id(st, t, f[i].image, f[i].kernel, f[i].build_id, f[i].build_id_len,
-			    &fr[i].name))
+		if (name_id(st, t, f[i].image, f[i].python ? 2 : !!f[i].kernel, f[i].build_id,
+			    f[i].build_id_len, &fr[i].name))
 			goto drop;
 		fr[i].reserved = 0;
 		fr[i].offset = f[i].offset;
@@ -318,7 +320,7 @@ drop:
 
 struct rd_name {
 	char *s;			/* NUL-terminated, control bytes as '?' */
-	int kernel;
+	int kernel, python;
 	uint8_t bid[32];
 	uint8_t bid_len;
 };
@@ -351,6 +353,7 @@ static int rd_name(struct rd *d, const struct stk_rec *r, const uint8_t *p)
 	}
 	n = &d->names[d->nr_names];
 	n->kernel = r->aux & 1;
+	n->python = (r->aux >> 1) & 1;
 	n->bid_len = (uint8_t)bl;
 	memcpy(n->bid, p, bl);
 	n->s = malloc(r->len - bl + 1);
@@ -386,6 +389,7 @@ static int rd_stack(struct rd *d, const struct stk_rec *r, const uint8_t *p, uin
 			return -EBADMSG;
 		f[i] = (struct store_frame){ .image = d->names[fr.name].s,
 					     .kernel = d->names[fr.name].kernel,
+					     .python = d->names[fr.name].python,
 					     .build_id = d->names[fr.name].bid,
 					     .build_id_len = d->names[fr.name].bid_len,
 					     .offset = fr.offset };

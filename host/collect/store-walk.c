@@ -106,11 +106,9 @@ static int walk_level(struct walk *w, int dfd, const char *name, int depth)
 			goto skip;
 		break;
 	case 3:
-		if (!strcmp(name, ROOT_DIR))
-			w->e.kernel = 0;
-		else if (!strcmp(name, KERN_DIR))
-			w->e.kernel = 1;
-		else
+		w->e.kernel = !strcmp(name, KERN_DIR);
+		w->e.python = !strcmp(name, PY_DIR);
+		if (!w->e.kernel && !w->e.python && strcmp(name, ROOT_DIR))
 			goto skip;
 		break;
 	case 4:

@@ -944,9 +944,10 @@ static void key_normalise(const struct store *st, const struct store_key *k,
 	unsigned sep = st->separate;
 
 	n->image = k->image;
-	n->kernel = !!k->kernel;
+	/* 2: Python frames, kept apart from the interpreter's own file */
+	n->kernel = k->python ? 2 : !!k->kernel;
 	n->app = k->app ? k->app : k->image;
-	if (!k->own_app && (n->kernel ? !(sep & OPVM_SEP_KERNEL) : !(sep & OPVM_SEP_LIB)))
+	if (!k->own_app && (n->kernel == 1 ? !(sep & OPVM_SEP_KERNEL) : !(sep & OPVM_SEP_LIB)))
 		n->app = k->image;
 	n->event = k->event;
 	n->tgid = k->tgid < 0 ? -1 : k->tgid;
@@ -1079,7 +1080,8 @@ static struct sfile *sfile_new(struct store *st, const struct nkey *n, uint64_t 
 	fmt_field(c, sizeof(c), n->cpu);
 	if (!sf->app || !sf->image ||
 	    asprintf(&sf->relpath, ROOT_DIR "/%s/" DEP_DIR "/%s/%s/%s.%llu.%u.%s.%s.%s",
-		     mapp, n->kernel ? KERN_DIR : ROOT_DIR, mimg, ev->name,
+		     mapp, n->kernel == 2 ? PY_DIR : n->kernel ? KERN_DIR : ROOT_DIR, mimg,
+		     ev->name,
 		     (unsigned long long)ev->count, ev->unit_mask, t, td, c) < 0) {
 		sf->relpath = NULL;
 		ret = -ENOMEM;

@@ -63,6 +63,8 @@ struct store_key {
 	const char *app;	/* application image path; NULL: same as image */
 	const char *image;	/* image path, "vmlinux", or a module name */
 	int kernel;		/* 1: image is the kernel or a module ({kern}) */
+	int python;		/* 1: Python frames of the interpreter image ({py}):
+				 * offsets are ids of the Python frame table */
 	int own_app;		/* app kept whatever the separation (idle, boot) */
 	uint8_t event;		/* index into the store's event table */
 	int64_t tgid, tid, cpu;
@@ -110,6 +112,8 @@ struct store_stats {
 	uint64_t remaps;	/* unmapped files mapped again */
 	uint64_t stacks;	/* call chains counted in the stack table */
 	uint64_t stacks_dropped; /* call chains past its bounds, not kept */
+	uint64_t py_frames;	/* Python frames defined in python.def */
+	uint64_t py_refused;	/* ... refused: its bounds, the disk cap */
 };
 
 /* Opens (creating as needed) <session_dir>/guests/<guest>/samples/current.
@@ -234,6 +238,8 @@ void store_set_file_limit(struct store *st, uint64_t bytes);
 struct store_frame {
 	const char *image;	/* as store_key's (guest bytes, never a path) */
 	int kernel;
+	int python;		/* a Python frame: offset is its id in the
+				 * Python frame table, image the interpreter */
 	const uint8_t *build_id;
 	size_t build_id_len;
 	uint64_t offset;	/* as in the image's sample file */
@@ -268,6 +274,47 @@ struct store_stack {
  * fn's nonzero value, -ENOENT (no table: no -g) or -EBADMSG (err says). */
 int store_stacks_read(const char *current_dir, int (*fn)(const struct store_stack *s, void *arg),
 		      void *arg, char *err, size_t errlen);
+
+/* ---- Python frames -------------------------------------------------------
+ *
+ * A Python frame (read by a sampler from the guest's interpreter, lib/pynames.h)
+ * is a frame kind of its own: a sample whose leaf is Python code is filed
+ * under {py} in place of {root} (store_key.python), image the interpreter's
+ * path, offset the frame's id in the guest tree's Python frame table
+ * (current/python.def, host/collect/store-python.c): its qualified name,
+ * file, first line and sampled line.  In the stack table a Python frame is
+ * a store_frame with python set, the same id as offset.  The table lives as
+ * long as current/ (STORE_APPEND adds to it).
+ */
+#define STORE_PY_MAX		65536	/* frames per guest tree */
+#define STORE_PY_NAME_MAX	127	/* bytes of a qualified name */
+#define STORE_PY_FILE_MAX	191	/* bytes of a file name */
+
+struct store_pytab;
+/* The table of st's current/, opened to append (an earlier one of an
+ * appending store is kept; one that does not read is replaced).  NULL and
+ * errno. */
+struct store_pytab *store_python_open(struct store *st);
+void store_python_close(struct store_pytab *t);		/* NULL-safe */
+/* Defines a frame (name and file cut to their bounds): its id.  0, or
+ * -ENOSPC / -EIO (counted in the store's py_refused). */
+int store_python_add(struct store_pytab *t, const char *name, const char *file,
+		     uint32_t first_line, uint32_t line, uint32_t *id);
+
+/* A frame as a reader gets it: printable UTF-8 (control bytes '?', bytes
+ * that are not UTF-8 "\xNN"), never a path. */
+struct store_pyframe {
+	const char *name, *file;
+	uint32_t first_line, line;	/* 0: not known */
+};
+struct store_pyread;
+/* The table in current_dir; NULL and errno (ENOENT: none, EBADMSG: not a
+ * table, err says). */
+struct store_pyread *store_python_load(const char *current_dir, char *err, size_t errlen);
+/* Frame id, or NULL (not defined). */
+const struct store_pyframe *store_python_get(const struct store_pyread *t, uint64_t id);
+uint32_t store_python_count(const struct store_pyread *t);
+void store_python_free(struct store_pyread *t);		/* NULL-safe */
 
 /* ---- reading ------------------------------------------------------------ */
 
@@ -321,6 +368,7 @@ struct store_entry {
 	const char *app;	/* unmangled application path */
 	const char *image;	/* unmangled image path */
 	int kernel;		/* image under {kern} */
+	int python;		/* under {py}: offsets are Python frame ids */
 	const char *event;
 	uint64_t count;
 	uint32_t unit_mask;

@@ -217,7 +217,11 @@ static long pp_function(struct pp *p, const struct report_row *row, const char *
 		return -ENOMEM;
 	perftools__profiles__function__init(fn);
 	fn->id = (uint64_t)id;
-	if (pp_line(p, row, row->sym_addr, &l) && l.file) {
+	if (row->python && row->file) {
+		/* a Python function: the guest's file name, as py-spy's */
+		file = row->file;
+		fn->start_line = row->first_line;
+	} else if (pp_line(p, row, row->sym_addr, &l) && l.file) {
 		FILE *src = symres_open_source(p->res, row->guest, l.file, used, sizeof(used));
 
 		if (src) {
@@ -253,6 +257,8 @@ static long pp_location(struct pp *p, const struct report_row *row, uint64_t add
 		snprintf(name, sizeof(name), NO_SYMBOLS " %s", report_basename(row->image));
 	if (!addr_known)
 		addr = row->symbol ? row->sym_addr : 0;
+	if (row->python)	/* a location per sampled line */
+		addr = row->line;
 	snprintf(key, sizeof(key), "%s\1%s\1%s\1%" PRIx64, row->guest, row->image, name, addr);
 	id = smap_get(&p->locs, key, pr->n_location + 1, &added);
 	if (id < 0 || !added)
@@ -273,7 +279,9 @@ static long pp_location(struct pp *p, const struct report_row *row, uint64_t add
 	}
 	perftools__profiles__line__init(loc->line[0]);
 	loc->line[0]->function_id = (uint64_t)fn;
-	if (addr_known && pp_line(p, row, addr, &l))
+	if (row->python && row->line)
+		loc->line[0]->line = row->line;
+	else if (addr_known && pp_line(p, row, addr, &l))
 		loc->line[0]->line = l.line;
 	else
 		loc->line[0]->line = pr->function[fn - 1]->start_line;
@@ -385,7 +393,9 @@ static void frame_row(const struct report_stack *st, const struct report_frame *
 		      struct report_row *row)
 {
 	*row = (struct report_row){ .guest = st->guest, .app = st->app, .image = f->image,
-				    .kernel = f->kernel, .tgid = -1, .tid = -1, .cpu = -1,
+				    .kernel = f->kernel, .python = f->python, .file = f->file,
+				    .first_line = f->first_line, .line = f->line,
+				    .tgid = -1, .tid = -1, .cpu = -1,
 				    .symbol = f->symbol, .sym_addr = f->sym_addr,
 				    .img = f->img, .samples = st->samples };
 }

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fnmatch.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +55,59 @@ static void resolve(struct load_ctx *c, struct report_frame *f, const struct sto
 	}
 }
 
+/* A Python frame (store.h, "Python frames"): named from the guest's
+ * table; 0 or -ENOMEM. */
+static int resolve_python(struct load_ctx *c, struct report_frame *f)
+{
+	const struct store_pyframe *pf = store_python_get(report_guest_python(c->g), f->offset);
+	char buf[STORE_PY_NAME_MAX * 4 + STORE_PY_FILE_MAX * 4 + 32];
+
+	f->python = 1;
+	if (!pf)
+		return 0;
+	f->symbol = report_intern(c->r, report_python_label(buf, sizeof(buf), pf));
+	f->file = report_intern(c->r, pf->file);
+	f->line = pf->line;
+	f->first_line = pf->first_line;
+	return f->symbol && f->file ? 0 : -ENOMEM;
+}
+
+/* The interpreter's eval loop: the frames the Python ones stand for. */
+static int eval_frame(const struct report_frame *f)
+{
+	return !f->python && f->symbol && !strncmp(f->symbol, "_PyEval_EvalFrame", 17);
+}
+
+unsigned report_python_merge(struct report_frame *f, unsigned n)
+{
+	struct report_frame tmp[STORE_STACKS_MAX_FRAMES];
+	unsigned nat = 0, in = UINT_MAX, out = 0, k = 0;
+
+	while (nat < n && !f[nat].python)
+		nat++;
+	if (nat == n || n > STORE_STACKS_MAX_FRAMES)
+		return n;
+	for (unsigned i = 0; i < nat; i++) {
+		if (eval_frame(&f[i])) {
+			if (in == UINT_MAX)
+				in = i;
+			out = i;
+		}
+	}
+	if (in == UINT_MAX)	/* the unwind stopped short of the eval loop:
+				 * the Python frames call what it found */
+		return n;
+	/* native leaf part, the Python frames, what called the eval loop */
+	memcpy(tmp, f, in * sizeof(*f));
+	k = in;
+	memcpy(tmp + k, f + nat, (n - nat) * sizeof(*f));
+	k += n - nat;
+	memcpy(tmp + k, f + out + 1, (nat - out - 1) * sizeof(*f));
+	k += nat - out - 1;
+	memcpy(f, tmp, k * sizeof(*f));
+	return k;
+}
+
 /* Appends one stack of the table, if the report wants it. */
 static int add_stack(const struct store_stack *s, void *arg)
 {
@@ -93,8 +147,15 @@ static int add_stack(const struct store_stack *s, void *arg)
 			return -ENOMEM;
 		f->kernel = s->frames[i].kernel;
 		f->offset = s->frames[i].offset;
-		resolve(c, f, &s->frames[i], i > 0);
+		if (!s->frames[i].python)
+			resolve(c, f, &s->frames[i], i > 0);
+		else if (c->o->symbols && resolve_python(c, f))
+			return -ENOMEM;
+		else
+			f->python = 1;
 	}
+	if (c->o->symbols)
+		st->nr = report_python_merge(st->frames, st->nr);
 	return 0;
 }
 

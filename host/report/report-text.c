@@ -1259,6 +1259,13 @@ static json_t *row_json(const struct report_row *row)
 		json_decref(o);
 		return NULL;
 	}
+	if (o && row->python && (json_object_set_new(o, "python", json_true()) ||
+				 (row->file && (json_object_set_new(o, "file", jstr(row->file)) ||
+						json_object_set_new(o, "first_line",
+								    json_integer(row->first_line)))))) {
+		json_decref(o);
+		return NULL;
+	}
 	return o;
 }
 
@@ -1280,6 +1287,15 @@ static json_t *stacks_json(const struct report *r)
 
 			if (fo && fr->symbol && fr->frame)
 				json_object_set_new(fo, "eh_frame", json_true());
+			if (fo && fr->python) {
+				json_object_set_new(fo, "python", json_true());
+				if (fr->file) {
+					json_object_set_new(fo, "file", jstr(fr->file));
+					json_object_set_new(fo, "first_line",
+							    json_integer(fr->first_line));
+					json_object_set_new(fo, "line", json_integer(fr->line));
+				}
+			}
 			json_array_append_new(frames, fo);
 		}
 		o = json_pack("{s:o, s:o, s:o, s:o}", "guest", jstr(st->guest),

@@ -30,6 +30,7 @@
 struct entry {
 	const char *path, *guest, *app, *image, *event;
 	int kernel;
+	int python;
 	uint64_t count;
 	int64_t tgid, tid, cpu;
 };
@@ -240,6 +241,7 @@ static int collect_cb(const struct store_entry *e, void *arg)
 	if (!n->path || !n->guest || !n->app || !n->image || !n->event)
 		return -ENOMEM;
 	n->kernel = e->kernel;
+	n->python = e->python;
 	n->count = e->count;
 	n->tgid = e->tgid;
 	n->tid = e->tid;
@@ -315,7 +317,7 @@ static int row_eq(const struct report_row *a, const struct report_row *b)
 {
 	return a->guest == b->guest && a->app == b->app && a->image == b->image &&
 	       a->tgid == b->tgid && a->tid == b->tid && a->cpu == b->cpu &&
-	       a->symbol == b->symbol && a->kernel == b->kernel;
+	       a->symbol == b->symbol && a->kernel == b->kernel && a->python == b->python;
 }
 
 static int rowhash_grow(struct report *r)
@@ -423,6 +425,7 @@ struct file_ctx {
 	struct report_row *key;	/* merged key without symbol */
 	int err;
 	int bad;		/* file_by_symbol(): the file is corrupt */
+	const struct store_pyread *py;	/* file_python(): the guest's table */
 };
 
 static int file_sum_cb(uint64_t offset, uint64_t count, void *arg)
@@ -601,7 +604,7 @@ static int file_image(void *arg, struct walk_job *j)
 		.build_id = g->kernel_build_id, .build_id_len = g->kernel_build_id_len,
 	};
 
-	if (!x->o->symbols || !x->o->res)
+	if (!x->o->symbols || !x->o->res || e->python)
 		return 0;
 	j->img = symres_image(x->o->res, e->guest, e->image, e->kernel,
 			      info->build_id_len ? info->build_id : NULL,
@@ -660,6 +663,65 @@ static int file_problem(struct report *r, const struct file_ctx *c, const struct
 	return 0;
 }
 
+const struct store_pyread *report_guest_python(struct report_guest *g)
+{
+	if (!g->py_loaded && g->dir) {
+		g->py_loaded = 1;
+		g->py = store_python_load(g->dir, NULL, 0);
+	}
+	return g->py;
+}
+
+const char *report_python_label(char *buf, size_t len, const struct store_pyframe *f)
+{
+	if (f->first_line)
+		snprintf(buf, len, "%s (%s:%u)", f->name, f->file, f->first_line);
+	else
+		snprintf(buf, len, "%s (%s)", f->name, f->file);
+	return buf;
+}
+
+/* A Python frame id and its count into the row of its name. */
+static int py_cb(uint64_t offset, uint64_t count, void *arg)
+{
+	struct file_ctx *c = arg;
+	const struct store_pyframe *f = store_python_get(c->py, offset);
+	struct report_row key = *c->key, *row;
+	char buf[STORE_PY_NAME_MAX * 4 + STORE_PY_FILE_MAX * 4 + 32];
+
+	key.symbol = f ? strpool_intern(&c->r->priv->pool,
+					 report_python_label(buf, sizeof(buf), f), 0) : NULL;
+	row = (f && !key.symbol) ? NULL : row_get(c->r, &key);
+	if (!row) {
+		c->err = -ENOMEM;
+		return -ENOMEM;
+	}
+	row->samples = util_sat_add(row->samples, count);
+	c->total = util_sat_add(c->total, count);
+	if (f && !row->file) {
+		row->file = strpool_intern(&c->r->priv->pool, f->file, 0);
+		row->first_line = f->first_line;
+	}
+	if (!f)		/* an id its table does not define */
+		c->r->unresolved = util_sat_add(c->r->unresolved, count);
+	return 0;
+}
+
+/* A file of Python frames ({py}) with symbols wanted: a row per Python
+ * function, named from the guest's Python frame table.  0, 1 for a bad
+ * file (counted), or -ENOMEM. */
+static int file_python(struct report *r, struct file_ctx *c, struct walk_job *j)
+{
+	c->py = report_guest_python(j->guest);
+	if (sfile_reader_foreach(j->sr, py_cb, c)) {
+		if (c->err)
+			return c->err;
+		r->bad_files++;
+		return 1;
+	}
+	return 0;
+}
+
 /* The file of j (counted per symbol if it has symbols) into rows, in the
  * order the files were listed.  0 or -ENOMEM. */
 static int read_end(struct report *r, const struct report_opts *o, const struct entry *e,
@@ -681,7 +743,14 @@ static int read_end(struct report *r, const struct report_opts *o, const struct 
 	}
 	if (c.img && simage_warning(c.img) && !g->kernel_warn[0])
 		snprintf(g->kernel_warn, sizeof(g->kernel_warn), "%s", simage_warning(c.img));
-	if (c.img && j->nsyms) {
+	if (e->python && o->symbols) {
+		ret = file_python(r, &c, j);
+		if (ret) {
+			ret = ret < 0 ? ret : 0;
+			goto out;
+		}
+		goto counted;
+	} else if (c.img && j->nsyms) {
 		ret = file_by_symbol(r, &c, j);
 		if (!ret && c.bad)
 			r->bad_files++;
@@ -697,12 +766,13 @@ static int read_end(struct report *r, const struct report_opts *o, const struct 
 	ret = file_problem(r, &c, e);
 	if (ret)
 		goto out;
-	if (o->details) {
+	if (o->details && !e->python) {
 		c.details = 1;
 		ret = sfile_reader_foreach(j->sr, file_detail_cb, &c);
 		if (ret)
 			ret = c.err;
 	}
+counted:
 	if (e->kernel && !strcmp(e->app, REPORT_APP_BOOT)) {
 		/* its own line says what it is: not "unresolved", no warning
 		 * (sessions from before (firmware/boot) still get one) */
@@ -779,6 +849,7 @@ static void entry_key(struct report *r, unsigned keep, const struct entry *e,
 	key->app = e->app;
 	key->image = e->image;
 	key->kernel = e->kernel;
+	key->python = e->python;
 	key->tgid = e->tgid;
 	key->tid = e->tid;
 	key->cpu = e->cpu;
@@ -1147,6 +1218,7 @@ void report_free(struct report *r)
 		free(g->event);
 		free(g->kernel_release);
 		free(g->anchor_name);
+		store_python_free(g->py);
 	}
 	free(r->guests);
 	free(r->problems);

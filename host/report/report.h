@@ -110,6 +110,14 @@ struct report_row {
 	const char *app;
 	const char *image;
 	int kernel;
+	int python;			/* 1: symbol is a Python function (a
+					 * frame read from the guest's
+					 * interpreter; image is that), not
+					 * the image's own */
+	const char *file;		/* python: the function's file (interned),
+					 * first_line its first line, line the
+					 * sampled one (stacks only; 0: none) */
+	uint32_t first_line, line;
 	int frame;			/* 1: symbol is a function of a stripped
 					 * binary named by address, its bounds
 					 * from .eh_frame ("gzip+0x4a10") */
@@ -148,6 +156,9 @@ struct report_guest {
 	size_t kernel_build_id_len;
 	uint64_t ksyms_mismatch;	/* session.json fetch.ksyms.slide_mismatch */
 	char kernel_warn[384];		/* simage_warning() of its kernel, or "" */
+	struct store_pyread *py;	/* its Python frame table
+					 * (report_guest_python()) */
+	int py_loaded;
 	uint64_t total;			/* samples in this report */
 	char meta_err[64];		/* why session.json was not read, or "" */
 };
@@ -218,6 +229,11 @@ struct report {
 struct report_frame {
 	const char *image;		/* interned */
 	int kernel;
+	int python;			/* a Python frame: offset its id, symbol
+					 * report_python_label()'s, file and
+					 * lines its own */
+	const char *file;		/* Python frames: interned, else NULL */
+	uint32_t line, first_line;
 	uint64_t offset;
 	const char *symbol;		/* NULL: no symbol */
 	int frame;			/* as report_row's */
@@ -231,6 +247,18 @@ struct report_stack {
 	unsigned nr;
 	struct report_frame *frames;	/* leaf first */
 };
+
+/* g's Python frame table (store.h, "Python frames"), read on first use;
+ * NULL when it has none (or it does not read). */
+const struct store_pyread *report_guest_python(struct report_guest *g);
+/* A Python frame as rows and stacks name it: "qualname (file:first line)"
+ * into buf[len]: buf. */
+const char *report_python_label(char *buf, size_t len, const struct store_pyframe *f);
+/* The rule that puts a stack's Python frames in place of the interpreter's
+ * eval loop (docs/runtimes.md), on frames f[0..n) as the stack table keeps
+ * them (native leaf first, then the Python frames, innermost first),
+ * symbols resolved: reorders f and returns the frames kept. */
+unsigned report_python_merge(struct report_frame *f, unsigned n);
 
 /* Keeps o->res's symres_warning() in r->res_warn (the first one), for the
  * footer and JSON's warnings: called once the loading asked it for images. */

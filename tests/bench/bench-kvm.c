@@ -68,7 +68,7 @@ static int run_once(const char *guest, struct result *res)
 	if (!s)
 		goto out;
 	t0 = now_s();
-	if (s->ops->start(s, &(struct sampler_sink){ &r, 1 }))
+	if (s->ops->start(s, &(struct sampler_sink){ &r, 1, NULL }))
 		goto out;
 	/* Drain as the collector would, so the ring never fills. */
 	while (kvm_vm_wait(vm, 50) == KVM_VM_RUNNING)

@@ -16,6 +16,7 @@
  * Prints:  pyframes-per-sample: N us
  *          pyframes-bytes-per-sample: N bytes
  *          pyframes-reads-per-sample: N reads
+ *          pyframes-intern-per-sample: N us
  *          pyframes-running-per-sample: N us
  *          pyframes-running-kept: N %
  * SKIP (no line) without /usr/bin/python3.11.
@@ -30,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/pynames.h"
 #include "unwind/pyframes.h"
 
 #define PYTHON	"/usr/bin/python3.11"
@@ -135,6 +137,26 @@ static int running(struct proc *p, const struct pyframes_target *t,
 	return 0;
 }
 
+/* What the gdbstub sampler adds to each read: the frames interned in the
+ * session's name table (lib/pynames.h), all of them known after the
+ * first sample, as in a steady profile. */
+static void intern(const struct pyframe *fr, unsigned n)
+{
+	struct pynames *t = pynames_new();
+	double t0, ns;
+	uint32_t idx;
+
+	if (!t)
+		return;
+	t0 = cpu_ns();
+	for (int i = 0; i < SAMPLES; i++)
+		for (unsigned k = 0; k < n; k++)
+			pynames_intern(t, fr[k].name, fr[k].file, fr[k].first_line, fr[k].line, &idx);
+	ns = cpu_ns() - t0;
+	printf("pyframes-intern-per-sample: %.2f us\n", ns / SAMPLES / 1000.0);
+	pynames_free(t);
+}
+
 static int run(pid_t pid, struct proc *p)
 {
 	struct unwind_mem um = { proc_read, p };
@@ -169,6 +191,7 @@ static int run(pid_t pid, struct proc *p)
 	printf("pyframes-per-sample: %.1f us\n", ns / SAMPLES / 1000.0);
 	printf("pyframes-bytes-per-sample: %.0f bytes\n", (double)st.bytes / SAMPLES);
 	printf("pyframes-reads-per-sample: %.1f reads\n", (double)reads / SAMPLES);
+	intern(fr, pyframes_read(&um, &t, &l, (uint32_t)pid, fr, PYFRAMES_MAX_DEPTH, &st));
 	fprintf(stderr, "(%u of %d samples with the whole 9-frame chain, %llu frames)\n", got,
 		SAMPLES, (unsigned long long)st.frames);
 	return got >= SAMPLES * 9 / 10 ? running(p, &t, &l) : -1;

@@ -526,7 +526,7 @@ static void test_guest_samples(void **state)
 	assert_string_equal(kvm_sampler_mode(s), "kvm-timer");
 	cr.s = s;
 	assert_int_equal(pthread_create(&cr.th, NULL, reader_main, &cr), 0);
-	assert_int_equal(s->ops->start(s, &(struct sampler_sink){ &r, 1 }), 0);
+	assert_int_equal(s->ops->start(s, &(struct sampler_sink){ &r, 1, NULL }), 0);
 	assert_int_equal(kvm_vm_wait(vm, 120000), KVM_VM_POWEROFF);
 	kvm_vm_stop(vm);
 	assert_int_equal(kvm_vm_exit_code(vm), 0);

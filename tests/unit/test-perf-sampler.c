@@ -167,7 +167,7 @@ static void test_host_thread(void **state)
 	struct sampler *s;
 	struct ring *r = ring_new(1 << 12);
 	struct ring *rings[1] = { r };
-	struct sampler_sink sink = { rings, 1 };
+	struct sampler_sink sink = { rings, 1, NULL };
 	struct opvm_sample x;
 	uint64_t chain[OPVM_MAX_CALLCHAIN];
 	atomic_int tid = 0;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "guest-kmod/opvm_proto.h"
+#include "lib/pynames.h"
 #include "lib/ring.h"
 #include "lib/sample.h"
 #include "vmm/guest/callgraph.h"
@@ -205,10 +206,40 @@ static void cur_fill(struct qsamp *q, unsigned i, struct opvm_sample *smp, int m
 	q->cur_named++;
 }
 
+/*
+ * vCPU i's chain with its Python frames after the native callers, as
+ * words of lib/pynames.h, into w: the native part cut to leave them room
+ * (OPVM_MAX_CALLCHAIN in all).  A frame the table refuses (full) is left
+ * out with its callers.  Returns the words used.
+ */
+static unsigned chain_with_python(struct qsamp *q, unsigned i, uint64_t *w)
+{
+	const struct pyframe *fr = q->pyfr + (size_t)i * PYFRAMES_MAX_DEPTH;
+	unsigned npy = q->npy[i], nat = q->cg ? q->nchain[i] : 0, n;
+
+	if (npy > PYFRAMES_MAX_DEPTH)
+		npy = PYFRAMES_MAX_DEPTH;
+	if (nat > OPVM_MAX_CALLCHAIN - npy)
+		nat = OPVM_MAX_CALLCHAIN - npy;
+	if (nat)
+		memcpy(w, q->chains + (size_t)i * UNWIND_MAX_DEPTH, nat * sizeof(*w));
+	n = nat;
+	for (unsigned k = 0; k < npy; k++) {
+		uint32_t idx;
+
+		if (pynames_intern(q->sink.py, fr[k].name, fr[k].file, fr[k].first_line,
+				   fr[k].line, &idx))
+			break;
+		w[n++] = PYNAMES_WORD(idx);
+	}
+	return n;
+}
+
 static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 			 int have_slots, unsigned nr_slots)
 {
 	int64_t now = q->cur ? util_now_ns() : 0;
+	uint64_t w[OPVM_MAX_CALLCHAIN];
 
 	for (unsigned i = 0; i < n && i < q->sink.nr_rings; i++) {
 		struct opvm_sample smp = {
@@ -221,6 +252,10 @@ static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 		if (q->cg && q->nchain[i]) {
 			smp.chain = q->chains + (size_t)i * UNWIND_MAX_DEPTH;
 			smp.nr_chain = (uint8_t)q->nchain[i];
+		}
+		if (q->npy && q->npy[i] && q->sink.py) {
+			smp.chain = w;
+			smp.nr_chain = (uint8_t)chain_with_python(q, i, w);
 		}
 		if (q->users && q->users[i].valid) {
 			const struct callgraph_user *u = &q->users[i];
@@ -287,8 +322,9 @@ static uint32_t stop_tid(struct qsamp *q, unsigned i, size_t len, int user)
 /* Pages one Python chain may read: frames, code objects, names, tables. */
 #define PY_PAGES	64
 
-/* With vCPU i stopped in user mode: its Python frames, if it runs CPython. */
-static void walk_python(struct qsamp *q, unsigned i, size_t len)
+/* vCPU i's Python frames, if it runs CPython in user mode: in the stop
+ * (with call graphs), or right after it (check: then validated). */
+static void walk_python(struct qsamp *q, unsigned i, size_t len, int check)
 {
 	const struct gdbstub_regs *g = &q->regs[i];
 	struct unwind_mem um = { guestmem_view_read, q->pyview };
@@ -299,7 +335,16 @@ static void walk_python(struct qsamp *q, unsigned i, size_t len)
 		return;
 	guestmem_view_reset(q->pyview, cr3, PY_PAGES);
 	q->npy[i] = pyguest_read(q->py, &um, cr3, stop_tid(q, i, len, 1),
-				 q->pyfr + (size_t)i * PYFRAMES_MAX_DEPTH, PYFRAMES_MAX_DEPTH, 0);
+				 q->pyfr + (size_t)i * PYFRAMES_MAX_DEPTH, PYFRAMES_MAX_DEPTH,
+				 check);
+}
+
+/* Without call graphs the stop ended with the read ("c" in the same
+ * write): each vCPU's Python frames, read while it runs again. */
+static void walk_python_after(struct qsamp *q, unsigned n, size_t len)
+{
+	for (unsigned i = 0; i < n; i++)
+		walk_python(q, i, len, 1);
 }
 
 /* With every vCPU stopped: each one's call chain. */
@@ -311,6 +356,8 @@ static void walk_chains(struct qsamp *q, unsigned n, size_t len)
 					 .cpl = (uint8_t)gdbstub_regs_cpl(g) };
 
 		q->nchain[i] = 0;
+		if (q->npy)
+			q->npy[i] = 0;
 		if (q->users)
 			q->users[i].valid = 0;
 		if (!g->cr3 || !g->rsp)
@@ -321,7 +368,7 @@ static void walk_chains(struct qsamp *q, unsigned n, size_t len)
 					      q->chains + (size_t)i * UNWIND_MAX_DEPTH,
 					      OPVM_MAX_CALLCHAIN, q->users ? &q->users[i] : NULL);
 		if (q->py)
-			walk_python(q, i, len);
+			walk_python(q, i, len, 0);
 	}
 }
 
@@ -616,6 +663,8 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 		return 0;
 	}
 	ts->bad_ticks = 0;
+	if (q->py && !q->cg && q->sink.py)
+		walk_python_after(q, n, merr ? 0 : len);
 	have_slots = slots_still_good(q, ts, n, merr ? 0 : have_slots, gen);
 	push_samples(q, ts, n, have_slots, have_slots ? nr : 0);
 	if (q->cg)
@@ -908,18 +957,30 @@ static int cg_setup(struct qsamp *q, const struct qemu_sampler_config *cfg, char
 	q->nchain = calloc(q->nr_vcpus, sizeof(*q->nchain));
 	if (cfg->cg.mode == SAMPLER_CG_DWARF)
 		q->users = calloc(q->nr_vcpus, sizeof(*q->users));
-	q->py = pyguest_new();
-	q->pyview = malloc(sizeof(*q->pyview));
-	q->pyfr = calloc((size_t)q->nr_vcpus * PYFRAMES_MAX_DEPTH, sizeof(*q->pyfr));
-	q->npy = calloc(q->nr_vcpus, sizeof(*q->npy));
-	if (q->pyview)
-		guestmem_view_init(q->pyview, q->mem);
-	if (!q->cg || !q->chains || !q->nchain || !q->py || !q->pyview || !q->pyfr || !q->npy ||
+	if (!q->cg || !q->chains || !q->nchain ||
 	    (cfg->cg.mode == SAMPLER_CG_DWARF && !q->users)) {
 		util_seterr(errbuf, errlen, "out of memory for call graphs");
 		errno = ENOMEM;
 		return -1;
 	}
+	return 0;
+}
+
+/* Python frames, with or without call graphs, where QEMU's memory is
+ * readable: 0 or -1 (errno). */
+static int py_setup(struct qsamp *q)
+{
+	if (!q->mem)
+		return 0;
+	q->py = pyguest_new();
+	q->pyview = malloc(sizeof(*q->pyview));
+	q->pyfr = calloc((size_t)q->nr_vcpus * PYFRAMES_MAX_DEPTH, sizeof(*q->pyfr));
+	q->npy = calloc(q->nr_vcpus, sizeof(*q->npy));
+	if (!q->py || !q->pyview || !q->pyfr || !q->npy) {
+		errno = ENOMEM;
+		return -1;
+	}
+	guestmem_view_init(q->pyview, q->mem);
 	return 0;
 }
 
@@ -995,6 +1056,8 @@ struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
 		goto fail_errno;
 	if (cg_setup(q, cfg, errbuf, errlen))
 		goto fail;
+	if (py_setup(q))
+		goto fail_errno;
 	return &q->s;
 
 fail_errno:
