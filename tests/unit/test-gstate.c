@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "host/collect/gstate.h"
+#include "lib/array.h"
 #include "host/collect/stats.h"
 
 #define S(x) x, sizeof(x) - 1
@@ -750,17 +751,17 @@ static void test_mem_budget(void **state)
 
 static void test_stats_json(void **state)
 {
-	struct opvm_stats a = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 }, b = { 0 }, c;
+	struct opvm_stats a = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 }, b = { 0 }, c;
 	static const char *keys[] = { "received", "kernel", "user", "lost_overflow",
 		"lost_no_mapping", "lost_no_process", "throttled", "unresolved", "guest_lost",
-		"before_start" };
+		"before_start", "python", "python_unnamed" };
 	json_t *o = stats_to_json(&a);
 	char *txt;
 	json_t *back;
 
 	assert_non_null(o);
-	assert_int_equal(json_object_size(o), 10);
-	for (size_t i = 0; i < 10; i++)
+	assert_int_equal(json_object_size(o), ARRAY_SIZE(keys));
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
 		assert_int_equal(json_integer_value(json_object_get(o, keys[i])), i + 1);
 	txt = json_dumps(o, 0);
 	back = json_loads(txt, 0, NULL);
