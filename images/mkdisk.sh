@@ -25,6 +25,10 @@ PKGS="$PKGS,linux-image-amd64,linux-headers-amd64,dkms,gcc,make,libc6-dev"
 # versions match the binaries (a guest that gives opvm full names through
 # the relay with no host setup, docs/protocol.md FETCH)
 [ "${OPVM_DISK_DBG:-}" = 1 ] && PKGS="$PKGS,libc6-dbg,python3.11-dbg"
+# OPVM_DISK_JIT=1 (make images-disk DISK_JIT=1): Debian's nodejs as well,
+# a JIT runtime that writes /tmp/perf-PID.map (--perf-basic-prof), for the
+# disk-guest-jit test (docs/runtimes.md)
+[ "${OPVM_DISK_JIT:-}" = 1 ] && PKGS="$PKGS,nodejs"
 
 [ "$(id -u)" = 0 ] || { echo "images-disk: needs root (debootstrap and chroot)" >&2; exit 1; }
 command -v debootstrap >/dev/null ||
@@ -82,6 +86,7 @@ install -m 644 "$HERE/disk/bashrc" "$R/root/.bashrc"
 install -m 755 "$HERE/disk/opvm-wl" "$R/usr/local/bin/opvm-wl"
 install -m 755 "$HERE/disk/perf-summary.py" "$R/usr/local/bin/opvm-perf-summary"
 install -m 644 "$HERE/disk/queries.sql" "$R/usr/local/share/opvm-queries.sql"
+install -m 644 "$HERE/disk/jit3.js" "$R/usr/local/share/opvm-jit3.js"
 install -m 644 "$HERE/disk/opvm-workload.service" "$R/etc/systemd/system/"
 chroot "$R" systemctl enable opvm-workload.service serial-getty@ttyS0.service >/dev/null 2>&1
 # Nothing at boot that waits for a network the guest does not have.

@@ -64,6 +64,9 @@ struct store_key {
 	const char *image;	/* image path, "vmlinux", or a module name */
 	int kernel;		/* 1: image is the kernel or a module ({kern}) */
 	int own_app;		/* app kept whatever the separation (idle, boot) */
+	int own_tgid;		/* tgid kept whatever the separation: anonymous
+				 * memory means something only in its process
+				 * (JIT code, named by its perf map) */
 	uint8_t event;		/* index into the store's event table */
 	int64_t tgid, tid, cpu;
 	const uint8_t *build_id; /* may be NULL */
