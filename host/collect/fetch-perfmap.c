@@ -46,7 +46,7 @@ struct fetch_pmaps {
 	uint64_t now_ms;	/* of the latest fetch_pmaps_next() */
 	struct {
 		uint64_t requests, transfers_grew, bytes, absent, refused, capped;
-		uint64_t bad_order, full, io_errors, timeouts;
+		uint64_t bad_order, full, io_errors, timeouts, gone;
 	} st;
 };
 
@@ -200,6 +200,13 @@ static void pm_schedule(struct fetch_pmaps *pm, struct pmap *m, int32_t status, 
 		m->absent = 0;
 	if (status == -ETIMEDOUT)
 		pm->st.timeouts++;
+	if (status == -ESRCH) {
+		/* the process is gone: its owner, which the relay checks the
+		 * file's against, with it; what came before stays */
+		pm->st.gone++;
+		m->state = PM_DONE;
+		return;
+	}
 	if (status == -EFBIG || m->have >= FETCH_PERFMAP_MAX) {
 		pm->st.capped += status == -EFBIG;
 		m->state = PM_DONE;
@@ -251,12 +258,13 @@ json_t *fetch_pmaps_json(const struct fetch_pmaps *pm)
 			return NULL;
 		}
 	}
-	o = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+	o = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 		"requests", C(pm->st.requests), "grew", C(pm->st.transfers_grew),
 		"bytes", C(pm->st.bytes), "absent", C(pm->st.absent),
 		"refused", C(pm->st.refused), "capped", C(pm->st.capped),
 		"bad_order", C(pm->st.bad_order), "table_full", C(pm->st.full),
 		"io_errors", C(pm->st.io_errors), "timeouts", C(pm->st.timeouts),
+		"gone", C(pm->st.gone),
 		"max_bytes", C(FETCH_PERFMAP_MAX), "maps", maps ? maps : json_null());
 #undef C
 	return o;

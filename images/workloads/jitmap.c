@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * jitmap [seconds [a b c]]: a tiny JIT runtime.  It copies one function's
- * machine code (jit_unit below, no relocations) three times into
- * anonymous executable memory, names the copies jit_a, jit_b and jit_c in
- * /tmp/perf-PID.map as perf's jit interface has runtimes do ("START SIZE
- * name" lines), and runs them a, b and c units (default 10, 30 and 60) of
- * identical work per round: the known split of its JIT samples.  After a
- * third of the run it "compiles" a fourth copy, jit_late, appends its line
- * to the map and runs it 10 units a round too: a map that grows while the
- * host profiles, and a function the host can only name from what it read
- * of the map after the session started.  The map also carries an entry
- * that a later one replaces (jit_a's range first named jit_old): the
- * latest line wins.  Static, like the other workloads.
+ * jitmap [seconds [a b c [late]]]: a tiny JIT runtime.  It copies one
+ * function's machine code (jit_unit below, no relocations) three times
+ * into anonymous executable memory, names the copies jit_a, jit_b and
+ * jit_c in /tmp/perf-PID.map as perf's jit interface has runtimes do
+ * ("START SIZE name" lines), and runs them a, b and c units (default 10,
+ * 30 and 60) of identical work per round: the known split of its JIT
+ * samples.  After `late` percent of the run (default 50) it "compiles" a
+ * fourth copy, jit_late, appends its line to the map and runs it 10 units
+ * a round too: a map that grows while the host profiles, and a function
+ * the host can only name from what it read of the map after the session
+ * started.  The map also carries an entry that a later one replaces
+ * (jit_a's range first named jit_old): the latest line wins.  Static,
+ * like the other workloads.
  */
 #include <string.h>
 #include <sys/mman.h>
@@ -64,7 +65,9 @@ int main(int argc, char **argv)
 	double secs = arg_double(argc, argv, 1, 6.0);
 	long a = arg_long(argc, argv, 2, 10), b = arg_long(argc, argv, 3, 30);
 	long c = arg_long(argc, argv, 4, 60);
-	uint64_t t0 = now_ns(), end = t0 + (uint64_t)(secs * 1e9), late_at = t0 + (end - t0) / 3;
+	long late = arg_long(argc, argv, 5, 50);
+	uint64_t t0 = now_ns(), end = t0 + (uint64_t)(secs * 1e9);
+	uint64_t late_at = t0 + (end - t0) / 100 * (uint64_t)(late < 0 || late > 100 ? 50 : late);
 	uint64_t x = 1, rounds = 0, late_round = 0;
 	unit_fn fa, fb, fc, fl = NULL;
 	char path[64], *code;
