@@ -512,15 +512,49 @@ static int perfmap_pid(const char *path, unsigned long *pid)
 	return 0;
 }
 
+/* The process's pid in its own pid namespace (the last of NSpid in its
+ * status): the number a runtime in a container puts in its map's name. */
+static unsigned long perfmap_nspid(unsigned long pid)
+{
+	char path[48], line[256];
+	unsigned long ns = pid;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%lu/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return pid;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = line + 6, *end;
+
+		if (strncmp(line, "NSpid:", 6))
+			continue;
+		for (;;) {
+			unsigned long v = strtoul(p, &end, 10);
+
+			if (end == p)
+				break;
+			ns = v;
+			p = end;
+		}
+		break;
+	}
+	fclose(f);
+	return ns;
+}
+
 /*
- * Opens a perf map (OPVM_FETCH_F_PERFMAP): not a link (a user who plants
- * /tmp/perf-1.map -> /etc/shadow gets nothing), a regular file, owned by
- * the process's owner or root, as perf itself asks.  0 or -errno.
+ * Opens a perf map (OPVM_FETCH_F_PERFMAP) where the process sees it:
+ * /proc/PID/root/tmp/perf-NSPID.map (its own root and mounts: the relay's
+ * unit has a private /tmp, a container has its own), not a link (a user
+ * who plants /tmp/perf-1.map -> /etc/shadow gets nothing), a regular
+ * file, owned by the process's owner or root, as perf itself asks.  0 or
+ * -errno.
  */
 static int perfmap_open(struct file_job *j)
 {
 	struct fetch_req *r = &j->cur;
-	char proc[32];
+	char proc[32], path[96];
 	unsigned long pid;
 	struct stat st, ps;
 
@@ -529,7 +563,8 @@ static int perfmap_open(struct file_job *j)
 	snprintf(proc, sizeof(proc), "/proc/%lu", pid);
 	if (stat(proc, &ps))
 		return -ESRCH;
-	j->fd = open(r->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+	snprintf(path, sizeof(path), "/proc/%lu/root/tmp/perf-%lu.map", pid, perfmap_nspid(pid));
+	j->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
 	if (j->fd < 0)
 		return -errno;
 	if (fstat(j->fd, &st) || !S_ISREG(st.st_mode))
