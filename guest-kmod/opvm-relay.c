@@ -496,6 +496,85 @@ static int file_build_id(int fd, opvm_u8 *id, size_t *len)
 	return -ENODATA;
 }
 
+/* The pid of a perf map path, exactly "/tmp/perf-<decimal>.map": 0 or
+ * -EINVAL (the host asks for nothing else without a build-id check). */
+static int perfmap_pid(const char *path, unsigned long *pid)
+{
+	const char *p = path + sizeof("/tmp/perf-") - 1;
+	char *end;
+
+	if (strncmp(path, "/tmp/perf-", sizeof("/tmp/perf-") - 1) || *p < '1' || *p > '9')
+		return -EINVAL;
+	errno = 0;
+	*pid = strtoul(p, &end, 10);
+	if (errno || *pid > 0x7fffffff || strcmp(end, ".map"))
+		return -EINVAL;
+	return 0;
+}
+
+/* The process's pid in its own pid namespace (the last of NSpid in its
+ * status): the number a runtime in a container puts in its map's name. */
+static unsigned long perfmap_nspid(unsigned long pid)
+{
+	char path[48], line[256];
+	unsigned long ns = pid;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%lu/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return pid;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = line + 6, *end;
+
+		if (strncmp(line, "NSpid:", 6))
+			continue;
+		for (;;) {
+			unsigned long v = strtoul(p, &end, 10);
+
+			if (end == p)
+				break;
+			ns = v;
+			p = end;
+		}
+		break;
+	}
+	fclose(f);
+	return ns;
+}
+
+/*
+ * Opens a perf map (OPVM_FETCH_F_PERFMAP) where the process sees it:
+ * /proc/PID/root/tmp/perf-NSPID.map (its own root and mounts: the relay's
+ * unit has a private /tmp, a container has its own), not a link (a user
+ * who plants /tmp/perf-1.map -> /etc/shadow gets nothing), a regular
+ * file, owned by the process's owner or root, as perf itself asks.  0 or
+ * -errno.
+ */
+static int perfmap_open(struct file_job *j)
+{
+	struct fetch_req *r = &j->cur;
+	char proc[32], path[96];
+	unsigned long pid;
+	struct stat st, ps;
+
+	if (perfmap_pid(r->path, &pid))
+		return -EINVAL;
+	snprintf(proc, sizeof(proc), "/proc/%lu", pid);
+	if (stat(proc, &ps))
+		return -ESRCH;
+	snprintf(path, sizeof(path), "/proc/%lu/root/tmp/perf-%lu.map", pid, perfmap_nspid(pid));
+	j->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+	if (j->fd < 0)
+		return -errno;
+	if (fstat(j->fd, &st) || !S_ISREG(st.st_mode))
+		return -EINVAL;
+	if (st.st_uid != ps.st_uid && st.st_uid != 0)
+		return -EPERM;
+	j->pos = r->offset;
+	return 0;
+}
+
 /* Opens cur's file if it is the one asked for; 0 or -errno for FILE_END. */
 static int file_open(struct file_job *j)
 {
@@ -505,6 +584,8 @@ static int file_open(struct file_job *j)
 	struct stat st;
 	int ret;
 
+	if (r->flags & OPVM_FETCH_F_PERFMAP)
+		return perfmap_open(j);
 	/* a regular file only, checked before open(): opening a device can
 	 * act on it (a tape rewinds, a watchdog arms) */
 	if (stat(r->path, &st))
@@ -548,6 +629,7 @@ static void file_end(struct file_job *j, int status)
 static void file_build(struct file_job *j)
 {
 	struct opvm_rec_file_data *d = &j->rec.d;
+	size_t chunk;
 	ssize_t n;
 
 	if (j->fd < 0) {
@@ -558,7 +640,11 @@ static void file_build(struct file_job *j)
 			return;
 		}
 	}
-	n = pread(j->fd, j->rec.buf + sizeof(*d), FILE_CHUNK, (off_t)j->pos);
+	chunk = FILE_CHUNK;
+	/* a perf map grows: what fits under max goes, then -EFBIG */
+	if ((j->cur.flags & OPVM_FETCH_F_PERFMAP) && j->cur.max - j->pos < chunk)
+		chunk = j->pos < j->cur.max ? (size_t)(j->cur.max - j->pos) : 1;
+	n = pread(j->fd, j->rec.buf + sizeof(*d), chunk, (off_t)j->pos);
 	if (n <= 0 || j->pos + (opvm_u64)n > j->cur.max) {
 		file_end(j, n < 0 ? -errno : n > 0 ? -EFBIG : 0);
 		return;
@@ -601,7 +687,7 @@ static void debug_fill(struct file_job *j, unsigned long long now)
 static int files_debug(const struct file_job *j)
 {
 	return (j->active ? j->cur.flags : j->qnr ? j->q[j->qhead].flags : 0) &
-	       OPVM_FETCH_F_DEBUG;
+	       (OPVM_FETCH_F_DEBUG | OPVM_FETCH_F_PERFMAP);
 }
 
 /* Whether the pace allows another chunk now: windows of 100 ms. */
@@ -624,7 +710,7 @@ static int files_paced(struct file_job *j)
  * the debug files' bucket: 0, or 1 when the ring is busy (later). */
 static int files_write(struct file_job *j, int dev)
 {
-	int debug = j->cur.flags & OPVM_FETCH_F_DEBUG, busy = 0;
+	int debug = j->cur.flags & (OPVM_FETCH_F_DEBUG | OPVM_FETCH_F_PERFMAP), busy = 0;
 	unsigned long long c0 = debug ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0, used;
 
 	if (!j->len)

@@ -373,6 +373,18 @@ struct opvm_req_ksyms {
 /* A debug file (/usr/lib/debug/.build-id/xx/yyyy.debug, the host's
  * path from the build-id): the relay paces it by CPU too (opvm-relay.c). */
 #define OPVM_FETCH_F_DEBUG	0x01
+/*
+ * A JIT runtime's perf map (perf's jit interface: /tmp/perf-PID.map, text
+ * lines "START SIZE name"), not an ELF: the path must be exactly
+ * /tmp/perf-<decimal pid>.map, a regular file of the process's owner (or
+ * root), not a link; no build-id is checked (build_id_len is 1 and
+ * build_id[0] 0, so relays that predate the flag answer -ENOEXEC at
+ * once).  It grows while the runtime runs: the host asks again from the
+ * offset it has, the relay sends what is there up to max_bytes (not a
+ * size limit at open) and ends with FILE_END 0, or -EFBIG when the file
+ * goes on past max_bytes.  Paced by CPU like debug files.
+ */
+#define OPVM_FETCH_F_PERFMAP	0x02
 
 struct opvm_req_fetch {
 	struct opvm_rec_hdr hdr;	/* type OPVM_REQ_FETCH, seq: the host's */

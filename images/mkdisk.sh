@@ -3,7 +3,7 @@
 #
 # debootstrap from Debian's archive (the mirror this host's apt uses, or
 # $OPVM_DEBIAN_MIRROR), systemd as init, Debian's linux-image-amd64 with its
-# headers, python3, xz-utils, sqlite3 and linux-perf for real workloads and
+# headers, python3, nodejs, xz-utils, sqlite3 and linux-perf for real workloads and
 # the in-guest cross-check (with OPVM_DISK_DBG=1 also libc6-dbg and
 # python3.11-dbg), and opvm's guest package DEB installed with dpkg:
 # DKMS builds opvm.ko for the image's kernel and the relay's unit is enabled.
@@ -25,6 +25,11 @@ PKGS="$PKGS,linux-image-amd64,linux-headers-amd64,dkms,gcc,make,libc6-dev"
 # versions match the binaries (a guest that gives opvm full names through
 # the relay with no host setup, docs/protocol.md FETCH)
 [ "${OPVM_DISK_DBG:-}" = 1 ] && PKGS="$PKGS,libc6-dbg,python3.11-dbg"
+# Debian's nodejs: a JIT runtime that writes /tmp/perf-PID.map
+# (--perf-basic-prof), for the disk-guest-jit test (docs/runtimes.md); it
+# and its libraries (libnode108, libicu72, libuv1...) add about 100 MB to
+# the image's 1.2 GB
+PKGS="$PKGS,nodejs"
 
 [ "$(id -u)" = 0 ] || { echo "images-disk: needs root (debootstrap and chroot)" >&2; exit 1; }
 command -v debootstrap >/dev/null ||
@@ -82,6 +87,7 @@ install -m 644 "$HERE/disk/bashrc" "$R/root/.bashrc"
 install -m 755 "$HERE/disk/opvm-wl" "$R/usr/local/bin/opvm-wl"
 install -m 755 "$HERE/disk/perf-summary.py" "$R/usr/local/bin/opvm-perf-summary"
 install -m 644 "$HERE/disk/queries.sql" "$R/usr/local/share/opvm-queries.sql"
+install -m 644 "$HERE/disk/jit3.js" "$R/usr/local/share/opvm-jit3.js"
 install -m 644 "$HERE/disk/opvm-workload.service" "$R/etc/systemd/system/"
 chroot "$R" systemctl enable opvm-workload.service serial-getty@ttyS0.service >/dev/null 2>&1
 # Nothing at boot that waits for a network the guest does not have.

@@ -13,12 +13,13 @@
 #include <sys/types.h>
 
 #include "symbols/ksyms.h"
+#include "symbols/perfmap.h"
 #include "symbols/symres.h"
 
 #define SYMRES_MAX_DEPTH	8	/* lib/modules/<rel>/kernel/drivers/... */
 #define SYMRES_MAX_MODULES	100000
 
-enum simage_kind { SK_USER, SK_MODULE, SK_KERNEL, SK_ANON };
+enum simage_kind { SK_USER, SK_MODULE, SK_KERNEL, SK_ANON, SK_JIT };
 
 /* One opened binary, shared by every simage that uses it. */
 struct binfile {
@@ -45,6 +46,7 @@ struct simage {
 	const char *file;	/* simage_file(), owned by binfile */
 	struct elfimage *elf;	/* owned by binfile */
 	struct ksyms *ks;	/* owned by kmapfile */
+	struct perfmap *pm;	/* SK_JIT's, owned by the image */
 	uint64_t slide;
 	uint8_t build_id[64];
 	size_t build_id_len;
@@ -109,6 +111,12 @@ struct dbgd_memo {
 	int err;		/* 0: found, at path */
 	char *path;
 };
+
+/* si (its key set) into the resolver's table, which owns it from then
+ * on: 0, or -ENOMEM (si is not freed).  symres_image_find(): the image
+ * of key, or NULL. */
+int symres_image_put(struct symres *r, struct simage *si);
+struct simage *symres_image_find(struct symres *r, const char *key);
 
 int symres_try_candidate(struct symres *r, struct simage *si, int fd, const char *path,
 			 const char *guest);

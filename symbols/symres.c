@@ -88,6 +88,7 @@ void symres_free(struct symres *r)
 			free(r->images[i]->key);
 			free(r->images[i]->guest);
 			free(r->images[i]->release);
+			perfmap_free(r->images[i]->pm);
 			free(r->images[i]);
 		}
 	}
@@ -230,7 +231,6 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 {
 	char bidhex[129], *key;
 	struct simage *si;
-	size_t h;
 
 	if (build_id_len > sizeof(si->build_id))
 		build_id_len = 0;
@@ -243,12 +243,10 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 		     kernel && k && k->anchor_name ? k->anchor_name : "",
 		     kernel && k ? (unsigned long long)k->anchor_addr : 0ull) < 0)
 		return NULL;
-	for (h = util_hash_str(key) & (r->images_cap - 1); r->images[h];
-	     h = (h + 1) & (r->images_cap - 1)) {
-		if (!strcmp(r->images[h]->key, key)) {
-			free(key);
-			return r->images[h];
-		}
+	si = symres_image_find(r, key);
+	if (si) {
+		free(key);
+		return si;
 	}
 	si = calloc(1, sizeof(*si));
 	if (!si) {
@@ -283,17 +281,35 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 		symres_resolve_user(r, si, guest, image);
 	}
 
-	if ((r->nr_images + 1) * 2 > r->images_cap && images_grow(r)) {
+	if (symres_image_put(r, si)) {
 		free(si->key);
 		free(si);
 		return NULL;
 	}
+	return si;
+}
+
+struct simage *symres_image_find(struct symres *r, const char *key)
+{
+	for (size_t h = util_hash_str(key) & (r->images_cap - 1); r->images[h];
+	     h = (h + 1) & (r->images_cap - 1))
+		if (!strcmp(r->images[h]->key, key))
+			return r->images[h];
+	return NULL;
+}
+
+int symres_image_put(struct symres *r, struct simage *si)
+{
+	size_t h;
+
+	if ((r->nr_images + 1) * 2 > r->images_cap && images_grow(r))
+		return -ENOMEM;
 	for (h = util_hash_str(si->key) & (r->images_cap - 1); r->images[h];
 	     h = (h + 1) & (r->images_cap - 1))
 		;
 	r->images[h] = si;
 	r->nr_images++;
-	return si;
+	return 0;
 }
 
 const char *simage_warning(const struct simage *si)
@@ -452,6 +468,7 @@ int simage_addr(const struct simage *si, uint64_t offset, uint64_t *addr)
 		return 0;
 	case SK_MODULE:
 	case SK_ANON:
+	case SK_JIT:
 		*addr = offset;
 		return 0;
 	}
@@ -478,6 +495,8 @@ long simage_lookup(const struct simage *si, uint64_t offset, uint64_t *addr)
 		return -1;
 	if (addr)
 		*addr = a;
+	if (si->pm)
+		return perfmap_lookup(si->pm, a);
 	if (si->ks)
 		return ksyms_lookup(si->ks, a);
 	return elfimage_lookup(si->elf, a);
@@ -497,6 +516,8 @@ size_t simage_nr_syms(const struct simage *si)
 {
 	if (si->state != SIMAGE_OK)
 		return 0;
+	if (si->pm)
+		return perfmap_nr(si->pm);
 	return si->ks ? ksyms_nr(si->ks) : elfimage_nr_syms(si->elf);
 }
 
@@ -504,6 +525,8 @@ const struct elfsym *simage_sym(const struct simage *si, size_t i)
 {
 	if (si->state != SIMAGE_OK)
 		return NULL;
+	if (si->pm)
+		return perfmap_sym(si->pm, i);
 	return si->ks ? ksyms_sym(si->ks, i) : elfimage_sym(si->elf, i);
 }
 

@@ -41,6 +41,7 @@
 #include <stdio.h>
 
 #include "symbols/elfimage.h"
+#include "symbols/perfmap.h"
 
 struct symres;
 struct simage;
@@ -124,6 +125,22 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
  * symres_image().  Returns 1 if si is SIMAGE_OK now. */
 int symres_image_recheck(struct symres *r, struct simage *si, const char *guest,
 			 const char *image);
+
+/*
+ * The JIT code of process tgid in guest: its anonymous memory named by the
+ * perf map the collector fetched from the guest
+ * (<session>/guests/<guest>/perfmaps/<tgid>.map, host/collect/fetch.h;
+ * symbols/perfmap.h; docs/runtimes.md), read once per resolver.  Offsets
+ * are virtual addresses, as in every anonymous image.  SIMAGE_ANON when
+ * the session has no map of it (or no session_dir); SIMAGE_OK with no
+ * symbol for a map with no valid line.  NULL on ENOMEM only.
+ */
+struct simage *symres_jit_image(struct symres *r, const char *guest, int64_t tgid);
+/* 1 for a symres_jit_image() image that has a map. */
+int simage_is_jit(const struct simage *si);
+/* What its map's parser refused and counted (symbols/perfmap.h), or NULL
+ * for any other image. */
+const struct perfmap_stats *simage_perfmap_stats(const struct simage *si);
 
 enum simage_state simage_state(const struct simage *si);
 /* 1 for the kernel image itself (vmlinux), not modules. */

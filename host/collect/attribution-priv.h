@@ -88,6 +88,7 @@ struct attribution {
 	char start_exec[64];		/* --from-exec name, "" once started */
 	void (*image_used)(const struct gstate_cookie *c, void *arg);
 	void *image_arg;
+	void (*anon_used)(int64_t tgid, void *arg);
 	uint64_t start_gen;		/* model generation last looked at */
 	uint64_t started_ms;
 

@@ -165,6 +165,7 @@ struct attribution *attribution_new(struct store *st, struct gstate *gs,
 		snprintf(s->start_exec, sizeof(s->start_exec), "%s", cfg->start_exec);
 	if (cfg) {
 		s->image_used = cfg->image_used;
+		s->anon_used = cfg->anon_used;
 		s->image_arg = cfg->image_arg;
 		s->image_wait = cfg->image_wait;
 	}
@@ -468,8 +469,12 @@ static uint32_t sfile_for(struct attribution *s, struct skey *k, const char *app
 		k->app = k->image;
 		app = image;
 	}
-	if (!(s->sep & OPVM_SEP_THREAD))
-		k->tgid = k->tid = -1;
+	/* a process's anonymous memory keeps its tgid (store_key.own_tgid) */
+	if (!(s->sep & OPVM_SEP_THREAD)) {
+		k->tid = -1;
+		if (image != NAME_ANON)
+			k->tgid = -1;
+	}
 	if (!(s->sep & OPVM_SEP_CPU))
 		k->cpu = -1;
 	i = skey_hash(k);
@@ -486,6 +491,7 @@ static uint32_t sfile_for(struct attribution *s, struct skey *k, const char *app
 		.kernel = k->kernel == 1,
 		.python = k->kernel == SKEY_PYTHON,
 		.own_app = (int)k->own_app,
+		.own_tgid = image == NAME_ANON,
 		.event = (uint8_t)k->event,
 		.tgid = k->tgid,
 		.tid = k->tid,
@@ -498,6 +504,8 @@ static uint32_t sfile_for(struct attribution *s, struct skey *k, const char *app
 		return 0;
 	if (c && c->build_id_len && s->image_used)
 		s->image_used(c, s->image_arg);
+	if (image == NAME_ANON && k->tgid > 0 && s->anon_used)
+		s->anon_used(k->tgid, s->image_arg);
 	fid = fid_of(s, sf);
 	if (!fid)
 		return 0;

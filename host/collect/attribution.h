@@ -127,6 +127,10 @@ struct attribution_config {
 	 * may be called again for the same image.  NULL: nothing. */
 	void (*image_used)(const struct gstate_cookie *c, void *arg);
 	void *image_arg;
+	/* Called when a sample file is opened for process tgid's anonymous
+	 * memory (JIT code: the collector asks the guest for its perf map,
+	 * fetch.h); may be called again.  NULL: nothing.  With image_arg. */
+	void (*anon_used)(int64_t tgid, void *arg);
 	/* -g dwarf: an unwind needed c's binary and the host has no file for
 	 * it: 1 if the guest is sending it (asked now if need be), so the
 	 * unwind waits for it (below); 0 if it will not come.  NULL: never

@@ -148,6 +148,15 @@ static void image_used(const struct gstate_cookie *ck, void *arg)
 	cguest_memsyms_want(g, ck);
 }
 
+/* sync opened a sample file for a process's anonymous memory: JIT code,
+ * which its runtime's perf map may name. */
+static void anon_used(int64_t tgid, void *arg)
+{
+	struct cguest *g = arg;
+
+	fetch_perfmap_want(g->fetch, tgid);
+}
+
 /* An unwind needs a binary the host lacks: asked for, and waited for while
  * it is on its way (attribution.h, first-session stacks). */
 static int image_wait(const struct gstate_cookie *ck, void *arg)
@@ -229,7 +238,7 @@ static void guest_attribution_cfg(struct collector *c, struct cguest *g,
 				     .chains = c->cfg.callgraph != NULL,
 				     .host_file = c->cfg.host_file ? guest_host_file : NULL,
 				     .host_file_arg = g,
-				     .image_used = image_used, .image_arg = g,
+				     .image_used = image_used, .anon_used = anon_used, .image_arg = g,
 				     .image_wait = c->cfg.host_file ? image_wait : NULL,
 				     /* tests only: user samples shaped as host
 				      * perf's (attribution.h) */

@@ -16,6 +16,10 @@
  * open at a time (f->cur), its bytes in a part file named by the host,
  * checked in order and against the caps as they come, verified as a whole
  * at FILE_END and renamed into the cache under its build-id.
+ *
+ * Perf maps: their table and files are fetch-perfmap.c's; the one request
+ * open at a time may be one of them (f->pm_cur), asked after the binaries
+ * and before the debug files.
  */
 #include <endian.h>
 #include <errno.h>
@@ -27,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "host/collect/fetch-priv.h"
 #include "host/collect/fetch.h"
 #include "host/collect/stats.h"
 #include "lib/channel.h"
@@ -73,6 +78,8 @@ struct fetch {
 	struct img *imgs;		/* FETCH_MAX_IMAGES */
 	size_t nr_imgs;
 	struct img *cur;		/* the open request, or NULL */
+	struct fetch_pmaps *pm;		/* perf maps, NULL: none fetched */
+	bool pm_cur;			/* the open request is a perf map's */
 	uint32_t req_id;		/* cur's latest request */
 	bool resend;			/* cur must be asked again (HELLO) */
 	int part;			/* cur's part file, or -1 */
@@ -209,6 +216,11 @@ struct fetch *fetch_new(const struct fetch_config *cfg)
 		f->imgs = calloc(FETCH_MAX_IMAGES, sizeof(*f->imgs));
 	}
 	if (!f->mods || (cfg->cache_dir && cfg->verify && (!f->cache || !f->imgs))) {
+		fetch_free(f);
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (!cfg->no_perfmaps && f->gfd >= 0 && !(f->pm = fetch_pmaps_new(f->gfd, session_mode(f)))) {
 		fetch_free(f);
 		errno = ENOMEM;
 		return NULL;
@@ -388,6 +400,7 @@ void fetch_free(struct fetch *f)
 	for (size_t i = 0; i < f->nr_imgs; i++)
 		free(f->imgs[i].path);
 	free(f->imgs);
+	fetch_pmaps_free(f->pm);
 	free(f->mods);
 	if (f->cfd >= 0)
 		close(f->cfd);
@@ -833,14 +846,23 @@ int fetch_ksyms_tell(struct fetch *f, int fd, unsigned want)
 	return 0;
 }
 
-/* Writes the request for f->cur from its received bytes on. */
-static int request_send(struct fetch *f, int fd)
+/* What one FETCH asks for. */
+struct fetch_ask {
+	const char *path;
+	const uint8_t *bid;
+	size_t bid_len;
+	uint8_t flags;
+	uint64_t offset, max;
+};
+
+/* Writes one FETCH: 0, -EAGAIN (the channel is full) or -EIO. */
+static int request_write(struct fetch *f, int fd, const struct fetch_ask *a)
 {
 	struct {
 		struct opvm_req_fetch r;
 		char path[OPVM_PATH_MAX + 8];
 	} q;
-	size_t plen = strlen(f->cur->path), len = (sizeof(q.r) + plen + 7) & ~(size_t)7;
+	size_t plen = strlen(a->path), len = (sizeof(q.r) + plen + 7) & ~(size_t)7;
 	ssize_t n;
 
 	memset(&q, 0, sizeof(q));
@@ -849,13 +871,13 @@ static int request_send(struct fetch *f, int fd)
 	q.r.hdr.len = htole32((uint32_t)len);
 	q.r.req_id = htole32(++f->req_id ? f->req_id : ++f->req_id);
 	q.r.hdr.seq = q.r.req_id;
-	q.r.build_id_len = f->cur->bid_len;
-	q.r.flags = f->cur->debug ? OPVM_FETCH_F_DEBUG : 0;
+	q.r.build_id_len = (uint8_t)a->bid_len;
+	q.r.flags = a->flags;
 	q.r.path_len = htole16((uint16_t)plen);
-	q.r.offset = htole64(f->cur->received);
-	q.r.max_bytes = htole64(f->cfg.max_file);
-	memcpy(q.r.build_id, f->cur->bid, f->cur->bid_len);
-	memcpy(q.path, f->cur->path, plen);
+	q.r.offset = htole64(a->offset);
+	q.r.max_bytes = htole64(a->max);
+	memcpy(q.r.build_id, a->bid, a->bid_len);
+	memcpy(q.path, a->path, plen);
 	n = write(fd, &q, len);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return -EAGAIN;
@@ -863,6 +885,21 @@ static int request_send(struct fetch *f, int fd)
 		f->st.write_errors++;	/* a short write: the relay resyncs */
 		return -EIO;
 	}
+	return 0;
+}
+
+/* Writes the request for f->cur from its received bytes on. */
+static int request_send(struct fetch *f, int fd)
+{
+	struct fetch_ask a = {
+		.path = f->cur->path, .bid = f->cur->bid, .bid_len = f->cur->bid_len,
+		.flags = f->cur->debug ? OPVM_FETCH_F_DEBUG : 0,
+		.offset = f->cur->received, .max = f->cfg.max_file,
+	};
+	int err = request_write(f, fd, &a);
+
+	if (err)
+		return err;
 	f->st.requests++;
 	if (f->cur->debug)
 		f->st.debug_requests++;
@@ -870,17 +907,43 @@ static int request_send(struct fetch *f, int fd)
 	return 0;
 }
 
-/* The next wanted image: its part file opened, its request written. */
+/* A perf map due (fetch-perfmap.c) asked for: 1 if one was. */
+static int perfmap_next(struct fetch *f, int fd, uint64_t now_ms)
+{
+	static const uint8_t none[1];
+	char path[64];
+	struct fetch_ask a = { .path = path, .bid = none, .bid_len = 1,
+			       .flags = OPVM_FETCH_F_PERFMAP };
+	int err;
+
+	if (!f->pm || f->st.data_bytes >= f->cfg.max_session ||
+	    !fetch_pmaps_next(f->pm, now_ms, path, sizeof(path), &a.offset, &a.max))
+		return 0;
+	err = request_write(f, fd, &a);
+	if (err) {
+		fetch_pmaps_end(f->pm, -EAGAIN, 0, now_ms);
+		return 1;	/* the channel is full: no other request now */
+	}
+	f->pm_cur = true;
+	f->start_ms = f->last_ms = now_ms;
+	return 1;
+}
+
+/* The next wanted image (binaries first, then the perf maps due, then
+ * debug files: a binary names more per byte than its debug file, a map
+ * names what nothing else can): its part file opened, its request
+ * written. */
 static void request_next(struct fetch *f, int fd, uint64_t now_ms)
 {
 	char name[64];
 	struct stat sb;
 	int err;
 
-	/* binaries first: they name more per byte than debug files */
 	for (size_t k = 0; k < 2 * f->nr_imgs && !f->cur; k++) {
 		size_t i = k % f->nr_imgs;
 
+		if (k == f->nr_imgs && perfmap_next(f, fd, now_ms))
+			return;
 		if (f->imgs[i].state != IMG_WANT || f->imgs[i].debug != (k >= f->nr_imgs))
 			continue;
 		if (f->st.data_bytes >= f->cfg.max_session) {
@@ -891,8 +954,11 @@ static void request_next(struct fetch *f, int fd, uint64_t now_ms)
 		}
 		f->cur = &f->imgs[i];
 	}
-	if (!f->cur)
+	if (!f->cur) {
+		if (!f->nr_imgs)
+			perfmap_next(f, fd, now_ms);
 		return;
+	}
 	f->cur->state = IMG_ACTIVE;
 	if (cache_open(f, true)) {
 		img_close(f, IMG_FAILED);
@@ -929,8 +995,15 @@ void fetch_poll(struct fetch *f, int fd, uint64_t now_ms)
 	if (f->ended)
 		f->st.elapsed_ms += now_ms - f->start_ms;
 	f->progress = f->ended = false;
-	if (!f->imgs || fd < 0)
+	if ((!f->imgs && !f->pm) || fd < 0)
 		return;
+	if (f->pm_cur && now_ms - f->last_ms > FETCH_TIMEOUT_MS) {
+		f->st.timeouts++;
+		f->st.elapsed_ms += now_ms - f->start_ms;
+		f->pm_cur = false;
+		fetch_pmaps_end(f->pm, -ETIMEDOUT, 0, now_ms);
+		f->mute = !f->answered;
+	}
 	if (f->cur && now_ms - f->last_ms > FETCH_TIMEOUT_MS) {
 		f->st.timeouts++;
 		f->st.elapsed_ms += now_ms - f->start_ms;
@@ -949,8 +1022,32 @@ void fetch_poll(struct fetch *f, int fd, uint64_t now_ms)
 			img_close(f, IMG_FAILED);
 		return;
 	}
-	if (!f->cur)
+	if (!f->cur && !f->pm_cur)
 		request_next(f, fd, now_ms);
+}
+
+void fetch_perfmap_want(struct fetch *f, int64_t tgid)
+{
+	if (f->pm)
+		fetch_pmaps_want(f->pm, tgid);
+}
+
+/* A perf map's FILE_DATA (fetch-perfmap.c), its session cap here. */
+static void perfmap_data(struct fetch *f, uint64_t off, const void *buf, uint64_t bytes)
+{
+	if (f->st.data_bytes + bytes > f->cfg.max_session) {
+		f->st.session_cap++;
+		f->pm_cur = false;
+		fetch_pmaps_end(f->pm, -EFBIG, 0, 0);
+		return;
+	}
+	if (fetch_pmaps_data(f->pm, off, buf, (size_t)bytes)) {
+		f->pm_cur = false;
+		fetch_pmaps_end(f->pm, -EPROTO, 0, 0);
+		return;
+	}
+	f->st.data_bytes += bytes;
+	f->progress = f->answered = true;
 }
 
 static void file_data(struct fetch *f, const void *rec)
@@ -959,6 +1056,11 @@ static void file_data(struct fetch *f, const void *rec)
 	uint64_t bytes, off;
 
 	memcpy(&d, rec, sizeof(d));
+	if (f->pm_cur && le32toh(d.req_id) == f->req_id) {
+		perfmap_data(f, le64toh(d.offset), (const uint8_t *)rec + sizeof(d),
+			     le32toh(d.bytes));
+		return;
+	}
 	if (!f->cur || le32toh(d.req_id) != f->req_id) {
 		f->st.stray++;
 		return;
@@ -1051,6 +1153,12 @@ static void file_end(struct fetch *f, const void *rec)
 	struct opvm_rec_file_end e;
 
 	memcpy(&e, rec, sizeof(e));
+	if (f->pm_cur && le32toh(e.req_id) == f->req_id) {
+		f->ended = f->answered = true;
+		f->pm_cur = false;
+		fetch_pmaps_end(f->pm, (int32_t)le32toh((uint32_t)e.status), le64toh(e.size), 0);
+		return;
+	}
 	if (!f->cur || le32toh(e.req_id) != f->req_id) {
 		f->st.stray++;
 		return;
@@ -1105,6 +1213,10 @@ void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len)
 		 * loads, and the relay sends only the modules' after it */
 		if (!f->hello_text || f->tables_text != f->hello_text)
 			memset(f->tables, 0, sizeof(f->tables));
+		if (f->pm_cur) {	/* asked again later, from where it is */
+			f->pm_cur = false;
+			fetch_pmaps_end(f->pm, -EAGAIN, 0, 0);
+		}
 		if (f->cur && f->cur->attempts < FETCH_ATTEMPTS)
 			f->resend = true;
 		else if (f->cur)
@@ -1175,7 +1287,7 @@ json_t *fetch_to_json(const struct fetch *f)
 		json_decref(bin);
 		bin = NULL;
 	}
-	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o}",
+	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o,s:o}",
 		"ksyms", "slide_mismatch", C(s->ksyms_slide_mismatch),
 		"slide_conflict", f->ksyms_conflict[0] ? json_string(f->ksyms_conflict) :
 		json_null(),
@@ -1188,6 +1300,7 @@ json_t *fetch_to_json(const struct fetch *f)
 		"merged", C(s->ksyms_merged), "asked_all", C(s->ksyms_asked_all),
 		"asked_modules", C(s->ksyms_asked_modules), "asked_none", C(s->ksyms_asked_none),
 		"binaries", bin ? bin : json_null(), "max_session", C(f->cfg.max_session),
-		"io_errors", C(s->io_errors));
+		"io_errors", C(s->io_errors),
+		"perfmaps", f->pm ? fetch_pmaps_json(f->pm) : json_null());
 #undef C
 }

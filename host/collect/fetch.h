@@ -14,6 +14,12 @@
  *    before the file is renamed to <cache>/<xx>/<rest of the build-id>.
  *    The cache is per guest and shared by its sessions (a second session
  *    fetches nothing the first one got);
+ *  - the perf map of each process with samples in anonymous memory (JIT
+ *    code): the guest's /tmp/perf-<tgid>.map, flagged OPVM_FETCH_F_PERFMAP,
+ *    asked again from where it stopped every FETCH_PERFMAP_EVERY_MS (it
+ *    grows), appended to <session>/guests/<guest>/perfmaps/<tgid>.map, at
+ *    most FETCH_PERFMAP_MAX; after the binaries, before the debug files
+ *    (fetch-perfmap.c; the reports read it: symbols/perfmap.h);
  *  - the debug file of each such image, after the binaries: the guest's
  *    /usr/lib/debug/.build-id/xx/yyyy.debug (a path made from the build-id
  *    alone), flagged OPVM_FETCH_F_DEBUG for the relay's CPU pace, checked
@@ -49,6 +55,13 @@
 #define FETCH_MAX_IMAGES	4096
 /* Modules whose base is remembered for <guest>/kallsyms.modules. */
 #define FETCH_MAX_MODULES	4096
+/* Perf maps: the most kept of one (more is refused and counted), how
+ * often one is asked again, how many processes' maps, and how many times
+ * a map that is not there is asked for before it is given up. */
+#define FETCH_PERFMAP_MAX	((uint64_t)64 << 20)
+#define FETCH_PERFMAP_EVERY_MS	2000
+#define FETCH_MAX_PERFMAPS	256
+#define FETCH_PERFMAP_ABSENT_TRIES	5
 /* A request that makes no progress this long is given up. */
 #define FETCH_TIMEOUT_MS	30000
 /* Requests of one image at most (a HELLO mid-transfer asks again from
@@ -65,6 +78,7 @@ struct fetch_config {
 	uint64_t max_cache;		/* 0: FETCH_CACHE_MAX */
 	int no_ksyms;			/* 1: do not keep the kernel's symbols */
 	int no_debug_files;		/* 1: binaries only, no debug files */
+	int no_perfmaps;		/* 1: no JIT perf maps */
 	int public_files;		/* 1: the session's files (kallsyms) are
 					 * 0666 less the umask, as the sample tree
 					 * with --umask; else 0600 */
@@ -199,6 +213,10 @@ int fetch_ksyms_tell(struct fetch *f, int fd, unsigned want);
 int fetch_memsyms_due(struct fetch *f, const uint8_t *bid, size_t len);
 int fetch_memsyms_put(struct fetch *f, const uint8_t *bid, size_t len, const void *buf,
 		      size_t n);
+
+/* Process tgid has samples in its anonymous memory (attribution.h's
+ * anon_used): its perf map is asked for, and again as it grows. */
+void fetch_perfmap_want(struct fetch *f, int64_t tgid);
 
 /* Whether the image with build-id bid is on its way: wanted or in
  * transfer, with a relay that answers.  0 once it came, failed or was

@@ -953,8 +953,11 @@ static void key_normalise(const struct store *st, const struct store_key *k,
 	n->tgid = k->tgid < 0 ? -1 : k->tgid;
 	n->tid = k->tid < 0 ? -1 : k->tid;
 	n->cpu = k->cpu < 0 ? -1 : k->cpu;
-	if (!(sep & OPVM_SEP_THREAD))
-		n->tgid = n->tid = -1;
+	if (!(sep & OPVM_SEP_THREAD)) {
+		n->tid = -1;
+		if (!k->own_tgid)
+			n->tgid = -1;
+	}
 	if (!(sep & OPVM_SEP_CPU))
 		n->cpu = -1;
 }

@@ -66,6 +66,9 @@ struct store_key {
 	int python;		/* 1: Python frames of the interpreter image ({py}):
 				 * offsets are ids of the Python frame table */
 	int own_app;		/* app kept whatever the separation (idle, boot) */
+	int own_tgid;		/* tgid kept whatever the separation: anonymous
+				 * memory means something only in its process
+				 * (JIT code, named by its perf map) */
 	uint8_t event;		/* index into the store's event table */
 	int64_t tgid, tid, cpu;
 	const uint8_t *build_id; /* may be NULL */

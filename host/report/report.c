@@ -437,16 +437,33 @@ static int file_sum_cb(uint64_t offset, uint64_t count, void *arg)
 	return 0;
 }
 
+/* The key of a row named by a perf map: image REPORT_IMAGE_JIT (a
+ * function of JIT code has no binary), else the file's key as it is. */
+static struct report_row *jit_key(struct report *r, const struct simage *img,
+				  const struct elfsym *s, struct report_row *key,
+				  struct report_row *jit)
+{
+	if (!s || !img || !simage_is_jit(img))
+		return key;
+	*jit = *key;
+	jit->image = strpool_intern(&r->priv->pool, REPORT_IMAGE_JIT, 0);
+	if (!key->kernel && key->app == key->image)
+		jit->app = jit->image;
+	return jit->image ? jit : key;
+}
+
 /* Details pass: only when asked, for the rows that want them. */
 static int file_detail_cb(uint64_t offset, uint64_t count, void *arg)
 {
 	struct file_ctx *c = arg;
 	struct report *r = c->r;
 	struct report_priv *p = r->priv;
-	struct report_row key = *c->key, *row;
+	struct report_row key, jit, *row;
 	uint64_t addr = offset;
 	long i = c->img ? simage_lookup(c->img, offset, &addr) : -1;
 	const struct elfsym *s = i >= 0 ? simage_sym(c->img, (size_t)i) : NULL;
+
+	key = *jit_key(r, c->img, s, c->key, &jit);
 
 	if (s) {
 		if (c->only_symbol && strcmp(c->only_symbol, s->name))
@@ -528,7 +545,7 @@ static struct report_row *file_row(struct report *r, struct file_ctx *c, size_t 
 				   size_t i, const struct elfsym *s)
 {
 	struct report_priv *p = r->priv;
-	struct report_row *row, *key = c->key;
+	struct report_row *row, jit, *key = jit_key(r, c->img, s, c->key, &jit);
 
 	if (cache && cache[i])
 		return &r->rows[cache[i] - 1];
@@ -606,9 +623,14 @@ static int file_image(void *arg, struct walk_job *j)
 
 	if (!x->o->symbols || !x->o->res || e->python)
 		return 0;
-	j->img = symres_image(x->o->res, e->guest, e->image, e->kernel,
-			      info->build_id_len ? info->build_id : NULL,
-			      info->build_id_len, &k);
+	/* a process's anonymous memory: its JIT code, named by its perf map
+	 * (the store keeps the tgid of these files whatever the separation) */
+	if (!e->kernel && e->tgid > 0 && !strcmp(e->image, REPORT_IMAGE_ANON))
+		j->img = symres_jit_image(x->o->res, e->guest, e->tgid);
+	else
+		j->img = symres_image(x->o->res, e->guest, e->image, e->kernel,
+				      info->build_id_len ? info->build_id : NULL,
+				      info->build_id_len, &k);
 	if (!j->img)
 		return -ENOMEM;
 	j->nsyms = simage_nr_syms(j->img);

@@ -69,6 +69,11 @@ int report_filter_add(struct report_filter *f, char *term);
  * separation (host/collect/attribution.h), as reports name them. */
 #define REPORT_APP_IDLE		STORE_APP_IDLE
 #define REPORT_APP_BOOT		STORE_APP_BOOT
+/* A process's anonymous memory, as the store names it; the image a row
+ * named by the process's perf map shows instead (JIT code has no binary:
+ * docs/runtimes.md). */
+#define REPORT_IMAGE_ANON	"{anon}"
+#define REPORT_IMAGE_JIT	"[jit]"
 
 enum report_exclude {
 	REPORT_EXCLUDE_IDLE = 1u << 0,	/* the idle task */

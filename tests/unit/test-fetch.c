@@ -457,6 +457,116 @@ static int cache_mtimes(const struct bin *b, long set)
 	return atoi(out);
 }
 
+/* Reads a perf map's request: its req_id, the offset asked from; path
+ * must be want's. */
+static uint32_t pm_request(struct bin *b, const char *want, uint64_t *offset)
+{
+	struct opvm_req_fetch r;
+	char buf[OPVM_REC_MAX];
+	ssize_t n = read(b->sv[1], buf, sizeof(buf));
+
+	assert_true(n >= (ssize_t)sizeof(r));
+	memcpy(&r, buf, sizeof(r));
+	assert_int_equal(le16toh(r.hdr.type), OPVM_REQ_FETCH);
+	assert_int_equal(r.flags, OPVM_FETCH_F_PERFMAP);
+	/* relays that predate the flag answer -ENOEXEC: no ELF of that id */
+	assert_int_equal(r.build_id_len, 1);
+	assert_int_equal(r.build_id[0], 0);
+	assert_int_equal(le64toh(r.max_bytes), FETCH_PERFMAP_MAX);
+	assert_int_equal(le16toh(r.path_len), strlen(want));
+	assert_memory_equal(buf + sizeof(r), want, strlen(want));
+	*offset = le64toh(r.offset);
+	return le32toh(r.req_id);
+}
+
+static void no_request(struct bin *b)
+{
+	char buf[64];
+
+	assert_true(read(b->sv[1], buf, sizeof(buf)) < 0);
+}
+
+/* Perf maps (fetch-perfmap.c): asked for by the host's path from the
+ * tgid, stored under the host's name, asked again from where they stopped
+ * on their clock (they grow); out-of-order bytes, a link planted at the
+ * file's name, a map at its cap, a process gone: refused or given up and
+ * counted, the rest of the fetches going on. */
+static void test_perfmap(void **state)
+{
+	static const char l1[] = "7f0000001000 40 jit_a\n", l2[] = "7f0000001040 40 jit_b\n";
+	char path[256], text[128] = "";
+	uint64_t off;
+	uint32_t id;
+	json_t *j, *pm;
+	struct bin b;
+	FILE *fp;
+
+	(void)state;
+	bin_setup(&b, 0, 0);
+	fetch_perfmap_want(b.f, 77);
+	fetch_perfmap_want(b.f, 77);			/* once */
+	fetch_perfmap_want(b.f, -5);			/* not a pid */
+	fetch_poll(b.f, b.sv[0], 1000);
+	id = pm_request(&b, "/tmp/perf-77.map", &off);
+	assert_int_equal(off, 0);
+	bin_data(&b, id, 0, l1, strlen(l1));
+	bin_end(&b, id, 0, strlen(l1));
+	fetch_poll(b.f, b.sv[0], 1500);			/* not due yet */
+	no_request(&b);
+	fetch_poll(b.f, b.sv[0], 1000 + FETCH_PERFMAP_EVERY_MS + 1);
+	id = pm_request(&b, "/tmp/perf-77.map", &off);
+	assert_int_equal(off, strlen(l1));		/* the tail only */
+	bin_data(&b, id, 0, l2, strlen(l2));		/* a lying offset */
+	fetch_poll(b.f, b.sv[0], 1000 + 2 * FETCH_PERFMAP_EVERY_MS + 2);
+	id = pm_request(&b, "/tmp/perf-77.map", &off);	/* asked again */
+	assert_int_equal(off, strlen(l1));
+	bin_data(&b, id, off, l2, strlen(l2));
+	bin_end(&b, id, 0, off + strlen(l2));
+	snprintf(path, sizeof(path), "%s/perfmaps/77.map", b.dir);
+	fp = fopen(path, "r");
+	assert_non_null(fp);
+	assert_int_equal(fread(text, 1, sizeof(text) - 1, fp), strlen(l1) + strlen(l2));
+	fclose(fp);
+	assert_memory_equal(text, "7f0000001000 40 jit_a\n7f0000001040 40 jit_b\n", 44);
+
+	/* a link at the next map's name is never written through */
+	snprintf(path, sizeof(path), "%s/perfmaps/78.map", b.dir);
+	assert_int_equal(symlink("/etc/passwd-opvm-test", path), 0);
+	fetch_perfmap_want(b.f, 78);
+	fetch_poll(b.f, b.sv[0], 20000);
+	id = pm_request(&b, "/tmp/perf-78.map", &off);
+	bin_data(&b, id, 0, l1, strlen(l1));
+	assert_int_equal(access("/etc/passwd-opvm-test", F_OK), -1);
+	/* its map at the cap, 77's process gone: neither asked again */
+	fetch_poll(b.f, b.sv[0], 30000);
+	id = pm_request(&b, "/tmp/perf-77.map", &off);
+	bin_end(&b, id, -ESRCH, off);
+	fetch_poll(b.f, b.sv[0], 40000);
+	id = pm_request(&b, "/tmp/perf-78.map", &off);
+	bin_end(&b, id, -EFBIG, off);
+	fetch_poll(b.f, b.sv[0], 90000);
+	no_request(&b);
+	/* and binaries still come */
+	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+	fetch_poll(b.f, b.sv[0], 90001);
+	id = bin_request(&b, &off);
+	bin_stream(&b, id, 0, b.elf, b.elf_len);
+	bin_end(&b, id, 0, b.elf_len);
+	assert_int_equal(fetch_get_stats(b.f)->files, 1);
+
+	j = fetch_to_json(b.f);
+	pm = json_object_get(j, "perfmaps");
+	assert_non_null(pm);
+	assert_int_equal(json_integer_value(json_object_get(pm, "bad_order")), 1);
+	assert_int_equal(json_integer_value(json_object_get(pm, "io_errors")), 1);
+	assert_int_equal(json_integer_value(json_object_get(pm, "capped")), 1);
+	assert_int_equal(json_integer_value(json_object_get(pm, "gone")), 1);
+	assert_int_equal(json_integer_value(json_object_get(pm, "bytes")), 44);
+	assert_int_equal(json_array_size(json_object_get(pm, "maps")), 2);
+	json_decref(j);
+	bin_teardown(&b);
+}
+
 static void test_binary_ok_and_resume(void **state)
 {
 	const struct fetch_stats *st;
@@ -1363,6 +1473,7 @@ int main(void)
 		cmocka_unit_test(test_ksyms_lie),
 		cmocka_unit_test(test_ksyms_word_and_merge),
 		cmocka_unit_test(test_fifo_part),
+		cmocka_unit_test(test_perfmap),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What fetch.c (the requests, the channel's records) and fetch-perfmap.c
+ * (the perf maps' table and their files in the session) share.  Not for
+ * use outside host/collect/fetch*.c.
+ *
+ * A perf map transfer is one FETCH flagged OPVM_FETCH_F_PERFMAP for
+ * /tmp/perf-<tgid>.map from the bytes the host has on: FILE_DATA appended
+ * to <guest>/perfmaps/<tgid>.map, FILE_END.  fetch.c keeps one request of
+ * any kind open at a time and routes the records of a perf-map request
+ * here.
+ */
+#ifndef OPVM_FETCH_PRIV_H
+#define OPVM_FETCH_PRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+struct fetch_pmaps;
+
+/* gfd: <session>/guests/<guest> (not closed, not owned); mode: the
+ * session's file mode.  NULL on ENOMEM. */
+struct fetch_pmaps *fetch_pmaps_new(int gfd, mode_t mode);
+void fetch_pmaps_free(struct fetch_pmaps *pm);	/* NULL-safe */
+/* Process tgid has samples in anonymous memory: its map is asked for
+ * (again only once FETCH_PERFMAP_EVERY_MS passed since the last time). */
+void fetch_pmaps_want(struct fetch_pmaps *pm, int64_t tgid);
+/* The map to ask for now, if any: 1 with its guest path (the host's
+ * format, from the tgid), the offset to read from and the bytes at most
+ * (the cap less what it has); the map is in transfer from then on.  0:
+ * none is due. */
+int fetch_pmaps_next(struct fetch_pmaps *pm, uint64_t now_ms, char *path, size_t len,
+		     uint64_t *offset, uint64_t *max);
+/* The transfer's FILE_DATA: 0, or -errno (out of order, over the cap,
+ * I/O): the transfer is given up (what came before stays). */
+int fetch_pmaps_data(struct fetch_pmaps *pm, uint64_t offset, const void *buf, size_t n);
+/* The transfer's FILE_END (the guest's status and its size: where it
+ * stopped), or status -ETIMEDOUT/-EAGAIN from the host (no answer, the
+ * channel full): the map is asked again later, or never (absent several
+ * times, capped, refused). */
+void fetch_pmaps_end(struct fetch_pmaps *pm, int32_t status, uint64_t size, uint64_t now_ms);
+/* Bytes taken into maps this session (the session cap counts them). */
+uint64_t fetch_pmaps_bytes(const struct fetch_pmaps *pm);
+/* session.json "fetch" "perfmaps": the counters and each map's. */
+json_t *fetch_pmaps_json(const struct fetch_pmaps *pm);
+
+#endif /* OPVM_FETCH_PRIV_H */

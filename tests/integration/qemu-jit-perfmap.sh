@@ -1,0 +1,88 @@
+#!/bin/bash
+# JIT code named by the guest runtime's perf map (docs/runtimes.md), fast:
+# the test image's jitmap (images/workloads/jitmap.c) copies one function
+# three times into anonymous executable memory, names the copies jit_a,
+# jit_b, jit_c in /tmp/perf-PID.map and runs them 10/30/60 units of
+# identical work a round; half-way through it compiles jit_late and
+# appends its line.  opvm run profiles it under QEMU TCG with opvm.ko and
+# its relay, which send the map as it grows (FETCH, OPVM_FETCH_F_PERFMAP).
+# Asserts:
+#  - session.json "fetch" "perfmaps": jitmap's map came whole (its five
+#    lines, the bytes the guest wrote), in more than one transfer that
+#    brought bytes (it grew during the session), nothing refused;
+#  - >= 90 % of jitmap's samples in anonymous memory are named by the map
+#    (count-aware: allowed_misses), image [jit], in the text and JSON
+#    reports;
+#  - jit_a/jit_b/jit_c split 10/30/60 % of their samples within 2 pp
+#    (widened to 3 sigma of the count: bounds.tol);
+#  - jit_late, which the host could only read of after the session
+#    started, has samples; jit_old, whose range jit_a's later line took,
+#    has none (the latest line wins).
+. "$(dirname "$0")/qemu-common.bash"
+need_qemu
+[ -x "$IMG/root/usr/bin/jitmap" ] || fail "no jitmap in $IMG: run 'make images'"
+mk_tmp qemu-jit-perfmap
+S=$T/session
+
+"$OPVM" run --workload jitmap:12,10,30,60,50 -F 200 -d "$S" > "$T/run.out" 2> "$T/run.err"
+rc=$?
+cat "$T/run.out" "$T/run.err"
+[ $rc = 0 ] || fail "opvm run exited with $rc"
+CL=$S/guests/guest/console.log
+grep -aq "OPVM-TRUTH jitmap done" "$CL" || fail "the workload did not finish (see $CL)"
+pid=$(grep -a -m1 -o "OPVM-TRUTH jitmap pid=[0-9]*" "$CL" | sed 's/.*=//')
+[ -n "$pid" ] || fail "no jitmap pid in $CL"
+SJ=$S/guests/guest/samples/current/session.json
+[ -f "$SJ" ] || fail "no $SJ"
+report_json "$S" > "$T/r.json" 2> "$T/r.err" || { cat "$T/r.err"; fail "opvm report -l --format json"; }
+"$OPVM" report -l -d "$S" --guest-root "$IMG/root" --system-map "$IMG/System.map" \
+	> "$T/r.txt" 2>&1 || { cat "$T/r.txt"; fail "opvm report -l"; }
+grep -E "\[jit\] +jitmap +jit_[abc]" "$T/r.txt" | head -3
+[ "$(grep -cE "\[jit\] +jitmap +jit_[abc]$" "$T/r.txt")" = 3 ] ||
+	fail "the text report has no [jit] row of each of jit_a, jit_b, jit_c"
+
+python3 - "$SJ" "$T/r.json" "$pid" "$S/guests/guest/perfmaps/$pid.map" \
+	"$(dirname "$0")" <<'EOF' || exit 1
+import json, os, sys
+sys.path.insert(0, sys.argv[5])
+import bounds
+sj, rep, pid, mapfile = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3]), sys.argv[4]
+ok = True
+pm = sj["fetch"]["perfmaps"]
+m = [x for x in pm["maps"] if x["pid"] == pid]
+lines = open(mapfile).read().splitlines() if os.path.exists(mapfile) else []
+print("RESULT perf map of pid %d: %s; %d lines stored; totals requests %d grew %d bytes %d "
+      "refused %d capped %d bad_order %d" % (pid, m[0] if m else None, len(lines), pm["requests"],
+      pm["grew"], pm["bytes"], pm["refused"], pm["capped"], pm["bad_order"]))
+if not m or len(lines) != 5 or not lines[-1].endswith(" jit_late"):
+    print("FAIL: jitmap's map did not come whole (5 lines, jit_late last)"); ok = False
+elif m[0]["grew"] < 2:
+    print("FAIL: the map came in %d transfer(s) with bytes: it did not grow in the session"
+          % m[0]["grew"]); ok = False
+if pm["refused"] or pm["capped"] or pm["bad_order"]:
+    print("FAIL: a perf map was refused, capped or out of order"); ok = False
+rows = [r for r in rep["symbols"] if not r["kernel"] and r["app"].endswith("/jitmap")]
+jit = {r["symbol"]: r["samples"] for r in rows if r["image"] == "[jit]"}
+anon = sum(r["samples"] for r in rows if r["image"] == "{anon}")
+named, total = sum(jit.values()), sum(jit.values()) + anon
+print("RESULT jitmap: %d samples in anonymous memory, %d named by the map (%.2f %%): %s"
+      % (total, named, 100.0 * named / max(total, 1), jit))
+if total < 300:
+    print("FAIL: too few JIT samples (%d) to judge" % total); ok = False
+if total - named > bounds.allowed_misses(total, 0.10):
+    print("FAIL: %d of %d JIT samples unnamed, more than 10 %% allows" % (total - named, total)); ok = False
+three = sum(jit.get(f, 0) for f in ("jit_a", "jit_b", "jit_c"))
+for f, u in (("jit_a", 10), ("jit_b", 30), ("jit_c", 60)):
+    p = jit.get(f, 0) / max(three, 1)
+    t = bounds.tol(2.0, p, three, u / 100.0, 10**9)
+    print("RESULT %s: %.2f %% of jit_a/b/c's %d samples (truth %d %%, tolerance %.2f pp)"
+          % (f, 100 * p, three, u, t))
+    if abs(100 * p - u) > t:
+        print("FAIL: %s is %.2f pp off its share" % (f, 100 * p - u)); ok = False
+if not jit.get("jit_late"):
+    print("FAIL: jit_late, compiled after the session started, is not named"); ok = False
+if jit.get("jit_old"):
+    print("FAIL: jit_old has samples: its range was named again later"); ok = False
+sys.exit(0 if ok else 1)
+EOF
+echo "PASS"
