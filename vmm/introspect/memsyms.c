@@ -918,7 +918,8 @@ static int elf_make(const struct ctx *c, const struct out *o, const struct plt *
 	memcpy(b + note, &(uint32_t[3]){ 4, (uint32_t)bid_len, NT_GNU_BUILD_ID }, 12);
 	memcpy(b + note + 12, "GNU", 4);
 	memcpy(b + note + 16, bid, bid_len);
-	memcpy(b + sym + SYM_SIZE, o->syms, o->nr * SYM_SIZE);
+	if (o->nr)	/* none: a PLT alone */
+		memcpy(b + sym + SYM_SIZE, o->syms, o->nr * SYM_SIZE);
 	memcpy(b + str, o->str, o->slen);
 	memcpy(b + shs, SHSTR, sizeof(SHSTR));
 	s = (Elf64_Shdr *)(b + sh);
