@@ -3,8 +3,9 @@
 # of them on the host (vmm/introspect/memsyms.h): opvm run boots the test
 # image (QEMU TCG) with opvm.kmod=0 (no opvm.ko, no relay: nothing is
 # fetched) and --no-image-symbols, no --guest-root, and an empty
-# --fetch-cache.  Workloads libcmix (memset in libc.so.6) and threads, both
-# dynamically linked.  Asserts:
+# --fetch-cache.  Workloads libcmix (memset in libc.so.6), threads and
+# pltcall (a third of its samples in its own PLT's stubs), all dynamically
+# linked.  Asserts:
 #  - session.json introspect.memsyms made an ELF for libc.so.6 and
 #    ld-linux-x86-64.so.2 (their build-ids those of the image's files), and
 #    the cache holds them as <cache>/guest/xx/<rest>.memsyms, private;
@@ -16,6 +17,10 @@
 #    ld.so exactly as a report given the image's root (--guest-root, the
 #    real files) does, row for row; a control without the .memsyms files
 #    names none of them;
+#  - every user sample in a PLT stub ([.plt], [.plt.sec], [.plt.got]) is
+#    named from memory as the real files' section headers name it, binary
+#    by binary, and the control names none; pltcall's PLT has samples
+#    when pltcall has enough that none would be a 1-in-1000 chance;
 #  - the counters say nothing was cut by the page budget;
 #  - the same path with opvm.ko and its relay when a binary is not
 #    fetched (--fetch-max-file 4096: every one refused as too big): libc's
@@ -28,12 +33,12 @@ S=$T/session
 C=$T/cache
 export DEBUGINFOD_URLS=
 
-"$OPVM" run --workload "libcmix:4+threads:3" --append "quiet opvm.kmod=0" --no-image-symbols \
+"$OPVM" run --workload "libcmix:4+threads:3+pltcall:3" --append "quiet opvm.kmod=0" --no-image-symbols \
 	--fetch-cache "$C" -F 200 -d "$S" > "$T/run.out" 2> "$T/run.err" ||
 	{ cat "$T/run.out" "$T/run.err"; fail "opvm run exited with $?"; }
 G=$S/guests/guest
 grep -aq "OPVM-READY kmod=0" "$G/console.log" || fail "opvm.ko was loaded: the test needs opvm.kmod=0"
-for w in libcmix threads; do
+for w in libcmix threads pltcall; do
 	grep -aq "OPVM-TRUTH exit workload=$w rc=0" "$G/console.log" ||
 		fail "$w did not finish (see $G/console.log)"
 done
@@ -121,6 +126,35 @@ if r_mem != r_root:
           r_mem, r_root)); ok = False
 if any(x[2] for x in r_ctl):
     print("FAIL: the control names libc or ld.so samples with no symbols: %s" % r_ctl); ok = False
+
+def plt_rows(d):
+    """user samples in PLT stubs, by (app, image, symbol): named from the
+    file's section headers, or from the PLT memsyms found in memory"""
+    agg = {}
+    for x in d["symbols"]:
+        if not x["kernel"] and (x["symbol"] or "").startswith("[.plt"):
+            k = (x["app"], x["image"], x["symbol"])
+            agg[k] = agg.get(k, 0) + x["samples"]
+    return sorted(k + (v,) for k, v in agg.items())
+p_mem, p_root, p_ctl = plt_rows(mem), plt_rows(truth), plt_rows(control)
+pc_n = sum(x["samples"] for x in truth["symbols"]
+           if not x["kernel"] and os.path.basename(x["image"] or "") == "pltcall")
+pc_plt = sum(x[3] for x in p_root if os.path.basename(x[1]) == "pltcall")
+print("RESULT PLT samples: %d named with the image's files (pltcall's %d of its %d), %d from "
+      "memory symbols, %d in the control; by binary: %s" % (
+      sum(x[3] for x in p_root), pc_plt, pc_n, sum(x[3] for x in p_mem),
+      sum(x[3] for x in p_ctl), p_root))
+if p_mem != p_root:
+    print("FAIL: PLT samples named otherwise from memory than by the files:\n  %s\n  %s" % (
+          p_mem, p_root)); ok = False
+if p_ctl:
+    print("FAIL: the control names PLT samples with no symbols: %s" % p_ctl); ok = False
+# a third of pltcall's samples on the host (perf); at a share of 1/6, none
+# in 40 is a 1-in-1000 chance (5/6 ** 40 = 0.0007)
+if pc_n >= 40 and not pc_plt:
+    print("FAIL: none of pltcall's %d samples in its PLT" % pc_n); ok = False
+elif pc_n < 40:
+    print("NOTE: pltcall had %d samples (a busy host): its PLT share not checked" % pc_n)
 sys.exit(0 if ok else 1)
 PY
 # ---- 2: with opvm.ko, binaries not fetched ----------------------------------
