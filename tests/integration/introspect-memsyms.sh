@@ -20,7 +20,8 @@
 #  - every user sample in a PLT stub ([.plt], [.plt.sec], [.plt.got]) is
 #    named from memory as the real files' section headers name it, binary
 #    by binary, and the control names none; pltcall's PLT has samples
-#    when pltcall has enough that none would be a 1-in-1000 chance;
+#    when pltcall has enough that none would be a 1-in-1000 chance (its
+#    share under TCG 3.9 %, taken as 2 %);
 #  - the counters say nothing was cut by the page budget;
 #  - the same path with opvm.ko and its relay when a binary is not
 #    fetched (--fetch-max-file 4096: every one refused as too big): libc's
@@ -33,7 +34,7 @@ S=$T/session
 C=$T/cache
 export DEBUGINFOD_URLS=
 
-"$OPVM" run --workload "libcmix:4+threads:3+pltcall:3" --append "quiet opvm.kmod=0" --no-image-symbols \
+"$OPVM" run --workload "libcmix:4+threads:3+pltcall:4" --append "quiet opvm.kmod=0" --no-image-symbols \
 	--fetch-cache "$C" -F 200 -d "$S" > "$T/run.out" 2> "$T/run.err" ||
 	{ cat "$T/run.out" "$T/run.err"; fail "opvm run exited with $?"; }
 G=$S/guests/guest
@@ -149,12 +150,13 @@ if p_mem != p_root:
           p_mem, p_root)); ok = False
 if p_ctl:
     print("FAIL: the control names PLT samples with no symbols: %s" % p_ctl); ok = False
-# a third of pltcall's samples on the host (perf); at a share of 1/6, none
-# in 40 is a 1-in-1000 chance (5/6 ** 40 = 0.0007)
-if pc_n >= 40 and not pc_plt:
+# pltcall's PLT share: 37 % on the host (perf), 3.9 % here under TCG (13
+# of 337); at half that, 2 %, none in n is a chance of 0.98 ** n: checked
+# when that is below 1 in 1000 (n >= 342)
+if 0.98 ** pc_n < 0.001 and not pc_plt:
     print("FAIL: none of pltcall's %d samples in its PLT" % pc_n); ok = False
-elif pc_n < 40:
-    print("NOTE: pltcall had %d samples (a busy host): its PLT share not checked" % pc_n)
+elif not pc_plt:
+    print("NOTE: pltcall had %d samples (a busy host), none in its PLT: too few to tell" % pc_n)
 sys.exit(0 if ok else 1)
 PY
 # ---- 2: with opvm.ko, binaries not fetched ----------------------------------
