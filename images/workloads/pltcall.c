@@ -4,8 +4,8 @@
  * functions, isalpha() (in parentheses: the function, not the macro, whose
  * __ctype_b_loc() call gcc hoists out of the loop), in a loop, every call
  * through this binary's PLT stub (`jmp *GOT`): perf on the host finds 37 %
- * of its samples in isalpha@plt, opvm under TCG 3.9 % in its [.plt] (13 of
- * 337), the stubs a report must name from guest memory as from the file
+ * of its samples in isalpha@plt, opvm under TCG 3.9 to 10.6 % in its
+ * [.plt], the stubs a report must name from guest memory as from the file
  * (tests/integration/introspect-memsyms.sh).
  */
 #include <ctype.h>

@@ -2,11 +2,13 @@
 /*
  * Dynamic symbols from guest memory (vmm/introspect/memsyms.h): the ELF
  * headers read at the mapping, the tables found through PT_DYNAMIC and
- * checked against the segments, then a small ELF file made of them.
+ * checked against the segments, the PLT's stubs verified against its
+ * relocations, then a small ELF file made of them.
  *
  * Reads are whole pages: small ones (headers, the dynamic section, hash
  * headers, a GNU hash chain) through a one-page cache, the symbol and
- * string tables copied out whole with a mark per page that did not read.
+ * string tables, the relocation tables and the code scanned for the PLT
+ * copied out whole with a mark per page that did not read.
  */
 #include <elf.h>
 #include <errno.h>
