@@ -60,7 +60,7 @@
 #define MEMSYMS_NAME_MAX	1024u		/* longest name kept */
 #define MEMSYMS_PHNUM_MAX	64u
 #define MEMSYMS_DYN_MAX		1024u		/* dynamic entries looked at */
-#define MEMSYMS_PLT_PAGES	16u		/* code pages scanned for the PLT */
+#define MEMSYMS_PLT_PAGES	32u		/* code pages scanned for the PLT (4,000 entries) */
 #define MEMSYMS_PLT_RELS	(1u << 15)	/* relocations read (each table) */
 #define MEMSYMS_PLT_RANGES	8u		/* PLT sections in the ELF made */
 
