@@ -274,7 +274,8 @@ static int headers(struct ctx *c, const struct memsyms_map *x)
 
 /* A table of len bytes that a d_ptr value v names: v taken as run-time
  * (relocated by ld.so) when v less the bias is in a segment, else as
- * link-time.  *lt: its link-time address.  0 or -EINVAL. */
+ * link-time.  *lt: its link-time address.  false: in no segment either way
+ * (ptr_link(): refused, -EINVAL). */
 static bool ptr_find(struct ctx *c, uint64_t v, uint64_t len, uint64_t *lt)
 {
 	if (c->bias && v >= c->bias && seg_of(c, v - c->bias, len) >= 0) {

@@ -30,9 +30,8 @@
  * page that is not resident is left out and counted, never guessed, a name
  * must end inside the string table, and at most max_pages pages are read.
  *
- * The PLT: memory has no
- * section headers, so the stubs are found from the dynamic section and the
- * code.  DT_JMPREL's relocations (RELA, JUMP_SLOT or IRELATIVE) and
+ * The PLT: memory has no section headers, so its stubs are found from the
+ * dynamic section and the code.  DT_JMPREL's relocations (RELA, JUMP_SLOT or IRELATIVE) and
  * DT_RELA's GLOB_DAT ones give the GOT slots a stub may jump through;
  * DT_PLTGOT gives the lazy PLT0's two targets (GOT+8, GOT+16).  The first
  * pages of each executable segment (where GNU ld puts .init, .plt,
@@ -115,9 +114,9 @@ struct memsyms_result {
  * mem and makes the ELF file described above: *out (malloc'd, *out_len
  * bytes), with bid[bid_len] (1..32 bytes) as its build-id note.  lim may be
  * NULL.  Returns 0, -ENOENT (a header or table not resident), -ENODATA (no
- * function symbol to keep and no PLT: an executable that exports none), -EINVAL
- * (refused: res->why), -E2BIG (the page budget ran out) or -ENOMEM.  res
- * is filled in every case.
+ * function symbol to keep and no PLT: an executable that exports none),
+ * -EINVAL (refused: res->why), -E2BIG (the page budget ran out) or
+ * -ENOMEM.  res is filled in every case.
  */
 int memsyms_read(const struct memsyms_mem *mem, const struct memsyms_map *exec,
 		 const uint8_t *bid, size_t bid_len, const struct memsyms_limits *lim,
