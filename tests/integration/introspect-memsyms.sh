@@ -8,7 +8,9 @@
 # linked.  Asserts:
 #  - session.json introspect.memsyms made an ELF for libc.so.6 and
 #    ld-linux-x86-64.so.2 (their build-ids those of the image's files), and
-#    the cache holds them as <cache>/guest/xx/<rest>.memsyms, private;
+#    the cache holds them as <cache>/guest/xx/<rest>.memsyms, private; it
+#    found at least five PLT sections (libc's .plt and .plt.got, ld.so's,
+#    pltcall's, libcmix's) and refused nothing in them;
 #  - each one's function symbols (name and address) are those of the
 #    image's own file's .dynsym (readelf --dyn-syms), all of them but what
 #    sat on pages not resident (at most 2 %): the table read through the
@@ -65,8 +67,13 @@ print("RESULT memsyms: %d ELFs made (%d symbols) from %d pages read, %d not resi
       "%d refused (%s), %d with no function to keep, %d us" % (
       m["files"], m["syms"], m["pages"], m["pages_absent"], m["refused"],
       m.get("last_refusal"), m["empty"], m["us"]))
+print("RESULT memsyms: the PLT: %d sections of %d stubs named, %d refused" % (
+      m["plt"], m["plt_stubs"], m["plt_refused"]))
 if m["files"] < 2 or m["budget"]:
     print("FAIL: introspect.memsyms: %s" % m); ok = False
+# real binaries: every PLT found, nothing in them refused
+if m["plt"] < 5 or m["plt_refused"]:
+    print("FAIL: introspect.memsyms: the PLT of libc (2), ld.so and pltcall's: %s" % m); ok = False
 
 def build_id(path):
     out = subprocess.run(["readelf", "-nW", path], capture_output=True, text=True).stdout
