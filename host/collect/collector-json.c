@@ -97,12 +97,14 @@ static json_t *intro_maps_json(const struct introspect_stats *s)
 static json_t *intro_memsyms_json(const struct introspect_stats *s)
 {
 	const struct introspect_memsyms *m = &s->memsyms;
-	json_t *o = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+	json_t *o = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 		"files", json_u64(m->files), "refused", json_u64(m->refused),
 		"absent", json_u64(m->absent), "empty", json_u64(m->empty),
 		"budget", json_u64(m->budget),
 		"syms", json_u64(m->syms), "syms_absent", json_u64(m->syms_absent),
-		"syms_bad", json_u64(m->syms_bad), "pages", json_u64(m->pages),
+		"syms_bad", json_u64(m->syms_bad), "plt", json_u64(m->plt),
+		"plt_stubs", json_u64(m->plt_stubs), "plt_refused", json_u64(m->plt_refused),
+		"pages", json_u64(m->pages),
 		"pages_absent", json_u64(m->pages_absent), "us", json_u64(m->us));
 
 	if (o && m->last_refusal[0])

@@ -8,6 +8,7 @@
  * file reads back through symbols/ksyms like a System.map.
  */
 #include <endian.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -30,6 +31,7 @@
 #include "symbols/elfimage.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
+#include "vmm/introspect/memsyms.h"
 
 struct krec {
 	_Alignas(8) uint8_t buf[OPVM_REC_MAX];
@@ -651,6 +653,7 @@ static void test_memsyms_cache(void **state)
 	assert_int_equal(fetch_memsyms_put(b.f, other, b.bid_len, b.elf, b.elf_len), -ENOEXEC);
 	assert_int_equal(st->memsyms_failed, 1);
 	assert_int_equal(cache_files(&b), 0);
+	/* an older opvm's (e_flags not MEMSYMS_VERSION): kept, but due again */
 	assert_int_equal(fetch_memsyms_put(b.f, b.bid, b.bid_len, b.elf, b.elf_len), 0);
 	assert_int_equal(st->memsyms_files, 1);
 	assert_int_equal(st->memsyms_bytes, b.elf_len);
@@ -658,6 +661,12 @@ static void test_memsyms_cache(void **state)
 	snprintf(path, sizeof(path), "%s/%.2s/%s.memsyms", b.cache, hex, hex + 2);
 	assert_int_equal(stat(path, &sb), 0);
 	assert_int_equal(sb.st_mode & 0777, 0600);
+	assert_int_equal(cache_files(&b), 1);
+	assert_int_equal(fetch_memsyms_due(b.f, b.bid, b.bid_len), 1);
+	assert_int_equal(st->memsyms_cached, 0);
+	/* this one's replaces it */
+	((Elf64_Ehdr *)b.elf)->e_flags = MEMSYMS_VERSION;
+	assert_int_equal(fetch_memsyms_put(b.f, b.bid, b.bid_len, b.elf, b.elf_len), 0);
 	assert_int_equal(cache_files(&b), 1);
 	assert_int_equal(fetch_memsyms_due(b.f, b.bid, b.bid_len), 0);
 	assert_int_equal(st->memsyms_cached, 1);

@@ -742,6 +742,9 @@ static void memsyms_count(struct introspect *in, int rc, const struct memsyms_re
 	s->syms += rc ? 0 : r->kept;
 	s->syms_absent += r->absent;
 	s->syms_bad += r->bad;
+	s->plt += rc ? 0 : r->plt_ranges;
+	s->plt_stubs += rc ? 0 : r->plt_stubs;
+	s->plt_refused += r->plt_refused + r->plt_unverified;
 	if (!rc)
 		s->files++;
 	else if (rc == -EINVAL)

@@ -108,6 +108,8 @@ struct introspect_stats {
 		uint64_t empty;		/* no function symbol to keep */
 		uint64_t budget;	/* cut: pages per binary or session */
 		uint64_t syms, syms_absent, syms_bad;	/* kept, left out */
+		uint64_t plt, plt_stubs;	/* PLT sections named, stubs verified */
+		uint64_t plt_refused;	/* PLT tables that lie, stubs through no relocation's slot */
 		uint64_t pages, pages_absent;	/* pages read, not resident */
 		uint64_t us;		/* time spent reading */
 		char last_refusal[96];
