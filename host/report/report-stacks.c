@@ -30,8 +30,9 @@ static int match(const char *const *pats, size_t n, const char *s)
 	return 0;
 }
 
-/* The symbol of one frame (a caller's at its return address - 1). */
-static void resolve(struct load_ctx *c, struct report_frame *f, const struct store_frame *sf,
+/* The symbol of one frame (a caller's at its return address - 1): 0 or
+ * -ENOMEM. */
+static int resolve(struct load_ctx *c, struct report_frame *f, const struct store_frame *sf,
 		    int caller)
 {
 	const struct report_guest *g = c->g;
@@ -43,16 +44,24 @@ static void resolve(struct load_ctx *c, struct report_frame *f, const struct sto
 	long i;
 
 	if (!c->o->symbols || !c->o->res)
-		return;
-	f->img = symres_image(c->o->res, g->name, sf->image, sf->kernel,
-			      sf->build_id_len ? sf->build_id : NULL, sf->build_id_len, &k);
+		return 0;
+	/* a process's anonymous memory: its JIT code, named by its perf map
+	 * as file_image() names the sample files' (leaf or caller alike) */
+	if (!sf->kernel && sf->tgid && !strcmp(sf->image, REPORT_IMAGE_ANON))
+		f->img = symres_jit_image(c->o->res, g->name, sf->tgid);
+	else
+		f->img = symres_image(c->o->res, g->name, sf->image, sf->kernel,
+				      sf->build_id_len ? sf->build_id : NULL, sf->build_id_len, &k);
 	if (!f->img || !simage_nr_syms(f->img))
-		return;
+		return 0;
 	i = simage_lookup(f->img, sf->offset - (caller && sf->offset ? 1 : 0), &f->sym_addr);
-	if (i >= 0) {
-		f->symbol = simage_sym(f->img, (size_t)i)->name;
-		f->frame = simage_sym_frame(f->img, simage_sym(f->img, (size_t)i));
-	}
+	if (i < 0)
+		return 0;
+	f->symbol = simage_sym(f->img, (size_t)i)->name;
+	f->frame = simage_sym_frame(f->img, simage_sym(f->img, (size_t)i));
+	if (simage_is_jit(f->img))	/* the image rows name it by */
+		f->image = report_intern(c->r, REPORT_IMAGE_JIT);
+	return f->image ? 0 : -ENOMEM;
 }
 
 /* A Python frame (store.h, "Python frames"): named from the guest's
@@ -147,9 +156,10 @@ static int add_stack(const struct store_stack *s, void *arg)
 			return -ENOMEM;
 		f->kernel = s->frames[i].kernel;
 		f->offset = s->frames[i].offset;
-		if (!s->frames[i].python)
-			resolve(c, f, &s->frames[i], i > 0);
-		else if (c->o->symbols && resolve_python(c, f))
+		if (!s->frames[i].python) {
+			if (resolve(c, f, &s->frames[i], i > 0))
+				return -ENOMEM;
+		} else if (c->o->symbols && resolve_python(c, f))
 			return -ENOMEM;
 		else
 			f->python = 1;

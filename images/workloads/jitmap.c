@@ -11,7 +11,10 @@
  * a round too: a map that grows while the host profiles, and a function
  * the host can only name from what it read of the map after the session
  * started.  The map also carries an entry that a later one replaces
- * (jit_a's range first named jit_old): the latest line wins.  Static,
+ * (jit_a's range first named jit_old): the latest line wins.  JIT code
+ * calls JIT code: main calls jit_a through jit_via_a and jit_b through
+ * jit_via_b, two more compiled functions with frame pointers, and jit_c
+ * and jit_late itself (the callers a call graph must name).  Static,
  * like the other workloads.
  */
 #include <string.h>
@@ -21,11 +24,15 @@
 
 /* uint64_t jit_unit(uint64_t x, unsigned units): units rounds of 2000
  * dependency-chained multiply-adds (split3's unit), position-independent
- * and free of relocations, so that its bytes run anywhere. */
+ * and free of relocations, so that its bytes run anywhere.  It keeps a
+ * frame pointer, as runtimes' JIT code does for perf: a stack unwound by
+ * frame pointers finds its caller. */
 __asm__(".text\n"
 	".globl jit_unit_start\n"
 	".globl jit_unit_end\n"
 	"jit_unit_start:\n"
+	"	pushq %rbp\n"
+	"	movq %rsp, %rbp\n"
 	"	movq %rdi, %rax\n"
 	"	movabsq $6364136223846793005, %rcx\n"
 	"	testl %esi, %esi\n"
@@ -38,26 +45,55 @@ __asm__(".text\n"
 	"	jb 2b\n"
 	"	decl %esi\n"
 	"	jnz 1b\n"
-	"3:	ret\n"
+	"3:	popq %rbp\n"
+	"	ret\n"
 	"jit_unit_end:\n");
 extern const char jit_unit_start[], jit_unit_end[];
 
+/* uint64_t jit_via(uint64_t x, unsigned units, unit_fn f): calls f(x,
+ * units) in a frame of its own: JIT code calling JIT code, the callers a
+ * call graph names from the map. */
+__asm__(".text\n"
+	".globl jit_via_start\n"
+	".globl jit_via_end\n"
+	"jit_via_start:\n"
+	"	pushq %rbp\n"
+	"	movq %rsp, %rbp\n"
+	"	call *%rdx\n"
+	"	popq %rbp\n"
+	"	ret\n"
+	"jit_via_end:\n");
+extern const char jit_via_start[], jit_via_end[];
+
 typedef uint64_t (*unit_fn)(uint64_t x, unsigned int units);
+typedef uint64_t (*via_fn)(uint64_t x, unsigned int units, unit_fn f);
 
 #define SLOT	256	/* bytes per compiled function */
+#define NR_SLOTS 6
 
 static FILE *map;
 
-/* "Compiles" function i into the code area and names it in the map. */
-static unit_fn compile(char *code, int i, const char *name)
+/* "Compiles" the code [from, to) as function i of the code area and
+ * names it in the map: its address. */
+static void *compile_code(char *code, int i, const char *from, const char *to, const char *name)
 {
-	size_t n = (size_t)(jit_unit_end - jit_unit_start);
+	size_t n = (size_t)(to - from);
 	char *at = code + (size_t)i * SLOT;
 
-	memcpy(at, jit_unit_start, n);
+	memcpy(at, from, n);
 	fprintf(map, "%lx %zx %s\n", (unsigned long)at, n, name);
 	fflush(map);
-	return (unit_fn)(void *)at;
+	return at;
+}
+
+static unit_fn compile(char *code, int i, const char *name)
+{
+	return (unit_fn)compile_code(code, i, jit_unit_start, jit_unit_end, name);
+}
+
+static via_fn compile_via(char *code, int i, const char *name)
+{
+	return (via_fn)compile_code(code, i, jit_via_start, jit_via_end, name);
 }
 
 int main(int argc, char **argv)
@@ -70,11 +106,12 @@ int main(int argc, char **argv)
 	uint64_t late_at = t0 + (end - t0) / 100 * (uint64_t)(late < 0 || late > 100 ? 50 : late);
 	uint64_t x = 1, rounds = 0, late_round = 0;
 	unit_fn fa, fb, fc, fl = NULL;
+	via_fn va, vb;
 	char path[64], *code;
 
 	if (a < 1 || b < 1 || c < 1 || a + b + c > 1000)
 		a = 10, b = 30, c = 60;
-	code = mmap(NULL, 4 * SLOT, PROT_READ | PROT_WRITE | PROT_EXEC,
+	code = mmap(NULL, NR_SLOTS * SLOT, PROT_READ | PROT_WRITE | PROT_EXEC,
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
 	map = fopen(path, "w");
@@ -87,11 +124,14 @@ int main(int argc, char **argv)
 	fa = compile(code, 0, "jit_a");
 	fb = compile(code, 1, "jit_b");
 	fc = compile(code, 2, "jit_c");
+	va = compile_via(code, 4, "jit_via_a");
+	vb = compile_via(code, 5, "jit_via_b");
 	TRUTH("jitmap pid=%d seconds=%.1f code=%#lx\n", getpid(), secs, (unsigned long)code);
 	TRUTH("jitmap units jit_a=%ld jit_b=%ld jit_c=%ld jit_late=10\n", a, b, c);
+	TRUTH("jitmap callers jit_a=jit_via_a jit_b=jit_via_b jit_c=main jit_late=main\n");
 	do {
-		x = fa(x, (unsigned int)a);
-		x = fb(x, (unsigned int)b);
+		x = va(x, (unsigned int)a, fa);
+		x = vb(x, (unsigned int)b, fb);
 		x = fc(x, (unsigned int)c);
 		if (fl) {
 			x = fl(x, 10);
