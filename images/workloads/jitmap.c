@@ -24,7 +24,9 @@
  * named by it alone, never by the perf map, each JIT_CODE_LOAD after a
  * JIT_CODE_DEBUG_INFO a reader skips; jdump_q is then moved to another
  * slot (JIT_CODE_MOVE) before it runs, so that only the move names where
- * it runs.  Static, like the other workloads.
+ * it runs; with jit_late comes jdump_late, a load appended to the dump
+ * while the host profiles (10 units a round).  Static, like the other
+ * workloads.
  */
 #include <fcntl.h>
 #include <string.h>
@@ -110,6 +112,7 @@ static via_fn compile_via(char *code, int i, const char *name)
 /* ---- the jitdump ---------------------------------------------------------- */
 
 static int jd_fd = -1;
+static char *jd_code;	/* the dump's code area: 4 slots */
 
 static void jd_put(const void *p, size_t n)
 {
@@ -220,8 +223,8 @@ static int jd_setup(unit_fn *fp, unit_fn *fq)
 {
 	char path[96], *jcode;
 
-	jcode = mmap(NULL, 4 * SLOT, PROT_READ | PROT_WRITE | PROT_EXEC,
-		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	jcode = jd_code = mmap(NULL, 4 * SLOT, PROT_READ | PROT_WRITE | PROT_EXEC,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (jcode == MAP_FAILED || jd_open(path, sizeof(path)))
 		return -1;
 	*fp = jd_load(jcode, 0, "jdump_p", 1);
@@ -242,7 +245,7 @@ int main(int argc, char **argv)
 	uint64_t t0 = now_ns(), end = t0 + (uint64_t)(secs * 1e9);
 	uint64_t late_at = t0 + (end - t0) / 100 * (uint64_t)(late < 0 || late > 100 ? 50 : late);
 	uint64_t x = 1, rounds = 0, late_round = 0;
-	unit_fn fa, fb, fc, fl = NULL, fp = NULL, fq = NULL;
+	unit_fn fa, fb, fc, fl = NULL, fp = NULL, fq = NULL, fdl = NULL;
 	via_fn va, vb;
 	char path[64], *code;
 
@@ -268,7 +271,7 @@ int main(int argc, char **argv)
 	if ((p || q) && jd_setup(&fp, &fq))
 		perror("jitmap: jitdump");
 	TRUTH("jitmap pid=%d seconds=%.1f code=%#lx\n", getpid(), secs, (unsigned long)code);
-	TRUTH("jitmap units jdump_p=%ld jdump_q=%ld\n", fp ? p : 0, fq ? q : 0);
+	TRUTH("jitmap units jdump_p=%ld jdump_q=%ld jdump_late=10\n", fp ? p : 0, fq ? q : 0);
 	TRUTH("jitmap units jit_a=%ld jit_b=%ld jit_c=%ld jit_late=10\n", a, b, c);
 	TRUTH("jitmap callers jit_a=jit_via_a jit_b=jit_via_b jit_c=main jit_late=main\n");
 	do {
@@ -281,8 +284,10 @@ int main(int argc, char **argv)
 		}
 		if (fl) {
 			x = fl(x, 10);
+			x = fdl ? fdl(x, 10) : x;
 		} else if (now_ns() >= late_at) {
 			fl = compile(code, 3, "jit_late");
+			fdl = fp ? jd_load(jd_code, 3, "jdump_late", 3) : NULL;
 			late_round = rounds;
 			TRUTH("jitmap late round=%llu\n", (unsigned long long)rounds);
 		}

@@ -32,7 +32,8 @@
 #    is the guest's, byte for byte, per the relay's size), and jdump_p
 #    and jdump_q, which only it names, split 1/3 2/3 of their samples
 #    within 3 pp (bounds.tol), jdump_q at its moved address; their callers
-#    are main;
+#    are main; the dump grew in the session (more than one transfer that
+#    brought bytes) and jdump_late, loaded half-way, has samples;
 #  - opvm annotate --assembly jdump_p shows its instructions, from the
 #    dump's code bytes (the multiply of its loop).
 . "$(dirname "$0")/qemu-common.bash"
@@ -114,6 +115,11 @@ dsize = os.path.getsize(dump) if os.path.exists(dump) else 0
 print("RESULT jitdump of pid %d: %s; %d bytes stored" % (pid, jd[0] if jd else None, dsize))
 if not jd or not dsize or jd[0]["bytes"] != dsize or open(dump, "rb").read(4) != b"DTiJ":
     print("FAIL: jitmap's jitdump did not come (or not as stored)"); ok = False
+elif jd[0]["grew"] < 2:
+    print("FAIL: the jitdump came in %d transfer(s) with bytes: it did not grow" % jd[0]["grew"])
+    ok = False
+if not jit.get("jdump_late"):
+    print("FAIL: jdump_late, loaded after the session started, is not named"); ok = False
 two = jit.get("jdump_p", 0) + jit.get("jdump_q", 0)
 for f, u in (("jdump_p", 1 / 3.0), ("jdump_q", 2 / 3.0)):
     p = jit.get(f, 0) / max(two, 1)
