@@ -362,13 +362,6 @@ static int annotate_asm(struct actx *c, struct disasm *d, const struct annotate_
 		return -ENOMEM;
 	got = c->elf ? elfimage_read(c->elf, row->sym_addr, buf, want) :
 		       simage_jit_code(row->img, row->sym_addr, buf, want);
-	if (got <= 0 && !c->elf) {
-		snprintf(why, whylen, "%s: no code bytes for this JIT function (its runtime's "
-			 "perf map names it; run the runtime with its jitdump on, which carries "
-			 "the code)", row->symbol);
-		free(buf);
-		return -ENOENT;
-	}
 	if (got <= 0) {
 		snprintf(why, whylen, "%s: no code bytes in %s at 0x%" PRIx64, row->symbol,
 			 simage_path(row->img) ? simage_path(row->img) : row->image,
@@ -394,9 +387,16 @@ static int annotate_jit(struct actx *c, struct disasm *d, const struct annotate_
 			char *why, size_t whylen)
 {
 	struct lsums ls = { 0 };
+	uint8_t probe;
 
 	c->elf = NULL;
 	c->have_lines = 0;
+	if (simage_jit_code(c->row->img, c->row->sym_addr, &probe, 1) <= 0) {
+		snprintf(why, whylen, "%s: no code bytes for this JIT function (its runtime's "
+			 "perf map names it; run the runtime with its jitdump on, which carries "
+			 "the code)", c->row->symbol);
+		return -ENOENT;
+	}
 	if (!ao->assembly) {
 		snprintf(why, whylen, "%s: JIT code has no source lines here (annotate "
 			 "--assembly shows its instructions when its runtime wrote a jitdump)",
