@@ -559,6 +559,7 @@ static unsigned long perfmap_nspid(unsigned long pid)
 static int jitdump_mapped(unsigned long pid, unsigned long nspid)
 {
 	char path[96], want[40], line[4096 + 128];
+	struct stat st;
 	int fd = -1;
 	FILE *f;
 
@@ -576,7 +577,10 @@ static int jitdump_mapped(unsigned long pid, unsigned long nspid)
 			continue;
 		*sp = '\0';	/* "start-end", as map_files names it */
 		snprintf(path, sizeof(path), "/proc/%lu/map_files/%.40s", pid, line);
-		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		/* a regular file only, checked before open(): a device
+		 * mapped under that name must not be opened */
+		if (!stat(path, &st) && S_ISREG(st.st_mode))
+			fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	}
 	fclose(f);
 	return fd;
@@ -609,6 +613,12 @@ static int perfmap_open(struct file_job *j)
 	if (j->fd < 0) {
 		snprintf(path, sizeof(path), dump ? "/proc/%lu/root/tmp/jit-%lu.dump" :
 			 "/proc/%lu/root/tmp/perf-%lu.map", pid, nspid);
+		/* not a device either (a hard link to one planted at the
+		 * name): checked before open(), and again after */
+		if (lstat(path, &st))
+			return -errno;
+		if (!S_ISREG(st.st_mode))
+			return -EINVAL;
 		j->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
 	}
 	if (j->fd < 0)
