@@ -35,23 +35,14 @@ static int match(const char *const *pats, size_t n, const char *s)
 static int resolve(struct load_ctx *c, struct report_frame *f, const struct store_frame *sf,
 		    int caller)
 {
-	const struct report_guest *g = c->g;
-	struct symres_kernel k = {
-		.release = g->kernel_release, .text_addr = g->text_addr,
-		.anchor_name = g->anchor_name, .anchor_addr = g->anchor_addr,
-		.build_id = g->kernel_build_id, .build_id_len = g->kernel_build_id_len,
-	};
 	long i;
 
 	if (!c->o->symbols || !c->o->res)
 		return 0;
-	/* a process's anonymous memory: its JIT code, named by its perf map
-	 * as file_image() names the sample files' (leaf or caller alike) */
-	if (!sf->kernel && sf->tgid && !strcmp(sf->image, REPORT_IMAGE_ANON))
-		f->img = symres_jit_image(c->o->res, g->name, sf->tgid);
-	else
-		f->img = symres_image(c->o->res, g->name, sf->image, sf->kernel,
-				      sf->build_id_len ? sf->build_id : NULL, sf->build_id_len, &k);
+	/* as the sample files' (report_image()): a JIT frame, leaf or
+	 * caller, by its process's perf map and jitdump */
+	f->img = report_image(c->o->res, c->g, sf->image, sf->kernel, sf->tgid, sf->build_id,
+			      sf->build_id_len);
 	if (!f->img || !simage_nr_syms(f->img))
 		return 0;
 	i = simage_lookup(f->img, sf->offset - (caller && sf->offset ? 1 : 0), &f->sym_addr);

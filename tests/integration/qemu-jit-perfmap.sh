@@ -147,7 +147,7 @@ for line in open(sys.argv[6]):
 for f, w in want.items():
     tot, right = got[f]
     print("RESULT callers of %s: %d of %d stack samples under %s" % (f, right, tot, " <- ".join(w)))
-    if tot < 50:
+    if tot < 20:	# jit_a is ~6 % of jitmap's samples: ~70 on a busy host
         print("FAIL: too few stacks with leaf %s (%d) to judge" % (f, tot)); ok = False
     elif tot - right > bounds.allowed_misses(tot, 0.10):
         print("FAIL: %s's callers are not %s in %d of %d samples" % (f, w, tot - right, tot)); ok = False
