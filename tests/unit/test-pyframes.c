@@ -388,10 +388,13 @@ static uint64_t mk_frame(uint64_t code, unsigned instr, uint64_t previous)
 }
 
 /* 3.13's _Py_DebugOffsets at _PyRuntime (Include/internal/pycore_runtime.h
- * of 3.13: where each offset sits), with offsets of our choosing. */
+ * of 3.13: where each offset sits), with offsets of our choosing and the
+ * structures' sizes of Debian 13's python3.13 3.13.5. */
 static void build_debug_offsets(void)
 {
 	static const struct { unsigned at; uint64_t v; } o[] = {
+		{ 24, 283376 }, { 48, 194976 }, { 152, 304 }, { 224, 80 }, /* sizeof */
+		{ 272, 208 }, { 352, 16 }, { 512, 40 }, { 536, 64 },
 		{ 40, 600 },				/* runtime_state.interpreters_head */
 		{ 64, 0 }, { 72, 72 },			/* interpreter_state next, threads_head */
 		{ 168, 8 }, { 176, 16 }, { 184, 72 },	/* thread_state next, interp, current_frame */
@@ -480,27 +483,74 @@ static void test_fake_311(void **state)
 	assert_good_chain();
 }
 
+/* pyframes_layout() of the fake image after the 8 bytes at `at` of the
+ * block became v: its result, the counters checked; the block restored. */
+static int forge(unsigned at, uint64_t v)
+{
+	struct pyframes_stats st = { 0 };
+	struct pyframes_layout l;
+	uint64_t old;
+	int err;
+
+	memcpy(&old, img + (ft.runtime - BASE) + at, 8);
+	put64(ft.runtime + at, v);
+	err = pyframes_layout(&img_mem, &ft, &l, &st);
+	put64(ft.runtime + at, old);
+	assert_int_equal(st.layout_published, err ? 0 : 1);
+	assert_int_equal(st.bad_offsets, err == -EINVAL ? 1 : 0);
+	assert_int_equal(st.layout_table, 0);
+	return err;
+}
+
 static void test_fake_313(void **state)
 {
+	struct pyframes_stats st = { 0 };
 	struct pyframes_layout l;
+	char cookie[8];
 
 	(void)state;
 	build_image(13);
 	assert_int_equal(fl.cf_current, 0xffff);
+	assert_int_equal(fl.is_threads_head, 72);
 	assert_good_chain();
-	/* a forged cookie, a version other than Py_Version's, an offset no
-	 * field can have, free-threading: refused */
-	put(ft.runtime, "xdebugpz", 8);
-	assert_int_equal(pyframes_layout(&img_mem, &ft, &l, &(struct pyframes_stats){ 0 }), -EINVAL);
-	put(ft.runtime, "xdebugpy", 8);
-	put64(ft.runtime + 8, 0x030c00f0);
-	assert_int_equal(pyframes_layout(&img_mem, &ft, &l, &(struct pyframes_stats){ 0 }), -EINVAL);
-	put64(ft.runtime + 8, ft.version);
-	put64(ft.runtime + 232, 1ull << 40);
-	assert_int_equal(pyframes_layout(&img_mem, &ft, &l, &(struct pyframes_stats){ 0 }), -EINVAL);
-	put64(ft.runtime + 232, 8);
-	put64(ft.runtime + 16, 1);
-	assert_int_equal(pyframes_layout(&img_mem, &ft, &l, &(struct pyframes_stats){ 0 }), -EINVAL);
+	assert_int_equal(forge(8, ft.version), 0);
+	/* a forged cookie: a 3.13 without its block */
+	memcpy(cookie, "xdebugpz", 8);
+	assert_int_equal(forge(0, *(uint64_t *)(void *)cookie), -EINVAL);
+	/* a version other than Py_Version's: another minor, another micro */
+	assert_int_equal(forge(8, 0x030c00f0), -EINVAL);
+	assert_int_equal(forge(8, 0x030d04f0), -EINVAL);
+	assert_int_equal(forge(16, 1), -EINVAL);	/* free-threaded */
+	/* offsets out of bounds: no field can be there, past its structure's
+	 * declared size (tstate 304: native_thread_id at 296 fits, 300 not),
+	 * past what is read of it (an interpreter's 64 KiB) */
+	assert_int_equal(forge(232, 1ull << 40), -EINVAL);
+	assert_int_equal(forge(200, 296), 0);
+	assert_int_equal(forge(200, 300), -EINVAL);
+	assert_int_equal(forge(64, 0x10000), -EINVAL);
+	/* declared sizes: too large, too small for the offsets in them */
+	assert_int_equal(forge(224, 1ull << 21), -EINVAL);
+	assert_int_equal(forge(272, 100), -EINVAL);
+	assert_int_equal(forge(536, 48), -EINVAL);	/* no compact header */
+	/* fields that do not fit how objects are read: a file name among the
+	 * instructions, a string length past the ASCII header */
+	assert_int_equal(forge(280, 200), -EINVAL);
+	assert_int_equal(forge(552, 40), -EINVAL);
+	/* a 3.12 that says it publishes a block: forged */
+	ft.version = 0x030c04f0;
+	assert_int_equal(forge(8, ft.version), -EINVAL);
+	/* a 3.12 without one: the table; an unreadable _PyRuntime: the table
+	 * for 3.12, later for 3.13 */
+	put64(ft.runtime, 0);
+	assert_int_equal(pyframes_layout(&img_mem, &ft, &l, &st), 0);
+	assert_int_equal(st.layout_table, 1);
+	assert_int_equal(l.ts_native_tid, 144);
+	ft.runtime = BASE + IMG;
+	assert_int_equal(pyframes_layout(&img_mem, &ft, &l, &st), 0);
+	assert_int_equal(st.layout_table, 2);
+	ft.version = 0x030d03f0;
+	assert_int_equal(pyframes_layout(&img_mem, &ft, &l, &st), -EFAULT);
+	assert_int_equal(st.bad_offsets + st.layout_published, 0);
 }
 
 static void test_versions(void **state)
