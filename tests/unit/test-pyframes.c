@@ -10,6 +10,8 @@
  * non-UTF-8 names, bad pointers, wrong object types, depth.  And the
  * samplers' side (vmm/guest/pyguest.c) on the real interpreter: the set
  * the collector publishes, the interpreter found once, frames per sample.
+ * And a real 3.13 (Debian 13's, in the root the test image's py313 piece
+ * is made of, through chroot) read by its _Py_DebugOffsets alone.
  */
 #include <dirent.h>
 #include <limits.h>
@@ -60,7 +62,13 @@ struct proc {
 	int mem;
 	char *dir;
 	char path[512];
+	const char *root;		/* NULL: PYTHON; else the root of PYTHON313 */
 };
+
+/* Debian 13's python3.13 in its own root, as the test image has it
+ * (images/py313.sh: $BUILD/images/py313-root/opt/py313), run through
+ * chroot: as root only. */
+#define PYTHON313	"/usr/bin/python3.13"
 
 static int proc_read(void *arg, uint64_t gva, void *buf, size_t len)
 {
@@ -70,7 +78,7 @@ static int proc_read(void *arg, uint64_t gva, void *buf, size_t len)
 }
 
 /* The executable's first page: its mapping at file offset 0. */
-static uint64_t exe_base(pid_t pid)
+static uint64_t exe_base(pid_t pid, const char *exe)
 {
 	char maps[64], line[512];
 	uint64_t lo = 0, off;
@@ -83,7 +91,7 @@ static uint64_t exe_base(pid_t pid)
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long a, o;
 
-		if (sscanf(line, "%lx-%*x %*s %lx", &a, &o) == 2 && strstr(line, PYTHON "\n")) {
+		if (sscanf(line, "%lx-%*x %*s %lx", &a, &o) == 2 && (strstr(line, exe) && !strcmp(strstr(line, exe) + strlen(exe), "\n"))) {
 			off = o;
 			if (!off) {
 				lo = a;
@@ -101,7 +109,14 @@ static int start_python(struct proc *p)
 	char c;
 	FILE *f;
 
-	p->dir = tmpdir_new();
+	if (p->root) {			/* the script inside the root */
+		snprintf(p->path, sizeof(p->path), "%s/tmp/opvm-test-%d", p->root, (int)getpid());
+		p->dir = strdup(p->path);
+		if (!p->dir || mkdir(p->dir, 0755))
+			return -1;
+	} else {
+		p->dir = tmpdir_new();
+	}
 	snprintf(p->path, sizeof(p->path), "%s/nested.py", p->dir);
 	f = fopen(p->path, "we");
 	if (!f || fputs(script, f) < 0 || fclose(f) || pipe(out))
@@ -110,6 +125,13 @@ static int start_python(struct proc *p)
 	if (p->pid == 0) {
 		dup2(out[1], 1);
 		close(out[0]);
+		if (p->root) {
+			snprintf(p->path, sizeof(p->path), "/tmp/opvm-test-%d/nested.py",
+				 (int)getppid());
+			if (chroot(p->root) || chdir("/"))
+				_exit(126);
+			execl(PYTHON313, PYTHON313, "-S", p->path, (char *)NULL);
+		}
 		execl(PYTHON, PYTHON, "-S", p->path, (char *)NULL);
 		_exit(127);
 	}
@@ -185,33 +207,35 @@ static int teardown_python(void **state)
 	return 0;
 }
 
-static void test_real_python(void **state)
+/* The script's two threads read, named, lined; p started. */
+static void check_real(struct proc *p, uint64_t version)
 {
 	struct pyframe fr[PYFRAMES_MAX_DEPTH];
 	struct pyframes_stats st = { 0 };
 	struct pyframes_target t;
 	struct pyframes_layout l;
-	struct proc p = { 0 };
-	struct unwind_mem um = { proc_read, &p };
+	struct unwind_mem um = { proc_read, p };
 	char abs[PATH_MAX];
 	unsigned n;
 
-	(void)state;
-	if (access(PYTHON, X_OK))
-		skip();
-	running = &p;
-	assert_int_equal(start_python(&p), 0);
-	assert_int_equal(pyframes_dynsym(&um, exe_base(p.pid), &t), 0);
+	assert_int_equal(pyframes_dynsym(&um, exe_base(p->pid, p->root ? PYTHON313 : PYTHON), &t),
+			 0);
 	assert_true(t.runtime && t.code_type && t.unicode_type && t.bytes_type);
-	assert_int_equal(t.version >> 16, 0x030b);
+	assert_int_equal(t.version >> 16, version);
 	assert_int_equal(pyframes_layout(&um, &t, &l, &st), 0);
+	/* 3.13 by what it publishes, never by a table */
+	assert_int_equal(st.layout_published, version >= 0x030d);
+	assert_int_equal(st.layout_table, version < 0x030d);
+	assert_int_equal(st.bad_offsets, 0);
 
-	n = read_until(&p, &t, &l, p.pid, "leaf_work", fr, &st);
+	n = read_until(p, &t, &l, p->pid, "leaf_work", fr, &st);
 	assert_int_equal(n, 4);
 	assert_string_equal(fr[0].name, "leaf_work");
-	/* python names __main__ by its absolute path */
-	assert_non_null(realpath(p.path, abs));
-	assert_string_equal(fr[0].file, abs);
+	/* python names __main__ by its absolute path (inside its root) */
+	if (p->root)
+		assert_string_equal(fr[0].file, p->path + strlen(p->root));
+	else
+		assert_string_equal(fr[0].file, realpath(p->path, abs));
 	assert_true(fr[0].line == 4 || fr[0].line == 5);
 	assert_string_equal(fr[1].name, "middle");
 	assert_int_equal(fr[1].line, 7);
@@ -221,7 +245,7 @@ static void test_real_python(void **state)
 	assert_int_equal(fr[3].line, 17);
 
 	/* the other thread by its own native id */
-	n = read_until(&p, &t, &l, other_thread(p.pid), "spin_thread", fr, &st);
+	n = read_until(p, &t, &l, other_thread(p->pid), "spin_thread", fr, &st);
 	assert_true(n >= 2);
 	assert_string_equal(fr[0].name, "spin_thread");
 	assert_true(fr[0].line == 13 || fr[0].line == 14);
@@ -232,6 +256,44 @@ static void test_real_python(void **state)
 	assert_int_equal(pyframes_read(&um, &t, &l, 1, fr, PYFRAMES_MAX_DEPTH, &st), 0);
 	assert_true(st.no_thread >= 1);
 	assert_int_equal(st.bad_runtime + st.bad_code + st.bad_string + st.loops, 0);
+}
+
+static void test_real_python(void **state)
+{
+	static struct proc p;
+
+	(void)state;
+	if (access(PYTHON, X_OK))
+		skip();
+	memset(&p, 0, sizeof(p));
+	running = &p;
+	assert_int_equal(start_python(&p), 0);
+	check_real(&p, 0x030b);
+}
+
+/* The same on a real 3.13: every offset from its _Py_DebugOffsets. */
+static void test_real_python313(void **state)
+{
+	static struct proc p;
+	static char root[512];
+	const char *b = getenv("BUILD"), *r = getenv("OPVM_PY313_ROOT");
+	char exe[600];
+
+	(void)state;
+	if (r && *r)
+		snprintf(root, sizeof(root), "%s", r);
+	else
+		snprintf(root, sizeof(root), "%s/images/py313-root/opt/py313", b ? b : "build");
+	snprintf(exe, sizeof(exe), "%s%s", root, PYTHON313);
+	if (geteuid() || access(exe, X_OK)) {
+		printf("SKIP: no %s (make images) or not root (chroot)\n", exe);
+		skip();
+	}
+	memset(&p, 0, sizeof(p));
+	p.root = root;
+	running = &p;
+	assert_int_equal(start_python(&p), 0);
+	check_real(&p, 0x030d);
 }
 
 /* The samplers' side: a published address space (its "CR3" 0x5000), its
@@ -255,7 +317,7 @@ static void test_pyguest(void **state)
 	pg = pyguest_new();
 	assert_non_null(pg);
 	set.as[0].cr3 = 0x5000;
-	set.as[0].exe_base = exe_base(p.pid);
+	set.as[0].exe_base = exe_base(p.pid, PYTHON);
 	set.as[0].version = 0x030b0000;
 	assert_int_equal(pyguest_read(pg, &um, 0x5000, (uint32_t)p.pid, fr, 8, 0), 0);
 	pyguest_publish(pg, &set);
@@ -290,6 +352,8 @@ static void test_pyguest(void **state)
 	assert_int_equal(st.resolve_failed, 1);
 	pyguest_describe(pg, line, sizeof(line));
 	assert_non_null(strstr(line, "python: "));
+	/* the interpreter's layout from the 3.11 table, none forged */
+	assert_non_null(strstr(line, "offsets from _Py_DebugOffsets 0, from the table 1,\n  forged 0;"));
 	pyguest_free(pg);
 }
 
@@ -773,6 +837,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_real_python, teardown_python),
+		cmocka_unit_test_teardown(test_real_python313, teardown_python),
 		cmocka_unit_test_teardown(test_pyguest, teardown_python),
 		cmocka_unit_test(test_fake_311),
 		cmocka_unit_test(test_fake_313),
