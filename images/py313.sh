@@ -2,16 +2,17 @@
 # A CPython 3.13 for the test guest: py313.sh BUILD
 # Debian 13's python3.13-minimal and what it needs to run (its own libc6,
 # libexpat1, zlib1g, libgcc-s1), as .debs from Debian's archive (suite
-# trixie, through a private apt directory: the host's apt state is not
-# touched), unpacked with dpkg -x into /opt/py313, and tests' wrapper
-# scripts (images/py313/) into /usr/bin: BUILD/py313.cpio.gz, an
+# trixie, through a private apt directory: apt-suite.bash), unpacked
+# with dpkg -x into /opt/py313, and tests' wrapper scripts (images/py313/)
+# into /usr/bin: BUILD/py313.cpio.gz, an
 # initramfs piece that a test appends to initramfs.cpio.gz (the kernel
 # unpacks concatenated archives in turn), so no other test boots its size.
 # The .debs are kept in BUILD/py313-debs; without them and without the
 # network, BUILD/py313.missing says why and the tests that need the piece
 # skip.  Output in BUILD: py313.cpio.gz, py313-root/, py313.versions.
 set -euo pipefail
-B=$1
+mkdir -p "$1"
+B=$(cd "$1" && pwd)		# apt takes relative paths from its own dirs
 HERE=$(cd "$(dirname "$0")" && pwd)
 PKGS="python3.13-minimal libpython3.13-minimal libc6 libexpat1 zlib1g libgcc-s1"
 D=$B/py313-debs
@@ -30,18 +31,13 @@ for p in $PKGS; do
 done
 if [ "$have" = 0 ]; then
 	command -v apt-get > /dev/null || missing "apt-get is not installed"
-	mkdir -p "$A/etc/apt/sources.list.d" "$A/etc/apt/preferences.d" \
-		"$A/etc/apt/apt.conf.d" "$A/state/lists/partial" "$A/cache/archives/partial"
-	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg]" \
-		"http://deb.debian.org/debian trixie main" > "$A/etc/apt/sources.list"
-	APT=(apt-get -q -o "Dir::Etc=$A/etc/apt" -o "Dir::State=$A/state"
-		-o "Dir::Cache=$A/cache" -o Dir::State::status=/dev/null
-		-o APT::Sandbox::User=root)
-	"${APT[@]}" update > "$A/update.log" 2>&1 ||
-		missing "apt-get update of Debian 13 (trixie) failed (no network? see $A/update.log)"
+	. "$HERE/apt-suite.bash"
+	apt_suite "$A" trixie 2> "$A.log" ||
+		missing "apt-get update of Debian 13 (trixie) failed (network? $MIRROR; $A.log)"
 	rm -f "$D"/*.deb
-	(cd "$D" && "${APT[@]}" download $PKGS) > "$A/download.log" 2>&1 ||
-		missing "apt-get download of $PKGS failed (see $A/download.log)"
+	# shellcheck disable=SC2086
+	(cd "$D" && apt-get "${APT[@]}" -qq download $PKGS) 2> "$A.log" ||
+		missing "apt-get download of $PKGS failed (network? $MIRROR; $A.log)"
 fi
 
 R=$B/py313-root.new

@@ -12,7 +12,9 @@
 #  - the summary's python line: the interpreter found, its offsets from
 #    _Py_DebugOffsets (1), none from the table, none forged;
 #  - >= 95 % of python3.13's user samples are filed under a Python frame,
-#    less what ran no Python (idle, unreadable: count-aware, bounds.py);
+#    less what ran no Python (idle, unreadable) and what came before the
+#    sampler knew the process (the summary's count; at most half): count-
+#    aware, bounds.py;
 #  - f10/f30/f60 hold the shares of their three's samples that the guest
 #    measured they took, within 2 pp, widened to 3 sigma for few samples
 #    (the nominal 10/30/60 is printed: under TCG identical work need not
@@ -25,7 +27,7 @@ need_qemu
 	skip "no CPython 3.13 piece in $IMG ($(cat "$IMG/py313.missing" 2>/dev/null ||
 		echo "run 'make images'"))"
 mk_tmp qemu-python313
-SECS=${PYTHON_SECS:-10}
+SECS=${PYTHON_SECS:-6}
 cat "$IMG/initramfs.cpio.gz" "$IMG/py313.cpio.gz" > "$T/initrd"
 
 # session NAME ARGS...: one boot running the script for $SECS s
@@ -74,12 +76,18 @@ for r in rows:
         fn = r["symbol"].split(" ")[0]
         by[fn] = by.get(fn, 0) + r["samples"]
 npy, three = sum(by.values()), sum(by.get(f, 0) for f in spent)
-excused = idle + unread
+# what ran no Python, read no page, or came before the sampler was told
+# the process runs CPython (the summary counts the samples after) is not
+# a miss of the reader's
+unknown = max(user - n, 0)
+excused = idle + unread + unknown
 print("RESULT qemu-python313 %s: %d of %d user samples of python3.13 under a Python frame "
-      "(%.1f %%; %d idle or unreadable), f10/f30/f60 %d/%d/%d of %d" % (
-      name, npy, user, 100.0 * npy / max(user, 1), excused, by.get("f10", 0),
-      by.get("f30", 0), by.get("f60", 0), three))
-if user < 300 or three < 300:
+      "(%.1f %%; %d idle or unreadable, %d before the interpreter was known), f10/f30/f60 "
+      "%d/%d/%d of %d" % (name, npy, user, 100.0 * npy / max(user, 1), idle + unread, unknown,
+                          by.get("f10", 0), by.get("f30", 0), by.get("f60", 0), three))
+if unknown * 2 > user:
+    print("FAIL: most samples came before the interpreter was known"); ok = False
+if user < 100 or three < 100:
     print("FAIL: too few samples (%d user, %d in the three)" % (user, three)); sys.exit(1)
 if user - npy > excused + allowed_misses(user, 0.05):
     print("FAIL: fewer than 95 %% under a Python frame (%d of %d)" % (npy, user)); ok = False
@@ -104,7 +112,7 @@ if cg:
             reach += s["samples"]
     print("RESULT qemu-python313 %s stacks: %d of %d reach <module> through main (%.1f %%)"
           % (name, reach, leafpy, 100.0 * reach / max(leafpy, 1)))
-    if leafpy < 300 or leafpy - reach > allowed_misses(leafpy, 0.10):
+    if leafpy < 100 or leafpy - reach > allowed_misses(leafpy, 0.10):
         print("FAIL: stacks"); ok = False
 sys.exit(0 if ok else 1)
 EOF
