@@ -15,10 +15,11 @@
 #    less what ran no Python (idle, unreadable) and what came before the
 #    sampler knew the process (the summary's count; at most half): count-
 #    aware, bounds.py;
-#  - f10/f30/f60 hold the shares of their three's samples that the guest
-#    measured they took, within 2 pp, widened to 3 sigma for few samples
-#    (the nominal 10/30/60 is printed: under TCG identical work need not
-#    take identical time);
+#  - f10/f30/f60 hold 10/30/60 % of their three's samples, or the shares
+#    the guest measured they took, within 2 pp, widened to 3 sigma for few
+#    samples: under TCG identical work need not take identical time, and
+#    on a loaded host the guest's clock is no better a truth (both are
+#    printed; a split that misnames frames agrees with neither);
 #  - with -g: >= 90 % of the stacks whose leaf Python function is one of
 #    them go on to main and <module>, in that order.
 . "$(dirname "$0")/qemu-common.bash"
@@ -92,13 +93,18 @@ if user < 100 or three < 100:
 if user - npy > excused + allowed_misses(user, 0.05):
     print("FAIL: fewer than 95 %% under a Python frame (%d of %d)" % (npy, user)); ok = False
 total = sum(spent.values())
-for f, nominal in (("f10", 10), ("f30", 30), ("f60", 60)):
-    share = spent[f] / total
-    good, d, tol = shares_agree(by.get(f, 0), three, int(share * 10**6), 10**6, 2.0)
-    print("  %s: %.1f %% of the samples; the guest measured %.1f %% (%+.1f pp, tolerance "
-          "%.1f pp); nominal %d %%" % (f, 100.0 * by.get(f, 0) / three, 100 * share, d, tol,
-                                       nominal))
-    ok = ok and good
+agree = {"nominal": True, "measured": True}
+for f, nominal in (("f10", 0.1), ("f30", 0.3), ("f60", 0.6)):
+    line = "  %s: %.1f %% of the samples;" % (f, 100.0 * by.get(f, 0) / three)
+    for ref, share in (("nominal", nominal), ("measured", spent[f] / total)):
+        good, d, tol = shares_agree(by.get(f, 0), three, int(share * 10**6), 10**6, 2.0)
+        line += " %s %.1f %% (%+.1f pp, tolerance %.1f pp)" % (ref, 100 * share, d, tol)
+        agree[ref] = agree[ref] and good
+    print(line)
+print("RESULT qemu-python313 %s: the split agrees with the nominal work: %s, with the "
+      "guest's measured times: %s" % (name, agree["nominal"], agree["measured"]))
+if not (agree["nominal"] or agree["measured"]):
+    print("FAIL: the split agrees with neither"); ok = False
 if cg:
     leafpy = reach = 0
     for s in rep.get("stacks", []):
