@@ -27,6 +27,7 @@ MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_p
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)		# apt takes relative paths from its own dirs
 A=$OUT/apt-$SUITE
+# shellcheck source=images/apt-suite.bash
 . "$HERE/apt-suite.bash"
 apt_suite "$A" "$SUITE" ||
 	{ echo "kernel-image: apt-get update for $SUITE failed (network? $MIRROR)" >&2; exit 2; }

@@ -31,6 +31,7 @@ for p in $PKGS; do
 done
 if [ "$have" = 0 ]; then
 	command -v apt-get > /dev/null || missing "apt-get is not installed"
+	# shellcheck source=images/apt-suite.bash
 	. "$HERE/apt-suite.bash"
 	apt_suite "$A" trixie 2> "$A.log" ||
 		missing "apt-get update of Debian 13 (trixie) failed (network? $MIRROR; $A.log)"
@@ -46,6 +47,7 @@ mkdir -p "$R/opt/py313/tmp" "$R/usr/bin"
 : > "$B/py313.versions.new"
 for f in "$D"/*.deb; do
 	dpkg -x "$f" "$R/opt/py313"
+	# shellcheck disable=SC2016 # dpkg-deb's fields, not the shell's
 	dpkg-deb --showformat='${Package} ${Version}\n' -W "$f" >> "$B/py313.versions.new"
 done
 P=$R/opt/py313
@@ -54,7 +56,7 @@ ln -s usr/bin "$P/bin"
 ln -s usr/lib "$P/lib"
 ln -s usr/lib64 "$P/lib64"
 # what python3.13 does not need to start: documentation, charset modules
-rm -rf "$P/usr/share" "$P/usr/lib/x86_64-linux-gnu/gconv" "$P/usr/lib/binfmt.d"
+rm -rf "${P:?}/usr/share" "$P/usr/lib/x86_64-linux-gnu/gconv" "$P/usr/lib/binfmt.d"
 [ -x "$P/usr/bin/python3.13" ] || missing "python3.13 is not in the unpacked packages"
 install -m 755 "$HERE"/py313/* "$R/usr/bin/"
 
