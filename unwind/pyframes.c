@@ -11,7 +11,10 @@
  * 3.12 follow CPython 3.12's Include/cpython/pystate.h, pycore_frame.h,
  * pycore_interp.h, pycore_runtime.h and cpython/code.h (no 3.12 binary on
  * this host to check them against: a wrong one fails the type checks and
- * costs chains, never names).  3.13 publishes its own (_Py_DebugOffsets).
+ * costs chains, never names).  3.13 publishes its own (_Py_DebugOffsets):
+ * where its block keeps each value is CPython 3.13's
+ * Include/internal/pycore_runtime.h, checked against the block of Debian
+ * 13's python3.13 3.13.5 (python3.13-minimal 3.13.5-2+deb13u5).
  */
 #include <errno.h>
 #include <stdio.h>

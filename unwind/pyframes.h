@@ -10,9 +10,9 @@
  * Supported: CPython 3.13 by the offsets it publishes in _Py_DebugOffsets
  * at the start of _PyRuntime (cookie "xdebugpy"), 3.11 and 3.12 by one
  * table of offsets per minor version, checked against the binary's
- * Py_Version.  Everything read is hostile: pointers
- * must be canonical user addresses, aligned; objects must carry the type
- * the binary's own PyCode_Type/PyUnicode_Type/PyBytes_Type say; strings
+ * Py_Version.  Everything read is hostile: pointers must be canonical
+ * user addresses, aligned; objects must carry the type the binary's own
+ * PyCode_Type/PyUnicode_Type/PyBytes_Type say; strings
  * are bounded, compact only, decoded to UTF-8 with control characters
  * replaced; chains are cut at a depth, at a loop, at a frame that does not
  * read.  A guest can still make its own frames say anything it likes: the
