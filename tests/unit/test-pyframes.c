@@ -130,7 +130,8 @@ static int start_python(struct proc *p)
 				 (int)getppid());
 			if (chroot(p->root) || chdir("/"))
 				_exit(126);
-			execl(PYTHON313, PYTHON313, "-S", p->path, (char *)NULL);
+			/* -B: no .pyc written into the image's root */
+			execl(PYTHON313, PYTHON313, "-S", "-B", p->path, (char *)NULL);
 		}
 		execl(PYTHON, PYTHON, "-S", p->path, (char *)NULL);
 		_exit(127);
