@@ -118,6 +118,10 @@ static json_t *intro_mods_json(const struct introspect_stats *s)
 			"syms_bad", json_u64(m->syms_bad), "syms_cut", json_u64(m->syms_cut),
 			"tables_bad", json_u64(m->tables_bad),
 			"pages_unread", json_u64(m->pages_unread)));
+	if (o)
+		json_object_update_new(o, json_pack("{s:o,s:o}",
+			"walk_us", json_u64(s->modules_walk_us),
+			"transfer_us", json_u64(s->modsyms_us)));
 	return o;
 }
 

@@ -434,6 +434,9 @@ static void test_processes(void **state)
 	st = run(in, c, 3);
 	assert_string_equal(st->state, "ready");
 	assert_true(st->btf_bytes > 0);
+	/* no `modules` in its kallsyms: modules not read, and said why */
+	assert_null(st->modules);
+	assert_non_null(strstr(st->modules_error, "CONFIG_KALLSYMS_ALL"));
 	assert_int_equal(introspect_poll(in, 10000000, capture, c), 0);
 	assert_int_equal(st->procs_live, 1);
 	assert_int_equal(st->tasks, XT_MAX);

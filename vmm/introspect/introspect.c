@@ -328,7 +328,8 @@ static void mods_setup(struct introspect *in, const void *btf, size_t len)
 	if (!in->modules_head) {
 		snprintf(in->st.modules_error, sizeof(in->st.modules_error),
 			 "no `modules` in the guest's kallsyms (a kernel without "
-			 "CONFIG_KALLSYMS_ALL): module code is not named");
+			 "CONFIG_KALLSYMS_ALL): module code is not named; load opvm.ko in "
+			 "the guest to name it");
 		return;
 	}
 	if (!in->mods)
@@ -633,6 +634,7 @@ static void modsyms_send(struct introspect *in)
 static void mods_refresh(struct introspect *in, uint64_t now)
 {
 	struct unwind_mem um = { kread, in };
+	int64_t t0 = util_now_ns();
 	struct kmod *swap;
 	uint64_t sig;
 	size_t n;
@@ -642,6 +644,7 @@ static void mods_refresh(struct introspect *in, uint64_t now)
 	if (kmods_walk(&um, &in->moff, in->modules_head, in->mwalk, KMODS_MAX, &n, &in->mst))
 		return;
 	n = mods_unique(in, in->mwalk, n);
+	in->st.modules_walk_us = (uint64_t)(util_now_ns() - t0) / 1000;
 	mods_diff(in, in->mwalk, n);
 	swap = in->mods;
 	in->mods = in->mwalk;
@@ -655,6 +658,7 @@ static void mods_refresh(struct introspect *in, uint64_t now)
 	in->mods_sig = sig;
 	in->modsyms_ms = now ? now : 1;
 	modsyms_send(in);
+	in->st.modsyms_us = (uint64_t)(util_now_ns() - t0) / 1000;
 }
 
 /* ---- finding the kernel --------------------------------------------------- */

@@ -113,7 +113,9 @@ struct introspect_stats {
 	uint64_t modules_sent, modules_freed;	/* MODULE, MODULE_FREE */
 	uint64_t module_dups;		/* a name twice in one walk: dropped */
 	uint64_t modsyms_transfers, modsyms_sent;	/* KSYMS of modules */
-	char modules_error[128];
+	uint64_t modules_walk_us;	/* the last walk of the list */
+	uint64_t modsyms_us;		/* the last walk and symbol transfer */
+	char modules_error[160];
 	char last_error[160];
 	/* user binaries' dynamic symbols read from memory
 	 * (introspect_image_syms()) */
