@@ -931,6 +931,8 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 	}
 	if (!final)
 		intro_poll(g, now);
+	else if (g->intro)
+		introspect_finish(g->intro, intro_emit, g);	/* symbols still owed */
 	if (!final)
 		python_tell(g);
 	/* samples that could not be filed are counted (store_errors), and

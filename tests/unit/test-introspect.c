@@ -892,17 +892,29 @@ static void modules_one(int mem)
 	introspect_poll(in, 5003500, capture, c);
 	assert_int_equal(c->mod_ends, 3);
 	assert_int_equal(mod_lines(c, from), 9);
+	/* mod1 gone again within 2 s: the session's end sends what is owed */
+	xi_put64(&g.x, XK_MOD(0) + 8, XK_MOD(2) + 8);
+	introspect_poll(in, 5004000, capture, c);
+	assert_int_equal(c->mod_ends, 3);
+	from = c->len;
+	introspect_finish(in, capture, c);
+	assert_int_equal(c->mod_ends, 4);
+	assert_int_equal(mod_lines(c, from), 6);
+	introspect_finish(in, capture, c);	/* nothing more owed */
+	assert_int_equal(c->mod_ends, 4);
+	xi_put64(&g.x, XK_MOD(0) + 8, XK_MOD(1) + 8);
+	introspect_poll(in, 5004500, capture, c);
 	/* a module named twice: the second dropped */
 	xk_module(&g.x, 5, "mod0", 0);
 	xi_put64(&g.x, XK_MOD(2) + 8, XK_MOD(5) + 8);
-	introspect_poll(in, 5004000, capture, c);
+	introspect_poll(in, 5004800, capture, c);
 	assert_int_equal(st->module_dups, 1);
 	assert_int_equal(st->nr_modules, 3);
 	/* opvm.ko speaks: no more module records */
 	introspect_module_active(in);
 	xi_put64(&g.x, XK_MOD(2) + 8, XK_MOD(1) + 8);
 	introspect_poll(in, 5005000, capture, c);
-	assert_int_equal(c->mods, 4);
+	assert_int_equal(c->mods, 5);
 	assert_int_equal(c->seq_ok, c->records + c->ends + c->procs + c->execs + c->exits +
 				    c->cookies + c->maps + c->munmaps + c->mods + c->mod_frees);
 	introspect_free(in);

@@ -661,6 +661,17 @@ static void mods_refresh(struct introspect *in, uint64_t now)
 	in->st.modsyms_us = (uint64_t)(util_now_ns() - t0) / 1000;
 }
 
+void introspect_finish(struct introspect *in, introspect_emit_fn fn, void *arg)
+{
+	if (!in || !fn || in->state != ST_READY || !in->have_mods || in->module_active ||
+	    in->cfg.no_ksyms || !in->nr_mods || mods_sig(in->mods, in->nr_mods) == in->mods_sig)
+		return;
+	in->emit = fn;
+	in->emit_arg = arg;
+	in->mods_sig = mods_sig(in->mods, in->nr_mods);
+	modsyms_send(in);
+}
+
 /* ---- finding the kernel --------------------------------------------------- */
 
 /* VMCOREINFO found at gpa: work out the kernel page-table root and check

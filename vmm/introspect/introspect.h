@@ -155,6 +155,10 @@ void introspect_module_active(struct introspect *in);
 int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn emit,
 		    void *arg);
 
+/* The session's end: the modules' symbols still owed (their set changed
+ * less than 2 s after the last transfer) go out now, from the last walk. */
+void introspect_finish(struct introspect *in, introspect_emit_fn emit, void *arg);
+
 const struct introspect_stats *introspect_get_stats(const struct introspect *in);
 
 /* The last walk of the process list, sorted by tgid (n: how many), valid
