@@ -923,10 +923,32 @@ static void modules_one(int mem)
 	xk_mem = 0;
 }
 
+/* A module whose symbols do not read: announced, and no empty transfer. */
+static void modules_nosyms(void)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	const struct introspect_stats *st;
+	struct introspect *in;
+	struct guest g;
+
+	kguest_new(&g, 1);
+	xi_put64(&g.x, XK_MOD(0) + xk_kallsyms_off(), XK_VA + 0x1ff000 + 0x1000);
+	in = introspect_new(g.m, NULL);
+	st = run(in, c, 3);
+	assert_int_equal(c->mods, 1);
+	assert_int_equal(c->mod_ends, 0);
+	assert_int_equal(st->modsyms_transfers, 0);
+	assert_int_equal(st->modules->tables_bad, 1);
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
+}
+
 static void test_modules(void **state)
 {
 	modules_one(0);
 	modules_one(1);
+	modules_nosyms();
 }
 
 static int sym_count(void *arg, const struct kmod *m, uint64_t addr, char type,

@@ -621,6 +621,8 @@ static void modsyms_send(struct introspect *in)
 		kmods_syms(&um, &in->moff, &in->mods[i], modsym_one, in, &in->mst);
 	}
 	ksyms_flush(in);
+	if (!in->modsyms_n)
+		return;		/* none read: the last transfer's lines stay */
 	memset(&e, 0, sizeof(e));
 	e.nr_syms = htole64(in->modsyms_n);
 	e.flags = htole32(OPVM_KSYMS_MODULES_ONLY);
