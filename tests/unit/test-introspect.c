@@ -993,6 +993,38 @@ static void lying_syms(const struct unwind_mem *um, const struct kbtf_mod_offset
 	assert_int_equal(n, 3);
 }
 
+/* A list of 2600 entries, none a module (no name ends): the walk stops at
+ * twice KMODS_MAX entries, whatever it kept. */
+static void refused_list(struct kmod *out)
+{
+	struct kmods_stats st = { 0 };
+	struct kbtf_mod_offsets o;
+	struct unwind_mem um;
+	struct guest g;
+	char err[160], bad[56];
+	uint32_t len;
+	size_t n;
+
+	free(xt_btf(&len));
+	kguest_new(&g, 0);
+	um = (struct unwind_mem){ tread, g.m };
+	assert_int_equal(kbtf_mod_offsets(g.x.ram + xi_pa(XT_BTF_VA), len, &o, err, sizeof(err)),
+			 0);
+	memset(bad, 'a', sizeof(bad));
+	xi_put64(&g.x, XK_HEAD_VA, XK_VA + 8);
+	for (unsigned i = 0; i < 2600; i++) {
+		uint64_t e = XK_VA + (uint64_t)i * 0x300;
+
+		xi_put64(&g.x, e + 8, i + 1 < 2600 ? e + 0x300 + 8 : XK_HEAD_VA);
+		xi_put(&g.x, e + XK_NAME, bad, sizeof(bad));
+	}
+	assert_int_equal(kmods_walk(&um, &o, XK_HEAD_VA, out, KMODS_MAX, &n, &st), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(st.cut, 1);
+	assert_int_equal(st.refused, 2 * KMODS_MAX);
+	guest_free(&g);
+}
+
 /* Lists that lie: a cycle that misses the head, pointers outside RAM and
  * into user space, a name that does not end, text outside the module
  * space or too large, a module still being loaded. */
@@ -1052,6 +1084,7 @@ static void test_lying_modules(void **state)
 	assert_int_equal(kmods_walk(&um, &o, XK_HEAD_VA, out, KMODS_MAX, &n, &st), 0);
 	lying_syms(&um, &o, &g, out);
 	guest_free(&g);
+	refused_list(out);
 	free(out);
 }
 

@@ -95,7 +95,7 @@ int kmods_walk(const struct unwind_mem *mem, const struct kbtf_mod_offsets *o, u
 	uint8_t buf[SPAN_MAX];
 	uint64_t next, mark = head, power = 1, lam = 0;
 	uint32_t lo, hi;
-	size_t k = 0;
+	size_t k = 0, steps = 0;
 
 	*n = 0;
 	span(o, &lo, &hi);
@@ -109,7 +109,8 @@ int kmods_walk(const struct unwind_mem *mem, const struct kbtf_mod_offsets *o, u
 	while (next != head) {
 		uint64_t t = next - o->mod_list;
 
-		if (k == max || next == mark) {
+		/* the cap counts modules refused or skipped too */
+		if (k == max || steps++ == 2 * KMODS_MAX || next == mark) {
 			st->cut++;
 			break;
 		}

@@ -11,7 +11,7 @@
  * The list is guest memory, read while the guest runs: every pointer is
  * checked to be a kernel address before it is followed, a cycle that does
  * not come back to the head is found (Brent's method) and ends the walk,
- * as does KMODS_MAX (both counted).  A module whose name does not end
+ * as do KMODS_MAX modules kept or twice that many list entries (counted).  A module whose name does not end
  * within its array, whose text is not in the module space or is larger
  * than KMODS_TEXT_MAX is refused (counted).  Symbols: at most
  * KMODS_SYMS_MAX entries and KMODS_STR_MAX bytes of names per module; a
