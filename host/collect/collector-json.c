@@ -30,6 +30,7 @@
 #include "host/collect/attribution.h"
 #include "vmm/introspect/introspect.h"
 #include "vmm/introspect/kcurrent.h"
+#include "vmm/introspect/kmods.h"
 #include "vmm/introspect/ktasks.h"
 #include "vmm/introspect/kvmas.h"
 #include "vmm/sampler.h"
@@ -90,6 +91,37 @@ static json_t *intro_maps_json(const struct introspect_stats *s)
 			"files_full", json_u64(m->files_full), "refresh_us", json_u64(m->refresh_us)));
 	if (o && m->walk)
 		json_object_set_new(o, "walk", json_string(m->walk));
+	return o;
+}
+
+/* introspect.modules: the loadable modules' list and symbols (kmods.h) */
+static json_t *intro_mods_json(const struct introspect_stats *s)
+{
+	const struct kmods_stats *m = s->modules;
+	json_t *o;
+
+	if (!m)
+		return json_pack("{s:b,s:s}", "read", 0, "why",
+				 s->modules_error[0] ? s->modules_error : "no kernel offsets yet");
+	o = json_pack("{s:b,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "read", 1,
+		"layout", s->modules_layout ? s->modules_layout : "",
+		"modules", json_u64(s->nr_modules), "walks", json_u64(m->walks),
+		"cut", json_u64(m->cut), "bad_ptr", json_u64(m->bad_ptr),
+		"refused", json_u64(m->refused), "unformed", json_u64(m->unformed),
+		"dups", json_u64(s->module_dups), "sent", json_u64(s->modules_sent),
+		"freed", json_u64(s->modules_freed),
+		"transfers", json_u64(s->modsyms_transfers));
+	if (o)
+		json_object_update_new(o, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+			"syms_sent", json_u64(s->modsyms_sent), "sym_reads", json_u64(m->sym_reads),
+			"syms", json_u64(m->syms), "syms_outside", json_u64(m->syms_outside),
+			"syms_bad", json_u64(m->syms_bad), "syms_cut", json_u64(m->syms_cut),
+			"tables_bad", json_u64(m->tables_bad),
+			"pages_unread", json_u64(m->pages_unread)));
+	if (o)
+		json_object_update_new(o, json_pack("{s:o,s:o}",
+			"walk_us", json_u64(s->modules_walk_us),
+			"transfer_us", json_u64(s->modsyms_us)));
 	return o;
 }
 
@@ -171,6 +203,8 @@ static json_t *intro_json(const struct cguest *g)
 	}
 	if (o)
 		json_object_set_new(o, "mappings", intro_maps_json(s));
+	if (o)
+		json_object_set_new(o, "modules", intro_mods_json(s));
 	if (o && s->last_error[0])
 		json_object_set_new(o, "last_error", json_string(s->last_error));
 	return o;
