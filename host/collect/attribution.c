@@ -1194,7 +1194,8 @@ static bool hold(struct attribution *s, const struct opvm_sample *x, uint64_t no
  * what the sample waits for, and on a loaded host that walk can come later
  * than the hold time: the sample then also waits for one walk after it was
  * held (a walk runs on this thread, so it read the guest after the sample
- * was taken), up to HOLD_WALK_FACTOR hold times if walks stopped.
+ * was taken), up to HOLD_WALK_FACTOR hold times if walks stopped.  One
+ * held before the first walk waits for the second (below).
  */
 static inline bool expired(const struct attribution *s, const struct held *h, uint64_t now)
 {
@@ -1208,6 +1209,13 @@ static inline bool expired(const struct attribution *s, const struct held *h, ui
 		return false;
 	if (gstate_walks(s->gs) && gstate_walks(s->gs) == h->walks &&
 	    !gstate_get_hello(s->gs) && age < (uint64_t)HOLD_WALK_FACTOR * s->hold_ms)
+		return false;
+	/* a user sample held before introspection's first walk (a guest
+	 * booting on a loaded host, its kernel still searched for): that walk
+	 * can name the process before the next has its mappings, so the
+	 * sample waits for a second walk, as long as a boot sample would */
+	if (!h->walks && h->s.rip < OPVM_KERNEL_HALF && gstate_walks(s->gs) < 2 &&
+	    !gstate_get_hello(s->gs) && age < HOLD_BOOT_MS)
 		return false;
 	return true;
 }

@@ -503,6 +503,42 @@ static void test_hold_waits_for_walk(void **state)
 	fix_close(&f);
 }
 
+/* A user sample taken before introspection's first walk (the kernel still
+ * searched for on a loaded host) waits for the second: the first may name
+ * its process before its mappings are read.  At most HOLD_BOOT_MS. */
+static void test_hold_before_first_walk(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+	struct opvm_stats st;
+
+	(void)state;
+	fix_open(&f, OPVM_SEP_LIB, 1000, 0, false);
+	gstate_set_procs_expected(f.gs, true);
+	s = user(CR3_A, EXE_LO + 0x10, 0, 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_run(f.sy, 5000), 0);	/* still searching */
+	assert_int_equal(attribution_nr_held(f.sy), 1);
+	/* the first walk: the process, not yet its mappings */
+	assert_int_equal(gstate_cookie(f.gs, 1, S("/bin/app"), NULL, 0), 0);
+	assert_int_equal(gstate_proc(f.gs, 100, 1, CR3_A, S("app"), 1), 0);
+	gstate_set_procs_walked(f.gs);
+	gstate_set_maps_walked(f.gs);
+	gstate_set_walks(f.gs, 1);
+	gstate_set_procs_expected(f.gs, false);
+	assert_int_equal(attribution_run(f.sy, 6000), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 1);
+	/* the second: its mappings */
+	assert_int_equal(gstate_mmap(f.gs, 100, EXE_LO, EXE_HI, 0x1000, 1), 0);
+	gstate_set_walks(f.gs, 2);
+	assert_int_equal(attribution_run(f.sy, 7000), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
+	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", -1, -1, -1, 0x1000 + 0x10, NULL), 1);
+	attribution_get_stats(f.sy, &st);
+	assert_int_equal(st.lost_no_mapping, 0);
+	fix_close(&f);
+}
+
 /* Boot: kernel samples that carry their stack pointer (no task read yet)
  * wait while introspection looks for the kernel, then are filed under the
  * task whose stack holds it: init, swapper (idle); one on an interrupt
@@ -1218,6 +1254,7 @@ int main(void)
 		cmocka_unit_test(test_hold_then_resolve),
 		cmocka_unit_test(test_hold_expiry),
 		cmocka_unit_test(test_hold_waits_for_walk),
+		cmocka_unit_test(test_hold_before_first_walk),
 		cmocka_unit_test(test_boot_by_stack),
 		cmocka_unit_test(test_hold_overflow_and_flush),
 		cmocka_unit_test(test_no_module),
