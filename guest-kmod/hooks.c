@@ -29,6 +29,11 @@
 static struct tracepoint *tp_switch, *tp_fork, *tp_exec, *tp_exit, *tp_cgroup;
 static bool cgroup_hooked;
 
+static bool cgroup_hook = true;
+module_param(cgroup_hook, bool, 0444);
+MODULE_PARM_DESC(cgroup_hook,
+		 "hook cgroup_attach_task for cgroup moves without exec (default on; off: seen at exec)");
+
 static void notrace opvm_probe_switch(void *data, bool preempt,
 				      struct task_struct *prev,
 				      struct task_struct *next,
@@ -220,10 +225,8 @@ int opvm_hooks_register(void)
 	if (ret)
 		goto err_switch;
 	/* optional: without it a move is seen at the process's next exec */
-	cgroup_hooked = tp_cgroup &&
+	cgroup_hooked = cgroup_hook && tp_cgroup &&
 			!tracepoint_probe_register(tp_cgroup, opvm_probe_cgroup, NULL);
-	if (!cgroup_hooked)
-		pr_info("no cgroup_attach_task tracepoint: cgroup moves are seen at exec\n");
 	return 0;
 
 err_switch:
