@@ -415,6 +415,9 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 		goto fail;
 
 	bad |= json_object_set_new(root, "version", json_integer(1));
+	/* 2: sample files of processes in a cgroup under {cg}<path>
+	 * (docs/sample-files.md); absent in sessions before it: 1 */
+	bad |= json_object_set_new(root, "store_layout", json_integer(2));
 	bad |= json_object_set_new(root, "guest", json_string(g->name));
 	bad |= json_object_set_new(root, "mode", json_string(c->mode));
 	bad |= json_object_set_new(root, "rate_hz", json_integer(c->cfg.rate_hz));
