@@ -496,18 +496,24 @@ static int file_build_id(int fd, opvm_u8 *id, size_t *len)
 	return -ENODATA;
 }
 
-/* The pid of a perf map path, exactly "/tmp/perf-<decimal>.map": 0 or
- * -EINVAL (the host asks for nothing else without a build-id check). */
-static int perfmap_pid(const char *path, unsigned long *pid)
+/* The pid of a JIT file's path, exactly "/tmp/perf-<decimal>.map" (a perf
+ * map) or "/tmp/jit-<decimal>.dump" (a jitdump, *dump set): 0 or -EINVAL
+ * (the host asks for nothing else without a build-id check). */
+static int perfmap_pid(const char *path, unsigned long *pid, int *dump)
 {
-	const char *p = path + sizeof("/tmp/perf-") - 1;
+	static const char map[] = "/tmp/perf-", jit[] = "/tmp/jit-";
+	const char *p;
 	char *end;
 
-	if (strncmp(path, "/tmp/perf-", sizeof("/tmp/perf-") - 1) || *p < '1' || *p > '9')
+	*dump = !strncmp(path, jit, sizeof(jit) - 1);
+	if (!*dump && strncmp(path, map, sizeof(map) - 1))
+		return -EINVAL;
+	p = path + (*dump ? sizeof(jit) : sizeof(map)) - 1;
+	if (*p < '1' || *p > '9')
 		return -EINVAL;
 	errno = 0;
 	*pid = strtoul(p, &end, 10);
-	if (errno || *pid > 0x7fffffff || strcmp(end, ".map"))
+	if (errno || *pid > 0x7fffffff || strcmp(end, *dump ? ".dump" : ".map"))
 		return -EINVAL;
 	return 0;
 }
@@ -544,27 +550,77 @@ static unsigned long perfmap_nspid(unsigned long pid)
 }
 
 /*
- * Opens a perf map (OPVM_FETCH_F_PERFMAP) where the process sees it:
- * /proc/PID/root/tmp/perf-NSPID.map (its own root and mounts: the relay's
- * unit has a private /tmp, a container has its own), not a link (a user
- * who plants /tmp/perf-1.map -> /etc/shadow gets nothing), a regular
- * file, owned by the process's owner or root, as perf itself asks.  0 or
- * -errno.
+ * A jitdump as the process mapped it (perf's agents mmap their dump
+ * executable so that perf record sees where it is; it need not be in
+ * /tmp): the first mapping of /proc/PID/maps whose file is named
+ * jit-NSPID.dump, opened through /proc/PID/map_files (the mapped file
+ * itself, whatever its path).  The fd, or -1.
+ */
+static int jitdump_mapped(unsigned long pid, unsigned long nspid)
+{
+	char path[96], want[40], line[4096 + 128];
+	struct stat st;
+	int fd = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%lu/maps", pid);
+	snprintf(want, sizeof(want), "/jit-%lu.dump", nspid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fd < 0 && fgets(line, sizeof(line), f)) {
+		size_t n = strcspn(line, "\n"), w = strlen(want);
+		char *sp = strchr(line, ' ');
+
+		line[n] = '\0';
+		if (!sp || n < w || strcmp(line + n - w, want))
+			continue;
+		*sp = '\0';	/* "start-end", as map_files names it */
+		snprintf(path, sizeof(path), "/proc/%lu/map_files/%.40s", pid, line);
+		/* a regular file only, checked before open(): a device
+		 * mapped under that name must not be opened */
+		if (!stat(path, &st) && S_ISREG(st.st_mode))
+			fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	}
+	fclose(f);
+	return fd;
+}
+
+/*
+ * Opens a perf map or a jitdump (OPVM_FETCH_F_PERFMAP) where the process
+ * sees it: a dump where the process mapped it, else
+ * /proc/PID/root/tmp/perf-NSPID.map or jit-NSPID.dump (its own root and
+ * mounts: the relay's unit has a private /tmp, a container has its own),
+ * not a link (a user who plants /tmp/perf-1.map -> /etc/shadow gets
+ * nothing), a regular file, owned by the process's owner or root, as perf
+ * itself asks.  0 or -errno.
  */
 static int perfmap_open(struct file_job *j)
 {
 	struct fetch_req *r = &j->cur;
 	char proc[32], path[96];
-	unsigned long pid;
+	unsigned long pid, nspid;
 	struct stat st, ps;
+	int dump;
 
-	if (perfmap_pid(r->path, &pid))
+	if (perfmap_pid(r->path, &pid, &dump))
 		return -EINVAL;
 	snprintf(proc, sizeof(proc), "/proc/%lu", pid);
 	if (stat(proc, &ps))
 		return -ESRCH;
-	snprintf(path, sizeof(path), "/proc/%lu/root/tmp/perf-%lu.map", pid, perfmap_nspid(pid));
-	j->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+	nspid = perfmap_nspid(pid);
+	j->fd = dump ? jitdump_mapped(pid, nspid) : -1;
+	if (j->fd < 0) {
+		snprintf(path, sizeof(path), dump ? "/proc/%lu/root/tmp/jit-%lu.dump" :
+			 "/proc/%lu/root/tmp/perf-%lu.map", pid, nspid);
+		/* not a device either (a hard link to one planted at the
+		 * name): checked before open(), and again after */
+		if (lstat(path, &st))
+			return -errno;
+		if (!S_ISREG(st.st_mode))
+			return -EINVAL;
+		j->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+	}
 	if (j->fd < 0)
 		return -errno;
 	if (fstat(j->fd, &st) || !S_ISREG(st.st_mode))

@@ -404,6 +404,14 @@ struct opvm_req_ksyms {
  * offset it has, the relay sends what is there up to max_bytes (not a
  * size limit at open) and ends with FILE_END 0, or -EFBIG when the file
  * goes on past max_bytes.  Paced by CPU like debug files.
+ *
+ * The same flag asks for a runtime's jitdump (perf's binary format) with
+ * the path exactly /tmp/jit-<decimal pid>.dump: the relay opens the file
+ * the process mapped under the name jit-<its pid>.dump (perf's agents map
+ * it executable wherever they wrote it, /proc/PID/map_files), else that
+ * path in the process's root, with the same checks and the same growth.
+ * Relays that predate it answer -EINVAL (the path's shape): the perf map
+ * still comes.
  */
 #define OPVM_FETCH_F_PERFMAP	0x02
 

@@ -21,26 +21,16 @@ IMG=$1
 SUITE=$2
 OUT=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
-MIRROR=${OPVM_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_mmio virtio_console"
 
 [ -d "$IMG/root" ] || { echo "kernel-image: no $IMG/root: run make images" >&2; exit 1; }
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)		# apt takes relative paths from its own dirs
 A=$OUT/apt-$SUITE
-mkdir -p "$A/lists/partial" "$A/cache/archives/partial"
-echo "deb $MIRROR $SUITE main" > "$A/sources.list"
-: > "$A/status"		# the host's installed packages play no part
-APT=(-o Dir::Etc::sourcelist="$A/sources.list" -o Dir::Etc::sourceparts=/dev/null
-	-o Dir::State::status="$A/status" -o Dir::Etc::preferences=/dev/null
-	-o Dir::Etc::preferencesparts=/dev/null
-	-o Dir::State::Lists="$A/lists" -o Dir::Cache="$A/cache" -o Debug::NoLocking=1
-	$([ "$(id -u)" = 0 ] && echo -o APT::Sandbox::User=root))
-# the lists once a day at most
-if [ -z "$(find "$A/lists" -name '*Packages*' -mtime -1 2>/dev/null | head -1)" ]; then
-	apt-get "${APT[@]}" -qq update >&2 ||
-		{ echo "kernel-image: apt-get update for $SUITE failed (network? $MIRROR)" >&2; exit 2; }
-fi
+# shellcheck source=images/apt-suite.bash
+. "$HERE/apt-suite.bash"
+apt_suite "$A" "$SUITE" ||
+	{ echo "kernel-image: apt-get update for $SUITE failed (network? $MIRROR)" >&2; exit 2; }
 PKG=$(apt-cache "${APT[@]}" depends linux-image-amd64 2>/dev/null |
 	awk '/Depends: linux-image-[0-9]/ {print $2; exit}' || true)
 PKG=${PKG%:amd64}

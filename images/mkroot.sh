@@ -9,6 +9,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_mmio virtio_console"
 # Small dependency-free modules the tests load and unload after opvm.ko.
 EXTRA_MODULES="crc7 crc8"
+# Modules the kmodhash workload loads itself, in load order (CPU time in a
+# module's text without opvm.ko: tests/integration/introspect-kmods.sh).
+WORK_MODULES="af_alg algif_hash wp512"
 R=$B/root.new
 rm -rf "$R"
 mkdir -p "$R"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp,etc/opvm,lib64} \
@@ -20,13 +23,16 @@ for a in $(/bin/busybox --list-full); do
 done
 install -m 755 "$HERE/init" "$R/init"
 
-# Kernel modules the channel needs, in load order (etc/opvm/modules), and
-# the extra ones (etc/opvm/extra-modules); built-in ones are skipped.
+# Kernel modules the channel needs, in load order (etc/opvm/modules), the
+# extra ones (etc/opvm/extra-modules) and the workloads' (etc/opvm/
+# work-modules); built-in ones are skipped.
 : > "$R/etc/opvm/modules"
 : > "$R/etc/opvm/extra-modules"
-for m in $MODULES $EXTRA_MODULES; do
+: > "$R/etc/opvm/work-modules"
+for m in $MODULES $EXTRA_MODULES $WORK_MODULES; do
 	list=modules
 	case " $EXTRA_MODULES " in *" $m "*) list=extra-modules ;; esac
+	case " $WORK_MODULES " in *" $m "*) list=work-modules ;; esac
 	p=$(modinfo -k "$KVER" -n "$m" 2>/dev/null || true)
 	case "$p" in
 	""|"(builtin)"|*builtin*) continue ;;

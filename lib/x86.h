@@ -16,6 +16,9 @@
 #define OPVM_KERNEL_HALF	0xffff800000000000ull
 /* Linux x86-64 maps its kernel image from here (__START_KERNEL_map). */
 #define OPVM_KERNEL_MAP		0xffffffff80000000ull
+/* and its loadable modules here (MODULES_VADDR .. MODULES_END) */
+#define OPVM_MODULES_START	0xffffffffc0000000ull
+#define OPVM_MODULES_END	0xffffffffff000000ull
 
 /* Page-table entry bits: present, writable, page size (a 2 MiB or 1 GiB
  * page at the PD and PDPT levels), and bits 51:12, the next table or the

@@ -768,11 +768,15 @@ static int gather_syms(struct elfimage *img, Elf *elf, const struct secinfo *sec
  * spend samples there (libc calls its own ifunc'd functions through its
  * .plt: 8 of 404 libc samples on a booting Debian guest).  Each executable
  * .plt* section becomes one symbol named after it ("[.plt]", as perf
- * does), with the lowest score: a real symbol at its address wins.
- * Returns 0 or -ENOMEM.
+ * does), with the lowest score: a real symbol at its address wins.  A file
+ * with no other symbol stays without, but for SHT_NOBITS ones: the PLT
+ * found in guest memory (vmm/introspect/memsyms.h) of a binary that exports
+ * no function, where they are all the names there are.  Returns 0 or
+ * -ENOMEM.
  */
 static int gather_plt(struct elfimage *img, struct rawsyms *rs)
 {
+	bool nobits_only = !rs->nr;
 	size_t shstrndx;
 	Elf_Scn *scn = NULL;
 
@@ -787,6 +791,7 @@ static int gather_plt(struct elfimage *img, struct rawsyms *rs)
 
 		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_EXECINSTR) ||
 		    !(sh.sh_flags & SHF_ALLOC) || !sh.sh_size ||
+		    (nobits_only && sh.sh_type != SHT_NOBITS) ||
 		    __builtin_add_overflow(sh.sh_addr, sh.sh_size, &end))
 			continue;
 		name = elf_strptr(img->elf, shstrndx, sh.sh_name);
@@ -852,7 +857,7 @@ static int load_symbols(struct elfimage *img, const struct secinfo *sect_addr, s
 	ret = gather_syms(img, img->elf, sect_addr, shnum, &rs);
 	if (!ret)
 		ret = gather_minidebug(img, &rs);
-	if (!ret && rs.nr)	/* a file with no symbol at all stays without */
+	if (!ret)
 		ret = gather_plt(img, &rs);
 	raw = rs.raw;
 	nr = rs.nr;

@@ -3,7 +3,8 @@
  * Perf maps (symbols/perfmap.h): lines checked one by one into entries in
  * file order, then the address space painted by a sweep over the entries'
  * boundaries, the latest entry over each piece winning (a max-heap of the
- * entries open at the boundary, by line number).
+ * entries open at the boundary, by line number).  A jitdump's records
+ * (symbols/jitdump.c) become entries of the same builder, after the map's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,27 +15,15 @@
 
 #include "lib/util.h"
 #include "lib/x86.h"
-#include "symbols/perfmap.h"
-
-struct pment {
-	uint64_t start, end;
-	size_t name;		/* offset in names */
-	size_t seq;		/* line order: later wins */
-	uint64_t painted;	/* bytes it kept */
-};
+#include "symbols/perfmap-priv.h"
 
 struct perfmap {
 	struct elfsym *syms;
+	const uint8_t **code;	/* [nr]: each symbol's code bytes, or NULL */
 	size_t nr;
 	char *names;
+	uint8_t *blob;		/* the jitdump's bytes the code points into */
 	struct perfmap_stats st;
-};
-
-struct pmbuild {
-	struct perfmap *pm;
-	struct pment *e;
-	size_t nr, cap;
-	size_t nlen, ncap;
 };
 
 void perfmap_free(struct perfmap *pm)
@@ -42,7 +31,9 @@ void perfmap_free(struct perfmap *pm)
 	if (!pm)
 		return;
 	free(pm->syms);
+	free(pm->code);
 	free(pm->names);
+	free(pm->blob);
 	free(pm);
 }
 
@@ -68,8 +59,6 @@ static int hex_field(const char **p, const char *eol, uint64_t *out)
 	return 0;
 }
 
-/* The name's bytes into the pool, controls and bytes that are not UTF-8
- * made '?': 1 if any was, 0, or -ENOMEM. */
 static int name_put(struct pmbuild *b, const char *s, size_t n)
 {
 	int fixed = 0;
@@ -100,9 +89,8 @@ static int name_put(struct pmbuild *b, const char *s, size_t n)
 static int line_take(struct pmbuild *b, const char *p, const char *eol)
 {
 	struct perfmap_stats *st = &b->pm->st;
-	uint64_t start, size, end;
-	size_t name;
-	int fixed;
+	uint64_t start, size;
+	int ret;
 
 	st->lines++;
 	if ((size_t)(eol - p) > PERFMAP_MAX_LINE) {
@@ -115,26 +103,48 @@ static int line_take(struct pmbuild *b, const char *p, const char *eol)
 		st->bad++;
 		return 0;
 	}
-	if (!size || size > PERFMAP_MAX_RANGE || __builtin_add_overflow(start, size, &end) ||
-	    end > OPVM_USER_TOP) {
+	if (!pmbuild_range_ok(start, size)) {
 		st->bad_range++;
 		return 0;
 	}
-	if (b->nr >= PERFMAP_MAX_ENTRIES) {
+	ret = pmbuild_add(b, start, size, p, (size_t)(eol - p), NULL);
+	if (ret < 0)
+		return ret;
+	if (ret == PMB_CAPPED) {
 		st->capped++;
 		return 0;
 	}
-	if (UTIL_GROW(b->e, b->cap, b->nr + 1, 256))
-		return -ENOMEM;
-	name = b->nlen;
-	fixed = name_put(b, p, (size_t)(eol - p));
-	if (fixed < 0)
-		return fixed;
-	st->fixed_names += (uint64_t)fixed;
-	b->e[b->nr] = (struct pment){ .start = start, .end = end, .name = name, .seq = b->nr };
-	b->nr++;
+	st->fixed_names += ret == PMB_FIXED;
 	st->entries++;
 	return 0;
+}
+
+int pmbuild_range_ok(uint64_t start, uint64_t size)
+{
+	uint64_t end;
+
+	return size && size <= PERFMAP_MAX_RANGE && !__builtin_add_overflow(start, size, &end) &&
+	       end <= OPVM_USER_TOP;
+}
+
+int pmbuild_add(struct pmbuild *b, uint64_t start, uint64_t size, const char *name, size_t n,
+		const uint8_t *code)
+{
+	size_t at;
+	int fixed;
+
+	if (b->nr >= PERFMAP_MAX_ENTRIES)
+		return PMB_CAPPED;
+	if (UTIL_GROW(b->e, b->cap, b->nr + 1, 256))
+		return -ENOMEM;
+	at = b->nlen;
+	fixed = name_put(b, name, n);
+	if (fixed < 0)
+		return fixed;
+	b->e[b->nr] = (struct pment){ .start = start, .end = start + size, .name = at,
+				      .seq = b->nr, .code = code };
+	b->nr++;
+	return fixed ? PMB_FIXED : PMB_TAKEN;
 }
 
 static int by_start(const void *a, const void *b)
@@ -193,6 +203,7 @@ static void piece_put(struct perfmap *pm, struct pment *k, uint64_t a, uint64_t 
 		pm->syms[pm->nr - 1].size += z - a;
 		return;
 	}
+	pm->code[pm->nr] = k->code ? k->code + (a - k->start) : NULL;
 	pm->syms[pm->nr++] = (struct elfsym){ .addr = a, .size = z - a,
 					      .name = pm->names + k->name };
 }
@@ -232,7 +243,8 @@ static int build_syms(struct pmbuild *b)
 	heap = malloc(b->nr * sizeof(*heap));
 	/* n entries make at most 2n - 1 pieces */
 	pm->syms = malloc(2 * b->nr * sizeof(*pm->syms));
-	if (!bnd || !heap || !pm->syms)
+	pm->code = malloc(2 * b->nr * sizeof(*pm->code));
+	if (!bnd || !heap || !pm->syms || !pm->code)
 		goto out;
 	for (size_t i = 0; i < b->nr; i++) {
 		bnd[nb++] = b->e[i].start;
@@ -261,61 +273,99 @@ out:
 	return ret;
 }
 
-struct perfmap *perfmap_parse(const char *text, size_t len)
+/* The map's complete lines into b: 0 or -ENOMEM. */
+static int text_take(struct pmbuild *b, const char *text, size_t len)
 {
-	struct pmbuild b = { 0 };
 	const char *p = text, *end = text + len;
 
-	b.pm = calloc(1, sizeof(*b.pm));
-	if (!b.pm)
-		return NULL;
 	while (p < end) {
 		const char *eol = memchr(p, '\n', (size_t)(end - p));
 
 		if (!eol) {
-			b.pm->st.partial = 1;
+			b->pm->st.partial = 1;
 			break;
 		}
-		if (line_take(&b, p, eol))
-			goto nomem;
+		if (line_take(b, p, eol))
+			return -ENOMEM;
 		p = eol + 1;
 	}
-	if (build_syms(&b))
-		goto nomem;
-	free(b.e);
-	return b.pm;
-nomem:
-	free(b.e);
-	perfmap_free(b.pm);
-	errno = ENOMEM;
-	return NULL;
+	return 0;
 }
 
-struct perfmap *perfmap_open(int dfd, const char *name)
+/* A builder over a new, empty map: 0 or -ENOMEM. */
+static int build_start(struct pmbuild *b)
 {
-	struct perfmap *pm = NULL;
-	struct stat sb;
-	char *buf = NULL;
-	size_t n = 0;
-	int fd, err = 0;
+	*b = (struct pmbuild){ 0 };
+	b->pm = calloc(1, sizeof(*b->pm));
+	return b->pm ? 0 : -ENOMEM;
+}
 
-	fd = util_openat_regular(dfd, name, O_NOFOLLOW);
-	if (fd < 0) {
-		errno = -fd;
+/* The map b built, or NULL (ENOMEM) with err set: b is spent. */
+static struct perfmap *build_end(struct pmbuild *b, int err)
+{
+	if (!err)
+		err = build_syms(b);
+	free(b->e);
+	if (err) {
+		perfmap_free(b->pm);
+		errno = ENOMEM;
 		return NULL;
 	}
-	if (fstat(fd, &sb)) {
-		err = errno;
-		goto out;
+	return b->pm;
+}
+
+struct perfmap *perfmap_parse(const char *text, size_t len)
+{
+	struct pmbuild b;
+
+	if (build_start(&b)) {
+		errno = ENOMEM;
+		return NULL;
 	}
-	n = (uint64_t)sb.st_size > PERFMAP_MAX_FILE ? PERFMAP_MAX_FILE : (size_t)sb.st_size;
-	buf = malloc(n ? n : 1);
-	if (!buf) {
-		err = ENOMEM;
-		goto out;
+	return build_end(&b, text_take(&b, text, len));
+}
+
+struct perfmap *perfmap_parse_jitdump(const uint8_t *buf, size_t len)
+{
+	struct pmbuild b;
+	int err;
+
+	if (build_start(&b)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	b.pm->blob = malloc(len ? len : 1);
+	if (!b.pm->blob)
+		return build_end(&b, -ENOMEM);
+	memcpy(b.pm->blob, buf, len);
+	err = jitdump_take(&b, b.pm->blob, len, &b.pm->st.jd);
+	return build_end(&b, err);
+}
+
+/* Up to PERFMAP_MAX_FILE bytes of the regular file name under dfd into
+ * *buf (malloc'd), *len; *more: the file had more.  0 or -errno. */
+static int file_read(int dfd, const char *name, uint8_t **buf, size_t *len, int *more)
+{
+	struct stat sb;
+	size_t n;
+	int fd = util_openat_regular(dfd, name, O_NOFOLLOW);
+
+	*buf = NULL;
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &sb)) {
+		close(fd);
+		return -errno;
+	}
+	*more = (uint64_t)sb.st_size > PERFMAP_MAX_FILE;
+	n = *more ? PERFMAP_MAX_FILE : (size_t)sb.st_size;
+	*buf = malloc(n ? n : 1);
+	if (!*buf) {
+		close(fd);
+		return -ENOMEM;
 	}
 	for (size_t got = 0; got < n;) {
-		ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
+		ssize_t r = pread(fd, *buf + got, n - got, (off_t)got);
 
 		if (r <= 0) {
 			n = got;	/* shrank under the read: what is there */
@@ -323,16 +373,50 @@ struct perfmap *perfmap_open(int dfd, const char *name)
 		}
 		got += (size_t)r;
 	}
-	pm = perfmap_parse(buf, n);
-	if (!pm)
-		err = errno;
-	else if ((uint64_t)sb.st_size > PERFMAP_MAX_FILE)
-		pm->st.capped++;
-out:
-	free(buf);
 	close(fd);
-	errno = err;
-	return pm;
+	*len = n;
+	return 0;
+}
+
+struct perfmap *perfmap_load(int dfd, const char *map_name, const char *dump_name)
+{
+	struct pmbuild b;
+	uint8_t *text = NULL;
+	size_t n = 0;
+	int more = 0, err, have = 0;
+
+	if (build_start(&b)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	err = map_name ? file_read(dfd, map_name, &text, &n, &more) : -ENOENT;
+	if (!err) {
+		have = 1;
+		b.pm->st.capped += (uint64_t)more;
+		err = text_take(&b, (const char *)text, n);
+		free(text);
+	}
+	if (err == -ENOMEM)
+		return build_end(&b, err);
+	/* the dump's entries after the map's: where both name a range, the
+	 * dump's (it has the code, and moves) */
+	err = dump_name ? file_read(dfd, dump_name, &b.pm->blob, &n, &more) : -ENOENT;
+	if (!err) {
+		have = 1;
+		b.pm->st.jd.capped += (uint64_t)more;
+		err = jitdump_take(&b, b.pm->blob, n, &b.pm->st.jd);
+	}
+	if (err == -ENOMEM || !have) {
+		build_end(&b, -ENOMEM);
+		errno = have ? ENOMEM : -err;
+		return NULL;
+	}
+	return build_end(&b, 0);
+}
+
+struct perfmap *perfmap_open(int dfd, const char *name)
+{
+	return perfmap_load(dfd, name, NULL);
 }
 
 size_t perfmap_nr(const struct perfmap *pm)
@@ -348,6 +432,20 @@ const struct elfsym *perfmap_sym(const struct perfmap *pm, size_t i)
 long perfmap_lookup(const struct perfmap *pm, uint64_t addr)
 {
 	return elfsym_lookup(pm->syms, pm->nr, addr);
+}
+
+long perfmap_code(const struct perfmap *pm, uint64_t addr, uint8_t *buf, size_t len)
+{
+	long i = perfmap_lookup(pm, addr);
+	uint64_t left;
+
+	if (i < 0 || !pm->code[i])
+		return -1;
+	left = pm->syms[i].addr + pm->syms[i].size - addr;
+	if (len > left)
+		len = (size_t)left;
+	memcpy(buf, pm->code[i] + (addr - pm->syms[i].addr), len);
+	return (long)len;
 }
 
 const struct perfmap_stats *perfmap_stats(const struct perfmap *pm)

@@ -14,6 +14,20 @@
  * are refused and counted; bytes of a name that are controls or not UTF-8
  * become '?' (counted).  A last line without its newline is the runtime
  * still writing it: left for the next read, not refused.
+ *
+ * A runtime's jitdump (perf's binary format, /tmp/jit-PID.dump; the spec
+ * is tools/perf/Documentation/jitdump-specification.txt in the Linux tree)
+ * reads into the same symbols (symbols/jitdump.c): each JIT_CODE_LOAD an
+ * entry with its name, range and code bytes, each JIT_CODE_MOVE the
+ * loaded function of its code_index again at its new address; records of
+ * other kinds are skipped by their size.  Hostile as the map: a header
+ * that is not version 1 of x86-64 in this byte order reads nothing; a
+ * record smaller than its header ends the read; loads and moves too short
+ * for their fields, names unterminated or over PERFMAP_MAX_LINE, and the
+ * map's range rules refuse the record; every case counted
+ * (struct jitdump_stats).  A map and a dump of one process read together
+ * (perfmap_load()): the dump's entries after the map's lines, so that
+ * where both name a range the dump's name (and code) holds.
  */
 #ifndef OPVM_PERFMAP_H
 #define OPVM_PERFMAP_H
@@ -29,6 +43,30 @@
 /* Largest map read (the collector stores no more: FETCH_PERFMAP_MAX). */
 #define PERFMAP_MAX_FILE	((size_t)64 << 20)
 
+#define JITDUMP_MAGIC		0x4A695444u	/* "JiTD" */
+#define JITDUMP_VERSION		1
+#define JITDUMP_MAX_HEADER	4096	/* a header's total_size at most */
+
+struct jitdump_stats {
+	uint64_t records;	/* complete records read */
+	uint64_t loads, moves;	/* taken */
+	uint64_t skipped;	/* of other kinds: debug info, unwinding info,
+				 * close, and ids the spec does not define */
+	uint64_t unknown;	/* ... of which: ids the spec does not define */
+	uint64_t bad;		/* loads and moves too short, names
+				 * unterminated or too long */
+	uint64_t bad_range;	/* empty, wrapping, past the user half, huge */
+	uint64_t capped;	/* past PERFMAP_MAX_ENTRIES, or the file past
+				 * PERFMAP_MAX_FILE */
+	uint64_t unmatched;	/* moves of no loaded code_index */
+	uint64_t fixed_names;	/* names with bytes made '?' */
+	uint64_t code_bytes;	/* code bytes of the loads taken */
+	uint8_t bad_header;	/* 1: not a jitdump this host reads: nothing */
+	uint8_t bad_size;	/* 1: a record smaller than its header: the
+				 * rest is not read */
+	uint8_t partial;	/* 1: a last record not yet whole */
+};
+
 struct perfmap_stats {
 	uint64_t lines;		/* complete lines read */
 	uint64_t entries;	/* taken */
@@ -40,6 +78,7 @@ struct perfmap_stats {
 	uint64_t overlapped;	/* entries a later one covered, in part or whole */
 	uint64_t hidden;	/* ... of them wholly: no address left */
 	uint64_t partial;	/* 1: a last line without its newline */
+	struct jitdump_stats jd;	/* the jitdump's, when one was read */
 };
 
 struct perfmap;
@@ -51,6 +90,13 @@ struct perfmap *perfmap_parse(const char *text, size_t len);
  * PERFMAP_MAX_FILE bytes of it (the rest counted as capped lines' worth:
  * st.capped += 1).  NULL and errno on failure. */
 struct perfmap *perfmap_open(int dfd, const char *name);
+/* A jitdump's len bytes (copied) into a map: NULL and errno (ENOMEM). */
+struct perfmap *perfmap_parse_jitdump(const uint8_t *buf, size_t len);
+/* The process's perf map map_name and jitdump dump_name under dfd (either
+ * NULL or absent), regular files and not links, PERFMAP_MAX_FILE bytes of
+ * each at most, into one map.  NULL and errno: ENOENT when neither is
+ * there, ENOMEM. */
+struct perfmap *perfmap_load(int dfd, const char *map_name, const char *dump_name);
 void perfmap_free(struct perfmap *pm);	/* NULL-safe */
 
 /* The symbols, sorted by address, none overlapping: each entry's part of
@@ -60,6 +106,9 @@ size_t perfmap_nr(const struct perfmap *pm);
 const struct elfsym *perfmap_sym(const struct perfmap *pm, size_t i);
 /* Index of the symbol containing addr, or -1. */
 long perfmap_lookup(const struct perfmap *pm, uint64_t addr);
+/* Up to len of the code bytes at addr, of the symbol that holds it (a
+ * jitdump's load): how many were copied, or -1 (no symbol, no code). */
+long perfmap_code(const struct perfmap *pm, uint64_t addr, uint8_t *buf, size_t len);
 const struct perfmap_stats *perfmap_stats(const struct perfmap *pm);
 
 #endif /* OPVM_PERFMAP_H */

@@ -4,8 +4,9 @@
  * process's anonymous memory named by the perf map its runtime wrote in
  * the guest, which the collector stored in the session under a name of
  * its own (<session>/guests/<guest>/perfmaps/<tgid>.map: the tgid is a
- * number the host formats, the guest's name one path component).  The
- * map's text is the guest's: symbols/perfmap.c parses it as hostile.
+ * number the host formats, the guest's name one path component), and its
+ * jitdump beside it (<tgid>.dump).  Both are the guest's: symbols/perfmap.c
+ * and symbols/jitdump.c read them as hostile.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,11 +21,11 @@
  * in si->reason (SIMAGE_ANON).  -ENOMEM or 0. */
 static int jit_load(struct symres *r, struct simage *si, const char *guest, int64_t tgid)
 {
-	char dir[4096], name[32];
+	char dir[4096], name[32], dump[32];
 	int dfd;
 
 	si->state = SIMAGE_ANON;
-	snprintf(si->reason, sizeof(si->reason), "{anon}: anonymous memory (no perf map of pid %lld)",
+	snprintf(si->reason, sizeof(si->reason), "{anon}: anonymous memory (no perf map or jitdump of pid %lld)",
 		 (long long)tgid);
 	if (!r->session_dir || !symres_guest_component(guest) || tgid <= 0)
 		return 0;
@@ -35,7 +36,8 @@ static int jit_load(struct symres *r, struct simage *si, const char *guest, int6
 	if (dfd < 0)
 		return 0;
 	snprintf(name, sizeof(name), "%lld.map", (long long)tgid);
-	si->pm = perfmap_open(dfd, name);
+	snprintf(dump, sizeof(dump), "%lld.dump", (long long)tgid);
+	si->pm = perfmap_load(dfd, name, dump);
 	close(dfd);
 	if (!si->pm)
 		return errno == ENOMEM ? -ENOMEM : 0;
@@ -82,4 +84,9 @@ int simage_is_jit(const struct simage *si)
 const struct perfmap_stats *simage_perfmap_stats(const struct simage *si)
 {
 	return si->pm ? perfmap_stats(si->pm) : NULL;
+}
+
+long simage_jit_code(const struct simage *si, uint64_t addr, uint8_t *buf, size_t len)
+{
+	return si->kind == SK_JIT && si->pm ? perfmap_code(si->pm, addr, buf, len) : -1;
 }

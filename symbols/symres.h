@@ -141,6 +141,9 @@ int simage_is_jit(const struct simage *si);
 /* What its map's parser refused and counted (symbols/perfmap.h), or NULL
  * for any other image. */
 const struct perfmap_stats *simage_perfmap_stats(const struct simage *si);
+/* Up to len code bytes of a JIT image at addr (its jitdump's): how many,
+ * or -1 (not JIT code, or named by a perf map, which has none). */
+long simage_jit_code(const struct simage *si, uint64_t addr, uint8_t *buf, size_t len);
 
 enum simage_state simage_state(const struct simage *si);
 /* 1 for the kernel image itself (vmlinux), not modules. */

@@ -11,7 +11,10 @@
  * 3.12 follow CPython 3.12's Include/cpython/pystate.h, pycore_frame.h,
  * pycore_interp.h, pycore_runtime.h and cpython/code.h (no 3.12 binary on
  * this host to check them against: a wrong one fails the type checks and
- * costs chains, never names).  3.13 publishes its own (_Py_DebugOffsets).
+ * costs chains, never names).  3.13 publishes its own (_Py_DebugOffsets):
+ * where its block keeps each value is CPython 3.13's
+ * Include/internal/pycore_runtime.h, checked against the block of Debian
+ * 13's python3.13 3.13.5 (python3.13-minimal 3.13.5-2+deb13u5).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -107,66 +110,116 @@ static unsigned umax(unsigned a, unsigned b)
 /* ---- layouts ------------------------------------------------------------ */
 
 /* _Py_DebugOffsets of 3.13 (Include/internal/pycore_runtime.h): where each
- * offset we use sits in it, in bytes from _PyRuntime. */
+ * value we use sits in it, in bytes from _PyRuntime.  Each structure's
+ * part begins with that structure's sizeof (the *_SIZE entries). */
 enum {
 	DO_COOKIE = 0, DO_VERSION = 8, DO_FREE_THREADED = 16,
-	DO_RT_INTERP_HEAD = 40,
-	DO_IS_NEXT = 64, DO_IS_THREADS_HEAD = 72,
-	DO_TS_NEXT = 168, DO_TS_INTERP = 176, DO_TS_CURRENT_FRAME = 184,
+	DO_RT_SIZE = 24, DO_RT_INTERP_HEAD = 40,
+	DO_IS_SIZE = 48, DO_IS_NEXT = 64, DO_IS_THREADS_HEAD = 72,
+	DO_TS_SIZE = 152, DO_TS_NEXT = 168, DO_TS_INTERP = 176, DO_TS_CURRENT_FRAME = 184,
 	DO_TS_NATIVE_TID = 200,
-	DO_FR_PREVIOUS = 232, DO_FR_EXECUTABLE = 240, DO_FR_INSTR = 248, DO_FR_OWNER = 264,
-	DO_CO_FILENAME = 280, DO_CO_QUALNAME = 296, DO_CO_LINETABLE = 304,
+	DO_FR_SIZE = 224, DO_FR_PREVIOUS = 232, DO_FR_EXECUTABLE = 240, DO_FR_INSTR = 248,
+	DO_FR_OWNER = 264,
+	DO_CO_SIZE = 272, DO_CO_FILENAME = 280, DO_CO_QUALNAME = 296, DO_CO_LINETABLE = 304,
 	DO_CO_FIRSTLINENO = 312, DO_CO_CODE = 344,
-	DO_OB_TYPE = 360,
-	DO_BYTES_SIZE = 520, DO_BYTES_SVAL = 528,
-	DO_STR_STATE = 544, DO_STR_LENGTH = 552, DO_STR_ASCII_SIZE = 560,
+	DO_OB_SIZE = 352, DO_OB_TYPE = 360,
+	DO_BY_SIZE = 512, DO_BYTES_SIZE = 520, DO_BYTES_SVAL = 528,
+	DO_STR_SIZE = 536, DO_STR_STATE = 544, DO_STR_LENGTH = 552, DO_STR_ASCII_SIZE = 560,
 	DO_SIZE_313 = 584,
 };
+#define DO_MAX_SIZEOF	(1u << 20)	/* a larger declared structure is forged */
 
-/* One published offset into *out: refused beyond what a field of these
- * structures can be (the whole of _PyRuntimeState's head, a frame...). */
-static int do_field(const uint8_t *b, unsigned at, unsigned limit, uint16_t *out)
+/* One published offset: the field of width bytes at it must lie inside
+ * the structure's declared size (the value at size_at) and inside what
+ * this file reads of such an object (cap: its buffers, uint16_t). */
+struct do_field {
+	uint16_t at, size_at, cap, width;
+	size_t field;
+};
+
+static const struct do_field do_fields[] = {
+#define F(at, size_at, cap, width, name) \
+	{ at, size_at, cap, width, offsetof(struct pyframes_layout, name) }
+	F(DO_RT_INTERP_HEAD, DO_RT_SIZE, 0xffff, 8, rt_interp_head),
+	F(DO_IS_NEXT, DO_IS_SIZE, 0xffff, 8, is_next),
+	F(DO_IS_THREADS_HEAD, DO_IS_SIZE, 0xffff, 8, is_threads_head),
+	F(DO_TS_NEXT, DO_TS_SIZE, 1024, 8, ts_next),
+	F(DO_TS_INTERP, DO_TS_SIZE, 1024, 8, ts_interp),
+	F(DO_TS_CURRENT_FRAME, DO_TS_SIZE, 1024, 8, ts_frame),
+	F(DO_TS_NATIVE_TID, DO_TS_SIZE, 1024, 8, ts_native_tid),
+	F(DO_FR_PREVIOUS, DO_FR_SIZE, 512, 8, fr_previous),
+	F(DO_FR_EXECUTABLE, DO_FR_SIZE, 512, 8, fr_code),
+	F(DO_FR_INSTR, DO_FR_SIZE, 512, 8, fr_instr),
+	F(DO_FR_OWNER, DO_FR_SIZE, 512, 1, fr_owner),
+	F(DO_CO_FILENAME, DO_CO_SIZE, 512, 8, co_filename),
+	F(DO_CO_QUALNAME, DO_CO_SIZE, 512, 8, co_qualname),
+	F(DO_CO_LINETABLE, DO_CO_SIZE, 512, 8, co_linetable),
+	F(DO_CO_FIRSTLINENO, DO_CO_SIZE, 512, 4, co_firstlineno),
+	F(DO_CO_CODE, DO_CO_SIZE, 512, 2, co_code),
+	F(DO_OB_TYPE, DO_OB_SIZE, 64, 8, ob_type),
+	F(DO_BYTES_SIZE, DO_BY_SIZE, 64, 8, bytes_size),
+	F(DO_BYTES_SVAL, DO_BY_SIZE, 64, 1, bytes_sval),
+	F(DO_STR_STATE, DO_STR_SIZE, 128, 4, str_state),
+	F(DO_STR_LENGTH, DO_STR_SIZE, 128, 8, str_length),
+	F(DO_STR_ASCII_SIZE, DO_STR_SIZE, 128, 0, str_ascii_size),	/* a size */
+#undef F
+};
+
+static int do_take(const uint8_t *b, const struct do_field *f, struct pyframes_layout *l)
 {
-	uint64_t v = u64at(b, at);
+	uint64_t v = u64at(b, f->at), size = u64at(b, f->size_at);
 
-	if (v >= limit)
+	if (size > DO_MAX_SIZEOF || size < f->width || v > size - f->width ||
+	    v > (uint64_t)f->cap - f->width)
 		return -EINVAL;
-	*out = (uint16_t)v;
+	memcpy((char *)l + f->field, &(uint16_t){ (uint16_t)v }, sizeof(uint16_t));
 	return 0;
 }
 
+/* The 3.13 layout from the block b: every offset taken, bounded, and
+ * consistent with how the objects are read. */
 static int layout_313(const uint8_t *b, struct pyframes_layout *l)
 {
-	static const struct { unsigned at, limit; size_t field; } f[] = {
-#define F(at, lim, name) { at, lim, offsetof(struct pyframes_layout, name) }
-		F(DO_RT_INTERP_HEAD, 4096, rt_interp_head), F(DO_IS_NEXT, 4096, is_next),
-		F(DO_IS_THREADS_HEAD, 4096, is_threads_head), F(DO_TS_NEXT, 1024, ts_next),
-		F(DO_TS_INTERP, 1024, ts_interp), F(DO_TS_CURRENT_FRAME, 1024, ts_frame),
-		F(DO_TS_NATIVE_TID, 1024, ts_native_tid), F(DO_FR_PREVIOUS, 256, fr_previous),
-		F(DO_FR_EXECUTABLE, 256, fr_code), F(DO_FR_INSTR, 256, fr_instr),
-		F(DO_FR_OWNER, 256, fr_owner), F(DO_CO_FILENAME, 512, co_filename),
-		F(DO_CO_QUALNAME, 512, co_qualname), F(DO_CO_LINETABLE, 512, co_linetable),
-		F(DO_CO_FIRSTLINENO, 512, co_firstlineno), F(DO_CO_CODE, 512, co_code),
-		F(DO_OB_TYPE, 64, ob_type), F(DO_BYTES_SIZE, 64, bytes_size),
-		F(DO_BYTES_SVAL, 64, bytes_sval), F(DO_STR_STATE, 64, str_state),
-		F(DO_STR_LENGTH, 64, str_length), F(DO_STR_ASCII_SIZE, 128, str_ascii_size),
-#undef F
-	};
-
-	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
-		if (do_field(b, f[i].at, f[i].limit, (uint16_t *)((char *)l + f[i].field)))
+	for (size_t i = 0; i < sizeof(do_fields) / sizeof(do_fields[0]); i++)
+		if (do_take(b, &do_fields[i], l))
 			return -EINVAL;
-	/* the frame's owner is one byte; the code object's fields lie before
-	 * its instructions; the compact header is the ASCII one + utf8_length
-	 * + utf8 (not published) */
-	if (l->fr_owner > 255 || l->co_code < 8 || l->co_filename + 8 > l->co_code ||
-	    l->co_qualname + 8 > l->co_code || l->co_linetable + 8 > l->co_code ||
-	    l->co_firstlineno + 4 > l->co_code || l->str_ascii_size < 24)
-		return -EINVAL;
+	/* the code object's fields and every header's type lie before what
+	 * follows the header (instructions, characters, bytes); the compact
+	 * header is the ASCII one + utf8_length + utf8 (not published) */
 	l->str_compact_size = (uint16_t)(l->str_ascii_size + 16);
+	if (l->co_filename + 8 > l->co_code || l->co_qualname + 8 > l->co_code ||
+	    l->co_linetable + 8 > l->co_code || l->co_firstlineno + 4 > l->co_code ||
+	    l->ob_type + 8 > l->co_code || l->ob_type + 8 > l->bytes_sval ||
+	    l->bytes_size + 8 > l->bytes_sval ||
+	    umax(umax(l->str_length, l->ob_type) + 8u, l->str_state + 4u) > l->str_ascii_size ||
+	    l->str_compact_size > u64at(b, DO_STR_SIZE))
+		return -EINVAL;
 	l->cf_current = NO_CFRAME;
 	l->owner_cstack = 3;
 	l->owner_max = 3;
+	return 0;
+}
+
+/* The layout from the _Py_DebugOffsets block b: its version the binary's
+ * (Py_Version's whole, or the minor its name says), a GIL build (a
+ * free-threaded one has another object header), a block layout we know. */
+static int layout_published(const uint8_t *b, const struct pyframes_target *t,
+			    struct pyframes_layout *out, struct pyframes_stats *st)
+{
+	uint64_t v = u64at(b, DO_VERSION);
+
+	if ((t->version & 0xffff) ? v != t->version : (v >> 16) != (t->version >> 16)) {
+		st->bad_offsets++;
+		return -EINVAL;
+	}
+	memset(out, 0, sizeof(*out));
+	/* before 3.13 no CPython published one */
+	if ((v >> 16) != 0x030d || u64at(b, DO_FREE_THREADED) || layout_313(b, out)) {
+		st->bad_offsets++;
+		return -EINVAL;
+	}
+	out->version = (uint32_t)t->version;
+	st->layout_published++;
 	return 0;
 }
 
@@ -177,28 +230,24 @@ int pyframes_layout(const struct unwind_mem *m, const struct pyframes_target *t,
 	uint8_t b[DO_SIZE_313];
 	unsigned major = (unsigned)(t->version >> 24) & 0xff;
 	unsigned minor = (unsigned)(t->version >> 16) & 0xff;
+	int head;
 
-	if (major != 3 || (t->version >> 32))
-		return -ENOTSUP;
+	if (major != 3 || (t->version >> 32) || minor < 11 || minor > 13)
+		return -ENOTSUP;	/* 3.14 moved the block's fields */
+	/* what the binary publishes first, whatever its version says */
+	head = !rd(&r, t->runtime, b, sizeof(b));
+	if (head && !memcmp(b + DO_COOKIE, "xdebugpy", 8))
+		return layout_published(b, t, out, st);
 	if (minor == 11 || minor == 12) {
 		*out = minor == 11 ? layout_311 : layout_312;
 		out->version = (uint32_t)t->version;
+		st->layout_table++;
 		return 0;
 	}
-	if (minor != 13)
-		return -ENOTSUP;
-	if (rd(&r, t->runtime, b, sizeof(b)))
-		return -EFAULT;
-	/* the cookie, the same version as Py_Version says, a GIL build (a
-	 * free-threaded one has another object header) */
-	if (memcmp(b + DO_COOKIE, "xdebugpy", 8) ||
-	    (u64at(b, DO_VERSION) >> 16) != (t->version >> 16) || u64at(b, DO_FREE_THREADED))
-		return -EINVAL;
-	memset(out, 0, sizeof(*out));
-	if (layout_313(b, out))
-		return -EINVAL;
-	out->version = (uint32_t)t->version;
-	return 0;
+	if (!head)
+		return -EFAULT;		/* not resident yet */
+	st->bad_offsets++;		/* every 3.13 publishes it */
+	return -EINVAL;
 }
 
 /* ---- strings ------------------------------------------------------------ */

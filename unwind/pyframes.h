@@ -7,12 +7,12 @@
  * frame named by its code object (qualified name, file, line from the
  * location table).
  *
- * Supported: CPython 3.11 and 3.12 (struct offsets from one table per
- * minor version, checked against the binary's Py_Version), 3.13 (the
- * offsets CPython publishes in _Py_DebugOffsets at the start of
- * _PyRuntime, cookie "xdebugpy").  Everything read is hostile: pointers
- * must be canonical user addresses, aligned; objects must carry the type
- * the binary's own PyCode_Type/PyUnicode_Type/PyBytes_Type say; strings
+ * Supported: CPython 3.13 by the offsets it publishes in _Py_DebugOffsets
+ * at the start of _PyRuntime (cookie "xdebugpy"), 3.11 and 3.12 by one
+ * table of offsets per minor version, checked against the binary's
+ * Py_Version.  Everything read is hostile: pointers must be canonical
+ * user addresses, aligned; objects must carry the type the binary's own
+ * PyCode_Type/PyUnicode_Type/PyBytes_Type say; strings
  * are bounded, compact only, decoded to UTF-8 with control characters
  * replaced; chains are cut at a depth, at a loop, at a frame that does not
  * read.  A guest can still make its own frames say anything it likes: the
@@ -94,13 +94,20 @@ struct pyframes_stats {
 	uint64_t truncated;		/* names cut to fit */
 	uint64_t changed;		/* frames dropped by pyframes_validate() */
 	uint64_t bytes;			/* guest bytes read */
+	uint64_t layout_published;	/* layouts from _Py_DebugOffsets */
+	uint64_t layout_table;		/* ... from the version table */
+	uint64_t bad_offsets;		/* _Py_DebugOffsets refused: forged */
 };
 
 /*
- * The layout for t: 3.11 and 3.12 from the version table (t->version must
- * say which), 3.13 from the _Py_DebugOffsets read at t->runtime (its
- * version must agree with Py_Version's).  0, -ENOTSUP (a version without
- * a layout), -EFAULT (unreadable) or -EINVAL (forged offsets).
+ * The layout for t.  When _PyRuntime (t->runtime) begins with the cookie
+ * of _Py_DebugOffsets, every offset is taken from that block (its version
+ * must be Py_Version's, each offset must lie inside its structure's
+ * declared size and what is read of it; st->layout_published), else 3.11
+ * and 3.12 come from the version table (st->layout_table).  0, -ENOTSUP
+ * (a version without a layout: before 3.11, after 3.13), -EFAULT
+ * (unreadable) or -EINVAL (forged: a 3.13 without the block, a block
+ * refused; st->bad_offsets).
  */
 int pyframes_layout(const struct unwind_mem *m, const struct pyframes_target *t,
 		    struct pyframes_layout *out, struct pyframes_stats *st);

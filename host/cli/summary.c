@@ -236,6 +236,7 @@ static void introspect_current_summary(json_t *i)
 static void introspect_summary(json_t *root)
 {
 	json_t *i = json_object_get(root, "introspect"), *p = json_object_get(i, "processes");
+	json_t *m = json_object_get(i, "modules");
 	const char *state = json_string_value(json_object_get(i, "state"));
 	const char *why = json_string_value(json_object_get(i, "last_error"));
 	json_t *k = json_object_get(root, "kernel");
@@ -250,11 +251,13 @@ static void introspect_summary(json_t *root)
 		return;
 	}
 	util_fprintf_wrapped(stdout, 4, "  introspection: kernel %s read from guest memory "
-			     "(KASLR offset %s); it sent %llu kernel symbols; processes from "
-			     "%s (%llu in the last walk)%s%s",
+			     "(KASLR offset %s); it sent %llu kernel symbols and %llu symbols of %llu "
+			     "modules; processes from %s (%llu in the last walk)%s%s",
 			     json_string_value(json_object_get(i, "release")),
 			     json_string_value(json_object_get(i, "kernel_offset")),
 			     (unsigned long long)stats_json_get(i, "ksyms_sent"),
+			     (unsigned long long)stats_json_get(m, "syms_sent"),
+			     (unsigned long long)stats_json_get(m, "modules"),
 			     src && !strcmp(src, "opvm.ko") ? "opvm.ko" :
 			     stats_json_get(p, "walks") ? "it" : "none",
 			     (unsigned long long)stats_json_get(p, "tasks"),

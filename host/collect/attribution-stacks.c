@@ -52,6 +52,9 @@ static void chain_frame(struct attribution *s, const struct gstate_process *p, u
 		f->offset = pc - m->start + m->pgoff;
 		f->build_id = m->cookie->build_id;
 		f->build_id_len = m->cookie->build_id_len;
+	} else if (p) {		/* anonymous: its process's, as the sample
+				 * files keep it (store_key.own_tgid) */
+		f->tgid = p->tgid;
 	}
 }
 

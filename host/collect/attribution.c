@@ -16,6 +16,7 @@
 #include "host/collect/gstate.h"
 #include "lib/ring.h"
 #include "lib/util.h"
+#include "lib/x86.h"
 #include "host/collect/store.h"
 #include "host/collect/attribution.h"
 #include "host/collect/attribution-priv.h"
@@ -649,12 +650,10 @@ static inline unsigned cent_index(uint64_t rip, uint64_t cr3n, unsigned bits)
 }
 
 /*
- * x86-64 module space (MODULES_VADDR .. MODULES_END): a kernel address there
+ * x86-64 module space (lib/x86.h's OPVM_MODULES_*): a kernel address there
  * that no module covers belongs to a module whose MODULE record is late, so
  * it is held like a user sample, then filed under vmlinux if none comes.
  */
-#define OPVM_MODULES_START	0xffffffffc0000000ull
-#define OPVM_MODULES_END	0xffffffffff000000ull
 
 /*
  * Idle (pid 0 by the current-task slot) and boot code are applications of

@@ -30,6 +30,7 @@
 #include "host/collect/attribution.h"
 #include "vmm/introspect/introspect.h"
 #include "vmm/introspect/kcurrent.h"
+#include "vmm/introspect/kmods.h"
 #include "vmm/introspect/ktasks.h"
 #include "vmm/introspect/kvmas.h"
 #include "vmm/sampler.h"
@@ -93,16 +94,49 @@ static json_t *intro_maps_json(const struct introspect_stats *s)
 	return o;
 }
 
+/* introspect.modules: the loadable modules' list and symbols (kmods.h) */
+static json_t *intro_mods_json(const struct introspect_stats *s)
+{
+	const struct kmods_stats *m = s->modules;
+	json_t *o;
+
+	if (!m)
+		return json_pack("{s:b,s:s}", "read", 0, "why",
+				 s->modules_error[0] ? s->modules_error : "no kernel offsets yet");
+	o = json_pack("{s:b,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "read", 1,
+		"layout", s->modules_layout ? s->modules_layout : "",
+		"modules", json_u64(s->nr_modules), "walks", json_u64(m->walks),
+		"cut", json_u64(m->cut), "bad_ptr", json_u64(m->bad_ptr),
+		"refused", json_u64(m->refused), "unformed", json_u64(m->unformed),
+		"dups", json_u64(s->module_dups), "sent", json_u64(s->modules_sent),
+		"freed", json_u64(s->modules_freed),
+		"transfers", json_u64(s->modsyms_transfers));
+	if (o)
+		json_object_update_new(o, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+			"syms_sent", json_u64(s->modsyms_sent), "sym_reads", json_u64(m->sym_reads),
+			"syms", json_u64(m->syms), "syms_outside", json_u64(m->syms_outside),
+			"syms_bad", json_u64(m->syms_bad), "syms_cut", json_u64(m->syms_cut),
+			"tables_bad", json_u64(m->tables_bad),
+			"pages_unread", json_u64(m->pages_unread)));
+	if (o)
+		json_object_update_new(o, json_pack("{s:o,s:o}",
+			"walk_us", json_u64(s->modules_walk_us),
+			"transfer_us", json_u64(s->modsyms_us)));
+	return o;
+}
+
 /* introspect.memsyms: user binaries' .dynsym read from memory */
 static json_t *intro_memsyms_json(const struct introspect_stats *s)
 {
 	const struct introspect_memsyms *m = &s->memsyms;
-	json_t *o = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+	json_t *o = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 		"files", json_u64(m->files), "refused", json_u64(m->refused),
 		"absent", json_u64(m->absent), "empty", json_u64(m->empty),
 		"budget", json_u64(m->budget),
 		"syms", json_u64(m->syms), "syms_absent", json_u64(m->syms_absent),
-		"syms_bad", json_u64(m->syms_bad), "pages", json_u64(m->pages),
+		"syms_bad", json_u64(m->syms_bad), "plt", json_u64(m->plt),
+		"plt_stubs", json_u64(m->plt_stubs), "plt_refused", json_u64(m->plt_refused),
+		"pages", json_u64(m->pages),
 		"pages_absent", json_u64(m->pages_absent), "us", json_u64(m->us));
 
 	if (o && m->last_refusal[0])
@@ -171,6 +205,8 @@ static json_t *intro_json(const struct cguest *g)
 	}
 	if (o)
 		json_object_set_new(o, "mappings", intro_maps_json(s));
+	if (o)
+		json_object_set_new(o, "modules", intro_mods_json(s));
 	if (o && s->last_error[0])
 		json_object_set_new(o, "last_error", json_string(s->last_error));
 	return o;

@@ -615,8 +615,10 @@ static void intro_poll(struct cguest *g, uint64_t now)
 	if (!g->intro)
 		return;
 	/* the relay sends all of them (asked, or it predates the word): two
-	 * whole tables into one kallsyms file would interleave */
-	if (fs->ksyms_records && !fs->ksyms_asked_modules && !fs->ksyms_asked_none &&
+	 * whole tables into one kallsyms file would interleave.  The fetch
+	 * counts introspection's own records too: only more are the relay's */
+	if (fs->ksyms_records > introspect_get_stats(g->intro)->ksyms_records &&
+	    !fs->ksyms_asked_modules && !fs->ksyms_asked_none &&
 	    g->intro_mode == INTROSPECT_AUTO)
 		introspect_no_ksyms(g->intro);
 	if (gstate_get_hello(g->gs) && g->intro_mode == INTROSPECT_AUTO)
@@ -929,6 +931,8 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 	}
 	if (!final)
 		intro_poll(g, now);
+	else if (g->intro)
+		introspect_finish(g->intro, intro_emit, g);	/* symbols still owed */
 	if (!final)
 		python_tell(g);
 	/* samples that could not be filed are counted (store_errors), and

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * JIT runtimes' perf maps from the guest (host/collect/fetch-priv.h,
- * fetch.h): a table of the processes with samples in anonymous memory,
- * each map asked for, then asked again from where it stopped every
- * FETCH_PERFMAP_EVERY_MS (runtimes append as they compile), its bytes
- * appended to <guest>/perfmaps/<tgid>.map in the session, FETCH_PERFMAP_MAX
- * at most.  The guest chooses nothing here but the bytes: the path asked
- * for and the file's name are the host's, made from the tgid (a number);
- * what the bytes say is the reports' to check (symbols/perfmap.h).
+ * JIT runtimes' perf maps and jitdumps from the guest
+ * (host/collect/fetch-priv.h, fetch.h): a table of the processes with
+ * samples in anonymous memory, each one's map and dump asked for, then
+ * asked again from where they stopped every FETCH_PERFMAP_EVERY_MS
+ * (runtimes append as they compile), the bytes appended to
+ * <guest>/perfmaps/<tgid>.map and <tgid>.dump in the session,
+ * FETCH_PERFMAP_MAX each at most.  The guest chooses nothing here but the
+ * bytes: the paths asked for and the files' names are the host's, made
+ * from the tgid (a number); what the bytes say is the reports' to check
+ * (symbols/perfmap.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,10 +25,12 @@
 #include "lib/safepath.h"
 
 enum pm_state { PM_IDLE, PM_ACTIVE, PM_DONE };
+enum pm_kind { PM_MAP, PM_DUMP };	/* /tmp/perf-PID.map, /tmp/jit-PID.dump */
 
 struct pmap {
 	int64_t tgid;
 	uint8_t state;		/* enum pm_state; PM_DONE: never again */
+	uint8_t kind;		/* enum pm_kind */
 	uint8_t absent;		/* -ENOENT answers in a row */
 	uint64_t have;		/* bytes in the session's file */
 	uint64_t next_ms;	/* not asked before (0: at once) */
@@ -39,7 +43,8 @@ struct fetch_pmaps {
 	int gfd;		/* <session>/guests/<guest> */
 	int dfd;		/* its perfmaps/, -1 until the first byte */
 	mode_t mode;
-	struct pmap *maps;	/* FETCH_MAX_PERFMAPS */
+	struct pmap *maps;	/* a map and a dump of FETCH_MAX_PERFMAPS
+				 * processes */
 	size_t nr;
 	struct pmap *cur;	/* in transfer */
 	int fd;			/* cur's file, or -1 */
@@ -56,7 +61,7 @@ struct fetch_pmaps *fetch_pmaps_new(int gfd, mode_t mode)
 
 	if (!pm)
 		return NULL;
-	pm->maps = calloc(FETCH_MAX_PERFMAPS, sizeof(*pm->maps));
+	pm->maps = calloc(2 * FETCH_MAX_PERFMAPS, sizeof(*pm->maps));
 	if (!pm->maps) {
 		free(pm);
 		return NULL;
@@ -88,11 +93,22 @@ void fetch_pmaps_want(struct fetch_pmaps *pm, int64_t tgid)
 	for (i = 0; i < pm->nr; i++)
 		if (pm->maps[i].tgid == tgid)
 			return;		/* asked already, and again on its clock */
-	if (pm->nr == FETCH_MAX_PERFMAPS) {
+	if (pm->nr == 2 * FETCH_MAX_PERFMAPS) {
 		pm->st.full++;
 		return;
 	}
-	pm->maps[pm->nr++] = (struct pmap){ .tgid = tgid };
+	pm->maps[pm->nr++] = (struct pmap){ .tgid = tgid, .kind = PM_MAP };
+	pm->maps[pm->nr++] = (struct pmap){ .tgid = tgid, .kind = PM_DUMP };
+}
+
+/* The guest path (the relay takes no other shape) or the session's file
+ * name of m. */
+static void pm_name(const struct pmap *m, int guest, char *buf, size_t len)
+{
+	if (m->kind == PM_DUMP)
+		snprintf(buf, len, guest ? "/tmp/jit-%lld.dump" : "%lld.dump", (long long)m->tgid);
+	else
+		snprintf(buf, len, guest ? "/tmp/perf-%lld.map" : "%lld.map", (long long)m->tgid);
 }
 
 int fetch_pmaps_next(struct fetch_pmaps *pm, uint64_t now_ms, char *path, size_t len,
@@ -113,7 +129,7 @@ int fetch_pmaps_next(struct fetch_pmaps *pm, uint64_t now_ms, char *path, size_t
 	}
 	if (!best)
 		return 0;
-	snprintf(path, len, "/tmp/perf-%lld.map", (long long)best->tgid);
+	pm_name(best, 1, path, len);
 	*offset = best->have;
 	*max = FETCH_PERFMAP_MAX;
 	best->state = PM_ACTIVE;
@@ -141,7 +157,7 @@ static int pm_file(struct fetch_pmaps *pm)
 		if (pm->dfd < 0)
 			return pm->dfd;
 	}
-	snprintf(name, sizeof(name), "%lld.map", (long long)pm->cur->tgid);
+	pm_name(pm->cur, 0, name, sizeof(name));
 	/* O_NONBLOCK: a FIFO planted at the name must not block */
 	pm->fd = openat(pm->dfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
 			pm->mode);
@@ -250,8 +266,9 @@ json_t *fetch_pmaps_json(const struct fetch_pmaps *pm)
 	for (size_t i = 0; maps && i < pm->nr; i++) {
 		const struct pmap *m = &pm->maps[i];
 
-		if (json_array_append_new(maps, json_pack("{s:I,s:o,s:o,s:o,s:i,s:b}",
-				"pid", (json_int_t)m->tgid, "bytes", C(m->have),
+		if (json_array_append_new(maps, json_pack("{s:I,s:s,s:o,s:o,s:o,s:i,s:b}",
+				"pid", (json_int_t)m->tgid,
+				"kind", m->kind == PM_DUMP ? "jitdump" : "map", "bytes", C(m->have),
 				"requests", C(m->requests), "grew", C(m->grew),
 				"last_status", (int)m->last, "done", m->state == PM_DONE))) {
 			json_decref(maps);

@@ -6,7 +6,8 @@
  *
  * A perf map transfer is one FETCH flagged OPVM_FETCH_F_PERFMAP for
  * /tmp/perf-<tgid>.map from the bytes the host has on: FILE_DATA appended
- * to <guest>/perfmaps/<tgid>.map, FILE_END.  fetch.c keeps one request of
+ * to <guest>/perfmaps/<tgid>.map, FILE_END; a jitdump's the same for
+ * /tmp/jit-<tgid>.dump into <tgid>.dump.  fetch.c keeps one request of
  * any kind open at a time and routes the records of a perf-map request
  * here.
  */
@@ -26,8 +27,9 @@ struct fetch_pmaps;
  * session's file mode.  NULL on ENOMEM. */
 struct fetch_pmaps *fetch_pmaps_new(int gfd, mode_t mode);
 void fetch_pmaps_free(struct fetch_pmaps *pm);	/* NULL-safe */
-/* Process tgid has samples in anonymous memory: its map is asked for
- * (again only once FETCH_PERFMAP_EVERY_MS passed since the last time). */
+/* Process tgid has samples in anonymous memory: its map and its dump are
+ * asked for (each again only once FETCH_PERFMAP_EVERY_MS passed since its
+ * last time). */
 void fetch_pmaps_want(struct fetch_pmaps *pm, int64_t tgid);
 /* The map to ask for now, if any: 1 with its guest path (the host's
  * format, from the tgid), the offset to read from and the bytes at most

@@ -37,6 +37,7 @@
 #include "lib/channel.h"
 #include "lib/safepath.h"
 #include "lib/util.h"
+#include "vmm/introspect/memsyms.h"
 
 /* What a kallsyms transfer held: vmlinux's symbols, modules'. */
 #define KIND_VMLINUX	1u
@@ -690,6 +691,19 @@ static const struct img *img_find(const struct fetch *f, const uint8_t *bid, siz
 	return NULL;
 }
 
+/* Whether the cached memory symbols name in dfd are this opvm's
+ * (memsyms_current()): an older one lacks the PLT's names. */
+static bool memsyms_file_current(int dfd, const char *name)
+{
+	uint8_t head[64];
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? pread(fd, head, sizeof(head), 0) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	return n > 0 && memsyms_current(head, (size_t)n);
+}
+
 int fetch_memsyms_due(struct fetch *f, const uint8_t *bid, size_t len)
 {
 	const struct img *m = img_find(f, bid, len);
@@ -705,6 +719,8 @@ int fetch_memsyms_due(struct fetch *f, const uint8_t *bid, size_t len)
 	have = !fstatat(xfd, rest, &sb, AT_SYMLINK_NOFOLLOW) && S_ISREG(sb.st_mode);
 	if (have)
 		utimensat(xfd, rest, NULL, AT_SYMLINK_NOFOLLOW);	/* used: kept */
+	if (have && !memsyms_file_current(xfd, rest))
+		have = 0;	/* an older opvm's: made again, read until then */
 	close(xfd);
 	if (have)
 		f->st.memsyms_cached++;

@@ -18,8 +18,11 @@
  *    code): the guest's /tmp/perf-<tgid>.map, flagged OPVM_FETCH_F_PERFMAP,
  *    asked again from where it stopped every FETCH_PERFMAP_EVERY_MS (it
  *    grows), appended to <session>/guests/<guest>/perfmaps/<tgid>.map, at
- *    most FETCH_PERFMAP_MAX; after the binaries, before the debug files
- *    (fetch-perfmap.c; the reports read it: symbols/perfmap.h);
+ *    most FETCH_PERFMAP_MAX; its jitdump the same way (/tmp/jit-<tgid>.dump,
+ *    the same flag: the relay finds it by the process's mapping of it, or
+ *    at that path in the process's root; <tgid>.dump in the session);
+ *    after the binaries, before the debug files (fetch-perfmap.c; the
+ *    reports read them: symbols/perfmap.h);
  *  - the debug file of each such image, after the binaries: the guest's
  *    /usr/lib/debug/.build-id/xx/yyyy.debug (a path made from the build-id
  *    alone), flagged OPVM_FETCH_F_DEBUG for the relay's CPU pace, checked
@@ -55,9 +58,10 @@
 #define FETCH_MAX_IMAGES	4096
 /* Modules whose base is remembered for <guest>/kallsyms.modules. */
 #define FETCH_MAX_MODULES	4096
-/* Perf maps: the most kept of one (more is refused and counted), how
- * often one is asked again, how many processes' maps, and how many times
- * a map that is not there is asked for before it is given up. */
+/* Perf maps and jitdumps: the most kept of one (more is refused and
+ * counted), how often one is asked again, how many processes' maps and
+ * dumps, and how many times a file that is not there is asked for before
+ * it is given up. */
 #define FETCH_PERFMAP_MAX	((uint64_t)64 << 20)
 #define FETCH_PERFMAP_EVERY_MS	2000
 #define FETCH_MAX_PERFMAPS	256
@@ -215,7 +219,8 @@ int fetch_memsyms_put(struct fetch *f, const uint8_t *bid, size_t len, const voi
 		      size_t n);
 
 /* Process tgid has samples in its anonymous memory (attribution.h's
- * anon_used): its perf map is asked for, and again as it grows. */
+ * anon_used): its perf map and its jitdump are asked for, and again as
+ * they grow. */
 void fetch_perfmap_want(struct fetch *f, int64_t tgid);
 
 /* Whether the image with build-id bid is on its way: wanted or in

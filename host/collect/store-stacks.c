@@ -64,7 +64,8 @@ struct stk_rec {
 };
 struct stk_frame_rec {
 	uint32_t name;			/* image name id */
-	uint32_t reserved;
+	uint32_t tgid;			/* store_frame's (0 in tables of
+					 * before it: read as none) */
 	uint64_t offset;
 };
 
@@ -272,7 +273,7 @@ int store_stack_add(struct stacktab *t, uint8_t event, const char *app,
 	struct store *st = t->st;
 	struct stk_rec r = { REC_STACK, 0, 0, 0 };
 	struct stk_ent *e;
-	uint32_t key[1 + 3 * STORE_STACKS_MAX_FRAMES], app_id;
+	uint32_t key[1 + 4 * STORE_STACKS_MAX_FRAMES], app_id;
 	uint64_t h;
 
 	if (t->broken || event >= t->nr_events || !n || n > STORE_STACKS_MAX_FRAMES ||
@@ -283,13 +284,14 @@ int store_stack_add(struct stacktab *t, uint8_t event, const char *app,
 		if (name_id(st, t, f[i].image, f[i].python ? 2 : !!f[i].kernel, f[i].build_id,
 			    f[i].build_id_len, &fr[i].name))
 			goto drop;
-		fr[i].reserved = 0;
+		fr[i].tgid = f[i].tgid;
 		fr[i].offset = f[i].offset;
-		key[1 + 3 * i] = fr[i].name;
-		memcpy(&key[2 + 3 * i], &f[i].offset, sizeof(f[i].offset));
+		key[1 + 4 * i] = fr[i].name;
+		key[2 + 4 * i] = fr[i].tgid;
+		memcpy(&key[3 + 4 * i], &f[i].offset, sizeof(f[i].offset));
 	}
-	h = hash_bytes(key, (1 + 3 * n) * sizeof(uint32_t), 2);
-	e = find(t, t->stacks, h, key, (1 + 3 * n) * sizeof(uint32_t));
+	h = hash_bytes(key, (1 + 4 * n) * sizeof(uint32_t), 2);
+	e = find(t, t->stacks, h, key, (1 + 4 * n) * sizeof(uint32_t));
 	if (!e->id) {
 		size_t word = (size_t)t->nr_stacks * t->nr_events;
 
@@ -302,10 +304,10 @@ int store_stack_add(struct stacktab *t, uint8_t event, const char *app,
 		r.id = t->nr_stacks;
 		r.aux = app_id;
 		if (put_rec(st, t, &r, fr, n * sizeof(fr[0]), NULL, 0) ||
-		    keep_key(t, key, (1 + 3 * n) * sizeof(uint32_t), &e->off))
+		    keep_key(t, key, (1 + 4 * n) * sizeof(uint32_t), &e->off))
 			goto drop;
 		e->hash = h;
-		e->len = (uint32_t)((1 + 3 * n) * sizeof(uint32_t));
+		e->len = (uint32_t)((1 + 4 * n) * sizeof(uint32_t));
 		e->id = ++t->nr_stacks;
 	}
 	t->cnt[(sizeof(struct stk_cnt_hdr) / 8) + (size_t)(e->id - 1) * t->nr_events + event]++;
@@ -392,7 +394,7 @@ static int rd_stack(struct rd *d, const struct stk_rec *r, const uint8_t *p, uin
 					     .python = d->names[fr.name].python,
 					     .build_id = d->names[fr.name].bid,
 					     .build_id_len = d->names[fr.name].bid_len,
-					     .offset = fr.offset };
+					     .offset = fr.offset, .tgid = fr.tgid };
 	}
 	s.app = d->names[r->aux].s;
 	s.frames = f;

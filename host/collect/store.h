@@ -250,6 +250,9 @@ struct store_frame {
 	const uint8_t *build_id;
 	size_t build_id_len;
 	uint64_t offset;	/* as in the image's sample file */
+	uint32_t tgid;		/* an {anon} frame's process (0: none): an
+				 * anonymous address means something only
+				 * in its process (JIT code, its perf map) */
 };
 
 /* The guest tree's stack table, new (an earlier one is removed).  Its

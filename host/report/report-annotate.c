@@ -360,7 +360,8 @@ static int annotate_asm(struct actx *c, struct disasm *d, const struct annotate_
 	buf = malloc(want ? want : 1);
 	if (!buf)
 		return -ENOMEM;
-	got = elfimage_read(c->elf, row->sym_addr, buf, want);
+	got = c->elf ? elfimage_read(c->elf, row->sym_addr, buf, want) :
+		       simage_jit_code(row->img, row->sym_addr, buf, want);
 	if (got <= 0) {
 		snprintf(why, whylen, "%s: no code bytes in %s at 0x%" PRIx64, row->symbol,
 			 simage_path(row->img) ? simage_path(row->img) : row->image,
@@ -380,6 +381,32 @@ static int annotate_asm(struct actx *c, struct disasm *d, const struct annotate_
 	return 0;
 }
 
+/* A JIT function: its instructions from its jitdump's code bytes, no
+ * source lines (a jitdump's debug records are not read). */
+static int annotate_jit(struct actx *c, struct disasm *d, const struct annotate_opts *ao,
+			char *why, size_t whylen)
+{
+	struct lsums ls = { 0 };
+	uint8_t probe;
+
+	c->elf = NULL;
+	c->have_lines = 0;
+	if (simage_jit_code(c->row->img, c->row->sym_addr, &probe, 1) <= 0) {
+		snprintf(why, whylen, "%s: no code bytes for this JIT function (its runtime's "
+			 "perf map names it; run the runtime with its jitdump on, which carries "
+			 "the code)", c->row->symbol);
+		return -ENOENT;
+	}
+	if (!ao->assembly) {
+		snprintf(why, whylen, "%s: JIT code has no source lines here (annotate "
+			 "--assembly shows its instructions when its runtime wrote a jitdump)",
+			 c->row->symbol);
+		return -ENOENT;
+	}
+	annotate_head(c, c->row);
+	return annotate_asm(c, d, ao, &ls, why, whylen);
+}
+
 static int annotate_row(struct actx *c, struct disasm *d, const struct annotate_opts *ao,
 			char *why, size_t whylen)
 {
@@ -387,6 +414,8 @@ static int annotate_row(struct actx *c, struct disasm *d, const struct annotate_
 	struct lsums ls = { 0 };
 	int ret = 0;
 
+	if (simage_is_jit(row->img))
+		return annotate_jit(c, d, ao, why, whylen);
 	symres_want_code(c->res, row->img);
 	c->elf = simage_code(row->img);
 	if (!c->elf) {

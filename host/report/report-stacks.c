@@ -30,29 +30,29 @@ static int match(const char *const *pats, size_t n, const char *s)
 	return 0;
 }
 
-/* The symbol of one frame (a caller's at its return address - 1). */
-static void resolve(struct load_ctx *c, struct report_frame *f, const struct store_frame *sf,
+/* The symbol of one frame (a caller's at its return address - 1): 0 or
+ * -ENOMEM. */
+static int resolve(struct load_ctx *c, struct report_frame *f, const struct store_frame *sf,
 		    int caller)
 {
-	const struct report_guest *g = c->g;
-	struct symres_kernel k = {
-		.release = g->kernel_release, .text_addr = g->text_addr,
-		.anchor_name = g->anchor_name, .anchor_addr = g->anchor_addr,
-		.build_id = g->kernel_build_id, .build_id_len = g->kernel_build_id_len,
-	};
 	long i;
 
 	if (!c->o->symbols || !c->o->res)
-		return;
-	f->img = symres_image(c->o->res, g->name, sf->image, sf->kernel,
-			      sf->build_id_len ? sf->build_id : NULL, sf->build_id_len, &k);
+		return 0;
+	/* as the sample files' (report_image()): a JIT frame, leaf or
+	 * caller, by its process's perf map and jitdump */
+	f->img = report_image(c->o->res, c->g, sf->image, sf->kernel, sf->tgid, sf->build_id,
+			      sf->build_id_len);
 	if (!f->img || !simage_nr_syms(f->img))
-		return;
+		return 0;
 	i = simage_lookup(f->img, sf->offset - (caller && sf->offset ? 1 : 0), &f->sym_addr);
-	if (i >= 0) {
-		f->symbol = simage_sym(f->img, (size_t)i)->name;
-		f->frame = simage_sym_frame(f->img, simage_sym(f->img, (size_t)i));
-	}
+	if (i < 0)
+		return 0;
+	f->symbol = simage_sym(f->img, (size_t)i)->name;
+	f->frame = simage_sym_frame(f->img, simage_sym(f->img, (size_t)i));
+	if (simage_is_jit(f->img))	/* the image rows name it by */
+		f->image = report_intern(c->r, REPORT_IMAGE_JIT);
+	return f->image ? 0 : -ENOMEM;
 }
 
 /* A Python frame (store.h, "Python frames"): named from the guest's
@@ -147,9 +147,10 @@ static int add_stack(const struct store_stack *s, void *arg)
 			return -ENOMEM;
 		f->kernel = s->frames[i].kernel;
 		f->offset = s->frames[i].offset;
-		if (!s->frames[i].python)
-			resolve(c, f, &s->frames[i], i > 0);
-		else if (c->o->symbols && resolve_python(c, f))
+		if (!s->frames[i].python) {
+			if (resolve(c, f, &s->frames[i], i > 0))
+				return -ENOMEM;
+		} else if (c->o->symbols && resolve_python(c, f))
 			return -ENOMEM;
 		else
 			f->python = 1;

@@ -617,28 +617,32 @@ struct resolve_ctx {
 /* The image of j's file (opened) with its symbols, when symbols are
  * wanted: 0 or -ENOMEM.  On any thread, one call at a time (walk_new()):
  * it touches the resolver and j only. */
-static int file_image(void *arg, struct walk_job *j)
+struct simage *report_image(struct symres *res, const struct report_guest *g, const char *image,
+			    int kernel, int64_t tgid, const uint8_t *bid, size_t bid_len)
 {
-	const struct resolve_ctx *x = arg;
-	const struct entry *e = &x->r->priv->entries[j->entry];
-	const struct report_guest *g = j->guest;
-	const struct sfile_info *info = sfile_reader_info(j->sr);
 	struct symres_kernel k = {
 		.release = g->kernel_release, .text_addr = g->text_addr,
 		.anchor_name = g->anchor_name, .anchor_addr = g->anchor_addr,
 		.build_id = g->kernel_build_id, .build_id_len = g->kernel_build_id_len,
 	};
 
+	/* a process's anonymous memory: its JIT code (the store keeps the
+	 * tgid of these files and stack frames whatever the separation) */
+	if (!kernel && tgid > 0 && !strcmp(image, REPORT_IMAGE_ANON))
+		return symres_jit_image(res, g->name, tgid);
+	return symres_image(res, g->name, image, kernel, bid_len ? bid : NULL, bid_len, &k);
+}
+
+static int file_image(void *arg, struct walk_job *j)
+{
+	const struct resolve_ctx *x = arg;
+	const struct entry *e = &x->r->priv->entries[j->entry];
+	const struct sfile_info *info = sfile_reader_info(j->sr);
+
 	if (!x->o->symbols || !x->o->res || e->python)
 		return 0;
-	/* a process's anonymous memory: its JIT code, named by its perf map
-	 * (the store keeps the tgid of these files whatever the separation) */
-	if (!e->kernel && e->tgid > 0 && !strcmp(e->image, REPORT_IMAGE_ANON))
-		j->img = symres_jit_image(x->o->res, e->guest, e->tgid);
-	else
-		j->img = symres_image(x->o->res, e->guest, e->image, e->kernel,
-				      info->build_id_len ? info->build_id : NULL,
-				      info->build_id_len, &k);
+	j->img = report_image(x->o->res, j->guest, e->image, e->kernel, e->tgid,
+			      info->build_id, info->build_id_len);
 	if (!j->img)
 		return -ENOMEM;
 	j->nsyms = simage_nr_syms(j->img);

@@ -272,6 +272,13 @@ unsigned report_python_merge(struct report_frame *f, unsigned n);
 /* Keeps o->res's symres_warning() in r->res_warn (the first one), for the
  * footer and JSON's warnings: called once the loading asked it for images. */
 void report_note_symres(struct report *r, const struct report_opts *o);
+/* The resolver's image of a sample file's or a stack frame's (image,
+ * kernel, build-id) in guest g: for a process's anonymous memory (tgid >
+ * 0), its JIT code named by that process's perf map and jitdump
+ * (symres_jit_image()); else symres_image() with g's kernel facts.  The
+ * one place both choose.  NULL on ENOMEM. */
+struct simage *report_image(struct symres *res, const struct report_guest *g, const char *image,
+			    int kernel, int64_t tgid, const uint8_t *bid, size_t bid_len);
 /* Reads every guest's stack table into r (report-stacks.c), after
  * report_load() with the same options.  0 or -ENOMEM; a table that does
  * not read is counted in stack_errors. */

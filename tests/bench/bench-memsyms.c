@@ -9,7 +9,8 @@
  * 8-byte reads a page, not counted here.  Time is the process's CPU time
  * (shared machines), best of ROUNDS.
  *
- * Prints:  memsyms-per-binary: N us (libc.so.6: K functions, P pages, B bytes of guest memory read)
+ * Prints:  memsyms-per-binary: N us (libc.so.6: K functions, R PLT sections of S stubs from
+ *          L pages, P pages, B bytes of guest memory read)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -87,8 +88,9 @@ int main(void)
 		}
 		best = t < best ? t : best;
 	}
-	printf("memsyms-per-binary: %.0f us (libc.so.6: %u functions, %llu pages, %llu bytes of "
-	       "guest memory read)\n", best, res.kept, (unsigned long long)r.pages,
+	printf("memsyms-per-binary: %.0f us (libc.so.6: %u functions, %u PLT sections of %u stubs "
+	       "from %u pages, %llu pages, %llu bytes of guest memory read)\n", best, res.kept,
+	       res.plt_ranges, res.plt_stubs, res.plt_pages, (unsigned long long)r.pages,
 	       (unsigned long long)r.pages * PG);
 	guestmem_close(r.m);
 	fake_free(&f);

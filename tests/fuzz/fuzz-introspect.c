@@ -28,6 +28,13 @@
  * within its caps, and tables it finds decode within theirs.  The trailer
  * is walked a second time as a list of vm_next (before 6.1).
  *
+ * The image is also the module space (seen at MODBASE as well) and walked
+ * as the list of loadable modules (vmm/introspect/kmods.h) from the head
+ * the sixth offset gives, with Debian 12's struct module offsets: the walk
+ * must stop at its cap, pass only modules with a terminated name and text
+ * inside the module space, and their symbols only inside that text, with
+ * bounded names.
+ *
  * Seeds: tests/fuzz/corpus/introspect/ (tests/fuzz/gen-introspect-seed.py).
  */
 #include <stddef.h>
@@ -37,6 +44,7 @@
 #include "guest-kmod/opvm_proto.h"
 #include "vmm/introspect/kallsyms.h"
 #include "vmm/introspect/kbtf.h"
+#include "vmm/introspect/kmods.h"
 #include "vmm/introspect/ktasks.h"
 #include "vmm/introspect/kvmas.h"
 #include "vmm/introspect/vmcoreinfo.h"
@@ -199,6 +207,59 @@ static void maps(struct mem *m, int list)
 	m->max_reads = 0;
 }
 
+/* ---- the module list: the image seen at MODBASE too ---- */
+#define MODBASE	0xffffffffc0000000ull
+
+static int mod_read(void *arg, uint64_t gva, void *buf, size_t len)
+{
+	return mem_read(arg, gva >= MODBASE ? gva - MODBASE + BASE : gva, buf, len);
+}
+
+static int on_modsym(void *arg, const struct kmod *m, uint64_t addr, char type,
+		     const char *name, size_t len)
+{
+	if (addr < m->base || addr >= m->base + m->size || !len || len > OPVM_KSYM_NAME_MAX ||
+	    !strchr("tTwW", type) || memchr(name, '\0', len))
+		__builtin_trap();
+	(*(unsigned *)arg)++;
+	return 0;
+}
+
+static void modules(struct mem *m, const uint64_t *off)
+{
+	/* Debian 12's 6.1 (its BTF): core_layout at 320, kallsyms at 544 */
+	static const struct kbtf_mod_offsets o = {
+		.mod_size = 896, .mod_state = 0, .mod_list = 8, .mod_name = 24, .name_len = 56,
+		.layout = "core_layout", .text_base = 320, .text_size = 332, .has_kallsyms = 1,
+		.mod_kallsyms = 544, .ks_symtab = 0, .ks_num = 8, .ks_strtab = 16,
+		.has_typetab = 1, .ks_typetab = 24,
+	};
+	struct unwind_mem um = { mod_read, m };
+	struct kmods_stats st = { 0 };
+	static struct kmod out[KMODS_MAX];
+	unsigned syms = 0;
+	size_t n;
+
+	m->reads = 0;
+	m->max_reads = 4000000;
+	/* the head: the sixth offset, in the module space */
+	if (kmods_walk(&um, &o, MODBASE + (off[5] - BASE), out, KMODS_MAX, &n, &st))
+		goto out;
+	if (n > KMODS_MAX)
+		__builtin_trap();
+	for (size_t i = 0; i < n; i++) {
+		if (!out[i].name[0] || !memchr(out[i].name, '\0', sizeof(out[i].name)) ||
+		    out[i].base < MODBASE || out[i].size > KMODS_TEXT_MAX)
+			__builtin_trap();
+		if (i < 4)	/* each up to KMODS_SYMS_MAX entries: a few */
+			kmods_syms(&um, &o, &out[i], on_modsym, &syms, &st);
+	}
+	if (syms != st.syms)
+		__builtin_trap();
+out:
+	m->max_reads = 0;
+}
+
 static int on_sym(void *arg, uint64_t addr, char type, const char *name, size_t len)
 {
 	if (!len || len > KALLSYMS_NAME_MAX)
@@ -234,12 +295,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	{
 		struct kbtf_offsets ko;
 
+		struct kbtf_mod_offsets mo;
+
 		kbtf_offsets(m.p, m.len, &ko, err, sizeof(err));
+		kbtf_mod_offsets(m.p, m.len, &mo, err, sizeof(err));
 	}
 	m.reads = 0;
 	tasks(&m, off);
 	maps(&m, 0);
 	maps(&m, 1);
+	modules(&m, off);
 	m.reads = 0;
 	{
 		struct kallsyms_find_result fr;

@@ -7,11 +7,14 @@
  * is a process's memory at BASE as it maps an ELF file (offset 0 at BASE).
  * The read must stay within its page budget, refuse or count what lies,
  * and what it makes must open with symbols/elfimage, with no more symbols
- * than it says it kept, each inside an executable segment.
+ * than it says it kept and PLT sections it named, each inside an
+ * executable segment; the PLT's pages within MEMSYMS_PLT_PAGES and the
+ * relocation tables'.
  *
  * Seeds: tests/fuzz/corpus/memsyms/ (tests/fuzz/gen-memsyms-seed.py: a
  * small shared object laid out as ld.so maps it, dynamic section
- * relocated).
+ * relocated; their PLTs a lone PLT0, lazy entries, IBT's .plt.sec, and
+ * .plt.got).
  */
 #include <errno.h>
 #include <stddef.h>
@@ -76,7 +79,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	img = elfimage_open_mem(elf, len, NULL, 0);
-	if (!img || elfimage_nr_syms(img) > res.kept)
+	if (!img || elfimage_nr_syms(img) > res.kept + res.plt_ranges ||
+	    res.plt_ranges > MEMSYMS_PLT_RANGES || !memsyms_current(elf, len))
+		__builtin_trap();
+	/* two relocation tables of MEMSYMS_PLT_RELS entries, and the code */
+	if (res.plt_pages > MEMSYMS_PLT_PAGES + 2 * (MEMSYMS_PLT_RELS * 24 / PG + 1))
 		__builtin_trap();
 	for (size_t i = 0; i < elfimage_nr_syms(img); i++) {
 		uint64_t a0, a1, off;

@@ -5,6 +5,9 @@
 # last 4 KiB holding a process's mm, a maple tree leaf with one executable
 # file mapping, its file, dentries, mount and the ELF header with a
 # build-id the mapping shows (fuzz-introspect.c's fixed offsets).
+# With "modules": the seed of the module walk instead (seed-modules): the
+# sixth offset is the list head, one struct module in Debian 12's 6.1
+# layout behind it, its text and three symbols.
 import struct, sys
 
 def image():
@@ -61,4 +64,22 @@ def trailer(va):
     put(0xf00, q(1, 1, 0, va + 0x400 + (1 << 3) + 2))            # mm
     return bytes(t)
 
-sys.stdout.buffer.write(image())
+def modules():
+    mod = 0xffffffffc0000000
+    t = bytearray(0x1100)
+    def put(off, b):
+        t[off:off + len(b)] = b
+    q = lambda *v: struct.pack("<%dQ" % len(v), *v)
+    put(0x100, q(mod + 0x208, mod + 0x208))                # head
+    put(0x208, q(mod + 0x100, mod + 0x100))                # list
+    put(0x200 + 24, b"seedmod\0")
+    put(0x200 + 320, q(mod + 0x1000) + struct.pack("<II", 0x100, 0x100))
+    put(0x200 + 544, q(mod + 0x600))                       # kallsyms
+    put(0x600, q(mod + 0x700) + struct.pack("<II", 3, 0) + q(mod + 0x800, mod + 0x900))
+    put(0x700 + 24, struct.pack("<IBBH", 1, 0x12, 0, 1) + q(mod + 0x1000, 0x80))
+    put(0x700 + 48, struct.pack("<IBBH", 10, 0x02, 0, 1) + q(mod + 0x1080, 0x80))
+    put(0x800, b"\0seed_one\0seed_two\0")
+    put(0x900, b"UTt")
+    return struct.pack("<6Q", 0, 0, 0, 0, 0, 0x100) + bytes(t)
+
+sys.stdout.buffer.write(modules() if sys.argv[1:] == ["modules"] else image())

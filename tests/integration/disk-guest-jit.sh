@@ -43,7 +43,7 @@ import bounds
 sj, rep, pid = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
 ok = True
 pm = sj["fetch"]["perfmaps"]
-m = [x for x in pm["maps"] if x["pid"] == pid]
+m = [x for x in pm["maps"] if x["pid"] == pid and x.get("kind", "map") == "map"]
 print("RESULT perf map of node (pid %d): %s; totals requests %d grew %d bytes %d refused %d "
       "capped %d bad_order %d" % (pid, m[0] if m else None, pm["requests"], pm["grew"],
       pm["bytes"], pm["refused"], pm["capped"], pm["bad_order"]))

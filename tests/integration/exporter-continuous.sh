@@ -75,10 +75,10 @@ LOOP=$!
 CLEAN_PIDS="$LOOP $CLEAN_PIDS"
 
 # abratio's time, as the guest's console shows it (host wall clock)
-for _ in $(seq 300); do grep -aq "OPVM-TRUTH abratio share" "$T/console.log" && break; sleep 0.2; done
+wait_for "$T/console.log" "OPVM-TRUTH abratio share"
 ab0=$(now_ms)
 grep -aq "OPVM-TRUTH abratio share" "$T/console.log" || fail "guest A did not start abratio"
-for _ in $(seq 300); do grep -aq "exit workload=abratio" "$T/console.log" && break; sleep 0.2; done
+wait_for "$T/console.log" "exit workload=abratio"
 ab1=$(now_ms)
 grep -aq "exit workload=abratio" "$T/console.log" || fail "abratio did not end"
 echo "abratio ran from $ab0 to $ab1 (ms, host clock)"

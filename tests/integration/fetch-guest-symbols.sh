@@ -66,6 +66,8 @@ no_host_debug "$OPVM" report -l --format json --no-host-kernel --session-dir "$T
 
 python3 - "$T/r.json" "$T/c.json" "$G/samples/current/session.json" <<'PY' || exit 1
 import json, sys
+sys.path.insert(0, "tests/integration")
+from bounds import allowed_misses
 sj = json.load(open(sys.argv[3]))
 k = sj["fetch"]["ksyms"]
 b = sj["fetch"]["binaries"]
@@ -113,20 +115,22 @@ print("RESULT module samples named from the guest's kallsyms: %.1f %% (%d of %d)
 # a handful at most (virtio, opvm.ko): all of them, when there are any
 if named != tot:
     print("FAIL: module samples without a symbol"); ok = False
-for what, f, lim, least in (("kernel", lambda d: kernel(d), 0.95, 200),
-                            ("abratio user", lambda d: user(d, "abratio"), 0.99, 100),
-                            ("libcmix user", lambda d: user(d, "libcmix"), 0.99, 100),
-                            ("libc under libcmix", lambda d: user(d, "libcmix", "libc.so.6"), 0.99, 20)):
+for what, f, lim, least in (("kernel", lambda d: kernel(d), 0.95, 50),
+                            ("abratio user", lambda d: user(d, "abratio"), 0.99, 20),
+                            ("libcmix user", lambda d: user(d, "libcmix"), 0.99, 20),
+                            ("libc under libcmix", lambda d: user(d, "libcmix", "libc.so.6"), 0.99, 10)):
     named, tot = f(r)
     cnamed, ctot = f(c)
     print("RESULT %s samples named from what the guest sent: %.1f %% (%d of %d); "
           "control without it: %.1f %% (%d of %d)" % (
           what, 100.0 * named / max(tot, 1), named, tot,
           100.0 * cnamed / max(ctot, 1), cnamed, ctot))
-    # At 200 Hz the counts are in the hundreds: the limits leave room for
-    # the odd sample in code no symbol covers (a PLT stub, the ELF entry
-    # before main), never for a missing table or binary.
-    if tot < least or named < lim * tot:
+    # The misses allowed are the rate's share of what this run sampled
+    # plus 3 sigma (a busy host samples fewer: 89 abratio samples once,
+    # where an idle one gives hundreds): room for the odd sample in code
+    # no symbol covers (a PLT stub, the ELF entry before main), never for
+    # a missing table or binary.  The floor only says the workload ran.
+    if tot < least or tot - named > allowed_misses(tot, 1 - lim):
         print("FAIL: fewer than %d %% of %s samples named" % (100 * lim, what)); ok = False
     if cnamed >= 0.05 * max(ctot, 1):
         print("FAIL: the control names %s samples without the fetched files" % what); ok = False

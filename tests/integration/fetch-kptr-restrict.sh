@@ -39,6 +39,8 @@ cp -a "$S" "$T/control" && rm "$T/control/guests/guest/kallsyms"
 python3 - "$G/samples/current/session.json" "$G/kallsyms" "$IMG/System.map" \
 	"$T/r.json" "$T/c.json" "$G/console.log" <<'PY' || exit 1
 import json, sys
+sys.path.insert(0, "tests/integration")
+from bounds import allowed_misses
 sj = json.load(open(sys.argv[1]))
 k = sj["fetch"]["ksyms"]
 ok = True
@@ -76,12 +78,14 @@ def modules(d):
     return sum(r["samples"] for r in rows if r["symbol"]), sum(r["samples"] for r in rows)
 
 r, c = json.load(open(sys.argv[4])), json.load(open(sys.argv[5]))
-for what, f, lim, least in (("kernel", kernel, 0.95, 200), ("module", modules, 1.0, 0)):
+# misses: the rate's share of what this run sampled plus 3 sigma (a busy
+# host samples fewer); the floor only says the guest ran
+for what, f, lim, least in (("kernel", kernel, 0.95, 50), ("module", modules, 1.0, 0)):
     named, tot = f(r)
     cnamed, ctot = f(c)
     print("RESULT %s samples named under kptr_restrict=2: %.1f %% (%d of %d); control: %.1f %% (%d of %d)"
           % (what, 100.0 * named / max(tot, 1), named, tot, 100.0 * cnamed / max(ctot, 1), cnamed, ctot))
-    if tot < least or named < lim * tot:
+    if tot < least or tot - named > allowed_misses(tot, 1 - lim):
         print("FAIL: too few %s samples named" % what); ok = False
     if ctot and cnamed >= 0.05 * ctot:
         print("FAIL: the control names %s samples without the file" % what); ok = False

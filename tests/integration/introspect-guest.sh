@@ -82,7 +82,8 @@ if i["state"] != "ready" or i["ksyms_sent"] < 20000 or i["ksyms_bad"] or i["refu
     print("FAIL: introspection did not decode the kernel's symbols: %s" % i); ok = False
 if not k or k.get("source") != "introspection" or not k["release"].startswith("6."):
     print("FAIL: session.json kernel is not introspection's: %s" % k); ok = False
-if sj["fetch"]["ksyms"]["done"] != 1 or sj["fetch"]["ksyms"]["bad"]:
+# vmlinux's transfer, then one of the modules' per change of their set
+if sj["fetch"]["ksyms"]["done"] != 1 + i["modules"]["transfers"] or sj["fetch"]["ksyms"]["bad"]:
     print("FAIL: the KSYMS transfer did not complete: %s" % sj["fetch"]["ksyms"]); ok = False
 
 # ground truth: the link-time map plus the slide, symbol by symbol
@@ -222,10 +223,7 @@ qemu-system-x86_64 -accel tcg -m 384 -smp 2 -nodefaults -display none \
 	-append "console=ttyS0 quiet opvm.kmod=0 opvm.workload=abratio opvm.args=60" \
 	> "$T/qemu.log" 2>&1 &
 CLEAN_PIDS=$!
-for _ in $(seq 750); do
-	grep -aq "OPVM-TRUTH abratio share" "$T/console.log" 2>/dev/null && break
-	sleep 0.2
-done
+wait_for "$T/console.log" "OPVM-TRUTH abratio share"
 grep -aq "OPVM-TRUTH abratio share" "$T/console.log" || fail "the guest did not start its workload"
 "$OPVM" attach --qmp "$T/qmp" --name vm --duration 5 --no-image-symbols --guest-root "$GR" \
 	-F 200 -d "$T/a" \

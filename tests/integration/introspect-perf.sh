@@ -39,11 +39,8 @@ grep -aq "Linux version" "$T/console.log" ||
 # the image's root without the System.map beside it: user binaries only
 mkdir "$T/gr" && cp -a "$IMG/root" "$T/gr/" || fail "cannot copy $IMG/root"
 GR=$T/gr/root
-for _ in $(seq 300); do
-	grep -aq "OPVM-TRUTH abratio share" "$T/console.log" 2>/dev/null && break
-	sleep 0.2
-done
-grep -aq "OPVM-TRUTH abratio share" "$T/console.log" || fail "the guest did not start abratio-pie in 60 s"
+wait_for "$T/console.log" "OPVM-TRUTH abratio share"
+grep -aq "OPVM-TRUTH abratio share" "$T/console.log" || fail "the guest did not start abratio-pie"
 "$OPVM" attach --qmp "$T/qmp" --name vm --duration 5 --no-image-symbols --guest-root "$GR" \
 	-e cpu-clock -d "$T/a" > "$T/attach.out" 2>&1 || { cat "$T/attach.out"; fail "opvm attach failed"; }
 cat "$T/attach.out"

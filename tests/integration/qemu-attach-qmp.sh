@@ -24,10 +24,7 @@ qemu-system-x86_64 -accel tcg -m 384 -smp 2 -nodefaults -display none \
 	> "$T/qemu.log" 2>&1 &
 CLEAN_PIDS=$!
 qpid=$!
-for _ in $(seq 750); do
-	grep -aq "OPVM-TRUTH abratio share" "$T/console.log" 2>/dev/null && break
-	sleep 0.2
-done
+wait_for "$T/console.log" "OPVM-TRUTH abratio share" "$qpid"
 grep -aq "OPVM-TRUTH abratio share" "$T/console.log" || fail "the guest did not start its workload"
 
 ctl() {	# ctl COMMAND [HMP]: one QMP command on the test's own monitor

@@ -88,6 +88,20 @@ no_tcp_listener() {
 	echo "checked: ss -ltnp shows no TCP listener by $*"
 }
 
+# wait_for FILE PATTERN [PID]: until FILE holds PATTERN (grep -a), while
+# PID (when given) lives, WAIT_S seconds at most (default 600).  A wait
+# judges progress, not speed: a TCG boot on a 2-core host under two busy
+# loops and a test run beside it has taken over 150 s.
+wait_for() {
+	local end=$((SECONDS + ${WAIT_S:-600}))
+	while [ "$SECONDS" -lt "$end" ]; do
+		grep -aq -- "$2" "$1" 2>/dev/null && return 0
+		[ -n "${3:-}" ] && ! kill -0 "$3" 2>/dev/null && break
+		sleep 0.2
+	done
+	grep -aq -- "$2" "$1" 2>/dev/null
+}
+
 # boot_channel_guest MEM_MB APPEND [NAME]: the test image under TCG with a
 # QMP socket ($T/qmp) and the org.opvm.0 port on $T/chan (and -name NAME);
 # waits until its init has loaded opvm.ko.  Sets qpid and CLEAN_PIDS.
@@ -104,9 +118,6 @@ boot_channel_guest() {
 		> "$T/qemu.log" 2>&1 &
 	qpid=$!
 	CLEAN_PIDS="$qpid $CLEAN_PIDS"
-	for _ in $(seq 750); do
-		grep -aq "OPVM-READY" "$T/console.log" 2>/dev/null && break
-		sleep 0.2
-	done
+	wait_for "$T/console.log" "OPVM-READY" "$qpid"
 	grep -aq "OPVM-READY kmod=1" "$T/console.log" || fail "the guest did not load opvm.ko"
 }

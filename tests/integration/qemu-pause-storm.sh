@@ -18,10 +18,7 @@ qemu-system-x86_64 -accel tcg -m 384 -smp 2 -nodefaults -display none \
 	-append "console=ttyS0 quiet opvm.workload=abratio opvm.args=600" \
 	> "$T/qemu.log" 2>&1 &
 CLEAN_PIDS=$!
-for _ in $(seq 750); do
-	grep -aq "OPVM-TRUTH abratio share" "$T/console.log" 2>/dev/null && break
-	sleep 0.2
-done
+wait_for "$T/console.log" "OPVM-TRUTH abratio share"
 grep -aq "OPVM-TRUTH abratio share" "$T/console.log" || fail "the guest did not start its workload"
 
 # Host CPU load for the whole test (killed by cleanup).

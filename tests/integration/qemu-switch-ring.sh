@@ -26,10 +26,7 @@ qemu-system-x86_64 -accel tcg -m 384 -smp 2 -nodefaults -display none \
 	> "$T/qemu.log" 2>&1 &
 qpid=$!
 CLEAN_PIDS=$qpid
-for _ in $(seq 750); do
-	grep -aq "OPVM-READY kmod=1" "$T/console.log" 2>/dev/null && break
-	sleep 0.2
-done
+wait_for "$T/console.log" "OPVM-READY kmod=1" "$qpid"
 grep -aq "OPVM-READY kmod=1" "$T/console.log" || fail "the guest did not load opvm.ko"
 sleep 1
 timeout 180 "$CHECK" --qmp "$T/qmp" --gdb "$T/gdb" --chan "$T/chan" --pid "$qpid" \

@@ -40,9 +40,13 @@ struct ximage {
 	uint64_t vmci_pa;
 };
 
+/* The module space, one 2 MiB page of it (xk_modules() maps it). */
+#define XK_VA		0xffffffffc0000000ull
+#define XK_PA		0x1600000ull
+
 static inline void xi_put(struct ximage *x, uint64_t va, const void *p, size_t n)
 {
-	uint64_t pa = va - XI_KERNEL_VA + XI_KERNEL_PA;
+	uint64_t pa = va >= XK_VA ? va - XK_VA + XK_PA : va - XI_KERNEL_VA + XI_KERNEL_PA;
 
 	if (pa + n <= x->size)
 		memcpy(x->ram + pa, p, n);
@@ -423,6 +427,85 @@ static inline int xv_btf(struct btf *b, int u64)
 	return mt;
 }
 
+/* ---- modules: struct module as Debian 12's 6.1 kernel lays it out (its
+ * BTF: core_layout) or, with xk_mem, as 6.4 and later do (mem[MOD_TEXT]),
+ * and struct mod_kallsyms; module i at XK_MOD(i) in the module space
+ * (one 2 MiB page, physical XK_PA), its text XK_TEXT_SIZE bytes at
+ * XK_TEXT(i), its symbols after it:
+ *   [0] ""                  'U' (the null symbol)
+ *   [1] "mod<i>_start"      't' text + 0
+ *   [2] "mod<i>_work"       'T' text + 0x100
+ *   [3] "mod<i>_data"       'd' outside the text
+ *   [4] "mod<i>_end"        't' text + 0x1f00
+ * The list head `modules` at XK_HEAD_VA, in the kernel image. */
+#define XK_PD_PA	0x5000ull
+#define XK_HEAD_VA	(XI_KERNEL_VA + 0x6fc000)
+#define XK_MOD(i)	(XK_VA + (uint64_t)(i) * 0x10000)
+#define XK_TEXT(i)	(XK_MOD(i) + 0x1000)
+#define XK_TEXT_SIZE	0x2000u
+#define XK_KS(i)	(XK_MOD(i) + 0x4000)		/* struct mod_kallsyms */
+#define XK_SYMTAB(i)	(XK_MOD(i) + 0x4100)
+#define XK_STRTAB(i)	(XK_MOD(i) + 0x5000)
+#define XK_TYPETAB(i)	(XK_MOD(i) + 0x5800)
+#define XK_NSYMS	5u
+#define XK_MAX		24u
+/* 6.1 (Debian 12's BTF) and 6.4's offsets in struct module */
+#define XK_NAME		24
+#define XK_SIZE_61	896
+#define XK_LAYOUT_61	320		/* core_layout: base +0, text_size +12 */
+#define XK_KALLSYMS_61	544
+#define XK_SIZE_64	768
+#define XK_MEM_64	320		/* mem[7] of 16: base +0, size +12 */
+#define XK_KALLSYMS_64	512
+
+static int xk_mem;
+
+static inline uint64_t xk_kallsyms_off(void)
+{
+	return xk_mem ? XK_KALLSYMS_64 : XK_KALLSYMS_61;
+}
+
+/* struct module and friends, in the layout xk_mem says. */
+static inline void xk_btf(struct btf *b, int i32, int ch, int u64, int lh)
+{
+	int vp = btf__add_ptr(b, 0), u32 = btf__add_int(b, "unsigned int", 4, 0);
+	int name = btf__add_array(b, i32, ch, 56), mks, pks, lay, st;
+
+	st = btf__add_enum(b, "module_state", 4);
+	btf__add_enum_value(b, "MODULE_STATE_LIVE", 0);
+	btf__add_enum_value(b, "MODULE_STATE_UNFORMED", 3);
+	mks = btf__add_struct(b, "mod_kallsyms", 32);
+	btf__add_field(b, "symtab", vp, 0, 0);
+	btf__add_field(b, "num_symtab", u32, 64, 0);
+	btf__add_field(b, "strtab", vp, 128, 0);
+	btf__add_field(b, "typetab", vp, 192, 0);
+	if (xk_mem) {
+		int mm = btf__add_struct(b, "module_memory", 16);
+
+		btf__add_field(b, "base", vp, 0, 0);
+		btf__add_field(b, "size", u32, 96, 0);
+		lay = btf__add_array(b, i32, mm, 7);
+		btf__add_enum(b, "mod_mem_type", 4);
+		btf__add_enum_value(b, "MOD_TEXT", 0);
+		btf__add_enum_value(b, "MOD_DATA", 1);
+	} else {
+		lay = btf__add_struct(b, "module_layout", 80);
+		btf__add_field(b, "base", vp, 0, 0);
+		btf__add_field(b, "size", u32, 64, 0);
+		btf__add_field(b, "text_size", u32, 96, 0);
+		btf__add_field(b, "ro_size", u32, 128, 0);
+	}
+	pks = btf__add_ptr(b, mks);
+	btf__add_struct(b, "module", xk_mem ? XK_SIZE_64 : XK_SIZE_61);
+	btf__add_field(b, "state", st, 0, 0);
+	btf__add_field(b, "list", lh, 64, 0);
+	btf__add_field(b, "name", name, XK_NAME * 8, 0);
+	btf__add_field(b, xk_mem ? "mem" : "core_layout", lay, XK_LAYOUT_61 * 8, 0);
+	btf__add_field(b, "kallsyms", pks, (uint32_t)xk_kallsyms_off() * 8, 0);
+	btf__add_field(b, "core_kallsyms", mks, (uint32_t)(xk_kallsyms_off() + 8) * 8, 0);
+	(void)u64;
+}
+
 /* The BTF bytes (malloc'd) into *len, or NULL. */
 static inline void *xt_btf(uint32_t *len)
 {
@@ -459,6 +542,7 @@ static inline void *xt_btf(uint32_t *len)
 	if (xt_cgroups)
 		btf__add_field(b, "cgroups", u64, XT_CGROUPS * 8, 0);
 	mt = xv_btf(b, u64);
+	xk_btf(b, i32, ch, u64, lh);
 	if (xt_cgroups) {
 		btf__add_struct(b, "css_set", 0x40);
 		btf__add_field(b, "dfl_cgrp", u64, XCS_DFL * 8, 0);
@@ -583,6 +667,8 @@ static inline void xt_syms(struct xi_sym *s, uint32_t btf_len)
 
 static inline uint64_t xi_pa(uint64_t va)
 {
+	if (va >= XK_VA)
+		return va - XK_VA + XK_PA;
 	return va - XI_KERNEL_VA + XI_KERNEL_PA;
 }
 
@@ -712,6 +798,53 @@ static inline void xv_maps(struct ximage *x, unsigned n)
 	for (unsigned i = 0; i < n; i++)
 		if (i % 10 != 9)
 			xv_proc(x, i);
+}
+
+/* Module i (< XK_MAX) named name, its text and symbols; linked to next
+ * (a struct module, or 0: the head). */
+static inline void xk_module(struct ximage *x, unsigned i, const char *name, uint64_t next)
+{
+	static const char *const sfx[XK_NSYMS] = { NULL, "start", "work", "data", "end" };
+	static const char types[XK_NSYMS] = { 'U', 't', 'T', 'd', 't' };
+	const uint64_t at[XK_NSYMS] = { 0, 0, 0x100, 0x3000, 0x1f00 };
+	uint64_t m = XK_MOD(i), link = next ? next + 8 : XK_HEAD_VA, str = 1;
+
+	xi_put64(x, m + 8, link);
+	xi_put(x, m + XK_NAME, name, strlen(name) + 1);
+	xi_put64(x, m + XK_LAYOUT_61, XK_TEXT(i));
+	xi_put(x, m + XK_LAYOUT_61 + 12, &(uint32_t){ XK_TEXT_SIZE }, 4);
+	xi_put64(x, m + xk_kallsyms_off(), XK_KS(i));
+	xi_put64(x, XK_KS(i), XK_SYMTAB(i));
+	xi_put(x, XK_KS(i) + 8, &(uint32_t){ XK_NSYMS }, 4);
+	xi_put64(x, XK_KS(i) + 16, XK_STRTAB(i));
+	xi_put64(x, XK_KS(i) + 24, XK_TYPETAB(i));
+	xi_put(x, XK_TYPETAB(i), types, XK_NSYMS);
+	for (unsigned k = 1; k < XK_NSYMS; k++) {
+		char n[64];
+		uint64_t e = XK_SYMTAB(i) + k * 24, v = XK_TEXT(i) + at[k];
+		int l = snprintf(n, sizeof(n), "mod%u_%s", i, sfx[k]);
+
+		xi_put(x, XK_STRTAB(i) + str, n, (size_t)l + 1);
+		xi_put(x, e, &(uint32_t){ (uint32_t)str }, 4);
+		x->ram[xi_pa(e) + 4] = types[k] == 'T' ? 0x12 : types[k] == 't' ? 0x02 : 0x01;
+		xi_put64(x, e + 8, v);
+		str += (uint64_t)l + 1;
+	}
+}
+
+/* n modules "mod0".."mod<n-1>" (RAM >= XV_RAM), the module space mapped. */
+static inline void xk_modules(struct ximage *x, unsigned n)
+{
+	uint64_t *pdpt = (uint64_t *)(x->ram + 0x2000), *pd = (uint64_t *)(x->ram + XK_PD_PA);
+	char name[16];
+
+	pdpt[511] = XK_PD_PA | 3;
+	pd[0] = XK_PA | 0x83;
+	xi_put64(x, XK_HEAD_VA, n ? XK_MOD(0) + 8 : XK_HEAD_VA);
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "mod%u", i);
+		xk_module(x, i, name, i + 1 < n ? XK_MOD(i + 1) : 0);
+	}
 }
 
 #endif /* OPVM_TEST_INTROSPECT_IMAGE_H */

@@ -93,10 +93,12 @@ static inline Elf64_Dyn *dyn_get(struct fake *f, int64_t tag)
 	return d;
 }
 
-/* What ld.so does to a shared object's dynamic section on x86-64. */
+/* What ld.so does to a shared object's dynamic section on x86-64
+ * (glibc's elf_get_dynamic_info(): the d_ptr values it adjusts). */
 static inline void relocate(struct fake *f, int64_t sign)
 {
-	static const int64_t tags[] = { DT_SYMTAB, DT_STRTAB, DT_HASH, DT_GNU_HASH };
+	static const int64_t tags[] = { DT_SYMTAB, DT_STRTAB, DT_HASH, DT_GNU_HASH,
+					DT_PLTGOT, DT_JMPREL, DT_RELA, DT_VERSYM };
 
 	for (size_t i = 0; i < sizeof(tags) / sizeof(tags[0]); i++) {
 		Elf64_Dyn *d = dyn_find(f, tags[i]);

@@ -8,6 +8,7 @@
  * file reads back through symbols/ksyms like a System.map.
  */
 #include <endian.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -30,6 +31,7 @@
 #include "symbols/elfimage.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
+#include "vmm/introspect/memsyms.h"
 
 struct krec {
 	_Alignas(8) uint8_t buf[OPVM_REC_MAX];
@@ -457,6 +459,52 @@ static int cache_mtimes(const struct bin *b, long set)
 	return atoi(out);
 }
 
+/* Reads a perf map's or jitdump's request: its req_id, the offset asked
+ * from, its path into path[len] (NUL-terminated). */
+static uint32_t pm_read(struct bin *b, char *path, size_t len, uint64_t *offset)
+{
+	struct opvm_req_fetch r;
+	char buf[OPVM_REC_MAX];
+	ssize_t n = read(b->sv[1], buf, sizeof(buf));
+	size_t pl;
+
+	assert_true(n >= (ssize_t)sizeof(r));
+	memcpy(&r, buf, sizeof(r));
+	assert_int_equal(le16toh(r.hdr.type), OPVM_REQ_FETCH);
+	assert_int_equal(r.flags, OPVM_FETCH_F_PERFMAP);
+	pl = le16toh(r.path_len);
+	assert_true(pl < len && sizeof(r) + pl <= (size_t)n);
+	memcpy(path, buf + sizeof(r), pl);
+	path[pl] = '\0';
+	*offset = le64toh(r.offset);
+	return le32toh(r.req_id);
+}
+
+/* Polls at now until a request that is not a jitdump's comes, each
+ * jitdump asked for on the way answered absent: the perf map tests see
+ * the maps alone.  1 and pm_request()'s checks, or 0 when none came. */
+static int pm_poll(struct bin *b, uint64_t now)
+{
+	char path[64];
+	uint64_t off;
+
+	for (;;) {
+		char buf[OPVM_REC_MAX];
+		ssize_t n;
+		uint32_t id;
+
+		fetch_poll(b->f, b->sv[0], now);
+		n = recv(b->sv[1], buf, sizeof(buf), MSG_PEEK);
+		if (n < 0)
+			return 0;
+		if (n < (ssize_t)sizeof(struct opvm_req_fetch) + 9 ||
+		    memcmp(buf + sizeof(struct opvm_req_fetch), "/tmp/jit-", 9))
+			return 1;
+		id = pm_read(b, path, sizeof(path), &off);
+		bin_end(b, id, -ENOENT, 0);
+	}
+}
+
 /* Reads a perf map's request: its req_id, the offset asked from; path
  * must be want's. */
 static uint32_t pm_request(struct bin *b, const char *want, uint64_t *offset)
@@ -479,13 +527,6 @@ static uint32_t pm_request(struct bin *b, const char *want, uint64_t *offset)
 	return le32toh(r.req_id);
 }
 
-static void no_request(struct bin *b)
-{
-	char buf[64];
-
-	assert_true(read(b->sv[1], buf, sizeof(buf)) < 0);
-}
-
 /* Perf maps (fetch-perfmap.c): asked for by the host's path from the
  * tgid, stored under the host's name, asked again from where they stopped
  * on their clock (they grow); out-of-order bytes, a link planted at the
@@ -506,18 +547,17 @@ static void test_perfmap(void **state)
 	fetch_perfmap_want(b.f, 77);
 	fetch_perfmap_want(b.f, 77);			/* once */
 	fetch_perfmap_want(b.f, -5);			/* not a pid */
-	fetch_poll(b.f, b.sv[0], 1000);
+	assert_true(pm_poll(&b, 1000));
 	id = pm_request(&b, "/tmp/perf-77.map", &off);
 	assert_int_equal(off, 0);
 	bin_data(&b, id, 0, l1, strlen(l1));
 	bin_end(&b, id, 0, strlen(l1));
-	fetch_poll(b.f, b.sv[0], 1500);			/* not due yet */
-	no_request(&b);
-	fetch_poll(b.f, b.sv[0], 1000 + FETCH_PERFMAP_EVERY_MS + 1);
+	assert_false(pm_poll(&b, 1500));			/* not due yet */
+	assert_true(pm_poll(&b, 1000 + FETCH_PERFMAP_EVERY_MS + 1));
 	id = pm_request(&b, "/tmp/perf-77.map", &off);
 	assert_int_equal(off, strlen(l1));		/* the tail only */
 	bin_data(&b, id, 0, l2, strlen(l2));		/* a lying offset */
-	fetch_poll(b.f, b.sv[0], 1000 + 2 * FETCH_PERFMAP_EVERY_MS + 2);
+	assert_true(pm_poll(&b, 1000 + 2 * FETCH_PERFMAP_EVERY_MS + 2));
 	id = pm_request(&b, "/tmp/perf-77.map", &off);	/* asked again */
 	assert_int_equal(off, strlen(l1));
 	bin_data(&b, id, off, l2, strlen(l2));
@@ -533,19 +573,18 @@ static void test_perfmap(void **state)
 	snprintf(path, sizeof(path), "%s/perfmaps/78.map", b.dir);
 	assert_int_equal(symlink("/etc/passwd-opvm-test", path), 0);
 	fetch_perfmap_want(b.f, 78);
-	fetch_poll(b.f, b.sv[0], 20000);
+	assert_true(pm_poll(&b, 20000));
 	id = pm_request(&b, "/tmp/perf-78.map", &off);
 	bin_data(&b, id, 0, l1, strlen(l1));
 	assert_int_equal(access("/etc/passwd-opvm-test", F_OK), -1);
 	/* its map at the cap, 77's process gone: neither asked again */
-	fetch_poll(b.f, b.sv[0], 30000);
+	assert_true(pm_poll(&b, 30000));
 	id = pm_request(&b, "/tmp/perf-77.map", &off);
 	bin_end(&b, id, -ESRCH, off);
-	fetch_poll(b.f, b.sv[0], 40000);
+	assert_true(pm_poll(&b, 40000));
 	id = pm_request(&b, "/tmp/perf-78.map", &off);
 	bin_end(&b, id, -EFBIG, off);
-	fetch_poll(b.f, b.sv[0], 90000);
-	no_request(&b);
+	assert_false(pm_poll(&b, 90000));
 	/* and binaries still come */
 	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
 	fetch_poll(b.f, b.sv[0], 90001);
@@ -562,7 +601,58 @@ static void test_perfmap(void **state)
 	assert_int_equal(json_integer_value(json_object_get(pm, "capped")), 1);
 	assert_int_equal(json_integer_value(json_object_get(pm, "gone")), 1);
 	assert_int_equal(json_integer_value(json_object_get(pm, "bytes")), 44);
-	assert_int_equal(json_array_size(json_object_get(pm, "maps")), 2);
+	assert_int_equal(json_array_size(json_object_get(pm, "maps")), 4);	/* and dumps */
+	json_decref(j);
+	bin_teardown(&b);
+}
+
+/* A process's jitdump: asked for beside its map by the host's path from
+ * the tgid, stored as <tgid>.dump, its tail asked for as it grows. */
+static void test_jitdump(void **state)
+{
+	static const uint8_t d1[] = { 'D', 'T', 'i', 'J', 1, 0, 0, 0 }, d2[] = { 9, 9 };
+	char path[256];
+	uint8_t got[16];
+	uint64_t off;
+	uint32_t id;
+	json_t *j, *maps;
+	struct bin b;
+	FILE *fp;
+
+	(void)state;
+	bin_setup(&b, 0, 0);
+	fetch_perfmap_want(b.f, 90);
+	fetch_poll(b.f, b.sv[0], 1000);
+	id = pm_request(&b, "/tmp/perf-90.map", &off);
+	bin_end(&b, id, -ENOENT, 0);			/* a runtime with a dump only */
+	fetch_poll(b.f, b.sv[0], 1000);
+	id = pm_request(&b, "/tmp/jit-90.dump", &off);
+	assert_int_equal(off, 0);
+	bin_data(&b, id, 0, d1, sizeof(d1));
+	bin_end(&b, id, 0, sizeof(d1));
+	fetch_poll(b.f, b.sv[0], 1000 + FETCH_PERFMAP_EVERY_MS + 1);
+	id = pm_request(&b, "/tmp/perf-90.map", &off);	/* asked again, absent */
+	bin_end(&b, id, -ENOENT, 0);
+	fetch_poll(b.f, b.sv[0], 1000 + FETCH_PERFMAP_EVERY_MS + 1);
+	id = pm_request(&b, "/tmp/jit-90.dump", &off);
+	assert_int_equal(off, sizeof(d1));		/* its tail */
+	bin_data(&b, id, off, d2, sizeof(d2));
+	bin_end(&b, id, 0, off + sizeof(d2));
+	snprintf(path, sizeof(path), "%s/perfmaps/90.dump", b.dir);
+	fp = fopen(path, "rb");
+	assert_non_null(fp);
+	assert_int_equal(fread(got, 1, sizeof(got), fp), sizeof(d1) + sizeof(d2));
+	fclose(fp);
+	assert_memory_equal(got, d1, sizeof(d1));
+	assert_memory_equal(got + sizeof(d1), d2, sizeof(d2));
+	snprintf(path, sizeof(path), "%s/perfmaps/90.map", b.dir);
+	assert_int_equal(access(path, F_OK), -1);	/* nothing came */
+	j = fetch_to_json(b.f);
+	maps = json_object_get(json_object_get(j, "perfmaps"), "maps");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(maps, 1), "kind")),
+			    "jitdump");
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(maps, 1), "bytes")),
+			 sizeof(d1) + sizeof(d2));
 	json_decref(j);
 	bin_teardown(&b);
 }
@@ -651,6 +741,7 @@ static void test_memsyms_cache(void **state)
 	assert_int_equal(fetch_memsyms_put(b.f, other, b.bid_len, b.elf, b.elf_len), -ENOEXEC);
 	assert_int_equal(st->memsyms_failed, 1);
 	assert_int_equal(cache_files(&b), 0);
+	/* an older opvm's (e_flags not MEMSYMS_VERSION): kept, but due again */
 	assert_int_equal(fetch_memsyms_put(b.f, b.bid, b.bid_len, b.elf, b.elf_len), 0);
 	assert_int_equal(st->memsyms_files, 1);
 	assert_int_equal(st->memsyms_bytes, b.elf_len);
@@ -658,6 +749,12 @@ static void test_memsyms_cache(void **state)
 	snprintf(path, sizeof(path), "%s/%.2s/%s.memsyms", b.cache, hex, hex + 2);
 	assert_int_equal(stat(path, &sb), 0);
 	assert_int_equal(sb.st_mode & 0777, 0600);
+	assert_int_equal(cache_files(&b), 1);
+	assert_int_equal(fetch_memsyms_due(b.f, b.bid, b.bid_len), 1);
+	assert_int_equal(st->memsyms_cached, 0);
+	/* this one's replaces it */
+	((Elf64_Ehdr *)b.elf)->e_flags = MEMSYMS_VERSION;
+	assert_int_equal(fetch_memsyms_put(b.f, b.bid, b.bid_len, b.elf, b.elf_len), 0);
 	assert_int_equal(cache_files(&b), 1);
 	assert_int_equal(fetch_memsyms_due(b.f, b.bid, b.bid_len), 0);
 	assert_int_equal(st->memsyms_cached, 1);
@@ -1474,6 +1571,7 @@ int main(void)
 		cmocka_unit_test(test_ksyms_word_and_merge),
 		cmocka_unit_test(test_fifo_part),
 		cmocka_unit_test(test_perfmap),
+		cmocka_unit_test(test_jitdump),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,11 +24,12 @@
 #include "vmm/introspect/introspect.h"
 #include "vmm/introspect/kallsyms.h"
 #include "vmm/introspect/kcurrent.h"
-#include "lib/channel.h"
+#include "vmm/introspect/kmods.h"
 #include "vmm/introspect/ktasks.h"
 #include "vmm/introspect/kvmas.h"
 #include "vmm/introspect/vmcoreinfo.h"
 #include "introspect-image.h"
+#include "lib/channel.h"
 #include "lib/array.h"
 
 #define RAM	(8u << 20)
@@ -68,6 +69,8 @@ struct capture {
 	uint64_t cookie_id[2];
 	struct opvm_rec_mmap map105[2], last_map;
 	struct opvm_rec_munmap last_munmap;
+	uint64_t mods, mod_frees, mod_records, mod_ends, end_flags;
+	struct opvm_rec_module last_mod, last_free;
 };
 
 static void capture(void *arg, const void *rec, size_t len)
@@ -82,6 +85,7 @@ static void capture(void *arg, const void *rec, size_t len)
 	c->seq_ok += h->seq == c->next_seq++;
 	if (h->type == OPVM_REC_KSYMS) {
 		c->records++;
+		c->mod_records += ((const struct opvm_rec_ksyms *)rec)->module[0] != 0;
 		c->len += fetch_ksyms_text(rec, len, c->text + c->len, sizeof(c->text) - c->len,
 					   &c->ok, &c->bad, &c->capped, NULL);
 	} else if (h->type == OPVM_REC_PROC || h->type == OPVM_REC_EXEC) {
@@ -136,6 +140,14 @@ static void capture(void *arg, const void *rec, size_t len)
 
 		c->ends++;
 		c->end_nr = e->nr_syms;
+		c->end_flags = e->flags;
+		c->mod_ends += !!(e->flags & OPVM_KSYMS_MODULES_ONLY);
+	} else if (h->type == OPVM_REC_MODULE || h->type == OPVM_REC_MODULE_FREE) {
+		assert_int_equal(len, (sizeof(struct opvm_rec_module) + 7) & ~7ul);
+		if (h->type == OPVM_REC_MODULE)
+			c->mods++, memcpy(&c->last_mod, rec, sizeof(c->last_mod));
+		else
+			c->mod_frees++, memcpy(&c->last_free, rec, sizeof(c->last_free));
 	}
 }
 
@@ -434,6 +446,9 @@ static void test_processes(void **state)
 	st = run(in, c, 3);
 	assert_string_equal(st->state, "ready");
 	assert_true(st->btf_bytes > 0);
+	/* no `modules` in its kallsyms: modules not read, and said why */
+	assert_null(st->modules);
+	assert_non_null(strstr(st->modules_error, "CONFIG_KALLSYMS_ALL"));
 	assert_int_equal(introspect_poll(in, 10000000, capture, c), 0);
 	assert_int_equal(st->procs_live, 1);
 	assert_int_equal(st->tasks, XT_MAX);
@@ -954,6 +969,291 @@ static void test_vma_list(void **state)
  * a pointer with (kcurrent): the pointer's physical address per CPU, a
  * task read once and then from the cache until it ages, pointers that lie
  * refused and counted. */
+/* ---- modules ----------------------------------------------------------------- */
+
+/* A guest with processes and n modules (introspect-image.h's xk_*). */
+static void kguest_new(struct guest *g, unsigned n)
+{
+	struct xi_sym s[NSYMS + XT_NSYMS + 1];
+	uint32_t len;
+	void *btf = xt_btf(&len);
+
+	assert_non_null(btf);
+	free(btf);
+	memset(long_name, 'x', sizeof(long_name) - 1);
+	memcpy(s, syms, sizeof(syms));
+	xt_syms(s + NSYMS, len);
+	s[NSYMS + XT_NSYMS] = (struct xi_sym){ "modules", 'D', XK_HEAD_VA };
+	assert_int_equal(ximage_build(&g->x, XV_RAM, s, NSYMS + XT_NSYMS + 1, VMCI_PA), 0);
+	assert_int_equal(xt_tasks(&g->x, 20), (int)len);
+	xk_modules(&g->x, n);
+	g->m = guestmem_open(getpid());
+	assert_non_null(g->m);
+	assert_int_equal(guestmem_add_range(g->m, 0, XV_RAM, (uint64_t)(uintptr_t)g->x.ram), 0);
+}
+
+/* Lines of text[from..len) that name a module. */
+static unsigned mod_lines(const struct capture *c, size_t from)
+{
+	unsigned n = 0;
+
+	for (const char *p = c->text + from; (p = strstr(p, "\t[mod")) && p < c->text + c->len; p++)
+		n++;
+	return n;
+}
+
+/* The modules of a 6.1 or a 6.4 guest (BTF says which): MODULE records,
+ * their symbols as a transfer of the modules only; one unloaded (FREE,
+ * the symbols again, not before MODSYMS_MIN_MS), one loaded; nothing once
+ * opvm.ko speaks. */
+static void modules_one(int mem)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	const struct introspect_stats *st;
+	struct introspect *in;
+	struct guest g;
+	size_t from;
+
+	xk_mem = mem;
+	kguest_new(&g, 3);
+	in = introspect_new(g.m, NULL);
+	st = run(in, c, 3);
+	assert_string_equal(st->state, "ready");
+	assert_non_null(st->modules);
+	assert_string_equal(st->modules_layout, mem ? "mem" : "core_layout");
+	assert_int_equal(st->nr_modules, 3);
+	assert_int_equal(c->mods, 3);
+	assert_string_equal(c->last_mod.name, "mod2");
+	assert_int_equal(c->last_mod.base, XK_TEXT(2));
+	assert_int_equal(c->last_mod.size, XK_TEXT_SIZE);
+	assert_int_equal(c->ends, 2);		/* vmlinux's, then the modules' */
+	assert_int_equal(c->mod_ends, 1);
+	assert_int_equal(c->end_nr, 9);
+	assert_int_equal(mod_lines(c, 0), 9);
+	assert_non_null(strstr(c->text, " T mod1_work\t[mod1]\n"));
+	assert_non_null(strstr(c->text, " t mod2_end\t[mod2]\n"));
+	assert_null(strstr(c->text, "mod0_data"));
+	assert_int_equal(st->modules->syms, 9);
+	assert_int_equal(st->modules->refused + st->modules->cut + st->modules->bad_ptr +
+			 st->modules->syms_outside + st->modules->syms_bad, 0);
+	/* unchanged: nothing */
+	introspect_poll(in, 5000000, capture, c);
+	assert_int_equal(c->mods + c->mod_frees + c->mod_ends, 4);
+	/* mod1 unloaded: FREE, and the symbols again */
+	xi_put64(&g.x, XK_MOD(0) + 8, XK_MOD(2) + 8);
+	from = c->len;
+	introspect_poll(in, 5001000, capture, c);
+	assert_int_equal(c->mod_frees, 1);
+	assert_string_equal(c->last_free.name, "mod1");
+	assert_int_equal(c->mod_ends, 2);
+	assert_int_equal(mod_lines(c, from), 6);
+	assert_null(strstr(c->text + from, "mod1_"));
+	assert_int_equal(st->modules_freed, 1);
+	/* mod1 back: MODULE at once, its symbols not before MODSYMS_MIN_MS */
+	xi_put64(&g.x, XK_MOD(0) + 8, XK_MOD(1) + 8);
+	introspect_poll(in, 5002000, capture, c);
+	assert_int_equal(c->mods, 4);
+	assert_int_equal(c->mod_ends, 2);
+	from = c->len;
+	introspect_poll(in, 5003500, capture, c);
+	assert_int_equal(c->mod_ends, 3);
+	assert_int_equal(mod_lines(c, from), 9);
+	/* mod1 gone again within 2 s: the session's end sends what is owed */
+	xi_put64(&g.x, XK_MOD(0) + 8, XK_MOD(2) + 8);
+	introspect_poll(in, 5004000, capture, c);
+	assert_int_equal(c->mod_ends, 3);
+	from = c->len;
+	introspect_finish(in, capture, c);
+	assert_int_equal(c->mod_ends, 4);
+	assert_int_equal(mod_lines(c, from), 6);
+	introspect_finish(in, capture, c);	/* nothing more owed */
+	assert_int_equal(c->mod_ends, 4);
+	xi_put64(&g.x, XK_MOD(0) + 8, XK_MOD(1) + 8);
+	introspect_poll(in, 5004500, capture, c);
+	/* a module named twice: the second dropped */
+	xk_module(&g.x, 5, "mod0", 0);
+	xi_put64(&g.x, XK_MOD(2) + 8, XK_MOD(5) + 8);
+	introspect_poll(in, 5004800, capture, c);
+	assert_int_equal(st->module_dups, 1);
+	assert_int_equal(st->nr_modules, 3);
+	/* opvm.ko speaks: no more module records */
+	introspect_module_active(in);
+	xi_put64(&g.x, XK_MOD(2) + 8, XK_MOD(1) + 8);
+	introspect_poll(in, 5005000, capture, c);
+	assert_int_equal(c->mods, 5);
+	assert_int_equal(c->seq_ok, c->records + c->ends + c->procs + c->execs + c->exits +
+				    c->cookies + c->maps + c->munmaps + c->mods + c->mod_frees);
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
+	xk_mem = 0;
+}
+
+/* A module whose symbols do not read: announced, and no empty transfer. */
+static void modules_nosyms(void)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	const struct introspect_stats *st;
+	struct introspect *in;
+	struct guest g;
+
+	kguest_new(&g, 1);
+	xi_put64(&g.x, XK_MOD(0) + xk_kallsyms_off(), XK_VA + 0x1ff000 + 0x1000);
+	in = introspect_new(g.m, NULL);
+	st = run(in, c, 3);
+	assert_int_equal(c->mods, 1);
+	assert_int_equal(c->mod_ends, 0);
+	assert_int_equal(st->modsyms_transfers, 0);
+	assert_int_equal(st->modules->tables_bad, 1);
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
+}
+
+static void test_modules(void **state)
+{
+	modules_one(0);
+	modules_one(1);
+	modules_nosyms();
+}
+
+static int sym_count(void *arg, const struct kmod *m, uint64_t addr, char type,
+		     const char *name, size_t len)
+{
+	assert_true(addr >= m->base && addr < m->base + m->size);
+	assert_true(len >= 1 && len <= OPVM_KSYM_NAME_MAX);
+	assert_non_null(strchr("tTwW", type));
+	(void)name;
+	(*(unsigned *)arg)++;
+	return 0;
+}
+
+/* Symbol tables that lie: a huge count, a name offset far out, a name that
+ * does not end, a text symbol outside the text, tables in user space. */
+static void lying_syms(const struct unwind_mem *um, const struct kbtf_mod_offsets *o,
+		       struct guest *g, struct kmod *out)
+{
+	struct kmods_stats st = { 0 };
+	char x[200];
+	unsigned n = 0;
+
+	xi_put(&g->x, XK_KS(0) + 8, &(uint32_t){ UINT32_MAX }, 4);
+	xi_put(&g->x, XK_SYMTAB(0) + 2 * 24, &(uint32_t){ 0x7fffffff }, 4);
+	memset(x, 'x', sizeof(x));
+	xi_put(&g->x, XK_STRTAB(0) + 1, x, sizeof(x));
+	xi_put64(&g->x, XK_SYMTAB(0) + 4 * 24 + 8, XK_TEXT(0) + XK_TEXT_SIZE);
+	assert_int_equal(kmods_syms(um, o, &out[0], sym_count, &n, &st), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(st.syms_cut, UINT32_MAX - KMODS_SYMS_MAX);
+	assert_true(st.pages_unread > 0);	/* the entries past RAM */
+	assert_true(st.syms_bad >= 2);
+	assert_true(st.syms_outside >= 1);
+	/* module 1's typetab in user space; module 2's mod_kallsyms unread */
+	xi_put64(&g->x, XK_KS(1) + 24, 0x1000);
+	assert_int_equal(kmods_syms(um, o, &out[1], sym_count, &n, &st), -EFAULT);
+	out[2].kallsyms = XK_VA + 0x1ff000 + 0x1000;
+	assert_int_equal(kmods_syms(um, o, &out[2], sym_count, &n, &st), -EFAULT);
+	assert_int_equal(st.tables_bad, 2);
+	/* module 3's are fine */
+	assert_int_equal(kmods_syms(um, o, &out[3], sym_count, &n, &st), 0);
+	assert_int_equal(n, 3);
+}
+
+/* A list of 2600 entries, none a module (no name ends): the walk stops at
+ * twice KMODS_MAX entries, whatever it kept. */
+static void refused_list(struct kmod *out)
+{
+	struct kmods_stats st = { 0 };
+	struct kbtf_mod_offsets o;
+	struct unwind_mem um;
+	struct guest g;
+	char err[160], bad[56];
+	uint32_t len;
+	size_t n;
+
+	free(xt_btf(&len));
+	kguest_new(&g, 0);
+	um = (struct unwind_mem){ tread, g.m };
+	assert_int_equal(kbtf_mod_offsets(g.x.ram + xi_pa(XT_BTF_VA), len, &o, err, sizeof(err)),
+			 0);
+	memset(bad, 'a', sizeof(bad));
+	xi_put64(&g.x, XK_HEAD_VA, XK_VA + 8);
+	for (unsigned i = 0; i < 2600; i++) {
+		uint64_t e = XK_VA + (uint64_t)i * 0x300;
+
+		xi_put64(&g.x, e + 8, i + 1 < 2600 ? e + 0x300 + 8 : XK_HEAD_VA);
+		xi_put(&g.x, e + XK_NAME, bad, sizeof(bad));
+	}
+	assert_int_equal(kmods_walk(&um, &o, XK_HEAD_VA, out, KMODS_MAX, &n, &st), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(st.cut, 1);
+	assert_int_equal(st.refused, 2 * KMODS_MAX);
+	guest_free(&g);
+}
+
+/* Lists that lie: a cycle that misses the head, pointers outside RAM and
+ * into user space, a name that does not end, text outside the module
+ * space or too large, a module still being loaded. */
+static void test_lying_modules(void **state)
+{
+	struct kmod *out = calloc(KMODS_MAX, sizeof(*out));
+	struct kmods_stats st = { 0 };
+	struct kbtf_mod_offsets o;
+	struct unwind_mem um;
+	struct guest g;
+	uint32_t len;
+	void *btf = xt_btf(&len);
+	char err[160], bad[56];
+	size_t n;
+
+	assert_int_equal(kbtf_mod_offsets(btf, len, &o, err, sizeof(err)), 0);
+	assert_int_equal(o.mod_name, XK_NAME);
+	assert_int_equal(o.text_size, XK_LAYOUT_61 + 12);
+	assert_int_equal(kbtf_mod_offsets(btf, 16, &o, err, sizeof(err)), -EINVAL);
+	free(btf);
+	kguest_new(&g, 10);
+	um = (struct unwind_mem){ tread, g.m };
+	assert_int_equal(kbtf_mod_offsets(g.x.ram + xi_pa(XT_BTF_VA), len, &o, err,
+					  sizeof(err)), 0);
+	assert_int_equal(kmods_walk(&um, &o, XK_HEAD_VA, out, KMODS_MAX, &n, &st), 0);
+	assert_int_equal(n, 10);
+	/* the cycle: module 9 back to module 2 */
+	xi_put64(&g.x, XK_MOD(9) + 8, XK_MOD(2) + 8);
+	assert_int_equal(kmods_walk(&um, &o, XK_HEAD_VA, out, KMODS_MAX, &n, &st), 0);
+	assert_int_equal(st.cut, 1);
+	assert_true(n < 40);	/* found early, not at the cap */
+	/* a pointer outside RAM, then one into user space */
+	xi_put64(&g.x, XK_MOD(6) + 8, XK_VA + 0x1f00008);
+	assert_int_equal(kmods_walk(&um, &o, XK_HEAD_VA, out, KMODS_MAX, &n, &st), 0);
+	assert_int_equal(st.bad_ptr, 1);
+	assert_int_equal(n, 7);
+	xi_put64(&g.x, XK_MOD(6) + 8, 0x1008);
+	assert_int_equal(kmods_walk(&um, &o, XK_HEAD_VA, out, KMODS_MAX, &n, &st), 0);
+	assert_int_equal(st.bad_ptr, 2);
+	/* names and texts that lie, and a module still unformed */
+	memset(bad, 'a', sizeof(bad));
+	xi_put(&g.x, XK_MOD(1) + XK_NAME, bad, sizeof(bad));
+	xi_put(&g.x, XK_MOD(2) + XK_NAME, "a\nb", 4);
+	xi_put64(&g.x, XK_MOD(3) + XK_LAYOUT_61, XI_KERNEL_VA);
+	xi_put(&g.x, XK_MOD(4) + XK_LAYOUT_61 + 12, &(uint32_t){ UINT32_MAX }, 4);
+	xi_put(&g.x, XK_MOD(5), &(uint32_t){ 3 }, 4);
+	assert_int_equal(kmods_walk(&um, &o, XK_HEAD_VA, out, KMODS_MAX, &n, &st), 0);
+	assert_int_equal(st.refused, 4);
+	assert_int_equal(st.unformed, 1);
+	assert_int_equal(n, 2);
+	assert_string_equal(out[0].name, "mod0");
+	assert_string_equal(out[1].name, "mod6");
+	/* the head unreadable */
+	assert_int_equal(kmods_walk(&um, &o, XI_KERNEL_VA + 0x1f000000, out, KMODS_MAX, &n, &st),
+			 -EFAULT);
+	xk_modules(&g.x, 10);
+	assert_int_equal(kmods_walk(&um, &o, XK_HEAD_VA, out, KMODS_MAX, &n, &st), 0);
+	lying_syms(&um, &o, &g, out);
+	guest_free(&g);
+	refused_list(out);
+	free(out);
+}
+
 static void test_current_cache(void **state)
 {
 	struct capture *c = calloc(1, sizeof(*c));
@@ -1067,6 +1367,8 @@ int main(void)
 		cmocka_unit_test(test_mappings),
 		cmocka_unit_test(test_lying_maps),
 		cmocka_unit_test(test_vma_list),
+		cmocka_unit_test(test_modules),
+		cmocka_unit_test(test_lying_modules),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

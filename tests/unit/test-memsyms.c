@@ -83,17 +83,19 @@ static void check_against_file(void *elf, size_t len)
 	assert_non_null(real);
 	n = elfimage_nr_syms(real);
 	assert_true(n > 1000);
-	/* the file's PLT stubs are named from its section headers ([.plt]),
-	 * which a table read from memory does not have */
-	for (size_t k = 0; k < elfimage_nr_syms(real); k++)
-		n -= !strncmp(elfimage_sym(real, k)->name, "[.plt", 5);
+	/* the PLT's stubs too ([.plt], [.plt.got]): found in memory, named
+	 * from the sections the file has */
 	assert_int_equal(elfimage_nr_syms(mem), n);
 	for (size_t k = 0; k < elfimage_nr_syms(real); k++) {
-		if (!strncmp(elfimage_sym(real, k)->name, "[.plt", 5))
-			continue;
 		j = elfimage_lookup(mem, elfimage_sym(real, k)->addr);
 		assert_true(j >= 0);
 		assert_int_equal(elfimage_sym(mem, (size_t)j)->addr, elfimage_sym(real, k)->addr);
+		if (!strncmp(elfimage_sym(real, k)->name, "[.plt", 5)) {
+			assert_string_equal(elfimage_sym(mem, (size_t)j)->name,
+					    elfimage_sym(real, k)->name);
+			assert_int_equal(elfimage_sym(mem, (size_t)j)->size,
+					 elfimage_sym(real, k)->size);
+		}
 	}
 	i = elfimage_find(real, "malloc");
 	assert_true(i >= 0);
@@ -321,6 +323,230 @@ static void test_headers_and_budget(void **state)
 	free(elf);
 }
 
+/* ---- the PLT ---------------------------------------------------------------- */
+
+struct pltsec {
+	char name[16];
+	uint64_t addr, size;
+};
+
+/* The executable .plt* sections of an ELF in memory: their count. */
+static unsigned plt_sections(const uint8_t *b, size_t len, struct pltsec *out, unsigned max)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)b;
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(b + eh->e_shoff);
+	const char *names;
+	unsigned n = 0;
+
+	assert_true(eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(*sh) <= len);
+	names = (const char *)b + sh[eh->e_shstrndx].sh_offset;
+	for (unsigned i = 1; i < eh->e_shnum; i++) {
+		const char *nm = names + sh[i].sh_name;
+
+		if (strncmp(nm, ".plt", 4) || !(sh[i].sh_flags & SHF_EXECINSTR))
+			continue;
+		assert_true(n < max);
+		snprintf(out[n].name, sizeof(out[n].name), "%s", nm);
+		out[n].addr = sh[i].sh_addr;
+		out[n++].size = sh[i].sh_size;
+	}
+	return n;
+}
+
+/* The PLT sections of the ELF made are the file's, and elfimage names
+ * their samples alike. */
+static void plt_same(struct fake *f, const char *path, void *elf, size_t len)
+{
+	struct pltsec a[8], b[8];
+	unsigned na = plt_sections(f->file, f->file_len, a, 8);
+	unsigned nb = plt_sections(elf, len, b, 8);
+	struct elfimage *mem = elfimage_open_mem(elf, len, NULL, 0);
+	struct elfimage *real = elfimage_open(path, NULL, 0);
+
+	assert_true(na > 0);
+	assert_int_equal(nb, na);
+	for (unsigned i = 0; i < na; i++) {
+		unsigned j = 0;
+
+		while (j < nb && strcmp(a[i].name, b[j].name))
+			j++;
+		assert_true(j < nb);
+		assert_int_equal(b[j].addr, a[i].addr);
+		assert_int_equal(b[j].size, a[i].size);
+		for (uint64_t o = 0; o < a[i].size; o += 4) {
+			long x = elfimage_lookup(mem, a[i].addr + o), y = elfimage_lookup(real, a[i].addr + o);
+
+			assert_true(x >= 0 && y >= 0);
+			assert_string_equal(elfimage_sym(mem, (size_t)x)->name,
+					    elfimage_sym(real, (size_t)y)->name);
+		}
+	}
+	elfimage_close(mem);
+	elfimage_close(real);
+}
+
+/* A program built here (cc flags) into dir/name: its path, or NULL to skip. */
+static const char *build(const char *dir, const char *name, const char *flags)
+{
+	static char path[512];
+	char cmd[2048];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(cmd, sizeof(cmd),
+		 "cd '%s' && cc -O1 %s -Wl,--build-id -o '%s' prog.c 2>/dev/null", dir, flags, name);
+	return system(cmd) == 0 ? path : NULL;
+}
+
+static const char PROG[] =
+	"#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
+	"int shown(int c) { char b[32]; snprintf(b, sizeof(b), \"%d\", c); return (int)strlen(b); }\n"
+	"int main(int c, char **v) { void *p = malloc((size_t)c); memset(p, 0, (size_t)c);\n"
+	"  free(p); puts(v[0]); return shown(c) + atoi(v[0]); }\n";
+
+/* Real binaries of each PLT shape gcc and ld make here: lazy and -z now,
+ * IBT's .plt.sec, -fno-plt's lone PLT0 and .plt.got; a PIE that exports
+ * nothing (its PLT the only names) and a shared object that does; the
+ * dynamic section relocated and not. */
+static void test_plt_shapes(void **state)
+{
+	static const struct { const char *name, *flags; } v[] = {
+		{ "lazy", "" },
+		{ "now", "-Wl,-z,now" },
+		{ "ibt", "-fcf-protection -Wl,-z,ibtplt" },
+		{ "ibtnow", "-fcf-protection -Wl,-z,ibtplt -Wl,-z,now" },
+		{ "noplt", "-fno-plt" },
+		{ "so", "-shared -fPIC" },
+		{ "soibt", "-shared -fPIC -fcf-protection -Wl,-z,ibtplt" },
+		{ "exec", "-no-pie -fno-pie" },
+	};
+	char dir[] = "/tmp/test-memsyms-XXXXXX", src[64];
+	unsigned built = 0;
+	FILE *fp;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(src, sizeof(src), "%s/prog.c", dir);
+	fp = fopen(src, "w");
+	assert_non_null(fp);
+	fputs(PROG, fp);
+	fclose(fp);
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		const char *path = build(dir, v[i].name, v[i].flags);
+		struct memsyms_result res;
+		struct fake f;
+		void *elf;
+		size_t len;
+
+		if (!path) {
+			printf("SKIP: cc %s did not build here\n", v[i].flags);
+			continue;
+		}
+		built++;
+		for (int rel = 0; rel < 2; rel++) {
+			uint64_t bias = strstr(v[i].flags, "no-pie") ? 0 : BIAS;
+
+			assert_int_equal(fake_load(&f, path, bias), 0);
+			if (rel)
+				relocate(&f, 1);
+			assert_int_equal(run(&f, NULL, &res, &elf, &len), 0);
+			assert_true(res.plt_ranges > 0);
+			assert_int_equal(res.plt_refused + res.plt_unverified, 0);
+			assert_true(res.plt_pages >= 1 && res.plt_pages <= 4);
+			assert_true(memsyms_current(elf, len));
+			plt_same(&f, path, elf, len);
+			free(elf);
+			fake_free(&f);
+		}
+		unlink(path);
+	}
+	unlink(src);
+	rmdir(dir);
+	if (!built)
+		skip();
+}
+
+/* The PLT's tables and stubs made to lie: refused or cut, counted; the
+ * symbols still made. */
+static void test_plt_lies(void **state)
+{
+	struct fake *f = *state;
+	struct memsyms_result res;
+	struct pltsec ps[8];
+	Elf64_Dyn *sz, *jr, *pr;
+	uint64_t keep;
+	unsigned n;
+	void *elf;
+	size_t len;
+
+	NEED_LIBC(f);
+	sz = dyn_get(f, DT_PLTRELSZ);
+	jr = dyn_get(f, DT_JMPREL);
+	pr = dyn_get(f, DT_PLTREL);
+#define PLT_LIE(d, val, lazy)                                                                 \
+	do {                                                                                  \
+		keep = (d)->d_un.d_val;                                                       \
+		(d)->d_un.d_val = (val);                                                      \
+		assert_int_equal(run(f, NULL, &res, &elf, &len), 0);                          \
+		assert_true(res.kept > 1000);                                                 \
+		n = plt_sections(elf, len, ps, 8);                                            \
+		assert_int_equal(n > 0 && !strcmp(ps[0].name, ".plt"), lazy);                 \
+		free(elf);                                                                    \
+		(d)->d_un.d_val = keep;                                                       \
+	} while (0)
+	PLT_LIE(sz, 1ull << 40, 0);		/* past every segment */
+	assert_true(res.plt_refused > 0);
+	PLT_LIE(sz, keep + 7, 0);		/* not whole entries */
+	assert_true(res.plt_refused > 0);
+	PLT_LIE(jr, 0x10000000000ull, 0);	/* JMPREL outside the segments */
+	assert_true(res.plt_refused > 0);
+	PLT_LIE(pr, DT_REL, 0);
+	assert_true(res.plt_refused > 0);
+	/* fewer relocations than entries: the PLT ends at the first entry
+	 * whose index is past them (libc's count down from the last) */
+	keep = sz->d_un.d_val;
+	sz->d_un.d_val = keep / 2 / sizeof(Elf64_Rela) * sizeof(Elf64_Rela);
+	assert_int_equal(run(f, NULL, &res, &elf, &len), 0);
+	n = plt_sections(elf, len, ps, 8);
+	assert_true(res.plt_unverified >= 1);
+	for (unsigned i = 0; i < n; i++)
+		assert_true(strcmp(ps[i].name, ".plt") || ps[i].size < 16 * (1 + keep / sizeof(Elf64_Rela)));
+	free(elf);
+	sz->d_un.d_val = keep;
+	PLT_LIE(dyn_get(f, DT_PLTGOT), 0x10000000000ull, 0);	/* no PLT0 to verify */
+	assert_true(res.plt_refused > 0);
+#undef PLT_LIE
+	/* a stub pointing elsewhere: its PLT ends before it, counted */
+	{
+		struct pltsec file[8];
+		unsigned nf = plt_sections(f->file, f->file_len, file, 8);
+		uint8_t *e;
+		int32_t rel;
+
+		assert_true(nf > 0 && !strcmp(file[0].name, ".plt"));
+		e = at(f, file[0].addr + 16 * 5);
+		assert_true(e[0] == 0xff && e[1] == 0x25);
+		memcpy(&rel, e + 2, 4);
+		rel += 8;	/* the next slot: not this entry's relocation */
+		memcpy(e + 2, &rel, 4);
+		assert_int_equal(run(f, NULL, &res, &elf, &len), 0);
+		n = plt_sections(elf, len, ps, 8);
+		assert_true(n > 0);
+		assert_string_equal(ps[0].name, ".plt");
+		assert_int_equal(ps[0].size, 16 * 5);
+		assert_int_equal(res.plt_unverified, 1);
+		free(elf);
+		rel -= 8;
+		memcpy(e + 2, &rel, 4);
+		/* the PLT's page not resident: no PLT, counted, the rest made */
+		drop(f, file[0].addr);
+		assert_int_equal(run(f, NULL, &res, &elf, &len), 0);
+		assert_int_equal(res.plt_ranges, 0);
+		assert_true(res.pages_absent > 0);
+		free(elf);
+		memset(f->absent, 0, f->npages);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -330,6 +556,8 @@ int main(void)
 		cmocka_unit_test(test_lies),
 		cmocka_unit_test(test_bad_entries),
 		cmocka_unit_test(test_headers_and_budget),
+		cmocka_unit_test(test_plt_shapes),
+		cmocka_unit_test(test_plt_lies),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

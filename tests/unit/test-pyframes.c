@@ -10,6 +10,8 @@
  * non-UTF-8 names, bad pointers, wrong object types, depth.  And the
  * samplers' side (vmm/guest/pyguest.c) on the real interpreter: the set
  * the collector publishes, the interpreter found once, frames per sample.
+ * And a real 3.13 (Debian 13's, in the root the test image's py313 piece
+ * is made of, through chroot) read by its _Py_DebugOffsets alone.
  */
 #include <dirent.h>
 #include <limits.h>
@@ -60,7 +62,13 @@ struct proc {
 	int mem;
 	char *dir;
 	char path[512];
+	const char *root;		/* NULL: PYTHON; else the root of PYTHON313 */
 };
+
+/* Debian 13's python3.13 in its own root, as the test image has it
+ * (images/py313.sh: $BUILD/images/py313-root/opt/py313), run through
+ * chroot: as root only. */
+#define PYTHON313	"/usr/bin/python3.13"
 
 static int proc_read(void *arg, uint64_t gva, void *buf, size_t len)
 {
@@ -70,7 +78,7 @@ static int proc_read(void *arg, uint64_t gva, void *buf, size_t len)
 }
 
 /* The executable's first page: its mapping at file offset 0. */
-static uint64_t exe_base(pid_t pid)
+static uint64_t exe_base(pid_t pid, const char *exe)
 {
 	char maps[64], line[512];
 	uint64_t lo = 0, off;
@@ -83,7 +91,7 @@ static uint64_t exe_base(pid_t pid)
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long a, o;
 
-		if (sscanf(line, "%lx-%*x %*s %lx", &a, &o) == 2 && strstr(line, PYTHON "\n")) {
+		if (sscanf(line, "%lx-%*x %*s %lx", &a, &o) == 2 && (strstr(line, exe) && !strcmp(strstr(line, exe) + strlen(exe), "\n"))) {
 			off = o;
 			if (!off) {
 				lo = a;
@@ -101,7 +109,14 @@ static int start_python(struct proc *p)
 	char c;
 	FILE *f;
 
-	p->dir = tmpdir_new();
+	if (p->root) {			/* the script inside the root */
+		snprintf(p->path, sizeof(p->path), "%s/tmp/opvm-test-%d", p->root, (int)getpid());
+		p->dir = strdup(p->path);
+		if (!p->dir || mkdir(p->dir, 0755))
+			return -1;
+	} else {
+		p->dir = tmpdir_new();
+	}
 	snprintf(p->path, sizeof(p->path), "%s/nested.py", p->dir);
 	f = fopen(p->path, "we");
 	if (!f || fputs(script, f) < 0 || fclose(f) || pipe(out))
@@ -110,6 +125,14 @@ static int start_python(struct proc *p)
 	if (p->pid == 0) {
 		dup2(out[1], 1);
 		close(out[0]);
+		if (p->root) {
+			snprintf(p->path, sizeof(p->path), "/tmp/opvm-test-%d/nested.py",
+				 (int)getppid());
+			if (chroot(p->root) || chdir("/"))
+				_exit(126);
+			/* -B: no .pyc written into the image's root */
+			execl(PYTHON313, PYTHON313, "-S", "-B", p->path, (char *)NULL);
+		}
 		execl(PYTHON, PYTHON, "-S", p->path, (char *)NULL);
 		_exit(127);
 	}
@@ -185,33 +208,35 @@ static int teardown_python(void **state)
 	return 0;
 }
 
-static void test_real_python(void **state)
+/* The script's two threads read, named, lined; p started. */
+static void check_real(struct proc *p, uint64_t version)
 {
 	struct pyframe fr[PYFRAMES_MAX_DEPTH];
 	struct pyframes_stats st = { 0 };
 	struct pyframes_target t;
 	struct pyframes_layout l;
-	struct proc p = { 0 };
-	struct unwind_mem um = { proc_read, &p };
+	struct unwind_mem um = { proc_read, p };
 	char abs[PATH_MAX];
 	unsigned n;
 
-	(void)state;
-	if (access(PYTHON, X_OK))
-		skip();
-	running = &p;
-	assert_int_equal(start_python(&p), 0);
-	assert_int_equal(pyframes_dynsym(&um, exe_base(p.pid), &t), 0);
+	assert_int_equal(pyframes_dynsym(&um, exe_base(p->pid, p->root ? PYTHON313 : PYTHON), &t),
+			 0);
 	assert_true(t.runtime && t.code_type && t.unicode_type && t.bytes_type);
-	assert_int_equal(t.version >> 16, 0x030b);
+	assert_int_equal(t.version >> 16, version);
 	assert_int_equal(pyframes_layout(&um, &t, &l, &st), 0);
+	/* 3.13 by what it publishes, never by a table */
+	assert_int_equal(st.layout_published, version >= 0x030d);
+	assert_int_equal(st.layout_table, version < 0x030d);
+	assert_int_equal(st.bad_offsets, 0);
 
-	n = read_until(&p, &t, &l, p.pid, "leaf_work", fr, &st);
+	n = read_until(p, &t, &l, p->pid, "leaf_work", fr, &st);
 	assert_int_equal(n, 4);
 	assert_string_equal(fr[0].name, "leaf_work");
-	/* python names __main__ by its absolute path */
-	assert_non_null(realpath(p.path, abs));
-	assert_string_equal(fr[0].file, abs);
+	/* python names __main__ by its absolute path (inside its root) */
+	if (p->root)
+		assert_string_equal(fr[0].file, p->path + strlen(p->root));
+	else
+		assert_string_equal(fr[0].file, realpath(p->path, abs));
 	assert_true(fr[0].line == 4 || fr[0].line == 5);
 	assert_string_equal(fr[1].name, "middle");
 	assert_int_equal(fr[1].line, 7);
@@ -221,7 +246,7 @@ static void test_real_python(void **state)
 	assert_int_equal(fr[3].line, 17);
 
 	/* the other thread by its own native id */
-	n = read_until(&p, &t, &l, other_thread(p.pid), "spin_thread", fr, &st);
+	n = read_until(p, &t, &l, other_thread(p->pid), "spin_thread", fr, &st);
 	assert_true(n >= 2);
 	assert_string_equal(fr[0].name, "spin_thread");
 	assert_true(fr[0].line == 13 || fr[0].line == 14);
@@ -232,6 +257,44 @@ static void test_real_python(void **state)
 	assert_int_equal(pyframes_read(&um, &t, &l, 1, fr, PYFRAMES_MAX_DEPTH, &st), 0);
 	assert_true(st.no_thread >= 1);
 	assert_int_equal(st.bad_runtime + st.bad_code + st.bad_string + st.loops, 0);
+}
+
+static void test_real_python(void **state)
+{
+	static struct proc p;
+
+	(void)state;
+	if (access(PYTHON, X_OK))
+		skip();
+	memset(&p, 0, sizeof(p));
+	running = &p;
+	assert_int_equal(start_python(&p), 0);
+	check_real(&p, 0x030b);
+}
+
+/* The same on a real 3.13: every offset from its _Py_DebugOffsets. */
+static void test_real_python313(void **state)
+{
+	static struct proc p;
+	static char root[512];
+	const char *b = getenv("BUILD"), *r = getenv("OPVM_PY313_ROOT");
+	char exe[600];
+
+	(void)state;
+	if (r && *r)
+		snprintf(root, sizeof(root), "%s", r);
+	else
+		snprintf(root, sizeof(root), "%s/images/py313-root/opt/py313", b ? b : "build");
+	snprintf(exe, sizeof(exe), "%s%s", root, PYTHON313);
+	if (geteuid() || access(exe, X_OK)) {
+		printf("SKIP: no %s (make images) or not root (chroot)\n", exe);
+		skip();
+	}
+	memset(&p, 0, sizeof(p));
+	p.root = root;
+	running = &p;
+	assert_int_equal(start_python(&p), 0);
+	check_real(&p, 0x030d);
 }
 
 /* The samplers' side: a published address space (its "CR3" 0x5000), its
@@ -255,7 +318,7 @@ static void test_pyguest(void **state)
 	pg = pyguest_new();
 	assert_non_null(pg);
 	set.as[0].cr3 = 0x5000;
-	set.as[0].exe_base = exe_base(p.pid);
+	set.as[0].exe_base = exe_base(p.pid, PYTHON);
 	set.as[0].version = 0x030b0000;
 	assert_int_equal(pyguest_read(pg, &um, 0x5000, (uint32_t)p.pid, fr, 8, 0), 0);
 	pyguest_publish(pg, &set);
@@ -290,6 +353,8 @@ static void test_pyguest(void **state)
 	assert_int_equal(st.resolve_failed, 1);
 	pyguest_describe(pg, line, sizeof(line));
 	assert_non_null(strstr(line, "python: "));
+	/* the interpreter's layout from the 3.11 table, none forged */
+	assert_non_null(strstr(line, "offsets from _Py_DebugOffsets 0, from the table 1,\n  forged 0;"));
 	pyguest_free(pg);
 }
 
@@ -388,10 +453,13 @@ static uint64_t mk_frame(uint64_t code, unsigned instr, uint64_t previous)
 }
 
 /* 3.13's _Py_DebugOffsets at _PyRuntime (Include/internal/pycore_runtime.h
- * of 3.13: where each offset sits), with offsets of our choosing. */
+ * of 3.13: where each offset sits), with offsets of our choosing and the
+ * structures' sizes of Debian 13's python3.13 3.13.5. */
 static void build_debug_offsets(void)
 {
 	static const struct { unsigned at; uint64_t v; } o[] = {
+		{ 24, 283376 }, { 48, 194976 }, { 152, 304 }, { 224, 80 }, /* sizeof */
+		{ 272, 208 }, { 352, 16 }, { 512, 40 }, { 536, 64 },
 		{ 40, 600 },				/* runtime_state.interpreters_head */
 		{ 64, 0 }, { 72, 72 },			/* interpreter_state next, threads_head */
 		{ 168, 8 }, { 176, 16 }, { 184, 72 },	/* thread_state next, interp, current_frame */
@@ -480,27 +548,74 @@ static void test_fake_311(void **state)
 	assert_good_chain();
 }
 
+/* pyframes_layout() of the fake image after the 8 bytes at `at` of the
+ * block became v: its result, the counters checked; the block restored. */
+static int forge(unsigned at, uint64_t v)
+{
+	struct pyframes_stats st = { 0 };
+	struct pyframes_layout l;
+	uint64_t old;
+	int err;
+
+	memcpy(&old, img + (ft.runtime - BASE) + at, 8);
+	put64(ft.runtime + at, v);
+	err = pyframes_layout(&img_mem, &ft, &l, &st);
+	put64(ft.runtime + at, old);
+	assert_int_equal(st.layout_published, err ? 0 : 1);
+	assert_int_equal(st.bad_offsets, err == -EINVAL ? 1 : 0);
+	assert_int_equal(st.layout_table, 0);
+	return err;
+}
+
 static void test_fake_313(void **state)
 {
+	struct pyframes_stats st = { 0 };
 	struct pyframes_layout l;
+	char cookie[8];
 
 	(void)state;
 	build_image(13);
 	assert_int_equal(fl.cf_current, 0xffff);
+	assert_int_equal(fl.is_threads_head, 72);
 	assert_good_chain();
-	/* a forged cookie, a version other than Py_Version's, an offset no
-	 * field can have, free-threading: refused */
-	put(ft.runtime, "xdebugpz", 8);
-	assert_int_equal(pyframes_layout(&img_mem, &ft, &l, &(struct pyframes_stats){ 0 }), -EINVAL);
-	put(ft.runtime, "xdebugpy", 8);
-	put64(ft.runtime + 8, 0x030c00f0);
-	assert_int_equal(pyframes_layout(&img_mem, &ft, &l, &(struct pyframes_stats){ 0 }), -EINVAL);
-	put64(ft.runtime + 8, ft.version);
-	put64(ft.runtime + 232, 1ull << 40);
-	assert_int_equal(pyframes_layout(&img_mem, &ft, &l, &(struct pyframes_stats){ 0 }), -EINVAL);
-	put64(ft.runtime + 232, 8);
-	put64(ft.runtime + 16, 1);
-	assert_int_equal(pyframes_layout(&img_mem, &ft, &l, &(struct pyframes_stats){ 0 }), -EINVAL);
+	assert_int_equal(forge(8, ft.version), 0);
+	/* a forged cookie: a 3.13 without its block */
+	memcpy(cookie, "xdebugpz", 8);
+	assert_int_equal(forge(0, *(uint64_t *)(void *)cookie), -EINVAL);
+	/* a version other than Py_Version's: another minor, another micro */
+	assert_int_equal(forge(8, 0x030c00f0), -EINVAL);
+	assert_int_equal(forge(8, 0x030d04f0), -EINVAL);
+	assert_int_equal(forge(16, 1), -EINVAL);	/* free-threaded */
+	/* offsets out of bounds: no field can be there, past its structure's
+	 * declared size (tstate 304: native_thread_id at 296 fits, 300 not),
+	 * past what is read of it (an interpreter's 64 KiB) */
+	assert_int_equal(forge(232, 1ull << 40), -EINVAL);
+	assert_int_equal(forge(200, 296), 0);
+	assert_int_equal(forge(200, 300), -EINVAL);
+	assert_int_equal(forge(64, 0x10000), -EINVAL);
+	/* declared sizes: too large, too small for the offsets in them */
+	assert_int_equal(forge(224, 1ull << 21), -EINVAL);
+	assert_int_equal(forge(272, 100), -EINVAL);
+	assert_int_equal(forge(536, 48), -EINVAL);	/* no compact header */
+	/* fields that do not fit how objects are read: a file name among the
+	 * instructions, a string length past the ASCII header */
+	assert_int_equal(forge(280, 200), -EINVAL);
+	assert_int_equal(forge(552, 40), -EINVAL);
+	/* a 3.12 that says it publishes a block: forged */
+	ft.version = 0x030c04f0;
+	assert_int_equal(forge(8, ft.version), -EINVAL);
+	/* a 3.12 without one: the table; an unreadable _PyRuntime: the table
+	 * for 3.12, later for 3.13 */
+	put64(ft.runtime, 0);
+	assert_int_equal(pyframes_layout(&img_mem, &ft, &l, &st), 0);
+	assert_int_equal(st.layout_table, 1);
+	assert_int_equal(l.ts_native_tid, 144);
+	ft.runtime = BASE + IMG;
+	assert_int_equal(pyframes_layout(&img_mem, &ft, &l, &st), 0);
+	assert_int_equal(st.layout_table, 2);
+	ft.version = 0x030d03f0;
+	assert_int_equal(pyframes_layout(&img_mem, &ft, &l, &st), -EFAULT);
+	assert_int_equal(st.bad_offsets + st.layout_published, 0);
 }
 
 static void test_versions(void **state)
@@ -723,6 +838,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_real_python, teardown_python),
+		cmocka_unit_test_teardown(test_real_python313, teardown_python),
 		cmocka_unit_test_teardown(test_pyguest, teardown_python),
 		cmocka_unit_test(test_fake_311),
 		cmocka_unit_test(test_fake_313),

@@ -102,6 +102,48 @@ static void test_round_trip(void **state)
 	tmpdir_free(d);
 }
 
+static int tgid_cb(const struct store_stack *s, void *arg)
+{
+	uint64_t *v = arg;
+
+	assert_int_equal(s->nr, 2);
+	assert_string_equal(s->frames[0].image, "{anon}");
+	assert_int_equal(s->frames[1].tgid, 0);		/* not anonymous */
+	v[s->frames[0].tgid == 42 ? 0 : s->frames[0].tgid == 43 ? 1 : 2] += s->counts[0];
+	return 0;
+}
+
+/* An {anon} frame keeps its process: the same address in two processes
+ * is two stacks, each read back with its tgid (the report names it by
+ * that process's perf map). */
+static void test_anon_tgid(void **state)
+{
+	char *d = tmpdir_new(), *cur, err[128] = "";
+	struct store *st = store_open(d, "g", ev2, 2, 0, 0);
+	struct stacktab *tab = st ? store_stacks_open(st) : NULL;
+	struct store_frame f[2] = {
+		{ .image = "{anon}", .offset = 0x7f0000001000ull, .tgid = 42 },
+		{ .image = "/usr/bin/app", .offset = 0x1234 },
+	};
+	uint64_t v[3] = { 0 };
+
+	assert_non_null(tab);
+	assert_int_equal(store_stack_add(tab, 0, "/usr/bin/app", f, 2), 0);
+	assert_int_equal(store_stack_add(tab, 0, "/usr/bin/app", f, 2), 0);
+	f[0].tgid = 43;
+	assert_int_equal(store_stack_add(tab, 0, "/usr/bin/app", f, 2), 0);
+	store_stacks_close(tab);
+	store_close(st);
+	cur = cur_dir(d);
+	assert_int_equal(store_stacks_read(cur, tgid_cb, v, err, sizeof(err)), 0);
+	assert_int_equal(v[0], 2);
+	assert_int_equal(v[1], 1);
+	assert_int_equal(v[2], 0);
+	free(cur);
+	tmpdir_free(d);
+	(void)state;
+}
+
 /* A writer killed mid-record: the table reads up to the torn record. */
 static void test_torn_and_hostile(void **state)
 {
@@ -226,6 +268,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_anon_tgid),
 		cmocka_unit_test(test_torn_and_hostile),
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_fifo),

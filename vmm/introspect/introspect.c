@@ -26,6 +26,7 @@
 #include "vmm/introspect/kallsyms.h"
 #include "vmm/introspect/kbtf.h"
 #include "vmm/introspect/kcurrent.h"
+#include "vmm/introspect/kmods.h"
 #include "vmm/introspect/ktasks.h"
 #include "vmm/introspect/kvmas.h"
 #include "vmm/introspect/memsyms.h"
@@ -84,6 +85,17 @@ struct introspect {
 	struct ktask *tasks, *walk;
 	size_t nr_tasks;
 	struct ktasks_stats wst;
+	/* loadable modules: the list head (kallsyms), the offsets (BTF), the
+	 * last walk (sorted by name) and the one being made */
+	uint64_t modules_head;
+	bool have_mods;
+	struct kbtf_mod_offsets moff;
+	struct kmod *mods, *mwalk;
+	size_t nr_mods;
+	struct kmods_stats mst;
+	uint64_t mods_sig;		/* of the set whose symbols went out */
+	uint64_t modsyms_ms;		/* when they went */
+	uint64_t modsyms_n;		/* in the transfer being made */
 	uint8_t vmci_page[4096];	/* as found: a change means a reboot */
 };
 
@@ -134,6 +146,8 @@ void introspect_free(struct introspect *in)
 	free(in->tasks);
 	free(in->walk);
 	free(in->stacks);
+	free(in->mods);
+	free(in->mwalk);
 	kvmas_free(in->vmas);
 	free(in);
 }
@@ -179,6 +193,8 @@ static void emit(struct introspect *in, void *rec, unsigned type, size_t len)
 	h->seq = htole32(in->seq++);
 	h->reserved = 0;
 	in->emit(in->emit_arg, rec, padded);
+	if (type == OPVM_REC_KSYMS)
+		in->st.ksyms_records++;
 }
 
 /* ---- kernel memory ------------------------------------------------------ */
@@ -222,6 +238,7 @@ static int ksym_one(void *arg, uint64_t addr, char type, const char *name, size_
 		{ "current_task", offsetof(struct introspect, current_task) },
 		{ "pcpu_hot", offsetof(struct introspect, pcpu_hot) },
 		{ "idle_threads", offsetof(struct introspect, idle_threads) },
+		{ "modules", offsetof(struct introspect, modules_head) },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(wanted); i++) {
@@ -304,6 +321,31 @@ static void maps_setup(struct introspect *in, const void *btf, size_t len)
 	in->st.maps = in->vmas ? kvmas_get_stats(in->vmas) : NULL;
 }
 
+/* The offsets the module list needs (kmods.h), from the same BTF, and its
+ * head from kallsyms: without them, modules are not read. */
+static void mods_setup(struct introspect *in, const void *btf, size_t len)
+{
+	if (!in->modules_head) {
+		snprintf(in->st.modules_error, sizeof(in->st.modules_error),
+			 "no `modules` in the guest's kallsyms (a kernel without "
+			 "CONFIG_KALLSYMS_ALL): module code is not named; load opvm.ko in "
+			 "the guest to name it");
+		return;
+	}
+	if (!in->mods)
+		in->mods = calloc(KMODS_MAX, sizeof(*in->mods));
+	if (!in->mwalk)
+		in->mwalk = calloc(KMODS_MAX, sizeof(*in->mwalk));
+	if (!in->mods || !in->mwalk ||
+	    kbtf_mod_offsets(btf, len, &in->moff, in->st.modules_error,
+			     sizeof(in->st.modules_error)))
+		return;
+	in->have_mods = true;
+	in->st.modules = &in->mst;
+	in->st.modules_layout = in->moff.layout;
+	in->st.modules_error[0] = '\0';
+}
+
 /* The guest's BTF, read out of its memory for libbpf: the offsets the
  * task walk needs.  Refused (counted, last_error) when it is missing,
  * too big or does not parse. */
@@ -338,6 +380,8 @@ static void btf_load(struct introspect *in)
 			 "cannot read the BTF at %#llx", (unsigned long long)in->start_btf);
 	if (!rc)
 		maps_setup(in, buf, len);
+	if (!rc)
+		mods_setup(in, buf, len);
 	free(buf);
 	if (rc) {
 		in->st.refused++;
@@ -484,6 +528,183 @@ static void tasks_refresh(struct introspect *in, bool send)
 		in->st.procs_live = 1;
 }
 
+/* ---- loadable modules -> MODULE, MODULE_FREE, KSYMS ------------------------ */
+
+/* The transfers of the modules' symbols: at most one per this many ms (a
+ * guest that loads and unloads modules in a loop costs one every 2 s),
+ * and at most this many symbols in one. */
+#define MODSYMS_MIN_MS		2000u
+#define MODSYMS_MAX		(1u << 20)
+
+static void mod_emit(struct introspect *in, const struct kmod *m, unsigned type)
+{
+	struct opvm_rec_module r;
+
+	memset(&r, 0, sizeof(r));
+	r.base = htole64(m->base);
+	r.size = htole64(m->size);
+	memcpy(r.name, m->name, strlen(m->name));	/* < KMODS_NAME_MAX */
+	emit(in, &r, type, sizeof(r));
+}
+
+/* By name, then by address: which of two with one name is kept does not
+ * depend on qsort. */
+static int cmp_mod(const void *a, const void *b)
+{
+	const struct kmod *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : (x->mod > y->mod) - (x->mod < y->mod);
+}
+
+/* Sorts w[0..n) by name and drops a name seen twice (a lie: counted). */
+static size_t mods_unique(struct introspect *in, struct kmod *w, size_t n)
+{
+	size_t k = 0;
+
+	qsort(w, n, sizeof(*w), cmp_mod);
+	for (size_t i = 0; i < n; i++) {
+		if (k && !strcmp(w[k - 1].name, w[i].name)) {
+			in->st.module_dups++;
+			continue;
+		}
+		w[k++] = w[i];
+	}
+	return k;
+}
+
+/* The new walk against the last one, both sorted by name: MODULE for what
+ * appeared or moved, MODULE_FREE for what went. */
+static void mods_diff(struct introspect *in, const struct kmod *nw, size_t n)
+{
+	size_t i = 0, j = 0;
+
+	while (i < in->nr_mods || j < n) {
+		const struct kmod *o = i < in->nr_mods ? &in->mods[i] : NULL;
+		const struct kmod *w = j < n ? &nw[j] : NULL;
+		int c = !o ? 1 : !w ? -1 : strcmp(o->name, w->name);
+
+		if (c < 0) {
+			mod_emit(in, o, OPVM_REC_MODULE_FREE);
+			in->st.modules_freed++;
+			i++;
+			continue;
+		}
+		if (c > 0 || o->base != w->base || o->size != w->size) {
+			mod_emit(in, w, OPVM_REC_MODULE);
+			in->st.modules_sent++;
+		}
+		i += c == 0;
+		j++;
+	}
+}
+
+/* FNV-1a of the set (names, texts): a change means new symbols to send. */
+static uint64_t mods_sig(const struct kmod *m, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++) {
+		const uint64_t v[3] = { m[i].base, m[i].size, m[i].mod };
+		const uint8_t *p = (const uint8_t *)v;
+
+		for (size_t b = 0; b < sizeof(v); b++)
+			h = (h ^ p[b]) * 0x100000001b3ull;
+		for (const char *c = m[i].name; *c; c++)
+			h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
+	}
+	return h;
+}
+
+static int modsym_one(void *arg, const struct kmod *m, uint64_t addr, char type,
+		      const char *name, size_t len)
+{
+	struct introspect *in = arg;
+
+	if (in->modsyms_n >= MODSYMS_MAX) {
+		in->mst.syms_cut++;
+		return 1;
+	}
+	if (opvm_ksyms_add(&in->rec.k, &in->used, addr, type, name, len)) {
+		ksyms_flush(in);
+		memcpy(in->rec.k.module, m->name, strlen(m->name));
+		if (opvm_ksyms_add(&in->rec.k, &in->used, addr, type, name, len))
+			return 0;
+	}
+	in->modsyms_n++;
+	return 0;
+}
+
+/* One transfer of every module's text symbols: KSYMS records named by
+ * module, then a KSYMS_END of the modules only (fetch.h keeps vmlinux's
+ * lines of <guest>/kallsyms, as for opvm.ko's "kmod" walk). */
+static void modsyms_send(struct introspect *in)
+{
+	struct unwind_mem um = { kread, in };
+	struct opvm_rec_ksyms_end e;
+
+	in->modsyms_n = 0;
+	for (size_t i = 0; i < in->nr_mods && in->modsyms_n < MODSYMS_MAX; i++) {
+		ksyms_flush(in);
+		memset(&in->rec.k, 0, sizeof(in->rec.k));
+		in->used = sizeof(in->rec.k);
+		memcpy(in->rec.k.module, in->mods[i].name, strlen(in->mods[i].name));
+		kmods_syms(&um, &in->moff, &in->mods[i], modsym_one, in, &in->mst);
+	}
+	ksyms_flush(in);
+	if (!in->modsyms_n)
+		return;		/* none read: the last transfer's lines stay */
+	memset(&e, 0, sizeof(e));
+	e.nr_syms = htole64(in->modsyms_n);
+	e.flags = htole32(OPVM_KSYMS_MODULES_ONLY);
+	emit(in, &e, OPVM_REC_KSYMS_END, sizeof(e));
+	in->st.modsyms_transfers++;
+	in->st.modsyms_sent += in->modsyms_n;
+}
+
+/* One walk of the module list and the records of what changed; their
+ * symbols again when the set changed (at most every MODSYMS_MIN_MS). */
+static void mods_refresh(struct introspect *in, uint64_t now)
+{
+	struct unwind_mem um = { kread, in };
+	int64_t t0 = util_now_ns();
+	struct kmod *swap;
+	uint64_t sig;
+	size_t n;
+
+	if (!in->have_mods || in->module_active)
+		return;
+	if (kmods_walk(&um, &in->moff, in->modules_head, in->mwalk, KMODS_MAX, &n, &in->mst))
+		return;
+	n = mods_unique(in, in->mwalk, n);
+	in->st.modules_walk_us = (uint64_t)(util_now_ns() - t0) / 1000;
+	mods_diff(in, in->mwalk, n);
+	swap = in->mods;
+	in->mods = in->mwalk;
+	in->mwalk = swap;
+	in->nr_mods = n;
+	in->st.nr_modules = n;
+	sig = n ? mods_sig(in->mods, n) : 0;	/* none: nothing to send */
+	if (in->cfg.no_ksyms || sig == in->mods_sig ||
+	    (in->modsyms_ms && now - in->modsyms_ms < MODSYMS_MIN_MS))
+		return;
+	in->mods_sig = sig;
+	in->modsyms_ms = now ? now : 1;
+	modsyms_send(in);
+	in->st.modsyms_us = (uint64_t)(util_now_ns() - t0) / 1000;
+}
+
+void introspect_finish(struct introspect *in, introspect_emit_fn fn, void *arg)
+{
+	if (!in || !fn || in->state != ST_READY || !in->have_mods || in->module_active ||
+	    in->cfg.no_ksyms || !in->nr_mods || mods_sig(in->mods, in->nr_mods) == in->mods_sig)
+		return;
+	in->emit = fn;
+	in->emit_arg = arg;
+	in->mods_sig = mods_sig(in->mods, in->nr_mods);
+	modsyms_send(in);
+}
+
 /* ---- finding the kernel --------------------------------------------------- */
 
 /* VMCOREINFO found at gpa: work out the kernel page-table root and check
@@ -595,6 +816,7 @@ static void search(struct introspect *in, uint64_t now, uint64_t t0)
 	btf_load(in);
 	/* the first walk now: the samples waiting in the rings are filed
 	 * right after this poll, and should find their processes */
+	mods_refresh(in, now);
 	if (in->have_offsets)
 		tasks_refresh(in, !in->module_active);
 }
@@ -616,6 +838,11 @@ static bool rebooted(struct introspect *in)
 	if (!in->module_active)
 		tasks_diff(in, NULL, 0);
 	in->nr_tasks = 0;
+	if (!in->module_active)
+		mods_diff(in, NULL, 0);
+	in->nr_mods = in->st.nr_modules = 0;
+	in->have_mods = false;
+	in->modules_head = in->mods_sig = in->modsyms_ms = 0;
 	kvmas_reset(in->vmas);
 	in->have_offsets = false;
 	in->start_btf = in->stop_btf = in->init_task = in->st.text_addr = 0;
@@ -640,8 +867,12 @@ int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn f
 	in->emit_arg = arg;
 	if (in->state == ST_SEARCHING)
 		search(in, now_ms, util_now_ms());
-	else if (in->state == ST_READY && !rebooted(in) && in->have_offsets)
+	else if (in->state == ST_READY && !rebooted(in) && in->have_offsets) {
+		/* modules first: a task's record may file the samples waiting
+		 * in the rings, and those in a module just loaded need it */
+		mods_refresh(in, now_ms);
 		tasks_refresh(in, !in->module_active);
+	}
 	return 0;
 }
 
@@ -773,6 +1004,9 @@ static void memsyms_count(struct introspect *in, int rc, const struct memsyms_re
 	s->syms += rc ? 0 : r->kept;
 	s->syms_absent += r->absent;
 	s->syms_bad += r->bad;
+	s->plt += rc ? 0 : r->plt_ranges;
+	s->plt_stubs += rc ? 0 : r->plt_stubs;
+	s->plt_refused += r->plt_refused + r->plt_unverified;
 	if (!rc)
 		s->files++;
 	else if (rc == -EINVAL)

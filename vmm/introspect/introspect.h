@@ -14,7 +14,10 @@
  * KSYMS records and a KSYMS_END (fetch.h writes <guest>/kallsyms from
  * them, as from the relay's); then the struct offsets from the kernel's own
  * BTF (libbpf) and, at every poll, init_task's process list, sent as
- * PROC, EXEC and PROC_EXIT records against the previous walk.
+ * PROC, EXEC and PROC_EXIT records against the previous walk, and the
+ * loadable modules' list, sent as MODULE and MODULE_FREE records and
+ * their text symbols as a KSYMS transfer of the modules only (what
+ * opvm.ko's MODULE records and "kmod" walk send).
  *
  * Guest memory is hostile: every read goes through the one guest-memory
  * reader (vmm/guest/guestmem.h), which refuses anything outside guest RAM;
@@ -34,6 +37,7 @@
 
 struct guestmem;
 struct introspect;
+struct kmods_stats;
 struct kvmas_stats;
 
 enum introspect_mode {
@@ -70,6 +74,9 @@ struct introspect_stats {
 	uint64_t text_addr;		/* run-time _text (kallsyms), 0: not seen */
 	uint32_t nr_syms;		/* kallsyms_num_syms */
 	uint64_t ksyms_sent;		/* text symbols sent as KSYMS */
+	uint64_t ksyms_records;		/* KSYMS records, vmlinux's and the
+					 * modules' (the collector tells them
+					 * from the relay's) */
 	uint64_t ksyms_other;		/* symbols not sent: data, too long */
 	uint64_t ksyms_bad;		/* names that did not decode */
 	uint64_t ksyms_unsorted;	/* addresses that went backwards */
@@ -101,6 +108,17 @@ struct introspect_stats {
 	 * (maps_error says why) */
 	const struct kvmas_stats *maps;
 	char maps_error[128];
+	/* loadable modules (vmm/introspect/kmods.h), walked at every poll
+	 * while opvm.ko is silent; NULL: not read (modules_error says why) */
+	const struct kmods_stats *modules;
+	const char *modules_layout;	/* "core_layout" (6.1), "mem" (6.4) */
+	uint64_t nr_modules;		/* in the last walk */
+	uint64_t modules_sent, modules_freed;	/* MODULE, MODULE_FREE */
+	uint64_t module_dups;		/* a name twice in one walk: dropped */
+	uint64_t modsyms_transfers, modsyms_sent;	/* KSYMS of modules */
+	uint64_t modules_walk_us;	/* the last walk of the list */
+	uint64_t modsyms_us;		/* the last walk and symbol transfer */
+	char modules_error[160];
 	char last_error[160];
 	/* user binaries' dynamic symbols read from memory
 	 * (introspect_image_syms()) */
@@ -111,6 +129,8 @@ struct introspect_stats {
 		uint64_t empty;		/* no function symbol to keep */
 		uint64_t budget;	/* cut: pages per binary or session */
 		uint64_t syms, syms_absent, syms_bad;	/* kept, left out */
+		uint64_t plt, plt_stubs;	/* PLT sections named, stubs verified */
+		uint64_t plt_refused;	/* PLT tables that lie, stubs through no relocation's slot */
 		uint64_t pages, pages_absent;	/* pages read, not resident */
 		uint64_t us;		/* time spent reading */
 		char last_refusal[96];
@@ -139,6 +159,10 @@ void introspect_module_active(struct introspect *in);
  */
 int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn emit,
 		    void *arg);
+
+/* The session's end: the modules' symbols still owed (their set changed
+ * less than 2 s after the last transfer) go out now, from the last walk. */
+void introspect_finish(struct introspect *in, introspect_emit_fn emit, void *arg);
 
 const struct introspect_stats *introspect_get_stats(const struct introspect *in);
 

@@ -16,8 +16,9 @@
 #define NEST_MAX	8
 
 /* Byte offset of member name in composite type id (anonymous members
- * searched), or -1. */
-static long member_off(const struct btf *b, uint32_t id, const char *name, int depth)
+ * searched), or -1; *type (if not NULL) gets the member's type id. */
+static long member_find(const struct btf *b, uint32_t id, const char *name, int depth,
+			uint32_t *type)
 {
 	const struct btf_type *t = btf__type_by_id(b, id);
 	const struct btf_member *m;
@@ -33,15 +34,22 @@ static long member_off(const struct btf *b, uint32_t id, const char *name, int d
 		if (bits % 8)
 			continue;	/* a bit field is never what we want */
 		if (n && *n) {
-			if (!strcmp(n, name))
-				return (long)(bits / 8);
-			continue;
+			if (strcmp(n, name))
+				continue;
+			if (type)
+				*type = m->type;
+			return (long)(bits / 8);
 		}
-		sub = member_off(b, btf__resolve_type(b, m->type), name, depth + 1);
+		sub = member_find(b, btf__resolve_type(b, m->type), name, depth + 1, type);
 		if (sub >= 0)
 			return (long)(bits / 8) + sub;
 	}
 	return -1;
+}
+
+static long member_off(const struct btf *b, uint32_t id, const char *name, int depth)
+{
+	return member_find(b, id, name, depth, NULL);
 }
 
 struct want {
@@ -235,6 +243,146 @@ int kbtf_vma_offsets(const void *data, size_t len, struct kbtf_vma_offsets *out,
 	if (rc)
 		return rc;
 	rc = vma_offsets(b, out, err, errlen);
+	btf__free(b);
+	return rc;
+}
+
+#undef W
+#define W(f, n, w) { n, offsetof(struct kbtf_mod_offsets, f), w }
+
+/* The value of enumerator name of enum ename, or def when there is none. */
+static long enum_value(const struct btf *b, const char *ename, const char *name, long def)
+{
+	int32_t id = btf__find_by_name_kind(b, ename, BTF_KIND_ENUM);
+	const struct btf_type *t = id > 0 ? btf__type_by_id(b, (uint32_t)id) : NULL;
+	const struct btf_enum *e;
+
+	if (!t)
+		return def;
+	e = btf_enum(t);
+	for (unsigned i = 0; i < btf_vlen(t); i++, e++)
+		if (!strcmp(btf__name_by_offset(b, e->name_off), name))
+			return e->val;
+	return def;
+}
+
+/* 6.4 on: struct module_memory mem[MOD_MEM_NUM_TYPES]; off: mem's offset,
+ * type its array type.  The text's base and size into o. */
+static int mod_mem(const struct btf *b, long off, uint32_t type, struct kbtf_mod_offsets *o)
+{
+	const struct btf_type *at = btf__type_by_id(b, btf__resolve_type(b, type));
+	const struct btf_array *a;
+	long idx = enum_value(b, "mod_mem_type", "MOD_TEXT", 0), base, size;
+	int64_t esz;
+	uint32_t et;
+
+	if (!at || !btf_is_array(at))
+		return -EINVAL;
+	a = btf_array(at);
+	esz = btf__resolve_size(b, a->type);
+	et = (uint32_t)btf__resolve_type(b, a->type);
+	if (esz <= 0 || esz > 4096 || idx < 0 || (uint64_t)idx >= a->nelems)
+		return -EINVAL;
+	off += idx * (long)esz;
+	base = member_off(b, et, "base", 0);
+	size = member_off(b, et, "size", 0);
+	if (base < 0 || size < 0)
+		return -EINVAL;
+	o->layout = "mem";
+	o->text_base = (uint32_t)(off + base);
+	o->text_size = (uint32_t)(off + size);
+	return 0;
+}
+
+/* Where a module's core text is: 6.1's core_layout.base and .text_size,
+ * or 6.4's mem[MOD_TEXT].base and .size. */
+static int mod_text(const struct btf *b, uint32_t mid, struct kbtf_mod_offsets *o,
+		    char *err, size_t errlen)
+{
+	uint32_t type = 0;
+	long off = member_find(b, mid, "core_layout", 0, &type), base, size;
+	int rc = -EINVAL;
+
+	if (off >= 0) {
+		uint32_t lt = (uint32_t)btf__resolve_type(b, type);
+
+		base = member_off(b, lt, "base", 0);
+		size = member_off(b, lt, "text_size", 0);
+		if (base >= 0 && size >= 0) {
+			o->layout = "core_layout";
+			o->text_base = (uint32_t)(off + base);
+			o->text_size = (uint32_t)(off + size);
+			rc = 0;
+		}
+	} else if ((off = member_find(b, mid, "mem", 0, &type)) >= 0) {
+		rc = mod_mem(b, off, type, o);
+	}
+	if (!rc && ((uint64_t)o->text_base + 8 > o->mod_size ||
+		    (uint64_t)o->text_size + 4 > o->mod_size))
+		rc = -EINVAL;
+	if (rc)
+		util_seterr(err, errlen, "struct module: no usable core_layout or mem[MOD_TEXT] "
+			    "in the guest's BTF");
+	return rc;
+}
+
+/* char name[MODULE_NAME_LEN]: its offset and length. */
+static int mod_name(const struct btf *b, uint32_t mid, struct kbtf_mod_offsets *o,
+		    char *err, size_t errlen)
+{
+	uint32_t type = 0;
+	long off = member_find(b, mid, "name", 0, &type);
+	const struct btf_type *t = off >= 0 ? btf__type_by_id(b, btf__resolve_type(b, type)) :
+					      NULL;
+	uint32_t n = t && btf_is_array(t) ? btf_array(t)->nelems : 0;
+
+	if (!n || n > 256 || (uint64_t)off + n > o->mod_size) {
+		util_seterr(err, errlen, "struct module.name: not a char array in the guest's BTF");
+		return -EINVAL;
+	}
+	o->mod_name = (uint32_t)off;
+	o->name_len = n;
+	return 0;
+}
+
+static int mod_offsets(const struct btf *b, struct kbtf_mod_offsets *o, char *err,
+		       size_t errlen)
+{
+	static const struct want mod[] = { W(mod_state, "state", 4), W(mod_list, "list", 16) };
+	static const struct want ks[] = { W(mod_kallsyms, "kallsyms", 8) };
+	static const struct want mks[] = { W(ks_symtab, "symtab", 8), W(ks_num, "num_symtab", 4),
+					   W(ks_strtab, "strtab", 8) };
+	static const struct want tt[] = { W(ks_typetab, "typetab", 8) };
+	int32_t mid = btf__find_by_name_kind(b, "module", BTF_KIND_STRUCT);
+	uint32_t sz;
+	int rc;
+
+	rc = vma_struct(b, "module", &o->mod_size, mod, 2, o, err, errlen);
+	if (!rc)
+		rc = mod_name(b, (uint32_t)mid, o, err, errlen);
+	if (!rc)
+		rc = mod_text(b, (uint32_t)mid, o, err, errlen);
+	if (rc)
+		return rc;
+	/* without CONFIG_KALLSYMS: modules known, their symbols not */
+	o->has_kallsyms = !vma_struct(b, "module", &sz, ks, 1, o, NULL, 0) &&
+			  !vma_struct(b, "mod_kallsyms", &sz, mks, 3, o, NULL, 0);
+	/* older kernels kept no typetab: the type then comes from st_info */
+	o->has_typetab = o->has_kallsyms && !vma_struct(b, "mod_kallsyms", &sz, tt, 1, o, NULL, 0);
+	return 0;
+}
+
+int kbtf_mod_offsets(const void *data, size_t len, struct kbtf_mod_offsets *out,
+		     char *err, size_t errlen)
+{
+	struct btf *b;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = btf_open(data, len, &b, err, errlen);
+	if (rc)
+		return rc;
+	rc = mod_offsets(b, out, err, errlen);
 	btf__free(b);
 	return rc;
 }

@@ -78,4 +78,31 @@ struct kbtf_vma_offsets {
 int kbtf_vma_offsets(const void *data, size_t len, struct kbtf_vma_offsets *out,
 		     char *err, size_t errlen);
 
+/*
+ * What reading the loaded modules needs (vmm/introspect/kmods.h): struct
+ * module's state, list, name and core text (6.1: core_layout.base and
+ * .text_size; 6.4 and later: mem[MOD_TEXT].base and .size, MOD_TEXT's
+ * value from enum mod_mem_type), and its symbols (struct mod_kallsyms:
+ * symtab, num_symtab, strtab, typetab), which are optional.
+ */
+struct kbtf_mod_offsets {
+	uint32_t mod_size;		/* sizeof(struct module) */
+	uint32_t mod_state;		/* enum module_state state */
+	uint32_t mod_list;		/* list_head list */
+	uint32_t mod_name, name_len;	/* char name[MODULE_NAME_LEN] */
+	const char *layout;		/* "core_layout" (6.1) or "mem" (6.4) */
+	uint32_t text_base;		/* void *: the core text's start */
+	uint32_t text_size;		/* unsigned int: its size */
+	int has_kallsyms;		/* CONFIG_KALLSYMS: the members below */
+	uint32_t mod_kallsyms;		/* struct mod_kallsyms *kallsyms */
+	uint32_t ks_symtab, ks_num, ks_strtab;	/* in struct mod_kallsyms */
+	int has_typetab;
+	uint32_t ks_typetab;
+};
+
+/* Finds them in BTF bytes data[0..len).  Returns 0, or as kbtf_offsets()
+ * (-EINVAL: no struct module, or no text layout that is known). */
+int kbtf_mod_offsets(const void *data, size_t len, struct kbtf_mod_offsets *out,
+		     char *err, size_t errlen);
+
 #endif /* OPVM_KBTF_H */

@@ -29,6 +29,23 @@
  * sizes are capped (memsyms_limits), a symbol whose entry or name sits on a
  * page that is not resident is left out and counted, never guessed, a name
  * must end inside the string table, and at most max_pages pages are read.
+ *
+ * The PLT: memory has no section headers, so its stubs are found from the
+ * dynamic section and the code.  DT_JMPREL's relocations (RELA, JUMP_SLOT or IRELATIVE) and
+ * DT_RELA's GLOB_DAT ones give the GOT slots a stub may jump through;
+ * DT_PLTGOT gives the lazy PLT0's two targets (GOT+8, GOT+16).  The first
+ * pages of each executable segment (where GNU ld puts .init, .plt,
+ * .plt.got, .plt.sec; at most MEMSYMS_PLT_PAGES, resident only) are
+ * scanned for the stub shapes binutils emits: PLT0 then 16-byte lazy
+ * entries (`jmp *slot; push idx; jmp PLT0`, or with IBT `endbr64; push
+ * idx; jmp PLT0`), .plt.sec (`endbr64; jmp *slot`, 16 bytes) and .plt.got
+ * (`jmp *slot; xchg`, 8 bytes, or the 16-byte IBT form).  A stub is taken
+ * only when its slot is a relocation's r_offset of the right type (a lazy
+ * entry's push index must name that very relocation); a run of them
+ * becomes a SHT_NOBITS section named as the file's (".plt", ".plt.sec",
+ * ".plt.got"), which symbols/elfimage names "[.plt]" etc. as it does for a
+ * file.  Nothing about the PLT refuses the read: a table that lies is
+ * counted (plt_refused) and the PLT left unnamed.
  */
 #ifndef OPVM_MEMSYMS_H
 #define OPVM_MEMSYMS_H
@@ -42,6 +59,16 @@
 #define MEMSYMS_NAME_MAX	1024u		/* longest name kept */
 #define MEMSYMS_PHNUM_MAX	64u
 #define MEMSYMS_DYN_MAX		1024u		/* dynamic entries looked at */
+#define MEMSYMS_PLT_PAGES	32u		/* code pages scanned for the PLT (4,000 entries) */
+#define MEMSYMS_PLT_RELS	(1u << 15)	/* relocations read (each table) */
+#define MEMSYMS_PLT_RANGES	8u		/* PLT sections in the ELF made */
+
+/* The ELF made says which version made it (e_flags): 1 .dynsym alone, 2
+ * with the PLT's sections.  memsyms_current(): whether the first bytes of
+ * a cached file (at least an ELF header's) are this version's, so that an
+ * older one is made again. */
+#define MEMSYMS_VERSION		2u
+int memsyms_current(const void *head, size_t len);
 
 /* One address space's memory: reads the 4096-byte page at va (aligned)
  * into page.  0, -ENOENT (not resident: counted, nothing guessed), or
@@ -72,6 +99,11 @@ struct memsyms_result {
 	uint32_t absent;		/* entry or name on a page not resident */
 	uint32_t bad;			/* name outside the table or too long */
 	uint32_t capped;		/* entries past max_syms */
+	uint32_t plt_ranges;		/* PLT sections in the ELF made */
+	uint32_t plt_stubs;		/* stubs verified against a relocation */
+	uint32_t plt_unverified;	/* stub shapes whose slot is no relocation's */
+	uint32_t plt_refused;		/* PLT tables that lie, left unused */
+	uint32_t plt_pages;		/* pages read for the PLT (in pages_read) */
 	uint8_t relocated;		/* d_ptr values: 1 run-time, 0 link-time */
 	const char *hash;		/* "gnu", "sysv" or NULL */
 	const char *why;		/* a refusal, static text, or NULL */
@@ -82,9 +114,9 @@ struct memsyms_result {
  * mem and makes the ELF file described above: *out (malloc'd, *out_len
  * bytes), with bid[bid_len] (1..32 bytes) as its build-id note.  lim may be
  * NULL.  Returns 0, -ENOENT (a header or table not resident), -ENODATA (no
- * function symbol to keep: an executable that exports none), -EINVAL
- * (refused: res->why), -E2BIG (the page budget ran out) or -ENOMEM.  res
- * is filled in every case.
+ * function symbol to keep and no PLT: an executable that exports none),
+ * -EINVAL (refused: res->why), -E2BIG (the page budget ran out) or
+ * -ENOMEM.  res is filled in every case.
  */
 int memsyms_read(const struct memsyms_mem *mem, const struct memsyms_map *exec,
 		 const uint8_t *bid, size_t bid_len, const struct memsyms_limits *lim,

@@ -1,0 +1,133 @@
+#!/bin/bash
+# Python functions of a real CPython 3.13 by their own names, every struct
+# offset from the _Py_DebugOffsets the interpreter publishes (docs/
+# runtimes.md): Debian 13's python3.13, in its own root with its own libc
+# (the image's py313 piece, images/py313.sh, appended to the initramfs),
+# runs images/py313/py313split.py, three pure-Python functions doing
+# identical work 1:3:6 times a round (f10, f30, f60 from main() from
+# <module>), which also measures the time each took.  opvm run samples the
+# TCG guest through the gdbstub, once with opvm.ko (--call-graph dwarf),
+# once without (opvm.kmod=0: the thread from introspection's current
+# task, no -g).  Asserts on each session:
+#  - the summary's python line: the interpreter found, its offsets from
+#    _Py_DebugOffsets (1), none from the table, none forged;
+#  - >= 95 % of python3.13's user samples are filed under a Python frame,
+#    less what ran no Python (idle, unreadable) and what came before the
+#    sampler knew the process (the summary's count; at most half): count-
+#    aware, bounds.py;
+#  - f10/f30/f60 hold 10/30/60 % of their three's samples, or the shares
+#    the guest measured they took, within 2 pp, widened to 3 sigma for few
+#    samples: under TCG identical work need not take identical time, and
+#    on a loaded host the guest's clock is no better a truth (both are
+#    printed; a split that misnames frames agrees with neither);
+#  - with -g: >= 90 % of the stacks whose leaf Python function is one of
+#    them go on to main and <module>, in that order.
+. "$(dirname "$0")/qemu-common.bash"
+need_qemu
+[ -f "$IMG/py313.cpio.gz" ] ||
+	skip "no CPython 3.13 piece in $IMG ($(cat "$IMG/py313.missing" 2>/dev/null ||
+		echo "run 'make images'"))"
+mk_tmp qemu-python313
+SECS=${PYTHON_SECS:-6}
+cat "$IMG/initramfs.cpio.gz" "$IMG/py313.cpio.gz" > "$T/initrd"
+
+# session NAME ARGS...: one boot running the script for $SECS s
+session() {
+	local name=$1
+	shift
+	"$OPVM" run --initrd "$T/initrd" --workload "py313split:$SECS" -F 200 -d "$T/$name" \
+		"$@" > "$T/$name.out" 2>&1 || { cat "$T/$name.out"; fail "opvm run ($name)"; }
+	grep -A5 "python: " "$T/$name.out"
+	grep -a "OPVM-TRUTH py313split" "$T/$name/guests/guest/console.log" > "$T/$name.truth" ||
+		fail "the script did not run ($name: $T/$name/guests/guest/console.log)"
+	report_json "$T/$name" > "$T/$name.json" 2> "$T/$name.err" ||
+		{ cat "$T/$name.err"; fail "opvm report ($name)"; }
+}
+
+# check NAME CG: the assertions on one session (its status)
+check() {
+	python3 - "$1" "$2" "$T/$1.json" "$T/$1.out" "$T/$1.truth" "$(dirname "$0")" <<'EOF'
+import json, re, sys
+sys.path.insert(0, sys.argv[6])
+from bounds import shares_agree, allowed_misses
+name, cg, rep = sys.argv[1], sys.argv[2] == "1", json.load(open(sys.argv[3]))
+text, truth = " ".join(open(sys.argv[4]).read().split()), open(sys.argv[5]).read()
+m = re.search(r"python: (\d+) of (\d+) samples in CPython processes read Python frames "
+              r"\((\d+) frames; thread not known (\d+), no thread state (\d+), idle (\d+), "
+              r"unreadable (\d+), refused (\d+):.*?interpreters found (\d+), not (\d+).*?"
+              r"offsets from _Py_DebugOffsets (\d+), from the table (\d+), forged (\d+);", text)
+if not m:
+    print("FAIL: no python line in the summary (%s)" % name); sys.exit(1)
+got, n, frames, no_tid, no_ts, idle, unread, refused, found, not_found, pub, table, forged = \
+    map(int, m.groups())
+print("RESULT qemu-python313 %s: interpreters found %d, not %d; offsets from "
+      "_Py_DebugOffsets %d, table %d, forged %d" % (name, found, not_found, pub, table, forged))
+ok = True
+if found < 1 or not_found or pub != found or table or forged:
+    print("FAIL: python3.13's offsets did not come from its _Py_DebugOffsets"); ok = False
+t = re.search(r"time=f10:([\d.]+),f30:([\d.]+),f60:([\d.]+)", truth)
+if not t:
+    print("FAIL: the script printed no times (%s)" % name); sys.exit(1)
+spent = dict(zip(("f10", "f30", "f60"), map(float, t.groups())))
+rows = [r for r in rep["symbols"] if not r["kernel"] and r["app"].endswith("python3.13")]
+user = sum(r["samples"] for r in rows)
+by = {}
+for r in rows:
+    if r.get("python"):
+        fn = r["symbol"].split(" ")[0]
+        by[fn] = by.get(fn, 0) + r["samples"]
+npy, three = sum(by.values()), sum(by.get(f, 0) for f in spent)
+# what ran no Python, read no page, or came before the sampler was told
+# the process runs CPython (the summary counts the samples after) is not
+# a miss of the reader's
+unknown = max(user - n, 0)
+excused = idle + unread + unknown
+print("RESULT qemu-python313 %s: %d of %d user samples of python3.13 under a Python frame "
+      "(%.1f %%; %d idle or unreadable, %d before the interpreter was known), f10/f30/f60 "
+      "%d/%d/%d of %d" % (name, npy, user, 100.0 * npy / max(user, 1), idle + unread, unknown,
+                          by.get("f10", 0), by.get("f30", 0), by.get("f60", 0), three))
+if unknown * 2 > user:
+    print("FAIL: most samples came before the interpreter was known"); ok = False
+if user < 100 or three < 100:
+    print("FAIL: too few samples (%d user, %d in the three)" % (user, three)); sys.exit(1)
+if user - npy > excused + allowed_misses(user, 0.05):
+    print("FAIL: fewer than 95 %% under a Python frame (%d of %d)" % (npy, user)); ok = False
+total = sum(spent.values())
+agree = {"nominal": True, "measured": True}
+for f, nominal in (("f10", 0.1), ("f30", 0.3), ("f60", 0.6)):
+    line = "  %s: %.1f %% of the samples;" % (f, 100.0 * by.get(f, 0) / three)
+    for ref, share in (("nominal", nominal), ("measured", spent[f] / total)):
+        good, d, tol = shares_agree(by.get(f, 0), three, int(share * 10**6), 10**6, 2.0)
+        line += " %s %.1f %% (%+.1f pp, tolerance %.1f pp)" % (ref, 100 * share, d, tol)
+        agree[ref] = agree[ref] and good
+    print(line)
+print("RESULT qemu-python313 %s: the split agrees with the nominal work: %s, with the "
+      "guest's measured times: %s" % (name, agree["nominal"], agree["measured"]))
+if not (agree["nominal"] or agree["measured"]):
+    print("FAIL: the split agrees with neither"); ok = False
+if cg:
+    leafpy = reach = 0
+    for s in rep.get("stacks", []):
+        if not s["app"].endswith("python3.13"):
+            continue
+        pyn = [(f["symbol"] or "").split(" ")[0] for f in s["frames"] if f.get("python")]
+        if not pyn or pyn[0] not in spent:
+            continue
+        leafpy += s["samples"]
+        if pyn[1:3] == ["main", "<module>"]:
+            reach += s["samples"]
+    print("RESULT qemu-python313 %s stacks: %d of %d reach <module> through main (%.1f %%)"
+          % (name, reach, leafpy, 100.0 * reach / max(leafpy, 1)))
+    if leafpy < 100 or leafpy - reach > allowed_misses(leafpy, 0.10):
+        print("FAIL: stacks"); ok = False
+sys.exit(0 if ok else 1)
+EOF
+}
+
+session module --call-graph dwarf
+session agentless --append opvm.kmod=0
+fail_any=0
+check module 1 || fail_any=1
+check agentless 0 || fail_any=1
+[ $fail_any = 0 ] || fail "see above"
+echo "PASS"
