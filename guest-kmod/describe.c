@@ -14,7 +14,9 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/cgroup.h>
 #include <linux/dcache.h>
+#include <linux/kernfs.h>
 #include <linux/elf.h>
 #include <linux/file.h>
 #include <linux/hashtable.h>
@@ -354,6 +356,56 @@ static void send_thread(u32 tid, u32 tgid, const char *comm)
 	opvm_ring_put(&rec);
 }
 
+/*
+ * CGROUP for t's process: its default-hierarchy (v2) cgroup path, as
+ * /proc/PID/cgroup's "0::" line shows it, cut at OPVM_CGROUP_PATH_MAX.
+ * Under RCU the css_set and its cgroup stay (both are freed after a grace
+ * period) and so does the cgroup's kernfs node (put when it is freed);
+ * kernfs_path() only takes a spinlock.  Only the worker calls this, so one
+ * static buffer does.
+ */
+static void send_cgroup(struct task_struct *t)
+{
+	static struct {
+		struct opvm_rec_cgroup c;
+		char path[OPVM_CGROUP_PATH_MAX + OPVM_REC_ALIGN];
+	} rec;
+	struct cgroup *cgrp;
+	int len;
+
+	memset(&rec, 0, sizeof(rec));
+	rcu_read_lock();
+	cgrp = task_dfl_cgroup(t);
+	rec.c.id = cgroup_id(cgrp);
+	len = kernfs_path(cgrp->kn, rec.path, OPVM_CGROUP_PATH_MAX + 1);
+	rcu_read_unlock();
+	if (len <= 0)
+		return;
+	if (len > OPVM_CGROUP_PATH_MAX) {
+		len = OPVM_CGROUP_PATH_MAX;
+		rec.c.flags = OPVM_CGROUP_TRUNCATED;
+	}
+	memset(rec.path + len, 0, sizeof(rec.path) - len);
+	rec.c.hdr.type = OPVM_REC_CGROUP;
+	rec.c.hdr.len = ALIGN(sizeof(rec.c) + len, OPVM_REC_ALIGN);
+	rec.c.tgid = t->tgid;
+	rec.c.path_len = len;
+	opvm_ring_put(&rec);
+}
+
+/* send_cgroup() for process tgid, if it still exists. */
+static void send_cgroup_of(pid_t tgid)
+{
+	struct pid *pid = find_get_pid(tgid);
+	struct task_struct *task = get_pid_task(pid, PIDTYPE_PID);
+
+	put_pid(pid);
+	if (!task)
+		return;
+	send_cgroup(task);
+	put_task_struct(task);
+}
+
 static void send_module(u16 type, const char *name, u64 base, u64 size)
 {
 	struct opvm_rec_module rec;
@@ -409,6 +461,7 @@ static void describe_task(struct task_struct *p)
 	rcu_read_unlock();
 	send_proc(OPVM_REC_PROC, p->tgid, ppid, mm ? opvm_mm_cr3(mm) : 0, comm,
 		  exe);
+	send_cgroup(p);
 	if (exe)
 		fput(exe);
 	/* Threads: records go into the ring, which does not sleep. */
@@ -632,6 +685,7 @@ static void handle_event(struct opvm_event *ev)
 		send_proc(ev->type == OPVM_EV_FORK ? OPVM_REC_PROC :
 						     OPVM_REC_EXEC,
 			  ev->tgid, ev->ppid, ev->cr3, ev->name, exe);
+		send_cgroup_of(ev->tgid);
 		if (exe && exe != ev->file)
 			fput(exe);
 		/*
@@ -647,6 +701,9 @@ static void handle_event(struct opvm_event *ev)
 	}
 	case OPVM_EV_THREAD:
 		send_thread(ev->pid, ev->tgid, ev->name);
+		break;
+	case OPVM_EV_CGROUP:
+		send_cgroup_of(ev->tgid);
 		break;
 	case OPVM_EV_EXIT:
 		if (ev->pid != ev->tgid || !ev->group_dead)

@@ -26,7 +26,13 @@
 #include <linux/tracepoint.h>
 #include "opvm.h"
 
-static struct tracepoint *tp_switch, *tp_fork, *tp_exec, *tp_exit;
+static struct tracepoint *tp_switch, *tp_fork, *tp_exec, *tp_exit, *tp_cgroup;
+static bool cgroup_hooked;
+
+static bool cgroup_hook = true;
+module_param(cgroup_hook, bool, 0444);
+MODULE_PARM_DESC(cgroup_hook,
+		 "hook cgroup_attach_task for cgroup moves without exec (default on; off: seen at exec)");
 
 static void notrace opvm_probe_switch(void *data, bool preempt,
 				      struct task_struct *prev,
@@ -132,6 +138,29 @@ static void opvm_probe_exit(void *data, struct task_struct *p)
 	opvm_event_commit(ev, flags);
 }
 
+/*
+ * cgroup_attach_task: a process (or thread) was moved, e.g. by a write to
+ * cgroup.procs, which happens after fork, so fork and exec alone would
+ * miss it.  Fires once per move, for every hierarchy; the worker reads
+ * the default hierarchy's path and sends it (the host ignores repeats).
+ * Called under cgroup_mutex and a spinlock: only an event is queued.
+ */
+struct cgroup;
+static void opvm_probe_cgroup(void *data, struct cgroup *dst, const char *path,
+			      struct task_struct *task, bool threadgroup)
+{
+	struct opvm_event *ev;
+	unsigned long flags;
+
+	ev = opvm_event_reserve(&flags);
+	if (!ev)
+		return;
+	ev->type = OPVM_EV_CGROUP;
+	ev->pid = task->pid;
+	ev->tgid = task->tgid;
+	opvm_event_commit(ev, flags);
+}
+
 static int opvm_module_notify(struct notifier_block *nb, unsigned long action,
 			      void *data)
 {
@@ -167,6 +196,8 @@ static void find_tp(struct tracepoint *tp, void *priv)
 		tp_exec = tp;
 	else if (!strcmp(tp->name, "sched_process_exit"))
 		tp_exit = tp;
+	else if (!strcmp(tp->name, "cgroup_attach_task"))
+		tp_cgroup = tp;
 }
 
 int opvm_hooks_register(void)
@@ -193,6 +224,9 @@ int opvm_hooks_register(void)
 	ret = register_module_notifier(&opvm_module_nb);
 	if (ret)
 		goto err_switch;
+	/* optional: without it a move is seen at the process's next exec */
+	cgroup_hooked = cgroup_hook && tp_cgroup &&
+			!tracepoint_probe_register(tp_cgroup, opvm_probe_cgroup, NULL);
 	return 0;
 
 err_switch:
@@ -211,6 +245,9 @@ err:
 
 void opvm_hooks_unregister(void)
 {
+	if (cgroup_hooked)
+		tracepoint_probe_unregister(tp_cgroup, opvm_probe_cgroup, NULL);
+	cgroup_hooked = false;
 	unregister_module_notifier(&opvm_module_nb);
 	tracepoint_probe_unregister(tp_switch, opvm_probe_switch, NULL);
 	tracepoint_probe_unregister(tp_fork, opvm_probe_fork, NULL);

@@ -66,6 +66,7 @@ enum opvm_ev_type {
 	OPVM_EV_MUNMAP,
 	OPVM_EV_MODULE,
 	OPVM_EV_MODULE_FREE,
+	OPVM_EV_CGROUP,		/* tgid moved to another cgroup */
 };
 
 struct opvm_event {

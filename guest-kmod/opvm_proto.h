@@ -70,6 +70,7 @@ enum opvm_rec_type {
 	OPVM_REC_KSYMS_END	= 15,	/* struct opvm_rec_ksyms_end */
 	OPVM_REC_FILE_DATA	= 16,	/* struct opvm_rec_file_data + bytes */
 	OPVM_REC_FILE_END	= 17,	/* struct opvm_rec_file_end */
+	OPVM_REC_CGROUP		= 18,	/* struct opvm_rec_cgroup + path bytes */
 	OPVM_REC_TYPE_MAX
 };
 
@@ -233,6 +234,26 @@ struct opvm_rec_munmap {
 	opvm_u32 pad;
 	opvm_u64 start;
 	opvm_u64 end;
+};
+
+/*
+ * The cgroup (v2, the default hierarchy) process tgid is in: sent after
+ * its PROC or EXEC, and again when it moves (the cgroup_attach_task
+ * tracepoint).  path_len bytes of path follow the fixed part (not
+ * terminated), as the kernel prints it ("/", "/system.slice/x.service"),
+ * cut at OPVM_CGROUP_PATH_MAX (flags OPVM_CGROUP_TRUNCATED).  A new type:
+ * hosts that predate it skip it by its length (docs/protocol.md).
+ */
+#define OPVM_CGROUP_PATH_MAX	1024
+#define OPVM_CGROUP_TRUNCATED	0x1
+
+struct opvm_rec_cgroup {
+	struct opvm_rec_hdr hdr;
+	opvm_u32 tgid;
+	opvm_u16 path_len;	/* <= OPVM_CGROUP_PATH_MAX */
+	opvm_u16 flags;		/* OPVM_CGROUP_* */
+	opvm_u64 id;		/* the cgroup's id (its kernfs node's), 0 unknown */
+	/* char path[path_len]; */
 };
 
 struct opvm_rec_module {

@@ -41,6 +41,7 @@ _Static_assert(sizeof(struct opvm_rec_ksyms) == 80, "opvm_rec_ksyms is 80 bytes"
 _Static_assert(sizeof(struct opvm_rec_ksyms_end) == 32, "opvm_rec_ksyms_end is 32 bytes");
 _Static_assert(sizeof(struct opvm_rec_file_data) == 32, "opvm_rec_file_data is 32 bytes");
 _Static_assert(sizeof(struct opvm_rec_file_end) == 32, "opvm_rec_file_end is 32 bytes");
+_Static_assert(sizeof(struct opvm_rec_cgroup) == 32, "opvm_rec_cgroup is 32 bytes");
 _Static_assert(sizeof(struct opvm_req_fetch) == 72, "opvm_req_fetch is 72 bytes");
 _Static_assert(sizeof(struct opvm_req_ksyms) == sizeof(struct opvm_req_fetch),
 	       "opvm_req_ksyms is framed by relays that predate it");
@@ -184,6 +185,15 @@ static const struct chan_field file_end_fields[] = {
 	FLD(opvm_rec_file_end, size, "size", CHAN_F_U64, 0),
 };
 
+static const struct chan_field cgroup_fields[] = {
+	FLD(opvm_rec_cgroup, tgid, "tgid", CHAN_F_U32, 0),
+	FLD(opvm_rec_cgroup, id, "id", CHAN_F_U64, 0),
+	{ .name = "path", .off = sizeof(struct opvm_rec_cgroup),
+	  .kind = CHAN_F_TAIL, .count = 4 },
+	FLD(opvm_rec_cgroup, flags, "flags", CHAN_F_U32, 0),
+	FLEN(opvm_rec_cgroup, path_len, OPVM_CGROUP_PATH_MAX),
+};
+
 #define REC_MIN(T, S, min, f)						\
 	[OPVM_REC_##T] = { .name = #T, .size = sizeof(struct S),	\
 			   .min_len = (min), .fields = (f),		\
@@ -208,6 +218,7 @@ static const struct chan_rec_type rec_types[OPVM_REC_TYPE_MAX] = {
 	REC(KSYMS_END, opvm_rec_ksyms_end, ksyms_end_fields),
 	REC(FILE_DATA, opvm_rec_file_data, file_data_fields),
 	REC(FILE_END, opvm_rec_file_end, file_end_fields),
+	REC(CGROUP, opvm_rec_cgroup, cgroup_fields),
 };
 
 const struct chan_rec_type *chan_rec_type(unsigned type)

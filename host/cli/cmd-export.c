@@ -348,6 +348,8 @@ int cmd_export(int argc, char **argv)
 	c->ro.res = res;
 	/* pprof: per-address counts, for lines and `go tool pprof -list` */
 	c->ro.details = !!(a.fmt->flags & EXPORT_DETAILS);
+	if (a.fmt->flags & EXPORT_CGROUP)
+		c->ro.keep |= REPORT_KEEP_CGROUP;
 	r = report_load(&c->ro, err, sizeof(err));
 	if (!r && errno == ENOENT && a.empty_ok && (a.fmt->flags & EXPORT_EMPTY) &&
 	    (n = write_empty(a.fmt, c->ro.session_dir, a.out, res)) >= 0) {

@@ -35,7 +35,7 @@ static const struct opt_def report_options[] = {
 	{ "callgraph", 'c', NULL, "callers and callees of each symbol, as opreport -c "
 	  "(sessions recorded with -g)", 0 },
 	{ "long-filenames", 'f', NULL, "full paths instead of basenames", 0 },
-	{ "sort", OPT_SORT, "KEY", "samples (default), symbol, image, app", 0 },
+	{ "sort", OPT_SORT, "KEY", "samples (default), symbol, image, app, cgroup", 0 },
 	{ "by", OPT_BY, "guest|app|image", "summary down to guests, applications or images "
 	  "(default image)", 0 },
 	{ "format", OPT_FORMAT, "text|json", "json: one object (see docs/reports.md)", 0 },
@@ -80,7 +80,7 @@ static int report_opt(void *ctx, int key, char *arg)
 	case OPT_SORT:
 		if (!report_parse_sort(arg, &a->sort))
 			return 0;
-		log_err("--sort '%s': use samples, symbol, image or app", arg);
+		log_err("--sort '%s': use samples, symbol, image, app or cgroup", arg);
 		return -1;
 	case OPT_FORMAT:
 		a->json = !strcmp(arg, "json");
@@ -144,6 +144,8 @@ static struct report *load(struct report_args *a, struct symres *res)
 	a->cli.ro.details = a->details;
 	a->cli.ro.res = res;
 	a->cli.ro.sort = a->sort;	/* sorted once, as loaded */
+	if (a->sort == REPORT_SORT_CGROUP)
+		a->cli.ro.keep |= REPORT_KEEP_CGROUP;	/* rows per cgroup */
 	r = report_load(&a->cli.ro, err, sizeof(err));
 	if (!r) {
 		log_err("%s", err);

@@ -50,6 +50,7 @@ static const char TAG_ANON_CR3[] = "{anon-cr3}";	/* + skey.extra = cr3 */
 struct skey {
 	const void *app;
 	const void *image;
+	const char *cgroup;	/* the process's (gstate interns it), or NULL */
 	uint64_t extra;
 	int64_t tgid, tid, cpu;
 	uint32_t event;
@@ -272,6 +273,7 @@ static inline size_t skey_hash(const struct skey *k)
 	uint64_t h = (uint64_t)(uintptr_t)k->app * 0x9e3779b97f4a7c15ull;
 
 	h ^= (uint64_t)(uintptr_t)k->image * 0xc2b2ae3d27d4eb4full;
+	h ^= (uint64_t)(uintptr_t)k->cgroup * 0x94d049bb133111ebull;
 	h ^= k->extra * 0x165667b19e3779f9ull;
 	h ^= ((uint64_t)k->tgid << 32 ^ (uint64_t)k->tid) * 0x27d4eb2f165667c5ull;
 	h ^= ((uint64_t)k->cpu << 16 ^ k->event << 1 ^ k->kernel);
@@ -280,7 +282,8 @@ static inline size_t skey_hash(const struct skey *k)
 
 static inline bool skey_eq(const struct skey *a, const struct skey *b)
 {
-	return a->app == b->app && a->image == b->image && a->extra == b->extra &&
+	return a->app == b->app && a->image == b->image && a->cgroup == b->cgroup &&
+	       a->extra == b->extra &&
 	       a->tgid == b->tgid && a->tid == b->tid && a->cpu == b->cpu &&
 	       a->event == b->event && a->kernel == b->kernel && a->own_app == b->own_app;
 }
@@ -497,6 +500,7 @@ static uint32_t sfile_for(struct attribution *s, struct skey *k, const char *app
 		.tgid = k->tgid,
 		.tid = k->tid,
 		.cpu = k->cpu,
+		.cgroup = k->cgroup,
 		.build_id = c && c->build_id_len ? c->build_id : NULL,
 		.build_id_len = c ? c->build_id_len : 0,
 	};
@@ -770,10 +774,13 @@ static int __attribute__((noinline)) file_kernel_miss(struct attribution *s,
 
 	if (kernel_task(s, x, force, &k, &p))
 		return HOLD;
+	/* a process's kernel time is in its cgroup where the range cache
+	 * keys on the task anyway (OPVM_SEP_KERNEL), not at a cost here */
 	if (s->sep & OPVM_SEP_KERNEL) {
 		app = kernel_app(s, x, p, image);
 		if (!k.app)
 			k.app = app;
+		k.cgroup = p ? p->cgroup : NULL;
 	}
 	fid = sfile_for(s, &k, app, image, NULL);
 	s->stats.kernel++;
@@ -922,6 +929,7 @@ static int file_user_by_map(struct attribution *s, const struct opvm_sample *x, 
 	s->bm.attributed++;
 	k.tgid = k.tid = p->tgid;
 	k.app = attribution_proc_app(p);
+	k.cgroup = p->cgroup;
 	k.image = c ? c->path : NAME_ANON;
 	return add(s, sfile_for(s, &k, k.app, k.image, c), offset);
 }
@@ -971,6 +979,7 @@ static int __attribute__((noinline)) file_user_miss(struct attribution *s,
 			return HOLD;
 	}
 	k.app = attribution_proc_app(p);
+	k.cgroup = p->cgroup;
 
 	m = attribution_map_of(s, p, x->rip);
 	if (!m) {
@@ -1099,6 +1108,7 @@ static int __attribute__((noinline)) file_python(struct attribution *s,
 	k.tgid = p->tgid;
 	k.tid = user_tid(s, x, p);
 	k.app = attribution_proc_app(p);
+	k.cgroup = p->cgroup;
 	k.image = attribution_py_image(p);
 	k.kernel = SKEY_PYTHON;
 	s->stats.user++;

@@ -173,8 +173,10 @@ static json_t *intro_json(const struct cguest *g)
 		json_object_set_new(o, "kallsyms_search_candidates",
 				    json_u64(s->kallsyms_search_candidates));
 		json_object_set_new(o, "processes", json_pack(
-			"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+			"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 			"btf_bytes", json_u64(s->btf_bytes), "tasks", json_u64(s->tasks),
+			"cgroups_sent", json_u64(s->cgroups_sent),
+			"cgroups_bad", json_u64(s->cgroups_bad), "cgroups_cut", json_u64(s->cgroups_cut),
 			"walks", json_u64(s->walks), "walks_cut", json_u64(s->walks_cut),
 			"walks_bad_ptr", json_u64(s->walks_bad_ptr),
 			"walk_failed", json_u64(s->walk_failed), "dups", json_u64(s->task_dups),
@@ -449,6 +451,9 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 		goto fail;
 
 	bad |= json_object_set_new(root, "version", json_integer(1));
+	/* 2: sample files of processes in a cgroup under {cg}<path>
+	 * (docs/sample-files.md); absent in sessions before it: 1 */
+	bad |= json_object_set_new(root, "store_layout", json_integer(2));
 	bad |= json_object_set_new(root, "guest", json_string(g->name));
 	bad |= json_object_set_new(root, "mode", json_string(c->mode));
 	bad |= json_object_set_new(root, "rate_hz", json_integer(c->cfg.rate_hz));

@@ -259,6 +259,16 @@ static int apply_module(struct gstate *gs, const uint8_t *p, unsigned type)
 	return gstate_module_free(gs, r.name, n);
 }
 
+static int apply_cgroup(struct gstate *gs, const uint8_t *p)
+{
+	struct opvm_rec_cgroup r;
+
+	memcpy(&r, p, sizeof(r));
+	/* path_len checked by chan_rec_check(); gstate sanitises the path */
+	return gstate_cgroup(gs, le32toh(r.tgid), (const char *)p + sizeof(r),
+			     le16toh(r.path_len));
+}
+
 /* One checked record into the guest-state model. */
 static int apply(struct gstate *gs, const uint8_t *p, unsigned type)
 {
@@ -286,6 +296,8 @@ static int apply(struct gstate *gs, const uint8_t *p, unsigned type)
 	case OPVM_REC_MODULE:
 	case OPVM_REC_MODULE_FREE:
 		return apply_module(gs, p, type);
+	case OPVM_REC_CGROUP:
+		return apply_cgroup(gs, p);
 	default:	/* SYNC: nothing for the model */
 		return 0;
 	}

@@ -31,6 +31,7 @@
 #define OPVM_COMM_MAX		16	/* TASK_COMM_LEN */
 #define OPVM_MODNAME_MAX	56	/* MODULE_NAME_LEN */
 #define OPVM_PATH_MAX_HOST	4096	/* longest guest path kept */
+#define OPVM_CGROUP_MAX_HOST	1024	/* longest cgroup path kept */
 
 struct ht_ent {
 	uint64_t key;		/* 0: empty */
@@ -73,6 +74,7 @@ struct gstate {
 	struct ht by_cr3;		/* -> struct proc */
 	struct ht threads;		/* -> struct thread */
 	struct ht cookies;		/* -> struct gstate_cookie */
+	struct ht cgroups;		/* path hash -> interned char * */
 	struct gstate_module *mods;
 	size_t nr_mods, mods_cap;
 	size_t nr_maps;			/* all processes */
@@ -345,6 +347,7 @@ static const struct gstate_limits default_limits = {
 	.max_mappings = 1u << 20,
 	.max_cookies = 65536,
 	.max_modules = 4096,
+	.max_cgroups = 16384,
 };
 
 void gstate_default_limits(struct gstate_limits *out)
@@ -393,10 +396,15 @@ static void model_clear(struct gstate *gs)
 	for (i = 0; i < n; i++)
 		if (gs->cookies.ents[i].key)
 			cookie_destroy(gs, gs->cookies.ents[i].val);
+	n = (size_t)1 << gs->cgroups.bits;
+	for (i = 0; i < n; i++)
+		if (gs->cgroups.ents[i].key)
+			mem_free(gs, gs->cgroups.ents[i].val);
 	ht_fini(&gs->by_tgid);
 	ht_fini(&gs->by_cr3);
 	ht_fini(&gs->threads);
 	ht_fini(&gs->cookies);
+	ht_fini(&gs->cgroups);
 	mem_free(gs, gs->mods);
 	gs->mods = NULL;
 	gs->nr_mods = gs->mods_cap = 0;
@@ -406,11 +414,13 @@ static void model_clear(struct gstate *gs)
 static int model_init(struct gstate *gs)
 {
 	if (ht_init(&gs->by_tgid, gs) || ht_init(&gs->by_cr3, gs) ||
-	    ht_init(&gs->threads, gs) || ht_init(&gs->cookies, gs)) {
+	    ht_init(&gs->threads, gs) || ht_init(&gs->cookies, gs) ||
+	    ht_init(&gs->cgroups, gs)) {
 		ht_fini(&gs->by_tgid);
 		ht_fini(&gs->by_cr3);
 		ht_fini(&gs->threads);
 		ht_fini(&gs->cookies);
+		ht_fini(&gs->cgroups);
 		return -ENOMEM;
 	}
 	return 0;
@@ -425,6 +435,8 @@ struct gstate *gstate_new(const struct gstate_limits *limits)
 	gs->lim = limits ? *limits : default_limits;
 	if (!gs->lim.max_bytes)
 		gs->lim.max_bytes = OPVM_MODEL_MAX_BYTES;
+	if (!gs->lim.max_cgroups)
+		gs->lim.max_cgroups = default_limits.max_cgroups;
 	if (model_init(gs)) {
 		free(gs);
 		errno = ENOMEM;
@@ -461,7 +473,7 @@ static int applied(struct gstate *gs)
 
 int gstate_hello(struct gstate *gs, const struct gstate_hello *h)
 {
-	struct ht nt[4] = { { 0 } };
+	struct ht nt[5] = { { 0 } };
 	struct gstate_hello c;
 	int i;
 
@@ -476,8 +488,8 @@ int gstate_hello(struct gstate *gs, const struct gstate_hello *h)
 	 * new tables come first, so that running out of memory leaves the old
 	 * model whole. */
 	if (ht_init(&nt[0], gs) || ht_init(&nt[1], gs) ||
-	    ht_init(&nt[2], gs) || ht_init(&nt[3], gs)) {
-		for (i = 0; i < 4; i++)
+	    ht_init(&nt[2], gs) || ht_init(&nt[3], gs) || ht_init(&nt[4], gs)) {
+		for (i = 0; i < 5; i++)
 			ht_fini(&nt[i]);
 		return -ENOMEM;
 	}
@@ -486,6 +498,7 @@ int gstate_hello(struct gstate *gs, const struct gstate_hello *h)
 	gs->by_cr3 = nt[1];
 	gs->threads = nt[2];
 	gs->cookies = nt[3];
+	gs->cgroups = nt[4];
 	gs->hello = c;
 	gs->have_hello = true;
 	gs->stats.hellos++;
@@ -767,7 +780,7 @@ static void proc_set_image(struct gstate *gs, struct proc *p, uint64_t cr3,
 int gstate_proc(struct gstate *gs, uint32_t tgid, uint32_t ppid, uint64_t cr3,
 		const char *comm, size_t comm_len, uint64_t exe_cookie)
 {
-	struct proc *p;
+	struct proc *p, *parent;
 
 	if (!tgid || (comm_len && !comm))
 		return refuse(gs, -EINVAL);
@@ -792,6 +805,9 @@ int gstate_proc(struct gstate *gs, uint32_t tgid, uint32_t ppid, uint64_t cr3,
 		return -ENOMEM;
 	p->pub.tgid = tgid;
 	p->pub.ppid = ppid;
+	/* a child starts in its parent's cgroup; CGROUP records say more */
+	if (ppid && (parent = ht_get(&gs->by_tgid, ppid)))
+		p->pub.cgroup = parent->pub.cgroup;
 	if (ht_put(&gs->by_tgid, tgid, p)) {
 		mem_free(gs, p);
 		return -ENOMEM;
@@ -830,6 +846,80 @@ int gstate_proc_exit(struct gstate *gs, uint32_t tgid)
 	ht_del(&gs->by_tgid, tgid);
 	proc_destroy(gs, p);
 	return applied(gs);
+}
+
+/* ---- cgroups --------------------------------------------------------------- */
+
+/* FNV-1a of the sanitised path, never 0 (the empty-slot key). */
+static uint64_t cgroup_key(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return h ? h : 1;
+}
+
+/*
+ * The interned copy of path (sanitised), made on first use: every process
+ * in one cgroup points to the same string, which lives until the next
+ * HELLO, so that attribution can key sample files on the pointer.  NULL
+ * (errno) past max_cgroups, on a hash collision (counted as refused) or
+ * ENOMEM.
+ */
+static const char *cgroup_intern(struct gstate *gs, const char *path, size_t path_len)
+{
+	char buf[OPVM_CGROUP_MAX_HOST + 1], *c;
+	uint64_t key;
+
+	if (!str_sanitise(buf, sizeof(buf), path, path_len) || buf[0] != '/') {
+		errno = EINVAL;
+		return NULL;
+	}
+	key = cgroup_key(buf);
+	c = ht_get(&gs->cgroups, key);
+	if (c) {
+		if (strcmp(c, buf))
+			errno = EEXIST;
+		return strcmp(c, buf) ? NULL : c;
+	}
+	if (gs->cgroups.count >= gs->lim.max_cgroups) {
+		errno = ENOSPC;
+		return NULL;
+	}
+	c = mem_alloc(gs, strlen(buf) + 1);
+	if (!c)
+		return NULL;
+	strcpy(c, buf);
+	if (ht_put(&gs->cgroups, key, c)) {
+		mem_free(gs, c);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return c;
+}
+
+int gstate_cgroup(struct gstate *gs, uint32_t tgid, const char *path, size_t path_len)
+{
+	struct proc *p = ht_get(&gs->by_tgid, tgid);
+	const char *c;
+
+	if (!p)
+		return refuse(gs, -ENOENT);
+	c = cgroup_intern(gs, path, path_len);
+	if (!c)
+		return refuse(gs, errno == ENOMEM ? -ENOMEM : -errno);
+	if (p->pub.cgroup == c) {
+		gs->stats.records++;	/* the same again: caches stay */
+		return 0;
+	}
+	p->pub.cgroup = c;
+	return applied(gs);
+}
+
+size_t gstate_nr_cgroups(const struct gstate *gs)
+{
+	return gs->cgroups.count;
 }
 
 const struct gstate_process *gstate_proc_by_cr3(const struct gstate *gs, uint64_t cr3_norm)

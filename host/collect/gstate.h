@@ -40,6 +40,7 @@ struct gstate_limits {
 	size_t max_mappings;		/* all processes, default 1 << 20 */
 	size_t max_cookies;		/* default 65536 */
 	size_t max_modules;		/* default 4096 */
+	size_t max_cgroups;		/* distinct cgroup paths, default 16384 */
 	/* Heap this model may hold (tables, paths, mapping arrays), whatever
 	 * the counts above allow: default OPVM_MODEL_MAX_BYTES (0 here means
 	 * the default).  shared, if non-NULL, is charged too. */
@@ -70,6 +71,10 @@ struct gstate_process {
 	uint64_t cr3;			/* normalised */
 	char comm[16 + 1];
 	const struct gstate_cookie *exe; /* NULL if unknown */
+	/* Its cgroup (v2) path, sanitised and interned: one string per
+	 * distinct path, equal pointers for equal paths, valid until the
+	 * next HELLO.  NULL: not said (no CGROUP record, an old module). */
+	const char *cgroup;
 	/* mappings sorted by start, non-overlapping */
 	const struct gstate_mapping *maps;
 	size_t nr_maps;
@@ -149,6 +154,10 @@ int gstate_proc_exit(struct gstate *gs, uint32_t tgid);
 int gstate_thread(struct gstate *gs, uint32_t tid, uint32_t tgid,
 		  const char *comm, size_t comm_len);
 int gstate_thread_exit(struct gstate *gs, uint32_t tid);
+/* Process tgid is in cgroup path (path_len raw guest bytes, cut at 1024
+ * and sanitised; it must start with '/').  The same cgroup again changes
+ * nothing (no new generation). */
+int gstate_cgroup(struct gstate *gs, uint32_t tgid, const char *path, size_t path_len);
 
 /* path is path_len raw guest bytes (not terminated); sanitised on copy. */
 int gstate_cookie(struct gstate *gs, uint64_t id, const char *path,
@@ -201,6 +210,7 @@ size_t gstate_nr_threads(const struct gstate *gs);
 size_t gstate_nr_cookies(const struct gstate *gs);
 size_t gstate_nr_modules(const struct gstate *gs);
 size_t gstate_nr_mappings(const struct gstate *gs);
+size_t gstate_nr_cgroups(const struct gstate *gs);	/* distinct paths */
 const struct gstate_stats *gstate_get_stats(const struct gstate *gs);
 /* Heap the model holds now, as charged to its budgets. */
 size_t gstate_mem_bytes(const struct gstate *gs);

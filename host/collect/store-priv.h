@@ -33,6 +33,10 @@
 #define KERN_DIR	"{kern}"
 #define PY_DIR		"{py}"		/* Python frames (store_key.python) */
 #define OVERFLOW_DIR	"{overflow}"	/* never a mangled name: braces escape */
+/* In place of the top {root}: samples of processes in a cgroup, "{cg}" and
+ * the mangled cgroup path (store layout 2; docs/sample-files.md). */
+#define CG_PREFIX	"{cg}"
+#define CG_PREFIX_LEN	(sizeof(CG_PREFIX) - 1)
 #define BLOCK		4096u		/* disk accounting unit */
 
 struct sfile_hdr {
@@ -87,6 +91,7 @@ struct sfile {
 	/* identity (normalised key) */
 	uint64_t khash;
 	char *app, *image;
+	char *cgroup;		/* NULL: none */
 	int kernel;
 	uint8_t event;
 	int64_t tgid, tid, cpu;

@@ -28,6 +28,7 @@ struct walk {
 	char guest[OPVM_MANGLE_MAX * 2];
 	char app[OPVM_MANGLE_MAX * 2];
 	char image[OPVM_MANGLE_MAX * 2];
+	char cgroup[OPVM_MANGLE_MAX * 2];
 	char event[32];
 };
 
@@ -85,8 +86,8 @@ static size_t path_push(struct walk *w, const char *name)
 	return len;
 }
 
-/* Levels below current/: 0 {root}, 1 <app>, 2 {dep}, 3 {root|kern},
- * 4 <image>, 5 sample file. */
+/* Levels below current/: 0 {root} or {cg}<cgroup>, 1 <app>, 2 {dep},
+ * 3 {root|kern|py}, 4 <image>, 5 sample file. */
 static int walk_level(struct walk *w, int dfd, const char *name, int depth)
 {
 	size_t saved;
@@ -94,8 +95,14 @@ static int walk_level(struct walk *w, int dfd, const char *name, int depth)
 
 	switch (depth) {
 	case 0:
-		if (strcmp(name, ROOT_DIR))
+		w->e.cgroup = NULL;
+		if (!strncmp(name, CG_PREFIX, CG_PREFIX_LEN)) {
+			if (store_unmangle(name + CG_PREFIX_LEN, w->cgroup, sizeof(w->cgroup)) < 0)
+				goto skip;
+			w->e.cgroup = w->cgroup;
+		} else if (strcmp(name, ROOT_DIR)) {
 			goto skip;
+		}
 		break;
 	case 1:
 		if (store_unmangle(name, w->app, sizeof(w->app)) < 0)

@@ -691,6 +691,7 @@ static void sfile_free(struct sfile *sf)
 		return;
 	sfile_unmap(sf);
 	free(sf->app);
+	free(sf->cgroup);
 	free(sf->image);
 	free(sf->relpath);
 	free(sf);
@@ -933,6 +934,7 @@ fail:
 /* Normalises key into the file identity the separate mask implies. */
 struct nkey {
 	const char *app, *image;
+	const char *cgroup;	/* NULL: none */
 	int kernel;
 	uint8_t event;
 	int64_t tgid, tid, cpu;
@@ -944,6 +946,7 @@ static void key_normalise(const struct store *st, const struct store_key *k,
 	unsigned sep = st->separate;
 
 	n->image = k->image;
+	n->cgroup = k->cgroup;
 	/* 2: Python frames, kept apart from the interpreter's own file */
 	n->kernel = k->python ? 2 : !!k->kernel;
 	n->app = k->app ? k->app : k->image;
@@ -989,15 +992,22 @@ static uint64_t nkey_hash(const struct nkey *n)
 
 	if (n->app != n->image)
 		h ^= str_hash(n->app, 1) * 3;
+	if (n->cgroup)
+		h ^= str_hash(n->cgroup, 2) * 5;
 	h ^= mix64((uint64_t)n->tgid * 0x100000001b3ULL ^ (uint64_t)n->tid);
 	h ^= mix64(((uint64_t)n->cpu << 16) ^ (uint64_t)n->event << 1 ^
 		   (uint64_t)n->kernel);
 	return h;
 }
 
+static bool cgroup_eq(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
 static bool nkey_eq_fields(const struct sfile *sf, const struct nkey *n)
 {
-	return sf->event == n->event &&
+	return sf->event == n->event && cgroup_eq(sf->cgroup, n->cgroup) &&
 	       sf->kernel == n->kernel && sf->tgid == n->tgid &&
 	       sf->tid == n->tid && sf->cpu == n->cpu &&
 	       !strcmp(sf->image, n->image) && !strcmp(sf->app, n->app);
@@ -1005,7 +1015,7 @@ static bool nkey_eq_fields(const struct sfile *sf, const struct nkey *n)
 
 static bool nkey_eq(const struct sfile *sf, const struct nkey *n, uint64_t h)
 {
-	return sf->khash == h && sf->event == n->event &&
+	return sf->khash == h && sf->event == n->event && cgroup_eq(sf->cgroup, n->cgroup) &&
 	       sf->kernel == n->kernel && sf->tgid == n->tgid &&
 	       sf->tid == n->tid && sf->cpu == n->cpu &&
 	       !strcmp(sf->image, n->image) && !strcmp(sf->app, n->app);
@@ -1051,6 +1061,18 @@ static void fmt_field(char *b, size_t n, int64_t v)
 		snprintf(b, n, "%lld", (long long)v);
 }
 
+/* The top directory of a file of cgroup (NULL: none) into out
+ * (CG_PREFIX_LEN + OPVM_MANGLE_MAX bytes). */
+static void top_dir(const char *cgroup, char *out)
+{
+	if (!cgroup) {
+		strcpy(out, ROOT_DIR);
+		return;
+	}
+	memcpy(out, CG_PREFIX, CG_PREFIX_LEN);
+	store_mangle(cgroup, strlen(cgroup), out + CG_PREFIX_LEN);
+}
+
 /* Opens or creates the file for n, whose app and image are the path
  * components mapp and mimg (mangled, or the store's own {overflow}), and
  * adds it to the store's files (and to the index unless overflow).
@@ -1060,7 +1082,7 @@ static struct sfile *sfile_new(struct store *st, const struct nkey *n, uint64_t 
 			       const struct store_key *key, bool overflow)
 {
 	const struct store_event *ev = &st->events[n->event];
-	char t[24], td[24], c[24];
+	char t[24], td[24], c[24], top[CG_PREFIX_LEN + OPVM_MANGLE_MAX];
 	const char *leaf;
 	struct sfile *sf;
 	int dfd, fd, ret;
@@ -1078,12 +1100,14 @@ static struct sfile *sfile_new(struct store *st, const struct nkey *n, uint64_t 
 	sf->cpu = n->cpu;
 	sf->app = strdup(n->app);
 	sf->image = strdup(n->image);
+	sf->cgroup = n->cgroup ? strdup(n->cgroup) : NULL;
 	fmt_field(t, sizeof(t), n->tgid);
 	fmt_field(td, sizeof(td), n->tid);
 	fmt_field(c, sizeof(c), n->cpu);
-	if (!sf->app || !sf->image ||
-	    asprintf(&sf->relpath, ROOT_DIR "/%s/" DEP_DIR "/%s/%s/%s.%llu.%u.%s.%s.%s",
-		     mapp, n->kernel == 2 ? PY_DIR : n->kernel ? KERN_DIR : ROOT_DIR, mimg,
+	top_dir(n->cgroup, top);
+	if (!sf->app || !sf->image || (n->cgroup && !sf->cgroup) ||
+	    asprintf(&sf->relpath, "%s/%s/" DEP_DIR "/%s/%s/%s.%llu.%u.%s.%s.%s",
+		     top, mapp, n->kernel == 2 ? PY_DIR : n->kernel ? KERN_DIR : ROOT_DIR, mimg,
 		     ev->name,
 		     (unsigned long long)ev->count, ev->unit_mask, t, td, c) < 0) {
 		sf->relpath = NULL;

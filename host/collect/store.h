@@ -71,6 +71,10 @@ struct store_key {
 				 * (JIT code, named by its perf map) */
 	uint8_t event;		/* index into the store's event table */
 	int64_t tgid, tid, cpu;
+	/* The process's cgroup path ("/a/b"), kept whatever the separation:
+	 * the file goes under {cg}<mangled path> in place of the top {root}.
+	 * NULL: not known (the kernel, idle, an old guest module). */
+	const char *cgroup;
 	const uint8_t *build_id; /* may be NULL */
 	size_t build_id_len;
 };
@@ -379,6 +383,8 @@ struct store_entry {
 	uint64_t count;
 	uint32_t unit_mask;
 	int64_t tgid, tid, cpu;	/* -1 for "all" */
+	const char *cgroup;	/* unmangled cgroup path; NULL: none (and
+				 * every file of a layout-1 tree) */
 };
 
 /* The apps the collector files idle and boot samples under whatever the

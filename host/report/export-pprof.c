@@ -16,6 +16,7 @@
 #include "host/report/report.h"
 #include "host/report/export-priv.h"
 #include "host/collect/stats.h"
+#include "lib/cgroup.h"
 #include "lib/util.h"
 
 /* ---- pprof -------------------------------------------------------------------- */
@@ -336,10 +337,28 @@ static const char *count_unit(const char *event)
 	return unit;
 }
 
-enum { PP_GUEST, PP_PROCESS, PP_IMAGE, PP_TGID, PP_TID, PP_CPU, PP_NR_KEYS };
+enum { PP_GUEST, PP_PROCESS, PP_IMAGE, PP_TGID, PP_TID, PP_CPU, PP_CGROUP, PP_POD,
+       PP_CONTAINER, PP_NR_KEYS };
 static const char *const pp_keys[PP_NR_KEYS] = {
-	"guest", "process", "image", "tgid", "tid", "cpu",
+	"guest", "process", "image", "tgid", "tid", "cpu", "cgroup", "pod", "container",
 };
+
+/* A row's cgroup, and the pod and container its path names (lib/cgroup.h). */
+static int pp_cgroup_labels(struct pp *p, Perftools__Profiles__Sample *s, const char *cgroup,
+			    const int64_t *k)
+{
+	struct cgroup_ids ids;
+
+	if (pp_label(s, k[PP_CGROUP], pp_str(p, cgroup), 0))
+		return -ENOMEM;
+	if (cgroup_ids_parse(cgroup, strlen(cgroup), &ids))
+		return 0;
+	if (ids.pod[0] && pp_label(s, k[PP_POD], pp_str(p, ids.pod), 0))
+		return -ENOMEM;
+	if (ids.container[0] && pp_label(s, k[PP_CONTAINER], pp_str(p, ids.container), 0))
+		return -ENOMEM;
+	return 0;
+}
 
 /* One sample of count at locations locs[0..n) (leaf first), labelled. */
 static int pp_sample_at(struct pp *p, const struct report *r, const struct report_row *row,
@@ -372,6 +391,8 @@ static int pp_sample_at(struct pp *p, const struct report *r, const struct repor
 	if (row->tid >= 0 && pp_label(s, k[PP_TID], 0, row->tid))
 		return -ENOMEM;
 	if (row->cpu >= 0 && pp_label(s, k[PP_CPU], 0, row->cpu))
+		return -ENOMEM;
+	if (row->cgroup && pp_cgroup_labels(p, s, row->cgroup, k))
 		return -ENOMEM;
 	for (size_t j = 0; j < s->n_label; j++)
 		if (s->label[j]->str < 0)
@@ -551,6 +572,6 @@ const struct export_ops export_pprof_ops = {
 	.name = "pprof",
 	.ext = ".pb.gz",
 	.help = "pprof: gzip'd pprof profile (go tool pprof -top FILE)",
-	.flags = EXPORT_DETAILS | EXPORT_EMPTY,
+	.flags = EXPORT_DETAILS | EXPORT_EMPTY | EXPORT_CGROUP,
 	.write = pprof_write,
 };

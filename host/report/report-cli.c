@@ -113,8 +113,8 @@ const struct opt_def report_cli_options[] = {
 	{ "system-map", RCLI_SYSTEM_MAP, "FILE", "guest System.map", 0 },
 	{ "kallsyms", RCLI_KALLSYMS, "FILE", "the same from a copy of the guest's "
 	  "/proc/kallsyms", 0 },
-	{ "separate", RCLI_SEPARATE, "LIST", "keep apart: guest,lib,kernel,thread,cpu", 0 },
-	{ "merge", RCLI_MERGE, "LIST", "merge: guest,lib,kernel,thread,cpu,all", 0 },
+	{ "separate", RCLI_SEPARATE, "LIST", "keep apart: guest,lib,kernel,thread,cpu,cgroup", 0 },
+	{ "merge", RCLI_MERGE, "LIST", "merge: guest,lib,kernel,thread,cpu,cgroup,all", 0 },
 	{ "threshold", RCLI_THRESHOLD, "PCT", "hide entries below PCT percent", 0 },
 	{ "source-dir", RCLI_SOURCE_DIR, "DIR", "where source files are (annotate --source)", 0 },
 	{ "no-host-kernel", RCLI_NO_HOST_KERNEL, NULL,
@@ -198,7 +198,7 @@ int report_cli_opt(struct report_cli *c, int opt, char *arg, char *err, size_t e
 	case RCLI_MERGE:
 		if (report_parse_keep(arg, &mask)) {
 			snprintf(err, errlen, "'%s': expected a list of guest, lib, kernel, "
-				 "thread, cpu, all, none", arg);
+				 "thread, cpu, cgroup, all, none", arg);
 			return -EINVAL;
 		}
 		if (opt == RCLI_SEPARATE)

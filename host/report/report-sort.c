@@ -326,6 +326,7 @@ static uint32_t lead_rank(const struct skey *k, enum report_sort how)
 		return k->image;
 	case REPORT_SORT_APP:
 		return k->app;
+	case REPORT_SORT_CGROUP:	/* report_sort() qsorts these */
 	case REPORT_SORT_SAMPLES:
 		break;
 	}

@@ -15,6 +15,7 @@
 
 #include "host/report/report.h"
 #include "host/collect/stats.h"
+#include "lib/cgroup.h"
 #include "lib/util.h"
 
 #define NO_SYMBOLS	"(no symbols)"
@@ -251,6 +252,13 @@ static void app_label(const struct report_row *row, int long_names, char *out, s
 	if (row->cpu >= 0) {
 		line_put(&l, "@", 1);
 		line_pad(&l, fmt_i64(row->cpu, num), 0, 0);
+	}
+	if (row->cgroup) {	/* "app <cgroup>": rows kept apart by cgroup */
+		const char *cg = esc_row(a, row->cgroup);
+
+		line_put(&l, " <", 2);
+		line_put(&l, cg, strnlen(cg, len > l.n + 3 ? len - l.n - 3 : 0));
+		line_put(&l, ">", 1);
 	}
 	if (l.n >= len)
 		l.n = len - 1;
@@ -806,7 +814,8 @@ static int label_width(struct colslot *cache, const struct report_row *row, int 
 	struct colslot *c;
 	int hit;
 
-	if (!cache) {
+	/* the cache keys on the app and ids: a row's cgroup is not in it */
+	if (!cache || row->cgroup) {
 		app_label(row, long_names, label, sizeof(label));
 		return (int)strlen(label);
 	}
@@ -1000,7 +1009,7 @@ static void print_row(struct line *l, const struct report_row *row, const struct
 	col_put(l, slot, hit, hit ? NULL : esc_row(e, disp(row->image, long_names)), c->image);
 	slot = NULL;
 	hit = 0;
-	if (apps)
+	if (apps && !row->cgroup)	/* as label_width() */
 		slot = col_slot_mru(apps, &last[1], row->app, row->tgid, row->tid, row->cpu, &hit);
 	hit = hit && slot->len >= 0;
 	if (!hit)
@@ -1239,6 +1248,25 @@ static double pround(double p)
 	return (double)(long long)(p * 10000.0 + 0.5) / 10000.0;
 }
 
+/* "cgroup", and "pod", "container" (and "runtime") where the path names
+ * them (lib/cgroup.h): 0 or -1. */
+static int row_json_cgroup(json_t *o, const char *cgroup)
+{
+	struct cgroup_ids ids;
+
+	if (json_object_set_new(o, "cgroup", jstr(cgroup)))
+		return -1;
+	if (cgroup_ids_parse(cgroup, strlen(cgroup), &ids))
+		return 0;
+	if (ids.pod[0] && json_object_set_new(o, "pod", json_string(ids.pod)))
+		return -1;
+	if (ids.container[0] && (json_object_set_new(o, "container", json_string(ids.container)) ||
+				 (ids.runtime[0] &&
+				  json_object_set_new(o, "runtime", json_string(ids.runtime)))))
+		return -1;
+	return 0;
+}
+
 /* A row's symbol named by address from .eh_frame says so ("eh_frame":
  * true); other rows have no such key. */
 static json_t *row_json(const struct report_row *row)
@@ -1255,6 +1283,10 @@ static json_t *row_json(const struct report_row *row)
 			      "samples", jcount(row->samples),
 			      "percent", pround(row->percent));
 
+	if (o && row->cgroup && row_json_cgroup(o, row->cgroup)) {
+		json_decref(o);
+		return NULL;
+	}
 	if (o && row->symbol && row->frame && json_object_set_new(o, "eh_frame", json_true())) {
 		json_decref(o);
 		return NULL;

@@ -29,6 +29,7 @@
 
 struct entry {
 	const char *path, *guest, *app, *image, *event;
+	const char *cgroup;		/* NULL: none */
 	int kernel;
 	int python;
 	uint64_t count;
@@ -65,6 +66,7 @@ int report_parse_keep(const char *spec, unsigned *out)
 		{ "library", REPORT_KEEP_LIB }, { "kernel", REPORT_KEEP_KERNEL },
 		{ "thread", REPORT_KEEP_THREAD }, { "tgid", REPORT_KEEP_THREAD },
 		{ "tid", REPORT_KEEP_THREAD }, { "cpu", REPORT_KEEP_CPU },
+		{ "cgroup", REPORT_KEEP_CGROUP },
 		{ "all", REPORT_KEEP_ALL }, { "none", 0 },
 	};
 	unsigned mask = 0;
@@ -102,6 +104,8 @@ int report_parse_sort(const char *s, enum report_sort *out)
 		*out = REPORT_SORT_IMAGE;
 	else if (!strcmp(s, "app") || !strcmp(s, "app-name"))
 		*out = REPORT_SORT_APP;
+	else if (!strcmp(s, "cgroup"))
+		*out = REPORT_SORT_CGROUP;
 	else
 		return -EINVAL;
 	return 0;
@@ -238,7 +242,9 @@ static int collect_cb(const struct store_entry *e, void *arg)
 	n->app = strpool_intern(&p->pool, e->app && *e->app ? store_app_label(e->app) : e->image, 0);
 	n->image = strpool_intern(&p->pool, e->image, 0);
 	n->event = strpool_intern(&p->pool, e->event, 0);
-	if (!n->path || !n->guest || !n->app || !n->image || !n->event)
+	n->cgroup = e->cgroup ? strpool_intern(&p->pool, e->cgroup, 0) : NULL;
+	if (!n->path || !n->guest || !n->app || !n->image || !n->event ||
+	    (e->cgroup && !n->cgroup))
 		return -ENOMEM;
 	n->kernel = e->kernel;
 	n->python = e->python;
@@ -305,7 +311,8 @@ static uint64_t row_hash(const struct report_row *k)
 		     (uint64_t)k->tgid * 0xd6e8feb86659fd93ull +
 		     (uint64_t)k->tid * 0xff51afd7ed558ccdull +
 		     (uint64_t)k->cpu * 0xc4ceb9fe1a85ec53ull +
-		     (uintptr_t)k->symbol * 0x94d049bb133111ebull;
+		     (uintptr_t)k->symbol * 0x94d049bb133111ebull +
+		     (uintptr_t)k->cgroup * 0x9fb21c651e98df25ull;
 
 	h ^= h >> 29;
 	h *= 0xbf58476d1ce4e5b9ull;
@@ -317,7 +324,8 @@ static int row_eq(const struct report_row *a, const struct report_row *b)
 {
 	return a->guest == b->guest && a->app == b->app && a->image == b->image &&
 	       a->tgid == b->tgid && a->tid == b->tid && a->cpu == b->cpu &&
-	       a->symbol == b->symbol && a->kernel == b->kernel && a->python == b->python;
+	       a->symbol == b->symbol && a->kernel == b->kernel && a->python == b->python &&
+	       a->cgroup == b->cgroup;
 }
 
 static int rowhash_grow(struct report *r)
@@ -879,6 +887,7 @@ static void entry_key(struct report *r, unsigned keep, const struct entry *e,
 	key->tgid = e->tgid;
 	key->tid = e->tid;
 	key->cpu = e->cpu;
+	key->cgroup = keep & REPORT_KEEP_CGROUP ? e->cgroup : NULL;
 	if (!(keep & REPORT_KEEP_GUEST))
 		key->guest = strpool_intern(&r->priv->pool, "all", 0);
 	if ((is_lib && !(keep & REPORT_KEEP_LIB)) ||
@@ -1329,6 +1338,15 @@ static int cmp_app(const void *a, const void *b)
 	return c ? c : cmp_tail(x, y);
 }
 
+/* By cgroup path, rows of no cgroup last. */
+static int cmp_cgroup(const void *a, const void *b)
+{
+	const struct report_row *x = a, *y = b;
+	int c = strcmp_null(x->cgroup, y->cgroup);
+
+	return c ? c : cmp_tail(x, y);
+}
+
 /* Already in that order (report_load() sorts by samples, and most callers
  * ask for that again): one pass instead of a sort of 100 k rows. */
 static int rows_sorted(const struct report *r, int (*cmp)(const void *, const void *))
@@ -1353,12 +1371,17 @@ void report_sort(struct report *r, enum report_sort how)
 	case REPORT_SORT_APP:
 		cmp = cmp_app;
 		break;
+	case REPORT_SORT_CGROUP:
+		cmp = cmp_cgroup;
+		break;
 	case REPORT_SORT_SAMPLES:
 		break;
 	}
-	/* qsort() only when out of memory for the sort by ranks: the same
-	 * order, at a few times the cost. */
-	if (r->nr_rows && !rows_sorted(r, cmp) && report_rows_sort(r->rows, r->nr_rows, how))
+	/* qsort() only when out of memory for the sort by ranks (which has
+	 * no cgroup rank: few rows have one): the same order, at a few times
+	 * the cost. */
+	if (r->nr_rows && !rows_sorted(r, cmp) &&
+	    (how == REPORT_SORT_CGROUP || report_rows_sort(r->rows, r->nr_rows, how)))
 		qsort(r->rows, r->nr_rows, sizeof(*r->rows), cmp);
 	/* The row hash holds indices: it is stale after sorting, and rows are
 	 * not added after load. */

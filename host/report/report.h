@@ -31,10 +31,11 @@ enum report_keep {
 	REPORT_KEEP_KERNEL	= 1u << 2,	/* kernel per application */
 	REPORT_KEEP_THREAD	= 1u << 3,	/* tgid, tid */
 	REPORT_KEEP_CPU		= 1u << 4,
+	REPORT_KEEP_CGROUP	= 1u << 5,	/* the process's cgroup */
 	REPORT_KEEP_DEFAULT	= REPORT_KEEP_GUEST | REPORT_KEEP_LIB | REPORT_KEEP_KERNEL,
-	REPORT_KEEP_ALL		= 0x1f,
+	REPORT_KEEP_ALL		= 0x3f,
 };
-/* "guest,lib,kernel,thread,cpu,all,none" -> mask.  0 or -EINVAL. */
+/* "guest,lib,kernel,thread,cpu,cgroup,all,none" -> mask.  0 or -EINVAL. */
 int report_parse_keep(const char *spec, unsigned *out);
 
 enum report_sort {
@@ -42,6 +43,7 @@ enum report_sort {
 	REPORT_SORT_SYMBOL,
 	REPORT_SORT_IMAGE,
 	REPORT_SORT_APP,
+	REPORT_SORT_CGROUP,	/* rows per cgroup (implies REPORT_KEEP_CGROUP) */
 };
 int report_parse_sort(const char *s, enum report_sort *out);
 
@@ -127,6 +129,8 @@ struct report_row {
 					 * binary named by address, its bounds
 					 * from .eh_frame ("gzip+0x4a10") */
 	int64_t tgid, tid, cpu;		/* -1: merged */
+	const char *cgroup;		/* interned cgroup path; NULL: none, or
+					 * merged (REPORT_KEEP_CGROUP) */
 	const char *symbol;		/* NULL: no symbols (or not asked) */
 	uint64_t sym_addr, sym_size;	/* image addresses, when symbol != NULL */
 	struct simage *img;		/* resolver's image (NULL without symbols) */
@@ -374,6 +378,8 @@ enum export_flags {
 	EXPORT_DETAILS = 1u << 1,	/* wants per-address counts (report_opts.details) */
 	EXPORT_DIFF = 1u << 2,		/* draws against base (--diff) */
 	EXPORT_EMPTY = 1u << 3,		/* writes a profile with no sample (--empty-ok) */
+	EXPORT_CGROUP = 1u << 4,	/* labels samples with their cgroup
+					 * (rows kept apart by it) */
 };
 
 /* One export format.  A new one is its own file defining

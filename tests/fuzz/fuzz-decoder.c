@@ -7,7 +7,8 @@
  * are printed, as text and (input's first byte & 2) as JSON.  KSYMS records
  * also go through fetch_ksyms_text() (host/collect/fetch.c), whose lines must
  * stay within the buffer, printable and one symbol each; every record also
- * goes, when the input's first byte & 4 (the part file's creation and
+ * goes (CGROUP paths also through lib/cgroup.c's pod and container
+ * parser), when the input's first byte & 4 (the part file's creation and
  * removal cost four times the rest), to a fetch (fetch.h) that has just
  * asked for one binary (request 1,
  * a 64 KiB cap), so FILE_DATA/FILE_END with any ids, offsets and sizes
@@ -36,6 +37,7 @@
 #include "host/collect/decoder.h"
 #include "host/collect/fetch.h"
 #include "host/collect/gstate.h"
+#include "lib/cgroup.h"
 #include "lib/channel.h"
 
 static FILE *devnull;
@@ -66,6 +68,24 @@ static void check_ksyms(const struct opvm_rec_hdr *rec, size_t len)
 			abort();
 	}
 	if (lines != ok || (n && out[n - 1] != '\n'))
+		abort();
+}
+
+/* A CGROUP's path through the reports' pod/container parser (lib/cgroup.h),
+ * raw as the guest sent it, and its findings well formed. */
+static void check_cgroup(const struct opvm_rec_hdr *rec, size_t len)
+{
+	const struct opvm_rec_cgroup *r = (const void *)rec;
+	size_t n = le16toh(r->path_len);
+	struct cgroup_ids ids;
+
+	if (!chan_rec_check(rec, len))
+		return;		/* the decoder counts it bad */
+	if (cgroup_ids_parse((const char *)(r + 1), n, &ids) == 0 && !ids.pod[0] &&
+	    !ids.container[0])
+		abort();
+	if ((ids.pod[0] && strlen(ids.pod) != CGROUP_POD_LEN) ||
+	    (ids.container[0] && strlen(ids.container) != CGROUP_CONTAINER_LEN))
 		abort();
 }
 
@@ -116,6 +136,8 @@ static void print_both(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 		abort();
 	if (le16toh(rec->type) == OPVM_REC_KSYMS)
 		check_ksyms(rec, len);
+	if (le16toh(rec->type) == OPVM_REC_CGROUP)
+		check_cgroup(rec, len);
 	if (fz_fetch)
 		fetch_record(fz_fetch, rec, len);
 	if ((*(uint64_t *)arg)++ >= PRINT_MAX)

@@ -10,7 +10,9 @@
  * stay within its caps, pass only bounded names, and never read outside
  * what the callback allows.  The same image is walked as a task list
  * (init_task and the struct offsets from the same six numbers) and parsed
- * as BTF: walks must stop at their cap, results be unique and sorted.
+ * as BTF: walks must stop at their cap, results be unique and sorted,
+ * and each task's cgroup path (css_set, cgroup, kernfs nodes at offsets
+ * from the same numbers) bounded, terminated and rooted at '/'.
  * It is also read as per-CPU areas (__per_cpu_offset[] and a current-task
  * pointer somewhere in it): each CPU's current task must come back with a
  * terminated name, a kernel task address and a page-aligned CR3, or be
@@ -88,6 +90,10 @@ static void tasks(struct mem *m, const uint64_t *off)
 		.task_tgid = (uint32_t)(off[2] % 2048), .task_comm = (uint32_t)(off[3] % 2048),
 		.task_mm = (uint32_t)(off[4] % 2048), .task_real_parent = (uint32_t)(off[5] % 2048),
 		.mm_pgd = (uint32_t)(off[0] % 512),
+		/* the cgroup chain: task -> css_set -> cgroup -> kernfs nodes */
+		.has_cgroup = 1, .task_cgroups = (uint32_t)(off[5] % 4096),
+		.cset_dfl_cgrp = (uint32_t)(off[4] % 256), .cgrp_kn = (uint32_t)(off[3] % 256),
+		.kn_parent = (uint32_t)(off[2] % 128), .kn_name = (uint32_t)(off[1] % 128),
 	};
 	struct ktasks_stats st = { 0 };
 	struct ktask out[64];
@@ -100,6 +106,15 @@ static void tasks(struct mem *m, const uint64_t *off)
 			__builtin_trap();
 	if (n > 64 || (n && out[0].comm[16]))
 		__builtin_trap();
+	/* each task's cgroup path: bounded, terminated, rooted */
+	for (size_t i = 0; i < n; i++) {
+		char path[160];
+		int cut, len = ktasks_cgroup_path(&km, &o, out[i].cgroup_kn, path,
+						  sizeof(path), &cut, &st);
+
+		if (len >= (int)sizeof(path) || (len >= 0 && (path[0] != '/' || path[len])))
+			__builtin_trap();
+	}
 	/* the same memory as per-CPU areas: CPU i's current task */
 	uint64_t slots[8];
 	struct ktask_cur cur;

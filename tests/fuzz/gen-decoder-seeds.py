@@ -22,7 +22,7 @@ MAGIC = 0x564F
 VERSION = 1
 (HELLO, LOST, PROC, EXEC, PROC_EXIT, THREAD, THREAD_EXIT, COOKIE, MMAP,
  MUNMAP, MODULE, MODULE_FREE, SYNC, KSYMS, KSYMS_END, FILE_DATA,
- FILE_END) = range(1, 18)
+ FILE_END, CGROUP) = range(1, 19)
 
 
 class Stream:
@@ -103,6 +103,10 @@ class Stream:
     def file_end(self, req, status, size):
         return self.rec(FILE_END, struct.pack("<iiQ", req, status, size))
 
+    def cgroup(self, tgid, path, path_len=None, flags=0):
+        n = len(path) if path_len is None else path_len
+        return self.rec(CGROUP, struct.pack("<IHHQ", tgid, n, flags, 0) + path)
+
     def raw(self, b):
         self.data += b
         return self
@@ -179,6 +183,16 @@ def streams():
     s.file_data(1, 8064, b"y", nbytes=9000).file_end(1, 0, 8064)
     s.file_end(1, -116, 0).file_end(7, 0, 2 << 30)
     out["file"] = s.data
+    # cgroups: Kubernetes' forms, the longest path, lies about lengths
+    uid = b"2c0a4b1e_93f5_4b57_8e0e_1d2c3b4a5f60"
+    cid = b"0123456789abcdef" * 4
+    s = Stream().hello().proc(20, 1, 0x14000, 0, b"app").proc(21, 1, 0x15000, 0, b"b")
+    s.cgroup(20, b"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid +
+             b".slice/cri-containerd-" + cid + b".scope")
+    s.cgroup(21, b"/kubepods/burstable/pod" + uid.replace(b"_", b"-") + b"/" + cid)
+    s.cgroup(21, b"/" + b"c" * 1023).cgroup(20, b"/x", path_len=1025)
+    s.cgroup(20, b"/x", path_len=40).cgroup(99, b"/docker/" + cid)
+    out["cgroup"] = s.data
     return out
 
 

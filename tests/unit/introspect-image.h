@@ -372,6 +372,15 @@ static inline void xi_vmcoreinfo_old(struct ximage *x)
 /* Set: the kernel before 6.1, mm->mmap (at XM_MT + 8) and vm_next instead
  * of the maple tree, in the BTF and in xv_proc(). */
 static int xt_vma_list;
+/* Set before xt_btf(): task_struct.cgroups and the structs the cgroup
+ * walk reads (css_set.dfl_cgrp, cgroup.kn, kernfs_node.parent/name). */
+static int xt_cgroups;
+#define XT_CGROUPS	0x320		/* task_struct.cgroups */
+#define XCS_DFL		0x10		/* css_set.dfl_cgrp */
+#define XCG_KN		0x28		/* cgroup.kn */
+#define XKN_PARENT	0x10		/* kernfs_node.parent */
+#define XKN_NAME	0x18		/* kernfs_node.name */
+#define XCG_VA		(XI_KERNEL_VA + 0xd00000)	/* cgroup objects: 1 MiB */
 
 /* The types of the mappings; returns struct maple_tree's id. */
 static inline int xv_btf(struct btf *b, int u64)
@@ -530,8 +539,19 @@ static inline void *xt_btf(uint32_t *len)
 	btf__add_field(b, "stack", u64, XT_STACK * 8, 0);
 	btf__add_field(b, NULL, anon, XT_ANON * 8, 0);
 	btf__add_field(b, "comm", arr, XT_COMM * 8, 0);
+	if (xt_cgroups)
+		btf__add_field(b, "cgroups", u64, XT_CGROUPS * 8, 0);
 	mt = xv_btf(b, u64);
 	xk_btf(b, i32, ch, u64, lh);
+	if (xt_cgroups) {
+		btf__add_struct(b, "css_set", 0x40);
+		btf__add_field(b, "dfl_cgrp", u64, XCS_DFL * 8, 0);
+		btf__add_struct(b, "cgroup", 0x100);
+		btf__add_field(b, "kn", u64, XCG_KN * 8, 0);
+		btf__add_struct(b, "kernfs_node", 0x80);
+		btf__add_field(b, "parent", u64, XKN_PARENT * 8, 0);
+		btf__add_field(b, "name", u64, XKN_NAME * 8, 0);
+	}
 	btf__add_struct(b, "mm_struct", 0x100);
 	btf__add_field(b, "mmap_base", u64, 0, 0);
 	btf__add_field(b, "pgd", u64, XM_PGD * 8, 0);

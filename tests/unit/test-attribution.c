@@ -124,6 +124,7 @@ struct query {
 	uint64_t sum;
 	unsigned files;
 	int kernel;
+	const char *cg;			/* NULL: any; "": none */
 };
 
 static int sum_cb(uint64_t off, uint64_t count, void *arg)
@@ -149,6 +150,8 @@ static int walk_cb(const struct store_entry *e, void *arg)
 	    (q->cpu != -2 && e->cpu != q->cpu))
 		return 0;
 	if (q->event && strcmp(e->event, q->event))
+		return 0;
+	if (q->cg && (*q->cg ? !e->cgroup || strcmp(e->cgroup, q->cg) : !!e->cgroup))
 		return 0;
 	r = sfile_reader_open(e->path, err, sizeof(err));
 	if (!r)
@@ -250,6 +253,57 @@ static void test_user_and_lib(void **state)
 	assert_int_equal(count_at(&f, "/bin/app", "/lib/libc.so.6", -1, -1, -1, 0x26100, NULL), 1);
 	assert_int_equal(count_at(&f, "/bin/app", "/bin/app", -1, -1, -1, 0x1000, NULL), 1);
 	assert_int_equal(count_at(&f, "/lib/libc.so.6", "/lib/libc.so.6", ANY, ANY, ANY, ALL, NULL), 0);
+	fix_close(&f);
+}
+
+static uint64_t count_cg(struct fix *f, const char *image, const char *cg)
+{
+	struct query q = { .image = image, .tgid = ANY, .tid = ANY, .cpu = ANY, .offset = ALL,
+			   .cg = cg };
+
+	assert_int_equal(store_sync(f->st), 0);
+	assert_int_equal(store_walk(f->dir, "current", walk_cb, &q, NULL), 0);
+	return q.sum;
+}
+
+/* Two processes of one binary in two cgroups: their samples stay apart
+ * even with nothing separated; a move files the next samples under the
+ * new cgroup (the caches follow); a process's kernel time is in its
+ * cgroup where kernel time is filed under the process. */
+static void test_cgroup_keys(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+
+	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
+	assert_int_equal(gstate_mmap(f.gs, 200, EXE_LO, EXE_HI, 0x1000, 1), 0); /* /bin/app */
+	assert_int_equal(gstate_cgroup(f.gs, 100, S("/a")), 0);
+	assert_int_equal(gstate_cgroup(f.gs, 200, S("/b")), 0);
+	for (int i = 0; i < 3; i++) {
+		s = user(CR3_A, EXE_LO + 0x10, 100, 100);
+		assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	}
+	s = user(CR3_B, EXE_LO + 0x10, 200, 200);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(count_cg(&f, "/bin/app", "/a"), 3);
+	assert_int_equal(count_cg(&f, "/bin/app", "/b"), 1);
+	assert_int_equal(count_cg(&f, "/bin/app", ""), 0);
+	/* 200 moves to /a: the same file as 100's from now on */
+	assert_int_equal(gstate_cgroup(f.gs, 200, S("/a")), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(count_cg(&f, "/bin/app", "/a"), 4);
+	assert_int_equal(count_cg(&f, "/bin/app", "/b"), 1);
+	/* the kernel's own samples have no cgroup here */
+	s = kern(CR3_A, KTEXT + 0x40, 100, 100, OPVM_SAMPLE_SLOT);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(count_cg(&f, "vmlinux", ""), 1);
+	fix_close(&f);
+
+	fix_open(&f, OPVM_SEP_LIB | OPVM_SEP_KERNEL, 1000, 0, true);
+	assert_int_equal(gstate_cgroup(f.gs, 100, S("/a")), 0);
+	s = kern(CR3_A, KTEXT + 0x40, 100, 100, OPVM_SAMPLE_SLOT);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(count_cg(&f, "vmlinux", "/a"), 1);
 	fix_close(&f);
 }
 
@@ -1247,6 +1301,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kernel),
 		cmocka_unit_test(test_user_and_lib),
+		cmocka_unit_test(test_cgroup_keys),
 		cmocka_unit_test(test_thread_cpu),
 		cmocka_unit_test(test_kernel_separation),
 		cmocka_unit_test(test_idle_boot_own_apps),

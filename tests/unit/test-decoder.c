@@ -143,6 +143,28 @@ static void rec_cookie_raw(struct stream *s, uint64_t id, const void *path,
 	}
 }
 
+static void rec_cgroup_raw(struct stream *s, uint32_t tgid, const char *path,
+			   size_t path_len, uint16_t wire_path_len)
+{
+	struct opvm_rec_cgroup r;
+	size_t len = (sizeof(r) + path_len + 7) & ~(size_t)7;
+	static const uint8_t zero[8];
+
+	memset(&r, 0, sizeof(r));
+	hdr_set(&r.hdr, OPVM_REC_CGROUP, len, s->seq++);
+	r.tgid = htole32(tgid);
+	r.path_len = htole16(wire_path_len);
+	r.id = htole64(77);
+	st_put(s, &r, sizeof(r));
+	st_put(s, path, path_len);
+	st_put(s, zero, len - sizeof(r) - path_len);
+}
+
+static void rec_cgroup(struct stream *s, uint32_t tgid, const char *path)
+{
+	rec_cgroup_raw(s, tgid, path, strlen(path), (uint16_t)strlen(path));
+}
+
 static void rec_cookie(struct stream *s, uint64_t id, const char *path)
 {
 	size_t n = strlen(path);
@@ -380,6 +402,57 @@ static void test_applies_to_gstate(void **state)
 	assert_int_equal(gstate_nr_modules(c.gs), 1);
 	assert_non_null(gstate_module_find(c.gs, 0xffffffffc0000100ull));
 	assert_int_equal(gstate_get_stats(c.gs)->guest_lost, 3);
+	ctx_fini(&c);
+	st_free(&s);
+}
+
+/* CGROUP (a type older hosts skip): applied to its process, interned,
+ * lengths checked, hostile bytes sanitised. */
+static void test_cgroup(void **state)
+{
+	static const char k8s[] = "/kubepods.slice/kubepods-pod1.slice/cri-containerd-1.scope";
+	struct stream s = { 0 };
+	const struct gstate_process *a, *b;
+	struct ctx c;
+	char big[OPVM_CGROUP_PATH_MAX + 8];
+
+	ctx_init(&c, NULL);
+	rec_hello(&s);
+	rec_proc(&s, OPVM_REC_PROC, 10, 1, 0x1000, 0, "a");
+	rec_proc(&s, OPVM_REC_PROC, 11, 1, 0x2000, 0, "b");
+	rec_cgroup(&s, 10, k8s);
+	rec_cgroup(&s, 11, k8s);
+	rec_cgroup(&s, 12, "/x");				/* no such process */
+	rec_cgroup_raw(&s, 11, "/x", 2, 3000);			/* length past its max */
+	rec_cgroup_raw(&s, 11, "/x", 2, 9);			/* tail past the record */
+	rec_cgroup(&s, 11, "relative");				/* not a path */
+	feed_stream(c.d, &s);
+	a = gstate_proc_by_tgid(c.gs, 10);
+	b = gstate_proc_by_tgid(c.gs, 11);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_string_equal(a->cgroup, k8s);
+	assert_ptr_equal(a->cgroup, b->cgroup);		/* interned */
+	assert_int_equal(gstate_nr_cgroups(c.gs), 1);
+	assert_int_equal(decoder_get_stats(c.d)->bad_records, 2);
+	assert_int_equal(decoder_get_stats(c.d)->refused, 2);
+	/* control bytes become '?'; the longest path fits */
+	st_free(&s);
+	s.seq = 7;
+	rec_cgroup(&s, 11, "/a\x01\x1b[2J");
+	memset(big, 'x', sizeof(big));
+	big[0] = '/';
+	rec_cgroup_raw(&s, 10, big, OPVM_CGROUP_PATH_MAX, OPVM_CGROUP_PATH_MAX);
+	feed_stream(c.d, &s);
+	b = gstate_proc_by_tgid(c.gs, 11);
+	a = gstate_proc_by_tgid(c.gs, 10);
+	assert_string_equal(b->cgroup, "/a??[2J");
+	assert_int_equal(strlen(a->cgroup), OPVM_CGROUP_PATH_MAX);
+	/* a new HELLO forgets them */
+	st_free(&s);
+	rec_hello(&s);
+	feed_stream(c.d, &s);
+	assert_int_equal(gstate_nr_cgroups(c.gs), 0);
 	ctx_fini(&c);
 	st_free(&s);
 }
@@ -1155,6 +1228,7 @@ int main(void)
 		cmocka_unit_test(test_struct_sizes),
 		cmocka_unit_test(test_decode_only),
 		cmocka_unit_test(test_applies_to_gstate),
+		cmocka_unit_test(test_cgroup),
 		cmocka_unit_test(test_split_every_boundary),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_oversized_len),

@@ -356,6 +356,38 @@ static void test_fork_empty(void **state)
 	gstate_free(gs);
 }
 
+/* A child starts in its parent's cgroup; the same cgroup again is not a
+ * change (sync's caches stay); the table of paths is bounded. */
+static void test_cgroups(void **state)
+{
+	struct gstate_limits lim;
+	struct gstate *gs;
+	uint64_t gen;
+
+	gstate_default_limits(&lim);
+	lim.max_cgroups = 2;
+	gs = gstate_new(&lim);
+	assert_non_null(gs);
+	assert_int_equal(gstate_proc(gs, 10, 1, 0x10000, S("sh"), 0), 0);
+	assert_null(gstate_proc_by_tgid(gs, 10)->cgroup);
+	assert_int_equal(gstate_cgroup(gs, 10, S("/a")), 0);
+	assert_int_equal(gstate_proc(gs, 11, 10, 0x20000, S("sh"), 0), 0);
+	assert_string_equal(gstate_proc_by_tgid(gs, 11)->cgroup, "/a");
+	gen = gstate_generation(gs);
+	assert_int_equal(gstate_cgroup(gs, 11, S("/a")), 0);
+	assert_int_equal(gstate_generation(gs), gen);
+	assert_int_equal(gstate_cgroup(gs, 11, S("/b")), 0);
+	assert_true(gstate_generation(gs) != gen);
+	assert_int_equal(gstate_cgroup(gs, 11, S("/c")), -ENOSPC);
+	assert_string_equal(gstate_proc_by_tgid(gs, 11)->cgroup, "/b");
+	assert_int_equal(gstate_cgroup(gs, 12, S("/a")), -ENOENT);
+	assert_int_equal(gstate_cgroup(gs, 11, "", 0), -EINVAL);
+	/* an exec keeps it */
+	assert_int_equal(gstate_exec(gs, 11, 0x30000, S("x"), 0), 0);
+	assert_string_equal(gstate_proc_by_tgid(gs, 11)->cgroup, "/b");
+	gstate_free(gs);
+}
+
 static int count_mod(const struct gstate_module *m, void *arg)
 {
 	(*(int *)arg)++;
@@ -810,6 +842,7 @@ int main(void)
 		cmocka_unit_test(test_cookie_renames),
 		cmocka_unit_test(test_mappings),
 		cmocka_unit_test(test_fork_empty),
+		cmocka_unit_test(test_cgroups),
 		cmocka_unit_test(test_modules),
 		cmocka_unit_test(test_hostile_strings),
 		cmocka_unit_test(test_limits),

@@ -29,6 +29,7 @@
 #include "vmm/introspect/kvmas.h"
 #include "vmm/introspect/vmcoreinfo.h"
 #include "introspect-image.h"
+#include "lib/channel.h"
 #include "lib/array.h"
 
 #define RAM	(8u << 20)
@@ -59,7 +60,9 @@ struct capture {
 	uint64_t procs, execs, exits;
 	struct opvm_rec_proc p105, last_exec;
 	uint32_t last_exit;
-	uint64_t cookies, maps, munmaps;
+	uint64_t cookies, maps, munmaps, cgroups;
+	char cgroup_path[64];		/* the last CGROUP's */
+	uint32_t cgroup_tgid;
 	char cookie_path[2][64];
 	uint8_t cookie_bid[2][32];
 	uint8_t cookie_bid_len[2];
@@ -123,6 +126,15 @@ static void capture(void *arg, const void *rec, size_t len)
 	} else if (h->type == OPVM_REC_MUNMAP) {
 		c->munmaps++;
 		memcpy(&c->last_munmap, rec, sizeof(c->last_munmap));
+	} else if (h->type == OPVM_REC_CGROUP) {
+		const struct opvm_rec_cgroup *r = rec;
+
+		assert_true(sizeof(*r) + r->path_len <= len);
+		assert_true(chan_rec_check(rec, len));
+		snprintf(c->cgroup_path, sizeof(c->cgroup_path), "%.*s", (int)r->path_len,
+			 (const char *)(r + 1));
+		c->cgroup_tgid = r->tgid;
+		c->cgroups++;
 	} else if (h->type == OPVM_REC_KSYMS_END) {
 		const struct opvm_rec_ksyms_end *e = rec;
 
@@ -569,6 +581,160 @@ static void test_lying_tasks(void **state)
 	assert_int_equal(ktasks_walk(&km, &o, 0xffffffff9f000000ull, out, 1000, &n, &st), -EFAULT);
 	guest_free(&g);
 	free(out);
+}
+
+/* ---- cgroups: kernfs nodes kn(i), their cgroups and css_sets ---------- */
+
+#define XKN(i)		(XCG_VA + 0x1000 + (uint64_t)(i) * 0x80)
+#define XKN_STR(i)	(XCG_VA + 0x8000 + (uint64_t)(i) * 0x200)
+#define XCGRP(i)	(XCG_VA + 0x4000 + (uint64_t)(i) * 0x100)
+#define XCSET(i)	(XCG_VA + 0x6000 + (uint64_t)(i) * 0x40)
+
+/* Node i named name (NULL: the root's ""), under parent (-1: none),
+ * with its cgroup and a css_set pointing there. */
+static void xcg_node(struct guest *g, unsigned i, int parent, const char *name)
+{
+	uint64_t p = parent < 0 ? 0 : XKN(parent), np = XKN_STR(i);
+	uint64_t kn = XKN(i), cg = XCGRP(i);
+
+	xi_put(&g->x, np, name ? name : "", name ? strlen(name) + 1 : 1);
+	xi_put(&g->x, kn + XKN_PARENT, &p, 8);
+	xi_put(&g->x, kn + XKN_NAME, &np, 8);
+	xi_put(&g->x, cg + XCG_KN, &kn, 8);
+	xi_put(&g->x, XCSET(i) + XCS_DFL, &cg, 8);
+}
+
+static void xcg_task(struct guest *g, unsigned task, unsigned node)
+{
+	xi_put(&g->x, XT_TASK_VA + task * XT_SIZE + XT_CGROUPS, &(uint64_t){ XCSET(node) }, 8);
+}
+
+static int cg_path(const struct ktasks_mem *km, const struct kbtf_offsets *o, unsigned i,
+		   char *out, size_t cap, int *cut, struct ktasks_stats *st)
+{
+	return ktasks_cgroup_path(km, o, XKN(i), out, cap, cut, st);
+}
+
+/* A tree of cgroups read from guest memory, then one that lies: a loop,
+ * a chain too deep, names too long or with a '/', pointers that lead
+ * nowhere.  Each costs a counter and that path, never the walk. */
+static void test_cgroups(void **state)
+{
+	struct ktask *out = calloc(100, sizeof(*out));
+	struct ktasks_stats st = { 0 };
+	struct ktasks_mem km;
+	struct kbtf_offsets o;
+	struct guest g;
+	char err[160], path[2048], big[400];
+	uint32_t len;
+	size_t n;
+	int cut;
+
+	xt_cgroups = 1;
+	tguest_new(&g, 20);
+	free(xt_btf(&len));
+	xt_cgroups = 0;
+	km = (struct ktasks_mem){ .read = { tread, g.m }, .v2p = tv2p, .arg = g.m };
+	assert_int_equal(kbtf_offsets(g.x.ram + XT_BTF_VA - XI_KERNEL_VA + XI_KERNEL_PA, len,
+				      &o, err, sizeof(err)), 0);
+	assert_true(o.has_cgroup);
+	assert_int_equal(o.task_cgroups, XT_CGROUPS);
+	xcg_node(&g, 0, -1, NULL);
+	xcg_node(&g, 1, 0, "opvm-a");
+	xcg_node(&g, 2, 0, "kubepods.slice");
+	xcg_node(&g, 3, 2, "kubepods-pod1.slice");
+	xcg_node(&g, 4, 3, "cri-containerd-1.scope");
+	for (unsigned i = 0; i < 20; i++)
+		xcg_task(&g, i, i % 3 ? i % 3 == 1 ? 1 : 4 : 0);
+	assert_int_equal(ktasks_walk(&km, &o, XT_INIT_VA, out, 100, &n, &st), 0);
+	assert_int_equal(n, 20);
+	assert_int_equal(out[7].cgroup_kn, XKN(1));
+	assert_int_equal(out[8].cgroup_kn, XKN(4));
+	assert_int_equal(out[9].cgroup_kn, XKN(0));
+	assert_int_equal(cg_path(&km, &o, 0, path, sizeof(path), &cut, &st), 1);
+	assert_string_equal(path, "/");
+	assert_int_equal(cg_path(&km, &o, 4, path, sizeof(path), &cut, &st), 58);
+	assert_string_equal(path, "/kubepods.slice/kubepods-pod1.slice/cri-containerd-1.scope");
+	assert_int_equal(cut, 0);
+	/* cut at the byte cap, said so */
+	assert_int_equal(cg_path(&km, &o, 4, path, 20, &cut, &st), 19);
+	assert_string_equal(path, "/kubepods.slice/kub");
+	assert_int_equal(cut, 1);
+	assert_int_equal(st.cgroup_cut, 1);
+	assert_int_equal(st.cgroup_bad, 0);
+	/* a loop (5 <-> 6), a chain deeper than the cap (10 .. 80) */
+	xcg_node(&g, 5, 6, "a");
+	xcg_node(&g, 6, 5, "b");
+	assert_int_equal(cg_path(&km, &o, 5, path, sizeof(path), &cut, &st), -ELOOP);
+	xcg_node(&g, 10, 0, "d");
+	for (unsigned i = 11; i <= 10 + KTASKS_CGROUP_DEPTH; i++)
+		xcg_node(&g, i, (int)i - 1, "d");
+	assert_int_equal(cg_path(&km, &o, 10 + KTASKS_CGROUP_DEPTH, path, sizeof(path), &cut,
+				 &st), -ELOOP);
+	assert_int_equal(cg_path(&km, &o, 9 + KTASKS_CGROUP_DEPTH, path, sizeof(path), &cut,
+				 &st), 2 * KTASKS_CGROUP_DEPTH);
+	assert_int_equal(st.cgroup_bad, 2);
+	/* a name past NAME_MAX, unterminated: its first 255 bytes; a '/' in one */
+	memset(big, 'x', sizeof(big));
+	xi_put(&g.x, XKN_STR(7), big, sizeof(big));
+	xi_put(&g.x, XKN(7) + XKN_PARENT, &(uint64_t){ XKN(0) }, 8);
+	xi_put(&g.x, XKN(7) + XKN_NAME, &(uint64_t){ XKN_STR(7) }, 8);
+	assert_int_equal(cg_path(&km, &o, 7, path, sizeof(path), &cut, &st), 256);
+	xcg_node(&g, 8, 1, "../x");
+	assert_int_equal(cg_path(&km, &o, 8, path, sizeof(path), &cut, &st), 12);
+	assert_string_equal(path, "/opvm-a/..?x");
+	/* pointers to nowhere: a name in user space, a parent outside RAM */
+	xi_put(&g.x, XKN(8) + XKN_NAME, &(uint64_t){ 0x1000 }, 8);
+	assert_int_equal(cg_path(&km, &o, 8, path, sizeof(path), &cut, &st), -EFAULT);
+	xi_put(&g.x, XKN(8) + XKN_PARENT, &(uint64_t){ 0xffffffffdead0000ull }, 8);
+	assert_int_equal(cg_path(&km, &o, 8, path, sizeof(path), &cut, &st), -EFAULT);
+	assert_int_equal(st.cgroup_bad, 4);
+	/* a task whose css_set lies keeps its place in the walk, no cgroup */
+	xi_put(&g.x, XT_TASK_VA + 4 * XT_SIZE + XT_CGROUPS, &(uint64_t){ 0x1000 }, 8);
+	xi_put(&g.x, XCSET(4) + XCS_DFL, &(uint64_t){ 0xffffffffdead0000ull }, 8);
+	assert_int_equal(ktasks_walk(&km, &o, XT_INIT_VA, out, 100, &n, &st), 0);
+	assert_int_equal(n, 20);
+	assert_int_equal(out[4].cgroup_kn, 0);
+	assert_int_equal(out[8].cgroup_kn, 0);
+	assert_int_equal(out[7].cgroup_kn, XKN(1));
+	assert_int_equal(st.cgroup_bad, 4 + 1 + 6);	/* task 4, node 4's six */
+	guest_free(&g);
+	free(out);
+}
+
+/* Through introspection: a CGROUP after each new process, and again when
+ * one moves; none for an unchanged walk. */
+static void test_cgroup_records(void **state)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	struct introspect *in;
+	struct guest g;
+
+	xt_cgroups = 1;
+	tguest_new(&g, 20);
+	xt_cgroups = 0;
+	xcg_node(&g, 0, -1, NULL);
+	xcg_node(&g, 1, 0, "opvm-a");
+	xcg_node(&g, 2, 0, "opvm-b");
+	for (unsigned i = 0; i < 20; i++)
+		xcg_task(&g, i, i == 5 ? 1 : 0);
+	in = introspect_new(g.m, NULL);
+	assert_non_null(in);
+	run(in, c, 3);
+	assert_int_equal(introspect_poll(in, 10000000, capture, c), 0);
+	assert_int_equal(c->procs, 20);
+	assert_int_equal(c->cgroups, 20);
+	introspect_poll(in, 11000000, capture, c);
+	assert_int_equal(c->cgroups, 20);
+	xcg_task(&g, 5, 2);	/* echo 105 > /opvm-b/cgroup.procs */
+	introspect_poll(in, 12000000, capture, c);
+	assert_int_equal(c->cgroups, 21);
+	assert_int_equal(c->cgroup_tgid, 105);
+	assert_string_equal(c->cgroup_path, "/opvm-b");
+	assert_int_equal(introspect_get_stats(in)->cgroups_sent, 21);
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
 }
 
 /* Each CPU's current task, through __per_cpu_offset[] and current_task:
@@ -1194,6 +1360,8 @@ int main(void)
 		cmocka_unit_test(test_modes),
 		cmocka_unit_test(test_processes),
 		cmocka_unit_test(test_lying_tasks),
+		cmocka_unit_test(test_cgroups),
+		cmocka_unit_test(test_cgroup_records),
 		cmocka_unit_test(test_current_task),
 		cmocka_unit_test(test_reboot),
 		cmocka_unit_test(test_mappings),

@@ -251,6 +251,70 @@ static void test_separate_paths(void **state)
 	}
 }
 
+struct cg_seen {
+	int n, none;
+	char cg[4][128];
+};
+
+static int cg_cb(const struct store_entry *e, void *arg)
+{
+	struct cg_seen *s = arg;
+
+	if (!e->cgroup) {
+		s->none++;
+		return 0;
+	}
+	if (s->n < 4)
+		snprintf(s->cg[s->n++], 128, "%s", e->cgroup);
+	return 0;
+}
+
+/* A process's cgroup keeps its samples apart whatever the separation,
+ * under {cg}<mangled path> (store layout 2); files of no cgroup stay
+ * under {root}, as every layout-1 tree's. */
+static void test_cgroup_paths(void **state)
+{
+	char *d = tmpdir_new(), full[2048];
+	struct store *st = store_open(d, "vm", ev1, 1, OPVM_SEP_NONE, 0);
+	struct store_key a = { .image = "/bin/cpuloop", .tgid = -1, .tid = -1, .cpu = -1,
+			       .cgroup = "/opvm-a" };
+	struct store_key b = a, none = a, evil = a;
+	struct cg_seen s = { 0 };
+	struct sfile *fa, *fb;
+	struct stat sb;
+	size_t skipped = 99;
+
+	assert_non_null(st);
+	b.cgroup = "/opvm-b";
+	none.cgroup = NULL;
+	evil.cgroup = "/../../x/{root}";
+	fa = store_get(st, &a);
+	fb = store_get(st, &b);
+	assert_non_null(fa);
+	assert_non_null(fb);
+	assert_ptr_not_equal(fa, fb);
+	assert_ptr_equal(store_get(st, &(struct store_key){ .image = "/bin/cpuloop", .tgid = -1,
+							   .tid = -1, .cpu = -1,
+							   .cgroup = "/opvm-a" }), fa);
+	assert_int_equal(sfile_add(fa, 0x10, 3), 0);
+	assert_int_equal(sfile_add(fb, 0x10, 5), 0);
+	assert_int_equal(sfile_add(store_get(st, &none), 0x10, 7), 0);
+	assert_int_equal(sfile_add(store_get(st, &evil), 0x10, 1), 0);
+	snprintf(full, sizeof(full), "%s/{cg}^opvm-a/^bin^cpuloop/{dep}/{root}/^bin^cpuloop/"
+		 "CPU_CLK_UNHALTED.100000.0.all.all.all", store_dir(st));
+	if (stat(full, &sb))
+		fail_msg("missing %s", full);
+	store_close(st);
+	assert_int_equal(store_walk(d, "current", cg_cb, &s, &skipped), 0);
+	assert_int_equal(skipped, 0);
+	assert_int_equal(s.none, 1);
+	assert_int_equal(s.n, 3);
+	for (int i = 0; i < 3; i++)
+		assert_true(!strcmp(s.cg[i], "/opvm-a") || !strcmp(s.cg[i], "/opvm-b") ||
+			    !strcmp(s.cg[i], "/../../x/{root}"));
+	tmpdir_free(d);
+}
+
 static int count_cb(const struct store_entry *e, void *arg)
 {
 	(*(int *)arg)++;
@@ -1318,6 +1382,7 @@ int main(void)
 		cmocka_unit_test(test_add_many),
 		cmocka_unit_test(test_add_many_same_bytes),
 		cmocka_unit_test(test_separate_paths),
+		cmocka_unit_test(test_cgroup_paths),
 		cmocka_unit_test(test_walk_junk),
 		cmocka_unit_test(test_parse_separate),
 		cmocka_unit_test(test_append_and_rotate),

@@ -410,6 +410,31 @@ static void proc_emit(struct introspect *in, const struct ktask *t, unsigned typ
 	emit(in, &r, type, sizeof(r));
 }
 
+/* CGROUP for t: its cgroup node's path (ktasks_cgroup_path()). */
+static void cgroup_emit(struct introspect *in, const struct ktask *t)
+{
+	struct ktasks_mem km = { .read = { kread, in }, .v2p = v2p, .arg = in };
+	struct {
+		struct opvm_rec_cgroup c;
+		char path[OPVM_CGROUP_PATH_MAX + 1 + 7];
+	} r;
+	int n, cut;
+
+	if (!t->cgroup_kn)
+		return;
+	memset(&r, 0, sizeof(r));
+	n = ktasks_cgroup_path(&km, &in->off, t->cgroup_kn, r.path, OPVM_CGROUP_PATH_MAX + 1,
+			       &cut, &in->wst);
+	if (n <= 0)
+		return;
+	r.path[n] = '\0';	/* the padding stays zero */
+	r.c.tgid = htole32(t->tgid);
+	r.c.path_len = htole16((uint16_t)n);
+	r.c.flags = htole16(cut ? OPVM_CGROUP_TRUNCATED : 0);
+	emit(in, &r, OPVM_REC_CGROUP, sizeof(r.c) + (size_t)n);
+	in->st.cgroups_sent++;
+}
+
 static void exit_emit(struct introspect *in, uint32_t tgid)
 {
 	struct opvm_rec_exit r;
@@ -436,6 +461,7 @@ static void tasks_diff(struct introspect *in, const struct ktask *nw, size_t n)
 			i++;
 		} else if (w && (!o || w->tgid < o->tgid)) {
 			proc_emit(in, w, OPVM_REC_PROC);
+			cgroup_emit(in, w);
 			in->st.procs_sent++;
 			j++;
 		} else if (o && w) {
@@ -443,6 +469,9 @@ static void tasks_diff(struct introspect *in, const struct ktask *nw, size_t n)
 				proc_emit(in, w, OPVM_REC_EXEC);
 				in->st.execs_sent++;
 			}
+			/* moved (cgroup.procs) since the last walk */
+			if (o->cgroup_kn != w->cgroup_kn)
+				cgroup_emit(in, w);
 			i++;
 			j++;
 		}
@@ -492,6 +521,8 @@ static void tasks_refresh(struct introspect *in, bool send)
 	in->st.walks_cut = in->wst.cut;
 	in->st.walks_bad_ptr = in->wst.bad_ptr;
 	in->st.task_dups = in->wst.dups;
+	in->st.cgroups_bad = in->wst.cgroup_bad;
+	in->st.cgroups_cut = in->wst.cgroup_cut;
 	in->st.refresh_us = (uint64_t)(util_now_ns() - t0) / 1000;
 	if (send)
 		in->st.procs_live = 1;

@@ -94,6 +94,9 @@ struct introspect_stats {
 	uint64_t tasks;			/* processes in the last walk */
 	uint64_t walks, walks_cut, walks_bad_ptr, walk_failed, task_dups;
 	uint64_t procs_sent, execs_sent, exits_sent;
+	/* CGROUP records sent (a new process, or one whose cgroup node
+	 * changed), and paths that did not read or were cut (ktasks.h) */
+	uint64_t cgroups_sent, cgroups_bad, cgroups_cut;
 	uint64_t refresh_us;		/* the last walk and its records */
 	int procs_live;			/* 1: a walk announced the processes */
 	uint64_t current_reads, current_bad;	/* introspect_current() */

@@ -84,6 +84,32 @@ static int struct_offsets(const struct btf *b, const char *sname, uint32_t *size
 }
 
 
+/* The cgroup chain's members (kbtf.h), all or none: 0 or -EINVAL. */
+static int cgroup_offsets(const struct btf *b, struct kbtf_offsets *out)
+{
+	static const struct want task[] = {
+		{ "cgroups", offsetof(struct kbtf_offsets, task_cgroups), 8 },
+	};
+	static const struct want cset[] = {
+		{ "dfl_cgrp", offsetof(struct kbtf_offsets, cset_dfl_cgrp), 8 },
+	};
+	static const struct want cgrp[] = {
+		{ "kn", offsetof(struct kbtf_offsets, cgrp_kn), 8 },
+	};
+	static const struct want kn[] = {
+		{ "parent", offsetof(struct kbtf_offsets, kn_parent), 8 },
+		{ "name", offsetof(struct kbtf_offsets, kn_name), 8 },
+	};
+	uint32_t sz;
+
+	if (struct_offsets(b, "task_struct", &sz, task, 1, out, NULL, 0) ||
+	    struct_offsets(b, "css_set", &sz, cset, 1, out, NULL, 0) ||
+	    struct_offsets(b, "cgroup", &sz, cgrp, 1, out, NULL, 0) ||
+	    struct_offsets(b, "kernfs_node", &sz, kn, 2, out, NULL, 0))
+		return -EINVAL;
+	return 0;
+}
+
 /* The guest's BTF bytes parsed by libbpf, bounded.  0 or -errno. */
 static int btf_open(const void *data, size_t len, struct btf **b, char *err, size_t errlen)
 {
@@ -128,6 +154,8 @@ int kbtf_offsets(const void *data, size_t len, struct kbtf_offsets *out,
 			    ARRAY_SIZE(task), out, err, errlen);
 	if (!rc)
 		rc = struct_offsets(b, "mm_struct", &out->mm_size, mm, 1, out, err, errlen);
+	if (!rc)
+		out->has_cgroup = !cgroup_offsets(b, out);
 	btf__free(b);
 	return rc;
 }

@@ -26,6 +26,15 @@ struct kbtf_offsets {
 	uint32_t task_stack;		/* void *stack: its kernel stack's base */
 	uint32_t mm_size;
 	uint32_t mm_pgd;		/* pgd_t *pgd */
+	/* The task's default-hierarchy cgroup (optional: a kernel without
+	 * CONFIG_CGROUPS has none; has_cgroup says): task_struct.cgroups ->
+	 * css_set.dfl_cgrp -> cgroup.kn -> kernfs_node.name and .parent. */
+	int has_cgroup;
+	uint32_t task_cgroups;		/* struct css_set *cgroups */
+	uint32_t cset_dfl_cgrp;		/* struct cgroup *dfl_cgrp */
+	uint32_t cgrp_kn;		/* struct kernfs_node *kn */
+	uint32_t kn_parent;		/* struct kernfs_node *parent */
+	uint32_t kn_name;		/* const char *name */
 };
 
 /* Finds the offsets in BTF bytes data[0..len).  Returns 0, -EINVAL (not

@@ -80,6 +80,118 @@ static bool task_read(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 	return true;
 }
 
+/* A small cache of css_set -> cgroup node for one walk: most tasks share
+ * a handful of css_sets. */
+#define CSET_CACHE	64
+struct cset_cache {
+	uint64_t cset[CSET_CACHE], kn[CSET_CACHE];
+};
+
+/* t's default-hierarchy cgroup node, or 0 (no BTF for it, or a pointer
+ * that does not read: counted). */
+static uint64_t task_cgroup_kn(const struct ktasks_mem *km, const struct kbtf_offsets *o,
+			       uint64_t t, struct cset_cache *c, struct ktasks_stats *st)
+{
+	uint64_t cset, cgrp, kn;
+	unsigned h;
+
+	if (!o->has_cgroup)
+		return 0;
+	if (rd(km, t + o->task_cgroups, &cset, 8) || !kptr(cset = le64toh(cset)))
+		goto bad;
+	h = (unsigned)((cset >> 6) * 0x9e3779b97f4a7c15ull >> 58);
+	if (c->cset[h] == cset)
+		return c->kn[h];
+	if (rd(km, cset + o->cset_dfl_cgrp, &cgrp, 8) || !kptr(cgrp = le64toh(cgrp)) ||
+	    rd(km, cgrp + o->cgrp_kn, &kn, 8) || !kptr(kn = le64toh(kn)))
+		goto bad;
+	c->cset[h] = cset;
+	c->kn[h] = kn;
+	return kn;
+bad:
+	st->cgroup_bad++;
+	return 0;
+}
+
+/* One kernfs name at p (NUL-terminated, at most 255 bytes) into out:
+ * read a piece at a time, never across a page it does not need.  Its
+ * length, or -EFAULT. */
+static int kn_name(const struct ktasks_mem *km, uint64_t p, char out[256])
+{
+	size_t n = 0;
+
+	if (!kptr(p))
+		return -EFAULT;
+	while (n < 255) {
+		size_t piece = 4096 - ((p + n) & 4095);
+		char *nul;
+
+		if (piece > 64)
+			piece = 64;
+		if (piece > 255 - n)
+			piece = 255 - n;
+		if (rd(km, p + n, out + n, piece))
+			return -EFAULT;
+		nul = memchr(out + n, 0, piece);
+		if (nul)
+			return (int)(nul - out);
+		n += piece;
+	}
+	return 255;	/* longer than NAME_MAX: cut */
+}
+
+int ktasks_cgroup_path(const struct ktasks_mem *km, const struct kbtf_offsets *o, uint64_t kn,
+		       char *out, size_t cap, int *cut, struct ktasks_stats *st)
+{
+	uint64_t chain[KTASKS_CGROUP_DEPTH];
+	char name[256];
+	unsigned depth = 0;
+	size_t len = 0;
+
+	*cut = 0;
+	/* up to the root (no parent), whose own name is not in the path */
+	while (kn) {
+		uint64_t parent;
+
+		if (!kptr(kn) || rd(km, kn + o->kn_parent, &parent, 8))
+			goto bad;
+		parent = le64toh(parent);
+		if (!parent)
+			break;
+		if (depth == KTASKS_CGROUP_DEPTH) {
+			st->cgroup_bad++;
+			return -ELOOP;
+		}
+		chain[depth++] = kn;
+		kn = parent;
+	}
+	out[len++] = '/';
+	for (unsigned i = depth; i-- > 0;) {
+		uint64_t np;
+		int n;
+
+		if (rd(km, chain[i] + o->kn_name, &np, 8) || (n = kn_name(km, le64toh(np), name)) < 0)
+			goto bad;
+		for (int j = 0; j < n; j++)
+			if (name[j] == '/')
+				name[j] = '?';
+		if (i != depth - 1 && len < cap - 1)
+			out[len++] = '/';
+		if ((size_t)n > cap - 1 - len) {
+			n = (int)(cap - 1 - len);
+			*cut = 1;
+		}
+		memcpy(out + len, name, (size_t)n);
+		len += (size_t)n;
+	}
+	out[len] = '\0';
+	st->cgroup_cut += *cut;
+	return (int)len;
+bad:
+	st->cgroup_bad++;
+	return -EFAULT;
+}
+
 static int cmp_tgid(const void *a, const void *b)
 {
 	const struct ktask *x = a, *y = b;
@@ -108,6 +220,7 @@ int ktasks_walk(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 		struct ktasks_stats *st)
 {
 	uint64_t head = init_task + o->task_tasks, next;
+	struct cset_cache *cc;
 	uint32_t lo, hi;
 	uint8_t *buf;
 	size_t k = 0;
@@ -117,11 +230,16 @@ int ktasks_walk(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 	if (hi - lo > SPAN_MAX || !kptr(init_task))
 		return -EINVAL;
 	buf = malloc(SPAN_MAX);
-	if (!buf)
+	cc = calloc(1, sizeof(*cc));
+	if (!buf || !cc) {
+		free(buf);
+		free(cc);
 		return -ENOMEM;
+	}
 	st->walks++;
 	if (rd(km, head, &next, 8)) {
 		free(buf);
+		free(cc);
 		return -EFAULT;
 	}
 	next = le64toh(next);
@@ -147,9 +265,11 @@ int ktasks_walk(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 			st->bad_ptr++;
 			break;
 		}
+		out[k].cgroup_kn = task_cgroup_kn(km, o, t, cc, st);
 		k++;
 	}
 	free(buf);
+	free(cc);
 	*n = sort_unique(out, k, st);
 	return 0;
 }

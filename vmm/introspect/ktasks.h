@@ -28,6 +28,8 @@ struct ktask {
 	uint32_t tgid, ppid;
 	uint64_t cr3;			/* 0: a kernel thread (no mm) */
 	uint64_t mm;			/* its mm_struct (kvmas.h); 0: none */
+	uint64_t cgroup_kn;		/* its cgroup's kernfs node; 0: unknown
+					 * (ktasks_cgroup_path() names it) */
 	char comm[16 + 1];
 };
 
@@ -47,6 +49,10 @@ struct ktasks_stats {
 					 * a kernel address or not readable */
 	uint64_t dups;			/* processes seen twice in a walk */
 	uint64_t no_pgd;		/* mm whose pgd did not translate */
+	uint64_t cgroup_bad;		/* tasks whose cgroup did not read, and
+					 * paths refused (a loop, too deep, a
+					 * bad pointer) */
+	uint64_t cgroup_cut;		/* paths cut at their byte cap */
 };
 
 /* Walks the list from init_task into out[0..max), sorted by tgid, no
@@ -55,6 +61,19 @@ struct ktasks_stats {
 int ktasks_walk(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 		uint64_t init_task, struct ktask *out, size_t max, size_t *n,
 		struct ktasks_stats *st);
+
+/*
+ * The path of cgroup node kn (struct ktask.cgroup_kn) as the kernel prints
+ * it ("/", "/system.slice/x.service"): the names from kn up to the root,
+ * at most KTASKS_CGROUP_DEPTH of them (more is a loop or a lie), each
+ * name at most 255 bytes ('/' in one becomes '?'), into out[0..cap) (cap
+ * >= 2), NUL-terminated.  Returns its length, cut at cap - 1 with *cut
+ * set when longer, or -EFAULT (a pointer that is not a kernel address or
+ * does not read) or -ELOOP (deeper than the cap); counted in st.
+ */
+#define KTASKS_CGROUP_DEPTH	64
+int ktasks_cgroup_path(const struct ktasks_mem *km, const struct kbtf_offsets *o, uint64_t kn,
+		       char *out, size_t cap, int *cut, struct ktasks_stats *st);
 
 /*
  * A stopped vCPU's current task: the kernel keeps, per CPU, a pointer to
