@@ -776,17 +776,27 @@ static int qlaunch_finish(void *st, struct backend_target *t, char *err, size_t 
 
 	if (q->qemu && !reap_qemu(q, 0)) {
 		/* Ctrl-C or --duration: the guest is still up; quit it. */
+		int sent = 0;
+
 		qmp = qmp_open(q->qmp, 2000);
-		if (qmp)
+		if (qmp) {
 			qmp_execute(qmp, "quit", NULL, NULL, NULL, 0, 2000);
-		else
+		} else {
 			kill(q->qemu, SIGTERM);
+			sent = SIGTERM;
+		}
 		qmp_close(qmp);
 		if (!reap_qemu(q, 5000)) {
 			kill(q->qemu, SIGKILL);
+			sent = SIGKILL;
 			reap_qemu(q, 5000);
 		}
-		q->status = 0;
+		/* Ended by our quit or our signal: no fault.  A QEMU killed by
+		 * someone else is not reaped at once while the kernel tears
+		 * down its memory (seconds on a loaded host): its own signal
+		 * is kept, so that the session says it was killed. */
+		if (!WIFSIGNALED(q->status) || WTERMSIG(q->status) == sent)
+			q->status = 0;
 	}
 	if (q->panicked) {
 		util_seterr(err, errlen, "the guest kernel panicked (%s); its report is in "
