@@ -78,9 +78,10 @@ grep -q "OPVM-TRUTH abratio share" "$T/$B.console" || fail "domain $B did not st
 "$OPVM" attach "$A" --duration 8 -d "$T/one" > "$T/one.out" 2>&1 &
 apid=$!
 CLEAN_PIDS="$apid"
-# Sampling has begun once opvm's gdbstub chardev is there (up to 15 s on a
-# busy host), and then at least 1 s more: not a fixed sleep.
-for _ in $(seq 30); do
+# Sampling has begun once opvm's gdbstub chardev is there (over 15 s on a
+# host under two busy loops), and then at least 1 s more: not a fixed
+# sleep; the wait ends early if opvm ends.
+for _ in $(seq 240); do
 	kill -0 "$apid" 2>/dev/null || break
 	$VIRSH qemu-monitor-command "$A" --hmp "info chardev" 2>/dev/null |
 		grep -q "^opvm-gdb: " && break
