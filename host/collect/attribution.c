@@ -945,7 +945,7 @@ static int __attribute__((noinline)) file_user_miss(struct attribution *s,
 	uint32_t fid;
 	struct skey k;
 	uint64_t offset;
-	bool via_slot = false;
+	bool via_slot = false, exiting = false;
 	int ret;
 
 	if (!cr3n && !(x->flags & OPVM_SAMPLE_SLOT))
@@ -962,8 +962,10 @@ static int __attribute__((noinline)) file_user_miss(struct attribution *s,
 		return file_anon_cr3(s, x, cr3n);
 	}
 
-	if (s->force_tgid && p->tgid == s->force_tgid)
+	if (s->force_tgid && p->tgid == s->force_tgid) {
+		exiting = !force;
 		force = true;
+	}
 	memset(&k, 0, sizeof(k));
 	k.event = x->event;
 	k.cpu = x->vcpu;
@@ -984,8 +986,12 @@ static int __attribute__((noinline)) file_user_miss(struct attribution *s,
 	m = attribution_map_of(s, p, x->rip);
 	if (!m) {
 		/* a mapping made since the module's MMAP or introspection's
-		 * last walk of the mappings may still come */
-		if (!force && s->hold_ms && gstate_maps_announced(s->gs))
+		 * last walk of the mappings may still come.  A process that
+		 * introspection saw exit may have left its page-table root to
+		 * the process the same walk names next: a sample outside the
+		 * exited one's mappings is likely that one's and waits on */
+		if ((!force || (exiting && !gstate_get_hello(s->gs))) && s->hold_ms &&
+		    gstate_maps_announced(s->gs))
 			return HOLD;
 		s->stats.lost_no_mapping++;
 		s->stats.user++;

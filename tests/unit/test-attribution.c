@@ -593,6 +593,43 @@ static void test_hold_before_first_walk(void **state)
 	fix_close(&f);
 }
 
+/* Introspection sees a process exit and, in the same walk, the process
+ * that took its page-table root: a held sample outside the exited one's
+ * mappings is not filed under it as {anon} when it is forgotten, but waits
+ * and is filed under its successor. */
+static void test_exit_leaves_root_to_successor(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+	struct opvm_stats st;
+
+	(void)state;
+	fix_open(&f, OPVM_SEP_LIB, 1000, 0, false);
+	gstate_set_procs_walked(f.gs);
+	gstate_set_maps_walked(f.gs);
+	gstate_set_walks(f.gs, 3);
+	assert_int_equal(gstate_cookie(f.gs, 1, S("/bin/app"), NULL, 0), 0);
+	assert_int_equal(gstate_cookie(f.gs, 2, S("/usr/bin/next"), NULL, 0), 0);
+	assert_int_equal(gstate_proc(f.gs, 100, 1, CR3_A, S("app"), 1), 0);
+	assert_int_equal(gstate_mmap(f.gs, 100, EXE_LO, EXE_HI, 0x1000, 1), 0);
+	/* the successor's code, on the exited process's root */
+	s = user(CR3_A, 0x55a000001000ull, 0, 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 1);
+	gstate_set_walks(f.gs, 4);	/* the walk: 100 gone, 300 on CR3_A */
+	assert_int_equal(attribution_forget_process(f.sy, 100, 100), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 1);
+	assert_int_equal(gstate_proc_exit(f.gs, 100), 0);
+	assert_int_equal(gstate_proc(f.gs, 300, 1, CR3_A, S("next"), 2), 0);
+	assert_int_equal(gstate_mmap(f.gs, 300, 0x55a000000000ull, 0x55a000010000ull, 0, 2), 0);
+	assert_int_equal(attribution_run(f.sy, 200), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
+	assert_int_equal(count_at(&f, "/usr/bin/next", "/usr/bin/next", -1, -1, -1, 0x1000, NULL), 1);
+	attribution_get_stats(f.sy, &st);
+	assert_int_equal(st.lost_no_mapping, 0);
+	fix_close(&f);
+}
+
 /* Boot: kernel samples that carry their stack pointer (no task read yet)
  * wait while introspection looks for the kernel, then are filed under the
  * task whose stack holds it: init, swapper (idle); one on an interrupt
@@ -1310,6 +1347,7 @@ int main(void)
 		cmocka_unit_test(test_hold_expiry),
 		cmocka_unit_test(test_hold_waits_for_walk),
 		cmocka_unit_test(test_hold_before_first_walk),
+		cmocka_unit_test(test_exit_leaves_root_to_successor),
 		cmocka_unit_test(test_boot_by_stack),
 		cmocka_unit_test(test_hold_overflow_and_flush),
 		cmocka_unit_test(test_no_module),
