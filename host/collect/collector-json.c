@@ -84,10 +84,11 @@ static json_t *intro_maps_json(const struct introspect_stats *s)
 		"maps_sent", json_u64(m->maps_sent), "munmaps_sent", json_u64(m->munmaps_sent),
 		"cookies_sent", json_u64(m->cookies_sent));
 	if (o)
-		json_object_update_new(o, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		json_object_update_new(o, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 			"tree_bad", json_u64(m->tree_bad), "tree_cut", json_u64(m->tree_cut),
 			"vma_bad", json_u64(m->vma_bad), "path_bad", json_u64(m->path_bad),
 			"buildid_missing", json_u64(m->buildid_missing),
+			"buildid_late", json_u64(m->buildid_late),
 			"files_full", json_u64(m->files_full), "refresh_us", json_u64(m->refresh_us)));
 	if (o && m->walk)
 		json_object_set_new(o, "walk", json_string(m->walk));

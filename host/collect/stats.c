@@ -135,6 +135,7 @@ json_t *stats_store_to_json(const struct store_stats *ss,
 		{ "overflow_samples", ss->overflow_samples },
 		{ "overflow_keys", ss->overflow_keys },
 		{ "unmaps", ss->unmaps }, { "remaps", ss->remaps },
+		{ "build_ids_late", ss->build_ids_late },
 		{ "stacks", ss->stacks }, { "stacks_dropped", ss->stacks_dropped },
 		{ "python_frames", ss->py_frames }, { "python_refused", ss->py_refused },
 	}, lf[] = {

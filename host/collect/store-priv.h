@@ -75,6 +75,7 @@ struct sfile {
 	int dirty;
 	uint8_t ref;		/* used since the clock last passed it */
 	bool overflow;		/* an event's overflow bucket */
+	bool has_build_id;	/* its header has one, or it was tried */
 	bool full;		/* growth failed for room: no retry until
 				 * the next store_sync() (a flood of new
 				 * offsets must not cost a syscall each) */

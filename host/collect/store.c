@@ -1092,6 +1092,7 @@ static struct sfile *sfile_new(struct store *st, const struct nkey *n, uint64_t 
 		return NULL;
 	sf->st = st;
 	sf->overflow = overflow;
+	sf->has_build_id = key && key->build_id_len;
 	sf->khash = h;
 	sf->kernel = n->kernel;
 	sf->event = n->event;
@@ -1172,6 +1173,37 @@ static bool overflow_err(int err)
 	       err == EMFILE || err == ENFILE || err == EFBIG;
 }
 
+static int sfile_remap(struct sfile *sf);
+
+/* A build-id the key carries that sf was made without (the guest could
+ * not read it when the first sample came: introspection reads it from the
+ * process's mapping once its page is resident): written into the header
+ * once.  A build-id the file has is never replaced. */
+static void __attribute__((noinline, cold)) sfile_late_build_id(struct sfile *sf,
+								 const struct store_key *key)
+{
+	struct sfile_hdr *h;
+	size_t n;
+
+	sf->has_build_id = true;	/* one try, whatever comes of it */
+	if (sf->overflow || (!sf->map && sfile_remap(sf)))
+		return;
+	h = (struct sfile_hdr *)sf->map;
+	if (h->build_id_len)
+		return;
+	n = key->build_id_len < sizeof(h->build_id) ? key->build_id_len : sizeof(h->build_id);
+	memcpy(h->build_id, key->build_id, n);
+	__atomic_store_n(&h->build_id_len, (uint32_t)n, __ATOMIC_RELEASE);
+	sf->st->stats.build_ids_late++;
+}
+
+static inline struct sfile *sfile_hit(struct sfile *sf, const struct store_key *key)
+{
+	if (__builtin_expect(key->build_id_len && !sf->has_build_id, 0))
+		sfile_late_build_id(sf, key);
+	return sf;
+}
+
 struct sfile *store_get(struct store *st, const struct store_key *key)
 {
 	char mapp[OPVM_MANGLE_MAX], mimg[OPVM_MANGLE_MAX];
@@ -1186,12 +1218,12 @@ struct sfile *store_get(struct store *st, const struct store_key *key)
 	key_normalise(st, key, &n);
 	/* Consecutive samples mostly hit the same file: skip the hashing. */
 	if (st->last && nkey_eq_fields(st->last, &n))
-		return st->last;
+		return sfile_hit(st->last, key);
 	h = nkey_hash(&n);
 	for (size_t j = h & (st->index_cap - 1); (sf = st->index[j]);
 	     j = (j + 1) & (st->index_cap - 1))
 		if (nkey_eq(sf, &n, h))
-			return st->last = sf;
+			return st->last = sfile_hit(sf, key);
 
 	if (st->stats.files - st->nr_ovf < st->lim.max_files) {
 		store_mangle(n.app, strlen(n.app), mapp);

@@ -117,6 +117,8 @@ struct store_stats {
 	uint64_t overflow_keys;	/* store_get()s answered with the bucket */
 	uint64_t unmaps;	/* cold files unmapped */
 	uint64_t remaps;	/* unmapped files mapped again */
+	uint64_t build_ids_late; /* build-ids written into a file made
+				  * without one */
 	uint64_t stacks;	/* call chains counted in the stack table */
 	uint64_t stacks_dropped; /* call chains past its bounds, not kept */
 	uint64_t py_frames;	/* Python frames defined in python.def */

@@ -154,11 +154,12 @@ if ut < 10 or anon > max(2, 0.02 * ut):
 
 m = i["mappings"]
 print("RESULT mappings from guest memory: %d trees read (%d unchanged, %d deferred), %d "
-      "nodes, %d VMAs, %d MMAP / %d MUNMAP / %d COOKIE sent, %d without build-id, last "
+      "nodes, %d VMAs, %d MMAP / %d MUNMAP / %d COOKIE sent, %d without build-id (%d read "
+      "later), last "
       "refresh %d us; refused: %d bad trees, %d cut, %d bad VMAs, %d bad paths" % (
       m["procs_read"], m["procs_unchanged"], m["procs_deferred"], m["nodes"], m["vmas"],
       m["maps_sent"], m["munmaps_sent"], m["cookies_sent"], m["buildid_missing"],
-      m["refresh_us"], m["tree_bad"], m["tree_cut"], m["vma_bad"], m["path_bad"]))
+      m["buildid_late"], m["refresh_us"], m["tree_bad"], m["tree_cut"], m["vma_bad"], m["path_bad"]))
 if not m["read"] or m["maps_sent"] < 3 or m["tree_bad"] or m["tree_cut"] or m["path_bad"]:
     print("FAIL: the mappings were not read cleanly: %s" % m); ok = False
 

@@ -3,9 +3,11 @@
 # the test image's jitmap (images/workloads/jitmap.c) copies one function
 # three times into anonymous executable memory, names the copies jit_a,
 # jit_b, jit_c in /tmp/perf-PID.map and runs them 10/30/60 units of
-# identical work a round; half-way through it compiles jit_late and
-# appends its line.  opvm run profiles it under QEMU TCG with opvm.ko and
-# its relay, which send the map as it grows (FETCH, OPVM_FETCH_F_PERFMAP),
+# identical work a round; three quarters through its 16 s it compiles
+# jit_late and appends its line: the host's first read of the map waits
+# behind the session's first fetches (kallsyms, binaries), and a loaded
+# host must still read the map once before it grows.  opvm run profiles
+# it under QEMU TCG with opvm.ko and its relay, which send the map as it grows (FETCH, OPVM_FETCH_F_PERFMAP),
 # with call graphs (-g, frame pointers): main calls jit_a through
 # jit_via_a and jit_b through jit_via_b (JIT code calling JIT code), jit_c
 # itself.  jitmap also writes a jitdump as perf's agents do, away from
@@ -33,7 +35,7 @@
 #    and jdump_q, which only it names, split 1/3 2/3 of their samples
 #    within 3 pp (bounds.tol), jdump_q at its moved address; their callers
 #    are main; the dump grew in the session (more than one transfer that
-#    brought bytes) and jdump_late, loaded half-way, has samples;
+#    brought bytes) and jdump_late, loaded with jit_late, has samples;
 #  - opvm annotate --assembly jdump_p shows its instructions, from the
 #    dump's code bytes (the multiply of its loop).
 . "$(dirname "$0")/qemu-common.bash"
@@ -42,7 +44,7 @@ need_qemu
 mk_tmp qemu-jit-perfmap
 S=$T/session
 
-"$OPVM" run --workload jitmap:12,10,30,60,50 -F 200 -g -d "$S" > "$T/run.out" 2> "$T/run.err"
+"$OPVM" run --workload jitmap:16,10,30,60,75 -F 200 -g -d "$S" > "$T/run.out" 2> "$T/run.err"
 rc=$?
 cat "$T/run.out" "$T/run.err"
 [ $rc = 0 ] || fail "opvm run exited with $rc"

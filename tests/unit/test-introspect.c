@@ -861,6 +861,74 @@ static void test_mappings(void **state)
 	free(c);
 }
 
+/* A file whose ELF header did not read at the first walk (its page not
+ * yet resident: a process just exec'd): its COOKIE goes out without a
+ * build-id, the walk is repeated, and once the header reads the COOKIE
+ * goes out again under the same id with it; a header that never reads is
+ * tried KVMAS_BID_TRIES walks, then left. */
+static void test_mappings_late_build_id(void **state)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	const struct introspect_stats *st;
+	struct introspect *in;
+	struct guest g;
+	uint8_t bid[20];
+	uint64_t t = 20000000;
+
+	tguest_new_ram(&g, XT_MAX, XV_RAM);
+	xv_maps(&g.x, XT_MAX);
+	g.x.ram[XV_PROG_PA] = 0;		/* prog's header: not an ELF yet */
+	in = introspect_new(g.m, NULL);
+	assert_non_null(in);
+	st = run(in, c, 3);
+	assert_string_equal(st->state, "ready");
+	assert_int_equal(c->cookies, 2);
+	assert_string_equal(c->cookie_path[0], "/usr/bin/prog");
+	assert_int_equal(c->cookie_bid_len[0], 0);
+	assert_int_equal(st->maps->buildid_missing, 1);
+	/* not read: the walk is repeated (the processes that map it) */
+	introspect_poll(in, t += 1000000, capture, c);
+	assert_int_equal(c->cookies, 2);
+	assert_true(st->maps->procs_read > 0);
+	/* the page is resident now: the same id, with its build-id */
+	xv_elf(&g.x, XV_PROG_PA, XV_BID_PROG);
+	introspect_poll(in, t += 1000000, capture, c);
+	assert_int_equal(c->cookies, 3);
+	assert_string_equal(c->cookie_path[1], "/usr/bin/prog");
+	assert_int_equal(c->cookie_id[1], c->cookie_id[0]);
+	memset(bid, XV_BID_PROG, sizeof(bid));
+	assert_int_equal(c->cookie_bid_len[1], 20);
+	assert_memory_equal(c->cookie_bid[1], bid, 20);
+	assert_int_equal(st->maps->buildid_late, 1);
+	/* then nothing more: every process unchanged */
+	introspect_poll(in, t += 1000000, capture, c);
+	assert_int_equal(c->cookies, 3);
+	introspect_free(in);
+	guest_free(&g);
+
+	/* a header that never reads: KVMAS_BID_TRIES walks, then left */
+	memset(c, 0, sizeof(*c));
+	tguest_new_ram(&g, XT_MAX, XV_RAM);
+	xv_maps(&g.x, XT_MAX);
+	g.x.ram[XV_PROG_PA] = 0;
+	in = introspect_new(g.m, NULL);
+	assert_non_null(in);
+	st = run(in, c, 3);
+	for (unsigned i = 0; i < KVMAS_BID_TRIES + 4; i++)
+		introspect_poll(in, t += 1000000, capture, c);
+	assert_int_equal(c->cookies, 2);
+	assert_int_equal(st->maps->buildid_late, 0);
+	{
+		uint64_t read = st->maps->procs_read;
+
+		introspect_poll(in, t += 1000000, capture, c);
+		assert_int_equal(st->maps->procs_read, read);	/* given up */
+	}
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
+}
+
 /* Trees and names that lie: a node that is its own child, pivots out of
  * order, a node outside RAM, a dense node, a VMA not where the tree says,
  * a dentry chain that loops.  Each is refused and counted; the other
@@ -1365,6 +1433,7 @@ int main(void)
 		cmocka_unit_test(test_current_task),
 		cmocka_unit_test(test_reboot),
 		cmocka_unit_test(test_mappings),
+		cmocka_unit_test(test_mappings_late_build_id),
 		cmocka_unit_test(test_lying_maps),
 		cmocka_unit_test(test_vma_list),
 		cmocka_unit_test(test_modules),

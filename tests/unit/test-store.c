@@ -111,6 +111,49 @@ static void test_round_trip(void **state)
 	tmpdir_free(d);
 }
 
+/* A file made before its image's build-id was known (the guest read it
+ * late) gets it in its header at the next store_get() that carries it,
+ * unmapped or not; one it has is never replaced. */
+static void test_late_build_id(void **state)
+{
+	char *d = tmpdir_new(), err[256], path[1024];
+	struct store_key k = { .image = "/usr/bin/late", .tgid = -1, .tid = -1,
+			       .cpu = -1 };
+	const uint8_t bid[20] = { 9, 8, 7 }, other[20] = { 1, 1, 1 };
+	struct store_stats ss;
+	struct sfile_reader *r;
+	struct store *st;
+	struct sfile *sf;
+
+	assert_non_null(d);
+	st = store_open(d, "guest1", ev1, 2, OPVM_SEP_NONE, 0);
+	assert_non_null(st);
+	sf = store_get(st, &k);
+	assert_non_null(sf);
+	assert_int_equal(sfile_add(sf, 0x10, 3), 0);
+	k.build_id = bid;
+	k.build_id_len = sizeof(bid);
+	assert_ptr_equal(store_get(st, &k), sf);
+	k.build_id = other;		/* another one later: the first stays */
+	assert_ptr_equal(store_get(st, &k), sf);
+	assert_int_equal(sfile_add(sf, 0x20, 1), 0);
+	store_get_stats(st, &ss);
+	assert_int_equal(ss.build_ids_late, 1);
+	assert_int_equal(store_sync(st), 0);
+	store_close(st);
+	snprintf(path, sizeof(path),
+		 "%s/guests/guest1/samples/current/{root}/^usr^bin^late/{dep}/{root}/^usr^bin^late/CPU_CLK_UNHALTED.100000.0.all.all.all",
+		 d);
+	r = sfile_reader_open(path, err, sizeof(err));
+	if (!r)
+		fail_msg("%s: %s", path, err);
+	assert_int_equal(sfile_reader_info(r)->build_id_len, 20);
+	assert_memory_equal(sfile_reader_info(r)->build_id, bid, 20);
+	assert_int_equal(sfile_reader_info(r)->total, 4);
+	sfile_reader_close(r);
+	tmpdir_free(d);
+}
+
 /* Offsets that collide in the hash's top bits still round trip. */
 static void test_colliding_offsets(void **state)
 {
@@ -1378,6 +1421,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_late_build_id),
 		cmocka_unit_test(test_colliding_offsets),
 		cmocka_unit_test(test_add_many),
 		cmocka_unit_test(test_add_many_same_bytes),

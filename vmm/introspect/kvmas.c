@@ -61,6 +61,9 @@ struct kvproc {
 
 struct kvfile {
 	uint64_t dentry, inode, id;
+	uint8_t bid_tries;	/* refreshes left to read its build-id (0:
+				 * read, or given up) */
+	uint64_t bid_refresh;	/* the refresh that last tried */
 };
 
 struct kvmas {
@@ -90,6 +93,7 @@ struct walk {
 	uint64_t cr3;
 	uint32_t nodes, vmas, n;
 	bool stop;
+	bool bid_retry;		/* a file's build-id is still to be read */
 };
 
 static bool kptr(uint64_t p)
@@ -290,37 +294,84 @@ static int build_id_read(struct kvmas *v, uint64_t cr3, uint64_t base, uint8_t *
 	return n;
 }
 
-/* The cookie of the file of (mnt, dentry, inode), mapped at base in the
- * process: known, or a new one whose COOKIE goes out now.  0: unreadable. */
-static uint64_t file_cookie(struct kvmas *v, uint64_t cr3, uint64_t mnt, uint64_t d,
-			    uint64_t inode, uint64_t base)
+/* COOKIE id for the file of (mnt, d) mapped at base in the process, its
+ * build-id read from that mapping.  Returns the build-id's length (0:
+ * none read), or -1 when the path does not read (nothing sent). */
+static int cookie_send(struct kvmas *v, uint64_t cr3, uint64_t mnt, uint64_t d,
+		       uint64_t id, uint64_t base)
 {
 	struct opvm_rec_cookie *c = &v->rec.c;
 	char *path = (char *)(c + 1);
 	char buf[KVMAS_PATH_MAX];
 	size_t pos;
 
-	for (size_t i = 0; i < v->nr_files; i++)
-		if (v->files[i].dentry == d && v->files[i].inode == inode)
-			return v->files[i].id;
-	if (v->nr_files == KVMAS_FILES_MAX) {
-		v->nr_files = 0;	/* new ids from now on: old ones stay valid */
-		v->st.files_full++;
-	}
 	memset(c, 0, sizeof(*c));
 	if (!path_build(v, mnt, d, buf, &pos)) {
 		v->st.path_bad++;
-		return 0;
+		return -1;
 	}
 	c->build_id_len = (uint8_t)build_id_read(v, cr3, base, c->build_id);
-	if (!c->build_id_len)
-		v->st.buildid_missing++;
-	c->cookie = htole64(v->next_cookie);
+	c->cookie = htole64(id);
 	c->path_len = htole16((uint16_t)(KVMAS_PATH_MAX - pos));
 	memcpy(path, buf + pos, KVMAS_PATH_MAX - pos);
 	v->emit(v->emit_arg, c, OPVM_REC_COOKIE, sizeof(*c) + KVMAS_PATH_MAX - pos);
 	v->st.cookies_sent++;
-	v->files[v->nr_files++] = (struct kvfile){ d, inode, v->next_cookie };
+	return c->build_id_len;
+}
+
+/* A known file whose build-id did not read (its header page was not yet
+ * resident: a process just exec'd): read again once a refresh, through
+ * the first process walked that maps it, and on success its COOKIE again
+ * under the same id, which the host takes as an update.  KVMAS_BID_TRIES
+ * refreshes at most, then it stays without. */
+static void file_bid_retry(struct walk *w, struct kvfile *f, uint64_t mnt, uint64_t base)
+{
+	struct kvmas *v = w->v;
+	uint8_t bid[OPVM_BUILD_ID_MAX];
+
+	if (!f->bid_tries)
+		return;
+	if (f->bid_refresh == v->st.refreshes) {
+		w->bid_retry = true;	/* tried in this refresh already */
+		return;
+	}
+	f->bid_refresh = v->st.refreshes;
+	if (--f->bid_tries && !build_id_read(v, w->cr3, base, bid)) {
+		w->bid_retry = true;
+		return;
+	}
+	if (f->bid_tries && cookie_send(v, w->cr3, mnt, f->dentry, f->id, base) > 0) {
+		f->bid_tries = 0;
+		v->st.buildid_late++;
+	}
+}
+
+/* The cookie of the file of (mnt, dentry, inode), mapped at base in the
+ * process: known, or a new one whose COOKIE goes out now.  0: unreadable. */
+static uint64_t file_cookie(struct walk *w, uint64_t mnt, uint64_t d, uint64_t inode,
+			    uint64_t base)
+{
+	struct kvmas *v = w->v;
+	int n;
+
+	for (size_t i = 0; i < v->nr_files; i++)
+		if (v->files[i].dentry == d && v->files[i].inode == inode) {
+			file_bid_retry(w, &v->files[i], mnt, base);
+			return v->files[i].id;
+		}
+	if (v->nr_files == KVMAS_FILES_MAX) {
+		v->nr_files = 0;	/* new ids from now on: old ones stay valid */
+		v->st.files_full++;
+	}
+	n = cookie_send(v, w->cr3, mnt, d, v->next_cookie, base);
+	if (n < 0)
+		return 0;
+	if (!n) {
+		v->st.buildid_missing++;
+		w->bid_retry = true;
+	}
+	v->files[v->nr_files++] = (struct kvfile){ d, inode, v->next_cookie,
+						   n ? 0 : KVMAS_BID_TRIES, v->st.refreshes };
 	return v->next_cookie++;
 }
 
@@ -379,7 +430,7 @@ static void vma_entry(struct walk *w, uint64_t vma, uint64_t first, uint64_t las
 	m->end = end;
 	m->pgoff = util_le64(b + o->vma_pgoff - v->vlo) << PAGE_SHIFT;
 	m->prot = (flags & VM_READ ? 1 : 0) | (flags & VM_WRITE ? 2 : 0) | 4;
-	m->cookie = file_cookie(v, w->cr3, mnt, d, inode, start - m->pgoff);
+	m->cookie = file_cookie(w, mnt, d, inode, start - m->pgoff);
 	if (m->cookie)
 		w->n++;
 }
@@ -560,8 +611,9 @@ static int proc_update(struct kvmas *v, struct kvproc *p, const struct ktask *t)
 	p->nr = w.n;
 	p->mm = t->mm;
 	memcpy(p->key, key, sizeof(key));
-	/* a walk cut short by the budget is read again next time */
-	p->keyed = !w.stop || v->budget;
+	/* a walk cut short by the budget is read again next time, and so is
+	 * one with a build-id still to read */
+	p->keyed = (!w.stop || v->budget) && !w.bid_retry;
 	return 0;
 }
 

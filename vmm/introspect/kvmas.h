@@ -37,6 +37,7 @@
 #define KVMAS_PATH_DEPTH	32u	/* path components */
 #define KVMAS_PATH_MAX		1024u	/* path bytes */
 #define KVMAS_FILES_MAX		4096u	/* files remembered (cookies) */
+#define KVMAS_BID_TRIES		8u	/* refreshes that try a build-id again */
 /* Introspection's cookie ids: far from opvm.ko's (which count from 1), so
  * the module taking over never renames one of them. */
 #define KVMAS_COOKIE_BASE	(1ull << 62)
@@ -72,6 +73,7 @@ struct kvmas_stats {
 					 * says */
 	uint64_t path_bad;		/* paths cut (depth, length, unreadable) */
 	uint64_t buildid_missing;	/* files whose build-id did not read */
+	uint64_t buildid_late;		/* of those, read at a later walk */
 	uint64_t files_full;		/* file table full: emptied */
 	uint64_t refresh_us;		/* the last refresh */
 };
