@@ -343,7 +343,7 @@ long report_annotate(FILE *f, struct report *r, struct symres *res,
 		     const struct annotate_opts *ao,
 		     void (*note)(const char *msg, void *arg), void *arg);
 
-/* ---- export (host/report/report-export.c) --------------------------------------- */
+/* ---- export, one file per format (host/report/export-*.c) ---------------------- */
 
 /* Writes a gzip'd pprof profile.proto: a location per address when r kept
  * details, with DWARF lines and source files found through res (may be
