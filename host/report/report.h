@@ -398,9 +398,12 @@ struct export_ops {
 extern const struct export_ops *const export_formats[];
 /* The format called name, or NULL. */
 const struct export_ops *export_find(const char *name);
-/* The formats' names joined by sep, the last two by last ("pprof, folded
- * or html"), into buf[len] (truncated): buf. */
-const char *export_names(char *buf, size_t len, const char *sep, const char *last);
+/* The names of the formats that can do all of flags (enum export_flags; 0:
+ * every format) joined by sep, the last two by last ("pprof, folded or
+ * html"), into buf[len] (truncated): buf.  Help and messages say which
+ * formats take an option from this, never from a list of their own. */
+const char *export_names(char *buf, size_t len, unsigned flags, const char *sep,
+			 const char *last);
 /* Every format's help clause joined by "; " into buf[len]: buf. */
 const char *export_help(char *buf, size_t len);
 
