@@ -329,7 +329,9 @@ static int export_parse(int argc, char **argv, struct export_args *a)
 		return 2;
 	}
 	if (!a->out && !(a->fmt->flags & EXPORT_TEXT) && !(a->out_dash && !isatty(1))) {
-		log_err("%s output is binary or a whole page: give -o FILE", a->fmt->name);
+		/* the format's usual ending makes the example a name tools know */
+		log_err("%s output is binary or a whole page: give -o FILE (e.g. -o profile%s)",
+			a->fmt->name, a->fmt->ext);
 		return 2;
 	}
 	return 0;

@@ -387,7 +387,8 @@ enum export_flags {
  * EXPORT_FORMATS (host/report/export.c); nothing else changes. */
 struct export_ops {
 	const char *name;	/* --format NAME */
-	const char *ext;	/* the usual file name ending, with its dot */
+	const char *ext;	/* the usual file name ending, with its dot:
+				 * what `opvm export` suggests for -o */
 	const char *help;	/* one clause for --help: "NAME: what it is" */
 	unsigned flags;		/* enum export_flags */
 	/* Writes in to f: 0 or -errno. */
