@@ -54,9 +54,10 @@ static void judge(const struct pprof_cfg *cfg, struct pguest *g)
 		snprintf(g->why, sizeof(g->why), "its QMP socket is not a socket of the "
 			 "QEMU process's user");
 	else if ((g->sampler->flags & BACKEND_STOPS_GUEST) && !cfg->allow_gdbstub)
-		snprintf(g->why, sizeof(g->why), "it runs under TCG: only the gdbstub sampler "
-			 "can profile it, and that stops the guest at every sample; start the "
-			 "exporter with --allow-gdbstub to allow it");
+		snprintf(g->why, sizeof(g->why), "%sonly the %s sampler can profile it, and "
+			 "that stops the guest at every sample; start the exporter with "
+			 "--allow-gdbstub to allow it", bg.kvm ? "" : "it runs under TCG: ",
+			 g->sampler->name);
 }
 
 int pguest_scan(const struct pprof_cfg *cfg, struct pguest **out)
