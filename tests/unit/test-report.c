@@ -835,6 +835,83 @@ static void test_exports_golden(void **state)
 	free(text);
 }
 
+/* Runs `opvm ARGS` (a printf format) on the fixture; its stdout in a new
+ * string, *len its length.  NULL if opvm is not built (the caller skips). */
+static char *opvm_run(size_t *len, const char *fmt, ...)
+{
+	const char *build = getenv("BUILD");
+	char opvm[PATH_MAX], args[256], *cmd, chunk[4096], *buf = NULL;
+	va_list ap;
+	size_t n;
+	FILE *p, *out;
+
+	snprintf(opvm, sizeof(opvm), "%s/opvm", build && *build ? build : "build");
+	if (access(opvm, X_OK))
+		return NULL;
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	assert_true(asprintf(&cmd, "%s %s --session-dir '%s' --guest-root 't1=%s' "
+			     "--no-host-kernel", opvm, args, fx.session, fx.root) > 0);
+	setenv("DEBUGINFOD_URLS", "", 1);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	out = open_memstream(&buf, len);
+	assert_non_null(out);
+	while ((n = fread(chunk, 1, sizeof(chunk), p)) > 0)
+		fwrite(chunk, 1, n, out);
+	fclose(out);
+	if (pclose(p))
+		fail_msg("%s exits non-zero", cmd);
+	free(cmd);
+	return buf;
+}
+
+/* The same golden files through the commands: `opvm export --format NAME
+ * -o -` for every format of the registry (its own loading, threshold and
+ * output path) and `opvm annotate`.  The only differences from the
+ * writers' own calls are the ones asked for: the page's title, and the
+ * exporter's name speedscope records ("opvm VERSION", here "opvm test"). */
+static void test_cli_goldens(void **state)
+{
+	size_t len;
+	char *text = opvm_run(&len, "annotate --assembly func_b");
+
+	if (!text) {
+		print_message("SKIP: opvm not built\n");
+		skip();
+	}
+	golden("annotate-func_b.txt", normalise(text));
+	free(text);
+	for (size_t i = 0; export_formats[i]; i++) {
+		const struct export_ops *ops = export_formats[i];
+		const char *name = NULL;
+		char fallback[128];
+		int decode = 0;
+
+		for (size_t k = 0; k < ARRAY_SIZE(export_goldens); k++)
+			if (!strcmp(export_goldens[k].format, ops->name)) {
+				name = export_goldens[k].golden;
+				decode = export_goldens[k].decode;
+			}
+		if (!name) {
+			snprintf(fallback, sizeof(fallback), "export-%s.txt", ops->name);
+			name = fallback;
+		}
+		text = opvm_run(&len, "export --format %s -o - --title golden", ops->name);
+		if (decode) {
+			char *hex = pprof_text(text, len);
+
+			free(text);
+			text = hex;
+		} else {
+			text = subst(normalise(text), "\"opvm " OPVM_VERSION "\"", "\"opvm test\"");
+		}
+		golden(name, text);
+		free(text);
+	}
+}
+
 static void test_annotate_assembly(void **state)
 {
 	char *text = annotate_text("func_b", 1, 0);
@@ -1523,6 +1600,7 @@ int main(void)
 		cmocka_unit_test(test_diff_self),
 		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_exports_golden),
+		cmocka_unit_test(test_cli_goldens),
 		cmocka_unit_test(test_annotate_assembly),
 		cmocka_unit_test(test_annotate_source),
 		cmocka_unit_test(test_annotate_module),
