@@ -881,7 +881,8 @@ static void test_cli_goldens(void **state)
 		print_message("SKIP: opvm not built\n");
 		skip();
 	}
-	golden("annotate-func_b.txt", normalise(text));
+	text = normalise(text);
+	golden("annotate-func_b.txt", text);
 	free(text);
 	for (size_t i = 0; export_formats[i]; i++) {
 		const struct export_ops *ops = export_formats[i];
