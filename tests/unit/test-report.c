@@ -835,6 +835,47 @@ static void test_exports_golden(void **state)
 	free(text);
 }
 
+/* The registry's contract (host/report/report.h): every entry complete,
+ * names unique and found by export_find(), each help clause "NAME: ..."
+ * (--help joins them), each ending a dotted one; export_names() keeps to
+ * the formats with the flags asked for. */
+static void test_export_registry(void **state)
+{
+	char all[256], text[256], want[256] = "";
+	size_t n = 0;
+
+	for (size_t i = 0; export_formats[i]; i++, n++) {
+		const struct export_ops *f = export_formats[i];
+		size_t len;
+
+		assert_non_null(f->name);
+		assert_non_null(f->write);
+		assert_non_null(f->ext);
+		assert_int_equal(f->ext[0], '.');
+		len = strlen(f->name);
+		assert_true(len > 0);
+		assert_int_equal(strncmp(f->help, f->name, len), 0);
+		assert_int_equal(f->help[len], ':');
+		assert_ptr_equal(export_find(f->name), f);
+		for (size_t k = 0; k < i; k++)
+			assert_string_not_equal(export_formats[k]->name, f->name);
+		if (f->flags & EXPORT_TEXT)
+			snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s%s",
+				 want[0] ? "," : "", f->name);
+	}
+	assert_true(n >= 4);
+	assert_null(export_find("no-such-format"));
+	export_names(all, sizeof(all), 0, ",", ",");
+	assert_true(strlen(all) > 0);
+	assert_string_equal(export_names(text, sizeof(text), EXPORT_TEXT, ",", ","), want);
+	/* no format can do everything: an empty string; a short buffer cut */
+	assert_string_equal(export_names(text, sizeof(text), EXPORT_DIFF | EXPORT_EMPTY |
+					 EXPORT_TEXT | EXPORT_DETAILS | EXPORT_CGROUP, ",", ","),
+			    "");
+	assert_int_equal(strlen(export_names(text, 4, 0, ",", ",")), 3);
+	assert_int_equal(strncmp(text, all, 3), 0);
+}
+
 /* Runs `opvm ARGS` (a printf format) on the fixture; its stdout in a new
  * string, *len its length.  NULL if opvm is not built (the caller skips). */
 static char *opvm_run(size_t *len, const char *fmt, ...)
@@ -1600,6 +1641,7 @@ int main(void)
 		cmocka_unit_test(test_details),
 		cmocka_unit_test(test_diff_self),
 		cmocka_unit_test(test_cli),
+		cmocka_unit_test(test_export_registry),
 		cmocka_unit_test(test_exports_golden),
 		cmocka_unit_test(test_cli_goldens),
 		cmocka_unit_test(test_annotate_assembly),
