@@ -32,15 +32,29 @@ const struct backend_ops *backend_find(enum backend_kind kind, const char *name)
 	return NULL;
 }
 
-const struct backend_ops *backend_pick(enum backend_kind kind, int kvm)
+const struct backend_ops *backend_pick(enum backend_kind kind, const struct backend_guest *g,
+				       char *err, size_t errlen)
 {
 	const struct backend_ops *stops = NULL;
+	char why[256];
+	size_t used = 0;
 
+	if (errlen)
+		err[0] = '\0';
 	for (size_t i = 0; i < nr_backends; i++) {
 		const struct backend_ops *b = backends[i];
 
-		if (b->kind != kind || ((b->flags & BACKEND_KVM_ONLY) && !kvm))
+		if (b->kind != kind)
 			continue;
+		why[0] = '\0';
+		if (b->probe && b->probe(g, why, sizeof(why))) {
+			/* kept for the message should no backend take g */
+			if (used + 1 < errlen)
+				used += (size_t)snprintf(err + used, errlen - used, "%s%s: %s",
+							 used ? "; " : "", b->name, why);
+			used = used < errlen ? used : errlen;
+			continue;
+		}
 		if (!(b->flags & BACKEND_STOPS_GUEST))
 			return b;
 		if (!stops)

@@ -5,8 +5,9 @@
  *
  *   opvm run    --vmm=NAME       launch backends   ("qemu" default, "kvm")
  *   opvm attach --sampler=NAME   attach backends   ("gdbstub", "perf"; without
- *                                --sampler, perf for KVM guests, gdbstub
- *                                for TCG ones)
+ *                                --sampler, the one whose probe() takes
+ *                                the guest, one that never stops it first:
+ *                                perf for KVM guests, gdbstub for TCG ones)
  *
  * A backend is {name, its options, launch or attach, sampler}.  Adding one
  * is one new file in vmm/ defining a `const struct backend_ops` and one
@@ -61,11 +62,21 @@ enum backend_kind {
 	BACKEND_ATTACH,		/* opvm attach: a guest that already runs */
 };
 
-/* What an attach backend can do, for choosing one by the guest rather
- * than by name (backend_pick()). */
+/* How an attach backend samples, for choosing one by what it does rather
+ * than by name (backend_pick(): one that never stops the guest first; the
+ * exporter refuses one that stops it unless told). */
 enum backend_flags {
-	BACKEND_KVM_ONLY = 1u << 0,	/* samples through host perf: a KVM guest */
 	BACKEND_STOPS_GUEST = 1u << 1,	/* stops every vCPU at each sample */
+};
+
+/* A running guest as an attach backend's probe() sees it: what the
+ * command knows before any backend touches it. */
+struct backend_guest {
+	int kvm;		/* 1: runs under KVM, 0: under TCG, -1: not asked
+				 * (--sampler named the backend) */
+	int qemu;		/* 1: a QEMU with a monitor (libvirt, QMP); 0: a
+				 * built-in VMM process (`opvm run --vmm=kvm`,
+				 * found by its pid: no monitor, no gdbstub) */
 };
 
 /* Option values a backend's long options may use without a short letter:
@@ -159,8 +170,12 @@ struct backend_ops {
 	const char *help;		/* one line for `opvm run --help` */
 	int callgraph;			/* 1: takes --call-graph fp (it stops
 					 * the vCPU at each sample) */
-	unsigned flags;			/* enum backend_flags: what guests it
-					 * can sample, and how */
+	unsigned flags;			/* enum backend_flags: how it samples */
+	/* Attach backends: whether this one can sample g, judged from what g
+	 * says (a field that is -1 is no reason to refuse).  0, or -ENOTSUP
+	 * with a one-line reason in err that says what to use instead.  NULL:
+	 * any guest. */
+	int (*probe)(const struct backend_guest *g, char *err, size_t errlen);
 	/* The backend's own options (lib/optdef.h), ending with a zeroed
 	 * entry; key is a short letter or BACKEND_OPT + n.  The command's
 	 * --help, man page and completion show them.  May be NULL. */
@@ -199,10 +214,12 @@ extern const size_t nr_backends;
  * NULL if there is none. */
 const struct backend_ops *backend_find(enum backend_kind kind, const char *name);
 
-/* The backend of that kind for a guest that runs under KVM (kvm 1) or
- * not: the first in the registry that can sample it, one that never
- * stops the guest before one that does; NULL if none can. */
-const struct backend_ops *backend_pick(enum backend_kind kind, int kvm);
+/* The backend of that kind for guest g: the first in the registry whose
+ * probe() takes it, one that never stops the guest before one that does.
+ * NULL if none can, with each one's reason in err[errlen] ("NAME: why",
+ * joined by "; "). */
+const struct backend_ops *backend_pick(enum backend_kind kind, const struct backend_guest *g,
+				       char *err, size_t errlen);
 
 /* Appends one line to notes[size] (a backend_setup's or backend_target's
  * notes), truncating when full. */

@@ -114,17 +114,22 @@ static const char attach_header[] =
 "time through the monitor (sampler gdbstub).  Without --sampler: perf if\n"
 "the guests run under KVM, else gdbstub.\n";
 
-/* Which guests: exactly one kind named.  0, or 2 after a usage error. */
-static int check_guests(struct attach *a)
+/* Which guests: exactly one kind named, and, for --pid, a sampler that
+ * can reach a built-in VMM (b: the one --sampler named, else the
+ * default, which pick_backend() replaces).  0, or 2 after a usage error. */
+static int check_guests(struct attach *a, const struct backend_ops *b)
 {
+	/* a built-in VMM always runs its guest under KVM */
+	static const struct backend_guest vmm = { .kvm = 1, .qemu = 0 };
+	char why[256] = "";
+
 	if (!!a->qmp_path + !!a->all + !!a->nr_doms + !!a->pid != 1) {
 		log_err("name the guests: libvirt domain names, --all, --qmp SOCKET or --pid PID "
 			"(one kind)");
 		return 2;
 	}
-	if (a->pid && a->sampler && strcmp(a->sampler, "perf")) {
-		log_err("--pid samples a built-in VMM from outside with host perf: it has no "
-			"gdbstub (drop --sampler %s)", a->sampler);
+	if (a->pid && a->sampler && b->probe && b->probe(&vmm, why, sizeof(why))) {
+		log_err("--pid: %s (drop --sampler %s)", why, a->sampler);
 		return 2;
 	}
 	if (a->qemu_pid && !a->qmp_path && a->nr_doms != 1) {
@@ -208,15 +213,16 @@ static int open_monitors(struct attach *a, struct virt *v, struct vm_monitor **m
 	return 0;
 }
 
-/* Without --sampler: perf for KVM guests, gdbstub for TCG; one session
- * takes one sampler.  kvm[i]: what vm_monitor_is_kvm() said of mons[i]
- * (asked here if kvm is NULL).  Replaces *b and *bst when it picks
- * another.  0, or -1 after printing. */
+/* Without --sampler: the backend each guest's probe chooses (perf for KVM
+ * guests, gdbstub for TCG); one session takes one sampler.  kvm[i]: what
+ * vm_monitor_is_kvm() said of mons[i] (asked here if kvm is NULL).
+ * Replaces *b and *bst when it picks another.  0, or -1 after printing. */
 static int pick_backend(struct attach *a, struct vm_monitor **mons, const int *kvm_of,
 			const struct backend_ops **b, void **bst)
 {
 	const struct backend_ops *pick = NULL, *k;
 	const char *first = NULL;
+	char why[512];
 
 	if (a->sampler)
 		return 0;
@@ -229,7 +235,13 @@ static int pick_backend(struct attach *a, struct vm_monitor **mons, const int *k
 				strerror(-kvm));
 			return -1;
 		}
-		k = backend_pick(BACKEND_ATTACH, kvm);
+		k = backend_pick(BACKEND_ATTACH, &(struct backend_guest){
+					.kvm = kvm, .qemu = !vm_monitor_pid(mons[i]) },
+				 why, sizeof(why));
+		if (!k) {
+			log_err("no sampler can profile '%s': %s", vm_monitor_name(mons[i]), why);
+			return -1;
+		}
 		if (pick && k != pick) {
 			log_err("'%s' would be sampled by %s and '%s' by %s: one session takes "
 				"one sampler; choose with --sampler or attach them separately",
@@ -377,7 +389,7 @@ int cmd_attach(int argc, char **argv)
 	if (ret == 1) {
 		ret = 0;
 	} else if (ret == 0) {
-		ret = check_guests(&a);
+		ret = check_guests(&a, b);
 		if (ret)
 			session_usage_print(stderr, &cli);
 		else

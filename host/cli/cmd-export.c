@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * opvm export: the report's symbols for other tools.
- *   --format pprof  -o FILE   gzip'd profile.proto (go tool pprof)
- *   --format folded [-o FILE] "guest;process;image;symbol count" lines
- *   --format html   -o FILE   one self-contained page with a flame graph
- *   --format speedscope [-o FILE]  speedscope's JSON file format
- *   --diff DIR|previous       html: differential against that baseline
+ * opvm export: the report's symbols for other tools, in a format of
+ * host/report/export.c's registry (--format NAME; --help lists them).
+ * What a format can do is asked of its struct export_ops, never of its
+ * name: whether it may write to stdout (else -o FILE), draws against a
+ * --diff baseline, writes an empty profile (--empty-ok), wants per-address
+ * counts or cgroup rows.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,17 +34,17 @@ struct export_args {
 	int empty_ok;
 };
 
-/* --format's value and help come from the registry (export_options_fill). */
+/* --format's value and help, and which formats the other options serve,
+ * come from the registry (export_options_fill). */
 static char format_names[128], format_help[1024], usage[256];
+static char out_help[256], diff_help[256], empty_help[256];
 
 static struct opt_def export_options[] = {
 	{ "format", OPT_FORMAT, format_names, format_help, 0 },
-	{ "output", 'o', "FILE", "where to write; - is stdout (folded, speedscope: the default)", 0 },
+	{ "output", 'o', "FILE", out_help, 0 },
 	{ "title", OPT_TITLE, "TEXT", "title of the HTML page", 0 },
-	{ "diff", OPT_DIFF, "DIR|previous", "html: differential flame graph, baseline "
-	  "session DIR (or samples/previous): red grew, blue shrank", 0 },
-	{ "empty-ok", OPT_EMPTY_OK, NULL, "pprof: a session that took no sample gives a "
-	  "profile without samples, not an error", 0 },
+	{ "diff", OPT_DIFF, "DIR|previous", diff_help, 0 },
+	{ "empty-ok", OPT_EMPTY_OK, NULL, empty_help, 0 },
 	{ 0 },
 };
 
@@ -97,11 +97,22 @@ static FILE *open_out(const char *path, char **tmp)
 	return fdopen(fd, "w");
 }
 
-/* --format's metavar, its help and the usage line, from the registry. */
+/* --format's metavar, its help, the usage line and the formats -o -,
+ * --diff and --empty-ok serve, from the registry. */
 static void export_options_fill(void)
 {
-	export_names(format_names, sizeof(format_names), "|", "|");
+	char n[128];
+
+	export_names(format_names, sizeof(format_names), 0, "|", "|");
 	export_help(format_help, sizeof(format_help));
+	snprintf(out_help, sizeof(out_help), "where to write; - is stdout (%s: the default)",
+		 export_names(n, sizeof(n), EXPORT_TEXT, ", ", ", "));
+	snprintf(diff_help, sizeof(diff_help), "%s: differential flame graph, baseline "
+		 "session DIR (or samples/previous): red grew, blue shrank",
+		 export_names(n, sizeof(n), EXPORT_DIFF, ", ", ", "));
+	snprintf(empty_help, sizeof(empty_help), "%s: a session that took no sample gives a "
+		 "profile without samples, not an error",
+		 export_names(n, sizeof(n), EXPORT_EMPTY, ", ", ", "));
 	snprintf(usage, sizeof(usage), "usage: opvm export --format %s [-o FILE]\n"
 		 "                   [PROFILE SPEC...] [options]\n\n", format_names);
 }
@@ -114,7 +125,7 @@ static const struct export_ops *parse_format(const char *name)
 
 	if (!ops)
 		log_err("--format '%s': use %s", name,
-			export_names(names, sizeof(names), ", ", " or "));
+			export_names(names, sizeof(names), 0, ", ", " or "));
 	return ops;
 }
 
@@ -305,17 +316,22 @@ static int export_parse(int argc, char **argv, struct export_args *a)
 		char names[128];
 
 		log_err("say which format: --format %s",
-			export_names(names, sizeof(names), ", ", " or "));
+			export_names(names, sizeof(names), 0, ", ", " or "));
 		opts_help(stderr, &export_cmd);
 		return 2;
 	}
 	if (a->diff && !(a->fmt->flags & EXPORT_DIFF)) {
-		log_err("--diff draws a differential flame graph: use it with --format html "
-			"(for pprof, export both sessions and use go tool pprof -diff_base)");
+		char names[128];
+
+		log_err("--diff draws a differential flame graph: use it with --format %s "
+			"(for pprof, export both sessions and use go tool pprof -diff_base)",
+			export_names(names, sizeof(names), EXPORT_DIFF, ", ", " or "));
 		return 2;
 	}
 	if (!a->out && !(a->fmt->flags & EXPORT_TEXT) && !(a->out_dash && !isatty(1))) {
-		log_err("%s output is binary or a whole page: give -o FILE", a->fmt->name);
+		/* the format's usual ending makes the example a name tools know */
+		log_err("%s output is binary or a whole page: give -o FILE (e.g. -o profile%s)",
+			a->fmt->name, a->fmt->ext);
 		return 2;
 	}
 	return 0;

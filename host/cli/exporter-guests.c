@@ -35,8 +35,12 @@ static int socket_of(const char *path, int pid)
 static void judge(const struct pprof_cfg *cfg, struct pguest *g)
 {
 	struct ps_qemu *q = &g->q;
+	/* every guest found in /proc is a QEMU */
+	const struct backend_guest bg = { .kvm = q->accel == PS_ACCEL_KVM, .qemu = 1 };
 
-	g->sampler = backend_pick(BACKEND_ATTACH, q->accel == PS_ACCEL_KVM);
+	g->sampler = backend_pick(BACKEND_ATTACH, &bg, g->why, sizeof(g->why));
+	if (!g->sampler)
+		return;		/* g->why says what no backend could do */
 	g->why[0] = '\0';
 	if (q->channel[0] && !socket_of(q->channel, q->pid))
 		q->channel[0] = '\0';	/* profiled without process names */
@@ -50,9 +54,10 @@ static void judge(const struct pprof_cfg *cfg, struct pguest *g)
 		snprintf(g->why, sizeof(g->why), "its QMP socket is not a socket of the "
 			 "QEMU process's user");
 	else if ((g->sampler->flags & BACKEND_STOPS_GUEST) && !cfg->allow_gdbstub)
-		snprintf(g->why, sizeof(g->why), "it runs under TCG: only the gdbstub sampler "
-			 "can profile it, and that stops the guest at every sample; start the "
-			 "exporter with --allow-gdbstub to allow it");
+		snprintf(g->why, sizeof(g->why), "%sonly the %s sampler can profile it, and "
+			 "that stops the guest at every sample; start the exporter with "
+			 "--allow-gdbstub to allow it", bg.kvm ? "" : "it runs under TCG: ",
+			 g->sampler->name);
 }
 
 int pguest_scan(const struct pprof_cfg *cfg, struct pguest **out)

@@ -573,12 +573,13 @@ static json_t *guest_json(const struct pprof *p, const struct pguest *g)
 
 	for (unsigned i = 0; i < p->cfg.max_profiles; i++)
 		busy |= p->active[i] && p->active[i]->g.q.pid == g->q.pid;
-	return json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:b, s:s?, s:b}",
+	/* sampler null: no backend can sample it (why says so) */
+	return json_pack("{s:s, s:i, s:s, s:s, s:s, s:s?, s:b, s:s?, s:b}",
 			 "name", g->q.name, "pid", g->q.pid,
 			 "owner", pguest_owner_name(g, who, sizeof(who)),
 			 "source", g->q.libvirt ? "libvirt" : "qemu",
 			 "accel", g->q.accel == PS_ACCEL_KVM ? "kvm" : "tcg",
-			 "sampler", g->sampler->name, "profile", !g->why[0],
+			 "sampler", g->sampler ? g->sampler->name : NULL, "profile", !g->why[0],
 			 "why", g->why[0] ? g->why : NULL, "busy", busy);
 }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * What the export formats share (host/report/report-export.c): the string
- * -> index map and the folded stack lines.  Not for use outside
+ * -> index map and the folded stack lines (export-folded.c writes them,
+ * the other formats build on them).  Not for use outside
  * host/report/.
  */
 #ifndef OPVM_EXPORT_PRIV_H
@@ -30,6 +31,8 @@ long smap_get(struct smap *m, const char *key, size_t val, int *added);
 void export_process_name(const struct report_row *row, char *out, size_t len);
 int folded_cmp(const void *a, const void *b);
 char *folded_stack(const struct report_row *row);
+/* The chain's "guest;process;root;...;leaf" in a new string, or NULL. */
+char *folded_chain(const struct report_stack *st);
 const char *export_frame_name(const struct report_frame *f, char *buf, size_t len);
 
 #endif /* OPVM_EXPORT_PRIV_H */

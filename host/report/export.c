@@ -11,8 +11,15 @@
 
 #include "host/report/report.h"
 
-/* Adding a format: its file, and its name here. */
-#define EXPORT_FORMATS(X) X(pprof) X(folded) X(html) X(speedscope)
+/* The registry: one line per format, in --help order.  Each X(NAME)
+ * declares the format file's `export_NAME_ops` and lists it, so that a new
+ * format is its file and one line here, nothing more. */
+#define EXPORT_FORMATS(X)	\
+	X(pprof)		\
+	X(folded)		\
+	X(html)			\
+	X(speedscope)		\
+	/* a new format: X(NAME) above this line */
 
 #define EXPORT_DECLARE(n) extern const struct export_ops export_##n##_ops;
 #define EXPORT_ENTRY(n) &export_##n##_ops,
@@ -38,28 +45,37 @@ static void put(char *buf, size_t len, size_t *at, const char *s)
 		*at += (size_t)n < len - *at ? (size_t)n : len - *at - 1;
 }
 
-/* The formats' names (or help clauses) joined by sep, the last two by last. */
-static const char *join(char *buf, size_t len, int help, const char *sep, const char *last)
+/* The names (or help clauses) of the formats whose flags hold all of
+ * flags, joined by sep, the last two by last. */
+static const char *join(char *buf, size_t len, unsigned flags, int help, const char *sep,
+			const char *last)
 {
-	size_t at = 0;
+	size_t at = 0, n = 0, k = 0;
 
 	if (!len)
 		return buf;
 	buf[0] = '\0';
+	for (size_t i = 0; export_formats[i]; i++)
+		n += (export_formats[i]->flags & flags) == flags;
 	for (size_t i = 0; export_formats[i]; i++) {
-		if (i)
-			put(buf, len, &at, export_formats[i + 1] ? sep : last);
-		put(buf, len, &at, help ? export_formats[i]->help : export_formats[i]->name);
+		const struct export_ops *f = export_formats[i];
+
+		if ((f->flags & flags) != flags)
+			continue;
+		if (k++)
+			put(buf, len, &at, k == n ? last : sep);
+		put(buf, len, &at, help ? f->help : f->name);
 	}
 	return buf;
 }
 
-const char *export_names(char *buf, size_t len, const char *sep, const char *last)
+const char *export_names(char *buf, size_t len, unsigned flags, const char *sep,
+			 const char *last)
 {
-	return join(buf, len, 0, sep, last);
+	return join(buf, len, flags, 0, sep, last);
 }
 
 const char *export_help(char *buf, size_t len)
 {
-	return join(buf, len, 1, "; ", "; ");
+	return join(buf, len, 0, 1, "; ", "; ");
 }

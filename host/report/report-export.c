@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
  * Exports of a report, the part they share: the string -> index map and
- * the folded stacks ("guest;process;image;symbol count"), which the other
- * formats build on.  One file per other format: export-pprof.c (gzip'd
- * profile.proto through protobuf-c and zlib), export-speedscope.c and
- * export-html.c (a self-contained flame graph, also differential: widths
- * from the new profile, red for growth and blue for shrink against a
- * baseline, as in Brendan Gregg's differential flame graphs).
+ * the folded stacks ("guest;process;image;symbol"), which the formats
+ * build on.  One file per format, each a struct export_ops in export.c's
+ * registry: export-folded.c, export-pprof.c (gzip'd profile.proto through
+ * protobuf-c and zlib), export-speedscope.c and export-html.c (a
+ * self-contained flame graph, also differential: widths from the new
+ * profile, red for growth and blue for shrink against a baseline, as in
+ * Brendan Gregg's differential flame graphs).
  *
  * Without call chains in the sample files a "stack" is the attribution
  * path guest -> process -> image -> symbol: that is what the folded lines
@@ -144,7 +145,7 @@ const char *export_frame_name(const struct report_frame *f, char *buf, size_t le
 }
 
 /* The stack's "guest;process;root;...;leaf" in a new string, or NULL. */
-static char *folded_chain(const struct report_stack *st)
+char *folded_chain(const struct report_stack *st)
 {
 	char *buf = NULL, name[1024];
 	size_t len = 0;
@@ -165,60 +166,3 @@ static char *folded_chain(const struct report_stack *st)
 	}
 	return buf;
 }
-
-/* Sorted by stack, one line per stack: tools that draw lines in file
- * order (speedscope's "left heavy" aside) then keep a stack in one block,
- * and rows that differ only in what folded does not show (thread, cpu)
- * are merged. */
-int report_export_folded(FILE *f, const struct report *r)
-{
-	struct folded_line *v = calloc(r->nr_rows + r->nr_stacks + 1, sizeof(*v));
-	size_t n = 0;
-	int ret = -ENOMEM;
-
-	if (!v)
-		return -ENOMEM;
-	/* with call chains (-g), the stacks are the lines */
-	for (size_t i = 0; i < r->nr_stacks; i++) {
-		v[n].stack = folded_chain(&r->stacks[i]);
-		if (!v[n].stack)
-			goto out;
-		v[n++].samples = r->stacks[i].samples;
-	}
-	for (size_t i = 0; i < r->nr_rows && !r->stack_guests; i++) {
-		if (!r->rows[i].samples)
-			continue;
-		v[n].stack = folded_stack(&r->rows[i]);
-		if (!v[n].stack)
-			goto out;
-		v[n++].samples = r->rows[i].samples;
-	}
-	qsort(v, n, sizeof(*v), folded_cmp);
-	for (size_t i = 0; i < n; i++) {
-		uint64_t sum = v[i].samples;
-
-		while (i + 1 < n && !strcmp(v[i].stack, v[i + 1].stack))
-			sum = util_sat_add(sum, v[++i].samples);
-		/* folded counts are plain numbers: a saturated one stays the cap */
-		fprintf(f, "%s %" PRIu64 "\n", v[i].stack, sum);
-	}
-	ret = ferror(f) ? -EIO : 0;
-out:
-	for (size_t i = 0; i < n; i++)
-		free(v[i].stack);
-	free(v);
-	return ret;
-}
-
-static int folded_write(FILE *f, const struct export_in *in)
-{
-	return report_export_folded(f, in->r);
-}
-
-const struct export_ops export_folded_ops = {
-	.name = "folded",
-	.ext = ".folded",
-	.help = "folded: guest;process;image;symbol count (flamegraph.pl)",
-	.flags = EXPORT_TEXT,
-	.write = folded_write,
-};

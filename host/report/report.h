@@ -343,7 +343,7 @@ long report_annotate(FILE *f, struct report *r, struct symres *res,
 		     const struct annotate_opts *ao,
 		     void (*note)(const char *msg, void *arg), void *arg);
 
-/* ---- export (host/report/report-export.c) --------------------------------------- */
+/* ---- export, one file per format (host/report/export-*.c) ---------------------- */
 
 /* Writes a gzip'd pprof profile.proto: a location per address when r kept
  * details, with DWARF lines and source files found through res (may be
@@ -387,7 +387,8 @@ enum export_flags {
  * EXPORT_FORMATS (host/report/export.c); nothing else changes. */
 struct export_ops {
 	const char *name;	/* --format NAME */
-	const char *ext;	/* the usual file name ending, with its dot */
+	const char *ext;	/* the usual file name ending, with its dot:
+				 * what `opvm export` suggests for -o */
 	const char *help;	/* one clause for --help: "NAME: what it is" */
 	unsigned flags;		/* enum export_flags */
 	/* Writes in to f: 0 or -errno. */
@@ -398,9 +399,12 @@ struct export_ops {
 extern const struct export_ops *const export_formats[];
 /* The format called name, or NULL. */
 const struct export_ops *export_find(const char *name);
-/* The formats' names joined by sep, the last two by last ("pprof, folded
- * or html"), into buf[len] (truncated): buf. */
-const char *export_names(char *buf, size_t len, const char *sep, const char *last);
+/* The names of the formats that can do all of flags (enum export_flags; 0:
+ * every format) joined by sep, the last two by last ("pprof, folded or
+ * html"), into buf[len] (truncated): buf.  Help and messages say which
+ * formats take an option from this, never from a list of their own. */
+const char *export_names(char *buf, size_t len, unsigned flags, const char *sep,
+			 const char *last);
 /* Every format's help clause joined by "; " into buf[len]: buf. */
 const char *export_help(char *buf, size_t len);
 

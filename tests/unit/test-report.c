@@ -654,61 +654,304 @@ static char *pprof_text(const char *gz, size_t gzlen)
 	return hide_build_ids(normalise(out));
 }
 
-/* Writes r in export format fmt (0 folded, 1 speedscope, 2 html, 3 pprof)
- * to memory, normalised. */
-static char *export_text(const struct report *r, struct symres *res, int fmt)
+/* A second session: only func_b, twice as hot.  Returns its path. */
+static const char *session_b(void)
+{
+	static const struct store_event ev[] = { { .name = "TIMER", .count = 1 },
+						 { .name = "CYCLES", .count = 100000 } };
+	static char dir[PATH_MAX * 2];
+	struct store *st;
+
+	snprintf(dir, sizeof(dir), "%s/session-b", fx.dir);
+	if (!access(dir, F_OK))
+		return dir;
+	st = store_open(dir, "t1", ev, 2, OPVM_SEP_LIB, 0);
+	assert_non_null(st);
+	assert_int_equal(fx_add(st, NULL, "/usr/bin/prog", 0, -1, -1, fx.bid, fx.bid_len,
+				fx.hot_off[FX_B], 2000), 0);
+	{
+		struct store_key k = { .image = "/usr/bin/prog", .event = 1, .tgid = -1,
+				       .tid = -1, .cpu = -1, .build_id = fx.bid,
+				       .build_id_len = fx.bid_len };
+		struct sfile *sf = store_get(st, &k);
+
+		assert_non_null(sf);
+		assert_int_equal(sfile_add(sf, fx.hot_off[FX_A], 77), 0);
+	}
+	assert_int_equal(fx_meta(st, "t1", 1), 0);
+	assert_int_equal(store_sync(st), 0);
+	store_close(st);
+	return dir;
+}
+
+static struct report *load_dir(const char *dir, struct symres *res, const char *spec)
+{
+	struct report_opts o = { .session_dir = dir, .keep = REPORT_KEEP_DEFAULT,
+				 .symbols = 1, .res = res };
+	static char specbuf[64];
+	char err[256];
+	struct report *r;
+
+	if (spec) {
+		snprintf(specbuf, sizeof(specbuf), "%s", spec);
+		assert_int_equal(report_filter_add(&o.filter, specbuf), 0);
+	}
+	r = report_load(&o, err, sizeof(err));
+	if (!r)
+		fail_msg("%s", err);
+	return r;
+}
+
+/* annotate with source lines (mixed: and their instructions).  The note
+ * that names a source file wraps at 80 columns wherever the checkout's
+ * path ends: its continuation lines (blank where the others have the
+ * ':' column) are joined back, then the checkout is named $CHECKOUT. */
+static char *annotate_src_text(const char *symbol, int mixed)
+{
+	char *text = annotate_text(symbol, mixed, 1), *o = text, cwd[PATH_MAX];
+
+	for (const char *p = text; *p;) {
+		if (*p == '\n' && strspn(p + 1, " ") >= 20) {
+			*o++ = ' ';
+			p += 1 + strspn(p + 1, " ");
+		} else {
+			*o++ = *p++;
+		}
+	}
+	*o = '\0';
+	if (getcwd(cwd, sizeof(cwd)) && cwd[1])
+		text = subst(text, cwd, "$CHECKOUT");
+	return normalise(text);
+}
+
+/*
+ * How a format's output becomes its golden file: normalised text under
+ * the name the registry's format is looked up by.  pprof is gzip'd
+ * protobuf, so its golden file is the profile decoded (pprof_text).  A
+ * format of the registry not listed here is checked too, as text, against
+ * export-NAME.txt: a new writer is byte-checked from its first run.
+ */
+static const struct {
+	const char *format, *golden, *diff_golden;
+	int decode;
+} export_goldens[] = {
+	{ "folded", "export-folded.txt", NULL, 0 },
+	{ "speedscope", "export-speedscope.json", NULL, 0 },
+	{ "html", "export.html", "export-diff.html", 0 },
+	{ "pprof", "export-pprof.txt", NULL, 1 },
+};
+
+/* Writes in in format ops to memory, normalised (decode: pprof's bytes
+ * decoded first). */
+static char *export_text(const struct export_ops *ops, const struct export_in *in, int decode)
 {
 	char *buf = NULL, *hex;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 
 	assert_non_null(f);
-	if (fmt == 0)
-		assert_int_equal(report_export_folded(f, r), 0);
-	else if (fmt == 1)
-		assert_int_equal(report_export_speedscope(f, r, "opvm test"), 0);
-	else if (fmt == 2)
-		assert_int_equal(report_export_html(f, r, NULL, "golden"), 0);
-	else
-		assert_int_equal(report_export_pprof(f, r, res), 0);
+	assert_int_equal(ops->write(f, in), 0);
 	fclose(f);
-	if (fmt != 3)
+	if (!decode)
 		return normalise(buf);
 	hex = pprof_text(buf, len);
 	free(buf);
 	return hex;
 }
 
-/* Every export format and annotate, byte for byte against tests/golden/:
- * a change of output is a decision, never a side effect of a refactor. */
+/* The fixture loaded as `opvm export --format` loads it for ops: with
+ * per-address counts and cgroup rows where the format asks for them. */
+static struct report *load_for(const struct export_ops *ops, struct symres **res)
+{
+	unsigned keep = REPORT_KEEP_DEFAULT;
+
+	if (ops->flags & EXPORT_CGROUP)
+		keep |= REPORT_KEEP_CGROUP;
+	return load(res, 1, !!(ops->flags & EXPORT_DETAILS), keep, NULL);
+}
+
+/* One format of the registry against its golden file, and against
+ * session_b() as the baseline where it draws differences. */
+static void export_golden(const struct export_ops *ops)
+{
+	const char *name = NULL, *diff_name = NULL;
+	char fallback[128], *text;
+	struct symres *res;
+	struct report *r = load_for(ops, &res), *base;
+	struct export_in in = { .r = r, .res = res, .title = "golden", .exporter = "opvm test" };
+	int decode = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(export_goldens); i++)
+		if (!strcmp(export_goldens[i].format, ops->name)) {
+			name = export_goldens[i].golden;
+			diff_name = export_goldens[i].diff_golden;
+			decode = export_goldens[i].decode;
+		}
+	if (!name) {
+		snprintf(fallback, sizeof(fallback), "export-%s.txt", ops->name);
+		name = fallback;
+	}
+	text = export_text(ops, &in, decode);
+	golden(name, text);
+	free(text);
+	if (ops->flags & EXPORT_DIFF) {
+		if (!diff_name)
+			fail_msg("format %s draws differences: give it a diff golden file", ops->name);
+		base = load_dir(session_b(), res, NULL);
+		in.base = base;
+		text = export_text(ops, &in, decode);
+		golden(diff_name, text);
+		free(text);
+		report_free(base);
+	}
+	report_free(r);
+	symres_free(res);
+}
+
+/* Every export format of the registry and annotate's three views, byte for
+ * byte against tests/golden/: a change of output is a decision, never a
+ * side effect of a refactor. */
 static void test_exports_golden(void **state)
 {
-	static const char *const names[] = {
-		"export-folded.txt", "export-speedscope.json", "export.html",
-		"export-pprof.txt",
-	};
-	struct symres *res;
-	struct report *r = load(&res, 1, 0, REPORT_KEEP_DEFAULT, NULL);
-	struct report *rd;
-	struct symres *resd;
 	char *text;
 
-	for (int fmt = 0; fmt < 3; fmt++) {
-		text = export_text(r, res, fmt);
-		golden(names[fmt], text);
-		free(text);
-	}
-	rd = load(&resd, 1, 1, REPORT_KEEP_DEFAULT, NULL);
-	text = export_text(rd, resd, 3);
-	golden(names[3], text);
-	free(text);
-	report_free(rd);
-	symres_free(resd);
+	for (size_t i = 0; i < ARRAY_SIZE(export_goldens); i++)
+		if (!export_find(export_goldens[i].format))
+			fail_msg("golden file for %s, a format not in the registry",
+				 export_goldens[i].format);
+	for (size_t i = 0; export_formats[i]; i++)
+		export_golden(export_formats[i]);
 	text = normalise(annotate_text("func_b", 1, 0));
 	golden("annotate-func_b.txt", text);
 	free(text);
-	report_free(r);
-	symres_free(res);
+	text = annotate_src_text("func_b", 0);
+	golden("annotate-func_b-source.txt", text);
+	free(text);
+	text = annotate_src_text("func_b", 1);
+	golden("annotate-func_b-mixed.txt", text);
+	free(text);
+	text = annotate_src_text("lib_hot", 0);
+	golden("annotate-lib_hot-source.txt", text);
+	free(text);
+}
+
+/* The registry's contract (host/report/report.h): every entry complete,
+ * names unique and found by export_find(), each help clause "NAME: ..."
+ * (--help joins them), each ending a dotted one; export_names() keeps to
+ * the formats with the flags asked for. */
+static void test_export_registry(void **state)
+{
+	char all[256], text[256], want[256] = "";
+	size_t n = 0;
+
+	for (size_t i = 0; export_formats[i]; i++, n++) {
+		const struct export_ops *f = export_formats[i];
+		size_t len;
+
+		assert_non_null(f->name);
+		assert_non_null(f->write);
+		assert_non_null(f->ext);
+		assert_int_equal(f->ext[0], '.');
+		len = strlen(f->name);
+		assert_true(len > 0);
+		assert_int_equal(strncmp(f->help, f->name, len), 0);
+		assert_int_equal(f->help[len], ':');
+		assert_ptr_equal(export_find(f->name), f);
+		for (size_t k = 0; k < i; k++)
+			assert_string_not_equal(export_formats[k]->name, f->name);
+		if (f->flags & EXPORT_TEXT)
+			snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s%s",
+				 want[0] ? "," : "", f->name);
+	}
+	assert_true(n >= 4);
+	assert_null(export_find("no-such-format"));
+	export_names(all, sizeof(all), 0, ",", ",");
+	assert_true(strlen(all) > 0);
+	assert_string_equal(export_names(text, sizeof(text), EXPORT_TEXT, ",", ","), want);
+	/* no format can do everything: an empty string; a short buffer cut */
+	assert_string_equal(export_names(text, sizeof(text), EXPORT_DIFF | EXPORT_EMPTY |
+					 EXPORT_TEXT | EXPORT_DETAILS | EXPORT_CGROUP, ",", ","),
+			    "");
+	assert_int_equal(strlen(export_names(text, 4, 0, ",", ",")), 3);
+	assert_int_equal(strncmp(text, all, 3), 0);
+}
+
+/* Runs `opvm ARGS` (a printf format) on the fixture; its stdout in a new
+ * string, *len its length.  NULL if opvm is not built (the caller skips). */
+static char *opvm_run(size_t *len, const char *fmt, ...)
+{
+	const char *build = getenv("BUILD");
+	char opvm[PATH_MAX], args[256], *cmd, chunk[4096], *buf = NULL;
+	va_list ap;
+	size_t n;
+	FILE *p, *out;
+
+	snprintf(opvm, sizeof(opvm), "%s/opvm", build && *build ? build : "build");
+	if (access(opvm, X_OK))
+		return NULL;
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	assert_true(asprintf(&cmd, "%s %s --session-dir '%s' --guest-root 't1=%s' "
+			     "--no-host-kernel", opvm, args, fx.session, fx.root) > 0);
+	setenv("DEBUGINFOD_URLS", "", 1);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	out = open_memstream(&buf, len);
+	assert_non_null(out);
+	while ((n = fread(chunk, 1, sizeof(chunk), p)) > 0)
+		fwrite(chunk, 1, n, out);
+	fclose(out);
+	if (pclose(p))
+		fail_msg("%s exits non-zero", cmd);
+	free(cmd);
+	return buf;
+}
+
+/* The same golden files through the commands: `opvm export --format NAME
+ * -o -` for every format of the registry (its own loading, threshold and
+ * output path) and `opvm annotate`.  The only differences from the
+ * writers' own calls are the ones asked for: the page's title, and the
+ * exporter's name speedscope records ("opvm VERSION", here "opvm test"). */
+static void test_cli_goldens(void **state)
+{
+	size_t len;
+	char *text = opvm_run(&len, "annotate --assembly func_b");
+
+	if (!text) {
+		print_message("SKIP: opvm not built\n");
+		skip();
+	}
+	text = normalise(text);
+	golden("annotate-func_b.txt", text);
+	free(text);
+	for (size_t i = 0; export_formats[i]; i++) {
+		const struct export_ops *ops = export_formats[i];
+		const char *name = NULL;
+		char fallback[128];
+		int decode = 0;
+
+		for (size_t k = 0; k < ARRAY_SIZE(export_goldens); k++)
+			if (!strcmp(export_goldens[k].format, ops->name)) {
+				name = export_goldens[k].golden;
+				decode = export_goldens[k].decode;
+			}
+		if (!name) {
+			snprintf(fallback, sizeof(fallback), "export-%s.txt", ops->name);
+			name = fallback;
+		}
+		text = opvm_run(&len, "export --format %s -o - --title golden", ops->name);
+		if (decode) {
+			char *hex = pprof_text(text, len);
+
+			free(text);
+			text = hex;
+		} else {
+			text = subst(normalise(text), "\"opvm " OPVM_VERSION "\"", "\"opvm test\"");
+		}
+		golden(name, text);
+		free(text);
+	}
 }
 
 static void test_annotate_assembly(void **state)
@@ -764,54 +1007,6 @@ static void test_annotate_module(void **state)
 
 	assert_non_null(strstr(text, "<fakemod_hot_path>:"));
 	free(text);
-}
-
-/* A second session: only func_b, twice as hot.  Returns its path. */
-static const char *session_b(void)
-{
-	static const struct store_event ev[] = { { .name = "TIMER", .count = 1 },
-						 { .name = "CYCLES", .count = 100000 } };
-	static char dir[PATH_MAX * 2];
-	struct store *st;
-
-	snprintf(dir, sizeof(dir), "%s/session-b", fx.dir);
-	if (!access(dir, F_OK))
-		return dir;
-	st = store_open(dir, "t1", ev, 2, OPVM_SEP_LIB, 0);
-	assert_non_null(st);
-	assert_int_equal(fx_add(st, NULL, "/usr/bin/prog", 0, -1, -1, fx.bid, fx.bid_len,
-				fx.hot_off[FX_B], 2000), 0);
-	{
-		struct store_key k = { .image = "/usr/bin/prog", .event = 1, .tgid = -1,
-				       .tid = -1, .cpu = -1, .build_id = fx.bid,
-				       .build_id_len = fx.bid_len };
-		struct sfile *sf = store_get(st, &k);
-
-		assert_non_null(sf);
-		assert_int_equal(sfile_add(sf, fx.hot_off[FX_A], 77), 0);
-	}
-	assert_int_equal(fx_meta(st, "t1", 1), 0);
-	assert_int_equal(store_sync(st), 0);
-	store_close(st);
-	return dir;
-}
-
-static struct report *load_dir(const char *dir, struct symres *res, const char *spec)
-{
-	struct report_opts o = { .session_dir = dir, .keep = REPORT_KEEP_DEFAULT,
-				 .symbols = 1, .res = res };
-	static char specbuf[64];
-	char err[256];
-	struct report *r;
-
-	if (spec) {
-		snprintf(specbuf, sizeof(specbuf), "%s", spec);
-		assert_int_equal(report_filter_add(&o.filter, specbuf), 0);
-	}
-	r = report_load(&o, err, sizeof(err));
-	if (!r)
-		fail_msg("%s", err);
-	return r;
 }
 
 static void test_diff_text(void **state)
@@ -1446,7 +1641,9 @@ int main(void)
 		cmocka_unit_test(test_details),
 		cmocka_unit_test(test_diff_self),
 		cmocka_unit_test(test_cli),
+		cmocka_unit_test(test_export_registry),
 		cmocka_unit_test(test_exports_golden),
+		cmocka_unit_test(test_cli_goldens),
 		cmocka_unit_test(test_annotate_assembly),
 		cmocka_unit_test(test_annotate_source),
 		cmocka_unit_test(test_annotate_module),

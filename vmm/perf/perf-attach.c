@@ -207,10 +207,21 @@ static void pattach_close(void *st, struct backend_target *t)
 	t->priv = NULL;
 }
 
+/* Host perf samples vCPU threads while they run guest code in KVM: a TCG
+ * guest's vCPUs never enter KVM, so perf would see QEMU's translator. */
+static int pattach_probe(const struct backend_guest *g, char *err, size_t errlen)
+{
+	if (g->kvm)
+		return 0;
+	util_seterr(err, errlen, "host perf samples KVM guests only, and this one runs "
+		    "under TCG");
+	return -ENOTSUP;
+}
+
 const struct backend_ops perf_backend = {
 	.name = "perf",
 	.kind = BACKEND_ATTACH,
-	.flags = BACKEND_KVM_ONLY,
+	.probe = pattach_probe,
 	.help = "host perf on a KVM guest's vCPU threads, never stopped",
 	.options = NULL,
 	.new = pattach_new,

@@ -296,10 +296,22 @@ static void qattach_summary(void *st, const struct backend_target *t,
 	qemu_backend_summary(t, ((struct qattach *)st)->setup.rate_hz, tot, out);
 }
 
+/* The gdbstub is started through QEMU's monitor: a built-in VMM process
+ * has neither. */
+static int qattach_probe(const struct backend_guest *g, char *err, size_t errlen)
+{
+	if (g->qemu)
+		return 0;
+	util_seterr(err, errlen, "a built-in VMM (opvm run --vmm=kvm) has no gdbstub: it is "
+		    "sampled from outside with host perf");
+	return -ENOTSUP;
+}
+
 const struct backend_ops gdbstub_backend = {
 	.name = "gdbstub",
 	.kind = BACKEND_ATTACH,
 	.flags = BACKEND_STOPS_GUEST,
+	.probe = qattach_probe,
 	.callgraph = 1,
 	.help = "QEMU's gdbstub, started through the monitor",
 	.options = NULL,
