@@ -42,8 +42,7 @@ static int opt_separate(void *base, const char *opt, char *arg, char *err, size_
 	struct session_opts *o = base;
 
 	if (store_parse_separate(arg, &o->separate)) {
-		num_bad_value(err, errlen, opt, arg, "none, lib, kernel, thread, cpu or all "
-			      "(comma-separated)");
+		num_bad_value(err, errlen, opt, arg, "none, lib, kernel, thread, cpu or all");
 		return -1;
 	}
 	o->separate_set = 1;
@@ -55,7 +54,7 @@ static int opt_from_exec(void *base, const char *opt, char *arg, char *err, size
 	struct session_opts *o = base;
 
 	if (!*arg || strchr(arg, '/') || strlen(arg) >= 64) {
-		num_bad_value(err, errlen, opt, arg, "an executable's base name such as abratio");
+		num_bad_value(err, errlen, opt, arg, "an executable's base name (abratio)");
 		return -1;
 	}
 	o->from_exec = arg;

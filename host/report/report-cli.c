@@ -131,8 +131,7 @@ static int rc_keep(void *base, const char *opt, char *arg, char *err, size_t err
 	unsigned mask;
 
 	if (report_parse_keep(arg, &mask)) {
-		num_bad_value(err, errlen, opt, arg, "a list of guest, lib, kernel, thread, cpu, "
-			      "cgroup, all, none");
+		num_bad_value(err, errlen, opt, arg, "guest,lib,kernel,thread,cpu,cgroup,all,none");
 		return -1;
 	}
 	if (!strcmp(opt, "--separate"))

@@ -8,7 +8,8 @@
 # itself says (--dump-options' last column: the row's parser, uint, octal,
 # size, decimal, duration or time), given 100x, 1x, -1, a 20-digit number,
 # '', ' 5', 0x10 or nan is the same: one line naming it, exit 2; a
-# backend's options are tried with that backend chosen (--vmm=kvm), and an
+# backend's options are tried with that backend chosen (--vmm=kvm); a name
+# not in an option's list (an enum row) gets one line and exit 2 too; and an
 # option whose value is named like a number (N, S, HZ, MB, PCT, SIZE, MASK,
 # PID, TIME) but is parsed as text fails the test.  No guest: a few seconds.
 set -u
@@ -53,7 +54,7 @@ bad_value() {	# bad_value OPT[,SHORT] VALUE ARGS...
 }
 
 cmds=$("$OPVM" help | awk '/^commands:/ {on = 1; next} on && /^  [a-z]/ {print $1}')
-nc=0 no=0 nb=0 nn=0
+nc=0 no=0 nb=0 nn=0 ne=0
 for c in $cmds; do
 	case $c in help|version) continue ;; esac
 	"$OPVM" "$c" --dump-options >"$T/dump" || fail "opvm $c --dump-options exits $?"
@@ -78,8 +79,13 @@ for c in $cmds; do
 	done <"$T/dump"
 	one_line_error --no-such-option "$c" --no-such-option
 	while IFS=$'\t' read -r _ long short meta group parser; do
+		pre=()	# a backend's option: with its backend chosen
+		case $group in --*=*) pre=("$group") ;; esac
 		case ${parser%%:*} in
 		uint|octal|size|decimal|duration|time) ;;
+		enum)	bad_value "$long" nosuch "$c" "${pre[@]}" "$long" nosuch
+			ne=$((ne + 1))
+			continue ;;
 		*)	case $meta in N|S|HZ|MB|PCT|SIZE|MASK|PID|TIME)
 				fail "opvm $c $long $meta is parsed as '$parser', not as a number" ;;
 			esac
@@ -87,8 +93,6 @@ for c in $cmds; do
 		esac
 		names=$long,$short
 		[ "$long" != - ] || { long=$short; names=$short; }
-		pre=()	# a backend's option: with its backend chosen
-		case $group in --*=*) pre=("$group") ;; esac
 		for v in 100x 1x -1 99999999999999999999 '' ' 5' 0x10 nan; do
 			bad_value "$names" "$v" "$c" "${pre[@]}" "$long" "$v"
 			nb=$((nb + 1))
@@ -104,4 +108,4 @@ done
 [ $nn -ge 40 ] || fail "only $nn numeric options"
 [ $nb -ge 320 ] || fail "only $nb bad numbers tried"
 one_line_error --no-such-option --no-such-option report
-echo "RESULT cli options: $nc commands, $no options each in --help, man page and completion; unknown options, and $nn numeric options x 8 bad values = $nb, one line and exit 2"
+echo "RESULT cli options: $nc commands, $no options each in --help, man page and completion; unknown options, $nn numeric options x 8 bad values = $nb and $ne lists given a name not in them, one line and exit 2"
