@@ -44,7 +44,8 @@
 
 struct qlaunch {
 	/* options */
-	const char *kernel, *initrd, *append, *workload, *accel, *qemu_bin, *name;
+	const char *kernel, *initrd, *append, *workload, *qemu_bin, *name;
+	int accel;			/* enum qlaunch_accel */
 	const char *disk;
 	unsigned smp, mem;		/* mem 0: 512, with --disk 1024 */
 	int show_console;
@@ -77,6 +78,12 @@ struct qlaunch {
 	struct guestmem *imem;		/* the guest's RAM for introspection */
 };
 
+enum qlaunch_accel { ACCEL_TCG, ACCEL_KVM };
+
+static const struct opt_enum accels[] = {
+	{ "tcg", ACCEL_TCG }, { "kvm", ACCEL_KVM }, { NULL },
+};
+
 /* The numbers' ranges are checked together in qlaunch_prepare(). */
 #define QL struct qlaunch
 static const struct opt_def qlaunch_options[] = {
@@ -101,7 +108,7 @@ static const struct opt_def qlaunch_options[] = {
 	{ .name = "memory", .key = 'm', .metavar = "MB", .help = "guest memory (default 512)",
 	  OPT_UINT(QL, mem, 1, UINT32_MAX), .want = "a decimal number" },
 	{ .name = "accel", .metavar = "tcg|kvm", .help = "QEMU accelerator (default tcg)",
-	  OPT_STRING(QL, accel) },
+	  OPT_ENUM(QL, accel, accels) },
 	{ .name = "name", .metavar = "NAME", .help = "the guest's name in the session "
 	  "(default guest)", OPT_STRING(QL, name) },
 	{ .name = "console", .help = "also copy the guest console to stdout (it is always "
@@ -119,7 +126,6 @@ static void *qlaunch_new(void)
 
 	if (!q)
 		return NULL;
-	q->accel = "tcg";
 	q->qemu_bin = "qemu-system-x86_64";
 	q->name = "guest";
 	q->smp = 2;
@@ -209,13 +215,13 @@ static void make_cmdline(struct qlaunch *q)
 	 * under QEMU's big lock, and a gdbstub stop has to wait for that lock:
 	 * code right after a clock read is then hardly ever sampled
 	 * (docs/usage.md, "Limitations").  The same for a disk guest under TCG. */
-	if (q->images[0] || (q->disk && !strcmp(q->accel, "tcg")))
+	if (q->images[0] || (q->disk && q->accel == ACCEL_TCG))
 		strncat(q->cmdline, " tsc=reliable clocksource=tsc",
 			sz - strlen(q->cmdline) - 1);
 	/* Under TCG on a loaded host the kernel's boot-time check that the
 	 * IO-APIC timer ticks can miss its ticks and panic ("IO-APIC + timer
 	 * doesn't work!"); KVM guests skip that check too. */
-	if (!strcmp(q->accel, "tcg") && !(q->append && strstr(q->append, "no_timer_check")))
+	if (q->accel == ACCEL_TCG && !(q->append && strstr(q->append, "no_timer_check")))
 		strncat(q->cmdline, " no_timer_check", sz - strlen(q->cmdline) - 1);
 }
 
@@ -258,11 +264,7 @@ static int qlaunch_prepare(void *st, const struct backend_common *c,
 		util_seterr(err, errlen, "--smp takes 1..64 and --memory at least 64 (MB)");
 		return -EINVAL;
 	}
-	if (strcmp(q->accel, "tcg") && strcmp(q->accel, "kvm")) {
-		util_seterr(err, errlen, "--accel takes tcg or kvm, not '%s'", q->accel);
-		return -EINVAL;
-	}
-	if (!strcmp(q->accel, "kvm") && access("/dev/kvm", R_OK | W_OK)) {
+	if (q->accel == ACCEL_KVM && access("/dev/kvm", R_OK | W_OK)) {
 		util_seterr(err, errlen, "--accel kvm: /dev/kvm is not usable here (%s); use "
 			    "--accel tcg", strerror(errno));
 		return -EINVAL;
@@ -317,7 +319,8 @@ static void qemu_args(struct qlaunch *q, struct qemu_args *a, int ram_shared)
 	snprintf(a->chan, sizeof(a->chan), "socket,id=opvm0,path=%s,server=on,wait=off", q->chan);
 	snprintf(a->con, sizeof(a->con), "socket,id=con0,path=%s,server=on,wait=off", q->con);
 #define A(x) (a->v[n++] = (char *)(x))
-	A(q->qemu_bin); A("-accel"); A(q->accel); A("-m"); A(a->mem); A("-smp"); A(a->smp);
+	A(q->qemu_bin); A("-accel"); A(accels[q->accel].name);
+	A("-m"); A(a->mem); A("-smp"); A(a->smp);
 	A("-nodefaults"); A("-no-user-config"); A("-display"); A("none"); A("-S");
 	A("-qmp"); A(a->qmp); A("-chardev"); A(a->gdb); A("-gdb"); A("chardev:opvm-gdb");
 	A("-chardev"); A(a->con); A("-serial"); A("chardev:con0");
@@ -728,7 +731,7 @@ static int qlaunch_open(void *st, struct vm_monitor *mon, struct backend_target 
 	if (!r)
 		util_seterr(t->intro, sizeof(t->intro), "booting %s (%u vCPUs, %s%s); console "
 			    "in %s/console.log; Ctrl-C stops", q->disk ? q->disk : q->kernel,
-			    t->nr_vcpus, q->accel, q->disk_rel, q->guest_dir);
+			    t->nr_vcpus, accels[q->accel].name, q->disk_rel, q->guest_dir);
 	return r;
 }
 
