@@ -158,7 +158,7 @@ int cmd_annotate(int argc, char **argv)
 {
 	struct annotate_args a = { 0 };
 	const struct opt_group groups[] = {
-		{ NULL, annotate_options, &a }, { NULL, report_cli_options, &a.cli }, { NULL },
+		{ NULL, annotate_options, &a }, { NULL, report_cli_options, &a.cli }, { 0 },
 	};
 	const struct opts_cmd cmd = { .name = "annotate", .usage = annotate_usage,
 				      .groups = groups };

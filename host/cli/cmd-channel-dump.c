@@ -342,7 +342,7 @@ static const char dump_usage[] =
 /* Returns -1 to go on, or the exit status. */
 static int parse_args(struct dump_run *r, int argc, char **argv)
 {
-	const struct opt_group groups[] = { { NULL, dump_options, r }, { NULL } };
+	const struct opt_group groups[] = { { NULL, dump_options, r }, { 0 } };
 	const struct opts_cmd cmd = { .name = "channel-dump", .usage = dump_usage,
 				      .groups = groups, .flags = OPTS_STOP };
 	int ret = opts_parse(&cmd, argc, argv, NULL, NULL);

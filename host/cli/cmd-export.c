@@ -276,7 +276,7 @@ static int write_empty(const struct export_ops *fmt, const char *dir, const char
 static int export_parse(int argc, char **argv, struct export_args *a)
 {
 	const struct opt_group groups[] = {
-		{ NULL, export_options, a }, { NULL, report_cli_options, &a->cli }, { NULL },
+		{ NULL, export_options, a }, { NULL, report_cli_options, &a->cli }, { 0 },
 	};
 	const struct opts_cmd cmd = { .name = "export", .usage = usage, .groups = groups };
 	char err[512];

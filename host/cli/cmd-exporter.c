@@ -436,7 +436,7 @@ static int exporter_parse(int argc, char **argv, const char **listen_on, double 
 		{ NULL, exporter_options, &a },
 		{ "guest profiles (GET /debug/pprof/profile?guest=NAME&seconds=N, "
 		  "docs/usage.md)", pprof_options, pcfg },
-		{ NULL } };
+		{ 0 } };
 	const struct opts_cmd cmd = { .name = "exporter", .usage = exporter_usage,
 				      .groups = groups };
 	int r = opts_parse(&cmd, argc, argv, NULL, NULL);

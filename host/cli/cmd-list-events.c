@@ -423,7 +423,7 @@ out:
 int cmd_list_events(int argc, char **argv)
 {
 	struct list_args a = { 0 };
-	const struct opt_group groups[] = { { NULL, list_options, &a }, { NULL } };
+	const struct opt_group groups[] = { { NULL, list_options, &a }, { 0 } };
 	const struct opts_cmd cmd = { .name = "list-events", .usage = list_usage,
 				      .groups = groups, .footer = list_footer };
 	int r = opts_parse(&cmd, argc, argv, NULL, NULL);

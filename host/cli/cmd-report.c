@@ -50,9 +50,9 @@ static int opt_import(void *base, const char *opt, char *arg, char *err, size_t 
 }
 
 static const struct opt_enum report_by[] = {
-	{ "guest", 1 }, { "app", 2 }, { "image", 3 }, { NULL },
+	{ "guest", 1 }, { "app", 2 }, { "image", 3 }, { 0 },
 };
-static const struct opt_enum report_formats[] = { { "text", 0 }, { "json", 1 }, { NULL } };
+static const struct opt_enum report_formats[] = { { "text", 0 }, { "json", 1 }, { 0 } };
 
 #define RA struct report_args
 static const struct opt_def report_options[] = {
@@ -90,7 +90,7 @@ static const char report_usage[] =
 static int parse(int argc, char **argv, struct report_args *a)
 {
 	const struct opt_group groups[] = {
-		{ NULL, report_options, a }, { NULL, report_cli_options, &a->cli }, { NULL },
+		{ NULL, report_options, a }, { NULL, report_cli_options, &a->cli }, { 0 },
 	};
 	const struct opts_cmd cmd = { .name = "report", .usage = report_usage,
 				      .groups = groups };

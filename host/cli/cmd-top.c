@@ -41,7 +41,7 @@ static int opt_sort(void *base, const char *opt, char *arg, char *err, size_t er
 	return -1;
 }
 
-static const struct opt_enum top_formats[] = { { "text", 0 }, { "json", 1 }, { NULL } };
+static const struct opt_enum top_formats[] = { { "text", 0 }, { "json", 1 }, { 0 } };
 
 #define TA struct top_args
 static const struct opt_def top_options[] = {
@@ -177,7 +177,7 @@ static int top_once(struct hoststats *h, const struct top_opts *o, int json)
 static int top_parse(int argc, char **argv, struct top_opts *o, int *once, int *json)
 {
 	struct top_args a = { *o, 0, 0 };
-	const struct opt_group groups[] = { { NULL, top_options, &a }, { NULL } };
+	const struct opt_group groups[] = { { NULL, top_options, &a }, { 0 } };
 	const struct opts_cmd cmd = { .name = "top", .usage = top_usage, .groups = groups };
 	int r = opts_parse(&cmd, argc, argv, NULL, NULL);
 

@@ -117,11 +117,11 @@ static int opt_vmlinux(void *base, const char *opt, char *arg, char *err, size_t
 }
 
 static const struct opt_enum callgraph_modes[] = {
-	{ "fp", SAMPLER_CG_FP }, { "dwarf", SAMPLER_CG_DWARF }, { NULL },
+	{ "fp", SAMPLER_CG_FP }, { "dwarf", SAMPLER_CG_DWARF }, { 0 },
 };
 static const struct opt_enum introspect_modes[] = {
 	{ "auto", INTROSPECT_AUTO }, { "off", INTROSPECT_OFF }, { "only", INTROSPECT_ONLY },
-	{ NULL },
+	{ 0 },
 };
 
 #define SO struct session_opts

@@ -34,7 +34,7 @@ static int cb_upper(void *base, const char *opt, char *arg, char *err, size_t er
 	return -1;
 }
 
-static const struct opt_enum modes[] = { { "fp", 1 }, { "dwarf", 2 }, { "lbr", 3 }, { NULL } };
+static const struct opt_enum modes[] = { { "fp", 1 }, { "dwarf", 2 }, { "lbr", 3 }, { 0 } };
 
 #define F struct fields
 static const struct opt_def rows[] = {

@@ -81,7 +81,7 @@ struct qlaunch {
 enum qlaunch_accel { ACCEL_TCG, ACCEL_KVM };
 
 static const struct opt_enum accels[] = {
-	{ "tcg", ACCEL_TCG }, { "kvm", ACCEL_KVM }, { NULL },
+	{ "tcg", ACCEL_TCG }, { "kvm", ACCEL_KVM }, { 0 },
 };
 
 /* The numbers' ranges are checked together in qlaunch_prepare(). */
