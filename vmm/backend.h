@@ -79,15 +79,10 @@ struct backend_guest {
 				 * found by its pid: no monitor, no gdbstub) */
 };
 
-/* Option values a backend's long options may use without a short letter:
- * BACKEND_OPT + n.  The commands' own options use values below it. */
-#define BACKEND_OPT		0x1000
-
 /* The session-wide options every backend sees (parsed by the command). */
 struct backend_common {
 	const char *event_specs[OPVM_MAX_EVENTS];	/* -e, in order */
 	unsigned nr_event_specs;
-	const char *rate_arg;		/* -F as given, or NULL */
 	unsigned rate;			/* -F read as a decimal 1..10000 by the
 					 * command, 0 if not given; the backend
 					 * checks its own range */
@@ -177,15 +172,13 @@ struct backend_ops {
 	 * any guest. */
 	int (*probe)(const struct backend_guest *g, char *err, size_t errlen);
 	/* The backend's own options (lib/optdef.h), ending with a zeroed
-	 * entry; key is a short letter or BACKEND_OPT + n.  The command's
-	 * --help, man page and completion show them.  May be NULL. */
+	 * entry, each row bound to a field of the state new() returns (the
+	 * session parses them into it).  The command's --help, man page and
+	 * completion show them.  May be NULL. */
 	const struct opt_def *options;
 
 	/* Backend state with defaults; NULL and errno on failure. */
 	void *(*new)(void);
-	/* One option of its table (optarg may be NULL).  0 or -EINVAL.  May
-	 * be NULL when options is. */
-	int (*parse)(void *st, int opt, const char *arg, char *err, size_t errlen);
 	/* After all options: checks them, resolves events and rate. */
 	int (*prepare)(void *st, const struct backend_common *c,
 		       struct backend_setup *out, char *err, size_t errlen);

@@ -16,60 +16,29 @@
 #include "host/report/report-cli.h"
 #include "lib/util.h"
 
-enum { OPT_MAX_BYTES = RCLI_END };
-
 struct annotate_args {
 	struct report_cli cli;
 	struct annotate_opts ao;
 };
 
+#define AA struct annotate_args
 static const struct opt_def annotate_options[] = {
-	{ "assembly", 'a', NULL, "disassembly with samples per instruction (default)", 0 },
-	{ "source", 's', NULL, "source lines with samples (DWARF); with --assembly, "
-	  "interleaved", 0 },
-	{ "max-bytes", OPT_MAX_BYTES, "N", "longest code shown per symbol (default 65536)", 0 },
-	{ "SYMBOL", 0, NULL, "only this symbol (default: every sampled symbol)",
-	  OPTS_POSITIONAL },
+	{ .name = "assembly", .key = 'a', .help = "disassembly with samples per instruction "
+	  "(default)", OPT_FLAG(AA, ao.assembly) },
+	{ .name = "source", .key = 's', .help = "source lines with samples (DWARF); with "
+	  "--assembly, interleaved", OPT_FLAG(AA, ao.source) },
+	{ .name = "max-bytes", .metavar = "N", .help = "longest code shown per symbol "
+	  "(default 65536)", OPT_UINT(AA, ao.max_bytes, 1, 16u << 20) },
+	{ .name = "SYMBOL", .help = "only this symbol (default: every sampled symbol)",
+	  .flags = OPTS_POSITIONAL },
 	{ 0 },
 };
+#undef AA
 
-static const struct opts_cmd annotate_cmd = {
-	.name = "annotate",
-	.usage = "usage: opvm annotate [--assembly] [--source] [SYMBOL] [PROFILE SPEC...]\n"
-		 "                     [options]\n"
-		 "\n",
-	.groups = (const struct opt_group[]){
-		{ NULL, annotate_options }, { NULL, report_cli_options }, { NULL } },
-};
-
-/* One option of annotate_cmd: 0, or -1 after printing. */
-static int annotate_opt(void *ctx, int key, char *arg)
-{
-	struct annotate_args *a = ctx;
-	char err[256];
-	uint64_t v;
-	int r;
-
-	switch (key) {
-	case 'a':
-		a->ao.assembly = 1;
-		return 0;
-	case 's':
-		a->ao.source = 1;
-		return 0;
-	case OPT_MAX_BYTES:
-		if (!num_parse_u64(arg, 1, 16u << 20, &v)) {
-			a->ao.max_bytes = (size_t)v;
-			return 0;
-		}
-		log_err("%s", num_bad_value(err, sizeof(err), "--max-bytes", arg, "1 to 16777216"));
-		return -1;
-	}
-	r = report_cli_opt(&a->cli, key, arg, err, sizeof(err));
-	if (r < 0)
-		log_err("%s", err);
-	return r < 0 ? -1 : 0;
-}
+static const char annotate_usage[] =
+	"usage: opvm annotate [--assembly] [--source] [SYMBOL] [PROFILE SPEC...]\n"
+	"                     [options]\n"
+	"\n";
 
 static void note(const char *msg, void *arg)
 {
@@ -188,11 +157,16 @@ out:
 int cmd_annotate(int argc, char **argv)
 {
 	struct annotate_args a = { 0 };
+	const struct opt_group groups[] = {
+		{ NULL, annotate_options, &a }, { NULL, report_cli_options, &a.cli }, { 0 },
+	};
+	const struct opts_cmd cmd = { .name = "annotate", .usage = annotate_usage,
+				      .groups = groups };
 	const char *symbol = NULL;
 	int r;
 
 	report_cli_init(&a.cli);
-	r = opts_parse(&annotate_cmd, argc, argv, annotate_opt, &a);
+	r = opts_parse(&cmd, argc, argv, NULL, NULL);
 	if (r)
 		return r == 1 ? 0 : 2;
 	if (annotate_args(&a.cli, argc, argv, &symbol))

@@ -17,7 +17,6 @@
 #include "host/cli/session.h"
 #include "host/hoststats/virt-stats.h"
 #include "lib/log.h"
-#include "lib/numparse.h"
 #include "vmm/backend.h"
 #include "vmm/guest/monitor.h"
 #include "vmm/libvirt/virt.h"
@@ -28,35 +27,9 @@
  * 3 s: done once, by a daemon that may be busy starting guests. */
 #define ATTACH_VIRT_BUDGET_MS	10000
 
-enum { OPT_SAMPLER = COMMAND_OPT, OPT_ALL, OPT_QMP, OPT_CHANNEL, OPT_NAME, OPT_APPEND,
-       OPT_PID, OPT_QEMU_PID };
-
 /* attach's exit status when --qemu-pid refuses a guest (opvm exporter
  * answers 403 for it). */
 #define ATTACH_REFUSED	3
-
-static const struct opt_def attach_options[] = {
-	{ "DOMAIN...", 0, NULL, "libvirt domains by name (their org.opvm.0 channel is found "
-	  "in the domain XML)", OPTS_POSITIONAL },
-	{ "sampler", OPT_SAMPLER, "NAME", "how to sample the guests (above)", 0 },
-	{ "all", OPT_ALL, NULL, "every running libvirt domain", 0 },
-	{ "connect", 'c', "URI", "libvirt URI (default $LIBVIRT_DEFAULT_URI, else "
-	  "qemu:///system); DOMAIN is a name, ID or UUID, as in virsh", 0 },
-	{ "qmp", OPT_QMP, "SOCKET", "a QEMU started by hand with -qmp "
-	  "unix:SOCKET,server=on", 0 },
-	{ "channel", OPT_CHANNEL, "SOCKET", "with --qmp or one DOMAIN: the guest's opvm "
-	  "port's unix socket (for a domain: instead of its org.opvm.0 channel)", 0 },
-	{ "name", OPT_NAME, "NAME", "with --qmp or --pid: the guest's name in the session "
-	  "(default qmp, vmm-PID)", 0 },
-	{ "pid", OPT_PID, "PID", "an `opvm run --vmm=kvm` guest, sampled from outside with "
-	  "host perf (its process id)", 0 },
-	{ "qemu-pid", OPT_QEMU_PID, "PID", "with --qmp or one DOMAIN: the QEMU process the "
-	  "guest must be (opvm exporter passes the one it found): a QMP socket served by "
-	  "another process, or vCPU threads of another, are refused (exit status 3)", 0 },
-	{ "append", OPT_APPEND, NULL, "add to the current samples instead of starting afresh "
-	  "(also --append-samples, as for opvm run)", 0 },
-	{ 0 },
-};
 
 struct attach {
 	struct session_opts o;
@@ -69,39 +42,43 @@ struct attach {
 	char **listed;			/* from --all (virt_list_running) */
 };
 
-static int parse_pid(pid_t *out, const char *opt, const char *what, const char *arg)
-{
-	uint64_t p;
+#define AT struct attach
+static const struct opt_def attach_options[] = {
+	{ .name = "DOMAIN...", .help = "libvirt domains by name (their org.opvm.0 channel is "
+	  "found in the domain XML)", .flags = OPTS_POSITIONAL },
+	{ .name = "sampler", .metavar = "NAME", .help = "how to sample the guests (above)",
+	  OPT_STRING(AT, sampler) },
+	{ .name = "all", .help = "every running libvirt domain", OPT_FLAG(AT, all) },
+	{ .name = "connect", .key = 'c', .metavar = "URI", .help = "libvirt URI (default "
+	  "$LIBVIRT_DEFAULT_URI, else qemu:///system); DOMAIN is a name, ID or UUID, as in "
+	  "virsh", OPT_STRING(AT, uri) },
+	{ .name = "qmp", .metavar = "SOCKET", .help = "a QEMU started by hand with -qmp "
+	  "unix:SOCKET,server=on", OPT_STRING(AT, qmp_path) },
+	{ .name = "channel", .metavar = "SOCKET", .help = "with --qmp or one DOMAIN: the "
+	  "guest's opvm port's unix socket (for a domain: instead of its org.opvm.0 "
+	  "channel)", OPT_STRING(AT, chan) },
+	{ .name = "name", .metavar = "NAME", .help = "with --qmp or --pid: the guest's name "
+	  "in the session (default qmp, vmm-PID)", OPT_STRING(AT, name) },
+	{ .name = "pid", .metavar = "PID", .help = "an `opvm run --vmm=kvm` guest, sampled "
+	  "from outside with host perf (its process id)", OPT_UINT(AT, pid, 1, INT32_MAX),
+	  .want = "the pid of `opvm run --vmm=kvm`" },
+	{ .name = "qemu-pid", .metavar = "PID", .help = "with --qmp or one DOMAIN: the QEMU "
+	  "process the guest must be (opvm exporter passes the one it found): a QMP socket "
+	  "served by another process, or vCPU threads of another, are refused (exit status "
+	  "3)", OPT_UINT(AT, qemu_pid, 1, INT32_MAX), .want = "the pid of the guest's QEMU" },
+	{ .name = "append", .help = "add to the current samples instead of starting afresh "
+	  "(also --append-samples, as for opvm run)", OPT_FLAG(AT, o.append) },
+	{ 0 },
+};
+#undef AT
 
-	if (num_parse_u64(arg, 1, INT32_MAX, &p)) {
-		char e[160], want[96];
-
-		snprintf(want, sizeof(want), "the pid of %s", what);
-		log_err("%s", num_bad_value(e, sizeof(e), opt, arg, want));
-		return -1;
-	}
-	*out = (pid_t)p;
-	return 1;
-}
-
-static int attach_parse(void *arg, int opt, const char *optarg)
+/* A DOMAIN argument. */
+static int attach_argument(void *arg, const char *value)
 {
 	struct attach *a = arg;
 
-	switch (opt) {
-	case 1: a->doms[a->nr_doms++] = (char *)optarg; return 1;
-	case OPT_SAMPLER: a->sampler = optarg; return 1;	/* the backend is chosen */
-	case OPT_PID: return parse_pid(&a->pid, "--pid", "`opvm run --vmm=kvm`", optarg);
-	case OPT_QEMU_PID: return parse_pid(&a->qemu_pid, "--qemu-pid", "the guest's QEMU",
-					    optarg);
-	case OPT_ALL: a->all = 1; return 1;
-	case 'c': a->uri = optarg; return 1;
-	case OPT_QMP: a->qmp_path = optarg; return 1;
-	case OPT_CHANNEL: a->chan = optarg; return 1;
-	case OPT_NAME: a->name = optarg; return 1;
-	case OPT_APPEND: a->o.append = 1; return 1;
-	default: return 0;
-	}
+	a->doms[a->nr_doms++] = (char *)value;
+	return 0;
 }
 
 static const char attach_header[] =
@@ -371,7 +348,7 @@ int cmd_attach(int argc, char **argv)
 		.select = "sampler",
 		.header = attach_header,
 		.options = attach_options,
-		.parse = attach_parse,
+		.argument = attach_argument,
 		.arg = &a,
 	};
 	const struct backend_ops *b = NULL;

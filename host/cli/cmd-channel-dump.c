@@ -305,7 +305,7 @@ static void nap_ms(long ms)
 
 /* What the command was asked to do, and the input it reads. */
 struct dump_run {
-	bool follow, stats_out, json;
+	int follow, stats_out, json;	/* ints: option rows set them */
 	unsigned long long count;
 	const char *raw_path, *src;
 	enum src_kind kind;
@@ -313,76 +313,45 @@ struct dump_run {
 	FILE *raw;
 };
 
-enum { OPT_RAW_OUT = OPTS_LONG_ONLY, OPT_JSON, OPT_STATS };
-
+#define DR struct dump_run
 static const struct opt_def dump_options[] = {
-	{ "follow", 'f', NULL, "sockets: reconnect when the guest side closes; files: "
-	  "wait for more data at the end (like tail -f).  Without it, a socket is read "
-	  "until EOF or Ctrl-C.", 0 },
-	{ "count", 'n', "N", "stop after N records", 0 },
-	{ "raw-out", OPT_RAW_OUT, "FILE", "also save every byte read to FILE", 0 },
-	{ "json", OPT_JSON, NULL, "one JSON object per record", 0 },
-	{ "stats", OPT_STATS, NULL, "print decoder statistics on stdout at the end (they "
-	  "always go to stderr)", 0 },
+	{ .name = "follow", .key = 'f', .help = "sockets: reconnect when the guest side "
+	  "closes; files: wait for more data at the end (like tail -f).  Without it, a "
+	  "socket is read until EOF or Ctrl-C.", OPT_FLAG(DR, follow) },
+	{ .name = "count", .key = 'n', .metavar = "N", .help = "stop after N records",
+	  OPT_UINT(DR, count, 0, UINT64_MAX), .want = "a number of records" },
+	{ .name = "raw-out", .metavar = "FILE", .help = "also save every byte read to FILE",
+	  OPT_STRING(DR, raw_path) },
+	{ .name = "json", .help = "one JSON object per record", OPT_FLAG(DR, json) },
+	{ .name = "stats", .help = "print decoder statistics on stdout at the end (they "
+	  "always go to stderr)", OPT_FLAG(DR, stats_out) },
 	{ 0 },
 };
+#undef DR
 
-static const struct opts_cmd dump_cmd = {
-	.name = "channel-dump",
-	.usage = "usage: opvm channel-dump [options] SOCKET|FILE|-\n"
-		 "\n"
-		 "Decodes the opvm guest channel (port \"" OPVM_PORT_NAME "\") and prints one\n"
-		 "line per record: '#SEQ TYPE field=value ...'.  SOCKET is the unix socket of\n"
-		 "the guest's virtserialport chardev (QEMU: -chardev socket,server=on,path=...;\n"
-		 "libvirt: <channel type='unix'>); only one client can be connected at a time,\n"
-		 "so stop 'opvm attach' first.  FILE is a saved stream (--raw-out); - is stdin.\n"
-		 "\n",
-	.groups = (const struct opt_group[]){ { NULL, dump_options }, { NULL } },
-	.flags = OPTS_STOP,
-};
-
-static int dump_opt(void *ctx, int key, char *arg)
-{
-	struct dump_run *r = ctx;
-	uint64_t cnt;
-
-	switch (key) {
-	case 'f':
-		r->follow = true;
-		break;
-	case 'n':
-		if (num_parse_u64(arg, 0, UINT64_MAX, &cnt)) {
-			char e[160];
-
-			log_err("%s", num_bad_value(e, sizeof(e), "--count", arg,
-						    "a number of records"));
-			return -1;
-		}
-		r->count = cnt;
-		break;
-	case OPT_RAW_OUT:
-		r->raw_path = arg;
-		break;
-	case OPT_JSON:
-		r->json = true;
-		break;
-	case OPT_STATS:
-		r->stats_out = true;
-		break;
-	}
-	return 0;
-}
+static const char dump_usage[] =
+	"usage: opvm channel-dump [options] SOCKET|FILE|-\n"
+	"\n"
+	"Decodes the opvm guest channel (port \"" OPVM_PORT_NAME "\") and prints one\n"
+	"line per record: '#SEQ TYPE field=value ...'.  SOCKET is the unix socket of\n"
+	"the guest's virtserialport chardev (QEMU: -chardev socket,server=on,path=...;\n"
+	"libvirt: <channel type='unix'>); only one client can be connected at a time,\n"
+	"so stop 'opvm attach' first.  FILE is a saved stream (--raw-out); - is stdin.\n"
+	"\n";
 
 /* Returns -1 to go on, or the exit status. */
 static int parse_args(struct dump_run *r, int argc, char **argv)
 {
-	int ret = opts_parse(&dump_cmd, argc, argv, dump_opt, r);
+	const struct opt_group groups[] = { { NULL, dump_options, r }, { 0 } };
+	const struct opts_cmd cmd = { .name = "channel-dump", .usage = dump_usage,
+				      .groups = groups, .flags = OPTS_STOP };
+	int ret = opts_parse(&cmd, argc, argv, NULL, NULL);
 
 	if (ret)
 		return ret == 1 ? 0 : 2;
 	if (optind + 1 != argc) {
 		log_err("channel-dump reads one SOCKET, FILE or - (stdin)");
-		opts_help(stderr, &dump_cmd);
+		opts_help(stderr, &cmd);
 		return 2;
 	}
 	r->src = argv[optind];

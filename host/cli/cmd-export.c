@@ -23,9 +23,9 @@
 #include "host/cli/commands.h"
 #include "host/cli/options.h"
 #include "lib/log.h"
+#include "lib/numparse.h"
 #include "host/report/report-cli.h"
 
-enum { OPT_TITLE = RCLI_END, OPT_DIFF, OPT_EMPTY_OK, OPT_FORMAT };
 struct export_args {
 	struct report_cli cli;
 	const struct export_ops *fmt;	/* --format, from the registry */
@@ -39,21 +39,24 @@ struct export_args {
 static char format_names[128], format_help[1024], usage[256];
 static char out_help[256], diff_help[256], empty_help[256];
 
-static struct opt_def export_options[] = {
-	{ "format", OPT_FORMAT, format_names, format_help, 0 },
-	{ "output", 'o', "FILE", out_help, 0 },
-	{ "title", OPT_TITLE, "TEXT", "title of the HTML page", 0 },
-	{ "diff", OPT_DIFF, "DIR|previous", diff_help, 0 },
-	{ "empty-ok", OPT_EMPTY_OK, NULL, empty_help, 0 },
+static int opt_format(void *base, const char *opt, char *arg, char *err, size_t errlen);
+static int opt_output(void *base, const char *opt, char *arg, char *err, size_t errlen);
+
+#define EA struct export_args
+static const struct opt_def export_options[] = {
+	{ .name = "format", .metavar = format_names, .help = format_help,
+	  OPT_CALLBACK(opt_format) },
+	{ .name = "output", .key = 'o', .metavar = "FILE", .help = out_help,
+	  OPT_CALLBACK(opt_output) },
+	{ .name = "title", .metavar = "TEXT", .help = "title of the HTML page",
+	  OPT_STRING(EA, title) },
+	{ .name = "diff", .metavar = "DIR|previous", .help = diff_help,
+	  OPT_STRING(EA, diff) },
+	{ .name = "empty-ok", .help = empty_help,
+	  OPT_FLAG(EA, empty_ok) },
 	{ 0 },
 };
-
-static const struct opts_cmd export_cmd = {
-	.name = "export",
-	.usage = usage,
-	.groups = (const struct opt_group[]){
-		{ NULL, export_options }, { NULL, report_cli_options }, { NULL } },
-};
+#undef EA
 
 /*
  * Whether -o path is written in place rather than replaced: what is there
@@ -117,16 +120,28 @@ static void export_options_fill(void)
 		 "                   [PROFILE SPEC...] [options]\n\n", format_names);
 }
 
-/* --format NAME, or NULL after printing. */
-static const struct export_ops *parse_format(const char *name)
+/* --format NAME, from the registry. */
+static int opt_format(void *base, const char *opt, char *arg, char *err, size_t errlen)
 {
-	const struct export_ops *ops = export_find(name);
+	struct export_args *a = base;
 	char names[128];
 
-	if (!ops)
-		log_err("--format '%s': use %s", name,
-			export_names(names, sizeof(names), 0, ", ", " or "));
-	return ops;
+	a->fmt = export_find(arg);
+	if (a->fmt)
+		return 0;
+	num_bad_value(err, errlen, opt, arg, export_names(names, sizeof(names), 0, ", ", " or "));
+	return -1;
+}
+
+/* -o FILE; "-": stdout, as every tool that takes -o reads it. */
+static int opt_output(void *base, const char *opt, char *arg, char *err, size_t errlen)
+{
+	struct export_args *a = base;
+
+	(void)opt, (void)err, (void)errlen;
+	a->out = strcmp(arg, "-") ? arg : NULL;
+	a->out_dash = !a->out;
+	return 0;
 }
 
 /* --empty-ok: the event a session without sample files was recorded with
@@ -269,42 +284,15 @@ static int write_empty(const struct export_ops *fmt, const char *dir, const char
 	return write_out(out, fmt, &in) ? 1 : 0;
 }
 
-/* One option of export_cmd: 0, or -1 after printing. */
-static int export_opt(void *ctx, int key, char *arg)
-{
-	struct export_args *a = ctx;
-	char err[256];
-	int r;
-
-	switch (key) {
-	case OPT_FORMAT:
-		a->fmt = parse_format(arg);
-		return a->fmt ? 0 : -1;
-	case 'o':	/* "-": stdout, as every tool that takes -o reads it */
-		a->out = strcmp(arg, "-") ? arg : NULL;
-		a->out_dash = !a->out;
-		return 0;
-	case OPT_TITLE:
-		a->title = arg;
-		return 0;
-	case OPT_DIFF:
-		a->diff = arg;
-		return 0;
-	case OPT_EMPTY_OK:
-		a->empty_ok = 1;
-		return 0;
-	}
-	r = report_cli_opt(&a->cli, key, arg, err, sizeof(err));
-	if (r < 0)
-		log_err("%s", err);
-	return r < 0 ? -1 : 0;
-}
-
 /* The options and arguments: 0 to go on, else the exit code. */
 static int export_parse(int argc, char **argv, struct export_args *a)
 {
+	const struct opt_group groups[] = {
+		{ NULL, export_options, a }, { NULL, report_cli_options, &a->cli }, { 0 },
+	};
+	const struct opts_cmd cmd = { .name = "export", .usage = usage, .groups = groups };
 	char err[512];
-	int r = opts_parse(&export_cmd, argc, argv, export_opt, a);
+	int r = opts_parse(&cmd, argc, argv, NULL, NULL);
 
 	if (r)
 		return r == 1 ? -1 : r;
@@ -317,7 +305,7 @@ static int export_parse(int argc, char **argv, struct export_args *a)
 
 		log_err("say which format: --format %s",
 			export_names(names, sizeof(names), 0, ", ", " or "));
-		opts_help(stderr, &export_cmd);
+		opts_help(stderr, &cmd);
 		return 2;
 	}
 	if (a->diff && !(a->fmt->flags & EXPORT_DIFF)) {

@@ -85,34 +85,38 @@ static double now_s(void)
 	return (double)util_now_ns() / 1e9;
 }
 
-enum { OPT_MIN_INTERVAL = OPTS_LONG_ONLY, OPT_NO_LIBVIRT };
+/* What exporter's own options set (the guest profiles' go to a struct
+ * pprof_cfg). */
+struct exporter_args {
+	const char *listen_on;
+	double min_interval;
+	const char *uri;
+	int no_libvirt;
+};
 
+#define XA struct exporter_args
 static const struct opt_def exporter_options[] = {
-	{ "listen", 'l', "ADDR:PORT|unix:PATH", "default " EXPORTER_DEFAULT_LISTEN
-	  " (loopback only); [::1]:PORT for IPv6; unix:PATH a unix socket instead "
-	  "(created mode 0660)", 0 },
-	{ "min-interval", OPT_MIN_INTERVAL, "S", "scrapes closer than S seconds share one "
-	  "reading (default 1)", 0 },
-	{ "connect", 'c', "URI", "libvirt URI (default $LIBVIRT_DEFAULT_URI, else "
-	  "qemu:///system)", 0 },
-	{ "no-libvirt", OPT_NO_LIBVIRT, NULL, "only QEMU processes found in /proc", 0 },
+	{ .name = "listen", .key = 'l', .metavar = "ADDR:PORT|unix:PATH", .help = "default "
+	  EXPORTER_DEFAULT_LISTEN " (loopback only); [::1]:PORT for IPv6; unix:PATH a unix "
+	  "socket instead (created mode 0660)", OPT_STRING(XA, listen_on) },
+	{ .name = "min-interval", .metavar = "S", .help = "scrapes closer than S seconds "
+	  "share one reading (default 1)", OPT_DURATION(XA, min_interval, 0, 3600, 1000),
+	  .want = "seconds, 0 to 3600" },
+	{ .name = "connect", .key = 'c', .metavar = "URI", .help = "libvirt URI (default "
+	  "$LIBVIRT_DEFAULT_URI, else qemu:///system)", OPT_STRING(XA, uri) },
+	{ .name = "no-libvirt", .help = "only QEMU processes found in /proc",
+	  OPT_FLAG(XA, no_libvirt) },
 	{ 0 },
 };
+#undef XA
 
-static const struct opts_cmd exporter_cmd = {
-	.name = "exporter",
-	.usage = "usage: opvm exporter [--listen ADDR:PORT | --listen unix:PATH] [options]\n"
-		 "\n"
-		 "Serves opvm top's figures for Prometheus at http://ADDR:PORT/metrics:\n"
-		 "opvm_guest_cpu_seconds_total, opvm_guest_vcpu_steal_seconds_total,\n"
-		 "opvm_guest_exits_total{reason=...} and more (docs/usage.md).\n"
-		 "\n",
-	.groups = (const struct opt_group[]){
-		{ NULL, exporter_options },
-		{ "guest profiles (GET /debug/pprof/profile?guest=NAME&seconds=N, "
-		  "docs/usage.md)", pprof_options },
-		{ NULL } },
-};
+static const char exporter_usage[] =
+	"usage: opvm exporter [--listen ADDR:PORT | --listen unix:PATH] [options]\n"
+	"\n"
+	"Serves opvm top's figures for Prometheus at http://ADDR:PORT/metrics:\n"
+	"opvm_guest_cpu_seconds_total, opvm_guest_vcpu_steal_seconds_total,\n"
+	"opvm_guest_exits_total{reason=...} and more (docs/usage.md).\n"
+	"\n";
 
 /* ---- the refresher thread ----------------------------------------------- */
 
@@ -423,49 +427,19 @@ static int listen_tcp(const char *spec, char *why, size_t whylen)
 	return fd;
 }
 
-struct exporter_args {
-	const char *listen_on;
-	double *min_iv;
-	struct hs_config *cfg;
-	struct pprof_cfg *pcfg;
-};
-
-static int exporter_opt(void *ctx, int key, char *v)
-{
-	struct exporter_args *a = ctx;
-	int took = pprof_parse_opt(a->pcfg, key, v);
-
-	if (took)
-		return took < 0 ? -1 : 0;
-	switch (key) {
-	case OPT_NO_LIBVIRT:
-		a->cfg->no_libvirt = 1;
-		break;
-	case 'l':
-		a->listen_on = v;
-		break;
-	case 'c':
-		a->cfg->uri = v;
-		break;
-	case OPT_MIN_INTERVAL:
-		if (num_parse_decimal(v, 0, 3600, a->min_iv)) {
-			char e[160];
-
-			log_err("%s", num_bad_value(e, sizeof(e), "--min-interval", v,
-						    "seconds, 0 to 3600"));
-			return -1;
-		}
-		break;
-	}
-	return 0;
-}
-
 /* Parses argv; 2 usage error, 1 help, 0 run. */
 static int exporter_parse(int argc, char **argv, const char **listen_on, double *min_iv,
 			  struct hs_config *cfg, struct pprof_cfg *pcfg)
 {
-	struct exporter_args a = { *listen_on, min_iv, cfg, pcfg };
-	int r = opts_parse(&exporter_cmd, argc, argv, exporter_opt, &a);
+	struct exporter_args a = { *listen_on, *min_iv, cfg->uri, cfg->no_libvirt };
+	const struct opt_group groups[] = {
+		{ NULL, exporter_options, &a },
+		{ "guest profiles (GET /debug/pprof/profile?guest=NAME&seconds=N, "
+		  "docs/usage.md)", pprof_options, pcfg },
+		{ 0 } };
+	const struct opts_cmd cmd = { .name = "exporter", .usage = exporter_usage,
+				      .groups = groups };
+	int r = opts_parse(&cmd, argc, argv, NULL, NULL);
 
 	if (r)
 		return r;
@@ -475,6 +449,9 @@ static int exporter_parse(int argc, char **argv, const char **listen_on, double 
 		return 2;
 	}
 	*listen_on = a.listen_on;
+	*min_iv = a.min_interval;
+	cfg->uri = a.uri;
+	cfg->no_libvirt = a.no_libvirt;
 	return 0;
 }
 

@@ -25,47 +25,30 @@ struct list_args {
 	int all, json;
 };
 
+#define LA struct list_args
 static const struct opt_def list_options[] = {
-	{ "all", 'a', NULL, "every family opvm knows, not only this CPU's", 0 },
-	{ "family", 'f', "ID", "describe family ID instead of this CPU (see --all)", 0 },
-	{ "json", 'j', NULL, "machine-readable output", 0 },
-	{ "check", 'c', "SPEC", "validate an event spec: exit 0 if it can be used here "
-	  "(with another CPU's --family: if valid there), else 1", 0 },
+	{ .name = "all", .key = 'a', .help = "every family opvm knows, not only this CPU's",
+	  OPT_FLAG(LA, all) },
+	{ .name = "family", .key = 'f', .metavar = "ID", .help = "describe family ID "
+	  "instead of this CPU (see --all)", OPT_STRING(LA, family) },
+	{ .name = "json", .key = 'j', .help = "machine-readable output", OPT_FLAG(LA, json) },
+	{ .name = "check", .key = 'c', .metavar = "SPEC", .help = "validate an event spec: "
+	  "exit 0 if it can be used here (with another CPU's --family: if valid there), "
+	  "else 1", OPT_STRING(LA, check) },
 	{ 0 },
 };
+#undef LA
 
-static const struct opts_cmd list_cmd = {
-	.name = "list-events",
-	.usage = "usage: opvm list-events [--all] [--family ID] [--json]\n"
-		 "       opvm list-events [--family ID] --check SPEC\n"
-		 "\n"
-		 "Lists the events this host's CPU can sample, for\n"
-		 "-e NAME[:count[:unitmask[:kernel[:user]]]] (docs/events.md).\n",
-	.groups = (const struct opt_group[]){ { NULL, list_options }, { NULL } },
-	.footer = "Environment: OPVM_EVENTS_DIR (event files), OPVM_NO_PMU=1 (act as if\n"
-		  "there were no hardware PMU).  docs/events.md describes the files.\n",
-};
+static const char list_usage[] =
+	"usage: opvm list-events [--all] [--family ID] [--json]\n"
+	"       opvm list-events [--family ID] --check SPEC\n"
+	"\n"
+	"Lists the events this host's CPU can sample, for\n"
+	"-e NAME[:count[:unitmask[:kernel[:user]]]] (docs/events.md).\n";
 
-static int list_opt(void *ctx, int key, char *arg)
-{
-	struct list_args *a = ctx;
-
-	switch (key) {
-	case 'a':
-		a->all = 1;
-		break;
-	case 'f':
-		a->family = arg;
-		break;
-	case 'j':
-		a->json = 1;
-		break;
-	case 'c':
-		a->check = arg;
-		break;
-	}
-	return 0;
-}
+static const char list_footer[] =
+	"Environment: OPVM_EVENTS_DIR (event files), OPVM_NO_PMU=1 (act as if\n"
+	"there were no hardware PMU).  docs/events.md describes the files.\n";
 
 /* Prints text word-wrapped to WIDTH, every line starting at column indent,
  * the first line continuing from column col. */
@@ -440,7 +423,10 @@ out:
 int cmd_list_events(int argc, char **argv)
 {
 	struct list_args a = { 0 };
-	int r = opts_parse(&list_cmd, argc, argv, list_opt, &a);
+	const struct opt_group groups[] = { { NULL, list_options, &a }, { 0 } };
+	const struct opts_cmd cmd = { .name = "list-events", .usage = list_usage,
+				      .groups = groups, .footer = list_footer };
+	int r = opts_parse(&cmd, argc, argv, NULL, NULL);
 
 	if (r)
 		return r == 1 ? 0 : 2;

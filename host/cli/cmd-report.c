@@ -17,9 +17,6 @@
 #include "lib/numparse.h"
 #include "host/report/report-cli.h"
 
-enum { OPT_SORT = RCLI_END, OPT_FORMAT, OPT_DIFF, OPT_WIDTH, OPT_IMPORT, OPT_BY,
-       OPT_DETAILS };
-
 struct report_args {
 	struct report_cli cli;
 	int symbols, details, json, long_names, width, depth, callgraph;
@@ -29,105 +26,81 @@ struct report_args {
 	size_t nr_imports;
 };
 
+static int opt_sort(void *base, const char *opt, char *arg, char *err, size_t errlen)
+{
+	struct report_args *a = base;
+
+	if (!report_parse_sort(arg, &a->sort))
+		return 0;
+	num_bad_value(err, errlen, opt, arg, "samples, symbol, image, app or cgroup");
+	return -1;
+}
+
+static int opt_import(void *base, const char *opt, char *arg, char *err, size_t errlen)
+{
+	struct report_args *a = base;
+
+	(void)opt;
+	if (a->nr_imports < ARRAY_SIZE(a->imports)) {
+		a->imports[a->nr_imports++] = arg;
+		return 0;
+	}
+	snprintf(err, errlen, "at most %zu --import options", ARRAY_SIZE(a->imports));
+	return -1;
+}
+
+static const struct opt_enum report_by[] = {
+	{ "guest", 1 }, { "app", 2 }, { "image", 3 }, { 0 },
+};
+static const struct opt_enum report_formats[] = { { "text", 0 }, { "json", 1 }, { 0 } };
+
+#define RA struct report_args
 static const struct opt_def report_options[] = {
-	{ "symbols", 'l', NULL, "list symbols", 0 },
-	{ "details", OPT_DETAILS, NULL, "per-instruction samples for each symbol", 0 },
-	{ "callgraph", 'c', NULL, "callers and callees of each symbol, as opreport -c "
-	  "(sessions recorded with -g)", 0 },
-	{ "long-filenames", 'f', NULL, "full paths instead of basenames", 0 },
-	{ "sort", OPT_SORT, "KEY", "samples (default), symbol, image, app, cgroup", 0 },
-	{ "by", OPT_BY, "guest|app|image", "summary down to guests, applications or images "
-	  "(default image)", 0 },
-	{ "format", OPT_FORMAT, "text|json", "json: one object (see docs/reports.md)", 0 },
-	{ "diff", OPT_DIFF, "DIR|previous", "compare against session DIR (or "
-	  "samples/previous)", 0 },
-	{ "width", OPT_WIDTH, "N", "columns (default 80)", 0 },
-	{ "import", OPT_IMPORT, "FILE", "add a binary to the session's build-id cache "
-	  "(SESSION/.build-id), where reports look first", 0 },
+	{ .name = "symbols", .key = 'l', .help = "list symbols", OPT_FLAG(RA, symbols) },
+	{ .name = "details", .help = "per-instruction samples for each symbol",
+	  OPT_FLAG(RA, details) },
+	{ .name = "callgraph", .key = 'c', .help = "callers and callees of each symbol, as "
+	  "opreport -c (sessions recorded with -g)", OPT_FLAG(RA, callgraph) },
+	{ .name = "long-filenames", .key = 'f', .help = "full paths instead of basenames",
+	  OPT_FLAG(RA, long_names) },
+	{ .name = "sort", .metavar = "KEY", .help = "samples (default), symbol, image, app, "
+	  "cgroup", OPT_CALLBACK(opt_sort) },
+	{ .name = "by", .metavar = "guest|app|image", .help = "summary down to guests, "
+	  "applications or images (default image)", OPT_ENUM(RA, depth, report_by) },
+	{ .name = "format", .metavar = "text|json", .help = "json: one object (see "
+	  "docs/reports.md)", OPT_ENUM(RA, json, report_formats) },
+	{ .name = "diff", .metavar = "DIR|previous", .help = "compare against session DIR "
+	  "(or samples/previous)", OPT_STRING(RA, diff) },
+	{ .name = "width", .metavar = "N", .help = "columns (default 80)",
+	  OPT_UINT(RA, width, 40, 1000), .want = "40 to 1000 columns" },
+	{ .name = "import", .metavar = "FILE", .help = "add a binary to the session's "
+	  "build-id cache (SESSION/.build-id), where reports look first",
+	  OPT_CALLBACK(opt_import) },
 	{ 0 },
 };
+#undef RA
 
-static const struct opts_cmd report_cmd = {
-	.name = "report",
-	.usage = "usage: opvm report [options] [PROFILE SPEC...]\n"
-		 "       opvm report [options] { A options } { B options }   (differential)\n"
-		 "\n",
-	.groups = (const struct opt_group[]){
-		{ NULL, report_options }, { NULL, report_cli_options }, { NULL } },
-};
-
-/* One option of report_cmd: 0, or -1 after printing. */
-static int report_opt(void *ctx, int key, char *arg)
-{
-	struct report_args *a = ctx;
-	char err[256];
-	unsigned w;
-	int r;
-
-	switch (key) {
-	case 'l':
-		a->symbols = 1;
-		return 0;
-	case OPT_DETAILS:
-		a->symbols = a->details = 1;
-		return 0;
-	case 'c':
-		a->symbols = a->callgraph = 1;
-		return 0;
-	case 'f':
-		a->long_names = 1;
-		return 0;
-	case OPT_SORT:
-		if (!report_parse_sort(arg, &a->sort))
-			return 0;
-		log_err("--sort '%s': use samples, symbol, image, app or cgroup", arg);
-		return -1;
-	case OPT_FORMAT:
-		a->json = !strcmp(arg, "json");
-		if (a->json || !strcmp(arg, "text"))
-			return 0;
-		log_err("--format '%s': use text or json", arg);
-		return -1;
-	case OPT_DIFF:
-		a->diff = arg;
-		return 0;
-	case OPT_BY:
-		a->depth = !strcmp(arg, "guest") ? 1 : !strcmp(arg, "app") ? 2 :
-			   !strcmp(arg, "image") ? 3 : 0;
-		if (a->depth)
-			return 0;
-		log_err("--by '%s': use guest, app or image", arg);
-		return -1;
-	case OPT_IMPORT:
-		if (a->nr_imports < ARRAY_SIZE(a->imports)) {
-			a->imports[a->nr_imports++] = arg;
-			return 0;
-		}
-		log_err("at most 16 --import options");
-		return -1;
-	case OPT_WIDTH:
-		if (!num_parse_uint(arg, 40, 1000, &w)) {
-			a->width = (int)w;
-			return 0;
-		}
-		log_err("%s", num_bad_value(err, sizeof(err), "--width", arg, "40 to 1000 columns"));
-		return -1;
-	}
-	r = report_cli_opt(&a->cli, key, arg, err, sizeof(err));
-	if (r < 0)
-		log_err("%s", err);
-	return r < 0 ? -1 : 0;
-}
+static const char report_usage[] =
+	"usage: opvm report [options] [PROFILE SPEC...]\n"
+	"       opvm report [options] { A options } { B options }   (differential)\n"
+	"\n";
 
 /* Parses argv into a; returns 0, -1 after --help, or the exit code for a
  * usage error. */
 static int parse(int argc, char **argv, struct report_args *a)
 {
+	const struct opt_group groups[] = {
+		{ NULL, report_options, a }, { NULL, report_cli_options, &a->cli }, { 0 },
+	};
+	const struct opts_cmd cmd = { .name = "report", .usage = report_usage,
+				      .groups = groups };
 	char err[256];
-	int r = opts_parse(&report_cmd, argc, argv, report_opt, a);
+	int r = opts_parse(&cmd, argc, argv, NULL, NULL);
 
 	if (r)
 		return r == 1 ? -1 : r;
+	/* each of these lists symbols */
+	a->symbols |= a->details | a->callgraph;
 	if (report_cli_specs(&a->cli, argc, argv, optind, err, sizeof(err))) {
 		log_err("%s", err);
 		return 2;

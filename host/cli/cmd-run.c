@@ -13,22 +13,23 @@
 #include "lib/log.h"
 #include "vmm/backend.h"
 
-enum { OPT_VMM = COMMAND_OPT };
+/* run's own options; the session's first pass reads --vmm too, to choose
+ * the backend before the rest is parsed (host/cli/session.h). */
+struct run_args {
+	const char *vmm;
+};
 
 static const struct opt_def run_options[] = {
-	{ "vmm", OPT_VMM, "NAME", "how to boot and sample the guest (above)", 0 },
+	{ .name = "vmm", .metavar = "NAME", .help = "how to boot and sample the guest "
+	  "(above)", OPT_STRING(struct run_args, vmm) },
 	{ 0 },
 };
 
-static int run_parse(void *arg, int opt, const char *optarg)
+static int run_argument(void *arg, const char *value)
 {
-	if (opt == OPT_VMM)
-		return 1;	/* the backend is chosen already */
-	if (opt == 1) {
-		log_err("unknown option '%s'; 'opvm run --help' lists them", optarg);
-		return -1;
-	}
-	return 0;
+	(void)arg;
+	log_err("unknown option '%s'; 'opvm run --help' lists them", value);
+	return -1;
 }
 
 static const struct session_cli run_cli = {
@@ -41,18 +42,21 @@ static const struct session_cli run_cli = {
 		  "--duration), then prints a summary.  With --vmm=qemu and no --kernel, the\n"
 		  "test image that `make images` builds (build/images) is used.\n",
 	.options = run_options,
-	.parse = run_parse,
+	.argument = run_argument,
 };
 
 int cmd_run(int argc, char **argv)
 {
 	const struct backend_ops *b = NULL;
+	struct run_args ra = { NULL };
+	struct session_cli cli = run_cli;
 	struct session_opts o;
 	void *bst = NULL;
 	int ret;
 
+	cli.arg = &ra;
 	session_opts_init(&o);
-	ret = session_parse_argv(&run_cli, argc, argv, &o, &b, &bst);
+	ret = session_parse_argv(&cli, argc, argv, &o, &b, &bst);
 	if (ret == 1) {
 		ret = 0;
 	} else if (ret == 0) {

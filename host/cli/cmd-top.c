@@ -22,41 +22,67 @@
 
 static volatile sig_atomic_t top_stop;
 
-enum { OPT_ONCE = OPTS_LONG_ONLY, OPT_FORMAT, OPT_NO_LIBVIRT, OPT_PROFILE_SECONDS,
-       OPT_GUEST_ROOT, OPT_SYSTEM_MAP, OPT_SESSION_BASE };
+/* What top's options set: its view's options and the command's own. */
+struct top_args {
+	struct top_opts o;
+	int once, json;
+};
 
+static int opt_sort(void *base, const char *opt, char *arg, char *err, size_t errlen)
+{
+	struct top_args *a = base;
+	int k = hs_sort_parse(arg);
+
+	if (k >= 0) {
+		a->o.sort = (enum hs_sort)k;
+		return 0;
+	}
+	num_bad_value(err, errlen, opt, arg, "cpu, steal, exits, io or name");
+	return -1;
+}
+
+static const struct opt_enum top_formats[] = { { "text", 0 }, { "json", 1 }, { 0 } };
+
+#define TA struct top_args
 static const struct opt_def top_options[] = {
-	{ "once", OPT_ONCE, NULL, "one snapshot (two readings, --delay apart), then exit", 0 },
-	{ "format", OPT_FORMAT, "text|json", "--once output (default text)", 0 },
-	{ "delay", 'd', "S", "refresh interval in seconds (default 2; --once: 1)", 0 },
-	{ "sort", 's', "KEY", "cpu, steal, exits, io or name (default cpu)", 0 },
-	{ "filter", 'f', "TEXT", "only guests whose name contains TEXT", 0 },
-	{ "connect", 'c', "URI", "libvirt URI (default $LIBVIRT_DEFAULT_URI, else "
-	  "qemu:///system)", 0 },
-	{ "no-libvirt", OPT_NO_LIBVIRT, NULL, "only QEMU processes found in /proc", 0 },
-	{ "profile-seconds", OPT_PROFILE_SECONDS, "N", "length of the p key's profile "
-	  "(default 5)", 0 },
-	{ "guest-root", OPT_GUEST_ROOT, "DIR", "passed to opvm report for the p key's "
-	  "symbols", 0 },
-	{ "system-map", OPT_SYSTEM_MAP, "FILE", "the same", 0 },
-	{ "session-base", OPT_SESSION_BASE, "DIR", "where the p key's sessions go (default "
-	  "$TMPDIR or /tmp)", 0 },
+	{ .name = "once", .help = "one snapshot (two readings, --delay apart), then exit",
+	  OPT_FLAG(TA, once) },
+	{ .name = "format", .metavar = "text|json", .help = "--once output (default text)",
+	  OPT_ENUM(TA, json, top_formats) },
+	{ .name = "delay", .key = 'd', .metavar = "S", .help = "refresh interval in seconds "
+	  "(default 2; --once: 1)", OPT_DURATION(TA, o.delay_s, 0.1, 3600, 1000),
+	  .want = "seconds, 0.1 to 3600" },
+	{ .name = "sort", .key = 's', .metavar = "KEY", .help = "cpu, steal, exits, io or "
+	  "name (default cpu)", OPT_CALLBACK(opt_sort) },
+	{ .name = "filter", .key = 'f', .metavar = "TEXT", .help = "only guests whose name "
+	  "contains TEXT", OPT_STRING(TA, o.filter) },
+	{ .name = "connect", .key = 'c', .metavar = "URI", .help = "libvirt URI (default "
+	  "$LIBVIRT_DEFAULT_URI, else qemu:///system)", OPT_STRING(TA, o.uri) },
+	{ .name = "no-libvirt", .help = "only QEMU processes found in /proc",
+	  OPT_FLAG(TA, o.no_libvirt) },
+	{ .name = "profile-seconds", .metavar = "N", .help = "length of the p key's profile "
+	  "(default 5)", OPT_DURATION(TA, o.profile_s, 1, 3600, 1000),
+	  .want = "seconds, 1 to 3600" },
+	{ .name = "guest-root", .metavar = "DIR", .help = "passed to opvm report for the p "
+	  "key's symbols", OPT_STRING(TA, o.guest_root) },
+	{ .name = "system-map", .metavar = "FILE", .help = "the same",
+	  OPT_STRING(TA, o.system_map) },
+	{ .name = "session-base", .metavar = "DIR", .help = "where the p key's sessions go "
+	  "(default $TMPDIR or /tmp)", OPT_STRING(TA, o.session_base) },
 	{ 0 },
 };
+#undef TA
 
-static const struct opts_cmd top_cmd = {
-	.name = "top",
-	.usage = "usage: opvm top [options]\n"
-		 "\n"
-		 "Every guest on this host: libvirt domains and bare QEMU processes, with CPU,\n"
-		 "guest-mode time, steal (run-queue delay), VM exits and their reasons, and\n"
-		 "disk/network rates.  Keys in the live view: arrows select, Enter shows vCPUs,\n"
-		 "c t x i n sort by cpu/steal/exits/io/name, / filter, + - interval,\n"
-		 "p profiles the selected guest with opvm attach and shows its top symbols,\n"
-		 "q quits.\n"
-		 "\n",
-	.groups = (const struct opt_group[]){ { NULL, top_options }, { NULL } },
-};
+static const char top_usage[] =
+	"usage: opvm top [options]\n"
+	"\n"
+	"Every guest on this host: libvirt domains and bare QEMU processes, with CPU,\n"
+	"guest-mode time, steal (run-queue delay), VM exits and their reasons, and\n"
+	"disk/network rates.  Keys in the live view: arrows select, Enter shows vCPUs,\n"
+	"c t x i n sort by cpu/steal/exits/io/name, / filter, + - interval,\n"
+	"p profiles the selected guest with opvm attach and shows its top symbols,\n"
+	"q quits.\n"
+	"\n";
 
 static void print_text(struct hoststats *h, const struct top_opts *o)
 {
@@ -147,83 +173,13 @@ static int top_once(struct hoststats *h, const struct top_opts *o, int json)
 	return 0;
 }
 
-struct top_args {
-	struct top_opts *o;
-	int once, json;
-};
-
-static int top_opt(void *ctx, int key, char *v)
-{
-	struct top_args *a = ctx;
-	struct top_opts *o = a->o;
-	unsigned s;
-	int k;
-
-	switch (key) {
-	case OPT_ONCE:
-		a->once = 1;
-		break;
-	case OPT_NO_LIBVIRT:
-		o->no_libvirt = 1;
-		break;
-	case OPT_FORMAT:
-		if (strcmp(v, "json") && strcmp(v, "text")) {
-			log_err("--format takes text or json, not '%s'", v);
-			return -1;
-		}
-		a->json = !strcmp(v, "json");
-		break;
-	case 'd':
-		if (num_parse_decimal(v, 0.1, 3600, &o->delay_s)) {
-			char e[160];
-
-			log_err("%s", num_bad_value(e, sizeof(e), "--delay", v,
-						    "seconds, 0.1 to 3600"));
-			return -1;
-		}
-		break;
-	case 's':
-		k = hs_sort_parse(v);
-		if (k < 0) {
-			log_err("--sort takes cpu, steal, exits, io or name, not '%s'", v);
-			return -1;
-		}
-		o->sort = (enum hs_sort)k;
-		break;
-	case 'f':
-		o->filter = v;
-		break;
-	case 'c':
-		o->uri = v;
-		break;
-	case OPT_PROFILE_SECONDS:
-		if (num_parse_uint(v, 1, 3600, &s)) {
-			char e[160];
-
-			log_err("%s", num_bad_value(e, sizeof(e), "--profile-seconds", v,
-						    "seconds, 1 to 3600"));
-			return -1;
-		}
-		o->profile_s = (unsigned)s;
-		break;
-	case OPT_GUEST_ROOT:
-		o->guest_root = v;
-		break;
-	case OPT_SYSTEM_MAP:
-		o->system_map = v;
-		break;
-	case OPT_SESSION_BASE:
-		o->session_base = v;
-		break;
-	}
-	return 0;
-}
-
 /* Parses argv into o; returns 2 for a usage error, 1 after --help, 0 to run. */
 static int top_parse(int argc, char **argv, struct top_opts *o, int *once, int *json)
 {
-	struct top_args a = { o, 0, 0 };
-	int r = opts_parse(&top_cmd, argc, argv, top_opt, &a);
+	struct top_args a = { *o, 0, 0 };
+	const struct opt_group groups[] = { { NULL, top_options, &a }, { 0 } };
+	const struct opts_cmd cmd = { .name = "top", .usage = top_usage, .groups = groups };
+	int r = opts_parse(&cmd, argc, argv, NULL, NULL);
 
 	if (r)
 		return r;
@@ -232,6 +188,7 @@ static int top_parse(int argc, char **argv, struct top_opts *o, int *once, int *
 			argv[optind]);
 		return 2;
 	}
+	*o = a.o;
 	*once = a.once;
 	*json = a.json;
 	return 0;

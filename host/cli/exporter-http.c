@@ -26,34 +26,39 @@
 #define PPROF_SECONDS		30	/* without seconds=, as Go's net/http/pprof */
 #define PPROF_MAX_PARAMS	32	/* query parameters of any request */
 
-enum { OPT_MAX_PROFILES = PPROF_OPT, OPT_MAX_SECONDS, OPT_ALLOW_GDBSTUB, OPT_PROFILE_DIR,
-	OPT_CONTINUOUS, OPT_RATE, OPT_WINDOW, OPT_RETENTION, OPT_MAX_STORE, OPT_STORE,
-	OPT_GUESTS };
-
+#define PC struct pprof_cfg
 const struct opt_def pprof_options[] = {
-	{ "max-profiles", OPT_MAX_PROFILES, "N", "profiles at once (default 2; 0: no "
-	  "profile endpoints)", 0 },
-	{ "max-profile-seconds", OPT_MAX_SECONDS, "S", "longest profile (default 60): "
-	  "longer requests are clipped, and the reply says so", 0 },
-	{ "allow-gdbstub", OPT_ALLOW_GDBSTUB, NULL, "profile TCG guests too: the gdbstub "
-	  "sampler stops the guest at every sample (KVM guests get perf, which never "
-	  "stops them)", 0 },
-	{ "profile-dir", OPT_PROFILE_DIR, "DIR", "where the private directory of the "
-	  "sessions goes (default $TMPDIR, else /tmp)", 0 },
-	{ "continuous", OPT_CONTINUOUS, NULL, "sample every guest all the time into a "
-	  "rolling store and serve profiles from it at once (seconds=N, start=&end=)", 0 },
-	{ "rate", OPT_RATE, "HZ", "--continuous: samples a second a vCPU (default 19)", 0 },
-	{ "window", OPT_WINDOW, "S", "--continuous: the store's window (default 10 s)", 0 },
-	{ "retention", OPT_RETENTION, "S", "--continuous: how long windows are kept "
-	  "(default 3600 s; 90m, 2h also)", 0 },
-	{ "max-store", OPT_MAX_STORE, "SIZE", "--continuous: bytes of windows kept, all "
-	  "guests (default 1G); past it the oldest go first", 0 },
-	{ "store", OPT_STORE, "DIR", "--continuous: the store (default ./opvm_store; kept "
-	  "across restarts)", 0 },
-	{ "guests", OPT_GUESTS, "GLOB", "--continuous: sample only the guests whose name "
-	  "matches GLOB (default all)", 0 },
+	{ .name = "max-profiles", .metavar = "N", .help = "profiles at once (default 2; 0: "
+	  "no profile endpoints)", OPT_UINT(PC, max_profiles, 0, 64) },
+	{ .name = "max-profile-seconds", .metavar = "S", .help = "longest profile (default "
+	  "60): longer requests are clipped, and the reply says so",
+	  OPT_DURATION(PC, max_seconds, 1, 86400, 1000) },
+	{ .name = "allow-gdbstub", .help = "profile TCG guests too: the gdbstub sampler stops "
+	  "the guest at every sample (KVM guests get perf, which never stops them)",
+	  OPT_FLAG(PC, allow_gdbstub) },
+	{ .name = "profile-dir", .metavar = "DIR", .help = "where the private directory of "
+	  "the sessions goes (default $TMPDIR, else /tmp)", OPT_STRING(PC, dir) },
+	{ .name = "continuous", .help = "sample every guest all the time into a rolling "
+	  "store and serve profiles from it at once (seconds=N, start=&end=)",
+	  OPT_FLAG(PC, continuous) },
+	{ .name = "rate", .metavar = "HZ", .help = "--continuous: samples a second a vCPU "
+	  "(default 19)", OPT_UINT(PC, rate_hz, 1, 1000) },
+	{ .name = "window", .metavar = "S", .help = "--continuous: the store's window "
+	  "(default 10 s)", OPT_DURATION(PC, window_s, 1, 3600, 1000) },
+	{ .name = "retention", .metavar = "S", .help = "--continuous: how long windows are "
+	  "kept (default 3600 s; 90m, 2h also)", OPT_DURATION(PC, retention_s, 1, 30 * 86400,
+							      1000),
+	  .want = "seconds (90m, 2h), to 30 days" },
+	{ .name = "max-store", .metavar = "SIZE", .help = "--continuous: bytes of windows "
+	  "kept, all guests (default 1G); past it the oldest go first",
+	  OPT_SIZE(PC, max_store, 1u << 20, UINT64_MAX), .want = "a size from 1M, e.g. 1G" },
+	{ .name = "store", .metavar = "DIR", .help = "--continuous: the store (default "
+	  "./opvm_store; kept across restarts)", OPT_STRING(PC, store_dir) },
+	{ .name = "guests", .metavar = "GLOB", .help = "--continuous: sample only the guests "
+	  "whose name matches GLOB (default all)", OPT_STRING(PC, only) },
 	{ 0 },
 };
+#undef PC
 
 void pprof_cfg_init(struct pprof_cfg *cfg)
 {
@@ -65,91 +70,6 @@ void pprof_cfg_init(struct pprof_cfg *cfg)
 	cfg->retention_s = 3600;
 	cfg->max_store = 1ULL << 30;
 	cfg->store_dir = "./opvm_store";
-}
-
-static int parse_count(const char *opt, const char *val, unsigned lo, unsigned hi,
-		       unsigned *out)
-{
-	if (num_parse_uint(val, lo, hi, out)) {
-		char want[64], e[160];
-
-		snprintf(want, sizeof(want), "%u to %u", lo, hi);
-		log_err("%s", num_bad_value(e, sizeof(e), opt, val, want));
-		return -1;
-	}
-	return 1;
-}
-
-/* "3600", "90m", "2h", "45s" into seconds, 1 to 30 days. */
-static int parse_retention(const char *val, unsigned *out)
-{
-	size_t n = strlen(val);
-	unsigned mul = 1, v;
-	char num[16];
-
-	if (n && (val[n - 1] == 's' || val[n - 1] == 'm' || val[n - 1] == 'h')) {
-		mul = val[n - 1] == 'h' ? 3600 : val[n - 1] == 'm' ? 60 : 1;
-		n--;
-	}
-	if (!n || n >= sizeof(num))
-		return -EINVAL;
-	memcpy(num, val, n);
-	num[n] = '\0';
-	if (num_parse_uint(num, 1, 30u * 86400 / mul, &v))
-		return -EINVAL;
-	*out = v * mul;
-	return 0;
-}
-
-static int continuous_opt(struct pprof_cfg *cfg, int key, const char *val)
-{
-	char e[160];
-
-	switch (key) {
-	case OPT_CONTINUOUS:
-		cfg->continuous = 1;
-		return 1;
-	case OPT_RATE:
-		return parse_count("--rate", val, 1, 1000, &cfg->rate_hz);
-	case OPT_WINDOW:
-		return parse_count("--window", val, 1, 3600, &cfg->window_s);
-	case OPT_RETENTION:
-		if (!parse_retention(val, &cfg->retention_s))
-			return 1;
-		log_err("%s", num_bad_value(e, sizeof(e), "--retention", val,
-					    "seconds (90m, 2h), to 30 days"));
-		return -1;
-	case OPT_MAX_STORE:
-		if (!util_parse_size(val, &cfg->max_store) && cfg->max_store >= (1u << 20))
-			return 1;
-		log_err("%s", num_bad_value(e, sizeof(e), "--max-store", val,
-					    "a size from 1M, e.g. 1G"));
-		return -1;
-	case OPT_STORE:
-		cfg->store_dir = val;
-		return 1;
-	case OPT_GUESTS:
-		cfg->only = val;
-		return 1;
-	}
-	return 0;
-}
-
-int pprof_parse_opt(struct pprof_cfg *cfg, int key, const char *val)
-{
-	switch (key) {
-	case OPT_ALLOW_GDBSTUB:
-		cfg->allow_gdbstub = 1;
-		return 1;
-	case OPT_MAX_PROFILES:
-		return parse_count("--max-profiles", val, 0, 64, &cfg->max_profiles);
-	case OPT_MAX_SECONDS:
-		return parse_count("--max-profile-seconds", val, 1, 86400, &cfg->max_seconds);
-	case OPT_PROFILE_DIR:
-		cfg->dir = val;
-		return 1;
-	}
-	return continuous_opt(cfg, key, val);
 }
 
 struct pprof *pprof_new(const struct pprof_cfg *cfg)

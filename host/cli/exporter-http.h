@@ -59,16 +59,12 @@ struct pprof_cfg {
 	const char *only;	/* --guests GLOB: only these sampled; NULL: all */
 };
 
-/* The exporter's options for guest profiles (lib/optdef.h), keys from
- * PPROF_OPT up; pprof_parse_opt() takes them. */
-#define PPROF_OPT	(OPTS_LONG_ONLY + 0x80)
+/* The exporter's options for guest profiles (lib/optdef.h), bound to a
+ * struct pprof_cfg (their group's base). */
 extern const struct opt_def pprof_options[];
 
 void pprof_cfg_init(struct pprof_cfg *cfg);
 
-/* One option of pprof_options (its key, and its value or NULL): 1 when it
- * is the profiler's, 0 if not, -1 after printing a usage error. */
-int pprof_parse_opt(struct pprof_cfg *cfg, int key, const char *val);
 
 struct pprof;
 

@@ -1,28 +1,47 @@
 // SPDX-License-Identifier: MIT
 /* Option tables to getopt_long, --help and --dump-options (host/cli/options.h). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "host/cli/options.h"
+#include "lib/log.h"
+#include "lib/optval.h"
 #include "lib/util.h"
 
-/* getopt_long's values for the options every command has. */
+/* getopt_long's values for the options every command has, and the first
+ * value of the rows' long options (row i is OPTS_VAL_ROW + i). */
 #define OPTS_KEY_HELP	'h'
 #define OPTS_KEY_DUMP	0x7fff0000
+#define OPTS_VAL_ROW	0x10000
 
 /* The column option help starts at, and the widest option column. */
 #define OPTS_HELP_COL	25
 
 static const struct opt_def builtin[] = {
-	{ "help", OPTS_KEY_HELP, NULL, "this text", 0 },
+	{ .name = "help", .key = OPTS_KEY_HELP, .help = "this text" },
 	{ 0 },
 };
 
 /* A table ends with a zeroed entry; an entry without a long name is a
  * short letter alone (-g). */
 #define DEF_END(d)	(!(d)->name && !(d)->key)
+
+/* A row parsed, and the struct its field is in. */
+struct opts_row {
+	const struct opt_def *d;
+	void *base;
+};
+
+/* getopt's tables and the rows they lead back to. */
+struct opts_tables {
+	struct option *lo;		/* getopt_long's, ends zeroed */
+	struct opts_row *rows;		/* by OPTS_VAL_ROW + index */
+	size_t nr_lo, nr_rows;
+	char shorts[128];
+};
 
 static int is_short(int key)
 {
@@ -49,14 +68,19 @@ static int have_long(const struct option *lo, size_t n, const char *name)
 	return 0;
 }
 
-/* One option into the getopt tables. */
-static void add_opt(const struct opt_def *d, struct option *lo, size_t *n, char *s,
-		    size_t slen)
+/* One row into the getopt tables: its long name leads to the row, its
+ * short letter is looked up (row_of_short). */
+static void add_opt(struct opts_tables *t, const struct opt_def *d, void *base)
 {
-	if (d->name && !have_long(lo, *n, d->name))
-		lo[(*n)++] = (struct option){ d->name, d->metavar ? required_argument :
-					      no_argument, NULL, d->key };
-	if (is_short(d->key) && !strchr(s, d->key) && strlen(s) + 3 < slen) {
+	char *s = t->shorts;
+
+	t->rows[t->nr_rows] = (struct opts_row){ d, base };
+	if (d->name && !have_long(t->lo, t->nr_lo, d->name))
+		t->lo[t->nr_lo++] = (struct option){ d->name, d->metavar ? required_argument :
+						     no_argument, NULL,
+						     OPTS_VAL_ROW + (int)t->nr_rows };
+	t->nr_rows++;
+	if (is_short(d->key) && !strchr(s, d->key) && strlen(s) + 3 < sizeof(t->shorts)) {
 		size_t l = strlen(s);
 
 		s[l++] = (char)d->key;
@@ -66,23 +90,51 @@ static void add_opt(const struct opt_def *d, struct option *lo, size_t *n, char 
 	}
 }
 
-/* getopt_long's long table (malloc'd) and short string from c's groups. */
-static struct option *build(const struct opts_cmd *c, char *s, size_t slen)
+/* The first row with short letter key. */
+static const struct opts_row *row_of_short(const struct opts_tables *t, int key)
 {
-	struct option *lo = calloc(count_opts(c->groups) + 3, sizeof(*lo));
-	size_t n = 0;
+	for (size_t i = 0; i < t->nr_rows; i++)
+		if (t->rows[i].d->key == key)
+			return &t->rows[i];
+	return NULL;
+}
 
-	if (!lo)
-		return NULL;
-	snprintf(s, slen, "%s:", c->flags & OPTS_IN_ORDER ? "-" :
+/* Every row of c's groups checked (optval_check): a table written wrong
+ * says so at once, whatever the command line.  0, or 2 after printing. */
+static int check_tables(const struct opts_cmd *c)
+{
+	const struct opt_group *g = c->help_groups ? c->help_groups : c->groups;
+	char err[160];
+
+	for (int pass = 0; pass < 2; pass++, g = c->groups)
+		for (; g && g->opts; g++)
+			for (const struct opt_def *d = g->opts; !DEF_END(d); d++)
+				if (optval_check(d, err, sizeof(err))) {
+					log_err("%s", err);
+					return 2;
+				}
+	return 0;
+}
+
+/* getopt_long's tables from c's groups: 0, or -ENOMEM. */
+static int build(const struct opts_cmd *c, struct opts_tables *t)
+{
+	size_t n = count_opts(c->groups) + 3;
+
+	memset(t, 0, sizeof(*t));
+	t->lo = calloc(n, sizeof(*t->lo));
+	t->rows = calloc(n, sizeof(*t->rows));
+	if (!t->lo || !t->rows)
+		return -ENOMEM;
+	snprintf(t->shorts, sizeof(t->shorts), "%s:", c->flags & OPTS_IN_ORDER ? "-" :
 		 c->flags & OPTS_STOP ? "+" : "");
-	add_opt(&builtin[0], lo, &n, s, slen);
-	lo[n++] = (struct option){ "dump-options", no_argument, NULL, OPTS_KEY_DUMP };
+	add_opt(t, &builtin[0], NULL);
+	t->lo[t->nr_lo++] = (struct option){ "dump-options", no_argument, NULL, OPTS_KEY_DUMP };
 	for (const struct opt_group *g = c->groups; g && g->opts; g++)
 		for (const struct opt_def *d = g->opts; !DEF_END(d); d++)
 			if (!(d->flags & OPTS_POSITIONAL))
-				add_opt(d, lo, &n, s, slen);
-	return lo;
+				add_opt(t, d, g->base);
+	return 0;
 }
 
 /* The option as the user wrote it, for a message: "-x" or "--name". */
@@ -113,38 +165,68 @@ static int usage_error(const struct opts_cmd *c, char **argv, int opt)
 	return 2;
 }
 
+/* The row getopt_long's opt leads to, or NULL (an argument in order). */
+static const struct opts_row *row_of(const struct opts_tables *t, int opt)
+{
+	if (opt >= OPTS_VAL_ROW && (size_t)(opt - OPTS_VAL_ROW) < t->nr_rows)
+		return &t->rows[opt - OPTS_VAL_ROW];
+	return is_short(opt) ? row_of_short(t, opt) : NULL;
+}
+
+/* One option or argument getopt_long returned: 0 to go on, else what
+ * opts_parse() returns. */
+static int take(const struct opts_cmd *c, const struct opts_tables *t, int opt, char **argv,
+		opts_fn fn, void *ctx)
+{
+	const struct opts_row *r = row_of(t, opt);
+	char what[64], err[512];
+
+	if (c->flags & OPTS_QUIET) {
+		if (r && r->d != &builtin[0] && fn)
+			fn(ctx, r->d, optarg);
+		return 0;
+	}
+	if (opt == '?' || opt == ':')
+		return usage_error(c, argv, opt);
+	if (opt == OPTS_KEY_DUMP || (r && r->d == &builtin[0])) {
+		(opt == OPTS_KEY_DUMP ? opts_dump : opts_help)(stdout, c);
+		return 1;
+	}
+	if (!r)		/* an argument, in order (OPTS_IN_ORDER) */
+		return fn && fn(ctx, NULL, optarg) ? 2 : 0;
+	if (!r->base)
+		return 0;	/* a table only listed: nothing to set */
+	/* the option as written: -F, or --rate however shortened */
+	if (is_short(opt))
+		snprintf(what, sizeof(what), "-%c", opt);
+	else
+		snprintf(what, sizeof(what), "--%s", r->d->name);
+	if (!optval_set(r->d, r->base, what, optarg, err, sizeof(err)))
+		return 0;
+	log_err("%s", err);
+	return 2;
+}
+
 int opts_parse(const struct opts_cmd *c, int argc, char **argv, opts_fn fn, void *ctx)
 {
-	char shorts[128];
-	struct option *lo = build(c, shorts, sizeof(shorts));
-	int opt, ret = 0;
+	struct opts_tables t = { 0 };
+	int opt, ret = check_tables(c);
 
-	if (!lo) {
-		fprintf(stderr, "opvm: error: out of memory\n");
-		return 2;
+	if (!ret && build(c, &t)) {
+		log_err("out of memory");
+		ret = 2;
+	}
+	if (ret) {
+		free(t.lo);
+		free(t.rows);
+		return ret;
 	}
 	opterr = 0;
 	optind = 0;	/* 0: a full reset (main() parsed its own options with "+") */
-	while (!ret && (opt = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
-		if (c->flags & OPTS_QUIET) {
-			if (opt != '?' && opt != ':' && opt != OPTS_KEY_HELP &&
-			    opt != OPTS_KEY_DUMP)
-				fn(ctx, opt, optarg);
-			continue;
-		}
-		if (opt == '?' || opt == ':') {
-			ret = usage_error(c, argv, opt);
-		} else if (opt == OPTS_KEY_HELP) {
-			opts_help(stdout, c);
-			ret = 1;
-		} else if (opt == OPTS_KEY_DUMP) {
-			opts_dump(stdout, c);
-			ret = 1;
-		} else if (fn(ctx, opt, optarg)) {
-			ret = 2;
-		}
-	}
-	free(lo);
+	while (!ret && (opt = getopt_long(argc, argv, t.shorts, t.lo, NULL)) != -1)
+		ret = take(c, &t, opt, argv, fn, ctx);
+	free(t.lo);
+	free(t.rows);
 	return ret;
 }
 
@@ -226,12 +308,15 @@ void opts_help(FILE *f, const struct opts_cmd *c)
 
 static void dump_line(FILE *f, const char *cmd, const struct opt_def *d, const char *group)
 {
+	char type[256];
+
 	fprintf(f, "%s\t%s%s\t", cmd, d->name ? "--" : "-", d->name ? d->name : "");
 	if (is_short(d->key))
 		fprintf(f, "-%c", d->key);
 	else
 		fputc('-', f);
-	fprintf(f, "\t%s\t%s\n", d->metavar ? d->metavar : "-", group ? group : "-");
+	fprintf(f, "\t%s\t%s\t%s\n", d->metavar ? d->metavar : "-", group ? group : "-",
+		d == &builtin[0] ? "help" : optval_describe(d, type, sizeof(type)));
 }
 
 void opts_dump(FILE *f, const struct opts_cmd *c)

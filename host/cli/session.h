@@ -35,28 +35,18 @@ struct session_opts {
 	int introspect;			/* --introspect: enum introspect_mode */
 	const char *fetch_cache;	/* --fetch-cache DIR */
 	uint64_t fetch_max_file, fetch_max_session, fetch_max_cache;	/* 0: defaults */
-	int umask_set;			/* --umask given */
-	unsigned umask;
+	int umask;			/* --umask; -1: not given */
 	struct collector_symbols sym;	/* --guest-root, --system-map, --vmlinux */
 	struct sampler_callgraph_cfg callgraph;	/* -g, --call-graph */
 	char sym_buf[COLLECTOR_MAX_ROOTS + 2][PATH_MAX + 136];	/* their absolute paths */
 	size_t sym_used;
 };
 
-/* Option values of the session's long options without a short letter
- * (SESSION_OPT + n); commands use COMMAND_OPT + n, backends BACKEND_OPT + n. */
-#define SESSION_OPT		0x100
-#define COMMAND_OPT		0x200
-
-/* The session's options (lib/optdef.h): "session" in run's and attach's
- * --help. */
+/* The session's options (lib/optdef.h), bound to a struct session_opts:
+ * "session" in run's and attach's --help (host/cli/session-options.c). */
 extern const struct opt_def session_options[];
 
 void session_opts_init(struct session_opts *o);
-
-/* One option returned by getopt_long: 1 if it is the session's (handled),
- * 0 if not, -1 after printing a usage error. */
-int session_parse(struct session_opts *o, int opt, const char *arg);
 
 /* How a command (run, attach) parses its argv with session_parse_argv(). */
 struct session_cli {
@@ -65,12 +55,13 @@ struct session_cli {
 	const char *select;		/* the long option naming the backend:
 					 * "vmm", "sampler" */
 	const char *header;		/* usage lines and what it does */
-	const struct opt_def *options;	/* the command's own, zero-terminated;
-					 * must include select */
-	/* One of the command's options, or opt 1 for an argument that is not
-	 * an option.  1 handled, -1 after printing a usage error. */
-	int (*parse)(void *arg, int opt, const char *optarg);
-	void *arg;
+	const struct opt_def *options;	/* the command's own, zero-terminated,
+					 * bound to *arg; must include select */
+	/* An argument that is not an option, in order: 0, or -1 after
+	 * printing a usage error. */
+	int (*argument)(void *arg, const char *value);
+	void *arg;			/* the command's options struct; NULL:
+					 * its rows are only listed */
 };
 
 /*

@@ -104,31 +104,101 @@ FILE *report_cli_safe_stream(FILE *f)
 	return fopencookie(f, "w", io);
 }
 
+/* --guest-root [GUEST=]DIR: GUEST=DIR when '=' comes before any '/'. */
+static int rc_guest_root(void *base, const char *opt, char *arg, char *err, size_t errlen)
+{
+	struct report_cli *c = base;
+	char *eq = strchr(arg, '=');
+
+	(void)opt;
+	if (c->nr_roots >= REPORT_CLI_MAX_ROOTS) {
+		snprintf(err, errlen, "at most %d --guest-root options", REPORT_CLI_MAX_ROOTS);
+		return -1;
+	}
+	if (eq && eq > arg && !memchr(arg, '/', (size_t)(eq - arg))) {
+		*eq = '\0';
+		c->roots[c->nr_roots++] = (struct symres_root){ .guest = arg, .dir = eq + 1 };
+	} else {
+		c->roots[c->nr_roots++] = (struct symres_root){ .dir = arg };
+	}
+	return 0;
+}
+
+/* --separate LIST, --merge LIST: what the rows keep apart. */
+static int rc_keep(void *base, const char *opt, char *arg, char *err, size_t errlen)
+{
+	struct report_cli *c = base;
+	unsigned mask;
+
+	if (report_parse_keep(arg, &mask)) {
+		num_bad_value(err, errlen, opt, arg, "guest,lib,kernel,thread,cpu,cgroup,all,none");
+		return -1;
+	}
+	if (!strcmp(opt, "--separate"))
+		c->ro.keep |= mask;
+	else
+		c->ro.keep &= ~mask;
+	return 0;
+}
+
+static int rc_exclude(void *base, const char *opt, char *arg, char *err, size_t errlen)
+{
+	struct report_cli *c = base;
+
+	if (!report_parse_exclude(arg, &c->ro.exclude))
+		return 0;
+	num_bad_value(err, errlen, opt, arg, "idle, boot or idle,boot");
+	return -1;
+}
+
+static int rc_previous(void *base, const char *opt, char *arg, char *err, size_t errlen)
+{
+	struct report_cli *c = base;
+
+	(void)opt, (void)arg, (void)err, (void)errlen;
+	c->ro.which = "previous";
+	return 0;
+}
+
+#define RC struct report_cli
 const struct opt_def report_cli_options[] = {
-	{ "session-dir", RCLI_SESSION, "DIR", "session to read (default ./opvm_data)", 0 },
-	{ "guest-root", RCLI_GUEST_ROOT, "[GUEST=]DIR", "the guest's root file system "
-	  "(binaries, boot/System.map-*, lib/modules); repeatable", 0 },
-	{ "vmlinux", RCLI_VMLINUX, "FILE", "guest kernel: a vmlinux with symbols, or a "
-	  "stripped vmlinux/vmlinuz for annotate's code", 0 },
-	{ "system-map", RCLI_SYSTEM_MAP, "FILE", "guest System.map", 0 },
-	{ "kallsyms", RCLI_KALLSYMS, "FILE", "the same from a copy of the guest's "
-	  "/proc/kallsyms", 0 },
-	{ "separate", RCLI_SEPARATE, "LIST", "keep apart: guest,lib,kernel,thread,cpu,cgroup", 0 },
-	{ "merge", RCLI_MERGE, "LIST", "merge: guest,lib,kernel,thread,cpu,cgroup,all", 0 },
-	{ "threshold", RCLI_THRESHOLD, "PCT", "hide entries below PCT percent", 0 },
-	{ "source-dir", RCLI_SOURCE_DIR, "DIR", "where source files are (annotate --source)", 0 },
-	{ "no-host-kernel", RCLI_NO_HOST_KERNEL, NULL,
-	  "never use the host's /boot or /lib/modules", 0 },
-	{ "previous", RCLI_PREVIOUS, NULL, "read samples/previous instead of current", 0 },
-	{ "since", RCLI_SINCE, "TIME", "the windows of a windowed session (attach "
-	  "--window, exporter --continuous) from TIME: Unix seconds, RFC 3339 or HH:MM "
-	  "(today)", 0 },
-	{ "until", RCLI_UNTIL, "TIME", "... up to TIME (default now)", 0 },
-	{ "exclude", RCLI_EXCLUDE, "idle,boot", "leave out (idle) and (firmware/boot) samples", 0 },
-	{ "PROFILE SPEC", 0, NULL, "guest:NAME image:PATH tgid:N tid:N cpu:N event:NAME "
-	  "(globs for guest and image; comma lists)", OPTS_POSITIONAL },
+	{ .name = "session-dir", .key = 'd', .metavar = "DIR",
+	  .help = "session to read (default ./opvm_data)", OPT_STRING(RC, ro.session_dir) },
+	{ .name = "guest-root", .metavar = "[GUEST=]DIR", .help = "the guest's root file "
+	  "system (binaries, boot/System.map-*, lib/modules); repeatable",
+	  OPT_CALLBACK(rc_guest_root) },
+	{ .name = "vmlinux", .metavar = "FILE", .help = "guest kernel: a vmlinux with "
+	  "symbols, or a stripped vmlinux/vmlinuz for annotate's code",
+	  OPT_STRING(RC, sc.vmlinux) },
+	{ .name = "system-map", .metavar = "FILE", .help = "guest System.map",
+	  OPT_STRING(RC, sc.system_map) },
+	{ .name = "kallsyms", .metavar = "FILE", .help = "the same from a copy of the "
+	  "guest's /proc/kallsyms", OPT_STRING(RC, sc.system_map) },
+	{ .name = "separate", .metavar = "LIST", .help = "keep apart: "
+	  "guest,lib,kernel,thread,cpu,cgroup", OPT_CALLBACK(rc_keep) },
+	{ .name = "merge", .metavar = "LIST", .help = "merge: "
+	  "guest,lib,kernel,thread,cpu,cgroup,all", OPT_CALLBACK(rc_keep) },
+	{ .name = "threshold", .key = 't', .metavar = "PCT", .help = "hide entries below "
+	  "PCT percent", OPT_DECIMAL(RC, threshold, 0, 100),
+	  .want = "a percentage, 0 to 100" },
+	{ .name = "source-dir", .metavar = "DIR", .help = "where source files are "
+	  "(annotate --source)", OPT_STRING(RC, sc.source_dir) },
+	{ .name = "no-host-kernel", .help = "never use the host's /boot or /lib/modules",
+	  OPT_FLAG(RC, sc.no_host_kernel) },
+	{ .name = "previous", .help = "read samples/previous instead of current",
+	  OPT_CALLBACK(rc_previous) },
+	{ .name = "since", .metavar = "TIME", .help = "the windows of a windowed session "
+	  "(attach --window, exporter --continuous) from TIME: Unix seconds, RFC 3339 or "
+	  "HH:MM (today)", OPT_TIME(RC, ro.since_ms) },
+	{ .name = "until", .metavar = "TIME", .help = "... up to TIME (default now)",
+	  OPT_TIME(RC, ro.until_ms) },
+	{ .name = "exclude", .metavar = "idle,boot", .help = "leave out (idle) and "
+	  "(firmware/boot) samples", OPT_CALLBACK(rc_exclude) },
+	{ .name = "PROFILE SPEC", .help = "guest:NAME image:PATH tgid:N tid:N cpu:N "
+	  "event:NAME (globs for guest and image; comma lists)", .flags = OPTS_POSITIONAL },
 	{ 0 },
 };
+#undef RC
 
 void report_cli_init(struct report_cli *c)
 {
@@ -136,85 +206,7 @@ void report_cli_init(struct report_cli *c)
 	c->ro.session_dir = "./opvm_data";
 	c->ro.which = "current";
 	c->ro.keep = REPORT_KEEP_DEFAULT;
-}
-
-int report_cli_opt(struct report_cli *c, int opt, char *arg, char *err, size_t errlen)
-{
-	unsigned mask;
-	char *eq;
-
-	switch (opt) {
-	case RCLI_SESSION:	/* -d DIR, as in run and attach */
-		c->ro.session_dir = arg;
-		return 1;
-	case RCLI_GUEST_ROOT:
-		if (c->nr_roots >= REPORT_CLI_MAX_ROOTS) {
-			snprintf(err, errlen, "at most %d --guest-root options",
-				 REPORT_CLI_MAX_ROOTS);
-			return -EINVAL;
-		}
-		/* GUEST=DIR when '=' comes before any '/'. */
-		eq = strchr(arg, '=');
-		if (eq && eq > arg && !memchr(arg, '/', (size_t)(eq - arg))) {
-			*eq = '\0';
-			c->roots[c->nr_roots++] = (struct symres_root){ .guest = arg, .dir = eq + 1 };
-		} else {
-			c->roots[c->nr_roots++] = (struct symres_root){ .dir = arg };
-		}
-		return 1;
-	case RCLI_VMLINUX:
-		c->sc.vmlinux = arg;
-		return 1;
-	case RCLI_SYSTEM_MAP:
-	case RCLI_KALLSYMS:
-		c->sc.system_map = arg;
-		return 1;
-	case RCLI_SOURCE_DIR:
-		c->sc.source_dir = arg;
-		return 1;
-	case RCLI_NO_HOST_KERNEL:
-		c->sc.no_host_kernel = 1;
-		return 1;
-	case RCLI_PREVIOUS:
-		c->ro.which = "previous";
-		return 1;
-	case RCLI_SINCE:
-	case RCLI_UNTIL:
-		if (num_parse_time(arg, opt == RCLI_SINCE ? &c->ro.since_ms : &c->ro.until_ms)) {
-			num_bad_value(err, errlen, opt == RCLI_SINCE ? "--since" : "--until", arg,
-				      "Unix seconds, RFC 3339 or HH:MM");
-			return -EINVAL;
-		}
-		c->ro.range |= opt == RCLI_SINCE ? 1 : 2;
-		return 1;
-	case RCLI_EXCLUDE:
-		if (report_parse_exclude(arg, &c->ro.exclude)) {
-			snprintf(err, errlen, "--exclude '%s': expected idle, boot or idle,boot",
-				 arg);
-			return -EINVAL;
-		}
-		return 1;
-	case RCLI_SEPARATE:
-	case RCLI_MERGE:
-		if (report_parse_keep(arg, &mask)) {
-			snprintf(err, errlen, "'%s': expected a list of guest, lib, kernel, "
-				 "thread, cpu, cgroup, all, none", arg);
-			return -EINVAL;
-		}
-		if (opt == RCLI_SEPARATE)
-			c->ro.keep |= mask;
-		else
-			c->ro.keep &= ~mask;
-		return 1;
-	case RCLI_THRESHOLD:	/* -t PCT, in every report command */
-		if (num_parse_decimal(arg, 0, 100, &c->threshold)) {
-			num_bad_value(err, errlen, "--threshold", arg, "a percentage, 0 to 100");
-			return -EINVAL;
-		}
-		return 1;
-	default:
-		return 0;
-	}
+	c->ro.since_ms = c->ro.until_ms = -1;	/* not given: range_finish() */
 }
 
 int report_cli_spec(struct report_cli *c, char *arg, char *err, size_t errlen)
@@ -346,6 +338,7 @@ static void range_finish(struct report_cli *c)
 {
 	struct timespec ts;
 
+	c->ro.range = (c->ro.since_ms >= 0 ? 1 : 0) | (c->ro.until_ms >= 0 ? 2 : 0);
 	if (!c->ro.range)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);

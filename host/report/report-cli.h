@@ -12,26 +12,9 @@
 
 #define REPORT_CLI_MAX_ROOTS	16
 
-enum report_cli_opt {
-	RCLI_SESSION = 'd',
-	RCLI_THRESHOLD = 't',
-	RCLI_GUEST_ROOT = OPTS_LONG_ONLY,
-	RCLI_VMLINUX,
-	RCLI_SYSTEM_MAP,
-	RCLI_KALLSYMS,
-	RCLI_SEPARATE,
-	RCLI_MERGE,
-	RCLI_SOURCE_DIR,
-	RCLI_NO_HOST_KERNEL,
-	RCLI_PREVIOUS,
-	RCLI_EXCLUDE,
-	RCLI_SINCE,
-	RCLI_UNTIL,
-	RCLI_END		/* the commands' own keys start here */
-};
-
 /* The shared options' table (lib/optdef.h), included by report, annotate
- * and export; ends with the PROFILE SPEC argument's help. */
+ * and export, its rows bound to a struct report_cli (the group's base);
+ * ends with the PROFILE SPEC argument's help. */
 extern const struct opt_def report_cli_options[];
 
 struct report_cli {
@@ -46,10 +29,6 @@ struct report_cli {
 };
 
 void report_cli_init(struct report_cli *c);
-/* Handles one option of report_cli_options.  Returns 1 when handled, 0 when
- * the option is not a shared one, -EINVAL with a message in err when its
- * value is bad. */
-int report_cli_opt(struct report_cli *c, int opt, char *arg, char *err, size_t errlen);
 /* A positional argument: a profile-spec term.  0 or -EINVAL (+ err). */
 int report_cli_spec(struct report_cli *c, char *arg, char *err, size_t errlen);
 /* report_cli_spec() for each of argv[first..argc): 0, or -EINVAL (+ err)

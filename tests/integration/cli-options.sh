@@ -4,10 +4,14 @@
 # (with its short letter), in the command's man page (scripts/mkman.sh) and
 # in what bash completion offers after `opvm CMD --`; an unknown option,
 # long or short, is one line on stderr, nothing on stdout, and exit 2, for
-# every command and for opvm itself.  Every numeric option (its value named
-# N, S, HZ, MB, PCT, SIZE, MASK or PID) given 100x, 1x, -1, a 20-digit
-# number, '', ' 5', 0x10 or nan is the same: one line, exit 2.  No guest:
-# a few seconds.
+# every command and for opvm itself.  Every numeric option, as the table
+# itself says (--dump-options' last column: the row's parser, uint, octal,
+# size, decimal, duration or time), given 100x, 1x, -1, a 20-digit number,
+# '', ' 5', 0x10 or nan is the same: one line naming it, exit 2; a
+# backend's options are tried with that backend chosen (--vmm=kvm); a name
+# not in an option's list (an enum row) gets one line and exit 2 too; and an
+# option whose value is named like a number (N, S, HZ, MB, PCT, SIZE, MASK,
+# PID, TIME) but is parsed as text fails the test.  No guest: a few seconds.
 set -u
 BUILD=${BUILD:-build}
 OPVM=${OPVM:-$BUILD/opvm}
@@ -50,7 +54,7 @@ bad_value() {	# bad_value OPT[,SHORT] VALUE ARGS...
 }
 
 cmds=$("$OPVM" help | awk '/^commands:/ {on = 1; next} on && /^  [a-z]/ {print $1}')
-nc=0 no=0 nb=0
+nc=0 no=0 nb=0 nn=0 ne=0
 for c in $cmds; do
 	case $c in help|version) continue ;; esac
 	"$OPVM" "$c" --dump-options >"$T/dump" || fail "opvm $c --dump-options exits $?"
@@ -58,8 +62,9 @@ for c in $cmds; do
 	"$OPVM" "$c" --help >"$T/help" || fail "opvm $c --help exits $?"
 	sed 's/\\-/-/g' "$T/man/opvm-$c.1" >"$T/page"
 	complete_words "$c" -- >"$T/compl"
-	while IFS=$'\t' read -r cmd long short meta group; do
+	while IFS=$'\t' read -r cmd long short meta group parser; do
 		[ "$cmd" = "$c" ] || fail "opvm $c --dump-options: a line of '$cmd'"
+		[ -n "$parser" ] && [ "$parser" != - ] || fail "opvm $c --dump-options: $long has no parser"
 		if [ "$long" != - ]; then
 			grep -qE -- "(^|[ ,])$long( |\$)" "$T/help" || fail "opvm $c --help lacks $long"
 			grep -qF -- "$long" "$T/page" || fail "opvm-$c.1 lacks $long"
@@ -73,14 +78,26 @@ for c in $cmds; do
 		no=$((no + 1))
 	done <"$T/dump"
 	one_line_error --no-such-option "$c" --no-such-option
-	while IFS=$'\t' read -r _ long short meta _; do
-		case $meta in N|S|HZ|MB|PCT|SIZE|MASK|PID) ;; *) continue ;; esac
+	while IFS=$'\t' read -r _ long short meta group parser; do
+		pre=()	# a backend's option: with its backend chosen
+		case $group in --*=*) pre=("$group") ;; esac
+		case ${parser%%:*} in
+		uint|octal|size|decimal|duration|time) ;;
+		enum)	bad_value "$long" nosuch "$c" "${pre[@]}" "$long" nosuch
+			ne=$((ne + 1))
+			continue ;;
+		*)	case $meta in N|S|HZ|MB|PCT|SIZE|MASK|PID|TIME)
+				fail "opvm $c $long $meta is parsed as '$parser', not as a number" ;;
+			esac
+			continue ;;
+		esac
 		names=$long,$short
 		[ "$long" != - ] || { long=$short; names=$short; }
 		for v in 100x 1x -1 99999999999999999999 '' ' 5' 0x10 nan; do
-			bad_value "$names" "$v" "$c" "$long" "$v"
+			bad_value "$names" "$v" "$c" "${pre[@]}" "$long" "$v"
 			nb=$((nb + 1))
 		done
+		nn=$((nn + 1))
 	done <"$T/dump"
 	one_line_error --no-such-option "$c" --no-such-option=1
 	grep -q "	-Q	" "$T/dump" && fail "pick another letter than -Q for $c"
@@ -88,6 +105,7 @@ for c in $cmds; do
 	nc=$((nc + 1))
 done
 [ $nc -ge 9 ] || fail "only $nc commands"
-[ $nb -ge 200 ] || fail "only $nb bad numbers tried"
+[ $nn -ge 40 ] || fail "only $nn numeric options"
+[ $nb -ge 320 ] || fail "only $nb bad numbers tried"
 one_line_error --no-such-option --no-such-option report
-echo "RESULT cli options: $nc commands, $no options each in --help, man page and completion; unknown options and $nb bad numbers one line and exit 2"
+echo "RESULT cli options: $nc commands, $no options each in --help, man page and completion; unknown options, $nn numeric options x 8 bad values = $nb and $ne lists given a name not in them, one line and exit 2"

@@ -28,16 +28,10 @@
 #include "vmm/kvm/kvm-sampler.h"
 #include "vmm/kvm/kvm.h"
 #include "vmm/sampler.h"
-#include "lib/numparse.h"
 
 #define KVM_DEFAULT_MEM_MB	512
 #define KVM_CMDLINE_BASE	"console=ttyS0 earlyprintk=serial,ttyS0,115200 " \
 				"virtio_mmio.device=4K@0xd0000000:5"
-
-enum {
-	OPT_KERNEL = BACKEND_OPT, OPT_INITRD, OPT_APPEND, OPT_SMP, OPT_MAX_RATE,
-	OPT_NAME, OPT_CONSOLE, OPT_MEM,
-};
 
 struct klaunch {
 	/* options */
@@ -58,23 +52,33 @@ struct klaunch {
 	int con_started;
 };
 
+/* The numbers' ranges are checked together in klaunch_prepare(). */
+#define KL struct klaunch
 static const struct opt_def klaunch_options[] = {
-	{ "kernel", OPT_KERNEL, "FILE", "Linux bzImage, or a freestanding ELF64 test guest "
-	  "(tests/guests/) entered in long mode", 0 },
-	{ "initrd", OPT_INITRD, "FILE", "initramfs (Linux only)", 0 },
-	{ "append", OPT_APPEND, "STRING", "extra kernel command line (console=ttyS0 and "
-	  "earlyprintk=serial are always given)", 0 },
-	{ "smp", OPT_SMP, "N", "vCPUs (default 1)", 0 },
-	{ "memory", 'm', "MB", "guest memory in MiB (default 512)", 0 },
-	{ "mem", OPT_MEM, "MB", "the same", 0 },
-	{ "max-rate", OPT_MAX_RATE, "N", "cap samples per second per vCPU (default 10000); "
-	  "ticks above it are counted as throttled", 0 },
-	{ "name", OPT_NAME, "NAME", "the guest's name in the session (default guest)", 0 },
-	{ "console", OPT_CONSOLE, NULL, "also copy the guest console to stdout", 0 },
-	{ "-e NAME[:count[:unitmask[:kernel[:user]]]]", 0, NULL, "up to 8 times; default: "
-	  "cycles with a PMU, else TIMER", OPTS_POSITIONAL },
+	{ .name = "kernel", .metavar = "FILE", .help = "Linux bzImage, or a freestanding "
+	  "ELF64 test guest (tests/guests/) entered in long mode", OPT_STRING(KL, kernel) },
+	{ .name = "initrd", .metavar = "FILE", .help = "initramfs (Linux only)",
+	  OPT_STRING(KL, initrd) },
+	{ .name = "append", .metavar = "STRING", .help = "extra kernel command line "
+	  "(console=ttyS0 and earlyprintk=serial are always given)", OPT_STRING(KL, append) },
+	{ .name = "smp", .metavar = "N", .help = "vCPUs (default 1)",
+	  OPT_UINT(KL, smp, 0, UINT32_MAX), .want = "a decimal number" },
+	{ .name = "memory", .key = 'm', .metavar = "MB", .help = "guest memory in MiB "
+	  "(default 512)", OPT_UINT(KL, mem_mb, 0, UINT32_MAX), .want = "a decimal number" },
+	{ .name = "mem", .metavar = "MB", .help = "the same",
+	  OPT_UINT(KL, mem_mb, 0, UINT32_MAX), .want = "a decimal number" },
+	{ .name = "max-rate", .metavar = "N", .help = "cap samples per second per vCPU "
+	  "(default 10000); ticks above it are counted as throttled",
+	  OPT_UINT(KL, max_rate, 0, UINT32_MAX), .want = "a decimal number" },
+	{ .name = "name", .metavar = "NAME", .help = "the guest's name in the session "
+	  "(default guest)", OPT_STRING(KL, name) },
+	{ .name = "console", .help = "also copy the guest console to stdout",
+	  OPT_FLAG(KL, show_console) },
+	{ .name = "-e NAME[:count[:unitmask[:kernel[:user]]]]", .help = "up to 8 times; "
+	  "default: cycles with a PMU, else TIMER", .flags = OPTS_POSITIONAL },
 	{ 0 },
 };
+#undef KL
 
 static void *klaunch_new(void)
 {
@@ -87,36 +91,6 @@ static void *klaunch_new(void)
 	k->mem_mb = KVM_DEFAULT_MEM_MB;
 	k->con_rd = k->con_wr = k->con_log = -1;
 	return k;
-}
-
-/* A number option: decimal digits only; the range is checked with the
- * others in klaunch_prepare(). */
-static int klaunch_number(const char *arg, const char *opt, unsigned *out, char *err,
-			  size_t errlen)
-{
-	if (!num_parse_uint(arg, 0, UINT32_MAX, out))
-		return 0;
-	num_bad_value(err, errlen, opt, arg, "a decimal number");
-	return -EINVAL;
-}
-
-static int klaunch_parse(void *st, int opt, const char *arg, char *err, size_t errlen)
-{
-	struct klaunch *k = st;
-
-	switch (opt) {
-	case OPT_KERNEL: k->kernel = arg; break;
-	case OPT_INITRD: k->initrd = arg; break;
-	case OPT_APPEND: k->append = arg; break;
-	case OPT_SMP: return klaunch_number(arg, "--smp", &k->smp, err, errlen);
-	case 'm': case OPT_MEM: return klaunch_number(arg, "--mem", &k->mem_mb, err, errlen);
-	case OPT_MAX_RATE:
-		return klaunch_number(arg, "--max-rate", &k->max_rate, err, errlen);
-	case OPT_NAME: k->name = arg; break;
-	case OPT_CONSOLE: k->show_console = 1; break;
-	default: return -EINVAL;
-	}
-	return 0;
 }
 
 /* One event spec (or the default) into sampler event i and setup event i. */
@@ -459,7 +433,6 @@ const struct backend_ops kvm_backend = {
 	.help = "boot under the built-in KVM VMM, perf event per vCPU",
 	.options = klaunch_options,
 	.new = klaunch_new,
-	.parse = klaunch_parse,
 	.prepare = klaunch_prepare,
 	.open = klaunch_open,
 	.finish = klaunch_finish,

@@ -50,7 +50,7 @@ int qemu_backend_setup(const struct backend_common *c, struct backend_setup *set
 
 	if (rate > 1000) {
 		util_seterr(err, errlen, "-F wants a rate between 1 and 1000 samples per "
-			    "second per vCPU, not '%s'", c->rate_arg);
+			    "second per vCPU, not %u", rate);
 		return -EINVAL;
 	}
 	if (c->nr_event_specs) {

@@ -38,22 +38,16 @@
 #include "vmm/guest/guestmem.h"
 #include "vmm/guest/qmp.h"
 #include "vmm/sampler.h"
-#include "lib/numparse.h"
 
 #define MAX_EXTRA_ARGS	256
 #define MAX_ARGS	(64 + MAX_EXTRA_ARGS)
 
-enum {
-	OPT_KERNEL = BACKEND_OPT, OPT_INITRD, OPT_APPEND, OPT_WORKLOAD, OPT_SMP,
-	OPT_ACCEL, OPT_NAME, OPT_CONSOLE, OPT_QEMU, OPT_DISK, OPT_DISK_BOOT_MAX,
-};
-
 struct qlaunch {
 	/* options */
-	const char *kernel, *initrd, *append, *workload, *accel, *qemu_bin, *name;
+	const char *kernel, *initrd, *append, *workload, *qemu_bin, *name;
+	int accel;			/* enum qlaunch_accel */
 	const char *disk;
-	unsigned smp, mem;
-	int mem_set;
+	unsigned smp, mem;		/* mem 0: 512, with --disk 1024 */
 	int show_console;
 	/* prepare() */
 	struct backend_setup setup;
@@ -84,31 +78,47 @@ struct qlaunch {
 	struct guestmem *imem;		/* the guest's RAM for introspection */
 };
 
+enum qlaunch_accel { ACCEL_TCG, ACCEL_KVM };
+
+static const struct opt_enum accels[] = {
+	{ "tcg", ACCEL_TCG }, { "kvm", ACCEL_KVM }, { 0 },
+};
+
+/* The numbers' ranges are checked together in qlaunch_prepare(). */
+#define QL struct qlaunch
 static const struct opt_def qlaunch_options[] = {
-	{ "kernel", OPT_KERNEL, "FILE", "guest kernel (bzImage); without it, the test image "
-	  "that `make images` builds (build/images)", 0 },
-	{ "disk", OPT_DISK, "IMAGE", "boot a disk image (its root file system is /dev/vda) "
-	  "with the kernel and initrd in its own /boot, unless --kernel is given; writes go "
-	  "to a temporary overlay, the image is not changed (default memory 1024 MB)", 0 },
-	{ "disk-boot-max", OPT_DISK_BOOT_MAX, "SIZE", "--disk: the largest kernel or "
+	{ .name = "kernel", .metavar = "FILE", .help = "guest kernel (bzImage); without it, "
+	  "the test image that `make images` builds (build/images)", OPT_STRING(QL, kernel) },
+	{ .name = "disk", .metavar = "IMAGE", .help = "boot a disk image (its root file "
+	  "system is /dev/vda) with the kernel and initrd in its own /boot, unless --kernel "
+	  "is given; writes go to a temporary overlay, the image is not changed (default "
+	  "memory 1024 MB)", OPT_STRING(QL, disk) },
+	{ .name = "disk-boot-max", .metavar = "SIZE", .help = "--disk: the largest kernel or "
 	  "initrd copied out of the image's /boot (default 256M, at most 16G); a release "
-	  "with a larger one is skipped for the next", 0 },
-	{ "initrd", OPT_INITRD, "FILE", "initramfs", 0 },
-	{ "append", OPT_APPEND, "STRING", "extra kernel command line (console=ttyS0 is "
-	  "always given)", 0 },
-	{ "workload", OPT_WORKLOAD, "NAME", "test image or disk: run workload NAME (adds "
-	  "opvm.workload=NAME); the image is $OPVM_IMAGES, else build/images beside the "
-	  "binary or in the current directory", 0 },
-	{ "smp", OPT_SMP, "N", "vCPUs (default 2)", 0 },
-	{ "memory", 'm', "MB", "guest memory (default 512)", 0 },
-	{ "accel", OPT_ACCEL, "tcg|kvm", "QEMU accelerator (default tcg)", 0 },
-	{ "name", OPT_NAME, "NAME", "the guest's name in the session (default guest)", 0 },
-	{ "console", OPT_CONSOLE, NULL, "also copy the guest console to stdout (it is always "
-	  "saved to SESSION/guests/NAME/console.log)", 0 },
-	{ "qemu", OPT_QEMU, "BINARY", "QEMU to run (default qemu-system-x86_64)", 0 },
-	{ "-- ARGS", 0, NULL, "passed to QEMU as they are", OPTS_POSITIONAL },
+	  "with a larger one is skipped for the next",
+	  OPT_SIZE(QL, boot_max, 1u << 20, DISK_BOOT_MAX_LIMIT), .want = "a size, 1M to 16G" },
+	{ .name = "initrd", .metavar = "FILE", .help = "initramfs", OPT_STRING(QL, initrd) },
+	{ .name = "append", .metavar = "STRING", .help = "extra kernel command line "
+	  "(console=ttyS0 is always given)", OPT_STRING(QL, append) },
+	{ .name = "workload", .metavar = "NAME", .help = "test image or disk: run workload "
+	  "NAME (adds opvm.workload=NAME); the image is $OPVM_IMAGES, else build/images "
+	  "beside the binary or in the current directory", OPT_STRING(QL, workload) },
+	{ .name = "smp", .metavar = "N", .help = "vCPUs (default 2)",
+	  OPT_UINT(QL, smp, 0, UINT32_MAX), .want = "a decimal number" },
+	{ .name = "memory", .key = 'm', .metavar = "MB", .help = "guest memory (default 512)",
+	  OPT_UINT(QL, mem, 1, UINT32_MAX), .want = "a decimal number" },
+	{ .name = "accel", .metavar = "tcg|kvm", .help = "QEMU accelerator (default tcg)",
+	  OPT_ENUM(QL, accel, accels) },
+	{ .name = "name", .metavar = "NAME", .help = "the guest's name in the session "
+	  "(default guest)", OPT_STRING(QL, name) },
+	{ .name = "console", .help = "also copy the guest console to stdout (it is always "
+	  "saved to SESSION/guests/NAME/console.log)", OPT_FLAG(QL, show_console) },
+	{ .name = "qemu", .metavar = "BINARY", .help = "QEMU to run (default "
+	  "qemu-system-x86_64)", OPT_STRING(QL, qemu_bin) },
+	{ .name = "-- ARGS", .help = "passed to QEMU as they are", .flags = OPTS_POSITIONAL },
 	{ 0 },
 };
+#undef QL
 
 static void *qlaunch_new(void)
 {
@@ -116,54 +126,13 @@ static void *qlaunch_new(void)
 
 	if (!q)
 		return NULL;
-	q->accel = "tcg";
 	q->qemu_bin = "qemu-system-x86_64";
 	q->name = "guest";
 	q->smp = 2;
-	q->mem = 512;
 	q->boot_max = DISK_BOOT_MAX_DEFAULT;
 	q->con_fd = q->con_out = q->dir_fd = q->guest_fd = -1;
 	q->gdb_fd[0] = q->gdb_fd[1] = -1;
 	return q;
-}
-
-static int qlaunch_parse(void *st, int opt, const char *arg, char *err, size_t errlen)
-{
-	struct qlaunch *q = st;
-
-	switch (opt) {
-	case OPT_KERNEL: q->kernel = arg; break;
-	case OPT_INITRD: q->initrd = arg; break;
-	case OPT_APPEND: q->append = arg; break;
-	case OPT_WORKLOAD: q->workload = arg; break;
-	case OPT_SMP:
-		if (num_parse_uint(arg, 0, UINT32_MAX, &q->smp))
-			goto bad_number;
-		break;
-	case 'm':
-		if (num_parse_uint(arg, 0, UINT32_MAX, &q->mem))
-			goto bad_number;
-		q->mem_set = 1;
-		break;
-	case OPT_ACCEL: q->accel = arg; break;
-	case OPT_NAME: q->name = arg; break;
-	case OPT_CONSOLE: q->show_console = 1; break;
-	case OPT_QEMU: q->qemu_bin = arg; break;
-	case OPT_DISK: q->disk = arg; break;
-	case OPT_DISK_BOOT_MAX:
-		if (util_parse_size(arg, &q->boot_max) || q->boot_max < (1u << 20) ||
-		    q->boot_max > DISK_BOOT_MAX_LIMIT) {
-			num_bad_value(err, errlen, "--disk-boot-max", arg, "a size, 1M to 16G");
-			return -EINVAL;
-		}
-		break;
-	default: return -EINVAL;
-	}
-	return 0;
-bad_number:	/* the ranges are checked in qlaunch_prepare() */
-	num_bad_value(err, errlen, opt == OPT_SMP ? "--smp" : "--memory", arg,
-		      "a decimal number");
-	return -EINVAL;
 }
 
 static int file_exists(const char *p)
@@ -246,13 +215,13 @@ static void make_cmdline(struct qlaunch *q)
 	 * under QEMU's big lock, and a gdbstub stop has to wait for that lock:
 	 * code right after a clock read is then hardly ever sampled
 	 * (docs/usage.md, "Limitations").  The same for a disk guest under TCG. */
-	if (q->images[0] || (q->disk && !strcmp(q->accel, "tcg")))
+	if (q->images[0] || (q->disk && q->accel == ACCEL_TCG))
 		strncat(q->cmdline, " tsc=reliable clocksource=tsc",
 			sz - strlen(q->cmdline) - 1);
 	/* Under TCG on a loaded host the kernel's boot-time check that the
 	 * IO-APIC timer ticks can miss its ticks and panic ("IO-APIC + timer
 	 * doesn't work!"); KVM guests skip that check too. */
-	if (!strcmp(q->accel, "tcg") && !(q->append && strstr(q->append, "no_timer_check")))
+	if (q->accel == ACCEL_TCG && !(q->append && strstr(q->append, "no_timer_check")))
 		strncat(q->cmdline, " no_timer_check", sz - strlen(q->cmdline) - 1);
 }
 
@@ -271,8 +240,6 @@ static int disk_prepare(struct qlaunch *q, char *err, size_t errlen)
 			    "rename or link the image", q->disk);
 		return -EINVAL;
 	}
-	if (!q->mem_set)
-		q->mem = 1024;
 	q->setup.workload = q->workload;
 	if (q->kernel)
 		return 0;
@@ -291,15 +258,13 @@ static int qlaunch_prepare(void *st, const struct backend_common *c,
 	struct qlaunch *q = st;
 	int r;
 
+	if (!q->mem)
+		q->mem = q->disk ? 1024 : 512;
 	if (!q->smp || q->smp > 64 || q->mem < 64 || q->mem > 1024 * 1024) {
 		util_seterr(err, errlen, "--smp takes 1..64 and --memory at least 64 (MB)");
 		return -EINVAL;
 	}
-	if (strcmp(q->accel, "tcg") && strcmp(q->accel, "kvm")) {
-		util_seterr(err, errlen, "--accel takes tcg or kvm, not '%s'", q->accel);
-		return -EINVAL;
-	}
-	if (!strcmp(q->accel, "kvm") && access("/dev/kvm", R_OK | W_OK)) {
+	if (q->accel == ACCEL_KVM && access("/dev/kvm", R_OK | W_OK)) {
 		util_seterr(err, errlen, "--accel kvm: /dev/kvm is not usable here (%s); use "
 			    "--accel tcg", strerror(errno));
 		return -EINVAL;
@@ -354,7 +319,8 @@ static void qemu_args(struct qlaunch *q, struct qemu_args *a, int ram_shared)
 	snprintf(a->chan, sizeof(a->chan), "socket,id=opvm0,path=%s,server=on,wait=off", q->chan);
 	snprintf(a->con, sizeof(a->con), "socket,id=con0,path=%s,server=on,wait=off", q->con);
 #define A(x) (a->v[n++] = (char *)(x))
-	A(q->qemu_bin); A("-accel"); A(q->accel); A("-m"); A(a->mem); A("-smp"); A(a->smp);
+	A(q->qemu_bin); A("-accel"); A(accels[q->accel].name);
+	A("-m"); A(a->mem); A("-smp"); A(a->smp);
 	A("-nodefaults"); A("-no-user-config"); A("-display"); A("none"); A("-S");
 	A("-qmp"); A(a->qmp); A("-chardev"); A(a->gdb); A("-gdb"); A("chardev:opvm-gdb");
 	A("-chardev"); A(a->con); A("-serial"); A("chardev:con0");
@@ -765,7 +731,7 @@ static int qlaunch_open(void *st, struct vm_monitor *mon, struct backend_target 
 	if (!r)
 		util_seterr(t->intro, sizeof(t->intro), "booting %s (%u vCPUs, %s%s); console "
 			    "in %s/console.log; Ctrl-C stops", q->disk ? q->disk : q->kernel,
-			    t->nr_vcpus, q->accel, q->disk_rel, q->guest_dir);
+			    t->nr_vcpus, accels[q->accel].name, q->disk_rel, q->guest_dir);
 	return r;
 }
 
@@ -873,7 +839,6 @@ const struct backend_ops qemu_backend = {
 	.help = "boot under QEMU (TCG or KVM), sample via its gdbstub",
 	.options = qlaunch_options,
 	.new = qlaunch_new,
-	.parse = qlaunch_parse,
 	.prepare = qlaunch_prepare,
 	.open = qlaunch_open,
 	.finish = qlaunch_finish,
