@@ -54,6 +54,14 @@ struct sampler_stats {
 	 * module's slot (same tgid or not), or could not read it; and the
 	 * kernel samples (protected mode) that neither source named. */
 	uint64_t cur_named, cur_agree, cur_differ, cur_bad, kernel_no_task;
+	/* Python frames (docs/runtimes.md), for backends that read them:
+	 * user samples in CPython address spaces, samples filed with Python
+	 * frames, frames dropped because they changed under the read; the
+	 * perf sampler's reads dropped because the task switched between the
+	 * sample and the read's end (or was never named), user samples seen
+	 * too late to read; guest bytes and host CPU time of the reads. */
+	uint64_t py_samples, py_kept, py_changed, py_switched, py_stale, py_bytes,
+		py_cost_ns;
 };
 
 /*
