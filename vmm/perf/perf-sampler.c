@@ -710,11 +710,11 @@ static void chan_tail(struct psamp *p)
 	}
 }
 
-/* Python reads are on when a CPython process and the slots are known and
- * the collector takes names. */
+/* Python reads are on when a CPython process, the slots and the switch
+ * rings (to confirm each read) are known and the collector takes names. */
 static void python_take(struct psamp *p)
 {
-	p->py_on = p->py && p->names && p->mem && perf_python_take(p->py);
+	p->py_on = p->py && p->names && p->mem && perf_python_take(p->py) && p->tl;
 }
 
 static void drain_pass(struct psamp *p, bool final)
