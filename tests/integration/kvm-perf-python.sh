@@ -6,7 +6,9 @@
 # code object as A is switched in: one slice in four py_f1), and a separate
 # `opvm attach --pid PID` samples the vCPU thread with host perf, reads
 # the frames right after each sample and keeps them only when the guest's
-# switch ring says the sample's task ran until the read ended.  Asserted:
+# switch ring says the sample's task ran until the read ended; the VMM's
+# own sampler (its session in $T/run) reads them in each sample's stop.
+# Asserted on both sessions:
 #   - Python frames were read and filed (the summary and session.json's
 #     sampler.python);
 #   - every {py} sample is process A's (tgid 1), never B's;
@@ -38,7 +40,7 @@ if [ ! -f "$G/guest-python.elf" ]; then
 	make -s guests BUILD="$BUILD" >/dev/null || { echo "FAIL: cannot build the guests"; exit 1; }
 fi
 
-"$OPVM" run --vmm=kvm --kernel "$G/guest-python.elf" --mem 64 -d "$T/run" >"$T/run.out" 2>&1 &
+"$OPVM" run --vmm=kvm --kernel "$G/guest-python.elf" --mem 64 -d "$T/run" --separate thread -F 1000 >"$T/run.out" 2>&1 &
 VMM=$!
 for _ in $(seq 100); do
 	[ -n "$(ls /run/opvm/vmm-$VMM "${XDG_RUNTIME_DIR:-/nonexistent}/opvm/vmm-$VMM" \
@@ -60,10 +62,11 @@ CON=$T/run/guests/guest/console.log
 grep -q "synthetic guest: done" "$CON" || { echo "FAIL: guest did not finish"; cat "$CON"; exit 1; }
 "$OPVM" report --session-dir "$T/att" --separate thread -l --format json --guest-root "$G" \
 	>"$T/report.json" 2>"$T/report.err" || { echo "FAIL: opvm report"; cat "$T/report.err"; exit 1; }
-SJ=$(find "$T/att" -name session.json | head -1)
-
-python3 - "$T/report.json" "$CON" "$T/att.out" "$SJ" <<'PY' || exit 1
+"$OPVM" report --session-dir "$T/run" --separate thread -l --format json --guest-root "$G" \
+	>"$T/run.json" 2>"$T/run.err" || { echo "FAIL: opvm report (run)"; cat "$T/run.err"; exit 1; }
+cat > "$T/check.py" <<'PY'
 import json, math, re, sys
+name = sys.argv[5]
 rep = json.load(open(sys.argv[1]))
 con = open(sys.argv[2], errors="replace").read()
 out = " ".join(open(sys.argv[3]).read().split())
@@ -84,8 +87,8 @@ for s in rep["symbols"]:
         continue
     if s.get("tgid") != 1:
         fails.append("a Python row outside process A: %s" % s)
-    name = s["symbol"]
-    py[name] = py.get(name, 0) + s["samples"]
+    sym = s["symbol"]
+    py[sym] = py.get(sym, 0) + s["samples"]
 # a row is "qualname (file:first line)"
 f1 = py.get("py_f1 (/srv/split.py:10)", 0)
 f3 = py.get("py_f3 (/srv/split.py:20)", 0)
@@ -95,11 +98,11 @@ share = 100.0 * f1 / max(n, 1)
 truth = 100.0 * t1 / max(t1 + t3, 1)
 tol = max(2.0, 3 * 100.0 * math.sqrt(truth / 100 * (1 - truth / 100) / max(n, 1)))
 spy = sj["sampler"]["python"]
-m = re.search(r"python: (\d+) of (\d+) samples in CPython processes filed with Python frames", out)
-print("RESULT kvm-perf-python: %d of %d user samples of process A under a Python frame; "
+m = re.search(r"python: (\d+) of (\d+) (user )?samples in CPython processes filed with Python frames", out)
+print("RESULT %s: %d of %d user samples of process A under a Python frame; "
       "py_f1 %.2f%% of %d (guest truth %.2f%%, tolerance %.2f pp); other Python rows %d"
-      % (n + other, a_user, share, n, truth, tol, other))
-print("RESULT session.json sampler.python: %s" % spy)
+      % (name, n + other, a_user, share, n, truth, tol, other))
+print("RESULT %s session.json sampler.python: %s" % (name, spy))
 if not m or int(m.group(1)) == 0:
     fails.append("the summary says no sample was filed with Python frames")
 if spy["kept"] == 0 or spy["kept"] != n + other:
@@ -111,7 +114,12 @@ if n < 200:
 elif abs(share - truth) > tol:
     fails.append("py_f1 share %.2f%% vs truth %.2f%%" % (share, truth))
 for f in fails:
-    print("FAIL:", f)
+    print("FAIL: %s:" % name, f)
 sys.exit(1 if fails else 0)
 PY
+# the perf sampler from outside, then the built-in VMM's own sampler
+python3 "$T/check.py" "$T/report.json" "$CON" "$T/att.out" \
+	"$(find "$T/att" -name session.json | head -1)" perf || exit 1
+python3 "$T/check.py" "$T/run.json" "$CON" "$T/run.out" \
+	"$(find "$T/run" -name session.json | head -1)" kvm || exit 1
 exit 0
