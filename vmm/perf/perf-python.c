@@ -181,9 +181,9 @@ static unsigned read_chain(struct perf_python *pp, struct guestmem *m, unsigned 
 		guestmem_view_init(&pp->view, m);
 	guestmem_view_reset(&pp->view, cr3, PYGUEST_PAGES);
 	n = pyguest_read(pp->pg, &um, cr3, a->pid, pp->fr, PYFRAMES_MAX_DEPTH, 1);
+	pp->st.reads++;
 	if (!n)
 		return 0;
-	pp->st.reads++;
 	if (slot_read(pp, m, vcpu, &b) || b.seq != a->seq) {
 		pp->st.switched++;
 		return 0;

@@ -50,7 +50,7 @@ struct perf_python;
 #define PERF_PYTHON_HELD	256		/* reads waiting for the timeline, per vCPU */
 
 struct perf_python_stats {
-	uint64_t reads;			/* samples whose task's frames were read */
+	uint64_t reads;			/* samples of a CPython task read */
 	uint64_t stale;			/* user samples seen too late to read */
 	uint64_t slot_busy;		/* the slot odd or unreadable */
 	uint64_t switched;		/* dropped: the task switched between sample and read */
