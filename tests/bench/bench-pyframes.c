@@ -19,7 +19,8 @@
  * chain in 3.11's layout): the perf sampler's read right after a sample
  * (vmm/perf/perf-python.c: slot, chain, second read, slot again, names
  * interned, held and confirmed) and, for comparison, the gdbstub's read
- * in its stop (one read through the same kind of view).
+ * in its stop (one read through the same kind of view), and the built-in
+ * VMM's own sampler's (the same, its reads copies of its own memory).
  *
  * Prints:  pyframes-per-sample: N us
  *          pyframes-bytes-per-sample: N bytes
@@ -30,6 +31,7 @@
  *          pyframes-perf-per-sample: N us
  *          pyframes-perf-bytes-per-sample: N bytes
  *          pyframes-stopped-image-per-sample: N us
+ *          pyframes-kvm-image-per-sample: N us
  * The real interpreter's lines are left out (SKIP) without
  * /usr/bin/python3.11.
  */
@@ -214,7 +216,7 @@ static int run(pid_t pid, struct proc *p)
 
 /* The gdbstub's read in a stop, on the forged guest: the address space's
  * view emptied (a new sample), one read. */
-static void image_stopped(struct pyimg *im)
+static void image_stopped(struct pyimg *im, const char *figure)
 {
 	static struct guestmem_view v;
 	struct pyguest *pg = pyguest_new();
@@ -236,13 +238,13 @@ static void image_stopped(struct pyimg *im)
 		got += pyguest_read(pg, &um, PYIMG_CR3, PYIMG_TID, fr, PYFRAMES_MAX_DEPTH, 0) == 9;
 	}
 	ns = cpu_ns() - t0;
-	printf("pyframes-stopped-image-per-sample: %.1f us\n", ns / (SAMPLES * 10) / 1000.0);
+	printf("%s: %.1f us\n", figure, ns / (SAMPLES * 10) / 1000.0);
 	{
 		struct pyguest_stats st;
 
 		pyguest_get_stats(pg, &st);
-		fprintf(stderr, "(forged guest, gdbstub's read in a stop: %u of %d whole, "
-			"%.0f bytes each)\n", got, SAMPLES * 10,
+		fprintf(stderr, "(forged guest, %s: %u of %d whole, %.0f bytes each)\n",
+			figure, got, SAMPLES * 10,
 			(double)st.fr.bytes / (SAMPLES * 10));
 	}
 	pyguest_free(pg);
@@ -309,7 +311,10 @@ static int image(void)
 
 	if (!pyimg_build(&im, chain9, 9, 1)) {
 		rc = image_perf(&im);
-		image_stopped(&im);
+		image_stopped(&im, "pyframes-stopped-image-per-sample");
+		/* the built-in VMM's own sampler: its guest's RAM is its own */
+		if (guestmem_map_self(im.m) == 1)
+			image_stopped(&im, "pyframes-kvm-image-per-sample");
 	}
 	pyimg_free(&im);
 	return rc;
