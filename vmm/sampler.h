@@ -7,7 +7,9 @@
  *
  * Contract: between start() and stop(), the backend pushes samples into the
  * rings of the sink it was given (one producer thread per ring), never
- * allocates or locks on that path, and counts what it throttles.  A backend
+ * allocates or locks on that path, and counts what it throttles.  (One
+ * exception: a backend that samples in several threads takes turns on the
+ * sink's Python name table, which has one producer at a time.)  A backend
  * knows rings (lib/ring.h), never the collector that drains them: vmm/
  * includes nothing from host/.
  *
