@@ -188,7 +188,8 @@ images-disk:
 # <<< images ------------------------------------------------------------------
 # >>> kvm synthetic guests (tests/guests/) -----------------------------------
 KVM_GUESTS := $(BUILD)/tests/guests/guest.elf $(BUILD)/tests/guests/guest-virtio.elf \
-	$(BUILD)/tests/guests/guest-perf.elf $(BUILD)/tests/guests/guest-mb.bin
+	$(BUILD)/tests/guests/guest-perf.elf $(BUILD)/tests/guests/guest-python.elf \
+	$(BUILD)/tests/guests/guest-mb.bin
 $(KVM_GUESTS): $(wildcard tests/guests/*.c tests/guests/*.S tests/guests/*.ld) \
 		tests/guests/Makefile guest-kmod/opvm_proto.h
 	$(Q)$(MAKE) -s -C tests/guests O=$(abspath $(BUILD))/tests/guests

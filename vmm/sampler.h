@@ -7,7 +7,9 @@
  *
  * Contract: between start() and stop(), the backend pushes samples into the
  * rings of the sink it was given (one producer thread per ring), never
- * allocates or locks on that path, and counts what it throttles.  A backend
+ * allocates or locks on that path, and counts what it throttles.  (One
+ * exception: a backend that samples in several threads takes turns on the
+ * sink's Python name table, which has one producer at a time.)  A backend
  * knows rings (lib/ring.h), never the collector that drains them: vmm/
  * includes nothing from host/.
  *
@@ -54,6 +56,14 @@ struct sampler_stats {
 	 * module's slot (same tgid or not), or could not read it; and the
 	 * kernel samples (protected mode) that neither source named. */
 	uint64_t cur_named, cur_agree, cur_differ, cur_bad, kernel_no_task;
+	/* Python frames (docs/runtimes.md), for backends that read them:
+	 * user samples in CPython address spaces, samples filed with Python
+	 * frames, frames dropped because they changed under the read; the
+	 * perf sampler's reads dropped because the task switched between the
+	 * sample and the read's end (or was never named), user samples seen
+	 * too late to read; guest bytes and host CPU time of the reads. */
+	uint64_t py_samples, py_kept, py_changed, py_switched, py_stale, py_bytes,
+		py_cost_ns;
 };
 
 /*

@@ -395,11 +395,16 @@ static int counters_json(struct collector *c, struct cguest *g,
 		"seq_gaps", C(ds->seq_gaps), "skipped_bytes", C(ds->skipped_bytes),
 		"refused", C(ds->refused), "unknown_types", C(ds->unknown_types),
 		"version_mismatch", C(ds->version_mismatch)));
-	bad |= json_object_set_new(root, "sampler", json_pack("{s:s,s:o,s:o,s:o,s:o,s:o}",
+	bad |= json_object_set_new(root, "sampler", json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o}",
 		"backend", g->smp && g->smp->ops && g->smp->ops->name ? g->smp->ops->name : "none",
 		"ticks", C(ss.ticks), "samples", C(ss.samples), "throttled", C(ss.throttled),
 		"cost_ns_avg", C(ss.ticks ? ss.cost_ns_total / ss.ticks : 0),
-		"exits", C(ss.exits)));
+		"exits", C(ss.exits),
+		"python", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+			"samples", C(ss.py_samples), "kept", C(ss.py_kept),
+			"changed", C(ss.py_changed), "switched", C(ss.py_switched),
+			"stale", C(ss.py_stale), "bytes", C(ss.py_bytes),
+			"cost_ns", C(ss.py_cost_ns))));
 	bad |= json_object_set_new(root, "model", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 		"processes", C(gstate_nr_processes(g->gs)),
 		"threads", C(gstate_nr_threads(g->gs)),

@@ -13,13 +13,27 @@
  * Then the perf sampler's way, the process running: read, read again
  * (pyframes_validate()) and keep what did not change.
  *
+ * And the samplers' whole paths on a forged guest (tests/unit/
+ * pyguest-image.h: guest RAM read through /proc/self/mem as QEMU's is
+ * through /proc/PID/mem, page walks, opvm.ko's slots, the same nine-frame
+ * chain in 3.11's layout): the perf sampler's read right after a sample
+ * (vmm/perf/perf-python.c: slot, chain, second read, slot again, names
+ * interned, held and confirmed) and, for comparison, the gdbstub's read
+ * in its stop (one read through the same kind of view), and the built-in
+ * VMM's own sampler's (the same, its reads copies of its own memory).
+ *
  * Prints:  pyframes-per-sample: N us
  *          pyframes-bytes-per-sample: N bytes
  *          pyframes-reads-per-sample: N reads
  *          pyframes-intern-per-sample: N us
  *          pyframes-running-per-sample: N us
  *          pyframes-running-kept: N %
- * SKIP (no line) without /usr/bin/python3.11.
+ *          pyframes-perf-per-sample: N us
+ *          pyframes-perf-bytes-per-sample: N bytes
+ *          pyframes-stopped-image-per-sample: N us
+ *          pyframes-kvm-image-per-sample: N us
+ * The real interpreter's lines are left out (SKIP) without
+ * /usr/bin/python3.11.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,7 +46,10 @@
 #include <unistd.h>
 
 #include "lib/pynames.h"
+#include "tests/unit/pyguest-image.h"
 #include "unwind/pyframes.h"
+#include "vmm/guest/pyguest.h"
+#include "vmm/perf/perf-python.h"
 
 #define PYTHON	"/usr/bin/python3.11"
 #define SAMPLES	300
@@ -197,6 +214,112 @@ static int run(pid_t pid, struct proc *p)
 	return got >= SAMPLES * 9 / 10 ? running(p, &t, &l) : -1;
 }
 
+/* The gdbstub's read in a stop, on the forged guest: the address space's
+ * view emptied (a new sample), one read. */
+static void image_stopped(struct pyimg *im, const char *figure)
+{
+	static struct guestmem_view v;
+	struct pyguest *pg = pyguest_new();
+	struct unwind_mem um = { guestmem_view_read, &v };
+	struct pyframe fr[PYFRAMES_MAX_DEPTH];
+	struct sampler_python set;
+	unsigned got = 0;
+	double t0, ns;
+
+	if (!pg)
+		return;
+	pyimg_set(&set);
+	pyguest_publish(pg, &set);
+	pyguest_take(pg);
+	guestmem_view_init(&v, im->m);
+	t0 = cpu_ns();
+	for (int i = 0; i < SAMPLES * 10; i++) {
+		guestmem_view_reset(&v, PYIMG_CR3, PYGUEST_PAGES);
+		got += pyguest_read(pg, &um, PYIMG_CR3, PYIMG_TID, fr, PYFRAMES_MAX_DEPTH, 0) == 9;
+	}
+	ns = cpu_ns() - t0;
+	printf("%s: %.1f us\n", figure, ns / (SAMPLES * 10) / 1000.0);
+	{
+		struct pyguest_stats st;
+
+		pyguest_get_stats(pg, &st);
+		fprintf(stderr, "(forged guest, %s: %u of %d whole, %.0f bytes each)\n",
+			figure, got, SAMPLES * 10,
+			(double)st.fr.bytes / (SAMPLES * 10));
+	}
+	pyguest_free(pg);
+}
+
+/* The perf sampler's read right after a sample, on the forged guest,
+ * confirmed as the timeline would: per sample, its host CPU time, guest
+ * bytes and pages. */
+static int image_perf(struct pyimg *im)
+{
+	static const struct timeline_task task = { .tsc = 1, .pid = PYIMG_TID,
+						   .tgid = PYIMG_TID, .cr3 = PYIMG_CR3 };
+	const struct perf_python_clock clk = { 0, 0, 0 };
+	struct perf_python *pp = perf_python_new(1);
+	struct pynames *names = pynames_new();
+	struct perf_python_stats st;
+	struct sampler_python set;
+	uint64_t w[PYFRAMES_MAX_DEPTH];
+	unsigned kept = 0;
+	double t0, ns;
+
+	if (!pp || !names)
+		return -1;
+	pyimg_set(&set);
+	perf_python_publish(pp, &set);
+	perf_python_set_slots(pp, PYIMG_SLOTS, sizeof(struct opvm_slot), 1);
+	perf_python_take(pp);
+	/* the first read finds the interpreter: not a steady sample */
+	perf_python_chain(pp, 0, perf_python_read(pp, im->m, names, 0, &clk), &task, &task, w);
+	perf_python_publish_stats(pp);
+	perf_python_get_stats(pp, &st);
+	t0 = cpu_ns();
+	for (int i = 0; i < SAMPLES * 10; i++) {
+		uint32_t h = perf_python_read(pp, im->m, names, 0, &clk);
+
+		kept += perf_python_chain(pp, 0, h, &task, &task, w) == 9;
+	}
+	ns = cpu_ns() - t0;
+	{
+		struct perf_python_stats s2;
+		double n = SAMPLES * 10;
+
+		perf_python_publish_stats(pp);
+		perf_python_get_stats(pp, &s2);
+		printf("pyframes-perf-per-sample: %.1f us\n", ns / n / 1000.0);
+		printf("pyframes-perf-bytes-per-sample: %.0f bytes (target <= 16384)\n",
+		       (double)(s2.py.fr.bytes - st.py.fr.bytes) / n);
+		fprintf(stderr, "(forged guest, perf sampler's read: %u of %.0f kept whole, "
+			"%llu frames changed)\n", kept, n,
+			(unsigned long long)(s2.py.fr.changed - st.py.fr.changed));
+	}
+	perf_python_free(pp);
+	pynames_free(names);
+	return kept == SAMPLES * 10 ? 0 : -1;
+}
+
+/* Both samplers' paths on the forged guest. */
+static int image(void)
+{
+	static const char *const chain9[] = { "f8", "f7", "f6", "f5", "f4", "f3", "f2", "f1",
+					      "<module>" };
+	struct pyimg im;
+	int rc = -1;
+
+	if (!pyimg_build(&im, chain9, 9, 1)) {
+		rc = image_perf(&im);
+		image_stopped(&im, "pyframes-stopped-image-per-sample");
+		/* the built-in VMM's own sampler: its guest's RAM is its own */
+		if (guestmem_map_self(im.m) == 1)
+			image_stopped(&im, "pyframes-kvm-image-per-sample");
+	}
+	pyimg_free(&im);
+	return rc;
+}
+
 int main(void)
 {
 	char file[] = "/tmp/bench-pyframes.XXXXXX";
@@ -205,6 +328,10 @@ int main(void)
 	pid_t pid;
 	int fd, rc;
 
+	if (image()) {
+		fprintf(stderr, "bench-pyframes: the forged guest's reads failed\n");
+		return 1;
+	}
 	if (access(PYTHON, X_OK)) {
 		fprintf(stderr, "bench-pyframes: SKIP: no " PYTHON "\n");
 		return 0;

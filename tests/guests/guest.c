@@ -26,7 +26,18 @@
  * end as "synthetic guest: truth work a=N b=N".
  * It ends with a write to the debug-exit port: 0 on success, 0x80|vector
  * on an unexpected exception.
+ *
+ * GUEST_PYTHON: process A also maps, at PY_VA, what a CPython 3.11 shows
+ * a profiler from outside (docs/runtimes.md): an executable whose .dynsym
+ * exports _PyRuntime and the type objects, the runtime, an interpreter,
+ * the thread state of A's thread and its chain <module> -> main -> leaf,
+ * in 3.11's layout; a COOKIE and MMAP name that mapping
+ * /usr/bin/python3.11.  Each of A's slices runs "py_f1" or "py_f3" (the
+ * leaf frame's code object, set as A is switched in): one slice in four
+ * py_f1, so 1:3 in work; the guest measures each one's user CPU time and
+ * prints "synthetic guest: truth python f1_us=N f3_us=N".
  */
+#include <elf.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -122,6 +133,11 @@ static struct {
 } swring __attribute__((aligned(64)));
 static struct proc procs[2];
 static int cur;
+static void py_slice_in(void) __attribute__((noinline));
+static void py_slice_out(uint32_t us) __attribute__((noinline));
+static void py_describe(void *rec);
+static void py_truth(void);
+static void py_map(int k);
 static unsigned long switches;
 static uint32_t rec_seq;
 /* Ground truth, measured by the guest itself: the vCPU thread's CPU time
@@ -535,11 +551,248 @@ static void describe(void)
 		r.mmap.cookie = 1;
 		rec_send(&r, OPVM_REC_MMAP, sizeof(r.mmap));
 	}
+	py_describe(&r);
 	memset(&r, 0, sizeof(r));
 	r.sync.nr_procs = 2;
 	r.sync.nr_modules = 0;
 	rec_send(&r, OPVM_REC_SYNC, sizeof(r.sync));
 }
+
+/* ---- a CPython 3.11 as seen from outside (GUEST_PYTHON) ------------------ */
+
+#ifdef GUEST_PYTHON
+#define PY_VA		0x10000000ull	/* in A's address space only */
+#define PY_SIZE		(16 * 4096)
+#define PY_PATH		"/usr/bin/python3.11"
+/* CPython 3.11's offsets (those unwind/pyframes.c's table has for Debian
+ * 12's python3.11 3.11.2) */
+#define RT_INTERP	40
+#define IS_THREADS	16
+#define TS_INTERP	16
+#define TS_TID		160
+#define TS_CFRAME	56
+#define CF_CURRENT	8
+#define FR_PREVIOUS	48
+#define FR_CODE		32
+#define FR_INSTR	56
+#define OB_TYPE		8
+#define CO_FILENAME	112
+#define CO_QUALNAME	128
+#define CO_LINETABLE	136
+#define CO_FIRSTLINE	72
+#define CO_CODE		184
+#define STR_LENGTH	16
+#define STR_STATE	32
+#define STR_ASCII	48
+#define BYTES_SIZE	16
+#define BYTES_SVAL	32
+
+static uint8_t pyimg[PY_SIZE] __attribute__((aligned(4096)));
+static uint64_t pypt[512] __attribute__((aligned(4096)));
+static uint64_t py_brk = 0x4000;		/* offsets in pyimg */
+static uint64_t py_leaf, py_code[2];		/* user addresses */
+static unsigned py_slices;
+static int py_which;				/* the slice's: 0 py_f1, 1 py_f3 */
+static uint32_t py_us[2];
+
+static void py_put(uint64_t off, const void *v, size_t len)
+{
+	memcpy(pyimg + off, v, len);
+}
+
+static void py_put64(uint64_t off, uint64_t v)
+{
+	py_put(off, &v, 8);
+}
+
+static uint64_t py_alloc(size_t len)
+{
+	uint64_t at = py_brk;
+
+	py_brk += (len + 15) & ~15ull;
+	if (py_brk > PY_SIZE)
+		fault_handler(0x3f, py_brk);
+	return at;
+}
+
+static uint64_t py_str(const char *str)
+{
+	size_t n = strlen(str);
+	uint64_t o = py_alloc(STR_ASCII + n + 1);
+	uint32_t state = 1u << 2 | 1u << 5 | 1u << 6;	/* compact ASCII */
+
+	py_put64(o + OB_TYPE, PY_VA + 0x2040);
+	py_put64(o + STR_LENGTH, n);
+	py_put(o + STR_STATE, &state, 4);
+	py_put(o + STR_ASCII, str, n + 1);
+	return PY_VA + o;
+}
+
+/* A code object of 8 instructions, one line each from first. */
+static uint64_t py_codeobj(const char *name, uint32_t first)
+{
+	uint64_t c = py_alloc(CO_CODE + 16), lt = py_alloc(BYTES_SVAL + 24);
+
+	py_put64(c + OB_TYPE, PY_VA + 0x2000);
+	py_put64(c + CO_QUALNAME, py_str(name));
+	py_put64(c + CO_FILENAME, py_str("/srv/split.py"));
+	py_put(c + CO_FIRSTLINE, &first, 4);
+	py_put64(c + CO_LINETABLE, PY_VA + lt);
+	py_put64(lt + OB_TYPE, PY_VA + 0x2080);
+	py_put64(lt + BYTES_SIZE, 24);
+	for (unsigned i = 0; i < 8; i++) {
+		uint8_t e[3] = { (uint8_t)(0x80 | (i ? 11 : 10) << 3), 0, 0 };
+
+		py_put(lt + BYTES_SVAL + 3 * i, e, 3);
+	}
+	return PY_VA + c;
+}
+
+static uint64_t py_frame(uint64_t code, uint64_t previous)
+{
+	uint64_t f = py_alloc(80);
+
+	py_put64(f + FR_CODE, code);
+	py_put64(f + FR_PREVIOUS, previous);
+	py_put64(f + FR_INSTR, code + CO_CODE + 2 * 3);
+	return PY_VA + f;
+}
+
+/* The executable's headers: PT_LOAD from offset 0, PT_DYNAMIC, and a
+ * .gnu.hash of one bucket over the five symbols the readers look up. */
+static void py_elf(void)
+{
+	static const char *const names[5] = { "_PyRuntime", "PyCode_Type", "PyUnicode_Type",
+					      "PyBytes_Type", "Py_Version" };
+	static const uint64_t at[5] = { 0x1000, 0x2000, 0x2040, 0x2080, 0x20c0 };
+	Elf64_Ehdr eh = { .e_type = ET_EXEC, .e_machine = EM_X86_64, .e_version = EV_CURRENT,
+			  .e_phoff = sizeof(Elf64_Ehdr), .e_ehsize = sizeof(Elf64_Ehdr),
+			  .e_phentsize = sizeof(Elf64_Phdr), .e_phnum = 2 };
+	Elf64_Phdr ph[2] = {
+		{ .p_type = PT_LOAD, .p_vaddr = PY_VA, .p_filesz = PY_SIZE, .p_memsz = PY_SIZE },
+		{ .p_type = PT_DYNAMIC, .p_vaddr = PY_VA + 0x200, .p_memsz = 6 * sizeof(Elf64_Dyn) },
+	};
+	Elf64_Dyn d[6] = { { DT_GNU_HASH, { PY_VA + 0x300 } }, { DT_SYMTAB, { PY_VA + 0x400 } },
+			   { DT_STRTAB, { PY_VA + 0x600 } }, { DT_STRSZ, { 256 } },
+			   { DT_SYMENT, { sizeof(Elf64_Sym) } }, { DT_NULL, { 0 } } };
+	uint32_t hdr[4] = { 1, 1, 1, 0 }, one = 1, off = 1;
+
+	memcpy(eh.e_ident, ELFMAG, SELFMAG);
+	eh.e_ident[EI_CLASS] = ELFCLASS64;
+	eh.e_ident[EI_DATA] = ELFDATA2LSB;
+	eh.e_ident[EI_VERSION] = EV_CURRENT;
+	py_put(0, &eh, sizeof(eh));
+	py_put(sizeof(eh), ph, sizeof(ph));
+	py_put(0x200, d, sizeof(d));
+	py_put(0x300, hdr, sizeof(hdr));
+	py_put(0x300 + 24, &one, 4);
+	py_put64(0x20c0, 0x030b02f0);			/* Py_Version: 3.11.2 */
+	for (unsigned i = 0; i < 5; i++) {
+		Elf64_Sym sym = { .st_name = off, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_OBJECT),
+				  .st_shndx = 1, .st_value = PY_VA + at[i], .st_size = 8 };
+		uint32_t h = 5381;
+
+		for (const char *c = names[i]; *c; c++)
+			h = h * 33 + (uint8_t)*c;
+		h = (h & ~1u) | (i == 4);
+		py_put(0x300 + 28 + 4 * i, &h, 4);
+		py_put(0x400 + sizeof(sym) * (i + 1), &sym, sizeof(sym));
+		py_put(0x600 + off, names[i], strlen(names[i]) + 1);
+		off += (uint32_t)strlen(names[i]) + 1;
+	}
+}
+
+/* The image, and A's mapping of it (k 0). */
+static void py_map(int k)
+{
+	uint64_t mainf, top;
+
+	if (k)
+		return;
+	py_elf();
+	py_put64(0x1000 + RT_INTERP, PY_VA + 0x3000);
+	py_put64(0x3000 + IS_THREADS, PY_VA + 0x3400);
+	py_put64(0x3400 + TS_INTERP, PY_VA + 0x3000);
+	py_put64(0x3400 + TS_TID, 1);			/* A's thread */
+	py_put64(0x3400 + TS_CFRAME, PY_VA + 0x3800);
+	py_code[0] = py_codeobj("py_f1", 10);
+	py_code[1] = py_codeobj("py_f3", 20);
+	top = py_frame(py_codeobj("<module>", 1), 0);
+	mainf = py_frame(py_codeobj("main", 30), top);
+	py_leaf = py_frame(py_code[0], mainf);
+	py_put64(0x3800 + CF_CURRENT, py_leaf);
+	for (unsigned i = 0; i < PY_SIZE / 4096; i++)
+		pypt[i] = (uint64_t)(uintptr_t)(pyimg + i * 4096) | PTE_P | PTE_W | PTE_U;
+	pd[k][PY_VA >> 21 & 511] = (uint64_t)(uintptr_t)pypt | PTE_P | PTE_W | PTE_U;
+}
+
+/* A is switched in: its slice's function, one in four py_f1. */
+static void py_slice_in(void)
+{
+	py_which = py_slices++ % 4 != 0;
+	*(volatile uint64_t *)(pyimg + (py_leaf - PY_VA) + FR_CODE) = py_code[py_which];
+}
+
+static void py_slice_out(uint32_t us)
+{
+	py_us[py_which] += us;
+}
+
+/* COOKIE and MMAP of the interpreter in A (rec: room for either). */
+static void py_describe(void *rec)
+{
+	struct {
+		struct opvm_rec_cookie c;
+		char path[32];
+	} *ck = rec;
+	struct opvm_rec_mmap *mm = rec;
+
+	memset(ck, 0, sizeof(*ck));
+	ck->c.cookie = 2;
+	ck->c.path_len = sizeof(PY_PATH) - 1;
+	memcpy(ck->path, PY_PATH, sizeof(PY_PATH) - 1);
+	rec_send(ck, OPVM_REC_COOKIE, (uint32_t)((sizeof(ck->c) + sizeof(PY_PATH) - 1 + 7) & ~7ul));
+	memset(mm, 0, sizeof(*mm));
+	mm->tgid = 1;
+	mm->prot = 5;
+	mm->start = PY_VA;
+	mm->end = PY_VA + PY_SIZE;
+	mm->pgoff = 0;
+	mm->cookie = 2;
+	rec_send(mm, OPVM_REC_MMAP, sizeof(*mm));
+}
+
+static void py_truth(void)
+{
+	puts_serial("\nsynthetic guest: truth python f1_us=");
+	put_dec(py_us[0]);
+	puts_serial(" f3_us=");
+	put_dec(py_us[1]);
+}
+#else
+static void py_map(int k)
+{
+	(void)k;
+}
+
+static void py_slice_in(void)
+{
+}
+
+static void py_slice_out(uint32_t us)
+{
+	(void)us;
+}
+
+static void py_describe(void *rec)
+{
+	(void)rec;
+}
+
+static void py_truth(void)
+{
+}
+#endif
 
 /* ---- CPU tables and address spaces -------------------------------------- */
 
@@ -604,6 +857,7 @@ static void address_space(int k)
 	for (uint64_t j = 0; j < 4; j++)
 		pt[k][0x1f0 + j] = (uint64_t)(uintptr_t)(ustack[k] + j * 4096) |
 				   PTE_P | PTE_W | PTE_U;
+	py_map(k);
 }
 
 static inline uint64_t rdtsc(void)
@@ -685,6 +939,8 @@ void syscall_handler(struct frame *f)
 	uint32_t t = cpu_us();
 
 	t_user[cur] += t - t_exit;
+	if (cur == 0)
+		py_slice_out(t - t_exit);
 	if (cur == 1 && nr_b_slices < GUEST_ROUNDS)
 		b_slice_us[nr_b_slices++] = t - t_exit;
 #ifdef GUEST_SLICE_LOG
@@ -697,7 +953,7 @@ void syscall_handler(struct frame *f)
 		puts_serial("\n");
 	}
 #endif
-	work[cur] += cur ? 3 * GUEST_N : GUEST_N;
+	work[cur & 1] += cur ? 3 * GUEST_N : GUEST_N;
 	f->rip += 2;				/* past the ud2 */
 	kfunc(GUEST_K);
 	if (++switches >= 2 * GUEST_ROUNDS) {
@@ -712,6 +968,7 @@ void syscall_handler(struct frame *f)
 		put_dec(work[0]);
 		puts_serial(" b=");
 		put_dec(work[1]);
+		py_truth();
 		puts_serial("\nsynthetic guest: truth b_slice_cpu_us median=");
 		put_dec(median(b_slice_us, nr_b_slices));
 		puts_serial(" slices=");
@@ -722,6 +979,8 @@ void syscall_handler(struct frame *f)
 	procs[cur].f = *f;
 	cur ^= 1;
 	*f = procs[cur].f;
+	if (cur == 0)
+		py_slice_in();
 	slot_update(&procs[cur]);
 	asm volatile("mov %0, %%cr3" : : "r"(procs[cur].cr3) : "memory");
 	t_exit = cpu_us();
@@ -750,6 +1009,7 @@ void kmain(uint64_t mem_size)
 #endif
 	describe();
 	cur = 0;
+	py_slice_in();
 	slot_update(&procs[0]);
 	asm volatile("mov %0, %%cr3" : : "r"(procs[0].cr3) : "memory");
 	*f = procs[0].f;

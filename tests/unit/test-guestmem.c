@@ -82,6 +82,27 @@ static void test_ranges(void **state)
 
 /* A child maps the "guest RAM" and keeps counting in its first word; the
  * parent reads it through the child's /proc/PID/mem, as from QEMU. */
+/* The built-in VMM's own RAM: reads become copies, bounded as before. */
+static void test_map_self(void **state)
+{
+	struct guestmem *m = guestmem_open(getpid());
+	static uint8_t ram[8192];
+	uint8_t buf[16];
+
+	(void)state;
+	assert_non_null(m);
+	assert_int_equal(guestmem_add_range(m, 0x1000, sizeof(ram), hva_of(ram)), 0);
+	assert_int_equal(guestmem_map_self(m), 1);
+	ram[0x10] = 0x5a;
+	assert_int_equal(guestmem_read(m, 0x1010, buf, 1), 0);
+	assert_int_equal(buf[0], 0x5a);
+	ram[0x10] = 0xa5;		/* a copy of the memory now, not of then */
+	assert_int_equal(guestmem_read(m, 0x1010, buf, 1), 0);
+	assert_int_equal(buf[0], 0xa5);
+	assert_int_equal(guestmem_read(m, 0x1000 + sizeof(ram) - 8, buf, 16), -EFAULT);
+	guestmem_close(m);
+}
+
 static void test_child(void **state)
 {
 	int p[2];
@@ -123,6 +144,8 @@ static void test_child(void **state)
 	}
 	assert_true(v2 > v1);
 	assert_int_equal(guestmem_read(m, 0x40000000 + 2 * MIB - 4, &v1, 8), -EFAULT);
+	/* not this process's RAM: no reads through our own addresses */
+	assert_int_equal(guestmem_map_self(m), -EINVAL);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	/* The VMM is gone: reads fail cleanly. */
@@ -417,6 +440,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ranges),
 		cmocka_unit_test(test_child),
+		cmocka_unit_test(test_map_self),
 		cmocka_unit_test(test_map_shared),
 		cmocka_unit_test(test_page_walk),
 		cmocka_unit_test(test_monitor_outside_maps),

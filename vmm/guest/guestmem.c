@@ -109,6 +109,15 @@ int guestmem_add_range(struct guestmem *m, uint64_t gpa, uint64_t len,
 	return 0;
 }
 
+int guestmem_map_self(struct guestmem *m)
+{
+	if (m->pid != getpid())
+		return -EINVAL;
+	for (unsigned i = 0; i < m->nr; i++)
+		m->r[i].local = (const uint8_t *)(uintptr_t)m->r[i].hva;
+	return (int)m->nr;
+}
+
 unsigned guestmem_nr_ranges(const struct guestmem *m)
 {
 	return m->nr;

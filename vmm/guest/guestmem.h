@@ -66,6 +66,12 @@ int guestmem_add_qemu_ranges(struct guestmem *m, struct qmp *q);
  */
 int guestmem_map_shared(struct guestmem *m);
 
+/* Reads without a system call when the guest's RAM is this process's
+ * own (the built-in VMM's sampler reading its guest): every range's host
+ * address is used as it is.  Returns how many ranges, or -EINVAL when m
+ * reads another process. */
+int guestmem_map_self(struct guestmem *m);
+
 /* Number of ranges held. */
 unsigned guestmem_nr_ranges(const struct guestmem *m);
 /* Range i (0 .. nr - 1, in guest-physical order): its start and length.

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vmm/guest/guestmem.h"
 #include "vmm/guest/pyguest.h"
 
 /* One address space: unresolved until its first sample, then found or
@@ -100,6 +101,11 @@ static struct pyas *find(const struct pyguest *pg, uint64_t cr3)
 	return NULL;
 }
 
+unsigned pyguest_nr(const struct pyguest *pg)
+{
+	return pg->nr;
+}
+
 int pyguest_is_python(const struct pyguest *pg, uint64_t cr3)
 {
 	return find(pg, cr3) != NULL;
@@ -150,8 +156,14 @@ unsigned pyguest_read(struct pyguest *pg, const struct unwind_mem *m, uint64_t c
 		return 0;
 	}
 	n = pyframes_read(m, &a->t, &a->l, tid, out, max, &pg->st.fr);
-	if (n && check)
+	if (n && check) {
+		if (m->read == guestmem_view_read) {
+			struct guestmem_view *v = m->arg;
+
+			guestmem_view_reset(v, v->cr3, PYGUEST_PAGES);
+		}
 		n = pyframes_validate(m, &a->t, &a->l, tid, out, n, &pg->st.fr);
+	}
 	if (n)
 		pg->st.with_frames++;
 	return n;

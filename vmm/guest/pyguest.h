@@ -41,15 +41,26 @@ void pyguest_publish(struct pyguest *pg, const struct sampler_python *set);
 /* The sampling thread: takes the newest publication, if any. */
 void pyguest_take(struct pyguest *pg);
 
+/* How many CPython address spaces the sampling thread knows now. */
+unsigned pyguest_nr(const struct pyguest *pg);
+
 /* Is cr3 (normalised) a Python address space? */
 int pyguest_is_python(const struct pyguest *pg, uint64_t cr3);
+
+/* Guest pages one read of a chain may fetch through a struct
+ * guestmem_view: frames, code objects, names, tables. */
+#define PYGUEST_PAGES	64
 
 /*
  * The sampling thread, in a stop: the Python frames of thread tid (0: not
  * known) of the address space cr3, read through m (that address space's
  * memory), into out[0..max).  Returns how many; 0 for an address space
  * that runs no CPython.  check: the guest keeps running (the perf
- * sampler): the chain is read again and what changed dropped.
+ * sampler, the gdbstub's read after its stop): the chain is read again
+ * and what changed dropped.  When m reads through a struct guestmem_view
+ * (guestmem_view_read), the view is emptied before that second read
+ * (PYGUEST_PAGES again): it must see guest memory, not the first read's
+ * copies of its pages.
  */
 unsigned pyguest_read(struct pyguest *pg, const struct unwind_mem *m, uint64_t cr3, uint32_t tid,
 		      struct pyframe *out, unsigned max, int check);

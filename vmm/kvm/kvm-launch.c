@@ -401,6 +401,11 @@ static void klaunch_summary(void *st, const struct backend_target *t,
 		tot->elapsed_ns ? ss.exits * 1e9 / tot->elapsed_ns : 0.0,
 		(unsigned long long)kvm_vm_chan_bytes(k->vm),
 		(unsigned long long)kvm_vm_chan_dropped(k->vm));
+	if (ss.py_samples)
+		fprintf(out, "  python: %llu of %llu user samples in CPython processes filed with "
+			"Python frames\n  (read in the sample's stop, %.0f B each)\n",
+			(unsigned long long)ss.py_kept, (unsigned long long)ss.py_samples,
+			(double)ss.py_bytes / (double)ss.py_samples);
 }
 
 static void klaunch_close(void *st, struct backend_target *t)

@@ -15,7 +15,10 @@
 #include <unistd.h>
 
 #include "guest-kmod/opvm_proto.h"
+#include "lib/pynames.h"
 #include "lib/ring.h"
+#include "vmm/guest/guestmem.h"
+#include "vmm/guest/pyguest.h"
 #include "vmm/kvm/kvm-sampler.h"
 #include "vmm/kvm/kvm.h"
 #include "lib/util.h"
@@ -31,6 +34,12 @@ struct ks_vcpu {
 	uint64_t last_ns;
 	/* Written by the vCPU thread only, read by anyone (relaxed). */
 	uint64_t ticks, samples, throttled, cost_ns, filtered;
+	/* Python frames (NULL: none read): this vCPU's view of the guest's
+	 * CPython processes, read in its own thread; pyguest's counters */
+	struct pyguest *pg;
+	struct guestmem_view *view;
+	struct pyframe *fr;		/* PYFRAMES_MAX_DEPTH */
+	uint64_t py_samples, py_kept, py_bytes;
 };
 
 struct kvm_sampler {
@@ -40,6 +49,11 @@ struct kvm_sampler {
 	int hardware;
 	int started;
 	char error[256];
+	/* The guest's RAM, this process's own, for Python frame reads; the
+	 * sink's name table, which takes one producer at a time (py_lock) */
+	struct guestmem *mem;
+	struct pynames *names;
+	pthread_mutex_t py_lock;
 	struct ks_vcpu vcpus[KVM_MAX_VCPUS];
 };
 
@@ -189,12 +203,56 @@ static void slot_read(struct kvm_vm *vm, unsigned idx, struct opvm_sample *s)
 		s->flags |= OPVM_SAMPLE_SLOT;
 }
 
+/*
+ * The Python frames of a user sample whose address space runs CPython,
+ * read while this vCPU is out of KVM_RUN (the thread whose chain it is
+ * cannot change it meanwhile), as words of lib/pynames.h into w; the
+ * thread is the slot's.  The names are interned under py_lock: the vCPU
+ * threads take turns as the table's producer.
+ */
+static void python_read(struct kvm_sampler *ks, struct ks_vcpu *v, struct opvm_sample *smp,
+			uint64_t *w)
+{
+	struct unwind_mem um = { guestmem_view_read, v->view };
+	uint64_t cr3 = opvm_cr3_normalise(smp->cr3);
+	struct pyguest_stats st;
+	unsigned n, k = 0;
+
+	if (!v->pg || !ks->names || smp->cpl != 3)
+		return;
+	pyguest_take(v->pg);
+	if (!pyguest_is_python(v->pg, cr3))
+		return;
+	guestmem_view_reset(v->view, cr3, PYGUEST_PAGES);
+	n = pyguest_read(v->pg, &um, cr3, (smp->flags & OPVM_SAMPLE_SLOT) ? smp->slot_tid : 0,
+			 v->fr, PYFRAMES_MAX_DEPTH, 0);
+	pthread_mutex_lock(&ks->py_lock);
+	for (; k < n; k++) {
+		uint32_t idx;
+
+		if (pynames_intern(ks->names, v->fr[k].name, v->fr[k].file, v->fr[k].first_line,
+				   v->fr[k].line, &idx))
+			break;	/* the table is full: its callers go too */
+		w[k] = PYNAMES_WORD(idx);
+	}
+	pthread_mutex_unlock(&ks->py_lock);
+	if (k) {
+		smp->chain = w;
+		smp->nr_chain = (uint8_t)k;
+		stat_inc(&v->py_kept, 1);
+	}
+	pyguest_get_stats(v->pg, &st);
+	__atomic_store_n(&v->py_samples, st.samples, __ATOMIC_RELAXED);
+	__atomic_store_n(&v->py_bytes, st.fr.bytes, __ATOMIC_RELAXED);
+}
+
 static void ks_after_run(struct kvm_vcpu *vcpu, int ret, void *arg)
 {
 	struct kvm_sampler *ks = arg;
 	struct ks_vcpu *v;
 	struct kvm_sample_regs regs;
 	struct opvm_sample smp;
+	uint64_t w[PYFRAMES_MAX_DEPTH];
 	unsigned pending;
 	uint64_t t0, elapsed;
 	int have_regs = 0;
@@ -236,6 +294,7 @@ static void ks_after_run(struct kvm_vcpu *vcpu, int ret, void *arg)
 		smp.vcpu = kvm_vcpu_index(vcpu);
 		smp.event = (uint8_t)i;
 		slot_read(kvm_vcpu_vm(vcpu), smp.vcpu, &smp);
+		python_read(ks, v, &smp, w);
 		if (!ring_push(v->ring, &smp))
 			stat_inc(&v->samples, 1);
 	}
@@ -263,6 +322,7 @@ static int ks_start(struct sampler *s, const struct sampler_sink *sink)
 			return -EINVAL;
 		ks->vcpus[i].ring = sink->rings[i];
 	}
+	ks->names = ks->mem ? sink->py : NULL;
 	pthread_once(&sig_once, sig_install);
 	err = kvm_vm_start(ks->cfg.vm, &hooks);
 	if (err)
@@ -319,6 +379,9 @@ static void ks_get_stats(struct sampler *s, struct sampler_stats *out)
 		out->samples += stat_get(&v->samples);
 		out->throttled += stat_get(&v->throttled);
 		out->cost_ns_total += stat_get(&v->cost_ns);
+		out->py_samples += stat_get(&v->py_samples);
+		out->py_kept += stat_get(&v->py_kept);
+		out->py_bytes += stat_get(&v->py_bytes);
 	}
 	out->exits = kvm_vm_exits(ks->cfg.vm);
 }
@@ -349,7 +412,61 @@ static void ks_free(struct sampler *s)
 	ks = s->priv;
 	if (ks->started)
 		kvm_vm_stop(ks->cfg.vm);
+	for (unsigned i = 0; i < KVM_MAX_VCPUS; i++) {
+		pyguest_free(ks->vcpus[i].pg);
+		free(ks->vcpus[i].view);
+		free(ks->vcpus[i].fr);
+	}
+	guestmem_close(ks->mem);
+	pthread_mutex_destroy(&ks->py_lock);
 	free(ks);
+}
+
+/* The collector's CPython processes, to each vCPU's view of them. */
+static void ks_guest_python(struct sampler *s, const struct sampler_python *set)
+{
+	struct kvm_sampler *ks = s->priv;
+
+	for (unsigned i = 0; i < kvm_vm_nr_vcpus(ks->cfg.vm); i++)
+		if (ks->vcpus[i].pg)
+			pyguest_publish(ks->vcpus[i].pg, set);
+}
+
+/* Python frame reads: the guest's RAM through this process's own mapping
+ * of it, a view and a frame buffer per vCPU.  Best effort: without them
+ * the samples carry no Python frames. */
+static void python_setup(struct kvm_sampler *ks)
+{
+	struct kvm_vm *vm = ks->cfg.vm;
+	uint64_t size = kvm_vm_mem_bytes(vm);
+	void *ram = size ? kvm_vm_gpa(vm, 0, size) : NULL;
+
+	if (!ram || !(ks->mem = guestmem_open(getpid())) ||
+	    guestmem_add_range(ks->mem, 0, size, (uint64_t)(uintptr_t)ram) ||
+	    guestmem_map_self(ks->mem) != 1)
+		goto fail;
+	for (unsigned i = 0; i < kvm_vm_nr_vcpus(vm) && i < KVM_MAX_VCPUS; i++) {
+		struct ks_vcpu *v = &ks->vcpus[i];
+
+		v->pg = pyguest_new();
+		v->view = malloc(sizeof(*v->view));
+		v->fr = calloc(PYFRAMES_MAX_DEPTH, sizeof(*v->fr));
+		if (!v->pg || !v->view || !v->fr)
+			goto fail;
+		guestmem_view_init(v->view, ks->mem);
+	}
+	return;
+fail:
+	for (unsigned i = 0; i < KVM_MAX_VCPUS; i++) {
+		pyguest_free(ks->vcpus[i].pg);
+		free(ks->vcpus[i].view);
+		free(ks->vcpus[i].fr);
+		ks->vcpus[i].pg = NULL;
+		ks->vcpus[i].view = NULL;
+		ks->vcpus[i].fr = NULL;
+	}
+	guestmem_close(ks->mem);
+	ks->mem = NULL;
 }
 
 /* The guest module's HELLO, from the collector: the vCPU threads read the
@@ -374,6 +491,7 @@ static const struct sampler_ops kvm_sampler_ops = {
 	.last_error = ks_last_error,
 	.get_stats = ks_get_stats,
 	.guest_hello = ks_guest_hello,
+	.guest_python = ks_guest_python,
 	.free = ks_free,
 };
 
@@ -406,5 +524,7 @@ struct sampler *kvm_sampler_new(const struct kvm_sampler_config *cfg)
 			ks->vcpus[i].fds[j] = -1;
 	ks->s.ops = &kvm_sampler_ops;
 	ks->s.priv = ks;
+	pthread_mutex_init(&ks->py_lock, NULL);
+	python_setup(ks);
 	return &ks->s;
 }

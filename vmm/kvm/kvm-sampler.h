@@ -12,6 +12,14 @@
  * from guest RAM, and pushes one struct opvm_sample per overflowed event into
  * the vCPU's ring before re-entering the guest.  No allocation and no locks
  * on that path; a per-vCPU rate cap (token bucket) throttles and counts.
+ *
+ * Python frames (docs/runtimes.md): a user sample in an address space the
+ * collector named as CPython's (guest_python) gets its thread's frames,
+ * read there through the VMM's own mapping of guest RAM (each vCPU thread
+ * its own view and interpreter table; the thread is the slot's).  The one
+ * lock: the name table (lib/pynames.h) takes one producer at a time, so
+ * the vCPU threads take turns with a mutex while they intern a sample's
+ * frames.
  */
 #ifndef OPVM_KVM_SAMPLER_H
 #define OPVM_KVM_SAMPLER_H

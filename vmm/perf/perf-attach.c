@@ -184,7 +184,7 @@ static void pattach_summary(void *st, const struct backend_target *t,
 			    const struct backend_totals *tot, FILE *out)
 {
 	struct pattach *pa = st;
-	char d[1024] = "";
+	char d[2048] = "";
 
 	if (!t->sampler)
 		return;

@@ -47,6 +47,7 @@
 #include "lib/util.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/kvm/kvm-desc.h"
+#include "vmm/perf/perf-python.h"
 #include "vmm/perf/perf-sampler.h"
 #include "vmm/guest/timeline.h"
 
@@ -68,6 +69,7 @@ struct pend {
 	uint64_t ip, gtsc;
 	uint8_t cpl;
 	uint8_t passes;
+	uint32_t py;			/* its Python read (perf-python.h), 0 */
 };
 
 struct pvcpu {
@@ -123,6 +125,11 @@ struct psamp {
 		ring_full, pushed, records, drain_cpu_ns;
 	struct timeline_stats tls;	/* copied under tls_lock */
 	pthread_mutex_t tls_lock;
+	/* Python frames (perf-python.h): names go to the sink's table */
+	struct perf_python *py;
+	struct pynames *names;
+	bool py_on;			/* reads on: passes every PERF_PYTHON_POLL_MS */
+	uint64_t last_full;		/* CLOCK_MONOTONIC of the last whole pass */
 };
 
 /* ---- time --------------------------------------------------------------- */
@@ -432,10 +439,19 @@ static void tl_update(struct psamp *p)
 	}
 }
 
+/* Files sample e with its task t (NULL: none) and, if it had a Python
+ * read, the frames read when the task at the read's end (t_end) says they
+ * are its. */
 static void push(struct psamp *p, struct pvcpu *v, unsigned idx, const struct pend *e,
-		 const struct timeline_task *t)
+		 const struct timeline_task *t, const struct timeline_task *t_end)
 {
 	struct opvm_sample s = { .rip = e->ip, .vcpu = idx, .cpl = e->cpl };
+	uint64_t w[PYFRAMES_MAX_DEPTH];
+
+	if (e->py) {
+		s.nr_chain = (uint8_t)perf_python_chain(p->py, idx, e->py, t, t_end, w);
+		s.chain = s.nr_chain ? w : NULL;
+	}
 
 	if (t) {
 		s.cr3 = t->cr3;
@@ -451,6 +467,24 @@ static void push(struct psamp *p, struct pvcpu *v, unsigned idx, const struct pe
 		p->pushed++;
 }
 
+/* The task of sample e (timeline_lookup()'s answer) and, for one with a
+ * Python read, the task at the read's end into *t_end: *end 1 found, 0
+ * not, -EAGAIN not yet. */
+static int lookup(struct psamp *p, unsigned idx, const struct pend *e,
+		  struct timeline_task *t, struct timeline_task *t_end, int *end)
+{
+	int r = idx < p->tl_nr ? timeline_lookup(p->tl, idx, e->gtsc, t) : -ENOENT;
+
+	*end = 0;
+	if (!r && e->py) {
+		int r2 = timeline_lookup(p->tl, idx, perf_python_read_end(p->py, idx, e->py),
+					 t_end);
+
+		*end = r2 == -EAGAIN ? -EAGAIN : !r2;
+	}
+	return r;
+}
+
 /* Files vCPU idx's waiting samples that the timeline can now answer. */
 static void resolve(struct psamp *p, unsigned idx, bool final)
 {
@@ -458,8 +492,8 @@ static void resolve(struct psamp *p, unsigned idx, bool final)
 
 	while (v->pcount) {
 		struct pend *e = &v->pend[v->pfirst];
-		struct timeline_task t;
-		int r = -ENOENT;
+		struct timeline_task t, te;
+		int r = -ENOENT, end;
 
 		if (!p->tl) {
 			/* The rings come with HELLO, which may still be on its
@@ -468,10 +502,11 @@ static void resolve(struct psamp *p, unsigned idx, bool final)
 			if (!final && ++e->passes < PEND_MAX_PASSES)
 				return;
 			p->no_timeline++;
-			push(p, v, idx, e, NULL);
+			push(p, v, idx, e, NULL, NULL);
 		} else {
-			r = idx < p->tl_nr ? timeline_lookup(p->tl, idx, e->gtsc, &t) : -ENOENT;
-			if (r == -EAGAIN && !final && ++e->passes < PEND_MAX_PASSES)
+			r = lookup(p, idx, e, &t, &te, &end);
+			if ((r == -EAGAIN || end == -EAGAIN) && !final &&
+			    ++e->passes < PEND_MAX_PASSES)
 				return;	/* in order: the rest is newer */
 			if (!r)
 				p->attributed++;
@@ -479,14 +514,15 @@ static void resolve(struct psamp *p, unsigned idx, bool final)
 				p->late++;
 			else
 				p->unattributed++;
-			push(p, v, idx, e, r ? NULL : &t);
+			push(p, v, idx, e, r ? NULL : &t, end == 1 ? &te : NULL);
 		}
 		v->pfirst = (v->pfirst + 1) & (PEND_MAX - 1);
 		v->pcount--;
 	}
 }
 
-static void pend_add(struct psamp *p, unsigned idx, uint64_t ip, uint64_t gtsc, uint8_t cpl)
+static void pend_add(struct psamp *p, unsigned idx, uint64_t ip, uint64_t gtsc, uint8_t cpl,
+		     uint32_t py)
 {
 	struct pvcpu *v = &p->v[idx];
 	struct pend *e;
@@ -499,7 +535,7 @@ static void pend_add(struct psamp *p, unsigned idx, uint64_t ip, uint64_t gtsc, 
 			p->late++;
 		else
 			p->no_timeline++;
-		push(p, v, idx, &old, NULL);
+		push(p, v, idx, &old, NULL, NULL);
 		v->pfirst = (v->pfirst + 1) & (PEND_MAX - 1);
 		v->pcount--;
 	}
@@ -508,6 +544,34 @@ static void pend_add(struct psamp *p, unsigned idx, uint64_t ip, uint64_t gtsc, 
 	e->gtsc = gtsc;
 	e->cpl = cpl;
 	e->passes = 0;
+	e->py = py;
+}
+
+/* Nanoseconds of ticks of the host TSC (saturating: for a bound only). */
+static uint64_t tsc_ns(const struct psamp *p, const struct pvcpu *v, uint64_t ticks)
+{
+	const struct perf_event_mmap_page *pg = v->base;
+
+	if (ticks >> 32)
+		return UINT64_MAX;
+	if (!p->clock_raw)
+		return (uint64_t)(((unsigned __int128)ticks * pg->time_mult) >> pg->time_shift);
+	return p->cal_rate > 0 ? (uint64_t)((double)ticks / p->cal_rate) : UINT64_MAX;
+}
+
+/* A guest-user sample of vCPU idx taken at host TSC htsc, just read: its
+ * Python frames now, if it is recent enough for them to be its own. */
+static uint32_t python_read(struct psamp *p, unsigned idx, uint64_t htsc)
+{
+	const struct pvcpu *v = &p->v[idx];
+	struct perf_python_clock clk = { v->tsc_offset, v->tsc_ratio, v->tsc_frac };
+	uint64_t now = __rdtsc();
+
+	if (now > htsc && tsc_ns(p, v, now - htsc) > PERF_PYTHON_MAX_AGE_NS) {
+		perf_python_stale(p->py);
+		return 0;
+	}
+	return perf_python_read(p->py, p->mem, p->names, idx, &clk);
 }
 
 /* One sample record (IP, TID, TIME, CPU). */
@@ -516,6 +580,7 @@ static void on_sample(struct psamp *p, unsigned idx, uint16_t misc, const uint64
 {
 	struct pvcpu *v = &p->v[idx];
 	uint16_t mode = misc & PERF_RECORD_MISC_CPUMODE_MASK;
+	uint64_t htsc;
 	uint8_t cpl;
 
 	if (words < 4)
@@ -538,9 +603,10 @@ static void on_sample(struct psamp *p, unsigned idx, uint16_t misc, const uint64
 		p->host_mode++;
 		return;
 	}
-	pend_add(p, idx, w[0],
-		 perf_sampler_guest_tsc(sample_host_tsc(p, v, w[2]), v->tsc_offset,
-					v->tsc_ratio, v->tsc_frac), cpl);
+	htsc = sample_host_tsc(p, v, w[2]);
+	pend_add(p, idx, w[0], perf_sampler_guest_tsc(htsc, v->tsc_offset, v->tsc_ratio,
+						      v->tsc_frac), cpl,
+		 cpl == 3 && p->py_on ? python_read(p, idx, htsc) : 0);
 }
 
 /* Reads every record of vCPU idx's perf ring. */
@@ -644,8 +710,17 @@ static void chan_tail(struct psamp *p)
 	}
 }
 
+/* Python reads are on when a CPython process, the slots and the switch
+ * rings (to confirm each read) are known and the collector takes names. */
+static void python_take(struct psamp *p)
+{
+	p->py_on = p->py && p->names && p->mem && perf_python_take(p->py) && p->tl;
+}
+
 static void drain_pass(struct psamp *p, bool final)
 {
+	p->last_full = clock_ns(CLOCK_MONOTONIC);
+	python_take(p);
 	desc_poll(p);
 	chan_tail(p);
 	if (p->clock_raw)
@@ -670,6 +745,21 @@ static void drain_pass(struct psamp *p, bool final)
 	}
 	for (unsigned i = 0; i < p->nr; i++)
 		resolve(p, i, final);
+	if (p->py)
+		perf_python_publish_stats(p->py);
+}
+
+/* While Python reads are on, between whole passes: the new samples only,
+ * each read as soon as it is seen (filed at the next whole pass). */
+static bool light_pass(struct psamp *p)
+{
+	if (!p->py_on || clock_ns(CLOCK_MONOTONIC) - p->last_full >=
+	    (p->busy ? DRAIN_BUSY_MS : DRAIN_MS) * 1000000ull)
+		return false;
+	python_take(p);
+	for (unsigned i = 0; i < p->nr; i++)
+		drain_vcpu(p, i);
+	return true;
 }
 
 static void *drain_main(void *arg)
@@ -685,9 +775,14 @@ static void *drain_main(void *arg)
 		for (unsigned i = 0; pf && i < p->nr; i++)
 			pf[i] = (struct pollfd){ .fd = p->v[i].fd, .events = POLLIN };
 		if (pf)
-			poll(pf, p->nr, p->busy ? DRAIN_BUSY_MS : DRAIN_MS);
+			poll(pf, p->nr, p->py_on ? PERF_PYTHON_POLL_MS :
+			     p->busy ? DRAIN_BUSY_MS : DRAIN_MS);
 		else
 			usleep(DRAIN_BUSY_MS * 1000);
+		if (light_pass(p)) {
+			p->drain_cpu_ns += thread_cpu_ns() - c0;
+			continue;
+		}
 		drain_pass(p, false);
 		p->drain_cpu_ns += thread_cpu_ns() - c0;
 		if (access(path, F_OK)) {
@@ -724,6 +819,7 @@ static int ps_start(struct sampler *s, const struct sampler_sink *sink)
 			return -EINVAL;
 		p->v[i].ring = sink->rings[i];
 	}
+	p->names = sink->py;
 	if (p->clock_raw) {
 		/* a base pair for the TSC rate; refined at every pass */
 		cal_pair(&p->cal_tsc0, &p->cal_ns0);
@@ -779,6 +875,18 @@ static void ps_get_stats(struct sampler *s, struct sampler_stats *out)
 	out->throttled = p->throttle;
 	out->cost_ns_total = p->drain_cpu_ns;
 	out->exits = 0;		/* the guest is never stopped */
+	if (p->py) {
+		struct perf_python_stats ps;
+
+		perf_python_get_stats(p->py, &ps);
+		out->py_samples = ps.py.samples;
+		out->py_kept = ps.kept;
+		out->py_changed = ps.py.fr.changed;
+		out->py_switched = ps.switched + ps.unconfirmed;
+		out->py_stale = ps.stale;
+		out->py_bytes = ps.py.fr.bytes;
+		out->py_cost_ns = ps.cost_ns;
+	}
 }
 
 static void __attribute__((format(printf, 4, 5)))
@@ -792,6 +900,29 @@ bprintf(char *buf, size_t len, size_t *off, const char *fmt, ...)
 	va_end(ap);
 	if (n > 0)
 		*off += (size_t)n < len - *off ? (size_t)n : len - *off - 1;
+}
+
+/* The Python reads (perf-python.h), when a sample was in CPython. */
+static void describe_python(struct psamp *p, char *buf, size_t len, size_t *off)
+{
+	struct perf_python_stats ps;
+	double reads;
+
+	perf_python_get_stats(p->py, &ps);
+	if (!ps.py.samples && !ps.py.spaces)
+		return;
+	reads = ps.reads ? (double)ps.reads : 1.0;
+	bprintf(buf, len, off, "  python: %llu of %llu samples in CPython processes filed "
+		"with Python\n  frames, read right after the sample (%llu reads, %.1f us and "
+		"%.0f B each);\n  dropped: %llu frames changed under the read, %llu samples "
+		"whose task\n  switched before the read ended, %llu with no task; not read: "
+		"%llu seen\n  too late, %llu slots busy, %llu reads waiting\n",
+		(unsigned long long)ps.kept, (unsigned long long)ps.py.samples,
+		(unsigned long long)ps.reads, (double)ps.cost_ns / 1e3 / reads,
+		(double)ps.py.fr.bytes / reads, (unsigned long long)ps.py.fr.changed,
+		(unsigned long long)ps.switched, (unsigned long long)ps.unconfirmed,
+		(unsigned long long)ps.stale, (unsigned long long)ps.slot_busy,
+		(unsigned long long)ps.held_full);
 }
 
 static void ps_describe(struct sampler *s, char *buf, size_t len)
@@ -822,6 +953,8 @@ static void ps_describe(struct sampler *s, char *buf, size_t len)
 	OUT("  time: perf clock by %s; guest TSC %s\n", in.time_source,
 	    in.tsc_offset_known ? "from KVM's\n  tsc-offset and scaling (debugfs)" :
 	    "assumed\n  = host TSC (no KVM debugfs entry for its vCPUs)");
+	if (p->py)
+		describe_python(p, buf, len, &off);
 	if (!in.attributed && in.no_timeline)
 		OUT("  note: the guest module announced no task-switch rings, so user "
 		    "samples\n  are shared per vCPU, not per process\n");
@@ -848,6 +981,7 @@ static void ps_free(struct sampler *s)
 	if (p->chan_out >= 0)
 		close(p->chan_out);
 	timeline_free(p->tl);
+	perf_python_free(p->py);
 	guestmem_close(p->mem);
 	pthread_mutex_destroy(&p->tls_lock);
 	pthread_mutex_destroy(&p->sw_lock);
@@ -857,8 +991,22 @@ static void ps_free(struct sampler *s)
 /* The guest module's HELLO, from the collector: where its switch rings are. */
 static void ps_guest_hello(struct sampler *s, const struct sampler_hello *h)
 {
+	struct psamp *p = s->priv;
+
 	perf_sampler_set_switch_rings(s, h->switch_pa, h->switch_stride, h->switch_entries,
 				      h->nr_slots);
+	if (p->py)
+		perf_python_set_slots(p->py, h->slot_pa, h->slot_size, h->nr_slots);
+}
+
+/* The collector's CPython processes: their frames are read at each user
+ * sample in them (perf-python.h). */
+static void ps_guest_python(struct sampler *s, const struct sampler_python *set)
+{
+	struct psamp *p = s->priv;
+
+	if (p->py)
+		perf_python_publish(p->py, set);
 }
 
 static const struct sampler_ops perf_sampler_ops = {
@@ -869,6 +1017,7 @@ static const struct sampler_ops perf_sampler_ops = {
 	.last_error = ps_last_error,
 	.get_stats = ps_get_stats,
 	.guest_hello = ps_guest_hello,
+	.guest_python = ps_guest_python,
 	.describe = ps_describe,
 	.free = ps_free,
 };
@@ -994,6 +1143,9 @@ struct sampler *perf_sampler_new(const struct perf_sampler_config *cfg,
 		return NULL;
 	}
 	tsc_setup(p, cfg->kvm_debugfs);
+	/* without guest RAM there is nothing to read the frames from */
+	if (p->mem && !(p->py = perf_python_new(p->nr)))
+		goto fail_nomem;
 	return &p->s;
 fail_nomem:
 	snprintf(err, errlen, "out of memory");

@@ -99,6 +99,8 @@ struct qsamp {
 	_Atomic uint64_t ticks, samples, throttled, cost_ns, exits;
 	_Atomic uint64_t hellos, slot_reads, slot_odd, paused_ticks, resets, max_cost;
 	_Atomic uint64_t late_stops, restores;
+	/* pyguest's counters, for get_stats from other threads */
+	_Atomic uint64_t py_samples, py_kept, py_changed, py_bytes;
 };
 
 static const struct sampler_ops qemu_sampler_ops;
@@ -319,9 +321,6 @@ static uint32_t stop_tid(struct qsamp *q, unsigned i, size_t len, int user)
 	return 0;
 }
 
-/* Pages one Python chain may read: frames, code objects, names, tables. */
-#define PY_PAGES	64
-
 /* vCPU i's Python frames, if it runs CPython in user mode: in the stop
  * (with call graphs), or right after it (check: then validated). */
 static void walk_python(struct qsamp *q, unsigned i, size_t len, int check)
@@ -333,10 +332,22 @@ static void walk_python(struct qsamp *q, unsigned i, size_t len, int check)
 	q->npy[i] = 0;
 	if (gdbstub_regs_cpl(g) != 3 || !pyguest_is_python(q->py, cr3))
 		return;
-	guestmem_view_reset(q->pyview, cr3, PY_PAGES);
+	guestmem_view_reset(q->pyview, cr3, PYGUEST_PAGES);
 	q->npy[i] = pyguest_read(q->py, &um, cr3, stop_tid(q, i, len, 1),
 				 q->pyfr + (size_t)i * PYFRAMES_MAX_DEPTH, PYFRAMES_MAX_DEPTH,
 				 check);
+}
+
+/* The Python counters, for get_stats (other threads). */
+static void py_publish(struct qsamp *q)
+{
+	struct pyguest_stats st;
+
+	pyguest_get_stats(q->py, &st);
+	q->py_samples = st.samples;
+	q->py_kept = st.with_frames;
+	q->py_changed = st.fr.changed;
+	q->py_bytes = st.fr.bytes;
 }
 
 /* Without call graphs the stop ended with the read ("c" in the same
@@ -669,6 +680,8 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 	push_samples(q, ts, n, have_slots, have_slots ? nr : 0);
 	if (q->cg)
 		callgraph_idle(q->cg, q->kernel_cr3);
+	if (q->py)
+		py_publish(q);
 	return 1;
 }
 
@@ -830,6 +843,10 @@ static void qs_get_stats(struct sampler *s, struct sampler_stats *out)
 	out->cur_differ = q->cur_differ;
 	out->cur_bad = q->cur_bad;
 	out->kernel_no_task = q->kernel_no_task;
+	out->py_samples = q->py_samples;
+	out->py_kept = q->py_kept;
+	out->py_changed = q->py_changed;
+	out->py_bytes = q->py_bytes;
 }
 
 void qemu_sampler_get_info(struct sampler *s, struct qemu_sampler_info *out)

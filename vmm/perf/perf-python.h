@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Python frames for the perf sampler, read right after each sample.
+ * (docs/runtimes.md, "A guest that keeps running".)  The guest is never
+ * stopped, and a perf sample carries no task, which the switch-ring timeline names tens of milliseconds later
+ * - too late to read the frames the sample was in.  So the read happens
+ * right after the sample, for the task that runs on the vCPU then, and is
+ * confirmed when the timeline answers:
+ *
+ *  1. read: the drain thread polls every PERF_PYTHON_POLL_MS while a
+ *     CPython process is known and sees each guest-user sample at most a
+ *     few milliseconds late (older ones are not read: stale).  It reads
+ *     the vCPU's current-task slot (opvm.ko's, HELLO's slot_pa: its seq
+ *     even, pid, cr3); when that address space runs CPython (the set the
+ *     collector publishes, vmm/sampler.h's struct sampler_python) it reads
+ *     the thread's frame chain through the address space's page tables,
+ *     reads the chain again (pyframes_validate(): frames that changed are
+ *     dropped and counted), then the slot's seq again (changed: the task
+ *     switched during the read, everything dropped).  The names are
+ *     interned (lib/pynames.h) and held with the guest TSC of the read's
+ *     end.
+ *  2. confirm: the sample's task from the timeline, and the task at the
+ *     read's end: the frames go with the sample only when both are the
+ *     same run (one switch-ring entry) of the task the read was for;
+ *     otherwise they are dropped and counted (switched), never filed under
+ *     another sample's task.
+ *
+ * Without opvm.ko (no slots, no timeline) nothing is read.
+ *
+ * Threads: perf_python_publish() and perf_python_set_slots() run on the
+ * collector's thread, perf_python_get_stats() on any; everything else on
+ * the drain thread, the only reader of guest memory here and the only
+ * producer of the name table.
+ */
+#ifndef OPVM_PERF_PYTHON_H
+#define OPVM_PERF_PYTHON_H
+
+#include <stdint.h>
+
+#include "vmm/guest/pyguest.h"
+#include "vmm/guest/timeline.h"
+#include "vmm/sampler.h"
+
+struct guestmem;
+struct pynames;
+struct perf_python;
+
+#define PERF_PYTHON_POLL_MS	1		/* drain passes while CPython runs */
+#define PERF_PYTHON_MAX_AGE_NS	5000000ull	/* older samples are not read */
+#define PERF_PYTHON_HELD	256		/* reads waiting for the timeline, per vCPU */
+
+struct perf_python_stats {
+	uint64_t reads;			/* samples of a CPython task read */
+	uint64_t stale;			/* user samples seen too late to read */
+	uint64_t slot_busy;		/* the slot odd or unreadable */
+	uint64_t switched;		/* dropped: the task switched between sample and read */
+	uint64_t unconfirmed;		/* dropped: the sample got no task */
+	uint64_t held_full;		/* not read: PERF_PYTHON_HELD reads waiting */
+	uint64_t kept;			/* samples filed with Python frames */
+	uint64_t cost_ns;		/* drain-thread CPU time of the reads */
+	struct pyguest_stats py;	/* the reads themselves (pyguest_read) */
+};
+
+/* The guest TSC of a host TSC on this vCPU (perf_sampler_guest_tsc()). */
+struct perf_python_clock {
+	int64_t offset;
+	uint64_t ratio;			/* 0: 1:1 */
+	unsigned frac;
+};
+
+struct perf_python *perf_python_new(unsigned nr_vcpus);	/* NULL and errno */
+void perf_python_free(struct perf_python *pp);		/* NULL-safe */
+
+/* The collector's thread: the CPython address spaces (copied); where the
+ * current-task slots are (HELLO: slot_pa 0 for none; a slot_size smaller
+ * than struct opvm_slot is refused). */
+void perf_python_publish(struct perf_python *pp, const struct sampler_python *set);
+void perf_python_set_slots(struct perf_python *pp, uint64_t slot_pa, uint32_t slot_size,
+			   uint32_t nr_slots);
+
+/* The drain thread: takes what was published.  Returns 1 when reads are
+ * on (a CPython address space and the slots are known). */
+int perf_python_take(struct perf_python *pp);
+
+/*
+ * The drain thread, right after a guest-user sample of vcpu: the frames of
+ * the task its slot names, read through m, interned in names and held.
+ * Returns the read's handle (give it to perf_python_chain()), or 0 when
+ * nothing is held (not a CPython task, nothing read, dropped: counted).
+ */
+uint32_t perf_python_read(struct perf_python *pp, struct guestmem *m, struct pynames *names,
+			  unsigned vcpu, const struct perf_python_clock *clk);
+
+/* Counts a user sample seen too late to be read. */
+void perf_python_stale(struct perf_python *pp);
+
+/* The guest TSC at which read h of vcpu ended (0: no such read): the
+ * caller looks the task up there. */
+uint64_t perf_python_read_end(const struct perf_python *pp, unsigned vcpu, uint32_t h);
+
+/*
+ * The sample of read h is filed: its task from the timeline (at_sample;
+ * NULL: none) and the task at the read's end (at_end; NULL: not known).
+ * The held frames as chain words (PYNAMES_WORD(), innermost first) into
+ * w[0..PYFRAMES_MAX_DEPTH) when both are the same run of the task the
+ * read was for; else none, counted.  Frees h (and any older read of vcpu).
+ * Returns the words.
+ */
+unsigned perf_python_chain(struct perf_python *pp, unsigned vcpu, uint32_t h,
+			   const struct timeline_task *at_sample,
+			   const struct timeline_task *at_end, uint64_t *w);
+
+/* The drain thread publishes its counters (after a pass); any thread
+ * reads the last ones published. */
+void perf_python_publish_stats(struct perf_python *pp);
+void perf_python_get_stats(struct perf_python *pp, struct perf_python_stats *out);
+
+#endif /* OPVM_PERF_PYTHON_H */
