@@ -153,7 +153,8 @@ static json_t *intro_json(const struct cguest *g)
 		return json_pack("{s:s}", "mode", introspect_mode_name(g->intro_mode));
 	s = introspect_get_stats(g->intro);
 	o = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-		"mode", introspect_mode_name(g->intro_mode), "state", s->state,
+		"mode", introspect_mode_name(g->intro_mode), "state",
+		introspect_state_name(s->state),
 		"release", s->release,
 		"vmcoreinfo_gpa", json_hex(s->vmcoreinfo_gpa),
 		"kernel_offset", json_hex(s->kernel_offset),

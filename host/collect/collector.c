@@ -633,10 +633,10 @@ static void intro_poll(struct cguest *g, uint64_t now)
 		gstate_set_walks(g->gs, introspect_get_stats(g->intro)->walks);
 	/* searching during boot, or found and its processes not walked yet
 	 * (BTF read): the first walk is a sync or two away */
-	gstate_set_procs_expected(g->gs, (!strcmp(introspect_get_stats(g->intro)->state,
-						  "searching") &&
+	gstate_set_procs_expected(g->gs, (introspect_get_stats(g->intro)->state ==
+					  INTROSPECT_SEARCHING &&
 					  introspect_get_stats(g->intro)->passes < 30) ||
-				  (!strcmp(introspect_get_stats(g->intro)->state, "ready") &&
+				  (introspect_get_stats(g->intro)->state == INTROSPECT_READY &&
 				   introspect_get_stats(g->intro)->btf_bytes &&
 				   !introspect_get_stats(g->intro)->procs_live));
 	if (gstate_get_hello(g->gs) && introspect_get_stats(g->intro)->walks != walks)
@@ -673,7 +673,7 @@ static int ksyms_need(const struct cguest *g, uint64_t now)
 		return OPVM_KSYMS_WANT_MODULES;
 	/* introspection's table first, even with a System.map: sent while
 	 * the relay's is open, the two would interleave */
-	if (s && !strcmp(s->state, "searching") && now - g->word_wait_ms < KSYMS_INTRO_WAIT_MS)
+	if (s && s->state == INTROSPECT_SEARCHING && now - g->word_wait_ms < KSYMS_INTRO_WAIT_MS)
 		return -1;
 	if (g->c->cfg.symbols.system_map)
 		return OPVM_KSYMS_WANT_MODULES;

@@ -193,10 +193,10 @@ static double bench_kallsyms(struct ximage *x, uint32_t n, const char *what)
 			return -1;
 		in = introspect_new(m, NULL);
 		t0 = cpu_ms();
-		for (int i = 1; i < 16 && !strcmp(introspect_get_stats(in)->state, "searching"); i++)
+		for (int i = 1; i < 16 && introspect_get_stats(in)->state == INTROSPECT_SEARCHING; i++)
 			introspect_poll(in, (uint64_t)i, sink, &bytes);	/* a scan step each */
 		t0 = cpu_ms() - t0;
-		if (strcmp(introspect_get_stats(in)->state, "ready") ||
+		if (introspect_get_stats(in)->state != INTROSPECT_READY ||
 		    introspect_get_stats(in)->nr_syms != n) {
 			fprintf(stderr, "bench-introspect: the table was not found (%s)\n", what);
 			return -1;

@@ -176,7 +176,7 @@ static const struct introspect_stats *run(struct introspect *in, struct capture 
 {
 	for (int i = 0; i < n; i++) {
 		assert_int_equal(introspect_poll(in, 1000000u * (uint64_t)(i + 1), capture, c), 0);
-		if (strcmp(introspect_get_stats(in)->state, "searching"))
+		if (introspect_get_stats(in)->state != INTROSPECT_SEARCHING)
 			break;
 	}
 	return introspect_get_stats(in);
@@ -195,7 +195,7 @@ static void test_kallsyms_from_memory(void **state)
 	in = introspect_new(g.m, &cfg);
 	assert_non_null(in);
 	st = run(in, c, 20);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_int_equal(st->vmcoreinfo_gpa, VMCI_PA);
 	assert_int_equal(st->pgd_gpa, XI_PGD_PA);
 	assert_string_equal(st->release, "6.1.0-test");
@@ -345,7 +345,7 @@ static void test_lying_vmcoreinfo(void **state)
 	in = introspect_new(g.m, NULL);
 	assert_non_null(in);
 	st = run(in, c, 5);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_int_equal(st->vmcoreinfo_gpa, VMCI_PA);
 	assert_int_equal(st->refused, 2);
 	assert_int_equal(c->ends, 1);
@@ -355,7 +355,7 @@ static void test_lying_vmcoreinfo(void **state)
 	memset(g.x.ram + 0x500000, 0, 8192);
 	in = introspect_new(g.m, NULL);
 	st = run(in, c, 4);
-	assert_string_equal(st->state, "searching");
+	assert_int_equal(st->state, INTROSPECT_SEARCHING);
 	assert_true(st->passes >= 1);
 	assert_true(st->scanned_bytes <= 4ull * RAM);
 	introspect_free(in);
@@ -444,7 +444,7 @@ static void test_processes(void **state)
 	in = introspect_new(g.m, NULL);
 	assert_non_null(in);
 	st = run(in, c, 3);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_true(st->btf_bytes > 0);
 	/* no `modules` in its kallsyms: modules not read, and said why */
 	assert_null(st->modules);
@@ -502,12 +502,12 @@ static void test_reboot(void **state)
 	memcpy(saved, g.x.ram + VMCI_PA, sizeof(saved));
 	g.x.ram[VMCI_PA + 12] ^= 1;
 	introspect_poll(in, 20000000, capture, c);
-	assert_string_equal(st->state, "searching");
+	assert_int_equal(st->state, INTROSPECT_SEARCHING);
 	assert_int_equal(st->reboots, 1);
 	assert_int_equal(c->exits, 20);
 	memcpy(g.x.ram + VMCI_PA, saved, sizeof(saved));
 	introspect_poll(in, 21000000, capture, c);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_int_equal(c->procs, 40);
 	assert_int_equal(c->ends, 2);
 	assert_int_equal(st->ksyms_sent, 6);
@@ -754,7 +754,7 @@ static void test_current_task(void **state)
 	assert_non_null(in);
 	assert_int_equal(introspect_current(in, 0, &cur), -ENOENT);	/* not found yet */
 	st = run(in, c, 3);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_int_equal(introspect_current(in, 0, &cur), 0);
 	assert_int_equal(cur.task, XT_INIT_VA);
 	assert_int_equal(cur.tid, 0);
@@ -812,7 +812,7 @@ static void test_mappings(void **state)
 	in = introspect_new(g.m, NULL);
 	assert_non_null(in);
 	st = run(in, c, 3);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_non_null(st->maps);
 	assert_int_equal(c->cookies, 2);
 	assert_string_equal(c->cookie_path[0], "/usr/bin/prog");
@@ -898,7 +898,7 @@ static void test_lying_maps(void **state)
 	xi_put64(&g.x, XT_MM_VA + 8 * 0x100 + XM_MT + 8, XV_VMA(8, 0));
 	in = introspect_new(g.m, NULL);
 	st = run(in, c, 3);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_non_null(st->maps);
 	assert_int_equal(st->tasks, XT_MAX);
 	assert_int_equal(st->maps->tree_cut, 1);	/* 1: the depth cap */
@@ -944,7 +944,7 @@ static void test_vma_list(void **state)
 	assert_non_null(in);
 	st = run(in, c, 3);
 	xt_vma_list = 0;
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_non_null(st->maps);
 	assert_string_equal(st->maps->walk, "vma_list");
 	assert_int_equal(c->cookies, 2);
@@ -1018,7 +1018,7 @@ static void modules_one(int mem)
 	kguest_new(&g, 3);
 	in = introspect_new(g.m, NULL);
 	st = run(in, c, 3);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_non_null(st->modules);
 	assert_string_equal(st->modules_layout, mem ? "mem" : "core_layout");
 	assert_int_equal(st->nr_modules, 3);

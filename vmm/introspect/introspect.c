@@ -45,12 +45,9 @@
 /* __START_KERNEL_map: where x86-64 maps the kernel image, phys_base on */
 #define PHYS_LIMIT		(1ull << 52)	/* x86-64's physical address width */
 
-enum state { ST_SEARCHING, ST_READY, ST_FAILED };
-
 struct introspect {
 	struct guestmem *m;
 	struct introspect_config cfg;
-	enum state state;
 	uint64_t cursor;		/* scan position (guest-physical) */
 	uint64_t pass_ms;		/* when the current pass started */
 	bool waiting;			/* a pass found nothing: wait retry_ms */
@@ -117,6 +114,11 @@ const char *introspect_mode_name(enum introspect_mode m)
 	return m == INTROSPECT_OFF ? "off" : m == INTROSPECT_ONLY ? "only" : "auto";
 }
 
+const char *introspect_state_name(enum introspect_state s)
+{
+	return s == INTROSPECT_READY ? "ready" : s == INTROSPECT_FAILED ? "failed" : "searching";
+}
+
 struct introspect *introspect_new(struct guestmem *m, const struct introspect_config *cfg)
 {
 	struct introspect *in;
@@ -135,7 +137,6 @@ struct introspect *introspect_new(struct guestmem *m, const struct introspect_co
 		in->cfg.scan_bytes = SCAN_BYTES_DEFAULT;
 	if (!in->cfg.retry_ms)
 		in->cfg.retry_ms = RETRY_MS_DEFAULT;
-	in->st.state = "searching";
 	return in;
 }
 
@@ -165,7 +166,7 @@ void introspect_module_active(struct introspect *in)
 	in->module_active = true;
 	/* a HELLO says a kernel runs, so its VMCOREINFO is there: the next
 	 * poll scans at once, whatever the back-off of a long boot */
-	if (in->state == ST_SEARCHING)
+	if (in->st.state == INTROSPECT_SEARCHING)
 		in->waiting = false;
 }
 
@@ -696,7 +697,7 @@ static void mods_refresh(struct introspect *in, uint64_t now)
 
 void introspect_finish(struct introspect *in, introspect_emit_fn fn, void *arg)
 {
-	if (!in || !fn || in->state != ST_READY || !in->have_mods || in->module_active ||
+	if (!in || !fn || in->st.state != INTROSPECT_READY || !in->have_mods || in->module_active ||
 	    in->cfg.no_ksyms || !in->nr_mods || mods_sig(in->mods, in->nr_mods) == in->mods_sig)
 		return;
 	in->emit = fn;
@@ -805,8 +806,7 @@ static void search(struct introspect *in, uint64_t now, uint64_t t0)
 		in->cursor = gpa + 4096;	/* go on past it */
 		return;
 	}
-	in->state = ST_READY;
-	in->st.state = "ready";
+	in->st.state = INTROSPECT_READY;
 	if (!(in->vi.have & VMCI_KALLSYMS) && kallsyms_search(in)) {
 		in->st.refused++;
 		return;
@@ -847,8 +847,7 @@ static bool rebooted(struct introspect *in)
 	in->have_offsets = false;
 	in->start_btf = in->stop_btf = in->init_task = in->st.text_addr = 0;
 	in->per_cpu_offset = in->current_task = in->pcpu_hot = 0;
-	in->state = ST_SEARCHING;
-	in->st.state = "searching";
+	in->st.state = INTROSPECT_SEARCHING;
 	in->st.reboots++;
 	in->st.kallsyms_from = NULL;
 	in->st.vmcoreinfo_gpa = in->st.pgd_gpa = 0;
@@ -865,9 +864,9 @@ int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn f
 		return -EINVAL;
 	in->emit = fn;
 	in->emit_arg = arg;
-	if (in->state == ST_SEARCHING)
+	if (in->st.state == INTROSPECT_SEARCHING)
 		search(in, now_ms, util_now_ms());
-	else if (in->state == ST_READY && !rebooted(in) && in->have_offsets) {
+	else if (in->st.state == INTROSPECT_READY && !rebooted(in) && in->have_offsets) {
 		/* modules first: a task's record may file the samples waiting
 		 * in the rings, and those in a module just loaded need it */
 		mods_refresh(in, now_ms);
@@ -905,7 +904,7 @@ int introspect_current_info(struct introspect *in, unsigned nr_cpus, struct kcur
 	unsigned found = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (in->state != ST_READY || !in->have_offsets || !in->per_cpu_offset || !off)
+	if (in->st.state != INTROSPECT_READY || !in->have_offsets || !in->per_cpu_offset || !off)
 		return -ENOENT;
 	out->nr = nr_cpus < KCURRENT_MAX_CPUS ? nr_cpus : KCURRENT_MAX_CPUS;
 	out->pgd_gpa = in->st.pgd_gpa;
@@ -958,7 +957,7 @@ int introspect_task_by_sp(struct introspect *in, uint64_t sp, uint32_t *tgid, bo
 {
 	const struct kstack *k;
 
-	if (!in || in->state != ST_READY || !in->have_offsets || !in->st.walks)
+	if (!in || in->st.state != INTROSPECT_READY || !in->have_offsets || !in->st.walks)
 		return -ENOENT;
 	if (!in->stacks || in->stacks_walk != in->st.walks)
 		stacks_make(in);

@@ -61,8 +61,18 @@ struct introspect_config {
  * valid during the call. */
 typedef void (*introspect_emit_fn)(void *arg, const void *rec, size_t len);
 
+/* Where the search for the guest's kernel stands. */
+enum introspect_state {
+	INTROSPECT_SEARCHING = 0,	/* scanning guest RAM for VMCOREINFO */
+	INTROSPECT_READY,		/* found: kallsyms, processes, modules */
+	INTROSPECT_FAILED,		/* given up (not reached by today's
+					 * search: it backs off instead) */
+};
+/* "searching", "ready", "failed": session.json's words for them. */
+const char *introspect_state_name(enum introspect_state s);
+
 struct introspect_stats {
-	const char *state;		/* "searching", "ready", "failed" */
+	enum introspect_state state;
 	uint64_t passes;		/* full scans of RAM that found nothing */
 	uint64_t scanned_bytes;
 	uint64_t vmcoreinfo_gpa;	/* 0: not found yet */
