@@ -337,7 +337,7 @@ static int callgraph_json(struct collector *c, struct cguest *g, json_t *root)
  * any.  NULL: none known (errno 0), or ENOMEM. */
 static json_t *kernel_json(const struct cguest *g)
 {
-	const struct gstate_hello *h = gstate_get_hello(g->gs);
+	const struct chan_hello *h = gstate_get_hello(g->gs);
 	json_t *k;
 
 	if (!h)

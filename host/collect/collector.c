@@ -388,29 +388,17 @@ int cguest_set_channel(struct cguest *g, int fd, int (*reconnect)(void *arg), vo
  * Tells the sampler what the newest HELLO says (slot array, switch rings).
  * The collector is the only reader of the channel, so this is how a
  * backend learns it; only the last of several HELLOs in one read matters.
+ * The model's own copy goes: one HELLO type (lib/channel.h), checked once.
  */
 static void hello_tell(struct cguest *g)
 {
-	const struct gstate_hello *h = gstate_get_hello(g->gs);
+	const struct chan_hello *h = gstate_get_hello(g->gs);
 	uint64_t n = gstate_get_stats(g->gs)->hellos;
-	struct sampler_hello sh;
 
 	if (!h || n == g->hellos_told || !g->smp || !g->smp->ops->guest_hello)
 		return;
 	g->hellos_told = n;
-	sh = (struct sampler_hello){
-		.slot_pa = h->slot_pa,
-		.slot_size = h->slot_size,
-		.nr_slots = h->nr_cpus,
-		.switch_pa = h->switch_pa,
-		.switch_stride = h->switch_stride,
-		.switch_entries = h->switch_entries,
-		.tsc_khz = h->tsc_khz,
-		.anchor_addr = h->anchor_addr,
-	};
-	snprintf(sh.anchor_name, sizeof(sh.anchor_name), "%s", h->anchor_name);
-	snprintf(sh.release, sizeof(sh.release), "%s", h->release);
-	g->smp->ops->guest_hello(g->smp, &sh);
+	g->smp->ops->guest_hello(g->smp, h);
 	g->orc_told = (struct sampler_orc){ 0 };	/* a new boot's come next */
 }
 
