@@ -31,7 +31,6 @@
 #include "vmm/introspect/introspect.h"
 #include "vmm/introspect/kcurrent.h"
 #include "vmm/introspect/kmods.h"
-#include "vmm/introspect/ktasks.h"
 #include "vmm/introspect/kvmas.h"
 #include "vmm/sampler.h"
 #include "lib/util.h"

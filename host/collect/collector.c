@@ -37,7 +37,6 @@
 #include "host/collect/attribution.h"
 #include "vmm/introspect/introspect.h"
 #include "vmm/introspect/kcurrent.h"
-#include "vmm/introspect/ktasks.h"
 #include "vmm/sampler.h"
 #include "lib/util.h"
 
@@ -414,8 +413,7 @@ static void orc_tell(struct cguest *g)
 		return;
 	/* Without a HELLO the release comes from the guest's memory. */
 	if (!g->hellos_told)
-		snprintf(o.release, sizeof(o.release), "%s",
-			 introspect_get_stats(g->intro)->release);
+		snprintf(o.release, sizeof(o.release), "%s", g->intro_release);
 	if (!memcmp(&o, &g->orc_told, sizeof(o)))
 		return;
 	g->orc_told = o;
@@ -509,6 +507,10 @@ void cguest_set_sampler(struct cguest *g, struct sampler *s)
 
 /* ---- introspection ----------------------------------------------------------- */
 
+static void intro_record(void *arg, const void *rec, size_t len);
+static void intro_walked(void *arg, const struct introspect_walk *w);
+static void intro_progress(void *arg, const struct introspect_progress *p);
+
 int cguest_set_introspect(struct cguest *g, struct guestmem *mem, enum introspect_mode mode)
 {
 	struct introspect_config ic = { .no_ksyms = g && g->c->cfg.fetch.off };
@@ -528,43 +530,70 @@ int cguest_set_introspect(struct cguest *g, struct guestmem *mem, enum introspec
 		return err;
 	}
 	decoder_set_record_fn(g->idec, on_record, g);
+	g->intro_tool = (struct introspect_tool){ .arg = g, .record = intro_record,
+						  .walked = intro_walked,
+						  .progress = intro_progress };
 	/* from the first sample on: the first search is a sync away */
 	gstate_set_procs_expected(g->gs, true);
 	return 0;
 }
 
-static void intro_emit(void *arg, const void *rec, size_t len)
+/* Introspection's records go through their own decoder (their own framing
+ * and sequence) into the same model, fetch and callbacks as the
+ * channel's. */
+static void intro_record(void *arg, const void *rec, size_t len)
 {
 	struct cguest *g = arg;
+	struct opvm_rec_hdr h;
 
+	memcpy(&h, rec, sizeof(h));
+	if (le16toh(h.type) == OPVM_REC_KSYMS)
+		g->intro_ksyms_records++;
 	decoder_feed(g->idec, rec, len);
 }
 
-/* One bounded step of introspection.  Its kernel symbols are sent only
- * while the guest module's relay has sent none: two transfers into one
- * kallsyms file would interleave. */
-/* opvm.ko's model against introspection's last walk: the processes with
- * an address space, each compared by CR3 (normalised) and name. */
-static void intro_crosscheck(struct cguest *g)
+/* opvm.ko's model against introspection's walk: the processes with an
+ * address space, each compared by CR3 (normalised) and name. */
+static void intro_walked(void *arg, const struct introspect_walk *w)
 {
-	size_t n;
-	const struct ktask *t = introspect_tasks(g->intro, &n);
+	struct cguest *g = arg;
 
+	if (!gstate_get_hello(g->gs))
+		return;		/* no second source to check */
 	g->xc_walks++;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < w->nr_tasks; i++) {
+		const struct introspect_task *t = &w->tasks[i];
 		const struct gstate_process *p;
 
-		if (!t[i].cr3)
+		if (!t->cr3)
 			continue;	/* kernel threads: the module sends 0 too */
 		g->xc_seen++;
-		p = gstate_proc_by_tgid(g->gs, t[i].tgid);
+		p = gstate_proc_by_tgid(g->gs, t->tgid);
 		if (!p)
 			g->xc_missing++;
-		else if (p->cr3 == opvm_cr3_normalise(t[i].cr3) && !strcmp(p->comm, t[i].comm))
+		else if (p->cr3 == opvm_cr3_normalise(t->cr3) && !strcmp(p->comm, t->comm))
 			g->xc_agree++;
 		else
 			g->xc_differ++;
 	}
+}
+
+/* What introspection's search means to the model: whether processes
+ * (and their mappings) are announced, or soon will be. */
+static void intro_progress(void *arg, const struct introspect_progress *p)
+{
+	struct cguest *g = arg;
+
+	g->intro_state = p->state;
+	g->intro_ksyms_sent = p->ksyms_sent;
+	snprintf(g->intro_release, sizeof(g->intro_release), "%s", p->release);
+	if (p->procs_live)
+		gstate_set_procs_walked(g->gs);
+	if (p->procs_live && p->maps)
+		gstate_set_maps_walked(g->gs);
+	if (p->procs_live)
+		gstate_set_walks(g->gs, p->walks);
+	gstate_set_procs_expected(g->gs, p->procs_expected);
 }
 
 static bool current_same(const struct kcurrent_info *a, const struct kcurrent_info *b)
@@ -595,40 +624,25 @@ static void current_tell(struct cguest *g)
 
 static void ksyms_word(struct cguest *g, uint64_t now);
 
+/* One bounded step of introspection; what it finds comes back through
+ * g->intro_tool.  Its kernel symbols are sent only while the guest
+ * module's relay has sent none: two transfers into one kallsyms file
+ * would interleave. */
 static void intro_poll(struct cguest *g, uint64_t now)
 {
 	const struct fetch_stats *fs = fetch_get_stats(g->fetch);
-	uint64_t walks;
 
 	if (!g->intro)
 		return;
-	/* the relay sends all of them (asked, or it predates the word): two
-	 * whole tables into one kallsyms file would interleave.  The fetch
-	 * counts introspection's own records too: only more are the relay's */
-	if (fs->ksyms_records > introspect_get_stats(g->intro)->ksyms_records &&
-	    !fs->ksyms_asked_modules && !fs->ksyms_asked_none &&
-	    g->intro_mode == INTROSPECT_AUTO)
+	/* the relay sends all of them (asked, or it predates the word).  The
+	 * fetch counts introspection's own records too: only more are the
+	 * relay's */
+	if (fs->ksyms_records > g->intro_ksyms_records && !fs->ksyms_asked_modules &&
+	    !fs->ksyms_asked_none && g->intro_mode == INTROSPECT_AUTO)
 		introspect_no_ksyms(g->intro);
 	if (gstate_get_hello(g->gs) && g->intro_mode == INTROSPECT_AUTO)
 		introspect_module_active(g->intro);
-	walks = introspect_get_stats(g->intro)->walks;
-	introspect_poll(g->intro, now, intro_emit, g);
-	if (introspect_get_stats(g->intro)->procs_live)
-		gstate_set_procs_walked(g->gs);
-	if (introspect_get_stats(g->intro)->procs_live && introspect_get_stats(g->intro)->maps)
-		gstate_set_maps_walked(g->gs);
-	if (introspect_get_stats(g->intro)->procs_live)
-		gstate_set_walks(g->gs, introspect_get_stats(g->intro)->walks);
-	/* searching during boot, or found and its processes not walked yet
-	 * (BTF read): the first walk is a sync or two away */
-	gstate_set_procs_expected(g->gs, (introspect_get_stats(g->intro)->state ==
-					  INTROSPECT_SEARCHING &&
-					  introspect_get_stats(g->intro)->passes < 30) ||
-				  (introspect_get_stats(g->intro)->state == INTROSPECT_READY &&
-				   introspect_get_stats(g->intro)->btf_bytes &&
-				   !introspect_get_stats(g->intro)->procs_live));
-	if (gstate_get_hello(g->gs) && introspect_get_stats(g->intro)->walks != walks)
-		intro_crosscheck(g);
+	introspect_poll(g->intro, now, &g->intro_tool);
 	orc_tell(g);
 	current_tell(g);
 	cguest_memsyms_poll(g, false);
@@ -652,16 +666,14 @@ static void intro_poll(struct cguest *g, uint64_t now)
  */
 static int ksyms_need(const struct cguest *g, uint64_t now)
 {
-	const struct introspect_stats *s;
-
 	if (g->c->cfg.fetch.off)
 		return OPVM_KSYMS_WANT_NONE;	/* --no-fetch: nothing is kept */
-	s = g->intro ? introspect_get_stats(g->intro) : NULL;
-	if (s && s->ksyms_sent)
+	if (g->intro && g->intro_ksyms_sent)
 		return OPVM_KSYMS_WANT_MODULES;
 	/* introspection's table first, even with a System.map: sent while
 	 * the relay's is open, the two would interleave */
-	if (s && s->state == INTROSPECT_SEARCHING && now - g->word_wait_ms < KSYMS_INTRO_WAIT_MS)
+	if (g->intro && g->intro_state == INTROSPECT_SEARCHING &&
+	    now - g->word_wait_ms < KSYMS_INTRO_WAIT_MS)
 		return -1;
 	if (g->c->cfg.symbols.system_map)
 		return OPVM_KSYMS_WANT_MODULES;
@@ -920,7 +932,7 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 	if (!final)
 		intro_poll(g, now);
 	else if (g->intro)
-		introspect_finish(g->intro, intro_emit, g);	/* symbols still owed */
+		introspect_finish(g->intro, &g->intro_tool);	/* symbols still owed */
 	if (!final)
 		python_tell(g);
 	/* samples that could not be filed are counted (store_errors), and

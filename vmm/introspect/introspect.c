@@ -60,8 +60,7 @@ struct introspect {
 		uint8_t bytes[OPVM_REC_MAX];
 	} rec;
 	unsigned long used;
-	introspect_emit_fn emit;
-	void *emit_arg;
+	const struct introspect_tool *tool;	/* this poll's */
 	/* symbols the task walk needs, from kallsyms */
 	uint64_t start_btf, stop_btf, init_task;
 	/* each CPU's current task: __per_cpu_offset[] and the per-CPU
@@ -81,6 +80,8 @@ struct introspect {
 	/* the last walk (sorted by tgid) and the one being made */
 	struct ktask *tasks, *walk;
 	size_t nr_tasks;
+	struct introspect_task *told;	/* tasks as introspect_tool.walked
+					 * gets them, KTASKS_MAX, or NULL */
 	struct ktasks_stats wst;
 	/* loadable modules: the list head (kallsyms), the offsets (BTF), the
 	 * last walk (sorted by name) and the one being made */
@@ -145,6 +146,7 @@ void introspect_free(struct introspect *in)
 	if (!in)
 		return;
 	free(in->tasks);
+	free(in->told);
 	free(in->walk);
 	free(in->stacks);
 	free(in->mods);
@@ -175,12 +177,6 @@ const struct introspect_stats *introspect_get_stats(const struct introspect *in)
 	return &in->st;
 }
 
-const struct ktask *introspect_tasks(const struct introspect *in, size_t *n)
-{
-	*n = in->tasks ? in->nr_tasks : 0;
-	return in->tasks;
-}
-
 /* Header and padding of a record built in place, then out it goes. */
 static void emit(struct introspect *in, void *rec, unsigned type, size_t len)
 {
@@ -193,7 +189,7 @@ static void emit(struct introspect *in, void *rec, unsigned type, size_t len)
 	h->len = htole32((uint32_t)padded);
 	h->seq = htole32(in->seq++);
 	h->reserved = 0;
-	in->emit(in->emit_arg, rec, padded);
+	in->tool->record(in->tool->arg, rec, padded);
 	if (type == OPVM_REC_KSYMS)
 		in->st.ksyms_records++;
 }
@@ -695,15 +691,15 @@ static void mods_refresh(struct introspect *in, uint64_t now)
 	in->st.modsyms_us = (uint64_t)(util_now_ns() - t0) / 1000;
 }
 
-void introspect_finish(struct introspect *in, introspect_emit_fn fn, void *arg)
+void introspect_finish(struct introspect *in, const struct introspect_tool *t)
 {
-	if (!in || !fn || in->st.state != INTROSPECT_READY || !in->have_mods || in->module_active ||
+	if (!in || !t || !t->record || in->st.state != INTROSPECT_READY || !in->have_mods || in->module_active ||
 	    in->cfg.no_ksyms || !in->nr_mods || mods_sig(in->mods, in->nr_mods) == in->mods_sig)
 		return;
-	in->emit = fn;
-	in->emit_arg = arg;
+	in->tool = t;
 	in->mods_sig = mods_sig(in->mods, in->nr_mods);
 	modsyms_send(in);
+	in->tool = NULL;
 }
 
 /* ---- finding the kernel --------------------------------------------------- */
@@ -858,12 +854,52 @@ static bool rebooted(struct introspect *in)
 	return true;
 }
 
-int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn fn, void *arg)
+/* The walk just made, to the tool (introspect_tool.walked). */
+static void walked_tell(struct introspect *in, const struct introspect_tool *t)
 {
-	if (!in || !fn)
+	struct introspect_walk w = { .walks = in->st.walks };
+
+	if (!in->told)
+		in->told = malloc(KTASKS_MAX * sizeof(*in->told));
+	for (size_t i = 0; in->told && in->tasks && i < in->nr_tasks; i++) {
+		in->told[i] = (struct introspect_task){ .tgid = in->tasks[i].tgid,
+							.cr3 = in->tasks[i].cr3 };
+		memcpy(in->told[i].comm, in->tasks[i].comm, sizeof(in->told[i].comm));
+	}
+	w.tasks = in->told;
+	w.nr_tasks = in->told && in->tasks ? in->nr_tasks : 0;
+	t->walked(t->arg, &w);
+}
+
+/* Where the search stands, to the tool (introspect_tool.progress). */
+static void progress_tell(const struct introspect *in, const struct introspect_tool *t)
+{
+	const struct introspect_stats *st = &in->st;
+	struct introspect_progress p = {
+		.state = st->state,
+		/* searching during boot, or found and its processes not walked
+		 * yet (BTF read): the first walk is a sync or two away */
+		.procs_expected = (st->state == INTROSPECT_SEARCHING &&
+				   st->passes < RETRY_BACKOFF_PASSES) ||
+				  (st->state == INTROSPECT_READY && st->btf_bytes && !st->procs_live),
+		.procs_live = st->procs_live,
+		.maps = st->maps != NULL,
+		.walks = st->walks,
+		.ksyms_sent = st->ksyms_sent != 0,
+		.release = st->release,
+	};
+
+	t->progress(t->arg, &p);
+}
+
+int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introspect_tool *t)
+{
+	uint64_t walks;
+
+	if (!in || !t || !t->record)
 		return -EINVAL;
-	in->emit = fn;
-	in->emit_arg = arg;
+	in->tool = t;
+	walks = in->st.walks;
 	if (in->st.state == INTROSPECT_SEARCHING)
 		search(in, now_ms, util_now_ms());
 	else if (in->st.state == INTROSPECT_READY && !rebooted(in) && in->have_offsets) {
@@ -872,6 +908,11 @@ int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn f
 		mods_refresh(in, now_ms);
 		tasks_refresh(in, !in->module_active);
 	}
+	if (t->walked && in->st.walks != walks)
+		walked_tell(in, t);
+	if (t->progress)
+		progress_tell(in, t);
+	in->tool = NULL;	/* the caller's: nothing is emitted between polls */
 	return 0;
 }
 

@@ -57,10 +57,6 @@ struct introspect_config {
 	int no_ksyms;		/* 1: send no KSYMS */
 };
 
-/* One record of the wire format, len bytes (8-aligned, header included),
- * valid during the call. */
-typedef void (*introspect_emit_fn)(void *arg, const void *rec, size_t len);
-
 /* Where the search for the guest's kernel stands. */
 enum introspect_state {
 	INTROSPECT_SEARCHING = 0,	/* scanning guest RAM for VMCOREINFO */
@@ -147,6 +143,50 @@ struct introspect_stats {
 	} memsyms;
 };
 
+/*
+ * What introspection hands on, and how: one table of callbacks, in the
+ * manner of perf's struct perf_tool, given to each poll.  Introspection is
+ * a source; whoever consumes it (the collector) learns what it found from
+ * these calls alone, never by reading its statistics to decide what to
+ * copy.  Every pointer argument is valid during the call only.
+ */
+struct introspect_task {		/* one process of a walk */
+	uint32_t tgid;
+	uint64_t cr3;			/* as the kernel has it (not normalised);
+					 * 0: a kernel thread */
+	char comm[16 + 1];
+};
+struct introspect_walk {
+	uint64_t walks;			/* walks so far, this one counted */
+	const struct introspect_task *tasks;	/* sorted by tgid */
+	size_t nr_tasks;
+};
+struct introspect_progress {
+	enum introspect_state state;
+	/* Processes will be announced soon: still searching early in the
+	 * boot, or found and the first walk not done yet.  A sample of an
+	 * address space nobody named is then worth holding. */
+	bool procs_expected;
+	bool procs_live;		/* a walk announced the processes */
+	bool maps;			/* and each one's executable mappings */
+	uint64_t walks;			/* of the process list, so far */
+	bool ksyms_sent;		/* vmlinux's symbols went as KSYMS */
+	const char *release;		/* the kernel's; "" before it is found */
+};
+struct introspect_tool {
+	void *arg;			/* passed to every callback */
+	/* One record of the wire format (guest-kmod/opvm_proto.h), the
+	 * channel's own: len bytes, 8-aligned, header included.  Must not be
+	 * NULL. */
+	void (*record)(void *arg, const void *rec, size_t len);
+	/* The process list was walked during this poll (whether its
+	 * records went out or opvm.ko speaks for the guest): the processes
+	 * it found, to compare with another source.  May be NULL. */
+	void (*walked)(void *arg, const struct introspect_walk *w);
+	/* At the end of every poll: where the search stands.  May be NULL. */
+	void (*progress)(void *arg, const struct introspect_progress *p);
+};
+
 /* Returns NULL and sets errno.  cfg may be NULL for the defaults. */
 struct introspect *introspect_new(struct guestmem *m, const struct introspect_config *cfg);
 void introspect_free(struct introspect *in);	/* NULL-safe */
@@ -154,7 +194,7 @@ void introspect_free(struct introspect *in);	/* NULL-safe */
 /* Stops sending KSYMS (the guest module sends its own). */
 void introspect_no_ksyms(struct introspect *in);
 /* opvm.ko speaks for the guest: no more process records (the process
- * list is still walked, for introspect_tasks()).  KSYMS still go: its
+ * list is still walked, for introspect_tool.walked).  KSYMS still go: its
  * relay sends vmlinux's symbols only when the host asks, and the host
  * asks when introspection has none (introspect_no_ksyms() stops them).
  * The first call also ends a search's back-off: the next poll scans. */
@@ -167,19 +207,13 @@ void introspect_module_active(struct introspect *in);
  * monotonic clock.  Returns 0, or -errno for a host-side failure (never
  * for what the guest's memory holds).
  */
-int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn emit,
-		    void *arg);
+int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introspect_tool *t);
 
 /* The session's end: the modules' symbols still owed (their set changed
  * less than 2 s after the last transfer) go out now, from the last walk. */
-void introspect_finish(struct introspect *in, introspect_emit_fn emit, void *arg);
+void introspect_finish(struct introspect *in, const struct introspect_tool *t);
 
 const struct introspect_stats *introspect_get_stats(const struct introspect *in);
-
-/* The last walk of the process list, sorted by tgid (n: how many), valid
- * until the next poll: for cross-checking opvm.ko's view. */
-struct ktask;
-const struct ktask *introspect_tasks(const struct introspect *in, size_t *n);
 
 /*
  * The task guest CPU cpu runs now (its per-CPU current-task pointer; see
