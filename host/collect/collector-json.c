@@ -30,8 +30,6 @@
 #include "host/collect/attribution.h"
 #include "vmm/introspect/introspect.h"
 #include "vmm/introspect/kcurrent.h"
-#include "vmm/introspect/kmods.h"
-#include "vmm/introspect/kvmas.h"
 #include "vmm/sampler.h"
 #include "lib/util.h"
 

@@ -1061,9 +1061,16 @@ static void memsyms_count(struct introspect *in, int rc, const struct memsyms_re
 		snprintf(s->last_refusal, sizeof(s->last_refusal), "%s", r->why);
 }
 
-int introspect_image_syms(struct introspect *in, uint64_t cr3, const struct memsyms_map *exec,
+int introspect_image_syms_current(const void *head, size_t len)
+{
+	return memsyms_current(head, len);
+}
+
+int introspect_image_syms(struct introspect *in, uint64_t cr3, const struct introspect_map *exec,
 			  const uint8_t *bid, size_t bid_len, void **out, size_t *len)
 {
+	const struct memsyms_map map = { .start = exec->start, .end = exec->end,
+					 .pgoff = exec->pgoff };
 	struct upage u = { in->m, opvm_cr3_normalise(cr3) };
 	struct memsyms_mem mem = { upage_read, &u };
 	uint64_t used = in->st.memsyms.pages + in->st.memsyms.pages_absent;
@@ -1081,7 +1088,7 @@ int introspect_image_syms(struct introspect *in, uint64_t cr3, const struct mems
 	}
 	lim.max_pages = INTROSPECT_MEMSYMS_PAGES - used < MEMSYMS_MAX_PAGES ?
 			(uint32_t)(INTROSPECT_MEMSYMS_PAGES - used) : MEMSYMS_MAX_PAGES;
-	rc = memsyms_read(&mem, exec, bid, bid_len, &lim, out, len, &r);
+	rc = memsyms_read(&mem, &map, bid, bid_len, &lim, out, len, &r);
 	memsyms_count(in, rc, &r);
 	in->st.memsyms.us += (uint64_t)(util_now_ns() - t0) / 1000;
 	return rc;

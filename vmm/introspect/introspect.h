@@ -37,8 +37,6 @@
 
 struct guestmem;
 struct introspect;
-struct kmods_stats;
-struct kvmas_stats;
 
 enum introspect_mode {
 	INTROSPECT_AUTO = 0,	/* when opvm.ko has not said it */
@@ -55,6 +53,53 @@ struct introspect_config {
 				 * 0: 1000, doubling after 30 such scans up
 				 * to 64 s */
 	int no_ksyms;		/* 1: send no KSYMS */
+};
+
+/* What the parts count, shown through struct introspect_stats: each
+ * process's executable mappings (kvmas.c) and the loadable modules
+ * (kmods.c).  Defined here, on the room's face, so that a reader of the
+ * statistics needs no header of the parts. */
+struct kvmas_stats {
+	const char *walk;		/* "maple_tree" (6.1 on) or "vma_list" */
+	uint64_t refreshes;
+	uint64_t procs_read;		/* mm trees walked */
+	uint64_t procs_unchanged;	/* not read: same mm, counts and root */
+	uint64_t procs_deferred;	/* left for the next refresh (budget) */
+	uint64_t nodes, vmas;		/* tree nodes and VMAs read */
+	uint64_t exec_maps;		/* executable file mappings in the last
+					 * refresh, all processes */
+	uint64_t maps_sent, munmaps_sent, cookies_sent;
+	uint64_t tree_bad;		/* walks stopped at a bad node: type,
+					 * pointer, pivots out of order; or
+					 * at a list's VMA out of order */
+	uint64_t tree_cut;		/* walks stopped at a cap: depth, nodes,
+					 * VMAs */
+	uint64_t vma_bad;		/* VMAs not read, or not where the tree
+					 * says */
+	uint64_t path_bad;		/* paths cut (depth, length, unreadable) */
+	uint64_t buildid_missing;	/* files whose build-id did not read */
+	uint64_t files_full;		/* file table full: emptied */
+	uint64_t refresh_us;		/* the last refresh */
+};
+
+struct kmods_stats {
+	uint64_t walks;
+	uint64_t cut;			/* walks stopped at a cycle that misses
+					 * the head, or at KMODS_MAX (kmods.h) */
+	uint64_t bad_ptr;		/* walks stopped at a pointer that is not
+					 * a kernel address or does not read */
+	uint64_t refused;		/* modules whose name or text lie */
+	uint64_t unformed;		/* modules still being loaded: skipped */
+	uint64_t sym_reads;		/* modules whose symbols were read */
+	uint64_t syms;			/* text symbols passed on */
+	uint64_t syms_outside;		/* text symbols outside the text (its
+					 * init code while it loads, or lies) */
+	uint64_t syms_bad;		/* names that did not read or end */
+	uint64_t syms_cut;		/* entries beyond KMODS_SYMS_MAX or the
+					 * name bytes beyond KMODS_STR_MAX
+					 * (kmods.h) */
+	uint64_t tables_bad;		/* mod_kallsyms that does not read */
+	uint64_t pages_unread;		/* symtab, typetab or strtab pages */
 };
 
 /* Where the search for the guest's kernel stands. */
@@ -257,8 +302,15 @@ int introspect_task_by_sp(struct introspect *in, uint64_t sp, uint32_t *tgid, bo
  */
 #define INTROSPECT_MEMSYMS_PAGES	65536u		/* 256 MiB a session */
 #define INTROSPECT_MEMSYMS_FILES	1024u
-struct memsyms_map;
-int introspect_image_syms(struct introspect *in, uint64_t cr3, const struct memsyms_map *exec,
+struct introspect_map {		/* an executable file mapping */
+	uint64_t start, end;		/* [start, end) */
+	uint64_t pgoff;			/* the file offset at start */
+};
+int introspect_image_syms(struct introspect *in, uint64_t cr3, const struct introspect_map *exec,
 			  const uint8_t *bid, size_t bid_len, void **out, size_t *len);
+/* Whether a file introspect_image_syms() made, from its first len bytes
+ * (an ELF header's at least), is of today's making: one made by an older
+ * opvm lacks the PLT's names and is made again.  1 or 0. */
+int introspect_image_syms_current(const void *head, size_t len);
 
 #endif /* OPVM_INTROSPECT_H */
