@@ -29,7 +29,6 @@
 #include "host/collect/store.h"
 #include "host/collect/attribution.h"
 #include "vmm/introspect/introspect.h"
-#include "vmm/introspect/kcurrent.h"
 #include "vmm/sampler.h"
 #include "lib/util.h"
 
@@ -193,7 +192,7 @@ static json_t *intro_json(const struct cguest *g)
 			"samples_agree", json_u64(ss.cur_agree),
 			"samples_differ", json_u64(ss.cur_differ)));
 		json_object_set_new(o, "current", json_pack("{s:b,s:o,s:o,s:o}",
-			"known", g->cur_told && g->cur_told->nr,
+			"known", g->cur_known,
 			"samples_named", json_u64(ss.cur_named), "bad", json_u64(ss.cur_bad),
 			"kernel_samples_without_task", json_u64(ss.kernel_no_task)));
 		/* those named afterwards by their kernel stack (boot) */

@@ -63,9 +63,9 @@ struct cguest {
 	uint64_t settled_seen;		/* fetch_settled() the sync was told */
 	struct sampler_orc orc_told;	/* what the sampler was told of this
 					 * boot's ORC tables (0: nothing) */
-	/* what the sampler was told of the current-task pointers
-	 * (guest_current); NULL: nothing yet */
-	struct kcurrent_info *cur_told;
+	/* the sampler was told where the current-task pointers are
+	 * (introspect_tool.current, guest_current) */
+	bool cur_known;
 	/* The CPython processes the sampler was told of (NULL: none yet),
 	 * and the guest state's generation they were looked for at. */
 	struct sampler_python *py_told;

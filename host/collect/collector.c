@@ -36,7 +36,6 @@
 #include "host/collect/store.h"
 #include "host/collect/attribution.h"
 #include "vmm/introspect/introspect.h"
-#include "vmm/introspect/kcurrent.h"
 #include "vmm/sampler.h"
 #include "lib/util.h"
 
@@ -121,7 +120,6 @@ static void guest_free(struct cguest *g)
 	fetch_free(g->fetch);
 	cguest_memsyms_free(g);
 	introspect_free(g->intro);
-	free(g->cur_told);
 	free(g->py_told);
 	decoder_free(g->idec);
 	decoder_free(g->dec);
@@ -488,6 +486,8 @@ static void python_tell(struct cguest *g)
 	g->py_told = set;
 }
 
+static void intro_tool_set(struct cguest *g);
+
 void cguest_set_sampler(struct cguest *g, struct sampler *s)
 {
 	if (!g)
@@ -496,8 +496,11 @@ void cguest_set_sampler(struct cguest *g, struct sampler *s)
 	g->smp_stopped = false;
 	g->gone = false;
 	g->hellos_told = 0;
-	free(g->cur_told);	/* the new sampler was told nothing */
-	g->cur_told = NULL;
+	g->cur_known = false;	/* the new sampler was told nothing */
+	if (g->intro) {
+		intro_tool_set(g);
+		introspect_current_again(g->intro);
+	}
 	free(g->py_told);
 	g->py_told = NULL;
 	g->py_gen = 0;
@@ -513,7 +516,8 @@ static void intro_progress(void *arg, const struct introspect_progress *p);
 
 int cguest_set_introspect(struct cguest *g, struct guestmem *mem, enum introspect_mode mode)
 {
-	struct introspect_config ic = { .no_ksyms = g && g->c->cfg.fetch.off };
+	struct introspect_config ic = { .no_ksyms = g && g->c->cfg.fetch.off,
+					.nr_cpus = g ? g->nr_vcpus : 0 };
 
 	if (!g)
 		return -EINVAL;
@@ -530,9 +534,7 @@ int cguest_set_introspect(struct cguest *g, struct guestmem *mem, enum introspec
 		return err;
 	}
 	decoder_set_record_fn(g->idec, on_record, g);
-	g->intro_tool = (struct introspect_tool){ .arg = g, .record = intro_record,
-						  .walked = intro_walked,
-						  .progress = intro_progress };
+	intro_tool_set(g);
 	/* from the first sample on: the first search is a sync away */
 	gstate_set_procs_expected(g->gs, true);
 	return 0;
@@ -596,30 +598,27 @@ static void intro_progress(void *arg, const struct introspect_progress *p)
 	gstate_set_procs_expected(g->gs, p->procs_expected);
 }
 
-static bool current_same(const struct kcurrent_info *a, const struct kcurrent_info *b)
+/* Where the guest's CPUs' current-task pointers are (introspection found
+ * them, or lost them at a reboot), straight to the sampler. */
+static void intro_current(void *arg, const struct kcurrent_info *ci, bool known)
 {
-	return a->nr == b->nr && a->pgd_gpa == b->pgd_gpa &&
-	       !memcmp(&a->off, &b->off, sizeof(a->off)) &&
-	       !memcmp(a->slot_pa, b->slot_pa, a->nr * sizeof(a->slot_pa[0]));
-}
-
-/* Where each CPU's current-task pointer is, to the sampler when it
- * changes (found, or lost at a reboot): it then names the task of every
- * kernel sample, and cross-checks opvm.ko's slots. */
-static void current_tell(struct cguest *g)
-{
-	struct kcurrent_info ci;
+	struct cguest *g = arg;
 
 	if (!g->smp || !g->smp->ops->guest_current)
 		return;
-	if (introspect_current_info(g->intro, g->nr_vcpus, &ci))
-		ci.nr = 0;
-	if (g->cur_told ? current_same(&ci, g->cur_told) : !ci.nr)
-		return;
-	if (!g->cur_told && !(g->cur_told = malloc(sizeof(*g->cur_told))))
-		return;
-	*g->cur_told = ci;
-	g->smp->ops->guest_current(g->smp, &ci);
+	g->cur_known = known;
+	g->smp->ops->guest_current(g->smp, ci);
+}
+
+/* What introspection hands to this guest: the current-task pointers only
+ * for a sampler that reads them (looking for them reads guest memory). */
+static void intro_tool_set(struct cguest *g)
+{
+	g->intro_tool = (struct introspect_tool){
+		.arg = g, .record = intro_record, .walked = intro_walked,
+		.progress = intro_progress,
+		.current = g->smp && g->smp->ops->guest_current ? intro_current : NULL,
+	};
 }
 
 static void ksyms_word(struct cguest *g, uint64_t now);
@@ -644,7 +643,6 @@ static void intro_poll(struct cguest *g, uint64_t now)
 		introspect_module_active(g->intro);
 	introspect_poll(g->intro, now, &g->intro_tool);
 	orc_tell(g);
-	current_tell(g);
 	cguest_memsyms_poll(g, false);
 	ksyms_word(g, now);	/* introspection may have decided it */
 }

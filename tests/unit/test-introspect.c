@@ -498,7 +498,19 @@ struct told {
 	uint64_t walks;
 	size_t nr_tasks;
 	struct introspect_task t5;	/* tgid 105's, as told */
+	unsigned current;		/* introspect_tool.current calls */
+	bool known;
+	uint32_t nr;
 };
+
+static void told_current(void *arg, const struct kcurrent_info *ci, bool known)
+{
+	struct told *t = arg;
+
+	t->current++;
+	t->known = known;
+	t->nr = ci->nr;
+}
 
 static void told_record(void *arg, const void *rec, size_t len)
 {
@@ -534,13 +546,15 @@ static void test_tool(void **state)
 {
 	struct told t = { .c = calloc(1, sizeof(*t.c)) };
 	const struct introspect_tool tool = { .arg = &t, .record = told_record,
-					      .walked = told_walked, .progress = told_progress };
+					      .walked = told_walked, .progress = told_progress,
+					      .current = told_current };
+	const struct introspect_config cfg = { .nr_cpus = 2 };
 	struct introspect *in;
 	struct guest g;
 	unsigned polls = 0;
 
 	tguest_new(&g, XT_MAX);
-	in = introspect_new(g.m, NULL);
+	in = introspect_new(g.m, &cfg);
 	assert_non_null(in);
 	assert_int_equal(introspect_poll(in, 1, &(const struct introspect_tool){ 0 }), -EINVAL);
 	do {
@@ -561,12 +575,30 @@ static void test_tool(void **state)
 	assert_int_equal(t.t5.cr3, pgd_pa(5));
 	assert_string_equal(t.t5.comm, "proc5");
 	assert_int_equal(t.c->procs, XT_MAX);
+	/* the current-task pointers: told once found, then only on change */
+	assert_int_equal(t.current, 1);
+	assert_true(t.known);
+	assert_int_equal(t.nr, 2);
 	/* opvm.ko speaks: no more process records, the walks still told */
 	introspect_module_active(in);
 	introspect_poll(in, 1000000u * ++polls, &tool);
 	assert_int_equal(t.walked, t.last.walks);
 	assert_int_equal(t.nr_tasks, XT_MAX);
 	assert_int_equal(t.c->procs, XT_MAX);
+	assert_int_equal(t.current, 1);
+	/* a new consumer: told again; a per-CPU base lost: told so */
+	introspect_current_again(in);
+	introspect_poll(in, 1000000u * ++polls, &tool);
+	assert_int_equal(t.current, 2);
+	xi_put(&g.x, XT_PCPU_OFF_VA + 8, &(uint64_t){ 0x10000 }, 8);
+	introspect_poll(in, 1000000u * ++polls, &tool);
+	assert_int_equal(t.current, 3);		/* CPU 1's is gone */
+	assert_true(t.known);
+	xi_put(&g.x, XT_PCPU_OFF_VA, &(uint64_t){ 0 }, 8);
+	introspect_poll(in, 1000000u * ++polls, &tool);
+	assert_int_equal(t.current, 4);
+	assert_false(t.known);
+	assert_int_equal(t.nr, 0);
 	introspect_free(in);
 	guest_free(&g);
 	free(t.c);

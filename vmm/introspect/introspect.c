@@ -82,6 +82,8 @@ struct introspect {
 	size_t nr_tasks;
 	struct introspect_task *told;	/* tasks as introspect_tool.walked
 					 * gets them, KTASKS_MAX, or NULL */
+	/* what introspect_tool.current was told last; NULL: nothing */
+	struct kcurrent_info *cur_told;
 	struct ktasks_stats wst;
 	/* loadable modules: the list head (kallsyms), the offsets (BTF), the
 	 * last walk (sorted by name) and the one being made */
@@ -147,6 +149,7 @@ void introspect_free(struct introspect *in)
 		return;
 	free(in->tasks);
 	free(in->told);
+	free(in->cur_told);
 	free(in->walk);
 	free(in->stacks);
 	free(in->mods);
@@ -892,6 +895,38 @@ static void progress_tell(const struct introspect *in, const struct introspect_t
 	t->progress(t->arg, &p);
 }
 
+static bool current_same(const struct kcurrent_info *a, const struct kcurrent_info *b)
+{
+	return a->nr == b->nr && a->pgd_gpa == b->pgd_gpa &&
+	       !memcmp(&a->off, &b->off, sizeof(a->off)) &&
+	       !memcmp(a->slot_pa, b->slot_pa, a->nr * sizeof(a->slot_pa[0]));
+}
+
+/* Where each CPU's current-task pointer is, to the tool when it changes
+ * (found, or lost at a reboot): a sampler then names the task of every
+ * kernel sample, and cross-checks opvm.ko's slots. */
+static void current_tell(struct introspect *in, const struct introspect_tool *t)
+{
+	struct kcurrent_info ci;
+
+	if (introspect_current_info(in, in->cfg.nr_cpus, &ci))
+		ci.nr = 0;
+	if (in->cur_told ? current_same(&ci, in->cur_told) : !ci.nr)
+		return;
+	if (!in->cur_told && !(in->cur_told = malloc(sizeof(*in->cur_told))))
+		return;
+	*in->cur_told = ci;
+	t->current(t->arg, &ci, ci.nr != 0);
+}
+
+void introspect_current_again(struct introspect *in)
+{
+	if (!in)
+		return;
+	free(in->cur_told);
+	in->cur_told = NULL;
+}
+
 int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introspect_tool *t)
 {
 	uint64_t walks;
@@ -912,6 +947,8 @@ int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introsp
 		walked_tell(in, t);
 	if (t->progress)
 		progress_tell(in, t);
+	if (t->current)
+		current_tell(in, t);
 	in->tool = NULL;	/* the caller's: nothing is emitted between polls */
 	return 0;
 }

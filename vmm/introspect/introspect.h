@@ -37,6 +37,7 @@
 
 struct guestmem;
 struct introspect;
+struct kcurrent_info;		/* vmm/introspect/kcurrent.h */
 
 enum introspect_mode {
 	INTROSPECT_AUTO = 0,	/* when opvm.ko has not said it */
@@ -53,6 +54,8 @@ struct introspect_config {
 				 * 0: 1000, doubling after 30 such scans up
 				 * to 64 s */
 	int no_ksyms;		/* 1: send no KSYMS */
+	unsigned nr_cpus;	/* the guest's vCPUs: the current-task
+				 * pointers introspect_tool.current gets */
 };
 
 /* What the parts count, shown through struct introspect_stats: each
@@ -230,6 +233,13 @@ struct introspect_tool {
 	void (*walked)(void *arg, const struct introspect_walk *w);
 	/* At the end of every poll: where the search stands.  May be NULL. */
 	void (*progress)(void *arg, const struct introspect_progress *p);
+	/* Where each guest CPU's current-task pointer is (as
+	 * introspect_current_info() gives it, for config.nr_cpus CPUs; a
+	 * sampler reads them in its stops, vmm/introspect/kcurrent.h), when
+	 * that changes: found, or lost at a reboot (known false).  Nothing
+	 * before it is first known.  Looked for at every poll only while this
+	 * is set (guest memory is read for it).  May be NULL. */
+	void (*current)(void *arg, const struct kcurrent_info *ci, bool known);
 };
 
 /* Returns NULL and sets errno.  cfg may be NULL for the defaults. */
@@ -253,6 +263,10 @@ void introspect_module_active(struct introspect *in);
  * for what the guest's memory holds).
  */
 int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introspect_tool *t);
+
+/* A new consumer of introspect_tool.current (another sampler) was told
+ * nothing: the next poll tells it what is known, as the first time. */
+void introspect_current_again(struct introspect *in);
 
 /* The session's end: the modules' symbols still owed (their set changed
  * less than 2 s after the last transfer) go out now, from the last walk. */
@@ -278,7 +292,6 @@ int introspect_current(struct introspect *in, unsigned cpu, struct ktask_cur *ou
  * (guest-physical) and how to name a task.  Returns 0, or -ENOENT (not
  * known yet, as for introspect_current(), or no CPU's area reads).
  */
-struct kcurrent_info;
 int introspect_current_info(struct introspect *in, unsigned nr_cpus, struct kcurrent_info *out);
 
 /*
