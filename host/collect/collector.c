@@ -696,13 +696,6 @@ static void ksyms_word(struct cguest *g, uint64_t now)
 
 /* ---- channel ---------------------------------------------------------------- */
 
-/*
- * Called by the decoder for each record before it is applied.  A record
- * that makes the model forget something must not be applied while samples
- * that need it still sit in the rings (see "Ordering" in host/collect/attribution.h): those
- * go first.  Processes going away also retry the held samples, which may be
- * waiting for exactly the process that is about to exit.
- */
 /* Retrying held samples costs one attribution each; past the budget, only
  * drain the rings (what matters most: samples already taken) and let the
  * periodic sync retry. */
@@ -716,128 +709,150 @@ static bool budget_take(struct cguest *g)
 	return true;
 }
 
-/* Processes and threads going, a reboot: what attribution must file or
- * forget first (see on_record()). */
-static void on_task_record(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
+/*
+ * What a record asks of attribution before it changes the model, one
+ * function per record type (record_before[]); each gets a record the
+ * decoder checked, its fields little-endian.  A record that makes the
+ * model forget something must not be applied while samples that need it
+ * still sit in the rings (see "Ordering" in host/collect/attribution.h):
+ * those go first.  Processes going away also retry the held samples,
+ * which may be waiting for exactly the process that is about to exit.
+ */
+typedef void (*record_before_fn)(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
+				 size_t len, uint64_t now);
+
+/* A process announced again: what was filed under its old self goes
+ * first (a new process forgets nothing). */
+static void before_proc(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
+			size_t len, uint64_t now)
+{
+	struct opvm_rec_proc r;
+
+	(void)type;
+	if (len < sizeof(r))
+		return;
+	memcpy(&r, rec, sizeof(r));
+	if (!gstate_proc_by_tgid(g->gs, le32toh(r.tgid)))
+		return;
+	if (budget_take(g))
+		attribution_forget_process(g->sy, le32toh(r.tgid), now);
+	else
+		attribution_drain(g->sy, now);
+}
+
+/* A reboot: file everything with the old model.  The first HELLO forgets
+ * nothing, and samples already waiting are better held for the walk that
+ * follows it. */
+static void before_hello(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
+			 size_t len, uint64_t now)
+{
+	(void)type, (void)rec, (void)len;
+	if (!gstate_get_hello(g->gs))
+		return;
+	if (budget_take(g))
+		attribution_flush(g->sy, now);
+	else
+		attribution_drain(g->sy, now);
+}
+
+/* exec, a process's or a thread's exit: same layout, the tid (exit) or
+ * tgid (exec) first. */
+static void before_exit(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
+			size_t len, uint64_t now)
+{
+	struct opvm_rec_exit r;
+	uint32_t id;
+
+	if (len < sizeof(r))
+		return;
+	memcpy(&r, rec, sizeof(r));
+	id = type == OPVM_REC_PROC_EXIT ? le32toh(r.tgid) : le32toh(r.tid);
+	if (type == OPVM_REC_THREAD_EXIT ? !gstate_thread_tgid(g->gs, id) :
+					   !gstate_proc_by_tgid(g->gs, id))
+		return;		/* nothing to forget */
+	if (!budget_take(g))
+		attribution_drain(g->sy, now);
+	else if (type == OPVM_REC_THREAD_EXIT)
+		attribution_run(g->sy, now);	/* held samples of the thread */
+	else
+		attribution_forget_process(g->sy, id, now);
+}
+
+/* mmap, munmap: same layout up to end. */
+static void before_mapping(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
 			   size_t len, uint64_t now)
 {
-	switch (type) {
-	case OPVM_REC_PROC: {
-		struct opvm_rec_proc r;
+	struct opvm_rec_munmap r;
 
-		if (len < sizeof(r))
-			return;
-		memcpy(&r, rec, sizeof(r));
-		if (!gstate_proc_by_tgid(g->gs, le32toh(r.tgid)))
-			return;		/* a new process forgets nothing */
-		if (budget_take(g))
-			attribution_forget_process(g->sy, le32toh(r.tgid), now);
-		else
-			attribution_drain(g->sy, now);
+	(void)type;
+	if (len < sizeof(r))
 		return;
-	}
-	case OPVM_REC_HELLO:
-		/* a reboot: file everything with the old model.  The first
-		 * HELLO forgets nothing, and samples already waiting are
-		 * better held for the walk that follows it. */
-		if (!gstate_get_hello(g->gs))
-			return;
-		if (budget_take(g))
-			attribution_flush(g->sy, now);
-		else
-			attribution_drain(g->sy, now);
-		return;
-	case OPVM_REC_EXEC:
-	case OPVM_REC_PROC_EXIT:
-	case OPVM_REC_THREAD_EXIT: {
-		/* same layout: tid (exit) or tgid (exec) first */
-		struct opvm_rec_exit r;
-		uint32_t id;
-
-		if (len < sizeof(r))
-			return;
-		memcpy(&r, rec, sizeof(r));
-		id = type == OPVM_REC_PROC_EXIT ? le32toh(r.tgid) : le32toh(r.tid);
-		if (type == OPVM_REC_THREAD_EXIT ? !gstate_thread_tgid(g->gs, id) :
-						   !gstate_proc_by_tgid(g->gs, id))
-			return;		/* nothing to forget */
-		if (!budget_take(g))
-			attribution_drain(g->sy, now);
-		else if (type == OPVM_REC_THREAD_EXIT)
-			attribution_run(g->sy, now);	/* held samples of the thread */
-		else
-			attribution_forget_process(g->sy, id, now);
-		return;
-	}
-	default:
-		return;
-	}
+	memcpy(&r, rec, sizeof(r));
+	if (gstate_map_overlaps(gstate_proc_by_tgid(g->gs, le32toh(r.tgid)),
+				le64toh(r.start), le64toh(r.end)))
+		attribution_drain(g->sy, now);
 }
 
-/* Mappings, file names and modules changing under samples still in the
- * rings (see on_record()). */
-static void on_map_record(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
+/* A cookie id reused for another file: samples already in the rings were
+ * taken under the old name (the decoder checked the lengths). */
+static void before_cookie(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
 			  size_t len, uint64_t now)
 {
-	switch (type) {
-	case OPVM_REC_MMAP:
-	case OPVM_REC_MUNMAP: {
-		/* same layout up to end */
-		struct opvm_rec_munmap r;
+	struct opvm_rec_cookie r;
 
-		if (len < sizeof(r))
-			return;
-		memcpy(&r, rec, sizeof(r));
-		if (gstate_map_overlaps(gstate_proc_by_tgid(g->gs, le32toh(r.tgid)),
-					le64toh(r.start), le64toh(r.end)))
-			attribution_drain(g->sy, now);
+	(void)type;
+	if (len < sizeof(r))
 		return;
-	}
-	case OPVM_REC_COOKIE: {
-		/* a cookie id reused for another file: samples already in the
-		 * rings were taken under the old name (the decoder checked
-		 * the lengths) */
-		struct opvm_rec_cookie r;
-
-		if (len < sizeof(r))
-			return;
-		memcpy(&r, rec, sizeof(r));
-		if (le16toh(r.path_len) <= len - sizeof(r) &&
-		    gstate_cookie_renames(g->gs, le64toh(r.cookie), (const char *)rec + sizeof(r),
-					  le16toh(r.path_len), r.build_id, r.build_id_len))
-			attribution_drain(g->sy, now);
-		return;
-	}
-	case OPVM_REC_MODULE:
-	case OPVM_REC_MODULE_FREE: {
-		struct opvm_rec_module r;
-		uint64_t base, end;
-
-		if (len < sizeof(r))
-			return;
-		memcpy(&r, rec, sizeof(r));
-		base = le64toh(r.base);
-		if (__builtin_add_overflow(base, le64toh(r.size), &end))
-			end = UINT64_MAX;
-		if (gstate_module_by_name(g->gs, r.name, strnlen(r.name, sizeof(r.name))) ||
-		    (type == OPVM_REC_MODULE && gstate_module_overlaps(g->gs, base, end)))
-			attribution_drain(g->sy, now);
-		return;
-	}
-	default:
-		return;
-	}
+	memcpy(&r, rec, sizeof(r));
+	if (le16toh(r.path_len) <= len - sizeof(r) &&
+	    gstate_cookie_renames(g->gs, le64toh(r.cookie), (const char *)rec + sizeof(r),
+				  le16toh(r.path_len), r.build_id, r.build_id_len))
+		attribution_drain(g->sy, now);
 }
 
+/* A module loaded over another's text, or one going. */
+static void before_module(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
+			  size_t len, uint64_t now)
+{
+	struct opvm_rec_module r;
+	uint64_t base, end;
+
+	if (len < sizeof(r))
+		return;
+	memcpy(&r, rec, sizeof(r));
+	base = le64toh(r.base);
+	if (__builtin_add_overflow(base, le64toh(r.size), &end))
+		end = UINT64_MAX;
+	if (gstate_module_by_name(g->gs, r.name, strnlen(r.name, sizeof(r.name))) ||
+	    (type == OPVM_REC_MODULE && gstate_module_overlaps(g->gs, base, end)))
+		attribution_drain(g->sy, now);
+}
+
+/* The records that make the model forget or rename something; the others
+ * (NULL) ask nothing of attribution. */
+static const record_before_fn record_before[OPVM_REC_TYPE_MAX] = {
+	[OPVM_REC_HELLO]	= before_hello,
+	[OPVM_REC_PROC]		= before_proc,
+	[OPVM_REC_EXEC]		= before_exit,
+	[OPVM_REC_PROC_EXIT]	= before_exit,
+	[OPVM_REC_THREAD_EXIT]	= before_exit,
+	[OPVM_REC_COOKIE]	= before_cookie,
+	[OPVM_REC_MMAP]		= before_mapping,
+	[OPVM_REC_MUNMAP]	= before_mapping,
+	[OPVM_REC_MODULE]	= before_module,
+	[OPVM_REC_MODULE_FREE]	= before_module,
+};
+
+/* Every record of both sources, the channel's decoder and introspection's,
+ * before the model applies it: the fetch's, then attribution's per type. */
 static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 {
 	struct cguest *g = arg;
 	uint16_t type = le16toh(rec->type);
-	uint64_t now = util_now_ms();
 
 	fetch_record(g->fetch, rec, len);
-	on_task_record(g, type, rec, len, now);
-	on_map_record(g, type, rec, len, now);
+	if (type < OPVM_REC_TYPE_MAX && record_before[type])
+		record_before[type](g, type, rec, len, util_now_ms());
 }
 
 static void channel_try_reconnect(struct cguest *g)
