@@ -32,6 +32,37 @@
 
 #include "guest-kmod/opvm_proto.h"
 
+/* ---- HELLO, decoded ----------------------------------------------------------- */
+
+/*
+ * A HELLO as the decoder (host/collect/decoder.c) checked it, in host byte
+ * order: the one HELLO type past the wire.  The guest-state model keeps it
+ * (host/collect/gstate.h, its strings sanitised) and the collector hands
+ * that same copy to the sampler (sampler_ops.guest_hello, vmm/sampler.h).
+ * Guest-physical addresses: whoever reads there still bounds-checks every
+ * read against guest RAM.
+ */
+struct chan_hello {
+	uint32_t version;
+	uint32_t nr_cpus;		/* one current-task slot per guest CPU */
+	uint64_t slot_pa;		/* current-task slot[0] */
+	uint32_t slot_size;		/* sizeof(struct opvm_slot) */
+	/* The kernel: a symbol's run-time address (the KASLR slide follows
+	 * from its link-time one), _text's, and the release (the ORC
+	 * format). */
+	uint64_t anchor_addr;
+	uint64_t text_addr;
+	char anchor_name[64 + 1];
+	char release[65 + 1];
+	/* The per-vCPU task-switch rings (struct opvm_hello_switch), checked
+	 * (timeline_check_geometry()); switch_pa 0: the guest sent none or
+	 * they failed the checks. */
+	uint64_t switch_pa;
+	uint32_t switch_stride;
+	uint32_t switch_entries;
+	uint32_t tsc_khz;		/* 0: unknown */
+};
+
 /* ---- record table ---------------------------------------------------------- */
 
 enum chan_field_kind {

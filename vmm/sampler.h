@@ -27,6 +27,7 @@
 struct sampler;
 struct ring;
 struct kcurrent_info;
+struct chan_hello;		/* lib/channel.h */
 struct pynames;
 
 /* Where a backend puts its samples: rings[i] takes vCPU i's samples.  The
@@ -64,29 +65,6 @@ struct sampler_stats {
 	 * too late to read; guest bytes and host CPU time of the reads. */
 	uint64_t py_samples, py_kept, py_changed, py_switched, py_stale, py_bytes,
 		py_cost_ns;
-};
-
-/*
- * What a backend may need from the guest module's HELLO, as the collector
- * decoded and checked it (host/collect/decoder.c: slot size, slot array range).
- * Guest-physical addresses: the backend still bounds-checks every read
- * against guest RAM.
- */
-struct sampler_hello {
-	uint64_t slot_pa;		/* current-task slot[0] */
-	uint32_t slot_size;		/* sizeof(struct opvm_slot) */
-	uint32_t nr_slots;		/* one per guest CPU */
-	/* Per-vCPU task-switch rings (struct opvm_hello_switch); switch_pa
-	 * 0: the module sent none. */
-	uint64_t switch_pa;
-	uint32_t switch_stride;
-	uint32_t switch_entries;
-	uint32_t tsc_khz;
-	/* The kernel: a symbol's run-time address (the KASLR slide follows
-	 * from its link-time one) and the release (the ORC format). */
-	uint64_t anchor_addr;
-	char anchor_name[64 + 1];
-	char release[65 + 1];
 };
 
 /*
@@ -158,7 +136,7 @@ struct sampler_ops {
 	 * constructor and free(), sampling or not; the backend publishes h to
 	 * its sampling threads itself, without blocking them.
 	 */
-	void (*guest_hello)(struct sampler *s, const struct sampler_hello *h);
+	void (*guest_hello)(struct sampler *s, const struct chan_hello *h);
 	/* After a HELLO: the guest's kallsyms (host/collect/fetch.h) located
 	 * that boot's kernel ORC tables, so call graphs need no System.map.
 	 * Called from the collector's thread like guest_hello, again after

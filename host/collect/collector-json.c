@@ -29,10 +29,6 @@
 #include "host/collect/store.h"
 #include "host/collect/attribution.h"
 #include "vmm/introspect/introspect.h"
-#include "vmm/introspect/kcurrent.h"
-#include "vmm/introspect/kmods.h"
-#include "vmm/introspect/ktasks.h"
-#include "vmm/introspect/kvmas.h"
 #include "vmm/sampler.h"
 #include "lib/util.h"
 
@@ -154,7 +150,8 @@ static json_t *intro_json(const struct cguest *g)
 		return json_pack("{s:s}", "mode", introspect_mode_name(g->intro_mode));
 	s = introspect_get_stats(g->intro);
 	o = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-		"mode", introspect_mode_name(g->intro_mode), "state", s->state,
+		"mode", introspect_mode_name(g->intro_mode), "state",
+		introspect_state_name(s->state),
 		"release", s->release,
 		"vmcoreinfo_gpa", json_hex(s->vmcoreinfo_gpa),
 		"kernel_offset", json_hex(s->kernel_offset),
@@ -196,7 +193,7 @@ static json_t *intro_json(const struct cguest *g)
 			"samples_agree", json_u64(ss.cur_agree),
 			"samples_differ", json_u64(ss.cur_differ)));
 		json_object_set_new(o, "current", json_pack("{s:b,s:o,s:o,s:o}",
-			"known", g->cur_told && g->cur_told->nr,
+			"known", g->cur_known,
 			"samples_named", json_u64(ss.cur_named), "bad", json_u64(ss.cur_bad),
 			"kernel_samples_without_task", json_u64(ss.kernel_no_task)));
 		/* those named afterwards by their kernel stack (boot) */
@@ -337,7 +334,7 @@ static int callgraph_json(struct collector *c, struct cguest *g, json_t *root)
  * any.  NULL: none known (errno 0), or ENOMEM. */
 static json_t *kernel_json(const struct cguest *g)
 {
-	const struct gstate_hello *h = gstate_get_hello(g->gs);
+	const struct chan_hello *h = gstate_get_hello(g->gs);
 	json_t *k;
 
 	if (!h)

@@ -21,7 +21,6 @@
 #include "host/collect/collector-priv.h"
 #include "host/collect/fetch.h"
 #include "vmm/introspect/introspect.h"
-#include "vmm/introspect/memsyms.h"
 
 #define MEMSYMS_WANT_MAX	1024u
 #define MEMSYMS_PER_POLL	4u
@@ -42,7 +41,7 @@ struct cmemsyms {
 
 struct mcand {
 	uint64_t cr3;
-	struct memsyms_map map;
+	struct introspect_map map;
 };
 
 struct mfind {

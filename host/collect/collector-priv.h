@@ -12,6 +12,7 @@
 #include "host/collect/collector.h"
 #include "host/collect/gstate.h"
 #include "host/collect/stats.h"
+#include "vmm/introspect/introspect.h"
 #include "vmm/sampler.h"
 
 /* Memory set aside at the start and given back when session.json cannot be
@@ -36,6 +37,13 @@ struct cguest {
 	struct introspect *intro;
 	struct decoder *idec;
 	enum introspect_mode intro_mode;
+	/* what introspection told at its last poll (introspect_tool), and
+	 * the KSYMS records it sent so far (the fetch counts the relay's too) */
+	struct introspect_tool intro_tool;
+	enum introspect_state intro_state;
+	bool intro_ksyms_sent;
+	char intro_release[65 + 1];
+	uint64_t intro_ksyms_records;
 	/* introspection's processes against opvm.ko's, per walk while both
 	 * speak: same address space and name, another one, or unknown */
 	uint64_t xc_walks, xc_seen, xc_agree, xc_differ, xc_missing;
@@ -55,9 +63,9 @@ struct cguest {
 	uint64_t settled_seen;		/* fetch_settled() the sync was told */
 	struct sampler_orc orc_told;	/* what the sampler was told of this
 					 * boot's ORC tables (0: nothing) */
-	/* what the sampler was told of the current-task pointers
-	 * (guest_current); NULL: nothing yet */
-	struct kcurrent_info *cur_told;
+	/* the sampler was told where the current-task pointers are
+	 * (introspect_tool.current, guest_current) */
+	bool cur_known;
 	/* The CPython processes the sampler was told of (NULL: none yet),
 	 * and the guest state's generation they were looked for at. */
 	struct sampler_python *py_told;

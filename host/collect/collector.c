@@ -36,8 +36,6 @@
 #include "host/collect/store.h"
 #include "host/collect/attribution.h"
 #include "vmm/introspect/introspect.h"
-#include "vmm/introspect/kcurrent.h"
-#include "vmm/introspect/ktasks.h"
 #include "vmm/sampler.h"
 #include "lib/util.h"
 
@@ -122,7 +120,6 @@ static void guest_free(struct cguest *g)
 	fetch_free(g->fetch);
 	cguest_memsyms_free(g);
 	introspect_free(g->intro);
-	free(g->cur_told);
 	free(g->py_told);
 	decoder_free(g->idec);
 	decoder_free(g->dec);
@@ -388,29 +385,17 @@ int cguest_set_channel(struct cguest *g, int fd, int (*reconnect)(void *arg), vo
  * Tells the sampler what the newest HELLO says (slot array, switch rings).
  * The collector is the only reader of the channel, so this is how a
  * backend learns it; only the last of several HELLOs in one read matters.
+ * The model's own copy goes: one HELLO type (lib/channel.h), checked once.
  */
 static void hello_tell(struct cguest *g)
 {
-	const struct gstate_hello *h = gstate_get_hello(g->gs);
+	const struct chan_hello *h = gstate_get_hello(g->gs);
 	uint64_t n = gstate_get_stats(g->gs)->hellos;
-	struct sampler_hello sh;
 
 	if (!h || n == g->hellos_told || !g->smp || !g->smp->ops->guest_hello)
 		return;
 	g->hellos_told = n;
-	sh = (struct sampler_hello){
-		.slot_pa = h->slot_pa,
-		.slot_size = h->slot_size,
-		.nr_slots = h->nr_cpus,
-		.switch_pa = h->switch_pa,
-		.switch_stride = h->switch_stride,
-		.switch_entries = h->switch_entries,
-		.tsc_khz = h->tsc_khz,
-		.anchor_addr = h->anchor_addr,
-	};
-	snprintf(sh.anchor_name, sizeof(sh.anchor_name), "%s", h->anchor_name);
-	snprintf(sh.release, sizeof(sh.release), "%s", h->release);
-	g->smp->ops->guest_hello(g->smp, &sh);
+	g->smp->ops->guest_hello(g->smp, h);
 	g->orc_told = (struct sampler_orc){ 0 };	/* a new boot's come next */
 }
 
@@ -426,8 +411,7 @@ static void orc_tell(struct cguest *g)
 		return;
 	/* Without a HELLO the release comes from the guest's memory. */
 	if (!g->hellos_told)
-		snprintf(o.release, sizeof(o.release), "%s",
-			 introspect_get_stats(g->intro)->release);
+		snprintf(o.release, sizeof(o.release), "%s", g->intro_release);
 	if (!memcmp(&o, &g->orc_told, sizeof(o)))
 		return;
 	g->orc_told = o;
@@ -502,6 +486,8 @@ static void python_tell(struct cguest *g)
 	g->py_told = set;
 }
 
+static void intro_tool_set(struct cguest *g);
+
 void cguest_set_sampler(struct cguest *g, struct sampler *s)
 {
 	if (!g)
@@ -510,8 +496,11 @@ void cguest_set_sampler(struct cguest *g, struct sampler *s)
 	g->smp_stopped = false;
 	g->gone = false;
 	g->hellos_told = 0;
-	free(g->cur_told);	/* the new sampler was told nothing */
-	g->cur_told = NULL;
+	g->cur_known = false;	/* the new sampler was told nothing */
+	if (g->intro) {
+		intro_tool_set(g);
+		introspect_current_again(g->intro);
+	}
 	free(g->py_told);
 	g->py_told = NULL;
 	g->py_gen = 0;
@@ -521,9 +510,14 @@ void cguest_set_sampler(struct cguest *g, struct sampler *s)
 
 /* ---- introspection ----------------------------------------------------------- */
 
+static void intro_record(void *arg, const void *rec, size_t len);
+static void intro_walked(void *arg, const struct introspect_walk *w);
+static void intro_progress(void *arg, const struct introspect_progress *p);
+
 int cguest_set_introspect(struct cguest *g, struct guestmem *mem, enum introspect_mode mode)
 {
-	struct introspect_config ic = { .no_ksyms = g && g->c->cfg.fetch.off };
+	struct introspect_config ic = { .no_ksyms = g && g->c->cfg.fetch.off,
+					.nr_cpus = g ? g->nr_vcpus : 0 };
 
 	if (!g)
 		return -EINVAL;
@@ -540,109 +534,115 @@ int cguest_set_introspect(struct cguest *g, struct guestmem *mem, enum introspec
 		return err;
 	}
 	decoder_set_record_fn(g->idec, on_record, g);
+	intro_tool_set(g);
 	/* from the first sample on: the first search is a sync away */
 	gstate_set_procs_expected(g->gs, true);
 	return 0;
 }
 
-static void intro_emit(void *arg, const void *rec, size_t len)
+/* Introspection's records go through their own decoder (their own framing
+ * and sequence) into the same model, fetch and callbacks as the
+ * channel's. */
+static void intro_record(void *arg, const void *rec, size_t len)
 {
 	struct cguest *g = arg;
+	struct opvm_rec_hdr h;
 
+	memcpy(&h, rec, sizeof(h));
+	if (le16toh(h.type) == OPVM_REC_KSYMS)
+		g->intro_ksyms_records++;
 	decoder_feed(g->idec, rec, len);
 }
 
-/* One bounded step of introspection.  Its kernel symbols are sent only
- * while the guest module's relay has sent none: two transfers into one
- * kallsyms file would interleave. */
-/* opvm.ko's model against introspection's last walk: the processes with
- * an address space, each compared by CR3 (normalised) and name. */
-static void intro_crosscheck(struct cguest *g)
+/* opvm.ko's model against introspection's walk: the processes with an
+ * address space, each compared by CR3 (normalised) and name. */
+static void intro_walked(void *arg, const struct introspect_walk *w)
 {
-	size_t n;
-	const struct ktask *t = introspect_tasks(g->intro, &n);
+	struct cguest *g = arg;
 
+	if (!gstate_get_hello(g->gs))
+		return;		/* no second source to check */
 	g->xc_walks++;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < w->nr_tasks; i++) {
+		const struct introspect_task *t = &w->tasks[i];
 		const struct gstate_process *p;
 
-		if (!t[i].cr3)
+		if (!t->cr3)
 			continue;	/* kernel threads: the module sends 0 too */
 		g->xc_seen++;
-		p = gstate_proc_by_tgid(g->gs, t[i].tgid);
+		p = gstate_proc_by_tgid(g->gs, t->tgid);
 		if (!p)
 			g->xc_missing++;
-		else if (p->cr3 == opvm_cr3_normalise(t[i].cr3) && !strcmp(p->comm, t[i].comm))
+		else if (p->cr3 == opvm_cr3_normalise(t->cr3) && !strcmp(p->comm, t->comm))
 			g->xc_agree++;
 		else
 			g->xc_differ++;
 	}
 }
 
-static bool current_same(const struct kcurrent_info *a, const struct kcurrent_info *b)
+/* What introspection's search means to the model: whether processes
+ * (and their mappings) are announced, or soon will be. */
+static void intro_progress(void *arg, const struct introspect_progress *p)
 {
-	return a->nr == b->nr && a->pgd_gpa == b->pgd_gpa &&
-	       !memcmp(&a->off, &b->off, sizeof(a->off)) &&
-	       !memcmp(a->slot_pa, b->slot_pa, a->nr * sizeof(a->slot_pa[0]));
+	struct cguest *g = arg;
+
+	g->intro_state = p->state;
+	g->intro_ksyms_sent = p->ksyms_sent;
+	snprintf(g->intro_release, sizeof(g->intro_release), "%s", p->release);
+	if (p->procs_live)
+		gstate_set_procs_walked(g->gs);
+	if (p->procs_live && p->maps)
+		gstate_set_maps_walked(g->gs);
+	if (p->procs_live)
+		gstate_set_walks(g->gs, p->walks);
+	gstate_set_procs_expected(g->gs, p->procs_expected);
 }
 
-/* Where each CPU's current-task pointer is, to the sampler when it
- * changes (found, or lost at a reboot): it then names the task of every
- * kernel sample, and cross-checks opvm.ko's slots. */
-static void current_tell(struct cguest *g)
+/* Where the guest's CPUs' current-task pointers are (introspection found
+ * them, or lost them at a reboot), straight to the sampler. */
+static void intro_current(void *arg, const struct kcurrent_info *ci, bool known)
 {
-	struct kcurrent_info ci;
+	struct cguest *g = arg;
 
 	if (!g->smp || !g->smp->ops->guest_current)
 		return;
-	if (introspect_current_info(g->intro, g->nr_vcpus, &ci))
-		ci.nr = 0;
-	if (g->cur_told ? current_same(&ci, g->cur_told) : !ci.nr)
-		return;
-	if (!g->cur_told && !(g->cur_told = malloc(sizeof(*g->cur_told))))
-		return;
-	*g->cur_told = ci;
-	g->smp->ops->guest_current(g->smp, &ci);
+	g->cur_known = known;
+	g->smp->ops->guest_current(g->smp, ci);
+}
+
+/* What introspection hands to this guest: the current-task pointers only
+ * for a sampler that reads them (looking for them reads guest memory). */
+static void intro_tool_set(struct cguest *g)
+{
+	g->intro_tool = (struct introspect_tool){
+		.arg = g, .record = intro_record, .walked = intro_walked,
+		.progress = intro_progress,
+		.current = g->smp && g->smp->ops->guest_current ? intro_current : NULL,
+	};
 }
 
 static void ksyms_word(struct cguest *g, uint64_t now);
 
+/* One bounded step of introspection; what it finds comes back through
+ * g->intro_tool.  Its kernel symbols are sent only while the guest
+ * module's relay has sent none: two transfers into one kallsyms file
+ * would interleave. */
 static void intro_poll(struct cguest *g, uint64_t now)
 {
 	const struct fetch_stats *fs = fetch_get_stats(g->fetch);
-	uint64_t walks;
 
 	if (!g->intro)
 		return;
-	/* the relay sends all of them (asked, or it predates the word): two
-	 * whole tables into one kallsyms file would interleave.  The fetch
-	 * counts introspection's own records too: only more are the relay's */
-	if (fs->ksyms_records > introspect_get_stats(g->intro)->ksyms_records &&
-	    !fs->ksyms_asked_modules && !fs->ksyms_asked_none &&
-	    g->intro_mode == INTROSPECT_AUTO)
+	/* the relay sends all of them (asked, or it predates the word).  The
+	 * fetch counts introspection's own records too: only more are the
+	 * relay's */
+	if (fs->ksyms_records > g->intro_ksyms_records && !fs->ksyms_asked_modules &&
+	    !fs->ksyms_asked_none && g->intro_mode == INTROSPECT_AUTO)
 		introspect_no_ksyms(g->intro);
 	if (gstate_get_hello(g->gs) && g->intro_mode == INTROSPECT_AUTO)
 		introspect_module_active(g->intro);
-	walks = introspect_get_stats(g->intro)->walks;
-	introspect_poll(g->intro, now, intro_emit, g);
-	if (introspect_get_stats(g->intro)->procs_live)
-		gstate_set_procs_walked(g->gs);
-	if (introspect_get_stats(g->intro)->procs_live && introspect_get_stats(g->intro)->maps)
-		gstate_set_maps_walked(g->gs);
-	if (introspect_get_stats(g->intro)->procs_live)
-		gstate_set_walks(g->gs, introspect_get_stats(g->intro)->walks);
-	/* searching during boot, or found and its processes not walked yet
-	 * (BTF read): the first walk is a sync or two away */
-	gstate_set_procs_expected(g->gs, (!strcmp(introspect_get_stats(g->intro)->state,
-						  "searching") &&
-					  introspect_get_stats(g->intro)->passes < 30) ||
-				  (!strcmp(introspect_get_stats(g->intro)->state, "ready") &&
-				   introspect_get_stats(g->intro)->btf_bytes &&
-				   !introspect_get_stats(g->intro)->procs_live));
-	if (gstate_get_hello(g->gs) && introspect_get_stats(g->intro)->walks != walks)
-		intro_crosscheck(g);
+	introspect_poll(g->intro, now, &g->intro_tool);
 	orc_tell(g);
-	current_tell(g);
 	cguest_memsyms_poll(g, false);
 	ksyms_word(g, now);	/* introspection may have decided it */
 }
@@ -664,16 +664,14 @@ static void intro_poll(struct cguest *g, uint64_t now)
  */
 static int ksyms_need(const struct cguest *g, uint64_t now)
 {
-	const struct introspect_stats *s;
-
 	if (g->c->cfg.fetch.off)
 		return OPVM_KSYMS_WANT_NONE;	/* --no-fetch: nothing is kept */
-	s = g->intro ? introspect_get_stats(g->intro) : NULL;
-	if (s && s->ksyms_sent)
+	if (g->intro && g->intro_ksyms_sent)
 		return OPVM_KSYMS_WANT_MODULES;
 	/* introspection's table first, even with a System.map: sent while
 	 * the relay's is open, the two would interleave */
-	if (s && !strcmp(s->state, "searching") && now - g->word_wait_ms < KSYMS_INTRO_WAIT_MS)
+	if (g->intro && g->intro_state == INTROSPECT_SEARCHING &&
+	    now - g->word_wait_ms < KSYMS_INTRO_WAIT_MS)
 		return -1;
 	if (g->c->cfg.symbols.system_map)
 		return OPVM_KSYMS_WANT_MODULES;
@@ -698,13 +696,6 @@ static void ksyms_word(struct cguest *g, uint64_t now)
 
 /* ---- channel ---------------------------------------------------------------- */
 
-/*
- * Called by the decoder for each record before it is applied.  A record
- * that makes the model forget something must not be applied while samples
- * that need it still sit in the rings (see "Ordering" in host/collect/attribution.h): those
- * go first.  Processes going away also retry the held samples, which may be
- * waiting for exactly the process that is about to exit.
- */
 /* Retrying held samples costs one attribution each; past the budget, only
  * drain the rings (what matters most: samples already taken) and let the
  * periodic sync retry. */
@@ -718,128 +709,150 @@ static bool budget_take(struct cguest *g)
 	return true;
 }
 
-/* Processes and threads going, a reboot: what attribution must file or
- * forget first (see on_record()). */
-static void on_task_record(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
+/*
+ * What a record asks of attribution before it changes the model, one
+ * function per record type (record_before[]); each gets a record the
+ * decoder checked, its fields little-endian.  A record that makes the
+ * model forget something must not be applied while samples that need it
+ * still sit in the rings (see "Ordering" in host/collect/attribution.h):
+ * those go first.  Processes going away also retry the held samples,
+ * which may be waiting for exactly the process that is about to exit.
+ */
+typedef void (*record_before_fn)(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
+				 size_t len, uint64_t now);
+
+/* A process announced again: what was filed under its old self goes
+ * first (a new process forgets nothing). */
+static void before_proc(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
+			size_t len, uint64_t now)
+{
+	struct opvm_rec_proc r;
+
+	(void)type;
+	if (len < sizeof(r))
+		return;
+	memcpy(&r, rec, sizeof(r));
+	if (!gstate_proc_by_tgid(g->gs, le32toh(r.tgid)))
+		return;
+	if (budget_take(g))
+		attribution_forget_process(g->sy, le32toh(r.tgid), now);
+	else
+		attribution_drain(g->sy, now);
+}
+
+/* A reboot: file everything with the old model.  The first HELLO forgets
+ * nothing, and samples already waiting are better held for the walk that
+ * follows it. */
+static void before_hello(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
+			 size_t len, uint64_t now)
+{
+	(void)type, (void)rec, (void)len;
+	if (!gstate_get_hello(g->gs))
+		return;
+	if (budget_take(g))
+		attribution_flush(g->sy, now);
+	else
+		attribution_drain(g->sy, now);
+}
+
+/* exec, a process's or a thread's exit: same layout, the tid (exit) or
+ * tgid (exec) first. */
+static void before_exit(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
+			size_t len, uint64_t now)
+{
+	struct opvm_rec_exit r;
+	uint32_t id;
+
+	if (len < sizeof(r))
+		return;
+	memcpy(&r, rec, sizeof(r));
+	id = type == OPVM_REC_PROC_EXIT ? le32toh(r.tgid) : le32toh(r.tid);
+	if (type == OPVM_REC_THREAD_EXIT ? !gstate_thread_tgid(g->gs, id) :
+					   !gstate_proc_by_tgid(g->gs, id))
+		return;		/* nothing to forget */
+	if (!budget_take(g))
+		attribution_drain(g->sy, now);
+	else if (type == OPVM_REC_THREAD_EXIT)
+		attribution_run(g->sy, now);	/* held samples of the thread */
+	else
+		attribution_forget_process(g->sy, id, now);
+}
+
+/* mmap, munmap: same layout up to end. */
+static void before_mapping(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
 			   size_t len, uint64_t now)
 {
-	switch (type) {
-	case OPVM_REC_PROC: {
-		struct opvm_rec_proc r;
+	struct opvm_rec_munmap r;
 
-		if (len < sizeof(r))
-			return;
-		memcpy(&r, rec, sizeof(r));
-		if (!gstate_proc_by_tgid(g->gs, le32toh(r.tgid)))
-			return;		/* a new process forgets nothing */
-		if (budget_take(g))
-			attribution_forget_process(g->sy, le32toh(r.tgid), now);
-		else
-			attribution_drain(g->sy, now);
+	(void)type;
+	if (len < sizeof(r))
 		return;
-	}
-	case OPVM_REC_HELLO:
-		/* a reboot: file everything with the old model.  The first
-		 * HELLO forgets nothing, and samples already waiting are
-		 * better held for the walk that follows it. */
-		if (!gstate_get_hello(g->gs))
-			return;
-		if (budget_take(g))
-			attribution_flush(g->sy, now);
-		else
-			attribution_drain(g->sy, now);
-		return;
-	case OPVM_REC_EXEC:
-	case OPVM_REC_PROC_EXIT:
-	case OPVM_REC_THREAD_EXIT: {
-		/* same layout: tid (exit) or tgid (exec) first */
-		struct opvm_rec_exit r;
-		uint32_t id;
-
-		if (len < sizeof(r))
-			return;
-		memcpy(&r, rec, sizeof(r));
-		id = type == OPVM_REC_PROC_EXIT ? le32toh(r.tgid) : le32toh(r.tid);
-		if (type == OPVM_REC_THREAD_EXIT ? !gstate_thread_tgid(g->gs, id) :
-						   !gstate_proc_by_tgid(g->gs, id))
-			return;		/* nothing to forget */
-		if (!budget_take(g))
-			attribution_drain(g->sy, now);
-		else if (type == OPVM_REC_THREAD_EXIT)
-			attribution_run(g->sy, now);	/* held samples of the thread */
-		else
-			attribution_forget_process(g->sy, id, now);
-		return;
-	}
-	default:
-		return;
-	}
+	memcpy(&r, rec, sizeof(r));
+	if (gstate_map_overlaps(gstate_proc_by_tgid(g->gs, le32toh(r.tgid)),
+				le64toh(r.start), le64toh(r.end)))
+		attribution_drain(g->sy, now);
 }
 
-/* Mappings, file names and modules changing under samples still in the
- * rings (see on_record()). */
-static void on_map_record(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
+/* A cookie id reused for another file: samples already in the rings were
+ * taken under the old name (the decoder checked the lengths). */
+static void before_cookie(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
 			  size_t len, uint64_t now)
 {
-	switch (type) {
-	case OPVM_REC_MMAP:
-	case OPVM_REC_MUNMAP: {
-		/* same layout up to end */
-		struct opvm_rec_munmap r;
+	struct opvm_rec_cookie r;
 
-		if (len < sizeof(r))
-			return;
-		memcpy(&r, rec, sizeof(r));
-		if (gstate_map_overlaps(gstate_proc_by_tgid(g->gs, le32toh(r.tgid)),
-					le64toh(r.start), le64toh(r.end)))
-			attribution_drain(g->sy, now);
+	(void)type;
+	if (len < sizeof(r))
 		return;
-	}
-	case OPVM_REC_COOKIE: {
-		/* a cookie id reused for another file: samples already in the
-		 * rings were taken under the old name (the decoder checked
-		 * the lengths) */
-		struct opvm_rec_cookie r;
-
-		if (len < sizeof(r))
-			return;
-		memcpy(&r, rec, sizeof(r));
-		if (le16toh(r.path_len) <= len - sizeof(r) &&
-		    gstate_cookie_renames(g->gs, le64toh(r.cookie), (const char *)rec + sizeof(r),
-					  le16toh(r.path_len), r.build_id, r.build_id_len))
-			attribution_drain(g->sy, now);
-		return;
-	}
-	case OPVM_REC_MODULE:
-	case OPVM_REC_MODULE_FREE: {
-		struct opvm_rec_module r;
-		uint64_t base, end;
-
-		if (len < sizeof(r))
-			return;
-		memcpy(&r, rec, sizeof(r));
-		base = le64toh(r.base);
-		if (__builtin_add_overflow(base, le64toh(r.size), &end))
-			end = UINT64_MAX;
-		if (gstate_module_by_name(g->gs, r.name, strnlen(r.name, sizeof(r.name))) ||
-		    (type == OPVM_REC_MODULE && gstate_module_overlaps(g->gs, base, end)))
-			attribution_drain(g->sy, now);
-		return;
-	}
-	default:
-		return;
-	}
+	memcpy(&r, rec, sizeof(r));
+	if (le16toh(r.path_len) <= len - sizeof(r) &&
+	    gstate_cookie_renames(g->gs, le64toh(r.cookie), (const char *)rec + sizeof(r),
+				  le16toh(r.path_len), r.build_id, r.build_id_len))
+		attribution_drain(g->sy, now);
 }
 
+/* A module loaded over another's text, or one going. */
+static void before_module(struct cguest *g, uint16_t type, const struct opvm_rec_hdr *rec,
+			  size_t len, uint64_t now)
+{
+	struct opvm_rec_module r;
+	uint64_t base, end;
+
+	if (len < sizeof(r))
+		return;
+	memcpy(&r, rec, sizeof(r));
+	base = le64toh(r.base);
+	if (__builtin_add_overflow(base, le64toh(r.size), &end))
+		end = UINT64_MAX;
+	if (gstate_module_by_name(g->gs, r.name, strnlen(r.name, sizeof(r.name))) ||
+	    (type == OPVM_REC_MODULE && gstate_module_overlaps(g->gs, base, end)))
+		attribution_drain(g->sy, now);
+}
+
+/* The records that make the model forget or rename something; the others
+ * (NULL) ask nothing of attribution. */
+static const record_before_fn record_before[OPVM_REC_TYPE_MAX] = {
+	[OPVM_REC_HELLO]	= before_hello,
+	[OPVM_REC_PROC]		= before_proc,
+	[OPVM_REC_EXEC]		= before_exit,
+	[OPVM_REC_PROC_EXIT]	= before_exit,
+	[OPVM_REC_THREAD_EXIT]	= before_exit,
+	[OPVM_REC_COOKIE]	= before_cookie,
+	[OPVM_REC_MMAP]		= before_mapping,
+	[OPVM_REC_MUNMAP]	= before_mapping,
+	[OPVM_REC_MODULE]	= before_module,
+	[OPVM_REC_MODULE_FREE]	= before_module,
+};
+
+/* Every record of both sources, the channel's decoder and introspection's,
+ * before the model applies it: the fetch's, then attribution's per type. */
 static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 {
 	struct cguest *g = arg;
 	uint16_t type = le16toh(rec->type);
-	uint64_t now = util_now_ms();
 
 	fetch_record(g->fetch, rec, len);
-	on_task_record(g, type, rec, len, now);
-	on_map_record(g, type, rec, len, now);
+	if (type < OPVM_REC_TYPE_MAX && record_before[type])
+		record_before[type](g, type, rec, len, util_now_ms());
 }
 
 static void channel_try_reconnect(struct cguest *g)
@@ -932,7 +945,7 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 	if (!final)
 		intro_poll(g, now);
 	else if (g->intro)
-		introspect_finish(g->intro, intro_emit, g);	/* symbols still owed */
+		introspect_finish(g->intro, &g->intro_tool);	/* symbols still owed */
 	if (!final)
 		python_tell(g);
 	/* samples that could not be filed are counted (store_errors), and

@@ -130,7 +130,7 @@ static void copy_name(char *dst, const char *src, size_t max, bool release)
  * still applies.
  */
 static void hello_parse_switch(const uint8_t *p, uint32_t len,
-			       struct gstate_hello *out, uint64_t *refused)
+			       struct chan_hello *out, uint64_t *refused)
 {
 	struct opvm_hello_switch sw;
 
@@ -156,7 +156,7 @@ static void hello_parse_switch(const uint8_t *p, uint32_t len,
  * slot array placement) before it resets the model.  Returns false for a
  * bad record.
  */
-static bool hello_parse(const uint8_t *p, uint32_t len, struct gstate_hello *out,
+static bool hello_parse(const uint8_t *p, uint32_t len, struct chan_hello *out,
 			uint64_t *switch_refused)
 {
 	struct opvm_rec_hello r;
@@ -317,7 +317,7 @@ static void record_process(const uint8_t *p, const struct chan_hdr *h, void *arg
 	seq_track(d, h);
 
 	if (h->type == OPVM_REC_HELLO) {
-		struct gstate_hello gh;
+		struct chan_hello gh;
 		uint32_t version;
 
 		memcpy(&version, p + sizeof(struct opvm_rec_hdr), sizeof(version));

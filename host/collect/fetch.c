@@ -37,7 +37,7 @@
 #include "lib/channel.h"
 #include "lib/safepath.h"
 #include "lib/util.h"
-#include "vmm/introspect/memsyms.h"
+#include "vmm/introspect/introspect.h"
 
 /* What a kallsyms transfer held: vmlinux's symbols, modules'. */
 #define KIND_VMLINUX	1u
@@ -692,7 +692,7 @@ static const struct img *img_find(const struct fetch *f, const uint8_t *bid, siz
 }
 
 /* Whether the cached memory symbols name in dfd are this opvm's
- * (memsyms_current()): an older one lacks the PLT's names. */
+ * (introspect_image_syms_current()): an older one lacks the PLT's names. */
 static bool memsyms_file_current(int dfd, const char *name)
 {
 	uint8_t head[64];
@@ -701,7 +701,7 @@ static bool memsyms_file_current(int dfd, const char *name)
 
 	if (fd >= 0)
 		close(fd);
-	return n > 0 && memsyms_current(head, (size_t)n);
+	return n > 0 && introspect_image_syms_current(head, (size_t)n);
 }
 
 int fetch_memsyms_due(struct fetch *f, const uint8_t *bid, size_t len)

@@ -84,7 +84,7 @@ struct gstate {
 	bool procs_expected;		/* ... and is about to: hold, do not guess */
 	bool maps_walked;		/* introspection sends mappings too */
 	uint64_t walks;			/* introspection's walks so far */
-	struct gstate_hello hello;
+	struct chan_hello hello;
 	uint64_t gen;
 	struct gstate_stats stats;
 	size_t mem;			/* heap charged (malloc_usable_size) */
@@ -471,10 +471,10 @@ static int applied(struct gstate *gs)
 
 /* ---- HELLO ----------------------------------------------------------------- */
 
-int gstate_hello(struct gstate *gs, const struct gstate_hello *h)
+int gstate_hello(struct gstate *gs, const struct chan_hello *h)
 {
 	struct ht nt[5] = { { 0 } };
-	struct gstate_hello c;
+	struct chan_hello c;
 	int i;
 
 	if (!h)
@@ -505,7 +505,7 @@ int gstate_hello(struct gstate *gs, const struct gstate_hello *h)
 	return applied(gs);
 }
 
-const struct gstate_hello *gstate_get_hello(const struct gstate *gs)
+const struct chan_hello *gstate_get_hello(const struct gstate *gs)
 {
 	return gs && gs->have_hello ? &gs->hello : NULL;
 }

@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/channel.h"
+
 struct gstate;
 
 /* Bytes of heap that several models together may hold (attach --all: one
@@ -85,23 +87,6 @@ struct gstate_module {
 	uint64_t base, size;
 };
 
-struct gstate_hello {
-	uint32_t version;
-	uint32_t nr_cpus;
-	uint64_t slot_pa;
-	uint32_t slot_size;
-	uint64_t anchor_addr;
-	uint64_t text_addr;
-	char anchor_name[64 + 1];
-	char release[65 + 1];
-	/* HELLO's switch-ring tail, checked (timeline_check_geometry());
-	 * switch_pa 0: the guest sent none or it failed the checks. */
-	uint64_t switch_pa;
-	uint32_t switch_stride;
-	uint32_t switch_entries;
-	uint32_t tsc_khz;		/* 0: unknown */
-};
-
 struct gstate_stats {
 	uint64_t records;		/* records applied */
 	uint64_t refused;		/* mutations refused (bounds, bad values) */
@@ -119,8 +104,8 @@ void gstate_free(struct gstate *gs);
 
 /* ---- mutators (decoder side); return 0 or -errno --------------------- */
 /* A HELLO resets the model (a rebooted guest starts from nothing). */
-int gstate_hello(struct gstate *gs, const struct gstate_hello *h);
-const struct gstate_hello *gstate_get_hello(const struct gstate *gs); /* NULL before HELLO */
+int gstate_hello(struct gstate *gs, const struct chan_hello *h);
+const struct chan_hello *gstate_get_hello(const struct gstate *gs); /* NULL before HELLO */
 /* Introspection walked the guest's process list (vmm/introspect/): the
  * model knows its processes, as after a HELLO and the module's walk. */
 void gstate_set_procs_walked(struct gstate *gs);

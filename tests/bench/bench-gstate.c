@@ -35,7 +35,7 @@ static double now_ns(void)
 /* ns per exit over ROUNDS rounds; -1 on a model error. */
 static double exits(int shared)
 {
-	struct gstate_hello h = { .version = 1, .nr_cpus = 1 };
+	struct chan_hello h = { .version = 1, .nr_cpus = 1 };
 	double spent = 0;
 
 	for (int r = 0; r < ROUNDS; r++) {

@@ -101,7 +101,7 @@ static uint64_t lib_base(unsigned p, unsigned l)
 
 static int build_guest(struct gstate *gs)
 {
-	struct gstate_hello h = { .version = 1, .nr_cpus = NR_VCPUS };
+	struct chan_hello h = { .version = 1, .nr_cpus = NR_VCPUS };
 	char path[64];
 	unsigned p, l, m;
 

@@ -101,7 +101,7 @@ static void sleep_ms(unsigned ms)
 }
 
 /* Reads the channel until HELLO has come with its switch-ring tail. */
-static int wait_hello(const char *chan, struct gstate *gs, struct gstate_hello *out)
+static int wait_hello(const char *chan, struct gstate *gs, struct chan_hello *out)
 {
 	struct decoder *d = decoder_new(gs);
 	int fd = util_connect_unix(chan, UTIL_CONNECT_MS), rc = -ETIMEDOUT;
@@ -117,7 +117,7 @@ static int wait_hello(const char *chan, struct gstate *gs, struct gstate_hello *
 	}
 	while (time(NULL) < end) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		const struct gstate_hello *h;
+		const struct chan_hello *h;
 		ssize_t n;
 
 		if (poll(&p, 1, 500) <= 0)
@@ -297,7 +297,7 @@ static void usage(void)
 		"--pid QEMU_PID [--samples N] [--interval-ms MS]\n");
 }
 
-static int sample_loop(struct check *c, struct gdbstub *gs, const struct gstate_hello *h,
+static int sample_loop(struct check *c, struct gdbstub *gs, const struct chan_hello *h,
 		       unsigned samples, unsigned interval_ms)
 {
 	struct gdbstub_regs regs[MAX_VCPUS];
@@ -363,7 +363,7 @@ int main(int argc, char **argv)
 	const char *qmp_path = NULL, *gdb_path = NULL, *chan = NULL;
 	unsigned samples = 300, interval_ms = 20;
 	struct check c = { 0 };
-	struct gstate_hello h;
+	struct chan_hello h;
 	struct timeline_stats ts;
 	struct tally t = { 0 };
 	struct gstate *gst = NULL;

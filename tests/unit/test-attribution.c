@@ -70,7 +70,7 @@ static void fix_open(struct fix *f, unsigned sep, unsigned hold_ms, size_t hold_
 	f->sy = attribution_new(f->st, f->gs, f->rings, 2, &cfg);
 	assert_non_null(f->sy);
 	if (hello) {
-		struct gstate_hello h = { .version = 1, .nr_cpus = 2 };
+		struct chan_hello h = { .version = 1, .nr_cpus = 2 };
 
 		assert_int_equal(gstate_hello(f->gs, &h), 0);
 		assert_int_equal(gstate_cookie(f->gs, 1, S("/bin/app"), (const uint8_t *)"\xab\xcd", 2), 0);
@@ -976,7 +976,7 @@ static void test_cache_invalidation(void **state)
 	assert_int_equal(count_at(&f, "/usr/bin/other", "/usr/bin/other", ANY, ANY, ANY, 0x10, NULL), 1);
 	/* a HELLO (reboot) forgets everything: held again */
 	{
-		struct gstate_hello h = { .version = 1 };
+		struct chan_hello h = { .version = 1 };
 
 		assert_int_equal(gstate_hello(f.gs, &h), 0);
 	}

@@ -283,7 +283,7 @@ struct fake {
 	struct cguest *g;
 	int push_each_status;	/* push one user sample per status call */
 	int hellos;		/* guest_hello calls */
-	struct sampler_hello hello;	/* the last one */
+	struct chan_hello hello;	/* the last one */
 };
 
 static int fake_status(struct sampler *s)
@@ -318,7 +318,7 @@ static const char *fake_err(struct sampler *s)
 	return "scripted fault";
 }
 
-static void fake_hello(struct sampler *s, const struct sampler_hello *h)
+static void fake_hello(struct sampler *s, const struct chan_hello *h)
 {
 	struct fake *f = s->priv;
 
@@ -609,7 +609,7 @@ static void test_reconnect(void **state)
 	cguest_set_sampler(g, &f.s);
 	assert_int_equal(f.hellos, 1);
 	assert_int_equal(f.hello.slot_pa, 0x100000);
-	assert_int_equal(f.hello.nr_slots, 2);
+	assert_int_equal(f.hello.nr_cpus, 2);
 	assert_int_equal(f.hello.slot_size, sizeof(struct opvm_slot));
 	assert_int_equal(f.hello.switch_pa, 0);
 	assert_int_equal(collector_sync(c), 0);

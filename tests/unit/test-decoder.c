@@ -377,7 +377,7 @@ static void test_applies_to_gstate(void **state)
 	struct ctx c;
 	const struct gstate_process *p;
 	const struct gstate_cookie *ck;
-	const struct gstate_hello *h;
+	const struct chan_hello *h;
 
 	ctx_init(&c, NULL);
 	build_session(&s);
@@ -790,7 +790,7 @@ static void test_hello_switch(void **state)
 {
 	const uint32_t stride = 32 + 4096 * 40;
 	struct stream s = { 0 };
-	const struct gstate_hello *h;
+	const struct chan_hello *h;
 	struct ctx c;
 
 	assert_int_equal(sizeof(struct opvm_rec_hello) + sizeof(struct opvm_hello_switch), 216);

@@ -20,7 +20,7 @@
 static struct gstate *mkgs(void)
 {
 	struct gstate *gs = gstate_new(NULL);
-	struct gstate_hello h = { .version = 1, .nr_cpus = 2 };
+	struct chan_hello h = { .version = 1, .nr_cpus = 2 };
 
 	assert_non_null(gs);
 	strcpy(h.release, "6.1.0-test");
@@ -31,7 +31,7 @@ static struct gstate *mkgs(void)
 static void test_hello_reset(void **state)
 {
 	struct gstate *gs = gstate_new(NULL);
-	struct gstate_hello h = { .version = 1, .nr_cpus = 4, .slot_pa = 0x1000 };
+	struct chan_hello h = { .version = 1, .nr_cpus = 4, .slot_pa = 0x1000 };
 	uint64_t g;
 
 	assert_null(gstate_get_hello(gs));
@@ -499,7 +499,7 @@ static void test_limits(void **state)
 		.max_mappings = 5, .max_cookies = 2, .max_modules = 2,
 	};
 	struct gstate *gs = gstate_new(&lim);
-	struct gstate_hello h = { .version = 1 };
+	struct chan_hello h = { .version = 1 };
 	uint64_t refused;
 
 	assert_non_null(gs);

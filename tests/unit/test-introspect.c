@@ -32,6 +32,9 @@
 #include "lib/channel.h"
 #include "lib/array.h"
 
+/* A tool that takes the records only (vmm/introspect/introspect.h). */
+#define TOOL(fn, a)	(&(const struct introspect_tool){ .record = (fn), .arg = (a) })
+
 #define RAM	(8u << 20)
 #define VMCI_PA	0x600000ull
 
@@ -175,8 +178,8 @@ static void guest_free(struct guest *g)
 static const struct introspect_stats *run(struct introspect *in, struct capture *c, int n)
 {
 	for (int i = 0; i < n; i++) {
-		assert_int_equal(introspect_poll(in, 1000000u * (uint64_t)(i + 1), capture, c), 0);
-		if (strcmp(introspect_get_stats(in)->state, "searching"))
+		assert_int_equal(introspect_poll(in, 1000000u * (uint64_t)(i + 1), TOOL(capture, c)), 0);
+		if (introspect_get_stats(in)->state != INTROSPECT_SEARCHING)
 			break;
 	}
 	return introspect_get_stats(in);
@@ -195,7 +198,7 @@ static void test_kallsyms_from_memory(void **state)
 	in = introspect_new(g.m, &cfg);
 	assert_non_null(in);
 	st = run(in, c, 20);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_int_equal(st->vmcoreinfo_gpa, VMCI_PA);
 	assert_int_equal(st->pgd_gpa, XI_PGD_PA);
 	assert_string_equal(st->release, "6.1.0-test");
@@ -345,7 +348,7 @@ static void test_lying_vmcoreinfo(void **state)
 	in = introspect_new(g.m, NULL);
 	assert_non_null(in);
 	st = run(in, c, 5);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_int_equal(st->vmcoreinfo_gpa, VMCI_PA);
 	assert_int_equal(st->refused, 2);
 	assert_int_equal(c->ends, 1);
@@ -355,7 +358,7 @@ static void test_lying_vmcoreinfo(void **state)
 	memset(g.x.ram + 0x500000, 0, 8192);
 	in = introspect_new(g.m, NULL);
 	st = run(in, c, 4);
-	assert_string_equal(st->state, "searching");
+	assert_int_equal(st->state, INTROSPECT_SEARCHING);
 	assert_true(st->passes >= 1);
 	assert_true(st->scanned_bytes <= 4ull * RAM);
 	introspect_free(in);
@@ -421,7 +424,7 @@ static void stacks_check(struct introspect *in, struct guest *g, struct capture 
 	xi_put(&g->x, XT_TASK_VA + 7 * XT_SIZE + XT_STACK,
 	       &(uint64_t){ XT_STACK_VA + 8 * 16384 + 8 }, 8);
 	xi_put(&g->x, XT_TASK_VA + 8 * XT_SIZE + XT_STACK, &(uint64_t){ 0x7fff0000c000 }, 8);
-	assert_int_equal(introspect_poll(in, 10500000, capture, c), 0);
+	assert_int_equal(introspect_poll(in, 10500000, TOOL(capture, c)), 0);
 	assert_int_equal(introspect_task_by_sp(in, XT_STACK_VA + 8 * 16384 + 16, &tgid, &kth),
 			 -ENOENT);
 	assert_int_equal(introspect_get_stats(in)->stacks, XT_MAX - 1);
@@ -444,12 +447,12 @@ static void test_processes(void **state)
 	in = introspect_new(g.m, NULL);
 	assert_non_null(in);
 	st = run(in, c, 3);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_true(st->btf_bytes > 0);
 	/* no `modules` in its kallsyms: modules not read, and said why */
 	assert_null(st->modules);
 	assert_non_null(strstr(st->modules_error, "CONFIG_KALLSYMS_ALL"));
-	assert_int_equal(introspect_poll(in, 10000000, capture, c), 0);
+	assert_int_equal(introspect_poll(in, 10000000, TOOL(capture, c)), 0);
 	assert_int_equal(st->procs_live, 1);
 	assert_int_equal(st->tasks, XT_MAX);
 	assert_int_equal(c->procs, XT_MAX);
@@ -458,14 +461,14 @@ static void test_processes(void **state)
 	assert_string_equal(c->p105.comm, "proc5");
 	stacks_check(in, &g, c);
 	/* an unchanged list sends nothing */
-	introspect_poll(in, 11000000, capture, c);
+	introspect_poll(in, 11000000, TOOL(capture, c));
 	assert_int_equal(c->procs + c->execs + c->exits, XT_MAX);
 	/* task 50 exits, task 60 execs (new address space, new name) */
 	next = XT_TASK_VA + 51 * XT_SIZE + XT_TASKS;
 	xi_put(&g.x, XT_TASK_VA + 49 * XT_SIZE + XT_TASKS, &next, 8);
 	xi_put(&g.x, XT_MM_VA + 60 * 0x100 + XM_PGD, &pgd, 8);
 	xi_put(&g.x, XT_TASK_VA + 60 * XT_SIZE + XT_COMM, "newprog", 8);
-	introspect_poll(in, 12000000, capture, c);
+	introspect_poll(in, 12000000, TOOL(capture, c));
 	assert_int_equal(c->exits, 1);
 	assert_int_equal(c->last_exit, 150);
 	assert_int_equal(c->execs, 1);
@@ -478,11 +481,127 @@ static void test_processes(void **state)
 	introspect_module_active(in);
 	xi_put(&g.x, XT_TASK_VA + 49 * XT_SIZE + XT_TASKS,
 	       &(uint64_t){ XT_TASK_VA + 50 * XT_SIZE + XT_TASKS }, 8);
-	introspect_poll(in, 13000000, capture, c);
+	introspect_poll(in, 13000000, TOOL(capture, c));
 	assert_int_equal(c->procs, XT_MAX);
 	introspect_free(in);
 	guest_free(&g);
 	free(c);
+}
+
+/* What the tool is told besides records: the search's progress at every
+ * poll, and each walk's processes (also once opvm.ko speaks, when no
+ * record goes), so that a consumer never reads the statistics. */
+struct told {
+	struct capture *c;
+	unsigned progress, walked;
+	struct introspect_progress last;
+	uint64_t walks;
+	size_t nr_tasks;
+	struct introspect_task t5;	/* tgid 105's, as told */
+	unsigned current;		/* introspect_tool.current calls */
+	bool known;
+	uint32_t nr;
+};
+
+static void told_current(void *arg, const struct kcurrent_info *ci, bool known)
+{
+	struct told *t = arg;
+
+	t->current++;
+	t->known = known;
+	t->nr = ci->nr;
+}
+
+static void told_record(void *arg, const void *rec, size_t len)
+{
+	capture(((struct told *)arg)->c, rec, len);
+}
+
+static void told_walked(void *arg, const struct introspect_walk *w)
+{
+	struct told *t = arg;
+
+	t->walked++;
+	t->walks = w->walks;
+	t->nr_tasks = w->nr_tasks;
+	for (size_t i = 0; i < w->nr_tasks; i++) {
+		if (i)
+			assert_true(w->tasks[i - 1].tgid < w->tasks[i].tgid);
+		if (w->tasks[i].tgid == 105)
+			t->t5 = w->tasks[i];
+	}
+}
+
+static void told_progress(void *arg, const struct introspect_progress *p)
+{
+	struct told *t = arg;
+
+	t->progress++;
+	t->last = *p;
+	t->last.release = NULL;		/* valid during the call only */
+	assert_non_null(p->release);
+}
+
+static void test_tool(void **state)
+{
+	struct told t = { .c = calloc(1, sizeof(*t.c)) };
+	const struct introspect_tool tool = { .arg = &t, .record = told_record,
+					      .walked = told_walked, .progress = told_progress,
+					      .current = told_current };
+	const struct introspect_config cfg = { .nr_cpus = 2 };
+	struct introspect *in;
+	struct guest g;
+	unsigned polls = 0;
+
+	tguest_new(&g, XT_MAX);
+	in = introspect_new(g.m, &cfg);
+	assert_non_null(in);
+	assert_int_equal(introspect_poll(in, 1, &(const struct introspect_tool){ 0 }), -EINVAL);
+	do {
+		assert_int_equal(introspect_poll(in, 1000000u * ++polls, &tool), 0);
+		assert_int_equal(t.progress, polls);
+		if (t.last.state == INTROSPECT_SEARCHING)
+			assert_true(t.last.procs_expected);
+	} while (t.last.state == INTROSPECT_SEARCHING && polls < 3);
+	assert_int_equal(t.last.state, INTROSPECT_READY);
+	assert_true(t.last.ksyms_sent);
+	while (!t.last.procs_live && polls < 6)
+		introspect_poll(in, 1000000u * ++polls, &tool);
+	assert_true(t.last.procs_live);
+	assert_false(t.last.procs_expected);
+	assert_int_equal(t.walked, t.last.walks);
+	assert_int_equal(t.walks, introspect_get_stats(in)->walks);
+	assert_int_equal(t.nr_tasks, XT_MAX);
+	assert_int_equal(t.t5.cr3, pgd_pa(5));
+	assert_string_equal(t.t5.comm, "proc5");
+	assert_int_equal(t.c->procs, XT_MAX);
+	/* the current-task pointers: told once found, then only on change */
+	assert_int_equal(t.current, 1);
+	assert_true(t.known);
+	assert_int_equal(t.nr, 2);
+	/* opvm.ko speaks: no more process records, the walks still told */
+	introspect_module_active(in);
+	introspect_poll(in, 1000000u * ++polls, &tool);
+	assert_int_equal(t.walked, t.last.walks);
+	assert_int_equal(t.nr_tasks, XT_MAX);
+	assert_int_equal(t.c->procs, XT_MAX);
+	assert_int_equal(t.current, 1);
+	/* a new consumer: told again; a per-CPU base lost: told so */
+	introspect_current_again(in);
+	introspect_poll(in, 1000000u * ++polls, &tool);
+	assert_int_equal(t.current, 2);
+	xi_put(&g.x, XT_PCPU_OFF_VA + 8, &(uint64_t){ 0x10000 }, 8);
+	introspect_poll(in, 1000000u * ++polls, &tool);
+	assert_int_equal(t.current, 3);		/* CPU 1's is gone */
+	assert_true(t.known);
+	xi_put(&g.x, XT_PCPU_OFF_VA, &(uint64_t){ 0 }, 8);
+	introspect_poll(in, 1000000u * ++polls, &tool);
+	assert_int_equal(t.current, 4);
+	assert_false(t.known);
+	assert_int_equal(t.nr, 0);
+	introspect_free(in);
+	guest_free(&g);
+	free(t.c);
 }
 
 /* A reboot (the VMCOREINFO page changes): every process announced goes,
@@ -501,13 +620,13 @@ static void test_reboot(void **state)
 	assert_int_equal(c->procs, 20);
 	memcpy(saved, g.x.ram + VMCI_PA, sizeof(saved));
 	g.x.ram[VMCI_PA + 12] ^= 1;
-	introspect_poll(in, 20000000, capture, c);
-	assert_string_equal(st->state, "searching");
+	introspect_poll(in, 20000000, TOOL(capture, c));
+	assert_int_equal(st->state, INTROSPECT_SEARCHING);
 	assert_int_equal(st->reboots, 1);
 	assert_int_equal(c->exits, 20);
 	memcpy(g.x.ram + VMCI_PA, saved, sizeof(saved));
-	introspect_poll(in, 21000000, capture, c);
-	assert_string_equal(st->state, "ready");
+	introspect_poll(in, 21000000, TOOL(capture, c));
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_int_equal(c->procs, 40);
 	assert_int_equal(c->ends, 2);
 	assert_int_equal(st->ksyms_sent, 6);
@@ -721,13 +840,13 @@ static void test_cgroup_records(void **state)
 	in = introspect_new(g.m, NULL);
 	assert_non_null(in);
 	run(in, c, 3);
-	assert_int_equal(introspect_poll(in, 10000000, capture, c), 0);
+	assert_int_equal(introspect_poll(in, 10000000, TOOL(capture, c)), 0);
 	assert_int_equal(c->procs, 20);
 	assert_int_equal(c->cgroups, 20);
-	introspect_poll(in, 11000000, capture, c);
+	introspect_poll(in, 11000000, TOOL(capture, c));
 	assert_int_equal(c->cgroups, 20);
 	xcg_task(&g, 5, 2);	/* echo 105 > /opvm-b/cgroup.procs */
-	introspect_poll(in, 12000000, capture, c);
+	introspect_poll(in, 12000000, TOOL(capture, c));
 	assert_int_equal(c->cgroups, 21);
 	assert_int_equal(c->cgroup_tgid, 105);
 	assert_string_equal(c->cgroup_path, "/opvm-b");
@@ -754,7 +873,7 @@ static void test_current_task(void **state)
 	assert_non_null(in);
 	assert_int_equal(introspect_current(in, 0, &cur), -ENOENT);	/* not found yet */
 	st = run(in, c, 3);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_int_equal(introspect_current(in, 0, &cur), 0);
 	assert_int_equal(cur.task, XT_INIT_VA);
 	assert_int_equal(cur.tid, 0);
@@ -812,7 +931,7 @@ static void test_mappings(void **state)
 	in = introspect_new(g.m, NULL);
 	assert_non_null(in);
 	st = run(in, c, 3);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_non_null(st->maps);
 	assert_int_equal(c->cookies, 2);
 	assert_string_equal(c->cookie_path[0], "/usr/bin/prog");
@@ -834,7 +953,7 @@ static void test_mappings(void **state)
 	assert_int_equal(st->maps->tree_bad + st->maps->tree_cut + st->maps->vma_bad +
 			 st->maps->path_bad + st->maps->buildid_missing, 0);
 	/* nothing changed: nothing read, nothing sent */
-	introspect_poll(in, 10000000, capture, c);
+	introspect_poll(in, 10000000, TOOL(capture, c));
 	assert_int_equal(c->maps, 2 * users);
 	assert_int_equal(st->maps->procs_unchanged, users);
 	/* process 5's libc text grows (a new map count): MUNMAP + MMAP */
@@ -842,7 +961,7 @@ static void test_mappings(void **state)
 	xi_put64(&g.x, XV_VMA(5, 4) + XVMA_START, 0x7f0000101000ull);
 	xi_put64(&g.x, XV_NODE(5, 2) + 8 + 8, 0x7f0000100fffull);
 	xi_put(&g.x, XT_MM_VA + 5 * 0x100 + XM_MAP_COUNT, &seven, 4);
-	introspect_poll(in, 11000000, capture, c);
+	introspect_poll(in, 11000000, TOOL(capture, c));
 	assert_int_equal(c->munmaps, 1);
 	assert_int_equal(c->last_munmap.tgid, 105);
 	assert_int_equal(c->last_munmap.end, 0x7f0000100000ull);
@@ -850,7 +969,7 @@ static void test_mappings(void **state)
 	assert_int_equal(c->last_map.end, 0x7f0000101000ull);
 	/* process 60 execs (another address space): its maps are sent again */
 	xi_put64(&g.x, XT_MM_VA + 60 * 0x100 + XM_PGD, pgd);
-	introspect_poll(in, 12000000, capture, c);
+	introspect_poll(in, 12000000, TOOL(capture, c));
 	assert_int_equal(c->execs, 1);
 	assert_int_equal(c->maps, 2 * users + 3);
 	assert_int_equal(c->cookies, 2);
@@ -881,18 +1000,18 @@ static void test_mappings_late_build_id(void **state)
 	in = introspect_new(g.m, NULL);
 	assert_non_null(in);
 	st = run(in, c, 3);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_int_equal(c->cookies, 2);
 	assert_string_equal(c->cookie_path[0], "/usr/bin/prog");
 	assert_int_equal(c->cookie_bid_len[0], 0);
 	assert_int_equal(st->maps->buildid_missing, 1);
 	/* not read: the walk is repeated (the processes that map it) */
-	introspect_poll(in, t += 1000000, capture, c);
+	introspect_poll(in, t += 1000000, TOOL(capture, c));
 	assert_int_equal(c->cookies, 2);
 	assert_true(st->maps->procs_read > 0);
 	/* the page is resident now: the same id, with its build-id */
 	xv_elf(&g.x, XV_PROG_PA, XV_BID_PROG);
-	introspect_poll(in, t += 1000000, capture, c);
+	introspect_poll(in, t += 1000000, TOOL(capture, c));
 	assert_int_equal(c->cookies, 3);
 	assert_string_equal(c->cookie_path[1], "/usr/bin/prog");
 	assert_int_equal(c->cookie_id[1], c->cookie_id[0]);
@@ -901,7 +1020,7 @@ static void test_mappings_late_build_id(void **state)
 	assert_memory_equal(c->cookie_bid[1], bid, 20);
 	assert_int_equal(st->maps->buildid_late, 1);
 	/* then nothing more: every process unchanged */
-	introspect_poll(in, t += 1000000, capture, c);
+	introspect_poll(in, t += 1000000, TOOL(capture, c));
 	assert_int_equal(c->cookies, 3);
 	introspect_free(in);
 	guest_free(&g);
@@ -915,13 +1034,13 @@ static void test_mappings_late_build_id(void **state)
 	assert_non_null(in);
 	st = run(in, c, 3);
 	for (unsigned i = 0; i < KVMAS_BID_TRIES + 4; i++)
-		introspect_poll(in, t += 1000000, capture, c);
+		introspect_poll(in, t += 1000000, TOOL(capture, c));
 	assert_int_equal(c->cookies, 2);
 	assert_int_equal(st->maps->buildid_late, 0);
 	{
 		uint64_t read = st->maps->procs_read;
 
-		introspect_poll(in, t += 1000000, capture, c);
+		introspect_poll(in, t += 1000000, TOOL(capture, c));
 		assert_int_equal(st->maps->procs_read, read);	/* given up */
 	}
 	introspect_free(in);
@@ -966,7 +1085,7 @@ static void test_lying_maps(void **state)
 	xi_put64(&g.x, XT_MM_VA + 8 * 0x100 + XM_MT + 8, XV_VMA(8, 0));
 	in = introspect_new(g.m, NULL);
 	st = run(in, c, 3);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_non_null(st->maps);
 	assert_int_equal(st->tasks, XT_MAX);
 	assert_int_equal(st->maps->tree_cut, 1);	/* 1: the depth cap */
@@ -979,7 +1098,7 @@ static void test_lying_maps(void **state)
 	assert_int_equal(c->maps, 2 * (users - 7) + 4);
 	assert_int_equal(c->cookies, 2);
 	/* the guest keeps lying: the same work again only when its mm moves */
-	introspect_poll(in, 10000000, capture, c);
+	introspect_poll(in, 10000000, TOOL(capture, c));
 	assert_int_equal(st->maps->tree_bad, 4);
 	introspect_free(in);
 	guest_free(&g);
@@ -1012,7 +1131,7 @@ static void test_vma_list(void **state)
 	assert_non_null(in);
 	st = run(in, c, 3);
 	xt_vma_list = 0;
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_non_null(st->maps);
 	assert_string_equal(st->maps->walk, "vma_list");
 	assert_int_equal(c->cookies, 2);
@@ -1086,7 +1205,7 @@ static void modules_one(int mem)
 	kguest_new(&g, 3);
 	in = introspect_new(g.m, NULL);
 	st = run(in, c, 3);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_non_null(st->modules);
 	assert_string_equal(st->modules_layout, mem ? "mem" : "core_layout");
 	assert_int_equal(st->nr_modules, 3);
@@ -1105,12 +1224,12 @@ static void modules_one(int mem)
 	assert_int_equal(st->modules->refused + st->modules->cut + st->modules->bad_ptr +
 			 st->modules->syms_outside + st->modules->syms_bad, 0);
 	/* unchanged: nothing */
-	introspect_poll(in, 5000000, capture, c);
+	introspect_poll(in, 5000000, TOOL(capture, c));
 	assert_int_equal(c->mods + c->mod_frees + c->mod_ends, 4);
 	/* mod1 unloaded: FREE, and the symbols again */
 	xi_put64(&g.x, XK_MOD(0) + 8, XK_MOD(2) + 8);
 	from = c->len;
-	introspect_poll(in, 5001000, capture, c);
+	introspect_poll(in, 5001000, TOOL(capture, c));
 	assert_int_equal(c->mod_frees, 1);
 	assert_string_equal(c->last_free.name, "mod1");
 	assert_int_equal(c->mod_ends, 2);
@@ -1119,35 +1238,35 @@ static void modules_one(int mem)
 	assert_int_equal(st->modules_freed, 1);
 	/* mod1 back: MODULE at once, its symbols not before MODSYMS_MIN_MS */
 	xi_put64(&g.x, XK_MOD(0) + 8, XK_MOD(1) + 8);
-	introspect_poll(in, 5002000, capture, c);
+	introspect_poll(in, 5002000, TOOL(capture, c));
 	assert_int_equal(c->mods, 4);
 	assert_int_equal(c->mod_ends, 2);
 	from = c->len;
-	introspect_poll(in, 5003500, capture, c);
+	introspect_poll(in, 5003500, TOOL(capture, c));
 	assert_int_equal(c->mod_ends, 3);
 	assert_int_equal(mod_lines(c, from), 9);
 	/* mod1 gone again within 2 s: the session's end sends what is owed */
 	xi_put64(&g.x, XK_MOD(0) + 8, XK_MOD(2) + 8);
-	introspect_poll(in, 5004000, capture, c);
+	introspect_poll(in, 5004000, TOOL(capture, c));
 	assert_int_equal(c->mod_ends, 3);
 	from = c->len;
-	introspect_finish(in, capture, c);
+	introspect_finish(in, TOOL(capture, c));
 	assert_int_equal(c->mod_ends, 4);
 	assert_int_equal(mod_lines(c, from), 6);
-	introspect_finish(in, capture, c);	/* nothing more owed */
+	introspect_finish(in, TOOL(capture, c));	/* nothing more owed */
 	assert_int_equal(c->mod_ends, 4);
 	xi_put64(&g.x, XK_MOD(0) + 8, XK_MOD(1) + 8);
-	introspect_poll(in, 5004500, capture, c);
+	introspect_poll(in, 5004500, TOOL(capture, c));
 	/* a module named twice: the second dropped */
 	xk_module(&g.x, 5, "mod0", 0);
 	xi_put64(&g.x, XK_MOD(2) + 8, XK_MOD(5) + 8);
-	introspect_poll(in, 5004800, capture, c);
+	introspect_poll(in, 5004800, TOOL(capture, c));
 	assert_int_equal(st->module_dups, 1);
 	assert_int_equal(st->nr_modules, 3);
 	/* opvm.ko speaks: no more module records */
 	introspect_module_active(in);
 	xi_put64(&g.x, XK_MOD(2) + 8, XK_MOD(1) + 8);
-	introspect_poll(in, 5005000, capture, c);
+	introspect_poll(in, 5005000, TOOL(capture, c));
 	assert_int_equal(c->mods, 5);
 	assert_int_equal(c->seq_ok, c->records + c->ends + c->procs + c->execs + c->exits +
 				    c->cookies + c->maps + c->munmaps + c->mods + c->mod_frees);
@@ -1427,6 +1546,7 @@ int main(void)
 		cmocka_unit_test(test_current_cache),
 		cmocka_unit_test(test_modes),
 		cmocka_unit_test(test_processes),
+		cmocka_unit_test(test_tool),
 		cmocka_unit_test(test_lying_tasks),
 		cmocka_unit_test(test_cgroups),
 		cmocka_unit_test(test_cgroup_records),

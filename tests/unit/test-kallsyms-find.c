@@ -25,6 +25,9 @@
 #include "vmm/introspect/kallsyms.h"
 #include "introspect-image.h"
 
+/* A tool that takes the records only (vmm/introspect/introspect.h). */
+#define TOOL(fn, a)	(&(const struct introspect_tool){ .record = (fn), .arg = (a) })
+
 #define RAM		(8u << 20)
 #define VMCI_PA		0x600000ull
 #define FIND_VA		(XI_KERNEL_VA + 0x300000)
@@ -142,10 +145,10 @@ static void test_introspect_search(void **state)
 	xi_vmcoreinfo_old(&g.x);
 	in = introspect_new(g.m, &cfg);
 	assert_non_null(in);
-	for (int i = 0; i < 5 && !strcmp(introspect_get_stats(in)->state, "searching"); i++)
-		assert_int_equal(introspect_poll(in, 1000u * (uint64_t)(i + 1), emit_none, &recs), 0);
+	for (int i = 0; i < 5 && introspect_get_stats(in)->state == INTROSPECT_SEARCHING; i++)
+		assert_int_equal(introspect_poll(in, 1000u * (uint64_t)(i + 1), TOOL(emit_none, &recs)), 0);
 	st = introspect_get_stats(in);
-	assert_string_equal(st->state, "ready");
+	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_string_equal(st->release, "5.10.0-test");
 	assert_non_null(st->kallsyms_from);
 	assert_string_equal(st->kallsyms_from, "search");

@@ -23,6 +23,7 @@
 
 #include "guest-kmod/opvm_proto.h"
 #include "host/collect/decoder.h"
+#include "lib/channel.h"
 #include "lib/ring.h"
 #include "vmm/kvm/kvm-priv.h"
 #include "vmm/kvm/kvm-sampler.h"
@@ -448,14 +449,14 @@ static void reader_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 {
 	struct chan_reader *cr = arg;
 	struct opvm_rec_hello h;
-	struct sampler_hello sh;
+	struct chan_hello sh;
 
 	if (le16toh(rec->type) != OPVM_REC_HELLO)
 		return;
 	memcpy(&h, rec, sizeof(h));	/* whole: decoder.h */
-	sh = (struct sampler_hello){ .slot_pa = le64toh(h.slot_pa),
+	sh = (struct chan_hello){ .slot_pa = le64toh(h.slot_pa),
 				     .slot_size = le32toh(h.slot_size),
-				     .nr_slots = le32toh(h.nr_cpus) };
+				     .nr_cpus = le32toh(h.nr_cpus) };
 	cr->s->ops->guest_hello(cr->s, &sh);
 	cr->hellos++;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/channel.h"
 #include "lib/util.h"
 #include "unwind/orc.h"
 #include "vmm/guest/callgraph.h"
@@ -66,7 +67,7 @@ void callgraph_free(struct callgraph *cg)
 }
 
 /* The slide HELLO's anchor gives against System.map's, or -ENOENT. */
-static int hello_slide(const struct sampler_callgraph_cfg *cfg, const struct sampler_hello *h,
+static int hello_slide(const struct sampler_callgraph_cfg *cfg, const struct chan_hello *h,
 		       uint64_t *slide)
 {
 	for (unsigned i = 0; i < SAMPLER_CG_ANCHORS; i++) {
@@ -97,7 +98,7 @@ static void orc_publish(struct callgraph *cg, uint64_t ip_start, uint64_t ip_sto
 	atomic_store_explicit(&cg->hello_gen, gen + 2, memory_order_release);
 }
 
-void callgraph_hello(struct callgraph *cg, const struct sampler_hello *h)
+void callgraph_hello(struct callgraph *cg, const struct chan_hello *h)
 {
 	uint64_t slide = 0;
 	int version = (int)unwind_orc_version(h->release);

@@ -42,7 +42,7 @@ void callgraph_free(struct callgraph *cg);	/* NULL-safe */
 
 /* A HELLO: the kernel may be a new one (reboot): its slide and ORC format;
  * the tables System.map locates, else none until callgraph_orc(). */
-void callgraph_hello(struct callgraph *cg, const struct sampler_hello *h);
+void callgraph_hello(struct callgraph *cg, const struct chan_hello *h);
 /* The guest's kallsyms located this boot's ORC tables (after its HELLO):
  * they are loaded from there, with no System.map. */
 void callgraph_orc(struct callgraph *cg, const struct sampler_orc *o);

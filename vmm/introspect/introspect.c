@@ -45,12 +45,9 @@
 /* __START_KERNEL_map: where x86-64 maps the kernel image, phys_base on */
 #define PHYS_LIMIT		(1ull << 52)	/* x86-64's physical address width */
 
-enum state { ST_SEARCHING, ST_READY, ST_FAILED };
-
 struct introspect {
 	struct guestmem *m;
 	struct introspect_config cfg;
-	enum state state;
 	uint64_t cursor;		/* scan position (guest-physical) */
 	uint64_t pass_ms;		/* when the current pass started */
 	bool waiting;			/* a pass found nothing: wait retry_ms */
@@ -63,8 +60,7 @@ struct introspect {
 		uint8_t bytes[OPVM_REC_MAX];
 	} rec;
 	unsigned long used;
-	introspect_emit_fn emit;
-	void *emit_arg;
+	const struct introspect_tool *tool;	/* this poll's */
 	/* symbols the task walk needs, from kallsyms */
 	uint64_t start_btf, stop_btf, init_task;
 	/* each CPU's current task: __per_cpu_offset[] and the per-CPU
@@ -84,6 +80,10 @@ struct introspect {
 	/* the last walk (sorted by tgid) and the one being made */
 	struct ktask *tasks, *walk;
 	size_t nr_tasks;
+	struct introspect_task *told;	/* tasks as introspect_tool.walked
+					 * gets them, KTASKS_MAX, or NULL */
+	/* what introspect_tool.current was told last; NULL: nothing */
+	struct kcurrent_info *cur_told;
 	struct ktasks_stats wst;
 	/* loadable modules: the list head (kallsyms), the offsets (BTF), the
 	 * last walk (sorted by name) and the one being made */
@@ -117,6 +117,11 @@ const char *introspect_mode_name(enum introspect_mode m)
 	return m == INTROSPECT_OFF ? "off" : m == INTROSPECT_ONLY ? "only" : "auto";
 }
 
+const char *introspect_state_name(enum introspect_state s)
+{
+	return s == INTROSPECT_READY ? "ready" : s == INTROSPECT_FAILED ? "failed" : "searching";
+}
+
 struct introspect *introspect_new(struct guestmem *m, const struct introspect_config *cfg)
 {
 	struct introspect *in;
@@ -135,7 +140,6 @@ struct introspect *introspect_new(struct guestmem *m, const struct introspect_co
 		in->cfg.scan_bytes = SCAN_BYTES_DEFAULT;
 	if (!in->cfg.retry_ms)
 		in->cfg.retry_ms = RETRY_MS_DEFAULT;
-	in->st.state = "searching";
 	return in;
 }
 
@@ -144,6 +148,8 @@ void introspect_free(struct introspect *in)
 	if (!in)
 		return;
 	free(in->tasks);
+	free(in->told);
+	free(in->cur_told);
 	free(in->walk);
 	free(in->stacks);
 	free(in->mods);
@@ -165,19 +171,13 @@ void introspect_module_active(struct introspect *in)
 	in->module_active = true;
 	/* a HELLO says a kernel runs, so its VMCOREINFO is there: the next
 	 * poll scans at once, whatever the back-off of a long boot */
-	if (in->state == ST_SEARCHING)
+	if (in->st.state == INTROSPECT_SEARCHING)
 		in->waiting = false;
 }
 
 const struct introspect_stats *introspect_get_stats(const struct introspect *in)
 {
 	return &in->st;
-}
-
-const struct ktask *introspect_tasks(const struct introspect *in, size_t *n)
-{
-	*n = in->tasks ? in->nr_tasks : 0;
-	return in->tasks;
 }
 
 /* Header and padding of a record built in place, then out it goes. */
@@ -192,7 +192,7 @@ static void emit(struct introspect *in, void *rec, unsigned type, size_t len)
 	h->len = htole32((uint32_t)padded);
 	h->seq = htole32(in->seq++);
 	h->reserved = 0;
-	in->emit(in->emit_arg, rec, padded);
+	in->tool->record(in->tool->arg, rec, padded);
 	if (type == OPVM_REC_KSYMS)
 		in->st.ksyms_records++;
 }
@@ -694,15 +694,15 @@ static void mods_refresh(struct introspect *in, uint64_t now)
 	in->st.modsyms_us = (uint64_t)(util_now_ns() - t0) / 1000;
 }
 
-void introspect_finish(struct introspect *in, introspect_emit_fn fn, void *arg)
+void introspect_finish(struct introspect *in, const struct introspect_tool *t)
 {
-	if (!in || !fn || in->state != ST_READY || !in->have_mods || in->module_active ||
+	if (!in || !t || !t->record || in->st.state != INTROSPECT_READY || !in->have_mods || in->module_active ||
 	    in->cfg.no_ksyms || !in->nr_mods || mods_sig(in->mods, in->nr_mods) == in->mods_sig)
 		return;
-	in->emit = fn;
-	in->emit_arg = arg;
+	in->tool = t;
 	in->mods_sig = mods_sig(in->mods, in->nr_mods);
 	modsyms_send(in);
+	in->tool = NULL;
 }
 
 /* ---- finding the kernel --------------------------------------------------- */
@@ -805,8 +805,7 @@ static void search(struct introspect *in, uint64_t now, uint64_t t0)
 		in->cursor = gpa + 4096;	/* go on past it */
 		return;
 	}
-	in->state = ST_READY;
-	in->st.state = "ready";
+	in->st.state = INTROSPECT_READY;
 	if (!(in->vi.have & VMCI_KALLSYMS) && kallsyms_search(in)) {
 		in->st.refused++;
 		return;
@@ -847,8 +846,7 @@ static bool rebooted(struct introspect *in)
 	in->have_offsets = false;
 	in->start_btf = in->stop_btf = in->init_task = in->st.text_addr = 0;
 	in->per_cpu_offset = in->current_task = in->pcpu_hot = 0;
-	in->state = ST_SEARCHING;
-	in->st.state = "searching";
+	in->st.state = INTROSPECT_SEARCHING;
 	in->st.reboots++;
 	in->st.kallsyms_from = NULL;
 	in->st.vmcoreinfo_gpa = in->st.pgd_gpa = 0;
@@ -859,20 +857,99 @@ static bool rebooted(struct introspect *in)
 	return true;
 }
 
-int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn fn, void *arg)
+/* The walk just made, to the tool (introspect_tool.walked). */
+static void walked_tell(struct introspect *in, const struct introspect_tool *t)
 {
-	if (!in || !fn)
+	struct introspect_walk w = { .walks = in->st.walks };
+
+	if (!in->told)
+		in->told = malloc(KTASKS_MAX * sizeof(*in->told));
+	for (size_t i = 0; in->told && in->tasks && i < in->nr_tasks; i++) {
+		in->told[i] = (struct introspect_task){ .tgid = in->tasks[i].tgid,
+							.cr3 = in->tasks[i].cr3 };
+		memcpy(in->told[i].comm, in->tasks[i].comm, sizeof(in->told[i].comm));
+	}
+	w.tasks = in->told;
+	w.nr_tasks = in->told && in->tasks ? in->nr_tasks : 0;
+	t->walked(t->arg, &w);
+}
+
+/* Where the search stands, to the tool (introspect_tool.progress). */
+static void progress_tell(const struct introspect *in, const struct introspect_tool *t)
+{
+	const struct introspect_stats *st = &in->st;
+	struct introspect_progress p = {
+		.state = st->state,
+		/* searching during boot, or found and its processes not walked
+		 * yet (BTF read): the first walk is a sync or two away */
+		.procs_expected = (st->state == INTROSPECT_SEARCHING &&
+				   st->passes < RETRY_BACKOFF_PASSES) ||
+				  (st->state == INTROSPECT_READY && st->btf_bytes && !st->procs_live),
+		.procs_live = st->procs_live,
+		.maps = st->maps != NULL,
+		.walks = st->walks,
+		.ksyms_sent = st->ksyms_sent != 0,
+		.release = st->release,
+	};
+
+	t->progress(t->arg, &p);
+}
+
+static bool current_same(const struct kcurrent_info *a, const struct kcurrent_info *b)
+{
+	return a->nr == b->nr && a->pgd_gpa == b->pgd_gpa &&
+	       !memcmp(&a->off, &b->off, sizeof(a->off)) &&
+	       !memcmp(a->slot_pa, b->slot_pa, a->nr * sizeof(a->slot_pa[0]));
+}
+
+/* Where each CPU's current-task pointer is, to the tool when it changes
+ * (found, or lost at a reboot): a sampler then names the task of every
+ * kernel sample, and cross-checks opvm.ko's slots. */
+static void current_tell(struct introspect *in, const struct introspect_tool *t)
+{
+	struct kcurrent_info ci;
+
+	if (introspect_current_info(in, in->cfg.nr_cpus, &ci))
+		ci.nr = 0;
+	if (in->cur_told ? current_same(&ci, in->cur_told) : !ci.nr)
+		return;
+	if (!in->cur_told && !(in->cur_told = malloc(sizeof(*in->cur_told))))
+		return;
+	*in->cur_told = ci;
+	t->current(t->arg, &ci, ci.nr != 0);
+}
+
+void introspect_current_again(struct introspect *in)
+{
+	if (!in)
+		return;
+	free(in->cur_told);
+	in->cur_told = NULL;
+}
+
+int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introspect_tool *t)
+{
+	uint64_t walks;
+
+	if (!in || !t || !t->record)
 		return -EINVAL;
-	in->emit = fn;
-	in->emit_arg = arg;
-	if (in->state == ST_SEARCHING)
+	in->tool = t;
+	walks = in->st.walks;
+	if (in->st.state == INTROSPECT_SEARCHING)
 		search(in, now_ms, util_now_ms());
-	else if (in->state == ST_READY && !rebooted(in) && in->have_offsets) {
+	else if (in->st.state == INTROSPECT_READY && !rebooted(in) && in->have_offsets) {
 		/* modules first: a task's record may file the samples waiting
 		 * in the rings, and those in a module just loaded need it */
 		mods_refresh(in, now_ms);
 		tasks_refresh(in, !in->module_active);
 	}
+	if (t->walked && in->st.walks != walks)
+		walked_tell(in, t);
+	if (t->progress)
+		progress_tell(in, t);
+	if (t->current)
+		current_tell(in, t);
+	in->tool = NULL;	/* the caller's: nothing is emitted between polls */
 	return 0;
 }
 
@@ -905,7 +982,7 @@ int introspect_current_info(struct introspect *in, unsigned nr_cpus, struct kcur
 	unsigned found = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (in->state != ST_READY || !in->have_offsets || !in->per_cpu_offset || !off)
+	if (in->st.state != INTROSPECT_READY || !in->have_offsets || !in->per_cpu_offset || !off)
 		return -ENOENT;
 	out->nr = nr_cpus < KCURRENT_MAX_CPUS ? nr_cpus : KCURRENT_MAX_CPUS;
 	out->pgd_gpa = in->st.pgd_gpa;
@@ -958,7 +1035,7 @@ int introspect_task_by_sp(struct introspect *in, uint64_t sp, uint32_t *tgid, bo
 {
 	const struct kstack *k;
 
-	if (!in || in->state != ST_READY || !in->have_offsets || !in->st.walks)
+	if (!in || in->st.state != INTROSPECT_READY || !in->have_offsets || !in->st.walks)
 		return -ENOENT;
 	if (!in->stacks || in->stacks_walk != in->st.walks)
 		stacks_make(in);
@@ -1021,9 +1098,16 @@ static void memsyms_count(struct introspect *in, int rc, const struct memsyms_re
 		snprintf(s->last_refusal, sizeof(s->last_refusal), "%s", r->why);
 }
 
-int introspect_image_syms(struct introspect *in, uint64_t cr3, const struct memsyms_map *exec,
+int introspect_image_syms_current(const void *head, size_t len)
+{
+	return memsyms_current(head, len);
+}
+
+int introspect_image_syms(struct introspect *in, uint64_t cr3, const struct introspect_map *exec,
 			  const uint8_t *bid, size_t bid_len, void **out, size_t *len)
 {
+	const struct memsyms_map map = { .start = exec->start, .end = exec->end,
+					 .pgoff = exec->pgoff };
 	struct upage u = { in->m, opvm_cr3_normalise(cr3) };
 	struct memsyms_mem mem = { upage_read, &u };
 	uint64_t used = in->st.memsyms.pages + in->st.memsyms.pages_absent;
@@ -1041,7 +1125,7 @@ int introspect_image_syms(struct introspect *in, uint64_t cr3, const struct mems
 	}
 	lim.max_pages = INTROSPECT_MEMSYMS_PAGES - used < MEMSYMS_MAX_PAGES ?
 			(uint32_t)(INTROSPECT_MEMSYMS_PAGES - used) : MEMSYMS_MAX_PAGES;
-	rc = memsyms_read(&mem, exec, bid, bid_len, &lim, out, len, &r);
+	rc = memsyms_read(&mem, &map, bid, bid_len, &lim, out, len, &r);
 	memsyms_count(in, rc, &r);
 	in->st.memsyms.us += (uint64_t)(util_now_ns() - t0) / 1000;
 	return rc;

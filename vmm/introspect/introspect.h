@@ -37,8 +37,7 @@
 
 struct guestmem;
 struct introspect;
-struct kmods_stats;
-struct kvmas_stats;
+struct kcurrent_info;		/* vmm/introspect/kcurrent.h */
 
 enum introspect_mode {
 	INTROSPECT_AUTO = 0,	/* when opvm.ko has not said it */
@@ -55,14 +54,70 @@ struct introspect_config {
 				 * 0: 1000, doubling after 30 such scans up
 				 * to 64 s */
 	int no_ksyms;		/* 1: send no KSYMS */
+	unsigned nr_cpus;	/* the guest's vCPUs: the current-task
+				 * pointers introspect_tool.current gets */
 };
 
-/* One record of the wire format, len bytes (8-aligned, header included),
- * valid during the call. */
-typedef void (*introspect_emit_fn)(void *arg, const void *rec, size_t len);
+/* What the parts count, shown through struct introspect_stats: each
+ * process's executable mappings (kvmas.c) and the loadable modules
+ * (kmods.c).  Defined here, on the room's face, so that a reader of the
+ * statistics needs no header of the parts. */
+struct kvmas_stats {
+	const char *walk;		/* "maple_tree" (6.1 on) or "vma_list" */
+	uint64_t refreshes;
+	uint64_t procs_read;		/* mm trees walked */
+	uint64_t procs_unchanged;	/* not read: same mm, counts and root */
+	uint64_t procs_deferred;	/* left for the next refresh (budget) */
+	uint64_t nodes, vmas;		/* tree nodes and VMAs read */
+	uint64_t exec_maps;		/* executable file mappings in the last
+					 * refresh, all processes */
+	uint64_t maps_sent, munmaps_sent, cookies_sent;
+	uint64_t tree_bad;		/* walks stopped at a bad node: type,
+					 * pointer, pivots out of order; or
+					 * at a list's VMA out of order */
+	uint64_t tree_cut;		/* walks stopped at a cap: depth, nodes,
+					 * VMAs */
+	uint64_t vma_bad;		/* VMAs not read, or not where the tree
+					 * says */
+	uint64_t path_bad;		/* paths cut (depth, length, unreadable) */
+	uint64_t buildid_missing;	/* files whose build-id did not read */
+	uint64_t buildid_late;		/* of those, read at a later walk */
+	uint64_t files_full;		/* file table full: emptied */
+	uint64_t refresh_us;		/* the last refresh */
+};
+
+struct kmods_stats {
+	uint64_t walks;
+	uint64_t cut;			/* walks stopped at a cycle that misses
+					 * the head, or at KMODS_MAX (kmods.h) */
+	uint64_t bad_ptr;		/* walks stopped at a pointer that is not
+					 * a kernel address or does not read */
+	uint64_t refused;		/* modules whose name or text lie */
+	uint64_t unformed;		/* modules still being loaded: skipped */
+	uint64_t sym_reads;		/* modules whose symbols were read */
+	uint64_t syms;			/* text symbols passed on */
+	uint64_t syms_outside;		/* text symbols outside the text (its
+					 * init code while it loads, or lies) */
+	uint64_t syms_bad;		/* names that did not read or end */
+	uint64_t syms_cut;		/* entries beyond KMODS_SYMS_MAX or the
+					 * name bytes beyond KMODS_STR_MAX
+					 * (kmods.h) */
+	uint64_t tables_bad;		/* mod_kallsyms that does not read */
+	uint64_t pages_unread;		/* symtab, typetab or strtab pages */
+};
+
+/* Where the search for the guest's kernel stands. */
+enum introspect_state {
+	INTROSPECT_SEARCHING = 0,	/* scanning guest RAM for VMCOREINFO */
+	INTROSPECT_READY,		/* found: kallsyms, processes, modules */
+	INTROSPECT_FAILED,		/* given up (not reached by today's
+					 * search: it backs off instead) */
+};
+/* "searching", "ready", "failed": session.json's words for them. */
+const char *introspect_state_name(enum introspect_state s);
 
 struct introspect_stats {
-	const char *state;		/* "searching", "ready", "failed" */
+	enum introspect_state state;
 	uint64_t passes;		/* full scans of RAM that found nothing */
 	uint64_t scanned_bytes;
 	uint64_t vmcoreinfo_gpa;	/* 0: not found yet */
@@ -137,6 +192,57 @@ struct introspect_stats {
 	} memsyms;
 };
 
+/*
+ * What introspection hands on, and how: one table of callbacks, in the
+ * manner of perf's struct perf_tool, given to each poll.  Introspection is
+ * a source; whoever consumes it (the collector) learns what it found from
+ * these calls alone, never by reading its statistics to decide what to
+ * copy.  Every pointer argument is valid during the call only.
+ */
+struct introspect_task {		/* one process of a walk */
+	uint32_t tgid;
+	uint64_t cr3;			/* as the kernel has it (not normalised);
+					 * 0: a kernel thread */
+	char comm[16 + 1];
+};
+struct introspect_walk {
+	uint64_t walks;			/* walks so far, this one counted */
+	const struct introspect_task *tasks;	/* sorted by tgid */
+	size_t nr_tasks;
+};
+struct introspect_progress {
+	enum introspect_state state;
+	/* Processes will be announced soon: still searching early in the
+	 * boot, or found and the first walk not done yet.  A sample of an
+	 * address space nobody named is then worth holding. */
+	bool procs_expected;
+	bool procs_live;		/* a walk announced the processes */
+	bool maps;			/* and each one's executable mappings */
+	uint64_t walks;			/* of the process list, so far */
+	bool ksyms_sent;		/* vmlinux's symbols went as KSYMS */
+	const char *release;		/* the kernel's; "" before it is found */
+};
+struct introspect_tool {
+	void *arg;			/* passed to every callback */
+	/* One record of the wire format (guest-kmod/opvm_proto.h), the
+	 * channel's own: len bytes, 8-aligned, header included.  Must not be
+	 * NULL. */
+	void (*record)(void *arg, const void *rec, size_t len);
+	/* The process list was walked during this poll (whether its
+	 * records went out or opvm.ko speaks for the guest): the processes
+	 * it found, to compare with another source.  May be NULL. */
+	void (*walked)(void *arg, const struct introspect_walk *w);
+	/* At the end of every poll: where the search stands.  May be NULL. */
+	void (*progress)(void *arg, const struct introspect_progress *p);
+	/* Where each guest CPU's current-task pointer is (as
+	 * introspect_current_info() gives it, for config.nr_cpus CPUs; a
+	 * sampler reads them in its stops, vmm/introspect/kcurrent.h), when
+	 * that changes: found, or lost at a reboot (known false).  Nothing
+	 * before it is first known.  Looked for at every poll only while this
+	 * is set (guest memory is read for it).  May be NULL. */
+	void (*current)(void *arg, const struct kcurrent_info *ci, bool known);
+};
+
 /* Returns NULL and sets errno.  cfg may be NULL for the defaults. */
 struct introspect *introspect_new(struct guestmem *m, const struct introspect_config *cfg);
 void introspect_free(struct introspect *in);	/* NULL-safe */
@@ -144,7 +250,7 @@ void introspect_free(struct introspect *in);	/* NULL-safe */
 /* Stops sending KSYMS (the guest module sends its own). */
 void introspect_no_ksyms(struct introspect *in);
 /* opvm.ko speaks for the guest: no more process records (the process
- * list is still walked, for introspect_tasks()).  KSYMS still go: its
+ * list is still walked, for introspect_tool.walked).  KSYMS still go: its
  * relay sends vmlinux's symbols only when the host asks, and the host
  * asks when introspection has none (introspect_no_ksyms() stops them).
  * The first call also ends a search's back-off: the next poll scans. */
@@ -157,19 +263,17 @@ void introspect_module_active(struct introspect *in);
  * monotonic clock.  Returns 0, or -errno for a host-side failure (never
  * for what the guest's memory holds).
  */
-int introspect_poll(struct introspect *in, uint64_t now_ms, introspect_emit_fn emit,
-		    void *arg);
+int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introspect_tool *t);
+
+/* A new consumer of introspect_tool.current (another sampler) was told
+ * nothing: the next poll tells it what is known, as the first time. */
+void introspect_current_again(struct introspect *in);
 
 /* The session's end: the modules' symbols still owed (their set changed
  * less than 2 s after the last transfer) go out now, from the last walk. */
-void introspect_finish(struct introspect *in, introspect_emit_fn emit, void *arg);
+void introspect_finish(struct introspect *in, const struct introspect_tool *t);
 
 const struct introspect_stats *introspect_get_stats(const struct introspect *in);
-
-/* The last walk of the process list, sorted by tgid (n: how many), valid
- * until the next poll: for cross-checking opvm.ko's view. */
-struct ktask;
-const struct ktask *introspect_tasks(const struct introspect *in, size_t *n);
 
 /*
  * The task guest CPU cpu runs now (its per-CPU current-task pointer; see
@@ -189,7 +293,6 @@ int introspect_current(struct introspect *in, unsigned cpu, struct ktask_cur *ou
  * (guest-physical) and how to name a task.  Returns 0, or -ENOENT (not
  * known yet, as for introspect_current(), or no CPU's area reads).
  */
-struct kcurrent_info;
 int introspect_current_info(struct introspect *in, unsigned nr_cpus, struct kcurrent_info *out);
 
 /*
@@ -213,8 +316,15 @@ int introspect_task_by_sp(struct introspect *in, uint64_t sp, uint32_t *tgid, bo
  */
 #define INTROSPECT_MEMSYMS_PAGES	65536u		/* 256 MiB a session */
 #define INTROSPECT_MEMSYMS_FILES	1024u
-struct memsyms_map;
-int introspect_image_syms(struct introspect *in, uint64_t cr3, const struct memsyms_map *exec,
+struct introspect_map {		/* an executable file mapping */
+	uint64_t start, end;		/* [start, end) */
+	uint64_t pgoff;			/* the file offset at start */
+};
+int introspect_image_syms(struct introspect *in, uint64_t cr3, const struct introspect_map *exec,
 			  const uint8_t *bid, size_t bid_len, void **out, size_t *len);
+/* Whether a file introspect_image_syms() made, from its first len bytes
+ * (an ELF header's at least), is of today's making: one made by an older
+ * opvm lacks the PLT's names and is made again.  1 or 0. */
+int introspect_image_syms_current(const void *head, size_t len);
 
 #endif /* OPVM_INTROSPECT_H */

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "unwind/unwind.h"
+#include "vmm/introspect/introspect.h"
 #include "vmm/introspect/kbtf.h"
 
 #define KMODS_MAX	1024u			/* modules per walk */
@@ -40,25 +41,6 @@ struct kmod {
 	uint64_t base, size;		/* its core text */
 	uint64_t kallsyms;		/* struct mod_kallsyms *; 0: none */
 	char name[KMODS_NAME_MAX];	/* NUL-terminated, not empty */
-};
-
-struct kmods_stats {
-	uint64_t walks;
-	uint64_t cut;			/* walks stopped at a cycle that misses
-					 * the head, or at KMODS_MAX */
-	uint64_t bad_ptr;		/* walks stopped at a pointer that is not
-					 * a kernel address or does not read */
-	uint64_t refused;		/* modules whose name or text lie */
-	uint64_t unformed;		/* modules still being loaded: skipped */
-	uint64_t sym_reads;		/* modules whose symbols were read */
-	uint64_t syms;			/* text symbols passed on */
-	uint64_t syms_outside;		/* text symbols outside the text (its
-					 * init code while it loads, or lies) */
-	uint64_t syms_bad;		/* names that did not read or end */
-	uint64_t syms_cut;		/* entries beyond KMODS_SYMS_MAX or the
-					 * name bytes beyond KMODS_STR_MAX */
-	uint64_t tables_bad;		/* mod_kallsyms that does not read */
-	uint64_t pages_unread;		/* symtab, typetab or strtab pages */
 };
 
 /* Walks the list at head (the `modules` list_head) into out[0..max),

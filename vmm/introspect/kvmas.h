@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "unwind/unwind.h"
+#include "vmm/introspect/introspect.h"
 #include "vmm/introspect/kbtf.h"
 #include "vmm/introspect/ktasks.h"
 
@@ -53,30 +54,6 @@ struct kvmas_mem {
 /* A record of the wire format without its header (type, len: the bytes
  * used, header included); the caller fills the header. */
 typedef void (*kvmas_emit_fn)(void *arg, void *rec, unsigned type, size_t len);
-
-struct kvmas_stats {
-	const char *walk;		/* "maple_tree" (6.1 on) or "vma_list" */
-	uint64_t refreshes;
-	uint64_t procs_read;		/* mm trees walked */
-	uint64_t procs_unchanged;	/* not read: same mm, counts and root */
-	uint64_t procs_deferred;	/* left for the next refresh (budget) */
-	uint64_t nodes, vmas;		/* tree nodes and VMAs read */
-	uint64_t exec_maps;		/* executable file mappings in the last
-					 * refresh, all processes */
-	uint64_t maps_sent, munmaps_sent, cookies_sent;
-	uint64_t tree_bad;		/* walks stopped at a bad node: type,
-					 * pointer, pivots out of order; or
-					 * at a list's VMA out of order */
-	uint64_t tree_cut;		/* walks stopped at a cap: depth, nodes,
-					 * VMAs */
-	uint64_t vma_bad;		/* VMAs not read, or not where the tree
-					 * says */
-	uint64_t path_bad;		/* paths cut (depth, length, unreadable) */
-	uint64_t buildid_missing;	/* files whose build-id did not read */
-	uint64_t buildid_late;		/* of those, read at a later walk */
-	uint64_t files_full;		/* file table full: emptied */
-	uint64_t refresh_us;		/* the last refresh */
-};
 
 struct kvmas;
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "guest-kmod/opvm_proto.h"
+#include "lib/channel.h"
 #include "lib/pynames.h"
 #include "lib/ring.h"
 #include "vmm/guest/guestmem.h"
@@ -472,15 +473,15 @@ fail:
 /* The guest module's HELLO, from the collector: the vCPU threads read the
  * slots from there on, and its switch rings go in the VMM's runtime
  * descriptor, for an `opvm attach --pid` from outside. */
-static void ks_guest_hello(struct sampler *s, const struct sampler_hello *h)
+static void ks_guest_hello(struct sampler *s, const struct chan_hello *h)
 {
 	struct kvm_sampler *ks = s->priv;
 	unsigned nr = kvm_vm_nr_vcpus(ks->cfg.vm);
 
-	kvm_vm_set_slots(ks->cfg.vm, h->slot_pa, h->nr_slots, h->slot_size);
+	kvm_vm_set_slots(ks->cfg.vm, h->slot_pa, h->nr_cpus, h->slot_size);
 
 	kvm_vm_publish_switch(ks->cfg.vm, h->switch_pa, h->switch_stride, h->switch_entries,
-			      h->nr_slots < nr ? h->nr_slots : nr);
+			      h->nr_cpus < nr ? h->nr_cpus : nr);
 }
 
 static const struct sampler_ops kvm_sampler_ops = {

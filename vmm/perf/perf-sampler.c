@@ -42,6 +42,7 @@
 #include <x86intrin.h>
 
 #include "guest-kmod/opvm_proto.h"
+#include "lib/channel.h"
 #include "lib/ring.h"
 #include "lib/sample.h"
 #include "lib/util.h"
@@ -989,14 +990,14 @@ static void ps_free(struct sampler *s)
 }
 
 /* The guest module's HELLO, from the collector: where its switch rings are. */
-static void ps_guest_hello(struct sampler *s, const struct sampler_hello *h)
+static void ps_guest_hello(struct sampler *s, const struct chan_hello *h)
 {
 	struct psamp *p = s->priv;
 
 	perf_sampler_set_switch_rings(s, h->switch_pa, h->switch_stride, h->switch_entries,
-				      h->nr_slots);
+				      h->nr_cpus);
 	if (p->py)
-		perf_python_set_slots(p->py, h->slot_pa, h->slot_size, h->nr_slots);
+		perf_python_set_slots(p->py, h->slot_pa, h->slot_size, h->nr_cpus);
 }
 
 /* The collector's CPython processes: their frames are read at each user

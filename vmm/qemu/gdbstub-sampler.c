@@ -17,6 +17,7 @@
 
 #include "guest-kmod/opvm_proto.h"
 #include "lib/pynames.h"
+#include "lib/channel.h"
 #include "lib/ring.h"
 #include "lib/sample.h"
 #include "vmm/guest/callgraph.h"
@@ -901,12 +902,12 @@ static void qs_free(struct sampler *s)
 
 /* The collector read a HELLO: publish where its slots are.  The tick thread
  * never waits for this; a torn publication costs it one tick's slots. */
-static void qs_guest_hello(struct sampler *s, const struct sampler_hello *h)
+static void qs_guest_hello(struct sampler *s, const struct chan_hello *h)
 {
 	struct qsamp *q = to_q(s);
 
 	q->hellos++;
-	set_slots(q, h->slot_pa, h->slot_size, h->nr_slots);
+	set_slots(q, h->slot_pa, h->slot_size, h->nr_cpus);
 	if (q->cg)
 		callgraph_hello(q->cg, h);
 }
