@@ -8,6 +8,7 @@ usage: introspect-bymap-check.py REPORT.json SESSION.json SAMPLES_DIR GUEST_ROOT
 Exit 0 (pass), 1 (fail) or 77 (too few samples of abratio-pie to judge).
 """
 import glob, json, math, os, re, struct, subprocess, sys
+import bounds
 import introspect_check
 
 r, sj = (json.load(open(f)) for f in sys.argv[1:3])
@@ -58,7 +59,7 @@ fb = sum(x["samples"] for x in rows if x["image"] == img and x["symbol"] == "fun
 truth = float(re.search(r"OPVM-TRUTH abratio share func_a=\S+ func_b=(\S+)", con).group(1))
 n = fa + fb
 share = fb / max(n, 1)
-tol = max(0.01, 3 * math.sqrt(truth * (1 - truth) / max(n, 1)))
+tol = bounds.share_tol(truth, n, 0.01)
 print("RESULT abratio-pie func_b share of func_a + func_b: %.2f %% of %d (truth %.2f %%, "
       "allowed +- %.2f pp)" % (100 * share, n, 100 * truth, 100 * tol))
 if abs(share - truth) > tol:

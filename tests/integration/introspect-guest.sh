@@ -70,6 +70,7 @@ cp -a "$S" "$T/control" && rm "$T/control/guests/guest/kallsyms"
 PYTHONPATH="$(dirname "$0")" python3 - "$T/r.json" "$T/c.json" "$G/samples/current/session.json" "$G/kallsyms" \
 	"$IMG/System.map" "$G/samples/current" "$GR" "$G/console.log" <<'PY' || exit 1
 import glob, json, math, os, re, struct, subprocess, sys
+import bounds
 import introspect_check
 r, c, sj = (json.load(open(f)) for f in sys.argv[1:4])
 ok = True
@@ -209,7 +210,7 @@ tot = fa + fb
 truth = float(re.search(r"OPVM-TRUTH abratio share func_a=\S+ func_b=(\S+)",
                         open(sys.argv[8], errors="replace").read()).group(1))
 share = fb / max(tot, 1)
-tol = max(0.01, 3 * math.sqrt(truth * (1 - truth) / max(tot, 1)))
+tol = bounds.share_tol(truth, tot, 0.01)
 print("RESULT abratio func_b share of func_a + func_b: %.2f %% of %d samples (truth %.2f %%, "
       "allowed +- %.2f pp)" % (100 * share, tot, 100 * truth, 100 * tol))
 if abs(share - truth) > tol:

@@ -31,7 +31,7 @@ report_json "$S" > "$T/report.json" 2> "$T/report.err" || {
 python3 - "$T/report.json" "$S/guests/guest/samples/current/session.json" <<'EOF' || exit 1
 import json, math, sys
 sys.path.insert(0, "tests/integration")
-from bounds import allowed_misses, count_lo
+from bounds import allowed_misses, count_lo, share_tol
 d = json.load(open(sys.argv[1]))
 st = json.load(open(sys.argv[2]))["stats"]
 rows = d["symbols"]
@@ -62,7 +62,7 @@ print("RESULT abratio: %d of the %d user samples once opvm.ko runs (at least %.0
       % (tot, after, count_lo(after, 0.5)))
 if not tot or tot < count_lo(after, 0.5):
     print("FAIL: only %d user samples of abratio of %d" % (tot, after)); ok = False
-tolpp = max(3.0, 300 * math.sqrt(0.99 * 0.01 / max(tot, 1)))
+tolpp = 100 * share_tol(0.99, tot, 0.03)
 if abs(share - 99.0) > tolpp:
     print("FAIL: func_b share %.2f %% is not 99 +- %.1f" % (share, tolpp)); ok = False
 # func_a's 1 % must show at all (about 6 samples expected): a stop that

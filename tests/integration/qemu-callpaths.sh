@@ -22,7 +22,7 @@ done
 python3 - "$T/fp.json" "$T/dwarf.json" "$T/dwarf/guests/guest/console.log" <<'PY' || fail "call paths"
 import json, math, re, sys
 sys.path.insert(0, "tests/integration")
-from bounds import count_lo
+from bounds import count_lo, share_tol
 fails = []
 line = re.search(r"callpaths share (.*)", open(sys.argv[3]).read())
 truth = dict(re.findall(r"path_(\w)=([\d.]+)", line.group(1) if line else ""))
@@ -61,7 +61,7 @@ for mode, path in (("fp", sys.argv[1]), ("dwarf", sys.argv[2])):
     if not tot or tot < count_lo(n["all"], 0.8):
         fails.append("%s: %d hot_leaf samples of %d callpaths user samples" % (mode, tot, n["all"]))
     for k in ("a", "b") if mode == "fp" else ("a", "b", "c"):
-        if abs(share[k] - truth[k]) > max(0.03, 3 * math.sqrt(truth[k] * (1 - truth[k]) / max(tot, 1))):
+        if abs(share[k] - truth[k]) > share_tol(truth[k], tot, 0.03):
             fails.append("%s: path %s %.1f %% against %.0f %%" % (mode, k, 100 * share[k], 100 * truth[k]))
     if mode == "dwarf" and main_c < count_lo(n["c"], 0.9):
         fails.append("dwarf: %d of %d qsort-callback samples reach main" % (main_c, n["c"]))

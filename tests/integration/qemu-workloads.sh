@@ -35,13 +35,15 @@ run() {	# run NAME SEPARATE
 # significantly below it, 3 sigma).
 crosscheck() {
 	python3 - "$1" "$2" <<'PY'
-import json, math, sys
+import json, sys
+sys.path.insert(0, "tests/integration")
+from bounds import allowed_misses
 x = json.load(open(sys.argv[1]))["introspect"]["crosscheck"]
 a, d = x["samples_agree"], x["samples_differ"]
 n = a + d
 print("RESULT %s: introspection and opvm.ko name the same process for %d of %d samples "
       "(%.2f %%)" % (sys.argv[2], a, n, 100.0 * a / max(n, 1)), file=sys.stderr)
-if d > 0.005 * n + 3 * math.sqrt(0.005 * n) + 1:
+if d > allowed_misses(n, 0.005) + 1:
     print("FAIL: introspection's current task disagrees with opvm.ko's slot", file=sys.stderr)
     sys.exit(1)
 print(a, d)
