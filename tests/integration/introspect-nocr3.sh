@@ -41,5 +41,7 @@ grep -q "user samples without a CR3, by executable mapping" "$T/run.out" ||
 "$OPVM" report -l --format json --no-host-kernel --session-dir "$S" > "$T/r.json" 2> "$T/r.err" ||
 	{ cat "$T/r.err"; fail "opvm report"; }
 python3 "$(dirname "$0")/introspect-bymap-check.py" "$T/r.json" \
-	"$G/samples/current/session.json" "$G/samples/current" "$GR" "$G/console.log" || exit 1
+	"$G/samples/current/session.json" "$G/samples/current" "$GR" "$G/console.log"
+rc=$?	# 77: too few samples to judge, said (SKIP)
+[ $rc = 0 ] || exit $rc
 echo PASS
