@@ -24,7 +24,8 @@
 #include <unistd.h>
 
 #include "lib/array.h"
-#include "lib/util.h"
+#include "lib/hash.h"
+#include "lib/hex.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
 #include "symbols/symres-priv.h"
@@ -154,7 +155,7 @@ static int images_grow(struct symres *r)
 
 		if (!si)
 			continue;
-		for (h = util_hash_str(si->key) & (cap - 1); t[h]; h = (h + 1) & (cap - 1))
+		for (h = hash_str(si->key) & (cap - 1); t[h]; h = (h + 1) & (cap - 1))
 			;
 		t[h] = si;
 	}
@@ -176,7 +177,7 @@ static int recheck_file(struct symres *r, struct simage *si, const char *guest)
 	size_t len;
 	int fd;
 
-	util_hex(si->build_id, si->build_id_len, bidhex);
+	hex_encode(si->build_id, si->build_id_len, bidhex);
 	snprintf(path, sizeof(path), "%s/%s/%.2s/%s", r->fetch_cache, guest, bidhex, bidhex + 2);
 	fd = symres_open_host_file(path);
 	if (fd < 0)
@@ -209,7 +210,7 @@ int symres_image_recheck(struct symres *r, struct simage *si, const char *guest,
 	}
 	if (si->state != SIMAGE_NOT_FOUND)
 		return 0;
-	util_hex(si->build_id, si->build_id_len, bidhex);
+	hex_encode(si->build_id, si->build_id_len, bidhex);
 	/* the binary, its debug file (which stands in for it), or its symbols
 	 * read from guest memory: whichever the cache has */
 	for (n = 0; n < ARRAY_SIZE(endings); n++) {
@@ -234,7 +235,7 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 
 	if (build_id_len > sizeof(si->build_id))
 		build_id_len = 0;
-	util_hex(build_id, build_id ? build_id_len : 0, bidhex);
+	hex_encode(build_id, build_id ? build_id_len : 0, bidhex);
 	/* A kernel's placement is part of its identity: two boots of one guest
 	 * (a differential report, previous/) have different KASLR slides. */
 	if (asprintf(&key, "%s\1%s\1%d\1%s\1%s\1%llx\1%s\1%llx", guest ? guest : "", image,
@@ -291,7 +292,7 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 
 struct simage *symres_image_find(struct symres *r, const char *key)
 {
-	for (size_t h = util_hash_str(key) & (r->images_cap - 1); r->images[h];
+	for (size_t h = hash_str(key) & (r->images_cap - 1); r->images[h];
 	     h = (h + 1) & (r->images_cap - 1))
 		if (!strcmp(r->images[h]->key, key))
 			return r->images[h];
@@ -304,7 +305,7 @@ int symres_image_put(struct symres *r, struct simage *si)
 
 	if ((r->nr_images + 1) * 2 > r->images_cap && images_grow(r))
 		return -ENOMEM;
-	for (h = util_hash_str(si->key) & (r->images_cap - 1); r->images[h];
+	for (h = hash_str(si->key) & (r->images_cap - 1); r->images[h];
 	     h = (h + 1) & (r->images_cap - 1))
 		;
 	r->images[h] = si;

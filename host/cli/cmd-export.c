@@ -23,6 +23,7 @@
 #include "host/cli/commands.h"
 #include "host/cli/options.h"
 #include "lib/log.h"
+#include "lib/text.h"
 #include "host/report/report-cli.h"
 
 enum { OPT_TITLE = RCLI_END, OPT_DIFF, OPT_EMPTY_OK, OPT_FORMAT };
@@ -161,7 +162,7 @@ static int stacks_load(struct report *r, const struct report_opts *o)
 	if (r->stack_errors)
 		log_warn("the call stacks of %zu guest%s could not be read, exported without "
 			 "their call chains: %s", r->stack_errors, r->stack_errors == 1 ? "" : "s",
-			 util_text_escape(eb, sizeof(eb), r->stack_err));
+			 text_escape(eb, sizeof(eb), r->stack_err));
 	return 0;
 }
 

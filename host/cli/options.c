@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "host/cli/options.h"
-#include "lib/util.h"
+#include "lib/text.h"
 
 /* getopt_long's values for the options every command has. */
 #define OPTS_KEY_HELP	'h'
@@ -163,7 +163,7 @@ static void left_column(char *out, size_t len, const struct opt_def *d)
 		snprintf(out, len, "  --%s%s%s", d->name, sp, mv);
 }
 
-/* text word-wrapped from column col to UTIL_COLUMNS - 1, continuation
+/* text word-wrapped from column col to TEXT_COLUMNS - 1, continuation
  * lines starting at OPTS_HELP_COL. */
 static void wrap(FILE *f, size_t col, const char *text)
 {
@@ -173,7 +173,7 @@ static void wrap(FILE *f, size_t col, const char *text)
 	while (*p) {
 		size_t w = strcspn(p, " ");
 
-		if (!first && col + 1 + w >= UTIL_COLUMNS) {
+		if (!first && col + 1 + w >= TEXT_COLUMNS) {
 			fprintf(f, "\n%*s", OPTS_HELP_COL, "");
 			col = OPTS_HELP_COL;
 		} else if (!first) {

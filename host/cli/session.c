@@ -24,7 +24,9 @@
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
 #include "lib/safepath.h"
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/signals.h"
+#include "lib/size.h"
 #include "symbols/symres.h"
 #include "vmm/backend.h"
 #include "vmm/guest/monitor.h"
@@ -117,7 +119,7 @@ static int parse_cap(struct session_opts *o, int opt, const char *arg)
 	unsigned k = (unsigned)(opt - OPT_MAX_FILES);
 	uint64_t v;
 
-	if (util_parse_size(arg, &v) || v == 0) {
+	if (size_parse(arg, &v) || v == 0) {
 		char e[160];
 
 		log_err("%s", num_bad_value(e, sizeof(e), names[k], arg, opt == OPT_MAX_DISK ?
@@ -236,7 +238,7 @@ static int parse_fetch(struct session_opts *o, int opt, const char *arg)
 			      opt == OPT_FETCH_MAX_SESSION ? &o->fetch_max_session :
 			      &o->fetch_max_cache;
 
-		if (util_parse_size(arg, v) || *v < 4096) {
+		if (size_parse(arg, v) || *v < 4096) {
 			char e[160];
 
 			log_err("%s", num_bad_value(e, sizeof(e),
@@ -329,7 +331,7 @@ int session_parse(struct session_opts *o, int opt, const char *arg)
 		o->callgraph.mode = strcmp(arg, "fp") ? SAMPLER_CG_DWARF : SAMPLER_CG_FP;
 		return 1;
 	case OPT_MAX_MODEL_MEM:
-		if (util_parse_size(arg, &o->model_max_bytes) || o->model_max_bytes < (1u << 20)) {
+		if (size_parse(arg, &o->model_max_bytes) || o->model_max_bytes < (1u << 20)) {
 			char e[160];
 
 			log_err("%s", num_bad_value(e, sizeof(e), "--max-model-mem", arg,
@@ -620,7 +622,7 @@ static int collect(const struct session_opts *o, const struct backend_setup *set
 		log_err("cannot set up the session in %s: %s", cfg.session_dir, strerror(errno));
 		return -1;
 	}
-	t0 = util_now_ns();
+	t0 = clk_now_ns();
 	if (add_and_start(c, t, n, (enum introspect_mode)o->introspect))
 		goto out;
 	err = collector_run(c, &stop_flag, o->common.duration_ms);
@@ -636,7 +638,7 @@ out:
 	/* Stop the samplers before the collector frees their rings. */
 	for (size_t i = 0; i < n; i++)
 		t[i].sampler->ops->stop(t[i].sampler);
-	*elapsed_ns = (uint64_t)(util_now_ns() - t0);
+	*elapsed_ns = (uint64_t)(clk_now_ns() - t0);
 	collector_free(c);
 	symres_free(hf.res);
 	return ret;
@@ -807,7 +809,7 @@ int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 	umask(o->umask_set ? (mode_t)o->umask : 077);
 	if (session_dir_check(o->common.session_dir))
 		return 1;
-	util_stop_on_signals(&stop_flag);
+	signals_stop_on(&stop_flag);
 	/* a closed pipe or socket is an EPIPE to handle, never a reason to
 	 * leave a guest stopped or samples unsynced */
 	signal(SIGPIPE, SIG_IGN);

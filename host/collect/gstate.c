@@ -24,7 +24,7 @@
 #include <sys/types.h>
 
 #include "host/collect/gstate.h"
-#include "lib/util.h"
+#include "lib/text.h"
 #include "lib/sample.h"
 
 #define HT_MIN_BITS		6
@@ -180,7 +180,7 @@ static size_t str_sanitise(char *out, size_t cap, const char *in, size_t in_len)
 	if (!in)
 		in_len = 0;
 	while (i < in_len && s[i] && o + 1 < cap) {
-		size_t n = util_utf8_char(in + i, in_len - i);
+		size_t n = text_utf8_char(in + i, in_len - i);
 
 		if (n == 1) {
 			out[o++] = (s[i] < 0x20 || s[i] == 0x7f) ? '?' : (char)s[i];

@@ -55,7 +55,6 @@
 
 #include "host/collect/store-priv.h"
 #include "lib/safepath.h"
-#include "lib/util.h"
 
 /* Files mapped by all stores of the process, against vm.max_map_count. */
 static uint64_t mapped_all;

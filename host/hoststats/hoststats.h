@@ -103,7 +103,7 @@ struct hs_config {
 	/* libvirt's reading (connecting and the domain statistics): past it
 	 * the refresh goes on with /proc's guests; 0: 3000 */
 	unsigned libvirt_timeout_ms;
-	/* NULL, or a flag the stop signals set (util_stop_on_signals()): once
+	/* NULL, or a flag the stop signals set (signals_stop_on()): once
 	 * set, a refresh gives up (-EINTR) at the next guest or blocking
 	 * wait. */
 	const volatile sig_atomic_t *stop;

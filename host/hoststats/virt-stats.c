@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/errbuf.h"
+#include "lib/signals.h"
 #include "vmm/libvirt/virt-api.h"
 #include "host/hoststats/virt-stats.h"
 
@@ -129,7 +131,7 @@ int virt_all_stats(struct virt *v, struct virt_dstat **out, char *err, size_t er
 	if (n < 0) {
 		const char *m = V->GetLastErrorMessage();
 
-		util_seterr(err, errlen, "domain statistics: %s", m ? m : "unknown libvirt error");
+		errbuf_set(err, errlen, "domain statistics: %s", m ? m : "unknown libvirt error");
 		return -EIO;
 	}
 	d = calloc((size_t)n + 1, sizeof(*d));
@@ -153,7 +155,7 @@ int virt_all_stats(struct virt *v, struct virt_dstat **out, char *err, size_t er
 
 struct virt_reader {
 	pthread_mutex_t mu;
-	pthread_cond_t cv;		/* CLOCK_MONOTONIC, as util_now_ms() */
+	pthread_cond_t cv;		/* CLOCK_MONOTONIC, as clk_now_ms() */
 	pthread_t th;
 	char uri[512];
 	unsigned budget_ms, retry_s;
@@ -190,18 +192,18 @@ static void reader_destroy(struct virt_reader *r)
 static int reader_call(struct virt_reader *r, virt_job_fn *fn, void *arg,
 		       struct virt_dstat **out, char *err, size_t errlen)
 {
-	int64_t now = util_now_ms();
+	int64_t now = clk_now_ms();
 	int n;
 
 	if (!r->virt) {
 		if (now < r->next_open_ms) {
-			util_seterr(err, errlen, "%s", r->open_err);
+			errbuf_set(err, errlen, "%s", r->open_err);
 			return fn ? -ENOTCONN : 0;
 		}
 		r->virt = virt_open(r->uri, r->open_err, sizeof(r->open_err));
 		if (!r->virt) {
 			r->next_open_ms = now + (int64_t)r->retry_s * 1000;
-			util_seterr(err, errlen, "%s", r->open_err);
+			errbuf_set(err, errlen, "%s", r->open_err);
 			return fn ? -ENOTCONN : 0;
 		}
 	}
@@ -213,7 +215,7 @@ static int reader_call(struct virt_reader *r, virt_job_fn *fn, void *arg,
 	if (n < 0) {
 		/* The daemon went away: reconnect later, keep /proc figures. */
 		if (n == -ENOMEM)
-			util_seterr(err, errlen, "domain statistics: out of memory");
+			errbuf_set(err, errlen, "domain statistics: out of memory");
 		snprintf(r->open_err, sizeof(r->open_err), "%s", err);
 		virt_close(r->virt);
 		r->virt = NULL;
@@ -281,8 +283,8 @@ struct virt_reader *virt_reader_new(const char *uri, unsigned budget_ms, unsigne
 	if (virt_api(NULL, 0))	/* else virt_open() says what is missing */
 		virt_api(NULL, 0)->Initialize();
 	/* The stop signals must reach the caller's thread, whose blocking
-	 * calls they interrupt (util_stop_on_signals()), never the worker. */
-	err = util_thread_start(&r->th, reader_main, r);
+	 * calls they interrupt (signals_stop_on()), never the worker. */
+	err = signals_thread_start(&r->th, reader_main, r);
 	if (err) {
 		pthread_cond_destroy(&r->cv);
 		pthread_mutex_destroy(&r->mu);
@@ -318,7 +320,7 @@ void virt_reader_free(struct virt_reader *r)
 static void reader_wait(struct virt_reader *r, int64_t deadline_ms,
 			const volatile sig_atomic_t *stop)
 {
-	int64_t now = util_now_ms();
+	int64_t now = clk_now_ms();
 
 	while (!r->done && now < deadline_ms && !(stop && *stop)) {
 		/* slices of 100 ms: a stop signal is seen within one */
@@ -328,14 +330,14 @@ static void reader_wait(struct virt_reader *r, int64_t deadline_ms,
 		};
 
 		pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-		now = util_now_ms();
+		now = clk_now_ms();
 	}
 }
 
 int virt_reader_read(struct virt_reader *r, const volatile sig_atomic_t *stop,
 		     struct virt_dstat **out, char *err, size_t errlen)
 {
-	int64_t now = util_now_ms();
+	int64_t now = clk_now_ms();
 	int n;
 
 	*out = NULL;
@@ -344,7 +346,7 @@ int virt_reader_read(struct virt_reader *r, const volatile sig_atomic_t *stop,
 		/* asked for by an earlier reading that gave up on it */
 		if (now - r->since_ms >= r->budget_ms) {
 			pthread_mutex_unlock(&r->mu);
-			util_seterr(err, errlen, "libvirt at %s did not answer for %.0f s "
+			errbuf_set(err, errlen, "libvirt at %s did not answer for %.0f s "
 				    "(is libvirtd hung?); its guests are listed from /proc",
 				    r->uri, (double)(now - r->since_ms) / 1000);
 			return 0;
@@ -362,14 +364,14 @@ int virt_reader_read(struct virt_reader *r, const volatile sig_atomic_t *stop,
 	reader_wait(r, r->since_ms + r->budget_ms, stop);
 	if (!r->done) {
 		pthread_mutex_unlock(&r->mu);
-		util_seterr(err, errlen, "libvirt at %s did not answer within %.1f s "
+		errbuf_set(err, errlen, "libvirt at %s did not answer within %.1f s "
 			    "(is libvirtd hung?); its guests are listed from /proc",
 			    r->uri, (double)r->budget_ms / 1000);
 		return 0;
 	}
 	*out = r->res;
 	n = r->n;
-	util_seterr(err, errlen, "%s", r->err);
+	errbuf_set(err, errlen, "%s", r->err);
 	r->res = NULL;
 	r->done = 0;
 	pthread_mutex_unlock(&r->mu);
@@ -384,7 +386,7 @@ int virt_reader_run(struct virt_reader *r, virt_job_fn *fn, void *arg,
 	pthread_mutex_lock(&r->mu);
 	if (r->asked || r->busy) {
 		pthread_mutex_unlock(&r->mu);
-		util_seterr(err, errlen, "libvirt at %s has not answered an earlier call "
+		errbuf_set(err, errlen, "libvirt at %s has not answered an earlier call "
 			    "(is libvirtd hung?)", r->uri);
 		return -ETIMEDOUT;
 	}
@@ -394,17 +396,17 @@ int virt_reader_run(struct virt_reader *r, virt_job_fn *fn, void *arg,
 	r->asked = 1;
 	r->fn = fn;
 	r->arg = arg;
-	r->since_ms = util_now_ms();
+	r->since_ms = clk_now_ms();
 	pthread_cond_broadcast(&r->cv);
 	reader_wait(r, r->since_ms + r->budget_ms, stop);
 	if (!r->done) {
 		pthread_mutex_unlock(&r->mu);
-		util_seterr(err, errlen, "libvirt at %s did not answer within %g s "
+		errbuf_set(err, errlen, "libvirt at %s did not answer within %g s "
 			    "(is libvirtd hung?)", r->uri, (double)r->budget_ms / 1000);
 		return stop && *stop ? -EINTR : -ETIMEDOUT;
 	}
 	n = r->n;
-	util_seterr(err, errlen, "%s", r->err);
+	errbuf_set(err, errlen, "%s", r->err);
 	r->done = 0;
 	pthread_mutex_unlock(&r->mu);
 	return n;

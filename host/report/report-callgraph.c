@@ -19,7 +19,7 @@
 
 #include "host/collect/stats.h"
 #include "host/report/report.h"
-#include "lib/util.h"
+#include "lib/arith.h"
 
 struct cg_edge {
 	struct cg_node *to;
@@ -88,7 +88,7 @@ static int edge_add(struct cg_edge **e, size_t *n, struct cg_node *to, uint64_t 
 
 	for (size_t i = 0; i < *n; i++)
 		if ((*e)[i].to == to) {
-			(*e)[i].samples = util_sat_add((*e)[i].samples, samples);
+			(*e)[i].samples = arith_sat_add((*e)[i].samples, samples);
 			return 0;
 		}
 	ne = realloc(*e, (*n + 1) * sizeof(*ne));
@@ -107,12 +107,12 @@ static int cg_stack(struct cg *g, const struct report_stack *st, size_t k)
 	for (unsigned i = 0; i < st->nr; i++)
 		if (!(n[i] = node_get(g, &st->frames[i])))
 			return -ENOMEM;
-	n[0]->self = util_sat_add(n[0]->self, st->samples);
+	n[0]->self = arith_sat_add(n[0]->self, st->samples);
 	for (unsigned i = 0; i < st->nr; i++) {
 		if (n[i]->seen == k + 1)
 			continue;	/* recursion: F's first appearance only */
 		n[i]->seen = k + 1;
-		n[i]->total = util_sat_add(n[i]->total, st->samples);
+		n[i]->total = arith_sat_add(n[i]->total, st->samples);
 		if (i + 1 < st->nr &&
 		    edge_add(&n[i]->callers, &n[i]->nr_callers, n[i + 1], st->samples))
 			return -ENOMEM;

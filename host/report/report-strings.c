@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "host/report/report-priv.h"
-#include "lib/util.h"
+#include "lib/array.h"
+#include "lib/hash.h"
 
 void strpool_free(struct strpool *p)
 {
@@ -30,7 +31,7 @@ static int pool_grow(struct strpool *p)
 
 		if (!p->slots[i])
 			continue;
-		for (h = util_hash_str(p->slots[i]) & (cap - 1); t[h]; h = (h + 1) & (cap - 1))
+		for (h = hash_str(p->slots[i]) & (cap - 1); t[h]; h = (h + 1) & (cap - 1))
 			;
 		t[h] = p->slots[i];
 	}
@@ -49,13 +50,13 @@ const char *strpool_intern(struct strpool *p, const char *s, int borrow)
 
 	if ((p->nr + 1) * 2 > p->cap && pool_grow(p))
 		return NULL;
-	for (h = util_hash_str(s) & (p->cap - 1); p->slots[h]; h = (h + 1) & (p->cap - 1))
+	for (h = hash_str(s) & (p->cap - 1); p->slots[h]; h = (h + 1) & (p->cap - 1))
 		if (!strcmp(p->slots[h], s))
 			return p->slots[h];
 	if (borrow) {
 		p->slots[h] = s;
 	} else {
-		if (UTIL_GROW(p->owned, p->cap_owned, p->nr_owned + 1, 256))
+		if (ARRAY_GROW(p->owned, p->cap_owned, p->nr_owned + 1, 256))
 			return NULL;
 		c = strdup(s);
 		if (!c)

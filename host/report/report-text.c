@@ -16,7 +16,10 @@
 #include "host/report/report.h"
 #include "host/collect/stats.h"
 #include "lib/cgroup.h"
-#include "lib/util.h"
+#include "lib/arith.h"
+#include "lib/hex.h"
+#include "lib/signals.h"
+#include "lib/text.h"
 
 #define NO_SYMBOLS	"(no symbols)"
 #define ESC_MAX		1024	/* longest escaped name shown */
@@ -24,13 +27,13 @@
 /*
  * Every name in text output may come from a guest (paths, comms, module
  * and symbol names, session.json fields): it is escaped (\n, \t, \xNN:
- * util_text_escape()) so that it can neither plant a row nor drive the
+ * text_escape()) so that it can neither plant a row nor drive the
  * terminal.  JSON output keeps the names (jansson escapes them) unless they
  * are not UTF-8, which JSON cannot carry: then the escaped text goes.
  */
 static const char *esc(char *buf, const char *s)
 {
-	return util_text_escape(buf, ESC_MAX, s);
+	return text_escape(buf, ESC_MAX, s);
 }
 
 /* esc() for the rows: the name itself when it needs no escaping (most are
@@ -53,7 +56,7 @@ static const char *esc_row(char *buf, const char *s)
 		}
 		i++;
 	}
-	return util_text_escape(buf, ESC_MAX, s);
+	return text_escape(buf, ESC_MAX, s);
 }
 
 static json_t *jstr(const char *s)
@@ -62,10 +65,10 @@ static json_t *jstr(const char *s)
 
 	if (!s)
 		return json_null();
-	return json_string(util_utf8_valid(s) ? s : esc(buf, s));
+	return json_string(text_utf8_valid(s) ? s : esc(buf, s));
 }
 
-/* A count for JSON: saturated counts stay INT64_MAX (lib/util.h). */
+/* A count for JSON: saturated counts stay INT64_MAX (lib/arith.h). */
 static json_t *jcount(uint64_t v)
 {
 	return stats_json_count(v);
@@ -310,7 +313,7 @@ static void guest_line(FILE *f, const struct report *r, const struct report_gues
 
 static void print_warning(void *f, const char *text)
 {
-	util_fprintf_wrapped(f, 2, "warning: %s", text);
+	text_fprintf_wrapped(f, 2, "warning: %s", text);
 }
 
 /* A guest whose kallsyms disagreed with opvm.ko's HELLO (issue 25): said
@@ -323,7 +326,7 @@ static void kernel_warning(const struct report *r, const struct report_guest *g,
 	(void)r;
 	if (g->kernel_warn[0])
 		snprintf(m, sizeof(m), "guest %s: %s", esc(gb, g->name),
-			 util_text_escape(eb, sizeof(eb), g->kernel_warn));
+			 text_escape(eb, sizeof(eb), g->kernel_warn));
 	else if (g->ksyms_mismatch)
 		snprintf(m, sizeof(m), "guest %s: the guest's kallsyms disagreed with opvm.ko's "
 			 "HELLO on where the kernel is (%llu symbols, session.json "
@@ -361,7 +364,7 @@ void report_print_header(FILE *f, const struct report *r)
 		}
 		guest_line(m, r, &r->guests[i]);
 		if (!fclose(m))
-			util_fprintf_wrapped(f, 2, "%s", line);
+			text_fprintf_wrapped(f, 2, "%s", line);
 		free(line);
 		kernel_warning(r, &r->guests[i], print_warning, f);
 	}
@@ -370,7 +373,7 @@ void report_print_header(FILE *f, const struct report *r)
 			stats_fmt_count(r->excluded_idle, cnt), REPORT_APP_BOOT,
 			stats_fmt_count(r->excluded_boot, b1));
 	for (size_t i = 0; i < r->nr_other_events; i++)
-		util_fprintf_wrapped(f, 2, "(samples of event %s not shown: select them with "
+		text_fprintf_wrapped(f, 2, "(samples of event %s not shown: select them with "
 				     "event:%s)", esc(b1, r->other_events[i]), b1);
 }
 
@@ -413,9 +416,9 @@ static void print_problems(FILE *f, const struct report *r, int mismatches)
 		esc(b2, v[i]->guest);
 		esc(b3, v[i]->reason);
 		if (mismatches)
-			util_fprintf_wrapped(f, 4, "  %s (guest %s): %s", b1, b2, b3);
+			text_fprintf_wrapped(f, 4, "  %s (guest %s): %s", b1, b2, b3);
 		else
-			util_fprintf_wrapped(f, 4, "  %s (guest %s, %s samples): %s", b1, b2,
+			text_fprintf_wrapped(f, 4, "  %s (guest %s, %s samples): %s", b1, b2,
 					     stats_fmt_count(v[i]->samples, cnt), b3);
 	}
 	if (n > FOOTER_MAX_PROBLEMS)
@@ -453,7 +456,7 @@ static void print_frame_images(FILE *f, const struct report *r)
 
 	if (!v)
 		return;
-	util_fprintf_wrapped(f, 2, "warning: %s samples (%.2f%%) are in stripped binaries, "
+	text_fprintf_wrapped(f, 2, "warning: %s samples (%.2f%%) are in stripped binaries, "
 			     "in functions named by address (IMAGE+0xADDR, their bounds "
 			     "from .eh_frame); what would name them:",
 			     stats_fmt_count(r->frame_samples, c1), pct(r->frame_samples, r->total));
@@ -461,8 +464,8 @@ static void print_frame_images(FILE *f, const struct report *r)
 		char b1[ESC_MAX], b2[ESC_MAX], b3[ESC_MAX], hex[129] = "none";
 
 		if (v[i]->build_id_len && v[i]->build_id_len <= 64)
-			util_hex(v[i]->build_id, v[i]->build_id_len, hex);
-		util_fprintf_wrapped(f, 4, "  %s (guest %s, %s samples, build-id %s): %s",
+			hex_encode(v[i]->build_id, v[i]->build_id_len, hex);
+		text_fprintf_wrapped(f, 4, "  %s (guest %s, %s samples, build-id %s): %s",
 				     esc(b1, v[i]->image), esc(b2, v[i]->guest),
 				     stats_fmt_count(v[i]->samples, c1), hex,
 				     esc(b3, v[i]->reason));
@@ -485,9 +488,9 @@ static void footer_warnings(const struct report *r, void (*emit)(void *, const c
 	for (size_t i = 0; i < r->nr_guests; i++) {
 		if (!r->guests[i].total)
 			continue;
-		received = util_sat_add(received, r->guests[i].stats.received);
-		lost_nomap = util_sat_add(lost_nomap, r->guests[i].stats.lost_no_mapping);
-		lost_noproc = util_sat_add(lost_noproc, r->guests[i].stats.lost_no_process);
+		received = arith_sat_add(received, r->guests[i].stats.received);
+		lost_nomap = arith_sat_add(lost_nomap, r->guests[i].stats.lost_no_mapping);
+		lost_noproc = arith_sat_add(lost_noproc, r->guests[i].stats.lost_no_process);
 		if (r->guests[i].meta_err[0]) {
 			snprintf(m, sizeof(m), "guest %s: %s: its counters are not shown",
 				 esc(gb, r->guests[i].name), r->guests[i].meta_err);
@@ -496,9 +499,9 @@ static void footer_warnings(const struct report *r, void (*emit)(void *, const c
 	}
 	/* Losses are session-wide: weigh them against everything the guests'
 	 * samplers took, not against what a filter kept. */
-	taken = util_sat_add(util_sat_add(received > r->total ? received : r->total, r->lost),
+	taken = arith_sat_add(arith_sat_add(received > r->total ? received : r->total, r->lost),
 			     r->throttled);
-	noproc = util_sat_add(lost_nomap, lost_noproc);
+	noproc = arith_sat_add(lost_nomap, lost_noproc);
 	if (r->bad_files || r->skipped_files) {
 		snprintf(m, sizeof(m), "%zu sample file%s could not be read and %zu were "
 			 "skipped", r->bad_files, r->bad_files == 1 ? "" : "s", r->skipped_files);
@@ -512,7 +515,7 @@ static void footer_warnings(const struct report *r, void (*emit)(void *, const c
 		snprintf(m, sizeof(m), "the call stacks of %zu guest%s could not be read, "
 			 "they have no call chains here: %s", r->stack_errors,
 			 r->stack_errors == 1 ? "" : "s",
-			 util_text_escape(eb, sizeof(eb), r->stack_err));
+			 text_escape(eb, sizeof(eb), r->stack_err));
 		emit(arg, m);
 	}
 	/* Past 0.01 % of what was taken, a loss is worth a line. */
@@ -561,7 +564,7 @@ void report_print_footer(FILE *f, const struct report *r)
 		/* the share is on the "unresolved" line above */
 		fprintf(f, "warning: samples without a symbol:\n");
 		if (r->outside_kernel)
-			util_fprintf_wrapped(f, 4, "  vmlinux: %s samples (%.2f%%) ran below the "
+			text_fprintf_wrapped(f, 4, "  vmlinux: %s samples (%.2f%%) ran below the "
 					     "kernel's addresses (firmware, boot loader, "
 					     "decompressor)",
 				stats_fmt_count(r->outside_kernel, c1),
@@ -572,7 +575,7 @@ void report_print_footer(FILE *f, const struct report *r)
 		print_frame_images(f, r);
 	if (r->mismatches) {
 		/* their count is on the "unresolved" line above */
-		util_fprintf_wrapped(f, 2, "warning: images with another build-id (%.2f%% of "
+		text_fprintf_wrapped(f, 2, "warning: images with another build-id (%.2f%% of "
 				     "samples), not used:", pct(r->mismatch_samples, r->total));
 		print_problems(f, r, 1);
 	}
@@ -651,9 +654,9 @@ static void stree_build(struct stree *t, const struct report_row *const *v, size
 			images[ni++] = (struct snode){ .first = row };
 			apps[na - 1].nr_child++;
 		}
-		images[ni - 1].samples = util_sat_add(images[ni - 1].samples, row->samples);
-		apps[na - 1].samples = util_sat_add(apps[na - 1].samples, row->samples);
-		guests[ng - 1].samples = util_sat_add(guests[ng - 1].samples, row->samples);
+		images[ni - 1].samples = arith_sat_add(images[ni - 1].samples, row->samples);
+		apps[na - 1].samples = arith_sat_add(apps[na - 1].samples, row->samples);
+		guests[ng - 1].samples = arith_sat_add(guests[ng - 1].samples, row->samples);
 	}
 	for (size_t i = 0; i < na; i++)
 		qsort(images + apps[i].child, apps[i].nr_child, sizeof(*images), snode_cmp);
@@ -1169,7 +1172,7 @@ static int rowtext_start(struct rowtext *t, pthread_t *th)
 	t->to = t->r->nr_rows;
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
-	err = util_thread_start(th, rowtext_main, t);	/* signals stay with the caller's */
+	err = signals_thread_start(th, rowtext_main, t);	/* signals stay with the caller's */
 	if (err) {
 		pthread_cond_destroy(&t->cv);
 		pthread_mutex_destroy(&t->mu);
@@ -1388,7 +1391,7 @@ static json_t *unnamed_json(const struct report *r)
 		json_t *o;
 
 		if (v[i]->build_id_len && v[i]->build_id_len <= 64)
-			util_hex(v[i]->build_id, v[i]->build_id_len, hex);
+			hex_encode(v[i]->build_id, v[i]->build_id_len, hex);
 		o = json_pack("{s:o, s:o, s:o, s:s, s:o, s:o, s:o}",
 			      "guest", jstr(v[i]->guest), "image", jstr(v[i]->image),
 			      "build_id", v[i]->build_id_len && v[i]->build_id_len <= 64 ?

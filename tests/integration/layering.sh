@@ -80,7 +80,7 @@ check_includes() {
 plant=$(mktemp -d)
 mkdir -p "$plant/vmm/qemu" "$plant/vmm/newroom" "$plant/lib"
 printf '#include "host/cli/commands.h"\n' >"$plant/vmm/qemu/planted.c"
-printf '#include "lib/util.h"\n' >"$plant/vmm/newroom/x.c"
+printf '#include "lib/array.h"\n' >"$plant/vmm/newroom/x.c"
 planted=$(TOPS="vmm" check_includes "$plant" | grep -c '^FAIL')
 rm -rf "$plant"
 [ "$planted" = 2 ] || bad "the include check missed a planted include or an unruled room ($planted of 2 caught)"

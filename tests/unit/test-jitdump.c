@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/util.h"
+#include "lib/fs.h"
 #include "symbols/perfmap.h"
 #include "symbols/symres.h"
 #include "tests/unit/tmpdir.h"
@@ -252,7 +252,7 @@ static void test_session(void **state)
 
 	(void)state;
 	snprintf(path, sizeof(path), "%s/guests/g1/perfmaps", dir);
-	assert_int_equal(util_mkdir_p(path), 0);
+	assert_int_equal(fs_mkdir_p(path), 0);
 	snprintf(path, sizeof(path), "%s/guests/g1/perfmaps/42.map", dir);
 	f = fopen(path, "w");
 	fprintf(f, "7f0000001000 20 map_a\n7f0000002000 20 map_only\n");

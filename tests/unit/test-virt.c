@@ -22,7 +22,7 @@
 
 #include "host/hoststats/virt-stats.h"
 #include "lib/array.h"
-#include "lib/util.h"
+#include "lib/clock.h"
 #include "vmm/libvirt/virt.h"
 
 static const char dom_xml[] =
@@ -115,15 +115,15 @@ static void test_reader_silent(void **state)
 
 	(void)state;
 	assert_non_null(r);
-	t0 = util_now_ms();
+	t0 = clk_now_ms();
 	assert_int_equal(virt_reader_read(r, NULL, &ds, err, sizeof(err)), 0);
-	took = util_now_ms() - t0;
+	took = clk_now_ms() - t0;
 	assert_null(ds);
 	assert_non_null(strstr(err, "did not answer within 0.3 s"));
 	assert_true(took >= 300);
-	t0 = util_now_ms();
+	t0 = clk_now_ms();
 	assert_int_equal(virt_reader_read(r, NULL, &ds, err, sizeof(err)), 0);
-	took = util_now_ms() - t0;
+	took = clk_now_ms() - t0;
 	assert_non_null(strstr(err, "did not answer for"));
 	assert_true(took < 300);	/* not waited on again */
 	virt_reader_free(r);		/* the worker is in libvirt: detached */
@@ -139,12 +139,12 @@ static void test_reader_stop(void **state)
 	int l = silent_daemon(dir, uri, sizeof(uri));
 	struct virt_reader *r = virt_reader_new(uri, 60000, 5);
 	volatile sig_atomic_t stop = 1;
-	int64_t t0 = util_now_ms();
+	int64_t t0 = clk_now_ms();
 
 	(void)state;
 	assert_non_null(r);
 	assert_int_equal(virt_reader_read(r, &stop, &ds, err, sizeof(err)), 0);
-	assert_true(util_now_ms() - t0 < 1000);
+	assert_true(clk_now_ms() - t0 < 1000);
 	assert_null(ds);
 	virt_reader_free(r);
 	silent_daemon_end(l, dir);
@@ -191,16 +191,16 @@ static void test_reader_run(void **state)
 	r = virt_reader_new(uri, 300, 5);
 	assert_non_null(r);
 	j.calls = 0;
-	t0 = util_now_ms();
+	t0 = clk_now_ms();
 	assert_int_equal(virt_reader_run(r, count_domains, &j, NULL, err, sizeof(err)),
 			 -ETIMEDOUT);
-	took = util_now_ms() - t0;
+	took = clk_now_ms() - t0;
 	assert_non_null(strstr(err, "did not answer within 0.3 s"));
 	assert_true(took >= 300);
-	t0 = util_now_ms();
+	t0 = clk_now_ms();
 	assert_int_equal(virt_reader_run(r, count_domains, &j, NULL, err, sizeof(err)),
 			 -ETIMEDOUT);
-	assert_true(util_now_ms() - t0 < 300);	/* not waited on again */
+	assert_true(clk_now_ms() - t0 < 300);	/* not waited on again */
 	assert_non_null(strstr(err, "has not answered an earlier call"));
 	assert_int_equal(j.calls, 0);	/* the connect never finished */
 	virt_reader_free(r);

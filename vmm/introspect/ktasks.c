@@ -13,7 +13,7 @@
 
 #include "lib/array.h"
 #include "lib/sample.h"
-#include "lib/util.h"
+#include "lib/bytes.h"
 #include "vmm/introspect/ktasks.h"
 
 #define SPAN_MAX	16384u
@@ -57,12 +57,12 @@ static bool task_read(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 	if (rd(km, t + lo, buf, hi - lo))
 		return false;
 	kt->task = t;
-	*next = util_le64(buf + o->task_tasks - lo);
-	kt->tgid = util_le32(buf + o->task_tgid - lo);
+	*next = bytes_le64(buf + o->task_tasks - lo);
+	kt->tgid = bytes_le32(buf + o->task_tgid - lo);
 	memcpy(kt->comm, buf + o->task_comm - lo, 16);
 	kt->comm[16] = '\0';
-	mm = util_le64(buf + o->task_mm - lo);
-	parent = util_le64(buf + o->task_real_parent - lo);
+	mm = bytes_le64(buf + o->task_mm - lo);
+	parent = bytes_le64(buf + o->task_real_parent - lo);
 	kt->ppid = 0;
 	if (kptr(parent) && !rd(km, parent + o->task_tgid, &ptgid, 4))
 		kt->ppid = le32toh(ptgid);

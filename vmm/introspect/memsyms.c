@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/util.h"
+#include "lib/array.h"
 #include "vmm/introspect/memsyms.h"
 
 #define PAGE		4096ull
@@ -449,7 +449,7 @@ static long name_len(const struct region *s, uint64_t off)
 /* A string table starts with the empty name (st_name 0). */
 static int out_init(struct out *o)
 {
-	if (util_grow(&o->str, &o->scap, 1, 1, 16384))
+	if (array_grow(&o->str, &o->scap, 1, 1, 16384))
 		return -ENOMEM;
 	o->str[0] = '\0';
 	o->slen = 1;
@@ -459,8 +459,8 @@ static int out_init(struct out *o)
 static int out_add(struct out *o, const Elf64_Sym *s, const struct seg *code, const char *name,
 		   size_t len)
 {
-	if (util_grow(&o->syms, &o->cap, o->nr + 1, sizeof(*o->syms), 1024) ||
-	    util_grow(&o->str, &o->scap, o->slen + len + 1, 1, 16384))
+	if (array_grow(&o->syms, &o->cap, o->nr + 1, sizeof(*o->syms), 1024) ||
+	    array_grow(&o->str, &o->scap, o->slen + len + 1, 1, 16384))
 		return -ENOMEM;
 	o->syms[o->nr] = *s;
 	o->syms[o->nr].st_name = (uint32_t)o->slen;

@@ -44,7 +44,7 @@
 #include "guest-kmod/opvm_proto.h"
 #include "lib/ring.h"
 #include "lib/sample.h"
-#include "lib/util.h"
+#include "lib/fs.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/kvm/kvm-desc.h"
 #include "vmm/perf/perf-sampler.h"
@@ -205,7 +205,7 @@ static int read_num(const char *dir, const char *name, long long *out)
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	n = util_read_text(AT_FDCWD, path, buf, sizeof(buf));
+	n = fs_read_text(AT_FDCWD, path, buf, sizeof(buf));
 	if (n < 0)
 		return (int)n;
 	errno = 0;
