@@ -76,7 +76,7 @@ static void dbgd_load(void)
 			 "libdebuginfod1) or unset DEBUGINFOD_URLS", dlerror());
 		return;
 	}
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		f[i] = dlsym(h, names[i]);
 		if (!f[i]) {
 			snprintf(dbgd_err, sizeof(dbgd_err), "DEBUGINFOD_URLS is set but this "

@@ -186,7 +186,7 @@ static void cg_line(FILE *f, const struct cg_node *n, uint64_t samples, double p
 	char cnt[OPVM_COUNT_BUF], name[1024];
 	int room = width - 2 - 9 - 9 - 17 - (int)strlen(tag);
 
-	snprintf(name, sizeof(name), "%s", n->symbol ? n->symbol : "(no symbols)");
+	snprintf(name, sizeof(name), "%s", n->symbol ? n->symbol : NO_SYMBOLS);
 	if (room < 8)
 		room = 8;
 	fprintf(f, "%*s%-*s %7.2f%% %-16.16s %.*s%s\n", indent, "", 9 - indent,

@@ -21,7 +21,6 @@
 #include "lib/signals.h"
 #include "lib/text.h"
 
-#define NO_SYMBOLS	"(no symbols)"
 #define ESC_MAX		1024	/* longest escaped name shown */
 
 /*

@@ -112,6 +112,9 @@ struct report_addr {
 /* Most windows one report reads (a day of 10 s windows is 8640). */
 #define REPORT_MAX_WINDOWS	16384
 
+/* What every output names a row or frame without a symbol. */
+#define NO_SYMBOLS	"(no symbols)"
+
 struct report_row {
 	const char *guest;		/* "all" when merged */
 	const char *app;

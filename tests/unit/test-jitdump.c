@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "lib/fs.h"
+#include "lib/array.h"
 #include "symbols/perfmap.h"
 #include "symbols/symres.h"
 #include "tests/unit/tmpdir.h"
@@ -164,7 +165,7 @@ static void test_bad_headers(void **state)
 	struct perfmap *pm;
 
 	(void)state;
-	for (size_t i = 0; i < sizeof(h) / sizeof(h[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(h); i++) {
 		header(&d, h[i][0], h[i][1], h[i][2], h[i][3]);
 		load(&d, "jit_a", A, 0x20, 1);
 		pm = perfmap_parse_jitdump(d.b, d.n);

@@ -14,6 +14,7 @@
 #include "guest-kmod/opvm_proto.h"
 #include "lib/bytes.h"
 #include "lib/x86.h"
+#include "lib/array.h"
 #include "vmm/introspect/kmods.h"
 
 #define SPAN_MAX	4096u
@@ -42,7 +43,7 @@ static void span(const struct kbtf_mod_offsets *o, uint32_t *lo, uint32_t *hi)
 
 	*lo = UINT32_MAX;
 	*hi = 0;
-	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(f); i++) {
 		if (f[i][0] < *lo)
 			*lo = f[i][0];
 		if (f[i][0] + f[i][1] > *hi)

@@ -17,11 +17,11 @@
 #include <string.h>
 
 #include "lib/array.h"
+#include "lib/x86.h"
 #include "vmm/introspect/memsyms.h"
 
 #define PAGE		4096ull
 #define PAGE_MASK	(PAGE - 1)
-#define USER_TOP	0x0000800000000000ull
 #define GNU_BUCKETS_MAX	(1u << 20)
 #define GNU_BLOOM_MAX	(1u << 20)
 #define SYM_SIZE	sizeof(Elf64_Sym)
@@ -100,7 +100,7 @@ static int cread(struct ctx *c, uint64_t va, void *buf, size_t len)
 {
 	uint8_t *d = buf;
 
-	if (va >= USER_TOP || len > USER_TOP - va)
+	if (va >= OPVM_USER_TOP || len > OPVM_USER_TOP - va)
 		return -EFAULT;
 	while (len) {
 		uint64_t pva = va & ~PAGE_MASK, in = va - pva;
@@ -200,7 +200,7 @@ static int phdr_take(struct ctx *c, const Elf64_Phdr *p)
 	}
 	if (p->p_type != PT_LOAD || !p->p_filesz)
 		return 0;
-	if (__builtin_add_overflow(p->p_vaddr, p->p_memsz, &end) || end > USER_TOP ||
+	if (__builtin_add_overflow(p->p_vaddr, p->p_memsz, &end) || end > OPVM_USER_TOP ||
 	    __builtin_add_overflow(p->p_offset, p->p_filesz, &end) ||
 	    p->p_filesz > p->p_memsz || (p->p_vaddr & PAGE_MASK) != (p->p_offset & PAGE_MASK))
 		return refuse(c, "a PT_LOAD header out of bounds");
@@ -244,7 +244,7 @@ static int headers(struct ctx *c, const struct memsyms_map *x)
 	Elf64_Ehdr eh;
 	int rc;
 
-	if (x->start > x->end || x->end > USER_TOP || x->pgoff > x->start || (x->start & PAGE_MASK) ||
+	if (x->start > x->end || x->end > OPVM_USER_TOP || x->pgoff > x->start || (x->start & PAGE_MASK) ||
 	    (x->pgoff & PAGE_MASK))
 		return refuse(c, "a mapping out of bounds");
 	rc = cread(c, base, &eh, sizeof(eh));
