@@ -2,8 +2,9 @@
 /*
  * The hash of the tree: 64-bit FNV-1a, over bytes or a string, and a
  * finaliser that spreads its bits.  For in-memory hash tables and for the
- * store's names alike; what is stored (host/collect/store-mangle.c) keeps
- * its seed and finaliser fixed, so the functions here never change.
+ * store's names alike: the directory names of long images carry
+ * hash_bytes() (host/collect/store-mangle.c), so its value is part of the
+ * sample files' format and never changes.
  */
 #ifndef OPVM_HASH_H
 #define OPVM_HASH_H
@@ -27,16 +28,24 @@ static inline uint64_t hash_fnv1a(uint64_t h, const void *p, size_t n)
 /* FNV-1a of the NUL-terminated s. */
 uint64_t hash_str(const char *s);
 
-/* A 64-bit finaliser (splitmix64's): every input bit moves every output
- * bit, for tables indexed by a hash's low bits. */
+/* A 64-bit finaliser (MurmurHash3's fmix64): every input bit moves every
+ * output bit, for tables indexed by a hash's low bits. */
 static inline uint64_t hash_mix64(uint64_t x)
 {
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
 	return x;
+}
+
+/* p[0..n) hashed for a table (or a name): FNV-1a from the basis xor
+ * seed, its length folded in, finalised.  Two seeds give two independent
+ * hashes of the same bytes. */
+static inline uint64_t hash_bytes(const void *p, size_t n, uint64_t seed)
+{
+	return hash_mix64(hash_fnv1a(HASH_FNV_BASIS ^ seed, p, n) ^ n);
 }
 
 #endif /* OPVM_HASH_H */

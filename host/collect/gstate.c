@@ -24,6 +24,7 @@
 #include <sys/types.h>
 
 #include "host/collect/gstate.h"
+#include "lib/hash.h"
 #include "lib/text.h"
 #include "lib/sample.h"
 
@@ -850,13 +851,11 @@ int gstate_proc_exit(struct gstate *gs, uint32_t tgid)
 
 /* ---- cgroups --------------------------------------------------------------- */
 
-/* FNV-1a of the sanitised path, never 0 (the empty-slot key). */
+/* The sanitised path's hash, never 0 (the empty-slot key). */
 static uint64_t cgroup_key(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = hash_str(s);
 
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
 	return h ? h : 1;
 }
 

@@ -15,22 +15,11 @@
 #include <string.h>
 
 #include "host/collect/store-priv.h"
+#include "lib/hash.h"
 #include "lib/hex.h"
 
 #define MANGLE_LIMIT		200u	/* longest mangled component */
 #define MANGLE_HASH_HEX		32u
-
-static uint64_t hash_bytes(const void *p, size_t n, uint64_t seed)
-{
-	const uint8_t *b = p;
-	uint64_t h = 0xcbf29ce484222325ULL ^ seed;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ULL;
-	}
-	return mix64(h ^ n);
-}
 
 static const char hexd[] = "0123456789abcdef";
 static const char hexu[] = "0123456789ABCDEF";

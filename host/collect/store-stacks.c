@@ -35,6 +35,7 @@
 #include "host/collect/store-priv.h"
 #include "lib/errbuf.h"
 #include "lib/fs.h"
+#include "lib/hash.h"
 
 struct stk_def_hdr {
 	char magic[8];			/* STACKS_DEF_MAGIC */
@@ -94,16 +95,6 @@ struct stacktab {
 	int broken;			/* a write failed: keep nothing more */
 };
 #define STK_HASH	(2 * STORE_STACKS_MAX)	/* power of two */
-
-static uint64_t hash_bytes(const void *p, size_t n, uint64_t seed)
-{
-	const uint8_t *b = p;
-	uint64_t h = seed ^ 0x9e3779b97f4a7c15ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return mix64(h ^ n);
-}
 
 struct stacktab *store_stacks_open(struct store *st)
 {

@@ -20,6 +20,7 @@
 #include "lib/array.h"
 #include "lib/sample.h"
 #include "lib/clock.h"
+#include "lib/hash.h"
 #include "lib/hex.h"
 #include "lib/x86.h"
 #include "vmm/guest/guestmem.h"
@@ -603,16 +604,13 @@ static void mods_diff(struct introspect *in, const struct kmod *nw, size_t n)
 /* FNV-1a of the set (names, texts): a change means new symbols to send. */
 static uint64_t mods_sig(const struct kmod *m, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = HASH_FNV_BASIS;
 
 	for (size_t i = 0; i < n; i++) {
 		const uint64_t v[3] = { m[i].base, m[i].size, m[i].mod };
-		const uint8_t *p = (const uint8_t *)v;
 
-		for (size_t b = 0; b < sizeof(v); b++)
-			h = (h ^ p[b]) * 0x100000001b3ull;
-		for (const char *c = m[i].name; *c; c++)
-			h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
+		h = hash_fnv1a(h, v, sizeof(v));
+		h = hash_fnv1a(h, m[i].name, strlen(m[i].name));
 	}
 	return h;
 }
