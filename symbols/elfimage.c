@@ -1370,22 +1370,12 @@ const struct elfsym *elfimage_sym(const struct elfimage *img, size_t i)
 
 long elfsym_lookup(const struct elfsym *syms, size_t n, uint64_t addr)
 {
-	size_t lo = 0, hi = n;
+	size_t i = SORT_UPPER(syms, n, addr, addr);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (syms[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0)
+	/* the last symbol starting at or below addr, if addr is inside it */
+	if (i == 0 || addr - syms[i - 1].addr >= syms[i - 1].size)
 		return -1;
-	lo--;
-	if (addr - syms[lo].addr >= syms[lo].size)
-		return -1;
-	return (long)lo;
+	return (long)(i - 1);
 }
 
 /* The bucket index's answer for addr (see build_index()). */
@@ -1786,16 +1776,8 @@ out:
 
 static long line_at(const struct elfimage *img, uint64_t addr)
 {
-	size_t lo = 0, hi = img->nr_lines;
+	size_t lo = SORT_UPPER(img->lines, img->nr_lines, addr, addr);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (img->lines[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	if (lo == 0 || img->lines[lo - 1].end)
 		return -1;
 	return (long)(lo - 1);
@@ -1821,20 +1803,12 @@ long elfimage_lines(struct elfimage *img, uint64_t lo, uint64_t hi,
 		    int (*fn)(const struct elfline *l, void *arg), void *arg)
 {
 	long count = 0;
-	size_t a = 0, b;
+	size_t a;
 	int ret = load_lines(img);
 
 	if (ret)
 		return ret;
-	b = img->nr_lines;
-	while (a < b) {
-		size_t mid = a + (b - a) / 2;
-
-		if (img->lines[mid].addr < lo)
-			a = mid + 1;
-		else
-			b = mid;
-	}
+	a = SORT_LOWER(img->lines, img->nr_lines, addr, lo);
 	for (; a < img->nr_lines && img->lines[a].addr < hi; a++) {
 		struct elfline l;
 

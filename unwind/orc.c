@@ -14,6 +14,7 @@
 
 #include "lib/errbuf.h"
 #include "lib/x86.h"
+#include "lib/sort.h"
 #include "unwind/orc.h"
 
 #define ORC_ENTRY_SIZE	6
@@ -154,19 +155,12 @@ static void decode(const struct unwind_orc *o, size_t i, struct orc_entry *e)
 
 int unwind_orc_find(const struct unwind_orc *o, uint64_t ip, struct orc_entry *out)
 {
-	size_t lo = 0, hi = o->nr;
+	/* the last entry at or below ip */
+	size_t i = sort_bound_u64(o->ip, o->nr, sizeof(*o->ip), 0, ip, 1);
 
-	if (!o->nr || ip < o->ip[0])
+	if (!i)
 		return -ENOENT;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (o->ip[mid] <= ip)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	decode(o, lo, out);
+	decode(o, i - 1, out);
 	return 0;
 }
 

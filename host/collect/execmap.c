@@ -17,6 +17,7 @@
 
 #include "host/collect/execmap.h"
 #include "lib/array.h"
+#include "lib/sort.h"
 
 struct xm_iv {
 	const struct gstate_process *p;
@@ -268,21 +269,13 @@ enum execmap_answer execmap_lookup(const struct execmap *x, uint64_t ip,
 				   const struct gstate_process **p,
 				   const struct gstate_mapping **m)
 {
-	size_t lo = 0, hi;
+	size_t lo;
 	const struct xm_seg *s;
 
 	if (x->off)
 		return EXECMAP_OFF;
-	hi = x->nr_seg;
 	/* the last segment starting at or below ip */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (x->seg[mid].start <= ip)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	lo = SORT_UPPER(x->seg, x->nr_seg, start, ip);
 	if (!lo)
 		return EXECMAP_NONE;
 	s = &x->seg[lo - 1];

@@ -27,6 +27,7 @@
 #include "lib/hash.h"
 #include "lib/text.h"
 #include "lib/sample.h"
+#include "lib/sort.h"
 
 #define HT_MIN_BITS		6
 #define OPVM_COMM_MAX		16	/* TASK_COMM_LEN */
@@ -1025,17 +1026,7 @@ const char *gstate_thread_comm(const struct gstate *gs, uint32_t tid)
 /* First index whose end > addr (mappings are sorted and disjoint). */
 static size_t maps_lower(const struct gstate_mapping *m, size_t n, uint64_t addr)
 {
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (m[mid].end <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return SORT_UPPER(m, n, end, addr);
 }
 
 /*
@@ -1135,20 +1126,12 @@ int gstate_munmap(struct gstate *gs, uint32_t tgid, uint64_t start, uint64_t end
  * becomes a conditional move), then one range check. */
 const struct gstate_mapping *gstate_map_find(const struct gstate_process *p, uint64_t addr)
 {
-	const struct gstate_mapping *base;
-	size_t n;
+	size_t i;
 
-	if (!p || !p->nr_maps)
+	if (!p)
 		return NULL;
-	base = p->maps;
-	n = p->nr_maps;
-	while (n > 1) {
-		size_t half = n / 2;
-
-		base = base[half].start <= addr ? base + half : base;
-		n -= half;
-	}
-	return base->start <= addr && addr < base->end ? base : NULL;
+	i = SORT_UPPER(p->maps, p->nr_maps, start, addr);
+	return i && addr < p->maps[i - 1].end ? &p->maps[i - 1] : NULL;
 }
 
 /* ---- modules --------------------------------------------------------------- */
@@ -1245,19 +1228,10 @@ int gstate_module_free(struct gstate *gs, const char *name, size_t name_len)
 
 const struct gstate_module *gstate_module_find(const struct gstate *gs, uint64_t addr)
 {
-	const struct gstate_module *base;
-	size_t n = gs->nr_mods;
+	size_t i = SORT_UPPER(gs->mods, gs->nr_mods, base, addr);
+	const struct gstate_module *m = i ? &gs->mods[i - 1] : NULL;
 
-	if (!n)
-		return NULL;
-	base = gs->mods;
-	while (n > 1) {
-		size_t half = n / 2;
-
-		base = base[half].base <= addr ? base + half : base;
-		n -= half;
-	}
-	return base->base <= addr && addr - base->base < base->size ? base : NULL;
+	return m && addr - m->base < m->size ? m : NULL;
 }
 
 const struct gstate_module *gstate_module_range(const struct gstate *gs, uint64_t addr,

@@ -19,6 +19,7 @@
 #include "lib/array.h"
 #include "lib/arith.h"
 #include "lib/text.h"
+#include "lib/sort.h"
 #include "symbols/disasm.h"
 
 #define ANNOTATE_MAX_BYTES	(64u << 10)
@@ -148,16 +149,8 @@ static const char *src_text(struct actx *c, const char *file, uint32_t line)
 static uint64_t samples_in(const struct report_row *row, uint64_t lo, uint64_t hi)
 {
 	uint64_t sum = 0;
-	size_t a = 0, b = row->nr_addrs;
+	size_t a = SORT_LOWER(row->addrs, row->nr_addrs, addr, lo);
 
-	while (a < b) {
-		size_t m = a + (b - a) / 2;
-
-		if (row->addrs[m].addr < lo)
-			a = m + 1;
-		else
-			b = m;
-	}
 	for (; a < row->nr_addrs && row->addrs[a].addr < hi; a++)
 		sum = arith_sat_add(sum, row->addrs[a].count);
 	return sum;

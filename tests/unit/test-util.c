@@ -350,6 +350,33 @@ static int radix_ref_cmp(const void *a, const void *b)
 	return (x & 0xffff) < (y & 0xffff) ? -1 : (x & 0xffff) > (y & 0xffff);
 }
 
+/* sort_bound_u64() against a count by hand, over sorted arrays with runs
+ * of equal keys, every key and its neighbours, of every size to 40. */
+static void test_sort_bound(void **state)
+{
+	struct item {
+		uint32_t pad;
+		uint64_t key;
+	} a[40];
+
+	(void)state;
+	assert_int_equal(SORT_UPPER(a, 0, key, 5), 0);
+	for (size_t n = 1; n <= ARRAY_SIZE(a); n++) {
+		for (size_t i = 0; i < n; i++)
+			a[i].key = 10 + 2 * (i / 3);	/* runs of three */
+		for (uint64_t k = 8; k <= 12 + n; k++) {
+			size_t le = 0, lt = 0;
+
+			for (size_t i = 0; i < n; i++) {
+				le += a[i].key <= k;
+				lt += a[i].key < k;
+			}
+			assert_int_equal(SORT_UPPER(a, n, key, k), le);
+			assert_int_equal(SORT_LOWER(a, n, key, k), lt);
+		}
+	}
+}
+
 static void test_radix_u64(void **state)
 {
 	static const size_t ns[] = { 1, 7, 700, 20000 };
@@ -737,6 +764,7 @@ int main(void)
 		cmocka_unit_test(test_thread_start),
 		cmocka_unit_test(test_thread_of),
 		cmocka_unit_test(test_radix_u64),
+		cmocka_unit_test(test_sort_bound),
 		cmocka_unit_test(test_utf8_fix),
 		cmocka_unit_test(test_text_escape),
 		cmocka_unit_test(test_open_regular),

@@ -14,6 +14,7 @@
 #include "lib/array.h"
 #include "lib/sample.h"
 #include "lib/bytes.h"
+#include "lib/sort.h"
 #include "vmm/introspect/ktasks.h"
 
 #define SPAN_MAX	16384u
@@ -388,17 +389,9 @@ size_t ktasks_stacks(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 
 const struct kstack *ktasks_stack_find(const struct kstack *stacks, size_t n, uint64_t sp)
 {
-	size_t lo = 0, hi = n;
-
 	/* the last stack starting at or below sp */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
+	size_t lo = SORT_UPPER(stacks, n, lo, sp);
 
-		if (stacks[mid].lo <= sp)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	if (!lo || sp - stacks[lo - 1].lo >= KTASKS_THREAD_SIZE)
 		return NULL;
 	return &stacks[lo - 1];
