@@ -2,7 +2,7 @@
 /*
  * Call-graph output from the report's stacks (host/report/report.h):
  * `opvm report --callgraph` in opreport -c's layout (the JSON report's
- * "stacks" are in report-text.c).
+ * "stacks" are in report-json.c).
  *
  * For each function F (image + symbol; an unresolved frame is its image):
  *   self     samples whose leaf is F

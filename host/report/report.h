@@ -9,9 +9,9 @@
  * skipped and counted, a session.json that does not parse leaves its
  * guest's header fields unknown.
  *
- * Output (host/report/report-text.c, with its JSON form, report-export.c,
- * report-annotate.c) goes to a FILE the caller gives; nothing here prints
- * messages.
+ * Output (host/report/report-text.c, report-json.c, report-diff.c,
+ * report-export.c, report-annotate.c) goes to a FILE the caller gives;
+ * nothing here prints messages.
  */
 #ifndef OPVM_REPORT_H
 #define OPVM_REPORT_H
