@@ -65,7 +65,7 @@ struct hoststats {
 	size_t nr_tc;
 	struct qmpback *qb;
 	size_t nr_qb;
-	struct virt_reader *vr;		/* libvirt, read with a deadline */
+	struct virtstats_reader *vr;		/* libvirt, read with a deadline */
 	char virt_err[384];
 	const char *hw_why;
 
@@ -122,7 +122,7 @@ void hoststats_free(struct hoststats *h)
 {
 	if (!h)
 		return;
-	virt_reader_free(h->vr);
+	virtstats_reader_free(h->vr);
 	for (size_t i = 0; i < h->nr_pm; i++)
 		pmcount_close(h->pm[i].pc);
 	free(h->pm);
@@ -246,8 +246,8 @@ static int scan_qemus(struct hoststats *h)
 /* ---- libvirt ------------------------------------------------------------ */
 
 /* A libvirtd that does not answer costs this refresh the budget once
- * (virt_reader_read()), and its guests come from /proc meanwhile. */
-static int read_libvirt(struct hoststats *h, struct virt_dstat **ds)
+ * (virtstats_reader_read()), and its guests come from /proc meanwhile. */
+static int read_libvirt(struct hoststats *h, struct virtstats_dom **ds)
 {
 	int n;
 
@@ -255,14 +255,14 @@ static int read_libvirt(struct hoststats *h, struct virt_dstat **ds)
 	if (h->cfg.no_libvirt)
 		return 0;
 	if (!h->vr) {
-		h->vr = virt_reader_new(h->cfg.uri, h->cfg.libvirt_timeout_ms, HS_VIRT_RETRY_S);
+		h->vr = virtstats_reader_new(h->cfg.uri, h->cfg.libvirt_timeout_ms, HS_VIRT_RETRY_S);
 		if (!h->vr) {
 			errbuf_set(h->virt_err, sizeof(h->virt_err),
 				    "cannot start the libvirt reader: %s", strerror(errno));
 			return 0;
 		}
 	}
-	n = virt_reader_read(h->vr, h->cfg.stop, ds, h->virt_err, sizeof(h->virt_err));
+	n = virtstats_reader_read(h->vr, h->cfg.stop, ds, h->virt_err, sizeof(h->virt_err));
 	if (h->virt_err[0] && !virt_api(NULL, 0)) {
 		/* libvirt is not installed: what still works here (the error
 		 * says what to install) */
@@ -570,7 +570,7 @@ static void read_exits_local(struct hoststats *h, struct hs_guest *g, int64_t de
 		 : "no QMP socket; debugfs is not mounted");
 }
 
-static void merge_dstat(struct hs_guest *g, const struct virt_dstat *d)
+static void merge_dstat(struct hs_guest *g, const struct virtstats_dom *d)
 {
 	g->source = "libvirt";
 	g->running = d->running;
@@ -582,7 +582,7 @@ static void merge_dstat(struct hs_guest *g, const struct virt_dstat *d)
 	if (!g->pid) {
 		/* No local process (remote URI): libvirt's own figures. */
 		g->cpu_ns = d->cpu_ns;
-		for (unsigned i = 0; i < d->nr_vcpus && i < VIRT_STATS_VCPUS; i++) {
+		for (unsigned i = 0; i < d->nr_vcpus && i < VIRTSTATS_VCPUS; i++) {
 			struct hs_vcpu *v = vcpu_slot(g, (int)i);
 
 			if (!v)
@@ -592,7 +592,7 @@ static void merge_dstat(struct hs_guest *g, const struct virt_dstat *d)
 			g->wait_ns += v->wait_ns;
 		}
 	}
-	for (unsigned i = 0; i < g->nr_vcpus && i < VIRT_STATS_VCPUS; i++)
+	for (unsigned i = 0; i < g->nr_vcpus && i < VIRTSTATS_VCPUS; i++)
 		g->vcpu[i].kvm = d->kvm[i];
 	sum_kvm(g, "libvirt");
 }
@@ -615,7 +615,7 @@ static struct hs_guest *guest_new(const char *name)
 
 /* A local QEMU process; NULL if it is gone or was replaced. */
 static struct hs_guest *guest_read_local(struct hoststats *h, const struct ps_qemu *q,
-					 const struct virt_dstat *d)
+					 const struct virtstats_dom *d)
 {
 	/* One budget for all of this guest's QMP exchanges in this refresh. */
 	int64_t deadline = clk_now_ms() + h->cfg.qmp_timeout_ms;
@@ -719,7 +719,7 @@ static const struct hs_guest *find_prev(const struct hoststats *h, const struct 
 
 /* ---- refresh ------------------------------------------------------------- */
 
-static const struct virt_dstat *dstat_for(const struct virt_dstat *ds, int nd,
+static const struct virtstats_dom *dstat_for(const struct virtstats_dom *ds, int nd,
 					  const char *name, char *used)
 {
 	for (int i = 0; i < nd; i++)
@@ -739,13 +739,13 @@ static int wanted(const struct hoststats *h, const char *name)
 
 /* Builds the new guest table into gs (capacity cap); returns its size. */
 static size_t build_table(struct hoststats *h, struct hs_guest **gs, size_t cap,
-			  const struct virt_dstat *ds, int nd, char *used)
+			  const struct virtstats_dom *ds, int nd, char *used)
 {
 	size_t n = 0;
 
 	for (size_t i = 0; i < h->nr_qemus && n < cap; i++) {
 		const struct ps_qemu *q = &h->qemus[i];
-		const struct virt_dstat *d;
+		const struct virtstats_dom *d;
 		struct hs_guest *g;
 
 		if (h->cfg.stop && *h->cfg.stop)
@@ -794,7 +794,7 @@ static void unique_names(struct hs_guest **gs, size_t n)
 
 int hoststats_refresh(struct hoststats *h)
 {
-	struct virt_dstat *ds = NULL;
+	struct virtstats_dom *ds = NULL;
 	struct hs_guest **gs;
 	char *used;
 	double t;

@@ -22,7 +22,7 @@
  * it costs its own row only: the row is marked (hs_guest.stale), and that
  * socket is left alone for a while (10 s, doubling up to 5 min) so that
  * the next refreshes do not pay again.  libvirt likewise: its connection
- * and calls run in a worker thread (virt_reader_read()), and a daemon that
+ * and calls run in a worker thread (virtstats_reader_read()), and a daemon that
  * does not answer within hs_config.libvirt_timeout_ms costs one refresh
  * that budget, the next ones nothing, until it answers.
  */

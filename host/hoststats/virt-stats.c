@@ -39,7 +39,7 @@ static int vcpu_key(const char *key, const char **rest)
 	if (*end != '.' || n < 0)
 		return -1;
 	*rest = end + 1;
-	return n >= VIRT_STATS_VCPUS ? VIRT_STATS_VCPUS - 1 : (int)n;
+	return n >= VIRTSTATS_VCPUS ? VIRTSTATS_VCPUS - 1 : (int)n;
 }
 
 /* KVM counters come as vcpu.N.<kvm name>.sum (cumulative) from
@@ -70,7 +70,7 @@ static int ends_with(const char *s, const char *suffix)
 	return l >= sl && !strcmp(s + l - sl, suffix);
 }
 
-static void dstat_field(struct virt_dstat *d, const virTypedParameter *p)
+static void dstat_field(struct virtstats_dom *d, const virTypedParameter *p)
 {
 	const char *k = p->field, *rest;
 	uint64_t val = param_u64(p);
@@ -106,14 +106,14 @@ static void dstat_field(struct virt_dstat *d, const virTypedParameter *p)
 	}
 }
 
-int virt_all_stats(struct virt *v, struct virt_dstat **out, char *err, size_t errlen)
+int virtstats_all(struct virt *v, struct virtstats_dom **out, char *err, size_t errlen)
 {
 	unsigned int want = VIR_DOMAIN_STATS_STATE | VIR_DOMAIN_STATS_CPU_TOTAL |
 		VIR_DOMAIN_STATS_VCPU | VIR_DOMAIN_STATS_BLOCK |
 		VIR_DOMAIN_STATS_INTERFACE | VIR_DOMAIN_STATS_VM;
 	virDomainStatsRecordPtr *recs = NULL;
 	const struct virt_api *V = virt_api(err, errlen);	/* loaded: v is open */
-	struct virt_dstat *d;
+	struct virtstats_dom *d;
 	int n;
 
 	*out = NULL;
@@ -141,7 +141,7 @@ int virt_all_stats(struct virt *v, struct virt_dstat **out, char *err, size_t er
 		snprintf(d[i].name, sizeof(d[i].name), "%s", name ? name : "?");
 		for (int j = 0; j < recs[i]->nparams; j++)
 			dstat_field(&d[i], &recs[i]->params[j]);
-		for (unsigned c = 0; c < VIRT_STATS_VCPUS; c++)
+		for (unsigned c = 0; c < VIRTSTATS_VCPUS; c++)
 			kvmstat_finish(&d[i].kvm[c]);
 	}
 	V->DomainStatsRecordListFree(recs);
@@ -153,7 +153,7 @@ int virt_all_stats(struct virt *v, struct virt_dstat **out, char *err, size_t er
 
 /* ---- the reader with a deadline ------------------------------------------ */
 
-struct virt_reader {
+struct virtstats_reader {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;		/* CLOCK_MONOTONIC, as clk_now_ms() */
 	pthread_t th;
@@ -165,9 +165,9 @@ struct virt_reader {
 	int done;			/* res, n, err: the last call's reading */
 	int quit;			/* the owner is gone: the worker frees all */
 	int64_t since_ms;		/* when the pending reading was asked for */
-	virt_job_fn *fn;		/* the call asked for; NULL: the statistics */
+	virtstats_job_fn *fn;		/* the call asked for; NULL: the statistics */
 	void *arg;
-	struct virt_dstat *res;
+	struct virtstats_dom *res;
 	int n;
 	char err[256];
 	/* the worker's own */
@@ -176,7 +176,7 @@ struct virt_reader {
 	char open_err[256];
 };
 
-static void reader_destroy(struct virt_reader *r)
+static void reader_destroy(struct virtstats_reader *r)
 {
 	virt_close(r->virt);
 	free(r->res);
@@ -189,8 +189,8 @@ static void reader_destroy(struct virt_reader *r)
  * than every retry_s); the statistics drop the connection when they fail.
  * Without a connection: 0 for the statistics, -ENOTCONN for a job, with
  * libvirt's message in err. */
-static int reader_call(struct virt_reader *r, virt_job_fn *fn, void *arg,
-		       struct virt_dstat **out, char *err, size_t errlen)
+static int reader_call(struct virtstats_reader *r, virtstats_job_fn *fn, void *arg,
+		       struct virtstats_dom **out, char *err, size_t errlen)
 {
 	int64_t now = clk_now_ms();
 	int n;
@@ -211,7 +211,7 @@ static int reader_call(struct virt_reader *r, virt_job_fn *fn, void *arg,
 		err[0] = '\0';
 		return fn(r->virt, arg, err, errlen);
 	}
-	n = virt_all_stats(r->virt, out, err, errlen);
+	n = virtstats_all(r->virt, out, err, errlen);
 	if (n < 0) {
 		/* The daemon went away: reconnect later, keep /proc figures. */
 		if (n == -ENOMEM)
@@ -228,13 +228,13 @@ static int reader_call(struct virt_reader *r, virt_job_fn *fn, void *arg,
 
 static void *reader_main(void *arg)
 {
-	struct virt_reader *r = arg;
+	struct virtstats_reader *r = arg;
 
 	pthread_mutex_lock(&r->mu);
 	for (;;) {
-		struct virt_dstat *res = NULL;
+		struct virtstats_dom *res = NULL;
 		char err[sizeof(r->err)];
-		virt_job_fn *fn;
+		virtstats_job_fn *fn;
 		void *job_arg;
 		int n;
 
@@ -262,9 +262,9 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
-struct virt_reader *virt_reader_new(const char *uri, unsigned budget_ms, unsigned retry_s)
+struct virtstats_reader *virtstats_reader_new(const char *uri, unsigned budget_ms, unsigned retry_s)
 {
-	struct virt_reader *r = calloc(1, sizeof(*r));
+	struct virtstats_reader *r = calloc(1, sizeof(*r));
 	pthread_condattr_t ca;
 	int err;
 
@@ -295,7 +295,7 @@ struct virt_reader *virt_reader_new(const char *uri, unsigned budget_ms, unsigne
 	return r;
 }
 
-void virt_reader_free(struct virt_reader *r)
+void virtstats_reader_free(struct virtstats_reader *r)
 {
 	pthread_t th;
 	int busy;
@@ -317,7 +317,7 @@ void virt_reader_free(struct virt_reader *r)
 }
 
 /* Waits for the worker's reading until deadline_ms or *stop. */
-static void reader_wait(struct virt_reader *r, int64_t deadline_ms,
+static void reader_wait(struct virtstats_reader *r, int64_t deadline_ms,
 			const volatile sig_atomic_t *stop)
 {
 	int64_t now = clk_now_ms();
@@ -334,8 +334,8 @@ static void reader_wait(struct virt_reader *r, int64_t deadline_ms,
 	}
 }
 
-int virt_reader_read(struct virt_reader *r, const volatile sig_atomic_t *stop,
-		     struct virt_dstat **out, char *err, size_t errlen)
+int virtstats_reader_read(struct virtstats_reader *r, const volatile sig_atomic_t *stop,
+			  struct virtstats_dom **out, char *err, size_t errlen)
 {
 	int64_t now = clk_now_ms();
 	int n;
@@ -378,8 +378,8 @@ int virt_reader_read(struct virt_reader *r, const volatile sig_atomic_t *stop,
 	return n;
 }
 
-int virt_reader_run(struct virt_reader *r, virt_job_fn *fn, void *arg,
-		    const volatile sig_atomic_t *stop, char *err, size_t errlen)
+int virtstats_reader_run(struct virtstats_reader *r, virtstats_job_fn *fn, void *arg,
+			 const volatile sig_atomic_t *stop, char *err, size_t errlen)
 {
 	int n;
 
