@@ -32,6 +32,7 @@
 #include "lib/size.h"
 #include "lib/sort.h"
 #include "lib/stream.h"
+#include "lib/strset.h"
 #include "lib/text.h"
 #include "lib/unixsock.h"
 #include "tmpdir.h"
@@ -348,6 +349,41 @@ static int radix_ref_cmp(const void *a, const void *b)
 	if (hx != hy)
 		return hx < hy ? -1 : 1;
 	return (x & 0xffff) < (y & 0xffff) ? -1 : (x & 0xffff) > (y & 0xffff);
+}
+
+/* strset: strings keyed by themselves and objects by a member, through
+ * several growths; a missing key is not found. */
+static void test_strset(void **state)
+{
+	struct named {
+		int n;
+		char *key;
+	} obj[1000];
+	struct strset self = { 0 }, by = { .key_off = STRSET_MEMBER(struct named, key) };
+	char keys[1000][16];
+
+	(void)state;
+	assert_null(strset_find(&self, "x"));
+	for (int i = 0; i < 1000; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "k%d", i);
+		obj[i].n = i;
+		obj[i].key = keys[i];
+		assert_int_equal(strset_add(&self, keys[i]), 0);
+		assert_int_equal(strset_add(&by, &obj[i]), 0);
+	}
+	assert_int_equal(self.nr, 1000);
+	for (int i = 0; i < 1000; i++) {
+		char k[16];
+
+		snprintf(k, sizeof(k), "k%d", i);
+		assert_ptr_equal(strset_find(&self, k), keys[i]);
+		assert_ptr_equal(strset_find(&by, k), &obj[i]);
+	}
+	assert_null(strset_find(&self, "k1000"));
+	assert_null(strset_find(&by, ""));
+	strset_free(&self);
+	strset_free(&by);
+	assert_null(strset_find(&by, "k1"));
 }
 
 /* sort_bound_u64() against a count by hand, over sorted arrays with runs
@@ -765,6 +801,7 @@ int main(void)
 		cmocka_unit_test(test_thread_of),
 		cmocka_unit_test(test_radix_u64),
 		cmocka_unit_test(test_sort_bound),
+		cmocka_unit_test(test_strset),
 		cmocka_unit_test(test_utf8_fix),
 		cmocka_unit_test(test_text_escape),
 		cmocka_unit_test(test_open_regular),
