@@ -19,7 +19,7 @@
 #include "events/builtin.h"
 #include "events/events.h"
 #include "events/events-priv.h"
-#include "lib/util.h"
+#include "lib/errbuf.h"
 
 /* ---- specs ------------------------------------------------------------- */
 
@@ -64,7 +64,7 @@ static int parse_unit_mask(const struct opvm_event *ev, char *s, uint32_t *out,
 
 	if (isdigit((unsigned char)*s)) {
 		if (parse_u64(s, &v) || v > 0xff) {
-			util_seterr(err, errlen, "unit mask '%s' for %s is not a number 0..0xff",
+			errbuf_set(err, errlen, "unit mask '%s' for %s is not a number 0..0xff",
 				    s, ev->name);
 			return -EINVAL;
 		}
@@ -81,13 +81,13 @@ static int parse_unit_mask(const struct opvm_event *ev, char *s, uint32_t *out,
 					break;
 			if (i == g->nr_values) {
 				um_names(g, names, sizeof(names));
-				util_seterr(err, errlen,
+				errbuf_set(err, errlen,
 					    "unit mask '%s' is not one of %s's: %s",
 					    tok, ev->name, names);
 				return -EINVAL;
 			}
 			if (v && g->type != OPVM_UM_BITMASK) {
-				util_seterr(err, errlen,
+				errbuf_set(err, errlen,
 					    "%s's unit mask is %s: give one value, not a '+' list",
 					    ev->name, types[g->type]);
 				return -EINVAL;
@@ -95,14 +95,14 @@ static int parse_unit_mask(const struct opvm_event *ev, char *s, uint32_t *out,
 			v |= g->values[i].value;
 		}
 		if (!v && g->type == OPVM_UM_BITMASK) {
-			util_seterr(err, errlen, "empty unit mask for %s", ev->name);
+			errbuf_set(err, errlen, "empty unit mask for %s", ev->name);
 			return -EINVAL;
 		}
 	}
 	if ((g->type == OPVM_UM_BITMASK && (!v || (v & ~um_all_bits(g)))) ||
 	    (g->type != OPVM_UM_BITMASK && !um_has_value(g, (uint32_t)v))) {
 		um_names(g, names, sizeof(names));
-		util_seterr(err, errlen,
+		errbuf_set(err, errlen,
 			    "unit mask 0x%llx is not valid for %s (%s%s: %s)",
 			    (unsigned long long)v, ev->name, types[g->type],
 			    g->type == OPVM_UM_BITMASK ? ", OR of" : ", one of",
@@ -144,7 +144,7 @@ static int spec_split(char *buf, char *f[5], const char *spec, char *err, size_t
 		char *c = strchr(p, ':');
 
 		if (nf == 5) {
-			util_seterr(err, errlen,
+			errbuf_set(err, errlen,
 				    "too many fields in '%s': use NAME:count[:unitmask[:kernel[:user]]]",
 				    spec);
 			return -1;
@@ -162,12 +162,12 @@ static int spec_count(const struct opvm_event *ev, const char *f, uint64_t *coun
 		      char *err, size_t errlen)
 {
 	if (!isdigit((unsigned char)*f) || parse_u64(f, count) || !*count) {
-		util_seterr(err, errlen, "count '%s' for %s is not a positive number",
+		errbuf_set(err, errlen, "count '%s' for %s is not a positive number",
 			    f, ev->name);
 		return -EINVAL;
 	}
 	if (*count < ev->min_count) {
-		util_seterr(err, errlen,
+		errbuf_set(err, errlen,
 			    "count %llu for %s is below its minimum %llu; use at least %llu%s",
 			    (unsigned long long)*count, ev->name,
 			    (unsigned long long)ev->min_count,
@@ -189,7 +189,7 @@ int events_parse_spec(const struct events_db *db, const char *spec,
 	if (!db || !spec || !out)
 		return -EINVAL;
 	if (strlen(spec) >= sizeof(buf)) {
-		util_seterr(err, errlen, "event spec too long (at most %zu bytes)",
+		errbuf_set(err, errlen, "event spec too long (at most %zu bytes)",
 			    sizeof(buf) - 1);
 		return -EINVAL;
 	}
@@ -198,14 +198,14 @@ int events_parse_spec(const struct events_db *db, const char *spec,
 	if (nf < 0)
 		return -EINVAL;
 	if (!*f[0]) {
-		util_seterr(err, errlen,
+		errbuf_set(err, errlen,
 			    "no event name in '%s': use NAME:count[:unitmask[:kernel[:user]]]",
 			    spec);
 		return -EINVAL;
 	}
 	ev = events_find(db, f[0]);
 	if (!ev) {
-		util_seterr(err, errlen,
+		errbuf_set(err, errlen,
 			    "unknown event '%s' for this CPU (%s); 'opvm list-events' lists the events you can use",
 			    f[0], db->family);
 		return -ENOENT;
@@ -220,15 +220,15 @@ int events_parse_spec(const struct events_db *db, const char *spec,
 	    parse_unit_mask(ev, f[2], &s.unit_mask, err, errlen))
 		return -EINVAL;
 	if (nf > 3 && *f[3] && parse_bool(f[3], &s.kernel)) {
-		util_seterr(err, errlen, "kernel field '%s' must be 0 or 1", f[3]);
+		errbuf_set(err, errlen, "kernel field '%s' must be 0 or 1", f[3]);
 		return -EINVAL;
 	}
 	if (nf > 4 && *f[4] && parse_bool(f[4], &s.user)) {
-		util_seterr(err, errlen, "user field '%s' must be 0 or 1", f[4]);
+		errbuf_set(err, errlen, "user field '%s' must be 0 or 1", f[4]);
 		return -EINVAL;
 	}
 	if (!s.kernel && !s.user) {
-		util_seterr(err, errlen,
+		errbuf_set(err, errlen,
 			    "%s with kernel=0 and user=0 would never sample; set one to 1",
 			    ev->name);
 		return -EINVAL;
@@ -339,13 +339,13 @@ int events_timer_spec(const struct events_db *db, unsigned hz,
 		if (db->events[i].flags & OPVM_EV_TIMER)
 			ev = &db->events[i];
 	if (!ev) {
-		util_seterr(err, errlen, "no TIMER event in the %s events file",
+		errbuf_set(err, errlen, "no TIMER event in the %s events file",
 			    db ? db->family : "?");
 		return -ENOENT;
 	}
 	max_hz = 1000000 / ev->min_count;
 	if (!hz || hz > max_hz || 1000000 / hz < ev->min_count) {
-		util_seterr(err, errlen,
+		errbuf_set(err, errlen,
 			    "a timer rate of %u Hz is not allowed; use 1 to %llu samples/s per vCPU",
 			    hz, (unsigned long long)max_hz);
 		return -EINVAL;

@@ -25,7 +25,8 @@
 #include "events/events.h"
 #include "events/events-priv.h"
 #include "lib/array.h"
-#include "lib/util.h"
+#include "lib/errbuf.h"
+#include "lib/fs.h"
 
 
 /* ---- small parsing helpers ----------------------------------------------- */
@@ -179,25 +180,25 @@ static int um_group_check(const struct opvm_unit_mask *g, const char *fname,
 			  unsigned lineno, char *err, size_t errlen)
 {
 	if (!g->nr_values) {
-		util_seterr(err, errlen, "%s:%u: unit mask '%s' lists no values",
+		errbuf_set(err, errlen, "%s:%u: unit mask '%s' lists no values",
 			    fname, lineno, g->name);
 		return -EINVAL;
 	}
 	if (g->type == OPVM_UM_BITMASK) {
 		if (g->default_value & ~um_all_bits(g)) {
-			util_seterr(err, errlen,
+			errbuf_set(err, errlen,
 				    "%s:%u: default 0x%x of bitmask '%s' has bits no value lists",
 				    fname, lineno, g->default_value, g->name);
 			return -EINVAL;
 		}
 	} else if (!um_has_value(g, g->default_value)) {
-		util_seterr(err, errlen,
+		errbuf_set(err, errlen,
 			    "%s:%u: default 0x%x of unit mask '%s' is not one of its values",
 			    fname, lineno, g->default_value, g->name);
 		return -EINVAL;
 	}
 	if (g->type == OPVM_UM_MANDATORY && g->nr_values != 1) {
-		util_seterr(err, errlen,
+		errbuf_set(err, errlen,
 			    "%s:%u: mandatory unit mask '%s' must list exactly one value",
 			    fname, lineno, g->name);
 		return -EINVAL;
@@ -218,14 +219,14 @@ static int um_parse_header(struct um_table *t, char *line, const char *fname,
 		char *val = strchr(tok, ':');
 
 		if (!val) {
-			util_seterr(err, errlen, "%s:%u: '%s' is not key:value",
+			errbuf_set(err, errlen, "%s:%u: '%s' is not key:value",
 				    fname, lineno, tok);
 			return -EINVAL;
 		}
 		*val++ = '\0';
 		if (!strcmp(tok, "name") && !name) {
 			if (!valid_name(val, OPVM_EVENT_NAME_MAX)) {
-				util_seterr(err, errlen, "%s:%u: bad unit mask name '%s'",
+				errbuf_set(err, errlen, "%s:%u: bad unit mask name '%s'",
 					    fname, lineno, val);
 				return -EINVAL;
 			}
@@ -238,7 +239,7 @@ static int um_parse_header(struct um_table *t, char *line, const char *fname,
 			else if (!strcmp(val, "bitmask"))
 				g.type = OPVM_UM_BITMASK;
 			else {
-				util_seterr(err, errlen,
+				errbuf_set(err, errlen,
 					    "%s:%u: type '%s' is not mandatory, exclusive or bitmask",
 					    fname, lineno, val);
 				return -EINVAL;
@@ -246,7 +247,7 @@ static int um_parse_header(struct um_table *t, char *line, const char *fname,
 			have_type = 1;
 		} else if (!strcmp(tok, "default") && !have_default) {
 			if (parse_u64(val, &v) || v > 0xff) {
-				util_seterr(err, errlen,
+				errbuf_set(err, errlen,
 					    "%s:%u: default '%s' is not a unit mask (0..0xff)",
 					    fname, lineno, val);
 				return -EINVAL;
@@ -254,23 +255,23 @@ static int um_parse_header(struct um_table *t, char *line, const char *fname,
 			g.default_value = (uint32_t)v;
 			have_default = 1;
 		} else {
-			util_seterr(err, errlen, "%s:%u: unexpected or repeated key '%s'",
+			errbuf_set(err, errlen, "%s:%u: unexpected or repeated key '%s'",
 				    fname, lineno, tok);
 			return -EINVAL;
 		}
 	}
 	if (!name || !have_type || !have_default) {
-		util_seterr(err, errlen, "%s:%u: a unit mask needs name:, type: and default:",
+		errbuf_set(err, errlen, "%s:%u: a unit mask needs name:, type: and default:",
 			    fname, lineno);
 		return -EINVAL;
 	}
 	if (um_find(t, name)) {
-		util_seterr(err, errlen, "%s:%u: unit mask '%s' defined twice",
+		errbuf_set(err, errlen, "%s:%u: unit mask '%s' defined twice",
 			    fname, lineno, name);
 		return -EINVAL;
 	}
 	if (t->nr >= EV_MAX_ENTRIES) {
-		util_seterr(err, errlen, "%s:%u: too many unit masks", fname, lineno);
+		errbuf_set(err, errlen, "%s:%u: too many unit masks", fname, lineno);
 		return -E2BIG;
 	}
 	n = realloc(t->groups, (t->nr + 1) * sizeof(*t->groups));
@@ -296,7 +297,7 @@ static int um_parse_value(struct opvm_unit_mask *g, char *line,
 
 	tok = next_token(&p);
 	if (!tok || parse_u64(tok, &v) || v > 0xff) {
-		util_seterr(err, errlen, "%s:%u: '%s' is not a unit mask value (0..0xff)",
+		errbuf_set(err, errlen, "%s:%u: '%s' is not a unit mask value (0..0xff)",
 			    fname, lineno, tok ? tok : "");
 		return -EINVAL;
 	}
@@ -307,13 +308,13 @@ static int um_parse_value(struct opvm_unit_mask *g, char *line,
 		tok = next_token(&p);
 		if (!valid_name(tok + 5, OPVM_EVENT_NAME_MAX) ||
 		    isdigit((unsigned char)tok[5])) {
-			util_seterr(err, errlen, "%s:%u: bad unit mask value name '%s'",
+			errbuf_set(err, errlen, "%s:%u: bad unit mask value name '%s'",
 				    fname, lineno, tok + 5);
 			return -EINVAL;
 		}
 		for (size_t i = 0; i < g->nr_values; i++)
 			if (g->values[i].name && !strcmp(g->values[i].name, tok + 5)) {
-				util_seterr(err, errlen, "%s:%u: value name '%s' used twice in '%s'",
+				errbuf_set(err, errlen, "%s:%u: value name '%s' used twice in '%s'",
 					    fname, lineno, tok + 5, g->name);
 				return -EINVAL;
 			}
@@ -321,17 +322,17 @@ static int um_parse_value(struct opvm_unit_mask *g, char *line,
 		desc = trim(p);
 	}
 	if (um_has_value(g, uv.value)) {
-		util_seterr(err, errlen, "%s:%u: value 0x%x listed twice in '%s'",
+		errbuf_set(err, errlen, "%s:%u: value 0x%x listed twice in '%s'",
 			    fname, lineno, uv.value, g->name);
 		return -EINVAL;
 	}
 	if (g->type == OPVM_UM_BITMASK && !uv.value) {
-		util_seterr(err, errlen, "%s:%u: a bitmask value cannot be 0", fname,
+		errbuf_set(err, errlen, "%s:%u: a bitmask value cannot be 0", fname,
 			    lineno);
 		return -EINVAL;
 	}
 	if (g->nr_values >= EV_MAX_ENTRIES) {
-		util_seterr(err, errlen, "%s:%u: too many values", fname, lineno);
+		errbuf_set(err, errlen, "%s:%u: too many values", fname, lineno);
 		return -E2BIG;
 	}
 	n = realloc((void *)g->values, (g->nr_values + 1) * sizeof(uv));
@@ -366,7 +367,7 @@ static int um_parse(struct um_table *t, const char *text, const char *fname,
 			continue;
 		if (it->buf[0] == ' ' || it->buf[0] == '\t') {
 			if (!t->nr) {
-				util_seterr(err, errlen,
+				errbuf_set(err, errlen,
 					    "%s:%u: value before any 'name:' line",
 					    fname, it->lineno);
 				r = -EINVAL;
@@ -389,7 +390,7 @@ static int um_parse(struct um_table *t, const char *text, const char *fname,
 			goto out;
 	}
 	if (r == -E2BIG) {
-		util_seterr(err, errlen, "%s:%u: line longer than %d bytes", fname,
+		errbuf_set(err, errlen, "%s:%u: line longer than %d bytes", fname,
 			    it->lineno, EV_MAX_LINE - 1);
 		r = -EINVAL;
 		goto out;
@@ -520,7 +521,7 @@ struct ev_line {
 };
 
 #define LINE_ERR(l, err, errlen, fmt, ...)					\
-	(util_seterr(err, errlen, "%s:%u: " fmt, (l)->fname, (l)->lineno,	\
+	(errbuf_set(err, errlen, "%s:%u: " fmt, (l)->fname, (l)->lineno,	\
 		     ##__VA_ARGS__), -EINVAL)
 
 /* A count key (minimum:, default:): a number above 0. */
@@ -630,7 +631,7 @@ static int db_add_event(struct events_db *db, struct ev_line *l, const char *fam
 
 		if ((db->cap_events ? db->cap_events * 2 : 32) > 3 * EV_MAX_ENTRIES + 32)
 			return LINE_ERR(l, err, errlen, "too many events");
-		r = UTIL_GROW(db->events, db->cap_events, db->nr_events + 1, 32);
+		r = ARRAY_GROW(db->events, db->cap_events, db->nr_events + 1, 32);
 		if (r)
 			return r;
 	}
@@ -693,7 +694,7 @@ static int events_parse_text(struct events_db *db, const struct um_table *umt,
 			goto out;
 		if (db->events[db->nr_events - 1].flags & OPVM_EV_DEFAULT) {
 			if (++ndefault > 1) {
-				util_seterr(err, errlen,
+				errbuf_set(err, errlen,
 					    "%s:%u: a second flags:default event",
 					    fname, it->lineno);
 				r = -EINVAL;
@@ -702,13 +703,13 @@ static int events_parse_text(struct events_db *db, const struct um_table *umt,
 		}
 	}
 	if (r == -E2BIG) {
-		util_seterr(err, errlen, "%s:%u: line longer than %d bytes", fname,
+		errbuf_set(err, errlen, "%s:%u: line longer than %d bytes", fname,
 			    it->lineno, EV_MAX_LINE - 1);
 		r = -EINVAL;
 		goto out;
 	}
 	if (db->nr_events == first) {
-		util_seterr(err, errlen, "%s: no events in file", fname);
+		errbuf_set(err, errlen, "%s: no events in file", fname);
 		r = -EINVAL;
 	}
 out:
@@ -792,7 +793,7 @@ struct events_db *events_db_parse(const char *family,
 		   um_text, um_name ? um_name : "unit_masks", err, errlen);
 	if (r) {
 		if (r == -ENOMEM)
-			util_seterr(err, errlen, "out of memory");
+			errbuf_set(err, errlen, "out of memory");
 		events_db_free(db);
 		errno = -r;
 		return NULL;
@@ -839,12 +840,12 @@ static char *read_text_file(const char *path, char *err, size_t errlen,
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		*rerr = -errno;
-		util_seterr(err, errlen, "%s: %s", path, strerror(errno));
+		errbuf_set(err, errlen, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > EV_MAX_FILE) {
 		*rerr = -EINVAL;
-		util_seterr(err, errlen, "%s: not a regular file of at most %u bytes",
+		errbuf_set(err, errlen, "%s: not a regular file of at most %u bytes",
 			    path, EV_MAX_FILE);
 		goto fail;
 	}
@@ -859,7 +860,7 @@ static char *read_text_file(const char *path, char *err, size_t errlen,
 			if (errno == EINTR)
 				continue;
 			*rerr = -errno;
-			util_seterr(err, errlen, "%s: %s", path, strerror(errno));
+			errbuf_set(err, errlen, "%s: %s", path, strerror(errno));
 			goto fail;
 		}
 		len += (size_t)k;
@@ -867,7 +868,7 @@ static char *read_text_file(const char *path, char *err, size_t errlen,
 	buf[len] = '\0';
 	if (strlen(buf) != len) {
 		*rerr = -EINVAL;
-		util_seterr(err, errlen, "%s: contains a NUL byte", path);
+		errbuf_set(err, errlen, "%s: contains a NUL byte", path);
 		goto fail;
 	}
 	close(fd);
@@ -904,14 +905,14 @@ struct events_db *events_db_load_dir(const char *dir, const char *family,
 		    (int)sizeof(evp) ||
 		    snprintf(ump, sizeof(ump), "%s/%s.unit_masks", dir, ids[i]) >=
 		    (int)sizeof(ump)) {
-			util_seterr(err, errlen, "%s: path too long", dir);
+			errbuf_set(err, errlen, "%s: path too long", dir);
 			r = -ENAMETOOLONG;
 			break;
 		}
 		evt = read_text_file(evp, err, errlen, &r);
 		if (!evt) {
 			if (r == -ENOENT && !known_family(ids[i]))
-				util_seterr(err, errlen,
+				errbuf_set(err, errlen,
 					    "no event family '%s'; 'opvm list-events --all' lists the families",
 					    ids[i]);
 			break;
@@ -924,7 +925,7 @@ struct events_db *events_db_load_dir(const char *dir, const char *family,
 	}
 	if (r) {
 		if (r == -ENOMEM)
-			util_seterr(err, errlen, "out of memory");
+			errbuf_set(err, errlen, "out of memory");
 		events_db_free(db);
 		errno = -r;
 		return NULL;
@@ -961,7 +962,7 @@ static struct events_db *db_load_builtin(const char *family, unsigned flags,
 		evt = builtin_text(evn);
 		umt = builtin_text(umn);
 		if (!evt || !umt) {
-			util_seterr(err, errlen,
+			errbuf_set(err, errlen,
 				    "no event family '%s'; 'opvm list-events --all' lists the families",
 				    ids[i]);
 			r = -ENOENT;
@@ -971,7 +972,7 @@ static struct events_db *db_load_builtin(const char *family, unsigned flags,
 	}
 	if (r) {
 		if (r == -ENOMEM)
-			util_seterr(err, errlen, "out of memory");
+			errbuf_set(err, errlen, "out of memory");
 		events_db_free(db);
 		errno = -r;
 		return NULL;
@@ -1011,7 +1012,7 @@ struct events_db *events_db_load(const char *family, unsigned flags,
 		return events_db_load_dir(env, family, flags, err, errlen);
 
 	for (size_t i = 0; i < ARRAY_SIZE(rel); i++) {
-		if (i == 0 && util_self_dir(exe, sizeof(exe)))
+		if (i == 0 && fs_self_dir(exe, sizeof(exe)))
 			break;
 		if (snprintf(dir, sizeof(dir), "%s/../%s", exe, rel[i]) >= (int)sizeof(dir) ||
 		    !dir_has(dir, family))

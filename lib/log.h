@@ -8,14 +8,14 @@
 
 #include <stdio.h>
 
-#include "lib/util.h"
+#include "lib/text.h"
 
 extern int opvm_verbose;	/* -v count, set by main() */
 
 /* Broken at spaces to fit 80 columns; continuation lines indented. */
-#define log_err(fmt, ...)	util_fprintf_wrapped(stderr, 2, "opvm: error: " fmt, ##__VA_ARGS__)
-#define log_warn(fmt, ...)	util_fprintf_wrapped(stderr, 2, "opvm: warning: " fmt, ##__VA_ARGS__)
-#define log_info(fmt, ...)	util_fprintf_wrapped(stderr, 2, "opvm: " fmt, ##__VA_ARGS__)
+#define log_err(fmt, ...)	text_fprintf_wrapped(stderr, 2, "opvm: error: " fmt, ##__VA_ARGS__)
+#define log_warn(fmt, ...)	text_fprintf_wrapped(stderr, 2, "opvm: warning: " fmt, ##__VA_ARGS__)
+#define log_info(fmt, ...)	text_fprintf_wrapped(stderr, 2, "opvm: " fmt, ##__VA_ARGS__)
 #define log_debug(fmt, ...)						\
 	do {								\
 		if (opvm_verbose)					\

@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "lib/numparse.h"
-#include "lib/util.h"
+#include "lib/text.h"
 
 static int is_digit(char c)
 {
@@ -76,7 +76,7 @@ const char *num_bad_value(char *err, size_t len, const char *opt, const char *ar
 	snprintf(cut, sizeof(cut), "%.12s%s", arg ? arg : "",
 		 arg && strlen(arg) > 12 ? "..." : "");
 	snprintf(err, len, "%s '%s': use %s", opt,
-		 util_text_escape(shown, sizeof(shown), cut), want);
+		 text_escape(shown, sizeof(shown), cut), want);
 	return err;
 }
 

@@ -5,7 +5,7 @@
  * octal reading of a leading 0, no "inf" or "nan"), to the end of the
  * string, inside a range.  strtoul() and atoi() take "100x" as 100 and
  * " -5" as a huge number; an option that gets either must say so.
- * Sizes with units are util_parse_size() (lib/util.h).
+ * Sizes with units are size_parse() (lib/size.h).
  */
 #ifndef OPVM_NUMPARSE_H
 #define OPVM_NUMPARSE_H

@@ -8,7 +8,7 @@
 #include "lib/array.h"
 #include "lib/numparse.h"
 #include "lib/optval.h"
-#include "lib/util.h"
+#include "lib/size.h"
 
 /* The largest value a field of type f holds (0: none, or not a number). */
 static uint64_t field_max(enum opt_field f)
@@ -186,7 +186,7 @@ static int set_value(const struct opt_def *d, void *base, const char *arg)
 		r = parse_octal(arg, d->lo, d->hi, &u);
 		break;
 	case OPT_T_SIZE:
-		r = util_parse_size(arg, &u);
+		r = size_parse(arg, &u);
 		r = r ? r : u < d->lo || u > d->hi ? -ERANGE : 0;
 		break;
 	case OPT_T_DECIMAL:

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "lib/pynames.h"
-#include "lib/util.h"
+#include "lib/hash.h"
 
 #define HASH_SLOTS	(2 * PYNAMES_MAX)	/* power of two, half full at most */
 
@@ -54,7 +54,7 @@ static void copy_cut(char *dst, size_t cap, const char *src)
 
 static uint64_t entry_hash(const struct pyname *p)
 {
-	return util_hash_str(p->name) ^ (util_hash_str(p->file) * 31) ^
+	return hash_str(p->name) ^ (hash_str(p->file) * 31) ^
 	       ((uint64_t)p->first_line << 32 | p->line) * 0x9e3779b97f4a7c15ull;
 }
 

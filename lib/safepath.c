@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "lib/safepath.h"
-#include "lib/util.h"
+#include "lib/errbuf.h"
 
 int safepath_check_dir(int fd, const char *shown, int own_only, char *err, size_t errlen)
 {
@@ -25,11 +25,11 @@ int safepath_check_dir(int fd, const char *shown, int own_only, char *err, size_
 	if (fstat(fd, &sb))
 		return -errno;
 	if (!S_ISDIR(sb.st_mode)) {
-		util_seterr(err, errlen, "%s is not a directory: move it away", shown);
+		errbuf_set(err, errlen, "%s is not a directory: move it away", shown);
 		return -ENOTDIR;
 	}
 	if (sb.st_uid != me && (own_only || sb.st_uid != 0)) {
-		util_seterr(err, errlen, "%s belongs to uid %u, not to you (uid %u)%s: opvm "
+		errbuf_set(err, errlen, "%s belongs to uid %u, not to you (uid %u)%s: opvm "
 			    "does not write into another user's directory; remove it (as its "
 			    "owner or root) or use another directory", shown,
 			    (unsigned)sb.st_uid, (unsigned)me, own_only ? "" : " or root");
@@ -37,7 +37,7 @@ int safepath_check_dir(int fd, const char *shown, int own_only, char *err, size_
 	}
 	/* Sticky (/tmp): others cannot rename or remove what opvm makes. */
 	if ((sb.st_mode & (S_IWGRP | S_IWOTH)) && (own_only || !(sb.st_mode & S_ISVTX))) {
-		util_seterr(err, errlen, "%s is writable by others (mode %04o): another user "
+		errbuf_set(err, errlen, "%s is writable by others (mode %04o): another user "
 			    "could plant links in it; run chmod go-w %s, or use another "
 			    "directory", shown, (unsigned)(sb.st_mode & 07777), shown);
 		return -EPERM;
@@ -74,16 +74,16 @@ static int why_not_dir(int dfd, const char *shown, const char *name, int ret, ch
 	struct stat sb;
 
 	if (!fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) && S_ISLNK(sb.st_mode)) {
-		util_seterr(err, errlen, "%s/%s is a symbolic link: opvm does not write "
+		errbuf_set(err, errlen, "%s/%s is a symbolic link: opvm does not write "
 			    "through links there; remove the link (opvm then makes a private "
 			    "directory)", shown, name);
 		return -ELOOP;
 	}
 	if (ret == -ENOTDIR || ret == -ELOOP) {
-		util_seterr(err, errlen, "%s/%s is not a directory: move it away", shown, name);
+		errbuf_set(err, errlen, "%s/%s is not a directory: move it away", shown, name);
 		return -ENOTDIR;
 	}
-	util_seterr(err, errlen, "cannot open %s/%s: %s", shown, name, strerror(-ret));
+	errbuf_set(err, errlen, "cannot open %s/%s: %s", shown, name, strerror(-ret));
 	return ret;
 }
 
@@ -94,13 +94,13 @@ static int step(int dfd, const char *shown, const char *name, mode_t mode, bool 
 	int fd;
 
 	if (!strcmp(name, ".") || !strcmp(name, "..")) {
-		util_seterr(err, errlen, "%s/%s: give a path without . or ..", shown, name);
+		errbuf_set(err, errlen, "%s/%s: give a path without . or ..", shown, name);
 		return -EINVAL;
 	}
 	if (create && mkdirat(dfd, name, mode) && errno != EEXIST) {
 		int ret = -errno;
 
-		util_seterr(err, errlen, "cannot create %s/%s: %s", shown, name, strerror(errno));
+		errbuf_set(err, errlen, "cannot create %s/%s: %s", shown, name, strerror(errno));
 		return ret;
 	}
 	fd = open_dir_at(dfd, name);
@@ -188,7 +188,7 @@ int safepath_open_base(const char *path, mode_t mode, unsigned flags, char *real
 
 	ret = split_existing(path, res, &rest, flags & SAFEPATH_CREATE);
 	if (ret) {
-		util_seterr(err, errlen, "cannot use %s: %s", path, strerror(-ret));
+		errbuf_set(err, errlen, "cannot use %s: %s", path, strerror(-ret));
 		return ret;
 	}
 	fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -231,7 +231,7 @@ int safepath_open_sub(int dfd, const char *shown, const char *rel, mode_t mode,
 	    (sb.st_mode & 07777) != mode && fchmod(fd, mode)) {
 		int ret = -errno;
 
-		util_seterr(err, errlen, "cannot make %s private: %s", sh, strerror(errno));
+		errbuf_set(err, errlen, "cannot make %s private: %s", sh, strerror(errno));
 		close(fd);
 		return ret;
 	}

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/util.h"
+#include "lib/array.h"
 #include "symbols/ehframe.h"
 
 #ifndef SHT_X86_64_UNWIND
@@ -250,7 +250,7 @@ static int fde_range(struct walk *w, const Dwarf_FDE *fde, struct ehframe_range 
 static int ranges_push(struct ehframe_range **v, size_t *nr, size_t *cap,
 		       const struct ehframe_range *r)
 {
-	if (util_grow(v, cap, *nr + 1, sizeof(**v), 256))
+	if (array_grow(v, cap, *nr + 1, sizeof(**v), 256))
 		return -ENOMEM;
 	(*v)[(*nr)++] = *r;
 	return 0;

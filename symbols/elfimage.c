@@ -22,7 +22,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/util.h"
+#include "lib/array.h"
+#include "lib/errbuf.h"
+#include "lib/fs.h"
+#include "lib/sort.h"
 #include "symbols/ehframe.h"
 #include "symbols/elfimage.h"
 
@@ -296,7 +299,7 @@ static int load_sections(struct elfimage *img, Elf *elf, struct secinfo **sect_a
 	Elf_Scn *scn = NULL;
 
 	if (elf_getshdrnum(elf, &shnum)) {
-		util_seterr(err, errlen, "cannot read section headers: %s", elf_errmsg(-1));
+		errbuf_set(err, errlen, "cannot read section headers: %s", elf_errmsg(-1));
 		return -ENOEXEC;
 	}
 	if (elf_getshdrstrndx(elf, &shstrndx))
@@ -435,7 +438,7 @@ static uint64_t rawsym_key(const struct rawsym *r, uint64_t lo)
 /*
  * raw sorted by address, then score (higher first), stably.  When the
  * address span, the score byte and an index fit in 64 bits (every image
- * but a corrupt one), one packed key a symbol through util_radix_u64(),
+ * but a corrupt one), one packed key a symbol through sort_radix_u64(),
  * not a pass per byte through an index array.
  */
 static int rawsym_sort(struct rawsym **raw, size_t n)
@@ -468,7 +471,7 @@ static int rawsym_sort(struct rawsym **raw, size_t n)
 
 		for (size_t i = 0; i < n; i++)
 			key[i] = rawsym_key(&(*raw)[i], lo) << ib | i;
-		k = util_radix_u64(key, key + n, n, ib);
+		k = sort_radix_u64(key, key + n, n, ib);
 		for (size_t i = 0; i < n; i++)
 			out[i] = (*raw)[k[i] & ((1ull << ib) - 1)];
 	} else {
@@ -595,7 +598,7 @@ static int load_symtab(struct elfimage *img, Elf *elf, Elf_Scn *scn, const GElf_
 		if (addr >= end || addr < sect_addr[s.st_shndx].addr)
 			continue;
 
-		if (*nr + 1 > *cap && util_grow(raw, cap, *nr + 1, sizeof(**raw), 1024))
+		if (*nr + 1 > *cap && array_grow(raw, cap, *nr + 1, sizeof(**raw), 1024))
 			return -ENOMEM;
 		off = namebuf_add(nb, name);
 		if (off < 0)
@@ -798,7 +801,7 @@ static int gather_plt(struct elfimage *img, struct rawsyms *rs)
 		if (!name || strncmp(name, ".plt", 4) || strlen(name) > 12)
 			continue;
 		snprintf(label, sizeof(label), "[%s]", name);
-		if (rs->nr + 1 > rs->cap && util_grow(&rs->raw, &rs->cap, rs->nr + 1,
+		if (rs->nr + 1 > rs->cap && array_grow(&rs->raw, &rs->cap, rs->nr + 1,
 						      sizeof(*rs->raw), 1024))
 			return -ENOMEM;
 		off = namebuf_add(&rs->nb, label);
@@ -926,7 +929,7 @@ static int range_cmp(const void *a, const void *b)
 /*
  * fr[0..n) by start, the widest first among equal starts.  Objects'
  * FDEs come in link order, not address order: one packed key a range
- * (start, index) through util_radix_u64(), as the symbols are sorted,
+ * (start, index) through sort_radix_u64(), as the symbols are sorted,
  * where qsort() was a third of splitting python3.11; qsort() when the
  * span and an index do not fit 64 bits (a corrupt file).  0 or -ENOMEM.
  */
@@ -954,7 +957,7 @@ static int ranges_sort(struct ehframe_range **fr, size_t n)
 	}
 	for (size_t i = 0; i < n; i++)
 		key[i] = ((*fr)[i].start - lo) << ib | i;
-	k = util_radix_u64(key, key + n, n, ib);
+	k = sort_radix_u64(key, key + n, n, ib);
 	for (size_t i = 0; i < n; i++)
 		out[i] = (*fr)[k[i] & ((1ull << ib) - 1)];
 	/* equal starts: the widest first (a short run each, if any) */
@@ -1128,18 +1131,18 @@ static struct elfimage *image_load(struct elfimage *img, char *err, size_t errle
 	int ret;
 
 	if (!img->elf) {
-		util_seterr(err, errlen, "%s: %s", img->name, elf_errmsg(-1));
+		errbuf_set(err, errlen, "%s: %s", img->name, elf_errmsg(-1));
 		ret = -ENOEXEC;
 		goto fail;
 	}
 	if (elf_kind(img->elf) != ELF_K_ELF || !gelf_getehdr(img->elf, &eh)) {
-		util_seterr(err, errlen, "%s: not an ELF file", img->name);
+		errbuf_set(err, errlen, "%s: not an ELF file", img->name);
 		ret = -ENOEXEC;
 		goto fail;
 	}
 	img->type = eh.e_type;
 	if (img->type != ET_EXEC && img->type != ET_DYN && img->type != ET_REL) {
-		util_seterr(err, errlen, "%s: ELF type %d has no code to report on",
+		errbuf_set(err, errlen, "%s: ELF type %d has no code to report on",
 			    img->name, img->type);
 		ret = -ENOEXEC;
 		goto fail;
@@ -1154,7 +1157,7 @@ static struct elfimage *image_load(struct elfimage *img, char *err, size_t errle
 	ret = load_symbols(img, sect_addr, shnum);
 	free(sect_addr);
 	if (ret) {
-		util_seterr(err, errlen, "%s: cannot load symbols: %s", img->name, strerror(-ret));
+		errbuf_set(err, errlen, "%s: cannot load symbols: %s", img->name, strerror(-ret));
 		goto fail;
 	}
 	return img;
@@ -1232,7 +1235,7 @@ struct elfimage *elfimage_open_fd(int fd, const char *name, char *err, size_t er
 
 	if (!img) {
 		close(fd);
-		util_seterr(err, errlen, "out of memory");
+		errbuf_set(err, errlen, "out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -1248,12 +1251,12 @@ struct elfimage *elfimage_open_fd(int fd, const char *name, char *err, size_t er
 
 struct elfimage *elfimage_open(const char *path, char *err, size_t errlen)
 {
-	int fd = util_open_regular(path, 0);	/* a FIFO must not hang us */
+	int fd = fs_open_regular(path, 0);	/* a FIFO must not hang us */
 
 	if (fd < 0) {
 		int e = -fd;
 
-		util_seterr(err, errlen, "%s: %s", path,
+		errbuf_set(err, errlen, "%s: %s", path,
 			    e == EINVAL ? "not a regular file" : strerror(e));
 		errno = e;
 		return NULL;
@@ -1266,7 +1269,7 @@ struct elfimage *elfimage_open_mem(const void *buf, size_t len, char *err, size_
 	struct elfimage *img = image_alloc(NULL);
 
 	if (!img) {
-		util_seterr(err, errlen, "out of memory");
+		errbuf_set(err, errlen, "out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -1367,22 +1370,12 @@ const struct elfsym *elfimage_sym(const struct elfimage *img, size_t i)
 
 long elfsym_lookup(const struct elfsym *syms, size_t n, uint64_t addr)
 {
-	size_t lo = 0, hi = n;
+	size_t i = SORT_UPPER(syms, n, addr, addr);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (syms[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0)
+	/* the last symbol starting at or below addr, if addr is inside it */
+	if (i == 0 || addr - syms[i - 1].addr >= syms[i - 1].size)
 		return -1;
-	lo--;
-	if (addr - syms[lo].addr >= syms[lo].size)
-		return -1;
-	return (long)lo;
+	return (long)(i - 1);
 }
 
 /* The bucket index's answer for addr (see build_index()). */
@@ -1593,7 +1586,7 @@ static long file_index(struct elfimage *img, const char *path)
 /* Append one line-table row; cap is the capacity of img->lines. */
 static int lines_push(struct elfimage *img, size_t *cap, struct lrow row)
 {
-	if (util_grow(&img->lines, cap, img->nr_lines + 1, sizeof(*img->lines), 1024))
+	if (array_grow(&img->lines, cap, img->nr_lines + 1, sizeof(*img->lines), 1024))
 		return -ENOMEM;
 	img->lines[img->nr_lines++] = row;
 	return 0;
@@ -1783,16 +1776,8 @@ out:
 
 static long line_at(const struct elfimage *img, uint64_t addr)
 {
-	size_t lo = 0, hi = img->nr_lines;
+	size_t lo = SORT_UPPER(img->lines, img->nr_lines, addr, addr);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (img->lines[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	if (lo == 0 || img->lines[lo - 1].end)
 		return -1;
 	return (long)(lo - 1);
@@ -1818,20 +1803,12 @@ long elfimage_lines(struct elfimage *img, uint64_t lo, uint64_t hi,
 		    int (*fn)(const struct elfline *l, void *arg), void *arg)
 {
 	long count = 0;
-	size_t a = 0, b;
+	size_t a;
 	int ret = load_lines(img);
 
 	if (ret)
 		return ret;
-	b = img->nr_lines;
-	while (a < b) {
-		size_t mid = a + (b - a) / 2;
-
-		if (img->lines[mid].addr < lo)
-			a = mid + 1;
-		else
-			b = mid;
-	}
+	a = SORT_LOWER(img->lines, img->nr_lines, addr, lo);
 	for (; a < img->nr_lines && img->lines[a].addr < hi; a++) {
 		struct elfline l;
 

@@ -12,7 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/util.h"
+#include "lib/array.h"
+#include "lib/errbuf.h"
+#include "lib/fs.h"
+#include "lib/hex.h"
 #include "symbols/ksyms.h"
 
 #define KSYMS_MAX_FILE	(256u << 20)	/* a System.map is ~5 MiB */
@@ -77,8 +80,8 @@ static int kline_parse(const char *p, const char *eol, uint64_t *addr, int *type
 	int digits = 0;
 
 	*addr = 0;
-	while (q < eol && util_hexval((unsigned char)*q) >= 0 && digits <= 16) {
-		*addr = *addr << 4 | (uint64_t)util_hexval((unsigned char)*q);
+	while (q < eol && hex_val((unsigned char)*q) >= 0 && digits <= 16) {
+		*addr = *addr << 4 | (uint64_t)hex_val((unsigned char)*q);
 		q++;
 		digits++;
 	}
@@ -115,13 +118,13 @@ static int kbuild_add(struct kbuild *b, uint64_t addr, int type, const char *nam
 		ks->names = buf;
 		b->ncap = nc;
 	}
-	if (UTIL_GROW(ks->all, b->cap_all, ks->nr_all + 1, 4096))
+	if (ARRAY_GROW(ks->all, b->cap_all, ks->nr_all + 1, 4096))
 		return -ENOMEM;
 	ks->all[ks->nr_all++] = (struct kname){
 		.addr = addr, .name = (const char *)(uintptr_t)b->nlen,
 	};
 	if (type == 't' || type == 'T' || type == 'w' || type == 'W') {
-		if (UTIL_GROW(b->text, b->cap, b->nr_text + 1, 4096))
+		if (ARRAY_GROW(b->text, b->cap, b->nr_text + 1, 4096))
 			return -ENOMEM;
 		b->text[b->nr_text++] = (struct elfsym){
 			.addr = addr, .name = (const char *)(uintptr_t)b->nlen,
@@ -199,12 +202,12 @@ struct ksyms *ksyms_parse(const char *text, size_t len, char *err, size_t errlen
 		p = eol + 1;
 	}
 	if (b.nr_text == 0) {
-		util_seterr(err, errlen, "no kernel text symbols found");
+		errbuf_set(err, errlen, "no kernel text symbols found");
 		ret = -EINVAL;
 		goto fail;
 	}
 	if (!b.nonzero) {
-		util_seterr(err, errlen, "every address is zero (kallsyms read without root?)");
+		errbuf_set(err, errlen, "every address is zero (kallsyms read without root?)");
 		ret = -EPERM;
 		goto fail;
 	}
@@ -216,7 +219,7 @@ fail:
 	free(b.text);
 	ksyms_free(b.ks);
 	if (ret == -ENOMEM)
-		util_seterr(err, errlen, "out of memory");
+		errbuf_set(err, errlen, "out of memory");
 	errno = -ret;
 	return NULL;
 }
@@ -230,9 +233,9 @@ static int ksyms_read_text(const char *path, char **buf, size_t *len, char *err,
 
 	*buf = NULL;
 	*len = 0;
-	fd = util_open_regular(path, 0);	/* a FIFO must not hang us */
+	fd = fs_open_regular(path, 0);	/* a FIFO must not hang us */
 	if (fd < 0) {
-		util_seterr(err, errlen, "%s: %s", path,
+		errbuf_set(err, errlen, "%s: %s", path,
 			    -fd == EINVAL ? "not a regular file" : strerror(-fd));
 		return -fd;
 	}
@@ -245,7 +248,7 @@ static int ksyms_read_text(const char *path, char **buf, size_t *len, char *err,
 			char *b;
 
 			if (nc > KSYMS_MAX_FILE) {
-				util_seterr(err, errlen, "%s: larger than %u MiB", path,
+				errbuf_set(err, errlen, "%s: larger than %u MiB", path,
 					    KSYMS_MAX_FILE >> 20);
 				e = EFBIG;
 				break;
@@ -263,7 +266,7 @@ static int ksyms_read_text(const char *path, char **buf, size_t *len, char *err,
 			continue;
 		if (n < 0) {
 			e = errno;
-			util_seterr(err, errlen, "%s: %s", path, strerror(e));
+			errbuf_set(err, errlen, "%s: %s", path, strerror(e));
 			break;
 		}
 		if (n == 0)
@@ -329,8 +332,8 @@ static size_t module_line(const char *p, const char *eol, const char *module,
 	if (!tab || eol - tab < 3 || tab[1] != '[' || eol[-1] != ']' ||
 	    !modname_eq(tab + 2, (size_t)(eol - 1 - (tab + 2)), module))
 		return 0;
-	while (q < tab && util_hexval((unsigned char)*q) >= 0 && digits <= 16) {
-		addr = addr << 4 | (uint64_t)util_hexval((unsigned char)*q++);
+	while (q < tab && hex_val((unsigned char)*q) >= 0 && digits <= 16) {
+		addr = addr << 4 | (uint64_t)hex_val((unsigned char)*q++);
 		digits++;
 	}
 	if (!digits || digits > 16 || addr < base || addr - base >= size || tab - q > 512)

@@ -13,7 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/util.h"
+#include "lib/array.h"
+#include "lib/fs.h"
+#include "lib/hex.h"
+#include "lib/text.h"
 #include "lib/x86.h"
 #include "symbols/perfmap-priv.h"
 
@@ -47,7 +50,7 @@ static int hex_field(const char **p, const char *eol, uint64_t *out)
 	if (eol - q > 2 && q[0] == '0' && (q[1] == 'x' || q[1] == 'X'))
 		q += 2;
 	*out = 0;
-	while (q < eol && (v = util_hexval((unsigned char)*q)) >= 0) {
+	while (q < eol && (v = hex_val((unsigned char)*q)) >= 0) {
 		if (++digits > 16)
 			return -1;
 		*out = *out << 4 | (uint64_t)v;
@@ -64,12 +67,12 @@ static int name_put(struct pmbuild *b, const char *s, size_t n)
 	int fixed = 0;
 	char *d;
 
-	if (UTIL_GROW(b->pm->names, b->ncap, b->nlen + n + 1, 4096))
+	if (ARRAY_GROW(b->pm->names, b->ncap, b->nlen + n + 1, 4096))
 		return -ENOMEM;
 	d = b->pm->names + b->nlen;
 	for (size_t i = 0; i < n;) {
 		unsigned char c = (unsigned char)s[i];
-		size_t k = c < 0x20 || c == 0x7f ? 0 : util_utf8_char(s + i, n - i);
+		size_t k = c < 0x20 || c == 0x7f ? 0 : text_utf8_char(s + i, n - i);
 
 		if (!k) {
 			d[i++] = '?';
@@ -135,7 +138,7 @@ int pmbuild_add(struct pmbuild *b, uint64_t start, uint64_t size, const char *na
 
 	if (b->nr >= PERFMAP_MAX_ENTRIES)
 		return PMB_CAPPED;
-	if (UTIL_GROW(b->e, b->cap, b->nr + 1, 256))
+	if (ARRAY_GROW(b->e, b->cap, b->nr + 1, 256))
 		return -ENOMEM;
 	at = b->nlen;
 	fixed = name_put(b, name, n);
@@ -348,7 +351,7 @@ static int file_read(int dfd, const char *name, uint8_t **buf, size_t *len, int 
 {
 	struct stat sb;
 	size_t n;
-	int fd = util_openat_regular(dfd, name, O_NOFOLLOW);
+	int fd = fs_openat_regular(dfd, name, O_NOFOLLOW);
 
 	*buf = NULL;
 	if (fd < 0)

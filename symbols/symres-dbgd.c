@@ -31,7 +31,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/util.h"
+#include "lib/arith.h"
+#include "lib/array.h"
+#include "lib/clock.h"
+#include "lib/fs.h"
+#include "lib/hex.h"
+#include "lib/size.h"
 #include "symbols/symres.h"
 #include "symbols/symres-priv.h"
 
@@ -71,7 +76,7 @@ static void dbgd_load(void)
 			 "libdebuginfod1) or unset DEBUGINFOD_URLS", dlerror());
 		return;
 	}
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		f[i] = dlsym(h, names[i]);
 		if (!f[i]) {
 			snprintf(dbgd_err, sizeof(dbgd_err), "DEBUGINFOD_URLS is set but this "
@@ -106,7 +111,7 @@ static uint64_t env_u64(const char *name, uint64_t dflt)
 	const char *v = getenv(name);
 	uint64_t n;
 
-	if (!v || !*v || util_parse_size(v, &n) || !n)
+	if (!v || !*v || size_parse(v, &n) || !n)
 		return dflt;
 	return n;
 }
@@ -125,7 +130,7 @@ struct dbgd_watch {
 static int dbgd_progress(debuginfod_client *c, long a, long b)
 {
 	struct dbgd_watch *w = dbgd_api.get_user_data(c);
-	int64_t now = util_now_ms();
+	int64_t now = clk_now_ms();
 
 	if (!w)
 		return 0;
@@ -199,7 +204,7 @@ static void memo_add(struct symres *r, const uint8_t *bid, size_t len, int kind,
 	struct dbgd_memo *m;
 
 	if (r->nr_dbgd_memo >= SYMRES_DBGD_MAX_MEMO ||
-	    util_grow(&r->dbgd_memo, &r->dbgd_memo_cap, r->nr_dbgd_memo + 1,
+	    array_grow(&r->dbgd_memo, &r->dbgd_memo_cap, r->nr_dbgd_memo + 1,
 		      sizeof(*r->dbgd_memo), 16))
 		return;
 	m = &r->dbgd_memo[r->nr_dbgd_memo];
@@ -231,7 +236,7 @@ static int dbgd_check(struct symres *r, int fd, const uint8_t *bid, size_t len)
 		close(fd);
 		return -ESTALE;
 	}
-	r->dbgd_stats.bytes = util_sat_add(r->dbgd_stats.bytes, (uint64_t)st.st_size);
+	r->dbgd_stats.bytes = arith_sat_add(r->dbgd_stats.bytes, (uint64_t)st.st_size);
 	return fd;
 }
 
@@ -271,8 +276,8 @@ static int dbgd_ask(struct symres *r, debuginfod_client *c, const uint8_t *bid, 
 	struct dbgd_watch w = { .r = r, .what = hex, .max = r->dbgd_max };
 	int fd;
 
-	util_hex(bid, len, hex);
-	w.start_ms = w.last_ms = w.shown_ms = util_now_ms();
+	hex_encode(bid, len, hex);
+	w.start_ms = w.last_ms = w.shown_ms = clk_now_ms();
 	r->dbgd_stats.asked++;
 	dbgd_api.set_user_data(c, &w);
 	if (kind == SYMRES_DBGD_DEBUGINFO)
@@ -306,7 +311,7 @@ int symres_dbgd_find(struct symres *r, const uint8_t *bid, size_t len, int kind,
 	if (m) {
 		if (m->err || !m->path)
 			return m->err ? m->err : -ENOENT;
-		fd = util_open_regular(m->path, 0);
+		fd = fs_open_regular(m->path, 0);
 		if (fd >= 0 && !(*path = strdup(m->path))) {
 			close(fd);
 			return -ENOMEM;

@@ -16,7 +16,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "lib/util.h"
+#include "lib/errbuf.h"
+#include "lib/fs.h"
+#include "lib/hex.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
 #include "symbols/symres-priv.h"
@@ -43,7 +45,7 @@ int symres_each_debug_file(struct symres *r, const uint8_t *bid, size_t len,
 
 	if (!bid || !len || len > 64)
 		return 0;
-	util_hex(bid, len, bidhex);
+	hex_encode(bid, len, bidhex);
 	snprintf(rp, sizeof(rp), "/usr/lib/debug/.build-id/%.2s/%s.debug", bidhex, bidhex + 2);
 	for (size_t i = 0; i < r->nr_roots; i++) {
 		if (!symres_root_matches(&r->roots[i], guest) || r->root_fds[i] < 0)
@@ -151,7 +153,7 @@ static void fd_name(int fd, const char *dflt, char *out, size_t outlen)
 	if (n > 0 && (size_t)n < outlen)
 		out[n] = '\0';
 	else
-		util_seterr(out, outlen, "%s", dflt);
+		errbuf_set(out, outlen, "%s", dflt);
 }
 
 /* A source path from DWARF inside the directory dfd: the whole path, then
@@ -205,13 +207,13 @@ FILE *symres_open_source(struct symres *r, const char *guest, const char *path,
 	}
 	if (fd < 0) {
 		if (!places)
-			util_seterr(used, usedlen, "no --guest-root for this guest and no "
+			errbuf_set(used, usedlen, "no --guest-root for this guest and no "
 				    "--source-dir (a path from a guest's debug info is never "
 				    "opened on the host)");
 		else if (err == -EINVAL)
-			util_seterr(used, usedlen, "not a regular file where found");
+			errbuf_set(used, usedlen, "not a regular file where found");
 		else
-			util_seterr(used, usedlen, "not in the guest root%s or --source-dir%s%s",
+			errbuf_set(used, usedlen, "not in the guest root%s or --source-dir%s%s",
 				    r->nr_roots > 1 ? "s" : "", err ? ": " : "",
 				    err ? strerror(-err) : "");
 		errno = err ? -err : ENOENT;
@@ -236,7 +238,7 @@ int symres_check_build_id(const char *path, const uint8_t *bid, size_t bid_len)
 
 	/* a plain ELF only: elfimage would unpack a compressed file, and a
 	 * file from a guest must not make the host inflate it */
-	fd = util_open_regular(path, 0);
+	fd = fs_open_regular(path, 0);
 	if (fd < 0)
 		return fd;
 	ret = pread(fd, magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
@@ -271,7 +273,7 @@ int symres_import(const char *session_dir, const char *path, char *out, size_t o
 		elfimage_close(img);
 		return -ENODATA;
 	}
-	util_hex(bid, len, bidhex);
+	hex_encode(bid, len, bidhex);
 	elfimage_close(img);
 	if (snprintf(dir, sizeof(dir), "%s/.build-id", session_dir) >= (int)sizeof(dir))
 		return -ENAMETOOLONG;
@@ -283,7 +285,7 @@ int symres_import(const char *session_dir, const char *path, char *out, size_t o
 	if (snprintf(dst, sizeof(dst), "%s/%s", dir, bidhex + 2) >= (int)sizeof(dst) ||
 	    snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", dst) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	in = util_open_regular(path, 0);
+	in = fs_open_regular(path, 0);
 	if (in < 0)
 		return in;
 	fd = mkostemp(tmp, O_CLOEXEC);

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "lib/array.h"
-#include "lib/util.h"
+#include "lib/fs.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
 #include "symbols/symres-priv.h"
@@ -322,7 +322,7 @@ static int modidx_add(struct modindex *mi, size_t *cap, const char *rel, const c
 	}
 	if (!stem || mi->nr >= SYMRES_MAX_MODULES)
 		return 0;
-	if (util_grow(&mi->mods, cap, mi->nr + 1, sizeof(*mi->mods), 256))
+	if (array_grow(&mi->mods, cap, mi->nr + 1, sizeof(*mi->mods), 256))
 		return -ENOMEM;
 	e = &mi->mods[mi->nr];
 	e->name = strndup(file, stem);
@@ -423,7 +423,7 @@ static int fetched_module_base(const char *path, const char *name, uint64_t *bas
 {
 	char line[160], mname[80];
 	unsigned long long b, sz;
-	int fd = util_open_regular(path, 0), ret = -ENOENT;
+	int fd = fs_open_regular(path, 0), ret = -ENOENT;
 	FILE *f;
 
 	if (fd < 0)

@@ -15,6 +15,7 @@
 #include "symbols/ksyms.h"
 #include "symbols/perfmap.h"
 #include "symbols/symres.h"
+#include "lib/strset.h"
 
 #define SYMRES_MAX_DEPTH	8	/* lib/modules/<rel>/kernel/drivers/... */
 #define SYMRES_MAX_MODULES	100000
@@ -81,8 +82,7 @@ struct symres {
 	char *vmlinux, *system_map, *source_dir, *fetch_cache;
 	int no_host_kernel, no_debuginfod;
 
-	struct simage **images;	/* open-addressed by key hash */
-	size_t images_cap, nr_images;
+	struct strset images;	/* struct simage by its key */
 	struct binfile *bins;
 	size_t nr_bins;
 	struct kmapfile *kmaps;

@@ -17,7 +17,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "lib/util.h"
+#include "lib/fs.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
 #include "symbols/symres-priv.h"
@@ -138,7 +138,7 @@ int symres_open_in_root(int rootfd, const char *path, int dir)
 
 int symres_open_host_file(const char *path)
 {
-	return util_open_regular(path, 0);
+	return fs_open_regular(path, 0);
 }
 
 /* guest names a directory the store made: one component, not . or .. */

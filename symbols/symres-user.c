@@ -16,7 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "lib/util.h"
+#include "lib/hex.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
 #include "symbols/symres-priv.h"
@@ -94,7 +94,7 @@ static void stripped_hint(struct symres *r, struct simage *si, struct elfimage *
 			 "file names it: give --guest-root DIR");
 		return;
 	}
-	util_hex(bid, len, hex);
+	hex_encode(bid, len, hex);
 	snprintf(si->reason + n, sz - n, ": install its debug package in the guest, %s or "
 		 "give --guest-root DIR holding usr/lib/debug/.build-id/%.2s/%s.debug",
 		 r->dbgd ? "add a debuginfod that has it to DEBUGINFOD_URLS" :
@@ -125,8 +125,8 @@ int symres_try_candidate(struct symres *r, struct simage *si, int fd, const char
 	    (len != si->build_id_len || memcmp(bid, si->build_id, len))) {
 		char want[129], got[129];
 
-		util_hex(si->build_id, si->build_id_len, want);
-		util_hex(bid, len, got);
+		hex_encode(si->build_id, si->build_id_len, want);
+		hex_encode(bid, len, got);
 		si->state = SIMAGE_MISMATCH;
 		snprintf(si->reason, sizeof(si->reason),
 			 "%s has build-id %.40s, samples are of %.40s", path, got, want);
@@ -174,7 +174,7 @@ static int try_memsyms(struct symres *r, struct simage *si, const char *guest)
 
 	if (si->build_id_len < 2 || !r->fetch_cache || !symres_guest_component(guest))
 		return 0;
-	util_hex(si->build_id, si->build_id_len, bidhex);
+	hex_encode(si->build_id, si->build_id_len, bidhex);
 	snprintf(path, sizeof(path), "%s/%s/%.2s/%s.memsyms", r->fetch_cache, guest, bidhex,
 		 bidhex + 2);
 	ok = symres_try_candidate(r, si, symres_open_host_file(path), path, guest);
@@ -203,7 +203,7 @@ void symres_resolve_user(struct symres *r, struct simage *si, const char *guest,
 	if (si->build_id_len && r->session_dir) {
 		static const char *const fmts[] = { "%s/.build-id/%.2s/%s", "%s/.build-id/%.2s/%s/elf" };
 
-		util_hex(si->build_id, si->build_id_len, bidhex);
+		hex_encode(si->build_id, si->build_id_len, bidhex);
 		for (size_t i = 0; i < 2; i++) {
 			snprintf(path, sizeof(path), fmts[i], r->session_dir, bidhex, bidhex + 2);
 			if (symres_try_candidate(r, si, symres_open_host_file(path), path, guest))
@@ -211,7 +211,7 @@ void symres_resolve_user(struct symres *r, struct simage *si, const char *guest,
 		}
 	}
 	if (si->build_id_len >= 2 && r->fetch_cache && symres_guest_component(guest)) {
-		util_hex(si->build_id, si->build_id_len, bidhex);
+		hex_encode(si->build_id, si->build_id_len, bidhex);
 		snprintf(path, sizeof(path), "%s/%s/%.2s/%s", r->fetch_cache, guest, bidhex,
 			 bidhex + 2);
 		if (symres_try_candidate(r, si, symres_open_host_file(path), path, guest))

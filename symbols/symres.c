@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "lib/array.h"
-#include "lib/util.h"
+#include "lib/hex.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
 #include "symbols/symres-priv.h"
@@ -68,10 +68,7 @@ struct symres *symres_new(const struct symres_config *cfg)
 					      O_PATH | O_DIRECTORY | O_CLOEXEC);
 		}
 	}
-	r->images_cap = 256;
-	r->images = calloc(r->images_cap, sizeof(*r->images));
-	if (!r->images)
-		goto fail;
+	r->images.key_off = STRSET_MEMBER(struct simage, key);
 	return r;
 fail:
 	symres_free(r);
@@ -83,16 +80,18 @@ void symres_free(struct symres *r)
 {
 	if (!r)
 		return;
-	for (size_t i = 0; i < r->images_cap; i++) {
-		if (r->images && r->images[i]) {
-			free(r->images[i]->key);
-			free(r->images[i]->guest);
-			free(r->images[i]->release);
-			perfmap_free(r->images[i]->pm);
-			free(r->images[i]);
+	for (size_t i = 0; i < r->images.cap; i++) {
+		struct simage *si = r->images.slot[i];
+
+		if (si) {
+			free(si->key);
+			free(si->guest);
+			free(si->release);
+			perfmap_free(si->pm);
+			free(si);
 		}
 	}
-	free(r->images);
+	strset_free(&r->images);
 	for (size_t i = 0; i < r->nr_bins; i++) {
 		elfimage_close(r->bins[i].elf);
 		free(r->bins[i].path);
@@ -141,29 +140,6 @@ static int is_anon(const char *image)
 	       !strcmp(image, "anon") || !strncmp(image, "//anon", 6);
 }
 
-static int images_grow(struct symres *r)
-{
-	size_t cap = r->images_cap * 2;
-	struct simage **t = calloc(cap, sizeof(*t));
-
-	if (!t)
-		return -ENOMEM;
-	for (size_t i = 0; i < r->images_cap; i++) {
-		struct simage *si = r->images[i];
-		size_t h;
-
-		if (!si)
-			continue;
-		for (h = util_hash_str(si->key) & (cap - 1); t[h]; h = (h + 1) & (cap - 1))
-			;
-		t[h] = si;
-	}
-	free(r->images);
-	r->images = t;
-	r->images_cap = cap;
-	return 0;
-}
-
 /* si is named (by its debug file or by symbols read from guest memory)
  * but has no file to unwind with: take the binary if the guest has sent
  * it since.  The names stay as they are: the report, run later, resolves
@@ -176,7 +152,7 @@ static int recheck_file(struct symres *r, struct simage *si, const char *guest)
 	size_t len;
 	int fd;
 
-	util_hex(si->build_id, si->build_id_len, bidhex);
+	hex_encode(si->build_id, si->build_id_len, bidhex);
 	snprintf(path, sizeof(path), "%s/%s/%.2s/%s", r->fetch_cache, guest, bidhex, bidhex + 2);
 	fd = symres_open_host_file(path);
 	if (fd < 0)
@@ -209,7 +185,7 @@ int symres_image_recheck(struct symres *r, struct simage *si, const char *guest,
 	}
 	if (si->state != SIMAGE_NOT_FOUND)
 		return 0;
-	util_hex(si->build_id, si->build_id_len, bidhex);
+	hex_encode(si->build_id, si->build_id_len, bidhex);
 	/* the binary, its debug file (which stands in for it), or its symbols
 	 * read from guest memory: whichever the cache has */
 	for (n = 0; n < ARRAY_SIZE(endings); n++) {
@@ -234,7 +210,7 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 
 	if (build_id_len > sizeof(si->build_id))
 		build_id_len = 0;
-	util_hex(build_id, build_id ? build_id_len : 0, bidhex);
+	hex_encode(build_id, build_id ? build_id_len : 0, bidhex);
 	/* A kernel's placement is part of its identity: two boots of one guest
 	 * (a differential report, previous/) have different KASLR slides. */
 	if (asprintf(&key, "%s\1%s\1%d\1%s\1%s\1%llx\1%s\1%llx", guest ? guest : "", image,
@@ -291,25 +267,12 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 
 struct simage *symres_image_find(struct symres *r, const char *key)
 {
-	for (size_t h = util_hash_str(key) & (r->images_cap - 1); r->images[h];
-	     h = (h + 1) & (r->images_cap - 1))
-		if (!strcmp(r->images[h]->key, key))
-			return r->images[h];
-	return NULL;
+	return strset_find(&r->images, key);
 }
 
 int symres_image_put(struct symres *r, struct simage *si)
 {
-	size_t h;
-
-	if ((r->nr_images + 1) * 2 > r->images_cap && images_grow(r))
-		return -ENOMEM;
-	for (h = util_hash_str(si->key) & (r->images_cap - 1); r->images[h];
-	     h = (h + 1) & (r->images_cap - 1))
-		;
-	r->images[h] = si;
-	r->nr_images++;
-	return 0;
+	return strset_add(&r->images, si);
 }
 
 const char *simage_warning(const struct simage *si)

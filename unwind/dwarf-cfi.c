@@ -28,7 +28,8 @@
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 
-#include "lib/util.h"
+#include "lib/fs.h"
+#include "lib/hash.h"
 #include "lib/x86.h"
 #include "unwind/dwarf-cfi.h"
 
@@ -137,7 +138,7 @@ static void image_open(struct unwind_dwarf *u, struct image *im, const char *pat
 	if (!im->path)
 		return;
 	im->hash = hash;
-	im->fd = util_open_regular(path, 0);	/* a FIFO must not hang the collector */
+	im->fd = fs_open_regular(path, 0);	/* a FIFO must not hang the collector */
 	if (im->fd < 0 || fstat(im->fd, &sb) || !S_ISREG(sb.st_mode) ||
 	    (size_t)sb.st_size < sizeof(Elf64_Ehdr))
 		goto bad;
@@ -206,7 +207,7 @@ static struct image *image_get(struct unwind_dwarf *u, const char *path)
 
 	if (strnlen(path, PATH_MAX) >= PATH_MAX)
 		return NULL;
-	hash = util_hash_str(path);
+	hash = hash_str(path);
 	for (unsigned i = 0; i < UNWIND_DWARF_CACHE; i++) {
 		im = &u->img[i];
 		if (im->path && im->hash == hash && !strcmp(im->path, path))

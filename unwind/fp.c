@@ -18,7 +18,7 @@ static int plausible_pc(uint64_t pc, uint8_t cpl)
 {
 	if (!pc)
 		return 0;
-	return cpl == 3 ? pc < 0x0000800000000000ull : pc >= OPVM_KERNEL_HALF;
+	return cpl == 3 ? pc < OPVM_USER_TOP : pc >= OPVM_KERNEL_HALF;
 }
 
 unsigned unwind_fp(const struct unwind_mem *m, const struct unwind_regs *r,

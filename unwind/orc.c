@@ -12,8 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/util.h"
+#include "lib/errbuf.h"
 #include "lib/x86.h"
+#include "lib/sort.h"
 #include "unwind/orc.h"
 
 #define ORC_ENTRY_SIZE	6
@@ -66,7 +67,7 @@ struct unwind_orc *unwind_orc_load(const struct unwind_mem *m, uint64_t ip_start
 
 	if (version < 1 || version > 3 || ip_stop <= ip_start || (ip_stop - ip_start) % 4 ||
 	    (ip_stop - ip_start) / 4 > UNWIND_ORC_MAX_ENTRIES) {
-		util_seterr(err, errlen, "ORC table bounds 0x%llx-0x%llx (format %u) are not "
+		errbuf_set(err, errlen, "ORC table bounds 0x%llx-0x%llx (format %u) are not "
 			    "a kernel's", (unsigned long long)ip_start,
 			    (unsigned long long)ip_stop, version);
 		errno = EINVAL;
@@ -80,12 +81,12 @@ struct unwind_orc *unwind_orc_load(const struct unwind_mem *m, uint64_t ip_start
 		o->orc = malloc(nr * ORC_ENTRY_SIZE);
 	}
 	if (!o || !rel || !o->ip || !o->orc) {
-		util_seterr(err, errlen, "out of memory for %zu ORC entries", nr);
+		errbuf_set(err, errlen, "out of memory for %zu ORC entries", nr);
 		goto fail_errno;
 	}
 	if (read_big(m, ip_start, rel, nr * sizeof(*rel)) ||
 	    read_big(m, orc_start, o->orc, nr * ORC_ENTRY_SIZE)) {
-		util_seterr(err, errlen, "cannot read the ORC tables at 0x%llx and 0x%llx",
+		errbuf_set(err, errlen, "cannot read the ORC tables at 0x%llx and 0x%llx",
 			    (unsigned long long)ip_start, (unsigned long long)orc_start);
 		errno = EFAULT;
 		goto fail;
@@ -94,7 +95,7 @@ struct unwind_orc *unwind_orc_load(const struct unwind_mem *m, uint64_t ip_start
 		/* each offset is relative to its own slot */
 		o->ip[i] = ip_start + 4 * i + (uint64_t)(int64_t)rel[i];
 		if (i && o->ip[i] < o->ip[i - 1]) {
-			util_seterr(err, errlen, "ORC table not sorted at entry %zu", i);
+			errbuf_set(err, errlen, "ORC table not sorted at entry %zu", i);
 			errno = EPROTO;
 			goto fail;
 		}
@@ -154,19 +155,12 @@ static void decode(const struct unwind_orc *o, size_t i, struct orc_entry *e)
 
 int unwind_orc_find(const struct unwind_orc *o, uint64_t ip, struct orc_entry *out)
 {
-	size_t lo = 0, hi = o->nr;
+	/* the last entry at or below ip */
+	size_t i = sort_bound_u64(o->ip, o->nr, sizeof(*o->ip), 0, ip, 1);
 
-	if (!o->nr || ip < o->ip[0])
+	if (!i)
 		return -ENOENT;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (o->ip[mid] <= ip)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	decode(o, lo, out);
+	decode(o, i - 1, out);
 	return 0;
 }
 

@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "unwind/pyframes.h"
+#include "lib/x86.h"
 
-#define USER_TOP	0x0000800000000000ull
 #define MAX_PHDRS	64
 #define MAX_DYN		256
 #define MAX_CHAIN	4096		/* symbols one hash bucket may chain */
@@ -33,7 +33,7 @@ struct dynsyms {
 
 static int rdm(const struct unwind_mem *m, uint64_t gva, void *buf, size_t len)
 {
-	if (!gva || gva >= USER_TOP || len > USER_TOP - gva)
+	if (!gva || gva >= OPVM_USER_TOP || len > OPVM_USER_TOP - gva)
 		return -EFAULT;
 	return m->read(m->arg, gva, buf, len) ? -EFAULT : 0;
 }

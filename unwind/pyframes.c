@@ -21,8 +21,9 @@
 #include <string.h>
 
 #include "unwind/pyframes.h"
+#include "lib/array.h"
+#include "lib/x86.h"
 
-#define USER_TOP	0x0000800000000000ull	/* canonical user half */
 #define READ_BUDGET	(128u << 10)		/* guest bytes per pyframes_read() */
 #define MAX_INTERPS	8
 #define MAX_LINETABLE	(64u << 10)		/* a location table's bytes */
@@ -67,12 +68,12 @@ struct rd {
 
 static int uptr_ok(uint64_t p, unsigned align)
 {
-	return p >= 0x1000 && p < USER_TOP && !(p & (align - 1));
+	return p >= 0x1000 && p < OPVM_USER_TOP && !(p & (align - 1));
 }
 
 static int rd(struct rd *r, uint64_t gva, void *buf, size_t len)
 {
-	if (!uptr_ok(gva, 1) || len > USER_TOP - gva || len > READ_BUDGET - r->used)
+	if (!uptr_ok(gva, 1) || len > OPVM_USER_TOP - gva || len > READ_BUDGET - r->used)
 		return -EFAULT;
 	r->used += (uint32_t)len;
 	r->st->bytes += len;
@@ -180,7 +181,7 @@ static int do_take(const uint8_t *b, const struct do_field *f, struct pyframes_l
  * consistent with how the objects are read. */
 static int layout_313(const uint8_t *b, struct pyframes_layout *l)
 {
-	for (size_t i = 0; i < sizeof(do_fields) / sizeof(do_fields[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(do_fields); i++)
 		if (do_take(b, &do_fields[i], l))
 			return -EINVAL;
 	/* the code object's fields and every header's type lie before what

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "lib/array.h"
-#include "lib/util.h"
+#include "lib/unixsock.h"
 #include "vmm/backend.h"
 
 extern const struct backend_ops qemu_backend;		/* vmm/qemu/qemu-launch.c */
@@ -80,7 +80,7 @@ void backend_note(char *notes, size_t size, const char *fmt, ...)
 
 void backend_connect_channel(struct backend_target *t, const char *path)
 {
-	int fd = util_connect_unix(path, UTIL_CONNECT_MS);
+	int fd = unixsock_connect(path, UNIXSOCK_CONNECT_MS);
 
 	if (fd < 0) {
 		backend_note(t->notes, sizeof(t->notes), "guest '%s': cannot connect to its opvm "
@@ -97,7 +97,7 @@ int backend_reconnect_unix(void *arg)
 {
 	/* From the collector's loop, which drains the sample rings meanwhile:
 	 * a channel that cannot take the connection now is tried again later. */
-	int fd = util_connect_unix(arg, 100);
+	int fd = unixsock_connect(arg, 100);
 
 	return fd < 0 ? -1 : fd;
 }

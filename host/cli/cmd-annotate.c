@@ -14,7 +14,7 @@
 #include "lib/log.h"
 #include "lib/numparse.h"
 #include "host/report/report-cli.h"
-#include "lib/util.h"
+#include "lib/text.h"
 
 struct annotate_args {
 	struct report_cli cli;
@@ -47,7 +47,7 @@ static void note(const char *msg, void *arg)
 
 	/* Symbol and image names come from the guest. */
 	(*count)++;
-	log_warn("%s", util_text_escape(safe, sizeof(safe), msg));
+	log_warn("%s", text_escape(safe, sizeof(safe), msg));
 }
 
 /* The arguments after the options: profile specs and at most one symbol.

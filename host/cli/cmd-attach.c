@@ -241,7 +241,7 @@ static int pick_backend(struct attach *a, struct vm_monitor **mons, const int *k
 }
 
 /* The libvirt side of finding the guests, run in the libvirt reader's
- * worker (virt_reader_run()): whatever libvirt call hangs, attach waits
+ * worker (virtstats_reader_run()): whatever libvirt call hangs, attach waits
  * only ATTACH_VIRT_BUDGET_MS for it. */
 struct lookup {
 	struct attach *a;
@@ -279,21 +279,21 @@ static int lookup_guests(struct virt *v, void *arg, char *err, size_t errlen)
 
 /* Finds libvirt's guests; 0, or 1 after printing.  On a timeout the worker
  * may still be in libvirt with lk: it is left to it (attach ends). */
-static int attach_lookup(struct attach *a, struct virt_reader **vr, struct lookup *lk)
+static int attach_lookup(struct attach *a, struct virtstats_reader **vr, struct lookup *lk)
 {
 	char err[512] = "";
 	int r;
 
-	*vr = virt_reader_new(a->uri, ATTACH_VIRT_BUDGET_MS, 0);
+	*vr = virtstats_reader_new(a->uri, ATTACH_VIRT_BUDGET_MS, 0);
 	if (!*vr) {
 		log_err("cannot start the libvirt reader: %s", strerror(errno));
 		return 1;
 	}
-	r = virt_reader_run(*vr, lookup_guests, lk, NULL, err, sizeof(err));
+	r = virtstats_reader_run(*vr, lookup_guests, lk, NULL, err, sizeof(err));
 	if (r == -ETIMEDOUT) {
 		log_err("%s: check libvirtd (systemctl status libvirtd), or name the guest "
 			"without libvirt: --qmp SOCKET [--channel SOCKET]", err);
-		virt_reader_free(*vr);	/* detached: the worker ends it */
+		virtstats_reader_free(*vr);	/* detached: the worker ends it */
 		*vr = NULL;
 		return 2;
 	}
@@ -311,7 +311,7 @@ static int attach_lookup(struct attach *a, struct virt_reader **vr, struct looku
 static int attach_run(struct attach *a, const struct backend_ops *b, void *bst)
 {
 	struct lookup lk = { .a = a };
-	struct virt_reader *vr = NULL;
+	struct virtstats_reader *vr = NULL;
 	int ret = 1;
 
 	if (a->qmp_path || a->pid) {
@@ -335,7 +335,7 @@ static int attach_run(struct attach *a, const struct backend_ops *b, void *bst)
 	free(lk.mons);
 	free(lk.kvm);
 	virt_free_names(a->listed);
-	virt_reader_free(vr);
+	virtstats_reader_free(vr);
 	return a->refused ? ATTACH_REFUSED : ret;
 }
 

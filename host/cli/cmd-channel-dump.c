@@ -32,7 +32,9 @@
 #include "host/collect/decoder.h"
 #include "host/collect/gstate.h"
 #include "lib/log.h"
-#include "lib/util.h"
+#include "lib/hex.h"
+#include "lib/signals.h"
+#include "lib/unixsock.h"
 #include "lib/channel.h"
 #include "lib/numparse.h"
 
@@ -82,7 +84,7 @@ static void hex_id(char *out, const uint8_t *id, size_t n)
 		strcpy(out, "-");
 		return;
 	}
-	util_hex(id, n, out);
+	hex_encode(id, n, out);
 }
 
 /* ---- JSON ----------------------------------------------------------------- */
@@ -373,7 +375,7 @@ static int src_open(struct dump_run *r)
 		return -1;
 	} else if (S_ISSOCK(sb.st_mode)) {
 		r->kind = SRC_SOCKET;
-		r->fd = util_connect_unix(r->src, UTIL_CONNECT_MS);
+		r->fd = unixsock_connect(r->src, UNIXSOCK_CONNECT_MS);
 		if (r->fd < 0 && !r->follow) {
 			log_err("cannot connect to '%s': %s; is the guest running, and "
 				"no other opvm connected to it?", r->src, strerror(-r->fd));
@@ -409,7 +411,7 @@ static int dump_step(struct dump_run *r, struct decoder *d, uint8_t *buf,
 	int pr;
 
 	if (r->fd < 0) {	/* socket, following: (re)connect */
-		r->fd = util_connect_unix(r->src, UTIL_CONNECT_MS);
+		r->fd = unixsock_connect(r->src, UNIXSOCK_CONNECT_MS);
 		if (r->fd < 0)
 			nap_ms(500);
 		return 1;
@@ -505,7 +507,7 @@ int cmd_channel_dump(int argc, char **argv)
 		setvbuf(stdout, NULL, _IOLBF, 0);
 
 	/* A Ctrl-C must interrupt a blocking read (no SA_RESTART). */
-	util_stop_on_signals(&stop);
+	signals_stop_on(&stop);
 
 	ret = 0;
 	while (!stop && !(dp->count && dp->printed >= dp->count)) {

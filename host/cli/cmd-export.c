@@ -187,7 +187,7 @@ static int stacks_load(struct report *r, const struct report_opts *o)
 	if (r->stack_errors)
 		log_warn("the call stacks of %zu guest%s could not be read, exported without "
 			 "their call chains: %s", r->stack_errors, r->stack_errors == 1 ? "" : "s",
-			 util_text_escape(eb, sizeof(eb), r->stack_err));
+			 text_escape(eb, sizeof(eb), r->stack_err));
 	return 0;
 }
 

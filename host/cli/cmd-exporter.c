@@ -49,7 +49,9 @@
 #include "lib/log.h"
 #include "lib/numparse.h"
 #include "lib/safepath.h"
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/errbuf.h"
+#include "lib/signals.h"
 
 #define EXPORTER_DEFAULT_LISTEN	"127.0.0.1:9864"
 /* How long a scrape waits for the fresher reading it asked for before it
@@ -82,7 +84,7 @@ static volatile sig_atomic_t exp_stop;
 
 static double now_s(void)
 {
-	return (double)util_now_ns() / 1e9;
+	return (double)clk_now_ns() / 1e9;
 }
 
 /* What exporter's own options set (the guest profiles' go to a struct
@@ -347,7 +349,7 @@ static int listen_unix(const char *path, char *why, size_t whylen)
 	/* Only a stale socket of this user's is replaced. */
 	if (!fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW)) {
 		if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid()) {
-			util_seterr(why, whylen, "%s exists and is not a socket of this user's: "
+			errbuf_set(why, whylen, "%s exists and is not a socket of this user's: "
 				    "remove it or give another path", path);
 			close(dfd);
 			return -EEXIST;
@@ -685,7 +687,7 @@ int cmd_exporter(int argc, char **argv)
 	fd = exporter_socket(listen_on);
 	if (fd < 0)
 		return fd == -EINVAL ? 2 : 1;
-	util_stop_on_signals(&exp_stop);
+	signals_stop_on(&exp_stop);
 	signal(SIGPIPE, SIG_IGN);	/* a client that hangs up is not a reason to stop */
 	cfg.stop = &exp_stop;		/* the refresher gives up a reading on Ctrl-C */
 	e.h = hoststats_new(&cfg);

@@ -17,7 +17,8 @@
 #include "host/hoststats/hoststats.h"
 #include "lib/log.h"
 #include "lib/numparse.h"
-#include "lib/util.h"
+#include "lib/signals.h"
+#include "lib/text.h"
 #include "host/cli/top.h"
 
 static volatile sig_atomic_t top_stop;
@@ -129,15 +130,15 @@ static void print_text(struct hoststats *h, const struct top_opts *o)
 		char full[4 * PS_NAME_MAX + 1];
 
 		if (top_match(o, gs[i]) && gs[i]->stale)
-			util_fprintf_wrapped(stdout, 2, "%s: not read: %s",
+			text_fprintf_wrapped(stdout, 2, "%s: not read: %s",
 					     top_name(full, sizeof(full), gs[i]->name),
 					     gs[i]->stale_why);
 	}
 	if (hoststats_libvirt_error(h)[0]) {
 		char e[1024];
 
-		util_fprintf_wrapped(stdout, 2, "libvirt: %s",
-				     util_text_escape(e, sizeof(e), hoststats_libvirt_error(h)));
+		text_fprintf_wrapped(stdout, 2, "libvirt: %s",
+				     text_escape(e, sizeof(e), hoststats_libvirt_error(h)));
 	}
 }
 
@@ -217,7 +218,7 @@ int cmd_top(int argc, char **argv)
 	cfg.no_libvirt = o.no_libvirt;
 	cfg.filter = &o.filter;
 	cfg.stop = &top_stop;	/* a silent QMP socket must not hold Ctrl-C */
-	util_stop_on_signals(&top_stop);
+	signals_stop_on(&top_stop);
 	signal(SIGPIPE, SIG_IGN);
 	h = hoststats_new(&cfg);
 	if (!h) {

@@ -42,7 +42,9 @@
 #include "host/collect/store.h"
 #include "lib/log.h"
 #include "lib/safepath.h"
-#include "lib/util.h"
+#include "lib/array.h"
+#include "lib/clock.h"
+#include "lib/signals.h"
 
 #define PCONT_MAX		256	/* guests sampled at once */
 #define PCONT_TICK_MS		1000
@@ -158,7 +160,7 @@ static void list_samples(struct pcont *pc, int fd, const char *key, const char *
 		struct cwin x = { 0 }, *old;
 
 		if (store_window_parse(de->d_name, &x.start, &x.end) ||
-		    util_grow(w, cap, *n + 1, sizeof(**w), 256))
+		    array_grow(w, cap, *n + 1, sizeof(**w), 256))
 			continue;
 		snprintf(x.key, sizeof(x.key), "%s", key);
 		snprintf(x.gdir, sizeof(x.gdir), "%s", gdir);
@@ -251,7 +253,7 @@ static int drop(struct pcont *pc, struct cwin *x, uint64_t *count)
 static void store_prune(struct pcont *pc)
 {
 	const struct pprof_cfg *cfg = &pc->p->cfg;
-	int64_t oldest = util_wall_ms() - (int64_t)cfg->retention_s * 1000;
+	int64_t oldest = clk_wall_ms() - (int64_t)cfg->retention_s * 1000;
 	struct cwin **by_age;
 	uint64_t total = 0;
 	size_t n = 0;
@@ -293,7 +295,7 @@ static void sampler_start(struct pcont *pc, struct csampler *s)
 	char *argv[32];
 	int a, rfd;
 
-	s->retry_at = util_now_ms() + PCONT_BACKOFF_MS;
+	s->retry_at = clk_now_ms() + PCONT_BACKOFF_MS;
 	rfd = open(pc->root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (rfd < 0)
 		return;
@@ -359,7 +361,7 @@ static struct csampler *sampler_of(struct pcont *pc, const struct pguest *g)
 /* This scan's guests: new ones get a sampler, gone ones lose theirs. */
 static void samplers_update(struct pcont *pc, const struct pguest *gs, int n)
 {
-	int64_t now = util_now_ms();
+	int64_t now = clk_now_ms();
 
 	for (unsigned i = 0; i < pc->nr; i++)
 		pc->s[i].seen = 0;
@@ -399,7 +401,7 @@ static void samplers_update(struct pcont *pc, const struct pguest *gs, int n)
 
 static void samplers_stop(struct pcont *pc)
 {
-	int64_t until = util_now_ms() + PCONT_STOP_MS;
+	int64_t until = clk_now_ms() + PCONT_STOP_MS;
 	unsigned left;
 
 	for (unsigned i = 0; i < pc->nr; i++)
@@ -411,7 +413,7 @@ static void samplers_stop(struct pcont *pc)
 			left += pc->s[i].pid && !sampler_reap(pc, &pc->s[i], 0);
 		if (left)
 			usleep(20 * 1000);
-	} while (left && util_now_ms() < until);
+	} while (left && clk_now_ms() < until);
 	for (unsigned i = 0; i < pc->nr; i++) {
 		if (pc->s[i].pid) {
 			kill(pc->s[i].pid, SIGKILL);
@@ -470,7 +472,7 @@ int pcont_start(struct pprof *p)
 	}
 	p->cont = pc;
 	store_prune(pc);	/* what a last exporter left, as it is now */
-	r = util_thread_start(&pc->thread, pcont_main, pc);
+	r = signals_thread_start(&pc->thread, pcont_main, pc);
 	if (r) {
 		log_err("cannot start the continuous sampler: %s", strerror(r));
 		p->cont = NULL;

@@ -19,7 +19,9 @@
 #include "host/collect/store.h"
 #include "lib/log.h"
 #include "lib/numparse.h"
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/size.h"
+#include "lib/text.h"
 
 #define PPROF_MAX_PROFILES	2
 #define PPROF_MAX_SECONDS	60
@@ -226,7 +228,7 @@ static enum MHD_Result one_arg(void *cls, enum MHD_ValueKind kind, const char *k
 	(void)kind;
 	if (a->bad[0])
 		return MHD_NO;
-	util_text_escape(esc, sizeof(esc), key);
+	text_escape(esc, sizeof(esc), key);
 	if (strlen(key) != key_size || (value && strlen(value) != value_size))
 		snprintf(a->bad, sizeof(a->bad), "parameter '%s' holds a NUL byte", esc);
 	else if (!slot)
@@ -270,7 +272,7 @@ static int event_ok(const char *e)
 static void store_range(const struct pprof *p, const struct args *a, struct pjob *j,
 			unsigned long secs, char *bad, size_t len)
 {
-	int64_t now = util_wall_ms(), keep = (int64_t)p->cfg.retention_s * 1000;
+	int64_t now = clk_wall_ms(), keep = (int64_t)p->cfg.retention_s * 1000;
 	int64_t slack = (int64_t)p->cfg.window_s * 1000;
 
 	if (a->event || a->callgraph) {
@@ -360,7 +362,7 @@ static int find_stored(struct pprof *p, struct MHD_Connection *c, struct pjob *j
 	int r = pcont_find(p, live, j->g.q.name, j->owner[0] ? j->owner : NULL, j->store,
 			   sizeof(j->store));
 
-	util_text_escape(esc, sizeof(esc), j->g.q.name);
+	text_escape(esc, sizeof(esc), j->g.q.name);
 	if (!r) {
 		if (!live) {	/* gone (or not sampled now): its windows only */
 			j->g.sampler = NULL;
@@ -392,8 +394,8 @@ static int find_guest(struct pprof *p, struct MHD_Connection *c, struct pjob *j,
 	int n = pguest_scan(&p->cfg, &gs), hit;
 	char esc[160], owners[256], oesc[160];
 
-	util_text_escape(esc, sizeof(esc), j->g.q.name);
-	util_text_escape(oesc, sizeof(oesc), j->owner);
+	text_escape(esc, sizeof(esc), j->g.q.name);
+	text_escape(oesc, sizeof(oesc), j->owner);
 	if (n < 0) {
 		*ret = reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, 0, "cannot read /proc: %s",
 			     strerror(-n));

@@ -36,7 +36,8 @@
 #include "host/cli/exporter-job.h"
 #include "host/cli/subcmd.h"
 #include "host/collect/store.h"
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/fs.h"
 
 #define PJOB_POLL_MS		100
 #define PJOB_GRACE_MS		10000	/* SIGTERM, then SIGKILL */
@@ -82,12 +83,12 @@ static int watch(struct pjob *j)
 /* Stops child pid (SIGTERM, SIGKILL after the grace) and reaps it. */
 static void child_stop(pid_t pid, struct rusage *ru)
 {
-	int64_t until = util_now_ms() + PJOB_GRACE_MS;
+	int64_t until = clk_now_ms() + PJOB_GRACE_MS;
 	int st;
 
 	kill(pid, SIGTERM);
 	while (wait4(pid, &st, WNOHANG, ru) == 0) {
-		if (util_now_ms() > until) {
+		if (clk_now_ms() > until) {
 			kill(pid, SIGKILL);
 			wait4(pid, &st, 0, ru);
 			return;
@@ -103,7 +104,7 @@ static int child_run(struct pjob *j, char **argv, const char *log, int64_t max_m
 		     double *cpu_s)
 {
 	struct rusage ru = { 0 };
-	int64_t until = util_now_ms() + max_ms;
+	int64_t until = clk_now_ms() + max_ms;
 	pid_t pid = subcmd_spawn(argv, log, log);
 	int st, why = 0;
 
@@ -115,7 +116,7 @@ static int child_run(struct pjob *j, char **argv, const char *log, int64_t max_m
 		if (r == pid || (r < 0 && errno != EINTR))
 			break;
 		why = watch(j);
-		if (why || util_now_ms() > until) {
+		if (why || clk_now_ms() > until) {
 			why = why == 1 ? PJOB_GONE : why == 2 ? PJOB_STOPPING : PJOB_TIMEOUT;
 			child_stop(pid, &ru);
 			break;
@@ -150,7 +151,7 @@ int pguest_attach_argv(const struct pprof *p, const struct pguest *g, char **arg
 		argv[a++] = "--qmp";
 		argv[a++] = (char *)q->qmp;
 		argv[a++] = "--name";
-		argv[a++] = util_valid_name(q->name) ? (char *)q->name : buf[0];
+		argv[a++] = fs_valid_name(q->name) ? (char *)q->name : buf[0];
 		if (q->channel[0]) {
 			argv[a++] = "--channel";
 			argv[a++] = (char *)q->channel;
@@ -277,7 +278,7 @@ static void job_work(struct pjob *j)
 {
 	char buf[4][PATH_MAX + 32], log[PATH_MAX + 32];
 	char *argv[32];
-	int64_t t0 = util_now_ms();
+	int64_t t0 = clk_now_ms();
 	int r;
 
 	if (j->from_store) {	/* the windows are there already */
@@ -289,7 +290,7 @@ static void job_work(struct pjob *j)
 	r = child_run(j, argv, log, (int64_t)j->seconds * 1000 + PJOB_SETUP_MS,
 		      &j->p->cpu_attach);
 	pthread_mutex_lock(&j->p->lock);
-	j->p->seconds += (double)(util_now_ms() - t0) / 1000.0;
+	j->p->seconds += (double)(clk_now_ms() - t0) / 1000.0;
 	pthread_mutex_unlock(&j->p->lock);
 	if (r == PJOB_GONE)
 		return;
@@ -354,7 +355,7 @@ static void *job_main(void *arg)
 /* Seconds until slot holder j should be done, at least 1. */
 static unsigned retry_in(const struct pjob *j)
 {
-	int64_t left = j->ready_ms - util_now_ms();
+	int64_t left = j->ready_ms - clk_now_ms();
 
 	return left > 1000 ? (unsigned)((left + 999) / 1000) : 1;
 }
@@ -407,7 +408,7 @@ unsigned pjob_start(struct pjob *j, int suspend, unsigned *retry_after)
 	unsigned st;
 
 	j->fd = -1;
-	j->ready_ms = util_now_ms() + (j->from_store ? 0 : (int64_t)j->seconds * 1000) +
+	j->ready_ms = clk_now_ms() + (j->from_store ? 0 : (int64_t)j->seconds * 1000) +
 		      PJOB_READY_MARGIN_MS;
 	pthread_mutex_lock(&p->lock);
 	st = take_slot(p, j, retry_after);

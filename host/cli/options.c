@@ -9,7 +9,6 @@
 #include "host/cli/options.h"
 #include "lib/log.h"
 #include "lib/optval.h"
-#include "lib/util.h"
 
 /* getopt_long's values for the options every command has, and the first
  * value of the rows' long options (row i is OPTS_VAL_ROW + i). */
@@ -245,7 +244,7 @@ static void left_column(char *out, size_t len, const struct opt_def *d)
 		snprintf(out, len, "  --%s%s%s", d->name, sp, mv);
 }
 
-/* text word-wrapped from column col to UTIL_COLUMNS - 1, continuation
+/* text word-wrapped from column col to TEXT_COLUMNS - 1, continuation
  * lines starting at OPTS_HELP_COL. */
 static void wrap(FILE *f, size_t col, const char *text)
 {
@@ -255,7 +254,7 @@ static void wrap(FILE *f, size_t col, const char *text)
 	while (*p) {
 		size_t w = strcspn(p, " ");
 
-		if (!first && col + 1 + w >= UTIL_COLUMNS) {
+		if (!first && col + 1 + w >= TEXT_COLUMNS) {
 			fprintf(f, "\n%*s", OPTS_HELP_COL, "");
 			col = OPTS_HELP_COL;
 		} else if (!first) {

@@ -23,7 +23,9 @@
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
 #include "lib/safepath.h"
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/signals.h"
+#include "lib/size.h"
 #include "symbols/symres.h"
 #include "vmm/backend.h"
 #include "vmm/guest/monitor.h"
@@ -306,7 +308,7 @@ static int collect(const struct session_opts *o, const struct backend_setup *set
 		log_err("cannot set up the session in %s: %s", cfg.session_dir, strerror(errno));
 		return -1;
 	}
-	t0 = util_now_ns();
+	t0 = clk_now_ns();
 	if (add_and_start(c, t, n, (enum introspect_mode)o->introspect))
 		goto out;
 	err = collector_run(c, &stop_flag, o->common.duration_ms);
@@ -322,7 +324,7 @@ out:
 	/* Stop the samplers before the collector frees their rings. */
 	for (size_t i = 0; i < n; i++)
 		t[i].sampler->ops->stop(t[i].sampler);
-	*elapsed_ns = (uint64_t)(util_now_ns() - t0);
+	*elapsed_ns = (uint64_t)(clk_now_ns() - t0);
 	collector_free(c);
 	symres_free(hf.res);
 	return ret;
@@ -493,7 +495,7 @@ int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 	umask(o->umask >= 0 ? (mode_t)o->umask : 077);
 	if (session_dir_check(o->common.session_dir))
 		return 1;
-	util_stop_on_signals(&stop_flag);
+	signals_stop_on(&stop_flag);
 	/* a closed pipe or socket is an EPIPE to handle, never a reason to
 	 * leave a guest stopped or samples unsynced */
 	signal(SIGPIPE, SIG_IGN);

@@ -23,7 +23,9 @@
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
 #include "lib/safepath.h"
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/fs.h"
+#include "lib/text.h"
 #include "symbols/symres.h"
 #include "vmm/backend.h"
 #include "vmm/guest/monitor.h"
@@ -55,7 +57,7 @@ static struct app_sum *app_row(struct sum_ctx *sc, size_t ti, const char *app)
 	for (k = 0; k < sc->nr; k++)
 		if (sc->apps[k].target == ti && !strcmp(sc->apps[k].app, app))
 			return &sc->apps[k];
-	if (UTIL_GROW(sc->apps, sc->cap, sc->nr + 1, 64))
+	if (ARRAY_GROW(sc->apps, sc->cap, sc->nr + 1, 64))
 		return NULL;
 	sc->apps[k].target = ti;
 	snprintf(sc->apps[k].app, sizeof(sc->apps[k].app), "%s", app);
@@ -112,7 +114,7 @@ static json_t *load_session(const char *session_dir, const char *guest, const ch
 	snprintf(path, sizeof(path), "%s/guests/%s/samples/%s/session.json",
 		 session_dir, mangled, which);
 	/* a regular file only, not through a symlink, without blocking */
-	fd = util_open_regular(path, O_NOFOLLOW);
+	fd = fs_open_regular(path, O_NOFOLLOW);
 	if (fd < 0)
 		return NULL;
 	j = stats_json_loadfd(fd, 0, NULL);
@@ -131,14 +133,14 @@ static void store_summary(json_t *root)
 
 	if (!so)
 		return;
-	util_fprintf_wrapped(stdout, 4, "  store: %s files, %s directories, %.1f MB on disk, "
+	text_fprintf_wrapped(stdout, 4, "  store: %s files, %s directories, %.1f MB on disk, "
 			     "at most %llu mapped at once",
 	       stats_fmt_count(stats_json_get(so, "files"), a),
 	       stats_fmt_count(stats_json_get(so, "dirs"), b),
 	       stats_json_get(so, "disk_bytes") / 1e6,
 	       (unsigned long long)stats_json_get(so, "mapped_peak"));
 	if (ovf)
-		util_fprintf_wrapped(stdout, 4, "  %s samples went to the {overflow} bucket: "
+		text_fprintf_wrapped(stdout, 4, "  %s samples went to the {overflow} bucket: "
 		       "the guest named more files than "
 		       "the caps allow (files %llu, directories %llu, disk %.0f MB; raise them with "
 		       "--max-files, --max-dirs, --max-disk)", stats_fmt_count(ovf, c),
@@ -146,7 +148,7 @@ static void store_summary(json_t *root)
 		       (unsigned long long)stats_json_get(lim, "max_dirs"),
 		       stats_json_get(lim, "max_disk") / 1e6);
 	if (errs)
-		util_fprintf_wrapped(stdout, 4, "  %s samples could not be filed (out of memory "
+		text_fprintf_wrapped(stdout, 4, "  %s samples could not be filed (out of memory "
 		       "or disk); they are counted, "
 		       "not in the files", stats_fmt_count(errs, c));
 }
@@ -165,10 +167,10 @@ static void fetch_summary(json_t *root)
 	const char *lie = json_string_value(json_object_get(k, "slide_conflict"));
 
 	if (why)
-		util_fprintf_wrapped(stdout, 4, "  the guest's build-id cache was refused, no "
+		text_fprintf_wrapped(stdout, 4, "  the guest's build-id cache was refused, no "
 				     "binary fetched: %s", why);
 	if (stats_json_get(k, "slide_mismatch"))
-		util_fprintf_wrapped(stdout, 4, "  warning: the guest's kallsyms disagrees with "
+		text_fprintf_wrapped(stdout, 4, "  warning: the guest's kallsyms disagrees with "
 				     "opvm.ko's HELLO (%s%s%llu symbols): the reports name kernel "
 				     "samples with opvm.ko's addresses (session.json "
 				     "fetch.ksyms)", lie ? lie : "", lie ? "; " : "",
@@ -178,7 +180,7 @@ static void fetch_summary(json_t *root)
 	if (!stats_json_get(k, "syms") && !stats_json_get(b, "files") &&
 	    !stats_json_get(b, "cached") && !refused)
 		return;
-	util_fprintf_wrapped(stdout, 4, "  from the guest: %llu kernel symbols; %llu binaries "
+	text_fprintf_wrapped(stdout, 4, "  from the guest: %llu kernel symbols; %llu binaries "
 			     "fetched by build-id (%.1f MB), %llu already cached, %llu "
 			     "transfers refused (session.json \"fetch\")",
 			     (unsigned long long)stats_json_get(k, "syms"),
@@ -198,7 +200,7 @@ static void dwarf_summary(json_t *root)
 
 	if (!d || (!waited && !cut))
 		return;
-	util_fprintf_wrapped(stdout, 4, "  user stacks (dwarf): %s waited for a binary the guest "
+	text_fprintf_wrapped(stdout, 4, "  user stacks (dwarf): %s waited for a binary the guest "
 			     "was sending, %s of them whole once it came; %s cut short for a "
 			     "missing binary (session.json \"dwarf_unwind\")",
 			     stats_fmt_count(waited, a),
@@ -219,14 +221,14 @@ static void introspect_current_summary(json_t *i)
 	if (!json_is_true(json_object_get(cur, "known")) && !named && !both)
 		return;
 	if (named)
-		util_fprintf_wrapped(stdout, 4, "  introspection named the task of %s samples "
+		text_fprintf_wrapped(stdout, 4, "  introspection named the task of %s samples "
 				     "(each vCPU's current task, read in the sampler's stop); "
 				     "%s kernel samples were taken before it knew where to read it "
 				     "(boot)", stats_fmt_count(named, a),
 				     stats_fmt_count(stats_json_get(cur, "kernel_samples_without_task"),
 						     b));
 	if (both)
-		util_fprintf_wrapped(stdout, 4, "  introspection and opvm.ko name the same "
+		text_fprintf_wrapped(stdout, 4, "  introspection and opvm.ko name the same "
 				     "process for %s of %s samples (%.2f %%)",
 				     stats_fmt_count(agree, a), stats_fmt_count(both, b),
 				     100.0 * (double)agree / (double)both);
@@ -245,12 +247,12 @@ static void introspect_summary(json_t *root)
 	if (!state)
 		return;		/* --introspect off, or no guest memory */
 	if (strcmp(state, "ready")) {
-		util_fprintf_wrapped(stdout, 4, "  introspection: no kernel found in guest memory "
+		text_fprintf_wrapped(stdout, 4, "  introspection: no kernel found in guest memory "
 				     "(%llu scans of its RAM)%s%s", (unsigned long long)
 				     stats_json_get(i, "passes"), why ? ": " : "", why ? why : "");
 		return;
 	}
-	util_fprintf_wrapped(stdout, 4, "  introspection: kernel %s read from guest memory "
+	text_fprintf_wrapped(stdout, 4, "  introspection: kernel %s read from guest memory "
 			     "(KASLR offset %s); it sent %llu kernel symbols and %llu symbols of %llu "
 			     "modules; processes from %s (%llu in the last walk)%s%s",
 			     json_string_value(json_object_get(i, "release")),
@@ -276,13 +278,13 @@ static void bymap_summary(json_t *root)
 
 	if (!one && !many && !none)
 		return;
-	util_fprintf_wrapped(stdout, 4, "  user samples without a CR3, by executable mapping: "
+	text_fprintf_wrapped(stdout, 4, "  user samples without a CR3, by executable mapping: "
 			     "%s in the one process that maps their address, %s ambiguous "
 			     "(several do: {ambiguous}), %s in no known mapping ({unmapped})",
 			     stats_fmt_count(one, x), stats_fmt_count(many, y),
 			     stats_fmt_count(none, z));
 	if (stats_json_get(b, "index_over_cap"))
-		util_fprintf_wrapped(stdout, 4, "  the guest had too many mappings for the index "
+		text_fprintf_wrapped(stdout, 4, "  the guest had too many mappings for the index "
 				     "(%s refused builds): their samples are in {unmapped}",
 				     stats_fmt_count(stats_json_get(b, "index_over_cap"), x));
 }
@@ -335,11 +337,11 @@ static void start_summary(json_t *root)
 	if (!name)
 		return;
 	if (json_is_number(at))
-		util_fprintf_wrapped(stdout, 4, "  filed from %s's start, %.1f s in; %s samples "
+		text_fprintf_wrapped(stdout, 4, "  filed from %s's start, %.1f s in; %s samples "
 				     "taken before it were counted, not filed", name,
 				     json_number_value(at), stats_fmt_count(before, c));
 	else
-		util_fprintf_wrapped(stdout, 4, "  %s never started: none of %s samples was "
+		text_fprintf_wrapped(stdout, 4, "  %s never started: none of %s samples was "
 				     "filed (is it the executable's base name?)", name,
 				     stats_fmt_count(before, c));
 }
@@ -349,7 +351,7 @@ static void start_summary(json_t *root)
 static void walk_windows(const char *dir, uint64_t elapsed_ns, struct sum_ctx *sc)
 {
 	char (*names)[STORE_WINDOW_NAME_MAX] = calloc(SUMMARY_MAX_WINDOWS, sizeof(*names));
-	int64_t since = util_wall_ms() - (int64_t)(elapsed_ns / 1000000) - 1000;
+	int64_t since = clk_wall_ms() - (int64_t)(elapsed_ns / 1000000) - 1000;
 	int n = names ? store_windows(dir, since, INT64_MAX, names, SUMMARY_MAX_WINDOWS) : 0;
 
 	if (n > SUMMARY_MAX_WINDOWS)

@@ -11,7 +11,7 @@
 #include "host/hoststats/hoststats.h"
 #include "host/hoststats/kvmstat.h"
 #include "lib/array.h"
-#include "lib/util.h"
+#include "lib/text.h"
 
 const char *top_dash(void)
 {
@@ -27,7 +27,7 @@ const char *top_dash(void)
 
 const char *top_name(char *buf, size_t cap, const char *name)
 {
-	return util_text_escape(buf, cap, name);
+	return text_escape(buf, cap, name);
 }
 
 int top_match(const struct top_opts *o, const struct hs_guest *g)

@@ -17,7 +17,8 @@
 
 #include "host/cli/subcmd.h"
 #include "host/cli/top.h"
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/fs.h"
 
 int top_profile_start(struct top_profile *p, const struct top_opts *o,
 		      const struct hs_guest *g)
@@ -58,7 +59,7 @@ int top_profile_start(struct top_profile *p, const struct top_opts *o,
 		argv[a++] = "--qmp";
 		argv[a++] = g->qmp;
 		argv[a++] = "--name";
-		argv[a++] = util_valid_name(g->name) ? g->name : "guest";
+		argv[a++] = fs_valid_name(g->name) ? g->name : "guest";
 		if (g->channel[0]) {
 			argv[a++] = "--channel";
 			argv[a++] = g->channel;
@@ -77,7 +78,7 @@ int top_profile_start(struct top_profile *p, const struct top_opts *o,
 	}
 	p->child = pid;
 	p->stage = 1;
-	p->started = ((double)util_now_ns() / 1e9);
+	p->started = ((double)clk_now_ns() / 1e9);
 	p->seconds = o->profile_s;
 	return 0;
 }

@@ -13,7 +13,8 @@
 #include <time.h>
 
 #include "host/cli/top.h"
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/text.h"
 
 struct view {
 	struct hoststats *h;
@@ -125,7 +126,7 @@ static int draw_profile(int y, const struct view *v)
 	attron(A_BOLD);
 	if (p->stage == 1)
 		mvprintw(y++, 0, "profiling %s: %.0f/%u s (opvm attach)", guest,
-			 ((double)util_now_ns() / 1e9) - p->started, p->seconds);
+			 ((double)clk_now_ns() / 1e9) - p->started, p->seconds);
 	else if (p->stage == 2)
 		mvprintw(y++, 0, "profiling %s: reading symbols (opvm report)", guest);
 	else if (p->stage == 3)
@@ -141,7 +142,7 @@ static int draw_profile(int y, const struct view *v)
 	}
 	if (p->msg[0] && y < LINES - 1) {
 		mvprintw(y++, 0, "  %.*s", COLS > 2 ? COLS - 2 : 0,
-			 util_text_escape(msg, sizeof(msg), p->msg));
+			 text_escape(msg, sizeof(msg), p->msg));
 		clrtoeol();
 	}
 	return y;
@@ -179,7 +180,7 @@ static void draw(struct view *v)
 	mvprintw(1, 0, "hw counters: %s (%s)%s%s", hw ? top_dash() : "IPC in vCPU rows",
 		 hw ? hw : "guest mode",
 		 hoststats_libvirt_error(v->h)[0] ? "  libvirt: " : "",
-		 util_text_escape(lv, sizeof(lv), hoststats_libvirt_error(v->h)));
+		 text_escape(lv, sizeof(lv), hoststats_libvirt_error(v->h)));
 	attron(A_UNDERLINE);
 	mvprintw(2, 0, "%-16s %-7s %4s %6s %6s %6s %8s%s  %s", "GUEST", "SOURCE", "VCPU", "CPU%",
 		 "GUEST%", "STEAL%", "EXITS/s", wide ? " DISK KB/s  NET KB/s" : "", "TOP EXITS/s");
@@ -299,13 +300,13 @@ int top_view_run(struct hoststats *h, struct top_opts *o, volatile sig_atomic_t 
 	while (!*stop) {
 		int ch;
 
-		if (((double)util_now_ns() / 1e9) >= next) {
+		if (((double)clk_now_ns() / 1e9) >= next) {
 			err = hoststats_refresh(h);
 			if (err == -EINTR && *stop)
 				err = 0;	/* stopped by a signal mid-refresh */
 			if (err)
 				break;
-			next = ((double)util_now_ns() / 1e9) + o->delay_s;
+			next = ((double)clk_now_ns() / 1e9) + o->delay_s;
 		}
 		top_profile_poll(&v.prof, o);
 		view_collect(&v);

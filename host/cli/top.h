@@ -60,7 +60,7 @@ void top_profile_cancel(struct top_profile *p);
 int top_view_run(struct hoststats *h, struct top_opts *o, volatile sig_atomic_t *stop);
 
 /* A guest name (any local user's bytes) for the screen: escaped with
- * util_text_escape() into buf[cap], so that it can neither drive the
+ * text_escape() into buf[cap], so that it can neither drive the
  * terminal nor break a row.  Returns buf. */
 const char *top_name(char *buf, size_t cap, const char *name);
 

@@ -12,7 +12,7 @@
 
 #include "host/collect/attribution-priv.h"
 #include "lib/pynames.h"
-#include "lib/util.h"
+#include "lib/clock.h"
 #include "unwind/dwarf-cfi.h"
 
 /* ---- call chains ---------------------------------------------------------- */
@@ -113,10 +113,10 @@ static unsigned chain_pcs(struct attribution *s, const struct opvm_sample *x,
 	/* a user sample's own ip is the unwind's first pc */
 	if (x->cpl == 3)
 		n--;
-	t0 = util_now_ns();
+	t0 = clk_now_ns();
 	k = unwind_dwarf(s->dw, &r, x->stack, x->stack_len, dwarf_image, &d, pcs + n,
 			 STORE_STACKS_MAX_FRAMES - n, NULL);
-	s->dws.ns += (uint64_t)(util_now_ns() - t0);
+	s->dws.ns += (uint64_t)(clk_now_ns() - t0);
 	s->dws.unwinds++;
 	s->dws.frames += k;
 	*missing = d.missing;

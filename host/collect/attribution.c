@@ -15,7 +15,6 @@
 
 #include "host/collect/gstate.h"
 #include "lib/ring.h"
-#include "lib/util.h"
 #include "lib/x86.h"
 #include "host/collect/store.h"
 #include "host/collect/attribution.h"

@@ -30,7 +30,7 @@
 #include "host/collect/attribution.h"
 #include "vmm/introspect/introspect.h"
 #include "vmm/sampler.h"
-#include "lib/util.h"
+#include "lib/clock.h"
 
 static json_t *json_u64(uint64_t v);
 static json_t *json_hex(uint64_t v);
@@ -467,12 +467,12 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	bad |= json_object_set_new(root, "start", json_string(start));
 	/* a window's own time (collector-window.c), else the session's */
 	bad |= json_object_set_new(root, "duration_s", json_real(c->cfg.window_ms ?
-		(double)(util_wall_ms() - g->win_start) / 1000.0 :
+		(double)(clk_wall_ms() - g->win_start) / 1000.0 :
 		(double)(now - c->start_ms) / 1000.0));
 	if (c->cfg.window_ms) {	/* its window, so far (collector-window.c) */
 		bad |= json_object_set_new(root, "window_start_ms", json_integer(g->win_start));
 		bad |= json_object_set_new(root, "window_end_ms",
-					   json_integer(util_wall_ms()));
+					   json_integer(clk_wall_ms()));
 		bad |= json_object_set_new(root, "windows_sealed", json_integer((json_int_t)g->windows));
 	}
 	if (c->cfg.callgraph)

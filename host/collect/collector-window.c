@@ -27,7 +27,8 @@
 #include "host/collect/attribution.h"
 #include "host/collect/stats.h"
 #include "host/collect/store.h"
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/fs.h"
 
 static int64_t boundary_after(const struct collector *c, int64_t t)
 {
@@ -50,7 +51,7 @@ static int leftover_times(const struct collector *c, const char *guest, int64_t 
 	if (snprintf(path, sizeof(path), "%s/guests/%s/samples/current/session.json",
 		     c->session_dir, mg) >= (int)sizeof(path))
 		return -1;
-	fd = util_open_regular(path, O_NOFOLLOW);
+	fd = fs_open_regular(path, O_NOFOLLOW);
 	if (fd < 0)
 		return -1;
 	root = stats_json_loadfd(fd, 0, &jerr);
@@ -79,7 +80,7 @@ void cguest_window_begin(struct cguest *g)
 		store_window_name(name, s, e);
 		store_seal_window(c->session_dir, g->name, name);
 	}
-	g->win_start = util_wall_ms();
+	g->win_start = clk_wall_ms();
 	g->win_end = boundary_after(c, g->win_start);
 }
 
@@ -114,7 +115,7 @@ static int rotate(struct collector *c, struct cguest *g, int64_t now)
 
 int collector_windows_tick(struct collector *c, uint64_t now_ms)
 {
-	int64_t now = util_wall_ms();
+	int64_t now = clk_wall_ms();
 
 	if (!c->cfg.window_ms)
 		return 0;
@@ -126,7 +127,7 @@ int collector_windows_tick(struct collector *c, uint64_t now_ms)
 			continue;
 		/* everything up to now into the closing window first */
 		cguest_sync(c, g, now_ms);
-		err = rotate(c, g, util_wall_ms());
+		err = rotate(c, g, clk_wall_ms());
 		if (err)
 			return err;
 	}
@@ -135,7 +136,7 @@ int collector_windows_tick(struct collector *c, uint64_t now_ms)
 
 unsigned collector_window_wait_ms(const struct collector *c, unsigned max)
 {
-	int64_t now = util_wall_ms();
+	int64_t now = clk_wall_ms();
 
 	if (!c->cfg.window_ms)
 		return max;
@@ -154,6 +155,6 @@ void cguest_window_seal(struct cguest *g)
 
 	if (!g->c->cfg.window_ms || !g->win_start)
 		return;
-	store_window_name(name, g->win_start, util_wall_ms());
+	store_window_name(name, g->win_start, clk_wall_ms());
 	store_seal_window(g->c->session_dir, g->name, name);
 }

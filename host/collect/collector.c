@@ -37,7 +37,7 @@
 #include "host/collect/attribution.h"
 #include "vmm/introspect/introspect.h"
 #include "vmm/sampler.h"
-#include "lib/util.h"
+#include "lib/clock.h"
 
 /* Ring size per vCPU: room for RING_HEADROOM_S seconds (or four sync
  * intervals) of samples (with full call chains under -g) at the configured rate,
@@ -101,7 +101,7 @@ struct collector *collector_new(const struct collector_config *cfg)
 	c->cfg.session_dir = c->session_dir;
 	c->cfg.mode = c->mode;
 	clock_gettime(CLOCK_REALTIME, &c->start_wall);
-	c->start_ms = util_now_ms();
+	c->start_ms = clk_now_ms();
 	c->status_ms = c->start_ms;
 	c->status_shown_ms = c->start_ms;
 	return c;
@@ -468,7 +468,7 @@ static void python_tell(struct cguest *g)
 
 	if (!g->smp || !g->smp->ops->guest_python || gen == g->py_gen)
 		return;
-	now = util_now_ns();
+	now = clk_now_ns();
 	if (g->py_at && now - g->py_at < 200 * 1000000ll)
 		return;
 	set = calloc(1, sizeof(*set));
@@ -852,7 +852,7 @@ static void on_record(const struct opvm_rec_hdr *rec, size_t len, void *arg)
 
 	fetch_record(g->fetch, rec, len);
 	if (type < OPVM_REC_TYPE_MAX && record_before[type])
-		record_before[type](g, type, rec, len, util_now_ms());
+		record_before[type](g, type, rec, len, clk_now_ms());
 }
 
 static void channel_try_reconnect(struct cguest *g)
@@ -914,8 +914,8 @@ static int channel_read(struct collector *c, struct cguest *g)
 	int err = channel_read_bytes(c, g);
 	uint64_t settled;
 
-	fetch_poll(g->fetch, g->fd, util_now_ms());
-	ksyms_word(g, util_now_ms());
+	fetch_poll(g->fetch, g->fd, clk_now_ms());
+	ksyms_word(g, clk_now_ms());
 	settled = fetch_settled(g->fetch);
 	if (settled != g->settled_seen) {
 		g->settled_seen = settled;
@@ -972,7 +972,7 @@ int cguest_sync(struct collector *c, struct cguest *g, uint64_t now)
 
 int collector_sync(struct collector *c)
 {
-	uint64_t now = util_now_ms();
+	uint64_t now = clk_now_ms();
 	int ret = 0;
 	size_t i;
 
@@ -1005,12 +1005,12 @@ static void samplers_stop(struct collector *c)
  * for them to come; the final sync then files them. */
 static void finish_wait(struct collector *c)
 {
-	uint64_t until = util_now_ms() + FINISH_WAIT_MS;
+	uint64_t until = clk_now_ms() + FINISH_WAIT_MS;
 	struct pollfd pfd[MAX_GUESTS];
 	struct cguest *pg[MAX_GUESTS];
 
 	for (;;) {
-		uint64_t now = util_now_ms();
+		uint64_t now = clk_now_ms();
 		int n = 0, r;
 
 		for (size_t i = 0; i < c->nr_guests; i++) {
@@ -1042,7 +1042,7 @@ static int collector_finish(struct collector *c)
 
 	samplers_stop(c);
 	finish_wait(c);
-	now = util_now_ms();
+	now = clk_now_ms();
 	for (i = 0; i < c->nr_guests; i++) {
 		int err = guest_sync(c, c->guests[i], now, true);
 
@@ -1133,7 +1133,7 @@ int collector_run(struct collector *c, volatile sig_atomic_t *stop, uint64_t dur
 {
 	struct pollfd pfd[MAX_GUESTS];
 	struct cguest *pg[MAX_GUESTS];
-	uint64_t begin = util_now_ms(), next_sync;
+	uint64_t begin = clk_now_ms(), next_sync;
 	int ret = 0, err;
 
 	if (!c)
@@ -1141,7 +1141,7 @@ int collector_run(struct collector *c, volatile sig_atomic_t *stop, uint64_t dur
 	next_sync = begin + c->cfg.sync_ms;
 	c->finished = false;
 	for (;;) {
-		uint64_t now = util_now_ms();
+		uint64_t now = clk_now_ms();
 		int timeout, n = 0, r;
 		size_t i;
 
@@ -1205,7 +1205,7 @@ out:
 	err = collector_finish(c);
 	if (!ret)
 		ret = err;
-	status_line(c, util_now_ms(), true);
+	status_line(c, clk_now_ms(), true);
 	return ret;
 }
 

@@ -16,7 +16,8 @@
 #include <string.h>
 
 #include "host/collect/execmap.h"
-#include "lib/util.h"
+#include "lib/array.h"
+#include "lib/sort.h"
 
 struct xm_iv {
 	const struct gstate_process *p;
@@ -100,7 +101,7 @@ static int xm_add_maps(struct execmap *x, const struct gstate_process *owner,
 		return 0;
 	if (from->nr_maps > x->max - x->nr_iv)
 		return -E2BIG;
-	if (UTIL_GROW(x->iv, x->cap_iv, x->nr_iv + from->nr_maps, 256))
+	if (ARRAY_GROW(x->iv, x->cap_iv, x->nr_iv + from->nr_maps, 256))
 		return -ENOMEM;
 	for (size_t i = 0; i < from->nr_maps; i++) {
 		/* the model keeps start < end (gstate_mmap refuses others) */
@@ -241,11 +242,11 @@ int execmap_build(struct execmap *x, const struct gstate *gs)
 	x->nr_seg = 0;
 	x->st.builds++;
 	err = gstate_for_each_proc(gs, xm_fill_proc, &f);
-	if (!err && (UTIL_GROW(x->ev, x->cap_ev, 2 * x->nr_iv, 512) ||
-		     UTIL_GROW(x->seg, x->cap_seg, 2 * x->nr_iv, 512) ||
-		     UTIL_GROW(x->kid, x->cap_kid, x->nr_iv, 256) ||
-		     UTIL_GROW(x->krep, x->cap_krep, x->nr_iv, 256) ||
-		     UTIL_GROW(x->kopen, x->cap_kopen, x->nr_iv, 256) ||
+	if (!err && (ARRAY_GROW(x->ev, x->cap_ev, 2 * x->nr_iv, 512) ||
+		     ARRAY_GROW(x->seg, x->cap_seg, 2 * x->nr_iv, 512) ||
+		     ARRAY_GROW(x->kid, x->cap_kid, x->nr_iv, 256) ||
+		     ARRAY_GROW(x->krep, x->cap_krep, x->nr_iv, 256) ||
+		     ARRAY_GROW(x->kopen, x->cap_kopen, x->nr_iv, 256) ||
 		     xm_grow_keys(x)))
 		err = -ENOMEM;
 	if (err) {
@@ -268,21 +269,13 @@ enum execmap_answer execmap_lookup(const struct execmap *x, uint64_t ip,
 				   const struct gstate_process **p,
 				   const struct gstate_mapping **m)
 {
-	size_t lo = 0, hi;
+	size_t lo;
 	const struct xm_seg *s;
 
 	if (x->off)
 		return EXECMAP_OFF;
-	hi = x->nr_seg;
 	/* the last segment starting at or below ip */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (x->seg[mid].start <= ip)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	lo = SORT_UPPER(x->seg, x->nr_seg, start, ip);
 	if (!lo)
 		return EXECMAP_NONE;
 	s = &x->seg[lo - 1];

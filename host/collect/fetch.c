@@ -35,8 +35,10 @@
 #include "host/collect/fetch.h"
 #include "host/collect/stats.h"
 #include "lib/channel.h"
+#include "lib/fs.h"
+#include "lib/hex.h"
 #include "lib/safepath.h"
-#include "lib/util.h"
+#include "lib/text.h"
 #include "vmm/introspect/introspect.h"
 
 /* What a kallsyms transfer held: vmlinux's symbols, modules'. */
@@ -317,7 +319,7 @@ static void mods_write(struct fetch *f)
 static void ksyms_merge(struct fetch *f, const char *old)
 {
 	bool want_mod = !(f->kinds & KIND_MODULES);
-	int fd = util_openat_regular(f->gfd, old, O_NOFOLLOW);
+	int fd = fs_openat_regular(f->gfd, old, O_NOFOLLOW);
 	FILE *in = fd >= 0 ? fdopen(fd, "r") : NULL;
 	char line[KLINE_MAX + 2];
 
@@ -594,7 +596,7 @@ static int cache_xx(const struct fetch *f, const uint8_t *bid, size_t len, bool 
 {
 	char hex[2 * OPVM_BUILD_ID_MAX + 1], xx[3];
 
-	util_hex(bid, len, hex);
+	hex_encode(bid, len, hex);
 	memcpy(xx, hex, 2);
 	xx[2] = '\0';
 	strcpy(out, hex + 2);
@@ -676,7 +678,7 @@ void fetch_want(struct fetch *f, const char *path, const uint8_t *bid, size_t le
 	 * a .gnu_debuglink is one).  Asked after every binary. */
 	if (f->cfg.no_debug_files)
 		return;
-	util_hex(bid, len, hex);
+	hex_encode(bid, len, hex);
 	snprintf(dpath, sizeof(dpath), "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
 	img_add(f, dpath, bid, len, true);
 }
@@ -1291,7 +1293,7 @@ json_t *fetch_to_json(const struct fetch *f)
 				"files", C(s->memsyms_files), "bytes", C(s->memsyms_bytes),
 				"cached", C(s->memsyms_cached), "failed", C(s->memsyms_failed))) ||
 		    json_object_set_new(bin, "cache_error", f->cache_err[0] ?
-					json_string(util_text_escape(why, sizeof(why), f->cache_err)) :
+					json_string(text_escape(why, sizeof(why), f->cache_err)) :
 					json_null()))) {
 		json_decref(bin);
 		bin = NULL;

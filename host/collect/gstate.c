@@ -24,8 +24,10 @@
 #include <sys/types.h>
 
 #include "host/collect/gstate.h"
-#include "lib/util.h"
+#include "lib/hash.h"
+#include "lib/text.h"
 #include "lib/sample.h"
+#include "lib/sort.h"
 
 #define HT_MIN_BITS		6
 #define OPVM_COMM_MAX		16	/* TASK_COMM_LEN */
@@ -180,7 +182,7 @@ static size_t str_sanitise(char *out, size_t cap, const char *in, size_t in_len)
 	if (!in)
 		in_len = 0;
 	while (i < in_len && s[i] && o + 1 < cap) {
-		size_t n = util_utf8_char(in + i, in_len - i);
+		size_t n = text_utf8_char(in + i, in_len - i);
 
 		if (n == 1) {
 			out[o++] = (s[i] < 0x20 || s[i] == 0x7f) ? '?' : (char)s[i];
@@ -850,13 +852,11 @@ int gstate_proc_exit(struct gstate *gs, uint32_t tgid)
 
 /* ---- cgroups --------------------------------------------------------------- */
 
-/* FNV-1a of the sanitised path, never 0 (the empty-slot key). */
+/* The sanitised path's hash, never 0 (the empty-slot key). */
 static uint64_t cgroup_key(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = hash_str(s);
 
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
 	return h ? h : 1;
 }
 
@@ -1026,17 +1026,7 @@ const char *gstate_thread_comm(const struct gstate *gs, uint32_t tid)
 /* First index whose end > addr (mappings are sorted and disjoint). */
 static size_t maps_lower(const struct gstate_mapping *m, size_t n, uint64_t addr)
 {
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (m[mid].end <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return SORT_UPPER(m, n, end, addr);
 }
 
 /*
@@ -1136,20 +1126,12 @@ int gstate_munmap(struct gstate *gs, uint32_t tgid, uint64_t start, uint64_t end
  * becomes a conditional move), then one range check. */
 const struct gstate_mapping *gstate_map_find(const struct gstate_process *p, uint64_t addr)
 {
-	const struct gstate_mapping *base;
-	size_t n;
+	size_t i;
 
-	if (!p || !p->nr_maps)
+	if (!p)
 		return NULL;
-	base = p->maps;
-	n = p->nr_maps;
-	while (n > 1) {
-		size_t half = n / 2;
-
-		base = base[half].start <= addr ? base + half : base;
-		n -= half;
-	}
-	return base->start <= addr && addr < base->end ? base : NULL;
+	i = SORT_UPPER(p->maps, p->nr_maps, start, addr);
+	return i && addr < p->maps[i - 1].end ? &p->maps[i - 1] : NULL;
 }
 
 /* ---- modules --------------------------------------------------------------- */
@@ -1246,19 +1228,10 @@ int gstate_module_free(struct gstate *gs, const char *name, size_t name_len)
 
 const struct gstate_module *gstate_module_find(const struct gstate *gs, uint64_t addr)
 {
-	const struct gstate_module *base;
-	size_t n = gs->nr_mods;
+	size_t i = SORT_UPPER(gs->mods, gs->nr_mods, base, addr);
+	const struct gstate_module *m = i ? &gs->mods[i - 1] : NULL;
 
-	if (!n)
-		return NULL;
-	base = gs->mods;
-	while (n > 1) {
-		size_t half = n / 2;
-
-		base = base[half].base <= addr ? base + half : base;
-		n -= half;
-	}
-	return base->base <= addr && addr - base->base < base->size ? base : NULL;
+	return m && addr - m->base < m->size ? m : NULL;
 }
 
 const struct gstate_module *gstate_module_range(const struct gstate *gs, uint64_t addr,

@@ -15,22 +15,11 @@
 #include <string.h>
 
 #include "host/collect/store-priv.h"
-#include "lib/util.h"
+#include "lib/hash.h"
+#include "lib/hex.h"
 
 #define MANGLE_LIMIT		200u	/* longest mangled component */
 #define MANGLE_HASH_HEX		32u
-
-static uint64_t hash_bytes(const void *p, size_t n, uint64_t seed)
-{
-	const uint8_t *b = p;
-	uint64_t h = 0xcbf29ce484222325ULL ^ seed;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ULL;
-	}
-	return mix64(h ^ n);
-}
 
 static const char hexd[] = "0123456789abcdef";
 static const char hexu[] = "0123456789ABCDEF";
@@ -117,7 +106,7 @@ int store_unmangle(const char *in, char *out, size_t outlen)
 				if (hl != MANGLE_HASH_HEX)
 					return -EINVAL;
 				for (size_t k = 0; k < hl; k++)
-					if (util_hexval(h[k]) < 0)
+					if (hex_val(h[k]) < 0)
 						return -EINVAL;
 				if (o + 4 + hl >= outlen)
 					return -ENAMETOOLONG;
@@ -126,7 +115,7 @@ int store_unmangle(const char *in, char *out, size_t outlen)
 				o += 4 + hl;
 				break;
 			}
-			int a = util_hexval(p[1]), b = a < 0 ? -1 : util_hexval(p[2]);
+			int a = hex_val(p[1]), b = a < 0 ? -1 : hex_val(p[2]);
 
 			if (a < 0 || b < 0)
 				return -EINVAL;

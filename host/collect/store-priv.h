@@ -123,16 +123,6 @@ struct store {
 	mode_t dmode, fmode;
 };
 
-static inline uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
 /* ---- store.c: the disk cap, shared with the stack table ----------------- */
 int store_disk_take(struct store *st, uint64_t bytes, bool exempt);
 void store_disk_give(struct store *st, uint64_t bytes);

@@ -23,7 +23,9 @@
 #include <unistd.h>
 
 #include "host/collect/store-priv.h"
-#include "lib/util.h"
+#include "lib/errbuf.h"
+#include "lib/fs.h"
+#include "lib/text.h"
 
 #define PY_MAGIC	"OPVMPYF1"
 
@@ -187,7 +189,7 @@ static char *py_text(char *out, const uint8_t *p, size_t n)
 	size_t i = 0;
 
 	while (i < n) {
-		size_t k = util_utf8_char((const char *)p + i, n - i);
+		size_t k = text_utf8_char((const char *)p + i, n - i);
 
 		if (k > 1 || (k == 1 && p[i] >= 0x20 && p[i] != 0x7f)) {
 			memcpy(out, p + i, k);
@@ -246,11 +248,11 @@ struct store_pyread *store_python_load(const char *current_dir, char *err, size_
 
 	if (dfd < 0)
 		return NULL;
-	fd = util_openat_regular(dfd, "python.def", O_NOFOLLOW);
+	fd = fs_openat_regular(dfd, "python.def", O_NOFOLLOW);
 	close(dfd);
 	if (fd < 0) {
 		if (fd != -ENOENT)
-			util_seterr(err, errlen, "python.def is not a regular file: remove it");
+			errbuf_set(err, errlen, "python.def is not a regular file: remove it");
 		errno = fd == -ENOENT ? ENOENT : EBADMSG;
 		return NULL;
 	}
@@ -263,7 +265,7 @@ struct store_pyread *store_python_load(const char *current_dir, char *err, size_
 	free(buf);
 	if (ret) {
 		if (ret == -EBADMSG)
-			util_seterr(err, errlen, "python.def is not a Python frame table");
+			errbuf_set(err, errlen, "python.def is not a Python frame table");
 		store_python_free(t);
 		errno = -ret;
 		return NULL;

@@ -33,7 +33,9 @@
 #include <unistd.h>
 
 #include "host/collect/store-priv.h"
-#include "lib/util.h"
+#include "lib/errbuf.h"
+#include "lib/fs.h"
+#include "lib/hash.h"
 
 struct stk_def_hdr {
 	char magic[8];			/* STACKS_DEF_MAGIC */
@@ -93,16 +95,6 @@ struct stacktab {
 	int broken;			/* a write failed: keep nothing more */
 };
 #define STK_HASH	(2 * STORE_STACKS_MAX)	/* power of two */
-
-static uint64_t hash_bytes(const void *p, size_t n, uint64_t seed)
-{
-	const uint8_t *b = p;
-	uint64_t h = seed ^ 0x9e3779b97f4a7c15ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return mix64(h ^ n);
-}
 
 struct stacktab *store_stacks_open(struct store *st)
 {
@@ -409,13 +401,13 @@ static int rd_stack(struct rd *d, const struct stk_rec *r, const uint8_t *p, uin
  * FIFO planted as stacks.def must not hang report -c or export). */
 static int rd_load(struct rd *d, int dfd, char *err, size_t errlen)
 {
-	int fd = util_openat_regular(dfd, "stacks.def", O_NOFOLLOW), cfd;
+	int fd = fs_openat_regular(dfd, "stacks.def", O_NOFOLLOW), cfd;
 	struct stat sb;
 
 	if (fd == -ENOENT)
 		return fd;
 	if (fd < 0) {
-		util_seterr(err, errlen, "stacks.def is %s: remove it",
+		errbuf_set(err, errlen, "stacks.def is %s: remove it",
 			    fd == -EINVAL ? "not a regular file" : fd == -ELOOP ?
 			    "a symbolic link" : strerror(-fd));
 		return -EBADMSG;
@@ -425,12 +417,12 @@ static int rd_load(struct rd *d, int dfd, char *err, size_t errlen)
 	    pread(fd, d->def, (size_t)sb.st_size, 0) != sb.st_size ||
 	    memcmp(d->def, STACKS_DEF_MAGIC, 8)) {
 		close(fd);
-		util_seterr(err, errlen, "stacks.def is not a stack table");
+		errbuf_set(err, errlen, "stacks.def is not a stack table");
 		return -EBADMSG;
 	}
 	close(fd);
 	d->def_len = (size_t)sb.st_size;
-	cfd = util_openat_regular(dfd, "stacks.cnt", O_NOFOLLOW);
+	cfd = fs_openat_regular(dfd, "stacks.cnt", O_NOFOLLOW);
 	if (cfd < 0 || fstat(cfd, &sb) ||
 	    sb.st_size < (off_t)sizeof(d->ch) ||
 	    pread(cfd, &d->ch, sizeof(d->ch), 0) != sizeof(d->ch) ||
@@ -438,7 +430,7 @@ static int rd_load(struct rd *d, int dfd, char *err, size_t errlen)
 	    d->ch.max_stacks > STORE_STACKS_MAX) {
 		if (cfd >= 0)
 			close(cfd);
-		util_seterr(err, errlen, "stacks.cnt is not a stack count table");
+		errbuf_set(err, errlen, "stacks.cnt is not a stack count table");
 		return -EBADMSG;
 	}
 	for (unsigned i = 0; i < 8; i++)
@@ -483,7 +475,7 @@ int store_stacks_read(const char *current_dir, int (*fn)(const struct store_stac
 		at += len;
 	}
 	if (ret == -EBADMSG && err && !err[0])
-		util_seterr(err, errlen, "stacks.def is corrupt at byte %zu", at);
+		errbuf_set(err, errlen, "stacks.def is corrupt at byte %zu", at);
 	for (uint32_t i = 0; i < d.nr_names; i++)
 		free(d.names[i].s);
 	free(d.names);

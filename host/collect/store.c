@@ -54,8 +54,8 @@
 #include <unistd.h>
 
 #include "host/collect/store-priv.h"
+#include "lib/hash.h"
 #include "lib/safepath.h"
-#include "lib/util.h"
 
 /* Files mapped by all stores of the process, against vm.max_map_count. */
 static uint64_t mapped_all;
@@ -981,7 +981,7 @@ static uint64_t str_hash(const char *str, uint64_t seed)
 		h = (h ^ w) * 0xff51afd7ed558ccdULL;
 		h ^= h >> 32;
 		if (i < 8)
-			return mix64(h);
+			return hash_mix64(h);
 		p += 8;
 	}
 }
@@ -994,8 +994,8 @@ static uint64_t nkey_hash(const struct nkey *n)
 		h ^= str_hash(n->app, 1) * 3;
 	if (n->cgroup)
 		h ^= str_hash(n->cgroup, 2) * 5;
-	h ^= mix64((uint64_t)n->tgid * 0x100000001b3ULL ^ (uint64_t)n->tid);
-	h ^= mix64(((uint64_t)n->cpu << 16) ^ (uint64_t)n->event << 1 ^
+	h ^= hash_mix64((uint64_t)n->tgid * HASH_FNV_PRIME ^ (uint64_t)n->tid);
+	h ^= hash_mix64(((uint64_t)n->cpu << 16) ^ (uint64_t)n->event << 1 ^
 		   (uint64_t)n->kernel);
 	return h;
 }

@@ -11,18 +11,18 @@
 
 #include "host/hoststats/hoststats.h"
 #include "lib/array.h"
-#include "lib/util.h"
+#include "lib/text.h"
 
 /* Room for a name, path or message made UTF-8 (3 bytes a byte at most). */
 #define OUT_ESC_MAX	(3 * 256 + 1)
 
 /* Names and socket paths come from QEMU command lines (any local user's)
- * or libvirt: bytes, not text.  Made UTF-8 (util_utf8_fix()), so that JSON
+ * or libvirt: bytes, not text.  Made UTF-8 (text_utf8_fix()), so that JSON
  * (jansson rejects invalid UTF-8: one bad name would lose every guest) and
  * Prometheus (the whole scrape would be dropped) take them. */
 static const char *out_utf8(char *buf, size_t cap, const char *s)
 {
-	return util_utf8_valid(s) ? s : util_utf8_fix(buf, cap, s);
+	return text_utf8_valid(s) ? s : text_utf8_fix(buf, cap, s);
 }
 
 /* ---- JSON ------------------------------------------------------------- */

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "host/hoststats/hoststats.h"
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/errbuf.h"
+#include "lib/text.h"
 #include "vmm/guest/qmp.h"
 #include "host/hoststats/virt-stats.h"
 #include "vmm/libvirt/virt.h"
@@ -31,7 +33,7 @@
 struct qmpback {
 	int pid;
 	uint64_t start_ticks;
-	int64_t next_ms;	/* util_now_ms() of the next try */
+	int64_t next_ms;	/* clk_now_ms() of the next try */
 	unsigned wait_ms;	/* the current pause */
 	int err;		/* what the last try gave */
 };
@@ -63,7 +65,7 @@ struct hoststats {
 	size_t nr_tc;
 	struct qmpback *qb;
 	size_t nr_qb;
-	struct virt_reader *vr;		/* libvirt, read with a deadline */
+	struct virtstats_reader *vr;		/* libvirt, read with a deadline */
 	char virt_err[384];
 	const char *hw_why;
 
@@ -120,7 +122,7 @@ void hoststats_free(struct hoststats *h)
 {
 	if (!h)
 		return;
-	virt_reader_free(h->vr);
+	virtstats_reader_free(h->vr);
 	for (size_t i = 0; i < h->nr_pm; i++)
 		pmcount_close(h->pm[i].pc);
 	free(h->pm);
@@ -244,8 +246,8 @@ static int scan_qemus(struct hoststats *h)
 /* ---- libvirt ------------------------------------------------------------ */
 
 /* A libvirtd that does not answer costs this refresh the budget once
- * (virt_reader_read()), and its guests come from /proc meanwhile. */
-static int read_libvirt(struct hoststats *h, struct virt_dstat **ds)
+ * (virtstats_reader_read()), and its guests come from /proc meanwhile. */
+static int read_libvirt(struct hoststats *h, struct virtstats_dom **ds)
 {
 	int n;
 
@@ -253,14 +255,14 @@ static int read_libvirt(struct hoststats *h, struct virt_dstat **ds)
 	if (h->cfg.no_libvirt)
 		return 0;
 	if (!h->vr) {
-		h->vr = virt_reader_new(h->cfg.uri, h->cfg.libvirt_timeout_ms, HS_VIRT_RETRY_S);
+		h->vr = virtstats_reader_new(h->cfg.uri, h->cfg.libvirt_timeout_ms, HS_VIRT_RETRY_S);
 		if (!h->vr) {
-			util_seterr(h->virt_err, sizeof(h->virt_err),
+			errbuf_set(h->virt_err, sizeof(h->virt_err),
 				    "cannot start the libvirt reader: %s", strerror(errno));
 			return 0;
 		}
 	}
-	n = virt_reader_read(h->vr, h->cfg.stop, ds, h->virt_err, sizeof(h->virt_err));
+	n = virtstats_reader_read(h->vr, h->cfg.stop, ds, h->virt_err, sizeof(h->virt_err));
 	if (h->virt_err[0] && !virt_api(NULL, 0)) {
 		/* libvirt is not installed: what still works here (the error
 		 * says what to install) */
@@ -357,7 +359,7 @@ static void qmp_pause(struct hoststats *h, struct hs_guest *g, int err)
 		b->wait_ms = !b->wait_ms ? HS_QMP_BACKOFF_MS
 			     : b->wait_ms >= HS_QMP_BACKOFF_MAX_MS / 2 ? HS_QMP_BACKOFF_MAX_MS
 			     : b->wait_ms * 2;
-		b->next_ms = util_now_ms() + b->wait_ms;
+		b->next_ms = clk_now_ms() + b->wait_ms;
 		b->err = err;
 	}
 	g->stale = 1;
@@ -378,7 +380,7 @@ static int qmp_no_answer(int err)
 static struct qmp *guest_qmp(struct hoststats *h, struct hs_guest *g, int64_t deadline)
 {
 	struct qmpback *b = qmp_backoff(h, g);
-	int64_t now = util_now_ms();
+	int64_t now = clk_now_ms();
 	struct qmp *q;
 	int err;
 
@@ -419,7 +421,7 @@ static const struct tidcache *tids_from_qmp(struct hoststats *h, struct hs_guest
 		return NULL;
 	h->tc = tc;
 	q = guest_qmp(h, g, deadline);
-	n = q ? qmp_vcpu_threads(q, tids, HS_MAX_VCPUS, util_ms_left(deadline)) : -errno;
+	n = q ? qmp_vcpu_threads(q, tids, HS_MAX_VCPUS, clk_ms_left(deadline)) : -errno;
 	qmp_close(q);
 	if (qmp_no_answer(n) && q)
 		qmp_pause(h, g, n);
@@ -541,7 +543,7 @@ static void read_exits_local(struct hoststats *h, struct hs_guest *g, int64_t de
 		q = guest_qmp(h, g, deadline);
 		if (q) {
 			memset(v, 0, sizeof(v));
-			n = kvmstat_qmp(q, v, HS_MAX_VCPUS, util_ms_left(deadline));
+			n = kvmstat_qmp(q, v, HS_MAX_VCPUS, clk_ms_left(deadline));
 			qmp_close(q);
 			if (qmp_no_answer(n))
 				qmp_pause(h, g, n);
@@ -568,7 +570,7 @@ static void read_exits_local(struct hoststats *h, struct hs_guest *g, int64_t de
 		 : "no QMP socket; debugfs is not mounted");
 }
 
-static void merge_dstat(struct hs_guest *g, const struct virt_dstat *d)
+static void merge_dstat(struct hs_guest *g, const struct virtstats_dom *d)
 {
 	g->source = "libvirt";
 	g->running = d->running;
@@ -580,7 +582,7 @@ static void merge_dstat(struct hs_guest *g, const struct virt_dstat *d)
 	if (!g->pid) {
 		/* No local process (remote URI): libvirt's own figures. */
 		g->cpu_ns = d->cpu_ns;
-		for (unsigned i = 0; i < d->nr_vcpus && i < VIRT_STATS_VCPUS; i++) {
+		for (unsigned i = 0; i < d->nr_vcpus && i < VIRTSTATS_VCPUS; i++) {
 			struct hs_vcpu *v = vcpu_slot(g, (int)i);
 
 			if (!v)
@@ -590,7 +592,7 @@ static void merge_dstat(struct hs_guest *g, const struct virt_dstat *d)
 			g->wait_ns += v->wait_ns;
 		}
 	}
-	for (unsigned i = 0; i < g->nr_vcpus && i < VIRT_STATS_VCPUS; i++)
+	for (unsigned i = 0; i < g->nr_vcpus && i < VIRTSTATS_VCPUS; i++)
 		g->vcpu[i].kvm = d->kvm[i];
 	sum_kvm(g, "libvirt");
 }
@@ -604,7 +606,7 @@ static struct hs_guest *guest_new(const char *name)
 	/* A name is any local user's bytes: UTF-8 from here on (invalid bytes
 	 * as U+FFFD), so that every output, and the check that two guests do
 	 * not share a name, see the same string.  Text output escapes it. */
-	util_utf8_fix(g->name, sizeof(g->name), name);
+	text_utf8_fix(g->name, sizeof(g->name), name);
 	g->source = "qemu";
 	g->running = 1;
 	g->fresh = 1;
@@ -613,10 +615,10 @@ static struct hs_guest *guest_new(const char *name)
 
 /* A local QEMU process; NULL if it is gone or was replaced. */
 static struct hs_guest *guest_read_local(struct hoststats *h, const struct ps_qemu *q,
-					 const struct virt_dstat *d)
+					 const struct virtstats_dom *d)
 {
 	/* One budget for all of this guest's QMP exchanges in this refresh. */
-	int64_t deadline = util_now_ms() + h->cfg.qmp_timeout_ms;
+	int64_t deadline = clk_now_ms() + h->cfg.qmp_timeout_ms;
 	struct hs_guest *g;
 	struct ps_task t;
 
@@ -635,7 +637,7 @@ static struct hs_guest *guest_read_local(struct hoststats *h, const struct ps_qe
 	read_threads(h, g);
 	if (!g->nr_vcpus && g->qmp[0])
 		read_qmp_vcpus(h, g, deadline);
-	g->t_proc = g->t_kvm = (double)util_now_ns() / 1e9;
+	g->t_proc = g->t_kvm = (double)clk_now_ns() / 1e9;
 	if (d)
 		merge_dstat(g, d);
 	if (g->accel == PS_ACCEL_KVM && h->pmu)
@@ -648,7 +650,7 @@ static struct hs_guest *guest_read_local(struct hoststats *h, const struct ps_qe
 	else if (!g->has_exits)
 		read_exits_local(h, g, deadline);
 	if (!d)
-		g->t_kvm = (double)util_now_ns() / 1e9;
+		g->t_kvm = (double)clk_now_ns() / 1e9;
 	return g;
 }
 
@@ -717,7 +719,7 @@ static const struct hs_guest *find_prev(const struct hoststats *h, const struct 
 
 /* ---- refresh ------------------------------------------------------------- */
 
-static const struct virt_dstat *dstat_for(const struct virt_dstat *ds, int nd,
+static const struct virtstats_dom *dstat_for(const struct virtstats_dom *ds, int nd,
 					  const char *name, char *used)
 {
 	for (int i = 0; i < nd; i++)
@@ -737,13 +739,13 @@ static int wanted(const struct hoststats *h, const char *name)
 
 /* Builds the new guest table into gs (capacity cap); returns its size. */
 static size_t build_table(struct hoststats *h, struct hs_guest **gs, size_t cap,
-			  const struct virt_dstat *ds, int nd, char *used)
+			  const struct virtstats_dom *ds, int nd, char *used)
 {
 	size_t n = 0;
 
 	for (size_t i = 0; i < h->nr_qemus && n < cap; i++) {
 		const struct ps_qemu *q = &h->qemus[i];
-		const struct virt_dstat *d;
+		const struct virtstats_dom *d;
 		struct hs_guest *g;
 
 		if (h->cfg.stop && *h->cfg.stop)
@@ -762,7 +764,7 @@ static size_t build_table(struct hoststats *h, struct hs_guest **gs, size_t cap,
 		g = guest_new(ds[i].name);
 		if (!g)
 			continue;
-		g->t_proc = g->t_kvm = (double)util_now_ns() / 1e9;
+		g->t_proc = g->t_kvm = (double)clk_now_ns() / 1e9;
 		g->hw_why = "the domain runs on another host";
 		snprintf(g->exits_why, sizeof(g->exits_why), "libvirt gives no kvm stats");
 		merge_dstat(g, &ds[i]);
@@ -792,7 +794,7 @@ static void unique_names(struct hs_guest **gs, size_t n)
 
 int hoststats_refresh(struct hoststats *h)
 {
-	struct virt_dstat *ds = NULL;
+	struct virtstats_dom *ds = NULL;
 	struct hs_guest **gs;
 	char *used;
 	double t;
@@ -841,7 +843,7 @@ int hoststats_refresh(struct hoststats *h)
 	pm_sweep(h);
 	free(used);
 	free(ds);
-	t = ((double)util_now_ns() / 1e9);
+	t = ((double)clk_now_ns() / 1e9);
 	h->interval = h->last_t ? t - h->last_t : 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct hs_guest *o = find_prev(h, gs[i]);

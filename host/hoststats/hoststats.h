@@ -22,7 +22,7 @@
  * it costs its own row only: the row is marked (hs_guest.stale), and that
  * socket is left alone for a while (10 s, doubling up to 5 min) so that
  * the next refreshes do not pay again.  libvirt likewise: its connection
- * and calls run in a worker thread (virt_reader_read()), and a daemon that
+ * and calls run in a worker thread (virtstats_reader_read()), and a daemon that
  * does not answer within hs_config.libvirt_timeout_ms costs one refresh
  * that budget, the next ones nothing, until it answers.
  */
@@ -103,7 +103,7 @@ struct hs_config {
 	/* libvirt's reading (connecting and the domain statistics): past it
 	 * the refresh goes on with /proc's guests; 0: 3000 */
 	unsigned libvirt_timeout_ms;
-	/* NULL, or a flag the stop signals set (util_stop_on_signals()): once
+	/* NULL, or a flag the stop signals set (signals_stop_on()): once
 	 * set, a refresh gives up (-EINTR) at the next guest or blocking
 	 * wait. */
 	const volatile sig_atomic_t *stop;

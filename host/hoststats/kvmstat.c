@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/util.h"
+#include "lib/fs.h"
 #include "host/hoststats/kvmstat.h"
 #include "vmm/guest/qmp.h"
 
@@ -149,7 +149,7 @@ int kvmstat_qmp(struct qmp *q, struct kvmstat *v, unsigned max, unsigned timeout
 static int read_u64(int dfd, const char *name, uint64_t *val)
 {
 	char buf[32];
-	ssize_t n = util_read_text(dfd, name, buf, sizeof(buf));
+	ssize_t n = fs_read_text(dfd, name, buf, sizeof(buf));
 
 	if (n < 0)
 		return (int)n;

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "host/hoststats/procstat.h"
-#include "lib/util.h"
+#include "lib/array.h"
 
 /* Reads up to cap-1 bytes of path into buf, NUL-terminated.  Returns the
  * length or -errno. */
@@ -209,7 +209,7 @@ static int list_numeric(const char *path, int **out)
 
 		if (*end || x <= 0 || x > 0x7fffffff)
 			continue;
-		if (UTIL_GROW(v, cap, (size_t)n + 1, 256)) {
+		if (ARRAY_GROW(v, cap, (size_t)n + 1, 256)) {
 			free(v);
 			closedir(d);
 			return -ENOMEM;

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/errbuf.h"
+#include "lib/signals.h"
 #include "vmm/libvirt/virt-api.h"
 #include "host/hoststats/virt-stats.h"
 
@@ -37,7 +39,7 @@ static int vcpu_key(const char *key, const char **rest)
 	if (*end != '.' || n < 0)
 		return -1;
 	*rest = end + 1;
-	return n >= VIRT_STATS_VCPUS ? VIRT_STATS_VCPUS - 1 : (int)n;
+	return n >= VIRTSTATS_VCPUS ? VIRTSTATS_VCPUS - 1 : (int)n;
 }
 
 /* KVM counters come as vcpu.N.<kvm name>.sum (cumulative) from
@@ -68,7 +70,7 @@ static int ends_with(const char *s, const char *suffix)
 	return l >= sl && !strcmp(s + l - sl, suffix);
 }
 
-static void dstat_field(struct virt_dstat *d, const virTypedParameter *p)
+static void dstat_field(struct virtstats_dom *d, const virTypedParameter *p)
 {
 	const char *k = p->field, *rest;
 	uint64_t val = param_u64(p);
@@ -104,14 +106,14 @@ static void dstat_field(struct virt_dstat *d, const virTypedParameter *p)
 	}
 }
 
-int virt_all_stats(struct virt *v, struct virt_dstat **out, char *err, size_t errlen)
+int virtstats_all(struct virt *v, struct virtstats_dom **out, char *err, size_t errlen)
 {
 	unsigned int want = VIR_DOMAIN_STATS_STATE | VIR_DOMAIN_STATS_CPU_TOTAL |
 		VIR_DOMAIN_STATS_VCPU | VIR_DOMAIN_STATS_BLOCK |
 		VIR_DOMAIN_STATS_INTERFACE | VIR_DOMAIN_STATS_VM;
 	virDomainStatsRecordPtr *recs = NULL;
 	const struct virt_api *V = virt_api(err, errlen);	/* loaded: v is open */
-	struct virt_dstat *d;
+	struct virtstats_dom *d;
 	int n;
 
 	*out = NULL;
@@ -129,7 +131,7 @@ int virt_all_stats(struct virt *v, struct virt_dstat **out, char *err, size_t er
 	if (n < 0) {
 		const char *m = V->GetLastErrorMessage();
 
-		util_seterr(err, errlen, "domain statistics: %s", m ? m : "unknown libvirt error");
+		errbuf_set(err, errlen, "domain statistics: %s", m ? m : "unknown libvirt error");
 		return -EIO;
 	}
 	d = calloc((size_t)n + 1, sizeof(*d));
@@ -139,7 +141,7 @@ int virt_all_stats(struct virt *v, struct virt_dstat **out, char *err, size_t er
 		snprintf(d[i].name, sizeof(d[i].name), "%s", name ? name : "?");
 		for (int j = 0; j < recs[i]->nparams; j++)
 			dstat_field(&d[i], &recs[i]->params[j]);
-		for (unsigned c = 0; c < VIRT_STATS_VCPUS; c++)
+		for (unsigned c = 0; c < VIRTSTATS_VCPUS; c++)
 			kvmstat_finish(&d[i].kvm[c]);
 	}
 	V->DomainStatsRecordListFree(recs);
@@ -151,9 +153,9 @@ int virt_all_stats(struct virt *v, struct virt_dstat **out, char *err, size_t er
 
 /* ---- the reader with a deadline ------------------------------------------ */
 
-struct virt_reader {
+struct virtstats_reader {
 	pthread_mutex_t mu;
-	pthread_cond_t cv;		/* CLOCK_MONOTONIC, as util_now_ms() */
+	pthread_cond_t cv;		/* CLOCK_MONOTONIC, as clk_now_ms() */
 	pthread_t th;
 	char uri[512];
 	unsigned budget_ms, retry_s;
@@ -163,9 +165,9 @@ struct virt_reader {
 	int done;			/* res, n, err: the last call's reading */
 	int quit;			/* the owner is gone: the worker frees all */
 	int64_t since_ms;		/* when the pending reading was asked for */
-	virt_job_fn *fn;		/* the call asked for; NULL: the statistics */
+	virtstats_job_fn *fn;		/* the call asked for; NULL: the statistics */
 	void *arg;
-	struct virt_dstat *res;
+	struct virtstats_dom *res;
 	int n;
 	char err[256];
 	/* the worker's own */
@@ -174,7 +176,7 @@ struct virt_reader {
 	char open_err[256];
 };
 
-static void reader_destroy(struct virt_reader *r)
+static void reader_destroy(struct virtstats_reader *r)
 {
 	virt_close(r->virt);
 	free(r->res);
@@ -187,21 +189,21 @@ static void reader_destroy(struct virt_reader *r)
  * than every retry_s); the statistics drop the connection when they fail.
  * Without a connection: 0 for the statistics, -ENOTCONN for a job, with
  * libvirt's message in err. */
-static int reader_call(struct virt_reader *r, virt_job_fn *fn, void *arg,
-		       struct virt_dstat **out, char *err, size_t errlen)
+static int reader_call(struct virtstats_reader *r, virtstats_job_fn *fn, void *arg,
+		       struct virtstats_dom **out, char *err, size_t errlen)
 {
-	int64_t now = util_now_ms();
+	int64_t now = clk_now_ms();
 	int n;
 
 	if (!r->virt) {
 		if (now < r->next_open_ms) {
-			util_seterr(err, errlen, "%s", r->open_err);
+			errbuf_set(err, errlen, "%s", r->open_err);
 			return fn ? -ENOTCONN : 0;
 		}
 		r->virt = virt_open(r->uri, r->open_err, sizeof(r->open_err));
 		if (!r->virt) {
 			r->next_open_ms = now + (int64_t)r->retry_s * 1000;
-			util_seterr(err, errlen, "%s", r->open_err);
+			errbuf_set(err, errlen, "%s", r->open_err);
 			return fn ? -ENOTCONN : 0;
 		}
 	}
@@ -209,11 +211,11 @@ static int reader_call(struct virt_reader *r, virt_job_fn *fn, void *arg,
 		err[0] = '\0';
 		return fn(r->virt, arg, err, errlen);
 	}
-	n = virt_all_stats(r->virt, out, err, errlen);
+	n = virtstats_all(r->virt, out, err, errlen);
 	if (n < 0) {
 		/* The daemon went away: reconnect later, keep /proc figures. */
 		if (n == -ENOMEM)
-			util_seterr(err, errlen, "domain statistics: out of memory");
+			errbuf_set(err, errlen, "domain statistics: out of memory");
 		snprintf(r->open_err, sizeof(r->open_err), "%s", err);
 		virt_close(r->virt);
 		r->virt = NULL;
@@ -226,13 +228,13 @@ static int reader_call(struct virt_reader *r, virt_job_fn *fn, void *arg,
 
 static void *reader_main(void *arg)
 {
-	struct virt_reader *r = arg;
+	struct virtstats_reader *r = arg;
 
 	pthread_mutex_lock(&r->mu);
 	for (;;) {
-		struct virt_dstat *res = NULL;
+		struct virtstats_dom *res = NULL;
 		char err[sizeof(r->err)];
-		virt_job_fn *fn;
+		virtstats_job_fn *fn;
 		void *job_arg;
 		int n;
 
@@ -260,9 +262,9 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
-struct virt_reader *virt_reader_new(const char *uri, unsigned budget_ms, unsigned retry_s)
+struct virtstats_reader *virtstats_reader_new(const char *uri, unsigned budget_ms, unsigned retry_s)
 {
-	struct virt_reader *r = calloc(1, sizeof(*r));
+	struct virtstats_reader *r = calloc(1, sizeof(*r));
 	pthread_condattr_t ca;
 	int err;
 
@@ -281,8 +283,8 @@ struct virt_reader *virt_reader_new(const char *uri, unsigned budget_ms, unsigne
 	if (virt_api(NULL, 0))	/* else virt_open() says what is missing */
 		virt_api(NULL, 0)->Initialize();
 	/* The stop signals must reach the caller's thread, whose blocking
-	 * calls they interrupt (util_stop_on_signals()), never the worker. */
-	err = util_thread_start(&r->th, reader_main, r);
+	 * calls they interrupt (signals_stop_on()), never the worker. */
+	err = signals_thread_start(&r->th, reader_main, r);
 	if (err) {
 		pthread_cond_destroy(&r->cv);
 		pthread_mutex_destroy(&r->mu);
@@ -293,7 +295,7 @@ struct virt_reader *virt_reader_new(const char *uri, unsigned budget_ms, unsigne
 	return r;
 }
 
-void virt_reader_free(struct virt_reader *r)
+void virtstats_reader_free(struct virtstats_reader *r)
 {
 	pthread_t th;
 	int busy;
@@ -315,10 +317,10 @@ void virt_reader_free(struct virt_reader *r)
 }
 
 /* Waits for the worker's reading until deadline_ms or *stop. */
-static void reader_wait(struct virt_reader *r, int64_t deadline_ms,
+static void reader_wait(struct virtstats_reader *r, int64_t deadline_ms,
 			const volatile sig_atomic_t *stop)
 {
-	int64_t now = util_now_ms();
+	int64_t now = clk_now_ms();
 
 	while (!r->done && now < deadline_ms && !(stop && *stop)) {
 		/* slices of 100 ms: a stop signal is seen within one */
@@ -328,14 +330,14 @@ static void reader_wait(struct virt_reader *r, int64_t deadline_ms,
 		};
 
 		pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-		now = util_now_ms();
+		now = clk_now_ms();
 	}
 }
 
-int virt_reader_read(struct virt_reader *r, const volatile sig_atomic_t *stop,
-		     struct virt_dstat **out, char *err, size_t errlen)
+int virtstats_reader_read(struct virtstats_reader *r, const volatile sig_atomic_t *stop,
+			  struct virtstats_dom **out, char *err, size_t errlen)
 {
-	int64_t now = util_now_ms();
+	int64_t now = clk_now_ms();
 	int n;
 
 	*out = NULL;
@@ -344,7 +346,7 @@ int virt_reader_read(struct virt_reader *r, const volatile sig_atomic_t *stop,
 		/* asked for by an earlier reading that gave up on it */
 		if (now - r->since_ms >= r->budget_ms) {
 			pthread_mutex_unlock(&r->mu);
-			util_seterr(err, errlen, "libvirt at %s did not answer for %.0f s "
+			errbuf_set(err, errlen, "libvirt at %s did not answer for %.0f s "
 				    "(is libvirtd hung?); its guests are listed from /proc",
 				    r->uri, (double)(now - r->since_ms) / 1000);
 			return 0;
@@ -362,29 +364,29 @@ int virt_reader_read(struct virt_reader *r, const volatile sig_atomic_t *stop,
 	reader_wait(r, r->since_ms + r->budget_ms, stop);
 	if (!r->done) {
 		pthread_mutex_unlock(&r->mu);
-		util_seterr(err, errlen, "libvirt at %s did not answer within %.1f s "
+		errbuf_set(err, errlen, "libvirt at %s did not answer within %.1f s "
 			    "(is libvirtd hung?); its guests are listed from /proc",
 			    r->uri, (double)r->budget_ms / 1000);
 		return 0;
 	}
 	*out = r->res;
 	n = r->n;
-	util_seterr(err, errlen, "%s", r->err);
+	errbuf_set(err, errlen, "%s", r->err);
 	r->res = NULL;
 	r->done = 0;
 	pthread_mutex_unlock(&r->mu);
 	return n;
 }
 
-int virt_reader_run(struct virt_reader *r, virt_job_fn *fn, void *arg,
-		    const volatile sig_atomic_t *stop, char *err, size_t errlen)
+int virtstats_reader_run(struct virtstats_reader *r, virtstats_job_fn *fn, void *arg,
+			 const volatile sig_atomic_t *stop, char *err, size_t errlen)
 {
 	int n;
 
 	pthread_mutex_lock(&r->mu);
 	if (r->asked || r->busy) {
 		pthread_mutex_unlock(&r->mu);
-		util_seterr(err, errlen, "libvirt at %s has not answered an earlier call "
+		errbuf_set(err, errlen, "libvirt at %s has not answered an earlier call "
 			    "(is libvirtd hung?)", r->uri);
 		return -ETIMEDOUT;
 	}
@@ -394,17 +396,17 @@ int virt_reader_run(struct virt_reader *r, virt_job_fn *fn, void *arg,
 	r->asked = 1;
 	r->fn = fn;
 	r->arg = arg;
-	r->since_ms = util_now_ms();
+	r->since_ms = clk_now_ms();
 	pthread_cond_broadcast(&r->cv);
 	reader_wait(r, r->since_ms + r->budget_ms, stop);
 	if (!r->done) {
 		pthread_mutex_unlock(&r->mu);
-		util_seterr(err, errlen, "libvirt at %s did not answer within %g s "
+		errbuf_set(err, errlen, "libvirt at %s did not answer within %g s "
 			    "(is libvirtd hung?)", r->uri, (double)r->budget_ms / 1000);
 		return stop && *stop ? -EINTR : -ETIMEDOUT;
 	}
 	n = r->n;
-	util_seterr(err, errlen, "%s", r->err);
+	errbuf_set(err, errlen, "%s", r->err);
 	r->done = 0;
 	pthread_mutex_unlock(&r->mu);
 	return n;

@@ -16,17 +16,17 @@
 #include "host/hoststats/kvmstat.h"
 #include "vmm/libvirt/virt.h"
 
-#define VIRT_STATS_VCPUS	64	/* vCPUs kept per domain; the rest summed in */
+#define VIRTSTATS_VCPUS	64	/* vCPUs kept per domain; the rest summed in */
 
-struct virt_dstat {
+struct virtstats_dom {
 	char name[128];
 	int running;			/* 1 running, 0 paused or other */
 	unsigned nr_vcpus;
 	uint64_t cpu_ns;		/* cpu.time: whole QEMU process */
-	uint64_t vcpu_ns[VIRT_STATS_VCPUS];	/* vcpu.N.time */
-	uint64_t vcpu_wait_ns[VIRT_STATS_VCPUS];	/* vcpu.N.wait */
+	uint64_t vcpu_ns[VIRTSTATS_VCPUS];	/* vcpu.N.time */
+	uint64_t vcpu_wait_ns[VIRTSTATS_VCPUS];	/* vcpu.N.wait */
 	int has_wait;
-	struct kvmstat kvm[VIRT_STATS_VCPUS];	/* vcpu.N.exits.sum ... */
+	struct kvmstat kvm[VIRTSTATS_VCPUS];	/* vcpu.N.exits.sum ... */
 	int has_block, has_net;
 	uint64_t rd_bytes, wr_bytes;	/* all block devices */
 	uint64_t rx_bytes, tx_bytes;	/* all interfaces */
@@ -34,10 +34,10 @@ struct virt_dstat {
 
 /* Active domains of v.  *out is malloc'd (free()).  Returns the count or
  * -errno with libvirt's message in err. */
-int virt_all_stats(struct virt *v, struct virt_dstat **out, char *err, size_t errlen);
+int virtstats_all(struct virt *v, struct virtstats_dom **out, char *err, size_t errlen);
 
 /*
- * virt_all_stats() with a deadline, for top and the exporter: a libvirtd
+ * virtstats_all() with a deadline, for top and the exporter: a libvirtd
  * that accepts and never answers (hung, or any local user's socket a URI
  * names) would hold a refresh for ever, and libvirt's client has no timeout
  * of its own (its keepalive needs an event loop and starts only once a
@@ -48,20 +48,20 @@ int virt_all_stats(struct virt *v, struct virt_dstat **out, char *err, size_t er
  * refresh), and its late result is dropped, never used as a new reading.
  * A failed connection is tried again after retry_s.
  */
-struct virt_reader;
+struct virtstats_reader;
 
 /* uri: as virt_open() takes it (copied).  NULL + errno. */
-struct virt_reader *virt_reader_new(const char *uri, unsigned budget_ms, unsigned retry_s);
+struct virtstats_reader *virtstats_reader_new(const char *uri, unsigned budget_ms, unsigned retry_s);
 /* Never waits on a pending call: the worker, when the call returns,
  * closes the connection and frees what is left.  NULL-safe. */
-void virt_reader_free(struct virt_reader *r);
+void virtstats_reader_free(struct virtstats_reader *r);
 
-/* As virt_all_stats(), waiting at most the budget (in slices, giving up
+/* As virtstats_all(), waiting at most the budget (in slices, giving up
  * early when *stop, if given, is set).  0 with err set when libvirt did
  * not answer in time, is pending from an earlier reading, or is not
  * connected (between tries); -errno for failures of opvm's own. */
-int virt_reader_read(struct virt_reader *r, const volatile sig_atomic_t *stop,
-		     struct virt_dstat **out, char *err, size_t errlen);
+int virtstats_reader_read(struct virtstats_reader *r, const volatile sig_atomic_t *stop,
+			  struct virtstats_dom **out, char *err, size_t errlen);
 
 /*
  * Any other libvirt call by the same worker and budget (one mechanism for
@@ -72,10 +72,10 @@ int virt_reader_read(struct virt_reader *r, const volatile sig_atomic_t *stop,
  * return within the budget, or an earlier call is still pending.  Then fn
  * may still be running: arg, and what fn fills in, stay the worker's (the
  * caller neither frees nor reads them).  Objects fn opens on v live until
- * virt_reader_free().
+ * virtstats_reader_free().
  */
-typedef int virt_job_fn(struct virt *v, void *arg, char *err, size_t errlen);
-int virt_reader_run(struct virt_reader *r, virt_job_fn *fn, void *arg,
-		    const volatile sig_atomic_t *stop, char *err, size_t errlen);
+typedef int virtstats_job_fn(struct virt *v, void *arg, char *err, size_t errlen);
+int virtstats_reader_run(struct virtstats_reader *r, virtstats_job_fn *fn, void *arg,
+			 const volatile sig_atomic_t *stop, char *err, size_t errlen);
 
 #endif /* OPVM_VIRT_STATS_H */

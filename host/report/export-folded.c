@@ -13,7 +13,7 @@
 
 #include "host/report/export-priv.h"
 #include "host/report/report.h"
-#include "lib/util.h"
+#include "lib/arith.h"
 
 /* Sorted by stack, one line per stack: tools that draw lines in file
  * order (speedscope's "left heavy" aside) then keep a stack in one block,
@@ -47,7 +47,7 @@ int report_export_folded(FILE *f, const struct report *r)
 		uint64_t sum = v[i].samples;
 
 		while (i + 1 < n && !strcmp(v[i].stack, v[i + 1].stack))
-			sum = util_sat_add(sum, v[++i].samples);
+			sum = arith_sat_add(sum, v[++i].samples);
 		/* folded counts are plain numbers: a saturated one stays the cap */
 		fprintf(f, "%s %" PRIu64 "\n", v[i].stack, sum);
 	}

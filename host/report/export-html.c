@@ -18,7 +18,8 @@
 #include "host/report/report.h"
 #include "host/report/export-priv.h"
 #include "host/collect/stats.h"
-#include "lib/util.h"
+#include "lib/arith.h"
+#include "lib/text.h"
 
 /* ---- HTML flame graph ------------------------------------------------------------- */
 
@@ -178,7 +179,7 @@ static int tree_path(json_t *root, const char *const *names, size_t depth, const
 		node = tree_child(node, names[d]);
 		if (!node)
 			return -ENOMEM;
-		json_object_set_new(node, key, stats_json_count(util_sat_add(
+		json_object_set_new(node, key, stats_json_count(arith_sat_add(
 			stats_json_get(node, key), n)));
 	}
 	return 0;
@@ -195,10 +196,10 @@ static int tree_add_stacks(json_t *root, const struct report *r, const char *key
 		const struct report_stack *st = &r->stacks[i];
 		size_t d = 0;
 
-		names[d] = util_text_escape(esc[d], sizeof(esc[d]), st->guest), d++;
-		names[d] = util_text_escape(esc[d], sizeof(esc[d]), report_basename(st->app)), d++;
+		names[d] = text_escape(esc[d], sizeof(esc[d]), st->guest), d++;
+		names[d] = text_escape(esc[d], sizeof(esc[d]), report_basename(st->app)), d++;
 		for (unsigned j = st->nr; j-- > 0; d++)
-			names[d] = util_text_escape(esc[d], sizeof(esc[d]),
+			names[d] = text_escape(esc[d], sizeof(esc[d]),
 						    export_frame_name(&st->frames[j], tmp, sizeof(tmp)));
 		if (tree_path(root, names, d, key, st->samples))
 			return -ENOMEM;
@@ -222,11 +223,11 @@ static int tree_add(json_t *root, const struct report *r, const char *key)
 			continue;
 		export_process_name(row, proc, sizeof(proc));
 		/* JSON keys and strings must be UTF-8: names from guests go
-		 * escaped (util_text_escape()), as in text output */
-		util_text_escape(sym, sizeof(sym), row->symbol ? row->symbol : NO_SYMBOLS);
-		util_text_escape(gname, sizeof(gname), row->guest);
-		util_text_escape(pname, sizeof(pname), proc);
-		util_text_escape(iname, sizeof(iname), report_basename(row->image));
+		 * escaped (text_escape()), as in text output */
+		text_escape(sym, sizeof(sym), row->symbol ? row->symbol : NO_SYMBOLS);
+		text_escape(gname, sizeof(gname), row->guest);
+		text_escape(pname, sizeof(pname), proc);
+		text_escape(iname, sizeof(iname), report_basename(row->image));
 		names[0] = gname;
 		names[1] = pname;
 		names[2] = iname;
@@ -235,7 +236,7 @@ static int tree_add(json_t *root, const struct report *r, const char *key)
 			node = tree_child(node, names[d]);
 			if (!node)
 				return -ENOMEM;
-			json_object_set_new(node, key, stats_json_count(util_sat_add(
+			json_object_set_new(node, key, stats_json_count(arith_sat_add(
 				stats_json_get(node, key), row->samples)));
 		}
 	}

@@ -17,7 +17,9 @@
 #include "host/report/export-priv.h"
 #include "host/collect/stats.h"
 #include "lib/cgroup.h"
-#include "lib/util.h"
+#include "lib/array.h"
+#include "lib/hex.h"
+#include "lib/text.h"
 
 /* ---- pprof -------------------------------------------------------------------- */
 
@@ -37,14 +39,14 @@ static int64_t pp_str(struct pp *p, const char *s)
 
 	/* protobuf strings must be UTF-8 (go tool pprof refuses a profile
 	 * otherwise): names from guests that are not go escaped */
-	if (!util_utf8_valid(s))
-		s = util_text_escape(esc, sizeof(esc), s);
+	if (!text_utf8_valid(s))
+		s = text_escape(esc, sizeof(esc), s);
 	i = smap_get(&p->strs, s, p->nr_str, &added);
 
 	if (i < 0)
 		return -1;
 	if (added) {
-		if (UTIL_GROW(p->strtab, p->cap_str, p->nr_str + 1, 256))
+		if (ARRAY_GROW(p->strtab, p->cap_str, p->nr_str + 1, 256))
 			return -1;
 		p->strtab[p->nr_str] = strdup(s);
 		if (!p->strtab[p->nr_str])
@@ -176,7 +178,7 @@ static long pp_mapping(struct pp *p, const struct report_row *row)
 		char hex[2 * 64 + 1] = "";
 
 		if (id_bytes)
-			util_hex(id_bytes, len < 64 ? len : 64, hex);
+			hex_encode(id_bytes, len < 64 ? len : 64, hex);
 		m->build_id = pp_str(p, hex);
 	}
 	pp_mapping_range(row, m);

@@ -12,8 +12,6 @@
 
 #include "host/report/report.h"
 
-#define NO_SYMBOLS	"(no symbols)"
-
 struct smap {
 	char **keys;
 	size_t *vals;

@@ -16,7 +16,7 @@
 #include "host/report/report.h"
 #include "host/report/export-priv.h"
 #include "host/collect/stats.h"
-#include "lib/util.h"
+#include "lib/text.h"
 
 /* ---- speedscope ------------------------------------------------------------------ */
 
@@ -24,7 +24,7 @@
 static long ss_frame(struct smap *idx, json_t *frames, const char *name)
 {
 	char buf[1024];
-	const char *esc = util_text_escape(buf, sizeof(buf), name);
+	const char *esc = text_escape(buf, sizeof(buf), name);
 	int added;
 	long i = smap_get(idx, esc, json_array_size(frames), &added);
 

@@ -17,7 +17,9 @@
 #include "host/report/report.h"
 #include "host/collect/stats.h"
 #include "lib/array.h"
-#include "lib/util.h"
+#include "lib/arith.h"
+#include "lib/text.h"
+#include "lib/sort.h"
 #include "symbols/disasm.h"
 
 #define ANNOTATE_MAX_BYTES	(64u << 10)
@@ -99,7 +101,7 @@ static struct srcfile *src_get(struct actx *c, const char *path)
 			line[--n] = '\0';
 		if (n > SRC_MAX_LINE_LEN)
 			line[SRC_MAX_LINE_LEN] = '\0';
-		if (UTIL_GROW(s->lines, cap, s->nr + 1, 256))
+		if (ARRAY_GROW(s->lines, cap, s->nr + 1, 256))
 			break;
 		s->lines[s->nr] = strdup(line);
 		if (!s->lines[s->nr])
@@ -123,12 +125,12 @@ static void src_note(struct actx *c, const char *file)
 		return;
 	s->noted = 1;
 	/* the DWARF path is the guest's, the host path may hold anything */
-	util_text_escape(b1, sizeof(b1), file);
-	util_text_escape(b2, sizeof(b2), s->from ? s->from : s->lines ? "?" : "out of memory");
+	text_escape(b1, sizeof(b1), file);
+	text_escape(b2, sizeof(b2), s->from ? s->from : s->lines ? "?" : "out of memory");
 	if (s->lines)
-		util_fprintf_wrapped(c->f, 20, "%8s %8s : (source %s: %s)", "", "", b1, b2);
+		text_fprintf_wrapped(c->f, 20, "%8s %8s : (source %s: %s)", "", "", b1, b2);
 	else
-		util_fprintf_wrapped(c->f, 20, "%8s %8s : (source %s not found: %s; give "
+		text_fprintf_wrapped(c->f, 20, "%8s %8s : (source %s not found: %s; give "
 				     "--guest-root or --source-dir)", "", "", b1, b2);
 }
 
@@ -147,18 +149,10 @@ static const char *src_text(struct actx *c, const char *file, uint32_t line)
 static uint64_t samples_in(const struct report_row *row, uint64_t lo, uint64_t hi)
 {
 	uint64_t sum = 0;
-	size_t a = 0, b = row->nr_addrs;
+	size_t a = SORT_LOWER(row->addrs, row->nr_addrs, addr, lo);
 
-	while (a < b) {
-		size_t m = a + (b - a) / 2;
-
-		if (row->addrs[m].addr < lo)
-			a = m + 1;
-		else
-			b = m;
-	}
 	for (; a < row->nr_addrs && row->addrs[a].addr < hi; a++)
-		sum = util_sat_add(sum, row->addrs[a].count);
+		sum = arith_sat_add(sum, row->addrs[a].count);
 	return sum;
 }
 
@@ -190,7 +184,7 @@ static struct lsum *lsum_get(struct lsums *ls, const char *file, uint32_t line)
 	for (size_t i = 0; i < ls->nr; i++)
 		if (ls->v[i].line == line && !strcmp(ls->v[i].file, file))
 			return &ls->v[i];
-	if (UTIL_GROW(ls->v, ls->cap, ls->nr + 1, 64))
+	if (ARRAY_GROW(ls->v, ls->cap, ls->nr + 1, 64))
 		return NULL;
 	ls->v[ls->nr] = (struct lsum){ .file = file, .line = line };
 	return &ls->v[ls->nr++];
@@ -237,7 +231,7 @@ static int collect_lines(struct actx *c, struct lsums *ls)
 		e = lsum_get(ls, l.file, l.line);
 		if (!e)
 			return -ENOMEM;
-		e->samples = util_sat_add(e->samples, row->addrs[i].count);
+		e->samples = arith_sat_add(e->samples, row->addrs[i].count);
 	}
 	return 0;
 }
@@ -271,7 +265,7 @@ static void print_source(struct actx *c, struct lsums *ls)
 		}
 		if (lo > hi)
 			continue;
-		fprintf(c->f, "%8s %8s : %s\n", "", "", util_text_escape(b, sizeof(b), file));
+		fprintf(c->f, "%8s %8s : %s\n", "", "", text_escape(b, sizeof(b), file));
 		src_note(c, file);
 		for (uint32_t line = lo; line <= hi; line++) {
 			const char *t = src_text(c, file, line);
@@ -313,7 +307,7 @@ static int insn_cb(const struct disasm_insn *insn, void *arg)
 			c->cur_line = l.line;
 			print_count(c->f, lsum_of(ic->ls, l.file, l.line), c->r->total);
 			fprintf(c->f, "%s:%u  %s\n",
-				util_text_escape(b, sizeof(b), report_basename(l.file)), l.line,
+				text_escape(b, sizeof(b), report_basename(l.file)), l.line,
 				t ? t : "");
 		}
 	}
@@ -327,18 +321,18 @@ static void annotate_head(struct actx *c, const struct report_row *row)
 {
 	char b1[ESC_MAX], b2[ESC_MAX], b3[ESC_MAX], b4[ESC_MAX], cnt[OPVM_COUNT_BUF];
 
-	util_text_escape(b1, sizeof(b1), row->symbol);
-	util_text_escape(b2, sizeof(b2), row->image);
-	util_text_escape(b3, sizeof(b3), row->app);
-	util_text_escape(b4, sizeof(b4), row->guest);
+	text_escape(b1, sizeof(b1), row->symbol);
+	text_escape(b2, sizeof(b2), row->image);
+	text_escape(b3, sizeof(b3), row->app);
+	text_escape(b4, sizeof(b4), row->guest);
 	fputc('\n', c->f);
 	/* an image that is its own application is named once */
 	if (!strcmp(b2, b3))
-		util_fprintf_wrapped(c->f, 3, "/* %s: %s samples, %.4f%%; %s, guest %s */",
+		text_fprintf_wrapped(c->f, 3, "/* %s: %s samples, %.4f%%; %s, guest %s */",
 				     b1, stats_fmt_count(row->samples, cnt), row->percent,
 				     b2, b4);
 	else
-		util_fprintf_wrapped(c->f, 3, "/* %s: %s samples, %.4f%%; image %s, app "
+		text_fprintf_wrapped(c->f, 3, "/* %s: %s samples, %.4f%%; image %s, app "
 				     "%s, guest %s */", b1,
 				     stats_fmt_count(row->samples, cnt), row->percent,
 				     b2, b3, b4);
@@ -370,7 +364,7 @@ static int annotate_asm(struct actx *c, struct disasm *d, const struct annotate_
 		return -ENOENT;
 	}
 	fprintf(c->f, "%8s %8s :  %016" PRIx64 " <%s>:\n", "", "", row->sym_addr,
-		util_text_escape(b, sizeof(b), row->symbol));
+		text_escape(b, sizeof(b), row->symbol));
 	c->cur_file = NULL;
 	c->cur_line = 0;
 	disasm_range(d, buf, (size_t)got, row->sym_addr, insn_cb, &ic);

@@ -2,7 +2,7 @@
 /*
  * Call-graph output from the report's stacks (host/report/report.h):
  * `opvm report --callgraph` in opreport -c's layout (the JSON report's
- * "stacks" are in report-text.c).
+ * "stacks" are in report-json.c).
  *
  * For each function F (image + symbol; an unresolved frame is its image):
  *   self     samples whose leaf is F
@@ -19,7 +19,7 @@
 
 #include "host/collect/stats.h"
 #include "host/report/report.h"
-#include "lib/util.h"
+#include "lib/arith.h"
 
 struct cg_edge {
 	struct cg_node *to;
@@ -88,7 +88,7 @@ static int edge_add(struct cg_edge **e, size_t *n, struct cg_node *to, uint64_t 
 
 	for (size_t i = 0; i < *n; i++)
 		if ((*e)[i].to == to) {
-			(*e)[i].samples = util_sat_add((*e)[i].samples, samples);
+			(*e)[i].samples = arith_sat_add((*e)[i].samples, samples);
 			return 0;
 		}
 	ne = realloc(*e, (*n + 1) * sizeof(*ne));
@@ -107,12 +107,12 @@ static int cg_stack(struct cg *g, const struct report_stack *st, size_t k)
 	for (unsigned i = 0; i < st->nr; i++)
 		if (!(n[i] = node_get(g, &st->frames[i])))
 			return -ENOMEM;
-	n[0]->self = util_sat_add(n[0]->self, st->samples);
+	n[0]->self = arith_sat_add(n[0]->self, st->samples);
 	for (unsigned i = 0; i < st->nr; i++) {
 		if (n[i]->seen == k + 1)
 			continue;	/* recursion: F's first appearance only */
 		n[i]->seen = k + 1;
-		n[i]->total = util_sat_add(n[i]->total, st->samples);
+		n[i]->total = arith_sat_add(n[i]->total, st->samples);
 		if (i + 1 < st->nr &&
 		    edge_add(&n[i]->callers, &n[i]->nr_callers, n[i + 1], st->samples))
 			return -ENOMEM;
@@ -186,7 +186,7 @@ static void cg_line(FILE *f, const struct cg_node *n, uint64_t samples, double p
 	char cnt[OPVM_COUNT_BUF], name[1024];
 	int room = width - 2 - 9 - 9 - 17 - (int)strlen(tag);
 
-	snprintf(name, sizeof(name), "%s", n->symbol ? n->symbol : "(no symbols)");
+	snprintf(name, sizeof(name), "%s", n->symbol ? n->symbol : NO_SYMBOLS);
 	if (room < 8)
 		room = 8;
 	fprintf(f, "%*s%-*s %7.2f%% %-16.16s %.*s%s\n", indent, "", 9 - indent,

@@ -18,7 +18,7 @@
 #include "host/report/report-cli.h"
 #include "lib/array.h"
 #include "lib/numparse.h"
-#include "lib/util.h"
+#include "lib/fs.h"
 
 static int unsafe_byte(unsigned char c)
 {
@@ -312,7 +312,7 @@ static void session_symbols(struct report_cli *c)
 		    snprintf(path, sizeof(path), "%s/guests/%s/samples/%s/session.json",
 			     c->ro.session_dir, de->d_name, c->ro.which) >= (int)sizeof(path))
 			continue;
-		fd = util_open_regular(path, O_NOFOLLOW);
+		fd = fs_open_regular(path, O_NOFOLLOW);
 		if (fd < 0)
 			continue;
 		root = stats_json_loadfd(fd, JSON_DECODE_INT_AS_REAL, &jerr);

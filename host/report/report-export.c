@@ -27,7 +27,9 @@
 #include "host/report/report.h"
 #include "host/report/export-priv.h"
 #include "host/collect/stats.h"
-#include "lib/util.h"
+#include "lib/arith.h"
+#include "lib/hash.h"
+#include "lib/text.h"
 
 /* ---- a string -> index map (pprof's string table, functions, mappings) ----- */
 
@@ -58,7 +60,7 @@ long smap_get(struct smap *m, const char *key, size_t val, int *added)
 		for (size_t i = 0; i < m->cap; i++) {
 			if (!m->keys[i])
 				continue;
-			for (h = util_hash_str(m->keys[i]) & (cap - 1); k[h]; h = (h + 1) & (cap - 1))
+			for (h = hash_str(m->keys[i]) & (cap - 1); k[h]; h = (h + 1) & (cap - 1))
 				;
 			k[h] = m->keys[i];
 			v[h] = m->vals[i];
@@ -69,7 +71,7 @@ long smap_get(struct smap *m, const char *key, size_t val, int *added)
 		m->vals = v;
 		m->cap = cap;
 	}
-	for (h = util_hash_str(key) & (m->cap - 1); m->keys[h]; h = (h + 1) & (m->cap - 1))
+	for (h = hash_str(key) & (m->cap - 1); m->keys[h]; h = (h + 1) & (m->cap - 1))
 		if (!strcmp(m->keys[h], key))
 			return (long)m->vals[h];
 	m->keys[h] = strdup(key);
@@ -84,12 +86,12 @@ long smap_get(struct smap *m, const char *key, size_t val, int *added)
 /* ---- folded --------------------------------------------------------------------- */
 
 /* A frame for folded stacks: ';' separates frames and '\n' lines; names
- * from guests are escaped (util_text_escape()). */
+ * from guests are escaped (text_escape()). */
 static void frame(FILE *f, const char *raw)
 {
 	char buf[1024];
 
-	for (const char *s = util_text_escape(buf, sizeof(buf), raw); *s; s++)
+	for (const char *s = text_escape(buf, sizeof(buf), raw); *s; s++)
 		fputc(*s == ';' ? ':' : *s, f);
 }
 

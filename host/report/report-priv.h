@@ -12,12 +12,12 @@
 #include <stdint.h>
 
 #include "host/report/report.h"
+#include "lib/strset.h"
 
 struct sfile_reader;
 
 struct strpool {
-	const char **slots;
-	size_t cap, nr;
+	struct strset set;	/* the interned strings, keyed by themselves */
 	char **owned;		/* copies made by the pool */
 	size_t nr_owned, cap_owned;
 };

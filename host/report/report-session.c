@@ -17,7 +17,9 @@
 #include "host/report/report.h"
 #include "host/report/report-priv.h"
 #include "host/collect/store.h"
-#include "lib/util.h"
+#include "lib/errbuf.h"
+#include "lib/fs.h"
+#include "lib/hex.h"
 
 static char *jstrdup(json_t *o, const char *key)
 {
@@ -48,7 +50,7 @@ static void kernel_build_id(struct report_guest *g, const char *hex)
 	if (n < 2 || n % 2 || n / 2 > sizeof(g->kernel_build_id))
 		return;
 	for (size_t i = 0; i < n; i += 2) {
-		int hi = util_hexval((unsigned char)hex[i]), lo = util_hexval((unsigned char)hex[i + 1]);
+		int hi = hex_val((unsigned char)hex[i]), lo = hex_val((unsigned char)hex[i + 1]);
 
 		if (hi < 0 || lo < 0)
 			return;
@@ -82,13 +84,13 @@ void report_guest_load_meta(struct report_guest *g, const char *path)
 {
 	json_error_t jerr;
 	json_t *root = NULL, *ev, *k, *st;
-	int fd = util_open_regular(path, O_NOFOLLOW);
+	int fd = fs_open_regular(path, O_NOFOLLOW);
 
 	/* Only a regular file, never through a symlink, and without blocking
 	 * (a FIFO there once hung the report). */
 	if (fd < 0) {
 		if (fd != -ENOENT)
-			util_seterr(g->meta_err, sizeof(g->meta_err), "session.json %s",
+			errbuf_set(g->meta_err, sizeof(g->meta_err), "session.json %s",
 				    fd == -EINVAL ? "is not a regular file" :
 				    fd == -ELOOP ? "is a symlink" : strerror(-fd));
 		return;
@@ -100,7 +102,7 @@ void report_guest_load_meta(struct report_guest *g, const char *path)
 		root = stats_json_loadfd(fd, JSON_DECODE_INT_AS_REAL, &jerr);
 	close(fd);
 	if (!root || !json_is_object(root)) {
-		util_seterr(g->meta_err, sizeof(g->meta_err), "session.json does not parse");
+		errbuf_set(g->meta_err, sizeof(g->meta_err), "session.json does not parse");
 		goto out;
 	}
 	g->mode = jstrdup(root, "mode");

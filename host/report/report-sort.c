@@ -20,7 +20,9 @@
 #include <unistd.h>
 
 #include "host/report/report-priv.h"
-#include "lib/util.h"
+#include "lib/array.h"
+#include "lib/signals.h"
+#include "lib/sort.h"
 
 /* One row's names as ranks (NULL symbol: after every name); the numbers
  * are read from the row itself.  Small: 100 k rows' keys are 2 MB. */
@@ -96,7 +98,7 @@ static uint32_t rankmap_id(struct rankmap *m, const char *s)
 	for (h = ptr_hash(s) & (m->cap - 1); m->key[h]; h = (h + 1) & (m->cap - 1))
 		if (m->key[h] == s)
 			return m->id[h];
-	if (UTIL_GROW(m->names, m->names_cap, m->nr + 1, 1024))
+	if (ARRAY_GROW(m->names, m->names_cap, m->nr + 1, 1024))
 		return RANK_NONE;
 	m->key[h] = s;
 	m->id[h] = (uint32_t)m->nr;
@@ -242,7 +244,7 @@ static void radix_pass(size_t n, unsigned word, unsigned shift, const uint32_t *
  * few bits of samples, of a symbol's rank and of an image's): key =
  * the varying low bits of w[i][0], then of w[i][1], then i.  The bits
  * above them are the same in every key, so this orders as the 128 bits
- * do, and i keeps equal keys in row order (stable).  util_radix_u64()'s
+ * do, and i keeps equal keys in row order (stable).  sort_radix_u64()'s
  * digits of up to 11 bits: three or four passes of 8 bytes a row instead
  * of six of 20.
  * Returns the order (in out or tmp), or NULL when the bits do not fit.
@@ -262,7 +264,7 @@ static uint32_t *rows_order64(const struct sortctx *k, size_t n, uint32_t *out, 
 	m1 = b1 ? (1ull << b1) - 1 : 0;
 	for (size_t i = 0; i < n; i++)
 		key[i] = (w[i][0] & m0) << (b1 + ib) | (w[i][1] & m1) << ib | i;
-	key = util_radix_u64(key, key2, n, ib);
+	key = sort_radix_u64(key, key2, n, ib);
 	for (size_t i = 0; i < n; i++)
 		out[i] = (uint32_t)(key[i] & ((1ull << ib) - 1));
 	for (size_t i = 0, j; i < n; i = j) {
@@ -444,7 +446,7 @@ static int rows_ids_all(const struct report_row *rows, size_t n, struct rankmap 
 	struct ids_half h = { .rows = rows, .from = n / 2, .to = n, .k = k, .lead = lead };
 	pthread_t th;
 	bool split = n >= SORT_SPLIT_MIN && sysconf(_SC_NPROCESSORS_ONLN) > 1 &&
-		     !util_thread_start(&th, ids_half_main, &h);
+		     !signals_thread_start(&th, ids_half_main, &h);
 	int ret = rows_ids(rows, 0, split ? h.from : n, m, k, lead);
 
 	if (!split)

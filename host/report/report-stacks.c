@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "host/report/report.h"
-#include "lib/util.h"
+#include "lib/arith.h"
 
 struct load_ctx {
 	struct report *r;
@@ -138,7 +138,7 @@ static int add_stack(const struct store_stack *s, void *arg)
 		return -ENOMEM;
 	}
 	r->nr_stacks++;
-	r->stacks_total = util_sat_add(r->stacks_total, n);
+	r->stacks_total = arith_sat_add(r->stacks_total, n);
 	for (unsigned i = 0; i < s->nr; i++) {
 		struct report_frame *f = &st->frames[i];
 

@@ -1,39 +1,39 @@
 // SPDX-License-Identifier: MIT
 /*
- * Text and JSON renderings of a report (opreport's layout, 80 columns by
- * default).  Output only; the model is built by host/report/report.c.
+ * The text report (opreport's layout, 80 columns by default): header,
+ * footer, summary and symbol rows, and the escaping and warnings the
+ * JSON and differential outputs share (host/report/report-out.h).
+ * Output only; the model is built by host/report/report.c.
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "host/report/report.h"
+#include "host/report/report-out.h"
 #include "host/collect/stats.h"
-#include "lib/cgroup.h"
-#include "lib/util.h"
-
-#define NO_SYMBOLS	"(no symbols)"
-#define ESC_MAX		1024	/* longest escaped name shown */
+#include "lib/arith.h"
+#include "lib/hex.h"
+#include "lib/signals.h"
+#include "lib/text.h"
 
 /*
  * Every name in text output may come from a guest (paths, comms, module
  * and symbol names, session.json fields): it is escaped (\n, \t, \xNN:
- * util_text_escape()) so that it can neither plant a row nor drive the
+ * text_escape()) so that it can neither plant a row nor drive the
  * terminal.  JSON output keeps the names (jansson escapes them) unless they
  * are not UTF-8, which JSON cannot carry: then the escaped text goes.
  */
-static const char *esc(char *buf, const char *s)
+const char *report_esc(char *buf, const char *s)
 {
-	return util_text_escape(buf, ESC_MAX, s);
+	return text_escape(buf, REPORT_ESC_MAX, s);
 }
 
-/* esc() for the rows: the name itself when it needs no escaping (most are
+/* report_esc() for the rows: the name itself when it needs no escaping (most are
  * printable ASCII and short: a report shows three a row, 100 k rows), else
  * its escaped copy in buf.  Use the return value. */
 static const char *esc_row(char *buf, const char *s)
@@ -42,7 +42,7 @@ static const char *esc_row(char *buf, const char *s)
 
 	/* Most names are printable ASCII and short: shown as they are, with
 	 * no copy (a report escapes three names a row, 100 k rows). */
-	while (s && i < ESC_MAX - 1) {
+	while (s && i < REPORT_ESC_MAX - 1) {
 		unsigned char c = (unsigned char)s[i];
 
 		/* one test for NUL and every other byte outside 0x20..0x7e */
@@ -53,29 +53,14 @@ static const char *esc_row(char *buf, const char *s)
 		}
 		i++;
 	}
-	return util_text_escape(buf, ESC_MAX, s);
-}
-
-static json_t *jstr(const char *s)
-{
-	char buf[ESC_MAX];
-
-	if (!s)
-		return json_null();
-	return json_string(util_utf8_valid(s) ? s : esc(buf, s));
-}
-
-/* A count for JSON: saturated counts stay INT64_MAX (lib/util.h). */
-static json_t *jcount(uint64_t v)
-{
-	return stats_json_count(v);
+	return text_escape(buf, REPORT_ESC_MAX, s);
 }
 
 /* ---- helpers --------------------------------------------------------------- */
 
 /* Copies s (escaped already) into out cut to width columns: a cut name
  * ends in "..." so that a reader never takes a prefix for the whole name. */
-static const char *fit(const char *s, int width, char *out, size_t outlen)
+const char *report_fit(const char *s, int width, char *out, size_t outlen)
 {
 	size_t n = strlen(s);
 
@@ -218,7 +203,7 @@ static int num_cols(struct line *l, uint64_t samples, double pct)
 	return 1;
 }
 
-static const char *disp(const char *path, int long_names)
+const char *report_disp(const char *path, int long_names)
 {
 	return long_names ? path : report_basename(path);
 }
@@ -233,9 +218,9 @@ static const char *fmt_i64(int64_t v, char *buf)
  * are (struct line). */
 static void app_label(const struct report_row *row, int long_names, char *out, size_t len)
 {
-	char a[ESC_MAX], num[24];
+	char a[REPORT_ESC_MAX], num[24];
 	size_t w = len > 48 ? len - 48 : 1;	/* room for [tgid/tid]@cpu */
-	const char *app = esc_row(a, disp(row->app, long_names));
+	const char *app = esc_row(a, report_disp(row->app, long_names));
 	struct line l;
 
 	l.n = 0;
@@ -271,7 +256,7 @@ static int clampi(int v, int lo, int hi)
 	return v < lo ? lo : v > hi ? hi : v;
 }
 
-static int shown(const struct report_row *row, const struct report_print_opts *po)
+int report_shown(const struct report_row *row, const struct report_print_opts *po)
 {
 	return !po || row->percent >= po->threshold;
 }
@@ -281,53 +266,53 @@ static int shown(const struct report_row *row, const struct report_print_opts *p
 /* One guest's line of the header: how it was sampled, for how long. */
 static void guest_line(FILE *f, const struct report *r, const struct report_guest *g)
 {
-	char b1[ESC_MAX], b2[ESC_MAX];
+	char b1[REPORT_ESC_MAX], b2[REPORT_ESC_MAX];
 
-	fprintf(f, "guest %s: ", esc(b1, g->name));
+	fprintf(f, "guest %s: ", report_esc(b1, g->name));
 	if (!g->mode) {
 		fprintf(f, "sampling mode unknown (%s)",
 			g->meta_err[0] ? g->meta_err : "no readable session.json");
 		return;
 	}
 	if (g->rate_hz)
-		fprintf(f, "%s at %u Hz", esc(b1, g->mode), g->rate_hz);
+		fprintf(f, "%s at %u Hz", report_esc(b1, g->mode), g->rate_hz);
 	else
 		fprintf(f, "%s sampling, one sample every %" PRIu64 " %s events",
-			esc(b1, g->mode), g->event_count ? g->event_count : r->event_count,
-			esc(b2, g->event ? g->event : r->event));
+			report_esc(b1, g->mode), g->event_count ? g->event_count : r->event_count,
+			report_esc(b2, g->event ? g->event : r->event));
 	if (g->vcpus)
 		fprintf(f, ", %u vCPU%s", g->vcpus, g->vcpus == 1 ? "" : "s");
 	if (g->duration_s > 0)
 		fprintf(f, ", %.1f s", g->duration_s);
 	if (g->from_exec && g->started_after_s >= 0)
-		fprintf(f, ", filed from %s's start (%.1f s in)", esc(b1, g->from_exec),
+		fprintf(f, ", filed from %s's start (%.1f s in)", report_esc(b1, g->from_exec),
 			g->started_after_s);
 	else if (g->from_exec)
-		fprintf(f, ", %s never started: nothing filed", esc(b1, g->from_exec));
+		fprintf(f, ", %s never started: nothing filed", report_esc(b1, g->from_exec));
 	if (g->kernel_release)
-		fprintf(f, ", kernel %s", esc(b1, g->kernel_release));
+		fprintf(f, ", kernel %s", report_esc(b1, g->kernel_release));
 }
 
 static void print_warning(void *f, const char *text)
 {
-	util_fprintf_wrapped(f, 2, "warning: %s", text);
+	text_fprintf_wrapped(f, 2, "warning: %s", text);
 }
 
 /* A guest whose kallsyms disagreed with opvm.ko's HELLO (issue 25): said
  * under its header line, and among JSON's warnings. */
-static void kernel_warning(const struct report *r, const struct report_guest *g,
+void report_kernel_warning(const struct report *r, const struct report_guest *g,
 			   void (*emit)(void *, const char *), void *arg)
 {
-	char m[640], gb[ESC_MAX], eb[sizeof(g->kernel_warn) * 4];
+	char m[640], gb[REPORT_ESC_MAX], eb[sizeof(g->kernel_warn) * 4];
 
 	(void)r;
 	if (g->kernel_warn[0])
-		snprintf(m, sizeof(m), "guest %s: %s", esc(gb, g->name),
-			 util_text_escape(eb, sizeof(eb), g->kernel_warn));
+		snprintf(m, sizeof(m), "guest %s: %s", report_esc(gb, g->name),
+			 text_escape(eb, sizeof(eb), g->kernel_warn));
 	else if (g->ksyms_mismatch)
 		snprintf(m, sizeof(m), "guest %s: the guest's kallsyms disagreed with opvm.ko's "
 			 "HELLO on where the kernel is (%llu symbols, session.json "
-			 "fetch.ksyms): opvm.ko's addresses were kept", esc(gb, g->name),
+			 "fetch.ksyms): opvm.ko's addresses were kept", report_esc(gb, g->name),
 			 (unsigned long long)g->ksyms_mismatch);
 	else
 		return;
@@ -340,10 +325,10 @@ void report_print_header(FILE *f, const struct report *r)
 
 	for (size_t i = 0; i < r->nr_guests; i++)
 		n += r->guests[i].total > 0;
-	char b1[ESC_MAX], cnt[OPVM_COUNT_BUF];
+	char b1[REPORT_ESC_MAX], cnt[OPVM_COUNT_BUF];
 
 	fprintf(f, "opvm report: event %s, %s samples, %zu guest%s\n",
-		esc(b1, r->event), stats_fmt_count(r->total, cnt), n,
+		report_esc(b1, r->event), stats_fmt_count(r->total, cnt), n,
 		n == 1 ? "" : "s");
 	for (size_t i = 0; i < r->nr_guests; i++) {
 		char *line = NULL;
@@ -361,17 +346,17 @@ void report_print_header(FILE *f, const struct report *r)
 		}
 		guest_line(m, r, &r->guests[i]);
 		if (!fclose(m))
-			util_fprintf_wrapped(f, 2, "%s", line);
+			text_fprintf_wrapped(f, 2, "%s", line);
 		free(line);
-		kernel_warning(r, &r->guests[i], print_warning, f);
+		report_kernel_warning(r, &r->guests[i], print_warning, f);
 	}
 	if (r->excluded_idle || r->excluded_boot)
 		fprintf(f, "left out (--exclude): %s %s, %s %s samples\n", REPORT_APP_IDLE,
 			stats_fmt_count(r->excluded_idle, cnt), REPORT_APP_BOOT,
 			stats_fmt_count(r->excluded_boot, b1));
 	for (size_t i = 0; i < r->nr_other_events; i++)
-		util_fprintf_wrapped(f, 2, "(samples of event %s not shown: select them with "
-				     "event:%s)", esc(b1, r->other_events[i]), b1);
+		text_fprintf_wrapped(f, 2, "(samples of event %s not shown: select them with "
+				     "event:%s)", report_esc(b1, r->other_events[i]), b1);
 }
 
 static double pct(uint64_t part, uint64_t whole)
@@ -407,15 +392,15 @@ static void print_problems(FILE *f, const struct report *r, int mismatches)
 	if (n)
 		qsort(v, n, sizeof(*v), problem_cmp);
 	for (size_t i = 0; i < n && i < FOOTER_MAX_PROBLEMS; i++) {
-		char b1[ESC_MAX], b2[ESC_MAX], b3[ESC_MAX], cnt[OPVM_COUNT_BUF];
+		char b1[REPORT_ESC_MAX], b2[REPORT_ESC_MAX], b3[REPORT_ESC_MAX], cnt[OPVM_COUNT_BUF];
 
-		esc(b1, v[i]->image);
-		esc(b2, v[i]->guest);
-		esc(b3, v[i]->reason);
+		report_esc(b1, v[i]->image);
+		report_esc(b2, v[i]->guest);
+		report_esc(b3, v[i]->reason);
 		if (mismatches)
-			util_fprintf_wrapped(f, 4, "  %s (guest %s): %s", b1, b2, b3);
+			text_fprintf_wrapped(f, 4, "  %s (guest %s): %s", b1, b2, b3);
 		else
-			util_fprintf_wrapped(f, 4, "  %s (guest %s, %s samples): %s", b1, b2,
+			text_fprintf_wrapped(f, 4, "  %s (guest %s, %s samples): %s", b1, b2,
 					     stats_fmt_count(v[i]->samples, cnt), b3);
 	}
 	if (n > FOOTER_MAX_PROBLEMS)
@@ -427,8 +412,8 @@ static void print_problems(FILE *f, const struct report *r, int mismatches)
 /* The problems sorted by samples, most first, into a new array of *n
  * (NULL when out of memory); frames: only the stripped images named by
  * their .eh_frame functions, else all. */
-static const struct report_problem **problems_sorted(const struct report *r, int frames,
-						     size_t *n)
+const struct report_problem **report_problems_sorted(const struct report *r, int frames,
+						    size_t *n)
 {
 	const struct report_problem **v = malloc((r->nr_problems + 1) * sizeof(*v));
 
@@ -448,24 +433,24 @@ static const struct report_problem **problems_sorted(const struct report *r, int
 static void print_frame_images(FILE *f, const struct report *r)
 {
 	size_t n;
-	const struct report_problem **v = problems_sorted(r, 1, &n);
+	const struct report_problem **v = report_problems_sorted(r, 1, &n);
 	char c1[OPVM_COUNT_BUF];
 
 	if (!v)
 		return;
-	util_fprintf_wrapped(f, 2, "warning: %s samples (%.2f%%) are in stripped binaries, "
+	text_fprintf_wrapped(f, 2, "warning: %s samples (%.2f%%) are in stripped binaries, "
 			     "in functions named by address (IMAGE+0xADDR, their bounds "
 			     "from .eh_frame); what would name them:",
 			     stats_fmt_count(r->frame_samples, c1), pct(r->frame_samples, r->total));
 	for (size_t i = 0; i < n && i < FOOTER_MAX_PROBLEMS; i++) {
-		char b1[ESC_MAX], b2[ESC_MAX], b3[ESC_MAX], hex[129] = "none";
+		char b1[REPORT_ESC_MAX], b2[REPORT_ESC_MAX], b3[REPORT_ESC_MAX], hex[129] = "none";
 
 		if (v[i]->build_id_len && v[i]->build_id_len <= 64)
-			util_hex(v[i]->build_id, v[i]->build_id_len, hex);
-		util_fprintf_wrapped(f, 4, "  %s (guest %s, %s samples, build-id %s): %s",
-				     esc(b1, v[i]->image), esc(b2, v[i]->guest),
+			hex_encode(v[i]->build_id, v[i]->build_id_len, hex);
+		text_fprintf_wrapped(f, 4, "  %s (guest %s, %s samples, build-id %s): %s",
+				     report_esc(b1, v[i]->image), report_esc(b2, v[i]->guest),
 				     stats_fmt_count(v[i]->samples, c1), hex,
-				     esc(b3, v[i]->reason));
+				     report_esc(b3, v[i]->reason));
 	}
 	if (n > FOOTER_MAX_PROBLEMS)
 		fprintf(f, "  ... and %zu more (--format json lists them all)\n",
@@ -476,29 +461,29 @@ static void print_frame_images(FILE *f, const struct report *r)
 /* The footer's warnings that are sentences (losses, throttling, unreadable
  * files, unreadable session.json), each to emit(arg, text): the text
  * footer prints them, the JSON report lists them. */
-static void footer_warnings(const struct report *r, void (*emit)(void *, const char *),
-			    void *arg)
+void report_footer_warnings(const struct report *r,
+			    void (*emit)(void *, const char *), void *arg)
 {
 	uint64_t taken, received = 0, lost_nomap = 0, lost_noproc = 0, noproc;
-	char m[512], gb[ESC_MAX];
+	char m[512], gb[REPORT_ESC_MAX];
 
 	for (size_t i = 0; i < r->nr_guests; i++) {
 		if (!r->guests[i].total)
 			continue;
-		received = util_sat_add(received, r->guests[i].stats.received);
-		lost_nomap = util_sat_add(lost_nomap, r->guests[i].stats.lost_no_mapping);
-		lost_noproc = util_sat_add(lost_noproc, r->guests[i].stats.lost_no_process);
+		received = arith_sat_add(received, r->guests[i].stats.received);
+		lost_nomap = arith_sat_add(lost_nomap, r->guests[i].stats.lost_no_mapping);
+		lost_noproc = arith_sat_add(lost_noproc, r->guests[i].stats.lost_no_process);
 		if (r->guests[i].meta_err[0]) {
 			snprintf(m, sizeof(m), "guest %s: %s: its counters are not shown",
-				 esc(gb, r->guests[i].name), r->guests[i].meta_err);
+				 report_esc(gb, r->guests[i].name), r->guests[i].meta_err);
 			emit(arg, m);
 		}
 	}
 	/* Losses are session-wide: weigh them against everything the guests'
 	 * samplers took, not against what a filter kept. */
-	taken = util_sat_add(util_sat_add(received > r->total ? received : r->total, r->lost),
+	taken = arith_sat_add(arith_sat_add(received > r->total ? received : r->total, r->lost),
 			     r->throttled);
-	noproc = util_sat_add(lost_nomap, lost_noproc);
+	noproc = arith_sat_add(lost_nomap, lost_noproc);
 	if (r->bad_files || r->skipped_files) {
 		snprintf(m, sizeof(m), "%zu sample file%s could not be read and %zu were "
 			 "skipped", r->bad_files, r->bad_files == 1 ? "" : "s", r->skipped_files);
@@ -512,7 +497,7 @@ static void footer_warnings(const struct report *r, void (*emit)(void *, const c
 		snprintf(m, sizeof(m), "the call stacks of %zu guest%s could not be read, "
 			 "they have no call chains here: %s", r->stack_errors,
 			 r->stack_errors == 1 ? "" : "s",
-			 util_text_escape(eb, sizeof(eb), r->stack_err));
+			 text_escape(eb, sizeof(eb), r->stack_err));
 		emit(arg, m);
 	}
 	/* Past 0.01 % of what was taken, a loss is worth a line. */
@@ -555,13 +540,13 @@ void report_print_footer(FILE *f, const struct report *r)
 		fprintf(f, "unresolved %s samples (%.2f%%), build-id mismatches %zu\n",
 			stats_fmt_count(r->unresolved, c1), pct(r->unresolved, r->total),
 			r->mismatches);
-	footer_warnings(r, print_warning, f);
+	report_footer_warnings(r, print_warning, f);
 	if (r->symbols && r->total && r->unresolved > r->total / 10000 &&
 	    (r->outside_kernel || unnamed_images(r))) {
 		/* the share is on the "unresolved" line above */
 		fprintf(f, "warning: samples without a symbol:\n");
 		if (r->outside_kernel)
-			util_fprintf_wrapped(f, 4, "  vmlinux: %s samples (%.2f%%) ran below the "
+			text_fprintf_wrapped(f, 4, "  vmlinux: %s samples (%.2f%%) ran below the "
 					     "kernel's addresses (firmware, boot loader, "
 					     "decompressor)",
 				stats_fmt_count(r->outside_kernel, c1),
@@ -572,7 +557,7 @@ void report_print_footer(FILE *f, const struct report *r)
 		print_frame_images(f, r);
 	if (r->mismatches) {
 		/* their count is on the "unresolved" line above */
-		util_fprintf_wrapped(f, 2, "warning: images with another build-id (%.2f%% of "
+		text_fprintf_wrapped(f, 2, "warning: images with another build-id (%.2f%% of "
 				     "samples), not used:", pct(r->mismatch_samples, r->total));
 		print_problems(f, r, 1);
 	}
@@ -651,9 +636,9 @@ static void stree_build(struct stree *t, const struct report_row *const *v, size
 			images[ni++] = (struct snode){ .first = row };
 			apps[na - 1].nr_child++;
 		}
-		images[ni - 1].samples = util_sat_add(images[ni - 1].samples, row->samples);
-		apps[na - 1].samples = util_sat_add(apps[na - 1].samples, row->samples);
-		guests[ng - 1].samples = util_sat_add(guests[ng - 1].samples, row->samples);
+		images[ni - 1].samples = arith_sat_add(images[ni - 1].samples, row->samples);
+		apps[na - 1].samples = arith_sat_add(apps[na - 1].samples, row->samples);
+		guests[ng - 1].samples = arith_sat_add(guests[ng - 1].samples, row->samples);
 	}
 	for (size_t i = 0; i < na; i++)
 		qsort(images + apps[i].child, apps[i].nr_child, sizeof(*images), snode_cmp);
@@ -671,7 +656,7 @@ static void print_app(FILE *f, const struct report *r, const struct report_print
 {
 	const struct snode *app = &t->apps[a];
 	double ap = pct(app->samples, r->total);
-	char cnt[OPVM_COUNT_BUF], b1[ESC_MAX], label[512];
+	char cnt[OPVM_COUNT_BUF], b1[REPORT_ESC_MAX], label[512];
 
 	if (po && ap < po->threshold)
 		return;
@@ -684,10 +669,10 @@ static void print_app(FILE *f, const struct report *r, const struct report_print
 		if (po && ip < po->threshold)
 			continue;
 		/* an application that is its one image: one line */
-		if (app->nr_child == 1 && !strcmp(label, esc(b1, disp(img->first->image, 1))))
+		if (app->nr_child == 1 && !strcmp(label, report_esc(b1, report_disp(img->first->image, 1))))
 			continue;
 		fprintf(f, "%8s %8.4f      %s\n", stats_fmt_count(img->samples, cnt), ip,
-			esc(b1, disp(img->first->image, 1)));
+			report_esc(b1, report_disp(img->first->image, 1)));
 	}
 }
 
@@ -715,12 +700,12 @@ void report_print_summary(FILE *f, const struct report *r, const struct report_p
 	for (size_t g = 0; g < t.ng; g++) {
 		const struct snode *guest = &t.guests[g];
 		double gp = pct(guest->samples, r->total);
-		char cnt[OPVM_COUNT_BUF], b1[ESC_MAX];
+		char cnt[OPVM_COUNT_BUF], b1[REPORT_ESC_MAX];
 
 		if (po && gp < po->threshold)
 			continue;
 		fprintf(f, "%8s %8.4f  %s\n", stats_fmt_count(guest->samples, cnt),
-			gp, esc(b1, guest->first->guest));
+			gp, report_esc(b1, guest->first->guest));
 		for (size_t a = guest->child; depth > 1 && a < guest->child + guest->nr_child; a++)
 			print_app(f, r, po, depth, &t, a);
 	}
@@ -796,7 +781,7 @@ static inline struct colslot *col_slot_mru(struct colslot *cache, struct colslot
 /* strlen() of a name as a row shows it, remembered in cache (if any). */
 static int name_width(struct colslot *cache, const char *name)
 {
-	char b[ESC_MAX];
+	char b[REPORT_ESC_MAX];
 	struct colslot *c;
 	int hit;
 
@@ -840,7 +825,7 @@ struct wmap {
 
 static int image_width(struct wmap *m, const char *image, int long_names)
 {
-	char b[ESC_MAX];
+	char b[REPORT_ESC_MAX];
 	uint64_t h = (uint64_t)(uintptr_t)image * 0x9e3779b97f4a7c15ull;
 	size_t k = (size_t)(h >> 40) & (WMAP_SLOTS - 1);
 	int len;
@@ -849,7 +834,7 @@ static int image_width(struct wmap *m, const char *image, int long_names)
 		k = (k + 1) & (WMAP_SLOTS - 1);
 	if (m && m->key[k])
 		return m->len[k];
-	len = (int)strlen(esc_row(b, disp(image, long_names)));
+	len = (int)strlen(esc_row(b, report_disp(image, long_names)));
 	if (m && m->nr < WMAP_SLOTS / 2) {
 		m->key[k] = image;
 		m->len[k] = len;
@@ -885,7 +870,7 @@ static void layout_part(const struct report *r, const struct report_print_opts *
 			p->guest = row->guest, p->guests = 1;
 		else if (p->guests == 1 && row->guest != p->guest && strcmp(p->guest, row->guest))
 			p->guests = 2;
-		if (!shown(row, po))
+		if (!report_shown(row, po))
 			continue;
 		/* a guest or app like the last row's has its width counted */
 		if (!prev || row->guest != prev->guest)
@@ -927,7 +912,7 @@ static void layout_finish(const struct report_print_opts *po, const struct lpart
 		c->symbol = 12;
 }
 
-/* Appends what line_pad(l, fit(s...), width, ' ') appends, from the cache
+/* Appends what line_pad(l, report_fit(s...), width, ' ') appends, from the cache
  * when slot c already holds it. */
 /* A remembered column's text: one copy of the whole slot's text when the
  * line has room (a fixed size: a few vector moves, not a call), then
@@ -952,7 +937,7 @@ static void col_put(struct line *l, struct colslot *c, int hit, const char *s, i
 		return;
 	}
 	t.n = 0;
-	line_pad(&t, fit(s, width, b, sizeof(b)), width, ' ');
+	line_pad(&t, report_fit(s, width, b, sizeof(b)), width, ' ');
 	if (c && t.n <= COL_TEXT) {
 		memcpy(c->text, t.b, t.n);
 		c->len = (int)t.n;
@@ -965,7 +950,7 @@ static void col_put(struct line *l, struct colslot *c, int hit, const char *s, i
 static void sym_put(struct line *l, struct colslot *cache, struct colslot **last,
 		    const char *name, int width)
 {
-	char b[256], e[ESC_MAX];
+	char b[256], e[REPORT_ESC_MAX];
 	struct colslot *c = NULL;
 	struct line t;
 	int hit = 0;
@@ -977,7 +962,7 @@ static void sym_put(struct line *l, struct colslot *cache, struct colslot **last
 		return;
 	}
 	t.n = 0;
-	line_pad(&t, fit(esc_row(e, name), width, b, sizeof(b)), 0, '\n');
+	line_pad(&t, report_fit(esc_row(e, name), width, b, sizeof(b)), 0, '\n');
 	if (c && t.n <= COL_TEXT) {
 		memcpy(c->text, t.b, t.n);
 		c->len = (int)t.n;
@@ -992,7 +977,7 @@ static void print_row(struct line *l, const struct report_row *row, const struct
 {
 	struct colslot *images = caches, *apps = caches ? caches + COL_SLOTS : NULL;
 	struct colslot *syms = caches ? caches + 2 * COL_SLOTS : NULL;
-	char b[256], label[512], cnt[OPVM_COUNT_BUF], p[32], e[ESC_MAX];
+	char b[256], label[512], cnt[OPVM_COUNT_BUF], p[32], e[REPORT_ESC_MAX];
 	struct colslot *slot = NULL;
 	int hit = 0;
 
@@ -1001,12 +986,12 @@ static void print_row(struct line *l, const struct report_row *row, const struct
 		line_pad(l, fmt_pct4(row->percent, p, sizeof(p)), 8, ' ');
 	}
 	if (c->guest)
-		line_pad(l, fit(esc_row(e, row->guest), c->guest, b, sizeof(b)), c->guest, ' ');
+		line_pad(l, report_fit(esc_row(e, row->guest), c->guest, b, sizeof(b)), c->guest, ' ');
 	/* hit: the slot holds the column's text (a long one is not kept) */
 	if (images)
 		slot = col_slot_mru(images, &last[0], row->image, 0, 0, 0, &hit);
 	hit = hit && slot->len >= 0;
-	col_put(l, slot, hit, hit ? NULL : esc_row(e, disp(row->image, long_names)), c->image);
+	col_put(l, slot, hit, hit ? NULL : esc_row(e, report_disp(row->image, long_names)), c->image);
 	slot = NULL;
 	hit = 0;
 	if (apps && !row->cgroup)	/* as label_width() */
@@ -1058,7 +1043,7 @@ static void print_rows(FILE *f, struct outbuf *out, const struct report *r,
 	for (size_t i = from; i < to; i++) {
 		const struct report_row *row = &r->rows[i];
 
-		if (!shown(row, po))
+		if (!report_shown(row, po))
 			continue;
 		l.n = 0;	/* not "= { 0 }": that would clear 4 KiB a row */
 		print_row(&l, row, c, long_names, caches, last);
@@ -1146,7 +1131,7 @@ static void *rowtext_main(void *arg)
 	for (size_t i = t->from; i < t->to && !t->failed; i++) {
 		const struct report_row *row = &t->r->rows[i];
 
-		if (!shown(row, t->po))
+		if (!report_shown(row, t->po))
 			continue;
 		l.n = 0;
 		print_row(&l, row, t->c, long_names, caches, last);
@@ -1169,7 +1154,7 @@ static int rowtext_start(struct rowtext *t, pthread_t *th)
 	t->to = t->r->nr_rows;
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
-	err = util_thread_start(th, rowtext_main, t);	/* signals stay with the caller's */
+	err = signals_thread_start(th, rowtext_main, t);	/* signals stay with the caller's */
 	if (err) {
 		pthread_cond_destroy(&t->cv);
 		pthread_mutex_destroy(&t->mu);
@@ -1233,450 +1218,4 @@ void report_print_symbols(FILE *f, const struct report *r, const struct report_p
 		out_flush(out);
 	free(out);
 	free(caches);
-}
-
-/* ---- JSON ------------------------------------------------------------------------ */
-
-static json_t *jint_or_null(int64_t v)
-{
-	return v < 0 ? json_null() : json_integer(v);
-}
-
-/* Percentages to 4 decimals, as the text shows them. */
-static double pround(double p)
-{
-	return (double)(long long)(p * 10000.0 + 0.5) / 10000.0;
-}
-
-/* "cgroup", and "pod", "container" (and "runtime") where the path names
- * them (lib/cgroup.h): 0 or -1. */
-static int row_json_cgroup(json_t *o, const char *cgroup)
-{
-	struct cgroup_ids ids;
-
-	if (json_object_set_new(o, "cgroup", jstr(cgroup)))
-		return -1;
-	if (cgroup_ids_parse(cgroup, strlen(cgroup), &ids))
-		return 0;
-	if (ids.pod[0] && json_object_set_new(o, "pod", json_string(ids.pod)))
-		return -1;
-	if (ids.container[0] && (json_object_set_new(o, "container", json_string(ids.container)) ||
-				 (ids.runtime[0] &&
-				  json_object_set_new(o, "runtime", json_string(ids.runtime)))))
-		return -1;
-	return 0;
-}
-
-/* A row's symbol named by address from .eh_frame says so ("eh_frame":
- * true); other rows have no such key. */
-static json_t *row_json(const struct report_row *row)
-{
-	json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:o, s:o, s:f}",
-			      "guest", jstr(row->guest),
-			      "tgid", jint_or_null(row->tgid),
-			      "tid", jint_or_null(row->tid),
-			      "cpu", jint_or_null(row->cpu),
-			      "app", jstr(row->app),
-			      "image", jstr(row->image),
-			      "kernel", row->kernel,
-			      "symbol", jstr(row->symbol),
-			      "samples", jcount(row->samples),
-			      "percent", pround(row->percent));
-
-	if (o && row->cgroup && row_json_cgroup(o, row->cgroup)) {
-		json_decref(o);
-		return NULL;
-	}
-	if (o && row->symbol && row->frame && json_object_set_new(o, "eh_frame", json_true())) {
-		json_decref(o);
-		return NULL;
-	}
-	if (o && row->python && (json_object_set_new(o, "python", json_true()) ||
-				 (row->file && (json_object_set_new(o, "file", jstr(row->file)) ||
-						json_object_set_new(o, "first_line",
-								    json_integer(row->first_line)))))) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
-
-/* The call chains of a -g session, leaf first (docs/reports.md). */
-static json_t *stacks_json(const struct report *r)
-{
-	json_t *arr = json_array();
-
-	for (size_t i = 0; arr && i < r->nr_stacks; i++) {
-		const struct report_stack *st = &r->stacks[i];
-		json_t *frames = json_array(), *o;
-
-		for (unsigned j = 0; frames && j < st->nr; j++) {
-			const struct report_frame *fr = &st->frames[j];
-
-			json_t *fo = json_pack("{s:o, s:b, s:o, s:I}",
-				"image", jstr(fr->image), "kernel", fr->kernel,
-				"symbol", jstr(fr->symbol), "offset", (json_int_t)fr->offset);
-
-			if (fo && fr->symbol && fr->frame)
-				json_object_set_new(fo, "eh_frame", json_true());
-			if (fo && fr->python) {
-				json_object_set_new(fo, "python", json_true());
-				if (fr->file) {
-					json_object_set_new(fo, "file", jstr(fr->file));
-					json_object_set_new(fo, "first_line",
-							    json_integer(fr->first_line));
-					json_object_set_new(fo, "line", json_integer(fr->line));
-				}
-			}
-			json_array_append_new(frames, fo);
-		}
-		o = json_pack("{s:o, s:o, s:o, s:o}", "guest", jstr(st->guest),
-			      "app", jstr(st->app), "samples", jcount(st->samples),
-			      "frames", frames ? frames : json_null());
-		if (!o || json_array_append_new(arr, o)) {
-			json_decref(arr);
-			return NULL;
-		}
-	}
-	return arr;
-}
-
-/* The resolver's debuginfod counters (symbols/symres.h). */
-static json_t *dbgd_json(const struct symres_dbgd_stats *d)
-{
-	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
-			 "requests", jcount(d->asked), "found", jcount(d->found),
-			 "not_found", jcount(d->not_found),
-			 "refused_build_id", jcount(d->wrong_build),
-			 "refused_size", jcount(d->too_big), "timed_out", jcount(d->timed_out),
-			 "not_asked_after_timeout", jcount(d->skipped), "failed", jcount(d->failed),
-			 "bytes", jcount(d->bytes));
-}
-/* "version" of the JSON report: raised when a key changes meaning or goes
- * (docs/reports.md); keys are only ever added within one version. */
-#define REPORT_JSON_VERSION	1
-
-static void json_warning(void *arr, const char *text)
-{
-	json_array_append_new(arr, jstr(text));
-}
-
-static const char *problem_state(enum simage_state st)
-{
-	switch (st) {
-	case SIMAGE_OK:
-		return "eh_frame";	/* stripped, named by address */
-	case SIMAGE_NOT_FOUND:
-		return "not_found";
-	case SIMAGE_MISMATCH:
-		return "build_id_mismatch";
-	default:
-		return "unusable";
-	}
-}
-
-/* Every binary with samples no symbol names, most first: the footer's
- * lists, whole (docs/reports.md). */
-static json_t *unnamed_json(const struct report *r)
-{
-	size_t n;
-	const struct report_problem **v = problems_sorted(r, 0, &n);
-	json_t *arr = v ? json_array() : NULL;
-
-	for (size_t i = 0; arr && i < n; i++) {
-		char hex[129];
-		json_t *o;
-
-		if (v[i]->build_id_len && v[i]->build_id_len <= 64)
-			util_hex(v[i]->build_id, v[i]->build_id_len, hex);
-		o = json_pack("{s:o, s:o, s:o, s:s, s:o, s:o, s:o}",
-			      "guest", jstr(v[i]->guest), "image", jstr(v[i]->image),
-			      "build_id", v[i]->build_id_len && v[i]->build_id_len <= 64 ?
-			      json_string(hex) : json_null(),
-			      "state", problem_state(v[i]->state),
-			      "samples", jcount(v[i]->samples),
-			      "eh_frame_samples", jcount(v[i]->frame_samples),
-			      "how_to_name", jstr(v[i]->reason));
-		if (!o || json_array_append_new(arr, o)) {
-			json_decref(arr);
-			arr = NULL;
-		}
-	}
-	free(v);
-	return arr;
-}
-
-static json_t *header_json(const struct report *r)
-{
-	json_t *o, *guests = json_array(), *warn = json_array();
-	const char *mode = NULL;
-
-	for (size_t i = 0; i < r->nr_guests; i++) {
-		const struct report_guest *g = &r->guests[i];
-
-		if (!g->total)
-			continue;
-		if (!mode)
-			mode = g->mode;
-		json_array_append_new(guests, json_pack(
-			"{s:o, s:o, s:i, s:i, s:f, s:o, s:o}",
-			"name", jstr(g->name),
-			"mode", jstr(g->mode),
-			"rate_hz", (int)g->rate_hz, "vcpus", (int)g->vcpus,
-			"duration_s", g->duration_s,
-			"kernel_release", jstr(g->kernel_release),
-			"samples", jcount(g->total)));
-	}
-	for (size_t i = 0; i < r->nr_problems; i++) {
-		char msg[1024];
-
-		if (r->problems[i].state == SIMAGE_OK && r->frame_samples <= r->total / 10000)
-			continue;	/* as the text footer: too few to warn of */
-		snprintf(msg, sizeof(msg), "%s (guest %s): %s", r->problems[i].image,
-			 r->problems[i].guest, r->problems[i].reason);
-		json_array_append_new(warn, jstr(msg));
-	}
-	for (size_t i = 0; i < r->nr_guests; i++)
-		kernel_warning(r, &r->guests[i], json_warning, warn);
-	footer_warnings(r, json_warning, warn);
-	o = json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:{s:o, s:o}, "
-		      "s:o, s:o, s:o}",
-		      "version", REPORT_JSON_VERSION,
-		      "mode", jstr(mode),
-		      "event", jstr(r->event),
-		      "event_count", jcount(r->event_count),
-		      "total_samples", jcount(r->total),
-		      "lost_samples", jcount(r->lost),
-		      "throttled_samples", jcount(r->throttled),
-		      "unresolved_samples", jcount(r->unresolved),
-		      "eh_frame_samples", jcount(r->frame_samples),
-		      "outside_kernel_samples", jcount(r->outside_kernel),
-		      "build_id_mismatches", (int)r->mismatches,
-		      "excluded_samples", "idle", jcount(r->excluded_idle),
-		      "boot", jcount(r->excluded_boot),
-		      "guests", guests,
-		      "warnings", warn,
-		      "unnamed", unnamed_json(r));
-	if (o && r->dbgd.asked + r->dbgd.skipped)
-		json_object_set_new(o, "debuginfod", dbgd_json(&r->dbgd));
-	return o;
-}
-
-static int dump(FILE *f, json_t *o)
-{
-	int ret;
-
-	if (!o)
-		return -ENOMEM;
-	ret = json_dumpf(o, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-	fputc('\n', f);
-	json_decref(o);
-	return ret ? -EIO : 0;
-}
-
-int report_print_json(FILE *f, const struct report *r, const struct report_print_opts *po)
-{
-	json_t *o = header_json(r), *syms = json_array();
-
-	if (!o || !syms) {
-		json_decref(o);
-		json_decref(syms);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < r->nr_rows; i++) {
-		json_t *row;
-
-		if (!shown(&r->rows[i], po))
-			continue;
-		row = row_json(&r->rows[i]);
-		if (!row || json_array_append_new(syms, row)) {
-			json_decref(o);
-			json_decref(syms);
-			return -ENOMEM;
-		}
-	}
-	json_object_set_new(o, "symbols", syms);
-	if (r->stack_guests) {
-		json_t *st = stacks_json(r);
-
-		if (!st) {
-			json_decref(o);
-			return -ENOMEM;
-		}
-		json_object_set_new(o, "stacks", st);
-		json_object_set_new(o, "stack_samples", jcount(r->stacks_total));
-	}
-	return dump(f, o);
-}
-
-/* ---- differential ------------------------------------------------------------------ */
-
-struct dpair {
-	const struct report_row *a, *b;
-	double delta;		/* percent b - percent a */
-};
-
-static int strcmp_null_key(const char *a, const char *b)
-{
-	if (a == b)
-		return 0;
-	if (!a)
-		return 1;
-	if (!b)
-		return -1;
-	return strcmp(a, b);
-}
-
-static int row_key_cmp(const struct report_row *x, const struct report_row *y)
-{
-	int c;
-
-	if ((c = strcmp(x->guest, y->guest)) || (c = strcmp(x->app, y->app)) ||
-	    (c = strcmp(x->image, y->image)) || (c = strcmp_null_key(x->symbol, y->symbol)))
-		return c;
-	if (x->tgid != y->tgid)
-		return x->tgid < y->tgid ? -1 : 1;
-	if (x->tid != y->tid)
-		return x->tid < y->tid ? -1 : 1;
-	if (x->cpu != y->cpu)
-		return x->cpu < y->cpu ? -1 : 1;
-	return 0;
-}
-
-static int rowp_key_cmp(const void *pa, const void *pb)
-{
-	return row_key_cmp(*(const struct report_row *const *)pa,
-			   *(const struct report_row *const *)pb);
-}
-
-static int dpair_cmp(const void *pa, const void *pb)
-{
-	const struct dpair *a = pa, *b = pb;
-	uint64_t sa = a->b ? a->b->samples : 0, sb = b->b ? b->b->samples : 0;
-	uint64_t ta = a->a ? a->a->samples : 0, tb = b->a ? b->a->samples : 0;
-
-	if (sa != sb)
-		return sa > sb ? -1 : 1;
-	if (ta != tb)
-		return ta > tb ? -1 : 1;
-	return row_key_cmp(a->a ? a->a : a->b, b->a ? b->a : b->b);
-}
-
-/* Pairs rows of a and b with the same key (either side may be missing). */
-static struct dpair *diff_pairs(const struct report *a, const struct report *b, size_t *nr)
-{
-	const struct report_row **va = malloc((a->nr_rows + 1) * sizeof(*va));
-	const struct report_row **vb = malloc((b->nr_rows + 1) * sizeof(*vb));
-	struct dpair *out = calloc(a->nr_rows + b->nr_rows + 1, sizeof(*out));
-	size_t i = 0, j = 0, n = 0;
-
-	if (!va || !vb || !out) {
-		free(out);
-		out = NULL;
-		goto done;
-	}
-	for (size_t k = 0; k < a->nr_rows; k++)
-		va[k] = &a->rows[k];
-	for (size_t k = 0; k < b->nr_rows; k++)
-		vb[k] = &b->rows[k];
-	qsort(va, a->nr_rows, sizeof(*va), rowp_key_cmp);
-	qsort(vb, b->nr_rows, sizeof(*vb), rowp_key_cmp);
-	while (i < a->nr_rows || j < b->nr_rows) {
-		int c = i >= a->nr_rows ? 1 : j >= b->nr_rows ? -1 : row_key_cmp(va[i], vb[j]);
-
-		if (c < 0)
-			out[n++] = (struct dpair){ .a = va[i++] };
-		else if (c > 0)
-			out[n++] = (struct dpair){ .b = vb[j++] };
-		else
-			out[n++] = (struct dpair){ .a = va[i++], .b = vb[j++] };
-		out[n - 1].delta = (out[n - 1].b ? out[n - 1].b->percent : 0) -
-				   (out[n - 1].a ? out[n - 1].a->percent : 0);
-	}
-	qsort(out, n, sizeof(*out), dpair_cmp);
-	*nr = n;
-done:
-	free(va);
-	free(vb);
-	return out;
-}
-
-static int dpair_shown(const struct dpair *d, const struct report_print_opts *po)
-{
-	double m = d->a ? d->a->percent : 0;
-
-	if (d->b && d->b->percent > m)
-		m = d->b->percent;
-	return !po || m >= po->threshold;
-}
-
-void report_print_diff(FILE *f, const struct report *a, const struct report *b,
-		       const struct report_print_opts *po)
-{
-	int long_names = po ? po->long_names : 0;
-	struct dpair *d;
-	size_t n = 0;
-
-	char ca[OPVM_COUNT_BUF], cb[OPVM_COUNT_BUF], be[ESC_MAX], be2[ESC_MAX];
-
-	fprintf(f, "differential report: A = %s samples, B = %s samples of %s\n",
-		stats_fmt_count(a->total, ca), stats_fmt_count(b->total, cb),
-		esc(be, b->event));
-	d = diff_pairs(a, b, &n);
-	if (!d)
-		return;
-	fprintf(f, "%-8s %-8s %-8s %-8s %-8s %-16s %s\n", "samplesA", "%A", "samplesB",
-		"%B", "diff%", "image name", "symbol name");
-	for (size_t i = 0; i < n; i++) {
-		const struct report_row *k = d[i].b ? d[i].b : d[i].a;
-		char b1[256], b2[256];
-
-		if (!dpair_shown(&d[i], po))
-			continue;
-		fprintf(f, "%-8s %-8.4f %-8s %-8.4f %+-8.4f %-16s %s\n",
-			stats_fmt_count(d[i].a ? d[i].a->samples : 0, ca),
-			d[i].a ? d[i].a->percent : 0.0,
-			stats_fmt_count(d[i].b ? d[i].b->samples : 0, cb),
-			d[i].b ? d[i].b->percent : 0.0,
-			d[i].delta, fit(esc(be, disp(k->image, long_names)), 16, b1, sizeof(b1)),
-			fit(esc(be2, k->symbol ? k->symbol : NO_SYMBOLS), 80 - 63, b2, sizeof(b2)));
-	}
-	free(d);
-}
-
-int report_print_diff_json(FILE *f, const struct report *a, const struct report *b,
-			   const struct report_print_opts *po)
-{
-	json_t *o = header_json(b), *syms = json_array();
-	struct dpair *d;
-	size_t n = 0;
-
-	d = diff_pairs(a, b, &n);
-	if (!o || !syms || !d) {
-		json_decref(o);
-		json_decref(syms);
-		free(d);
-		return -ENOMEM;
-	}
-	json_object_set_new(o, "baseline_total_samples", jcount(a->total));
-	for (size_t i = 0; i < n; i++) {
-		const struct report_row *k = d[i].b ? d[i].b : d[i].a;
-		json_t *row;
-
-		if (!dpair_shown(&d[i], po))
-			continue;
-		row = row_json(k);
-		if (!row)
-			continue;
-		json_object_set_new(row, "samples", jcount(d[i].b ? d[i].b->samples : 0));
-		json_object_set_new(row, "percent", json_real(d[i].b ? pround(d[i].b->percent) : 0));
-		json_object_set_new(row, "baseline_samples",
-				    jcount(d[i].a ? d[i].a->samples : 0));
-		json_object_set_new(row, "baseline_percent", json_real(d[i].a ? pround(d[i].a->percent) : 0));
-		json_object_set_new(row, "delta_percent", json_real(pround(d[i].delta + 100.0) - 100.0));
-		json_array_append_new(syms, row);
-	}
-	free(d);
-	json_object_set_new(o, "symbols", syms);
-	return dump(f, o);
 }

@@ -21,7 +21,8 @@
 #include "host/collect/store.h"
 #include "host/report/report-priv.h"
 #include "lib/sample.h"
-#include "lib/util.h"
+#include "lib/arith.h"
+#include "lib/signals.h"
 #include "symbols/symres.h"
 
 /* Pending files: enough to keep the workers busy while the caller opens
@@ -87,12 +88,12 @@ static int count_cb(const uint64_t *offs, const uint64_t *counts, size_t n, void
 		 * sampled in. */
 		if (!hist[i])
 			touched[nt++] = (size_t)(i + 1);
-		hist[i] = util_sat_add(hist[i], counts[k]);
+		hist[i] = arith_sat_add(hist[i], counts[k]);
 		/* x86-64 kernels run in the upper half; a "kernel" sample
 		 * below it was firmware or boot code before the kernel's
 		 * own mapping. */
 		if (i < 0 && kernel && offs[k] < OPVM_KERNEL_HALF)
-			outside = util_sat_add(outside, counts[k]);
+			outside = arith_sat_add(outside, counts[k]);
 	}
 	c->outside = outside;
 	c->nt = nt;
@@ -287,14 +288,14 @@ struct walk *walk_new(int (*resolve)(void *arg, struct walk_job *j), void *arg)
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->work, NULL);
 	pthread_cond_init(&w->done, NULL);
-	/* Signals stay with the caller's thread (util_thread_start()). */
+	/* Signals stay with the caller's thread (signals_thread_start()). */
 	for (unsigned i = 0; i < want; i++) {
 		struct worker_arg *a = malloc(sizeof(*a));
 
 		if (!a)
 			break;
 		*a = (struct worker_arg){ .w = w, .s = &w->scr[i + 1] };
-		if (util_thread_start(&w->th[i], worker, a)) {
+		if (signals_thread_start(&w->th[i], worker, a)) {
 			free(a);
 			break;	/* fewer workers; the caller does the rest */
 		}

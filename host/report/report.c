@@ -23,7 +23,9 @@
 #include "host/collect/store.h"
 #include "lib/array.h"
 #include "lib/sample.h"
-#include "lib/util.h"
+#include "lib/arith.h"
+#include "lib/errbuf.h"
+#include "lib/text.h"
 
 /* ---- private state -------------------------------------------------------- */
 
@@ -234,7 +236,7 @@ static int collect_cb(const struct store_entry *e, void *arg)
 	struct report_priv *p = r->priv;
 	struct entry *n;
 
-	if (UTIL_GROW(p->entries, p->cap_entries, p->nr_entries + 1, 256))
+	if (ARRAY_GROW(p->entries, p->cap_entries, p->nr_entries + 1, 256))
 		return -ENOMEM;
 	n = &p->entries[p->nr_entries];
 	n->path = strpool_intern(&p->pool, e->path, 0);
@@ -364,7 +366,7 @@ static struct report_row *row_get(struct report *r, const struct report_row *key
 		if (row_eq(row, key))
 			return row;
 	}
-	if (UTIL_GROW(r->rows, p->rows_cap, r->nr_rows + 1, 1024))
+	if (ARRAY_GROW(r->rows, p->rows_cap, r->nr_rows + 1, 1024))
 		return NULL;
 	r->rows[r->nr_rows] = *key;
 	r->rows[r->nr_rows].samples = 0;
@@ -411,7 +413,7 @@ static void row_fold_addrs(struct report_row *row)
 	qsort(row->addrs, row->nr_addrs, sizeof(*row->addrs), addr_cmp);
 	for (size_t i = 0; i < row->nr_addrs; i++) {
 		if (out && row->addrs[out - 1].addr == row->addrs[i].addr)
-			row->addrs[out - 1].count = util_sat_add(row->addrs[out - 1].count,
+			row->addrs[out - 1].count = arith_sat_add(row->addrs[out - 1].count,
 							   row->addrs[i].count);
 		else
 			row->addrs[out++] = row->addrs[i];
@@ -441,7 +443,7 @@ static int file_sum_cb(uint64_t offset, uint64_t count, void *arg)
 	struct file_ctx *c = arg;
 
 	(void)offset;
-	c->total = util_sat_add(c->total, count);
+	c->total = arith_sat_add(c->total, count);
 	return 0;
 }
 
@@ -592,17 +594,17 @@ static int file_by_symbol(struct report *r, struct file_ctx *c, const struct wal
 		row = file_row(r, c, cache, i, s);
 		if (!row)
 			return -ENOMEM;
-		row->samples = util_sat_add(row->samples, n);
+		row->samples = arith_sat_add(row->samples, n);
 		row->img = c->img;
 		if (s) {
 			row->sym_addr = s->addr;
 			row->sym_size = s->size;
 			row->frame = frames && simage_sym_frame(c->img, s);
 			if (row->frame)
-				c->frame = util_sat_add(c->frame, n);
+				c->frame = arith_sat_add(c->frame, n);
 		} else {
-			r->unresolved = util_sat_add(r->unresolved, n);
-			c->none = util_sat_add(c->none, n);
+			r->unresolved = arith_sat_add(r->unresolved, n);
+			c->none = arith_sat_add(c->none, n);
 		}
 	}
 	return 0;
@@ -664,10 +666,10 @@ static int file_sum(struct report *r, struct file_ctx *c, struct sfile_reader *s
 	row = row_get(r, key);
 	if (!row)
 		return -ENOMEM;
-	row->samples = util_sat_add(row->samples, c->total);
+	row->samples = arith_sat_add(row->samples, c->total);
 	row->img = c->img;
 	if (o->symbols)
-		r->unresolved = util_sat_add(r->unresolved, c->total);
+		r->unresolved = arith_sat_add(r->unresolved, c->total);
 	return 0;
 }
 
@@ -686,14 +688,14 @@ static int file_problem(struct report *r, const struct file_ctx *c, const struct
 	if (!pr)
 		return -ENOMEM;
 	if (st == SIMAGE_OK) {
-		pr->samples = util_sat_add(pr->samples, util_sat_add(c->frame, c->none));
-		pr->frame_samples = util_sat_add(pr->frame_samples, c->frame);
-		r->frame_samples = util_sat_add(r->frame_samples, c->frame);
+		pr->samples = arith_sat_add(pr->samples, arith_sat_add(c->frame, c->none));
+		pr->frame_samples = arith_sat_add(pr->frame_samples, c->frame);
+		r->frame_samples = arith_sat_add(r->frame_samples, c->frame);
 		return 0;
 	}
-	pr->samples = util_sat_add(pr->samples, c->total);
+	pr->samples = arith_sat_add(pr->samples, c->total);
 	if (pr->state == SIMAGE_MISMATCH)
-		r->mismatch_samples = util_sat_add(r->mismatch_samples, c->total);
+		r->mismatch_samples = arith_sat_add(r->mismatch_samples, c->total);
 	return 0;
 }
 
@@ -730,14 +732,14 @@ static int py_cb(uint64_t offset, uint64_t count, void *arg)
 		c->err = -ENOMEM;
 		return -ENOMEM;
 	}
-	row->samples = util_sat_add(row->samples, count);
-	c->total = util_sat_add(c->total, count);
+	row->samples = arith_sat_add(row->samples, count);
+	c->total = arith_sat_add(c->total, count);
 	if (f && !row->file) {
 		row->file = strpool_intern(&c->r->priv->pool, f->file, 0);
 		row->first_line = f->first_line;
 	}
 	if (!f)		/* an id its table does not define */
-		c->r->unresolved = util_sat_add(c->r->unresolved, count);
+		c->r->unresolved = arith_sat_add(c->r->unresolved, count);
 	return 0;
 }
 
@@ -813,9 +815,9 @@ counted:
 		r->unresolved = unresolved0;
 		c.outside = 0;
 	}
-	g->total = util_sat_add(g->total, c.total);
-	r->total = util_sat_add(r->total, c.total);
-	r->outside_kernel = util_sat_add(r->outside_kernel, c.outside);
+	g->total = arith_sat_add(g->total, c.total);
+	r->total = arith_sat_add(r->total, c.total);
+	r->outside_kernel = arith_sat_add(r->outside_kernel, c.outside);
 	r->files++;
 	ret = ret < 0 ? ret : 0;
 out:
@@ -910,8 +912,8 @@ static void report_totals(struct report *r)
 
 		if (!g->total || !g->have_stats)
 			continue;
-		r->lost = util_sat_add(r->lost, g->stats.lost_overflow);
-		r->throttled = util_sat_add(r->throttled, g->stats.throttled);
+		r->lost = arith_sat_add(r->lost, g->stats.lost_overflow);
+		r->throttled = arith_sat_add(r->throttled, g->stats.throttled);
 	}
 	/* One pass: 100 k rows are 12 MB, read from memory each pass. */
 	for (size_t i = 0; i < r->nr_rows; i++) {
@@ -922,7 +924,7 @@ static void report_totals(struct report *r)
 		 * sums. */
 		if (!row->samples)
 			for (size_t j = 0; j < row->nr_addrs; j++)
-				row->samples = util_sat_add(row->samples, row->addrs[j].count);
+				row->samples = arith_sat_add(row->samples, row->addrs[j].count);
 		row->percent = r->total ? 100.0 * (double)row->samples / (double)r->total : 0;
 	}
 }
@@ -932,7 +934,7 @@ static int sum_cb(uint64_t offset, uint64_t count, void *arg)
 	uint64_t *sum = arg;
 
 	(void)offset;
-	*sum = util_sat_add(*sum, count);
+	*sum = arith_sat_add(*sum, count);
 	return 0;
 }
 
@@ -978,11 +980,11 @@ static int check_guest_filter(const struct report *r, const struct report_filter
 		for (i = 0; i < r->nr_guests && n < sizeof(names); i++) {
 			char e[128];	/* tree names: escaped for the terminal */
 
-			util_text_escape(e, sizeof(e), r->guests[i].name);
+			text_escape(e, sizeof(e), r->guests[i].name);
 			n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s",
 					      i ? ", " : "", e);
 		}
-		util_seterr(err, errlen, "no guest '%s' in %s: its guests are %s", f->guest[k],
+		errbuf_set(err, errlen, "no guest '%s' in %s: its guests are %s", f->guest[k],
 			    r->priv->session_dir, names[0] ? names : "(none)");
 		return -ENOENT;
 	}
@@ -1014,7 +1016,7 @@ static int check_recorded(const struct report *r, unsigned keep, char *err, size
 		}
 		if (i < r->nr_guests || !rec)
 			continue;
-		util_seterr(err, errlen, "--separate %s: the session was recorded with "
+		errbuf_set(err, errlen, "--separate %s: the session was recorded with "
 			    "--separate %s, so its samples are not split by %s; record again "
 			    "with 'opvm run --separate %s' (or attach)", kinds[k].name, rec,
 			    kinds[k].name, kinds[k].name);
@@ -1037,7 +1039,7 @@ static int walk_windows(struct report *r, const struct report_opts *o, size_t *s
 	n = store_windows(r->priv->session_dir, o->since_ms, o->until_ms, names,
 			  REPORT_MAX_WINDOWS);
 	if (n > REPORT_MAX_WINDOWS) {
-		util_seterr(err, errlen, "the range holds %d windows, more than the %d a "
+		errbuf_set(err, errlen, "the range holds %d windows, more than the %d a "
 			    "report reads: ask a shorter one", n, REPORT_MAX_WINDOWS);
 		ret = -E2BIG;
 	} else if (n < 0) {
@@ -1077,17 +1079,17 @@ static int load_entries(struct report *r, const struct report_opts *o, char *err
 	if (ret == -E2BIG)
 		return -ENOENT;
 	if (ret == -ENOENT) {
-		util_seterr(err, errlen, "%s holds no samples (no guests/ directory): "
+		errbuf_set(err, errlen, "%s holds no samples (no guests/ directory): "
 			    "profile with 'opvm run' or 'opvm attach', or give --session-dir DIR",
 			    r->priv->session_dir);
 		return ret;
 	}
 	if (ret) {
-		util_seterr(err, errlen, "%s: %s", r->priv->session_dir, strerror(-ret));
+		errbuf_set(err, errlen, "%s: %s", r->priv->session_dir, strerror(-ret));
 		return ret;
 	}
 	if (!r->priv->nr_entries) {
-		util_seterr(err, errlen, "%s holds no sample files for samples/%s",
+		errbuf_set(err, errlen, "%s holds no sample files for samples/%s",
 			    r->priv->session_dir, which);
 		return -ENOENT;
 	}
@@ -1102,7 +1104,7 @@ static int load_entries(struct report *r, const struct report_opts *o, char *err
 		return -ENOENT;
 	r->event = pick_event(r, o);
 	if (!r->event) {
-		util_seterr(err, errlen, "no samples of the event asked for");
+		errbuf_set(err, errlen, "no samples of the event asked for");
 		return -ENOENT;
 	}
 	return 0;
@@ -1171,7 +1173,7 @@ static int load_files(struct report *r, const struct report_opts *o, char *err,
 			break;	/* out of memory, or every file read */
 		ret = read_end(r, o, &r->priv->entries[j->entry], j);
 		if (ret)
-			util_seterr(err, errlen, "%s: %s", r->priv->entries[j->entry].path,
+			errbuf_set(err, errlen, "%s: %s", r->priv->entries[j->entry].path,
 				    strerror(-ret));
 		walk_pop(w);
 	}
@@ -1221,7 +1223,7 @@ struct report *report_load(const struct report_opts *o, char *err, size_t errlen
 	return r;
 fail:
 	if (ret == -ENOMEM)
-		util_seterr(err, errlen, "out of memory");
+		errbuf_set(err, errlen, "out of memory");
 	if (r && r->priv) {
 		/* r->event still points into the pool: do not free it. */
 		r->event = NULL;

@@ -9,9 +9,9 @@
  * skipped and counted, a session.json that does not parse leaves its
  * guest's header fields unknown.
  *
- * Output (host/report/report-text.c, with its JSON form, report-export.c,
- * report-annotate.c) goes to a FILE the caller gives; nothing here prints
- * messages.
+ * Output (host/report/report-text.c, report-json.c, report-diff.c,
+ * report-export.c, report-annotate.c) goes to a FILE the caller gives;
+ * nothing here prints messages.
  */
 #ifndef OPVM_REPORT_H
 #define OPVM_REPORT_H
@@ -111,6 +111,9 @@ struct report_addr {
 
 /* Most windows one report reads (a day of 10 s windows is 8640). */
 #define REPORT_MAX_WINDOWS	16384
+
+/* What every output names a row or frame without a symbol. */
+#define NO_SYMBOLS	"(no symbols)"
 
 struct report_row {
 	const char *guest;		/* "all" when merged */

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/util.h"
+#include "lib/text.h"
 #include "lib/x86.h"
 #include "symbols/perfmap.h"
 
@@ -35,7 +35,7 @@ static void check_syms(const struct perfmap *pm)
 		uint64_t mid;
 
 		if (!s->size || s->addr < prev_end || s->addr + s->size > OPVM_USER_TOP ||
-		    !util_utf8_valid(s->name))
+		    !text_utf8_valid(s->name))
 			abort();
 		for (const char *c = s->name; *c; c++)
 			if ((unsigned char)*c < 0x20 || *c == 0x7f)

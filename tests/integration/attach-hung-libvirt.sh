@@ -2,7 +2,7 @@
 # opvm-test: alone (one libvirtd for the host's domains)
 # A libvirtd that does not answer must not hang `opvm attach DOMAIN`
 # (issue 25): its libvirt lookup (connect, the domain, its XML, query-kvm)
-# runs in the libvirt reader's worker (virt_reader_run(), the mechanism top
+# runs in the libvirt reader's worker (virtstats_reader_run(), the mechanism top
 # and the exporter use) with a 10 s budget.  The URI names a fake daemon's
 # socket (tests/integration/fake-libvirtd.py): one that accepts and never
 # answers (a hung libvirtd), one whose backlog is full (a connect() blocks).

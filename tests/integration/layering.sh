@@ -8,7 +8,9 @@
 #     host/, collect/ does not include cli/ or report/, report/ not cli/;
 #  2. no C function longer than 80 lines in lib/, host/, vmm/, unwind/, symbols/,
 #     events/, guest-kmod/ (generated protobuf code aside), measured by Universal Ctags
-#     (each function's first and last line), not by a regular expression.
+#     (each function's first and last line), not by a regular expression;
+#  3. docs/map.md lists every source file (scripts/mkmap.sh --check), and
+#     that check fails on a map that leaves one out.
 set -u
 cd "$(dirname "$0")/../.."
 fail=0
@@ -80,7 +82,7 @@ check_includes() {
 plant=$(mktemp -d)
 mkdir -p "$plant/vmm/qemu" "$plant/vmm/newroom" "$plant/lib"
 printf '#include "host/cli/commands.h"\n' >"$plant/vmm/qemu/planted.c"
-printf '#include "lib/util.h"\n' >"$plant/vmm/newroom/x.c"
+printf '#include "lib/array.h"\n' >"$plant/vmm/newroom/x.c"
 planted=$(TOPS="vmm" check_includes "$plant" | grep -c '^FAIL')
 rm -rf "$plant"
 [ "$planted" = 2 ] || bad "the include check missed a planted include or an unruled room ($planted of 2 caught)"
@@ -127,5 +129,14 @@ if ! out=$(scripts/mkmap.sh --check); then
 	echo "$out"
 	fail=1
 fi
+# and the map's check checks itself: a copy of the map without one
+# file's line (unwind/fp.c's) must fail it
+mapcopy=$(mktemp)
+grep -vF -- '- `fp.c`: ' docs/map.md >"$mapcopy"
+if ! cmp -s "$mapcopy" docs/map.md && MAP="$mapcopy" scripts/mkmap.sh --check >/dev/null; then
+	bad "scripts/mkmap.sh --check passed a map without unwind/fp.c"
+fi
+cmp -s "$mapcopy" docs/map.md && bad "docs/map.md has no line for unwind/fp.c to leave out"
+rm -f "$mapcopy"
 [ $fail = 0 ] || exit 1
-echo "RESULT layering: docs/map.md lists every file; $includes includes checked in every folder (and a planted one caught), $nfun functions in $(wc -w <<<"$srcs") files, none over $MAX lines; $(grep -c . <<<"$used") known exceptions"
+echo "RESULT layering: docs/map.md lists every file (a map without one fails); $includes includes checked in every folder (and a planted one caught), $nfun functions in $(wc -w <<<"$srcs") files, none over $MAX lines; $(grep -c . <<<"$used") known exceptions"

@@ -47,7 +47,7 @@
 #include "guest-kmod/opvm_proto.h"
 #include "host/collect/decoder.h"
 #include "host/collect/gstate.h"
-#include "lib/util.h"
+#include "lib/unixsock.h"
 #include "vmm/qemu/gdbstub.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/guest/qmp.h"
@@ -104,7 +104,7 @@ static void sleep_ms(unsigned ms)
 static int wait_hello(const char *chan, struct gstate *gs, struct chan_hello *out)
 {
 	struct decoder *d = decoder_new(gs);
-	int fd = util_connect_unix(chan, UTIL_CONNECT_MS), rc = -ETIMEDOUT;
+	int fd = unixsock_connect(chan, UNIXSOCK_CONNECT_MS), rc = -ETIMEDOUT;
 	time_t end = time(NULL) + 30;
 	char buf[65536];
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "vmm/introspect/memsyms.h"
+#include "lib/array.h"
 
 #define PG	4096ull
 
@@ -100,7 +101,7 @@ static inline void relocate(struct fake *f, int64_t sign)
 	static const int64_t tags[] = { DT_SYMTAB, DT_STRTAB, DT_HASH, DT_GNU_HASH,
 					DT_PLTGOT, DT_JMPREL, DT_RELA, DT_VERSYM };
 
-	for (size_t i = 0; i < sizeof(tags) / sizeof(tags[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(tags); i++) {
 		Elf64_Dyn *d = dyn_find(f, tags[i]);
 
 		if (d)

@@ -25,9 +25,8 @@
 #include <cmocka.h>
 
 #include "host/collect/fetch.h"
-#include "lib/util.h"
+#include "lib/hex.h"
 #include "lib/channel.h"
-#include "lib/util.h"
 #include "symbols/elfimage.h"
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
@@ -745,7 +744,7 @@ static void test_memsyms_cache(void **state)
 	assert_int_equal(fetch_memsyms_put(b.f, b.bid, b.bid_len, b.elf, b.elf_len), 0);
 	assert_int_equal(st->memsyms_files, 1);
 	assert_int_equal(st->memsyms_bytes, b.elf_len);
-	util_hex(b.bid, b.bid_len, hex);
+	hex_encode(b.bid, b.bid_len, hex);
 	snprintf(path, sizeof(path), "%s/%.2s/%s.memsyms", b.cache, hex, hex + 2);
 	assert_int_equal(stat(path, &sb), 0);
 	assert_int_equal(sb.st_mode & 0777, 0600);
@@ -787,7 +786,7 @@ static void test_memsyms_then_binary(void **state)
 
 	(void)state;
 	bin_setup(&b, 0, 0);
-	util_hex(b.bid, b.bid_len, hex);
+	hex_encode(b.bid, b.bid_len, hex);
 	snprintf(path, sizeof(path), "%s/cache", b.dir);
 	assert_true(!mkdir(path, 0700) || errno == EEXIST);
 	assert_true(!mkdir(b.cache, 0700) || errno == EEXIST);
@@ -1473,7 +1472,7 @@ static void test_debug_file(void **state)
 	}
 	assert_int_equal(st->guest_refused, 2);
 	/* x's debug file: taken */
-	util_hex(b.bid, b.bid_len, hex);
+	hex_encode(b.bid, b.bid_len, hex);
 	snprintf(want, sizeof(want), "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
 	fetch_poll(b.f, b.sv[0], 1010);
 	id = any_request(&b, &flags, path, sizeof(path), got);

@@ -39,7 +39,8 @@
 #include <cmocka.h>
 
 #include "lib/ring.h"
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/unixsock.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/qemu/gdbstub-sampler.h"
 #include "vmm/guest/qmp.h"
@@ -109,7 +110,7 @@ static void *proxy_main(void *arg)
 	int cfd = accept(px->lfd, NULL, NULL), qfd;
 	char tmp[8192];
 
-	qfd = util_connect_unix(px->target, 5000);
+	qfd = unixsock_connect(px->target, 5000);
 	if (cfd < 0 || qfd < 0)
 		goto out;
 	for (;;) {
@@ -117,7 +118,7 @@ static void *proxy_main(void *arg)
 				       { .fd = qfd, .events = POLLIN } };
 		ssize_t n;
 
-		if (stall_end && util_now_ns() >= stall_end) {
+		if (stall_end && clk_now_ns() >= stall_end) {
 			stall_end = 0;
 			atomic_store(&px->stalling, 0);
 			if (buf_flush(&to_client, cfd))
@@ -137,7 +138,7 @@ static void *proxy_main(void *arg)
 				break;
 			for (unsigned k = 0; k < 2; k++) {
 				if (!stall_end && before < px->stall_at[k] && now >= px->stall_at[k]) {
-					stall_end = util_now_ns() + STALL_MS * 1000000ll;
+					stall_end = clk_now_ns() + STALL_MS * 1000000ll;
 					atomic_store(&px->stalling, 1);
 					atomic_fetch_add(&px->stalls, 1);
 				}
@@ -286,10 +287,10 @@ static uint64_t ticks(struct vm *v)
  */
 #define WAIT_FOR(v, cond, paused_max)						\
 	do {									\
-		int64_t end_ = util_now_ns() + 60 * 1000000000ll;		\
+		int64_t end_ = clk_now_ns() + 60 * 1000000000ll;		\
 										\
 		while (!(cond) && paused_ticks(v) < (paused_max) &&		\
-		       util_now_ns() < end_)					\
+		       clk_now_ns() < end_)					\
 			usleep(10000);						\
 	} while (0)
 

@@ -20,7 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/util.h"
+#include "lib/fs.h"
+#include "lib/array.h"
 #include "symbols/perfmap.h"
 #include "symbols/symres.h"
 #include "tests/unit/tmpdir.h"
@@ -164,7 +165,7 @@ static void test_bad_headers(void **state)
 	struct perfmap *pm;
 
 	(void)state;
-	for (size_t i = 0; i < sizeof(h) / sizeof(h[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(h); i++) {
 		header(&d, h[i][0], h[i][1], h[i][2], h[i][3]);
 		load(&d, "jit_a", A, 0x20, 1);
 		pm = perfmap_parse_jitdump(d.b, d.n);
@@ -252,7 +253,7 @@ static void test_session(void **state)
 
 	(void)state;
 	snprintf(path, sizeof(path), "%s/guests/g1/perfmaps", dir);
-	assert_int_equal(util_mkdir_p(path), 0);
+	assert_int_equal(fs_mkdir_p(path), 0);
 	snprintf(path, sizeof(path), "%s/guests/g1/perfmaps/42.map", dir);
 	f = fopen(path, "w");
 	fprintf(f, "7f0000001000 20 map_a\n7f0000002000 20 map_only\n");

@@ -23,6 +23,7 @@
 #include "symbols/elfimage.h"
 #include "vmm/introspect/memsyms.h"
 #include "memsyms-image.h"
+#include "lib/array.h"
 
 #define LIBC	"/lib/x86_64-linux-gnu/libc.so.6"
 #define BIAS	0x7f1234560000ull
@@ -430,7 +431,7 @@ static void test_plt_shapes(void **state)
 	assert_non_null(fp);
 	fputs(PROG, fp);
 	fclose(fp);
-	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(v); i++) {
 		const char *path = build(dir, v[i].name, v[i].flags);
 		struct memsyms_result res;
 		struct fake f;

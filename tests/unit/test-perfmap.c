@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/util.h"
+#include "lib/fs.h"
 #include "symbols/perfmap.h"
 #include "symbols/symres.h"
 #include "tests/unit/tmpdir.h"
@@ -164,7 +164,7 @@ static void test_jit_image(void **state)
 	(void)state;
 	assert_non_null(dir);
 	snprintf(path, sizeof(path), "%s/guests/g1/perfmaps", dir);
-	assert_int_equal(util_mkdir_p(path), 0);
+	assert_int_equal(fs_mkdir_p(path), 0);
 	snprintf(path, sizeof(path), "%s/guests/g1/perfmaps/42.map", dir);
 	f = fopen(path, "w");
 	assert_non_null(f);

@@ -32,6 +32,7 @@
 #include "tmpdir.h"
 #include "unwind/pyframes.h"
 #include "vmm/guest/pyguest.h"
+#include "lib/array.h"
 
 /* ---- a real interpreter ------------------------------------------------- */
 
@@ -473,7 +474,7 @@ static void build_debug_offsets(void)
 
 	put(ft.runtime, "xdebugpy", 8);
 	put64(ft.runtime + 8, ft.version);
-	for (size_t i = 0; i < sizeof(o) / sizeof(o[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(o); i++)
 		put64(ft.runtime + o[i].at, o[i].v);
 }
 

@@ -23,7 +23,7 @@
 #include "host/collect/store.h"
 #include "host/report/report.h"
 #include "lib/pynames.h"
-#include "lib/util.h"
+#include "lib/text.h"
 #include "tmpdir.h"
 
 static const struct store_event ev1[] = { { .name = "TIMER", .count = 1000 } };
@@ -102,7 +102,7 @@ static void test_table_round_trip(void **state)
 	f = store_python_get(rd, 1);
 	assert_string_equal(f->name, "ev?[2Jil?x\\xff\\xc3");
 	assert_string_equal(f->file, "/t\\xe9.py");
-	assert_true(util_utf8_valid(f->name));
+	assert_true(text_utf8_valid(f->name));
 	f = store_python_get(rd, 2);
 	assert_int_equal(strlen(f->name), STORE_PY_NAME_MAX);
 	assert_int_equal(strlen(f->file), STORE_PY_FILE_MAX);

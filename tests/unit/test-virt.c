@@ -22,7 +22,7 @@
 
 #include "host/hoststats/virt-stats.h"
 #include "lib/array.h"
-#include "lib/util.h"
+#include "lib/clock.h"
 #include "vmm/libvirt/virt.h"
 
 static const char dom_xml[] =
@@ -108,25 +108,25 @@ static void silent_daemon_end(int l, const char *dir)
 static void test_reader_silent(void **state)
 {
 	char dir[] = "/tmp/opvm-test-virt-XXXXXX", uri[160], err[256];
-	struct virt_dstat *ds = (struct virt_dstat *)1;
+	struct virtstats_dom *ds = (struct virtstats_dom *)1;
 	int l = silent_daemon(dir, uri, sizeof(uri));
-	struct virt_reader *r = virt_reader_new(uri, 300, 5);
+	struct virtstats_reader *r = virtstats_reader_new(uri, 300, 5);
 	int64_t t0, took;
 
 	(void)state;
 	assert_non_null(r);
-	t0 = util_now_ms();
-	assert_int_equal(virt_reader_read(r, NULL, &ds, err, sizeof(err)), 0);
-	took = util_now_ms() - t0;
+	t0 = clk_now_ms();
+	assert_int_equal(virtstats_reader_read(r, NULL, &ds, err, sizeof(err)), 0);
+	took = clk_now_ms() - t0;
 	assert_null(ds);
 	assert_non_null(strstr(err, "did not answer within 0.3 s"));
 	assert_true(took >= 300);
-	t0 = util_now_ms();
-	assert_int_equal(virt_reader_read(r, NULL, &ds, err, sizeof(err)), 0);
-	took = util_now_ms() - t0;
+	t0 = clk_now_ms();
+	assert_int_equal(virtstats_reader_read(r, NULL, &ds, err, sizeof(err)), 0);
+	took = clk_now_ms() - t0;
 	assert_non_null(strstr(err, "did not answer for"));
 	assert_true(took < 300);	/* not waited on again */
-	virt_reader_free(r);		/* the worker is in libvirt: detached */
+	virtstats_reader_free(r);		/* the worker is in libvirt: detached */
 	silent_daemon_end(l, dir);	/* its call now fails, and it frees r */
 	usleep(100000);
 }
@@ -135,18 +135,18 @@ static void test_reader_silent(void **state)
 static void test_reader_stop(void **state)
 {
 	char dir[] = "/tmp/opvm-test-virt-XXXXXX", uri[160], err[256];
-	struct virt_dstat *ds;
+	struct virtstats_dom *ds;
 	int l = silent_daemon(dir, uri, sizeof(uri));
-	struct virt_reader *r = virt_reader_new(uri, 60000, 5);
+	struct virtstats_reader *r = virtstats_reader_new(uri, 60000, 5);
 	volatile sig_atomic_t stop = 1;
-	int64_t t0 = util_now_ms();
+	int64_t t0 = clk_now_ms();
 
 	(void)state;
 	assert_non_null(r);
-	assert_int_equal(virt_reader_read(r, &stop, &ds, err, sizeof(err)), 0);
-	assert_true(util_now_ms() - t0 < 1000);
+	assert_int_equal(virtstats_reader_read(r, &stop, &ds, err, sizeof(err)), 0);
+	assert_true(clk_now_ms() - t0 < 1000);
 	assert_null(ds);
-	virt_reader_free(r);
+	virtstats_reader_free(r);
 	silent_daemon_end(l, dir);
 	usleep(100000);
 }
@@ -175,35 +175,35 @@ static void test_reader_run(void **state)
 {
 	char dir[] = "/tmp/opvm-test-virt-XXXXXX", uri[160], err[256];
 	struct job j = { .caller = pthread_self() };
-	struct virt_reader *r = virt_reader_new("test:///default", 10000, 5);
+	struct virtstats_reader *r = virtstats_reader_new("test:///default", 10000, 5);
 	int l, n;
 	int64_t t0, took;
 
 	(void)state;
 	assert_non_null(r);
-	n = virt_reader_run(r, count_domains, &j, NULL, err, sizeof(err));
+	n = virtstats_reader_run(r, count_domains, &j, NULL, err, sizeof(err));
 	assert_true(n >= 1);		/* the test driver's domain "test" */
 	assert_int_equal(j.calls, 1);
 	assert_false(pthread_equal(j.ran_in, j.caller));
-	virt_reader_free(r);
+	virtstats_reader_free(r);
 
 	l = silent_daemon(dir, uri, sizeof(uri));
-	r = virt_reader_new(uri, 300, 5);
+	r = virtstats_reader_new(uri, 300, 5);
 	assert_non_null(r);
 	j.calls = 0;
-	t0 = util_now_ms();
-	assert_int_equal(virt_reader_run(r, count_domains, &j, NULL, err, sizeof(err)),
+	t0 = clk_now_ms();
+	assert_int_equal(virtstats_reader_run(r, count_domains, &j, NULL, err, sizeof(err)),
 			 -ETIMEDOUT);
-	took = util_now_ms() - t0;
+	took = clk_now_ms() - t0;
 	assert_non_null(strstr(err, "did not answer within 0.3 s"));
 	assert_true(took >= 300);
-	t0 = util_now_ms();
-	assert_int_equal(virt_reader_run(r, count_domains, &j, NULL, err, sizeof(err)),
+	t0 = clk_now_ms();
+	assert_int_equal(virtstats_reader_run(r, count_domains, &j, NULL, err, sizeof(err)),
 			 -ETIMEDOUT);
-	assert_true(util_now_ms() - t0 < 300);	/* not waited on again */
+	assert_true(clk_now_ms() - t0 < 300);	/* not waited on again */
 	assert_non_null(strstr(err, "has not answered an earlier call"));
 	assert_int_equal(j.calls, 0);	/* the connect never finished */
-	virt_reader_free(r);
+	virtstats_reader_free(r);
 	silent_daemon_end(l, dir);	/* its connect fails now: j is left alone */
 	usleep(100000);
 }

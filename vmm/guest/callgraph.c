@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "lib/channel.h"
-#include "lib/util.h"
+#include "lib/clock.h"
 #include "unwind/orc.h"
 #include "vmm/guest/callgraph.h"
 #include "vmm/guest/guestmem.h"
@@ -228,7 +228,7 @@ unsigned callgraph_walk(struct callgraph *cg, const struct unwind_regs *r, uint6
 {
 	struct unwind_mem um = { guestmem_view_read, cg->view };
 	struct unwind_regs user = { 0 };
-	uint64_t pcs[UNWIND_MAX_DEPTH], t0 = (uint64_t)util_now_ns(), before = cg->view->fetches;
+	uint64_t pcs[UNWIND_MAX_DEPTH], t0 = (uint64_t)clk_now_ns(), before = cg->view->fetches;
 	unsigned n = 0, k;
 
 	if (u)
@@ -263,7 +263,7 @@ unsigned callgraph_walk(struct callgraph *cg, const struct unwind_regs *r, uint6
 out:
 	cg->st.frames += n;
 	cg->st.pages += cg->view->fetches - before;
-	cg->st.cost_ns += (uint64_t)util_now_ns() - t0;
+	cg->st.cost_ns += (uint64_t)clk_now_ns() - t0;
 	return n;
 }
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "lib/x86.h"
+#include "lib/sort.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/guest/qmp.h"
 
@@ -133,26 +134,18 @@ int guestmem_range(const struct guestmem *m, unsigned i, uint64_t *gpa, uint64_t
 }
 
 /* The range holding [gpa, gpa + len), or NULL.  Binary search: the table
- * is sorted and its ranges do not overlap. */
+ * is sorted and its ranges do not overlap, so only the last range that
+ * starts at or below gpa can hold it. */
 static const struct guestmem_range *range_find(const struct guestmem *m,
 					       uint64_t gpa, size_t len)
 {
-	unsigned lo = 0, hi = m->nr;
+	size_t i = SORT_UPPER(m->r, m->nr, gpa, gpa);
+	const struct guestmem_range *r = i ? &m->r[i - 1] : NULL;
 
-	while (lo < hi) {
-		unsigned mid = lo + (hi - lo) / 2;
-		const struct guestmem_range *r = &m->r[mid];
-
-		if (gpa < r->gpa) {
-			hi = mid;
-		} else if (gpa - r->gpa >= r->len) {
-			lo = mid + 1;
-		} else {
-			/* Inside r: the whole read must be, too. */
-			return len <= r->len - (gpa - r->gpa) ? r : NULL;
-		}
-	}
-	return NULL;
+	/* Inside r: the whole read must be, too. */
+	if (!r || gpa - r->gpa >= r->len || len > r->len - (gpa - r->gpa))
+		return NULL;
+	return r;
 }
 
 int guestmem_read(struct guestmem *m, uint64_t gpa, void *buf, size_t len)

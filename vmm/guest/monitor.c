@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/util.h"
+#include "lib/errbuf.h"
+#include "lib/procfs.h"
+#include "lib/unixsock.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/guest/monitor.h"
 #include "vmm/guest/qmp.h"
@@ -51,7 +53,7 @@ static struct qmp *monitor_qmp(struct vm_monitor *m)
 		return NULL;
 	/* 0: not a process of this PID namespace; what needs the QEMU's pid
 	 * refuses then (vm_monitor_vcpu_threads()), the gdbstub does not */
-	peer = util_socket_peer_pid(qmp_fd(m->qmp));
+	peer = unixsock_peer_pid(qmp_fd(m->qmp));
 	m->peer_pid = peer > 0 ? peer : 0;
 	if (m->want_pid && peer != m->want_pid) {
 		qmp_close(m->qmp);
@@ -73,7 +75,7 @@ struct vm_monitor *vm_monitor_open_domain(struct virt *v, const char *name,
 	snprintf(m->name, sizeof(m->name), "%s", name);
 	m->dom = virt_dom_open(v, name, why, sizeof(why));
 	if (!m->dom) {
-		util_seterr(err, errlen, "no libvirt domain '%s': %s", name, why);
+		errbuf_set(err, errlen, "no libvirt domain '%s': %s", name, why);
 		free(m);
 		errno = ENOENT;
 		return NULL;
@@ -83,7 +85,7 @@ struct vm_monitor *vm_monitor_open_domain(struct virt *v, const char *name,
 	name = m->name;
 	running = virt_dom_running(m->dom);
 	if (running == -ESRCH) {
-		util_seterr(err, errlen, "domain '%s' is not running; start it first "
+		errbuf_set(err, errlen, "domain '%s' is not running; start it first "
 			    "(virsh start %s)", name, name);
 		vm_monitor_close(m);
 		errno = ESRCH;
@@ -110,7 +112,7 @@ struct vm_monitor *vm_monitor_open_qmp(const char *path, const char *name,
 
 		if (!m->qmp_path)
 			e = ENOMEM;
-		util_seterr(err, errlen, "cannot talk QMP on %s: %s (is QEMU running with "
+		errbuf_set(err, errlen, "cannot talk QMP on %s: %s (is QEMU running with "
 			    "-qmp unix:%s,server=on,wait=off, and no other client on it?)",
 			    path, strerror(e), path);
 		vm_monitor_close(m);
@@ -197,7 +199,7 @@ int vm_monitor_is_kvm(struct vm_monitor *m)
 /* A QMP socket served by another process than the QEMU: -EPERM, err set. */
 static int peer_refused(const struct vm_monitor *m, char *err, size_t errlen)
 {
-	util_seterr(err, errlen, "the QMP socket %s is served by process %d, not by QEMU "
+	errbuf_set(err, errlen, "the QMP socket %s is served by process %d, not by QEMU "
 		    "process %d: refusing a monitor that is not that QEMU's own", m->qmp_path,
 		    (int)m->peer_pid, (int)m->want_pid);
 	return -EPERM;
@@ -228,16 +230,16 @@ static int vcpu_entry(json_t *cpu, pid_t *tids, unsigned max, pid_t *pid, char *
 
 	if (!json_is_integer(ji) || !json_is_integer(jt) || idx < 0 || idx >= (json_int_t)max ||
 	    tids[idx] || tid <= 0 || tid > INT32_MAX) {
-		util_seterr(err, errlen, "query-cpus-fast gave an entry no QEMU gives "
+		errbuf_set(err, errlen, "query-cpus-fast gave an entry no QEMU gives "
 			    "(cpu-index %lld, thread-id %lld, at most %u vCPUs)", (long long)idx,
 			    (long long)tid, max);
 		return idx >= (json_int_t)max ? -E2BIG : -EPROTO;
 	}
 	if (!*pid)
-		*pid = util_thread_tgid((pid_t)tid);
-	r = *pid > 0 ? util_thread_of(*pid, (pid_t)tid) : *pid;
+		*pid = procfs_thread_tgid((pid_t)tid);
+	r = *pid > 0 ? procfs_thread_of(*pid, (pid_t)tid) : *pid;
 	if (r != 1) {
-		util_seterr(err, errlen, "the monitor names thread %lld as vCPU %lld, and it is "
+		errbuf_set(err, errlen, "the monitor names thread %lld as vCPU %lld, and it is "
 			    "not a thread of QEMU process %d: refusing to sample or read another "
 			    "process", (long long)tid, (long long)idx, (int)*pid);
 		return -EPERM;
@@ -258,14 +260,14 @@ int vm_monitor_vcpu_threads(struct vm_monitor *m, pid_t *tids, unsigned max, pid
 		return r;
 	if (m->qmp_path && !*pid) {
 		json_decref(ret);
-		util_seterr(err, errlen, "cannot tell which process serves the QMP socket %s "
+		errbuf_set(err, errlen, "cannot tell which process serves the QMP socket %s "
 			    "(one of another PID namespace?): refusing to sample or read the "
 			    "threads its monitor names", m->qmp_path);
 		return -EPERM;
 	}
 	if (!json_is_array(ret)) {
 		json_decref(ret);
-		util_seterr(err, errlen, "query-cpus-fast gave no list of vCPUs");
+		errbuf_set(err, errlen, "query-cpus-fast gave no list of vCPUs");
 		return -EPROTO;
 	}
 	memset(tids, 0, max * sizeof(*tids));
@@ -278,7 +280,7 @@ int vm_monitor_vcpu_threads(struct vm_monitor *m, pid_t *tids, unsigned max, pid
 	json_decref(ret);
 	for (int k = 0; !r && k < n; k++)
 		if (!tids[k]) {
-			util_seterr(err, errlen, "query-cpus-fast skips vCPU %d", k);
+			errbuf_set(err, errlen, "query-cpus-fast skips vCPU %d", k);
 			r = -EPROTO;
 		}
 	return r ? r : n;
@@ -335,7 +337,7 @@ static int domain_qmp(struct vm_monitor *m, const char *cmd, json_t *args, int f
 	if (e) {
 		const char *desc = json_string_value(json_object_get(e, "desc"));
 
-		util_seterr(err, errlen, "%s", desc ? desc : "unknown QMP error");
+		errbuf_set(err, errlen, "%s", desc ? desc : "unknown QMP error");
 		r = -EREMOTEIO;
 	} else if (!json_object_get(reply, "return")) {
 		r = -EPROTO;
@@ -388,7 +390,7 @@ struct guestmem *vm_monitor_guestmem(struct vm_monitor *m, char *err, size_t err
 		r = vm_monitor_vcpu_threads(m, tids, VM_MONITOR_MAX_VCPUS, &pid, why, sizeof(why));
 	free(tids);
 	if (r == -EPERM) {
-		util_seterr(err, errlen, "guest '%s': %s", m->name, why);
+		errbuf_set(err, errlen, "guest '%s': %s", m->name, why);
 		errno = EPERM;
 		return NULL;
 	}
@@ -400,7 +402,7 @@ struct guestmem *vm_monitor_guestmem(struct vm_monitor *m, char *err, size_t err
 	if (!r)
 		guestmem_map_shared(mem);	/* a memfd or shared file: faster */
 	if (r) {
-		util_seterr(err, errlen, "cannot read guest '%s''s memory from its QEMU (%s); "
+		errbuf_set(err, errlen, "cannot read guest '%s''s memory from its QEMU (%s); "
 			    "opvm needs the QEMU process's /proc/PID/mem (run as root)",
 			    m->name, strerror(-r));
 		guestmem_close(mem);

@@ -12,7 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/unixsock.h"
 #include "vmm/guest/qmp.h"
 
 #define QMP_LINE_MAX	(1u << 20)
@@ -21,7 +22,7 @@ struct qmp {
 	int fd;
 	int gone;
 	/* qmp_open_until(): no step of any exchange on this handle goes past
-	 * deadline (ms, util_now_ms(); 0: none), and a signal that finds
+	 * deadline (ms, clk_now_ms(); 0: none), and a signal that finds
 	 * *cancel set ends the step at once (-EINTR). */
 	int64_t deadline;
 	const volatile sig_atomic_t *cancel;
@@ -121,11 +122,11 @@ static json_t *qmp_next(struct qmp *q, long long deadline, int *err)
 		}
 		/* Checked before reading: a peer that never stops sending
 		 * (junk lines, events) must not keep us past the deadline. */
-		if (deadline && util_now_ms() >= deadline) {
+		if (deadline && clk_now_ms() >= deadline) {
 			*err = -ETIMEDOUT;
 			return NULL;
 		}
-		r = qmp_fill(q, deadline ? deadline - util_now_ms() : 0);
+		r = qmp_fill(q, deadline ? deadline - clk_now_ms() : 0);
 		if (r < 0) {
 			*err = r;
 			return NULL;
@@ -145,7 +146,7 @@ static int qmp_wait_out(struct qmp *q, long long deadline)
 	int r;
 
 	do
-		r = poll(&pfd, 1, (int)util_ms_left(deadline));
+		r = poll(&pfd, 1, (int)clk_ms_left(deadline));
 	while (r < 0 && errno == EINTR && !(q->cancel && *q->cancel));
 	return r < 0 ? -errno : r == 0 ? -ETIMEDOUT : 0;
 }
@@ -213,7 +214,7 @@ int qmp_execute(struct qmp *q, const char *cmd, json_t *args, json_t **ret,
 int qmp_execute_fd(struct qmp *q, const char *cmd, json_t *args, int fd, json_t **ret,
 		   char *errbuf, size_t errlen, unsigned timeout_ms)
 {
-	long long deadline = util_now_ms() + timeout_ms;
+	long long deadline = clk_now_ms() + timeout_ms;
 	json_t *msg, *reply, *r, *e;
 	int err = 0;
 
@@ -270,7 +271,7 @@ struct qmp *qmp_open_until(const char *path, int64_t deadline_ms,
 		return NULL;
 	q->deadline = deadline_ms;
 	q->cancel = cancel;
-	q->fd = util_connect_unix(path, util_ms_left(deadline_ms));
+	q->fd = unixsock_connect(path, clk_ms_left(deadline_ms));
 	if (q->fd < 0) {
 		err = q->fd;
 		q->fd = -1;
@@ -290,7 +291,7 @@ struct qmp *qmp_open_until(const char *path, int64_t deadline_ms,
 	if (err)
 		goto fail;
 	err = qmp_execute(q, "qmp_capabilities", NULL, NULL, NULL, 0,
-			  util_ms_left(deadline_ms));
+			  clk_ms_left(deadline_ms));
 	if (err)
 		goto fail;
 	return q;
@@ -303,7 +304,7 @@ fail:
 
 struct qmp *qmp_open(const char *path, unsigned timeout_ms)
 {
-	struct qmp *q = qmp_open_until(path, util_now_ms() + timeout_ms, NULL);
+	struct qmp *q = qmp_open_until(path, clk_now_ms() + timeout_ms, NULL);
 
 	if (q)
 		q->deadline = 0;	/* a handle kept open: each command its own */

@@ -37,10 +37,10 @@ enum qmp_event {
 struct qmp *qmp_open(const char *path, unsigned timeout_ms);
 
 /* The same for a short exchange: every step of the open and of every
- * command on the handle ends by deadline_ms (util_now_ms() clock), whatever
+ * command on the handle ends by deadline_ms (clk_now_ms() clock), whatever
  * timeout a command is given.  cancel (may be NULL): a signal arriving
  * while *cancel is set ends the waiting step with -EINTR (the stop flag of
- * util_stop_on_signals(), so Ctrl-C is not held by a silent socket). */
+ * signals_stop_on(), so Ctrl-C is not held by a silent socket). */
 struct qmp *qmp_open_until(const char *path, int64_t deadline_ms,
 			   const volatile sig_atomic_t *cancel);
 void qmp_close(struct qmp *q);		/* NULL-safe */

@@ -19,7 +19,9 @@
 #include "guest-kmod/opvm_proto.h"
 #include "lib/array.h"
 #include "lib/sample.h"
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/hash.h"
+#include "lib/hex.h"
 #include "lib/x86.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/introspect/introspect.h"
@@ -299,7 +301,7 @@ static void ksyms_send(struct introspect *in, uint64_t t0)
 	memset(&e, 0, sizeof(e));
 	e.nr_syms = htole64(in->st.ksyms_sent);
 	emit(in, &e, OPVM_REC_KSYMS_END, sizeof(e));
-	in->st.kallsyms_ms = util_now_ms() - t0;
+	in->st.kallsyms_ms = clk_now_ms() - t0;
 }
 
 /* ---- BTF and the task list ----------------------------------------------- */
@@ -497,7 +499,7 @@ static void maps_emit(void *arg, void *rec, unsigned type, size_t len)
 static void tasks_refresh(struct introspect *in, bool send)
 {
 	struct ktasks_mem km = { .read = { kread, in }, .v2p = v2p, .arg = in };
-	int64_t t0 = util_now_ns();
+	int64_t t0 = clk_now_ns();
 	struct ktask *swap;
 	size_t n;
 
@@ -523,7 +525,7 @@ static void tasks_refresh(struct introspect *in, bool send)
 	in->st.task_dups = in->wst.dups;
 	in->st.cgroups_bad = in->wst.cgroup_bad;
 	in->st.cgroups_cut = in->wst.cgroup_cut;
-	in->st.refresh_us = (uint64_t)(util_now_ns() - t0) / 1000;
+	in->st.refresh_us = (uint64_t)(clk_now_ns() - t0) / 1000;
 	if (send)
 		in->st.procs_live = 1;
 }
@@ -602,16 +604,13 @@ static void mods_diff(struct introspect *in, const struct kmod *nw, size_t n)
 /* FNV-1a of the set (names, texts): a change means new symbols to send. */
 static uint64_t mods_sig(const struct kmod *m, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = HASH_FNV_BASIS;
 
 	for (size_t i = 0; i < n; i++) {
 		const uint64_t v[3] = { m[i].base, m[i].size, m[i].mod };
-		const uint8_t *p = (const uint8_t *)v;
 
-		for (size_t b = 0; b < sizeof(v); b++)
-			h = (h ^ p[b]) * 0x100000001b3ull;
-		for (const char *c = m[i].name; *c; c++)
-			h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
+		h = hash_fnv1a(h, v, sizeof(v));
+		h = hash_fnv1a(h, m[i].name, strlen(m[i].name));
 	}
 	return h;
 }
@@ -667,7 +666,7 @@ static void modsyms_send(struct introspect *in)
 static void mods_refresh(struct introspect *in, uint64_t now)
 {
 	struct unwind_mem um = { kread, in };
-	int64_t t0 = util_now_ns();
+	int64_t t0 = clk_now_ns();
 	struct kmod *swap;
 	uint64_t sig;
 	size_t n;
@@ -677,7 +676,7 @@ static void mods_refresh(struct introspect *in, uint64_t now)
 	if (kmods_walk(&um, &in->moff, in->modules_head, in->mwalk, KMODS_MAX, &n, &in->mst))
 		return;
 	n = mods_unique(in, in->mwalk, n);
-	in->st.modules_walk_us = (uint64_t)(util_now_ns() - t0) / 1000;
+	in->st.modules_walk_us = (uint64_t)(clk_now_ns() - t0) / 1000;
 	mods_diff(in, in->mwalk, n);
 	swap = in->mods;
 	in->mods = in->mwalk;
@@ -691,7 +690,7 @@ static void mods_refresh(struct introspect *in, uint64_t now)
 	in->mods_sig = sig;
 	in->modsyms_ms = now ? now : 1;
 	modsyms_send(in);
-	in->st.modsyms_us = (uint64_t)(util_now_ns() - t0) / 1000;
+	in->st.modsyms_us = (uint64_t)(clk_now_ns() - t0) / 1000;
 }
 
 void introspect_finish(struct introspect *in, const struct introspect_tool *t)
@@ -739,7 +738,7 @@ static bool kernel_found(struct introspect *in, uint64_t gpa)
 	in->st.kernel_offset = in->vi.kernel_offset;
 	in->st.stext = in->vi.stext;
 	snprintf(in->st.release, sizeof(in->st.release), "%s", in->vi.release);
-	util_hex(in->vi.build_id, in->vi.build_id_len, in->st.build_id);
+	hex_encode(in->vi.build_id, in->vi.build_id_len, in->st.build_id);
 	return true;
 }
 
@@ -936,7 +935,7 @@ int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introsp
 	in->tool = t;
 	walks = in->st.walks;
 	if (in->st.state == INTROSPECT_SEARCHING)
-		search(in, now_ms, util_now_ms());
+		search(in, now_ms, clk_now_ms());
 	else if (in->st.state == INTROSPECT_READY && !rebooted(in) && in->have_offsets) {
 		/* modules first: a task's record may file the samples waiting
 		 * in the rings, and those in a module just loaded need it */
@@ -1113,7 +1112,7 @@ int introspect_image_syms(struct introspect *in, uint64_t cr3, const struct intr
 	uint64_t used = in->st.memsyms.pages + in->st.memsyms.pages_absent;
 	struct memsyms_limits lim = { 0 };
 	struct memsyms_result r;
-	int64_t t0 = util_now_ns();
+	int64_t t0 = clk_now_ns();
 	int rc;
 
 	*out = NULL;
@@ -1127,6 +1126,6 @@ int introspect_image_syms(struct introspect *in, uint64_t cr3, const struct intr
 			(uint32_t)(INTROSPECT_MEMSYMS_PAGES - used) : MEMSYMS_MAX_PAGES;
 	rc = memsyms_read(&mem, &map, bid, bid_len, &lim, out, len, &r);
 	memsyms_count(in, rc, &r);
-	in->st.memsyms.us += (uint64_t)(util_now_ns() - t0) / 1000;
+	in->st.memsyms.us += (uint64_t)(clk_now_ns() - t0) / 1000;
 	return rc;
 }

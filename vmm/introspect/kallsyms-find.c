@@ -34,7 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/util.h"
+#include "lib/bytes.h"
+#include "lib/errbuf.h"
 #include "lib/x86.h"
 #include "vmm/introspect/kallsyms.h"
 
@@ -131,10 +132,10 @@ static bool find_markers(struct finder *f, const uint8_t *b, size_t have, unsign
 	uint64_t v, prev = UINT64_MAX;
 	uint32_t n = 0;
 
-	if (w == 4 && have >= 4 && !util_le32(b + have - 4))
+	if (w == 4 && have >= 4 && !bytes_le32(b + have - 4))
 		end -= 4;	/* padding to the token table's alignment */
 	for (; end >= w && n < MARKERS_MAX; end -= w) {
-		v = w == 4 ? util_le32(b + end - w) : util_le64(b + end - w);
+		v = w == 4 ? bytes_le32(b + end - w) : bytes_le64(b + end - w);
 		if (v >= prev || v > UINT32_MAX)
 			return false;
 		f->mk[MARKERS_MAX - 1 - n++] = (uint32_t)v;
@@ -193,7 +194,7 @@ static bool find_names(struct finder *f)
 	lo = f->markers - last - BLOCK_MAX - 8;
 	have = rd_back(f, hi, f->cnt, (size_t)(hi - lo) + 8);
 	for (uint64_t n = hi; n >= lo && hi - n + 8 <= have; n -= 8) {
-		uint32_t c = util_le32(f->cnt + have - (hi - n) - 8);
+		uint32_t c = bytes_le32(f->cnt + have - (hi - n) - 8);
 		uint64_t e;
 
 		if (c <= (f->nm - 1) * 256u || c > f->nm * 256u)
@@ -316,13 +317,13 @@ int kallsyms_find(const struct unwind_mem *mem, uint64_t start, uint64_t max,
 	if (chunk && f.mk && f.buf && f.cnt)
 		rc = scan(&f, chunk, start, max, a);
 	if (rc == -ENOENT)
-		util_seterr(err, errlen,
+		errbuf_set(err, errlen,
 			    "no kallsyms tables found in %llu MiB of the kernel image from %#llx "
 			    "(%u candidates): give --system-map",
 			    (unsigned long long)(res->scanned >> 20), (unsigned long long)start,
 			    res->candidates);
 	else if (rc)
-		util_seterr(err, errlen, "cannot search for the kallsyms tables: out of memory");
+		errbuf_set(err, errlen, "cannot search for the kallsyms tables: out of memory");
 	free(chunk);
 	free(f.mk);
 	free(f.buf);

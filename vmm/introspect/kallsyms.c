@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/util.h"
+#include "lib/errbuf.h"
 #include "vmm/introspect/kallsyms.h"
 
 #define WINDOW		65536u
@@ -78,7 +78,7 @@ static int tokens_load(const struct unwind_mem *m, const struct kallsyms_addrs *
 	size_t n = 0, max = 0;
 
 	if (m->read(m->arg, a->token_index, idx, sizeof(idx))) {
-		util_seterr(err, errlen, "cannot read kallsyms_token_index at %#llx",
+		errbuf_set(err, errlen, "cannot read kallsyms_token_index at %#llx",
 			    (unsigned long long)a->token_index);
 		return -EFAULT;
 	}
@@ -99,7 +99,7 @@ static int tokens_load(const struct unwind_mem *m, const struct kallsyms_addrs *
 		*total += chunk;
 	}
 	if (!n) {
-		util_seterr(err, errlen, "cannot read kallsyms_token_table at %#llx",
+		errbuf_set(err, errlen, "cannot read kallsyms_token_table at %#llx",
 			    (unsigned long long)a->token_table);
 		return -EFAULT;
 	}
@@ -259,7 +259,7 @@ static int text_base(struct walk *w, const struct unwind_mem *mem,
 	walk_all(w, a, 0, stext_one, &s, &r);
 	res->bytes_read = r.bytes_read;
 	if (!s.found || w->abs_percpu || s.off > a->stext) {
-		util_seterr(err, errlen, "kallsyms has no relative_base and no usable _stext: "
+		errbuf_set(err, errlen, "kallsyms has no relative_base and no usable _stext: "
 			    "give --system-map");
 		return -EINVAL;
 	}
@@ -279,19 +279,19 @@ int kallsyms_decode(const struct unwind_mem *mem, const struct kallsyms_addrs *a
 	memset(res, 0, sizeof(*res));
 	if (!a->names || !a->num_syms || !a->token_table || !a->token_index ||
 	    !(a->addresses || (a->offsets && (a->relative_base || a->stext)))) {
-		util_seterr(err, errlen, "the kallsyms tables are not all known");
+		errbuf_set(err, errlen, "the kallsyms tables are not all known");
 		return -EINVAL;
 	}
 	if (mem->read(mem->arg, a->num_syms, &n, sizeof(n)) ||
 	    (!a->addresses && a->relative_base &&
 	     mem->read(mem->arg, a->relative_base, &base, sizeof(base)))) {
-		util_seterr(err, errlen, "cannot read kallsyms_num_syms or _relative_base");
+		errbuf_set(err, errlen, "cannot read kallsyms_num_syms or _relative_base");
 		return -EFAULT;
 	}
 	n = le32toh(n);
 	base = le64toh(base);
 	if (!n || n > KALLSYMS_MAX_SYMS) {
-		util_seterr(err, errlen, "kallsyms_num_syms is %u (at most %u)", n,
+		errbuf_set(err, errlen, "kallsyms_num_syms is %u (at most %u)", n,
 			    KALLSYMS_MAX_SYMS);
 		return -EINVAL;
 	}
@@ -308,7 +308,7 @@ int kallsyms_decode(const struct unwind_mem *mem, const struct kallsyms_addrs *a
 		int32_t last;
 
 		if (mem->read(mem->arg, a->offsets + (uint64_t)(n - 1) * 4, &last, 4)) {
-			util_seterr(err, errlen, "cannot read kallsyms_offsets");
+			errbuf_set(err, errlen, "cannot read kallsyms_offsets");
 			rc = -EFAULT;
 		}
 		w->abs_percpu = !rc && (int32_t)le32toh((uint32_t)last) < 0;

@@ -10,7 +10,7 @@
 #include <bpf/btf.h>
 
 #include "lib/array.h"
-#include "lib/util.h"
+#include "lib/errbuf.h"
 #include "vmm/introspect/kbtf.h"
 
 #define NEST_MAX	8
@@ -66,7 +66,7 @@ static int struct_offsets(const struct btf *b, const char *sname, uint32_t *size
 	const struct btf_type *t = id > 0 ? btf__type_by_id(b, (uint32_t)id) : NULL;
 
 	if (!t) {
-		util_seterr(err, errlen, "the guest's BTF has no struct %s", sname);
+		errbuf_set(err, errlen, "the guest's BTF has no struct %s", sname);
 		return -EINVAL;
 	}
 	*size = t->size;
@@ -74,7 +74,7 @@ static int struct_offsets(const struct btf *b, const char *sname, uint32_t *size
 		long off = member_off(b, (uint32_t)id, w[i].name, 0);
 
 		if (off < 0 || (uint64_t)off + w[i].width > t->size) {
-			util_seterr(err, errlen, "struct %s.%s: %s in the guest's BTF", sname,
+			errbuf_set(err, errlen, "struct %s.%s: %s in the guest's BTF", sname,
 				    w[i].name, off < 0 ? "not found" : "outside the struct");
 			return -EINVAL;
 		}
@@ -116,13 +116,13 @@ static int btf_open(const void *data, size_t len, struct btf **b, char *err, siz
 	int rc;
 
 	if (!len || len > KBTF_MAX_BYTES) {
-		util_seterr(err, errlen, "BTF of %zu bytes (at most %zu)", len, KBTF_MAX_BYTES);
+		errbuf_set(err, errlen, "BTF of %zu bytes (at most %zu)", len, KBTF_MAX_BYTES);
 		return -EINVAL;
 	}
 	*b = btf__new(data, (uint32_t)len);
 	if (!*b) {
 		rc = errno == ENOMEM ? -ENOMEM : -EINVAL;
-		util_seterr(err, errlen, "the guest's BTF does not parse (%s)", strerror(errno));
+		errbuf_set(err, errlen, "the guest's BTF does not parse (%s)", strerror(errno));
 		return rc;
 	}
 	return 0;
@@ -205,7 +205,7 @@ static int vma_offsets(const struct btf *b, struct kbtf_vma_offsets *o, char *er
 			rc = vma_struct(b, "vm_area_struct", &o->vma_size, vma_list, 1, o, err,
 					errlen);
 		if (rc) {
-			util_seterr(err, errlen, "struct mm_struct has neither mm_mt nor mmap "
+			errbuf_set(err, errlen, "struct mm_struct has neither mm_mt nor mmap "
 				    "and vm_next: mappings are not read");
 			return -ENOENT;
 		}
@@ -321,7 +321,7 @@ static int mod_text(const struct btf *b, uint32_t mid, struct kbtf_mod_offsets *
 		    (uint64_t)o->text_size + 4 > o->mod_size))
 		rc = -EINVAL;
 	if (rc)
-		util_seterr(err, errlen, "struct module: no usable core_layout or mem[MOD_TEXT] "
+		errbuf_set(err, errlen, "struct module: no usable core_layout or mem[MOD_TEXT] "
 			    "in the guest's BTF");
 	return rc;
 }
@@ -337,7 +337,7 @@ static int mod_name(const struct btf *b, uint32_t mid, struct kbtf_mod_offsets *
 	uint32_t n = t && btf_is_array(t) ? btf_array(t)->nelems : 0;
 
 	if (!n || n > 256 || (uint64_t)off + n > o->mod_size) {
-		util_seterr(err, errlen, "struct module.name: not a char array in the guest's BTF");
+		errbuf_set(err, errlen, "struct module.name: not a char array in the guest's BTF");
 		return -EINVAL;
 	}
 	o->mod_name = (uint32_t)off;

@@ -12,8 +12,9 @@
 #include <string.h>
 
 #include "guest-kmod/opvm_proto.h"
-#include "lib/util.h"
+#include "lib/bytes.h"
 #include "lib/x86.h"
+#include "lib/array.h"
 #include "vmm/introspect/kmods.h"
 
 #define SPAN_MAX	4096u
@@ -42,7 +43,7 @@ static void span(const struct kbtf_mod_offsets *o, uint32_t *lo, uint32_t *hi)
 
 	*lo = UINT32_MAX;
 	*hi = 0;
-	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(f); i++) {
 		if (f[i][0] < *lo)
 			*lo = f[i][0];
 		if (f[i][0] + f[i][1] > *hi)
@@ -78,9 +79,9 @@ static bool mod_parse(const struct kbtf_mod_offsets *o, const uint8_t *buf, uint
 	uint64_t end;
 
 	km->mod = t;
-	km->base = util_le64(buf + o->text_base - lo);
-	km->size = util_le32(buf + o->text_size - lo);
-	km->kallsyms = o->has_kallsyms ? util_le64(buf + o->mod_kallsyms - lo) : 0;
+	km->base = bytes_le64(buf + o->text_base - lo);
+	km->size = bytes_le32(buf + o->text_size - lo);
+	km->kallsyms = o->has_kallsyms ? bytes_le64(buf + o->mod_kallsyms - lo) : 0;
 	if (km->kallsyms && !kptr(km->kallsyms))
 		km->kallsyms = 0;
 	end = km->base + km->size;
@@ -123,8 +124,8 @@ int kmods_walk(const struct unwind_mem *mem, const struct kbtf_mod_offsets *o, u
 			st->bad_ptr++;
 			break;
 		}
-		next = util_le64(buf + o->mod_list - lo);
-		if (util_le32(buf + o->mod_state - lo) == STATE_UNFORMED) {
+		next = bytes_le64(buf + o->mod_list - lo);
+		if (bytes_le32(buf + o->mod_state - lo) == STATE_UNFORMED) {
 			st->unformed++;		/* its fields are not set yet */
 			continue;
 		}
@@ -191,8 +192,8 @@ struct symwalk {
  * stop. */
 static int sym_one(struct symwalk *w, const uint8_t *e, char t, struct kmods_stats *st)
 {
-	uint32_t name = util_le32(e);
-	uint64_t addr = util_le64(e + 8);
+	uint32_t name = bytes_le32(e);
+	uint64_t addr = bytes_le64(e + 8);
 	char buf[OPVM_KSYM_NAME_MAX + 1];
 	size_t len;
 
@@ -256,10 +257,10 @@ int kmods_syms(const struct unwind_mem *mem, const struct kbtf_mod_offsets *o,
 		st->tables_bad++;
 		return -EFAULT;
 	}
-	symtab = util_le64(ks + o->ks_symtab - lo);
-	num = util_le32(ks + o->ks_num - lo);
-	w.strtab = util_le64(ks + o->ks_strtab - lo);
-	typetab = o->has_typetab ? util_le64(ks + o->ks_typetab - lo) : 0;
+	symtab = bytes_le64(ks + o->ks_symtab - lo);
+	num = bytes_le32(ks + o->ks_num - lo);
+	w.strtab = bytes_le64(ks + o->ks_strtab - lo);
+	typetab = o->has_typetab ? bytes_le64(ks + o->ks_typetab - lo) : 0;
 	if (!kptr(symtab) || w.strtab < OPVM_KERNEL_HALF ||
 	    (typetab && typetab < OPVM_KERNEL_HALF)) {
 		st->tables_bad++;

@@ -13,7 +13,8 @@
 
 #include "lib/array.h"
 #include "lib/sample.h"
-#include "lib/util.h"
+#include "lib/bytes.h"
+#include "lib/sort.h"
 #include "vmm/introspect/ktasks.h"
 
 #define SPAN_MAX	16384u
@@ -57,12 +58,12 @@ static bool task_read(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 	if (rd(km, t + lo, buf, hi - lo))
 		return false;
 	kt->task = t;
-	*next = util_le64(buf + o->task_tasks - lo);
-	kt->tgid = util_le32(buf + o->task_tgid - lo);
+	*next = bytes_le64(buf + o->task_tasks - lo);
+	kt->tgid = bytes_le32(buf + o->task_tgid - lo);
 	memcpy(kt->comm, buf + o->task_comm - lo, 16);
 	kt->comm[16] = '\0';
-	mm = util_le64(buf + o->task_mm - lo);
-	parent = util_le64(buf + o->task_real_parent - lo);
+	mm = bytes_le64(buf + o->task_mm - lo);
+	parent = bytes_le64(buf + o->task_real_parent - lo);
 	kt->ppid = 0;
 	if (kptr(parent) && !rd(km, parent + o->task_tgid, &ptgid, 4))
 		kt->ppid = le32toh(ptgid);
@@ -388,17 +389,9 @@ size_t ktasks_stacks(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 
 const struct kstack *ktasks_stack_find(const struct kstack *stacks, size_t n, uint64_t sp)
 {
-	size_t lo = 0, hi = n;
-
 	/* the last stack starting at or below sp */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
+	size_t lo = SORT_UPPER(stacks, n, lo, sp);
 
-		if (stacks[mid].lo <= sp)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	if (!lo || sp - stacks[lo - 1].lo >= KTASKS_THREAD_SIZE)
 		return NULL;
 	return &stacks[lo - 1];

@@ -26,7 +26,8 @@
 #include "guest-kmod/opvm_proto.h"
 #include "lib/array.h"
 #include "lib/sample.h"
-#include "lib/util.h"
+#include "lib/bytes.h"
+#include "lib/clock.h"
 #include "lib/x86.h"
 #include "vmm/introspect/kvmas.h"
 
@@ -112,7 +113,7 @@ static int kread64(const struct kvmas *v, uint64_t va, uint64_t *out)
 
 	if (!kptr(va) || kread(v, va, b, 8))
 		return -EFAULT;
-	*out = util_le64(b);
+	*out = bytes_le64(b);
 	return 0;
 }
 
@@ -187,8 +188,8 @@ static bool name_prepend(struct kvmas *v, uint64_t d, char *buf, size_t *pos)
 
 	if (kread(v, d + v->o.dentry_name, q, sizeof(q)))
 		return false;
-	len = util_le32(q + v->o.qstr_len);
-	p = util_le64(q + v->o.qstr_name);
+	len = bytes_le32(q + v->o.qstr_len);
+	p = bytes_le64(q + v->o.qstr_name);
 	if (!len || len > NAME_MAX_BYTES || len + 1 > *pos || !kptr(p & ~7ull) ||
 	    kread(v, p, name, len))
 		return false;
@@ -251,8 +252,8 @@ static int note_build_id(struct kvmas *v, uint64_t cr3, uint64_t va, uint64_t le
 	if (len < 12 || v->mem->uread(v->mem->arg, cr3, va, note, len))
 		return 0;
 	while (off + 12 <= len) {
-		uint32_t nsz = util_le32(note + off), dsz = util_le32(note + off + 4);
-		uint32_t type = util_le32(note + off + 8);
+		uint32_t nsz = bytes_le32(note + off), dsz = bytes_le32(note + off + 4);
+		uint32_t type = bytes_le32(note + off + 8);
 		uint64_t name = off + 12, desc = name + ((nsz + 3ull) & ~3ull);
 
 		if (nsz > len || dsz > len || desc + dsz > len)
@@ -280,7 +281,7 @@ static int build_id_read(struct kvmas *v, uint64_t cr3, uint64_t base, uint8_t *
 	if (base >= OPVM_USER_TOP || v->mem->uread(v->mem->arg, cr3, base, eh, sizeof(eh)) ||
 	    memcmp(eh, "\177ELF\2\1", 6))
 		return 0;
-	phoff = util_le64(eh + 32);
+	phoff = bytes_le64(eh + 32);
 	phnum = eh[56] | (uint32_t)eh[57] << 8;
 	if ((eh[54] | eh[55] << 8) != 56 || !phnum || phnum > PHNUM_MAX || phoff > 65536 ||
 	    v->mem->uread(v->mem->arg, cr3, base + phoff, ph, phnum * 56u))
@@ -288,8 +289,8 @@ static int build_id_read(struct kvmas *v, uint64_t cr3, uint64_t base, uint8_t *
 	for (uint32_t i = 0; i < phnum && !n; i++) {
 		const uint8_t *p = ph + i * 56u;
 
-		if (util_le32(p) == 4 /* PT_NOTE */ && util_le64(p + 8) < (1ull << 32))
-			n = note_build_id(v, cr3, base + util_le64(p + 8), util_le64(p + 32), bid);
+		if (bytes_le32(p) == 4 /* PT_NOTE */ && bytes_le64(p + 8) < (1ull << 32))
+			n = note_build_id(v, cr3, base + bytes_le64(p + 8), bytes_le64(p + 32), bid);
 	}
 	return n;
 }
@@ -399,10 +400,10 @@ static void vma_entry(struct walk *w, uint64_t vma, uint64_t first, uint64_t las
 		v->st.vma_bad++;
 		return;
 	}
-	start = util_le64(b + o->vma_start - v->vlo);
-	end = util_le64(b + o->vma_end - v->vlo);
-	flags = util_le64(b + o->vma_flags - v->vlo);
-	file = util_le64(b + o->vma_file - v->vlo);
+	start = bytes_le64(b + o->vma_start - v->vlo);
+	end = bytes_le64(b + o->vma_end - v->vlo);
+	flags = bytes_le64(b + o->vma_flags - v->vlo);
+	file = bytes_le64(b + o->vma_file - v->vlo);
 	if (start != first || end - 1 != last || end > OPVM_USER_TOP) {
 		v->st.vma_bad++;
 		return;
@@ -418,8 +419,8 @@ static void vma_entry(struct walk *w, uint64_t vma, uint64_t first, uint64_t las
 		v->st.vma_bad++;
 		return;
 	}
-	mnt = util_le64(fp + o->path_mnt);
-	d = util_le64(fp + o->path_dentry);
+	mnt = bytes_le64(fp + o->path_mnt);
+	d = bytes_le64(fp + o->path_dentry);
 	if (!kptr(d) || kread64(v, d + o->dentry_inode, &inode)) {
 		v->st.vma_bad++;
 		return;
@@ -428,7 +429,7 @@ static void vma_entry(struct walk *w, uint64_t vma, uint64_t first, uint64_t las
 
 	m->start = start;
 	m->end = end;
-	m->pgoff = util_le64(b + o->vma_pgoff - v->vlo) << PAGE_SHIFT;
+	m->pgoff = bytes_le64(b + o->vma_pgoff - v->vlo) << PAGE_SHIFT;
 	m->prot = (flags & VM_READ ? 1 : 0) | (flags & VM_WRITE ? 2 : 0) | 4;
 	m->cookie = file_cookie(w, mnt, d, inode, start - m->pgoff);
 	if (m->cookie)
@@ -459,8 +460,8 @@ static void mt_node(struct walk *w, uint64_t enode, uint64_t min, uint64_t max, 
 	nslots = type == MT_ARANGE_64 ? 10 : 16;
 	npiv = nslots - 1;
 	for (unsigned i = 0; i < nslots && !w->stop; i++) {
-		uint64_t last = i < npiv ? util_le64(b + 8 + i * 8) : max;
-		uint64_t slot = util_le64(b + 8 + npiv * 8 + i * 8);
+		uint64_t last = i < npiv ? bytes_le64(b + 8 + i * 8) : max;
+		uint64_t slot = bytes_le64(b + 8 + npiv * 8 + i * 8);
 
 		if (i && i < npiv && !last)
 			break;		/* the node's end */
@@ -495,14 +496,14 @@ static void list_walk(struct walk *w, uint64_t vma)
 			w->stop = true;
 			return;
 		}
-		start = util_le64(b + v->o.vma_start - v->vlo);
-		next = util_le64(b + v->o.vma_next - v->vlo);
+		start = bytes_le64(b + v->o.vma_start - v->vlo);
+		next = bytes_le64(b + v->o.vma_next - v->vlo);
 		if (start < end) {	/* out of order, overlapping, or a cycle */
 			v->st.tree_bad++;
 			w->stop = true;
 			return;
 		}
-		end = util_le64(b + v->o.vma_end - v->vlo);
+		end = bytes_le64(b + v->o.vma_end - v->vlo);
 		if (end <= start) {
 			v->st.vma_bad++;
 			w->stop = true;
@@ -568,7 +569,7 @@ static int mm_key(const struct kvmas *v, uint64_t mm, uint64_t key[3])
 	    kread64(v, mm + v->o.mm_exec_vm, &key[1]) ||
 	    kread64(v, mm + (v->o.list ? v->o.mm_mmap : v->o.mm_mt + v->o.mt_root), &key[2]))
 		return -EFAULT;
-	key[0] = util_le32(c);
+	key[0] = bytes_le32(c);
 	return 0;
 }
 
@@ -620,13 +621,13 @@ static int proc_update(struct kvmas *v, struct kvproc *p, const struct ktask *t)
 int kvmas_refresh(struct kvmas *v, const struct kvmas_mem *mem, const struct ktask *t,
 		  size_t n, kvmas_emit_fn emit, void *arg)
 {
-	int64_t t0 = util_now_ns();
+	int64_t t0 = clk_now_ns();
 	struct kvproc *nw;
 	size_t i = 0, cap = 0;
 	int rc = 0;
 
 	nw = NULL;
-	if (n && util_grow(&nw, &cap, n, sizeof(*nw), n))
+	if (n && array_grow(&nw, &cap, n, sizeof(*nw), n))
 		return -ENOMEM;
 	v->mem = mem;
 	v->emit = emit;
@@ -660,6 +661,6 @@ int kvmas_refresh(struct kvmas *v, const struct kvmas_mem *mem, const struct kta
 	v->nr_procs = n;
 	v->cap_procs = cap;
 	v->st.refreshes++;
-	v->st.refresh_us = (uint64_t)(util_now_ns() - t0) / 1000;
+	v->st.refresh_us = (uint64_t)(clk_now_ns() - t0) / 1000;
 	return rc;
 }

@@ -16,12 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/util.h"
+#include "lib/array.h"
+#include "lib/x86.h"
 #include "vmm/introspect/memsyms.h"
 
 #define PAGE		4096ull
 #define PAGE_MASK	(PAGE - 1)
-#define USER_TOP	0x0000800000000000ull
 #define GNU_BUCKETS_MAX	(1u << 20)
 #define GNU_BLOOM_MAX	(1u << 20)
 #define SYM_SIZE	sizeof(Elf64_Sym)
@@ -100,7 +100,7 @@ static int cread(struct ctx *c, uint64_t va, void *buf, size_t len)
 {
 	uint8_t *d = buf;
 
-	if (va >= USER_TOP || len > USER_TOP - va)
+	if (va >= OPVM_USER_TOP || len > OPVM_USER_TOP - va)
 		return -EFAULT;
 	while (len) {
 		uint64_t pva = va & ~PAGE_MASK, in = va - pva;
@@ -200,7 +200,7 @@ static int phdr_take(struct ctx *c, const Elf64_Phdr *p)
 	}
 	if (p->p_type != PT_LOAD || !p->p_filesz)
 		return 0;
-	if (__builtin_add_overflow(p->p_vaddr, p->p_memsz, &end) || end > USER_TOP ||
+	if (__builtin_add_overflow(p->p_vaddr, p->p_memsz, &end) || end > OPVM_USER_TOP ||
 	    __builtin_add_overflow(p->p_offset, p->p_filesz, &end) ||
 	    p->p_filesz > p->p_memsz || (p->p_vaddr & PAGE_MASK) != (p->p_offset & PAGE_MASK))
 		return refuse(c, "a PT_LOAD header out of bounds");
@@ -244,7 +244,7 @@ static int headers(struct ctx *c, const struct memsyms_map *x)
 	Elf64_Ehdr eh;
 	int rc;
 
-	if (x->start > x->end || x->end > USER_TOP || x->pgoff > x->start || (x->start & PAGE_MASK) ||
+	if (x->start > x->end || x->end > OPVM_USER_TOP || x->pgoff > x->start || (x->start & PAGE_MASK) ||
 	    (x->pgoff & PAGE_MASK))
 		return refuse(c, "a mapping out of bounds");
 	rc = cread(c, base, &eh, sizeof(eh));
@@ -449,7 +449,7 @@ static long name_len(const struct region *s, uint64_t off)
 /* A string table starts with the empty name (st_name 0). */
 static int out_init(struct out *o)
 {
-	if (util_grow(&o->str, &o->scap, 1, 1, 16384))
+	if (array_grow(&o->str, &o->scap, 1, 1, 16384))
 		return -ENOMEM;
 	o->str[0] = '\0';
 	o->slen = 1;
@@ -459,8 +459,8 @@ static int out_init(struct out *o)
 static int out_add(struct out *o, const Elf64_Sym *s, const struct seg *code, const char *name,
 		   size_t len)
 {
-	if (util_grow(&o->syms, &o->cap, o->nr + 1, sizeof(*o->syms), 1024) ||
-	    util_grow(&o->str, &o->scap, o->slen + len + 1, 1, 16384))
+	if (array_grow(&o->syms, &o->cap, o->nr + 1, sizeof(*o->syms), 1024) ||
+	    array_grow(&o->str, &o->scap, o->slen + len + 1, 1, 16384))
 		return -ENOMEM;
 	o->syms[o->nr] = *s;
 	o->syms[o->nr].st_name = (uint32_t)o->slen;

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "vmm/guest/guestmem.h"
-#include "lib/util.h"
+#include "lib/hex.h"
 #include "vmm/introspect/vmcoreinfo.h"
 #include "lib/array.h"
 
@@ -91,7 +91,7 @@ static void parse_build_id(const char *v, size_t vn, struct vmcoreinfo *out)
 	if (vn < 2 || vn % 2 || vn / 2 > sizeof(b))
 		return;
 	for (size_t i = 0; i < vn; i++) {
-		int d = util_hexval((unsigned char)v[i]);
+		int d = hex_val((unsigned char)v[i]);
 
 		if (d < 0)
 			return;

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
-#include "lib/util.h"
+#include "lib/errbuf.h"
 #include "vmm/kvm/kvm-priv.h"
 
 static void serial_dev_add(struct kvm_vm *vm)
@@ -59,7 +59,7 @@ struct kvm_vm *kvm_vm_new(const struct kvm_vm_config *cfg, char *why, size_t why
 	vm->vcon = kvm_virtio_con_new(vm->mem, vm->mem_size, virtio_irq, virtio_sink, vm);
 	if (!vm->vcon) {
 		err = -errno;
-		util_seterr(why, whylen, "virtio console: %s", strerror(errno));
+		errbuf_set(why, whylen, "virtio console: %s", strerror(errno));
 		goto fail;
 	}
 	d = (struct kvm_dev){ .base = KVM_VIRTIO_CON_BASE, .len = KVM_VIRTIO_CON_SIZE,

@@ -23,7 +23,7 @@
 #include <unistd.h>
 #include <elf.h>
 
-#include "lib/util.h"
+#include "lib/errbuf.h"
 #include "lib/x86.h"
 #include "vmm/kvm/kvm-priv.h"
 
@@ -166,7 +166,7 @@ int kvm_vm_load_elf(struct kvm_vm *vm, const char *path, char *why, size_t whyle
 	int err = read_file(path, &img, &len);
 
 	if (err) {
-		util_seterr(why, whylen, "cannot read %s: %s", path, strerror(-err));
+		errbuf_set(why, whylen, "cannot read %s: %s", path, strerror(-err));
 		return err;
 	}
 	err = -ENOEXEC;
@@ -193,7 +193,7 @@ int kvm_vm_load_elf(struct kvm_vm *vm, const char *path, char *why, size_t whyle
 			goto bad;
 		dst = kvm_vm_gpa(vm, ph.p_paddr, ph.p_memsz);
 		if (!dst || ph.p_paddr < 0x100000) {
-			util_seterr(why, whylen, "%s: segment at 0x%llx+0x%llx is outside guest "
+			errbuf_set(why, whylen, "%s: segment at 0x%llx+0x%llx is outside guest "
 				    "RAM above 1 MiB", path, (unsigned long long)ph.p_paddr,
 				    (unsigned long long)ph.p_memsz);
 			err = -ERANGE;
@@ -205,10 +205,10 @@ int kvm_vm_load_elf(struct kvm_vm *vm, const char *path, char *why, size_t whyle
 	/* rsi: guest RAM size, for the guest's own allocator. */
 	err = boot_long_mode(vm, eh.e_entry, vm->mem_size, 0x80000);
 	if (err)
-		util_seterr(why, whylen, "boot state: %s", strerror(-err));
+		errbuf_set(why, whylen, "boot state: %s", strerror(-err));
 	goto out;
 bad:
-	util_seterr(why, whylen, "%s is not a loadable x86-64 ELF file", path);
+	errbuf_set(why, whylen, "%s is not a loadable x86-64 ELF file", path);
 out:
 	free(img);
 	return err;
@@ -370,7 +370,7 @@ static int boot_cmdline(struct kvm_vm *vm, const uint8_t *img, uint8_t *zp,
 	if (!cl_max || cl_max > BOOT_CMDLINE_MAX - 1)
 		cl_max = BOOT_CMDLINE_MAX - 1;
 	if (cl_len > cl_max) {
-		util_seterr(why, whylen, "kernel command line is %zu bytes; this kernel "
+		errbuf_set(why, whylen, "kernel command line is %zu bytes; this kernel "
 			    "takes at most %u", cl_len, cl_max);
 		return -E2BIG;
 	}
@@ -391,7 +391,7 @@ static int boot_initrd(struct kvm_vm *vm, const uint8_t *img, uint8_t *zp,
 	int err = read_file(initrd, &rd, &rd_len);
 
 	if (err) {
-		util_seterr(why, whylen, "cannot read initrd %s: %s", initrd, strerror(-err));
+		errbuf_set(why, whylen, "cannot read initrd %s: %s", initrd, strerror(-err));
 		return err;
 	}
 	rd_max = rd32(img + BP_INITRD_ADDR_MAX);
@@ -399,7 +399,7 @@ static int boot_initrd(struct kvm_vm *vm, const uint8_t *img, uint8_t *zp,
 		rd_max = vm->mem_size - 1;
 	rd_addr = ((rd_max + 1) - rd_len) & ~0xfffull;
 	if (rd_len > rd_max || rd_addr < kend) {
-		util_seterr(why, whylen, "the initrd (%zu MiB) does not fit above the "
+		errbuf_set(why, whylen, "the initrd (%zu MiB) does not fit above the "
 			    "kernel: give the guest more memory (--mem)", rd_len >> 20);
 		free(rd);
 		return -ENOMEM;
@@ -426,14 +426,14 @@ static int bz_parse(const uint8_t *img, size_t len, const char *kernel, uint64_t
 
 	if (len < 0x1000 || img[BP_BOOT_FLAG] != 0x55 || img[BP_BOOT_FLAG + 1] != 0xaa ||
 	    memcmp(img + BP_HEADER, "HdrS", 4)) {
-		util_seterr(why, whylen, "%s is not a bzImage (no HdrS boot header); "
+		errbuf_set(why, whylen, "%s is not a bzImage (no HdrS boot header); "
 			    "give a Linux x86 bzImage such as /boot/vmlinuz-*", kernel);
 		return -ENOEXEC;
 	}
 	memcpy(&version, img + BP_VERSION, 2);
 	memcpy(&xlf, img + BP_XLOADFLAGS, 2);
 	if (version < 0x20c || !(xlf & XLF_KERNEL_64)) {
-		util_seterr(why, whylen, "%s: boot protocol %x.%02x without a 64-bit entry "
+		errbuf_set(why, whylen, "%s: boot protocol %x.%02x without a 64-bit entry "
 			    "point (need 2.12+, XLF_KERNEL_64)", kernel, version >> 8,
 			    version & 0xff);
 		return -ENOEXEC;
@@ -449,7 +449,7 @@ static int bz_parse(const uint8_t *img, size_t len, const char *kernel, uint64_t
 	if (init_size < len - lay->setup_len)
 		init_size = len - lay->setup_len;
 	if (__builtin_add_overflow(lay->load, init_size, &lay->kend) || lay->kend > mem_size) {
-		util_seterr(why, whylen, "the kernel needs %llu MiB at 0x%llx: give the guest "
+		errbuf_set(why, whylen, "the kernel needs %llu MiB at 0x%llx: give the guest "
 			    "more memory (--mem)", (unsigned long long)(init_size >> 20) + 1,
 			    (unsigned long long)lay->load);
 		return -ENOMEM;
@@ -486,7 +486,7 @@ int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initr
 
 	err = read_file(kernel, &img, &len);
 	if (err) {
-		util_seterr(why, whylen, "cannot read kernel %s: %s", kernel, strerror(-err));
+		errbuf_set(why, whylen, "cannot read kernel %s: %s", kernel, strerror(-err));
 		return err;
 	}
 	err = bz_parse(img, len, kernel, vm->mem_size, &lay, why, whylen);
@@ -516,7 +516,7 @@ int kvm_vm_load_bzimage(struct kvm_vm *vm, const char *kernel, const char *initr
 		err = boot_long_mode(vm, lay.load + 0x200, BOOT_ZERO_PAGE, 0);
 	}
 	if (err)
-		util_seterr(why, whylen, "boot state: %s", strerror(-err));
+		errbuf_set(why, whylen, "boot state: %s", strerror(-err));
 out:
 	free(img);
 	return err;

@@ -22,7 +22,9 @@
 
 #include "events/events.h"
 #include "lib/safepath.h"
-#include "lib/util.h"
+#include "lib/errbuf.h"
+#include "lib/fs.h"
+#include "lib/stream.h"
 #include "vmm/backend.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/kvm/kvm-sampler.h"
@@ -106,11 +108,11 @@ static int resolve_event(struct klaunch *k, struct events_db *db, const char *sp
 		if (events_parse_spec(db, spec_s, &spec, err, errlen))
 			return -EINVAL;
 	} else if (events_default(db, has_pmu, &spec)) {
-		util_seterr(err, errlen, "no default event in the events database; give -e TIMER");
+		errbuf_set(err, errlen, "no default event in the events database; give -e TIMER");
 		return -EINVAL;
 	}
 	if (!events_usable(spec.event, has_pmu)) {
-		util_seterr(err, errlen, "%s counts on a hardware PMU, and this host has none "
+		errbuf_set(err, errlen, "%s counts on a hardware PMU, and this host has none "
 			    "(only software perf events: nested or PMU-less KVM, "
 			    "kvm.enable_pmu=N); use -e TIMER for timer mode", spec.event->name);
 		return -EINVAL;
@@ -142,7 +144,7 @@ static int resolve_events(struct klaunch *k, const struct backend_common *c,
 
 	db = events_db_load(NULL, 0, why, sizeof(why));
 	if (!db) {
-		util_seterr(err, errlen, "cannot load the events database: %s",
+		errbuf_set(err, errlen, "cannot load the events database: %s",
 			    why[0] ? why : strerror(errno));
 		return -ENOENT;
 	}
@@ -169,33 +171,33 @@ static int klaunch_prepare(void *st, const struct backend_common *c,
 	int r;
 
 	if (!k->kernel) {
-		util_seterr(err, errlen, "give the guest: --kernel bzImage (Linux) or --kernel "
+		errbuf_set(err, errlen, "give the guest: --kernel bzImage (Linux) or --kernel "
 			    "guest.elf (a test guest from tests/guests/, 'make guests')");
 		return -EINVAL;
 	}
 	if (!k->smp || k->smp > KVM_MAX_VCPUS || k->mem_mb < 16 ||
 	    (uint64_t)k->mem_mb << 20 > KVM_MAX_MEM) {
-		util_seterr(err, errlen, "--smp takes 1..%d and --mem 16..%llu (MiB)",
+		errbuf_set(err, errlen, "--smp takes 1..%d and --mem 16..%llu (MiB)",
 			    KVM_MAX_VCPUS, KVM_MAX_MEM >> 20);
 		return -EINVAL;
 	}
-	if (!util_valid_name(k->name)) {
-		util_seterr(err, errlen, "--name takes letters, digits, '-', '_' and '.', not "
+	if (!fs_valid_name(k->name)) {
+		errbuf_set(err, errlen, "--name takes letters, digits, '-', '_' and '.', not "
 			    "'%s'", k->name);
 		return -EINVAL;
 	}
 	if (c->nr_extra) {
-		util_seterr(err, errlen, "unknown option '%s'; 'opvm run --vmm=kvm --help' "
+		errbuf_set(err, errlen, "unknown option '%s'; 'opvm run --vmm=kvm --help' "
 			    "lists them", c->extra[0]);
 		return -EINVAL;
 	}
 	if (access(k->kernel, R_OK) || (k->initrd && access(k->initrd, R_OK))) {
-		util_seterr(err, errlen, "cannot read %s: %s",
+		errbuf_set(err, errlen, "cannot read %s: %s",
 			    access(k->kernel, R_OK) ? k->kernel : k->initrd, strerror(errno));
 		return -EINVAL;
 	}
 	if (kvm_probe(why, sizeof(why))) {
-		util_seterr(err, errlen, "the built-in VMM cannot use KVM here: %s; use "
+		errbuf_set(err, errlen, "the built-in VMM cannot use KVM here: %s; use "
 			    "--vmm=qemu, which runs under QEMU's TCG without KVM", why);
 		return -ENODEV;
 	}
@@ -212,7 +214,7 @@ static void *console_main(void *arg)
 {
 	struct klaunch *k = arg;
 
-	util_copy_stream(k->con_rd, k->con_log, k->show_console ? STDOUT_FILENO : -1, NULL, NULL);
+	stream_copy(k->con_rd, k->con_log, k->show_console ? STDOUT_FILENO : -1, NULL, NULL);
 	return NULL;
 }
 
@@ -242,7 +244,7 @@ static int make_pipes(struct klaunch *k, int sv[2], char *err, size_t errlen)
 	k->con_log = safepath_create_file(gfd, "console.log", 0644, 0);
 	close(gfd);
 	if (pipe2(pfd, O_CLOEXEC) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
-		util_seterr(err, errlen, "cannot create the console pipe or channel socket: %s",
+		errbuf_set(err, errlen, "cannot create the console pipe or channel socket: %s",
 			    strerror(errno));
 		return -errno;
 	}
@@ -251,7 +253,7 @@ static int make_pipes(struct klaunch *k, int sv[2], char *err, size_t errlen)
 	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
 	setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
 	if (pthread_create(&k->con_thread, NULL, console_main, k)) {
-		util_seterr(err, errlen, "cannot start the console thread");
+		errbuf_set(err, errlen, "cannot start the console thread");
 		return -EAGAIN;
 	}
 	k->con_started = 1;
@@ -273,7 +275,7 @@ static int build_vm(struct klaunch *k, struct backend_target *t, int chan_fd,
 
 	k->vm = kvm_vm_new(&vc, why, sizeof(why));
 	if (!k->vm) {
-		util_seterr(err, errlen, "cannot create the VM: %s; use --vmm=qemu if KVM is "
+		errbuf_set(err, errlen, "cannot create the VM: %s; use --vmm=qemu if KVM is "
 			    "not usable here", why);
 		return -ENODEV;
 	}
@@ -288,7 +290,7 @@ static int build_vm(struct klaunch *k, struct backend_target *t, int chan_fd,
 		r = kvm_vm_load_bzimage(k->vm, k->kernel, k->initrd, cmdline, why, sizeof(why));
 	}
 	if (r)
-		util_seterr(err, errlen, "%s", why);
+		errbuf_set(err, errlen, "%s", why);
 	return r;
 }
 
@@ -327,7 +329,7 @@ static int klaunch_open(void *st, struct vm_monitor *mon, struct backend_target 
 		t->sampler = kvm_sampler_new(&k->kc);
 		if (!t->sampler) {
 			r = -errno;
-			util_seterr(err, errlen, "cannot set up the sampler: %s", strerror(errno));
+			errbuf_set(err, errlen, "cannot set up the sampler: %s", strerror(errno));
 		}
 	}
 	if (r) {
@@ -338,7 +340,7 @@ static int klaunch_open(void *st, struct vm_monitor *mon, struct backend_target 
 	t->nr_vcpus = k->smp;
 	t->chan_fd = sv[1];
 	t->mem = k->imem = vm_guestmem(k->vm);
-	util_seterr(t->intro, sizeof(t->intro), "booting %s under the built-in KVM VMM (%u "
+	errbuf_set(t->intro, sizeof(t->intro), "booting %s under the built-in KVM VMM (%u "
 		 "vCPU%s, %u MiB, %s); console in %s/guests/%s/console.log; Ctrl-C stops",
 		 k->kernel, k->smp, k->smp == 1 ? "" : "s", k->mem_mb, k->setup.mode,
 		 k->session_dir, k->name);

@@ -22,7 +22,7 @@
 #include "vmm/guest/pyguest.h"
 #include "vmm/kvm/kvm-sampler.h"
 #include "vmm/kvm/kvm.h"
-#include "lib/util.h"
+#include "lib/clock.h"
 
 #define KVM_SAMPLE_SIGNAL	(SIGRTMIN + 2)
 #define DEFAULT_MAX_RATE	10000u
@@ -117,7 +117,7 @@ static int ks_thread_init(struct kvm_vcpu *vcpu, void *arg)
 	sigemptyset(&set);
 	sigaddset(&set, KVM_SAMPLE_SIGNAL);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-	v->last_ns = util_now_ns();
+	v->last_ns = clk_now_ns();
 	v->credit_ns = BURST_NS;
 	for (unsigned i = 0; i < ks->cfg.nr_events; i++) {
 		struct perf_event_attr attr = ks->cfg.events[i].attr;
@@ -264,7 +264,7 @@ static void ks_after_run(struct kvm_vcpu *vcpu, int ret, void *arg)
 	if (!pending)
 		return;
 	v = &ks->vcpus[kvm_vcpu_index(vcpu)];
-	t0 = util_now_ns();
+	t0 = clk_now_ns();
 	elapsed = t0 - v->last_ns;
 	v->last_ns = t0;
 	v->credit_ns = v->credit_ns + elapsed > BURST_NS ? BURST_NS : v->credit_ns + elapsed;
@@ -299,7 +299,7 @@ static void ks_after_run(struct kvm_vcpu *vcpu, int ret, void *arg)
 		if (!ring_push(v->ring, &smp))
 			stat_inc(&v->samples, 1);
 	}
-	stat_inc(&v->cost_ns, util_now_ns() - t0);
+	stat_inc(&v->cost_ns, clk_now_ns() - t0);
 }
 
 static int ks_start(struct sampler *s, const struct sampler_sink *sink)

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/util.h"
+#include "lib/errbuf.h"
 #include "vmm/kvm/kvm-priv.h"
 
 /*
@@ -51,7 +51,7 @@ int kvm_probe(char *why, size_t whylen)
 	fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
 		err = -errno;
-		util_seterr(why, whylen, "cannot open /dev/kvm: %s%s", strerror(errno),
+		errbuf_set(why, whylen, "cannot open /dev/kvm: %s%s", strerror(errno),
 			    errno == ENOENT ? " (no KVM: load kvm_intel/kvm_amd or enable "
 			    "virtualisation)" : errno == EACCES ?
 			    " (add yourself to the kvm group)" : "");
@@ -59,14 +59,14 @@ int kvm_probe(char *why, size_t whylen)
 	}
 	ver = ioctl(fd, KVM_GET_API_VERSION, 0);
 	if (ver != KVM_API_VERSION) {
-		util_seterr(why, whylen, "/dev/kvm speaks API version %d, not %d", ver,
+		errbuf_set(why, whylen, "/dev/kvm speaks API version %d, not %d", ver,
 			    KVM_API_VERSION);
 		err = -ENOTSUP;
 	} else if (ioctl(fd, KVM_CHECK_EXTENSION, KVM_CAP_IRQCHIP) <= 0) {
-		util_seterr(why, whylen, "KVM has no in-kernel irqchip (KVM_CAP_IRQCHIP)");
+		errbuf_set(why, whylen, "KVM has no in-kernel irqchip (KVM_CAP_IRQCHIP)");
 		err = -ENOTSUP;
 	} else if (ioctl(fd, KVM_CHECK_EXTENSION, KVM_CAP_USER_MEMORY) <= 0) {
-		util_seterr(why, whylen, "KVM lacks KVM_CAP_USER_MEMORY");
+		errbuf_set(why, whylen, "KVM lacks KVM_CAP_USER_MEMORY");
 		err = -ENOTSUP;
 	}
 	close(fd);
@@ -409,19 +409,19 @@ static int vcpu_create(struct kvm_vm *vm, unsigned i, char *why, size_t whylen)
 	v->index = i;
 	v->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, i);
 	if (v->fd < 0) {
-		util_seterr(why, whylen, "KVM_CREATE_VCPU %u: %s", i, strerror(errno));
+		errbuf_set(why, whylen, "KVM_CREATE_VCPU %u: %s", i, strerror(errno));
 		return -errno;
 	}
 	sz = ioctl(vm->sys_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
 	if (sz < (int)sizeof(struct kvm_run)) {
-		util_seterr(why, whylen, "KVM_GET_VCPU_MMAP_SIZE: %s", strerror(errno));
+		errbuf_set(why, whylen, "KVM_GET_VCPU_MMAP_SIZE: %s", strerror(errno));
 		return -EINVAL;
 	}
 	v->run_size = (size_t)sz;
 	v->run = mmap(NULL, v->run_size, PROT_READ | PROT_WRITE, MAP_SHARED, v->fd, 0);
 	if (v->run == MAP_FAILED) {
 		v->run = NULL;
-		util_seterr(why, whylen, "mmap of the vCPU run page: %s", strerror(errno));
+		errbuf_set(why, whylen, "mmap of the vCPU run page: %s", strerror(errno));
 		return -errno;
 	}
 	{
@@ -473,13 +473,13 @@ static int vm_open_kvm(struct kvm_vm *vm, char *why, size_t whylen)
 	vm->sys_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (vm->sys_fd < 0) {
 		err = -errno;
-		util_seterr(why, whylen, "open /dev/kvm: %s", strerror(errno));
+		errbuf_set(why, whylen, "open /dev/kvm: %s", strerror(errno));
 		return err;
 	}
 	vm->vm_fd = ioctl(vm->sys_fd, KVM_CREATE_VM, 0);
 	if (vm->vm_fd < 0) {
 		err = -errno;
-		util_seterr(why, whylen, "KVM_CREATE_VM: %s", strerror(errno));
+		errbuf_set(why, whylen, "KVM_CREATE_VM: %s", strerror(errno));
 		return err;
 	}
 	/* Intel needs these three pages below 4 GiB for real-mode emulation;
@@ -488,12 +488,12 @@ static int vm_open_kvm(struct kvm_vm *vm, char *why, size_t whylen)
 	ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &idmap);
 	if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0) {
 		err = -errno;
-		util_seterr(why, whylen, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
+		errbuf_set(why, whylen, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
 		return err;
 	}
 	if (ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0) {
 		err = -errno;
-		util_seterr(why, whylen, "KVM_CREATE_PIT2: %s", strerror(errno));
+		errbuf_set(why, whylen, "KVM_CREATE_PIT2: %s", strerror(errno));
 		return err;
 	}
 	return 0;
@@ -511,7 +511,7 @@ static int vm_map_memory(struct kvm_vm *vm, uint64_t bytes, char *why, size_t wh
 	if (vm->mem == MAP_FAILED) {
 		vm->mem = NULL;
 		err = -errno;
-		util_seterr(why, whylen, "cannot map %llu MiB of guest memory: %s",
+		errbuf_set(why, whylen, "cannot map %llu MiB of guest memory: %s",
 			    (unsigned long long)(vm->mem_size >> 20), strerror(errno));
 		return err;
 	}
@@ -522,7 +522,7 @@ static int vm_map_memory(struct kvm_vm *vm, uint64_t bytes, char *why, size_t wh
 	region.userspace_addr = (uintptr_t)vm->mem;
 	if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0) {
 		err = -errno;
-		util_seterr(why, whylen, "KVM_SET_USER_MEMORY_REGION: %s", strerror(errno));
+		errbuf_set(why, whylen, "KVM_SET_USER_MEMORY_REGION: %s", strerror(errno));
 		return err;
 	}
 	return 0;
@@ -535,7 +535,7 @@ struct kvm_vm *kvm_vm_create(const struct kvm_vm_config *cfg, char *why, size_t 
 
 	if (!cfg->nr_vcpus || cfg->nr_vcpus > KVM_MAX_VCPUS ||
 	    cfg->mem_bytes < (16u << 20) || cfg->mem_bytes > KVM_MAX_MEM) {
-		util_seterr(why, whylen, "need 1..%d vCPUs and 16 MiB..%llu MiB of memory",
+		errbuf_set(why, whylen, "need 1..%d vCPUs and 16 MiB..%llu MiB of memory",
 			    KVM_MAX_VCPUS, KVM_MAX_MEM >> 20);
 		if (cfg->channel_fd >= 0)
 			close(cfg->channel_fd);

@@ -13,7 +13,8 @@
 #include <string.h>
 
 #include "events/events.h"
-#include "lib/util.h"
+#include "lib/errbuf.h"
+#include "lib/text.h"
 #include "vmm/backend.h"
 #include "vmm/guest/monitor.h"
 #include "vmm/perf/perf-sampler.h"
@@ -47,7 +48,7 @@ static int pick_spec(struct events_db *db, const struct backend_common *c,
 	char clock[64];
 
 	if (rate > 10000) {
-		util_seterr(err, errlen, "-F wants 1..10000 samples per second per vCPU");
+		errbuf_set(err, errlen, "-F wants 1..10000 samples per second per vCPU");
 		return -EINVAL;
 	}
 	if (c->nr_event_specs) {
@@ -55,7 +56,7 @@ static int pick_spec(struct events_db *db, const struct backend_common *c,
 				      errlen))
 			return -EINVAL;
 		if (!events_usable(spec->event, has_pmu)) {
-			util_seterr(err, errlen, "%s counts on a hardware PMU, and this host has "
+			errbuf_set(err, errlen, "%s counts on a hardware PMU, and this host has "
 				    "none that perf can use (nested or PMU-less KVM, "
 				    "kvm.enable_pmu=N): use -e cpu-clock", spec->event->name);
 			return -EINVAL;
@@ -84,7 +85,7 @@ static int pattach_prepare(void *st, const struct backend_common *c,
 
 	db = events_db_load(NULL, 0, why, sizeof(why));
 	if (!db) {
-		util_seterr(err, errlen, "cannot load the events database: %s",
+		errbuf_set(err, errlen, "cannot load the events database: %s",
 			    why[0] ? why : strerror(errno));
 		return -ENOENT;
 	}
@@ -132,7 +133,7 @@ static struct sampler *make_sampler(struct pattach *pa, struct pattach_guest *g,
 				       sizeof(g->desc_path), &t->chan_fd, err, errlen);
 	n = vm_monitor_vcpu_threads(mon, tids, PERF_SAMPLER_MAX_VCPUS, &pid, why, sizeof(why));
 	if (n <= 0) {
-		util_seterr(err, errlen, "query-cpus-fast: %s", n ? (why[0] ? why :
+		errbuf_set(err, errlen, "query-cpus-fast: %s", n ? (why[0] ? why :
 			    strerror(-n)) : "no vCPU threads");
 		errno = n ? -n : EPROTO;
 		return NULL;
@@ -158,7 +159,7 @@ static int pattach_open(void *st, struct vm_monitor *mon, struct backend_target 
 			     "TCG guests", t->name);
 	t->sampler = make_sampler(pa, g, mon, t, &pc, why, sizeof(why));
 	if (!t->sampler) {
-		util_seterr(err, errlen, "guest '%s': %s", t->name, why);
+		errbuf_set(err, errlen, "guest '%s': %s", t->name, why);
 		return errno ? -errno : -EIO;
 	}
 	t->nr_vcpus = pc.nr_vcpus;
@@ -190,9 +191,9 @@ static void pattach_summary(void *st, const struct backend_target *t,
 		return;
 	if (t->sampler->ops->describe)
 		t->sampler->ops->describe(t->sampler, d, sizeof(d));
-	util_fprintf_wrapped(out, 4, "guest %s (%s): %u vCPU%s (mode %s)\n%s", t->name, t->how,
+	text_fprintf_wrapped(out, 4, "guest %s (%s): %u vCPU%s (mode %s)\n%s", t->name, t->how,
 		t->nr_vcpus, t->nr_vcpus == 1 ? "" : "s", pa->setup.mode, d);
-	util_fprintf_wrapped(out, 4, "  samples: %llu in files (kernel %s, user %s); lost %s (ring full)",
+	text_fprintf_wrapped(out, 4, "  samples: %llu in files (kernel %s, user %s); lost %s (ring full)",
 		(unsigned long long)tot->samples, tot->kernel.s, tot->user.s,
 		tot->lost_overflow.s);
 }
@@ -213,7 +214,7 @@ static int pattach_probe(const struct backend_guest *g, char *err, size_t errlen
 {
 	if (g->kvm)
 		return 0;
-	util_seterr(err, errlen, "host perf samples KVM guests only, and this one runs "
+	errbuf_set(err, errlen, "host perf samples KVM guests only, and this one runs "
 		    "under TCG");
 	return -ENOTSUP;
 }

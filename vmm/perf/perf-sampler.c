@@ -45,7 +45,7 @@
 #include "lib/channel.h"
 #include "lib/ring.h"
 #include "lib/sample.h"
-#include "lib/util.h"
+#include "lib/fs.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/kvm/kvm-desc.h"
 #include "vmm/perf/perf-python.h"
@@ -213,7 +213,7 @@ static int read_num(const char *dir, const char *name, long long *out)
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	n = util_read_text(AT_FDCWD, path, buf, sizeof(buf));
+	n = fs_read_text(AT_FDCWD, path, buf, sizeof(buf));
 	if (n < 0)
 		return (int)n;
 	errno = 0;

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/util.h"
+#include "lib/procfs.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/kvm/kvm-desc.h"
 #include "vmm/perf/perf-sampler.h"
@@ -39,7 +39,7 @@ int perf_target_qmp_kvm(struct qmp *q)
 static int threads_of(pid_t pid, const pid_t *tids, unsigned n, char *err, size_t errlen)
 {
 	for (unsigned i = 0; i < n; i++) {
-		if (util_thread_of(pid, tids[i]) == 1)
+		if (procfs_thread_of(pid, tids[i]) == 1)
 			continue;
 		snprintf(err, errlen, "vCPU thread %d is not a thread of QEMU process %d "
 			 "(any more): refusing to sample another process", (int)tids[i], (int)pid);

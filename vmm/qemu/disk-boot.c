@@ -21,7 +21,9 @@
 #include <unistd.h>
 
 #include "lib/safepath.h"
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/errbuf.h"
+#include "lib/fs.h"
 #include "vmm/backend.h"
 #include "vmm/qemu/disk-boot.h"
 
@@ -93,12 +95,12 @@ static int sink_put(struct dbg_sink *s, const char *p, size_t n)
 /* Reads debugfs's output into s until EOF, ms or the sink's bound. */
 static int sink_fill(int rd, struct dbg_sink *s, unsigned ms)
 {
-	int64_t deadline = util_now_ms() + ms;
+	int64_t deadline = clk_now_ms() + ms;
 	char chunk[65536];
 
 	for (;;) {
 		struct pollfd p = { .fd = rd, .events = POLLIN };
-		unsigned left = util_ms_left(deadline);
+		unsigned left = clk_ms_left(deadline);
 		ssize_t n;
 		int r;
 
@@ -149,12 +151,12 @@ int disk_boot_probe(const char *image, char *err, size_t errlen)
 	unsigned char m[4];
 	struct stat st;
 	ssize_t n;
-	int fd = util_open_regular(image, 0);	/* O_NONBLOCK: a FIFO cannot hang it */
+	int fd = fs_open_regular(image, 0);	/* O_NONBLOCK: a FIFO cannot hang it */
 
 	if (fd == -EINVAL) {
 		int s = stat(image, &st) ? 0 : (int)(st.st_mode & S_IFMT);
 
-		util_seterr(err, errlen, "--disk %s is %s, not a disk image file: give the "
+		errbuf_set(err, errlen, "--disk %s is %s, not a disk image file: give the "
 			    "image's file (raw or qcow2)", image,
 			    s == S_IFIFO ? "a FIFO" : s == S_IFCHR ? "a character device" :
 			    s == S_IFBLK ? "a block device" : s == S_IFDIR ? "a directory" :
@@ -162,7 +164,7 @@ int disk_boot_probe(const char *image, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	if (fd < 0) {
-		util_seterr(err, errlen, "--disk %s: %s", image, strerror(-fd));
+		errbuf_set(err, errlen, "--disk %s: %s", image, strerror(-fd));
 		return fd;
 	}
 	n = pread(fd, m, sizeof(m), 0);
@@ -336,11 +338,11 @@ int disk_boot_pick(char *list, const char *image, uint64_t max, struct disk_boot
 	if (b->n)
 		return 0;
 	if (first[0])
-		util_seterr(err, errlen, "--disk %s: no complete kernel release in its /boot "
+		errbuf_set(err, errlen, "--disk %s: no complete kernel release in its /boot "
 			    "(/boot/%s); give --kernel and --initrd, or --disk-boot-max SIZE "
 			    "for a larger kernel", image, first);
 	else
-		util_seterr(err, errlen, "%s: no /boot/vmlinuz-RELEASE with its "
+		errbuf_set(err, errlen, "%s: no /boot/vmlinuz-RELEASE with its "
 			    "initrd.img-RELEASE in it (--disk reads an ext2/3/4 file system "
 			    "over the whole disk, as 'make images-disk' makes; for other "
 			    "images give --kernel and --initrd)", image);
@@ -357,10 +359,10 @@ int disk_boot_find(const char *image, uint64_t max, struct disk_boot *b, char *n
 		return -ENOMEM;
 	r = debugfs_run(image, "ls -p /boot", &s, DEBUGFS_LIST_MS);
 	if (r == -ENOENT)
-		util_seterr(err, errlen, "--disk needs debugfs (Debian package e2fsprogs) to "
+		errbuf_set(err, errlen, "--disk needs debugfs (Debian package e2fsprogs) to "
 			    "read the image's /boot, or give --kernel and --initrd");
 	else if (r)
-		util_seterr(err, errlen, "--disk %s: cannot list its /boot with debugfs: %s",
+		errbuf_set(err, errlen, "--disk %s: cannot list its /boot with debugfs: %s",
 			    image, strerror(-r));
 	if (!r)
 		r = disk_boot_pick(s.buf, image, max, b, notes, noteslen, err, errlen);
@@ -425,7 +427,7 @@ int disk_boot_extract(const char *image, const struct disk_boot *b, int dirfd, c
 			backend_note(notes, noteslen, "--disk %s: kernel %s skipped (%s); "
 				     "trying %s", image, b->r[i].rel, why, b->r[i + 1].rel);
 	}
-	util_seterr(err, errlen, "cannot copy a kernel and initrd out of %s (debugfs): %s",
+	errbuf_set(err, errlen, "cannot copy a kernel and initrd out of %s (debugfs): %s",
 		    image, why);
 	return r;
 }

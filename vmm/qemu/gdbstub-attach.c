@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "lib/util.h"
+#include "lib/errbuf.h"
 #include "vmm/backend.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/guest/monitor.h"
@@ -64,10 +64,10 @@ static int gdb_holder(struct vm_monitor *mon, char *err, size_t errlen)
 			continue;
 		if (!idle) {
 			if (!strcmp(label, "gdb"))
-				util_seterr(err, errlen, "a debugger is connected to its gdbstub (%s)",
+				errbuf_set(err, errlen, "a debugger is connected to its gdbstub (%s)",
 					    file ? file : "?");
 			else
-				util_seterr(err, errlen, "another opvm is profiling it");
+				errbuf_set(err, errlen, "another opvm is profiling it");
 			state = -EBUSY;
 			break;
 		}
@@ -126,7 +126,7 @@ static int gdb_plug(struct vm_monitor *mon, int qemu_end, char *err, size_t errl
 	}
 	r = vm_monitor_hmp(mon, "gdbserver chardev:" GDB_CHARDEV, &out, err, errlen);
 	if (!r && (!out || !strstr(out, "Waiting for gdb"))) {
-		util_seterr(err, errlen, "%s", out ? out : "no answer");
+		errbuf_set(err, errlen, "%s", out ? out : "no answer");
 		r = -EPROTO;
 	}
 	free(out);
@@ -144,7 +144,7 @@ static int gdb_start(struct qattach_guest *g, struct backend_target *t, int *fd,
 
 	r = gdb_holder(g->mon, why, sizeof(why));
 	if (r < 0) {
-		util_seterr(err, errlen, "cannot start a gdbstub in '%s': %s%s", t->name,
+		errbuf_set(err, errlen, "cannot start a gdbstub in '%s': %s%s", t->name,
 			    why[0] ? why : strerror(-r), r != -EBUSY ? "" :
 			    strstr(why, "opvm") ? "; stop that opvm first" :
 			    "; detach the debugger first (or monitor command 'gdbserver none')");
@@ -163,7 +163,7 @@ static int gdb_start(struct qattach_guest *g, struct backend_target *t, int *fd,
 		close(sv[1]);
 	}
 	if (r) {
-		util_seterr(err, errlen, "cannot start a gdbstub in '%s' through its monitor: %s",
+		errbuf_set(err, errlen, "cannot start a gdbstub in '%s' through its monitor: %s",
 			    t->name, why[0] ? why : strerror(-r));
 		if (sv[0] >= 0)
 			close(sv[0]);
@@ -205,7 +205,7 @@ static int qattach_open(void *st, struct vm_monitor *mon, struct backend_target 
 	t->priv = g;
 	running = vm_monitor_running(mon);
 	if (running < 0) {
-		util_seterr(err, errlen, "cannot tell whether '%s' runs: %s", t->name,
+		errbuf_set(err, errlen, "cannot tell whether '%s' runs: %s", t->name,
 			    strerror(-running));
 		return running;
 	}
@@ -234,7 +234,7 @@ static int qattach_open(void *st, struct vm_monitor *mon, struct backend_target 
 	t->sampler = qemu_sampler_new(&qc, why, sizeof(why));
 	g->cont_owed = running && !t->sampler;
 	if (!t->sampler) {
-		util_seterr(err, errlen, "guest '%s': %s", t->name, why);
+		errbuf_set(err, errlen, "guest '%s': %s", t->name, why);
 		return -errno;
 	}
 	t->nr_vcpus = qemu_sampler_nr_vcpus(t->sampler);
@@ -302,7 +302,7 @@ static int qattach_probe(const struct backend_guest *g, char *err, size_t errlen
 {
 	if (g->qemu)
 		return 0;
-	util_seterr(err, errlen, "a built-in VMM (opvm run --vmm=kvm) has no gdbstub: it is "
+	errbuf_set(err, errlen, "a built-in VMM (opvm run --vmm=kvm) has no gdbstub: it is "
 		    "sampled from outside with host perf");
 	return -ENOTSUP;
 }

@@ -7,7 +7,8 @@
 #include <string.h>
 
 #include "events/events.h"
-#include "lib/util.h"
+#include "lib/errbuf.h"
+#include "lib/text.h"
 #include "vmm/guest/callgraph.h"
 #include "vmm/qemu/gdbstub-common.h"
 #include "vmm/qemu/gdbstub-sampler.h"
@@ -24,14 +25,14 @@ static int event_rate(const char *event, unsigned *rate_hz, char *err, size_t er
 
 	db = events_db_load(NULL, 0, why, sizeof(why));
 	if (!db) {
-		util_seterr(err, errlen, "cannot load the events database: %s",
+		errbuf_set(err, errlen, "cannot load the events database: %s",
 			    why[0] ? why : strerror(errno));
 		return -ENOENT;
 	}
 	if (events_parse_spec(db, event, &spec, why, sizeof(why))) {
-		util_seterr(err, errlen, "%s", why);
+		errbuf_set(err, errlen, "%s", why);
 	} else if (!(spec.event->flags & OPVM_EV_TIMER)) {
-		util_seterr(err, errlen, "the QEMU gdbstub backend samples on a timer only: use "
+		errbuf_set(err, errlen, "the QEMU gdbstub backend samples on a timer only: use "
 			    "-e TIMER[:period_us] or -F HZ (counter events like %s need the "
 			    "built-in VMM: opvm run --vmm=kvm)", spec.event->name);
 	} else {
@@ -49,7 +50,7 @@ int qemu_backend_setup(const struct backend_common *c, struct backend_setup *set
 	int r;
 
 	if (rate > 1000) {
-		util_seterr(err, errlen, "-F wants a rate between 1 and 1000 samples per "
+		errbuf_set(err, errlen, "-F wants a rate between 1 and 1000 samples per "
 			    "second per vCPU, not %u", rate);
 		return -EINVAL;
 	}
@@ -63,7 +64,7 @@ int qemu_backend_setup(const struct backend_common *c, struct backend_setup *set
 		if (r)
 			return r;
 		if (rate > 1000) {
-			util_seterr(err, errlen, "TIMER period below 1000 us: the gdbstub sampler "
+			errbuf_set(err, errlen, "TIMER period below 1000 us: the gdbstub sampler "
 				    "stops the guest at most 1000 times a second");
 			return -EINVAL;
 		}
@@ -82,22 +83,22 @@ int qemu_backend_setup(const struct backend_common *c, struct backend_setup *set
 static void summary_guest_notes(const struct qemu_sampler_info *qi, FILE *out)
 {
 	if (!qi->hellos)
-		util_fprintf_wrapped(out, 4, "  note: the guest module (opvm.ko) never said HELLO on the "
+		text_fprintf_wrapped(out, 4, "  note: the guest module (opvm.ko) never said HELLO on the "
 			"channel, so samples are grouped by address space ({anon-cr3:...}) "
 			"and the kernel's KASLR offset is unknown: give `opvm report` a copy "
 			"of the guest's /proc/kallsyms (--kallsyms FILE) to name kernel code");
 	else if (qi->hellos > 1 || qi->resets)
-		util_fprintf_wrapped(out, 4, "  the guest restarted during the session: %llu HELLOs, %llu "
+		text_fprintf_wrapped(out, 4, "  the guest restarted during the session: %llu HELLOs, %llu "
 			"resets seen", (unsigned long long)qi->hellos,
 			(unsigned long long)qi->resets);
 	if (qi->paused_ticks)
-		util_fprintf_wrapped(out, 4, "  the guest was paused by someone else for %llu ticks (not "
+		text_fprintf_wrapped(out, 4, "  the guest was paused by someone else for %llu ticks (not "
 			"sampled)", (unsigned long long)qi->paused_ticks);
 	if (qi->restores)
-		util_fprintf_wrapped(out, 4, "  %llu of those pauses landed mid-tick; opvm kept them",
+		text_fprintf_wrapped(out, 4, "  %llu of those pauses landed mid-tick; opvm kept them",
 			(unsigned long long)qi->restores);
 	if (qi->late_stops)
-		util_fprintf_wrapped(out, 4, "  a stop of opvm's was answered after sampling: guest resumed");
+		text_fprintf_wrapped(out, 4, "  a stop of opvm's was answered after sampling: guest resumed");
 }
 
 /* --call-graph: what the walks found and cost. */
@@ -108,12 +109,12 @@ static void summary_callgraph(struct sampler *s, FILE *out)
 	qemu_sampler_callgraph_stats(s, &cs);
 	if (!cs.walks)
 		return;
-	util_fprintf_wrapped(out, 4, "  call graphs: %llu stacks walked, %.1f callers and "
+	text_fprintf_wrapped(out, 4, "  call graphs: %llu stacks walked, %.1f callers and "
 		"%.1f guest pages each, %.1f us each (guest stopped meanwhile)",
 		(unsigned long long)cs.walks, (double)cs.frames / cs.walks,
 		(double)cs.pages / cs.walks, cs.cost_ns / 1e3 / cs.walks);
 	if (cs.kernel_walks)
-		util_fprintf_wrapped(out, 4, "  kernel stacks: %llu, %llu of them on into the "
+		text_fprintf_wrapped(out, 4, "  kernel stacks: %llu, %llu of them on into the "
 			"user task; %s", (unsigned long long)cs.kernel_walks,
 			(unsigned long long)cs.kernel_to_user,
 			!cs.orc_entries ? cs.orc_error : cs.orc_from_kallsyms ?
@@ -141,11 +142,11 @@ void qemu_backend_summary(const struct backend_target *t, unsigned rate_hz,
 		return;
 	t->sampler->ops->get_stats(t->sampler, &ss);
 	qemu_sampler_get_info(t->sampler, &qi);
-	util_fprintf_wrapped(out, 4, "guest %s (%s): %u vCPU%s sampled through QEMU's "
+	text_fprintf_wrapped(out, 4, "guest %s (%s): %u vCPU%s sampled through QEMU's "
 		"gdbstub, timer %u Hz "
 		"(mode gdbstub-timer)", t->name, t->how, t->nr_vcpus,
 		t->nr_vcpus == 1 ? "" : "s", rate_hz);
-	util_fprintf_wrapped(out, 4, "  samples: %llu in files (kernel %s, user %s); lost %s "
+	text_fprintf_wrapped(out, 4, "  samples: %llu in files (kernel %s, user %s); lost %s "
 		"(ring full); throttled %llu; guest stopped %llu times, "
 		"%.0f us each on average",
 		(unsigned long long)tot->samples, tot->kernel.s, tot->user.s,
@@ -153,10 +154,10 @@ void qemu_backend_summary(const struct backend_target *t, unsigned rate_hz,
 		(unsigned long long)ss.exits,
 		ss.exits ? ss.cost_ns_total / 1e3 / ss.exits : 0.0);
 	if (tot->guest_lost.n)
-		util_fprintf_wrapped(out, 4, "  the guest module dropped %s channel records (its buffer was "
+		text_fprintf_wrapped(out, 4, "  the guest module dropped %s channel records (its buffer was "
 			"full)", tot->guest_lost.s);
 	if (tot->lost_no_process.n || tot->lost_no_mapping.n)
-		util_fprintf_wrapped(out, 4, "  late guest state: %s samples without a known process, %s "
+		text_fprintf_wrapped(out, 4, "  late guest state: %s samples without a known process, %s "
 			"without a known mapping (filed under {anon...})",
 			tot->lost_no_process.s, tot->lost_no_mapping.s);
 	summary_guest_notes(&qi, out);

@@ -26,7 +26,8 @@
 #include "vmm/guest/guestmem.h"
 #include "vmm/guest/pyguest.h"
 #include "vmm/qemu/gdbstub-sampler.h"
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/errbuf.h"
 
 /* How long a running guest may take to answer "\x03" (a loaded host can be
  * slow), and how long we wait when we believe someone else paused it. */
@@ -156,7 +157,7 @@ static int get_slots(struct qsamp *q, unsigned *gen, uint64_t *pa, uint32_t *siz
 static void wait_until(struct qsamp *q, int64_t deadline)
 {
 	for (;;) {
-		int64_t left = deadline - util_now_ns();
+		int64_t left = deadline - clk_now_ns();
 		struct pollfd pfd = { .fd = q->efd, .events = POLLIN };
 		struct timespec ts;
 
@@ -241,7 +242,7 @@ static unsigned chain_with_python(struct qsamp *q, unsigned i, uint64_t *w)
 static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 			 int have_slots, unsigned nr_slots)
 {
-	int64_t now = q->cur ? util_now_ns() : 0;
+	int64_t now = q->cur ? clk_now_ns() : 0;
 	uint64_t w[OPVM_MAX_CALLCHAIN];
 
 	for (unsigned i = 0; i < n && i < q->sink.nr_rings; i++) {
@@ -317,7 +318,7 @@ static uint32_t stop_tid(struct qsamp *q, unsigned i, size_t len, int user)
 			return le32toh(sl.pid);
 	}
 	if (q->cur && q->cur_on && gdbstub_word(q->gs, i, &ptr) >= 0 &&
-	    !kcurrent_task(q->cur, ptr, user, (uint64_t)util_now_ns(), &t))
+	    !kcurrent_task(q->cur, ptr, user, (uint64_t)clk_now_ns(), &t))
 		return t.tid;
 	return 0;
 }
@@ -723,7 +724,7 @@ static void *tick_main(void *arg)
 	/* A guest we did not resume is taken for paused until it answers a
 	 * probe: the fast path would resume it. */
 	struct tick_state ts = { .paused = !q->resume };
-	int64_t next = util_now_ns() + q->period_ns, avg = 0;
+	int64_t next = clk_now_ns() + q->period_ns, avg = 0;
 
 	while (!atomic_load(&q->stop)) {
 		int64_t t0, t1, cost;
@@ -732,7 +733,7 @@ static void *tick_main(void *arg)
 		wait_until(q, next);
 		if (atomic_load(&q->stop))
 			break;
-		t0 = util_now_ns();
+		t0 = clk_now_ns();
 		if (t0 > next + q->period_ns) {
 			int64_t missed = (t0 - next) / q->period_ns;
 
@@ -742,7 +743,7 @@ static void *tick_main(void *arg)
 		next += q->period_ns;
 		q->ticks++;
 		r = tick_once(q, &ts);
-		t1 = util_now_ns();
+		t1 = clk_now_ns();
 		if (r < 0) {
 			if (r == -EPIPE || r == -ESHUTDOWN) {
 				snprintf(q->errmsg, sizeof(q->errmsg),
@@ -965,7 +966,7 @@ static int cg_setup(struct qsamp *q, const struct qemu_sampler_config *cfg, char
 	if (cfg->cg.mode == SAMPLER_CG_NONE)
 		return 0;
 	if (!q->mem) {
-		util_seterr(errbuf, errlen, "call graphs need QEMU's memory, which the "
+		errbuf_set(errbuf, errlen, "call graphs need QEMU's memory, which the "
 			    "monitor did not give (gpa2hva)");
 		errno = EINVAL;
 		return -1;
@@ -977,7 +978,7 @@ static int cg_setup(struct qsamp *q, const struct qemu_sampler_config *cfg, char
 		q->users = calloc(q->nr_vcpus, sizeof(*q->users));
 	if (!q->cg || !q->chains || !q->nchain ||
 	    (cfg->cg.mode == SAMPLER_CG_DWARF && !q->users)) {
-		util_seterr(errbuf, errlen, "out of memory for call graphs");
+		errbuf_set(errbuf, errlen, "out of memory for call graphs");
 		errno = ENOMEM;
 		return -1;
 	}

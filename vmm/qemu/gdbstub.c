@@ -19,7 +19,9 @@
 #include <linux/sockios.h>
 
 #include "vmm/qemu/gdbstub.h"
-#include "lib/util.h"
+#include "lib/clock.h"
+#include "lib/hex.h"
+#include "lib/unixsock.h"
 
 #define GS_RX_CAP	(64 * 1024)	/* raw bytes buffered from the stub */
 #define GS_PKT_CAP	(32 * 1024)	/* largest decoded packet we accept */
@@ -161,8 +163,8 @@ static int rx_take(struct gdbstub *gs)
 		}
 		return 0;
 	}
-	c1 = util_hexval((unsigned char)gs->rx[hash + 1]);
-	c2 = util_hexval((unsigned char)gs->rx[hash + 2]);
+	c1 = hex_val((unsigned char)gs->rx[hash + 1]);
+	c2 = hex_val((unsigned char)gs->rx[hash + 2]);
 	for (size_t k = start + 1; k < hash; k++)
 		sum += (unsigned char)gs->rx[k];
 	if (c1 < 0 || c2 < 0 || (unsigned)(c1 * 16 + c2) != (sum & 0xff)) {
@@ -226,7 +228,7 @@ static int rx_packet(struct gdbstub *gs, int64_t deadline)
 			return r;
 		if (r == -EAGAIN)
 			continue;
-		left = deadline ? deadline - util_now_ns() : 0;
+		left = deadline ? deadline - clk_now_ns() : 0;
 		if (left < 0)
 			left = 0;
 		r = poll(&pfd, 1, (int)((left + 999999) / 1000000));
@@ -273,7 +275,7 @@ static int rx_reply(struct gdbstub *gs, int64_t deadline)
 			 * coming comes soon; none means the request only
 			 * stopped a running guest (see gdbstub_open_fd()). */
 			if (gs->opening) {
-				int64_t soon = util_now_ns() + HS_EATEN_MS * 1000000ll;
+				int64_t soon = clk_now_ns() + HS_EATEN_MS * 1000000ll;
 
 				if (soon < deadline)
 					deadline = soon;
@@ -297,7 +299,7 @@ int gdbstub_request(struct gdbstub *gs, const char *cmd, char *reply, size_t cap
 		n = tx_flush(gs);
 	if (n)
 		return n;
-	n = rx_reply(gs, util_now_ns() + (int64_t)timeout_ms * 1000000);
+	n = rx_reply(gs, clk_now_ns() + (int64_t)timeout_ms * 1000000);
 	if (n < 0)
 		return n;
 	if (reply && cap) {
@@ -625,7 +627,7 @@ struct gdbstub *gdbstub_open_fd(int fd, unsigned timeout_ms, const char **why)
 		tx_interrupt(gs);
 		if (tx_flush(gs))
 			break;
-		while (rx_packet(gs, util_now_ns() + 300 * 1000000ll) >= 0)
+		while (rx_packet(gs, clk_now_ns() + 300 * 1000000ll) >= 0)
 			;
 	}
 	gs->opening = 0;
@@ -645,7 +647,7 @@ struct gdbstub *gdbstub_open(const char *addr, unsigned timeout_ms, const char *
 	int fd = -EINVAL;
 
 	if (!strncmp(addr, "unix:", 5))
-		fd = util_connect_unix(addr + 5, timeout_ms);
+		fd = unixsock_connect(addr + 5, timeout_ms);
 	if (fd < 0) {
 		if (why)
 			*why = "connect";
@@ -716,7 +718,7 @@ int gdbstub_interrupt(struct gdbstub *gs, unsigned timeout_ms)
 	err = tx_flush(gs);
 	if (err)
 		return err;
-	deadline = util_now_ns() + (int64_t)timeout_ms * 1000000;
+	deadline = clk_now_ns() + (int64_t)timeout_ms * 1000000;
 	for (;;) {
 		int n = rx_packet(gs, deadline);
 
@@ -738,8 +740,8 @@ static int parse_le_hex(const char *hex, size_t hex_len, int off, int size, uint
 	if (off < 0 || size <= 0 || size > 8 || (size_t)(off + size) * 2 > hex_len)
 		return -EPROTO;
 	for (int i = size - 1; i >= 0; i--) {
-		int hi = util_hexval((unsigned char)hex[(off + i) * 2]);
-		int lo = util_hexval((unsigned char)hex[(off + i) * 2 + 1]);
+		int hi = hex_val((unsigned char)hex[(off + i) * 2]);
+		int lo = hex_val((unsigned char)hex[(off + i) * 2 + 1]);
 
 		/* "xx" marks an unavailable register: read as 0. */
 		if (hi < 0 || lo < 0) {
@@ -784,8 +786,8 @@ static int parse_mem(const struct gdbstub *gs, size_t n, uint8_t *buf, size_t le
 	if (n != 2 * len)
 		return -EPROTO;
 	for (size_t i = 0; i < len; i++) {
-		int hi = util_hexval((unsigned char)gs->pkt[2 * i]);
-		int lo = util_hexval((unsigned char)gs->pkt[2 * i + 1]);
+		int hi = hex_val((unsigned char)gs->pkt[2 * i]);
+		int lo = hex_val((unsigned char)gs->pkt[2 * i + 1]);
 
 		if (hi < 0 || lo < 0)
 			return -EPROTO;
@@ -915,7 +917,7 @@ static int read_words(struct gdbstub *gs, int64_t deadline, int *marker)
 static int read_replies(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned n,
 			void *buf, size_t len, int chunks, int *mem_err, int *marker)
 {
-	int64_t deadline = util_now_ns() + GS_SAMPLE_TIMEOUT_MS * 1000000ll;
+	int64_t deadline = clk_now_ns() + GS_SAMPLE_TIMEOUT_MS * 1000000ll;
 	int err = 0, ignored = 0;
 
 	gs->owed = (int)(2 * n) + chunks + words_asked(gs, n);
@@ -956,7 +958,7 @@ static int read_replies(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned 
 
 int gdbstub_catch_up(struct gdbstub *gs, unsigned timeout_ms, int *marker)
 {
-	int64_t deadline = util_now_ns() + (int64_t)timeout_ms * 1000000;
+	int64_t deadline = clk_now_ns() + (int64_t)timeout_ms * 1000000;
 
 	*marker = 0;
 	while (gs->owed > 0) {
@@ -1105,7 +1107,7 @@ int gdbstub_continue(struct gdbstub *gs)
 
 int gdbstub_wait_read(struct gdbstub *gs, unsigned timeout_ms)
 {
-	int64_t deadline = util_now_ns() + (int64_t)timeout_ms * 1000000;
+	int64_t deadline = clk_now_ns() + (int64_t)timeout_ms * 1000000;
 	struct timespec pause = { .tv_nsec = 200000 };
 
 	for (;;) {
@@ -1117,7 +1119,7 @@ int gdbstub_wait_read(struct gdbstub *gs, unsigned timeout_ms)
 			return -errno;
 		if (queued == 0)
 			return 0;
-		if (util_now_ns() >= deadline)
+		if (clk_now_ns() >= deadline)
 			return -ETIMEDOUT;
 		nanosleep(&pause, NULL);
 	}
@@ -1125,7 +1127,7 @@ int gdbstub_wait_read(struct gdbstub *gs, unsigned timeout_ms)
 
 int gdbstub_settle(struct gdbstub *gs, unsigned timeout_ms)
 {
-	int64_t deadline = util_now_ns() + (int64_t)timeout_ms * 1000000;
+	int64_t deadline = clk_now_ns() + (int64_t)timeout_ms * 1000000;
 	int stops = 0, err;
 
 	tx_begin(gs);

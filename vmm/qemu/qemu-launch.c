@@ -30,7 +30,11 @@
 #include <unistd.h>
 
 #include "lib/safepath.h"
-#include "lib/util.h"
+#include "lib/errbuf.h"
+#include "lib/fs.h"
+#include "lib/size.h"
+#include "lib/stream.h"
+#include "lib/unixsock.h"
 #include "vmm/backend.h"
 #include "vmm/qemu/disk-boot.h"
 #include "vmm/qemu/gdbstub-common.h"
@@ -156,7 +160,7 @@ static int default_images(char *dir, size_t len)
 		snprintf(dir, len, "%s", env);
 		return 0;
 	}
-	if (!util_self_dir(exe, sizeof(exe))) {
+	if (!fs_self_dir(exe, sizeof(exe))) {
 		snprintf(p, sizeof(p), "%s/images/vmlinuz", exe);
 		if (file_exists(p)) {
 			snprintf(dir, len, "%s/images", exe);
@@ -177,10 +181,10 @@ static int use_test_image(struct qlaunch *q, char *err, size_t errlen)
 		const char *env = getenv("OPVM_IMAGES");
 
 		if (env && *env)
-			util_seterr(err, errlen, "OPVM_IMAGES=%s holds no vmlinuz: point it at "
+			errbuf_set(err, errlen, "OPVM_IMAGES=%s holds no vmlinuz: point it at "
 				    "the directory 'make images' fills (build/images)", env);
 		else
-			util_seterr(err, errlen, "no guest kernel: give --kernel FILE (and "
+			errbuf_set(err, errlen, "no guest kernel: give --kernel FILE (and "
 				    "--initrd FILE), build the test image with 'make images', or "
 				    "set OPVM_IMAGES=DIR to a build/images directory");
 		return -EINVAL;
@@ -236,7 +240,7 @@ static int disk_prepare(struct qlaunch *q, char *err, size_t errlen)
 		return r;
 	q->disk_qcow2 = r;
 	if (strchr(q->disk, ',')) {
-		util_seterr(err, errlen, "--disk %s: QEMU cannot take a ',' in the path; "
+		errbuf_set(err, errlen, "--disk %s: QEMU cannot take a ',' in the path; "
 			    "rename or link the image", q->disk);
 		return -EINVAL;
 	}
@@ -244,7 +248,7 @@ static int disk_prepare(struct qlaunch *q, char *err, size_t errlen)
 	if (q->kernel)
 		return 0;
 	if (q->disk_qcow2) {
-		util_seterr(err, errlen, "--disk %s is qcow2: its /boot cannot be read "
+		errbuf_set(err, errlen, "--disk %s is qcow2: its /boot cannot be read "
 			    "here; give --kernel and --initrd", q->disk);
 		return -EINVAL;
 	}
@@ -261,16 +265,16 @@ static int qlaunch_prepare(void *st, const struct backend_common *c,
 	if (!q->mem)
 		q->mem = q->disk ? 1024 : 512;
 	if (!q->smp || q->smp > 64 || q->mem < 64 || q->mem > 1024 * 1024) {
-		util_seterr(err, errlen, "--smp takes 1..64 and --memory at least 64 (MB)");
+		errbuf_set(err, errlen, "--smp takes 1..64 and --memory at least 64 (MB)");
 		return -EINVAL;
 	}
 	if (q->accel == ACCEL_KVM && access("/dev/kvm", R_OK | W_OK)) {
-		util_seterr(err, errlen, "--accel kvm: /dev/kvm is not usable here (%s); use "
+		errbuf_set(err, errlen, "--accel kvm: /dev/kvm is not usable here (%s); use "
 			    "--accel tcg", strerror(errno));
 		return -EINVAL;
 	}
-	if (!util_valid_name(q->name)) {
-		util_seterr(err, errlen, "--name takes letters, digits, '-', '_' and '.', not "
+	if (!fs_valid_name(q->name)) {
+		errbuf_set(err, errlen, "--name takes letters, digits, '-', '_' and '.', not "
 			    "'%s'", q->name);
 		return -EINVAL;
 	}
@@ -282,12 +286,12 @@ static int qlaunch_prepare(void *st, const struct backend_common *c,
 	if (!q->kernel && !q->disk && (r = use_test_image(q, err, errlen)))
 		return r;
 	if ((q->kernel && !file_exists(q->kernel)) || (q->initrd && !file_exists(q->initrd))) {
-		util_seterr(err, errlen, "cannot find %s",
+		errbuf_set(err, errlen, "cannot find %s",
 			    !file_exists(q->kernel) ? q->kernel : q->initrd);
 		return -EINVAL;
 	}
 	if (c->nr_extra > MAX_EXTRA_ARGS) {
-		util_seterr(err, errlen, "more than %d QEMU arguments after --", MAX_EXTRA_ARGS);
+		errbuf_set(err, errlen, "more than %d QEMU arguments after --", MAX_EXTRA_ARGS);
 		return -EINVAL;
 	}
 	make_cmdline(q);
@@ -398,7 +402,7 @@ static int wait_sockets(struct qlaunch *q)
 static void log_tail(int dfd, char *out, size_t len)
 {
 	char buf[2048];
-	int fd = util_openat_regular(dfd, "qemu.log", O_NOFOLLOW);
+	int fd = fs_openat_regular(dfd, "qemu.log", O_NOFOLLOW);
 	ssize_t n = -1;
 	off_t size;
 
@@ -436,7 +440,7 @@ static int reap_qemu(struct qlaunch *q, int ms)
 static void copy_log(int from_dfd, int to_dfd)
 {
 	char buf[8192];
-	int in = util_openat_regular(from_dfd, "qemu.log", O_NOFOLLOW), out;
+	int in = fs_openat_regular(from_dfd, "qemu.log", O_NOFOLLOW), out;
 	ssize_t n;
 
 	if (in < 0)
@@ -477,7 +481,7 @@ static void *console_main(void *arg)
 {
 	struct qlaunch *q = arg;
 
-	util_copy_stream(q->con_fd, q->con_out, q->show_console ? STDOUT_FILENO : -1,
+	stream_copy(q->con_fd, q->con_out, q->show_console ? STDOUT_FILENO : -1,
 			 console_line, q);
 	return NULL;
 }
@@ -557,7 +561,7 @@ static int run_dir_create(struct qlaunch *q, char *err, size_t errlen)
 	    (q->dir_fd = openat(bfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		int ret = -errno;
 
-		util_seterr(err, errlen, "cannot create %s: %s", q->dir, strerror(errno));
+		errbuf_set(err, errlen, "cannot create %s: %s", q->dir, strerror(errno));
 		close(bfd);
 		return ret;
 	}
@@ -581,7 +585,7 @@ static int make_dirs(struct qlaunch *q, char *err, size_t errlen)
 	}
 	/* The gdbstub is a socket pair: no socket anyone else could reach. */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, q->gdb_fd)) {
-		util_seterr(err, errlen, "cannot create a socket pair: %s", strerror(errno));
+		errbuf_set(err, errlen, "cannot create a socket pair: %s", strerror(errno));
 		return -errno;
 	}
 	snprintf(q->qmp, sizeof(q->qmp), "%s/qmp", q->dir);
@@ -598,15 +602,15 @@ static int connect_console(struct qlaunch *q, char *err, size_t errlen)
 
 	/* in the session tree: never through a link, never blocked by a FIFO */
 	q->con_out = safepath_create_file(q->guest_fd, "console.log", 0644, 0);
-	q->con_fd = util_connect_unix(q->con, 10000);
+	q->con_fd = unixsock_connect(q->con, 10000);
 	if (q->con_fd < 0 || pthread_create(&q->con_thread, NULL, console_main, q)) {
-		util_seterr(err, errlen, "cannot read the guest console from QEMU");
+		errbuf_set(err, errlen, "cannot read the guest console from QEMU");
 		return -EIO;
 	}
 	q->con_started = 1;
 	qmp = qmp_open(q->qmp, 10000);
 	if (!qmp) {
-		util_seterr(err, errlen, "cannot talk QMP to QEMU: %s", strerror(errno));
+		errbuf_set(err, errlen, "cannot talk QMP to QEMU: %s", strerror(errno));
 		return -errno;
 	}
 	/* Not kept open: QEMU sends a STOP and a RESUME event for every
@@ -627,7 +631,7 @@ static struct guestmem *qemu_guestmem(struct qlaunch *q, char *err, size_t errle
 	if (!r)
 		guestmem_map_shared(mem);	/* else pread, slower */
 	if (r) {
-		util_seterr(err, errlen, "call graphs: cannot read the guest's RAM in QEMU "
+		errbuf_set(err, errlen, "call graphs: cannot read the guest's RAM in QEMU "
 			    "(%s)", strerror(-r));
 		guestmem_close(mem);
 		errno = -r;
@@ -646,9 +650,9 @@ static int connect_guest(struct qlaunch *q, struct backend_target *t, char *err,
 
 	if (r)
 		return r;
-	chan = util_connect_unix(q->chan, 10000);
+	chan = unixsock_connect(q->chan, 10000);
 	if (chan < 0) {
-		util_seterr(err, errlen, "cannot connect to the guest's opvm channel: %s",
+		errbuf_set(err, errlen, "cannot connect to the guest's opvm channel: %s",
 			    strerror(-chan));
 		return chan;
 	}
@@ -667,7 +671,7 @@ static int connect_guest(struct qlaunch *q, struct backend_target *t, char *err,
 	q->gdb_fd[0] = -1;	/* the sampler's now */
 	t->sampler = qemu_sampler_new(&qc, why, sizeof(why));
 	if (!t->sampler) {
-		util_seterr(err, errlen, "%s", why);
+		errbuf_set(err, errlen, "%s", why);
 		close(chan);
 		return -errno;
 	}
@@ -717,19 +721,19 @@ static int qlaunch_open(void *st, struct vm_monitor *mon, struct backend_target 
 	close(q->gdb_fd[1]);	/* QEMU has its copy: its exit gives us EOF */
 	q->gdb_fd[1] = -1;
 	if (q->qemu < 0) {
-		util_seterr(err, errlen, "cannot start QEMU: %s", strerror(errno));
+		errbuf_set(err, errlen, "cannot start QEMU: %s", strerror(errno));
 		q->qemu = 0;
 		return -errno;
 	}
 	if (wait_sockets(q)) {
 		log_tail(q->dir_fd, tail, sizeof(tail));
-		util_seterr(err, errlen, "QEMU (%s) did not start: see below, or run it by "
+		errbuf_set(err, errlen, "QEMU (%s) did not start: see below, or run it by "
 			    "hand%s", q->qemu_bin, tail);
 		return -ECHILD;
 	}
 	r = connect_guest(q, t, err, errlen);
 	if (!r)
-		util_seterr(t->intro, sizeof(t->intro), "booting %s (%u vCPUs, %s%s); console "
+		errbuf_set(t->intro, sizeof(t->intro), "booting %s (%u vCPUs, %s%s); console "
 			    "in %s/console.log; Ctrl-C stops", q->disk ? q->disk : q->kernel,
 			    t->nr_vcpus, accels[q->accel].name, q->disk_rel, q->guest_dir);
 	return r;
@@ -765,19 +769,19 @@ static int qlaunch_finish(void *st, struct backend_target *t, char *err, size_t 
 			q->status = 0;
 	}
 	if (q->panicked) {
-		util_seterr(err, errlen, "the guest kernel panicked (%s); its report is in "
+		errbuf_set(err, errlen, "the guest kernel panicked (%s); its report is in "
 			    "%s/console.log; the samples taken until then are kept",
 			    q->panic_why, q->guest_dir);
 		return -ECHILD;
 	}
 	if (WIFSIGNALED(q->status)) {
-		util_seterr(err, errlen, "QEMU was killed by signal %d (%s) during the session; "
+		errbuf_set(err, errlen, "QEMU was killed by signal %d (%s) during the session; "
 			    "the samples taken until then are kept and 'opvm report' reads them",
 			    WTERMSIG(q->status), strsignal(WTERMSIG(q->status)));
 		return -ECHILD;
 	}
 	if (WIFEXITED(q->status) && WEXITSTATUS(q->status)) {
-		util_seterr(err, errlen, "QEMU exited with status %d; its messages are in "
+		errbuf_set(err, errlen, "QEMU exited with status %d; its messages are in "
 			    "%s/qemu.log", WEXITSTATUS(q->status), q->guest_dir);
 		return -ECHILD;
 	}
