@@ -58,9 +58,11 @@ er, nr = split3(eh), split3(named)
 etot, ntot = sum(r["samples"] for r in er), sum(r["samples"] for r in nr)
 ok = True
 # the floor only says split3 ran (a busy host gave 179 samples where an
-# idle one gives hundreds); the split's tolerance below follows the count
-if etot < 50 or etot != ntot:
-    print("FAIL: split3 has %d samples (named: %d), want >= 50 and equal" % (etot, ntot))
+# idle one gives hundreds, and two busy loops on both cores make the
+# gdbstub round trip ~100 times longer); the split's tolerance below
+# follows the count
+if etot < 10 or etot != ntot:
+    print("FAIL: split3 has %d samples (named: %d), want >= 10 and equal" % (etot, ntot))
     sys.exit(1)
 if any(r["symbol"] and not r.get("eh_frame") for r in er):
     print("FAIL: a split3 row is named by a symbol, not .eh_frame:", er); ok = False
