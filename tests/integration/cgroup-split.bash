@@ -50,7 +50,11 @@ other = sum(user.values()) - n
 order = [r.get("cgroup") for r in rows]
 ok = True
 print("RESULT %s: cgpair user samples by cgroup %s" % (sys.argv[2], user))
-if n < 200:
+# the floors (20 here, 10 cpuloop samples below) only say each was
+# sampled: the share's bounds follow the count, and two busy loops on
+# both cores make the gdbstub round trip ~100 times an idle one's, a
+# third of the samples or less (200 and 50 judged the host's speed)
+if n < 20:
     print("FAIL: only %d cgpair samples in /opvm-a and /opvm-b" % n); ok = False
 if other > 0.01 * sum(user.values()):
     print("FAIL: %d cgpair samples outside its two cgroups" % other); ok = False
@@ -66,7 +70,7 @@ for r in rows:
         mv[r.get("cgroup")] = mv.get(r.get("cgroup"), 0) + r["samples"]
 moved, total = mv.get("/opvm-b", 0), sum(mv.values())
 print("RESULT %s: cpuloop moved without exec, its user samples by cgroup %s" % (sys.argv[2], mv))
-if total < 50:
+if total < 10:
     print("FAIL: only %d cpuloop samples" % total); ok = False
 elif sys.argv[2] == "kmod" and moved * 2 <= total:
     print("FAIL: opvm.ko did not report the move (%d of %d in /opvm-b)" % (moved, total)); ok = False

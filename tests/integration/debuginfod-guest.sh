@@ -165,8 +165,12 @@ ct, cn, _ = libc(c)
 rt, rn, rsyms = libc(real)
 tt, tn, tsyms = libc(truth)
 # the control names only what libc exports, read from guest memory (its
-# hot memset variants are local symbols: not there)
-check(ct >= 50 and cn < 0.5 * ct,
+# hot memset variants are local symbols: not there).  The floor only says
+# libc was sampled (a busy host's gdbstub round trip leaves ~20 where an
+# idle one takes hundreds): what tells a leak of the debug file (~all
+# named) from .dynsym alone (~none: 0 of 21 on a loaded run) is the share,
+# and 10 samples tell them apart.
+check(ct >= 10 and cn < 0.5 * ct,
       "control (no DEBUGINFOD_URLS): libc %d of %d samples named (by its .dynsym in memory)"
       % (cn, ct))
 check(rt == ct and rn >= 0.99 * rt,

@@ -247,7 +247,9 @@ meta = json.load(open("%s/%s/session.json" % (d, first[-1][2])))
 recv = meta["stats"]["received"]
 print("RESULT A's first sampler: %d windows, their samples one by one add up to %d, "
       "all at once %d, the sampler received %d" % (len(first), sum(per), whole, recv))
-if sum(per) != whole or whole != recv or whole < 20:
+# the equalities are the verdict; 5 only says the sampler took samples
+# (a busy host's gdbstub round trip is ~100 times an idle one's)
+if sum(per) != whole or whole != recv or whole < 5:
     bad("the windows' sum is not the sampler's one long session")
 
 # the past range: abratio only then

@@ -121,8 +121,11 @@ print("RESULT profile of the KVM guest: %d samples (%s), %d labelled guest %s"
       % (tot, types, mine, name))
 # 6 s of cpu-clock at perf's default period; the guest's channel is an ISA
 # serial port here, which /proc does not name: its samples are not
-# attributed to its processes (kvm-perf-qemu.sh checks that, given --channel)
-sys.exit(0 if mine >= 100 and mine == tot and "cpu-clock" in types else 1)
+# attributed to its processes (kvm-perf-qemu.sh checks that, given --channel).
+# cpu-clock counts the CPU time the vCPU gets, which a busy host cuts: the
+# floor of 10 only says the guest was sampled; every sample labelled
+# (mine == tot) is the verdict
+sys.exit(0 if mine >= 10 and mine == tot and "cpu-clock" in types else 1)
 EOF
 served=$(curl -sf "$U/metrics" | awk '$1 == "opvm_profiles_served_total" { print $2 }')
 [ "$served" = 1 ] || fail "opvm_profiles_served_total is '$served', not 1"

@@ -46,8 +46,9 @@ want, got = build_id(root + img), stored_build_ids(img)
 if tot and (not want or got != {want}):
     print("FAIL: %s: samples stored with build-id %s, the file has %s" % (img, got, want))
     ok = False
-if tot < 30:
-    # the host's load decides how many samples the workload gets
+if tot < 10:
+    # the host's load decides how many samples the workload gets (a busy host's gdbstub round trip is ~100 times an idle one's);
+    # one miss allowed and a 3-sigma split are the tolerance from 10 on
     print("SKIP: only %d samples of abratio-pie: too few to judge (a loaded host)" % tot)
     sys.exit(1 if not ok else 77)
 # one may miss: the first sample after its exec, before the next walk

@@ -60,7 +60,9 @@ print("RESULT perf, no opvm.ko: sampler %s, introspection %s; kernel samples nam
       "(%d of %d)" % (sj["sampler"]["backend"], sj["introspect"]["state"],
       100.0 * kn / max(kt, 1), kn, kt))
 ok = sj["sampler"]["backend"] == "perf" and sj["introspect"]["state"] == "ready"
-if kt >= 30 and kt - kn > max(1, 0.01 * kt):
+# judged from 5 samples on (one miss allowed is the tolerance), not 30:
+# a busy host must not leave the claim unjudged
+if kt >= 5 and kt - kn > max(1, 0.01 * kt):
     print("FAIL: fewer than 99 % of kernel samples named"); ok = False
 sys.exit(0 if ok else 1)
 PY

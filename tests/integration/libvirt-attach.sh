@@ -119,7 +119,9 @@ ab = sum(r["samples"] for r in d["symbols"] if r["app"].endswith("/abratio"))
 tot = sum(r["samples"] for r in d["symbols"])
 print("RESULT libvirt attach %s: guests %s, %d samples, %d in /usr/bin/abratio"
       % (sys.argv[2], guests, tot, ab))
-if guests != [sys.argv[2]] or ab < 20:
+# (5: the claim is that abratio is named under the domain; a busy host's
+# gdbstub round trip, ~100 times an idle one's, takes a third or less)
+if guests != [sys.argv[2]] or ab < 5:
     print("FAIL: expected the domain's abratio process by name"); sys.exit(1)
 EOF
 # Monitor left as found: no gdbstub listening any more.

@@ -58,9 +58,11 @@ er, nr = split3(eh), split3(named)
 etot, ntot = sum(r["samples"] for r in er), sum(r["samples"] for r in nr)
 ok = True
 # the floor only says split3 ran (a busy host gave 179 samples where an
-# idle one gives hundreds); the split's tolerance below follows the count
-if etot < 50 or etot != ntot:
-    print("FAIL: split3 has %d samples (named: %d), want >= 50 and equal" % (etot, ntot))
+# idle one gives hundreds, and two busy loops on both cores make the
+# gdbstub round trip ~100 times longer); the split's tolerance below
+# follows the count
+if etot < 10 or etot != ntot:
+    print("FAIL: split3 has %d samples (named: %d), want >= 10 and equal" % (etot, ntot))
     sys.exit(1)
 if any(r["symbol"] and not r.get("eh_frame") for r in er):
     print("FAIL: a split3 row is named by a symbol, not .eh_frame:", er); ok = False
@@ -107,7 +109,13 @@ g=$(python3 -c 'import sys; a = dict(l.split() for l in open(sys.argv[1])); prin
 "$OPVM" annotate --assembly "$g" -d "$S" --guest-root "$IMG/root" \
 	--system-map "$IMG/System.map" > "$T/ann.txt" 2>&1 || { cat "$T/ann.txt"; fail "annotate $g"; }
 n=$(python3 -c 'import json, sys; print(sum(r["samples"] for r in json.load(open(sys.argv[1]))["symbols"] if r["symbol"] == sys.argv[2]))' "$T/eh.json" "$g")
-grep -q "^/\* $g: $n samples" "$T/ann.txt" || { head -5 "$T/ann.txt"; fail "annotate does not show $g with its $n samples"; }
+# annotate heads each row (image, app, guest) of the group, and a sample
+# of split3's code filed under another app is a row of its own: the heads'
+# counts add up to the report's sum over rows (a loaded run, 33 samples of
+# split3, had 18 in the report and 17 in the first head, and failed a grep
+# for the sum in one head)
+shown=$(sed -n "s|^/\* $g: \([0-9,]*\) samples.*|\1|p" "$T/ann.txt" | tr -d , | awk '{ s += $1 } END { print s + 0 }')
+[ "$shown" = "$n" ] || { grep "^/\* $g:" "$T/ann.txt"; fail "annotate shows $shown samples of $g, the report $n"; }
 grep -q "<$g>:" "$T/ann.txt" || fail "annotate shows no code of $g"
 "$OPVM" export --format folded -d "$S" --guest-root "$IMG/root" --system-map "$IMG/System.map" \
 	> "$T/folded.txt" 2> /dev/null || fail "export --format folded"

@@ -29,7 +29,10 @@ if not m:
 before = s["stats"].get("before_start", 0)
 if s.get("from_exec") != "abratio" or not isinstance(s.get("started_after_s"), (int, float)):
     fails.append("session.json lacks from_exec/started_after_s: %r" % {k: s.get(k) for k in ("from_exec", "started_after_s")})
-if before < 100 or (m and int(m.group(2)) != before):
+# (10: the claim is that boot's samples were taken and set apart, and the
+# summary says how many; a busy host's gdbstub round trip, ~100 times an
+# idle one's, takes a third of the samples or less)
+if before < 10 or (m and int(m.group(2)) != before):
     fails.append("before_start %d (summary %s)" % (before, m and m.group(2)))
 if "filed from abratio's start" not in rep:
     fails.append("the report header does not say it")

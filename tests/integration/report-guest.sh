@@ -75,9 +75,13 @@ mtot = sum(r["samples"] for r in mine)
 mnamed = sum(r["samples"] for r in mine if r["symbol"])
 print("RESULT kernel samples of libcmix named: %.1f %% (%d of %d)" % (
     100.0 * mnamed / max(mtot, 1), mnamed, mtot))
-ok = ltot >= 20 and top is not None and "memset" in top["symbol"] and \
+# the floors (8 libc, 10 kernel samples) only say each was sampled: two
+# busy loops on both cores make the gdbstub round trip ~100 times an idle
+# one's and the run gets a third of its samples or less; the shares named
+# and the top symbols are the verdict
+ok = ltot >= 8 and top is not None and "memset" in top["symbol"] and \
      sum(r["samples"] for r in lnamed) >= 0.9 * ltot and otop is not None and \
-     ktot - outside >= 50 and knamed >= 0.95 * (ktot - outside) and \
+     ktot - outside >= 10 and knamed >= 0.95 * (ktot - outside) and \
      (mtot == 0 or mnamed >= 0.9 * mtot)
 with open(sys.argv[1] + ".sym", "w") as f:
     f.write("%s\n%s\n%s\n" % (top and top["symbol"], otop and otop["symbol"],

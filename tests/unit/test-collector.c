@@ -850,7 +850,9 @@ static void test_exit_flood(void **state)
 	for (int i = 0; i < 20000; i++)
 		push(g, 0, 0x500000 + (uint64_t)i, 0x7770000, 3);
 	assert_int_equal(collector_sync(c), 0);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* CPU time, not wall time: a busy host stretches the wall clock,
+	 * never the work a sync does per exit */
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
 	ch.buf = malloc(500 * 80);
 	assert_non_null(ch.buf);
 	for (int round = 0; round < 20; round++) {
@@ -863,9 +865,9 @@ static void test_exit_flood(void **state)
 	}
 	free(ch.buf);
 	ch.buf = NULL;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-	print_message("MEASURED 10000 exits with 20000 held samples: %.3f s\n", secs);
+	print_message("MEASURED 10000 exits with 20000 held samples: %.3f s of CPU\n", secs);
 	assert_true(secs < 5.0);
 	j = load_session(dir, "vm9");
 	assert_int_equal(jget(j, "stats", "received"), 20000);
