@@ -31,7 +31,9 @@
 # sections apart: opvm names them from section headers, which guest memory
 # does not hold); opvm names
 # at least as many samples as perf per binary; perf's top-10 user symbols
-# within 2 pp (count-aware tolerances, tests/integration/bounds.py).
+# within 2 pp, as shares of each side's user samples (perf moves time from
+# user code into the kernel: disk-guest-names-table.py's vs_perf), count-
+# aware tolerances (tests/integration/bounds.py).
 . "$(dirname "$0")/qemu-common.bash"
 . "$(dirname "$0")/disk-guest-common.bash"
 DISK=${OPVM_TEST_DISK_DBG:-$BUILD/dbg/images-disk}
