@@ -11,7 +11,7 @@
 #   debuginfod-requests-cold, -cached: requests per report (cached: none)
 #   ...-cpu:                  the report's user+system CPU time, ms
 # Medians of 9 runs each (DEBUGINFOD_BENCH_RUNS); wall clock and CPU time
-# (/usr/bin/time): compare within one sitting.
+# (bash's time, to 0.1 ms): compare within one sitting.
 set -u
 BUILD=${BUILD:-build}
 OPVM=${OPVM:-$BUILD/opvm}
@@ -38,12 +38,18 @@ for _ in $(seq 240); do
 	sleep 0.5
 done
 [ "$c" = 200 ] || { echo "SKIP: debuginfod did not serve the fixture's debug file"; exit 77; }
+# bash's time (getrusage: microseconds), not /usr/bin/time's %e %U %S
+# (hundredths: a report of a few ms read 0 ms of CPU, its wall time 10 or
+# 20 ms at random)
 run() {	# run CACHE URLS: "wall-ms cpu-ms" of one report
-	DEBUGINFOD_URLS=$2 DEBUGINFOD_CACHE_PATH=$1 /usr/bin/time -o "$tmp/time" -f "%e %U %S" \
+	local TIMEFORMAT='%3R %3U %3S'
+	if ! { time DEBUGINFOD_URLS=$2 DEBUGINFOD_CACHE_PATH=$1 \
 		"$OPVM" report -l --session-dir "$session" \
-		--guest-root "$tmp/emptyroot" --no-host-kernel > "$tmp/out.txt" 2>&1 ||
-		{ cat "$tmp/out.txt" >&2; echo "FAIL: report" >&2; exit 1; }
-	awk '{ printf "%d %d\n", $1 * 1000, ($2 + $3) * 1000 }' "$tmp/time"
+		--guest-root "$tmp/emptyroot" --no-host-kernel > "$tmp/out.txt" 2>&1; } 2> "$tmp/time"
+	then
+		cat "$tmp/out.txt" >&2; echo "FAIL: report" >&2; exit 1
+	fi
+	awk '{ printf "%.1f %.1f\n", $1 * 1000, ($2 + $3) * 1000 }' "$tmp/time"
 }
 N=${DEBUGINFOD_BENCH_RUNS:-9}
 # med COLUMN: the median of that column of the runs on stdin

@@ -199,7 +199,19 @@ def bounds(C, D, mem, dbgd, kmod, kdbg, pdso):
 def vs_perf(C, dgc, stacks, perf):
     """perf's top-10 user symbols (and processes >= 5 %) within 2 pp, like
     with like (disk-guest-check.py: hard interrupts, relay, PLT stubs; a
-    binary's PLT is its "?" on both sides)."""
+    binary's PLT is its "?" on both sides).
+
+    The user symbols as shares of each side's user samples: perf's
+    cpu-clock sample due while interrupts are off is taken where they come
+    back on, and a hard interrupt that came from user space often returns
+    through exit_to_user_mode_prepare with them on, so the time opvm finds
+    in hard interrupt handlers (left out of its side) lands in perf's
+    kernel (exit_to_user_mode_prepare alone 4.8 % of perf's samples, its
+    kernel 13.3 % against opvm's 5.2 % and 6.9 % in hard interrupts in one
+    run), not in the code it interrupted.  Over all samples that shrinks
+    every user row of perf's by the same factor, the largest most: gzip's
+    groups came out 2.7 pp above perf's in two runs of four, 1.3 pp over
+    user samples."""
     fails = []
     oproc, osym0, _, irq, orelay = dgc.opvm_tables(stacks)
     # opvm's PLT rows ("sort [.plt.sec]") as perf's PLT stubs are counted
@@ -218,8 +230,12 @@ def vs_perf(C, dgc, stacks, perf):
                   {k for k, v in pproc.items() if v * 20 >= pn}, key=lambda k: -pproc.get(k, 0))
     dgc.compare("names-vs-perf: processes with >= 5 %", oproc, on, pproc, pn, 2.0, fails, keys)
     top = [k for k in sorted(psym, key=lambda k: -psym[k]) if not k.startswith("vmlinux ")][:10]
-    dgc.compare("names-vs-perf: perf's top-10 user functions", osym, on, psym, pn, 2.0, fails,
-                top)
+    ou = sum(v for k, v in osym.items() if not k.startswith("vmlinux "))
+    pu = sum(v[0] for k, v in perf["dso"].items() if k not in ("vmlinux", dgc.RELAY))
+    print("RESULT names-vs-perf: user samples opvm %d of %d (%.1f %%), perf %d of %d (%.1f %%)" % (
+          ou, on, pc(ou, on), pu, pn, pc(pu, pn)))
+    dgc.compare("names-vs-perf: perf's top-10 user functions, of the user samples", osym, ou,
+                psym, pu, 2.0, fails, top)
     for f in fails:
         print("FAIL: " + f)
     C.ok = C.ok and not fails

@@ -31,7 +31,9 @@
 # sections apart: opvm names them from section headers, which guest memory
 # does not hold); opvm names
 # at least as many samples as perf per binary; perf's top-10 user symbols
-# within 2 pp (count-aware tolerances, tests/integration/bounds.py).
+# within 2 pp, as shares of each side's user samples (perf moves time from
+# user code into the kernel: disk-guest-names-table.py's vs_perf), count-
+# aware tolerances (tests/integration/bounds.py).
 . "$(dirname "$0")/qemu-common.bash"
 . "$(dirname "$0")/disk-guest-common.bash"
 DISK=${OPVM_TEST_DISK_DBG:-$BUILD/dbg/images-disk}
@@ -97,13 +99,18 @@ gsh 60 'echo "kmod=$(grep -c "^opvm " /proc/modules) relay=$(systemctl is-active
 	grep -q "kmod=0 relay=inactive" || fail "opvm.ko or its relay runs: part 1 needs neither"
 
 # the workloads (as base64: one console line, no quoting to survive), in
-# their own process group until killed
+# their own process group until killed; perl and python3 each leave a
+# file in /tmp/wl.ready once past their start (python3's compiles and
+# imports json: seconds under TCG, code of its own that session 1 would
+# hold and session 2 not)
 cat > "$T/wl.sh" <<'WL'
 echo $$ > /tmp/wl.pid	# setsid's: the group's leader
 e=$(( $(date +%s) + $1 ))
-perl -e 'my %h; my $i = 0; while (time < $ARGV[0]) { $h{$i++ % 4096} = join(",", map { $_ * 3 } 1..16); }' "$e" &
+mkdir -p /tmp/wl.ready
+perl -e 'my %h; my $i = 0; open(my $f, ">", "/tmp/wl.ready/perl"); close($f); while (time < $ARGV[0]) { $h{$i++ % 4096} = join(",", map { $_ * 3 } 1..16); }' "$e" &
 python3 -c 'import json, sys, time
 d = [{"k": i, "v": [i] * 8, "s": str(i)} for i in range(2000)]
+json.loads(json.dumps(d)); open("/tmp/wl.ready/python3", "w").close()
 while time.time() < float(sys.argv[1]): json.loads(json.dumps(d))' "$e" &
 ( while [ "$(date +%s)" -lt "$e" ]; do gzip -6 -c < /usr/bin/python3.11 > /dev/null; done ) &
 ( while [ "$(date +%s)" -lt "$e" ]; do seq 1 200000 | sort -r | md5sum > /dev/null; done ) &
@@ -128,7 +135,14 @@ for f in wl.sh perf.sh perf-summary.py; do
 done
 gsh 60 "{ setsid bash /tmp/wl.sh 3600 > /dev/null 2>&1 < /dev/null & } ; echo started" |
 	grep -q started || fail "the workloads did not start"
-sleep 5
+# the sessions sample the workloads at work, not starting
+for _ in $(seq 120); do
+	gsh 60 'echo "ready=$(ls /tmp/wl.ready 2>/dev/null | wc -l)"' | grep -q "ready=2" && break
+	sleep 2
+done
+gsh 60 'echo "ready=$(ls /tmp/wl.ready 2>/dev/null | wc -l)"' | grep -q "ready=2" ||
+	fail "perl and python3 did not get past their start in 240 s"
+sleep 2
 
 # ---- 1: no module -------------------------------------------------------------
 DEBUGINFOD_URLS= hidden "$OPVM" attach --qmp "$T/qmp" --name disk --duration "$SECS" -F 100 \

@@ -15,13 +15,20 @@
 #   file    the binaries themselves (copied out of disk.img with debugfs) as
 #           --guest-root, no debug files: the share a fetched binary's
 #           .dynsym names, what the relay would have sent
-#   none    the .memsyms files taken away: what named nothing before
+#   none    the .memsyms files taken away, the host's debug files hidden
+#           too (Debian 12's libc6-dbg on the host names this libc by
+#           build-id): what named nothing before
 # and prints a table per binary: samples, named by memory symbols, by a
-# debug file on top, by the file's .dynsym, by nothing.  Asserts: the
+# debug file on top, by the file's .dynsym, in the file's .eh_frame groups,
+# by nothing (neither a name nor a group in any of those reports); and how
+# many samples a Python frame names (the interpreter's frames read from
+# memory, whatever the ELF symbols).  A sample is named
+# as in disk-guest-names-table.py: a symbol that is not an eh_frame group
+# (IMAGE+0xADDR: bounds, no name) nor a "(...)" placeholder.  Asserts: the
 # introspection made memory symbols for libc and perl's binaries, none cut
 # by a budget; every binary with 50 samples or more is named from memory
 # at least as well as its own file's .dynsym names it less 1 pp; the
-# control names no user sample of those binaries.
+# control names no user sample of those binaries but by Python frames.
 . "$(dirname "$0")/qemu-common.bash"
 . "$(dirname "$0")/disk-guest-common.bash"
 need_disk
@@ -108,7 +115,7 @@ nodebug() {	# nodebug OUT [ARGS...]: report with the host's debug files hidden
 nodebug "$T/mem.json"
 nodebug "$T/file.json" --guest-root "$T/root"
 mv "$C" "$C.off"
-report "$T/none.json"
+nodebug "$T/none.json"
 mv "$C.off" "$C"
 
 python3 - "$SJ" "$T"/{mem,dbg,file,none}.json "$T/mem.json.skip" <<'PY' || exit 1
@@ -124,33 +131,45 @@ print("RESULT memsyms: %d ELFs made (%d symbols) from %d pages read, %d not resi
 if os.path.exists(sys.argv[6]):
     print("NOTE: " + open(sys.argv[6]).read().strip())
 
+def named(r):
+    # a real name: not an eh_frame group (IMAGE+0xADDR) nor "(...)"
+    s = r["symbol"]
+    return bool(s) and not r.get("eh_frame") and not s.startswith("(")
+
 def per_image(d):
+    """{image: [samples, named, by a Python frame, in eh_frame groups]}"""
     t = {}
     for r in d["symbols"]:
         if r["kernel"] or not r["image"].startswith("/"):
             continue
-        n, k = t.get(r["image"], (0, 0))
-        t[r["image"]] = (n + r["samples"], k + (r["samples"] if r["symbol"] else 0))
+        v = t.setdefault(r["image"], [0, 0, 0, 0])
+        v[0] += r["samples"]
+        v[1] += r["samples"] if named(r) else 0
+        v[2] += r["samples"] if named(r) and r.get("python") else 0
+        v[3] += r["samples"] if r.get("eh_frame") else 0
     return t
 M, D, F, N = (per_image(x) for x in (mem, dbg, fil, none))
-print("RESULT %-44s %7s %8s %8s %8s %8s" % ("binary", "samples", "memory", "+debug", "file",
-                                             "nothing"))
+print("RESULT %-44s %7s %8s %8s %8s %8s %8s %8s" % ("binary", "samples", "memory", "+debug",
+                                                   "file", "eh_frame", "nothing", "python"))
 def pc(k, n):
     return 100.0 * k / n if n else 0.0
-for img, (n, k) in sorted(M.items(), key=lambda x: -x[1][0]):
-    d, f, z = D.get(img, (n, 0))[1], F.get(img, (n, 0))[1], N.get(img, (n, 0))[1]
-    print("RESULT %-44s %7d %7.1f%% %7.1f%% %7.1f%% %7.1f%%" % (
-          img[-44:], n, pc(k, n), pc(d, n), pc(f, n), 100.0 - pc(max(k, d), n)))
+for img, (n, k, py, _) in sorted(M.items(), key=lambda x: -x[1][0]):
+    d, f, e = D.get(img, [n, 0])[1], F.get(img, [n, 0])[1], F.get(img, [n, 0, 0, 0])[3]
+    z = N.get(img, [n, 0, 0])[1] - N.get(img, [n, 0, 0])[2]
+    print("RESULT %-44s %7d %7.1f%% %7.1f%% %7.1f%% %7.1f%% %7.1f%% %7.1f%%" % (
+          img[-44:], n, pc(k, n), pc(d, n), pc(f, n), pc(e, n), 100.0 - pc(max(k, d, f + e), n),
+          pc(py, n)))
     if n >= 50 and pc(k, n) < pc(f, n) - 1.0:
         print("FAIL: %s: memory symbols name %.1f%%, its file's .dynsym %.1f%%" % (
               img, pc(k, n), pc(f, n))); ok = False
     if z:
-        print("FAIL: %s: %d samples named with no .memsyms and no file" % (img, z)); ok = False
-user = sum(n for n, k in M.values())
-named = sum(k for n, k in M.values())
+        print("FAIL: %s: %d samples named with no .memsyms, no file, no debug file and no "
+              "Python frame" % (img, z)); ok = False
+user = sum(v[0] for v in M.values())
+named = sum(v[1] for v in M.values())
 print("RESULT user samples named with no guest module: %.1f%% (%d of %d) from memory symbols, "
       "%.1f%% with the host's debug files" % (pc(named, user), named, user,
-      pc(sum(k for n, k in D.values()), user)))
+      pc(sum(v[1] for v in D.values()), user)))
 libs = [i for i in M if os.path.basename(i).startswith(("libc.so", "libperl", "perl"))]
 if m["files"] < 2 or m["budget"] or not libs:
     print("FAIL: no memory symbols for libc and perl: %s" % m); ok = False
