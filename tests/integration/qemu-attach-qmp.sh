@@ -88,9 +88,16 @@ st=$(ctl query-status)
 echo "$st" | grep -q '"running": true' || fail "the guest does not run after opvm detached: $st"
 ctl x "info chardev" | grep -q 'gdb: ' && fail "a gdbstub is still there"
 # A second session on the same guest: a new gdbstub, and the guest module
-# starts the new channel session with HELLO and a full walk.
-"$OPVM" attach --qmp "$T/qmp" --channel "$T/chan" --name vm --duration 5 -d "$T/s2" \
-	> "$T/attach2.out" 2>&1 || { cat "$T/attach2.out"; fail "a second opvm attach failed"; }
+# starts the new channel session with HELLO and a full walk.  It runs until
+# session.json (written at each sync) holds the HELLO's kernel facts, up to
+# 600 s while opvm lives: a loaded host gives the guest little time, and a
+# fixed duration would judge the host's speed.
+"$OPVM" attach --qmp "$T/qmp" --channel "$T/chan" --name vm --duration 600 -d "$T/s2" \
+	> "$T/attach2.out" 2>&1 &
+a2=$!
+wait_for "$T/s2/guests/vm/samples/current/session.json" '"source": "opvm.ko"' "$a2"
+kill -INT "$a2" 2>/dev/null
+wait "$a2" || { cat "$T/attach2.out"; fail "a second opvm attach failed"; }
 cat "$T/attach2.out"
 grep -q "never said HELLO" "$T/attach2.out" && fail "the second session got no HELLO"
 report_json "$T/s2" > "$T/r2.json" || fail "opvm report failed"
