@@ -160,7 +160,8 @@ const struct opt_def session_options[] = {
 	{ .name = "from-exec", .metavar = "NAME", .help = "file samples from when a process "
 	  "NAME starts (its executable's base name); earlier ones are counted",
 	  OPT_CALLBACK(opt_from_exec) },
-	{ .name = "from-workload", .help = "opvm run --workload W: the same as --from-exec W",
+	{ .name = "from-workload", .help = "opvm run --workload W: the same as "
+	  "--from-exec with W's name (the first's, without its arguments)",
 	  OPT_FLAG(SO, from_workload) },
 	{ .name = "max-files", .metavar = "N", .help = "sample files per guest (default "
 	  "16384)", SO_COUNT(limits.max_files) },

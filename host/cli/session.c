@@ -122,7 +122,7 @@ static void collector_cfg(const struct session_opts *o, const struct backend_set
 		.callgraph = o->callgraph.mode == SAMPLER_CG_DWARF ? "dwarf" :
 			     o->callgraph.mode ? "fp" : NULL,
 		.start_exec = o->from_exec ? o->from_exec :
-			      o->from_workload ? setup->workload : NULL,
+			      o->from_workload ? o->workload_exec : NULL,
 		.fetch = { .off = o->no_fetch, .max_file = o->fetch_max_file,
 			   .max_session = o->fetch_max_session,
 			   .max_cache = o->fetch_max_cache,
@@ -485,6 +485,10 @@ int session_run(const struct backend_ops *b, void *bst, struct session_opts *o,
 			"process with --from-exec NAME otherwise");
 		return 2;
 	}
+	/* "abratio:3,30+libcmix:4": the process is abratio */
+	if (o->from_workload)
+		snprintf(o->workload_exec, sizeof(o->workload_exec), "%.*s",
+			 (int)strcspn(setup.workload, ":+"), setup.workload);
 	if (o->callgraph.mode && !b->callgraph) {
 		log_err("--call-graph: the %s backend cannot read guest stacks (it never "
 			"stops the guest); use --sampler gdbstub, or drop -g", b->name);

@@ -30,6 +30,9 @@ struct session_opts {
 	uint64_t model_max_bytes;	/* --max-model-mem; 0: default */
 	const char *from_exec;		/* --from-exec NAME */
 	int from_workload;		/* --from-workload */
+	char workload_exec[64];		/* its first workload's name, without
+					 * arguments: what --from-workload
+					 * waits for */
 	int no_image_symbols;		/* --no-image-symbols */
 	int no_fetch;			/* --no-fetch */
 	int introspect;			/* --introspect: enum introspect_mode */
