@@ -35,6 +35,8 @@ T=$(mktemp -d /tmp/opvm-deputy.XXXXXX)
 trap cleanup EXIT
 chmod 0711 "$T"
 mkdir "$T/nobody" && chown 65534:65534 "$T/nobody"
+# nobody must read the fake too: the checkout may sit under a 0700 directory
+install -m 0644 "$FAKE_QEMU" "$T/fake-qemu.py" && FAKE_QEMU=$T/fake-qemu.py
 FAILED=0
 bad() { echo "FAIL: $*"; FAILED=$((FAILED + 1)); }
 P=dep$$

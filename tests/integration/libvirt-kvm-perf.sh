@@ -18,7 +18,7 @@ G=$BUILD/tests/guests
 if [ ! -f "$G/guest-mb.elf" ]; then
 	make -s guests BUILD="$BUILD" >/dev/null || fail "cannot build the guests"
 fi
-mk_tmp libvirt-kvm-perf
+mk_tmp_libvirt libvirt-kvm-perf
 D=opvm-kvm-perf-$$
 CLEANUP_HOOK=stop_all
 stop_all() {
