@@ -21,6 +21,7 @@
 
 #include "host/collect/gstate.h"
 #include "lib/array.h"
+#include "lib/pynames.h"
 #include "lib/ring.h"
 #include "host/collect/store.h"
 #include "host/collect/attribution.h"
@@ -124,6 +125,7 @@ struct query {
 	uint64_t sum;
 	unsigned files;
 	int kernel;
+	int python;			/* files under {py} seen */
 	const char *cg;			/* NULL: any; "": none */
 };
 
@@ -158,6 +160,7 @@ static int walk_cb(const struct store_entry *e, void *arg)
 		fail_msg("cannot read %s: %s", e->path, err);
 	q->files++;
 	q->kernel = e->kernel;
+	q->python += e->python;
 	assert_int_equal(sfile_reader_foreach(r, sum_cb, q), 0);
 	sfile_reader_close(r);
 	return 0;
@@ -1059,6 +1062,88 @@ static void test_forget_process(void **state)
 	fix_close(&f);
 }
 
+/*
+ * A shell that execs the interpreter: Python samples named by the slot
+ * before the process's EXEC came wait for it, then are filed as {py}
+ * samples of the new program, never under the shell.  root is the page-
+ * table root the model knows for the shell: CR3_A (the slot names no
+ * process with another root: held as any such sample), or 0 (the slot
+ * names it: only file_python()'s py_owner() holds it).
+ */
+#define PY_CR3		0x9990000ull	/* python3.13's page-table root */
+#define PY_RIP		0x7f0000001000ull
+#define BB_LO		0x400000ull
+#define BB_HI		0x500000ull
+
+static void py_model(struct fix *f, uint64_t root)
+{
+	struct chan_hello h = { .version = 1, .nr_cpus = 2 };
+
+	assert_int_equal(gstate_hello(f->gs, &h), 0);
+	assert_int_equal(gstate_cookie(f->gs, 1, S("/bin/busybox"), NULL, 0), 0);
+	assert_int_equal(gstate_cookie(f->gs, 2, S("/usr/bin/python3.13"), NULL, 0), 0);
+	assert_int_equal(gstate_proc(f->gs, 100, 1, root, S("sh"), 1), 0);
+	assert_int_equal(gstate_mmap(f->gs, 100, BB_LO, BB_HI, 0, 1), 0);
+}
+
+/* Samples of app under {py}, and how many of its files are there. */
+static uint64_t count_py(struct fix *f, const char *app, int *py_files)
+{
+	struct query q = { .app = app, .tgid = ANY, .tid = ANY, .cpu = ANY, .offset = ALL };
+
+	assert_int_equal(store_sync(f->st), 0);
+	assert_int_equal(store_walk(f->dir, "current", walk_cb, &q, NULL), 0);
+	*py_files = q.python;
+	return q.sum;
+}
+
+static void py_waits_for_exec(struct pynames *names, uint32_t idx, uint64_t root)
+{
+	struct attribution_config cfg = { .hold_ms = 1000, .py = names };
+	const uint64_t chain[] = { PYNAMES_WORD(idx), PY_RIP + 0x40 };
+	struct opvm_stats st;
+	struct opvm_sample s;
+	struct fix f;
+	int py_files;
+
+	fix_open(&f, OPVM_SEP_NONE, 1000, 0, false);
+	attribution_free(f.sy);
+	f.sy = attribution_new(f.st, f.gs, f.rings, 2, &cfg);
+	assert_non_null(f.sy);
+	py_model(&f, root);
+	s = user(PY_CR3, PY_RIP, 100, 100);
+	s.chain = chain;
+	s.nr_chain = 2;
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 1);
+	assert_int_equal(count_at(&f, NULL, NULL, ANY, ANY, ANY, ALL, NULL), 0);
+	/* the EXEC: the new root and the interpreter's mappings */
+	assert_int_equal(gstate_exec(f.gs, 100, PY_CR3, S("python3.13"), 2), 0);
+	assert_int_equal(gstate_mmap(f.gs, 100, PY_RIP & ~0xfffffull, PY_RIP + 0x100000, 0, 2), 0);
+	assert_int_equal(attribution_run(f.sy, 10), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
+	assert_int_equal(count_py(&f, "/usr/bin/python3.13", &py_files), 1);
+	assert_int_equal(py_files, 1);
+	assert_int_equal(count_at(&f, "/bin/busybox", NULL, ANY, ANY, ANY, ALL, NULL), 0);
+	attribution_get_stats(f.sy, &st);
+	assert_int_equal(st.python, 1);
+	assert_int_equal(st.user, 1);
+	fix_close(&f);
+}
+
+static void test_python_waits_for_exec(void **state)
+{
+	struct pynames *names = pynames_new();
+	uint32_t idx;
+
+	(void)state;
+	assert_non_null(names);
+	assert_int_equal(pynames_intern(names, "main.loop", "/srv/app.py", 10, 12, &idx), 0);
+	py_waits_for_exec(names, idx, CR3_A);
+	py_waits_for_exec(names, idx, 0);
+	pynames_free(names);
+}
+
 /* Ring overflow shows in the stats. */
 static void test_overflow_stats(void **state)
 {
@@ -1358,6 +1443,7 @@ int main(void)
 		cmocka_unit_test(test_slot_fallback),
 		cmocka_unit_test(test_forget_process),
 		cmocka_unit_test(test_fork_child_uses_parent),
+		cmocka_unit_test(test_python_waits_for_exec),
 		cmocka_unit_test(test_overflow_stats),
 		cmocka_unit_test(test_seed_1_99),
 		cmocka_unit_test(test_random_consistency),
