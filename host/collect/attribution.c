@@ -1088,13 +1088,13 @@ static int64_t user_tid(struct attribution *s, const struct opvm_sample *x,
 }
 
 /* Whether p, found for x, is x's process as the model will still say once
- * the records in flight are in: no other page-table root than x's, and
- * x's address in one of its mappings (where mappings are announced). */
+ * the records in flight are in: x's address in one of its mappings (where
+ * mappings are announced).  The module's slot names only a process whose
+ * page-table root the model does not know (attribution_slot_proc()), so
+ * the mappings are what tell a process that exec'd since. */
 static bool py_owner(struct attribution *s, const struct opvm_sample *x,
-		     const struct gstate_process *p, uint64_t cr3n, bool via_slot)
+		     const struct gstate_process *p)
 {
-	if (via_slot && p->cr3 && cr3n && p->cr3 != cr3n && gstate_get_hello(s->gs))
-		return false;
 	return attribution_map_of(s, p, x->rip) || !gstate_maps_announced(s->gs);
 }
 
@@ -1120,7 +1120,7 @@ static int __attribute__((noinline)) file_python(struct attribution *s,
 	uint32_t id;
 
 	p = cr3n || (x->flags & OPVM_SAMPLE_SLOT) ? user_proc(s, x, cr3n, &via_slot) : NULL;
-	if (p && !force && s->hold_ms && !py_owner(s, x, p, cr3n, via_slot))
+	if (p && !force && s->hold_ms && !py_owner(s, x, p))
 		return HOLD;
 	if (!p || !attribution_py_ids(s, x, &id, 1))
 		return file_user(s, x, force);
