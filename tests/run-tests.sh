@@ -164,6 +164,17 @@ if [ $want_int = 1 ]; then
 	done
 fi
 
+# Each failure's own words again at the end, where a log cut in the
+# middle (a CI's excerpt) still shows them: FAIL lines, else its last lines.
+for n in $failures; do
+	for log in "$logdir/int-$n.log" "$logdir/$n.log" "$logdir/fuzz-$n.log"; do
+		[ -f "$log" ] || continue
+		echo "why $n:"
+		{ grep -a -m8 -E '^ *(FAIL|not ok|\[  FAILED  \]|ERROR)' "$log" || tail -n 5 "$log"; } |
+			cut -c1-300 | sed 's/^ */    /'
+		break
+	done
+done
 [ -n "$failures" ] && echo "failed:$failures"
 echo "check: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ]

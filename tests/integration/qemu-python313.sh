@@ -96,6 +96,16 @@ if user < 20 or three < 20:
     print("FAIL: too few samples (%d user, %d in the three)" % (user, three)); sys.exit(1)
 if user - npy > excused + allowed_misses(user, 0.05):
     print("FAIL: fewer than 95 %% under a Python frame (%d of %d)" % (npy, user)); ok = False
+    # where the rest went: python3.13's rows not under a frame, and Python
+    # rows filed under another program (a process not known yet)
+    for r in sorted(rows, key=lambda r: -r["samples"])[:8]:
+        if not r.get("python"):
+            print("  not Python: %5d %s %s" % (r["samples"], r["image"], r["symbol"]))
+    elsewhere = {}
+    for r in rep["symbols"]:
+        if r.get("python") and not r["app"].endswith("python3.13"):
+            elsewhere[r["app"]] = elsewhere.get(r["app"], 0) + r["samples"]
+    print("  Python rows under other programs: %s" % (elsewhere or "none"))
 total = sum(spent.values())
 agree = {"nominal": True, "measured": True}
 for f, nominal in (("f10", 0.1), ("f30", 0.3), ("f60", 0.6)):
