@@ -35,7 +35,7 @@ if [ $want_unit = 0 ] && [ $want_int = 0 ] && [ $want_fuzz = 0 ]; then
 	want_unit=1 want_int=1 want_fuzz=1
 fi
 
-passed=0 failed=0 skipped=0 failures=""
+passed=0 failed=0 skipped=0 failures="" durations="" t_start=$(date +%s)
 logdir=$BUILD/test-logs
 mkdir -p "$logdir"
 
@@ -131,6 +131,7 @@ int_one() {	# NAME
 }
 report_int() {	# NAME RC SECS
 	local n=$1 rc=$2 secs=$3 log=$logdir/int-$1.log
+	durations+="$secs $n"$'\n'
 	if [ "$rc" = 0 ]; then
 		echo "ok    integration $n (${secs}s)"
 		grep -E '^(RESULT|MEASURED)' "$log" | sed 's/^/      /'
@@ -175,6 +176,9 @@ for n in $failures; do
 		break
 	done
 done
+# where the suite's time went, at the end where an excerpt shows it
+[ -n "$durations" ] && echo "slowest: $(printf '%s' "$durations" | sort -rn | head -8 |
+	awk '{ printf "%s%s %ss", sep, $2, $1; sep = ", " }'); all $(( $(date +%s) - t_start ))s"
 [ -n "$failures" ] && echo "failed:$failures"
 echo "check: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ]
