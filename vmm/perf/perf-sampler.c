@@ -69,7 +69,7 @@
 struct pend {
 	uint64_t ip, gtsc;
 	uint8_t cpl;
-	uint8_t passes;
+	uint32_t pass0;			/* its vCPU's pass count when read */
 	uint32_t py;			/* its Python read (perf-python.h), 0 */
 };
 
@@ -86,6 +86,7 @@ struct pvcpu {
 	struct ring *ring;
 	struct pend *pend;		/* PEND_MAX, circular */
 	uint32_t pfirst, pcount;
+	uint32_t passes;		/* resolve() passes, for each sample's wait */
 };
 
 struct psamp {
@@ -487,10 +488,20 @@ static int lookup(struct psamp *p, unsigned idx, const struct pend *e,
 }
 
 /* Files vCPU idx's waiting samples that the timeline can now answer. */
+/* A sample's wait is counted from the pass that read it, not from when
+ * the one before it was filed: a queue of waiting samples drains as fast
+ * as it fills (counted from the previous one's filing, a channel-less
+ * guest's samples went out one per PEND_MAX_PASSES passes, windows late). */
+static bool pend_waits(const struct pvcpu *v, const struct pend *e, bool final)
+{
+	return !final && v->passes - e->pass0 < PEND_MAX_PASSES;
+}
+
 static void resolve(struct psamp *p, unsigned idx, bool final)
 {
 	struct pvcpu *v = &p->v[idx];
 
+	v->passes++;
 	while (v->pcount) {
 		struct pend *e = &v->pend[v->pfirst];
 		struct timeline_task t, te;
@@ -500,14 +511,13 @@ static void resolve(struct psamp *p, unsigned idx, bool final)
 			/* The rings come with HELLO, which may still be on its
 			 * way (it waits in the guest until the channel is
 			 * read): wait as for a late sample, then file it. */
-			if (!final && ++e->passes < PEND_MAX_PASSES)
+			if (pend_waits(v, e, final))
 				return;
 			p->no_timeline++;
 			push(p, v, idx, e, NULL, NULL);
 		} else {
 			r = lookup(p, idx, e, &t, &te, &end);
-			if ((r == -EAGAIN || end == -EAGAIN) && !final &&
-			    ++e->passes < PEND_MAX_PASSES)
+			if ((r == -EAGAIN || end == -EAGAIN) && pend_waits(v, e, final))
 				return;	/* in order: the rest is newer */
 			if (!r)
 				p->attributed++;
@@ -544,7 +554,7 @@ static void pend_add(struct psamp *p, unsigned idx, uint64_t ip, uint64_t gtsc, 
 	e->ip = ip;
 	e->gtsc = gtsc;
 	e->cpl = cpl;
-	e->passes = 0;
+	e->pass0 = v->passes;
 	e->py = py;
 }
 
