@@ -2,15 +2,21 @@
 # opvm-test: alone (the exporter finds every QEMU on the host)
 # opvm exporter --continuous (docs/usage.md): every guest sampled all the
 # time into a rolling store of windows, profiles served from it at once.
-# Two TCG guests (--allow-gdbstub, windows of 2 s): A, the test image
-# running callpaths, then abratio for 6 s only, then callpaths again; B,
-# firmware only.  A scrape loop pulls seconds=2 of each guest every 2 s.
+# Three TCG guests (--allow-gdbstub, windows of 2 s): A, the test image
+# running callpaths, then abratio for 6 s only, then callpaths again; B and
+# D, firmware only.  Where /dev/kvm runs it, two QEMU/KVM guests K1 and K2
+# too: the synthetic guest (guest-mb-long.elf, as kvm-perf-qemu.sh boots
+# it), sampled by perf, never stopped; else a SKIP-PART line and the TCG
+# part alone.  A scrape loop pulls seconds=2 of each guest every 2 s.
 #  - every answer of the loop is 200 and a gzipped pprof Profile (its
 #    protobuf fields read back); the last ones go through go tool pprof;
 #  - every window present: each guest's windows tile time with no gap and
 #    no overlap while its sampler runs (end of one == start of the next),
 #    and their samples add up to what the sampler took (session.json's
 #    received): the windows' sum is one long session;
+#  - the KVM guests' samples are filed in the windows they were taken in
+#    (their sampler's last window, sealed when QEMU is stopped, holds less
+#    than half of them), every one labelled with its guest;
 #  - a guest started mid-run (C) gets a sampler and windows; stopped, it
 #    leaves /debug/pprof/guests and its sampler ends, its windows served;
 #  - a past range: start=&end= inside abratio's time (from A's console)
@@ -31,6 +37,10 @@ P=ec$$
 A=$P-a
 B=$P-b
 C=$P-c
+D=$P-d
+K1=$P-k1
+K2=$P-k2
+KG=""	# the KVM guests that run
 export HOME=$T GOCACHE=$T/gocache PPROF_TMPDIR=$T XDG_CACHE_HOME=$T/cache
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 U=http://127.0.0.1:$PORT/debug/pprof
@@ -53,9 +63,37 @@ bios_guest() {	# bios_guest NAME: firmware only, no kernel; its pid in $!
 		-qmp "unix:$T/qmp-$1,server=on,wait=off" > "$T/qemu-$1.log" 2>&1 &
 }
 
+kvm_guest() {	# kvm_guest NAME: the synthetic guest under KVM, its console driven
+	mkdir -p "$T/$1"
+	qemu-system-x86_64 -M microvm -accel kvm -cpu qemu64 -m 64 -display none -no-reboot \
+		-name "$1" -kernel "$GG/guest-mb-long.elf" \
+		-chardev "socket,id=con,path=$T/$1/con,server=on,wait=on" -serial chardev:con \
+		-chardev "socket,id=ch,path=$T/$1/chan,server=on,wait=off" \
+		-device isa-serial,chardev=ch,iobase=0x2f8,irq=3 \
+		-device isa-debug-exit,iobase=0x501,iosize=1 \
+		-qmp "unix:$T/$1/qmp,server=on,wait=off" > "$T/$1/qemu.log" 2>&1 &
+	KPIDS="$KPIDS $!"
+	CLEAN_PIDS="$! $CLEAN_PIDS"
+	python3 "$(dirname "$0")/synth-kvm-guest.py" "$T/$1" 120 "$ST/*.$1/guests/*/samples" &
+	CLEAN_PIDS="$! $CLEAN_PIDS"
+}
+kvm_part() {	# why the KVM part cannot run here, or nothing
+	[ -e /dev/kvm ] || { echo "no /dev/kvm on this host"; return; }
+	[ -f "$GG/guest-mb-long.elf" ] || make -s guests BUILD="$BUILD" >/dev/null 2>&1 ||
+		{ echo "the synthetic guests do not build"; return; }
+}
+GG=$(realpath "$BUILD/tests/guests")
+KPIDS=""
 start_exporter "$T/exporter.log"
-bios_guest "$B"
-CLEAN_PIDS="$! $CLEAN_PIDS"
+why=$(kvm_part)
+if [ -z "$why" ]; then
+	kvm_guest "$K1"
+	kvm_guest "$K2"
+fi
+for g in "$B" "$D"; do
+	bios_guest "$g"
+	CLEAN_PIDS="$! $CLEAN_PIDS"
+done
 boot_channel_guest 256 "opvm.workload=callpaths:4+abratio:6+callpaths:600" "$A"
 
 # ---- the scrape loop ------------------------------------------------------
@@ -63,7 +101,7 @@ mkdir -p "$T/scrape"
 (
 	i=0
 	while :; do
-		for g in "$A" "$B"; do
+		for g in "$A" "$B" "$D" $(cat "$T/kg" 2>/dev/null); do
 			curl -s -o "$T/scrape/$g-$i.pb.gz" -w "%{http_code} %{time_total}\n" \
 				"$U/profile?guest=$g&seconds=2" >> "$T/scrape/$g.codes"
 		done
@@ -73,6 +111,18 @@ mkdir -p "$T/scrape"
 ) &
 LOOP=$!
 CLEAN_PIDS="$LOOP $CLEAN_PIDS"
+
+# the KVM guests that booted and run under their sampler (the rest: why not)
+if [ -z "$why" ]; then
+	for g in "$K1" "$K2"; do
+		for _ in $(seq 300); do [ -s "$T/$g/state" ] && break; sleep 0.5; done
+		st=$(cat "$T/$g/state" 2>/dev/null)
+		if [ "$st" = running ]; then KG="$KG $g"; else why="$why$g: ${st:-no state} ($(head -c 300 "$T/$g/qemu.log")); "; fi
+	done
+	echo "$KG" > "$T/kg"
+fi
+[ -n "$why" ] && echo "RESULT SKIP-PART: KVM guests: $why"
+NK=$(echo $KG | wc -w)
 
 # abratio's time, as the guest's console shows it (host wall clock)
 wait_for "$T/console.log" "OPVM-TRUTH abratio share"
@@ -97,10 +147,10 @@ for _ in $(seq 100); do
 	sleep 0.2
 done
 echo "RESULT guest C: $(ls "$ST"/*."$C"/guests/*/samples/ | grep -c '^w-') windows, samplers $(metric opvm_continuous_samplers)"
-[ "$(metric opvm_continuous_samplers)" = 3 ] || fail "not three samplers with C running"
+[ "$(metric opvm_continuous_samplers)" = $((4 + NK)) ] || fail "not $((4 + NK)) samplers with C running"
 kill "$cpid"
-for _ in $(seq 100); do [ "$(metric opvm_continuous_samplers)" = 2 ] && break; sleep 0.2; done
-[ "$(metric opvm_continuous_samplers)" = 2 ] || fail "C's sampler did not end with C"
+for _ in $(seq 100); do [ "$(metric opvm_continuous_samplers)" = $((3 + NK)) ] && break; sleep 0.2; done
+[ "$(metric opvm_continuous_samplers)" = $((3 + NK)) ] || fail "C's sampler did not end with C"
 curl -sf "$U/guests" | grep -q "\"$C\"" && fail "guest C still listed after it stopped"
 code=$(curl -s -o "$T/c.pb.gz" -w '%{http_code}' "$U/profile?guest=$C&start=$(( ab0 / 1000 - 600 ))")
 echo "RESULT guest C gone: its windows served: $code"
@@ -110,6 +160,11 @@ echo "RESULT guest C gone: its windows served: $code"
 sleep 5
 kill "$LOOP"
 wait "$LOOP" 2>/dev/null
+
+# the KVM guests stopped: their samplers end and seal their last windows
+for k in $KPIDS; do kill "$k" 2>/dev/null; done
+for _ in $(seq 100); do [ "$(metric opvm_continuous_samplers)" = 3 ] && break; sleep 0.2; done
+[ "$(metric opvm_continuous_samplers)" = 3 ] || fail "the KVM guests' samplers did not end with them"
 
 # ---- bad ranges --------------------------------------------------------------
 now=$(date +%s)
@@ -165,9 +220,10 @@ for _ in $(seq 100); do
 done
 kill "$CAP"
 
-python3 - "$T" "$ST" "$OPVM" "$A" "$B" "$C" "$ab0" "$ab1" <<'EOF' || exit 1
+python3 - "$T" "$ST" "$OPVM" "$A" "$B" "$C" "$ab0" "$ab1" "$D" $KG <<'EOF' || exit 1
 import glob, gzip, json, os, re, subprocess, sys
-t, st, opvm, A, B, C, ab0, ab1 = sys.argv[1:9]
+t, st, opvm, A, B, C, ab0, ab1, D = sys.argv[1:10]
+KG = sys.argv[10:]
 ok = True
 def bad(msg):
     global ok
@@ -193,7 +249,7 @@ def fields(b):	# the top-level fields of a protobuf message
     return out
 
 # the scrape loop's answers
-for g in (A, B):
+for g in [A, B, D] + KG:
     codes = [l.split() for l in open("%s/scrape/%s.codes" % (t, g))]
     n200 = sum(1 for c in codes if c[0] == "200")
     secs = sorted(float(c[1]) for c in codes)
@@ -223,7 +279,7 @@ def count(g, s, e):
                        capture_output=True, text=True)
     return json.loads(r.stdout)["total_samples"] if r.returncode == 0 else 0
 
-for g in (A, B, C):
+for g in [A, B, C, D] + KG:
     d, ws = windows(g)
     gaps = [(a[1], b[0]) for a, b in zip(ws, ws[1:]) if a[1] != b[0]]
     overlaps = [g2 for g2 in gaps if g2[1] < g2[0]]
@@ -251,6 +307,23 @@ print("RESULT A's first sampler: %d windows, their samples one by one add up to 
 # (a busy host's gdbstub round trip is ~100 times an idle one's)
 if sum(per) != whole or whole != recv or whole < 5:
     bad("the windows' sum is not the sampler's one long session")
+
+# the KVM guests: one sampler each, from the guest's start to its stop
+for g in KG:
+    d, ws = windows(g)
+    per = [count(g, s, e) for s, e, n in ws]
+    whole = count(g, ws[0][0], ws[-1][1])
+    recv = json.load(open("%s/%s/session.json" % (d, ws[-1][2])))["stats"]["received"]
+    print("RESULT %s (KVM, perf): %d windows, samples per window %s, all at once %d, "
+          "the sampler received %d" % (g, len(ws), per, whole, recv))
+    if sum(per) != whole or whole != recv or whole < 5:
+        bad("%s: the windows' sum is not the sampler's one long session" % g)
+    # the samples of a window's time in that window: the last one (QEMU
+    # stopped) is one window of many, not where held-back samples pile up
+    if per[-1] * 2 >= whole:
+        bad("%s: the last window holds %d of %d samples: filed late" % (g, per[-1], whole))
+    if not any(g.encode() in gzip.open(f).read() for f in glob.glob("%s/scrape/%s-*.pb.gz" % (t, g))):
+        bad("no profile of %s names its guest" % g)
 
 # the past range: abratio only then
 def abratio(f):
