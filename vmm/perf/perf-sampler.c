@@ -487,7 +487,6 @@ static int lookup(struct psamp *p, unsigned idx, const struct pend *e,
 	return r;
 }
 
-/* Files vCPU idx's waiting samples that the timeline can now answer. */
 /* A sample's wait is counted from the pass that read it, not from when
  * the one before it was filed: a queue of waiting samples drains as fast
  * as it fills (counted from the previous one's filing, a channel-less
@@ -497,6 +496,7 @@ static bool pend_waits(const struct pvcpu *v, const struct pend *e, bool final)
 	return !final && v->passes - e->pass0 < PEND_MAX_PASSES;
 }
 
+/* Files vCPU idx's waiting samples that the timeline can now answer. */
 static void resolve(struct psamp *p, unsigned idx, bool final)
 {
 	struct pvcpu *v = &p->v[idx];
