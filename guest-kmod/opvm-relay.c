@@ -602,7 +602,7 @@ static int jitdump_mapped(unsigned long pid, unsigned long nspid)
  * nothing), a regular file, owned by the process's owner or root, as perf
  * itself asks.  0 or -errno.
  */
-static int perfmap_open(struct file_job *j)
+static int file_open_perfmap(struct file_job *j)
 {
 	struct fetch_req *r = &j->cur;
 	char proc[32], path[96];
@@ -648,7 +648,7 @@ static int file_open(struct file_job *j)
 	int ret;
 
 	if (r->flags & OPVM_FETCH_F_PERFMAP)
-		return perfmap_open(j);
+		return file_open_perfmap(j);
 	/* a regular file only, checked before open(): opening a device can
 	 * act on it (a tape rewinds, a watchdog arms) */
 	if (stat(r->path, &st))

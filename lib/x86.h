@@ -2,11 +2,15 @@
 /*
  * The x86-64 layout facts every room reads guests by: where the user half
  * ends and the kernel half starts, where Linux maps its kernel image, and
- * the page-table entry bits.  One definition each, for the guest-memory
- * reader, the unwinders, introspection and the built-in VMM's boot tables.
+ * the page-table entry bits, and the size of a page.  One definition each,
+ * for the guest-memory reader, the unwinders, introspection and the
+ * built-in VMM's boot tables.
  */
 #ifndef OPVM_X86_H
 #define OPVM_X86_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 /* Addresses below this are user space (4-level paging; the canonical hole
  * follows). */
@@ -27,5 +31,20 @@
 #define OPVM_PTE_WRITE		0x2ull
 #define OPVM_PTE_PS		0x80ull
 #define OPVM_PTE_ADDR		0x000ffffffffff000ull
+
+/* The 4 KiB page that guest memory is mapped, and so read, by: a read that
+ * crosses a page may fail on the second one alone.  OPVM_PAGE_MASK is an
+ * address's offset bits (Linux's PAGE_MASK is the others); 64-bit, so that
+ * ~OPVM_PAGE_MASK keeps an address's high bits. */
+#define OPVM_PAGE_SHIFT		12
+#define OPVM_PAGE_SIZE		(1ull << OPVM_PAGE_SHIFT)
+#define OPVM_PAGE_MASK		(OPVM_PAGE_SIZE - 1)
+
+/* The bytes from va to the end of its page (1..OPVM_PAGE_SIZE): how much
+ * one read there may take without crossing into the next page. */
+static inline size_t opvm_page_rest(uint64_t va)
+{
+	return (size_t)(OPVM_PAGE_SIZE - (va & OPVM_PAGE_MASK));
+}
 
 #endif /* OPVM_X86_H */

@@ -106,14 +106,15 @@ void cguest_memsyms_free(struct cguest *g);	/* NULL-safe inside */
 
 /* collector-window.c */
 void cguest_window_begin(struct cguest *g);	/* before its store opens */
-/* Seals the windows that are due (each guest synced first).  0, or -errno
- * when a guest was left without a store. */
-int collector_windows_tick(struct collector *c, uint64_t now_ms);
+/* Whether g's window has ended by wall-clock time now.  The caller syncs
+ * g (everything up to now into the closing window), then rotates it: seals
+ * the window and opens the next; 0, or -errno when g was left without a
+ * store. */
+bool cguest_window_due(const struct cguest *g, int64_t now);
+int cguest_window_rotate(struct cguest *g);
 /* ms until the next window ends, at most max. */
 unsigned collector_window_wait_ms(const struct collector *c, unsigned max);
 void cguest_window_seal(struct cguest *g);	/* after its store closed */
-/* collector.c: one guest's periodic sync (collector_sync()'s) */
-int cguest_sync(struct collector *c, struct cguest *g, uint64_t now);
 
 int collector_write_session(struct collector *c, struct cguest *g, uint64_t now);
 void collector_guest_stats(const struct cguest *g, struct opvm_stats *st,

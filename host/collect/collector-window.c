@@ -113,25 +113,14 @@ static int rotate(struct collector *c, struct cguest *g, int64_t now)
 	return 0;
 }
 
-int collector_windows_tick(struct collector *c, uint64_t now_ms)
+bool cguest_window_due(const struct cguest *g, int64_t now)
 {
-	int64_t now = clk_wall_ms();
+	return g->c->cfg.window_ms && now >= g->win_end && g->st;
+}
 
-	if (!c->cfg.window_ms)
-		return 0;
-	for (size_t i = 0; i < c->nr_guests; i++) {
-		struct cguest *g = c->guests[i];
-		int err;
-
-		if (now < g->win_end || !g->st)
-			continue;
-		/* everything up to now into the closing window first */
-		cguest_sync(c, g, now_ms);
-		err = rotate(c, g, clk_wall_ms());
-		if (err)
-			return err;
-	}
-	return 0;
+int cguest_window_rotate(struct cguest *g)
+{
+	return rotate(g->c, g, clk_wall_ms());
 }
 
 unsigned collector_window_wait_ms(const struct collector *c, unsigned max)

@@ -965,9 +965,25 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 	return ret;
 }
 
-int cguest_sync(struct collector *c, struct cguest *g, uint64_t now)
+/* The guests whose window has ended (collector-window.c): each synced
+ * first, so that everything up to now goes into the closing window, then
+ * rotated.  0, or -errno when a guest was left without a store. */
+static int windows_tick(struct collector *c, uint64_t now_ms)
 {
-	return guest_sync(c, g, now, false);
+	int64_t now = clk_wall_ms();
+
+	for (size_t i = 0; i < c->nr_guests; i++) {
+		struct cguest *g = c->guests[i];
+		int err;
+
+		if (!cguest_window_due(g, now))
+			continue;
+		guest_sync(c, g, now_ms, false);
+		err = cguest_window_rotate(g);
+		if (err)
+			return err;
+	}
+	return 0;
 }
 
 int collector_sync(struct collector *c)
@@ -1163,7 +1179,7 @@ int collector_run(struct collector *c, volatile sig_atomic_t *stop, uint64_t dur
 			collector_sync(c);
 			next_sync = now + c->cfg.sync_ms;
 		}
-		err = collector_windows_tick(c, now);
+		err = windows_tick(c, now);
 		if (err) {
 			ret = err;
 			break;

@@ -257,7 +257,7 @@ static int image_perf(struct pyimg *im)
 {
 	static const struct timeline_task task = { .tsc = 1, .pid = PYIMG_TID,
 						   .tgid = PYIMG_TID, .cr3 = PYIMG_CR3 };
-	const struct perf_python_clock clk = { 0, 0, 0 };
+	const struct guest_tsc clk = { 0, 0, 0 };
 	struct perf_python *pp = perf_python_new(1);
 	struct pynames *names = pynames_new();
 	struct perf_python_stats st;

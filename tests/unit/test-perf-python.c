@@ -29,7 +29,7 @@
 #include "vmm/perf/perf-python.h"
 
 static const char *const chain3[] = { "leaf", "Cls.mid", "<module>" };
-static const struct perf_python_clock clk0;
+static const struct guest_tsc clk0;
 
 struct fixture {
 	struct pyimg im;

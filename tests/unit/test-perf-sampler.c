@@ -26,6 +26,7 @@
 #include "lib/array.h"
 #include "lib/ring.h"
 #include "vmm/kvm/kvm-desc.h"
+#include "vmm/perf/guest-tsc.h"
 #include "vmm/perf/perf-sampler.h"
 
 /* The perf mmap page's forward formula (perf_event_mmap_page comment). */
@@ -55,12 +56,12 @@ static void test_time_to_tsc(void **state)
 static void test_guest_tsc(void **state)
 {
 	(void)state;
-	assert_int_equal(perf_sampler_guest_tsc(1000, 0, 0, 0), 1000);
-	assert_int_equal(perf_sampler_guest_tsc(1000, -400, 0, 0), 600);
-	assert_int_equal(perf_sampler_guest_tsc(1000, 5, 0, 0), 1005);
+	assert_int_equal(guest_tsc(&(struct guest_tsc){ 0, 0, 0 }, 1000), 1000);
+	assert_int_equal(guest_tsc(&(struct guest_tsc){ -400, 0, 0 }, 1000), 600);
+	assert_int_equal(guest_tsc(&(struct guest_tsc){ 5, 0, 0 }, 1000), 1005);
 	/* ratio 1.5 in 48 fractional bits */
-	assert_int_equal(perf_sampler_guest_tsc(1000, 0, 3ull << 47, 48), 1500);
-	assert_int_equal(perf_sampler_guest_tsc(1ull << 60, 0, 1ull << 47, 48), 1ull << 59);
+	assert_int_equal(guest_tsc(&(struct guest_tsc){ 0, 3ull << 47, 48 }, 1000), 1500);
+	assert_int_equal(guest_tsc(&(struct guest_tsc){ 0, 1ull << 47, 48 }, 1ull << 60), 1ull << 59);
 }
 
 static char dir[] = "/tmp/opvm-test-perf-XXXXXX";

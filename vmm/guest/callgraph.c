@@ -10,6 +10,7 @@
 
 #include "lib/channel.h"
 #include "lib/clock.h"
+#include "lib/x86.h"
 #include "unwind/orc.h"
 #include "vmm/guest/callgraph.h"
 #include "vmm/guest/guestmem.h"
@@ -212,7 +213,7 @@ static void copy_user(const struct unwind_mem *um, const struct unwind_regs *r,
 	u->bp = r->bp;
 	u->len = 0;
 	while (u->len < sizeof(u->stack)) {
-		size_t chunk = 4096 - (size_t)(at & 4095);
+		size_t chunk = opvm_page_rest(at);
 
 		if (chunk > sizeof(u->stack) - u->len)
 			chunk = sizeof(u->stack) - u->len;

@@ -298,7 +298,7 @@ int guestmem_read_virt(struct guestmem *m, uint64_t cr3, uint64_t va, void *buf,
 	uint8_t *out = buf;
 
 	while (len) {
-		size_t chunk = 4096 - (size_t)(va & 4095);
+		size_t chunk = opvm_page_rest(va);
 		uint64_t gpa;
 		int rc;
 
@@ -329,7 +329,7 @@ void guestmem_view_reset(struct guestmem_view *v, uint64_t cr3, unsigned max_pag
 {
 	/* PCID and bit 63 are dropped by the walk; the PTI bit 12 stays: a
 	 * user CR3 maps the user half, which is all a user sample reads. */
-	v->cr3 = cr3 & ~0xfffull;
+	v->cr3 = cr3 & ~OPVM_PAGE_MASK;
 	v->budget = max_pages;
 	v->next = 0;
 	for (unsigned i = 0; i < GUESTMEM_VIEW_PAGES; i++)
@@ -366,8 +366,8 @@ int guestmem_view_read(void *arg, uint64_t gva, void *buf, size_t len)
 	if (len > sizeof(v->page[0].data) * GUESTMEM_VIEW_PAGES || gva + len < gva)
 		return -EFAULT;
 	while (len) {
-		uint64_t va = gva & ~0xfffull, off = gva - va;
-		size_t chunk = 4096 - off < len ? 4096 - off : len;
+		uint64_t va = gva & ~OPVM_PAGE_MASK, off = gva - va;
+		size_t chunk = OPVM_PAGE_SIZE - off < len ? OPVM_PAGE_SIZE - off : len;
 		const uint8_t *p = view_page(v, va);
 
 		if (!p)

@@ -28,6 +28,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "lib/x86.h"
+
 struct guestmem;
 struct qmp;
 
@@ -108,7 +110,7 @@ int guestmem_read_virt(struct guestmem *m, uint64_t cr3, uint64_t va, void *buf,
 #define GUESTMEM_VIEW_PAGES	8
 struct guestmem_view_page {
 	uint64_t va;			/* page address; 1: empty slot */
-	uint8_t data[4096];
+	uint8_t data[OPVM_PAGE_SIZE];
 };
 struct guestmem_view {
 	struct guestmem *m;

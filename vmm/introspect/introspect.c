@@ -98,7 +98,7 @@ struct introspect {
 	uint64_t mods_sig;		/* of the set whose symbols went out */
 	uint64_t modsyms_ms;		/* when they went */
 	uint64_t modsyms_n;		/* in the transfer being made */
-	uint8_t vmci_page[4096];	/* as found: a change means a reboot */
+	uint8_t vmci_page[OPVM_PAGE_SIZE];	/* as found: a change means a reboot */
 };
 
 int introspect_parse_mode(const char *s, enum introspect_mode *out)
@@ -715,7 +715,8 @@ static bool kernel_found(struct introspect *in, uint64_t gpa)
 	/* phys_base is signed (load address less the virtual slide): the sum
 	 * wraps, and what it gives must be a page inside physical space */
 	pgd = in->vi.swapper_pg_dir - OPVM_KERNEL_MAP + in->vi.phys_base;
-	if (in->vi.swapper_pg_dir < OPVM_KERNEL_MAP || pgd >= PHYS_LIMIT || (pgd & 4095)) {
+	if (in->vi.swapper_pg_dir < OPVM_KERNEL_MAP || pgd >= PHYS_LIMIT ||
+	    (pgd & OPVM_PAGE_MASK)) {
 		snprintf(in->st.last_error, sizeof(in->st.last_error),
 			 "VMCOREINFO at %#llx: no usable page-table root (%#llx, phys_base %#llx)",
 			 (unsigned long long)gpa, (unsigned long long)in->vi.swapper_pg_dir,
@@ -801,7 +802,7 @@ static void search(struct introspect *in, uint64_t now, uint64_t t0)
 		return;
 	if (!kernel_found(in, gpa)) {
 		in->st.refused++;
-		in->cursor = gpa + 4096;	/* go on past it */
+		in->cursor = gpa + OPVM_PAGE_SIZE;	/* go on past it */
 		return;
 	}
 	in->st.state = INTROSPECT_READY;
@@ -826,7 +827,7 @@ static void search(struct introspect *in, uint64_t now, uint64_t t0)
  */
 static bool rebooted(struct introspect *in)
 {
-	uint8_t page[4096];
+	uint8_t page[OPVM_PAGE_SIZE];
 
 	/* a page that does not read is a guest gone (QEMU quit before the
 	 * last sync), not one rebooted: what was read still holds */
@@ -1068,7 +1069,7 @@ static int upage_read(void *arg, uint64_t va, void *page)
 	rc = guestmem_virt_to_phys(u->m, u->cr3, va, &gpa);
 	if (rc)
 		return rc == -ENOENT ? -ENOENT : -EFAULT;
-	return guestmem_read(u->m, gpa, page, 4096) ? -EFAULT : 0;
+	return guestmem_read(u->m, gpa, page, OPVM_PAGE_SIZE) ? -EFAULT : 0;
 }
 
 static void memsyms_count(struct introspect *in, int rc, const struct memsyms_result *r)

@@ -114,7 +114,8 @@ static size_t rd_back(struct finder *f, uint64_t end, uint8_t *buf, size_t n)
 	if (!rd(f, end - n, buf, n))
 		return n;
 	while (got < n) {
-		size_t step = (size_t)((end - got) & 4095) ? (size_t)((end - got) & 4095) : 4096;
+		size_t in = (size_t)((end - got) & OPVM_PAGE_MASK);
+		size_t step = in ? in : OPVM_PAGE_SIZE;		/* back to its page's start */
 
 		step = step < n - got ? step : n - got;
 		if (rd(f, end - got - step, buf + n - got - step, step))
@@ -257,11 +258,11 @@ static size_t read_chunk(struct finder *f, uint64_t va, uint8_t *p, size_t n)
 
 	if (!f->m->read(f->m->arg, va, p, n))
 		return n;
-	for (size_t o = 0; o < n; o += 4096) {
-		if (f->m->read(f->m->arg, va + o, p + o, 4096))
-			memset(p + o, 0, 4096);
+	for (size_t o = 0; o < n; o += OPVM_PAGE_SIZE) {
+		if (f->m->read(f->m->arg, va + o, p + o, OPVM_PAGE_SIZE))
+			memset(p + o, 0, OPVM_PAGE_SIZE);
 		else
-			got += 4096;
+			got += OPVM_PAGE_SIZE;
 	}
 	return got;
 }
@@ -304,12 +305,12 @@ int kallsyms_find(const struct unwind_mem *mem, uint64_t start, uint64_t max,
 	int rc = -ENOMEM;
 
 	memset(res, 0, sizeof(*res));
-	start &= ~4095ull;
+	start &= ~OPVM_PAGE_MASK;
 	if (max > KALLSYMS_FIND_MAX)
 		max = KALLSYMS_FIND_MAX;
 	/* a small search (tests, fuzzing) needs no whole MiB */
-	f.chunk = max < CHUNK ? (size_t)((max + 4095) & ~4095ull) : CHUNK;
-	f.chunk = f.chunk ? f.chunk : 4096;
+	f.chunk = max < CHUNK ? (size_t)((max + OPVM_PAGE_MASK) & ~OPVM_PAGE_MASK) : CHUNK;
+	f.chunk = f.chunk ? f.chunk : OPVM_PAGE_SIZE;
 	chunk = calloc(1, f.chunk + sizeof(digits));
 	f.mk = malloc(MARKERS_MAX * sizeof(*f.mk));
 	f.buf = malloc(BLOCK_MAX + TOKTAB_MAX + 16);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "lib/errbuf.h"
+#include "lib/x86.h"
 #include "vmm/introspect/kallsyms.h"
 
 #define WINDOW		65536u
@@ -43,7 +44,7 @@ static int reader_fill(struct reader *r)
 	if (want > KALLSYMS_READ_MAX - *r->total)
 		want = (size_t)(KALLSYMS_READ_MAX - *r->total);
 	if (r->m->read(r->m->arg, r->va, r->buf + r->have, want)) {
-		page = 4096 - (size_t)(r->va & 4095);
+		page = opvm_page_rest(r->va);
 		want = page < want ? page : want;
 		if (r->m->read(r->m->arg, r->va, r->buf + r->have, want))
 			return -EFAULT;
@@ -89,7 +90,7 @@ static int tokens_load(const struct unwind_mem *m, const struct kallsyms_addrs *
 	/* the last token's string follows its index: read past it, page by
 	 * page, as far as memory goes */
 	while (n < TOKEN_TABLE_MAX && n <= max + KALLSYMS_NAME_MAX) {
-		size_t chunk = 4096 - (size_t)((a->token_table + n) & 4095);
+		size_t chunk = opvm_page_rest(a->token_table + n);
 
 		if (chunk > TOKEN_TABLE_MAX - n)
 			chunk = TOKEN_TABLE_MAX - n;

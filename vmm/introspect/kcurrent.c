@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lib/sample.h"
+#include "lib/x86.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/introspect/kcurrent.h"
 
@@ -117,7 +118,7 @@ int kcurrent_task(struct kcurrent *k, uint64_t task, bool user, uint64_t now_ns,
 	e->pid_pa = 0;
 	if (k->off.task_tgid == k->off.task_pid + 4 &&
 	    !guestmem_virt_to_phys(k->m, k->pgd_gpa, task + k->off.task_pid, &pa) &&
-	    (pa & 4095) <= 4096 - 8)
+	    (pa & OPVM_PAGE_MASK) <= OPVM_PAGE_SIZE - 8)
 		e->pid_pa = pa;
 	return 0;
 }

@@ -146,7 +146,7 @@ int kmods_walk(const struct unwind_mem *mem, const struct kbtf_mod_offsets *o, u
 struct strpage {
 	const struct unwind_mem *mem;
 	uint64_t va;			/* the page held; 0: none */
-	uint8_t b[4096];
+	uint8_t b[OPVM_PAGE_SIZE];
 	struct kmods_stats *st;
 };
 
@@ -157,7 +157,7 @@ static size_t str_read(struct strpage *p, uint64_t va, char *out, size_t cap)
 	size_t len = 0;
 
 	while (len <= cap) {
-		uint64_t at = va + len, page = at & ~4095ull;
+		uint64_t at = va + len, page = at & ~OPVM_PAGE_MASK;
 
 		if (at < va)
 			return 0;
@@ -169,7 +169,7 @@ static size_t str_read(struct strpage *p, uint64_t va, char *out, size_t cap)
 			}
 			p->va = page;
 		}
-		for (size_t i = at & 4095; i < sizeof(p->b) && len <= cap; i++, len++) {
+		for (size_t i = at & OPVM_PAGE_MASK; i < sizeof(p->b) && len <= cap; i++, len++) {
 			if (!p->b[i])
 				return len;
 			if (len < cap)

@@ -15,6 +15,7 @@
 #include "lib/sample.h"
 #include "lib/bytes.h"
 #include "lib/sort.h"
+#include "lib/x86.h"
 #include "vmm/introspect/ktasks.h"
 
 #define SPAN_MAX	16384u
@@ -72,7 +73,7 @@ static bool task_read(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 	if (mm && kptr(mm)) {
 		kt->mm = mm;
 		if (rd(km, mm + o->mm_pgd, &pgd, 8) || !kptr(le64toh(pgd)) ||
-		    km->v2p(km->arg, le64toh(pgd), &kt->cr3) || (kt->cr3 & 4095)) {
+		    km->v2p(km->arg, le64toh(pgd), &kt->cr3) || (kt->cr3 & OPVM_PAGE_MASK)) {
 			kt->cr3 = 0;
 			kt->mm = 0;
 			st->no_pgd++;
@@ -124,7 +125,7 @@ static int kn_name(const struct ktasks_mem *km, uint64_t p, char out[256])
 	if (!kptr(p))
 		return -EFAULT;
 	while (n < 255) {
-		size_t piece = 4096 - ((p + n) & 4095);
+		size_t piece = opvm_page_rest(p + n);
 		char *nul;
 
 		if (piece > 64)
@@ -317,7 +318,7 @@ int ktasks_task(const struct ktasks_mem *km, const struct kbtf_offsets *o, uint6
 	if (mm && kptr(mm) && !rd(km, mm + o->mm_pgd, &pgd, 8) && kptr(le64toh(pgd))) {
 		uint64_t pa = 0;
 
-		if (!km->v2p(km->arg, le64toh(pgd), &pa) && !(pa & 4095))
+		if (!km->v2p(km->arg, le64toh(pgd), &pa) && !(pa & OPVM_PAGE_MASK))
 			out->cr3 = pa;
 	}
 	out->kthread = !mm;

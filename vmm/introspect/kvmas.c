@@ -39,7 +39,6 @@
 #define VM_READ		0x1ull
 #define VM_WRITE	0x2ull
 #define VM_EXEC		0x4ull
-#define PAGE_SHIFT	12
 #define VMA_SPAN_MAX	1024u
 #define NAME_MAX_BYTES	255u
 #define PHNUM_MAX	64u
@@ -429,7 +428,7 @@ static void vma_entry(struct walk *w, uint64_t vma, uint64_t first, uint64_t las
 
 	m->start = start;
 	m->end = end;
-	m->pgoff = bytes_le64(b + o->vma_pgoff - v->vlo) << PAGE_SHIFT;
+	m->pgoff = bytes_le64(b + o->vma_pgoff - v->vlo) << OPVM_PAGE_SHIFT;
 	m->prot = (flags & VM_READ ? 1 : 0) | (flags & VM_WRITE ? 2 : 0) | 4;
 	m->cookie = file_cookie(w, mnt, d, inode, start - m->pgoff);
 	if (m->cookie)

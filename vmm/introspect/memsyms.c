@@ -20,8 +20,6 @@
 #include "lib/x86.h"
 #include "vmm/introspect/memsyms.h"
 
-#define PAGE		4096ull
-#define PAGE_MASK	(PAGE - 1)
 #define GNU_BUCKETS_MAX	(1u << 20)
 #define GNU_BLOOM_MAX	(1u << 20)
 #define SYM_SIZE	sizeof(Elf64_Sym)
@@ -44,7 +42,7 @@ struct ctx {
 	unsigned nr_segs, nr_exec;
 	uint64_t dyn_vaddr, dyn_size;
 	uint64_t cache_va;		/* the page in cache; 1: none */
-	uint8_t cache[PAGE];
+	uint8_t cache[OPVM_PAGE_SIZE];
 };
 
 /* The tables PT_DYNAMIC names, link-time addresses. */
@@ -103,8 +101,8 @@ static int cread(struct ctx *c, uint64_t va, void *buf, size_t len)
 	if (va >= OPVM_USER_TOP || len > OPVM_USER_TOP - va)
 		return -EFAULT;
 	while (len) {
-		uint64_t pva = va & ~PAGE_MASK, in = va - pva;
-		size_t n = len < PAGE - in ? len : (size_t)(PAGE - in);
+		uint64_t pva = va & ~OPVM_PAGE_MASK, in = va - pva;
+		size_t n = len < OPVM_PAGE_SIZE - in ? len : (size_t)(OPVM_PAGE_SIZE - in);
 		int rc;
 
 		if (c->cache_va != pva) {
@@ -133,8 +131,9 @@ static void region_free(struct region *r)
  * checks).  A page that does not read is zeros and marked.  0 or -errno. */
 static int region_read(struct ctx *c, uint64_t va, uint64_t len, struct region *r)
 {
-	uint64_t first = va & ~PAGE_MASK, np = ((va + len - 1) & ~PAGE_MASK) / PAGE - first / PAGE + 1;
-	uint8_t page[PAGE];
+	uint64_t first = va & ~OPVM_PAGE_MASK;
+	uint64_t np = ((va + len - 1) & ~OPVM_PAGE_MASK) / OPVM_PAGE_SIZE - first / OPVM_PAGE_SIZE + 1;
+	uint8_t page[OPVM_PAGE_SIZE];
 
 	r->va = va;
 	r->len = len;
@@ -145,8 +144,8 @@ static int region_read(struct ctx *c, uint64_t va, uint64_t len, struct region *
 		return -ENOMEM;
 	}
 	for (uint64_t i = 0; i < np; i++) {
-		uint64_t pva = first + i * PAGE, lo = pva < va ? va : pva;
-		uint64_t hi = pva + PAGE < va + len ? pva + PAGE : va + len;
+		uint64_t pva = first + i * OPVM_PAGE_SIZE, lo = pva < va ? va : pva;
+		uint64_t hi = pva + OPVM_PAGE_SIZE < va + len ? pva + OPVM_PAGE_SIZE : va + len;
 		int rc = page_get(c, pva, page);
 
 		if (rc == -ENOENT) {
@@ -166,10 +165,10 @@ static int region_read(struct ctx *c, uint64_t va, uint64_t len, struct region *
 /* Whether r's bytes [off, off + n) all read (off + n <= r->len). */
 static bool region_ok(const struct region *r, uint64_t off, uint64_t n)
 {
-	uint64_t base = r->va & ~PAGE_MASK;
+	uint64_t base = r->va & ~OPVM_PAGE_MASK;
 
-	for (uint64_t p = (r->va + off) & ~PAGE_MASK; p < r->va + off + n; p += PAGE)
-		if (r->absent[(p - base) / PAGE])
+	for (uint64_t p = (r->va + off) & ~OPVM_PAGE_MASK; p < r->va + off + n; p += OPVM_PAGE_SIZE)
+		if (r->absent[(p - base) / OPVM_PAGE_SIZE])
 			return false;
 	return true;
 }
@@ -202,7 +201,8 @@ static int phdr_take(struct ctx *c, const Elf64_Phdr *p)
 		return 0;
 	if (__builtin_add_overflow(p->p_vaddr, p->p_memsz, &end) || end > OPVM_USER_TOP ||
 	    __builtin_add_overflow(p->p_offset, p->p_filesz, &end) ||
-	    p->p_filesz > p->p_memsz || (p->p_vaddr & PAGE_MASK) != (p->p_offset & PAGE_MASK))
+	    p->p_filesz > p->p_memsz ||
+	    (p->p_vaddr & OPVM_PAGE_MASK) != (p->p_offset & OPVM_PAGE_MASK))
 		return refuse(c, "a PT_LOAD header out of bounds");
 	c->segs[c->nr_segs++] = (struct seg){ .vaddr = p->p_vaddr, .off = p->p_offset,
 					      .filesz = p->p_filesz,
@@ -221,9 +221,9 @@ static int bias_find(struct ctx *c, const struct memsyms_map *x)
 	for (unsigned i = 0; i < c->nr_segs && !found; i++) {
 		const struct seg *s = &c->segs[i];
 
-		if (s->exec && (s->off & ~PAGE_MASK) == x->pgoff &&
-		    (s->vaddr & ~PAGE_MASK) <= x->start) {
-			c->bias = x->start - (s->vaddr & ~PAGE_MASK);
+		if (s->exec && (s->off & ~OPVM_PAGE_MASK) == x->pgoff &&
+		    (s->vaddr & ~OPVM_PAGE_MASK) <= x->start) {
+			c->bias = x->start - (s->vaddr & ~OPVM_PAGE_MASK);
 			found = true;
 		}
 	}
@@ -232,7 +232,8 @@ static int bias_find(struct ctx *c, const struct memsyms_map *x)
 	if (c->type == ET_EXEC && c->bias)
 		return refuse(c, "an ET_EXEC mapped away from its addresses");
 	for (unsigned i = 0; i < c->nr_segs; i++)
-		if (c->segs[i].off < PAGE && c->segs[i].vaddr - c->segs[i].off + c->bias == base)
+		if (c->segs[i].off < OPVM_PAGE_SIZE &&
+		    c->segs[i].vaddr - c->segs[i].off + c->bias == base)
 			return 0;
 	return refuse(c, "file offset 0 is not where the headers say");
 }
@@ -244,8 +245,8 @@ static int headers(struct ctx *c, const struct memsyms_map *x)
 	Elf64_Ehdr eh;
 	int rc;
 
-	if (x->start > x->end || x->end > OPVM_USER_TOP || x->pgoff > x->start || (x->start & PAGE_MASK) ||
-	    (x->pgoff & PAGE_MASK))
+	if (x->start > x->end || x->end > OPVM_USER_TOP || x->pgoff > x->start ||
+	    (x->start & OPVM_PAGE_MASK) || (x->pgoff & OPVM_PAGE_MASK))
 		return refuse(c, "a mapping out of bounds");
 	rc = cread(c, base, &eh, sizeof(eh));
 	if (rc)
@@ -254,7 +255,7 @@ static int headers(struct ctx *c, const struct memsyms_map *x)
 	    eh.e_ident[EI_DATA] != ELFDATA2LSB || (eh.e_type != ET_EXEC && eh.e_type != ET_DYN))
 		return refuse(c, "not a 64-bit little-endian executable or shared object");
 	if (eh.e_phentsize != sizeof(Elf64_Phdr) || !eh.e_phnum || eh.e_phnum > MEMSYMS_PHNUM_MAX ||
-	    eh.e_phoff > PAGE * 16)
+	    eh.e_phoff > OPVM_PAGE_SIZE * 16)
 		return refuse(c, "program headers out of bounds");
 	rc = cread(c, base + eh.e_phoff, ph, eh.e_phnum * sizeof(ph[0]));
 	if (rc)
@@ -437,7 +438,7 @@ static const struct seg *code_of(const struct ctx *c, uint64_t v)
 static long name_len(const struct region *s, uint64_t off)
 {
 	for (uint64_t i = off; i < s->len && i - off <= MEMSYMS_NAME_MAX; i++) {
-		if (((s->va + i) & PAGE_MASK) == 0 || i == off)
+		if (((s->va + i) & OPVM_PAGE_MASK) == 0 || i == off)
 			if (!region_ok(s, i, 1))
 				return -1;
 		if (!s->b[i])
@@ -808,13 +809,14 @@ static uint64_t stub_run(struct ctx *c, struct plt *p, const struct region *w, u
 static int plt_segment(struct ctx *c, struct plt *p, const struct seg *s, uint32_t *pages)
 {
 	uint64_t want = 256 + 32 * ((uint64_t)p->nidx + 1) + 16 * (uint64_t)p->ng, np;
-	uint64_t room = (uint64_t)*pages * PAGE - (s->vaddr & PAGE_MASK), a;
+	uint64_t room = (uint64_t)*pages * OPVM_PAGE_SIZE - (s->vaddr & OPVM_PAGE_MASK), a;
 	struct region w;
 	int rc;
 
 	want = want < s->filesz ? want : s->filesz;
 	want = want < room ? want : room;
-	np = ((s->vaddr + want + PAGE_MASK) & ~PAGE_MASK) / PAGE - s->vaddr / PAGE;
+	np = ((s->vaddr + want + OPVM_PAGE_MASK) & ~OPVM_PAGE_MASK) / OPVM_PAGE_SIZE -
+	     s->vaddr / OPVM_PAGE_SIZE;
 	*pages -= np < *pages ? (uint32_t)np : *pages;
 	if (!want || (rc = region_read(c, s->vaddr + c->bias, want, &w)))
 		return want ? rc : 0;
@@ -916,7 +918,7 @@ static int elf_make(const struct ctx *c, const struct out *o, const struct plt *
 		((Elf64_Phdr *)(b + ph))[i] = (Elf64_Phdr){
 			.p_type = PT_LOAD, .p_flags = PF_R | (g->exec ? PF_X : 0),
 			.p_offset = g->off, .p_vaddr = g->vaddr, .p_paddr = g->vaddr,
-			.p_filesz = g->filesz, .p_memsz = g->filesz, .p_align = PAGE };
+			.p_filesz = g->filesz, .p_memsz = g->filesz, .p_align = OPVM_PAGE_SIZE };
 	}
 	memcpy(b + note, &(uint32_t[3]){ 4, (uint32_t)bid_len, NT_GNU_BUILD_ID }, 12);
 	memcpy(b + note + 12, "GNU", 4);

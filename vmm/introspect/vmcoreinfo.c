@@ -20,7 +20,6 @@
 #include "lib/array.h"
 
 #define SCAN_CHUNK	(1u << 20)
-#define PAGE		4096u
 #define MAGIC		"OSRELEASE="
 
 /* Hex (SYMBOL, KERNELOFFSET) or decimal (NUMBER, signed) digits of v[0..n)
@@ -185,16 +184,16 @@ static bool range_from(struct guestmem *m, uint64_t gpa, uint64_t *start, uint64
 	return false;
 }
 
-/* Page starts in buf[0..n) (n a multiple of PAGE) that parse: 1 and *out. */
+/* Page starts in buf[0..n) (n a multiple of OPVM_PAGE_SIZE) that parse: 1 and *out. */
 static int scan_chunk(const uint8_t *buf, size_t n, uint64_t base, struct vmcoreinfo *out,
 		      uint64_t *gpa)
 {
 	const unsigned need = VMCI_RELEASE | VMCI_PHYS_BASE | VMCI_PGD;
 
-	for (size_t off = 0; off + PAGE <= n; off += PAGE) {
+	for (size_t off = 0; off + OPVM_PAGE_SIZE <= n; off += OPVM_PAGE_SIZE) {
 		if (memcmp(buf + off, MAGIC, sizeof(MAGIC) - 1))
 			continue;
-		if (!vmcoreinfo_parse((const char *)buf + off, PAGE, out) &&
+		if (!vmcoreinfo_parse((const char *)buf + off, OPVM_PAGE_SIZE, out) &&
 		    (out->have & need) == need) {
 			*gpa = base + off;
 			return 1;
@@ -212,7 +211,7 @@ int vmcoreinfo_find(struct guestmem *m, uint64_t *cursor, uint64_t budget,
 
 	if (!buf)
 		return -ENOMEM;
-	*cursor &= ~(uint64_t)(PAGE - 1);
+	*cursor &= ~OPVM_PAGE_MASK;
 	while (!found && done < budget) {
 		size_t n;
 
@@ -221,9 +220,9 @@ int vmcoreinfo_find(struct guestmem *m, uint64_t *cursor, uint64_t budget,
 			free(buf);
 			return -ENOENT;
 		}
-		start = (start + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+		start = (start + OPVM_PAGE_MASK) & ~OPVM_PAGE_MASK;
 		n = end - start < SCAN_CHUNK ? (size_t)(end - start) : SCAN_CHUNK;
-		n &= ~(size_t)(PAGE - 1);
+		n &= ~(size_t)OPVM_PAGE_MASK;
 		if (!n) {
 			*cursor = end;
 			continue;

@@ -16,9 +16,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/x86.h"
+
 struct guestmem;
 
-#define VMCOREINFO_BYTES	4096	/* the kernel keeps one page */
+#define VMCOREINFO_BYTES	OPVM_PAGE_SIZE	/* the kernel keeps one page */
 
 struct vmcoreinfo {
 	char release[65 + 1];		/* OSRELEASE, sanitised */

@@ -16,7 +16,6 @@
 #include "lib/sample.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/perf/perf-python.h"
-#include "vmm/perf/perf-sampler.h"
 
 /* A read waiting for its sample's task. */
 struct pyheld {
@@ -192,7 +191,7 @@ static unsigned read_chain(struct perf_python *pp, struct guestmem *m, unsigned 
 }
 
 uint32_t perf_python_read(struct perf_python *pp, struct guestmem *m, struct pynames *names,
-			  unsigned vcpu, const struct perf_python_clock *clk)
+			  unsigned vcpu, const struct guest_tsc *clk)
 {
 	uint64_t t0 = cpu_ns(), cr3;
 	struct opvm_slot a;
@@ -215,7 +214,7 @@ uint32_t perf_python_read(struct perf_python *pp, struct guestmem *m, struct pyn
 				   pp->fr[k].line, &e->idx[k]))
 			break;		/* the table is full: its callers go too */
 	if (k) {
-		e->end = perf_sampler_guest_tsc(__rdtsc(), clk->offset, clk->ratio, clk->frac);
+		e->end = guest_tsc(clk, __rdtsc());
 		e->cr3 = cr3;
 		e->tid = a.pid;
 		e->n = k;

@@ -39,6 +39,7 @@
 
 #include "vmm/guest/pyguest.h"
 #include "vmm/guest/timeline.h"
+#include "vmm/perf/guest-tsc.h"
 #include "vmm/sampler.h"
 
 struct guestmem;
@@ -59,13 +60,6 @@ struct perf_python_stats {
 	uint64_t kept;			/* samples filed with Python frames */
 	uint64_t cost_ns;		/* drain-thread CPU time of the reads */
 	struct pyguest_stats py;	/* the reads themselves (pyguest_read) */
-};
-
-/* The guest TSC of a host TSC on this vCPU (perf_sampler_guest_tsc()). */
-struct perf_python_clock {
-	int64_t offset;
-	uint64_t ratio;			/* 0: 1:1 */
-	unsigned frac;
 };
 
 struct perf_python *perf_python_new(unsigned nr_vcpus);	/* NULL and errno */
@@ -89,7 +83,7 @@ int perf_python_take(struct perf_python *pp);
  * nothing is held (not a CPython task, nothing read, dropped: counted).
  */
 uint32_t perf_python_read(struct perf_python *pp, struct guestmem *m, struct pynames *names,
-			  unsigned vcpu, const struct perf_python_clock *clk);
+			  unsigned vcpu, const struct guest_tsc *clk);
 
 /* Counts a user sample seen too late to be read. */
 void perf_python_stale(struct perf_python *pp);

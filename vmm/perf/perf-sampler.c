@@ -48,6 +48,7 @@
 #include "lib/fs.h"
 #include "vmm/guest/guestmem.h"
 #include "vmm/kvm/kvm-desc.h"
+#include "vmm/perf/guest-tsc.h"
 #include "vmm/perf/perf-python.h"
 #include "vmm/perf/perf-sampler.h"
 #include "vmm/guest/timeline.h"
@@ -80,9 +81,7 @@ struct pvcpu {
 	size_t data_size;
 	int time_zero;			/* 1: the page's time conversion works */
 	char dbg[300];			/* kvm/PID-FD/vcpuN, "" unknown */
-	int64_t tsc_offset;
-	uint64_t tsc_ratio;		/* 0: 1:1 */
-	unsigned tsc_frac;
+	struct guest_tsc tsc;		/* KVM's offset and scaling */
 	struct ring *ring;
 	struct pend *pend;		/* PEND_MAX, circular */
 	uint32_t pfirst, pcount;
@@ -135,16 +134,6 @@ struct psamp {
 };
 
 /* ---- time --------------------------------------------------------------- */
-
-uint64_t perf_sampler_guest_tsc(uint64_t host_tsc, int64_t offset,
-				uint64_t ratio, unsigned frac_bits)
-{
-	uint64_t t = host_tsc;
-
-	if (ratio && frac_bits < 64)
-		t = (uint64_t)(((unsigned __int128)host_tsc * ratio) >> frac_bits);
-	return t + (uint64_t)offset;
-}
 
 uint64_t perf_sampler_time_to_tsc(uint64_t time_ns, uint64_t time_zero,
 				  uint32_t time_mult, uint16_t time_shift)
@@ -255,12 +244,12 @@ static void tsc_read_offsets(struct psamp *p)
 
 		if (!v->dbg[0] || read_num(v->dbg, "tsc-offset", &off))
 			continue;
-		v->tsc_offset = off;
+		v->tsc.offset = off;
 		if (!read_num(v->dbg, "tsc-scaling-ratio", &ratio) &&
 		    !read_num(v->dbg, "tsc-scaling-ratio-frac-bits", &frac) &&
 		    frac > 0 && frac < 64 && ratio != (1ll << frac)) {
-			v->tsc_ratio = (uint64_t)ratio;
-			v->tsc_frac = (unsigned)frac;
+			v->tsc.ratio = (uint64_t)ratio;
+			v->tsc.frac = (unsigned)frac;
 		}
 	}
 }
@@ -575,14 +564,13 @@ static uint64_t tsc_ns(const struct psamp *p, const struct pvcpu *v, uint64_t ti
 static uint32_t python_read(struct psamp *p, unsigned idx, uint64_t htsc)
 {
 	const struct pvcpu *v = &p->v[idx];
-	struct perf_python_clock clk = { v->tsc_offset, v->tsc_ratio, v->tsc_frac };
 	uint64_t now = __rdtsc();
 
 	if (now > htsc && tsc_ns(p, v, now - htsc) > PERF_PYTHON_MAX_AGE_NS) {
 		perf_python_stale(p->py);
 		return 0;
 	}
-	return perf_python_read(p->py, p->mem, p->names, idx, &clk);
+	return perf_python_read(p->py, p->mem, p->names, idx, &v->tsc);
 }
 
 /* One sample record (IP, TID, TIME, CPU). */
@@ -615,8 +603,7 @@ static void on_sample(struct psamp *p, unsigned idx, uint16_t misc, const uint64
 		return;
 	}
 	htsc = sample_host_tsc(p, v, w[2]);
-	pend_add(p, idx, w[0], perf_sampler_guest_tsc(htsc, v->tsc_offset, v->tsc_ratio,
-						      v->tsc_frac), cpl,
+	pend_add(p, idx, w[0], guest_tsc(&v->tsc, htsc), cpl,
 		 cpl == 3 && p->py_on ? python_read(p, idx, htsc) : 0);
 }
 
@@ -663,8 +650,7 @@ static uint64_t guest_now(const struct psamp *p)
 	uint64_t h = __rdtsc(), now = UINT64_MAX;
 
 	for (unsigned i = 0; i < p->nr; i++) {
-		uint64_t g = perf_sampler_guest_tsc(h, p->v[i].tsc_offset, p->v[i].tsc_ratio,
-						    p->v[i].tsc_frac);
+		uint64_t g = guest_tsc(&p->v[i].tsc, h);
 
 		if (g < now)
 			now = g;
@@ -1096,7 +1082,7 @@ void perf_sampler_get_info(struct sampler *s, struct perf_sampler_info *out)
 	out->drain_cpu_ns = p->drain_cpu_ns;
 	out->time_source = p->clock_raw ? "clock-monotonic-raw" : "perf-time-zero";
 	out->tsc_offset_known = p->tsc_known;
-	out->tsc_offset = p->nr ? p->v[0].tsc_offset : 0;
+	out->tsc_offset = p->nr ? p->v[0].tsc.offset : 0;
 	pthread_mutex_lock(&p->tls_lock);
 	st = p->tls;
 	pthread_mutex_unlock(&p->tls_lock);

@@ -116,10 +116,6 @@ struct perf_sampler_info {
 };
 void perf_sampler_get_info(struct sampler *s, struct perf_sampler_info *out);
 
-/* Host-side guest TSC conversion, for tests: guest = (host * ratio >>
- * frac_bits) + offset (ratio 0: 1:1). */
-uint64_t perf_sampler_guest_tsc(uint64_t host_tsc, int64_t offset,
-				uint64_t ratio, unsigned frac_bits);
 /* perf time (ns) to TSC with a perf mmap page's time_zero/mult/shift. */
 uint64_t perf_sampler_time_to_tsc(uint64_t time_ns, uint64_t time_zero,
 				  uint32_t time_mult, uint16_t time_shift);
