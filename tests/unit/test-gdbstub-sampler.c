@@ -243,6 +243,21 @@ static void vm_start(struct vm *v, const char *name, int cg)
 	}
 }
 
+/*
+ * Whether the guest runs, asked until it does (up to 10 s): the sampler's
+ * last "c" went through the proxy, which QEMU may read after QMP's
+ * query-status on a loaded host (the sampler waits for its reader, here
+ * the proxy, not QEMU).  A guest left paused stays paused: 0.
+ */
+static int qmp_running_soon(struct qmp *qmp)
+{
+	int running = 0;
+
+	for (int i = 0; i < 200 && (running = qmp_running(qmp, 5000)) == 0; i++)
+		usleep(50000);
+	return running;
+}
+
 /* Ends the session as opvm does (stop, free), then the guest's state. */
 static int vm_end(struct vm *v, struct qemu_sampler_info *info)
 {
@@ -253,7 +268,7 @@ static int vm_end(struct vm *v, struct qemu_sampler_info *info)
 	qemu_sampler_get_info(v->s, info);
 	v->s->ops->free(v->s);
 	pthread_join(v->px.thr, NULL);
-	running = qmp_running(v->qmp, 5000);
+	running = qmp_running_soon(v->qmp);
 	qmp_close(v->qmp);
 	close(v->px.lfd);
 	unlink(v->px.path);

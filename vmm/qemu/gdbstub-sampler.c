@@ -32,6 +32,12 @@
 /* How long a running guest may take to answer "\x03" (a loaded host can be
  * slow), and how long we wait when we believe someone else paused it. */
 #define STOP_TIMEOUT_MS		1000
+/* How long the tick thread's last act (tick_settle()) waits for QEMU: a
+ * guest left stopped by us is the one outcome never allowed, and a QEMU
+ * starved by a loaded host (two busy loops and a build beside it) can take
+ * longer than STOP_TIMEOUT_MS to answer the settling "qC".  Only a stopping
+ * session waits, at most three times this against a QEMU that hangs. */
+#define SETTLE_TIMEOUT_MS	5000
 #define PAUSED_PROBE_MS		20
 /* The guest keeps at least 4/5 of its time: with ticks costing C on
  * average, the next one waits at least 4*C. */
@@ -707,14 +713,14 @@ static void tick_settle(struct qsamp *q, struct tick_state *ts)
 	/* Our stop whose "c" could not be sent: once more. */
 	if (ts->ours && !gdbstub_continue(q->gs))
 		ts->ours = 0;
-	r = gdbstub_wait_read(q->gs, STOP_TIMEOUT_MS);
+	r = gdbstub_wait_read(q->gs, SETTLE_TIMEOUT_MS);
 	if (r < 0 || !ts->outstanding)
 		return;
-	stopped = gdbstub_settle(q->gs, STOP_TIMEOUT_MS);
+	stopped = gdbstub_settle(q->gs, SETTLE_TIMEOUT_MS);
 	if (stopped > 0) {
 		q->late_stops++;
 		if (!gdbstub_continue(q->gs))
-			gdbstub_wait_read(q->gs, STOP_TIMEOUT_MS);
+			gdbstub_wait_read(q->gs, SETTLE_TIMEOUT_MS);
 	}
 }
 
