@@ -18,15 +18,22 @@
  * children with it, each sealing its last window; a child killed with
  * SIGKILL leaves a current/ the next child of that guest seals.
  *
- * The same thread keeps the store within --retention and --max-store
- * (sealed windows, every guest together): windows past the retention go,
- * then the oldest of all until the rest fit, each counted.  A sealed
- * window never changes, so its size is measured once.
+ * The same thread keeps the whole store within --retention and --max-store:
+ * windows past the retention go, then the oldest of all until the store
+ * fits, each counted.  The store is its sealed windows (a sealed window
+ * never changes, so its size is measured once), the rest measured at each
+ * prune (logs, kallsyms, a current/ no sampler writes), and a reserve for
+ * each running sampler: a window is capped (pcont_window_cap(), attach's
+ * --max-disk; past it samples go to its {overflow} bucket) and a sampler
+ * may seal one window between two prunes while it writes the next, so two
+ * capped windows a sampler cover what it can add before the next prune.
+ * A sealed window's overflow counts are read once, when it is first seen.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <jansson.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -39,12 +46,14 @@
 
 #include "host/cli/exporter-job.h"
 #include "host/cli/subcmd.h"
+#include "host/collect/stats.h"
 #include "host/collect/store.h"
 #include "lib/log.h"
 #include "lib/safepath.h"
 #include "lib/array.h"
 #include "lib/clock.h"
 #include "lib/signals.h"
+#include "lib/text.h"
 
 #define PCONT_MAX		256	/* guests sampled at once */
 #define PCONT_TICK_MS		1000
@@ -53,6 +62,11 @@
 #define PCONT_STOP_MS		10000	/* SIGTERM at the end, then SIGKILL */
 #define PCONT_MAX_WINDOWS	(1u << 20)
 #define PCONT_DU_DEPTH		12
+/* What a window takes past its cap: session.json and the {overflow}
+ * bucket's directories and files, which the store's cap exempts so that
+ * it can always take a sample (tests/unit/test-exporter-store.c measures) */
+#define PCONT_WINDOW_SLACK	(64u << 10)
+#define PCONT_MAX_KEYS		4096	/* guests whose overflow is counted apart */
 
 /* One guest's sampler child. */
 struct csampler {
@@ -73,6 +87,12 @@ struct cwin {
 	uint64_t bytes;
 };
 
+/* What the caps refused in one guest's sealed windows, since the start. */
+struct ckey {
+	char key[OPVM_MANGLE_MAX + 16];
+	uint64_t ovf_samples, ovf_keys;
+};
+
 struct pcont {
 	struct pprof *p;
 	pthread_t thread;
@@ -82,11 +102,42 @@ struct pcont {
 	unsigned nr;
 	struct cwin *w;			/* sorted by key, gdir, name */
 	size_t nr_w;
+	uint64_t rest;			/* this list's bytes besides sealed windows */
 	/* metrics, under p->lock */
 	uint64_t starts, exits, dropped_retention, dropped_cap, windows, bytes;
+	uint64_t other_bytes, reserved, ovf_samples, ovf_keys;
+	struct ckey *k;			/* sorted by key, at most PCONT_MAX_KEYS */
+	size_t nr_k;
 	unsigned running;
 	double cpu_reaped;
 };
+
+uint64_t pcont_window_cap(const struct pprof_cfg *cfg)
+{
+	uint64_t r = ((uint64_t)cfg->retention_s + cfg->window_s - 1) / cfg->window_s;
+	uint64_t w = cfg->max_store / (r + 2 * PCONT_MAX);
+
+	return w ? w : 1;	/* attach's --max-disk takes 1 at least */
+}
+
+/* Bytes the running samplers may add before the next prune. */
+static uint64_t reserve(const struct pcont *pc)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < pc->nr; i++)
+		n += pc->s[i].pid != 0;
+	return n * 2 * (pcont_window_cap(&pc->p->cfg) + PCONT_WINDOW_SLACK);
+}
+
+/* Whether key's sampler runs now (its current/ is in the reserve). */
+static int key_running(const struct pcont *pc, const char *key)
+{
+	for (unsigned i = 0; i < pc->nr; i++)
+		if (pc->s[i].pid && !strcmp(pc->s[i].key, key))
+			return 1;
+	return 0;
+}
 
 /* The store directory of g: "<uid>.<mangled name>". */
 static void guest_key(const struct pguest *g, char *key, size_t len)
@@ -144,35 +195,125 @@ static int cwin_age_cmp(const void *a, const void *b)
 	return x->end < y->end ? -1 : x->end > y->end ? 1 : cwin_cmp(x, y);
 }
 
+/* The counts of key's guest, made if there is room. */
+static struct ckey *ckey_of(struct pcont *pc, const char *key)
+{
+	size_t cap = pc->nr_k;
+
+	const char *dot = strchr(key, '.');
+
+	for (size_t i = 0; i < pc->nr_k; i++)
+		if (!strcmp(pc->k[i].key, key))
+			return &pc->k[i];
+	/* "<uid>.<guest>" only: its parts are the metrics' labels */
+	if (!dot || dot == key || strspn(key, "0123456789") != (size_t)(dot - key) ||
+	    pc->nr_k >= PCONT_MAX_KEYS || array_grow(&pc->k, &cap, pc->nr_k + 1,
+						     sizeof(*pc->k), 16))
+		return NULL;
+	memset(&pc->k[pc->nr_k], 0, sizeof(*pc->k));
+	snprintf(pc->k[pc->nr_k].key, sizeof(pc->k->key), "%s", key);
+	return &pc->k[pc->nr_k++];
+}
+
+/* Adds what the caps refused in window name of samples/ (sfd) to key's
+ * counts: the window is new to this exporter. */
+static void count_overflow(struct pcont *pc, int sfd, const char *name, const char *key)
+{
+	int wfd = openat(sfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = wfd >= 0 ? openat(wfd, "session.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+	json_t *root = NULL, *so;
+	struct ckey *c;
+	struct stat sb;
+
+	if (fd >= 0 && !fstat(fd, &sb) && S_ISREG(sb.st_mode))
+		root = stats_json_loadfd(fd, 0, NULL);
+	if (fd >= 0)
+		close(fd);
+	if (wfd >= 0)
+		close(wfd);
+	so = json_object_get(root, "store");
+	if (so) {
+		pthread_mutex_lock(&pc->p->lock);
+		c = ckey_of(pc, key);
+		pc->ovf_samples += stats_json_get(so, "overflow_samples");
+		pc->ovf_keys += stats_json_get(so, "overflow_keys");
+		if (c) {
+			c->ovf_samples += stats_json_get(so, "overflow_samples");
+			c->ovf_keys += stats_json_get(so, "overflow_keys");
+		}
+		pthread_mutex_unlock(&pc->p->lock);
+	}
+	json_decref(root);
+}
+
+static uint64_t self_bytes(int fd)
+{
+	struct stat sb;
+
+	return fstat(fd, &sb) ? 0 : (uint64_t)sb.st_blocks * 512;
+}
+
+/* Bytes of directory fd itself and of its entries but skip. */
+static uint64_t bytes_but(int fd, const char *skip)
+{
+	int dfd = dup(fd);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *de;
+	uint64_t sum = self_bytes(fd);
+
+	if (!d) {
+		if (dfd >= 0)
+			close(dfd);
+		return sum;
+	}
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+		    strcmp(de->d_name, skip))
+			sum += tree_bytes(fd, de->d_name, 1);
+	closedir(d);
+	return sum;
+}
+
 /* The windows of samples/ (fd, consumed) into *w, sizes from the last
- * list where it had them. */
+ * list where it had them; what else is there into pc->rest, but the
+ * current/ of a running sampler (reserved instead). */
 static void list_samples(struct pcont *pc, int fd, const char *key, const char *gdir,
 			 struct cwin **w, size_t *n, size_t *cap)
 {
 	DIR *d = fdopendir(fd);
+	int running = key_running(pc, key);
 	struct dirent *de;
 
 	if (!d) {
 		close(fd);
 		return;
 	}
+	pc->rest += self_bytes(fd);
 	while ((de = readdir(d)) && *n < PCONT_MAX_WINDOWS) {
 		struct cwin x = { 0 }, *old;
 
-		if (store_window_parse(de->d_name, &x.start, &x.end) ||
-		    array_grow(w, cap, *n + 1, sizeof(**w), 256))
+		if (store_window_parse(de->d_name, &x.start, &x.end)) {
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+			    (!running || strcmp(de->d_name, "current")))
+				pc->rest += tree_bytes(fd, de->d_name, 1);
+			continue;
+		}
+		if (array_grow(w, cap, *n + 1, sizeof(**w), 256))
 			continue;
 		snprintf(x.key, sizeof(x.key), "%s", key);
 		snprintf(x.gdir, sizeof(x.gdir), "%s", gdir);
 		memcpy(x.name, de->d_name, 30);	/* a window's name: 29 bytes */
 		old = pc->w ? bsearch(&x, pc->w, pc->nr_w, sizeof(x), cwin_cmp) : NULL;
-		x.bytes = old ? old->bytes : tree_bytes(dirfd(d), de->d_name, 0);
+		x.bytes = old ? old->bytes : tree_bytes(fd, de->d_name, 0);
+		if (!old)
+			count_overflow(pc, fd, de->d_name, key);
 		(*w)[(*n)++] = x;
 	}
 	closedir(d);
 }
 
-/* Every guest tree of one guest's directory (fd, consumed). */
+/* Every guest tree of one guest's directory (fd, consumed); the files
+ * beside them into pc->rest. */
 static void list_key(struct pcont *pc, int kfd, const char *key, struct cwin **w, size_t *n,
 		     size_t *cap)
 {
@@ -180,22 +321,25 @@ static void list_key(struct pcont *pc, int kfd, const char *key, struct cwin **w
 	DIR *d = gfd >= 0 ? fdopendir(gfd) : NULL;
 	struct dirent *de;
 
+	pc->rest += bytes_but(kfd, "guests");
 	close(kfd);
 	if (!d) {
 		if (gfd >= 0)
 			close(gfd);
 		return;
 	}
+	pc->rest += self_bytes(gfd);
 	while ((de = readdir(d))) {
 		int g, s;
 
 		if (de->d_name[0] == '.')
 			continue;
 		g = openat(gfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		s = g >= 0 ? openat(g, "samples", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-				    O_CLOEXEC) : -1;
-		if (g >= 0)
-			close(g);
+		if (g < 0)
+			continue;
+		pc->rest += bytes_but(g, "samples");
+		s = openat(g, "samples", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(g);
 		if (s >= 0)
 			list_samples(pc, s, key, de->d_name, w, n, cap);
 	}
@@ -211,19 +355,25 @@ static void store_list(struct pcont *pc)
 	size_t n = 0, cap = 0;
 	struct dirent *de;
 
+	pc->rest = 0;
 	if (!d) {
 		if (rfd >= 0)
 			close(rfd);
 		return;
 	}
+	pc->rest = self_bytes(rfd);
 	while ((de = readdir(d))) {
-		int k;
+		int k = -1;
 
-		if (de->d_name[0] == '.')
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		k = openat(rfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (de->d_name[0] != '.')
+			k = openat(rfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+				   O_CLOEXEC);
 		if (k >= 0)
 			list_key(pc, k, de->d_name, &w, &n, &cap);
+		else	/* no guest's: it takes room all the same */
+			pc->rest += tree_bytes(rfd, de->d_name, 1);
 	}
 	closedir(d);
 	if (n)
@@ -249,16 +399,30 @@ static int drop(struct pcont *pc, struct cwin *x, uint64_t *count)
 	return 0;
 }
 
-/* Retention, then the byte cap, oldest window first. */
+/* The windows left after a prune, still sorted (bsearch()ed by the next
+ * list, which must find every window it measured). */
+static void compact(struct pcont *pc)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < pc->nr_w; i++)
+		if (pc->w[i].name[0])
+			pc->w[n++] = pc->w[i];
+	pc->nr_w = n;
+}
+
+/* Retention, then the byte cap, oldest window first: the sealed windows,
+ * the rest and the running samplers' reserve within --max-store. */
 static void store_prune(struct pcont *pc)
 {
 	const struct pprof_cfg *cfg = &pc->p->cfg;
 	int64_t oldest = clk_wall_ms() - (int64_t)cfg->retention_s * 1000;
+	uint64_t total = 0, other, resv = reserve(pc);
 	struct cwin **by_age;
-	uint64_t total = 0;
 	size_t n = 0;
 
 	store_list(pc);
+	other = pc->rest;
 	by_age = calloc(pc->nr_w + 1, sizeof(*by_age));
 	if (!by_age)
 		return;
@@ -270,19 +434,20 @@ static void store_prune(struct pcont *pc)
 			drop(pc, by_age[i], &pc->dropped_retention);
 		total += by_age[i]->bytes;
 	}
-	for (size_t i = 0; i < n && total > cfg->max_store; i++) {
+	for (size_t i = 0; i < n && total + other + resv > cfg->max_store; i++) {
 		uint64_t b = by_age[i]->bytes;
 
 		if (by_age[i]->name[0] && !drop(pc, by_age[i], &pc->dropped_cap))
 			total -= b;
 	}
-	pthread_mutex_lock(&pc->p->lock);
-	pc->windows = 0;
-	for (size_t i = 0; i < n; i++)
-		pc->windows += by_age[i]->name[0] != '\0';
-	pc->bytes = total;
-	pthread_mutex_unlock(&pc->p->lock);
 	free(by_age);
+	compact(pc);
+	pthread_mutex_lock(&pc->p->lock);
+	pc->windows = pc->nr_w;
+	pc->bytes = total;
+	pc->other_bytes = other;
+	pc->reserved = resv;
+	pthread_mutex_unlock(&pc->p->lock);
 }
 
 /* ---- the samplers -------------------------------------------------------- */
@@ -291,7 +456,7 @@ static void store_prune(struct pcont *pc)
 static void sampler_start(struct pcont *pc, struct csampler *s)
 {
 	const struct pprof_cfg *cfg = &pc->p->cfg;
-	char pid[2][32], rate[16], win[16], dir[PATH_MAX], log[PATH_MAX + 16];
+	char pid[2][32], rate[16], win[16], cap[24], dir[PATH_MAX], log[PATH_MAX + 16];
 	char *argv[32];
 	int a, rfd;
 
@@ -306,6 +471,7 @@ static void sampler_start(struct pcont *pc, struct csampler *s)
 	close(rfd);
 	snprintf(rate, sizeof(rate), "%u", cfg->rate_hz);
 	snprintf(win, sizeof(win), "%u", cfg->window_s);
+	snprintf(cap, sizeof(cap), "%llu", (unsigned long long)pcont_window_cap(cfg));
 	if (snprintf(dir, sizeof(dir), "%s/%s", pc->root, s->key) >= (int)sizeof(dir))
 		return;
 	snprintf(log, sizeof(log), "%s/attach.log", dir);
@@ -314,6 +480,8 @@ static void sampler_start(struct pcont *pc, struct csampler *s)
 	argv[a++] = rate;
 	argv[a++] = "--window";
 	argv[a++] = win;
+	argv[a++] = "--max-disk";	/* a window's cap */
+	argv[a++] = cap;
 	argv[a++] = "-d";
 	argv[a++] = dir;
 	argv[a] = NULL;
@@ -431,12 +599,14 @@ static void *pcont_main(void *arg)
 	for (;;) {
 		struct pguest *gs;
 		int n = pguest_scan(&pc->p->cfg, &gs);
+		uint64_t starts = pc->starts;	/* written by this thread only */
 
 		if (n >= 0) {
 			samplers_update(pc, gs, n);
 			free(gs);
 		}
-		if (tick++ % prune_every == 0)
+		/* a new sampler's reserve counts from its start */
+		if (tick++ % prune_every == 0 || pc->starts != starts)
 			store_prune(pc);
 		if (poll(&f, 1, PCONT_TICK_MS) > 0)
 			break;
@@ -493,6 +663,7 @@ void pcont_stop(struct pprof *p)
 		pthread_join(pc->thread, NULL);
 	p->cont = NULL;
 	free(pc->w);
+	free(pc->k);
 	free(pc);
 }
 
@@ -513,6 +684,58 @@ static double live_cpu(const struct pcont *pc)
 static void metric(FILE *f, const char *name, const char *type, const char *help)
 {
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Key's guest as a Prometheus label value: its name is its owner's
+ * input, so only printable ASCII, quotes and backslashes escaped. */
+static void key_labels(const char *key, char *out, size_t len)
+{
+	const char *dot = strchr(key, '.');
+	char name[OPVM_MANGLE_MAX * 4];
+	int n = dot ? store_unmangle(dot + 1, name, sizeof(name)) : -1;
+	size_t o = 0;
+
+	for (int i = 0; i < n && o + 3 < len; i++) {
+		unsigned char ch = (unsigned char)name[i];
+
+		if (ch == '"' || ch == '\\')
+			out[o++] = '\\';
+		out[o++] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+	}
+	out[o] = '\0';
+	o = strlen(out);
+	snprintf(out + o, len - o, "\",owner=\"%.*s", dot ? (int)(dot - key) : 0, key);
+}
+
+/* What the caps refused, by guest; keys past PCONT_MAX_KEYS as "". */
+static void overflow_metrics(const struct pcont *pc, FILE *f)
+{
+	uint64_t s = 0, k = 0;
+	char lab[OPVM_MANGLE_MAX * 2 + 64];
+
+	metric(f, "opvm_continuous_overflow_samples_total", "counter",
+	       "Samples the caps of a window (--max-store's share, files, dirs) sent to its "
+	       "{overflow} bucket, counted as its window is sealed.");
+	for (size_t i = 0; i < pc->nr_k; i++) {
+		key_labels(pc->k[i].key, lab, sizeof(lab));
+		fprintf(f, "opvm_continuous_overflow_samples_total{guest=\"%s\"} %llu\n", lab,
+			(unsigned long long)pc->k[i].ovf_samples);
+		s += pc->k[i].ovf_samples;
+		k += pc->k[i].ovf_keys;
+	}
+	if (s != pc->ovf_samples)
+		fprintf(f, "opvm_continuous_overflow_samples_total{guest=\"\",owner=\"\"} "
+			"%llu\n", (unsigned long long)(pc->ovf_samples - s));
+	metric(f, "opvm_continuous_overflow_keys_total", "counter",
+	       "Sample files the caps of a window refused (lookups sent to its bucket).");
+	for (size_t i = 0; i < pc->nr_k; i++) {
+		key_labels(pc->k[i].key, lab, sizeof(lab));
+		fprintf(f, "opvm_continuous_overflow_keys_total{guest=\"%s\"} %llu\n", lab,
+			(unsigned long long)pc->k[i].ovf_keys);
+	}
+	if (k != pc->ovf_keys)
+		fprintf(f, "opvm_continuous_overflow_keys_total{guest=\"\",owner=\"\"} %llu\n",
+			(unsigned long long)(pc->ovf_keys - k));
 }
 
 /* Under p->lock. */
@@ -541,6 +764,47 @@ void pcont_metrics(struct pprof *p, FILE *f)
 		(unsigned long long)pc->dropped_retention);
 	fprintf(f, "opvm_store_windows_dropped_total{reason=\"max_store\"} %llu\n",
 		(unsigned long long)pc->dropped_cap);
+	metric(f, "opvm_store_other_bytes", "gauge",
+	       "Bytes of the store besides sealed windows and the running samplers' windows.");
+	fprintf(f, "opvm_store_other_bytes %llu\n", (unsigned long long)pc->other_bytes);
+	metric(f, "opvm_store_reserved_bytes", "gauge",
+	       "Bytes kept free for the running samplers: two capped windows each.");
+	fprintf(f, "opvm_store_reserved_bytes %llu\n", (unsigned long long)pc->reserved);
+	metric(f, "opvm_store_window_cap_bytes", "gauge", "A window's cap (attach --max-disk).");
+	fprintf(f, "opvm_store_window_cap_bytes %llu\n",
+		(unsigned long long)pcont_window_cap(&p->cfg));
+	overflow_metrics(pc, f);
+}
+
+/* Under p->lock. */
+json_t *pcont_json(struct pprof *p)
+{
+	struct pcont *pc = p->cont;
+	json_t *g = json_array(), *o;
+
+	for (size_t i = 0; g && i < pc->nr_k; i++) {
+		char name[OPVM_MANGLE_MAX * 4], esc[OPVM_MANGLE_MAX * 4];
+		const char *dot = strchr(pc->k[i].key, '.');
+
+		if (store_unmangle(dot + 1, name, sizeof(name)) < 0)
+			name[0] = '\0';
+		/* printable: a name is its owner's input, JSON wants UTF-8 */
+		o = json_pack("{s:s, s:I, s:I, s:I}", "guest", text_escape(esc, sizeof(esc), name),
+			      "owner", (json_int_t)strtoul(pc->k[i].key, NULL, 10),
+			      "overflow_samples", (json_int_t)pc->k[i].ovf_samples,
+			      "overflow_keys", (json_int_t)pc->k[i].ovf_keys);
+		json_array_append_new(g, o);
+	}
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+			 "max_store", (json_int_t)p->cfg.max_store,
+			 "window_cap", (json_int_t)pcont_window_cap(&p->cfg),
+			 "windows", (json_int_t)pc->windows, "bytes", (json_int_t)pc->bytes,
+			 "other_bytes", (json_int_t)pc->other_bytes,
+			 "reserved_bytes", (json_int_t)pc->reserved,
+			 "windows_dropped_retention", (json_int_t)pc->dropped_retention,
+			 "windows_dropped_max_store", (json_int_t)pc->dropped_cap,
+			 "overflow_samples", (json_int_t)pc->ovf_samples,
+			 "overflow_keys", (json_int_t)pc->ovf_keys, "guests", g);
 }
 
 int pcont_find(struct pprof *p, const struct pguest *live, const char *name,

@@ -17,6 +17,7 @@
 #include "host/cli/exporter-job.h"
 #include "host/cli/exporter-http.h"
 #include "host/collect/store.h"
+#include "host/report/report.h"
 #include "lib/log.h"
 #include "lib/numparse.h"
 #include "lib/clock.h"
@@ -186,6 +187,8 @@ static enum MHD_Result job_reply(struct pprof *p, struct MHD_Connection *c, stru
 		snprintf(clip, sizeof(clip), "%lld-%lld", (long long)j->since_ms,
 			 (long long)j->until_ms);
 		MHD_add_response_header(r, "X-Opvm-Range", clip);
+		snprintf(v, sizeof(v), "%u", j->windows);
+		MHD_add_response_header(r, "X-Opvm-Windows", v);
 	}
 	if (j->asked > j->seconds) {
 		snprintf(clip, sizeof(clip), "seconds=%u clipped to %u (this exporter's %s)",
@@ -351,6 +354,32 @@ static int parse_args(struct pprof *p, struct MHD_Connection *c, struct pjob *j,
 	return 0;
 }
 
+/* --continuous: the windows j's answer merges into j->windows; past what
+ * an export reads, or the store unreadable: -1 after one line.  An answer
+ * reads at most the windows of --retention, each under its cap
+ * (pcont_window_cap()): at most --max-store together. */
+static int count_windows(struct pprof *p, struct MHD_Connection *c, struct pjob *j,
+			 enum MHD_Result *ret)
+{
+	char one[1][STORE_WINDOW_NAME_MAX];
+	int n = store_windows(j->store, j->since_ms, j->until_ms, one, 1);
+
+	if (n == -ENOENT)	/* no window yet */
+		n = 0;
+	if (n >= 0 && n <= REPORT_MAX_WINDOWS) {
+		j->windows = (unsigned)n;
+		return 0;
+	}
+	count_refusal(p, PREF_BAD_REQUEST);
+	if (n > 0)
+		*ret = reply(c, MHD_HTTP_BAD_REQUEST, 0, "the range holds %d windows, more than "
+			     "the %d an answer merges: ask a shorter one", n, REPORT_MAX_WINDOWS);
+	else
+		*ret = reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, 0, "cannot read the store: %s",
+			     strerror(-n));
+	return -1;
+}
+
 /* --continuous: the store's directory of the guest j asks for (hit: the
  * live guest's index, or pguest_match()'s error) into j->store; 0, or -1
  * after the reply. */
@@ -368,7 +397,7 @@ static int find_stored(struct pprof *p, struct MHD_Connection *c, struct pjob *j
 			j->g.sampler = NULL;
 			j->g.q.pid = 0;
 		}
-		return 0;
+		return count_windows(p, c, j, ret);
 	}
 	if (r == -EEXIST) {
 		count_refusal(p, PREF_BAD_REQUEST);
@@ -526,6 +555,8 @@ static enum MHD_Result guests_request(struct pprof *p, struct MHD_Connection *c)
 			 "max_profiles", (int)p->cfg.max_profiles,
 			 "active", (int)p->nr_active, "max_seconds", (int)p->cfg.max_seconds,
 			 "gdbstub_allowed", p->cfg.allow_gdbstub);
+	if (root && p->cont)	/* the store's sizes and what its caps refused */
+		json_object_set_new(root, "store", pcont_json(p));
 	pthread_mutex_unlock(&p->lock);
 	free(gs);
 	s = root ? json_dumps(root, JSON_INDENT(2)) : NULL;

@@ -9,6 +9,7 @@
 #ifndef OPVM_EXPORTER_JOB_H
 #define OPVM_EXPORTER_JOB_H
 
+#include <jansson.h>
 #include <limits.h>
 #include <microhttpd.h>
 #include <pthread.h>
@@ -103,6 +104,7 @@ struct pjob {
 	/* --continuous: the profile is the store's windows of
 	 * [since_ms, until_ms) (Unix ms) in session directory store */
 	int from_store;
+	unsigned windows;		/* in the range when asked */
 	int64_t since_ms, until_ms;
 	char store[PATH_MAX];
 	int64_t ready_ms;	/* when it should be done (Retry-After) */
@@ -141,6 +143,14 @@ int pcont_start(struct pprof *p);
 void pcont_stop(struct pprof *p);
 /* The continuous metrics into f; under p->lock. */
 void pcont_metrics(struct pprof *p, FILE *f);
+/* The store's sizes, caps and what they refused, by guest, for
+ * /debug/pprof/guests' "store"; under p->lock.  NULL: out of memory. */
+json_t *pcont_json(struct pprof *p);
+/* The cap of one window of one guest, open or sealed, in bytes (attach's
+ * --max-disk): --max-store over the windows --retention implies and two
+ * for each of the most guests sampled at once (the reserve), so that those
+ * all fit in --max-store together. */
+uint64_t pcont_window_cap(const struct pprof_cfg *cfg);
 /* The store's session directory of a guest into dir: live's if it runs
  * (a guest pguest_match() picked), else the one of a guest gone that name
  * and owner (or NULL, as pguest_match()) name.  0, -ENOENT, -EEXIST

@@ -25,6 +25,8 @@
 #    get one line of 400; a range without windows, a profile of none;
 #  - the exporter SIGKILLed: its samplers end too (no orphan), and a new
 #    exporter on the same store serves the old windows (abratio's range);
+#  - the whole retention asked eight times at once: each answer 200 with
+#    X-Opvm-Windows within the guest's windows, or one line of 429;
 #  - the byte cap: an exporter with --max-store 1M over a copy of the
 #    store drops the oldest windows first, counts them, and keeps under it.
 # Bounds are counts (the windows' sums), never a speed.
@@ -168,7 +170,7 @@ for _ in $(seq 100); do [ "$(metric opvm_continuous_samplers)" = 3 ] && break; s
 
 # ---- bad ranges --------------------------------------------------------------
 now=$(date +%s)
-for q in "start=$now&end=$((now - 10))" "start=$((now + 100))" "start=$((now - 90000))&end=$((now - 89900))" \
+for q in "start=0" "start=$now&end=$((now - 10))" "start=$((now + 100))" "start=$((now - 90000))&end=$((now - 89900))" \
 	"start=$((now - 90000))" "seconds=5&start=$now" "start=yesterday"; do
 	out=$(curl -s -w ' %{http_code}' "$U/profile?guest=$A&$q")
 	echo "RESULT $q: $out"
@@ -204,6 +206,30 @@ pr "$T/after-restart.pb.gz" $(( ab0 + W )) $(( ab1 - W )) || fail "the restarted
 sleep 3	# its samplers: new windows
 pr "$T/before.pb.gz" $(( ab0 - 30000 )) $(( ab0 - W - W / 2 )) || fail "no profile before abratio"
 pr "$T/after.pb.gz" $(( ab1 + W + W / 2 )) $(( ab1 + 4000 )) || fail "no profile after abratio"
+# ---- every window at once, eight times at once: bounded answers --------------
+now=$(date +%s)
+apids=""
+for i in $(seq 8); do
+	curl -s -D "$T/all-$i.h" -o "$T/all-$i.out" -w '%{http_code}' \
+		"$U/profile?guest=$A&start=$((now - 3590))" > "$T/all-$i.code" &
+	apids="$apids $!"
+done
+wait $apids
+nw=$(ls "$ST"/*."$A"/guests/*/samples/ | grep -c '^w-')
+n200=0
+for i in $(seq 8); do
+	code=$(cat "$T/all-$i.code")
+	w=$(tr -d '\r' < "$T/all-$i.h" | awk -F': ' '$1 == "X-Opvm-Windows" { print $2 }')
+	case "$code" in
+	200) n200=$((n200 + 1))
+	     [ -n "$w" ] && [ "$w" -ge 1 ] && [ "$w" -le "$nw" ] ||
+		fail "the whole retention: X-Opvm-Windows '$w' not within A's $nw windows" ;;
+	429) [ "$(wc -l < "$T/all-$i.out")" -le 1 ] || fail "a 429 of more than one line" ;;
+	*) fail "the whole retention, eight at once: answer $code" ;;
+	esac
+done
+echo "RESULT the whole retention, eight at once: $n200 answered 200 (windows $(cat "$T"/all-*.h | tr -d '\r' | awk -F': ' '$1 == "X-Opvm-Windows" { printf "%s ", $2 }')of $nw), the rest 429"
+[ "$n200" -ge 1 ] || fail "no answer for the whole retention"
 kill "$EXP"
 wait "$EXP" 2>/dev/null
 
