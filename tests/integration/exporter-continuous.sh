@@ -27,7 +27,7 @@
 #    exporter on the same store serves the old windows (abratio's range);
 #  - the whole retention asked eight times at once: each answer 200 with
 #    X-Opvm-Windows within the guest's windows, or one line of 429;
-#  - the byte cap: an exporter with --max-store 1M over a copy of the
+#  - the byte cap: an exporter with --max-store 3/4 of a copy of the
 #    store drops the oldest windows first, counts them, and keeps under it.
 # Bounds are counts (the windows' sums), never a speed.
 . "$(dirname "$0")/qemu-common.bash"
@@ -136,6 +136,13 @@ grep -aq "exit workload=abratio" "$T/console.log" || fail "abratio did not end"
 echo "abratio ran from $ab0 to $ab1 (ms, host clock)"
 
 # ---- a guest started and stopped mid-run ----------------------------------
+# listed NAME: NAME among /debug/pprof/guests' guests (the store's counts
+# beside them name guests that have windows, running or not)
+listed() {
+	curl -sf "$U/guests" | python3 -c '
+import json, sys
+sys.exit(0 if any(g.get("name") == sys.argv[1] for g in json.load(sys.stdin)["guests"]) else 1)' "$1"
+}
 bios_guest "$C"
 cpid=$!
 CLEAN_PIDS="$cpid $CLEAN_PIDS"
@@ -143,7 +150,7 @@ for _ in $(seq 100); do
 	[ -n "$(ls "$ST"/*."$C"/guests/*/samples/ 2>/dev/null | grep '^w-')" ] && break
 	sleep 0.2
 done
-curl -sf "$U/guests" | grep -q "\"$C\"" || fail "guest C is not in /debug/pprof/guests"
+listed "$C" || fail "guest C is not in /debug/pprof/guests"
 for _ in $(seq 100); do
 	[ "$(ls "$ST"/*."$C"/guests/*/samples/ 2>/dev/null | grep -c '^w-')" -ge 2 ] && break
 	sleep 0.2
@@ -153,7 +160,7 @@ echo "RESULT guest C: $(ls "$ST"/*."$C"/guests/*/samples/ | grep -c '^w-') windo
 kill "$cpid"
 for _ in $(seq 100); do [ "$(metric opvm_continuous_samplers)" = $((3 + NK)) ] && break; sleep 0.2; done
 [ "$(metric opvm_continuous_samplers)" = $((3 + NK)) ] || fail "C's sampler did not end with C"
-curl -sf "$U/guests" | grep -q "\"$C\"" && fail "guest C still listed after it stopped"
+listed "$C" && fail "guest C still listed after it stopped"
 code=$(curl -s -o "$T/c.pb.gz" -w '%{http_code}' "$U/profile?guest=$C&start=$(( ab0 / 1000 - 600 ))")
 echo "RESULT guest C gone: its windows served: $code"
 [ "$code" = 200 ] || fail "guest C's windows are not served after it went"
@@ -235,9 +242,14 @@ wait "$EXP" 2>/dev/null
 
 # ---- the byte cap, over a copy ---------------------------------------------------
 cp -a "$ST" "$T/capped"
+# a cap of three quarters of what the copy holds: some windows must go,
+# the newest must stay (the store's other files and the running samplers'
+# reserve count against it too: a fixed 1M left no window at all)
+CAPB=$(( $(du -sb "$T/capped" | cut -f1) * 3 / 4 ))
+export CAPB
 for d in "$T/capped"/*/guests/*/samples; do ls "$d" | grep '^w-' | sed "s|^|$d/|"; done | sort > "$T/before-cap.txt"
 "$OPVM" exporter --listen "unix:$T/cap.sock" --no-libvirt --continuous --window 2 \
-	--store "$T/capped" --max-store 1M --guests "$P-*" --profile-dir "$T" > "$T/exporter-cap.log" 2>&1 &
+	--store "$T/capped" --max-store "$CAPB" --guests "$P-*" --profile-dir "$T" > "$T/exporter-cap.log" 2>&1 &
 CAP=$!
 CLEAN_PIDS="$CLEAN_PIDS $CAP"
 for _ in $(seq 100); do
@@ -385,9 +397,12 @@ dropped = int(re.search(r'opvm_store_windows_dropped_total\{reason="max_store"\}
 nbytes = int(re.search(r"^opvm_store_bytes (\d+)", metrics, re.M).group(1))
 gone = sorted(set(before) - set(after))
 end = lambda path: os.path.basename(path)[16:29]	# windows of two guests may share a name
-print("RESULT --max-store 1M: %d windows before, %d after, %d dropped (metric %d), %d bytes kept"
-      % (len(before), len(after), len(gone), dropped, nbytes))
-if not gone or dropped != len(gone) or nbytes > 1 << 20:
+capb = int(os.environ["CAPB"])
+print("RESULT --max-store %d: %d windows before, %d after, %d dropped (metric %d), %d bytes kept"
+      % (capb, len(before), len(after), len(gone), dropped, nbytes))
+if not after:
+    bad("the byte cap dropped every window")
+if not gone or dropped != len(gone) or nbytes > capb:
     bad("the byte cap did not drop and count windows, or was exceeded")
 if gone and after and max(end(n) for n in gone) > min(end(n) for n in after):
     bad("a window newer than a kept one was dropped: not oldest first")
