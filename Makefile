@@ -189,6 +189,7 @@ images-disk:
 # >>> kvm synthetic guests (tests/guests/) -----------------------------------
 KVM_GUESTS := $(BUILD)/tests/guests/guest.elf $(BUILD)/tests/guests/guest-virtio.elf \
 	$(BUILD)/tests/guests/guest-perf.elf $(BUILD)/tests/guests/guest-python.elf \
+	$(BUILD)/tests/guests/guest-python-bench.elf \
 	$(BUILD)/tests/guests/guest-mb.bin
 $(KVM_GUESTS): $(wildcard tests/guests/*.c tests/guests/*.S tests/guests/*.ld) \
 		tests/guests/Makefile guest-kmod/opvm_proto.h

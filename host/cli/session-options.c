@@ -191,6 +191,9 @@ const struct opt_def session_options[] = {
 	{ .name = "no-fetch", .help = "keep nothing the guest sends: neither its kernel "
 	  "symbols nor its binaries (fetched by build-id for every image with samples, by "
 	  "default)", OPT_FLAG(SO, no_fetch) },
+	{ .name = "no-python", .help = "read no Python frames: the samplers are never "
+	  "told of the guest's CPython processes (docs/runtimes.md)",
+	  OPT_FLAG(SO, no_python) },
 	{ .name = "fetch-cache", .metavar = "DIR", .help = "the guests' fetched binaries, "
 	  "DIR/GUEST/xx/yyyy (default $XDG_CACHE_HOME/opvm/buildid, ~/.cache/opvm/buildid)",
 	  OPT_STRING(SO, fetch_cache) },

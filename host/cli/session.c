@@ -123,6 +123,7 @@ static void collector_cfg(const struct session_opts *o, const struct backend_set
 			     o->callgraph.mode ? "fp" : NULL,
 		.start_exec = o->from_exec ? o->from_exec :
 			      o->from_workload ? o->workload_exec : NULL,
+		.python_off = o->no_python,
 		.fetch = { .off = o->no_fetch, .max_file = o->fetch_max_file,
 			   .max_session = o->fetch_max_session,
 			   .max_cache = o->fetch_max_cache,

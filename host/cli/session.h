@@ -35,6 +35,7 @@ struct session_opts {
 					 * waits for */
 	int no_image_symbols;		/* --no-image-symbols */
 	int no_fetch;			/* --no-fetch */
+	int no_python;			/* --no-python: no Python frames read */
 	int introspect;			/* --introspect: enum introspect_mode */
 	const char *fetch_cache;	/* --fetch-cache DIR */
 	uint64_t fetch_max_file, fetch_max_session, fetch_max_cache;	/* 0: defaults */

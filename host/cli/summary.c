@@ -388,6 +388,8 @@ void session_summary(const struct backend_ops *b, void *bst,
 
 		totals_from_json(root, sc.totals[i], elapsed_ns, &tot);
 		b->summary(bst, &t[i], &tot, stdout);
+		if (o->no_python)	/* the sampler was told of no CPython */
+			printf("python: Python frames off (--no-python)\n");
 		start_summary(root);
 		store_summary(root);
 		fetch_summary(root);

@@ -466,7 +466,10 @@ static void python_tell(struct cguest *g)
 	int64_t now;
 	struct sampler_python *set;
 
-	if (!g->smp || !g->smp->ops->guest_python || gen == g->py_gen)
+	/* --no-python: never told, so the sampler reads no frames at all (and
+	 * the perf sampler keeps its 100 ms polls) */
+	if (!g->smp || !g->smp->ops->guest_python || gen == g->py_gen ||
+	    g->c->cfg.python_off)
 		return;
 	now = clk_now_ns();
 	if (g->py_at && now - g->py_at < 200 * 1000000ll)

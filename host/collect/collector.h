@@ -83,6 +83,9 @@ struct collector_config {
 	int (*host_file)(void *arg, const char *guest, const char *path,
 			 const uint8_t *build_id, size_t build_id_len, char *out, size_t outlen);
 	void *host_file_arg;
+	int python_off;			/* --no-python: the sampler is never told
+					 * of CPython processes, so it reads no
+					 * Python frames (docs/runtimes.md) */
 	/* Guest binaries by build-id and kernel symbols (fetch.h). */
 	struct {
 		int off;			/* --no-fetch: neither */

@@ -36,6 +36,9 @@
  * leaf frame's code object, set as A is switched in): one slice in four
  * py_f1, so 1:3 in work; the guest measures each one's user CPU time and
  * prints "synthetic guest: truth python f1_us=N f3_us=N".
+ *
+ * GUEST_PROGRESS: every 16 rounds a line "synthetic guest: progress
+ * rounds=N tsc=T cpu_us=C", the guest's own measure of its work rate.
  */
 #include <elf.h>
 #include <stddef.h>
@@ -919,6 +922,27 @@ static void proc_init(int k, const char *comm)
 	p->f.rsi = GUEST_N;
 }
 
+#ifdef GUEST_PROGRESS
+/* Every 16 rounds (A's slice and B's, the same work each time) the rounds
+ * done with the guest's wall clock (TSC) and the vCPU thread's CPU time,
+ * so a host can take the work rate of any stretch of the run
+ * (tests/bench/pyframes-cost-bench.sh). */
+static void progress(uint32_t cpu)
+{
+	static unsigned long rounds;
+
+	if (++rounds % 16)
+		return;
+	puts_serial("synthetic guest: progress rounds=");
+	put_dec(rounds);
+	puts_serial(" tsc=");
+	put_dec(rdtsc());
+	puts_serial(" cpu_us=");
+	put_dec(cpu);
+	puts_serial("\n");
+}
+#endif
+
 /* Median of v[0..n) (sorts v). */
 static uint32_t median(uint32_t *v, unsigned n)
 {
@@ -952,6 +976,10 @@ void syscall_handler(struct frame *f)
 		put_dec(t - t_exit);
 		puts_serial("\n");
 	}
+#endif
+#ifdef GUEST_PROGRESS
+	if (cur == 1)
+		progress(t);
 #endif
 	work[cur & 1] += cur ? 3 * GUEST_N : GUEST_N;
 	f->rip += 2;				/* past the ud2 */

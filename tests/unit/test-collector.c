@@ -284,6 +284,8 @@ struct fake {
 	int push_each_status;	/* push one user sample per status call */
 	int hellos;		/* guest_hello calls */
 	struct chan_hello hello;	/* the last one */
+	int pythons;		/* guest_python calls */
+	unsigned python_nr;	/* the last set's address spaces */
 };
 
 static int fake_status(struct sampler *s)
@@ -326,6 +328,14 @@ static void fake_hello(struct sampler *s, const struct chan_hello *h)
 	f->hello = *h;
 }
 
+static void fake_python(struct sampler *s, const struct sampler_python *p)
+{
+	struct fake *f = s->priv;
+
+	f->pythons++;
+	f->python_nr = p->nr;
+}
+
 static const struct sampler_ops fake_ops = {
 	.name = "fake",
 	.stop = fake_stop,
@@ -333,6 +343,7 @@ static const struct sampler_ops fake_ops = {
 	.last_error = fake_err,
 	.get_stats = fake_stats,
 	.guest_hello = fake_hello,
+	.guest_python = fake_python,
 };
 
 /* ---- tests ---------------------------------------------------------------------- */
@@ -575,6 +586,43 @@ static int reconnect_cb(void *arg)
 		return -1;
 	r->peer = sv[1];
 	return sv[0];
+}
+
+/* A guest running python3.11: the sampler is told of it, unless
+ * python_off (--no-python), when it is never told and reads nothing. */
+static void python_told(int off, int want_calls, unsigned want_nr)
+{
+	char dir[256];
+	struct collector_config cfg;
+	struct collector *c;
+	struct cguest *g;
+	struct fake f = { .s = { .ops = &fake_ops } };
+	struct chan ch;
+
+	mktmp(dir, sizeof(dir));
+	cfg = base_cfg(dir);
+	cfg.python_off = off;
+	c = collector_new(&cfg);
+	g = collector_add_guest(c, off ? "py-off" : "py-on", 1);
+	assert_non_null(g);
+	f.s.priv = &f;
+	cguest_set_sampler(g, &f.s);
+	ch = chan_open(g);
+	send_hello(&ch);
+	send_cookie(&ch, 1, "/usr/bin/python3.11");
+	send_proc(&ch, 100, CR3_APP, "python3.11", 1);
+	send_mmap(&ch, 100, EXE_LO + 0x1000, EXE_LO + 0x10000, 0x1000, 1);
+	assert_int_equal(collector_sync(c), 0);
+	assert_int_equal(f.pythons, want_calls);
+	assert_int_equal(f.python_nr, want_nr);
+	close(ch.fd);
+	collector_free(c);
+}
+
+static void test_python_off(void **state)
+{
+	python_told(0, 1, 1);
+	python_told(1, 0, 0);
 }
 
 /* The channel reaches EOF (guest rebooted): reconnect, decoder reset, the
@@ -1133,6 +1181,7 @@ int main(void)
 		cmocka_unit_test(test_run_fault),
 		cmocka_unit_test(test_run_duration_and_stop),
 		cmocka_unit_test(test_reconnect),
+		cmocka_unit_test(test_python_off),
 		cmocka_unit_test(test_short_lived),
 		cmocka_unit_test(test_cookie_rename),
 		cmocka_unit_test(test_late_thread),

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "vmm/guest/guestmem.h"
 #include "vmm/guest/pyguest.h"
@@ -136,14 +137,20 @@ static int resolve(struct pyguest *pg, struct pyas *a, const struct unwind_mem *
 	return err;
 }
 
-unsigned pyguest_read(struct pyguest *pg, const struct unwind_mem *m, uint64_t cr3, uint32_t tid,
-		      struct pyframe *out, unsigned max, int check)
+/* The sampling thread's CPU time: what the reads cost the host. */
+static uint64_t cpu_ns(void)
 {
-	struct pyas *a = find(pg, cr3);
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static unsigned read_as(struct pyguest *pg, struct pyas *a, const struct unwind_mem *m,
+			uint32_t tid, struct pyframe *out, unsigned max, int check)
+{
 	unsigned n;
 
-	if (!a)
-		return 0;
 	pg->st.samples++;
 	if (a->state == AS_NEW && (!a->wait || !--a->wait))
 		resolve(pg, a, m);
@@ -166,6 +173,21 @@ unsigned pyguest_read(struct pyguest *pg, const struct unwind_mem *m, uint64_t c
 	}
 	if (n)
 		pg->st.with_frames++;
+	return n;
+}
+
+unsigned pyguest_read(struct pyguest *pg, const struct unwind_mem *m, uint64_t cr3, uint32_t tid,
+		      struct pyframe *out, unsigned max, int check)
+{
+	struct pyas *a = find(pg, cr3);
+	uint64_t t0;
+	unsigned n;
+
+	if (!a)
+		return 0;
+	t0 = cpu_ns();
+	n = read_as(pg, a, m, tid, out, max, check);
+	pg->st.cost_ns += cpu_ns() - t0;
 	return n;
 }
 

@@ -29,6 +29,7 @@ struct pyguest_stats {
 	uint64_t resolved, resolve_failed; /* address spaces */
 	uint64_t resolve_retries;	/* tries that found its symbols unreadable */
 	uint64_t spaces;		/* the most CPython address spaces known at once */
+	uint64_t cost_ns;		/* the sampling thread's CPU time in the reads */
 	struct pyframes_stats fr;
 };
 

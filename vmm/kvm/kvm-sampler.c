@@ -40,7 +40,7 @@ struct ks_vcpu {
 	struct pyguest *pg;
 	struct guestmem_view *view;
 	struct pyframe *fr;		/* PYFRAMES_MAX_DEPTH */
-	uint64_t py_samples, py_kept, py_bytes;
+	uint64_t py_samples, py_kept, py_bytes, py_cost_ns;
 };
 
 struct kvm_sampler {
@@ -245,6 +245,7 @@ static void python_read(struct kvm_sampler *ks, struct ks_vcpu *v, struct opvm_s
 	pyguest_get_stats(v->pg, &st);
 	__atomic_store_n(&v->py_samples, st.samples, __ATOMIC_RELAXED);
 	__atomic_store_n(&v->py_bytes, st.fr.bytes, __ATOMIC_RELAXED);
+	__atomic_store_n(&v->py_cost_ns, st.cost_ns, __ATOMIC_RELAXED);
 }
 
 static void ks_after_run(struct kvm_vcpu *vcpu, int ret, void *arg)
@@ -383,6 +384,7 @@ static void ks_get_stats(struct sampler *s, struct sampler_stats *out)
 		out->py_samples += stat_get(&v->py_samples);
 		out->py_kept += stat_get(&v->py_kept);
 		out->py_bytes += stat_get(&v->py_bytes);
+		out->py_cost_ns += stat_get(&v->py_cost_ns);
 	}
 	out->exits = kvm_vm_exits(ks->cfg.vm);
 }

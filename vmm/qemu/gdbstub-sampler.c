@@ -108,7 +108,7 @@ struct qsamp {
 	_Atomic uint64_t hellos, slot_reads, slot_odd, paused_ticks, resets, max_cost;
 	_Atomic uint64_t late_stops, restores;
 	/* pyguest's counters, for get_stats from other threads */
-	_Atomic uint64_t py_samples, py_kept, py_changed, py_bytes;
+	_Atomic uint64_t py_samples, py_kept, py_changed, py_bytes, py_cost_ns;
 };
 
 static const struct sampler_ops qemu_sampler_ops;
@@ -356,6 +356,7 @@ static void py_publish(struct qsamp *q)
 	q->py_kept = st.with_frames;
 	q->py_changed = st.fr.changed;
 	q->py_bytes = st.fr.bytes;
+	q->py_cost_ns = st.cost_ns;
 }
 
 /* Without call graphs the stop ended with the read ("c" in the same
@@ -855,6 +856,7 @@ static void qs_get_stats(struct sampler *s, struct sampler_stats *out)
 	out->py_kept = q->py_kept;
 	out->py_changed = q->py_changed;
 	out->py_bytes = q->py_bytes;
+	out->py_cost_ns = q->py_cost_ns;
 }
 
 void qemu_sampler_get_info(struct sampler *s, struct qemu_sampler_info *out)
