@@ -30,6 +30,7 @@ struct kvm_vcpu {
 	pthread_t thread;
 	atomic_int started;		/* read by other vCPUs when they kick */
 	atomic_int tid;
+	atomic_int named;		/* its thread carries KVM_DESC_VCPU_COMM */
 	void *priv;
 	/* Boot state set by the loader, applied by kvm_vm_start(). */
 	struct kvm_regs boot_regs;

@@ -322,6 +322,7 @@ static void *vcpu_thread(void *arg)
 
 		snprintf(comm, sizeof(comm), KVM_DESC_VCPU_COMM "%u", vcpu->index);
 		pthread_setname_np(pthread_self(), comm);
+		atomic_store(&vcpu->named, 1);
 	}
 	sigemptyset(&set);
 	sigaddset(&set, KVM_KICK_SIGNAL);
@@ -562,15 +563,29 @@ struct kvm_vm *kvm_vm_create(const struct kvm_vm_config *cfg, char *why, size_t 
 	return vm;
 }
 
-/* Writes the runtime descriptor for `opvm attach --pid` (kvm-desc.h).
- * Best effort: a VMM that cannot publish still runs; the attach says so. */
-static void vm_publish(struct kvm_vm *vm)
+/* The channel's copy (bounded) for an attaching process, which needs the
+ * processes and mappings the guest described from its first record on:
+ * opened before the vCPUs run.  Also makes the descriptor's path. */
+static void vm_chan_copy_open(struct kvm_vm *vm)
 {
-	struct kvm_desc *d = &vm->desc;
 	char chan[300];
 
 	if (!vm->desc_path[0] &&
 	    kvm_desc_path(getpid(), 1, vm->desc_path, sizeof(vm->desc_path)))
+		return;
+	if (snprintf(chan, sizeof(chan), "%s.chan", vm->desc_path) < (int)sizeof(chan))
+		vm->chan_copy_fd = open(chan, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND |
+					O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
+/* Writes the runtime descriptor for `opvm attach --pid` (kvm-desc.h), once
+ * the vCPU threads it promises can be found.  Best effort: a VMM that
+ * cannot publish still runs; the attach says so. */
+static void vm_publish(struct kvm_vm *vm)
+{
+	struct kvm_desc *d = &vm->desc;
+
+	if (!vm->desc_path[0])
 		return;
 	d->pid = getpid();
 	d->nr_vcpus = vm->nr_vcpus;
@@ -578,16 +593,9 @@ static void vm_publish(struct kvm_vm *vm)
 	d->ram[0].gpa = 0;
 	d->ram[0].len = vm->mem_size;
 	d->ram[0].hva = (uint64_t)(uintptr_t)vm->mem;
-	if (kvm_desc_write(vm->desc_path, d)) {
-		vm->desc_path[0] = '\0';
+	if (kvm_desc_write(vm->desc_path, d))
 		return;
-	}
 	vm->published = 1;
-	/* A copy of the channel (bounded) for the attaching process, which
-	 * needs the processes and mappings the guest described. */
-	if (snprintf(chan, sizeof(chan), "%s.chan", vm->desc_path) < (int)sizeof(chan))
-		vm->chan_copy_fd = open(chan, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND |
-					O_CLOEXEC | O_NOFOLLOW, 0600);
 }
 
 void kvm_vm_publish_switch(struct kvm_vm *vm, uint64_t switch_pa, uint32_t stride,
@@ -599,6 +607,25 @@ void kvm_vm_publish_switch(struct kvm_vm *vm, uint64_t switch_pa, uint32_t strid
 	vm->desc.switch_nr = nr;
 	if (vm->published)
 		kvm_desc_write(vm->desc_path, &vm->desc);
+}
+
+/*
+ * Waits (at most 5 s) until every started vCPU thread carries its name:
+ * `opvm attach --pid` finds the vCPU threads by name as soon as the
+ * descriptor exists, and published before them (kvm-perf-python once
+ * attached in that gap: "has not all of its 1 vCPU threads running").
+ */
+static void vcpus_named_wait(struct kvm_vm *vm)
+{
+	for (int ms = 0; ms < 5000; ms++) {
+		unsigned n = 0;
+
+		for (unsigned i = 0; i < vm->nr_vcpus; i++)
+			n += !vm->vcpus[i].started || atomic_load(&vm->vcpus[i].named);
+		if (n == vm->nr_vcpus)
+			return;
+		usleep(1000);
+	}
 }
 
 int kvm_vm_start(struct kvm_vm *vm, const struct kvm_vcpu_hooks *hooks)
@@ -623,7 +650,7 @@ int kvm_vm_start(struct kvm_vm *vm, const struct kvm_vcpu_hooks *hooks)
 		}
 	}
 	vm->state = KVM_VM_RUNNING;
-	vm_publish(vm);
+	vm_chan_copy_open(vm);
 	/* vCPU threads inherit a mask with the kick blocked until they are
 	 * ready to handle it (they unblock it themselves). */
 	sigemptyset(&set);
@@ -641,6 +668,8 @@ int kvm_vm_start(struct kvm_vm *vm, const struct kvm_vcpu_hooks *hooks)
 		v->started = 1;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	vcpus_named_wait(vm);
+	vm_publish(vm);		/* the descriptor says the vCPUs can be found */
 	return err;
 }
 
@@ -736,7 +765,7 @@ void kvm_vm_free(struct kvm_vm *vm)
 	if (!vm)
 		return;
 	kvm_vm_stop(vm);
-	if (vm->published) {
+	if (vm->desc_path[0]) {	/* the channel's copy, the descriptor */
 		char chan[300];
 
 		unlink(vm->desc_path);
