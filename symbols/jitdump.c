@@ -1,18 +1,20 @@
 // SPDX-License-Identifier: MIT
 /*
- * A JIT runtime's jitdump (symbols/perfmap.h) into the perf map builder:
- * the file header checked, then records walked by their sizes, loads and
- * moves taken as entries, every other kind skipped.  Written from perf's
- * jitdump specification (tools/perf/Documentation/jitdump-specification.txt
- * in the Linux tree, version 1 of the header).  The bytes are a guest
- * process's: every size is checked against what is left before it is
- * used, and a code_index is only ever a key (of the loads seen so far).
+ * A JIT runtime's jitdump (symbols/jitdump.h) into the perf map builder
+ * (symbols/pmbuild.h): the file header checked, then records walked by
+ * their sizes, loads and moves taken as entries, every other kind skipped.
+ * Written from perf's jitdump specification (tools/perf/Documentation/
+ * jitdump-specification.txt in the Linux tree, version 1 of the header).
+ * The bytes are a guest process's: every size is checked against what is
+ * left before it is used, and a code_index is only ever a key (of the
+ * loads seen so far).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "symbols/perfmap-priv.h"
+#include "symbols/jitdump.h"
+#include "symbols/pmbuild.h"
 
 enum { JD_LOAD = 0, JD_MOVE = 1, JD_DEBUG_INFO = 2, JD_CLOSE = 3, JD_UNWINDING = 4 };
 

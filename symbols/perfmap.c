@@ -4,7 +4,8 @@
  * file order, then the address space painted by a sweep over the entries'
  * boundaries, the latest entry over each piece winning (a max-heap of the
  * entries open at the boundary, by line number).  A jitdump's records
- * (symbols/jitdump.c) become entries of the same builder, after the map's.
+ * (symbols/jitdump.c) become entries of the same builder
+ * (symbols/pmbuild.c), after the map's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,12 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/array.h"
 #include "lib/fs.h"
 #include "lib/hex.h"
-#include "lib/text.h"
-#include "lib/x86.h"
-#include "symbols/perfmap-priv.h"
+#include "symbols/jitdump.h"
+#include "symbols/perfmap.h"
+#include "symbols/pmbuild.h"
 
 struct perfmap {
 	struct elfsym *syms;
@@ -27,6 +27,13 @@ struct perfmap {
 	char *names;
 	uint8_t *blob;		/* the jitdump's bytes the code points into */
 	struct perfmap_stats st;
+};
+
+/* A map being built: the builder the readers feed, and the map its
+ * entries are painted into (and whose stats the map's lines count). */
+struct mapbuild {
+	struct pmbuild b;
+	struct perfmap *pm;
 };
 
 void perfmap_free(struct perfmap *pm)
@@ -62,36 +69,11 @@ static int hex_field(const char **p, const char *eol, uint64_t *out)
 	return 0;
 }
 
-static int name_put(struct pmbuild *b, const char *s, size_t n)
-{
-	int fixed = 0;
-	char *d;
-
-	if (ARRAY_GROW(b->pm->names, b->ncap, b->nlen + n + 1, 4096))
-		return -ENOMEM;
-	d = b->pm->names + b->nlen;
-	for (size_t i = 0; i < n;) {
-		unsigned char c = (unsigned char)s[i];
-		size_t k = c < 0x20 || c == 0x7f ? 0 : text_utf8_char(s + i, n - i);
-
-		if (!k) {
-			d[i++] = '?';
-			fixed = 1;
-			continue;
-		}
-		memcpy(d + i, s + i, k);
-		i += k;
-	}
-	d[n] = '\0';
-	b->nlen += n + 1;
-	return fixed;
-}
-
 /* One complete line (without its newline): an entry, or counted.
  * 0 or -ENOMEM. */
-static int line_take(struct pmbuild *b, const char *p, const char *eol)
+static int line_take(struct mapbuild *m, const char *p, const char *eol)
 {
-	struct perfmap_stats *st = &b->pm->st;
+	struct perfmap_stats *st = &m->pm->st;
 	uint64_t start, size;
 	int ret;
 
@@ -110,7 +92,7 @@ static int line_take(struct pmbuild *b, const char *p, const char *eol)
 		st->bad_range++;
 		return 0;
 	}
-	ret = pmbuild_add(b, start, size, p, (size_t)(eol - p), NULL);
+	ret = pmbuild_add(&m->b, start, size, p, (size_t)(eol - p), NULL);
 	if (ret < 0)
 		return ret;
 	if (ret == PMB_CAPPED) {
@@ -120,34 +102,6 @@ static int line_take(struct pmbuild *b, const char *p, const char *eol)
 	st->fixed_names += ret == PMB_FIXED;
 	st->entries++;
 	return 0;
-}
-
-int pmbuild_range_ok(uint64_t start, uint64_t size)
-{
-	uint64_t end;
-
-	return size && size <= PERFMAP_MAX_RANGE && !__builtin_add_overflow(start, size, &end) &&
-	       end <= OPVM_USER_TOP;
-}
-
-int pmbuild_add(struct pmbuild *b, uint64_t start, uint64_t size, const char *name, size_t n,
-		const uint8_t *code)
-{
-	size_t at;
-	int fixed;
-
-	if (b->nr >= PERFMAP_MAX_ENTRIES)
-		return PMB_CAPPED;
-	if (ARRAY_GROW(b->e, b->cap, b->nr + 1, 256))
-		return -ENOMEM;
-	at = b->nlen;
-	fixed = name_put(b, name, n);
-	if (fixed < 0)
-		return fixed;
-	b->e[b->nr] = (struct pment){ .start = start, .end = start + size, .name = at,
-				      .seq = b->nr, .code = code };
-	b->nr++;
-	return fixed ? PMB_FIXED : PMB_TAKEN;
 }
 
 static int by_start(const void *a, const void *b)
@@ -213,9 +167,10 @@ static void piece_put(struct perfmap *pm, struct pment *k, uint64_t a, uint64_t 
 
 /* The sweep: every piece between two boundaries to the latest entry open
  * over it.  bnd: the sorted, distinct boundaries; heap: room for nr. */
-static void paint(struct pmbuild *b, const uint64_t *bnd, size_t nb, size_t *heap)
+static void paint(struct mapbuild *m, const uint64_t *bnd, size_t nb, size_t *heap)
 {
-	struct perfmap *pm = b->pm;
+	struct pmbuild *b = &m->b;
+	struct perfmap *pm = m->pm;
 	const struct pment *last = NULL;
 	size_t hn = 0, next = 0;
 
@@ -232,9 +187,10 @@ static void paint(struct pmbuild *b, const uint64_t *bnd, size_t nb, size_t *hea
 }
 
 /* Entries -> non-overlapping symbols.  0 or -ENOMEM. */
-static int build_syms(struct pmbuild *b)
+static int build_syms(struct mapbuild *m)
 {
-	struct perfmap *pm = b->pm;
+	struct pmbuild *b = &m->b;
+	struct perfmap *pm = m->pm;
 	uint64_t *bnd = NULL;
 	size_t *heap = NULL, nb = 0;
 	int ret = -ENOMEM;
@@ -262,7 +218,7 @@ static int build_syms(struct pmbuild *b)
 				bnd[u++] = bnd[i];
 		nb = u;
 	}
-	paint(b, bnd, nb, heap);
+	paint(m, bnd, nb, heap);
 	for (size_t i = 0; i < b->nr; i++) {
 		if (b->e[i].painted < b->e[i].end - b->e[i].start)
 			pm->st.overlapped++;
@@ -277,7 +233,7 @@ out:
 }
 
 /* The map's complete lines into b: 0 or -ENOMEM. */
-static int text_take(struct pmbuild *b, const char *text, size_t len)
+static int text_take(struct mapbuild *m, const char *text, size_t len)
 {
 	const char *p = text, *end = text + len;
 
@@ -285,10 +241,10 @@ static int text_take(struct pmbuild *b, const char *text, size_t len)
 		const char *eol = memchr(p, '\n', (size_t)(end - p));
 
 		if (!eol) {
-			b->pm->st.partial = 1;
+			m->pm->st.partial = 1;
 			break;
 		}
-		if (line_take(b, p, eol))
+		if (line_take(m, p, eol))
 			return -ENOMEM;
 		p = eol + 1;
 	}
@@ -296,53 +252,55 @@ static int text_take(struct pmbuild *b, const char *text, size_t len)
 }
 
 /* A builder over a new, empty map: 0 or -ENOMEM. */
-static int build_start(struct pmbuild *b)
+static int build_start(struct mapbuild *m)
 {
-	*b = (struct pmbuild){ 0 };
-	b->pm = calloc(1, sizeof(*b->pm));
-	return b->pm ? 0 : -ENOMEM;
+	*m = (struct mapbuild){ 0 };
+	m->pm = calloc(1, sizeof(*m->pm));
+	return m->pm ? 0 : -ENOMEM;
 }
 
-/* The map b built, or NULL (ENOMEM) with err set: b is spent. */
-static struct perfmap *build_end(struct pmbuild *b, int err)
+/* The map m built, or NULL (ENOMEM) with err set: m is spent. */
+static struct perfmap *build_end(struct mapbuild *m, int err)
 {
+	/* the map owns the names from here: its symbols point into them */
+	m->pm->names = m->b.names;
 	if (!err)
-		err = build_syms(b);
-	free(b->e);
+		err = build_syms(m);
+	free(m->b.e);
 	if (err) {
-		perfmap_free(b->pm);
+		perfmap_free(m->pm);
 		errno = ENOMEM;
 		return NULL;
 	}
-	return b->pm;
+	return m->pm;
 }
 
 struct perfmap *perfmap_parse(const char *text, size_t len)
 {
-	struct pmbuild b;
+	struct mapbuild m;
 
-	if (build_start(&b)) {
+	if (build_start(&m)) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	return build_end(&b, text_take(&b, text, len));
+	return build_end(&m, text_take(&m, text, len));
 }
 
 struct perfmap *perfmap_parse_jitdump(const uint8_t *buf, size_t len)
 {
-	struct pmbuild b;
+	struct mapbuild m;
 	int err;
 
-	if (build_start(&b)) {
+	if (build_start(&m)) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	b.pm->blob = malloc(len ? len : 1);
-	if (!b.pm->blob)
-		return build_end(&b, -ENOMEM);
-	memcpy(b.pm->blob, buf, len);
-	err = jitdump_take(&b, b.pm->blob, len, &b.pm->st.jd);
-	return build_end(&b, err);
+	m.pm->blob = malloc(len ? len : 1);
+	if (!m.pm->blob)
+		return build_end(&m, -ENOMEM);
+	memcpy(m.pm->blob, buf, len);
+	err = jitdump_take(&m.b, m.pm->blob, len, &m.pm->st.jd);
+	return build_end(&m, err);
 }
 
 /* Up to PERFMAP_MAX_FILE bytes of the regular file name under dfd into
@@ -383,38 +341,38 @@ static int file_read(int dfd, const char *name, uint8_t **buf, size_t *len, int 
 
 struct perfmap *perfmap_load(int dfd, const char *map_name, const char *dump_name)
 {
-	struct pmbuild b;
+	struct mapbuild m;
 	uint8_t *text = NULL;
 	size_t n = 0;
 	int more = 0, err, have = 0;
 
-	if (build_start(&b)) {
+	if (build_start(&m)) {
 		errno = ENOMEM;
 		return NULL;
 	}
 	err = map_name ? file_read(dfd, map_name, &text, &n, &more) : -ENOENT;
 	if (!err) {
 		have = 1;
-		b.pm->st.capped += (uint64_t)more;
-		err = text_take(&b, (const char *)text, n);
+		m.pm->st.capped += (uint64_t)more;
+		err = text_take(&m, (const char *)text, n);
 		free(text);
 	}
 	if (err == -ENOMEM)
-		return build_end(&b, err);
+		return build_end(&m, err);
 	/* the dump's entries after the map's: where both name a range, the
 	 * dump's (it has the code, and moves) */
-	err = dump_name ? file_read(dfd, dump_name, &b.pm->blob, &n, &more) : -ENOENT;
+	err = dump_name ? file_read(dfd, dump_name, &m.pm->blob, &n, &more) : -ENOENT;
 	if (!err) {
 		have = 1;
-		b.pm->st.jd.capped += (uint64_t)more;
-		err = jitdump_take(&b, b.pm->blob, n, &b.pm->st.jd);
+		m.pm->st.jd.capped += (uint64_t)more;
+		err = jitdump_take(&m.b, m.pm->blob, n, &m.pm->st.jd);
 	}
 	if (err == -ENOMEM || !have) {
-		build_end(&b, -ENOMEM);
+		build_end(&m, -ENOMEM);
 		errno = have ? ENOMEM : -err;
 		return NULL;
 	}
-	return build_end(&b, 0);
+	return build_end(&m, 0);
 }
 
 struct perfmap *perfmap_open(int dfd, const char *name)

@@ -37,35 +37,14 @@
 
 #include "symbols/elfimage.h"
 
-#define PERFMAP_MAX_LINE	4096
-#define PERFMAP_MAX_RANGE	((uint64_t)1 << 30)	/* one JIT function */
-#define PERFMAP_MAX_ENTRIES	((size_t)1 << 21)
+/* PERFMAP_MAX_LINE, PERFMAP_MAX_RANGE and PERFMAP_MAX_ENTRIES are the
+ * builder's (symbols/pmbuild.h), that the jitdump reader shares; the
+ * JITDUMP_* constants and struct jitdump_stats are symbols/jitdump.h's. */
+#include "symbols/jitdump.h"
+#include "symbols/pmbuild.h"
+
 /* Largest map read (the collector stores no more: FETCH_PERFMAP_MAX). */
 #define PERFMAP_MAX_FILE	((size_t)64 << 20)
-
-#define JITDUMP_MAGIC		0x4A695444u	/* "JiTD" */
-#define JITDUMP_VERSION		1
-#define JITDUMP_MAX_HEADER	4096	/* a header's total_size at most */
-
-struct jitdump_stats {
-	uint64_t records;	/* complete records read */
-	uint64_t loads, moves;	/* taken */
-	uint64_t skipped;	/* of other kinds: debug info, unwinding info,
-				 * close, and ids the spec does not define */
-	uint64_t unknown;	/* ... of which: ids the spec does not define */
-	uint64_t bad;		/* loads and moves too short, names
-				 * unterminated or too long */
-	uint64_t bad_range;	/* empty, wrapping, past the user half, huge */
-	uint64_t capped;	/* past PERFMAP_MAX_ENTRIES, or the file past
-				 * PERFMAP_MAX_FILE */
-	uint64_t unmatched;	/* moves of no loaded code_index */
-	uint64_t fixed_names;	/* names with bytes made '?' */
-	uint64_t code_bytes;	/* code bytes of the loads taken */
-	uint8_t bad_header;	/* 1: not a jitdump this host reads: nothing */
-	uint8_t bad_size;	/* 1: a record smaller than its header: the
-				 * rest is not read */
-	uint8_t partial;	/* 1: a last record not yet whole */
-};
 
 struct perfmap_stats {
 	uint64_t lines;		/* complete lines read */
