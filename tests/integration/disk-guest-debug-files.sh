@@ -7,7 +7,13 @@
 # opvm quits the guest after DBGF_SECS, 150 s from power-on: the relay
 # paces the debug files, python3.11's is 11 MB, and a timed workload that
 # powers the guest off after a second of Python ended the session before
-# it came).  Reports run with the host's /usr/lib/debug hidden (a mount
+# it came).  The pace is 1/1000 of the time plus the guest's idle CPU time
+# (docs/guest.md): python busy on one of two vCPUs leaves the other idle,
+# and its idle time paces them (measured 2026-12-06 under TCG on a loaded
+# 2-core host, the cache watched: libc's in 72 s from opvm's start,
+# python3.11's in 94 s, 24 s after the host first asked); a guest busy on
+# every vCPU would wait minutes (30 to 40 s a MB).  Reports run with the
+# host's /usr/lib/debug hidden (a mount
 # namespace) and no DEBUGINFOD_URLS.  A sample is named by a symbol that
 # is not an eh_frame group (IMAGE+0xADDR) nor "(...)"; a Python frame is
 # a name (most of python3.11's samples: printed apart).  Asserts:
