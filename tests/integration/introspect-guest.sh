@@ -196,10 +196,12 @@ for w, own in binaries.items():
     # the host's load decides how many samples a 4 s workload gets (a busy
     # host's gdbstub round trip is ~100 times an idle one's): one with fewer
     # than 5 is not judged (said), but two of three must be; with few
-    # samples the one miss allowed is the tolerance
+    # samples the one miss allowed is the tolerance; the misses a 1 %
+    # rate allows are count-aware (4 of 342 in {anon}, mappings walked
+    # after the hold, once failed a fixed 1 % beside two busy loops)
     if tot < 5:
         print("NOTE: only %d samples of %s: not judged" % (tot, w)); few += 1
-    elif tot - good > max(1, 0.01 * tot):
+    elif tot - good > max(1, bounds.allowed_misses(tot, 0.01)):
         print("FAIL: fewer than 99 %% of %s's user samples in its binaries" % w); ok = False
     for img in sorted({x["image"] for x in rows if x["image"] in own | shared}):
         want, got = build_id(sys.argv[7] + img), stored_build_ids(img)
