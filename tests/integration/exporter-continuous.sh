@@ -14,9 +14,10 @@
 #    no overlap while its sampler runs (end of one == start of the next),
 #    and their samples add up to what the sampler took (session.json's
 #    received): the windows' sum is one long session;
-#  - the KVM guests' samples are filed in the windows they were taken in
-#    (their sampler's last window, sealed when QEMU is stopped, holds less
-#    than half of them), every one labelled with its guest;
+#  - the KVM guests' samples are filed as they run (every window after
+#    the first with samples has some, and the windows before the last,
+#    sealed when QEMU is stopped, hold a quarter of them at least), every
+#    one labelled with its guest;
 #  - a guest started mid-run (C) gets a sampler and windows; stopped, it
 #    leaves /debug/pprof/guests and its sampler ends, its windows served;
 #  - a past range: start=&end= inside abratio's time (from A's console)
@@ -356,10 +357,17 @@ for g in KG:
           "the sampler received %d" % (g, len(ws), per, whole, recv))
     if sum(per) != whole or whole != recv or whole < 5:
         bad("%s: the windows' sum is not the sampler's one long session" % g)
-    # the samples of a window's time in that window: the last one (QEMU
-    # stopped) is one window of many, not where held-back samples pile up
-    if per[-1] * 2 >= whole:
-        bad("%s: the last window holds %d of %d samples: filed late" % (g, per[-1], whole))
+    # samples are filed as the guest runs, not held back to the end: once
+    # the guest works, every window but the last has samples, and they
+    # hold a quarter of the session at least.  The last window also takes
+    # what was still on its way when QEMU stopped, which a loaded host
+    # makes seconds (186 of 325 beside two busy loops; 53 of 281 quiet);
+    # the defect this guards against filed 91 of 96 in the last window.
+    first = next((i for i, n in enumerate(per) if n), len(per))
+    if any(n == 0 for n in per[first:-1]) or sum(per[:-1]) * 4 < whole:
+        bad("%s: windows before the last hold %d of %d samples, %d empty after the "
+            "first: filed late" % (g, sum(per[:-1]), whole,
+                                   sum(1 for n in per[first:-1] if n == 0)))
     if not any(g.encode() in gzip.open(f).read() for f in glob.glob("%s/scrape/%s-*.pb.gz" % (t, g))):
         bad("no profile of %s names its guest" % g)
 
