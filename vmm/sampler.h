@@ -117,6 +117,18 @@ struct sampler_python {
 	} as[SAMPLER_PYTHON_MAX];
 };
 
+/*
+ * The guest kernel's int3 entry path (asm_exc_int3, exc_int3, the handlers
+ * it calls), run-time addresses [start, end), from its kallsyms: a backend
+ * that can drop QEMU's translated code watches for a vCPU looping there
+ * (vmm/guest/int3loop.h).  nr 0: not known.
+ */
+#define SAMPLER_INT3_MAX	8
+struct sampler_int3 {
+	unsigned nr;
+	struct { uint64_t start, end; } r[SAMPLER_INT3_MAX];
+};
+
 struct sampler_ops {
 	const char *name;		/* "gdbstub", "kvm" */
 	/* Begin sampling into the sink's rings (the struct is copied, the
@@ -153,6 +165,10 @@ struct sampler_ops {
 	/* The guest's CPython processes changed (struct sampler_python).
 	 * Called from the collector's thread like guest_hello.  May be NULL. */
 	void (*guest_python)(struct sampler *s, const struct sampler_python *p);
+	/* The guest kernel's int3 entry path (struct sampler_int3), after
+	 * each boot's kallsyms.  Called from the collector's thread like
+	 * guest_hello.  May be NULL. */
+	void (*guest_int3)(struct sampler *s, const struct sampler_int3 *r);
 	/* What the summary says about how samples were taken, beyond the
 	 * stats: lines of at most 78 columns, each ending in '\n', into buf.
 	 * May be NULL. */

@@ -61,6 +61,8 @@ struct cguest {
 	size_t retry_budget;		/* held-sample retries left for record
 					 * syncs until the next periodic sync */
 	uint64_t settled_seen;		/* fetch_settled() the sync was told */
+	struct sampler_int3 int3_told;	/* the int3 path the sampler was
+					 * told of this boot (int3_tell()) */
 	struct sampler_orc orc_told;	/* what the sampler was told of this
 					 * boot's ORC tables (0: nothing) */
 	/* the sampler was told where the current-task pointers are

@@ -397,6 +397,7 @@ static void hello_tell(struct cguest *g)
 	g->hellos_told = n;
 	g->smp->ops->guest_hello(g->smp, h);
 	g->orc_told = (struct sampler_orc){ 0 };	/* a new boot's come next */
+	g->int3_told = (struct sampler_int3){ 0 };
 }
 
 /* Tells the sampler where the guest's kallsyms say the kernel's ORC
@@ -416,6 +417,28 @@ static void orc_tell(struct cguest *g)
 		return;
 	g->orc_told = o;
 	g->smp->ops->guest_orc(g->smp, &o);
+}
+
+/* Tells the sampler where the guest kernel's int3 entry path is, by its
+ * kallsyms, once per boot (when, like orc_tell()): a backend that can end
+ * a vCPU's loop on a stale int3 watches its samples for one
+ * (vmm/guest/int3loop.h). */
+static void int3_tell(struct cguest *g)
+{
+	struct sampler_int3 r = { 0 };
+
+	if (!g->smp || !g->smp->ops->guest_int3 || (!g->hellos_told && !g->intro) ||
+	    fetch_kernel_int3(g->fetch, &r) || !memcmp(&r, &g->int3_told, sizeof(r)))
+		return;
+	g->int3_told = r;
+	g->smp->ops->guest_int3(g->smp, &r);
+}
+
+/* Everything the guest's kallsyms tell a sampler. */
+static void kallsyms_tell(struct cguest *g)
+{
+	orc_tell(g);
+	int3_tell(g);
 }
 
 /* ---- CPython processes (docs/runtimes.md) ------------------------------ */
@@ -508,7 +531,7 @@ void cguest_set_sampler(struct cguest *g, struct sampler *s)
 	g->py_told = NULL;
 	g->py_gen = 0;
 	hello_tell(g);		/* a HELLO read before the sampler came */
-	orc_tell(g);
+	kallsyms_tell(g);
 }
 
 /* ---- introspection ----------------------------------------------------------- */
@@ -645,7 +668,7 @@ static void intro_poll(struct cguest *g, uint64_t now)
 	if (gstate_get_hello(g->gs) && g->intro_mode == INTROSPECT_AUTO)
 		introspect_module_active(g->intro);
 	introspect_poll(g->intro, now, &g->intro_tool);
-	orc_tell(g);
+	kallsyms_tell(g);
 	cguest_memsyms_poll(g, false);
 	ksyms_word(g, now);	/* introspection may have decided it */
 }
@@ -894,7 +917,7 @@ static int channel_read_bytes(struct collector *c, struct cguest *g)
 			if (err)
 				return err;
 			hello_tell(g);
-			orc_tell(g);
+			kallsyms_tell(g);
 			total += (size_t)n;
 			continue;
 		}

@@ -38,6 +38,7 @@
 #include "lib/fs.h"
 #include "lib/hex.h"
 #include "lib/safepath.h"
+#include "vmm/guest/int3loop.h"
 #include "lib/text.h"
 #include "vmm/introspect/introspect.h"
 
@@ -105,6 +106,10 @@ struct fetch {
 	unsigned kinds;			/* the open transfer's: KIND_* */
 	uint64_t tables[OPVM_KSYMS_TABLES];	/* this transfer's, 0: none yet */
 	uint64_t tables_text;		/* _text in the table they came with */
+	/* the int3 entry path's symbols in this vmlinux table
+	 * (int3loop.h), and 1 + the one whose end is not seen yet */
+	struct sampler_int3 int3;
+	unsigned int3_open;
 	/* the latest HELLO's kernel, against which kallsyms is checked */
 	uint64_t hello_text, hello_anchor_addr;
 	char hello_anchor[OPVM_SYMNAME_LEN + 1];	/* name_byte()-sanitised */
@@ -528,6 +533,59 @@ static void ksyms_check(struct fetch *f, const char *t, size_t n)
 	}
 }
 
+/* Longest a function of the int3 path is taken to be: its end is the next
+ * symbol's start, which a kallsyms out of address order could put far
+ * away. */
+#define INT3_SYM_MAX	4096
+
+static void int3_reset(struct fetch *f)
+{
+	memset(&f->int3, 0, sizeof(f->int3));
+	f->int3_open = 0;
+}
+
+/* The symbol at addr ends the open one of the int3 path if above it. */
+static void int3_close(struct fetch *f, uint64_t addr)
+{
+	uint64_t *end, start;
+
+	if (!f->int3_open)
+		return;
+	start = f->int3.r[f->int3_open - 1].start;
+	end = &f->int3.r[f->int3_open - 1].end;
+	if (addr <= start)
+		return;
+	*end = addr - start > INT3_SYM_MAX ? start + INT3_SYM_MAX : addr;
+	f->int3_open = 0;
+}
+
+/*
+ * The int3 entry path's symbols (vmm/guest/int3loop.h) in a vmlinux
+ * record's lines just made ("ADDR T NAME\n"), each ending where the next
+ * symbol above it starts: kallsyms lists vmlinux in address order.
+ */
+static void int3_scan(struct fetch *f, const char *t, size_t n)
+{
+	const char *end = t + n;
+
+	while (t < end) {
+		const char *nl = memchr(t, '\n', (size_t)(end - t)), *name = t + 19;
+		uint64_t addr;
+		size_t len;
+
+		if (!nl)
+			break;
+		addr = strtoull(t, NULL, 16);
+		len = nl > name ? (size_t)(nl - name) : 0;
+		int3_close(f, addr);
+		if (len && int3loop_path_symbol(name, len) && f->int3.nr < SAMPLER_INT3_MAX) {
+			f->int3.r[f->int3.nr++].start = addr;
+			f->int3_open = f->int3.nr;
+		}
+		t = nl + 1;
+	}
+}
+
 static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 {
 	unsigned kind;
@@ -549,6 +607,7 @@ static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 	if (kind == KIND_VMLINUX && !(f->kinds & KIND_VMLINUX)) {
 		memset(f->tables, 0, sizeof(f->tables));	/* a new vmlinux table */
 		f->tables_text = 0;
+		int3_reset(f);
 	}
 	f->kinds |= kind;
 	n = fetch_ksyms_text(rec, len, f->text, room < sizeof(f->text) ? room : sizeof(f->text),
@@ -561,6 +620,8 @@ static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 		return;
 	}
 	ksyms_check(f, f->text, n);
+	if (kind == KIND_VMLINUX)
+		int3_scan(f, f->text, n);
 	f->bytes += n;
 	f->st.ksyms_bytes = f->bytes;
 	f->st.ksyms_syms += ok;
@@ -810,6 +871,15 @@ int fetch_kernel_orc(const struct fetch *f, uint64_t *ip_start, uint64_t *ip_sto
 	*ip_stop = t[OPVM_KSYMS_ORC_IP_STOP];
 	*orc_start = t[OPVM_KSYMS_ORC_START];
 	return 0;
+}
+
+int fetch_kernel_int3(const struct fetch *f, struct sampler_int3 *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (unsigned i = 0; i < f->int3.nr; i++)
+		if (f->int3.r[i].end)
+			out->r[out->nr++] = f->int3.r[i];
+	return out->nr ? 0 : -ENOENT;
 }
 
 uint64_t fetch_settled(const struct fetch *f)
@@ -1229,8 +1299,10 @@ void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len)
 		/* another boot's, unless the table they came with has this
 		 * HELLO's _text: introspection may read it before opvm.ko
 		 * loads, and the relay sends only the modules' after it */
-		if (!f->hello_text || f->tables_text != f->hello_text)
+		if (!f->hello_text || f->tables_text != f->hello_text) {
 			memset(f->tables, 0, sizeof(f->tables));
+			int3_reset(f);
+		}
 		if (f->pm_cur) {	/* asked again later, from where it is */
 			f->pm_cur = false;
 			fetch_pmaps_end(f->pm, -EAGAIN, 0, 0);

@@ -232,6 +232,10 @@ int fetch_coming(const struct fetch *f, const uint8_t *bid, size_t len);
  * -ENOENT while they are not known. */
 int fetch_kernel_orc(const struct fetch *f, uint64_t *ip_start, uint64_t *ip_stop,
 		     uint64_t *orc_start);
+/* Where the guest kernel's int3 entry path is (vmm/guest/int3loop.h),
+ * from the same kallsyms: 0, or -ENOENT while none of it is known. */
+struct sampler_int3;
+int fetch_kernel_int3(const struct fetch *f, struct sampler_int3 *out);
 /* Images whose transfer ended (cached or given up), a count that only
  * grows: a change says a waiting unwind may go on (attribution.h). */
 uint64_t fetch_settled(const struct fetch *f);

@@ -193,7 +193,9 @@ static int qattach_open(void *st, struct vm_monitor *mon, struct backend_target 
 {
 	struct qattach *qa = st;
 	struct qattach_guest *g = calloc(1, sizeof(*g));
-	struct qemu_sampler_config qc = { .rate_hz = qa->setup.rate_hz };
+	/* tcg: the accelerator is not known here; under KVM the detector
+	 * finds no loop, and a step would only cost a debug round trip */
+	struct qemu_sampler_config qc = { .rate_hz = qa->setup.rate_hz, .tcg = 1 };
 	char why[512] = "";
 	int running, r;
 

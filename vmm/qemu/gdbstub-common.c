@@ -79,6 +79,24 @@ int qemu_backend_setup(const struct backend_common *c, struct backend_setup *set
 	return 0;
 }
 
+/* The stale-int3 guard (vmm/guest/int3loop.h): what it found and did. */
+static void summary_int3(const struct qemu_sampler_info *qi, FILE *out)
+{
+	if (qi->tb_flushes)
+		text_fprintf_wrapped(out, 4, "  QEMU's translated code dropped %llu time%s (%.1f ms "
+			"each)%s", (unsigned long long)qi->tb_flushes,
+			qi->tb_flushes == 1 ? "" : "s", qi->step_ns / 1e6 / qi->tb_flushes,
+			qi->int3_loops ? ": a vCPU looped on a stale int3 (QEMU TCG)" :
+			", forced for a test (OPVM_TEST_TB_FLUSH)");
+	if (qi->int3_loops > qi->tb_flushes)
+		text_fprintf_wrapped(out, 4, "  a vCPU looped on int3 in %llu windows of 2 s "
+			"(at most one drop of QEMU's translated code per 10 s)",
+			(unsigned long long)qi->int3_loops);
+	if (qi->steps_late)
+		text_fprintf_wrapped(out, 4, "  %llu single steps were answered late",
+			(unsigned long long)qi->steps_late);
+}
+
 /* What the sampler saw of the guest module and of other people's pauses. */
 static void summary_guest_notes(const struct qemu_sampler_info *qi, FILE *out)
 {
@@ -99,6 +117,7 @@ static void summary_guest_notes(const struct qemu_sampler_info *qi, FILE *out)
 			(unsigned long long)qi->restores);
 	if (qi->late_stops)
 		text_fprintf_wrapped(out, 4, "  a stop of opvm's was answered after sampling: guest resumed");
+	summary_int3(qi, out);
 }
 
 /* --call-graph: what the walks found and cost. */

@@ -24,6 +24,7 @@
 #include "vmm/introspect/kcurrent.h"
 #include "vmm/qemu/gdbstub.h"
 #include "vmm/guest/guestmem.h"
+#include "vmm/guest/int3loop.h"
 #include "vmm/guest/pyguest.h"
 #include "vmm/qemu/gdbstub-sampler.h"
 #include "lib/clock.h"
@@ -109,6 +110,16 @@ struct qsamp {
 	_Atomic uint64_t late_stops, restores;
 	/* pyguest's counters, for get_stats from other threads */
 	_Atomic uint64_t py_samples, py_kept, py_changed, py_bytes, py_cost_ns;
+
+	/* A vCPU looping on a stale int3 (TCG only, int3loop.h): the
+	 * collector publishes where the int3 path is (i3_pub), the tick
+	 * thread watches its samples (i3) and drops QEMU's translated code
+	 * with a single step.  test_flush_at: OPVM_TEST_TB_FLUSH's one
+	 * forced step (ns, monotonic; 0: none). */
+	struct int3loop *i3;
+	_Atomic(struct sampler_int3 *) i3_pub;
+	int64_t test_flush_at;
+	_Atomic uint64_t tb_flushes, int3_loops, steps_late, step_ns;
 };
 
 static const struct sampler_ops qemu_sampler_ops;
@@ -183,6 +194,8 @@ struct tick_state {
 	int resync_marker;	/* it found the guest paused by someone else */
 	int c_after;		/* and a "c" went after it */
 	int ours;		/* stopped by us, our "c" not sent yet */
+	unsigned flush;		/* 1 + the vCPU to step at the next stop of
+				 * ours (drops QEMU's translated code), 0 */
 	unsigned bad_gen;	/* slot generation invalidated by a reset */
 	unsigned bad_ticks;
 };
@@ -248,7 +261,7 @@ static unsigned chain_with_python(struct qsamp *q, unsigned i, uint64_t *w)
 static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 			 int have_slots, unsigned nr_slots)
 {
-	int64_t now = q->cur ? clk_now_ns() : 0;
+	int64_t now = clk_now_ns();
 	uint64_t w[OPVM_MAX_CALLCHAIN];
 
 	for (unsigned i = 0; i < n && i < q->sink.nr_rings; i++) {
@@ -306,8 +319,9 @@ static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 		}
 		if (ring_push(q->sink.rings[i], &smp) == 0)
 			q->samples++;
+		if (int3loop_sample(q->i3, i, smp.rip, now) && !ts->flush)
+			ts->flush = i + 1;
 	}
-	(void)ts;
 }
 
 /* The thread vCPU i runs, from this stop's slot (len bytes of slots
@@ -594,8 +608,44 @@ static int tick_fast(struct qsamp *q, struct tick_state *ts, unsigned n, uint64_
 	return err;
 }
 
-/* The slow path, after a pause: probe, then stop, read and resume in
- * turn.  Returns as tick_fast(). */
+/*
+ * Our stop ends with a single step instead of "c" when QEMU's translated
+ * code must go (a vCPU loops on a stale int3, int3loop.h): turning TCG's
+ * single-step mode on and off flushes it.  The step lets the guest run, so
+ * it belongs to the slow path's stop, read and resume in turn, never to
+ * the fast path's one write.  Its stop reply: SIGTRAP, the step ended, "c"
+ * as usual; SIGINT, someone else paused the guest during the step, and the
+ * pause holds; none in time, it comes later, and the probe (outstanding)
+ * takes it for ours.  Returns 0 or -errno.
+ */
+static int step_resume(struct qsamp *q, struct tick_state *ts)
+{
+	int64_t t0 = clk_now_ns();
+	int sig = -1, err = gdbstub_step(q->gs, ts->flush - 1, STOP_TIMEOUT_MS, &sig);
+
+	ts->flush = 0;
+	if (err == -ETIMEDOUT) {
+		ts->outstanding = 1;
+		q->steps_late++;
+		return 0;
+	}
+	if (err == -EPIPE || err == -ESHUTDOWN)
+		return err;
+	if (!err && sig == 2) {
+		ts->paused = 1;
+		q->paused_ticks++;
+		return 0;
+	}
+	if (!err) {
+		q->step_ns += (uint64_t)(clk_now_ns() - t0);
+		q->tb_flushes += sig == 5;
+	}
+	/* stepped, or not known: the guest must run */
+	return gdbstub_continue(q->gs);
+}
+
+/* The slow path, after a pause or to drop QEMU's translated code: probe,
+ * then stop, read and resume in turn.  Returns as tick_fast(). */
 static int tick_probe(struct qsamp *q, struct tick_state *ts, unsigned n, uint64_t pa,
 		      size_t len, int *merr, int *final)
 {
@@ -614,7 +664,7 @@ static int tick_probe(struct qsamp *q, struct tick_state *ts, unsigned n, uint64
 		walk_chains(q, n, len);
 	/* Whatever happened, the guest must run again. */
 	if (err != -EPIPE && err != -ESHUTDOWN) {
-		int cerr = gdbstub_continue(q->gs);
+		int cerr = !err && ts->flush ? step_resume(q, ts) : gdbstub_continue(q->gs);
 
 		if (!err)
 			err = cerr;
@@ -646,6 +696,24 @@ static int slots_still_good(struct qsamp *q, struct tick_state *ts, unsigned n,
 	return have_slots;
 }
 
+/* A new int3-path publication, if any, into the detector; and
+ * OPVM_TEST_TB_FLUSH's forced step once its time has come (vCPU 0). */
+static void i3_take(struct qsamp *q, struct tick_state *ts)
+{
+	struct sampler_int3 *r = atomic_exchange(&q->i3_pub, NULL);
+
+	if (r && q->i3)
+		int3loop_set_ranges(q->i3, r);
+	free(r);
+	if (q->i3)
+		q->int3_loops = int3loop_loops(q->i3);
+	if (q->test_flush_at && clk_now_ns() >= q->test_flush_at) {
+		q->test_flush_at = 0;
+		if (!ts->flush)
+			ts->flush = 1;
+	}
+}
+
 /*
  * One tick.  Returns 1 if the guest was stopped and sampled, 0 if it was
  * not running, or -errno for a fault.
@@ -667,9 +735,10 @@ static int tick_once(struct qsamp *q, struct tick_state *ts)
 	cur_arm(q, have_slots);
 	if (q->py)
 		pyguest_take(q->py);
+	i3_take(q, ts);
 	if (ts->resync)
 		return resync(q, ts);
-	if (!ts->paused && !ts->outstanding)
+	if (!ts->paused && !ts->outstanding && !ts->flush)
 		err = tick_fast(q, ts, n, pa, len, &merr, &final);
 	else
 		err = tick_probe(q, ts, n, pa, len, &merr, &final);
@@ -782,6 +851,22 @@ static void *tick_main(void *arg)
 
 /* ---- ops ------------------------------------------------------------------ */
 
+/* Tests only: OPVM_TEST_TB_FLUSH=SECONDS forces one step (one drop of
+ * QEMU's translated code) that long after start, loop or not. */
+static void test_flush_arm(struct qsamp *q)
+{
+	const char *env = getenv("OPVM_TEST_TB_FLUSH");
+	char *end;
+	double secs;
+
+	if (!env || !*env)
+		return;
+	secs = strtod(env, &end);
+	if (*end || secs < 0 || secs > 86400)
+		return;
+	q->test_flush_at = clk_now_ns() + (int64_t)(secs * 1e9) + 1;
+}
+
 static int qs_start(struct sampler *s, const struct sampler_sink *sink)
 {
 	struct qsamp *q = to_q(s);
@@ -799,6 +884,7 @@ static int qs_start(struct sampler *s, const struct sampler_sink *sink)
 			return err;
 	}
 	q->ever_started = 1;
+	test_flush_arm(q);
 	err = -pthread_create(&q->tick, NULL, tick_main, q);
 	if (err)
 		return err;
@@ -871,6 +957,10 @@ void qemu_sampler_get_info(struct sampler *s, struct qemu_sampler_info *out)
 	out->max_cost_ns = q->max_cost;
 	out->late_stops = q->late_stops;
 	out->restores = q->restores;
+	out->int3_loops = q->int3_loops;
+	out->tb_flushes = q->tb_flushes;
+	out->steps_late = q->steps_late;
+	out->step_ns = q->step_ns;
 }
 
 unsigned qemu_sampler_nr_vcpus(struct sampler *s)
@@ -897,6 +987,8 @@ static void qs_free(struct sampler *s)
 	free(q->slotbuf);
 	kcurrent_free(q->cur);
 	free(atomic_exchange(&q->cur_pub, NULL));
+	free(atomic_exchange(&q->i3_pub, NULL));
+	int3loop_free(q->i3);
 	callgraph_free(q->cg);
 	pyguest_free(q->py);
 	free(q->pyview);
@@ -952,6 +1044,19 @@ static void qs_guest_python(struct sampler *s, const struct sampler_python *p)
 		pyguest_publish(q->py, p);
 }
 
+/* The guest kernel's int3 path: the tick thread takes a copy at its next
+ * tick (an older one not taken yet is dropped).  TCG only. */
+static void qs_guest_int3(struct sampler *s, const struct sampler_int3 *r)
+{
+	struct qsamp *q = to_q(s);
+	struct sampler_int3 *c;
+
+	if (!q->i3 || !(c = malloc(sizeof(*c))))
+		return;
+	*c = *r;
+	free(atomic_exchange(&q->i3_pub, c));
+}
+
 static const struct sampler_ops qemu_sampler_ops = {
 	.name = "gdbstub",
 	.start = qs_start,
@@ -963,6 +1068,7 @@ static const struct sampler_ops qemu_sampler_ops = {
 	.guest_orc = qs_guest_orc,
 	.guest_current = qs_guest_current,
 	.guest_python = qs_guest_python,
+	.guest_int3 = qs_guest_int3,
 	.free = qs_free,
 };
 
@@ -1084,6 +1190,10 @@ struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
 	if (cg_setup(q, cfg, errbuf, errlen))
 		goto fail;
 	if (py_setup(q))
+		goto fail_errno;
+	/* Under KVM the guest runs its own code, and translations cannot
+	 * go stale: no detector, no step. */
+	if (cfg->tcg && !(q->i3 = int3loop_new(q->nr_vcpus)))
 		goto fail_errno;
 	return &q->s;
 

@@ -52,6 +52,10 @@ struct qemu_sampler_config {
 	 * the tasks of guest_current()'s pointers (none without it). */
 	struct sampler_callgraph_cfg cg;
 	struct guestmem *mem;
+	/* 1: QEMU runs the guest with TCG (or may: an attached guest's
+	 * accelerator is not known), so a vCPU looping on a stale int3 is
+	 * watched for and ended (vmm/guest/int3loop.h); 0: KVM. */
+	int tcg;
 };
 
 /*
@@ -76,6 +80,12 @@ struct qemu_sampler_info {
 	uint64_t late_stops;		/* our stop answered after the last tick:
 					 * resumed on the way out */
 	uint64_t restores;		/* pauses that landed mid-tick, restored */
+	uint64_t int3_loops;		/* windows in which a vCPU looped on a
+					 * stale int3 (int3loop.h) */
+	uint64_t tb_flushes;		/* single steps that ended: QEMU's
+					 * translated code dropped */
+	uint64_t steps_late;		/* steps not answered in time */
+	uint64_t step_ns;		/* host time those steps took */
 };
 void qemu_sampler_get_info(struct sampler *s, struct qemu_sampler_info *out);
 

@@ -1105,6 +1105,54 @@ int gdbstub_continue(struct gdbstub *gs)
 	return err ? err : tx_flush(gs);
 }
 
+/* The signal number of stop reply p ("T05thread:...", "S05"), or -1. */
+static int stop_signal(const char *p)
+{
+	int hi = hex_val((unsigned char)p[1]), lo = hi < 0 ? -1 : hex_val((unsigned char)p[2]);
+
+	return lo < 0 ? -1 : hi * 16 + lo;
+}
+
+/*
+ * "Hc" and "s" in one write: QEMU answers the "Hc" (OK, or an error, and
+ * then steps the vCPU it stepped before), resumes the guest with that vCPU
+ * in single-step mode, and stops it again after one instruction.  Under
+ * TCG, turning single-step on and off makes QEMU drop all its translated
+ * code, which is why the sampler sends it.
+ */
+int gdbstub_step(struct gdbstub *gs, unsigned vcpu, unsigned timeout_ms, int *sig)
+{
+	int64_t deadline = clk_now_ns() + (int64_t)timeout_ms * 1000000;
+	char cmd[32];
+	int n;
+
+	if (vcpu >= gs->nr_threads)
+		return -EINVAL;
+	snprintf(cmd, sizeof(cmd), "Hc%lx", gs->tids[vcpu]);
+	tx_begin(gs);
+	n = tx_packet(gs, cmd);
+	if (!n)
+		n = tx_packet(gs, "s");
+	if (!n)
+		n = tx_flush(gs);
+	if (n)
+		return n;
+	n = rx_reply(gs, deadline);		/* the "Hc"'s: OK or Exx */
+	if (n < 0)
+		return n;
+	for (;;) {
+		n = rx_packet(gs, deadline);
+		if (n < 0)
+			return n;
+		if (n > 0 && is_exit_reply(gs->pkt))
+			return -ESHUTDOWN;
+		if (n > 0 && is_stop_reply(gs->pkt)) {
+			*sig = stop_signal(gs->pkt);
+			return 0;
+		}
+	}
+}
+
 int gdbstub_wait_read(struct gdbstub *gs, unsigned timeout_ms)
 {
 	int64_t deadline = clk_now_ns() + (int64_t)timeout_ms * 1000000;

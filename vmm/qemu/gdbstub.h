@@ -159,6 +159,16 @@ int gdbstub_read_phys(struct gdbstub *gs, uint64_t pa, void *buf, size_t len);
 int gdbstub_continue(struct gdbstub *gs);
 
 /*
+ * With the guest stopped by us: steps vCPU vcpu one instruction ("Hc" +
+ * "s"; the guest runs meanwhile, then stops again) and reads the step's
+ * stop reply; *sig gets its signal (5: the step ended; 2: someone else
+ * paused the guest first, the pause holds).  The guest is left stopped
+ * after a 5: the caller continues it.  -ETIMEDOUT: no stop reply yet (the
+ * vCPU did not run its instruction: one comes later, a stop of ours).
+ */
+int gdbstub_step(struct gdbstub *gs, unsigned vcpu, unsigned timeout_ms, int *sig);
+
+/*
  * Waits until QEMU has read everything we sent (QEMU acts on gdbstub bytes
  * as it reads them, in the same main-loop pass).  Before closing: a "c"
  * still queued when the gdbstub is removed would never run.  0, -ETIMEDOUT,

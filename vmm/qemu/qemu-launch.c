@@ -644,7 +644,7 @@ static struct guestmem *qemu_guestmem(struct qlaunch *q, char *err, size_t errle
 static int connect_guest(struct qlaunch *q, struct backend_target *t, char *err, size_t errlen)
 {
 	struct qemu_sampler_config qc = { .gdb_fd = q->gdb_fd[0], .rate_hz = q->setup.rate_hz,
-					  .resume = 1 };
+					  .resume = 1, .tcg = q->accel == ACCEL_TCG };
 	char why[512] = "";
 	int r = connect_console(q, err, errlen), chan;
 
