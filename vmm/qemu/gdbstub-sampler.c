@@ -1137,6 +1137,22 @@ void qemu_sampler_callgraph_stats(struct sampler *s, struct callgraph_stats *out
 		memset(out, 0, sizeof(*out));
 }
 
+/* The per-vCPU buffers, the Python reads and, under TCG, the stale-int3
+ * detector, once the gdbstub said how many vCPUs there are.  0, or -1
+ * with errno set. */
+static int qs_parts(struct qsamp *q, const struct qemu_sampler_config *cfg)
+{
+	q->regs = calloc(q->nr_vcpus, sizeof(*q->regs));
+	q->slotbuf = calloc(q->nr_vcpus, sizeof(struct opvm_slot));
+	if (!q->regs || !q->slotbuf || py_setup(q))
+		return -1;
+	/* Under KVM the guest runs its own code, and translations cannot
+	 * go stale: no detector, no step. */
+	if (cfg->tcg && !(q->i3 = int3loop_new(q->nr_vcpus)))
+		return -1;
+	return 0;
+}
+
 struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
 				 char *errbuf, size_t errlen)
 {
@@ -1183,18 +1199,10 @@ struct sampler *qemu_sampler_new(const struct qemu_sampler_config *cfg,
 	 * must run again, whatever it did before. */
 	if (gdbstub_handshake_restarts(q->gs))
 		q->resume = 1;
-	q->regs = calloc(q->nr_vcpus, sizeof(*q->regs));
-	q->slotbuf = calloc(q->nr_vcpus, sizeof(struct opvm_slot));
-	if (!q->regs || !q->slotbuf)
+	if (qs_parts(q, cfg))
 		goto fail_errno;
 	if (cg_setup(q, cfg, errbuf, errlen))
 		goto fail;
-	if (py_setup(q))
-		goto fail_errno;
-	/* Under KVM the guest runs its own code, and translations cannot
-	 * go stale: no detector, no step. */
-	if (cfg->tcg && !(q->i3 = int3loop_new(q->nr_vcpus)))
-		goto fail_errno;
 	return &q->s;
 
 fail_errno:
