@@ -15,8 +15,8 @@
 #    and their samples add up to what the sampler took (session.json's
 #    received): the windows' sum is one long session;
 #  - the KVM guests' samples are filed as they run (every window after
-#    the first with samples has some, and the windows before the last,
-#    sealed when QEMU is stopped, hold a quarter of them at least), every
+#    the first with samples has some, and the last, sealed when QEMU is
+#    stopped, holds no more than three times the busiest before it), every
 #    one labelled with its guest;
 #  - a guest started mid-run (C) gets a sampler and windows; stopped, it
 #    leaves /debug/pprof/guests and its sampler ends, its windows served;
@@ -358,16 +358,20 @@ for g in KG:
     if sum(per) != whole or whole != recv or whole < 5:
         bad("%s: the windows' sum is not the sampler's one long session" % g)
     # samples are filed as the guest runs, not held back to the end: once
-    # the guest works, every window but the last has samples, and they
-    # hold a quarter of the session at least.  The last window also takes
-    # what was still on its way when QEMU stopped, which a loaded host
-    # makes seconds (186 of 325 beside two busy loops; 53 of 281 quiet);
-    # the defect this guards against filed 91 of 96 in the last window.
+    # the guest works, every window but the last has samples, and the
+    # last holds three windows' worth at most (each no more than the
+    # busiest window before it): its own, the samples still within their
+    # hold time (2 s, a window here) when the one before it closed, and
+    # what was on its way when QEMU stopped (the perf sampler's wait for
+    # the switch rings, 16 drain passes, ~1.6 s).  A guest that is not
+    # Linux had its samples held through introspection's whole search for
+    # its kernel: 204 of 332 in the last window, ~12 in each before it.
     first = next((i for i, n in enumerate(per) if n), len(per))
-    if any(n == 0 for n in per[first:-1]) or sum(per[:-1]) * 4 < whole:
-        bad("%s: windows before the last hold %d of %d samples, %d empty after the "
-            "first: filed late" % (g, sum(per[:-1]), whole,
-                                   sum(1 for n in per[first:-1] if n == 0)))
+    before = per[first:-1]
+    if not before or any(n == 0 for n in before) or per[-1] > 3 * max(before):
+        bad("%s: the last window holds %d of %d samples, the busiest before it %d, "
+            "%d empty after the first: filed late" % (g, per[-1], whole, max(before or [0]),
+                                                      sum(1 for n in before if n == 0)))
     if not any(g.encode() in gzip.open(f).read() for f in glob.glob("%s/scrape/%s-*.pb.gz" % (t, g))):
         bad("no profile of %s names its guest" % g)
 
