@@ -1488,12 +1488,13 @@ int attribution_run(struct attribution *s, uint64_t now_ms)
 
 /*
  * A window ends: the held samples past their hold time are filed now, into
- * the window they were taken in.  Their longer waits (introspection still
- * searching for the kernel, or its next walk: expired()) would file them in
- * a later window than their own: a KVM guest that is not Linux held its
- * samples for the whole 30 s search and then 60 s each, its windows empty
- * and a later one holding them all.  Samples within their hold time wait
- * on, into the next window at most.
+ * the closing window: each into the first window to end after its hold
+ * time (its own, when it was held early enough in it).  Their longer waits
+ * (introspection still searching for the kernel, or its next walk:
+ * expired()) would file them windows later than their own: a KVM guest
+ * that is not Linux held its samples for the whole 30 s search and then
+ * 60 s each, its windows empty and a later one holding them all.  Younger
+ * ones wait on.
  */
 int attribution_window_end(struct attribution *s, uint64_t now_ms)
 {

@@ -213,9 +213,10 @@ void attribution_free(struct attribution *s);		/* NULL-safe; files nothing */
 int attribution_run(struct attribution *s, uint64_t now_ms);
 
 /* A window of `attach --window` ends: files the held samples older than
- * hold_ms whatever they still wait for (as on expiry), so that they go into
- * the window they were taken in; younger ones wait on.  Call it before the
- * sync that closes the window.  Returns as attribution_run(). */
+ * hold_ms whatever they still wait for (as on expiry): each goes into the
+ * first window to end after its hold time, not windows later; younger ones
+ * wait on.  Call it before the sync that closes the window.  Returns as
+ * attribution_run(). */
 int attribution_window_end(struct attribution *s, uint64_t now_ms);
 
 /* The model is about to forget process tgid (PROC_EXIT, EXEC): attribution_run(),
