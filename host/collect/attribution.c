@@ -1220,6 +1220,11 @@ static bool hold(struct attribution *s, const struct opvm_sample *x, uint64_t no
  * (it looks for 30 passes, about 30 s). */
 #define HOLD_BOOT_MS		60000
 
+static inline uint64_t held_age(const struct held *h, uint64_t now)
+{
+	return now >= h->t ? now - h->t : 0;
+}
+
 /*
  * A held sample expires after the hold time.  Where introspection is what
  * names processes and mappings (no HELLO), only its next walk can bring
@@ -1231,7 +1236,7 @@ static bool hold(struct attribution *s, const struct opvm_sample *x, uint64_t no
  */
 static inline bool expired(const struct attribution *s, const struct held *h, uint64_t now)
 {
-	uint64_t age = now >= h->t ? now - h->t : 0;
+	uint64_t age = held_age(h, now);
 
 	if (age < s->hold_ms)
 		return false;
@@ -1476,6 +1481,30 @@ int attribution_run(struct attribution *s, uint64_t now_ms)
 	held_retry(s, now_ms, false, false);
 	drain(s, now_ms);
 	attribution_defer_retry(s, now_ms, false, 0);
+	err = s->first_err;
+	s->first_err = 0;
+	return err;
+}
+
+/*
+ * A window ends: the held samples past their hold time are filed now, into
+ * the closing window: each into the first window to end after its hold
+ * time (its own, when it was held early enough in it).  Their longer waits
+ * (introspection still searching for the kernel, or its next walk:
+ * expired()) would file them windows later than their own: a KVM guest
+ * that is not Linux held its samples for the whole 30 s search and then
+ * 60 s each, its windows empty and a later one holding them all.  Younger
+ * ones wait on.
+ */
+int attribution_window_end(struct attribution *s, uint64_t now_ms)
+{
+	int err;
+
+	caches_check(s);
+	s->first_err = 0;
+	while (s->hold_nr && held_age(&s->held[s->hold_head], now_ms) >= s->hold_ms)
+		held_evict_one(s, now_ms);	/* in time order: the oldest first */
+	flush(s);
 	err = s->first_err;
 	s->first_err = 0;
 	return err;

@@ -212,6 +212,13 @@ void attribution_free(struct attribution *s);		/* NULL-safe; files nothing */
  * attribution_store_errors(); draining goes on). */
 int attribution_run(struct attribution *s, uint64_t now_ms);
 
+/* A window of `attach --window` ends: files the held samples older than
+ * hold_ms whatever they still wait for (as on expiry): each goes into the
+ * first window to end after its hold time, not windows later; younger ones
+ * wait on.  Call it before the sync that closes the window.  Returns as
+ * attribution_run(). */
+int attribution_window_end(struct attribution *s, uint64_t now_ms);
+
 /* The model is about to forget process tgid (PROC_EXIT, EXEC): attribution_run(),
  * then file that process's held samples whatever they still lack (their
  * mapping or thread can no longer come), merged as on expiry.  Returns as

@@ -992,8 +992,9 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 }
 
 /* The guests whose window has ended (collector-window.c): each synced
- * first, so that everything up to now goes into the closing window, then
- * rotated.  0, or -errno when a guest was left without a store. */
+ * first, so that everything up to now goes into the closing window (held
+ * samples past their hold time too, not a later window), then rotated.
+ * 0, or -errno when a guest was left without a store. */
 static int windows_tick(struct collector *c, uint64_t now_ms)
 {
 	int64_t now = clk_wall_ms();
@@ -1004,6 +1005,9 @@ static int windows_tick(struct collector *c, uint64_t now_ms)
 
 		if (!cguest_window_due(g, now))
 			continue;
+		err = g->st ? attribution_window_end(g->sy, now_ms) : 0;
+		if (err)
+			g->last_err = err;	/* counted, as guest_sync() does */
 		guest_sync(c, g, now_ms, false);
 		err = cguest_window_rotate(g);
 		if (err)

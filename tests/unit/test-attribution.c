@@ -596,6 +596,33 @@ static void test_hold_before_first_walk(void **state)
 	fix_close(&f);
 }
 
+/* A window's end (attach --window) files the held samples past their hold
+ * time, whatever they still wait for: a KVM guest that is not Linux (the
+ * perf sampler's samples, no CR3) held them for the whole kernel search,
+ * its windows empty, a later one holding them all.  A sample still within
+ * its hold time waits on. */
+static void test_window_end_files_past_hold(void **state)
+{
+	struct fix f;
+	struct opvm_sample s;
+
+	(void)state;
+	fix_open(&f, OPVM_SEP_LIB, 1000, 0, false);
+	gstate_set_procs_expected(f.gs, true);	/* the kernel searched for */
+	s = user(0, 0x10000, 0, 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_sample(f.sy, &s, 1500), 0);
+	assert_int_equal(attribution_run(f.sy, 1800), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 2);		/* still searching */
+	assert_int_equal(attribution_window_end(f.sy, 2000), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 1);		/* the younger waits */
+	assert_int_equal(count_at(&f, "{unmapped}", "{unmapped}", -1, -1, -1, 0x10000, NULL), 1);
+	assert_int_equal(attribution_window_end(f.sy, 2500), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
+	assert_int_equal(count_at(&f, "{unmapped}", "{unmapped}", -1, -1, -1, 0x10000, NULL), 2);
+	fix_close(&f);
+}
+
 /* Introspection sees a process exit and, in the same walk, the process
  * that took its page-table root: a held sample outside the exited one's
  * mappings is not filed under it as {anon} when it is forgotten, but waits
@@ -1432,6 +1459,7 @@ int main(void)
 		cmocka_unit_test(test_hold_expiry),
 		cmocka_unit_test(test_hold_waits_for_walk),
 		cmocka_unit_test(test_hold_before_first_walk),
+		cmocka_unit_test(test_window_end_files_past_hold),
 		cmocka_unit_test(test_exit_leaves_root_to_successor),
 		cmocka_unit_test(test_boot_by_stack),
 		cmocka_unit_test(test_hold_overflow_and_flush),
