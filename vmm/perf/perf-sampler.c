@@ -896,6 +896,14 @@ static void wait_next(struct psamp *p, struct pollfd *pf)
 		poll(pf, p->nr, p->py_on ? PERF_PYTHON_GAP_MS : p->busy ? DRAIN_BUSY_MS : DRAIN_MS);
 }
 
+static bool vcpu_gone(const struct psamp *p, const struct pollfd *pf)
+{
+	for (unsigned i = 0; pf && i < p->nr; i++)
+		if (pf[i].revents & POLLHUP)
+			return true;
+	return false;
+}
+
 static void *drain_main(void *arg)
 {
 	struct psamp *p = arg;
@@ -906,25 +914,24 @@ static void *drain_main(void *arg)
 	sig_setup(p);
 	while (!atomic_load(&p->stop)) {
 		uint64_t c0 = thread_cpu_ns();
+		bool hup;
 
 		wait_next(p, pf);
-		if (light_pass(p)) {
+		/* A vCPU thread that exits reports POLLHUP: the guest is gone
+		 * (QEMU does not end vCPU threads of a running guest).  At
+		 * once, not after light passes: POLLHUP ends every poll at
+		 * once, which spun them until the next whole pass was due. */
+		hup = vcpu_gone(p, pf);
+		if (!hup && light_pass(p)) {
 			p->drain_cpu_ns += thread_cpu_ns() - c0;
 			continue;
 		}
 		drain_pass(p, false);
 		p->drain_cpu_ns += thread_cpu_ns() - c0;
-		if (access(path, F_OK)) {
+		if (hup || access(path, F_OK)) {
 			atomic_store(&p->state, SAMPLER_TARGET_GONE);
 			break;
 		}
-		/* A vCPU thread that exits reports POLLHUP: the guest is gone
-		 * (QEMU does not end vCPU threads of a running guest). */
-		for (unsigned i = 0; pf && i < p->nr; i++)
-			if (pf[i].revents & POLLHUP)
-				atomic_store(&p->state, SAMPLER_TARGET_GONE);
-		if (atomic_load(&p->state) == SAMPLER_TARGET_GONE)
-			break;
 	}
 	/* Everything read so far is filed, the last ones as well as can be;
 	 * no signal outlives the thread it was routed to. */
