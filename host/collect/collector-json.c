@@ -464,6 +464,8 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	ev = NULL;
 	bad |= json_object_set_new(root, "vcpus", json_integer(g->nr_vcpus));
 	bad |= json_object_set_new(root, "separate", json_string(sep));
+	/* --no-python: a session without {py} rows says why */
+	bad |= json_object_set_new(root, "no_python", json_boolean(c->cfg.python_off));
 	bad |= json_object_set_new(root, "start", json_string(start));
 	/* a window's own time (collector-window.c), else the session's */
 	bad |= json_object_set_new(root, "duration_s", json_real(c->cfg.window_ms ?

@@ -215,13 +215,14 @@ json_t *report_json_header(const struct report *r)
 		if (!mode)
 			mode = g->mode;
 		json_array_append_new(guests, json_pack(
-			"{s:o, s:o, s:i, s:i, s:f, s:o, s:o}",
+			"{s:o, s:o, s:i, s:i, s:f, s:o, s:o, s:b}",
 			"name", report_json_str(g->name),
 			"mode", report_json_str(g->mode),
 			"rate_hz", (int)g->rate_hz, "vcpus", (int)g->vcpus,
 			"duration_s", g->duration_s,
 			"kernel_release", report_json_str(g->kernel_release),
-			"samples", report_json_count(g->total)));
+			"samples", report_json_count(g->total),
+			"no_python", g->no_python));
 	}
 	for (size_t i = 0; i < r->nr_problems; i++) {
 		char msg[1024];

@@ -109,6 +109,7 @@ void report_guest_load_meta(struct report_guest *g, const char *path)
 	g->separate = jstrdup(root, "separate");
 	g->rate_hz = (unsigned)jnum(root, "rate_hz");
 	g->vcpus = (unsigned)jnum(root, "vcpus");
+	g->no_python = json_is_true(json_object_get(root, "no_python"));
 	g->start = jstrdup(root, "start");
 	{
 		json_t *d = json_object_get(root, "duration_s");

@@ -291,6 +291,8 @@ static void guest_line(FILE *f, const struct report *r, const struct report_gues
 		fprintf(f, ", %s never started: nothing filed", report_esc(b1, g->from_exec));
 	if (g->kernel_release)
 		fprintf(f, ", kernel %s", report_esc(b1, g->kernel_release));
+	if (g->no_python)
+		fprintf(f, ", Python frames off (--no-python)");
 }
 
 static void print_warning(void *f, const char *text)

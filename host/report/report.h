@@ -157,6 +157,7 @@ struct report_guest {
 	char *start;
 	char *from_exec;		/* --from-exec NAME, or NULL */
 	double started_after_s;		/* when it came; < 0: never */
+	int no_python;			/* --no-python: no Python frames read */
 	char *event;			/* first event */
 	uint64_t event_count;
 	int have_stats;

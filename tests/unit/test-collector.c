@@ -589,7 +589,8 @@ static int reconnect_cb(void *arg)
 }
 
 /* A guest running python3.11: the sampler is told of it, unless
- * python_off (--no-python), when it is never told and reads nothing. */
+ * python_off (--no-python), when it is never told and reads nothing;
+ * session.json records which. */
 static void python_told(int off, int want_calls, unsigned want_nr)
 {
 	char dir[256];
@@ -598,6 +599,7 @@ static void python_told(int off, int want_calls, unsigned want_nr)
 	struct cguest *g;
 	struct fake f = { .s = { .ops = &fake_ops } };
 	struct chan ch;
+	json_t *j;
 
 	mktmp(dir, sizeof(dir));
 	cfg = base_cfg(dir);
@@ -615,6 +617,10 @@ static void python_told(int off, int want_calls, unsigned want_nr)
 	assert_int_equal(collector_sync(c), 0);
 	assert_int_equal(f.pythons, want_calls);
 	assert_int_equal(f.python_nr, want_nr);
+	j = load_session(dir, off ? "py-off" : "py-on");
+	assert_true(json_is_boolean(json_object_get(j, "no_python")));
+	assert_int_equal(json_is_true(json_object_get(j, "no_python")), off);
+	json_decref(j);
 	close(ch.fd);
 	collector_free(c);
 }

@@ -1505,6 +1505,53 @@ static void test_print_threaded(void **state)
 	free(r.rows);
 }
 
+/* A session recorded with --no-python says so in the header, text and
+ * JSON; the fixture's sessions (no such key) do not. */
+static void test_no_python_header(void **state)
+{
+	static const struct store_event ev[] = { { .name = "TIMER", .count = 1 } };
+	char dir[PATH_MAX * 2], err[256], *text, *js;
+	struct report_opts o = { .session_dir = dir, .keep = REPORT_KEEP_DEFAULT };
+	struct store *st;
+	struct report *r;
+	json_t *root, *g;
+	size_t n;
+	FILE *f;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/session-nopy", fx.dir);
+	st = store_open(dir, "np", ev, 1, OPVM_SEP_LIB, 0);
+	assert_non_null(st);
+	assert_int_equal(fx_add(st, NULL, "/usr/bin/app", 0, -1, -1, NULL, 0, 0x10, 3), 0);
+	assert_int_equal(store_write_meta(st, "{\"version\": 1, \"mode\": \"perf-timer\", "
+					  "\"rate_hz\": 19, \"vcpus\": 1, \"no_python\": true, "
+					  "\"stats\": {\"received\": 3}}"), 0);
+	assert_int_equal(store_sync(st), 0);
+	store_close(st);
+	r = report_load(&o, err, sizeof(err));
+	assert_non_null(r);
+	text = report_text(r);
+	assert_non_null(strstr(text, "guest np: perf-timer at 19 Hz, 1 vCPU, "
+				     "Python frames off (--no-python)"));
+	f = open_memstream(&js, &n);
+	assert_int_equal(report_print_json(f, r, NULL), 0);
+	fclose(f);
+	root = json_loads(js, 0, NULL);
+	g = json_array_get(json_object_get(root, "guests"), 0);
+	assert_true(json_is_true(json_object_get(g, "no_python")));
+	json_decref(root);
+	free(js);
+	free(text);
+	report_free(r);
+	r = report_load(&(struct report_opts){ .session_dir = fx.session,
+					       .keep = REPORT_KEEP_DEFAULT }, err, sizeof(err));
+	assert_non_null(r);
+	text = report_text(r);
+	assert_null(strstr(text, "--no-python"));
+	free(text);
+	report_free(r);
+}
+
 static void test_hostile_names(void **state)
 {
 	static const struct store_event ev[] = { { .name = "TIMER", .count = 1 } };
@@ -1655,6 +1702,7 @@ int main(void)
 		cmocka_unit_test(test_bad_session),
 		cmocka_unit_test(test_no_such_guest),
 		cmocka_unit_test(test_separate_not_recorded),
+		cmocka_unit_test(test_no_python_header),
 		cmocka_unit_test(test_corrupt_sample_file),
 		cmocka_unit_test(test_lying_sample_file),
 		cmocka_unit_test(test_rows_sort_order),

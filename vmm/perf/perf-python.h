@@ -7,8 +7,9 @@
  * right after the sample, for the task that runs on the vCPU then, and is
  * confirmed when the timeline answers:
  *
- *  1. read: the drain thread polls every PERF_PYTHON_POLL_MS while a
- *     CPython process is known and sees each guest-user sample at most a
+ *  1. read: while a CPython process is known, each sample's overflow
+ *     wakes the drain thread (at most one pass a PERF_PYTHON_GAP_MS when
+ *     samples come faster), which sees each guest-user sample at most a
  *     few milliseconds late (older ones are not read: stale).  It reads
  *     the vCPU's current-task slot (opvm.ko's, HELLO's slot_pa: its seq
  *     even, pid, cr3); when that address space runs CPython (the set the
@@ -46,7 +47,7 @@ struct guestmem;
 struct pynames;
 struct perf_python;
 
-#define PERF_PYTHON_POLL_MS	1		/* drain passes while CPython runs */
+#define PERF_PYTHON_GAP_MS	1		/* a pass that soon after a sample, at most */
 #define PERF_PYTHON_MAX_AGE_NS	5000000ull	/* older samples are not read */
 #define PERF_PYTHON_HELD	256		/* reads waiting for the timeline, per vCPU */
 

@@ -19,6 +19,8 @@
  *   3. resolve each vCPU's queue in order: a sample after the timeline's
  *      horizon stays for the next pass (bounded: after PEND_MAX_PASSES it
  *      is filed without a task and counted late).
+ * While Python frames are read (perf-python.h), light passes between them
+ * do 1 alone, soon after each sample (wait_signalled()).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -26,6 +28,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -35,6 +38,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -129,8 +133,12 @@ struct psamp {
 	/* Python frames (perf-python.h): names go to the sink's table */
 	struct perf_python *py;
 	struct pynames *names;
-	bool py_on;			/* reads on: passes every PERF_PYTHON_POLL_MS */
+	bool py_on;			/* reads on: a pass soon after each sample */
+	int sig_fd;			/* the drain thread's SIGIO (signalfd), -1 */
+	bool py_wake;			/* each overflow signals sig_fd (O_ASYNC) */
+	bool py_dense;			/* samples closer than PERF_PYTHON_GAP_MS */
 	uint64_t last_full;		/* CLOCK_MONOTONIC of the last whole pass */
+	uint64_t last_pass;		/* CLOCK_MONOTONIC of the last pass, light too */
 };
 
 /* ---- time --------------------------------------------------------------- */
@@ -707,16 +715,87 @@ static void chan_tail(struct psamp *p)
 	}
 }
 
+/*
+ * While Python reads are on, each guest-user sample is read within about
+ * PERF_PYTHON_GAP_MS of being taken.  The perf ring's own wake-up comes
+ * every WAKE_SAMPLES samples (fixed when the event was opened), so each
+ * overflow also signals the drain thread: an event with O_ASYNC and an
+ * owner gets SIGIO at every overflow, here routed to the drain thread,
+ * which blocks it and waits on a signalfd.  A wake-up a sample, not a
+ * millisecond: at 19 Hz, 19 a second instead of 1000.  Off (and the
+ * signals with it) while the reads are off.
+ */
+static int fds_async(struct psamp *p, bool on)
+{
+	struct f_owner_ex owner = { .type = F_OWNER_TID, .pid = (pid_t)syscall(SYS_gettid) };
+	int err = 0;
+
+	for (unsigned i = 0; i < p->nr; i++) {
+		int fd = p->v[i].fd, fl = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+
+		if (fl < 0 || (on && fcntl(fd, F_SETOWN_EX, &owner) < 0) ||
+		    fcntl(fd, F_SETFL, on ? fl | O_ASYNC : fl & ~O_ASYNC) < 0)
+			err = -EIO;
+	}
+	return err;
+}
+
+static void py_wake_set(struct psamp *p, bool on)
+{
+	if (p->sig_fd < 0 || on == p->py_wake)
+		return;
+	if (fds_async(p, on) && on) {
+		/* no signals: wait_next() polls every PERF_PYTHON_GAP_MS */
+		fds_async(p, false);
+		close(p->sig_fd);
+		p->sig_fd = -1;
+		return;
+	}
+	p->py_wake = on;
+	p->py_dense = false;
+}
+
 /* Python reads are on when a CPython process, the slots and the switch
  * rings (to confirm each read) are known and the collector takes names. */
 static void python_take(struct psamp *p)
 {
 	p->py_on = p->py && p->names && p->mem && perf_python_take(p->py) && p->tl;
+	py_wake_set(p, p->py_on);
+}
+
+/* The drain thread's SIGIO, blocked and read from a signalfd (-1: none,
+ * then Python reads poll). */
+static void sig_setup(struct psamp *p)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGIO);
+	p->sig_fd = -1;
+	if (!pthread_sigmask(SIG_BLOCK, &set, NULL))
+		p->sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+static void sig_close(struct psamp *p)
+{
+	py_wake_set(p, false);
+	if (p->sig_fd >= 0)
+		close(p->sig_fd);
+	p->sig_fd = -1;
+}
+
+/* Takes the pending SIGIO (not queued: one stands for any number of
+ * overflows): true when a sample came since the last take. */
+static bool sig_take(struct psamp *p)
+{
+	struct signalfd_siginfo si;
+
+	return p->sig_fd >= 0 && read(p->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si);
 }
 
 static void drain_pass(struct psamp *p, bool final)
 {
-	p->last_full = clock_ns(CLOCK_MONOTONIC);
+	p->last_full = p->last_pass = clock_ns(CLOCK_MONOTONIC);
 	python_take(p);
 	desc_poll(p);
 	chan_tail(p);
@@ -746,56 +825,118 @@ static void drain_pass(struct psamp *p, bool final)
 		perf_python_publish_stats(p->py);
 }
 
+static uint64_t full_period_ns(const struct psamp *p)
+{
+	return (p->busy ? DRAIN_BUSY_MS : DRAIN_MS) * 1000000ull;
+}
+
 /* While Python reads are on, between whole passes: the new samples only,
  * each read as soon as it is seen (filed at the next whole pass). */
 static bool light_pass(struct psamp *p)
 {
-	if (!p->py_on || clock_ns(CLOCK_MONOTONIC) - p->last_full >=
-	    (p->busy ? DRAIN_BUSY_MS : DRAIN_MS) * 1000000ull)
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+
+	if (!p->py_on || now - p->last_full >= full_period_ns(p))
 		return false;
+	p->last_pass = now;
 	python_take(p);
 	for (unsigned i = 0; i < p->nr; i++)
 		drain_vcpu(p, i);
 	return true;
 }
 
+/* Milliseconds (rounded up) until the next whole pass is due. */
+static int full_due_ms(const struct psamp *p)
+{
+	uint64_t gone = clock_ns(CLOCK_MONOTONIC) - p->last_full, period = full_period_ns(p);
+
+	return gone >= period ? 0 : (int)((period - gone + 999999) / 1000000);
+}
+
+/*
+ * Python reads on, each overflow signalled: waits for the next sample or
+ * the next whole pass.  While samples come closer than PERF_PYTHON_GAP_MS
+ * (dense: many vCPUs, a high rate), the signal is not waited on before
+ * the gap since the last pass is over, and then one pass reads all that
+ * came: no more wake-ups than a 1 ms poll, however many samples.
+ */
+static void wait_signalled(struct psamp *p, struct pollfd *pf)
+{
+	const uint64_t gap = PERF_PYTHON_GAP_MS * 1000000ull;
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+
+	if (p->py_dense) {
+		if (now - p->last_pass < gap) {
+			struct timespec ts = { 0, (long)(gap - (now - p->last_pass)) };
+
+			ppoll(pf, p->nr, &ts, NULL);
+		}
+		if (sig_take(p))
+			return;		/* still dense */
+		p->py_dense = false;
+	}
+	pf[p->nr] = (struct pollfd){ .fd = p->sig_fd, .events = POLLIN };
+	poll(pf, p->nr + 1, full_due_ms(p));
+	p->py_dense = sig_take(p) && clock_ns(CLOCK_MONOTONIC) - p->last_pass < gap;
+}
+
+/* Until the next pass: a ring's WAKE_SAMPLES, the pass period, or (Python
+ * reads on) the next sample. */
+static void wait_next(struct psamp *p, struct pollfd *pf)
+{
+	if (!pf) {
+		usleep(DRAIN_BUSY_MS * 1000);
+		return;
+	}
+	for (unsigned i = 0; i < p->nr; i++)
+		pf[i] = (struct pollfd){ .fd = p->v[i].fd, .events = POLLIN };
+	if (p->py_wake)
+		wait_signalled(p, pf);
+	else
+		poll(pf, p->nr, p->py_on ? PERF_PYTHON_GAP_MS : p->busy ? DRAIN_BUSY_MS : DRAIN_MS);
+}
+
+static bool vcpu_gone(const struct psamp *p, const struct pollfd *pf)
+{
+	for (unsigned i = 0; pf && i < p->nr; i++)
+		if (pf[i].revents & POLLHUP)
+			return true;
+	return false;
+}
+
 static void *drain_main(void *arg)
 {
 	struct psamp *p = arg;
-	struct pollfd *pf = calloc(p->nr, sizeof(*pf));
+	struct pollfd *pf = calloc(p->nr + 1, sizeof(*pf));	/* + sig_fd */
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d", (int)p->pid);
+	sig_setup(p);
 	while (!atomic_load(&p->stop)) {
 		uint64_t c0 = thread_cpu_ns();
+		bool hup;
 
-		for (unsigned i = 0; pf && i < p->nr; i++)
-			pf[i] = (struct pollfd){ .fd = p->v[i].fd, .events = POLLIN };
-		if (pf)
-			poll(pf, p->nr, p->py_on ? PERF_PYTHON_POLL_MS :
-			     p->busy ? DRAIN_BUSY_MS : DRAIN_MS);
-		else
-			usleep(DRAIN_BUSY_MS * 1000);
-		if (light_pass(p)) {
+		wait_next(p, pf);
+		/* A vCPU thread that exits reports POLLHUP: the guest is gone
+		 * (QEMU does not end vCPU threads of a running guest).  At
+		 * once, not after light passes: POLLHUP ends every poll at
+		 * once, which spun them until the next whole pass was due. */
+		hup = vcpu_gone(p, pf);
+		if (!hup && light_pass(p)) {
 			p->drain_cpu_ns += thread_cpu_ns() - c0;
 			continue;
 		}
 		drain_pass(p, false);
 		p->drain_cpu_ns += thread_cpu_ns() - c0;
-		if (access(path, F_OK)) {
+		if (hup || access(path, F_OK)) {
 			atomic_store(&p->state, SAMPLER_TARGET_GONE);
 			break;
 		}
-		/* A vCPU thread that exits reports POLLHUP: the guest is gone
-		 * (QEMU does not end vCPU threads of a running guest). */
-		for (unsigned i = 0; pf && i < p->nr; i++)
-			if (pf[i].revents & POLLHUP)
-				atomic_store(&p->state, SAMPLER_TARGET_GONE);
-		if (atomic_load(&p->state) == SAMPLER_TARGET_GONE)
-			break;
 	}
-	/* Everything read so far is filed, the last ones as well as can be. */
+	/* Everything read so far is filed, the last ones as well as can be;
+	 * no signal outlives the thread it was routed to. */
 	drain_pass(p, true);
+	sig_close(p);
 	free(pf);
 	return NULL;
 }
@@ -1111,7 +1252,7 @@ struct sampler *perf_sampler_new(const struct perf_sampler_config *cfg,
 	}
 	pthread_mutex_init(&p->tls_lock, NULL);
 	pthread_mutex_init(&p->sw_lock, NULL);
-	p->chan_in = p->chan_out = -1;
+	p->chan_in = p->chan_out = p->sig_fd = -1;
 	p->s.ops = &perf_sampler_ops;
 	p->s.priv = p;
 	p->nr = cfg->nr_vcpus;

@@ -9,8 +9,10 @@
  * TIME | CPU, one mmap ring per vCPU.  The kernel reports the guest's RIP
  * for samples taken in guest mode (PERF_RECORD_MISC_GUEST_KERNEL = CPL 0,
  * GUEST_USER = CPL 3); anything else is host code and is counted, never
- * filed.  One drain thread reads the rings ten times a second; the vCPUs
- * are never signalled, stopped, paused or resumed.
+ * filed.  One drain thread reads the rings ten times a second (and, while
+ * Python frames are read, soon after each sample: its overflow signals
+ * the drain thread, never a vCPU); the vCPUs are never signalled, stopped,
+ * paused or resumed.
  *
  * A perf sample has no CR3 and no guest task.  When the guest module
  * announces its per-vCPU task-switch rings (HELLO's switch tail, passed in
