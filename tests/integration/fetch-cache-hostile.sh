@@ -88,7 +88,7 @@ python3 tests/integration/hostile-relay.py --upstream "$T/chan" --listen "$T/rel
 rpid=$!
 CLEAN_PIDS="$rpid $CLEAN_PIDS"
 for _ in $(seq 100); do [ -S "$T/relay" ] && break; sleep 0.1; done
-DURATION=4 attach s3 "$T/relay" --fetch-cache "$T/good" --introspect off
+DURATION=15 attach s3 "$T/relay" --fetch-cache "$T/good" --introspect off
 kill "$rpid" 2>/dev/null; wait "$rpid" 2>/dev/null
 [ $rc = 0 ] || { cat "$T/s3.out" "$T/s3.err"; bad "3: the session failed ($rc)"; }
 grep -q "ksyms_moved=[1-9]" "$T/relay.stats" || fail "3: the relay moved no symbol: $(cat "$T/relay.stats")"
