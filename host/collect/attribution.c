@@ -1341,6 +1341,8 @@ static inline void take(struct attribution *s, const struct opvm_sample *x, uint
 		x = &y;
 	}
 	s->stats.received++;
+	if (x->cpl != 3 && x->rip < OPVM_KERNEL_HALF)
+		s->boot_taken++;
 	if (s->start_exec[0]) {
 		start_check(s, now);
 		if (s->start_exec[0]) {
@@ -1528,6 +1530,13 @@ int attribution_flush(struct attribution *s, uint64_t now_ms)
 		err = s->first_err;
 	s->first_err = 0;
 	return err;
+}
+
+void attribution_os_counts(const struct attribution *s, uint64_t *os, uint64_t *boot)
+{
+	/* range cache hits are never boot code (no entry covers it) */
+	*boot = s->boot_taken;
+	*os = s->stats.received - s->boot_taken;
 }
 
 void attribution_get_stats(const struct attribution *s, struct opvm_stats *out)
