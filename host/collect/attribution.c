@@ -1217,7 +1217,8 @@ static bool hold(struct attribution *s, const struct opvm_sample *x, uint64_t no
 /* How many hold times a sample may wait for introspection's next walk. */
 #define HOLD_WALK_FACTOR	5
 /* How long a boot sample may wait for introspection to find the kernel
- * (it looks for 30 passes, about 30 s). */
+ * (it looks once a second for 10 passes after the OS starts, then less
+ * and less often: a slow boot's VMCOREINFO may come tens of seconds in). */
 #define HOLD_BOOT_MS		60000
 
 /*
