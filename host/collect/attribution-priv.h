@@ -133,6 +133,8 @@ struct attribution {
 	bool pyt_failed;
 
 	struct opvm_stats stats;
+	uint64_t boot_taken;		/* of stats.received: ring 0 below the
+					 * kernel half (firmware, boot loader) */
 	uint64_t store_errors;
 	int first_err;
 };

@@ -1217,7 +1217,8 @@ static bool hold(struct attribution *s, const struct opvm_sample *x, uint64_t no
 /* How many hold times a sample may wait for introspection's next walk. */
 #define HOLD_WALK_FACTOR	5
 /* How long a boot sample may wait for introspection to find the kernel
- * (it looks for 30 passes, about 30 s). */
+ * (it looks once a second for 10 passes after the OS starts, then less
+ * and less often: a slow boot's VMCOREINFO may come tens of seconds in). */
 #define HOLD_BOOT_MS		60000
 
 static inline uint64_t held_age(const struct held *h, uint64_t now)
@@ -1346,6 +1347,8 @@ static inline void take(struct attribution *s, const struct opvm_sample *x, uint
 		x = &y;
 	}
 	s->stats.received++;
+	if (x->cpl != 3 && x->rip < OPVM_KERNEL_HALF)
+		s->boot_taken++;
 	if (s->start_exec[0]) {
 		start_check(s, now);
 		if (s->start_exec[0]) {
@@ -1557,6 +1560,13 @@ int attribution_flush(struct attribution *s, uint64_t now_ms)
 		err = s->first_err;
 	s->first_err = 0;
 	return err;
+}
+
+void attribution_os_counts(const struct attribution *s, uint64_t *os, uint64_t *boot)
+{
+	/* range cache hits are never boot code (no entry covers it) */
+	*boot = s->boot_taken;
+	*os = s->stats.received - s->boot_taken;
 }
 
 void attribution_get_stats(const struct attribution *s, struct opvm_stats *out)

@@ -240,6 +240,11 @@ int attribution_sample(struct attribution *s, const struct opvm_sample *smp, uin
  * guest_lost from the guest-state model.  throttled is left 0 (the sampler
  * knows it). */
 void attribution_get_stats(const struct attribution *s, struct opvm_stats *out);
+/* Samples so far that an operating system took (user mode, or a kernel
+ * in the upper half) and that firmware or a boot loader took (ring 0
+ * below it): the OS's start, or a reboot's, shows as the first of the
+ * former after the latter. */
+void attribution_os_counts(const struct attribution *s, uint64_t *os, uint64_t *boot);
 /* With start_exec: 1 once that process appeared (*at_ms: the now_ms of the
  * sync call that saw it), else 0.  Without: 1, *at_ms 0. */
 int attribution_started(const struct attribution *s, uint64_t *at_ms);

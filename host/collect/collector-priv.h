@@ -44,6 +44,11 @@ struct cguest {
 	bool intro_ksyms_sent;
 	char intro_release[65 + 1];
 	uint64_t intro_ksyms_records;
+	/* attribution_os_counts() at the last poll; fw_since: firmware or a
+	 * boot loader ran since the OS last did (the next OS sample is the
+	 * OS starting) */
+	uint64_t os_seen, boot_seen;
+	bool fw_since;
 	/* introspection's processes against opvm.ko's, per walk while both
 	 * speak: same address space and name, another one, or unknown */
 	uint64_t xc_walks, xc_seen, xc_agree, xc_differ, xc_missing;

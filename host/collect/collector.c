@@ -51,7 +51,12 @@
 #define READ_CHUNK		65536
 #define READ_MAX_PER_WAKE	(1u << 20)	/* stay responsive under a flood */
 #define STATUS_EVERY_MS		250
-#define POLL_MAX_MS		100		/* stop flag / sampler check period */
+#define POLL_MAX_MS		100		/* the end's channel reading: stop flag */
+/* The run loop's longest sleep: a stop signal interrupts poll() (one that
+ * comes just before it waits this long at most), and a sampler's end is
+ * seen this late at most.  Each wake-up costs: at 100 ms they were most
+ * of what an idle guest's attach did between syncs. */
+#define RUN_POLL_MAX_MS		1000
 /* Held samples retried because of channel records, per sync interval: a
  * guest that sends exits by the thousand must not make the collector
  * retry its whole hold queue for each one. */
@@ -649,6 +654,26 @@ static void intro_tool_set(struct cguest *g)
 
 static void ksyms_word(struct cguest *g, uint64_t now);
 
+/* The guest's OS started (first samples, or first after a reboot's
+ * firmware): a kernel search backed off is told.  Not at every OS sample:
+ * an OS without VMCOREINFO would be searched once a second for ever. */
+static void os_start_check(struct cguest *g)
+{
+	uint64_t os, boot;
+
+	if (!g->sy)
+		return;
+	attribution_os_counts(g->sy, &os, &boot);
+	if (boot != g->boot_seen)
+		g->fw_since = true;
+	if (os != g->os_seen && (g->fw_since || !g->os_seen))
+		introspect_os_started(g->intro);
+	if (os != g->os_seen)
+		g->fw_since = false;
+	g->os_seen = os;
+	g->boot_seen = boot;
+}
+
 /* One bounded step of introspection; what it finds comes back through
  * g->intro_tool.  Its kernel symbols are sent only while the guest
  * module's relay has sent none: two transfers into one kallsyms file
@@ -667,6 +692,7 @@ static void intro_poll(struct cguest *g, uint64_t now)
 		introspect_no_ksyms(g->intro);
 	if (gstate_get_hello(g->gs) && g->intro_mode == INTROSPECT_AUTO)
 		introspect_module_active(g->intro);
+	os_start_check(g);
 	introspect_poll(g->intro, now, &g->intro_tool);
 	kallsyms_tell(g);
 	cguest_memsyms_poll(g, false);
@@ -1217,8 +1243,8 @@ int collector_run(struct collector *c, volatile sig_atomic_t *stop, uint64_t dur
 		status_line(c, now, false);
 
 		timeout = (int)(next_sync > now ? next_sync - now : 0);
-		if (timeout > POLL_MAX_MS)
-			timeout = POLL_MAX_MS;
+		if (timeout > RUN_POLL_MAX_MS)
+			timeout = RUN_POLL_MAX_MS;
 		timeout = (int)collector_window_wait_ms(c, (unsigned)timeout);
 		if (c->cfg.progress && timeout > STATUS_EVERY_MS)
 			timeout = STATUS_EVERY_MS;

@@ -366,6 +366,37 @@ static void test_lying_vmcoreinfo(void **state)
 	free(c);
 }
 
+/* A guest without VMCOREINFO is searched less and less often after ten
+ * passes; its OS starting (introspect_os_started()) ends the back-off. */
+static void test_search_backoff(void **state)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	const struct introspect_stats *st;
+	uint8_t page[4096];
+	struct introspect *in;
+	struct guest g;
+
+	guest_new(&g);
+	memcpy(page, g.x.ram + VMCI_PA, sizeof(page));
+	memset(g.x.ram + VMCI_PA, 0, sizeof(page));
+	in = introspect_new(g.m, NULL);
+	assert_non_null(in);
+	for (uint64_t t = 1; t <= 60; t++)	/* a poll a second for a minute */
+		assert_int_equal(introspect_poll(in, t * 1000, TOOL(capture, c)), 0);
+	st = introspect_get_stats(in);
+	/* ten a second, then 1, 2, 4, 8, 16 s apart */
+	assert_int_equal(st->passes, 15);
+	memcpy(g.x.ram + VMCI_PA, page, sizeof(page));	/* the kernel starts */
+	introspect_poll(in, 61000, TOOL(capture, c));
+	assert_int_equal(st->state, INTROSPECT_SEARCHING);	/* waits till 73 s */
+	introspect_os_started(in);
+	introspect_poll(in, 62000, TOOL(capture, c));
+	assert_int_equal(st->state, INTROSPECT_READY);
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
+}
+
 /* ---- processes ------------------------------------------------------------ */
 
 #define RAM_T	(16u << 20)
@@ -1543,6 +1574,7 @@ int main(void)
 		cmocka_unit_test(test_vmcoreinfo_parse),
 		cmocka_unit_test(test_lying_tables),
 		cmocka_unit_test(test_lying_vmcoreinfo),
+		cmocka_unit_test(test_search_backoff),
 		cmocka_unit_test(test_current_cache),
 		cmocka_unit_test(test_modes),
 		cmocka_unit_test(test_processes),

@@ -39,10 +39,14 @@
  * programs' samples without a process (scanning reads ~0.2 ms a MiB). */
 #define SCAN_BYTES_DEFAULT	((uint64_t)1 << 30)
 #define RETRY_MS_DEFAULT	1000u
-/* A guest that shows no VMCOREINFO after this many passes (not Linux, or
- * a kernel without it) is searched less and less often, up to once a
- * minute, so it costs the host almost nothing. */
-#define RETRY_BACKOFF_PASSES	30
+/* A guest that shows no VMCOREINFO after this many passes since its OS
+ * started (or since the search did: not Linux, a kernel without it, or
+ * firmware still waiting) is searched less and less often, up to once a
+ * minute, so it costs the host almost nothing.  A pass of a 1 GiB guest
+ * costs ~0.2 s of CPU: each one a second for long would be most of what
+ * profiling an idle guest costs.  The OS's start seen in the samples
+ * (introspect_os_started()) or opvm.ko's HELLO ends the back-off. */
+#define RETRY_BACKOFF_PASSES	10
 #define RETRY_MS_MAX		64000u
 /* __START_KERNEL_map: where x86-64 maps the kernel image, phys_base on */
 #define PHYS_LIMIT		(1ull << 52)	/* x86-64's physical address width */
@@ -53,6 +57,8 @@ struct introspect {
 	uint64_t cursor;		/* scan position (guest-physical) */
 	uint64_t pass_ms;		/* when the current pass started */
 	bool waiting;			/* a pass found nothing: wait retry_ms */
+	uint64_t passes_base;		/* st.passes when the OS last started:
+					 * the back-off counts from there */
 	struct vmcoreinfo vi;
 	uint32_t seq;			/* of the records emitted */
 	struct introspect_stats st;
@@ -175,6 +181,16 @@ void introspect_module_active(struct introspect *in)
 	 * poll scans at once, whatever the back-off of a long boot */
 	if (in->st.state == INTROSPECT_SEARCHING)
 		in->waiting = false;
+}
+
+void introspect_os_started(struct introspect *in)
+{
+	/* VMCOREINFO appears a second or so after a kernel starts: passes
+	 * once a second again, from the next poll on */
+	if (!in || in->st.state != INTROSPECT_SEARCHING)
+		return;
+	in->passes_base = in->st.passes;
+	in->waiting = false;
 }
 
 const struct introspect_stats *introspect_get_stats(const struct introspect *in)
@@ -773,9 +789,9 @@ static int kallsyms_search(struct introspect *in)
 
 static uint64_t retry_ms(const struct introspect *in)
 {
-	uint64_t ms = in->cfg.retry_ms;
+	uint64_t ms = in->cfg.retry_ms, passes = in->st.passes - in->passes_base;
 
-	for (uint64_t p = RETRY_BACKOFF_PASSES; p < in->st.passes && ms < RETRY_MS_MAX; p++)
+	for (uint64_t p = RETRY_BACKOFF_PASSES; p < passes && ms < RETRY_MS_MAX; p++)
 		ms *= 2;
 	return ms < RETRY_MS_MAX ? ms : RETRY_MS_MAX;
 }
@@ -854,6 +870,7 @@ static bool rebooted(struct introspect *in)
 	in->cursor = 0;
 	in->pass_ms = 0;
 	in->waiting = false;
+	in->passes_base = in->st.passes;	/* a new boot: no back-off */
 	return true;
 }
 
@@ -883,7 +900,7 @@ static void progress_tell(const struct introspect *in, const struct introspect_t
 		/* searching during boot, or found and its processes not walked
 		 * yet (BTF read): the first walk is a sync or two away */
 		.procs_expected = (st->state == INTROSPECT_SEARCHING &&
-				   st->passes < RETRY_BACKOFF_PASSES) ||
+				   st->passes - in->passes_base < RETRY_BACKOFF_PASSES) ||
 				  (st->state == INTROSPECT_READY && st->btf_bytes && !st->procs_live),
 		.procs_live = st->procs_live,
 		.maps = st->maps != NULL,

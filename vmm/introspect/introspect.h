@@ -255,6 +255,9 @@ void introspect_no_ksyms(struct introspect *in);
  * asks when introspection has none (introspect_no_ksyms() stops them).
  * The first call also ends a search's back-off: the next poll scans. */
 void introspect_module_active(struct introspect *in);
+/* The guest's operating system started (or started again after a
+ * reboot): a search backed off scans once a second again, for a while. */
+void introspect_os_started(struct introspect *in);
 
 /*
  * Does a bounded step of work: scans for VMCOREINFO (at most scan_bytes),
