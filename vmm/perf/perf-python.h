@@ -44,10 +44,10 @@
  *     (host/collect/attribution.c).
  *
  * Threads: perf_python_publish(), perf_python_set_slots() and
- * perf_python_set_current() run on the
- * collector's thread, perf_python_get_stats() on any; everything else on
- * the drain thread, the only reader of guest memory here and the only
- * producer of the name table.
+ * perf_python_set_current() run on the collector's thread,
+ * perf_python_get_stats() on any; everything else on the drain thread,
+ * the only reader of guest memory here, the only user of its struct
+ * kcurrent and the only producer of the name table.
  */
 #ifndef OPVM_PERF_PYTHON_H
 #define OPVM_PERF_PYTHON_H
