@@ -26,7 +26,6 @@
 
 #include "lib/pynames.h"
 #include "pyguest-image.h"
-#include "vmm/introspect/kcurrent.h"
 #include "vmm/perf/perf-python.h"
 
 static const char *const chain3[] = { "leaf", "Cls.mid", "<module>" };
@@ -56,72 +55,17 @@ static int setup(void **state)
 	return 0;
 }
 
-/* ---- no opvm.ko: the kernel's current-task pointers ------------------------
- *
- * The image's page tables also map the kernel's direct map (KDIRECT, 2 MiB
- * of RAM from guest-physical 0); CPU i's current-task pointer is the word
- * at CUR_PA + 8 i; the task_structs (their fields at the offsets of koff)
- * are those of PYIMG_TID, whose mm's pgd is PYIMG_CR3, a clone of it
- * (another task_struct of the same thread: the mutator's), task 43 in
- * another address space, a kernel thread. */
-#define KDIRECT		0xffff888000000000ull
-#define KPDPT		0xa000ull
-#define KPD		0xb000ull
-#define CUR_PA		0xc000ull
-#define TASK_A		0x10000ull	/* PYIMG_TID */
-#define TASK_OTHER	0x11000ull	/* 43, not a CPython address space */
-#define TASK_KTHREAD	0x12000ull
-#define MM_A		0x13000ull
-#define MM_OTHER	0x13800ull
-#define TASK_CLONES	0x20000ull	/* STEPS of them, TASK_SIZE apart */
-#define TASK_SIZE	0x400ull
-
-static const struct kbtf_offsets koff = {
-	.task_size = TASK_SIZE, .task_pid = 0x100, .task_tgid = 0x104, .task_comm = 0x108,
-	.task_mm = 0x120, .mm_size = 0x100, .mm_pgd = 0x50,
-};
-
-static void kput64(struct fixture *f, uint64_t pa, uint64_t v)
-{
-	__atomic_store_n((uint64_t *)(void *)(f->im.ram + pa), v, __ATOMIC_RELAXED);
-}
-
-static void ktask(struct fixture *f, uint64_t pa, uint32_t pid, uint64_t mm)
-{
-	memcpy(f->im.ram + pa + koff.task_pid, &pid, 4);
-	memcpy(f->im.ram + pa + koff.task_tgid, &pid, 4);
-	memcpy(f->im.ram + pa + koff.task_comm, "python3", 8);
-	kput64(f, pa + koff.task_mm, mm ? KDIRECT + mm : 0);
-}
-
-/* CPU i runs the task_struct at guest-physical task. */
-static void kcur_set(struct fixture *f, unsigned i, uint64_t task)
-{
-	kput64(f, CUR_PA + 8 * i, KDIRECT + task);
-}
-
+/* No opvm.ko: the image's forged kernel (pyimg_kernel()) names the task. */
 static int setup_cur(void **state)
 {
-	struct kcurrent_info ci = { .nr = 2, .pgd_gpa = PYIMG_CR3, .off = koff,
-				    .slot_pa = { CUR_PA, CUR_PA + 8 } };
+	struct kcurrent_info ci;
 	struct fixture *f;
 
 	if (setup(state))
 		return -1;
 	f = *state;
 	perf_python_set_slots(f->pp, 0, 0, 0);		/* no module */
-	kput64(f, PYIMG_CR3 + 8 * (KDIRECT >> 39 & 511), KPDPT | 3);
-	kput64(f, KPDPT, KPD | 3);
-	kput64(f, KPD, 0x83);				/* 2 MiB at 0 */
-	kput64(f, MM_A + koff.mm_pgd, KDIRECT + PYIMG_CR3);
-	kput64(f, MM_OTHER + koff.mm_pgd, KDIRECT + 0x6000);
-	ktask(f, TASK_A, PYIMG_TID, MM_A);
-	ktask(f, TASK_OTHER, 43, MM_OTHER);
-	ktask(f, TASK_KTHREAD, 2, 0);
-	for (unsigned k = 0; k < 256; k++)
-		ktask(f, TASK_CLONES + k * TASK_SIZE, PYIMG_TID, MM_A);
-	kcur_set(f, 0, TASK_A);
-	kcur_set(f, 1, TASK_A);
+	pyimg_kernel(&f->im, 2, &ci);
 	perf_python_set_current(f->pp, &ci);
 	return 0;
 }
@@ -293,7 +237,7 @@ static void *mutate(void *arg)
 	for (unsigned k = 1; k < STEPS; k++) {
 		spin_us(20);
 		if (mu->slots == 2) {		/* another task_struct each time */
-			kcur_set(mu->f, 0, TASK_CLONES + k * TASK_SIZE);
+			pyimg_kcur_set(&mu->f->im, 0, PYIMG_TASK_CLONES + k * PYIMG_TASK_SIZE);
 			continue;
 		}
 		if (mu->slots) {		/* a switch away and back */
@@ -428,9 +372,9 @@ static void test_cur_read_kept(void **state)
 	assert_int_equal(chain_of(f->pp, 1, h, &other, &other, w), 0);
 	assert_int_equal(chain_tgid, 0);
 	/* another process, a kernel thread: nothing read, nothing counted */
-	kcur_set(f, 1, TASK_OTHER);
+	pyimg_kcur_set(&f->im, 1, PYIMG_TASK_OTHER);
 	assert_int_equal(perf_python_read(f->pp, f->im.m, f->names, 1, &clk0), 0);
-	kcur_set(f, 1, TASK_KTHREAD);
+	pyimg_kcur_set(&f->im, 1, PYIMG_TASK_KTHREAD);
 	assert_int_equal(perf_python_read(f->pp, f->im.m, f->names, 1, &clk0), 0);
 	perf_python_publish_stats(f->pp);
 	perf_python_get_stats(f->pp, &st);
@@ -455,12 +399,12 @@ static void test_cur_forged(void **state)
 {
 	struct fixture *f = *state;
 	struct perf_python_stats st;
-	static const uint64_t bad[] = { 0x1000, KDIRECT + TASK_A + 4, 0xffffffffdead0000ull,
-					KDIRECT + 0x1ffff8 };
+	static const uint64_t bad[] = { 0x1000, PYIMG_KDIRECT + PYIMG_TASK_A + 4, 0xffffffffdead0000ull,
+					PYIMG_KDIRECT + 0x1ffff8 };
 
 	assert_int_equal(perf_python_take(f->pp, f->im.m), PERF_PYTHON_CURRENT);
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		kput64(f, CUR_PA, bad[i]);
+		pyimg_kput64(&f->im, PYIMG_CUR_PA, bad[i]);
 		assert_int_equal(perf_python_read(f->pp, f->im.m, f->names, 0, &clk0), 0);
 	}
 	/* vCPU 1 still runs the task: read */
