@@ -26,6 +26,13 @@ enum opvm_sample_flags {
 	 * boot): slot_cr3 holds its kernel stack pointer, which names the task
 	 * once introspection can tell whose stack it is. */
 	OPVM_SAMPLE_KSP		= 1u << 3,
+	/* A user sample with no task (no SLOT) whose chain carries Python
+	 * frames read for the task the kernel's current-task pointer named
+	 * on its vCPU right after it (the perf sampler without opvm.ko):
+	 * slot_tgid is that task's process.  Nothing confirmed it is the
+	 * sample's: the frames are kept only where the sample's process,
+	 * found by other means, is that one. */
+	OPVM_SAMPLE_PYTASK	= 1u << 4,
 };
 
 /* -g dwarf: the most user stack a sample carries for the collector to

@@ -1098,6 +1098,26 @@ static bool py_owner(struct attribution *s, const struct opvm_sample *x,
 	return attribution_map_of(s, p, x->rip) || !gstate_maps_announced(s->gs);
 }
 
+/* x filed under p's interpreter's {py} at Python frame id. */
+static int file_python_as(struct attribution *s, const struct opvm_sample *x,
+			  const struct gstate_process *p, uint32_t id)
+{
+	struct skey k;
+
+	memset(&k, 0, sizeof(k));
+	k.event = x->event;
+	k.cpu = x->vcpu;
+	k.tgid = p->tgid;
+	k.tid = user_tid(s, x, p);
+	k.app = attribution_proc_app(p);
+	k.cgroup = p->cgroup;
+	k.image = attribution_py_image(p);
+	k.kernel = SKEY_PYTHON;
+	s->stats.user++;
+	s->stats.python++;
+	return add(s, sfile_for(s, &k, k.app, k.image, NULL), id);
+}
+
 /*
  * A user sample whose chain carries Python frames (lib/pynames.h): filed
  * under its innermost Python frame, {py} of the interpreter, at the
@@ -1116,7 +1136,6 @@ static int __attribute__((noinline)) file_python(struct attribution *s,
 	uint64_t cr3n = opvm_cr3_normalise(x->cr3);
 	const struct gstate_process *p;
 	bool via_slot = false;
-	struct skey k;
 	uint32_t id;
 
 	p = cr3n || (x->flags & OPVM_SAMPLE_SLOT) ? user_proc(s, x, cr3n, &via_slot) : NULL;
@@ -1124,18 +1143,36 @@ static int __attribute__((noinline)) file_python(struct attribution *s,
 		return HOLD;
 	if (!p || !attribution_py_ids(s, x, &id, 1))
 		return file_user(s, x, force);
-	memset(&k, 0, sizeof(k));
-	k.event = x->event;
-	k.cpu = x->vcpu;
-	k.tgid = p->tgid;
-	k.tid = user_tid(s, x, p);
-	k.app = attribution_proc_app(p);
-	k.cgroup = p->cgroup;
-	k.image = attribution_py_image(p);
-	k.kernel = SKEY_PYTHON;
-	s->stats.user++;
-	s->stats.python++;
-	return add(s, sfile_for(s, &k, k.app, k.image, NULL), id);
+	return file_python_as(s, x, p, id);
+}
+
+/*
+ * A user sample with no task and no CR3 whose Python frames were read for
+ * the process in slot_tgid (OPVM_SAMPLE_PYTASK: the perf sampler without
+ * opvm.ko): its own process is the one its executable mapping names, and
+ * the frames go with it only when that is the process they were read for.
+ * Otherwise (another process, several or none map its address, or no
+ * tgid came with the frames) they are dropped, counted, and the sample is
+ * filed by mapping as any: never Python frames under a wrong process.
+ */
+static int __attribute__((noinline)) file_python_by_map(struct attribution *s,
+							const struct opvm_sample *x, bool force)
+{
+	const struct gstate_process *p = NULL;
+	const struct gstate_mapping *m = NULL;
+	uint32_t id;
+	int r;
+
+	if ((x->flags & OPVM_SAMPLE_PYTASK) && x->slot_tgid &&
+	    bymap_lookup(s, x->rip, &p, &m) == EXECMAP_ONE && p->tgid == x->slot_tgid &&
+	    attribution_py_ids(s, x, &id, 1)) {
+		s->bm.attributed++;
+		return file_python_as(s, x, p, id);
+	}
+	r = file_user_by_map(s, x, force);
+	if (r != HOLD)
+		s->bm.py_unconfirmed++;
+	return r;
 }
 
 /* Callers make sure the caches belong to the current generation first. */
@@ -1145,7 +1182,8 @@ static inline int attribute(struct attribution *s, const struct opvm_sample *x, 
 		return __builtin_expect(x->flags & OPVM_SAMPLE_KSP, 0) ? HOLD :
 		       file_kernel(s, x, force);
 	if (__builtin_expect(x->nr_chain && s->py, 0) && attribution_has_py(s, x))
-		return file_python(s, x, force);
+		return !opvm_cr3_normalise(x->cr3) && !(x->flags & OPVM_SAMPLE_SLOT) ?
+		       file_python_by_map(s, x, force) : file_python(s, x, force);
 	return file_user(s, x, force);
 }
 

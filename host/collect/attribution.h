@@ -190,6 +190,8 @@ struct attribution_bymap_stats {
 	uint64_t index_builds;		/* interval index (re)builds */
 	uint64_t index_mappings;	/* mappings in the last build */
 	uint64_t index_over_cap;	/* builds refused: too many mappings */
+	uint64_t py_unconfirmed;	/* Python frames dropped: read for another
+					 * process than the mapping's, or with none */
 };
 
 /* rings[0..nr_rings) are drained in order; the sync does not own st, gs or

@@ -419,11 +419,12 @@ static int counters_json(struct collector *c, struct cguest *g,
 	bad |= json_object_set_new(root, "fetch", fetch_to_json(g->fetch));
 	bad |= json_object_set_new(root, "introspect", intro_json(g));
 	attribution_get_bymap_stats(g->sy, &bm);
-	bad |= json_object_set_new(root, "by_mapping", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}",
+	bad |= json_object_set_new(root, "by_mapping", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 		"attributed", C(bm.attributed), "ambiguous", C(bm.ambiguous),
 		"unknown", C(bm.unknown), "index_builds", C(bm.index_builds),
 		"index_mappings", C(bm.index_mappings),
-		"index_over_cap", C(bm.index_over_cap)));
+		"index_over_cap", C(bm.index_over_cap),
+		"python_unconfirmed", C(bm.py_unconfirmed)));
 	bad |= json_object_set_new(root, "meta_failures", C(g->meta_failures));
 #undef C
 	return bad;

@@ -30,6 +30,8 @@
  *          pyframes-running-kept: N %
  *          pyframes-perf-per-sample: N us
  *          pyframes-perf-bytes-per-sample: N bytes
+ *          pyframes-perf-current-per-sample: N us   (no module: the kernel's
+ *          pyframes-perf-current-bytes-per-sample: N bytes   current-task pointer)
  *          pyframes-stopped-image-per-sample: N us
  *          pyframes-kvm-image-per-sample: N us
  * The real interpreter's lines are left out (SKIP) without
@@ -38,6 +40,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,37 +253,47 @@ static void image_stopped(struct pyimg *im, const char *figure)
 	pyguest_free(pg);
 }
 
-/* The perf sampler's read right after a sample, on the forged guest,
- * confirmed as the timeline would: per sample, its host CPU time, guest
- * bytes and pages. */
-static int image_perf(struct pyimg *im)
+/* The perf sampler's read right after a sample, on the forged guest, the
+ * task named by opvm.ko's slot and confirmed as the timeline would, or
+ * (cur) by the kernel's current-task pointer (no module) and handed on
+ * with its tgid: per sample, its host CPU time, guest bytes and pages. */
+static int image_perf(struct pyimg *im, bool cur)
 {
 	static const struct timeline_task task = { .tsc = 1, .pid = PYIMG_TID,
 						   .tgid = PYIMG_TID, .cr3 = PYIMG_CR3 };
+	const struct timeline_task *t = cur ? NULL : &task;
+	const char *fig = cur ? "pyframes-perf-current" : "pyframes-perf";
 	const struct guest_tsc clk = { 0, 0, 0 };
 	struct perf_python *pp = perf_python_new(1);
 	struct pynames *names = pynames_new();
 	struct perf_python_stats st;
 	struct sampler_python set;
+	struct kcurrent_info ci;
 	uint64_t w[PYFRAMES_MAX_DEPTH];
 	unsigned kept = 0;
+	uint32_t tgid;
 	double t0, ns;
 
 	if (!pp || !names)
 		return -1;
 	pyimg_set(&set);
 	perf_python_publish(pp, &set);
-	perf_python_set_slots(pp, PYIMG_SLOTS, sizeof(struct opvm_slot), 1);
-	perf_python_take(pp);
+	if (cur) {
+		pyimg_kernel(im, 1, &ci);
+		perf_python_set_current(pp, &ci);
+	} else {
+		perf_python_set_slots(pp, PYIMG_SLOTS, sizeof(struct opvm_slot), 1);
+	}
+	perf_python_take(pp, im->m);
 	/* the first read finds the interpreter: not a steady sample */
-	perf_python_chain(pp, 0, perf_python_read(pp, im->m, names, 0, &clk), &task, &task, w);
+	perf_python_chain(pp, 0, perf_python_read(pp, im->m, names, 0, &clk), t, t, w, &tgid);
 	perf_python_publish_stats(pp);
 	perf_python_get_stats(pp, &st);
 	t0 = cpu_ns();
 	for (int i = 0; i < SAMPLES * 10; i++) {
 		uint32_t h = perf_python_read(pp, im->m, names, 0, &clk);
 
-		kept += perf_python_chain(pp, 0, h, &task, &task, w) == 9;
+		kept += perf_python_chain(pp, 0, h, t, t, w, &tgid) == 9;
 	}
 	ns = cpu_ns() - t0;
 	{
@@ -289,12 +302,12 @@ static int image_perf(struct pyimg *im)
 
 		perf_python_publish_stats(pp);
 		perf_python_get_stats(pp, &s2);
-		printf("pyframes-perf-per-sample: %.1f us\n", ns / n / 1000.0);
-		printf("pyframes-perf-bytes-per-sample: %.0f bytes (target <= 16384)\n",
+		printf("%s-per-sample: %.1f us\n", fig, ns / n / 1000.0);
+		printf("%s-bytes-per-sample: %.0f bytes (target <= 16384)\n", fig,
 		       (double)(s2.py.fr.bytes - st.py.fr.bytes) / n);
-		fprintf(stderr, "(forged guest, perf sampler's read: %u of %.0f kept whole, "
-			"%llu frames changed)\n", kept, n,
-			(unsigned long long)(s2.py.fr.changed - st.py.fr.changed));
+		fprintf(stderr, "(forged guest, perf sampler's read%s: %u of %.0f kept whole, "
+			"%llu frames changed)\n", cur ? " by the current-task pointer" : "",
+			kept, n, (unsigned long long)(s2.py.fr.changed - st.py.fr.changed));
 	}
 	perf_python_free(pp);
 	pynames_free(names);
@@ -310,7 +323,9 @@ static int image(void)
 	int rc = -1;
 
 	if (!pyimg_build(&im, chain9, 9, 1)) {
-		rc = image_perf(&im);
+		rc = image_perf(&im, false);
+		if (image_perf(&im, true))
+			rc = -1;
 		image_stopped(&im, "pyframes-stopped-image-per-sample");
 		/* the built-in VMM's own sampler: its guest's RAM is its own */
 		if (guestmem_map_self(im.m) == 1)

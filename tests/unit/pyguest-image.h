@@ -11,7 +11,9 @@
  *     .dynstr exporting _PyRuntime, PyCode_Type, PyUnicode_Type,
  *     PyBytes_Type and Py_Version, then the runtime, one interpreter, the
  *     thread state of PYIMG_TID and its frame chain, in 3.11's layout
- *     (the reader's own table).
+ *     (the reader's own table);
+ *   - on request (pyimg_kernel()), a kernel's direct map, task_structs
+ *     and per-CPU current-task pointers, for a sampler without opvm.ko.
  * Header-only, for one test or bench binary each.
  */
 #ifndef OPVM_TESTS_PYGUEST_IMAGE_H
@@ -26,6 +28,7 @@
 #include "guest-kmod/opvm_proto.h"
 #include "unwind/pyframes.h"
 #include "vmm/guest/guestmem.h"
+#include "vmm/introspect/kcurrent.h"
 #include "vmm/sampler.h"
 
 #define PYIMG_RAM	(4u << 20)
@@ -251,6 +254,76 @@ static inline void pyimg_set(struct sampler_python *set)
 	set->as[0].cr3 = PYIMG_CR3;
 	set->as[0].exe_base = PYIMG_VA;
 	set->as[0].version = 0x030b0000;
+}
+
+/*
+ * A kernel for a sampler without opvm.ko (pyimg_kernel()): the image's
+ * page tables also map the kernel's direct map (PYIMG_KDIRECT, 2 MiB of
+ * RAM from guest-physical 0); CPU i's current-task pointer is the word at
+ * PYIMG_CUR_PA + 8 i; the task_structs (their fields at pyimg_koff's
+ * offsets) are PYIMG_TID's, whose mm's pgd is PYIMG_CR3, PYIMG_CLONES
+ * other task_structs of that thread (as if freed and taken again), task
+ * 43 in another address space and a kernel thread.
+ */
+#define PYIMG_KDIRECT		0xffff888000000000ull
+#define PYIMG_KPDPT		0xa000ull
+#define PYIMG_KPD		0xb000ull
+#define PYIMG_CUR_PA		0xc000ull
+#define PYIMG_TASK_A		0x10000ull	/* PYIMG_TID */
+#define PYIMG_TASK_OTHER	0x11000ull	/* 43, not a CPython address space */
+#define PYIMG_TASK_KTHREAD	0x12000ull
+#define PYIMG_MM_A		0x13000ull
+#define PYIMG_MM_OTHER		0x13800ull
+#define PYIMG_TASK_CLONES	0x20000ull	/* PYIMG_CLONES, PYIMG_TASK_SIZE apart */
+#define PYIMG_CLONES		256u
+#define PYIMG_TASK_SIZE		0x400ull
+
+static const struct kbtf_offsets pyimg_koff = {
+	.task_size = PYIMG_TASK_SIZE, .task_pid = 0x100, .task_tgid = 0x104,
+	.task_comm = 0x108, .task_mm = 0x120, .mm_size = 0x100, .mm_pgd = 0x50,
+};
+
+static inline void pyimg_kput64(struct pyimg *im, uint64_t pa, uint64_t v)
+{
+	__atomic_store_n((uint64_t *)(void *)(im->ram + pa), v, __ATOMIC_RELAXED);
+}
+
+static inline void pyimg_ktask(struct pyimg *im, uint64_t pa, uint32_t pid, uint64_t mm)
+{
+	memcpy(im->ram + pa + pyimg_koff.task_pid, &pid, 4);
+	memcpy(im->ram + pa + pyimg_koff.task_tgid, &pid, 4);
+	memcpy(im->ram + pa + pyimg_koff.task_comm, "python3", 8);
+	pyimg_kput64(im, pa + pyimg_koff.task_mm, mm ? PYIMG_KDIRECT + mm : 0);
+}
+
+/* CPU i runs the task_struct at guest-physical task. */
+static inline void pyimg_kcur_set(struct pyimg *im, unsigned i, uint64_t task)
+{
+	pyimg_kput64(im, PYIMG_CUR_PA + 8 * i, PYIMG_KDIRECT + task);
+}
+
+/* The kernel for nr_cpus CPUs, each running PYIMG_TID, and what
+ * introspection would hand a sampler of it. */
+static inline void pyimg_kernel(struct pyimg *im, unsigned nr_cpus, struct kcurrent_info *ci)
+{
+	memset(ci, 0, sizeof(*ci));
+	ci->nr = nr_cpus;
+	ci->pgd_gpa = PYIMG_CR3;
+	ci->off = pyimg_koff;
+	pyimg_kput64(im, PYIMG_CR3 + 8 * (PYIMG_KDIRECT >> 39 & 511), PYIMG_KPDPT | 3);
+	pyimg_kput64(im, PYIMG_KPDPT, PYIMG_KPD | 3);
+	pyimg_kput64(im, PYIMG_KPD, 0x83);			/* 2 MiB at 0 */
+	pyimg_kput64(im, PYIMG_MM_A + pyimg_koff.mm_pgd, PYIMG_KDIRECT + PYIMG_CR3);
+	pyimg_kput64(im, PYIMG_MM_OTHER + pyimg_koff.mm_pgd, PYIMG_KDIRECT + 0x6000);
+	pyimg_ktask(im, PYIMG_TASK_A, PYIMG_TID, PYIMG_MM_A);
+	pyimg_ktask(im, PYIMG_TASK_OTHER, 43, PYIMG_MM_OTHER);
+	pyimg_ktask(im, PYIMG_TASK_KTHREAD, 2, 0);
+	for (unsigned k = 0; k < PYIMG_CLONES; k++)
+		pyimg_ktask(im, PYIMG_TASK_CLONES + k * PYIMG_TASK_SIZE, PYIMG_TID, PYIMG_MM_A);
+	for (unsigned i = 0; i < nr_cpus && i < KCURRENT_MAX_CPUS; i++) {
+		pyimg_kcur_set(im, i, PYIMG_TASK_A);
+		ci->slot_pa[i] = PYIMG_CUR_PA + 8 * i;
+	}
 }
 
 #endif /* OPVM_TESTS_PYGUEST_IMAGE_H */

@@ -1171,6 +1171,72 @@ static void test_python_waits_for_exec(void **state)
 	pynames_free(names);
 }
 
+/*
+ * The perf sampler without opvm.ko: a sample with no CR3 and no task whose
+ * Python frames were read for the process the kernel's current-task
+ * pointer named (OPVM_SAMPLE_PYTASK, slot_tgid).  Filed by mapping; the
+ * frames go with it ({py}) only when the mapping's process is that one:
+ * read for another process, at an address several processes map, or
+ * with no process named, they are dropped and counted.
+ */
+static void test_python_by_mapping(void **state)
+{
+	struct attribution_config cfg = { .hold_ms = 1000 };
+	struct attribution_bymap_stats bm;
+	struct pynames *names = pynames_new();
+	uint64_t chain[1];
+	struct opvm_sample s;
+	struct opvm_stats st;
+	struct fix f;
+	uint32_t idx;
+	int py_files;
+
+	(void)state;
+	assert_non_null(names);
+	assert_int_equal(pynames_intern(names, "main.loop", "/srv/app.py", 10, 12, &idx), 0);
+	chain[0] = PYNAMES_WORD(idx);
+	cfg.py = names;
+	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
+	attribution_free(f.sy);
+	f.sy = attribution_new(f.st, f.gs, f.rings, 2, &cfg);
+	assert_non_null(f.sy);
+	s = user(0, LIBC_LO + 0x100, 0, 0);	/* libc: process 100's alone */
+	s.chain = chain;
+	s.nr_chain = 1;
+	s.flags = OPVM_SAMPLE_PYTASK;
+	s.slot_tgid = 100;			/* read for 100: kept */
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	s.slot_tgid = 200;			/* read for 200: not its frames */
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	s.slot_tgid = 0;
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	s.flags = 0;				/* no process with them */
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	s.flags = OPVM_SAMPLE_PYTASK;		/* 100 and 200 map it */
+	s.slot_tgid = 100;
+	s.rip = EXE_LO + 0x10;
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 0);
+	assert_int_equal(count_py(&f, NULL, &py_files), 5);
+	assert_int_equal(py_files, 1);
+	assert_int_equal(count_py(&f, "/bin/app", &py_files), 1);	/* 100's {py} */
+	assert_int_equal(py_files, 1);
+	/* the four without frames: by mapping, as any */
+	assert_int_equal(count_at(&f, "/lib/libc.so.6", "/lib/libc.so.6", ANY, ANY, ANY, 0x26100,
+				  NULL), 3);
+	assert_int_equal(count_at(&f, "{ambiguous}", "{ambiguous}", ANY, ANY, ANY, ALL, NULL),
+			 1);
+	attribution_get_stats(f.sy, &st);
+	assert_int_equal(st.python, 1);
+	assert_int_equal(st.user, 5);
+	attribution_get_bymap_stats(f.sy, &bm);
+	assert_int_equal(bm.py_unconfirmed, 4);
+	assert_int_equal(bm.attributed, 4);
+	assert_int_equal(bm.ambiguous, 1);
+	fix_close(&f);
+	pynames_free(names);
+}
+
 /* Ring overflow shows in the stats. */
 static void test_overflow_stats(void **state)
 {
@@ -1472,6 +1538,7 @@ int main(void)
 		cmocka_unit_test(test_forget_process),
 		cmocka_unit_test(test_fork_child_uses_parent),
 		cmocka_unit_test(test_python_waits_for_exec),
+		cmocka_unit_test(test_python_by_mapping),
 		cmocka_unit_test(test_overflow_stats),
 		cmocka_unit_test(test_seed_1_99),
 		cmocka_unit_test(test_random_consistency),

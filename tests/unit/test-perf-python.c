@@ -55,6 +55,21 @@ static int setup(void **state)
 	return 0;
 }
 
+/* No opvm.ko: the image's forged kernel (pyimg_kernel()) names the task. */
+static int setup_cur(void **state)
+{
+	struct kcurrent_info ci;
+	struct fixture *f;
+
+	if (setup(state))
+		return -1;
+	f = *state;
+	perf_python_set_slots(f->pp, 0, 0, 0);		/* no module */
+	pyimg_kernel(&f->im, 2, &ci);
+	perf_python_set_current(f->pp, &ci);
+	return 0;
+}
+
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
@@ -68,6 +83,16 @@ static int teardown(void **state)
 
 static const struct timeline_task task42 = { .tsc = 1000, .pid = PYIMG_TID,
 					      .tgid = PYIMG_TID, .cr3 = PYIMG_CR3 };
+
+/* perf_python_chain(), the tgid it gives in chain_tgid. */
+static uint32_t chain_tgid;
+
+static unsigned chain_of(struct perf_python *pp, unsigned vcpu, uint32_t h,
+			 const struct timeline_task *at_sample,
+			 const struct timeline_task *at_end, uint64_t *w)
+{
+	return perf_python_chain(pp, vcpu, h, at_sample, at_end, w, &chain_tgid);
+}
 
 static const struct pyname *word_name(const struct fixture *f, uint64_t w)
 {
@@ -83,12 +108,12 @@ static void test_read_kept(void **state)
 	uint64_t w[PYFRAMES_MAX_DEPTH];
 	uint32_t h;
 
-	assert_int_equal(perf_python_take(f->pp), 1);
+	assert_int_equal(perf_python_take(f->pp, f->im.m), 1);
 	h = perf_python_read(f->pp, f->im.m, f->names, 1, &clk0);
 	assert_int_not_equal(h, 0);
 	assert_true(perf_python_read_end(f->pp, 1, h) > 0);
 	assert_int_equal(perf_python_read_end(f->pp, 0, h), 0);	/* another vCPU's */
-	assert_int_equal(perf_python_chain(f->pp, 1, h, &task42, &task42, w), 3);
+	assert_int_equal(chain_of(f->pp, 1, h, &task42, &task42, w), 3);
 	assert_string_equal(word_name(f, w[0])->name, "leaf");
 	assert_int_equal(word_name(f, w[0])->line, 13);
 	assert_int_equal(word_name(f, w[0])->first_line, 10);
@@ -96,7 +121,7 @@ static void test_read_kept(void **state)
 	assert_string_equal(word_name(f, w[2])->name, "<module>");
 	assert_string_equal(word_name(f, w[2])->file, "/srv/app.py");
 	/* done with: a second confirmation finds nothing */
-	assert_int_equal(perf_python_chain(f->pp, 1, h, &task42, &task42, w), 0);
+	assert_int_equal(chain_of(f->pp, 1, h, &task42, &task42, w), 0);
 	perf_python_publish_stats(f->pp);
 	perf_python_get_stats(f->pp, &st);
 	assert_int_equal(st.reads, 1);
@@ -117,20 +142,20 @@ static void test_switched(void **state)
 	uint64_t w[PYFRAMES_MAX_DEPTH];
 	uint32_t h[5];
 
-	assert_int_equal(perf_python_take(f->pp), 1);
+	assert_int_equal(perf_python_take(f->pp, f->im.m), 1);
 	for (int i = 0; i < 5; i++) {
 		h[i] = perf_python_read(f->pp, f->im.m, f->names, 0, &clk0);
 		assert_int_not_equal(h[i], 0);
 	}
 	later.tsc = 2000;			/* the same task, run again */
 	other.pid = 43;
-	assert_int_equal(perf_python_chain(f->pp, 0, h[0], &task42, &later, w), 0);
-	assert_int_equal(perf_python_chain(f->pp, 0, h[1], &other, &other, w), 0);
-	assert_int_equal(perf_python_chain(f->pp, 0, h[2], NULL, NULL, w), 0);
-	assert_int_equal(perf_python_chain(f->pp, 0, h[3], &task42, NULL, w), 0);
+	assert_int_equal(chain_of(f->pp, 0, h[0], &task42, &later, w), 0);
+	assert_int_equal(chain_of(f->pp, 0, h[1], &other, &other, w), 0);
+	assert_int_equal(chain_of(f->pp, 0, h[2], NULL, NULL, w), 0);
+	assert_int_equal(chain_of(f->pp, 0, h[3], &task42, NULL, w), 0);
 	other = task42;
 	other.cr3 = 0x6000;			/* the same tid in another mm */
-	assert_int_equal(perf_python_chain(f->pp, 0, h[4], &other, &other, w), 0);
+	assert_int_equal(chain_of(f->pp, 0, h[4], &other, &other, w), 0);
 	perf_python_publish_stats(f->pp);
 	perf_python_get_stats(f->pp, &st);
 	assert_int_equal(st.switched, 3);
@@ -147,7 +172,7 @@ static void test_not_read(void **state)
 	uint64_t w[PYFRAMES_MAX_DEPTH];
 	uint32_t h[PERF_PYTHON_HELD + 1];
 
-	assert_int_equal(perf_python_take(f->pp), 1);
+	assert_int_equal(perf_python_take(f->pp, f->im.m), 1);
 	sl->cr3 = 0x6000;
 	assert_int_equal(perf_python_read(f->pp, f->im.m, f->names, 0, &clk0), 0);
 	sl->cr3 = PYIMG_CR3;
@@ -161,7 +186,7 @@ static void test_not_read(void **state)
 		h[i] = perf_python_read(f->pp, f->im.m, f->names, 1, &clk0);
 	assert_int_not_equal(h[PERF_PYTHON_HELD - 1], 0);
 	assert_int_equal(h[PERF_PYTHON_HELD], 0);
-	assert_int_equal(perf_python_chain(f->pp, 1, h[PERF_PYTHON_HELD - 1], &task42,
+	assert_int_equal(chain_of(f->pp, 1, h[PERF_PYTHON_HELD - 1], &task42,
 					   &task42, w), 3);
 	assert_int_not_equal(perf_python_read(f->pp, f->im.m, f->names, 1, &clk0), 0);
 	perf_python_publish_stats(f->pp);
@@ -170,7 +195,7 @@ static void test_not_read(void **state)
 	assert_int_equal(st.held_full, 1);
 	/* the slots gone (a reboot): reads off */
 	perf_python_set_slots(f->pp, 0, 0, 0);
-	assert_int_equal(perf_python_take(f->pp), 0);
+	assert_int_equal(perf_python_take(f->pp, f->im.m), 0);
 	assert_int_equal(perf_python_read(f->pp, f->im.m, f->names, 1, &clk0), 0);
 }
 
@@ -186,7 +211,9 @@ struct mutator {
 	struct fixture *f;
 	uint64_t codes[STEPS];
 	atomic_int go, done;
-	int slots;			/* switch the task instead */
+	int slots;			/* switch the task instead: 1 by the
+					 * slot's seq, 2 by the current-task
+					 * pointer */
 };
 
 static void spin_us(unsigned us)
@@ -209,6 +236,10 @@ static void *mutate(void *arg)
 		;
 	for (unsigned k = 1; k < STEPS; k++) {
 		spin_us(20);
+		if (mu->slots == 2) {		/* another task_struct each time */
+			pyimg_kcur_set(&mu->f->im, 0, PYIMG_TASK_CLONES + k * PYIMG_TASK_SIZE);
+			continue;
+		}
 		if (mu->slots) {		/* a switch away and back */
 			__atomic_store_n(&sl->seq, sl->seq + 2, __ATOMIC_RELEASE);
 			continue;
@@ -265,7 +296,7 @@ static void run_episodes(struct fixture *f, int slots, uint64_t *dropped)
 			uint64_t w[PYFRAMES_MAX_DEPTH];
 			uint32_t h = perf_python_read(f->pp, f->im.m, f->names, 0, &clk0);
 
-			check_kept(f, w, perf_python_chain(f->pp, 0, h, &task42, &task42, w));
+			check_kept(f, w, chain_of(f->pp, 0, h, &task42, &task42, w));
 		}
 		pthread_join(th, NULL);
 		perf_python_publish_stats(f->pp);
@@ -284,13 +315,13 @@ static void test_changed_under_read(void **state)
 	struct perf_python_stats st;
 	uint64_t w[PYFRAMES_MAX_DEPTH], dropped = 0;
 
-	assert_int_equal(perf_python_take(f->pp), 1);
+	assert_int_equal(perf_python_take(f->pp, f->im.m), 1);
 	run_episodes(f, 0, &dropped);
 	assert_true(dropped > 0);
 	/* the guest still: the whole chain again */
 	uint32_t h = perf_python_read(f->pp, f->im.m, f->names, 0, &clk0);
 
-	assert_int_equal(perf_python_chain(f->pp, 0, h, &task42, &task42, w), 3);
+	assert_int_equal(chain_of(f->pp, 0, h, &task42, &task42, w), 3);
 	check_kept(f, w, 3);
 	perf_python_publish_stats(f->pp);
 	perf_python_get_stats(f->pp, &st);
@@ -308,8 +339,92 @@ static void test_switched_under_read(void **state)
 	struct fixture *f = *state;
 	uint64_t dropped = 0;
 
-	assert_int_equal(perf_python_take(f->pp), 1);
+	assert_int_equal(perf_python_take(f->pp, f->im.m), 1);
 	run_episodes(f, 1, &dropped);
+	assert_true(dropped > 0);
+}
+
+/* ---- no opvm.ko ------------------------------------------------------------ */
+
+/* The current-task pointer names the task: read, kept with the tgid it
+ * was read for (the filing confirms it: no timeline). */
+static void test_cur_read_kept(void **state)
+{
+	struct fixture *f = *state;
+	struct perf_python_stats st;
+	struct timeline_task other = task42;
+	uint64_t w[PYFRAMES_MAX_DEPTH];
+	uint32_t h;
+
+	assert_int_equal(perf_python_take(f->pp, f->im.m), PERF_PYTHON_CURRENT);
+	h = perf_python_read(f->pp, f->im.m, f->names, 1, &clk0);
+	assert_int_not_equal(h, 0);
+	assert_int_equal(chain_of(f->pp, 1, h, NULL, NULL, w), 3);
+	assert_int_equal(chain_tgid, PYIMG_TID);
+	assert_string_equal(word_name(f, w[0])->name, "leaf");
+	assert_string_equal(word_name(f, w[2])->name, "<module>");
+	/* again: a cache hit, the same */
+	h = perf_python_read(f->pp, f->im.m, f->names, 1, &clk0);
+	assert_int_equal(chain_of(f->pp, 1, h, NULL, NULL, w), 3);
+	/* a timeline (a module come since) that names another task: dropped */
+	h = perf_python_read(f->pp, f->im.m, f->names, 1, &clk0);
+	other.pid = 43;
+	assert_int_equal(chain_of(f->pp, 1, h, &other, &other, w), 0);
+	assert_int_equal(chain_tgid, 0);
+	/* another process, a kernel thread: nothing read, nothing counted */
+	pyimg_kcur_set(&f->im, 1, PYIMG_TASK_OTHER);
+	assert_int_equal(perf_python_read(f->pp, f->im.m, f->names, 1, &clk0), 0);
+	pyimg_kcur_set(&f->im, 1, PYIMG_TASK_KTHREAD);
+	assert_int_equal(perf_python_read(f->pp, f->im.m, f->names, 1, &clk0), 0);
+	perf_python_publish_stats(f->pp);
+	perf_python_get_stats(f->pp, &st);
+	assert_int_equal(st.reads, 3);
+	assert_int_equal(st.kept, 2);
+	assert_int_equal(st.switched, 1);
+	assert_int_equal(st.task_bad, 0);
+	assert_int_equal(st.slot_busy, 0);
+	/* the slots come (opvm.ko loaded): they name the task from now on */
+	perf_python_set_slots(f->pp, PYIMG_SLOTS, sizeof(struct opvm_slot), 2);
+	assert_int_equal(perf_python_take(f->pp, f->im.m), PERF_PYTHON_SLOT);
+	/* introspection lost the pointers (a reboot), no slots: off */
+	perf_python_set_slots(f->pp, 0, 0, 0);
+	perf_python_set_current(f->pp, NULL);
+	assert_int_equal(perf_python_take(f->pp, f->im.m), PERF_PYTHON_OFF);
+	assert_int_equal(perf_python_read(f->pp, f->im.m, f->names, 1, &clk0), 0);
+}
+
+/* A forged pointer (a user address, unaligned, outside the direct map,
+ * a task whose fields do not read) names no task: refused, counted. */
+static void test_cur_forged(void **state)
+{
+	struct fixture *f = *state;
+	struct perf_python_stats st;
+	static const uint64_t bad[] = { 0x1000, PYIMG_KDIRECT + PYIMG_TASK_A + 4, 0xffffffffdead0000ull,
+					PYIMG_KDIRECT + 0x1ffff8 };
+
+	assert_int_equal(perf_python_take(f->pp, f->im.m), PERF_PYTHON_CURRENT);
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		pyimg_kput64(&f->im, PYIMG_CUR_PA, bad[i]);
+		assert_int_equal(perf_python_read(f->pp, f->im.m, f->names, 0, &clk0), 0);
+	}
+	/* vCPU 1 still runs the task: read */
+	assert_int_equal(perf_python_read(f->pp, f->im.m, f->names, 1, &clk0) != 0, 1);
+	perf_python_publish_stats(f->pp);
+	perf_python_get_stats(f->pp, &st);
+	assert_int_equal(st.task_bad, 4);
+	assert_int_equal(st.reads, 1);
+}
+
+/* The task switches (the pointer moves to another task_struct) while its
+ * frames are read: dropped whole, counted as switched; what is kept is
+ * the chain. */
+static void test_cur_switched_under_read(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t dropped = 0;
+
+	assert_int_equal(perf_python_take(f->pp, f->im.m), PERF_PYTHON_CURRENT);
+	run_episodes(f, 2, &dropped);
 	assert_true(dropped > 0);
 }
 
@@ -321,6 +436,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_not_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changed_under_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_switched_under_read, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cur_read_kept, setup_cur, teardown),
+		cmocka_unit_test_setup_teardown(test_cur_forged, setup_cur, teardown),
+		cmocka_unit_test_setup_teardown(test_cur_switched_under_read, setup_cur,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

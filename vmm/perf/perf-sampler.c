@@ -134,6 +134,7 @@ struct psamp {
 	struct perf_python *py;
 	struct pynames *names;
 	bool py_on;			/* reads on: a pass soon after each sample */
+	bool py_cur;			/* ... named by the current-task pointers */
 	int sig_fd;			/* the drain thread's SIGIO (signalfd), -1 */
 	bool py_wake;			/* each overflow signals sig_fd (O_ASYNC) */
 	bool py_dense;			/* samples closer than PERF_PYTHON_GAP_MS */
@@ -448,8 +449,15 @@ static void push(struct psamp *p, struct pvcpu *v, unsigned idx, const struct pe
 	uint64_t w[PYFRAMES_MAX_DEPTH];
 
 	if (e->py) {
-		s.nr_chain = (uint8_t)perf_python_chain(p->py, idx, e->py, t, t_end, w);
+		uint32_t tgid;
+
+		s.nr_chain = (uint8_t)perf_python_chain(p->py, idx, e->py, t, t_end, w, &tgid);
 		s.chain = s.nr_chain ? w : NULL;
+		if (s.nr_chain && tgid && !t) {
+			/* whose frames these are, for the filing to confirm */
+			s.flags = OPVM_SAMPLE_PYTASK;
+			s.slot_tgid = tgid;
+		}
 	}
 
 	if (t) {
@@ -507,8 +515,12 @@ static void resolve(struct psamp *p, unsigned idx, bool final)
 		if (!p->tl) {
 			/* The rings come with HELLO, which may still be on its
 			 * way (it waits in the guest until the channel is
-			 * read): wait as for a late sample, then file it. */
-			if (pend_waits(v, e, final))
+			 * read): wait as for a late sample, then file it.  Not
+			 * while the kernel's current-task pointers name the
+			 * tasks (no module seen; a read is held until its
+			 * sample goes, and PERF_PYTHON_HELD of them last a
+			 * fraction of PEND_MAX_PASSES). */
+			if (!p->py_cur && pend_waits(v, e, final))
 				return;
 			p->no_timeline++;
 			push(p, v, idx, e, NULL, NULL);
@@ -755,11 +767,16 @@ static void py_wake_set(struct psamp *p, bool on)
 	p->py_dense = false;
 }
 
-/* Python reads are on when a CPython process, the slots and the switch
- * rings (to confirm each read) are known and the collector takes names. */
+/* Python reads are on when a CPython process is known, the collector
+ * takes names, and either the slots and the switch rings (to confirm each
+ * read) or, without the module, the kernel's current-task pointers are. */
 static void python_take(struct psamp *p)
 {
-	p->py_on = p->py && p->names && p->mem && perf_python_take(p->py) && p->tl;
+	int how = p->py && p->names && p->mem ? perf_python_take(p->py, p->mem) :
+						  PERF_PYTHON_OFF;
+
+	p->py_cur = how == PERF_PYTHON_CURRENT;
+	p->py_on = p->py_cur || (how == PERF_PYTHON_SLOT && p->tl);
 	py_wake_set(p, p->py_on);
 }
 
@@ -1024,6 +1041,7 @@ static void ps_get_stats(struct sampler *s, struct sampler_stats *out)
 		out->py_stale = ps.stale;
 		out->py_bytes = ps.py.fr.bytes;
 		out->py_cost_ns = ps.cost_ns;
+		out->cur_bad = ps.task_bad;	/* no slot: pointers naming no task */
 	}
 }
 
@@ -1061,6 +1079,9 @@ static void describe_python(struct psamp *p, char *buf, size_t len, size_t *off)
 		(unsigned long long)ps.switched, (unsigned long long)ps.unconfirmed,
 		(unsigned long long)ps.stale, (unsigned long long)ps.slot_busy,
 		(unsigned long long)ps.held_full);
+	if (ps.task_bad)
+		bprintf(buf, len, off, "  %llu current-task pointers named no task\n",
+			(unsigned long long)ps.task_bad);
 }
 
 static void ps_describe(struct sampler *s, char *buf, size_t len)
@@ -1137,6 +1158,16 @@ static void ps_guest_hello(struct sampler *s, const struct chan_hello *h)
 		perf_python_set_slots(p->py, h->slot_pa, h->slot_size, h->nr_cpus);
 }
 
+/* Introspection found the guest CPUs' current-task pointers: without the
+ * module's slots, they name the task whose Python frames are read. */
+static void ps_guest_current(struct sampler *s, const struct kcurrent_info *ci)
+{
+	struct psamp *p = s->priv;
+
+	if (p->py)
+		perf_python_set_current(p->py, ci);
+}
+
 /* The collector's CPython processes: their frames are read at each user
  * sample in them (perf-python.h). */
 static void ps_guest_python(struct sampler *s, const struct sampler_python *set)
@@ -1155,6 +1186,7 @@ static const struct sampler_ops perf_sampler_ops = {
 	.last_error = ps_last_error,
 	.get_stats = ps_get_stats,
 	.guest_hello = ps_guest_hello,
+	.guest_current = ps_guest_current,
 	.guest_python = ps_guest_python,
 	.describe = ps_describe,
 	.free = ps_free,

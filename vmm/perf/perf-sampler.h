@@ -29,7 +29,11 @@
  * A sample newer than the last refresh of the rings waits (bounded) for the
  * next one; a sample in no known interval is counted and filed without a
  * task (CR3 0), never guessed.  Without switch rings (no opvm.ko) samples
- * are filed with their CPL only: kernel symbols and a per-vCPU user share.
+ * are filed with their CPL only: kernel symbols and a per-vCPU user share
+ * (the collector files user samples by executable mapping).  Python frames
+ * are then read for the task the kernel's current-task pointer names
+ * (guest_current, vmm/perf/perf-python.h) and carry its tgid for the
+ * filing to confirm.
  */
 #ifndef OPVM_PERF_SAMPLER_H
 #define OPVM_PERF_SAMPLER_H
