@@ -2,10 +2,10 @@
 /*
  * Python frame names on their way from a sampler to the collector: the
  * sampling thread interns each frame it read (qualified name, file, first
- * line, line) in one table per guest and pushes the frame's index in the
- * sample's chain as a word no address can be (PYNAMES_WORD(): bits 63..48
- * "PY", non-canonical); the collector reads the names of the indices it
- * meets and files them (host/collect/store.h, "Python frames").
+ * line, line) in one table per guest and pushes the frame's index at the
+ * end of the sample's chain, counted in its nr_py (lib/sample.h); the
+ * collector reads the names of the indices it meets and files them
+ * (host/collect/store.h, "Python frames").
  *
  * One producer (the sampler's thread), one consumer (the collector's): an
  * entry is written whole before the count that covers it is published
@@ -27,20 +27,6 @@
 #define PYNAMES_MAX		16384	/* distinct frames per guest and session */
 #define PYNAMES_NAME_MAX	128	/* bytes of a qualified name, NUL included */
 #define PYNAMES_FILE_MAX	192	/* bytes of a file name, NUL included */
-
-#define PYNAMES_TAG		0x5059ull	/* "PY": bits 63..48 of a Python word */
-#define PYNAMES_WORD(idx)	((PYNAMES_TAG << 48) | (uint64_t)(uint32_t)(idx))
-
-/* Is w a Python frame's word?  No canonical x86-64 address is. */
-static inline int pynames_is_word(uint64_t w)
-{
-	return (w >> 48) == PYNAMES_TAG;
-}
-
-static inline uint32_t pynames_word_index(uint64_t w)
-{
-	return (uint32_t)w;
-}
 
 struct pyname {
 	char name[PYNAMES_NAME_MAX];

@@ -30,8 +30,10 @@
  * nr_chain) as they lie in memory (each side copies them whole: a flat
  * sample is five word copies each way), chain..., and with
  * OPVM_SAMPLE_STACK: user ip, sp, bp, then the stack's bytes (length in the
- * header's top 16 bits) padded to a word.  The header's nr_chain is the one
- * that counts (the copied byte is the caller's, unchecked). */
+ * header's top 16 bits) padded to a word.  The header's nr_chain (bits
+ * 16..23) is the one that counts (the copied byte is the caller's,
+ * unchecked); bits 24..31 hold nr_py, at most nr_chain.  The cr3 word is
+ * normalised on the way in. */
 #define RING_HDR_WORDS	6	/* RING_FLAT_WORDS */
 #define RING_MIN_WORDS	256	/* holds several maximal entries */
 #define RING_MAX_WORDS	((size_t)1 << 32)
@@ -50,17 +52,18 @@ _Static_assert(RING_FLAT_WORDS == RING_HDR_WORDS &&
 	       offsetof(struct ring_entry, flags) == 8 + offsetof(struct opvm_sample, flags),
 	       "struct ring_entry is a flat entry's words");
 
-/* nr and sl: the chain and stack lengths actually stored (s's, checked) */
-static inline uint64_t hdr_pack(unsigned len, unsigned nr, unsigned sl)
+/* nr, npy and sl: the chain's length, its Python frames' and the stack's
+ * length actually stored (s's, checked) */
+static inline uint64_t hdr_pack(unsigned len, unsigned nr, unsigned npy, unsigned sl)
 {
-	return (uint64_t)len | (uint64_t)nr << 16 | (uint64_t)sl << 48;
+	return (uint64_t)len | (uint64_t)nr << 16 | (uint64_t)npy << 24 | (uint64_t)sl << 48;
 }
 
 /* The words every entry has, from s. */
 static inline void push_flat(uint64_t *w, const struct opvm_sample *s)
 {
 	w[1] = s->rip;
-	w[2] = s->cr3;
+	w[2] = opvm_cr3_normalise(s->cr3);
 	w[3] = s->slot_cr3;
 	memcpy(&w[4], &s->slot_tid, sizeof(w[4]));
 	memcpy(&w[5], &s->vcpu, sizeof(w[5]));
@@ -122,13 +125,14 @@ int ring_push_slow(struct ring *r, const struct opvm_sample *s)
 {
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
 	uint64_t size = r->pmask + 1;
-	unsigned nr = s->nr_chain, sl = 0, sw = 0;
+	unsigned nr = s->nr_chain, npy, sl = 0, sw = 0;
 	unsigned len, skip;
 	uint64_t need, idx;
 	uint64_t *w;
 
 	if (nr > OPVM_MAX_CALLCHAIN || (nr && !s->chain))
 		nr = 0;		/* never trust a caller's count past the cap */
+	npy = s->nr_py <= nr ? s->nr_py : nr;
 	if (s->flags & OPVM_SAMPLE_STACK) {
 		sl = s->stack && s->stack_len <= OPVM_MAX_STACK ? s->stack_len : 0;
 		sw = 3 + (sl + 7) / 8;
@@ -154,7 +158,7 @@ int ring_push_slow(struct ring *r, const struct opvm_sample *s)
 		idx = 0;
 	}
 	w = r->pwords + idx;
-	w[0] = hdr_pack(len, nr, sl);
+	w[0] = hdr_pack(len, nr, npy, sl);
 	push_flat(w, s);
 	if (nr)
 		memcpy(w + RING_HDR_WORDS, s->chain, nr * sizeof(uint64_t));
@@ -209,14 +213,15 @@ static int __attribute__((noinline)) pop_rest(struct ring *r, uint64_t tail, con
 					      uint64_t h, struct opvm_sample *s,
 					      uint64_t *chain, uint8_t *stack)
 {
-	unsigned len = h & 0xffff, nr = (h >> 16) & 0xff;
+	unsigned len = h & 0xffff, nr = (h >> 16) & 0xff, npy = (h >> 24) & 0xff;
 
 	s->nr_chain = (uint8_t)nr;
+	s->nr_py = (uint8_t)npy;
 	if (nr && chain) {
 		memcpy(chain, w + RING_HDR_WORDS, nr * sizeof(uint64_t));
 		s->chain = chain;
 	} else {
-		s->nr_chain = 0;
+		s->nr_chain = s->nr_py = 0;
 		s->chain = NULL;
 	}
 	pop_stack(w, h, len, nr, s, stack);
@@ -279,6 +284,7 @@ size_t ring_pop_many(struct ring *r, struct opvm_sample *s, size_t max, uint64_t
 		s[n].nr_chain = 0;
 		s[n].chain = NULL;
 		s[n].stack_len = 0;
+		s[n].nr_py = 0;
 		s[n].stack = NULL;
 		tail += len;
 		n++;

@@ -91,13 +91,14 @@ void ring_free(struct ring *r);
 int ring_push_slow(struct ring *r, const struct opvm_sample *s);
 
 /* Producer side.  Returns 0, or -ENOSPC when the sample was dropped (and
- * counted).  s->chain is copied.  Inline: a flat sample that fits is six
- * stores and a release, with no call and no reload of what the sampler
- * just wrote into s. */
+ * counted).  s->chain is copied; s->cr3 is stored normalised
+ * (opvm_cr3_normalise()), once for every reader of the ring.  Inline: a
+ * flat sample that fits is six stores and a release, with no call and no
+ * reload of what the sampler just wrote into s. */
 static inline int ring_push(struct ring *r, const struct opvm_sample *s)
 {
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-	uint64_t rip = s->rip, cr3 = s->cr3, slot_cr3 = s->slot_cr3, ids, rest;
+	uint64_t rip = s->rip, cr3 = opvm_cr3_normalise(s->cr3), slot_cr3 = s->slot_cr3, ids, rest;
 	uint64_t *w;
 
 	/* (slot_tid, slot_tgid) and (vcpu, cpl, event, flags, nr_chain) as

@@ -3,9 +3,11 @@
  * One sample, as a sampler backend takes it from a stopped or interrupted
  * vCPU and pushes it into that vCPU's ring (lib/ring.h).
  *
- * The guest is implied by the ring (one ring per vCPU per guest).  rip, cr3
- * and the slot fields are raw guest values: sync (host/collect/attribution.c) normalises CR3
- * and decides what they mean.
+ * The guest is implied by the ring (one ring per vCPU per guest).  rip and
+ * the slot fields are raw guest values; cr3 is raw as the sampler read it,
+ * and normalised as it enters the ring (ring_push(), opvm_cr3_normalise()):
+ * what sync (host/collect/attribution.c) reads is the address space the
+ * guest module names, and sync decides what the values mean.
  */
 #ifndef OPVM_SAMPLE_H
 #define OPVM_SAMPLE_H
@@ -41,7 +43,7 @@ enum opvm_sample_flags {
 
 struct opvm_sample {
 	uint64_t rip;
-	uint64_t cr3;		/* raw CR3 (PCID, PTI bit, bit 63 not cleared) */
+	uint64_t cr3;		/* pushed: raw CR3; popped: normalised */
 	uint64_t slot_cr3;	/* from the guest's current-task slot */
 	uint32_t slot_tid;
 	uint32_t slot_tgid;
@@ -50,12 +52,16 @@ struct opvm_sample {
 	uint8_t event;		/* index into the session's event list */
 	uint8_t flags;		/* enum opvm_sample_flags */
 	uint8_t nr_chain;	/* entries used in chain[] (0: no call chain) */
-	const uint64_t *chain;	/* caller addresses; valid only during push/pop */
+	/* caller addresses, then (the last nr_py entries) Python frames as
+	 * indices into the guest's lib/pynames.h table, innermost first;
+	 * valid only during push/pop */
+	const uint64_t *chain;
 	/* OPVM_SAMPLE_STACK (-g dwarf): chain holds the kernel's callers
 	 * only; the user part is unwound later from the user registers and
 	 * a copy of the user stack (stack_len bytes from user_sp up). */
 	uint64_t user_ip, user_sp, user_bp;
 	uint16_t stack_len;
+	uint8_t nr_py;		/* of nr_chain: Python frames (at chain's end) */
 	const uint8_t *stack;	/* valid only during push/pop */
 };
 

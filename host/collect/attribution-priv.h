@@ -179,13 +179,11 @@ static inline const struct gstate_mapping *attribution_map_of(struct attribution
 	return m;
 }
 
-/* attribution-python.c: x's chain words that are Python frames, as
+/* attribution-python.c: x's Python frames (its chain's last nr_py), as
  * store ids, innermost first, into ids[0..max): how many (up to the first
  * that got none, counted in python_unnamed). */
 unsigned attribution_py_ids(struct attribution *s, const struct opvm_sample *x, uint32_t *ids,
 			    unsigned max);
-/* Does x carry Python frames? */
-bool attribution_has_py(const struct attribution *s, const struct opvm_sample *x);
 /* The interpreter image Python frames of p are filed under. */
 const char *attribution_py_image(const struct gstate_process *p);
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Attribution's Python frames: the words of lib/pynames.h a sampler put in
- * a sample's chain, turned into ids of the guest tree's Python frame table
+ * Attribution's Python frames: the indices of lib/pynames.h a sampler put
+ * at the end of a sample's chain (its nr_py), turned into ids of the guest tree's Python frame table
  * (host/collect/store.h, "Python frames"), defined there the first time
  * each is met.
  */
@@ -11,16 +11,6 @@
 
 #include "host/collect/attribution-priv.h"
 #include "lib/pynames.h"
-
-bool attribution_has_py(const struct attribution *s, const struct opvm_sample *x)
-{
-	if (!s->py)
-		return false;
-	for (unsigned i = 0; i < x->nr_chain; i++)
-		if (pynames_is_word(x->chain[i]))
-			return true;
-	return false;
-}
 
 /* The interpreter: the executable, or where introspection did not name
  * it, the mapped file called python3.N (the one the sampler found its
@@ -40,7 +30,7 @@ const char *attribution_py_image(const struct gstate_process *p)
 }
 
 /* The store id of the sampler's index idx: 0 or -errno. */
-static int py_id(struct attribution *s, uint32_t idx, uint32_t *id)
+static int py_id(struct attribution *s, uint64_t idx, uint32_t *id)
 {
 	const struct pyname *n;
 
@@ -66,20 +56,19 @@ static int py_id(struct attribution *s, uint32_t idx, uint32_t *id)
 unsigned attribution_py_ids(struct attribution *s, const struct opvm_sample *x, uint32_t *ids,
 			    unsigned max)
 {
+	const uint64_t *py;
 	unsigned n = 0;
 
-	if (!s->py)
+	if (!s->py || !x->nr_py)
 		return 0;
-	for (unsigned i = 0; i < x->nr_chain && n < max; i++) {
-		if (!pynames_is_word(x->chain[i]))
-			continue;
-		if (py_id(s, pynames_word_index(x->chain[i]), &ids[n])) {
+	py = x->chain + (x->nr_chain - x->nr_py);	/* nr_py <= nr_chain: the ring's */
+	for (; n < x->nr_py && n < max; n++) {
+		if (py_id(s, py[n], &ids[n])) {
 			/* its callers without it would be a lie about who
 			 * called whom: the rest is left out */
 			s->stats.python_unnamed++;
 			break;
 		}
-		n++;
 	}
 	return n;
 }

@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "host/collect/attribution-priv.h"
-#include "lib/pynames.h"
 #include "lib/clock.h"
 #include "unwind/dwarf-cfi.h"
 
@@ -26,7 +25,7 @@ static const struct gstate_process *chain_proc(struct attribution *s, const stru
 	if (x->cpl != 3 && (x->flags & OPVM_SAMPLE_SLOT))
 		return (x->flags & OPVM_SAMPLE_KTHREAD) ? NULL :
 		       gstate_proc_by_tgid(s->gs, x->slot_tgid);
-	p = gstate_proc_by_cr3(s->gs, opvm_cr3_normalise(x->cr3));
+	p = gstate_proc_by_cr3(s->gs, x->cr3);
 	return p ? p : attribution_slot_proc(s, x);
 }
 
@@ -100,9 +99,9 @@ static unsigned chain_pcs(struct attribution *s, const struct opvm_sample *x,
 
 	*missing = NULL;
 	pcs[n++] = x->rip;
-	for (unsigned i = 0; i < x->nr_chain && n < STORE_STACKS_MAX_FRAMES; i++)
-		if (!pynames_is_word(x->chain[i]))	/* chain_python()'s */
-			pcs[n++] = x->chain[i];
+	for (unsigned i = 0, nat = (unsigned)(x->nr_chain - x->nr_py);
+	     i < nat && n < STORE_STACKS_MAX_FRAMES; i++)
+		pcs[n++] = x->chain[i];		/* the Python frames are chain_python()'s */
 	if (!(x->flags & OPVM_SAMPLE_STACK) || n >= STORE_STACKS_MAX_FRAMES)
 		return n;
 	if (!s->dw || !p || !unwind) {

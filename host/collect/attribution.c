@@ -689,7 +689,7 @@ static int kernel_task(struct attribution *s, const struct opvm_sample *x, bool 
 	bool hold;
 
 	if (!(x->flags & OPVM_SAMPLE_SLOT)) {
-		*p = gstate_proc_by_cr3(s->gs, opvm_cr3_normalise(x->cr3));
+		*p = gstate_proc_by_cr3(s->gs, x->cr3);
 		k->tgid = k->tid = *p ? (*p)->tgid : 0;
 		return 0;
 	}
@@ -797,7 +797,7 @@ static int __attribute__((noinline)) file_kernel_miss(struct attribution *s,
 static inline struct cent *kernel_cent(const struct hitctx *c, const struct sview *x,
 				       uint64_t *cr3n)
 {
-	*cr3n = c->k_cr3 && !(x->flags & OPVM_SAMPLE_SLOT) ? opvm_cr3_normalise(x->cr3) : 0;
+	*cr3n = c->k_cr3 && !(x->flags & OPVM_SAMPLE_SLOT) ? x->cr3 : 0;
 	return &c->vc[x->vcpu & c->vc_mask].k[cent_index(x->rip, 0, KBITS)];
 }
 
@@ -1049,7 +1049,7 @@ static void ksp_resolve(struct attribution *s, struct opvm_sample *x, bool force
 static inline struct cent *user_cent(const struct hitctx *c, const struct sview *x,
 				     uint64_t *cr3n)
 {
-	*cr3n = opvm_cr3_normalise(x->cr3);
+	*cr3n = x->cr3;
 	return &c->uc[cent_index(x->rip, *cr3n, UBITS)];
 }
 
@@ -1133,7 +1133,7 @@ static int file_python_as(struct attribution *s, const struct opvm_sample *x,
 static int __attribute__((noinline)) file_python(struct attribution *s,
 						 const struct opvm_sample *x, bool force)
 {
-	uint64_t cr3n = opvm_cr3_normalise(x->cr3);
+	uint64_t cr3n = x->cr3;
 	const struct gstate_process *p;
 	bool via_slot = false;
 	uint32_t id;
@@ -1181,8 +1181,8 @@ static inline int attribute(struct attribution *s, const struct opvm_sample *x, 
 	if (x->cpl != 3)
 		return __builtin_expect(x->flags & OPVM_SAMPLE_KSP, 0) ? HOLD :
 		       file_kernel(s, x, force);
-	if (__builtin_expect(x->nr_chain && s->py, 0) && attribution_has_py(s, x))
-		return !opvm_cr3_normalise(x->cr3) && !(x->flags & OPVM_SAMPLE_SLOT) ?
+	if (__builtin_expect(x->nr_py && s->py, 0))
+		return !x->cr3 && !(x->flags & OPVM_SAMPLE_SLOT) ?
 		       file_python_by_map(s, x, force) : file_python(s, x, force);
 	return file_user(s, x, force);
 }
@@ -1198,7 +1198,7 @@ static void held_chain_file(struct attribution *s, struct held *h, uint64_t now)
 	free(h->chain);
 	h->chain = NULL;
 	h->s.chain = NULL;
-	h->s.nr_chain = 0;
+	h->s.nr_chain = h->s.nr_py = 0;
 }
 
 /* Files the oldest held sample whatever its state. */
@@ -1236,13 +1236,14 @@ static bool hold(struct attribution *s, const struct opvm_sample *x, uint64_t no
 	/* Python frames are kept with it too (with a DWARF stack window,
 	 * its chain is the kernel's callers and those) */
 	if (x->nr_chain && ((s->chains && !(x->flags & OPVM_SAMPLE_STACK)) ||
-			    attribution_has_py(s, x)) &&
+			    (s->py && x->nr_py)) &&
 	    (h->chain = malloc((size_t)x->nr_chain * sizeof(*h->chain))))
 		memcpy(h->chain, x->chain, (size_t)x->nr_chain * sizeof(*h->chain));
 	/* a chain of its leaf alone (none walked: boot) is filed as such */
 	h->leaf_only = s->chains && !x->nr_chain && !(x->flags & OPVM_SAMPLE_STACK);
 	h->s.chain = h->chain;
 	h->s.nr_chain = h->chain ? x->nr_chain : 0;
+	h->s.nr_py = h->chain ? x->nr_py : 0;
 	h->s.flags &= (uint8_t)~OPVM_SAMPLE_STACK;
 	h->s.stack = NULL;
 	h->s.stack_len = 0;
@@ -1413,11 +1414,15 @@ static inline void caches_check(struct attribution *s)
 
 int attribution_sample(struct attribution *s, const struct opvm_sample *smp, uint64_t now_ms)
 {
+	/* as ring_push() and a pop would leave it */
+	struct opvm_sample x = *smp;
 	int err;
 
+	x.cr3 = opvm_cr3_normalise(x.cr3);
+	x.nr_py = x.nr_py <= x.nr_chain ? x.nr_py : x.nr_chain;
 	caches_check(s);
 	s->first_err = 0;
-	take(s, smp, now_ms);
+	take(s, &x, now_ms);
 	flush(s);
 	err = s->first_err;
 	s->first_err = 0;

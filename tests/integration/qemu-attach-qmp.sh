@@ -27,30 +27,7 @@ qpid=$!
 wait_for "$T/console.log" "OPVM-TRUTH abratio share" "$qpid"
 grep -aq "OPVM-TRUTH abratio share" "$T/console.log" || fail "the guest did not start its workload"
 
-ctl() {	# ctl COMMAND [HMP]: one QMP command on the test's own monitor
-	python3 - "$T/ctl" "$@" <<'EOF'
-import json, socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-f = s.makefile("rw")
-f.readline()
-def run(cmd, args=None):
-    m = {"execute": cmd}
-    if args:
-        m["arguments"] = args
-    f.write(json.dumps(m) + "\n"); f.flush()
-    while True:
-        r = json.loads(f.readline())
-        if "event" not in r:
-            return r
-run("qmp_capabilities")
-if len(sys.argv) > 3:
-    r = run("human-monitor-command", {"command-line": sys.argv[3]})
-else:
-    r = run(sys.argv[2])
-print(json.dumps(r.get("return", r)))
-EOF
-}
+ctl() { qmp_ctl "$T/ctl" "$@"; }	# the test's own monitor
 
 "$OPVM" attach --qmp "$T/qmp" --channel "$T/chan" --name vm --duration 8 -d "$T/s" \
 	> "$T/attach.out" 2>&1 &

@@ -88,6 +88,35 @@ no_tcp_listener() {
 	echo "checked: ss -ltnp shows no TCP listener by $*"
 }
 
+# qmp_ctl SOCKET COMMAND [HMP]: one QMP command on a test's own monitor
+# (not opvm's), its return as JSON on stdout (the error where it failed);
+# with HMP, COMMAND is ignored and the human monitor's text is printed.
+qmp_ctl() {
+	python3 - "$@" <<'PY'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+f = s.makefile("rw")
+f.readline()
+def run(cmd, args=None):
+    m = {"execute": cmd}
+    if args:
+        m["arguments"] = args
+    f.write(json.dumps(m) + "\n"); f.flush()
+    while True:
+        r = json.loads(f.readline())
+        if "event" not in r:
+            return r
+run("qmp_capabilities")
+if len(sys.argv) > 3:
+    r = run("human-monitor-command", {"command-line": sys.argv[3]})
+    print(r.get("return", json.dumps(r)))
+else:
+    r = run(sys.argv[2])
+    print(json.dumps(r.get("return", r)))
+PY
+}
+
 # wait_for FILE PATTERN [PID]: until FILE holds PATTERN (grep -a), while
 # PID (when given) lives, WAIT_S seconds at most (default 600).  A wait
 # judges progress, not speed: a TCG boot on a 2-core host under two busy

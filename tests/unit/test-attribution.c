@@ -1127,7 +1127,7 @@ static uint64_t count_py(struct fix *f, const char *app, int *py_files)
 static void py_waits_for_exec(struct pynames *names, uint32_t idx, uint64_t root)
 {
 	struct attribution_config cfg = { .hold_ms = 1000, .py = names };
-	const uint64_t chain[] = { PYNAMES_WORD(idx), PY_RIP + 0x40 };
+	const uint64_t chain[] = { PY_RIP + 0x40, idx };	/* a caller, a Python frame */
 	struct opvm_stats st;
 	struct opvm_sample s;
 	struct fix f;
@@ -1141,6 +1141,7 @@ static void py_waits_for_exec(struct pynames *names, uint32_t idx, uint64_t root
 	s = user(PY_CR3, PY_RIP, 100, 100);
 	s.chain = chain;
 	s.nr_chain = 2;
+	s.nr_py = 1;
 	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	assert_int_equal(attribution_nr_held(f.sy), 1);
 	assert_int_equal(count_at(&f, NULL, NULL, ANY, ANY, ANY, ALL, NULL), 0);
@@ -1194,7 +1195,7 @@ static void test_python_by_mapping(void **state)
 	(void)state;
 	assert_non_null(names);
 	assert_int_equal(pynames_intern(names, "main.loop", "/srv/app.py", 10, 12, &idx), 0);
-	chain[0] = PYNAMES_WORD(idx);
+	chain[0] = idx;
 	cfg.py = names;
 	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
 	attribution_free(f.sy);
@@ -1202,7 +1203,7 @@ static void test_python_by_mapping(void **state)
 	assert_non_null(f.sy);
 	s = user(0, LIBC_LO + 0x100, 0, 0);	/* libc: process 100's alone */
 	s.chain = chain;
-	s.nr_chain = 1;
+	s.nr_chain = s.nr_py = 1;
 	s.flags = OPVM_SAMPLE_PYTASK;
 	s.slot_tgid = 100;			/* read for 100: kept */
 	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);

@@ -96,8 +96,8 @@ static unsigned chain_of(struct perf_python *pp, unsigned vcpu, uint32_t h,
 
 static const struct pyname *word_name(const struct fixture *f, uint64_t w)
 {
-	assert_true(pynames_is_word(w));
-	return pynames_get(f->names, pynames_word_index(w));
+	assert_true(w < PYNAMES_MAX);
+	return pynames_get(f->names, (uint32_t)w);
 }
 
 /* Read, held, confirmed: the three frames with their lines. */

@@ -12,11 +12,16 @@
 
 #include "lib/ring.h"
 
+/* Sample i's CR3 as a sampler reads it (PCID, the PTI bit on odd pages,
+ * bit 63 on odd i), and as the ring gives it back: normalised. */
+#define RAW_CR3(i)	(0x1000 * (i) + 0x5 + ((i) & 1 ? 1ull << 63 : 0))
+#define CR3N(i)		((0x1000 * (i)) & ~0x1fffull)
+
 static struct opvm_sample mk(uint64_t i, uint8_t nr, uint64_t *chain)
 {
 	struct opvm_sample s = {
 		.rip = 0xffffffff81000000ull + i,
-		.cr3 = 0x1000 * i + 0x5,
+		.cr3 = RAW_CR3(i),
 		.slot_cr3 = i * 3,
 		.slot_tid = (uint32_t)i + 1,
 		.slot_tgid = (uint32_t)i + 2,
@@ -26,6 +31,7 @@ static struct opvm_sample mk(uint64_t i, uint8_t nr, uint64_t *chain)
 		.flags = OPVM_SAMPLE_SLOT,
 		.nr_chain = nr,
 		.chain = chain,
+		.nr_py = nr / 2,
 	};
 	for (unsigned k = 0; k < nr; k++)
 		chain[k] = i * 1000 + k;
@@ -35,7 +41,7 @@ static struct opvm_sample mk(uint64_t i, uint8_t nr, uint64_t *chain)
 static void check(const struct opvm_sample *s, uint64_t i, uint8_t nr)
 {
 	assert_int_equal(s->rip, 0xffffffff81000000ull + i);
-	assert_int_equal(s->cr3, 0x1000 * i + 0x5);
+	assert_int_equal(s->cr3, CR3N(i));
 	assert_int_equal(s->slot_cr3, i * 3);
 	assert_int_equal(s->slot_tid, (uint32_t)i + 1);
 	assert_int_equal(s->slot_tgid, (uint32_t)i + 2);
@@ -44,6 +50,7 @@ static void check(const struct opvm_sample *s, uint64_t i, uint8_t nr)
 	assert_int_equal(s->event, i % OPVM_MAX_EVENTS);
 	assert_int_equal(s->flags, OPVM_SAMPLE_SLOT);
 	assert_int_equal(s->nr_chain, nr);
+	assert_int_equal(s->nr_py, nr / 2);
 	for (unsigned k = 0; k < nr; k++)
 		assert_int_equal(s->chain[k], i * 1000 + k);
 }
@@ -102,7 +109,7 @@ static void test_wrap(void **state)
 static void check_entry(const struct ring_entry *e, uint64_t i)
 {
 	assert_int_equal(e->rip, 0xffffffff81000000ull + i);
-	assert_int_equal(e->cr3, 0x1000 * i + 0x5);
+	assert_int_equal(e->cr3, CR3N(i));
 	assert_int_equal(e->slot_cr3, i * 3);
 	assert_int_equal(e->slot_tid, (uint32_t)i + 1);
 	assert_int_equal(e->slot_tgid, (uint32_t)i + 2);
@@ -258,30 +265,42 @@ static void test_full_drops(void **state)
 	ring_free(r);
 }
 
+/* s pushed and popped (into out, or with no chain buffer: NULL): the
+ * chain's length and its Python frames' that came out. */
+static void round_trip(struct ring *r, const struct opvm_sample *s, uint64_t *out,
+		       unsigned nr, unsigned npy)
+{
+	struct opvm_sample o;
+
+	assert_int_equal(ring_push(r, s), 0);
+	assert_int_equal(ring_pop(r, &o, out), 1);
+	assert_int_equal(o.nr_chain, nr);
+	assert_int_equal(o.nr_py, npy);
+	if (!nr)
+		assert_null(o.chain);
+}
+
 /* An oversized chain count is capped, a NULL chain pointer ignored, and a
- * consumer that passes no chain buffer gets no chain. */
+ * consumer that passes no chain buffer gets no chain; Python frames are
+ * never more than the chain. */
 static void test_chain_bounds(void **state)
 {
 	struct ring *r = ring_new(1024);
 	uint64_t chain[OPVM_MAX_CALLCHAIN], out_chain[OPVM_MAX_CALLCHAIN];
-	struct opvm_sample s, o;
+	struct opvm_sample s;
 
 	assert_non_null(r);
 	s = mk(4, 2, chain);
 	s.nr_chain = 200;
-	assert_int_equal(ring_push(r, &s), 0);
-	assert_int_equal(ring_pop(r, &o, out_chain), 1);
-	assert_int_equal(o.nr_chain, 0);
+	round_trip(r, &s, out_chain, 0, 0);
+	s = mk(4, 2, chain);
+	s.nr_py = 3;
+	round_trip(r, &s, out_chain, 2, 2);
 	s = mk(4, 2, chain);
 	s.chain = NULL;
-	assert_int_equal(ring_push(r, &s), 0);
-	assert_int_equal(ring_pop(r, &o, out_chain), 1);
-	assert_int_equal(o.nr_chain, 0);
+	round_trip(r, &s, out_chain, 0, 0);
 	s = mk(4, 2, chain);
-	assert_int_equal(ring_push(r, &s), 0);
-	assert_int_equal(ring_pop(r, &o, NULL), 1);
-	assert_int_equal(o.nr_chain, 0);
-	assert_null(o.chain);
+	round_trip(r, &s, NULL, 0, 0);
 	ring_free(r);
 }
 

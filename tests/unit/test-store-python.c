@@ -61,10 +61,6 @@ static void test_pynames(void **state)
 	assert_int_equal(pynames_refused(t), 1);
 	assert_int_equal(pynames_intern(t, "f", "/a.py", 3, 6, &c), 0);
 	assert_int_equal(c, b);
-	assert_true(pynames_is_word(PYNAMES_WORD(7)));
-	assert_int_equal(pynames_word_index(PYNAMES_WORD(7)), 7);
-	assert_false(pynames_is_word(0x00007fffffffe000ull));
-	assert_false(pynames_is_word(0xffffffff81000000ull));
 	pynames_free(t);
 }
 

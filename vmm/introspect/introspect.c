@@ -18,7 +18,6 @@
 
 #include "guest-kmod/opvm_proto.h"
 #include "lib/array.h"
-#include "lib/sample.h"
 #include "lib/clock.h"
 #include "lib/hash.h"
 #include "lib/hex.h"
@@ -1125,7 +1124,7 @@ int introspect_image_syms(struct introspect *in, uint64_t cr3, const struct intr
 {
 	const struct memsyms_map map = { .start = exec->start, .end = exec->end,
 					 .pgoff = exec->pgoff };
-	struct upage u = { in->m, opvm_cr3_normalise(cr3) };
+	struct upage u = { in->m, cr3 };
 	struct memsyms_mem mem = { upage_read, &u };
 	uint64_t used = in->st.memsyms.pages + in->st.memsyms.pages_absent;
 	struct memsyms_limits lim = { 0 };

@@ -308,11 +308,12 @@ int introspect_current_info(struct introspect *in, unsigned nr_cpus, struct kcur
 int introspect_task_by_sp(struct introspect *in, uint64_t sp, uint32_t *tgid, bool *kthread);
 
 /*
- * The dynamic symbols of the ELF file that the address space cr3 maps
- * executable at exec, as a small ELF file with bid as its build-id
- * (vmm/introspect/memsyms.h; *out malloc'd, *len bytes), for a binary the
- * host has no file of.  Works whether opvm.ko speaks or not: it needs only
- * guest memory and a user address space.  Bounded per session: at most
+ * The dynamic symbols of the ELF file that the address space cr3 (as guest
+ * state names it: normalised, lib/sample.h) maps executable at exec, as a
+ * small ELF file with bid as its build-id (vmm/introspect/memsyms.h; *out
+ * malloc'd, *len bytes), for a binary the host has no file of.  Works
+ * whether opvm.ko speaks or not: it needs only guest memory and a user
+ * address space.  Bounded per session: at most
  * INTROSPECT_MEMSYMS_PAGES pages read and INTROSPECT_MEMSYMS_FILES
  * binaries.  Returns 0, memsyms_read()'s -ENOENT, -ENODATA, -EINVAL, -E2BIG, or
  * -ENOSPC (the session's budget is spent); counted in stats.memsyms.

@@ -207,7 +207,7 @@ static void slot_read(struct kvm_vm *vm, unsigned idx, struct opvm_sample *s)
 /*
  * The Python frames of a user sample whose address space runs CPython,
  * read while this vCPU is out of KVM_RUN (the thread whose chain it is
- * cannot change it meanwhile), as words of lib/pynames.h into w; the
+ * cannot change it meanwhile), as indices of lib/pynames.h into w; the
  * thread is the slot's.  The names are interned under py_lock: the vCPU
  * threads take turns as the table's producer.
  */
@@ -234,12 +234,12 @@ static void python_read(struct kvm_sampler *ks, struct ks_vcpu *v, struct opvm_s
 		if (pynames_intern(ks->names, v->fr[k].name, v->fr[k].file, v->fr[k].first_line,
 				   v->fr[k].line, &idx))
 			break;	/* the table is full: its callers go too */
-		w[k] = PYNAMES_WORD(idx);
+		w[k] = idx;
 	}
 	pthread_mutex_unlock(&ks->py_lock);
 	if (k) {
 		smp->chain = w;
-		smp->nr_chain = (uint8_t)k;
+		smp->nr_chain = smp->nr_py = (uint8_t)k;
 		stat_inc(&v->py_kept, 1);
 	}
 	pyguest_get_stats(v->pg, &st);

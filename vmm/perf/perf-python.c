@@ -385,7 +385,7 @@ unsigned perf_python_chain(struct perf_python *pp, unsigned vcpu, uint32_t h,
 		return 0;
 	if (held_ok(pp, e, at_sample, at_end)) {
 		for (; n < e->n; n++)
-			w[n] = PYNAMES_WORD(e->idx[n]);
+			w[n] = e->idx[n];
 		/* not confirmed here: the filing checks the process */
 		if (e->cur && !at_sample)
 			*tgid = e->tgid;

@@ -129,7 +129,7 @@ uint64_t perf_python_read_end(const struct perf_python *pp, unsigned vcpu, uint3
 /*
  * The sample of read h is filed: its task from the timeline (at_sample;
  * NULL: none) and the task at the read's end (at_end; NULL: not known).
- * The held frames as chain words (PYNAMES_WORD(), innermost first) into
+ * The held frames as chain words (lib/pynames.h indices, innermost first) into
  * w[0..PYFRAMES_MAX_DEPTH) when both are the same run of the task the
  * read was for; else none, counted.  A read named by the current-task
  * pointer has no timeline to confirm it (at_sample NULL): its words, and

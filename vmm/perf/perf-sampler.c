@@ -452,6 +452,7 @@ static void push(struct psamp *p, struct pvcpu *v, unsigned idx, const struct pe
 		uint32_t tgid;
 
 		s.nr_chain = (uint8_t)perf_python_chain(p->py, idx, e->py, t, t_end, w, &tgid);
+		s.nr_py = s.nr_chain;
 		s.chain = s.nr_chain ? w : NULL;
 		if (s.nr_chain && tgid && !t) {
 			/* whose frames these are, for the filing to confirm */

@@ -231,11 +231,11 @@ static void cur_fill(struct qsamp *q, unsigned i, struct opvm_sample *smp, int m
 
 /*
  * vCPU i's chain with its Python frames after the native callers, as
- * words of lib/pynames.h, into w: the native part cut to leave them room
- * (OPVM_MAX_CALLCHAIN in all).  A frame the table refuses (full) is left
- * out with its callers.  Returns the words used.
+ * indices of lib/pynames.h, into w and smp: the native part cut to leave
+ * them room (OPVM_MAX_CALLCHAIN in all).  A frame the table refuses (full)
+ * is left out with its callers.
  */
-static unsigned chain_with_python(struct qsamp *q, unsigned i, uint64_t *w)
+static void chain_with_python(struct qsamp *q, unsigned i, uint64_t *w, struct opvm_sample *smp)
 {
 	const struct pyframe *fr = q->pyfr + (size_t)i * PYFRAMES_MAX_DEPTH;
 	unsigned npy = q->npy[i], nat = q->cg ? q->nchain[i] : 0, n;
@@ -253,9 +253,11 @@ static unsigned chain_with_python(struct qsamp *q, unsigned i, uint64_t *w)
 		if (pynames_intern(q->sink.py, fr[k].name, fr[k].file, fr[k].first_line,
 				   fr[k].line, &idx))
 			break;
-		w[n++] = PYNAMES_WORD(idx);
+		w[n++] = idx;
 	}
-	return n;
+	smp->chain = w;
+	smp->nr_chain = (uint8_t)n;
+	smp->nr_py = (uint8_t)(n - nat);
 }
 
 static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
@@ -276,10 +278,8 @@ static void push_samples(struct qsamp *q, struct tick_state *ts, unsigned n,
 			smp.chain = q->chains + (size_t)i * UNWIND_MAX_DEPTH;
 			smp.nr_chain = (uint8_t)q->nchain[i];
 		}
-		if (q->npy && q->npy[i] && q->sink.py) {
-			smp.chain = w;
-			smp.nr_chain = (uint8_t)chain_with_python(q, i, w);
-		}
+		if (q->npy && q->npy[i] && q->sink.py)
+			chain_with_python(q, i, w, &smp);
 		if (q->users && q->users[i].valid) {
 			const struct callgraph_user *u = &q->users[i];
 
