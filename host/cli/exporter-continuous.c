@@ -110,6 +110,7 @@ struct pcont {
 	size_t nr_k;
 	unsigned running;
 	double cpu_reaped;
+	struct pguest_seen seen;	/* pcont_main()'s scans */
 };
 
 uint64_t pcont_window_cap(const struct pprof_cfg *cfg)
@@ -598,7 +599,7 @@ static void *pcont_main(void *arg)
 
 	for (;;) {
 		struct pguest *gs;
-		int n = pguest_scan(&pc->p->cfg, &gs);
+		int n = pguest_scan(&pc->p->cfg, &pc->seen, &gs);
 		uint64_t starts = pc->starts;	/* written by this thread only */
 
 		if (n >= 0) {
@@ -612,6 +613,7 @@ static void *pcont_main(void *arg)
 			break;
 	}
 	samplers_stop(pc);
+	pguest_seen_free(&pc->seen);
 	return NULL;
 }
 

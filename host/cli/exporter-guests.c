@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "host/cli/exporter-job.h"
@@ -60,34 +61,94 @@ static void judge(const struct pprof_cfg *cfg, struct pguest *g)
 			 g->sampler->name);
 }
 
-int pguest_scan(const struct pprof_cfg *cfg, struct pguest **out)
+/* How often struct pguest_seen forgets, in scans, and the age in seconds
+ * of a process it may keep. */
+#define PGUEST_RESCAN		10
+#define PGUEST_SETTLED_S	5
+
+void pguest_seen_free(struct pguest_seen *seen)
+{
+	if (!seen)
+		return;
+	free(seen->pids);
+	seen->pids = NULL;
+	seen->nr = 0;
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The host's boot time in clock ticks, less PGUEST_SETTLED_S: a process
+ * that started before it is settled. */
+static uint64_t settled_before(void)
+{
+	struct timespec ts;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &ts) || ts.tv_sec < PGUEST_SETTLED_S)
+		return 0;
+	return (uint64_t)(ts.tv_sec - PGUEST_SETTLED_S) * (uint64_t)hz;
+}
+
+/* Whether pid is QEMU: 1 (g filled), 0, or -errno; a settled process
+ * that is not QEMU goes into others (when there is one). */
+static int probe_one(const struct pprof_cfg *cfg, int pid, const struct pguest_seen *seen,
+		     int *others, size_t *no, uint64_t settled, struct pguest *g)
+{
+	char proc[32];
+	struct stat st;
+	int r;
+
+	if (seen && seen->nr && bsearch(&pid, seen->pids, seen->nr, sizeof(int), cmp_pid)) {
+		others[(*no)++] = pid;
+		return 0;
+	}
+	r = procstat_probe(pid, &g->q);
+	if (r == 0 && others && g->q.start_ticks < settled)
+		others[(*no)++] = pid;
+	snprintf(proc, sizeof(proc), "/proc/%d", pid);
+	if (r != 1 || stat(proc, &st))
+		return r == 1 ? -ENOENT : r;
+	g->owner = st.st_uid;
+	judge(cfg, g);
+	return 1;
+}
+
+int pguest_scan(const struct pprof_cfg *cfg, struct pguest_seen *seen, struct pguest **out)
 {
 	struct pguest *gs = NULL;
-	int *pids = NULL, n, nr = 0;
+	int *pids = NULL, *others = NULL, n, nr = 0;
+	uint64_t settled = settled_before();
+	size_t no = 0;
 
 	*out = NULL;
 	n = procstat_list_pids(&pids);
 	if (n < 0)
 		return n;
+	if (seen && seen->scans++ % PGUEST_RESCAN == 0)
+		seen->nr = 0;
 	gs = calloc((size_t)n + 1, sizeof(*gs));
-	if (!gs) {
+	if (seen)
+		others = malloc(((size_t)n + 1) * sizeof(*others));
+	if (!gs || (seen && !others)) {
 		free(pids);
+		free(gs);
+		free(others);
 		return -ENOMEM;
 	}
-	for (int i = 0; i < n; i++) {
-		struct pguest *g = &gs[nr];
-
-		char proc[32];
-		struct stat st;
-
-		snprintf(proc, sizeof(proc), "/proc/%d", pids[i]);
-		if (procstat_probe(pids[i], &g->q) != 1 || stat(proc, &st))
-			continue;
-		g->owner = st.st_uid;
-		judge(cfg, g);
-		nr++;
-	}
+	for (int i = 0; i < n; i++)	/* pids sorted: so is others */
+		if (probe_one(cfg, pids[i], seen, others, &no, settled, &gs[nr]) == 1)
+			nr++;
 	free(pids);
+	if (seen) {
+		free(seen->pids);
+		seen->pids = others;
+		seen->nr = no;
+	}
 	*out = gs;
 	return nr;
 }

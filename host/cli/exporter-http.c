@@ -420,7 +420,7 @@ static int find_guest(struct pprof *p, struct MHD_Connection *c, struct pjob *j,
 		      enum MHD_Result *ret)
 {
 	struct pguest *gs;
-	int n = pguest_scan(&p->cfg, &gs), hit;
+	int n = pguest_scan(&p->cfg, NULL, &gs), hit;
 	char esc[160], owners[256], oesc[160];
 
 	text_escape(esc, sizeof(esc), j->g.q.name);
@@ -537,7 +537,7 @@ static json_t *guest_json(const struct pprof *p, const struct pguest *g)
 static enum MHD_Result guests_request(struct pprof *p, struct MHD_Connection *c)
 {
 	struct pguest *gs;
-	int n = pguest_scan(&p->cfg, &gs);
+	int n = pguest_scan(&p->cfg, NULL, &gs);
 	json_t *root, *arr = json_array();
 	struct MHD_Response *r;
 	enum MHD_Result ret;

@@ -30,9 +30,29 @@ struct pguest {
 	char why[256];		/* "" if it may be profiled, else why not */
 };
 
+/*
+ * The processes a scan found not to be QEMU, for a caller that scans again
+ * and again (the continuous sampler, every second): the next scan reads
+ * the stat of the other pids only.  Reading every process's stat and
+ * schedstat each second was most of the exporter's own CPU.  Kept only
+ * for processes older than a few seconds (a fork about to exec QEMU is
+ * read again), and all forgotten every few scans (a pid reused, or a
+ * process that exec'd QEMU later).  Zeroed to start; pguest_seen_free()
+ * frees what it holds.
+ */
+struct pguest_seen {
+	int *pids;		/* sorted */
+	size_t nr;
+	unsigned scans;
+};
+
+void pguest_seen_free(struct pguest_seen *seen);	/* NULL-safe */
+
 /* The QEMU processes of this host, judged under cfg; *out is malloc'd
- * (free() it).  Returns how many, or -errno. */
-int pguest_scan(const struct pprof_cfg *cfg, struct pguest **out);
+ * (free() it).  seen: NULL, or what the last scans learnt (updated).
+ * Returns how many, or -errno. */
+int pguest_scan(const struct pprof_cfg *cfg, struct pguest_seen *seen,
+		struct pguest **out);
 
 /*
  * Which of gs[0..n) a request for guest name (and owner, a user name or

@@ -63,6 +63,9 @@ struct cguest {
 	bool gone;			/* sampler said TARGET_GONE */
 	int last_err;			/* last sync/store error, for the json */
 	uint64_t meta_failures;		/* session.json writes that failed */
+	uint64_t meta_ms;		/* clk_now_ms() of its last write, 0 */
+	bool meta_due;			/* write it at the next sync: a window
+					 * ends or begins */
 	size_t retry_budget;		/* held-sample retries left for record
 					 * syncs until the next periodic sync */
 	uint64_t settled_seen;		/* fetch_settled() the sync was told */

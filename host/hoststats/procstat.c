@@ -438,6 +438,7 @@ int procstat_probe(int pid, struct ps_qemu *q)
 	err = procstat_read_proc(pid, &t);
 	if (err)
 		return err;
+	q->start_ticks = t.start_ticks;
 	if (strncmp(t.comm, "qemu-system-", 12) && strcmp(t.comm, "qemu-kvm"))
 		return 0;
 	buf = malloc(PS_CMDLINE_MAX);

@@ -84,7 +84,8 @@ int procstat_parse_cmdline(const char *buf, size_t len, struct ps_qemu *q);
 
 /* 1 if pid is a QEMU system emulator (by its command name), 0 if not,
  * -errno if it is gone.  Fills q when it is; relative socket paths are made
- * absolute from the QEMU's working directory. */
+ * absolute from the QEMU's working directory.  q->start_ticks is set for
+ * any process read (0 and 1). */
 int procstat_probe(int pid, struct ps_qemu *q);
 
 /* Process ids under /proc, sorted ascending; *pids is malloc'd.  Returns

@@ -46,6 +46,13 @@
  * profiling an idle guest costs.  The OS's start seen in the samples
  * (introspect_os_started()) or opvm.ko's HELLO ends the back-off. */
 #define RETRY_BACKOFF_PASSES	10
+/* While opvm.ko speaks, the task list is walked only for the cross-check
+ * (introspect_tool.walked) and for boot samples named by their kernel
+ * stack: every poll for the first XC_EVERY_WALKS walks (boot), then once
+ * every XC_WALK_MS.  A walk a second was ~950 guest reads a second for 56
+ * tasks, the largest part of a TCG guest's sampler CPU after the stops. */
+#define XC_EVERY_WALKS		10
+#define XC_WALK_MS		10000u
 #define RETRY_MS_MAX		64000u
 /* __START_KERNEL_map: where x86-64 maps the kernel image, phys_base on */
 #define PHYS_LIMIT		(1ull << 52)	/* x86-64's physical address width */
@@ -82,6 +89,7 @@ struct introspect {
 	uint64_t stacks_walk;		/* st.walks they were made at */
 	bool have_offsets;		/* BTF gave them */
 	bool module_active;		/* opvm.ko speaks: no process records */
+	uint64_t xc_walk_ms;		/* when its last cross-check walk began */
 	struct kbtf_offsets off;
 	struct kvmas *vmas;		/* NULL: mappings not read */
 	/* the last walk (sorted by tgid) and the one being made */
@@ -943,6 +951,18 @@ void introspect_current_again(struct introspect *in)
 	in->cur_told = NULL;
 }
 
+/* Whether this poll walks the task list: always while introspection
+ * names the processes, at a bounded rate while opvm.ko does. */
+static bool tasks_due(struct introspect *in, uint64_t now_ms)
+{
+	if (!in->module_active || in->st.walks < XC_EVERY_WALKS ||
+	    now_ms - in->xc_walk_ms >= XC_WALK_MS) {
+		in->xc_walk_ms = now_ms;
+		return true;
+	}
+	return false;
+}
+
 int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introspect_tool *t)
 {
 	uint64_t walks;
@@ -957,7 +977,8 @@ int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introsp
 		/* modules first: a task's record may file the samples waiting
 		 * in the rings, and those in a module just loaded need it */
 		mods_refresh(in, now_ms);
-		tasks_refresh(in, !in->module_active);
+		if (tasks_due(in, now_ms))
+			tasks_refresh(in, !in->module_active);
 	}
 	if (t->walked && in->st.walks != walks)
 		walked_tell(in, t);

@@ -250,7 +250,8 @@ void introspect_free(struct introspect *in);	/* NULL-safe */
 /* Stops sending KSYMS (the guest module sends its own). */
 void introspect_no_ksyms(struct introspect *in);
 /* opvm.ko speaks for the guest: no more process records (the process
- * list is still walked, for introspect_tool.walked).  KSYMS still go: its
+ * list is still walked, for introspect_tool.walked: at every poll for the
+ * first 10 walks, then every 10 s).  KSYMS still go: its
  * relay sends vmlinux's symbols only when the host asks, and the host
  * asks when introspection has none (introspect_no_ksyms() stops them).
  * The first call also ends a search's back-off: the next poll scans. */
