@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/array.h"
 #include "vmm/guest/int3loop.h"
 
 struct int3win {
@@ -102,7 +103,7 @@ int int3loop_path_symbol(const char *name, size_t len)
 		"poke_int3_handler", "kprobe_int3_handler", "ftrace_int3_handler",
 	};
 
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
 		if (strlen(names[i]) == len && !memcmp(names[i], name, len))
 			return 1;
 	return 0;
