@@ -25,12 +25,17 @@ need_qemu
 mk_tmp introspect-perf
 export DEBUGINFOD_URLS=
 
-qemu-system-x86_64 -accel kvm -m 384 -smp 2 -nodefaults -display none \
-	-qmp "unix:$T/qmp,server=on,wait=off" -serial "file:$T/console.log" \
-	-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio.gz" \
-	-append "console=ttyS0 opvm.kmod=0 opvm.workload=abratio-pie opvm.args=60" \
-	> "$T/qemu.log" 2>&1 &
-CLEAN_PIDS=$!
+# boot_kvm NAME INITRD WORKLOAD ARGS: the image's kernel under KVM without
+# opvm.ko, its monitor at $T/qmp$NAME, console at $T/console$NAME.log
+boot_kvm() {
+	qemu-system-x86_64 -accel kvm -m 384 -smp 2 -nodefaults -display none \
+		-qmp "unix:$T/qmp$1,server=on,wait=off" -serial "file:$T/console$1.log" \
+		-kernel "$IMG/vmlinuz" -initrd "$2" \
+		-append "console=ttyS0 opvm.kmod=0 opvm.workload=$3 opvm.args=$4" \
+		> "$T/qemu$1.log" 2>&1 &
+	CLEAN_PIDS=$!
+}
+boot_kvm "" "$IMG/initramfs.cpio.gz" abratio-pie 60
 for _ in $(seq 50); do
 	grep -aq "Linux version" "$T/console.log" 2>/dev/null && break
 	sleep 0.2
@@ -87,12 +92,7 @@ fi
 kill $CLEAN_PIDS 2>/dev/null
 wait $CLEAN_PIDS 2>/dev/null
 cat "$IMG/initramfs.cpio.gz" "$IMG/py313.cpio.gz" > "$T/initrd-py"
-qemu-system-x86_64 -accel kvm -m 384 -smp 2 -nodefaults -display none \
-	-qmp "unix:$T/qmp-py,server=on,wait=off" -serial "file:$T/console-py.log" \
-	-kernel "$IMG/vmlinuz" -initrd "$T/initrd-py" \
-	-append "console=ttyS0 opvm.kmod=0 opvm.workload=py313split opvm.args=30" \
-	> "$T/qemu-py.log" 2>&1 &
-CLEAN_PIDS=$!
+boot_kvm -py "$T/initrd-py" py313split 30
 wait_for "$T/console-py.log" "OPVM-TRUTH py313split pid" "$CLEAN_PIDS" ||
 	fail "the guest did not start py313split"
 "$OPVM" attach --qmp "$T/qmp-py" --name vm --duration 8 -e cpu-clock -d "$T/p" \
