@@ -68,10 +68,16 @@ MAXS=$((OTHER + (768 << 10)))
 echo "RESULT the store besides windows: $OTHER bytes; --max-store $MAXS"
 start_exporter "$MAXS" "$T/exporter.log"
 
-# the store's bytes, every second, from the judged exporter's start
+# the store's bytes, every second, from the judged exporter's start: its
+# files but a transfer from the guest in progress (*.part: its sampler,
+# new, fetches the guest's kallsyms again beside the copy the store has,
+# over --max-store by their size until the rename; docs/usage.md), and
+# with it, reported
 (
 	while :; do
-		echo "$(du -sB1 "$ST" 2>/dev/null | cut -f1) $(m /metrics | awk '$1 == "opvm_store_windows" { print $2 }')"
+		echo "$(du -sB1 --exclude='*.part' "$ST" 2>/dev/null | cut -f1)" \
+			"$(m /metrics | awk '$1 == "opvm_store_windows" { print $2 }')" \
+			"$(du -sB1 "$ST" 2>/dev/null | cut -f1)"
 		sleep 1
 	done
 ) > "$T/du.txt" &
@@ -138,8 +144,9 @@ def fields(b):	# the top-level fields of a protobuf message
 # the store's bytes, every second
 du = [l.split() for l in open(t + "/du.txt") if l.split()]
 sizes = [int(l[0]) for l in du]
-print("RESULT store bytes: %d readings, max %d, last %d, --max-store %d"
-      % (len(sizes), max(sizes or [0]), sizes[-1] if sizes else 0, maxs))
+whole = [int(l[2]) for l in du if len(l) > 2]
+print("RESULT store bytes: %d readings, max %d, last %d, --max-store %d (with *.part: max %d)"
+      % (len(sizes), max(sizes or [0]), sizes[-1] if sizes else 0, maxs, max(whole or [0])))
 if len(sizes) < 10:
     bad("too few readings of the store's size")
 if max(sizes or [0]) > maxs:
@@ -161,19 +168,12 @@ for w in wins:
         jso += so.get("overflow_samples", 0); jsk += so.get("overflow_keys", 0)
     except (OSError, ValueError, KeyError):
         pass
-apps = set()
-for w in wins:
-    for d in glob.glob(w + "/{root}/*"):
-        b = os.path.basename(d)
-        if "churn-" in b:
-            apps.add(b)
 print("RESULT window cap %d, windows %d (dropped: max_store %d, retention %d), bytes %d, other %d, reserved %d"
       % (s["window_cap"], s["windows"], s["windows_dropped_max_store"], s["windows_dropped_retention"],
          s["bytes"], s["other_bytes"], s["reserved_bytes"]))
 print("RESULT overflow: guests %d samples %d keys; this guest %s; metrics %d samples %d keys; "
       "the %d windows kept: %d samples %d keys"
       % (s["overflow_samples"], s["overflow_keys"], mine, ms, mk, len(wins), jso, jsk))
-print("RESULT distinct churn executables with a sample file in the windows kept: %d" % len(apps))
 if not (s["overflow_samples"] > 0 and s["overflow_keys"] > 0 and ms > 0 and mk > 0):
     bad("the churn's overflow is not counted")
 if not mine or mine[0].get("overflow_samples", 0) <= 0:
