@@ -13,7 +13,13 @@
  * module starts again with HELLO and a walk of everything that exists, so
  * every host session, first or later, starts from a complete picture.  A
  * host already connected when the relay starts gets what the module has
- * buffered since it was loaded (HELLO first).
+ * buffered since it was loaded (HELLO first).  The port says only whether
+ * a host is connected now: a host that leaves and the next that comes
+ * before the guest handled the first's close (a paused guest, or one a
+ * loaded host gives little CPU) look like one session.  So each host asks
+ * for HELLO as it connects (OPVM_REQ_HELLO): the first ask of a session
+ * the relay saw start is answered already, a later one starts a new
+ * session as above (requests_read()).
  *
  * With each host session it also sends the kernel's symbols (KSYMS
  * records from /proc/kallsyms, ksyms_step()) and the files the host asks
@@ -848,28 +854,31 @@ struct ksyms_thread;
 static void ksyms_word(struct ksyms_thread *t, opvm_u32 want);
 
 /* One framed request: queued if it is a well-formed FETCH; the host's word
- * on the kernel's symbols goes to their thread; other types are skipped. */
-static void request_take(struct file_job *j, struct ksyms_thread *t, const unsigned char *p,
-			 size_t len)
+ * on the kernel's symbols goes to their thread; other types are skipped.
+ * Returns 1 for an ask for HELLO (the caller answers it), else 0. */
+static int request_take(struct file_job *j, struct ksyms_thread *t, const unsigned char *p,
+			size_t len)
 {
 	struct opvm_req_fetch r;
 	struct fetch_req *q;
 
 	memcpy(&r, p, sizeof(r));
+	if (r.hdr.type == OPVM_REQ_HELLO)
+		return 1;
 	if (r.hdr.type == OPVM_REQ_KSYMS) {
 		struct opvm_req_ksyms k;
 
 		memcpy(&k, p, sizeof(k));	/* len >= sizeof(r) == sizeof(k) */
 		ksyms_word(t, k.want);
-		return;
+		return 0;
 	}
 	if (r.hdr.type != OPVM_REQ_FETCH || !r.req_id || !r.build_id_len ||
 	    r.build_id_len > OPVM_BUILD_ID_MAX || !r.path_len ||
 	    r.path_len > OPVM_PATH_MAX || sizeof(r) + r.path_len > len)
-		return;
+		return 0;
 	if (j->qnr == FETCH_QUEUE) {
 		j->dropped_reqs++;
-		return;
+		return 0;
 	}
 	q = &j->q[(j->qhead + j->qnr++) % FETCH_QUEUE];
 	q->id = r.req_id;
@@ -880,18 +889,19 @@ static void request_take(struct file_job *j, struct ksyms_thread *t, const unsig
 	q->max = r.max_bytes;
 	memcpy(q->path, p + sizeof(r), r.path_len);
 	q->path[r.path_len] = '\0';
+	return 0;
 }
 
-/* Reads what the host wrote to the port and frames its requests. */
-static void requests_read(struct file_job *j, struct ksyms_thread *t, int port)
+/*
+ * Frames the requests read from the host so far (j->in), up to and
+ * including the first ask for HELLO.  Returns 1 when it stopped at one
+ * (what follows it stays in j->in, for the session it starts), else 0.
+ */
+static int requests_frame(struct file_job *j, struct ksyms_thread *t)
 {
-	ssize_t n = read(port, j->in + j->have, sizeof(j->in) - j->have);
-
-	if (n <= 0)
-		return;
-	j->have += (size_t)n;
 	while (j->have >= sizeof(struct opvm_rec_hdr)) {
 		struct opvm_rec_hdr h;
+		int hello;
 
 		memcpy(&h, j->in, sizeof(h));
 		if (h.magic != OPVM_PROTO_MAGIC || h.len < sizeof(struct opvm_req_fetch) ||
@@ -901,10 +911,13 @@ static void requests_read(struct file_job *j, struct ksyms_thread *t, int port)
 		}
 		if (j->have < h.len)
 			break;
-		request_take(j, t, j->in, h.len);
+		hello = request_take(j, t, j->in, h.len);
 		memmove(j->in, j->in + h.len, j->have - h.len);
 		j->have -= h.len;
+		if (hello)
+			return 1;
 	}
+	return 0;
 }
 
 /*
@@ -1202,8 +1215,54 @@ struct relay {
 	char *buf;
 	struct ksyms_thread ksyms;
 	struct file_job files;
-	unsigned long long total, dropped, sessions;
+	int asked;		/* the session's host asked for HELLO */
+	unsigned long long total, dropped, sessions, missed;
 };
+
+/*
+ * A new host session: HELLO and a full walk first ("sync", unless the
+ * module's buffer starts with them: sync 0), the symbols thread and the
+ * file requests start again.  keep_input: what the host wrote after its
+ * ask for HELLO stays, it belongs to this session.
+ */
+static void session_begin(struct relay *r, unsigned int *gen, int sync, int keep_input)
+{
+	size_t have = r->files.have;
+
+	if (sync && write(r->in, "sync", 4) != 4)
+		fprintf(stderr, "opvm-relay: cannot ask the module for a resync: %s\n",
+			strerror(errno));
+	r->sessions++;
+	r->asked = 0;
+	session_set(&r->ksyms, gen, 1);
+	files_reset(&r->files);
+	if (keep_input)
+		r->files.have = have;
+}
+
+/*
+ * Reads what the host wrote to the port and takes its requests.  An ask
+ * for HELLO is the host's first request on its connection: the first in a
+ * session the relay saw start was answered by its HELLO; another means
+ * the port's close and open came too close together for the relay to see
+ * (OPVM_REQ_HELLO): a host the session has not greeted.
+ */
+static void requests_read(struct relay *r, unsigned int *gen)
+{
+	struct file_job *j = &r->files;
+	ssize_t n = read(r->out, j->in + j->have, sizeof(j->in) - j->have);
+
+	if (n <= 0)
+		return;
+	j->have += (size_t)n;
+	while (requests_frame(j, &r->ksyms)) {
+		if (!r->asked++)
+			continue;
+		r->missed++;
+		session_begin(r, gen, 1, 1);
+		r->asked = 1;	/* this ask is answered */
+	}
+}
 
 /* Copies /dev/opvm to the port until stopped or an error. */
 /* What the module has, read and written to the port (or dropped with no
@@ -1257,9 +1316,8 @@ static void relay_loop(struct relay *r)
 	int in = r->in, out = r->out, ret, connected, busy = 0, wait_ms = 0, hurry = 0;
 
 	connected = host_connected(out);
-	r->sessions = connected;
 	if (connected)
-		session_set(&r->ksyms, &gen, 1);
+		session_begin(r, &gen, 0, 0);	/* the module's buffer starts with HELLO */
 	while (stopping < 2) {
 		/* The port is polled for requests and POLLHUP: a host leaving. */
 		struct pollfd pfd[2] = {
@@ -1282,19 +1340,14 @@ static void relay_loop(struct relay *r)
 			files_reset(&r->files);
 		}
 		if (connected && (pfd[1].revents & POLLIN))
-			requests_read(&r->files, &r->ksyms, out);
+			requests_read(r, &gen);
 		if (!connected) {
 			if (stopping)
 				break;	/* nobody to drain to */
 			if (host_connected(out)) {
 				/* New host session: start it with HELLO. */
-				if (write(in, "sync", 4) != 4)
-					fprintf(stderr, "opvm-relay: cannot ask the module for a resync: %s\n",
-						strerror(errno));
 				connected = 1;
-				r->sessions++;
-				session_set(&r->ksyms, &gen, 1);
-				files_reset(&r->files);
+				session_begin(r, &gen, 1, 0);
 			}
 		} else if (ret == 0 && stopping && !atomic_load(&r->ksyms.active)) {
 			break;		/* drained */
@@ -1407,9 +1460,9 @@ int main(int argc, char **argv)
 	ksyms_tell(&r.ksyms, KSYMS_QUIT);
 	pthread_join(thread, NULL);
 	relay_cpu_report(up0, idle0, &r.ksyms, &r.files);
-	fprintf(stderr, "opvm-relay: relayed %llu bytes in %llu host session(s), dropped %llu while no host was connected; sent %llu files (%llu bytes), refused %llu, dropped %llu requests\n",
-		r.total, r.sessions, r.dropped, r.files.files, r.files.sent, r.files.refused,
-		r.files.dropped_reqs);
+	fprintf(stderr, "opvm-relay: relayed %llu bytes in %llu host session(s) (%llu told by the host's ask for HELLO), dropped %llu while no host was connected; sent %llu files (%llu bytes), refused %llu, dropped %llu requests\n",
+		r.total, r.sessions, r.missed, r.dropped, r.files.files, r.files.sent,
+		r.files.refused, r.files.dropped_reqs);
 	ret = 0;
 out:
 	files_reset(&r.files);

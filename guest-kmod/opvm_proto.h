@@ -78,6 +78,7 @@ enum opvm_rec_type {
 enum opvm_req_type {
 	OPVM_REQ_FETCH		= 64,	/* struct opvm_req_fetch + path */
 	OPVM_REQ_KSYMS		= 65,	/* struct opvm_req_ksyms */
+	OPVM_REQ_HELLO		= 66,	/* struct opvm_req_hello */
 };
 
 struct opvm_rec_hdr {
@@ -379,6 +380,22 @@ struct opvm_req_ksyms {
 	opvm_u32 want;		/* OPVM_KSYMS_WANT_*; others read as ALL */
 	opvm_u32 flags;		/* 0 */
 	opvm_u64 reserved[6];	/* 0 */
+};
+
+/*
+ * The host's ask for HELLO, once at the start of each connection.  The
+ * relay starts a host session with HELLO when it sees the port open, but
+ * virtio_console reports only whether a host is connected now: a host that
+ * leaves and a next one that comes before the guest handled the first's
+ * close (a guest paused meanwhile, or given little CPU by a loaded host)
+ * look like one session, and the next host would get no HELLO.  The relay
+ * takes the first ask of a session it saw open as answered already (its
+ * own HELLO), and any later one as a new host: HELLO and a full walk.  72
+ * bytes like FETCH's fixed part (relays that predate it skip it).
+ */
+struct opvm_req_hello {
+	struct opvm_rec_hdr hdr;	/* type OPVM_REQ_HELLO, seq: the host's */
+	opvm_u64 reserved[7];		/* 0 */
 };
 
 /*

@@ -45,6 +45,8 @@ _Static_assert(sizeof(struct opvm_rec_cgroup) == 32, "opvm_rec_cgroup is 32 byte
 _Static_assert(sizeof(struct opvm_req_fetch) == 72, "opvm_req_fetch is 72 bytes");
 _Static_assert(sizeof(struct opvm_req_ksyms) == sizeof(struct opvm_req_fetch),
 	       "opvm_req_ksyms is framed by relays that predate it");
+_Static_assert(sizeof(struct opvm_req_hello) == sizeof(struct opvm_req_fetch),
+	       "opvm_req_hello is framed by relays that predate it");
 _Static_assert(OPVM_REC_MAX % OPVM_REC_ALIGN == 0, "OPVM_REC_MAX aligned");
 _Static_assert(sizeof(struct opvm_rec_cookie) + OPVM_PATH_MAX <= OPVM_REC_MAX,
 	       "a maximal cookie fits in a record");

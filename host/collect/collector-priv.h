@@ -56,6 +56,8 @@ struct cguest {
 	int (*reconnect)(void *arg);
 	void *reconnect_arg;
 	bool want_reconnect;		/* EOF seen, reconnect failed: retry */
+	bool hello_due;			/* the connection's ask for HELLO is
+					 * still to be written (hello_ask()) */
 	struct sampler *smp;
 	uint64_t hellos_told;		/* gstate's HELLO count the sampler
 					 * was last told about */

@@ -382,8 +382,36 @@ int cguest_set_channel(struct cguest *g, int fd, int (*reconnect)(void *arg), vo
 	g->reconnect = reconnect;
 	g->reconnect_arg = arg;
 	g->want_reconnect = false;
+	g->hello_due = true;
 	decoder_reset(g->dec);
 	return 0;
+}
+
+/*
+ * Asks the relay for HELLO, once per connection and before anything else
+ * (OPVM_REQ_HELLO).  The relay greets a host it sees connect, but it sees
+ * only whether one is connected now: the previous host's close and this
+ * one's open, handled together by a guest that was paused or given little
+ * CPU in between, hide the new session from it, and nothing else would
+ * ever bring this session a HELLO.  The ask is what the relay waits for,
+ * not a time.  A relay that saw the connection takes the ask as answered
+ * (one HELLO), one that predates the ask skips it.
+ */
+static void hello_ask(struct cguest *g)
+{
+	struct opvm_req_hello r;
+	ssize_t n;
+
+	if (!g->hello_due || g->fd < 0)
+		return;
+	memset(&r, 0, sizeof(r));
+	r.hdr.magic = htole16(OPVM_PROTO_MAGIC);
+	r.hdr.type = htole16(OPVM_REQ_HELLO);
+	r.hdr.len = htole32((uint32_t)sizeof(r));
+	n = write(g->fd, &r, sizeof(r));
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;		/* the channel is full: at the next read */
+	g->hello_due = false;	/* written, or the connection is broken (EOF next) */
 }
 
 /*
@@ -925,6 +953,7 @@ static void channel_try_reconnect(struct cguest *g)
 		return;
 	}
 	g->fd = fd;
+	g->hello_due = true;
 	decoder_reset(g->dec);	/* a partial record never spans connections */
 }
 
@@ -963,8 +992,12 @@ static int channel_read_bytes(struct collector *c, struct cguest *g)
  * at a time: the next goes as soon as the last one's end arrived). */
 static int channel_read(struct collector *c, struct cguest *g)
 {
-	int err = channel_read_bytes(c, g);
+	int err;
 	uint64_t settled;
+
+	hello_ask(g);
+	err = channel_read_bytes(c, g);
+	hello_ask(g);	/* a connection made again while reading */
 
 	fetch_poll(g->fetch, g->fd, clk_now_ms());
 	ksyms_word(g, clk_now_ms());

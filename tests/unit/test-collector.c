@@ -682,6 +682,58 @@ static void test_reconnect(void **state)
 	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* How many asks for HELLO wait on the host's side of the channel (fd is
+ * the guest's end); fails on any other byte. */
+static int hello_asks(int fd)
+{
+	struct opvm_req_hello r;
+	int n = 0;
+
+	for (;;) {
+		ssize_t got = recv(fd, &r, sizeof(r), MSG_DONTWAIT);
+
+		if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return n;
+		assert_int_equal(got, sizeof(r));
+		assert_int_equal(le16toh(r.hdr.magic), OPVM_PROTO_MAGIC);
+		assert_int_equal(le16toh(r.hdr.type), OPVM_REQ_HELLO);
+		assert_int_equal(le32toh(r.hdr.len), sizeof(r));
+		n++;
+	}
+}
+
+/* Each connection asks the relay for HELLO once, first thing: a relay
+ * that saw neither the last host leave nor this one come greets it then
+ * (OPVM_REQ_HELLO). */
+static void test_hello_ask(void **state)
+{
+	char dir[256];
+	struct collector_config cfg;
+	struct collector *c;
+	struct cguest *g;
+	struct reconn rc = { 0 };
+	int sv[2];
+
+	mktmp(dir, sizeof(dir));
+	cfg = base_cfg(dir);
+	c = collector_new(&cfg);
+	g = collector_add_guest(c, "vm-ask", 1);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(cguest_set_channel(g, sv[0], reconnect_cb, &rc), 0);
+	assert_int_equal(collector_sync(c), 0);
+	assert_int_equal(hello_asks(sv[1]), 1);
+	assert_int_equal(collector_sync(c), 0);
+	assert_int_equal(hello_asks(sv[1]), 0);	/* once per connection */
+	close(sv[1]);
+	assert_int_equal(collector_sync(c), 0);
+	assert_int_equal(rc.calls, 1);
+	assert_int_equal(collector_sync(c), 0);
+	assert_int_equal(hello_asks(rc.peer), 1);	/* the new one asks again */
+	close(rc.peer);
+	collector_free(c);
+	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static void send_exit(struct chan *ch, uint32_t tgid)
 {
 	struct opvm_rec_exit r;
@@ -1187,6 +1239,7 @@ int main(void)
 		cmocka_unit_test(test_run_fault),
 		cmocka_unit_test(test_run_duration_and_stop),
 		cmocka_unit_test(test_reconnect),
+		cmocka_unit_test(test_hello_ask),
 		cmocka_unit_test(test_python_off),
 		cmocka_unit_test(test_short_lived),
 		cmocka_unit_test(test_cookie_rename),
