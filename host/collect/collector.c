@@ -40,14 +40,18 @@
 #include "lib/clock.h"
 
 /* Ring size per vCPU: room for RING_HEADROOM_S seconds (or four sync
- * intervals) of samples (with full call chains under -g) at the configured rate,
- * between 1 MiB and 8 MiB.  Rings are committed memory (lib/ring.h), so
+ * intervals) of samples (with full call chains under -g, and a whole user
+ * stack window under -g dwarf) at the configured rate, between 1 MiB and
+ * 8 MiB.  Sized for chains alone, a dwarf ring held 0.6 s at 200 Hz: a
+ * collector starved that long on a loaded host lost samples (ring full).  Rings are committed memory (lib/ring.h), so
  * this is what they cost, per vCPU, from the first second. */
 #define RING_MIN_WORDS_CFG	(1u << 17)
 #define RING_MAX_WORDS_CFG	(1u << 20)
 #define RING_HEADROOM_S		4u
 #define SAMPLE_WORDS		8u
 #define SAMPLE_MAX_WORDS	(SAMPLE_WORDS + OPVM_MAX_CALLCHAIN)
+/* a stack window's words: user ip, sp, bp, then the bytes (lib/ring.c) */
+#define SAMPLE_STACK_WORDS	(3u + OPVM_MAX_STACK / 8)
 #define READ_CHUNK		65536
 #define READ_MAX_PER_WAKE	(1u << 20)	/* stay responsive under a flood */
 #define STATUS_EVERY_MS		250
@@ -174,9 +178,12 @@ static size_t ring_words(const struct collector_config *cfg)
 {
 	uint64_t secs = cfg->sync_ms * 4 / 1000 > RING_HEADROOM_S ?
 			cfg->sync_ms * 4 / 1000 : RING_HEADROOM_S;
-	uint64_t w = (uint64_t)cfg->rate_hz * secs *
-		     (cfg->callgraph ? SAMPLE_MAX_WORDS : SAMPLE_WORDS);
+	uint64_t per = cfg->callgraph ? SAMPLE_MAX_WORDS : SAMPLE_WORDS;
+	uint64_t w;
 
+	if (cfg->callgraph && !strcmp(cfg->callgraph, "dwarf"))
+		per += SAMPLE_STACK_WORDS;
+	w = (uint64_t)cfg->rate_hz * secs * per;
 	if (!cfg->rate_hz || w > RING_MAX_WORDS_CFG)
 		return RING_MAX_WORDS_CFG;
 	return w < RING_MIN_WORDS_CFG ? RING_MIN_WORDS_CFG : (size_t)w;
