@@ -214,8 +214,8 @@ void pyguest_describe(const struct pyguest *pg, char *buf, size_t len)
 		 "  (%llu frames; thread not known %llu, no thread state %llu, idle %llu,\n"
 		 "  unreadable %llu, refused %llu: runtime %llu, loops %llu, frames %llu,\n"
 		 "  code %llu, names %llu; interpreters found %llu, not %llu (%llu tries\n"
-		 "  too early); offsets from _Py_DebugOffsets %llu, from the table %llu,\n"
-		 "  forged %llu; %llu B read)\n",
+		 "  too early, %llu samples before found); offsets from _Py_DebugOffsets\n"
+		 "  %llu, from the table %llu, forged %llu; %llu B read)\n",
 		 (unsigned long long)s->with_frames, (unsigned long long)s->samples,
 		 (unsigned long long)s->fr.frames, (unsigned long long)s->no_tid,
 		 (unsigned long long)s->fr.no_thread, (unsigned long long)s->fr.idle,
@@ -226,7 +226,7 @@ void pyguest_describe(const struct pyguest *pg, char *buf, size_t len)
 		 (unsigned long long)s->fr.bad_frame, (unsigned long long)s->fr.bad_code,
 		 (unsigned long long)s->fr.bad_string,
 		 (unsigned long long)s->resolved, (unsigned long long)s->resolve_failed,
-		 (unsigned long long)s->resolve_retries,
+		 (unsigned long long)s->resolve_retries, (unsigned long long)s->unresolved,
 		 (unsigned long long)s->fr.layout_published,
 		 (unsigned long long)s->fr.layout_table, (unsigned long long)s->fr.bad_offsets,
 		 (unsigned long long)s->fr.bytes);

@@ -144,7 +144,7 @@ static void summary_callgraph(struct sampler *s, FILE *out)
 /* --call-graph in CPython processes: the Python frames read. */
 static void summary_python(struct sampler *s, FILE *out)
 {
-	char buf[512];
+	char buf[1024];	/* pyguest_describe(): seven lines */
 
 	qemu_sampler_python_describe(s, buf, sizeof(buf));
 	if (buf[0])
