@@ -31,18 +31,17 @@ grep -aq "OPVM-TRUTH abratio share" "$T/console.log" || fail "the guest did not 
 
 ctl() { qmp_ctl "$T/ctl" "$@"; }	# the test's own monitor
 
-"$OPVM" attach --qmp "$T/qmp" --channel "$T/chan" --name vm --duration 8 -d "$T/s" \
+"$OPVM" attach --qmp "$T/qmp" --channel "$T/chan" --name vm --duration 600 -d "$T/s" \
 	> "$T/attach.out" 2>&1 &
 apid=$!
 CLEAN_PIDS="$apid $CLEAN_PIDS"
-# Pause only once opvm samples (its session has the guest's tree): a pause
+# Pause only once opvm samples (its session.json counts samples): a pause
 # that lands during its set-up, while its gdbstub holds the guest stopped,
-# cannot be told from its own stop (docs/usage.md).
-for _ in $(seq 150); do
-	[ -d "$T/s/guests/vm" ] && break
-	sleep 0.1
-done
-sleep 1
+# cannot be told from its own stop (docs/usage.md).  Waits judge progress,
+# not speed: a loaded host once took longer than a fixed second to get
+# there, and than the 8 s session this was.
+wait_for "$T/s/guests/vm/samples/current/session.json" '"received": [1-9]' "$apid" ||
+	{ cat "$T/attach.out"; fail "opvm attach --qmp took no sample"; }
 no_tcp_listener "$qpid" "$apid"
 ctl x "info chardev" | grep -q 'opvm-gdb: ' ||
 	fail "no opvm-gdb chardev while opvm samples"
@@ -56,6 +55,21 @@ st=$(ctl query-status)
 echo "status 2 s after a pause, opvm attached: $st"
 echo "$st" | grep -q '"running": false' || fail "opvm resumed a guest someone else paused"
 ctl cont > /dev/null
+# the session ends once it has taken 300 samples after the pause (3 s of
+# a quiet host's; the counts in session.json, written each second), with
+# the guest module's HELLO in
+received() {
+	grep -o '"received": [0-9]*' "$T/s/guests/vm/samples/current/session.json" |
+		head -1 | grep -o '[0-9]*$'
+}
+n0=$(received)
+for _ in $(seq 1200); do
+	[ "$(received)" -ge $((n0 + 300)) ] &&
+		grep -q '"source": "opvm.ko"' "$T/s/guests/vm/samples/current/session.json" && break
+	kill -0 "$apid" 2>/dev/null || break
+	sleep 0.5
+done
+kill -INT "$apid" 2>/dev/null
 wait "$apid"
 rc=$?
 CLEAN_PIDS=${CLEAN_PIDS#"$apid "}
