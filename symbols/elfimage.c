@@ -1229,6 +1229,14 @@ out:
 	return ret;
 }
 
+int elfimage_fd_is_plain(int fd)
+{
+	unsigned char magic[SELFMAG];
+
+	return pread(fd, magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
+	       !memcmp(magic, ELFMAG, SELFMAG);
+}
+
 struct elfimage *elfimage_open_fd(int fd, const char *name, char *err, size_t errlen)
 {
 	struct elfimage *img = image_alloc(name);

@@ -137,6 +137,9 @@ int elfimage_has_minidebug(const struct elfimage *img);
  * symbols: 0, -ENOEXEC (not an ELF), -ENODATA (none) or -ENOSPC (longer
  * than cap). */
 int elfimage_peek_build_id(int fd, uint8_t *out, size_t cap, size_t *len);
+/* 1 when the file at fd (not taken) starts as an ELF; 0 for anything
+ * else, such as a compressed one elfimage_open_fd() would unpack. */
+int elfimage_fd_is_plain(int fd);
 
 /* 1 when the file carries a DWARF line table. */
 int elfimage_has_lines(struct elfimage *img);

@@ -232,7 +232,6 @@ int symres_check_build_id(const char *path, const uint8_t *bid, size_t bid_len)
 {
 	struct elfimage *img;
 	const uint8_t *have;
-	unsigned char magic[4];
 	size_t len;
 	int fd, ret;
 
@@ -241,8 +240,7 @@ int symres_check_build_id(const char *path, const uint8_t *bid, size_t bid_len)
 	fd = fs_open_regular(path, 0);
 	if (fd < 0)
 		return fd;
-	ret = pread(fd, magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
-	      !memcmp(magic, "\177ELF", 4);
+	ret = elfimage_fd_is_plain(fd);
 	close(fd);
 	if (!ret)
 		return -ENOEXEC;

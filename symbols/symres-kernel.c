@@ -234,6 +234,25 @@ static int try_kernel_debuginfod(struct symres *r, struct simage *si,
 	return ok;
 }
 
+/*
+ * The --vmlinux file (or the kernel opvm run booted): first when it is an
+ * ELF, after every map when it is compressed.  A bzImage's vmlinux has no
+ * symbol table (the kernel build strips it before compressing), so only a
+ * debug file of its build-id could name anything, and finding that out
+ * inflated ~40 MB: 1.3 s of CPU in every report of an `opvm run` session.
+ */
+static int try_vmlinux(struct symres *r, struct simage *si, const struct symres_kernel *k,
+		       int first)
+{
+	int fd = symres_open_host_file(r->vmlinux);
+
+	if (fd >= 0 && elfimage_fd_is_plain(fd) != first) {
+		close(fd);
+		return 0;
+	}
+	return try_kernel(r, si, fd, r->vmlinux, 1, 0, k);
+}
+
 void symres_resolve_kernel(struct symres *r, struct simage *si, const char *guest,
 			   const struct symres_kernel *k)
 {
@@ -243,7 +262,7 @@ void symres_resolve_kernel(struct symres *r, struct simage *si, const char *gues
 	};
 	char path[4096];
 
-	if (r->vmlinux && try_kernel(r, si, symres_open_host_file(r->vmlinux), r->vmlinux, 1, 0, k))
+	if (r->vmlinux && try_vmlinux(r, si, k, 1))
 		return;
 	if (r->system_map &&
 	    try_kernel(r, si, symres_open_host_file(r->system_map), r->system_map, 0, 0, k))
@@ -287,6 +306,8 @@ void symres_resolve_kernel(struct symres *r, struct simage *si, const char *gues
 				return;
 		}
 	}
+	if (r->vmlinux && try_vmlinux(r, si, k, 0))
+		return;
 	/* nothing else: vmlinux with its symbols by the build-id VMCOREINFO
 	 * gave introspection (large: last) */
 	if (k && k->build_id_len && try_kernel_debuginfod(r, si, k))

@@ -101,7 +101,7 @@ if unknown * 2 > user:
 # loops on both cores make the gdbstub round trip ~100 times an idle
 # one's (a third of the samples or less, where 100 was a fixed minimum)
 if user < 20 or three < 20:
-    print("FAIL: too few samples (%d user, %d in the three)" % (user, three)); sys.exit(1)
+    print("too few samples (%d user, %d in the three)" % (user, three)); sys.exit(3)
 if user - npy > excused + allowed_misses(user, 0.05):
     print("FAIL: fewer than 95 %% under a Python frame (%d of %d)" % (npy, user)); ok = False
     # where the rest went: python3.13's rows not under a frame, and Python
@@ -146,10 +146,24 @@ sys.exit(0 if ok else 1)
 EOF
 }
 
-session module --call-graph dwarf
-session agentless --append opvm.kmod=0
+# run_check NAME CG ARGS...: a session and its checks.  A host so loaded
+# that the script's seconds got too few samples (the stops throttled to
+# keep the guest's share; seen under four busy loops) runs it again for
+# four times as long, once: the floors judge progress, not the host's speed
+run_check() {
+	local name=$1 cg=$2 rc
+	shift 2
+	session "$name" "$@"
+	check "$name" "$cg" && return 0
+	rc=$?
+	[ $rc = 3 ] || return 1
+	echo "$name: again for $((SECS * 4)) s"
+	rm -rf "${T:?}/$name"
+	SECS=$((SECS * 4)) session "$name" "$@"
+	check "$name" "$cg" || { echo "FAIL: too few samples ($name)"; return 1; }
+}
 fail_any=0
-check module 1 || fail_any=1
-check agentless 0 || fail_any=1
+run_check module 1 --call-graph dwarf || fail_any=1
+run_check agentless 0 --append opvm.kmod=0 || fail_any=1
 [ $fail_any = 0 ] || fail "see above"
 echo "PASS"

@@ -355,7 +355,10 @@ static void test_pyguest(void **state)
 	pyguest_describe(pg, line, sizeof(line));
 	assert_non_null(strstr(line, "python: "));
 	/* the interpreter's layout from the 3.11 table, none forged */
-	assert_non_null(strstr(line, "offsets from _Py_DebugOffsets 0, from the table 1,\n  forged 0;"));
+	assert_non_null(strstr(line, "offsets from _Py_DebugOffsets\n  0, from the table 1, forged 0;"));
+	/* the sample whose interpreter was not found */
+	assert_int_equal(st.unresolved, 1);
+	assert_non_null(strstr(line, ", 1 samples before found)"));
 	pyguest_free(pg);
 }
 
