@@ -26,7 +26,12 @@
  * each running sampler: a window is capped (pcont_window_cap(), attach's
  * --max-disk; past it samples go to its {overflow} bucket) and a sampler
  * may seal one window between two prunes while it writes the next, so two
- * capped windows a sampler cover what it can add before the next prune.
+ * capped windows a sampler cover what it can add before the next prune;
+ * and a sampler may write its guest's kernel symbols anew (a reboot, a
+ * module loaded: kallsyms.part beside the kallsyms the store has, until
+ * the rename), at most its room (ksyms_room(), attach's
+ * --fetch-max-ksyms), so that room is in its reserve too.  (A table that
+ * repeats the stored one is not written at all: host/collect/fetch.h.)
  * A sealed window's overflow counts are read once, when it is first seen.
  */
 #include <dirent.h>
@@ -46,6 +51,7 @@
 
 #include "host/cli/exporter-job.h"
 #include "host/cli/subcmd.h"
+#include "host/collect/fetch.h"
 #include "host/collect/stats.h"
 #include "host/collect/store.h"
 #include "lib/log.h"
@@ -67,12 +73,19 @@
  * it can always take a sample (tests/unit/test-exporter-store.c measures) */
 #define PCONT_WINDOW_SLACK	(64u << 10)
 #define PCONT_MAX_KEYS		4096	/* guests whose overflow is counted apart */
+/* A sampler's room for its guest's kernel symbols written anew: the size
+ * of the kallsyms the store has of it, this at least (Debian 12's with
+ * the test image's modules: 2 MB), and what the transfer takes on disk
+ * past its bytes (blocks, kallsyms.modules and its part file). */
+#define PCONT_KSYMS_ROOM	(4u << 20)
+#define PCONT_KSYMS_SLACK	(64u << 10)
 
 /* One guest's sampler child. */
 struct csampler {
 	struct pguest g;
 	char key[OPVM_MANGLE_MAX + 16];	/* its directory in the store */
 	pid_t pid;			/* 0: none now */
+	uint64_t ksyms_room;		/* its child's --fetch-max-ksyms */
 	int64_t retry_at;		/* monotonic ms: no child before */
 	int64_t gone_at;		/* its guest was last seen; 0: seen now */
 	int seen;			/* in this scan */
@@ -105,7 +118,7 @@ struct pcont {
 	uint64_t rest;			/* this list's bytes besides sealed windows */
 	/* metrics, under p->lock */
 	uint64_t starts, exits, dropped_retention, dropped_cap, windows, bytes;
-	uint64_t other_bytes, reserved, ovf_samples, ovf_keys;
+	uint64_t other_bytes, reserved, ksyms_reserved, ovf_samples, ovf_keys;
 	struct ckey *k;			/* sorted by key, at most PCONT_MAX_KEYS */
 	size_t nr_k;
 	unsigned running;
@@ -121,14 +134,53 @@ uint64_t pcont_window_cap(const struct pprof_cfg *cfg)
 	return w ? w : 1;	/* attach's --max-disk takes 1 at least */
 }
 
-/* Bytes the running samplers may add before the next prune. */
-static uint64_t reserve(const struct pcont *pc)
+/* Bytes the running samplers may add before the next prune: two capped
+ * windows each and the room of a kernel-symbol transfer (*ksyms). */
+static uint64_t reserve(const struct pcont *pc, uint64_t *ksyms)
 {
 	uint64_t n = 0;
 
-	for (unsigned i = 0; i < pc->nr; i++)
-		n += pc->s[i].pid != 0;
-	return n * 2 * (pcont_window_cap(&pc->p->cfg) + PCONT_WINDOW_SLACK);
+	*ksyms = 0;
+	for (unsigned i = 0; i < pc->nr; i++) {
+		if (!pc->s[i].pid)
+			continue;
+		n++;
+		*ksyms += pc->s[i].ksyms_room + PCONT_KSYMS_SLACK;
+	}
+	return n * 2 * (pcont_window_cap(&pc->p->cfg) + PCONT_WINDOW_SLACK) + *ksyms;
+}
+
+/* The room of key's sampler for its guest's kernel symbols: the largest
+ * kallsyms the store has of it (a table written again is that size, or
+ * about), PCONT_KSYMS_ROOM at least, FETCH_KSYMS_MAX_BYTES at most. */
+static uint64_t ksyms_room(const struct pcont *pc, const char *key)
+{
+	char dir[PATH_MAX];
+	uint64_t room = PCONT_KSYMS_ROOM;
+	struct dirent *de;
+	int fd;
+	DIR *d;
+
+	if (snprintf(dir, sizeof(dir), "%s/%s/guests", pc->root, key) >= (int)sizeof(dir))
+		return room;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return room;
+	}
+	while ((de = readdir(d))) {
+		char path[NAME_MAX + 16];
+		struct stat sb;
+
+		snprintf(path, sizeof(path), "%s/kallsyms", de->d_name);
+		if (de->d_name[0] != '.' && !fstatat(fd, path, &sb, AT_SYMLINK_NOFOLLOW) &&
+		    S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > room)
+			room = (uint64_t)sb.st_size;
+	}
+	closedir(d);
+	return room < FETCH_KSYMS_MAX_BYTES ? room : FETCH_KSYMS_MAX_BYTES;
 }
 
 /* Whether key's sampler runs now (its current/ is in the reserve). */
@@ -418,7 +470,7 @@ static void store_prune(struct pcont *pc)
 {
 	const struct pprof_cfg *cfg = &pc->p->cfg;
 	int64_t oldest = clk_wall_ms() - (int64_t)cfg->retention_s * 1000;
-	uint64_t total = 0, other, resv = reserve(pc);
+	uint64_t total = 0, other, ksyms, resv = reserve(pc, &ksyms);
 	struct cwin **by_age;
 	size_t n = 0;
 
@@ -448,6 +500,7 @@ static void store_prune(struct pcont *pc)
 	pc->bytes = total;
 	pc->other_bytes = other;
 	pc->reserved = resv;
+	pc->ksyms_reserved = ksyms;
 	pthread_mutex_unlock(&pc->p->lock);
 }
 
@@ -457,7 +510,8 @@ static void store_prune(struct pcont *pc)
 static void sampler_start(struct pcont *pc, struct csampler *s)
 {
 	const struct pprof_cfg *cfg = &pc->p->cfg;
-	char pid[2][32], rate[16], win[16], cap[24], dir[PATH_MAX], log[PATH_MAX + 16];
+	char pid[2][32], rate[16], win[16], cap[24], room[24], dir[PATH_MAX];
+	char log[PATH_MAX + 16];
 	char *argv[32];
 	int a, rfd;
 
@@ -473,6 +527,8 @@ static void sampler_start(struct pcont *pc, struct csampler *s)
 	snprintf(rate, sizeof(rate), "%u", cfg->rate_hz);
 	snprintf(win, sizeof(win), "%u", cfg->window_s);
 	snprintf(cap, sizeof(cap), "%llu", (unsigned long long)pcont_window_cap(cfg));
+	s->ksyms_room = ksyms_room(pc, s->key);
+	snprintf(room, sizeof(room), "%llu", (unsigned long long)s->ksyms_room);
 	if (snprintf(dir, sizeof(dir), "%s/%s", pc->root, s->key) >= (int)sizeof(dir))
 		return;
 	snprintf(log, sizeof(log), "%s/attach.log", dir);
@@ -483,6 +539,8 @@ static void sampler_start(struct pcont *pc, struct csampler *s)
 	argv[a++] = win;
 	argv[a++] = "--max-disk";	/* a window's cap */
 	argv[a++] = cap;
+	argv[a++] = "--fetch-max-ksyms";	/* its room in the reserve */
+	argv[a++] = room;
 	argv[a++] = "-d";
 	argv[a++] = dir;
 	argv[a] = NULL;
@@ -770,7 +828,8 @@ void pcont_metrics(struct pprof *p, FILE *f)
 	       "Bytes of the store besides sealed windows and the running samplers' windows.");
 	fprintf(f, "opvm_store_other_bytes %llu\n", (unsigned long long)pc->other_bytes);
 	metric(f, "opvm_store_reserved_bytes", "gauge",
-	       "Bytes kept free for the running samplers: two capped windows each.");
+	       "Bytes kept free for the running samplers: two capped windows each and the "
+	       "room to write their guest's kernel symbols anew.");
 	fprintf(f, "opvm_store_reserved_bytes %llu\n", (unsigned long long)pc->reserved);
 	metric(f, "opvm_store_window_cap_bytes", "gauge", "A window's cap (attach --max-disk).");
 	fprintf(f, "opvm_store_window_cap_bytes %llu\n",
@@ -797,12 +856,13 @@ json_t *pcont_json(struct pprof *p)
 			      "overflow_keys", (json_int_t)pc->k[i].ovf_keys);
 		json_array_append_new(g, o);
 	}
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
 			 "max_store", (json_int_t)p->cfg.max_store,
 			 "window_cap", (json_int_t)pcont_window_cap(&p->cfg),
 			 "windows", (json_int_t)pc->windows, "bytes", (json_int_t)pc->bytes,
 			 "other_bytes", (json_int_t)pc->other_bytes,
 			 "reserved_bytes", (json_int_t)pc->reserved,
+			 "ksyms_reserved_bytes", (json_int_t)pc->ksyms_reserved,
 			 "windows_dropped_retention", (json_int_t)pc->dropped_retention,
 			 "windows_dropped_max_store", (json_int_t)pc->dropped_cap,
 			 "overflow_samples", (json_int_t)pc->ovf_samples,

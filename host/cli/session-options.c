@@ -15,6 +15,7 @@
 
 #include "host/cli/options.h"
 #include "host/cli/session.h"
+#include "host/collect/fetch.h"
 #include "host/collect/store.h"
 #include "lib/array.h"
 #include "lib/log.h"
@@ -204,6 +205,11 @@ const struct opt_def session_options[] = {
 	{ .name = "fetch-cache-max", .metavar = "SIZE", .help = "one guest's cache, all "
 	  "sessions (default 2G): past it the least recently used files go",
 	  SO_FETCH(fetch_max_cache) },
+	{ .name = "fetch-max-ksyms", .metavar = "SIZE", .help = "the guest's kernel "
+	  "symbols written at most (default and most 32M): the symbols past it are dropped, "
+	  "counted (opvm exporter --continuous sets it: the room its store keeps)",
+	  OPT_SIZE(SO, fetch_max_ksyms, 4096, FETCH_KSYMS_MAX_BYTES),
+	  .want = "4k to 32M (4M)" },
 	{ .name = "introspect", .metavar = "auto|off|only", .help = "read the guest kernel's "
 	  "symbols from its memory (auto: unless opvm.ko sends them; only: and ignore "
 	  "opvm.ko's channel); docs/introspection.md",

@@ -127,6 +127,7 @@ static void collector_cfg(const struct session_opts *o, const struct backend_set
 		.fetch = { .off = o->no_fetch, .max_file = o->fetch_max_file,
 			   .max_session = o->fetch_max_session,
 			   .max_cache = o->fetch_max_cache,
+			   .max_ksyms = o->fetch_max_ksyms,
 			   .verify = symres_check_build_id },
 	};
 	for (unsigned i = 0; i < setup->nr_events; i++) {

@@ -39,6 +39,7 @@ struct session_opts {
 	int introspect;			/* --introspect: enum introspect_mode */
 	const char *fetch_cache;	/* --fetch-cache DIR */
 	uint64_t fetch_max_file, fetch_max_session, fetch_max_cache;	/* 0: defaults */
+	uint64_t fetch_max_ksyms;	/* 0: the default */
 	int umask;			/* --umask; -1: not given */
 	struct collector_symbols sym;	/* --guest-root, --system-map, --vmlinux */
 	struct sampler_callgraph_cfg callgraph;	/* -g, --call-graph */

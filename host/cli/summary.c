@@ -175,6 +175,12 @@ static void fetch_summary(json_t *root)
 				     "samples with opvm.ko's addresses (session.json "
 				     "fetch.ksyms)", lie ? lie : "", lie ? "; " : "",
 				     (unsigned long long)stats_json_get(k, "slide_mismatch"));
+	if (stats_json_get(k, "capped"))
+		text_fprintf_wrapped(stdout, 4, "  %llu of the guest's kernel symbols were past "
+				     "the cap on its kallsyms (%.1f MB, --fetch-max-ksyms) and are "
+				     "not kept (session.json fetch.ksyms.capped)",
+				     (unsigned long long)stats_json_get(k, "capped"),
+				     stats_json_get(k, "max_bytes") / 1e6);
 	for (size_t i = 0; i < ARRAY_SIZE(refusals); i++)
 		refused += stats_json_get(b, refusals[i]);
 	if (!stats_json_get(k, "syms") && !stats_json_get(b, "files") &&

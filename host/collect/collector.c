@@ -218,6 +218,7 @@ static struct fetch *guest_fetch_new(const struct collector *c, struct store *st
 		.max_file = c->cfg.fetch.max_file,
 		.max_session = c->cfg.fetch.max_session,
 		.max_cache = c->cfg.fetch.max_cache,
+		.max_ksyms = c->cfg.fetch.max_ksyms,
 		.no_ksyms = c->cfg.fetch.off,
 		.public_files = c->cfg.public_tree,
 		.verify = c->cfg.fetch.verify,
@@ -745,9 +746,11 @@ static void intro_poll(struct cguest *g, uint64_t now)
  * What the relay must send: reading /proc/kallsyms is the relay's largest
  * cost to the guest (~300 M instructions: the kernel formats every line),
  * so it is asked for only when the host has vmlinux's symbols from nowhere
- * else: no System.map, and introspection off, without guest memory, or
- * failed.  The modules' symbols are not in either (opvm.ko walks their
- * text for little).  -1: not known yet (introspection still searching).
+ * else: no System.map, none of this boot's in the session's kallsyms, and
+ * introspection off, without guest memory, or failed.  The modules'
+ * symbols are asked for in any case (none of those has them, or they may
+ * have changed: opvm.ko walks their text for little).  -1: not known yet
+ * (introspection still searching).
  */
 static int ksyms_need(const struct cguest *g, uint64_t now)
 {
@@ -760,7 +763,9 @@ static int ksyms_need(const struct cguest *g, uint64_t now)
 	if (g->intro && g->intro_state == INTROSPECT_SEARCHING &&
 	    now - g->word_wait_ms < KSYMS_INTRO_WAIT_MS)
 		return -1;
-	if (g->c->cfg.symbols.system_map)
+	/* the session's kallsyms has this boot's already (a sampler started
+	 * again): vmlinux's are not read again */
+	if (g->c->cfg.symbols.system_map || fetch_ksyms_stored(g->fetch))
 		return OPVM_KSYMS_WANT_MODULES;
 	return OPVM_KSYMS_WANT_ALL;
 }

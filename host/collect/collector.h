@@ -94,6 +94,7 @@ struct collector_config {
 						 * NULL: binaries are not fetched */
 		uint64_t max_file, max_session;	/* 0: fetch.h's defaults */
 		uint64_t max_cache;		/* 0: fetch.h's default */
+		uint64_t max_ksyms;		/* 0: fetch.h's default */
 		/* fetch_config.verify (symbols/ has the ELF reader). */
 		int (*verify)(const char *path, const uint8_t *bid, size_t len);
 	} fetch;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What fetch.c (the requests, the channel's records) and fetch-perfmap.c
+ * What fetch.c (the requests, the channel's records), fetch-ksame.c (a
+ * kernel-symbol transfer held against the stored one) and fetch-perfmap.c
  * (the perf maps' table and their files in the session) share.  Not for
  * use outside host/collect/fetch*.c.
  *
@@ -20,6 +21,33 @@
 #include <sys/types.h>
 
 #include <jansson.h>
+
+#include "guest-kmod/opvm_proto.h"
+
+/* What a kallsyms transfer holds: vmlinux's symbols, the modules'. */
+#define FETCH_KIND_VMLINUX	1u
+#define FETCH_KIND_MODULES	2u
+/* Longest text line of one entry: 16 hex digits, type, name, module. */
+#define FETCH_KLINE_MAX	(16 + 3 + OPVM_KSYM_NAME_MAX + 3 + OPVM_MODNAME_LEN + 2)
+
+/*
+ * A transfer held against <guest>/kallsyms (fetch-ksame.c): while its
+ * lines repeat the stored file's, nothing is written.  ksame_open(): the
+ * stored file of the guest's directory gfd (not closed, not owned; a
+ * regular file, never through a link), or NULL if there is none.
+ * ksame_match(): the bytes of whole lines at the start of text[n] (lines
+ * of one kind, FETCH_KIND_*) that are the stored file's next lines of that
+ * kind; after a shorter answer the comparison is over.  ksame_more():
+ * whether the stored file has lines of kinds beyond those matched (the
+ * transfer had fewer).  ksame_copy(): the lines that matched, in the
+ * stored file's order, written to fd: the part file's start.  0 or -EIO.
+ */
+struct ksame;
+struct ksame *ksame_open(int gfd);
+void ksame_close(struct ksame *s);	/* NULL-safe */
+size_t ksame_match(struct ksame *s, unsigned kind, const char *text, size_t n);
+bool ksame_more(struct ksame *s, unsigned kinds);
+int ksame_copy(struct ksame *s, int fd);
 
 struct fetch_pmaps;
 

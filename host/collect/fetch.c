@@ -5,6 +5,11 @@
  * Kernel symbols: a transfer is KSYMS records then KSYMS_END; it is written to
  * <guest>/kallsyms.part and renamed to <guest>/kallsyms at the end (or
  * when the session ends first: a partial table still names most samples).
+ * One that repeats the kallsyms the session has writes nothing
+ * (fetch-ksame.c), and at most cfg.max_ksyms bytes are written of one
+ * (the exporter's store keeps room for that much: attach
+ * --fetch-max-ksyms).  A HELLO whose kernel is the stored file's
+ * (ksyms_stored()) takes its ORC tables and int3 path from it.
  * A HELLO (reboot, new host session) abandons an open transfer: the relay
  * starts a new one after it, if the host asks (fetch_ksyms_tell()).  A
  * transfer of vmlinux's symbols only (introspection's) or of the modules'
@@ -42,13 +47,6 @@
 #include "lib/text.h"
 #include "vmm/introspect/introspect.h"
 
-/* What a kallsyms transfer held: vmlinux's symbols, modules'. */
-#define KIND_VMLINUX	1u
-#define KIND_MODULES	2u
-
-/* Longest text line of one entry: 16 hex digits, type, name, module. */
-#define KLINE_MAX	(16 + 3 + OPVM_KSYM_NAME_MAX + 3 + OPVM_MODNAME_LEN + 2)
-
 enum img_state { IMG_WANT, IMG_ACTIVE, IMG_DONE, IMG_FAILED, IMG_CACHED };
 
 struct img {
@@ -76,8 +74,13 @@ struct fetch {
 	char *cache;			/* <cache>/<guest>, or NULL */
 	int cfd;			/* it, opened by cache_open(), or -1 */
 	char cache_err[256];		/* why it was refused ("" if it was not) */
+	bool xfer;			/* a kernel-symbol transfer is open */
+	struct ksame *same;		/* it repeats the stored kallsyms so far
+					 * (nothing written), or NULL */
 	int fd;				/* kallsyms.part being written, or -1 */
-	size_t bytes;			/* in it */
+	size_t bytes;			/* in the transfer */
+	bool stored_ok;			/* the stored kallsyms is the latest
+					 * HELLO's kernel (ksyms_stored()) */
 	struct fetch_stats st;
 	struct img *imgs;		/* FETCH_MAX_IMAGES */
 	size_t nr_imgs;
@@ -103,7 +106,7 @@ struct fetch {
 	uint64_t settled;		/* transfers ended (fetch_settled()) */
 	bool word_due;			/* a HELLO came: the relay waits for the
 					 * host's word on the symbols */
-	unsigned kinds;			/* the open transfer's: KIND_* */
+	unsigned kinds;			/* the open transfer's: FETCH_KIND_* */
 	uint64_t tables[OPVM_KSYMS_TABLES];	/* this transfer's, 0: none yet */
 	uint64_t tables_text;		/* _text in the table they came with */
 	/* the int3 entry path's symbols in this vmlinux table
@@ -114,7 +117,7 @@ struct fetch {
 	uint64_t hello_text, hello_anchor_addr;
 	char hello_anchor[OPVM_SYMNAME_LEN + 1];	/* name_byte()-sanitised */
 	char ksyms_conflict[160];	/* the first disagreement, or "" */
-	char text[OPVM_REC_MAX / 10 * KLINE_MAX];	/* one record's lines */
+	char text[OPVM_REC_MAX / 10 * FETCH_KLINE_MAX];	/* one record's lines */
 };
 
 /* The session's own files follow the sample tree's modes (--umask); the
@@ -215,6 +218,8 @@ struct fetch *fetch_new(const struct fetch_config *cfg)
 		f->cfg.max_session = FETCH_SESSION_MAX;
 	if (!f->cfg.max_cache)
 		f->cfg.max_cache = FETCH_CACHE_MAX;
+	if (!f->cfg.max_ksyms || f->cfg.max_ksyms > FETCH_KSYMS_MAX_BYTES)
+		f->cfg.max_ksyms = FETCH_KSYMS_MAX_BYTES;
 	/* the store has just walked it without links; its files are made
 	 * from this fd, never by a path again */
 	f->gfd = open(cfg->guest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -323,10 +328,10 @@ static void mods_write(struct fetch *f)
  */
 static void ksyms_merge(struct fetch *f, const char *old)
 {
-	bool want_mod = !(f->kinds & KIND_MODULES);
+	bool want_mod = !(f->kinds & FETCH_KIND_MODULES);
 	int fd = fs_openat_regular(f->gfd, old, O_NOFOLLOW);
 	FILE *in = fd >= 0 ? fdopen(fd, "r") : NULL;
-	char line[KLINE_MAX + 2];
+	char line[FETCH_KLINE_MAX + 2];
 
 	if (!in) {
 		if (fd >= 0)
@@ -338,7 +343,7 @@ static void ksyms_merge(struct fetch *f, const char *old)
 
 		if (!n || line[n - 1] != '\n' || (strstr(line, "\t[") != NULL) != want_mod)
 			continue;	/* not a line this file's writer made */
-		if (n > FETCH_KSYMS_MAX_BYTES - f->bytes) {
+		if (n > f->cfg.max_ksyms - f->bytes) {
 			f->st.ksyms_capped++;
 			continue;
 		}
@@ -355,12 +360,19 @@ static void ksyms_merge(struct fetch *f, const char *old)
 }
 
 /* Closes the transfer; keep: rename the part to kallsyms (with the other
- * kind's lines of the old one when it held one kind only). */
+ * kind's lines of the old one when it held one kind only).  One that
+ * repeated the stored file leaves it as it is (at the end of a session,
+ * a partial transfer of it too: the stored file has more). */
 static void ksyms_close(struct fetch *f, bool keep)
 {
+	if (!f->xfer)
+		return;
+	f->xfer = false;
+	ksame_close(f->same);
+	f->same = NULL;
 	if (f->fd < 0)
 		return;
-	if (keep && f->kinds && f->kinds != (KIND_VMLINUX | KIND_MODULES))
+	if (keep && f->kinds && f->kinds != (FETCH_KIND_VMLINUX | FETCH_KIND_MODULES))
 		ksyms_merge(f, "kallsyms");
 	if (close(f->fd))
 		f->st.io_errors++;
@@ -450,7 +462,7 @@ size_t fetch_ksyms_text(const void *rec, size_t len, char *out, size_t outlen,
 	while (end - p >= 10) {
 		uint64_t addr;
 		unsigned type = p[8], nlen = p[9];
-		char line[KLINE_MAX];
+		char line[FETCH_KLINE_MAX];
 		int table = -1;
 		size_t l;
 
@@ -586,25 +598,68 @@ static void int3_scan(struct fetch *f, const char *t, size_t n)
 	}
 }
 
+/* The transfer's part file, which starts with the stored lines it
+ * repeated so far (f->same, then over).  0, or -1 (counted): the rest of
+ * the transfer is not kept. */
+static int ksyms_part(struct fetch *f)
+{
+	f->fd = part_create(f, "kallsyms.part", session_mode(f));
+	if (f->fd >= 0 && f->same && ksame_copy(f->same, f->fd)) {
+		close(f->fd);
+		f->fd = -1;
+		unlinkat(f->gfd, "kallsyms.part", 0);
+	}
+	ksame_close(f->same);
+	f->same = NULL;
+	if (f->fd < 0)
+		f->st.io_errors++;
+	return f->fd < 0 ? -1 : 0;
+}
+
+/* A transfer's first record: held against the stored kallsyms while it
+ * repeats it, else written to the part file from the start. */
+static void ksyms_begin(struct fetch *f)
+{
+	f->xfer = true;
+	f->bytes = 0;
+	f->st.ksyms_syms = f->st.ksyms_bad = f->st.ksyms_capped = 0;
+	f->st.ksyms_merged = 0;
+	f->kinds = 0;
+	f->same = ksame_open(f->gfd);
+	if (!f->same)
+		ksyms_part(f);
+}
+
+/* One record's lines (of kind) into the transfer: nothing while they
+ * repeat the stored file, the part file from the first that does not. */
+static void ksyms_put(struct fetch *f, unsigned kind, const char *text, size_t n)
+{
+	if (f->same) {
+		size_t same = ksame_match(f->same, kind, text, n);
+
+		if (same == n || ksyms_part(f))
+			return;
+		text += same;
+		n -= same;
+	}
+	if (f->fd >= 0 && n && write(f->fd, text, n) != (ssize_t)n)
+		f->st.io_errors++;
+}
+
 static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 {
 	unsigned kind;
 	uint64_t ok, bad, capped;
-	size_t room = FETCH_KSYMS_MAX_BYTES - f->bytes, n;
-	if (f->fd < 0) {
-		f->fd = part_create(f, "kallsyms.part", session_mode(f));
-		if (f->fd < 0) {
-			f->st.io_errors++;
-			return;
-		}
-		f->bytes = 0;
-		room = FETCH_KSYMS_MAX_BYTES;
-		f->st.ksyms_syms = f->st.ksyms_bad = f->st.ksyms_capped = 0;
-		f->st.ksyms_merged = 0;
-		f->kinds = 0;
-	}
-	kind = ((const struct opvm_rec_ksyms *)rec)->module[0] ? KIND_MODULES : KIND_VMLINUX;
-	if (kind == KIND_VMLINUX && !(f->kinds & KIND_VMLINUX)) {
+	size_t room, n;
+
+	if (!f->xfer)
+		ksyms_begin(f);
+	if (!f->same && f->fd < 0)
+		return;		/* no part file: counted */
+	room = f->cfg.max_ksyms - f->bytes;
+	kind = ((const struct opvm_rec_ksyms *)rec)->module[0] ? FETCH_KIND_MODULES :
+								 FETCH_KIND_VMLINUX;
+	if (kind == FETCH_KIND_VMLINUX && !(f->kinds & FETCH_KIND_VMLINUX)) {
 		memset(f->tables, 0, sizeof(f->tables));	/* a new vmlinux table */
 		f->tables_text = 0;
 		int3_reset(f);
@@ -615,12 +670,9 @@ static void ksyms_write(struct fetch *f, const void *rec, size_t len)
 	f->st.ksyms_records++;
 	f->st.ksyms_bad += bad;
 	f->st.ksyms_capped += capped;
-	if (n && write(f->fd, f->text, n) != (ssize_t)n) {
-		f->st.io_errors++;
-		return;
-	}
+	ksyms_put(f, kind, f->text, n);
 	ksyms_check(f, f->text, n);
-	if (kind == KIND_VMLINUX)
+	if (kind == FETCH_KIND_VMLINUX)
 		int3_scan(f, f->text, n);
 	f->bytes += n;
 	f->st.ksyms_bytes = f->bytes;
@@ -641,7 +693,12 @@ static void ksyms_end(struct fetch *f, const void *rec)
 		f->st.ksyms_truncated++;
 	if (le64toh(e.nr_syms) != f->st.ksyms_syms + f->st.ksyms_bad + f->st.ksyms_capped)
 		f->st.ksyms_end_mismatch++;
-	ksyms_close(f, f->fd >= 0);
+	/* fewer lines of its kinds than the stored file has: written */
+	if (f->same && ksame_more(f->same, f->kinds))
+		ksyms_part(f);
+	if (f->same)
+		f->st.ksyms_unchanged++;
+	ksyms_close(f, true);
 	mods_write(f);
 }
 
@@ -1267,6 +1324,70 @@ static void file_end(struct fetch *f, const void *rec)
 	}
 }
 
+/* One line of the stored kallsyms ("ADDR T NAME\n", n bytes, vmlinux's)
+ * for ksyms_stored(): its ORC table symbols and the int3 path. */
+static void stored_tables(struct fetch *f, const char *line, size_t n, uint64_t addr)
+{
+	int t = line[17] && strchr("rRdDbB", line[17]) ? opvm_ksyms_table(line + 19, n - 20) : -1;
+
+	if (t >= 0)
+		f->tables[t] = addr;
+	int3_scan(f, line, n);
+}
+
+/*
+ * Whether the stored kallsyms is the kernel of the HELLO just taken: its
+ * _text and the HELLO's anchor at the HELLO's run-time addresses, the
+ * check the reports make of it (symbols/symres-kernel.c).  A sampler
+ * started again for the same boot finds it so, and the relay is asked for
+ * the modules' symbols only (fetch_ksyms_stored()).  tables: no table of
+ * this boot came yet: the file's ORC tables and int3 path stand for it.
+ */
+static bool ksyms_stored(struct fetch *f, bool tables)
+{
+	int fd = f->gfd < 0 || f->cfg.no_ksyms || !f->hello_text || !f->hello_anchor[0] ? -1 :
+		 fs_openat_regular(f->gfd, "kallsyms", O_NOFOLLOW);
+	FILE *in = fd >= 0 ? fdopen(fd, "r") : NULL;
+	char line[FETCH_KLINE_MAX + 2];
+	uint64_t text = 0, anchor = 0;
+	bool ok;
+
+	if (!in) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	while (fgets(line, sizeof(line), in)) {
+		size_t n = strlen(line), len = n > 20 ? n - 20 : 0;
+		uint64_t addr = strtoull(line, NULL, 16);
+
+		/* the writer's vmlinux lines only (modules' have "\t[") */
+		if (!len || line[n - 1] != '\n' || line[16] != ' ' || strstr(line, "\t["))
+			continue;
+		if (!text && len == 5 && !memcmp(line + 19, "_text", 5))
+			text = addr;
+		else if (!anchor && len == strlen(f->hello_anchor) &&
+			 !memcmp(line + 19, f->hello_anchor, len))
+			anchor = addr;
+		if (tables)
+			stored_tables(f, line, n, addr);
+	}
+	fclose(in);
+	ok = text == f->hello_text && anchor == f->hello_anchor_addr;
+	if (tables && ok) {
+		f->tables_text = text;
+	} else if (tables) {
+		memset(f->tables, 0, sizeof(f->tables));
+		int3_reset(f);
+	}
+	return ok;
+}
+
+bool fetch_ksyms_stored(const struct fetch *f)
+{
+	return f->stored_ok;
+}
+
 /* The kernel HELLO describes (decoder contract: the whole fixed record). */
 static void hello_take(struct fetch *f, const struct opvm_rec_hdr *rec)
 {
@@ -1302,6 +1423,9 @@ void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len)
 		if (!f->hello_text || f->tables_text != f->hello_text) {
 			memset(f->tables, 0, sizeof(f->tables));
 			int3_reset(f);
+			f->stored_ok = ksyms_stored(f, true);
+		} else {
+			f->stored_ok = ksyms_stored(f, false);
 		}
 		if (f->pm_cur) {	/* asked again later, from where it is */
 			f->pm_cur = false;
@@ -1377,7 +1501,7 @@ json_t *fetch_to_json(const struct fetch *f)
 		json_decref(bin);
 		bin = NULL;
 	}
-	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o,s:o}",
+	return json_pack("{s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o,s:o}",
 		"ksyms", "slide_mismatch", C(s->ksyms_slide_mismatch),
 		"slide_conflict", f->ksyms_conflict[0] ? json_string(f->ksyms_conflict) :
 		json_null(),
@@ -1387,7 +1511,8 @@ json_t *fetch_to_json(const struct fetch *f)
 		"restricted", C(s->ksyms_restricted), "module_walk", C(s->ksyms_module_walk),
 		"truncated", C(s->ksyms_truncated),
 		"end_mismatch", C(s->ksyms_end_mismatch),
-		"merged", C(s->ksyms_merged), "asked_all", C(s->ksyms_asked_all),
+		"merged", C(s->ksyms_merged), "unchanged", C(s->ksyms_unchanged),
+		"max_bytes", C(f->cfg.max_ksyms), "asked_all", C(s->ksyms_asked_all),
 		"asked_modules", C(s->ksyms_asked_modules), "asked_none", C(s->ksyms_asked_none),
 		"binaries", bin ? bin : json_null(), "max_session", C(f->cfg.max_session),
 		"io_errors", C(s->io_errors),

@@ -5,7 +5,10 @@
  *    per guest as <session>/guests/<guest>/kallsyms in /proc/kallsyms text
  *    form, which symbols/ reads like a System.map, and beside it
  *    kallsyms.modules ("BASE SIZE NAME" from the MODULE records) so that a
- *    module's symbols can be made base-relative like its samples;
+ *    module's symbols can be made base-relative like its samples; a
+ *    transfer that repeats the kallsyms the session has writes nothing (a
+ *    sampler started again sends the same table), and one that differs
+ *    goes to kallsyms.part until its end, at most max_ksyms bytes;
  *  - its binaries by build-id: for each image that has samples and is not
  *    in the guest's build-id cache, the host writes a FETCH request to the
  *    channel, one file at a time; FILE_DATA/FILE_END come back, into a
@@ -45,7 +48,8 @@
 #include "guest-kmod/opvm_proto.h"
 
 /* Largest kallsyms file kept per guest (Debian 12's: ~3 MiB of text
- * symbols); symbols beyond it are dropped and counted. */
+ * symbols); symbols beyond it are dropped and counted.  The most
+ * fetch_config.max_ksyms may be. */
 #define FETCH_KSYMS_MAX_BYTES	((size_t)32 << 20)
 /* Defaults of the per-file and per-session caps of fetched binaries. */
 #define FETCH_FILE_MAX		((uint64_t)256 << 20)
@@ -80,6 +84,9 @@ struct fetch_config {
 	uint64_t max_file;		/* 0: FETCH_FILE_MAX */
 	uint64_t max_session;		/* 0: FETCH_SESSION_MAX */
 	uint64_t max_cache;		/* 0: FETCH_CACHE_MAX */
+	uint64_t max_ksyms;		/* bytes of one kallsyms transfer, its
+					 * part file; 0 (or more):
+					 * FETCH_KSYMS_MAX_BYTES */
 	int no_ksyms;			/* 1: do not keep the kernel's symbols */
 	int no_debug_files;		/* 1: binaries only, no debug files */
 	int no_perfmaps;		/* 1: no JIT perf maps */
@@ -105,6 +112,8 @@ struct fetch_stats {
 	uint64_t ksyms_end_mismatch;	/* KSYMS_END count != symbols received */
 	uint64_t ksyms_merged;		/* lines of the other kind kept from the
 					 * kallsyms a one-kind transfer replaced */
+	uint64_t ksyms_unchanged;	/* transfers that repeated the stored
+					 * kallsyms: nothing written */
 	/* the host's word to the relay after each HELLO (OPVM_REQ_KSYMS) */
 	uint64_t ksyms_asked_all, ksyms_asked_modules, ksyms_asked_none;
 	uint64_t ksyms_slide_mismatch;	/* the kernel's _text or HELLO's anchor
@@ -199,6 +208,11 @@ void fetch_poll(struct fetch *f, int fd, uint64_t now_ms);
  */
 bool fetch_ksyms_word_due(const struct fetch *f);
 int fetch_ksyms_tell(struct fetch *f, int fd, unsigned want);
+/* Whether <guest>/kallsyms, when the latest HELLO came, was that HELLO's
+ * kernel: its _text and the HELLO's anchor at the HELLO's run-time
+ * addresses (a sampler started again for the same boot).  Its vmlinux
+ * lines need not be sent again; the modules' may have changed. */
+bool fetch_ksyms_stored(const struct fetch *f);
 
 /*
  * Symbols read from guest memory (vmm/introspect/memsyms.h), for images the

@@ -7,11 +7,18 @@
 # store is asked for new sample files all the time.  The exporter judged
 # has 2 s windows, --retention 600 and a --max-store 768 KiB above what
 # the store's files besides windows need (the guest's kallsyms, measured
-# by a first exporter on the same store), so a window's cap (--max-store /
-# (retention/window + 512)) is a few KiB and the prunes have to drop
-# windows to keep the store under --max-store.  Checked:
-#  - the store's bytes on disk (du, blocks), read every second while the
-#    guest churns and after, never exceed --max-store;
+# by a first exporter on the same store) and the sampler's room to write
+# them anew, so a window's cap (--max-store / (retention/window + 512)) is
+# a few KiB and the prunes have to drop windows to keep the store under
+# --max-store.  Checked:
+#  - the store's bytes on disk (du, blocks), every file counted (a
+#    transfer's kallsyms.part too), read every second while the guest
+#    churns and after, and as often as they can be while a part file is
+#    there (inotify), never exceed --max-store: the judged exporter's
+#    sampler, new, is sent the guest's kernel symbols again (introspection,
+#    the modules' walk) beside the copy the store has (it writes nothing
+#    of a table that repeats the store's: reported, fetch.ksyms.unchanged
+#    in session.json; one that does not fits in its reserve);
 #  - the overflow is counted: /debug/pprof/guests' store and the guest's
 #    opvm_continuous_overflow_samples_total/_keys_total are > 0, and the
 #    sealed windows' session.json say the same;
@@ -49,11 +56,13 @@ gstore() {	# gstore FIELD: /debug/pprof/guests' store.FIELD
 
 # First an exporter without a tight cap, until the store holds the
 # guest's kallsyms: what the store needs besides windows (other_bytes,
-# about half of System.map's size here, but the guest's to say).  Then the
-# exporter that is judged, on the same store, with --max-store that and
-# 768 KiB: room for the sampler's reserve and a dozen of the churn's
-# windows (each its cap, a few KiB, and the {overflow} bucket and
-# session.json the cap exempts), fewer than the churn makes.
+# about half of System.map's size here, but the guest's to say), and the
+# room a sampler keeps to write them anew (ksyms_reserved_bytes, 4 MiB:
+# more than this guest's).  Then the exporter that is judged, on the same
+# store, with --max-store those and 768 KiB: room for the sampler's two
+# windows and a dozen of the churn's (each its cap, a few KiB, and the
+# {overflow} bucket and session.json the cap exempts), fewer than the
+# churn makes.
 start_exporter $((64 << 20)) "$T/exporter0.log"
 boot_channel_guest 512 "opvm.workload=churn:$CHURN_S,100+idle:600" "$G"
 for _ in $(seq 600); do
@@ -62,22 +71,61 @@ for _ in $(seq 600); do
 done
 OTHER=$(gstore other_bytes)
 [ "$OTHER" -ge $((512 << 10)) ] || fail "the guest's kallsyms did not reach the store ($OTHER bytes besides windows)"
+KROOM=$(gstore ksyms_reserved_bytes)
+[ "$KROOM" -gt 0 ] || fail "no room kept for the sampler's kernel symbols"
+# The store's bytes while a transfer's part file is in a guest's
+# directory (kallsyms.part lasts about 0.1 s, which readings a second
+# miss), as often as the store can be read, once $T/judged is there (the
+# judged exporter's): one line a reading (inotify through ctypes, no
+# package needed).  Started now, while the store has the guest's
+# directory, and ready before the judged exporter starts.
+python3 - "$ST" "$T/du-part.txt" "$T/judged" 2>"$T/du-part.log" <<'EOF' &
+import ctypes, glob, os, struct, sys, time
+st, out, go = sys.argv[1], open(sys.argv[2], "w", buffering=1), sys.argv[3]
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init()
+dirs = {}
+for d in glob.glob(st + "/*/guests/*/"):
+    dirs[libc.inotify_add_watch(fd, d.encode(), 0x100 | 0x2)] = d	# CREATE, MODIFY
+def du():
+    n = os.lstat(st).st_blocks * 512
+    for dp, dn, fn in os.walk(st):
+        for x in dn + fn:
+            try:
+                n += os.lstat(os.path.join(dp, x)).st_blocks * 512
+            except OSError:
+                pass
+    return n
+print("watching %d" % len(dirs), file=sys.stderr, flush=True)
+while True:
+    buf, i, parts = os.read(fd, 1 << 16), 0, set()
+    while i < len(buf):
+        w, mask, _, ln = struct.unpack_from("iIII", buf, i)
+        name = buf[i + 16:i + 16 + ln].rstrip(b"\0").decode()
+        i += 16 + ln
+        if name.endswith(".part") and w in dirs and os.path.exists(go):
+            parts.add(dirs[w] + name)
+    for p in parts:
+        while os.path.exists(p):
+            print(du(), p, file=out)
+            time.sleep(0.005)
+EOF
+PW=$!
+CLEAN_PIDS="$PW $CLEAN_PIDS"
 kill "$EXP"
 wait "$EXP" 2>/dev/null
-MAXS=$((OTHER + (768 << 10)))
-echo "RESULT the store besides windows: $OTHER bytes; --max-store $MAXS"
+for _ in $(seq 50); do grep -q watching "$T/du-part.log" 2>/dev/null && break; sleep 0.1; done
+grep -q "watching [1-9]" "$T/du-part.log" || fail "no guest directory to watch: $(cat "$T/du-part.log")"
+MAXS=$((OTHER + KROOM + (768 << 10)))
+echo "RESULT the store besides windows: $OTHER bytes; a sampler's room for kallsyms: $KROOM; --max-store $MAXS"
+touch "$T/judged"	# the watcher's readings from here
 start_exporter "$MAXS" "$T/exporter.log"
 
-# the store's bytes, every second, from the judged exporter's start: its
-# files but a transfer from the guest in progress (*.part: its sampler,
-# new, fetches the guest's kallsyms again beside the copy the store has,
-# over --max-store by their size until the rename; docs/usage.md), and
-# with it, reported
+# the store's bytes, every second, from the judged exporter's start
 (
 	while :; do
-		echo "$(du -sB1 --exclude='*.part' "$ST" 2>/dev/null | cut -f1)" \
-			"$(m /metrics | awk '$1 == "opvm_store_windows" { print $2 }')" \
-			"$(du -sB1 "$ST" 2>/dev/null | cut -f1)"
+		echo "$(du -sB1 "$ST" 2>/dev/null | cut -f1)" \
+			"$(m /metrics | awk '$1 == "opvm_store_windows" { print $2 }')"
 		sleep 1
 	done
 ) > "$T/du.txt" &
@@ -111,8 +159,8 @@ for q in "start=1&end=$now" "start=$((now - 100000000))"; do
 	case "$out" in "opvm exporter: "*" 400") ;; *) fail "$q: not one line of 400" ;; esac
 	[ "$(printf '%s' "$out" | wc -l)" = 1 ] || fail "$q: more than one line"
 done
-kill "$DU"
-wait "$DU" 2>/dev/null
+kill "$DU" "$PW"
+wait "$DU" "$PW" 2>/dev/null
 
 python3 - "$T" "$ST" "$G" "$MAXS" <<'EOF' || exit 1
 import glob, gzip, json, os, re, sys
@@ -144,13 +192,15 @@ def fields(b):	# the top-level fields of a protobuf message
 # the store's bytes, every second
 du = [l.split() for l in open(t + "/du.txt") if l.split()]
 sizes = [int(l[0]) for l in du]
-whole = [int(l[2]) for l in du if len(l) > 2]
-print("RESULT store bytes: %d readings, max %d, last %d, --max-store %d (with *.part: max %d)"
-      % (len(sizes), max(sizes or [0]), sizes[-1] if sizes else 0, maxs, max(whole or [0])))
+part = [int(l.split()[0]) for l in open(t + "/du-part.txt") if l.split()]
+print("RESULT store bytes (every file, *.part too): %d readings, max %d, last %d, "
+      "--max-store %d; %d readings during a transfer's *.part, max %d"
+      % (len(sizes), max(sizes or [0]), sizes[-1] if sizes else 0, maxs, len(part),
+         max(part or [0])))
 if len(sizes) < 10:
     bad("too few readings of the store's size")
-if max(sizes or [0]) > maxs:
-    bad("the store held %d bytes, over --max-store %d" % (max(sizes), maxs))
+if max(sizes + part or [0]) > maxs:
+    bad("the store held %d bytes, over --max-store %d" % (max(sizes + part), maxs))
 
 # the overflow, counted three ways
 s = json.load(open(t + "/guests.json"))["store"]
@@ -162,12 +212,18 @@ def metric(name):
 ms, mk = metric("opvm_continuous_overflow_samples_total"), metric("opvm_continuous_overflow_keys_total")
 wins = glob.glob("%s/*.%s/guests/*/samples/w-*" % (st, g))
 jso = jsk = 0
-for w in wins:
+ks = {}		# the judged sampler's kernel-symbol transfers, its latest window's
+for w in sorted(wins):
     try:
-        so = json.load(open(w + "/session.json"))["store"]
+        sj = json.load(open(w + "/session.json"))
+        so = sj["store"]
         jso += so.get("overflow_samples", 0); jsk += so.get("overflow_keys", 0)
-    except (OSError, ValueError, KeyError):
+        ks = sj.get("fetch", {}).get("ksyms", ks)
+    except (OSError, ValueError, KeyError, AttributeError):
         pass
+print("RESULT the judged sampler's kernel symbols: %s transfers, %s repeated the store's "
+      "(nothing written), %s capped, room %s"
+      % (ks.get("done"), ks.get("unchanged"), ks.get("capped"), ks.get("max_bytes")))
 print("RESULT window cap %d, windows %d (dropped: max_store %d, retention %d), bytes %d, other %d, reserved %d"
       % (s["window_cap"], s["windows"], s["windows_dropped_max_store"], s["windows_dropped_retention"],
          s["bytes"], s["other_bytes"], s["reserved_bytes"]))

@@ -31,6 +31,7 @@
 #include "symbols/ksyms.h"
 #include "symbols/symres.h"
 #include "vmm/introspect/memsyms.h"
+#include "vmm/sampler.h"
 
 struct krec {
 	_Alignas(8) uint8_t buf[OPVM_REC_MAX];
@@ -68,7 +69,7 @@ static size_t krec_done(struct krec *k, const char *module)
 	r->hdr.len = htole32((uint32_t)len);
 	r->nr = htole32(k->nr);
 	r->bytes = htole16((uint16_t)k->used);
-	strncpy(r->module, module, sizeof(r->module));
+	memcpy(r->module, module, strnlen(module, sizeof(r->module)));	/* zeroed */
 	return len;
 }
 
@@ -1141,6 +1142,15 @@ static void test_cache_planted(void **state)
 	bin_teardown(&b);
 }
 
+/* Removes the test's directory dir and what it holds. */
+static void rm_tree(const char *dir)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 /*
  * A lying kallsyms (issue 25): _text and HELLO's anchor moved by 2 MiB
  * (which moves the KASLR slide with them), every other symbol true.  The
@@ -1231,12 +1241,7 @@ static void test_ksyms_lie(void **state)
 	assert_string_equal(simage_sym(si, (size_t)i)->name, "true_fn");
 	assert_null(simage_warning(si));
 	symres_free(res);
-	{
-		char cmd[128];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-		assert_int_equal(system(cmd), 0);
-	}
+	rm_tree(dir);
 }
 
 /* A FIFO planted as kallsyms.part or kallsyms.modules.part in the
@@ -1380,6 +1385,204 @@ static void test_ksyms_word_and_merge(void **state)
 	snprintf(path, sizeof(path), "%s/kallsyms.modules", dir);
 	unlink(path);
 	assert_int_equal(rmdir(dir), 0);
+}
+
+/* ---- a transfer held against the stored kallsyms ---------------------------- */
+
+#define RT_TEXT	0xffffffff81000000ull
+
+/* This kernel's vmlinux table, one line changed at index change (-1:
+ * none), nr lines of it (at most 8). */
+static size_t rt_vmlinux(struct krec *k, int change, int nr)
+{
+	static const struct { uint64_t off; char type; const char *name; } v[] = {
+		{ 0, 'T', "_text" }, { 0x1000, 'T', "true_fn" }, { 0x2000, 't', "exc_int3" },
+		{ 0x2100, 't', "after_int3" }, { 0x5000, 'T', "printk" },
+		{ 0x1000000, 'R', "__start_orc_unwind_ip" },
+		{ 0x1100000, 'R', "__stop_orc_unwind_ip" },
+		{ 0x1100000, 'R', "__start_orc_unwind" },
+	};
+
+	krec_init(k);
+	for (int i = 0; i < nr && i < 8; i++)
+		krec_add(k, RT_TEXT + v[i].off, v[i].type, i == change ? "changed" : v[i].name, -1);
+	return krec_done(k, "");
+}
+
+static size_t rt_module(struct krec *k, const char *mod, const char *sym)
+{
+	krec_init(k);
+	krec_add(k, 0xffffffffc0200000, 't', sym, -1);
+	krec_add(k, 0xffffffffc0200100, 't', "port_fops_read", -1);
+	return krec_done(k, mod);
+}
+
+static void rt_hello(struct fetch *f, uint64_t text)
+{
+	struct opvm_rec_hello h = { 0 };
+
+	h.hdr.magic = htole16(OPVM_PROTO_MAGIC);
+	h.hdr.type = htole16(OPVM_REC_HELLO);
+	h.hdr.len = htole32(sizeof(h));
+	h.text_addr = htole64(text);
+	h.anchor_addr = htole64(text + 0x5000);
+	strcpy(h.anchor_name, "printk");
+	fetch_record(f, &h.hdr, sizeof(h));
+}
+
+/* The whole file at path (NUL-terminated, at most len - 1 bytes). */
+static void slurp(const char *path, char *buf, size_t len)
+{
+	FILE *in = fopen(path, "r");
+	size_t n;
+
+	assert_non_null(in);
+	n = fread(buf, 1, len - 1, in);
+	buf[n] = '\0';
+	fclose(in);
+}
+
+/*
+ * A sampler started again for the same boot (the exporter's store): the
+ * session's kallsyms is this HELLO's kernel, so the relay need send the
+ * modules' only and the ORC tables come from the file; introspection's
+ * vmlinux table and the modules' walk, the same as the file's, write
+ * nothing (no kallsyms.part at any time: in the store it would take the
+ * file's size again); a table that differs is written, from the file's
+ * lines up to the change; one with fewer lines too.
+ */
+static void test_ksyms_repeat(void **state)
+{
+	char dir[] = "/tmp/test-fetch.XXXXXX", path[256], part[256], was[4096], now[4096];
+	struct krec k;
+	struct fetch *f;
+	struct stat a, b;
+	uint64_t ip0, ip1, orc;
+	struct sampler_int3 i3;
+	int vml, mods;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/kallsyms", dir);
+	snprintf(part, sizeof(part), "%s/kallsyms.part", dir);
+	f = fetch_new(&(struct fetch_config){ .guest_dir = dir });
+	assert_non_null(f);
+	rt_hello(f, RT_TEXT);
+	assert_false(fetch_ksyms_stored(f));		/* nothing stored yet */
+	fetch_record(f, (void *)k.buf, rt_vmlinux(&k, -1, 8));
+	fetch_record(f, (void *)k.buf, rt_module(&k, "virtio_console", "port_fops_write"));
+	put_end(dir, f, 10);
+	fetch_free(f);
+	assert_int_equal(stat(path, &a), 0);
+	slurp(path, was, sizeof(was));
+
+	/* the next sampler */
+	f = fetch_new(&(struct fetch_config){ .guest_dir = dir });
+	assert_non_null(f);
+	rt_hello(f, RT_TEXT);
+	assert_true(fetch_ksyms_stored(f));
+	assert_int_equal(fetch_kernel_orc(f, &ip0, &ip1, &orc), 0);
+	assert_true(ip0 == RT_TEXT + 0x1000000 && orc == RT_TEXT + 0x1100000);
+	assert_int_equal(fetch_kernel_int3(f, &i3), 0);
+	assert_true(i3.nr == 1 && i3.r[0].start == RT_TEXT + 0x2000 &&
+		    i3.r[0].end == RT_TEXT + 0x2100);
+	fetch_record(f, (void *)k.buf, rt_vmlinux(&k, -1, 8));
+	assert_int_equal(stat(part, &b), -1);		/* nothing written */
+	put_end(dir, f, 8);
+	fetch_record(f, (void *)k.buf, rt_module(&k, "virtio_console", "port_fops_write"));
+	assert_int_equal(stat(part, &b), -1);
+	put_end(dir, f, 2);
+	assert_int_equal(fetch_get_stats(f)->ksyms_unchanged, 2);
+	assert_int_equal(stat(path, &b), 0);
+	assert_true(a.st_ino == b.st_ino);		/* the same file */
+	slurp(path, now, sizeof(now));
+	assert_string_equal(now, was);
+
+	/* a module loaded: the modules' walk differs, vmlinux's lines stay */
+	fetch_record(f, (void *)k.buf, rt_module(&k, "virtio_console", "port_fops_write"));
+	fetch_record(f, (void *)k.buf, rt_module(&k, "loop", "lo_open"));
+	assert_int_equal(stat(part, &b), 0);
+	put_end(dir, f, 4);
+	count_lines(path, &vml, &mods);
+	assert_int_equal(vml, 8);
+	assert_int_equal(mods, 4);
+	assert_int_equal(fetch_get_stats(f)->ksyms_unchanged, 2);
+
+	/* vmlinux's table changed in its middle: the file's lines before the
+	 * change, then the transfer's */
+	fetch_record(f, (void *)k.buf, rt_vmlinux(&k, 3, 8));
+	put_end(dir, f, 8);
+	count_lines(path, &vml, &mods);
+	assert_int_equal(vml, 8);
+	assert_int_equal(mods, 4);
+	slurp(path, now, sizeof(now));
+	assert_non_null(strstr(now, "ffffffff81000000 T _text\nffffffff81001000 T true_fn\n"
+				    "ffffffff81002000 t exc_int3\nffffffff81002100 t changed\n"
+				    "ffffffff81005000 T printk\n"));
+	assert_null(strstr(now, "after_int3"));
+	/* fewer lines than the file: written */
+	fetch_record(f, (void *)k.buf, rt_vmlinux(&k, 3, 5));
+	assert_int_equal(stat(part, &b), -1);		/* the same so far */
+	put_end(dir, f, 5);
+	count_lines(path, &vml, &mods);
+	assert_int_equal(vml, 5);
+	assert_int_equal(mods, 4);
+	/* a session that ends during a repeat keeps the whole file */
+	fetch_record(f, (void *)k.buf, rt_vmlinux(&k, 3, 2));
+	fetch_free(f);
+	count_lines(path, &vml, &mods);
+	assert_int_equal(vml, 5);
+
+	/* another boot: not the stored kernel, no tables from it */
+	f = fetch_new(&(struct fetch_config){ .guest_dir = dir });
+	assert_non_null(f);
+	rt_hello(f, RT_TEXT + 0x200000);
+	assert_false(fetch_ksyms_stored(f));
+	assert_int_equal(fetch_kernel_orc(f, &ip0, &ip1, &orc), -ENOENT);
+	assert_int_equal(fetch_kernel_int3(f, &i3), -ENOENT);
+	fetch_free(f);
+	rm_tree(dir);
+}
+
+/* The room the exporter's store keeps for a transfer (max_ksyms, attach
+ * --fetch-max-ksyms): the part file never holds more, the symbols past it
+ * are counted, and a one-kind transfer's merge keeps to it too. */
+static void test_ksyms_room(void **state)
+{
+	char dir[] = "/tmp/test-fetch.XXXXXX", path[256], part[256];
+	const uint64_t room = 150;	/* bytes: five of vmlinux's lines */
+	struct krec k;
+	struct fetch *f;
+	struct stat sb;
+	int vml, mods;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/kallsyms", dir);
+	snprintf(part, sizeof(part), "%s/kallsyms.part", dir);
+	f = fetch_new(&(struct fetch_config){ .guest_dir = dir, .max_ksyms = room });
+	assert_non_null(f);
+	fetch_record(f, (void *)k.buf, rt_vmlinux(&k, -1, 8));
+	assert_int_equal(stat(part, &sb), 0);
+	assert_true((uint64_t)sb.st_size <= room);
+	fetch_record(f, (void *)k.buf, rt_module(&k, "virtio_console", "port_fops_write"));
+	assert_int_equal(stat(part, &sb), 0);
+	assert_true((uint64_t)sb.st_size <= room);
+	put_end(dir, f, 10);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_true((uint64_t)sb.st_size <= room && sb.st_size > 0);
+	/* vmlinux's first five lines (136 bytes) kept, the rest counted */
+	assert_int_equal(fetch_get_stats(f)->ksyms_syms, 5);
+	assert_int_equal(fetch_get_stats(f)->ksyms_capped, 5);
+	/* the modules' walk, merged with vmlinux's lines: within the room */
+	fetch_record(f, (void *)k.buf, rt_module(&k, "loop", "lo_open"));
+	put_end(dir, f, 2);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_true((uint64_t)sb.st_size <= room);
+	count_lines(path, &vml, &mods);
+	assert_int_equal(mods, 2);
+	fetch_free(f);
+	rm_tree(dir);
 }
 
 static void test_fifo_part(void **state)
@@ -1568,6 +1771,8 @@ int main(void)
 		cmocka_unit_test(test_cache_planted),
 		cmocka_unit_test(test_ksyms_lie),
 		cmocka_unit_test(test_ksyms_word_and_merge),
+		cmocka_unit_test(test_ksyms_repeat),
+		cmocka_unit_test(test_ksyms_room),
 		cmocka_unit_test(test_fifo_part),
 		cmocka_unit_test(test_perfmap),
 		cmocka_unit_test(test_jitdump),
