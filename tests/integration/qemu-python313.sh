@@ -148,7 +148,7 @@ EOF
 
 # run_check NAME CG ARGS...: a session and its checks.  A host so loaded
 # that the script's seconds got too few samples (the stops throttled to
-# keep the guest's share; seen under four busy loops) runs it again for
+# keep the guest's share; seen at load average 8) runs it again for
 # four times as long, once: the floors judge progress, not the host's speed
 run_check() {
 	local name=$1 cg=$2 rc
