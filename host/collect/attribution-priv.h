@@ -72,6 +72,7 @@ struct attribution {
 	bool chains;			/* -g: file chains (attribution_config) */
 	int (*task_by_sp)(void *arg, uint64_t sp, uint32_t *tgid, bool *kthread);
 	void *task_arg;
+	void (*on_hold)(void *arg);	/* attribution_config.on_hold */
 	struct stacktab *stk;		/* the stack table, opened on first use */
 	bool stk_failed;
 	/* -g dwarf: user stacks unwound here (attribution_config's host_file) */

@@ -175,6 +175,7 @@ struct attribution *attribution_new(struct store *st, struct gstate *gs,
 	s->chains = cfg && cfg->chains;
 	s->task_by_sp = cfg ? cfg->task_by_sp : NULL;
 	s->task_arg = cfg ? cfg->task_arg : NULL;
+	s->on_hold = cfg ? cfg->on_hold : NULL;
 	s->no_cr3 = cfg && cfg->no_cr3;
 	s->py = cfg ? cfg->py : NULL;
 	if (cfg && cfg->host_file) {
@@ -1250,6 +1251,8 @@ static bool hold(struct attribution *s, const struct opvm_sample *x, uint64_t no
 	h->t = now;
 	h->walks = gstate_walks(s->gs);
 	s->hold_nr++;
+	if (s->on_hold)
+		s->on_hold(s->task_arg);
 	return h->chain != NULL || h->leaf_only;
 }
 

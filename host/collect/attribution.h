@@ -142,6 +142,13 @@ struct attribution_config {
 	 * procs_expected).  NULL: they are filed as samples with no task. */
 	int (*task_by_sp)(void *arg, uint64_t sp, uint32_t *tgid, bool *kthread);
 	void *task_arg;
+	/* A sample was held for guest state the model lacks (a process, a
+	 * mapping, a thread, a module), once per sample, when it is first
+	 * held: where introspection names the processes, only its next walk
+	 * brings that, and introspection walks on change, not at every poll
+	 * (the collector asks it for a walk, introspect_walk_wanted()).
+	 * Called with task_arg.  NULL: nothing. */
+	void (*on_hold)(void *arg);
 	/* User samples are taken as host perf takes them: their CR3 and task
 	 * dropped before attribution, so they are filed by mapping (above).
 	 * For tests: host perf sees no guest code of a TCG guest, whose

@@ -141,6 +141,17 @@ static json_t *intro_memsyms_json(const struct introspect_stats *s)
 	return o;
 }
 
+/* When the lists were walked: the probe, the polls that did not walk,
+ * and why the others did (introspect_poll()). */
+static json_t *intro_when_json(const struct introspect_stats *s)
+{
+	return json_pack("{s:s?,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "probe", s->probe,
+		"probe_bad", json_u64(s->probe_bad), "polls_quiet", json_u64(s->polls_quiet),
+		"boot", json_u64(s->walks_boot), "unprobed", json_u64(s->walks_unprobed),
+		"changed", json_u64(s->walks_changed), "wanted", json_u64(s->walks_wanted),
+		"floor", json_u64(s->walks_floor));
+}
+
 static json_t *intro_json(const struct cguest *g)
 {
 	const struct introspect_stats *s;
@@ -180,6 +191,7 @@ static json_t *intro_json(const struct cguest *g)
 			"walk_failed", json_u64(s->walk_failed), "dups", json_u64(s->task_dups),
 			"procs_sent", json_u64(s->procs_sent), "execs_sent", json_u64(s->execs_sent),
 			"exits_sent", json_u64(s->exits_sent), "refresh_us", json_u64(s->refresh_us)));
+		json_object_set_new(json_object_get(o, "processes"), "when", intro_when_json(s));
 		struct sampler_stats ss = { 0 };
 
 		if (g->smp && g->smp->ops && g->smp->ops->get_stats)

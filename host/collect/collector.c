@@ -207,6 +207,15 @@ static int task_by_sp(void *arg, uint64_t sp, uint32_t *tgid, bool *kthread)
 	return g->intro ? introspect_task_by_sp(g->intro, sp, tgid, kthread) : -ENOENT;
 }
 
+/* attribution's on_hold: a sample waits for what the model lacks; without
+ * opvm.ko, introspection's next walk brings it (introspect.h). */
+static void sample_held(void *arg)
+{
+	struct cguest *g = arg;
+
+	introspect_walk_wanted(g->intro);
+}
+
 /* The guest's directory holds its kernel symbols (fetch.h): two levels
  * above its store's samples/current, whose name (the store's mangled
  * guest name) also names its part of the build-id cache. */
@@ -253,7 +262,8 @@ static void guest_attribution_cfg(struct collector *c, struct cguest *g,
 				     /* tests only: user samples shaped as host
 				      * perf's (attribution.h) */
 				     .no_cr3 = getenv("OPVM_TEST_NO_CR3") != NULL,
-				     .task_by_sp = task_by_sp, .task_arg = g,
+				     .task_by_sp = task_by_sp, .on_hold = sample_held,
+				     .task_arg = g,
 				     .py = g->py };
 }
 

@@ -19,7 +19,8 @@
 #    symbols by nature; at least 10; one may miss) resolve to a symbol;
 #  - control: the same session without that kallsyms names < 5 % of them;
 #  - the process list (init_task's, through the guest's BTF) was walked
-#    every sync with nothing cut or refused, and all user samples but 2 %
+#    (at each of the first 10 syncs, then on change) with nothing cut or
+#    refused, and all user samples but 2 %
 #    (or 2) are filed under a named process (without introspection all of
 #    them are {anon-cr3:...});
 #  - mappings (each mm's maple tree): read with nothing refused; >= 99 % of

@@ -523,6 +523,18 @@ static void test_hold_expiry(void **state)
 /* Introspection names processes and mappings at its walks: a sample held
  * for a mapping waits past the hold time for the next walk (a loaded host
  * can delay it), and no longer than five hold times if walks stop. */
+/* A model introspection filled (no HELLO) after `walks` walks: process 100,
+ * /bin/app, mapped at EXE_LO. */
+static void walked_app(struct fix *f, uint64_t walks)
+{
+	gstate_set_procs_walked(f->gs);
+	gstate_set_maps_walked(f->gs);
+	gstate_set_walks(f->gs, walks);
+	assert_int_equal(gstate_cookie(f->gs, 1, S("/bin/app"), NULL, 0), 0);
+	assert_int_equal(gstate_proc(f->gs, 100, 1, CR3_A, S("app"), 1), 0);
+	assert_int_equal(gstate_mmap(f->gs, 100, EXE_LO, EXE_HI, 0x1000, 1), 0);
+}
+
 static void test_hold_waits_for_walk(void **state)
 {
 	struct fix f;
@@ -530,12 +542,7 @@ static void test_hold_waits_for_walk(void **state)
 	struct opvm_stats st;
 
 	fix_open(&f, OPVM_SEP_LIB, 1000, 0, false);
-	gstate_set_procs_walked(f.gs);
-	gstate_set_maps_walked(f.gs);
-	gstate_set_walks(f.gs, 7);
-	assert_int_equal(gstate_cookie(f.gs, 1, S("/bin/app"), NULL, 0), 0);
-	assert_int_equal(gstate_proc(f.gs, 100, 1, CR3_A, S("app"), 1), 0);
-	assert_int_equal(gstate_mmap(f.gs, 100, EXE_LO, EXE_HI, 0x1000, 1), 0);
+	walked_app(&f, 7);
 	s = user(CR3_A, LIBC_LO + 0x10, 0, 0);
 	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
 	assert_int_equal(attribution_nr_held(f.sy), 1);
@@ -557,6 +564,54 @@ static void test_hold_waits_for_walk(void **state)
 	assert_int_equal(attribution_nr_held(f.sy), 0);
 	attribution_get_stats(f.sy, &st);
 	assert_int_equal(st.lost_no_mapping, 1);
+	fix_close(&f);
+}
+
+/* Each sample held for what the model lacks asks for a walk (on_hold),
+ * once, when first held: introspection walks on change, and an exec
+ * changes no count it reads.  A sample the model names asks nothing, nor
+ * does one held again at a retry. */
+static unsigned walks_asked;
+
+static void ask_walk(void *arg)
+{
+	(void)arg;
+	walks_asked++;
+}
+
+static void test_hold_asks_for_walk(void **state)
+{
+	struct attribution_config cfg = { .hold_ms = 1000, .on_hold = ask_walk };
+	struct fix f;
+	struct opvm_sample s;
+
+	(void)state;
+	fix_open(&f, OPVM_SEP_LIB, 1000, 0, false);
+	attribution_free(f.sy);
+	f.sy = attribution_new(f.st, f.gs, f.rings, 2, &cfg);
+	assert_non_null(f.sy);
+	walks_asked = 0;
+	walked_app(&f, 12);
+	s = user(CR3_A, EXE_LO + 0x10, 0, 0);		/* known: filed */
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(walks_asked, 0);
+	s = user(CR3_B, EXE_LO + 0x10, 0, 0);		/* exec'd since the walk */
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	s = user(CR3_A, LIBC_LO + 0x10, 0, 0);		/* a library mapped since */
+	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+	assert_int_equal(walks_asked, 2);
+	/* another process: the model changed, the held ones are retried */
+	assert_int_equal(gstate_proc(f.gs, 300, 1, 0x9abc000ull, S("late"), 0), 0);
+	assert_int_equal(attribution_run(f.sy, 500), 0);	/* retried: still held */
+	assert_int_equal(attribution_nr_held(f.sy), 2);
+	assert_int_equal(walks_asked, 2);
+	/* the walk brings the exec'd process */
+	assert_int_equal(gstate_proc(f.gs, 200, 1, CR3_B, S("new"), 1), 0);
+	assert_int_equal(gstate_mmap(f.gs, 200, EXE_LO, EXE_HI, 0x1000, 1), 0);
+	gstate_set_walks(f.gs, 13);
+	assert_int_equal(attribution_run(f.sy, 600), 0);
+	assert_int_equal(attribution_nr_held(f.sy), 1);
+	assert_int_equal(walks_asked, 2);
 	fix_close(&f);
 }
 
@@ -1525,6 +1580,7 @@ int main(void)
 		cmocka_unit_test(test_hold_then_resolve),
 		cmocka_unit_test(test_hold_expiry),
 		cmocka_unit_test(test_hold_waits_for_walk),
+		cmocka_unit_test(test_hold_asks_for_walk),
 		cmocka_unit_test(test_hold_before_first_walk),
 		cmocka_unit_test(test_window_end_files_past_hold),
 		cmocka_unit_test(test_exit_leaves_root_to_successor),

@@ -1189,25 +1189,34 @@ static void test_vma_list(void **state)
  * refused and counted. */
 /* ---- modules ----------------------------------------------------------------- */
 
-/* A guest with processes and n modules (introspect-image.h's xk_*). */
-static void kguest_new(struct guest *g, unsigned n)
+/* A guest with processes and n modules (introspect-image.h's xk_*), and
+ * the symbols extra[0..nx) (nx <= 2) besides. */
+static void kguest_new_syms(struct guest *g, unsigned n, const struct xi_sym *extra, size_t nx)
 {
-	struct xi_sym s[NSYMS + XT_NSYMS + 1];
+	struct xi_sym s[NSYMS + XT_NSYMS + 3];
 	uint32_t len;
 	void *btf = xt_btf(&len);
 
 	assert_non_null(btf);
+	assert_true(nx <= 2);
 	free(btf);
 	memset(long_name, 'x', sizeof(long_name) - 1);
 	memcpy(s, syms, sizeof(syms));
 	xt_syms(s + NSYMS, len);
 	s[NSYMS + XT_NSYMS] = (struct xi_sym){ "modules", 'D', XK_HEAD_VA };
-	assert_int_equal(ximage_build(&g->x, XV_RAM, s, NSYMS + XT_NSYMS + 1, VMCI_PA), 0);
+	if (nx)
+		memcpy(s + NSYMS + XT_NSYMS + 1, extra, nx * sizeof(*extra));
+	assert_int_equal(ximage_build(&g->x, XV_RAM, s, NSYMS + XT_NSYMS + 1 + nx, VMCI_PA), 0);
 	assert_int_equal(xt_tasks(&g->x, 20), (int)len);
 	xk_modules(&g->x, n);
 	g->m = guestmem_open(getpid());
 	assert_non_null(g->m);
 	assert_int_equal(guestmem_add_range(g->m, 0, XV_RAM, (uint64_t)(uintptr_t)g->x.ram), 0);
+}
+
+static void kguest_new(struct guest *g, unsigned n)
+{
+	kguest_new_syms(g, n, NULL, 0);
 }
 
 /* Lines of text[from..len) that name a module. */
@@ -1344,6 +1353,135 @@ static int sym_count(void *arg, const struct kmod *m, uint64_t addr, char type,
 	(void)name;
 	(*(unsigned *)arg)++;
 	return 0;
+}
+
+/* ---- when the lists are walked ----------------------------------------------- */
+
+/* The probe's words: the kernel's fork and thread counts. */
+#define XW_FORKS_VA	(XI_KERNEL_VA + 0x6fd000)
+#define XW_THREADS_VA	(XI_KERNEL_VA + 0x6fd010)
+
+/* A guest with 20 processes, two modules and the probe's words, total_forks
+ * at forks_va (misaligned: it never reads). */
+static void wguest_new(struct guest *g, uint64_t forks_va)
+{
+	const struct xi_sym probe[] = { { "total_forks", 'B', forks_va },
+					{ "nr_threads", 'B', XW_THREADS_VA } };
+
+	kguest_new_syms(g, 2, probe, ARRAY_SIZE(probe));
+	xi_put64(&g->x, XW_FORKS_VA, 1000);
+	xi_put(&g->x, XW_THREADS_VA, &(uint32_t){ 40 }, 4);
+}
+
+/* Polls at *t + dt (*t moves on); whether the lists were walked. */
+static bool wpoll(struct introspect *in, struct capture *c, uint64_t *t, uint64_t dt)
+{
+	uint64_t walks = introspect_get_stats(in)->walks;
+
+	*t += dt;
+	assert_int_equal(introspect_poll(in, *t, TOOL(capture, c)), 0);
+	return introspect_get_stats(in)->walks != walks;
+}
+
+/*
+ * Without opvm.ko the lists are walked when something changed, not at
+ * every poll: at each of the first 10 polls (the boot), then when the
+ * kernel's fork or thread count or its newest module moved, when a sample
+ * waits for a walk (an exec changes no count), at most every 500 ms and,
+ * while such walks find nothing, less and less often down to every 4 s,
+ * and every 10 s whatever.  A probe that does not read: every poll walks.
+ */
+static void test_walk_on_change(void **state)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	const struct introspect_stats *st;
+	uint64_t t = 1000000, gap;
+	struct introspect *in;
+	struct guest g;
+
+	(void)state;
+	xk_mem = 0;
+	wguest_new(&g, XW_FORKS_VA);
+	in = introspect_new(g.m, NULL);
+	st = run(in, c, 1);
+	assert_int_equal(st->state, INTROSPECT_READY);
+	assert_string_equal(st->probe, "total_forks,nr_threads,modules");
+	while (st->walks_boot < 10)
+		assert_true(wpoll(in, c, &t, 1000));
+	assert_int_equal(c->procs, 20);
+	assert_int_equal(c->mods, 2);
+	/* nothing changed: no walk, the probe read (three words) */
+	assert_false(wpoll(in, c, &t, 1000));
+	assert_false(wpoll(in, c, &t, 1000));
+	assert_int_equal(st->polls_quiet, 2);
+	/* process 105 execs: no count moves, no walk, until one of its
+	 * samples waits for it */
+	xi_put64(&g.x, XT_MM_VA + 5 * 0x100 + XM_PGD, XT_PGD_VA + 200 * 4096);
+	xi_put(&g.x, XT_TASK_VA + 5 * XT_SIZE + XT_COMM, "newprog", 8);
+	assert_false(wpoll(in, c, &t, 1000));
+	assert_int_equal(c->execs, 0);
+	introspect_walk_wanted(in);
+	assert_true(wpoll(in, c, &t, 1000));
+	assert_int_equal(c->execs, 1);
+	assert_int_equal(c->last_exec.tgid, 105);
+	assert_int_equal(st->walks_wanted, 1);
+	/* asked again at once: not before 500 ms; walks that find nothing
+	 * come at 1, 2, then 4 s, no less often */
+	for (gap = 500; gap <= 8000; gap *= 2) {
+		introspect_walk_wanted(in);
+		assert_false(wpoll(in, c, &t, 100));
+		assert_false(wpoll(in, c, &t, (gap < 4000 ? gap : 4000) - 101));
+		assert_true(wpoll(in, c, &t, 1));
+	}
+	assert_int_equal(st->walks_wanted, 6);
+	/* one that finds something (106 execs): back to 500 ms */
+	xi_put(&g.x, XT_TASK_VA + 6 * XT_SIZE + XT_COMM, "other", 6);
+	introspect_walk_wanted(in);
+	assert_true(wpoll(in, c, &t, 4000));
+	assert_int_equal(c->execs, 2);
+	introspect_walk_wanted(in);
+	assert_true(wpoll(in, c, &t, 500));
+	/* a fork: the next poll walks, however soon */
+	xi_put64(&g.x, XW_FORKS_VA, 1001);
+	assert_true(wpoll(in, c, &t, 10));
+	assert_int_equal(st->walks_changed, 1);
+	assert_false(wpoll(in, c, &t, 1000));
+	/* an exit (110 leaves the list): the thread count drops */
+	xi_put64(&g.x, XT_TASK_VA + 9 * XT_SIZE + XT_TASKS, XT_TASK_VA + 11 * XT_SIZE + XT_TASKS);
+	assert_false(wpoll(in, c, &t, 1000));
+	assert_int_equal(c->exits, 0);
+	xi_put(&g.x, XW_THREADS_VA, &(uint32_t){ 39 }, 4);
+	assert_true(wpoll(in, c, &t, 1000));
+	assert_int_equal(c->exits, 1);
+	assert_int_equal(c->last_exit, 110);
+	/* a module loaded: it is the list's newest */
+	xk_module(&g.x, 2, "mod2", XK_MOD(0));
+	xi_put64(&g.x, XK_HEAD_VA, XK_MOD(2) + 8);
+	assert_true(wpoll(in, c, &t, 1000));
+	assert_int_equal(c->mods, 3);
+	assert_string_equal(c->last_mod.name, "mod2");
+	assert_int_equal(st->walks_changed, 3);
+	/* nothing at all: the floor, 10 s after the last walk */
+	for (int i = 0; i < 9; i++)
+		assert_false(wpoll(in, c, &t, 1000));
+	assert_false(wpoll(in, c, &t, 999));
+	assert_true(wpoll(in, c, &t, 1));
+	assert_int_equal(st->walks_floor, 1);
+	assert_int_equal(st->walks_unprobed + st->probe_bad, 0);
+	introspect_free(in);
+	guest_free(&g);
+	/* total_forks misaligned: the probe never reads, each poll walks */
+	memset(c, 0, sizeof(*c));
+	wguest_new(&g, XW_FORKS_VA + 4);
+	in = introspect_new(g.m, NULL);
+	st = run(in, c, 1);
+	for (int i = 0; i < 12; i++)
+		assert_true(wpoll(in, c, &t, 1000));
+	assert_int_equal(st->walks_unprobed, 3);
+	assert_int_equal(st->probe_bad, 3);
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
 }
 
 /* Symbol tables that lie: a huge count, a name offset far out, a name that
@@ -1590,6 +1728,7 @@ int main(void)
 		cmocka_unit_test(test_vma_list),
 		cmocka_unit_test(test_modules),
 		cmocka_unit_test(test_lying_modules),
+		cmocka_unit_test(test_walk_on_change),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

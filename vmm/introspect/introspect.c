@@ -18,6 +18,7 @@
 
 #include "guest-kmod/opvm_proto.h"
 #include "lib/array.h"
+#include "lib/bytes.h"
 #include "lib/clock.h"
 #include "lib/hash.h"
 #include "lib/hex.h"
@@ -46,14 +47,33 @@
  * profiling an idle guest costs.  The OS's start seen in the samples
  * (introspect_os_started()) or opvm.ko's HELLO ends the back-off. */
 #define RETRY_BACKOFF_PASSES	10
-/* While opvm.ko speaks, the task list is walked only for the cross-check
- * (introspect_tool.walked) and for boot samples named by their kernel
- * stack: every poll for the first XC_EVERY_WALKS walks (boot), then once
- * every XC_WALK_MS.  A walk a second was ~950 guest reads a second for 56
- * tasks, the largest part of a TCG guest's sampler CPU after the stops. */
-#define XC_EVERY_WALKS		10
-#define XC_WALK_MS		10000u
 #define RETRY_MS_MAX		64000u
+/*
+ * When the lists are walked (walk_due()).  A walk a second was ~950 guest
+ * reads a second for 56 tasks, the largest part of a TCG guest's sampler
+ * CPU after the stops, a cost per guest whatever it does.  At every poll
+ * for the first WALK_BOOT_WALKS walks after the kernel was found (the
+ * boot: init, its modules and first programs); then, while opvm.ko speaks,
+ * only for the cross-check (introspect_tool.walked) every WALK_FLOOR_MS;
+ * without it when the probe changed (a fork, an exit, a module loaded),
+ * when a sample waits for the walk (an exec forks nothing), at most every
+ * WANT_MIN_MS and, while those walks find nothing, at most every
+ * WANT_MAX_MS, and every WALK_FLOOR_MS whatever (a cgroup move).
+ */
+#define WALK_BOOT_WALKS		10
+#define WALK_FLOOR_MS		10000u
+#define WANT_MIN_MS		500u
+#define WANT_MAX_MS		4000u
+
+/* Why a poll walks the lists (walk_due()), counted in introspect_stats. */
+enum walk_why {
+	WALK_NOT = 0,
+	WALK_BOOT,		/* the first WALK_BOOT_WALKS after the kernel was found */
+	WALK_UNPROBED,		/* no probe, or it did not read */
+	WALK_CHANGED,		/* the probe differs from the last walk's */
+	WALK_WANTED,		/* a sample waits, or a build-id is to be read */
+	WALK_FLOOR,		/* none for WALK_FLOOR_MS */
+};
 /* __START_KERNEL_map: where x86-64 maps the kernel image, phys_base on */
 #define PHYS_LIMIT		(1ull << 52)	/* x86-64's physical address width */
 
@@ -89,7 +109,20 @@ struct introspect {
 	uint64_t stacks_walk;		/* st.walks they were made at */
 	bool have_offsets;		/* BTF gave them */
 	bool module_active;		/* opvm.ko speaks: no process records */
-	uint64_t xc_walk_ms;		/* when its last cross-check walk began */
+	/* when to walk (walk_due()): the probe's words (kallsyms) and their
+	 * guest-physical addresses (the kernel image does not move), what
+	 * they read before the last walk, when it began */
+	uint64_t forks_va, threads_va;
+	uint64_t probe_pa[3];		/* 0: not translated yet */
+	struct walk_probe {
+		uint64_t forks, threads, mod_newest;
+	} probe;
+	bool probe_ok;			/* probe holds the last walk's */
+	bool want;			/* a sample waits for a walk */
+	uint64_t want_gap_ms;		/* between two walks for it */
+	uint64_t walk_ms;		/* when the last walk began */
+	uint64_t walks_base;		/* st.walks when the kernel was found */
+	uint64_t walk_walks;		/* st.walks after the last walk */
 	struct kbtf_offsets off;
 	struct kvmas *vmas;		/* NULL: mappings not read */
 	/* the last walk (sorted by tgid) and the one being made */
@@ -109,6 +142,7 @@ struct introspect {
 	size_t nr_mods;
 	struct kmods_stats mst;
 	uint64_t mods_sig;		/* of the set whose symbols went out */
+	uint64_t mods_walked_sig;	/* of the last walk's set */
 	uint64_t modsyms_ms;		/* when they went */
 	uint64_t modsyms_n;		/* in the transfer being made */
 	uint8_t vmci_page[OPVM_PAGE_SIZE];	/* as found: a change means a reboot */
@@ -155,6 +189,7 @@ struct introspect *introspect_new(struct guestmem *m, const struct introspect_co
 		in->cfg.scan_bytes = SCAN_BYTES_DEFAULT;
 	if (!in->cfg.retry_ms)
 		in->cfg.retry_ms = RETRY_MS_DEFAULT;
+	in->want_gap_ms = WANT_MIN_MS;
 	return in;
 }
 
@@ -264,6 +299,8 @@ static int ksym_one(void *arg, uint64_t addr, char type, const char *name, size_
 		{ "pcpu_hot", offsetof(struct introspect, pcpu_hot) },
 		{ "idle_threads", offsetof(struct introspect, idle_threads) },
 		{ "modules", offsetof(struct introspect, modules_head) },
+		{ "total_forks", offsetof(struct introspect, forks_va) },
+		{ "nr_threads", offsetof(struct introspect, threads_va) },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(wanted); i++) {
@@ -684,9 +721,11 @@ static void modsyms_send(struct introspect *in)
 	in->st.modsyms_sent += in->modsyms_n;
 }
 
-/* One walk of the module list and the records of what changed; their
- * symbols again when the set changed (at most every MODSYMS_MIN_MS). */
-static void mods_refresh(struct introspect *in, uint64_t now)
+/* With walk, one walk of the module list and the records of what
+ * changed; then their symbols again when the last walk's set changed (at
+ * most every MODSYMS_MIN_MS: a transfer owed is made at a later poll,
+ * walk or not). */
+static void mods_refresh(struct introspect *in, uint64_t now, bool walk)
 {
 	struct unwind_mem um = { kread, in };
 	int64_t t0 = clk_now_ns();
@@ -696,17 +735,19 @@ static void mods_refresh(struct introspect *in, uint64_t now)
 
 	if (!in->have_mods || in->module_active)
 		return;
-	if (kmods_walk(&um, &in->moff, in->modules_head, in->mwalk, KMODS_MAX, &n, &in->mst))
-		return;
-	n = mods_unique(in, in->mwalk, n);
-	in->st.modules_walk_us = (uint64_t)(clk_now_ns() - t0) / 1000;
-	mods_diff(in, in->mwalk, n);
-	swap = in->mods;
-	in->mods = in->mwalk;
-	in->mwalk = swap;
-	in->nr_mods = n;
-	in->st.nr_modules = n;
-	sig = n ? mods_sig(in->mods, n) : 0;	/* none: nothing to send */
+	if (walk && !kmods_walk(&um, &in->moff, in->modules_head, in->mwalk, KMODS_MAX, &n,
+				&in->mst)) {
+		n = mods_unique(in, in->mwalk, n);
+		in->st.modules_walk_us = (uint64_t)(clk_now_ns() - t0) / 1000;
+		mods_diff(in, in->mwalk, n);
+		swap = in->mods;
+		in->mods = in->mwalk;
+		in->mwalk = swap;
+		in->nr_mods = n;
+		in->st.nr_modules = n;
+		in->mods_walked_sig = n ? mods_sig(in->mods, n) : 0;	/* none: nothing to send */
+	}
+	sig = in->mods_walked_sig;
 	if (in->cfg.no_ksyms || sig == in->mods_sig ||
 	    (in->modsyms_ms && now - in->modsyms_ms < MODSYMS_MIN_MS))
 		return;
@@ -728,6 +769,9 @@ void introspect_finish(struct introspect *in, const struct introspect_tool *t)
 }
 
 /* ---- finding the kernel --------------------------------------------------- */
+
+static void walk_done(struct introspect *in, uint64_t now, enum walk_why why,
+		      const struct walk_probe *pr, uint32_t seq);
 
 /* VMCOREINFO found at gpa: work out the kernel page-table root and check
  * that it maps what VMCOREINFO points at.  false: refused (counted). */
@@ -836,11 +880,16 @@ static void search(struct introspect *in, uint64_t now, uint64_t t0)
 	in->st.kallsyms_from = in->st.kallsyms_from ? in->st.kallsyms_from : "vmcoreinfo";
 	ksyms_send(in, t0);
 	btf_load(in);
+	in->st.probe = !in->forks_va || !in->threads_va ? NULL :
+		       in->have_mods ? "total_forks,nr_threads,modules" : "total_forks,nr_threads";
+	in->walks_base = in->st.walks;
 	/* the first walk now: the samples waiting in the rings are filed
 	 * right after this poll, and should find their processes */
-	mods_refresh(in, now);
-	if (in->have_offsets)
+	mods_refresh(in, now, true);
+	if (in->have_offsets) {
 		tasks_refresh(in, !in->module_active);
+		walk_done(in, now, WALK_BOOT, NULL, in->seq);
+	}
 }
 
 /*
@@ -864,7 +913,11 @@ static bool rebooted(struct introspect *in)
 		mods_diff(in, NULL, 0);
 	in->nr_mods = in->st.nr_modules = 0;
 	in->have_mods = false;
-	in->modules_head = in->mods_sig = in->modsyms_ms = 0;
+	in->modules_head = in->mods_sig = in->mods_walked_sig = in->modsyms_ms = 0;
+	in->forks_va = in->threads_va = 0;
+	in->st.probe = NULL;
+	memset(in->probe_pa, 0, sizeof(in->probe_pa));
+	in->probe_ok = in->want = false;
 	kvmas_reset(in->vmas);
 	in->have_offsets = false;
 	in->start_btf = in->stop_btf = in->init_task = in->st.text_addr = 0;
@@ -951,16 +1004,107 @@ void introspect_current_again(struct introspect *in)
 	in->cur_told = NULL;
 }
 
-/* Whether this poll walks the task list: always while introspection
- * names the processes, at a bounded rate while opvm.ko does. */
-static bool tasks_due(struct introspect *in, uint64_t now_ms)
+/* The probe's words, each read at its guest-physical address (translated
+ * once: the kernel image does not move).  0, or -EFAULT: not all read. */
+static int probe_read(struct introspect *in, struct walk_probe *pr)
 {
-	if (!in->module_active || in->st.walks < XC_EVERY_WALKS ||
-	    now_ms - in->xc_walk_ms >= XC_WALK_MS) {
-		in->xc_walk_ms = now_ms;
-		return true;
+	const uint64_t va[3] = { in->forks_va, in->threads_va,
+				 in->have_mods ? in->modules_head : 0 };
+	uint64_t *out[3] = { &pr->forks, &pr->threads, &pr->mod_newest };
+	const size_t len[3] = { 8, 4, 8 };	/* nr_threads is an int */
+
+	memset(pr, 0, sizeof(*pr));
+	if (!in->st.probe)
+		return -EFAULT;
+	for (unsigned i = 0; i < 3; i++) {
+		uint8_t b[8];
+
+		if (!va[i])
+			continue;	/* no modules list: forks and threads */
+		/* aligned: never across a page */
+		if (!in->probe_pa[i] && ((va[i] & (len[i] - 1)) || v2p(in, va[i], &in->probe_pa[i])))
+			return -EFAULT;
+		if (guestmem_read(in->m, in->probe_pa[i], b, len[i]))
+			return -EFAULT;
+		*out[i] = len[i] == 8 ? bytes_le64(b) : bytes_le32(b);
 	}
-	return false;
+	return 0;
+}
+
+/* Whether this poll walks the lists, and why (the rules above
+ * WALK_BOOT_WALKS); *pr: the probe, read first (it is what the walk is
+ * made against), valid when *probed. */
+static enum walk_why walk_due(struct introspect *in, uint64_t now, struct walk_probe *pr,
+			      bool *probed)
+{
+	uint64_t since = now - in->walk_ms;
+	bool boot = in->st.walks - in->walks_base < WALK_BOOT_WALKS;
+
+	*probed = false;
+	if (in->module_active)
+		return boot ? WALK_BOOT : since >= WALK_FLOOR_MS ? WALK_FLOOR : WALK_NOT;
+	*probed = !probe_read(in, pr);
+	if (boot)
+		return WALK_BOOT;
+	if (!*probed) {
+		if (in->st.probe)
+			in->st.probe_bad++;
+		return WALK_UNPROBED;
+	}
+	if (!in->probe_ok || memcmp(pr, &in->probe, sizeof(*pr)))
+		return WALK_CHANGED;
+	if ((in->want || (in->vmas && kvmas_unsettled(in->vmas))) && since >= in->want_gap_ms)
+		return WALK_WANTED;
+	return since >= WALK_FLOOR_MS ? WALK_FLOOR : WALK_NOT;
+}
+
+/* A poll's walk made (or not: WALK_NOT), against the probe pr (NULL:
+ * none); seq: the records' sequence before it.  A walk for a waiting
+ * sample that sent nothing (the sample waits for what no walk brings:
+ * code outside every file mapping) doubles the time to the next such
+ * walk; a walk that sent something brings it back to WANT_MIN_MS. */
+static void walk_done(struct introspect *in, uint64_t now, enum walk_why why,
+		      const struct walk_probe *pr, uint32_t seq)
+{
+	uint64_t *count[] = { &in->st.polls_quiet, &in->st.walks_boot, &in->st.walks_unprobed,
+			      &in->st.walks_changed, &in->st.walks_wanted, &in->st.walks_floor };
+
+	(*count[why])++;
+	if (why == WALK_NOT)
+		return;
+	in->walk_ms = now;
+	in->want = false;
+	if (in->seq != seq)
+		in->want_gap_ms = WANT_MIN_MS;
+	else if (why == WALK_WANTED)
+		in->want_gap_ms = in->want_gap_ms * 2 < WANT_MAX_MS ? in->want_gap_ms * 2 :
+								     WANT_MAX_MS;
+	/* a walk that failed is made again at the next poll */
+	in->probe_ok = pr && in->st.walks != in->walk_walks;
+	if (pr)
+		in->probe = *pr;
+	in->walk_walks = in->st.walks;
+}
+
+/* Modules first: a task's record may file the samples waiting in the
+ * rings, and those in a module just loaded need it. */
+static void lists_poll(struct introspect *in, uint64_t now)
+{
+	struct walk_probe pr;
+	uint32_t seq = in->seq;
+	bool probed;
+	enum walk_why why = walk_due(in, now, &pr, &probed);
+
+	mods_refresh(in, now, why != WALK_NOT);
+	if (why != WALK_NOT)
+		tasks_refresh(in, !in->module_active);
+	walk_done(in, now, why, probed ? &pr : NULL, seq);
+}
+
+void introspect_walk_wanted(struct introspect *in)
+{
+	if (in)
+		in->want = true;
 }
 
 int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introspect_tool *t)
@@ -973,18 +1117,17 @@ int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introsp
 	walks = in->st.walks;
 	if (in->st.state == INTROSPECT_SEARCHING)
 		search(in, now_ms, clk_now_ms());
-	else if (in->st.state == INTROSPECT_READY && !rebooted(in) && in->have_offsets) {
-		/* modules first: a task's record may file the samples waiting
-		 * in the rings, and those in a module just loaded need it */
-		mods_refresh(in, now_ms);
-		if (tasks_due(in, now_ms))
-			tasks_refresh(in, !in->module_active);
-	}
+	else if (in->st.state == INTROSPECT_READY && !rebooted(in) && in->have_offsets)
+		lists_poll(in, now_ms);
 	if (t->walked && in->st.walks != walks)
 		walked_tell(in, t);
 	if (t->progress)
 		progress_tell(in, t);
-	if (t->current)
+	/* the per-CPU areas do not move: looked for again after a walk (a
+	 * CPU brought up forks its threads) or a reboot, or for a new
+	 * consumer */
+	if (t->current && (in->st.walks != walks || !in->cur_told ||
+			   in->st.state != INTROSPECT_READY))
 		current_tell(in, t);
 	in->tool = NULL;	/* the caller's: nothing is emitted between polls */
 	return 0;

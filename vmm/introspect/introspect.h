@@ -13,11 +13,12 @@
  * kernel page-table root; then kallsyms through those page tables, sent as
  * KSYMS records and a KSYMS_END (fetch.h writes <guest>/kallsyms from
  * them, as from the relay's); then the struct offsets from the kernel's own
- * BTF (libbpf) and, at every poll, init_task's process list, sent as
- * PROC, EXEC and PROC_EXIT records against the previous walk, and the
- * loadable modules' list, sent as MODULE and MODULE_FREE records and
- * their text symbols as a KSYMS transfer of the modules only (what
- * opvm.ko's MODULE records and "kmod" walk send).
+ * BTF (libbpf) and init_task's process list, sent as PROC, EXEC and
+ * PROC_EXIT records against the previous walk, and the loadable modules'
+ * list, sent as MODULE and MODULE_FREE records and their text symbols as
+ * a KSYMS transfer of the modules only (what opvm.ko's MODULE records and
+ * "kmod" walk send).  The lists are walked when something changed, not at
+ * every poll (introspect_poll()).
  *
  * Guest memory is hostile: every read goes through the one guest-memory
  * reader (vmm/guest/guestmem.h), which refuses anything outside guest RAM;
@@ -154,6 +155,16 @@ struct introspect_stats {
 	uint64_t cgroups_sent, cgroups_bad, cgroups_cut;
 	uint64_t refresh_us;		/* the last walk and its records */
 	int procs_live;			/* 1: a walk announced the processes */
+	/* When the lists were walked (introspect_poll()): the words read at
+	 * each poll to see a change ("total_forks,nr_threads,modules"; NULL:
+	 * not in the guest's kallsyms, every poll walks), the polls that
+	 * did not walk, and why the others did: the first polls after the
+	 * kernel was found, the probe unreadable, the probe changed, samples
+	 * waiting for a walk, none for 10 s */
+	const char *probe;
+	uint64_t probe_bad;		/* probes that did not read (walked) */
+	uint64_t polls_quiet;
+	uint64_t walks_boot, walks_unprobed, walks_changed, walks_wanted, walks_floor;
 	uint64_t current_reads, current_bad;	/* introspect_current() */
 	/* kernel stacks indexed (introspect_task_by_sp()), those that did
 	 * not read, and the stack pointers looked up and named */
@@ -256,6 +267,12 @@ void introspect_no_ksyms(struct introspect *in);
  * asks when introspection has none (introspect_no_ksyms() stops them).
  * The first call also ends a search's back-off: the next poll scans. */
 void introspect_module_active(struct introspect *in);
+/* A sample waits for what the next walk of the process list would bring
+ * (a process, an exec's new address space, a mapping: attribution holds
+ * it): walks soon, at most once every 500 ms and, while such walks find
+ * nothing new (code outside every file mapping: a JIT), less and less
+ * often, down to once every 4 s.  NULL-safe. */
+void introspect_walk_wanted(struct introspect *in);
 /* The guest's operating system started (or started again after a
  * reboot): a search backed off scans once a second again, for a while. */
 void introspect_os_started(struct introspect *in);
@@ -266,6 +283,17 @@ void introspect_os_started(struct introspect *in);
  * the process list (at most KTASKS_MAX) and emits what changed.  now_ms: a
  * monotonic clock.  Returns 0, or -errno for a host-side failure (never
  * for what the guest's memory holds).
+ *
+ * The walk (the module list, the process list and the mappings of what
+ * changed: ~17 guest reads a process) is made at a poll only when it may
+ * bring something.  Without opvm.ko: at each of the first 10 polls after
+ * the kernel was found (its boot), when the probe (the kernel's fork
+ * count total_forks, its thread count nr_threads and the newest module,
+ * three reads) differs from the last walk's or does not read, when a
+ * sample waits (introspect_walk_wanted()) or a mapping's build-id is
+ * still to be read, and at least every 10 s (what no probe
+ * sees, a cgroup move, a module unloaded from the middle of the list).
+ * With opvm.ko (the cross-check): the first 10 polls, then every 10 s.
  */
 int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introspect_tool *t);
 

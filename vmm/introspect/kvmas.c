@@ -85,6 +85,8 @@ struct kvmas {
 	kvmas_emit_fn emit;
 	void *emit_arg;
 	uint64_t budget;		/* VMAs left in this refresh */
+	size_t unsettled;		/* processes the last refresh left to
+					 * the next (budget, build-id) */
 };
 
 /* One tree walk of one process. */
@@ -156,6 +158,7 @@ void kvmas_reset(struct kvmas *v)
 	if (!v)
 		return;
 	procs_clear(v);
+	v->unsettled = 0;
 	v->nr_files = 0;
 }
 
@@ -167,6 +170,11 @@ void kvmas_free(struct kvmas *v)
 	free(v->procs);
 	free(v->files);
 	free(v);
+}
+
+size_t kvmas_unsettled(const struct kvmas *v)
+{
+	return v->unsettled;
 }
 
 const struct kvmas_stats *kvmas_get_stats(const struct kvmas *v)
@@ -588,6 +596,7 @@ static int proc_update(struct kvmas *v, struct kvproc *p, const struct ktask *t)
 	}
 	if (!v->budget) {
 		v->st.procs_deferred++;
+		v->unsettled++;
 		p->keyed = false;
 		return 0;
 	}
@@ -614,6 +623,7 @@ static int proc_update(struct kvmas *v, struct kvproc *p, const struct ktask *t)
 	/* a walk cut short by the budget is read again next time, and so is
 	 * one with a build-id still to read */
 	p->keyed = (!w.stop || v->budget) && !w.bid_retry;
+	v->unsettled += !p->keyed;
 	return 0;
 }
 
@@ -632,6 +642,7 @@ int kvmas_refresh(struct kvmas *v, const struct kvmas_mem *mem, const struct kta
 	v->emit = emit;
 	v->emit_arg = arg;
 	v->budget = KVMAS_REFRESH_VMAS;
+	v->unsettled = 0;
 	v->st.exec_maps = 0;
 	for (size_t j = 0; j < n; j++) {
 		struct kvproc *p = &nw[j];

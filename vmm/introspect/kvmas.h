@@ -72,6 +72,11 @@ void kvmas_reset(struct kvmas *v);
 int kvmas_refresh(struct kvmas *v, const struct kvmas_mem *mem, const struct ktask *t,
 		  size_t n, kvmas_emit_fn emit, void *arg);
 
+/* Processes the last refresh left to the next: cut by the refresh's
+ * budget, or mapping a file whose build-id is still to be read (at most
+ * KVMAS_BID_TRIES refreshes).  The next refresh should not wait long. */
+size_t kvmas_unsettled(const struct kvmas *v);
+
 const struct kvmas_stats *kvmas_get_stats(const struct kvmas *v);
 
 #endif /* OPVM_KVMAS_H */
