@@ -6,7 +6,8 @@
 #   continuous-cpu-per-guest-tcg-idle  a firmware-only TCG guest (gdbstub)
 #   continuous-cpu-per-guest-tcg-busy  the test image under TCG running
 #                                  abratio, with opvm.ko (gdbstub)
-#       each: its sampler child's CPU time (utime + stime, /proc/PID/stat)
+#       each: its sampler child's CPU time (its threads' schedstat; clock
+#       ticks, utime + stime, where a thread came or went)
 #       over BENCH_S seconds of wall time, in % of one core;
 #   continuous-cpu-per-guest       their mean, plus the exporter's own CPU
 #                                  (its store thread, guest scans) shared
@@ -20,7 +21,10 @@
 #                                  measured);
 #   continuous-rss-per-guest       the samplers' mean VmRSS, MB (target <= 16);
 #   profile-serve-ms               the median wall time of 10 requests of
-#                                  seconds=10 from the store (curl's total).
+#                                  seconds=10 from the store (curl's total);
+#   profile-serve-ms-max           the slowest of them (target < 200: each
+#                                  answer, the issue's bound; a figure, not
+#                                  a verdict, on a shared host).
 # Prints those lines on stdout; details go to stderr.
 . "$(dirname "$0")/../integration/qemu-common.bash"
 need_qemu
@@ -55,8 +59,24 @@ exp, port, p, secs, kvm = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]
 steady_at, begin = int(sys.argv[6]), time.monotonic() - 12
 tick = os.sysconf("SC_CLK_TCK")
 def cpu(pid):
+    # (the scheduler's run time of each thread, in s; the threads; clock
+    # ticks of the process, utime + stime, in s): ticks are 10 ms steps,
+    # a third of what 30 s of a guest should cost, so they count only
+    # where a thread came or went between two readings (its run time
+    # would be lost) or schedstat is not compiled in (None)
     f = open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / tick
+    ticks = (int(f[11]) + int(f[12])) / tick
+    d = "/proc/%s/task" % pid
+    try:
+        tids = frozenset(os.listdir(d))
+        ns = sum(int(open("%s/%s/schedstat" % (d, t)).read().split()[0]) for t in tids)
+        return ns / 1e9, tids, ticks
+    except (OSError, ValueError, IndexError):
+        return None, None, ticks
+def spent(a, b):
+    if a[0] is None or b[0] is None or a[1] != b[1]:
+        return b[2] - a[2]
+    return b[0] - a[0]
 def rss_mb(pid):
     for l in open("/proc/%s/status" % pid):
         if l.startswith("VmRSS:"):
@@ -79,12 +99,12 @@ def measure(tag):
     c1 = {g: cpu(k[g]) for g in want}
     e1, t1 = cpu(exp), time.monotonic()
     wall = t1 - t0
-    per = {g: 100 * (c1[g] - c0[g]) / wall for g in want}
+    per = {g: 100 * spent(c0[g], c1[g]) / wall for g in want}
     for g in want:
-        print("continuous-cpu-per-guest%s-%s: %.2f %%" % (tag, g[len(p) + 1:], per[g]))
-    own = 100 * (e1 - e0) / wall / len(want)
+        print("continuous-cpu-per-guest%s-%s: %.3f %%" % (tag, g[len(p) + 1:], per[g]))
+    own = 100 * spent(e0, e1) / wall / len(want)
     print("# the exporter itself%s: %.3f %% of a core a guest" % (tag, own), file=sys.stderr)
-    print("continuous-cpu-per-guest%s: %.2f %% (target <= 0.1)" %
+    print("continuous-cpu-per-guest%s: %.3f %% (target <= 0.1)" %
           (tag, statistics.mean(per.values()) + own))
 measure("")
 if steady_at:
@@ -103,4 +123,5 @@ for i in range(10):
     ms.append(1000 * float(r.stdout))
 print("# serve times: %s" % " ".join("%.0f" % m for m in ms), file=sys.stderr)
 print("profile-serve-ms: %.0f ms" % statistics.median(ms))
+print("profile-serve-ms-max: %.0f ms (target < 200)" % max(ms))
 EOF
