@@ -52,6 +52,10 @@
  * for the cross-check only, at one stop in this many: two more answers a
  * stop (2 vCPUs) on top of five are not worth paying at every one. */
 #define CUR_XC_EVERY		4
+/* The longest a tick lets a stop's answers gather before it reads them
+ * (gather_read()): a pause that lands mid-tick is seen, and restored,
+ * after this long at the latest, as before this wait, when QEMU is quick. */
+#define GATHER_MAX_NS		2000000ll
 
 struct qsamp {
 	struct sampler s;
@@ -198,6 +202,9 @@ struct tick_state {
 				 * ours (drops QEMU's translated code), 0 */
 	unsigned bad_gen;	/* slot generation invalidated by a reset */
 	unsigned bad_ticks;
+	int64_t gather_ns;	/* see gather_read() */
+	int64_t took_ns;	/* the answers' time, when last waited for */
+	int64_t slept;		/* this tick's wait past it: not its cost */
 };
 
 /* The task vCPU i ran, by the pointer read in the stop: into smp's slot
@@ -558,6 +565,53 @@ static int resync(struct qsamp *q, struct tick_state *ts)
 }
 
 /*
+ * The fast path's write with its "c", then its answers read in one go.
+ * QEMU writes an acknowledgement and a reply for each request, each in a
+ * write of its own (a dozen a stop with two vCPUs), and a thread waiting
+ * on the socket is woken for most of them, each wake-up most of what
+ * reading them costs.  So the tick sleeps until they should all be in,
+ * ts->gather_ns after its write: half as long again as they took the last
+ * time some came late and were waited for, shortened by 1/64 at each tick
+ * they were all in, down to where some are late again; then it reads
+ * them with one call.  The guest runs meanwhile (the
+ * write resumed it); a pause that landed while the write was on its way is
+ * seen as soon as before, give or take that margin, and at most
+ * GATHER_MAX_NS after the write when QEMU answers in time.
+ */
+static int gather_read(struct qsamp *q, struct tick_state *ts, unsigned n, uint64_t pa,
+		       size_t len, int *merr, int *stopped)
+{
+	int err = gdbstub_stop_sample_send(q->gs, n, pa, len, 1);
+	int64_t t0 = clk_now_ns(), waited, took, cap = q->period_ns / (DUTY_FACTOR + 1);
+	unsigned long waits;
+
+	*stopped = 0;
+	if (err)
+		return err;
+	if (ts->gather_ns)
+		wait_until(q, t0 + ts->gather_ns);
+	waited = clk_now_ns() - t0;
+	waits = gdbstub_waits(q->gs);
+	err = gdbstub_stop_sample_recv(q->gs, q->regs, q->slotbuf, merr, stopped);
+	took = clk_now_ns() - t0;
+	if (gdbstub_waits(q->gs) == waits) {
+		/* All in: the tick counts as its cost the time they took
+		 * when last waited for, not its margin on that. */
+		if (waited > ts->took_ns)
+			ts->slept = waited - ts->took_ns;
+		ts->gather_ns -= ts->gather_ns / 64;
+	} else {
+		ts->took_ns = took;
+		ts->gather_ns = took + took / 2;
+	}
+	if (cap > GATHER_MAX_NS)
+		cap = GATHER_MAX_NS;
+	if (ts->gather_ns > cap)
+		ts->gather_ns = cap;
+	return err;
+}
+
+/*
  * The fast path: stop, read and resume in one write, which QEMU handles in
  * one pass of its main loop, so no monitor command can come in between: a
  * "stop" from the monitor or libvirt lands before (its stop reply makes the
@@ -577,8 +631,11 @@ static int tick_fast(struct qsamp *q, struct tick_state *ts, unsigned n, uint64_
 {
 	int stopped = 0, err;
 
-	err = gdbstub_stop_sample(q->gs, q->regs, n, pa, q->slotbuf, len, !q->cg,
-				  merr, &stopped);
+	if (q->cg)
+		err = gdbstub_stop_sample(q->gs, q->regs, n, pa, q->slotbuf, len, 0, merr,
+					  &stopped);
+	else
+		err = gather_read(q, ts, n, pa, len, merr, &stopped);
 	*final = 1;
 	if (err == -EALREADY) {
 		ts->paused = 1;
@@ -818,6 +875,7 @@ static void *tick_main(void *arg)
 		}
 		next += q->period_ns;
 		q->ticks++;
+		ts.slept = 0;
 		r = tick_once(q, &ts);
 		t1 = clk_now_ns();
 		if (r < 0) {
@@ -833,7 +891,7 @@ static void *tick_main(void *arg)
 		}
 		if (r == 0)
 			continue;
-		cost = t1 - t0;
+		cost = t1 - t0 - ts.slept;
 		q->cost_ns += (uint64_t)cost;
 		if ((uint64_t)cost > q->max_cost)
 			q->max_cost = (uint64_t)cost;

@@ -41,6 +41,17 @@ struct gdbstub {
 	 * (none of its answers read yet). */
 	int owed;
 	int marker_open;
+	/* The fast-path batch sent and not read yet (gdbstub_stop_sample_send()):
+	 * its register reads, memory bytes and chunks, the memory check's
+	 * result, and the stop replies seen before it went out. */
+	int batch_open;
+	unsigned batch_n;
+	size_t batch_len;
+	int batch_chunks, batch_merr, batch_stops;
+	/* The next wait for bytes reads the socket before polling it: the
+	 * answers are expected to be there already. */
+	int rx_try;
+	unsigned long waits;	/* polls that waited for the stub */
 	unsigned nr_threads;
 	unsigned long tids[GDBSTUB_MAX_THREADS];
 	/* gdbstub_set_words(): 8-byte reads that go with every sample */
@@ -48,7 +59,7 @@ struct gdbstub {
 	uint64_t word_pa[GDBSTUB_MAX_THREADS], word[GDBSTUB_MAX_THREADS];
 	int8_t word_err[GDBSTUB_MAX_THREADS];
 	struct gdbstub_layout lay;
-	size_t rx_len;
+	size_t rx_off, rx_len;	/* rx[rx_off, rx_len) not taken yet */
 	char rx[GS_RX_CAP];
 	char pkt[GS_PKT_CAP + 1];
 	char tx[GS_TX_CAP];
@@ -99,6 +110,8 @@ static void tx_interrupt(struct gdbstub *gs)
 	gs->tx[gs->tx_len++] = 0x03;
 }
 
+static const char hex_digits[] = "0123456789abcdef";
+
 static int tx_packet(struct gdbstub *gs, const char *payload)
 {
 	size_t len = strlen(payload);
@@ -119,8 +132,22 @@ static int tx_packet(struct gdbstub *gs, const char *payload)
 		gs->tx[gs->tx_len++] = c;
 		sum += (unsigned char)c;
 	}
-	gs->tx_len += (size_t)snprintf(gs->tx + gs->tx_len, 4, "#%02x", sum & 0xff);
+	gs->tx[gs->tx_len++] = '#';
+	gs->tx[gs->tx_len++] = hex_digits[(sum >> 4) & 15];
+	gs->tx[gs->tx_len++] = hex_digits[sum & 15];
 	return 0;
+}
+
+/* v in hex, no leading zeros, at p; returns the end (not terminated). */
+static char *put_hex(char *p, uint64_t v)
+{
+	int shift = 60;
+
+	while (shift > 0 && !(v >> shift))
+		shift -= 4;
+	for (; shift >= 0; shift -= 4)
+		*p++ = hex_digits[(v >> shift) & 15];
+	return p;
 }
 
 static int tx_flush(struct gdbstub *gs)
@@ -132,13 +159,51 @@ static int tx_flush(struct gdbstub *gs)
 }
 
 /*
+ * The payload rx[from, to) into gs->pkt: escapes and run-length encoding
+ * decoded, or, without either (QEMU uses neither in the answers to the
+ * sampler's requests), copied.  Returns its length or -EAGAIN (too long).
+ */
+static int rx_decode(struct gdbstub *gs, size_t from, size_t to)
+{
+	size_t plen = to - from;
+	int out = 0;
+
+	if (!memchr(gs->rx + from, '}', plen) && !memchr(gs->rx + from, '*', plen)) {
+		if (plen > GS_PKT_CAP)
+			return -EAGAIN;
+		memcpy(gs->pkt, gs->rx + from, plen);
+		return (int)plen;
+	}
+	for (size_t k = from; k < to; k++) {
+		unsigned char c = (unsigned char)gs->rx[k];
+
+		if (c == '}' && k + 1 < to) {
+			c = (unsigned char)gs->rx[++k] ^ 0x20;
+		} else if (c == '*' && k + 1 < to && out > 0) {
+			int n = (unsigned char)gs->rx[++k] - 29;
+
+			if (n < 0 || out + n > GS_PKT_CAP)
+				return -EAGAIN;
+			memset(gs->pkt + out, gs->pkt[out - 1], (size_t)n);
+			out += n;
+			continue;
+		}
+		if (out >= GS_PKT_CAP)
+			return -EAGAIN;
+		gs->pkt[out++] = (char)c;
+	}
+	return out;
+}
+
+/*
  * Tries to take one complete packet out of rx.  Returns its decoded length
  * (into gs->pkt, NUL-terminated), 0 if more bytes are needed, or -EAGAIN if
  * a packet was dropped (bad checksum, too long) and parsing should go on.
  */
 static int rx_take(struct gdbstub *gs)
 {
-	size_t i = 0, start, hash;
+	size_t i = gs->rx_off, start, hash;
+	const char *h;
 	unsigned sum = 0;
 	int c1, c2, out = 0;
 
@@ -146,17 +211,18 @@ static int rx_take(struct gdbstub *gs)
 	while (i < gs->rx_len && gs->rx[i] != '$' && gs->rx[i] != '%')
 		i++;
 	if (i == gs->rx_len) {
-		gs->rx_len = 0;
+		gs->rx_off = gs->rx_len = 0;
 		return 0;
 	}
 	start = i;
-	hash = start + 1;
-	while (hash < gs->rx_len && gs->rx[hash] != '#')
-		hash++;
+	h = memchr(gs->rx + start + 1, '#', gs->rx_len - start - 1);
+	hash = h ? (size_t)(h - gs->rx) : gs->rx_len;
 	if (hash + 2 >= gs->rx_len) {
-		/* Incomplete: keep it, unless it can never fit. */
+		/* Incomplete: keep it at the front, for the bytes that
+		 * complete it, unless it can never fit. */
 		memmove(gs->rx, gs->rx + start, gs->rx_len - start);
 		gs->rx_len -= start;
+		gs->rx_off = 0;
 		if (gs->rx_len == sizeof(gs->rx)) {
 			gs->rx_len = 0;
 			return -EAGAIN;
@@ -176,37 +242,20 @@ static int rx_take(struct gdbstub *gs)
 		out = -EAGAIN;
 		goto consume;
 	}
-	/* Decode escapes and run-length encoding. */
-	for (size_t k = start + 1; k < hash; k++) {
-		unsigned char c = (unsigned char)gs->rx[k];
-
-		if (c == '}' && k + 1 < hash) {
-			c = (unsigned char)gs->rx[++k] ^ 0x20;
-		} else if (c == '*' && k + 1 < hash && out > 0) {
-			int n = (unsigned char)gs->rx[++k] - 29;
-
-			if (n < 0 || out + n > GS_PKT_CAP) {
-				out = -EAGAIN;
-				goto consume;
-			}
-			memset(gs->pkt + out, gs->pkt[out - 1], (size_t)n);
-			out += n;
-			continue;
-		}
-		if (out >= GS_PKT_CAP) {
-			out = -EAGAIN;
-			goto consume;
-		}
-		gs->pkt[out++] = (char)c;
-	}
+	out = rx_decode(gs, start + 1, hash);
+	if (out < 0)
+		goto consume;
 	gs->pkt[out] = '\0';
 	if (gs->rx[start] == '%')	/* notification (non-stop mode): not for us */
 		out = -EAGAIN;
 	if (out == 0)
 		out = -ENODATA;		/* empty packet: "unsupported" */
 consume:
-	memmove(gs->rx, gs->rx + hash + 3, gs->rx_len - (hash + 3));
-	gs->rx_len -= hash + 3;
+	/* Taken by moving on, not by moving the rest (a stop's answers
+	 * come in one read: a dozen packets, 2-3 KiB). */
+	gs->rx_off = hash + 3;
+	if (gs->rx_off == gs->rx_len)
+		gs->rx_off = gs->rx_len = 0;
 	return out;
 }
 
@@ -228,9 +277,21 @@ static int rx_packet(struct gdbstub *gs, int64_t deadline)
 			return r;
 		if (r == -EAGAIN)
 			continue;
+		if (gs->rx_try) {
+			gs->rx_try = 0;
+			n = recv(gs->fd, gs->rx + gs->rx_len, sizeof(gs->rx) - gs->rx_len,
+				 MSG_DONTWAIT);
+			if (n > 0) {
+				gs->rx_len += (size_t)n;
+				continue;
+			}
+			if (n == 0 || (errno != EAGAIN && errno != EINTR))
+				return -EPIPE;
+		}
 		left = deadline ? deadline - clk_now_ns() : 0;
 		if (left < 0)
 			left = 0;
+		gs->waits += left > 0;
 		r = poll(&pfd, 1, (int)((left + 999999) / 1000000));
 		if (r < 0) {
 			if (errno == EINTR)
@@ -796,6 +857,17 @@ static int parse_mem(const struct gdbstub *gs, size_t n, uint8_t *buf, size_t le
 	return 0;
 }
 
+/* "m<pa>,<len>" into cmd (at least 36 bytes). */
+static const char *mem_cmd(char *cmd, uint64_t pa, size_t len)
+{
+	char *p = put_hex(cmd + 1, pa);
+
+	cmd[0] = 'm';
+	*p++ = ',';
+	*put_hex(p, len) = '\0';
+	return cmd;
+}
+
 /* Queues the reads of gdbstub_sample(); returns the number of memory
  * chunks requested or -errno. */
 static int queue_reads(struct gdbstub *gs, unsigned n, uint64_t pa, size_t len, int merr)
@@ -803,8 +875,12 @@ static int queue_reads(struct gdbstub *gs, unsigned n, uint64_t pa, size_t len, 
 	char cmd[64];
 	int chunks = 0, err;
 
+	/* Spelt without snprintf: a tick's few packets are most of what
+	 * it runs, and the formatter would be most of that. */
 	for (unsigned i = 0; i < n; i++) {
-		snprintf(cmd, sizeof(cmd), "Hg%lx", gs->tids[i]);
+		cmd[0] = 'H';
+		cmd[1] = 'g';
+		*put_hex(cmd + 2, gs->tids[i]) = '\0';
 		err = tx_packet(gs, cmd);
 		if (!err)
 			err = tx_packet(gs, "g");
@@ -815,8 +891,7 @@ static int queue_reads(struct gdbstub *gs, unsigned n, uint64_t pa, size_t len, 
 		for (size_t off = 0; off < len; off += GS_MEM_CHUNK, chunks++) {
 			size_t l = len - off < GS_MEM_CHUNK ? len - off : GS_MEM_CHUNK;
 
-			snprintf(cmd, sizeof(cmd), "m%llx,%zx", (unsigned long long)(pa + off), l);
-			err = tx_packet(gs, cmd);
+			err = tx_packet(gs, mem_cmd(cmd, pa + off, l));
 			if (err)
 				return err;
 		}
@@ -826,8 +901,7 @@ static int queue_reads(struct gdbstub *gs, unsigned n, uint64_t pa, size_t len, 
 		gs->word_err[i] = -ENOENT;
 		if (!gs->word_pa[i])
 			continue;
-		snprintf(cmd, sizeof(cmd), "m%llx,8", (unsigned long long)gs->word_pa[i]);
-		err = tx_packet(gs, cmd);
+		err = tx_packet(gs, mem_cmd(cmd, gs->word_pa[i], 8));
 		if (err)
 			return err;
 	}
@@ -848,6 +922,8 @@ int gdbstub_set_words(struct gdbstub *gs, const uint64_t *pa, unsigned n)
 {
 	if (n > GDBSTUB_MAX_THREADS)
 		return -EINVAL;
+	if (gs->batch_open)
+		return -EBUSY;	/* its answers are counted with these */
 	if (n && !gs->has_phys)
 		return -ENOTSUP;
 	for (unsigned i = 0; i < n; i++) {
@@ -999,14 +1075,13 @@ int gdbstub_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
 	return err;
 }
 
-int gdbstub_stop_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
-			uint64_t pa, void *buf, size_t len, int resume, int *mem_err,
-			int *stopped)
+int gdbstub_stop_sample_send(struct gdbstub *gs, unsigned nr, uint64_t pa, size_t len,
+			     int resume)
 {
 	unsigned n = nr < gs->nr_threads ? nr : gs->nr_threads;
-	int merr = check_mem(gs, pa, len), chunks, err, before, marker = 0;
+	int merr = check_mem(gs, pa, len), chunks, err;
 
-	*stopped = 0;
+	gs->batch_open = 0;
 	if (!n)
 		return -EINVAL;
 	err = gdbstub_drain(gs);
@@ -1034,23 +1109,68 @@ int gdbstub_stop_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned 
 		if (err)
 			return err;
 	}
-	err = tx_flush(gs);
-	if (err)
-		return err;
 	/* QEMU stops the VM while handling "\x03", announces it with a stop
 	 * reply, and only then reads on: a stop reply before the answers
 	 * means the guest ran and was stopped for them. */
-	before = gs->stops_seen;
-	err = read_replies(gs, regs, n, buf, len, chunks, &merr, &marker);
+	gs->batch_stops = gs->stops_seen;
+	err = tx_flush(gs);
+	if (err)
+		return err;
+	gs->batch_open = 1;
+	gs->batch_n = n;
+	gs->batch_len = len;
+	gs->batch_chunks = chunks;
+	gs->batch_merr = merr;
+	return 0;
+}
+
+/* The answers to the open batch; try: they are expected in the socket
+ * already (read it before waiting). */
+static int batch_recv(struct gdbstub *gs, struct gdbstub_regs *regs, void *buf, int try,
+		      int *mem_err, int *stopped)
+{
+	int merr = gs->batch_merr, marker = 0, err;
+
+	*stopped = 0;
+	if (!gs->batch_open)
+		return -EINVAL;
+	gs->batch_open = 0;
+	gs->rx_try = try;
+	err = read_replies(gs, regs, gs->batch_n, buf, gs->batch_len, gs->batch_chunks,
+			   &merr, &marker);
+	gs->rx_try = 0;
 	if (err == -ETIMEDOUT && gs->marker_open)
 		*stopped = -1;	/* not known yet: gdbstub_catch_up() tells */
 	else if (!marker)
-		*stopped = gs->stops_seen != before;
-	else if (gs->stops_seen != before)
+		*stopped = gs->stops_seen != gs->batch_stops;
+	else if (gs->stops_seen != gs->batch_stops)
 		*stopped = 2;	/* paused by someone else meanwhile */
 	if (mem_err)
 		*mem_err = merr;
 	return err;
+}
+
+int gdbstub_stop_sample_recv(struct gdbstub *gs, struct gdbstub_regs *regs, void *buf,
+			     int *mem_err, int *stopped)
+{
+	return batch_recv(gs, regs, buf, 1, mem_err, stopped);
+}
+
+int gdbstub_stop_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned nr,
+			uint64_t pa, void *buf, size_t len, int resume, int *mem_err,
+			int *stopped)
+{
+	int err = gdbstub_stop_sample_send(gs, nr, pa, len, resume);
+
+	*stopped = 0;
+	if (err)
+		return err;
+	return batch_recv(gs, regs, buf, 0, mem_err, stopped);
+}
+
+unsigned long gdbstub_waits(const struct gdbstub *gs)
+{
+	return gs->waits;
 }
 
 int gdbstub_read_regs(struct gdbstub *gs, unsigned vcpu, struct gdbstub_regs *out)

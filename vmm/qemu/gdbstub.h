@@ -129,6 +129,23 @@ int gdbstub_stop_sample(struct gdbstub *gs, struct gdbstub_regs *regs, unsigned 
 			int *stopped);
 
 /*
+ * gdbstub_stop_sample() in two halves, for a caller that lets the answers
+ * gather before it reads them: each answer QEMU writes (an ack and a reply
+ * per request) would otherwise wake a reader that waits on the socket.
+ * _send() sends the batch (-EALREADY, -EINVAL as above); _recv(), called
+ * once with nothing else sent in between, reads its answers as
+ * gdbstub_stop_sample() does, taking what the socket holds before it waits
+ * for the rest; regs and buf must hold the nr and len given to _send().
+ */
+int gdbstub_stop_sample_send(struct gdbstub *gs, unsigned nr, uint64_t pa, size_t len,
+			     int resume);
+int gdbstub_stop_sample_recv(struct gdbstub *gs, struct gdbstub_regs *regs, void *buf,
+			     int *mem_err, int *stopped);
+/* How many times the client has waited on the socket for the stub (a poll
+ * with a timeout): a statistic, for tests and the sampler's cost. */
+unsigned long gdbstub_waits(const struct gdbstub *gs);
+
+/*
  * 8-byte guest-physical reads that go out with every later sample's
  * register reads, in the same write (gdbstub_sample(), gdbstub_stop_sample()
  * with nr > 0): pa[i] 0 reads nothing.  The gdbstub sampler reads each
