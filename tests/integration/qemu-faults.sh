@@ -70,6 +70,25 @@ opid=$!
 CLEAN_PIDS="$opid"
 con=$T/reset/guests/guest/console.log
 wait_console "$con" "OPVM-READY" 150 || { cat "$T/reset.out"; fail "the guest did not boot"; }
+# init prints OPVM-READY as it starts the relay, before the relay's HELLO
+# has reached opvm: a reset sent then would leave one HELLO to count.  So
+# the reset waits for the first HELLO in session.json (written each sync).
+python3 - "$T/reset/guests/guest/samples/current/session.json" "$opid" <<'EOF' ||
+import json, os, sys, time
+for _ in range(600):
+    try:
+        if json.load(open(sys.argv[1]))["model"]["hellos"] >= 1:
+            sys.exit(0)
+    except (OSError, ValueError, KeyError):
+        pass
+    try:
+        os.kill(int(sys.argv[2]), 0)
+    except OSError:
+        break
+    time.sleep(0.1)
+sys.exit(1)
+EOF
+	{ cat "$T/reset.out"; fail "no HELLO from the guest's first boot in session.json"; }
 python3 - "$T/mon" <<'EOF' || fail "cannot reset the guest through its monitor"
 import socket, sys, time
 s = socket.socket(socket.AF_UNIX)
