@@ -185,6 +185,9 @@ static inline const struct gstate_mapping *attribution_map_of(struct attribution
  * that got none, counted in python_unnamed). */
 unsigned attribution_py_ids(struct attribution *s, const struct opvm_sample *x, uint32_t *ids,
 			    unsigned max);
+/* A new store (a window's rotation): its frame table starts empty, and
+ * every frame is defined there again when next met. */
+void attribution_py_reset(struct attribution *s);
 /* The interpreter image Python frames of p are filed under. */
 const char *attribution_py_image(const struct gstate_process *p);
 

@@ -53,6 +53,15 @@ static int py_id(struct attribution *s, uint64_t idx, uint32_t *id)
 	return 0;
 }
 
+void attribution_py_reset(struct attribution *s)
+{
+	store_python_close(s->pyt);
+	s->pyt = NULL;
+	s->pyt_failed = false;
+	if (s->py_map)
+		memset(s->py_map, 0, PYNAMES_MAX * sizeof(*s->py_map));
+}
+
 unsigned attribution_py_ids(struct attribution *s, const struct opvm_sample *x, uint32_t *ids,
 			    unsigned max)
 {

@@ -1663,6 +1663,7 @@ int attribution_set_store(struct attribution *s, struct store *st)
 	store_stacks_close(s->stk);
 	s->stk = NULL;
 	s->stk_failed = false;
+	attribution_py_reset(s);
 	/* every cache holds file ids of the old store's files */
 	memset(s->vc, 0, ((size_t)s->vc_mask + 1) * sizeof(*s->vc));
 	memset(s->vp, 0, ((size_t)s->vc_mask + 1) * sizeof(*s->vp));

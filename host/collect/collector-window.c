@@ -89,22 +89,19 @@ void cguest_window_begin(struct cguest *g)
 static int rotate(struct collector *c, struct cguest *g, int64_t now)
 {
 	char name[STORE_WINDOW_NAME_MAX];
-	unsigned flags = c->cfg.public_tree ? STORE_PUBLIC : 0;
-	int err;
+	int err, sealed = 0;
 
-	store_close(g->st);
-	g->st = NULL;
 	store_window_name(name, g->win_start, now);
-	err = store_seal_window(c->session_dir, g->name, name);
-	if (err)
-		g->last_err = err;	/* the next current/ rotates it to previous/ */
+	err = store_rotate(g->st, name, &sealed);
+	if (sealed)
+		g->last_err = sealed;	/* kept as previous/ */
 	else
 		g->windows++;
-	g->st = store_open(c->session_dir, g->name, c->cfg.events, c->cfg.nr_events,
-			   c->cfg.separate, flags);
-	if (!g->st)
-		return -errno;
-	store_set_limits(g->st, &c->cfg.store_limits);
+	if (err) {
+		store_close(g->st);
+		g->st = NULL;
+		return err;
+	}
 	err = attribution_set_store(g->sy, g->st);
 	if (err)
 		return err;

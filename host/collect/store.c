@@ -475,12 +475,26 @@ static int samples_dir_existing(const char *session_dir, const char *gdir, bool 
 	return gfd < 0 ? gfd : gd < 0 ? gd : smp;
 }
 
+/* samples/current (a directory, not a link) renamed window name, in the
+ * locked samples/ smp.  0 or -errno. */
+static int seal_current(int smp, const char *name)
+{
+	struct stat sb;
+
+	if (fstatat(smp, "current", &sb, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!S_ISDIR(sb.st_mode))
+		return S_ISLNK(sb.st_mode) ? -ELOOP : -ENOTDIR;
+	if (renameat2(smp, "current", smp, name, RENAME_NOREPLACE) < 0)
+		return -errno;
+	return 0;
+}
+
 int store_seal_window(const char *session_dir, const char *guest, const char *name)
 {
 	char mg[OPVM_MANGLE_MAX];
 	int64_t a, b;
-	struct stat sb;
-	int smp, ret = 0;
+	int smp, ret;
 
 	if (!session_dir || !guest || !*guest || !name || store_window_parse(name, &a, &b))
 		return -EINVAL;
@@ -488,14 +502,44 @@ int store_seal_window(const char *session_dir, const char *guest, const char *na
 	smp = samples_dir_existing(session_dir, mg, true);
 	if (smp < 0)
 		return smp;
-	if (fstatat(smp, "current", &sb, AT_SYMLINK_NOFOLLOW) < 0)
-		ret = -errno;
-	else if (!S_ISDIR(sb.st_mode))
-		ret = S_ISLNK(sb.st_mode) ? -ELOOP : -ENOTDIR;
-	else if (renameat2(smp, "current", smp, name, RENAME_NOREPLACE) < 0)
-		ret = -errno;
+	ret = seal_current(smp, name);
 	close(smp);	/* the lock with it */
 	return ret;
+}
+
+static void sfile_free(struct sfile *sf);
+
+/* Every file of the window synced and let go; the store as store_open()
+ * left it, with its caps. */
+static void window_drop(struct store *st)
+{
+	struct sfile *sf, *n;
+
+	store_sync(st);
+	for (sf = st->files; sf; sf = n) {
+		n = sf->next;
+		sfile_free(sf);
+	}
+	st->files = st->last = st->mru = st->lru = NULL;
+	memset(st->index, 0, st->index_cap * sizeof(*st->index));
+	st->index_nr = 0;
+	memset(st->ovf, 0, st->nr_events * sizeof(*st->ovf));
+	st->nr_ovf = 0;
+	st->stats = (struct store_stats){ 0 };
+}
+
+int store_rotate(struct store *st, const char *name, int *sealed)
+{
+	int64_t a, b;
+
+	if (!st || !name || !sealed || store_window_parse(name, &a, &b) || st->curfd < 0)
+		return -EINVAL;
+	window_drop(st);
+	close(st->curfd);
+	*sealed = seal_current(st->lockfd, name);
+	/* not sealed: the new current/ keeps the old one as previous/ */
+	st->curfd = current_open(st, st->lockfd);
+	return st->curfd < 0 ? st->curfd : 0;
 }
 
 int store_remove_window(const char *session_dir, const char *gdir, const char *name)

@@ -168,6 +168,15 @@ int store_windows(const char *session_dir, int64_t since_ms, int64_t until_ms,
  * without a current/.  guest is mangled; nothing is followed through a
  * link.  0 or -errno. */
 int store_seal_window(const char *session_dir, const char *guest, const char *name);
+/* The rotation of a window (host/collect/collector-window.c): st's files
+ * synced and closed, samples/current renamed window name and a new,
+ * empty current/ made, all under the lock st holds since store_open(): no
+ * other writer comes between, and the session's path is not walked again.
+ * *sealed: 0, or why current/ was not renamed (-EEXIST...: then the new
+ * current/ keeps it as previous/, as store_open() would).  Returns 0, or
+ * -errno when no current/ could be made: st then takes no sample and is
+ * only to be closed. */
+int store_rotate(struct store *st, const char *name, int *sealed);
 /* Removes window name of the guest tree whose directory under guests/ is
  * gdir (already mangled), without following a link.  0 or -errno. */
 int store_remove_window(const char *session_dir, const char *gdir, const char *name);

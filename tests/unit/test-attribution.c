@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -1293,6 +1294,55 @@ static void test_python_by_mapping(void **state)
 	pynames_free(names);
 }
 
+/*
+ * A window's rotation (store_rotate(), then attribution_set_store()): a
+ * Python frame met again is defined again in the new window's frame
+ * table, so each window names its own frames.
+ */
+static void test_python_after_rotate(void **state)
+{
+	struct attribution_config cfg = { .hold_ms = 1000 };
+	struct pynames *names = pynames_new();
+	char name[STORE_WINDOW_NAME_MAX], p[512];
+	struct store_stats ss;
+	uint64_t chain[1];
+	struct opvm_sample s;
+	struct stat sb;
+	struct fix f;
+	int sealed, py_files;
+	uint32_t idx;
+
+	(void)state;
+	assert_non_null(names);
+	assert_int_equal(pynames_intern(names, "main.loop", "/srv/app.py", 10, 12, &idx), 0);
+	chain[0] = idx;
+	cfg.py = names;
+	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
+	attribution_free(f.sy);
+	f.sy = attribution_new(f.st, f.gs, f.rings, 2, &cfg);
+	assert_non_null(f.sy);
+	s = user(0, LIBC_LO + 0x100, 0, 0);
+	s.chain = chain;
+	s.nr_chain = s.nr_py = 1;
+	s.flags = OPVM_SAMPLE_PYTASK;
+	s.slot_tgid = 100;
+	for (int w = 0; w < 2; w++) {
+		assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
+		assert_int_equal(attribution_window_end(f.sy, 10), 0);
+		assert_int_equal(count_py(&f, "/bin/app", &py_files), 1);
+		store_get_stats(f.st, &ss);
+		assert_int_equal(ss.py_frames, 1);
+		store_window_name(name, 1000000 + w * 10, 1000010 + w * 10);
+		assert_int_equal(store_rotate(f.st, name, &sealed), 0);
+		assert_int_equal(sealed, 0);
+		assert_int_equal(attribution_set_store(f.sy, f.st), 0);
+		snprintf(p, sizeof(p), "%s/guests/g1/samples/%s/python.def", f.dir, name);
+		assert_int_equal(stat(p, &sb), 0);
+	}
+	fix_close(&f);
+	pynames_free(names);
+}
+
 /* Ring overflow shows in the stats. */
 static void test_overflow_stats(void **state)
 {
@@ -1596,6 +1646,7 @@ int main(void)
 		cmocka_unit_test(test_fork_child_uses_parent),
 		cmocka_unit_test(test_python_waits_for_exec),
 		cmocka_unit_test(test_python_by_mapping),
+		cmocka_unit_test(test_python_after_rotate),
 		cmocka_unit_test(test_overflow_stats),
 		cmocka_unit_test(test_seed_1_99),
 		cmocka_unit_test(test_random_consistency),

@@ -1380,6 +1380,73 @@ static void test_windows(void **state)
 	tmpdir_free(d);
 }
 
+/* Files of a window's path: 0 if it is there (a regular file). */
+static int window_file(const char *d, const char *which, const char *leaf)
+{
+	char p[1024];
+	struct stat sb;
+
+	snprintf(p, sizeof(p), "%s/guests/g/samples/%s/{root}/^usr^bin^foo/{dep}/{root}/^usr^bin^foo/%s",
+		 d, which, leaf);
+	return stat(p, &sb) == 0 && S_ISREG(sb.st_mode) ? 0 : -1;
+}
+
+/*
+ * store_rotate(): the window's files are sealed under the window's name
+ * with their counts, the same store goes on in an empty current/, and
+ * the lock stays held throughout (another store is refused after).  A
+ * name already taken leaves the old current/ as previous/, and the store
+ * goes on.
+ */
+static void test_rotate(void **state)
+{
+	char *d = tmpdir_new(), name[STORE_WINDOW_NAME_MAX], names[4][STORE_WINDOW_NAME_MAX];
+	const char *leaf = "CPU_CLK_UNHALTED.100000.0.all.all.all";
+	struct store_key k = { .image = "/usr/bin/foo", .tgid = -1, .tid = -1, .cpu = -1 };
+	struct store_stats ss;
+	struct store *st;
+	struct sfile *sf;
+	int sealed = 1;
+
+	(void)state;
+	assert_non_null(d);
+	st = store_open(d, "g", ev1, 2, OPVM_SEP_NONE, 0);
+	assert_non_null(st);
+	sf = store_get(st, &k);
+	assert_non_null(sf);
+	assert_int_equal(sfile_add(sf, 0x10, 7), 0);
+	store_window_name(name, 1000000, 1000010);
+	assert_int_equal(store_rotate(st, "current", &sealed), -EINVAL);
+	assert_int_equal(store_rotate(st, name, &sealed), 0);
+	assert_int_equal(sealed, 0);
+	assert_int_equal(window_file(d, name, leaf), 0);
+	assert_int_equal(window_file(d, "current", leaf), -1);	/* empty */
+	store_get_stats(st, &ss);
+	assert_int_equal(ss.files, 0);
+	assert_null(store_open(d, "g", ev1, 2, OPVM_SEP_NONE, 0));	/* still locked */
+	assert_int_equal(errno, EBUSY);
+	/* the next window's samples go to the new current/ alone */
+	sf = store_get(st, &k);
+	assert_non_null(sf);
+	assert_int_equal(sfile_add(sf, 0x10, 5), 0);
+	assert_int_equal(store_sync(st), 0);
+	assert_int_equal(window_file(d, "current", leaf), 0);
+	/* a name taken: not sealed, kept as previous/, the store goes on */
+	assert_int_equal(store_rotate(st, name, &sealed), 0);
+	assert_int_equal(sealed, -EEXIST);
+	assert_int_equal(window_file(d, "previous", leaf), 0);
+	store_window_name(name, 1000010, 1000020);
+	assert_non_null(store_get(st, &k));
+	assert_int_equal(store_rotate(st, name, &sealed), 0);
+	assert_int_equal(sealed, 0);
+	store_close(st);
+	assert_int_equal(store_windows(d, 0, INT64_MAX, names, 4), 2);
+	assert_string_equal(names[0], "w-0000001000000-0000001000010");
+	assert_string_equal(names[1], "w-0000001000010-0000001000020");
+	assert_int_equal(window_file(d, names[0], leaf), 0);
+	tmpdir_free(d);
+}
+
 static void test_remove_tree(void **state)
 {
 	char *d = tmpdir_new(), p[1024], q[1024], keep[1024];
@@ -1446,6 +1513,7 @@ int main(void)
 		cmocka_unit_test(test_late_check),
 		cmocka_unit_test(test_remove_tree),
 		cmocka_unit_test(test_windows),
+		cmocka_unit_test(test_rotate),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
