@@ -700,46 +700,51 @@ static void intro_tool_set(struct cguest *g)
 
 static void ksyms_word(struct cguest *g, uint64_t now);
 
-/* The guest's OS started (first samples, or first after a reboot's
- * firmware): a kernel search backed off is told.  Not at every OS sample:
- * an OS without VMCOREINFO would be searched once a second for ever. */
-static void os_start_check(struct cguest *g)
+/* Whether the guest's OS started since the last poll (first samples, or
+ * first after a reboot's firmware): a kernel search backed off is told.
+ * Not at every OS sample: an OS without VMCOREINFO would be searched
+ * once a second for ever. */
+static bool os_started(struct cguest *g)
 {
 	uint64_t os, boot;
+	bool started;
 
 	if (!g->sy)
-		return;
+		return false;
 	attribution_os_counts(g->sy, &os, &boot);
 	if (boot != g->boot_seen)
 		g->fw_since = true;
-	if (os != g->os_seen && (g->fw_since || !g->os_seen))
-		introspect_os_started(g->intro);
+	started = os != g->os_seen && (g->fw_since || !g->os_seen);
 	if (os != g->os_seen)
 		g->fw_since = false;
 	g->os_seen = os;
 	g->boot_seen = boot;
+	return started;
 }
 
-/* One bounded step of introspection; what it finds comes back through
- * g->intro_tool.  Its kernel symbols are sent only while the guest
- * module's relay has sent none: two transfers into one kallsyms file
- * would interleave. */
-static void intro_poll(struct cguest *g, uint64_t now)
+/* One bounded step of introspection, told what the session learned since
+ * the last; what it finds comes back through g->intro_tool.  final: the
+ * session's end (only the modules' symbols still owed go out). */
+static void intro_poll(struct cguest *g, uint64_t now, bool final)
 {
 	const struct fetch_stats *fs = fetch_get_stats(g->fetch);
+	bool auto_mode = g->intro_mode == INTROSPECT_AUTO;
+	struct introspect_news news = {
+		/* the relay sends all of them (asked, or it predates the
+		 * word).  The fetch counts introspection's own records too:
+		 * only more are the relay's */
+		.relay_ksyms = auto_mode && fs->ksyms_records > g->intro_ksyms_records &&
+			       !fs->ksyms_asked_modules && !fs->ksyms_asked_none,
+		.module_active = auto_mode && gstate_get_hello(g->gs),
+		.final = final,
+	};
 
 	if (!g->intro)
 		return;
-	/* the relay sends all of them (asked, or it predates the word).  The
-	 * fetch counts introspection's own records too: only more are the
-	 * relay's */
-	if (fs->ksyms_records > g->intro_ksyms_records && !fs->ksyms_asked_modules &&
-	    !fs->ksyms_asked_none && g->intro_mode == INTROSPECT_AUTO)
-		introspect_no_ksyms(g->intro);
-	if (gstate_get_hello(g->gs) && g->intro_mode == INTROSPECT_AUTO)
-		introspect_module_active(g->intro);
-	os_start_check(g);
-	introspect_poll(g->intro, now, &g->intro_tool);
+	news.os_started = !final && os_started(g);
+	introspect_poll(g->intro, now, &news, &g->intro_tool);
+	if (final)
+		return;
 	kallsyms_tell(g);
 	cguest_memsyms_poll(g, false);
 	ksyms_word(g, now);	/* introspection may have decided it */
@@ -1067,10 +1072,7 @@ static int guest_sync(struct collector *c, struct cguest *g, uint64_t now, bool 
 		if (err && !ret)
 			ret = err;
 	}
-	if (!final)
-		intro_poll(g, now);
-	else if (g->intro)
-		introspect_finish(g->intro, &g->intro_tool);	/* symbols still owed */
+	intro_poll(g, now, final);
 	if (!final)
 		python_tell(g);
 	/* samples that could not be filed are counted (store_errors), and

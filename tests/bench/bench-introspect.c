@@ -147,8 +147,8 @@ static int bench_refresh(void)
 	if (!m || guestmem_add_range(m, 0, x.size, (uint64_t)(uintptr_t)x.ram))
 		return 1;
 	in = introspect_new(m, NULL);
-	introspect_poll(in, 1, TOOL(sink, &bytes));
-	introspect_poll(in, 2, TOOL(sink, &bytes));
+	introspect_poll(in, 1, NULL, TOOL(sink, &bytes));
+	introspect_poll(in, 2, NULL, TOOL(sink, &bytes));
 	if (introspect_get_stats(in)->tasks != XT_MAX || !introspect_get_stats(in)->maps ||
 	    introspect_get_stats(in)->maps->maps_sent != 2 * (XT_MAX - XT_MAX / 10)) {
 		fprintf(stderr, "bench-introspect: the processes or mappings were not read\n");
@@ -164,7 +164,7 @@ static int bench_refresh(void)
 			xi_put(&x, XT_MM_VA + (uint64_t)p * 0x100 + XM_MAP_COUNT, &count, 4);
 		}
 		t1 = cpu_ms();
-		introspect_poll(in, 3 + (uint64_t)i, TOOL(sink, &bytes));
+		introspect_poll(in, 3 + (uint64_t)i, NULL, TOOL(sink, &bytes));
 		t0 += cpu_ms() - t1;
 	}
 	fprintf(stderr, "bench-introspect: %u processes, %d refreshes, %.1f ms, %llu trees "
@@ -197,7 +197,7 @@ static double bench_kallsyms(struct ximage *x, uint32_t n, const char *what)
 		in = introspect_new(m, NULL);
 		t0 = cpu_ms();
 		for (int i = 1; i < 16 && introspect_get_stats(in)->state == INTROSPECT_SEARCHING; i++)
-			introspect_poll(in, (uint64_t)i, TOOL(sink, &bytes));	/* a scan step each */
+			introspect_poll(in, (uint64_t)i, NULL, TOOL(sink, &bytes));	/* a scan step each */
 		t0 = cpu_ms() - t0;
 		if (introspect_get_stats(in)->state != INTROSPECT_READY ||
 		    introspect_get_stats(in)->nr_syms != n) {

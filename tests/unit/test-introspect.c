@@ -34,6 +34,7 @@
 
 /* A tool that takes the records only (vmm/introspect/introspect.h). */
 #define TOOL(fn, a)	(&(const struct introspect_tool){ .record = (fn), .arg = (a) })
+#define NEWS(...)	(&(const struct introspect_news){ __VA_ARGS__ })
 
 #define RAM	(8u << 20)
 #define VMCI_PA	0x600000ull
@@ -178,7 +179,7 @@ static void guest_free(struct guest *g)
 static const struct introspect_stats *run(struct introspect *in, struct capture *c, int n)
 {
 	for (int i = 0; i < n; i++) {
-		assert_int_equal(introspect_poll(in, 1000000u * (uint64_t)(i + 1), TOOL(capture, c)), 0);
+		assert_int_equal(introspect_poll(in, 1000000u * (uint64_t)(i + 1), NULL, TOOL(capture, c)), 0);
 		if (introspect_get_stats(in)->state != INTROSPECT_SEARCHING)
 			break;
 	}
@@ -367,7 +368,7 @@ static void test_lying_vmcoreinfo(void **state)
 }
 
 /* A guest without VMCOREINFO is searched less and less often after ten
- * passes; its OS starting (introspect_os_started()) ends the back-off. */
+ * passes; its OS starting (introspect_news.os_started) ends the back-off. */
 static void test_search_backoff(void **state)
 {
 	struct capture *c = calloc(1, sizeof(*c));
@@ -382,15 +383,14 @@ static void test_search_backoff(void **state)
 	in = introspect_new(g.m, NULL);
 	assert_non_null(in);
 	for (uint64_t t = 1; t <= 60; t++)	/* a poll a second for a minute */
-		assert_int_equal(introspect_poll(in, t * 1000, TOOL(capture, c)), 0);
+		assert_int_equal(introspect_poll(in, t * 1000, NULL, TOOL(capture, c)), 0);
 	st = introspect_get_stats(in);
 	/* ten a second, then 1, 2, 4, 8, 16 s apart */
 	assert_int_equal(st->passes, 15);
 	memcpy(g.x.ram + VMCI_PA, page, sizeof(page));	/* the kernel starts */
-	introspect_poll(in, 61000, TOOL(capture, c));
+	introspect_poll(in, 61000, NULL, TOOL(capture, c));
 	assert_int_equal(st->state, INTROSPECT_SEARCHING);	/* waits till 73 s */
-	introspect_os_started(in);
-	introspect_poll(in, 62000, TOOL(capture, c));
+	introspect_poll(in, 62000, NEWS(.os_started = true), TOOL(capture, c));
 	assert_int_equal(st->state, INTROSPECT_READY);
 	introspect_free(in);
 	guest_free(&g);
@@ -455,7 +455,7 @@ static void stacks_check(struct introspect *in, struct guest *g, struct capture 
 	xi_put(&g->x, XT_TASK_VA + 7 * XT_SIZE + XT_STACK,
 	       &(uint64_t){ XT_STACK_VA + 8 * 16384 + 8 }, 8);
 	xi_put(&g->x, XT_TASK_VA + 8 * XT_SIZE + XT_STACK, &(uint64_t){ 0x7fff0000c000 }, 8);
-	assert_int_equal(introspect_poll(in, 10500000, TOOL(capture, c)), 0);
+	assert_int_equal(introspect_poll(in, 10500000, NULL, TOOL(capture, c)), 0);
 	assert_int_equal(introspect_task_by_sp(in, XT_STACK_VA + 8 * 16384 + 16, &tgid, &kth),
 			 -ENOENT);
 	assert_int_equal(introspect_get_stats(in)->stacks, XT_MAX - 1);
@@ -483,7 +483,7 @@ static void test_processes(void **state)
 	/* no `modules` in its kallsyms: modules not read, and said why */
 	assert_null(st->modules);
 	assert_non_null(strstr(st->modules_error, "CONFIG_KALLSYMS_ALL"));
-	assert_int_equal(introspect_poll(in, 10000000, TOOL(capture, c)), 0);
+	assert_int_equal(introspect_poll(in, 10000000, NULL, TOOL(capture, c)), 0);
 	assert_int_equal(st->procs_live, 1);
 	assert_int_equal(st->tasks, XT_MAX);
 	assert_int_equal(c->procs, XT_MAX);
@@ -492,14 +492,14 @@ static void test_processes(void **state)
 	assert_string_equal(c->p105.comm, "proc5");
 	stacks_check(in, &g, c);
 	/* an unchanged list sends nothing */
-	introspect_poll(in, 11000000, TOOL(capture, c));
+	introspect_poll(in, 11000000, NULL, TOOL(capture, c));
 	assert_int_equal(c->procs + c->execs + c->exits, XT_MAX);
 	/* task 50 exits, task 60 execs (new address space, new name) */
 	next = XT_TASK_VA + 51 * XT_SIZE + XT_TASKS;
 	xi_put(&g.x, XT_TASK_VA + 49 * XT_SIZE + XT_TASKS, &next, 8);
 	xi_put(&g.x, XT_MM_VA + 60 * 0x100 + XM_PGD, &pgd, 8);
 	xi_put(&g.x, XT_TASK_VA + 60 * XT_SIZE + XT_COMM, "newprog", 8);
-	introspect_poll(in, 12000000, TOOL(capture, c));
+	introspect_poll(in, 12000000, NULL, TOOL(capture, c));
 	assert_int_equal(c->exits, 1);
 	assert_int_equal(c->last_exit, 150);
 	assert_int_equal(c->execs, 1);
@@ -509,10 +509,9 @@ static void test_processes(void **state)
 	assert_int_equal(c->seq_ok, c->records + c->ends + c->procs + c->execs + c->exits +
 				    c->cookies + c->maps + c->munmaps);
 	/* opvm.ko speaks: introspection sends nothing more */
-	introspect_module_active(in);
 	xi_put(&g.x, XT_TASK_VA + 49 * XT_SIZE + XT_TASKS,
 	       &(uint64_t){ XT_TASK_VA + 50 * XT_SIZE + XT_TASKS }, 8);
-	introspect_poll(in, 13000000, TOOL(capture, c));
+	introspect_poll(in, 13000000, NEWS(.module_active = true), TOOL(capture, c));
 	assert_int_equal(c->procs, XT_MAX);
 	introspect_free(in);
 	guest_free(&g);
@@ -587,9 +586,9 @@ static void test_tool(void **state)
 	tguest_new(&g, XT_MAX);
 	in = introspect_new(g.m, &cfg);
 	assert_non_null(in);
-	assert_int_equal(introspect_poll(in, 1, &(const struct introspect_tool){ 0 }), -EINVAL);
+	assert_int_equal(introspect_poll(in, 1, NULL, &(const struct introspect_tool){ 0 }), -EINVAL);
 	do {
-		assert_int_equal(introspect_poll(in, 1000000u * ++polls, &tool), 0);
+		assert_int_equal(introspect_poll(in, 1000000u * ++polls, NULL, &tool), 0);
 		assert_int_equal(t.progress, polls);
 		if (t.last.state == INTROSPECT_SEARCHING)
 			assert_true(t.last.procs_expected);
@@ -597,7 +596,7 @@ static void test_tool(void **state)
 	assert_int_equal(t.last.state, INTROSPECT_READY);
 	assert_true(t.last.ksyms_sent);
 	while (!t.last.procs_live && polls < 6)
-		introspect_poll(in, 1000000u * ++polls, &tool);
+		introspect_poll(in, 1000000u * ++polls, NULL, &tool);
 	assert_true(t.last.procs_live);
 	assert_false(t.last.procs_expected);
 	assert_int_equal(t.walked, t.last.walks);
@@ -611,22 +610,21 @@ static void test_tool(void **state)
 	assert_true(t.known);
 	assert_int_equal(t.nr, 2);
 	/* opvm.ko speaks: no more process records, the walks still told */
-	introspect_module_active(in);
-	introspect_poll(in, 1000000u * ++polls, &tool);
+	introspect_poll(in, 1000000u * ++polls, NEWS(.module_active = true), &tool);
 	assert_int_equal(t.walked, t.last.walks);
 	assert_int_equal(t.nr_tasks, XT_MAX);
 	assert_int_equal(t.c->procs, XT_MAX);
 	assert_int_equal(t.current, 1);
 	/* a new consumer: told again; a per-CPU base lost: told so */
 	introspect_current_again(in);
-	introspect_poll(in, 1000000u * ++polls, &tool);
+	introspect_poll(in, 1000000u * ++polls, NULL, &tool);
 	assert_int_equal(t.current, 2);
 	xi_put(&g.x, XT_PCPU_OFF_VA + 8, &(uint64_t){ 0x10000 }, 8);
-	introspect_poll(in, 1000000u * ++polls, &tool);
+	introspect_poll(in, 1000000u * ++polls, NULL, &tool);
 	assert_int_equal(t.current, 3);		/* CPU 1's is gone */
 	assert_true(t.known);
 	xi_put(&g.x, XT_PCPU_OFF_VA, &(uint64_t){ 0 }, 8);
-	introspect_poll(in, 1000000u * ++polls, &tool);
+	introspect_poll(in, 1000000u * ++polls, NULL, &tool);
 	assert_int_equal(t.current, 4);
 	assert_false(t.known);
 	assert_int_equal(t.nr, 0);
@@ -651,12 +649,12 @@ static void test_reboot(void **state)
 	assert_int_equal(c->procs, 20);
 	memcpy(saved, g.x.ram + VMCI_PA, sizeof(saved));
 	g.x.ram[VMCI_PA + 12] ^= 1;
-	introspect_poll(in, 20000000, TOOL(capture, c));
+	introspect_poll(in, 20000000, NULL, TOOL(capture, c));
 	assert_int_equal(st->state, INTROSPECT_SEARCHING);
 	assert_int_equal(st->reboots, 1);
 	assert_int_equal(c->exits, 20);
 	memcpy(g.x.ram + VMCI_PA, saved, sizeof(saved));
-	introspect_poll(in, 21000000, TOOL(capture, c));
+	introspect_poll(in, 21000000, NULL, TOOL(capture, c));
 	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_int_equal(c->procs, 40);
 	assert_int_equal(c->ends, 2);
@@ -871,13 +869,13 @@ static void test_cgroup_records(void **state)
 	in = introspect_new(g.m, NULL);
 	assert_non_null(in);
 	run(in, c, 3);
-	assert_int_equal(introspect_poll(in, 10000000, TOOL(capture, c)), 0);
+	assert_int_equal(introspect_poll(in, 10000000, NULL, TOOL(capture, c)), 0);
 	assert_int_equal(c->procs, 20);
 	assert_int_equal(c->cgroups, 20);
-	introspect_poll(in, 11000000, TOOL(capture, c));
+	introspect_poll(in, 11000000, NULL, TOOL(capture, c));
 	assert_int_equal(c->cgroups, 20);
 	xcg_task(&g, 5, 2);	/* echo 105 > /opvm-b/cgroup.procs */
-	introspect_poll(in, 12000000, TOOL(capture, c));
+	introspect_poll(in, 12000000, NULL, TOOL(capture, c));
 	assert_int_equal(c->cgroups, 21);
 	assert_int_equal(c->cgroup_tgid, 105);
 	assert_string_equal(c->cgroup_path, "/opvm-b");
@@ -984,7 +982,7 @@ static void test_mappings(void **state)
 	assert_int_equal(st->maps->tree_bad + st->maps->tree_cut + st->maps->vma_bad +
 			 st->maps->path_bad + st->maps->buildid_missing, 0);
 	/* nothing changed: nothing read, nothing sent */
-	introspect_poll(in, 10000000, TOOL(capture, c));
+	introspect_poll(in, 10000000, NULL, TOOL(capture, c));
 	assert_int_equal(c->maps, 2 * users);
 	assert_int_equal(st->maps->procs_unchanged, users);
 	/* process 5's libc text grows (a new map count): MUNMAP + MMAP */
@@ -992,7 +990,7 @@ static void test_mappings(void **state)
 	xi_put64(&g.x, XV_VMA(5, 4) + XVMA_START, 0x7f0000101000ull);
 	xi_put64(&g.x, XV_NODE(5, 2) + 8 + 8, 0x7f0000100fffull);
 	xi_put(&g.x, XT_MM_VA + 5 * 0x100 + XM_MAP_COUNT, &seven, 4);
-	introspect_poll(in, 11000000, TOOL(capture, c));
+	introspect_poll(in, 11000000, NULL, TOOL(capture, c));
 	assert_int_equal(c->munmaps, 1);
 	assert_int_equal(c->last_munmap.tgid, 105);
 	assert_int_equal(c->last_munmap.end, 0x7f0000100000ull);
@@ -1000,7 +998,7 @@ static void test_mappings(void **state)
 	assert_int_equal(c->last_map.end, 0x7f0000101000ull);
 	/* process 60 execs (another address space): its maps are sent again */
 	xi_put64(&g.x, XT_MM_VA + 60 * 0x100 + XM_PGD, pgd);
-	introspect_poll(in, 12000000, TOOL(capture, c));
+	introspect_poll(in, 12000000, NULL, TOOL(capture, c));
 	assert_int_equal(c->execs, 1);
 	assert_int_equal(c->maps, 2 * users + 3);
 	assert_int_equal(c->cookies, 2);
@@ -1037,12 +1035,12 @@ static void test_mappings_late_build_id(void **state)
 	assert_int_equal(c->cookie_bid_len[0], 0);
 	assert_int_equal(st->maps->buildid_missing, 1);
 	/* not read: the walk is repeated (the processes that map it) */
-	introspect_poll(in, t += 1000000, TOOL(capture, c));
+	introspect_poll(in, t += 1000000, NULL, TOOL(capture, c));
 	assert_int_equal(c->cookies, 2);
 	assert_true(st->maps->procs_read > 0);
 	/* the page is resident now: the same id, with its build-id */
 	xv_elf(&g.x, XV_PROG_PA, XV_BID_PROG);
-	introspect_poll(in, t += 1000000, TOOL(capture, c));
+	introspect_poll(in, t += 1000000, NULL, TOOL(capture, c));
 	assert_int_equal(c->cookies, 3);
 	assert_string_equal(c->cookie_path[1], "/usr/bin/prog");
 	assert_int_equal(c->cookie_id[1], c->cookie_id[0]);
@@ -1051,7 +1049,7 @@ static void test_mappings_late_build_id(void **state)
 	assert_memory_equal(c->cookie_bid[1], bid, 20);
 	assert_int_equal(st->maps->buildid_late, 1);
 	/* then nothing more: every process unchanged */
-	introspect_poll(in, t += 1000000, TOOL(capture, c));
+	introspect_poll(in, t += 1000000, NULL, TOOL(capture, c));
 	assert_int_equal(c->cookies, 3);
 	introspect_free(in);
 	guest_free(&g);
@@ -1065,13 +1063,13 @@ static void test_mappings_late_build_id(void **state)
 	assert_non_null(in);
 	st = run(in, c, 3);
 	for (unsigned i = 0; i < KVMAS_BID_TRIES + 4; i++)
-		introspect_poll(in, t += 1000000, TOOL(capture, c));
+		introspect_poll(in, t += 1000000, NULL, TOOL(capture, c));
 	assert_int_equal(c->cookies, 2);
 	assert_int_equal(st->maps->buildid_late, 0);
 	{
 		uint64_t read = st->maps->procs_read;
 
-		introspect_poll(in, t += 1000000, TOOL(capture, c));
+		introspect_poll(in, t += 1000000, NULL, TOOL(capture, c));
 		assert_int_equal(st->maps->procs_read, read);	/* given up */
 	}
 	introspect_free(in);
@@ -1129,7 +1127,7 @@ static void test_lying_maps(void **state)
 	assert_int_equal(c->maps, 2 * (users - 7) + 4);
 	assert_int_equal(c->cookies, 2);
 	/* the guest keeps lying: the same work again only when its mm moves */
-	introspect_poll(in, 10000000, TOOL(capture, c));
+	introspect_poll(in, 10000000, NULL, TOOL(capture, c));
 	assert_int_equal(st->maps->tree_bad, 4);
 	introspect_free(in);
 	guest_free(&g);
@@ -1264,12 +1262,12 @@ static void modules_one(int mem)
 	assert_int_equal(st->modules->refused + st->modules->cut + st->modules->bad_ptr +
 			 st->modules->syms_outside + st->modules->syms_bad, 0);
 	/* unchanged: nothing */
-	introspect_poll(in, 5000000, TOOL(capture, c));
+	introspect_poll(in, 5000000, NULL, TOOL(capture, c));
 	assert_int_equal(c->mods + c->mod_frees + c->mod_ends, 4);
 	/* mod1 unloaded: FREE, and the symbols again */
 	xi_put64(&g.x, XK_MOD(0) + 8, XK_MOD(2) + 8);
 	from = c->len;
-	introspect_poll(in, 5001000, TOOL(capture, c));
+	introspect_poll(in, 5001000, NULL, TOOL(capture, c));
 	assert_int_equal(c->mod_frees, 1);
 	assert_string_equal(c->last_free.name, "mod1");
 	assert_int_equal(c->mod_ends, 2);
@@ -1278,35 +1276,34 @@ static void modules_one(int mem)
 	assert_int_equal(st->modules_freed, 1);
 	/* mod1 back: MODULE at once, its symbols not before MODSYMS_MIN_MS */
 	xi_put64(&g.x, XK_MOD(0) + 8, XK_MOD(1) + 8);
-	introspect_poll(in, 5002000, TOOL(capture, c));
+	introspect_poll(in, 5002000, NULL, TOOL(capture, c));
 	assert_int_equal(c->mods, 4);
 	assert_int_equal(c->mod_ends, 2);
 	from = c->len;
-	introspect_poll(in, 5003500, TOOL(capture, c));
+	introspect_poll(in, 5003500, NULL, TOOL(capture, c));
 	assert_int_equal(c->mod_ends, 3);
 	assert_int_equal(mod_lines(c, from), 9);
 	/* mod1 gone again within 2 s: the session's end sends what is owed */
 	xi_put64(&g.x, XK_MOD(0) + 8, XK_MOD(2) + 8);
-	introspect_poll(in, 5004000, TOOL(capture, c));
+	introspect_poll(in, 5004000, NULL, TOOL(capture, c));
 	assert_int_equal(c->mod_ends, 3);
 	from = c->len;
-	introspect_finish(in, TOOL(capture, c));
+	introspect_poll(in, 5004100, NEWS(.final = true), TOOL(capture, c));
 	assert_int_equal(c->mod_ends, 4);
 	assert_int_equal(mod_lines(c, from), 6);
-	introspect_finish(in, TOOL(capture, c));	/* nothing more owed */
+	introspect_poll(in, 5004200, NEWS(.final = true), TOOL(capture, c));	/* nothing more owed */
 	assert_int_equal(c->mod_ends, 4);
 	xi_put64(&g.x, XK_MOD(0) + 8, XK_MOD(1) + 8);
-	introspect_poll(in, 5004500, TOOL(capture, c));
+	introspect_poll(in, 5004500, NULL, TOOL(capture, c));
 	/* a module named twice: the second dropped */
 	xk_module(&g.x, 5, "mod0", 0);
 	xi_put64(&g.x, XK_MOD(2) + 8, XK_MOD(5) + 8);
-	introspect_poll(in, 5004800, TOOL(capture, c));
+	introspect_poll(in, 5004800, NULL, TOOL(capture, c));
 	assert_int_equal(st->module_dups, 1);
 	assert_int_equal(st->nr_modules, 3);
 	/* opvm.ko speaks: no more module records */
-	introspect_module_active(in);
 	xi_put64(&g.x, XK_MOD(2) + 8, XK_MOD(1) + 8);
-	introspect_poll(in, 5005000, TOOL(capture, c));
+	introspect_poll(in, 5005000, NEWS(.module_active = true), TOOL(capture, c));
 	assert_int_equal(c->mods, 5);
 	assert_int_equal(c->seq_ok, c->records + c->ends + c->procs + c->execs + c->exits +
 				    c->cookies + c->maps + c->munmaps + c->mods + c->mod_frees);
@@ -1379,7 +1376,7 @@ static bool wpoll(struct introspect *in, struct capture *c, uint64_t *t, uint64_
 	uint64_t walks = introspect_get_stats(in)->walks;
 
 	*t += dt;
-	assert_int_equal(introspect_poll(in, *t, TOOL(capture, c)), 0);
+	assert_int_equal(introspect_poll(in, *t, NULL, TOOL(capture, c)), 0);
 	return introspect_get_stats(in)->walks != walks;
 }
 

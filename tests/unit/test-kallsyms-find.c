@@ -146,7 +146,7 @@ static void test_introspect_search(void **state)
 	in = introspect_new(g.m, &cfg);
 	assert_non_null(in);
 	for (int i = 0; i < 5 && introspect_get_stats(in)->state == INTROSPECT_SEARCHING; i++)
-		assert_int_equal(introspect_poll(in, 1000u * (uint64_t)(i + 1), TOOL(emit_none, &recs)), 0);
+		assert_int_equal(introspect_poll(in, 1000u * (uint64_t)(i + 1), NULL, TOOL(emit_none, &recs)), 0);
 	st = introspect_get_stats(in);
 	assert_int_equal(st->state, INTROSPECT_READY);
 	assert_string_equal(st->release, "5.10.0-test");

@@ -45,7 +45,7 @@
  * minute, so it costs the host almost nothing.  A pass of a 1 GiB guest
  * costs ~0.2 s of CPU: each one a second for long would be most of what
  * profiling an idle guest costs.  The OS's start seen in the samples
- * (introspect_os_started()) or opvm.ko's HELLO ends the back-off. */
+ * (introspect_news.os_started) or opvm.ko's HELLO ends the back-off. */
 #define RETRY_BACKOFF_PASSES	10
 #define RETRY_MS_MAX		64000u
 /*
@@ -208,15 +208,9 @@ void introspect_free(struct introspect *in)
 	free(in);
 }
 
-void introspect_no_ksyms(struct introspect *in)
+static void hello_seen(struct introspect *in)
 {
-	if (in)
-		in->cfg.no_ksyms = 1;
-}
-
-void introspect_module_active(struct introspect *in)
-{
-	if (!in || in->module_active)
+	if (in->module_active)
 		return;
 	in->module_active = true;
 	/* a HELLO says a kernel runs, so its VMCOREINFO is there: the next
@@ -225,11 +219,11 @@ void introspect_module_active(struct introspect *in)
 		in->waiting = false;
 }
 
-void introspect_os_started(struct introspect *in)
+static void os_started(struct introspect *in)
 {
 	/* VMCOREINFO appears a second or so after a kernel starts: passes
-	 * once a second again, from the next poll on */
-	if (!in || in->st.state != INTROSPECT_SEARCHING)
+	 * once a second again, from this poll on */
+	if (in->st.state != INTROSPECT_SEARCHING)
 		return;
 	in->passes_base = in->st.passes;
 	in->waiting = false;
@@ -757,15 +751,25 @@ static void mods_refresh(struct introspect *in, uint64_t now, bool walk)
 	in->st.modsyms_us = (uint64_t)(clk_now_ns() - t0) / 1000;
 }
 
-void introspect_finish(struct introspect *in, const struct introspect_tool *t)
+/* The session's end (introspect_news.final): the modules' symbols still
+ * owed, from the last walk. */
+static void finish(struct introspect *in)
 {
-	if (!in || !t || !t->record || in->st.state != INTROSPECT_READY || !in->have_mods || in->module_active ||
+	if (in->st.state != INTROSPECT_READY || !in->have_mods || in->module_active ||
 	    in->cfg.no_ksyms || !in->nr_mods || mods_sig(in->mods, in->nr_mods) == in->mods_sig)
 		return;
-	in->tool = t;
 	in->mods_sig = mods_sig(in->mods, in->nr_mods);
 	modsyms_send(in);
-	in->tool = NULL;
+}
+
+static void news_take(struct introspect *in, const struct introspect_news *n)
+{
+	if (n->relay_ksyms)
+		in->cfg.no_ksyms = 1;
+	if (n->module_active)
+		hello_seen(in);
+	if (n->os_started)
+		os_started(in);
 }
 
 /* ---- finding the kernel --------------------------------------------------- */
@@ -1107,13 +1111,21 @@ void introspect_walk_wanted(struct introspect *in)
 		in->want = true;
 }
 
-int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introspect_tool *t)
+int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introspect_news *news,
+		    const struct introspect_tool *t)
 {
 	uint64_t walks;
 
 	if (!in || !t || !t->record)
 		return -EINVAL;
 	in->tool = t;
+	if (news)
+		news_take(in, news);
+	if (news && news->final) {
+		finish(in);
+		in->tool = NULL;
+		return 0;
+	}
 	walks = in->st.walks;
 	if (in->st.state == INTROSPECT_SEARCHING)
 		search(in, now_ms, clk_now_ms());

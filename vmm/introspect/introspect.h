@@ -258,31 +258,45 @@ struct introspect_tool {
 struct introspect *introspect_new(struct guestmem *m, const struct introspect_config *cfg);
 void introspect_free(struct introspect *in);	/* NULL-safe */
 
-/* Stops sending KSYMS (the guest module sends its own). */
-void introspect_no_ksyms(struct introspect *in);
-/* opvm.ko speaks for the guest: no more process records (the process
- * list is still walked, for introspect_tool.walked: at every poll for the
- * first 10 walks, then every 10 s).  KSYMS still go: its
- * relay sends vmlinux's symbols only when the host asks, and the host
- * asks when introspection has none (introspect_no_ksyms() stops them).
- * The first call also ends a search's back-off: the next poll scans. */
-void introspect_module_active(struct introspect *in);
 /* A sample waits for what the next walk of the process list would bring
  * (a process, an exec's new address space, a mapping: attribution holds
  * it): walks soon, at most once every 500 ms and, while such walks find
  * nothing new (code outside every file mapping: a JIT), less and less
  * often, down to once every 4 s.  NULL-safe. */
 void introspect_walk_wanted(struct introspect *in);
-/* The guest's operating system started (or started again after a
- * reboot): a search backed off scans once a second again, for a while. */
-void introspect_os_started(struct introspect *in);
+/*
+ * What the host learned since the last poll, told with it: the one way the
+ * rest of the session speaks to introspection, beside its samples'
+ * introspect_walk_wanted().  relay_ksyms and module_active, once told,
+ * hold for the session.
+ */
+struct introspect_news {
+	/* opvm.ko's relay sends the kernel's symbols itself: no more KSYMS
+	 * from here (two transfers into one kallsyms file would interleave) */
+	bool relay_ksyms;
+	/* opvm.ko speaks for the guest (its HELLO): no more process records
+	 * (the process list is still walked, for introspect_tool.walked: at
+	 * every poll for the first 10 walks, then every 10 s).  KSYMS still
+	 * go: its relay sends vmlinux's symbols only when the host asks, and
+	 * the host asks when introspection has none.  The first time also
+	 * ends a search's back-off: this poll scans. */
+	bool module_active;
+	/* The guest's operating system started (or started again after a
+	 * reboot): a search backed off scans once a second again, for a
+	 * while. */
+	bool os_started;
+	/* The session's end: this poll only sends the modules' symbols still
+	 * owed (their set changed less than 2 s after the last transfer),
+	 * from the last walk. */
+	bool final;
+};
 
 /*
  * Does a bounded step of work: scans for VMCOREINFO (at most scan_bytes),
  * or decodes kallsyms once it is found and emits the records, or walks
  * the process list (at most KTASKS_MAX) and emits what changed.  now_ms: a
- * monotonic clock.  Returns 0, or -errno for a host-side failure (never
- * for what the guest's memory holds).
+ * monotonic clock; news may be NULL (nothing new).  Returns 0, or -errno
+ * for a host-side failure (never for what the guest's memory holds).
  *
  * The walk (the module list, the process list and the mappings of what
  * changed: ~17 guest reads a process) is made at a poll only when it may
@@ -295,15 +309,12 @@ void introspect_os_started(struct introspect *in);
  * sees, a cgroup move, a module unloaded from the middle of the list).
  * With opvm.ko (the cross-check): the first 10 polls, then every 10 s.
  */
-int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introspect_tool *t);
+int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introspect_news *news,
+		    const struct introspect_tool *t);
 
 /* A new consumer of introspect_tool.current (another sampler) was told
  * nothing: the next poll tells it what is known, as the first time. */
 void introspect_current_again(struct introspect *in);
-
-/* The session's end: the modules' symbols still owed (their set changed
- * less than 2 s after the last transfer) go out now, from the last walk. */
-void introspect_finish(struct introspect *in, const struct introspect_tool *t);
 
 const struct introspect_stats *introspect_get_stats(const struct introspect *in);
 
