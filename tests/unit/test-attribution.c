@@ -1236,30 +1236,40 @@ static void test_python_waits_for_exec(void **state)
  * read for another process, at an address several processes map, or
  * with no process named, they are dropped and counted.
  */
+/* The fixture with opvm.ko's model and an attribution that reads names'
+ * frames; the sample a libc address (process 100's alone) whose chain is
+ * one Python frame, chain[0]. */
+static struct opvm_sample py_fix_open(struct fix *f, struct pynames *names, uint64_t *chain)
+{
+	struct attribution_config cfg = { .hold_ms = 1000, .py = names };
+	struct opvm_sample s;
+	uint32_t idx;
+
+	assert_non_null(names);
+	assert_int_equal(pynames_intern(names, "main.loop", "/srv/app.py", 10, 12, &idx), 0);
+	chain[0] = idx;
+	fix_open(f, OPVM_SEP_NONE, 1000, 0, true);
+	attribution_free(f->sy);
+	f->sy = attribution_new(f->st, f->gs, f->rings, 2, &cfg);
+	assert_non_null(f->sy);
+	s = user(0, LIBC_LO + 0x100, 0, 0);
+	s.chain = chain;
+	s.nr_chain = s.nr_py = 1;
+	return s;
+}
+
 static void test_python_by_mapping(void **state)
 {
-	struct attribution_config cfg = { .hold_ms = 1000 };
 	struct attribution_bymap_stats bm;
 	struct pynames *names = pynames_new();
 	uint64_t chain[1];
 	struct opvm_sample s;
 	struct opvm_stats st;
 	struct fix f;
-	uint32_t idx;
 	int py_files;
 
 	(void)state;
-	assert_non_null(names);
-	assert_int_equal(pynames_intern(names, "main.loop", "/srv/app.py", 10, 12, &idx), 0);
-	chain[0] = idx;
-	cfg.py = names;
-	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
-	attribution_free(f.sy);
-	f.sy = attribution_new(f.st, f.gs, f.rings, 2, &cfg);
-	assert_non_null(f.sy);
-	s = user(0, LIBC_LO + 0x100, 0, 0);	/* libc: process 100's alone */
-	s.chain = chain;
-	s.nr_chain = s.nr_py = 1;
+	s = py_fix_open(&f, names, chain);
 	s.flags = OPVM_SAMPLE_PYTASK;
 	s.slot_tgid = 100;			/* read for 100: kept */
 	assert_int_equal(attribution_sample(f.sy, &s, 0), 0);
@@ -1301,7 +1311,6 @@ static void test_python_by_mapping(void **state)
  */
 static void test_python_after_rotate(void **state)
 {
-	struct attribution_config cfg = { .hold_ms = 1000 };
 	struct pynames *names = pynames_new();
 	char name[STORE_WINDOW_NAME_MAX], p[512];
 	struct store_stats ss;
@@ -1310,20 +1319,9 @@ static void test_python_after_rotate(void **state)
 	struct stat sb;
 	struct fix f;
 	int sealed, py_files;
-	uint32_t idx;
 
 	(void)state;
-	assert_non_null(names);
-	assert_int_equal(pynames_intern(names, "main.loop", "/srv/app.py", 10, 12, &idx), 0);
-	chain[0] = idx;
-	cfg.py = names;
-	fix_open(&f, OPVM_SEP_NONE, 1000, 0, true);
-	attribution_free(f.sy);
-	f.sy = attribution_new(f.st, f.gs, f.rings, 2, &cfg);
-	assert_non_null(f.sy);
-	s = user(0, LIBC_LO + 0x100, 0, 0);
-	s.chain = chain;
-	s.nr_chain = s.nr_py = 1;
+	s = py_fix_open(&f, names, chain);
 	s.flags = OPVM_SAMPLE_PYTASK;
 	s.slot_tgid = 100;
 	for (int w = 0; w < 2; w++) {
