@@ -305,7 +305,9 @@ int store_stacks_read(const char *current_dir, int (*fn)(const struct store_stac
  * (current/python.def, host/collect/store-python.c): its qualified name,
  * file, first line and sampled line.  In the stack table a Python frame is
  * a store_frame with python set, the same id as offset.  The table lives as
- * long as current/ (STORE_APPEND adds to it).
+ * long as current/ (STORE_APPEND adds to it): each window has its own
+ * (store_rotate()), and a reader names a window's frames from that
+ * window's table alone.
  */
 #define STORE_PY_MAX		65536	/* frames per guest tree */
 #define STORE_PY_NAME_MAX	127	/* bytes of a qualified name */

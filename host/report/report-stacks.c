@@ -17,6 +17,7 @@ struct load_ctx {
 	struct report *r;
 	const struct report_opts *o;
 	struct report_guest *g;
+	const char *which;		/* the window whose table is read */
 	int err;
 };
 
@@ -59,7 +60,8 @@ static int resolve(struct load_ctx *c, struct report_frame *f, const struct stor
  * table; 0 or -ENOMEM. */
 static int resolve_python(struct load_ctx *c, struct report_frame *f)
 {
-	const struct store_pyframe *pf = store_python_get(report_guest_python(c->g), f->offset);
+	const struct store_pyframe *pf = store_python_get(report_guest_python(c->g, c->which),
+							  f->offset);
 	char buf[STORE_PY_NAME_MAX * 4 + STORE_PY_FILE_MAX * 4 + 32];
 
 	f->python = 1;
@@ -160,26 +162,43 @@ static int add_stack(const struct store_stack *s, void *arg)
 	return 0;
 }
 
+/* The stack table of c's guest's window c->which: 1 (read, or read in
+ * part: the error counted), 0 (none: no -g) or -ENOMEM. */
+static int load_window(struct load_ctx *c)
+{
+	struct report *r = c->r;
+	char err[128] = "", dir[PATH_MAX];
+	int ret;
+
+	if (!report_guest_window_dir(c->g, c->which, dir, sizeof(dir)))
+		return 0;
+	ret = store_stacks_read(dir, add_stack, c, err, sizeof(err));
+	if (ret == -ENOMEM || ret == -ENOENT)
+		return ret == -ENOMEM ? ret : 0;
+	if (ret && !r->stack_errors++)
+		snprintf(r->stack_err, sizeof(r->stack_err), "%s: %s", c->g->name,
+			 err[0] ? err : strerror(-ret));
+	return 1;
+}
+
+/* Every window's table, each frame of a Python kind named from its own
+ * window's Python table. */
 int report_stacks_load(struct report *r, const struct report_opts *o)
 {
 	for (size_t i = 0; i < r->nr_guests; i++) {
-		struct load_ctx c = { r, o, &r->guests[i], 0 };
-		char err[128] = "";
-		int ret;
+		struct load_ctx c = { r, o, &r->guests[i], NULL, 0 };
+		int read = 0, ret;
 
-		if (!c.g->dir || !match(o->filter.guest, o->filter.nr_guest, c.g->name))
+		if (!match(o->filter.guest, o->filter.nr_guest, c.g->name))
 			continue;
-		ret = store_stacks_read(c.g->dir, add_stack, &c, err, sizeof(err));
-		if (ret == -ENOMEM)
-			return ret;
-		if (ret == -ENOENT)
-			continue;
-		r->stack_guests++;
-		if (ret) {
-			if (!r->stack_errors++)
-				snprintf(r->stack_err, sizeof(r->stack_err), "%s: %s", c.g->name,
-					 err[0] ? err : strerror(-ret));
+		for (size_t k = 0; k < c.g->nr_wins; k++) {
+			c.which = c.g->wins[k].which;
+			ret = load_window(&c);
+			if (ret < 0)
+				return ret;
+			read |= ret;
 		}
+		r->stack_guests += read;
 	}
 	report_note_symres(r, o);
 	return 0;

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@
 
 struct entry {
 	const char *path, *guest, *app, *image, *event;
+	const char *which;		/* its window: samples/<which> */
 	const char *cgroup;		/* NULL: none */
 	int kernel;
 	int python;
@@ -245,6 +247,7 @@ static int collect_cb(const struct store_entry *e, void *arg)
 	n->image = strpool_intern(&p->pool, e->image, 0);
 	n->event = strpool_intern(&p->pool, e->event, 0);
 	n->cgroup = e->cgroup ? strpool_intern(&p->pool, e->cgroup, 0) : NULL;
+	n->which = p->which;	/* interned: walk_windows(), report_open() */
 	if (!n->path || !n->guest || !n->app || !n->image || !n->event ||
 	    (e->cgroup && !n->cgroup))
 		return -ENOMEM;
@@ -294,10 +297,26 @@ static struct report_guest *guest_get(struct report *r, const struct entry *e)
 		     p->session_dir, (int)n, rest, p->range ? p->which : "current") <
 	    (int)sizeof(path))
 		report_guest_load_meta(g, path);
-	if (snprintf(path, sizeof(path), "%s/guests/%.*s/samples/%s", p->session_dir, (int)n,
-		     rest, p->which) < (int)sizeof(path))
-		g->dir = strdup(path);
+	if (snprintf(path, sizeof(path), "%s/guests/%.*s/samples", p->session_dir, (int)n,
+		     rest) < (int)sizeof(path))
+		g->samples = strdup(path);
 	return g;
+}
+
+/* e's window among its guest's (the entries come window by window, oldest
+ * first).  0 or -ENOMEM. */
+static int guest_window(struct report_guest *g, const struct entry *e)
+{
+	struct report_gwin *w;
+
+	if (g->nr_wins && g->wins[g->nr_wins - 1].which == e->which)
+		return 0;
+	w = realloc(g->wins, (g->nr_wins + 1) * sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	g->wins = w;
+	g->wins[g->nr_wins++] = (struct report_gwin){ .which = e->which };
+	return 0;
 }
 
 /* ---- rows --------------------------------------------------------------------- */
@@ -699,13 +718,30 @@ static int file_problem(struct report *r, const struct file_ctx *c, const struct
 	return 0;
 }
 
-const struct store_pyread *report_guest_python(struct report_guest *g)
+const char *report_guest_window_dir(const struct report_guest *g, const char *which, char *buf,
+				    size_t len)
 {
-	if (!g->py_loaded && g->dir) {
-		g->py_loaded = 1;
-		g->py = store_python_load(g->dir, NULL, 0);
+	if (!g->samples || snprintf(buf, len, "%s/%s", g->samples, which) >= (int)len)
+		return NULL;
+	return buf;
+}
+
+const struct store_pyread *report_guest_python(struct report_guest *g, const char *which)
+{
+	char dir[PATH_MAX];
+
+	for (size_t i = 0; i < g->nr_wins; i++) {
+		struct report_gwin *w = &g->wins[i];
+
+		if (w->which != which)
+			continue;
+		if (!w->py_loaded && report_guest_window_dir(g, which, dir, sizeof(dir))) {
+			w->py_loaded = 1;
+			w->py = store_python_load(dir, NULL, 0);
+		}
+		return w->py;
 	}
-	return g->py;
+	return NULL;
 }
 
 const char *report_python_label(char *buf, size_t len, const struct store_pyframe *f)
@@ -748,7 +784,7 @@ static int py_cb(uint64_t offset, uint64_t count, void *arg)
  * file (counted), or -ENOMEM. */
 static int file_python(struct report *r, struct file_ctx *c, struct walk_job *j)
 {
-	c->py = report_guest_python(j->guest);
+	c->py = report_guest_python(j->guest, r->priv->entries[j->entry].which);
 	if (sfile_reader_foreach(j->sr, py_cb, c)) {
 		if (c->err)
 			return c->err;
@@ -1094,9 +1130,12 @@ static int load_entries(struct report *r, const struct report_opts *o, char *err
 		return -ENOENT;
 	}
 	/* Header data of every guest first: the event choice looks at it. */
-	for (size_t i = 0; i < r->priv->nr_entries; i++)
-		if (!guest_get(r, &r->priv->entries[i]))
+	for (size_t i = 0; i < r->priv->nr_entries; i++) {
+		struct report_guest *g = guest_get(r, &r->priv->entries[i]);
+
+		if (!g || guest_window(g, &r->priv->entries[i]))
 			return -ENOMEM;
+	}
 	for (size_t i = 0; r->priv->range && i < r->nr_guests; i++)
 		r->guests[i].duration_s = r->priv->range_s;	/* not the last window's */
 	if (check_guest_filter(r, &o->filter, err, errlen) ||
@@ -1247,7 +1286,10 @@ void report_free(struct report *r)
 		struct report_guest *g = &r->guests[i];
 
 		free(g->name);
-		free(g->dir);
+		free(g->samples);
+		for (size_t k = 0; k < g->nr_wins; k++)
+			store_python_free(g->wins[k].py);
+		free(g->wins);
 		free(g->mode);
 		free(g->separate);
 		free(g->start);
@@ -1255,7 +1297,6 @@ void report_free(struct report *r)
 		free(g->event);
 		free(g->kernel_release);
 		free(g->anchor_name);
-		store_python_free(g->py);
 	}
 	free(r->guests);
 	free(r->problems);

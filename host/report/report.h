@@ -144,10 +144,23 @@ struct report_row {
 	int unresolved_offsets;		/* addrs hold raw sample offsets */
 };
 
+/* A window of the report's samples (samples/<which>: current/, or each
+ * window of a --since/--until range) in which a guest has files.  Its
+ * Python frame table and its stack table are its own: an id of one
+ * window's table means nothing in another. */
+struct report_gwin {
+	const char *which;		/* interned */
+	struct store_pyread *py;	/* report_guest_python() */
+	int py_loaded;
+};
+
 /* What one guest's session.json said. */
 struct report_guest {
 	char *name;
-	char *dir;			/* its samples/<which>, or NULL */
+	char *samples;			/* its samples/ directory, or NULL */
+	struct report_gwin *wins;	/* the windows it has files in, oldest
+					 * first */
+	size_t nr_wins;
 	char *mode;			/* NULL if unknown */
 	char *separate;			/* what run/attach kept apart ("lib",
 					 * "lib,thread", ...), NULL if unknown */
@@ -169,9 +182,6 @@ struct report_guest {
 	size_t kernel_build_id_len;
 	uint64_t ksyms_mismatch;	/* session.json fetch.ksyms.slide_mismatch */
 	char kernel_warn[384];		/* simage_warning() of its kernel, or "" */
-	struct store_pyread *py;	/* its Python frame table
-					 * (report_guest_python()) */
-	int py_loaded;
 	uint64_t total;			/* samples in this report */
 	char meta_err[64];		/* why session.json was not read, or "" */
 };
@@ -261,9 +271,14 @@ struct report_stack {
 	struct report_frame *frames;	/* leaf first */
 };
 
-/* g's Python frame table (store.h, "Python frames"), read on first use;
- * NULL when it has none (or it does not read). */
-const struct store_pyread *report_guest_python(struct report_guest *g);
+/* The Python frame table (store.h, "Python frames") of g's window which
+ * (interned, one of g->wins), read on first use; NULL when it has none (or
+ * it does not read). */
+const struct store_pyread *report_guest_python(struct report_guest *g, const char *which);
+/* g's window which as a path into buf[len]: buf, or NULL (unknown, or too
+ * long). */
+const char *report_guest_window_dir(const struct report_guest *g, const char *which, char *buf,
+				    size_t len);
 /* A Python frame as rows and stacks name it: "qualname (file:first line)"
  * into buf[len]: buf. */
 const char *report_python_label(char *buf, size_t len, const struct store_pyframe *f);

@@ -8,7 +8,9 @@
 # <module>), which also measures the time each took.  opvm run samples the
 # TCG guest through the gdbstub, once with opvm.ko (--call-graph dwarf),
 # once without (opvm.kmod=0: the thread from introspection's current
-# task, no -g).  Asserts on each session:
+# task, no -g), and once with opvm.ko and -g in windows of 2 s (--window,
+# as the continuous exporter keeps them) reported as one range (--since).
+# Asserts on each session:
 #  - the summary's python line: the interpreter found, its offsets from
 #    _Py_DebugOffsets (1), none from the table, none forged;
 #  - >= 95 % of python3.13's user samples are filed under a Python frame,
@@ -41,7 +43,8 @@ session() {
 	grep -A5 "python: " "$T/$name.out"
 	grep -a "OPVM-TRUTH py313split" "$T/$name/guests/guest/console.log" > "$T/$name.truth" ||
 		fail "the script did not run ($name: $T/$name/guests/guest/console.log)"
-	report_json "$T/$name" > "$T/$name.json" 2> "$T/$name.err" ||
+	# shellcheck disable=SC2086 # REPORT_ARGS: words
+	report_json "$T/$name" ${REPORT_ARGS:-} > "$T/$name.json" 2> "$T/$name.err" ||
 		{ cat "$T/$name.err"; fail "opvm report ($name)"; }
 }
 
@@ -75,7 +78,7 @@ rows = [r for r in rep["symbols"] if not r["kernel"] and r["app"].endswith("pyth
 user = sum(r["samples"] for r in rows)
 by = {}
 for r in rows:
-    if r.get("python"):
+    if r.get("python") and r["symbol"]:	# a frame its table does not name: a miss
         fn = r["symbol"].split(" ")[0]
         by[fn] = by.get(fn, 0) + r["samples"]
 npy, three = sum(by.values()), sum(by.get(f, 0) for f in spent)
@@ -100,20 +103,24 @@ if unknown * 2 > user:
 # the misses allowed and shares_agree widen for few samples, and two busy
 # loops on both cores make the gdbstub round trip ~100 times an idle
 # one's (a third of the samples or less, where 100 was a fixed minimum)
-if user < 20 or three < 20:
-    print("too few samples (%d user, %d in the three)" % (user, three)); sys.exit(3)
+if user < 20:
+    print("too few samples (%d user)" % user); sys.exit(3)
 if user - npy > excused + allowed_misses(user, 0.05):
     print("FAIL: fewer than 95 %% under a Python frame (%d of %d)" % (npy, user)); ok = False
     # where the rest went: python3.13's rows not under a frame, and Python
     # rows filed under another program (a process not known yet)
     for r in sorted(rows, key=lambda r: -r["samples"])[:8]:
-        if not r.get("python"):
+        if not r.get("python") or not r["symbol"]:
             print("  not Python: %5d %s %s" % (r["samples"], r["image"], r["symbol"]))
     elsewhere = {}
     for r in rep["symbols"]:
         if r.get("python") and not r["app"].endswith("python3.13"):
             elsewhere[r["app"]] = elsewhere.get(r["app"], 0) + r["samples"]
     print("  Python rows under other programs: %s" % (elsewhere or "none"))
+if three < 20:	# the frames named, yet too few in the three: a short run
+    if not ok:
+        sys.exit(1)
+    print("too few samples (%d in the three)" % three); sys.exit(3)
 total = sum(spent.values())
 agree = {"nominal": True, "measured": True}
 for f, nominal in (("f10", 0.1), ("f30", 0.3), ("f60", 0.6)):
@@ -165,5 +172,8 @@ run_check() {
 fail_any=0
 run_check module 1 --call-graph dwarf || fail_any=1
 run_check agentless 0 --append opvm.kmod=0 || fail_any=1
+# windows of 2 s, read back as one range: each window names its Python
+# frames from its own table, and every window's stacks are read
+REPORT_ARGS="--since 1" run_check windows 1 --call-graph dwarf --window 2 || fail_any=1
 [ $fail_any = 0 ] || fail "see above"
 echo "PASS"

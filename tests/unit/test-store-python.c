@@ -338,6 +338,92 @@ static void test_report_rows(void **state)
 	tmpdir_free(d);
 }
 
+/* One window of a windowed session: its own Python table, defining the
+ * frames names[] in that order (ids 0, 1...), counts[i] samples of each
+ * and one stack whose Python frame is the last; sealed as window w. */
+static void py_window(struct store *st, int w, const char *const *names, const uint64_t *counts,
+		      unsigned n)
+{
+	struct store_pytab *t = store_python_open(st);
+	struct stacktab *tab = store_stacks_open(st);
+	struct store_frame f[2] = { { .image = PY_IMG, .offset = 0x1000 },
+				    { .image = PY_IMG, .python = 1, .offset = n - 1 } };
+	char name[STORE_WINDOW_NAME_MAX];
+	uint32_t id;
+	int sealed;
+
+	assert_non_null(t);
+	assert_non_null(tab);
+	for (unsigned i = 0; i < n; i++) {
+		assert_int_equal(store_python_add(t, names[i], "/tmp/split.py", 1, 2, &id), 0);
+		assert_int_equal(id, i);
+		add_py(st, id, counts[i]);
+	}
+	assert_int_equal(store_stack_add(tab, 0, PY_IMG, f, 2), 0);
+	store_stacks_close(tab);
+	store_python_close(t);
+	store_window_name(name, 1000000 + w * 10, 1000010 + w * 10);
+	assert_int_equal(store_rotate(st, name, &sealed), 0);
+	assert_int_equal(sealed, 0);
+}
+
+/*
+ * A range of windows (report --since/--until, the exporter's answers):
+ * each window's Python ids are its own table's, and its stacks its own
+ * table's.  Here id 0 is f10 in the first window and f60 in the second:
+ * the rows and stacks of both are named right, and the stacks of every
+ * window are read, not the last one's alone.
+ */
+static void test_report_windows(void **state)
+{
+	static const char *const w1[] = { "f10", "f30" }, *const w2[] = { "f60", "f10" };
+	static const uint64_t c1[] = { 100, 300 }, c2[] = { 600, 50 };
+	char *d = tmpdir_new(), err[256] = "";
+	struct store *st = d ? store_open(d, "g", ev1, 1, 0, 0) : NULL;
+	struct symres_config sc = { .session_dir = d, .no_host_kernel = 1, .no_debuginfod = 1 };
+	struct symres *res = symres_new(&sc);
+	struct report_opts o = { .session_dir = d, .keep = REPORT_KEEP_DEFAULT, .symbols = 1,
+				 .res = res, .range = 1, .since_ms = 0, .until_ms = INT64_MAX };
+	const struct report_row *row;
+	struct report *r;
+	const char *leaf[2];
+
+	assert_non_null(st);
+	py_window(st, 0, w1, c1, 2);
+	py_window(st, 1, w2, c2, 2);
+	store_close(st);
+	r = report_load(&o, err, sizeof(err));
+	if (!r) {
+		fail_msg("report_load: %s", err);
+		return;
+	}
+	for (size_t i = 0; i < 3; i++) {
+		static const char *const sym[] = { "f10 (/tmp/split.py:1)",
+						   "f30 (/tmp/split.py:1)",
+						   "f60 (/tmp/split.py:1)" };
+		static const uint64_t want[] = { 150, 300, 600 };
+
+		if (!(row = row_named(r, sym[i]))) {
+			fail_msg("no row %s", sym[i]);
+			return;
+		}
+		assert_int_equal(row->samples, want[i]);
+	}
+	assert_int_equal(report_stacks_load(r, &o), 0);
+	assert_int_equal(r->nr_stacks, 2);
+	assert_int_equal(r->stack_guests, 1);
+	for (size_t i = 0; i < 2; i++) {
+		assert_int_equal(r->stacks[i].nr, 2);
+		leaf[i] = r->stacks[i].frames[1].symbol;
+		assert_non_null(leaf[i]);
+	}
+	assert_string_equal(leaf[0], "f30 (/tmp/split.py:1)");	/* oldest first */
+	assert_string_equal(leaf[1], "f10 (/tmp/split.py:1)");
+	report_free(r);
+	symres_free(res);
+	tmpdir_free(d);
+}
+
 static void frame(struct report_frame *f, const char *sym, int python)
 {
 	*f = (struct report_frame){ .image = PY_IMG, .symbol = sym, .python = python };
@@ -395,6 +481,7 @@ int main(void)
 		cmocka_unit_test(test_table_forged),
 		cmocka_unit_test(test_table_bound),
 		cmocka_unit_test(test_report_rows),
+		cmocka_unit_test(test_report_windows),
 		cmocka_unit_test(test_merge),
 	};
 
