@@ -419,10 +419,19 @@ static void walk_chains(struct qsamp *q, unsigned n, size_t len)
  * a monitor "stop" that lands in that window is undone by the "c", which
  * is why a session without call graphs sends "c" in the same write.
  */
-static int callgraph_stop(struct qsamp *q, unsigned n, size_t len)
+static int callgraph_stop(struct qsamp *q, struct tick_state *ts, unsigned n, size_t len,
+			  int read_err)
 {
-	walk_chains(q, n, len);
-	return gdbstub_continue(q->gs);
+	int err;
+
+	/* registers that did not read are no place to walk from: the read's
+	 * error is the tick's (no sample), not hidden by the "c" */
+	if (!read_err)
+		walk_chains(q, n, len);
+	err = gdbstub_continue(q->gs);
+	if (!err)
+		ts->ours = 0;
+	return read_err ? read_err : err;
 }
 
 /*
@@ -658,9 +667,7 @@ static int tick_fast(struct qsamp *q, struct tick_state *ts, unsigned n, uint64_
 	q->exits++;
 	if (q->cg) {
 		ts->ours = 1;
-		err = callgraph_stop(q, n, *merr ? 0 : len);
-		if (!err)
-			ts->ours = 0;
+		err = callgraph_stop(q, ts, n, *merr ? 0 : len, err);
 	}
 	return err;
 }
