@@ -17,7 +17,7 @@ struct load_ctx {
 	struct report *r;
 	const struct report_opts *o;
 	struct report_guest *g;
-	const char *which;		/* the window whose table is read */
+	size_t win;			/* g->wins[win]: the table read */
 	int err;
 };
 
@@ -60,7 +60,7 @@ static int resolve(struct load_ctx *c, struct report_frame *f, const struct stor
  * table; 0 or -ENOMEM. */
 static int resolve_python(struct load_ctx *c, struct report_frame *f)
 {
-	const struct store_pyframe *pf = store_python_get(report_guest_python(c->g, c->which),
+	const struct store_pyframe *pf = store_python_get(report_guest_python(c->g, c->win),
 							  f->offset);
 	char buf[STORE_PY_NAME_MAX * 4 + STORE_PY_FILE_MAX * 4 + 32];
 
@@ -162,7 +162,7 @@ static int add_stack(const struct store_stack *s, void *arg)
 	return 0;
 }
 
-/* The stack table of c's guest's window c->which: 1 (read, or read in
+/* The stack table of c's guest's window c->win: 1 (read, or read in
  * part: the error counted), 0 (none: no -g) or -ENOMEM. */
 static int load_window(struct load_ctx *c)
 {
@@ -170,7 +170,7 @@ static int load_window(struct load_ctx *c)
 	char err[128] = "", dir[PATH_MAX];
 	int ret;
 
-	if (!report_guest_window_dir(c->g, c->which, dir, sizeof(dir)))
+	if (!report_guest_window_dir(c->g, c->win, dir, sizeof(dir)))
 		return 0;
 	ret = store_stacks_read(dir, add_stack, c, err, sizeof(err));
 	if (ret == -ENOMEM || ret == -ENOENT)
@@ -186,13 +186,13 @@ static int load_window(struct load_ctx *c)
 int report_stacks_load(struct report *r, const struct report_opts *o)
 {
 	for (size_t i = 0; i < r->nr_guests; i++) {
-		struct load_ctx c = { r, o, &r->guests[i], NULL, 0 };
+		struct load_ctx c = { r, o, &r->guests[i], 0, 0 };
 		int read = 0, ret;
 
 		if (!match(o->filter.guest, o->filter.nr_guest, c.g->name))
 			continue;
 		for (size_t k = 0; k < c.g->nr_wins; k++) {
-			c.which = c.g->wins[k].which;
+			c.win = k;
 			ret = load_window(&c);
 			if (ret < 0)
 				return ret;

@@ -33,6 +33,7 @@
 struct entry {
 	const char *path, *guest, *app, *image, *event;
 	const char *which;		/* its window: samples/<which> */
+	size_t win;			/* that window in its guest's wins */
 	const char *cgroup;		/* NULL: none */
 	int kernel;
 	int python;
@@ -303,14 +304,16 @@ static struct report_guest *guest_get(struct report *r, const struct entry *e)
 	return g;
 }
 
-/* e's window among its guest's (the entries come window by window, oldest
- * first).  0 or -ENOMEM. */
-static int guest_window(struct report_guest *g, const struct entry *e)
+/* e's window among its guest's, its index into e->win (the entries come
+ * window by window, oldest first).  0 or -ENOMEM. */
+static int guest_window(struct report_guest *g, struct entry *e)
 {
 	struct report_gwin *w;
 
-	if (g->nr_wins && g->wins[g->nr_wins - 1].which == e->which)
+	e->win = g->nr_wins ? g->nr_wins - 1 : 0;
+	if (g->nr_wins && g->wins[e->win].which == e->which)
 		return 0;
+	e->win = g->nr_wins;
 	w = realloc(g->wins, (g->nr_wins + 1) * sizeof(*w));
 	if (!w)
 		return -ENOMEM;
@@ -718,30 +721,25 @@ static int file_problem(struct report *r, const struct file_ctx *c, const struct
 	return 0;
 }
 
-const char *report_guest_window_dir(const struct report_guest *g, const char *which, char *buf,
+const char *report_guest_window_dir(const struct report_guest *g, size_t win, char *buf,
 				    size_t len)
 {
-	if (!g->samples || snprintf(buf, len, "%s/%s", g->samples, which) >= (int)len)
+	if (!g->samples || win >= g->nr_wins ||
+	    snprintf(buf, len, "%s/%s", g->samples, g->wins[win].which) >= (int)len)
 		return NULL;
 	return buf;
 }
 
-const struct store_pyread *report_guest_python(struct report_guest *g, const char *which)
+const struct store_pyread *report_guest_python(struct report_guest *g, size_t win)
 {
 	char dir[PATH_MAX];
+	struct report_gwin *w = win < g->nr_wins ? &g->wins[win] : NULL;
 
-	for (size_t i = 0; i < g->nr_wins; i++) {
-		struct report_gwin *w = &g->wins[i];
-
-		if (w->which != which)
-			continue;
-		if (!w->py_loaded && report_guest_window_dir(g, which, dir, sizeof(dir))) {
-			w->py_loaded = 1;
-			w->py = store_python_load(dir, NULL, 0);
-		}
-		return w->py;
+	if (w && !w->py_loaded && report_guest_window_dir(g, win, dir, sizeof(dir))) {
+		w->py_loaded = 1;
+		w->py = store_python_load(dir, NULL, 0);
 	}
-	return NULL;
+	return w ? w->py : NULL;
 }
 
 const char *report_python_label(char *buf, size_t len, const struct store_pyframe *f)
@@ -784,7 +782,7 @@ static int py_cb(uint64_t offset, uint64_t count, void *arg)
  * file (counted), or -ENOMEM. */
 static int file_python(struct report *r, struct file_ctx *c, struct walk_job *j)
 {
-	c->py = report_guest_python(j->guest, r->priv->entries[j->entry].which);
+	c->py = report_guest_python(j->guest, r->priv->entries[j->entry].win);
 	if (sfile_reader_foreach(j->sr, py_cb, c)) {
 		if (c->err)
 			return c->err;

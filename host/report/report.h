@@ -271,13 +271,12 @@ struct report_stack {
 	struct report_frame *frames;	/* leaf first */
 };
 
-/* The Python frame table (store.h, "Python frames") of g's window which
- * (interned, one of g->wins), read on first use; NULL when it has none (or
- * it does not read). */
-const struct store_pyread *report_guest_python(struct report_guest *g, const char *which);
-/* g's window which as a path into buf[len]: buf, or NULL (unknown, or too
- * long). */
-const char *report_guest_window_dir(const struct report_guest *g, const char *which, char *buf,
+/* The Python frame table (store.h, "Python frames") of g's window g->wins[win],
+ * read on first use; NULL when it has none (or it does not read). */
+const struct store_pyread *report_guest_python(struct report_guest *g, size_t win);
+/* g's window g->wins[win] as a path into buf[len]: buf, or NULL (unknown,
+ * or too long). */
+const char *report_guest_window_dir(const struct report_guest *g, size_t win, char *buf,
 				    size_t len);
 /* A Python frame as rows and stacks name it: "qualname (file:first line)"
  * into buf[len]: buf. */
