@@ -73,7 +73,8 @@ struct fetch {
 	int gfd;			/* <session>/guests/<guest>, opened */
 	char *cache;			/* <cache>/<guest>, or NULL */
 	int cfd;			/* it, opened by cache_open(), or -1 */
-	char cache_err[256];		/* why it was refused ("" if it was not) */
+	char cache_err[1024];		/* why it was refused, escaped ("" if it
+					 * was not): cache_refuse() */
 	bool xfer;			/* a kernel-symbol transfer is open */
 	struct ksame *same;		/* it repeats the stored kallsyms so far
 					 * (nothing written), or NULL */
@@ -127,17 +128,29 @@ static mode_t session_mode(const struct fetch *f)
 	return f->cfg.public_files ? 0666 : 0600;
 }
 
+/* A refusal of the guest's directory or of one below it (an xx): the
+ * whole cache is given up for the session.  The first reason is kept,
+ * escaped once here (text_escape(): it holds the user's path and names
+ * from the guest's directory), for session.json and the summary that
+ * prints it. */
+static void cache_refuse(struct fetch *f, int err, const char *why)
+{
+	if (!f->cache_err[0])
+		text_escape(f->cache_err, sizeof(f->cache_err), why[0] ? why : strerror(-err));
+	f->st.cache_refused++;
+}
+
 /*
  * The guest's cache directory into f->cfd, through lib/safepath.h: its
  * parent (the root the session chose and checked) walked again from "/",
  * the guest's own directory made 0700 and never a link, another user's or
  * one others may write.  0, -ENOENT (not there, !create), or another
  * -errno: refused for the rest of the session, counted, and said
- * (fetch_cache_error()).
+ * (session.json fetch.binaries.cache_error).
  */
 static int cache_open(struct fetch *f, bool create)
 {
-	char root[4096], *name;
+	char root[4096], why[256] = "", *name;
 	int fd;
 
 	if (f->cache_err[0])
@@ -150,43 +163,25 @@ static int cache_open(struct fetch *f, bool create)
 		return -EINVAL;	/* collector.c makes <root>/<guest> */
 	*name++ = '\0';
 	fd = safepath_open_base(*root ? root : "/", 0700, create ? SAFEPATH_CREATE : 0, NULL, 0,
-				f->cache_err, sizeof(f->cache_err));
+				why, sizeof(why));
 	if (fd >= 0) {
 		int rfd = fd;
 
 		fd = safepath_open_sub(rfd, *root ? root : "", name, 0700,
 				       SAFEPATH_PRIVATE | (create ? SAFEPATH_CREATE : 0),
-				       f->cache_err, sizeof(f->cache_err));
+				       why, sizeof(why));
 		close(rfd);
 	}
-	if (fd == -ENOENT && !create) {
-		f->cache_err[0] = '\0';
+	if (fd == -ENOENT && !create)
 		return fd;
-	}
 	if (fd < 0) {
-		if (!f->cache_err[0])
-			snprintf(f->cache_err, sizeof(f->cache_err), "cannot open %s: %s",
-				 f->cache, strerror(-fd));
-		f->st.cache_refused++;
+		if (!why[0])
+			snprintf(why, sizeof(why), "cannot open %s: %s", f->cache, strerror(-fd));
+		cache_refuse(f, fd, why);
 		return fd;
 	}
 	f->cfd = fd;
 	return 0;
-}
-
-/* A refusal below the guest's directory (an xx): the whole cache is given
- * up for the session, as for the directory itself. */
-static void cache_refuse(struct fetch *f, int err, const char *why)
-{
-	if (!f->cache_err[0])
-		snprintf(f->cache_err, sizeof(f->cache_err), "%s", why[0] ? why :
-			 strerror(-err));
-	f->st.cache_refused++;
-}
-
-const char *fetch_cache_error(const struct fetch *f)
-{
-	return f->cache_err[0] ? f->cache_err : NULL;
 }
 
 /* The guest's cache within its cap: at the start and after each file. */
@@ -1465,7 +1460,6 @@ void fetch_record(struct fetch *f, const struct opvm_rec_hdr *rec, size_t len)
 json_t *fetch_to_json(const struct fetch *f)
 {
 	const struct fetch_stats *s = &f->st;
-	char why[sizeof(f->cache_err) * 4];
 	json_t *bin;
 
 #define C(v) stats_json_count(v)
@@ -1489,7 +1483,7 @@ json_t *fetch_to_json(const struct fetch *f)
 				"files", C(s->memsyms_files), "bytes", C(s->memsyms_bytes),
 				"cached", C(s->memsyms_cached), "failed", C(s->memsyms_failed))) ||
 		    json_object_set_new(bin, "cache_error", f->cache_err[0] ?
-					json_string(text_escape(why, sizeof(why), f->cache_err)) :
+					json_string(f->cache_err) :
 					json_null()))) {
 		json_decref(bin);
 		bin = NULL;

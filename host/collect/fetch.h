@@ -146,7 +146,8 @@ struct fetch_stats {
 	uint64_t cache_bytes;		/* the guest's cache after the last prune */
 	uint64_t cache_refused;		/* the guest's cache directory was refused
 					 * (a link, another user's, shared):
-					 * nothing fetched (fetch_cache_error()) */
+					 * nothing fetched (fetch_to_json():
+					 * binaries.cache_error says why) */
 	uint64_t cache_links;		/* links (or other non-files) at a cached
 					 * file's name: not taken as cached */
 	/* symbols read from guest memory (fetch_memsyms_put()) */
@@ -258,8 +259,6 @@ uint64_t fetch_settled(const struct fetch *f);
 int fetch_busy(const struct fetch *f);
 
 const struct fetch_stats *fetch_get_stats(const struct fetch *f);
-/* Why the guest's cache directory was refused (what to do), or NULL. */
-const char *fetch_cache_error(const struct fetch *f);
 /* The counters for session.json "fetch"; NULL on ENOMEM. */
 json_t *fetch_to_json(const struct fetch *f);
 

@@ -1042,6 +1042,21 @@ static int entries(const char *dir)
 	return atoi(out);
 }
 
+/* session.json's fetch.binaries.cache_error as fetch_to_json() writes
+ * it ("" when none), copied into a static buffer. */
+static const char *cache_error(const struct fetch *f)
+{
+	static char out[2048];
+	json_t *j = fetch_to_json(f);
+	const char *s = json_string_value(json_object_get(json_object_get(j, "binaries"),
+							  "cache_error"));
+
+	assert_non_null(j);
+	snprintf(out, sizeof(out), "%s", s ? s : "");
+	json_decref(j);
+	return out;
+}
+
 /*
  * The cache against a local user (issue 25): the guest's directory of
  * another user (mode 777) with links xx -> elsewhere, the guest's
@@ -1072,11 +1087,24 @@ static void test_cache_planted(void **state)
 	assert_int_equal(bin_fetch(&b, 1), 0);
 	st = fetch_get_stats(b.f);
 	assert_true(st->cache_refused >= 1);
-	assert_non_null(strstr(fetch_cache_error(b.f), "is a symbolic link"));
+	assert_non_null(strstr(cache_error(b.f), "is a symbolic link"));
 	assert_int_equal(entries(target), 0);
 	assert_int_equal(stat(target, &sb), 0);
 	assert_int_equal(sb.st_mode & 07777, 0755);
 	assert_int_equal(unlink(b.cache), 0);
+
+	/* 1b: the same under a name with a terminal escape and a newline: the
+	 * reason is said escaped, for session.json and the summary */
+	snprintf(b.cache, sizeof(b.cache), "%s/cache/gu\x1b[2J\nest", b.dir);
+	assert_int_equal(symlink(target, b.cache), 0);
+	bin_reopen(&b);
+	fetch_want(b.f, "/usr/bin/x", b.bid, b.bid_len);
+	assert_int_equal(bin_fetch(&b, 1), 0);
+	assert_non_null(strstr(cache_error(b.f), "gu\\x1b[2J\\nest"));
+	for (const char *c = cache_error(b.f); *c; c++)
+		assert_true((unsigned char)*c >= 0x20);
+	assert_int_equal(unlink(b.cache), 0);
+	snprintf(b.cache, sizeof(b.cache), "%s/cache/guest", b.dir);
 
 	/* 2: <cache>/guest another user's, 0777, its xx a link */
 	if (geteuid() == 0) {
@@ -1091,7 +1119,7 @@ static void test_cache_planted(void **state)
 		st = fetch_get_stats(b.f);
 		assert_true(st->cache_refused >= 1);
 		assert_int_equal(st->files, 0);
-		assert_non_null(strstr(fetch_cache_error(b.f), "belongs to uid 65534"));
+		assert_non_null(strstr(cache_error(b.f), "belongs to uid 65534"));
 		assert_int_equal(entries(target), 0);
 		assert_int_equal(stat(b.cache, &sb), 0);
 		assert_int_equal(sb.st_mode & 07777, 0777);	/* not chmod'ed */
@@ -1105,7 +1133,7 @@ static void test_cache_planted(void **state)
 		st = fetch_get_stats(b.f);
 		assert_int_equal(st->files, 0);
 		assert_true(st->cache_refused >= 1);
-		assert_non_null(strstr(fetch_cache_error(b.f), "is a symbolic link"));
+		assert_non_null(strstr(cache_error(b.f), "is a symbolic link"));
 		assert_int_equal(entries(target), 0);
 		assert_int_equal(unlink(path), 0);
 	} else {
