@@ -100,3 +100,20 @@ ssize_t fs_read_text(int dfd, const char *path, char *buf, size_t size)
 	buf[n] = '\0';
 	return n;
 }
+
+DIR *fs_opendir_at(int dfd)
+{
+	int fd = dup(dfd);
+	DIR *d;
+
+	if (fd < 0)
+		return NULL;
+	d = fdopendir(fd);
+	if (!d) {
+		int err = errno;
+
+		close(fd);
+		errno = err;
+	}
+	return d;
+}

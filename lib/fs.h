@@ -2,11 +2,13 @@
 /*
  * Files and directories: the running binary's directory, mkdir -p, names
  * fit for a directory, regular files opened without following a FIFO into
- * a hang, small text files read in one go.
+ * a hang, small text files read in one go, a directory's entries read
+ * through a descriptor the caller keeps.
  */
 #ifndef OPVM_FS_H
 #define OPVM_FS_H
 
+#include <dirent.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -37,5 +39,10 @@ int fs_openat_regular(int dfd, const char *path, int flags);
  * to dfd (AT_FDCWD for a plain path), NUL-terminated in buf[size]: its
  * length, or -errno (-EIO: empty).  One read: what does not fit is cut. */
 ssize_t fs_read_text(int dfd, const char *path, char *buf, size_t size);
+
+/* A stream over the entries of the directory dfd, which stays open and
+ * the caller's (the stream reads a duplicate of it): closedir() it.
+ * NULL and errno; no descriptor is left open then. */
+DIR *fs_opendir_at(int dfd);
 
 #endif /* OPVM_FS_H */

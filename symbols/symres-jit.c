@@ -50,22 +50,15 @@ struct simage *symres_jit_image(struct symres *r, const char *guest, int64_t tgi
 {
 	struct simage *si;
 	char *key;
+	bool fresh;
 
 	/* "{jit}" cannot be a store image name: store names are mangled
 	 * guest paths or the store's own {tags}, and none is {jit} */
 	if (asprintf(&key, "%s\1{jit}\1%lld", guest ? guest : "", (long long)tgid) < 0)
 		return NULL;
-	si = symres_image_find(r, key);
-	if (si) {
-		free(key);
+	si = symres_image_of(r, key, &fresh);
+	if (!si || !fresh)
 		return si;
-	}
-	si = calloc(1, sizeof(*si));
-	if (!si) {
-		free(key);
-		return NULL;
-	}
-	si->key = key;
 	si->kind = SK_JIT;
 	if (jit_load(r, si, guest, tgid) || symres_image_put(r, si)) {
 		perfmap_free(si->pm);

@@ -10,6 +10,7 @@
 #define OPVM_SYMRES_PRIV_H
 
 #include <elfutils/debuginfod.h>
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "symbols/ksyms.h"
@@ -112,11 +113,13 @@ struct dbgd_memo {
 	char *path;
 };
 
+/* The image of key (malloc'd; taken: kept by a new image, freed
+ * otherwise), or a new one of that key (*fresh set), zeroed, not in the
+ * table yet: the caller fills it in and puts it there.  NULL: ENOMEM. */
+struct simage *symres_image_of(struct symres *r, char *key, bool *fresh);
 /* si (its key set) into the resolver's table, which owns it from then
- * on: 0, or -ENOMEM (si is not freed).  symres_image_find(): the image
- * of key, or NULL. */
+ * on: 0, or -ENOMEM (si is not freed). */
 int symres_image_put(struct symres *r, struct simage *si);
-struct simage *symres_image_find(struct symres *r, const char *key);
 
 int symres_try_candidate(struct symres *r, struct simage *si, int fd, const char *path,
 			 const char *guest);

@@ -207,6 +207,7 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 {
 	char bidhex[129], *key;
 	struct simage *si;
+	bool fresh;
 
 	if (build_id_len > sizeof(si->build_id))
 		build_id_len = 0;
@@ -219,17 +220,9 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 		     kernel && k && k->anchor_name ? k->anchor_name : "",
 		     kernel && k ? (unsigned long long)k->anchor_addr : 0ull) < 0)
 		return NULL;
-	si = symres_image_find(r, key);
-	if (si) {
-		free(key);
+	si = symres_image_of(r, key, &fresh);
+	if (!si || !fresh)
 		return si;
-	}
-	si = calloc(1, sizeof(*si));
-	if (!si) {
-		free(key);
-		return NULL;
-	}
-	si->key = key;
 	si->state = SIMAGE_NOT_FOUND;
 	if (build_id && build_id_len) {
 		memcpy(si->build_id, build_id, build_id_len);
@@ -265,9 +258,16 @@ struct simage *symres_image(struct symres *r, const char *guest, const char *ima
 	return si;
 }
 
-struct simage *symres_image_find(struct symres *r, const char *key)
+struct simage *symres_image_of(struct symres *r, char *key, bool *fresh)
 {
-	return strset_find(&r->images, key);
+	struct simage *si = strset_find(&r->images, key);
+
+	*fresh = !si;
+	if (!si && (si = calloc(1, sizeof(*si))))
+		si->key = key;
+	else
+		free(key);
+	return si;
 }
 
 int symres_image_put(struct symres *r, struct simage *si)

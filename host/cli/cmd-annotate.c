@@ -110,12 +110,9 @@ static int annotate_run(struct annotate_args *a, const char *symbol)
 	long n;
 
 	report_cli_finish(c);
-	c->sc.progress = cmd_dbgd_progress;
-	res = symres_new(&c->sc);
-	if (!res) {
-		log_err("cannot set up symbol lookup: %s", strerror(errno));
+	res = cmd_symres_new(c);
+	if (!res)
 		goto out;
-	}
 	c->ro.symbols = 1;
 	c->ro.details = 1;
 	c->ro.only_symbol = symbol;

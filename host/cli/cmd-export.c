@@ -342,12 +342,9 @@ int cmd_export(int argc, char **argv)
 		return ret < 0 ? 0 : ret;
 	ret = 1;
 	report_cli_finish(c);
-	c->sc.progress = cmd_dbgd_progress;
-	res = symres_new(&c->sc);
-	if (!res) {
-		log_err("cannot set up symbol lookup: %s", strerror(errno));
+	res = cmd_symres_new(c);
+	if (!res)
 		goto out;
-	}
 	c->ro.symbols = 1;
 	c->ro.res = res;
 	/* pprof: per-address counts, for lines and `go tool pprof -list` */

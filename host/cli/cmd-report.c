@@ -322,14 +322,8 @@ int cmd_report(int argc, char **argv)
 	if (import_files(&a))
 		goto out;
 	report_cli_finish(&a.cli);
-	a.cli.sc.progress = cmd_dbgd_progress;
-	if (a.symbols) {
-		res = symres_new(&a.cli.sc);
-		if (!res) {
-			log_err("cannot set up symbol lookup: %s", strerror(errno));
-			goto out;
-		}
-	}
+	if (a.symbols && !(res = cmd_symres_new(&a.cli)))
+		goto out;
 	out = report_cli_safe_stream(stdout);
 	if (!out) {
 		log_err("cannot set up output: %s", strerror(errno));
@@ -352,10 +346,21 @@ out:
 	return ret;
 }
 
-void cmd_dbgd_progress(void *arg, const char *build_id, uint64_t done, uint64_t total)
+static void dbgd_progress(void *arg, const char *build_id, uint64_t done, uint64_t total)
 {
 	if (total)
 		log_info("debuginfod: %.16s...: %.1f of %.1f MB", build_id, done / 1e6, total / 1e6);
 	else
 		log_info("debuginfod: %.16s...: %.1f MB", build_id, done / 1e6);
+}
+
+struct symres *cmd_symres_new(struct report_cli *c)
+{
+	struct symres *res;
+
+	c->sc.progress = dbgd_progress;
+	res = symres_new(&c->sc);
+	if (!res)
+		log_err("cannot set up symbol lookup: %s", strerror(errno));
+	return res;
 }

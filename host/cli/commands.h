@@ -23,10 +23,11 @@
 int cmd_run(int argc, char **argv);		/* host/cli/cmd-run.c */
 int cmd_attach(int argc, char **argv);		/* host/cli/cmd-attach.c */
 int cmd_report(int argc, char **argv);		/* host/cli/cmd-report.c */
-/* symres_config's progress callback for report, annotate and export: a
- * line on stderr for each second of a long debuginfod transfer
- * (host/cli/cmd-report.c). */
-void cmd_dbgd_progress(void *arg, const char *build_id, uint64_t done, uint64_t total);
+/* The symbol lookup of report, annotate and export, from c's settings
+ * (report_cli_finish() done), with a line on stderr for each second of a
+ * long debuginfod transfer (host/cli/cmd-report.c).  NULL: said. */
+struct report_cli;
+struct symres *cmd_symres_new(struct report_cli *c);
 int cmd_annotate(int argc, char **argv);	/* host/cli/cmd-annotate.c */
 int cmd_export(int argc, char **argv);		/* host/cli/cmd-export.c */
 int cmd_list_events(int argc, char **argv);	/* host/cli/cmd-list-events.c */

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "host/collect/fetch.h"
+#include "lib/fs.h"
 
 struct centry {
 	int dfd;		/* its xx directory */
@@ -70,7 +71,7 @@ static bool cache_name(const char *s, size_t max)
 /* The files of one xx directory; dfd is kept open in l->dirs. */
 static int list_dir(struct clist *l, int dfd)
 {
-	DIR *d = fdopendir(dup(dfd));
+	DIR *d = fs_opendir_at(dfd);
 	struct dirent *de;
 	struct stat sb;
 
@@ -117,7 +118,7 @@ static bool stale_part(const char *name)
 
 static int list_cache(struct clist *l, int root, struct fetch_prune *out)
 {
-	DIR *d = fdopendir(dup(root));
+	DIR *d = fs_opendir_at(root);
 	struct dirent *de;
 	struct stat sb;
 	int ret = 0;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "host/collect/store-priv.h"
+#include "lib/fs.h"
 
 struct walk {
 	int (*fn)(const struct store_entry *e, void *arg);
@@ -45,16 +46,11 @@ static int walk_dir(struct walk *w, int dfd, bool want_dir, level_fn fn, int dep
 {
 	DIR *d;
 	struct dirent *de;
-	int fd, ret = 0;
+	int ret = 0;
 
-	fd = dup(dfd);
-	if (fd < 0)
+	d = fs_opendir_at(dfd);
+	if (!d)
 		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
 	while ((de = readdir(d))) {
 		struct stat sb;
 

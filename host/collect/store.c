@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "host/collect/store-priv.h"
+#include "lib/fs.h"
 #include "lib/hash.h"
 #include "lib/safepath.h"
 
@@ -204,19 +205,14 @@ static int tree_clear(int dfd, int depth)
 {
 	DIR *d;
 	struct dirent *de;
-	int ret = 0, fd;
+	int ret = 0;
 	bool removed;
 
 	if (depth > 16)
 		return -ELOOP;
-	fd = dup(dfd);
-	if (fd < 0)
+	d = fs_opendir_at(dfd);
+	if (!d)
 		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
 	do {
 		removed = false;
 		rewinddir(d);

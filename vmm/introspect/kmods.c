@@ -15,6 +15,7 @@
 #include "lib/bytes.h"
 #include "lib/x86.h"
 #include "lib/array.h"
+#include "vmm/introspect/klist.h"
 #include "vmm/introspect/kmods.h"
 
 #define SPAN_MAX	4096u
@@ -25,7 +26,7 @@
 
 static bool kptr(uint64_t p)
 {
-	return p >= OPVM_KERNEL_HALF && !(p & 7) && p < UINT64_MAX - SPAN_MAX;
+	return klist_ptr(p, SPAN_MAX);
 }
 
 static int rd(const struct unwind_mem *mem, uint64_t va, void *buf, size_t len)
@@ -94,7 +95,8 @@ int kmods_walk(const struct unwind_mem *mem, const struct kbtf_mod_offsets *o, u
 	       struct kmod *out, size_t max, size_t *n, struct kmods_stats *st)
 {
 	uint8_t buf[SPAN_MAX];
-	uint64_t next, mark = head, power = 1, lam = 0;
+	struct klist_loop loop = klist_loop_start(head);
+	uint64_t next;
 	uint32_t lo, hi;
 	size_t k = 0, steps = 0;
 
@@ -106,19 +108,13 @@ int kmods_walk(const struct unwind_mem *mem, const struct kbtf_mod_offsets *o, u
 	if (rd(mem, head, &next, 8))
 		return -EFAULT;
 	next = le64toh(next);
-	/* Brent's cycle finding, as the task walk's (ktasks.c) */
 	while (next != head) {
 		uint64_t t = next - o->mod_list;
 
 		/* the cap counts modules refused or skipped too */
-		if (k == max || steps++ == 2 * KMODS_MAX || next == mark) {
+		if (k == max || steps++ == 2 * KMODS_MAX || klist_loop_seen(&loop, next)) {
 			st->cut++;
 			break;
-		}
-		if (++lam == power) {
-			mark = next;
-			power *= 2;
-			lam = 0;
 		}
 		if (!kptr(next) || !kptr(t) || rd(mem, t + lo, buf, hi - lo)) {
 			st->bad_ptr++;

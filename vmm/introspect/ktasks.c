@@ -16,13 +16,14 @@
 #include "lib/bytes.h"
 #include "lib/sort.h"
 #include "lib/x86.h"
+#include "vmm/introspect/klist.h"
 #include "vmm/introspect/ktasks.h"
 
 #define SPAN_MAX	16384u
 
 static bool kptr(uint64_t p)
 {
-	return p >= OPVM_KERNEL_HALF && !(p & 7) && p < UINT64_MAX - SPAN_MAX;
+	return klist_ptr(p, SPAN_MAX);
 }
 
 static int rd(const struct ktasks_mem *km, uint64_t va, void *buf, size_t len)
@@ -245,22 +246,14 @@ int ktasks_walk(const struct ktasks_mem *km, const struct kbtf_offsets *o,
 		return -EFAULT;
 	}
 	next = le64toh(next);
-	/* Brent's cycle finding: a list that loops without coming back to
-	 * the head is caught within twice its loop's start and length, not
-	 * at the cap */
-	uint64_t mark = head, power = 1, lam = 0;
+	struct klist_loop loop = klist_loop_start(head);
 
 	while (next != head) {
 		uint64_t t = next - o->task_tasks;
 
-		if (k == max || next == mark) {
+		if (k == max || klist_loop_seen(&loop, next)) {
 			st->cut++;
 			break;
-		}
-		if (++lam == power) {
-			mark = next;
-			power *= 2;
-			lam = 0;
 		}
 		if (!kptr(next) || !kptr(t) ||
 		    !task_read(km, o, t, buf, lo, hi, &out[k], &next, st)) {

@@ -29,6 +29,7 @@
 #include "lib/bytes.h"
 #include "lib/clock.h"
 #include "lib/x86.h"
+#include "vmm/introspect/klist.h"
 #include "vmm/introspect/kvmas.h"
 
 #define NODE_SIZE	256u
@@ -100,7 +101,7 @@ struct walk {
 
 static bool kptr(uint64_t p)
 {
-	return p >= OPVM_KERNEL_HALF && !(p & 7) && p < UINT64_MAX - 65536;
+	return klist_ptr(p, 65536);
 }
 
 static int kread(const struct kvmas *v, uint64_t va, void *buf, size_t len)
