@@ -774,6 +774,19 @@ static int db_add(struct events_db *db, const char *id,
 	return events_parse_text(db, t, fid, ev_text, ev_name, err, errlen);
 }
 
+/* What a loader returns: db, or (r: a -errno of the loading) NULL with
+ * db freed, errno set and err said. */
+static struct events_db *db_done(struct events_db *db, int r, char *err, size_t errlen)
+{
+	if (!r)
+		return db;
+	if (r == -ENOMEM)
+		errbuf_set(err, errlen, "out of memory");
+	events_db_free(db);
+	errno = -r;
+	return NULL;
+}
+
 struct events_db *events_db_parse(const char *family,
 				  const char *events_text, const char *events_name,
 				  const char *um_text, const char *um_name,
@@ -791,14 +804,7 @@ struct events_db *events_db_parse(const char *family,
 		return NULL;
 	r = db_add(db, family, events_text, events_name ? events_name : "events",
 		   um_text, um_name ? um_name : "unit_masks", err, errlen);
-	if (r) {
-		if (r == -ENOMEM)
-			errbuf_set(err, errlen, "out of memory");
-		events_db_free(db);
-		errno = -r;
-		return NULL;
-	}
-	return db;
+	return db_done(db, r, err, errlen);
 }
 
 /* The files a database for family is made of, in lookup order. */
@@ -923,14 +929,7 @@ struct events_db *events_db_load_dir(const char *dir, const char *family,
 		free(evt);
 		free(umt);
 	}
-	if (r) {
-		if (r == -ENOMEM)
-			errbuf_set(err, errlen, "out of memory");
-		events_db_free(db);
-		errno = -r;
-		return NULL;
-	}
-	return db;
+	return db_done(db, r, err, errlen);
 }
 
 static const char *builtin_text(const char *fname)
@@ -970,14 +969,7 @@ static struct events_db *db_load_builtin(const char *family, unsigned flags,
 		}
 		r = db_add(db, ids[i], evt, evn, umt, umn, err, errlen);
 	}
-	if (r) {
-		if (r == -ENOMEM)
-			errbuf_set(err, errlen, "out of memory");
-		events_db_free(db);
-		errno = -r;
-		return NULL;
-	}
-	return db;
+	return db_done(db, r, err, errlen);
 }
 
 static int dir_has(const char *dir, const char *family)
