@@ -35,191 +35,28 @@
 static json_t *json_u64(uint64_t v);
 static json_t *json_hex(uint64_t v);
 
-/* session.json "kernel" from introspection while opvm.ko has said no
- * HELLO: what the reports need to take <guest>/kallsyms (the release) and
- * check it against the running kernel (_text, _stext).  NULL: nothing
- * known yet (errno 0), or ENOMEM. */
-static json_t *intro_kernel_json(const struct cguest *g)
+/* The collector's own members of session.json "introspect", beside
+ * introspection's (introspect_to_json()): what it checked introspection
+ * against, per walk (processes) and per sample (the current task against
+ * opvm.ko's slot: the same tgid or not), and the current task's naming.
+ * None without an introspector: nothing was checked.  Nonzero on ENOMEM. */
+static int intro_json(const struct cguest *g, const struct sampler_stats *ss, json_t *o)
 {
-	const struct introspect_stats *s = g->intro ? introspect_get_stats(g->intro) : NULL;
-	json_t *k;
-
-	errno = 0;
-	if (!s || !s->release[0])
-		return NULL;
-	k = json_pack("{s:s,s:s,s:s}", "release", s->release, "anchor_name", "_stext",
-		      "source", "introspection");
-	if (!k) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	json_object_set_new(k, "anchor_addr", json_u64(s->stext));
-	if (s->build_id[0])
-		json_object_set_new(k, "build_id", json_string(s->build_id));
-	json_object_set_new(k, "text_addr", json_u64(s->text_addr));
-	json_object_set_new(k, "anchor_addr_hex", json_hex(s->stext));
-	json_object_set_new(k, "text_addr_hex", json_hex(s->text_addr));
-	errno = 0;
-	return k;
-}
-
-/* introspect.mappings: each process's executable mappings (kvmas.h) */
-static json_t *intro_maps_json(const struct introspect_stats *s)
-{
-	const struct kvmas_stats *m = s->maps;
-	json_t *o;
-
-	if (!m)
-		return json_pack("{s:b,s:s}", "read", 0, "why",
-				 s->maps_error[0] ? s->maps_error : "no kernel offsets yet");
-	o = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "read", 1,
-		"refreshes", json_u64(m->refreshes), "procs_read", json_u64(m->procs_read),
-		"procs_unchanged", json_u64(m->procs_unchanged),
-		"procs_deferred", json_u64(m->procs_deferred), "nodes", json_u64(m->nodes),
-		"vmas", json_u64(m->vmas), "exec_maps", json_u64(m->exec_maps),
-		"maps_sent", json_u64(m->maps_sent), "munmaps_sent", json_u64(m->munmaps_sent),
-		"cookies_sent", json_u64(m->cookies_sent));
-	if (o)
-		json_object_update_new(o, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-			"tree_bad", json_u64(m->tree_bad), "tree_cut", json_u64(m->tree_cut),
-			"vma_bad", json_u64(m->vma_bad), "path_bad", json_u64(m->path_bad),
-			"buildid_missing", json_u64(m->buildid_missing),
-			"buildid_late", json_u64(m->buildid_late),
-			"files_full", json_u64(m->files_full), "refresh_us", json_u64(m->refresh_us)));
-	if (o && m->walk)
-		json_object_set_new(o, "walk", json_string(m->walk));
-	return o;
-}
-
-/* introspect.modules: the loadable modules' list and symbols (kmods.h) */
-static json_t *intro_mods_json(const struct introspect_stats *s)
-{
-	const struct kmods_stats *m = s->modules;
-	json_t *o;
-
-	if (!m)
-		return json_pack("{s:b,s:s}", "read", 0, "why",
-				 s->modules_error[0] ? s->modules_error : "no kernel offsets yet");
-	o = json_pack("{s:b,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "read", 1,
-		"layout", s->modules_layout ? s->modules_layout : "",
-		"modules", json_u64(s->nr_modules), "walks", json_u64(m->walks),
-		"cut", json_u64(m->cut), "bad_ptr", json_u64(m->bad_ptr),
-		"refused", json_u64(m->refused), "unformed", json_u64(m->unformed),
-		"dups", json_u64(s->module_dups), "sent", json_u64(s->modules_sent),
-		"freed", json_u64(s->modules_freed),
-		"transfers", json_u64(s->modsyms_transfers));
-	if (o)
-		json_object_update_new(o, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-			"syms_sent", json_u64(s->modsyms_sent), "sym_reads", json_u64(m->sym_reads),
-			"syms", json_u64(m->syms), "syms_outside", json_u64(m->syms_outside),
-			"syms_bad", json_u64(m->syms_bad), "syms_cut", json_u64(m->syms_cut),
-			"tables_bad", json_u64(m->tables_bad),
-			"pages_unread", json_u64(m->pages_unread)));
-	if (o)
-		json_object_update_new(o, json_pack("{s:o,s:o}",
-			"walk_us", json_u64(s->modules_walk_us),
-			"transfer_us", json_u64(s->modsyms_us)));
-	return o;
-}
-
-/* introspect.memsyms: user binaries' .dynsym read from memory */
-static json_t *intro_memsyms_json(const struct introspect_stats *s)
-{
-	const struct introspect_memsyms *m = &s->memsyms;
-	json_t *o = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-		"files", json_u64(m->files), "refused", json_u64(m->refused),
-		"absent", json_u64(m->absent), "empty", json_u64(m->empty),
-		"budget", json_u64(m->budget),
-		"syms", json_u64(m->syms), "syms_absent", json_u64(m->syms_absent),
-		"syms_bad", json_u64(m->syms_bad), "plt", json_u64(m->plt),
-		"plt_stubs", json_u64(m->plt_stubs), "plt_refused", json_u64(m->plt_refused),
-		"pages", json_u64(m->pages),
-		"pages_absent", json_u64(m->pages_absent), "us", json_u64(m->us));
-
-	if (o && m->last_refusal[0])
-		json_object_set_new(o, "last_refusal", json_string(m->last_refusal));
-	return o;
-}
-
-/* When the lists were walked: the probe, the polls that did not walk,
- * and why the others did (introspect_poll()). */
-static json_t *intro_when_json(const struct introspect_stats *s)
-{
-	return json_pack("{s:s?,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "probe", s->probe,
-		"probe_bad", json_u64(s->probe_bad), "polls_quiet", json_u64(s->polls_quiet),
-		"boot", json_u64(s->walks_boot), "unprobed", json_u64(s->walks_unprobed),
-		"changed", json_u64(s->walks_changed), "wanted", json_u64(s->walks_wanted),
-		"floor", json_u64(s->walks_floor));
-}
-
-static json_t *intro_json(const struct cguest *g)
-{
-	const struct introspect_stats *s;
-	json_t *o;
+	int bad = 0;
 
 	if (!g->intro)
-		return json_pack("{s:s}", "mode", introspect_mode_name(g->intro_mode));
-	s = introspect_get_stats(g->intro);
-	o = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-		"mode", introspect_mode_name(g->intro_mode), "state",
-		introspect_state_name(s->state),
-		"release", s->release,
-		"vmcoreinfo_gpa", json_hex(s->vmcoreinfo_gpa),
-		"kernel_offset", json_hex(s->kernel_offset),
-		"passes", json_u64(s->passes), "scanned_bytes", json_u64(s->scanned_bytes),
-		"kallsyms_syms", json_u64(s->nr_syms), "ksyms_sent", json_u64(s->ksyms_sent),
-		"ksyms_other", json_u64(s->ksyms_other), "ksyms_bad", json_u64(s->ksyms_bad),
-		"ksyms_unsorted", json_u64(s->ksyms_unsorted),
-		"bytes_read", json_u64(s->ksyms_bytes_read),
-		"kallsyms_ms", json_u64(s->kallsyms_ms), "refused", json_u64(s->refused));
-	if (o) {
-		json_object_set_new(o, "kernel_text_hex", json_hex(s->text_addr));
-		json_object_set_new(o, "reboots", json_u64(s->reboots));
-		json_object_set_new(o, "memsyms", intro_memsyms_json(s));
-		if (s->kallsyms_from)
-			json_object_set_new(o, "kallsyms_from", json_string(s->kallsyms_from));
-		json_object_set_new(o, "kallsyms_search_bytes", json_u64(s->kallsyms_search_bytes));
-		json_object_set_new(o, "kallsyms_search_candidates",
-				    json_u64(s->kallsyms_search_candidates));
-		json_object_set_new(o, "processes", json_pack(
-			"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-			"btf_bytes", json_u64(s->btf_bytes), "tasks", json_u64(s->tasks),
-			"cgroups_sent", json_u64(s->cgroups_sent),
-			"cgroups_bad", json_u64(s->cgroups_bad), "cgroups_cut", json_u64(s->cgroups_cut),
-			"walks", json_u64(s->walks), "walks_cut", json_u64(s->walks_cut),
-			"walks_bad_ptr", json_u64(s->walks_bad_ptr),
-			"walk_failed", json_u64(s->walk_failed), "dups", json_u64(s->task_dups),
-			"procs_sent", json_u64(s->procs_sent), "execs_sent", json_u64(s->execs_sent),
-			"exits_sent", json_u64(s->exits_sent), "refresh_us", json_u64(s->refresh_us)));
-		json_object_set_new(json_object_get(o, "processes"), "when", intro_when_json(s));
-		struct sampler_stats ss = { 0 };
-
-		if (g->smp && g->smp->ops && g->smp->ops->get_stats)
-			g->smp->ops->get_stats(g->smp, &ss);
-		/* per walk (processes) and per sample (the current task
-		 * against opvm.ko's slot: the same tgid or not) */
-		json_object_set_new(o, "crosscheck", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-			"walks", json_u64(g->xc_walks), "processes", json_u64(g->xc_seen),
-			"agree", json_u64(g->xc_agree), "differ", json_u64(g->xc_differ),
-			"missing", json_u64(g->xc_missing),
-			"samples_agree", json_u64(ss.cur_agree),
-			"samples_differ", json_u64(ss.cur_differ)));
-		json_object_set_new(o, "current", json_pack("{s:b,s:o,s:o,s:o}",
-			"known", g->cur_known,
-			"samples_named", json_u64(ss.cur_named), "bad", json_u64(ss.cur_bad),
-			"kernel_samples_without_task", json_u64(ss.kernel_no_task)));
-		/* those named afterwards by their kernel stack (boot) */
-		json_object_set_new(o, "by_stack", json_pack("{s:o,s:o,s:o,s:o}",
-			"stacks", json_u64(s->stacks), "stacks_bad", json_u64(s->stacks_bad),
-			"lookups", json_u64(s->sp_lookups), "named", json_u64(s->sp_named)));
-	}
-	if (o)
-		json_object_set_new(o, "mappings", intro_maps_json(s));
-	if (o)
-		json_object_set_new(o, "modules", intro_mods_json(s));
-	if (o && s->last_error[0])
-		json_object_set_new(o, "last_error", json_string(s->last_error));
-	return o;
+		return 0;
+	bad |= json_object_set_new(o, "crosscheck", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		"walks", json_u64(g->xc_walks), "processes", json_u64(g->xc_seen),
+		"agree", json_u64(g->xc_agree), "differ", json_u64(g->xc_differ),
+		"missing", json_u64(g->xc_missing),
+		"samples_agree", json_u64(ss->cur_agree),
+		"samples_differ", json_u64(ss->cur_differ)));
+	bad |= json_object_set_new(o, "current", json_pack("{s:b,s:o,s:o,s:o}",
+		"known", g->cur_known,
+		"samples_named", json_u64(ss->cur_named), "bad", json_u64(ss->cur_bad),
+		"kernel_samples_without_task", json_u64(ss->kernel_no_task)));
+	return bad;
 }
 
 /* ---- session.json -------------------------------------------------------- */
@@ -342,15 +179,18 @@ static int callgraph_json(struct collector *c, struct cguest *g, json_t *root)
 #undef C
 }
 
-/* session.json "kernel": the HELLO's facts, or introspection's before
- * any.  NULL: none known (errno 0), or ENOMEM. */
-static json_t *kernel_json(const struct cguest *g)
+/* session.json "kernel": the HELLO's facts, or before any the kernel as
+ * introspection found it (its "kernel": the release, to take
+ * <guest>/kallsyms, and _text, _stext to check it against the running
+ * kernel).  NULL: none known (errno 0), or ENOMEM. */
+static json_t *kernel_json(const struct cguest *g, json_t *intro)
 {
 	const struct chan_hello *h = gstate_get_hello(g->gs);
 	json_t *k;
 
+	errno = 0;
 	if (!h)
-		return intro_kernel_json(g);
+		return json_incref(json_object_get(intro, "kernel"));
 	k = json_pack("{s:s,s:s,s:s}", "release", h->release, "anchor_name", h->anchor_name,
 		      "source", "opvm.ko");
 	if (!k) {
@@ -383,10 +223,11 @@ static json_t *events_json(const struct collector *c)
 	return ev;
 }
 
-/* session.json's counters, from "channel" to "meta_failures".  Nonzero
- * when a member could not be built (ENOMEM). */
+/* session.json's counters, from "channel" to "meta_failures"; intro
+ * (introspect_to_json()'s, taken) becomes "introspect".  Nonzero when a
+ * member could not be built (ENOMEM). */
 static int counters_json(struct collector *c, struct cguest *g,
-			 const struct sampler_stats *sp, json_t *root)
+			 const struct sampler_stats *sp, json_t *intro, json_t *root)
 {
 	const struct decoder_stats *ds = decoder_get_stats(g->dec);
 	const struct gstate_stats *gst = gstate_get_stats(g->gs);
@@ -429,7 +270,8 @@ static int counters_json(struct collector *c, struct cguest *g,
 	bad |= json_object_set_new(root, "store", stats_store_to_json(&sst, &lim));
 	bad |= json_object_set_new(root, "store_errors", C(attribution_store_errors(g->sy)));
 	bad |= json_object_set_new(root, "fetch", fetch_to_json(g->fetch));
-	bad |= json_object_set_new(root, "introspect", intro_json(g));
+	bad |= intro_json(g, sp, intro);
+	bad |= json_object_set_new(root, "introspect", intro);
 	attribution_get_bymap_stats(g->sy, &bm);
 	bad |= json_object_set_new(root, "by_mapping", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 		"attributed", C(bm.attributed), "ambiguous", C(bm.ambiguous),
@@ -442,26 +284,51 @@ static int counters_json(struct collector *c, struct cguest *g,
 	return bad;
 }
 
+/* session.json's "start" and "duration_s", and a window's bounds.
+ * Nonzero on ENOMEM. */
+static int times_json(const struct collector *c, const struct cguest *g, uint64_t now,
+		      json_t *root)
+{
+	char start[32];
+	struct tm tm;
+	int bad = 0;
+
+	gmtime_r(&c->start_wall.tv_sec, &tm);
+	strftime(start, sizeof(start), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	bad |= json_object_set_new(root, "start", json_string(start));
+	/* a window's own time (collector-window.c), else the session's */
+	bad |= json_object_set_new(root, "duration_s", json_real(c->cfg.window_ms ?
+		(double)(clk_wall_ms() - g->win_start) / 1000.0 :
+		(double)(now - c->start_ms) / 1000.0));
+	if (c->cfg.window_ms) {	/* its window, so far (collector-window.c) */
+		bad |= json_object_set_new(root, "window_start_ms", json_integer(g->win_start));
+		bad |= json_object_set_new(root, "window_end_ms",
+					   json_integer(clk_wall_ms()));
+		bad |= json_object_set_new(root, "windows_sealed", json_integer((json_int_t)g->windows));
+	}
+	return bad;
+}
+
 static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 {
 	struct sampler_stats ss;
 	struct opvm_stats st;
-	char sep[64], start[32];
-	json_t *root, *ev, *mods, *k = NULL;
-	struct tm tm;
+	char sep[64];
+	json_t *root, *ev, *mods, *intro, *k = NULL;
 	int bad = 0;
 
 	collector_guest_stats(g, &st, &ss);
 	separate_str(c->cfg.separate, sep, sizeof(sep));
-	gmtime_r(&c->start_wall.tv_sec, &tm);
-	strftime(start, sizeof(start), "%Y-%m-%dT%H:%M:%SZ", &tm);
 
 	root = json_object();
 	ev = events_json(c);
 	mods = json_array();
-	if (!root || !ev || !mods)
+	/* once, before "kernel": introspection's "kernel" is session.json's
+	 * until opvm.ko says HELLO */
+	intro = introspect_to_json(g->intro, g->intro_mode);
+	if (!root || !ev || !mods || !intro)
 		goto fail;
-	if (!(k = kernel_json(g)) && errno == ENOMEM)
+	if (!(k = kernel_json(g, intro)) && errno == ENOMEM)
 		goto fail;
 	if (gstate_for_each_module(g->gs, module_json, mods))
 		goto fail;
@@ -479,17 +346,7 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	bad |= json_object_set_new(root, "separate", json_string(sep));
 	/* --no-python: a session without {py} rows says why */
 	bad |= json_object_set_new(root, "no_python", json_boolean(c->cfg.python_off));
-	bad |= json_object_set_new(root, "start", json_string(start));
-	/* a window's own time (collector-window.c), else the session's */
-	bad |= json_object_set_new(root, "duration_s", json_real(c->cfg.window_ms ?
-		(double)(clk_wall_ms() - g->win_start) / 1000.0 :
-		(double)(now - c->start_ms) / 1000.0));
-	if (c->cfg.window_ms) {	/* its window, so far (collector-window.c) */
-		bad |= json_object_set_new(root, "window_start_ms", json_integer(g->win_start));
-		bad |= json_object_set_new(root, "window_end_ms",
-					   json_integer(clk_wall_ms()));
-		bad |= json_object_set_new(root, "windows_sealed", json_integer((json_int_t)g->windows));
-	}
+	bad |= times_json(c, g, now, root);
 	if (c->cfg.callgraph)
 		bad |= callgraph_json(c, g, root);
 	if (c->cfg.start_exec) {
@@ -508,12 +365,14 @@ static json_t *session_json(struct collector *c, struct cguest *g, uint64_t now)
 	bad |= json_object_set_new(root, "modules", mods);
 	mods = NULL;
 	bad |= json_object_set_new(root, "symbols", symbols_json(c));
-	bad |= counters_json(c, g, &ss, root);
+	bad |= counters_json(c, g, &ss, intro, root);
+	intro = NULL;
 	/* a member that could not be built (ENOMEM) would be missing */
 	if (bad)
 		goto fail;
 	return root;
 fail:
+	json_decref(intro);
 	json_decref(k);
 	json_decref(ev);
 	json_decref(mods);

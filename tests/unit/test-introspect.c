@@ -8,6 +8,7 @@
  * VMCOREINFO, names that run past the end of memory.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -225,6 +226,61 @@ static void test_kallsyms_from_memory(void **state)
 	/* once ready, polls do nothing more */
 	run(in, c, 3);
 	assert_int_equal(c->ends, 1);
+	introspect_free(in);
+	guest_free(&g);
+	free(c);
+}
+
+/* session.json "introspect" as introspection describes it: the mode alone
+ * without an introspector; the search's state, and no "kernel" before the
+ * release is known; then the kernel, in the shape of session.json's own
+ * "kernel" (the collector uses it as is while opvm.ko is silent). */
+static void test_to_json(void **state)
+{
+	struct introspect_config cfg = { .scan_bytes = 1u << 20 };
+	struct capture *c = calloc(1, sizeof(*c));
+	struct introspect *in;
+	json_t *j, *k;
+	struct guest g;
+
+	j = introspect_to_json(NULL, INTROSPECT_OFF);
+	assert_non_null(j);
+	assert_int_equal(json_object_size(j), 1);
+	assert_string_equal(json_string_value(json_object_get(j, "mode")), "off");
+	json_decref(j);
+
+	guest_new(&g);
+	in = introspect_new(g.m, &cfg);
+	assert_non_null(in);
+	j = introspect_to_json(in, INTROSPECT_AUTO);
+	assert_non_null(j);
+	assert_string_equal(json_string_value(json_object_get(j, "mode")), "auto");
+	assert_string_equal(json_string_value(json_object_get(j, "state")), "searching");
+	assert_null(json_object_get(j, "kernel"));
+	assert_true(json_is_object(json_object_get(json_object_get(j, "processes"), "when")));
+	assert_false(json_is_true(json_object_get(json_object_get(j, "mappings"), "read")));
+	json_decref(j);
+
+	assert_int_equal(run(in, c, 20)->state, INTROSPECT_READY);
+	j = introspect_to_json(in, INTROSPECT_ONLY);
+	assert_non_null(j);
+	assert_string_equal(json_string_value(json_object_get(j, "mode")), "only");
+	assert_string_equal(json_string_value(json_object_get(j, "state")), "ready");
+	assert_string_equal(json_string_value(json_object_get(j, "kernel_text_hex")),
+			    "0xffffffff81000000");
+	assert_int_equal(json_integer_value(json_object_get(j, "kallsyms_syms")), NSYMS);
+	k = json_object_get(j, "kernel");
+	assert_true(json_is_object(k));
+	assert_string_equal(json_string_value(json_object_get(k, "release")), "6.1.0-test");
+	assert_string_equal(json_string_value(json_object_get(k, "source")), "introspection");
+	assert_string_equal(json_string_value(json_object_get(k, "anchor_name")), "_stext");
+	assert_string_equal(json_string_value(json_object_get(k, "anchor_addr_hex")),
+			    "0xffffffff81000000");
+	assert_string_equal(json_string_value(json_object_get(k, "text_addr_hex")),
+			    "0xffffffff81000000");
+	/* above INT64_MAX: a real, exact for a 2 MiB-aligned address */
+	assert_true((uint64_t)json_number_value(json_object_get(k, "text_addr")) == XI_KERNEL_VA);
+	json_decref(j);
 	introspect_free(in);
 	guest_free(&g);
 	free(c);
@@ -1706,6 +1762,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kallsyms_from_memory),
+		cmocka_unit_test(test_to_json),
 		cmocka_unit_test(test_vmcoreinfo_parse),
 		cmocka_unit_test(test_lying_tables),
 		cmocka_unit_test(test_lying_vmcoreinfo),

@@ -32,6 +32,7 @@
 #ifndef OPVM_INTROSPECT_H
 #define OPVM_INTROSPECT_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -317,6 +318,18 @@ int introspect_poll(struct introspect *in, uint64_t now_ms, const struct introsp
 void introspect_current_again(struct introspect *in);
 
 const struct introspect_stats *introspect_get_stats(const struct introspect *in);
+
+/*
+ * Introspection's counters and findings for session.json "introspect"
+ * (introspect-json.c), that the collector adds its own to: the mode is
+ * given because a guest without an introspector (in NULL: mode "off",
+ * or no guest memory to read) still has one, and is all there is
+ * then.  Its "kernel" member is the kernel as introspection found it
+ * (release, _stext, _text, build-id) in the shape of session.json's own
+ * "kernel" (source "introspection"), absent while the release is unknown.
+ * NULL: ENOMEM.
+ */
+json_t *introspect_to_json(const struct introspect *in, enum introspect_mode mode);
 
 /*
  * The task guest CPU cpu runs now (its per-CPU current-task pointer; see
