@@ -23,6 +23,7 @@
 #include "host/collect/fetch.h"
 #include "host/collect/gstate.h"
 #include "lib/array.h"
+#include "lib/json.h"
 #include "lib/ring.h"
 #include "lib/sample.h"
 #include "host/collect/stats.h"
@@ -31,9 +32,6 @@
 #include "vmm/introspect/introspect.h"
 #include "vmm/sampler.h"
 #include "lib/clock.h"
-
-static json_t *json_u64(uint64_t v);
-static json_t *json_hex(uint64_t v);
 
 /* The collector's own members of session.json "introspect", beside
  * introspection's (introspect_to_json()): what it checked introspection
@@ -47,37 +45,19 @@ static int intro_json(const struct cguest *g, const struct sampler_stats *ss, js
 	if (!g->intro)
 		return 0;
 	bad |= json_object_set_new(o, "crosscheck", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-		"walks", json_u64(g->xc_walks), "processes", json_u64(g->xc_seen),
-		"agree", json_u64(g->xc_agree), "differ", json_u64(g->xc_differ),
-		"missing", json_u64(g->xc_missing),
-		"samples_agree", json_u64(ss->cur_agree),
-		"samples_differ", json_u64(ss->cur_differ)));
+		"walks", stats_json_count(g->xc_walks), "processes", stats_json_count(g->xc_seen),
+		"agree", stats_json_count(g->xc_agree), "differ", stats_json_count(g->xc_differ),
+		"missing", stats_json_count(g->xc_missing),
+		"samples_agree", stats_json_count(ss->cur_agree),
+		"samples_differ", stats_json_count(ss->cur_differ)));
 	bad |= json_object_set_new(o, "current", json_pack("{s:b,s:o,s:o,s:o}",
 		"known", g->cur_known,
-		"samples_named", json_u64(ss->cur_named), "bad", json_u64(ss->cur_bad),
-		"kernel_samples_without_task", json_u64(ss->kernel_no_task)));
+		"samples_named", stats_json_count(ss->cur_named), "bad", stats_json_count(ss->cur_bad),
+		"kernel_samples_without_task", stats_json_count(ss->kernel_no_task)));
 	return bad;
 }
 
 /* ---- session.json -------------------------------------------------------- */
-
-static json_t *json_u64(uint64_t v)
-{
-	/* jansson integers are signed 64-bit; kernel addresses are not.  Larger
-	 * values go out as reals (exact for 2 MiB-aligned kernel addresses),
-	 * and callers add a "_hex" string that is always exact. */
-	if (v <= (uint64_t)INT64_MAX)
-		return json_integer((json_int_t)v);
-	return json_real((double)v);
-}
-
-static json_t *json_hex(uint64_t v)
-{
-	char b[24];
-
-	snprintf(b, sizeof(b), "0x%llx", (unsigned long long)v);
-	return json_string(b);
-}
 
 static void separate_str(unsigned sep, char *out, size_t len)
 {
@@ -217,7 +197,7 @@ static json_t *events_json(const struct collector *c)
 		memcpy(name, e->name, sizeof(e->name));
 		name[sizeof(e->name)] = '\0';
 		json_array_append_new(ev, json_pack("{s:s,s:o,s:I}", "name", name,
-						    "count", json_u64(e->count),
+						    "count", stats_json_count(e->count),
 						    "unit_mask", (json_int_t)e->unit_mask));
 	}
 	return ev;

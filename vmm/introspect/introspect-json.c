@@ -9,26 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "lib/json.h"
 #include "vmm/introspect/introspect.h"
-
-static json_t *json_u64(uint64_t v)
-{
-	/* jansson integers are signed 64-bit; kernel addresses are not.  Larger
-	 * values go out as reals (exact for 2 MiB-aligned kernel addresses),
-	 * and callers add a "_hex" string that is always exact: the
-	 * collector's convention for the rest of session.json. */
-	if (v <= (uint64_t)INT64_MAX)
-		return json_integer((json_int_t)v);
-	return json_real((double)v);
-}
-
-static json_t *json_hex(uint64_t v)
-{
-	char b[24];
-
-	snprintf(b, sizeof(b), "0x%llx", (unsigned long long)v);
-	return json_string(b);
-}
 
 /* "kernel": what the reports need to take <guest>/kallsyms (the release)
  * and check it against the running kernel (_text, _stext), in the shape of
