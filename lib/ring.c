@@ -11,9 +11,9 @@
  *
  * Ordering: the producer fills the entry, then publishes head with a release
  * store; the consumer reads head with an acquire load, copies the entry out
- * (or reads it in place: ring_peek_flat(), until ring_consume()), then
- * publishes tail with a release store, so the producer never overwrites
- * words still being read.  Each side keeps a private copy of the other side's
+ * (or reads it in place: ring_read()'s flat runs, until its next call),
+ * then publishes tail with a release store, so the producer never
+ * overwrites words still being read.  Each side keeps a private copy of the other side's
  * counter and reloads it only when that copy says "full" or "empty", which
  * keeps the shared cache lines quiet on the fast path.
  */
@@ -178,11 +178,6 @@ int ring_push_slow(struct ring *r, const struct opvm_sample *s)
 	return 0;
 }
 
-int ring_pop(struct ring *r, struct opvm_sample *s, uint64_t *chain)
-{
-	return ring_pop_stack(r, s, chain, NULL);
-}
-
 /* The OPVM_SAMPLE_STACK part of the entry at w (nr chain words), into s
  * and stack (which holds OPVM_MAX_STACK bytes), or dropped. */
 static void pop_stack(const uint64_t *w, uint64_t h, unsigned len, unsigned nr,
@@ -207,28 +202,6 @@ static void pop_stack(const uint64_t *w, uint64_t h, unsigned len, unsigned nr,
 	s->stack = stack;
 }
 
-/* The entry at w (header h, at tail) has a chain or a stack: s's flat
- * fields are filled in, these are added. */
-static int __attribute__((noinline)) pop_rest(struct ring *r, uint64_t tail, const uint64_t *w,
-					      uint64_t h, struct opvm_sample *s,
-					      uint64_t *chain, uint8_t *stack)
-{
-	unsigned len = h & 0xffff, nr = (h >> 16) & 0xff, npy = (h >> 24) & 0xff;
-
-	s->nr_chain = (uint8_t)nr;
-	s->nr_py = (uint8_t)npy;
-	if (nr && chain) {
-		memcpy(chain, w + RING_HDR_WORDS, nr * sizeof(uint64_t));
-		s->chain = chain;
-	} else {
-		s->nr_chain = s->nr_py = 0;
-		s->chain = NULL;
-	}
-	pop_stack(w, h, len, nr, s, stack);
-	atomic_store_explicit(&r->tail, tail + len, memory_order_release);
-	return 1;
-}
-
 /* The fields every entry has (at w), into s; nr_chain is the caller's. */
 static inline void pop_flat(const uint64_t *w, struct opvm_sample *s)
 {
@@ -239,104 +212,126 @@ static inline void pop_flat(const uint64_t *w, struct opvm_sample *s)
 	memcpy(&s->vcpu, &w[5], sizeof(w[5]));
 }
 
-/*
- * A run of entries, one tail publication for all of them: the consumer's
- * per-sample cost is then the copy of six words.  A flat entry (push sets
- * neither length) needs nothing more; an entry with a chain or a stack is
- * popped only as the first of a call, alone, since its chain and stack go
- * into the caller's single buffers.
- */
-size_t ring_pop_many(struct ring *r, struct opvm_sample *s, size_t max, uint64_t *chain,
-		     uint8_t *stack)
+/* The entry at w (header h) copied whole into s, its chain into chain and
+ * its stack into stack; returns its length in words.  Out of line: the
+ * drain's flat runs never come here. */
+static unsigned __attribute__((noinline)) pop_one(const uint64_t *w, uint64_t h,
+						  struct opvm_sample *s, uint64_t *chain,
+						  uint8_t *stack)
 {
-	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-	uint64_t head = r->head_cache;
-	/* locals: the stores into s[] may alias r's fields (the build has
-	 * -fno-strict-aliasing), which would reload them every sample */
-	const uint64_t *words = r->cwords;
-	uint64_t mask = r->cmask;
+	unsigned len = h & 0xffff, nr = (h >> 16) & 0xff, npy = (h >> 24) & 0xff;
+
+	pop_flat(w, s);
+	s->nr_chain = (uint8_t)nr;
+	s->nr_py = (uint8_t)npy;
+	if (nr && chain) {
+		memcpy(chain, w + RING_HDR_WORDS, nr * sizeof(uint64_t));
+		s->chain = chain;
+	} else {
+		s->nr_chain = s->nr_py = 0;
+		s->chain = NULL;
+	}
+	pop_stack(w, h, len, nr, s, stack);
+	return len;
+}
+
+/*
+ * The entry at *tail, NULL when the ring is empty.  head is loaded again
+ * only when the cached one is used up, which keeps the producer's line
+ * quiet while there is work; the drop count comes with it (into *lost
+ * unless NULL): loaded after head, it counts every drop that came before
+ * the entries head covers, as perf's lost records come in its stream.  A
+ * skip marker is stepped over (*tail moves past it).
+ */
+static const uint64_t *at_tail(struct ring *r, uint64_t *tail, uint64_t *lost)
+{
+	uint64_t t = *tail, mask = r->cmask;
+
+	if (t == r->head_cache) {
+		r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
+		if (lost)
+			*lost = atomic_load_explicit(&r->lost, memory_order_relaxed);
+		if (t == r->head_cache)
+			return NULL;
+	}
+	if (r->cwords[t & mask] == 0) {
+		/* skip marker: the producer continued at index 0, and
+		 * published the entry there with the marker */
+		t += mask + 1 - (t & mask);
+		*tail = t;
+		if (t == r->head_cache)
+			return NULL;	/* cannot happen; never read past head */
+	}
+	return r->cwords + (t & mask);
+}
+
+/* How many flat entries lie from w (at tail, itself flat) on, up to max:
+ * entries never wrap, so a run ends at the array's end at the latest. */
+static size_t flat_run(const struct ring *r, uint64_t tail, const uint64_t *w, size_t max)
+{
+	uint64_t idx = tail & r->cmask, avail = r->head_cache - tail;
+	const uint64_t *end, *p;
+
+	if (avail > r->cmask + 1 - idx)
+		avail = r->cmask + 1 - idx;
+	if (max > avail / RING_FLAT_WORDS)
+		max = avail / RING_FLAT_WORDS;
+	end = w + max * RING_FLAT_WORDS;
+	/* four headers a step: the scan is a compare an entry */
+	for (p = w; end - p >= 4 * (ptrdiff_t)RING_FLAT_WORDS && p[0] == RING_FLAT_WORDS &&
+		    p[RING_FLAT_WORDS] == RING_FLAT_WORDS &&
+		    p[2 * RING_FLAT_WORDS] == RING_FLAT_WORDS &&
+		    p[3 * RING_FLAT_WORDS] == RING_FLAT_WORDS; p += 4 * RING_FLAT_WORDS)
+		;
+	for (; p < end && *p == RING_FLAT_WORDS; p += RING_FLAT_WORDS)
+		;
+	return (size_t)(p - w) / RING_FLAT_WORDS;
+}
+
+/*
+ * The give-back of the last run and the hand-over of the next share one
+ * tail publication: a flat run is read in place and its words stay out of
+ * the producer's reach (tail stops before them) until the next call.  A
+ * sample with a chain or a stack is copied out alone (its chain and stack
+ * go into the reader's single buffers), its words given back at once.
+ */
+size_t ring_read(struct ring *r, struct ring_reader *rd, const struct ring_entry **flat,
+		 size_t max)
+{
+	uint64_t tail0 = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	uint64_t tail = tail0 + rd->held * RING_FLAT_WORDS;
+	const uint64_t *w = max ? at_tail(r, &tail, &rd->lost) : NULL;
 	size_t n = 0;
 
-	if (tail == head) {
-		head = r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
-		if (tail == head)
-			return 0;
+	rd->held = 0;
+	*flat = NULL;
+	if (w && w[0] == RING_FLAT_WORDS) {
+		n = rd->held = flat_run(r, tail, w, max);
+		*flat = (const struct ring_entry *)w;
+	} else if (w) {
+		tail += pop_one(w, w[0], &rd->one, rd->chain, rd->stack);
+		n = 1;
 	}
-	while (n < max && tail != head) {
-		const uint64_t *w = words + (tail & mask);
-		uint64_t h = w[0];
-		unsigned len;
-
-		if (h == 0) {
-			/* skip marker: the producer continued at index 0 */
-			tail += (mask + 1) - (tail & mask);
-			w = words;
-			h = w[0];
-		}
-		len = h & 0xffff;
-		if (__builtin_expect(len != RING_HDR_WORDS, 0)) {
-			if (n)
-				break;
-			pop_flat(w, s);
-			return pop_rest(r, tail, w, h, s, chain, stack);
-		}
-		pop_flat(w, &s[n]);
-		s[n].nr_chain = 0;
-		s[n].chain = NULL;
-		s[n].stack_len = 0;
-		s[n].nr_py = 0;
-		s[n].stack = NULL;
-		tail += len;
-		n++;
-	}
-	atomic_store_explicit(&r->tail, tail, memory_order_release);
+	if (tail != tail0)
+		atomic_store_explicit(&r->tail, tail, memory_order_release);
 	return n;
 }
 
-size_t ring_peek_flat(struct ring *r, const struct ring_entry **e, size_t max)
+int ring_pop(struct ring *r, struct opvm_sample *s, uint64_t *chain)
 {
-	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-	uint64_t head = r->head_cache;
-	const uint64_t *words = r->cwords;
-	uint64_t mask = r->cmask, idx, avail;
-	const uint64_t *p, *w, *end;
-
-	if (tail == head) {
-		head = r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
-		if (tail == head)
-			return 0;
-	}
-	idx = tail & mask;
-	if (words[idx] == 0) {
-		/* skip marker: the producer continued at index 0 (nothing
-		 * read here, so the words go back at once) */
-		tail += (mask + 1) - idx;
-		atomic_store_explicit(&r->tail, tail, memory_order_release);
-		if (tail == head)
-			return 0;
-		idx = 0;
-	}
-	/* entries never wrap: the run ends at the array's end at the latest */
-	avail = head - tail < mask + 1 - idx ? head - tail : mask + 1 - idx;
-	if (max > avail / RING_FLAT_WORDS)
-		max = avail / RING_FLAT_WORDS;
-	p = words + idx;
-	end = p + max * RING_FLAT_WORDS;
-	/* four headers a step: the scan is a compare an entry */
-	for (w = p; end - w >= 4 * (ptrdiff_t)RING_FLAT_WORDS && w[0] == RING_FLAT_WORDS &&
-		    w[RING_FLAT_WORDS] == RING_FLAT_WORDS &&
-		    w[2 * RING_FLAT_WORDS] == RING_FLAT_WORDS &&
-		    w[3 * RING_FLAT_WORDS] == RING_FLAT_WORDS; w += 4 * RING_FLAT_WORDS)
-		;
-	for (; w < end && *w == RING_FLAT_WORDS; w += RING_FLAT_WORDS)
-		;
-	*e = (const struct ring_entry *)p;
-	return (size_t)(w - p) / RING_FLAT_WORDS;
+	return ring_pop_stack(r, s, chain, NULL);
 }
 
 int ring_pop_stack(struct ring *r, struct opvm_sample *s, uint64_t *chain, uint8_t *stack)
 {
-	return ring_pop_many(r, s, 1, chain, stack) ? 1 : 0;
+	uint64_t tail0 = atomic_load_explicit(&r->tail, memory_order_relaxed), tail = tail0;
+	const uint64_t *w = at_tail(r, &tail, NULL);
+
+	if (w)
+		tail += pop_one(w, w[0], s, chain, stack);
+	if (tail != tail0)
+		atomic_store_explicit(&r->tail, tail, memory_order_release);
+	return w != NULL;
 }
 
 uint64_t ring_lost(const struct ring *r)

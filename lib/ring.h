@@ -22,10 +22,9 @@
 #define RING_CACHELINE	64
 
 /*
- * In the header only for ring_push()'s inline fast path and
- * ring_peek_flat(); users go through the functions.  Each side keeps its
- * own copy of the array's place and size on its own line, so that its fast
- * path reads one line of the struct.
+ * In the header only for ring_push()'s inline fast path; users go through
+ * the functions.  Each side keeps its own copy of the array's place and
+ * size on its own line, so that its fast path reads one line of the struct.
  */
 struct ring {
 	/* producer-owned line */
@@ -65,7 +64,7 @@ struct ring_entry {
 #define RING_FLAT_WORDS	(sizeof(struct ring_entry) / sizeof(uint64_t))
 
 /* Flat entry e as a whole sample (no chain, no stack), for the consumer's
- * paths that need one (ring_peek_flat()'s callers on a slow path). */
+ * paths that need one (ring_read()'s callers on a slow path). */
 static inline void ring_entry_sample(const struct ring_entry *e, struct opvm_sample *s)
 {
 	memset(s, 0, sizeof(*s));
@@ -120,35 +119,48 @@ static inline int ring_push(struct ring *r, const struct opvm_sample *s)
 	return 0;
 }
 
-/* Consumer side.  Pops one sample into *s; s->chain then points into chain,
- * which must hold OPVM_MAX_CALLCHAIN entries.  Returns 1 if a sample was
- * popped, 0 if the ring was empty. */
+/*
+ * The consumer's cursor: one per ring, used by one thread.  Whatever
+ * ring_read() hands over stays the consumer's (the producer cannot write
+ * over it) until the next ring_read() on the same reader gives it back.
+ */
+struct ring_reader {
+	uint64_t *chain;		/* OPVM_MAX_CALLCHAIN entries (caller's) */
+	uint8_t *stack;			/* OPVM_MAX_STACK bytes, or NULL: a
+					 * sample's stack is dropped and its
+					 * OPVM_SAMPLE_STACK flag cleared */
+	struct opvm_sample one;		/* the sample handed over alone:
+					 * one.chain/one.stack point into
+					 * chain/stack */
+	size_t held;			/* flat entries handed over, not yet
+					 * given back */
+	uint64_t lost;			/* the producer's drops (ring_lost()),
+					 * as of the reader's last look at head:
+					 * every drop before the samples handed
+					 * over so far */
+};
+
+/*
+ * Consumer side.  Gives back what the last call handed over, then hands
+ * over up to max samples: a run of flat entries read in place (*flat
+ * points at them, contiguous: a run ends at the array's end and before a
+ * sample with a chain or a stack), or one sample with a chain or a stack,
+ * copied into rd->one (*flat NULL).  Returns how many: 0 when the ring is
+ * empty (rd->lost is then fresh), or for max 0, which only gives back.  A
+ * drain loop that ends on a 0 holds nothing.  One tail publication a call.
+ */
+size_t ring_read(struct ring *r, struct ring_reader *rd, const struct ring_entry **flat,
+		 size_t max);
+
+/* One sample at a time, copied out (tests and tools: the collector drains
+ * with ring_read(); not both on a ring while a reader holds a run): into
+ * *s; s->chain then points into chain, which must hold OPVM_MAX_CALLCHAIN
+ * entries.  Returns 1 if a sample was popped, 0 if the ring was empty. */
 int ring_pop(struct ring *r, struct opvm_sample *s, uint64_t *chain);
 /* ring_pop() that keeps an OPVM_SAMPLE_STACK sample's user stack: s->stack
  * then points into stack, which must hold OPVM_MAX_STACK bytes (NULL: the
  * stack is dropped and the flag cleared, as ring_pop() does). */
 int ring_pop_stack(struct ring *r, struct opvm_sample *s, uint64_t *chain, uint8_t *stack);
-
-/* Pops up to max samples into s[0..max): a run of flat ones (no chain, no
- * stack), or one with a chain or a stack alone (into chain and stack, as
- * ring_pop_stack()), publishing the ring's tail once.  Returns how many
- * were popped (0: the ring was empty). */
-size_t ring_pop_many(struct ring *r, struct opvm_sample *s, size_t max, uint64_t *chain,
-		     uint8_t *stack);
-
-/* Consumer side, in place: *e points at the run of flat entries at the
- * tail (up to max of them, contiguous); returns how many, 0 when the ring
- * is empty or its next entry has a chain or a stack (ring_pop_many() takes
- * that one).  The entries stay the consumer's until ring_consume(r, n)
- * gives the first n back to the producer. */
-size_t ring_peek_flat(struct ring *r, const struct ring_entry **e, size_t max);
-
-static inline void ring_consume(struct ring *r, size_t n)
-{
-	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-
-	atomic_store_explicit(&r->tail, tail + n * RING_FLAT_WORDS, memory_order_release);
-}
 
 /* Samples dropped because the ring was full (producer-written counter). */
 uint64_t ring_lost(const struct ring *r);

@@ -116,7 +116,11 @@ struct attribution {
 	unsigned fmap_bits;
 
 	uint64_t chain[OPVM_MAX_CALLCHAIN];	/* the sample being taken's */
-	struct opvm_sample popped;	/* drain()'s sample with a chain or stack */
+	/* drain()'s cursors, one per ring: a sample with a chain or a stack
+	 * comes in rd[r].one, its chain in chain and its stack in stack
+	 * (shared: one sample is taken at a time); rd[r].lost is ring r's
+	 * lost_overflow */
+	struct ring_reader *rd;
 
 	/* user samples without a CR3: the interval index of the model's
 	 * mappings, built on first use and again when the model changed */

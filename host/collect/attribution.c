@@ -25,7 +25,7 @@
 #define SYNC_HOLD_MAX_DEFAULT	65536
 #define SC_BITS			12	/* sample-file cache: 4096 slots */
 #define DRAIN_MAX		(1u << 24)	/* samples per ring per run */
-#define PEEK_BATCH		256	/* flat entries in place, one tail
+#define READ_BATCH		256	/* flat entries in place, one tail
 					 * publication: 12 KiB of ring */
 
 enum { FILED = 0, HOLD = 1 };
@@ -193,12 +193,15 @@ struct attribution *attribution_new(struct store *st, struct gstate *gs,
 	s->sc = calloc((size_t)1 << SC_BITS, sizeof(*s->sc));
 	s->uc = calloc_lines((size_t)1 << UBITS, sizeof(*s->uc), &s->uc_mem);
 	s->held = calloc(s->hold_cap, sizeof(*s->held));
-	if (nr_rings)
+	if (nr_rings) {
 		s->rings = calloc(nr_rings, sizeof(*s->rings));
+		s->rd = calloc(nr_rings, sizeof(*s->rd));
+	}
 	s->fmap_bits = 8;
 	s->fmap = calloc((size_t)1 << s->fmap_bits, sizeof(*s->fmap));
 	s->nr_f = 1;		/* fid 0 means "none" */
-	if (!s->vc || !s->vp || !s->sc || !s->uc || !s->held || (nr_rings && !s->rings) ||
+	if (!s->vc || !s->vp || !s->sc || !s->uc || !s->held ||
+	    (nr_rings && (!s->rings || !s->rd)) ||
 	    (s->image_wait && s->host_file && !s->dq) ||
 	    !s->fmap) {
 		attribution_free(s);
@@ -207,6 +210,10 @@ struct attribution *attribution_new(struct store *st, struct gstate *gs,
 	}
 	if (nr_rings)
 		memcpy(s->rings, rings, nr_rings * sizeof(*s->rings));
+	for (unsigned r = 0; r < nr_rings; r++) {
+		s->rd[r].chain = s->chain;
+		s->rd[r].stack = s->stack;
+	}
 	s->nr_rings = nr_rings;
 	s->gen = gstate_generation(gs);
 	s->held_gen = s->gen;
@@ -227,6 +234,7 @@ void attribution_free(struct attribution *s)
 		free(s->dq[(s->dq_head + i) % SYNC_DEFER_MAX]);
 	free(s->dq);
 	free(s->rings);
+	free(s->rd);
 	free(s->vc_mem);
 	free(s->vp);
 	free(s->sc);
@@ -1490,30 +1498,25 @@ static void take_entries(struct attribution *s, const struct ring_entry *e, size
 	s->stats.received += n - k[1];
 }
 
-/* Each ring: runs of flat entries read in place (one tail publication a
- * run); a sample with a chain or a stack is popped alone, its chain and
- * stack into s->chain and s->stack. */
+/* Each ring through its reader: runs of flat entries read in place (one
+ * tail publication a run); a sample with a chain or a stack comes alone,
+ * copied.  The loop ends on a call that gives the last run back (the ring
+ * empty, or max 0 at DRAIN_MAX): the producer has all its room again. */
 static void drain(struct attribution *s, uint64_t now_ms)
 {
 	unsigned r;
 
 	for (r = 0; r < s->nr_rings; r++) {
-		struct ring *ring = s->rings[r];
+		struct ring_reader *rd = &s->rd[r];
 		const struct ring_entry *e;
 		size_t n, done = 0;
 
-		while (done < DRAIN_MAX) {
-			n = ring_peek_flat(ring, &e,
-					   DRAIN_MAX - done < PEEK_BATCH ? DRAIN_MAX - done : PEEK_BATCH);
-			if (n) {
+		while ((n = ring_read(s->rings[r], rd, &e,
+				      DRAIN_MAX - done < READ_BATCH ? DRAIN_MAX - done : READ_BATCH))) {
+			if (e)
 				take_entries(s, e, n, now_ms);
-				ring_consume(ring, n);
-			} else if (ring_pop_many(ring, &s->popped, 1, s->chain, s->stack)) {
-				take(s, &s->popped, now_ms);
-				n = 1;
-			} else {
-				break;
-			}
+			else
+				take(s, &rd->one, now_ms);
 			done += n;
 		}
 	}
@@ -1620,9 +1623,12 @@ void attribution_get_stats(const struct attribution *s, struct opvm_stats *out)
 	unsigned r;
 
 	*out = s->stats;
+	/* the drops each reader saw with what it read: every sync drains
+	 * (and ends on an empty ring, which brings the count up to date)
+	 * before its stats are written, the last one after sampling stopped */
 	out->lost_overflow = 0;
 	for (r = 0; r < s->nr_rings; r++)
-		out->lost_overflow += ring_lost(s->rings[r]);
+		out->lost_overflow += s->rd[r].lost;
 	out->guest_lost = gstate_get_stats(s->gs)->guest_lost;
 }
 

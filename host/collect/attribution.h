@@ -245,7 +245,8 @@ int attribution_flush(struct attribution *s, uint64_t now_ms);
 /* Attributes one sample as if popped from a ring (tests, benchmarks). */
 int attribution_sample(struct attribution *s, const struct opvm_sample *smp, uint64_t now_ms);
 
-/* Totals so far: the sync's counters, lost_overflow summed over the rings and
+/* Totals so far: the sync's counters, lost_overflow summed over the rings (as
+ * of their last drain, which counts every drop before what it read) and
  * guest_lost from the guest-state model.  throttled is left 0 (the sampler
  * knows it). */
 void attribution_get_stats(const struct attribution *s, struct opvm_stats *out);

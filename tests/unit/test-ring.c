@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -119,112 +120,261 @@ static void check_entry(const struct ring_entry *e, uint64_t i)
 	assert_int_equal(e->flags, OPVM_SAMPLE_SLOT);
 }
 
-/* ring_peek_flat()/ring_consume(): flat entries read in place, in order,
- * runs cut by a sample with a chain (ring_pop_many() takes it) and by the
- * array's end, the rest of a run peeked again after a partial consume;
- * entries peeked and not consumed are never overwritten by the producer. */
-static void test_peek_flat(void **state)
+/*
+ * The mixed stream ring_read() is tested on: sample i has a chain (one in
+ * seven), a user stack and a chain of one (one in 13), a chain count past
+ * the cap, pushed flat (one in 11), or nothing: flat.
+ */
+enum { MIX_FLAT, MIX_CHAIN, MIX_STACK, MIX_BADNR };
+
+static uint8_t stk_src[OPVM_MAX_STACK];
+
+static int mix_kind(uint64_t i)
+{
+	return i % 7 == 2 ? MIX_CHAIN : i % 13 == 5 ? MIX_STACK : i % 11 == 4 ? MIX_BADNR : MIX_FLAT;
+}
+
+static uint8_t mix_nr(uint64_t i)
+{
+	int k = mix_kind(i);
+
+	return k == MIX_CHAIN ? (uint8_t)(1 + i % 5) : k == MIX_STACK ? 1 : 0;
+}
+
+static int push_mix(struct ring *r, uint64_t i, uint64_t *chain)
+{
+	struct opvm_sample s = mk(i, mix_nr(i), chain);
+
+	if (mix_kind(i) == MIX_BADNR)
+		s.nr_chain = OPVM_MAX_CALLCHAIN + 1;
+	if (mix_kind(i) == MIX_STACK) {
+		s.flags |= OPVM_SAMPLE_STACK;
+		s.user_ip = i;
+		s.user_sp = i + 1;
+		s.user_bp = i + 2;
+		s.stack = stk_src + i % 64;
+		s.stack_len = (uint16_t)(i % 200);
+	}
+	return ring_push(r, &s);
+}
+
+static void stk_init(void)
+{
+	for (unsigned k = 0; k < sizeof(stk_src); k++)
+		stk_src[k] = (uint8_t)(k * 13);
+}
+
+/* rd->one is sample i of the mixed stream, whole, in rd's buffers. */
+static void check_one(const struct ring_reader *rd, uint64_t i)
+{
+	struct opvm_sample o = rd->one;
+
+	assert_true(mix_kind(i) == MIX_CHAIN || mix_kind(i) == MIX_STACK);
+	if (mix_kind(i) == MIX_STACK) {
+		assert_true(o.flags & OPVM_SAMPLE_STACK);
+		assert_true(o.user_ip == i && o.user_sp == i + 1 && o.user_bp == i + 2);
+		assert_int_equal(o.stack_len, i % 200);
+		assert_ptr_equal(o.stack, rd->stack);
+		assert_memory_equal(o.stack, stk_src + i % 64, o.stack_len);
+		o.flags &= (uint8_t)~OPVM_SAMPLE_STACK;
+	} else {
+		assert_null(o.stack);
+		assert_int_equal(o.stack_len, 0);
+	}
+	assert_ptr_equal(o.chain, rd->chain);
+	check(&o, i, mix_nr(i));
+}
+
+/* A run handed over by ring_read(): samples i.. of the mixed stream, all
+ * flat, in place inside the array (never across its end). */
+static void check_run(const struct ring *r, const struct ring_entry *e, size_t n, uint64_t i)
+{
+	assert_true((const uint64_t *)e >= r->cwords &&
+		    (const uint64_t *)(e + n) <= r->cwords + r->cmask + 1);
+	for (size_t k = 0; k < n; k++) {
+		assert_true(mix_kind(i + k) == MIX_FLAT || mix_kind(i + k) == MIX_BADNR);
+		check_entry(&e[k], i + k);
+	}
+}
+
+/*
+ * ring_read(): the mixed stream comes out in push order and intact, flat
+ * runs in place and up to max, a sample with a chain or a stack alone,
+ * through many wraps of a small ring (runs that end at the array's end,
+ * the next starting at index 0); a run held while the producer fills the
+ * ring is not written over.
+ */
+static void test_read_mix(void **state)
 {
 	struct ring *r = ring_new(256);
+	static uint8_t out_stack[OPVM_MAX_STACK];
 	uint64_t chain[OPVM_MAX_CALLCHAIN], out_chain[OPVM_MAX_CALLCHAIN];
-	uint64_t pushed = 0, popped = 0;
-	const struct ring_entry *e;
-	struct opvm_sample s, o;
+	struct ring_reader rd = { .chain = out_chain, .stack = out_stack };
+	uint64_t pushed = 0, popped = 0, at_end = 0, at_zero = 0, dropped = 0;
+	const struct ring_entry *e = (const void *)1;
+	const uint64_t *end;
+	size_t got;
 
+	stk_init();
 	assert_non_null(r);
-	assert_int_equal(ring_peek_flat(r, &e, 8), 0);
+	assert_int_equal(ring_read(r, &rd, &e, 8), 0);
+	assert_null(e);
 	for (int round = 0; round < 3000; round++) {
-		int n = 1 + round % 13;
+		size_t max = 1 + (size_t)round % 9;
+		bool filled = false;
 
-		for (int k = 0; k < n; k++) {
-			/* one in seven has a chain; one in 11 a count past the
-			 * cap, pushed flat (its nr_chain byte not 0) */
-			uint8_t nr = pushed % 7 == 2 ? (uint8_t)(1 + pushed % 5) :
-				     pushed % 11 == 4 ? OPVM_MAX_CALLCHAIN + 1 : 0;
-
-			s = mk(pushed, nr == OPVM_MAX_CALLCHAIN + 1 ? 0 : nr, chain);
-			s.nr_chain = nr;
-			assert_int_equal(ring_push(r, &s), 0);
-			pushed++;
-		}
-		while (popped < pushed) {
-			size_t max = 1 + (size_t)round % 9, got = ring_peek_flat(r, &e, max);
-
-			if (!got) {
-				/* the next one has its chain */
-				assert_int_equal(popped % 7, 2);
-				assert_int_equal(ring_pop_many(r, &o, 1, out_chain, NULL), 1);
-				check(&o, popped, (uint8_t)(1 + popped % 5));
-				popped++;
-				continue;
-			}
+		for (int k = 0; k < 1 + round % 13; k++, pushed++)
+			assert_int_equal(push_mix(r, pushed, chain), 0);
+		while ((got = ring_read(r, &rd, &e, max))) {
 			assert_true(got <= max);
-			for (size_t k = 0; k < got; k++)
-				check_entry(&e[k], popped + k);
-			if (round % 3 == 0 && got > 1) {
-				/* half of it; the rest comes again */
-				ring_consume(r, got / 2);
-				popped += got / 2;
+			if (!e) {
+				assert_int_equal(got, 1);
+				check_one(&rd, popped++);
 				continue;
 			}
-			if (round % 50 == 1) {
-				/* a full ring leaves what was peeked alone */
-				while (ring_push(r, &s) == 0)
-					;
-				for (size_t k = 0; k < got; k++)
-					check_entry(&e[k], popped + k);
-				ring_consume(r, got);
-				popped += got;
-				ring_free(r);
-				r = ring_new(256);
-				assert_non_null(r);
-				pushed = popped;
-				break;
+			check_run(r, e, got, popped);
+			/* runs cut by the array's end (at it, or at a skip
+			 * marker in its last 40 words: no entry here is
+			 * longer), and runs from index 0 */
+			end = r->cwords + r->cmask + 1;
+			at_end += (const uint64_t *)(e + got) == end ||
+				  ((const uint64_t *)(e + got) > end - 40 &&
+				   *(const uint64_t *)(e + got) == 0);
+			at_zero += (const uint64_t *)e == r->cwords;
+			if (round % 50 == 1 && !filled) {
+				/* the producer fills the ring: the run stays */
+				while (push_mix(r, pushed, chain) == 0)
+					pushed++;
+				dropped++;
+				filled = true;
+				check_run(r, e, got, popped);
 			}
-			ring_consume(r, got);
 			popped += got;
 		}
+		assert_int_equal(popped, pushed);
+		assert_int_equal(ring_used_words(r), 0);
 	}
-	assert_int_equal(ring_peek_flat(r, &e, 8), 0);
+	assert_true(at_end > 100 && at_zero > 100);
+	assert_int_equal(rd.held, 0);
+	assert_int_equal(ring_lost(r), dropped);
+	assert_int_equal(rd.lost, dropped);
 	ring_free(r);
 }
 
-/* ring_pop_many(): runs of flat samples up to max, a sample with a chain
- * alone and only at the front, through many wraps of a small ring. */
-static void test_pop_many(void **state)
+/* A flat run's words stay the consumer's until the next ring_read(): the
+ * producer sees them in use and cannot push over them; max 0 gives them
+ * back and hands nothing over; a sample copied out is given back at once. */
+static void test_read_holds(void **state)
 {
 	struct ring *r = ring_new(256);
 	uint64_t chain[OPVM_MAX_CALLCHAIN], out_chain[OPVM_MAX_CALLCHAIN];
-	uint64_t pushed = 0, popped = 0;
-	struct opvm_sample s, o[8];
+	struct ring_reader rd = { .chain = out_chain };
+	const struct ring_entry *e = (const void *)1;
+	struct opvm_sample s;
+	uint64_t i = 0;
 
 	assert_non_null(r);
-	assert_int_equal(ring_pop_many(r, o, 8, out_chain, NULL), 0);
-	for (int round = 0; round < 3000; round++) {
-		int n = 1 + round % 11;
+	assert_int_equal(ring_read(r, &rd, &e, 0), 0);
+	assert_null(e);
+	for (s = mk(i, 0, chain); ring_push(r, &s) == 0; s = mk(++i, 0, chain))
+		;
+	assert_int_equal(i, 256 / 6);
+	assert_int_equal(ring_read(r, &rd, &e, 10), 10);
+	assert_int_equal(rd.held, 10);
+	assert_int_equal(ring_used_words(r), 42 * 6);
+	assert_int_equal(ring_push(r, &s), -ENOSPC);	/* still full */
+	for (uint64_t k = 0; k < 10; k++)
+		check_entry(&e[k], k);
+	/* max 0: the ten go back, nothing comes */
+	assert_int_equal(ring_read(r, &rd, &e, 0), 0);
+	assert_null(e);
+	assert_int_equal(rd.held, 0);
+	assert_int_equal(ring_used_words(r), 32 * 6);
+	/* the rest, up to the array's end (252 of 256 words) */
+	assert_int_equal(ring_read(r, &rd, &e, 1000), 32);
+	for (uint64_t k = 0; k < 32; k++)
+		check_entry(&e[k], 10 + k);
+	assert_int_equal(ring_used_words(r), 32 * 6);
+	/* a chain: skip marker, then index 0; the run and it go back */
+	s = mk(50, 3, chain);
+	assert_int_equal(ring_push(r, &s), 0);
+	assert_int_equal(ring_read(r, &rd, &e, 8), 1);
+	assert_null(e);
+	check(&rd.one, 50, 3);
+	assert_int_equal(rd.held, 0);
+	assert_int_equal(ring_used_words(r), 0);
+	assert_int_equal(ring_read(r, &rd, &e, 8), 0);
+	assert_int_equal(rd.lost, 2);	/* the fill's last push and the one after */
+	ring_free(r);
+}
 
-		for (int k = 0; k < n; k++) {
-			/* one sample in five has a chain */
-			s = mk(pushed, pushed % 5 == 3 ? (uint8_t)(1 + pushed % 9) : 0, chain);
-			assert_int_equal(ring_push(r, &s), 0);
-			pushed++;
-		}
-		while (popped < pushed) {
-			size_t got = ring_pop_many(r, o, 1 + (size_t)round % 8, out_chain, NULL);
+/* A run that ends exactly at the array's end (no skip marker after it)
+ * stops there, and the next starts at index 0: the words after the array
+ * are not the ring's (a read of them shows under AddressSanitizer). */
+static void test_read_exact_end(void **state)
+{
+	struct ring *r = ring_new(256);
+	uint64_t chain[OPVM_MAX_CALLCHAIN], out_chain[OPVM_MAX_CALLCHAIN];
+	struct ring_reader rd = { .chain = out_chain };
+	const struct ring_entry *e;
+	struct opvm_sample s;
+	uint64_t i;
 
-			assert_true(got >= 1 && got <= 1 + (size_t)round % 8);
-			for (size_t k = 0; k < got; k++, popped++) {
-				uint8_t nr = popped % 5 == 3 ? (uint8_t)(1 + popped % 9) : 0;
-
-				/* a chain only as the first of a call, alone */
-				assert_true(!nr || (k == 0 && got == 1));
-				check(&o[k], popped, nr);
-				assert_true(nr || (!o[k].chain && !o[k].stack && !o[k].stack_len));
-			}
-		}
+	assert_non_null(r);
+	/* two of 8 words, then 40 flat ones: 256 words, the ring full */
+	for (i = 0; i < 42; i++) {
+		s = mk(i, i < 2 ? 2 : 0, chain);
+		assert_int_equal(ring_push(r, &s), 0);
 	}
-	assert_int_equal(ring_pop_many(r, o, 8, out_chain, NULL), 0);
-	assert_int_equal(ring_lost(r), 0);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(ring_read(r, &rd, &e, 1000), 1);
+		check(&rd.one, i, 2);
+	}
+	for (i = 42; i < 44; i++) {	/* into the words they freed */
+		s = mk(i, 0, chain);
+		assert_int_equal(ring_push(r, &s), 0);
+	}
+	assert_int_equal(ring_read(r, &rd, &e, 1000), 40);
+	assert_ptr_equal(e + 40, r->cwords + r->cmask + 1);
+	for (i = 0; i < 40; i++)
+		check_entry(&e[i], 2 + i);
+	assert_int_equal(ring_read(r, &rd, &e, 1000), 2);
+	assert_ptr_equal(e, r->cwords);
+	check_entry(&e[0], 42);
+	check_entry(&e[1], 43);
+	assert_int_equal(ring_read(r, &rd, &e, 1000), 0);
+	ring_free(r);
+}
+
+/* The producer's drops reach the reader with what it reads: all those
+ * before the samples handed over, and all of them once it finds the ring
+ * empty; max 0 does not look. */
+static void test_read_lost(void **state)
+{
+	struct ring *r = ring_new(256);
+	uint64_t chain[OPVM_MAX_CALLCHAIN], out_chain[OPVM_MAX_CALLCHAIN];
+	struct ring_reader rd = { .chain = out_chain };
+	const struct ring_entry *e;
+	struct opvm_sample s;
+	uint64_t i, n = 0;
+
+	assert_non_null(r);
+	for (i = 0; i < 45; i++) {
+		s = mk(i, 0, chain);
+		ring_push(r, &s);
+	}
+	assert_int_equal(rd.lost, 0);
+	assert_int_equal(ring_read(r, &rd, &e, 5), 5);
+	assert_int_equal(rd.lost, 3);
+	assert_int_equal(ring_push(r, &s), -ENOSPC);
+	assert_int_equal(ring_push(r, &s), -ENOSPC);
+	assert_int_equal(ring_read(r, &rd, &e, 0), 0);
+	assert_int_equal(rd.lost, 3);
+	while ((i = ring_read(r, &rd, &e, 8)))
+		n += i;
+	assert_int_equal(n, 42 - 5);
+	assert_int_equal(rd.lost, 5);
+	assert_int_equal(ring_lost(r), 5);
 	ring_free(r);
 }
 
@@ -361,6 +511,64 @@ static void test_two_threads(void **state)
 	ring_free(r);
 }
 
+/* The mixed stream from a producer thread that retries when the ring is
+ * full, counting its refused pushes. */
+struct mt_mix {
+	struct ring *r;
+	uint64_t refused;
+};
+
+static void *producer_mix(void *arg)
+{
+	struct mt_mix *m = arg;
+	uint64_t chain[OPVM_MAX_CALLCHAIN];
+	uint64_t i = 0;
+
+	while (i < MT_SAMPLES) {
+		if (push_mix(m->r, i, chain) == 0) {
+			i++;
+		} else {
+			m->refused++;
+			sched_yield();
+		}
+	}
+	return NULL;
+}
+
+/* ring_read() against a running producer: every sample in order and
+ * intact (a held run is not written over), every refusal counted in
+ * rd.lost once the producer is done and the ring empty. */
+static void test_read_two_threads(void **state)
+{
+	struct mt_mix m = { .r = ring_new(4096) };
+	static uint8_t out_stack[OPVM_MAX_STACK];
+	uint64_t out_chain[OPVM_MAX_CALLCHAIN];
+	struct ring_reader rd = { .chain = out_chain, .stack = out_stack };
+	const struct ring_entry *e;
+	uint64_t next = 0;
+	pthread_t th;
+	size_t n;
+
+	stk_init();
+	assert_non_null(m.r);
+	assert_int_equal(pthread_create(&th, NULL, producer_mix, &m), 0);
+	while (next < MT_SAMPLES) {
+		n = ring_read(m.r, &rd, &e, 64);
+		if (!n)
+			sched_yield();	/* two cores shared by many jobs */
+		else if (e)
+			check_run(m.r, e, n, next);
+		else
+			check_one(&rd, next);
+		next += n;
+	}
+	pthread_join(th, NULL);
+	assert_int_equal(ring_read(m.r, &rd, &e, 64), 0);
+	assert_int_equal(rd.lost, m.refused);
+	assert_int_equal(ring_lost(m.r), m.refused);
+	ring_free(m.r);
+}
+
 /* -g dwarf: a sample's user registers and stack copy come back whole, past
  * wraps; ring_pop() drops them; a length past the cap is not trusted. */
 static void test_stacks(void **state)
@@ -404,12 +612,15 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_empty_and_basic),
 		cmocka_unit_test(test_wrap),
-		cmocka_unit_test(test_pop_many),
-		cmocka_unit_test(test_peek_flat),
+		cmocka_unit_test(test_read_mix),
+		cmocka_unit_test(test_read_holds),
+		cmocka_unit_test(test_read_exact_end),
+		cmocka_unit_test(test_read_lost),
 		cmocka_unit_test(test_full_drops),
 		cmocka_unit_test(test_chain_bounds),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_two_threads),
+		cmocka_unit_test(test_read_two_threads),
 		cmocka_unit_test(test_stacks),
 	};
 
