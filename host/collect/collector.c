@@ -383,25 +383,37 @@ static int fd_prepare(int fd)
 	return 0;
 }
 
+/* fd as g's channel from now on, in place of the one it had: owned (closed
+ * here on failure), its HELLO asked again, and the partial record of the
+ * last one dropped (a record never spans connections).  0 or -errno. */
+static int channel_adopt(struct cguest *g, int fd)
+{
+	int err = fd_prepare(fd);
+
+	if (err) {
+		close(fd);
+		return err;
+	}
+	if (g->fd >= 0)
+		close(g->fd);
+	g->fd = fd;
+	g->hello_due = true;
+	decoder_reset(g->dec);
+	return 0;
+}
+
 int cguest_set_channel(struct cguest *g, int fd, int (*reconnect)(void *arg), void *arg)
 {
 	int err;
 
 	if (!g || fd < 0)
 		return -EINVAL;
-	err = fd_prepare(fd);
-	if (err) {
-		close(fd);	/* the collector owns fd from here on */
+	err = channel_adopt(g, fd);
+	if (err)
 		return err;
-	}
-	if (g->fd >= 0)
-		close(g->fd);
-	g->fd = fd;
 	g->reconnect = reconnect;
 	g->reconnect_arg = arg;
 	g->want_reconnect = false;
-	g->hello_due = true;
-	decoder_reset(g->dec);
 	return 0;
 }
 
@@ -970,18 +982,8 @@ static void channel_try_reconnect(struct cguest *g)
 	if (!g->reconnect)
 		return;
 	fd = g->reconnect(g->reconnect_arg);
-	if (fd < 0) {
+	if (fd < 0 || channel_adopt(g, fd))
 		g->want_reconnect = true;	/* the guest may come back */
-		return;
-	}
-	if (fd_prepare(fd)) {
-		close(fd);
-		g->want_reconnect = true;
-		return;
-	}
-	g->fd = fd;
-	g->hello_due = true;
-	decoder_reset(g->dec);	/* a partial record never spans connections */
 }
 
 /* Reads what the channel holds now (bounded).  Returns 0 or -errno for a
