@@ -805,7 +805,7 @@ static void files_charge(struct file_job *j, unsigned long long used)
 static int files_write(struct file_job *j, int dev)
 {
 	int debug = j->cur.flags & (OPVM_FETCH_F_DEBUG | OPVM_FETCH_F_PERFMAP), busy = 0;
-	unsigned long long c0 = debug ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0, used;
+	unsigned long long c0 = debug ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
 
 	if (!j->len)
 		file_build(j);
@@ -818,10 +818,8 @@ static int files_write(struct file_job *j, int dev)
 			j->ending = 1;	/* give this one up */
 		}
 	}
-	if (debug) {
-		used = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
-		files_charge(j, used);
-	}
+	if (debug)
+		files_charge(j, clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0);
 	return busy;
 }
 

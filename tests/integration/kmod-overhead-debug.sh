@@ -37,8 +37,11 @@ command -v cpio >/dev/null || skip "cpio is not installed"
 mk_tmp kmod-overhead-debug
 T=$(cd "$T" && pwd)
 
+build_id() {	# build_id ELF: its GNU build-id in hex, or nothing
+	readelf -n "$1" 2>/dev/null | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p'
+}
 libc=$IMG/root/lib/x86_64-linux-gnu/libc.so.6
-lbid=$(readelf -n "$libc" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p')
+lbid=$(build_id "$libc")
 [ -n "$lbid" ] || fail "no build-id in $libc"
 rel=usr/lib/debug/.build-id/${lbid:0:2}/${lbid:2}.debug
 # the image's libc is the host's: libc6-dbg of the host's libc6 version
@@ -63,7 +66,7 @@ cp "$IMG/initramfs.cpio.gz" "$T/initrd"
 cache=$T/cache/opvm/buildid/bench
 nbin=0
 while IFS= read -r -d '' f; do
-	bid=$(readelf -n "$f" 2>/dev/null | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p')
+	bid=$(build_id "$f")
 	[ -n "$bid" ] || continue
 	mkdir -p -m 0700 "$T/cache" "$T/cache/opvm" "$(dirname "$cache")" "$cache" "$cache/${bid:0:2}"
 	install -m 0600 "$f" "$cache/${bid:0:2}/${bid:2}" || fail "cannot put $f in the build-id cache"
