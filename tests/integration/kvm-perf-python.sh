@@ -109,7 +109,10 @@ if spy["kept"] == 0 or spy["kept"] != n + other:
     fails.append("session.json kept %d, the report %d" % (spy["kept"], n + other))
 if other:
     fails.append("%d Python samples under other names: %s" % (other, py))
-if n < 200:
+# the floor only says frames were read: how many are depends on the host's
+# speed (perf's samples read too late or after a task switch are dropped;
+# CI once had 199), and the share's tolerance follows the count
+if n < 50:
     fails.append("only %d Python samples" % n)
 elif abs(share - truth) > tol:
     fails.append("py_f1 share %.2f%% vs truth %.2f%%" % (share, truth))
